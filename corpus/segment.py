@@ -1,0 +1,114 @@
+"""Sentences and morphemes of a cleaned document, from kiwipiepy, as surface spans.
+
+One Kiwi pass per document (``split_into_sents(..., return_tokens=True)``) gives both the sentence
+boundaries and the morphemes. We store *surface* spans ``[start, end, tag]`` into the stored text,
+never Kiwi's normalised forms (했 is analysed as 하/VV + 었/EP, both pointing at the same character),
+so vocab and examples never re-run the analyser and always slice real text.
+
+Kiwi reports Python code-point offsets (astral characters such as emoji count as one).
+Two adjustments make the spans a clean partition (pure functions below, tested without Kiwi):
+
+- :func:`merge_morphs` joins tokens whose spans overlap into one span with a joined tag
+  (``[0, 1, "VV+EP"]`` for 했), so morph spans are sorted and disjoint.
+- :func:`cover_sentences` makes sentence spans sorted and disjoint, and attaches any non-space
+  text Kiwi left between sentences to the previous sentence, so sentences cover the text.
+
+The Beam wrapper builds one Kiwi per worker in ``DoFn.setup`` (loading the model takes ~1 s).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+def merge_morphs(tokens: Iterable[tuple[int, int, str]]) -> list[list]:
+    """``(start, length, tag)`` tokens -> disjoint ``[start, end, tag]`` spans, in text order."""
+    out: list[list] = []
+    for start, length, tag in sorted(tokens, key=lambda t: (t[0], t[1])):
+        end = start + max(length, 0)
+        if end <= start:
+            continue  # zero-width tokens have no surface
+        if out and start < out[-1][1]:
+            prev = out[-1]
+            prev[1] = max(prev[1], end)
+            prev[2] = prev[2] + "+" + tag
+        else:
+            out.append([start, end, tag])
+    return out
+
+
+def cover_sentences(text: str, spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Sorted, disjoint sentence spans whose union holds every non-space character of ``text``.
+
+    Each span is trimmed of surrounding whitespace. Text before the first sentence joins the
+    first; text in a gap joins the sentence before it. An empty ``spans`` (or an all-space
+    result) for non-empty text becomes one sentence over the whole text.
+    """
+    n = len(text)
+    clean: list[list[int]] = []
+    for s, e in sorted((max(0, s), min(n, e)) for s, e in spans):
+        if clean and s < clean[-1][1]:
+            s = clean[-1][1]
+        if e > s:
+            clean.append([s, e])
+    if not clean:
+        stripped = text.strip()
+        if not stripped:
+            return []
+        start = text.index(stripped[0])
+        return [[start, start + len(stripped)]]
+    # extend the first sentence back to the first non-space char; each sentence forward over
+    # any non-space text before the next one starts (or before the end).
+    lead = len(text) - len(text.lstrip())
+    clean[0][0] = min(clean[0][0], lead)
+    for i, span in enumerate(clean):
+        limit = clean[i + 1][0] if i + 1 < len(clean) else n
+        gap = text[span[1] : limit]
+        if gap.strip():
+            span[1] = span[1] + len(gap.rstrip())
+    # trim whitespace at the ends of each span
+    for span in clean:
+        s, e = span
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        span[0], span[1] = s, e
+    return [s for s in clean if s[1] > s[0]]
+
+
+def clip_morphs(morphs: list[list], sentences: list[list[int]]) -> list[list]:
+    """Drop morph spans that do not lie inside one sentence (none expected; a guard for readers
+    that assign morphs to sentences by start offset)."""
+    out = []
+    i = 0
+    for m in morphs:
+        while i < len(sentences) and sentences[i][1] <= m[0]:
+            i += 1
+        if i < len(sentences) and sentences[i][0] <= m[0] and m[1] <= sentences[i][1]:
+            out.append(m)
+    return out
+
+
+class Segmenter:
+    """Kiwi, configured once; :meth:`segment` returns ``(sentences, morphs)`` for a text."""
+
+    def __init__(self, num_workers: int = 0) -> None:
+        from kiwipiepy import Kiwi  # imported here: workers that never segment need not load it
+
+        # num_workers=0: analyse in the calling thread; parallelism comes from Beam workers.
+        self.kiwi = Kiwi(num_workers=num_workers)
+
+    def segment(self, text: str) -> tuple[list[list[int]], list[list]]:
+        if not text:
+            return [], []
+        sents = self.kiwi.split_into_sents(text, return_tokens=True, return_sub_sents=False)
+        return spans_from_sentences(text, sents)
+
+
+def spans_from_sentences(text: str, sents) -> tuple[list[list[int]], list[list]]:
+    """kiwipiepy ``Sentence`` objects (with tokens) -> covered sentence spans and surface morphs."""
+    sentences = cover_sentences(text, [(s.start, s.end) for s in sents])
+    tokens = [(t.start, t.len, t.tag) for s in sents for t in (s.tokens or ())]
+    morphs = clip_morphs(merge_morphs(tokens), sentences)
+    return sentences, morphs

@@ -1,0 +1,86 @@
+"""Text normalisation for the corpus stage: pure ``str -> str`` rules, applied before filtering,
+dedup and morpheme analysis, so every later offset points into the cleaned text.
+
+Order matters and is fixed by :func:`normalize`:
+
+1. :func:`strip_invisible` - drop BOM, zero-width and bidi marks, other format (Cf) and control
+   (Cc) characters and lone surrogates (``json.loads`` accepts ``"\\ud800"``; it cannot be written
+   back as UTF-8). Control characters that are whitespace (tab, newline ...) are kept for step 4.
+2. :func:`fold_width` - full-width ASCII (U+FF01-FF5E) to ASCII, ideographic space to a space,
+   half-width Hangul jamo (U+FFA0-FFDC) to compatibility jamo. These are the only NFKC
+   mappings we want: blanket NFKC would also rewrite other compatibility characters (circled
+   numbers, ligatures, superscripts), and NFKD/NFKC of compatibility jamo used on their own
+   (ㅋㅋ, ㅠㅠ - laughter and crying in Korean web text) must stay as they are.
+3. :func:`nfc` - canonical composition; NFD Hangul (conjoining jamo U+1100..) becomes precomposed
+   syllables, the form Kiwi and the vocabulary expect.
+4. :func:`collapse_whitespace` - any whitespace run becomes one space, or one newline when the run
+   holds a line break (paragraph structure survives for multi-line JSONL documents); ends stripped.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# Zero-width, bidi and other format characters (Unicode category Cf), non-whitespace C0/C1
+# controls and surrogates. Listed explicitly (not computed from unicodedata at import) so the set
+# does not change silently with the Python version's Unicode database.
+_INVISIBLE = re.compile(
+    "["
+    "\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f"  # C0/C1 controls except \t\n\v\f\r, \x1c-\x1f, \x85
+    "\u00ad"  # soft hyphen
+    "\u061c"  # Arabic letter mark
+    "\u180e"  # Mongolian vowel separator
+    "\u200b-\u200f"  # zero-width space/non-joiner/joiner, LRM, RLM
+    "\u202a-\u202e"  # bidi embeddings and overrides
+    "\u2060-\u2064\u2066-\u206f"  # word joiner, invisible operators, bidi isolates
+    "\ufeff"  # BOM / zero-width no-break space
+    "\ufff9-\ufffb"  # interlinear annotation
+    "\ud800-\udfff"  # lone surrogates
+    "\U000e0000-\U000e007f"  # tag characters
+    "]+"
+)
+
+_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}  # ！..～ -> !..~
+_WIDTH[0x3000] = 0x20  # ideographic space
+# Half-width Hangul (U+FFA0-FFDC) -> compatibility jamo, the mapping NFKC would apply.
+_WIDTH.update(
+    {
+        cp: ord(unicodedata.normalize("NFKC", chr(cp)))
+        for cp in range(0xFFA0, 0xFFDD)
+        if unicodedata.category(chr(cp)) == "Lo"
+        and len(unicodedata.normalize("NFKC", chr(cp))) == 1
+    }
+)
+
+_WHITESPACE = re.compile(r"\s+")
+_LINE_BREAKS = frozenset("\n\r\x85\u2028\u2029")
+
+
+def strip_invisible(text: str) -> str:
+    return _INVISIBLE.sub("", text)
+
+
+def fold_width(text: str) -> str:
+    return text.translate(_WIDTH)
+
+
+def nfc(text: str) -> str:
+    # is_normalized is a fast check; most web text is already NFC.
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
+def _one_space(match: re.Match) -> str:
+    run = match.group(0)
+    if run == " ":
+        return run
+    return "\n" if any(c in _LINE_BREAKS for c in run) else " "
+
+
+def collapse_whitespace(text: str) -> str:
+    return _WHITESPACE.sub(_one_space, text).strip()
+
+
+def normalize(text: str) -> str:
+    """The corpus stage's cleaning of one document (see the module docstring for the order)."""
+    return collapse_whitespace(nfc(fold_width(strip_invisible(text))))

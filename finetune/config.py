@@ -1,0 +1,103 @@
+"""Settings of the fine-tuning stage (NSMC sentiment, KorQuAD 1.0 extractive QA).
+
+Last link of the chain (corpus -> vocab -> examples -> pretrain -> **finetune**).  Frozen
+dataclasses, presets are functions; the CLI resolves ``--set key=value`` through
+``pipeline.config.override`` and hashes :func:`pipeline.config.to_dict` into the eval artifact id.
+
+Defaults follow KoELECTRA's published fine-tuning configs (monologg/KoELECTRA,
+``finetune/config/{nsmc,korquad}/koelectra-base-v3.json``): AdamW lr 5e-5, eps 1e-8, weight decay
+0, no warmup, grad-norm clip 1.0; NSMC max length 128, batch 32, 10 epochs; KorQuAD max length
+512, doc stride 128, query 64, answer 30, n-best 20, batch 8, 7 epochs.  The ELECTRA paper's
+recipe (warmup 10%, layer-wise LR decay 0.8) is a separate preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 5e-5
+    weight_decay: float = 0.0
+    adam_eps: float = 1e-8
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    warmup_fraction: float = 0.0  # of all optimizer steps; then linear decay to 0
+    max_grad_norm: float = 1.0  # 0 = no clipping
+    # ELECTRA (Clark et al. 2020, appendix) multiplies the LR of each layer by decay^depth-from-top;
+    # 1.0 = off.  See finetune.optim.layer_lr_scales for the exponents we use.
+    layerwise_lr_decay: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class NsmcConfig:
+    seed: int = 42
+    device: str = "cpu"  # cpu | cuda | xla
+    max_length: int = 128
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    epochs: int = 10
+    optim: OptimConfig = OptimConfig()
+    # Dev set carved from train with ``seed``; epochs are chosen on dev, test is scored once.
+    dev_fraction: float = 0.1
+    max_train_examples: int = 0  # 0 = all; taken after the dev split, first N of a seeded shuffle
+    max_eval_examples: int = 0  # 0 = all; applies to dev and test (first N rows)
+    # Malformed rows (column count, label) are counted; above this fraction of rows it is an error.
+    max_bad_fraction: float = 0.001
+
+
+@dataclasses.dataclass(frozen=True)
+class KorquadConfig:
+    seed: int = 42
+    device: str = "cpu"
+    max_length: int = 512
+    doc_stride: int = 128  # step between window starts in context tokens (BERT's meaning)
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best: int = 20
+    batch_size: int = 8
+    eval_batch_size: int = 32
+    epochs: int = 7
+    optim: OptimConfig = OptimConfig()
+    max_train_examples: int = 0  # questions; 0 = all
+    max_eval_examples: int = 0
+
+
+def koelectra_nsmc() -> NsmcConfig:
+    """KoELECTRA's NSMC recipe (the defaults)."""
+    return NsmcConfig()
+
+
+def electra_nsmc() -> NsmcConfig:
+    """ELECTRA paper GLUE-style recipe: 10% warmup, layer-wise LR decay 0.8, 3 epochs."""
+    return NsmcConfig(epochs=3, optim=OptimConfig(lr=1e-4, warmup_fraction=0.1,
+                                                   weight_decay=0.01, layerwise_lr_decay=0.8))
+
+
+def sample_nsmc() -> NsmcConfig:
+    """What ``kolectra run`` uses on the embedded sample: a couple of epochs, short inputs."""
+    return NsmcConfig(max_length=64, batch_size=16, epochs=2, dev_fraction=0.2,
+                      max_train_examples=256, max_eval_examples=128)
+
+
+def koelectra_korquad() -> KorquadConfig:
+    """KoELECTRA's KorQuAD 1.0 recipe (the defaults)."""
+    return KorquadConfig()
+
+
+def electra_korquad() -> KorquadConfig:
+    """ELECTRA paper SQuAD-style recipe: 10% warmup, layer-wise LR decay 0.8, 2 epochs."""
+    return KorquadConfig(epochs=2, batch_size=32,
+                         optim=OptimConfig(lr=1e-4, warmup_fraction=0.1, weight_decay=0.01,
+                                           layerwise_lr_decay=0.8))
+
+
+def sample_korquad() -> KorquadConfig:
+    """For the embedded KorQuAD-format fixture: short windows so several are made per context."""
+    return KorquadConfig(max_length=128, doc_stride=32, max_query_length=32, batch_size=8,
+                         eval_batch_size=16, epochs=2, optim=OptimConfig(lr=1e-4))
+
+
+NSMC_PRESETS = {"koelectra": koelectra_nsmc, "electra": electra_nsmc, "sample": sample_nsmc}
+KORQUAD_PRESETS = {"koelectra": koelectra_korquad, "electra": electra_korquad,
+                   "sample": sample_korquad}

@@ -1,0 +1,75 @@
+"""KorQuAD 1.0 exact match and character-level F1, with the official v1.0 script's semantics.
+
+Last step of the chain: ``finetune.korquad`` scores its ``predictions.json`` with :func:`evaluate`.
+Written for kolectra from the published behaviour of the KorQuAD v1.0 evaluation script (itself
+derived from SQuAD v1.1's), which differs from SQuAD in three ways that matter for Korean:
+
+* normalisation replaces the quote/bracket symbols ``' " 《 》 < > 〈 〉 ( ) ‘ ’`` by spaces, then
+  lowercases, then deletes ASCII punctuation (``string.punctuation``), then collapses whitespace to
+  single spaces.  No English-article removal (SQuAD removes a/an/the; KorQuAD does not).
+* exact match compares the normalised strings, spaces included ("한나라 당" != "한나라당").
+* F1 is over the multiset of *characters* of the normalised answer with spaces dropped, not over
+  whitespace tokens: a particle glued to a noun ("한나라당의" vs "한나라당") earns partial credit,
+  where SQuAD's token F1 gives 0.  No overlap (including both sides empty) scores 0.
+
+Per question the score is the maximum over its ground truths; a question with no prediction
+scores 0 but still counts; the averages are reported times 100.
+"""
+
+from __future__ import annotations
+
+import string
+from collections import Counter
+from typing import Iterable, Mapping
+
+# Symbols the official script turns into spaces before anything else (Korean/CJK quotes and
+# brackets that ``string.punctuation`` does not contain, plus a few ASCII ones it does).
+_TO_SPACE = "'\"《》<>〈〉()‘’"
+_SPACE_TABLE = str.maketrans({c: " " for c in _TO_SPACE})
+_ASCII_PUNCT = frozenset(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Symbols -> space, lowercase, drop ASCII punctuation, collapse whitespace (in that order)."""
+    text = text.translate(_SPACE_TABLE).lower()
+    text = "".join(ch for ch in text if ch not in _ASCII_PUNCT)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, truth: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(truth))
+
+
+def char_f1(prediction: str, truth: str) -> float:
+    """Harmonic mean of character precision and recall over the normalised, space-free answers."""
+    pred_chars = list(normalize_answer(prediction).replace(" ", ""))
+    truth_chars = list(normalize_answer(truth).replace(" ", ""))
+    same = sum((Counter(pred_chars) & Counter(truth_chars)).values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_chars)
+    recall = same / len(truth_chars)
+    return 2 * precision * recall / (precision + recall)
+
+
+def best_over_truths(metric, prediction: str, truths: Iterable[str]) -> float:
+    return max(metric(prediction, t) for t in truths)
+
+
+def evaluate(gold: Mapping[str, list[str]], predictions: Mapping[str, str]) -> dict:
+    """``gold`` maps question id -> answer texts.  Returns percentages and counts."""
+    if not gold:
+        raise ValueError("KorQuAD evaluation needs at least one question")
+    em = f1 = 0.0
+    missing = 0
+    for qid, truths in gold.items():
+        if not truths:
+            raise ValueError(f"question {qid!r} has no ground-truth answers")
+        if qid not in predictions:
+            missing += 1  # the official script scores it 0 and keeps it in the denominator
+            continue
+        em += best_over_truths(exact_match, predictions[qid], truths)
+        f1 += best_over_truths(char_f1, predictions[qid], truths)
+    n = len(gold)
+    return {"exact_match": 100.0 * em / n, "f1": 100.0 * f1 / n, "questions": n,
+            "unanswered": missing}

@@ -1,0 +1,93 @@
+"""Reader for the NSMC TSV files (``id<TAB>document<TAB>label`` with a header line).
+
+Feeds ``finetune.nsmc`` (last stage of the chain).  The format is plain TSV with no quoting,
+so the reader splits on tab and newline only: a stray ``"`` in a review stays a character
+(a CSV reader would merge rows up to the next quote), ``NA``/``null``/``nan`` stay text (pandas
+would turn them into missing values), and other Unicode line separators (U+2028, \\x0b, \\x1c,
+which ``str.splitlines`` would split on) stay inside the document.  Empty documents are kept
+(a test set is scored on all its rows) and counted.  A row with the wrong column count or a
+label other than 0/1 is a *bad row*: counted with its line number, and if more than
+``max_bad_fraction`` of the rows are bad the file is rejected with the first offenders named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from finetune.runtime import FinetuneError
+
+HEADER = ("id", "document", "label")
+_SHOWN_BAD = 20  # line numbers listed in the stats / error message
+
+
+@dataclasses.dataclass(frozen=True)
+class NsmcRow:
+    line: int  # 1-based line number in the file (the header is line 1)
+    id: str
+    document: str
+    label: int
+
+
+@dataclasses.dataclass
+class NsmcFile:
+    rows: list[NsmcRow]
+    stats: dict
+
+
+def parse_line(text: str, line: int) -> NsmcRow | str:
+    """One data line -> a row, or the reason it is bad."""
+    fields = text.split("\t")
+    if len(fields) != 3:
+        return f"expected 3 tab-separated columns, got {len(fields)}"
+    rid, document, label = fields
+    if label not in ("0", "1"):
+        return f"label must be 0 or 1, got {label!r}"
+    if not rid.strip():
+        return "empty id"
+    return NsmcRow(line=line, id=rid, document=document, label=int(label))
+
+
+def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
+    path = Path(path)
+    try:
+        # newline="\n": split on LF only; a CR before it is stripped below (CRLF files).
+        with open(path, encoding="utf-8", newline="\n") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
+    except OSError as e:
+        raise FinetuneError(f"{path}: cannot read ({e})") from None
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    if not lines:
+        raise FinetuneError(f"{path}: empty file (expected header 'id\\tdocument\\tlabel')")
+    header = lines[0].lstrip("\ufeff")
+    if tuple(header.split("\t")) != HEADER:
+        raise FinetuneError(f"{path}:1: expected header 'id\\tdocument\\tlabel', got {header[:80]!r}")
+
+    rows: list[NsmcRow] = []
+    bad: list[tuple[int, str]] = []
+    for lineno, text in enumerate(lines[1:], start=2):
+        parsed = parse_line(text, lineno)
+        if isinstance(parsed, str):
+            bad.append((lineno, parsed))
+        else:
+            rows.append(parsed)
+    n_data = len(lines) - 1
+    if bad and len(bad) > max_bad_fraction * n_data:
+        shown = "; ".join(f"line {ln}: {why}" for ln, why in bad[:5])
+        raise FinetuneError(f"{path}: {len(bad)} of {n_data} rows are malformed "
+                            f"(limit {max_bad_fraction:.2%}): {shown}")
+    ids = [r.id for r in rows]
+    stats = {
+        "lines": n_data,
+        "rows": len(rows),
+        "bad_rows": len(bad),
+        "bad_lines": [{"line": ln, "reason": why} for ln, why in bad[:_SHOWN_BAD]],
+        "empty_documents": sum(1 for r in rows if not r.document.strip()),
+        "duplicate_ids": len(ids) - len(set(ids)),
+        "labels": {"0": sum(1 for r in rows if r.label == 0), "1": sum(1 for r in rows if r.label == 1)},
+    }
+    return NsmcFile(rows=rows, stats=stats)

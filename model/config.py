@@ -1,0 +1,212 @@
+"""Pretraining settings: model shapes, the replaced-token-detection objective, the training loop.
+
+Sits between the examples stage (fixed-length id arrays) and the checkpoint artifact. Everything
+``model.train.pretrain`` needs is in one frozen :class:`PretrainConfig`; presets are plain
+functions written out in full so a reader sees every number (paper: Clark et al. 2020, "ELECTRA:
+Pre-training Text Encoders as Discriminators Rather Than Generators", tables 6-7; KoELECTRA v3
+from the monologg/KoELECTRA README). ``vocab_size`` stays 0 in presets and is filled from the
+tokenizer at run time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+# "mlm", "replace_mlm" and "all_tokens_mlm" (paper section 3.2 ablations) are later additions.
+OBJECTIVES = ("electra", "electra15")
+DEVICES = ("cpu", "cuda", "xla")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Discriminator and generator shapes; the two share one embedding module."""
+
+    hidden: int = 256
+    layers: int = 12
+    heads: int = 4
+    intermediate: int = 1024
+    # Word/position/type embedding width shared by both networks; ElectraModel projects it to
+    # each network's hidden size when they differ (``embeddings_project``).
+    embedding_size: int = 128
+    generator_hidden: int = 64
+    generator_layers: int = 12
+    generator_heads: int = 1
+    generator_intermediate: int = 256
+    max_position: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    # 0 = take it from the tokenizer (the usual case); a non-zero value must match it.
+    vocab_size: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectiveConfig:
+    """Masking and loss weights (paper section 2 and appendix A)."""
+
+    objective: str = "electra"  # one of OBJECTIVES
+    mask_prob: float = 0.15
+    # Of the masked positions: share replaced by [MASK], share by a random token; the rest keep
+    # their original token (ELECTRA keeps BERT's 85/15 split without random replacement).
+    mask_token_prob: float = 0.85
+    random_token_prob: float = 0.0
+    disc_weight: float = 50.0
+    temperature: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 1000
+    # Global batch per optimizer step (all ranks, all accumulation micro-steps together),
+    # the number papers report.
+    batch_size: int = 128
+    lr: float = 5e-4
+    warmup_steps: int = 10000
+    weight_decay: float = 0.01
+    adam_eps: float = 1e-6
+    clip: float = 1.0
+    grad_accum: int = 1
+    log_every: int = 100
+    save_every: int = 0  # 0 = only the final export (checkpoint/resume is a later issue)
+    device: str = "cpu"
+    bf16: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainConfig:
+    preset: str = "small"
+    model: ModelConfig = ModelConfig()
+    objective: ObjectiveConfig = ObjectiveConfig()
+    train: TrainConfig = TrainConfig()
+    # The sequence length the preset was designed for; the examples artifact decides the real
+    # one (pretrain rejects examples longer than model.max_position).
+    max_seq_length: int = 128
+    # The one seed of the stage: initialisation, data order, masking and sampling derive from it.
+    seed: int = 0
+
+    @property
+    def device(self) -> str:
+        return self.train.device
+
+
+def validate(cfg: PretrainConfig) -> None:
+    """Reject inconsistent settings up front with a message naming the key."""
+    from pipeline.config import ConfigError
+
+    m, o, t = cfg.model, cfg.objective, cfg.train
+    if o.objective not in OBJECTIVES:
+        raise ConfigError(f"objective.objective: expected one of {list(OBJECTIVES)}, got {o.objective!r}")
+    if t.device not in DEVICES:
+        raise ConfigError(f"train.device: expected one of {list(DEVICES)}, got {t.device!r}")
+    if not 0.0 < o.mask_prob < 1.0:
+        raise ConfigError(f"objective.mask_prob: must be in (0, 1), got {o.mask_prob}")
+    if o.mask_token_prob < 0 or o.random_token_prob < 0 or o.mask_token_prob + o.random_token_prob > 1.0:
+        raise ConfigError("objective.mask_token_prob + objective.random_token_prob must lie in [0, 1]")
+    if o.temperature <= 0:
+        raise ConfigError(f"objective.temperature: must be > 0, got {o.temperature}")
+    if m.hidden % m.heads:
+        raise ConfigError(f"model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
+    if m.generator_hidden % m.generator_heads:
+        raise ConfigError(
+            f"model.generator_hidden ({m.generator_hidden}) must be divisible by "
+            f"model.generator_heads ({m.generator_heads})"
+        )
+    for key in ("steps", "batch_size", "grad_accum", "log_every"):
+        if getattr(t, key) < 1:
+            raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
+    if t.batch_size % t.grad_accum:
+        raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
+    if t.warmup_steps < 0:
+        raise ConfigError(f"train.warmup_steps: must be >= 0, got {t.warmup_steps}")
+
+
+# --- presets --------------------------------------------------------------------------------
+
+
+def tiny() -> PretrainConfig:
+    """For tests and the end-to-end sample: a few hundred steps in about a minute on 2 CPU cores."""
+    return PretrainConfig(
+        preset="tiny",
+        model=ModelConfig(
+            hidden=64, layers=2, heads=2, intermediate=256, embedding_size=64,
+            generator_hidden=32, generator_layers=2, generator_heads=1, generator_intermediate=128,
+            max_position=512,
+        ),
+        objective=ObjectiveConfig(),
+        train=TrainConfig(
+            steps=200, batch_size=16, lr=2e-3, warmup_steps=20, weight_decay=0.01,
+            clip=1.0, grad_accum=1, log_every=10,
+        ),
+        max_seq_length=128,
+    )
+
+
+def small() -> PretrainConfig:
+    """ELECTRA-Small as in the paper: generator 1/4 of the discriminator's width (Table 6)."""
+    return PretrainConfig(
+        preset="small",
+        model=ModelConfig(
+            hidden=256, layers=12, heads=4, intermediate=1024, embedding_size=128,
+            generator_hidden=64, generator_layers=12, generator_heads=1, generator_intermediate=256,
+            max_position=512,
+        ),
+        objective=ObjectiveConfig(),
+        train=TrainConfig(
+            steps=1_000_000, batch_size=128, lr=5e-4, warmup_steps=10_000, weight_decay=0.01,
+            clip=1.0, grad_accum=1, log_every=100,
+        ),
+        max_seq_length=128,
+    )
+
+
+def small_plus_plus() -> PretrainConfig:
+    """KoELECTRA-Small-v3 style: the generator as wide as the discriminator, sequences of 512."""
+    return PretrainConfig(
+        preset="small++",
+        model=ModelConfig(
+            hidden=256, layers=12, heads=4, intermediate=1024, embedding_size=128,
+            generator_hidden=256, generator_layers=12, generator_heads=4, generator_intermediate=1024,
+            max_position=512,
+        ),
+        objective=ObjectiveConfig(),
+        train=TrainConfig(
+            steps=1_000_000, batch_size=256, lr=5e-4, warmup_steps=10_000, weight_decay=0.01,
+            clip=1.0, grad_accum=1, log_every=100,
+        ),
+        max_seq_length=512,
+    )
+
+
+def base() -> PretrainConfig:
+    """ELECTRA-Base: generator 1/3 of the discriminator's width, embeddings as wide as hidden."""
+    return PretrainConfig(
+        preset="base",
+        model=ModelConfig(
+            hidden=768, layers=12, heads=12, intermediate=3072, embedding_size=768,
+            generator_hidden=256, generator_layers=12, generator_heads=4, generator_intermediate=1024,
+            max_position=512,
+        ),
+        objective=ObjectiveConfig(),
+        train=TrainConfig(
+            steps=766_000, batch_size=256, lr=2e-4, warmup_steps=10_000, weight_decay=0.01,
+            clip=1.0, grad_accum=1, log_every=100,
+        ),
+        max_seq_length=512,
+    )
+
+
+PRESETS: dict[str, Callable[[], PretrainConfig]] = {
+    "tiny": tiny,
+    "small": small,
+    "small++": small_plus_plus,
+    "base": base,
+}
+
+
+def preset(name: str) -> PretrainConfig:
+    from pipeline.config import ConfigError
+
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
+    return PRESETS[name]()

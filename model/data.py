@@ -1,0 +1,174 @@
+"""Batches of fixed-length examples for pretraining, read from the examples artifact.
+
+Reads ``index.json`` and its ``.npy`` shards (memory-mapped, so a corpus larger than RAM costs
+only the rows a batch touches). Order: one seeded permutation of all examples per epoch, split
+across ``world_size`` ranks (rank r takes every world_size-th example of each global batch), cut
+into batches of exactly ``batch_size`` (the ragged tail of an epoch is dropped: static shapes for
+XLA and identical step counts on every rank). The position in that order is the whole state, so
+``state_dict()`` / ``load_state_dict()`` resume at exactly the next batch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+INDEX_FORMAT = 1
+_DTYPES = {"uint16": np.uint16, "int32": np.int32}
+
+
+class ExamplesError(ValueError):
+    """The examples artifact is malformed; the message names the file."""
+
+
+@dataclass(frozen=True)
+class ExamplesIndex:
+    root: Path
+    max_seq_length: int
+    dtype: str
+    vocab_size: int
+    pad_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    examples: int
+    shards: tuple[dict, ...]
+
+
+def read_index(examples_dir: Path) -> ExamplesIndex:
+    """Parse and check ``index.json``; every problem is an :class:`ExamplesError` naming the file."""
+    path = Path(examples_dir) / "index.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ExamplesError(f"{path}: missing (is {examples_dir} an examples artifact?)") from None
+    except json.JSONDecodeError as e:
+        raise ExamplesError(f"{path}: not valid JSON: {e}") from None
+    need = ("format", "max_seq_length", "dtype", "vocab_size", "pad_id", "cls_id", "sep_id", "mask_id",
+            "examples", "shards")
+    missing = [k for k in need if k not in raw]
+    if missing:
+        raise ExamplesError(f"{path}: missing key(s) {', '.join(missing)}")
+    if raw["format"] != INDEX_FORMAT:
+        raise ExamplesError(f"{path}: format {raw['format']!r} is not supported (expected {INDEX_FORMAT})")
+    if raw["dtype"] not in _DTYPES:
+        raise ExamplesError(f"{path}: dtype {raw['dtype']!r} is not one of {sorted(_DTYPES)}")
+    for i, shard in enumerate(raw["shards"]):
+        for k in ("input_ids", "token_type_ids", "examples"):
+            if k not in shard:
+                raise ExamplesError(f"{path}: shards[{i}] lacks {k!r}")
+    total = sum(int(s["examples"]) for s in raw["shards"])
+    if total != raw["examples"]:
+        raise ExamplesError(f"{path}: shards hold {total} examples but 'examples' says {raw['examples']}")
+    return ExamplesIndex(
+        root=Path(examples_dir), max_seq_length=int(raw["max_seq_length"]), dtype=raw["dtype"], vocab_size=int(raw["vocab_size"]),
+        pad_id=int(raw["pad_id"]), cls_id=int(raw["cls_id"]), sep_id=int(raw["sep_id"]),
+        mask_id=int(raw["mask_id"]), examples=total, shards=tuple(raw["shards"]),
+    )
+
+
+def _open_shard(index: ExamplesIndex, shard: dict, key: str, dtype) -> np.ndarray:
+    path = index.root / shard[key]
+    try:
+        arr = np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise ExamplesError(f"{path}: missing (listed in {index.root / 'index.json'})") from None
+    except ValueError as e:
+        raise ExamplesError(f"{path}: not a readable .npy array: {e}") from None
+    want = (int(shard["examples"]), index.max_seq_length)
+    if arr.shape != want:
+        raise ExamplesError(f"{path}: shape {arr.shape}, index.json says {want}")
+    if arr.dtype != dtype:
+        raise ExamplesError(f"{path}: dtype {arr.dtype}, expected {np.dtype(dtype)}")
+    return arr
+
+
+class ExampleLoader:
+    """Endless iterator of ``{"input_ids", "token_type_ids"}`` int64 numpy arrays of shape [B, L].
+
+    ``batch_size`` is per rank. Example ``k`` of global batch ``g`` in an epoch goes to rank
+    ``k % world_size``, so ranks are disjoint and together cover the same examples a single
+    process with batch ``batch_size * world_size`` would see.
+    """
+
+    def __init__(self, examples_dir: Path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside world_size {world_size}")
+        self.index = read_index(examples_dir)
+        dtype = _DTYPES[self.index.dtype]
+        self._ids = [_open_shard(self.index, s, "input_ids", dtype) for s in self.index.shards]
+        self._types = [_open_shard(self.index, s, "token_type_ids", np.uint8) for s in self.index.shards]
+        self._starts = np.cumsum([0] + [int(s["examples"]) for s in self.index.shards])
+        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
+        self.global_batch = batch_size * world_size
+        self.batches_per_epoch = self.index.examples // self.global_batch
+        if self.batches_per_epoch == 0:
+            raise ExamplesError(
+                f"{self.index.root / 'index.json'}: {self.index.examples} examples cannot fill one batch of "
+                f"{self.global_batch} (batch_size {batch_size} x world_size {world_size})"
+            )
+        self.epoch, self.batch_in_epoch = 0, 0
+        self._order: np.ndarray | None = None
+
+    # -- order ------------------------------------------------------------------------------
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        # Seeded by (seed, epoch) alone, so any position can be rebuilt without replaying history.
+        rng = np.random.default_rng([self.seed, epoch])
+        return rng.permutation(self.index.examples)
+
+    def _batch_indices(self) -> np.ndarray:
+        if self._order is None:
+            self._order = self._epoch_order(self.epoch)
+        start = self.batch_in_epoch * self.global_batch
+        return self._order[start + self.rank : start + self.global_batch : self.world_size]
+
+    # -- reading ----------------------------------------------------------------------------
+    def _gather(self, arrays: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+        shard_of = np.searchsorted(self._starts, idx, side="right") - 1
+        out = np.empty((len(idx), self.index.max_seq_length), dtype=np.int64)
+        for s in np.unique(shard_of):
+            sel = shard_of == s
+            rows = idx[sel] - self._starts[s]
+            # Sorted reads are friendlier to the page cache; the result goes back in batch order.
+            order = np.argsort(rows, kind="stable")
+            out[np.flatnonzero(sel)[order]] = arrays[s][rows[order]]
+        return out
+
+    def _check_ids(self, ids: np.ndarray, idx: np.ndarray) -> None:
+        bad = (ids >= self.index.vocab_size) | (ids < 0)
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            g = int(idx[row])
+            s = int(np.searchsorted(self._starts, g, side="right") - 1)
+            raise ExamplesError(
+                f"{self.index.root / self.index.shards[s]['input_ids']}: row {g - self._starts[s]} has token id "
+                f"{int(ids[row][bad[row]][0])} outside the vocabulary of {self.index.vocab_size}"
+            )
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        idx = self._batch_indices()
+        ids = self._gather(self._ids, idx)
+        self._check_ids(ids, idx)
+        batch = {"input_ids": ids, "token_type_ids": self._gather(self._types, idx)}
+        self.batch_in_epoch += 1
+        if self.batch_in_epoch == self.batches_per_epoch:
+            self.epoch, self.batch_in_epoch, self._order = self.epoch + 1, 0, None
+        return batch
+
+    # -- resume -----------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "seed": self.seed,
+                "batch_size": self.batch_size, "world_size": self.world_size, "examples": self.index.examples}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = self.state_dict()
+        for k in ("seed", "batch_size", "world_size", "examples"):
+            if state[k] != mine[k]:
+                raise ValueError(f"loader state was saved with {k}={state[k]}, this loader has {k}={mine[k]}")
+        self.epoch, self.batch_in_epoch, self._order = int(state["epoch"]), int(state["batch_in_epoch"]), None

@@ -1,0 +1,106 @@
+"""The generator/discriminator pair, built from transformers' ELECTRA modules.
+
+Both networks are stock ``ElectraForMaskedLM`` (generator) and ``ElectraForPreTraining``
+(discriminator), so each exports with ``save_pretrained`` and loads without custom code. As in
+the paper (section 3.2, "weight sharing"), they share ONE embedding module (word, position and
+token-type embeddings + LayerNorm): the generator's ``electra.embeddings`` IS the
+discriminator's, and the generator's output layer is tied to the word embeddings. When a
+network's hidden size differs from ``embedding_size``, ElectraModel's own
+``embeddings_project`` maps the shared embeddings to it.
+
+The forward helpers below take a prebuilt 4-D additive attention bias: transformers 5 returns a
+4-D mask unchanged (``masking_utils._preprocess_mask_arguments``), whereas a 2-D mask goes
+through ``sdpa_mask``, which may call ``.all()`` on it to skip the mask (a host sync per call,
+and a data-dependent branch under XLA).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+from model.config import ModelConfig
+
+
+def hf_configs(cfg: ModelConfig, vocab_size: int, pad_id: int) -> tuple[ElectraConfig, ElectraConfig]:
+    """(discriminator, generator) ElectraConfigs; both use the same embedding shapes."""
+    common = dict(
+        vocab_size=vocab_size, embedding_size=cfg.embedding_size, max_position_embeddings=cfg.max_position,
+        type_vocab_size=cfg.type_vocab_size, hidden_dropout_prob=cfg.dropout,
+        attention_probs_dropout_prob=cfg.attention_dropout, pad_token_id=pad_id, hidden_act="gelu",
+    )
+    disc = ElectraConfig(hidden_size=cfg.hidden, num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+                         intermediate_size=cfg.intermediate, **common)
+    gen = ElectraConfig(hidden_size=cfg.generator_hidden, num_hidden_layers=cfg.generator_layers,
+                        num_attention_heads=cfg.generator_heads, intermediate_size=cfg.generator_intermediate,
+                        tie_word_embeddings=True, **common)
+    return disc, gen
+
+
+class ElectraPair(nn.Module):
+    """Generator + discriminator with shared embeddings; ``parameters()`` lists shared ones once."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int):
+        super().__init__()
+        disc_config, gen_config = hf_configs(cfg, vocab_size, pad_id)
+        self.discriminator = ElectraForPreTraining(disc_config)
+        self.generator = ElectraForMaskedLM(gen_config)
+        shared = self.discriminator.electra.embeddings
+        self.generator.electra.embeddings = shared
+        self.generator.generator_lm_head.weight = shared.word_embeddings.weight
+
+    @property
+    def embeddings(self) -> nn.Module:
+        return self.discriminator.electra.embeddings
+
+    def generator_logits(self, ids_BL, types_BL, bias_B11L, positions_BN) -> torch.Tensor:
+        """Vocabulary logits at the N chosen positions only: [B, N, V].
+
+        The encoder runs over every position (attention needs them), but the head (dense +
+        LayerNorm + the V-wide output layer) only over the gathered N states: projecting all L
+        positions onto the vocabulary would cost L/N (about 7x) more for nothing.
+        """
+        h_BLH = self.generator.electra(input_ids=ids_BL, attention_mask=bias_B11L,
+                                       token_type_ids=types_BL).last_hidden_state
+        h_BNH = torch.gather(h_BLH, 1, positions_BN.unsqueeze(-1).expand(-1, -1, h_BLH.shape[-1]))
+        return self.generator.generator_lm_head(self.generator.generator_predictions(h_BNH))
+
+    def discriminator_logits(self, ids_BL, types_BL, bias_B11L) -> torch.Tensor:
+        """One logit per token, "replaced" > 0: [B, L]."""
+        h_BLH = self.discriminator.electra(input_ids=ids_BL, attention_mask=bias_B11L,
+                                           token_type_ids=types_BL).last_hidden_state
+        return self.discriminator.discriminator_predictions(h_BLH)
+
+
+def attention_bias(attention_mask_BL: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[B, L] 1/0 mask -> [B, 1, 1, L] additive bias (0 where attended, dtype's min elsewhere)."""
+    keep = attention_mask_BL[:, None, None, :].to(dtype)
+    return (1.0 - keep) * torch.finfo(dtype).min
+
+
+def count_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _encoder_matmul_params(hidden: int, layers: int, intermediate: int, embedding_size: int) -> int:
+    """Weights that take part in a matmul per token (lookups excluded), biases ignored."""
+    per_layer = 4 * hidden * hidden + 2 * hidden * intermediate
+    project = embedding_size * hidden if embedding_size != hidden else 0
+    return layers * per_layer + project
+
+
+def train_flops_per_sequence(cfg: ModelConfig, vocab_size: int, seq_len: int, n_masked: int) -> int:
+    """Training FLOPs for one sequence: 6 x matmul weights per token (forward 2 + backward 4)
+    plus attention scores and weighted sums (2 x 2 x L x hidden per token per layer forward,
+    x3 for training), after Kaplan et al. 2020 / the ELECTRA paper's appendix D counting. The
+    generator's head runs only at the ``n_masked`` positions; the discriminator head everywhere.
+    """
+    L = seq_len
+    disc = _encoder_matmul_params(cfg.hidden, cfg.layers, cfg.intermediate, cfg.embedding_size)
+    disc_head = cfg.hidden * cfg.hidden + cfg.hidden
+    gen = _encoder_matmul_params(cfg.generator_hidden, cfg.generator_layers, cfg.generator_intermediate,
+                                 cfg.embedding_size)
+    gen_head = cfg.generator_hidden * cfg.embedding_size + cfg.embedding_size * vocab_size
+    attention = 3 * 4 * L * (cfg.hidden * cfg.layers + cfg.generator_hidden * cfg.generator_layers)
+    return L * (6 * (disc + disc_head + gen) + attention) + n_masked * 6 * gen_head

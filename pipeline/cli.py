@@ -1,0 +1,220 @@
+"""The ``kolectra`` command line: one subcommand per stage, plus ``run`` and ``artifacts``.
+
+Flags follow ``../shared/CONTRACT.md``. Every stage command takes ``--out ROOT`` (default
+``$KOLECTRA_HOME`` or ``./artifacts``) and the common ``--set key=value``, ``--name``, ``--seed``
+and ``--force``, and prints the artifact directory as the last line of stdout (progress goes to
+stderr). Stage-specific flags are spelled-out shortcuts for ``--set`` keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from pipeline.artifacts import ArtifactError, Store, default_root
+from pipeline.config import ConfigError
+
+
+def _common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
+    p.add_argument("--out", type=Path, default=None,
+                   help="artifact root (default: $KOLECTRA_HOME or ./artifacts)")
+    if with_config:
+        p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value (dotted keys; unknown keys are errors)")
+        p.add_argument("--name", default=None, help="artifact name (the directory is NAME-ID)")
+        p.add_argument("--seed", type=int, default=None, help="seed for every random choice of the stage")
+        p.add_argument("--force", action="store_true", help="rebuild even if the same request exists")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kolectra",
+        description="Korean ELECTRA pretraining: corpus -> vocab -> examples -> pretrain -> finetune.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("corpus", help="clean, deduplicate and segment raw text (Apache Beam)",
+                       description="Any further --option is passed to Beam unchanged (e.g. --runner).")
+    _common(p)
+    p.add_argument("--input", action="append", required=True, help="path or glob (repeatable)")
+    p.add_argument("--format", choices=["auto", "text", "jsonl"], default=None)
+    p.add_argument("--text-field", default=None)
+    p.add_argument("--id-field", default=None)
+
+    p = sub.add_parser("vocab", help="learn a morpheme-aware WordPiece vocabulary from a corpus")
+    _common(p)
+    p.add_argument("--corpus", required=True, help="corpus artifact (path or id)")
+    p.add_argument("--vocab-size", type=int, default=None)
+
+    p = sub.add_parser("examples", help="build fixed-length pretraining examples")
+    _common(p)
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--vocab", required=True)
+    p.add_argument("--max-seq-length", type=int, default=None)
+
+    p = sub.add_parser("pretrain", help="replaced token detection pretraining (ELECTRA)")
+    _common(p)
+    p.add_argument("--examples", required=True)
+    p.add_argument("--preset", default="tiny", help="tiny | small | small++ | base")
+    p.add_argument("--objective", default=None, help="electra | mlm | ...")
+    p.add_argument("--device", default=None, help="cpu | cuda | xla")
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--save-every", type=int, default=None)
+    p.add_argument("--resume", action="store_true",
+                   help="continue the same request from its newest complete checkpoint")
+
+    p = sub.add_parser("finetune", help="fine-tune and evaluate on NSMC or KorQuAD 1.0")
+    tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
+    t = tasks.add_parser("nsmc", help="NSMC sentiment classification (accuracy)")
+    _common(t)
+    t.add_argument("--model", required=True, help="checkpoint artifact or a local HF ELECTRA directory")
+    t.add_argument("--train", required=True, type=Path)
+    t.add_argument("--test", required=True, type=Path)
+    t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
+    t = tasks.add_parser("korquad", help="KorQuAD 1.0 extractive QA (exact match, F1)")
+    _common(t)
+    t.add_argument("--model", required=True)
+    t.add_argument("--train", required=True, type=Path)
+    t.add_argument("--dev", required=True, type=Path)
+    t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
+
+    p = sub.add_parser("run", help="the whole chain on the embedded sample, then a summary")
+    _common(p, with_config=False)
+    p.add_argument("--force", action="store_true", help="rebuild every stage")
+
+    p = sub.add_parser("artifacts", help="list, show or verify artifacts")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    v = verbs.add_parser("list", help="every complete artifact under the root")
+    _common(v, with_config=False)
+    v.add_argument("--kind", default=None)
+    v = verbs.add_parser("show", help="manifest summary and lineage tree back to the raw inputs")
+    _common(v, with_config=False)
+    v.add_argument("ref")
+    v.add_argument("--json", action="store_true", help="print the whole manifest")
+    v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch")
+    _common(v, with_config=False)
+    v.add_argument("ref")
+    return parser
+
+
+def _flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
+    """Stage flags are shortcuts for config keys; they win over --set."""
+    extra = [f"{key}={getattr(args, attr)}" for attr, key in mapping.items() if getattr(args, attr) is not None]
+    return list(args.sets) + extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] == "corpus":
+        args, beam_args = parser.parse_known_args(argv)
+    else:
+        args, beam_args = parser.parse_args(argv), []
+    store = Store(args.out if args.out is not None else default_root())
+    try:
+        return _dispatch(args, store, beam_args)
+    except (ArtifactError, ConfigError, FileNotFoundError, ValueError) as e:
+        print(f"kolectra {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace, store: Store, beam_args: list[str]) -> int:
+    from pipeline import stages
+
+    common = dict(seed=getattr(args, "seed", None), name=getattr(args, "name", None),
+                  force=getattr(args, "force", False))
+    if args.command == "corpus":
+        sets = _flag_sets(args, {"format": "format", "text_field": "text_field", "id_field": "id_field"})
+        art = stages.corpus(store, args.input, sets=sets, beam_args=beam_args, **common)
+    elif args.command == "vocab":
+        art = stages.vocab(store, args.corpus, sets=_flag_sets(args, {"vocab_size": "vocab_size"}), **common)
+    elif args.command == "examples":
+        sets = _flag_sets(args, {"max_seq_length": "max_seq_length"})
+        art = stages.examples(store, args.corpus, args.vocab, sets=sets, **common)
+    elif args.command == "pretrain":
+        art = stages.pretrain(store, args.examples, preset=args.preset, sets=_pretrain_sets(args),
+                              resume=args.resume, **common)
+    elif args.command == "finetune":
+        eval_file = args.test if args.task == "nsmc" else args.dev
+        art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
+                              sets=args.sets, **common)
+        _print_metrics(art.path / "metrics.json")
+    elif args.command == "run":
+        from pipeline.run import run_sample
+        art = run_sample(store, force=args.force)
+    elif args.command == "artifacts":
+        return _artifacts(args, store)
+    else:  # pragma: no cover - argparse enforces the choices
+        raise ValueError(args.command)
+    print(art.path)
+    return 0
+
+
+# Pretrain flags -> keys of model.config.PretrainConfig.
+PRETRAIN_FLAGS = {"objective": "objective.objective", "device": "train.device", "steps": "train.steps",
+                  "save_every": "train.save_every"}
+
+
+def _pretrain_sets(args: argparse.Namespace) -> list[str]:
+    return _flag_sets(args, PRETRAIN_FLAGS)
+
+
+def _print_metrics(path: Path) -> None:
+    if path.is_file():
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        for k, v in metrics.items():
+            if isinstance(v, (int, float)):
+                print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
+
+
+def _artifacts(args: argparse.Namespace, store: Store) -> int:
+    if args.verb == "list":
+        arts = store.list(args.kind)
+        for a in arts:
+            finished = a.manifest.get("provenance", {}).get("finished", "")
+            print(f"{a.kind:<11} {a.path.name:<48} {finished}")
+        if not arts:
+            print(f"(no artifacts under {store.root})", file=sys.stderr)
+        return 0
+    if args.verb == "show":
+        art = store.resolve(args.ref)
+        if args.json:
+            print(json.dumps(art.manifest, indent=2, ensure_ascii=False))
+            return 0
+        m = art.manifest
+        print(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
+        prov = m.get("provenance", {})
+        print(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
+              f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
+        print(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
+        print(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
+        if "compute" in m:
+            print(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
+        print("  lineage")
+        for line in store.lineage_lines(art):
+            print("    " + line)
+        return 0
+    if args.verb == "verify":
+        problems = store.verify(args.ref)
+        for p in problems:
+            print(f"MISMATCH {p}")
+        if problems:
+            print(f"{len(problems)} problem(s)", file=sys.stderr)
+            return 1
+        art = store.resolve(args.ref)
+        print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
+        return 0
+    raise ValueError(args.verb)
+
+
+def _headline(stats: dict) -> dict:
+    """Scalars only: the manifest's stats can hold long tables."""
+    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Typed configuration: frozen dataclasses, dotted-key overrides, strict loading.
+
+Every stage keeps its settings in a frozen dataclass (nested dataclasses for groups) and a
+preset is a plain function returning one. The CLI's ``--set a.b=value`` goes through
+:func:`override`, which parses the value by the field's declared type and rejects keys the
+dataclass does not have, so a typo is an error instead of a silently ignored setting. The
+resolved config is what :func:`to_dict` returns; it is hashed into the artifact id and written
+to the manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any, Iterable, TypeVar
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A bad override or config document; the message names the offending key."""
+
+
+def to_dict(cfg: Any) -> dict:
+    """The resolved config as plain JSON-able data (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _parse(raw: str, tp: Any, key: str) -> Any:
+    """Parse the text ``raw`` as a value of the annotated type ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if raw.lower() in ("none", "null") and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        errors = []
+        for a in inner:
+            try:
+                return _parse(raw, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError("; ".join(errors))
+    if tp is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{key}: expected a boolean, got {raw!r}")
+    if tp is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    if tp is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+    if tp is str:
+        return raw
+    if origin is typing.Literal:
+        for a in args:
+            if str(a) == raw:
+                return a
+        raise ConfigError(f"{key}: expected one of {list(args)}, got {raw!r}")
+    if origin in (tuple, list):
+        text = raw.strip()
+        if text.startswith("["):
+            try:
+                items = [str(x) if not isinstance(x, str) else x for x in json.loads(text)]
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"{key}: bad JSON list {raw!r}: {e}") from None
+        else:
+            items = [x.strip() for x in text.split(",") if x.strip()] if text else []
+        elem = args[0] if args else str
+        vals = [_parse(x, elem, key) for x in items]
+        return tuple(vals) if origin is tuple else vals
+    raise ConfigError(f"{key}: cannot set a field of type {tp!r} from the command line")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check/convert a JSON value (from a manifest or file) against the annotated type."""
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping")
+        return from_dict(tp, value, prefix=key + ".")
+    origin = typing.get_origin(tp)
+    if value is None:
+        return None
+    if origin in (tuple, list):
+        elem = (typing.get_args(tp) or (Any,))[0]
+        vals = [_coerce(v, elem, key) for v in value]
+        return tuple(vals) if origin is tuple else vals
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
+    """Build ``cls`` from a mapping; unknown keys are errors, missing keys keep defaults."""
+    hints = _field_types(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"unknown config key(s): {', '.join(prefix + k for k in unknown)}")
+    kwargs = {k: _coerce(v, hints[k], prefix + k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def override(cfg: T, assignments: Iterable[str]) -> T:
+    """Apply ``key=value`` assignments (dotted keys reach nested dataclasses)."""
+    for assignment in assignments:
+        if "=" not in assignment:
+            raise ConfigError(f"override {assignment!r} is not of the form key=value")
+        key, raw = assignment.split("=", 1)
+        cfg = _set(cfg, key.strip().split("."), raw, key.strip())
+    return cfg
+
+
+def _set(cfg: Any, path: list[str], raw: str, full_key: str) -> Any:
+    names = [f.name for f in dataclasses.fields(cfg)]
+    head = path[0]
+    if head not in names:
+        raise ConfigError(
+            f"unknown config key {full_key!r} (known at this level: {', '.join(sorted(names))})"
+        )
+    current = getattr(cfg, head)
+    if len(path) > 1:
+        if not dataclasses.is_dataclass(current):
+            raise ConfigError(f"{full_key}: {head!r} is not a group of settings")
+        return dataclasses.replace(cfg, **{head: _set(current, path[1:], raw, full_key)})
+    if dataclasses.is_dataclass(current):
+        raise ConfigError(f"{full_key}: is a group; set one of its fields instead")
+    tp = _field_types(type(cfg))[head]
+    return dataclasses.replace(cfg, **{head: _parse(raw, tp, full_key)})
+
+
+def flat_keys(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value, for printing and for naming differences between two configs."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(v):
+            out.update(flat_keys(v, prefix + f.name + "."))
+        else:
+            out[prefix + f.name] = v
+    return out

@@ -1,0 +1,25 @@
+"""What a stage hands back to the artifact store: its statistics and, for compute stages, cost.
+
+Stage functions (``corpus.pipeline.build``, ``vocab.build.build``, ``corpus.examples.build``,
+``model.train.pretrain``, ``finetune.nsmc.run``, ``finetune.korquad.run``) write their files into
+the directory they are given and return a :class:`StageOutput`; they never name the artifact
+root, compute ids or write manifests. That is :mod:`pipeline.artifacts`' job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+
+@dataclasses.dataclass
+class StageOutput:
+    stats: dict[str, Any]
+    # parameters, flops, wall_seconds, device — for stages that train or evaluate models
+    compute: dict[str, Any] | None = None
+
+
+def progress(msg: str) -> None:
+    """Progress goes to stderr: stdout's last line is reserved for the artifact directory."""
+    print(f"[kolectra] {msg}", file=sys.stderr, flush=True)

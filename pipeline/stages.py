@@ -1,0 +1,169 @@
+"""How each stage becomes an artifact: request (config, parents, inputs) -> store -> directory.
+
+One function per stage. Each resolves and verifies its parents, builds the stage's typed config
+(preset, then ``--set`` overrides), describes the request (which libraries decide the output,
+which raw inputs it reads) and hands the stage function to :meth:`Store.build`. The CLI and
+``kolectra run`` both go through here, so the same request always finds the same artifact.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from pipeline.artifacts import Artifact, ArtifactError, Request, Store, fingerprint_inputs
+from pipeline.config import override, to_dict
+from pipeline.stage import progress
+
+# Libraries whose versions decide each stage's bytes: part of the artifact id.
+LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
+LIBS_VOCAB = ("tokenizers", "transformers", "sentencepiece")
+LIBS_EXAMPLES = ("tokenizers", "numpy")
+LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
+
+
+def _name(name: str | None, default: str) -> str:
+    raw = name or default
+    clean = re.sub(r"[^A-Za-z0-9_.+]+", "_", raw).strip("_") or default
+    return clean[:48]
+
+
+def _configure(cfg: Any, sets: Sequence[str], seed: int | None) -> Any:
+    cfg = override(cfg, sets)
+    if seed is not None:
+        cfg = override(cfg, [f"{_seed_key(cfg)}={seed}"])
+    return cfg
+
+
+def _seed_key(cfg: Any) -> str:
+    """The dotted key of a config's seed (top level, or one level down for grouped configs)."""
+    if hasattr(cfg, "seed"):
+        return "seed"
+    for group in vars(cfg):
+        if hasattr(getattr(cfg, group), "seed"):
+            return f"{group}.seed"
+    raise ArtifactError(f"{type(cfg).__name__} has no seed field")
+
+
+def _stage_version(module: Any) -> int:
+    return int(getattr(module, "STAGE_VERSION", 1))
+
+
+def expand_inputs(patterns: Sequence[str]) -> list[str]:
+    """Paths and globs through Beam's file systems (so gs://, s3:// and hdfs:// work too)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    paths: list[str] = []
+    for pattern in patterns:
+        matched = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+        if not matched:
+            raise ArtifactError(f"corpus: no input matches {pattern!r}")
+        paths.extend(matched)
+    return sorted(dict.fromkeys(paths))
+
+
+# ---- corpus ---------------------------------------------------------------------------------
+def corpus(store: Store, inputs: Sequence[str], *, sets: Sequence[str] = (), seed: int | None = None,
+           name: str | None = None, force: bool = False, beam_args: Sequence[str] = ()) -> Artifact:
+    from corpus import pipeline as corpus_pipeline
+    from corpus.config import default_config
+
+    cfg = _configure(default_config(), sets, seed)
+    paths = expand_inputs(inputs)
+    local = [Path(p) for p in paths if "://" not in p]
+    fingerprints = fingerprint_inputs(local) + [
+        {"path": p, "bytes": 0, "sha256": p} for p in paths if "://" in p
+    ]
+    default_name = Path(paths[0]).name.split(".")[0] if paths else "corpus"
+    req = Request(kind="corpus", name=_name(name, default_name), stage_version=_stage_version(corpus_pipeline),
+                  config=to_dict(cfg), inputs=tuple(fingerprints), libraries=LIBS_CORPUS)
+    return store.build(req, lambda out: corpus_pipeline.build(cfg, list(paths), out, list(beam_args)), force)
+
+
+# ---- vocab ----------------------------------------------------------------------------------
+def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (), seed: int | None = None,
+          name: str | None = None, force: bool = False) -> Artifact:
+    parent = store.require(corpus_ref, "corpus")
+    from vocab import build as vocab_build
+    from vocab.config import default_config
+
+    cfg = _configure(default_config(), sets, seed)
+    req = Request(kind="vocab", name=_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
+                  config=to_dict(cfg), parents=(parent,), libraries=LIBS_VOCAB)
+    return store.build(req, lambda out: vocab_build.build(cfg, parent.path, out), force)
+
+
+# ---- examples -------------------------------------------------------------------------------
+def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact, *, sets: Sequence[str] = (),
+             seed: int | None = None, name: str | None = None, force: bool = False) -> Artifact:
+    from corpus import examples as examples_stage
+
+    corpus_art = store.require(corpus_ref, "corpus")
+    vocab_art = store.require(vocab_ref, "vocab")
+    if corpus_art.id not in vocab_art.parents:
+        progress(f"examples: note — vocab {vocab_art.id} was learned from another corpus than {corpus_art.id}")
+    cfg = _configure(examples_stage.default_config(), sets, seed)
+    req = Request(kind="examples", name=_name(name, f"seq{cfg.max_seq_length}"),
+                  stage_version=_stage_version(examples_stage), config=to_dict(cfg),
+                  parents=(corpus_art, vocab_art), libraries=LIBS_EXAMPLES)
+    return store.build(req, lambda out: examples_stage.build(cfg, corpus_art.path, vocab_art.path, out), force)
+
+
+# ---- pretrain -------------------------------------------------------------------------------
+def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny", sets: Sequence[str] = (),
+             seed: int | None = None, name: str | None = None, force: bool = False,
+             resume: bool = False) -> Artifact:
+    from model import train as model_train
+    from model.config import preset as model_preset
+
+    ex = store.require(examples_ref, "examples")
+    voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
+    cfg = _configure(model_preset(preset), sets, seed)
+    objective = cfg.objective.objective
+    req = Request(kind="checkpoint", name=_name(name, f"{objective}-{preset}"),
+                  stage_version=_stage_version(model_train), config=to_dict(cfg), parents=(ex,),
+                  libraries=LIBS_TORCH)
+    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out), force)
+
+
+# ---- finetune -------------------------------------------------------------------------------
+def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifact, ...], tuple[dict, ...]]:
+    """A checkpoint artifact (its discriminator) or any local HF ELECTRA directory (hashed as input)."""
+    if isinstance(ref, Artifact):
+        art = store.require(ref, "checkpoint")
+        return art.path / "hf" / "discriminator", (art,), ()
+    p = Path(ref)
+    if p.is_dir() and (p / "config.json").is_file() and not (p / "manifest.json").exists():
+        return p, (), tuple(fingerprint_inputs([p]))
+    art = store.require(ref, "checkpoint")
+    return art.path / "hf" / "discriminator", (art,), ()
+
+
+def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
+             preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
+             force: bool = False) -> Artifact:
+    from finetune import config as ft_config
+
+    if task == "nsmc":
+        from finetune import nsmc as task_module
+        presets = ft_config.NSMC_PRESETS
+    elif task == "korquad":
+        from finetune import korquad as task_module
+        presets = ft_config.KORQUAD_PRESETS
+    else:
+        raise ArtifactError(f"unknown fine-tuning task {task!r}")
+    if preset not in presets:
+        raise ArtifactError(f"{task}: unknown preset {preset!r} (known: {', '.join(presets)})")
+    cfg = _configure(presets[preset](), sets, seed)
+    model_dir, parents, model_inputs = resolve_model(store, model_ref)
+    for f in (train_file, eval_file):
+        if not Path(f).is_file():
+            raise ArtifactError(f"{task}: data file not found: {f}")
+    inputs = model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)]))
+    req = Request(kind="eval", name=_name(name, task), stage_version=_stage_version(task_module),
+                  config={"task": task, "preset": preset, **to_dict(cfg)}, parents=parents, inputs=inputs,
+                  libraries=LIBS_TORCH)
+    return store.build(
+        req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force
+    )

@@ -1,0 +1,113 @@
+"""The artifact store: ids from requests, atomic publishing, reuse, verification, lineage."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
+from pipeline.stage import StageOutput
+
+
+def _produce(text, calls):
+    def produce(out: Path) -> StageOutput:
+        calls.append(out)
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text(text)
+        (out / "stats.json").write_text(json.dumps({"n": len(text)}))
+        return StageOutput(stats={"n": len(text)})
+    return produce
+
+
+def test_build_publishes_complete_artifact_and_reuses_it(tmp_path):
+    store = Store(tmp_path)
+    calls = []
+    req = Request(kind="corpus", name="demo", stage_version=1, config={"a": 1})
+    art = store.build(req, _produce("hello", calls))
+    assert art.path == tmp_path / "corpus" / f"demo-{art.id}"
+    m = art.manifest
+    for key in ("schema", "kind", "name", "id", "parents", "config", "files", "digest", "stats", "provenance"):
+        assert key in m
+    assert {f["path"] for f in m["files"]} == {"data/a.txt", "stats.json"}
+    assert store.verify(art) == []
+    # same request: found, not recomputed
+    again = store.build(req, _produce("other", calls))
+    assert again.path == art.path and len(calls) == 1
+    # --force rebuilds in place
+    forced = store.build(req, _produce("other", calls), force=True)
+    assert forced.path == art.path and len(calls) == 2
+    assert (forced.path / "data" / "a.txt").read_text() == "other"
+    # a different config is a different artifact
+    other = store.build(Request(kind="corpus", name="demo", stage_version=1, config={"a": 2}), _produce("x", calls))
+    assert other.id != art.id
+    assert not list((tmp_path / ".tmp").iterdir())
+
+
+def test_failed_stage_leaves_nothing_that_looks_complete(tmp_path):
+    store = Store(tmp_path)
+
+    def boom(out: Path) -> StageOutput:
+        (out / "half.txt").write_text("partial")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        store.build(Request(kind="vocab", name="v", stage_version=1, config={}), boom)
+    assert store.list() == []
+    assert not (tmp_path / "vocab").exists() or not list((tmp_path / "vocab").iterdir())
+
+
+def test_verify_names_tampered_missing_and_added_files(tmp_path):
+    store = Store(tmp_path)
+    art = store.build(Request(kind="corpus", name="c", stage_version=1, config={}), _produce("abc", []))
+    (art.path / "data" / "a.txt").write_text("abd")
+    (art.path / "extra.bin").write_bytes(b"x")
+    (art.path / "stats.json").unlink()
+    problems = verify_dir(art.path)
+    text = "\n".join(problems)
+    assert "a.txt: sha256 differs" in text
+    assert "stats.json: missing" in text
+    assert "extra.bin: not in manifest" in text
+    with pytest.raises(ArtifactError, match="a.txt"):
+        store.require(art)
+
+
+def test_parents_verified_before_a_child_is_built(tmp_path):
+    store = Store(tmp_path)
+    parent = store.build(Request(kind="corpus", name="c", stage_version=1, config={}), _produce("abc", []))
+    (parent.path / "data" / "a.txt").write_text("tampered")
+    with pytest.raises(ArtifactError, match=r"(?s)refusing corpus artifact .*a\.txt"):
+        store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(parent,)),
+                    _produce("v", []))
+
+
+def test_incomplete_directory_is_not_an_artifact(tmp_path):
+    store = Store(tmp_path)
+    d = tmp_path / "corpus" / "c-0123456789abcdef"
+    d.mkdir(parents=True)
+    (d / "stats.json").write_text("{}")
+    assert store.list() == []
+    with pytest.raises(ArtifactError, match="manifest.json missing"):
+        store.resolve(d)
+
+
+def test_resolve_and_lineage_back_to_raw_inputs(tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text("원문\n")
+    store = Store(tmp_path / "root")
+    inputs = tuple(fingerprint_inputs([raw]))
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}, inputs=inputs), _produce("a", []))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)), _produce("b", []))
+    ex = store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)), _produce("c", []))
+    assert store.resolve(ex.id).path == ex.path
+    assert store.resolve(ex.id[:8]).path == ex.path
+    assert store.resolve(ex.path.name).path == ex.path
+    lines = store.lineage_lines(ex)
+    text = "\n".join(lines)
+    assert lines[0] == f"examples/{ex.path.name}"
+    assert f"corpus/{corpus.path.name}" in text and f"vocab/{vocab.path.name}" in text
+    assert "(see above)" in text  # the corpus appears twice: directly and under the vocab
+    assert str(raw.resolve()) in text
+    # the raw input's content is part of the request: a changed input is a new corpus
+    raw.write_text("바뀐 원문\n")
+    changed = Request(kind="corpus", name="c", stage_version=1, config={}, inputs=tuple(fingerprint_inputs([raw])))
+    assert changed.id() != corpus.id

@@ -1,0 +1,76 @@
+"""The CLI surface: help everywhere, artifacts list/show/verify, errors as messages with exit codes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.artifacts import Request, Store, fingerprint_inputs
+from pipeline.cli import build_parser, main
+from pipeline.stage import StageOutput
+
+
+def _artifact(store, kind, name, parents=(), inputs=()):
+    def produce(out: Path) -> StageOutput:
+        (out / "stats.json").write_text(json.dumps({"kind": kind}))
+        return StageOutput(stats={"records": 3})
+    return store.build(Request(kind=kind, name=name, stage_version=1, config={"k": kind},
+                               parents=tuple(parents), inputs=tuple(inputs)), produce)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["corpus", "--help"], ["vocab", "--help"], ["examples", "--help"], ["pretrain", "--help"],
+    ["finetune", "--help"], ["finetune", "nsmc", "--help"], ["finetune", "korquad", "--help"], ["run", "--help"],
+    ["artifacts", "--help"], ["artifacts", "list", "--help"], ["artifacts", "show", "--help"],
+    ["artifacts", "verify", "--help"],
+])
+def test_help_everywhere(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    assert "usage: kolectra" in capsys.readouterr().out
+
+
+def test_common_options_are_spelled_the_same_on_every_stage():
+    parser = build_parser()
+    stage_argv = {
+        "corpus": ["corpus", "--input", "x"], "vocab": ["vocab", "--corpus", "x"],
+        "examples": ["examples", "--corpus", "x", "--vocab", "y"], "pretrain": ["pretrain", "--examples", "x"],
+        "nsmc": ["finetune", "nsmc", "--model", "m", "--train", "a", "--test", "b"],
+        "korquad": ["finetune", "korquad", "--model", "m", "--train", "a", "--dev", "b"],
+    }
+    for argv in stage_argv.values():
+        args = parser.parse_args(argv + ["--out", "/r", "--set", "a=1", "--name", "n", "--seed", "3", "--force"])
+        assert (str(args.out), args.sets, args.name, args.seed, args.force) == ("/r", ["a=1"], "n", 3, True)
+
+
+def test_artifacts_list_show_verify(tmp_path, capsys):
+    raw = tmp_path / "raw.txt"
+    raw.write_text("text\n")
+    store = Store(tmp_path / "root")
+    corpus = _artifact(store, "corpus", "c", inputs=fingerprint_inputs([raw]))
+    vocab = _artifact(store, "vocab", "v", parents=[corpus])
+    root = ["--out", str(store.root)]
+
+    assert main(["artifacts", "list"] + root) == 0
+    out = capsys.readouterr().out
+    assert corpus.path.name in out and vocab.path.name in out
+
+    assert main(["artifacts", "show", vocab.id] + root) == 0
+    out = capsys.readouterr().out
+    assert f"vocab/{vocab.path.name}" in out and f"corpus/{corpus.path.name}" in out and "raw.txt" in out
+
+    assert main(["artifacts", "verify", str(vocab.path)] + root) == 0
+    assert capsys.readouterr().out.strip().startswith("ok ")
+
+    (corpus.path / "stats.json").write_text("tampered")
+    assert main(["artifacts", "verify", corpus.id] + root) == 1
+    assert "stats.json" in capsys.readouterr().out
+
+
+def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
+    root = ["--out", str(tmp_path)]
+    assert main(["artifacts", "show", "nope"] + root) == 2
+    assert "no artifact 'nope'" in capsys.readouterr().err
+    assert main(["vocab", "--corpus", "deadbeef00"] + root) == 2
+    assert "error" in capsys.readouterr().err

@@ -1,0 +1,54 @@
+"""Typed configs: dotted overrides parse by type, unknown keys are errors."""
+
+import dataclasses
+
+import pytest
+
+from pipeline.config import ConfigError, flat_keys, from_dict, override, to_dict
+
+
+@dataclasses.dataclass(frozen=True)
+class Inner:
+    lr: float = 1e-3
+    steps: int = 10
+    bf16: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Outer:
+    name: str = "x"
+    sizes: tuple[int, ...] = (1, 2)
+    maybe: int | None = None
+    train: Inner = Inner()
+
+
+def test_override_parses_by_declared_type():
+    cfg = override(Outer(), ["train.lr=5e-4", "train.steps=7", "train.bf16=true", "sizes=3,4", "maybe=9"])
+    assert cfg.train == Inner(lr=5e-4, steps=7, bf16=True)
+    assert cfg.sizes == (3, 4) and cfg.maybe == 9
+    assert override(cfg, ["maybe=none"]).maybe is None
+
+
+@pytest.mark.parametrize(
+    "assignment, fragment",
+    [
+        ("train.lrr=1", "unknown config key 'train.lrr'"),
+        ("nope=1", "unknown config key 'nope'"),
+        ("train.steps=ten", "expected an integer"),
+        ("train.bf16=maybe", "expected a boolean"),
+        ("train=3", "is a group"),
+        ("name.x=3", "not a group"),
+        ("novalue", "key=value"),
+    ],
+)
+def test_bad_overrides_are_errors(assignment, fragment):
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.").replace("(", r"\(")):
+        override(Outer(), [assignment])
+
+
+def test_round_trip_and_strict_loading():
+    cfg = override(Outer(), ["train.lr=0.5", "sizes=[5, 6]"])
+    assert from_dict(Outer, to_dict(cfg)) == cfg
+    with pytest.raises(ConfigError, match="train.oops"):
+        from_dict(Outer, {"train": {"oops": 1}})
+    assert flat_keys(cfg)["train.lr"] == 0.5
