@@ -17,13 +17,29 @@ from pipeline.config import ConfigError
 @dataclasses.dataclass(frozen=True)
 class CorpusConfig:
     # input parsing
-    format: Literal["auto", "text", "jsonl"] = "auto"  # auto: *.jsonl/*.json/*.ndjson[.gz|.bz2|.zst] -> jsonl
+    # auto: *.jsonl/*.json/*.ndjson[.gz|.bz2|.zst] -> jsonl, else text (one document a line);
+    # blocks: documents are runs of non-blank lines separated by blank lines (never auto-detected)
+    format: Literal["auto", "text", "jsonl", "blocks"] = "auto"
     text_field: str = "text"  # JSONL key holding the document text
     id_field: str = "id"  # JSONL key holding the document id (missing -> "<source>:<line>")
     max_line_bytes: int = 1 << 20  # longer lines are rejected (bounded memory per record)
     # filters, on the normalised text (lengths in Unicode code points)
     min_chars: int = 5
     max_chars: int = 100_000
+    # web-text cleaning (corpus/webtext.py), off here, on in production_config()
+    strip_html: bool = False  # drop tags, unescape entities
+    mask_pii: bool = False  # URL/e-mail/RRN/card/phone -> <url> <email> <rrn> <card> <phone>
+    max_repeat: int = 0  # cut runs of one character to this many (ㅋㅋㅋㅋㅋ -> ㅋㅋ); 0 = off
+    # language profile (corpus/languages.py): script, analyser, boilerplate, PII and sentence rules
+    language: str = "ko"
+    # quality filters (corpus/filters.py); the defaults switch them off
+    script: str = ""  # the script min_script_share counts; "" = the language profile's
+    min_script_share: float = 0.0
+    max_symbol_ratio: float = 1.0  # share of characters that are Unicode symbols (★ ♥ ^ emoji; not ~)
+    max_repetition: float = 1.0  # share of characters inside eojeol bigrams said >= 3 times (Gopher)
+    drop_boilerplate: bool = False  # remove boilerplate lines (notices, bylines); all-boilerplate docs dropped
+    boilerplate_phrases: tuple[str, ...] = ()  # extra phrases, added to the profile's
+    near_dup_threshold: float = 0.0  # MinHash-LSH Jaccard threshold (corpus/neardup.py); 0 = off
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text
     num_shards: int = 4  # per split
@@ -33,8 +49,8 @@ class CorpusConfig:
 
     def __post_init__(self) -> None:
         # Fail at construction so a bad --set is reported before Beam starts.
-        if self.format not in ("auto", "text", "jsonl"):
-            raise ConfigError(f"format must be auto, text or jsonl, got {self.format!r}")
+        if self.format not in ("auto", "text", "jsonl", "blocks"):
+            raise ConfigError(f"format must be auto, text, jsonl or blocks, got {self.format!r}")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ConfigError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
         if self.num_shards < 1:
@@ -43,9 +59,36 @@ class CorpusConfig:
             raise ConfigError(f"need 0 <= min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
         if self.max_line_bytes < 1:
             raise ConfigError(f"max_line_bytes must be positive, got {self.max_line_bytes}")
+        for name in ("min_script_share", "max_symbol_ratio", "max_repetition", "near_dup_threshold"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.max_repeat < 0:
+            raise ConfigError(f"max_repeat must be >= 0, got {self.max_repeat}")
+        from corpus.languages import PROFILES, SCRIPTS
+
+        if self.language not in PROFILES:
+            raise ConfigError(f"language must be one of {sorted(PROFILES)}, got {self.language!r}")
+        if self.script and self.script not in SCRIPTS:
+            raise ConfigError(f"script must be one of {sorted(SCRIPTS)}, got {self.script!r}")
         if not 0.0 <= self.max_reject_ratio <= 1.0:
             raise ConfigError(f"max_reject_ratio must be in [0, 1], got {self.max_reject_ratio}")
 
 
 def default_config() -> CorpusConfig:
+    """Faithful cleaning only: Unicode normalisation, length filters, exact dedup."""
     return CorpusConfig()
+
+
+def production_config() -> CorpusConfig:
+    """Web-crawl strength: HTML and personal data removed, repeats cut, quality filters on.
+    Thresholds follow the spirit of Gopher/C4-style heuristics, tuned loosely for Korean comments."""
+    return CorpusConfig(
+        strip_html=True,
+        mask_pii=True,
+        max_repeat=2,
+        min_script_share=0.5,
+        max_symbol_ratio=0.4,
+        max_repetition=0.3,
+        drop_boilerplate=True,
+        near_dup_threshold=0.8,
+    )

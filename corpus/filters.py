@@ -2,15 +2,22 @@
 reason a document is dropped, or ``None`` to keep it.
 
 The reason string is the counter name in ``stats.json``'s ``dropped`` map, so every filter is
-visible in the artifact. :func:`first_failure` runs them in a fixed order and reports the first
-one that fires; cheap length checks go first. Exact duplicates are dropped later by the
-pipeline's dedup step under the reason ``duplicate``.
+visible in the artifact. :func:`judge` first removes boilerplate lines (when
+``drop_boilerplate``; a document that was nothing but boilerplate is dropped as
+``boilerplate``), then runs the filters in a fixed order and reports the first one that fires;
+cheap length checks go first. What is language-specific (script, boilerplate patterns) comes
+from the profile named by ``cfg.language`` (``corpus/languages.py``). Exact duplicates are
+dropped later by the pipeline's dedup step under the reason ``duplicate``.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import unicodedata
 from typing import Callable
 
+from corpus import languages
 from corpus.config import CorpusConfig
 
 Filter = Callable[[str, CorpusConfig], "str | None"]
@@ -30,8 +37,108 @@ def too_long(text: str, cfg: CorpusConfig) -> str | None:
     return "too_long" if len(text) > cfg.max_chars else None
 
 
-FILTERS: tuple[Filter, ...] = (empty, too_short, too_long)
-DROP_REASONS: tuple[str, ...] = ("empty", "too_short", "too_long", "duplicate")
+SCRIPTS = languages.SCRIPTS
+
+
+def script_of(cfg: CorpusConfig) -> str:
+    """The configured script, or the language profile's when ``script`` is empty."""
+    return cfg.script or languages.profile(cfg.language).script
+
+
+@functools.lru_cache(maxsize=None)
+def _script_class(script: str) -> re.Pattern:
+    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in SCRIPTS[script]) + "]")
+
+
+def script_share(text: str, script: str) -> float:
+    """Share of the letters (``str.isalpha``) of ``text`` that belong to ``script``."""
+    letters = sum(1 for c in text if c.isalpha())
+    if not letters:
+        return 0.0
+    inside = sum(1 for c in _script_class(script).findall(text) if c.isalpha())  # × ÷ sit in Latin-1
+    return inside / letters
+
+
+def low_script_share(text: str, cfg: CorpusConfig) -> str | None:
+    if cfg.min_script_share <= 0.0:
+        return None
+    return "low_script_share" if script_share(text, script_of(cfg)) < cfg.min_script_share else None
+
+
+def symbol_share(text: str) -> float:
+    """Share of characters that are Unicode symbols (categories S*: ★ ♥ ^ emoji ...), except '~',
+    which Korean comments use as punctuation (재밌다~). Ordinary punctuation (.!?) is not counted:
+    "별로다....." is a normal review."""
+    if not text:
+        return 0.0
+    n = sum(1 for c in text if c != "~" and unicodedata.category(c)[0] == "S")
+    return n / len(text)
+
+
+def symbols(text: str, cfg: CorpusConfig) -> str | None:
+    if cfg.max_symbol_ratio >= 1.0:
+        return None
+    return "symbols" if symbol_share(text) > cfg.max_symbol_ratio else None
+
+
+def repeated_ngram_share(text: str, n: int = 2, min_count: int = 3) -> float:
+    """Share of eojeol characters inside word n-grams that occur at least ``min_count`` times,
+    each character counted once (after Gopher's duplicate n-gram fraction, Rae et al. 2021,
+    App. A). ``min_count`` 3 keeps a phrase said twice in a short comment, which is style, and
+    catches "핵노잼 핵노잼 핵노잼"."""
+    words = text.split()
+    if len(words) < n:
+        return 0.0
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    counts: dict[tuple, int] = {}
+    for g in grams:
+        counts[g] = counts.get(g, 0) + 1
+    dup = [False] * len(words)
+    for i, g in enumerate(grams):
+        if counts[g] >= min_count:
+            for j in range(i, i + n):
+                dup[j] = True
+    total = sum(len(w) for w in words)
+    return sum(len(w) for w, d in zip(words, dup) if d) / total
+
+
+def repetitive(text: str, cfg: CorpusConfig) -> str | None:
+    if cfg.max_repetition >= 1.0:
+        return None
+    return "repetitive" if repeated_ngram_share(text) > cfg.max_repetition else None
+
+
+def is_boilerplate_line(line: str, compiled: languages.Compiled) -> bool:
+    """A line holding a notice phrase, or matching a line pattern (bylines) as a whole."""
+    low = line.lower()
+    if any(p in low for p in compiled.boilerplate):
+        return True
+    stripped = line.strip()
+    return bool(stripped) and compiled.boilerplate_line is not None and compiled.boilerplate_line.fullmatch(stripped) is not None
+
+
+def strip_boilerplate(text: str, cfg: CorpusConfig) -> tuple[str, int]:
+    """``text`` without its boilerplate lines, and how many lines went (0: ``text`` unchanged)."""
+    if not cfg.drop_boilerplate:
+        return text, 0
+    compiled = languages.compiled(cfg.language, tuple(cfg.boilerplate_phrases))
+    lines = text.split("\n")
+    kept = [line for line in lines if not is_boilerplate_line(line, compiled)]
+    if len(kept) == len(lines):
+        return text, 0
+    return "\n".join(kept).strip(), len(lines) - len(kept)
+
+
+def boilerplate(text: str, cfg: CorpusConfig) -> str | None:
+    """Whole-document check (after :func:`strip_boilerplate` this only fires on what it left)."""
+    if not cfg.drop_boilerplate:
+        return None
+    return "boilerplate" if strip_boilerplate(text, cfg)[1] else None
+
+
+FILTERS: tuple[Filter, ...] = (empty, too_short, too_long, low_script_share, symbols, repetitive, boilerplate)
+# exact duplicates (pipeline.py) and near duplicates (neardup.py) are counted with the filters
+DROP_REASONS: tuple[str, ...] = tuple(f.__name__ for f in FILTERS) + ("duplicate", "near_duplicate")
 
 
 def first_failure(text: str, cfg: CorpusConfig, filters: tuple[Filter, ...] = FILTERS) -> str | None:
@@ -40,3 +147,12 @@ def first_failure(text: str, cfg: CorpusConfig, filters: tuple[Filter, ...] = FI
         if reason is not None:
             return reason
     return None
+
+
+def judge(text: str, cfg: CorpusConfig) -> tuple[str, str | None]:
+    """``(text to keep, None)`` or ``(text, drop reason)``: boilerplate lines removed first; a
+    document that had some and is empty (or too short) without them is ``boilerplate``."""
+    kept, removed = strip_boilerplate(text, cfg)
+    if removed and len(kept) < max(cfg.min_chars, 1):
+        return kept, "boilerplate"
+    return kept, first_failure(kept, cfg)

@@ -4,31 +4,38 @@ Beam's ``ReadFromText`` fails the whole job on one undecodable byte and holds ar
 lines in memory; here every line becomes either a *record* ``{"source", "line", "id", "text"}``
 or a *reject* ``{"source", "line", "reason", "detail"}`` (``line`` is 1-based), so bad input is
 counted and written under ``rejects/`` instead of crashing the job. Files are opened through
-``apache_beam.io.filesystems.FileSystems`` (local paths today, ``gs://`` etc. unchanged), which
-also decompresses by extension (.gz, .bz2, .zst, .deflate).
+``apache_beam.io.filesystems.FileSystems`` (local paths today, ``gs://`` etc. unchanged) and
+decompressed by extension (.gz, .bz2, .zst; see ``corpus/compress.py``).
 
 Formats: ``text`` is one document per line; ``jsonl`` is one JSON object per line with the
 document under ``text_field``. A blank line in either format is an empty record (dropped later as
-``empty``), so every line of every input is accounted for in ``records_in``.
+``empty``), so every line of every input is accounted for in ``records_in``. ``blocks`` is one
+document per run of non-blank lines (joined with newlines), blank lines separating documents; a
+record's ``line`` is the block's first line, and a block is bounded by ``max_line_bytes`` too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import re
 from typing import IO, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
+from corpus import compress
+
 REJECT_REASONS = (
     "line_too_long",
+    "block_too_long",
     "invalid_utf8",
     "invalid_json",
     "not_an_object",
     "missing_text",
     "text_not_string",
 )
-COMPRESSION_SUFFIXES = (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".deflate")
+COMPRESSION_SUFFIXES = tuple(compress.SUFFIXES)
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
@@ -69,19 +76,22 @@ def source_names(files: list[str]) -> dict[str, str]:
     """Short, location-independent names: each path relative to the inputs' common directory.
 
     The names go into document ids and ``rejects/``; making them relative keeps the output bytes
-    the same wherever the corpus lives, while still unique across the inputs.
+    the same wherever the corpus lives, while still unique across the inputs. Local paths are
+    made absolute first; remote ones (``gs://bucket/...``) are compared within their scheme.
     """
-    norm = [f.replace("\\", "/") for f in files]
-    if len(norm) == 1:
-        common = posixpath.dirname(norm[0])
-    else:
-        common = posixpath.commonpath(norm) if all(n.startswith("/") for n in norm) else ""
-        if common in norm:  # cannot happen for distinct files, but never produce ""
-            common = posixpath.dirname(common)
-    out = {}
-    for f, n in zip(files, norm):
-        out[f] = n[len(common) :].lstrip("/") if common and n.startswith(common) else n
-    return out
+
+    def split(path: str) -> tuple[str, str]:
+        m = re.match(r"^([A-Za-z][\w+.-]*://)(.*)$", path)
+        if m:
+            return m.group(1), m.group(2)
+        return "", os.path.abspath(path).replace(os.sep, "/")
+
+    parts = [split(f) for f in files]
+    if len({scheme for scheme, _ in parts}) != 1:
+        return {f: f for f in files}  # mixed schemes: no common directory
+    rests = [rest for _, rest in parts]
+    common = posixpath.dirname(rests[0]) if len(rests) == 1 else posixpath.commonpath(rests)
+    return {f: posixpath.relpath(rest, common) if common else rest for f, rest in zip(files, rests)}
 
 
 def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 16) -> Iterator[tuple[int, bytes | None]]:
@@ -117,6 +127,32 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 1
         yield lineno, (None if overflow or len(buf.rstrip(b"\r")) > max_line_bytes else buf.rstrip(b"\r"))
 
 
+def iter_blocks(lines: Iterator[tuple[int, bytes | None]], max_bytes: int) -> Iterator[tuple[int, list[bytes], tuple[str, int] | None]]:
+    """Group ``iter_lines`` output into blank-line separated blocks:
+    ``(first_line, lines, None)`` or ``(first_line, [], (reason, offending_line))``."""
+    start, parts, size, bad = None, [], 0, None
+    for lineno, raw in lines:
+        if raw is not None and not raw.strip():
+            if start is not None:
+                yield start, ([] if bad else parts), bad
+            start, parts, size, bad = None, [], 0, None
+            continue
+        if start is None:
+            start = lineno
+        if bad:
+            continue  # skip the rest of a rejected block without holding it
+        if raw is None:
+            bad = ("line_too_long", lineno)
+            continue
+        size += len(raw) + 1
+        if size > max_bytes:
+            bad = ("block_too_long", lineno)
+        else:
+            parts.append(raw)
+    if start is not None:
+        yield start, ([] if bad else parts), bad
+
+
 def parse_line(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple[str, str | None] | tuple[None, str, str]:
     """``(text, id_or_None)`` for a good line, ``(None, reason, detail)`` for a reject. Pure."""
     try:
@@ -146,11 +182,14 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     """Records and rejects of one file, in line order. A reject has a ``reason`` key."""
     fmt = resolve_format(path, fmt)
     try:
-        stream = FileSystems.open(path)  # compression from the extension
+        stream = compress.open_decompressed(path)
     except Exception as e:
         raise InputError(f"cannot open input {path!r}: {e}") from None
     with stream:
         try:
+            if fmt == "blocks":
+                yield from _read_blocks(stream, source, max_line_bytes)
+                return
             for lineno, raw in iter_lines(stream, max_line_bytes):
                 if raw is None:
                     yield {"source": source, "line": lineno, "reason": "line_too_long", "detail": f"over {max_line_bytes} bytes"}
@@ -164,3 +203,15 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
         except (OSError, EOFError, ValueError) as e:
             # e.g. a truncated .gz: fail with the file named, not deep inside Beam
             raise InputError(f"cannot read input {path!r}: {type(e).__name__}: {e}") from None
+
+
+def _read_blocks(stream: IO[bytes], source: str, max_bytes: int) -> Iterator[dict]:
+    for start, parts, bad in iter_blocks(iter_lines(stream, max_bytes), max_bytes):
+        if bad:
+            yield {"source": source, "line": start, "reason": bad[0], "detail": f"at line {bad[1]}, over {max_bytes} bytes"}
+            continue
+        parsed = parse_line(b"\n".join(parts), "text", "", "")
+        if parsed[0] is None:
+            yield {"source": source, "line": start, "reason": parsed[1], "detail": parsed[2]}
+        else:
+            yield {"source": source, "line": start, "id": f"{source}:{start}", "text": parsed[0]}

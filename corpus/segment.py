@@ -13,12 +13,21 @@ Two adjustments make the spans a clean partition (pure functions below, tested w
 - :func:`cover_sentences` makes sentence spans sorted and disjoint, and attaches any non-space
   text Kiwi left between sentences to the previous sentence, so sentences cover the text.
 
-The Beam wrapper builds one Kiwi per worker in ``DoFn.setup`` (loading the model takes ~1 s).
+The Beam wrapper builds one Kiwi per worker in ``DoFn.setup`` (loading the model takes ~2 s and
+~0.45 GB of resident memory; see the README). A language whose profile (``corpus/languages.py``)
+names no analyser gets :class:`RuleSegmenter`: sentences end at the profile's closing marks or
+a line break, and "morphs" are maximal runs of one Unicode class (letters with their combining
+marks ``W``, digits ``N``) or single punctuation ``P`` / symbol ``S`` characters.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
+import warnings
 from typing import Iterable, Sequence
+
+from corpus import languages
 
 
 def merge_morphs(tokens: Iterable[tuple[int, int, str]]) -> list[list]:
@@ -96,8 +105,11 @@ class Segmenter:
     def __init__(self, num_workers: int = 0) -> None:
         from kiwipiepy import Kiwi  # imported here: workers that never segment need not load it
 
-        # num_workers=0: analyse in the calling thread; parallelism comes from Beam workers.
-        self.kiwi = Kiwi(num_workers=num_workers)
+        # num_workers=0: analyse in the calling thread (kiwipiepy >= 0.21); parallelism comes from
+        # Beam workers. kiwipiepy warns that 0 meant "all cores" before 0.21 - we mean 0.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.kiwi = Kiwi(num_workers=num_workers)
 
     def segment(self, text: str) -> tuple[list[list[int]], list[list]]:
         if not text:
@@ -112,3 +124,43 @@ def spans_from_sentences(text: str, sents) -> tuple[list[list[int]], list[list]]
     tokens = [(t.start, t.len, t.tag) for s in sents for t in (s.tokens or ())]
     morphs = clip_morphs(merge_morphs(tokens), sentences)
     return sentences, morphs
+
+
+# A word: letters (with combining marks, and inner apostrophes: don't), or digits (with inner
+# separators: 1,000.5), or one other non-space character.
+_WORD = re.compile(r"(?:[^\W\d_]|\u0027(?=[^\W\d_]))[^\W\d_\u0027]*(?:['’][^\W\d_]+)*|\d+(?:[.,]\d+)*|[^\w\s]|_")
+
+
+def _tag(surface: str) -> str:
+    c = surface[0]
+    if c.isdigit():
+        return "N"
+    if c.isalpha() or c == "'":
+        return "W"
+    cat = unicodedata.category(c)
+    return "S" if cat[0] == "S" else "P"
+
+
+class RuleSegmenter:
+    """Analyser-free sentences and word spans from a language profile's rules."""
+
+    def __init__(self, language: str) -> None:
+        self.compiled = languages.compiled(language)
+
+    def segment(self, text: str) -> tuple[list[list[int]], list[list]]:
+        if not text:
+            return [], []
+        spans = [(m.start(), m.end()) for m in self.compiled.sentence.finditer(text) if m.end() > m.start()]
+        sentences = cover_sentences(text, spans)
+        morphs = [[m.start(), m.end(), _tag(m.group())] for m in _WORD.finditer(text)]
+        return sentences, clip_morphs(morphs, sentences)
+
+
+def make_segmenter(language: str = "ko"):
+    """The analyser the language profile names: Kiwi for Korean, Unicode rules otherwise."""
+    analyser = languages.profile(language).analyser
+    if analyser == "kiwi":
+        return Segmenter()
+    if analyser is None:
+        return RuleSegmenter(language)
+    raise ValueError(f"language {language!r}: unknown analyser {analyser!r}")

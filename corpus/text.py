@@ -7,7 +7,7 @@ Order matters and is fixed by :func:`normalize`:
    (Cc) characters and lone surrogates (``json.loads`` accepts ``"\\ud800"``; it cannot be written
    back as UTF-8). Control characters that are whitespace (tab, newline ...) are kept for step 4.
 2. :func:`fold_width` - full-width ASCII (U+FF01-FF5E) to ASCII, ideographic space to a space,
-   half-width Hangul jamo (U+FFA0-FFDC) to compatibility jamo. These are the only NFKC
+   half-width Hangul letters (U+FFA1-FFDC) to compatibility jamo. These are the only NFKC
    mappings we want: blanket NFKC would also rewrite other compatibility characters (circled
    numbers, ligatures, superscripts), and NFKD/NFKC of compatibility jamo used on their own
    (ㅋㅋ, ㅠㅠ - laughter and crying in Korean web text) must stay as they are.
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+
+from corpus import webtext
 
 # Zero-width, bidi and other format characters (Unicode category Cf), non-whitespace C0/C1
 # controls and surrogates. Listed explicitly (not computed from unicodedata at import) so the set
@@ -43,15 +45,19 @@ _INVISIBLE = re.compile(
 
 _WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}  # ！..～ -> !..~
 _WIDTH[0x3000] = 0x20  # ideographic space
-# Half-width Hangul (U+FFA0-FFDC) -> compatibility jamo, the mapping NFKC would apply.
-_WIDTH.update(
-    {
-        cp: ord(unicodedata.normalize("NFKC", chr(cp)))
-        for cp in range(0xFFA0, 0xFFDD)
-        if unicodedata.category(chr(cp)) == "Lo"
-        and len(unicodedata.normalize("NFKC", chr(cp))) == 1
-    }
-)
+# Half-width Hangul letters (U+FFA0-FFDC) -> the compatibility jamo of the same name
+# (HALFWIDTH HANGUL LETTER KIYEOK -> HANGUL LETTER KIYEOK). NFKC would map them to *conjoining*
+# jamo (U+1100..), which then stand alone or glue onto neighbouring syllables.
+def _halfwidth_hangul() -> dict[int, int]:
+    out = {}
+    for cp in range(0xFFA0, 0xFFDD):
+        name = unicodedata.name(chr(cp), "")
+        if name.startswith("HALFWIDTH HANGUL LETTER"):
+            out[cp] = ord(unicodedata.lookup(name.replace("HALFWIDTH ", "", 1)))
+    return out
+
+
+_WIDTH.update(_halfwidth_hangul())
 
 _WHITESPACE = re.compile(r"\s+")
 _LINE_BREAKS = frozenset("\n\r\x85\u2028\u2029")
@@ -84,3 +90,20 @@ def collapse_whitespace(text: str) -> str:
 def normalize(text: str) -> str:
     """The corpus stage's cleaning of one document (see the module docstring for the order)."""
     return collapse_whitespace(nfc(fold_width(strip_invisible(text))))
+
+
+def clean(text: str, *, strip_html: bool = False, mask_pii: bool = False, max_repeat: int = 0,
+          language: str = "ko") -> str:
+    """:func:`normalize` plus the optional web-text rules of ``corpus/webtext.py``, which run on
+    the NFC text before whitespace is collapsed (removed tags leave spaces and line breaks)."""
+    if not (strip_html or mask_pii or max_repeat):
+        return normalize(text)
+    out = nfc(fold_width(strip_invisible(text)))
+    if strip_html:
+        out = webtext.strip_html(out)
+        out = nfc(strip_invisible(out))  # entities may decode to invisible or decomposed text
+    if mask_pii:
+        out = webtext.mask_pii(out, language)
+    if max_repeat:
+        out = webtext.shorten_repeats(out, max_repeat)
+    return collapse_whitespace(out)

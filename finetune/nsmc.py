@@ -20,7 +20,7 @@ import torch
 
 from finetune.config import NsmcConfig
 from finetune.nsmc_reader import NsmcRow, read_nsmc
-from finetune.runtime import (FinetuneError, autocast, batches, compute_record, load_model,
+from finetune.runtime import (FinetuneError, autocast, batches, compute_record, fixed_width, load_model,
                               load_tokenizer, resolve_device, seed_everything, train_epochs,
                               write_json)
 from pipeline.config import to_dict
@@ -49,12 +49,13 @@ class Encoded:
         self.ids = enc["input_ids"]
         self.labels = torch.tensor([r.label for r in rows], dtype=torch.long)
         self.pad_id = tokenizer.pad_token_id
+        self.max_length = max_length
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def batch(self, idx: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-        width = max(len(self.ids[i]) for i in idx)
+        width = fixed_width(device, self.max_length) or max(len(self.ids[i]) for i in idx)
         ids_BL = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
         for row, i in enumerate(idx):
             ids_BL[row, :len(self.ids[i])] = torch.tensor(self.ids[i])
@@ -137,7 +138,7 @@ def run(cfg: NsmcConfig, model_dir: Path, train_file: Path, test_file: Path, out
         train_examples_per_second=round(len(train) * cfg.epochs / train_seconds, 2) if train_seconds else None,
         eval_examples=len(test), eval_examples_per_second=round(len(test) / eval_seconds, 2) if eval_seconds else None,
         epochs=timings,
-        # forward+backward ~ 6 * params * tokens (Kaplan et al. 2020), an upper bound with dynamic padding
+        # ~6 FLOPs per parameter per trained token (Kaplan et al. 2020); padding not counted
         flops=6 * sum(p.numel() for p in model.parameters()) * sum(len(x) for x in train.ids) * cfg.epochs,
     )
     stats = {k: metrics[k] for k in ("accuracy", "accuracy_pct", "best_epoch", "dev_accuracy",

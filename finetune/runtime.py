@@ -78,6 +78,12 @@ def batches(n: int, batch_size: int, generator: torch.Generator | None) -> Itera
         yield order[i:i + batch_size]
 
 
+def fixed_width(device: torch.device, max_length: int) -> int | None:
+    """XLA compiles one graph per input shape: pad every batch to ``max_length`` there.
+    Elsewhere batches are padded to their longest row (None), which is faster on CPU/GPU."""
+    return max_length if device.type == "xla" else None
+
+
 def autocast(device: torch.device):
     if device.type == "cuda":
         return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
@@ -103,7 +109,8 @@ def train_epochs(model: torch.nn.Module, cfg_optim: OptimConfig, n_examples: int
     for epoch in range(1, epochs + 1):
         model.train()
         t0 = time.perf_counter()
-        loss_sum = 0.0
+        # summed on the device: a float() per step would force a host sync on CUDA/XLA
+        loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         for idx in batches(n_examples, batch_size, gen):
             with autocast(device):
                 loss = loss_fn(idx)
@@ -117,12 +124,13 @@ def train_epochs(model: torch.nn.Module, cfg_optim: OptimConfig, n_examples: int
                 import torch_xla.core.xla_model as xm  # noqa: PLC0415
 
                 xm.mark_step()
-            loss_sum += float(loss.detach())
+            loss_sum += loss.detach().float()
             step += 1
             if step % 50 == 0:
-                progress(f"epoch {epoch} step {step}/{total} loss {loss_sum / (step - (epoch - 1) * steps_per_epoch):.4f}")
+                mean = float(loss_sum) / (step - (epoch - 1) * steps_per_epoch)
+                progress(f"epoch {epoch} step {step}/{total} loss {mean:.4f}")
         seconds = time.perf_counter() - t0
-        record = {"epoch": epoch, "train_loss": round(loss_sum / max(1, steps_per_epoch), 6)}
+        record = {"epoch": epoch, "train_loss": round(float(loss_sum) / max(1, steps_per_epoch), 6)}
         timing = {"epoch": epoch, "seconds": round(seconds, 3),
                   "train_examples_per_second": round(n_examples / seconds, 2) if seconds > 0 else None}
         if after_epoch is not None:

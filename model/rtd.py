@@ -93,13 +93,37 @@ def sample_tokens(logits_BNV: torch.Tensor, temperature: float) -> torch.Tensor:
     return torch.argmax(logits + gumbel_noise(logits.shape, logits.device), dim=-1)
 
 
+def replace_tokens(ids_BL, positions_BN, weights_BN, sampled_BN) -> tuple[torch.Tensor, torch.Tensor]:
+    """The discriminator's input and its labels: 1 where the token differs from the original.
+
+    A sample equal to the original counts as original (paper section 2), which falls out of
+    comparing tokens rather than marking sampled positions.
+    """
+    original_BN = torch.gather(ids_BL, 1, positions_BN)
+    disc_in_BL = ids_BL.scatter(1, positions_BN, torch.where(weights_BN > 0, sampled_BN, original_BN))
+    return disc_in_BL, (disc_in_BL != ids_BL).float()
+
+
 def _weighted_mean(x, w):
     return (x * w).sum() / w.sum().clamp(min=1.0)
 
 
+@dataclass
+class StepOutput:
+    loss: torch.Tensor  # gen_loss + disc_weight * disc_loss, with graph
+    gen_loss: torch.Tensor
+    disc_loss: torch.Tensor
+    metrics: dict[str, torch.Tensor]  # detached 0-d tensors, read back only at log time
+    positions_BN: torch.Tensor
+    weights_BN: torch.Tensor
+    masked_BL: torch.Tensor  # generator input
+    disc_in_BL: torch.Tensor  # discriminator input
+    replaced_BL: torch.Tensor  # discriminator labels
+
+
 def electra_step(model: ElectraPair, ids_BL: torch.Tensor, types_BL: torch.Tensor, sp: Specials,
-                 obj: ObjectiveConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One forward pass of the RTD objective; returns (loss, metrics as 0-d tensors)."""
+                 obj: ObjectiveConfig) -> StepOutput:
+    """One forward pass of the RTD objective."""
     attn_BL = (ids_BL != sp.pad_id).float()
     bias = attention_bias(attn_BL)
 
@@ -112,8 +136,7 @@ def electra_step(model: ElectraPair, ids_BL: torch.Tensor, types_BL: torch.Tenso
     gen_loss = _weighted_mean(gen_ce_BN.view_as(w_BN), w_BN)
 
     sampled_BN = sample_tokens(gen_logits_BNV, obj.temperature)
-    disc_in_BL = ids_BL.scatter(1, positions_BN, torch.where(w_BN > 0, sampled_BN, target_BN))
-    replaced_BL = (disc_in_BL != ids_BL).float()  # a sample equal to the original is "original"
+    disc_in_BL, replaced_BL = replace_tokens(ids_BL, positions_BN, w_BN, sampled_BN)
 
     disc_logits_BL = model.discriminator_logits(disc_in_BL, types_BL, bias).float()
     disc_bce_BL = F.binary_cross_entropy_with_logits(disc_logits_BL, replaced_BL, reduction="none")
@@ -126,13 +149,15 @@ def electra_step(model: ElectraPair, ids_BL: torch.Tensor, types_BL: torch.Tenso
 
     loss = gen_loss + obj.disc_weight * disc_loss
     with torch.no_grad():
+        target_logit_BN = torch.gather(gen_logits_BNV, 2, target_BN.unsqueeze(-1)).squeeze(-1)
         metrics = {
             "loss": loss.detach(),
             "gen_loss": gen_loss.detach(),
             "disc_loss": disc_loss.detach(),
-            "gen_acc": _weighted_mean((gen_logits_BNV.argmax(-1) == target_BN).float(), w_BN),
+            # max is cheaper than argmax on CPU; ties (measure zero) count as correct.
+            "gen_acc": _weighted_mean((target_logit_BN >= gen_logits_BNV.amax(-1)).float(), w_BN),
             "disc_acc": _weighted_mean(((disc_logits_BL > 0).float() == replaced_BL).float(), disc_w_BL),
             # Share of masked positions whose sample differs from the original.
             "replaced_share": replaced_BL.sum() / w_BN.sum().clamp(min=1.0),
         }
-    return loss, metrics
+    return StepOutput(loss, gen_loss, disc_loss, metrics, positions_BN, w_BN, masked_BL, disc_in_BL, replaced_BL)

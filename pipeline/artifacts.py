@@ -181,24 +181,28 @@ class Store:
                 return load(d)
         return None
 
-    def resolve(self, ref: str | Path) -> Artifact:
-        """An artifact directory path, ``name-id``, an id, or an unambiguous id prefix (>= 6)."""
+    def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
+        """An artifact directory, ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
         p = Path(ref)
-        if p.is_dir():
-            if not (p / MANIFEST).is_file():
-                raise ArtifactError(f"{p}: not a complete artifact ({MANIFEST} missing)")
+        if p.is_dir() and (p / MANIFEST).is_file():
             return load(p)
+        if p.is_dir() and ("/" in str(ref) or p.is_absolute()):
+            raise ArtifactError(f"{p}: not a complete artifact ({MANIFEST} missing)")
         ref = str(ref)
-        hits = []
-        for k in KINDS:
+        exact, by_name = [], []
+        for k in [kind] if kind else KINDS:
             for d in (self.root / k).glob("*"):
                 if not (d / MANIFEST).is_file():
                     continue
-                aid = d.name.rsplit("-", 1)[-1]
+                name, _, aid = d.name.rpartition("-")
                 if d.name == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
-                    hits.append(d)
+                    exact.append(d)
+                elif name == ref:
+                    by_name.append(d)
+        hits = exact or by_name
         if not hits:
-            raise ArtifactError(f"no artifact {ref!r} under {self.root}")
+            where = f"{self.root}/{kind}" if kind else str(self.root)
+            raise ArtifactError(f"no artifact {ref!r} under {where}")
         if len(hits) > 1:
             raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits)))
         return load(hits[0])
@@ -215,7 +219,7 @@ class Store:
 
     def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:
         """Resolve and verify a parent before a stage reads it; refuse it naming the files."""
-        art = ref if isinstance(ref, Artifact) else self.resolve(ref)
+        art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
         if kind and art.kind != kind:
             raise ArtifactError(f"{art.path}: is a {art.kind} artifact, expected {kind}")
         problems = verify_dir(art.path)

@@ -40,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Any further --option is passed to Beam unchanged (e.g. --runner).")
     _common(p)
     p.add_argument("--input", action="append", required=True, help="path or glob (repeatable)")
-    p.add_argument("--format", choices=["auto", "text", "jsonl"], default=None)
+    p.add_argument("--format", choices=["auto", "text", "jsonl", "blocks"], default=None,
+                   help="auto picks by extension; blocks = documents separated by blank lines")
+    p.add_argument("--preset", choices=["default", "production"], default="default",
+                   help="default: Unicode clean-up, length filters, exact dedup; production: also web cleaning, "
+                        "quality filters and near-duplicate removal")
     p.add_argument("--text-field", default=None)
     p.add_argument("--id-field", default=None)
 
@@ -128,7 +132,7 @@ def _dispatch(args: argparse.Namespace, store: Store, beam_args: list[str]) -> i
                   force=getattr(args, "force", False))
     if args.command == "corpus":
         sets = _flag_sets(args, {"format": "format", "text_field": "text_field", "id_field": "id_field"})
-        art = stages.corpus(store, args.input, sets=sets, beam_args=beam_args, **common)
+        art = stages.corpus(store, args.input, preset=args.preset, sets=sets, beam_args=beam_args, **common)
     elif args.command == "vocab":
         art = stages.vocab(store, args.corpus, sets=_flag_sets(args, {"vocab_size": "vocab_size"}), **common)
     elif args.command == "examples":

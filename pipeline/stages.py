@@ -64,12 +64,16 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
 
 
 # ---- corpus ---------------------------------------------------------------------------------
-def corpus(store: Store, inputs: Sequence[str], *, sets: Sequence[str] = (), seed: int | None = None,
-           name: str | None = None, force: bool = False, beam_args: Sequence[str] = ()) -> Artifact:
+def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
+           seed: int | None = None, name: str | None = None, force: bool = False,
+           beam_args: Sequence[str] = ()) -> Artifact:
+    from corpus import config as corpus_config
     from corpus import pipeline as corpus_pipeline
-    from corpus.config import default_config
 
-    cfg = _configure(default_config(), sets, seed)
+    presets = {"default": corpus_config.default_config, "production": corpus_config.production_config}
+    if preset not in presets:
+        raise ArtifactError(f"corpus: unknown preset {preset!r} (known: {', '.join(presets)})")
+    cfg = _configure(presets[preset](), sets, seed)
     paths = expand_inputs(inputs)
     local = [Path(p) for p in paths if "://" not in p]
     fingerprints = fingerprint_inputs(local) + [

@@ -6,6 +6,8 @@ A frozen dataclass; presets are functions. ``recipe`` picks how pieces are learn
   morpheme segmentation, so a piece never cuts a morpheme in two (see :mod:`vocab.trainer`).
 - ``wordpiece``: the same learner with the morpheme constraint switched off — plain WordPiece
   as in BERT/ELECTRA, the baseline every report compares against.
+- ``sp_unigram`` / ``sp_bpe``: SentencePiece (unigram LM or BPE) on raw sentences, no
+  morphemes, exported as a HF fast tokenizer (see :mod:`vocab.spm`); the ``sp_*`` fields apply.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ from typing import Literal
 
 from pipeline.config import ConfigError
 
-RECIPES = ("morph_wordpiece", "wordpiece")
+RECIPES = ("morph_wordpiece", "wordpiece", "sp_unigram", "sp_bpe")
+WORDPIECE_RECIPES = ("morph_wordpiece", "wordpiece")
 
 
 @dataclasses.dataclass(frozen=True)
 class VocabConfig:
     # KoELECTRA's vocabulary size (35k); the 5 specials and the unused slots count towards it.
     vocab_size: int = 35000
-    recipe: Literal["morph_wordpiece", "wordpiece"] = "morph_wordpiece"
+    recipe: Literal["morph_wordpiece", "wordpiece", "sp_unigram", "sp_bpe"] = "morph_wordpiece"
     # a merge is learned only while its pair occurs at least this often (weighted by word count)
     min_frequency: int = 2
     # [unused0..N-1] right after the specials: room for task tokens without resizing embeddings
@@ -30,15 +33,28 @@ class VocabConfig:
     # keep at most this many distinct characters (most frequent first); each gets a word-initial
     # and a ``##`` form, so rarer characters become [UNK] instead of eating the vocabulary
     limit_alphabet: int = 3000
-    # morph recipe only: also merge runs of *complete* morphemes (영화+##를 -> 영화를), so frequent
-    # eojeols stay whole; pieces still never end or start inside a morpheme
-    merge_whole_morphs: bool = True
+    # morph recipe only: where a piece may span several *whole* morphemes (see vocab.trainer):
+    # "prefix" word-initial runs only (영화+##를 -> 영화를), "any" anywhere, "none" never
+    cross_morph: Literal["prefix", "any", "none"] = "prefix"
+    # memory bound of the word table (distinct words, O(types) not O(corpus)): past this many
+    # types the rarest are pruned (count <= 1, then <= 2, ... until 3/4 of the cap remain) and counted
+    max_word_types: int = 2_000_000
+    # SentencePiece recipes: chars outside this coverage become byte pieces (or [UNK] without fallback)
+    sp_character_coverage: float = 0.9995
+    sp_byte_fallback: bool = True
+    # at most this many sentences are held by the trainer (seeded reservoir sample); 0 = all
+    sp_input_sentences: int = 2_000_000
+    sp_max_sentence_bytes: int = 4192
+    # False: vocab_size is a ceiling a small corpus may not reach; True: exact, retried once at the
+    # largest size the corpus supports when it cannot
+    sp_hard_vocab_limit: bool = False
+    sp_threads: int = 2
     # the baseline recipe trained alongside for report.json (False: report the chosen recipe only)
     report_baseline: bool = True
     # how many frequent words the "most fragmented" list of report.json draws from / shows
     report_top_words: int = 2000
     report_show_words: int = 20
-    # the learner is deterministic (ties break by piece text); the seed is here for the contract
+    # the WordPiece learner is deterministic (ties break by piece text); SentencePiece's sampling uses it
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -50,6 +66,17 @@ class VocabConfig:
             raise ConfigError(f"vocab_size: too large ({self.vocab_size})")
         if self.num_unused < 0:
             raise ConfigError(f"num_unused: must be >= 0, got {self.num_unused}")
+        if self.cross_morph not in ("prefix", "any", "none"):
+            raise ConfigError(f"cross_morph: expected prefix, any or none, got {self.cross_morph!r}")
+        if self.max_word_types < 1000:
+            raise ConfigError(f"max_word_types: must be at least 1000, got {self.max_word_types}")
+        if not 0.9 <= self.sp_character_coverage <= 1.0:
+            raise ConfigError(f"sp_character_coverage: expected 0.9..1.0, got {self.sp_character_coverage}")
+        if not (self.sp_input_sentences == 0 or self.sp_input_sentences > 100):
+            # sentencepiece's own bound on input_sentence_size
+            raise ConfigError(f"sp_input_sentences: 0 (all) or more than 100, got {self.sp_input_sentences}")
+        if self.sp_max_sentence_bytes < 16 or self.sp_threads < 1:
+            raise ConfigError("sp_max_sentence_bytes must be >= 16 and sp_threads >= 1")
         if self.min_frequency < 1:
             raise ConfigError(f"min_frequency: must be >= 1, got {self.min_frequency}")
         if self.limit_alphabet < 1:

@@ -1,0 +1,73 @@
+"""Write the trained pair as two standalone Hugging Face models: the checkpoint's public face.
+
+``hf/discriminator`` (``ElectraForPreTraining``; what fine-tuning loads, also as ``AutoModel``)
+and ``hf/generator`` (``ElectraForMaskedLM``), each saved with ``save_pretrained``
+(safetensors) plus the tokenizer files, so ``from_pretrained(dir)`` works without kolectra.
+Inside training the two share one embedding module; each export gets its own CPU copy holding
+the shared weights, so the generator is a complete masked LM by itself. A short model card
+(README.md) records preset, sizes, FLOPs and wall time.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import ElectraForMaskedLM, ElectraForPreTraining
+from transformers.utils import logging as hf_logging
+
+from model.electra import ElectraPair, count_parameters
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+
+
+def _standalone(cls, hf_model):
+    """A fresh CPU model of ``cls`` with ``hf_model``'s weights (shared modules become copies)."""
+    state = {k: v.detach().to("cpu", copy=True) for k, v in hf_model.state_dict().items()}
+    model = cls(hf_model.config)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # The tied output layer may be absent from state when tying already covers it.
+    missing = [k for k in missing if k != "generator_lm_head.weight"]
+    if missing or unexpected:
+        raise RuntimeError(f"export of {cls.__name__}: missing {missing}, unexpected {unexpected}")
+    if isinstance(model, ElectraForMaskedLM):
+        model.generator_lm_head.weight = model.electra.embeddings.word_embeddings.weight
+    return model.eval()
+
+
+def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
+    found = [n for n in TOKENIZER_FILES if (Path(tokenizer_dir) / n).is_file()]
+    if "tokenizer.json" not in found and "vocab.txt" not in found:
+        raise FileNotFoundError(f"{tokenizer_dir}: no tokenizer.json or vocab.txt to copy into the export")
+    for name in found:
+        shutil.copyfile(Path(tokenizer_dir) / name, dest / name)
+
+
+def model_card(title: str, facts: dict) -> str:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in facts.items())
+    return (f"# {title}\n\nTrained by kolectra's pretrain stage (ELECTRA replaced token detection, "
+            f"Clark et al. 2020).\n\n| | |\n| --- | --- |\n{rows}\n")
+
+
+def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: dict) -> dict[str, Path]:
+    """Save discriminator and generator under ``hf_dir``; returns their directories."""
+    out = {}
+    for role, cls, net in (("discriminator", ElectraForPreTraining, model.discriminator),
+                           ("generator", ElectraForMaskedLM, model.generator)):
+        dest = Path(hf_dir) / role
+        dest.mkdir(parents=True, exist_ok=True)
+        standalone = _standalone(cls, net)
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # stderr carries kolectra's own progress lines
+        try:
+            with torch.no_grad():
+                standalone.save_pretrained(dest, safe_serialization=True)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
+        copy_tokenizer(tokenizer_dir, dest)
+        card = {"role": role, "class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
+        (dest / "README.md").write_text(model_card(f"kolectra ELECTRA {role}", card), encoding="utf-8")
+        out[role] = dest
+    return out

@@ -1,0 +1,85 @@
+"""Small real inputs for the pretrain tests: a WordPiece tokenizer and an examples artifact.
+
+The tokenizer is trained with HF ``tokenizers`` on a few templated sentences (specials [PAD]=0
+[UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4) and saved as a ``BertTokenizerFast`` directory; the examples
+follow the examples-artifact format (index.json + npy shards, [CLS] A [SEP] B [SEP] + padding).
+The sentences come from a tiny grammar, so a model can learn something in a few dozen steps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SUBJECTS = ["나는", "그는", "우리는", "영화는", "배우가", "감독이", "친구가", "관객은"]
+OBJECTS = ["영화를", "음악을", "장면을", "결말을", "연기를", "대사를", "이야기를"]
+VERBS = ["봤다", "좋아한다", "싫어한다", "기억한다", "칭찬했다", "비판했다"]
+ADVERBS = ["정말", "너무", "조금", "다시", "오늘", "어제"]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        out.append(" ".join([SUBJECTS[rng.integers(len(SUBJECTS))], ADVERBS[rng.integers(len(ADVERBS))],
+                             OBJECTS[rng.integers(len(OBJECTS))], VERBS[rng.integers(len(VERBS))]]) + ".")
+    return out
+
+
+def build_tokenizer(dest: Path, unused: int = 0) -> Path:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False, clean_text=True,
+                                                handle_chinese_chars=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    reserved = [f"[unused{i}]" for i in range(unused)]
+    trainer = trainers.WordPieceTrainer(vocab_size=300, special_tokens=SPECIALS + reserved, min_frequency=1)
+    tok.train_from_iterator(sentences(400, seed=0), trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    fast = BertTokenizerFast(tokenizer_object=tok, do_lower_case=False, strip_accents=False,
+                             unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                             mask_token="[MASK]")
+    dest.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(str(dest))
+    return dest
+
+
+def build_examples(dest: Path, tokenizer_dir: Path, n: int, seq_len: int, seed: int = 0,
+                   shard_size: int = 50, short_every: int = 5) -> Path:
+    """``n`` examples of ``seq_len``: A = 1-3 sentences, B = 1-3 more; every ``short_every``-th is short."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    rng = np.random.default_rng(seed)
+    pool = sentences(4 * n + 10, seed=seed + 1)
+    ids = np.zeros((n, seq_len), dtype=np.uint16)
+    types = np.zeros((n, seq_len), dtype=np.uint8)
+    for i in range(n):
+        k = 1 if i % short_every == 0 else 3
+        a = " ".join(pool[rng.integers(len(pool))] for _ in range(rng.integers(1, k + 1)))
+        b = " ".join(pool[rng.integers(len(pool))] for _ in range(rng.integers(1, k + 1)))
+        enc = tok(a, b, truncation="longest_first", max_length=seq_len)
+        m = len(enc["input_ids"])
+        ids[i, :m] = enc["input_ids"]
+        types[i, :m] = enc["token_type_ids"]
+    (dest / "data").mkdir(parents=True, exist_ok=True)
+    shards = []
+    for s, start in enumerate(range(0, n, shard_size)):
+        stop = min(n, start + shard_size)
+        names = {key: f"data/shard-{s:05d}.{key}.npy" for key in ("input_ids", "token_type_ids")}
+        np.save(dest / names["input_ids"], ids[start:stop])
+        np.save(dest / names["token_type_ids"], types[start:stop])
+        shards.append({**names, "examples": stop - start})
+    index = {"format": 1, "max_seq_length": seq_len, "dtype": "uint16", "vocab_size": len(tok), "pad_id": 0,
+             "cls_id": 2, "sep_id": 3, "mask_id": 4, "examples": n, "shards": shards}
+    (dest / "index.json").write_text(json.dumps(index, indent=1))
+    (dest / "stats.json").write_text(json.dumps({"examples": n, "tokens": int((ids != 0).sum())}))
+    return dest

@@ -1,0 +1,190 @@
+"""End-to-end corpus stage on a tiny in-test corpus with the real Beam FnApiRunner and real Kiwi:
+reconciliation, rejects with line numbers, exact and near dedup across files, surface spans,
+determinism, and no network access."""
+
+import dataclasses
+import gzip
+import json
+import socket
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from corpus import pipeline, store
+from corpus.config import default_config
+from apache_beam.options.pipeline_options import StandardOptions
+
+REVIEWS = [
+    "이 영화 정말 재밌었어요. 배우들 연기도 최고!",
+    "스토리가 너무 뻔해서 지루했다ㅠㅠ 다시는 안 봄",
+    "ㅋㅋㅋ 웃겨서 배꼽 빠지는 줄 알았네요",
+    "음악이 좋았고 영상미가 뛰어났습니다. 추천합니다.",
+    "기대 이하였어요... 시간이 아깝네",
+    "감독의 전작보다 훨씬 나아졌다 강추",
+    "주인공이 왜 그랬는지 이해가 안 된다 했는데 결말 보고 납득함",
+    "가족이랑 같이 보기 좋은 따뜻한 영화",
+    "중간에 졸았음 ㅠ 그래도 마지막은 괜찮았다",
+    "２시간이　순삭！ 최고의 액션 영화",  # full-width, folds to ASCII
+]
+
+
+def _write_corpus(root: Path) -> dict:
+    """Two inputs; returns the numbers the stats must show."""
+    root.mkdir()
+    jsonl = [json.dumps({"id": f"r{i}", "text": t}, ensure_ascii=False).encode("utf-8") for i, t in enumerate(REVIEWS)]
+    jsonl += [
+        b"[1, 2]",  # line 11: not_an_object
+        b'{"id": "x"}',  # line 12: missing_text
+        json.dumps({"id": "nfd", "text": unicodedata.normalize("NFD", REVIEWS[0])}, ensure_ascii=False).encode(),  # dup of line 1 after NFC
+        b'{"text": "\xff\xfe broken"}',  # line 14: invalid_utf8
+    ]
+    (root / "reviews.jsonl.gz").write_bytes(gzip.compress(b"\n".join(jsonl) + b"\n", mtime=0))
+    text_lines = [
+        "ㅋㅋ",  # too_short
+        "",  # empty
+        REVIEWS[2],  # duplicate of reviews.jsonl.gz:3
+        "\ufeff완전 강추합니다 꼭 보세요\u200b",  # kept, cleaned
+        "완전  강추합니다 꼭 보세요",  # duplicate after whitespace collapse
+        "배우 " * 30,  # too_long (max_chars=80)
+        REVIEWS[6] + " ㅎㅎ",  # near duplicate of reviews.jsonl.gz:7 (Jaccard 0.91); wins on position
+        "<b>예고편</b> https://example.com/v?id=1 보고 왔어요 ㅋㅋㅋㅋㅋㅋ",  # web rules on
+    ]
+    (root / "notes.txt").write_text("\n".join(text_lines) + "\n", encoding="utf-8")
+    return {"records_in": 14 + 8, "rejected": 3, "duplicate": 3, "near_duplicate": 1, "too_short": 1, "empty": 1, "too_long": 1}
+
+
+def _no_network(monkeypatch) -> list:
+    """Connections and name lookups beyond loopback fail and are recorded. Recorded, because Beam's
+    DirectRunner swallows the error of its Prism attempt and falls back silently."""
+    attempts: list = []
+    real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def local_only(host):
+        if str(host) not in ("localhost", "127.0.0.1", "::1", "", "0.0.0.0"):
+            attempts.append(host)
+            raise OSError(f"network access attempted: {host!r}")
+
+    def connect(self, address):
+        if isinstance(address, tuple):
+            local_only(address[0])
+        return real_connect(self, address)
+
+    def getaddrinfo(host, *a, **kw):
+        local_only(host)
+        return real_getaddrinfo(host, *a, **kw)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return attempts
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    attempts = _no_network(mp)
+    root = tmp_path_factory.mktemp("corpus")
+    expected = _write_corpus(root / "in")
+    cfg = dataclasses.replace(
+        default_config(), max_chars=80, valid_fraction=0.3, num_shards=2, max_reject_ratio=0.5, near_dup_threshold=0.7,
+        strip_html=True, mask_pii=True, max_repeat=3
+    )
+    outs = []
+    # the second run uses two worker threads: output must not depend on bundling
+    for i, beam_args in enumerate([[], ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]]):
+        out = root / f"out{i}"
+        out.mkdir()
+        result = pipeline.build(cfg, [str(root / "in" / "*")], out, beam_args)
+        outs.append((out, result))
+    mp.undo()
+    assert attempts == [], f"the corpus stage tried to reach the network: {attempts}"
+    return expected, outs
+
+
+def test_stats_reconcile_and_count_every_reason(runs):
+    expected, [(out, result), _] = runs
+    stats = result.stats
+    assert stats == json.loads((out / "stats.json").read_text(encoding="utf-8"))
+    assert stats["records_in"] == expected["records_in"]
+    assert stats["records_in"] == stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
+    assert stats["rejected"] == expected["rejected"]
+    for reason in ("duplicate", "near_duplicate", "too_short", "empty", "too_long"):
+        assert stats["dropped"][reason] == expected[reason], reason
+    assert stats["records_out"] == 12
+    assert stats["splits"]["train"]["documents"] + stats["splits"]["valid"]["documents"] == 12
+    assert stats["splits"]["valid"]["documents"] > 0 and stats["splits"]["train"]["documents"] > 0
+    assert stats["sources"]["reviews.jsonl.gz"] == {"records_in": 14, "rejected": 3}
+
+
+def test_rejects_name_source_and_line(runs):
+    _, [(out, _), _] = runs
+    rows = [json.loads(l) for l in (out / "rejects" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["source"], r["line"], r["reason"]) for r in rows] == [
+        ("reviews.jsonl.gz", 11, "not_an_object"),
+        ("reviews.jsonl.gz", 12, "missing_text"),
+        ("reviews.jsonl.gz", 14, "invalid_utf8"),
+    ]
+
+
+def test_documents_are_clean_unique_and_spans_are_surface(runs):
+    _, [(out, result), _] = runs
+    docs = list(store.iter_documents(out, "train")) + list(store.iter_documents(out, "valid"))
+    assert len(docs) == result.stats["records_out"]
+    texts = [d["text"] for d in docs]
+    assert len(set(texts)) == len(texts)
+    by_text = {d["text"]: d for d in docs}
+    assert by_text[REVIEWS[0]]["id"] == "r0"  # NFD copy (line 13) lost to line 1
+    assert by_text[REVIEWS[2]]["id"] == "notes.txt:3"  # ("notes.txt", 3) < ("reviews.jsonl.gz", 3)
+    assert by_text["완전 강추합니다 꼭 보세요"]["id"] == "notes.txt:4"  # BOM/ZWSP stripped; line 4 beats 5
+    assert "2시간이 순삭! 최고의 액션 영화" in by_text
+    assert "예고편 <url> 보고 왔어요 ㅋㅋㅋ" in by_text  # the config's web rules reach the pipeline
+    assert REVIEWS[6] + " ㅎㅎ" in by_text and REVIEWS[6] not in by_text  # near duplicate: first position kept
+    for d in docs:
+        text = d["text"]
+        assert text == unicodedata.normalize("NFC", text)
+        covered = {i for s, e in d["sentences"] for i in range(s, e)}
+        assert all(i in covered for i, c in enumerate(text) if not c.isspace())
+        assert d["morphs"] and all(0 <= s < e <= len(text) for s, e, _ in d["morphs"])
+        assert "".join(text[s:e] for s, e, _ in d["morphs"]) == "".join(text.split())
+        assert sum(map(len, store.sentence_morphs(d))) == len(d["morphs"])
+    assert result.stats["morphs"] == sum(len(d["morphs"]) for d in docs)
+    assert result.stats["sentences"] == sum(len(d["sentences"]) for d in docs)
+
+
+def test_two_runs_give_identical_bytes(runs):
+    _, [(a, _), (b, _)] = runs
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert files_a == files_b
+    assert len([f for f in files_a if f.parts[0] == "data"]) == 2 * 2  # empty shards written too
+    for f in files_a:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_reject_ratio_gate_names_the_worst_file():
+    stats = pipeline.make_stats(
+        {
+            ("source_in", "good.txt"): 100,
+            ("source_in", "bad.jsonl"): 10,
+            ("source_rejected", "bad.jsonl"): 8,
+            ("source_rejected", "good.txt"): 1,
+            ("rejected", "invalid_json"): 8,
+            ("rejected", "invalid_utf8"): 1,
+            ("dropped", "too_short"): 1,
+            ("train", "documents"): 100,
+        },
+        default_config(),
+    )
+    with pytest.raises(pipeline.CorpusError, match=r"worst file: /data/bad.jsonl .*invalid_json"):
+        pipeline.check_stats(stats, default_config(), {"bad.jsonl": "/data/bad.jsonl", "good.txt": "/data/good.txt"})
+    pipeline.check_stats(stats, dataclasses.replace(default_config(), max_reject_ratio=0.1), {})
+    stats["records_in"] += 1  # an unaccounted record
+    with pytest.raises(pipeline.CorpusError, match="reconcile"):
+        pipeline.check_stats(stats, default_config(), {})
+
+
+def test_local_runner_never_tries_prism():
+    runner = lambda args: pipeline.pipeline_options(args).view_as(StandardOptions).runner  # noqa: E731
+    assert runner([]) == "FnApiRunner"
+    assert runner(["--runner=DirectRunner"]) == "FnApiRunner"
+    assert runner(["--runner", "PrismRunner"]) == "PrismRunner"  # an explicit choice is kept

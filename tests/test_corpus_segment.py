@@ -1,0 +1,67 @@
+"""Sentence and morpheme spans (corpus/segment.py): pure span rules, then real Kiwi."""
+
+import pytest
+
+from corpus import segment
+
+
+def test_merge_morphs_joins_tokens_sharing_a_character():
+    # Kiwi analyses 했 as 하/VV + 었/EP, both at offset 0 with length 1
+    tokens = [(0, 1, "VV"), (0, 1, "EP"), (1, 2, "EC"), (4, 2, "NNG"), (6, 0, "JX")]
+    assert segment.merge_morphs(tokens) == [[0, 1, "VV+EP"], [1, 3, "EC"], [4, 6, "NNG"]]
+
+
+@pytest.mark.parametrize(
+    "text, spans, expected",
+    [
+        ("가나. 다라", [(0, 3), (4, 6)], [[0, 3], [4, 6]]),
+        ("가나. ~~ 다라", [(0, 3), (7, 9)], [[0, 6], [7, 9]]),  # gap text joins the previous sentence
+        ("@@ 가나", [(3, 5)], [[0, 5]]),  # leading text joins the first sentence
+        ("가나 ", [(0, 3)], [[0, 2]]),  # trailing space trimmed
+        ("가나다라", [(0, 3), (2, 4)], [[0, 3], [3, 4]]),  # overlap removed
+        ("  가나  ", [], [[2, 4]]),  # nothing from Kiwi: one sentence over the text
+        ("   ", [], []),
+    ],
+)
+def test_cover_sentences(text, spans, expected):
+    assert segment.cover_sentences(text, spans) == expected
+
+
+@pytest.fixture(scope="module")
+def segmenter():
+    return segment.Segmenter()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "영화 진짜 재밌었다ㅠㅠ 최고  ㅋㅋㅋ 갔어요. 배우들 연기도 좋았고!!",
+        "😀좋아요 👍🏻 한자漢字도 𝐀𝐁 있다. 둘째 문장\n셋째 문단입니다",
+        "됐어요 했는데 뭐임???ㅋㅋ http://example.com/a?b=1 봤음",
+    ],
+)
+def test_kiwi_spans_are_surface_offsets(segmenter, text):
+    sentences, morphs = segmenter.segment(text)
+    covered = set()
+    for s, e in sentences:
+        assert 0 <= s < e <= len(text) and text[s:e] == text[s:e].strip()
+        covered.update(range(s, e))
+    assert all(i in covered for i, c in enumerate(text) if not c.isspace())  # sentences cover the text
+    assert [s for s, _ in sentences] == sorted(s for s, _ in sentences)
+    prev_end = 0
+    for s, e, tag in morphs:
+        assert prev_end <= s < e <= len(text) and tag  # sorted, disjoint, non-empty
+        assert not text[s:e].isspace() and text[s:e] == text[s:e].strip()
+        prev_end = e
+    # every non-space character belongs to exactly one morph: the surfaces rebuild each eojeol
+    surfaces = "".join(text[s:e] for s, e, _ in morphs)
+    assert surfaces == "".join(text.split())
+
+
+def test_irregular_forms_keep_the_surface(segmenter):
+    text = "어제 갔어요"
+    _, morphs = segmenter.segment(text)
+    spans = {text[s:e]: tag for s, e, tag in morphs}
+    assert "갔" in spans and "+" in spans["갔"]  # 가/VV + 었/EP merged on the surface 갔
+    assert "어요" in spans
+    assert all(text[s:e] != "가" for s, e, _ in morphs)  # Kiwi's normalised form never appears

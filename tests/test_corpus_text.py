@@ -1,0 +1,170 @@
+"""Table tests for the corpus stage's text rules (corpus/text.py) and filters (corpus/filters.py)."""
+
+import dataclasses
+import unicodedata
+
+import pytest
+
+from corpus import filters, text
+from corpus.config import CorpusConfig, default_config
+from pipeline.config import ConfigError, override
+
+HAN_NFC = "한국어 텍스트"
+HAN_NFD = unicodedata.normalize("NFD", HAN_NFC)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (HAN_NFD, HAN_NFC),  # conjoining jamo -> precomposed syllables
+        ("ㅋㅋㅋ ㅠㅠ 재밌다", "ㅋㅋㅋ ㅠㅠ 재밌다"),  # compatibility jamo untouched (NFKC would not be)
+        ("ＡＢＣ１２３！？", "ABC123!?"),  # full-width ASCII folded
+        ("영화\u3000최고", "영화 최고"),  # ideographic space
+        ("\ufeff첫줄", "첫줄"),  # BOM
+        ("띄\u200b어\u200d쓰\u2060기", "띄어쓰기"),  # zero-width characters
+        ("a\x00b\x07c\x7fd", "abcd"),  # controls
+        ("bi\u202edi\u200f", "bidi"),  # bidi overrides and marks
+        ("lone\ud800surrogate", "lonesurrogate"),
+        ("  여러   칸\t\t탭  ", "여러 칸 탭"),
+        ("첫 문단\r\n\r\n  둘째 문단 \n", "첫 문단\n둘째 문단"),  # a break survives as one newline
+        ("\uffa1\uffa4", "ㄱㄴ"),  # half-width Hangul -> compatibility jamo
+        ("①②", "①②"),  # other compatibility characters are not NFKC-folded
+        ("", ""),
+        (" \u200b \t", ""),
+    ],
+)
+def test_normalize(raw, expected):
+    assert text.normalize(raw) == expected
+
+
+def test_nfd_hangul_becomes_nfc_bytes():
+    assert HAN_NFD.encode("utf-8") != HAN_NFC.encode("utf-8")
+    assert text.normalize(HAN_NFD).encode("utf-8") == HAN_NFC.encode("utf-8")
+
+
+def test_compatibility_jamo_survive_byte_for_byte():
+    laugh = "ㅋㅋ"  # U+314B U+314B
+    assert text.normalize(laugh).encode("utf-8") == laugh.encode("utf-8")
+    assert unicodedata.normalize("NFKC", laugh) != laugh  # why blanket NFKC is banned
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [text.strip_invisible, text.fold_width, text.nfc, text.collapse_whitespace, text.normalize],
+)
+def test_rules_are_idempotent(rule):
+    sample = "\ufeffＡ\u3000" + HAN_NFD + "  ㅋㅋ\u200b\n\n끝 "
+    once = rule(sample)
+    assert rule(once) == once
+
+
+def _cfg(**kw) -> CorpusConfig:
+    return dataclasses.replace(default_config(), **kw)
+
+
+@pytest.mark.parametrize(
+    "doc, expected",
+    [
+        ("", "empty"),
+        ("짧다", "too_short"),
+        ("다섯글자다", None),  # exactly min_chars
+        ("가" * 20, None),  # exactly max_chars
+        ("가" * 21, "too_long"),
+    ],
+)
+def test_filters(doc, expected):
+    assert filters.first_failure(doc, _cfg(min_chars=5, max_chars=20)) == expected
+
+
+def test_each_filter_reason_is_a_stats_counter():
+    for f in filters.FILTERS:
+        assert f.__name__ in filters.DROP_REASONS
+    assert "duplicate" in filters.DROP_REASONS
+
+
+def test_config_rejects_bad_values_and_parses_format():
+    assert override(default_config(), ["format=jsonl"]).format == "jsonl"
+    with pytest.raises(ConfigError):
+        override(default_config(), ["format=xml"])
+    with pytest.raises(ConfigError):
+        override(default_config(), ["valid_fraction=1.5"])
+    with pytest.raises(ConfigError):
+        override(default_config(), ["num_shards=0"])
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("<p>첫 문단</p><p>둘째 <b>강조</b></p>", "첫 문단\n둘째 강조"),
+        ("<script>var x = '<b>';</script>본문 &amp; 내용<!-- ad -->", "본문 & 내용"),
+        ("수식 a &lt;b&gt; c", "수식 a <b> c"),  # escaped tags are text, not markup
+        ("3 < 5 그리고 7 > 2", "3 < 5 그리고 7 > 2"),
+    ],
+)
+def test_strip_html(raw, expected):
+    assert text.clean(raw, strip_html=True) == expected
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("문의 https://example.com/a?b=1 참고", "문의 <url> 참고"),
+        ("메일 kim.cs+1@example.co.kr 로", "메일 <email> 로"),
+        ("번호 010-1234-5678 또는 02)123-4567", "번호 <phone> 또는 <phone>"),
+        ("+82 10 1234 5678 연락", "<phone> 연락"),
+        ("주민번호 900101-1234567 유출", "주민번호 <rrn> 유출"),
+        ("카드 1234-5678-9012-3456 결제", "카드 <card> 결제"),
+        ("2019년 관객 1000000명 돌파", "2019년 관객 1000000명 돌파"),  # plain numbers stay
+    ],
+)
+def test_mask_pii(raw, expected):
+    assert text.clean(raw, mask_pii=True) == expected
+    assert text.clean(expected, mask_pii=True, strip_html=True) == expected  # placeholders are stable
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("ㅋㅋㅋㅋㅋ 웃기다", "ㅋㅋ 웃기다"),
+        ("ㅠㅠㅠㅠ 슬퍼!!!!!", "ㅠㅠ 슬퍼!!"),
+        ("하하하하하", "하하"),
+        ("ㅋㅋ 그대로", "ㅋㅋ 그대로"),
+        ("100000원... 비싸", "100000원... 비싸"),  # digits and ellipses untouched
+    ],
+)
+def test_shorten_repeats(raw, expected):
+    assert text.clean(raw, max_repeat=2) == expected
+
+
+def test_web_rules_are_off_by_default():
+    raw = "<b>ㅋㅋㅋㅋ</b> https://x.kr"
+    assert text.clean(raw) == text.normalize(raw) == raw
+
+
+@pytest.mark.parametrize(
+    "doc, expected",
+    [
+        ("이 영화 정말 재밌었어요 ㅋㅋ", None),
+        ("This movie was great, truly", "low_script_share"),
+        ("Marvel 영화 중에 최고였다", None),  # a few Latin letters are fine
+        ("★★★★★♥♥♥ ^^ 좋아", "symbols"),
+        ("재밌다~! 솔까 좀 별로다.....", None),  # punctuation and ~ are not symbols
+        ("정말 최고 영화 정말 최고 영화 정말 최고 영화 정말 최고 영화", "repetitive"),
+        ("핵노잼 핵노잼 핵노잼 핵노잼", "repetitive"),
+        ("모르고 지나친 마음을 알게 된 여자와 몰랐다면 좋았을 마음을 알게 된 여자", None),  # said twice: style
+        ("기사 본문입니다. 무단 전재 및 재배포 금지", "boilerplate"),
+    ],
+)
+def test_production_filters(doc, expected):
+    from corpus.config import production_config
+
+    assert filters.first_failure(doc, production_config()) == expected
+    assert filters.first_failure(doc, default_config()) is None  # all off by default
+
+
+def test_script_share_is_parameterised():
+    assert filters.script_share("한국어 text", "hangul") == pytest.approx(3 / 7)
+    assert filters.script_share("한국어 text", "latin") == pytest.approx(4 / 7)
+    assert filters.script_share("12 !!", "hangul") == 0.0
+    with pytest.raises(ConfigError):
+        override(default_config(), ["script=klingon"])

@@ -1,0 +1,114 @@
+"""The whole chain, through the same code as ``kolectra run``, on a tiny config.
+
+Corpus (Beam + Kiwi) -> vocab -> examples -> pretrain -> NSMC and KorQuAD fine-tuning, every
+stage a real artifact. Then: a rerun reuses every artifact, ``artifacts verify`` passes, a
+tampered parent is refused naming the file, and a local Hugging Face directory works as a model.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline import stages
+from pipeline.artifacts import ArtifactError, Store
+from pipeline.cli import main
+from pipeline.run import SAMPLE, run_sample
+
+TINY = {
+    "vocab": ["vocab_size=3000", "report_baseline=false"],
+    "examples": ["max_seq_length=64"],
+    "pretrain": ["train.steps=12", "train.log_every=4", "train.batch_size=8", "train.warmup_steps=2"],
+    "nsmc": ["max_train_examples=64", "max_eval_examples=32", "epochs=1"],
+    "korquad": ["max_train_examples=16", "epochs=1"],
+}
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("artifacts"))
+    t0 = time.perf_counter()
+    korquad = run_sample(store, sets=TINY)
+    return store, korquad, time.perf_counter() - t0
+
+
+def test_chain_produces_linked_verified_artifacts(chain):
+    store, korquad, _ = chain
+    arts = {a.kind: a for a in store.list()}
+    assert set(arts) == {"corpus", "vocab", "examples", "checkpoint", "eval"}
+    for art in store.list():
+        assert store.verify(art) == [], art.path
+    # lineage: eval -> checkpoint -> examples -> (corpus, vocab -> corpus) -> raw sample file
+    ckpt = store.resolve(korquad.parents[0])
+    assert ckpt.kind == "checkpoint"
+    ex = store.resolve(ckpt.parents[0])
+    assert {store.resolve(p).kind for p in ex.parents} == {"corpus", "vocab"}
+    lines = "\n".join(store.lineage_lines(korquad))
+    assert str(SAMPLE / "reviews.jsonl.gz") in lines
+
+    corpus_stats = json.loads((arts["corpus"].path / "stats.json").read_text())
+    assert corpus_stats["records_in"] == (corpus_stats["records_out"] + corpus_stats["rejected"]
+                                          + sum(corpus_stats["dropped"].values()))
+    assert (arts["vocab"].path / "tokenizer.json").is_file()
+    assert json.loads((arts["examples"].path / "stats.json").read_text())["examples"] > 0
+    for sub in ("discriminator", "generator"):
+        assert (ckpt.path / "hf" / sub / "config.json").is_file()
+    steps = [json.loads(l) for l in (ckpt.path / "metrics.jsonl").read_text().splitlines()]
+    assert steps and all("step" in s and "loss" in s for s in steps)
+    metrics = json.loads((korquad.path / "metrics.json").read_text())
+    assert 0.0 <= metrics["exact_match"] <= 100.0 and 0.0 <= metrics["f1"] <= 100.0
+    assert json.loads((korquad.path / "predictions.json").read_text())
+    nsmc = [a for a in store.list("eval") if a.name == "sample" and a.id != korquad.id][0]
+    assert 0.0 <= json.loads((nsmc.path / "metrics.json").read_text())["accuracy"] <= 1.0
+
+
+def test_same_request_reuses_every_artifact(chain):
+    store, korquad, first = chain
+    before = {a.path: a.manifest["provenance"]["finished"] for a in store.list()}
+    t0 = time.perf_counter()
+    again = run_sample(store, sets=TINY)
+    assert again.path == korquad.path
+    after = {a.path: a.manifest["provenance"]["finished"] for a in store.list()}
+    assert after == before  # nothing rebuilt
+    assert time.perf_counter() - t0 < first
+
+
+def test_cli_stage_commands_print_the_artifact_last(chain, capsys):
+    store, korquad, _ = chain
+    corpus = store.list("corpus")[0]
+    assert main(["vocab", "--corpus", corpus.id, "--out", str(store.root)] + _sets(TINY["vocab"])) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(store.list("vocab")[0].path)
+    assert main(["artifacts", "verify", korquad.id, "--out", str(store.root)]) == 0
+    # an unknown config key is an error, not a silently ignored setting
+    assert main(["vocab", "--corpus", corpus.id, "--out", str(store.root), "--set", "vocab_sise=10"]) == 2
+    assert "vocab_sise" in capsys.readouterr().err
+
+
+def test_local_hf_directory_works_as_a_model(chain, capsys):
+    store, _, _ = chain
+    hf_dir = store.list("checkpoint")[0].path / "hf" / "discriminator"
+    argv = ["finetune", "nsmc", "--model", str(hf_dir), "--train", str(SAMPLE / "nsmc_train.txt"),
+            "--test", str(SAMPLE / "nsmc_test.txt"), "--preset", "sample", "--name", "fromdir",
+            "--out", str(store.root)] + _sets(TINY["nsmc"])
+    assert main(argv) == 0
+    out = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parents"] == [] and manifest["inputs"][0]["path"] == str(hf_dir.resolve())
+
+
+def test_tampered_parent_is_refused_naming_the_file(chain):
+    store, _, _ = chain
+    corpus = store.list("corpus")[0]
+    shard = sorted((corpus.path / "data").glob("train-*"))[0]
+    original = shard.read_bytes()
+    try:
+        shard.write_bytes(original + b"x")
+        with pytest.raises(ArtifactError, match=shard.name):
+            stages.vocab(store, corpus.id, sets=TINY["vocab"], force=True)
+    finally:
+        shard.write_bytes(original)
+
+
+def _sets(assignments):
+    return [x for a in assignments for x in ("--set", a)]

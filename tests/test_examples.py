@@ -1,0 +1,204 @@
+"""The examples stage: array format, [CLS]/[SEP] layout, segments, document boundaries,
+truncation counts, determinism and refusals — on a real Korean corpus with a real vocab."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models
+
+from corpus import store
+from corpus.examples import build, encode_example, pack_document
+from corpus.examples_config import ExamplesConfig
+from pipeline.config import ConfigError, override
+from tests.test_vocab_corpus import korean_sentences, write_corpus
+from vocab.build import build as build_vocab
+from vocab.config import VocabConfig
+
+CFG = ExamplesConfig(max_seq_length=40, shard_size=16, seed=3)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("examples")
+    rng = random.Random(1)
+    sents = korean_sentences(150, seed=1)
+    docs, i = [], 0
+    while i < len(sents):  # documents of 1-7 sentences: several examples each at length 40
+        k = rng.randint(1, 7)
+        docs.append(sents[i:i + k])
+        i += k
+    corpus = write_corpus(root / "corpus", {"train": docs, "valid": docs[:3]})
+    vocab = root / "vocab"
+    vocab.mkdir()
+    build_vocab(VocabConfig(vocab_size=1000, num_unused=0, report_baseline=False), corpus, vocab)
+    return {"root": root, "corpus": corpus, "vocab": vocab}
+
+
+def _build(cfg: ExamplesConfig, inputs: dict, name: str) -> tuple[Path, dict]:
+    out = inputs["root"] / name
+    out.mkdir()
+    return out, build(cfg, inputs["corpus"], inputs["vocab"], out).stats
+
+
+def _load(out: Path) -> tuple[dict, np.ndarray, np.ndarray]:
+    index = json.loads((out / "index.json").read_text())
+    ids = [np.load(out / s["input_ids"]) for s in index["shards"]]
+    types = [np.load(out / s["token_type_ids"]) for s in index["shards"]]
+    for s, a, t in zip(index["shards"], ids, types):
+        assert a.shape == t.shape == (s["examples"], index["max_seq_length"])
+    return index, np.concatenate(ids), np.concatenate(types)
+
+
+def _doc_sentence_ids(inputs: dict) -> list[list[list[int]]]:
+    tok = Tokenizer.from_file(str(inputs["vocab"] / "tokenizer.json"))
+    return [[e.ids for e in tok.encode_batch(store.sentences(d), add_special_tokens=False)]
+            for d in store.iter_documents(inputs["corpus"], "train")]
+
+
+def test_format_shapes_and_stats(inputs):
+    out, stats = _build(CFG, inputs, "fmt")
+    index, ids, types = _load(out)
+    assert {k: index[k] for k in ("format", "max_seq_length", "dtype", "pad_id", "cls_id", "sep_id", "mask_id")} == {
+        "format": 1, "max_seq_length": 40, "dtype": "uint16", "pad_id": 0, "cls_id": 2, "sep_id": 3, "mask_id": 4}
+    assert index["vocab_size"] == Tokenizer.from_file(str(inputs["vocab"] / "tokenizer.json")).get_vocab_size()
+    assert ids.dtype == np.uint16 and types.dtype == np.uint8
+    assert len(index["shards"]) > 1 and all(s["examples"] <= CFG.shard_size for s in index["shards"])
+    assert [s["input_ids"] for s in index["shards"]][:2] == ["data/shard-00000.input_ids.npy",
+                                                             "data/shard-00001.input_ids.npy"]
+    assert index["examples"] == stats["examples"] == len(ids)
+    assert stats["tokens"] == int((ids != 0).sum())
+    assert stats["padding_share"] == pytest.approx(1 - stats["tokens"] / ids.size, abs=1e-6)
+    assert stats["documents"] == len(list(store.iter_documents(inputs["corpus"], "train")))
+    assert json.loads((out / "stats.json").read_text()) == stats
+
+
+def test_cls_sep_layout_and_token_types(inputs):
+    out, stats = _build(CFG, inputs, "layout")
+    _, ids, types = _load(out)
+    singles = 0
+    for row, tt in zip(ids.tolist(), types.tolist()):
+        n = row.index(0) if 0 in row else len(row)
+        assert row[0] == 2 and row[n - 1] == 3 and all(t == 0 for t in row[n:])  # padding only at the end
+        seps = [k for k in range(n) if row[k] == 3]
+        assert len(seps) in (1, 2) and 2 not in row[1:] and 0 not in row[:n] and 4 not in row
+        assert seps[0] > 1  # segment A is never empty
+        if len(seps) == 1:
+            singles += 1
+            assert tt == [0] * len(tt)
+        else:
+            assert seps[1] == n - 1 and seps[1] > seps[0] + 1  # B non-empty
+            assert tt == [0] * (seps[0] + 1) + [1] * (n - seps[0] - 1) + [0] * (len(tt) - n)
+    assert singles == stats["single_segment_examples"] and 0 < singles < len(ids)
+
+
+def test_examples_never_cross_documents_and_keep_sentence_order(inputs):
+    cfg = override(CFG, ["short_seq_prob=0.3", "max_seq_length=14"])  # some sentences are longer than 11
+    out, stats = _build(cfg, inputs, "docs")
+    _, ids, _ = _load(out)
+    limit = cfg.max_seq_length - 3
+    docs = [[s[:limit] for s in doc if s] for doc in _doc_sentence_ids(inputs)]
+    # walk the examples in order: each is the next run of whole (possibly truncated) sentences of
+    # the current document, split into A and B at a sentence boundary
+    d = k = 0
+    for row in ids.tolist():
+        n = row.index(0) if 0 in row else len(row)
+        seps = [j for j in range(n) if row[j] == 3]
+        a = row[1:seps[0]]
+        b = row[seps[0] + 1:seps[1]] if len(seps) == 2 else []
+        while k == len(docs[d]):
+            d, k = d + 1, 0
+        segments = []
+        for seg in (a, b):
+            if not seg:
+                continue
+            got = []
+            while len(got) < len(seg):
+                assert k < len(docs[d]), "an example ran past the end of its document"
+                got += docs[d][k]
+                k += 1
+            assert got == seg  # segment = whole consecutive sentences of one document
+            segments.append(seg)
+        assert segments
+    assert d == len(docs) - 1 and k == len(docs[d])  # every sentence used, in order
+    want_truncated = sum(len(s) > limit for doc in _doc_sentence_ids(inputs) for s in doc)
+    assert stats["truncated_sentences"] == want_truncated > 0
+
+
+def test_same_seed_same_bytes_other_seed_other_examples(inputs):
+    a, _ = _build(CFG, inputs, "seed_a")
+    b, _ = _build(CFG, inputs, "seed_b")
+    c, _ = _build(override(CFG, ["seed=4"]), inputs, "seed_c")
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for f in files:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    (_, ids_a, types_a), (_, ids_c, types_c) = _load(a), _load(c)
+    assert ids_a.shape != ids_c.shape or not np.array_equal(types_a, types_c)  # other A/B splits
+
+
+def test_pack_document_rules():
+    cfg = ExamplesConfig(max_seq_length=16, short_seq_prob=0.0, single_segment_prob=0.0)
+    sents = [[10] * 4, [11] * 4, [12] * 4, [13] * 4, [14] * 20]
+    pairs, truncated = pack_document(sents, cfg, random.Random(0))
+    # 4+4+4 = 12 <= 16-3; the fourth sentence starts a new example; the 20-token one is cut to 13
+    assert truncated == 1
+    assert [len(a) + len(b) for a, b in pairs] == [12, 4, 13]
+    a, b = pairs[0]
+    assert len(a) in (4, 8) and a + b == [10] * 4 + [11] * 4 + [12] * 4  # split at a sentence boundary
+    assert pairs[1] == ([13] * 4, []) and pairs[2] == ([14] * 13, [])  # one sentence: one segment
+    singles, _ = pack_document(sents, override(cfg, ["single_segment_prob=1"]), random.Random(0))
+    assert all(not b for _, b in singles)
+    assert pack_document([[], []], cfg, random.Random(0)) == ([], 0)
+    ids = np.zeros(16, np.uint16)
+    tt = np.zeros(16, np.uint8)
+    assert encode_example([7, 8], [9], 16, ids, tt) == 6
+    assert ids.tolist()[:7] == [2, 7, 8, 3, 9, 3, 0] and tt.tolist()[:7] == [0, 0, 0, 0, 1, 1, 0]
+
+
+def test_large_vocab_gets_int32(inputs, tmp_path):
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])}
+    base = Tokenizer.from_file(str(inputs["vocab"] / "tokenizer.json"))
+    for t in base.get_vocab():
+        vocab.setdefault(t, len(vocab))
+    for i in range(70_000 - len(vocab)):
+        vocab[f"[extra{i}]"] = len(vocab)
+    big = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+    big.normalizer, big.pre_tokenizer = base.normalizer, base.pre_tokenizer
+    d = tmp_path / "bigvocab"
+    d.mkdir()
+    big.save(str(d / "tokenizer.json"))
+    out = tmp_path / "out"
+    out.mkdir()
+    build(CFG, inputs["corpus"], d, out)
+    index, ids, _ = _load(out)
+    assert index["dtype"] == "int32" and ids.dtype == np.int32 and index["vocab_size"] == 70_000
+
+
+def test_refusals(inputs, tmp_path):
+    with pytest.raises(ConfigError, match="max_seq_length"):
+        override(CFG, ["max_seq_length=7"])
+    with pytest.raises(ValueError, match="tokenizer.json not found"):
+        build(CFG, inputs["corpus"], tmp_path / "nowhere", tmp_path)
+    no_specials = tmp_path / "nospecials"
+    no_specials.mkdir()
+    Tokenizer(models.WordPiece(vocab={"[UNK]": 0, "영화": 1, "##가": 2}, unk_token="[UNK]")).save(
+        str(no_specials / "tokenizer.json"))
+    with pytest.raises(ValueError, match=r"tokenizer.json lacks the special tokens"):
+        build(CFG, inputs["corpus"], no_specials, tmp_path)
+    bad = write_corpus(tmp_path / "bad", {"train": [["좋은 영화였다."]]})
+    path = bad / "data" / "train-00000-of-00001.jsonl.gz"
+    import gzip
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        doc = json.loads(f.readline())
+    del doc["sentences"]
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    out = tmp_path / "o"
+    out.mkdir()
+    with pytest.raises(ValueError, match="train-0.*sentences"):
+        build(CFG, bad, inputs["vocab"], out)

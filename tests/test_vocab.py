@@ -1,0 +1,222 @@
+"""The vocab stage on a small real-Korean corpus: HF loading, id agreement, morpheme alignment,
+determinism, errors. Real kiwipiepy segmentation, real HF tokenizers/transformers, no mocks."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ConfigError, override
+from tests.test_vocab_corpus import small_corpus, write_corpus
+from vocab import trainer
+from vocab.build import build
+from vocab.config import VocabConfig
+from vocab.words import morph_cuts
+
+ROOT = Path(__file__).resolve().parents[1]
+# the test corpus runs out of pairs seen twice near 910 pieces: both recipes learn all they can
+CFG = VocabConfig(vocab_size=1000, num_unused=10)
+FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "report.json")
+EXTRA_TEXTS = ["漢字와 English가 섞인 문장!", "ㅋㅋㅋ 완전 대박... 10점 만점에 10점", "Movie와 movie는 다르다",
+               "처음 보는 낱말 뷁햏 [MASK] 도 있다", "  여러   칸의\t공백과\n줄바꿈  "]
+
+
+def _build(cfg: VocabConfig, corpus: Path, out: Path) -> tuple[Path, dict]:
+    out.mkdir(parents=True)
+    result = build(cfg, corpus, out)
+    return out, result.stats
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vocab")
+    corpus = small_corpus(root / "corpus")
+    morph, stats = _build(CFG, corpus, root / "morph")
+    plain, plain_stats = _build(override(CFG, ["recipe=wordpiece"]), corpus, root / "plain")
+    return {"root": root, "corpus": corpus, "morph": morph, "stats": stats, "plain": plain, "plain_stats": plain_stats}
+
+
+def _texts(corpus: Path, split: str) -> list[str]:
+    from corpus import store
+    return [d["text"] for d in store.iter_documents(corpus, split)]
+
+
+def test_directory_loads_with_autotokenizer(built):
+    from transformers import AutoTokenizer
+
+    d = built["morph"]
+    assert all((d / f).is_file() for f in FILES)
+    tok = AutoTokenizer.from_pretrained(d)
+    assert tok.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert (tok.pad_token_id, tok.unk_token_id, tok.cls_token_id, tok.sep_token_id, tok.mask_token_id) == (0, 1, 2, 3, 4)
+    assert tok.model_max_length == 512
+    assert len(tok) == built["stats"]["vocab_size"] <= CFG.vocab_size
+    enc = tok("영화가 좋았다", "다시 보고 싶다")
+    ids, types = enc["input_ids"], enc["token_type_ids"]
+    first_sep = ids.index(3)
+    assert ids[0] == 2 and ids[-1] == 3 and ids.count(3) == 2
+    assert types == [0] * (first_sep + 1) + [1] * (len(ids) - first_sep - 1)
+    # cased, no accent stripping: Hangul stays composed (NFD would make jamo pieces)
+    assert tok.decode(tok("영화가 좋았다", add_special_tokens=False)["input_ids"]) == "영화가 좋았다"
+    config = json.loads((d / "tokenizer_config.json").read_text())
+    import transformers
+    assert hasattr(transformers, config["tokenizer_class"])
+    assert config["do_lower_case"] is False and config["strip_accents"] is False
+
+
+def test_same_ids_as_bert_tokenizer_built_from_vocab_txt(built, tmp_path):
+    from transformers import AutoTokenizer, BertTokenizer
+
+    d = built["morph"]
+    auto = AutoTokenizer.from_pretrained(d)
+    # transformers 5 spells the vocab.txt argument ``vocab`` (``vocab_file=`` is silently ignored)
+    from_txt = BertTokenizer(vocab=str(d / "vocab.txt"), do_lower_case=False, strip_accents=False)
+    only_txt = tmp_path / "only_vocab_txt"
+    only_txt.mkdir()
+    shutil.copy(d / "vocab.txt", only_txt / "vocab.txt")
+    from_dir = BertTokenizer.from_pretrained(only_txt, do_lower_case=False, strip_accents=False)
+    assert len(from_txt) == len(from_dir) == len(auto)
+    texts = _texts(built["corpus"], "valid") + _texts(built["corpus"], "train")[:20] + EXTRA_TEXTS
+    for text in texts:
+        want = auto(text)["input_ids"]
+        assert from_txt(text)["input_ids"] == want, text
+        assert from_dir(text)["input_ids"] == want, text
+    assert any(1 not in auto(t)["input_ids"] and len(auto(t)["input_ids"]) > 5 for t in texts)
+
+
+def test_vocab_has_no_junk_entries(built):
+    for d in (built["morph"], built["plain"]):
+        lines = (d / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        assert lines[-1] == ""
+        vocab = lines[:-1]
+        assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        assert vocab[5:15] == [f"[unused{i}]" for i in range(10)]
+        assert len(vocab) == len(set(vocab))
+        for tok in vocab:
+            assert tok and tok.strip() == tok and not any(ch.isspace() for ch in tok), repr(tok)
+            assert tok != "##" and not tok.startswith("###"), tok
+        tj = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
+        assert tj["model"]["vocab"] == {t: i for i, t in enumerate(vocab)}
+        assert tj["normalizer"]["lowercase"] is False and tj["normalizer"]["strip_accents"] is False
+
+
+def test_trainer_never_merges_across_a_morpheme_boundary():
+    # 가나|다 (a cut after two syllables). Ties break by text, so plain WordPiece's first merge is
+    # ##나+##다, which straddles the cut; the constrained learner merges 가+##나 first instead.
+    initial = ["가", "##나", "##다"]
+
+    def learn(table, **kw):
+        return trainer.learn_pieces(table, budget=10, initial=initial, min_frequency=2, **kw)[0]
+
+    table = {("가나다", (2,)): 10}
+    assert learn(table, respect_morphs=False) == ["##나다", "가나다"]
+    assert learn(table, respect_morphs=True, cross_morph="prefix") == ["가나", "가나다"]  # whole-morph run
+    assert learn(table, respect_morphs=True, cross_morph="any") == ["가나", "가나다"]
+    assert learn(table, respect_morphs=True, cross_morph="none") == ["가나"]
+    # 가|나|다: a run of whole morphemes inside the word (##나다) only with "any"
+    table = {("가나다", (1, 2)): 10}
+    assert learn(table, respect_morphs=True, cross_morph="any") == ["##나다", "가나다"]
+    assert learn(table, respect_morphs=True, cross_morph="prefix") == ["가나", "가나다"]
+    assert learn(table, respect_morphs=True, cross_morph="none") == []
+    # min_frequency stops merging; the budget counts the alphabet (room for exactly one piece)
+    assert trainer.learn_pieces(table, respect_morphs=False, budget=10, initial=initial, min_frequency=11)[0] == []
+    assert trainer.learn_pieces(table, respect_morphs=False, budget=4, initial=initial, min_frequency=1)[0] == ["##나다"]
+    # a word the alphabet cannot spell is left out and counted
+    pieces, stats = trainer.learn_pieces({("가라", ()): 5}, respect_morphs=False, budget=10, initial=initial,
+                                         min_frequency=1)
+    assert pieces == [] and stats["words_outside_alphabet"] == 5
+
+
+def _boundary_share(tok_dir: Path, corpus: Path, split: str) -> float:
+    """Independent recount of report.json's morph_boundary_share with the transformers tokenizer."""
+    from transformers import AutoTokenizer
+
+    from corpus import store
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    cuts = on = 0
+    for doc in store.iter_documents(corpus, split):
+        bounds = morph_cuts(doc)
+        enc = tok(doc["text"], add_special_tokens=False, return_offsets_mapping=True)
+        words = enc.word_ids()
+        for k in range(1, len(words)):
+            if words[k] == words[k - 1]:
+                cuts += 1
+                at = enc["offset_mapping"][k][0]
+                j = bisect.bisect_left(bounds, at)
+                on += j < len(bounds) and bounds[j] == at
+    return on / cuts
+
+
+def test_morph_recipe_cuts_words_on_morpheme_boundaries_more_often(built):
+    report = json.loads((built["morph"] / "report.json").read_text(encoding="utf-8"))
+    assert report["split"] == "valid" and report["chosen"] == "morph_wordpiece"
+    morph, base = report["recipes"]["morph_wordpiece"], report["recipes"]["wordpiece"]
+    share_morph = _boundary_share(built["morph"], built["corpus"], "valid")
+    share_plain = _boundary_share(built["plain"], built["corpus"], "valid")
+    assert morph["morph_boundary_share"] == pytest.approx(share_morph, abs=1e-4)
+    assert base["morph_boundary_share"] == pytest.approx(share_plain, abs=1e-4)  # the in-run baseline
+    assert share_morph > share_plain + 0.02, (share_morph, share_plain)
+    # the same holds on the training documents, and pieces confined to single morphemes go further
+    train_morph = _boundary_share(built["morph"], built["corpus"], "train")
+    assert train_morph > _boundary_share(built["plain"], built["corpus"], "train") + 0.02
+    inside, _ = _build(override(CFG, ["cross_morph=none", "report_baseline=false"]), built["corpus"],
+                       built["root"] / "inside")
+    assert _boundary_share(inside, built["corpus"], "train") > train_morph + 0.05
+    for fig in (morph, base):
+        assert 0 <= fig["unk_rate"] < 0.15  # a tiny corpus: the valid split has unseen syllables
+        assert fig["tokens_per_eojeol"] >= 1.0 and fig["chars_per_token"] >= 1.0
+        assert 0 < fig["words_kept_whole"] <= 1
+        assert fig["most_fragmented"] and all(len(r["pieces"]) >= 1 for r in fig["most_fragmented"])
+    assert built["stats"]["morph_boundary_share"] == morph["morph_boundary_share"]
+    from vocab.table import format_report
+    table = format_report(report)
+    assert "morph_wordpiece" in table and "wordpiece" in table
+    assert f"{morph['morph_boundary_share']:.1%}" in table and f"{base['morph_boundary_share']:.1%}" in table
+    assert built["stats"]["recipe"] == "morph_wordpiece"
+
+
+def test_same_corpus_and_config_give_identical_files(built, tmp_path):
+    # a fresh interpreter with another hash seed: set/dict iteration order cannot leak into the output
+    out = tmp_path / "again"
+    out.mkdir()
+    code = ("import sys; from pathlib import Path; from vocab.build import build; from vocab.config import VocabConfig;"
+            f"build(VocabConfig(vocab_size={CFG.vocab_size}, num_unused={CFG.num_unused}), Path(sys.argv[1]), Path(sys.argv[2]))")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", code, str(built["corpus"]), str(out)], check=True, env=env, cwd=ROOT,
+                   capture_output=True)
+    for f in FILES:
+        assert (out / f).read_bytes() == (built["morph"] / f).read_bytes(), f
+
+
+def test_clear_errors(built, tmp_path):
+    with pytest.raises(ConfigError, match="recipe"):
+        override(CFG, ["recipe=bpe"])
+    with pytest.raises(ConfigError, match="too small"):
+        _build(VocabConfig(vocab_size=100), built["corpus"], tmp_path / "small")
+    empty = tmp_path / "empty"
+    (empty / "data").mkdir(parents=True)
+    with pytest.raises(ValueError, match="no train documents"):
+        _build(CFG, empty, tmp_path / "o1")
+    bad = write_corpus(tmp_path / "bad", {"train": [["좋은 영화였다."]]})
+    path = bad / "data" / "train-00000-of-00001.jsonl.gz"
+    import gzip
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        doc = json.loads(f.readline())
+    del doc["morphs"]
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    with pytest.raises(ValueError, match="train-0.*morphs"):
+        _build(CFG, bad, tmp_path / "o2")
+
+
+def test_report_falls_back_to_train_without_valid_split(tmp_path):
+    corpus = write_corpus(tmp_path / "c", {"train": [["영화가 정말 좋았다.", "배우가 연기를 잘했다."]] * 3})
+    _, stats = _build(VocabConfig(vocab_size=200, num_unused=0, min_frequency=1), corpus, tmp_path / "o")
+    assert stats["report_split"] == "train" and stats["unk_rate"] == 0.0

@@ -1,0 +1,114 @@
+"""The vocab stage: corpus artifact -> tokenizer directory (morpheme-aware WordPiece by default) + report.
+
+Chain: corpus -> **vocab** -> examples -> pretrain -> finetune. For the WordPiece recipes ``build``
+streams the corpus's ``train`` documents once into a word-type table (words as the runtime BERT
+pre-tokeniser sees them, each with the morpheme boundaries the corpus stage stored — see
+:mod:`vocab.words`) and learns pieces with :mod:`vocab.trainer` (morpheme-constrained for
+``morph_wordpiece``, unconstrained for the ``wordpiece`` baseline); the SentencePiece recipes
+stream sentences to :mod:`vocab.spm`. It writes the HF tokenizer files (:mod:`vocab.export` /
+:mod:`vocab.spm`), measures the chosen recipe and the plain-WordPiece baseline side by side on
+held-out documents (:mod:`vocab.report`) and prints that table to stderr. Deterministic: ties
+are broken by text, SentencePiece is seeded, every file is written with sorted keys; timings go to
+the manifest's stats only, never into the files.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pipeline.config import ConfigError, to_dict
+from pipeline.stage import StageOutput, progress
+from vocab import export, report, spm, table, trainer, words
+from vocab.config import WORDPIECE_RECIPES, VocabConfig
+
+STAGE_VERSION = 2
+BASELINE = "wordpiece"
+
+
+def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
+    """The full id-ordered vocabulary for ``recipe`` from a word-type table."""
+    initial, continuing = trainer.alphabet(table, cfg.limit_alphabet)
+    fixed = len(export.SPECIALS) + cfg.num_unused
+    if fixed + len(initial) + len(continuing) > cfg.vocab_size:
+        raise ConfigError(
+            f"vocab_size={cfg.vocab_size} is too small: specials+unused ({fixed}) and the alphabet "
+            f"({len(initial)} chars, {len(continuing)} ## forms) already take "
+            f"{fixed + len(initial) + len(continuing)}; raise vocab_size or lower limit_alphabet"
+        )
+    pieces, stats = trainer.learn_pieces(
+        table, budget=cfg.vocab_size - fixed, initial=initial + continuing, min_frequency=cfg.min_frequency,
+        respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph,
+    )
+    vocab = export.assemble(cfg.num_unused, initial, continuing, pieces)
+    stats.update(alphabet=len(initial), alphabet_continuing=len(continuing), vocab_size=len(vocab))
+    return vocab, stats
+
+
+def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
+    corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
+    t_start = time.perf_counter()
+    recipes = [cfg.recipe] + ([BASELINE] if cfg.report_baseline and cfg.recipe != BASELINE else [])
+    counts: dict = {}
+    table_ = None
+    if any(r in WORDPIECE_RECIPES for r in recipes):
+        progress(f"vocab: counting words of {corpus_dir} (train split)")
+        table_, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
+        if not table_:
+            raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
+        progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} word types"
+                 + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"] else ""))
+    seconds = {"count_words": round(time.perf_counter() - t_start, 2)}
+
+    tokenizers, learn_stats = {}, {}
+    for recipe in recipes:
+        progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})")
+        t0 = time.perf_counter()
+        chosen = recipe == cfg.recipe
+        if recipe in WORDPIECE_RECIPES:
+            vocab, learn_stats[recipe] = learn_vocab(cfg, table_, recipe)
+            tokenizers[recipe] = export.write_dir(vocab, out_dir) if chosen else export.make_tokenizer(vocab)
+        else:
+            model, learn_stats[recipe] = spm.train_model(cfg, corpus_dir, recipe)
+            tokenizers[recipe] = spm.write_dir(model, recipe, out_dir) if chosen else spm.make_tokenizer(model, recipe)
+            learn_stats[recipe]["vocab_size"] = tokenizers[recipe].get_vocab_size()
+            if not counts:
+                counts = {"documents": learn_stats[recipe]["documents"], "sentences": learn_stats[recipe]["sentences"]}
+        seconds[f"learn_{recipe}"] = round(time.perf_counter() - t0, 2)
+    del table_
+
+    split = words.eval_split(corpus_dir)
+    progress(f"vocab: measuring on the {split} split")
+    t0 = time.perf_counter()
+    measured = report.measure(tokenizers, words.iter_docs(corpus_dir, split), top_words=cfg.report_top_words,
+                              show_words=cfg.report_show_words)
+    seconds["report"] = round(time.perf_counter() - t0, 2)
+    for recipe, fig in measured["recipes"].items():
+        fig["learning"] = learn_stats[recipe]
+    doc = {"chosen": cfg.recipe, "split": split, "config": to_dict(cfg), "train_corpus": counts, **measured}
+    if cfg.recipe not in WORDPIECE_RECIPES:
+        doc["note"] = (f"{cfg.recipe}: tokenizer.json (or {spm.MODEL_FILE}) is the tokenizer; vocab.txt only "
+                       "lists its pieces in id order and does not reproduce SentencePiece tokenisation")
+    (out_dir / "report.json").write_text(json.dumps(doc, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+                                         encoding="utf-8")
+    for line in table.format_report(doc).splitlines():
+        progress(line)
+
+    chosen_fig = measured["recipes"][cfg.recipe]
+    seconds["total"] = round(time.perf_counter() - t_start, 2)
+    stats = {
+        "vocab_size": learn_stats[cfg.recipe]["vocab_size"],
+        "recipe": cfg.recipe,
+        "report_split": split,
+        "train_documents": counts.get("documents"),
+        **{k: chosen_fig[k] for k in ("unk_rate", "tokens_per_eojeol", "chars_per_token", "morph_boundary_share",
+                                      "words_kept_whole")},
+    }
+    if BASELINE in measured["recipes"] and cfg.recipe != BASELINE:
+        base = measured["recipes"][BASELINE]
+        for k in ("unk_rate", "tokens_per_eojeol", "morph_boundary_share"):
+            stats[f"baseline_{k}"] = base[k]
+    progress("vocab: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+    stats["build_seconds"] = seconds  # wall time per phase; in the manifest only (report.json stays byte-stable)
+    return StageOutput(stats=stats)

@@ -1,0 +1,79 @@
+"""Writing a vocabulary as a Hugging Face tokenizer directory (the vocab artifact's root files).
+
+Stage: corpus -> **vocab** -> examples. The tokenizer is BERT's: BertNormalizer (cased, no accent
+stripping — lowercasing or stripping would NFD-decompose Hangul into jamo — clean_text, Hanja
+isolated), BertPreTokenizer, WordPiece with ``##``, ``[CLS] A [SEP] B [SEP]`` templates. The same
+ids come out of ``AutoTokenizer.from_pretrained(dir)``, the raw ``tokenizers`` file, and
+``BertTokenizer(vocab_file=dir/vocab.txt, do_lower_case=False, strip_accents=False)``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, processors
+
+from vocab.words import runtime_normalizer, runtime_pre_tokenizer
+
+SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, fixed by the contract
+SPECIALS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                "mask_token": "[MASK]"}
+MODEL_MAX_LENGTH = 512
+MAX_INPUT_CHARS_PER_WORD = 100  # BERT's: longer words become [UNK]
+
+
+def assemble(num_unused: int, initial: list[str], continuing: list[str], pieces: list[str]) -> list[str]:
+    """Id order: specials, [unusedN], word-initial chars, ``##`` chars, learned pieces."""
+    vocab = list(SPECIALS) + [f"[unused{i}]" for i in range(num_unused)]
+    seen = set(vocab)
+    for tok in [*initial, *continuing, *pieces]:
+        if tok not in seen:
+            seen.add(tok)
+            vocab.append(tok)
+    return vocab
+
+
+def make_tokenizer(vocab: list[str]) -> Tokenizer:
+    ids = {tok: i for i, tok in enumerate(vocab)}
+    tok = Tokenizer(models.WordPiece(vocab=ids, unk_token="[UNK]", continuing_subword_prefix="##",
+                                     max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
+    tok.normalizer = runtime_normalizer()
+    tok.pre_tokenizer = runtime_pre_tokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
+    )
+    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.add_special_tokens(list(SPECIALS))  # never split; ids stay 0..4 (already in the vocab)
+    return tok
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def write_dir(vocab: list[str], out_dir: Path) -> Tokenizer:
+    """tokenizer.json, vocab.txt, tokenizer_config.json, special_tokens_map.json into ``out_dir``."""
+    for i, s in enumerate(SPECIALS):
+        if vocab[i] != s:
+            raise ValueError(f"vocab id {i} must be {s}, got {vocab[i]!r}")
+    bad = [t for t in vocab if not t or any(ch.isspace() for ch in t) or t == "##"]
+    if bad:
+        raise ValueError(f"vocab has tokens vocab.txt cannot hold: {bad[:5]!r}")
+    tok = make_tokenizer(vocab)
+    tok.save(str(out_dir / "tokenizer.json"), pretty=True)
+    (out_dir / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    specials = SPECIALS_MAP
+    _write_json(out_dir / "special_tokens_map.json", specials)
+    _write_json(out_dir / "tokenizer_config.json", {
+        # a class transformers 5 has; with tokenizer.json present it wraps that file as is
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": False,
+        "strip_accents": False,
+        "tokenize_chinese_chars": True,
+        "model_max_length": MODEL_MAX_LENGTH,
+        "clean_up_tokenization_spaces": False,
+        **specials,
+    })
+    return tok

@@ -1,0 +1,138 @@
+"""The runtime text pipeline and the corpus word table the vocab learner trains on.
+
+Stage: corpus -> **vocab** -> examples. The exported tokenizer is a plain BERT-style pipeline
+(:func:`runtime_normalizer`, :func:`runtime_pre_tokenizer`, then WordPiece), with no morpheme
+analyser at run time. To learn pieces that fit that pipeline, the corpus text goes through the very
+same normaliser and pre-tokeniser, and each resulting *word* (an eojeol with its punctuation split
+off) keeps the morpheme boundaries the corpus stage stored for it — Kiwi is never run again here.
+
+A word type is ``(text, cuts)``: ``cuts`` are the offsets inside the word (0 < cut < len) where a
+stored morpheme starts or ends. Kiwi's surface spans may overlap where morphemes fuse into one
+syllable (했 = 하+었); taking every start and end as a cut handles that: the fused syllable is then
+one indivisible unit.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tokenizers import PreTokenizedString, normalizers, pre_tokenizers
+
+from corpus import store
+
+WordType = tuple[str, tuple[int, ...]]
+
+
+def runtime_normalizer() -> normalizers.Normalizer:
+    # cased and no accent stripping: lowercasing/stripping NFD-decomposes Hangul syllables into jamo
+    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
+                                      lowercase=False)
+
+
+def runtime_pre_tokenizer() -> pre_tokenizers.PreTokenizer:
+    return pre_tokenizers.BertPreTokenizer()
+
+
+class WordSplitter:
+    """Text -> the runtime pipeline's words, with char offsets into the original text."""
+
+    def __init__(self) -> None:
+        self._normalizer = runtime_normalizer()
+        self._pre_tokenizer = runtime_pre_tokenizer()
+
+    def __call__(self, text: str) -> list[tuple[str, int, int]]:
+        pts = PreTokenizedString(text)
+        pts.normalize(lambda ns: self._normalizer.normalize(ns))
+        self._pre_tokenizer.pre_tokenize(pts)
+        return [(w, s, e) for w, (s, e), _ in pts.get_splits(offset_referential="original", offset_type="char")]
+
+
+def morph_cuts(doc: dict, where: str = "") -> list[int]:
+    """Sorted, distinct offsets where a stored morpheme starts or ends.
+
+    Zero-width spans (Kiwi's elided copula 이 in 제주도라서) carry no surface and are skipped.
+    """
+    try:
+        cuts = set()
+        for m in doc["morphs"]:
+            s, e = int(m[0]), int(m[1])
+            if e > s:
+                cuts.update((s, e))
+        return sorted(cuts)
+    except (KeyError, TypeError, IndexError, ValueError) as e:
+        raise ValueError(f"{where}document {doc.get('id', '?')!r}: bad or missing 'morphs' ({e!r})") from None
+
+
+def doc_words(doc: dict, splitter: WordSplitter) -> Iterator[tuple[WordType, bool]]:
+    """The document's words with their internal morpheme cuts; the flag says whether they aligned.
+
+    A word whose normalised text differs from its original span (a control character removed,
+    say) cannot carry offsets over; it gets no cuts and the flag False, so it is counted.
+    """
+    text = doc["text"]
+    cuts = morph_cuts(doc)
+    for word, s, e in splitter(text):
+        if text[s:e] != word:
+            yield (word, ()), False
+            continue
+        lo = bisect.bisect_right(cuts, s)
+        hi = bisect.bisect_left(cuts, e)
+        yield (word, tuple(c - s for c in cuts[lo:hi])), True
+
+
+def iter_docs(corpus_dir: Path, split: str) -> Iterator[dict]:
+    for doc in store.iter_documents(corpus_dir, split):
+        if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+            raise ValueError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")
+        yield doc
+
+
+def prune(table: Counter, keep: int) -> tuple[int, int]:
+    """Drop the rarest types (count <= 1, then <= 2, ...) until at most ``keep`` remain.
+
+    Returns (types, occurrences) dropped. The word2vec-style "reduce vocab" step: it bounds memory
+    by the number of distinct words whatever the corpus size; a pruned word seen again later
+    starts from zero, so counts of rare words are lower bounds. Deterministic: it depends only
+    on the documents' order.
+    """
+    types = occurrences = 0
+    floor = 1
+    while len(table) > keep:
+        drop = [w for w, n in table.items() if n <= floor]
+        for w in drop:
+            occurrences += table.pop(w)
+        types += len(drop)
+        floor += 1
+    return types, occurrences
+
+
+def count_words(docs: Iterable[dict], max_word_types: int | None = None) -> tuple[Counter, dict]:
+    """Stream documents into a word-type table ``{(word, cuts): count}`` and counters.
+
+    Only the table grows with the corpus (by distinct words); past ``max_word_types`` it is
+    pruned to 3/4 of that (:func:`prune`) and the drops are counted.
+    """
+    splitter = WordSplitter()
+    table: Counter = Counter()
+    n_docs = n_words = unaligned = pruned_types = pruned_words = prunes = 0
+    for doc in docs:
+        n_docs += 1
+        for wtype, aligned in doc_words(doc, splitter):
+            table[wtype] += 1
+            n_words += 1
+            unaligned += not aligned
+        if max_word_types and len(table) > max_word_types:
+            t, o = prune(table, max_word_types * 3 // 4)
+            pruned_types, pruned_words, prunes = pruned_types + t, pruned_words + o, prunes + 1
+    return table, {"documents": n_docs, "words": n_words, "word_types": len(table), "words_unaligned": unaligned,
+                   "table_prunes": prunes, "word_types_pruned": pruned_types, "words_pruned": pruned_words}
+
+
+def eval_split(corpus_dir: Path) -> str:
+    """The split a report measures on: ``valid``, or ``train`` when the corpus has no valid docs."""
+    for _ in store.iter_documents(corpus_dir, "valid"):
+        return "valid"
+    return "train"
