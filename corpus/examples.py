@@ -1,15 +1,18 @@
 """The examples stage: corpus + vocab -> fixed-length ``[CLS] A [SEP] B [SEP]`` id arrays.
 
-Chain: corpus -> vocab -> **examples** -> pretrain. ``build`` streams the corpus split, tokenises
-the stored sentences with the vocab artifact's fast tokenizer in batches (``encode_batch``, no
-special tokens), packs each document's sentences into sequences (:func:`pack_document`, ELECTRA's
-recipe, see :mod:`corpus.examples_config`) and writes ``.npy`` shards plus ``index.json`` and
-``stats.json`` in the format of ``CONTRACT.md``.
+Chain: corpus -> vocab -> **examples** -> pretrain. :func:`build` checks its inputs (the vocab
+belongs to this corpus, the sequence length fits the tokenizer, the special tokens sit at their
+fixed ids), then runs the Beam job of :mod:`corpus.examples_beam` with the same runner options
+as the corpus stage: read the corpus shards in batches of documents -> tokenise each batch with
+the vocab's fast tokenizer and pack each document's sentences into sequences
+(:func:`pack_document`, ELECTRA's recipe, see :mod:`corpus.examples_config`) -> group by corpus
+shard, sort by (line, example) -> ``.npy`` shards, ``index.json`` and ``stats.json`` in the
+format of ``CONTRACT.md``.
 
-Randomness is drawn per document from a generator seeded by (seed, document id), so a
-document's examples do not depend on which other documents share its batch, shard or worker —
-the property a later Beam version needs to give the same examples whatever the worker count.
-Examples come out in corpus order; the pretraining loader shuffles.
+Randomness is drawn per document from a generator seeded by (seed, document id), and every
+output shard is sorted by a key of the corpus (line within the corpus shard, example within the
+document), so the bytes do not depend on batching, bundling or the number of workers. Examples
+come out in corpus order; the pretraining loader shuffles.
 """
 
 from __future__ import annotations
@@ -18,16 +21,15 @@ import hashlib
 import json
 import random
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer
 
-from corpus import store
 from corpus.examples_config import MIN_SEQ_LENGTH, MIN_TARGET, ExamplesConfig, default_config  # noqa: F401
 from pipeline.stage import StageOutput, progress
 
-STAGE_VERSION = 1
+# 2: Beam job; shards are named after the corpus shard they come from (shard-CCCCC-PPPP).
+STAGE_VERSION = 2
 FORMAT = 1
 SPECIAL_IDS = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
 PAD, CLS, SEP = 0, 2, 3
@@ -70,7 +72,7 @@ def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
             out.append(([t for s in chunk[:k] for t in s], [t for s in chunk[k:] for t in s]))
 
     for sent in sentences:
-        if not sent:
+        if not len(sent):
             continue
         if len(sent) > limit:
             sent = sent[:limit]
@@ -102,7 +104,33 @@ def encode_example(a: list[int], b: list[int], max_seq_length: int, ids_L: np.nd
     return n
 
 
-# ---- tokenizer ------------------------------------------------------------------------------
+def encode_pairs(pairs: list[tuple[list[int], list[int]]], max_seq_length: int,
+                 dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Segment pairs -> (``input_ids`` [N, L] of ``dtype``, ``token_type_ids`` [N, L] uint8)."""
+    ids_NL = np.zeros((len(pairs), max_seq_length), dtype=dtype)
+    types_NL = np.zeros((len(pairs), max_seq_length), dtype=np.uint8)
+    for i, (a, b) in enumerate(pairs):
+        encode_example(a, b, max_seq_length, ids_NL[i], types_NL[i])
+    return ids_NL, types_NL
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    """The smallest id dtype of the contract that holds every id of the vocabulary."""
+    return np.dtype(np.uint16 if vocab_size <= 65535 else np.int32)
+
+
+def make_stats(tally: dict, max_seq_length: int, shards: int) -> dict:
+    get = lambda k: int(tally.get(k, 0))  # noqa: E731
+    examples, tokens = get("examples"), get("tokens")
+    return {"examples": examples, "tokens": tokens,
+            "padding_share": round(1 - tokens / (examples * max_seq_length), 6) if examples else 0.0,
+            "truncated_sentences": get("truncated_sentences"), "documents": get("documents"),
+            "documents_used": get("documents_used"), "sentences": get("sentences"),
+            "single_segment_examples": get("single_segment_examples"), "shards": shards,
+            "bad_documents": get("bad_documents")}
+
+
+# ---- input checks ---------------------------------------------------------------------------
 def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     path = Path(tokenizer_dir) / "tokenizer.json"
     if not path.is_file():
@@ -115,107 +143,93 @@ def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     return tok
 
 
-def _sentences(doc: dict) -> list[str]:
+def _read_json(path: Path) -> dict | None:
     try:
-        return store.sentences(doc)
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"examples: document {doc.get('id', '?')!r} has no usable 'text'/'sentences' ({e!r})") from None
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"examples: {path} is not valid JSON: {e}") from None
 
 
-def tokenized_documents(docs: Iterable[dict], tok: Tokenizer, batch: int) -> Iterator[tuple[str, list[list[int]]]]:
-    """(doc id, per-sentence ids) for each document, tokenised ``batch`` documents at a time."""
-    buf: list[dict] = []
+def check_vocab_lineage(corpus_dir: Path, tokenizer_dir: Path, allow_other: bool) -> None:
+    """Refuse a vocab artifact whose manifest does not list this corpus among its parents.
 
-    def flush() -> Iterator[tuple[str, list[list[int]]]]:
-        sents = [_sentences(d) for d in buf]
-        flat = [s for ss in sents for s in ss]
-        encs = tok.encode_batch(flat, add_special_tokens=False) if flat else []
-        i = 0
-        for d, ss in zip(buf, sents):
-            yield str(d.get("id", "")), [e.ids for e in encs[i:i + len(ss)]]
-            i += len(ss)
-        buf.clear()
+    Only artifact directories carry manifests; plain directories (tests, hand-made tokenizers)
+    have no lineage to check."""
+    corpus_m = _read_json(Path(corpus_dir) / "manifest.json")
+    vocab_m = _read_json(Path(tokenizer_dir) / "manifest.json")
+    if not corpus_m or not vocab_m or "id" not in corpus_m or "parents" not in vocab_m:
+        return
+    if corpus_m["id"] in vocab_m["parents"] or allow_other:
+        return
+    raise ValueError(
+        f"examples: the vocab {tokenizer_dir} was learned from corpus {', '.join(vocab_m['parents']) or '(none)'}, "
+        f"not from {corpus_dir} (id {corpus_m['id']}); its word pieces may not fit this text. Use the vocab built "
+        f"from this corpus, or pass --set allow_other_corpus_vocab=true to use it anyway")
 
-    for doc in docs:
-        buf.append(doc)
-        if len(buf) >= batch:
-            yield from flush()
-    if buf:
-        yield from flush()
+
+def check_length(cfg: ExamplesConfig, tokenizer_dir: Path) -> None:
+    """Refuse a ``max_seq_length`` the tokenizer (and so the model's position table) cannot take."""
+    if cfg.max_seq_length < MIN_SEQ_LENGTH:  # the config refuses it too; a hand-built one may not
+        raise ValueError(f"examples: max_seq_length must be at least {MIN_SEQ_LENGTH}, got {cfg.max_seq_length}")
+    path = Path(tokenizer_dir) / "tokenizer_config.json"
+    limit = (_read_json(path) or {}).get("model_max_length")
+    # transformers writes a huge sentinel (1e30) when there is no limit
+    if isinstance(limit, (int, float)) and limit < 1e9 and cfg.max_seq_length > limit:
+        raise ValueError(f"examples: max_seq_length={cfg.max_seq_length} exceeds model_max_length={int(limit)} of "
+                         f"{path} (the position embeddings the vocab was made for); use --max-seq-length "
+                         f"{int(limit)} or less")
+
+
+def corpus_shards(corpus_dir: Path, split: str) -> list[Path]:
+    from corpus import store
+
+    paths = store.shard_paths(corpus_dir, split)
+    if not paths:
+        raise ValueError(f"examples: no {split} shards under {Path(corpus_dir) / store.DATA_DIR} "
+                         f"(expected {split}-NNNNN-of-MMMMM.jsonl.gz; is {corpus_dir} a corpus artifact?)")
+    return paths
 
 
 # ---- shell ----------------------------------------------------------------------------------
-class _ShardWriter:
-    def __init__(self, out_dir: Path, cfg: ExamplesConfig, dtype: np.dtype) -> None:
-        self.dir = out_dir / "data"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.cfg, self.dtype = cfg, dtype
-        self.shards: list[dict] = []
-        self._new()
+def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: Path,
+          beam_args: list[str] = ()) -> StageOutput:
+    """Run the examples job over the corpus artifact ``corpus_dir`` with the vocab artifact
+    ``tokenizer_dir`` into ``out_dir``; ``beam_args`` are Beam pipeline options (``--runner``,
+    ``--direct_num_workers``...) read as the corpus stage reads them."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-    def _new(self) -> None:
-        self.ids = np.zeros((self.cfg.shard_size, self.cfg.max_seq_length), dtype=self.dtype)
-        self.types = np.zeros((self.cfg.shard_size, self.cfg.max_seq_length), dtype=np.uint8)
-        self.n = 0
+    from corpus import examples_beam
+    from corpus.pipeline import input_bytes, pipeline_options
 
-    def add(self, a: list[int], b: list[int]) -> int:
-        n = encode_example(a, b, self.cfg.max_seq_length, self.ids[self.n], self.types[self.n])
-        self.n += 1
-        if self.n == self.cfg.shard_size:
-            self.flush()
-        return n
-
-    def flush(self) -> None:
-        if self.n == 0:
-            return
-        stem = f"data/shard-{len(self.shards):05d}"
-        np.save(self.dir.parent / f"{stem}.input_ids.npy", self.ids[:self.n])
-        np.save(self.dir.parent / f"{stem}.token_type_ids.npy", self.types[:self.n])
-        self.shards.append({"input_ids": f"{stem}.input_ids.npy", "token_type_ids": f"{stem}.token_type_ids.npy",
-                            "examples": self.n})
-        self._new()
-
-
-def _write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: Path) -> StageOutput:
-    if cfg.max_seq_length < MIN_SEQ_LENGTH:  # the config refuses it too; a hand-built one may not
-        raise ValueError(f"examples: max_seq_length must be at least {MIN_SEQ_LENGTH}, got {cfg.max_seq_length}")
-    corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
-    tok = load_tokenizer(Path(tokenizer_dir))
+    corpus_dir, tokenizer_dir, out_dir = Path(corpus_dir), Path(tokenizer_dir), Path(out_dir)
+    check_length(cfg, tokenizer_dir)
+    tok = load_tokenizer(tokenizer_dir)
+    check_vocab_lineage(corpus_dir, tokenizer_dir, cfg.allow_other_corpus_vocab)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
-    dtype = np.dtype(np.uint16 if vocab_size <= 65535 else np.int32)
-    writer = _ShardWriter(out_dir, cfg, dtype)
-    progress(f"examples: packing {cfg.split} documents of {corpus_dir} into sequences of {cfg.max_seq_length}")
+    dtype = ids_dtype(vocab_size)
+    shards = [str(p) for p in corpus_shards(corpus_dir, cfg.split)]
 
-    documents = used = sentences = truncated = examples = tokens = single = 0
-    docs = store.iter_documents(corpus_dir, cfg.split)
-    for doc_id, sent_ids in tokenized_documents(docs, tok, cfg.batch_documents):
-        documents += 1
-        sentences += len(sent_ids)
-        pairs, cut = pack_document(sent_ids, cfg, doc_rng(cfg.seed, doc_id))
-        truncated += cut
-        used += bool(pairs)
-        for a, b in pairs:
-            tokens += writer.add(a, b)
-            single += not b
-            examples += 1
-        if documents % 100_000 == 0:
-            progress(f"examples: {documents} documents, {examples} examples")
-    writer.flush()
-    if examples == 0:
+    options = pipeline_options(list(beam_args), input_bytes(shards))
+    runner = options.view_as(StandardOptions).runner
+    direct = options.view_as(DirectOptions)
+    workers = f", {direct.direct_num_workers} worker(s)" if direct.direct_num_workers else ""
+    mode = "packing across documents" if cfg.pack_documents else "one document at a time"
+    progress(f"examples: {len(shards)} {cfg.split} shard(s) of {corpus_dir} -> sequences of {cfg.max_seq_length} "
+             f"({mode}), runner {runner}{workers}")
+    job = examples_beam.Job(cfg=cfg, tokenizer_path=str(tokenizer_dir / "tokenizer.json"), dtype=dtype.name,
+                            vocab_size=vocab_size, out_dir=str(out_dir))
+    with beam.Pipeline(options=options) as p:
+        examples_beam.recipe(p, job, shards)
+
+    stats = json.loads((out_dir / "stats.json").read_text(encoding="utf-8"))
+    if stats["bad_documents"]:
+        bad = json.loads((out_dir / examples_beam.BAD_FILE).read_text(encoding="utf-8"))
+        raise ValueError(f"examples: {stats['bad_documents']} unreadable document(s) in {corpus_dir}, e.g. "
+                         + "; ".join(bad[:3]))
+    if stats["examples"] == 0:
         raise ValueError(f"examples: the {cfg.split} split of {corpus_dir} yields no tokens")
-
-    index = {"format": FORMAT, "max_seq_length": cfg.max_seq_length, "dtype": dtype.name, "vocab_size": vocab_size,
-             "pad_id": PAD, "cls_id": CLS, "sep_id": SEP, "mask_id": SPECIAL_IDS["[MASK]"], "examples": examples,
-             "shards": writer.shards}
-    _write_json(out_dir / "index.json", index)
-    stats = {"examples": examples, "tokens": tokens,
-             "padding_share": round(1 - tokens / (examples * cfg.max_seq_length), 6),
-             "truncated_sentences": truncated, "documents": documents, "documents_used": used,
-             "sentences": sentences, "single_segment_examples": single, "shards": len(writer.shards)}
-    _write_json(out_dir / "stats.json", stats)
     progress("examples: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
     return StageOutput(stats=stats)

@@ -4,6 +4,12 @@ The packing follows ELECTRA's ``build_pretraining_dataset`` (Clark et al. 2020) 
 ``create_pretraining_data``: sentences of one document fill a sequence up to a target length,
 ``[CLS] A [SEP] B [SEP]`` with A/B split at a random sentence boundary, sometimes a single
 segment, sometimes a shorter random target, never across documents.
+
+``pack_documents`` (off by default) is the one departure: for corpora of very short documents
+(NSMC reviews average ~15 tokens, so 128-token examples are ~86% padding) it lets a sequence
+continue with the next documents of the same corpus shard, in corpus order, like RoBERTa's
+FULL-SENTENCES inputs (Liu et al. 2019). Fewer, fuller examples; segment B may then come from
+another document, so the A/B pair no longer means "same text".
 """
 
 from __future__ import annotations
@@ -24,9 +30,14 @@ class ExamplesConfig:
     short_seq_prob: float = 0.1
     # chance that a sequence is one segment only, as in single-sentence classification (ELECTRA: 0.1)
     single_segment_prob: float = 0.1
-    shard_size: int = 100_000  # examples per .npy shard
-    batch_documents: int = 256  # documents per tokenizer batch (encode_batch)
+    # fill sequences across document boundaries within a corpus shard (see the module docstring)
+    pack_documents: bool = False
+    shard_size: int = 100_000  # at most this many examples per .npy shard
+    batch_documents: int = 256  # documents per tokenizer batch (encode_batch) and per work item
     split: str = "train"
+    # The vocab artifact must have been learned from this corpus (its manifest lists the corpus
+    # among its parents); set to use a vocab from another corpus on purpose.
+    allow_other_corpus_vocab: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -3,11 +3,16 @@ documents in the ``corpus/store.py`` format. First link of the chain (corpus -> 
 -> pretrain -> finetune); the CLI calls :func:`build` and the lead's artifact code wraps its output.
 
 Recipe (the graph in :func:`_recipe` reads the same, one labelled step a line):
-read each input line as a record or a reject -> normalise -> filter -> exact dedup on the
-normalised text (the copy with the smallest (source, line) survives) -> optional MinHash-LSH
-near-dup removal -> Kiwi sentences and
-morphemes -> train/valid by a salted hash of the text -> deterministic shards sorted by
-(source, line) -> ``data/*.jsonl.gz`` (gzip mtime 0), ``rejects/rejects.jsonl``, ``stats.json``.
+read each input line as a record or a reject -> normalise (language profile: ``corpus/languages.py``)
+-> drop boilerplate lines, filter -> exact dedup on the normalised text (the copy with the
+smallest (source, line) survives) -> optional MinHash-LSH near-dup clusters (``corpus/neardup.py``)
+-> Kiwi sentences and morphemes, train/valid by a salted hash of the text, shard by the text key
+-> deterministic shards sorted by (source, line) -> ``data/*.jsonl.gz`` (gzip mtime 0),
+``rejects/rejects.jsonl``, ``samples/{kept,dropped}.jsonl``, ``stats.json``.
+
+Runs on the in-process FnApiRunner by default (several worker processes for large inputs, see
+:func:`pipeline_options`), or on any Beam runner named with ``--runner``; remote workers write
+to ``--corpus_staging`` and the files are fetched into the local artifact.
 
 Every record ends in exactly one of: a split, a reject reason, a drop reason. Each step emits
 ``(counter, n)`` tallies that are summed inside the pipeline into ``stats.json``, so
@@ -21,28 +26,41 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import uuid
 from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.transforms.window import GlobalWindows
 
 from corpus import filters, neardup, reader, text as text_rules
 from corpus.config import CorpusConfig
-from corpus.segment import Segmenter
+from corpus.segment import make_segmenter
 from corpus.store import DATA_DIR, SPLITS
 from pipeline.stage import StageOutput, progress
 
+# Bump when the output bytes for the same input and config change (part of the artifact id).
+# 2: language profiles, boilerplate lines, union-find near-dup clusters, samples/.
+STAGE_VERSION = 2
+
 REJECTS_FILE = "rejects/rejects.jsonl"
 STATS_FILE = "stats.json"
+SAMPLES_DIR = "samples"
+SAMPLES_PER_REASON = 5  # dropped documents shown per reason in samples/dropped.jsonl
+SAMPLES_KEPT = 20  # kept documents in samples/kept.jsonl
+SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
 TALLY = neardup.TALLY  # the tag of (counter, n) side outputs
+SAMPLES = neardup.SAMPLES  # the tag of (reason, document) side outputs
 REJECTED = "rejected"
 DROPPED = "dropped"
 
 
-class CorpusError(RuntimeError):
-    """The job ran but its input is unusable (too many rejects, nothing left); names the file."""
+class CorpusError(ValueError):
+    """The input is unusable (too many rejects, nothing left) or the run is misconfigured; names
+    the file or the missing option. A ValueError, so the CLI reports it without a traceback."""
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -57,6 +75,23 @@ def split_of(text: str, seed: int, valid_fraction: float) -> str:
     """``valid`` for a stable, seed-salted ``valid_fraction`` of texts; equal texts share a split."""
     h = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=f"kolectra-split-{seed}".encode())
     return "valid" if int.from_bytes(h.digest(), "big") / 2**64 < valid_fraction else "train"
+
+
+def sample_rank(doc: dict, seed: int) -> str:
+    """Which documents a sample shows: the smallest salted hashes of (source, line) - a uniform,
+    stable choice that does not depend on bundling."""
+    h = hashlib.blake2b(f"{doc['source']}\x00{doc['line']}".encode("utf-8"), digest_size=8, key=f"kolectra-sample-{seed}".encode())
+    return h.hexdigest()
+
+
+def sample_row(reason: str, doc: dict) -> dict:
+    row = {"reason": reason, "id": doc.get("id"), "source": doc["source"], "line": doc["line"]}
+    for k in ("split", "kept"):
+        if k in doc:
+            row[k] = doc[k]
+    text = doc.get("text", "")
+    row["text"] = text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS] + "…"
+    return row
 
 
 def shard_of(key: str, num_shards: int) -> int:
@@ -180,72 +215,109 @@ class CleanAndFilter(beam.DoFn):
 
     def process(self, rec: dict):
         cfg = self.cfg
-        clean = text_rules.clean(rec["text"], strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat)
-        reason = filters.first_failure(clean, self.cfg)
+        clean = text_rules.clean(
+            rec["text"], strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat, language=cfg.language
+        )
+        clean, reason = filters.judge(clean, cfg)
         if reason is not None:
             yield beam.pvalue.TaggedOutput(TALLY, ((DROPPED, reason), 1))
+            yield beam.pvalue.TaggedOutput(SAMPLES, (reason, rec))  # the raw text: what the filter saw came from it
             return
         yield text_key(clean), {**rec, "text": clean}
 
 
 class KeepFirstCopy(beam.CombineFn):
-    """Per text key: the copy with the smallest (source, line), and how many copies there were.
-    Associative and commutative, so the survivor does not depend on bundling or worker count."""
+    """Per text key: the copy with the smallest (source, line), the next smallest (shown in the
+    samples as a dropped duplicate) and how many copies there were. Associative and
+    commutative, so the survivor does not depend on bundling or worker count."""
 
     def create_accumulator(self):
-        return (None, 0)
+        return ((), 0)
 
     def add_input(self, acc, rec):
-        return self.merge_accumulators([acc, (rec, 1)])
+        return self.merge_accumulators([acc, ((rec,), 1)])
 
     def merge_accumulators(self, accs):
-        best, n = None, 0
-        for rec, count in accs:
+        recs, n = [], 0
+        for kept, count in accs:
+            recs.extend(kept)
             n += count
-            if rec is not None and (best is None or (rec["source"], rec["line"]) < (best["source"], best["line"])):
-                best = rec
-        return (best, n)
+        recs.sort(key=lambda r: (r["source"], r["line"]))
+        return (tuple(recs[:2]), n)
 
     def extract_output(self, acc):
         return acc
 
 
 def emit_survivor(keyed):
-    """(key, (survivor, copies)) -> (key, survivor), tallying copies - 1 as ``duplicate``."""
-    key, (rec, copies) = keyed
+    """(key, (copies kept, copies)) -> (key, survivor), tallying copies - 1 as ``duplicate``."""
+    key, (recs, copies) = keyed
     if copies > 1:
         yield beam.pvalue.TaggedOutput(TALLY, ((DROPPED, "duplicate"), copies - 1))
-    yield key, rec
+        yield beam.pvalue.TaggedOutput(SAMPLES, ("duplicate", {**recs[1], "kept": [recs[0]["source"], recs[0]["line"]]}))
+    yield key, recs[0]
 
 
-class Segment(beam.DoFn):
-    """(key, record) -> (key, record + sentences + morphs); one Kiwi per worker."""
+class AnalyseAndPlace(beam.DoFn):
+    """(key, record) -> ((split, shard), ((source, line), JSON line)): Kiwi sentences and morphs,
+    the train/valid split, the shard, and the document serialised on the worker that analysed it
+    (the shard step then only sorts and joins strings, cheaper to shuffle and hold than dicts).
+
+    One analyser per worker process, built in ``setup``. Documents are analysed in batches of
+    :data:`BATCH` (Kiwi's model stays hot in the CPU caches between documents), and the split
+    counts and the kept-document sample are accumulated per bundle and emitted once in
+    ``finish_bundle``, instead of five tally elements per document."""
+
+    BATCH = 64
+
+    def __init__(self, cfg: CorpusConfig):
+        self.cfg = cfg
 
     def setup(self):
-        self.segmenter = Segmenter()
+        self.segmenter = make_segmenter(self.cfg.language)
+
+    def start_bundle(self):
+        self.batch: list = []
+        self.tally: dict = {}
+        self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
 
     def process(self, keyed):
-        key, rec = keyed
-        sentences, morphs = self.segmenter.segment(rec["text"])
-        yield key, {**rec, "sentences": sentences, "morphs": morphs}
+        self.batch.append(keyed)
+        if len(self.batch) >= self.BATCH:
+            yield from self._flush()
 
+    def finish_bundle(self):
+        for item in self._flush():
+            yield GlobalWindows.windowed_value(item)
+        for counter_n in sorted(self.tally.items()):
+            yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(counter_n))
+        for rank_row in self.sample:
+            yield beam.pvalue.TaggedOutput(SAMPLES, GlobalWindows.windowed_value(("kept", rank_row)))
 
-def assign_shard(keyed, cfg: CorpusConfig):
-    """(key, document) -> ((split, shard), document), tallying the split's counts."""
-    key, doc = keyed
-    split = split_of(doc["text"], cfg.seed, cfg.valid_fraction)
-    yield beam.pvalue.TaggedOutput(TALLY, ((split, "documents"), 1))
-    yield beam.pvalue.TaggedOutput(TALLY, ((split, "sentences"), len(doc["sentences"])))
-    yield beam.pvalue.TaggedOutput(TALLY, ((split, "morphs"), len(doc["morphs"])))
-    yield beam.pvalue.TaggedOutput(TALLY, ((split, "chars"), len(doc["text"])))
-    yield (split, shard_of(key, cfg.num_shards)), doc
+    def _flush(self):
+        batch, self.batch = self.batch, []
+        analysed = [self.segmenter.segment(rec["text"]) for _, rec in batch]  # tight Kiwi loop
+        cfg = self.cfg
+        for (key, rec), (sentences, morphs) in zip(batch, analysed):
+            doc = {**rec, "sentences": sentences, "morphs": morphs}
+            split = split_of(doc["text"], cfg.seed, cfg.valid_fraction)
+            for name, n in (("documents", 1), ("sentences", len(sentences)), ("morphs", len(morphs)), ("chars", len(doc["text"]))):
+                self.tally[(split, name)] = self.tally.get((split, name), 0) + n
+            rank = sample_rank(doc, cfg.seed)
+            if len(self.sample) < SAMPLES_KEPT or rank < self.sample[-1][0]:
+                row = json.dumps(sample_row("kept", {**doc, "split": split}), ensure_ascii=False, sort_keys=True)
+                self.sample = sorted(self.sample + [(rank, row)])[:SAMPLES_KEPT]
+            yield (split, shard_of(key, cfg.num_shards)), ((doc["source"], doc["line"]), document_json(doc))
 
 
 def write_shard(item, out_dir: str, num_shards: int) -> str:
-    """((split, shard), documents) -> the shard file, documents sorted by (source, line)."""
+    """((split, shard), [(position, JSON line)]) -> the shard file, sorted by (source, line).
+
+    Memory: one shard's JSON text at a time (about corpus size / (2 * num_shards) for train);
+    raise ``num_shards`` to bound it for very large corpora."""
     (split, shard), docs = item
-    docs = sorted((d for d in docs if d is not None), key=lambda d: (d["source"], d["line"]))
-    body = "".join(document_json(d) + "\n" for d in docs).encode("utf-8")
+    docs = sorted(d for d in docs if d is not None)
+    body = "".join(line + "\n" for _, line in docs).encode("utf-8")
     path = FileSystems.join(out_dir, shard_name(split, shard, num_shards))
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(gzip_bytes(body))
@@ -259,6 +331,25 @@ def write_rejects(rejects: list[dict], out_dir: str) -> str:
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
         f.write(body.encode("utf-8"))
     return path
+
+
+def sample_item(reason_doc, seed: int):
+    """(reason, document) -> (reason, (rank, JSON row)) for the per-reason Top-N."""
+    reason, doc = reason_doc
+    return reason, (sample_rank(doc, seed), json.dumps(sample_row(reason, doc), ensure_ascii=False, sort_keys=True))
+
+
+def write_samples(per_reason: list, out_dir: str) -> list[str]:
+    """``samples/kept.jsonl`` and ``samples/dropped.jsonl`` (a few per reason, sorted)."""
+    kept = [row for reason, rows in per_reason if reason == "kept" for _, row in sorted(rows)]
+    dropped = [row for reason, rows in sorted(per_reason) if reason != "kept" for _, row in sorted(rows)]
+    paths = []
+    for name, rows in (("kept", kept), ("dropped", dropped)):
+        path = FileSystems.join(out_dir, f"{SAMPLES_DIR}/{name}.jsonl")
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write("".join(r + "\n" for r in rows).encode("utf-8"))
+        paths.append(path)
+    return paths
 
 
 def write_stats(tallies: list, out_dir: str, cfg: CorpusConfig) -> str:
@@ -279,18 +370,27 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, files: list[str], sources: dict
     )
     kept = (
         read.records
-        | "CleanAndFilter" >> beam.ParDo(CleanAndFilter(cfg)).with_outputs(TALLY, main="kept")
+        | "CleanAndFilter" >> beam.ParDo(CleanAndFilter(cfg)).with_outputs(TALLY, SAMPLES, main="kept")
     )
     unique = (
         kept.kept
         | "DedupExact" >> beam.CombinePerKey(KeepFirstCopy())
-        | "EmitSurvivors" >> beam.FlatMap(emit_survivor).with_outputs(TALLY, main="docs")
+        | "EmitSurvivors" >> beam.FlatMap(emit_survivor).with_outputs(TALLY, SAMPLES, main="docs")
     )
     near = unique.docs | "NearDedup" >> neardup.NearDedup(cfg.near_dup_threshold, cfg.seed)
-    placed = (
-        near.docs
-        | "SentencesAndMorphs" >> beam.ParDo(Segment())
-        | "AssignSplitShard" >> beam.FlatMap(assign_shard, cfg).with_outputs(TALLY, main="docs")
+    placed = near.docs | "AnalyseAndPlace" >> beam.ParDo(AnalyseAndPlace(cfg)).with_outputs(TALLY, SAMPLES, main="docs")
+    dropped_samples = (
+        (kept[SAMPLES], unique[SAMPLES], near[SAMPLES])
+        | "DroppedSamples" >> beam.Flatten()
+        | "RankSamples" >> beam.Map(sample_item, cfg.seed)
+        | "FewPerReason" >> beam.combiners.Top.SmallestPerKey(SAMPLES_PER_REASON)
+    )
+    kept_samples = placed[SAMPLES] | "FewKept" >> beam.combiners.Top.SmallestPerKey(SAMPLES_KEPT)
+    _ = (
+        (dropped_samples, kept_samples)
+        | "AllSamples" >> beam.Flatten()
+        | "CollectSamples" >> beam.combiners.ToList()
+        | "WriteSamples" >> beam.Map(write_samples, out_dir)
     )
     _ = (
         (placed.docs, p | "AllShardNames" >> beam.Create(all_shards))
@@ -318,27 +418,105 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, files: list[str], sources: dict
 # from GitHub; the FnApiRunner is the in-process batch engine it falls back to. Local runs must
 # never touch the network, so both the default and an explicit DirectRunner mean FnApiRunner.
 _LOCAL_RUNNER = "FnApiRunner"
+# Below this much input a second worker process costs more (start-up, a Kiwi load of ~2 s and
+# ~0.45 GB each) than it saves: Kiwi analyses about 0.1-0.2 MB of text a second per core.
+MULTI_WORKER_MIN_BYTES = 4 << 20
+MAX_LOCAL_WORKERS = 8
 
 
-def pipeline_options(beam_args: list[str]) -> PipelineOptions:
+def local_workers(input_bytes: int, cpus: int | None = None) -> int:
+    """Worker processes for a local run when ``--direct_num_workers`` is not given."""
+    cpus = cpus or os.cpu_count() or 1
+    return 1 if input_bytes < MULTI_WORKER_MIN_BYTES else max(1, min(cpus, MAX_LOCAL_WORKERS))
+
+
+def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
+    """Beam options from the pass-through arguments. A local run (no runner, or DirectRunner) is
+    the in-process FnApiRunner with ``direct_num_workers`` worker *processes* (Kiwi holds the
+    GIL, so threads would not run it in parallel); the number defaults to the CPU count for
+    inputs over :data:`MULTI_WORKER_MIN_BYTES`. Any other runner and option pass unchanged.
+    The output bytes do not depend on any of this."""
     opts = PipelineOptions(list(beam_args))
     std = opts.view_as(StandardOptions)
     if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner"):
         std.runner = _LOCAL_RUNNER
+    if std.runner == _LOCAL_RUNNER:
+        direct = opts.view_as(DirectOptions)
+        explicit_mode = any(a.startswith("--direct_running_mode") for a in beam_args)
+        if not any(a.startswith("--direct_num_workers") for a in beam_args):
+            direct.direct_num_workers = local_workers(input_bytes)
+        if direct.direct_num_workers == 0:  # Beam's "as many as CPUs"
+            direct.direct_num_workers = os.cpu_count() or 1
+        if direct.direct_num_workers > 1 and not explicit_mode:
+            direct.direct_running_mode = "multi_processing"
     return opts
+
+
+def input_bytes(files: list[str]) -> int:
+    try:
+        return sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
+    except Exception:  # sizes only tune the worker count; the reader reports unreadable files
+        return 0
+
+
+class CorpusOptions(PipelineOptions):
+    """Pipeline options of kolectra's own, parsed from the pass-through Beam arguments."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument(
+            "--corpus_staging",
+            default=None,
+            help="directory (gs://, s3://, hdfs:// ...) where remote workers write the corpus files; "
+            "they are copied into the local artifact afterwards and the staging copy deleted",
+        )
+
+
+# Runners whose workers cannot see the launcher's disk.
+REMOTE_RUNNERS = ("DataflowRunner", "dataflow")
+
+
+def output_files(num_shards: int) -> list[str]:
+    """Every file the pipeline writes, relative to its output directory."""
+    shards = [shard_name(split, i, num_shards) for split in SPLITS for i in range(num_shards)]
+    return shards + [REJECTS_FILE, STATS_FILE, f"{SAMPLES_DIR}/kept.jsonl", f"{SAMPLES_DIR}/dropped.jsonl"]
+
+
+def fetch_outputs(staged: str, out_dir: str, num_shards: int) -> None:
+    """Copy a staged run's files into the local artifact directory, then delete the staging copy."""
+    for rel in output_files(num_shards):
+        src = FileSystems.join(staged, rel)
+        dst = Path(out_dir, rel)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with FileSystems.open(src, compression_type=CompressionTypes.UNCOMPRESSED) as f, open(dst, "wb") as g:
+            while chunk := f.read(1 << 20):
+                g.write(chunk)
+    FileSystems.delete([staged])
 
 
 def build(cfg: CorpusConfig, inputs: list[str], out_dir: Path, beam_args: list[str]) -> StageOutput:
     """Run the corpus pipeline over ``inputs`` (paths or globs) into ``out_dir``."""
     files = reader.expand_inputs(list(inputs))
     sources = reader.source_names(files)
-    options = pipeline_options(beam_args)
+    options = pipeline_options(beam_args, input_bytes(files))
     runner = options.view_as(StandardOptions).runner
-    progress(f"corpus: {len(files)} input file(s), runner {runner}")
-    out = str(out_dir)
+    workers = ""
+    if runner == _LOCAL_RUNNER:
+        direct = options.view_as(DirectOptions)
+        workers = f", {direct.direct_num_workers} worker(s) ({direct.direct_running_mode})"
+    progress(f"corpus: {len(files)} input file(s), runner {runner}{workers}, language {cfg.language}")
+    staging = options.view_as(CorpusOptions).corpus_staging
+    if staging is None and runner in REMOTE_RUNNERS:
+        raise CorpusError(
+            f"runner {runner} writes on remote workers: pass --corpus_staging gs://BUCKET/DIR (any path the "
+            "workers and this machine can both reach); the artifact is copied from there into the local store"
+        )
+    out = FileSystems.join(staging, f"kolectra-corpus-{uuid.uuid4().hex}") if staging else str(out_dir)
     with beam.Pipeline(options=options) as p:
         _recipe(p, cfg, files, sources, out)
-    with FileSystems.open(FileSystems.join(out, STATS_FILE), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    if staging:
+        fetch_outputs(out, str(out_dir), cfg.num_shards)
+    with FileSystems.open(FileSystems.join(str(out_dir), STATS_FILE), compression_type=CompressionTypes.UNCOMPRESSED) as f:
         stats = json.loads(f.read().decode("utf-8"))
     check_stats(stats, cfg, {v: k for k, v in sources.items()})
     progress(

@@ -25,7 +25,7 @@ class OptimConfig:
     warmup_fraction: float = 0.0  # of all optimizer steps; then linear decay to 0
     max_grad_norm: float = 1.0  # 0 = no clipping
     # ELECTRA (Clark et al. 2020, appendix) multiplies the LR of each layer by decay^depth-from-top;
-    # 1.0 = off.  See finetune.optim.layer_lr_scales for the exponents we use.
+    # 1.0 = off.  See finetune.optim.layer_depth for the exponents we use.
     layerwise_lr_decay: float = 1.0
 
 
@@ -61,6 +61,10 @@ class KorquadConfig:
     optim: OptimConfig = OptimConfig()
     max_train_examples: int = 0  # questions; 0 = all
     max_eval_examples: int = 0
+    # Score the dev file after every epoch for the learning curve.  Reporting only: the model
+    # is always the last epoch's (no selection on dev), so the final figure is the same either
+    # way; False saves the intermediate evaluations.
+    eval_each_epoch: bool = True
 
 
 def koelectra_nsmc() -> NsmcConfig:

@@ -4,8 +4,8 @@
 downloaded KoELECTRA) with a fresh binary classification head, carves a dev set out of the
 train file with the seed, trains, picks the epoch with the best *dev* accuracy, and only then
 scores the test file once.  Writes ``metrics.json`` (``accuracy`` as a fraction,
-``accuracy_pct``, dev accuracy per epoch, reader counts); the CLI turns the directory into an
-``eval`` artifact.
+``accuracy_pct``, dev accuracy per epoch, reader counts) and ``learning_curve.{png,json}``,
+and prints the results table; the CLI turns the directory into an ``eval`` artifact.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import torch
 
 from finetune.config import NsmcConfig
 from finetune.nsmc_reader import NsmcRow, read_nsmc
-from finetune.runtime import (FinetuneError, autocast, batches, compute_record, fixed_width, load_model,
-                              load_tokenizer, resolve_device, seed_everything, train_epochs,
+from finetune.report import nsmc_table, write_learning_curve
+from finetune.runtime import (FinetuneError, autocast, compute_record, fixed_width, length_sorted_batches,
+                              load_model, load_tokenizer, resolve_device, seed_everything, train_epochs,
                               write_json)
 from pipeline.config import to_dict
 from pipeline.stage import StageOutput, progress
@@ -42,7 +43,7 @@ def split_dev(rows: list[NsmcRow], dev_fraction: float, seed: int) -> tuple[list
 
 
 class Encoded:
-    """Token ids of a list of rows (unpadded); batches are padded to their longest row."""
+    """Token ids of a list of rows; a batch is cut to its longest row (dynamic padding)."""
 
     def __init__(self, tokenizer, rows: list[NsmcRow], max_length: int):
         enc = tokenizer([r.document for r in rows], truncation=True, max_length=max_length)
@@ -50,24 +51,31 @@ class Encoded:
         self.labels = torch.tensor([r.label for r in rows], dtype=torch.long)
         self.pad_id = tokenizer.pad_token_id
         self.max_length = max_length
+        # padded once up front: a batch is then a row selection and a column cut, no Python loop
+        self.lengths = np.array([len(x) for x in self.ids], dtype=np.int64)
+        self.ids_NL = torch.full((len(self.ids), max(1, int(self.lengths.max(initial=1)))), self.pad_id,
+                                 dtype=torch.long)
+        for row, x in enumerate(self.ids):
+            self.ids_NL[row, :len(x)] = torch.tensor(x, dtype=torch.long)
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def batch(self, idx: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
-        width = fixed_width(device, self.max_length) or max(len(self.ids[i]) for i in idx)
-        ids_BL = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids_BL[row, :len(self.ids[i])] = torch.tensor(self.ids[i])
+        sel = torch.as_tensor(idx)
+        width = fixed_width(device, self.max_length) or int(self.lengths[idx].max())
+        ids_BL = self.ids_NL[sel, :width]
+        if ids_BL.shape[1] < width:  # fixed width (XLA) wider than the longest row
+            ids_BL = torch.nn.functional.pad(ids_BL, (0, width - ids_BL.shape[1]), value=self.pad_id)
         return {"input_ids": ids_BL.to(device), "attention_mask": (ids_BL != self.pad_id).long().to(device),
-                "labels": self.labels[torch.as_tensor(idx)].to(device)}
+                "labels": self.labels[sel].to(device)}
 
 
 @torch.no_grad()
 def accuracy(model, data: Encoded, batch_size: int, device: torch.device) -> float:
     model.eval()
     correct = 0
-    for idx in batches(len(data), batch_size, None):
+    for idx in length_sorted_batches([len(x) for x in data.ids], batch_size):
         b = data.batch(idx, device)
         with autocast(device):
             logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
@@ -109,16 +117,14 @@ def run(cfg: NsmcConfig, model_dir: Path, train_file: Path, test_file: Path, out
                         state=copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()}))
         return {"dev_accuracy": acc}
 
-    t_train = time.perf_counter()
-    history, timings = train_epochs(model, cfg.optim, len(train), cfg.batch_size, cfg.epochs, cfg.seed,
-                                    device, loss_fn, after_epoch)
-    train_seconds = time.perf_counter() - t_train
+    log = train_epochs(model, cfg.optim, len(train), cfg.batch_size, cfg.epochs, cfg.seed,
+                       device, loss_fn, after_epoch)
+    train_seconds = sum(t["seconds"] for t in log.timings)  # per-epoch timings leave dev evaluation out
     if best["state"] is not None:
         model.load_state_dict(best["state"])
     t_eval = time.perf_counter()
     test_acc = accuracy(model, test, cfg.eval_batch_size, device)
     eval_seconds = time.perf_counter() - t_eval
-    progress(f"nsmc: test accuracy {test_acc:.4f} (epoch {best['epoch']} chosen on dev)")
 
     metrics = {
         "task": "nsmc",
@@ -126,18 +132,21 @@ def run(cfg: NsmcConfig, model_dir: Path, train_file: Path, test_file: Path, out
         "accuracy_pct": 100.0 * test_acc,
         "best_epoch": best["epoch"],
         "dev_accuracy": best["dev_accuracy"],
-        "epochs": history,
+        "epochs": log.history,
         "train_examples": len(train), "dev_examples": len(dev), "test_examples": len(test),
         "train_file": train_src.stats, "test_file": test_src.stats,
         "config": to_dict(cfg),
     }
     write_json(Path(out_dir) / "metrics.json", metrics)
+    write_learning_curve(Path(out_dir), "nsmc", metrics, log)
+    for line in nsmc_table(metrics).splitlines():
+        progress(line)
     compute = compute_record(
         model, device, time.perf_counter() - t_start,
         train_examples=len(train), train_seconds=round(train_seconds, 3),
         train_examples_per_second=round(len(train) * cfg.epochs / train_seconds, 2) if train_seconds else None,
         eval_examples=len(test), eval_examples_per_second=round(len(test) / eval_seconds, 2) if eval_seconds else None,
-        epochs=timings,
+        epochs=log.timings,
         # ~6 FLOPs per parameter per trained token (Kaplan et al. 2020); padding not counted
         flops=6 * sum(p.numel() for p in model.parameters()) * sum(len(x) for x in train.ids) * cfg.epochs,
     )

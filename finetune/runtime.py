@@ -8,6 +8,7 @@ discriminator directory with a fresh, seeded task head, AdamW + schedule from
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import platform
@@ -78,6 +79,15 @@ def batches(n: int, batch_size: int, generator: torch.Generator | None) -> Itera
         yield order[i:i + batch_size]
 
 
+def length_sorted_batches(lengths: list[int], batch_size: int) -> Iterator[np.ndarray]:
+    """Evaluation batches of similar lengths (shortest first): with per-batch padding this
+    spends almost no compute on [PAD].  Only for evaluation, where the order of examples does
+    not change the result; training keeps its seeded shuffle."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    for i in range(0, len(order), batch_size):
+        yield order[i:i + batch_size]
+
+
 def fixed_width(device: torch.device, max_length: int) -> int | None:
     """XLA compiles one graph per input shape: pad every batch to ``max_length`` there.
     Elsewhere batches are padded to their longest row (None), which is faster on CPU/GPU."""
@@ -90,27 +100,48 @@ def autocast(device: torch.device):
     return torch.autocast(device_type="cpu", enabled=False)
 
 
+@dataclasses.dataclass
+class TrainLog:
+    """What :func:`train_epochs` hands back.
+
+    ``history``: one record per epoch (mean train loss + whatever ``after_epoch`` returned) and
+    ``curve``: mean train loss over each window of ``log_every`` optimizer steps — both
+    deterministic on CPU, they go into the eval artifact (metrics, learning curve).
+    ``timings``: wall-clock figures per epoch, kept apart so metrics.json bytes reproduce.
+    """
+
+    history: list[dict]
+    curve: list[dict]
+    timings: list[dict]
+    steps_per_epoch: int
+    log_every: int
+
+
 def train_epochs(model: torch.nn.Module, cfg_optim: OptimConfig, n_examples: int,
                  batch_size: int, epochs: int, seed: int, device: torch.device,
                  loss_fn: Callable[[np.ndarray], torch.Tensor],
-                 after_epoch: Callable[[int], dict] | None = None) -> tuple[list[dict], list[dict]]:
+                 after_epoch: Callable[[int], dict] | None = None,
+                 curve_points: int = 100) -> TrainLog:
     """Run ``epochs`` of AdamW over shuffled index batches; ``loss_fn(idx)`` returns the loss.
 
     ``after_epoch(epoch)`` (e.g. dev evaluation) returns extra fields for that epoch's record.
-    Returns (history, timings): history is deterministic (goes into metrics.json), timings are
-    wall-clock figures (go into the compute record only, so metrics.json bytes are reproducible).
+    The loss curve gets about ``curve_points`` points whatever the run's length.
     """
     steps_per_epoch = math.ceil(n_examples / batch_size)
     total = max(1, steps_per_epoch * epochs)
+    log_every = max(1, total // max(1, curve_points))
     opt, sched = build_optimizer(model, cfg_optim, num_layers(model), total)
     gen = torch.Generator().manual_seed(seed)
-    history, timings = [], []
+    log = TrainLog([], [], [], steps_per_epoch, log_every)
     step = 0
     for epoch in range(1, epochs + 1):
         model.train()
         t0 = time.perf_counter()
-        # summed on the device: a float() per step would force a host sync on CUDA/XLA
+        # summed on the device: a float() per step would force a host sync on CUDA/XLA; the
+        # window sum is read once per ``log_every`` steps
         loss_sum = torch.zeros((), dtype=torch.float32, device=device)
+        window_sum = torch.zeros((), dtype=torch.float32, device=device)
+        window_steps = 0
         for idx in batches(n_examples, batch_size, gen):
             with autocast(device):
                 loss = loss_fn(idx)
@@ -125,20 +156,28 @@ def train_epochs(model: torch.nn.Module, cfg_optim: OptimConfig, n_examples: int
 
                 xm.mark_step()
             loss_sum += loss.detach().float()
+            window_sum += loss.detach().float()
+            window_steps += 1
             step += 1
-            if step % 50 == 0:
-                mean = float(loss_sum) / (step - (epoch - 1) * steps_per_epoch)
-                progress(f"epoch {epoch} step {step}/{total} loss {mean:.4f}")
-        seconds = time.perf_counter() - t0
+            if window_steps == log_every or step == epoch * steps_per_epoch:
+                mean = float(window_sum) / window_steps
+                log.curve.append({"step": step, "epoch": round(step / steps_per_epoch, 6),
+                                  "train_loss": round(mean, 6)})
+                window_sum.zero_()
+                window_steps = 0
+                if step % max(50, log_every) < log_every:
+                    progress(f"epoch {epoch} step {step}/{total} loss {mean:.4f}")
+        # float() waits for the device (CUDA/XLA run asynchronously), so the timing is honest
         record = {"epoch": epoch, "train_loss": round(float(loss_sum) / max(1, steps_per_epoch), 6)}
+        seconds = time.perf_counter() - t0
         timing = {"epoch": epoch, "seconds": round(seconds, 3),
                   "train_examples_per_second": round(n_examples / seconds, 2) if seconds > 0 else None}
         if after_epoch is not None:
             record.update(after_epoch(epoch))
         progress(f"epoch {epoch}: {json.dumps(record | timing, ensure_ascii=False)}")
-        history.append(record)
-        timings.append(timing)
-    return history, timings
+        log.history.append(record)
+        log.timings.append(timing)
+    return log
 
 
 def count_parameters(model: torch.nn.Module) -> int:

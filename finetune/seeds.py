@@ -5,12 +5,18 @@ the differences between pretrained models one wants to compare (Dodge et al. 202
 paper reports medians of 10 runs for that reason).  The CLI's ``--seeds`` runs one eval
 artifact per seed and reduces their ``metrics.json`` with :func:`summarize` (pure function, no
 I/O): median, spread (max - min), interquartile range, mean and standard deviation per metric.
+:func:`run_seeds` / :func:`write_summary` add the loop and ``seeds.json``; :func:`seeds_table`
+is the text table; :func:`parse_seeds` reads ``--seeds 1,2,3`` / ``1-5``.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
-from typing import Iterable, Mapping
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from pipeline.stage import progress
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {"nsmc": ("accuracy", "accuracy_pct"), "korquad": ("exact_match", "f1")}
@@ -37,4 +43,57 @@ def summarize(task: str, runs: Mapping[int, Mapping]) -> dict:
         if missing:
             raise ValueError(f"metric {name!r} missing from the run(s) with seed {missing}")
         out[name] = describe(runs[s][name] for s in seeds) | {"per_seed": {str(s): runs[s][name] for s in seeds}}
+    return out
+
+
+def seeds_table(summary: Mapping) -> str:
+    """Per-seed scores, then median / spread / IQR / mean +- sd: the table the CLI prints."""
+    from finetune.report import format_table  # noqa: PLC0415
+
+    names = TASK_METRICS[summary["task"]]
+    scale = {"accuracy": 100.0}  # fractions shown as percent, like the other columns
+    cols = [n for n in names if not (n == "accuracy" and "accuracy_pct" in names)]
+    rows = [[f"seed {s}"] + [summary[n]["per_seed"][str(s)] * scale.get(n, 1.0) for n in cols]
+            for s in summary["seeds"]]
+    for stat in ("median", "spread", "iqr", "mean", "stdev"):
+        rows.append([stat] + [summary[n][stat] * scale.get(n, 1.0) for n in cols])
+    header = ["run"] + [{"accuracy_pct": "accuracy %", "exact_match": "EM", "f1": "F1"}.get(n, n) for n in cols]
+    n = len(summary["seeds"])
+    return f"{summary['task']} over {n} seed{'s' if n != 1 else ''}\n" + format_table(header, rows)
+
+
+def write_summary(task: str, runs: Mapping[int, Mapping], out_path: Path) -> tuple[dict, str]:
+    """:func:`summarize` written to ``out_path`` (``seeds.json``); returns it and its table."""
+    summary = summarize(task, runs)
+    Path(out_path).write_text(json.dumps(summary, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+                              encoding="utf-8")
+    return summary, seeds_table(summary)
+
+
+def run_seeds(task: str, seeds: Sequence[int], run_one: Callable[[int], Mapping],
+              out_path: Path | None = None) -> tuple[dict, str]:
+    """Call ``run_one(seed)`` (one fine-tuning run -> its metrics.json dict) for every seed, then
+    summarise.  The CLI passes a ``run_one`` that builds one eval artifact per seed."""
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
+    runs = {}
+    for seed in seeds:
+        progress(f"{task}: seed {seed} ({len(runs) + 1}/{len(seeds)})")
+        runs[int(seed)] = run_one(int(seed))
+    if out_path is not None:
+        return write_summary(task, runs, out_path)
+    summary = summarize(task, runs)
+    return summary, seeds_table(summary)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"1,2,3"`` or ``"1-5"`` (or a mix) -> distinct non-negative seeds in the given order."""
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"--seeds: cannot read {part!r} (expected e.g. 1,2,3 or 1-5)")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    if not out or len(set(out)) != len(out):
+        raise ValueError(f"--seeds: need distinct seeds, got {text!r}")
     return out

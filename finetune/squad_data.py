@@ -11,9 +11,12 @@ Feeds ``finetune.korquad`` (last stage of the chain).  Pure functions:
   (``return_overflowing_tokens``, ``stride``, ``return_offsets_mapping``); ``doc_stride`` keeps
   BERT's meaning, the step between window starts, so the tokenizer's ``stride`` (the overlap)
   is the window's context length minus ``doc_stride``.
-* :func:`decode` takes the n-best start and end logits of every window, keeps spans inside the
-  context with ``start <= end`` and at most ``max_answer_length`` tokens, and maps the best one
-  back to a slice of the original context through the offset mapping.
+* :func:`mark_max_context` marks, for tokens shared by overlapping windows, the one window
+  allowed to start a span there (BERT's max-context rule).
+* :func:`nbest_spans` takes the n-best start and end logits of every window, keeps spans inside
+  the context with ``start <= end``, at most ``max_answer_length`` tokens and a max-context
+  start, and maps them back to slices of the original context through the offset mapping;
+  :func:`decode` keeps the best one per question.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                 q = Question(qa["id"], qa["question"], context, pairs, str(article.get("title", "")))
                 bad_starts += sum(1 for k in range(len(pairs)) if not q.span_ok(k))
                 out.append(q)
-    stats = {"articles": len(doc["data"]), "questions": len(out), "bad_answer_starts": bad_starts}
+    stats = {"articles": len(doc["data"]), "questions": len(out), "bad_answer_starts": bad_starts,
+             "split": doc.get("kolectra_split")}
     return out, stats
 
 
@@ -108,8 +112,13 @@ def split_by_article(path: Path, dev_fraction: float, seed: int) -> tuple[dict, 
     n_dev = min(n - 1, max(1, int(round(dev_fraction * n))))
     dev_ids = set(order[:n_dev])
     version = doc.get("version", "")
-    train = {"version": version, "data": [a for i, a in enumerate(doc["data"]) if i not in dev_ids]}
-    dev = {"version": version, "data": [a for i, a in enumerate(doc["data"]) if i in dev_ids]}
+    # a marker that travels with the files, so scores on them are labelled as a split, never
+    # mistaken for official dev-set figures (see finetune.korquad)
+    mark = {"source": Path(path).name, "seed": seed, "dev_fraction": dev_fraction, "articles": n}
+    train = {"version": version, "kolectra_split": mark | {"side": "train"},
+             "data": [a for i, a in enumerate(doc["data"]) if i not in dev_ids]}
+    dev = {"version": version, "kolectra_split": mark | {"side": "dev"},
+           "data": [a for i, a in enumerate(doc["data"]) if i in dev_ids]}
     return train, dev
 
 
@@ -123,6 +132,37 @@ class Windows:
     question_index: list[int]
     start_positions: list[int]  # gold token positions (0 = [CLS]: answer not in this window)
     end_positions: list[int]
+    # per token: is this window the token's "max context" one (see mark_max_context)
+    max_context: list[list[bool]] = dataclasses.field(default_factory=list)
+
+
+def mark_max_context(offsets: list[list[tuple[int, int] | None]]) -> list[list[bool]]:
+    """For the windows of one question: True where a context token has its *max context*.
+
+    A token in the overlap of several windows is scored in each of them; BERT's SQuAD code
+    (Devlin et al. 2019, ``_check_is_max_context``) lets only one window predict a span that
+    starts there: the window where the token has the most context on its poorer side,
+    ``min(tokens left of it, tokens right of it) + 0.01 * window length``, the first window on
+    ties.  Tokens are identified across windows by their character offsets in the context.
+    """
+    doc_index: dict[tuple[int, int], int] = {}
+    for offs in offsets:
+        for o in offs:
+            if o is not None:
+                doc_index.setdefault(o, 0)
+    for k, o in enumerate(sorted(doc_index)):
+        doc_index[o] = k
+    best: dict[int, tuple[float, int]] = {}
+    spans = []
+    for w, offs in enumerate(offsets):
+        ctx = [doc_index[o] for o in offs if o is not None]
+        start, length = (ctx[0], len(ctx)) if ctx else (0, 0)
+        spans.append((start, length))
+        for p in ctx:
+            score = min(p - start, start + length - 1 - p) + 0.01 * length
+            if p not in best or score > best[p][0]:
+                best[p] = (score, w)
+    return [[o is not None and best[doc_index[o]][1] == w for o in offs] for w, offs in enumerate(offsets)]
 
 
 def truncate_question(tokenizer, question: str, max_query_length: int) -> str:
@@ -165,25 +205,66 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
             w.question_index.append(qi)
             w.start_positions.append(start_tok)
             w.end_positions.append(end_tok)
+        w.max_context.extend(mark_max_context(w.offsets[len(w.offsets) - len(enc["input_ids"]):]))
     return w
+
+
+def nbest_spans(questions: list[Question], windows: Windows, start_logits: list[np.ndarray],
+                end_logits: list[np.ndarray], n_best: int, max_answer_length: int) -> dict[str, list[dict]]:
+    """Per question id, up to ``n_best`` distinct answer texts, best first (BERT's n-best list).
+
+    Candidates: the top ``n_best`` start and end tokens of every window, inside the context,
+    ``start <= end``, at most ``max_answer_length`` tokens, starting at a token whose max-context
+    window this is.  Score = start logit + end logit; equal texts from several windows keep the
+    best; ``probability`` is a softmax over the kept scores.  No valid span -> one empty answer.
+    """
+    cands: dict[int, list[tuple[float, int, int, int, float, float]]] = {}
+    for r, qi in enumerate(windows.question_index):
+        offs = windows.offsets[r]
+        maxc = windows.max_context[r] if r < len(windows.max_context) else [o is not None for o in offs]
+        s_log, e_log = start_logits[r], end_logits[r]
+        n = len(offs)
+        s_top = [i for i in np.argsort(-s_log[:n], kind="stable")[:n_best] if offs[i] is not None and maxc[i]]
+        e_top = [i for i in np.argsort(-e_log[:n], kind="stable")[:n_best] if offs[i] is not None]
+        for s in s_top:
+            for e in e_top:
+                if e < s or e - s + 1 > max_answer_length:
+                    continue
+                sl, el = float(s_log[s]), float(e_log[e])
+                cands.setdefault(qi, []).append((sl + el, r, int(s), int(e), sl, el))
+    out: dict[str, list[dict]] = {}
+    for qi, q in enumerate(questions):
+        kept: list[dict] = []
+        seen: set[str] = set()
+        # best score first; ties keep discovery order (window, start, end) for determinism
+        for score, r, s, e, sl, el in sorted(cands.get(qi, []), key=lambda c: (-c[0], c[1], c[2], c[3])):
+            offs = windows.offsets[r]
+            text = q.context[offs[s][0]:offs[e][1]]
+            if text in seen:
+                continue
+            seen.add(text)
+            kept.append({"text": text, "score": score, "start_logit": sl, "end_logit": el,
+                         "start_char": offs[s][0]})
+            if len(kept) == n_best:
+                break
+        if not kept:
+            kept = [{"text": "", "score": 0.0, "start_logit": 0.0, "end_logit": 0.0, "start_char": -1}]
+        top = kept[0]["score"]
+        weights = [float(np.exp(k["score"] - top)) for k in kept]
+        for k, wgt in zip(kept, weights):
+            k["probability"] = wgt / sum(weights)
+        out[q.id] = kept
+    return out
 
 
 def decode(questions: list[Question], windows: Windows, start_logits: list[np.ndarray],
            end_logits: list[np.ndarray], n_best: int, max_answer_length: int) -> dict[str, str]:
     """Best span per question over all its windows -> {question_id: context substring}."""
-    best: dict[int, tuple[float, str]] = {}
-    for r, qi in enumerate(windows.question_index):
-        offs = windows.offsets[r]
-        s_log, e_log = start_logits[r], end_logits[r]
-        n = len(offs)
-        s_top = [i for i in np.argsort(-s_log[:n], kind="stable")[:n_best] if offs[i] is not None]
-        e_top = [i for i in np.argsort(-e_log[:n], kind="stable")[:n_best] if offs[i] is not None]
-        context = questions[qi].context
-        for s in s_top:
-            for e in e_top:
-                if e < s or e - s + 1 > max_answer_length:
-                    continue
-                score = float(s_log[s]) + float(e_log[e])
-                if qi not in best or score > best[qi][0]:
-                    best[qi] = (score, context[offs[s][0]:offs[e][1]])
-    return {q.id: best[qi][1] if qi in best else "" for qi, q in enumerate(questions)}
+    nbest = nbest_spans(questions, windows, start_logits, end_logits, n_best, max_answer_length)
+    return {qid: spans[0]["text"] for qid, spans in nbest.items()}
+
+
+def rounded_nbest(nbest: dict[str, list[dict]], digits: int = 4) -> dict[str, list[dict]]:
+    """The n-best lists with floats rounded, as written to ``nbest_predictions.json``."""
+    return {qid: [{k: round(v, digits) if isinstance(v, float) else v for k, v in span.items()}
+                  for span in spans] for qid, spans in nbest.items()}

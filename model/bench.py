@@ -3,34 +3,40 @@
 For ``benchmarks/pretrain.py``. The naive step is what one writes first with transformers'
 stock pieces: BERT-style Bernoulli masking (a data-dependent number of masked tokens), the
 generator's full ``forward(labels=...)`` (vocabulary logits at every position), sampling with
-``torch.multinomial`` on the boolean-indexed masked rows, the discriminator's
+softmax + ``torch.multinomial`` on the boolean-indexed masked rows, the discriminator's
 ``forward(labels=...)`` (boolean-indexed loss) and 2-D attention masks. Ours: static N slots,
-generator head only at those slots, Gumbel-max, gather/weight losses, a 4-D bias (:mod:`model.rtd`).
-Both train the same :class:`ElectraPair` with the same optimizer, on the same random batches.
+generator head only at those slots, Gumbel-max, gather/weight losses, a 4-D bias
+(:mod:`model.rtd`), fused AdamW on CUDA. Both train the same :class:`ElectraPair` (same initial
+weights, same optimizer settings) on the same random batches, in the same precision.
+
+Timing on a shared machine is noisy, so the two are interleaved step by step (A B A B ...) and
+the medians compared.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import statistics
 import time
 
 import torch
 
 from model import config, rtd
-from model.electra import ElectraPair
+from model.electra import ElectraPair, train_flops_per_sequence
 from model.train import build_optimizer
 
 
 def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: config.ObjectiveConfig) -> torch.Tensor:
     attn_BL = (ids_BL != sp.pad_id).long()
     special = ~rtd.candidates(ids_BL, sp)
-    chosen = torch.bernoulli(torch.full(ids_BL.shape, obj.mask_prob)).bool() & ~special
-    to_mask = chosen & torch.bernoulli(torch.full(ids_BL.shape, obj.mask_token_prob)).bool()
+    chosen = torch.bernoulli(torch.full(ids_BL.shape, obj.mask_prob, device=ids_BL.device)).bool() & ~special
+    to_mask = chosen & torch.bernoulli(torch.full(ids_BL.shape, obj.mask_token_prob, device=ids_BL.device)).bool()
     masked = ids_BL.masked_fill(to_mask, sp.mask_id)
     labels = ids_BL.masked_fill(~chosen, -100)
     gen = model.generator(input_ids=masked, attention_mask=attn_BL, token_type_ids=types_BL, labels=labels)
     with torch.no_grad():
-        probs = torch.softmax(gen.logits[chosen] / obj.temperature, dim=-1)
+        probs = torch.softmax(gen.logits[chosen].float() / obj.temperature, dim=-1)
         sampled = torch.multinomial(probs, 1).squeeze(-1)
     disc_in = ids_BL.clone()
     disc_in[chosen] = sampled
@@ -43,36 +49,70 @@ def ours_step(model, ids_BL, types_BL, sp, obj) -> torch.Tensor:
     return rtd.electra_step(model, ids_BL, types_BL, sp, obj).loss
 
 
-def _time(step_fn, model, batches, sp, obj, warmup: int) -> float:
-    opt = build_optimizer(model, config.TrainConfig())
-    for i, (ids, types) in enumerate(batches):
-        if i == warmup:
-            t0 = time.perf_counter()
-        loss = step_fn(model, ids, types, sp, obj)
+class Runner:
+    """One implementation's model, optimizer and step; ``step()`` returns its wall seconds."""
+
+    def __init__(self, step_fn, model, batches, sp, obj, bf16: bool, fused: bool):
+        self.step_fn, self.model, self.batches, self.sp, self.obj = step_fn, model, batches, sp, obj
+        self.opt = build_optimizer(model, config.TrainConfig(), fused=fused)
+        self.bf16, self.i = bf16, 0
+        self.device = next(model.parameters()).device
+
+    def step(self) -> float:
+        ids, types = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        ctx = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        with ctx:
+            loss = self.step_fn(self.model, ids, types, self.sp, self.obj)
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
         float(loss.detach())  # both sides wait for the step to finish
-    return (time.perf_counter() - t0) / (len(batches) - warmup)
+        return time.perf_counter() - t0
 
 
-def compare(preset: str = "tiny", vocab_size: int = 8000, seq_len: int = 128, batch_size: int = 16,
-            steps: int = 6, warmup: int = 2, fill: float = 1.0, seed: int = 0) -> dict:
-    """Seconds per training step for both implementations on CPU; ``fill`` = share of non-padding."""
-    cfg = config.preset(preset)
-    model_cfg = dataclasses.replace(cfg.model, vocab_size=vocab_size)
-    sp = rtd.Specials(vocab_size=vocab_size)
+def small_pp_like(vocab_size: int, layers: int | None = None) -> config.ModelConfig:
+    """small++ (KoELECTRA-Small-v3 shapes: generator as wide as the discriminator)."""
+    m = dataclasses.replace(config.small_plus_plus().model, vocab_size=vocab_size)
+    if layers:
+        m = dataclasses.replace(m, layers=layers, generator_layers=layers)
+    return m
+
+
+def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
+            warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0) -> dict:
+    """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share."""
+    V = model_cfg.vocab_size
+    sp = rtd.Specials(vocab_size=V)
+    obj = config.ObjectiveConfig()
     g = torch.Generator().manual_seed(seed)
     batches = []
-    for _ in range(steps + warmup):
-        ids = torch.randint(5, vocab_size, (batch_size, seq_len), generator=g)
+    for _ in range(4):
+        ids = torch.randint(5, V, (batch_size, seq_len), generator=g)
         n = max(4, int(seq_len * fill))
-        ids[:, 0], ids[:, n - 1], ids[:, n:] = sp.cls_id, sp.sep_id, sp.pad_id
-        batches.append((ids, torch.zeros_like(ids)))
-    result = {}
-    for name, fn in (("ours", ours_step), ("naive_hf", naive_step)):
+        ids[:, 0], ids[:, n // 2], ids[:, n - 1], ids[:, n:] = sp.cls_id, sp.sep_id, sp.sep_id, sp.pad_id
+        types = torch.zeros_like(ids)
+        types[:, n // 2 + 1:n] = 1
+        batches.append((ids.to(device), types.to(device)))
+    runners = {}
+    for name, fn in (("kolectra", ours_step), ("naive_hf", naive_step)):
         torch.manual_seed(seed)
-        model = ElectraPair(model_cfg, vocab_size, sp.pad_id).train()
-        result[name] = _time(fn, model, batches, sp, cfg.objective, warmup)
-    return {"preset": preset, "vocab_size": vocab_size, "seq_len": seq_len, "batch_size": batch_size,
-            "fill": fill, "seconds_per_step": result, "speedup": result["naive_hf"] / result["ours"]}
+        model = ElectraPair(model_cfg, V, sp.pad_id).to(device).train()
+        runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=device == "cuda")
+    times = {name: [] for name in runners}
+    for r in range(warmup + rounds):
+        order = list(runners) if r % 2 == 0 else list(runners)[::-1]  # A B, B A, ... against drift
+        for name in order:
+            dt = runners[name].step()
+            if r >= warmup:
+                times[name].append(dt)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    tokens = batch_size * sum(int((b[0] != sp.pad_id).sum()) for b in batches) / len(batches) / batch_size
+    flops = batch_size * train_flops_per_sequence(model_cfg, V, seq_len, rtd.num_slots(obj.mask_prob, seq_len))
+    return {"seconds_per_step": med, "steps_per_s": {k: 1.0 / v for k, v in med.items()},
+            "tokens_per_s": {k: tokens / v for k, v in med.items()},
+            "useful_flops_per_s": {k: flops / v for k, v in med.items()},
+            "speedup": med["naive_hf"] / med["kolectra"], "flops_per_step": flops, "samples": times}

@@ -1,42 +1,148 @@
-"""Exact resume for an interrupted pretrain run: atomic step directories of the full training state.
+"""Exact resume for an interrupted pretrain run: verified, atomic step directories of the training state.
 
-Every ``save_every`` steps the loop writes ``out_dir/checkpoints/step-NNNNNNNN/``: ``state.pt``
-(model, optimizer, loader position; written by rank 0) and one ``rank-R.pt`` per rank (its RNG
-states and open metrics window), so a resumed run continues with the very batches, masks and
-samples the uninterrupted run would have used (same metrics, same weights on CPU). A directory is written under a
-temporary name and renamed into place, so a crash mid-save leaves no half checkpoint behind;
-the newest ``keep`` survive. After the final export the whole ``checkpoints/`` folder is removed:
-the artifact's product is ``hf/``.
+Every ``save_every`` steps the loop writes ``out_dir/checkpoints/step-NNNNNNNN/``:
+
+- ``model.safetensors``: the weights, each shared tensor once (the generator's embeddings and
+  tied output layer are the discriminator's; ``state.pt`` lists the aliases);
+- ``optimizer.pt``: AdamW's moments and step counts;
+- ``state.pt``: step, the learning-rate schedule's position, loader position, the resolved
+  config and a fingerprint of the vocabulary (written by rank 0);
+- ``rank-R.pt``: each rank's RNG states (torch, numpy, python, and the accelerator's) and its
+  open metrics window, so a resumed run continues with the very batches, masks and samples the
+  uninterrupted run would have used;
+- ``manifest.json``, written last: bytes and sha256 of every file. A directory counts only with
+  a manifest whose hashes match, so a save cut short, a truncated or an altered file is skipped
+  and the previous checkpoint used.
+
+Directories are built under a temporary name and renamed into place; the newest
+``keep_checkpoints`` survive. Nothing here is unpickled with ``weights_only=False``: numpy
+arrays (numpy's RNG state) are stored as tensors. After the final export the whole
+``checkpoints/`` folder is removed: the artifact's product is ``hf/``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
+
+from pipeline.stage import progress
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
+MANIFEST = "manifest.json"
+FORMAT = 2
 
 
 def checkpoints_dir(out_dir: Path) -> Path:
     return Path(out_dir) / "checkpoints"
 
 
+# --- plain-data encoding for weights_only loading ------------------------------------------------
+
+def encode(obj):
+    """numpy arrays -> tensors (tagged), numpy scalars -> Python numbers; the rest as is."""
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj).copy())}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: encode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(encode(v) for v in obj)
+    return obj
+
+
+def decode(obj):
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__"}:
+            return obj["__ndarray__"].numpy()
+        return {k: decode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(decode(v) for v in obj)
+    return obj
+
+
+# --- weights ------------------------------------------------------------------------------------
+
+def split_shared(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """(each distinct tensor once, on the host; alias name -> stored name).
+
+    ``state`` comes from ``state_dict(keep_vars=True)``: a tensor shared between modules is then
+    the same object under each of its names (identity works on every device, data_ptr does not).
+    """
+    unique, aliases, seen = {}, {}, {}
+    for name, t in state.items():
+        key = id(t)
+        if key in seen:
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        unique[name] = t.detach().to("cpu").contiguous()
+    return unique, aliases
+
+
+def join_shared(unique: dict[str, torch.Tensor], aliases: dict[str, str]) -> dict[str, torch.Tensor]:
+    return {**unique, **{alias: unique[name] for alias, name in aliases.items()}}
+
+
+# --- integrity ----------------------------------------------------------------------------------
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def problems(step_dir: Path) -> list[str]:
+    """Why ``step_dir`` is not a usable checkpoint (empty list = complete and intact)."""
+    manifest_path = Path(step_dir) / MANIFEST
+    if not manifest_path.is_file():
+        return [f"{manifest_path}: missing (the save did not finish)"]
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        return [f"{manifest_path}: unreadable ({e})"]
+    out = []
+    for name, want in sorted(files.items()):
+        path = Path(step_dir) / name
+        if not path.is_file():
+            out.append(f"{path}: missing")
+        elif path.stat().st_size != want["bytes"]:
+            out.append(f"{path}: {path.stat().st_size} bytes, manifest says {want['bytes']}")
+        elif _sha256(path) != want["sha256"]:
+            out.append(f"{path}: sha256 differs from the manifest")
+    return out
+
+
 def latest(out_dir: Path) -> Path | None:
-    """The newest complete step directory, or None."""
+    """The newest complete, intact step directory, or None; damaged ones are reported and skipped."""
     root = checkpoints_dir(out_dir)
     if not root.is_dir():
         return None
-    steps = sorted(p for p in root.iterdir() if STEP_DIR.match(p.name) and (p / "state.pt").is_file())
-    return steps[-1] if steps else None
+    for step_dir in sorted((p for p in root.iterdir() if STEP_DIR.match(p.name)), reverse=True):
+        found = problems(step_dir)
+        if not found:
+            return step_dir
+        progress(f"pretrain: skipping checkpoint {step_dir.name}: {found[0]}")
+    return None
 
 
-def save(out_dir: Path, step: int, shared: dict | None, own: dict, rank: int = 0, barrier=lambda: None,
-         save_fn=torch.save, keep: int = 2) -> Path:
-    """Collective: every rank calls it; rank 0 passes ``shared`` and makes the directory appear."""
+# --- save / load --------------------------------------------------------------------------------
+
+def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: dict | None, shared: dict | None,
+         own: dict, rank: int = 0, barrier=lambda: None, save_fn=torch.save, keep: int = 2) -> Path:
+    """Collective: every rank calls it with its ``own`` state; rank 0 passes the rest and makes the
+    directory appear (manifest last, then an atomic rename)."""
     root = checkpoints_dir(out_dir)
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-step-{step:08d}"
@@ -45,10 +151,16 @@ def save(out_dir: Path, step: int, shared: dict | None, own: dict, rank: int = 0
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     barrier()
-    save_fn(own, tmp / f"rank-{rank}.pt")
+    save_fn(encode(own), tmp / f"rank-{rank}.pt")
     barrier()
     if rank == 0:
-        save_fn(shared, tmp / "state.pt")  # written last: its presence marks a complete directory
+        unique, aliases = split_shared(model_state)
+        save_file(unique, str(tmp / "model.safetensors"), metadata={"format": str(FORMAT), "step": str(step)})
+        save_fn(optimizer_state, tmp / "optimizer.pt")
+        save_fn(encode({**shared, "step": step, "aliases": aliases, "format": FORMAT}), tmp / "state.pt")
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+        (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1),
+                                    encoding="utf-8")
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         for old in sorted(p for p in root.iterdir() if STEP_DIR.match(p.name))[:-keep]:
@@ -57,13 +169,43 @@ def save(out_dir: Path, step: int, shared: dict | None, own: dict, rank: int = 0
     return final
 
 
-def load(step_dir: Path, rank: int = 0) -> tuple[dict, dict]:
-    """(shared state, this rank's state). Our own files: they hold numpy RNG state, hence weights_only=False."""
-    shared = torch.load(Path(step_dir) / "state.pt", map_location="cpu", weights_only=False)
-    own_path = Path(step_dir) / f"rank-{rank}.pt"
+def _load(path: Path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load(step_dir: Path, rank: int = 0) -> dict:
+    """``{"model", "optimizer", "state", "own"}`` from a verified step directory."""
+    step_dir = Path(step_dir)
+    own_path = step_dir / f"rank-{rank}.pt"
     if not own_path.is_file():
         raise FileNotFoundError(f"{own_path}: missing; was this checkpoint written with another number of ranks?")
-    return shared, torch.load(own_path, map_location="cpu", weights_only=False)
+    state = decode(_load(step_dir / "state.pt"))
+    model = join_shared(load_file(str(step_dir / "model.safetensors")), state["aliases"])
+    return {"model": model, "optimizer": _load(step_dir / "optimizer.pt"), "state": state,
+            "own": decode(_load(own_path))}
+
+
+# --- compatibility ------------------------------------------------------------------------------
+
+# Settings that do not change the training maths: resuming with other values is fine.
+OPERATIONAL = ("train.force_resume", "train.keep_checkpoints", "train.save_every", "train.log_every")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def differences(saved: dict, now: dict) -> list[str]:
+    """``key: saved value -> current value`` for each setting that differs (operational ones aside)."""
+    a, b = _flatten(saved), _flatten(now)
+    return [f"{k}: {a.get(k, '(absent)')!r} -> {b.get(k, '(absent)')!r}" for k in sorted(set(a) | set(b))
+            if k not in OPERATIONAL and a.get(k) != b.get(k)]
 
 
 def clear(out_dir: Path) -> None:

@@ -13,8 +13,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-# "mlm", "replace_mlm" and "all_tokens_mlm" (paper section 3.2 ablations) are later additions.
-OBJECTIVES = ("electra", "electra15")
+# The paper's efficiency ablations (section 3.2, table 5) next to ELECTRA itself:
+#   electra         replaced token detection on all tokens (the method)
+#   electra15       the discriminator's loss only on the ~15% masked positions
+#   mlm             BERT: the discriminator-sized encoder trained as a masked LM, no generator
+#   replace_mlm     an MLM whose masked positions hold generator samples instead of [MASK]
+#   all_tokens_mlm  like replace_mlm, but predicting every token, with the paper's copy mechanism
+OBJECTIVES = ("electra", "electra15", "mlm", "replace_mlm", "all_tokens_mlm")
+# Objectives whose main network is a masked LM (exported as ElectraForMaskedLM).
+MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
 DEVICES = ("cpu", "cuda", "xla")
 
 
@@ -68,12 +75,27 @@ class TrainConfig:
     clip: float = 1.0
     grad_accum: int = 1
     log_every: int = 100
-    save_every: int = 0  # 0 = only the final export (checkpoint/resume is a later issue)
+    save_every: int = 0  # 0 = no periodic checkpoints, only the final export
+    # Step directories kept in out_dir/checkpoints (the newest k; older ones are deleted).
+    keep_checkpoints: int = 2
+    # Resume even when the checkpoint was written with another config or vocabulary.
+    force_resume: bool = False
     device: str = "cpu"
+    # bf16 autocast (CUDA, XLA, and CPUs with bf16 instructions); weights and optimizer stay fp32.
     bf16: bool = False
+    # torch.compile the objective's forward (the step stays free of host syncs either way).
+    compile: bool = False
+    # Start from an existing Hugging Face ELECTRA pair: a directory holding discriminator/ and
+    # generator/ (e.g. another checkpoint's hf/ or a downloaded KoELECTRA pair). "" = random init.
+    init_from: str = ""
+    # Peak FLOP/s of one device for MFU, in TFLOP/s; 0 = the device's own figure when it has one.
+    peak_tflops: float = 0.0
     # Intra-op threads on the host (0 = torch's default). One thread is faster for tiny models
     # on a busy machine, where spinning OpenMP workers wait for each other.
     cpu_threads: int = 0
+    # XLA only: persistent compilation cache directory (torch_xla.runtime.initialize_cache), so a
+    # restarted or resumed run loads its compiled programs instead of compiling again; "" = none.
+    xla_cache_dir: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,11 +137,13 @@ def validate(cfg: PretrainConfig) -> None:
             f"model.generator_hidden ({m.generator_hidden}) must be divisible by "
             f"model.generator_heads ({m.generator_heads})"
         )
-    for key in ("steps", "batch_size", "grad_accum", "log_every"):
+    for key in ("steps", "batch_size", "grad_accum", "log_every", "keep_checkpoints"):
         if getattr(t, key) < 1:
             raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
     if t.batch_size % t.grad_accum:
         raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
+    if t.save_every < 0 or t.peak_tflops < 0:
+        raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
     if t.warmup_steps < 0:
         raise ConfigError(f"train.warmup_steps: must be >= 0, got {t.warmup_steps}")
 

@@ -5,12 +5,16 @@ only the rows a batch touches). Order: one seeded permutation of all examples pe
 across ``world_size`` ranks (rank r takes every world_size-th example of each global batch), cut
 into batches of exactly ``batch_size`` (the ragged tail of an epoch is dropped: static shapes for
 XLA and identical step counts on every rank). The position in that order is the whole state, so
-``state_dict()`` / ``load_state_dict()`` resume at exactly the next batch.
+``state_dict()`` / ``load_state_dict()`` resume at exactly the next batch. A background thread
+reads a few batches ahead (bounded queue, same order), so the trainer never waits on the disk.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,52 +90,38 @@ def _open_shard(index: ExamplesIndex, shard: dict, key: str, dtype) -> np.ndarra
     return arr
 
 
-class ExampleLoader:
-    """Endless iterator of ``{"input_ids", "token_type_ids"}`` int64 numpy arrays of shape [B, L].
+class _Source:
+    """The read side: memory-mapped shards and the seeded order. Batch ``(epoch, b)`` is a pure
+    function of the position, so the prefetch thread and a resumed loader agree on every batch."""
 
-    ``batch_size`` is per rank. Example ``k`` of global batch ``g`` in an epoch goes to rank
-    ``k % world_size``, so ranks are disjoint and together cover the same examples a single
-    process with batch ``batch_size * world_size`` would see.
-    """
+    def __init__(self, index: ExamplesIndex, seed: int, rank: int, world_size: int, global_batch: int):
+        dtype = _DTYPES[index.dtype]
+        self.index, self.seed, self.rank, self.world_size, self.global_batch = index, seed, rank, world_size, global_batch
+        self.ids = [_open_shard(index, s, "input_ids", dtype) for s in index.shards]
+        self.types = [_open_shard(index, s, "token_type_ids", np.uint8) for s in index.shards]
+        self.starts = np.cumsum([0] + [int(s["examples"]) for s in index.shards])
+        self._order_epoch, self._order = -1, None
 
-    def __init__(self, examples_dir: Path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1):
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} outside world_size {world_size}")
-        self.index = read_index(examples_dir)
-        dtype = _DTYPES[self.index.dtype]
-        self._ids = [_open_shard(self.index, s, "input_ids", dtype) for s in self.index.shards]
-        self._types = [_open_shard(self.index, s, "token_type_ids", np.uint8) for s in self.index.shards]
-        self._starts = np.cumsum([0] + [int(s["examples"]) for s in self.index.shards])
-        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
-        self.global_batch = batch_size * world_size
-        self.batches_per_epoch = self.index.examples // self.global_batch
-        if self.batches_per_epoch == 0:
-            raise ExamplesError(
-                f"{self.index.root / 'index.json'}: {self.index.examples} examples cannot fill one batch of "
-                f"{self.global_batch} (batch_size {batch_size} x world_size {world_size})"
-            )
-        self.epoch, self.batch_in_epoch = 0, 0
-        self._order: np.ndarray | None = None
-
-    # -- order ------------------------------------------------------------------------------
-    def _epoch_order(self, epoch: int) -> np.ndarray:
+    def epoch_order(self, epoch: int) -> np.ndarray:
         # Seeded by (seed, epoch) alone, so any position can be rebuilt without replaying history.
-        rng = np.random.default_rng([self.seed, epoch])
-        return rng.permutation(self.index.examples)
+        if epoch != self._order_epoch:
+            self._order_epoch, self._order = epoch, np.random.default_rng([self.seed, epoch]).permutation(
+                self.index.examples)
+        return self._order
 
-    def _batch_indices(self) -> np.ndarray:
-        if self._order is None:
-            self._order = self._epoch_order(self.epoch)
-        start = self.batch_in_epoch * self.global_batch
-        return self._order[start + self.rank : start + self.global_batch : self.world_size]
+    def batch(self, epoch: int, b: int) -> dict[str, np.ndarray]:
+        start = b * self.global_batch
+        idx = self.epoch_order(epoch)[start + self.rank : start + self.global_batch : self.world_size]
+        ids = self._gather(self.ids, idx)
+        self._check_ids(ids, idx)
+        return {"input_ids": ids, "token_type_ids": self._gather(self.types, idx)}
 
-    # -- reading ----------------------------------------------------------------------------
     def _gather(self, arrays: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
-        shard_of = np.searchsorted(self._starts, idx, side="right") - 1
+        shard_of = np.searchsorted(self.starts, idx, side="right") - 1
         out = np.empty((len(idx), self.index.max_seq_length), dtype=np.int64)
         for s in np.unique(shard_of):
             sel = shard_of == s
-            rows = idx[sel] - self._starts[s]
+            rows = idx[sel] - self.starts[s]
             # Sorted reads are friendlier to the page cache; the result goes back in batch order.
             order = np.argsort(rows, kind="stable")
             out[np.flatnonzero(sel)[order]] = arrays[s][rows[order]]
@@ -142,24 +132,116 @@ class ExampleLoader:
         if bad.any():
             row = int(np.flatnonzero(bad.any(axis=1))[0])
             g = int(idx[row])
-            s = int(np.searchsorted(self._starts, g, side="right") - 1)
+            s = int(np.searchsorted(self.starts, g, side="right") - 1)
             raise ExamplesError(
-                f"{self.index.root / self.index.shards[s]['input_ids']}: row {g - self._starts[s]} has token id "
+                f"{self.index.root / self.index.shards[s]['input_ids']}: row {g - self.starts[s]} has token id "
                 f"{int(ids[row][bad[row]][0])} outside the vocabulary of {self.index.vocab_size}"
             )
 
+
+def _prefetch(source: _Source, epoch: int, b: int, batches_per_epoch: int, out: queue.Queue,
+              stop: threading.Event) -> None:
+    """Producer: batches from position (epoch, b) on, in order, into a bounded queue. Holds no
+    reference to the loader, so a dropped loader is collected (and its finalizer stops this)."""
+    while not stop.is_set():
+        try:
+            item = ((epoch, b), source.batch(epoch, b), None)
+        except Exception as e:  # handed to the consumer, raised at the position it belongs to
+            item = ((epoch, b), None, e)
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                break
+            except queue.Full:
+                continue
+        if item[2] is not None:
+            return
+        b += 1
+        if b == batches_per_epoch:
+            epoch, b = epoch + 1, 0
+
+
+class _Prefetcher:
+    def __init__(self, source: _Source, epoch: int, b: int, batches_per_epoch: int, depth: int):
+        self.queue: queue.Queue = queue.Queue(maxsize=depth)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=_prefetch, args=(source, epoch, b, batches_per_epoch, self.queue,
+                                                               self.stop), name="kolectra-prefetch", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+class ExampleLoader:
+    """Endless iterator of ``{"input_ids", "token_type_ids"}`` int64 numpy arrays of shape [B, L].
+
+    ``batch_size`` is per rank. Example ``k`` of global batch ``g`` in an epoch goes to rank
+    ``k % world_size``, so ranks are disjoint and together cover the same examples a single
+    process with batch ``batch_size * world_size`` would see.
+
+    ``prefetch`` batches are read ahead by a background thread (0: read in ``__next__``); the
+    thread produces the positions in order into a FIFO, so the batches are the same either way,
+    and ``state_dict()`` is the position of the next batch *handed out*, not of the next read.
+    """
+
+    def __init__(self, examples_dir: Path, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
+                 prefetch: int = 4):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside world_size {world_size}")
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        self.index = read_index(examples_dir)
+        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
+        self.global_batch = batch_size * world_size
+        self.batches_per_epoch = self.index.examples // self.global_batch
+        if self.batches_per_epoch == 0:
+            raise ExamplesError(
+                f"{self.index.root / 'index.json'}: {self.index.examples} examples cannot fill one batch of "
+                f"{self.global_batch} (batch_size {batch_size} x world_size {world_size})"
+            )
+        self._source = _Source(self.index, seed, rank, world_size, self.global_batch)
+        self.prefetch = prefetch
+        self.epoch, self.batch_in_epoch = 0, 0
+        self._prefetcher: _Prefetcher | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    # -- reading ----------------------------------------------------------------------------
     def __iter__(self):
         return self
 
     def __next__(self) -> dict[str, np.ndarray]:
-        idx = self._batch_indices()
-        ids = self._gather(self._ids, idx)
-        self._check_ids(ids, idx)
-        batch = {"input_ids": ids, "token_type_ids": self._gather(self._types, idx)}
+        pos = (self.epoch, self.batch_in_epoch)
+        if self.prefetch == 0:
+            batch = self._source.batch(*pos)
+        else:
+            if self._prefetcher is None:
+                self._start()
+            got, batch, error = self._prefetcher.queue.get()
+            assert got == pos, f"prefetch out of step: {got} != {pos}"  # one producer, one FIFO
+            if error is not None:
+                self._stop()  # the producer has ended; a retry starts over at this position
+                raise error
         self.batch_in_epoch += 1
         if self.batch_in_epoch == self.batches_per_epoch:
-            self.epoch, self.batch_in_epoch, self._order = self.epoch + 1, 0, None
+            self.epoch, self.batch_in_epoch = self.epoch + 1, 0
         return batch
+
+    def _start(self) -> None:
+        self._prefetcher = _Prefetcher(self._source, self.epoch, self.batch_in_epoch, self.batches_per_epoch,
+                                       self.prefetch)
+        self._finalizer = weakref.finalize(self, self._prefetcher.stop.set)
+
+    def _stop(self) -> None:
+        if self._prefetcher is not None:
+            self._finalizer.detach()
+            self._prefetcher.close()
+            self._prefetcher = self._finalizer = None
+
+    def close(self) -> None:
+        """Stop the prefetch thread (it also stops when the loader is garbage-collected)."""
+        self._stop()
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -171,4 +253,5 @@ class ExampleLoader:
         for k in ("seed", "batch_size", "world_size", "examples"):
             if state[k] != mine[k]:
                 raise ValueError(f"loader state was saved with {k}={state[k]}, this loader has {k}={mine[k]}")
-        self.epoch, self.batch_in_epoch, self._order = int(state["epoch"]), int(state["batch_in_epoch"]), None
+        self._stop()  # batches read ahead belong to the old position
+        self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])

@@ -3,8 +3,13 @@
 The training loop talks to a :class:`Device` only: move a batch there, open the autocast
 context, average gradients across ranks, mark the end of a step, read metrics back at log time.
 On XLA, ``step_done`` cuts the lazily traced graph (one compiled program per step, reused while
-shapes stay static); on CPU and CUDA it does nothing. ``torch_xla`` is imported only when asked
-for.
+shapes stay static); on CPU and CUDA it does nothing. The XLA side lives in :mod:`model.xla`,
+which imports ``torch_xla`` only when asked for.
+
+Two hooks keep the host out of the device's way on every accelerator: ``batches`` turns the
+examples loader into an iterator of device batches (on XLA torch-xla's background device
+loader; elsewhere a plain upload), and ``read_back`` hands metric tensors to a callback once
+their values exist (on XLA a step closure, elsewhere at once).
 
 Data parallelism: under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the
 device joins a process group (gloo on CPU, nccl on CUDA) and ``all_reduce_grads`` averages the
@@ -18,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+from typing import Callable
 
 import numpy as np
 import torch
@@ -29,8 +35,9 @@ class Device:
     name = "cpu"
     backend = "gloo"
 
-    def __init__(self, bf16: bool = False, cpu_threads: int = 0):
+    def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         self.bf16 = bf16
+        self._batches: list[Batches] = []
         self.torch_device = torch.device("cpu")
         self._threads_before = torch.get_num_threads()
         if cpu_threads > 0:
@@ -50,6 +57,8 @@ class Device:
     def close(self) -> None:
         """Give the process back its thread setting (stages share one process in `kolectra run`)."""
         torch.set_num_threads(self._threads_before)
+        for b in self._batches:
+            b.close()
         if self._own_group:
             dist.destroy_process_group()
 
@@ -88,6 +97,49 @@ class Device:
     def to_device(self, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
         return {k: torch.from_numpy(v).to(self.torch_device) for k, v in batch.items()}
 
+    def place(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module.to(device)``, keeping tied parameters tied.
+
+        Moving to a device whose tensors cannot share a CPU tensor's storage (XLA) makes a new
+        Parameter per module, which would silently untie, e.g., the generator's output layer from
+        the shared word embeddings; every module that held one parameter gets the same moved one back.
+        """
+        places: dict[int, list[tuple[torch.nn.Module, str]]] = {}
+        for mod in module.modules():
+            for name, p in mod._parameters.items():
+                if p is not None:
+                    places.setdefault(id(p), []).append((mod, name))
+        module.to(self.torch_device)
+        for (mod0, name0), *others in places.values():
+            for mod, name in others:
+                mod._parameters[name] = mod0._parameters[name0]
+        return module
+
+    def batches(self, loader, grad_accum: int, pad_id: int) -> "Batches":
+        """The loop's input: ``next()`` gives ``(batch of device tensors, non-pad tokens)`` per micro-batch."""
+        b = Batches(self, loader, grad_accum, pad_id)
+        self._batches.append(b)
+        return b
+
+    def _device_steps(self, host_steps):
+        """Host step batches -> device step batches (XLA overrides: background device loader)."""
+        for arrays, tokens, state in host_steps:
+            yield self.to_device(arrays), tokens, state
+
+    def zeros_like(self, t: torch.Tensor) -> torch.Tensor:
+        """Zeros to start a running sum (on XLA uploaded device data, not a traced op)."""
+        return torch.zeros_like(t)
+
+    def read_back(self, tensors: dict[str, torch.Tensor], then: Callable[[dict], None]) -> None:
+        """Call ``then`` with the tensors as Python numbers (0-d: float, else a flat list), averaged
+        over ranks, once they are computed: here at once, in one transfer; on XLA in a step closure."""
+        flat = [t.detach().float().reshape(-1).to(self.torch_device) for t in tensors.values()]
+        values = self.mean_over_ranks({"packed": torch.cat(flat)})["packed"].tolist()
+        then(unpack(tensors, values))
+
+    def flush(self) -> None:
+        """Deliver what ``read_back`` still holds back (nothing here)."""
+
     def autocast(self):
         if not self.bf16:
             return contextlib.nullcontext()
@@ -122,7 +174,7 @@ class CudaDevice(Device):
     name = "cuda"
     backend = "nccl"
 
-    def __init__(self, bf16: bool = False, cpu_threads: int = 0):
+    def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if not torch.cuda.is_available():
             raise RuntimeError("train.device=cuda but torch sees no CUDA device")
         super().__init__(bf16, cpu_threads)
@@ -146,63 +198,76 @@ class CudaDevice(Device):
 
     def set_rng_state(self, state: dict) -> None:
         super().set_rng_state(state)
-        torch.cuda.set_rng_state(state["cuda"], self.torch_device)
+        if "cuda" in state:  # absent in a checkpoint written on another device
+            torch.cuda.set_rng_state(state["cuda"], self.torch_device)
 
     def describe(self) -> str:
         return f"cuda ({torch.cuda.get_device_name(self.torch_device)})"
 
 
-class XlaDevice(Device):
-    name = "xla"
-    backend = "xla"  # registered by torch_xla.distributed.xla_backend (multi-process XLA: untested)
-
-    def __init__(self, bf16: bool = False, cpu_threads: int = 0):
-        import torch_xla  # noqa: F401  (only here: the one module that knows the accelerator)
-        import torch_xla.core.xla_model as xm
-
-        if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-            import torch_xla.distributed.xla_backend  # noqa: F401
-        super().__init__(bf16, cpu_threads)
-        self._torch_xla, self._xm = torch_xla, xm
-        self.torch_device = torch_xla.device()
-
-    def seed(self, seed: int) -> None:
-        super().seed(seed)
-        self._xm.set_rng_state(seed, device=self.torch_device)
-
-    def autocast(self):
-        if not self.bf16:
-            return contextlib.nullcontext()
-        return torch.autocast("xla", dtype=torch.bfloat16)
-
-    def step_done(self) -> None:
-        self._torch_xla.sync()
-
-    def synchronize(self) -> None:
-        self._xm.wait_device_ops()
-
-    def rng_state(self) -> dict:
-        return {**super().rng_state(), "xla": self._xm.get_rng_state(device=self.torch_device)}
-
-    def set_rng_state(self, state: dict) -> None:
-        super().set_rng_state(state)
-        self._xm.set_rng_state(state["xla"], device=self.torch_device)
-
-    def save(self, obj, path) -> None:
-        self._xm.save(obj, path)  # moves device tensors to the host first
-
-    def extra_metrics(self) -> dict:
-        import torch_xla.debug.metrics as met
-
-        data = met.metric_data("CompileTime")
-        return {"xla_compiles": int(data[0]) if data else 0}
-
-    def describe(self) -> str:
-        return f"xla ({self._xm.xla_device_hw(self.torch_device)})"
+def unpack(tensors: dict[str, torch.Tensor], values: list[float]) -> dict:
+    """Flat values back into the shapes of ``tensors``: 0-d -> float, else a flat list."""
+    out, i = {}, 0
+    for k, t in tensors.items():
+        n = t.numel()
+        out[k] = values[i] if t.dim() == 0 else values[i:i + n]
+        i += n
+    return out
 
 
-def resolve(name: str, bf16: bool = False, cpu_threads: int = 0) -> Device:
-    kinds = {"cpu": Device, "cuda": CudaDevice, "xla": XlaDevice}
+class Batches:
+    """Micro-batches for the loop, read ``grad_accum`` at a time (one optimizer step) from the loader.
+
+    A step's micro-batches travel together as ``[grad_accum, B, L]`` arrays, so a device loader
+    with read-ahead moves whole steps and the loop's graph stays one per step. Read-ahead runs the
+    examples loader ahead of training; ``state_dict`` therefore reports the loader position after
+    the last step handed out, which is where a resumed run must continue.
+    """
+
+    def __init__(self, dev: Device, loader, grad_accum: int, pad_id: int):
+        self.dev, self.loader, self.grad_accum, self.pad_id = dev, loader, grad_accum, pad_id
+        self._steps = None
+        self._pending: list[tuple[dict[str, torch.Tensor], int]] = []
+        self._state: dict | None = None
+
+    def _host_steps(self):
+        while True:
+            micro = [next(self.loader) for _ in range(self.grad_accum)]
+            tokens = [int((m["input_ids"] != self.pad_id).sum()) for m in micro]  # counted on the host: no sync
+            arrays = {k: np.stack([m[k] for m in micro]) for k in micro[0]}
+            yield arrays, tokens, self.loader.state_dict()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple[dict[str, torch.Tensor], int]:
+        if not self._pending:
+            if self._steps is None:
+                self._steps = iter(self.dev._device_steps(self._host_steps()))
+            step_GBL, tokens, self._state = next(self._steps)
+            self._pending = [({k: v[i] for k, v in step_GBL.items()}, tokens[i]) for i in range(self.grad_accum)]
+        return self._pending.pop(0)
+
+    def state_dict(self) -> dict:
+        return self._state if self._state is not None else self.loader.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if self._steps is not None:
+            raise RuntimeError("load the loader state before the first batch is read")
+        self.loader.load_state_dict(state)
+
+    def close(self) -> None:
+        close = getattr(self._steps, "close", None)
+        if close is not None:
+            close()
+
+
+def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
+    if name == "xla":
+        from model.xla import XlaDevice  # torch_xla is imported there, and only when asked for
+
+        return XlaDevice(bf16, cpu_threads, xla_cache_dir)
+    kinds = {"cpu": Device, "cuda": CudaDevice}
     if name not in kinds:
-        raise ValueError(f"unknown device {name!r} (known: {', '.join(kinds)})")
+        raise ValueError(f"unknown device {name!r} (known: cpu, cuda, xla)")
     return kinds[name](bf16, cpu_threads)

@@ -8,6 +8,11 @@ discriminator's, and the generator's output layer is tied to the word embeddings
 network's hidden size differs from ``embedding_size``, ElectraModel's own
 ``embeddings_project`` maps the shared embeddings to it.
 
+For the MLM ablations (paper section 3.2) the discriminator-sized network is a masked LM
+instead (``ElectraForMaskedLM``, its output layer tied to the same embeddings); the plain "BERT"
+baseline has no generator, and "All-Tokens MLM" adds the paper's copy head (a sigmoid per token,
+built like the discriminator's head).
+
 The forward helpers below take a prebuilt 4-D additive attention bias: transformers 5 returns a
 4-D mask unchanged (``masking_utils._preprocess_mask_arguments``), whereas a 2-D mask goes
 through ``sdpa_mask``, which may call ``.all()`` on it to skip the mask (a host sync per call,
@@ -19,8 +24,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+from transformers.models.electra.modeling_electra import ElectraDiscriminatorPredictions
 
-from model.config import ModelConfig
+from model.config import MLM_OBJECTIVES, ModelConfig
 
 
 def hf_configs(cfg: ModelConfig, vocab_size: int, pad_id: int) -> tuple[ElectraConfig, ElectraConfig]:
@@ -39,20 +45,46 @@ def hf_configs(cfg: ModelConfig, vocab_size: int, pad_id: int) -> tuple[ElectraC
 
 
 class ElectraPair(nn.Module):
-    """Generator + discriminator with shared embeddings; ``parameters()`` lists shared ones once."""
+    """Generator + discriminator with shared embeddings; ``parameters()`` lists shared ones once.
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int):
+    ``objective`` picks the discriminator-sized network: ``ElectraForPreTraining`` for the RTD
+    objectives, ``ElectraForMaskedLM`` for the MLM ablations (``generator`` is None for "mlm").
+    """
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int, objective: str = "electra"):
         super().__init__()
+        self.objective = objective
         disc_config, gen_config = hf_configs(cfg, vocab_size, pad_id)
-        self.discriminator = ElectraForPreTraining(disc_config)
-        self.generator = ElectraForMaskedLM(gen_config)
+        mlm = objective in MLM_OBJECTIVES
+        self.discriminator = (ElectraForMaskedLM if mlm else ElectraForPreTraining)(disc_config)
         shared = self.discriminator.electra.embeddings
-        self.generator.electra.embeddings = shared
-        self.generator.generator_lm_head.weight = shared.word_embeddings.weight
+        if mlm:
+            self.discriminator.generator_lm_head.weight = shared.word_embeddings.weight
+        self.generator = ElectraForMaskedLM(gen_config) if objective != "mlm" else None
+        if self.generator is not None:
+            self.generator.electra.embeddings = shared
+            self.generator.generator_lm_head.weight = shared.word_embeddings.weight
+        # All-Tokens MLM's copy probability D(x, t) (paper section 3.2), a per-token sigmoid.
+        self.copy_head = ElectraDiscriminatorPredictions(disc_config) if objective == "all_tokens_mlm" else None
 
     @property
     def embeddings(self) -> nn.Module:
         return self.discriminator.electra.embeddings
+
+    def networks(self) -> dict[str, nn.Module]:
+        """The exported Hugging Face models by role (the generator only when there is one)."""
+        return {"discriminator": self.discriminator, **({"generator": self.generator} if self.generator else {})}
+
+    def mlm_logits(self, ids_BL, types_BL, bias_B11L, positions_BN=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The discriminator-sized masked LM (MLM ablations): (vocabulary logits, hidden states).
+
+        Logits at ``positions_BN`` only ([B, N, V]) or, without positions, everywhere ([B, L, V]).
+        """
+        net = self.discriminator
+        h_BLH = net.electra(input_ids=ids_BL, attention_mask=bias_B11L, token_type_ids=types_BL).last_hidden_state
+        h = h_BLH if positions_BN is None else torch.gather(
+            h_BLH, 1, positions_BN.unsqueeze(-1).expand(-1, -1, h_BLH.shape[-1]))
+        return net.generator_lm_head(net.generator_predictions(h)), h_BLH
 
     def generator_logits(self, ids_BL, types_BL, bias_B11L, positions_BN) -> torch.Tensor:
         """Vocabulary logits at the N chosen positions only: [B, N, V].
@@ -90,7 +122,8 @@ def _encoder_matmul_params(hidden: int, layers: int, intermediate: int, embeddin
     return layers * per_layer + project
 
 
-def train_flops_per_sequence(cfg: ModelConfig, vocab_size: int, seq_len: int, n_masked: int) -> int:
+def train_flops_per_sequence(cfg: ModelConfig, vocab_size: int, seq_len: int, n_masked: int,
+                             objective: str = "electra") -> int:
     """Training FLOPs for one sequence: 6 x matmul weights per token (forward 2 + backward 4)
     plus attention scores and weighted sums (2 x 2 x L x hidden per token per layer forward,
     x3 for training), after Kaplan et al. 2020 / the ELECTRA paper's appendix D counting. The
@@ -102,5 +135,13 @@ def train_flops_per_sequence(cfg: ModelConfig, vocab_size: int, seq_len: int, n_
     gen = _encoder_matmul_params(cfg.generator_hidden, cfg.generator_layers, cfg.generator_intermediate,
                                  cfg.embedding_size)
     gen_head = cfg.generator_hidden * cfg.embedding_size + cfg.embedding_size * vocab_size
-    attention = 3 * 4 * L * (cfg.hidden * cfg.layers + cfg.generator_hidden * cfg.generator_layers)
+    disc_mlm_head = cfg.hidden * cfg.embedding_size + cfg.embedding_size * vocab_size
+    if objective == "mlm":
+        gen, gen_head = 0, 0
+    gen_layers = cfg.generator_layers if objective != "mlm" else 0
+    attention = 3 * 4 * L * (cfg.hidden * cfg.layers + cfg.generator_hidden * gen_layers)
+    if objective in ("mlm", "replace_mlm"):
+        return L * (6 * (disc + gen) + attention) + n_masked * 6 * (gen_head + disc_mlm_head)
+    if objective == "all_tokens_mlm":
+        return L * (6 * (disc + gen + disc_mlm_head + disc_head) + attention) + n_masked * 6 * gen_head
     return L * (6 * (disc + disc_head + gen) + attention) + n_masked * 6 * gen_head

@@ -4,8 +4,18 @@
 and ``hf/generator`` (``ElectraForMaskedLM``), each saved with ``save_pretrained``
 (safetensors) plus the tokenizer files, so ``from_pretrained(dir)`` works without kolectra.
 Inside training the two share one embedding module; each export gets its own CPU copy holding
-the shared weights, so the generator is a complete masked LM by itself. A short model card
-(README.md) records preset, sizes, FLOPs and wall time.
+the shared weights, so the generator is a complete masked LM by itself. A model card
+(README.md) records objective, preset, sizes, FLOPs, hardware and wall time; the artifact store
+may append the lineage (artifact ids), which the stage itself does not know.
+
+MLM ablations (``objective.objective`` in mlm, replace_mlm, all_tokens_mlm): the
+discriminator-sized network is a masked LM, so ``hf/discriminator`` holds an
+``ElectraForMaskedLM`` (architectures = ElectraForMaskedLM). ``AutoModel`` and every
+``ElectraFor*`` task class load its encoder (``electra.*``) as usual, which is all fine-tuning
+needs; ``ElectraForPreTraining`` would start a fresh RTD head. All-Tokens MLM's copy head is a
+pretraining device and is not exported. ``hf/generator`` is the generator; the plain "mlm"
+(BERT) baseline has none, so there it is the trained masked LM itself, for the same uses
+(fill-mask, continued pretraining).
 """
 
 from __future__ import annotations
@@ -14,10 +24,18 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import ElectraForMaskedLM, ElectraForPreTraining
+from transformers import ElectraForMaskedLM
 from transformers.utils import logging as hf_logging
 
 from model.electra import ElectraPair, count_parameters
+
+ROLE_TEXT = {
+    ("discriminator", "ElectraForPreTraining"): "the discriminator: the encoder to fine-tune (replaced token "
+                                               "detection head included).",
+    ("discriminator", "ElectraForMaskedLM"): "the discriminator-sized encoder, trained as a masked LM "
+                                            "(an ablation from the paper); fine-tune it like a discriminator.",
+    ("generator", "ElectraForMaskedLM"): "the generator: a masked language model.",
+}
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 
@@ -44,17 +62,23 @@ def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
         shutil.copyfile(Path(tokenizer_dir) / name, dest / name)
 
 
-def model_card(title: str, facts: dict) -> str:
+def model_card(title: str, role: str, cls_name: str, facts: dict) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in facts.items())
-    return (f"# {title}\n\nTrained by kolectra's pretrain stage (ELECTRA replaced token detection, "
-            f"Clark et al. 2020).\n\n| | |\n| --- | --- |\n{rows}\n")
+    return (f"# {title}\n\nThis directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
+            f"pretrain stage (ELECTRA, Clark et al. 2020, \"Pre-training Text Encoders as Discriminators Rather "
+            f"Than Generators\") on Korean text, and loads with `transformers` alone:\n\n"
+            f"```python\nfrom transformers import AutoTokenizer, {cls_name}\n"
+            f"tokenizer = AutoTokenizer.from_pretrained(path)\nmodel = {cls_name}.from_pretrained(path)\n```\n\n"
+            f"## Training\n\n| | |\n| --- | --- |\n{rows}\n")
 
 
 def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: dict) -> dict[str, Path]:
     """Save discriminator and generator under ``hf_dir``; returns their directories."""
     out = {}
-    for role, cls, net in (("discriminator", ElectraForPreTraining, model.discriminator),
-                           ("generator", ElectraForMaskedLM, model.generator)):
+    disc_cls = type(model.discriminator)
+    generator = model.generator if model.generator is not None else model.discriminator
+    for role, cls, net in (("discriminator", disc_cls, model.discriminator),
+                           ("generator", ElectraForMaskedLM, generator)):
         dest = Path(hf_dir) / role
         dest.mkdir(parents=True, exist_ok=True)
         standalone = _standalone(cls, net)
@@ -67,7 +91,8 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
             if bars:
                 hf_logging.enable_progress_bar()
         copy_tokenizer(tokenizer_dir, dest)
-        card = {"role": role, "class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
-        (dest / "README.md").write_text(model_card(f"kolectra ELECTRA {role}", card), encoding="utf-8")
+        card = {"class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
+        title = f"kolectra ELECTRA {role} ({facts.get('preset', '')}, {facts.get('objective', 'electra')})"
+        (dest / "README.md").write_text(model_card(title, role, cls.__name__, card), encoding="utf-8")
         out[role] = dest
     return out

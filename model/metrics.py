@@ -1,14 +1,26 @@
 """Training metrics for the pretrain loop: ``metrics.jsonl`` lines and progress messages.
 
-Step metrics stay on the device as running sums; they are read back (``float``) only when a
-line is written every ``log_every`` steps, so the steps in between never wait for the device.
-A line holds the window means (averaged over ranks), the learning rate and tokens per second
-(non-padding tokens, all ranks). Only rank 0 writes.
+The objective returns additive device tensors (loss shares, counts, logit histograms; see
+:mod:`model.rtd`); they are summed here over micro-steps and steps, still on the device, and read
+back in ONE transfer (``Device.read_back``) only when a line is written every ``log_every``
+steps, so the steps in between never wait for the device. A line holds, for the window since the previous one:
+
+- ``loss`` and its terms (``gen_loss``, ``disc_loss`` or ``mlm_loss``), ``grad_norm``: means per step;
+- ``gen_acc`` (generator argmax = original at masked slots), ``replaced_share`` (masked slots whose
+  sample differs from the original), ``disc_acc`` / ``disc_precision`` / ``disc_recall`` (class
+  "replaced"), ``disc_auc`` (from 64-bin logit histograms: exact up to ties within a bin),
+  ``mlm_acc`` for the MLM ablations: ratios of window sums;
+- ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
+  second over the devices' peak, when a peak figure is known) and device extras.
+
+Values are averaged over ranks. Only rank 0 writes. TensorBoard is not written: it needs the
+``tensorboard`` package, which kolectra does not depend on; metrics.jsonl carries the same series.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -16,7 +28,19 @@ import torch
 
 from pipeline.stage import progress
 
-METRIC_KEYS = ("loss", "gen_loss", "disc_loss", "gen_acc", "disc_acc", "replaced_share")
+# Per-step quantities, averaged over the steps of a window.
+MEAN_KEYS = ("loss", "gen_loss", "disc_loss", "mlm_loss", "grad_norm")
+# name -> (numerator, denominator), both window sums.
+RATIOS = {
+    "gen_acc": ("gen_correct", "masked"),
+    "replaced_share": ("replaced", "masked"),
+    "disc_acc": ("disc_correct", "disc_tokens"),
+    "disc_precision": ("disc_tp", "disc_pred_pos"),
+    "disc_recall": ("disc_tp", "disc_replaced"),
+    "mlm_acc": ("mlm_correct", "mlm_tokens"),
+}
+# The metrics every objective reports (the rest depend on the objective).
+METRIC_KEYS = ("loss", "gen_loss", "grad_norm")
 
 
 def eta_text(seconds: float) -> str:
@@ -25,15 +49,45 @@ def eta_text(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
+def auc_from_histograms(pos: list[float], neg: list[float]) -> float | None:
+    """P(score of a replaced token > score of an original one), ties within a bin counting half."""
+    n_pos, n_neg = sum(pos), sum(neg)
+    if n_pos <= 0 or n_neg <= 0:
+        return None
+    below, total = 0.0, 0.0
+    for p, n in zip(pos, neg):  # bins in increasing logit order
+        total += p * (below + 0.5 * n)
+        below += n
+    return total / (n_pos * n_neg)
+
+
+def summarize(sums: dict[str, list[float] | float], steps: int) -> dict[str, float]:
+    """Window sums -> the metrics of one line (keys without data are left out)."""
+    out: dict[str, float] = {}
+    for k in MEAN_KEYS:
+        if k in sums:
+            out[k] = sums[k] / max(steps, 1)
+    for name, (num, den) in RATIOS.items():
+        if num in sums and den in sums:
+            out[name] = sums[num] / sums[den] if sums[den] > 0 else 0.0
+    if "hist_replaced" in sums:
+        auc = auc_from_histograms(sums["hist_replaced"], sums["hist_original"])
+        if auc is not None:
+            out["disc_auc"] = auc
+    return out
+
+
 class MetricsLog:
-    def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0):
+    def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0, flops_per_step: float = 0.0,
+                 peak_flops: float = 0.0):
         self.dev, self.total, self.first = dev, total_steps, resume_step
+        self.flops_per_step, self.peak_flops = flops_per_step, peak_flops
         kept = []
         if dev.is_main:
             # On resume keep the lines up to the checkpoint's step: later ones are logged again.
             if resume_step and path.is_file():
                 kept = [ln for ln in path.read_text(encoding="utf-8").splitlines()
-                        if json.loads(ln)["step"] <= resume_step]
+                        if ln.strip() and json.loads(ln)["step"] <= resume_step]
             path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
         self.sums: dict[str, torch.Tensor] = {}
@@ -42,38 +96,56 @@ class MetricsLog:
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"sums": {k: float(v) for k, v in self.sums.items()}, "tokens": self.tokens, "steps": self.steps}
+        return {"sums": {k: v.detach().cpu() for k, v in self.sums.items()}, "tokens": self.tokens,
+                "steps": self.steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.sums = {k: torch.tensor(v, dtype=torch.float32, device=self.dev.torch_device)
-                     for k, v in state["sums"].items()}
-        self.tokens, self.steps = state["tokens"], state["steps"]
+        self.sums = {k: v.to(self.dev.torch_device) for k, v in state["sums"].items()}
+        self.tokens, self.steps = int(state["tokens"]), int(state["steps"])
 
     # -- logging ----------------------------------------------------------------------------
-    def add(self, metrics: dict[str, torch.Tensor], weight: float, tokens: int) -> None:
-        for k in METRIC_KEYS:
-            self.sums[k] = self.sums.get(k, 0.0) + metrics[k] * weight
+    def add(self, sums: dict[str, torch.Tensor], tokens: int = 0) -> None:
+        """Add one micro-step's (or step's) additive metrics; ``tokens`` counted on the host."""
+        for k, v in sums.items():
+            v = v.detach()
+            if k not in self.sums:  # device zeros: a window's first step traces like the others (XLA)
+                self.sums[k] = self.dev.zeros_like(v)
+            self.sums[k] = self.sums[k] + v
         self.tokens += tokens
 
     def step_done(self, step: int, lr: float, write: bool) -> None:
         self.steps += 1
         if not write:
             return
-        values = self.dev.mean_over_ranks({**self.sums, "tokens": torch.tensor(float(self.tokens))})
+        window = {"step": step, "lr": lr, "steps": self.steps, "t_window": self.t_window}
+        tensors = {**self.sums, "tokens": torch.tensor(float(self.tokens))}
+        # The values arrive once the device has them (at once here; on XLA after the step runs).
+        self.dev.read_back(tensors, lambda values: self._write(window, values))
+        self.sums, self.tokens, self.steps, self.t_window = {}, 0, 0, time.perf_counter()
+
+    def _write(self, window: dict, sums: dict) -> None:
         self.dev.synchronize()
         now = time.perf_counter()
-        tokens = float(values.pop("tokens")) * self.dev.world_size
-        self.last = {"step": step, **{k: float(values[k]) / self.steps for k in METRIC_KEYS}, "lr": lr,
-                     "tokens_per_s": tokens / max(now - self.t_window, 1e-9), **self.dev.extra_metrics()}
+        step, steps = window["step"], window["steps"]
+        seconds = max(now - window["t_window"], 1e-9)
+        line = {"step": step, **summarize(sums, steps), "lr": window["lr"],
+                "tokens_per_s": sums.pop("tokens") * self.dev.world_size / seconds}
+        if self.flops_per_step and self.peak_flops:
+            line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.world_size)
+        line = {**line, **self.dev.extra_metrics()}
+        self.last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in line.items()}
         if self.file is not None:
             self.file.write(json.dumps(self.last) + "\n")
             self.file.flush()
-            eta = (now - self.t_start) / (step - self.first) * (self.total - step)
+            eta = (now - self.t_start) / max(step - self.first, 1) * (self.total - step)
+            second = (f"disc {self.last['disc_loss']:.4f}" if "disc_loss" in self.last
+                      else f"mlm {self.last.get('mlm_loss', float('nan')):.3f}")
+            mfu = f" MFU {self.last['mfu']:.1%}" if "mfu" in self.last else ""
             progress(f"pretrain step {step}/{self.total} loss {self.last['loss']:.4f} "
-                     f"(gen {self.last['gen_loss']:.3f}, disc {self.last['disc_loss']:.4f}) lr {lr:.2e} "
-                     f"{self.last['tokens_per_s']:,.0f} tok/s ETA {eta_text(eta)}")
-        self.sums, self.tokens, self.steps, self.t_window = {}, 0, 0, time.perf_counter()
+                     f"(gen {self.last['gen_loss']:.3f}, {second}) lr {window['lr']:.2e} "
+                     f"{self.last['tokens_per_s']:,.0f} tok/s{mfu} ETA {eta_text(eta)}")
 
     def close(self) -> None:
+        self.dev.flush()  # lines still waiting for their values
         if self.file is not None:
             self.file.close()

@@ -15,7 +15,14 @@ on CPU, CUDA and XLA:
    counts as original. Loss = gen_loss + disc_weight * disc_loss (disc_weight = 50).
 
 Losses are computed here (gather/scatter and weights, no boolean indexing, no ``.item()``), so
-the step never waits for the host. Metrics come back as 0-d tensors.
+the step never waits for the host. Metrics come back as additive device tensors (loss shares,
+counts, a histogram of discriminator logits), summed over micro-steps and steps and turned into
+means, accuracy, precision, recall and AUC only at log time (:mod:`model.metrics`).
+
+Normalisers: a loss is a sum over tokens divided by a count. Given ``norm_2`` (masked slots and
+non-padding tokens of the whole optimizer step, from :func:`normalizers` of its micro-batches),
+the micro-steps of an accumulated step add up to exactly the loss of one big batch; without it
+each call normalises by its own counts.
 """
 
 from __future__ import annotations
@@ -60,6 +67,13 @@ def candidates(ids_BL: torch.Tensor, sp: Specials) -> torch.Tensor:
     return (ids_BL != sp.pad_id) & (ids_BL != sp.cls_id) & (ids_BL != sp.sep_id) & (ids_BL != sp.mask_id)
 
 
+def _slots_used(cand_BL: torch.Tensor, mask_prob: float, n: int) -> torch.Tensor:
+    """k_B = round(mask_prob * candidates), at least 1, at most N and the candidates: float [B]."""
+    n_cand_B = cand_BL.sum(dim=1).float()
+    k_B = torch.floor(n_cand_B * mask_prob + 0.5).clamp(min=1.0, max=float(n))
+    return torch.minimum(k_B, n_cand_B)  # a sequence with no candidates masks nothing
+
+
 def choose_positions(ids_BL: torch.Tensor, sp: Specials, mask_prob: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(positions_BN int64, weights_BN float 1/0). Gumbel-top-k = sampling without replacement."""
     B, L = ids_BL.shape
@@ -67,9 +81,7 @@ def choose_positions(ids_BL: torch.Tensor, sp: Specials, mask_prob: float) -> tu
     cand_BL = candidates(ids_BL, sp)
     score_BL = torch.where(cand_BL, gumbel_noise((B, L), ids_BL.device), float("-inf"))
     _, positions_BN = torch.topk(score_BL, n, dim=1)  # slots come out in random order
-    n_cand_B = cand_BL.sum(dim=1)
-    k_B = torch.floor(n_cand_B.float() * mask_prob + 0.5).clamp(min=1.0, max=float(n))
-    k_B = torch.minimum(k_B, n_cand_B.float())  # a sequence with no candidates masks nothing
+    k_B = _slots_used(cand_BL, mask_prob, n)
     slot_N = torch.arange(n, device=ids_BL.device, dtype=torch.float32)
     weights_BN = (slot_N[None, :] < k_B[:, None]).float()
     return positions_BN, weights_BN
@@ -104,60 +116,120 @@ def replace_tokens(ids_BL, positions_BN, weights_BN, sampled_BN) -> tuple[torch.
     return disc_in_BL, (disc_in_BL != ids_BL).float()
 
 
-def _weighted_mean(x, w):
-    return (x * w).sum() / w.sum().clamp(min=1.0)
+def normalizers(ids_BL: torch.Tensor, sp: Specials, mask_prob: float) -> torch.Tensor:
+    """[masked slots, non-padding tokens] of a batch, on its device (no sync): summed over a
+    step's micro-batches, the ``norm_2`` that makes accumulation equal one big batch."""
+    n = num_slots(mask_prob, ids_BL.shape[1])
+    masked = _slots_used(candidates(ids_BL, sp), mask_prob, n).sum()
+    return torch.stack([masked, (ids_BL != sp.pad_id).sum().float()])
+
+
+def _denominators(norm_2, w_BN, attn_BL):
+    if norm_2 is None:
+        return w_BN.sum().clamp(min=1.0), attn_BL.sum().clamp(min=1.0)
+    return norm_2[0].clamp(min=1.0), norm_2[1].clamp(min=1.0)
+
+
+# Discriminator logits are binned for the AUC: 64 bins over [-8, 8] (beyond that a token's
+# order hardly matters for the curve; see model.metrics.auc_from_histograms).
+AUC_BINS, AUC_RANGE = 64, 8.0
+
+
+def generator_sums(logits_BNV, target_BN, w_BN) -> dict[str, torch.Tensor]:
+    """Masked slots and how many of them the generator's argmax gets right."""
+    target_logit_BN = torch.gather(logits_BNV, 2, target_BN.unsqueeze(-1)).squeeze(-1)
+    # max is cheaper than argmax on CPU; ties (measure zero) count as correct.
+    correct = (target_logit_BN >= logits_BNV.amax(-1)).float()
+    return {"masked": w_BN.sum(), "gen_correct": (correct * w_BN).sum()}
+
+
+def discriminator_sums(logits_BL, replaced_BL, w_BL) -> dict[str, torch.Tensor]:
+    """Counts for accuracy / precision / recall, and logit histograms of replaced and original tokens."""
+    pred_BL = (logits_BL > 0).float()
+    bins_BL = ((logits_BL.clamp(-AUC_RANGE, AUC_RANGE) + AUC_RANGE) * (AUC_BINS / (2 * AUC_RANGE))).long()
+    bins = bins_BL.clamp(max=AUC_BINS - 1).flatten()
+    zeros = torch.zeros(AUC_BINS, device=logits_BL.device)
+    return {
+        "disc_tokens": w_BL.sum(),
+        "disc_correct": ((pred_BL == replaced_BL).float() * w_BL).sum(),
+        "disc_tp": (pred_BL * replaced_BL * w_BL).sum(),
+        "disc_pred_pos": (pred_BL * w_BL).sum(),
+        "disc_replaced": (replaced_BL * w_BL).sum(),
+        "hist_replaced": zeros.scatter_add(0, bins, (replaced_BL * w_BL).flatten()),
+        "hist_original": zeros.scatter_add(0, bins, ((1.0 - replaced_BL) * w_BL).flatten()),
+    }
 
 
 @dataclass
 class StepOutput:
-    loss: torch.Tensor  # gen_loss + disc_weight * disc_loss, with graph
-    gen_loss: torch.Tensor
-    disc_loss: torch.Tensor
-    metrics: dict[str, torch.Tensor]  # detached 0-d tensors, read back only at log time
+    loss: torch.Tensor  # the objective's total (ELECTRA: gen_loss + disc_weight * disc_loss), with graph
+    sums: dict[str, torch.Tensor]  # detached additive metrics, read back only at log time
     positions_BN: torch.Tensor
     weights_BN: torch.Tensor
     masked_BL: torch.Tensor  # generator input
-    disc_in_BL: torch.Tensor  # discriminator input
+    disc_in_BL: torch.Tensor  # discriminator input (generator samples at the masked slots)
     replaced_BL: torch.Tensor  # discriminator labels
+    parts: dict[str, torch.Tensor]  # the loss terms, with graph (gen_loss, disc_loss / mlm_loss)
 
 
-def electra_step(model: ElectraPair, ids_BL: torch.Tensor, types_BL: torch.Tensor, sp: Specials,
-                 obj: ObjectiveConfig) -> StepOutput:
-    """One forward pass of the RTD objective."""
+@dataclass
+class GeneratorPass:
+    """The generator half shared by ELECTRA and the Replace/All-Tokens MLM ablations."""
+
+    attn_BL: torch.Tensor
+    bias: torch.Tensor
+    positions_BN: torch.Tensor
+    w_BN: torch.Tensor
+    masked_BL: torch.Tensor
+    target_BN: torch.Tensor
+    gen_loss: torch.Tensor
+    disc_in_BL: torch.Tensor
+    replaced_BL: torch.Tensor
+    masked_denom: torch.Tensor
+    tokens_denom: torch.Tensor
+    sums: dict[str, torch.Tensor]
+
+
+def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: ObjectiveConfig,
+                      norm_2=None, sample: bool = True) -> GeneratorPass:
+    """Steps 1-4: choose and mask slots, the generator's MLM loss there, and its samples."""
     attn_BL = (ids_BL != sp.pad_id).float()
     bias = attention_bias(attn_BL)
-
     positions_BN, w_BN = choose_positions(ids_BL, sp, obj.mask_prob)
     masked_BL = mask_inputs(ids_BL, positions_BN, w_BN, sp, obj)
     target_BN = torch.gather(ids_BL, 1, positions_BN)
-
+    masked_denom, tokens_denom = _denominators(norm_2, w_BN, attn_BL)
+    if not sample:  # the BERT baseline: no generator
+        return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, attn_BL.new_zeros(()), masked_BL,
+                             torch.zeros_like(attn_BL), masked_denom, tokens_denom, {"masked": w_BN.sum()})
     gen_logits_BNV = model.generator_logits(masked_BL, types_BL, bias, positions_BN).float()
     gen_ce_BN = F.cross_entropy(gen_logits_BNV.flatten(0, 1), target_BN.flatten(), reduction="none")
-    gen_loss = _weighted_mean(gen_ce_BN.view_as(w_BN), w_BN)
-
+    gen_loss = (gen_ce_BN.view_as(w_BN) * w_BN).sum() / masked_denom
     sampled_BN = sample_tokens(gen_logits_BNV, obj.temperature)
     disc_in_BL, replaced_BL = replace_tokens(ids_BL, positions_BN, w_BN, sampled_BN)
+    with torch.no_grad():
+        sums = {**generator_sums(gen_logits_BNV, target_BN, w_BN), "replaced": replaced_BL.sum()}
+    return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, gen_loss, disc_in_BL, replaced_BL,
+                         masked_denom, tokens_denom, sums)
 
-    disc_logits_BL = model.discriminator_logits(disc_in_BL, types_BL, bias).float()
-    disc_bce_BL = F.binary_cross_entropy_with_logits(disc_logits_BL, replaced_BL, reduction="none")
+
+def electra_step(model: ElectraPair, ids_BL: torch.Tensor, types_BL: torch.Tensor, sp: Specials,
+                 obj: ObjectiveConfig, norm_2: torch.Tensor | None = None) -> StepOutput:
+    """One forward pass of the RTD objective ("electra", or "electra15" with the loss on masked slots)."""
+    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2)
+    disc_logits_BL = model.discriminator_logits(g.disc_in_BL, types_BL, g.bias).float()
+    disc_bce_BL = F.binary_cross_entropy_with_logits(disc_logits_BL, g.replaced_BL, reduction="none")
     if obj.objective == "electra15":
         # Ablation (paper section 3.2): the discriminator learns only from the masked positions.
-        disc_w_BL = torch.zeros_like(attn_BL).scatter(1, positions_BN, w_BN)
+        disc_w_BL = torch.zeros_like(g.attn_BL).scatter(1, g.positions_BN, g.w_BN)
+        disc_denom = g.masked_denom
     else:
-        disc_w_BL = attn_BL
-    disc_loss = _weighted_mean(disc_bce_BL, disc_w_BL)
+        disc_w_BL, disc_denom = g.attn_BL, g.tokens_denom
+    disc_loss = (disc_bce_BL * disc_w_BL).sum() / disc_denom
 
-    loss = gen_loss + obj.disc_weight * disc_loss
+    loss = g.gen_loss + obj.disc_weight * disc_loss
     with torch.no_grad():
-        target_logit_BN = torch.gather(gen_logits_BNV, 2, target_BN.unsqueeze(-1)).squeeze(-1)
-        metrics = {
-            "loss": loss.detach(),
-            "gen_loss": gen_loss.detach(),
-            "disc_loss": disc_loss.detach(),
-            # max is cheaper than argmax on CPU; ties (measure zero) count as correct.
-            "gen_acc": _weighted_mean((target_logit_BN >= gen_logits_BNV.amax(-1)).float(), w_BN),
-            "disc_acc": _weighted_mean(((disc_logits_BL > 0).float() == replaced_BL).float(), disc_w_BL),
-            # Share of masked positions whose sample differs from the original.
-            "replaced_share": replaced_BL.sum() / w_BN.sum().clamp(min=1.0),
-        }
-    return StepOutput(loss, gen_loss, disc_loss, metrics, positions_BN, w_BN, masked_BL, disc_in_BL, replaced_BL)
+        sums = {"loss": loss.detach(), "gen_loss": g.gen_loss.detach(), "disc_loss": disc_loss.detach(), **g.sums,
+                **discriminator_sums(disc_logits_BL, g.replaced_BL, disc_w_BL)}
+    return StepOutput(loss, sums, g.positions_BN, g.w_BN, g.masked_BL, g.disc_in_BL, g.replaced_BL,
+                      {"gen_loss": g.gen_loss, "disc_loss": disc_loss})

@@ -1,27 +1,36 @@
 """The pretrain stage: examples artifact + tokenizer -> ELECTRA checkpoint (hf/ + metrics.jsonl).
 
 ``pretrain(cfg, examples_dir, tokenizer_dir, out_dir, resume=False)`` reads top to bottom: check
-inputs, seed, build the generator/discriminator pair, AdamW (no decay on biases and LayerNorm)
-with linear warmup then linear decay (paper appendix A), optionally resume from the newest
-checkpoint, then the RTD step of :mod:`model.rtd` with gradient accumulation, averaging over
-ranks and clipping, metrics every ``log_every`` steps (:mod:`model.metrics`), checkpoints every
-``save_every`` (:mod:`model.checkpoint`) and the Hugging Face export (:mod:`model.export`).
-Which accelerator it runs on, and how many ranks, is :mod:`model.device`'s business alone.
+inputs, seed, build the generator/discriminator pair (or load it, ``train.init_from``), AdamW
+(no decay on biases and LayerNorm; fused on CUDA) with linear warmup then linear decay (paper
+appendix A), optionally resume from the newest intact checkpoint, then the objective's step
+(:mod:`model.objectives`: ELECTRA or one of the paper's ablations) with gradient accumulation,
+averaging over ranks and clipping, metrics every ``log_every`` steps (:mod:`model.metrics`),
+checkpoints every ``save_every`` (:mod:`model.checkpoint`) and the Hugging Face export
+(:mod:`model.export`). Which accelerator it runs on, and how many ranks, is
+:mod:`model.device`'s business alone.
+
+``out_dir`` may be a lasting work directory: with ``resume`` the run continues from
+``out_dir/checkpoints/``; everything else in it (metrics.jsonl beyond the checkpoint's step, a
+half-written ``hf/``) is rewritten.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
+import shutil
 import time
 from pathlib import Path
 
 import torch
 
-from model import checkpoint, data, device, export, rtd
+from model import checkpoint, data, device, export, init, objectives, rtd
 from model.config import PretrainConfig, TrainConfig, validate
 from model.electra import ElectraPair, count_parameters, train_flops_per_sequence
-from model.metrics import METRIC_KEYS, MetricsLog, eta_text
+from model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from pipeline.config import to_dict
 from pipeline.stage import StageOutput, progress
 
@@ -57,13 +66,24 @@ def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Special
     return rtd.Specials(**ids, vocab_size=len(tok), first_regular_id=first_regular)
 
 
-def build_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW; biases and LayerNorm weights are not decayed (BERT/ELECTRA practice)."""
+def vocab_fingerprint(tokenizer_dir: Path) -> str:
+    """sha256 of the vocabulary (token -> id), to refuse resuming with another tokenizer."""
+    from transformers import AutoTokenizer
+
+    vocab = AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
+    return hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode()).hexdigest()
+
+
+def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
+    """AdamW; biases and LayerNorm weights are not decayed (BERT/ELECTRA practice).
+
+    ``fused`` (CUDA): one kernel for the whole update instead of a few per parameter tensor.
+    """
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(0.9, 0.999), eps=t.adam_eps)
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(0.9, 0.999), eps=t.adam_eps, **({"fused": True} if fused else {}))
 
 
 def lr_at(step: int, t: TrainConfig) -> float:
@@ -73,17 +93,40 @@ def lr_at(step: int, t: TrainConfig) -> float:
     return t.lr * max(0.0, (t.steps - step) / max(1, t.steps - t.warmup_steps))
 
 
+def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[int, dict]:
+    """Load a checkpoint into the run's objects; refuse another config or vocabulary unless forced."""
+    ck = checkpoint.load(step_dir, dev.rank)
+    state = ck["state"]
+    diffs = checkpoint.differences(state["config"], to_dict(cfg))
+    if state.get("vocab") != fingerprint:
+        diffs.append(f"vocabulary: sha256 {str(state.get('vocab'))[:12]}... -> {fingerprint[:12]}...")
+    if diffs and not cfg.train.force_resume:
+        raise PretrainInputError(f"{step_dir}: written by a run with other settings, cannot resume: "
+                                 + "; ".join(diffs) + " (set train.force_resume=true to resume anyway)")
+    if diffs and dev.is_main:
+        progress(f"pretrain: resuming despite differences (train.force_resume): {'; '.join(diffs)}")
+    try:
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise PretrainInputError(f"{step_dir}: the saved weights do not fit this model: {e}") from None
+    loader.load_state_dict(state["loader"])
+    dev.set_rng_state(ck["own"]["rng"])
+    return int(state["step"]), ck["own"]["log"]
+
+
 def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
              resume: bool = False) -> StageOutput:
-    """Train and export; with ``resume`` continue from the newest complete checkpoint in ``out_dir``."""
+    """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``."""
     validate(cfg)
     t_start = time.perf_counter()
-    out_dir, t = Path(out_dir), cfg.train
+    out_dir, t, obj = Path(out_dir), cfg.train, cfg.objective
     out_dir.mkdir(parents=True, exist_ok=True)
 
     # --- inputs ---
     index = data.read_index(examples_dir)
     specials = read_specials(tokenizer_dir, index)
+    fingerprint = vocab_fingerprint(tokenizer_dir)
     seq_len = index.max_seq_length
     if seq_len > cfg.model.max_position:
         raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
@@ -95,7 +138,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
         progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
                  f"{cfg.max_seq_length}")
 
-    dev = device.resolve(t.device, t.bf16, t.cpu_threads)
+    dev = device.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     where = dev.describe() + (f" x {dev.world_size} ranks" if dev.world_size > 1 else "")
     try:
         if t.batch_size % (t.grad_accum * dev.world_size):
@@ -103,92 +146,111 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                                      f"{t.grad_accum} x {dev.world_size} ranks")
         # --- model, data, optimizer ---
         dev.seed(cfg.seed)  # the same initial weights on every rank
-        model = ElectraPair(model_cfg, specials.vocab_size, specials.pad_id).to(dev.torch_device)
-        model.train()
+        model = ElectraPair(model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
+        if t.init_from:
+            init.load_pair(model, Path(t.init_from), model_cfg, specials.vocab_size, specials.pad_id)
+        model = dev.place(model).train()  # .to(device), ties kept
         dev.seed(cfg.seed + 1 + dev.rank)  # masking and sampling differ between ranks
         loader = data.ExampleLoader(examples_dir, batch_size=t.batch_size // (t.grad_accum * dev.world_size),
                                     seed=cfg.seed, rank=dev.rank, world_size=dev.world_size)
-        optimizer = build_optimizer(model, t)
+        # Device micro-batches with their host-counted tokens; state_dict() = the next step's position.
+        batches = dev.batches(loader, t.grad_accum, specials.pad_id)
+        optimizer = build_optimizer(model, t, fused=dev.torch_device.type == "cuda")
         params = [p for g in optimizer.param_groups for p in g["params"]]
+        step_fn = objectives.step_function(obj.objective)
+        if t.compile:
+            step_fn = torch.compile(step_fn)
         if dev.is_main:
-            progress(f"pretrain: {cfg.preset} on {where}, "
+            progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where}, "
                      f"{count_parameters(model.discriminator):,} discriminator parameters, {index.examples:,} "
                      f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
 
         # --- resume ---
-        start, resume_from = 0, checkpoint.latest(out_dir) if resume else None
+        start, log_state = 0, None
+        resume_from = checkpoint.latest(out_dir) if resume else None
         if resume_from is not None:
-            state, own = checkpoint.load(resume_from, dev.rank)
-            if state["config"] != to_dict(cfg):
-                raise PretrainInputError(f"{resume_from}: saved by a run with another config; cannot resume")
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            loader.load_state_dict(state["loader"])
-            dev.set_rng_state(own["rng"])
-            start = state["step"]
+            start, log_state = _resume(cfg, fingerprint, resume_from, dev, model, optimizer, batches)
             if dev.is_main:
                 progress(f"pretrain: resuming at step {start} from {resume_from}")
         elif dev.is_main:
+            if resume:
+                progress(f"pretrain: no intact checkpoint in {checkpoint.checkpoints_dir(out_dir)}; starting fresh")
             checkpoint.clear(out_dir)
-        log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=start)
-        if resume_from is not None:
-            log.load_state_dict(own["log"])
+        if dev.is_main:
+            shutil.rmtree(out_dir / "hf", ignore_errors=True)  # an export cut short is redone
+        n_masked = rtd.num_slots(obj.mask_prob, seq_len)
+        flops_per_step = t.batch_size * train_flops_per_sequence(model_cfg, specials.vocab_size, seq_len, n_masked,
+                                                                 obj.objective)
+        peak = t.peak_tflops * 1e12 or (dev.peak_flops() if hasattr(dev, "peak_flops") else 0.0) or 0.0
+        log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=start, flops_per_step=flops_per_step,
+                         peak_flops=peak)
+        if log_state is not None:
+            log.load_state_dict(log_state)
 
         # --- loop ---
         for step in range(start, t.steps):
             lr = lr_at(step, t)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            for _ in range(t.grad_accum):
-                batch_np = next(loader)
-                tokens = int((batch_np["input_ids"] != specials.pad_id).sum())  # counted on the host: no sync
-                batch = dev.to_device(batch_np)
+            micro = [next(batches) for _ in range(t.grad_accum)]
+            # The step's masked slots and tokens, counted on the device: the micro-steps' losses
+            # then add up to the loss of one batch of the whole step.
+            norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b, _ in micro)
+            for batch, _ in micro:
                 with dev.autocast():
-                    out = rtd.electra_step(model, batch["input_ids"], batch["token_type_ids"], specials,
-                                           cfg.objective)
-                (out.loss / t.grad_accum).backward()
-                log.add(out.metrics, 1.0 / t.grad_accum, tokens)
+                    out = step_fn(model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2)
+                out.loss.backward()
+                log.add(out.sums)
             dev.all_reduce_grads(params)
-            torch.nn.utils.clip_grad_norm_(params, t.clip)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else float("inf"))
+            log.add({"grad_norm": grad_norm.detach()}, tokens=sum(n for _, n in micro))
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             dev.step_done()
             done = step + 1
             log.step_done(done, lr, write=done % t.log_every == 0 or done == t.steps)
             if t.save_every and done % t.save_every == 0 and done < t.steps:
-                shared = {"step": done, "config": to_dict(cfg), "model": model.state_dict(),
-                          "optimizer": optimizer.state_dict(), "loader": loader.state_dict()}
-                checkpoint.save(out_dir, done, shared if dev.is_main else None,
-                                {"rng": dev.rng_state(), "log": log.state_dict()},
-                                rank=dev.rank, barrier=dev.barrier, save_fn=dev.save)
+                main = dev.is_main
+                checkpoint.save(
+                    out_dir, done,
+                    model.state_dict(keep_vars=True) if main else None, optimizer.state_dict() if main else None,
+                    {"config": to_dict(cfg), "vocab": fingerprint, "loader": batches.state_dict(),
+                     "schedule": {"next_step": done, "next_lr": lr_at(done, t)}} if main else None,
+                    {"rng": dev.rng_state(), "log": log.state_dict()},
+                    rank=dev.rank, barrier=dev.barrier, save_fn=dev.save, keep=t.keep_checkpoints)
         log.close()
 
         # --- export and accounting ---
         wall = time.perf_counter() - t_start
-        n_masked = rtd.num_slots(cfg.objective.mask_prob, seq_len)
-        flops = t.steps * t.batch_size * train_flops_per_sequence(model_cfg, specials.vocab_size, seq_len, n_masked)
-        facts = {"preset": cfg.preset, "objective": cfg.objective.objective, "steps": t.steps,
-                 "batch size": t.batch_size, "sequence length": seq_len, "training FLOPs": f"{flops:.3e}",
-                 "wall time": f"{wall:.0f} s", "device": where}
+        flops = t.steps * flops_per_step
+        final = {k: v for k, v in log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
+        facts = {"objective": obj.objective, "preset": cfg.preset, "steps": t.steps, "batch size": t.batch_size,
+                 "sequence length": seq_len, "vocabulary": specials.vocab_size,
+                 "discriminator parameters": f"{count_parameters(model.discriminator):,}",
+                 "training FLOPs": f"{flops:.3e}", "wall time": f"{wall:.0f} s", "hardware": where,
+                 "final loss": f"{final.get('loss', float('nan')):.4f}", "seed": cfg.seed,
+                 **({"initialised from": t.init_from} if t.init_from else {}),
+                 **({"resumed at step": start} if start else {})}
         if dev.is_main:
             model.eval()
             export.export_pair(model, tokenizer_dir, out_dir / "hf", facts)
             checkpoint.clear(out_dir)
         dev.barrier()
         stats = {
-            "steps": t.steps, "final": {k: log.last[k] for k in METRIC_KEYS},
+            "steps": t.steps, "objective": obj.objective, "final": final,
             "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
             "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len, "masked_slots": n_masked,
             "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": start,
         }
+        wall = time.perf_counter() - t_start
         compute = {"parameters": count_parameters(model.discriminator),
                    # the generator as exported: its embeddings (shared in training) included
-                   "generator_parameters": count_parameters(model.generator),
+                   "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
                    "trained_parameters": count_parameters(model), "flops": flops,
-                   "wall_seconds": round(time.perf_counter() - t_start, 3),
-                   "device": where}
+                   "wall_seconds": round(wall, 3), "device": where,
+                   **({"peak_flops": peak, "mfu": flops / wall / (peak * dev.world_size)} if peak else {})}
         if dev.is_main:
-            progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}, final loss {log.last['loss']:.4f}")
+            progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}, final loss {final.get('loss', float('nan')):.4f}")
         return StageOutput(stats=stats, compute=compute)
     finally:
         dev.close()

@@ -146,12 +146,15 @@ class Request:
     parents: tuple[Artifact, ...] = ()
     inputs: tuple[dict, ...] = ()  # fingerprints of raw inputs (see fingerprint_inputs)
     libraries: tuple[str, ...] = ()
+    # dotted config keys that do not change the result (how often to log or checkpoint):
+    # recorded in the manifest, left out of the id, so changing them finds the same artifact
+    operational: tuple[str, ...] = ()
 
     def key(self) -> dict:
         return {
             "kind": self.kind,
             "stage_version": self.stage_version,
-            "config": self.config,
+            "config": _without(self.config, self.operational),
             "parents": [p.id for p in self.parents],
             "inputs": [{"sha256": i["sha256"], "bytes": i["bytes"]} for i in self.inputs],
             "libraries": library_versions(self.libraries),
@@ -159,6 +162,18 @@ class Request:
 
     def id(self) -> str:
         return hashlib.sha256(_canonical(self.key())).hexdigest()[:ID_CHARS]
+
+
+def _without(config: dict, dotted: Iterable[str]) -> dict:
+    out = json.loads(json.dumps(config))
+    for key in dotted:
+        *path, last = key.split(".")
+        node = out
+        for part in path:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return out
 
 
 class Store:
@@ -236,8 +251,16 @@ class Store:
         request: Request,
         produce: Callable[[Path], StageOutput],
         force: bool = False,
+        resumable: bool = False,
+        resume: bool = False,
     ) -> Artifact:
-        """Return the artifact for ``request``, producing it (atomically) only if needed."""
+        """Return the artifact for ``request``, producing it (atomically) only if needed.
+
+        A ``resumable`` stage (pretraining) is built in a lasting work directory,
+        ``ROOT/.work/<kind>-<name>-<id>/``, that survives a failed or killed run: with
+        ``resume`` the same request continues there from the stage's own checkpoints; without
+        it the directory is cleared first.
+        """
         if request.kind not in KINDS:
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
         for parent in request.parents:
@@ -252,8 +275,19 @@ class Store:
                 return existing
             progress(f"{request.kind}: existing {existing.path} is damaged ({problems[0]}); rebuilding")
 
-        tmp = self.root / ".tmp" / f"{request.kind}-{request.name}-{aid}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True)
+        if resumable:
+            tmp = self.root / ".work" / f"{request.kind}-{request.name}-{aid}"
+            if tmp.exists() and not resume:
+                shutil.rmtree(tmp)
+            elif tmp.exists():
+                progress(f"{request.kind}: resuming in {tmp}")
+            elif resume:
+                progress(f"{request.kind}: nothing to resume for this request; starting fresh")
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / MANIFEST).unlink(missing_ok=True)
+        else:
+            tmp = self.root / ".tmp" / f"{request.kind}-{request.name}-{aid}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir(parents=True)
         started = _now()
         try:
             output = produce(tmp)
@@ -299,7 +333,10 @@ class Store:
                 shutil.rmtree(trash, ignore_errors=True)
             os.replace(tmp, final)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if resumable:
+                progress(f"{request.kind}: stopped; its checkpoints stay in {tmp} (rerun with --resume)")
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
             raise
         return load(final)
 

@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="corpus artifact (path or id)")
     p.add_argument("--vocab-size", type=int, default=None)
 
-    p = sub.add_parser("examples", help="build fixed-length pretraining examples")
+    p = sub.add_parser("examples", help="build fixed-length pretraining examples (Apache Beam)",
+                       description="Any further --option is passed to Beam unchanged (e.g. --runner).")
     _common(p)
     p.add_argument("--corpus", required=True)
     p.add_argument("--vocab", required=True)
@@ -78,16 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--train", required=True, type=Path)
     t.add_argument("--test", required=True, type=Path)
     t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
+    t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
+                   "then a summary artifact with median and spread")
     t = tasks.add_parser("korquad", help="KorQuAD 1.0 extractive QA (exact match, F1)")
     _common(t)
     t.add_argument("--model", required=True)
     t.add_argument("--train", required=True, type=Path)
     t.add_argument("--dev", required=True, type=Path)
     t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
+    t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
+                   "then a summary artifact with median and spread")
 
     p = sub.add_parser("run", help="the whole chain on the embedded sample, then a summary")
     _common(p, with_config=False)
     p.add_argument("--force", action="store_true", help="rebuild every stage")
+
+    p = sub.add_parser("report", help="render an artifact's lineage, stats and metrics as Markdown with plots")
+    _common(p, with_config=False)
+    p.add_argument("ref")
+    p.add_argument("--dest", type=Path, default=None, help="folder for report.md and its PNGs "
+                   "(default ROOT/reports/<kind>-<name>-<id>)")
 
     p = sub.add_parser("artifacts", help="list, show or verify artifacts")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -112,8 +123,11 @@ def _flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = build_parser()
-    if argv and argv[0] == "corpus":
+    if argv and argv[0] in ("corpus", "examples"):  # Beam jobs: other --options go to Beam
         args, beam_args = parser.parse_known_args(argv)
     else:
         args, beam_args = parser.parse_args(argv), []
@@ -137,20 +151,31 @@ def _dispatch(args: argparse.Namespace, store: Store, beam_args: list[str]) -> i
         art = stages.vocab(store, args.corpus, sets=_flag_sets(args, {"vocab_size": "vocab_size"}), **common)
     elif args.command == "examples":
         sets = _flag_sets(args, {"max_seq_length": "max_seq_length"})
-        art = stages.examples(store, args.corpus, args.vocab, sets=sets, **common)
+        art = stages.examples(store, args.corpus, args.vocab, sets=sets, beam_args=beam_args, **common)
     elif args.command == "pretrain":
         art = stages.pretrain(store, args.examples, preset=args.preset, sets=_pretrain_sets(args),
                               resume=args.resume, **common)
     elif args.command == "finetune":
         eval_file = args.test if args.task == "nsmc" else args.dev
-        art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
-                              sets=args.sets, **common)
+        if args.seeds:
+            from finetune.seeds import parse_seeds
+            if args.seed is not None:
+                raise ValueError("give either --seed or --seeds, not both")
+            art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, parse_seeds(args.seeds),
+                                        preset=args.preset, sets=args.sets, name=args.name, force=args.force)
+        else:
+            art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
+                                  sets=args.sets, **common)
         _print_metrics(art.path / "metrics.json")
     elif args.command == "run":
         from pipeline.run import run_sample
         art = run_sample(store, force=args.force)
     elif args.command == "artifacts":
         return _artifacts(args, store)
+    elif args.command == "report":
+        from pipeline.report import render
+        print(render(store, args.ref, args.dest))
+        return 0
     else:  # pragma: no cover - argparse enforces the choices
         raise ValueError(args.command)
     print(art.path)

@@ -14,12 +14,12 @@ from typing import Any, Sequence
 
 from pipeline.artifacts import Artifact, ArtifactError, Request, Store, fingerprint_inputs
 from pipeline.config import override, to_dict
-from pipeline.stage import progress
+from pipeline.stage import StageOutput, progress
 
 # Libraries whose versions decide each stage's bytes: part of the artifact id.
 LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
 LIBS_VOCAB = ("tokenizers", "transformers", "sentencepiece")
-LIBS_EXAMPLES = ("tokenizers", "numpy")
+LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy")
 LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 
 
@@ -100,18 +100,19 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
 
 # ---- examples -------------------------------------------------------------------------------
 def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact, *, sets: Sequence[str] = (),
-             seed: int | None = None, name: str | None = None, force: bool = False) -> Artifact:
+             seed: int | None = None, name: str | None = None, force: bool = False,
+             beam_args: Sequence[str] = ()) -> Artifact:
     from corpus import examples as examples_stage
 
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
-    if corpus_art.id not in vocab_art.parents:
-        progress(f"examples: note — vocab {vocab_art.id} was learned from another corpus than {corpus_art.id}")
     cfg = _configure(examples_stage.default_config(), sets, seed)
     req = Request(kind="examples", name=_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=to_dict(cfg),
                   parents=(corpus_art, vocab_art), libraries=LIBS_EXAMPLES)
-    return store.build(req, lambda out: examples_stage.build(cfg, corpus_art.path, vocab_art.path, out), force)
+    return store.build(
+        req, lambda out: examples_stage.build(cfg, corpus_art.path, vocab_art.path, out, list(beam_args)), force
+    )
 
 
 # ---- pretrain -------------------------------------------------------------------------------
@@ -123,12 +124,17 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
 
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
+    from model.checkpoint import OPERATIONAL
+
     cfg = _configure(model_preset(preset), sets, seed)
     objective = cfg.objective.objective
+    # continuing from a Hugging Face pair: that directory's content is an input of the request
+    inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
     req = Request(kind="checkpoint", name=_name(name, f"{objective}-{preset}"),
                   stage_version=_stage_version(model_train), config=to_dict(cfg), parents=(ex,),
-                  libraries=LIBS_TORCH)
-    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out), force)
+                  inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
+    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume), force,
+                       resumable=True, resume=resume)
 
 
 # ---- finetune -------------------------------------------------------------------------------
@@ -171,3 +177,33 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     return store.build(
         req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force
     )
+
+
+def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,
+                   eval_file: str | Path, seeds: Sequence[int], *, preset: str = "koelectra",
+                   sets: Sequence[str] = (), name: str | None = None, force: bool = False) -> Artifact:
+    """One eval artifact per seed, then a summary eval artifact (median and spread) over them."""
+    import json
+
+    from finetune import seeds as ft_seeds
+    from finetune.seeds import TASK_METRICS
+
+    runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
+                             name=name, force=force) for s in seeds}
+    req = Request(kind="eval", name=_name(name, f"{task}-seeds"), stage_version=1,
+                  config={"task": task, "preset": preset, "sets": list(sets), "seeds": sorted(runs)},
+                  parents=tuple(runs[s] for s in sorted(runs)))
+
+    def produce(out: Path) -> StageOutput:
+        metrics = {s: json.loads((a.path / "metrics.json").read_text(encoding="utf-8")) for s, a in runs.items()}
+        summary, table = ft_seeds.write_summary(task, metrics, out / "seeds.json")
+        for line in table.splitlines():
+            progress(line)
+        # the headline figures are medians over seeds, as the ELECTRA paper reports them
+        headline = {k: summary[k]["median"] for k in TASK_METRICS[task]}
+        spread = {f"{k}_spread": summary[k]["spread"] for k in TASK_METRICS[task]}
+        doc = {"task": task, "seeds": sorted(runs), "statistic": "median over seeds", **headline, **spread}
+        (out / "metrics.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return StageOutput(stats=doc)
+
+    return store.build(req, produce, force)

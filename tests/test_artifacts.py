@@ -111,3 +111,39 @@ def test_resolve_and_lineage_back_to_raw_inputs(tmp_path):
     raw.write_text("바뀐 원문\n")
     changed = Request(kind="corpus", name="c", stage_version=1, config={}, inputs=tuple(fingerprint_inputs([raw])))
     assert changed.id() != corpus.id
+
+
+def test_resumable_stage_keeps_its_work_directory_until_resumed(tmp_path):
+    store = Store(tmp_path)
+    req = Request(kind="checkpoint", name="p", stage_version=1, config={})
+    seen = []
+
+    def crashes(out: Path) -> StageOutput:
+        (out / "checkpoints").mkdir()
+        (out / "checkpoints" / "step-5").write_text("state")
+        raise KeyboardInterrupt  # a kill
+
+    def continues(out: Path) -> StageOutput:
+        seen.append(sorted(p.name for p in (out / "checkpoints").iterdir()) if (out / "checkpoints").exists() else [])
+        (out / "final.txt").write_text("done")
+        return StageOutput(stats={})
+
+    with pytest.raises(KeyboardInterrupt):
+        store.build(req, crashes, resumable=True)
+    assert store.list() == []  # nothing that looks complete
+    art = store.build(req, continues, resumable=True, resume=True)
+    assert seen == [["step-5"]]
+    assert store.verify(art) == [] and (art.path / "final.txt").is_file()
+    # without --resume a new attempt starts from an empty directory
+    with pytest.raises(KeyboardInterrupt):
+        store.build(Request(kind="checkpoint", name="q", stage_version=1, config={"other": 1}), crashes, resumable=True)
+    store.build(Request(kind="checkpoint", name="q", stage_version=1, config={"other": 1}), continues, resumable=True)
+    assert seen[-1] == []
+
+
+def test_operational_keys_do_not_change_the_id():
+    base = dict(kind="checkpoint", name="p", stage_version=1, operational=("train.log_every",))
+    a = Request(config={"train": {"lr": 1.0, "log_every": 10}}, **base)
+    b = Request(config={"train": {"lr": 1.0, "log_every": 50}}, **base)
+    c = Request(config={"train": {"lr": 2.0, "log_every": 10}}, **base)
+    assert a.id() == b.id() != c.id()

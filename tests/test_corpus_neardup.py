@@ -33,3 +33,61 @@ def test_band_keys_collide_only_for_similar_texts():
     assert len(keys["a"]) == bands
     assert keys["a"] & keys["b"]
     assert not keys["a"] & keys["c"]
+
+
+def test_union_find_keeps_the_smallest_key_per_cluster_in_any_edge_order():
+    edges = [(("b", 1), ("c", 1)), (("a", 5), ("b", 1)), (("x", 1), ("y", 1)), (("c", 1), ("d", 1))]
+    expected = {("b", 1): ("a", 5), ("c", 1): ("a", 5), ("d", 1): ("a", 5), ("y", 1): ("x", 1)}
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        order = [edges[i] for i in rng.permutation(len(edges))]
+        flipped = [(b, a) if rng.random() < 0.5 else (a, b) for a, b in order]
+        assert neardup.cluster_drops(flipped) == expected
+
+
+def test_candidates_are_verified_by_estimated_jaccard():
+    perms = neardup.permutations(seed=0)
+    members = [(k, neardup.sig_bytes(neardup.signature(t, perms))) for k, t in ((1, A), (2, B), (3, C))]
+    assert neardup.verified_edges(members, 0.8) == [(1, 2)]  # (1, 3), (2, 3) are candidates, not edges
+    big = [(i, members[0][1]) for i in range(neardup.MAX_BUCKET_PAIRS + 10)]
+    assert len(neardup.candidate_pairs(big)) == len(big) - 1  # star, not quadratic
+
+
+def _planted(seed: int = 0, bases: int = 200, copies: int = 60):
+    """Random Korean-syllable documents (30 words) plus, per chosen base, a *near duplicate* (one
+    word replaced and one appended: Jaccard ~0.8) and a *related* document (10 words replaced:
+    Jaccard ~0.3, same topic, not a duplicate). Truth is what was planted."""
+    rng = np.random.default_rng(seed)
+    syllables = [chr(c) for c in range(0xAC00, 0xAC00 + 2000)]
+
+    def word():
+        return "".join(rng.choice(syllables, size=rng.integers(2, 5)))
+
+    def edit(words, n):
+        words = list(words)
+        for pos in rng.choice(len(words), size=n, replace=False):
+            words[pos] = word()
+        return words
+
+    docs = {("base", i): " ".join(word() for _ in range(30)) for i in range(bases)}
+    planted = set()
+    for j in range(copies):
+        words = docs[("base", j)].split()
+        docs[("near", j)] = " ".join(edit(words, 1) + [word()])
+        docs[("related", j)] = " ".join(edit(words, 10))
+        planted.add(("near", j))
+    return docs, planted
+
+
+def test_near_dup_precision_and_recall_on_a_planted_set():
+    threshold = 0.7
+    docs, planted = _planted()
+    for j in range(60):  # the planted set is what it claims to be
+        assert neardup.jaccard(docs[("base", j)], docs[("near", j)]) >= 0.75
+        assert neardup.jaccard(docs[("base", j)], docs[("related", j)]) <= 0.5
+    predicted = neardup.find_near_duplicates(docs, threshold, seed=0)
+    hits = len(set(predicted) & planted)
+    precision, recall = hits / max(len(predicted), 1), hits / len(planted)
+    print(f"near-dup planted set: {len(planted)} planted, {len(predicted)} dropped, precision {precision:.3f}, recall {recall:.3f}")
+    assert precision >= 0.95 and recall >= 0.9, (precision, recall)
+    assert all(predicted[k] == ("base", k[1]) for k in set(predicted) & planted)  # the base survives

@@ -13,7 +13,7 @@ import pytest
 
 from corpus import pipeline, store
 from corpus.config import default_config
-from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 REVIEWS = [
     "이 영화 정말 재밌었어요. 배우들 연기도 최고!",
@@ -90,19 +90,25 @@ def runs(tmp_path_factory):
         strip_html=True, mask_pii=True, max_repeat=3
     )
     outs = []
-    # the second run uses two worker threads: output must not depend on bundling
-    for i, beam_args in enumerate([[], ["--direct_num_workers=2", "--direct_running_mode=multi_threading"]]):
+    # the second run uses two worker processes (each loads its own Kiwi): output must not depend
+    # on bundling or on the number of workers
+    # on bundling or on the number of workers. It also writes through a staging directory, as a
+    # remote runner does (--corpus_staging), which must give the same artifact.
+    staging = root / "staging"
+    staging.mkdir()
+    for i, beam_args in enumerate([[], ["--direct_num_workers=2", "--corpus_staging", str(staging)]]):
         out = root / f"out{i}"
         out.mkdir()
         result = pipeline.build(cfg, [str(root / "in" / "*")], out, beam_args)
         outs.append((out, result))
     mp.undo()
     assert attempts == [], f"the corpus stage tried to reach the network: {attempts}"
+    assert list(staging.iterdir()) == []  # the staged copy is deleted after fetching
     return expected, outs
 
 
 def test_stats_reconcile_and_count_every_reason(runs):
-    expected, [(out, result), _] = runs
+    expected, [(out, result), *_] = runs
     stats = result.stats
     assert stats == json.loads((out / "stats.json").read_text(encoding="utf-8"))
     assert stats["records_in"] == expected["records_in"]
@@ -117,7 +123,7 @@ def test_stats_reconcile_and_count_every_reason(runs):
 
 
 def test_rejects_name_source_and_line(runs):
-    _, [(out, _), _] = runs
+    _, [(out, _), *_] = runs
     rows = [json.loads(l) for l in (out / "rejects" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["source"], r["line"], r["reason"]) for r in rows] == [
         ("reviews.jsonl.gz", 11, "not_an_object"),
@@ -127,7 +133,7 @@ def test_rejects_name_source_and_line(runs):
 
 
 def test_documents_are_clean_unique_and_spans_are_surface(runs):
-    _, [(out, result), _] = runs
+    _, [(out, result), *_] = runs
     docs = list(store.iter_documents(out, "train")) + list(store.iter_documents(out, "valid"))
     assert len(docs) == result.stats["records_out"]
     texts = [d["text"] for d in docs]
@@ -151,14 +157,44 @@ def test_documents_are_clean_unique_and_spans_are_surface(runs):
     assert result.stats["sentences"] == sum(len(d["sentences"]) for d in docs)
 
 
-def test_two_runs_give_identical_bytes(runs):
-    _, [(a, _), (b, _)] = runs
+def test_runs_give_identical_bytes_whatever_the_workers_or_staging(runs):
+    _, [(a, _), *others] = runs
+    for b, _ in others:
+        _same_files(a, b)
+
+
+def _same_files(a, b):
     files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     assert files_a == files_b
     assert len([f for f in files_a if f.parts[0] == "data"]) == 2 * 2  # empty shards written too
     for f in files_a:
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_samples_show_kept_and_dropped_documents_per_reason(runs):
+    _, [(out, result), *_] = runs
+    kept = [json.loads(l) for l in (out / "samples" / "kept.jsonl").read_text(encoding="utf-8").splitlines()]
+    dropped = [json.loads(l) for l in (out / "samples" / "dropped.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(kept) == min(pipeline.SAMPLES_KEPT, result.stats["records_out"])
+    assert all(r["reason"] == "kept" and r["split"] in store.SPLITS for r in kept)
+    reasons = {r["reason"] for r in dropped}
+    assert reasons == {k for k, n in result.stats["dropped"].items() if n}  # every reason that fired
+    by_reason = {r["reason"]: r for r in dropped}
+    assert by_reason["near_duplicate"]["kept"] == ["notes.txt", 7]  # and which copy survived
+    assert by_reason["duplicate"]["kept"][0] in ("notes.txt", "reviews.jsonl.gz")
+    assert by_reason["too_long"]["text"].startswith("배우 배우")
+
+
+def test_stage_version_and_local_worker_defaults():
+    assert isinstance(pipeline.STAGE_VERSION, int) and pipeline.STAGE_VERSION >= 2
+    assert pipeline.local_workers(1000, cpus=8) == 1  # tiny input: no worker processes to start
+    assert pipeline.local_workers(1 << 30, cpus=4) == 4
+    direct = lambda args, size: pipeline.pipeline_options(args, size).view_as(DirectOptions)  # noqa: E731
+    assert direct([], 1 << 30).direct_running_mode == "multi_processing"
+    assert direct(["--direct_num_workers=1"], 1 << 30).direct_num_workers == 1  # explicit wins
+    assert direct(["--direct_num_workers", "3"], 0).direct_num_workers == 3
+    assert direct(["--direct_num_workers=2", "--direct_running_mode=multi_threading"], 0).direct_running_mode == "multi_threading"
 
 
 def test_reject_ratio_gate_names_the_worst_file():
@@ -181,6 +217,12 @@ def test_reject_ratio_gate_names_the_worst_file():
     stats["records_in"] += 1  # an unaccounted record
     with pytest.raises(pipeline.CorpusError, match="reconcile"):
         pipeline.check_stats(stats, default_config(), {})
+
+
+def test_remote_runner_needs_a_staging_directory(tmp_path):
+    (tmp_path / "in.txt").write_text("좋은 영화였어요 정말로\n", encoding="utf-8")
+    with pytest.raises(pipeline.CorpusError, match="--corpus_staging"):
+        pipeline.build(default_config(), [str(tmp_path / "in.txt")], tmp_path, ["--runner=DataflowRunner"])
 
 
 def test_local_runner_never_tries_prism():

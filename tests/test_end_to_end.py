@@ -112,3 +112,36 @@ def test_tampered_parent_is_refused_naming_the_file(chain):
 
 def _sets(assignments):
     return [x for a in assignments for x in ("--set", a)]
+
+
+def test_report_renders_the_whole_lineage_with_plots(chain, tmp_path, capsys):
+    store, korquad, _ = chain
+    ckpt = store.list("checkpoint")[0]
+    nsmc = [a for a in store.list("eval") if a.manifest["config"].get("task") == "nsmc" and a.parents == [ckpt.id]][0]
+    assert main(["report", nsmc.id, "--out", str(store.root), "--dest", str(tmp_path / "rep")]) == 0
+    md_path = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    md = md_path.read_text()
+    for heading in ("## Lineage", "## corpus:", "## vocab:", "## examples:", "## checkpoint:", "## eval:"):
+        assert heading in md
+    assert "records in" in md and "tokens_per_eojeol" in md
+    pngs = sorted(md_path.parent.glob("*.png"))
+    assert any("funnel" in p.name for p in pngs) and any(ckpt.path.name in p.name for p in pngs)
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({p.name})" in md
+
+
+def test_seeds_give_one_artifact_each_and_a_median_summary(chain, capsys):
+    store, _, _ = chain
+    ckpt = store.list("checkpoint")[0]
+    argv = ["finetune", "nsmc", "--model", ckpt.id, "--train", str(SAMPLE / "nsmc_train.txt"),
+            "--test", str(SAMPLE / "nsmc_test.txt"), "--preset", "sample", "--seeds", "1,2",
+            "--out", str(store.root)] + _sets(TINY["nsmc"])
+    assert main(argv) == 0
+    summary = store.resolve(capsys.readouterr().out.strip().splitlines()[-1])
+    per_seed = [store.resolve(p) for p in summary.parents]
+    assert [a.manifest["config"]["seed"] for a in per_seed] == [1, 2]
+    accs = sorted(json.loads((a.path / "metrics.json").read_text())["accuracy"] for a in per_seed)
+    metrics = json.loads((summary.path / "metrics.json").read_text())
+    assert metrics["accuracy"] == pytest.approx(sum(accs) / 2)  # median of two
+    assert metrics["accuracy_spread"] == pytest.approx(accs[1] - accs[0])
+    assert (summary.path / "seeds.json").is_file()

@@ -3,8 +3,10 @@ truncation counts, determinism and refusals — on a real Korean corpus with a r
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +41,29 @@ def inputs(tmp_path_factory):
     return {"root": root, "corpus": corpus, "vocab": vocab}
 
 
-def _build(cfg: ExamplesConfig, inputs: dict, name: str) -> tuple[Path, dict]:
+def _build(cfg: ExamplesConfig, inputs: dict, name: str, corpus: Path | None = None,
+           beam_args: list[str] = ()) -> tuple[Path, dict]:
     out = inputs["root"] / name
     out.mkdir()
-    return out, build(cfg, inputs["corpus"], inputs["vocab"], out).stats
+    return out, build(cfg, corpus or inputs["corpus"], inputs["vocab"], out, list(beam_args)).stats
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def _resharded(inputs: dict, shards: int) -> Path:
+    """The same train documents spread over ``shards`` corpus shard files (round robin)."""
+    root = inputs["root"] / f"corpus{shards}"
+    if root.exists():
+        return root
+    (root / "data").mkdir(parents=True)
+    with gzip.open(inputs["corpus"] / "data" / "train-00000-of-00001.jsonl.gz", "rt", encoding="utf-8") as f:
+        lines = f.readlines()
+    for i in range(shards):
+        with gzip.open(root / "data" / f"train-{i:05d}-of-{shards:05d}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(lines[i::shards])
+    return root
 
 
 def _load(out: Path) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -68,8 +89,9 @@ def test_format_shapes_and_stats(inputs):
     assert index["vocab_size"] == Tokenizer.from_file(str(inputs["vocab"] / "tokenizer.json")).get_vocab_size()
     assert ids.dtype == np.uint16 and types.dtype == np.uint8
     assert len(index["shards"]) > 1 and all(s["examples"] <= CFG.shard_size for s in index["shards"])
-    assert [s["input_ids"] for s in index["shards"]][:2] == ["data/shard-00000.input_ids.npy",
-                                                             "data/shard-00001.input_ids.npy"]
+    # pieces of at most shard_size rows, named after the corpus shard they come from
+    assert [s["input_ids"] for s in index["shards"]][:2] == ["data/shard-00000-0000.input_ids.npy",
+                                                             "data/shard-00000-0001.input_ids.npy"]
     assert index["examples"] == stats["examples"] == len(ids)
     assert stats["tokens"] == int((ids != 0).sum())
     assert stats["padding_share"] == pytest.approx(1 - stats["tokens"] / ids.size, abs=1e-6)
@@ -190,15 +212,74 @@ def test_refusals(inputs, tmp_path):
         str(no_specials / "tokenizer.json"))
     with pytest.raises(ValueError, match=r"tokenizer.json lacks the special tokens"):
         build(CFG, inputs["corpus"], no_specials, tmp_path)
-    bad = write_corpus(tmp_path / "bad", {"train": [["좋은 영화였다."]]})
+    bad = write_corpus(tmp_path / "bad", {"train": [["좋은 영화였다."], ["재미없다."]]})
     path = bad / "data" / "train-00000-of-00001.jsonl.gz"
-    import gzip
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        doc = json.loads(f.readline())
+        good, doc = f.readlines()
+    doc = json.loads(doc)
     del doc["sentences"]
     with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        f.write(good + json.dumps(doc, ensure_ascii=False) + "\n{not json\n")
     out = tmp_path / "o"
     out.mkdir()
-    with pytest.raises(ValueError, match="train-0.*sentences"):
+    with pytest.raises(ValueError, match=r"2 unreadable document\(s\).*train-00000-of-00001.jsonl.gz:2: .*sentences"):
         build(CFG, bad, inputs["vocab"], out)
+    with pytest.raises(ValueError, match="no valid shards under"):
+        build(override(CFG, ["split=valid"]), bad, inputs["vocab"], tmp_path / "o2")
+
+
+def test_refuses_a_vocab_of_another_corpus_unless_told(inputs, tmp_path):
+    corpus, vocab = tmp_path / "corpus", tmp_path / "vocab"
+    shutil.copytree(inputs["corpus"], corpus)
+    shutil.copytree(inputs["vocab"], vocab)
+    (corpus / "manifest.json").write_text(json.dumps({"kind": "corpus", "id": "c0ffee", "parents": []}))
+    (vocab / "manifest.json").write_text(json.dumps({"kind": "vocab", "id": "beef", "parents": ["0ther"]}))
+    with pytest.raises(ValueError, match=r"learned from corpus 0ther, not from .*c0ffee.*allow_other_corpus_vocab"):
+        build(CFG, corpus, vocab, tmp_path / "o1")
+    assert build(override(CFG, ["allow_other_corpus_vocab=true"]), corpus, vocab, tmp_path / "o2").stats["examples"]
+    (vocab / "manifest.json").write_text(json.dumps({"kind": "vocab", "id": "beef", "parents": ["c0ffee"]}))
+    assert build(CFG, corpus, vocab, tmp_path / "o3").stats["examples"]
+
+
+def test_refuses_a_length_the_tokenizer_cannot_take(inputs, tmp_path):
+    vocab = tmp_path / "vocab"
+    shutil.copytree(inputs["vocab"], vocab)
+    conf = json.loads((vocab / "tokenizer_config.json").read_text())
+    conf["model_max_length"] = 32
+    (vocab / "tokenizer_config.json").write_text(json.dumps(conf))
+    with pytest.raises(ValueError, match="max_seq_length=40 exceeds model_max_length=32"):
+        build(CFG, inputs["corpus"], vocab, tmp_path / "o")
+    assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def test_same_bytes_whatever_the_workers_and_batching(inputs):
+    corpus = _resharded(inputs, 3)
+    one, stats = _build(CFG, inputs, "w1", corpus, ["--direct_num_workers=1"])
+    many, _ = _build(override(CFG, ["batch_documents=4"]), inputs, "w3", corpus,
+                     ["--direct_num_workers=3", "--direct_running_mode=multi_threading"])
+    assert _files(one) == _files(many)
+    index, ids, _ = _load(one)
+    assert [s["input_ids"][:21] for s in index["shards"]][::2] == [f"data/shard-{i:05d}-0000" for i in range(3)]
+    # the same examples as the one-shard corpus, in another order (shards are corpus shards)
+    _, ids_single, _ = _load(_build(CFG, inputs, "w_single")[0])
+    assert sorted(map(bytes, ids)) == sorted(map(bytes, ids_single))
+    assert stats["documents"] == 36
+
+
+def test_pack_documents_fills_sequences_across_documents(inputs):
+    cfg = override(CFG, ["pack_documents=true", "short_seq_prob=0", "single_segment_prob=0"])
+    packed, stats = _build(cfg, inputs, "packed")
+    plain, plain_stats = _build(override(CFG, ["short_seq_prob=0", "single_segment_prob=0"]), inputs, "unpacked")
+    assert stats["examples"] < plain_stats["examples"] and stats["padding_share"] < plain_stats["padding_share"]
+    _, ids, _ = _load(packed)
+    _, plain_ids, _ = _load(plain)
+    assert np.isin(ids, [0, 2, 3], invert=True).sum() == np.isin(plain_ids, [0, 2, 3], invert=True).sum()
+    # the text of all examples, in order, is every sentence of every document, in corpus order
+    sents = [s[:cfg.max_seq_length - 3] for doc in _doc_sentence_ids(inputs) for s in doc]
+    text = [t for row in ids.tolist() for t in row if t not in (0, 2, 3)]
+    assert text == [t for s in sents for t in s]
+    # a sequence ends only when the next sentence does not fit: its text + the next > L - 3
+    sizes = (ids != 0).sum(axis=1)
+    assert (sizes[:-1] - 2 > cfg.max_seq_length - 3 - max(map(len, sents))).all()
+    again, _ = _build(cfg, inputs, "packed2")
+    assert _files(packed) == _files(again)

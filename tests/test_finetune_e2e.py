@@ -9,6 +9,8 @@ import pytest
 from finetune import korquad, nsmc
 from finetune.config import OptimConfig, sample_korquad, sample_nsmc
 from finetune.tiny import build_tiny_model_dir
+from pipeline.plot import PALETTE
+from tests.test_plot import decode_png
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "pipeline" / "sample" / "korquad_sample.json"
@@ -76,6 +78,20 @@ def test_nsmc_end_to_end_learns_and_is_deterministic(tiny_model, tmp_path):
     c = result.compute
     assert c["parameters"] > 0 and c["device"] == "cpu" and c["train_examples"] == m["train_examples"]
     assert c["wall_seconds"] > 0 and c["flops"] > 0
+    check_learning_curve(tmp_path / "out0", m)
+    assert (tmp_path / "out0" / "learning_curve.png").read_bytes() == (tmp_path / "out1" / "learning_curve.png").read_bytes()
+
+
+def check_learning_curve(out: Path, m: dict) -> None:
+    curve = json.loads((out / "learning_curve.json").read_text(encoding="utf-8"))
+    steps = [p["step"] for p in curve["train_loss"]]
+    assert steps == sorted(steps) and steps[-1] == curve["steps_per_epoch"] * len(m["epochs"])
+    assert all(p["train_loss"] > 0 for p in curve["train_loss"]) and curve["epochs"] == m["epochs"]
+    w, h, rows = decode_png((out / "learning_curve.png").read_bytes())
+    assert (w, h) == (640, 600)
+    top = sum(1 for r in rows[:300] for px in r if px == PALETTE[0])
+    bottom = sum(1 for r in rows[300:] for px in r if px == PALETTE[0])
+    assert top > 100 and bottom > 100  # the loss curve in the upper panel, the dev metric below
 
 
 def test_korquad_end_to_end_overfits_fixture_and_is_deterministic(tiny_model, tmp_path):
@@ -104,6 +120,14 @@ def test_korquad_end_to_end_overfits_fixture_and_is_deterministic(tiny_model, tm
     assert m["f1"] >= 40.0, m
     assert m["train_windows"] > m["train_questions"] and m["shared_contexts"] > 0
     assert result.compute["train_examples"] == m["train_windows"]
+    # the dev metric per epoch (reporting only) ends at the final figure
+    assert m["epochs"][-1]["dev_f1"] == pytest.approx(m["f1"], abs=1e-4)
+    assert m["eval_set"] == "korquad_sample.json"
+    nbest = json.loads((tmp_path / "out0" / "nbest_predictions.json").read_text(encoding="utf-8"))
+    assert set(nbest) == set(preds) and all(nbest[k][0]["text"] == v for k, v in preds.items())
+    assert all(1 <= len(v) <= cfg.n_best for v in nbest.values())
+    assert all(abs(sum(a["probability"] for a in v) - 1.0) < 1e-3 for v in nbest.values())
+    check_learning_curve(tmp_path / "out0", m)
 
 
 def test_korquad_on_a_by_article_split(tiny_model, tmp_path):
@@ -112,13 +136,14 @@ def test_korquad_on_a_by_article_split(tiny_model, tmp_path):
     train.write_text(json.dumps(train_doc, ensure_ascii=False), encoding="utf-8")
     dev.write_text(json.dumps(dev_doc, ensure_ascii=False), encoding="utf-8")
     cfg = dataclasses.replace(sample_korquad(), max_length=96, doc_stride=32, max_query_length=24,
-                              batch_size=16, epochs=1, max_train_examples=8)
+                              batch_size=16, epochs=1, max_train_examples=8, eval_each_epoch=False)
     out = tmp_path / "out"
     out.mkdir()
     korquad.run(cfg, tiny_model, train, dev, out)
     m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     n_dev = sum(len(p["qas"]) for a in dev_doc["data"] for p in a["paragraphs"])
     assert m["questions"] == n_dev and m["shared_contexts"] == 0
+    assert "by-article split" in m["eval_set"] and "NOT official" in m["eval_set"]
     assert 0.0 <= m["exact_match"] <= 100.0 and 0.0 <= m["f1"] <= 100.0
     assert set(json.loads((out / "predictions.json").read_text(encoding="utf-8"))) == {
         q["id"] for a in dev_doc["data"] for p in a["paragraphs"] for q in p["qas"]}

@@ -2,7 +2,10 @@
 
 import pytest
 
-from finetune.seeds import describe, summarize
+import json
+
+from finetune.report import format_table, nsmc_table
+from finetune.seeds import describe, parse_seeds, run_seeds, summarize, write_summary
 
 
 def test_describe_median_spread_iqr():
@@ -25,3 +28,42 @@ def test_summarize_per_task_metrics():
     assert s["f1"]["per_seed"] == {"1": 70.0, "2": 65.0, "3": 60.0}
     with pytest.raises(ValueError, match="accuracy"):
         summarize("nsmc", {1: {"exact_match": 1.0}})
+
+
+def test_run_seeds_calls_each_seed_and_writes_the_summary(tmp_path):
+    called = []
+
+    def run_one(seed):
+        called.append(seed)
+        return {"accuracy": 0.80 + seed / 100, "accuracy_pct": 80.0 + seed}
+
+    summary, table = run_seeds("nsmc", [3, 1, 2], run_one, tmp_path / "seeds.json")
+    assert called == [3, 1, 2]
+    assert json.loads((tmp_path / "seeds.json").read_text()) == summary
+    assert summary["accuracy_pct"]["median"] == 82.0 and summary["accuracy_pct"]["spread"] == 2.0
+    lines = table.splitlines()
+    assert lines[0] == "nsmc over 3 seeds" and "accuracy %" in lines[1]
+    assert [ln.split()[0:2] for ln in lines[3:6]] == [["seed", "1"], ["seed", "2"], ["seed", "3"]]
+    assert lines[6].split() == ["median", "82.00"] and lines[7].split() == ["spread", "2.00"]
+    again = tmp_path / "again.json"
+    assert write_summary("nsmc", {1: run_one(1), 2: run_one(2), 3: run_one(3)}, again)[1] == table
+    assert again.read_bytes() == (tmp_path / "seeds.json").read_bytes()
+    with pytest.raises(ValueError, match="distinct"):
+        run_seeds("nsmc", [1, 1], run_one)
+
+
+def test_parse_seeds():
+    assert parse_seeds("1,2,3") == [1, 2, 3] and parse_seeds("5-7, 1") == [5, 6, 7, 1]
+    for bad in ("", "a", "1,1", "3-x", "-2"):
+        with pytest.raises(ValueError):
+            parse_seeds(bad)
+
+
+def test_tables():
+    t = format_table(("name", "value"), [("a", 1.5), ("long name", None)])
+    assert t.splitlines() == ["name       value", "---------  -----", "a           1.50", "long name      -"]
+    m = {"epochs": [{"epoch": 1, "train_loss": 0.5, "dev_accuracy": 0.8},
+                    {"epoch": 2, "train_loss": 0.3, "dev_accuracy": 0.85}],
+         "best_epoch": 2, "accuracy_pct": 84.5, "test_examples": 10, "dev_examples": 5}
+    lines = nsmc_table(m).splitlines()
+    assert lines[3].split() == ["2", "0.3000", "85.00", "*"] and "84.50%" in lines[-1]

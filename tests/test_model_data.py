@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -48,16 +51,70 @@ def test_batches_fixed_shape_cover_epoch_without_repeats(tmp_path):
     assert loader.epoch == 1 and nxt != seen[:8]  # a new permutation for the next epoch
 
 
-def test_resume_after_40_batches_and_across_epoch_boundary(tmp_path):
+@pytest.mark.parametrize("prefetch", [0, 4])
+def test_resume_after_40_batches_and_across_epoch_boundary(tmp_path, prefetch):
     root = _write(tmp_path)
-    a = ExampleLoader(root, batch_size=8, seed=3)
+    a = ExampleLoader(root, batch_size=8, seed=3, prefetch=prefetch)
     for _ in range(40):  # 40 batches = 3 epochs of 12 + 4
         next(a)
     state = json.loads(json.dumps(a.state_dict()))  # survives JSON
-    want = [_rows(next(a)) for _ in range(15)]  # runs over the next epoch boundary
-    b = ExampleLoader(root, batch_size=8, seed=3)
+    assert (state["epoch"], state["batch_in_epoch"]) == (3, 4)  # what was handed out, not what was read ahead
+    want = [next(a) for _ in range(15)]  # runs over the next epoch boundary
+    b = ExampleLoader(root, batch_size=8, seed=3, prefetch=4 - prefetch)  # prefetch does not change the batches
     b.load_state_dict(state)
-    assert [_rows(next(b)) for _ in range(15)] == want
+    got = [next(b) for _ in range(15)]
+    for x, y in zip(want, got):
+        assert np.array_equal(x["input_ids"], y["input_ids"]) and np.array_equal(x["token_type_ids"], y["token_type_ids"])
+    assert [_rows(x) for x in want[8:]] != [_rows(x) for x in want[:7]]  # a new permutation after the boundary
+
+
+def test_resume_saved_exactly_at_an_epoch_boundary_and_reloaded_in_place(tmp_path):
+    root = _write(tmp_path)
+    a = ExampleLoader(root, batch_size=8, seed=5)
+    first_epoch = [_rows(next(a)) for _ in range(12)]
+    state = a.state_dict()
+    assert (state["epoch"], state["batch_in_epoch"]) == (1, 0)
+    want = [_rows(next(a)) for _ in range(5)]
+    a.load_state_dict(state)  # the same loader, rewound: read-ahead batches are dropped
+    assert [_rows(next(a)) for _ in range(5)] == want
+    a.load_state_dict({**state, "epoch": 0})
+    assert [_rows(next(a)) for _ in range(12)] == first_epoch
+
+
+def test_resume_with_two_ranks(tmp_path):
+    root = _write(tmp_path, n=400)
+    ranks = [ExampleLoader(root, 4, seed=7, rank=r, world_size=2) for r in range(2)]
+    for _ in range(40):  # an epoch is 400 // (2 x 4) = 50 batches
+        for r in ranks:
+            next(r)
+    states = [json.loads(json.dumps(r.state_dict())) for r in ranks]
+    want = [[_rows(next(r)) for _ in range(20)] for r in ranks]  # crosses the epoch boundary at 50
+    for r in range(2):
+        again = ExampleLoader(root, 4, seed=7, rank=r, world_size=2)
+        again.load_state_dict(states[r])
+        assert [_rows(next(again)) for _ in range(20)] == want[r]
+    for x0, x1 in zip(*want):
+        assert not set(x0) & set(x1)
+    with pytest.raises(ValueError, match="world_size"):
+        ExampleLoader(root, 4, seed=7).load_state_dict(states[0])
+
+
+def test_prefetch_thread_is_bounded_and_stops(tmp_path):
+    root = _write(tmp_path)
+    before = {t for t in threading.enumerate() if t.name == "kolectra-prefetch"}
+    loader = ExampleLoader(root, 8, seed=0, prefetch=2)
+    next(loader)
+    time.sleep(0.2)
+    assert loader._prefetcher.queue.qsize() <= 2  # read ahead, but only so far
+    loader.close()
+    dropped = ExampleLoader(root, 8, seed=0, prefetch=2)
+    next(dropped)
+    del dropped
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while {t for t in threading.enumerate() if t.name == "kolectra-prefetch"} - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not {t for t in threading.enumerate() if t.name == "kolectra-prefetch"} - before
 
 
 def test_order_depends_on_seed(tmp_path):
@@ -101,6 +158,21 @@ def test_bad_artifacts_give_clear_errors(tmp_path):
     loader = ExampleLoader(root, 103, seed=0)
     with pytest.raises(ExamplesError, match="outside the vocabulary of 50"):
         next(loader)
+    # with prefetch, good batches come first and the error arrives at the batch it belongs to
+    root = _write(tmp_path / "e", vocab=5 + 96)  # rows 96.. are bad; the first epoch order decides when
+
+    def first_bad(seed):
+        order = np.random.default_rng([seed, 0]).permutation(103)[:96].reshape(12, 8)
+        return int(np.flatnonzero((order >= 96).any(axis=1))[0])
+
+    seed = next(s for s in range(100) if first_bad(s) >= 3)  # a seed whose first bad batch comes late
+    first_bad = first_bad(seed)
+    loader = ExampleLoader(root, 8, seed=seed, prefetch=3)
+    for _ in range(first_bad):
+        next(loader)
+    with pytest.raises(ExamplesError, match="outside the vocabulary"):
+        next(loader)
+    assert loader.state_dict()["batch_in_epoch"] == first_bad
 
     with pytest.raises(ExamplesError, match="cannot fill one batch"):
         ExampleLoader(_write(tmp_path / "d", n=5), 8, seed=0)

@@ -110,7 +110,8 @@ def test_losses_match_hf_reference_and_total_is_gen_plus_50_disc():
     ids, types = _batch()
     torch.manual_seed(3)
     out = rtd.electra_step(pair, ids, types, SP, config.ObjectiveConfig())
-    assert torch.allclose(out.loss, out.gen_loss + 50.0 * out.disc_loss)
+    gen_loss, disc_loss = out.parts["gen_loss"], out.parts["disc_loss"]
+    assert torch.allclose(out.loss, gen_loss + 50.0 * disc_loss)
     attn = (ids != SP.pad_id).long()
 
     labels = torch.full_like(ids, -100).scatter(1, out.positions_BN,
@@ -119,9 +120,9 @@ def test_losses_match_hf_reference_and_total_is_gen_plus_50_disc():
                                          token_type_ids=types, labels=labels).loss
     ref_disc = ElectraForPreTraining.forward(pair.discriminator, input_ids=out.disc_in_BL, attention_mask=attn,
                                              token_type_ids=types, labels=out.replaced_BL.long()).loss
-    assert torch.allclose(out.gen_loss, ref_gen, atol=1e-5)
-    assert torch.allclose(out.disc_loss, ref_disc, atol=1e-5)
-    assert 0 < out.metrics["replaced_share"] <= 1
+    assert torch.allclose(gen_loss, ref_gen, atol=1e-5)
+    assert torch.allclose(disc_loss, ref_disc, atol=1e-5)
+    assert 0 < out.sums["replaced"] <= out.sums["masked"]
 
 
 def test_4d_bias_equals_2d_mask():
@@ -150,12 +151,12 @@ def test_gradients_reach_shared_embeddings_from_both_losses_but_not_through_samp
     gen_layer = pair.generator.electra.encoder.layer[0].attention.self.query.weight
     disc_layer = pair.discriminator.electra.encoder.layer[0].attention.self.query.weight
 
-    out.gen_loss.backward(retain_graph=True)
+    out.parts["gen_loss"].backward(retain_graph=True)
     assert emb.grad.abs().sum() > 0 and gen_layer.grad.abs().sum() > 0
     assert disc_layer.grad is None
     pair.zero_grad(set_to_none=True)
 
-    out.disc_loss.backward()
+    out.parts["disc_loss"].backward()
     assert emb.grad.abs().sum() > 0 and disc_layer.grad.abs().sum() > 0
     # Discrete sampling cuts the graph: the discriminator's loss never reaches the generator.
     assert gen_layer.grad is None

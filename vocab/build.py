@@ -52,17 +52,21 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
     recipes = [cfg.recipe] + ([BASELINE] if cfg.report_baseline and cfg.recipe != BASELINE else [])
     counts: dict = {}
     table_ = None
-    if any(r in WORDPIECE_RECIPES for r in recipes):
-        progress(f"vocab: counting words of {corpus_dir} (train split)")
-        table_, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
-        if not table_:
-            raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
-        progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} word types"
-                 + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"] else ""))
-    seconds = {"count_words": round(time.perf_counter() - t_start, 2)}
-
+    seconds: dict = {}
     tokenizers, learn_stats = {}, {}
     for recipe in recipes:
+        if recipe in WORDPIECE_RECIPES and table_ is None:
+            # counted only when needed (after SentencePiece, which streams sentences itself), so the
+            # word table and the SentencePiece trainer never hold memory at the same time
+            progress(f"vocab: counting words of {corpus_dir} (train split)")
+            t0 = time.perf_counter()
+            table_, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
+            if not table_:
+                raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
+            progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
+                     "word types" + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"]
+                                     else ""))
+            seconds["count_words"] = round(time.perf_counter() - t0, 2)
         progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})")
         t0 = time.perf_counter()
         chosen = recipe == cfg.recipe
@@ -73,10 +77,12 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
             model, learn_stats[recipe] = spm.train_model(cfg, corpus_dir, recipe)
             tokenizers[recipe] = spm.write_dir(model, recipe, out_dir) if chosen else spm.make_tokenizer(model, recipe)
             learn_stats[recipe]["vocab_size"] = tokenizers[recipe].get_vocab_size()
-            if not counts:
-                counts = {"documents": learn_stats[recipe]["documents"], "sentences": learn_stats[recipe]["sentences"]}
+            del model
         seconds[f"learn_{recipe}"] = round(time.perf_counter() - t0, 2)
     del table_
+    if not counts:
+        sp_stats = learn_stats[cfg.recipe]
+        counts = {k: sp_stats[k] for k in ("documents", "sentences", "sentences_used", "sentences_too_long")}
 
     split = words.eval_split(corpus_dir)
     progress(f"vocab: measuring on the {split} split")

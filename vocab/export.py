@@ -4,7 +4,9 @@ Stage: corpus -> **vocab** -> examples. The tokenizer is BERT's: BertNormalizer 
 stripping — lowercasing or stripping would NFD-decompose Hangul into jamo — clean_text, Hanja
 isolated), BertPreTokenizer, WordPiece with ``##``, ``[CLS] A [SEP] B [SEP]`` templates. The same
 ids come out of ``AutoTokenizer.from_pretrained(dir)``, the raw ``tokenizers`` file, and
-``BertTokenizer(vocab_file=dir/vocab.txt, do_lower_case=False, strip_accents=False)``.
+``BertTokenizer(vocab=str(dir/"vocab.txt"), do_lower_case=False, strip_accents=False)`` (transformers 5
+spells it ``vocab``; its ``vocab_file=`` is silently ignored) or ``BertTokenizer.from_pretrained`` on a
+folder holding only ``vocab.txt`` (the transformers 4 path).
 """
 
 from __future__ import annotations

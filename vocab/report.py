@@ -1,17 +1,20 @@
 """How well a vocabulary fits Korean: the figures of the vocab artifact's ``report.json``.
 
 Stage: corpus -> **vocab** -> examples. Measured on held-out documents (the corpus's ``valid``
-split, else ``train``) with the exported tokenizers themselves, every recipe in one pass:
+split, else ``train``) with the exported tokenizers themselves, every recipe in one pass.
 
-- ``unk_rate``: share of tokens that are [UNK]; ``unk_word_rate``: share of words lost to [UNK];
+"Words" are the runtime BERT pre-tokeniser's units (an eojeol with its punctuation split off) for
+every recipe, so WordPiece and SentencePiece are measured on the same units: a *cut* is a token
+that starts strictly inside such a word (a SentencePiece ``▁`` or a split before punctuation is
+not a cut; byte-fallback tokens of one character make one cut).
+
+- ``unk_rate``: share of tokens that are [UNK]; ``unk_word_rate``: share of words touched by [UNK];
 - ``tokens_per_eojeol``: tokens per whitespace-separated eojeol (sequence-length cost);
 - ``chars_per_token``: non-space characters per token;
-- ``morph_boundary_share``: of the cuts WordPiece makes *inside* a word, the share that fall on
-  a stored morpheme boundary (punctuation splits by the pre-tokeniser are not counted);
-- ``words_kept_whole``: share of words (pre-tokeniser units: an eojeol minus its punctuation)
-  that are a single piece;
-- ``most_fragmented``: among the most frequent words (seen twice or more), those cut into the
-  most pieces.
+- ``morph_boundary_share``: share of cuts that fall on a stored morpheme boundary;
+- ``words_kept_whole``: share of words with no cut and no [UNK];
+- ``most_fragmented``: among the ``report_top_words`` most frequent words (seen twice or more),
+  those cut into the most pieces (words kept whole are left out).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Iterable, Mapping
 
 from tokenizers import Tokenizer
 
-from vocab.words import morph_cuts
+from vocab.words import WordSplitter, morph_cuts
 
 BATCH_DOCS = 256
 
@@ -34,29 +37,30 @@ class _Tally:
         self.tokens = self.unk = self.words = self.whole = self.unk_words = 0
         self.cuts = self.cuts_on_morph = 0
 
-    def add(self, texts: list[str], cuts: list[list[int]]) -> list:
+    def add(self, texts: list[str], cuts: list[list[int]], spans: list[tuple[list[int], list[int]]]) -> None:
         encodings = self.tok.encode_batch(texts, add_special_tokens=False)
-        for doc_cuts, enc in zip(cuts, encodings):
-            ids, offsets, word_ids = enc.ids, enc.offsets, enc.word_ids
+        for doc_cuts, (starts, ends), enc in zip(cuts, spans, encodings):
+            ids = enc.ids
             self.tokens += len(ids)
-            self.unk += sum(1 for i in ids if i == self.unk_id)
-            prev = None
-            for k, w in enumerate(word_ids):
-                if w != prev:
-                    self.words += 1
-                    single = k + 1 == len(word_ids) or word_ids[k + 1] != w
-                    if single:
-                        if ids[k] == self.unk_id:
-                            self.unk_words += 1
-                        else:
-                            self.whole += 1
-                else:
+            self.words += len(starts)
+            cut_words: set[int] = set()
+            unk_words: set[int] = set()
+            seen: set[int] = set()
+            for i, (at, _) in zip(ids, enc.offsets):
+                j = bisect.bisect_right(starts, at) - 1
+                inside = j >= 0 and at < ends[j]
+                if i == self.unk_id:
+                    self.unk += 1
+                    if inside:
+                        unk_words.add(j)
+                if inside and at > starts[j] and at not in seen:
+                    seen.add(at)
+                    cut_words.add(j)
                     self.cuts += 1
-                    at = offsets[k][0]
-                    j = bisect.bisect_left(doc_cuts, at)
-                    self.cuts_on_morph += j < len(doc_cuts) and doc_cuts[j] == at
-                prev = w
-        return encodings
+                    k = bisect.bisect_left(doc_cuts, at)
+                    self.cuts_on_morph += k < len(doc_cuts) and doc_cuts[k] == at
+            self.unk_words += len(unk_words)
+            self.whole += len(starts) - len(cut_words | unk_words)
 
     def figures(self, eojeols: int, chars: int) -> dict:
         def ratio(a: int, b: int) -> float:
@@ -76,10 +80,9 @@ class _Tally:
 def _fragmented(tok: Tokenizer, freq: Counter, top: int, show: int) -> list[dict]:
     # words seen at least twice: hapaxes (dates, typos, run-together reviews) say little about the vocab
     frequent = sorted(((w, n) for w, n in freq.items() if n >= 2), key=lambda kv: (-kv[1], kv[0]))[:top]
-    rows = []
-    for word, n in frequent:
-        pieces = tok.encode(word, add_special_tokens=False).tokens
-        rows.append({"word": word, "count": n, "pieces": pieces})
+    encodings = tok.encode_batch([w for w, _ in frequent], add_special_tokens=False) if frequent else []
+    rows = [{"word": word, "count": n, "pieces": enc.tokens}
+            for (word, n), enc in zip(frequent, encodings) if len(enc.tokens) > 1]  # whole words are not news
     rows.sort(key=lambda r: (-len(r["pieces"]), -r["count"], r["word"]))
     return rows[:show]
 
@@ -88,29 +91,30 @@ def measure(tokenizers: Mapping[str, Tokenizer], docs: Iterable[dict], *, top_wo
             show_words: int = 20) -> dict:
     """One pass over ``docs``: the figures above for each named tokenizer."""
     tallies = {name: _Tally(tok) for name, tok in tokenizers.items()}
+    splitter = WordSplitter()
     freq: Counter = Counter()
     n_docs = eojeols = chars = 0
     batch_texts: list[str] = []
     batch_cuts: list[list[int]] = []
+    batch_spans: list[tuple[list[int], list[int]]] = []
 
     def flush() -> None:
-        encodings = [t.add(batch_texts, batch_cuts) for t in tallies.values()][0]
-        for enc, text in zip(encodings, batch_texts):
-            # word frequencies by the pre-tokeniser's words (the same for every recipe)
-            spans: dict[int, list[int]] = {}
-            for w, (s, e) in zip(enc.word_ids, enc.offsets):
-                spans.setdefault(w, [s, e])[1] = e
-            freq.update(text[s:e] for s, e in spans.values())
+        for t in tallies.values():
+            t.add(batch_texts, batch_cuts, batch_spans)
         batch_texts.clear()
         batch_cuts.clear()
+        batch_spans.clear()
 
     for doc in docs:
         text = doc["text"]
         n_docs += 1
         eojeols += len(text.split())
         chars += sum(1 for ch in text if not ch.isspace())
+        words = splitter(text)
+        freq.update(text[s:e] for _, s, e in words)
         batch_texts.append(text)
         batch_cuts.append(morph_cuts(doc))
+        batch_spans.append(([s for _, s, _ in words], [e for _, _, e in words]))
         if len(batch_texts) >= BATCH_DOCS:
             flush()
     if batch_texts:

@@ -11,8 +11,11 @@ the opposite of WordPiece's ``##``.
   tokenizer sees exactly what the trainer saw. NFKC (SentencePiece's default) is never applied.
 - Characters outside ``sp_character_coverage`` fall back to UTF-8 byte pieces ``<0xNN>``
   (``sp_byte_fallback``), so the [UNK] rate is ~0 at the price of 256 vocabulary entries.
-- Memory: sentences are streamed to the trainer through ``sentence_iterator``; it keeps at most
-  ``sp_input_sentences`` of them (a seeded reservoir sample when the corpus has more).
+- Memory: sentences are streamed from the corpus into a reservoir sample (Vitter's algorithm R,
+  seeded) of at most ``sp_input_sentences``, handed to the trainer through
+  ``sentence_iterator``. The sampling is ours because SentencePiece's own
+  (``input_sentence_size`` + ``shuffle_input_sentence``) differs from run to run even after
+  ``set_random_generator_seed``. Memory is bounded by the cap (the sample, plus the trainer's copy).
 - ``hard_vocab_limit``: a small corpus cannot always fill ``vocab_size``. With the default
   ``sp_hard_vocab_limit=False`` the size is a ceiling; with True the trainer's "set it to a value
   <= N" failure is retried once at N. The size reached is reported.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
 from pathlib import Path
 from typing import Iterator
@@ -69,6 +73,23 @@ def training_sentences(corpus_dir: Path, max_bytes: int, counts: dict) -> Iterat
             yield sent
 
 
+def sample(sentences: Iterator[str], cap: int, seed: int) -> list[str]:
+    """At most ``cap`` sentences (all when ``cap`` is 0), uniformly sampled, in corpus order."""
+    if not cap:
+        return list(sentences)
+    rng = random.Random(seed)
+    kept: list[tuple[int, str]] = []
+    for i, sent in enumerate(sentences):
+        if i < cap:
+            kept.append((i, sent))
+        else:
+            j = rng.randrange(i + 1)
+            if j < cap:
+                kept[j] = (i, sent)
+    kept.sort()
+    return [sent for _, sent in kept]
+
+
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 
 
@@ -83,20 +104,21 @@ def train_model(cfg, corpus_dir: Path, recipe: str) -> tuple[bytes, dict]:
         control_symbols=list(SPECIALS[2:]) + unused,
         normalization_rule_name="identity", remove_extra_whitespaces=True, add_dummy_prefix=True,
         byte_fallback=cfg.sp_byte_fallback, character_coverage=cfg.sp_character_coverage,
-        input_sentence_size=cfg.sp_input_sentences, shuffle_input_sentence=True,
+        input_sentence_size=0, shuffle_input_sentence=False,  # the sample is already drawn (see above)
         max_sentence_length=cfg.sp_max_sentence_bytes, num_threads=cfg.sp_threads,
         hard_vocab_limit=cfg.sp_hard_vocab_limit, minloglevel=2,
     )
     stats: dict = {"requested_vocab_size": cfg.vocab_size}
+    counts: dict = {}
+    sentences = sample(training_sentences(corpus_dir, cfg.sp_max_sentence_bytes, counts), cfg.sp_input_sentences,
+                       cfg.seed)
+    if not sentences:
+        raise ValueError(f"vocab: corpus {corpus_dir} has no train sentences with text")
     for attempt in range(2):
-        # the reservoir sample and the unigram seed pieces draw from SentencePiece's global generator
         sentencepiece.set_random_generator_seed(cfg.seed)
-        counts: dict = {}
         writer = io.BytesIO()
         try:
-            sentencepiece.SentencePieceTrainer.train(
-                sentence_iterator=training_sentences(corpus_dir, cfg.sp_max_sentence_bytes, counts),
-                model_writer=writer, **options)
+            sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=writer, **options)
         except RuntimeError as e:
             m = _TOO_HIGH.search(str(e))
             if m and attempt == 0 and int(m.group(2)) >= len(SPECIALS) + cfg.num_unused + 1:
@@ -105,10 +127,7 @@ def train_model(cfg, corpus_dir: Path, recipe: str) -> tuple[bytes, dict]:
                 continue
             raise ValueError(f"vocab: sentencepiece {recipe} training failed on {corpus_dir}: {e}") from None
         break
-    if counts.get("sentences", 0) == 0:
-        raise ValueError(f"vocab: corpus {corpus_dir} has no train sentences with text")
-    stats.update(counts)
-    stats["sentences_used"] = min(counts["sentences"], cfg.sp_input_sentences or counts["sentences"])
+    stats.update(counts, sentences_used=len(sentences))
     return writer.getvalue(), stats
 
 

@@ -1,0 +1,170 @@
+"""Corpus-stage throughput against raw Kiwi: MB/s of text through ``kolectra corpus`` (the whole
+Beam pipeline: read, clean, filter, dedup, Kiwi, shard, write; start-up included) with 1 and 2
+worker processes, against a bare ``Kiwi.split_into_sents(text, return_tokens=True)`` loop over
+the same texts in the same process (one thread, model loaded and warmed up beforehand).
+
+The machine may be shared, so the measurements are interleaved - raw Kiwi, pipeline x1,
+pipeline x2, raw Kiwi again - and the baseline is the mean of the two raw runs. Besides wall
+time, CPU seconds are reported (this process plus its worker processes), which load from other
+jobs disturbs much less: ``cpu_ratio`` = raw Kiwi CPU / pipeline CPU for the same text, and
+``speedup_2_workers_cpu_bound`` = 2 x CPU(1 worker) / CPU(2 workers), the speedup two idle cores
+would give (the second worker's start-up, Kiwi load and data transfer are its cost).
+
+value: pipeline MB/s with 1 worker; baseline: raw Kiwi MB/s (1 thread); ratio = value / baseline
+(the share of Kiwi's own speed the pipeline keeps, per worker). ``config.speedup_2_workers`` is
+pipeline(2 workers) / pipeline(1 worker).
+
+Full size: every file of ``shared/data/corpus/nsmc-reviews/`` (``--files N`` for the first N);
+``--quick``: the embedded ``pipeline/sample/reviews.jsonl.gz`` (4,000 reviews, 0.34 MB of text).
+Usage: ``python benchmarks/corpus.py [--quick] [--files N] [--input PATH ...]``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# benchmarks/corpus.py would shadow the ``corpus`` package: put the repository first.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
+from corpus import reader  # noqa: E402
+from corpus.config import default_config  # noqa: E402
+from corpus.pipeline import build  # noqa: E402
+from corpus.segment import Segmenter  # noqa: E402
+from corpus.text import normalize  # noqa: E402
+from pipeline.stage import progress  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK_INPUT = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"
+FULL_INPUT = SHARED_DATA / "corpus" / "nsmc-reviews"
+
+
+def rss_mb() -> float:
+    """Resident memory of this process now (Linux /proc), in MB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the worker processes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def load_texts(files: list[str]) -> list[str]:
+    cfg = default_config()
+    texts = []
+    for path in files:
+        for rec in reader.read_file(path, path, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes):
+            if "text" in rec:
+                texts.append(rec["text"])
+    return texts
+
+
+def raw_kiwi(kiwi, texts: list[str]) -> tuple[float, float]:
+    """(wall, cpu) seconds of one bare Kiwi pass over the normalised texts."""
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    for t in texts:
+        if t:
+            kiwi.split_into_sents(t, return_tokens=True, return_sub_sents=False)
+    return time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def run_pipeline(files: list[str], workers: int, tmp: Path) -> tuple[float, float, dict]:
+    out = tmp / f"out-{workers}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    result = build(default_config(), files, out, [f"--direct_num_workers={workers}"])
+    return time.perf_counter() - wall, cpu_seconds() - cpu, result.stats
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=None, help="full size: only the first N NSMC shards")
+    ap.add_argument("--input", action="append", default=[], help="path or glob instead (repeatable)")
+    args = ap.parse_args(argv)
+    if args.input:
+        patterns = args.input
+    elif args.quick:
+        patterns = [str(QUICK_INPUT)]
+    else:
+        if not FULL_INPUT.is_dir():
+            raise SystemExit(f"benchmarks/corpus.py: {FULL_INPUT} not found (set KOLECTRA_SHARED_DATA or use --quick)")
+        patterns = [str(FULL_INPUT / "*.jsonl.gz")]
+    files = reader.expand_inputs(patterns)[: args.files] if args.files else reader.expand_inputs(patterns)
+
+    texts = load_texts(files)
+    text_mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    clean = [normalize(t) for t in texts]
+    progress(f"bench corpus: {len(files)} file(s), {len(texts)} records, {text_mb:.2f} MB of text")
+
+    rss0 = rss_mb()
+    t0 = time.perf_counter()
+    kiwi = Segmenter().kiwi
+    load_s = time.perf_counter() - t0
+    for t in clean[:200]:  # warm-up: Kiwi's first analyses pay one-off costs
+        kiwi.split_into_sents(t or "워밍업", return_tokens=True)
+    kiwi_rss = rss_mb() - rss0
+
+    with tempfile.TemporaryDirectory(prefix="kolectra-bench-corpus-") as tmp:
+        raw_a = raw_kiwi(kiwi, clean)
+        progress(f"bench corpus: raw Kiwi {text_mb / raw_a[0]:.3f} MB/s")
+        one = run_pipeline(files, 1, Path(tmp))
+        progress(f"bench corpus: pipeline x1 {text_mb / one[0]:.3f} MB/s")
+        two = run_pipeline(files, 2, Path(tmp))
+        progress(f"bench corpus: pipeline x2 {text_mb / two[0]:.3f} MB/s")
+        raw_b = raw_kiwi(kiwi, clean)
+        progress(f"bench corpus: raw Kiwi {text_mb / raw_b[0]:.3f} MB/s")
+        # fixed cost: the same pipeline on a few lines (Beam start-up, Kiwi load, file writing)
+        tiny = Path(tmp, "tiny.txt")
+        tiny.write_text("\n".join(t for t in texts[:50] if "\n" not in t) + "\n", encoding="utf-8")
+        startup = run_pipeline([str(tiny)], 1, Path(tmp, "tiny"))
+
+    raw_wall = (raw_a[0] + raw_b[0]) / 2
+    raw_cpu = (raw_a[1] + raw_b[1]) / 2
+    baseline = text_mb / raw_wall
+    value = text_mb / one[0]
+    steady = text_mb / max(one[0] - startup[0], 1e-9)
+    config = {
+        "inputs": [str(Path(f).name) for f in files] if len(files) <= 8 else f"{len(files)} files",
+        "records": len(texts),
+        "documents_out": one[2]["records_out"],
+        "text_mb": round(text_mb, 3),
+        "quick": args.quick,
+        "preset": "default_config",
+        "raw_kiwi_wall_s": [round(raw_a[0], 2), round(raw_b[0], 2)],
+        "raw_kiwi_cpu_s": round(raw_cpu, 2),
+        "pipeline_1_worker": {"wall_s": round(one[0], 2), "cpu_s": round(one[1], 2), "mb_s": round(value, 4)},
+        "pipeline_2_workers": {"wall_s": round(two[0], 2), "cpu_s": round(two[1], 2), "mb_s": round(text_mb / two[0], 4)},
+        "speedup_2_workers": round(one[0] / two[0], 3),
+        # what 2 idle cores would give: the work (CPU seconds) of each run, spread over its workers;
+        # wall-clock speedup is only meaningful on a machine nobody else is using
+        "speedup_2_workers_cpu_bound": round(2 * one[1] / two[1], 3) if two[1] else None,
+        "cpu_ratio": round(raw_cpu / one[1], 3) if one[1] else None,
+        "fixed_cost_s": round(startup[0], 2),
+        "steady_state_ratio": round(steady / baseline, 3),
+        "kiwi_load_s": round(load_s, 2),
+        "kiwi_rss_mb": round(kiwi_rss, 1),
+        # peak resident memory of the largest worker process (Beam SDK harness + Kiwi + bundles)
+        "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+        "same_output": one[2] == two[2],
+    }
+    return emit("corpus_throughput", "MB/s of text", round(value, 4),
+                "raw kiwipiepy split_into_sents, 1 thread", round(baseline, 4), config)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,245 @@
+"""Benchmark of the examples stage and the pretraining loader.
+
+Figures, all on NSMC movie reviews (``shared/data/corpus/nsmc-reviews/``):
+
+- headline: tokens/s of the examples stage's Beam job (:func:`corpus.examples.build`, default
+  runner options: in-process FnApiRunner, worker processes by input size) against a plain
+  single-process loop over the same pure core (read documents, ``encode_batch`` 256 documents
+  at a time, :func:`pack_document`, :func:`encode_pairs`, ``np.save``) — what the stage was
+  before it became a Beam job. Both write the same examples.
+- ``loader``: batches/s of :class:`model.data.ExampleLoader` (memory-mapped, shuffled, with
+  prefetch) at the ``small`` preset's batch (128 x 128) against the steps/s the trainer
+  consumes at that preset on this machine's CPU (:func:`model.rtd.electra_step` + backward +
+  AdamW on real batches). The aim is a loader at least 20x faster than the trainer.
+
+Inputs: ``--corpus`` / ``--vocab`` artifact directories, or (default) a corpus written here from
+the reviews — sentence spans from a punctuation splitter rather than Kiwi, since the examples
+stage reads only sentences (never morphemes) and Kiwi would dominate the set-up time — and a
+WordPiece vocab trained here with HF ``tokenizers`` on kolectra's normaliser and pre-tokeniser.
+
+    python benchmarks/examples.py [--quick] [--corpus DIR --vocab DIR] [--beam-arg=--direct_num_workers=2]
+
+``--quick``: the first 20,000 reviews, 2 timed trainer steps of 8 examples (scaled to 128).
+Full: all reviews, 3 timed trainer steps of the full 128 examples.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # the repo, not benchmarks/ (corpus.py would shadow corpus/)
+
+import gzip  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import unicodedata  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
+
+QUICK_REVIEWS = 20_000
+CORPUS_SHARDS = 4  # as the corpus stage's default
+_SENTENCE_END = re.compile(r"(?<=[.!?…~])\s+")
+
+
+def reviews(limit: int | None) -> list[tuple[str, str]]:
+    src = SHARED_DATA / "corpus" / "nsmc-reviews"
+    paths = sorted(src.glob("*.jsonl.gz"))
+    if not paths:
+        sys.exit(f"benchmarks/examples.py: no reviews under {src} (set KOLECTRA_SHARED_DATA)")
+    out = []
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                text = unicodedata.normalize("NFC", " ".join(str(r.get("text", "")).split()))
+                if text:
+                    out.append((str(r.get("id", len(out))), text))
+                if limit and len(out) >= limit:
+                    return out
+    return out
+
+
+def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
+    """Store-format train shards (sentence spans from punctuation, no morphemes)."""
+    from corpus import store
+
+    (corpus_dir / store.DATA_DIR).mkdir(parents=True)
+    files = [gzip.open(corpus_dir / store.DATA_DIR / f"train-{i:05d}-of-{CORPUS_SHARDS:05d}.jsonl.gz", "wt",
+                       encoding="utf-8", compresslevel=1) for i in range(CORPUS_SHARDS)]
+    for n, (doc_id, text) in enumerate(docs):
+        spans, start = [], 0
+        for m in _SENTENCE_END.finditer(text):
+            spans.append([start, m.start()])
+            start = m.end()
+        spans.append([start, len(text)])
+        files[n % CORPUS_SHARDS].write(json.dumps({"id": doc_id, "source": "nsmc", "text": text, "sentences": spans,
+                                                   "morphs": []}, ensure_ascii=False) + "\n")
+    for f in files:
+        f.close()
+    return corpus_dir
+
+
+def train_vocab(docs: list[tuple[str, str]], vocab_dir: Path, vocab_size: int = 32_000) -> Path:
+    from tokenizers import Tokenizer, models, trainers
+
+    from vocab import export, words
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = words.runtime_normalizer()
+    tok.pre_tokenizer = words.runtime_pre_tokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(export.SPECIALS),
+                                        show_progress=False)
+    tok.train_from_iterator((t for _, t in docs), trainer=trainer)
+    vocab_dir.mkdir(parents=True)
+    tok.save(str(vocab_dir / "tokenizer.json"))
+    return vocab_dir
+
+
+def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
+    """The baseline: one process, no Beam, the same pure functions and the same examples."""
+    from corpus import store
+    from corpus.examples import doc_rng, encode_pairs, ids_dtype, load_tokenizer, pack_document
+
+    tok = load_tokenizer(vocab_dir)
+    dtype = ids_dtype(tok.get_vocab_size())
+    out_dir.mkdir(parents=True)
+    tokens = examples = 0
+    for i, path in enumerate(store.shard_paths(corpus_dir, cfg.split)):
+        pairs, batch = [], []
+
+        def flush():
+            flat = [s for _, ss in batch for s in ss]
+            encs = tok.encode_batch(flat, add_special_tokens=False)
+            k = 0
+            for doc_id, ss in batch:
+                pairs.extend(pack_document([e.ids for e in encs[k:k + len(ss)]], cfg, doc_rng(cfg.seed, doc_id))[0])
+                k += len(ss)
+            batch.clear()
+
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                doc = json.loads(line)
+                batch.append((str(doc["id"]), store.sentences(doc)))
+                if len(batch) == cfg.batch_documents:
+                    flush()
+        if batch:
+            flush()
+        ids, types = encode_pairs(pairs, cfg.max_seq_length, dtype)
+        np.save(out_dir / f"shard-{i:05d}.input_ids.npy", ids)
+        np.save(out_dir / f"shard-{i:05d}.token_type_ids.npy", types)
+        tokens += int((ids != 0).sum())
+        examples += len(ids)
+    return {"tokens": tokens, "examples": examples}
+
+
+def loader_rate(examples_dir: Path, batch_size: int, batches: int) -> float:
+    from model.data import ExampleLoader
+
+    loader = ExampleLoader(examples_dir, batch_size=batch_size, seed=0)
+    next(loader)  # page in, start the prefetch thread
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        next(loader)
+    rate = batches / (time.perf_counter() - t0)
+    loader.close()
+    return rate
+
+
+def trainer_rate(examples_dir: Path, vocab_size: int, steps: int, micro_batch: int) -> tuple[float, dict]:
+    """Steps/s of a real RTD training step at the ``small`` preset on CPU, fed by the loader.
+
+    Timed on ``micro_batch`` examples a step and scaled to the preset's batch: CPU time of a
+    step grows linearly with the batch (the quick run cannot afford full 128-example steps)."""
+    import dataclasses
+
+    import torch
+
+    from model import config, rtd
+    from model.data import ExampleLoader
+    from model.electra import ElectraPair
+    from model.train import build_optimizer
+
+    cfg = config.preset("small")
+    sp = rtd.Specials(vocab_size=vocab_size)
+    torch.manual_seed(0)
+    model = ElectraPair(dataclasses.replace(cfg.model, vocab_size=vocab_size), vocab_size, sp.pad_id).train()
+    opt = build_optimizer(model, cfg.train)
+    loader = ExampleLoader(examples_dir, batch_size=micro_batch, seed=0)
+    t0 = 0.0
+    for i in range(steps + 1):  # the first step warms up (allocations, lazy init)
+        if i == 1:
+            t0 = time.perf_counter()
+        b = next(loader)
+        loss = rtd.electra_step(model, torch.from_numpy(b["input_ids"]), torch.from_numpy(b["token_type_ids"]),
+                                sp, cfg.objective).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    loader.close()
+    rate = steps / (time.perf_counter() - t0) * micro_batch / cfg.train.batch_size
+    return rate, {"preset": "small", "batch_size": cfg.train.batch_size, "measured_micro_batch": micro_batch,
+                  "timed_steps": steps, "torch_threads": torch.get_num_threads()}
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--corpus", type=Path, help="a corpus artifact (default: written here from the reviews)")
+    p.add_argument("--vocab", type=Path, help="a vocab artifact (default: trained here)")
+    p.add_argument("--beam-arg", action="append", default=[], help="a Beam pipeline option for the stage")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    args = p.parse_args()
+
+    from corpus.examples import build
+    from corpus.examples_config import ExamplesConfig
+    from pipeline.stage import progress
+
+    limit = QUICK_REVIEWS if args.quick else None
+    with tempfile.TemporaryDirectory(prefix="kolectra-bench-examples-") as tmp:
+        tmp = Path(tmp)
+        docs = None
+        if args.corpus is None or args.vocab is None:
+            docs = reviews(limit)
+            progress(f"bench: {len(docs)} reviews")
+        corpus_dir = args.corpus or write_corpus(docs, tmp / "corpus")
+        vocab_dir = args.vocab or train_vocab(docs, tmp / "vocab")
+        cfg = ExamplesConfig(max_seq_length=args.max_seq_length, allow_other_corpus_vocab=args.vocab is None)
+
+        t0 = time.perf_counter()
+        (tmp / "beam").mkdir()
+        stats = build(cfg, corpus_dir, vocab_dir, tmp / "beam", args.beam_arg).stats
+        beam_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        plain = plain_loop(cfg, corpus_dir, vocab_dir, tmp / "plain")
+        plain_s = time.perf_counter() - t0
+        if plain["tokens"] != stats["tokens"] or plain["examples"] != stats["examples"]:
+            sys.exit(f"benchmarks/examples.py: the baseline wrote other examples ({plain} vs {stats})")
+
+        from model.data import read_index
+
+        index = read_index(tmp / "beam")
+        batch = 128
+        loader_bps = loader_rate(tmp / "beam", batch, 200 if args.quick else 1000)
+        trainer_sps, trainer_cfg = trainer_rate(tmp / "beam", index.vocab_size, 2 if args.quick else 3,
+                                                8 if args.quick else batch)
+
+    value = stats["tokens"] / beam_s
+    baseline = plain["tokens"] / plain_s
+    emit("examples_build", "tokens/s", round(value), "plain single-process loop", round(baseline),
+         {"reviews": len(docs) if docs else None, "corpus": str(args.corpus or "nsmc-reviews (punctuation sentences)"),
+          "max_seq_length": cfg.max_seq_length, "beam_args": args.beam_arg, "quick": args.quick,
+          "examples": stats["examples"], "tokens": stats["tokens"], "padding_share": stats["padding_share"],
+          "beam_seconds": round(beam_s, 2), "plain_seconds": round(plain_s, 2)},
+         loader={"unit": "batches/s", "value": round(loader_bps, 1), "batch_size": batch,
+                 "seq_len": index.max_seq_length,
+                 "baseline": {"name": "trainer steps/s at the small preset (CPU)", "value": round(trainer_sps, 4),
+                              **trainer_cfg},
+                 "ratio": round(loader_bps / trainer_sps, 1), "aim": 20})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Benchmark: kolectra's pretraining step against a naive step from stock Hugging Face modules.
+
+    python benchmarks/pretrain.py [--quick] [--device cpu|cuda] [--peak-tflops X]
+
+Same run, same machine, same small++-like model (KoELECTRA-Small-v3 shapes, vocabulary 35,000),
+batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interleaved and the
+medians compared (see :mod:`model.bench`). The headline value is kolectra's fp32 steps per
+second, the baseline the naive step's; the bf16 figures, tokens/s and useful FLOP/s (MFU when
+a peak figure is known: ``--peak-tflops`` or a CUDA device in the table below) ride along.
+``--quick``: 4 layers instead of 12 and fewer rounds, about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+import torch  # noqa: E402
+
+from benchmarks.common import emit, parser  # noqa: E402
+from model.bench import compare, small_pp_like  # noqa: E402
+
+# Dense peak TFLOP/s (bf16, fp32 via TF32) of GPUs we may meet; CPU has no reliable figure.
+PEAKS = {"H100": {"bf16": 989.0, "fp32": 494.0}, "H200": {"bf16": 989.0, "fp32": 494.0},
+         "A100": {"bf16": 312.0, "fp32": 156.0}}
+
+
+def peak_tflops(device: str, precision: str, given: float) -> float:
+    if given:
+        return given
+    if device == "cuda":
+        name = torch.cuda.get_device_name(0)
+        for key, peaks in PEAKS.items():
+            if key in name:
+                return peaks[precision]
+    return 0.0
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="peak of one device for MFU (0 = table/none)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=128)
+    args = p.parse_args()
+    if args.device == "cpu" and args.quick:
+        layers, rounds = 4, 4
+    elif args.device == "cpu":
+        layers, rounds = None, 7
+    else:
+        layers, rounds = None, 30
+    model_cfg = small_pp_like(35000, layers)
+    results = {}
+    for precision in ("fp32", "bf16"):
+        r = compare(model_cfg, seq_len=args.seq_len, batch_size=args.batch_size, rounds=rounds,
+                    warmup=2 if args.device == "cuda" else 1, bf16=precision == "bf16", device=args.device)
+        peak = peak_tflops(args.device, precision, args.peak_tflops) * 1e12
+        mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
+        results[precision] = {k: r[k] for k in ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup")}
+        results[precision]["mfu"] = mfu
+        print(f"{precision}: kolectra {r['steps_per_s']['kolectra']:.3f} steps/s, naive {r['steps_per_s']['naive_hf']:.3f}"
+              f" steps/s, speedup {r['speedup']:.2f}x", file=sys.stderr)
+    fp32 = results["fp32"]["steps_per_s"]
+    emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
+         {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
+          "seq_len": args.seq_len, "device": args.device, "rounds": rounds, "quick": args.quick,
+          "interleaved": True, "statistic": "median"},
+         results=results, ratio_bf16=results["bf16"]["speedup"])
+
+
+if __name__ == "__main__":
+    main()

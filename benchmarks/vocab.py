@@ -1,0 +1,148 @@
+"""Benchmark of the vocab stage: vocabulary build throughput against HF ``tokenizers``.
+
+Figure: training words per second through a whole vocabulary build at the default size (35,000,
+``min_frequency`` 2, 3,000 alphabet characters) on NSMC movie reviews —
+kolectra's ``morph_wordpiece`` (stream the corpus into the morpheme-annotated word table, then
+the pure-Python morpheme-constrained learner, :mod:`vocab.trainer`) against the HF
+``tokenizers`` ``WordPieceTrainer`` (Rust, multi-threaded) on the same texts with the same
+normaliser and pre-tokeniser. The baseline cannot do what ours does (it has no hook to keep
+merges inside morphemes), so the ratio says what the constraint costs in build time; the
+quality side (share of cuts on morpheme boundaries, tokens per eojeol, against plain WordPiece)
+is printed in the same line under ``quality``. Kiwi's morpheme analysis is the corpus stage's
+work and is not timed (give ``--corpus`` a corpus artifact to skip it).
+
+    python benchmarks/vocab.py [--quick] [--corpus CORPUS_DIR]
+
+``--quick``: the first 20,000 reviews. Full: all of ``shared/data/corpus/nsmc-reviews/``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[0] = str(Path(__file__).resolve().parents[1])  # the repo, not benchmarks/ (corpus.py would shadow corpus/)
+
+import gzip  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import unicodedata  # noqa: E402
+
+from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
+
+QUICK_REVIEWS = 20000
+
+
+def reviews(limit: int | None) -> list[tuple[str, str]]:
+    src = SHARED_DATA / "corpus" / "nsmc-reviews"
+    paths = sorted(src.glob("*.jsonl.gz"))
+    if not paths:
+        sys.exit(f"benchmarks/vocab.py: no reviews under {src} (set KOLECTRA_SHARED_DATA)")
+    out = []
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                text = unicodedata.normalize("NFC", " ".join(str(r.get("text", "")).split()))
+                if text:
+                    out.append((str(r.get("id", len(out))), text))
+                if limit and len(out) >= limit:
+                    return out
+    return out
+
+
+def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
+    """A corpus artifact's data files (store format) with real Kiwi morphemes; every 20th doc is valid."""
+    from kiwipiepy import Kiwi
+
+    from corpus import store
+
+    kiwi = Kiwi()
+    (corpus_dir / store.DATA_DIR).mkdir(parents=True)
+    files = {s: gzip.open(corpus_dir / store.DATA_DIR / f"{s}-00000-of-00001.jsonl.gz", "wt", encoding="utf-8")
+             for s in store.SPLITS}
+    for n, ((doc_id, text), tokens) in enumerate(zip(docs, kiwi.tokenize(t for _, t in docs))):
+        morphs = [[t.start, t.start + t.len, t.tag] for t in tokens]
+        files["valid" if n % 20 == 19 else "train"].write(json.dumps(
+            {"id": doc_id, "source": "nsmc", "text": text, "sentences": [[0, len(text)]], "morphs": morphs},
+            ensure_ascii=False) + "\n")
+    for f in files.values():
+        f.close()
+    return corpus_dir
+
+
+def kolectra_build(cfg, corpus_dir: Path):
+    from vocab import build, words
+
+    table, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
+    vocab, _ = build.learn_vocab(cfg, table, cfg.recipe)
+    return vocab, counts
+
+
+def hf_build(cfg, corpus_dir: Path):
+    from tokenizers import Tokenizer, models, trainers
+
+    from vocab import export, words
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = words.runtime_normalizer()
+    tok.pre_tokenizer = words.runtime_pre_tokenizer()
+    specials = list(export.SPECIALS) + [f"[unused{i}]" for i in range(cfg.num_unused)]
+    trainer = trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
+                                        limit_alphabet=cfg.limit_alphabet, special_tokens=specials,
+                                        show_progress=False)
+    tok.train_from_iterator((d["text"] for d in words.iter_docs(corpus_dir, "train")), trainer=trainer)
+    return tok
+
+
+def quality(cfg, corpus_dir: Path) -> dict:
+    """The vocab report's headline figures, ours against plain WordPiece (held-out split)."""
+    from pipeline.config import override
+    from vocab import export, report, words
+    from vocab.build import learn_vocab
+
+    table, _ = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
+    toks = {r: export.make_tokenizer(learn_vocab(override(cfg, [f"recipe={r}"]), table, r)[0])
+            for r in ("morph_wordpiece", "wordpiece")}
+    m = report.measure(toks, words.iter_docs(corpus_dir, "valid"), show_words=0)["recipes"]
+    keys = ("unk_rate", "tokens_per_eojeol", "morph_boundary_share", "words_kept_whole")
+    return {r: {k: fig[k] for k in keys} for r, fig in m.items()}
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--corpus", type=Path, help="an existing corpus artifact (skips the Kiwi analysis)")
+    args = p.parse_args()
+    from vocab.config import VocabConfig
+
+    cfg = VocabConfig()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.corpus:
+            corpus_dir, source = args.corpus, str(args.corpus)
+        else:
+            docs = reviews(QUICK_REVIEWS if args.quick else None)
+            print(f"analysing {len(docs)} reviews with Kiwi (not timed)", file=sys.stderr, flush=True)
+            corpus_dir, source = write_corpus(docs, Path(tmp) / "corpus"), f"nsmc-reviews ({len(docs)} reviews)"
+            del docs
+        t0 = time.perf_counter()
+        vocab, counts = kolectra_build(cfg, corpus_dir)
+        ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        hf = hf_build(cfg, corpus_dir)
+        theirs = time.perf_counter() - t0
+        print(f"kolectra morph_wordpiece: {len(vocab)} entries in {ours:.2f} s; "
+              f"HF WordPieceTrainer: {hf.get_vocab_size()} entries in {theirs:.2f} s", file=sys.stderr)
+        qual = quality(cfg, corpus_dir)
+    n = counts["words"]
+    emit("vocab_build_throughput", "train words/s", round(n / ours, 1), "hf_tokenizers_wordpiece_trainer",
+         round(n / theirs, 1),
+         config={"quick": args.quick, "corpus": source, "train_documents": counts["documents"], "train_words": n,
+                 "word_types": counts["word_types"], "recipe": cfg.recipe, "vocab_size": cfg.vocab_size,
+                 "min_frequency": cfg.min_frequency, "limit_alphabet": cfg.limit_alphabet,
+                 "vocab_entries": {"kolectra": len(vocab), "hf": hf.get_vocab_size()}},
+         seconds={"kolectra": round(ours, 2), "hf": round(theirs, 2)}, quality=qual)
+
+
+if __name__ == "__main__":
+    main()

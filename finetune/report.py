@@ -1,0 +1,77 @@
+"""What a person reads from a fine-tuning run: a results table and the learning-curve PNG.
+
+Used by ``finetune.nsmc`` / ``finetune.korquad`` (last stage of the chain) at the end of a run
+and by ``finetune.seeds`` for summaries over seeds.  Pure formatting over the run's metrics;
+the PNG comes from :mod:`pipeline.plot` (no plotting library), so it is reproducible bytes
+like the rest of the eval artifact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from pipeline.plot import Panel, chart
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Plain-text table: first column left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in header]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[k]) for r in cells) for k in range(len(header))]
+
+    def line(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths))).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]])
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return "-" if v is None else str(v)
+
+
+def nsmc_table(metrics: dict) -> str:
+    """Per-epoch train loss / dev accuracy, the chosen epoch marked, then the test score."""
+    rows = [(e["epoch"], e["train_loss"], 100 * e["dev_accuracy"], "*" if e["epoch"] == metrics["best_epoch"] else "")
+            for e in metrics["epochs"]]
+    table = format_table(("epoch", "train loss", "dev acc %", "chosen"), [(a, f"{b:.4f}", c, d) for a, b, c, d in rows])
+    return (f"{table}\nNSMC test accuracy {metrics['accuracy_pct']:.2f}% on {metrics['test_examples']} rows "
+            f"(epoch {metrics['best_epoch']}, chosen on {metrics['dev_examples']} dev rows)")
+
+
+def korquad_table(metrics: dict) -> str:
+    rows = [(e["epoch"], f"{e['train_loss']:.4f}", e.get("dev_exact_match"), e.get("dev_f1")) for e in metrics["epochs"]]
+    table = format_table(("epoch", "train loss", "EM", "F1"), rows)
+    return (f"{table}\nKorQuAD EM {metrics['exact_match']:.2f} F1 {metrics['f1']:.2f} on "
+            f"{metrics['questions']} questions of {metrics['eval_set']} (last epoch; no selection on it)")
+
+
+def write_learning_curve(out_dir: Path, task: str, metrics: dict, log) -> None:
+    """``learning_curve.png`` and the numbers behind it, ``learning_curve.json``."""
+    from finetune.runtime import write_json  # noqa: PLC0415 - runtime imports torch
+
+    write_json(Path(out_dir) / "learning_curve.json",
+               {"task": task, "log_every_steps": log.log_every, "steps_per_epoch": log.steps_per_epoch,
+                "train_loss": log.curve, "epochs": metrics["epochs"]})
+    learning_curve(Path(out_dir) / "learning_curve.png", task, metrics, log.curve)
+
+
+def learning_curve(path: Path, task: str, metrics: dict, curve: list[dict]) -> Path:
+    """Two panels over epochs: train loss (logged windows and epoch means) and the dev metric."""
+    loss = {"train loss (window)": [(p["epoch"], p["train_loss"]) for p in curve],
+            "train loss (epoch mean)": [(e["epoch"], e["train_loss"]) for e in metrics["epochs"]]}
+    if task == "nsmc":
+        dev = {"dev accuracy %": [(e["epoch"], 100 * e["dev_accuracy"]) for e in metrics["epochs"]],
+               "test accuracy % (chosen epoch)": [(metrics["best_epoch"], metrics["accuracy_pct"])]}
+        title = f"NSMC: test accuracy {metrics['accuracy_pct']:.2f}%"
+    else:
+        per_epoch = [e for e in metrics["epochs"] if "dev_f1" in e]
+        last = metrics["epochs"][-1]["epoch"]
+        dev = {"EM": [(e["epoch"], e["dev_exact_match"]) for e in per_epoch] or [(last, metrics["exact_match"])],
+               "F1": [(e["epoch"], e["dev_f1"]) for e in per_epoch] or [(last, metrics["f1"])]}
+        title = f"KorQuAD: EM {metrics['exact_match']:.2f} F1 {metrics['f1']:.2f}"
+    return chart(path, [Panel(loss, title, "epoch", "train loss"),
+                        Panel(dev, "", "epoch", "dev metric" if task == "nsmc" else "EM / F1 (%)", markers=True)],
+                 width=640, panel_height=300)

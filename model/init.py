@@ -1,0 +1,80 @@
+"""Continued pretraining: start the generator/discriminator pair from an existing Hugging Face pair.
+
+``train.init_from`` names a directory with ``discriminator/`` and ``generator/`` (another
+kolectra checkpoint's ``hf/``, or a downloaded KoELECTRA pair laid out that way). The shapes
+must equal the preset's (the run's config stays the one truth about the model); a difference
+is an error that lists every differing setting. The shared embedding module is taken from the
+discriminator, as ELECTRA's own exports carry the same embeddings in both halves; the
+generator's other weights (encoder, head, output bias) are its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, ElectraForMaskedLM
+
+from model.electra import ElectraPair, hf_configs
+from pipeline.stage import progress
+
+SHAPE_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+              "intermediate_size", "max_position_embeddings", "type_vocab_size")
+
+
+class InitError(ValueError):
+    """The pair in ``train.init_from`` cannot initialise this run; the message names the directory."""
+
+
+def _check_shapes(path: Path, want) -> None:
+    try:
+        have = AutoConfig.from_pretrained(str(path))
+    except (OSError, ValueError) as e:
+        raise InitError(f"{path}: not a Hugging Face model directory: {e}") from None
+    diff = [f"{k}: {getattr(have, k, None)} there, {getattr(want, k)} in this run" for k in SHAPE_KEYS
+            if getattr(have, k, None) != getattr(want, k)]
+    if diff:
+        raise InitError(f"{path}: shape differs from the run's config ({'; '.join(diff)}); pick the matching "
+                        "preset or set model.* accordingly")
+
+
+def _weights(cls, path: Path) -> dict[str, torch.Tensor]:
+    return cls.from_pretrained(str(path)).state_dict()
+
+
+def load_pair(pair: ElectraPair, init_dir: Path, model_cfg, vocab_size: int, pad_id: int) -> None:
+    """Copy the weights of ``init_dir``'s pair into ``pair`` (in place)."""
+    init_dir = Path(init_dir)
+    disc_dir, gen_dir = init_dir / "discriminator", init_dir / "generator"
+    for d in (disc_dir, gen_dir):
+        if not (d / "config.json").is_file():
+            raise InitError(f"{d}: missing (train.init_from needs discriminator/ and generator/ with config.json)")
+    disc_cfg, gen_cfg = hf_configs(model_cfg, vocab_size, pad_id)
+    _check_shapes(disc_dir, disc_cfg)
+    if pair.generator is not None:
+        _check_shapes(gen_dir, gen_cfg)
+
+    disc_state = _weights(type(pair.discriminator), disc_dir)
+    # Heads the source lacks (e.g. an MLM head on an RTD export) keep their fresh initialisation.
+    own = pair.discriminator.state_dict()
+    take = {k: v for k, v in disc_state.items() if k in own and own[k].shape == v.shape}
+    pair.discriminator.load_state_dict(take, strict=False)
+    fresh = sorted(k for k in own if k not in take)
+    if fresh:
+        progress(f"pretrain: init_from {disc_dir}: {len(fresh)} tensors start fresh ({fresh[0]}, ...)")
+    if pair.generator is not None:
+        gen_state = _weights(ElectraForMaskedLM, gen_dir)
+        shared = {k: v for k, v in gen_state.items() if k.startswith("electra.embeddings.")}
+        emb = pair.embeddings.state_dict()
+        if any(not torch.equal(v, emb[k.removeprefix("electra.embeddings.")]) for k, v in shared.items()
+               if k.removeprefix("electra.embeddings.") in emb):
+            progress(f"pretrain: init_from {gen_dir}: its embeddings differ from the discriminator's; "
+                     "the pair shares the discriminator's")
+        rest = {k: v for k, v in gen_state.items()
+                if not k.startswith("electra.embeddings.") and k != "generator_lm_head.weight"}
+        missing, unexpected = pair.generator.load_state_dict(rest, strict=False)
+        bad = [k for k in missing if not k.startswith("electra.embeddings.") and k != "generator_lm_head.weight"]
+        if bad or unexpected:
+            raise InitError(f"{gen_dir}: weights do not fit an ElectraForMaskedLM generator "
+                            f"(missing {bad[:3]}, unexpected {unexpected[:3]})")
+

@@ -1,0 +1,84 @@
+"""KorQuAD span decoding: BERT's max-context rule across overlapping windows, and the n-best list."""
+
+import numpy as np
+
+from finetune.squad_data import Question, Windows, mark_max_context, nbest_spans, rounded_nbest
+
+CONTEXT = "abcdefghijklmnopqrstuvwxyz"
+
+
+def char_offsets(lo: int, hi: int, question_tokens: int = 2) -> list:
+    """A window: [CLS] + question tokens (no offsets) + one token per context character [lo, hi) + [SEP]."""
+    return [None] * (1 + question_tokens) + [(i, i + 1) for i in range(lo, hi)] + [None]
+
+
+def two_windows() -> Windows:
+    offs = [char_offsets(0, 10), char_offsets(5, 15)]  # characters 5..9 are in both
+    return Windows(input_ids=[[0] * len(o) for o in offs], token_type_ids=[[0] * len(o) for o in offs],
+                   offsets=offs, question_index=[0, 0], start_positions=[0, 0], end_positions=[0, 0],
+                   max_context=mark_max_context(offs))
+
+
+def test_max_context_picks_the_window_with_more_context_on_the_poorer_side():
+    w = two_windows()
+    owner = {}
+    for k, (offs, maxc) in enumerate(zip(w.offsets, w.max_context)):
+        assert not any(m for o, m in zip(offs, maxc) if o is None)  # question/special tokens never
+        for o, m in zip(offs, maxc):
+            if m:
+                assert o[0] not in owner, o  # each context token has exactly one owner window
+                owner[o[0]] = k
+    assert sorted(owner) == list(range(15))
+    # char 6: window 0 has min(6, 3) = 3 tokens of context, window 1 min(1, 8) = 1
+    # char 7: min(7, 2) = 2 vs min(2, 7) = 2 -> tie, the first window keeps it
+    # char 8: min(8, 1) = 1 vs min(3, 6) = 3 -> window 1
+    assert [owner[c] for c in (4, 5, 6, 7, 8, 9, 10)] == [0, 0, 0, 0, 1, 1, 1]
+
+
+def test_a_start_outside_its_max_context_window_is_not_used():
+    w = two_windows()
+    q = [Question("q", "?", CONTEXT, (("ij", 8),))]
+    s0, e0 = np.full(len(w.offsets[0]), -10.0), np.full(len(w.offsets[0]), -10.0)
+    s1, e1 = np.full(len(w.offsets[1]), -10.0), np.full(len(w.offsets[1]), -10.0)
+    tok = {k: {o[0]: i for i, o in enumerate(offs) if o is not None} for k, offs in enumerate(w.offsets)}
+    # window 0 is very sure the answer is "ij", but char 8 sits near its right edge: the
+    # token belongs to window 1, which has more context around it
+    s0[tok[0][8]], e0[tok[0][9]] = 25.0, 25.0
+    # window 1 prefers "lm" (chars 11-12), less strongly
+    s1[tok[1][11]], e1[tok[1][12]] = 15.0, 15.0
+    nbest = nbest_spans(q, w, [s0, s1], [e0, e1], n_best=5, max_answer_length=10)
+    assert nbest["q"][0]["text"] == "lm"
+    # the same logits without the rule (every token its own max context) would answer "ij"
+    w_all = Windows(w.input_ids, w.token_type_ids, w.offsets, w.question_index, w.start_positions,
+                    w.end_positions, [[o is not None for o in offs] for offs in w.offsets])
+    assert nbest_spans(q, w_all, [s0, s1], [e0, e1], 5, 10)["q"][0]["text"] == "ij"
+
+
+def test_nbest_is_sorted_distinct_and_sums_to_one():
+    w = two_windows()
+    q = [Question("q", "?", CONTEXT, (("c", 2),)), ]
+    rng = np.random.default_rng(0)
+    starts = [rng.normal(size=len(o)) for o in w.offsets]
+    ends = [rng.normal(size=len(o)) for o in w.offsets]
+    spans = nbest_spans(q, w, starts, ends, n_best=7, max_answer_length=4)["q"]
+    assert len(spans) == 7
+    scores = [s["score"] for s in spans]
+    assert scores == sorted(scores, reverse=True)
+    assert len({s["text"] for s in spans}) == 7
+    assert all(1 <= len(s["text"]) <= 4 and CONTEXT[s["start_char"]:].startswith(s["text"]) for s in spans)
+    assert abs(sum(s["probability"] for s in spans) - 1.0) < 1e-9
+    assert all(abs(s["score"] - s["start_logit"] - s["end_logit"]) < 1e-9 for s in spans)
+    rounded = rounded_nbest({"q": spans}, 3)["q"][0]
+    assert rounded["score"] == round(spans[0]["score"], 3) and rounded["text"] == spans[0]["text"]
+
+
+def test_no_valid_span_gives_one_empty_answer():
+    w = two_windows()
+    q = [Question("q", "?", CONTEXT, (("c", 2),))]
+    starts = [np.full(len(o), 5.0) for o in w.offsets]
+    ends = [np.full(len(o), 9.0) for o in w.offsets]
+    for e, offs in zip(ends, w.offsets):
+        e[[i for i, o in enumerate(offs) if o is not None]] = -9.0  # best ends all off-context
+    out = nbest_spans(q, w, starts, ends, n_best=2, max_answer_length=30)["q"]
+    assert out == [{"text": "", "score": 0.0, "start_logit": 0.0, "end_logit": 0.0, "start_char": -1,
+                    "probability": 1.0}]

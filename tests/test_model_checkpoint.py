@@ -1,0 +1,171 @@
+"""Checkpoints and resume: kill -9 mid-run, damaged checkpoints, config changes, accumulation, init_from."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import ElectraForPreTraining
+
+from model import checkpoint, config, init, train
+from model.electra import ElectraPair, attention_bias
+from pipeline.config import to_dict
+from tests.model_support import build_examples, build_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Runs pretrain in a child process that SIGKILLs itself inside its 20th step (no cleanup runs).
+CHILD = """
+import json, os, signal, sys
+from pathlib import Path
+from model import config, objectives, train
+from pipeline.config import from_dict
+cfg = from_dict(config.PretrainConfig, json.loads(sys.argv[1]))
+real, calls = objectives.STEPS["electra"], []
+def dying(*a, **k):
+    calls.append(1)
+    if len(calls) == 20:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*a, **k)
+objectives.STEPS["electra"] = dying
+train.pretrain(cfg, Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+"""
+
+
+def _cfg(steps=30, **train_kw):
+    cfg = config.tiny()
+    t = dict(steps=steps, batch_size=8, warmup_steps=4, log_every=1, lr=3e-3, cpu_threads=1, save_every=6)
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **{**t, **train_kw}))
+
+
+def _rows(out):
+    return [{k: v for k, v in json.loads(x).items() if k not in ("tokens_per_s", "mfu")}
+            for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _weights(out):
+    return {r: (out / "hf" / r / "model.safetensors").read_bytes() for r in ("discriminator", "generator")}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inputs")
+    tok = build_tokenizer(root / "tok")
+    return build_examples(root / "examples", tok, n=96, seq_len=32), tok
+
+
+def test_kill_9_then_resume_is_exact_and_skips_a_damaged_checkpoint(inputs, tmp_path, capsys):
+    examples, tok = inputs
+    cfg = _cfg()
+    straight = tmp_path / "straight"
+    train.pretrain(cfg, examples, tok, straight)
+
+    killed = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(to_dict(cfg)), str(examples), str(tok), str(killed)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    ckpts = sorted(p.name for p in checkpoint.checkpoints_dir(killed).iterdir())
+    assert ckpts == ["step-00000012", "step-00000018"]  # keep_checkpoints = 2
+    assert not (killed / "hf").exists()
+
+    # Another config is refused, naming the differing values; the checkpoints stay.
+    with pytest.raises(train.PretrainInputError, match=r"train.lr: 0.003 -> 0.002.*train.steps: 30 -> 40"):
+        train.pretrain(_cfg(steps=40, lr=2e-3), examples, tok, killed, resume=True)
+    forced = tmp_path / "forced"
+    shutil.copytree(killed, forced)
+    train.pretrain(_cfg(steps=40, lr=2e-3, force_resume=True), examples, tok, forced, resume=True)
+    assert _rows(forced)[17]["step"] == 18 and _rows(forced)[-1]["step"] == 40
+
+    # Alter one byte of the newest checkpoint: detected by hash, the previous one is used.
+    victim = checkpoint.checkpoints_dir(killed) / "step-00000018" / "model.safetensors"
+    data = bytearray(victim.read_bytes())
+    data[-5] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    capsys.readouterr()
+    result = train.pretrain(cfg, examples, tok, killed, resume=True)
+    err = capsys.readouterr().err
+    assert "skipping checkpoint step-00000018" in err and "resuming at step 12" in err
+    assert result.stats["resumed_from_step"] == 12
+    assert _rows(killed) == _rows(straight)  # identical per-step losses and metrics
+    assert _weights(killed) == _weights(straight)  # identical final weights
+    assert not checkpoint.checkpoints_dir(killed).exists()
+
+
+def test_damage_detection_and_weights_only_state(inputs, tmp_path):
+    examples, tok = inputs
+    out = tmp_path / "run"
+    cfg = _cfg(steps=4, save_every=2, keep_checkpoints=3)
+    model = ElectraPair(dataclasses.replace(cfg.model, vocab_size=50), 50, 0)
+    opt = train.build_optimizer(model, cfg.train)
+    own = {"rng": {"numpy": __import__("numpy").random.get_state()}, "log": {"sums": {}, "tokens": 0, "steps": 0}}
+    step_dir = checkpoint.save(out, 2, model.state_dict(keep_vars=True), opt.state_dict(),
+                               {"config": to_dict(cfg), "vocab": "x", "loader": {}}, own)
+    assert checkpoint.problems(step_dir) == [] and checkpoint.latest(out) == step_dir
+    loaded = checkpoint.load(step_dir)  # every .pt loads with weights_only=True
+    assert (loaded["own"]["rng"]["numpy"][1] == own["rng"]["numpy"][1]).all()
+    fresh = ElectraPair(dataclasses.replace(cfg.model, vocab_size=50), 50, 0)
+    fresh.load_state_dict(loaded["model"])  # shared tensors restored under all their names
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), model.state_dict().values()))
+    assert len(loaded["state"]["aliases"]) >= 4  # generator embeddings + tied output layer stored once
+
+    with open(step_dir / "optimizer.pt", "r+b") as f:  # truncated
+        f.truncate(100)
+    assert "bytes" in checkpoint.problems(step_dir)[0] and checkpoint.latest(out) is None
+    (step_dir / checkpoint.MANIFEST).unlink()
+    assert "missing" in checkpoint.problems(step_dir)[0]
+
+
+def test_gradient_accumulation_equals_one_big_batch(inputs, tmp_path):
+    """With the randomness pinned (every candidate masked with [MASK], argmax sampling, no dropout),
+    2 micro-batches of 4 give the same update as one batch of 8: losses are normalised by the
+    whole step's counts, not each micro-batch's."""
+    examples, tok = inputs
+    base = _cfg(steps=3, save_every=0)
+    base = dataclasses.replace(
+        base, model=dataclasses.replace(base.model, dropout=0.0, attention_dropout=0.0),
+        objective=dataclasses.replace(base.objective, mask_prob=0.99, mask_token_prob=1.0, temperature=1e-6))
+    one, two = tmp_path / "one", tmp_path / "two"
+    train.pretrain(base, examples, tok, one)
+    train.pretrain(dataclasses.replace(base, train=dataclasses.replace(base.train, grad_accum=2)), examples, tok, two)
+    for a, b in zip(_rows(one), _rows(two)):
+        for k in ("loss", "gen_loss", "disc_loss", "grad_norm"):
+            assert abs(a[k] - b[k]) < 1e-4 * abs(a[k]) + 1e-6, k
+    from safetensors.torch import load_file
+    wa, wb = (load_file(d / "hf" / "discriminator" / "model.safetensors") for d in (one, two))
+    assert all(torch.allclose(wa[k], wb[k], atol=2e-5) for k in wa)
+
+
+def test_continue_from_an_exported_pair(inputs, tmp_path):
+    examples, tok = inputs
+    first = tmp_path / "first"
+    train.pretrain(_cfg(steps=20, save_every=0, log_every=20), examples, tok, first)
+    # The loaded pair is the exported one.
+    V = train.data.read_index(examples).vocab_size
+    model_cfg = dataclasses.replace(_cfg().model, vocab_size=V)
+    pair = ElectraPair(model_cfg, V, 0)
+    init.load_pair(pair, first / "hf", model_cfg, V, 0)
+    ref = ElectraForPreTraining.from_pretrained(first / "hf" / "discriminator").eval()
+    ids = torch.tensor([[2, 10, 11, 12, 3, 0]])
+    with torch.no_grad():
+        bias = attention_bias((ids != 0).float())
+        assert torch.allclose(pair.eval().discriminator_logits(ids, torch.zeros_like(ids), bias),
+                              ref(input_ids=ids, attention_mask=(ids != 0).long()).logits, atol=1e-5)
+    # Continued training starts where the first run ended, not from scratch.
+    cont, scratch = tmp_path / "cont", tmp_path / "scratch"
+    train.pretrain(_cfg(steps=3, save_every=0, init_from=str(first / "hf")), examples, tok, cont)
+    train.pretrain(_cfg(steps=3, save_every=0), examples, tok, scratch)
+    assert _rows(cont)[0]["loss"] < 0.8 * _rows(scratch)[0]["loss"]
+    assert "initialised from" in (cont / "hf" / "discriminator" / "README.md").read_text()
+    bad = _cfg(steps=3, save_every=0, init_from=str(first / "hf"))
+    bad = dataclasses.replace(bad, model=dataclasses.replace(bad.model, hidden=128))
+    with pytest.raises(init.InitError, match="hidden_size: 64 there, 128 in this run"):
+        train.pretrain(bad, examples, tok, tmp_path / "bad")

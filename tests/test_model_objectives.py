@@ -1,0 +1,147 @@
+"""The paper's ablations (section 3.2): BERT-style MLM, ELECTRA 15%, Replace MLM, All-Tokens MLM."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, ElectraForMaskedLM, ElectraForSequenceClassification
+
+from model import config, metrics, objectives, rtd, train
+from model.electra import ElectraPair
+from tests.model_support import build_examples, build_tokenizer
+from tests.test_model_rtd import SP, _batch
+
+OBJ = config.ObjectiveConfig
+
+
+def _pair(objective):
+    m = dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+                            generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64)
+    torch.manual_seed(0)
+    return ElectraPair(m, SP.vocab_size, SP.pad_id, objective)
+
+
+@pytest.mark.parametrize("objective", config.OBJECTIVES)
+def test_every_objective_steps_and_trains_the_right_networks(objective):
+    pair = _pair(objective)
+    ids, types = _batch()
+    torch.manual_seed(1)
+    out = objectives.step_function(objective)(pair, ids, types, SP, OBJ(objective=objective))
+    assert torch.isfinite(out.loss)
+    out.loss.backward()
+    emb = pair.embeddings.word_embeddings.weight
+    assert emb.grad is not None and emb.grad.abs().sum() > 0  # shared embeddings learn in every variant
+    if objective == "mlm":
+        assert pair.generator is None and "gen_correct" not in out.sums
+        # BERT: the network sees [MASK]s, not generator samples.
+        assert torch.equal(out.disc_in_BL, out.masked_BL)
+    else:
+        assert pair.generator.electra.encoder.layer[0].output.dense.weight.grad is not None
+    if objective in config.MLM_OBJECTIVES:
+        assert isinstance(pair.discriminator, ElectraForMaskedLM)
+        assert pair.discriminator.generator_lm_head.weight is emb  # output layer tied to the shared embeddings
+        assert torch.allclose(out.loss, out.parts["gen_loss"] + out.parts["mlm_loss"])
+        assert 0 <= out.sums["mlm_correct"] <= out.sums["mlm_tokens"]
+    else:
+        assert torch.allclose(out.loss, out.parts["gen_loss"] + 50 * out.parts["disc_loss"])
+    if objective == "all_tokens_mlm":
+        assert pair.copy_head.dense_prediction.weight.grad is not None
+        assert out.sums["mlm_tokens"] == (ids != SP.pad_id).sum()  # every real token is predicted
+
+
+def test_electra15_counts_only_masked_positions():
+    pair = _pair("electra15")
+    ids, types = _batch()
+    torch.manual_seed(2)
+    out = rtd.electra_step(pair, ids, types, SP, OBJ(objective="electra15"))
+    assert out.sums["disc_tokens"] == out.sums["masked"] < (ids != SP.pad_id).sum()
+    torch.manual_seed(2)
+    full = rtd.electra_step(pair, ids, types, SP, OBJ())
+    assert full.sums["disc_tokens"] == (ids != SP.pad_id).sum()
+
+
+def test_replace_mlm_predicts_originals_from_generator_samples():
+    pair = _pair("replace_mlm").eval()
+    ids, types = _batch()
+    torch.manual_seed(3)
+    out = objectives.masked_lm_step(pair, ids, types, SP, OBJ(objective="replace_mlm"))
+    # The MLM's input is the generator-filled sequence (no [MASK] left from masking).
+    chosen = torch.gather(out.disc_in_BL, 1, out.positions_BN)[out.weights_BN > 0]
+    assert not (chosen == SP.mask_id).any() and (torch.gather(out.masked_BL, 1, out.positions_BN) == SP.mask_id).any()
+    # Its loss is the cross-entropy of the originals at the masked slots.
+    logits, _ = pair.mlm_logits(out.disc_in_BL, types, rtd.attention_bias((ids != 0).float()), out.positions_BN)
+    target = torch.gather(ids, 1, out.positions_BN)
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none")
+    w = out.weights_BN.flatten()
+    assert torch.allclose(out.parts["mlm_loss"], (ce * w).sum() / w.sum(), atol=1e-6)
+
+
+def test_copy_mechanism_is_a_distribution():
+    """D * [y = x] + (1 - D) * softmax sums to 1 over all targets y, for copy and non-copy inputs."""
+    torch.manual_seed(0)
+    V = 11
+    logits = torch.randn(1, 3, V)
+    copy_logit = torch.tensor([[2.0, -1.0, 0.3]])
+    inputs = torch.tensor([[4, 7, 0]])
+    total = torch.zeros(1, 3)
+    for y in range(V):
+        total += objectives.copy_log_likelihood(logits, copy_logit, inputs, torch.full((1, 3), y)).exp()
+    assert torch.allclose(total, torch.ones(1, 3), atol=1e-6)
+    d = torch.sigmoid(copy_logit[0, 0])
+    p = torch.softmax(logits[0, 0], -1)[4]
+    same = objectives.copy_log_likelihood(logits, copy_logit, inputs, inputs)[0, 0].exp()
+    assert torch.allclose(same, d + (1 - d) * p)
+
+
+def test_step_normalizers_match_the_masked_slots():
+    ids, _ = _batch()
+    for p in (0.15, 0.3, 0.5):
+        torch.manual_seed(0)
+        _, w = rtd.choose_positions(ids, SP, p)
+        masked, tokens = rtd.normalizers(ids, SP, p).tolist()
+        assert masked == w.sum().item() and tokens == (ids != 0).sum().item()
+
+
+def test_auc_from_histograms_matches_pairwise_count():
+    rng = np.random.default_rng(0)
+    pos, neg = rng.normal(1.0, 1.0, 300), rng.normal(-0.5, 1.0, 500)
+    exact = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (300 * 500)
+    logits = torch.tensor(np.concatenate([pos, neg]), dtype=torch.float32)[None]
+    labels = torch.cat([torch.ones(300), torch.zeros(500)])[None]
+    s = rtd.discriminator_sums(logits, labels, torch.ones_like(labels))
+    auc = metrics.auc_from_histograms(s["hist_replaced"].tolist(), s["hist_original"].tolist())
+    assert abs(auc - exact) < 0.01  # bins of 0.25 logits
+    assert s["disc_tp"] == (pos > 0).sum() and s["disc_pred_pos"] == (pos > 0).sum() + (neg > 0).sum()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inputs")
+    tok = build_tokenizer(root / "tok")
+    return build_examples(root / "examples", tok, n=64, seq_len=32), tok
+
+
+@pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
+def test_ablation_trains_and_exports_a_finetunable_encoder(objective, inputs, tmp_path):
+    examples, tok = inputs
+    cfg = config.tiny()
+    cfg = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, objective=objective),
+                              train=dataclasses.replace(cfg.train, steps=6, batch_size=8, warmup_steps=2,
+                                                        log_every=3, lr=3e-3))
+    result = train.pretrain(cfg, examples, tok, tmp_path)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [3, 6] and all(np.isfinite(r["mlm_loss"]) for r in rows)
+    assert "disc_loss" not in rows[0] and 0 <= rows[-1]["mlm_acc"] <= 1
+    assert result.stats["objective"] == objective
+    disc_dir = tmp_path / "hf" / "discriminator"
+    assert json.loads((disc_dir / "config.json").read_text())["architectures"] == ["ElectraForMaskedLM"]
+    enc = AutoModel.from_pretrained(disc_dir)
+    clf = ElectraForSequenceClassification.from_pretrained(disc_dir, num_labels=2)
+    assert torch.equal(enc.embeddings.word_embeddings.weight, clf.electra.embeddings.word_embeddings.weight)
+    gen = ElectraForMaskedLM.from_pretrained(tmp_path / "hf" / "generator")
+    assert gen.config.hidden_size == (cfg.model.hidden if objective == "mlm" else cfg.model.generator_hidden)
+    assert "masked LM" in (disc_dir / "README.md").read_text()
