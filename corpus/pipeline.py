@@ -11,7 +11,7 @@ smallest (source, line) survives) -> optional MinHash-LSH near-dup clusters (``c
 ``rejects/rejects.jsonl``, ``samples/{kept,dropped}.jsonl``, ``stats.json``.
 
 Runs on the in-process FnApiRunner by default (several worker processes for large inputs, see
-:func:`pipeline_options`), or on any Beam runner named with ``--runner``; remote workers write
+``corpus/runners.py``), or on any Beam runner named with ``--runner``; remote workers write
 to ``--corpus_staging`` and the files are fetched into the local artifact.
 
 Every record ends in exactly one of: a split, a reject reason, a drop reason. Each step emits
@@ -26,18 +26,25 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import uuid
 from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.window import GlobalWindows
 
 from corpus import filters, neardup, reader, text as text_rules
 from corpus.config import CorpusConfig
+from corpus.runners import (  # noqa: F401  (pipeline_options, local_workers: part of this module's API)
+    LOCAL_RUNNER,
+    REMOTE_RUNNERS,
+    CorpusOptions,
+    input_bytes,
+    local_workers,
+    pipeline_options,
+)
 from corpus.segment import make_segmenter
 from corpus.store import DATA_DIR, SPLITS
 from pipeline.stage import StageOutput, progress
@@ -414,68 +421,6 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, files: list[str], sources: dict
 
 # ---------------------------------------------------------------- entry point
 
-# Beam's "DirectRunner" is a switcher that first tries the Prism runner, which downloads a binary
-# from GitHub; the FnApiRunner is the in-process batch engine it falls back to. Local runs must
-# never touch the network, so both the default and an explicit DirectRunner mean FnApiRunner.
-_LOCAL_RUNNER = "FnApiRunner"
-# Below this much input a second worker process costs more (start-up, a Kiwi load of ~2 s and
-# ~0.45 GB each) than it saves: Kiwi analyses about 0.1-0.2 MB of text a second per core.
-MULTI_WORKER_MIN_BYTES = 4 << 20
-MAX_LOCAL_WORKERS = 8
-
-
-def local_workers(input_bytes: int, cpus: int | None = None) -> int:
-    """Worker processes for a local run when ``--direct_num_workers`` is not given."""
-    cpus = cpus or os.cpu_count() or 1
-    return 1 if input_bytes < MULTI_WORKER_MIN_BYTES else max(1, min(cpus, MAX_LOCAL_WORKERS))
-
-
-def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
-    """Beam options from the pass-through arguments. A local run (no runner, or DirectRunner) is
-    the in-process FnApiRunner with ``direct_num_workers`` worker *processes* (Kiwi holds the
-    GIL, so threads would not run it in parallel); the number defaults to the CPU count for
-    inputs over :data:`MULTI_WORKER_MIN_BYTES`. Any other runner and option pass unchanged.
-    The output bytes do not depend on any of this."""
-    opts = PipelineOptions(list(beam_args))
-    std = opts.view_as(StandardOptions)
-    if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner"):
-        std.runner = _LOCAL_RUNNER
-    if std.runner == _LOCAL_RUNNER:
-        direct = opts.view_as(DirectOptions)
-        explicit_mode = any(a.startswith("--direct_running_mode") for a in beam_args)
-        if not any(a.startswith("--direct_num_workers") for a in beam_args):
-            direct.direct_num_workers = local_workers(input_bytes)
-        if direct.direct_num_workers == 0:  # Beam's "as many as CPUs"
-            direct.direct_num_workers = os.cpu_count() or 1
-        if direct.direct_num_workers > 1 and not explicit_mode:
-            direct.direct_running_mode = "multi_processing"
-    return opts
-
-
-def input_bytes(files: list[str]) -> int:
-    try:
-        return sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
-    except Exception:  # sizes only tune the worker count; the reader reports unreadable files
-        return 0
-
-
-class CorpusOptions(PipelineOptions):
-    """Pipeline options of kolectra's own, parsed from the pass-through Beam arguments."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument(
-            "--corpus_staging",
-            default=None,
-            help="directory (gs://, s3://, hdfs:// ...) where remote workers write the corpus files; "
-            "they are copied into the local artifact afterwards and the staging copy deleted",
-        )
-
-
-# Runners whose workers cannot see the launcher's disk.
-REMOTE_RUNNERS = ("DataflowRunner", "dataflow")
-
-
 def output_files(num_shards: int) -> list[str]:
     """Every file the pipeline writes, relative to its output directory."""
     shards = [shard_name(split, i, num_shards) for split in SPLITS for i in range(num_shards)]
@@ -501,7 +446,7 @@ def build(cfg: CorpusConfig, inputs: list[str], out_dir: Path, beam_args: list[s
     options = pipeline_options(beam_args, input_bytes(files))
     runner = options.view_as(StandardOptions).runner
     workers = ""
-    if runner == _LOCAL_RUNNER:
+    if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)
         workers = f", {direct.direct_num_workers} worker(s) ({direct.direct_running_mode})"
     progress(f"corpus: {len(files)} input file(s), runner {runner}{workers}, language {cfg.language}")

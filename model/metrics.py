@@ -117,14 +117,16 @@ class MetricsLog:
         self.steps += 1
         if not write:
             return
-        window = {"step": step, "lr": lr, "steps": self.steps, "t_window": self.t_window}
+        # Device counters are read now (host bookkeeping): they describe the steps up to this one.
+        window = {"step": step, "lr": lr, "steps": self.steps, "t_window": self.t_window,
+                  "extra": self.dev.extra_metrics()}
         tensors = {**self.sums, "tokens": torch.tensor(float(self.tokens))}
         # The values arrive once the device has them (at once here; on XLA after the step runs).
         self.dev.read_back(tensors, lambda values: self._write(window, values))
         self.sums, self.tokens, self.steps, self.t_window = {}, 0, 0, time.perf_counter()
 
     def _write(self, window: dict, sums: dict) -> None:
-        self.dev.synchronize()
+        # No synchronize here: on XLA this runs in a step closure and would stall the next step.
         now = time.perf_counter()
         step, steps = window["step"], window["steps"]
         seconds = max(now - window["t_window"], 1e-9)
@@ -132,7 +134,7 @@ class MetricsLog:
                 "tokens_per_s": sums.pop("tokens") * self.dev.world_size / seconds}
         if self.flops_per_step and self.peak_flops:
             line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.world_size)
-        line = {**line, **self.dev.extra_metrics()}
+        line = {**line, **window["extra"]}
         self.last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in line.items()}
         if self.file is not None:
             self.file.write(json.dumps(self.last) + "\n")

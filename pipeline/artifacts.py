@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 from pipeline.stage import StageOutput, progress
 
 SCHEMA = "kolectra.artifact/1"
-KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval")
+KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
 MANIFEST = "manifest.json"
 ID_CHARS = 16
 _CHUNK = 1 << 20

@@ -94,6 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, with_config=False)
     p.add_argument("--force", action="store_true", help="rebuild every stage")
 
+    p = sub.add_parser("study", help="ELECTRA vs MLM and the paper's ablations at equal pretraining FLOPs, "
+                       "fine-tuned on NSMC (dev split), with a report")
+    _common(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="corpus artifact (vocab and examples are built with defaults)")
+    src.add_argument("--examples", help="examples artifact")
+    p.add_argument("--flops", type=float, required=True, help="the largest pretraining budget, e.g. 3e13")
+    p.add_argument("--points", type=int, default=3, help="budgets on a doubling grid ending at --flops")
+    p.add_argument("--preset", default="tiny", help="model size: tiny | small | small++ | base")
+    p.add_argument("--objectives", default="electra,mlm,electra15,replace_mlm,all_tokens_mlm")
+    p.add_argument("--nsmc-train", type=Path, required=True, help="NSMC-format file; a dev split is carved from it")
+    p.add_argument("--finetune-preset", default="sample")
+    p.add_argument("--finetune-set", dest="finetune_sets", action="append", default=[], metavar="KEY=VALUE")
+
     p = sub.add_parser("report", help="render an artifact's lineage, stats and metrics as Markdown with plots")
     _common(p, with_config=False)
     p.add_argument("ref")
@@ -172,6 +186,15 @@ def _dispatch(args: argparse.Namespace, store: Store, beam_args: list[str]) -> i
         art = run_sample(store, force=args.force)
     elif args.command == "artifacts":
         return _artifacts(args, store)
+    elif args.command == "study":
+        from pipeline.study import StudyPlan, run_study
+        plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset,
+                         objectives=tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
+                         pretrain_sets=tuple(args.sets), finetune_preset=args.finetune_preset,
+                         finetune_sets=tuple(args.finetune_sets), seed=args.seed or 0)
+        art = run_study(store, plan, args.nsmc_train, corpus_ref=args.corpus, examples_ref=args.examples,
+                        name=args.name, force=args.force)
+        print((art.path / "report.md").read_text(encoding="utf-8"))
     elif args.command == "report":
         from pipeline.report import render
         print(render(store, args.ref, args.dest))

@@ -145,3 +145,31 @@ def test_seeds_give_one_artifact_each_and_a_median_summary(chain, capsys):
     assert metrics["accuracy"] == pytest.approx(sum(accs) / 2)  # median of two
     assert metrics["accuracy_spread"] == pytest.approx(accs[1] - accs[0])
     assert (summary.path / "seeds.json").is_file()
+
+
+def test_study_compares_objectives_at_equal_flops_and_reuses_points(chain, capsys):
+    store, _, _ = chain
+    ex = store.list("examples")[0]
+    argv = ["study", "--examples", ex.id, "--points", "2", "--objectives", "electra,mlm",
+            "--nsmc-train", str(SAMPLE / "nsmc_train.txt"), "--out", str(store.root),
+            "--set", "train.batch_size=4"] + [x for a in TINY["nsmc"] for x in ("--finetune-set", a)]
+    assert main(argv + ["--flops", "2.4e10"]) == 0
+    capsys.readouterr()
+    study = store.list("study")[0]
+    rows = json.loads((study.path / "study.json").read_text())["rows"]
+    assert [(r["objective"], r["budget_flops"]) for r in rows] == [
+        ("electra", 1.2e10), ("electra", 2.4e10), ("mlm", 1.2e10), ("mlm", 2.4e10)]
+    # equal compute: MLM's cheaper step buys it more steps than ELECTRA's at the same budget
+    steps = {(r["objective"], r["budget_flops"]): r["steps"] for r in rows}
+    assert steps[("mlm", 2.4e10)] > steps[("electra", 2.4e10)]
+    for r in rows:
+        assert r["flops"] == pytest.approx(r["budget_flops"], rel=0.5)
+    assert (study.path / "accuracy_vs_flops.png").read_bytes()[:4] == b"\x89PNG"
+    # twice the budget: the shared point is reused, not retrained
+    assert main(argv + ["--flops", "4.8e10"]) == 0
+    bigger = [s for s in store.list("study") if s.id != study.id][0]
+    rows2 = json.loads((bigger.path / "study.json").read_text())["rows"]
+    old = {(r["objective"], r["budget_flops"]): r["checkpoint"] for r in rows}
+    new = {(r["objective"], r["budget_flops"]): r["checkpoint"] for r in rows2}
+    assert new[("electra", 2.4e10)] == old[("electra", 2.4e10)]
+    assert new[("mlm", 2.4e10)] == old[("mlm", 2.4e10)]
