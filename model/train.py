@@ -219,6 +219,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                     {"rng": dev.rng_state(), "log": log.state_dict()},
                     rank=dev.rank, barrier=dev.barrier, save_fn=dev.save, keep=t.keep_checkpoints)
         log.close()
+        loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
 
         # --- export and accounting ---
         wall = time.perf_counter() - t_start

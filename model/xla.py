@@ -163,8 +163,37 @@ class XlaDevice(Device):
         self._xm.set_rng_state(xla_seed, device=self.torch_device)
 
     def save(self, obj, path) -> None:
-        # Moves device tensors to the host first; every host writes its own rank file.
-        self._xm.save(obj, path, master_only=False)
+        """``torch.save`` after moving every XLA tensor to the host in one transfer; every host writes
+        its own rank file. (``xm.save`` does the same, but its generic object walk chokes on CPU
+        tensors made from numpy arrays, which checkpoints hold.)"""
+        torch.save(self.to_cpu(obj), path)
+
+    def to_cpu(self, obj):
+        found: list[torch.Tensor] = []
+
+        def collect(x):
+            if isinstance(x, torch.Tensor) and x.device.type == "xla":
+                found.append(x)
+            elif isinstance(x, dict):
+                for v in x.values():
+                    collect(v)
+            elif isinstance(x, (list, tuple)):
+                for v in x:
+                    collect(v)
+
+        collect(obj)
+        moved = dict(zip(map(id, found), self._xm._maybe_convert_to_cpu(found))) if found else {}
+
+        def rebuild(x):
+            if isinstance(x, torch.Tensor):
+                return moved.get(id(x), x)
+            if isinstance(x, dict):
+                return type(x)((k, rebuild(v)) for k, v in x.items())
+            if isinstance(x, (list, tuple)):
+                return type(x)(rebuild(v) for v in x)
+            return x
+
+        return rebuild(obj)
 
     def extra_metrics(self) -> dict:
         return counters()

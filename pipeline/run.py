@@ -22,9 +22,10 @@ SAMPLE = Path(__file__).resolve().parent / "sample"
 SAMPLE_SETS = {
     "vocab": ["vocab_size=8000"],
     "examples": ["max_seq_length=128"],
-    "pretrain": [],
-    "nsmc": ["max_train_examples=1600", "max_eval_examples=500"],
-    "korquad": [],
+    "pretrain": ["train.steps=600", "train.warmup_steps=60", "train.log_every=20"],
+    # a tiny model wants a larger learning rate than KoELECTRA's 5e-5 to move in a few epochs
+    "nsmc": ["max_train_examples=1600", "max_eval_examples=500", "epochs=5", "optim.lr=5e-4"],
+    "korquad": ["epochs=5", "optim.lr=5e-4"],
 }
 
 

@@ -82,6 +82,14 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+def _loader_state(out: Path) -> dict:
+    """The data position stored in the checkpoint of step 5."""
+    import torch
+
+    state = torch.load(out / "checkpoints" / "step-00000005" / "state.pt", map_location="cpu", weights_only=False)
+    return state["loader"]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("xla")
@@ -93,6 +101,7 @@ def runs(tmp_path_factory):
     cpu_out = root / "cpu"
     assert _run({**paths, "sets": TINY, "out": str(cpu_out), "crash_at": CRASH_AT}) == {"interrupted": True}
 
+    loader_at = {"cpu": _loader_state(cpu_out)}
     xla = TINY + ["train.device=xla"]
     specs = {
         "A": ({**paths, "sets": xla + [f"train.xla_cache_dir={root / 'cache'}"], "out": str(root / "A"),
@@ -113,6 +122,9 @@ def runs(tmp_path_factory):
         assert proc.returncode == 0, f"XLA run {name} failed:\n{stderr[-4000:]}"
         reports[name] = json.loads(stdout.strip().splitlines()[-1])
 
+    loader_at.update(A=_loader_state(root / "A"), B=_loader_state(root / "B"))
+    reports["loader_at"] = loader_at
+    reports["rows"] = {name: _rows(root / name) for name in ("A", "B")}  # before A goes on, on the CPU
     # A's XLA checkpoint, resumed on the CPU in this process.
     reports["A_on_cpu"] = _run({**paths, "sets": TINY, "out": str(root / "A"), "resume": True})
     return root, reports
@@ -122,25 +134,33 @@ def test_steps_after_warmup_run_one_graph_without_compiles_transfers_or_fallback
     root, reports = runs
     for name in ("A", "B"):
         assert reports[name]["interrupted"]
-        rows = _rows(root / name)
-        assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]  # line 6 was still waiting for its values
+        rows = reports["rows"][name]
+        # Line 6 waited for its values in a step closure; closing the device delivered it.
+        assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
         compiles = [r["xla_compiles"] for r in rows]
         assert compiles[1] <= 2 and all(c == compiles[1] for c in compiles[1:]), compiles
         # The only reads from the device are the metric lines, one transfer each, delivered by a
         # step closure after the next step was dispatched: no .item() or host sync inside a step.
-        assert [r["xla_transfers_to_host"] for r in rows] == [0, 1, 2, 3, 4]
+        # (Line 6 also counts the checkpoint written after step 5.)
+        transfers = [r["xla_transfers_to_host"] for r in rows]
+        assert transfers[:5] == [0, 1, 2, 3, 4] and transfers[5] > 5
         assert all(r["xla_aten_fallbacks"] == 0 for r in rows)
         c = reports[name]["counters"]
         assert c["xla_compiles"] == compiles[1]  # nor in the checkpoint of step 5 and step 6
-        assert c["xla_executions"] == CRASH_AT - 1  # one graph per step
+        # One graph per step: 7 steps were traced (the interruption came at the end of step 7 and
+        # closing the device ran it with the flush), 7 programs ran, 2 distinct ones were compiled.
+        assert c["xla_executions"] == CRASH_AT
         assert c["xla_aten_fallbacks"] == 0 and reports[name]["fallback_ops"] == []
         assert all(math.isfinite(r["loss"]) for r in rows)
     assert any((root / "cache").iterdir())  # the persistent compile cache was written
+    # The device loader reads ahead, yet a checkpoint records the position after the steps trained.
+    assert reports["loader_at"]["A"] == reports["loader_at"]["B"] == reports["loader_at"]["cpu"]
 
 
 def test_spmd_over_four_devices_matches_one_device(runs):
-    root, _ = runs
-    one, four = _rows(root / "A"), _rows(root / "B")
+    _, reports = runs
+    one, four = reports["rows"]["A"], reports["rows"]["B"]
+    assert len(one) == len(four) == 6
     for a, b in zip(one, four):
         for key in ("loss", "gen_loss", "disc_loss"):
             assert b[key] == pytest.approx(a[key], rel=1e-4), (a["step"], key)
