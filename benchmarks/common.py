@@ -19,6 +19,29 @@ from typing import Any, Callable
 SHARED_DATA = Path(os.environ.get("KOLECTRA_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
+def reviews(limit: int | None, who: str) -> list[tuple[str, str]]:
+    """(id, NFC text) of the NSMC review corpus in ``SHARED_DATA``, the first ``limit`` of them."""
+    import gzip
+    import sys
+    import unicodedata
+
+    src = SHARED_DATA / "corpus" / "nsmc-reviews"
+    paths = sorted(src.glob("*.jsonl.gz"))
+    if not paths:
+        sys.exit(f"{who}: no reviews under {src} (set KOLECTRA_SHARED_DATA)")
+    out = []
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                text = unicodedata.normalize("NFC", " ".join(str(r.get("text", "")).split()))
+                if text:
+                    out.append((str(r.get("id", len(out))), text))
+                if limit and len(out) >= limit:
+                    return out
+    return out
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="reduced size, about a minute on 2 cores")

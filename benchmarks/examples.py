@@ -35,11 +35,11 @@ import json  # noqa: E402
 import re  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-import unicodedata  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
+from benchmarks.common import emit, parser  # noqa: E402
+from benchmarks.common import reviews as common_reviews  # noqa: E402
 
 QUICK_REVIEWS = 20_000
 CORPUS_SHARDS = 4  # as the corpus stage's default
@@ -47,21 +47,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…~])\s+")
 
 
 def reviews(limit: int | None) -> list[tuple[str, str]]:
-    src = SHARED_DATA / "corpus" / "nsmc-reviews"
-    paths = sorted(src.glob("*.jsonl.gz"))
-    if not paths:
-        sys.exit(f"benchmarks/examples.py: no reviews under {src} (set KOLECTRA_SHARED_DATA)")
-    out = []
-    for path in paths:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                r = json.loads(line)
-                text = unicodedata.normalize("NFC", " ".join(str(r.get("text", "")).split()))
-                if text:
-                    out.append((str(r.get("id", len(out))), text))
-                if limit and len(out) >= limit:
-                    return out
-    return out
+    return common_reviews(limit, "benchmarks/examples.py")
 
 
 def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:

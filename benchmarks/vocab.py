@@ -27,29 +27,15 @@ import gzip  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-import unicodedata  # noqa: E402
 
-from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
+from benchmarks.common import emit, parser  # noqa: E402
+from benchmarks.common import reviews as common_reviews  # noqa: E402
 
 QUICK_REVIEWS = 20000
 
 
 def reviews(limit: int | None) -> list[tuple[str, str]]:
-    src = SHARED_DATA / "corpus" / "nsmc-reviews"
-    paths = sorted(src.glob("*.jsonl.gz"))
-    if not paths:
-        sys.exit(f"benchmarks/vocab.py: no reviews under {src} (set KOLECTRA_SHARED_DATA)")
-    out = []
-    for path in paths:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                r = json.loads(line)
-                text = unicodedata.normalize("NFC", " ".join(str(r.get("text", "")).split()))
-                if text:
-                    out.append((str(r.get("id", len(out))), text))
-                if limit and len(out) >= limit:
-                    return out
-    return out
+    return common_reviews(limit, "benchmarks/vocab.py")
 
 
 def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:

@@ -25,7 +25,7 @@ LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 
 def _name(name: str | None, default: str) -> str:
     raw = name or default
-    clean = re.sub(r"[^A-Za-z0-9_.+]+", "_", raw).strip("_") or default
+    clean = re.sub(r"[^A-Za-z0-9_.+-]+", "_", raw).strip("_-") or default
     return clean[:48]
 
 
@@ -133,8 +133,21 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     req = Request(kind="checkpoint", name=_name(name, f"{objective}-{preset}"),
                   stage_version=_stage_version(model_train), config=to_dict(cfg), parents=(ex,),
                   inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
-    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume), force,
-                       resumable=True, resume=resume)
+
+    def produce(out: Path) -> StageOutput:
+        output = model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume)
+        _card_lineage(out / "hf", f"checkpoint/{req.name}-{req.id()}", store.lineage_lines(ex))
+        return output
+
+    return store.build(req, produce, force, resumable=True, resume=resume)
+
+
+def _card_lineage(hf_dir: Path, this: str, parent_lines: list[str]) -> None:
+    """Append the artifact lineage to the exported model cards (the trainer cannot know its ids)."""
+    tree = [this] + ["└── " + parent_lines[0]] + ["    " + line for line in parent_lines[1:]]
+    section = "\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(tree) + "\n```\n"
+    for card in sorted(hf_dir.glob("*/README.md")):
+        card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n" + section, encoding="utf-8")
 
 
 # ---- finetune -------------------------------------------------------------------------------

@@ -173,3 +173,12 @@ def test_study_compares_objectives_at_equal_flops_and_reuses_points(chain, capsy
     new = {(r["objective"], r["budget_flops"]): r["checkpoint"] for r in rows2}
     assert new[("electra", 2.4e10)] == old[("electra", 2.4e10)]
     assert new[("mlm", 2.4e10)] == old[("mlm", 2.4e10)]
+
+
+def test_model_cards_carry_the_lineage(chain):
+    store, _, _ = chain
+    ckpt = store.list("checkpoint")[0]
+    ex = store.resolve(ckpt.parents[0])
+    for sub in ("discriminator", "generator"):
+        card = (ckpt.path / "hf" / sub / "README.md").read_text()
+        assert "## Lineage" in card and ckpt.path.name in card and ex.path.name in card
