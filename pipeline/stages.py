@@ -50,31 +50,19 @@ def _stage_version(module: Any) -> int:
     return int(getattr(module, "STAGE_VERSION", 1))
 
 
-def expand_inputs(patterns: Sequence[str]) -> list[str]:
-    """Paths and globs through Beam's file systems (so gs://, s3:// and hdfs:// work too)."""
-    from apache_beam.io.filesystems import FileSystems
-
-    paths: list[str] = []
-    for pattern in patterns:
-        matched = sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
-        if not matched:
-            raise ArtifactError(f"corpus: no input matches {pattern!r}")
-        paths.extend(matched)
-    return sorted(dict.fromkeys(paths))
-
-
 # ---- corpus ---------------------------------------------------------------------------------
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
     from corpus import config as corpus_config
     from corpus import pipeline as corpus_pipeline
+    from corpus.reader import expand_inputs
 
     presets = {"default": corpus_config.default_config, "production": corpus_config.production_config}
     if preset not in presets:
         raise ArtifactError(f"corpus: unknown preset {preset!r} (known: {', '.join(presets)})")
     cfg = _configure(presets[preset](), sets, seed)
-    paths = expand_inputs(inputs)
+    paths = expand_inputs(list(inputs))
     local = [Path(p) for p in paths if "://" not in p]
     fingerprints = fingerprint_inputs(local) + [
         {"path": p, "bytes": 0, "sha256": p} for p in paths if "://" in p

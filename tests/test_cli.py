@@ -74,3 +74,9 @@ def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
     assert "no artifact 'nope'" in capsys.readouterr().err
     assert main(["vocab", "--corpus", "deadbeef00"] + root) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_corpus_input_that_matches_nothing_is_a_clear_error(tmp_path, capsys):
+    assert main(["corpus", "--input", str(tmp_path / "none-*.jsonl"), "--out", str(tmp_path / "r")]) == 2
+    assert "matches no file" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "corpus").exists()
