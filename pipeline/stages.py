@@ -23,7 +23,8 @@ LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy")
 LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 
 
-def _name(name: str | None, default: str) -> str:
+def artifact_name(name: str | None, default: str) -> str:
+    """The NAME of NAME-ID: letters, digits and `_.+-` only, at most 48 characters."""
     raw = name or default
     clean = re.sub(r"[^A-Za-z0-9_.+-]+", "_", raw).strip("_-") or default
     return clean[:48]
@@ -68,7 +69,7 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
         {"path": p, "bytes": 0, "sha256": p} for p in paths if "://" in p
     ]
     default_name = Path(paths[0]).name.split(".")[0] if paths else "corpus"
-    req = Request(kind="corpus", name=_name(name, default_name), stage_version=_stage_version(corpus_pipeline),
+    req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_pipeline),
                   config=to_dict(cfg), inputs=tuple(fingerprints), libraries=LIBS_CORPUS)
     return store.build(req, lambda out: corpus_pipeline.build(cfg, list(paths), out, list(beam_args)), force)
 
@@ -81,7 +82,7 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
     from vocab.config import default_config
 
     cfg = _configure(default_config(), sets, seed)
-    req = Request(kind="vocab", name=_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
+    req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
                   config=to_dict(cfg), parents=(parent,), libraries=LIBS_VOCAB)
     return store.build(req, lambda out: vocab_build.build(cfg, parent.path, out), force)
 
@@ -95,7 +96,7 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
     cfg = _configure(examples_stage.default_config(), sets, seed)
-    req = Request(kind="examples", name=_name(name, f"seq{cfg.max_seq_length}"),
+    req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=to_dict(cfg),
                   parents=(corpus_art, vocab_art), libraries=LIBS_EXAMPLES)
     return store.build(
@@ -118,7 +119,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
-    req = Request(kind="checkpoint", name=_name(name, f"{objective}-{preset}"),
+    req = Request(kind="checkpoint", name=artifact_name(name, f"{objective}-{preset}"),
                   stage_version=_stage_version(model_train), config=to_dict(cfg), parents=(ex,),
                   inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
 
@@ -172,7 +173,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
         if not Path(f).is_file():
             raise ArtifactError(f"{task}: data file not found: {f}")
     inputs = model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)]))
-    req = Request(kind="eval", name=_name(name, task), stage_version=_stage_version(task_module),
+    req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
                   config={"task": task, "preset": preset, **to_dict(cfg)}, parents=parents, inputs=inputs,
                   libraries=LIBS_TORCH)
     return store.build(
@@ -191,7 +192,7 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
 
     runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
                              name=name, force=force) for s in seeds}
-    req = Request(kind="eval", name=_name(name, f"{task}-seeds"), stage_version=1,
+    req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=1,
                   config={"task": task, "preset": preset, "sets": list(sets), "seeds": sorted(runs)},
                   parents=tuple(runs[s] for s in sorted(runs)))
 

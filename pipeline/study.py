@@ -121,7 +121,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
                          "dev_accuracy": metrics["accuracy"], "checkpoint": ckpt.id, "eval": ev.id})
             evals.append(ev)
 
-    request = Request(kind="study", name=stages._name(name, f"study-{plan.preset}"), stage_version=STAGE_VERSION,
+    request = Request(kind="study", name=stages.artifact_name(name, f"study-{plan.preset}"), stage_version=STAGE_VERSION,
                       config=dataclasses.asdict(plan), parents=tuple(evals))
     return store.build(request, lambda out: _write_report(store, out, plan, rows), force)
 
