@@ -180,10 +180,21 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     return out
 
 
+def study_section(a: Artifact, dest: Path) -> list[str]:
+    doc = _read_json(a.path / "study.json")
+    rows = doc.get("rows", [])
+    out = [f"Equal-FLOPs study; its own report with plots: `{a.path / 'report.md'}`.", ""]
+    out += _table(["objective", "budget FLOPs", "steps", "NSMC dev accuracy"],
+                  [[r["objective"], f"{r['budget_flops']:.3g}", r["steps"], f"{100 * r['dev_accuracy']:.2f} %"]
+                   for r in rows])
+    return out
+
+
 SECTIONS: dict[str, Callable[[Artifact, Path], list[str]]] = {
     "corpus": corpus_section,
     "vocab": vocab_section,
     "examples": examples_section,
     "checkpoint": checkpoint_section,
     "eval": eval_section,
+    "study": study_section,
 }

@@ -165,6 +165,9 @@ def test_study_compares_objectives_at_equal_flops_and_reuses_points(chain, capsy
     for r in rows:
         assert r["flops"] == pytest.approx(r["budget_flops"], rel=0.5)
     assert (study.path / "accuracy_vs_flops.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["report", study.id, "--out", str(store.root)]) == 0
+    md = Path(capsys.readouterr().out.strip().splitlines()[-1]).read_text()
+    assert "Equal-FLOPs study" in md and md.count("## checkpoint:") == 4
     # twice the budget: the shared point is reused, not retrained
     assert main(argv + ["--flops", "4.8e10"]) == 0
     bigger = [s for s in store.list("study") if s.id != study.id][0]
