@@ -36,6 +36,9 @@ SCRIPTS: dict[str, tuple[tuple[int, int], ...]] = {
 
 # Universal boilerplate: notices that mean "this is not prose" in any language's web pages.
 COMMON_BOILERPLATE = ("all rights reserved", "enable javascript", "lorem ipsum")
+# shared by every profile: a line that is only an e-mail address (news footers), and card numbers
+EMAIL_LINE = r"<email>|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+CARD = ("card", r"(?<!\d)\d{4}(?:[- ]\d{4}){3}(?!\d)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +66,13 @@ KOREAN = Profile(
     boilerplate_lines=(
         # news bylines: "홍길동 기자", "홍길동 기자 hong@yna.co.kr", "(서울=연합뉴스) 홍길동 기자 ="
         r"(?:\([가-힣]{2,8}=[가-힣A-Za-z]{2,10}\)\s*)?[가-힣]{2,4}\s?(?:기자|특파원|통신원|객원기자)\s*=?\s*(?:<email>|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)?",
-        r"<email>|[\w.+-]+@[\w-]+(?:\.[\w-]+)+",  # a line that is only an address (news footers)
+        EMAIL_LINE,
         r"(?:ⓒ|©|\(c\))\s*\S{1,20}",  # "ⓒ 연합뉴스"
     ),
     pii=(
         # 주민등록번호: YYMMDD-GNNNNNN (G = 1..8); before phone, which its digits would also match
         ("rrn", r"(?<!\d)\d{6}\s?-\s?[1-8]\d{6}(?!\d)"),
-        ("card", r"(?<!\d)\d{4}(?:[- ]\d{4}){3}(?!\d)"),
+        CARD,
         # 010-1234-5678, 02)123-4567, +82 10 1234 5678
         ("phone", r"(?<![\d+])(?:\+82[- .]?0?|0)\d{1,2}[- .)]?\d{3,4}[- .]?\d{4}(?!\d)"),
     ),
@@ -82,10 +85,10 @@ ENGLISH = Profile(
     script="latin",
     analyser=None,
     boilerplate=COMMON_BOILERPLATE + ("cookie policy", "click here to subscribe"),
-    boilerplate_lines=(r"(?:by|written by)\s+[A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2}", r"<email>|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    boilerplate_lines=(r"(?:by|written by)\s+[A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2}", EMAIL_LINE),
     pii=(
         ("ssn", r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)"),
-        ("card", r"(?<!\d)\d{4}(?:[- ]\d{4}){3}(?!\d)"),
+        CARD,
         ("phone", r"(?<![\d+])(?:\+1[- .]?)?\(?\d{3}\)?[- .]\d{3}[- .]\d{4}(?!\d)"),
     ),
     sentence_end=".!?",
@@ -97,7 +100,7 @@ JAPANESE = Profile(
     script="kana_han",
     analyser=None,  # no analyser wired in: the Unicode rules segment it
     boilerplate=COMMON_BOILERPLATE + ("無断転載を禁じます", "無断転載禁止"),
-    pii=(("card", r"(?<!\d)\d{4}(?:[- ]\d{4}){3}(?!\d)"), ("phone", r"(?<!\d)0\d{1,4}-\d{1,4}-\d{4}(?!\d)")),
+    pii=(CARD, ("phone", r"(?<!\d)0\d{1,4}-\d{1,4}-\d{4}(?!\d)")),
     sentence_end="。！？!?",
 )
 

@@ -70,6 +70,14 @@ def build_examples(dest: Path, tokenizer_dir: Path, n: int, seq_len: int, seed: 
         m = len(enc["input_ids"])
         ids[i, :m] = enc["input_ids"]
         types[i, :m] = enc["token_type_ids"]
+    write_examples(dest, ids, types, len(tok), shard_size)
+    (dest / "stats.json").write_text(json.dumps({"examples": n, "tokens": int((ids != 0).sum())}))
+    return dest
+
+
+def write_examples(dest: Path, ids: np.ndarray, types: np.ndarray, vocab_size: int, shard_size: int) -> Path:
+    """An examples artifact's arrays and ``index.json`` (the format of CONTRACT.md) for given rows."""
+    n, seq_len = ids.shape
     (dest / "data").mkdir(parents=True, exist_ok=True)
     shards = []
     for s, start in enumerate(range(0, n, shard_size)):
@@ -78,8 +86,7 @@ def build_examples(dest: Path, tokenizer_dir: Path, n: int, seq_len: int, seed: 
         np.save(dest / names["input_ids"], ids[start:stop])
         np.save(dest / names["token_type_ids"], types[start:stop])
         shards.append({**names, "examples": stop - start})
-    index = {"format": 1, "max_seq_length": seq_len, "dtype": "uint16", "vocab_size": len(tok), "pad_id": 0,
+    index = {"format": 1, "max_seq_length": seq_len, "dtype": "uint16", "vocab_size": vocab_size, "pad_id": 0,
              "cls_id": 2, "sep_id": 3, "mask_id": 4, "examples": n, "shards": shards}
     (dest / "index.json").write_text(json.dumps(index, indent=1))
-    (dest / "stats.json").write_text(json.dumps({"examples": n, "tokens": int((ids != 0).sum())}))
     return dest

@@ -11,25 +11,15 @@ import numpy as np
 import pytest
 
 from model.data import ExampleLoader, ExamplesError, read_index
+from tests.model_support import write_examples
 
 
 def _write(root, n=103, L=16, shard=25, vocab=500):
     """An examples artifact whose row i starts [CLS] i+5 ... so every example is recognisable."""
-    (root / "data").mkdir(parents=True)
     ids = np.zeros((n, L), np.uint16)
     ids[:, 0], ids[:, 1], ids[:, 2:6] = 2, np.arange(n) + 5, 7
     ids[:, 6] = 3
-    types = np.zeros((n, L), np.uint8)
-    shards = []
-    for s, a in enumerate(range(0, n, shard)):
-        b = min(n, a + shard)
-        names = {k: f"data/shard-{s:05d}.{k}.npy" for k in ("input_ids", "token_type_ids")}
-        np.save(root / names["input_ids"], ids[a:b])
-        np.save(root / names["token_type_ids"], types[a:b])
-        shards.append({**names, "examples": b - a})
-    index = {"format": 1, "max_seq_length": L, "dtype": "uint16", "vocab_size": vocab, "pad_id": 0, "cls_id": 2,
-             "sep_id": 3, "mask_id": 4, "examples": n, "shards": shards}
-    (root / "index.json").write_text(json.dumps(index))
+    write_examples(root, ids, np.zeros((n, L), np.uint8), vocab, shard)
     return root
 
 
