@@ -13,8 +13,15 @@ steps, so the steps in between never wait for the device. A line holds, for the 
 - ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
   second over the devices' peak, when a peak figure is known) and device extras.
 
-Values are averaged over ranks. Only rank 0 writes. TensorBoard is not written: it needs the
-``tensorboard`` package, which kolectra does not depend on; metrics.jsonl carries the same series.
+Values are averaged over ranks. Only rank 0 writes. It also writes every line, as scalars, to
+``tensorboard/events.out.tfevents.kolectra`` beside metrics.jsonl (:mod:`model.tensorboard`, no
+TensorFlow involved; a fixed name keeps the artifact's file list stable). Tags, grouped by prefix
+(:data:`TAGS`): ``loss/{total,generator,discriminator,mlm}``, ``train/{lr,grad_norm}``,
+``gen/{acc,replaced_share}``, ``disc/{acc,precision,recall,auc}``, ``mlm/acc``,
+``perf/{tokens_per_s,mfu}``, and ``device/<field>`` for the device extras (e.g.
+``device/xla_compiles``); ``step`` is the event's step, and None (a NaN or inf) is left out. On
+resume both files keep the steps up to the checkpoint's: the event file is rewritten from the kept
+lines, at their old wall times where the old event file has them.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from model import tensorboard
 from pipeline.stage import progress
 
 # Per-step quantities, averaged over the steps of a window.
@@ -41,6 +49,12 @@ RATIOS = {
 }
 # The metrics every objective reports (the rest depend on the objective).
 METRIC_KEYS = ("loss", "gen_loss", "grad_norm")
+# metrics.jsonl field -> TensorBoard tag; any other field is a device extra, tagged "device/<field>".
+TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/discriminator", "mlm_loss": "loss/mlm",
+        "lr": "train/lr", "grad_norm": "train/grad_norm", "gen_acc": "gen/acc", "replaced_share": "gen/replaced_share",
+        "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
+        "disc_auc": "disc/auc", "mlm_acc": "mlm/acc", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu"}
+EVENT_FILE = Path("tensorboard") / "events.out.tfevents.kolectra"  # relative to metrics.jsonl's directory
 
 
 def eta_text(seconds: float) -> str:
@@ -77,6 +91,28 @@ def summarize(sums: dict[str, list[float] | float], steps: int) -> dict[str, flo
     return out
 
 
+def scalars(line: dict) -> dict[str, float]:
+    """The TensorBoard scalars of a metrics.jsonl line: its finite numbers but ``step``, by tag."""
+    return {TAGS.get(k, f"device/{k}"): float(v) for k, v in line.items()
+            if k != "step" and isinstance(v, (int, float)) and math.isfinite(v)}
+
+
+def restart_events(path: Path, lines: list[dict]) -> tensorboard.EventWriter:
+    """A new event file holding ``lines`` (those kept on resume), at the wall times the old file gives them."""
+    old = {}
+    if lines:
+        try:
+            for step, wall, _ in tensorboard.iter_events(path):
+                old[step] = wall
+        except (OSError, tensorboard.CorruptEventFile):  # no file, or its tail cut by a kill: the time now
+            pass
+    writer = tensorboard.EventWriter(path)
+    for line in lines:
+        writer.scalars(line["step"], scalars(line), old.get(line["step"]))
+    writer.flush()
+    return writer
+
+
 class MetricsLog:
     def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0, flops_per_step: float = 0.0,
                  peak_flops: float = 0.0):
@@ -90,6 +126,7 @@ class MetricsLog:
                         if ln.strip() and json.loads(ln)["step"] <= resume_step]
             path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
+        self.events = restart_events(path.parent / EVENT_FILE, [json.loads(ln) for ln in kept]) if dev.is_main else None
         self.sums: dict[str, torch.Tensor] = {}
         self.tokens, self.steps, self.last = 0, 0, (json.loads(kept[-1]) if kept else {})
         self.t_start = self.t_window = time.perf_counter()
@@ -139,6 +176,8 @@ class MetricsLog:
         if self.file is not None:
             self.file.write(json.dumps(self.last) + "\n")
             self.file.flush()
+            self.events.scalars(step, scalars(self.last), time.time())
+            self.events.flush()
             eta = (now - self.t_start) / max(step - self.first, 1) * (self.total - step)
             second = (f"disc {self.last['disc_loss']:.4f}" if "disc_loss" in self.last
                       else f"mlm {self.last.get('mlm_loss', float('nan')):.3f}")
@@ -151,3 +190,4 @@ class MetricsLog:
         self.dev.flush()  # lines still waiting for their values
         if self.file is not None:
             self.file.close()
+            self.events.close()

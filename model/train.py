@@ -34,6 +34,10 @@ from model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from pipeline.config import to_dict
 from pipeline.stage import StageOutput, progress
 
+# Bump when the artifact's files change for the same request (part of the artifact id).
+# 2: tensorboard/ event file beside metrics.jsonl.
+STAGE_VERSION = 2
+
 
 class PretrainInputError(ValueError):
     """Examples and tokenizer do not fit together or with the config; the message names the file."""
