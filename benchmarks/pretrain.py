@@ -7,7 +7,10 @@ batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interle
 medians compared (see :mod:`model.bench`). The headline value is kolectra's fp32 steps per
 second, the baseline the naive step's; the bf16 figures, tokens/s and useful FLOP/s (MFU when
 a peak figure is known: ``--peak-tflops`` or a CUDA device in the table below) ride along.
-``--quick``: 4 layers instead of 12 and fewer rounds, about a minute on 2 cores.
+``--compile`` adds kolectra's step under ``torch.compile`` (what ``train.compile=true`` runs) to
+the same interleaved rotation: ``speedup_compiled`` and ``ratio_bf16_compiled`` against the same
+naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
+``--quick``: 4 layers instead of 12 and fewer rounds, about a minute on 2 cores (plus compiling).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def main() -> None:
     p.add_argument("--peak-tflops", type=float, default=0.0, help="peak of one device for MFU (0 = table/none)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--compile", action="store_true", help="also time kolectra's step under torch.compile")
     args = p.parse_args()
     if args.device == "cpu" and args.quick:
         layers, rounds = 4, 4
@@ -55,19 +59,24 @@ def main() -> None:
     results = {}
     for precision in ("fp32", "bf16"):
         r = compare(model_cfg, seq_len=args.seq_len, batch_size=args.batch_size, rounds=rounds,
-                    warmup=2 if args.device == "cuda" else 1, bf16=precision == "bf16", device=args.device)
+                    warmup=2 if args.device == "cuda" else 1, bf16=precision == "bf16", device=args.device,
+                    compile=args.compile)
         peak = peak_tflops(args.device, precision, args.peak_tflops) * 1e12
         mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
-        results[precision] = {k: r[k] for k in ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup")}
+        keep = ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup", "speedup_compiled", "compile_s")
+        results[precision] = {k: r[k] for k in keep if k in r}
         results[precision]["mfu"] = mfu
+        compiled = f", compiled {r['speedup_compiled']:.2f}x" if args.compile else ""
         print(f"{precision}: kolectra {r['steps_per_s']['kolectra']:.3f} steps/s, naive {r['steps_per_s']['naive_hf']:.3f}"
-              f" steps/s, speedup {r['speedup']:.2f}x", file=sys.stderr)
+              f" steps/s, speedup {r['speedup']:.2f}x{compiled}", file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
          {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
           "seq_len": args.seq_len, "device": args.device, "rounds": rounds, "quick": args.quick,
-          "interleaved": True, "statistic": "median"},
-         results=results, ratio_bf16=results["bf16"]["speedup"])
+          "interleaved": True, "statistic": "median", "compile": args.compile},
+         results=results, ratio_bf16=results["bf16"]["speedup"],
+         **({"ratio_compiled": results["fp32"]["speedup_compiled"],
+             "ratio_bf16_compiled": results["bf16"]["speedup_compiled"]} if args.compile else {}))
 
 
 if __name__ == "__main__":

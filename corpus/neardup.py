@@ -191,7 +191,7 @@ def _keep_unmarked(joined, samples: str | None = None):
 class NearDedup(beam.PTransform):
     """(text_key, document) -> the same minus near duplicates; a ``TALLY`` output counts the drops,
     a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
-    artifact's samples. ``threshold`` 0 passes everything through."""
+    artifact's samples."""
 
     def __init__(self, threshold: float, seed: int):
         super().__init__()
@@ -199,7 +199,7 @@ class NearDedup(beam.PTransform):
 
     def expand(self, docs):
         if self.threshold <= 0:
-            return docs | "Off" >> beam.Map(lambda kv: kv).with_outputs(TALLY, SAMPLES, main="docs")
+            raise ValueError("NearDedup needs a threshold in (0, 1]; leave the step out to keep near duplicates")
         bands, rows = bands_rows(self.threshold)
         by_pos = docs | "KeyByPosition" >> beam.Map(lambda kv: ((kv[1]["source"], kv[1]["line"]), kv))
         marks = (

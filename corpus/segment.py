@@ -24,25 +24,32 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from operator import itemgetter
 import warnings
 from typing import Iterable, Sequence
 
 from corpus import languages
 
+_START_LEN = itemgetter(0, 1)
+
 
 def merge_morphs(tokens: Iterable[tuple[int, int, str]]) -> list[list]:
     """``(start, length, tag)`` tokens -> disjoint ``[start, end, tag]`` spans, in text order."""
+    # Kiwi yields text order, so the sort is a linear check; it is stable, keeping 하 before 었.
     out: list[list] = []
-    for start, length, tag in sorted(tokens, key=lambda t: (t[0], t[1])):
-        end = start + max(length, 0)
+    last_end = -1
+    for start, length, tag in sorted(tokens, key=_START_LEN):
+        end = start + length
         if end <= start:
             continue  # zero-width tokens have no surface
-        if out and start < out[-1][1]:
+        if start < last_end:
             prev = out[-1]
-            prev[1] = max(prev[1], end)
-            prev[2] = prev[2] + "+" + tag
+            if end > last_end:
+                prev[1] = last_end = end
+            prev[2] += "+" + tag
         else:
             out.append([start, end, tag])
+            last_end = end
     return out
 
 
@@ -90,11 +97,14 @@ def clip_morphs(morphs: list[list], sentences: list[list[int]]) -> list[list]:
     """Drop morph spans that do not lie inside one sentence (none expected; a guard for readers
     that assign morphs to sentences by start offset)."""
     out = []
-    i = 0
+    it = iter(sentences)
+    s_start, s_end = next(it, (0, -1))
     for m in morphs:
-        while i < len(sentences) and sentences[i][1] <= m[0]:
-            i += 1
-        if i < len(sentences) and sentences[i][0] <= m[0] and m[1] <= sentences[i][1]:
+        while s_end <= m[0]:
+            s_start, s_end = next(it, (0, -1))
+            if s_end < 0:
+                return out
+        if s_start <= m[0] and m[1] <= s_end:
             out.append(m)
     return out
 

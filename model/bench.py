@@ -6,11 +6,15 @@ generator's full ``forward(labels=...)`` (vocabulary logits at every position), 
 softmax + ``torch.multinomial`` on the boolean-indexed masked rows, the discriminator's
 ``forward(labels=...)`` (boolean-indexed loss) and 2-D attention masks. Ours: static N slots,
 generator head only at those slots, Gumbel-max, gather/weight losses, a 4-D bias
-(:mod:`model.rtd`), fused AdamW on CUDA. Both train the same :class:`ElectraPair` (same initial
+(:mod:`model.rtd`), fused AdamW on CUDA, and on the CPU the trainer's cheaper dropout
+(:mod:`model.cpu_dropout`). Both train the same :class:`ElectraPair` (same initial
 weights, same optimizer settings) on the same random batches, in the same precision.
 
 Timing on a shared machine is noisy, so the two are interleaved step by step (A B A B ...) and
-the medians compared.
+the medians compared. With ``compile=True`` a third runner, kolectra's step under
+``torch.compile`` (``train.compile=true``: one graph, no breaks, Inductor's fused kernels and
+its own vectorised RNG for dropout and the Gumbel noise), joins the rotation; its compile time
+is reported apart.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 import torch
 
 from model import config, rtd
+from model.device import resolve
 from model.electra import ElectraPair, train_flops_per_sequence
 from model.train import build_optimizer
 
@@ -83,7 +88,8 @@ def small_pp_like(vocab_size: int, layers: int | None = None) -> config.ModelCon
 
 
 def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
-            warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0) -> dict:
+            warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
+            compile: bool = False) -> dict:
     """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share."""
     V = model_cfg.vocab_size
     sp = rtd.Specials(vocab_size=V)
@@ -97,14 +103,20 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
         types = torch.zeros_like(ids)
         types[:, n // 2 + 1:n] = 1
         batches.append((ids.to(device), types.to(device)))
+    steps = [("kolectra", ours_step), ("naive_hf", naive_step)]
+    if compile:
+        steps.append(("kolectra_compiled", torch.compile(ours_step)))
     runners = {}
-    for name, fn in (("kolectra", ours_step), ("naive_hf", naive_step)):
+    for name, fn in steps:
         torch.manual_seed(seed)
-        model = ElectraPair(model_cfg, V, sp.pad_id).to(device).train()
+        model = ElectraPair(model_cfg, V, sp.pad_id)
+        # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout)
+        model = (model.to(device) if name == "naive_hf" else resolve(device).place(model)).train()
         runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=device == "cuda")
+    compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
     times = {name: [] for name in runners}
     for r in range(warmup + rounds):
-        order = list(runners) if r % 2 == 0 else list(runners)[::-1]  # A B, B A, ... against drift
+        order = list(runners) if r % 2 == 0 else list(runners)[::-1]  # A B C, C B A, ... against drift
         for name in order:
             dt = runners[name].step()
             if r >= warmup:
@@ -115,4 +127,6 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     return {"seconds_per_step": med, "steps_per_s": {k: 1.0 / v for k, v in med.items()},
             "tokens_per_s": {k: tokens / v for k, v in med.items()},
             "useful_flops_per_s": {k: flops / v for k, v in med.items()},
-            "speedup": med["naive_hf"] / med["kolectra"], "flops_per_step": flops, "samples": times}
+            "speedup": med["naive_hf"] / med["kolectra"], "flops_per_step": flops, "samples": times,
+            **({"speedup_compiled": med["naive_hf"] / med["kolectra_compiled"],
+                "compile_s": compile_s} if compile else {})}

@@ -9,7 +9,8 @@ which imports ``torch_xla`` only when asked for.
 Two hooks keep the host out of the device's way on every accelerator: ``batches`` turns the
 examples loader into an iterator of device batches (on XLA torch-xla's background device
 loader; elsewhere a plain upload), and ``read_back`` hands metric tensors to a callback once
-their values exist (on XLA a step closure, elsewhere at once).
+their values exist (on XLA a step closure, elsewhere at once). On the CPU, ``place`` also swaps in
+kolectra's cheaper dropout (:mod:`model.cpu_dropout`).
 
 Data parallelism: under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the
 device joins a process group (gloo on CPU, nccl on CUDA) and ``all_reduce_grads`` averages the
@@ -29,6 +30,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+from model import cpu_dropout
 
 
 class Device:
@@ -113,6 +116,8 @@ class Device:
         for (mod0, name0), *others in places.values():
             for mod, name in others:
                 mod._parameters[name] = mod0._parameters[name0]
+        if self.torch_device.type == "cpu":  # bernoulli_ is slow on the CPU (model/cpu_dropout.py)
+            cpu_dropout.install(module)
         return module
 
     def batches(self, loader, grad_accum: int, pad_id: int) -> "Batches":

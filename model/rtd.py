@@ -101,8 +101,13 @@ def mask_inputs(ids_BL, positions_BN, weights_BN, sp: Specials, obj: ObjectiveCo
 @torch.no_grad()
 def sample_tokens(logits_BNV: torch.Tensor, temperature: float) -> torch.Tensor:
     """Gumbel-max: argmax(logits / T + Gumbel noise) is a sample from softmax(logits / T)."""
-    logits = logits_BNV.detach().float() / temperature
-    return torch.argmax(logits + gumbel_noise(logits.shape, logits.device), dim=-1)
+    logits = logits_BNV.detach().float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    # logits + Gumbel = logits - log(-log U), in place: [B, N, V] is the largest tensor of the step
+    # after the generator's own logits, and each temporary of it costs an allocation and a pass.
+    neg_gumbel = _uniform(logits.shape, logits.device).log_().neg_().log_()
+    return torch.argmax(logits - neg_gumbel, dim=-1)
 
 
 def replace_tokens(ids_BL, positions_BN, weights_BN, sampled_BN) -> tuple[torch.Tensor, torch.Tensor]:

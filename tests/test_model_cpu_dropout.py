@@ -1,0 +1,83 @@
+"""model/cpu_dropout.py: the CPU trainer's dropout keeps the statistics of nn.Dropout and the
+attention maths of transformers, and leaves no trace in exported models."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModel, ElectraConfig, ElectraForPreTraining
+
+from model import cpu_dropout
+from model.device import Device
+
+
+def test_drop_rate_and_scale():
+    torch.manual_seed(0)
+    x = torch.ones(1_000_000)
+    y = cpu_dropout.drop(x, 0.1)
+    p_used = 6554 / 65536  # round(0.1 * 65536) / 65536
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - p_used) < 0.002  # about 6 standard deviations
+    assert torch.all((y == 0) | torch.isclose(y, torch.tensor(1 / (1 - p_used))))
+    assert abs(y.mean().item() - 1.0) < 0.003  # unbiased
+
+
+def test_drop_is_seeded_and_off_in_eval():
+    x = torch.randn(4, 33, dtype=torch.bfloat16)  # numel not a multiple of 4
+    torch.manual_seed(3)
+    a = cpu_dropout.drop(x, 0.25)
+    torch.manual_seed(3)
+    b = cpu_dropout.drop(x, 0.25)
+    assert torch.equal(a, b) and a.dtype == x.dtype and not torch.equal(a, x)
+    assert cpu_dropout.drop(x, 0.25, training=False) is x
+    assert cpu_dropout.drop(x, 0.0) is x
+    assert torch.equal(cpu_dropout.drop(x, 1.0), torch.zeros_like(x))
+
+
+def test_attention_is_the_eager_formula():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 8, 16) for _ in range(3))
+    bias = torch.zeros(2, 1, 1, 8)
+    bias[1, ..., 6:] = torch.finfo(torch.float32).min  # padding in the second sequence
+    module = nn.Module()
+    module.is_causal = False
+    torch.manual_seed(1)
+    out, _ = cpu_dropout.attention(module, q, k, v, bias, scaling=0.25, dropout=0.1)
+    torch.manual_seed(1)
+    weights = cpu_dropout.drop(torch.softmax(q @ k.transpose(2, 3) * 0.25 + bias, dim=-1), 0.1)
+    assert torch.allclose(out, (weights @ v).transpose(1, 2), atol=1e-6)
+    # without dropout it is SDPA, which agrees with the same formula
+    plain, _ = cpu_dropout.attention(module, q, k, v, bias, scaling=0.25, dropout=0.0)
+    ref = (torch.softmax(q @ k.transpose(2, 3) * 0.25 + bias, dim=-1) @ v).transpose(1, 2)
+    assert torch.allclose(plain, ref, atol=1e-5)
+
+
+@pytest.fixture
+def electra():
+    torch.manual_seed(0)
+    cfg = ElectraConfig(vocab_size=100, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    return ElectraForPreTraining(cfg)
+
+
+def test_device_place_installs_it_and_eval_is_unchanged(electra, tmp_path):
+    stock = copy.deepcopy(electra).eval()
+    placed = Device().place(electra)
+    assert not any(type(m) is nn.Dropout for m in placed.modules())
+    assert sum(isinstance(m, cpu_dropout.Dropout) for m in placed.modules()) == 1 + 2 * 3  # embeddings + 3 a layer
+    assert placed.config._attn_implementation == cpu_dropout.ATTENTION
+    ids = torch.randint(5, 100, (2, 12))
+    with torch.no_grad():
+        assert torch.allclose(placed.eval()(input_ids=ids).logits, stock(input_ids=ids).logits, atol=1e-5)
+    placed.train()
+    torch.manual_seed(5)
+    first = placed(input_ids=ids).logits
+    first.sum().backward()
+    assert placed.electra.embeddings.word_embeddings.weight.grad is not None
+    torch.manual_seed(5)
+    assert torch.equal(placed(input_ids=ids).logits, first)  # seeded: exact resume still holds
+    placed.save_pretrained(tmp_path)
+    assert cpu_dropout.ATTENTION not in (tmp_path / "config.json").read_text()
+    loaded = AutoModel.from_pretrained(tmp_path)
+    assert not any(isinstance(m, cpu_dropout.Dropout) for m in loaded.modules())
