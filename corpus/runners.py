@@ -14,7 +14,7 @@ import gc
 import os
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, WorkerOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 # Beam's "DirectRunner" is a switcher that first tries the Prism runner, which downloads a binary
 # from GitHub; the FnApiRunner is the in-process batch engine it falls back to. Local runs must
@@ -52,10 +52,6 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
             direct.direct_num_workers = os.cpu_count() or 1
         if direct.direct_num_workers > 1 and not explicit_mode:
             direct.direct_running_mode = "multi_processing"
-        harness = opts.view_as(WorkerOptions)
-        if not any(a.startswith("--default_sdk_harness_log_level") for a in beam_args):
-            # worker processes log each data channel and bundle at INFO; kolectra reports progress itself
-            harness.default_sdk_harness_log_level = "WARNING"
     return opts
 
 

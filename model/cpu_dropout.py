@@ -59,7 +59,9 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
         scaling = query.shape[-1] ** -0.5
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
-        weights = weights + attention_mask
+        # in the scores' dtype: a float32 bias would promote bf16 scores (autocast) to float32, and
+        # every later op of the block would pay for it; the CPU softmax accumulates in float32 anyway
+        weights = weights + attention_mask.clamp(min=torch.finfo(weights.dtype).min).to(weights.dtype)
     weights = drop(torch.softmax(weights, dim=-1), dropout)
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
 
