@@ -173,3 +173,17 @@ def test_step_is_finite_and_deterministic(objective):
     torch.manual_seed(5)
     b = rtd.electra_step(pair, ids, types, SP, obj)
     assert torch.isfinite(a.loss) and torch.equal(a.loss, b.loss) and torch.equal(a.disc_in_BL, b.disc_in_BL)
+
+
+@pytest.mark.parametrize("objective", ["electra", "electra15"])
+def test_step_traces_to_one_graph(objective):
+    """Static shapes, no host sync, no data-dependent Python branch: torch.compile (and XLA) see
+    the whole forward step as one graph, with the trainer's CPU dropout in place too."""
+    from model.device import Device
+
+    model = Device().place(_tiny_pair()).train()
+    ids, types = _batch()
+    obj = config.ObjectiveConfig(objective=objective)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(rtd.electra_step)(model, ids, types, SP, obj)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
