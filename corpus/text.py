@@ -60,6 +60,7 @@ def _halfwidth_hangul() -> dict[int, int]:
 _WIDTH.update(_halfwidth_hangul())
 
 _WHITESPACE = re.compile(r"\s+")
+_NEEDS_COLLAPSE = re.compile(r"[^\S ]|  ")  # whitespace other than a lone ASCII space
 _LINE_BREAKS = frozenset("\n\r\x85\u2028\u2029")
 
 
@@ -84,6 +85,8 @@ def _one_space(match: re.Match) -> str:
 
 
 def collapse_whitespace(text: str) -> str:
+    if _NEEDS_COLLAPSE.search(text) is None:  # the usual case: only single spaces, one C-level scan
+        return text.strip()
     return _WHITESPACE.sub(_one_space, text).strip()
 
 
