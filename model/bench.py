@@ -5,9 +5,9 @@ stock pieces: BERT-style Bernoulli masking (a data-dependent number of masked to
 generator's full ``forward(labels=...)`` (vocabulary logits at every position), sampling with
 softmax + ``torch.multinomial`` on the boolean-indexed masked rows, the discriminator's
 ``forward(labels=...)`` (boolean-indexed loss) and 2-D attention masks. Ours: static N slots,
-generator head only at those slots, Gumbel-max, gather/weight losses, a 4-D bias
-(:mod:`model.rtd`), fused AdamW on CUDA, and on the CPU the trainer's cheaper dropout
-(:mod:`model.cpu_dropout`). Both train the same :class:`ElectraPair` (same initial
+generator head only at those slots, one softmax for the loss and the sample, gather/weight
+losses, a 4-D bias (:mod:`model.rtd`), fused AdamW, and on the CPU the trainer's cheaper dropout
+(:mod:`model.cpu_dropout`) and inverse-CDF sampler. Both train the same :class:`ElectraPair` (same initial
 weights, same optimizer settings) on the same random batches, in the same precision.
 
 Timing on a shared machine is noisy, so the two are interleaved step by step (A B A B ...) and
@@ -112,7 +112,9 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
         model = ElectraPair(model_cfg, V, sp.pad_id)
         # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout)
         model = (model.to(device) if name == "naive_hf" else resolve(device).place(model)).train()
-        runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=device == "cuda")
+        # the naive step keeps torch's default AdamW (a loop over tensors); kolectra's uses what the trainer does
+        fused = name != "naive_hf" and resolve(device).fused_optimizer
+        runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=fused)
     compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
     times = {name: [] for name in runners}
     for r in range(warmup + rounds):

@@ -51,6 +51,10 @@ class ElectraPair(nn.Module):
     objectives, ``ElectraForMaskedLM`` for the MLM ablations (``generator`` is None for "mlm").
     """
 
+    # How the generator's samples are drawn (``model.rtd.SAMPLERS``, the same distribution either
+    # way); the device sets it in ``place``.
+    sampler = "gumbel"
+
     def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int, objective: str = "electra"):
         super().__init__()
         self.objective = objective

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from model.config import ObjectiveConfig
 from model.electra import ElectraPair
-from model.rtd import Specials, StepOutput, electra_step, generator_sums, mask_and_generate
+from model.rtd import Specials, StepOutput, electra_step, generator_sums, mask_and_generate, softmax_cross_entropy
 
 
 def _masked_lm_sums(logits_BNV, target_BN, w_BN) -> dict[str, torch.Tensor]:
@@ -49,11 +49,10 @@ def masked_lm_step(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: Obje
     """"mlm" (BERT: [MASK]-ed input, no generator) and "replace_mlm" (generator samples as input)."""
     g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2, sample=obj.objective != "mlm")
     logits_BNV, _ = model.mlm_logits(g.disc_in_BL, types_BL, g.bias, g.positions_BN)
-    logits_BNV = logits_BNV.float()
-    ce_BN = F.cross_entropy(logits_BNV.flatten(0, 1), g.target_BN.flatten(), reduction="none").view_as(g.w_BN)
+    ce_BN, probs_BNV = softmax_cross_entropy(logits_BNV.float(), g.target_BN)
     mlm_loss = (ce_BN * g.w_BN).sum() / g.masked_denom
     with torch.no_grad():
-        sums = _masked_lm_sums(logits_BNV, g.target_BN, g.w_BN)
+        sums = _masked_lm_sums(probs_BNV, g.target_BN, g.w_BN)
     return _finish(g, mlm_loss, sums)
 
 

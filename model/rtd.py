@@ -9,8 +9,12 @@ on CPU, CUDA and XLA:
    real tokens, not of L); the remaining slots carry weight 0 (static shape, no effect).
 2. ``mask_inputs``: of the chosen positions 85% become [MASK], 0% a random token, 15% stay.
 3. The generator predicts the originals at the N positions (its head only there).
-4. ``sample_tokens``: Gumbel-max sampling from the generator, under no_grad (the discriminator's
-   loss does not reach the generator: sampling is not differentiable, paper section 2).
+4. ``sample_tokens``: a sample from the generator's softmax (with a temperature), under no_grad
+   (the discriminator's loss does not reach the generator: sampling is not differentiable, paper
+   section 2). Two exact samplers of the same distribution: Gumbel-max, as in the reference code
+   (one noise value per vocabulary entry), and the inverse CDF (one uniform per slot, a running
+   sum and a binary search), which the CPU uses because drawing |V| random numbers per slot
+   there cost more than the rest of the generator's head (``model/device.py`` decides).
 5. The discriminator labels every token replaced/original; a sample equal to the original
    counts as original. Loss = gen_loss + disc_weight * disc_loss (disc_weight = 50).
 
@@ -98,16 +102,69 @@ def mask_inputs(ids_BL, positions_BN, weights_BN, sp: Specials, obj: ObjectiveCo
     return ids_BL.scatter(1, positions_BN, new_BN)
 
 
+SAMPLERS = ("gumbel", "inverse_cdf")
+
+
 @torch.no_grad()
-def sample_tokens(logits_BNV: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Gumbel-max: argmax(logits / T + Gumbel noise) is a sample from softmax(logits / T)."""
+def sample_tokens(logits_BNV: torch.Tensor, temperature: float, sampler: str = "gumbel",
+                  probs_BNV: torch.Tensor | None = None) -> torch.Tensor:
+    """One token per slot from softmax(logits / T). ``probs_BNV``: softmax(logits) when already
+    computed (the inverse-CDF sampler reuses it at T = 1)."""
     logits = logits_BNV.detach().float()
     if temperature != 1.0:
-        logits = logits / temperature
-    # logits + Gumbel = logits - log(-log U), in place: [B, N, V] is the largest tensor of the step
-    # after the generator's own logits, and each temporary of it costs an allocation and a pass.
+        logits, probs_BNV = logits / temperature, None
+    if sampler == "inverse_cdf":
+        return _inverse_cdf(probs_BNV if probs_BNV is not None else torch.softmax(logits, -1))
+    if sampler != "gumbel":
+        raise ValueError(f"unknown sampler {sampler!r} (known: {', '.join(SAMPLERS)})")
+    # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits). logits + Gumbel =
+    # logits - log(-log U), in place: [B, N, V] is the largest tensor of the step after the
+    # generator's own logits, and each temporary of it costs an allocation and a pass.
     neg_gumbel = _uniform(logits.shape, logits.device).log_().neg_().log_()
     return torch.argmax(logits - neg_gumbel, dim=-1)
+
+
+def _inverse_cdf(probs_BNV: torch.Tensor) -> torch.Tensor:
+    """The first token whose running probability exceeds U * total (U uniform in [0, 1)).
+
+    Exact up to rounding: the CPU's cumsum accumulates in double and rounds each prefix once, so
+    a token's share is off by at most about 1e-7 absolute; a token of probability 0 has a flat
+    step and is never chosen (``right=True``). Static shapes: one [B, N, V] pass, no host sync.
+    """
+    cdf_BNV = probs_BNV.cumsum(-1)
+    u_BN1 = torch.rand(probs_BNV.shape[:-1] + (1,), device=probs_BNV.device) * cdf_BNV[..., -1:]
+    return torch.searchsorted(cdf_BNV, u_BN1, right=True).squeeze(-1).clamp_(max=probs_BNV.shape[-1] - 1)
+
+
+class _SoftmaxCrossEntropy(torch.autograd.Function):
+    """Per-row cross-entropy that also returns the softmax it computed (no gradient through it).
+
+    ``F.cross_entropy`` builds the same loss from log_softmax + nll_loss, whose backward writes a
+    zero [R, V] tensor, scatters into it and runs log_softmax's backward: three passes over the
+    largest tensors of the step. Here the backward is one: d ce_r / d logits_r = softmax_r -
+    onehot(target_r). The kept softmax also serves the sampler and the accuracy count.
+    """
+
+    @staticmethod
+    def forward(ctx, logits_RV, target_R):
+        logp_RV = torch.log_softmax(logits_RV, -1)  # the loss from log-probabilities: no log(0)
+        ce_R = -torch.gather(logp_RV, 1, target_R[:, None]).squeeze(1)
+        probs_RV = logp_RV.exp_()
+        ctx.save_for_backward(probs_RV, target_R)
+        ctx.mark_non_differentiable(probs_RV)
+        return ce_R, probs_RV
+
+    @staticmethod
+    def backward(ctx, grad_R, _grad_probs):
+        probs_RV, target_R = ctx.saved_tensors
+        grad_RV = probs_RV * grad_R[:, None]
+        return grad_RV.scatter_add_(1, target_R[:, None], -grad_R[:, None]), None
+
+
+def softmax_cross_entropy(logits_BNV: torch.Tensor, target_BN: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cross-entropy [B, N], softmax [B, N, V]) of float logits; equal to ``F.cross_entropy``."""
+    ce_R, probs_RV = _SoftmaxCrossEntropy.apply(logits_BNV.flatten(0, 1), target_BN.flatten())
+    return ce_R.view_as(target_BN), probs_RV.view_as(logits_BNV)
 
 
 def replace_tokens(ids_BL, positions_BN, weights_BN, sampled_BN) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,7 +198,7 @@ AUC_BINS, AUC_RANGE = 64, 8.0
 
 
 def generator_sums(logits_BNV, target_BN, w_BN) -> dict[str, torch.Tensor]:
-    """Masked slots and how many of them the generator's argmax gets right."""
+    """Masked slots and how many of them the generator's argmax gets right (logits or probabilities)."""
     target_logit_BN = torch.gather(logits_BNV, 2, target_BN.unsqueeze(-1)).squeeze(-1)
     # max is cheaper than argmax on CPU; ties (measure zero) count as correct.
     correct = (target_logit_BN >= logits_BNV.amax(-1)).float()
@@ -208,12 +265,12 @@ def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: O
         return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, attn_BL.new_zeros(()), masked_BL,
                              torch.zeros_like(attn_BL), masked_denom, tokens_denom, {"masked": w_BN.sum()})
     gen_logits_BNV = model.generator_logits(masked_BL, types_BL, bias, positions_BN).float()
-    gen_ce_BN = F.cross_entropy(gen_logits_BNV.flatten(0, 1), target_BN.flatten(), reduction="none")
-    gen_loss = (gen_ce_BN.view_as(w_BN) * w_BN).sum() / masked_denom
-    sampled_BN = sample_tokens(gen_logits_BNV, obj.temperature)
+    gen_ce_BN, gen_probs_BNV = softmax_cross_entropy(gen_logits_BNV, target_BN)
+    gen_loss = (gen_ce_BN * w_BN).sum() / masked_denom
+    sampled_BN = sample_tokens(gen_logits_BNV, obj.temperature, model.sampler, gen_probs_BNV)
     disc_in_BL, replaced_BL = replace_tokens(ids_BL, positions_BN, w_BN, sampled_BN)
     with torch.no_grad():
-        sums = {**generator_sums(gen_logits_BNV, target_BN, w_BN), "replaced": replaced_BL.sum()}
+        sums = {**generator_sums(gen_probs_BNV, target_BN, w_BN), "replaced": replaced_BL.sum()}
     return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, gen_loss, disc_in_BL, replaced_BL,
                          masked_denom, tokens_denom, sums)
 

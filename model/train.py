@@ -2,7 +2,7 @@
 
 ``pretrain(cfg, examples_dir, tokenizer_dir, out_dir, resume=False)`` reads top to bottom: check
 inputs, seed, build the generator/discriminator pair (or load it, ``train.init_from``), AdamW
-(no decay on biases and LayerNorm; fused on CUDA) with linear warmup then linear decay (paper
+(no decay on biases and LayerNorm; fused where the device has it) with linear warmup then linear decay (paper
 appendix A), optionally resume from the newest intact checkpoint, then the objective's step
 (:mod:`model.objectives`: ELECTRA or one of the paper's ablations) with gradient accumulation,
 averaging over ranks and clipping, metrics every ``log_every`` steps (:mod:`model.metrics`),
@@ -36,7 +36,8 @@ from pipeline.stage import StageOutput, progress
 
 # Bump when the artifact's files change for the same request (part of the artifact id).
 # 2: tensorboard/ event file beside metrics.jsonl.
-STAGE_VERSION = 2
+# 3: on the CPU, inverse-CDF samples and fused AdamW (other bytes for the same request).
+STAGE_VERSION = 3
 
 
 class PretrainInputError(ValueError):
@@ -81,7 +82,7 @@ def vocab_fingerprint(tokenizer_dir: Path) -> str:
 def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
     """AdamW; biases and LayerNorm weights are not decayed (BERT/ELECTRA practice).
 
-    ``fused`` (CUDA): one kernel for the whole update instead of a few per parameter tensor.
+    ``fused`` (CPU and CUDA): one kernel for the whole update instead of a few per parameter tensor.
     """
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -111,7 +112,13 @@ def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[
         progress(f"pretrain: resuming despite differences (train.force_resume): {'; '.join(diffs)}")
     try:
         model.load_state_dict(ck["model"])
-        optimizer.load_state_dict(ck["optimizer"])
+        # The implementation flags are placement, not state: a checkpoint written with fused AdamW
+        # (CPU, CUDA) resumes on XLA with the traced loop, and back.
+        # Set before loading: they decide where the loaded step counters go.
+        saved = ck["optimizer"]
+        groups = [{**g, **{k: now[k] for k in ("fused", "foreach") if k in now}}
+                  for g, now in zip(saved["param_groups"], optimizer.param_groups)]
+        optimizer.load_state_dict({**saved, "param_groups": groups})
     except (RuntimeError, ValueError, KeyError) as e:
         raise PretrainInputError(f"{step_dir}: the saved weights do not fit this model: {e}") from None
     loader.load_state_dict(state["loader"])
@@ -159,7 +166,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                                     seed=cfg.seed, rank=dev.rank, world_size=dev.world_size)
         # Device micro-batches with their host-counted tokens; state_dict() = the next step's position.
         batches = dev.batches(loader, t.grad_accum, specials.pad_id)
-        optimizer = build_optimizer(model, t, fused=dev.torch_device.type == "cuda")
+        optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
         params = [p for g in optimizer.param_groups for p in g["params"]]
         step_fn = objectives.step_function(obj.objective)
         if t.compile:

@@ -53,6 +53,8 @@ def counters() -> dict[str, int]:
 class XlaDevice(Device):
     name = "xla"
     backend = "xla"
+    sampler = "gumbel"  # one fused graph; searchsorted has no XLA lowering in torch-xla 2.9
+    fused_optimizer = False  # the traced per-tensor update compiles into the step's one program
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if int(os.environ.get("WORLD_SIZE", 1)) > 1:

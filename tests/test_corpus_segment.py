@@ -65,3 +65,32 @@ def test_irregular_forms_keep_the_surface(segmenter):
     assert "갔" in spans and "+" in spans["갔"]  # 가/VV + 었/EP merged on the surface 갔
     assert "어요" in spans
     assert all(text[s:e] != "가" for s, e, _ in morphs)  # Kiwi's normalised form never appears
+
+
+class _Tok:
+    def __init__(self, start, length, tag):
+        self.start, self.len, self.tag = start, length, tag
+
+
+class _Sent:
+    def __init__(self, start, end, tokens):
+        self.start, self.end, self.tokens = start, end, tokens
+
+
+@pytest.mark.parametrize(
+    "sents",
+    [
+        [_Sent(0, 3, [_Tok(0, 1, "VV"), _Tok(0, 1, "EP"), _Tok(1, 2, "EC")]), _Sent(4, 6, [_Tok(4, 2, "NNG")])],
+        [_Sent(0, 3, [_Tok(0, 2, "A"), _Tok(0, 1, "B"), _Tok(2, 1, "C")])],  # same start, shorter second
+        [_Sent(0, 6, [_Tok(4, 2, "NNG"), _Tok(0, 3, "VV"), _Tok(3, 0, "JX")])],  # out of text order
+        [_Sent(0, 6, [_Tok(0, 2, "NNG"), _Tok(1, 4, "XSN")]), _Sent(5, 6, [_Tok(5, 1, "SF")])],  # overlapping, longer
+        [_Sent(1, 3, [_Tok(0, 1, "SW"), _Tok(1, 2, "NNG")]), _Sent(3, 6, None)],
+    ],
+)
+def test_span_fast_path_equals_the_general_rules(sents):
+    """spans_from_sentences' one-pass merge gives exactly merge_morphs + clip_morphs."""
+    text = "가나다 라마"[:6].ljust(6, "바")
+    sentences = segment.cover_sentences(text, [(s.start, s.end) for s in sents])
+    tokens = [(t.start, t.len, t.tag) for s in sents for t in (s.tokens or ())]
+    want = segment.clip_morphs(segment.merge_morphs(tokens), sentences)
+    assert segment.spans_from_sentences(text, sents) == (sentences, want)

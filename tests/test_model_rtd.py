@@ -95,13 +95,47 @@ def test_sampled_equal_to_original_is_labelled_real():
     assert torch.equal(torch.gather(disc_in, 1, pos), torch.where(w > 0, sampled, original))
 
 
-def test_gumbel_max_sampling_matches_softmax():
+@pytest.mark.parametrize("sampler", rtd.SAMPLERS)
+def test_sampling_matches_softmax(sampler):
+    """Both samplers (Gumbel-max and inverse CDF) draw from softmax(logits / T)."""
     torch.manual_seed(0)
-    logits = torch.tensor([[[2.0, 1.0, 0.0, -1.0]]]).expand(1, 20000, 4)
-    counts = torch.bincount(rtd.sample_tokens(logits, 1.0).flatten(), minlength=4).float() / 20000
+    logits = torch.tensor([[[2.0, 1.0, 0.0, -1.0, -30.0, float("-inf")]]]).expand(1, 20000, 6)
+    counts = torch.bincount(rtd.sample_tokens(logits, 1.0, sampler).flatten(), minlength=6).float() / 20000
     assert torch.allclose(counts, torch.softmax(logits[0, 0], -1), atol=0.015)
-    cold = torch.bincount(rtd.sample_tokens(logits, 0.05).flatten(), minlength=4)
+    assert counts[4] == 0 and counts[5] == 0  # probability ~1e-14 and exactly 0
+    hot = torch.bincount(rtd.sample_tokens(logits, 2.0, sampler).flatten(), minlength=6).float() / 20000
+    assert torch.allclose(hot, torch.softmax(logits[0, 0] / 2.0, -1), atol=0.015)
+    cold = torch.bincount(rtd.sample_tokens(logits, 0.05, sampler).flatten(), minlength=6)
     assert cold[0] == 20000
+
+
+def test_inverse_cdf_reuses_the_given_softmax_and_lands_on_every_token():
+    torch.manual_seed(0)
+    probs = torch.tensor([[[0.0, 0.25, 0.0, 0.75]]]).expand(1, 8000, 4)
+    got = torch.bincount(rtd.sample_tokens(torch.zeros(1, 8000, 4), 1.0, "inverse_cdf", probs).flatten(), minlength=4)
+    assert got[0] == 0 and got[2] == 0  # the logits say uniform: the given softmax was used
+    assert abs(got[1].item() / 8000 - 0.25) < 0.02
+    with pytest.raises(ValueError, match="unknown sampler"):
+        rtd.sample_tokens(torch.zeros(1, 2, 4), 1.0, "top_k")
+
+
+def test_softmax_cross_entropy_equals_torch_in_value_and_gradient():
+    torch.manual_seed(0)
+    logits = (torch.randn(3, 5, 40) * 4).requires_grad_()
+    target = torch.randint(0, 40, (3, 5))
+    w = torch.rand(3, 5)
+    ce, probs = rtd.softmax_cross_entropy(logits, target)
+    (ce * w).sum().backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    ref = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none").view(3, 5)
+    (ref * w).sum().backward()
+    assert torch.allclose(ce, ref, atol=1e-6)
+    assert torch.allclose(ours, logits.grad, atol=1e-6)
+    assert torch.allclose(probs, torch.softmax(logits, -1)) and not probs.requires_grad
+    # a target far below the rest: a finite loss (log-probabilities, never log of an underflowed 0)
+    far = torch.tensor([[[0.0, 200.0]]], requires_grad=True)
+    assert torch.isfinite(rtd.softmax_cross_entropy(far, torch.tensor([[0]]))[0]).all()
 
 
 def test_losses_match_hf_reference_and_total_is_gen_plus_50_disc():
@@ -187,3 +221,18 @@ def test_step_traces_to_one_graph(objective):
     torch._dynamo.reset()
     explained = torch._dynamo.explain(rtd.electra_step)(model, ids, types, SP, obj)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def test_cpu_device_sets_the_inverse_cdf_sampler_and_the_step_uses_it(monkeypatch):
+    from model.device import Device
+
+    pair = _tiny_pair()
+    assert pair.sampler == "gumbel"  # the reference code's sampler unless a device says otherwise
+    assert Device().place(pair).sampler == "inverse_cdf"
+    used = []
+    real = rtd.sample_tokens
+    monkeypatch.setattr(rtd, "sample_tokens", lambda *a, **k: used.append(a[2]) or real(*a, **k))
+    ids, types = _batch()
+    out = rtd.electra_step(pair, ids, types, SP, config.ObjectiveConfig())
+    assert used == ["inverse_cdf"]
+    assert ((out.disc_in_BL >= 0) & (out.disc_in_BL < SP.vocab_size)).all()
