@@ -113,6 +113,11 @@ def shard_name(split: str, shard: int, num_shards: int) -> str:
     return f"{DATA_DIR}/{split}-{shard:05d}-of-{num_shards:05d}.jsonl.gz"
 
 
+# One encoder for every line: json.dumps with options builds a new one per call. check_circular
+# off: a document is a tree, and the check costs a fifth of the encoding.
+_DOCUMENT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+
+
 def document_json(rec: dict) -> str:
     """One line of a shard, in the field order of ``corpus/store.py``."""
     doc = {
@@ -122,8 +127,7 @@ def document_json(rec: dict) -> str:
         "sentences": rec["sentences"],
         "morphs": rec["morphs"],
     }
-    # check_circular off: a document is a tree, and the check costs a fifth of the encoding
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), check_circular=False)
+    return _DOCUMENT_ENCODER.encode(doc)
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -265,14 +269,16 @@ class AnalyseAndPlace(beam.DoFn):
     analysed it (the shard step then only sorts and joins strings, cheaper to shuffle and hold
     than dicts).
 
-    One analyser per worker process, built in ``setup``. Documents are analysed in batches of
-    :data:`BATCH` (Kiwi's model stays hot in the CPU caches between documents). Their lines go
+    One analyser per worker process, built in ``setup``. Documents are analysed in batches of up
+    to :data:`BATCH` documents or :data:`BATCH_CHARS` characters (Kiwi runs over the whole batch
+    in a tight loop, its model hot in the CPU caches, before anything else). Their lines go
     to the shard step in chunks of up to :data:`CHUNK` per shard, and the split counts and the
     kept-document sample are accumulated per bundle and emitted in ``finish_bundle``: a few
     elements per bundle instead of several per document, whose per-element cost in Beam was a
     measurable share of the stage (``benchmarks/corpus.py``)."""
 
-    BATCH = 64
+    BATCH = 1024
+    BATCH_CHARS = 1 << 20
     CHUNK = 512
 
     def __init__(self, cfg: CorpusConfig):
@@ -284,13 +290,15 @@ class AnalyseAndPlace(beam.DoFn):
 
     def start_bundle(self):
         self.batch: list = []
+        self.batch_chars = 0
         self.chunks: dict = {}  # (split, shard) -> [(position, JSON line)] not yet emitted
         self.counts: dict = {}  # split -> [documents, sentences, morphs, chars]
         self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
 
     def process(self, keyed):
         self.batch.append(keyed)
-        if len(self.batch) >= self.BATCH:
+        self.batch_chars += len(keyed[1]["text"])
+        if len(self.batch) >= self.BATCH or self.batch_chars >= self.BATCH_CHARS:
             yield from self._flush()
 
     def finish_bundle(self):
@@ -305,8 +313,8 @@ class AnalyseAndPlace(beam.DoFn):
             yield beam.pvalue.TaggedOutput(SAMPLES, GlobalWindows.windowed_value(("kept", rank_row)))
 
     def _flush(self):
-        batch, self.batch = self.batch, []
-        analysed = [self.segmenter.segment(rec["text"]) for _, rec in batch]  # tight Kiwi loop
+        batch, self.batch, self.batch_chars = self.batch, [], 0
+        analysed = self.segmenter.segment_many([rec["text"] for _, rec in batch])
         cfg = self.cfg
         for (key, rec), (sentences, morphs) in zip(batch, analysed):
             doc = {**rec, "sentences": sentences, "morphs": morphs}
