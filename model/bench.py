@@ -107,14 +107,15 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     if compile:
         steps.append(("kolectra_compiled", torch.compile(ours_step)))
     runners = {}
+    dev = resolve(device)
     for name, fn in steps:
         torch.manual_seed(seed)
         model = ElectraPair(model_cfg, V, sp.pad_id)
-        # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout)
-        model = (model.to(device) if name == "naive_hf" else resolve(device).place(model)).train()
-        # the naive step keeps torch's default AdamW (a loop over tensors); kolectra's uses what the trainer does
-        fused = name != "naive_hf" and resolve(device).fused_optimizer
-        runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=fused)
+        naive = name == "naive_hf"
+        # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout and
+        # sampler) and get its optimizer; the naive step keeps torch's default AdamW (a per-tensor loop)
+        model = (model.to(device) if naive else dev.place(model)).train()
+        runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=not naive and dev.fused_optimizer)
     compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
     times = {name: [] for name in runners}
     for r in range(warmup + rounds):
