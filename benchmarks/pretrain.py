@@ -4,9 +4,10 @@
 
 Same run, same machine, same small++-like model (KoELECTRA-Small-v3 shapes, vocabulary 35,000),
 batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interleaved and the
-medians compared (see :mod:`model.bench`). The headline value is kolectra's fp32 steps per
-second, the baseline the naive step's; the bf16 figures, tokens/s and useful FLOP/s (MFU when
-a peak figure is known: ``--peak-tflops`` or a CUDA device in the table below) ride along.
+medians compared, each step in a process of its own (see :mod:`model.bench`). The headline value
+is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 figures, tokens/s and useful FLOP/s (MFU when
+a peak figure is known: ``--peak-tflops`` or a CUDA device in the table below) ride along, and
+on the CPU each step's matmul share and the speedup ceiling it implies (:mod:`model.bench`).
 ``--compile`` adds kolectra's step under ``torch.compile`` (what ``train.compile=true`` runs) to
 the same interleaved rotation: ``speedup_compiled`` and ``ratio_bf16_compiled`` against the same
 naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
@@ -52,7 +53,7 @@ def main() -> None:
     if args.device == "cpu" and args.quick:
         layers, rounds = 4, 4
     elif args.device == "cpu":
-        layers, rounds = None, 7
+        layers, rounds = None, 11
     else:
         layers, rounds = None, 30
     model_cfg = small_pp_like(35000, layers)
@@ -63,17 +64,21 @@ def main() -> None:
                     compile=args.compile)
         peak = peak_tflops(args.device, precision, args.peak_tflops) * 1e12
         mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
-        keep = ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup", "speedup_compiled", "compile_s")
+        keep = ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup", "speedup_compiled", "compile_s",
+                "matmul_share", "speedup_ceiling", "top_other_ops")
         results[precision] = {k: r[k] for k in keep if k in r}
         results[precision]["mfu"] = mfu
         compiled = f", compiled {r['speedup_compiled']:.2f}x" if args.compile else ""
+        if r["speedup_ceiling"]:
+            compiled += (f" (matmuls {r['matmul_share']['kolectra']:.0%} of kolectra's step, ceiling"
+                         f" {r['speedup_ceiling']:.2f}x)")
         print(f"{precision}: kolectra {r['steps_per_s']['kolectra']:.3f} steps/s, naive {r['steps_per_s']['naive_hf']:.3f}"
               f" steps/s, speedup {r['speedup']:.2f}x{compiled}", file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
          {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
           "seq_len": args.seq_len, "device": args.device, "rounds": rounds, "quick": args.quick,
-          "interleaved": True, "statistic": "median", "compile": args.compile},
+          "interleaved": True, "isolated": True, "statistic": "median", "compile": args.compile},
          results=results, ratio_bf16=results["bf16"]["speedup"],
          **({"ratio_compiled": results["fp32"]["speedup_compiled"],
              "ratio_bf16_compiled": results["bf16"]["speedup_compiled"]} if args.compile else {}))

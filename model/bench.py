@@ -11,10 +11,17 @@ losses, a 4-D bias (:mod:`model.rtd`), fused AdamW, and on the CPU the trainer's
 weights, same optimizer settings) on the same random batches, in the same precision.
 
 Timing on a shared machine is noisy, so the two are interleaved step by step (A B A B ...) and
-the medians compared. With ``compile=True`` a third runner, kolectra's step under
+the medians compared. Each runs in a process of its own, so that neither's allocations change
+how the other's are served (glibc's heap is per process; see :func:`compare`). With ``compile=True`` a third runner, kolectra's step under
 ``torch.compile`` (``train.compile=true``: one graph, no breaks, Inductor's fused kernels and
 its own vectorised RNG for dropout and the Gumbel noise), joins the rotation; its compile time
 is reported apart.
+
+On the CPU one more step of each runner runs under ``torch.profiler`` to split it into matrix
+products and the rest: ``matmul_share`` per runner, and ``speedup_ceiling``, the speedup kolectra's
+step would reach if everything in it but its matmuls took no time (naive median / kolectra's
+matmul seconds), and ``top_other_ops``, the largest of the rest by op. When the ceiling sits close to the speedup, the step is bound by the CPU's
+matmul throughput, which the two steps share, not by anything a rewrite of the step could remove.
 """
 
 from __future__ import annotations
@@ -54,6 +61,29 @@ def ours_step(model, ids_BL, types_BL, sp, obj) -> torch.Tensor:
     return rtd.electra_step(model, ids_BL, types_BL, sp, obj).loss
 
 
+# GEMM kernels as torch's CPU profiler names them (self time: the kernel itself, not its callers).
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm"})
+
+
+def step_profile(runner: "Runner") -> dict[str, float]:
+    """Share of one profiled CPU step per torch op (self times: an op's own kernels, not its callees)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        runner.step()
+    events = prof.key_averages()
+    total = max(sum(e.self_cpu_time_total for e in events), 1e-9)
+    return {e.key: e.self_cpu_time_total / total for e in events}
+
+
+def matmul_share(profile: dict[str, float]) -> float:
+    return sum(v for k, v in profile.items() if k in MATMUL_OPS)
+
+
+def top_ops(profile: dict[str, float], n: int = 8) -> dict[str, float]:
+    """The ``n`` largest shares besides the matmuls: where the rest of a step goes."""
+    rest = sorted(((v, k) for k, v in profile.items() if k not in MATMUL_OPS), reverse=True)[:n]
+    return {k: round(v, 4) for v, k in rest}
+
+
 class Runner:
     """One implementation's model, optimizer and step; ``step()`` returns its wall seconds."""
 
@@ -87,13 +117,7 @@ def small_pp_like(vocab_size: int, layers: int | None = None) -> config.ModelCon
     return m
 
 
-def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
-            warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
-            compile: bool = False) -> dict:
-    """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share."""
-    V = model_cfg.vocab_size
-    sp = rtd.Specials(vocab_size=V)
-    obj = config.ObjectiveConfig()
+def _batches(V: int, sp: rtd.Specials, seq_len: int, batch_size: int, fill: float, seed: int, device: str):
     g = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(4):
@@ -103,33 +127,128 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
         types = torch.zeros_like(ids)
         types[:, n // 2 + 1:n] = 1
         batches.append((ids.to(device), types.to(device)))
-    steps = [("kolectra", ours_step), ("naive_hf", naive_step)]
-    if compile:
-        steps.append(("kolectra_compiled", torch.compile(ours_step)))
-    runners = {}
+    return batches
+
+
+STEPS = ("kolectra", "naive_hf", "kolectra_compiled")
+
+
+def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_size: int, bf16: bool,
+                 device: str, fill: float, seed: int) -> Runner:
+    """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches."""
+    V = model_cfg.vocab_size
+    sp = rtd.Specials(vocab_size=V)
     dev = resolve(device)
-    for name, fn in steps:
-        torch.manual_seed(seed)
-        model = ElectraPair(model_cfg, V, sp.pad_id)
-        naive = name == "naive_hf"
-        # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout and
-        # sampler) and get its optimizer; the naive step keeps torch's default AdamW (a per-tensor loop)
-        model = (model.to(device) if naive else dev.place(model)).train()
-        runners[name] = Runner(fn, model, batches, sp, obj, bf16, fused=not naive and dev.fused_optimizer)
-    compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
-    times = {name: [] for name in runners}
-    for r in range(warmup + rounds):
-        order = list(runners) if r % 2 == 0 else list(runners)[::-1]  # A B C, C B A, ... against drift
-        for name in order:
-            dt = runners[name].step()
-            if r >= warmup:
-                times[name].append(dt)
+    naive = name == "naive_hf"
+    fn = naive_step if naive else torch.compile(ours_step) if name == "kolectra_compiled" else ours_step
+    torch.manual_seed(seed)
+    model = ElectraPair(model_cfg, V, sp.pad_id)
+    # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout and
+    # sampler) and get its optimizer; the naive step keeps torch's default AdamW (a per-tensor loop)
+    model = (model.to(device) if naive else dev.place(model)).train()
+    batches = _batches(V, sp, seq_len, batch_size, fill, seed, device)
+    return Runner(fn, model, batches, sp, config.ObjectiveConfig(), bf16, fused=not naive and dev.fused_optimizer)
+
+
+def _serve(conn, name: str, kwargs: dict) -> None:
+    """A runner in a process of its own: answers "step" (seconds) and "profile" (op shares)."""
+    try:
+        runner = build_runner(name, **kwargs)
+        conn.send(("ready", None))
+        while (cmd := conn.recv()) != "stop":
+            conn.send(("ok", runner.step() if cmd == "step" else step_profile(runner)))
+    except Exception:  # noqa: BLE001 - the parent re-raises it with the child's traceback
+        import traceback
+
+        conn.send(("error", traceback.format_exc()))
+
+
+class _Remote:
+    """The parent's handle on a runner served by :func:`_serve`."""
+
+    def __init__(self, name: str, kwargs: dict):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, name, kwargs), daemon=True)
+        self.proc.start()
+        self._answer()
+
+    def _answer(self):
+        kind, value = self.conn.recv()
+        if kind == "error":
+            raise RuntimeError(f"benchmark runner failed:\n{value}")
+        return value
+
+    def step(self) -> float:
+        self.conn.send("step")
+        return self._answer()
+
+    def profile(self) -> dict[str, float]:
+        self.conn.send("profile")
+        return self._answer()
+
+    def close(self) -> None:
+        self.conn.send("stop")
+        self.proc.join(timeout=30)
+
+
+class _Local:
+    def __init__(self, name: str, kwargs: dict):
+        self.runner = build_runner(name, **kwargs)
+
+    def step(self) -> float:
+        return self.runner.step()
+
+    def profile(self) -> dict[str, float]:
+        return step_profile(self.runner)
+
+    def close(self) -> None:
+        pass
+
+
+def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
+            warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
+            compile: bool = False, isolate: bool = True) -> dict:
+    """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share.
+
+    ``isolate``: each runner in a process of its own (spawned), stepped in turn by this one. In
+    one process the two would share glibc's heap, and one step's allocations decide whether the
+    other's large tensors come from reused memory or from fresh pages: on this project's VM that
+    moved the naive step's speed by 20-35 % depending on what ran beside it.
+    """
+    V = model_cfg.vocab_size
+    sp = rtd.Specials(vocab_size=V)
+    obj = config.ObjectiveConfig()
+    kwargs = dict(model_cfg=model_cfg, seq_len=seq_len, batch_size=batch_size, bf16=bf16, device=device,
+                  fill=fill, seed=seed)
+    names = STEPS if compile else STEPS[:2]
+    runners = {name: (_Remote if isolate else _Local)(name, kwargs) for name in names}
+    try:
+        compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
+        times = {name: [] for name in runners}
+        for r in range(warmup + rounds):
+            order = list(runners) if r % 2 == 0 else list(runners)[::-1]  # A B C, C B A, ... against drift
+            for name in order:
+                dt = runners[name].step()
+                if r >= warmup:
+                    times[name].append(dt)
+        profiles = {name: r.profile() for name, r in runners.items()} if device == "cpu" else None
+    finally:
+        for r in runners.values():
+            r.close()
     med = {name: statistics.median(ts) for name, ts in times.items()}
-    tokens = batch_size * sum(int((b[0] != sp.pad_id).sum()) for b in batches) / len(batches) / batch_size
+    shares = {name: matmul_share(prof) for name, prof in profiles.items()} if profiles else None
+    batches = _batches(V, sp, seq_len, batch_size, fill, seed, "cpu")
+    tokens = sum(int((b[0] != sp.pad_id).sum()) for b in batches) / len(batches)
     flops = batch_size * train_flops_per_sequence(model_cfg, V, seq_len, rtd.num_slots(obj.mask_prob, seq_len))
     return {"seconds_per_step": med, "steps_per_s": {k: 1.0 / v for k, v in med.items()},
             "tokens_per_s": {k: tokens / v for k, v in med.items()},
             "useful_flops_per_s": {k: flops / v for k, v in med.items()},
             "speedup": med["naive_hf"] / med["kolectra"], "flops_per_step": flops, "samples": times,
+            "isolated": isolate,
+            "matmul_share": shares, "top_other_ops": {k: top_ops(v) for k, v in profiles.items()} if profiles else None,
+            "speedup_ceiling": med["naive_hf"] / (med["kolectra"] * shares["kolectra"]) if shares else None,
             **({"speedup_compiled": med["naive_hf"] / med["kolectra_compiled"],
                 "compile_s": compile_s} if compile else {})}

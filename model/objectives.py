@@ -49,7 +49,7 @@ def masked_lm_step(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: Obje
     """"mlm" (BERT: [MASK]-ed input, no generator) and "replace_mlm" (generator samples as input)."""
     g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2, sample=obj.objective != "mlm")
     logits_BNV, _ = model.mlm_logits(g.disc_in_BL, types_BL, g.bias, g.positions_BN)
-    ce_BN, probs_BNV = softmax_cross_entropy(logits_BNV.float(), g.target_BN)
+    ce_BN, probs_BNV = softmax_cross_entropy(logits_BNV, g.target_BN)
     mlm_loss = (ce_BN * g.w_BN).sum() / g.masked_denom
     with torch.no_grad():
         sums = _masked_lm_sums(probs_BNV, g.target_BN, g.w_BN)

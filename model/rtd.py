@@ -110,11 +110,15 @@ def sample_tokens(logits_BNV: torch.Tensor, temperature: float, sampler: str = "
                   probs_BNV: torch.Tensor | None = None) -> torch.Tensor:
     """One token per slot from softmax(logits / T). ``probs_BNV``: softmax(logits) when already
     computed (the inverse-CDF sampler reuses it at T = 1)."""
+    if temperature != 1.0:
+        probs_BNV = None
+    if sampler == "inverse_cdf" and probs_BNV is not None:
+        return _inverse_cdf(probs_BNV)  # no float copy of the logits needed: [B, N, V] is large
     logits = logits_BNV.detach().float()
     if temperature != 1.0:
-        logits, probs_BNV = logits / temperature, None
+        logits = logits / temperature
     if sampler == "inverse_cdf":
-        return _inverse_cdf(probs_BNV if probs_BNV is not None else torch.softmax(logits, -1))
+        return _inverse_cdf(torch.softmax(logits, -1))
     if sampler != "gumbel":
         raise ValueError(f"unknown sampler {sampler!r} (known: {', '.join(SAMPLERS)})")
     # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits). logits + Gumbel =
@@ -162,28 +166,44 @@ class _SoftmaxCrossEntropy(torch.autograd.Function):
     zero [R, V] tensor, scatters into it and runs log_softmax's backward: three passes over the
     largest tensors of the step. Here the backward is one: d ce_r / d logits_r = softmax_r -
     onehot(target_r). The kept softmax also serves the sampler and the accuracy count.
+
+    Logits may come in bf16 (autocast): the softmax is taken in float32 and the gradient written
+    straight in the logits' dtype, so neither a float32 copy of the logits nor a cast of their
+    gradient shows up in the graph. The softmax output has no gradient, and autograd is told not
+    to build a zero [R, V] one for it on every backward.
     """
 
     @staticmethod
     def forward(ctx, logits_RV, target_R):
-        logp_RV = torch.log_softmax(logits_RV, -1)  # the loss from log-probabilities: no log(0)
-        ce_R = -torch.gather(logp_RV, 1, target_R[:, None]).squeeze(1)
+        logp_RV = torch.log_softmax(logits_RV.float(), -1)  # the loss from log-probabilities: no log(0)
+        logp_t_R1 = torch.gather(logp_RV, 1, target_R[:, None])
         probs_RV = logp_RV.exp_()
-        ctx.save_for_backward(probs_RV, target_R)
+        ctx.save_for_backward(probs_RV, target_R, logp_t_R1)
         ctx.mark_non_differentiable(probs_RV)
-        return ce_R, probs_RV
+        ctx.set_materialize_grads(False)
+        ctx.logits_dtype = logits_RV.dtype
+        return -logp_t_R1.squeeze(1), probs_RV
 
     @staticmethod
     def backward(ctx, grad_R, _grad_probs):
-        probs_RV, target_R = ctx.saved_tensors
-        grad_RV = probs_RV * grad_R[:, None]
-        return grad_RV.scatter_add_(1, target_R[:, None], -grad_R[:, None]), None
+        if grad_R is None:
+            return None, None
+        probs_RV, target_R, logp_t_R1 = ctx.saved_tensors
+        grad_R1 = grad_R[:, None].float()
+        dtype = ctx.logits_dtype
+        # in a lower precision, cast the softmax first: a mixed-dtype product would go through a
+        # float32 temporary of [R, V] and a copy
+        grad_RV = probs_RV * grad_R1 if dtype == torch.float32 else probs_RV.to(dtype).mul_(grad_R1.to(dtype))
+        # the target's entry, (p_t - 1) * g, in float32 (overwritten, not added: in bf16, p_t * g - g
+        # would cancel to rounding noise when p_t is close to 1)
+        return grad_RV.scatter_(1, target_R[:, None], (torch.expm1(logp_t_R1) * grad_R1).to(grad_RV.dtype)), None
 
 
 def softmax_cross_entropy(logits_BNV: torch.Tensor, target_BN: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(cross-entropy [B, N], softmax [B, N, V]) of float logits; equal to ``F.cross_entropy``."""
+    """(cross-entropy [B, N], float32 softmax [B, N, V]) of logits in any float dtype; equal to
+    ``F.cross_entropy`` on the logits taken to float32."""
     ce_R, probs_RV = _SoftmaxCrossEntropy.apply(logits_BNV.flatten(0, 1), target_BN.flatten())
-    return ce_R.view_as(target_BN), probs_RV.view_as(logits_BNV)
+    return ce_R.view_as(target_BN), probs_RV.view(logits_BNV.shape)
 
 
 def replace_tokens(ids_BL, positions_BN, weights_BN, sampled_BN) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,7 +303,7 @@ def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: O
     if not sample:  # the BERT baseline: no generator
         return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, attn_BL.new_zeros(()), masked_BL,
                              torch.zeros_like(attn_BL), masked_denom, tokens_denom, {"masked": w_BN.sum()})
-    gen_logits_BNV = model.generator_logits(masked_BL, types_BL, bias, positions_BN).float()
+    gen_logits_BNV = model.generator_logits(masked_BL, types_BL, bias, positions_BN)  # bf16 under autocast
     gen_ce_BN, gen_probs_BNV = softmax_cross_entropy(gen_logits_BNV, target_BN)
     gen_loss = (gen_ce_BN * w_BN).sum() / masked_denom
     sampled_BN = sample_tokens(gen_logits_BNV, obj.temperature, model.sampler, gen_probs_BNV)

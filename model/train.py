@@ -37,7 +37,8 @@ from pipeline.stage import StageOutput, progress
 # Bump when the artifact's files change for the same request (part of the artifact id).
 # 2: tensorboard/ event file beside metrics.jsonl.
 # 3: on the CPU, inverse-CDF samples and fused AdamW (other bytes for the same request).
-STAGE_VERSION = 3
+# 4: CPU dropout draws from SFC64 streams; the generator's gradient written in the logits' dtype.
+STAGE_VERSION = 4
 
 
 class PretrainInputError(ValueError):

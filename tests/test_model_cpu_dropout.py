@@ -81,3 +81,16 @@ def test_device_place_installs_it_and_eval_is_unchanged(electra, tmp_path):
     assert cpu_dropout.ATTENTION not in (tmp_path / "config.json").read_text()
     loaded = AutoModel.from_pretrained(tmp_path)
     assert not any(isinstance(m, cpu_dropout.Dropout) for m in loaded.modules())
+
+
+def test_draws_are_fresh_streams_from_torchs_generator():
+    torch.manual_seed(7)
+    a, b = cpu_dropout.draws16(torch.Size([1000, 1000])), cpu_dropout.draws16(torch.Size([1000, 1000]))
+    assert a.dtype == torch.int16 and a.shape == (1000, 1000)
+    # uniform over int16: mean near 0 (sd of the mean ~19), every high byte value used
+    assert abs(a.float().mean().item()) < 150 and torch.unique(a >> 8).numel() == 256
+    # consecutive calls are independent streams: both below 0 about a quarter of the time
+    both = ((a < 0) & (b < 0)).float().mean().item()
+    assert abs(both - 0.25) < 0.003
+    torch.manual_seed(7)
+    assert torch.equal(cpu_dropout.draws16(torch.Size([1000, 1000])), a)  # the seed comes from torch

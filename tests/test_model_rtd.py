@@ -133,6 +133,21 @@ def test_softmax_cross_entropy_equals_torch_in_value_and_gradient():
     assert torch.allclose(ce, ref, atol=1e-6)
     assert torch.allclose(ours, logits.grad, atol=1e-6)
     assert torch.allclose(probs, torch.softmax(logits, -1)) and not probs.requires_grad
+    # bf16 logits (autocast): float32 loss and softmax, the gradient in bf16 without a cast in the graph
+    half = (torch.randn(3, 5, 40) * 4).bfloat16().requires_grad_()
+    ce_h, probs_h = rtd.softmax_cross_entropy(half, target)
+    (ce_h * w).sum().backward()
+    ref_h = torch.nn.functional.cross_entropy(half.detach().float().flatten(0, 1).requires_grad_(), target.flatten(),
+                                              reduction="none")
+    assert ce_h.dtype == probs_h.dtype == torch.float32 and half.grad.dtype == torch.bfloat16
+    assert torch.allclose(ce_h, ref_h.view(3, 5), atol=1e-5)
+    ref_grad = torch.softmax(half.detach().float(), -1) - torch.nn.functional.one_hot(target, 40)
+    assert torch.allclose(half.grad.float(), ref_grad * w[..., None], atol=4e-3, rtol=1e-2)
+    # a confident, correct row: the target's gradient keeps its size in bf16 instead of cancelling
+    sure = torch.tensor([[[9.0, 0.0, 0.0]]], dtype=torch.bfloat16, requires_grad=True)
+    rtd.softmax_cross_entropy(sure, torch.tensor([[0]]))[0].sum().backward()
+    exact = torch.softmax(sure.detach().float(), -1)[0, 0, 0] - 1.0
+    assert abs(sure.grad[0, 0, 0].float() / exact - 1.0) < 0.01
     # a target far below the rest: a finite loss (log-probabilities, never log of an underflowed 0)
     far = torch.tensor([[[0.0, 200.0]]], requires_grad=True)
     assert torch.isfinite(rtd.softmax_cross_entropy(far, torch.tensor([[0]]))[0]).all()
