@@ -65,7 +65,7 @@ def main() -> None:
         peak = peak_tflops(args.device, precision, args.peak_tflops) * 1e12
         mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
         keep = ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup", "speedup_compiled", "compile_s",
-                "matmul_share", "speedup_ceiling", "top_other_ops")
+                "matmul_share", "speedup_ceiling", "top_other_ops", "speedup_per_round_quartiles")
         results[precision] = {k: r[k] for k in keep if k in r}
         results[precision]["mfu"] = mfu
         compiled = f", compiled {r['speedup_compiled']:.2f}x" if args.compile else ""
@@ -73,7 +73,8 @@ def main() -> None:
             compiled += (f" (matmuls {r['matmul_share']['kolectra']:.0%} of kolectra's step, ceiling"
                          f" {r['speedup_ceiling']:.2f}x)")
         print(f"{precision}: kolectra {r['steps_per_s']['kolectra']:.3f} steps/s, naive {r['steps_per_s']['naive_hf']:.3f}"
-              f" steps/s, speedup {r['speedup']:.2f}x{compiled}", file=sys.stderr)
+              f" steps/s, speedup {r['speedup']:.2f}x (rounds' quartiles"
+              f" {', '.join(f'{q:.2f}' for q in r['speedup_per_round_quartiles'])}){compiled}", file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
          {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,

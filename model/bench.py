@@ -247,6 +247,9 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
             "tokens_per_s": {k: tokens / v for k, v in med.items()},
             "useful_flops_per_s": {k: flops / v for k, v in med.items()},
             "speedup": med["naive_hf"] / med["kolectra"], "flops_per_step": flops, "samples": times,
+            # the two steps of a round ran back to back: their ratios show how far drift reaches
+            "speedup_per_round_quartiles": statistics.quantiles(
+                [n / k for n, k in zip(times["naive_hf"], times["kolectra"])], n=4, method="inclusive"),
             "isolated": isolate,
             "matmul_share": shares, "top_other_ops": {k: top_ops(v) for k, v in profiles.items()} if profiles else None,
             "speedup_ceiling": med["naive_hf"] / (med["kolectra"] * shares["kolectra"]) if shares else None,

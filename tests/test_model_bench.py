@@ -35,6 +35,8 @@ def test_compare_times_both_steps_and_splits_the_cpu_step():
     assert set(r["seconds_per_step"]) == {"kolectra", "naive_hf"}
     assert all(len(ts) == 2 and min(ts) > 0 for ts in r["samples"].values())
     assert r["speedup"] == r["seconds_per_step"]["naive_hf"] / r["seconds_per_step"]["kolectra"]
+    q1, q2, q3 = r["speedup_per_round_quartiles"]
+    assert 0 < q1 <= q2 <= q3
     shares = r["matmul_share"]
     assert 0.0 < shares["kolectra"] < 1.0 and 0.0 < shares["naive_hf"] < 1.0
     # if everything but its matmuls were free, kolectra's step could only get faster
