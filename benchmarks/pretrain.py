@@ -7,7 +7,9 @@ batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interle
 medians compared, each step in a process of its own (see :mod:`model.bench`). The headline value
 is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 figures, tokens/s and useful FLOP/s (MFU when
 a peak figure is known: ``--peak-tflops`` or a CUDA device in the table below) ride along, and
-on the CPU each step's matmul share and the speedup ceiling it implies (:mod:`model.bench`).
+on the CPU each step's matmul share and the speedup ceiling it implies (:mod:`model.bench`), and
+MFU against the best 2,048³ matmul the CPU runs in the same precision (no datasheet peak fits a
+CPU: clocks and vector units vary by SKU and VM).
 ``--compile`` adds kolectra's step under ``torch.compile`` (what ``train.compile=true`` runs) to
 the same interleaved rotation: ``speedup_compiled`` and ``ratio_bf16_compiled`` against the same
 naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
@@ -20,6 +22,8 @@ import sys
 from pathlib import Path
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+import time  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -42,6 +46,20 @@ def peak_tflops(device: str, precision: str, given: float) -> float:
     return 0.0
 
 
+def measured_matmul_peak(precision: str, n: int = 2048, reps: int = 20) -> float:
+    """The best FLOP/s of an n x n x n matmul on the CPU in ``precision``: a practical peak for MFU
+    where no datasheet figure applies (a CPU's clock and vector units vary by SKU and VM)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -59,15 +77,26 @@ def main() -> None:
     model_cfg = small_pp_like(35000, layers)
     results = {}
     for precision in ("fp32", "bf16"):
+        # the peak before and after the steps, the better of the two: a slow phase of a shared
+        # machine would otherwise inflate MFU
+        peak_before = measured_matmul_peak(precision) if args.device == "cpu" else 0.0
         r = compare(model_cfg, seq_len=args.seq_len, batch_size=args.batch_size, rounds=rounds,
                     warmup=2 if args.device == "cuda" else 1, bf16=precision == "bf16", device=args.device,
                     compile=args.compile)
         peak = peak_tflops(args.device, precision, args.peak_tflops) * 1e12
         mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
+        if args.device == "cpu":
+            # no datasheet peak for a CPU: MFU against the best matmul this machine ran just now
+            cpu_peak = max(peak_before, measured_matmul_peak(precision))
+            results_extra = {"measured_matmul_peak_flops": cpu_peak,
+                             "mfu_of_measured_peak": {k: v / cpu_peak for k, v in r["useful_flops_per_s"].items()}}
+        else:
+            results_extra = {}
         keep = ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup", "speedup_compiled", "compile_s",
                 "matmul_share", "speedup_ceiling", "top_other_ops", "speedup_per_round_quartiles")
         results[precision] = {k: r[k] for k in keep if k in r}
         results[precision]["mfu"] = mfu
+        results[precision].update(results_extra)
         compiled = f", compiled {r['speedup_compiled']:.2f}x" if args.compile else ""
         if r["speedup_ceiling"]:
             compiled += (f" (matmuls {r['matmul_share']['kolectra']:.0%} of kolectra's step, ceiling"
