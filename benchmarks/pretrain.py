@@ -5,11 +5,11 @@
 Same run, same machine, same small++-like model (KoELECTRA-Small-v3 shapes, vocabulary 35,000),
 batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interleaved and the
 medians compared, each step in a process of its own (see :mod:`model.bench`). The headline value
-is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 figures, tokens/s and useful FLOP/s (MFU when
-a peak figure is known: ``--peak-tflops`` or a CUDA device in the table below) ride along, and
-on the CPU each step's matmul share and the speedup ceiling it implies (:mod:`model.bench`), and
-MFU against the best 2,048³ matmul the CPU runs in the same precision (no datasheet peak fits a
-CPU: clocks and vector units vary by SKU and VM).
+is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 figures, tokens/s
+and useful FLOP/s (MFU when a peak figure is known: ``--peak-tflops`` or a CUDA device in the
+table below) ride along, and on the CPU each step's matmul share and the speedup ceiling it
+implies (:mod:`model.bench`), and MFU against the best 2,048³ matmul the CPU runs in the same
+precision (no datasheet peak fits a CPU: clocks and vector units vary by SKU and VM).
 ``--compile`` adds kolectra's step under ``torch.compile`` (what ``train.compile=true`` runs) to
 the same interleaved rotation: ``speedup_compiled`` and ``ratio_bf16_compiled`` against the same
 naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
@@ -103,7 +103,8 @@ def main() -> None:
                          f" {r['speedup_ceiling']:.2f}x)")
         print(f"{precision}: kolectra {r['steps_per_s']['kolectra']:.3f} steps/s, naive {r['steps_per_s']['naive_hf']:.3f}"
               f" steps/s, speedup {r['speedup']:.2f}x (rounds' quartiles"
-              f" {', '.join(f'{q:.2f}' for q in r['speedup_per_round_quartiles'])}){compiled}", file=sys.stderr)
+              f" {', '.join(f'{q:.2f}' for q in r['speedup_per_round_quartiles'])}){compiled}",
+              file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
          {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,

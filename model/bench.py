@@ -12,16 +12,17 @@ weights, same optimizer settings) on the same random batches, in the same precis
 
 Timing on a shared machine is noisy, so the two are interleaved step by step (A B A B ...) and
 the medians compared. Each runs in a process of its own, so that neither's allocations change
-how the other's are served (glibc's heap is per process; see :func:`compare`). With ``compile=True`` a third runner, kolectra's step under
-``torch.compile`` (``train.compile=true``: one graph, no breaks, Inductor's fused kernels and
-its own vectorised RNG for dropout and the Gumbel noise), joins the rotation; its compile time
-is reported apart.
+how the other's are served (glibc's heap is per process; see :func:`compare`). With
+``compile=True`` a third runner, kolectra's step under ``torch.compile`` (``train.compile=true``:
+one graph, no breaks, Inductor's fused kernels and its own vectorised RNG for dropout and the
+Gumbel noise), joins the rotation; its compile time is reported apart.
 
 On the CPU one more step of each runner runs under ``torch.profiler`` to split it into matrix
 products and the rest: ``matmul_share`` per runner, and ``speedup_ceiling``, the speedup kolectra's
 step would reach if everything in it but its matmuls took no time (naive median / kolectra's
-matmul seconds), and ``top_other_ops``, the largest of the rest by op. When the ceiling sits close to the speedup, the step is bound by the CPU's
-matmul throughput, which the two steps share, not by anything a rewrite of the step could remove.
+matmul seconds), and ``top_other_ops``, the largest of the rest by op. When the ceiling sits
+close to the speedup, the step is bound by the CPU's matmul throughput, which the two steps
+share, not by anything a rewrite of the step could remove.
 """
 
 from __future__ import annotations
@@ -194,27 +195,13 @@ class _Remote:
         self.proc.join(timeout=30)
 
 
-class _Local:
-    def __init__(self, name: str, kwargs: dict):
-        self.runner = build_runner(name, **kwargs)
-
-    def step(self) -> float:
-        return self.runner.step()
-
-    def profile(self) -> dict[str, float]:
-        return step_profile(self.runner)
-
-    def close(self) -> None:
-        pass
-
-
 def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
             warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
-            compile: bool = False, isolate: bool = True) -> dict:
+            compile: bool = False) -> dict:
     """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share.
 
-    ``isolate``: each runner in a process of its own (spawned), stepped in turn by this one. In
-    one process the two would share glibc's heap, and one step's allocations decide whether the
+    Each runner lives in a process of its own (spawned), stepped in turn by this one. In one
+    process the two would share glibc's heap, and one step's allocations decide whether the
     other's large tensors come from reused memory or from fresh pages: on this project's VM that
     moved the naive step's speed by 20-35 % depending on what ran beside it.
     """
@@ -224,7 +211,7 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     kwargs = dict(model_cfg=model_cfg, seq_len=seq_len, batch_size=batch_size, bf16=bf16, device=device,
                   fill=fill, seed=seed)
     names = STEPS if compile else STEPS[:2]
-    runners = {name: (_Remote if isolate else _Local)(name, kwargs) for name in names}
+    runners = {name: _Remote(name, kwargs) for name in names}
     try:
         compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
         times = {name: [] for name in runners}
@@ -250,7 +237,6 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
             # the two steps of a round ran back to back: their ratios show how far drift reaches
             "speedup_per_round_quartiles": statistics.quantiles(
                 [n / k for n, k in zip(times["naive_hf"], times["kolectra"])], n=4, method="inclusive"),
-            "isolated": isolate,
             "matmul_share": shares, "top_other_ops": {k: top_ops(v) for k, v in profiles.items()} if profiles else None,
             "speedup_ceiling": med["naive_hf"] / (med["kolectra"] * shares["kolectra"]) if shares else None,
             **({"speedup_compiled": med["naive_hf"] / med["kolectra_compiled"],

@@ -16,8 +16,9 @@ of this dropout. About 3-4x faster than ``nn.functional.dropout`` on CPU tensors
 Face attention at :func:`attention` (the eager formula with this dropout; SDPA itself when
 dropout is off, as in eval). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
 dropout and XLA's are fast already. Every stream's seed comes from torch's default CPU generator,
-so ``torch.manual_seed``, checkpointed RNG states and exact resume work unchanged. ``save_pretrained`` does not write the attention
-choice into ``config.json``, so exported models load with plain transformers.
+so ``torch.manual_seed``, checkpointed RNG states and exact resume work unchanged.
+``save_pretrained`` does not write the attention choice into ``config.json``, so exported models
+load with plain transformers.
 """
 
 from __future__ import annotations

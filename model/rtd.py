@@ -110,9 +110,7 @@ def sample_tokens(logits_BNV: torch.Tensor, temperature: float, sampler: str = "
                   probs_BNV: torch.Tensor | None = None) -> torch.Tensor:
     """One token per slot from softmax(logits / T). ``probs_BNV``: softmax(logits) when already
     computed (the inverse-CDF sampler reuses it at T = 1)."""
-    if temperature != 1.0:
-        probs_BNV = None
-    if sampler == "inverse_cdf" and probs_BNV is not None:
+    if sampler == "inverse_cdf" and probs_BNV is not None and temperature == 1.0:
         return _inverse_cdf(probs_BNV)  # no float copy of the logits needed: [B, N, V] is large
     logits = logits_BNV.detach().float()
     if temperature != 1.0:
