@@ -7,8 +7,10 @@ softmax + ``torch.multinomial`` on the boolean-indexed masked rows, the discrimi
 ``forward(labels=...)`` (boolean-indexed loss) and 2-D attention masks. Ours: static N slots,
 generator head only at those slots, one softmax for the loss and the sample, gather/weight
 losses, a 4-D bias (:mod:`model.rtd`), fused AdamW, and on the CPU the trainer's cheaper dropout
-(:mod:`model.cpu_dropout`) and inverse-CDF sampler. Both train the same :class:`ElectraPair` (same initial
-weights, same optimizer settings) on the same random batches, in the same precision.
+(:mod:`model.cpu_dropout`), inverse-CDF sampler and allocator settings (:mod:`model.cpu_memory`).
+Both train the same :class:`ElectraPair` (same initial weights, same optimizer settings) on the
+same random batches, in the same precision. ``naive_keeps_memory=True`` gives the naive step's
+process the same allocator settings, to tell what they add from what the step's design does.
 
 Timing on a shared machine is noisy, so the two are interleaved step by step (A B A B ...) and
 the medians compared. Each runs in a process of its own, so that neither's allocations change
@@ -34,7 +36,7 @@ import time
 
 import torch
 
-from model import config, rtd
+from model import config, cpu_memory, rtd
 from model.device import resolve
 from model.electra import ElectraPair, train_flops_per_sequence
 from model.train import build_optimizer
@@ -135,7 +137,7 @@ STEPS = ("kolectra", "naive_hf", "kolectra_compiled")
 
 
 def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_size: int, bf16: bool,
-                 device: str, fill: float, seed: int) -> Runner:
+                 device: str, fill: float, seed: int, naive_keeps_memory: bool = False) -> Runner:
     """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches."""
     V = model_cfg.vocab_size
     sp = rtd.Specials(vocab_size=V)
@@ -147,6 +149,8 @@ def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_s
     # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout and
     # sampler) and get its optimizer; the naive step keeps torch's default AdamW (a per-tensor loop)
     model = (model.to(device) if naive else dev.place(model)).train()
+    if naive and naive_keeps_memory and device == "cpu":
+        cpu_memory.keep_freed()
     batches = _batches(V, sp, seq_len, batch_size, fill, seed, device)
     return Runner(fn, model, batches, sp, config.ObjectiveConfig(), bf16, fused=not naive and dev.fused_optimizer)
 
@@ -197,7 +201,7 @@ class _Remote:
 
 def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
             warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
-            compile: bool = False) -> dict:
+            compile: bool = False, naive_keeps_memory: bool = False) -> dict:
     """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share.
 
     Each runner lives in a process of its own (spawned), stepped in turn by this one. In one
@@ -209,7 +213,7 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     sp = rtd.Specials(vocab_size=V)
     obj = config.ObjectiveConfig()
     kwargs = dict(model_cfg=model_cfg, seq_len=seq_len, batch_size=batch_size, bf16=bf16, device=device,
-                  fill=fill, seed=seed)
+                  fill=fill, seed=seed, naive_keeps_memory=naive_keeps_memory)
     names = STEPS if compile else STEPS[:2]
     runners = {name: _Remote(name, kwargs) for name in names}
     try:

@@ -10,7 +10,8 @@ Two hooks keep the host out of the device's way on every accelerator: ``batches`
 examples loader into an iterator of device batches (on XLA torch-xla's background device
 loader; elsewhere a plain upload), and ``read_back`` hands metric tensors to a callback once
 their values exist (on XLA a step closure, elsewhere at once). On the CPU, ``place`` also swaps in
-kolectra's cheaper dropout (:mod:`model.cpu_dropout`).
+kolectra's cheaper dropout (:mod:`model.cpu_dropout`) and has the allocator keep freed memory for
+the next step (:mod:`model.cpu_memory`).
 
 Data parallelism: under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the
 device joins a process group (gloo on CPU, nccl on CUDA) and ``all_reduce_grads`` averages the
@@ -31,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from model import cpu_dropout
+from model import cpu_dropout, cpu_memory
 
 
 class Device:
@@ -65,8 +66,10 @@ class Device:
         return self.rank == 0
 
     def close(self) -> None:
-        """Give the process back its thread setting (stages share one process in `kolectra run`)."""
+        """Give the process back its thread setting and spare memory (stages share one process in
+        `kolectra run`)."""
         torch.set_num_threads(self._threads_before)
+        cpu_memory.give_back()
         for b in self._batches:
             b.close()
         if self._own_group:
@@ -123,8 +126,9 @@ class Device:
         for (mod0, name0), *others in places.values():
             for mod, name in others:
                 mod._parameters[name] = mod0._parameters[name0]
-        if self.torch_device.type == "cpu":  # bernoulli_ is slow on the CPU (model/cpu_dropout.py)
-            cpu_dropout.install(module)
+        if self.torch_device.type == "cpu":
+            cpu_dropout.install(module)  # bernoulli_ is slow on the CPU (model/cpu_dropout.py)
+            cpu_memory.keep_freed()  # no page faults for memory freed one step and taken the next
         if hasattr(module, "sampler"):
             module.sampler = self.sampler
         return module
