@@ -9,7 +9,8 @@ is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 fig
 and useful FLOP/s (MFU when a peak figure is known: ``--peak-tflops`` or a CUDA device in the
 table below) ride along, and on the CPU each step's matmul share and the speedup ceiling it
 implies (:mod:`model.bench`), and MFU against the best 2,048³ matmul the CPU runs in the same
-precision (no datasheet peak fits a CPU: clocks and vector units vary by SKU and VM).
+precision (no datasheet peak fits a CPU: clocks and vector units vary by SKU and VM), and the
+minor page faults per step of each (memory taken back from the kernel: ``model/cpu_memory.py``).
 ``--compile`` adds kolectra's step under ``torch.compile`` (what ``train.compile=true`` runs) to
 the same interleaved rotation: ``speedup_compiled`` and ``ratio_bf16_compiled`` against the same
 naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
@@ -98,7 +99,8 @@ def main() -> None:
         else:
             results_extra = {}
         keep = ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup", "speedup_compiled", "compile_s",
-                "matmul_share", "speedup_ceiling", "top_other_ops", "speedup_per_round_quartiles")
+                "matmul_share", "speedup_ceiling", "top_other_ops", "speedup_per_round_quartiles",
+                "minor_faults_per_step")
         results[precision] = {k: r[k] for k in keep if k in r}
         results[precision]["mfu"] = mfu
         results[precision].update(results_extra)
@@ -108,7 +110,8 @@ def main() -> None:
                          f" {r['speedup_ceiling']:.2f}x)")
         print(f"{precision}: kolectra {r['steps_per_s']['kolectra']:.3f} steps/s, naive {r['steps_per_s']['naive_hf']:.3f}"
               f" steps/s, speedup {r['speedup']:.2f}x (rounds' quartiles"
-              f" {', '.join(f'{q:.2f}' for q in r['speedup_per_round_quartiles'])}){compiled}",
+              f" {', '.join(f'{q:.2f}' for q in r['speedup_per_round_quartiles'])}){compiled}; page faults"
+              f" per step {', '.join(f'{k} {v:.0f}' for k, v in r['minor_faults_per_step'].items())}",
               file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import resource
 import statistics
 import time
 
@@ -88,12 +89,14 @@ def top_ops(profile: dict[str, float], n: int = 8) -> dict[str, float]:
 
 
 class Runner:
-    """One implementation's model, optimizer and step; ``step()`` returns its wall seconds."""
+    """One implementation's model, optimizer and step; ``step()`` returns its wall seconds and
+    records the minor page faults it took in ``faults`` (memory the allocator had to take back
+    from the kernel: :mod:`model.cpu_memory`)."""
 
     def __init__(self, step_fn, model, batches, sp, obj, bf16: bool, fused: bool):
         self.step_fn, self.model, self.batches, self.sp, self.obj = step_fn, model, batches, sp, obj
         self.opt = build_optimizer(model, config.TrainConfig(), fused=fused)
-        self.bf16, self.i = bf16, 0
+        self.bf16, self.i, self.faults = bf16, 0, []
         self.device = next(model.parameters()).device
 
     def step(self) -> float:
@@ -101,7 +104,7 @@ class Runner:
         self.i += 1
         if self.device.type == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
         ctx = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
         with ctx:
             loss = self.step_fn(self.model, ids, types, self.sp, self.obj)
@@ -109,7 +112,9 @@ class Runner:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         float(loss.detach())  # both sides wait for the step to finish
-        return time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+        return dt
 
 
 def small_pp_like(vocab_size: int, layers: int | None = None) -> config.ModelConfig:
@@ -156,12 +161,14 @@ def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_s
 
 
 def _serve(conn, name: str, kwargs: dict) -> None:
-    """A runner in a process of its own: answers "step" (seconds) and "profile" (op shares)."""
+    """A runner in a process of its own: answers "step" (seconds), "profile" (op shares) and
+    "faults" (page faults of each step so far)."""
     try:
         runner = build_runner(name, **kwargs)
         conn.send(("ready", None))
         while (cmd := conn.recv()) != "stop":
-            conn.send(("ok", runner.step() if cmd == "step" else step_profile(runner)))
+            answers = {"step": runner.step, "profile": lambda: step_profile(runner), "faults": lambda: runner.faults}
+            conn.send(("ok", answers[cmd]()))
     except Exception:  # noqa: BLE001 - the parent re-raises it with the child's traceback
         import traceback
 
@@ -192,6 +199,10 @@ class _Remote:
 
     def profile(self) -> dict[str, float]:
         self.conn.send("profile")
+        return self._answer()
+
+    def faults(self) -> list[int]:
+        self.conn.send("faults")
         return self._answer()
 
     def close(self) -> None:
@@ -225,6 +236,8 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
                 dt = runners[name].step()
                 if r >= warmup:
                     times[name].append(dt)
+        # the timed rounds' page faults (before the profiled step adds one more)
+        faults = {name: statistics.median(r.faults()[-rounds:]) for name, r in runners.items()}
         profiles = {name: r.profile() for name, r in runners.items()} if device == "cpu" else None
     finally:
         for r in runners.values():
@@ -238,6 +251,7 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
             "tokens_per_s": {k: tokens / v for k, v in med.items()},
             "useful_flops_per_s": {k: flops / v for k, v in med.items()},
             "speedup": med["naive_hf"] / med["kolectra"], "flops_per_step": flops, "samples": times,
+            "minor_faults_per_step": faults,
             # the two steps of a round ran back to back: their ratios show how far drift reaches
             "speedup_per_round_quartiles": statistics.quantiles(
                 [n / k for n, k in zip(times["naive_hf"], times["kolectra"])], n=4, method="inclusive"),

@@ -34,6 +34,8 @@ def test_compare_times_both_steps_and_splits_the_cpu_step():
     r = compare(m, seq_len=32, batch_size=2, rounds=2, warmup=1)
     assert set(r["seconds_per_step"]) == {"kolectra", "naive_hf"}
     assert all(len(ts) == 2 and min(ts) > 0 for ts in r["samples"].values())
+    assert set(r["minor_faults_per_step"]) == {"kolectra", "naive_hf"}
+    assert all(f >= 0 for f in r["minor_faults_per_step"].values())
     assert r["speedup"] == r["seconds_per_step"]["naive_hf"] / r["seconds_per_step"]["kolectra"]
     q1, q2, q3 = r["speedup_per_round_quartiles"]
     assert 0 < q1 <= q2 <= q3
