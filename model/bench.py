@@ -165,9 +165,9 @@ def _serve(conn, name: str, kwargs: dict) -> None:
     "faults" (page faults of each step so far)."""
     try:
         runner = build_runner(name, **kwargs)
+        answers = {"step": runner.step, "profile": lambda: step_profile(runner), "faults": lambda: runner.faults}
         conn.send(("ready", None))
         while (cmd := conn.recv()) != "stop":
-            answers = {"step": runner.step, "profile": lambda: step_profile(runner), "faults": lambda: runner.faults}
             conn.send(("ok", answers[cmd]()))
     except Exception:  # noqa: BLE001 - the parent re-raises it with the child's traceback
         import traceback
@@ -193,16 +193,9 @@ class _Remote:
             raise RuntimeError(f"benchmark runner failed:\n{value}")
         return value
 
-    def step(self) -> float:
-        self.conn.send("step")
-        return self._answer()
-
-    def profile(self) -> dict[str, float]:
-        self.conn.send("profile")
-        return self._answer()
-
-    def faults(self) -> list[int]:
-        self.conn.send("faults")
+    def ask(self, cmd: str):
+        """"step" -> seconds, "profile" -> op shares, "faults" -> page faults of each step so far."""
+        self.conn.send(cmd)
         return self._answer()
 
     def close(self) -> None:
@@ -228,17 +221,17 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     names = STEPS if compile else STEPS[:2]
     runners = {name: _Remote(name, kwargs) for name in names}
     try:
-        compile_s = runners["kolectra_compiled"].step() if compile else None  # the first call compiles
+        compile_s = runners["kolectra_compiled"].ask("step") if compile else None  # the first call compiles
         times = {name: [] for name in runners}
         for r in range(warmup + rounds):
             order = list(runners) if r % 2 == 0 else list(runners)[::-1]  # A B C, C B A, ... against drift
             for name in order:
-                dt = runners[name].step()
+                dt = runners[name].ask("step")
                 if r >= warmup:
                     times[name].append(dt)
         # the timed rounds' page faults (before the profiled step adds one more)
-        faults = {name: statistics.median(r.faults()[-rounds:]) for name, r in runners.items()}
-        profiles = {name: r.profile() for name, r in runners.items()} if device == "cpu" else None
+        faults = {name: statistics.median(r.ask("faults")[-rounds:]) for name, r in runners.items()}
+        profiles = {name: r.ask("profile") for name, r in runners.items()} if device == "cpu" else None
     finally:
         for r in runners.values():
             r.close()
