@@ -30,21 +30,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# benchmarks/corpus.py would shadow the ``corpus`` package: put the repository first.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-import resource  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import resource
+import shutil
+import tempfile
+import time
 
-from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
-from corpus import reader  # noqa: E402
-from corpus.config import default_config  # noqa: E402
-from corpus.pipeline import build  # noqa: E402
-from corpus.segment import Segmenter  # noqa: E402
-from corpus.text import normalize  # noqa: E402
-from pipeline.stage import progress  # noqa: E402
+from common import SHARED_DATA, emit, parser
+from kolectra.corpus import reader
+from kolectra.corpus.config import default_config
+from kolectra.corpus.build import build
+from kolectra.corpus.segment import Segmenter
+from kolectra.corpus.text import normalize
+from kolectra.core.stage import progress
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_INPUT = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"

@@ -28,18 +28,17 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parents[1])  # the repo, not benchmarks/ (corpus.py would shadow corpus/)
 
-import gzip  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import gzip
+import json
+import re
+import tempfile
+import time
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks.common import emit, parser  # noqa: E402
-from benchmarks.common import reviews as common_reviews  # noqa: E402
+from common import emit, parser
+from common import reviews as common_reviews
 
 QUICK_REVIEWS = 20_000
 CORPUS_SHARDS = 4  # as the corpus stage's default
@@ -52,10 +51,10 @@ def reviews(limit: int | None) -> list[tuple[str, str]]:
 
 def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
     """Store-format train shards (sentence spans from punctuation, no morphemes)."""
-    from corpus import store
+    from kolectra.corpus import shards
 
-    (corpus_dir / store.DATA_DIR).mkdir(parents=True)
-    files = [gzip.open(corpus_dir / store.DATA_DIR / f"train-{i:05d}-of-{CORPUS_SHARDS:05d}.jsonl.gz", "wt",
+    (corpus_dir / shards.DATA_DIR).mkdir(parents=True)
+    files = [gzip.open(corpus_dir / shards.DATA_DIR / f"train-{i:05d}-of-{CORPUS_SHARDS:05d}.jsonl.gz", "wt",
                        encoding="utf-8", compresslevel=1) for i in range(CORPUS_SHARDS)]
     for n, (doc_id, text) in enumerate(docs):
         spans, start = [], 0
@@ -73,7 +72,7 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
 def train_vocab(docs: list[tuple[str, str]], vocab_dir: Path, vocab_size: int = 32_000) -> Path:
     from tokenizers import Tokenizer, models, trainers
 
-    from vocab import export, words
+    from kolectra.vocab import export, words
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = words.runtime_normalizer()
@@ -88,14 +87,15 @@ def train_vocab(docs: list[tuple[str, str]], vocab_dir: Path, vocab_size: int = 
 
 def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
     """The baseline: one process, no Beam, the same pure functions and the same examples."""
-    from corpus import store
-    from corpus.examples import doc_rng, encode_pairs, ids_dtype, load_tokenizer, pack_document
+    from kolectra.corpus import shards
+    from kolectra.corpus.examples import load_tokenizer
+    from kolectra.corpus.packing import doc_rng, encode_pairs, ids_dtype, pack_document
 
     tok = load_tokenizer(vocab_dir)
     dtype = ids_dtype(tok.get_vocab_size())
     out_dir.mkdir(parents=True)
     tokens = examples = 0
-    for i, path in enumerate(store.shard_paths(corpus_dir, cfg.split)):
+    for i, path in enumerate(shards.shard_paths(corpus_dir, cfg.split)):
         pairs, batch = [], []
 
         def flush():
@@ -110,7 +110,7 @@ def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             for line in f:
                 doc = json.loads(line)
-                batch.append((str(doc["id"]), store.sentences(doc)))
+                batch.append((str(doc["id"]), shards.sentences(doc)))
                 if len(batch) == cfg.batch_documents:
                     flush()
         if batch:
@@ -124,7 +124,7 @@ def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
 
 
 def loader_rate(examples_dir: Path, batch_size: int, batches: int) -> float:
-    from model.data import ExampleLoader
+    from kolectra.model.data import ExampleLoader
 
     loader = ExampleLoader(examples_dir, batch_size=batch_size, seed=0)
     next(loader)  # page in, start the prefetch thread
@@ -145,10 +145,10 @@ def trainer_rate(examples_dir: Path, vocab_size: int, steps: int, micro_batch: i
 
     import torch
 
-    from model import config, rtd
-    from model.data import ExampleLoader
-    from model.electra import ElectraPair
-    from model.train import build_optimizer
+    from kolectra.model import config, rtd
+    from kolectra.model.data import ExampleLoader
+    from kolectra.model.electra import ElectraPair
+    from kolectra.model.train import build_optimizer
 
     cfg = config.preset("small")
     sp = rtd.Specials(vocab_size=vocab_size)
@@ -180,9 +180,9 @@ def main() -> None:
     p.add_argument("--max-seq-length", type=int, default=128)
     args = p.parse_args()
 
-    from corpus.examples import build
-    from corpus.examples_config import ExamplesConfig
-    from pipeline.stage import progress
+    from kolectra.corpus.examples import build
+    from kolectra.corpus.examples_config import ExamplesConfig
+    from kolectra.core.stage import progress
 
     limit = QUICK_REVIEWS if args.quick else None
     with tempfile.TemporaryDirectory(prefix="kolectra-bench-examples-") as tmp:
@@ -205,7 +205,7 @@ def main() -> None:
         if plain["tokens"] != stats["tokens"] or plain["examples"] != stats["examples"]:
             sys.exit(f"benchmarks/examples.py: the baseline wrote other examples ({plain} vs {stats})")
 
-        from model.data import read_index
+        from kolectra.model.data import read_index
 
         index = read_index(tmp / "beam")
         batch = 128

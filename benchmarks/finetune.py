@@ -23,23 +23,22 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parents[1])  # the repo, not benchmarks/
 
-import dataclasses  # noqa: E402
-import json  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import dataclasses
+import json
+import tempfile
+import time
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from benchmarks.common import SHARED_DATA, emit, parser  # noqa: E402
-from finetune.config import OptimConfig  # noqa: E402
-from finetune.nsmc import Encoded, accuracy  # noqa: E402
-from finetune.nsmc_reader import read_nsmc  # noqa: E402
-from finetune.runtime import batches, load_model, train_epochs  # noqa: E402
-from finetune.squad_data import make_windows, read_squad  # noqa: E402
-from finetune.tiny import build_tiny_model_dir  # noqa: E402
+from common import SHARED_DATA, emit, parser
+from kolectra.finetune.config import OptimConfig
+from kolectra.finetune.nsmc import Encoded, accuracy
+from kolectra.finetune.nsmc_reader import read_nsmc
+from kolectra.finetune.runtime import batches, load_model, train_epochs
+from kolectra.finetune.squad_data import make_windows, read_squad
+from kolectra.finetune.tiny import build_tiny_model_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "pipeline" / "sample"
@@ -174,8 +173,8 @@ def bench_nsmc(size: Size, mdir: Path, nsmc_file: Path) -> dict:
 def bench_korquad(size: Size, mdir: Path, squad_file: Path) -> dict:
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    from finetune.config import KorquadConfig
-    from finetune.korquad import _batch, predict
+    from kolectra.finetune.config import KorquadConfig
+    from kolectra.finetune.korquad import _batch, predict
 
     questions, _ = read_squad(squad_file)
     questions = rows_for(questions, size.korquad_questions)

@@ -25,14 +25,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-import time  # noqa: E402
+import time
 
-import torch  # noqa: E402
+import torch
 
-from benchmarks.common import emit, parser  # noqa: E402
-from model.bench import compare, small_pp_like  # noqa: E402
+from common import emit, parser
+from kolectra.model.bench import compare, small_pp_like
 
 # Dense peak TFLOP/s (bf16, fp32 via TF32) of GPUs we may meet; CPU has no reliable figure.
 PEAKS = {"H100": {"bf16": 989.0, "fp32": 494.0}, "H200": {"bf16": 989.0, "fp32": 494.0},

@@ -21,15 +21,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parents[1])  # the repo, not benchmarks/ (corpus.py would shadow corpus/)
 
-import gzip  # noqa: E402
-import json  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
+import gzip
+import json
+import tempfile
+import time
 
-from benchmarks.common import emit, parser  # noqa: E402
-from benchmarks.common import reviews as common_reviews  # noqa: E402
+from common import emit, parser
+from common import reviews as common_reviews
 
 QUICK_REVIEWS = 20000
 
@@ -42,12 +41,12 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
     """A corpus artifact's data files (store format) with real Kiwi morphemes; every 20th doc is valid."""
     from kiwipiepy import Kiwi
 
-    from corpus import store
+    from kolectra.corpus import shards
 
     kiwi = Kiwi()
-    (corpus_dir / store.DATA_DIR).mkdir(parents=True)
-    files = {s: gzip.open(corpus_dir / store.DATA_DIR / f"{s}-00000-of-00001.jsonl.gz", "wt", encoding="utf-8")
-             for s in store.SPLITS}
+    (corpus_dir / shards.DATA_DIR).mkdir(parents=True)
+    files = {s: gzip.open(corpus_dir / shards.DATA_DIR / f"{s}-00000-of-00001.jsonl.gz", "wt", encoding="utf-8")
+             for s in shards.SPLITS}
     for n, ((doc_id, text), tokens) in enumerate(zip(docs, kiwi.tokenize(t for _, t in docs))):
         morphs = [[t.start, t.start + t.len, t.tag] for t in tokens]
         files["valid" if n % 20 == 19 else "train"].write(json.dumps(
@@ -59,7 +58,7 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
 
 
 def kolectra_build(cfg, corpus_dir: Path):
-    from vocab import build, words
+    from kolectra.vocab import build, words
 
     table, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
     vocab, _ = build.learn_vocab(cfg, table, cfg.recipe)
@@ -69,7 +68,7 @@ def kolectra_build(cfg, corpus_dir: Path):
 def hf_build(cfg, corpus_dir: Path):
     from tokenizers import Tokenizer, models, trainers
 
-    from vocab import export, words
+    from kolectra.vocab import export, words
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = words.runtime_normalizer()
@@ -84,9 +83,9 @@ def hf_build(cfg, corpus_dir: Path):
 
 def quality(cfg, corpus_dir: Path) -> dict:
     """The vocab report's headline figures, ours against plain WordPiece (held-out split)."""
-    from pipeline.config import override
-    from vocab import export, report, words
-    from vocab.build import learn_vocab
+    from kolectra.core.config import override
+    from kolectra.vocab import export, report, words
+    from kolectra.vocab.build import learn_vocab
 
     table, _ = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
     toks = {r: export.make_tokenizer(learn_vocab(override(cfg, [f"recipe={r}"]), table, r)[0])
@@ -100,7 +99,7 @@ def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--corpus", type=Path, help="an existing corpus artifact (skips the Kiwi analysis)")
     args = p.parse_args()
-    from vocab.config import VocabConfig
+    from kolectra.vocab.config import VocabConfig
 
     cfg = VocabConfig()
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from pipeline.config import ConfigError
+from kolectra.core.config import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ class CorpusConfig:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.max_repeat < 0:
             raise ConfigError(f"max_repeat must be >= 0, got {self.max_repeat}")
-        from corpus.languages import PROFILES, SCRIPTS
+        from kolectra.corpus.languages import PROFILES, SCRIPTS
 
         if self.language not in PROFILES:
             raise ConfigError(f"language must be one of {sorted(PROFILES)}, got {self.language!r}")

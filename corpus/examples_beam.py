@@ -27,9 +27,9 @@ import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from corpus import store
-from corpus.examples import FORMAT, PAD, SPECIAL_IDS, doc_rng, encode_pairs, make_stats, pack_document
-from corpus.examples_config import ExamplesConfig
+from kolectra.corpus import shards
+from kolectra.corpus.packing import FORMAT, PAD, SPECIAL_IDS, doc_rng, encode_pairs, make_stats, pack_document
+from kolectra.corpus.examples_config import ExamplesConfig
 
 TALLY = "tally"
 BAD = "bad"
@@ -65,7 +65,7 @@ def read_documents(item: tuple[int, str], batch: int):
                 continue
             try:
                 doc = json.loads(raw)
-                sents = store.sentences(doc)
+                sents = shards.sentences(doc)
                 doc_id = str(doc["id"])
             except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
                 yield beam.pvalue.TaggedOutput(BAD, f"{path}:{line_no}: no usable 'id'/'text'/'sentences' ({e!r})")
@@ -159,7 +159,7 @@ def write_shard(item, job: Job):
     yield beam.pvalue.TaggedOutput(TALLY, ("single_segment_examples", int((~types_NL.any(axis=1)).sum())))
     size = job.cfg.shard_size
     for piece, start in enumerate(range(0, len(ids_NL), size)):
-        stem = f"{store.DATA_DIR}/shard-{shard:05d}-{piece:04d}"
+        stem = f"{shards.DATA_DIR}/shard-{shard:05d}-{piece:04d}"
         entry = {"input_ids": f"{stem}.input_ids.npy", "token_type_ids": f"{stem}.token_type_ids.npy",
                  "examples": int(min(size, len(ids_NL) - start))}
         _save(FileSystems.join(job.out_dir, entry["input_ids"]), ids_NL[start:start + size])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.config import ConfigError
+from kolectra.core.config import ConfigError
 
 MIN_SEQ_LENGTH = 8  # [CLS] A [SEP] B [SEP] needs room for at least a few tokens of text
 MIN_TARGET = 5  # ELECTRA draws short targets from [5, max_length]

@@ -17,8 +17,8 @@ import re
 import unicodedata
 from typing import Callable
 
-from corpus import languages
-from corpus.config import CorpusConfig
+from kolectra.corpus import languages
+from kolectra.corpus.config import CorpusConfig
 
 Filter = Callable[[str, CorpusConfig], "str | None"]
 

@@ -17,7 +17,7 @@ list is clustered in one place and holds only verified near-duplicate pairs (a f
 duplicate), not documents.
 
 Pure functions first (:func:`find_near_duplicates` runs the whole method in memory, for tests and
-small inputs), then the Beam transform :class:`NearDedup` used by ``corpus/pipeline.py``.
+small inputs), then the Beam transform :class:`NearDedup` used by ``corpus/build.py``.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def jaccard(x: str, y: str) -> float:
 
 # ---------------------------------------------------------------- Beam glue
 
-TALLY = "tally"  # same tag as corpus.pipeline's tallies
+TALLY = "tally"  # same tag as corpus.build's tallies
 SAMPLES = "samples"  # (reason, document) of dropped documents, for samples/dropped.jsonl
 
 

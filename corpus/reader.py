@@ -24,7 +24,7 @@ from typing import IO, Iterator
 
 from apache_beam.io.filesystems import FileSystems
 
-from corpus import compress
+from kolectra.corpus import compress
 
 REJECT_REASONS = (
     "line_too_long",

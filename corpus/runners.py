@@ -1,5 +1,5 @@
 """Where the corpus pipeline runs: Beam pipeline options from the pass-through ``--options`` of
-``kolectra corpus``. Part of the corpus stage (``corpus/pipeline.py`` calls it); it decides where
+``kolectra corpus``. Part of the corpus stage (``corpus/build.py`` calls it); it decides where
 and how parallel the job runs, never what it writes.
 
 - no runner / ``DirectRunner``: the in-process FnApiRunner (never Prism, which downloads a

@@ -28,7 +28,7 @@ from operator import itemgetter
 import warnings
 from typing import Iterable, Sequence
 
-from corpus import languages
+from kolectra.corpus import languages
 
 _START_LEN = itemgetter(0, 1)
 

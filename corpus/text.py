@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from corpus import webtext
+from kolectra.corpus import webtext
 
 # Zero-width, bidi and other format characters (Unicode category Cf), non-whitespace C0/C1
 # controls and surrogates. Listed explicitly (not computed from unicodedata at import) so the set

@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 import re
 
-from corpus import languages
+from kolectra.corpus import languages
 
 PLACEHOLDERS = {k: f"<{k}>" for k in ("url", "email", "rrn", "ssn", "card", "phone")}
 

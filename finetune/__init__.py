@@ -6,5 +6,5 @@ write an eval artifact's files (``metrics.json``, ``learning_curve.{png,json}``,
 Modules: ``config`` (settings, presets), ``nsmc_reader``, ``squad_data`` (reading, by-article
 split, windows, span decoding), ``korquad_metric`` (official v1.0 semantics), ``optim`` (AdamW,
 layer-wise LR decay, schedule), ``runtime`` (device, loading, training loop), ``report``
-(tables, learning-curve PNG via ``pipeline.plot``), ``seeds`` (``--seeds`` loop and summaries), ``tiny`` (a tiny random model directory for tests and benchmarks).
+(tables, learning-curve PNG via ``core.plot``), ``seeds`` (``--seeds`` loop and summaries), ``tiny`` (a tiny random model directory for tests and benchmarks).
 """

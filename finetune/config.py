@@ -2,7 +2,7 @@
 
 Last link of the chain (corpus -> vocab -> examples -> pretrain -> **finetune**).  Frozen
 dataclasses, presets are functions; the CLI resolves ``--set key=value`` through
-``pipeline.config.override`` and hashes :func:`pipeline.config.to_dict` into the eval artifact id.
+``core.config.override`` and hashes :func:`core.config.to_dict` into the eval artifact id.
 
 Defaults follow KoELECTRA's published fine-tuning configs (monologg/KoELECTRA,
 ``finetune/config/{nsmc,korquad}/koelectra-base-v3.json``): AdamW lr 5e-5, eps 1e-8, weight decay

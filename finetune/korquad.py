@@ -23,16 +23,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from finetune.config import KorquadConfig
-from finetune.korquad_metric import evaluate
-from finetune.report import korquad_table, write_learning_curve
-from finetune.runtime import (FinetuneError, autocast, compute_record, fixed_width, length_sorted_batches,
+from kolectra.finetune.config import KorquadConfig
+from kolectra.finetune.korquad_metric import evaluate
+from kolectra.finetune.report import korquad_table, write_learning_curve
+from kolectra.finetune.runtime import (FinetuneError, autocast, compute_record, fixed_width, length_sorted_batches,
                               load_model, load_tokenizer, resolve_device, seed_everything, train_epochs,
                               write_json)
-from finetune.squad_data import (Question, Windows, make_windows, nbest_spans, read_squad, rounded_nbest,
+from kolectra.finetune.squad_data import (Question, Windows, make_windows, nbest_spans, read_squad, rounded_nbest,
                                   split_by_article)
-from pipeline.config import to_dict
-from pipeline.stage import StageOutput, progress
+from kolectra.core.config import to_dict
+from kolectra.core.stage import StageOutput, progress
 
 __all__ = ["run", "split_by_article", "write_split", "predict"]
 

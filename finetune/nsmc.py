@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from finetune.config import NsmcConfig
-from finetune.nsmc_reader import NsmcRow, read_nsmc
-from finetune.report import nsmc_table, write_learning_curve
-from finetune.runtime import (FinetuneError, autocast, compute_record, fixed_width, length_sorted_batches,
+from kolectra.finetune.config import NsmcConfig
+from kolectra.finetune.nsmc_reader import NsmcRow, read_nsmc
+from kolectra.finetune.report import nsmc_table, write_learning_curve
+from kolectra.finetune.runtime import (FinetuneError, autocast, compute_record, fixed_width, length_sorted_batches,
                               load_model, load_tokenizer, resolve_device, seed_everything, train_epochs,
                               write_json)
-from pipeline.config import to_dict
-from pipeline.stage import StageOutput, progress
+from kolectra.core.config import to_dict
+from kolectra.core.stage import StageOutput, progress
 
 
 def split_dev(rows: list[NsmcRow], dev_fraction: float, seed: int) -> tuple[list[NsmcRow], list[NsmcRow]]:

@@ -22,7 +22,7 @@ import re
 
 import torch
 
-from finetune.config import OptimConfig
+from kolectra.finetune.config import OptimConfig
 
 _LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 

@@ -2,7 +2,7 @@
 
 Used by ``finetune.nsmc`` / ``finetune.korquad`` (last stage of the chain) at the end of a run
 and by ``finetune.seeds`` for summaries over seeds.  Pure formatting over the run's metrics;
-the PNG comes from :mod:`pipeline.plot` (no plotting library), so it is reproducible bytes
+the PNG comes from :mod:`core.plot` (no plotting library), so it is reproducible bytes
 like the rest of the eval artifact.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from pipeline.plot import Panel, chart
+from kolectra.core.plot import Panel, chart
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -50,7 +50,7 @@ def korquad_table(metrics: dict) -> str:
 
 def write_learning_curve(out_dir: Path, task: str, metrics: dict, log) -> None:
     """``learning_curve.png`` and the numbers behind it, ``learning_curve.json``."""
-    from finetune.runtime import write_json  # noqa: PLC0415 - runtime imports torch
+    from kolectra.finetune.runtime import write_json  # noqa: PLC0415 - runtime imports torch
 
     write_json(Path(out_dir) / "learning_curve.json",
                {"task": task, "log_every_steps": log.log_every, "steps_per_epoch": log.steps_per_epoch,

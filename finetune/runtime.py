@@ -20,9 +20,9 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from finetune.config import OptimConfig
-from finetune.optim import build_optimizer
-from pipeline.stage import progress
+from kolectra.finetune.config import OptimConfig
+from kolectra.finetune.optim import build_optimizer
+from kolectra.core.stage import progress
 
 
 class FinetuneError(ValueError):

@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from pipeline.stage import progress
+from kolectra.core.stage import progress
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {"nsmc": ("accuracy", "accuracy_pct"), "korquad": ("exact_match", "f1")}
@@ -48,7 +48,7 @@ def summarize(task: str, runs: Mapping[int, Mapping]) -> dict:
 
 def seeds_table(summary: Mapping) -> str:
     """Per-seed scores, then median / spread / IQR / mean +- sd: the table the CLI prints."""
-    from finetune.report import format_table  # noqa: PLC0415
+    from kolectra.finetune.report import format_table  # noqa: PLC0415
 
     names = TASK_METRICS[summary["task"]]
     scale = {"accuracy": 100.0}  # fractions shown as percent, like the other columns

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from finetune.runtime import FinetuneError
+from kolectra.finetune.runtime import FinetuneError
 
 
 @dataclasses.dataclass(frozen=True)

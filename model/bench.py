@@ -37,10 +37,10 @@ import time
 
 import torch
 
-from model import config, cpu_memory, rtd
-from model.device import resolve
-from model.electra import ElectraPair, train_flops_per_sequence
-from model.train import build_optimizer
+from kolectra.model import config, cpu_memory, rtd
+from kolectra.model.device import resolve
+from kolectra.model.electra import ElectraPair, train_flops_per_sequence
+from kolectra.model.train import build_optimizer
 
 
 def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: config.ObjectiveConfig) -> torch.Tensor:

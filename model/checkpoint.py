@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from pipeline.stage import progress
+from kolectra.core.stage import progress
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 MANIFEST = "manifest.json"

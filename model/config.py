@@ -117,7 +117,7 @@ class PretrainConfig:
 
 def validate(cfg: PretrainConfig) -> None:
     """Reject inconsistent settings up front with a message naming the key."""
-    from pipeline.config import ConfigError
+    from kolectra.core.config import ConfigError
 
     m, o, t = cfg.model, cfg.objective, cfg.train
     if o.objective not in OBJECTIVES:
@@ -232,7 +232,7 @@ PRESETS: dict[str, Callable[[], PretrainConfig]] = {
 
 
 def preset(name: str) -> PretrainConfig:
-    from pipeline.config import ConfigError
+    from kolectra.core.config import ConfigError
 
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})")

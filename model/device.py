@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from model import cpu_dropout, cpu_memory
+from kolectra.model import cpu_dropout, cpu_memory
 
 
 class Device:
@@ -283,7 +283,7 @@ class Batches:
 
 def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
     if name == "xla":
-        from model.xla import XlaDevice  # torch_xla is imported there, and only when asked for
+        from kolectra.model.xla import XlaDevice  # torch_xla is imported there, and only when asked for
 
         return XlaDevice(bf16, cpu_threads, xla_cache_dir)
     kinds = {"cpu": Device, "cuda": CudaDevice}

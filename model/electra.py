@@ -26,7 +26,7 @@ from torch import nn
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraDiscriminatorPredictions
 
-from model.config import MLM_OBJECTIVES, ModelConfig
+from kolectra.model.config import MLM_OBJECTIVES, ModelConfig
 
 
 def hf_configs(cfg: ModelConfig, vocab_size: int, pad_id: int) -> tuple[ElectraConfig, ElectraConfig]:

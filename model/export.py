@@ -5,8 +5,8 @@ and ``hf/generator`` (``ElectraForMaskedLM``), each saved with ``save_pretrained
 (safetensors) plus the tokenizer files, so ``from_pretrained(dir)`` works without kolectra.
 Inside training the two share one embedding module; each export gets its own CPU copy holding
 the shared weights, so the generator is a complete masked LM by itself. A model card
-(README.md) records objective, preset, sizes, FLOPs, hardware and wall time; the artifact store
-may append the lineage (artifact ids), which the stage itself does not know.
+(README.md) records objective, preset, sizes, FLOPs, hardware and wall time, and the lineage
+(artifact ids back to the raw text) when the artifact store hands it down.
 
 MLM ablations (``objective.objective`` in mlm, replace_mlm, all_tokens_mlm): the
 discriminator-sized network is a masked LM, so ``hf/discriminator`` holds an
@@ -27,7 +27,7 @@ import torch
 from transformers import ElectraForMaskedLM
 from transformers.utils import logging as hf_logging
 
-from model.electra import ElectraPair, count_parameters
+from kolectra.model.electra import ElectraPair, count_parameters
 
 ROLE_TEXT = {
     ("discriminator", "ElectraForPreTraining"): "the discriminator: the encoder to fine-tune (replaced token "
@@ -62,17 +62,20 @@ def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
         shutil.copyfile(Path(tokenizer_dir) / name, dest / name)
 
 
-def model_card(title: str, role: str, cls_name: str, facts: dict) -> str:
+def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[str] | None = None) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in facts.items())
+    tree = ("\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(lineage) + "\n```\n"
+            if lineage else "")
     return (f"# {title}\n\nThis directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
             f"pretrain stage (ELECTRA, Clark et al. 2020, \"Pre-training Text Encoders as Discriminators Rather "
             f"Than Generators\") on Korean text, and loads with `transformers` alone:\n\n"
             f"```python\nfrom transformers import AutoTokenizer, {cls_name}\n"
             f"tokenizer = AutoTokenizer.from_pretrained(path)\nmodel = {cls_name}.from_pretrained(path)\n```\n\n"
-            f"## Training\n\n| | |\n| --- | --- |\n{rows}\n")
+            f"## Training\n\n| | |\n| --- | --- |\n{rows}\n{tree}")
 
 
-def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: dict) -> dict[str, Path]:
+def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: dict,
+                lineage: list[str] | None = None) -> dict[str, Path]:
     """Save discriminator and generator under ``hf_dir``; returns their directories."""
     out = {}
     disc_cls = type(model.discriminator)
@@ -93,6 +96,6 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
         copy_tokenizer(tokenizer_dir, dest)
         card = {"class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
         title = f"kolectra ELECTRA {role} ({facts.get('preset', '')}, {facts.get('objective', 'electra')})"
-        (dest / "README.md").write_text(model_card(title, role, cls.__name__, card), encoding="utf-8")
+        (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage), encoding="utf-8")
         out[role] = dest
     return out

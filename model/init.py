@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, ElectraForMaskedLM
 
-from model.electra import ElectraPair, hf_configs
-from pipeline.stage import progress
+from kolectra.model.electra import ElectraPair, hf_configs
+from kolectra.core.stage import progress
 
 SHAPE_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "max_position_embeddings", "type_vocab_size")

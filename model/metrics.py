@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
-from model import tensorboard
-from pipeline.stage import progress
+from kolectra.model import tensorboard
+from kolectra.core.stage import progress
 
 # Per-step quantities, averaged over the steps of a window.
 MEAN_KEYS = ("loss", "gen_loss", "disc_loss", "mlm_loss", "grad_norm")

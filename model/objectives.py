@@ -27,9 +27,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from model.config import ObjectiveConfig
-from model.electra import ElectraPair
-from model.rtd import Specials, StepOutput, electra_step, generator_sums, mask_and_generate, softmax_cross_entropy
+from kolectra.model.config import ObjectiveConfig
+from kolectra.model.electra import ElectraPair
+from kolectra.model.rtd import Specials, StepOutput, electra_step, generator_sums, mask_and_generate, softmax_cross_entropy
 
 
 def _masked_lm_sums(logits_BNV, target_BN, w_BN) -> dict[str, torch.Tensor]:

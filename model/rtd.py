@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from model.config import ObjectiveConfig
-from model.electra import ElectraPair, attention_bias
+from kolectra.model.config import ObjectiveConfig
+from kolectra.model.electra import ElectraPair, attention_bias
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ from pathlib import Path
 
 import torch
 
-from model import checkpoint, data, device, export, init, objectives, rtd
-from model.config import PretrainConfig, TrainConfig, validate
-from model.electra import ElectraPair, count_parameters, train_flops_per_sequence
-from model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
-from pipeline.config import to_dict
-from pipeline.stage import StageOutput, progress
+from kolectra.model import checkpoint, data, device, export, init, objectives, rtd
+from kolectra.model.config import PretrainConfig, TrainConfig, validate
+from kolectra.model.electra import ElectraPair, count_parameters, train_flops_per_sequence
+from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
+from kolectra.core.config import to_dict
+from kolectra.core.stage import StageOutput, progress
 
 # Bump when the artifact's files change for the same request (part of the artifact id).
 # 2: tensorboard/ event file beside metrics.jsonl.
@@ -128,8 +128,10 @@ def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[
 
 
 def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
-             resume: bool = False) -> StageOutput:
-    """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``."""
+             resume: bool = False, lineage: list[str] | None = None) -> StageOutput:
+    """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``.
+
+    ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store."""
     validate(cfg)
     t_start = time.perf_counter()
     out_dir, t, obj = Path(out_dir), cfg.train, cfg.objective
@@ -246,7 +248,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                  **({"resumed at step": start} if start else {})}
         if dev.is_main:
             model.eval()
-            export.export_pair(model, tokenizer_dir, out_dir / "hf", facts)
+            export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage)
             checkpoint.clear(out_dir)
         dev.barrier()
         stats = {

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from model.device import Device, unpack
+from kolectra.model.device import Device, unpack
 
 
 def counters() -> dict[str, int]:

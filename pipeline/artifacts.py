@@ -8,7 +8,7 @@ artifact instead of recomputing it. The directory is built under ``ROOT/.tmp/``,
 renamed into place: a killed run never leaves something that looks complete.
 
 Stage code never sees any of this; it writes files into the directory it is handed and returns
-a :class:`pipeline.stage.StageOutput` (see :meth:`Store.build`).
+a :class:`core.stage.StageOutput` (see :meth:`Store.build`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from pipeline.stage import StageOutput, progress
+from kolectra.core.stage import StageOutput, progress
 
 SCHEMA = "kolectra.artifact/1"
 KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")

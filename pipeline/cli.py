@@ -1,21 +1,31 @@
-"""The ``kolectra`` command line: one subcommand per stage, plus ``run`` and ``artifacts``.
+"""The ``kolectra`` command line: one subcommand per stage, plus ``run``, ``study``, ``report``
+and ``artifacts``.
 
-Flags follow ``../shared/CONTRACT.md``. Every stage command takes ``--out ROOT`` (default
-``$KOLECTRA_HOME`` or ``./artifacts``) and the common ``--set key=value``, ``--name``, ``--seed``
-and ``--force``, and prints the artifact directory as the last line of stdout (progress goes to
-stderr). Stage-specific flags are spelled-out shortcuts for ``--set`` keys.
+Every stage command takes ``--out ROOT`` (default ``$KOLECTRA_HOME`` or ``./artifacts``) and the
+common ``--set key=value``, ``--name``, ``--seed`` and ``--force``, and prints the artifact
+directory as the last line of stdout (progress goes to stderr). Stage-specific flags are
+spelled-out shortcuts for ``--set`` keys.
+
+:data:`COMMANDS` is the whole surface: a command's name, help, how it adds its options and which
+function runs it. Handlers return the artifact they produced (its directory is printed) or an
+exit code. Stage handlers import :mod:`kolectra.pipeline.stages` (torch, Beam) when they run,
+so ``kolectra artifacts list`` and ``--help`` start in a fraction of a second.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
-from pipeline.artifacts import ArtifactError, Store, default_root
-from pipeline.config import ConfigError
+from kolectra.core.config import ConfigError
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store, default_root
+
+BEAM_COMMANDS = ("corpus", "examples")  # any other --option of theirs goes to Beam
 
 
 def _common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
@@ -29,16 +39,27 @@ def _common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
         p.add_argument("--force", action="store_true", help="rebuild even if the same request exists")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kolectra",
-        description="Korean ELECTRA pretraining: corpus -> vocab -> examples -> pretrain -> finetune.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
+    """Stage flags are shortcuts for config keys; they win over --set."""
+    extra = [f"{key}={getattr(args, attr)}" for attr, key in mapping.items() if getattr(args, attr) is not None]
+    return list(args.sets) + extra
 
-    p = sub.add_parser("corpus", help="clean, deduplicate and segment raw text (Apache Beam)",
-                       description="Any further --option is passed to Beam unchanged (e.g. --runner).")
-    _common(p)
+
+def _stage_common(args: argparse.Namespace) -> dict:
+    return dict(seed=args.seed, name=args.name, force=args.force)
+
+
+def _stages():
+    from kolectra.pipeline import stages  # torch and Beam: only for commands that run a stage
+
+    return stages
+
+
+# ---- corpus -------------------------------------------------------------------------------------
+CORPUS_FLAGS = {"format": "format", "text_field": "text_field", "id_field": "id_field"}
+
+
+def add_corpus(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", action="append", required=True, help="path or glob (repeatable)")
     p.add_argument("--format", choices=["auto", "text", "jsonl", "blocks"], default=None,
                    help="auto picks by extension; blocks = documents separated by blank lines")
@@ -48,20 +69,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default=None)
     p.add_argument("--id-field", default=None)
 
-    p = sub.add_parser("vocab", help="learn a morpheme-aware WordPiece vocabulary from a corpus")
-    _common(p)
+
+def run_corpus(args, store: Store, beam_args: list[str]) -> Artifact:
+    return _stages().corpus(store, args.input, preset=args.preset, sets=_flag_sets(args, CORPUS_FLAGS),
+                            beam_args=beam_args, **_stage_common(args))
+
+
+# ---- vocab --------------------------------------------------------------------------------------
+def add_vocab(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", required=True, help="corpus artifact (path or id)")
     p.add_argument("--vocab-size", type=int, default=None)
 
-    p = sub.add_parser("examples", help="build fixed-length pretraining examples (Apache Beam)",
-                       description="Any further --option is passed to Beam unchanged (e.g. --runner).")
-    _common(p)
+
+def run_vocab(args, store: Store, beam_args: list[str]) -> Artifact:
+    return _stages().vocab(store, args.corpus, sets=_flag_sets(args, {"vocab_size": "vocab_size"}),
+                           **_stage_common(args))
+
+
+# ---- examples -----------------------------------------------------------------------------------
+def add_examples(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", required=True)
     p.add_argument("--vocab", required=True)
     p.add_argument("--max-seq-length", type=int, default=None)
 
-    p = sub.add_parser("pretrain", help="replaced token detection pretraining (ELECTRA)")
-    _common(p)
+
+def run_examples(args, store: Store, beam_args: list[str]) -> Artifact:
+    sets = _flag_sets(args, {"max_seq_length": "max_seq_length"})
+    return _stages().examples(store, args.corpus, args.vocab, sets=sets, beam_args=beam_args,
+                              **_stage_common(args))
+
+
+# ---- pretrain -----------------------------------------------------------------------------------
+# Pretrain flags -> keys of model.config.PretrainConfig.
+PRETRAIN_FLAGS = {"objective": "objective.objective", "device": "train.device", "steps": "train.steps",
+                  "save_every": "train.save_every"}
+
+
+def add_pretrain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", required=True)
     p.add_argument("--preset", default="tiny", help="tiny | small | small++ | base")
     p.add_argument("--objective", default=None, help="electra | mlm | ...")
@@ -71,32 +115,81 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue the same request from its newest complete checkpoint")
 
-    p = sub.add_parser("finetune", help="fine-tune and evaluate on NSMC or KorQuAD 1.0")
-    tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
-    t = tasks.add_parser("nsmc", help="NSMC sentiment classification (accuracy)")
-    _common(t)
-    t.add_argument("--model", required=True, help="checkpoint artifact or a local HF ELECTRA directory")
-    t.add_argument("--train", required=True, type=Path)
-    t.add_argument("--test", required=True, type=Path)
-    t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
-    t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
-                   "then a summary artifact with median and spread")
-    t = tasks.add_parser("korquad", help="KorQuAD 1.0 extractive QA (exact match, F1)")
-    _common(t)
-    t.add_argument("--model", required=True)
-    t.add_argument("--train", required=True, type=Path)
-    t.add_argument("--dev", required=True, type=Path)
-    t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
-    t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
-                   "then a summary artifact with median and spread")
 
-    p = sub.add_parser("run", help="the whole chain on the embedded sample, then a summary")
-    _common(p, with_config=False)
+def _pretrain_sets(args: argparse.Namespace) -> list[str]:
+    return _flag_sets(args, PRETRAIN_FLAGS)
+
+
+def run_pretrain(args, store: Store, beam_args: list[str]) -> Artifact:
+    return _stages().pretrain(store, args.examples, preset=args.preset, sets=_pretrain_sets(args),
+                              resume=args.resume, **_stage_common(args))
+
+
+# ---- finetune -----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A fine-tuning task's command: its help and the flag naming the file it is scored on."""
+
+    help: str
+    eval_flag: str
+
+
+TASKS = {
+    "nsmc": Task("NSMC sentiment classification (accuracy)", "test"),
+    "korquad": Task("KorQuAD 1.0 extractive QA (exact match, F1)", "dev"),
+}
+
+
+def add_finetune(p: argparse.ArgumentParser) -> None:
+    tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
+    for name, task in TASKS.items():
+        t = tasks.add_parser(name, help=task.help)
+        _common(t)
+        t.add_argument("--model", required=True, help="checkpoint artifact or a local HF ELECTRA directory")
+        t.add_argument("--train", required=True, type=Path)
+        t.add_argument(f"--{task.eval_flag}", required=True, type=Path)
+        t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
+        t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
+                       "then a summary artifact with median and spread")
+
+
+def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
+    from kolectra.finetune.seeds import parse_seeds
+
+    stages = _stages()
+    eval_file = getattr(args, TASKS[args.task].eval_flag)
+    if args.seeds:
+        if args.seed is not None:
+            raise ValueError("give either --seed or --seeds, not both")
+        art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, parse_seeds(args.seeds),
+                                    preset=args.preset, sets=args.sets, name=args.name, force=args.force)
+    else:
+        art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
+                              sets=args.sets, **_stage_common(args))
+    _print_metrics(art.path / "metrics.json")
+    return art
+
+
+def _print_metrics(path: Path) -> None:
+    if path.is_file():
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        for k, v in metrics.items():
+            if isinstance(v, (int, float)):
+                print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
+
+
+# ---- run, study, report -------------------------------------------------------------------------
+def add_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="rebuild every stage")
 
-    p = sub.add_parser("study", help="ELECTRA vs MLM and the paper's ablations at equal pretraining FLOPs, "
-                       "fine-tuned on NSMC (dev split), with a report")
-    _common(p)
+
+def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
+    from kolectra.pipeline.run import run_sample
+
+    return run_sample(store, force=args.force)
+
+
+def add_study(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="corpus artifact (vocab and examples are built with defaults)")
     src.add_argument("--examples", help="examples artifact")
@@ -108,13 +201,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--finetune-preset", default="sample")
     p.add_argument("--finetune-set", dest="finetune_sets", action="append", default=[], metavar="KEY=VALUE")
 
-    p = sub.add_parser("report", help="render an artifact's lineage, stats and metrics as Markdown with plots")
-    _common(p, with_config=False)
+
+def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
+    from kolectra.pipeline.study import StudyPlan, run_study
+
+    plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset,
+                     objectives=tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
+                     pretrain_sets=tuple(args.sets), finetune_preset=args.finetune_preset,
+                     finetune_sets=tuple(args.finetune_sets), seed=args.seed or 0)
+    art = run_study(store, plan, args.nsmc_train, corpus_ref=args.corpus, examples_ref=args.examples,
+                    name=args.name, force=args.force)
+    print((art.path / "report.md").read_text(encoding="utf-8"))
+    return art
+
+
+def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("ref")
     p.add_argument("--dest", type=Path, default=None, help="folder for report.md and its PNGs "
                    "(default ROOT/reports/<kind>-<name>-<id>)")
 
-    p = sub.add_parser("artifacts", help="list, show or verify artifacts")
+
+def run_report(args, store: Store, beam_args: list[str]) -> int:
+    from kolectra.pipeline.report import render
+
+    print(render(store, args.ref, args.dest))
+    return 0
+
+
+# ---- artifacts ----------------------------------------------------------------------------------
+def add_artifacts(p: argparse.ArgumentParser) -> None:
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     v = verbs.add_parser("list", help="every complete artifact under the root")
     _common(v, with_config=False)
@@ -126,13 +241,99 @@ def build_parser() -> argparse.ArgumentParser:
     v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch")
     _common(v, with_config=False)
     v.add_argument("ref")
+
+
+def run_artifacts(args, store: Store, beam_args: list[str]) -> int:
+    return {"list": artifacts_list, "show": artifacts_show, "verify": artifacts_verify}[args.verb](args, store)
+
+
+def artifacts_list(args, store: Store) -> int:
+    arts = store.list(args.kind)
+    for a in arts:
+        finished = a.manifest.get("provenance", {}).get("finished", "")
+        print(f"{a.kind:<11} {a.path.name:<48} {finished}")
+    if not arts:
+        print(f"(no artifacts under {store.root})", file=sys.stderr)
+    return 0
+
+
+def artifacts_show(args, store: Store) -> int:
+    art = store.resolve(args.ref)
+    if args.json:
+        print(json.dumps(art.manifest, indent=2, ensure_ascii=False))
+        return 0
+    m = art.manifest
+    print(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
+    prov = m.get("provenance", {})
+    print(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
+          f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
+    print(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
+    print(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
+    if "compute" in m:
+        print(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
+    print("  lineage")
+    for line in store.lineage_lines(art):
+        print("    " + line)
+    return 0
+
+
+def artifacts_verify(args, store: Store) -> int:
+    problems = store.verify(args.ref)
+    for p in problems:
+        print(f"MISMATCH {p}")
+    if problems:
+        print(f"{len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    art = store.resolve(args.ref)
+    print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
+    return 0
+
+
+def _headline(stats: dict) -> dict:
+    """Scalars only: the manifest's stats can hold long tables."""
+    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+
+
+# ---- the table ----------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Command:
+    help: str
+    add: Callable[[argparse.ArgumentParser], None]
+    run: Callable[..., Artifact | int]
+    common: str = "stage"  # "stage": --out and the config options; "out": --out only; "none": per verb
+    description: str | None = None
+
+
+BEAM_NOTE = "Any further --option is passed to Beam unchanged (e.g. --runner)."
+COMMANDS: dict[str, Command] = {
+    "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
+                      description=BEAM_NOTE),
+    "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab),
+    "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
+                        description=BEAM_NOTE),
+    "pretrain": Command("replaced token detection pretraining (ELECTRA)", add_pretrain, run_pretrain),
+    "finetune": Command("fine-tune and evaluate on NSMC or KorQuAD 1.0", add_finetune, run_finetune, common="none"),
+    "run": Command("the whole chain on the embedded sample, then a summary", add_run, run_run, common="out"),
+    "study": Command("ELECTRA vs MLM and the paper's ablations at equal pretraining FLOPs, fine-tuned on NSMC "
+                     "(dev split), with a report", add_study, run_study_command),
+    "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
+                      run_report, common="out"),
+    "artifacts": Command("list, show or verify artifacts", add_artifacts, run_artifacts, common="none"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kolectra",
+        description="Korean ELECTRA pretraining: corpus -> vocab -> examples -> pretrain -> finetune.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, cmd in COMMANDS.items():
+        p = sub.add_parser(name, help=cmd.help, description=cmd.description)
+        if cmd.common != "none":
+            _common(p, with_config=cmd.common == "stage")
+        cmd.add(p)
     return parser
-
-
-def _flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
-    """Stage flags are shortcuts for config keys; they win over --set."""
-    extra = [f"{key}={getattr(args, attr)}" for attr, key in mapping.items() if getattr(args, attr) is not None]
-    return list(args.sets) + extra
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,130 +342,20 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = build_parser()
-    if argv and argv[0] in ("corpus", "examples"):  # Beam jobs: other --options go to Beam
+    if argv and argv[0] in BEAM_COMMANDS:
         args, beam_args = parser.parse_known_args(argv)
     else:
         args, beam_args = parser.parse_args(argv), []
     store = Store(args.out if args.out is not None else default_root())
     try:
-        return _dispatch(args, store, beam_args)
+        result = COMMANDS[args.command].run(args, store, beam_args)
     except (ArtifactError, ConfigError, FileNotFoundError, ValueError) as e:
         print(f"kolectra {args.command}: error: {e}", file=sys.stderr)
         return 2
-
-
-def _dispatch(args: argparse.Namespace, store: Store, beam_args: list[str]) -> int:
-    from pipeline import stages
-
-    common = dict(seed=getattr(args, "seed", None), name=getattr(args, "name", None),
-                  force=getattr(args, "force", False))
-    if args.command == "corpus":
-        sets = _flag_sets(args, {"format": "format", "text_field": "text_field", "id_field": "id_field"})
-        art = stages.corpus(store, args.input, preset=args.preset, sets=sets, beam_args=beam_args, **common)
-    elif args.command == "vocab":
-        art = stages.vocab(store, args.corpus, sets=_flag_sets(args, {"vocab_size": "vocab_size"}), **common)
-    elif args.command == "examples":
-        sets = _flag_sets(args, {"max_seq_length": "max_seq_length"})
-        art = stages.examples(store, args.corpus, args.vocab, sets=sets, beam_args=beam_args, **common)
-    elif args.command == "pretrain":
-        art = stages.pretrain(store, args.examples, preset=args.preset, sets=_pretrain_sets(args),
-                              resume=args.resume, **common)
-    elif args.command == "finetune":
-        eval_file = args.test if args.task == "nsmc" else args.dev
-        if args.seeds:
-            from finetune.seeds import parse_seeds
-            if args.seed is not None:
-                raise ValueError("give either --seed or --seeds, not both")
-            art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, parse_seeds(args.seeds),
-                                        preset=args.preset, sets=args.sets, name=args.name, force=args.force)
-        else:
-            art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
-                                  sets=args.sets, **common)
-        _print_metrics(art.path / "metrics.json")
-    elif args.command == "run":
-        from pipeline.run import run_sample
-        art = run_sample(store, force=args.force)
-    elif args.command == "artifacts":
-        return _artifacts(args, store)
-    elif args.command == "study":
-        from pipeline.study import StudyPlan, run_study
-        plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset,
-                         objectives=tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
-                         pretrain_sets=tuple(args.sets), finetune_preset=args.finetune_preset,
-                         finetune_sets=tuple(args.finetune_sets), seed=args.seed or 0)
-        art = run_study(store, plan, args.nsmc_train, corpus_ref=args.corpus, examples_ref=args.examples,
-                        name=args.name, force=args.force)
-        print((art.path / "report.md").read_text(encoding="utf-8"))
-    elif args.command == "report":
-        from pipeline.report import render
-        print(render(store, args.ref, args.dest))
+    if isinstance(result, Artifact):
+        print(result.path)
         return 0
-    else:  # pragma: no cover - argparse enforces the choices
-        raise ValueError(args.command)
-    print(art.path)
-    return 0
-
-
-# Pretrain flags -> keys of model.config.PretrainConfig.
-PRETRAIN_FLAGS = {"objective": "objective.objective", "device": "train.device", "steps": "train.steps",
-                  "save_every": "train.save_every"}
-
-
-def _pretrain_sets(args: argparse.Namespace) -> list[str]:
-    return _flag_sets(args, PRETRAIN_FLAGS)
-
-
-def _print_metrics(path: Path) -> None:
-    if path.is_file():
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-        for k, v in metrics.items():
-            if isinstance(v, (int, float)):
-                print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
-
-
-def _artifacts(args: argparse.Namespace, store: Store) -> int:
-    if args.verb == "list":
-        arts = store.list(args.kind)
-        for a in arts:
-            finished = a.manifest.get("provenance", {}).get("finished", "")
-            print(f"{a.kind:<11} {a.path.name:<48} {finished}")
-        if not arts:
-            print(f"(no artifacts under {store.root})", file=sys.stderr)
-        return 0
-    if args.verb == "show":
-        art = store.resolve(args.ref)
-        if args.json:
-            print(json.dumps(art.manifest, indent=2, ensure_ascii=False))
-            return 0
-        m = art.manifest
-        print(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
-        prov = m.get("provenance", {})
-        print(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
-              f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
-        print(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
-        print(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
-        if "compute" in m:
-            print(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
-        print("  lineage")
-        for line in store.lineage_lines(art):
-            print("    " + line)
-        return 0
-    if args.verb == "verify":
-        problems = store.verify(args.ref)
-        for p in problems:
-            print(f"MISMATCH {p}")
-        if problems:
-            print(f"{len(problems)} problem(s)", file=sys.stderr)
-            return 1
-        art = store.resolve(args.ref)
-        print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
-        return 0
-    raise ValueError(args.verb)
-
-
-def _headline(stats: dict) -> dict:
-    """Scalars only: the manifest's stats can hold long tables."""
-    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+    return result
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,7 +3,7 @@
 The report walks the lineage from the raw inputs down to REF and gives each artifact a section
 its kind knows how to tell: the corpus filter funnel, the vocabulary's quality figures against
 its baseline, the examples' packing, the pretraining curves and compute, the fine-tuning curve
-and scores. Plots are PNG files beside ``report.md`` (drawn by :mod:`pipeline.plot`, no
+and scores. Plots are PNG files beside ``report.md`` (drawn by :mod:`core.plot`, no
 plotting library needed). Nothing here changes an artifact; the report is derived data.
 """
 
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from pipeline import plot
-from pipeline.artifacts import Artifact, ArtifactError, Store
+from kolectra.core import plot
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store
 
 
 def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:

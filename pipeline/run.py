@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
-from pipeline import stages
-from pipeline.artifacts import Artifact, Store
-from pipeline.stage import progress
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import Artifact, Store
+from kolectra.core.stage import progress
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
 

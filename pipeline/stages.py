@@ -4,17 +4,35 @@ One function per stage. Each resolves and verifies its parents, builds the stage
 (preset, then ``--set`` overrides), describes the request (which libraries decide the output,
 which raw inputs it reads) and hands the stage function to :meth:`Store.build`. The CLI and
 ``kolectra run`` both go through here, so the same request always finds the same artifact.
+What only the store knows (parents' manifests, the artifact's own id) is checked or handed down
+from here, so a stage never re-opens a manifest.
+
+This is the top floor: it imports every stage (which import only :mod:`kolectra.core`), so the
+CLI imports it only for the commands that run a stage.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipeline.artifacts import Artifact, ArtifactError, Request, Store, fingerprint_inputs
-from pipeline.config import override, to_dict
-from pipeline.stage import StageOutput, progress
+from kolectra.core.config import override, to_dict
+from kolectra.core.stage import StageOutput, progress
+from kolectra.corpus import build as corpus_build
+from kolectra.corpus import config as corpus_config
+from kolectra.corpus import examples as examples_stage
+from kolectra.corpus.reader import expand_inputs
+from kolectra.finetune import config as ft_config
+from kolectra.finetune import korquad, nsmc
+from kolectra.finetune import seeds as ft_seeds
+from kolectra.model import train as model_train
+from kolectra.model.checkpoint import OPERATIONAL
+from kolectra.model.config import preset as model_preset
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store, fingerprint_inputs
+from kolectra.vocab import build as vocab_build
+from kolectra.vocab.config import default_config as vocab_default_config
 
 # Libraries whose versions decide each stage's bytes: part of the artifact id.
 LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
@@ -55,10 +73,6 @@ def _stage_version(module: Any) -> int:
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
-    from corpus import config as corpus_config
-    from corpus import pipeline as corpus_pipeline
-    from corpus.reader import expand_inputs
-
     presets = {"default": corpus_config.default_config, "production": corpus_config.production_config}
     if preset not in presets:
         raise ArtifactError(f"corpus: unknown preset {preset!r} (known: {', '.join(presets)})")
@@ -69,19 +83,16 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
         {"path": p, "bytes": 0, "sha256": p} for p in paths if "://" in p
     ]
     default_name = Path(paths[0]).name.split(".")[0] if paths else "corpus"
-    req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_pipeline),
+    req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
                   config=to_dict(cfg), inputs=tuple(fingerprints), libraries=LIBS_CORPUS)
-    return store.build(req, lambda out: corpus_pipeline.build(cfg, list(paths), out, list(beam_args)), force)
+    return store.build(req, lambda out: corpus_build.build(cfg, list(paths), out, list(beam_args)), force)
 
 
 # ---- vocab ----------------------------------------------------------------------------------
 def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (), seed: int | None = None,
           name: str | None = None, force: bool = False) -> Artifact:
     parent = store.require(corpus_ref, "corpus")
-    from vocab import build as vocab_build
-    from vocab.config import default_config
-
-    cfg = _configure(default_config(), sets, seed)
+    cfg = _configure(vocab_default_config(), sets, seed)
     req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
                   config=to_dict(cfg), parents=(parent,), libraries=LIBS_VOCAB)
     return store.build(req, lambda out: vocab_build.build(cfg, parent.path, out), force)
@@ -91,11 +102,10 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
 def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact, *, sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
              beam_args: Sequence[str] = ()) -> Artifact:
-    from corpus import examples as examples_stage
-
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
     cfg = _configure(examples_stage.default_config(), sets, seed)
+    check_vocab_lineage(corpus_art, vocab_art, cfg.allow_other_corpus_vocab)
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=to_dict(cfg),
                   parents=(corpus_art, vocab_art), libraries=LIBS_EXAMPLES)
@@ -104,17 +114,22 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     )
 
 
+def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: bool) -> None:
+    """Refuse a vocab artifact that was not learned from this corpus, unless told."""
+    if corpus_art.id in vocab_art.parents or allow_other:
+        return
+    raise ArtifactError(
+        f"examples: the vocab {vocab_art.path} was learned from corpus {', '.join(vocab_art.parents) or '(none)'}, "
+        f"not from {corpus_art.path} (id {corpus_art.id}); its word pieces may not fit this text. Use the vocab "
+        f"built from this corpus, or pass --set allow_other_corpus_vocab=true to use it anyway")
+
+
 # ---- pretrain -------------------------------------------------------------------------------
 def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny", sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
              resume: bool = False) -> Artifact:
-    from model import train as model_train
-    from model.config import preset as model_preset
-
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
-    from model.checkpoint import OPERATIONAL
-
     cfg = _configure(model_preset(preset), sets, seed)
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
@@ -123,20 +138,13 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
                   stage_version=_stage_version(model_train), config=to_dict(cfg), parents=(ex,),
                   inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
 
-    def produce(out: Path) -> StageOutput:
-        output = model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume)
-        _card_lineage(out / "hf", f"checkpoint/{req.name}-{req.id()}", store.lineage_lines(ex))
-        return output
-
-    return store.build(req, produce, force, resumable=True, resume=resume)
-
-
-def _card_lineage(hf_dir: Path, this: str, parent_lines: list[str]) -> None:
-    """Append the artifact lineage to the exported model cards (the trainer cannot know its ids)."""
-    tree = [this] + ["└── " + parent_lines[0]] + ["    " + line for line in parent_lines[1:]]
-    section = "\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(tree) + "\n```\n"
-    for card in sorted(hf_dir.glob("*/README.md")):
-        card.write_text(card.read_text(encoding="utf-8").rstrip("\n") + "\n" + section, encoding="utf-8")
+    # the model cards carry the lineage, which only the store knows: handed down, not appended later
+    parent_lines = store.lineage_lines(ex)
+    lineage = ([f"checkpoint/{req.name}-{req.id()}", "└── " + parent_lines[0]]
+               + ["    " + line for line in parent_lines[1:]])
+    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume,
+                                                             lineage=lineage),
+                       force, resumable=True, resume=resume)
 
 
 # ---- finetune -------------------------------------------------------------------------------
@@ -155,16 +163,10 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
              preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
              force: bool = False) -> Artifact:
-    from finetune import config as ft_config
-
-    if task == "nsmc":
-        from finetune import nsmc as task_module
-        presets = ft_config.NSMC_PRESETS
-    elif task == "korquad":
-        from finetune import korquad as task_module
-        presets = ft_config.KORQUAD_PRESETS
-    else:
+    tasks = {"nsmc": (nsmc, ft_config.NSMC_PRESETS), "korquad": (korquad, ft_config.KORQUAD_PRESETS)}
+    if task not in tasks:
         raise ArtifactError(f"unknown fine-tuning task {task!r}")
+    task_module, presets = tasks[task]
     if preset not in presets:
         raise ArtifactError(f"{task}: unknown preset {preset!r} (known: {', '.join(presets)})")
     cfg = _configure(presets[preset](), sets, seed)
@@ -185,11 +187,6 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
                    eval_file: str | Path, seeds: Sequence[int], *, preset: str = "koelectra",
                    sets: Sequence[str] = (), name: str | None = None, force: bool = False) -> Artifact:
     """One eval artifact per seed, then a summary eval artifact (median and spread) over them."""
-    import json
-
-    from finetune import seeds as ft_seeds
-    from finetune.seeds import TASK_METRICS
-
     runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
                              name=name, force=force) for s in seeds}
     req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=1,
@@ -202,8 +199,8 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
         for line in table.splitlines():
             progress(line)
         # the headline figures are medians over seeds, as the ELECTRA paper reports them
-        headline = {k: summary[k]["median"] for k in TASK_METRICS[task]}
-        spread = {f"{k}_spread": summary[k]["spread"] for k in TASK_METRICS[task]}
+        headline = {k: summary[k]["median"] for k in ft_seeds.TASK_METRICS[task]}
+        spread = {f"{k}_spread": summary[k]["spread"] for k in ft_seeds.TASK_METRICS[task]}
         doc = {"task": task, "seeds": sorted(runs), "statistic": "median over seeds", **headline, **spread}
         (out / "metrics.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return StageOutput(stats=doc)

@@ -22,9 +22,10 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from pipeline import plot, stages
-from pipeline.artifacts import Artifact, ArtifactError, Request, Store
-from pipeline.stage import StageOutput, progress
+from kolectra.core import plot
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.core.stage import StageOutput, progress
 
 OBJECTIVES = ("electra", "mlm", "electra15", "replace_mlm", "all_tokens_mlm")
 STAGE_VERSION = 1
@@ -48,10 +49,10 @@ class StudyPlan:
 
 def flops_per_step(examples: Artifact, vocab: Artifact, preset: str, sets: Sequence[str], objective: str) -> int:
     """Training FLOPs of one optimizer step for ``objective`` (the trainer's own counting)."""
-    from model import rtd
-    from model.config import preset as model_preset
-    from model.electra import train_flops_per_sequence
-    from pipeline.config import override
+    from kolectra.model import rtd
+    from kolectra.model.config import preset as model_preset
+    from kolectra.model.electra import train_flops_per_sequence
+    from kolectra.core.config import override
 
     cfg = override(model_preset(preset), [*sets, f"objective.objective={objective}"])
     index = json.loads((examples.path / "index.json").read_text(encoding="utf-8"))
@@ -93,7 +94,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     elif corpus_ref is not None:
         corpus = store.require(corpus_ref, "corpus")
         vocab = stages.vocab(store, corpus)
-        from model.config import preset as model_preset
+        from kolectra.model.config import preset as model_preset
         seq = model_preset(plan.preset).max_seq_length
         examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}"])
     else:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
-from pipeline.stage import StageOutput
+from kolectra.pipeline.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
+from kolectra.core.stage import StageOutput
 
 
 def _produce(text, calls):

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.artifacts import Request, Store, fingerprint_inputs
-from pipeline.cli import build_parser, main
-from pipeline.stage import StageOutput
+from kolectra.pipeline.artifacts import Request, Store, fingerprint_inputs
+from kolectra.pipeline.cli import build_parser, main
+from kolectra.core.stage import StageOutput
 
 
 def _artifact(store, kind, name, parents=(), inputs=()):

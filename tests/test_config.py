@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from pipeline.config import ConfigError, flat_keys, from_dict, override, to_dict
+from kolectra.core.config import ConfigError, flat_keys, from_dict, override, to_dict
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from corpus import neardup
+from kolectra.corpus import neardup
 
 A = "주인공이 왜 그랬는지 이해가 안 된다 했는데 결말 보고 납득함. 배우들 연기는 좋았다"
 B = A + " ㅎㅎ"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus import pipeline, store
-from corpus.config import default_config
+from kolectra.corpus import build, shards
+from kolectra.corpus.config import default_config
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 REVIEWS = [
@@ -99,7 +99,7 @@ def runs(tmp_path_factory):
     for i, beam_args in enumerate([[], ["--direct_num_workers=2", "--corpus_staging", str(staging)]]):
         out = root / f"out{i}"
         out.mkdir()
-        result = pipeline.build(cfg, [str(root / "in" / "*")], out, beam_args)
+        result = build.build(cfg, [str(root / "in" / "*")], out, beam_args)
         outs.append((out, result))
     mp.undo()
     assert attempts == [], f"the corpus stage tried to reach the network: {attempts}"
@@ -134,7 +134,7 @@ def test_rejects_name_source_and_line(runs):
 
 def test_documents_are_clean_unique_and_spans_are_surface(runs):
     _, [(out, result), *_] = runs
-    docs = list(store.iter_documents(out, "train")) + list(store.iter_documents(out, "valid"))
+    docs = list(shards.iter_documents(out, "train")) + list(shards.iter_documents(out, "valid"))
     assert len(docs) == result.stats["records_out"]
     texts = [d["text"] for d in docs]
     assert len(set(texts)) == len(texts)
@@ -152,7 +152,7 @@ def test_documents_are_clean_unique_and_spans_are_surface(runs):
         assert all(i in covered for i, c in enumerate(text) if not c.isspace())
         assert d["morphs"] and all(0 <= s < e <= len(text) for s, e, _ in d["morphs"])
         assert "".join(text[s:e] for s, e, _ in d["morphs"]) == "".join(text.split())
-        assert sum(map(len, store.sentence_morphs(d))) == len(d["morphs"])
+        assert sum(map(len, shards.sentence_morphs(d))) == len(d["morphs"])
     assert result.stats["morphs"] == sum(len(d["morphs"]) for d in docs)
     assert result.stats["sentences"] == sum(len(d["sentences"]) for d in docs)
 
@@ -176,8 +176,8 @@ def test_samples_show_kept_and_dropped_documents_per_reason(runs):
     _, [(out, result), *_] = runs
     kept = [json.loads(l) for l in (out / "samples" / "kept.jsonl").read_text(encoding="utf-8").splitlines()]
     dropped = [json.loads(l) for l in (out / "samples" / "dropped.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert len(kept) == min(pipeline.SAMPLES_KEPT, result.stats["records_out"])
-    assert all(r["reason"] == "kept" and r["split"] in store.SPLITS for r in kept)
+    assert len(kept) == min(build.SAMPLES_KEPT, result.stats["records_out"])
+    assert all(r["reason"] == "kept" and r["split"] in shards.SPLITS for r in kept)
     reasons = {r["reason"] for r in dropped}
     assert reasons == {k for k, n in result.stats["dropped"].items() if n}  # every reason that fired
     by_reason = {r["reason"]: r for r in dropped}
@@ -187,10 +187,10 @@ def test_samples_show_kept_and_dropped_documents_per_reason(runs):
 
 
 def test_stage_version_and_local_worker_defaults():
-    assert isinstance(pipeline.STAGE_VERSION, int) and pipeline.STAGE_VERSION >= 2
-    assert pipeline.local_workers(1000, cpus=8) == 1  # tiny input: no worker processes to start
-    assert pipeline.local_workers(1 << 30, cpus=4) == 4
-    direct = lambda args, size: pipeline.pipeline_options(args, size).view_as(DirectOptions)  # noqa: E731
+    assert isinstance(build.STAGE_VERSION, int) and build.STAGE_VERSION >= 2
+    assert build.local_workers(1000, cpus=8) == 1  # tiny input: no worker processes to start
+    assert build.local_workers(1 << 30, cpus=4) == 4
+    direct = lambda args, size: build.pipeline_options(args, size).view_as(DirectOptions)  # noqa: E731
     assert direct([], 1 << 30).direct_running_mode == "multi_processing"
     assert direct(["--direct_num_workers=1"], 1 << 30).direct_num_workers == 1  # explicit wins
     assert direct(["--direct_num_workers", "3"], 0).direct_num_workers == 3
@@ -198,7 +198,7 @@ def test_stage_version_and_local_worker_defaults():
 
 
 def test_reject_ratio_gate_names_the_worst_file():
-    stats = pipeline.make_stats(
+    stats = build.make_stats(
         {
             ("source_in", "good.txt"): 100,
             ("source_in", "bad.jsonl"): 10,
@@ -211,22 +211,22 @@ def test_reject_ratio_gate_names_the_worst_file():
         },
         default_config(),
     )
-    with pytest.raises(pipeline.CorpusError, match=r"worst file: /data/bad.jsonl .*invalid_json"):
-        pipeline.check_stats(stats, default_config(), {"bad.jsonl": "/data/bad.jsonl", "good.txt": "/data/good.txt"})
-    pipeline.check_stats(stats, dataclasses.replace(default_config(), max_reject_ratio=0.1), {})
+    with pytest.raises(build.CorpusError, match=r"worst file: /data/bad.jsonl .*invalid_json"):
+        build.check_stats(stats, default_config(), {"bad.jsonl": "/data/bad.jsonl", "good.txt": "/data/good.txt"})
+    build.check_stats(stats, dataclasses.replace(default_config(), max_reject_ratio=0.1), {})
     stats["records_in"] += 1  # an unaccounted record
-    with pytest.raises(pipeline.CorpusError, match="reconcile"):
-        pipeline.check_stats(stats, default_config(), {})
+    with pytest.raises(build.CorpusError, match="reconcile"):
+        build.check_stats(stats, default_config(), {})
 
 
 def test_remote_runner_needs_a_staging_directory(tmp_path):
     (tmp_path / "in.txt").write_text("좋은 영화였어요 정말로\n", encoding="utf-8")
-    with pytest.raises(pipeline.CorpusError, match="--corpus_staging"):
-        pipeline.build(default_config(), [str(tmp_path / "in.txt")], tmp_path, ["--runner=DataflowRunner"])
+    with pytest.raises(build.CorpusError, match="--corpus_staging"):
+        build.build(default_config(), [str(tmp_path / "in.txt")], tmp_path, ["--runner=DataflowRunner"])
 
 
 def test_local_runner_never_tries_prism():
-    runner = lambda args: pipeline.pipeline_options(args).view_as(StandardOptions).runner  # noqa: E731
+    runner = lambda args: build.pipeline_options(args).view_as(StandardOptions).runner  # noqa: E731
     assert runner([]) == "FnApiRunner"
     assert runner(["--runner=DirectRunner"]) == "FnApiRunner"
     assert runner(["--runner", "PrismRunner"]) == "PrismRunner"  # an explicit choice is kept

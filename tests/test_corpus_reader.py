@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from corpus import reader
+from kolectra.corpus import reader
 
 
 def _read(path, fmt="auto", max_line_bytes=1000):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from corpus import segment
+from kolectra.corpus import segment
 
 
 def test_merge_morphs_joins_tokens_sharing_a_character():

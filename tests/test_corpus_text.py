@@ -5,9 +5,9 @@ import unicodedata
 
 import pytest
 
-from corpus import filters, text
-from corpus.config import CorpusConfig, default_config
-from pipeline.config import ConfigError, override
+from kolectra.corpus import filters, text
+from kolectra.corpus.config import CorpusConfig, default_config
+from kolectra.core.config import ConfigError, override
 
 HAN_NFC = "한국어 텍스트"
 HAN_NFD = unicodedata.normalize("NFD", HAN_NFC)
@@ -156,7 +156,7 @@ def test_web_rules_are_off_by_default():
     ],
 )
 def test_production_filters(doc, expected):
-    from corpus.config import production_config
+    from kolectra.corpus.config import production_config
 
     assert filters.first_failure(doc, production_config()) == expected
     assert filters.first_failure(doc, default_config()) is None  # all off by default

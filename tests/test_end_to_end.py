@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import stages
-from pipeline.artifacts import ArtifactError, Store
-from pipeline.cli import main
-from pipeline.run import SAMPLE, run_sample
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import ArtifactError, Store
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.run import SAMPLE, run_sample
 
 TINY = {
     "vocab": ["vocab_size=3000", "report_baseline=false"],

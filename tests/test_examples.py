@@ -13,13 +13,17 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, models
 
-from corpus import store
-from corpus.examples import build, encode_example, pack_document
-from corpus.examples_config import ExamplesConfig
-from pipeline.config import ConfigError, override
+from kolectra.corpus import shards
+from kolectra.core.stage import StageOutput
+from kolectra.corpus.examples import build
+from kolectra.corpus.packing import encode_example, pack_document
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.corpus.examples_config import ExamplesConfig
+from kolectra.core.config import ConfigError, override
 from tests.test_vocab_corpus import korean_sentences, write_corpus
-from vocab.build import build as build_vocab
-from vocab.config import VocabConfig
+from kolectra.vocab.build import build as build_vocab
+from kolectra.vocab.config import VocabConfig
 
 CFG = ExamplesConfig(max_seq_length=40, shard_size=16, seed=3)
 
@@ -77,8 +81,8 @@ def _load(out: Path) -> tuple[dict, np.ndarray, np.ndarray]:
 
 def _doc_sentence_ids(inputs: dict) -> list[list[list[int]]]:
     tok = Tokenizer.from_file(str(inputs["vocab"] / "tokenizer.json"))
-    return [[e.ids for e in tok.encode_batch(store.sentences(d), add_special_tokens=False)]
-            for d in store.iter_documents(inputs["corpus"], "train")]
+    return [[e.ids for e in tok.encode_batch(shards.sentences(d), add_special_tokens=False)]
+            for d in shards.iter_documents(inputs["corpus"], "train")]
 
 
 def test_format_shapes_and_stats(inputs):
@@ -95,7 +99,7 @@ def test_format_shapes_and_stats(inputs):
     assert index["examples"] == stats["examples"] == len(ids)
     assert stats["tokens"] == int((ids != 0).sum())
     assert stats["padding_share"] == pytest.approx(1 - stats["tokens"] / ids.size, abs=1e-6)
-    assert stats["documents"] == len(list(store.iter_documents(inputs["corpus"], "train")))
+    assert stats["documents"] == len(list(shards.iter_documents(inputs["corpus"], "train")))
     assert json.loads((out / "stats.json").read_text()) == stats
 
 
@@ -228,17 +232,23 @@ def test_refusals(inputs, tmp_path):
         build(override(CFG, ["split=valid"]), bad, inputs["vocab"], tmp_path / "o2")
 
 
+def _publish(store: Store, kind: str, src: Path, parents=()) -> Artifact:
+    """An existing directory as a complete artifact of ``store`` (copied in by Store.build)."""
+    req = Request(kind=kind, name=kind, stage_version=1, config={"src": str(src)}, parents=tuple(parents))
+    return store.build(req, lambda out: (shutil.copytree(src, out, dirs_exist_ok=True), StageOutput({}))[1])
+
+
 def test_refuses_a_vocab_of_another_corpus_unless_told(inputs, tmp_path):
-    corpus, vocab = tmp_path / "corpus", tmp_path / "vocab"
-    shutil.copytree(inputs["corpus"], corpus)
-    shutil.copytree(inputs["vocab"], vocab)
-    (corpus / "manifest.json").write_text(json.dumps({"kind": "corpus", "id": "c0ffee", "parents": []}))
-    (vocab / "manifest.json").write_text(json.dumps({"kind": "vocab", "id": "beef", "parents": ["0ther"]}))
-    with pytest.raises(ValueError, match=r"learned from corpus 0ther, not from .*c0ffee.*allow_other_corpus_vocab"):
-        build(CFG, corpus, vocab, tmp_path / "o1")
-    assert build(override(CFG, ["allow_other_corpus_vocab=true"]), corpus, vocab, tmp_path / "o2").stats["examples"]
-    (vocab / "manifest.json").write_text(json.dumps({"kind": "vocab", "id": "beef", "parents": ["c0ffee"]}))
-    assert build(CFG, corpus, vocab, tmp_path / "o3").stats["examples"]
+    store = Store(tmp_path / "root")
+    corpus = _publish(store, "corpus", inputs["corpus"])
+    other = _publish(store, "corpus", inputs["corpus"] / "data")  # another corpus id
+    vocab = _publish(store, "vocab", inputs["vocab"], parents=[other])
+    with pytest.raises(ArtifactError, match=rf"learned from corpus {other.id}, not from .*{corpus.id}.*"
+                                            r"allow_other_corpus_vocab"):
+        stages.examples(store, corpus, vocab, sets=["max_seq_length=40"])
+    assert stages.examples(store, corpus, vocab, sets=["max_seq_length=40", "allow_other_corpus_vocab=true"])
+    own = _publish(store, "vocab", inputs["vocab"], parents=[corpus])
+    assert stages.examples(store, corpus, own, sets=["max_seq_length=40"]).manifest["stats"]["examples"]
 
 
 def test_refuses_a_length_the_tokenizer_cannot_take(inputs, tmp_path):

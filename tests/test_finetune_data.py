@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from finetune.config import NsmcConfig
-from finetune.nsmc import split_dev
-from finetune.nsmc_reader import read_nsmc
-from finetune.optim import layer_depth, param_groups
-from finetune.runtime import FinetuneError
-from finetune.squad_data import decode, make_windows, read_squad, split_by_article
-from finetune.tiny import train_wordpiece
-from pipeline.config import override
+from kolectra.finetune.config import NsmcConfig
+from kolectra.finetune.nsmc import split_dev
+from kolectra.finetune.nsmc_reader import read_nsmc
+from kolectra.finetune.optim import layer_depth, param_groups
+from kolectra.finetune.runtime import FinetuneError
+from kolectra.finetune.squad_data import decode, make_windows, read_squad, split_by_article
+from kolectra.finetune.tiny import train_wordpiece
+from kolectra.core.config import override
 
 FIXTURE = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "korquad_sample.json"
 
@@ -205,7 +205,7 @@ def test_layerwise_lr_decay_exponents():
     import torch
     from transformers import ElectraConfig, ElectraForSequenceClassification
 
-    from finetune.config import OptimConfig
+    from kolectra.finetune.config import OptimConfig
 
     assert layer_depth("electra.embeddings.word_embeddings.weight", 4) == 5
     assert layer_depth("electra.encoder.layer.0.attention.self.query.weight", 4) == 4
@@ -230,7 +230,7 @@ def test_layerwise_lr_decay_exponents():
 
 
 def test_write_split_files_are_reproducible(tmp_path):
-    from finetune.korquad import write_split
+    from kolectra.finetune.korquad import write_split
 
     a = write_split(FIXTURE, 0.25, 5, tmp_path / "a")
     b = write_split(FIXTURE, 0.25, 5, tmp_path / "b")

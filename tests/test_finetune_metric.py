@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from finetune.korquad_metric import char_f1, evaluate, exact_match, normalize_answer
+from kolectra.finetune.korquad_metric import char_f1, evaluate, exact_match, normalize_answer
 
 
 def squad_token_f1(prediction: str, truth: str) -> float:

@@ -4,8 +4,8 @@ import pytest
 
 import json
 
-from finetune.report import format_table, nsmc_table
-from finetune.seeds import describe, parse_seeds, run_seeds, summarize, write_summary
+from kolectra.finetune.report import format_table, nsmc_table
+from kolectra.finetune.seeds import describe, parse_seeds, run_seeds, summarize, write_summary
 
 
 def test_describe_median_spread_iqr():

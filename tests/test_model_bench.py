@@ -6,8 +6,8 @@ import dataclasses
 
 import torch
 
-from model import config
-from model.bench import compare, matmul_share, step_profile, top_ops
+from kolectra.model import config
+from kolectra.model.bench import compare, matmul_share, step_profile, top_ops
 
 
 class _Step:

@@ -15,9 +15,9 @@ import pytest
 import torch
 from transformers import ElectraForPreTraining
 
-from model import checkpoint, config, init, train
-from model.electra import ElectraPair, attention_bias
-from pipeline.config import to_dict
+from kolectra.model import checkpoint, config, init, train
+from kolectra.model.electra import ElectraPair, attention_bias
+from kolectra.core.config import to_dict
 from tests.model_support import build_examples, build_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, os, signal, sys
 from pathlib import Path
-from model import config, objectives, train
-from pipeline.config import from_dict
+from kolectra.model import config, objectives, train
+from kolectra.core.config import from_dict
 cfg = from_dict(config.PretrainConfig, json.loads(sys.argv[1]))
 real, calls = objectives.STEPS["electra"], []
 def dying(*a, **k):

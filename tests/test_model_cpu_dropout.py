@@ -8,8 +8,8 @@ import torch
 from torch import nn
 from transformers import AutoModel, ElectraConfig, ElectraForPreTraining
 
-from model import cpu_dropout
-from model.device import Device
+from kolectra.model import cpu_dropout
+from kolectra.model.device import Device
 
 
 def test_drop_rate_and_scale():

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from model.data import ExampleLoader, ExamplesError, read_index
+from kolectra.model.data import ExampleLoader, ExamplesError, read_index
 from tests.model_support import write_examples
 
 

@@ -10,7 +10,7 @@ import socket
 
 import torch.multiprocessing as mp
 
-from model import config, train
+from kolectra.model import config, train
 from tests.model_support import build_examples, build_tokenizer
 
 

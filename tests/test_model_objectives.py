@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import AutoModel, ElectraForMaskedLM, ElectraForSequenceClassification
 
-from model import config, metrics, objectives, rtd, train
-from model.electra import ElectraPair
+from kolectra.model import config, metrics, objectives, rtd, train
+from kolectra.model.electra import ElectraPair
 from tests.model_support import build_examples, build_tokenizer
 from tests.test_model_rtd import SP, _batch
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from model import config, rtd
-from model.electra import ElectraPair, attention_bias
+from kolectra.model import config, rtd
+from kolectra.model.electra import ElectraPair, attention_bias
 
 SP = rtd.Specials(pad_id=0, cls_id=2, sep_id=3, mask_id=4, vocab_size=50, first_regular_id=5)
 
@@ -228,7 +228,7 @@ def test_step_is_finite_and_deterministic(objective):
 def test_step_traces_to_one_graph(objective):
     """Static shapes, no host sync, no data-dependent Python branch: torch.compile (and XLA) see
     the whole forward step as one graph, with the trainer's CPU dropout in place too."""
-    from model.device import Device
+    from kolectra.model.device import Device
 
     model = Device().place(_tiny_pair()).train()
     ids, types = _batch()
@@ -239,7 +239,7 @@ def test_step_traces_to_one_graph(objective):
 
 
 def test_cpu_device_sets_the_inverse_cdf_sampler_and_the_step_uses_it(monkeypatch):
-    from model.device import Device
+    from kolectra.model.device import Device
 
     pair = _tiny_pair()
     assert pair.sampler == "gumbel"  # the reference code's sampler unless a device says otherwise

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from model import metrics, objectives, train
-from model.tensorboard import (FILE_VERSION, CorruptEventFile, EventWriter, crc32c, encode_event, frame, masked_crc,
+from kolectra.model import metrics, objectives, train
+from kolectra.model.tensorboard import (FILE_VERSION, CorruptEventFile, EventWriter, crc32c, encode_event, frame, masked_crc,
                                read_events)
 from tests.test_model_checkpoint import _cfg, inputs  # noqa: F401  (inputs: a module fixture)
 

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining
 
-from model import config, train
-from model.electra import ElectraPair, count_parameters, hf_configs
-from pipeline.config import ConfigError, override
+from kolectra.model import config, train
+from kolectra.model.electra import ElectraPair, count_parameters, hf_configs
+from kolectra.core.config import ConfigError, override
 from tests.model_support import build_examples, build_tokenizer
 
 KEYS = {"step", "loss", "gen_loss", "disc_loss", "gen_acc", "disc_acc", "disc_precision", "disc_recall", "disc_auc",

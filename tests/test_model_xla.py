@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from model import config, device, train
-from pipeline.config import override
+from kolectra.model import config, device, train
+from kolectra.core.config import override
 from tests.model_support import build_examples, build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def _run(spec: dict) -> dict:
         import torch_xla.debug.metrics as met
         import torch_xla.runtime as xr
 
-        from model.xla import counters
+        from kolectra.model.xla import counters
 
         report.update(counters=counters(), fallback_ops=list(met.executed_fallback_ops()),
                       devices=xr.global_runtime_device_count())

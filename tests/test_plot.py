@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from pipeline.plot import (FONT, PALETTE, Canvas, Panel, chart, format_tick, line_chart, nice_ticks,
+from kolectra.core.plot import (FONT, PALETTE, Canvas, Panel, chart, format_tick, line_chart, nice_ticks,
                            render, text_width)
 
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import ConfigError, override
+from kolectra.core.config import ConfigError, override
 from tests.test_vocab_corpus import small_corpus, write_corpus
-from vocab import trainer
-from vocab.build import build
-from vocab.config import VocabConfig
-from vocab.words import morph_cuts
+from kolectra.vocab import trainer
+from kolectra.vocab.build import build
+from kolectra.vocab.config import VocabConfig
+from kolectra.vocab.words import morph_cuts
 
 ROOT = Path(__file__).resolve().parents[1]
 # the test corpus runs out of pairs seen twice near 910 pieces: both recipes learn all they can
@@ -44,8 +44,8 @@ def built(tmp_path_factory):
 
 
 def _texts(corpus: Path, split: str) -> list[str]:
-    from corpus import store
-    return [d["text"] for d in store.iter_documents(corpus, split)]
+    from kolectra.corpus import shards
+    return [d["text"] for d in shards.iter_documents(corpus, split)]
 
 
 def test_directory_loads_with_autotokenizer(built):
@@ -138,10 +138,10 @@ def _boundary_share(tok_dir: Path, corpus: Path, split: str) -> float:
     """Independent recount of report.json's morph_boundary_share with the transformers tokenizer."""
     from transformers import AutoTokenizer
 
-    from corpus import store
+    from kolectra.corpus import shards
     tok = AutoTokenizer.from_pretrained(tok_dir)
     cuts = on = 0
-    for doc in store.iter_documents(corpus, split):
+    for doc in shards.iter_documents(corpus, split):
         bounds = morph_cuts(doc)
         enc = tok(doc["text"], add_special_tokens=False, return_offsets_mapping=True)
         words = enc.word_ids()
@@ -175,7 +175,7 @@ def test_morph_recipe_cuts_words_on_morpheme_boundaries_more_often(built):
         assert 0 < fig["words_kept_whole"] <= 1
         assert fig["most_fragmented"] and all(len(r["pieces"]) >= 1 for r in fig["most_fragmented"])
     assert built["stats"]["morph_boundary_share"] == morph["morph_boundary_share"]
-    from vocab.table import format_report
+    from kolectra.vocab.table import format_report
     table = format_report(report)
     assert "morph_wordpiece" in table and "wordpiece" in table
     assert f"{morph['morph_boundary_share']:.1%}" in table and f"{base['morph_boundary_share']:.1%}" in table

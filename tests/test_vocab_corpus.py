@@ -1,7 +1,7 @@
 """A small real-Korean corpus in the corpus artifact's format, for the vocab and examples tests.
 
 The corpus stage (Beam + Kiwi) is tested on its own; here documents are written straight in the
-``corpus/store.py`` format with real kiwipiepy segmentation (surface spans), so the vocab and
+``corpus/shards.py`` format with real kiwipiepy segmentation (surface spans), so the vocab and
 examples tests exercise real morphemes without depending on the corpus pipeline.
 """
 
@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from corpus import store
+from kolectra.corpus import shards
 
 HANDWRITTEN = [
     "이 영화는 정말 재미있었어요.", "배우들의 연기가 너무 자연스러웠다.", "음악이 장면과 잘 어울렸습니다.",
@@ -126,9 +126,9 @@ def korean_sentences(n: int = 200, seed: int = 0) -> list[str]:
 def write_corpus(corpus_dir: Path, docs_by_split: dict[str, list[list[str]]]) -> Path:
     """Write documents (lists of sentences) with real Kiwi morphemes in the store format."""
     kiwi = _kiwi()
-    (corpus_dir / store.DATA_DIR).mkdir(parents=True, exist_ok=True)
+    (corpus_dir / shards.DATA_DIR).mkdir(parents=True, exist_ok=True)
     for split, docs in docs_by_split.items():
-        path = corpus_dir / store.DATA_DIR / f"{split}-00000-of-00001.jsonl.gz"
+        path = corpus_dir / shards.DATA_DIR / f"{split}-00000-of-00001.jsonl.gz"
         with gzip.open(path, "wt", encoding="utf-8") as f:
             for i, sents in enumerate(docs):
                 text = " ".join(sents)
@@ -171,15 +171,15 @@ def small_corpus(corpus_dir: Path, n_sentences: int = 200, seed: int = 0) -> Pat
 # ---- the helper itself --------------------------------------------------------------------
 def test_written_corpus_reads_back_with_real_morphemes(tmp_path):
     corpus = small_corpus(tmp_path / "c", n_sentences=30)
-    docs = list(store.iter_documents(corpus, "train")) + list(store.iter_documents(corpus, "valid"))
+    docs = list(shards.iter_documents(corpus, "train")) + list(shards.iter_documents(corpus, "valid"))
     assert sum(len(d["sentences"]) for d in docs) == 30
     for doc in docs:
         text = doc["text"]
-        for sent, morphs in zip(store.sentences(doc), store.sentence_morphs(doc)):
+        for sent, morphs in zip(shards.sentences(doc), shards.sentence_morphs(doc)):
             # surface strings of the sentence (Kiwi gives a zero-width span to an elided copula 이)
             assert morphs and all(m in sent for m in morphs)
         # the morpheme spans cover every non-space character of the text
         covered = {i for s, e, _ in doc["morphs"] for i in range(s, e)}
         assert {i for i, ch in enumerate(text) if not ch.isspace()} <= covered
     # a real analysis, not whitespace splitting: some eojeol holds more than one morpheme
-    assert any(len(ms) > len(s.split()) for d in docs for s, ms in zip(store.sentences(d), store.sentence_morphs(d)))
+    assert any(len(ms) > len(s.split()) for d in docs for s, ms in zip(shards.sentences(d), shards.sentence_morphs(d)))

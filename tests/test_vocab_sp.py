@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import sentencepiece
 
-from pipeline.config import ConfigError, override
+from kolectra.core.config import ConfigError, override
 from tests.test_vocab_corpus import small_corpus
-from vocab import spm, trainer, words
-from vocab.build import build
-from vocab.config import VocabConfig
+from kolectra.vocab import spm, trainer, words
+from kolectra.vocab.build import build
+from kolectra.vocab.config import VocabConfig
 
 CFG = VocabConfig(vocab_size=1000, num_unused=10, report_baseline=False)
 FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "report.json",
@@ -36,8 +36,8 @@ def _build(cfg: VocabConfig, corpus: Path, out: Path) -> tuple[Path, dict]:
 
 
 def _texts(corpus: Path) -> list[str]:
-    from corpus import store
-    return [d["text"] for split in ("valid", "train") for d in store.iter_documents(corpus, split)]
+    from kolectra.corpus import shards
+    return [d["text"] for split in ("valid", "train") for d in shards.iter_documents(corpus, split)]
 
 
 @pytest.mark.parametrize("recipe", ["sp_unigram", "sp_bpe"])

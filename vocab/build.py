@@ -18,10 +18,10 @@ import json
 import time
 from pathlib import Path
 
-from pipeline.config import ConfigError, to_dict
-from pipeline.stage import StageOutput, progress
-from vocab import export, report, spm, table, trainer, words
-from vocab.config import WORDPIECE_RECIPES, VocabConfig
+from kolectra.core.config import ConfigError, to_dict
+from kolectra.core.stage import StageOutput, progress
+from kolectra.vocab import export, report, spm, table, trainer, words
+from kolectra.vocab.config import WORDPIECE_RECIPES, VocabConfig
 
 STAGE_VERSION = 2
 BASELINE = "wordpiece"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from pipeline.config import ConfigError
+from kolectra.core.config import ConfigError
 
 RECIPES = ("morph_wordpiece", "wordpiece", "sp_unigram", "sp_bpe")
 WORDPIECE_RECIPES = ("morph_wordpiece", "wordpiece")

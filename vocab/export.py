@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, processors
 
-from vocab.words import runtime_normalizer, runtime_pre_tokenizer
+from kolectra.vocab.words import runtime_normalizer, runtime_pre_tokenizer
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, fixed by the contract
 SPECIALS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",

@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 
 from tokenizers import Tokenizer
 
-from vocab.words import WordSplitter, morph_cuts
+from kolectra.vocab.words import WordSplitter, morph_cuts
 
 BATCH_DOCS = 256
 

@@ -39,9 +39,9 @@ from typing import Iterator
 import sentencepiece
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from corpus import store
-from vocab.export import MODEL_MAX_LENGTH, SPECIALS, SPECIALS_MAP
-from vocab.words import iter_docs
+from kolectra.corpus import shards
+from kolectra.vocab.export import MODEL_MAX_LENGTH, SPECIALS, SPECIALS_MAP
+from kolectra.vocab.words import iter_docs
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space
 MODEL_FILE = "sentencepiece.model"
@@ -59,7 +59,7 @@ def training_sentences(corpus_dir: Path, max_bytes: int, counts: dict) -> Iterat
     for doc in iter_docs(corpus_dir, "train"):
         counts["documents"] += 1
         try:
-            sents = store.sentences(doc)
+            sents = shards.sentences(doc)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{corpus_dir}: document {doc.get('id', '?')!r}: bad 'sentences' ({e!r})") from None
         for sent in sents:

@@ -1,6 +1,6 @@
 """A vocab artifact's ``report.json`` as a plain-text table (recipes side by side).
 
-Stage: corpus -> **vocab** -> examples; read-only helper. ``python -m vocab.table DIR_OR_REPORT``
+Stage: corpus -> **vocab** -> examples; read-only helper. ``python -m kolectra.vocab.table DIR_OR_REPORT``
 prints the table to stdout.
 """
 
@@ -50,7 +50,7 @@ def format_report(report: dict, show_words: int = 5) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m vocab.table VOCAB_DIR_OR_REPORT_JSON", file=sys.stderr)
+        print("usage: python -m kolectra.vocab.table VOCAB_DIR_OR_REPORT_JSON", file=sys.stderr)
         return 2
     path = Path(args[0])
     if path.is_dir():

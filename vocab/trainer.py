@@ -32,7 +32,7 @@ import heapq
 from collections import Counter
 from typing import Mapping
 
-from vocab.words import WordType
+from kolectra.vocab.words import WordType
 
 PREFIX = "##"
 CROSS_MORPH = ("prefix", "any", "none")

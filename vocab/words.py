@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 
 from tokenizers import PreTokenizedString, normalizers, pre_tokenizers
 
-from corpus import store
+from kolectra.corpus import shards
 
 WordType = tuple[str, tuple[int, ...]]
 
@@ -84,7 +84,7 @@ def doc_words(doc: dict, splitter: WordSplitter) -> Iterator[tuple[WordType, boo
 
 
 def iter_docs(corpus_dir: Path, split: str) -> Iterator[dict]:
-    for doc in store.iter_documents(corpus_dir, split):
+    for doc in shards.iter_documents(corpus_dir, split):
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
             raise ValueError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")
         yield doc
@@ -133,6 +133,6 @@ def count_words(docs: Iterable[dict], max_word_types: int | None = None) -> tupl
 
 def eval_split(corpus_dir: Path) -> str:
     """The split a report measures on: ``valid``, or ``train`` when the corpus has no valid docs."""
-    for _ in store.iter_documents(corpus_dir, "valid"):
+    for _ in shards.iter_documents(corpus_dir, "valid"):
         return "valid"
     return "train"

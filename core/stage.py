@@ -1,6 +1,6 @@
 """What a stage hands back to the artifact store: its statistics and, for compute stages, cost.
 
-Stage functions (``corpus.pipeline.build``, ``vocab.build.build``, ``corpus.examples.build``,
+Stage functions (``corpus.build.build``, ``vocab.build.build``, ``corpus.examples.build``,
 ``model.train.pretrain``, ``finetune.nsmc.run``, ``finetune.korquad.run``) write their files into
 the directory they are given and return a :class:`StageOutput`; they never name the artifact
 root, compute ids or write manifests. That is :mod:`pipeline.artifacts`' job.

@@ -1,5 +1,5 @@
 """The corpus stage as an Apache Beam pipeline: raw text files -> cleaned, deduplicated, segmented
-documents in the ``corpus/store.py`` format. First link of the chain (corpus -> vocab -> examples
+documents in the ``corpus/shards.py`` format. First link of the chain (corpus -> vocab -> examples
 -> pretrain -> finetune); the CLI calls :func:`build` and the lead's artifact code wraps its output.
 
 Recipe (the graph in :func:`_recipe` reads the same, one labelled step a line):
@@ -36,9 +36,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from apache_beam.transforms.window import GlobalWindows
 
-from corpus import filters, neardup, reader, text as text_rules
-from corpus.config import CorpusConfig
-from corpus.runners import (  # noqa: F401  (pipeline_options, local_workers: part of this module's API)
+from kolectra.corpus import filters, neardup, reader, text as text_rules
+from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_workers: part of this module's API)
     LOCAL_RUNNER,
     REMOTE_RUNNERS,
     CorpusOptions,
@@ -47,9 +47,9 @@ from corpus.runners import (  # noqa: F401  (pipeline_options, local_workers: pa
     pipeline_options,
     tune_gc,
 )
-from corpus.segment import make_segmenter
-from corpus.store import DATA_DIR, SPLITS
-from pipeline.stage import StageOutput, progress
+from kolectra.corpus.segment import make_segmenter
+from kolectra.corpus.shards import DATA_DIR, SPLITS
+from kolectra.core.stage import StageOutput, progress
 
 # Bump when the output bytes for the same input and config change (part of the artifact id).
 # 2: language profiles, boilerplate lines, union-find near-dup clusters, samples/.
@@ -119,7 +119,7 @@ _DOCUMENT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), 
 
 
 def document_json(rec: dict) -> str:
-    """One line of a shard, in the field order of ``corpus/store.py``."""
+    """One line of a shard, in the field order of ``corpus/shards.py``."""
     doc = {
         "id": rec["id"],
         "source": rec["source"],
