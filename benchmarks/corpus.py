@@ -30,7 +30,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
 import resource
 import shutil
 import tempfile

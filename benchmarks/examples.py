@@ -28,7 +28,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
 import gzip
 import json
 import re
@@ -38,6 +37,7 @@ import time
 import numpy as np
 
 from common import emit, parser
+from kolectra.core.tokens import SPECIALS
 from common import reviews as common_reviews
 
 QUICK_REVIEWS = 20_000
@@ -72,12 +72,12 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
 def train_vocab(docs: list[tuple[str, str]], vocab_dir: Path, vocab_size: int = 32_000) -> Path:
     from tokenizers import Tokenizer, models, trainers
 
-    from kolectra.vocab import export, words
+    from kolectra.vocab import words
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = words.runtime_normalizer()
     tok.pre_tokenizer = words.runtime_pre_tokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(export.SPECIALS),
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=list(SPECIALS),
                                         show_progress=False)
     tok.train_from_iterator((t for _, t in docs), trainer=trainer)
     vocab_dir.mkdir(parents=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
 import dataclasses
 import json
 import tempfile

@@ -23,9 +23,6 @@ out what those settings add.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-
 import time
 
 import torch

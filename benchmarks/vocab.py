@@ -21,13 +21,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-
 import gzip
 import json
 import tempfile
 import time
 
 from common import emit, parser
+from kolectra.core.tokens import SPECIALS
 from common import reviews as common_reviews
 
 QUICK_REVIEWS = 20000
@@ -68,12 +68,12 @@ def kolectra_build(cfg, corpus_dir: Path):
 def hf_build(cfg, corpus_dir: Path):
     from tokenizers import Tokenizer, models, trainers
 
-    from kolectra.vocab import export, words
+    from kolectra.vocab import words
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = words.runtime_normalizer()
     tok.pre_tokenizer = words.runtime_pre_tokenizer()
-    specials = list(export.SPECIALS) + [f"[unused{i}]" for i in range(cfg.num_unused)]
+    specials = list(SPECIALS) + [f"[unused{i}]" for i in range(cfg.num_unused)]
     trainer = trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
                                         limit_alphabet=cfg.limit_alphabet, special_tokens=specials,
                                         show_progress=False)

@@ -25,7 +25,7 @@ class OptimConfig:
     warmup_fraction: float = 0.0  # of all optimizer steps; then linear decay to 0
     max_grad_norm: float = 1.0  # 0 = no clipping
     # ELECTRA (Clark et al. 2020, appendix) multiplies the LR of each layer by decay^depth-from-top;
-    # 1.0 = off.  See finetune.optim.layer_depth for the exponents we use.
+    # 1.0 = off.  See kolectra.model.optim.layer_depth for the exponents we use.
     layerwise_lr_decay: float = 1.0
 
 

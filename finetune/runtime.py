@@ -2,8 +2,8 @@
 
 The task modules (``finetune.nsmc``, ``finetune.korquad``) are thin: they turn their data into
 tensors and call :func:`train_epochs`; this module owns what is common — loading a HF ELECTRA
-discriminator directory with a fresh, seeded task head, AdamW + schedule from
-``finetune.optim``, bf16 autocast on CUDA, and the compute record for the eval artifact.
+discriminator directory with a fresh, seeded task head, AdamW with layer-wise LR decay and the
+warm-up + linear decay schedule from :mod:`kolectra.model.optim` (shared with pretraining), bf16 autocast on CUDA, and the compute record for the eval artifact.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from kolectra.finetune.config import OptimConfig
-from kolectra.finetune.optim import build_optimizer
+from kolectra.model import optim
 from kolectra.core.stage import progress
 
 
@@ -130,7 +130,9 @@ def train_epochs(model: torch.nn.Module, cfg_optim: OptimConfig, n_examples: int
     steps_per_epoch = math.ceil(n_examples / batch_size)
     total = max(1, steps_per_epoch * epochs)
     log_every = max(1, total // max(1, curve_points))
-    opt, sched = build_optimizer(model, cfg_optim, num_layers(model), total)
+    opt = optim.build(model, cfg_optim.lr, cfg_optim.weight_decay, tuple(cfg_optim.adam_betas), cfg_optim.adam_eps,
+                      layerwise_decay=cfg_optim.layerwise_lr_decay, num_layers=num_layers(model))
+    warmup = int(round(cfg_optim.warmup_fraction * total))
     gen = torch.Generator().manual_seed(seed)
     log = TrainLog([], [], [], steps_per_epoch, log_every)
     step = 0
@@ -143,13 +145,13 @@ def train_epochs(model: torch.nn.Module, cfg_optim: OptimConfig, n_examples: int
         window_sum = torch.zeros((), dtype=torch.float32, device=device)
         window_steps = 0
         for idx in batches(n_examples, batch_size, gen):
+            optim.set_lr(opt, step, optim.lr_scale(step, warmup, total))
             with autocast(device):
                 loss = loss_fn(idx)
             loss.backward()
             if cfg_optim.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg_optim.max_grad_norm)
             opt.step()
-            sched.step()
             opt.zero_grad(set_to_none=True)
             if device.type == "xla":
                 import torch_xla.core.xla_model as xm  # noqa: PLC0415

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from kolectra.core.tokens import SPECIALS
 
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int = 600):
@@ -24,7 +24,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int = 600):
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, min_frequency=1)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), min_frequency=1)
     tok.train_from_iterator(list(texts), trainer)
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",

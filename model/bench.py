@@ -38,7 +38,7 @@ import time
 import torch
 
 from kolectra.model import config, cpu_memory, rtd
-from kolectra.model.device import resolve
+from kolectra.model.runtime import resolve
 from kolectra.model.electra import ElectraPair, train_flops_per_sequence
 from kolectra.model.train import build_optimizer
 

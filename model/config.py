@@ -13,6 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from kolectra.core.config import ConfigError
+from kolectra.model.optim import SCHEDULES
+
 # The paper's efficiency ablations (section 3.2, table 5) next to ELECTRA itself:
 #   electra         replaced token detection on all tokens (the method)
 #   electra15       the discriminator's loss only on the ~15% masked positions
@@ -72,6 +75,11 @@ class TrainConfig:
     warmup_steps: int = 10000
     weight_decay: float = 0.01
     adam_eps: float = 1e-6
+    # The reference recipe (google-research/electra) where it differs (see kolectra.model.optim):
+    # Adam without bias correction, and warm-up multiplied into a linear decay over all steps
+    # ("warmup_times_decay") instead of warm-up to the peak, then decay ("warmup_then_decay").
+    bias_correction: bool = True
+    schedule: str = "warmup_then_decay"
     clip: float = 1.0
     grad_accum: int = 1
     log_every: int = 100
@@ -117,8 +125,6 @@ class PretrainConfig:
 
 def validate(cfg: PretrainConfig) -> None:
     """Reject inconsistent settings up front with a message naming the key."""
-    from kolectra.core.config import ConfigError
-
     m, o, t = cfg.model, cfg.objective, cfg.train
     if o.objective not in OBJECTIVES:
         raise ConfigError(f"objective.objective: expected one of {list(OBJECTIVES)}, got {o.objective!r}")
@@ -144,6 +150,8 @@ def validate(cfg: PretrainConfig) -> None:
         raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
     if t.save_every < 0 or t.peak_tflops < 0:
         raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
+    if t.schedule not in SCHEDULES:
+        raise ConfigError(f"train.schedule: expected one of {list(SCHEDULES)}, got {t.schedule!r}")
     if t.warmup_steps < 0:
         raise ConfigError(f"train.warmup_steps: must be >= 0, got {t.warmup_steps}")
 
@@ -232,8 +240,6 @@ PRESETS: dict[str, Callable[[], PretrainConfig]] = {
 
 
 def preset(name: str) -> PretrainConfig:
-    from kolectra.core.config import ConfigError
-
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
     return PRESETS[name]()

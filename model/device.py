@@ -4,7 +4,7 @@ The training loop talks to a :class:`Device` only: move a batch there, open the 
 context, average gradients across ranks, mark the end of a step, read metrics back at log time.
 On XLA, ``step_done`` cuts the lazily traced graph (one compiled program per step, reused while
 shapes stay static); on CPU and CUDA it does nothing. The XLA side lives in :mod:`model.xla`,
-which imports ``torch_xla`` only when asked for.
+which imports ``torch_xla`` only when asked for; :func:`kolectra.model.runtime.resolve` picks one.
 
 Two hooks keep the host out of the device's way on every accelerator: ``batches`` turns the
 examples loader into an iterator of device batches (on XLA torch-xla's background device
@@ -173,6 +173,10 @@ class Device:
         """Device-specific fields for metrics.jsonl."""
         return {}
 
+    def peak_flops(self) -> float:
+        """Peak FLOP/s of one device for MFU; 0 = unknown (then ``train.peak_tflops`` may say)."""
+        return 0.0
+
     def save(self, obj, path) -> None:
         torch.save(obj, path)
 
@@ -195,7 +199,8 @@ class CudaDevice(Device):
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if not torch.cuda.is_available():
-            raise RuntimeError("train.device=cuda but torch sees no CUDA device")
+            raise ValueError("device cuda asked for, but torch sees no CUDA device (install a CUDA build of "
+                             "torch on a machine with a GPU, or use --device cpu)")
         super().__init__(bf16, cpu_threads)
         self.torch_device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(self.torch_device)
@@ -279,14 +284,3 @@ class Batches:
         close = getattr(self._steps, "close", None)
         if close is not None:
             close()
-
-
-def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
-    if name == "xla":
-        from kolectra.model.xla import XlaDevice  # torch_xla is imported there, and only when asked for
-
-        return XlaDevice(bf16, cpu_threads, xla_cache_dir)
-    kinds = {"cpu": Device, "cuda": CudaDevice}
-    if name not in kinds:
-        raise ValueError(f"unknown device {name!r} (known: cpu, cuda, xla)")
-    return kinds[name](bf16, cpu_threads)

@@ -24,14 +24,17 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
-from kolectra.model import checkpoint, data, device, export, init, objectives, rtd
-from kolectra.model.config import PretrainConfig, TrainConfig, validate
+from kolectra.model import checkpoint, data, export, init, objectives, optim, rtd, runtime
+from kolectra.model.config import ModelConfig, PretrainConfig, TrainConfig, validate
+from kolectra.model.device import Batches, Device
 from kolectra.model.electra import ElectraPair, count_parameters, train_flops_per_sequence
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.core.config import to_dict
+from kolectra.core.tokens import SPECIALS_MAP
 from kolectra.core.stage import StageOutput, progress
 
 # Bump when the artifact's files change for the same request (part of the artifact id).
@@ -53,8 +56,7 @@ def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Special
         tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     except (OSError, ValueError) as e:
         raise PretrainInputError(f"{tokenizer_dir}: not a loadable tokenizer directory: {e}") from None
-    ids = {name: tok.convert_tokens_to_ids(tok_str) for name, tok_str in
-           (("pad_id", "[PAD]"), ("cls_id", "[CLS]"), ("sep_id", "[SEP]"), ("mask_id", "[MASK]"))}
+    ids = {f"{name}_id": tok.convert_tokens_to_ids(SPECIALS_MAP[f"{name}_token"]) for name in ("pad", "cls", "sep", "mask")}
     for name, value in ids.items():
         if value != getattr(index, name):
             raise PretrainInputError(f"{index.root / 'index.json'}: {name}={getattr(index, name)} but the "
@@ -81,22 +83,13 @@ def vocab_fingerprint(tokenizer_dir: Path) -> str:
 
 
 def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
-    """AdamW; biases and LayerNorm weights are not decayed (BERT/ELECTRA practice).
-
-    ``fused`` (CPU and CUDA): one kernel for the whole update instead of a few per parameter tensor.
-    """
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(0.9, 0.999), eps=t.adam_eps, **({"fused": True} if fused else {}))
+    """Pretraining's AdamW (:mod:`kolectra.model.optim`: no decay on biases and LayerNorm)."""
+    return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused)
 
 
 def lr_at(step: int, t: TrainConfig) -> float:
-    """Learning rate for optimizer update ``step`` (0-based): linear warmup, then linear decay to 0."""
-    if step < t.warmup_steps:
-        return t.lr * (step + 1) / t.warmup_steps
-    return t.lr * max(0.0, (t.steps - step) / max(1, t.steps - t.warmup_steps))
+    """Learning rate for optimizer update ``step`` (0-based), as the schedule gives it."""
+    return t.lr * optim.lr_scale(step, t.warmup_steps, t.steps, t.schedule)
 
 
 def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[int, dict]:
@@ -127,6 +120,139 @@ def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[
     return int(state["step"]), ck["own"]["log"]
 
 
+@dataclasses.dataclass
+class Inputs:
+    """What the examples and the tokenizer say about the run, checked against the config."""
+
+    index: data.ExamplesIndex
+    specials: rtd.Specials
+    fingerprint: str  # of the vocabulary: a checkpoint of another tokenizer is refused
+    model_cfg: ModelConfig  # vocab_size filled in from the tokenizer
+
+
+def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
+    index = data.read_index(examples_dir)
+    specials = read_specials(tokenizer_dir, index)
+    seq_len = index.max_seq_length
+    if seq_len > cfg.model.max_position:
+        raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
+                                 f"model.max_position {cfg.model.max_position}")
+    if cfg.model.vocab_size not in (0, specials.vocab_size):
+        raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
+    if seq_len != cfg.max_seq_length:
+        progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
+                 f"{cfg.max_seq_length}")
+    return Inputs(index, specials, vocab_fingerprint(tokenizer_dir),
+                  dataclasses.replace(cfg.model, vocab_size=specials.vocab_size))
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything the loop touches, built by :func:`start`."""
+
+    cfg: PretrainConfig
+    inputs: Inputs
+    dev: Device
+    model: ElectraPair
+    loader: data.ExampleLoader
+    batches: Batches
+    optimizer: torch.optim.Optimizer
+    params: list[torch.Tensor]
+    step_fn: Callable
+    log: MetricsLog
+    first_step: int  # 0, or the checkpoint's step on resume
+    flops_per_step: float
+    peak_flops: float
+    where: str
+
+
+def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,
+          resume: bool) -> Run:
+    """Model, data and optimizer on ``dev``; from the newest intact checkpoint with ``resume``."""
+    t, obj, specials = cfg.train, cfg.objective, inputs.specials
+    where = dev.describe() + (f" x {dev.world_size} ranks" if dev.world_size > 1 else "")
+    if t.batch_size % (t.grad_accum * dev.world_size):
+        raise PretrainInputError(f"train.batch_size {t.batch_size} is not divisible by grad_accum "
+                                 f"{t.grad_accum} x {dev.world_size} ranks")
+    dev.seed(cfg.seed)  # the same initial weights on every rank
+    model = ElectraPair(inputs.model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
+    if t.init_from:
+        init.load_pair(model, Path(t.init_from), inputs.model_cfg, specials.vocab_size, specials.pad_id)
+    model = dev.place(model).train()  # .to(device), ties kept
+    dev.seed(cfg.seed + 1 + dev.rank)  # masking and sampling differ between ranks
+    loader = data.ExampleLoader(examples_dir, batch_size=t.batch_size // (t.grad_accum * dev.world_size),
+                                seed=cfg.seed, rank=dev.rank, world_size=dev.world_size)
+    # Device micro-batches with their host-counted tokens; state_dict() = the next step's position.
+    batches = dev.batches(loader, t.grad_accum, specials.pad_id)
+    optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
+    step_fn = objectives.step_function(obj.objective)
+    seq_len = inputs.index.max_seq_length
+    if dev.is_main:
+        progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where}, "
+                 f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
+                 f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
+
+    first, log_state = 0, None
+    resume_from = checkpoint.latest(out_dir) if resume else None
+    if resume_from is not None:
+        first, log_state = _resume(cfg, inputs.fingerprint, resume_from, dev, model, optimizer, batches)
+        if dev.is_main:
+            progress(f"pretrain: resuming at step {first} from {resume_from}")
+    elif dev.is_main:
+        if resume:
+            progress(f"pretrain: no intact checkpoint in {checkpoint.checkpoints_dir(out_dir)}; starting fresh")
+        checkpoint.clear(out_dir)
+    if dev.is_main:
+        shutil.rmtree(out_dir / "hf", ignore_errors=True)  # an export cut short is redone
+    n_masked = rtd.num_slots(obj.mask_prob, seq_len)
+    flops_per_step = t.batch_size * train_flops_per_sequence(inputs.model_cfg, specials.vocab_size, seq_len,
+                                                             n_masked, obj.objective)
+    peak = t.peak_tflops * 1e12 or dev.peak_flops()
+    log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=first, flops_per_step=flops_per_step,
+                     peak_flops=peak)
+    if log_state is not None:
+        log.load_state_dict(log_state)
+    return Run(cfg, inputs, dev, model, loader, batches, optimizer,
+               [p for g in optimizer.param_groups for p in g["params"]],
+               torch.compile(step_fn) if t.compile else step_fn, log, first, flops_per_step, peak, where)
+
+
+def train_step(run: Run, step: int) -> None:
+    """One optimizer update (``step`` is 0-based): every micro-batch forward and backward, the
+    gradients averaged over ranks and clipped, AdamW, the step's metrics added to the log."""
+    t, obj, specials = run.cfg.train, run.cfg.objective, run.inputs.specials
+    optim.set_lr(run.optimizer, step, optim.lr_scale(step, t.warmup_steps, t.steps, t.schedule), t.bias_correction)
+    micro = [next(run.batches) for _ in range(t.grad_accum)]
+    # The step's masked slots and tokens, counted on the device: the micro-steps' losses then add
+    # up to the loss of one batch of the whole step.
+    norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b, _ in micro)
+    for batch, _ in micro:
+        with run.dev.autocast():
+            out = run.step_fn(run.model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2)
+        out.loss.backward()
+        run.log.add(out.sums)
+    run.dev.all_reduce_grads(run.params)
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.params, t.clip if t.clip > 0 else float("inf"))
+    run.log.add({"grad_norm": grad_norm.detach()}, tokens=sum(n for _, n in micro))
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    run.dev.step_done()
+    done = step + 1
+    run.log.step_done(done, lr_at(step, t), write=done % t.log_every == 0 or done == t.steps)
+
+
+def save_checkpoint(run: Run, out_dir: Path, done: int) -> None:
+    """Every rank's RNG and log state; rank 0 also the weights, the optimizer and the loader position."""
+    main, t = run.dev.is_main, run.cfg.train
+    checkpoint.save(
+        out_dir, done,
+        run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,
+        {"config": to_dict(run.cfg), "vocab": run.inputs.fingerprint, "loader": run.batches.state_dict(),
+         "schedule": {"next_step": done, "next_lr": lr_at(done, t)}} if main else None,
+        {"rng": run.dev.rng_state(), "log": run.log.state_dict()},
+        rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints)
+
+
 def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
              resume: bool = False, lineage: list[str] | None = None) -> StageOutput:
     """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``.
@@ -134,138 +260,59 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store."""
     validate(cfg)
     t_start = time.perf_counter()
-    out_dir, t, obj = Path(out_dir), cfg.train, cfg.objective
+    out_dir, t = Path(out_dir), cfg.train
     out_dir.mkdir(parents=True, exist_ok=True)
-
-    # --- inputs ---
-    index = data.read_index(examples_dir)
-    specials = read_specials(tokenizer_dir, index)
-    fingerprint = vocab_fingerprint(tokenizer_dir)
-    seq_len = index.max_seq_length
-    if seq_len > cfg.model.max_position:
-        raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
-                                 f"model.max_position {cfg.model.max_position}")
-    if cfg.model.vocab_size not in (0, specials.vocab_size):
-        raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
-    model_cfg = dataclasses.replace(cfg.model, vocab_size=specials.vocab_size)
-    if seq_len != cfg.max_seq_length:
-        progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
-                 f"{cfg.max_seq_length}")
-
-    dev = device.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
-    where = dev.describe() + (f" x {dev.world_size} ranks" if dev.world_size > 1 else "")
+    inputs = read_inputs(cfg, examples_dir, tokenizer_dir)
+    dev = runtime.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     try:
-        if t.batch_size % (t.grad_accum * dev.world_size):
-            raise PretrainInputError(f"train.batch_size {t.batch_size} is not divisible by grad_accum "
-                                     f"{t.grad_accum} x {dev.world_size} ranks")
-        # --- model, data, optimizer ---
-        dev.seed(cfg.seed)  # the same initial weights on every rank
-        model = ElectraPair(model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
-        if t.init_from:
-            init.load_pair(model, Path(t.init_from), model_cfg, specials.vocab_size, specials.pad_id)
-        model = dev.place(model).train()  # .to(device), ties kept
-        dev.seed(cfg.seed + 1 + dev.rank)  # masking and sampling differ between ranks
-        loader = data.ExampleLoader(examples_dir, batch_size=t.batch_size // (t.grad_accum * dev.world_size),
-                                    seed=cfg.seed, rank=dev.rank, world_size=dev.world_size)
-        # Device micro-batches with their host-counted tokens; state_dict() = the next step's position.
-        batches = dev.batches(loader, t.grad_accum, specials.pad_id)
-        optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        step_fn = objectives.step_function(obj.objective)
-        if t.compile:
-            step_fn = torch.compile(step_fn)
-        if dev.is_main:
-            progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where}, "
-                     f"{count_parameters(model.discriminator):,} discriminator parameters, {index.examples:,} "
-                     f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
-
-        # --- resume ---
-        start, log_state = 0, None
-        resume_from = checkpoint.latest(out_dir) if resume else None
-        if resume_from is not None:
-            start, log_state = _resume(cfg, fingerprint, resume_from, dev, model, optimizer, batches)
-            if dev.is_main:
-                progress(f"pretrain: resuming at step {start} from {resume_from}")
-        elif dev.is_main:
-            if resume:
-                progress(f"pretrain: no intact checkpoint in {checkpoint.checkpoints_dir(out_dir)}; starting fresh")
-            checkpoint.clear(out_dir)
-        if dev.is_main:
-            shutil.rmtree(out_dir / "hf", ignore_errors=True)  # an export cut short is redone
-        n_masked = rtd.num_slots(obj.mask_prob, seq_len)
-        flops_per_step = t.batch_size * train_flops_per_sequence(model_cfg, specials.vocab_size, seq_len, n_masked,
-                                                                 obj.objective)
-        peak = t.peak_tflops * 1e12 or (dev.peak_flops() if hasattr(dev, "peak_flops") else 0.0) or 0.0
-        log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=start, flops_per_step=flops_per_step,
-                         peak_flops=peak)
-        if log_state is not None:
-            log.load_state_dict(log_state)
-
-        # --- loop ---
-        for step in range(start, t.steps):
-            lr = lr_at(step, t)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            micro = [next(batches) for _ in range(t.grad_accum)]
-            # The step's masked slots and tokens, counted on the device: the micro-steps' losses
-            # then add up to the loss of one batch of the whole step.
-            norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b, _ in micro)
-            for batch, _ in micro:
-                with dev.autocast():
-                    out = step_fn(model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2)
-                out.loss.backward()
-                log.add(out.sums)
-            dev.all_reduce_grads(params)
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else float("inf"))
-            log.add({"grad_norm": grad_norm.detach()}, tokens=sum(n for _, n in micro))
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            dev.step_done()
+        run = start(cfg, inputs, examples_dir, out_dir, dev, resume)
+        for step in range(run.first_step, t.steps):
+            train_step(run, step)
             done = step + 1
-            log.step_done(done, lr, write=done % t.log_every == 0 or done == t.steps)
             if t.save_every and done % t.save_every == 0 and done < t.steps:
-                main = dev.is_main
-                checkpoint.save(
-                    out_dir, done,
-                    model.state_dict(keep_vars=True) if main else None, optimizer.state_dict() if main else None,
-                    {"config": to_dict(cfg), "vocab": fingerprint, "loader": batches.state_dict(),
-                     "schedule": {"next_step": done, "next_lr": lr_at(done, t)}} if main else None,
-                    {"rng": dev.rng_state(), "log": log.state_dict()},
-                    rank=dev.rank, barrier=dev.barrier, save_fn=dev.save, keep=t.keep_checkpoints)
-        log.close()
-        loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
-
-        # --- export and accounting ---
-        wall = time.perf_counter() - t_start
-        flops = t.steps * flops_per_step
-        final = {k: v for k, v in log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
-        facts = {"objective": obj.objective, "preset": cfg.preset, "steps": t.steps, "batch size": t.batch_size,
-                 "sequence length": seq_len, "vocabulary": specials.vocab_size,
-                 "discriminator parameters": f"{count_parameters(model.discriminator):,}",
-                 "training FLOPs": f"{flops:.3e}", "wall time": f"{wall:.0f} s", "hardware": where,
-                 "final loss": f"{final.get('loss', float('nan')):.4f}", "seed": cfg.seed,
-                 **({"initialised from": t.init_from} if t.init_from else {}),
-                 **({"resumed at step": start} if start else {})}
-        if dev.is_main:
-            model.eval()
-            export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage)
-            checkpoint.clear(out_dir)
-        dev.barrier()
-        stats = {
-            "steps": t.steps, "objective": obj.objective, "final": final,
-            "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
-            "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len, "masked_slots": n_masked,
-            "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": start,
-        }
-        wall = time.perf_counter() - t_start
-        compute = {"parameters": count_parameters(model.discriminator),
-                   # the generator as exported: its embeddings (shared in training) included
-                   "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
-                   "trained_parameters": count_parameters(model), "flops": flops,
-                   "wall_seconds": round(wall, 3), "device": where,
-                   **({"peak_flops": peak, "mfu": flops / wall / (peak * dev.world_size)} if peak else {})}
-        if dev.is_main:
-            progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}, final loss {final.get('loss', float('nan')):.4f}")
-        return StageOutput(stats=stats, compute=compute)
+                save_checkpoint(run, out_dir, done)
+        run.log.close()
+        run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
+        return finish(run, tokenizer_dir, out_dir, t_start, lineage)
     finally:
         dev.close()
+
+
+def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage: list[str] | None) -> StageOutput:
+    """Export the pair (rank 0), then the artifact's stats and compute record."""
+    cfg, t, dev, model = run.cfg, run.cfg.train, run.dev, run.model
+    specials, index = run.inputs.specials, run.inputs.index
+    seq_len = index.max_seq_length
+    flops = t.steps * run.flops_per_step
+    final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
+    facts = {"objective": cfg.objective.objective, "preset": cfg.preset, "steps": t.steps,
+             "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
+             "discriminator parameters": f"{count_parameters(model.discriminator):,}",
+             "training FLOPs": f"{flops:.3e}", "wall time": f"{time.perf_counter() - t_start:.0f} s",
+             "hardware": run.where, "final loss": f"{final.get('loss', float('nan')):.4f}", "seed": cfg.seed,
+             **({"initialised from": t.init_from} if t.init_from else {}),
+             **({"resumed at step": run.first_step} if run.first_step else {})}
+    if dev.is_main:
+        model.eval()
+        export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage)
+        checkpoint.clear(out_dir)
+    dev.barrier()
+    stats = {
+        "steps": t.steps, "objective": cfg.objective.objective, "final": final,
+        "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
+        "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len,
+        "masked_slots": rtd.num_slots(cfg.objective.mask_prob, seq_len),
+        "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": run.first_step,
+    }
+    wall = time.perf_counter() - t_start
+    compute = {"parameters": count_parameters(model.discriminator),
+               # the generator as exported: its embeddings (shared in training) included
+               "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
+               "trained_parameters": count_parameters(model), "flops": flops,
+               "wall_seconds": round(wall, 3), "device": run.where,
+               **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.world_size)}
+                  if run.peak_flops else {})}
+    if dev.is_main:
+        progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}, "
+                 f"final loss {final.get('loss', float('nan')):.4f}")
+    return StageOutput(stats=stats, compute=compute)

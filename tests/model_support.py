@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from kolectra.core import tokens as core_tokens
+
+SPECIALS = list(core_tokens.SPECIALS)
 SUBJECTS = ["나는", "그는", "우리는", "영화는", "배우가", "감독이", "친구가", "관객은"]
 OBJECTS = ["영화를", "음악을", "장면을", "결말을", "연기를", "대사를", "이야기를"]
 VERBS = ["봤다", "좋아한다", "싫어한다", "기억한다", "칭찬했다", "비판했다"]

@@ -9,7 +9,7 @@ import pytest
 from kolectra.finetune.config import NsmcConfig
 from kolectra.finetune.nsmc import split_dev
 from kolectra.finetune.nsmc_reader import read_nsmc
-from kolectra.finetune.optim import layer_depth, param_groups
+from kolectra.model.optim import layer_depth, param_groups
 from kolectra.finetune.runtime import FinetuneError
 from kolectra.finetune.squad_data import decode, make_windows, read_squad, split_by_article
 from kolectra.finetune.tiny import train_wordpiece
@@ -205,8 +205,6 @@ def test_layerwise_lr_decay_exponents():
     import torch
     from transformers import ElectraConfig, ElectraForSequenceClassification
 
-    from kolectra.finetune.config import OptimConfig
-
     assert layer_depth("electra.embeddings.word_embeddings.weight", 4) == 5
     assert layer_depth("electra.encoder.layer.0.attention.self.query.weight", 4) == 4
     assert layer_depth("electra.encoder.layer.3.output.dense.weight", 4) == 1
@@ -215,7 +213,7 @@ def test_layerwise_lr_decay_exponents():
     model = ElectraForSequenceClassification(ElectraConfig(
         vocab_size=50, embedding_size=8, hidden_size=8, num_hidden_layers=3, num_attention_heads=2,
         intermediate_size=16, max_position_embeddings=16))
-    groups = param_groups(model, OptimConfig(lr=1.0, layerwise_lr_decay=0.5, weight_decay=0.01), 3)
+    groups = param_groups(model, lr=1.0, weight_decay=0.01, layerwise_decay=0.5, num_layers=3)
     lr_of = {n: g["lr"] for g in groups for n in g["names"]}
     wd_of = {n: g["weight_decay"] for g in groups for n in g["names"]}
     assert lr_of["electra.embeddings.word_embeddings.weight"] == 0.5 ** 4
@@ -225,7 +223,7 @@ def test_layerwise_lr_decay_exponents():
     assert wd_of["classifier.dense.bias"] == 0.0 and wd_of["classifier.dense.weight"] == 0.01
     assert wd_of["electra.encoder.layer.1.output.LayerNorm.weight"] == 0.0
     assert len(lr_of) == sum(1 for _ in model.parameters())
-    flat = param_groups(model, OptimConfig(lr=1.0), 3)
+    flat = param_groups(model, lr=1.0, weight_decay=0.0, num_layers=3)
     assert {g["lr"] for g in flat} == {1.0}
 
 

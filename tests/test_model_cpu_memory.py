@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ve
 # 30 MiB blocks alive together, freed top first, as a step frees its activations) is always trimmed.
 SCRIPT = textwrap.dedent("""
     import ctypes, resource, statistics, torch
-    from kolectra.model.device import resolve
+    from kolectra.model.runtime import resolve
 
     libc = ctypes.CDLL(None)
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]

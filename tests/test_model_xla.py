@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.model import config, device, train
+from kolectra.model import config, runtime, train
 from kolectra.core.config import override
 from tests.model_support import build_examples, build_tokenizer
 
@@ -42,7 +42,7 @@ class Interrupted(Exception):
 def _run(spec: dict) -> dict:
     """One pretrain run as ``spec`` says (sets, paths, crash_at, resume); returns stats and XLA counters."""
     cfg = override(config.tiny(), spec["sets"])
-    real_resolve, report = device.resolve, {}
+    real_resolve, report = runtime.resolve, {}
 
     def resolve(*args, **kwargs):  # wraps the device so the run can be cut short at a given step
         dev = real_resolve(*args, **kwargs)
@@ -58,7 +58,7 @@ def _run(spec: dict) -> dict:
             dev.step_done = step_done
         return dev
 
-    device.resolve = resolve
+    runtime.resolve = resolve
     try:
         result = train.pretrain(cfg, Path(spec["examples"]), Path(spec["tok"]), Path(spec["out"]),
                                 resume=spec.get("resume", False))
@@ -66,7 +66,7 @@ def _run(spec: dict) -> dict:
     except Interrupted:
         report["interrupted"] = True
     finally:
-        device.resolve = real_resolve
+        runtime.resolve = real_resolve
     if cfg.train.device == "xla":
         import torch_xla.debug.metrics as met
         import torch_xla.runtime as xr
@@ -196,7 +196,7 @@ def test_device_descriptions_and_misuse(runs):
     assert reports["B"]["devices"] == 4 and reports["A"]["devices"] == 1
     assert reports["C"]["compute"]["device"] == "xla (CPU x 1 devices, SPMD)"
     with pytest.raises(ValueError, match="unknown device"):
-        device.resolve("tpu")
+        runtime.resolve("tpu")
 
 
 if __name__ == "__main__":  # the subprocess side: one XLA run, its report as the last stdout line

@@ -18,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from kolectra.core.tokens import SPECIALS
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.vocab import export, report, spm, table, trainer, words
@@ -30,7 +31,7 @@ BASELINE = "wordpiece"
 def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
     """The full id-ordered vocabulary for ``recipe`` from a word-type table."""
     initial, continuing = trainer.alphabet(table, cfg.limit_alphabet)
-    fixed = len(export.SPECIALS) + cfg.num_unused
+    fixed = len(SPECIALS) + cfg.num_unused
     if fixed + len(initial) + len(continuing) > cfg.vocab_size:
         raise ConfigError(
             f"vocab_size={cfg.vocab_size} is too small: specials+unused ({fixed}) and the alphabet "

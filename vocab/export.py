@@ -16,11 +16,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, processors
 
+from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
 from kolectra.vocab.words import runtime_normalizer, runtime_pre_tokenizer
 
-SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, fixed by the contract
-SPECIALS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                "mask_token": "[MASK]"}
 MODEL_MAX_LENGTH = 512
 MAX_INPUT_CHARS_PER_WORD = 100  # BERT's: longer words become [UNK]
 

@@ -40,7 +40,8 @@ import sentencepiece
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from kolectra.corpus import shards
-from kolectra.vocab.export import MODEL_MAX_LENGTH, SPECIALS, SPECIALS_MAP
+from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
+from kolectra.vocab.export import MODEL_MAX_LENGTH
 from kolectra.vocab.words import iter_docs
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space

@@ -1,0 +1,107 @@
+"""The optimizer and learning-rate schedule of every kolectra training run (pretraining and fine-tuning).
+
+AdamW over parameter groups: biases and LayerNorm weights are not decayed (BERT/ELECTRA
+practice), and fine-tuning may scale each layer's learning rate by its depth (layer-wise LR decay,
+ELECTRA, Clark et al. 2020, appendix A). With L encoder layers numbered 0..L-1 from the bottom:
+
+    head (classifier / qa_outputs, anything outside the encoder) : decay^0
+    encoder layer i                                               : decay^(L - i)
+    embeddings (+ embeddings_project)                             : decay^(L + 1)
+
+so the exponents are consecutive. The ELECTRA reference code gives the head depth L + 2 while
+layer i gets i + 1, which makes every non-head exponent one larger (top layer decay^2,
+embeddings decay^(L + 2)); we do not copy that off-by-one.
+
+Two settings reproduce the reference pretraining recipe (google-research/electra,
+``model/optimization.py``) where it differs from today's usual one:
+
+- ``bias_correction=False``: the reference ``AdamWeightDecayOptimizer`` divides the raw first
+  moment by the raw second moment, with no ``1 - beta^t`` corrections. That is AdamW with, at update
+  t, lr' = lr * (1 - b1^t) / sqrt(1 - b2^t), eps' = eps / sqrt(1 - b2^t) and decay rescaled so
+  that lr' * wd' = lr * wd; :func:`set_lr` sets those per step, so every device keeps torch's
+  fused or traced AdamW kernel.
+- ``schedule="warmup_times_decay"``: the reference multiplies a linear decay over all steps by
+  a linear warm-up factor, lr * min(1, t / W) * (1 - t / T), where the usual schedule warms up to
+  the peak and then decays linearly over the remaining T - W steps. Both schedules here count
+  warm-up from (t + 1) / W, so the first update is not one at rate 0 as in the reference.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+SCHEDULES = ("warmup_then_decay", "warmup_times_decay")
+_LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+
+
+def no_weight_decay(name: str) -> bool:
+    return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
+
+
+def layer_depth(name: str, num_layers: int) -> int:
+    """Exponent of the layer-wise decay for a parameter name of an HF Electra* model."""
+    m = _LAYER_RE.search(name)
+    if m:
+        return num_layers - int(m.group(1))
+    if ".embeddings" in name or name.startswith("embeddings") or "embeddings_project" in name:
+        return num_layers + 1
+    return 0
+
+
+def param_groups(model: torch.nn.Module, lr: float, weight_decay: float, layerwise_decay: float = 1.0,
+                 num_layers: int = 0) -> list[dict]:
+    """One group per (depth, decayed or not), in order of first appearance; each remembers its
+    ``base_lr`` (the schedule scales it) and its parameters' ``names``."""
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        depth = layer_depth(name, num_layers) if layerwise_decay != 1.0 else 0
+        nowd = no_weight_decay(name)
+        if (depth, nowd) not in groups:
+            base = lr * layerwise_decay ** depth
+            groups[(depth, nowd)] = {"params": [], "names": [], "depth": depth, "lr": base, "base_lr": base,
+                                     "weight_decay": 0.0 if nowd else weight_decay,
+                                     "base_weight_decay": 0.0 if nowd else weight_decay}
+        groups[(depth, nowd)]["params"].append(p)
+        groups[(depth, nowd)]["names"].append(name)
+    return list(groups.values())
+
+
+def build(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999),
+          eps: float = 1e-6, fused: bool = False, layerwise_decay: float = 1.0,
+          num_layers: int = 0) -> torch.optim.AdamW:
+    """AdamW over :func:`param_groups`; ``fused`` (CPU and CUDA): one kernel for the whole update."""
+    groups = param_groups(model, lr, weight_decay, layerwise_decay, num_layers)
+    for g in groups:
+        g.pop("names")
+        g["base_eps"] = eps
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **({"fused": True} if fused else {}))
+
+
+def lr_scale(step: int, warmup: int, total: int, schedule: str = "warmup_then_decay") -> float:
+    """The schedule's factor for optimizer update ``step`` (0-based) of ``total``."""
+    if schedule == "warmup_times_decay":  # the reference: both factors at once
+        return min(1.0, (step + 1) / warmup if warmup else 1.0) * max(0.0, 1.0 - step / max(1, total))
+    if step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, step: int, scale: float, bias_correction: bool = True) -> None:
+    """Set every group's rate for update ``step`` (0-based): ``base_lr * scale``, and without bias
+    correction the equivalent AdamW settings described in the module docstring."""
+    for g in optimizer.param_groups:
+        lr = g["base_lr"] * scale
+        if bias_correction:
+            g["lr"] = lr
+            continue
+        b1, b2 = g["betas"]
+        t = step + 1  # torch's AdamW counts updates from 1
+        root = math.sqrt(1.0 - b2 ** t)
+        g["lr"] = lr * (1.0 - b1 ** t) / root
+        g["eps"] = g["base_eps"] / root
+        g["weight_decay"] = g["base_weight_decay"] * lr / g["lr"] if g["lr"] else g["base_weight_decay"]

@@ -1,0 +1,20 @@
+"""Which accelerator a training run uses: ``resolve`` is the one entry point to kolectra's runtime.
+
+Pretraining and fine-tuning both ask for a :class:`kolectra.model.device.Device` by name
+(cpu, cuda or xla) and then talk to it only. :mod:`kolectra.model.device` holds the CPU and CUDA
+devices, :mod:`kolectra.model.xla` the XLA one (it imports ``torch_xla`` only when an XLA device
+is built), so neither imports the other's module at run time and the XLA wheel stays optional.
+"""
+
+from __future__ import annotations
+
+from kolectra.model.device import CudaDevice, Device
+from kolectra.model.xla import XlaDevice
+
+DEVICES = {"cpu": Device, "cuda": CudaDevice, "xla": XlaDevice}
+
+
+def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
+    if name not in DEVICES:
+        raise ValueError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
+    return DEVICES[name](bf16, cpu_threads, xla_cache_dir)
