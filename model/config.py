@@ -26,6 +26,7 @@ OBJECTIVES = ("electra", "electra15", "mlm", "replace_mlm", "all_tokens_mlm")
 # Objectives whose main network is a masked LM (exported as ElectraForMaskedLM).
 MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
 DEVICES = ("cpu", "cuda", "xla")
+EMBEDDING_SHARING = ("es", "gdes", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,9 @@ class ModelConfig:
     attention_dropout: float = 0.1
     # 0 = take it from the tokenizer (the usual case); a non-zero value must match it.
     vocab_size: int = 0
+    # How generator and discriminator share embeddings (kolectra.model.electra): "es" (ELECTRA's
+    # one shared module), "gdes" (DeBERTaV3's gradient-disentangled sharing) or "none".
+    embedding_sharing: str = "es"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +140,12 @@ def validate(cfg: PretrainConfig) -> None:
         raise ConfigError("objective.mask_token_prob + objective.random_token_prob must lie in [0, 1]")
     if o.temperature <= 0:
         raise ConfigError(f"objective.temperature: must be > 0, got {o.temperature}")
+    if m.embedding_sharing not in EMBEDDING_SHARING:
+        raise ConfigError(f"model.embedding_sharing: expected one of {list(EMBEDDING_SHARING)}, "
+                          f"got {m.embedding_sharing!r}")
+    if m.embedding_sharing == "gdes" and o.objective in MLM_OBJECTIVES:
+        raise ConfigError(f"model.embedding_sharing=gdes: DeBERTaV3's sharing is for replaced token detection "
+                          f"(objective electra or electra15), not {o.objective!r}")
     if m.hidden % m.heads:
         raise ConfigError(f"model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
     if m.generator_hidden % m.generator_heads:

@@ -3,8 +3,9 @@
 ``hf/discriminator`` (``ElectraForPreTraining``; what fine-tuning loads, also as ``AutoModel``)
 and ``hf/generator`` (``ElectraForMaskedLM``), each saved with ``save_pretrained``
 (safetensors) plus the tokenizer files, so ``from_pretrained(dir)`` works without kolectra.
-Inside training the two share one embedding module; each export gets its own CPU copy holding
-the shared weights, so the generator is a complete masked LM by itself. A model card
+Inside training the two may share one embedding module; each export gets its own CPU copy holding
+the shared weights, so the generator is a complete masked LM by itself (with GDES sharing the
+discriminator's tables are exported with their deltas folded in: a stock ElectraForPreTraining). A model card
 (README.md) records objective, preset, sizes, FLOPs, hardware and wall time, and the lineage
 (artifact ids back to the raw text) when the artifact store hands it down.
 
@@ -27,7 +28,7 @@ import torch
 from transformers import ElectraForMaskedLM
 from transformers.utils import logging as hf_logging
 
-from kolectra.model.electra import ElectraPair, count_parameters
+from kolectra.model.electra import ElectraPair, count_parameters, plain_state_dict
 
 ROLE_TEXT = {
     ("discriminator", "ElectraForPreTraining"): "the discriminator: the encoder to fine-tune (replaced token "
@@ -42,7 +43,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def _standalone(cls, hf_model):
     """A fresh CPU model of ``cls`` with ``hf_model``'s weights (shared modules become copies)."""
-    state = {k: v.detach().to("cpu", copy=True) for k, v in hf_model.state_dict().items()}
+    state = {k: v.detach().to("cpu", copy=True) for k, v in plain_state_dict(hf_model).items()}
     model = cls(hf_model.config)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # The tied output layer may be absent from state when tying already covers it.
@@ -62,11 +63,13 @@ def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
         shutil.copyfile(Path(tokenizer_dir) / name, dest / name)
 
 
-def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[str] | None = None) -> str:
+def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[str] | None = None,
+               warnings: list[str] = ()) -> str:
     rows = "\n".join(f"| {k} | {v} |" for k, v in facts.items())
+    alert = "".join(f"> **{w}**\n\n" for w in warnings)
     tree = ("\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(lineage) + "\n```\n"
             if lineage else "")
-    return (f"# {title}\n\nThis directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
+    return (f"# {title}\n\n{alert}This directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
             f"pretrain stage (ELECTRA, Clark et al. 2020, \"Pre-training Text Encoders as Discriminators Rather "
             f"Than Generators\") on Korean text, and loads with `transformers` alone:\n\n"
             f"```python\nfrom transformers import AutoTokenizer, {cls_name}\n"
@@ -75,7 +78,7 @@ def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[
 
 
 def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: dict,
-                lineage: list[str] | None = None) -> dict[str, Path]:
+                lineage: list[str] | None = None, warnings: list[str] = ()) -> dict[str, Path]:
     """Save discriminator and generator under ``hf_dir``; returns their directories."""
     out = {}
     disc_cls = type(model.discriminator)
@@ -96,6 +99,6 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
         copy_tokenizer(tokenizer_dir, dest)
         card = {"class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
         title = f"kolectra ELECTRA {role} ({facts.get('preset', '')}, {facts.get('objective', 'electra')})"
-        (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage), encoding="utf-8")
+        (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings), encoding="utf-8")
         out[role] = dest
     return out

@@ -3,9 +3,11 @@
 ``train.init_from`` names a directory with ``discriminator/`` and ``generator/`` (another
 kolectra checkpoint's ``hf/``, or a downloaded KoELECTRA pair laid out that way). The shapes
 must equal the preset's (the run's config stays the one truth about the model); a difference
-is an error that lists every differing setting. The shared embedding module is taken from the
-discriminator, as ELECTRA's own exports carry the same embeddings in both halves; the
-generator's other weights (encoder, head, output bias) are its own.
+is an error that lists every differing setting. With ELECTRA's sharing (``es``) the shared
+embedding module is taken from the discriminator, as ELECTRA's own exports carry the same
+embeddings in both halves; the generator's other weights (encoder, head, output bias) are its own.
+With ``gdes`` the generator keeps its own tables and the discriminator's deltas become the
+difference between the two exports' tables; with ``none`` each network takes its own.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, ElectraForMaskedLM
 
-from kolectra.model.electra import ElectraPair, hf_configs
+from kolectra.model.electra import TABLES, ElectraPair, hf_configs, plain_state_dict
 from kolectra.core.stage import progress
 
 SHAPE_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -56,13 +58,18 @@ def load_pair(pair: ElectraPair, init_dir: Path, model_cfg, vocab_size: int, pad
 
     disc_state = _weights(type(pair.discriminator), disc_dir)
     # Heads the source lacks (e.g. an MLM head on an RTD export) keep their fresh initialisation.
-    own = pair.discriminator.state_dict()
+    own = plain_state_dict(pair.discriminator)
     take = {k: v for k, v in disc_state.items() if k in own and own[k].shape == v.shape}
-    pair.discriminator.load_state_dict(take, strict=False)
+    if pair.embedding_sharing == "gdes" and pair.generator is not None:
+        _load_gdes(pair, take, ElectraForMaskedLM.from_pretrained(str(gen_dir)))
+    else:
+        pair.discriminator.load_state_dict(take, strict=False)
     fresh = sorted(k for k in own if k not in take)
     if fresh:
         progress(f"pretrain: init_from {disc_dir}: {len(fresh)} tensors start fresh ({fresh[0]}, ...)")
-    if pair.generator is not None:
+    if pair.generator is not None and pair.embedding_sharing != "es":
+        _load_generator(pair, _weights(ElectraForMaskedLM, gen_dir), gen_dir)
+    elif pair.generator is not None:
         gen_state = _weights(ElectraForMaskedLM, gen_dir)
         shared = {k: v for k, v in gen_state.items() if k.startswith("electra.embeddings.")}
         emb = pair.embeddings.state_dict()
@@ -78,3 +85,28 @@ def load_pair(pair: ElectraPair, init_dir: Path, model_cfg, vocab_size: int, pad
             raise InitError(f"{gen_dir}: weights do not fit an ElectraForMaskedLM generator "
                             f"(missing {bad[:3]}, unexpected {unexpected[:3]})")
 
+
+
+def _load_generator(pair: ElectraPair, gen_state: dict[str, torch.Tensor], gen_dir: Path) -> None:
+    """The whole generator, its own embedding tables included (``gdes`` and ``none``)."""
+    missing, unexpected = pair.generator.load_state_dict(gen_state, strict=False)
+    bad = [k for k in missing if k != "generator_lm_head.weight"]
+    if bad or unexpected:
+        raise InitError(f"{gen_dir}: weights do not fit an ElectraForMaskedLM generator "
+                        f"(missing {bad[:3]}, unexpected {unexpected[:3]})")
+
+
+def _load_gdes(pair: ElectraPair, disc_state: dict[str, torch.Tensor], generator: ElectraForMaskedLM) -> None:
+    """Discriminator weights where GDES tables hold (exported table - generator's table) as deltas."""
+    prefix = "electra.embeddings."
+    gen_tables = generator.electra.embeddings
+    rest = {k: v for k, v in disc_state.items()
+            if not (k.startswith(prefix) and k.removeprefix(prefix).split(".")[0] in TABLES)}
+    pair.discriminator.load_state_dict(rest, strict=False)
+    emb = pair.discriminator.electra.embeddings
+    with torch.no_grad():
+        for name in TABLES:
+            key = f"{prefix}{name}.weight"
+            if key in disc_state:
+                delta = getattr(emb, name).parametrizations.weight.original
+                delta.copy_(disc_state[key] - getattr(gen_tables, name).weight)

@@ -45,6 +45,8 @@ RATIOS = {
     "disc_acc": ("disc_correct", "disc_tokens"),
     "disc_precision": ("disc_tp", "disc_pred_pos"),
     "disc_recall": ("disc_tp", "disc_replaced"),
+    # the discriminator's class prior: the share of its tokens that were replaced (model.health)
+    "replaced_token_share": ("disc_replaced", "disc_tokens"),
     "mlm_acc": ("mlm_correct", "mlm_tokens"),
 }
 # The metrics every objective reports (the rest depend on the objective).
@@ -52,6 +54,7 @@ METRIC_KEYS = ("loss", "gen_loss", "grad_norm")
 # metrics.jsonl field -> TensorBoard tag; any other field is a device extra, tagged "device/<field>".
 TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/discriminator", "mlm_loss": "loss/mlm",
         "lr": "train/lr", "grad_norm": "train/grad_norm", "gen_acc": "gen/acc", "replaced_share": "gen/replaced_share",
+        "replaced_token_share": "disc/replaced_token_share",
         "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
         "disc_auc": "disc/auc", "mlm_acc": "mlm/acc", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu"}
 EVENT_FILE = Path("tensorboard") / "events.out.tfevents.kolectra"  # relative to metrics.jsonl's directory
@@ -115,8 +118,9 @@ def restart_events(path: Path, lines: list[dict]) -> tensorboard.EventWriter:
 
 class MetricsLog:
     def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0, flops_per_step: float = 0.0,
-                 peak_flops: float = 0.0):
-        self.dev, self.total, self.first = dev, total_steps, resume_step
+                 peak_flops: float = 0.0, on_line=None):
+        """``on_line(line, lines)``: called on rank 0 after each line is written, with all lines so far."""
+        self.dev, self.total, self.first, self.on_line = dev, total_steps, resume_step, on_line
         self.flops_per_step, self.peak_flops = flops_per_step, peak_flops
         kept = []
         if dev.is_main:
@@ -128,7 +132,8 @@ class MetricsLog:
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
         self.events = restart_events(path.parent / EVENT_FILE, [json.loads(ln) for ln in kept]) if dev.is_main else None
         self.sums: dict[str, torch.Tensor] = {}
-        self.tokens, self.steps, self.last = 0, 0, (json.loads(kept[-1]) if kept else {})
+        self.lines = [json.loads(ln) for ln in kept]  # every line of the run so far (small: one per window)
+        self.tokens, self.steps, self.last = 0, 0, (self.lines[-1] if self.lines else {})
         self.t_start = self.t_window = time.perf_counter()
 
     # -- resume -----------------------------------------------------------------------------
@@ -179,12 +184,16 @@ class MetricsLog:
             self.events.scalars(step, scalars(self.last), time.time())
             self.events.flush()
             eta = (now - self.t_start) / max(step - self.first, 1) * (self.total - step)
-            second = (f"disc {self.last['disc_loss']:.4f}" if "disc_loss" in self.last
+            second = (f"disc {self.last['disc_loss']:.4f}, AUC {self.last.get('disc_auc') or float('nan'):.2f}, "
+                      f"replaced {self.last.get('replaced_share') or 0:.0%}" if "disc_loss" in self.last
                       else f"mlm {self.last.get('mlm_loss', float('nan')):.3f}")
             mfu = f" MFU {self.last['mfu']:.1%}" if "mfu" in self.last else ""
             progress(f"pretrain step {step}/{self.total} loss {self.last['loss']:.4f} "
                      f"(gen {self.last['gen_loss']:.3f}, {second}) lr {window['lr']:.2e} "
                      f"{self.last['tokens_per_s']:,.0f} tok/s{mfu} ETA {eta_text(eta)}")
+            self.lines.append(self.last)
+            if self.on_line is not None:
+                self.on_line(self.last, self.lines)
 
     def close(self) -> None:
         self.dev.flush()  # lines still waiting for their values

@@ -28,10 +28,10 @@ from typing import Callable
 
 import torch
 
-from kolectra.model import checkpoint, data, export, init, objectives, optim, rtd, runtime
+from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
 from kolectra.model.config import ModelConfig, PretrainConfig, TrainConfig, validate
 from kolectra.model.device import Batches, Device
-from kolectra.model.electra import ElectraPair, count_parameters, train_flops_per_sequence
+from kolectra.model.electra import ElectraPair, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.core.config import to_dict
 from kolectra.core.tokens import SPECIALS_MAP
@@ -162,8 +162,19 @@ class Run:
     log: MetricsLog
     first_step: int  # 0, or the checkpoint's step on resume
     flops_per_step: float
+    flops_share: dict[str, float]  # of a step's FLOPs: body, generator_head, discriminator_head, mlm_head
     peak_flops: float
     where: str
+    nonpad_tokens: int = 0  # trained on since the first step of this process (counted on the host)
+    warned: bool = False  # the not-learning warning is printed once
+
+    def health_context(self) -> health.Context:
+        t, index = self.cfg.train, self.inputs.index
+        done = max(1, self.log.lines[-1]["step"] - self.first_step) if self.log.lines else 1
+        slots = done * t.batch_size * index.max_seq_length
+        return health.Context(self.cfg.objective.objective, self.inputs.specials.vocab_size, t.warmup_steps,
+                              t.steps, t.lr, nonpad_tokens=self.nonpad_tokens,
+                              padding_share=max(0.0, 1.0 - self.nonpad_tokens / slots) if self.nonpad_tokens else 0.0)
 
 
 def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,
@@ -204,17 +215,33 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         checkpoint.clear(out_dir)
     if dev.is_main:
         shutil.rmtree(out_dir / "hf", ignore_errors=True)  # an export cut short is redone
-    n_masked = rtd.num_slots(obj.mask_prob, seq_len)
-    flops_per_step = t.batch_size * train_flops_per_sequence(inputs.model_cfg, specials.vocab_size, seq_len,
-                                                             n_masked, obj.objective)
-    peak = t.peak_tflops * 1e12 or dev.peak_flops()
+    parts = flops_by_part(inputs.model_cfg, specials.vocab_size, seq_len, rtd.num_slots(obj.mask_prob, seq_len),
+                          obj.objective)
+    flops_per_step = t.batch_size * sum(parts.values())
+    share = {k: round(v / sum(parts.values()), 4) for k, v in parts.items() if v}
+    if dev.is_main:
+        progress("pretrain: FLOPs per step " + ", ".join(f"{v:.0%} {k.replace('_', ' ')}" for k, v in share.items())
+                 + (" (a small vocabulary moves compute into the body)" if share.get("generator_head", 0) > 0.3 else ""))
     log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=first, flops_per_step=flops_per_step,
-                     peak_flops=peak)
+                     peak_flops=t.peak_tflops * 1e12 or dev.peak_flops())
     if log_state is not None:
         log.load_state_dict(log_state)
-    return Run(cfg, inputs, dev, model, loader, batches, optimizer,
-               [p for g in optimizer.param_groups for p in g["params"]],
-               torch.compile(step_fn) if t.compile else step_fn, log, first, flops_per_step, peak, where)
+    run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
+              [p for g in optimizer.param_groups for p in g["params"]],
+              torch.compile(step_fn) if t.compile else step_fn, log, first, flops_per_step, share,
+              t.peak_tflops * 1e12 or dev.peak_flops(), where)
+    log.on_line = lambda line, lines: watch_health(run, lines)
+    return run
+
+
+def watch_health(run: Run, lines: list[dict]) -> None:
+    """Past warm-up, say in plain words (once) when the run is not learning (:mod:`model.health`)."""
+    if run.warned or lines[-1]["step"] <= run.cfg.train.warmup_steps:
+        return
+    verdict = health.verdict(lines, run.health_context())
+    if verdict["status"] == "not_learning":
+        run.warned = True
+        progress("pretrain: " + health.warning_text(verdict))
 
 
 def train_step(run: Run, step: int) -> None:
@@ -233,7 +260,9 @@ def train_step(run: Run, step: int) -> None:
         run.log.add(out.sums)
     run.dev.all_reduce_grads(run.params)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.params, t.clip if t.clip > 0 else float("inf"))
-    run.log.add({"grad_norm": grad_norm.detach()}, tokens=sum(n for _, n in micro))
+    tokens = sum(n for _, n in micro)
+    run.nonpad_tokens += tokens
+    run.log.add({"grad_norm": grad_norm.detach()}, tokens=tokens)
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     run.dev.step_done()
@@ -285,22 +314,30 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage
     seq_len = index.max_seq_length
     flops = t.steps * run.flops_per_step
     final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
+    verdict = health.verdict(run.log.lines, run.health_context())
+    if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
+        progress("pretrain: " + health.warning_text(verdict))
     facts = {"objective": cfg.objective.objective, "preset": cfg.preset, "steps": t.steps,
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",
              "training FLOPs": f"{flops:.3e}", "wall time": f"{time.perf_counter() - t_start:.0f} s",
              "hardware": run.where, "final loss": f"{final.get('loss', float('nan')):.4f}", "seed": cfg.seed,
              **({"initialised from": t.init_from} if t.init_from else {}),
-             **({"resumed at step": run.first_step} if run.first_step else {})}
+             **({"resumed at step": run.first_step} if run.first_step else {}),
+             "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),
+             "training health": verdict["status"]}
+    warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
     if dev.is_main:
         model.eval()
-        export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage)
+        export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage, warnings)
         checkpoint.clear(out_dir)
     dev.barrier()
     stats = {
         "steps": t.steps, "objective": cfg.objective.objective, "final": final,
         "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
         "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len,
+        # host-counted in this process (a resumed run counts from its checkpoint on)
+        "nonpad_tokens_seen": run.nonpad_tokens, "health": verdict,
         "masked_slots": rtd.num_slots(cfg.objective.mask_prob, seq_len),
         "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": run.first_step,
     }
@@ -308,7 +345,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage
     compute = {"parameters": count_parameters(model.discriminator),
                # the generator as exported: its embeddings (shared in training) included
                "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
-               "trained_parameters": count_parameters(model), "flops": flops,
+               "trained_parameters": count_parameters(model), "flops": flops, "flops_share": run.flops_share,
                "wall_seconds": round(wall, 3), "device": run.where,
                **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.world_size)}
                   if run.peak_flops else {})}

@@ -102,13 +102,16 @@ def run_examples(args, store: Store, beam_args: list[str]) -> Artifact:
 # ---- pretrain -----------------------------------------------------------------------------------
 # Pretrain flags -> keys of model.config.PretrainConfig.
 PRETRAIN_FLAGS = {"objective": "objective.objective", "device": "train.device", "steps": "train.steps",
-                  "save_every": "train.save_every"}
+                  "save_every": "train.save_every", "embedding_sharing": "model.embedding_sharing"}
 
 
 def add_pretrain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--examples", required=True)
     p.add_argument("--preset", default="tiny", help="tiny | small | small++ | base")
     p.add_argument("--objective", default=None, help="electra | mlm | ...")
+    p.add_argument("--embedding-sharing", default=None, choices=["es", "gdes", "none"],
+                   help="es: ELECTRA's shared embeddings (default); gdes: DeBERTaV3's gradient-disentangled "
+                        "sharing; none: separate tables")
     p.add_argument("--device", default=None, help="cpu | cuda | xla")
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--save-every", type=int, default=None)

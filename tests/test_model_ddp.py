@@ -8,6 +8,7 @@ import json
 import os
 import socket
 
+import pytest
 import torch.multiprocessing as mp
 
 from kolectra.model import config, train
@@ -20,7 +21,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, examples, tok, out, report) -> None:
+def _worker(rank: int, world: int, port: int, examples, tok, out, report, sharing: str = "es") -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     built = []
@@ -33,7 +34,8 @@ def _worker(rank: int, world: int, port: int, examples, tok, out, report) -> Non
     train.ElectraPair = Recorded
     cfg = config.tiny()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=30, batch_size=8, warmup_steps=3,
-                                                             log_every=10, lr=3e-3, cpu_threads=1))
+                                                             log_every=10, lr=3e-3, cpu_threads=1),
+                              model=dataclasses.replace(cfg.model, embedding_sharing=sharing))
     result = train.pretrain(cfg, examples, tok, out)
     digest = hashlib.sha256()
     for name, p in sorted(built[0].state_dict().items()):
@@ -41,13 +43,14 @@ def _worker(rank: int, world: int, port: int, examples, tok, out, report) -> Non
     (report / f"rank-{rank}.json").write_text(json.dumps({"weights": digest.hexdigest(), "stats": result.stats}))
 
 
-def test_two_ranks_train_in_sync(tmp_path):
+@pytest.mark.parametrize("sharing", ["es", "gdes"])
+def test_two_ranks_train_in_sync(tmp_path, sharing):
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=100, seq_len=32)
     out, report = tmp_path / "out", tmp_path / "report"
     out.mkdir()
     report.mkdir()
-    mp.start_processes(_worker, args=(2, _free_port(), examples, tok, out, report), nprocs=2, join=True,
+    mp.start_processes(_worker, args=(2, _free_port(), examples, tok, out, report, sharing), nprocs=2, join=True,
                        start_method="spawn")
     r0, r1 = (json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1))
     assert r0["weights"] == r1["weights"]  # gradients were averaged: identical updates everywhere

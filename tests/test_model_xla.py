@@ -108,6 +108,9 @@ def runs(tmp_path_factory):
                "crash_at": CRASH_AT}, 1),
         "B": ({**paths, "sets": xla, "out": str(root / "B"), "crash_at": CRASH_AT}, 4),
         "C": ({**paths, "sets": xla, "out": str(cpu_out), "resume": True}, 1),
+        # DeBERTaV3's sharing: the discriminator's tables are a parametrization (generator's + delta)
+        "D": ({**paths, "sets": xla + ["model.embedding_sharing=gdes"], "out": str(root / "D"),
+               "crash_at": CRASH_AT}, 1),
     }
     procs = {}
     for name, (spec, n_devices) in specs.items():
@@ -124,7 +127,7 @@ def runs(tmp_path_factory):
 
     loader_at.update(A=_loader_state(root / "A"), B=_loader_state(root / "B"))
     reports["loader_at"] = loader_at
-    reports["rows"] = {name: _rows(root / name) for name in ("A", "B")}  # before A goes on, on the CPU
+    reports["rows"] = {name: _rows(root / name) for name in ("A", "B", "D")}  # before A goes on, on the CPU
     # A's XLA checkpoint, resumed on the CPU in this process.
     reports["A_on_cpu"] = _run({**paths, "sets": TINY, "out": str(root / "A"), "resume": True})
     return root, reports
@@ -132,7 +135,7 @@ def runs(tmp_path_factory):
 
 def test_steps_after_warmup_run_one_graph_without_compiles_transfers_or_fallbacks(runs):
     root, reports = runs
-    for name in ("A", "B"):
+    for name in ("A", "B", "D"):
         assert reports[name]["interrupted"]
         rows = reports["rows"][name]
         # Line 6 waited for its values in a step closure; closing the device delivered it.
