@@ -14,7 +14,6 @@ import dataclasses
 from typing import Callable
 
 from kolectra.core.config import ConfigError
-from kolectra.model.optim import SCHEDULES
 
 # The paper's efficiency ablations (section 3.2, table 5) next to ELECTRA itself:
 #   electra         replaced token detection on all tokens (the method)
@@ -27,6 +26,7 @@ OBJECTIVES = ("electra", "electra15", "mlm", "replace_mlm", "all_tokens_mlm")
 MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
 DEVICES = ("cpu", "cuda", "xla")
 EMBEDDING_SHARING = ("es", "gdes", "none")
+SCHEDULES = ("warmup_then_decay", "warmup_times_decay")  # see kolectra.model.optim
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +153,9 @@ def validate(cfg: PretrainConfig) -> None:
             f"model.generator_hidden ({m.generator_hidden}) must be divisible by "
             f"model.generator_heads ({m.generator_heads})"
         )
-    for key in ("steps", "batch_size", "grad_accum", "log_every", "keep_checkpoints"):
+    if t.steps < 0:  # 0: export the initialisation untrained (a study's random-init floor)
+        raise ConfigError(f"train.steps: must be >= 0, got {t.steps}")
+    for key in ("batch_size", "grad_accum", "log_every", "keep_checkpoints"):
         if getattr(t, key) < 1:
             raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
     if t.batch_size % t.grad_accum:
@@ -182,6 +184,31 @@ def tiny() -> PretrainConfig:
         train=TrainConfig(
             steps=200, batch_size=16, lr=2e-3, warmup_steps=20, weight_decay=0.01,
             clip=1.0, grad_accum=1, log_every=10, cpu_threads=1,
+        ),
+        max_seq_length=128,
+    )
+
+
+def mini() -> PretrainConfig:
+    """Sized for CPU research budgets (an hour or two on a few cores): most FLOPs in the encoder body.
+
+    ELECTRA-Small's shape at a third of its depth and half its width (4 layers of 128, generator a
+    quarter as wide, as the paper recommends). Build its vocabulary small, ``kolectra vocab
+    --vocab-size 8000``: with 35k entries the generator's softmax would take a third of the step
+    (the trainer prints the split). The learning rate is high for a small model on a short budget;
+    warm-up is 10 % of the steps (set ``train.warmup_steps`` with ``train.steps``).
+    """
+    return PretrainConfig(
+        preset="mini",
+        model=ModelConfig(
+            hidden=128, layers=4, heads=2, intermediate=512, embedding_size=128,
+            generator_hidden=32, generator_layers=4, generator_heads=1, generator_intermediate=128,
+            max_position=512,
+        ),
+        objective=ObjectiveConfig(),
+        train=TrainConfig(
+            steps=2000, batch_size=32, lr=1e-3, warmup_steps=200, weight_decay=0.01,
+            clip=1.0, grad_accum=1, log_every=50,
         ),
         max_seq_length=128,
     )
@@ -243,6 +270,7 @@ def base() -> PretrainConfig:
 
 PRESETS: dict[str, Callable[[], PretrainConfig]] = {
     "tiny": tiny,
+    "mini": mini,
     "small": small,
     "small++": small_plus_plus,
     "base": base,

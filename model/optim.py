@@ -33,7 +33,7 @@ import re
 
 import torch
 
-SCHEDULES = ("warmup_then_decay", "warmup_times_decay")
+from kolectra.model.config import SCHEDULES  # noqa: F401  (the schedules lr_scale knows)
 _LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 
 

@@ -193,25 +193,51 @@ def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
 
 
 def add_study(p: argparse.ArgumentParser) -> None:
+    from kolectra.pipeline.study_plan import READOUTS, StudyPlan
+
+    d = StudyPlan(flops=1.0)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--corpus", help="corpus artifact (vocab and examples are built with defaults)")
-    src.add_argument("--examples", help="examples artifact")
+    src.add_argument("--corpus", help="corpus artifact: the study builds vocab and examples, holding its "
+                     "evaluation rows out of the pretraining text")
+    src.add_argument("--examples", help="a ready examples artifact (the report counts held-out rows it contains)")
     p.add_argument("--flops", type=float, required=True, help="the largest pretraining budget, e.g. 3e13")
-    p.add_argument("--points", type=int, default=3, help="budgets on a doubling grid ending at --flops")
-    p.add_argument("--preset", default="tiny", help="model size: tiny | small | small++ | base")
-    p.add_argument("--objectives", default="electra,mlm,electra15,replace_mlm,all_tokens_mlm")
-    p.add_argument("--nsmc-train", type=Path, required=True, help="NSMC-format file; a dev split is carved from it")
-    p.add_argument("--finetune-preset", default="sample")
-    p.add_argument("--finetune-set", dest="finetune_sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--points", type=int, default=d.points, help="budgets on a doubling grid ending at --flops "
+                   f"(default {d.points})")
+    p.add_argument("--preset", default=d.preset, help=f"model size (default {d.preset})")
+    p.add_argument("--arms", default=",".join(d.arms), help="objectives, optionally with an embedding-sharing "
+                   f"suffix: electra, mlm, electra-gdes, electra15, replace_mlm, ... (default {','.join(d.arms)})")
+    p.add_argument("--objectives", dest="arms", help=argparse.SUPPRESS)  # the earlier name of --arms
+    p.add_argument("--readouts", default=",".join(d.readouts), help=f"of {', '.join(READOUTS)} "
+                   f"(default {','.join(d.readouts)})")
+    p.add_argument("--pretrain-seeds", type=int, default=d.pretrain_seeds,
+                   help=f"pretraining runs per arm and budget (default {d.pretrain_seeds})")
+    p.add_argument("--finetune-seeds", type=int, default=d.finetune_seeds,
+                   help=f"readouts per checkpoint (default {d.finetune_seeds})")
+    p.add_argument("--nsmc-train", type=Path, required=True,
+                   help="NSMC-format file; the held-out rows and every readout's training rows are carved from it")
+    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="when building from --corpus "
+                   f"(default {d.vocab_size})")
+    for key, what in (("dev_rows", "held-out rows every readout is scored on"),
+                      ("probe_rows", "labelled rows the linear probe learns from"),
+                      ("lowdata_rows", "rows of low-data fine-tuning"), ("finetune_rows", "rows of fine-tuning")):
+        p.add_argument(f"--{key.replace('_', '-')}", dest=key, type=int, default=getattr(d, key),
+                       help=f"{what} (default {getattr(d, key)})")
+    p.add_argument("--finetune-preset", default=d.finetune_preset)
+    p.add_argument("--finetune-set", dest="finetune_sets", action="append", default=None, metavar="KEY=VALUE",
+                   help=f"fine-tuning overrides (default {' '.join(d.finetune_sets)})")
 
 
 def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.pipeline.study import StudyPlan, run_study
 
-    plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset,
-                     objectives=tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
-                     pretrain_sets=tuple(args.sets), finetune_preset=args.finetune_preset,
-                     finetune_sets=tuple(args.finetune_sets), seed=args.seed or 0)
+    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
+    plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
+                     readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,
+                     finetune_seeds=args.finetune_seeds, pretrain_sets=tuple(args.sets),
+                     finetune_preset=args.finetune_preset, vocab_size=args.vocab_size, seed=args.seed or 0,
+                     dev_rows=args.dev_rows, probe_rows=args.probe_rows, lowdata_rows=args.lowdata_rows,
+                     finetune_rows=args.finetune_rows,
+                     **({"finetune_sets": tuple(args.finetune_sets)} if args.finetune_sets is not None else {}))
     art = run_study(store, plan, args.nsmc_train, corpus_ref=args.corpus, examples_ref=args.examples,
                     name=args.name, force=args.force)
     print((art.path / "report.md").read_text(encoding="utf-8"))
@@ -317,8 +343,9 @@ COMMANDS: dict[str, Command] = {
     "pretrain": Command("replaced token detection pretraining (ELECTRA)", add_pretrain, run_pretrain),
     "finetune": Command("fine-tune and evaluate on NSMC or KorQuAD 1.0", add_finetune, run_finetune, common="none"),
     "run": Command("the whole chain on the embedded sample, then a summary", add_run, run_run, common="out"),
-    "study": Command("ELECTRA vs MLM and the paper's ablations at equal pretraining FLOPs, fine-tuned on NSMC "
-                     "(dev split), with a report", add_study, run_study_command),
+    "study": Command("which pretraining buys the better encoder per FLOP: arms (ELECTRA, MLM, GDES, ...) at equal "
+                     "budgets against an untrained floor, read out on held-out NSMC rows with intervals",
+                     add_study, run_study_command),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
                       run_report, common="out"),
     "artifacts": Command("list, show or verify artifacts", add_artifacts, run_artifacts, common="none"),

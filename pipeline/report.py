@@ -182,11 +182,11 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
 
 def study_section(a: Artifact, dest: Path) -> list[str]:
     doc = _read_json(a.path / "study.json")
-    rows = doc.get("rows", [])
     out = [f"Equal-FLOPs study; its own report with plots: `{a.path / 'report.md'}`.", ""]
-    out += _table(["objective", "budget FLOPs", "steps", "NSMC dev accuracy"],
-                  [[r["objective"], f"{r['budget_flops']:.3g}", r["steps"], f"{100 * r['dev_accuracy']:.2f} %"]
-                   for r in rows])
+    out += _table(["readout", "FLOPs", "a", "b", "a - b (points)", "95 % CI", "verdict"],
+                  [[c["readout"], f"{c['flops']:.3g}", c["a"], c["b"], f"{100 * c['diff']:+.2f}",
+                    f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]", c.get("verdict", "vs floor")]
+                   for c in doc.get("comparisons", [])])
     return out
 
 

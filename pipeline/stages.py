@@ -25,7 +25,7 @@ from kolectra.corpus import config as corpus_config
 from kolectra.corpus import examples as examples_stage
 from kolectra.corpus.reader import expand_inputs
 from kolectra.finetune import config as ft_config
-from kolectra.finetune import korquad, nsmc
+from kolectra.finetune import korquad, nsmc, probe as ft_probe
 from kolectra.finetune import seeds as ft_seeds
 from kolectra.model import train as model_train
 from kolectra.model.checkpoint import OPERATIONAL
@@ -181,6 +181,21 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     return store.build(
         req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force
     )
+
+
+def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
+          sets: Sequence[str] = (), seed: int | None = None, name: str | None = None, force: bool = False) -> Artifact:
+    """A frozen-encoder linear probe on NSMC-format files (:mod:`kolectra.finetune.probe`): an eval artifact."""
+    cfg = _configure(ft_probe.ProbeConfig(), sets, seed)
+    model_dir, parents, model_inputs = resolve_model(store, model_ref)
+    for f in (train_file, eval_file):
+        if not Path(f).is_file():
+            raise ArtifactError(f"probe: data file not found: {f}")
+    req = Request(kind="eval", name=artifact_name(name, "probe"), stage_version=ft_probe.STAGE_VERSION,
+                  config={"task": "probe", **to_dict(cfg)}, parents=parents,
+                  inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
+                  libraries=LIBS_TORCH + ("scikit-learn",))
+    return store.build(req, lambda out: ft_probe.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force)
 
 
 def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,

@@ -1,16 +1,33 @@
-"""``kolectra study``: replaced token detection against masked language modelling at equal compute.
+"""``kolectra study``: which pretraining buys the better Korean encoder per unit of compute.
 
-The ELECTRA paper's central claim (Clark et al. 2020, figure 1 and section 3.4) is that RTD
-learns more per pretraining FLOP than MLM, and more so for small models. A study checks it on the
-user's own corpus: every objective the trainer offers is pretrained at the same FLOPs budgets,
-each checkpoint is fine-tuned on NSMC (train split of the given file; scored on a dev split
-carved from it, never on the test set), and the report plots accuracy against FLOPs.
+The ELECTRA paper's central claim (Clark et al. 2020, figure 1 and section 3.4) is that replaced
+token detection learns more per pretraining FLOP than masked language modelling, and more so
+for small models; DeBERTaV3 (He et al. 2021) adds that gradient-disentangled embedding sharing
+(GDES) helps further. A study checks such claims on the user's own corpus and says only what its
+numbers support:
 
-Budgets form a doubling grid ending at ``--flops`` (B/2^(K-1), ..., B/2, B). Each point is a
-complete pretraining run at that compute (warm-up and linear decay over its own steps), so a
-point is a fair "what this much compute buys" measurement; runs are artifacts, so an
-interrupted study resumes (pretraining continues from its checkpoints) and a rerun with twice
-the budget reuses every point but the new largest one.
+- **Arms**: an objective, optionally with an embedding-sharing suffix (``electra``, ``mlm``,
+  ``electra-gdes``, ``electra15``, ...), each pretrained at every budget of a doubling grid ending
+  at ``--flops`` (warm-up and linear decay over its own steps), ``--pretrain-seeds`` times.
+- **A floor**: the same model, randomly initialised and never trained, read out the same way.
+  A readout that cannot separate pretrained models from the floor cannot rank objectives.
+- **Readouts** that see pretraining at small scale, each ``--finetune-seeds`` times, all scored on
+  the same held-out NSMC rows (carved from the train file with the seed; never the test set):
+  ``probe`` (frozen encoder, mean-pooled last layer, logistic regression on a few thousand rows:
+  :mod:`kolectra.finetune.probe`), ``lowdata`` (fine-tuning on about a thousand rows) and
+  ``finetune`` (fine-tuning on more rows).
+- **Health** of each point: discriminator AUC, replaced share, generator accuracy and the
+  trainer's verdict (:mod:`kolectra.model.health`); points still at the prior are flagged.
+- **Comparisons**: paired differences between arms (and against the floor) at each budget with
+  hierarchical bootstrap 95 % intervals (:mod:`kolectra.pipeline.study_stats`); a winner is named
+  only when the interval excludes zero and both arms beat the floor.
+- **Held-out rows** are kept out of the pretraining text when the study builds its examples
+  (``--corpus``): their document ids are dropped by the examples stage. Given ``--examples``, the
+  report counts how many held-out rows the pretraining corpus holds.
+
+Every run is an artifact, so an interrupted study resumes and a rerun with twice the budget reuses
+every point it already has. :mod:`kolectra.pipeline.study_report` writes ``study.json``,
+``report.md`` and the plots.
 """
 
 from __future__ import annotations
@@ -22,146 +39,218 @@ import random
 from pathlib import Path
 from typing import Sequence
 
-from kolectra.core import plot
-from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
+import numpy as np
+
+from kolectra.core.config import override
 from kolectra.core.stage import StageOutput, progress
+from kolectra.corpus import shards
+from kolectra.model import rtd
+from kolectra.model.config import preset as model_preset
+from kolectra.model.electra import train_flops_per_sequence
+from kolectra.pipeline import stages, study_report
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.pipeline.study_plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
+from kolectra.pipeline.study_stats import Runs, compare, verdict
 
-OBJECTIVES = ("electra", "mlm", "electra15", "replace_mlm", "all_tokens_mlm")
-STAGE_VERSION = 1
+STAGE_VERSION = 2
 
 
+# ---- data ----------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class StudyPlan:
-    flops: float
-    points: int
-    preset: str
-    objectives: tuple[str, ...]
-    pretrain_sets: tuple[str, ...] = ()
-    finetune_preset: str = "sample"
-    finetune_sets: tuple[str, ...] = ()
-    dev_fraction: float = 0.2
-    seed: int = 0
+class Splits:
+    """NSMC files of the study: one held-out dev file, and per fine-tuning seed the training rows."""
 
-    def budgets(self) -> list[float]:
-        return [self.flops / 2 ** (self.points - 1 - k) for k in range(self.points)]
+    dev: Path
+    dev_ids: frozenset[str]
+    train: dict[str, list[Path]]  # readout -> one file per fine-tuning seed
 
 
-def flops_per_step(examples: Artifact, vocab: Artifact, preset: str, sets: Sequence[str], objective: str) -> int:
-    """Training FLOPs of one optimizer step for ``objective`` (the trainer's own counting)."""
-    from kolectra.model import rtd
-    from kolectra.model.config import preset as model_preset
-    from kolectra.model.electra import train_flops_per_sequence
-    from kolectra.core.config import override
+def _write_nsmc(path: Path, header: str, rows: Sequence[str]) -> Path:
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
 
-    cfg = override(model_preset(preset), [*sets, f"objective.objective={objective}"])
+
+def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path) -> Splits:
+    """Seeded, content-named NSMC files under ``cache``: dev first, then each readout's rows drawn
+    from the rest (a different sample per fine-tuning seed)."""
+    raw = Path(nsmc_train).read_bytes()
+    sizes = (plan.dev_rows, plan.probe_rows, plan.lowdata_rows, plan.finetune_rows, plan.finetune_seeds, plan.seed)
+    out = cache / f"nsmc-study-{hashlib.sha256(raw + repr(sizes).encode()).hexdigest()[:16]}"
+    lines = raw.decode("utf-8").split("\n")
+    header, rows = lines[0], [line for line in lines[1:] if line.strip()]
+    order = list(range(len(rows)))
+    random.Random(plan.seed).shuffle(order)
+    n_dev = min(plan.dev_rows, len(rows) // 2)
+    dev_idx, pool = sorted(order[:n_dev]), order[n_dev:]
+    out.mkdir(parents=True, exist_ok=True)
+    dev = _write_nsmc(out / "dev.txt", header, [rows[i] for i in dev_idx])
+    want = {"probe": plan.probe_rows, "lowdata": plan.lowdata_rows, "finetune": plan.finetune_rows}
+    train: dict[str, list[Path]] = {}
+    for readout in plan.readouts:
+        n = min(want[readout], len(pool))
+        train[readout] = [
+            _write_nsmc(out / f"{readout}-seed{f}.txt", header,
+                        [rows[i] for i in sorted(random.Random(f"{plan.seed}-{readout}-{f}").sample(pool, n))])
+            for f in range(1, plan.finetune_seeds + 1)]
+    return Splits(dev, frozenset(rows[i].split("\t", 1)[0] for i in dev_idx), train)
+
+
+def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str | None,
+                 examples_ref: str | None) -> tuple[Artifact, dict]:
+    """The examples artifact, and how the held-out rows stand against its corpus."""
+    if examples_ref is not None:
+        examples = store.require(examples_ref, "examples")
+        corpus = examples.parent_of_kind(store, "corpus")
+        ids = {str(d.get("id")) for d in shards.iter_documents(corpus.path, "train")}
+        overlap = len(splits.dev_ids & ids)
+        return examples, {"held_out_from_pretraining": overlap == 0, "dev_rows_in_pretraining_corpus": overlap,
+                          "dev_rows": len(splits.dev_ids)}
+    if corpus_ref is None:
+        raise ArtifactError("study: give --corpus or --examples")
+    corpus = store.require(corpus_ref, "corpus")
+    vocab = stages.vocab(store, corpus, sets=[f"vocab_size={plan.vocab_size}"])
+    holdout = splits.dev.with_name("dev-ids.txt")
+    holdout.write_text("".join(f"{i}\n" for i in sorted(splits.dev_ids)), encoding="utf-8")
+    seq = model_preset(plan.preset).max_seq_length
+    examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}", f"holdout_ids={holdout}"])
+    return examples, {"held_out_from_pretraining": True, "dev_rows_in_pretraining_corpus": 0,
+                      "dev_rows": len(splits.dev_ids),
+                      "held_out_documents": examples.manifest.get("stats", {}).get("held_out_documents")}
+
+
+# ---- points --------------------------------------------------------------------------------------
+def arm_sets(plan: StudyPlan, arm: str) -> list[str]:
+    objective, sharing = parse_arm(arm)
+    return [*plan.pretrain_sets, f"objective.objective={objective}", f"model.embedding_sharing={sharing}"]
+
+
+def flops_per_step(examples: Artifact, plan: StudyPlan, arm: str) -> int:
+    """Training FLOPs of one optimizer step of ``arm`` (the trainer's own counting)."""
+    cfg = override(model_preset(plan.preset), arm_sets(plan, arm))
     index = json.loads((examples.path / "index.json").read_text(encoding="utf-8"))
     seq_len, vocab_size = index["max_seq_length"], index["vocab_size"]
     n_masked = rtd.num_slots(cfg.objective.mask_prob, seq_len)
-    return cfg.train.batch_size * train_flops_per_sequence(cfg.model, vocab_size, seq_len, n_masked, objective)
+    return cfg.train.batch_size * train_flops_per_sequence(cfg.model, vocab_size, seq_len, n_masked,
+                                                           cfg.objective.objective)
 
 
-def split_nsmc(train_file: Path, dev_fraction: float, seed: int, cache: Path) -> tuple[Path, Path]:
-    """A seeded train/dev split of an NSMC-format file, written once under ``cache`` (content-named)."""
-    raw = Path(train_file).read_bytes()
-    key = hashlib.sha256(raw + f"|{dev_fraction}|{seed}".encode()).hexdigest()[:16]
-    out = cache / f"nsmc-split-{key}"
-    train, dev = out / "train.txt", out / "dev.txt"
-    if train.is_file() and dev.is_file():
-        return train, dev
-    lines = raw.decode("utf-8").split("\n")
-    header, rows = lines[0], [line for line in lines[1:] if line]
-    order = list(range(len(rows)))
-    random.Random(seed).shuffle(order)
-    n_dev = max(1, int(len(rows) * dev_fraction))
-    dev_idx = set(order[:n_dev])
-    out.mkdir(parents=True, exist_ok=True)
-    for path, keep in ((train, lambda i: i not in dev_idx), (dev, lambda i: i in dev_idx)):
-        body = [rows[i] for i in range(len(rows)) if keep(i)]
-        path.write_text("\n".join([header, *body]) + "\n", encoding="utf-8")
-    return train, dev
+def pretrain_point(store: Store, examples: Artifact, plan: StudyPlan, arm: str, budget: float | None,
+                   seed: int) -> tuple[Artifact, int]:
+    """A checkpoint of ``arm`` at ``budget`` FLOPs (None: the untrained floor) and its step count."""
+    if budget is None:
+        sets = [*plan.pretrain_sets, "train.steps=0", "train.warmup_steps=0"]
+        return stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=seed, name="study-floor"), 0
+    steps = max(1, round(budget / flops_per_step(examples, plan, arm)))
+    sets = [*arm_sets(plan, arm), f"train.steps={steps}", f"train.warmup_steps={max(1, steps // 10)}",
+            f"train.log_every={max(1, steps // 20)}"]
+    progress(f"study: {arm} at {budget:.3g} FLOPs = {steps} steps, pretraining seed {seed}")
+    return stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=seed, name=f"study-{arm}",
+                           resume=True), steps
 
 
+def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, readout: str,
+             seed: int) -> tuple[float, np.ndarray | None]:
+    """One readout of one checkpoint with fine-tuning seed ``seed``: (score, per-row 0/1 or None)."""
+    train = splits.train[readout][seed - 1]
+    if readout == "probe":
+        art = stages.probe(store, ckpt, train, splits.dev, seed=seed, name="study-probe")
+    else:
+        art = stages.finetune(store, "nsmc", ckpt, train, splits.dev, preset=plan.finetune_preset,
+                              sets=[*plan.finetune_sets, "max_train_examples=0", "max_eval_examples=0"],
+                              seed=seed, name=f"study-{readout}")
+    metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
+    return float(metrics["accuracy"]), per_row_correct(art.path)
+
+
+def per_row_correct(eval_dir: Path) -> np.ndarray | None:
+    """0/1 per evaluation row from ``predictions.jsonl`` (``label`` and ``predicted``), if written."""
+    path = eval_dir / "predictions.jsonl"
+    if not path.is_file():
+        return None
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not rows or "label" not in rows[0] or "predicted" not in rows[0]:
+        return None
+    return np.array([int(r["label"] == r["predicted"]) for r in rows], dtype=np.float64)
+
+
+def health_of(ckpt: Artifact) -> dict:
+    stats = ckpt.manifest.get("stats", {})
+    final, verdict = stats.get("final", {}), stats.get("health", {})
+    out = {k: final.get(k) for k in ("disc_auc", "replaced_share", "gen_acc", "disc_recall", "mlm_acc")
+           if final.get(k) is not None}
+    out["status"] = verdict.get("status", "unchecked")
+    out["left_prior"] = out["status"] != "not_learning"
+    return out
+
+
+# ---- the study -----------------------------------------------------------------------------------
 def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: str | None = None,
               examples_ref: str | None = None, name: str | None = None, force: bool = False) -> Artifact:
-    for obj in plan.objectives:
-        if obj not in OBJECTIVES:
-            raise ArtifactError(f"study: unknown objective {obj!r} (known: {', '.join(OBJECTIVES)})")
-    if plan.points < 1 or plan.flops <= 0:
-        raise ArtifactError("study: need --flops > 0 and --points >= 1")
-    if examples_ref is not None:
-        examples = store.require(examples_ref, "examples")
-    elif corpus_ref is not None:
-        corpus = store.require(corpus_ref, "corpus")
-        vocab = stages.vocab(store, corpus)
-        from kolectra.model.config import preset as model_preset
-        seq = model_preset(plan.preset).max_seq_length
-        examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}"])
-    else:
-        raise ArtifactError("study: give --corpus or --examples")
-    vocab = examples.parent_of_kind(store, "vocab")
-    train_file, dev_file = split_nsmc(Path(nsmc_train), plan.dev_fraction, plan.seed, store.root / ".cache")
+    plan.check()
+    splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
+    examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
+    seeds = range(1, plan.pretrain_seeds + 1)
+    ft_seeds = range(1, plan.finetune_seeds + 1)
+    results: dict[tuple, Runs] = {}  # (arm or "floor", budget or None, readout) -> Runs
+    points, parents = [], []
 
-    rows, evals = [], []
-    for objective in plan.objectives:
-        per_step = flops_per_step(examples, vocab, plan.preset, plan.pretrain_sets, objective)
+    def evaluate(key_arm: str, budget: float | None) -> None:
+        scores = {r: np.zeros((len(seeds), len(ft_seeds))) for r in plan.readouts}
+        correct: dict[str, list] = {r: [] for r in plan.readouts}
+        for i, s in enumerate(seeds):
+            ckpt, steps = pretrain_point(store, examples, plan, key_arm, budget, s)
+            parents.append(ckpt)
+            point = {"objective": key_arm, "flops": budget or 0.0, "pretrain_seed": s, "steps": steps,
+                     "checkpoint": ckpt.id, "readouts": {}, "health": health_of(ckpt)}
+            for r in plan.readouts:
+                outs = [read_out(store, ckpt, plan, splits, r, f) for f in ft_seeds]
+                scores[r][i] = [o[0] for o in outs]
+                correct[r].append([o[1] for o in outs])
+                point["readouts"][r] = [o[0] for o in outs]
+            points.append(point)
+        for r in plan.readouts:
+            rows = correct[r]
+            full = all(c is not None for per_seed in rows for c in per_seed)
+            results[(key_arm, budget, r)] = Runs(scores[r], np.array(rows) if full else None)
+
+    progress(f"study: floor (untrained {plan.preset}) x {plan.pretrain_seeds} seeds")
+    evaluate("floor", None)
+    for arm in plan.arms:
         for budget in plan.budgets():
-            steps = max(1, round(budget / per_step))
-            warmup = max(1, steps // 10)
-            sets = [*plan.pretrain_sets, f"objective.objective={objective}", f"train.steps={steps}",
-                    f"train.warmup_steps={warmup}", f"train.log_every={max(1, steps // 20)}"]
-            progress(f"study: {objective} at {budget:.3g} FLOPs = {steps} steps")
-            ckpt = stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=plan.seed,
-                                   name=f"study-{objective}", resume=True)
-            ev = stages.finetune(store, "nsmc", ckpt, train_file, dev_file, preset=plan.finetune_preset,
-                                 sets=plan.finetune_sets, seed=plan.seed, name=f"study-{objective}")
-            metrics = json.loads((ev.path / "metrics.json").read_text(encoding="utf-8"))
-            rows.append({"objective": objective, "budget_flops": budget, "steps": steps,
-                         "flops": ckpt.manifest.get("compute", {}).get("flops", steps * per_step),
-                         "pretrain_loss": ckpt.manifest.get("stats", {}).get("final", {}).get("loss"),
-                         "dev_accuracy": metrics["accuracy"], "checkpoint": ckpt.id, "eval": ev.id})
-            evals.append(ev)
-
-    request = Request(kind="study", name=stages.artifact_name(name, f"study-{plan.preset}"), stage_version=STAGE_VERSION,
-                      config=dataclasses.asdict(plan), parents=tuple(evals))
-    return store.build(request, lambda out: _write_report(store, out, plan, rows), force)
+            evaluate(arm, budget)
+    comparisons = compare_all(plan, results)
+    floor = {r: results[("floor", None, r)].scores.ravel().tolist() for r in plan.readouts}
+    doc = {"plan": dataclasses.asdict(plan), "examples": examples.id, "holdout": holdout,
+           "floor": floor, "points": [p for p in points if p["objective"] != "floor"],
+           "floor_points": [p for p in points if p["objective"] == "floor"], "comparisons": comparisons}
+    request = Request(kind="study", name=stages.artifact_name(name, f"study-{plan.preset}"),
+                      stage_version=STAGE_VERSION, config=dataclasses.asdict(plan), parents=tuple(parents))
+    return store.build(request, lambda out: _publish(store, out, doc), force)
 
 
-def _write_report(store: Store, out: Path, plan: StudyPlan, rows: list[dict]) -> StageOutput:
-    (out / "study.json").write_text(json.dumps({"plan": dataclasses.asdict(plan), "rows": rows}, indent=2) + "\n",
-                                    encoding="utf-8")
-    by_obj: dict[str, list[dict]] = {}
-    for r in rows:
-        by_obj.setdefault(r["objective"], []).append(r)
-    plot.line_chart(out / "accuracy_vs_flops.png",
-                    {o: [(r["flops"], 100 * r["dev_accuracy"]) for r in rs] for o, rs in by_obj.items()},
-                    title="NSMC dev accuracy vs pretraining FLOPs", xlabel="pretraining FLOPs (log)",
-                    ylabel="dev accuracy %", logx=True)
-    curves = {}
-    for o, rs in by_obj.items():
-        ckpt = store.resolve(rs[-1]["checkpoint"])
-        per_step = rs[-1]["flops"] / max(rs[-1]["steps"], 1)
-        logged = [json.loads(line) for line in (ckpt.path / "metrics.jsonl").read_text().splitlines() if line]
-        key = "disc_loss" if o.startswith("electra") else "loss"
-        curves[f"{o} ({key})"] = [(m["step"] * per_step, m[key]) for m in logged if key in m]
-    plot.line_chart(out / "training_curves.png", curves, title="pretraining loss (largest budget)",
-                    xlabel="FLOPs", ylabel="loss")
-    lines = [f"# kolectra study: {', '.join(plan.objectives)} at equal pretraining FLOPs", "",
-             f"Preset `{plan.preset}`, budgets {', '.join(f'{b:.3g}' for b in plan.budgets())} FLOPs; "
-             f"NSMC fine-tuning preset `{plan.finetune_preset}`, scored on a {plan.dev_fraction:.0%} dev split "
-             "carved from the given train file (never the test set).", "",
-             "| objective | budget FLOPs | steps | pretrain loss | NSMC dev accuracy |", "| --- | --- | --- | --- | --- |"]
-    for r in rows:
-        loss = f"{r['pretrain_loss']:.4f}" if isinstance(r["pretrain_loss"], (int, float)) else "?"
-        lines.append(f"| {r['objective']} | {r['budget_flops']:.3g} | {r['steps']:,} | {loss} | "
-                     f"{100 * r['dev_accuracy']:.2f} % |")
-    lines += ["", "![accuracy vs FLOPs](accuracy_vs_flops.png)", "", "![training curves](training_curves.png)", ""]
-    if "electra" in by_obj and "mlm" in by_obj:
-        electra, mlm = (100 * by_obj[o][-1]["dev_accuracy"] for o in ("electra", "mlm"))
-        verdict = "ahead of" if electra > mlm else "not ahead of"
-        lines.append(f"At the largest budget ELECTRA is **{verdict}** MLM: {electra:.2f} % vs {mlm:.2f} % "
-                     "(one fine-tuning seed per point: differences under about one point are within its noise).")
-    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for line in lines[4:4 + len(rows) + 2]:
+def compare_all(plan: StudyPlan, results: dict[tuple, Runs]) -> list[dict]:
+    """Every arm against the floor and every pair of arms, per budget and readout."""
+    out = []
+    for budget in plan.budgets():
+        for r in plan.readouts:
+            floor = results[("floor", None, r)]
+            vs_floor = {}
+            for arm in plan.arms:
+                vs_floor[arm] = compare(results[(arm, budget, r)], floor, plan.bootstrap, plan.seed)
+                out.append({"a": arm, "b": "floor", "flops": budget, "readout": r, **vs_floor[arm]})
+            for i, a in enumerate(plan.arms):
+                for b in plan.arms[i + 1:]:
+                    cmp = compare(results[(a, budget, r)], results[(b, budget, r)], plan.bootstrap, plan.seed)
+                    out.append({"a": a, "b": b, "flops": budget, "readout": r, **cmp,
+                                "verdict": verdict(a, b, cmp, vs_floor[a], vs_floor[b])})
+    return out
+
+
+def _publish(store: Store, out: Path, doc: dict) -> StageOutput:
+    (out / "study.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    lines = study_report.write(store, out, doc)
+    for line in lines:
         progress(line)
-    return StageOutput(stats={"rows": rows})
+    return StageOutput(stats={"points": len(doc["points"]), "comparisons": len(doc["comparisons"]),
+                              "winners": [f"{c['verdict']} ({c['readout']}, {c['flops']:.3g} FLOPs)"
+                                          for c in doc["comparisons"] if " ahead of " in c.get("verdict", "")]})

@@ -147,35 +147,56 @@ def test_seeds_give_one_artifact_each_and_a_median_summary(chain, capsys):
     assert (summary.path / "seeds.json").is_file()
 
 
-def test_study_compares_objectives_at_equal_flops_and_reuses_points(chain, capsys):
+def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(chain, capsys):
     store, _, _ = chain
     ex = store.list("examples")[0]
-    argv = ["study", "--examples", ex.id, "--points", "2", "--objectives", "electra,mlm",
+    argv = ["study", "--examples", ex.id, "--arms", "electra,electra-gdes", "--preset", "tiny",
+            "--pretrain-seeds", "2", "--finetune-seeds", "1", "--readouts", "probe,lowdata",
+            "--dev-rows", "200", "--probe-rows", "200", "--lowdata-rows", "100",
             "--nsmc-train", str(SAMPLE / "nsmc_train.txt"), "--out", str(store.root),
-            "--set", "train.batch_size=4"] + [x for a in TINY["nsmc"] for x in ("--finetune-set", a)]
-    assert main(argv + ["--flops", "2.4e10"]) == 0
+            "--set", "train.batch_size=4"] + [x for a in ("max_length=32", "epochs=1", "batch_size=16")
+                                              for x in ("--finetune-set", a)]
+    small = ["--set", "model.hidden=32", "--set", "model.intermediate=64", "--set", "model.embedding_size=32",
+             "--set", "model.generator_hidden=16", "--set", "model.generator_intermediate=32"]
+    assert main(argv + small + ["--points", "1", "--flops", "6e9"]) == 0
     capsys.readouterr()
     study = store.list("study")[0]
-    rows = json.loads((study.path / "study.json").read_text())["rows"]
-    assert [(r["objective"], r["budget_flops"]) for r in rows] == [
-        ("electra", 1.2e10), ("electra", 2.4e10), ("mlm", 1.2e10), ("mlm", 2.4e10)]
-    # equal compute: MLM's cheaper step buys it more steps than ELECTRA's at the same budget
-    steps = {(r["objective"], r["budget_flops"]): r["steps"] for r in rows}
-    assert steps[("mlm", 2.4e10)] > steps[("electra", 2.4e10)]
-    for r in rows:
-        assert r["flops"] == pytest.approx(r["budget_flops"], rel=0.5)
-    assert (study.path / "accuracy_vs_flops.png").read_bytes()[:4] == b"\x89PNG"
+    doc = json.loads((study.path / "study.json").read_text())
+    # the floor: the untrained model, read out the same way, one score per (init seed, readout seed)
+    assert set(doc["floor"]) == {"probe", "lowdata"} and all(len(v) == 2 for v in doc["floor"].values())
+    points = doc["points"]
+    assert sorted((p["objective"], p["flops"], p["pretrain_seed"]) for p in points) == sorted(
+        (a, 6e9, s) for a in ("electra", "electra-gdes") for s in (1, 2))
+    for p in points:
+        assert set(p["readouts"]) == {"probe", "lowdata"} and all(len(v) == 1 for v in p["readouts"].values())
+        assert all(0.0 <= x <= 1.0 for v in p["readouts"].values() for x in v)
+        assert {"disc_auc", "replaced_share", "gen_acc", "status"} <= set(p["health"])
+    cmps = doc["comparisons"]
+    pairs = {(c["a"], c["b"], c["flops"], c["readout"]) for c in cmps}
+    assert ("electra", "electra-gdes", 6e9, "probe") in pairs and ("electra-gdes", "floor", 6e9, "lowdata") in pairs
+    for c in cmps:
+        lo, hi = c["ci95"]
+        assert lo <= c["diff"] <= hi and c["rows_resampled"]  # per-row predictions: rows resampled too
+        if c["b"] != "floor":
+            assert c["verdict"].startswith(("no winner", "electra"))
+    held = doc["holdout"]
+    assert held["dev_rows"] > 0 and "dev_rows_in_pretraining_corpus" in held
+    assert (study.path / "probe_vs_flops.png").read_bytes()[:4] == b"\x89PNG"
+    report_md = (study.path / "report.md").read_text()
+    assert "floor" in report_md and "95 %" in report_md
     assert main(["report", study.id, "--out", str(store.root)]) == 0
     md = Path(capsys.readouterr().out.strip().splitlines()[-1]).read_text()
-    assert "Equal-FLOPs study" in md and md.count("## checkpoint:") == 4
-    # twice the budget: the shared point is reused, not retrained
-    assert main(argv + ["--flops", "4.8e10"]) == 0
+    assert "Equal-FLOPs study" in md
+    # twice the budget on a two-point grid: the shared points (and the floor) are reused, not retrained
+    argv[argv.index("electra,electra-gdes")] = "electra"
+    n_checkpoints = len(store.list("checkpoint"))
+    assert main(argv + small + ["--points", "2", "--flops", "1.2e10"]) == 0
     bigger = [s for s in store.list("study") if s.id != study.id][0]
-    rows2 = json.loads((bigger.path / "study.json").read_text())["rows"]
-    old = {(r["objective"], r["budget_flops"]): r["checkpoint"] for r in rows}
-    new = {(r["objective"], r["budget_flops"]): r["checkpoint"] for r in rows2}
-    assert new[("electra", 2.4e10)] == old[("electra", 2.4e10)]
-    assert new[("mlm", 2.4e10)] == old[("mlm", 2.4e10)]
+    old = {(p["objective"], p["flops"], p["pretrain_seed"]): p["checkpoint"] for p in points}
+    new = {(p["objective"], p["flops"], p["pretrain_seed"]): p["checkpoint"]
+           for p in json.loads((bigger.path / "study.json").read_text())["points"]}
+    assert new[("electra", 6e9, 1)] == old[("electra", 6e9, 1)] and new[("electra", 6e9, 2)] == old[("electra", 6e9, 2)]
+    assert len(store.list("checkpoint")) == n_checkpoints + 2  # only the 1.2e10 points of the two seeds
 
 
 def test_model_cards_carry_the_lineage(chain):

@@ -1,0 +1,122 @@
+"""The study's report: ``report.md`` with its tables and verdicts, and the plots beside it.
+
+Reads the ``study.json`` document :mod:`kolectra.pipeline.study` assembled (``floor``, ``points``,
+``comparisons``) and the checkpoints' ``metrics.jsonl`` for the training curves. Scores are
+accuracies on the held-out rows, shown in percent; intervals are hierarchical bootstrap 95 %
+intervals of paired differences (:mod:`kolectra.pipeline.study_stats`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kolectra.core import plot
+from kolectra.pipeline.artifacts import Store
+
+READOUT_TEXT = {"probe": "linear probe (frozen encoder)", "lowdata": "low-data fine-tuning",
+                "finetune": "fine-tuning"}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}"
+
+
+def _ci(c: dict) -> str:
+    lo, hi = c["ci95"]
+    return f"{100 * c['diff']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+
+
+def score_table(doc: dict, readout: str) -> list[str]:
+    """Mean score per arm and budget with its spread over seeds, its lift over the floor, health."""
+    floor = doc["floor"][readout]
+    vs_floor = {(c["a"], c["flops"]): c for c in doc["comparisons"] if c["b"] == "floor" and c["readout"] == readout}
+    lines = [f"### {READOUT_TEXT[readout]}", "",
+             f"Floor (untrained model): {_pct(np.mean(floor))} % (runs: {', '.join(_pct(x) for x in floor)}).", "",
+             "| arm | FLOPs | mean % | runs (min-max) | vs floor, points [95 % CI] | disc AUC | replaced | gen acc | health |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    by_key: dict[tuple, list[dict]] = {}
+    for p in doc["points"]:
+        by_key.setdefault((p["objective"], p["flops"]), []).append(p)
+    for (arm, flops), pts in by_key.items():
+        scores = [s for p in pts for s in p["readouts"][readout]]
+        health = [p["health"] for p in pts]
+        auc = [h["disc_auc"] for h in health if h.get("disc_auc") is not None]
+        rep = [h["replaced_share"] for h in health if h.get("replaced_share") is not None]
+        gen = [h["gen_acc"] for h in health if h.get("gen_acc") is not None]
+        flagged = [p["pretrain_seed"] for p in pts if not p["health"]["left_prior"]]
+        lines.append(f"| {arm} | {flops:.3g} | {_pct(np.mean(scores))} | {_pct(min(scores))}-{_pct(max(scores))} | "
+                     f"{_ci(vs_floor[(arm, flops)])} | {_mean(auc, 3)} | {_mean(rep, 2)} | {_mean(gen, 3)} | "
+                     f"{'ok' if not flagged else 'AT PRIOR (seed ' + ', '.join(map(str, flagged)) + ')'} |")
+    return lines + [""]
+
+
+def _mean(xs: list[float], digits: int) -> str:
+    return f"{np.mean(xs):.{digits}f}" if xs else "–"
+
+
+def comparison_table(doc: dict) -> list[str]:
+    lines = ["| readout | FLOPs | a | b | a - b, points [95 % CI] | verdict |", "| --- | --- | --- | --- | --- | --- |"]
+    for c in doc["comparisons"]:
+        if c["b"] != "floor":
+            lines.append(f"| {c['readout']} | {c['flops']:.3g} | {c['a']} | {c['b']} | {_ci(c)} | {c['verdict']} |")
+    return lines + [""]
+
+
+def plots(store: Store, out: Path, doc: dict) -> list[str]:
+    """Score against FLOPs per readout (floor as a flat line), and the discriminators' AUC curves."""
+    names = []
+    for readout, floor in doc["floor"].items():
+        series: dict[str, list[tuple[float, float]]] = {}
+        for p in doc["points"]:
+            series.setdefault(p["objective"], []).append((p["flops"], 100 * float(np.mean(p["readouts"][readout]))))
+        flops = sorted({p["flops"] for p in doc["points"]})
+        series["floor (untrained)"] = [(f, 100 * float(np.mean(floor))) for f in flops]
+        name = f"{readout}_vs_flops.png"
+        plot.line_chart(out / name, {k: sorted(v) for k, v in series.items()},
+                        title=f"{READOUT_TEXT[readout]}: held-out accuracy vs pretraining FLOPs",
+                        xlabel="pretraining FLOPs (log)", ylabel="accuracy %", logx=True)
+        names.append(name)
+    curves = {}
+    top = max((p["flops"] for p in doc["points"]), default=0)
+    for p in doc["points"]:
+        if p["flops"] != top or p["pretrain_seed"] != 1:
+            continue
+        ckpt = store.resolve(p["checkpoint"])
+        logged = [json.loads(x) for x in (ckpt.path / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x]
+        per_step = p["flops"] / max(p["steps"], 1)
+        pts = [(m["step"] * per_step, m["disc_auc"]) for m in logged if m.get("disc_auc") is not None]
+        if pts:
+            curves[p["objective"]] = pts
+    if curves:
+        plot.line_chart(out / "disc_auc.png", curves, title="discriminator AUC during pretraining (largest budget)",
+                        xlabel="FLOPs", ylabel="AUC")
+        names.append("disc_auc.png")
+    return names
+
+
+def write(store: Store, out: Path, doc: dict) -> list[str]:
+    """Write ``report.md`` and the plots; returns the lines worth printing (the verdicts)."""
+    plan, holdout = doc["plan"], doc["holdout"]
+    held = ("Held-out rows were kept out of the pretraining text"
+            + (f" ({holdout.get('held_out_documents')} corpus documents dropped)." if holdout.get("held_out_documents")
+               is not None else ".")
+            if holdout["held_out_from_pretraining"] else
+            f"**{holdout['dev_rows_in_pretraining_corpus']} of the {holdout['dev_rows']} held-out rows are in the "
+            f"pretraining corpus** (examples given ready-made; build them through the study with --corpus to hold "
+            f"them out).")
+    lines = [f"# kolectra study: {', '.join(plan['arms'])} at equal pretraining FLOPs", "",
+             f"Preset `{plan['preset']}`; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
+             f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "
+             f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set). "
+             + held, "",
+             "A winner is named only when the 95 % interval of the paired difference excludes zero and both arms "
+             "are above the untrained floor.", ""]
+    for readout in doc["floor"]:
+        lines += score_table(doc, readout)
+    lines += ["## Comparisons", ""] + comparison_table(doc)
+    lines += [f"![{n}]({n})" for n in plots(store, out, doc)] + [""]
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return [ln for ln in lines if ln.startswith("| ") and "---" not in ln]

@@ -1,0 +1,87 @@
+"""The study's statistics: paired differences between arms with hierarchical bootstrap intervals.
+
+A study point's score varies with the pretraining seed (initialisation, data order, masking),
+the fine-tuning seed (head initialisation, training rows) and the particular held-out rows it is
+scored on. Comparing two arms at one budget, the runs are paired: pretraining seed s of arm A
+against seed s of arm B, fine-tuning seed f against f, on the same evaluation rows. The interval
+resamples all three levels (Davison & Hinkley 1997, section 3.8; the "hierarchical bootstrap" of
+Saravanan et al. 2020): pretraining seeds with replacement, fine-tuning seeds within each, and the
+evaluation rows (the same rows for both arms, so the example-level noise they share cancels).
+With only two or three seeds per level the seed levels contribute a coarse spread; the rows add
+the test-set noise that a single split hides.
+
+Pure numpy: ``scores`` are ``[S, F]`` arrays (pretraining seed x fine-tuning seed); ``correct``,
+when per-row predictions exist, are ``[S, F, N]`` 0/1 arrays over the N evaluation rows, and the
+score of a replicate is the weighted mean of its rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    """One arm's results at one budget for one readout."""
+
+    scores: np.ndarray  # [S, F]
+    correct: np.ndarray | None = None  # [S, F, N], 0/1, same rows and order in every arm
+
+
+def replicates(a: Runs, b: Runs | None, n_boot: int, seed: int) -> np.ndarray:
+    """``n_boot`` bootstrap replicates of mean(a) - mean(b) (or of mean(a) when b is None)."""
+    rng = np.random.default_rng(seed)
+    S, F = a.scores.shape
+    use_rows = a.correct is not None and (b is None or b.correct is not None)
+    out = np.empty(n_boot)
+    n_rows = a.correct.shape[2] if use_rows else 0
+    for i in range(n_boot):
+        s = rng.integers(0, S, S)
+        f = rng.integers(0, F, (S, F))
+        if use_rows:
+            w = rng.multinomial(n_rows, np.full(n_rows, 1.0 / n_rows)) / n_rows  # resampled rows
+            diff = a.correct[s[:, None], f] @ w
+            if b is not None:
+                diff = diff - b.correct[s[:, None], f] @ w
+        else:
+            diff = a.scores[s[:, None], f] - (b.scores[s[:, None], f] if b is not None else 0.0)
+        out[i] = diff.mean()
+    return out
+
+
+def compare(a: Runs, b: Runs | None, n_boot: int = 2000, seed: int = 0) -> dict:
+    """``diff`` (mean of a minus mean of b over all paired runs) and its 95 % percentile interval."""
+    if b is not None and a.scores.shape != b.scores.shape:
+        # unequal seed grids: pair what both have
+        S, F = min(a.scores.shape[0], b.scores.shape[0]), min(a.scores.shape[1], b.scores.shape[1])
+        a, b = _crop(a, S, F), _crop(b, S, F)
+    diff = float(a.scores.mean() - (b.scores.mean() if b is not None else 0.0))
+    reps = replicates(a, b, n_boot, seed)
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    return {"diff": diff, "ci95": [float(lo), float(hi)], "runs": int(a.scores.size),
+            "rows_resampled": a.correct is not None and (b is None or b.correct is not None)}
+
+
+def _crop(r: Runs, S: int, F: int) -> Runs:
+    return Runs(r.scores[:S, :F], None if r.correct is None else r.correct[:S, :F])
+
+
+def excludes_zero(ci95: list[float]) -> bool:
+    return ci95[0] > 0 or ci95[1] < 0
+
+
+def verdict(a: str, b: str, cmp: dict, a_vs_floor: dict, b_vs_floor: dict) -> str:
+    """The report's sentence for one comparison. A winner is named only when the interval of the
+    difference excludes zero and both arms are above the random-init floor (their own intervals
+    against the floor exclude zero on the positive side)."""
+    above = {name: c["ci95"][0] > 0 for name, c in ((a, a_vs_floor), (b, b_vs_floor))}
+    below = [name for name, ok in above.items() if not ok]
+    if below:
+        return (f"no winner: {' and '.join(below)} {'is' if len(below) == 1 else 'are'} not clearly above the "
+                f"random-init floor, so the readout cannot see what pretraining bought")
+    if not excludes_zero(cmp["ci95"]):
+        return "no winner: the 95 % interval of the difference includes zero"
+    winner, loser = (a, b) if cmp["diff"] > 0 else (b, a)
+    return f"{winner} ahead of {loser}"
