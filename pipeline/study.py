@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kolectra.core import plot
+from kolectra.core.bars import Bar
 from kolectra.pipeline import stages
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.core.stage import StageOutput, progress
@@ -103,6 +104,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     train_file, dev_file = split_nsmc(Path(nsmc_train), plan.dev_fraction, plan.seed, store.root / ".cache")
 
     rows, evals = [], []
+    points = Bar("study", len(plan.objectives) * plan.points, "point", every=1)
     for objective in plan.objectives:
         per_step = flops_per_step(examples, vocab, plan.preset, plan.pretrain_sets, objective)
         for budget in plan.budgets():
@@ -121,6 +123,8 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
                          "pretrain_loss": ckpt.manifest.get("stats", {}).get("final", {}).get("loss"),
                          "dev_accuracy": metrics["accuracy"], "checkpoint": ckpt.id, "eval": ev.id})
             evals.append(ev)
+            points.advance()
+    points.close()
 
     request = Request(kind="study", name=stages.artifact_name(name, f"study-{plan.preset}"), stage_version=STAGE_VERSION,
                       config=dataclasses.asdict(plan), parents=tuple(evals))
