@@ -162,7 +162,8 @@ def training_panels(rows: list[dict]) -> list[plot.Panel]:
         panel({"mlm_loss": "MLM"}, "MLM loss", "loss"),
         # a run that learned nothing shows here: AUC at 0.5, recall or precision at 0
         panel({"disc_auc": "AUC", "disc_precision": "precision (replaced)", "disc_recall": "recall (replaced)",
-               "disc_acc": "accuracy"}, "discriminator: replaced-token detection", "share",
+               "disc_acc": "accuracy", "replaced_token_share": "replaced share of tokens (precision at chance)"},
+              "discriminator: replaced-token detection", "share",
               hlines={"chance AUC": 0.5}, ylim=(0, 1.02)),
         panel({"gen_acc": "generator accuracy", "replaced_share": "replaced share of masked", "mlm_acc": "MLM accuracy"},
               "generator", "share", ylim=(0, 1.02)),

@@ -115,7 +115,7 @@ def test_report_puts_each_loss_on_its_own_axis_and_marks_chance():
     losses = [p for p in panels.values() if p.ylabel == "loss"]
     assert len(losses) == 3 and all(len(p.series) == 1 for p in losses)  # total, generator, discriminator apart
     disc = panels["discriminator: replaced-token detection"]
-    assert set(disc.series) == {"AUC", "precision (replaced)", "recall (replaced)", "accuracy"}
+    assert set(disc.series) == {"AUC", "precision (replaced)", "recall (replaced)", "accuracy"}  # no prior logged
     assert disc.hlines == {"chance AUC": 0.5} and disc.ylim[0] == 0  # a run stuck at chance shows
     assert "MLM accuracy" not in panels["generator"].series  # None values are no series
     mlm = [{"step": s, "loss": 5.0, "gen_loss": 5.0, "mlm_loss": 5.0, "mlm_acc": 0.2} for s in (1, 2)]
