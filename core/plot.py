@@ -1,218 +1,114 @@
-"""Dependency-free PNG line charts: learning curves, FLOPs-vs-score plots, anything x/y.
+"""Charts for artifacts and reports: a thin kolectra layer over matplotlib.
 
-Used by the fine-tuning stage (``learning_curve.png`` in every eval artifact) and by the
-reports built over artifacts.  Nothing outside the standard library: an RGB canvas with
-Bresenham lines and markers, a built-in 5x8 bitmap font (printable ASCII; other characters
-draw as a box), axes with "nice" 1-2-5 ticks (or powers of ten on a log axis), a legend, and a
-PNG encoder (``zlib`` + ``struct``: IHDR, one IDAT, IEND; 8-bit RGB, filter 0).  The same
-input gives the same bytes, so plots can live inside hashed artifacts.
+Used by the fine-tuning stage (``learning_curve.png`` in every eval artifact), ``kolectra report``
+(pipeline/report.py) and the study (pipeline/study.py). What this module adds to matplotlib:
+
+- one look: a style applied per figure (``rc_context``, so a user's own matplotlib settings are
+  never touched), the Tableau-10 palette (:data:`PALETTE`, distinguishable for the common
+  colour-vision deficiencies), a grid, legends;
+- Hangul: labels are set in NanumGothic, loaded from the file the ``koreanize-matplotlib`` package
+  ships (that package is never imported: importing it rewrites the global rcParams). Nothing is
+  looked up on the system or the network, so a Korean label renders the same everywhere;
+- no display: figures are drawn by the Agg canvas directly (``matplotlib.figure.Figure`` +
+  ``FigureCanvasAgg``); pyplot and its global backend are never used;
+- reproducible bytes: fixed size and dpi, and no ``Software`` text chunk, so the same input gives
+  the same PNG bytes (with the same matplotlib and font) and plots can live inside hashed artifacts.
 
     line_chart("curve.png", {"train loss": [(1, 0.9), (2, 0.5)]}, title="NSMC",
                xlabel="epoch", ylabel="loss")
-    chart("two.png", [Panel(...), Panel(...)])   # panels stacked vertically
+    chart("two.png", [Panel(...), Panel(...)], columns=2)   # a grid of panels
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import io
 import math
-import struct
-import zlib
+from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
+
+import matplotlib
+from matplotlib import font_manager, ticker
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 Color = tuple[int, int, int]
 Point = tuple[float, float]
 
-WHITE: Color = (255, 255, 255)
-BLACK: Color = (0, 0, 0)
-GRID: Color = (225, 225, 225)
-AXIS_TEXT: Color = (40, 40, 40)
-# Tableau-10 order: distinguishable on screen and for the common colour-vision deficiencies.
+DPI = 100  # sizes are given in pixels: inches = pixels / DPI
+# Tableau 10 (matplotlib's "tab10"), as 8-bit RGB so tests can find a series' pixels.
 PALETTE: tuple[Color, ...] = (
     (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
     (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207))
-MARKERS = ("square", "circle", "triangle", "diamond", "cross", "plus")
-
-# ---- font: 5 columns x 8 rows per glyph ('#' = ink); rows 0-6 hold capitals, row 7 descenders.
-GLYPH_W, GLYPH_H, ADVANCE = 5, 8, 6
-_GLYPHS = {
-    " ": "", "0": ".###. #...# #..## #.#.# ##..# #...# .###.",
-    "1": "..#.. .##.. ..#.. ..#.. ..#.. ..#.. .###.", "2": ".###. #...# ....# ...#. ..#.. .#... #####",
-    "3": "##### ...#. ..#.. ...#. ....# #...# .###.", "4": "...#. ..##. .#.#. #..#. ##### ...#. ...#.",
-    "5": "##### #.... ####. ....# ....# #...# .###.", "6": "..##. .#... #.... ####. #...# #...# .###.",
-    "7": "##### ....# ...#. ..#.. .#... .#... .#...", "8": ".###. #...# #...# .###. #...# #...# .###.",
-    "9": ".###. #...# #...# .#### ....# ...#. .##..",
-    "A": ".###. #...# #...# ##### #...# #...# #...#", "B": "####. #...# #...# ####. #...# #...# ####.",
-    "C": ".###. #...# #.... #.... #.... #...# .###.", "D": "###.. #..#. #...# #...# #...# #..#. ###..",
-    "E": "##### #.... #.... ####. #.... #.... #####", "F": "##### #.... #.... ####. #.... #.... #....",
-    "G": ".###. #...# #.... #.### #...# #...# .####", "H": "#...# #...# #...# ##### #...# #...# #...#",
-    "I": ".###. ..#.. ..#.. ..#.. ..#.. ..#.. .###.", "J": "..### ...#. ...#. ...#. ...#. #..#. .##..",
-    "K": "#...# #..#. #.#.. ##... #.#.. #..#. #...#", "L": "#.... #.... #.... #.... #.... #.... #####",
-    "M": "#...# ##.## #.#.# #.#.# #...# #...# #...#", "N": "#...# #...# ##..# #.#.# #..## #...# #...#",
-    "O": ".###. #...# #...# #...# #...# #...# .###.", "P": "####. #...# #...# ####. #.... #.... #....",
-    "Q": ".###. #...# #...# #...# #.#.# #..#. .##.#", "R": "####. #...# #...# ####. #.#.. #..#. #...#",
-    "S": ".#### #.... #.... .###. ....# ....# ####.", "T": "##### ..#.. ..#.. ..#.. ..#.. ..#.. ..#..",
-    "U": "#...# #...# #...# #...# #...# #...# .###.", "V": "#...# #...# #...# #...# #...# .#.#. ..#..",
-    "W": "#...# #...# #...# #.#.# #.#.# #.#.# .#.#.", "X": "#...# #...# .#.#. ..#.. .#.#. #...# #...#",
-    "Y": "#...# #...# .#.#. ..#.. ..#.. ..#.. ..#..", "Z": "##### ....# ...#. ..#.. .#... #.... #####",
-    "a": "..... ..... .###. ....# .#### #...# .####", "b": "#.... #.... #.##. ##..# #...# #...# ####.",
-    "c": "..... ..... .###. #.... #.... #...# .###.", "d": "....# ....# .##.# #..## #...# #...# .####",
-    "e": "..... ..... .###. #...# ##### #.... .###.", "f": "..##. .#..# .#... ###.. .#... .#... .#...",
-    "g": "..... ..... .#### #...# #...# .#### ....# .###.", "h": "#.... #.... #.##. ##..# #...# #...# #...#",
-    "i": "..#.. ..... .##.. ..#.. ..#.. ..#.. .###.", "j": "...#. ..... ..##. ...#. ...#. ...#. #..#. .##..",
-    "k": "#.... #.... #..#. #.#.. ##... #.#.. #..#.", "l": ".##.. ..#.. ..#.. ..#.. ..#.. ..#.. .###.",
-    "m": "..... ..... ##.#. #.#.# #.#.# #...# #...#", "n": "..... ..... #.##. ##..# #...# #...# #...#",
-    "o": "..... ..... .###. #...# #...# #...# .###.", "p": "..... ..... ####. #...# #...# ####. #.... #....",
-    "q": "..... ..... .#### #...# #...# .#### ....# ....#", "r": "..... ..... #.##. ##..# #.... #.... #....",
-    "s": "..... ..... .###. #.... .###. ....# ####.", "t": ".#... .#... ###.. .#... .#... .#..# ..##.",
-    "u": "..... ..... #...# #...# #...# #..## .##.#", "v": "..... ..... #...# #...# #...# .#.#. ..#..",
-    "w": "..... ..... #...# #...# #.#.# #.#.# .#.#.", "x": "..... ..... #...# .#.#. ..#.. .#.#. #...#",
-    "y": "..... ..... #...# #...# #...# .#### ....# .###.", "z": "..... ..... ##### ...#. ..#.. .#... #####",
-    ".": "..... ..... ..... ..... ..... .##.. .##..", ",": "..... ..... ..... ..... .##.. ..#.. .#...",
-    ":": "..... .##.. .##.. ..... .##.. .##..", ";": "..... .##.. .##.. ..... .##.. ..#.. .#...",
-    "-": "..... ..... ..... #####", "+": "..... ..#.. ..#.. ##### ..#.. ..#..",
-    "=": "..... ..... ##### ..... #####", "_": "..... ..... ..... ..... ..... ..... #####",
-    "/": "..... ....# ...#. ..#.. .#... #....", "\\": "..... #.... .#... ..#.. ...#. ....#",
-    "(": "...#. ..#.. .#... .#... .#... ..#.. ...#.", ")": ".#... ..#.. ...#. ...#. ...#. ..#.. .#...",
-    "[": ".###. .#... .#... .#... .#... .#... .###.", "]": ".###. ...#. ...#. ...#. ...#. ...#. .###.",
-    "{": "...#. ..#.. ..#.. .#... ..#.. ..#.. ...#.", "}": ".#... ..#.. ..#.. ...#. ..#.. ..#.. .#...",
-    "%": "##... ##..# ...#. ..#.. .#... #..## ...##", "#": ".#.#. .#.#. ##### .#.#. ##### .#.#. .#.#.",
-    "!": "..#.. ..#.. ..#.. ..#.. ..#.. ..... ..#..", "?": ".###. #...# ....# ...#. ..#.. ..... ..#..",
-    "*": "..... ..#.. #.#.# .###. #.#.# ..#..", "<": "...#. ..#.. .#... #.... .#... ..#.. ...#.",
-    ">": ".#... ..#.. ...#. ....# ...#. ..#.. .#...", '"': ".#.#. .#.#.", "'": "..#.. ..#..",
-    "`": ".#... ..#..", "^": "..#.. .#.#. #...#", "|": "..#.. ..#.. ..#.. ..#.. ..#.. ..#.. ..#..",
-    "~": "..... ..... .#... #.#.# ...#.", "&": ".##.. #..#. #.#.. .#... #.#.# #..#. .##.#",
-    "$": "..#.. .#### #.#.. .###. ..#.# ####. ..#..", "@": ".###. #...# #.### #.#.# #.### #.... .###.",
-}
-_BOX = "##### #...# #...# #...# #...# #...# #####"  # any character without a glyph
+MARKERS = ("o", "s", "^", "D", "v", "P")
+FONT_PACKAGE, FONT_FILES = "koreanize_matplotlib", ("NanumGothic.ttf", "NanumGothicBold.ttf")
 
 
-def _bitmap(rows: str) -> tuple[tuple[int, int], ...]:
-    """Ink pixels (column, row) of a glyph description."""
-    return tuple((c, r) for r, row in enumerate(rows.split()) for c, ch in enumerate(row) if ch == "#")
+def hex_color(c: Color) -> str:
+    return "#%02x%02x%02x" % c
 
 
-FONT: dict[str, tuple[tuple[int, int], ...]] = {ch: _bitmap(rows) for ch, rows in _GLYPHS.items()}
-_BOX_BITMAP = _bitmap(_BOX)
+@lru_cache(maxsize=1)
+def korean_font() -> str:
+    """Register the packaged NanumGothic files with matplotlib once; return the family name."""
+    spec = importlib.util.find_spec(FONT_PACKAGE)  # finds the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the {FONT_PACKAGE} package (Korean font for plots) is not installed: "
+                           "pip install koreanize-matplotlib")
+    folder = Path(list(spec.submodule_search_locations)[0]) / "fonts"
+    for name in FONT_FILES:
+        font_manager.fontManager.addfont(str(folder / name))
+    return font_manager.FontProperties(fname=str(folder / FONT_FILES[0])).get_name()
 
 
-def text_width(text: str, scale: int = 1) -> int:
-    return max(0, len(text) * ADVANCE - 1) * scale
+def style() -> dict:
+    """The rcParams every kolectra figure is drawn under."""
+    return {
+        "font.family": [korean_font(), "DejaVu Sans"],  # DejaVu (bundled with matplotlib) for what Nanum lacks
+        "font.size": 9,  # NanumGothicBold is weight 600: titles ask for "semibold", not "bold" "axes.titlesize": 10, "axes.titleweight": "semibold", "axes.labelsize": 9,
+        "axes.unicode_minus": False,  # NanumGothic has no U+2212
+        "axes.prop_cycle": matplotlib.cycler(color=[hex_color(c) for c in PALETTE]),
+        "axes.grid": True, "axes.axisbelow": True, "grid.color": "#e1e1e1", "grid.linewidth": 0.8,
+        "axes.spines.top": False, "axes.spines.right": False,
+        "legend.fontsize": 8, "legend.framealpha": 0.9,
+        "lines.linewidth": 2.0, "lines.markersize": 6,
+        "figure.dpi": DPI, "savefig.dpi": DPI, "savefig.facecolor": "white",
+        "path.simplify": False,  # every logged point drawn as given
+    }
 
 
-class Canvas:
-    """An RGB image in a bytearray; drawing outside the canvas is silently clipped."""
-
-    def __init__(self, width: int, height: int, background: Color = WHITE):
-        if width < 1 or height < 1:
-            raise ValueError(f"canvas size must be positive, got {width}x{height}")
-        self.width, self.height = width, height
-        self.pixels = bytearray(bytes(background) * (width * height))
-
-    def set(self, x: int, y: int, color: Color) -> None:
-        if 0 <= x < self.width and 0 <= y < self.height:
-            i = 3 * (y * self.width + x)
-            self.pixels[i:i + 3] = bytes(color)
-
-    def get(self, x: int, y: int) -> Color:
-        i = 3 * (y * self.width + x)
-        return tuple(self.pixels[i:i + 3])  # type: ignore[return-value]
-
-    def fill(self, x0: int, y0: int, x1: int, y1: int, color: Color) -> None:
-        """Inclusive rectangle."""
-        for y in range(max(0, y0), min(self.height - 1, y1) + 1):
-            for x in range(max(0, x0), min(self.width - 1, x1) + 1):
-                self.set(x, y, color)
-
-    def line(self, x0: int, y0: int, x1: int, y1: int, color: Color, width: int = 1) -> None:
-        """Bresenham; ``width`` > 1 stamps a square brush at every step."""
-        dx, dy = abs(x1 - x0), -abs(y1 - y0)
-        sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
-        err, lo = dx + dy, -(width // 2)
-        while True:
-            for oy in range(lo, lo + width):
-                for ox in range(lo, lo + width):
-                    self.set(x0 + ox, y0 + oy, color)
-            if x0 == x1 and y0 == y1:
-                return
-            e2 = 2 * err
-            if e2 >= dy:
-                err += dy
-                x0 += sx
-            if e2 <= dx:
-                err += dx
-                y0 += sy
-
-    def marker(self, x: int, y: int, shape: str, color: Color, r: int = 3) -> None:
-        for oy in range(-r, r + 1):
-            for ox in range(-r, r + 1):
-                inside = {"square": True,
-                          "circle": ox * ox + oy * oy <= r * r + 1,
-                          "diamond": abs(ox) + abs(oy) <= r,
-                          "triangle": oy >= -r and abs(ox) * 2 <= oy + r,
-                          "cross": abs(ox) == abs(oy),
-                          "plus": ox == 0 or oy == 0}[shape]
-                if inside:
-                    self.set(x + ox, y + oy, color)
-
-    def text(self, x: int, y: int, text: str, color: Color = BLACK, scale: int = 1,
-             vertical: bool = False) -> None:
-        """Top-left anchored; ``vertical`` reads bottom to top starting at (x, y) = bottom-left."""
-        for k, ch in enumerate(text):
-            for c, r in FONT.get(ch, _BOX_BITMAP):
-                for sy in range(scale):
-                    for sx in range(scale):
-                        if vertical:
-                            self.set(x + r * scale + sy, y - (k * ADVANCE + c) * scale - sx, color)
-                        else:
-                            self.set(x + (k * ADVANCE + c) * scale + sx, y + r * scale + sy, color)
-
-    def to_png(self) -> bytes:
-        raw = b"".join(b"\x00" + bytes(self.pixels[3 * self.width * y:3 * self.width * (y + 1)])
-                       for y in range(self.height))
-        return encode_png(self.width, self.height, raw)
+def new_figure(width: int, height: int) -> Figure:
+    """An empty figure of ``width`` x ``height`` pixels on an Agg canvas (no display needed)."""
+    if width < 1 or height < 1:
+        raise ValueError(f"figure size must be positive, got {width}x{height}")
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG: fixed dpi and no metadata, so equal figures give equal bytes."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
 
 
-def encode_png(width: int, height: int, filtered_rows: bytes) -> bytes:
-    """PNG from rows already prefixed with their filter byte (8-bit RGB, no interlace)."""
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr)
-            + _chunk(b"IDAT", zlib.compress(filtered_rows, 9)) + _chunk(b"IEND", b""))
+def save(fig: Figure, path: Path | str) -> Path:
+    path = Path(path)
+    path.write_bytes(png_bytes(fig))
+    return path
 
 
-# ---- axes -----------------------------------------------------------------------------------
-def nice_ticks(lo: float, hi: float, max_ticks: int = 7) -> list[float]:
-    """Multiples of 1, 2 or 5 x 10^k covering [lo, hi] with at most ``max_ticks`` inside."""
-    if hi <= lo:
-        hi = lo + 1.0
-    for power in range(math.floor(math.log10((hi - lo) / max_ticks)) - 1, 400):
-        for m in (1, 2, 5):
-            step = m * 10.0 ** power
-            first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
-            if last - first + 1 <= max_ticks + 1:
-                return [round(k * step, 12) for k in range(first, last + 1)]
-    return [lo, hi]
-
-
-def format_tick(v: float, step: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 1e5 or abs(v) < 1e-3:
-        mant, exp = f"{v:.2e}".split("e")
-        mant = mant.rstrip("0").rstrip(".")
-        return f"{mant}e{int(exp)}"
-    decimals = max(0, min(6, -math.floor(math.log10(step) + 1e-9))) if step > 0 else 2
-    return f"{v:.{decimals}f}"
-
-
+# ---- line panels -------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Panel:
-    """One set of axes: named series of (x, y) points drawn in the given order."""
+    """One set of axes: named series of (x, y) points drawn in the given order.
+
+    A series of one point is drawn as a large star with its value written beside it (a test
+    score next to the dev curve); ``hlines`` are dashed reference lines (``{"chance": 0.5}``).
+    """
 
     series: Mapping[str, Sequence[Point]]
     title: str = ""
@@ -221,11 +117,17 @@ class Panel:
     logx: bool = False
     markers: bool | None = None  # None: markers when every series has at most 40 points
     lines: bool = True
+    logy: bool = False
+    hlines: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    ylim: tuple[float, float] | None = None  # e.g. (0, 1) for shares, so levels read at a glance
 
 
-def _finite(points: Iterable[Point], logx: bool) -> list[Point]:
+def finite(points: Sequence[Point], logx: bool = False) -> list[Point]:
+    """The points with finite x and y (a NaN loss is left out, not drawn as a gap to zero)."""
     out = []
     for x, y in points:
+        if x is None or y is None:
+            continue
         x, y = float(x), float(y)
         if not (math.isfinite(x) and math.isfinite(y)):
             continue
@@ -235,136 +137,61 @@ def _finite(points: Iterable[Point], logx: bool) -> list[Point]:
     return out
 
 
-def _draw_panel(cv: Canvas, panel: Panel, ox: int, oy: int, w: int, h: int) -> None:
-    data = {name: _finite(pts, panel.logx) for name, pts in panel.series.items()}
-    xs = [x for pts in data.values() for x, _ in pts]
-    ys = [y for pts in data.values() for _, y in pts]
-    fx = (lambda v: math.log10(v)) if panel.logx else (lambda v: v)
-    # x range: the data with 3% room; y range: widened to whole ticks
-    if xs:
-        xlo, xhi = fx(min(xs)), fx(max(xs))
-    else:
-        xlo, xhi = (0.0, 1.0)
-    if xhi - xlo < 1e-12:
-        xlo, xhi = xlo - 0.5, xhi + 0.5
-    pad = 0.03 * (xhi - xlo)
-    xlo, xhi = xlo - pad, xhi + pad
-    ylo, yhi = (min(ys), max(ys)) if ys else (0.0, 1.0)
-    if yhi - ylo < 1e-12:
-        ylo, yhi = ylo - 0.5, yhi + 0.5
-    yticks = nice_ticks(ylo, yhi, 6)
-    ylo, yhi = yticks[0], yticks[-1]
-    if panel.logx and xhi - xlo >= 1.0:
-        every = max(1, math.ceil((math.floor(xhi) - math.ceil(xlo) + 1) / 7))
-        xticks = [float(k) for k in range(math.ceil(xlo), math.floor(xhi) + 1) if k % every == 0]
-        xlabels = [format_tick(10.0 ** k, 10.0 ** k) for k in xticks]
-    else:
-        lin = nice_ticks(10 ** xlo, 10 ** xhi, 7) if panel.logx else nice_ticks(xlo, xhi, 7)
-        step = lin[1] - lin[0] if len(lin) > 1 else 1.0
-        lin = [t for t in lin if (t > 0 or not panel.logx) and xlo - 1e-9 <= fx(t) <= xhi + 1e-9]
-        xticks = [fx(t) for t in lin]
-        xlabels = [format_tick(t, step) for t in lin]
-    ystep = yticks[1] - yticks[0] if len(yticks) > 1 else 1.0
-    ylabels = [format_tick(t, ystep) for t in yticks]
-
-    left = ox + 8 + (GLYPH_H + 6 if panel.ylabel else 0) + max(map(text_width, ylabels)) + 6
-    top = oy + (2 * GLYPH_H + 12 if panel.title else 10)
-    right = ox + w - 12
-    bottom = oy + h - (GLYPH_H + 10) - (GLYPH_H + 8 if panel.xlabel else 0)
-    if right - left < 20 or bottom - top < 20:
-        raise ValueError(f"panel of {w}x{h} pixels is too small for its labels")
-
-    def px(x: float) -> int:
-        return round(left + (x - xlo) / (xhi - xlo) * (right - left))
-
-    def py(y: float) -> int:
-        return round(bottom - (y - ylo) / (yhi - ylo) * (bottom - top))
-
-    for t, label in zip(yticks, ylabels):
-        y = py(t)
-        cv.line(left, y, right, y, GRID)
-        cv.line(left - 4, y, left, y, BLACK)
-        cv.text(left - 6 - text_width(label), y - GLYPH_H // 2 + 1, label, AXIS_TEXT)
-    last_end = -10**9
-    for t, label in zip(xticks, xlabels):
-        x = px(t)
-        cv.line(x, top, x, bottom, GRID)
-        cv.line(x, bottom, x, bottom + 4, BLACK)
-        start = x - text_width(label) // 2
-        if start > last_end + 4:  # skip labels that would overlap their neighbour
-            cv.text(start, bottom + 7, label, AXIS_TEXT)
-            last_end = start + text_width(label)
-    cv.line(left, top, right, top, BLACK)
-    cv.line(left, bottom, right, bottom, BLACK)
-    cv.line(left, top, left, bottom, BLACK)
-    cv.line(right, top, right, bottom, BLACK)
-    if panel.title:
-        scale = 2 if text_width(panel.title, 2) <= w - 8 else 1  # long titles drop to small type
-        title = panel.title[:max(1, (w - 8) // (ADVANCE * scale))]
-        cv.text(ox + (w - text_width(title, scale)) // 2, oy + 6, title, BLACK, scale=scale)
-    if panel.xlabel:
-        cv.text((left + right - text_width(panel.xlabel)) // 2, bottom + GLYPH_H + 14, panel.xlabel, BLACK)
-    if panel.ylabel:
-        cv.text(ox + 6, (top + bottom + text_width(panel.ylabel)) // 2, panel.ylabel, BLACK, vertical=True)
-
+def draw_panel(ax, panel: Panel) -> None:
+    data = {name: finite(pts, panel.logx) for name, pts in panel.series.items()}
     show_markers = panel.markers if panel.markers is not None else all(len(p) <= 40 for p in data.values())
     for k, (name, pts) in enumerate(data.items()):
-        color, shape = PALETTE[k % len(PALETTE)], MARKERS[k % len(MARKERS)]
-        screen = [(px(fx(x)), py(y)) for x, y in pts]
-        if panel.lines:
-            for (x0, y0), (x1, y1) in zip(screen, screen[1:]):
-                cv.line(x0, y0, x1, y1, color, width=2)
-        if show_markers or len(screen) == 1 or not panel.lines:
-            for x, y in screen:
-                cv.marker(x, y, shape, color)
-    _legend(cv, list(data), (left, top, right, bottom), show_markers)
+        color, marker = hex_color(PALETTE[k % len(PALETTE)]), MARKERS[k % len(MARKERS)]
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        if len(pts) == 1:
+            ax.plot(xs, ys, linestyle="none", marker="*", markersize=14, color=color, label=name, zorder=3)
+            ax.annotate(f"{ys[0]:.4g}", (xs[0], ys[0]), textcoords="offset points", xytext=(-9, 6), ha="right",
+                        color=color)
+        else:
+            ax.plot(xs, ys, color=color, label=name, linestyle="-" if panel.lines else "none",
+                    marker=marker if show_markers or not panel.lines else None)
+    for k, (name, y) in enumerate(panel.hlines.items()):
+        ax.axhline(y, color="#7f7f7f", linestyle=(0, (4, 3)), linewidth=1.2, label=name, zorder=1)
+    if panel.logx:
+        ax.set_xscale("log")
+    if panel.logy:
+        ax.set_yscale("log")
+    if panel.ylim is not None:
+        ax.set_ylim(*panel.ylim)
+    if not any(data.values()):
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color="#7f7f7f")
+    ax.set_title(panel.title)
+    ax.set_xlabel(panel.xlabel)
+    ax.set_ylabel(panel.ylabel)
+    if len(data) + len(panel.hlines) > 1:  # one series: the title names it
+        ax.legend(loc="best")
 
 
-def _legend(cv: Canvas, names: list[str], box: tuple[int, int, int, int], markers: bool) -> None:
-    """Legend in the corner of the plot area ``box`` (left, top, right, bottom) hiding the
-    fewest data pixels; ties go to top-right, top-left, bottom-right, bottom-left."""
-    if not names:
-        return
-    left, top, right, bottom = box
-    row = GLYPH_H + 6
-    bw = 30 + max(map(text_width, names)) + 8
-    bh = row * len(names) + 6
-    ink = set(PALETTE)
-    corners = [(right - bw - 6, top + 6), (left + 6, top + 6),
-               (right - bw - 6, bottom - bh - 6), (left + 6, bottom - bh - 6)]
-
-    def covered(corner: tuple[int, int]) -> int:
-        cx, cy = corner
-        return sum(1 for y in range(max(0, cy), min(cv.height, cy + bh + 1))
-                   for x in range(max(0, cx), min(cv.width, cx + bw + 1)) if cv.get(x, y) in ink)
-
-    x0, y0 = min(corners, key=covered)  # min keeps the first of equal counts
-    cv.fill(x0, y0, x0 + bw, y0 + bh, WHITE)
-    for x, y, x2, y2 in ((x0, y0, x0 + bw, y0), (x0, y0 + bh, x0 + bw, y0 + bh),
-                         (x0, y0, x0, y0 + bh), (x0 + bw, y0, x0 + bw, y0 + bh)):
-        cv.line(x, y, x2, y2, (160, 160, 160))
-    for k, name in enumerate(names):
-        color = PALETTE[k % len(PALETTE)]
-        cy = y0 + 4 + k * row + GLYPH_H // 2
-        cv.line(x0 + 5, cy, x0 + 23, cy, color, width=2)
-        if markers:
-            cv.marker(x0 + 14, cy, MARKERS[k % len(MARKERS)], color)
-        cv.text(x0 + 30, cy - GLYPH_H // 2 + 1, name, BLACK)
-
-
-def render(panels: Sequence[Panel], width: int = 640, panel_height: int = 360) -> bytes:
-    """PNG bytes of ``panels`` stacked top to bottom."""
+def figure(panels: Sequence[Panel], width: int = 640, panel_height: int = 360, columns: int = 1,
+           title: str = "") -> bytes:
+    """PNG bytes of ``panels`` laid out in rows of ``columns``, each row ``panel_height`` pixels."""
     if not panels:
         raise ValueError("nothing to plot: no panels")
-    cv = Canvas(width, panel_height * len(panels))
-    for k, panel in enumerate(panels):
-        _draw_panel(cv, panel, 0, k * panel_height, width, panel_height)
-    return cv.to_png()
+    rows = math.ceil(len(panels) / columns)
+    with matplotlib.rc_context(style()):
+        fig = new_figure(width, rows * panel_height)
+        axes = fig.subplots(rows, columns, squeeze=False).ravel()
+        for ax, panel in zip(axes, panels):
+            draw_panel(ax, panel)
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
+        if title:
+            fig.suptitle(title, fontweight="semibold")
+        return png_bytes(fig)
 
 
-def chart(path: Path | str, panels: Sequence[Panel], width: int = 640, panel_height: int = 360) -> Path:
+render = figure  # the name the pre-matplotlib module used
+
+
+def chart(path: Path | str, panels: Sequence[Panel], width: int = 640, panel_height: int = 360,
+          columns: int = 1, title: str = "") -> Path:
     path = Path(path)
-    path.write_bytes(render(panels, width, panel_height))
+    path.write_bytes(figure(panels, width, panel_height, columns, title))
     return path
 
 
@@ -375,31 +202,33 @@ def line_chart(path: Path | str, series: Mapping[str, Sequence[Point]], title: s
     return chart(path, [Panel(series, title, xlabel, ylabel, logx, markers)], width, height)
 
 
+# ---- bars --------------------------------------------------------------------------------------
 def bar_chart(path: Path | str, bars: Sequence[tuple[str, float]], title: str = "", xlabel: str = "",
-              width: int = 640, bar_height: int = 18) -> Path:
-    """Horizontal bars, one per (label, value), top to bottom, each with its value printed;
-    for funnels and counts by reason, where a line has no meaning."""
+              width: int = 720, bar_height: int = 26, colors: Sequence[Color] | None = None,
+              share_of: float | None = None) -> Path:
+    """Horizontal bars, one per (label, value), top to bottom, each with its value written at its
+    end (and its share of ``share_of`` when given): for funnels and counts by reason."""
     if not bars:
         raise ValueError("nothing to plot: no bars")
-    label_w = max(text_width(label) for label, _ in bars) + 16
-    top = 16 + (GLYPH_H + 12 if title else 0)
-    height = top + len(bars) * (bar_height + 6) + (GLYPH_H + 24 if xlabel else 16)
-    cv = Canvas(width, height)
-    if title:
-        cv.text((width - text_width(title)) // 2, 10, title, BLACK)
-    vmax = max((abs(float(v)) for _, v in bars), default=0.0) or 1.0
-    room = width - label_w - 90
-    for k, (label, value) in enumerate(bars):
-        y = top + k * (bar_height + 6)
-        cv.text(label_w - 8 - text_width(label), y + (bar_height - GLYPH_H) // 2, label, BLACK)
-        length = int(round(room * abs(float(value)) / vmax))
-        if length:
-            cv.fill(label_w, y, label_w + length - 1, y + bar_height - 1, PALETTE[k % len(PALETTE)])
-        shown = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.4g}"
-        cv.text(label_w + length + 6, y + (bar_height - GLYPH_H) // 2, shown, BLACK)
-    cv.line(label_w, top - 4, label_w, top + len(bars) * (bar_height + 6), BLACK)
-    if xlabel:
-        cv.text(label_w + (room - text_width(xlabel)) // 2, height - GLYPH_H - 10, xlabel, BLACK)
-    path = Path(path)
-    path.write_bytes(cv.to_png())
-    return path
+    colors = colors or [PALETTE[k % len(PALETTE)] for k in range(len(bars))]
+    height = 70 + (24 if title else 0) + (20 if xlabel else 0) + bar_height * len(bars)
+    with matplotlib.rc_context(style()):
+        fig = new_figure(width, height)
+        ax = fig.subplots()
+        labels, values = [label for label, _ in bars], [float(v) for _, v in bars]
+        ys = list(range(len(bars)))
+        ax.barh(ys, values, color=[hex_color(c) for c in colors], height=0.7)
+        ax.set_yticks(ys, labels)
+        ax.invert_yaxis()  # first bar on top
+        ax.grid(axis="y", visible=False)
+        vmax = max((abs(v) for v in values), default=0.0) or 1.0
+        ax.set_xlim(0, vmax * 1.3)  # room for the value labels
+        for y, v in zip(ys, values):
+            shown = f"{v:,.0f}" if v.is_integer() else f"{v:,.4g}"
+            if share_of:
+                shown += f"  ({v / share_of:.1%})"
+            ax.text(v + vmax * 0.01, y, shown, va="center")
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        return save(fig, path)

@@ -9,7 +9,6 @@ root, compute ids or write manifests. That is :mod:`pipeline.artifacts`' job.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 
@@ -21,5 +20,8 @@ class StageOutput:
 
 
 def progress(msg: str) -> None:
-    """Progress goes to stderr: stdout's last line is reserved for the artifact directory."""
-    print(f"[kolectra] {msg}", file=sys.stderr, flush=True)
+    """Progress goes to stderr: stdout's last line is reserved for the artifact directory. Written
+    above any progress bar on the terminal (:mod:`core.bars`)."""
+    from kolectra.core.bars import write  # noqa: PLC0415 - tqdm only once something reports
+
+    write(f"[kolectra] {msg}")

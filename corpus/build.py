@@ -48,13 +48,14 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     tune_gc,
 )
 from kolectra.corpus.segment import make_segmenter
-from kolectra.corpus.shards import DATA_DIR, SPLITS
+from kolectra.corpus.shards import DATA_DIR, SPLITS, write_dataset_card
 from kolectra.core.stage import StageOutput, progress
 
 # Bump when the output bytes for the same input and config change (part of the artifact id).
 # 2: language profiles, boilerplate lines, union-find near-dup clusters, samples/.
 # 3: shards gzipped at level 1 (3x faster than 6 on this JSON, files about a fifth larger).
-STAGE_VERSION = 3
+# 4: README.md, a dataset card: datasets.load_dataset(<artifact dir>) loads the splits.
+STAGE_VERSION = 4
 
 REJECTS_FILE = "rejects/rejects.jsonl"
 STATS_FILE = "stats.json"
@@ -491,6 +492,7 @@ def build(cfg: CorpusConfig, inputs: list[str], out_dir: Path, beam_args: list[s
     with FileSystems.open(FileSystems.join(str(out_dir), STATS_FILE), compression_type=CompressionTypes.UNCOMPRESSED) as f:
         stats = json.loads(f.read().decode("utf-8"))
     check_stats(stats, cfg, {v: k for k, v in sources.items()})
+    write_dataset_card(out_dir)
     progress(
         f"corpus: {stats['records_in']} records -> {stats['records_out']} documents "
         f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "

@@ -9,6 +9,10 @@ Each kept document is one JSON line in ``data/<split>-NNNNN-of-MMMMM.jsonl.gz``:
 Offsets are Python string indices into ``text`` (the cleaned, NFC text); morphemes are surface
 spans of that text, never Kiwi's normalised forms, so later stages (vocab, examples) never run
 the analyser again. ``split`` is ``train`` or ``valid``.
+
+:func:`write_dataset_card` puts a Hugging Face dataset card (``README.md``: YAML ``configs`` and
+``features``, then prose) in the artifact root, so ``datasets.load_dataset(<corpus dir>)`` loads
+the splits as ``train`` and ``validation`` with these fields.
 """
 
 from __future__ import annotations
@@ -20,12 +24,24 @@ from typing import Iterator
 
 DATA_DIR = "data"
 SPLITS = ("train", "valid")
+STATS_FILE = "stats.json"
+CARD_FILE = "README.md"
+HF_SPLITS = {"train": "train", "valid": "validation"}  # kolectra's split name -> the Hugging Face one
 
 
 def shard_paths(corpus_dir: Path, split: str = "train") -> list[Path]:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     return sorted(Path(corpus_dir, DATA_DIR).glob(f"{split}-*.jsonl*"))
+
+
+def document_count(corpus_dir: Path, split: str = "train") -> int | None:
+    """Documents in ``split`` as the corpus stage counted them (``stats.json``); None if not recorded."""
+    try:
+        stats = json.loads(Path(corpus_dir, STATS_FILE).read_text(encoding="utf-8"))
+        return int(stats["splits"][split]["documents"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _open(path: Path):
@@ -61,3 +77,79 @@ def sentence_morphs(doc: dict) -> list[list[str]]:
             i += 1
         out.append(cur)
     return out
+
+
+# The dataset card's YAML: a config per corpus split that has documents (``datasets`` refuses a
+# split without data), and the features, so every split loads with the same types. ``morphs``
+# mixes numbers and a tag string in one list: ``json`` is the type datasets gives such values.
+_CARD_HEAD = """---
+configs:
+- config_name: default
+  data_files:
+{data_files}dataset_info:
+  features:
+  - name: id
+    dtype: string
+  - name: source
+    dtype: string
+  - name: text
+    dtype: string
+  - name: sentences
+    list:
+      list: int64
+  - name: morphs
+    list:
+      list: json
+---
+"""
+_CARD_BODY = """
+# kolectra corpus
+
+Korean documents cleaned (NFC), filtered, deduplicated and split into sentences and morphemes
+(kiwipiepy) by `kolectra corpus`; the input of kolectra's vocab and examples stages.
+
+| split | documents | sentences | morphemes | characters |
+| --- | ---: | ---: | ---: | ---: |
+{table}
+## Loading
+
+```python
+from datasets import load_dataset
+
+corpus = load_dataset("path/to/this/artifact")  # a DatasetDict: {splits}
+```
+
+## Fields
+
+One JSON line per document in `data/<split>-NNNNN-of-MMMMM.jsonl.gz`:
+
+- `id` (string), `source` (string: the input the document came from), `text` (string: the cleaned text);
+- `sentences`: `[[start, end], ...]`, character offsets into `text` (Python string indices);
+- `morphs`: `[[start, end, tag], ...]`, each morpheme's surface span in `text` and its part-of-speech
+  tag (Kiwi's tag set, e.g. `NNG`, `JKS`, `EF`).
+
+Filtering counts (`records_in = records_out + rejected + sum(dropped)`) are in `stats.json`.
+"""
+
+
+def write_dataset_card(corpus_dir: Path) -> Path:
+    """``README.md`` in the corpus artifact: what ``datasets.load_dataset(corpus_dir)`` needs, and
+    the split sizes from ``stats.json``. Deterministic: the same stats give the same bytes."""
+    corpus_dir = Path(corpus_dir)
+    try:
+        stats = json.loads((corpus_dir / STATS_FILE).read_text(encoding="utf-8")).get("splits", {})
+    except (OSError, ValueError):
+        stats = {}
+    def has_documents(split: str) -> bool:
+        return stats[split].get("documents", 0) > 0 if split in stats else bool(shard_paths(corpus_dir, split))
+
+    present = [s for s in SPLITS if has_documents(s)]
+    data_files = "".join(f"  - split: {HF_SPLITS[s]}\n    path: {DATA_DIR}/{s}-*\n" for s in present or ["train"])
+    table = "".join(f"| {HF_SPLITS[s]} | " + " | ".join(f"{stats.get(s, {}).get(k, 0):,}" for k in
+                                                         ("documents", "sentences", "morphs", "chars")) + " |\n"
+                    for s in SPLITS)
+    splits = " and ".join(f"`{HF_SPLITS[s]}`" for s in present) or "none (the corpus kept no documents)"
+    path = corpus_dir / CARD_FILE
+    path.write_text(_CARD_HEAD.format(data_files=data_files) + _CARD_BODY.format(table=table, splits=splits),
+                    encoding="utf-8")
+    return path

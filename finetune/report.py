@@ -2,8 +2,8 @@
 
 Used by ``finetune.nsmc`` / ``finetune.korquad`` (last stage of the chain) at the end of a run
 and by ``finetune.seeds`` for summaries over seeds.  Pure formatting over the run's metrics;
-the PNG comes from :mod:`core.plot` (no plotting library), so it is reproducible bytes
-like the rest of the eval artifact.
+the PNG comes from :mod:`core.plot` (matplotlib, saved without metadata), so it is
+reproducible bytes like the rest of the eval artifact.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def write_learning_curve(out_dir: Path, task: str, metrics: dict, log) -> None:
 
 
 def learning_curve(path: Path, task: str, metrics: dict, curve: list[dict]) -> Path:
-    """Two panels over epochs: train loss (logged windows and epoch means) and the dev metric."""
+    """Two panels over epochs, each on its own axis: train loss (logged windows and epoch means)
+    above, the dev metric below with the test score as a star at the epoch it was taken from."""
     loss = {"train loss (window)": [(p["epoch"], p["train_loss"]) for p in curve],
             "train loss (epoch mean)": [(e["epoch"], e["train_loss"]) for e in metrics["epochs"]]}
     if task == "nsmc":

@@ -13,15 +13,22 @@ steps, so the steps in between never wait for the device. A line holds, for the 
 - ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
   second over the devices' peak, when a peak figure is known) and device extras.
 
-Values are averaged over ranks. Only rank 0 writes. It also writes every line, as scalars, to
-``tensorboard/events.out.tfevents.kolectra`` beside metrics.jsonl (:mod:`model.tensorboard`, no
-TensorFlow involved; a fixed name keeps the artifact's file list stable). Tags, grouped by prefix
-(:data:`TAGS`): ``loss/{total,generator,discriminator,mlm}``, ``train/{lr,grad_norm}``,
+Values are averaged over ranks. Only rank 0 writes. It also writes every line, as scalars, with
+TensorBoard's own writer (``torch.utils.tensorboard.SummaryWriter``) into ``tensorboard/`` beside
+metrics.jsonl, so ``tensorboard --logdir ARTIFACT/tensorboard`` shows a run live. Tags, grouped by
+prefix (:data:`TAGS`): ``loss/{total,generator,discriminator,mlm}``, ``train/{lr,grad_norm}``,
 ``gen/{acc,replaced_share}``, ``disc/{acc,precision,recall,auc}``, ``mlm/acc``,
 ``perf/{tokens_per_s,mfu}``, and ``device/<field>`` for the device extras (e.g.
-``device/xla_compiles``); ``step`` is the event's step, and None (a NaN or inf) is left out. On
-resume both files keep the steps up to the checkpoint's: the event file is rewritten from the kept
-lines, at their old wall times where the old event file has them.
+``device/xla_compiles``); ``step`` is the event's step, its wall time the time the line was
+written, and None (a NaN or inf) is left out. SummaryWriter names its file after the time, host
+and process; :meth:`MetricsLog.close` renames it to the fixed ``events.out.tfevents.kolectra`` so
+the artifact's file list does not depend on where it ran. The bytes still differ run to run, as
+metrics.jsonl's do: both hold throughput and wall times. On resume both files keep the steps up
+to the checkpoint's: the event file is rewritten from the kept lines, at the wall times the old
+event file gives them.
+
+Progress: a bar over the steps (:mod:`core.bars`), its postfix the last line's loss, lr and
+throughput; without a terminal one ``[kolectra] pretrain ...`` line per written line.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ import time
 from pathlib import Path
 
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.utils.tensorboard import SummaryWriter
 
-from kolectra.model import tensorboard
-from kolectra.core.stage import progress
+from kolectra.core.bars import Bar
 
 # Per-step quantities, averaged over the steps of a window.
 MEAN_KEYS = ("loss", "gen_loss", "disc_loss", "mlm_loss", "grad_norm")
@@ -57,13 +65,28 @@ TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/d
         "replaced_token_share": "disc/replaced_token_share",
         "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
         "disc_auc": "disc/auc", "mlm_acc": "mlm/acc", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu"}
-EVENT_FILE = Path("tensorboard") / "events.out.tfevents.kolectra"  # relative to metrics.jsonl's directory
+EVENT_DIR = "tensorboard"  # beside metrics.jsonl
+EVENT_FILE = Path(EVENT_DIR) / "events.out.tfevents.kolectra"  # the name it has once the run closes it
+EVENT_GLOB = "events.out.tfevents.*"
 
 
 def eta_text(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def progress_text(line: dict) -> str:
+    """What the progress bar (or line) shows of a metrics line; a NaN (None) shows as ``nan``."""
+    def f(key: str, spec: str) -> str:
+        v = line.get(key)
+        return "nan" if v is None else format(v, spec)
+
+    second = (f"disc {f('disc_loss', '.4f')}, AUC {f('disc_auc', '.2f')}, replaced {f('replaced_share', '.0%')}"
+              if "disc_loss" in line else f"mlm {f('mlm_loss', '.3f')}")
+    mfu = f" MFU {f('mfu', '.1%')}" if "mfu" in line else ""
+    return (f"loss {f('loss', '.4f')} (gen {f('gen_loss', '.3f')}, {second}) lr {f('lr', '.2e')} "
+            f"{f('tokens_per_s', ',.0f')} tok/s{mfu}")
 
 
 def auc_from_histograms(pos: list[float], neg: list[float]) -> float | None:
@@ -100,27 +123,50 @@ def scalars(line: dict) -> dict[str, float]:
             if k != "step" and isinstance(v, (int, float)) and math.isfinite(v)}
 
 
-def restart_events(path: Path, lines: list[dict]) -> tensorboard.EventWriter:
-    """A new event file holding ``lines`` (those kept on resume), at the wall times the old file gives them."""
-    old = {}
-    if lines:
-        try:
-            for step, wall, _ in tensorboard.iter_events(path):
-                old[step] = wall
-        except (OSError, tensorboard.CorruptEventFile):  # no file, or its tail cut by a kill: the time now
-            pass
-    writer = tensorboard.EventWriter(path)
+def wall_times(folder: Path) -> dict[int, float]:
+    """step -> wall time of the scalar events in ``folder``'s event files (read by TensorBoard's
+    own reader, which stops at a record cut short by a kill: the records before it still count)."""
+    out: dict[int, float] = {}
+    for path in sorted(folder.glob(EVENT_GLOB)):
+        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})  # 0: keep every event
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            for ev in acc.Scalars(tag):
+                out.setdefault(ev.step, ev.wall_time)
+    return out
+
+
+def write_scalars(writer: SummaryWriter, line: dict, wall_time: float) -> None:
+    for tag, value in scalars(line).items():
+        writer.add_scalar(tag, value, global_step=line["step"], walltime=wall_time)
+
+
+def restart_events(folder: Path, lines: list[dict]) -> SummaryWriter:
+    """A new event file holding ``lines`` (those kept on resume), at the wall times the old file
+    gives them; the old files are removed."""
+    old = wall_times(folder) if lines and folder.is_dir() else {}
+    for path in folder.glob(EVENT_GLOB):
+        path.unlink()
+    writer = SummaryWriter(log_dir=str(folder))
     for line in lines:
-        writer.scalars(line["step"], scalars(line), old.get(line["step"]))
+        write_scalars(writer, line, old.get(line["step"], time.time()))
     writer.flush()
     return writer
+
+
+def close_events(writer: SummaryWriter, folder: Path) -> None:
+    """Close the writer and give its file (the only one in ``folder``) the fixed name."""
+    writer.close()
+    files = [p for p in folder.glob(EVENT_GLOB) if p.name != EVENT_FILE.name]
+    if len(files) == 1:
+        files[0].replace(folder / EVENT_FILE.name)
 
 
 class MetricsLog:
     def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0, flops_per_step: float = 0.0,
                  peak_flops: float = 0.0, on_line=None):
         """``on_line(line, lines)``: called on rank 0 after each line is written, with all lines so far."""
-        self.dev, self.total, self.first, self.on_line = dev, total_steps, resume_step, on_line
+        self.dev, self.on_line = dev, on_line
         self.flops_per_step, self.peak_flops = flops_per_step, peak_flops
         kept = []
         if dev.is_main:
@@ -130,11 +176,13 @@ class MetricsLog:
                         if ln.strip() and json.loads(ln)["step"] <= resume_step]
             path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
-        self.events = restart_events(path.parent / EVENT_FILE, [json.loads(ln) for ln in kept]) if dev.is_main else None
+        self.event_dir = path.parent / EVENT_DIR
+        self.events = restart_events(self.event_dir, [json.loads(ln) for ln in kept]) if dev.is_main else None
+        self.bar = Bar("pretrain", total_steps, "step", initial=resume_step) if dev.is_main else None
         self.sums: dict[str, torch.Tensor] = {}
         self.lines = [json.loads(ln) for ln in kept]  # every line of the run so far (small: one per window)
         self.tokens, self.steps, self.last = 0, 0, (self.lines[-1] if self.lines else {})
-        self.t_start = self.t_window = time.perf_counter()
+        self.t_window = time.perf_counter()
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -157,6 +205,8 @@ class MetricsLog:
 
     def step_done(self, step: int, lr: float, write: bool) -> None:
         self.steps += 1
+        if self.bar is not None:
+            self.bar.advance()
         if not write:
             return
         # Device counters are read now (host bookkeeping): they describe the steps up to this one.
@@ -181,16 +231,9 @@ class MetricsLog:
         if self.file is not None:
             self.file.write(json.dumps(self.last) + "\n")
             self.file.flush()
-            self.events.scalars(step, scalars(self.last), time.time())
+            write_scalars(self.events, self.last, time.time())
             self.events.flush()
-            eta = (now - self.t_start) / max(step - self.first, 1) * (self.total - step)
-            second = (f"disc {self.last['disc_loss']:.4f}, AUC {self.last.get('disc_auc') or float('nan'):.2f}, "
-                      f"replaced {self.last.get('replaced_share') or 0:.0%}" if "disc_loss" in self.last
-                      else f"mlm {self.last.get('mlm_loss', float('nan')):.3f}")
-            mfu = f" MFU {self.last['mfu']:.1%}" if "mfu" in self.last else ""
-            progress(f"pretrain step {step}/{self.total} loss {self.last['loss']:.4f} "
-                     f"(gen {self.last['gen_loss']:.3f}, {second}) lr {window['lr']:.2e} "
-                     f"{self.last['tokens_per_s']:,.0f} tok/s{mfu} ETA {eta_text(eta)}")
+            self.bar.report(progress_text(self.last), at=step)
             self.lines.append(self.last)
             if self.on_line is not None:
                 self.on_line(self.last, self.lines)
@@ -199,4 +242,5 @@ class MetricsLog:
         self.dev.flush()  # lines still waiting for their values
         if self.file is not None:
             self.file.close()
-            self.events.close()
+            close_events(self.events, self.event_dir)
+            self.bar.close()

@@ -3,13 +3,14 @@
 The report walks the lineage from the raw inputs down to REF and gives each artifact a section
 its kind knows how to tell: the corpus filter funnel, the vocabulary's quality figures against
 its baseline, the examples' packing, the pretraining curves and compute, the fine-tuning curve
-and scores. Plots are PNG files beside ``report.md`` (drawn by :mod:`core.plot`, no
-plotting library needed). Nothing here changes an artifact; the report is derived data.
+and scores. Plots are PNG files beside ``report.md`` (drawn by :mod:`core.plot`, matplotlib).
+Nothing here changes an artifact; the report is derived data.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -104,8 +105,11 @@ def corpus_section(a: Artifact, dest: Path) -> list[str]:
         rows.append([label, -n, f"{n / max(s['records_in'], 1):.2%}"])
     rows.append(["**records out**", s["records_out"], f"{s['records_out'] / max(s['records_in'], 1):.2%}"])
     png = dest / f"{a.path.name}-funnel.png"
-    plot.bar_chart(png, [(label, n) for label, n in steps if n] + [("kept", s["records_out"])],
-                   title="corpus: where the records went", xlabel="records")
+    bars = [("records in", s["records_in"])] + [(label, n) for label, n in steps if n] + [("kept", s["records_out"])]
+    colors = [plot.PALETTE[7]] + [plot.PALETTE[3]] * (len(bars) - 2) + [plot.PALETTE[2]]
+    plot.bar_chart(png, bars, colors=colors, share_of=max(s["records_in"], 1), xlabel="records",
+                   title=f"corpus: {s['records_in']:,} records in, {s['records_out']:,} kept "
+                         f"({s['records_out'] / max(s['records_in'], 1):.1%})")
     out = ["Filter funnel (`records_in = records_out + rejected + sum(dropped)`):", ""]
     out += _table(["step", "records", "share"], rows)
     out += ["", f"![funnel]({png.name})", ""]
@@ -139,6 +143,36 @@ def examples_section(a: Artifact, dest: Path) -> list[str]:
     return _table(["figure", "value"], [[k, v] for k, v in s.items() if isinstance(v, (int, float))])
 
 
+def _series(rows: list[dict], key: str) -> list[tuple[float, float]]:
+    return [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+
+
+def training_panels(rows: list[dict]) -> list[plot.Panel]:
+    """The pretraining curves a person checks, each loss on its own axis (the total is
+    generator + 50 x discriminator: on one axis the weighted total hides both terms)."""
+    def panel(keys: dict[str, str], title: str, ylabel: str, **kw) -> plot.Panel | None:
+        series = {label: _series(rows, k) for k, label in keys.items()}
+        series = {label: pts for label, pts in series.items() if pts}
+        return plot.Panel(series, title, "step", ylabel, **kw) if series else None
+
+    panels = [
+        panel({"loss": "total"}, "total loss (generator + disc_weight x discriminator)", "loss"),
+        panel({"gen_loss": "generator (MLM at masked slots)"}, "generator loss", "loss"),
+        panel({"disc_loss": "discriminator (per token)"}, "discriminator loss", "loss"),
+        panel({"mlm_loss": "MLM"}, "MLM loss", "loss"),
+        # a run that learned nothing shows here: AUC at 0.5, recall or precision at 0
+        panel({"disc_auc": "AUC", "disc_precision": "precision (replaced)", "disc_recall": "recall (replaced)",
+               "disc_acc": "accuracy", "replaced_token_share": "replaced share of tokens (precision at chance)"},
+              "discriminator: replaced-token detection", "share",
+              hlines={"chance AUC": 0.5}, ylim=(0, 1.02)),
+        panel({"gen_acc": "generator accuracy", "replaced_share": "replaced share of masked", "mlm_acc": "MLM accuracy"},
+              "generator", "share", ylim=(0, 1.02)),
+        panel({"lr": "learning rate"}, "learning rate", "lr"),
+        panel({"tokens_per_s": "tokens/s"}, "throughput", "tokens/s"),
+    ]
+    return [p for p in panels if p is not None]
+
+
 def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
     path = a.path / "metrics.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
@@ -149,17 +183,10 @@ def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
         out += _table(["compute", "value"], [[k, v] for k, v in compute.items() if isinstance(v, (int, float, str))])
         out.append("")
     if rows:
-        losses = {k: [(r["step"], r[k]) for r in rows if k in r] for k in ("loss", "gen_loss", "disc_loss")}
-        png = dest / f"{a.path.name}-loss.png"
-        plot.line_chart(png, {k: v for k, v in losses.items() if v}, title="pretraining loss",
-                        xlabel="step", ylabel="loss")
-        out += [f"![training loss]({png.name})", ""]
-        accs = {k: [(r["step"], r[k]) for r in rows if k in r] for k in ("gen_acc", "disc_acc", "replaced_share")}
-        accs = {k: v for k, v in accs.items() if v}
-        if accs:
-            png = dest / f"{a.path.name}-accuracy.png"
-            plot.line_chart(png, accs, title="generator / discriminator", xlabel="step", ylabel="share")
-            out += [f"![accuracies]({png.name})", ""]
+        png = dest / f"{a.path.name}-training.png"
+        panels = training_panels(rows)
+        plot.chart(png, panels, width=960, panel_height=300, columns=2)
+        out += [f"![training curves]({png.name})", ""]
         last = rows[-1]
         out += _table(["last logged step", "value"], [[k, v] for k, v in last.items() if isinstance(v, (int, float))])
     return out
@@ -170,12 +197,10 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     headline = [[k, m[k]] for k in ("accuracy", "exact_match", "f1", "dev_accuracy", "best_epoch") if k in m]
     out = [f"Task: **{m.get('task', a.manifest.get('config', {}).get('task', '?'))}**", ""]
     out += _table(["metric", "value"], headline)
-    epochs = m.get("epochs", [])
-    series = {k: [(e["epoch"], e[k]) for e in epochs if k in e] for k in ("train_loss", "dev_accuracy", "dev_f1")}
-    series = {k: v for k, v in series.items() if v}
-    if series:
+    curve = a.path / "learning_curve.png"  # drawn by the fine-tuning stage: loss and dev metric, test score
+    if curve.is_file():
         png = dest / f"{a.path.name}-curve.png"
-        plot.line_chart(png, series, title="fine-tuning", xlabel="epoch", ylabel="value")
+        shutil.copyfile(curve, png)
         out += ["", f"![learning curve]({png.name})"]
     return out
 

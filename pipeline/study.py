@@ -41,6 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
+from kolectra.core.bars import Bar
 from kolectra.core.config import override
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import shards
@@ -193,6 +194,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     ft_seeds = range(1, plan.finetune_seeds + 1)
     results: dict[tuple, Runs] = {}  # (arm or "floor", budget or None, readout) -> Runs
     points, parents = [], []
+    bar = Bar("study", (1 + len(plan.arms) * plan.points) * plan.pretrain_seeds, "point", every=1)
 
     def evaluate(key_arm: str, budget: float | None) -> None:
         scores = {r: np.zeros((len(seeds), len(ft_seeds))) for r in plan.readouts}
@@ -208,6 +210,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
                 correct[r].append([o[1] for o in outs])
                 point["readouts"][r] = [o[0] for o in outs]
             points.append(point)
+            bar.advance()
         for r in plan.readouts:
             rows = correct[r]
             full = all(c is not None for per_seed in rows for c in per_seed)
@@ -218,6 +221,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     for arm in plan.arms:
         for budget in plan.budgets():
             evaluate(arm, budget)
+    bar.close()
     comparisons = compare_all(plan, results)
     floor = {r: results[("floor", None, r)].scores.ravel().tolist() for r in plan.readouts}
     doc = {"plan": dataclasses.asdict(plan), "examples": examples.id, "holdout": holdout,

@@ -1,140 +1,123 @@
-"""The PNG chart writer: a valid file (checked by an independent decoder), ink where expected."""
+"""The charts (core/plot.py over matplotlib): reproducible PNG bytes, Hangul set in a real font,
+series where their values say, panel grids and bars, clear errors on input a chart cannot show."""
 
+import io
 import math
-import struct
-import zlib
+import subprocess
+import sys
+import warnings
 
+import matplotlib
 import pytest
+from PIL import Image
 
-from kolectra.core.plot import (FONT, PALETTE, Canvas, Panel, chart, format_tick, line_chart, nice_ticks,
-                           render, text_width)
+from kolectra.core import plot
+from kolectra.core.plot import PALETTE, Panel, bar_chart, chart, figure, line_chart
 
 
 def decode_png(data: bytes) -> tuple[int, int, list[list[tuple[int, int, int]]]]:
-    """Minimal PNG reader for 8-bit RGB, written from the PNG spec (all five row filters)."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
-        (crc,) = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
-        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, kind
-        chunks.append((kind, body))
-        pos += 12 + n
-    assert chunks[0][0] == b"IHDR" and chunks[-1] == (b"IEND", b"")
-    w, h, depth, ctype, comp, filt, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, ctype, comp, filt, interlace) == (8, 2, 0, 0, 0)
-    raw = zlib.decompress(b"".join(b for k, b in chunks if k == b"IDAT"))
-    stride = 3 * w
-    assert len(raw) == h * (stride + 1)
-    rows, prev = [], bytearray(stride)
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - 3] if i >= 3 else 0
-            b, c = prev[i], (prev[i - 3] if i >= 3 else 0)
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-            else:
-                assert f == 0, f
-        rows.append([tuple(line[3 * x:3 * x + 3]) for x in range(w)])
-        prev = line
-    return w, h, rows
+    """(width, height, rows of RGB pixels) of a PNG, read by Pillow."""
+    img = Image.open(io.BytesIO(data)).convert("RGB")
+    w, h = img.size
+    px = list(img.getdata())
+    return w, h, [px[y * w:(y + 1) * w] for y in range(h)]
 
 
 def where(rows, color):
     return [(x, y) for y, row in enumerate(rows) for x, px in enumerate(row) if px == color]
 
 
-def test_png_is_valid_and_series_land_where_their_values_say(tmp_path):
-    high = [(x, 10.0) for x in range(11)]
-    low = [(x, 0.0) for x in range(11)]
-    path = line_chart(tmp_path / "c.png", {"high": high, "low": low}, title="Two lines",
-                      xlabel="step", ylabel="value", width=320, height=240)
-    w, h, rows = decode_png(path.read_bytes())
+TWO_LINES = [Panel({"high": [(x, 10.0) for x in range(11)], "low": [(x, 0.0) for x in range(11)]},
+                   "두 줄 (two lines)", "step", "value")]
+
+
+def test_series_land_where_their_values_say(tmp_path):
+    w, h, rows = decode_png(figure(TWO_LINES, 320, 240))
     assert (w, h) == (320, 240)
     blue, orange = where(rows, PALETTE[0]), where(rows, PALETTE[1])
     assert len(blue) > 200 and len(orange) > 200  # a line across the plot, plus its legend sample
-    # both lines are horizontal and span most of the width; "high" sits above "low"
-    blue_y = sorted(y for _, y in blue)
-    orange_y = sorted(y for _, y in orange)
-    assert statistics_median(blue_y) < statistics_median(orange_y)
-    assert max(x for x, _ in blue) - min(x for x, _ in blue) > 0.7 * w
-    # title, tick labels and axis labels leave black ink outside the plot lines
-    assert len(where(rows, (0, 0, 0))) > 500
-    assert render([Panel({"high": high, "low": low}, "Two lines", "step", "value")], 320, 240) == path.read_bytes()
+    assert sorted(y for _, y in blue)[len(blue) // 2] < sorted(y for _, y in orange)[len(orange) // 2]
+    assert max(x for x, _ in blue) - min(x for x, _ in blue) > 0.6 * w
 
 
-def statistics_median(xs):
-    return xs[len(xs) // 2]
+_SUBPROCESS = """
+import sys
+from kolectra.core.plot import Panel, figure
+sys.stdout.buffer.write(figure([Panel({"high": [(x, 10.0) for x in range(11)], "low": [(x, 0.0) for x in range(11)]},
+                                      "두 줄 (two lines)", "step", "value")], 320, 240))
+"""
 
 
-def test_log_x_places_decades_evenly_and_rejects_non_positive(tmp_path):
-    pts = [(1e16, 1.0), (1e17, 1.0), (1e18, 1.0)]
-    # markers only: the three points should be equally spaced on a log axis
-    png = render([Panel({"s": pts}, logx=True, lines=False, markers=True)], 400, 300)
-    _, _, rows = decode_png(png)
-    blue = where(rows, PALETTE[0])
-    ys = [y for _, y in blue]
-    row = max(set(ys), key=ys.count)  # the marker centre row (legend sample excluded: shorter)
-    xs = sorted(x for x, y in blue if y == row)
-    clusters = []
-    for x in xs:
-        if clusters and x - clusters[-1][-1] <= 1:
-            clusters[-1].append(x)
-        else:
-            clusters.append([x])
-    plot_centres = [sum(c) / len(c) for c in clusters]
-    assert len(plot_centres) == 3
-    assert abs((plot_centres[1] - plot_centres[0]) - (plot_centres[2] - plot_centres[1])) <= 2
-    with pytest.raises(ValueError, match="positive"):
-        render([Panel({"s": [(0.0, 1.0)]}, logx=True)])
+def test_png_bytes_are_reproducible_and_carry_no_metadata(tmp_path):
+    first = figure(TWO_LINES, 320, 240)
+    assert figure(TWO_LINES, 320, 240) == first
+    # a fresh interpreter (font registered anew, nothing cached in the process) gives the same bytes
+    other = subprocess.run([sys.executable, "-c", _SUBPROCESS], capture_output=True, check=True).stdout
+    assert other == first
+    assert b"Software" not in first and b"matplotlib" not in first.lower() and b"tIME" not in first
+    path = line_chart(tmp_path / "c.png", TWO_LINES[0].series, title=TWO_LINES[0].title, xlabel="step",
+                      ylabel="value", width=320, height=240)
+    assert path.read_bytes() == first
 
 
-def test_font_covers_printable_ascii_with_distinct_glyphs():
-    printable = [chr(c) for c in range(32, 127)]
-    assert all(ch in FONT for ch in printable)
-    shapes = [FONT[ch] for ch in printable if ch != " "]
-    assert len(set(shapes)) == len(shapes)  # no two characters look the same
-    assert all(0 <= c < 5 and 0 <= r < 8 for g in shapes for c, r in g)
+def _label_png(text: str) -> bytes:
+    return figure([Panel({}, title=text)], 200, 120)
 
 
-def test_text_draws_the_glyph_pixels_upright_and_vertical():
-    cv = Canvas(20, 20)
-    cv.text(2, 3, "L")
-    ink = {(x, y) for y in range(20) for x in range(20) if cv.get(x, y) != (255, 255, 255)}
-    assert ink == {(2 + c, 3 + r) for c, r in FONT["L"]}
-    cv = Canvas(20, 20)
-    cv.text(3, 15, "L", vertical=True)  # reads bottom to top: columns become rows upwards
-    ink = {(x, y) for y in range(20) for x in range(20) if cv.get(x, y) != (255, 255, 255)}
-    assert ink == {(3 + r, 15 - c) for c, r in FONT["L"]}
-    assert text_width("ab") == 11 and text_width("ab", 2) == 22
+def test_hangul_labels_render_as_glyphs_not_boxes():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)" for tofu
+        a, b = _label_png("가나다 손실"), _label_png("라마바 정확도")
+    assert a != b  # different syllables, different ink (tofu boxes would look alike)
+    # the check bites: without the packaged font the same labels are missing glyphs
+    with matplotlib.rc_context({"font.family": ["DejaVu Sans"]}), pytest.warns(UserWarning, match="missing from font"):
+        fig = plot.new_figure(200, 120)
+        fig.suptitle("가나다 손실")
+        plot.png_bytes(fig)
 
 
-def test_ticks_and_labels():
-    assert nice_ticks(0.0, 1.0, 6) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    t = nice_ticks(0.813, 0.874, 6)
-    assert t[0] <= 0.813 and t[-1] >= 0.874 and len(t) <= 7
-    assert format_tick(0.25, 0.05) == "0.25" and format_tick(3.0, 1.0) == "3"
-    assert format_tick(2.5e18, 1e18) == "2.5e18" and format_tick(1e-4, 1e-4) == "1e-4"
-
-
-def test_multi_panel_and_degenerate_inputs(tmp_path):
+def test_panel_grid_single_points_and_degenerate_inputs(tmp_path):
     panels = [Panel({"loss": [(1, 0.7)]}, "one point"),
-              Panel({"nan skipped": [(1, math.nan), (2, 1.0), (3, 2.0)]}, "b"),
-              Panel({}, "empty")]
-    w, h, rows = decode_png(chart(tmp_path / "p.png", panels, width=300, panel_height=200).read_bytes())
-    assert (w, h) == (300, 600)
-    assert where(rows, PALETTE[0])  # the single point still gets a marker
+              Panel({"nan skipped": [(1, math.nan), (2, 1.0), (3, 2.0)], "none skipped": [(1, None), (2, 3.0)]}, "b"),
+              Panel({}, "empty"),
+              Panel({"auc": [(1, 0.5), (2, 0.9)]}, "reference", hlines={"chance": 0.5})]
+    w, h, rows = decode_png(chart(tmp_path / "p.png", panels, width=400, panel_height=200, columns=2).read_bytes())
+    assert (w, h) == (400, 400)
+    assert where(rows[:200], PALETTE[0])  # the single point gets its star
+    w, h, _ = decode_png(figure(panels[:3], 300, 150, columns=2))
+    assert (w, h) == (300, 300)  # three panels in rows of two: two rows
     with pytest.raises(ValueError, match="no panels"):
-        render([])
-    with pytest.raises(ValueError, match="too small"):
-        render([Panel({"a": [(1, 1)]}, "t", "x", "y")], 40, 40)
+        figure([])
+    with pytest.raises(ValueError, match="positive"):
+        figure([Panel({"s": [(0.0, 1.0)]}, logx=True)])
+    assert figure([Panel({"s": [(1e16, 1.0), (1e17, 2.0), (1e18, 3.0)]}, logx=True)])[:4] == b"\x89PNG"
+
+
+def test_bar_chart_draws_each_bar_in_its_colour(tmp_path):
+    colors = [PALETTE[7], PALETTE[3], PALETTE[2]]
+    path = bar_chart(tmp_path / "b.png", [("records in", 1000), ("dropped: 짧음", 250), ("kept", 750)],
+                     title="funnel", xlabel="records", colors=colors, share_of=1000)
+    w, h, rows = decode_png(path.read_bytes())
+    assert w == 720
+    widths = [len(where(rows, c)) for c in colors]
+    assert widths[0] > widths[2] > widths[1] > 0  # areas follow the values
+    with pytest.raises(ValueError, match="no bars"):
+        bar_chart(tmp_path / "x.png", [])
+
+
+def test_report_puts_each_loss_on_its_own_axis_and_marks_chance():
+    from kolectra.pipeline.report import training_panels
+
+    rows = [{"step": s, "loss": 30.0 - s, "gen_loss": 4.0 - s / 10, "disc_loss": 0.5 - s / 100, "disc_auc": 0.5,
+             "disc_precision": 0.0, "disc_recall": 0.0, "disc_acc": 0.85, "gen_acc": 0.1, "lr": 1e-3,
+             "tokens_per_s": 1000.0, "mlm_acc": None} for s in (1, 2, 3)]
+    panels = {p.title: p for p in training_panels(rows)}
+    losses = [p for p in panels.values() if p.ylabel == "loss"]
+    assert len(losses) == 3 and all(len(p.series) == 1 for p in losses)  # total, generator, discriminator apart
+    disc = panels["discriminator: replaced-token detection"]
+    assert set(disc.series) == {"AUC", "precision (replaced)", "recall (replaced)", "accuracy"}  # no prior logged
+    assert disc.hlines == {"chance AUC": 0.5} and disc.ylim[0] == 0  # a run stuck at chance shows
+    assert "MLM accuracy" not in panels["generator"].series  # None values are no series
+    mlm = [{"step": s, "loss": 5.0, "gen_loss": 5.0, "mlm_loss": 5.0, "mlm_acc": 0.2} for s in (1, 2)]
+    assert "discriminator loss" not in {p.title for p in training_panels(mlm)}
+    assert figure(training_panels(rows), 960, 300, columns=2)[:4] == b"\x89PNG"

@@ -18,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from kolectra.core import bars
 from kolectra.core.tokens import SPECIALS
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
@@ -38,10 +39,12 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
             f"({len(initial)} chars, {len(continuing)} ## forms) already take "
             f"{fixed + len(initial) + len(continuing)}; raise vocab_size or lower limit_alphabet"
         )
-    pieces, stats = trainer.learn_pieces(
-        table, budget=cfg.vocab_size - fixed, initial=initial + continuing, min_frequency=cfg.min_frequency,
-        respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph,
-    )
+    to_learn = max(0, cfg.vocab_size - fixed - len(set(initial + continuing)))
+    with bars.Bar(f"vocab: {recipe} pieces", to_learn, "piece", every=max(1, to_learn // 10), scale=True) as bar:
+        pieces, stats = trainer.learn_pieces(
+            table, budget=cfg.vocab_size - fixed, initial=initial + continuing, min_frequency=cfg.min_frequency,
+            respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph, on_piece=bar.advance,
+        )
     vocab = export.assemble(cfg.num_unused, initial, continuing, pieces)
     stats.update(alphabet=len(initial), alphabet_continuing=len(continuing), vocab_size=len(vocab))
     return vocab, stats
@@ -61,7 +64,8 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
             # word table and the SentencePiece trainer never hold memory at the same time
             progress(f"vocab: counting words of {corpus_dir} (train split)")
             t0 = time.perf_counter()
-            table_, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
+            table_, counts = words.count_words(words.iter_docs(corpus_dir, "train", desc="vocab: counting words"),
+                                               cfg.max_word_types)
             if not table_:
                 raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
             progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
@@ -88,8 +92,8 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
     split = words.eval_split(corpus_dir)
     progress(f"vocab: measuring on the {split} split")
     t0 = time.perf_counter()
-    measured = report.measure(tokenizers, words.iter_docs(corpus_dir, split), top_words=cfg.report_top_words,
-                              show_words=cfg.report_show_words)
+    measured = report.measure(tokenizers, words.iter_docs(corpus_dir, split, desc=f"vocab: measuring on {split}"),
+                              top_words=cfg.report_top_words, show_words=cfg.report_show_words)
     seconds["report"] = round(time.perf_counter() - t0, 2)
     for recipe, fig in measured["recipes"].items():
         fig["learning"] = learn_stats[recipe]

@@ -57,7 +57,7 @@ def clean(text: str) -> str:
 def training_sentences(corpus_dir: Path, max_bytes: int, counts: dict) -> Iterator[str]:
     """Cleaned ``train`` sentences, streamed; longer than ``max_bytes`` UTF-8 bytes are counted and skipped."""
     counts.update(documents=0, sentences=0, sentences_too_long=0)
-    for doc in iter_docs(corpus_dir, "train"):
+    for doc in iter_docs(corpus_dir, "train", desc="vocab: reading sentences"):
         counts["documents"] += 1
         try:
             sents = shards.sentences(doc)

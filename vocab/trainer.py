@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from typing import Mapping
+from typing import Callable, Mapping
 
 from kolectra.vocab.words import WordType
 
@@ -159,11 +159,13 @@ class _Words:
 
 
 def learn_pieces(table: Mapping[WordType, int], *, budget: int, initial: list[str], min_frequency: int,
-                 respect_morphs: bool, cross_morph: str = "prefix") -> tuple[list[str], dict]:
+                 respect_morphs: bool, cross_morph: str = "prefix",
+                 on_piece: Callable[[], None] | None = None) -> tuple[list[str], dict]:
     """Merged pieces in learning order until ``len(initial) + len(pieces) == budget``.
 
     ``initial`` are the alphabet symbols (both forms); words that cannot be spelled with them are
-    left out (at run time they are [UNK] anyway) and counted in the returned stats.
+    left out (at run time they are [UNK] anyway) and counted in the returned stats. ``on_piece``
+    is called for every new piece (a progress bar's advance).
     """
     words = _Words(table, set(initial), respect_morphs, cross_morph)
     text = words.text
@@ -193,5 +195,7 @@ def learn_pieces(table: Mapping[WordType, int], *, budget: int, initial: list[st
         if piece not in have:
             have.add(piece)
             pieces.append(piece)
+            if on_piece is not None:
+                on_piece()
     return pieces, {"merges": merges, "train_word_types": len(words.syms),
                     "words_outside_alphabet": words.skipped}

@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 
 from tokenizers import PreTokenizedString, normalizers, pre_tokenizers
 
+from kolectra.core import bars
 from kolectra.corpus import shards
 
 WordType = tuple[str, tuple[int, ...]]
@@ -83,8 +84,13 @@ def doc_words(doc: dict, splitter: WordSplitter) -> Iterator[tuple[WordType, boo
         yield (word, tuple(c - s for c in cuts[lo:hi])), True
 
 
-def iter_docs(corpus_dir: Path, split: str) -> Iterator[dict]:
-    for doc in shards.iter_documents(corpus_dir, split):
+def iter_docs(corpus_dir: Path, split: str, desc: str | None = None) -> Iterator[dict]:
+    """The split's documents, checked to have text; with ``desc``, under a progress bar (:mod:`core.bars`)."""
+    docs = shards.iter_documents(corpus_dir, split)
+    if desc:
+        total = shards.document_count(corpus_dir, split)
+        docs = bars.iterate(docs, desc, total=total, unit="doc", every=max(1, total // 10) if total else 100_000)
+    for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
             raise ValueError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")
         yield doc

@@ -1,0 +1,114 @@
+"""Progress of long loops: a tqdm bar with ETA on a terminal, plain lines everywhere else.
+
+Used by the pretraining loop (model/metrics.py), the vocab stage (vocab/build.py) and the study
+(pipeline/study.py); :func:`core.stage.progress` writes its ``[kolectra] ...`` lines through
+:func:`write`, so they appear above the bars instead of through them.
+
+- stderr is a terminal: a tqdm bar (rate, elapsed<remaining), its postfix set at each report.
+  Bars nest (a study's points above the pretraining steps) and share tqdm's registry with
+  transformers' own bars, so a line written by :func:`write` clears and redraws all of them.
+- stderr is a file or a pipe (CI logs, ``2> log``): no bar and no carriage returns, one
+  ``[kolectra] ...`` line per report (pretraining: per ``log_every``), or every ``every`` units for
+  loops that have no reports, with the same position, rate and ETA, formatted by tqdm.
+
+``KOLECTRA_PROGRESS=lines`` (or ``bar``) overrides the choice.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Iterable, Iterator, TextIO, TypeVar
+
+from tqdm import tqdm
+
+ENV = "KOLECTRA_PROGRESS"
+LINE = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
+LINE_NO_TOTAL = "{n_fmt} [{elapsed}, {rate_fmt}]"
+T = TypeVar("T")
+
+
+def write(line: str) -> None:
+    """One line on stderr, above any progress bar there (tqdm clears and redraws them)."""
+    tqdm.write(line, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def use_bars(stream: TextIO) -> bool:
+    forced = os.environ.get(ENV, "").strip().lower()
+    if forced in ("bar", "bars"):
+        return True
+    if forced == "lines":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class Bar:
+    """Progress over ``total`` units (None: unknown) starting at ``initial`` (a resumed run).
+
+    ``advance(n)`` is cheap (call it per step); ``report(text)`` sets what is shown beside the
+    counts: the bar's postfix, or one line in line mode.
+    """
+
+    def __init__(self, desc: str, total: int | None, unit: str = "it", initial: int = 0,
+                 every: int | None = None, stream: TextIO | None = None, scale: bool = False):
+        self.desc, self.total, self.unit, self.initial, self.scale = desc, total, unit, initial, scale
+        self.n, self.every, self.text, self.shown = initial, every, "", initial
+        self.stream = stream if stream is not None else sys.stderr
+        self.t0 = time.monotonic()
+        self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=self.stream, leave=None,
+                        dynamic_ncols=True, unit_scale=scale) if use_bars(self.stream) else None
+
+    def advance(self, n: int = 1) -> None:
+        before, self.n = self.n, self.n + n
+        if self.bar is not None:
+            self.bar.update(n)
+        elif self.every and (self.n - self.initial) // self.every > (before - self.initial) // self.every:
+            self._line()
+
+    def report(self, text: str, at: int | None = None) -> None:
+        """Show ``text``; in line mode as one line at position ``at`` (default: the current one),
+        for reports that arrive after the loop moved on (XLA delivers a step's metrics later)."""
+        self.text = text
+        if self.bar is not None:
+            self.bar.set_postfix_str(text)
+        else:
+            self._line(at)
+
+    def line(self, at: int | None = None) -> str:
+        """The line-mode text: ``desc n/total [elapsed<remaining, rate] text``."""
+        meter = tqdm.format_meter(self.n if at is None else at, self.total, time.monotonic() - self.t0, unit=self.unit,
+                                  unit_scale=self.scale, initial=self.initial, bar_format=LINE if self.total else LINE_NO_TOTAL)
+        return " ".join(p for p in (self.desc, meter, self.text) if p)
+
+    def _line(self, at: int | None = None) -> None:
+        self.shown = self.n
+        text = f"[kolectra] {self.line(at)}"
+        if self.stream is sys.stderr:
+            write(text)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        elif self.every and self.n != self.shown:  # the last stretch, shorter than ``every``
+            self._line()
+
+    def __enter__(self) -> "Bar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def iterate(items: Iterable[T], desc: str, total: int | None = None, unit: str = "it",
+            every: int | None = None, scale: bool = True) -> Iterator[T]:
+    """``items`` with a :class:`Bar` advanced per item (a line every ``every`` items without a terminal)."""
+    with Bar(desc, total, unit, every=every, scale=scale) as bar:
+        for item in items:
+            yield item
+            bar.advance()
