@@ -11,6 +11,7 @@ tokenizer at run time.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 from kolectra.core.config import ConfigError
@@ -146,6 +147,19 @@ def validate(cfg: PretrainConfig) -> None:
     if m.embedding_sharing == "gdes" and o.objective in MLM_OBJECTIVES:
         raise ConfigError(f"model.embedding_sharing=gdes: DeBERTaV3's sharing is for replaced token detection "
                           f"(objective electra or electra15), not {o.objective!r}")
+    for key in ("hidden", "layers", "heads", "intermediate", "embedding_size", "generator_hidden",
+                "generator_layers", "generator_heads", "generator_intermediate", "max_position", "type_vocab_size"):
+        if getattr(m, key) < 1:
+            raise ConfigError(f"model.{key}: must be >= 1, got {getattr(m, key)}")
+    for key in ("dropout", "attention_dropout"):
+        if not 0.0 <= getattr(m, key) < 1.0:
+            raise ConfigError(f"model.{key}: must be in [0, 1), got {getattr(m, key)}")
+    if not (math.isfinite(t.lr) and t.lr > 0):
+        raise ConfigError(f"train.lr: must be a finite number > 0, got {t.lr}")
+    for group, key in (("train", "clip"), ("train", "weight_decay"), ("train", "adam_eps"), ("objective", "disc_weight")):
+        value = getattr(t if group == "train" else o, key)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{group}.{key}: must be a finite number >= 0, got {value}")
     if m.hidden % m.heads:
         raise ConfigError(f"model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
     if m.generator_hidden % m.generator_heads:
