@@ -16,21 +16,28 @@ Every ``save_every`` steps the loop writes ``out_dir/checkpoints/step-NNNNNNNN/`
 
 Directories are built under a temporary name and renamed into place; the newest
 ``keep_checkpoints`` survive. Nothing here is unpickled with ``weights_only=False``: numpy
-arrays (numpy's RNG state) are stored as tensors. After the final export the whole
-``checkpoints/`` folder is removed: the artifact's product is ``hf/``.
+arrays (numpy's RNG state) are stored as tensors; a checkpoint that still does not load (a
+pickle ``weights_only`` refuses) is skipped like a damaged one (:func:`load_latest`). The
+``checkpoints/`` folder is working state, not the product (``hf/``): the artifact store sets it
+aside while it publishes the artifact and deletes it only after (a direct caller of
+``pretrain`` has it removed after the export).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from kolectra.core.stage import progress
@@ -124,17 +131,61 @@ def problems(step_dir: Path) -> list[str]:
     return out
 
 
-def latest(out_dir: Path) -> Path | None:
-    """The newest complete, intact step directory, or None; damaged ones are reported and skipped."""
+def intact(out_dir: Path) -> Iterator[Path]:
+    """Complete, intact step directories, newest first; damaged ones are reported and skipped."""
     root = checkpoints_dir(out_dir)
     if not root.is_dir():
-        return None
+        return
     for step_dir in sorted((p for p in root.iterdir() if STEP_DIR.match(p.name)), reverse=True):
         found = problems(step_dir)
         if not found:
-            return step_dir
-        progress(f"pretrain: skipping checkpoint {step_dir.name}: {found[0]}")
+            yield step_dir
+        else:
+            progress(f"pretrain: skipping checkpoint {step_dir.name}: {found[0]}")
+
+
+def latest(out_dir: Path) -> Path | None:
+    """The newest complete, intact step directory, or None."""
+    return next(intact(out_dir), None)
+
+
+def load_latest(out_dir: Path, rank: int = 0) -> tuple[Path, dict] | None:
+    """(step directory, :func:`load`) of the newest checkpoint that is intact *and* loads.
+
+    Hashes prove a checkpoint is the one that was written, not that it is loadable: one written by
+    another version can hold objects ``weights_only`` refuses to unpickle. That one is reported and
+    the previous checkpoint used, as for a damaged one."""
+    for step_dir in intact(out_dir):
+        try:
+            return step_dir, load(step_dir, rank)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, KeyError, TypeError,
+                 SafetensorError) as e:
+            progress(f"pretrain: skipping checkpoint {step_dir.name}: it does not load "
+                     f"({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''})")
     return None
+
+
+def trim_log(path: Path, step: int) -> None:
+    """Keep the lines of ``metrics.jsonl`` up to ``step`` that parse: a line cut short by a kill or a
+    full disk is dropped (naming the file and line), not left to block the resume."""
+    if not path.is_file():
+        return
+    kept, dropped = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        try:
+            row = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            dropped.append(number)
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
+            kept.append(line)
+        elif row is not None and not (isinstance(row, dict) and isinstance(row.get("step"), int)):
+            dropped.append(number)
+    if dropped:
+        progress(f"pretrain: {path}: line(s) {', '.join(map(str, dropped[:5]))} unreadable (cut short?); dropped")
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 # --- save / load --------------------------------------------------------------------------------
@@ -151,22 +202,41 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     barrier()
-    save_fn(encode(own), tmp / f"rank-{rank}.pt")
+    _written(tmp / f"rank-{rank}.pt", lambda path: save_fn(encode(own), path))
     barrier()
     if rank == 0:
         unique, aliases = split_shared(model_state)
-        save_file(unique, str(tmp / "model.safetensors"), metadata={"format": str(FORMAT), "step": str(step)})
-        save_fn(optimizer_state, tmp / "optimizer.pt")
-        save_fn(encode({**shared, "step": step, "aliases": aliases, "format": FORMAT}), tmp / "state.pt")
+        _written(tmp / "model.safetensors", lambda path: save_file(
+            unique, str(path), metadata={"format": str(FORMAT), "step": str(step)}))
+        _written(tmp / "optimizer.pt", lambda path: save_fn(optimizer_state, path))
+        _written(tmp / "state.pt", lambda path: save_fn(
+            encode({**shared, "step": step, "aliases": aliases, "format": FORMAT}), path))
         files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
-        (tmp / MANIFEST).write_text(json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1),
-                                    encoding="utf-8")
+        _written(tmp / MANIFEST, lambda path: path.write_text(
+            json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1), encoding="utf-8"))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         for old in sorted(p for p in root.iterdir() if STEP_DIR.match(p.name))[:-keep]:
             shutil.rmtree(old)
     barrier()
     return final
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint file could not be written (a full disk, a file-size limit); names the file."""
+
+
+def _written(path: Path, write) -> None:
+    """``write(path)``, its failure as an OSError naming the file: torch and safetensors report a
+    full disk as RuntimeError or SafetensorError, without the file's name."""
+    try:
+        write(path)
+    except (OSError, RuntimeError, SafetensorError) as e:
+        text = str(e)
+        code = e.errno if isinstance(e, OSError) and e.errno else (
+            errno.ENOSPC if "No space left" in text or "code: 28" in text else
+            errno.EFBIG if "too large" in text or "code: 27" in text else errno.EIO)
+        raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
 
 
 def _load(path: Path):
