@@ -31,7 +31,7 @@ import torch
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
 from kolectra.model.config import ModelConfig, PretrainConfig, TrainConfig, validate
 from kolectra.model.device import Batches, Device
-from kolectra.model.electra import ElectraPair, count_parameters, flops_by_part
+from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.core.config import to_dict
 from kolectra.core.tokens import SPECIALS_MAP
@@ -48,14 +48,19 @@ class PretrainInputError(ValueError):
     """Examples and tokenizer do not fit together or with the config; the message names the file."""
 
 
+class TrainingDiverged(ValueError):
+    """The loss or the weights became NaN or infinite; the message names the step and a likely cause."""
+
+
 def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Specials:
     """Special-token ids from the tokenizer, checked against the examples' index.json."""
     from transformers import AutoTokenizer
 
     try:
         tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    except (OSError, ValueError) as e:
-        raise PretrainInputError(f"{tokenizer_dir}: not a loadable tokenizer directory: {e}") from None
+    except Exception as e:  # tokenizers reports a garbled tokenizer.json as a bare Exception
+        where = tokenizer_dir / "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else tokenizer_dir
+        raise PretrainInputError(f"{where}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
     ids = {f"{name}_id": tok.convert_tokens_to_ids(SPECIALS_MAP[f"{name}_token"]) for name in ("pad", "cls", "sep", "mask")}
     for name, value in ids.items():
         if value != getattr(index, name):
@@ -92,9 +97,8 @@ def lr_at(step: int, t: TrainConfig) -> float:
     return t.lr * optim.lr_scale(step, t.warmup_steps, t.steps, t.schedule)
 
 
-def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[int, dict]:
+def _resume(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tuple[int, dict]:
     """Load a checkpoint into the run's objects; refuse another config or vocabulary unless forced."""
-    ck = checkpoint.load(step_dir, dev.rank)
     state = ck["state"]
     diffs = checkpoint.differences(state["config"], to_dict(cfg))
     if state.get("vocab") != fingerprint:
@@ -104,6 +108,9 @@ def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[
                                  + "; ".join(diffs) + " (set train.force_resume=true to resume anyway)")
     if diffs and dev.is_main:
         progress(f"pretrain: resuming despite differences (train.force_resume): {'; '.join(diffs)}")
+        change = schedule_change(state["config"].get("train", {}), cfg.train, int(state["step"]))
+        if change:
+            progress(f"pretrain: {change}")
     try:
         model.load_state_dict(ck["model"])
         # The implementation flags are placement, not state: a checkpoint written with fused AdamW
@@ -118,6 +125,18 @@ def _resume(cfg, fingerprint, step_dir, dev, model, optimizer, loader) -> tuple[
     loader.load_state_dict(state["loader"])
     dev.set_rng_state(ck["own"]["rng"])
     return int(state["step"]), ck["own"]["log"]
+
+
+def schedule_change(saved: dict, t: TrainConfig, step: int) -> str | None:
+    """How the learning rate changes from ``step`` on when a run resumes under another schedule."""
+    keys = ("steps", "warmup_steps", "lr", "schedule")
+    old = {k: saved.get(k, getattr(t, k)) for k in keys}
+    if all(old[k] == getattr(t, k) for k in keys):
+        return None
+    before, after = lr_at(step, dataclasses.replace(t, **old)), lr_at(step, t)
+    return (f"schedule changed ({', '.join(f'{k} {old[k]} -> {getattr(t, k)}' for k in keys if old[k] != getattr(t, k))}): "
+            f"from step {step} the learning rate follows the new one, {after:.3g} there instead of {before:.3g}, "
+            f"then {t.schedule.replace('_', ' ')} to 0 at step {t.steps}")
 
 
 @dataclasses.dataclass
@@ -204,11 +223,12 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
                  f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
 
     first, log_state = 0, None
-    resume_from = checkpoint.latest(out_dir) if resume else None
-    if resume_from is not None:
-        first, log_state = _resume(cfg, inputs.fingerprint, resume_from, dev, model, optimizer, batches)
+    found = checkpoint.load_latest(out_dir, dev.rank) if resume else None
+    if found is not None:
+        first, log_state = _resume(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
         if dev.is_main:
-            progress(f"pretrain: resuming at step {first} from {resume_from}")
+            progress(f"pretrain: resuming at step {first} from {found[0]}")
+            checkpoint.trim_log(out_dir / "metrics.jsonl", first)
     elif dev.is_main:
         if resume:
             progress(f"pretrain: no intact checkpoint in {checkpoint.checkpoints_dir(out_dir)}; starting fresh")
@@ -283,10 +303,12 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> None:
 
 
 def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
-             resume: bool = False, lineage: list[str] | None = None) -> StageOutput:
+             resume: bool = False, lineage: list[str] | None = None, clear_checkpoints: bool = True) -> StageOutput:
     """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``.
 
-    ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store."""
+    ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store.
+    ``clear_checkpoints=False`` leaves ``checkpoints/`` after the export: the artifact store
+    deletes it once the artifact is published, so a kill before that can still resume."""
     validate(cfg)
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
@@ -296,18 +318,62 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     try:
         run = start(cfg, inputs, examples_dir, out_dir, dev, resume)
         for step in range(run.first_step, t.steps):
-            train_step(run, step)
+            try:
+                train_step(run, step)
+            except (RuntimeError, IndexError, TypeError) as e:  # NaN makes garbage indices, None loss lines
+                if (error := diverged(run, step + 1, probe=True)) is None:
+                    raise
+                raise error from e
             done = step + 1
+            if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
+                raise diverged(run, done)
             if t.save_every and done % t.save_every == 0 and done < t.steps:
                 save_checkpoint(run, out_dir, done)
         run.log.close()
         run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
-        return finish(run, tokenizer_dir, out_dir, t_start, lineage)
+        return finish(run, tokenizer_dir, out_dir, t_start, lineage, clear_checkpoints)
     finally:
         dev.close()
 
 
-def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage: list[str] | None) -> StageOutput:
+def diverged(run: Run, step: int, probe: bool = False) -> TrainingDiverged | None:
+    """The error for a run whose logged loss or weights are no longer finite, else None.
+
+    The logged loss is read back every ``log_every`` steps anyway; the weights (one host sync) are
+    looked at only before the export and after a failed step, then with a ``probe`` forward too."""
+    if run.log.last.get("loss", 0.0) is None:
+        what = "the logged loss"
+    else:
+        try:
+            finite = bool(torch.stack([torch.isfinite(p.detach()).all() for p in run.params]).all())
+            if finite and (not probe or _outputs_finite(run)):
+                return None
+        except Exception:  # the device is unusable after the failure: leave the original error
+            return None
+        what = "the weights"
+    t = run.cfg.train
+    return TrainingDiverged(
+        f"pretrain: loss is NaN at step {step} ({what} became NaN or infinite): training diverged; likely "
+        f"cause: the learning rate is too high (train.lr={t.lr:g}, warm-up {t.warmup_steps} steps); lower "
+        "train.lr or lengthen train.warmup_steps")
+
+
+def _outputs_finite(run: Run) -> bool:
+    """Whether each network's hidden states are finite on a probe sequence: weights can be finite
+    yet so large (a learning rate far too high) that attention overflows to NaN."""
+    ids = torch.full((1, run.inputs.index.max_seq_length), run.inputs.specials.first_regular_id,
+                     dtype=torch.long, device=run.dev.torch_device)
+    with torch.no_grad(), run.dev.autocast():
+        for net in run.model.networks().values():
+            h = net.electra(input_ids=ids, attention_mask=attention_bias(torch.ones_like(ids)),
+                            token_type_ids=torch.zeros_like(ids)).last_hidden_state
+            if not bool(torch.isfinite(h).all()):
+                return False
+    return True
+
+
+def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage: list[str] | None,
+           clear_checkpoints: bool = True) -> StageOutput:
     """Export the pair (rank 0), then the artifact's stats and compute record."""
     cfg, t, dev, model = run.cfg, run.cfg.train, run.dev, run.model
     specials, index = run.inputs.specials, run.inputs.index
@@ -327,10 +393,13 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage
              "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),
              "training health": verdict["status"]}
     warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
+    if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN
+        raise error
     if dev.is_main:
         model.eval()
         export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage, warnings)
-        checkpoint.clear(out_dir)
+        if clear_checkpoints:
+            checkpoint.clear(out_dir)
     dev.barrier()
     stats = {
         "steps": t.steps, "objective": cfg.objective.objective, "final": final,
