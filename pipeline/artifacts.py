@@ -3,107 +3,64 @@
 Every stage run becomes ``ROOT/<kind>/<name>-<id>/``. The id is a hash of the *request* — kind,
 stage version, resolved config, parent ids, raw-input fingerprints and the versions of the
 libraries that decide the output — so asking for the same thing twice finds the existing
-artifact instead of recomputing it. The directory is built under ``ROOT/.tmp/``, its
-``manifest.json`` (file hashes, digest, stats, provenance) is written last, and only then is it
-renamed into place: a killed run never leaves something that looks complete.
+artifact instead of recomputing it. The id is the identity: the same request under another
+``--name`` finds the directory already published under the first name.
+
+The publish protocol, :meth:`Store.build` top to bottom; a kill at any point leaves either the
+complete artifact or nothing under ``ROOT/<kind>/`` (private areas: :mod:`.workspace`):
+
+1. check    kind known; every parent intact, and unchanged since its own children recorded it.
+2. reserve  lock ``ROOT/.locks/<kind>-<id>.lock``: one builder per request; a second identical
+            run waits (saying for whom) and then joins the first one's result.
+3. join     the artifact exists: reuse it. A build of this request that was sealed but killed
+            before its rename is published as it is; earlier attempts' directories are deleted.
+4. prepare  a private directory: a new ``ROOT/.tmp/<kind>-<id>-<hex8>/``, or for a resumable stage
+            (pretraining) its run ``ROOT/.work/<kind>-<id>/out/``; with ``resume`` the interrupted
+            run of this request or, failing that, of its family (same examples and preset: the
+            stage then compares its checkpoint's config and refuses differences unless forced).
+5. produce  the stage writes its files there and returns its stats.
+6. seal     working state (checkpoints) is set aside, not deleted; every file is hashed and
+            ``manifest.json`` written last (records each parent's digest).
+7. publish  one ``os.replace`` into ``ROOT/<kind>/<name>-<id>/`` (a ``--force``d or damaged copy is
+            first moved into ``.tmp``).
+8. clean    only now the run's working state and the replaced copy are deleted.
+
+If the stage fails in 5, a ``.tmp`` directory is deleted, and a run is kept only if it holds
+working state to resume from (one line says where). What a kill leaves behind is private and
+is removed once provably dead (no process holds its lock; published since, or nothing to resume):
+at the start of every build, and by ``kolectra artifacts gc``. Documented in docs/artifacts.md.
 
 Stage code never sees any of this; it writes files into the directory it is handed and returns
-a :class:`core.stage.StageOutput` (see :meth:`Store.build`).
+a :class:`core.stage.StageOutput`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import datetime as _dt
 import hashlib
 import json
 import os
-import platform
 import shutil
-import socket
-import subprocess
-import sys
-import uuid
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
+from kolectra.pipeline import workspace
+from kolectra.pipeline.workspace import Resumable
+from kolectra.pipeline.manifest import (MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
+                                        hash_tree, library_versions, provenance, read_manifest, sha256_file,
+                                        verify_dir, write_json)
 
-SCHEMA = "kolectra.artifact/1"
+__all__ = ["Artifact", "ArtifactError", "Request", "Resumable", "Store", "default_root", "fingerprint_inputs", "load",
+           "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]
+
 KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
-MANIFEST = "manifest.json"
 ID_CHARS = 16
-_CHUNK = 1 << 20
-
-
-class ArtifactError(RuntimeError):
-    """A missing, incomplete or tampered artifact; the message names the file."""
 
 
 def default_root() -> Path:
     return Path(os.environ.get("KOLECTRA_HOME", "artifacts"))
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def library_versions(names: Iterable[str]) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
-def kolectra_version() -> str:
-    try:
-        return metadata.version("kolectra")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-def _git_commit() -> str | None:
-    here = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def fingerprint_inputs(paths: Iterable[Path]) -> list[dict]:
-    """Raw inputs (files or whole directories) as path, bytes and sha256 — the lineage's leaves."""
-    out = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            files = sorted(q for q in p.rglob("*") if q.is_file())
-            h = hashlib.sha256()
-            total = 0
-            for q in files:
-                h.update(f"{q.relative_to(p).as_posix()}\0{sha256_file(q)}\n".encode())
-                total += q.stat().st_size
-            out.append({"path": str(p.resolve()), "bytes": total, "sha256": h.hexdigest(), "dir": True})
-        elif p.is_file():
-            out.append({"path": str(p.resolve()), "bytes": p.stat().st_size, "sha256": sha256_file(p)})
-        else:
-            raise ArtifactError(f"input not found: {p}")
-    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,28 +68,30 @@ class Artifact:
     path: Path
     manifest: dict
 
-    @property
-    def id(self) -> str:
-        return self.manifest["id"]
-
-    @property
-    def kind(self) -> str:
-        return self.manifest["kind"]
-
-    @property
-    def name(self) -> str:
-        return self.manifest["name"]
+    id = property(lambda self: self.manifest["id"])
+    kind = property(lambda self: self.manifest["kind"])
+    name = property(lambda self: self.manifest.get("name", self.path.name.rpartition("-")[0]))
 
     @property
     def parents(self) -> list[str]:
         return list(self.manifest.get("parents", []))
 
+    @property
+    def root(self) -> Path | None:
+        """The root this artifact was found in (its parents are looked up there first)."""
+        return self.path.parent.parent if self.path.parent.name == self.kind else None
+
     def parent_of_kind(self, store: "Store", kind: str) -> "Artifact":
+        """The parent of ``kind``, refused if it changed since this artifact was built from it."""
         for pid in self.parents:
-            parent = store.resolve(pid)
-            if parent.kind == kind:
+            parent = store.parent(self, pid)
+            if parent is not None and parent.kind == kind:
+                changed = store.changed_parents(self, only=parent)
+                if changed:
+                    raise ArtifactError(changed[0])
                 return parent
-        raise ArtifactError(f"{self.path}: has no {kind} parent")
+        raise ArtifactError(f"{self.path}: has no {kind} parent under {store.root}"
+                            + (f" or {self.root}" if self.root and self.root != store.root else ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +120,7 @@ class Request:
         }
 
     def id(self) -> str:
-        return hashlib.sha256(_canonical(self.key())).hexdigest()[:ID_CHARS]
+        return hashlib.sha256(canonical(self.key())).hexdigest()[:ID_CHARS]
 
 
 def _without(config: dict, dotted: Iterable[str]) -> dict:
@@ -181,23 +140,32 @@ class Store:
         self.root = Path(root) if root is not None else default_root()
 
     # ---- finding -------------------------------------------------------------------------
+    def scan(self, kind: str | None = None) -> tuple[list[Artifact], list[str]]:
+        """(complete artifacts, one message per directory that is not one: incomplete or corrupt)."""
+        arts, broken = [], []
+        for k in [kind] if kind else KINDS:
+            for d in sorted((self.root / k).glob("*")) if (self.root / k).is_dir() else []:
+                try:
+                    arts.append(load(d))
+                except ArtifactError as e:
+                    broken.append(str(e))
+        return arts, broken
+
     def list(self, kind: str | None = None) -> list[Artifact]:
-        kinds = [kind] if kind else list(KINDS)
-        out = []
-        for k in kinds:
-            for d in sorted((self.root / k).glob("*")):
-                if (d / MANIFEST).is_file():
-                    out.append(load(d))
-        return out
+        return self.scan(kind)[0]
+
+    def _dirs(self, kind: str, aid: str) -> list[Path]:
+        """Directories of ``kind`` named for ``aid``, complete or not, whatever their name."""
+        return sorted(d for d in (self.root / kind).glob(f"*-{aid}") if d.is_dir())
 
     def find(self, kind: str, artifact_id: str) -> Artifact | None:
-        for d in sorted((self.root / kind).glob(f"*-{artifact_id}")):
-            if (d / MANIFEST).is_file():
+        for d in self._dirs(kind, artifact_id):
+            with contextlib.suppress(ArtifactError):
                 return load(d)
         return None
 
     def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
-        """An artifact directory, ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
+        """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
         p = Path(ref)
         if p.is_dir() and (p / MANIFEST).is_file():
             return load(p)
@@ -207,9 +175,9 @@ class Store:
         exact, by_name = [], []
         for k in [kind] if kind else KINDS:
             for d in (self.root / k).glob("*"):
+                name, _, aid = d.name.rpartition("-")
                 if not (d / MANIFEST).is_file():
                     continue
-                name, _, aid = d.name.rpartition("-")
                 if d.name == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
                     exact.append(d)
                 elif name == ref:
@@ -218,127 +186,191 @@ class Store:
         if not hits:
             where = f"{self.root}/{kind}" if kind else str(self.root)
             raise ArtifactError(f"no artifact {ref!r} under {where}")
-        if len(hits) > 1:
+        if len({d.name.rpartition("-")[2] for d in hits}) > 1:  # one id under two names is one artifact
             raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits)))
-        return load(hits[0])
+        return load(sorted(hits)[0])
+
+    def parent(self, art: Artifact, pid: str) -> Artifact | None:
+        """Parent ``pid`` of ``art``: in ``art``'s own root, in this store's, or where it was recorded."""
+        ref = next((r for r in art.manifest.get("parent_refs", []) if r.get("id") == pid), {})
+        kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
+        for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
+            for k in kinds:
+                found = Store(root).find(k, pid)
+                if found is not None:
+                    return found
+        with contextlib.suppress(ArtifactError, OSError):
+            recorded = load(Path(ref["path"])) if ref.get("path") else None
+            return recorded if recorded is not None and recorded.id == pid else None
+        return None
 
     # ---- checking ------------------------------------------------------------------------
+    def changed_parents(self, art: Artifact, only: Artifact | None = None) -> list[str]:
+        """Parents whose manifest digest differs from the one ``art`` recorded when it was built.
+
+        A parent whose files and manifest were rewritten consistently passes its own
+        verification; this is what catches it. A parent that is gone is not a mismatch (the
+        lineage shows it missing)."""
+        problems = []
+        for ref in art.manifest.get("parent_refs", []):
+            if only is not None and ref.get("id") != only.id:
+                continue
+            parent = only or self.parent(art, ref.get("id", ""))
+            if parent is not None and ref.get("digest") and parent.manifest.get("digest") != ref["digest"]:
+                problems.append(
+                    f"{parent.path / MANIFEST}: digest {str(parent.manifest.get('digest'))[:12]} differs from "
+                    f"{ref['digest'][:12]}, recorded when {art.path} was built from it: the parent was altered "
+                    f"or rebuilt since (rebuild {art.kind} {art.path.name} with --force)")
+        return problems
+
     def verify(self, art: Artifact | str | Path) -> list[str]:
-        """Every mismatch between the manifest and the files on disk, one message each."""
+        """Every mismatch between the manifest and the files on disk, and every changed parent."""
         if not isinstance(art, Artifact):
             try:
                 art = self.resolve(art)
-            except (ArtifactError, json.JSONDecodeError) as e:
+            except ArtifactError as e:
                 return [str(e)]
-        return verify_dir(art.path)
+        return verify_dir(art.path) + self.changed_parents(art)
 
     def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:
         """Resolve and verify a parent before a stage reads it; refuse it naming the files."""
         art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
         if kind and art.kind != kind:
             raise ArtifactError(f"{art.path}: is a {art.kind} artifact, expected {kind}")
-        problems = verify_dir(art.path)
+        problems = self.verify(art)
         if problems:
-            raise ArtifactError(
-                f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
-                + "\n  ".join(problems)
-            )
+            more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []
+            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
+                                + "\n  ".join(problems[:5] + more))
         return art
 
     # ---- building ------------------------------------------------------------------------
-    def build(
-        self,
-        request: Request,
-        produce: Callable[[Path], StageOutput],
-        force: bool = False,
-        resumable: bool = False,
-        resume: bool = False,
-    ) -> Artifact:
+    def build(self, request: Request, produce: Callable[[Path], StageOutput], force: bool = False,
+              resumable: bool | Resumable = False, resume: bool = False) -> Artifact:
         """Return the artifact for ``request``, producing it (atomically) only if needed.
 
-        A ``resumable`` stage (pretraining) is built in a lasting work directory,
-        ``ROOT/.work/<kind>-<name>-<id>/``, that survives a failed or killed run: with
-        ``resume`` the same request continues there from the stage's own checkpoints; without
-        it the directory is cleared first.
-        """
-        if request.kind not in KINDS:
+        A ``resumable`` stage (pretraining) is built in a lasting run directory that survives a
+        failed or killed run: with ``resume`` its interrupted run continues from the stage's own
+        checkpoints; without it an interrupted run of the same request is discarded first."""
+        if request.kind not in KINDS:  # 1. check
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
         for parent in request.parents:
             self.require(parent)
         aid = request.id()
-        final = self.root / request.kind / f"{request.name}-{aid}"
-        existing = self.find(request.kind, aid)
-        if existing is not None and not force:
-            problems = verify_dir(existing.path)
-            if not problems:
-                progress(f"{request.kind}: reusing {existing.path} (same request; --force rebuilds)")
-                return existing
-            progress(f"{request.kind}: existing {existing.path} is damaged ({problems[0]}); rebuilding")
-
-        if resumable:
-            tmp = self.root / ".work" / f"{request.kind}-{request.name}-{aid}"
-            if tmp.exists() and not resume:
-                shutil.rmtree(tmp)
-            elif tmp.exists():
-                progress(f"{request.kind}: resuming in {tmp}")
-            elif resume:
-                progress(f"{request.kind}: nothing to resume for this request; starting fresh")
-            tmp.mkdir(parents=True, exist_ok=True)
-            (tmp / MANIFEST).unlink(missing_ok=True)
-        else:
-            tmp = self.root / ".tmp" / f"{request.kind}-{request.name}-{aid}-{uuid.uuid4().hex[:8]}"
-            tmp.mkdir(parents=True)
-        started = _now()
-        try:
-            output = produce(tmp)
-            finished = _now()
-            if (tmp / MANIFEST).exists():
-                raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
-            files = _hash_tree(tmp)
-            manifest = {
-                "schema": SCHEMA,
-                "kind": request.kind,
-                "name": request.name,
-                "id": aid,
-                "parents": [p.id for p in request.parents],
-                "parent_refs": [
-                    {"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"]}
-                    for p in request.parents
-                ],
-                "inputs": list(request.inputs),
-                "config": request.config,
-                "stage_version": request.stage_version,
-                "files": files,
-                "digest": _digest(files),
-                "stats": output.stats,
-                "provenance": {
-                    "kolectra": kolectra_version(),
-                    "libraries": library_versions(request.libraries),
-                    "python": platform.python_version(),
-                    "git_commit": _git_commit(),
-                    "host": socket.gethostname(),
-                    "platform": platform.platform(),
-                    "argv": sys.argv,
-                    "started": started,
-                    "finished": finished,
-                },
-            }
-            if output.compute is not None:
-                manifest["compute"] = output.compute
-            _write_json(tmp / MANIFEST, manifest)  # last: its presence means "complete"
-            final.parent.mkdir(parents=True, exist_ok=True)
-            if final.exists():
-                trash = self.root / ".tmp" / f"trash-{final.name}-{uuid.uuid4().hex[:8]}"
-                os.replace(final, trash)
-                shutil.rmtree(trash, ignore_errors=True)
-            os.replace(tmp, final)
-        except BaseException:
-            if resumable:
-                progress(f"{request.kind}: stopped; its checkpoints stay in {tmp} (rerun with --resume)")
-            else:
-                shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        with contextlib.ExitStack() as held:
+            held.enter_context(workspace.request_lock(self.root, request.kind, aid))  # 2. reserve
+            found = self._join(request, reuse=not force)  # 3. join
+            if found is not None:
+                return found
+            out, run = self._prepare(request, resumable, resume, held)  # 4. prepare
+            started = workspace.now()
+            try:
+                output = produce(out)  # 5. produce
+                if run is not None:  # 6. seal
+                    run.set_aside()
+                self._seal(out, request, output, started, run)
+                final = self._publish(out, request)  # 7. publish
+            except BaseException as e:
+                self._abandon(request, out, run, e)
+                raise
+            if run is not None:  # 8. clean
+                shutil.rmtree(run.path, ignore_errors=True)
         return load(final)
+
+    def _join(self, request: Request, reuse: bool) -> Artifact | None:
+        """The published artifact, or a sealed but unpublished build of it (then published now).
+
+        Under the request's lock, earlier attempts at it are dead: their ``.tmp`` directories go,
+        and its run too once the artifact exists; then whatever else is provably dead."""
+        kind, aid = request.kind, request.id()
+        run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
+        found = self._published(request) if reuse else None
+        for d in [] if found or not reuse else [*workspace.leftovers(self.root, kind, aid), run.out]:
+            with contextlib.suppress(ArtifactError):
+                if read_manifest(d)["id"] == aid and not verify_dir(d):
+                    progress(f"{kind}: publishing {d}, a complete build of this request whose run was stopped "
+                             "just before publishing it")
+                    found = load(self._publish(d, request))
+                    break
+        for d in workspace.leftovers(self.root, kind, aid) + ([run.path] if found else []):
+            shutil.rmtree(d, ignore_errors=True)
+        self.collect()
+        return found
+
+    def _published(self, request: Request) -> Artifact | None:
+        for d in self._dirs(request.kind, request.id()):
+            problems = verify_dir(d)
+            if not problems:
+                note = "" if d.name == f"{request.name}-{request.id()}" else (
+                    f"; the id is the identity, --name {request.name} names only new builds")
+                progress(f"{request.kind}: reusing {d} (same request{note}; --force rebuilds)")
+                return load(d)
+            progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
+        return None
+
+    def _prepare(self, request: Request, resumable: bool | Resumable, resume: bool,
+                 held: contextlib.ExitStack) -> tuple[Path, workspace.Run | None]:
+        """The build's private directory, and the resumable run it belongs to (None for .tmp)."""
+        if not resumable:
+            return workspace.private_dir(self.root, request.kind, request.id()), None
+        spec = resumable if isinstance(resumable, Resumable) else Resumable(
+            {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
+        record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
+                  "scratch": list(spec.scratch), "config": request.config}
+        run = workspace.open_run(self.root, record, resume, held)
+        return run.out, run
+
+    def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:
+        """After a failed step 5-7: delete what cannot be resumed; say (as a note) what was kept."""
+        refused = isinstance(e, (ValueError, ArtifactError))  # the message says why; nothing to add
+        if run is not None and run.state():
+            if not refused:
+                e.add_note(f"{request.kind}: its working state is kept in {run.path}; --resume continues it")
+            return
+        shutil.rmtree(run.path if run is not None else out, ignore_errors=True)
+        if not refused:
+            e.add_note(f"{request.kind}: nothing published; its partial build in {out} was removed")
+
+    def _seal(self, out: Path, request: Request, output: StageOutput, started: str,
+              run: workspace.Run | None) -> None:
+        """Hash every file, then write manifest.json: last, its presence means complete."""
+        if (out / MANIFEST).exists():
+            raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
+        files = hash_tree(out)
+        manifest = {
+            "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
+            "parents": [p.id for p in request.parents],
+            "parent_refs": [{"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"],
+                             "path": str(p.path.resolve())} for p in request.parents],
+            "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
+            "files": files, "digest": digest(files), "stats": output.stats,
+            "provenance": provenance(request.libraries, started, workspace.now()),
+        }
+        if run is not None and run.id != request.id():
+            manifest["provenance"]["continued_from"] = {"request": run.id, "config": run.request.get("config")}
+        if output.compute is not None:
+            manifest["compute"] = output.compute
+        write_json(out / MANIFEST, manifest)
+
+    def _publish(self, out: Path, request: Request) -> Path:
+        """One rename into place, under the existing directory of this id if there is one."""
+        existing = self._dirs(request.kind, request.id())
+        final = existing[0] if existing else self.root / request.kind / f"{request.name}-{request.id()}"
+        final.parent.mkdir(parents=True, exist_ok=True)
+        replaced = None
+        if final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
+            replaced = workspace.private_dir(self.root, request.kind, request.id())
+            os.replace(final, replaced)  # a directory may replace an empty one
+        os.replace(out, final)
+        _fsync_dir(final.parent)
+        if replaced is not None:
+            shutil.rmtree(replaced, ignore_errors=True)
+        return final
+
+    def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
+        """``kolectra artifacts gc``: remove what is provably dead (and, with ``interrupted``, runs
+        that could be resumed); returns (removed, interrupted runs kept)."""
+        return workspace.sweep(self.root, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
 
     # ---- lineage -------------------------------------------------------------------------
     def lineage_lines(self, art: Artifact) -> list[str]:
@@ -349,26 +381,21 @@ class Store:
         def walk(a: Artifact, prefix: str) -> None:
             children: list[tuple[str, Artifact | dict | str]] = []
             for pid in a.parents:
-                try:
-                    children.append(("artifact", self.resolve(pid)))
-                except ArtifactError:
-                    children.append(("missing", pid))
-            for inp in a.manifest.get("inputs", []):
-                children.append(("input", inp))
+                parent = self.parent(a, pid)
+                children.append(("artifact", parent) if parent is not None else ("missing", pid))
+            children += [("input", inp) for inp in a.manifest.get("inputs", [])]
             for i, (what, child) in enumerate(children):
-                last = i == len(children) - 1
-                branch, cont = ("└── ", "    ") if last else ("├── ", "│   ")
+                branch, cont = ("└── ", "    ") if i == len(children) - 1 else ("├── ", "│   ")
                 if what == "artifact":
                     again = child.id in seen
-                    lines.append(prefix + branch + _label(child) + (" (see above)" if again else ""))
+                    changed = " (CHANGED since this was built from it)" if self.changed_parents(a, only=child) else ""
+                    lines.append(prefix + branch + _label(child) + changed + (" (see above)" if again else ""))
                     if not again:
                         seen.add(child.id)
                         walk(child, prefix + cont)
                 elif what == "input":
-                    lines.append(
-                        prefix + branch
-                        + f"input {child['path']} ({child['bytes']:,} bytes, sha256 {child['sha256'][:12]})"
-                    )
+                    lines.append(prefix + branch
+                                 + f"input {child['path']} ({child['bytes']:,} bytes, sha256 {child['sha256'][:12]})")
                 else:
                     lines.append(prefix + branch + f"MISSING parent {child}")
 
@@ -378,74 +405,16 @@ class Store:
 
 def load(path: Path) -> Artifact:
     path = Path(path)
-    try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ArtifactError(f"{path / MANIFEST}: missing (incomplete artifact)") from None
-    except json.JSONDecodeError as e:
-        raise ArtifactError(f"{path / MANIFEST}: not valid JSON ({e})") from None
-    for key in ("schema", "kind", "id", "files", "digest"):
-        if key not in manifest:
-            raise ArtifactError(f"{path / MANIFEST}: lacks {key!r}")
-    return Artifact(path=path, manifest=manifest)
+    return Artifact(path=path, manifest=read_manifest(path))
 
 
-def verify_dir(path: Path) -> list[str]:
-    path = Path(path)
-    try:
-        art = load(path)
-    except ArtifactError as e:
-        return [str(e)]
-    problems = []
-    listed = {}
-    for entry in art.manifest["files"]:
-        rel = entry["path"]
-        listed[rel] = entry
-        f = path / rel
-        if not f.is_file():
-            problems.append(f"{f}: missing")
-            continue
-        size = f.stat().st_size
-        if size != entry["bytes"]:
-            problems.append(f"{f}: size {size} != {entry['bytes']} in manifest")
-        elif sha256_file(f) != entry["sha256"]:
-            problems.append(f"{f}: sha256 differs from manifest")
-    for f in sorted(path.rglob("*")):
-        rel = f.relative_to(path).as_posix()
-        if f.is_file() and rel != MANIFEST and rel not in listed:
-            problems.append(f"{f}: not in manifest (added after publishing)")
-    if _digest(art.manifest["files"]) != art.manifest["digest"]:
-        problems.append(f"{path / MANIFEST}: digest does not match its file list")
-    return problems
-
-
-def _hash_tree(root: Path) -> list[dict]:
-    files = []
-    for f in sorted(root.rglob("*")):
-        if f.is_file():
-            files.append({
-                "path": f.relative_to(root).as_posix(),
-                "bytes": f.stat().st_size,
-                "sha256": sha256_file(f),
-            })
-    return files
-
-
-def _digest(files: list[dict]) -> str:
-    h = hashlib.sha256()
-    for e in sorted(files, key=lambda e: e["path"]):
-        h.update(f"{e['path']}\0{e['sha256']}\n".encode())
-    return h.hexdigest()
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _label(a: Artifact) -> str:

@@ -1,0 +1,204 @@
+"""An artifact's ``manifest.json``: hashing a built directory, reading a manifest, verifying files.
+
+The store (:mod:`kolectra.pipeline.artifacts`) decides *when* a manifest is written (last, just
+before the directory is renamed into place); this module decides *what* it says and whether a
+directory still matches it. A manifest is data read from disk, so it is checked before anything
+acts on it: every listed path must be a plain relative path inside the artifact (no ``..``, no
+absolute path, no symlink leading out), or the manifest is refused as a whole and no file it
+names is opened. Artifacts hold regular files and directories only: a stage that leaves a
+symlink in its directory is refused when the directory is sealed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA = "kolectra.artifact/1"
+MANIFEST = "manifest.json"
+_CHUNK = 1 << 20
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ArtifactError(RuntimeError):
+    """A missing, incomplete or tampered artifact; the message names the file."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def library_versions(names: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def kolectra_version() -> str:
+    try:
+        return metadata.version("kolectra")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def provenance(libraries: Iterable[str], started: str, finished: str) -> dict:
+    return {"kolectra": kolectra_version(), "libraries": library_versions(libraries),
+            "python": platform.python_version(), "git_commit": _git_commit(), "host": socket.gethostname(),
+            "platform": platform.platform(), "argv": sys.argv, "started": started, "finished": finished}
+
+
+def fingerprint_inputs(paths: Iterable[Path]) -> list[dict]:
+    """Raw inputs (files or whole directories) as path, bytes and sha256 — the lineage's leaves."""
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            h, total = hashlib.sha256(), 0
+            for q in sorted(q for q in p.rglob("*") if q.is_file()):
+                h.update(f"{q.relative_to(p).as_posix()}\0{sha256_file(q)}\n".encode())
+                total += q.stat().st_size
+            out.append({"path": str(p.resolve()), "bytes": total, "sha256": h.hexdigest(), "dir": True})
+        elif p.is_file():
+            out.append({"path": str(p.resolve()), "bytes": p.stat().st_size, "sha256": sha256_file(p)})
+        else:
+            raise ArtifactError(f"input not found: {p}")
+    return out
+
+
+# ---- sealing a built directory ----------------------------------------------------------------
+def _walk(root: Path) -> Iterator[Path]:
+    """Every entry under ``root`` (files, directories, symlinks), never following a symlink."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in sorted(dirnames) + sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def hash_tree(root: Path) -> list[dict]:
+    """path, bytes and sha256 of every file under ``root``; a symlink anywhere is refused."""
+    files = []
+    for f in sorted(_walk(root)):
+        if f.is_symlink():
+            raise ArtifactError(f"{f}: a symlink in a stage's output; artifacts hold regular files only")
+        if f.is_file():
+            files.append({"path": f.relative_to(root).as_posix(), "bytes": f.stat().st_size,
+                          "sha256": sha256_file(f)})
+    return files
+
+
+def digest(files: list[dict]) -> str:
+    h = hashlib.sha256()
+    for e in sorted(files, key=lambda e: e["path"]):
+        h.update(f"{e['path']}\0{e['sha256']}\n".encode())
+    return h.hexdigest()
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Written in full (flushed to disk) under another name, then renamed: never half a file."""
+    tmp = path.with_name(path.name + ".part")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:  # a full disk: say which file
+        raise OSError(e.errno, e.strerror, str(path)) from e
+    os.replace(tmp, path)
+
+
+# ---- reading and checking ---------------------------------------------------------------------
+def unsafe_path(rel: Any) -> str | None:
+    """Why ``rel`` may not name a file of an artifact (None: a plain relative path inside it)."""
+    if not isinstance(rel, str) or not rel:
+        return "is not a file name"
+    if rel.startswith("/") or "\\" in rel or "\0" in rel or re.match(r"^[A-Za-z]:", rel):
+        return "is an absolute or foreign path"
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        return "leaves the artifact (empty, '.' or '..' part)"
+    if rel == MANIFEST:
+        return "is the manifest itself"
+    return None
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest of the artifact directory ``path``, checked field by field (ArtifactError)."""
+    mp = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(mp.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArtifactError(f"{mp}: missing (incomplete artifact)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{mp}: not valid JSON ({e})") from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{mp}: not a JSON object")
+    for key in ("schema", "kind", "id", "files", "digest"):
+        if key not in manifest:
+            raise ArtifactError(f"{mp}: lacks {key!r}")
+    if not isinstance(manifest["files"], list):
+        raise ArtifactError(f"{mp}: 'files' is not a list")
+    for e in manifest["files"]:
+        if not (isinstance(e, dict) and isinstance(e.get("bytes"), int) and _SHA256.match(str(e.get("sha256")))):
+            raise ArtifactError(f"{mp}: malformed file entry {json.dumps(e)[:80]}")
+        why = unsafe_path(e.get("path"))
+        if why:
+            raise ArtifactError(f"{mp}: file entry {e.get('path')!r} {why}; refusing the whole manifest")
+    return manifest
+
+
+def verify_dir(path: Path) -> list[str]:
+    """Every mismatch between the manifest and the files on disk, one message each."""
+    path = Path(path)
+    try:
+        manifest = read_manifest(path)
+    except ArtifactError as e:
+        return [str(e)]
+    problems, listed, inside = [], set(), path.resolve()
+    for entry in manifest["files"]:
+        f = path / entry["path"]
+        listed.add(entry["path"])
+        if not f.resolve().is_relative_to(inside):
+            problems.append(f"{f}: leads out of the artifact through a symlink; not read")
+        elif not f.is_file():
+            problems.append(f"{f}: missing")
+        elif f.stat().st_size != entry["bytes"]:
+            problems.append(f"{f}: size {f.stat().st_size} != {entry['bytes']} in manifest")
+        elif sha256_file(f) != entry["sha256"]:
+            problems.append(f"{f}: sha256 differs from manifest")
+    for f in _walk(path):
+        rel = f.relative_to(path).as_posix()
+        if f.is_symlink():
+            problems.append(f"{f}: a symlink (added after publishing; artifacts hold regular files only)")
+        elif f.is_file() and rel != MANIFEST and rel not in listed:
+            problems.append(f"{f}: not in manifest (added after publishing)")
+    if digest(manifest["files"]) != manifest["digest"]:
+        problems.append(f"{path / MANIFEST}: digest does not match its file list")
+    return problems
