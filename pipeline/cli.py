@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Callable
 
 from kolectra.core.config import ConfigError
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store, default_root
+from kolectra.pipeline.artifacts import Artifact, Store, default_root
+from kolectra.pipeline.errors import handled
 
 BEAM_COMMANDS = ("corpus", "examples")  # any other --option of theirs goes to Beam
 
@@ -230,6 +233,10 @@ def add_study(p: argparse.ArgumentParser) -> None:
 def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.pipeline.study import StudyPlan, run_study
 
+    if not math.isfinite(args.flops) or args.flops <= 0:
+        raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")
+    if args.points < 1:
+        raise ConfigError(f"--points: expected at least 1, got {args.points}")
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
                      readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,
@@ -270,19 +277,39 @@ def add_artifacts(p: argparse.ArgumentParser) -> None:
     v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch")
     _common(v, with_config=False)
     v.add_argument("ref")
+    v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks")
+    _common(v, with_config=False)
+    v.add_argument("--interrupted", action="store_true",
+                   help="also remove interrupted pretraining runs (their checkpoints: --resume could continue them)")
+    v.add_argument("--dry-run", action="store_true", help="only say what would be removed")
 
 
 def run_artifacts(args, store: Store, beam_args: list[str]) -> int:
-    return {"list": artifacts_list, "show": artifacts_show, "verify": artifacts_verify}[args.verb](args, store)
+    verbs = {"list": artifacts_list, "show": artifacts_show, "verify": artifacts_verify, "gc": artifacts_gc}
+    return verbs[args.verb](args, store)
 
 
 def artifacts_list(args, store: Store) -> int:
-    arts = store.list(args.kind)
+    arts, broken = store.scan(args.kind)
     for a in arts:
         finished = a.manifest.get("provenance", {}).get("finished", "")
         print(f"{a.kind:<11} {a.path.name:<48} {finished}")
+    for problem in broken:  # one bad directory does not hide the others
+        print(f"skipped: {problem}", file=sys.stderr)
     if not arts:
         print(f"(no artifacts under {store.root})", file=sys.stderr)
+    return 0
+
+
+def artifacts_gc(args, store: Store) -> int:
+    removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for path in removed:
+        print(f"{verb} {path}")
+    for run in kept:
+        print(f"kept interrupted run {run.path} ({run.request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
+              "--resume continues it; gc --interrupted removes it")
+    print(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
     return 0
 
 
@@ -348,7 +375,7 @@ COMMANDS: dict[str, Command] = {
                      add_study, run_study_command),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
                       run_report, common="out"),
-    "artifacts": Command("list, show or verify artifacts", add_artifacts, run_artifacts, common="none"),
+    "artifacts": Command("list, show, verify or garbage-collect artifacts", add_artifacts, run_artifacts, common="none"),
 }
 
 
@@ -367,6 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Parse, run the command, print the artifact directory last; any failure is one line on stderr
+    and a non-zero exit (:mod:`kolectra.pipeline.errors`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -376,16 +405,31 @@ def main(argv: list[str] | None = None) -> int:
         args, beam_args = parser.parse_known_args(argv)
     else:
         args, beam_args = parser.parse_args(argv), []
-    store = Store(args.out if args.out is not None else default_root())
-    try:
-        result = COMMANDS[args.command].run(args, store, beam_args)
-    except (ArtifactError, ConfigError, FileNotFoundError, ValueError) as e:
-        print(f"kolectra {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    if isinstance(result, Artifact):
-        print(result.path)
-        return 0
-    return result
+    root = args.out if args.out is not None else default_root()
+    command = " ".join(c for c in (args.command, getattr(args, "verb", None) or getattr(args, "task", None)) if c)
+
+    def run() -> int:
+        if root.exists() and not root.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "is not a directory (--out names the artifact root)", str(root))
+        check_beam_args(beam_args)
+        result = COMMANDS[args.command].run(args, Store(root), beam_args)
+        if isinstance(result, Artifact):
+            print(result.path)
+            return 0
+        return result
+
+    return handled(command, lambda: root, run)
+
+
+def check_beam_args(beam_args: list[str]) -> None:
+    """The Beam options whose bad values Beam itself reports with a traceback from deep inside."""
+    for i, arg in enumerate(beam_args):
+        key, _, value = arg.partition("=")
+        if key == "--direct_num_workers":
+            value = value or (beam_args[i + 1] if i + 1 < len(beam_args) else "")
+            if not value.lstrip("-").isdigit() or int(value) < 0:
+                raise ConfigError(f"--direct_num_workers: expected a whole number >= 0 (0 = one per core), "
+                                  f"got {value!r}")
 
 
 if __name__ == "__main__":  # pragma: no cover

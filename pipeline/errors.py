@@ -1,0 +1,119 @@
+"""How the ``kolectra`` command ends when something goes wrong: one line, never a traceback.
+
+:func:`handled` wraps a command. A *known* failure — refused input (an :class:`ArtifactError`, or
+a ``ValueError`` kolectra raised on purpose: config, examples, tokenizer, divergence), the
+operating system saying no (disk full, a file-size limit, a directory where a file should be,
+permissions) or an interrupt (Ctrl-C, SIGTERM) — prints ``kolectra CMD: error: ...`` naming the
+input, plus what the store kept or removed (the notes it attaches), and exits non-zero. Anything
+else is a bug: its traceback goes to ``ROOT/.logs/<time>-<command>.log`` and the one line says so.
+
+After an interrupt, background threads (Beam's) and loggers are silenced: their tracebacks about
+a pipeline being torn down say nothing the one line does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import errno
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Callable, Iterator
+
+from kolectra.pipeline.manifest import ArtifactError
+
+EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
+
+_OS = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "the file-size limit was reached",
+       errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "is a directory, not a file",
+       errno.ENOTDIR: "is not a directory", errno.EACCES: "permission denied", errno.EROFS: "read-only file system"}
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that clean-up (``finally``) runs as for Ctrl-C."""
+
+
+def _raised_by_kolectra(e: BaseException) -> bool:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("kolectra.")
+
+
+def describe(e: BaseException) -> str | None:
+    """The one line for a known failure, or None for a bug."""
+    if isinstance(e, OSError):
+        what = _OS.get(e.errno or -1, e.strerror or str(e))
+        text = f"{e.filename}: {what}" if e.filename else what
+    elif isinstance(e, ArtifactError) or (isinstance(e, ValueError) and (
+            type(e).__module__.startswith("kolectra.") or _raised_by_kolectra(e))):
+        text = str(e)
+    else:
+        return None
+    return "; ".join(line.strip() for line in [text, *getattr(e, "__notes__", [])] if line.strip())
+
+
+def write_trace(root: Path, command: str, e: BaseException) -> Path:
+    """The full traceback in ``root/.logs`` (or the system's temporary folder if that fails)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    text = "".join(traceback.format_exception(e))
+    for folder in (root / ".logs", Path(tempfile.gettempdir()) / "kolectra-logs"):
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{stamp}-{command.replace(' ', '-')}-{os.getpid()}.log"
+            path.write_text(f"kolectra {' '.join(sys.argv[1:])}\n\n{text}", encoding="utf-8")
+            return path
+    return Path("(could not be written)")
+
+
+@contextlib.contextmanager
+def _interrupts() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated`; after an interrupt, other threads' tracebacks are dropped."""
+    def terminate(signum, frame):
+        raise Terminated()
+
+    old, hook = None, threading.excepthook
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    except KeyboardInterrupt:
+        threading.excepthook = lambda args: None
+        logging.disable(logging.CRITICAL)
+        raise
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+        threading.excepthook = hook
+        logging.disable(logging.NOTSET)
+
+
+def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
+    """``run()``'s exit code, or a one-line report and a non-zero code for any failure."""
+    try:
+        with _interrupts():
+            return run()
+    except KeyboardInterrupt as e:
+        notes = "; ".join(getattr(e, "__notes__", [])) or "nothing was published"
+        why = "terminated" if isinstance(e, Terminated) else "interrupted"
+        _say(command, f"{why}; {notes}")
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
+    except Exception as e:
+        line = describe(e)
+        if line is not None:
+            _say(command, f"error: {line}")
+            return EXIT_REFUSED
+        path = write_trace(root(), command, e)
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        _say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})")
+        return EXIT_BUG
+
+
+def _say(command: str, text: str) -> None:
+    print(f"kolectra {command}: {text}", file=sys.stderr, flush=True)
