@@ -28,11 +28,14 @@ from kolectra.finetune import config as ft_config
 from kolectra.finetune import korquad, nsmc, probe as ft_probe
 from kolectra.finetune import seeds as ft_seeds
 from kolectra.model import train as model_train
-from kolectra.model.checkpoint import OPERATIONAL
+from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir
 from kolectra.model.config import preset as model_preset
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store, fingerprint_inputs
+from kolectra.model.config import validate as validate_pretrain
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.vocab import build as vocab_build
 from kolectra.vocab.config import default_config as vocab_default_config
+
+CHECKPOINTS = checkpoints_dir(Path("")).name  # the trainer's working state in its run directory
 
 # Libraries whose versions decide each stage's bytes: part of the artifact id.
 LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
@@ -131,6 +134,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     cfg = _configure(model_preset(preset), sets, seed)
+    validate_pretrain(cfg)  # a bad setting is refused before anything is reserved or written
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
@@ -142,9 +146,12 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     parent_lines = store.lineage_lines(ex)
     lineage = ([f"checkpoint/{req.name}-{req.id()}", "└── " + parent_lines[0]]
                + ["    " + line for line in parent_lines[1:]])
+    # --resume finds the interrupted run of the same examples and preset, whatever else changed (the
+    # trainer then compares its checkpoint's config); checkpoints are deleted once the artifact is published
+    run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": preset}, scratch=(CHECKPOINTS,))
     return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume,
-                                                             lineage=lineage),
-                       force, resumable=True, resume=resume)
+                                                             lineage=lineage, clear_checkpoints=False),
+                       force, resumable=run, resume=resume)
 
 
 # ---- finetune -------------------------------------------------------------------------------
