@@ -190,6 +190,24 @@ def trim_log(path: Path, step: int) -> None:
 
 # --- save / load --------------------------------------------------------------------------------
 
+class CheckpointWriteError(OSError):
+    """A checkpoint file could not be written (a full disk, a file-size limit); names the file."""
+
+
+def _written(path: Path, write) -> None:
+    """``write(path)``, its failure as an OSError naming the file: torch and safetensors report a
+    full disk as RuntimeError or SafetensorError, without the file's name."""
+    try:
+        write(path)
+    except (OSError, RuntimeError, SafetensorError) as e:
+        text = str(e)
+        code = e.errno if isinstance(e, OSError) and e.errno else (
+            errno.ENOSPC if "No space left" in text or "code: 28" in text else
+            errno.EFBIG if "too large" in text or "code: 27" in text else errno.EIO)
+        shutil.rmtree(path.parent, ignore_errors=True)  # the partial step directory: free what it took
+        raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
+
+
 def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: dict | None, shared: dict | None,
          own: dict, rank: int = 0, barrier=lambda: None, save_fn=torch.save, keep: int = 2) -> Path:
     """Collective: every rank calls it with its ``own`` state; rank 0 passes the rest and makes the
@@ -220,23 +238,6 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
             shutil.rmtree(old)
     barrier()
     return final
-
-
-class CheckpointWriteError(OSError):
-    """A checkpoint file could not be written (a full disk, a file-size limit); names the file."""
-
-
-def _written(path: Path, write) -> None:
-    """``write(path)``, its failure as an OSError naming the file: torch and safetensors report a
-    full disk as RuntimeError or SafetensorError, without the file's name."""
-    try:
-        write(path)
-    except (OSError, RuntimeError, SafetensorError) as e:
-        text = str(e)
-        code = e.errno if isinstance(e, OSError) and e.errno else (
-            errno.ENOSPC if "No space left" in text or "code: 28" in text else
-            errno.EFBIG if "too large" in text or "code: 27" in text else errno.EIO)
-        raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
 
 
 def _load(path: Path):

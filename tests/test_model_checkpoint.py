@@ -169,3 +169,50 @@ def test_continue_from_an_exported_pair(inputs, tmp_path):
     bad = dataclasses.replace(bad, model=dataclasses.replace(bad.model, hidden=128))
     with pytest.raises(init.InitError, match="hidden_size: 64 there, 128 in this run"):
         train.pretrain(bad, examples, tok, tmp_path / "bad")
+
+
+def _save(out, step, cfg):
+    model = ElectraPair(dataclasses.replace(cfg.model, vocab_size=50), 50, 0)
+    opt = train.build_optimizer(model, cfg.train)
+    own = {"rng": {"torch": torch.get_rng_state()}, "log": {"sums": {}, "tokens": 0, "steps": 0}}
+    return checkpoint.save(out, step, model.state_dict(keep_vars=True), opt.state_dict(),
+                           {"config": to_dict(cfg), "vocab": "x", "loader": {}}, own, keep=3)
+
+
+def test_an_intact_checkpoint_that_does_not_load_falls_back_to_the_previous(tmp_path, capsys):
+    cfg = _cfg()
+    older, newer = _save(tmp_path, 2, cfg), _save(tmp_path, 4, cfg)
+    torch.save({"evil": Path("x")}, newer / "state.pt")  # a PosixPath: refused by weights_only=True
+    manifest = json.loads((newer / checkpoint.MANIFEST).read_text())
+    manifest["files"]["state.pt"] = {"bytes": (newer / "state.pt").stat().st_size,
+                                     "sha256": checkpoint._sha256(newer / "state.pt")}
+    (newer / checkpoint.MANIFEST).write_text(json.dumps(manifest))
+    assert checkpoint.problems(newer) == [] and checkpoint.latest(tmp_path) == newer  # the hashes match
+    step_dir, loaded = checkpoint.load_latest(tmp_path)
+    assert step_dir == older and loaded["state"]["step"] == 2
+    assert "skipping checkpoint step-00000004: it does not load (UnpicklingError" in capsys.readouterr().err
+
+
+def test_a_full_disk_while_saving_names_the_file_and_leaves_no_partial_step(tmp_path):
+    import errno
+    import resource
+
+    cfg = _cfg()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
+    try:
+        with pytest.raises(checkpoint.CheckpointWriteError) as e:
+            _save(tmp_path, 2, cfg)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert e.value.errno == errno.EFBIG and e.value.filename.endswith(".tmp-step-00000002/model.safetensors")
+    assert list(checkpoint.checkpoints_dir(tmp_path).iterdir()) == []
+
+
+def test_a_metrics_line_cut_short_is_dropped_naming_the_file(tmp_path, capsys):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.5}\nnot json\n{"step": 3, "loss": 2.0}\n'
+                   '{"step": 4, "lo')
+    checkpoint.trim_log(log, 3)
+    assert [json.loads(x)["step"] for x in log.read_text().splitlines()] == [1, 2, 3]
+    assert f"{log}: line(s) 3, 5 unreadable" in capsys.readouterr().err
