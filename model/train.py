@@ -134,9 +134,9 @@ def schedule_change(saved: dict, t: TrainConfig, step: int) -> str | None:
     if all(old[k] == getattr(t, k) for k in keys):
         return None
     before, after = lr_at(step, dataclasses.replace(t, **old)), lr_at(step, t)
-    return (f"schedule changed ({', '.join(f'{k} {old[k]} -> {getattr(t, k)}' for k in keys if old[k] != getattr(t, k))}): "
-            f"from step {step} the learning rate follows the new one, {after:.3g} there instead of {before:.3g}, "
-            f"then {t.schedule.replace('_', ' ')} to 0 at step {t.steps}")
+    changed = ", ".join(f"{k} {old[k]} -> {getattr(t, k)}" for k in keys if old[k] != getattr(t, k))
+    return (f"schedule changed ({changed}): from step {step} the learning rate follows the new schedule "
+            f"({t.schedule}), {after:.3g} there instead of {before:.3g}, reaching 0 at step {t.steps}")
 
 
 @dataclasses.dataclass
@@ -353,7 +353,7 @@ def diverged(run: Run, step: int, probe: bool = False) -> TrainingDiverged | Non
         what = "the weights"
     t = run.cfg.train
     return TrainingDiverged(
-        f"pretrain: loss is NaN at step {step} ({what} became NaN or infinite): training diverged; likely "
+        f"loss is NaN at step {step} ({what} became NaN or infinite): training diverged; likely "
         f"cause: the learning rate is too high (train.lr={t.lr:g}, warm-up {t.warmup_steps} steps); lower "
         "train.lr or lengthen train.warmup_steps")
 
