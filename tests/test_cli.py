@@ -22,7 +22,7 @@ def _artifact(store, kind, name, parents=(), inputs=()):
     ["--help"], ["corpus", "--help"], ["vocab", "--help"], ["examples", "--help"], ["pretrain", "--help"],
     ["finetune", "--help"], ["finetune", "nsmc", "--help"], ["finetune", "korquad", "--help"], ["run", "--help"],
     ["artifacts", "--help"], ["artifacts", "list", "--help"], ["artifacts", "show", "--help"],
-    ["artifacts", "verify", "--help"],
+    ["artifacts", "verify", "--help"], ["artifacts", "gc", "--help"],
 ])
 def test_help_everywhere(argv, capsys):
     with pytest.raises(SystemExit) as e:

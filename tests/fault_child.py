@@ -1,0 +1,135 @@
+"""A child process for the fault-injection tests: build one request, SIGKILL itself at a named step.
+
+``python -m tests.fault_child toy ROOT POINT [--force] [--sleep S] [--calls FILE] [--text T]``
+    a small stage through :meth:`Store.build` (plain files, no training);
+``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
+    :func:`kolectra.pipeline.stages.pretrain`, the real trainer.
+
+POINT names where the process kills itself with SIGKILL (no ``finally``, no clean-up, exactly as
+``kill -9`` or a power cut would): right after the store's step of that name returned, e.g.
+``sealed`` after the manifest is written and before the rename; ``none`` runs to the end. The
+real functions run; they are only wrapped, in this process alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline import workspace
+from kolectra.pipeline.artifacts import Request, Store
+
+
+def die() -> None:
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_after(owner, name: str) -> None:
+    real = getattr(owner, name)
+
+    def wrapped(*args, **kwargs):
+        out = real(*args, **kwargs)
+        die()
+        return out
+
+    setattr(owner, name, wrapped)
+
+
+def kill_when_old_copy_moved() -> None:
+    """``--force``: after the published copy was moved out of the way, before the new one is renamed in."""
+    real = os.replace
+
+    def replace(src, dst):
+        real(src, dst)
+        if f"{os.sep}.tmp{os.sep}" in str(dst) and f"{os.sep}.tmp{os.sep}" not in str(src):
+            die()
+
+    os.replace = replace
+
+
+def kill_in_training_step(n: int) -> None:
+    from kolectra.model import objectives
+
+    real, calls = objectives.STEPS["electra"], []
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            die()
+        return real(*args, **kwargs)
+
+    objectives.STEPS["electra"] = dying
+
+
+POINTS = {
+    "none": lambda: None,
+    "prepared": lambda: kill_after(Store, "_prepare"),
+    "set_aside": lambda: kill_after(workspace.Run, "set_aside"),
+    "sealed": lambda: kill_after(Store, "_seal"),
+    "old_moved": kill_when_old_copy_moved,
+    "published": lambda: kill_after(Store, "_publish"),
+}
+
+
+def toy_request(text: str) -> Request:
+    return Request(kind="corpus", name="toy", stage_version=1, config={"text": text})
+
+
+def toy(args) -> None:
+    def produce(out: Path) -> StageOutput:
+        if args.calls:
+            with open(args.calls, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text(args.text)
+        time.sleep(args.sleep)
+        if args.point == "produced":
+            die()
+        return StageOutput(stats={"n": len(args.text)})
+
+    art = Store(args.root).build(toy_request(args.text), produce, force=args.force)
+    print(art.path)
+
+
+def pretrain(args) -> None:
+    from kolectra.model import train
+    from kolectra.pipeline import stages
+
+    if args.point == "produced":
+        kill_after(train, "pretrain")
+    elif args.point.startswith("step"):
+        kill_in_training_step(int(args.point[4:]))
+    art = stages.pretrain(Store(args.root), args.examples, preset="tiny", sets=args.sets, resume=args.resume)
+    print(art.path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("toy")
+    t.add_argument("root")
+    t.add_argument("point")
+    t.add_argument("--force", action="store_true")
+    t.add_argument("--sleep", type=float, default=0.0)
+    t.add_argument("--calls", default=None)
+    t.add_argument("--text", default="hello")
+    q = sub.add_parser("pretrain")
+    q.add_argument("root")
+    q.add_argument("examples")
+    q.add_argument("point")
+    q.add_argument("--resume", action="store_true")
+    q.add_argument("--set", dest="sets", action="append", default=[])
+    args = p.parse_args()
+    if args.point in POINTS:
+        POINTS[args.point]()
+    {"toy": toy, "pretrain": pretrain}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Fault injection on pretraining through the artifact store: the real trainer killed at every
+publish step, resumed with damaged state or another config, two identical runs at once, divergence.
+
+The reference is an uninterrupted run of the same request: every recovery must end with its
+exact weights (resume is exact), a verified artifact with ``hf/`` and ``metrics.jsonl``, no
+checkpoints inside it, and nothing left in the store's private areas.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kolectra.core.stage import StageOutput
+from kolectra.model import checkpoint, train
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import Request, Store
+from tests.model_support import build_examples, build_tokenizer
+from tests.test_faults_publish import _no_half_artifact, _private, child
+
+SETS = ["train.steps=12", "train.batch_size=8", "train.warmup_steps=2", "train.log_every=1", "train.save_every=4",
+        "train.lr=3e-3", "train.cpu_threads=1"]
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    """A root holding corpus -> vocab -> examples (small real tokenizer and examples, no Beam)."""
+    root = tmp_path_factory.mktemp("chain")
+    store = Store(root)
+
+    def writes(fn):
+        def produce(out: Path) -> StageOutput:
+            fn(out)
+            return StageOutput(stats={})
+        return produce
+
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                         writes(lambda out: (out / "stats.json").write_text("{}")))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
+                        writes(build_tokenizer))
+    store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
+                writes(lambda out: build_examples(out, vocab.path, n=64, seq_len=32)))
+    return root
+
+
+def _copy(chain: Path, dest: Path) -> tuple[Store, str]:
+    shutil.copytree(chain, dest)
+    store = Store(dest)
+    return store, str(store.list("examples")[0].path)
+
+
+@pytest.fixture(scope="module")
+def straight(chain, tmp_path_factory) -> bytes:
+    store, ex = _copy(chain, tmp_path_factory.mktemp("straight") / "root")
+    art = stages.pretrain(store, ex, preset="tiny", sets=SETS)
+    return _weights(art.path)
+
+
+def _weights(path: Path) -> bytes:
+    return (path / "hf" / "discriminator" / "model.safetensors").read_bytes()
+
+
+def _published_cleanly(store: Store, art, straight: bytes) -> None:
+    assert [a.path for a in _no_half_artifact(store) if a.kind == "checkpoint"] == [art.path]
+    names = [f["path"] for f in art.manifest["files"]]
+    assert "metrics.jsonl" in names and not any(n.startswith("checkpoints/") for n in names)
+    assert _weights(art.path) == straight  # the interrupted run ends exactly where the straight one did
+    assert _private(store.root) == {".tmp": [], ".work": [], ".locks": []}
+
+
+@pytest.mark.parametrize("point, resumed_from", [("produced", 8), ("set_aside", 8), ("sealed", None),
+                                                 ("published", None)])
+def test_pretrain_killed_at_each_publish_step_recovers(chain, straight, tmp_path, capsys, point, resumed_from):
+    store, ex = _copy(chain, tmp_path / "root")
+    proc = child("pretrain", str(store.root), ex, point, *(f"--set={s}" for s in SETS))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert len([a for a in _no_half_artifact(store) if a.kind == "checkpoint"]) == (point == "published")
+    capsys.readouterr()
+    art = stages.pretrain(store, ex, preset="tiny", sets=SETS, resume=True)
+    err = capsys.readouterr().err
+    if resumed_from is not None:  # the checkpoints outlived the export: not back to step 0
+        assert f"resuming at step {resumed_from}" in err and art.manifest["stats"]["resumed_from_step"] == 8
+    elif point == "sealed":
+        assert "a complete build of this request whose run was stopped just before publishing" in err
+    else:
+        assert "reusing" in err
+    _published_cleanly(store, art, straight)
+
+
+def test_pretrain_killed_mid_run_resumes_exactly_past_damage_and_refuses_other_settings(
+        chain, straight, tmp_path, capsys):
+    store, ex = _copy(chain, tmp_path / "root")
+    proc = child("pretrain", str(store.root), ex, "step10", *(f"--set={s}" for s in SETS))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    (run,) = (store.root / ".work").iterdir()
+    assert sorted(p.name for p in checkpoint.checkpoints_dir(run / "out").iterdir()) == [
+        "step-00000004", "step-00000008"]
+
+    # Another config: found (same examples and preset), refused naming every difference, kept.
+    with pytest.raises(train.PretrainInputError, match=r"train.lr: 0.003 -> 0.002.*train.steps: 12 -> 16"):
+        stages.pretrain(store, ex, preset="tiny", sets=SETS + ["train.steps=16", "train.lr=2e-3"], resume=True)
+    assert [p.name for p in (store.root / ".work").iterdir()] == [run.name]
+
+    # Forced, on a copy: continued from step 8 under the new schedule, and the manifest says from what.
+    forced_store, forced_ex = _copy(store.root, tmp_path / "forced")
+    capsys.readouterr()
+    forced = stages.pretrain(forced_store, forced_ex, preset="tiny", sets=SETS + ["train.steps=16", "train.force_resume=true"],
+                             resume=True)
+    err = capsys.readouterr().err
+    assert "schedule changed (steps 12 -> 16): from step 8" in err and "reaching 0 at step 16" in err
+    assert forced.manifest["stats"]["resumed_from_step"] == 8 and forced.manifest["stats"]["steps"] == 16
+    assert forced.manifest["provenance"]["continued_from"]["request"] == run.name.rpartition("-")[2]
+    assert _private(forced_store.root)[".work"] == []
+
+    # Damage: a metrics line cut short (a full disk during an append) and a newest checkpoint that
+    # verifies but holds a pickle weights_only refuses: resume from step 4, still exact.
+    with open(run / "out" / "metrics.jsonl", "a") as f:
+        f.write('{"step": 11, "loss": 3')
+    step8 = checkpoint.checkpoints_dir(run / "out") / "step-00000008"
+    torch.save({"evil": Path("x")}, step8 / "state.pt")  # a PosixPath: refused by weights_only
+    manifest = json.loads((step8 / "manifest.json").read_text())
+    manifest["files"]["state.pt"] = {"bytes": (step8 / "state.pt").stat().st_size,
+                                     "sha256": checkpoint._sha256(step8 / "state.pt")}
+    (step8 / "manifest.json").write_text(json.dumps(manifest))
+    assert checkpoint.problems(step8) == []
+    capsys.readouterr()
+    art = stages.pretrain(store, ex, preset="tiny", sets=SETS, resume=True)
+    err = capsys.readouterr().err
+    assert "skipping checkpoint step-00000008: it does not load (UnpicklingError" in err
+    assert "resuming at step 4" in err and "metrics.jsonl: line(s)" in err
+    rows = [json.loads(line) for line in (art.path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 13))
+    _published_cleanly(store, art, straight)
+
+
+def test_two_identical_pretrain_runs_one_waits_and_joins(chain, straight, tmp_path, capsys):
+    store, ex = _copy(chain, tmp_path / "root")
+    first = child("pretrain", str(store.root), ex, "none", *(f"--set={s}" for s in SETS), wait=False)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((store.root / ".locks").glob("checkpoint-*.lock")):
+        time.sleep(0.05)
+    capsys.readouterr()
+    art = stages.pretrain(store, ex, preset="tiny", sets=SETS)
+    out, err_first = first.communicate(timeout=300)
+    assert first.returncode == 0, err_first[-3000:]
+    err = capsys.readouterr().err
+    assert "is building the same request" in err and "reusing" in err
+    assert out.strip().splitlines()[-1] == str(art.path)
+    assert (art.path / "metrics.jsonl").is_file() and (art.path / "tensorboard").is_dir()
+    _published_cleanly(store, art, straight)
+
+
+def test_a_diverging_run_says_so_and_leaves_nothing(chain, tmp_path):
+    store, ex = _copy(chain, tmp_path / "root")
+    with pytest.raises(train.TrainingDiverged, match=r"loss is NaN at step \d+ .*learning rate is too high"):
+        stages.pretrain(store, ex, preset="tiny", sets=SETS + ["train.lr=1e6", "train.warmup_steps=0"])
+    assert _private(store.root) == {".tmp": [], ".work": [], ".locks": []}

@@ -1,0 +1,189 @@
+"""Fault injection on the publish protocol: a SIGKILL after every step, identical builds racing,
+refused and interrupted builds, what is left behind and who cleans it.
+
+Each killed build runs in a child process (tests/fault_child.py) that SIGKILLs itself right after
+one of the store's steps: no ``finally`` runs, as with ``kill -9``. The next build of the same
+request must then reuse, recover or rebuild, and never find half an artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.artifacts import Request, Resumable, Store
+from kolectra.pipeline.cli import main
+from tests.fault_child import toy_request
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def child(*args: str, wait: bool = True):
+    cmd = [sys.executable, "-m", "tests.fault_child", *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if not wait:
+        return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _writes(text: str, calls: list):
+    def produce(out: Path) -> StageOutput:
+        calls.append(out)
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text(text)
+        return StageOutput(stats={"n": len(text)})
+    return produce
+
+
+def _private(root: Path) -> dict[str, list[str]]:
+    """What is left in the store's private areas."""
+    return {d: sorted(p.name for p in (root / d).iterdir()) if (root / d).is_dir() else []
+            for d in (".tmp", ".work", ".locks")}
+
+
+def _no_half_artifact(store: Store) -> list:
+    arts, broken = store.scan()
+    assert broken == [], broken
+    for art in arts:
+        assert store.verify(art) == [], art.path
+    return arts
+
+
+@pytest.mark.parametrize("point", ["prepared", "produced", "sealed", "published"])
+def test_kill_at_each_publish_step_then_the_next_build_recovers(tmp_path, point):
+    proc = child("toy", str(tmp_path), point, "--text", "killed run")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    store = Store(tmp_path)
+    assert len(_no_half_artifact(store)) == (1 if point == "published" else 0)
+
+    calls = []
+    art = store.build(toy_request("killed run"), _writes("killed run", calls))
+    # sealed: the killed run's complete build is published as it is, not produced again
+    assert len(calls) == (0 if point in ("sealed", "published") else 1)
+    assert (art.path / "data" / "a.txt").read_text() == "killed run"
+    assert [a.path for a in _no_half_artifact(store)] == [art.path]
+    assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
+
+
+def test_kill_between_moving_the_old_copy_and_renaming_the_new_one(tmp_path):
+    """--force replaces a published artifact in two renames; a kill between them loses neither."""
+    assert child("toy", str(tmp_path), "none", "--text", "same").returncode == 0
+    proc = child("toy", str(tmp_path), "old_moved", "--force", "--text", "same")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    store = Store(tmp_path)
+    assert _no_half_artifact(store) == []  # neither copy is in place ...
+    calls = []
+    art = store.build(toy_request("same"), _writes("same", calls))
+    assert calls == []  # ... and the sealed new one is published from .tmp without rebuilding
+    assert store.verify(art) == [] and _private(tmp_path)[".tmp"] == []
+
+
+def test_identical_builds_racing_publish_once_and_all_get_it(tmp_path):
+    calls = tmp_path / "calls.txt"
+    procs = [child("toy", str(tmp_path / "root"), "none", "--sleep", "1.5", "--calls", str(calls), wait=False)
+             for _ in range(3)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [e[-1500:] for _, e in results]
+    paths = {out.strip().splitlines()[-1] for out, _ in results}
+    assert len(paths) == 1  # one directory, printed by all three
+    assert len(calls.read_text().splitlines()) == 1  # produced once
+    waited = [e for _, e in results if "is building the same request" in e]
+    assert len(waited) == 2 and all("waiting" in e for e in waited)
+    assert len(_no_half_artifact(Store(tmp_path / "root"))) == 1
+
+
+def test_a_live_build_is_never_swept_and_a_dead_ones_leftovers_are(tmp_path):
+    live = child("toy", str(tmp_path), "none", "--sleep", "6", "--text", "live", wait=False)
+    deadline = time.time() + 60
+    while time.time() < deadline and not _private(tmp_path)[".tmp"]:
+        time.sleep(0.05)
+    dead = child("toy", str(tmp_path), "produced", "--text", "dead")  # its build sweeps: the live one stays
+    assert dead.returncode == -signal.SIGKILL
+    names = _private(tmp_path)[".tmp"]
+    assert len(names) == 2 and any(toy_request("live").id() in n for n in names)
+    Store(tmp_path).build(toy_request("other"), _writes("other", []))  # any build sweeps what is dead
+    names = _private(tmp_path)[".tmp"]
+    assert len(names) == 1 and toy_request("live").id() in names[0]  # the live one is untouched
+    assert live.wait(timeout=60) == 0
+    assert len(_no_half_artifact(Store(tmp_path))) == 2
+
+
+def test_same_request_under_another_name_is_the_same_directory(tmp_path, capsys):
+    store = Store(tmp_path)
+    first = store.build(Request(kind="vocab", name="a", stage_version=1, config={}), _writes("x", []))
+    calls = []
+    second = store.build(Request(kind="vocab", name="b", stage_version=1, config={}), _writes("x", calls))
+    assert second.path == first.path and calls == []
+    assert "--name b names only new builds" in capsys.readouterr().err
+    forced = store.build(Request(kind="vocab", name="b", stage_version=1, config={}), _writes("y", []), force=True)
+    assert forced.path == first.path and len(list((tmp_path / "vocab").iterdir())) == 1
+    # a root that already holds one id under two names (an older kolectra): refs stay unambiguous
+    shutil.copytree(first.path, first.path.with_name(f"zz-{first.id}"))
+    assert store.resolve(first.id).id == first.id and store.resolve(first.id[:8]).id == first.id
+    assert store.build(Request(kind="vocab", name="c", stage_version=1, config={}), _writes("z", [])).id == first.id
+    assert len(list((tmp_path / "vocab").iterdir())) == 2
+
+
+def test_refused_and_interrupted_builds_leave_only_what_can_be_resumed(tmp_path):
+    store = Store(tmp_path)
+    run = Resumable(family={"kind": "checkpoint", "examples": "e"}, scratch=("state",))
+
+    def refuses(out: Path) -> StageOutput:
+        raise ValueError("bad setting x")
+
+    def interrupted(out: Path) -> StageOutput:
+        (out / "state").mkdir()
+        (out / "state" / "step-1").write_text("s")
+        raise KeyboardInterrupt
+
+    req = Request(kind="checkpoint", name="p", stage_version=1, config={"a": 1})
+    with pytest.raises(ValueError) as refused:
+        store.build(req, refuses, resumable=run)
+    assert not getattr(refused.value, "__notes__", None)  # no "rerun with --resume" for a refusal
+    assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        store.build(req, interrupted, resumable=run)
+    assert "kept in" in stopped.value.__notes__[0] and "--resume continues it" in stopped.value.__notes__[0]
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]
+
+    # gc keeps what --resume could continue unless told; --dry-run removes nothing
+    root = ["--out", str(tmp_path)]
+    assert main(["artifacts", "gc", *root]) == 0
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]
+    assert main(["artifacts", "gc", "--interrupted", "--dry-run", *root]) == 0
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]
+    assert main(["artifacts", "gc", "--interrupted", *root]) == 0
+    assert _private(tmp_path)[".work"] == []
+
+    # the interrupted run, resumed, publishes without its working state and then drops it
+    with pytest.raises(KeyboardInterrupt):
+        store.build(req, interrupted, resumable=run)
+
+    def finishes(out: Path) -> StageOutput:
+        assert (out / "state" / "step-1").is_file()  # handed back
+        (out / "model.txt").write_text("m")
+        return StageOutput(stats={})
+
+    art = store.build(req, finishes, resumable=run, resume=True)
+    assert [f["path"] for f in art.manifest["files"]] == ["model.txt"]
+    assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
+
+
+def test_gc_removes_dead_leftovers_and_reports_them(tmp_path, capsys):
+    for point in ("produced", "sealed"):  # the second build already sweeps the first one's leftovers
+        assert child("toy", str(tmp_path), point, "--text", point).returncode == -signal.SIGKILL
+    assert len(_private(tmp_path)[".tmp"]) == 1
+    (tmp_path / ".locks" / "corpus-0123456789abcdef.lock").write_text(json.dumps({"pid": 1}))  # a dead holder's
+    assert main(["artifacts", "gc", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("removed ") == 2 and "corpus-0123456789abcdef.lock" in out
+    assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
