@@ -99,10 +99,10 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
     try:
         with _interrupts():
             return run()
-    except KeyboardInterrupt as e:
-        notes = "; ".join(getattr(e, "__notes__", [])) or "nothing was published"
-        why = "terminated" if isinstance(e, Terminated) else "interrupted"
-        _say(command, f"{why}; {notes}")
+    except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
+        why = str(e) or ("terminated" if isinstance(e, Terminated) else "interrupted")
+        notes = getattr(e, "__notes__", []) or ([] if str(e) else ["nothing was published"])
+        _say(command, "; ".join([why, *notes]))
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
     except Exception as e:
         line = describe(e)
