@@ -31,6 +31,7 @@ import json
 import os
 import pickle
 import re
+import resource
 import shutil
 from pathlib import Path
 from typing import Iterator
@@ -200,10 +201,13 @@ def _written(path: Path, write) -> None:
     try:
         write(path)
     except (OSError, RuntimeError, SafetensorError) as e:
-        text = str(e)
+        text, soft_limit = str(e), resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         code = e.errno if isinstance(e, OSError) and e.errno else (
-            errno.ENOSPC if "No space left" in text or "code: 28" in text else
-            errno.EFBIG if "too large" in text or "code: 27" in text else errno.EIO)
+            errno.ENOSPC if "No space left" in text or "error 28" in text or "code: 28" in text else
+            errno.EFBIG if "too large" in text or "error 27" in text or "code: 27" in text else
+            # torch's zip writer only says "file write failed": a full disk, or the file-size limit
+            errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
+            errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO)
         shutil.rmtree(path.parent, ignore_errors=True)  # the partial step directory: free what it took
         raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
 

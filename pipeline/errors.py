@@ -46,11 +46,33 @@ def _raised_by_kolectra(e: BaseException) -> bool:
     return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("kolectra.")
 
 
+# How libraries that do not raise OSError (safetensors, torch's zip writer) word a full disk.
+_FULL = {errno.ENOSPC: ("No space left on device", "os error 28", "code: 28"),
+         errno.EFBIG: ("File too large", "os error 27", "code: 27"), errno.EDQUOT: ("Disk quota exceeded",)}
+
+
+def _disk_full(e: BaseException) -> int | None:
+    """ENOSPC, EFBIG or EDQUOT if ``e`` (or what caused it) is a full disk or a file-size limit."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL:
+            return e.errno
+        for code, markers in _FULL.items():
+            if any(m in str(e) for m in markers):
+                return code
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def describe(e: BaseException) -> str | None:
     """The one line for a known failure, or None for a bug."""
+    full = _disk_full(e)
     if isinstance(e, OSError):
         what = _OS.get(e.errno or -1, e.strerror or str(e))
         text = f"{e.filename}: {what}" if e.filename else what
+    elif full is not None:
+        text = f"{_OS[full]} (while writing: {type(e).__name__}: {str(e).splitlines()[0][:200]})"
     elif isinstance(e, ArtifactError) or (isinstance(e, ValueError) and (
             type(e).__module__.startswith("kolectra.") or _raised_by_kolectra(e))):
         text = str(e)
