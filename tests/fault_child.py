@@ -1,6 +1,7 @@
 """A child process for the fault-injection tests: build one request, SIGKILL itself at a named step.
 
-``python -m tests.fault_child toy ROOT POINT [--force] [--sleep S] [--calls FILE] [--text T]``
+``python -m tests.fault_child toy ROOT POINT [--force] [--sleep S] [--calls FILE] [--text T] [--start-after F]
+    [--hold F]``
     a small stage through :meth:`Store.build` (plain files, no training);
 ``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
     :func:`kolectra.pipeline.stages.pretrain`, the real trainer.
@@ -89,10 +90,16 @@ def toy(args) -> None:
         (out / "data").mkdir()
         (out / "data" / "a.txt").write_text(args.text)
         time.sleep(args.sleep)
+        while args.hold and not Path(args.hold).exists():  # a live build, until the test lets it finish
+            time.sleep(0.01)
         if args.point == "produced":
             die()
         return StageOutput(stats={"n": len(args.text)})
 
+    if args.start_after:  # say "ready", then wait for the go: the builds race from the same moment
+        Path(f"{args.start_after}.ready-{os.getpid()}").touch()
+        while not Path(args.start_after).exists():
+            time.sleep(0.01)
     art = Store(args.root).build(toy_request(args.text), produce, force=args.force)
     print(art.path)
 
@@ -119,6 +126,8 @@ def main() -> None:
     t.add_argument("--sleep", type=float, default=0.0)
     t.add_argument("--calls", default=None)
     t.add_argument("--text", default="hello")
+    t.add_argument("--start-after", default=None, help="a file to wait for before building")
+    t.add_argument("--hold", default=None, help="a file to wait for before finishing the stage")
     q = sub.add_parser("pretrain")
     q.add_argument("root")
     q.add_argument("examples")

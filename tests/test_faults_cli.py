@@ -62,6 +62,21 @@ def test_disk_full_while_pretraining_is_one_line_naming_the_file(chain, tmp_path
     assert _no_half_artifact(store) and _private(store.root)[".work"] == []  # nothing to resume: removed
 
 
+def test_disk_full_while_exporting_is_one_line(chain, tmp_path, capsys):  # noqa: F811
+    """safetensors reports a full disk as its own error type: still one line, not a bug report."""
+    store, ex = _copy(chain, tmp_path / "root")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
+    try:
+        code = main(["pretrain", "--examples", ex, "--out", str(store.root), *FLAGS, "--save-every", "0"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert code == 2
+    line = _one_line(capsys.readouterr().err, "pretrain")
+    assert "the file-size limit was reached (while writing: SafetensorError" in line and "nothing published" in line
+    assert _no_half_artifact(store) and _private(store.root) == {".tmp": [], ".work": [], ".locks": []}
+
+
 def test_ctrl_c_and_sigterm_keep_the_checkpoints_and_resume_continues(chain, tmp_path):  # noqa: F811
     store, ex = _copy(chain, tmp_path / "root")
     long = [*FLAGS, "--steps", "100000"]

@@ -88,9 +88,13 @@ def test_kill_between_moving_the_old_copy_and_renaming_the_new_one(tmp_path):
 
 
 def test_identical_builds_racing_publish_once_and_all_get_it(tmp_path):
-    calls = tmp_path / "calls.txt"
-    procs = [child("toy", str(tmp_path / "root"), "none", "--sleep", "1.5", "--calls", str(calls), wait=False)
-             for _ in range(3)]
+    calls, go = tmp_path / "calls.txt", tmp_path / "go"
+    procs = [child("toy", str(tmp_path / "root"), "none", "--sleep", "1.5", "--calls", str(calls),
+                   "--start-after", str(go), wait=False) for _ in range(3)]
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(tmp_path.glob("go.ready-*"))) < 3:
+        time.sleep(0.01)
+    go.touch()
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [e[-1500:] for _, e in results]
     paths = {out.strip().splitlines()[-1] for out, _ in results}
@@ -102,7 +106,8 @@ def test_identical_builds_racing_publish_once_and_all_get_it(tmp_path):
 
 
 def test_a_live_build_is_never_swept_and_a_dead_ones_leftovers_are(tmp_path):
-    live = child("toy", str(tmp_path), "none", "--sleep", "6", "--text", "live", wait=False)
+    release = tmp_path / "release"
+    live = child("toy", str(tmp_path), "none", "--hold", str(release), "--text", "live", wait=False)
     deadline = time.time() + 60
     while time.time() < deadline and not _private(tmp_path)[".tmp"]:
         time.sleep(0.05)
@@ -113,6 +118,7 @@ def test_a_live_build_is_never_swept_and_a_dead_ones_leftovers_are(tmp_path):
     Store(tmp_path).build(toy_request("other"), _writes("other", []))  # any build sweeps what is dead
     names = _private(tmp_path)[".tmp"]
     assert len(names) == 1 and toy_request("live").id() in names[0]  # the live one is untouched
+    release.touch()
     assert live.wait(timeout=60) == 0
     assert len(_no_half_artifact(Store(tmp_path))) == 2
 
