@@ -105,6 +105,28 @@ def test_identical_builds_racing_publish_once_and_all_get_it(tmp_path):
     assert len(_no_half_artifact(Store(tmp_path / "root"))) == 1
 
 
+def test_a_waiting_run_builds_itself_when_the_holder_dies(tmp_path):
+    """The lock dies with its holder (kill -9): the run waiting on it takes over, no stale lock to clear."""
+    release, calls, log = tmp_path / "release", tmp_path / "calls.txt", tmp_path / "waiter.err"
+    holder = child("toy", str(tmp_path / "root"), "produced", "--hold", str(release), "--calls", str(calls), wait=False)
+    deadline = time.time() + 60
+    while time.time() < deadline and not calls.exists():
+        time.sleep(0.01)
+    with open(log, "w") as err:
+        waiter = subprocess.Popen([sys.executable, "-m", "tests.fault_child", "toy", str(tmp_path / "root"), "none",
+                                   "--calls", str(calls)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                                  stdout=subprocess.PIPE, stderr=err, text=True)
+        while time.time() < deadline and "waiting" not in log.read_text():  # it waits on the holder
+            time.sleep(0.01)
+        release.touch()
+        assert holder.wait(timeout=60) == -signal.SIGKILL
+        out, _ = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, log.read_text()[-2000:]
+    assert "is building the same request" in log.read_text() and len(calls.read_text().splitlines()) == 2
+    assert [str(a.path) for a in _no_half_artifact(Store(tmp_path / "root"))] == [out.strip()]
+    assert _private(tmp_path / "root") == {".tmp": [], ".work": [], ".locks": []}
+
+
 def test_a_live_build_is_never_swept_and_a_dead_ones_leftovers_are(tmp_path):
     release = tmp_path / "release"
     live = child("toy", str(tmp_path), "none", "--hold", str(release), "--text", "live", wait=False)
