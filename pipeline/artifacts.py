@@ -246,12 +246,13 @@ class Store:
 
     # ---- building ------------------------------------------------------------------------
     def build(self, request: Request, produce: Callable[[Path], StageOutput], force: bool = False,
-              resumable: bool | Resumable = False, resume: bool = False) -> Artifact:
+              resumable: bool | Resumable = False, resume: bool | str = False) -> Artifact:
         """Return the artifact for ``request``, producing it (atomically) only if needed.
 
         A ``resumable`` stage (pretraining) is built in a lasting run directory that survives a
-        failed or killed run: with ``resume`` its interrupted run continues from the stage's own
-        checkpoints; without it an interrupted run of the same request is discarded first."""
+        failed or killed run: with ``resume`` its interrupted run (or its family's; only its own
+        with ``resume="exact"``) continues from the stage's own checkpoints; without it an
+        interrupted run of the same request is discarded first."""
         if request.kind not in KINDS:  # 1. check
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
         for parent in request.parents:
@@ -308,7 +309,7 @@ class Store:
             progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
         return None
 
-    def _prepare(self, request: Request, resumable: bool | Resumable, resume: bool,
+    def _prepare(self, request: Request, resumable: bool | Resumable, resume: bool | str,
                  held: contextlib.ExitStack) -> tuple[Path, workspace.Run | None]:
         """The build's private directory, and the resumable run it belongs to (None for .tmp)."""
         if not resumable:

@@ -130,7 +130,7 @@ def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: 
 # ---- pretrain -------------------------------------------------------------------------------
 def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny", sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
-             resume: bool = False) -> Artifact:
+             resume: bool | str = False) -> Artifact:
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     cfg = _configure(model_preset(preset), sets, seed)
@@ -147,9 +147,10 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     lineage = ([f"checkpoint/{req.name}-{req.id()}", "└── " + parent_lines[0]]
                + ["    " + line for line in parent_lines[1:]])
     # --resume finds the interrupted run of the same examples and preset, whatever else changed (the
-    # trainer then compares its checkpoint's config); checkpoints are deleted once the artifact is published
+    # trainer then compares its checkpoint's config; resume="exact": only this request's run, for callers
+    # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": preset}, scratch=(CHECKPOINTS,))
-    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=resume,
+    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=bool(resume),
                                                              lineage=lineage, clear_checkpoints=False),
                        force, resumable=run, resume=resume)
 

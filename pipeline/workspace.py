@@ -217,12 +217,12 @@ class Resumable:
     scratch: tuple[str, ...] = ()
 
 
-def open_run(root: Path, record: dict, resume: bool, held: contextlib.ExitStack) -> Run:
+def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack) -> Run:
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
-    With ``resume``: this request's interrupted run, else the newest interrupted run of its family
-    (the stage then checks its own state's settings); else a fresh run, discarding an interrupted
-    one of this request."""
+    With ``resume``: this request's interrupted run, else (unless ``resume == "exact"``) the newest
+    interrupted run of its family (the stage then checks its own state's settings); else a fresh
+    run, discarding an interrupted one of this request."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     others = family_runs(root, record["family"], exclude=exact.path)
@@ -230,7 +230,7 @@ def open_run(root: Path, record: dict, resume: bool, held: contextlib.ExitStack)
         progress(f"{kind}: resuming in {exact.path}")
         exact.restore()
         return exact
-    if resume and others:
+    if resume and others and resume != "exact":
         run = others[0]
         if not held.enter_context(try_lock(root, run.kind, run.id)):
             raise ArtifactError(f"{kind}: the interrupted run {run.path} is running right now; wait for it "
@@ -243,7 +243,7 @@ def open_run(root: Path, record: dict, resume: bool, held: contextlib.ExitStack)
         progress(f"{kind}: nothing to resume for this request; starting fresh")
     elif exact.state():
         progress(f"{kind}: discarding the interrupted run in {exact.path} (--resume would continue it)")
-    if others and not resume:
+    if others and (not resume or resume == "exact"):
         progress(f"{kind}: {len(others)} interrupted run(s) of the same inputs with other settings kept in "
                  f"{root / WORK} (--resume continues the newest; `kolectra artifacts gc --interrupted` removes them)")
     exact.create({**record, "created": now()})

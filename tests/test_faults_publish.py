@@ -215,3 +215,32 @@ def test_gc_removes_dead_leftovers_and_reports_them(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("removed ") == 2 and "corpus-0123456789abcdef.lock" in out
     assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
+
+
+def test_resume_finds_the_family_s_interrupted_run_unless_exact(tmp_path, capsys):
+    store = Store(tmp_path)
+    run = Resumable(family={"kind": "checkpoint", "examples": "e", "preset": "tiny"}, scratch=("state",))
+    first = Request(kind="checkpoint", name="p", stage_version=1, config={"steps": 12})
+    other = Request(kind="checkpoint", name="p", stage_version=1, config={"steps": 16})
+
+    def interrupted(out: Path) -> StageOutput:
+        (out / "state").mkdir()
+        (out / "state" / "step-8").write_text(json.dumps({"steps": 12}))
+        raise KeyboardInterrupt
+
+    seen = []
+
+    def finishes(out: Path) -> StageOutput:
+        seen.append(sorted(p.name for p in (out / "state").iterdir()) if (out / "state").is_dir() else [])
+        (out / "model.txt").write_text("m")
+        return StageOutput(stats={})
+
+    with pytest.raises(KeyboardInterrupt):
+        store.build(first, interrupted, resumable=run)
+    store.build(other, finishes, resumable=run, resume="exact")  # a study's points: only their own runs
+    assert seen == [[]] and _private(tmp_path)[".work"] == [f"checkpoint-{first.id()}"]
+    assert "1 interrupted run(s) of the same inputs with other settings kept" in capsys.readouterr().err
+    art = store.build(Request(kind="checkpoint", name="p", stage_version=1, config={"steps": 20}), finishes,
+                      resumable=run, resume=True)  # --resume: the family's interrupted run, whatever changed
+    assert seen[-1] == ["step-8"] and art.manifest["provenance"]["continued_from"]["request"] == first.id()
+    assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
