@@ -45,6 +45,8 @@ class CorpusConfig:
     num_shards: int = 4  # per split
     # a job whose rejected share (malformed input) exceeds this fails, naming the worst file
     max_reject_ratio: float = 0.05
+    # damaged input files (truncated or corrupted archives) accepted with what could be read of them
+    max_damaged_files: int = 0
     seed: int = 0  # salts the train/valid hash
 
     def __post_init__(self) -> None:
@@ -70,6 +72,8 @@ class CorpusConfig:
             raise ConfigError(f"language must be one of {sorted(PROFILES)}, got {self.language!r}")
         if self.script and self.script not in SCRIPTS:
             raise ConfigError(f"script must be one of {sorted(SCRIPTS)}, got {self.script!r}")
+        if self.max_damaged_files < 0:
+            raise ConfigError(f"max_damaged_files must be >= 0, got {self.max_damaged_files}")
         if not 0.0 <= self.max_reject_ratio <= 1.0:
             raise ConfigError(f"max_reject_ratio must be in [0, 1], got {self.max_reject_ratio}")
 

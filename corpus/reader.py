@@ -12,6 +12,14 @@ document under ``text_field``. A blank line in either format is an empty record 
 ``empty``), so every line of every input is accounted for in ``records_in``. ``blocks`` is one
 document per run of non-blank lines (joined with newlines), blank lines separating documents; a
 record's ``line`` is the block's first line, and a block is bounded by ``max_line_bytes`` too.
+
+What a line can hold that the rest of the pipeline cannot: a UTF-8 byte-order mark opening the
+file (skipped), and lone surrogates escaped in JSON (``"\\ud800"``: valid JSON, but no UTF-8
+encoding exists, and Beam's coders would fail the whole job on it). They are removed from the
+text (as cleaning would) and replaced by U+FFFD in the id, and the record says it was
+``repaired``. A file whose decompression fails midway (a truncated or corrupted archive, a
+``.zst`` that is not zstd) or cannot be opened ends in one reject naming the codec's error and
+the line where reading stopped, reason ``damaged_file``; the bytes before it are kept.
 """
 
 from __future__ import annotations
@@ -22,9 +30,8 @@ import posixpath
 import re
 from typing import IO, Iterator
 
-from apache_beam.io.filesystems import FileSystems
-
 from kolectra.corpus import compress
+from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
 
 REJECT_REASONS = (
     "line_too_long",
@@ -34,13 +41,11 @@ REJECT_REASONS = (
     "not_an_object",
     "missing_text",
     "text_not_string",
+    "damaged_file",
 )
+REPAIRED_REASONS = ("lone_surrogate",)  # records kept after a repair, counted in stats.json
 COMPRESSION_SUFFIXES = tuple(compress.SUFFIXES)
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-
-
-class InputError(ValueError):
-    """An input pattern matched nothing or a file cannot be opened; names the path."""
 
 
 def resolve_format(path: str, fmt: str) -> str:
@@ -56,20 +61,8 @@ def resolve_format(path: str, fmt: str) -> str:
 
 
 def expand_inputs(patterns: list[str]) -> list[str]:
-    """Every file the paths/globs name, sorted and de-duplicated; a pattern matching nothing is an error."""
-    if not patterns:
-        raise InputError("no --input given")
-    files: set[str] = set()
-    for pattern in patterns:
-        try:
-            [result] = FileSystems.match([pattern])
-        except Exception as e:  # BeamIOError wraps the per-pattern exception
-            raise InputError(f"cannot list input {pattern!r}: {e}") from None
-        found = [m.path for m in result.metadata_list]
-        if not found:
-            raise InputError(f"input {pattern!r} matches no file")
-        files.update(found)
-    return sorted(files)
+    """Every file the paths/globs name (an existing literal path wins), sorted; see ``corpus/inputs.py``."""
+    return expand(patterns)
 
 
 def source_names(files: list[str]) -> dict[str, str]:
@@ -100,8 +93,11 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 1
     lineno = 0
     buf = b""
     overflow = False  # inside a line already known to be too long
+    # read1: what the decompressor has, without waiting for a full chunk, so the lines before a
+    # damaged spot are handed out before the codec's error (read(n) would drop them with it)
+    read = getattr(stream, "read1", stream.read)
     while True:
-        chunk = stream.read(chunk_bytes)
+        chunk = read(chunk_bytes)
         if not chunk:
             break
         buf += chunk
@@ -178,35 +174,78 @@ def parse_line(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple[st
     return text, (None if doc_id is None else str(doc_id))
 
 
-def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int) -> Iterator[dict]:
-    """Records and rejects of one file, in line order. A reject has a ``reason`` key."""
+BOM = b"\xef\xbb\xbf"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repair_surrogates(text: str, doc_id: str | None) -> tuple[str, str | None, bool]:
+    """Lone surrogates out of the text (cleaning drops them too) and as U+FFFD into the id."""
+    if _SURROGATE.search(text) is None and (doc_id is None or _SURROGATE.search(doc_id) is None):
+        return text, doc_id, False
+    return _SURROGATE.sub("", text), (None if doc_id is None else _SURROGATE.sub("\ufffd", doc_id)), True
+
+
+def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
+              digest: dict | None = None) -> Iterator[dict]:
+    """Records and rejects of one file, in line order. A reject has a ``reason`` key; a record
+    whose text or id had to be repaired has ``repaired``. ``digest``, if given, receives the
+    ``bytes`` and ``sha256`` of the raw (still compressed) bytes read, the whole file even when
+    its decompression failed (and, while reading, ``raw``: the hashing stream, for progress)."""
     fmt = resolve_format(path, fmt)
+    lineno = 0
     try:
-        stream = compress.open_decompressed(path)
-    except Exception as e:
-        raise InputError(f"cannot open input {path!r}: {e}") from None
-    with stream:
-        try:
-            if fmt == "blocks":
-                yield from _read_blocks(stream, source, max_line_bytes)
-                return
-            for lineno, raw in iter_lines(stream, max_line_bytes):
-                if raw is None:
-                    yield {"source": source, "line": lineno, "reason": "line_too_long", "detail": f"over {max_line_bytes} bytes"}
-                    continue
-                parsed = parse_line(raw, fmt, text_field, id_field)
-                if parsed[0] is None:
-                    yield {"source": source, "line": lineno, "reason": parsed[1], "detail": parsed[2]}
+        raw, stream = compress.open_hashed(path)
+    except Exception as e:  # gone, unreadable, not allowed: one dead letter naming the error
+        yield {"source": source, "line": 1, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
+        return
+    if digest is not None:
+        digest["raw"] = raw
+    with raw:
+        with stream:
+            try:
+                if fmt == "blocks":
+                    for rec in _read_blocks(stream, source, max_line_bytes):
+                        lineno = rec["line"]
+                        yield rec
                 else:
-                    text, doc_id = parsed
-                    yield {"source": source, "line": lineno, "id": doc_id or f"{source}:{lineno}", "text": text}
-        except (OSError, EOFError, ValueError) as e:
-            # e.g. a truncated .gz: fail with the file named, not deep inside Beam
-            raise InputError(f"cannot read input {path!r}: {type(e).__name__}: {e}") from None
+                    for lineno, line in iter_lines(stream, max_line_bytes):
+                        yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes)
+            except Exception as e:  # a truncated or corrupted archive: the codec fails midway
+                yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
+                       "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {_error(e)}"}
+            raw.drain()
+    if digest is not None:
+        digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
+        del digest["raw"]
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
+            max_line_bytes: int) -> dict:
+    if raw is None:
+        return {"source": source, "line": lineno, "reason": "line_too_long", "detail": f"over {max_line_bytes} bytes"}
+    if lineno == 1 and raw.startswith(BOM):
+        raw = raw[len(BOM):]
+    parsed = parse_line(raw, fmt, text_field, id_field)
+    if parsed[0] is None:
+        return {"source": source, "line": lineno, "reason": parsed[1], "detail": parsed[2]}
+    text, doc_id, repaired = repair_surrogates(*parsed)
+    rec = {"source": source, "line": lineno, "id": doc_id or f"{source}:{lineno}", "text": text}
+    if repaired:
+        rec["repaired"] = "lone_surrogate"
+    return rec
 
 
 def _read_blocks(stream: IO[bytes], source: str, max_bytes: int) -> Iterator[dict]:
-    for start, parts, bad in iter_blocks(iter_lines(stream, max_bytes), max_bytes):
+    lines = iter_lines(stream, max_bytes)
+    first = next(lines, None)
+    if first is not None and first[1] is not None and first[1].startswith(BOM):
+        first = (first[0], first[1][len(BOM):])
+    lines = _chain(first, lines)
+    for start, parts, bad in iter_blocks(lines, max_bytes):
         if bad:
             yield {"source": source, "line": start, "reason": bad[0], "detail": f"at line {bad[1]}, over {max_bytes} bytes"}
             continue
@@ -215,3 +254,9 @@ def _read_blocks(stream: IO[bytes], source: str, max_bytes: int) -> Iterator[dic
             yield {"source": source, "line": start, "reason": parsed[1], "detail": parsed[2]}
         else:
             yield {"source": source, "line": start, "id": f"{source}:{start}", "text": parsed[0]}
+
+
+def _chain(first, rest):
+    if first is not None:
+        yield first
+    yield from rest

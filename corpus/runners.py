@@ -6,20 +6,87 @@ and how parallel the job runs, never what it writes.
   binary), with worker processes for large inputs (:func:`local_workers`);
 - any other runner: options pass unchanged; ``--corpus_staging`` (:class:`CorpusOptions`) names
   a directory remote workers write to, fetched into the local artifact afterwards.
+
+It also decides how much of Beam the user sees (:func:`set_verbosity`): by default nothing of
+Beam's own logging (its harness logs 40-odd INFO/WARNING lines per job, and every import warns
+that apitools is missing); kolectra's progress lines and bars instead, and failures as one
+exception naming the input. This module is imported before ``apache_beam`` so that the import
+warning is caught too.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
 import os
+import sys
 
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+QUIET, NORMAL, VERBOSE, DEBUG = 0, 1, 2, 3
+VERBOSITY_ENV = "KOLECTRA_VERBOSITY"
+# What of Beam's logging each verbosity shows: nothing below VERBOSE (a failure reaches the user as
+# kolectra's exception, not as Beam's logged tracebacks), warnings at VERBOSE, everything at DEBUG.
+_BEAM_LEVEL = {QUIET: logging.CRITICAL + 1, NORMAL: logging.CRITICAL + 1, VERBOSE: logging.WARNING, DEBUG: logging.INFO}
+
+
+def _env_verbosity() -> int:
+    try:
+        return min(max(int(os.environ.get(VERBOSITY_ENV, NORMAL)), QUIET), DEBUG)
+    except ValueError:
+        return NORMAL
+
+
+_verbosity = _env_verbosity()
+
+
+def _from_beam(record: logging.LogRecord) -> bool:
+    # Beam logs through its module loggers and, for some import-time warnings, the root logger
+    return record.name.startswith("apache_beam") or f"{os.sep}apache_beam{os.sep}" in (record.pathname or "")
+
+
+class _BeamFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _from_beam(record) or record.levelno >= _BEAM_LEVEL[_verbosity]
+
+
+_FILTER = _BeamFilter()
+
+
+def set_verbosity(level: int) -> None:
+    """How much the corpus and examples jobs print: 0 errors only, 1 (default) kolectra's progress,
+    2 also Beam's warnings, 3 also Beam's INFO logging. ``$KOLECTRA_VERBOSITY`` sets the default;
+    a CLI's ``-q``/``-v`` call this."""
+    global _verbosity
+    _verbosity = min(max(int(level), QUIET), DEBUG)
+    os.environ[VERBOSITY_ENV] = str(_verbosity)  # worker processes started from here inherit it
+    root = logging.getLogger()
+    if not root.handlers:  # otherwise the first warning would call basicConfig, unfiltered
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    for handler in root.handlers:
+        if _FILTER not in handler.filters:
+            handler.addFilter(_FILTER)
+    if _verbosity >= DEBUG and root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+    logging.getLogger("apache_beam").setLevel(_BEAM_LEVEL[_verbosity])
+
+
+def verbosity() -> int:
+    return _verbosity
+
+
+set_verbosity(_verbosity)  # before apache_beam is imported below
+
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions  # noqa: E402
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
+from apache_beam.transforms.environments import SubprocessSDKEnvironment  # noqa: E402
 
 # Beam's "DirectRunner" is a switcher that first tries the Prism runner, which downloads a binary
 # from GitHub; the FnApiRunner is the in-process batch engine it falls back to. Local runs must
-# never touch the network, so both the default and an explicit DirectRunner mean FnApiRunner.
-LOCAL_RUNNER = "FnApiRunner"
+# never touch the network, so both the default and an explicit DirectRunner mean FnApiRunner,
+# as :class:`LocalRunner` (Beam instantiates a runner named by its dotted class path).
+LOCAL_RUNNER = "kolectra.corpus.runners.LocalRunner"
 # Below this much input a second worker process costs more (start-up, a Kiwi load of ~2 s and
 # ~0.45 GB each) than it saves: Kiwi analyses about 0.1-0.2 MB of text a second per core.
 MULTI_WORKER_MIN_BYTES = 4 << 20
@@ -41,7 +108,7 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     The output bytes do not depend on any of this."""
     opts = PipelineOptions(list(beam_args))
     std = opts.view_as(StandardOptions)
-    if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner"):
+    if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner", "fnapirunner"):
         std.runner = LOCAL_RUNNER
     if std.runner == LOCAL_RUNNER:
         direct = opts.view_as(DirectOptions)
@@ -68,10 +135,14 @@ def tune_gc() -> None:
 
 
 def input_bytes(files: list[str]) -> int:
-    try:
-        return sum(m.size_in_bytes for r in FileSystems.match(files) for m in r.metadata_list)
-    except Exception:  # sizes only tune the worker count; the reader reports unreadable files
-        return 0
+    """Total size of existing files (no globbing: ``data[1].txt`` is one file)."""
+    total = 0
+    for f in files:
+        try:
+            total += FileSystems.match([f], limits=[1])[0].metadata_list[0].size_in_bytes if "://" in f else os.path.getsize(f)
+        except Exception:  # sizes only tune the worker count; the reader reports unreadable files
+            pass
+    return total
 
 
 class CorpusOptions(PipelineOptions):
@@ -89,3 +160,23 @@ class CorpusOptions(PipelineOptions):
 
 # Runners whose workers cannot see the launcher's disk.
 REMOTE_RUNNERS = ("DataflowRunner", "dataflow")
+
+
+class LocalRunner(FnApiRunner):
+    """Beam's FnApiRunner whose worker processes (``multi_processing``) are
+    ``python -m kolectra.corpus.worker``: the same SDK harness, without the INFO lines each
+    worker would print to the terminal (see ``corpus/worker.py``). Otherwise FnApiRunner as is."""
+
+    def run_pipeline(self, pipeline, options):
+        direct = options.view_as(DirectOptions)
+        if direct.direct_running_mode != "multi_processing":
+            return super().run_pipeline(pipeline, options)
+        self._default_environment = SubprocessSDKEnvironment.from_command_string(
+            f"{sys.executable} -m kolectra.corpus.worker")
+        # FnApiRunner would replace that environment in multi_processing mode; the worker count
+        # (direct_num_workers) is what makes it parallel, whatever the mode's name
+        direct.direct_running_mode = "in_memory"
+        try:
+            return super().run_pipeline(pipeline, options)
+        finally:
+            direct.direct_running_mode = "multi_processing"

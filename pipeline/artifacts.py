@@ -48,7 +48,7 @@ from typing import Callable, Iterable
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline import workspace
 from kolectra.pipeline.workspace import Resumable
-from kolectra.pipeline.manifest import (MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
+from kolectra.pipeline.manifest import (MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs, input_key,
                                         hash_tree, library_versions, provenance, read_manifest, sha256_file,
                                         verify_dir, write_json)
 
@@ -115,7 +115,7 @@ class Request:
             "stage_version": self.stage_version,
             "config": _without(self.config, self.operational),
             "parents": [p.id for p in self.parents],
-            "inputs": [{"sha256": i["sha256"], "bytes": i["bytes"]} for i in self.inputs],
+            "inputs": [input_key(i) for i in self.inputs],
             "libraries": library_versions(self.libraries),
         }
 

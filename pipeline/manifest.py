@@ -95,6 +95,15 @@ def fingerprint_inputs(paths: Iterable[Path]) -> list[dict]:
     return out
 
 
+def input_key(record: dict) -> dict:
+    """What of an input record goes into the request id: its content hash, or for inputs
+    identified by their listing (the corpus stage's: path, size, mtime or a store's checksum,
+    ``corpus/inputs.py``) that identity; their sha256 is of the bytes read, known after the run."""
+    if "identity" in record:
+        return {"identity": record["identity"], "bytes": record["bytes"]}
+    return {"sha256": record["sha256"], "bytes": record["bytes"]}
+
+
 # ---- sealing a built directory ----------------------------------------------------------------
 def _walk(root: Path) -> Iterator[Path]:
     """Every entry under ``root`` (files, directories, symlinks), never following a symlink."""

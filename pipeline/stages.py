@@ -23,7 +23,8 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import build as corpus_build
 from kolectra.corpus import config as corpus_config
 from kolectra.corpus import examples as examples_stage
-from kolectra.corpus.reader import expand_inputs
+from kolectra.corpus.inputs import list_inputs
+from kolectra.corpus.reader import source_names
 from kolectra.finetune import config as ft_config
 from kolectra.finetune import korquad, nsmc, probe as ft_probe
 from kolectra.finetune import seeds as ft_seeds
@@ -80,15 +81,23 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
     if preset not in presets:
         raise ArtifactError(f"corpus: unknown preset {preset!r} (known: {', '.join(presets)})")
     cfg = _configure(presets[preset](), sets, seed)
-    paths = expand_inputs(list(inputs))
-    local = [Path(p) for p in paths if "://" not in p]
-    fingerprints = fingerprint_inputs(local) + [
-        {"path": p, "bytes": 0, "sha256": p} for p in paths if "://" in p
-    ]
-    default_name = Path(paths[0]).name.split(".")[0] if paths else "corpus"
+    # identity from the listing (size and mtime, or the store's checksum): no pass over the bytes
+    # before the job; the sha256 of the bytes the job reads is filled in after it (corpus/inputs.py)
+    listed = list_inputs(list(inputs))
+    records = tuple(f.record() for f in listed)
+    default_name = Path(listed[0].path).name.split(".")[0] if listed else "corpus"
     req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
-                  config=to_dict(cfg), inputs=tuple(fingerprints), libraries=LIBS_CORPUS)
-    return store.build(req, lambda out: corpus_build.build(cfg, list(paths), out, list(beam_args)), force)
+                  config=to_dict(cfg), inputs=records, libraries=LIBS_CORPUS)
+    keep_failed = store.root / "failed" / f"corpus-{req.name}-{req.id()}"
+
+    def produce(out: Path) -> StageOutput:
+        output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
+        read, names = output.stats["sources"], source_names([f.path for f in listed])
+        for record in records:  # the manifest, written after this, records them
+            record["sha256"] = read[names[record["path"]]]["sha256"]
+        return output
+
+    return store.build(req, produce, force)
 
 
 # ---- vocab ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ determinism, and no network access."""
 
 import dataclasses
 import gzip
+import hashlib
 import json
 import socket
 import unicodedata
@@ -51,7 +52,7 @@ def _write_corpus(root: Path) -> dict:
         "<b>예고편</b> https://example.com/v?id=1 보고 왔어요 ㅋㅋㅋㅋㅋㅋ",  # web rules on
     ]
     (root / "notes.txt").write_text("\n".join(text_lines) + "\n", encoding="utf-8")
-    return {"records_in": 14 + 8, "rejected": 3, "duplicate": 3, "near_duplicate": 1, "too_short": 1, "empty": 1, "too_long": 1}
+    return {"root": root, "records_in": 14 + 8, "rejected": 3, "duplicate": 3, "near_duplicate": 1, "too_short": 1, "empty": 1, "too_long": 1}
 
 
 def _no_network(monkeypatch) -> list:
@@ -119,7 +120,10 @@ def test_stats_reconcile_and_count_every_reason(runs):
     assert stats["records_out"] == 12
     assert stats["splits"]["train"]["documents"] + stats["splits"]["valid"]["documents"] == 12
     assert stats["splits"]["valid"]["documents"] > 0 and stats["splits"]["train"]["documents"] > 0
-    assert stats["sources"]["reviews.jsonl.gz"] == {"records_in": 14, "rejected": 3}
+    reviews = expected["root"] / "reviews.jsonl.gz"
+    assert stats["sources"]["reviews.jsonl.gz"] == {  # with the size and hash of the bytes read
+        "records_in": 14, "rejected": 3, "bytes": reviews.stat().st_size,
+        "sha256": hashlib.sha256(reviews.read_bytes()).hexdigest()}
 
 
 def test_rejects_name_source_and_line(runs):
@@ -227,6 +231,6 @@ def test_remote_runner_needs_a_staging_directory(tmp_path):
 
 def test_local_runner_never_tries_prism():
     runner = lambda args: build.pipeline_options(args).view_as(StandardOptions).runner  # noqa: E731
-    assert runner([]) == "FnApiRunner"
-    assert runner(["--runner=DirectRunner"]) == "FnApiRunner"
+    assert runner([]) == build.LOCAL_RUNNER  # Beam's FnApiRunner with quiet worker processes
+    assert runner(["--runner=DirectRunner"]) == build.LOCAL_RUNNER
     assert runner(["--runner", "PrismRunner"]) == "PrismRunner"  # an explicit choice is kept

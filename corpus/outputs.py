@@ -1,0 +1,263 @@
+"""What the corpus job writes, and the pure rules that decide it: document keys, the train/valid
+split, shards, samples, ``stats.json`` and its checks. Part of the corpus stage; the Beam graph
+in ``corpus/build.py`` calls these, and nothing here depends on the runner.
+
+Every file is written through Beam's ``FileSystems`` (a local directory or ``--corpus_staging``
+on a store), with bytes that depend only on the input and the config: shards are gzip with a
+fixed header and documents sorted by (source, line); rejects, samples and stats are sorted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+from pathlib import Path
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from kolectra.corpus import filters, reader
+from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.shards import DATA_DIR, SPLITS
+
+REJECTS_FILE = "rejects/rejects.jsonl"
+STATS_FILE = "stats.json"
+SAMPLES_DIR = "samples"
+SAMPLES_PER_REASON = 5  # dropped documents shown per reason in samples/dropped.jsonl
+SAMPLES_KEPT = 20  # kept documents in samples/kept.jsonl
+SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
+SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in stats.json
+
+
+class CorpusError(ValueError):
+    """The input is unusable (too many rejects, damaged or changing files, nothing left) or the
+    run is misconfigured; names the file or the missing option. A ValueError, so the CLI
+    reports it without a traceback."""
+
+
+# ---------------------------------------------------------------- pure rules
+
+
+def text_key(text: str) -> str:
+    """Dedup key: a 128-bit hash of the normalised text (collisions are negligible at corpus scale)."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def bucket_of(key: str, buckets: int) -> int:
+    """The dedup group of a text key: every copy of a text lands in the same one."""
+    return int(key[:8], 16) % buckets
+
+
+def split_of(text: str, seed: int, valid_fraction: float) -> str:
+    """``valid`` for a stable, seed-salted ``valid_fraction`` of texts; equal texts share a split."""
+    h = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=f"kolectra-split-{seed}".encode())
+    return "valid" if int.from_bytes(h.digest(), "big") / 2**64 < valid_fraction else "train"
+
+
+def sample_rank(doc: dict, seed: int) -> str:
+    """Which documents a sample shows: the smallest salted hashes of (source, line) - a uniform,
+    stable choice that does not depend on bundling."""
+    h = hashlib.blake2b(f"{doc['source']}\x00{doc['line']}".encode("utf-8"), digest_size=8, key=f"kolectra-sample-{seed}".encode())
+    return h.hexdigest()
+
+
+def sample_row(reason: str, doc: dict) -> dict:
+    row = {"reason": reason, "id": doc.get("id"), "source": doc["source"], "line": doc["line"]}
+    for k in ("split", "kept"):
+        if k in doc:
+            row[k] = doc[k]
+    text = doc.get("text", "")
+    row["text"] = text if len(text) <= SAMPLE_CHARS else text[:SAMPLE_CHARS] + "…"
+    return row
+
+
+def sample_item(reason: str, doc: dict, seed: int) -> tuple[str, tuple[str, str]]:
+    """(reason, document) -> (reason, (rank, JSON row)) for the per-reason Top-N."""
+    return reason, (sample_rank(doc, seed), json.dumps(sample_row(reason, doc), ensure_ascii=False, sort_keys=True))
+
+
+def keep_smallest(rows: list, item, n: int) -> None:
+    """Keep the ``n`` smallest items in the sorted list ``rows`` (a per-worker Top-N)."""
+    if len(rows) < n or item < rows[-1]:
+        rows.append(item)
+        rows.sort()
+        del rows[n:]
+
+
+def shard_of(key: str, num_shards: int) -> int:
+    return int(key, 16) % num_shards
+
+
+def shard_name(split: str, shard: int, num_shards: int) -> str:
+    return f"{DATA_DIR}/{split}-{shard:05d}-of-{num_shards:05d}.jsonl.gz"
+
+
+# One encoder for every line: json.dumps with options builds a new one per call. check_circular
+# off: a document is a tree, and the check costs a fifth of the encoding.
+_DOCUMENT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+
+
+def document_json(rec: dict) -> str:
+    """One line of a shard, in the field order of ``corpus/shards.py``."""
+    doc = {
+        "id": rec["id"],
+        "source": rec["source"],
+        "text": rec["text"],
+        "sentences": rec["sentences"],
+        "morphs": rec["morphs"],
+    }
+    return _DOCUMENT_ENCODER.encode(doc)
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    """Gzip with a fixed header (mtime 0, no file name) so equal content gives equal bytes."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="", compresslevel=1) as gz:
+        gz.write(data)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- stats
+
+
+def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dict:
+    """``stats.json`` from the summed tallies and the per-file read records (bytes, sha256, and
+    ``damaged``/``changed`` when so); every known reason appears, zero or not."""
+    get = lambda *k: tally.get(k, 0)  # noqa: E731
+    files = files or {}
+    sources = sorted({k[1] for k in tally if k[0] == "source_in"} | set(files))
+    rejected_reasons = {r: get("rejected", r) for r in reader.REJECT_REASONS}
+    dropped = {r: get("dropped", r) for r in filters.DROP_REASONS}
+    for k in tally:  # reasons added later still land in stats.json
+        if k[0] == "dropped" and k[1] not in dropped:
+            dropped[k[1]] = tally[k]
+        if k[0] == "rejected" and k[1] not in rejected_reasons:
+            rejected_reasons[k[1]] = tally[k]
+    splits = {s: {f: get(s, f) for f in SPLIT_COUNTS} for s in SPLITS}
+    return {
+        "records_in": sum(get("source_in", s) for s in sources),
+        "records_out": sum(splits[s]["documents"] for s in SPLITS),
+        "rejected": sum(rejected_reasons.values()),
+        "dropped": dropped,
+        "rejected_reasons": rejected_reasons,
+        "repaired": {r: get("repaired", r) for r in reader.REPAIRED_REASONS},
+        "splits": splits,
+        "documents": sum(splits[s]["documents"] for s in SPLITS),
+        "sentences": sum(splits[s]["sentences"] for s in SPLITS),
+        "morphs": sum(splits[s]["morphs"] for s in SPLITS),
+        "chars": sum(splits[s]["chars"] for s in SPLITS),
+        "num_shards": cfg.num_shards,
+        "sources": {
+            s: {"records_in": get("source_in", s), "rejected": get("source_rejected", s), **files.get(s, {})}
+            for s in sources
+        },
+    }
+
+
+def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: str = REJECTS_FILE) -> None:
+    """Reconciliation, changed and damaged files, and the reject-ratio gate; ``paths`` maps
+    source names back to inputs, ``rejects`` is where the failed run's dead letters are kept."""
+    accounted = stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
+    if stats["records_in"] != accounted:
+        raise CorpusError(
+            f"corpus stats do not reconcile: records_in={stats['records_in']} but "
+            f"out+rejected+dropped={accounted} ({stats})"
+        )
+    named = lambda s: paths.get(s, s)  # noqa: E731
+    changed = {s: v["changed"] for s, v in stats["sources"].items() if v.get("changed")}
+    if changed:
+        raise CorpusError(
+            f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "
+            "version: " + "; ".join(f"{named(s)} ({why})" for s, why in sorted(changed.items()))
+            + ". Rerun once they are complete (nothing was kept)."
+        )
+    damaged = {s: v["damaged"] for s, v in stats["sources"].items() if v.get("damaged")}
+    if len(damaged) > cfg.max_damaged_files:
+        raise CorpusError(
+            f"{len(damaged)} damaged input file(s) (over max_damaged_files={cfg.max_damaged_files}): "
+            + "; ".join(f"{named(s)}: {why}" for s, why in sorted(damaged.items()))
+            + f". Replace them, or accept what could be read with --set max_damaged_files={len(damaged)}; "
+            f"dead letters in {rejects}"
+        )
+    if stats["records_in"] == 0:
+        raise CorpusError(f"the inputs hold no records: {sorted(paths.values())}")
+    ratio = stats["rejected"] / stats["records_in"]
+    if ratio > cfg.max_reject_ratio:
+        worst, counts = max(
+            stats["sources"].items(),
+            key=lambda kv: (kv[1]["rejected"] / max(kv[1]["records_in"], 1), kv[1]["rejected"]),
+        )
+        top = max(stats["rejected_reasons"].items(), key=lambda kv: kv[1])[0]
+        raise CorpusError(
+            f"{stats['rejected']} of {stats['records_in']} records rejected ({ratio:.1%}), over "
+            f"max_reject_ratio={cfg.max_reject_ratio:.1%}; worst file: {named(worst)} "
+            f"({counts['rejected']} of {counts['records_in']} lines rejected); most common reason: "
+            f"{top}. Check --format/--text-field; the rejected lines are in {rejects}"
+        )
+    if stats["records_out"] == 0:
+        raise CorpusError(f"no document survived cleaning and filtering (dropped: {stats['dropped']})")
+
+
+# ---------------------------------------------------------------- writers (run on a worker)
+
+
+def _write(out_dir: str, rel: str, data: bytes) -> str:
+    path = FileSystems.join(out_dir, rel)
+    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.write(data)
+    return path
+
+
+def write_shard(item, out_dir: str, num_shards: int) -> str:
+    """((split, shard), chunks of (position, JSON line)) -> the shard file, sorted by (source, line).
+
+    Memory: one shard's JSON text at a time (about corpus size / (2 * num_shards) for train);
+    raise ``num_shards`` to bound it for very large corpora."""
+    (split, shard), chunks = item
+    docs = sorted(d for chunk in chunks for d in chunk)
+    body = "".join(line + "\n" for _, line in docs).encode("utf-8")
+    return _write(out_dir, shard_name(split, shard, num_shards), gzip_bytes(body))
+
+
+def write_rejects(rejects: list[dict], out_dir: str) -> str:
+    rows = sorted(rejects, key=lambda r: (r["source"], r["line"]))
+    body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    return _write(out_dir, REJECTS_FILE, body.encode("utf-8"))
+
+
+def write_samples(per_reason: list, out_dir: str) -> list[str]:
+    """``samples/kept.jsonl`` and ``samples/dropped.jsonl`` (a few per reason, sorted)."""
+    kept = [row for reason, rows in per_reason if reason == "kept" for _, row in sorted(rows)]
+    dropped = [row for reason, rows in sorted(per_reason) if reason != "kept" for _, row in sorted(rows)]
+    return [_write(out_dir, f"{SAMPLES_DIR}/{name}.jsonl", "".join(r + "\n" for r in rows).encode("utf-8"))
+            for name, rows in (("kept", kept), ("dropped", dropped))]
+
+
+def write_stats(tallies: list, out_dir: str, cfg: CorpusConfig, files: list) -> str:
+    stats = make_stats(dict(tallies), cfg, dict(files))
+    return _write(out_dir, STATS_FILE, (json.dumps(stats, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def output_files(num_shards: int) -> list[str]:
+    """Every file the pipeline writes, relative to its output directory."""
+    shards = [shard_name(split, i, num_shards) for split in SPLITS for i in range(num_shards)]
+    return shards + [REJECTS_FILE, STATS_FILE, f"{SAMPLES_DIR}/kept.jsonl", f"{SAMPLES_DIR}/dropped.jsonl"]
+
+
+def fetch_outputs(staged: str, out_dir: str, num_shards: int) -> None:
+    """Copy a staged run's files into the local artifact directory, then delete the staging copy."""
+    for rel in output_files(num_shards):
+        src = FileSystems.join(staged, rel)
+        dst = Path(out_dir, rel)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with FileSystems.open(src, compression_type=CompressionTypes.UNCOMPRESSED) as f, open(dst, "wb") as g:
+            while chunk := f.read(1 << 20):
+                g.write(chunk)
+    FileSystems.delete([staged])
+
+
+def read_stats(out_dir: str) -> dict:
+    with FileSystems.open(FileSystems.join(out_dir, STATS_FILE), compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return json.loads(f.read().decode("utf-8"))

@@ -1,0 +1,21 @@
+"""Beam's SDK worker process for kolectra's local multi-process runs (``corpus/runners.py``
+starts ``python -m kolectra.corpus.worker`` instead of Beam's own ``sdk_worker_main``).
+
+The only difference is logging. Beam's worker logs everything to the runner through the Fn API,
+but importing ``apache_beam`` logs a warning on the root logger first, which installs a handler on
+the worker's stderr, so every worker would also print its harness INFO lines to the terminal.
+Here the root logger gets a handler that drops them before Beam is imported; the runner still
+receives the logs and shows them at ``KOLECTRA_VERBOSITY=3``, where this worker also prints them.
+"""
+
+import logging
+import os
+import sys
+
+if int(os.environ.get("KOLECTRA_VERBOSITY", "1") or 1) < 3:
+    logging.getLogger().addHandler(logging.NullHandler())
+
+from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
+
+if __name__ == "__main__":
+    sdk_worker_main.main(sys.argv)
