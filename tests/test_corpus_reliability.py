@@ -1,0 +1,153 @@
+"""The corpus stage on bad input, through the orchestration (store, manifest, failed runs) with the
+real Beam FnApiRunner and real Kiwi: lone surrogates, byte-order marks, damaged archives of every
+codec, glob-looking literal paths, personal data under the production preset, the reject-ratio
+failure's kept rejects, files that change under the job, and input identity."""
+
+import bz2
+import gzip
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from kolectra.corpus import build, inputs
+from kolectra.corpus.config import default_config
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import Store
+
+PII = ["010-1234-5678", "hong.gildong@example.com", "900101-1234567", "https://secret.example.com/u/123"]
+REVIEW = "이 영화 정말 재밌었어요 배우들 연기도 최고"
+
+
+def _files(root: Path) -> None:
+    root.mkdir()
+    lines = [
+        {"id": "s1", "text": "좋은 \ud800영화였어요 다시 보고 싶네요"},  # escaped lone surrogate in the text
+        {"id": "s2\udc80", "text": "둘째 문서도 괜찮았습니다 추천"},  # ... and in the id
+        {"id": "p1", "text": f"문의는 {PII[0]} 또는 {PII[1]} 로 주세요 감사합니다"},  # kept, masked
+        {"id": "p2", "text": f"문의는 {PII[0]} 또는 {PII[1]} 로 주세요 감사합니다"},  # duplicate: a sample
+        {"id": PII[1], "text": f"주민번호 {PII[2]} 적어둔 사람 누구냐 {PII[3]}"},  # an id that is personal data
+        {"id": "p4", "text": f"call me at {PII[0]} or mail {PII[1]} please thanks"},  # low_script_share
+    ]
+    body = "\n".join(json.dumps(r) for r in lines) + "\n"  # ensure_ascii: surrogates escaped as \ud800
+    (root / "web.jsonl").write_text(body, encoding="utf-8")
+    (root / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": REVIEW + " 첫 줄"}).encode() + b"\n")
+    (root / "data[1].txt").write_text("대괄호 이름의 파일도 그대로 읽힙니다\n", encoding="utf-8")
+    (root / "data1.txt").write_text("이 파일은 읽히면 안 됩니다 절대로\n", encoding="utf-8")
+    text = "".join(f"{i}번째 줄 {hashlib.sha256(str(i).encode()).hexdigest()}\n" for i in range(3000)).encode()
+    packs = {"gz": gzip.compress(text, mtime=0), "bz2": bz2.compress(text), "zst": zstandard.ZstdCompressor().compress(text)}
+    for codec, packed in packs.items():
+        (root / f"broken.txt.{codec}").write_bytes(packed[: len(packed) // 2])
+
+
+@pytest.fixture(scope="module")
+def production(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reliability")
+    _files(root / "in")
+    patterns = [str(root / "in" / "*.jsonl"), str(root / "in" / "broken.*"), str(root / "in" / "data[1].txt")]
+    store = Store(root / "store")
+    with pytest.raises(build.CorpusError) as failed:  # damaged files fail the run by default ...
+        stages.corpus(store, patterns, preset="production")
+    art = stages.corpus(store, patterns, preset="production", sets=["max_damaged_files=3"])
+    return root, store, art, str(failed.value)
+
+
+def test_damaged_archives_are_named_and_accepted_only_when_asked(production):
+    root, store, art, failure = production
+    for codec in ("gz", "bz2", "zst"):
+        assert f"broken.txt.{codec}" in failure  # every damaged file in one message
+    assert "max_damaged_files=3" in failure
+    kept = Path(failure.rsplit("dead letters in ", 1)[1])
+    assert kept.is_file() and str(store.root / "failed") in str(kept)  # the failed run's rejects survive
+    rejects = [json.loads(line) for line in (art.path / "rejects" / "rejects.jsonl").read_text().splitlines()]
+    damaged = {r["source"]: r for r in rejects if r["reason"] == "damaged_file"}
+    assert sorted(damaged) == [f"broken.txt.{c}" for c in ("bz2", "gz", "zst")]
+    stats = json.loads((art.path / "stats.json").read_text())
+    assert all("damaged" in stats["sources"][s] for s in damaged)
+    assert stats["records_in"] == stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
+
+
+def test_surrogates_bom_and_literal_paths(production):
+    _, _, art, _ = production
+    stats = json.loads((art.path / "stats.json").read_text())
+    assert stats["repaired"] == {"lone_surrogate": 2}
+    assert stats["rejected_reasons"]["invalid_json"] == 0  # the BOM line is read
+    assert "data[1].txt" in stats["sources"] and "data1.txt" not in stats["sources"]
+    docs = _all_text(art.path)
+    assert "좋은 영화였어요" in docs and "\ufffd" in docs  # surrogate removed from the text, marked in the id
+    assert REVIEW in docs and "대괄호 이름의 파일도" in docs
+
+
+def test_no_file_of_a_production_artifact_holds_personal_data(production):
+    _, _, art, _ = production
+    everything = _all_text(art.path)
+    assert "<phone>" in everything and "<email>" in everything and "<rrn>" in everything
+    for raw in PII:
+        assert raw not in everything, raw
+    dropped = [json.loads(line) for line in (art.path / "samples" / "dropped.jsonl").read_text().splitlines()]
+    assert {"duplicate", "low_script_share"} <= {r["reason"] for r in dropped}
+
+
+def test_identity_is_the_listing_and_the_manifest_holds_the_bytes_read(production):
+    root, store, art, _ = production
+    for rec in art.manifest["inputs"]:
+        path = Path(rec["path"])
+        assert rec["identity"] == f"local:{path}:{path.stat().st_size}:{path.stat().st_mtime_ns}"
+        assert rec["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()  # the bytes the job read
+    # the same listing finds the same artifact; a file rewritten since is a new request
+    patterns = [rec["path"] for rec in art.manifest["inputs"]]
+    sets = ["max_damaged_files=3"]
+    assert stages.corpus(store, patterns, preset="production", sets=sets).path == art.path
+    bom = root / "in" / "bom.jsonl"
+    st = bom.stat()
+    os.utime(bom, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    listed = inputs.list_inputs(patterns)
+    assert [f.identity for f in listed] != [rec["identity"] for rec in art.manifest["inputs"]]
+
+
+def test_reject_ratio_failure_keeps_its_rejects_where_the_message_says(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "wrong.jsonl").write_text("not json\n" * 5 + json.dumps({"text": REVIEW}) + "\n", encoding="utf-8")
+    store = Store(tmp_path / "store")
+    with pytest.raises(build.CorpusError, match="rejected") as failed:
+        stages.corpus(store, [str(tmp_path / "in" / "wrong.jsonl")])
+    message = str(failed.value)
+    kept = Path(message.rsplit("the rejected lines are in ", 1)[1])
+    assert kept.is_file() and kept.is_relative_to(store.root / "failed")
+    assert [json.loads(line)["reason"] for line in kept.read_text().splitlines()] == ["invalid_json"] * 5
+    assert not list(store.root.glob("corpus/*"))  # and nothing that looks like an artifact
+
+
+def test_a_file_changed_during_its_read_is_reported(tmp_path):
+    path = tmp_path / "growing.txt"
+    path.write_text("처음 쓴 줄입니다 아주 좋아요\n", encoding="utf-8")
+    [listed] = inputs.list_inputs([str(path)])
+    with path.open("a", encoding="utf-8") as f:  # a crawler still appending after the listing
+        f.write("나중에 덧붙인 줄입니다 역시 좋아요\n")
+    step = build.ReadAndClean(default_config(), {str(path): "growing.txt"}, 16, None)
+    step.setup()
+    out = list(step.process(listed))
+    [(source, record)] = [o.value for o in out if getattr(o, "tag", None) == build.FILES]
+    assert source == "growing.txt" and "changed" in record and "bytes" in record["changed"]
+    stats = build.make_stats({("source_in", source): 2, ("train", "documents"): 2}, default_config(), {source: record})
+    with pytest.raises(build.CorpusError, match=r"growing.txt .*changed|changed while the job read"):
+        build.check_stats(stats, default_config(), {source: str(path)})
+
+
+def test_literal_path_wins_over_glob(tmp_path):
+    (tmp_path / "x[1].txt").write_text("a\n")
+    (tmp_path / "x1.txt").write_text("b\n")
+    assert inputs.expand([str(tmp_path / "x[1].txt")]) == [str(tmp_path / "x[1].txt")]
+    assert inputs.expand([str(tmp_path / "x[12].txt")]) == [str(tmp_path / "x1.txt")]  # no such file: a glob
+
+
+def _all_text(artifact: Path) -> str:
+    out = []
+    for f in sorted(artifact.rglob("*")):
+        if f.is_file():
+            data = f.read_bytes()
+            out.append((gzip.decompress(data) if f.suffix == ".gz" else data).decode("utf-8"))
+    return "\n".join(out)
