@@ -43,6 +43,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     NORMAL,
     REMOTE_RUNNERS,
     CorpusOptions,
+    Interruption,
     input_bytes,
     local_workers,
     pipeline_options,
@@ -428,10 +429,13 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     progress_dir = None if runner in REMOTE_RUNNERS else tempfile.mkdtemp(prefix="kolectra-progress-")
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
     try:
-        with Monitor(progress_dir or "", total, enabled=progress_dir is not None and verbosity() >= NORMAL):
+        with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
+                                               enabled=progress_dir is not None and verbosity() >= NORMAL):
             with beam.Pipeline(options=options) as p:
                 _recipe(p, cfg, listed, sources, out, dedup_buckets(total), progress_dir)
-    except KeyboardInterrupt:
+    except BaseException:
+        if not ctrl_c.happened:
+            raise
         done = describe(read_counts(progress_dir), total) if progress_dir else "progress unknown"
         raise CorpusInterrupted(
             f"interrupted ({done}); nothing was kept: a corpus artifact appears only when complete, "

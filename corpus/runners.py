@@ -19,7 +19,10 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import sys
+import threading
+import traceback
 
 QUIET, NORMAL, VERBOSE, DEBUG = 0, 1, 2, 3
 VERBOSITY_ENV = "KOLECTRA_VERBOSITY"
@@ -73,6 +76,92 @@ def set_verbosity(level: int) -> None:
 
 def verbosity() -> int:
     return _verbosity
+
+
+class Interruption:
+    """Within ``with Interruption() as ctrl_c:``, Ctrl-C stops the local worker processes and raises
+    KeyboardInterrupt, and sets ``ctrl_c.happened``: Beam and kiwipiepy may re-raise it wrapped
+    (``RuntimeError: KeyboardInterrupt [while running ...]``), so the flag, not the exception's
+    type, says the user stopped the job."""
+
+    def __init__(self):
+        self.happened = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.happened = True
+        # Local workers ignore SIGINT (corpus/worker.py) and would finish their bundle (up to a
+        # whole stage) before the runner could tear down: stop them now, quietly
+        quiet_beam_threads()
+        stop_local_workers()
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> "Interruption":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+WORKER_MODULE = "kolectra.corpus.worker"
+
+
+def stop_local_workers() -> int:
+    """Terminate this process's worker processes (``python -m kolectra.corpus.worker``), found
+    in /proc by parent pid: after Ctrl-C, FnApiRunner tears down by waiting for each worker to
+    finish its bundle, which can be the rest of a stage. Returns how many were stopped;
+    elsewhere than Linux, none (the workers then finish their bundles first)."""
+    me, stopped = os.getpid(), 0
+    for stat in _proc_children(me):
+        try:
+            os.kill(stat, signal.SIGTERM)
+            stopped += 1
+        except OSError:
+            pass
+    return stopped
+
+
+def _proc_children(parent: int) -> list[int]:
+    pids = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return pids
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if WORKER_MODULE.encode() in f.read():
+                    pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def quiet_beam_threads() -> None:
+    """From now on, an exception ending one of Beam's or gRPC's threads prints nothing below
+    VERBOSE (after Ctrl-C, as the runner is torn down, its control and worker threads each die
+    with a traceback); other threads' exceptions print as before."""
+    previous = threading.excepthook
+    if getattr(previous, "kolectra_quiet", False):
+        return
+
+    def hook(args):
+        frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback else []
+        ours = any(f"{os.sep}apache_beam{os.sep}" in f.filename or f"{os.sep}grpc{os.sep}" in f.filename for f in frames)
+        if not (ours and _verbosity < VERBOSE):
+            previous(args)
+
+    hook.kolectra_quiet = True
+    threading.excepthook = hook
 
 
 set_verbosity(_verbosity)  # before apache_beam is imported below
@@ -172,7 +261,7 @@ class LocalRunner(FnApiRunner):
         if direct.direct_running_mode != "multi_processing":
             return super().run_pipeline(pipeline, options)
         self._default_environment = SubprocessSDKEnvironment.from_command_string(
-            f"{sys.executable} -m kolectra.corpus.worker")
+            f"exec {sys.executable} -m {WORKER_MODULE}")  # exec: no shell that Ctrl-C would kill
         # FnApiRunner would replace that environment in multi_processing mode; the worker count
         # (direct_num_workers) is what makes it parallel, whatever the mode's name
         direct.direct_running_mode = "in_memory"

@@ -1,7 +1,9 @@
 """Beam's SDK worker process for kolectra's local multi-process runs (``corpus/runners.py``
 starts ``python -m kolectra.corpus.worker`` instead of Beam's own ``sdk_worker_main``).
 
-The only difference is logging. Beam's worker logs everything to the runner through the Fn API,
+Two differences. Ctrl-C: the terminal sends SIGINT to the whole process group, and each worker
+would die with its own traceback; here workers ignore it, the launcher reports the interruption
+in one line and the runner stops its workers. And logging. Beam's worker logs everything to the runner through the Fn API,
 but importing ``apache_beam`` logs a warning on the root logger first, which installs a handler on
 the worker's stderr, so every worker would also print its harness INFO lines to the terminal.
 Here the root logger gets a handler that drops them before Beam is imported; the runner still
@@ -10,8 +12,10 @@ receives the logs and shows them at ``KOLECTRA_VERBOSITY=3``, where this worker 
 
 import logging
 import os
+import signal
 import sys
 
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 if int(os.environ.get("KOLECTRA_VERBOSITY", "1") or 1) < 3:
     logging.getLogger().addHandler(logging.NullHandler())
 

@@ -8,6 +8,10 @@ import gzip
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +155,25 @@ def _all_text(artifact: Path) -> str:
             data = f.read_bytes()
             out.append((gzip.decompress(data) if f.suffix == ".gz" else data).decode("utf-8"))
     return "\n".join(out)
+
+
+def test_ctrl_c_is_one_line_without_tracebacks(tmp_path):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: launcher and worker
+    processes alike. The command ends with one line and exit status 130, and leaves no worker."""
+    src = tmp_path / "many.txt"
+    src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 배우들 연기도 최고 {i}\n" for i in range(60_000)),
+                   encoding="utf-8")
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
+           "--direct_num_workers=2"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    first = proc.stderr.readline().decode()  # the job has started ...
+    assert "corpus: 1 input file(s)" in first, first
+    time.sleep(4)  # ... and its workers are analysing
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    lines = err.decode().splitlines()
+    assert proc.returncode == 130, err.decode()[-3000:]
+    assert "Traceback" not in err.decode() and len(lines) == 1, lines
+    assert lines[0].startswith("kolectra corpus: interrupted (read ") and "nothing was kept" in lines[0]
+    assert subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True).stdout == b""  # no worker left
