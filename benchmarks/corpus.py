@@ -175,7 +175,13 @@ def main(argv: list[str] | None = None) -> dict:
         "kiwi_rss_mb": round(kiwi_rss, 1),
         # peak resident memory of the largest worker process (Beam SDK harness + Kiwi + bundles)
         "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+        # ... and of this process: the runner (it holds the local shuffles) and the raw Kiwi loops
+        "launcher_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # per worker, from CPU seconds (what load from other jobs disturbs least): MB of text an
+        # hour of one worker's CPU gets through, the figure docs/corpus.md scales from
+        "mb_per_worker_cpu_hour": round(text_mb / one[1] * 3600, 1) if one[1] else None,
         "same_output": one[2] == two[2],
+        "stats_that_differ": sorted(k for k in one[2] if one[2][k] != two[2].get(k)),
     }
     return emit("corpus_throughput", "MB/s of text", round(value, 4),
                 "raw kiwipiepy split_into_sents, 1 thread, Kiwi load included", round(baseline, 4), config)
