@@ -149,10 +149,18 @@ def first_failure(text: str, cfg: CorpusConfig, filters: tuple[Filter, ...] = FI
     return None
 
 
+@functools.lru_cache(maxsize=16)
+def active(cfg: CorpusConfig) -> tuple[Filter, ...]:
+    """The filters ``cfg`` switches on, in order (the others would return None on every text)."""
+    off = {low_script_share: cfg.min_script_share <= 0.0, symbols: cfg.max_symbol_ratio >= 1.0,
+           repetitive: cfg.max_repetition >= 1.0, boilerplate: not cfg.drop_boilerplate}
+    return tuple(f for f in FILTERS if not off.get(f, False))
+
+
 def judge(text: str, cfg: CorpusConfig) -> tuple[str, str | None]:
     """``(text to keep, None)`` or ``(text, drop reason)``: boilerplate lines removed first; a
     document that had some and is empty (or too short) without them is ``boilerplate``."""
     kept, removed = strip_boilerplate(text, cfg)
     if removed and len(kept) < max(cfg.min_chars, 1):
         return kept, "boilerplate"
-    return kept, first_failure(kept, cfg)
+    return kept, first_failure(kept, cfg, active(cfg))
