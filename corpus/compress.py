@@ -14,7 +14,8 @@ import bz2
 import gzip
 from typing import IO
 
-from apache_beam.io.filesystem import CompressionTypes
+from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
+from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems
 
 from kolectra.corpus.inputs import HashingReader

@@ -23,7 +23,8 @@ import os
 import re
 from typing import IO
 
-from apache_beam.io.filesystems import FileSystems
+from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
+from apache_beam.io.filesystems import FileSystems  # noqa: E402
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 import zlib
 
-import apache_beam as beam
+from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
+import apache_beam as beam  # noqa: E402
 import numpy as np
 
 NUM_PERM = 128

@@ -15,7 +15,8 @@ import io
 import json
 from pathlib import Path
 
-from apache_beam.io.filesystem import CompressionTypes
+from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
+from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems
 
 from kolectra.corpus import filters, reader

@@ -33,7 +33,7 @@ class WorkerCounts:
         self.every = every
         self.counts: dict[str, int] = {}
         self.path = None if directory is None else os.path.join(directory, f"{os.getpid()}-{uuid.uuid4().hex[:8]}.json")
-        self.last = 0.0
+        self.last = time.monotonic()
 
     def add(self, **counts: int) -> None:
         if self.path is None:
