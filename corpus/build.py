@@ -12,11 +12,8 @@ of the text, shard by the text key -> deterministic shards sorted by (source, li
 ``data/*.jsonl.gz`` (gzip mtime 0), ``rejects/rejects.jsonl``, ``samples/{kept,dropped}.jsonl``,
 ``stats.json`` (see ``corpus/outputs.py``).
 
-Elements are large on purpose: a file's survivors travel to the dedup shuffle in chunks of up to
-:data:`ReadAndClean.CHUNK` documents per bucket, and a bucket's unique documents go to Kiwi in
-lists, because Beam's per-element cost (coding, gRPC, the runner's grouping) was a tenth of the
-stage when every document was its own element (``benchmarks/corpus.py``). Counts and samples
-are kept per file or bucket on the worker and emitted once.
+The steps, and why their elements are large (chunks of documents, not documents), are in
+``corpus/steps.py``; the files and the rules that decide their bytes in ``corpus/outputs.py``.
 
 Runs on the in-process FnApiRunner by default (several worker processes for large inputs, see
 ``corpus/runners.py``), or on any Beam runner named with ``--runner``; remote workers write to
@@ -31,7 +28,6 @@ holds on any runner (Beam metrics are best-effort on some runners; this is exact
 from __future__ import annotations
 
 import gc
-import json
 import shutil
 import tempfile
 import uuid
@@ -47,37 +43,36 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     input_bytes,
     local_workers,
     pipeline_options,
-    tune_gc,
     verbosity,
 )
 
 import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions  # noqa: E402
-from apache_beam.transforms.window import GlobalWindows  # noqa: E402
 
 from kolectra.core.stage import StageOutput, progress  # noqa: E402
-from kolectra.corpus import filters, inputs, neardup, outputs, reader, webtext  # noqa: E402
-from kolectra.corpus import text as text_rules  # noqa: E402
+from kolectra.corpus import inputs, neardup, outputs, reader  # noqa: E402
 from kolectra.corpus.config import CorpusConfig  # noqa: E402
 from kolectra.corpus.outputs import (  # noqa: E402,F401  (re-exported: the stage's API)
     REJECTS_FILE,
     SAMPLES_KEPT,
     SAMPLES_PER_REASON,
-    SPLIT_COUNTS,
     STATS_FILE,
     CorpusError,
     check_stats,
     make_stats,
-    sample_item,
-    sample_rank,
-    sample_row,
-    split_of,
-    text_key,
 )
-from kolectra.corpus.progress import Monitor, WorkerCounts, describe, read_counts  # noqa: E402
-from kolectra.corpus.segment import make_segmenter  # noqa: E402
+from kolectra.corpus.progress import Monitor, describe, read_counts  # noqa: E402
 from kolectra.corpus.shards import SPLITS, write_dataset_card  # noqa: E402
+from kolectra.corpus.steps import (  # noqa: E402,F401  (re-exported: the stage's API)
+    FILES,
+    REJECTED,
+    SAMPLES,
+    TALLY,
+    AnalyseAndPlace,
+    KeepFirstCopies,
+    ReadAndClean,
+)
 
 # Bump when the output bytes for the same input and config change (part of the artifact id).
 # 2: language profiles, boilerplate lines, union-find near-dup clusters, samples/.
@@ -86,12 +81,6 @@ from kolectra.corpus.shards import SPLITS, write_dataset_card  # noqa: E402
 # 5: samples show the cleaned (masked) text; ids masked by mask_pii fall back to source:line;
 #    stats.json: per-file bytes and sha256, repaired records; damaged files are dead letters.
 STAGE_VERSION = 5
-
-TALLY = neardup.TALLY  # the tag of (counter, n) side outputs
-SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
-REJECTED = "rejected"
-FILES = "files"  # the tag of (source, {bytes, sha256, damaged?, changed?}) per input file
-DROPPED = "dropped"
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -106,229 +95,6 @@ def dedup_buckets(total_bytes: int) -> int:
     while n < 8192 and n * (4 << 20) < total_bytes:
         n *= 2
     return n
-
-
-def _count(tally: dict, key, n: int = 1) -> None:
-    tally[key] = tally.get(key, 0) + n
-
-
-def _offer(samples: dict, reason: str, doc: dict, seed: int) -> None:
-    """Keep ``doc`` among this worker's few smallest-ranked samples of ``reason``."""
-    rows = samples.setdefault(reason, [])
-    rank = outputs.sample_rank(doc, seed)
-    if len(rows) < SAMPLES_PER_REASON or rank < rows[-1][0]:
-        outputs.keep_smallest(rows, outputs.sample_item(reason, doc, seed)[1], SAMPLES_PER_REASON)
-
-
-# ---------------------------------------------------------------- Beam steps
-
-
-class ReadAndClean(beam.DoFn):
-    """An input file -> (bucket, [(key, source, line, id, text), ...]) chunks of the records that
-    survive cleaning and filtering; rejects; and, once per file, its tallies, its dropped samples
-    and what was read (bytes, sha256, damage, change since the listing)."""
-
-    CHUNK = 2048
-
-    def __init__(self, cfg: CorpusConfig, sources: dict[str, str], buckets: int, progress_dir: str | None):
-        self.cfg = cfg
-        self.sources = sources
-        self.buckets = buckets
-        self.progress_dir = progress_dir
-
-    def setup(self):
-        self.counts = WorkerCounts(self.progress_dir)
-
-    def process(self, listed: inputs.InputFile):
-        cfg, source = self.cfg, self.sources[listed.path]
-        rules = dict(strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat, language=cfg.language)
-        tally: dict = {}
-        samples: dict = {}
-        chunks: dict = {}
-        digest: dict = {}
-        damaged = None
-        lines = kept = reported = sent_bytes = 0
-        for rec in reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field,
-                                    cfg.max_line_bytes, digest):
-            lines += 1
-            reason = rec.get("reason")
-            if reason is not None:
-                damaged = rec["detail"] if reason == "damaged_file" else damaged
-                _count(tally, ("rejected", reason))
-                _count(tally, ("source_rejected", source))
-                yield beam.pvalue.TaggedOutput(REJECTED, rec)
-                continue
-            if "repaired" in rec:
-                _count(tally, ("repaired", rec["repaired"]))
-            cleaned = text_rules.clean(rec["text"], **rules)
-            text, reason = filters.judge(cleaned, cfg)
-            if reason is not None:
-                _count(tally, (DROPPED, reason))
-                _offer(samples, reason, {**rec, "text": cleaned}, cfg.seed)  # cleaned: never unmasked text
-                continue
-            doc_id = rec["id"]
-            if cfg.mask_pii and webtext.mask_pii(doc_id, cfg.language) != doc_id:
-                doc_id = f"{source}:{rec['line']}"  # an id that is personal data is not kept either
-            key = outputs.text_key(text)
-            bucket = outputs.bucket_of(key, self.buckets)
-            chunk = chunks.setdefault(bucket, [])
-            chunk.append((key, source, rec["line"], doc_id, text))
-            kept += 1
-            if len(chunk) >= self.CHUNK:
-                yield bucket, chunks.pop(bucket)
-            if lines - reported >= 4096:  # progress: the raw bytes read so far, records, kept
-                now = digest["raw"].bytes
-                self.counts.add(read=lines - reported, kept=kept, bytes=now - sent_bytes)
-                reported, kept, sent_bytes = lines, 0, now
-        yield from sorted(chunks.items())
-        self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
-        self.counts.flush()
-        tally[("source_in", source)] = lines
-        for item in tally.items():
-            yield beam.pvalue.TaggedOutput(TALLY, item)
-        for reason, rows in samples.items():
-            for row in rows:
-                yield beam.pvalue.TaggedOutput(SAMPLES, (reason, row))
-        yield beam.pvalue.TaggedOutput(FILES, (source, _file_record(listed, digest, damaged)))
-
-
-def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) -> dict:
-    record = {"bytes": digest.get("bytes", 0), "sha256": digest.get("sha256")}
-    if damaged:
-        record["damaged"] = damaged
-    changed = inputs.changed_since(listed, record["bytes"]) if "sha256" in digest else None
-    if changed:
-        record["changed"] = changed
-    return record
-
-
-class KeepFirstCopies(beam.DoFn):
-    """(bucket, chunks) -> lists of (key, document) with one copy of each text: the one with the
-    smallest (source, line); the other copies are tallied as ``duplicate`` and the runner-up of
-    a few shown in the samples. The survivor depends on the data only, never on bundling or
-    worker count. Memory: the bucket's unique documents."""
-
-    BATCH = 1024
-
-    def __init__(self, seed: int, progress_dir: str | None):
-        self.seed = seed
-        self.progress_dir = progress_dir
-
-    def setup(self):
-        self.counts = WorkerCounts(self.progress_dir)
-
-    def process(self, item):
-        _, chunks = item
-        best: dict = {}  # key -> [first, second, copies]
-        for chunk in chunks:
-            for doc in chunk:
-                entry = best.get(doc[0])
-                if entry is None:
-                    best[doc[0]] = [doc, None, 1]
-                    continue
-                entry[2] += 1
-                if doc[1:3] < entry[0][1:3]:
-                    entry[0], entry[1] = doc, entry[0]
-                elif entry[1] is None or doc[1:3] < entry[1][1:3]:
-                    entry[1] = doc
-        duplicates = 0
-        samples: dict = {}
-        batch = []
-        for key, (first, second, copies) in best.items():
-            if copies > 1:
-                duplicates += copies - 1
-                _offer(samples, "duplicate", {**_as_doc(second), "kept": list(first[1:3])}, self.seed)
-            batch.append((key, _as_doc(first)))
-            if len(batch) >= self.BATCH:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
-        self.counts.add(duplicates=duplicates)
-        if duplicates:
-            yield beam.pvalue.TaggedOutput(TALLY, ((DROPPED, "duplicate"), duplicates))
-        for row in samples.get("duplicate", ()):
-            yield beam.pvalue.TaggedOutput(SAMPLES, ("duplicate", row))
-
-
-def _as_doc(t: tuple) -> dict:
-    return {"source": t[1], "line": t[2], "id": t[3], "text": t[4]}
-
-
-class AnalyseAndPlace(beam.DoFn):
-    """Lists of (key, document) -> ((split, shard), [((source, line), JSON line), ...]): Kiwi
-    sentences and morphs, the train/valid split, the shard, and the document serialised on the
-    worker that analysed it (the shard step then only sorts and joins strings).
-
-    One analyser per worker process, built in ``setup``. Documents are analysed in batches of up
-    to :data:`BATCH` documents or :data:`BATCH_CHARS` characters (Kiwi runs over the whole batch
-    in a tight loop, its model hot in the CPU caches, before anything else). Their lines go to
-    the shard step in chunks of up to :data:`CHUNK` per shard; the split counts and the kept
-    sample are accumulated per bundle and emitted in ``finish_bundle``."""
-
-    BATCH = 1024
-    BATCH_CHARS = 1 << 20
-    CHUNK = 512
-
-    def __init__(self, cfg: CorpusConfig, progress_dir: str | None = None):
-        self.cfg = cfg
-        self.progress_dir = progress_dir
-
-    def setup(self):
-        tune_gc()
-        self.segmenter = make_segmenter(self.cfg.language)
-        self.progress = WorkerCounts(self.progress_dir)
-
-    def start_bundle(self):
-        self.batch: list = []
-        self.batch_chars = 0
-        self.chunks: dict = {}  # (split, shard) -> [(position, JSON line)] not yet emitted
-        self.counts: dict = {}  # split -> [documents, sentences, morphs, chars]
-        self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
-
-    def process(self, docs: list):
-        for keyed in docs:
-            self.batch.append(keyed)
-            self.batch_chars += len(keyed[1]["text"])
-            if len(self.batch) >= self.BATCH or self.batch_chars >= self.BATCH_CHARS:
-                yield from self._flush()
-
-    def finish_bundle(self):
-        for item in self._flush():
-            yield GlobalWindows.windowed_value(item)
-        for place, chunk in sorted(self.chunks.items()):
-            yield GlobalWindows.windowed_value((place, chunk))
-        for split, counts in sorted(self.counts.items()):
-            for name, n in zip(SPLIT_COUNTS, counts):
-                yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((split, name), n)))
-        for rank_row in self.sample:
-            yield beam.pvalue.TaggedOutput(SAMPLES, GlobalWindows.windowed_value(("kept", rank_row)))
-        self.progress.flush()
-
-    def _flush(self):
-        batch, self.batch, self.batch_chars = self.batch, [], 0
-        if not batch:
-            return
-        analysed = self.segmenter.segment_many([rec["text"] for _, rec in batch])
-        cfg = self.cfg
-        for (key, rec), (sentences, morphs) in zip(batch, analysed):
-            doc = {**rec, "sentences": sentences, "morphs": morphs}
-            split = outputs.split_of(doc["text"], cfg.seed, cfg.valid_fraction)
-            counts = self.counts.setdefault(split, [0, 0, 0, 0])  # SPLIT_COUNTS of this bundle
-            counts[0] += 1
-            counts[1] += len(sentences)
-            counts[2] += len(morphs)
-            counts[3] += len(rec["text"])
-            rank = outputs.sample_rank(doc, cfg.seed)
-            if len(self.sample) < SAMPLES_KEPT or rank < self.sample[-1][0]:
-                row = json.dumps(outputs.sample_row("kept", {**doc, "split": split}), ensure_ascii=False, sort_keys=True)
-                outputs.keep_smallest(self.sample, (rank, row), SAMPLES_KEPT)
-            place = (split, outputs.shard_of(key, cfg.num_shards))
-            chunk = self.chunks.setdefault(place, [])
-            chunk.append(((doc["source"], doc["line"]), outputs.document_json(doc)))
-            if len(chunk) >= self.CHUNK:
-                yield place, self.chunks.pop(place)
-        self.progress.add(analysed=len(batch))
 
 
 def _one_each(docs: list):
