@@ -5,7 +5,8 @@ over), and the workers are other processes. So each worker step adds its counts 
 :class:`WorkerCounts`, which rewrites a small JSON file of its own under a progress directory at
 most once a second (write, then rename: a reader never sees half a file). The launcher's
 :class:`Monitor` thread sums the files twice a second and draws them with tqdm on a terminal (a
-plain line every 30 s otherwise, for logs). Only runners whose workers share the launcher's
+plain line every 30 s otherwise, for logs; ``core/bars.py`` decides which, and
+``KOLECTRA_PROGRESS=lines|bar`` overrides it). Only runners whose workers share the launcher's
 disk get a directory (local and portable runs on this machine); elsewhere the counts go nowhere
 and the runner's own console shows progress. Nothing here changes what the job writes.
 """
@@ -20,6 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
+from kolectra.core.bars import use_bars
 from kolectra.core.stage import progress
 
 STEPS = ("bytes", "read", "kept", "duplicates", "analysed")  # the counters the corpus steps add to
@@ -94,8 +96,7 @@ class Monitor:
         self.counts = read_counts(self.directory)
 
     def _run(self) -> None:
-        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        bars = _Bars(self.total_bytes, self.stream) if tty else None
+        bars = _Bars(self.total_bytes, self.stream) if use_bars(self.stream) else None
         last_line = time.monotonic()
         while not self._stop.wait(0.5):
             counts = read_counts(self.directory)
