@@ -94,6 +94,8 @@ class Interruption:
         # whole stage) before the runner could tear down: stop them now, quietly
         quiet_beam_threads()
         stop_local_workers()
+        if callable(self._previous) and self._previous is not signal.default_int_handler:
+            self._previous(signum, frame)  # an enclosing Interruption: its flag too
         raise KeyboardInterrupt
 
     def __enter__(self) -> "Interruption":
@@ -266,6 +268,7 @@ class LocalRunner(FnApiRunner):
         # (direct_num_workers) is what makes it parallel, whatever the mode's name
         direct.direct_running_mode = "in_memory"
         try:
-            return super().run_pipeline(pipeline, options)
+            with Interruption():  # Ctrl-C: stop the workers now, for any job run here (examples too)
+                return super().run_pipeline(pipeline, options)
         finally:
             direct.direct_running_mode = "multi_processing"
