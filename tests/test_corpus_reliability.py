@@ -176,4 +176,18 @@ def test_ctrl_c_is_one_line_without_tracebacks(tmp_path):
     assert proc.returncode == 130, err.decode()[-3000:]
     assert "Traceback" not in err.decode() and len(lines) == 1, lines
     assert lines[0].startswith("kolectra corpus: interrupted (read ") and "nothing was kept" in lines[0]
-    assert subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True).stdout == b""  # no worker left
+    assert _in_session(proc.pid) == []  # no worker process left behind
+
+
+def _in_session(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (the command started its own), from /proc."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z" and int(fields[3]) == sid:  # state, ppid, pgrp, session
+            found.append(int(entry))
+    return found
