@@ -17,6 +17,9 @@ Face attention at :func:`attention` (the eager formula with this dropout; SDPA i
 dropout is off, as in eval). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
 dropout and XLA's are fast already. Every stream's seed comes from torch's default CPU generator,
 so ``torch.manual_seed``, checkpointed RNG states and exact resume work unchanged.
+A Hugging Face model given a 2-D padding mask (fine-tuning's task models) builds its 4-D mask
+with the function registered for the attention's name; without one it would pass no mask at all
+and let every token attend to [PAD], so eager's additive mask is registered under this name too.
 ``save_pretrained`` does not write the attention choice into ``config.json``, so exported models
 load with plain transformers.
 """
@@ -28,6 +31,7 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
 
 ATTENTION = "kolectra_cpu_dropout"
 
@@ -85,6 +89,7 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
 
 
 AttentionInterface.register(ATTENTION, attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, eager_mask)  # 2-D masks -> additive [B, 1, L, L]
 
 
 def install(model: nn.Module) -> nn.Module:
@@ -92,7 +97,7 @@ def install(model: nn.Module) -> nn.Module:
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child) is nn.Dropout:
-                setattr(parent, name, Dropout(child.p, child.inplace))
+                setattr(parent, name, Dropout(child.p, child.inplace).train(child.training))
         config = getattr(parent, "config", None)
         if config is not None and getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
             config._attn_implementation = ATTENTION

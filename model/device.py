@@ -1,6 +1,7 @@
-"""The one place that knows which accelerator pretraining runs on (cpu, cuda or xla).
+"""The one place that knows which accelerator a training run is on (cpu, cuda or xla).
 
-The training loop talks to a :class:`Device` only: move a batch there, open the autocast
+Pretraining (:mod:`kolectra.model.train`) and fine-tuning (:mod:`kolectra.finetune.loop`) both
+get a device from :func:`kolectra.model.runtime.resolve`. The training loop talks to a :class:`Device` only: move a batch there, open the autocast
 context, average gradients across ranks, mark the end of a step, read metrics back at log time.
 On XLA, ``step_done`` cuts the lazily traced graph (one compiled program per step, reused while
 shapes stay static); on CPU and CUDA it does nothing. The XLA side lives in :mod:`model.xla`,
@@ -10,8 +11,10 @@ Two hooks keep the host out of the device's way on every accelerator: ``batches`
 examples loader into an iterator of device batches (on XLA torch-xla's background device
 loader; elsewhere a plain upload), and ``read_back`` hands metric tensors to a callback once
 their values exist (on XLA a step closure, elsewhere at once). On the CPU, ``place`` also swaps in
-kolectra's cheaper dropout (:mod:`model.cpu_dropout`) and has the allocator keep freed memory for
-the next step (:mod:`model.cpu_memory`).
+kolectra's cheaper dropout (:mod:`model.cpu_dropout`, for Hugging Face task models too: their 2-D
+padding masks reach it as additive masks) and has the allocator keep freed memory for the next
+step (:mod:`model.cpu_memory`). ``static_shapes`` tells a loop whether to pad every batch to one
+width (XLA).
 
 Data parallelism: under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the
 device joins a process group (gloo on CPU, nccl on CUDA) and ``all_reduce_grads`` averages the
@@ -45,6 +48,9 @@ class Device:
     # AdamW as one fused kernel over all parameters (CPU and CUDA; 5x faster than the per-tensor
     # loop for a small model on the CPU, benchmarks/pretrain.py).
     fused_optimizer = True
+    # Whether every batch must have the same shape (XLA compiles one program per shape): then
+    # fine-tuning pads its batches to max_length instead of to their longest row.
+    static_shapes = False
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         self.bf16 = bf16
@@ -145,8 +151,9 @@ class Device:
             yield self.to_device(arrays), tokens, state
 
     def zeros_like(self, t: torch.Tensor) -> torch.Tensor:
-        """Zeros to start a running sum (on XLA uploaded device data, not a traced op)."""
-        return torch.zeros_like(t)
+        """Zeros of ``t``'s shape and dtype on this device, to start a running sum (on XLA uploaded
+        device data, not a traced op)."""
+        return torch.zeros(t.shape, dtype=t.dtype, device=self.torch_device)
 
     def read_back(self, tensors: dict[str, torch.Tensor], then: Callable[[dict], None]) -> None:
         """Call ``then`` with the tensors as Python numbers (0-d: float, else a flat list), averaged

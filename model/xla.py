@@ -1,4 +1,4 @@
-"""The XLA side of :mod:`model.device`: pretraining on TPUs (and on the CPU through PJRT for tests).
+"""The XLA side of :mod:`model.device`: training on TPUs (and on the CPU through PJRT for tests).
 
 Only this module imports ``torch_xla``. It keeps the pretrain loop's step one compiled program,
 reused every step, with the host never waiting for the device:
@@ -55,6 +55,7 @@ class XlaDevice(Device):
     backend = "xla"
     sampler = "gumbel"  # one fused graph; searchsorted has no XLA lowering in torch-xla 2.9
     fused_optimizer = False  # the traced per-tensor update compiles into the step's one program
+    static_shapes = True  # a new batch shape is a new program to compile
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if int(os.environ.get("WORLD_SIZE", 1)) > 1:
