@@ -1,43 +1,50 @@
 """Benchmark of the fine-tuning stage: training and inference examples/s, NSMC and KorQuAD.
 
 Figure (``value``): NSMC training examples per second through kolectra's loop
-(:func:`finetune.runtime.train_epochs` over :class:`finetune.nsmc.Encoded` batches padded to
-their longest row).  Baseline, same process, same model, same batch order and optimizer: the
-common Hugging Face recipe of tokenising with ``padding="max_length"`` and a plain
-forward/backward/step loop.  Extra keys give the same pair for NSMC inference (kolectra sorts
-evaluation rows by length, then pads per batch), KorQuAD training on windows and KorQuAD
-inference, plus the loss of one batch computed both ways (padding must not change it).
+(:func:`finetune.loop.train_epochs` on the CPU :class:`~kolectra.model.device.Device`: batches cut
+to their longest row, kolectra's CPU dropout, fused AdamW).  Baseline, same process, same model,
+same batch order and the same number of CPU threads: the common Hugging Face recipe of
+tokenising with ``padding="max_length"`` and a plain forward/backward/step loop with torch's
+AdamW.  Extra keys give the same pair for NSMC inference (kolectra sorts evaluation rows by
+length, then pads per batch), KorQuAD training on windows and KorQuAD inference, plus the loss of
+one NSMC batch computed both ways (padding must not change it; KorQuAD's does move with the width:
+transformers' span loss takes its softmax over every position of the window, [PAD] included).
 
-    python benchmarks/finetune.py [--quick] [--model HF_ELECTRA_DIR]
+    python benchmarks/finetune.py [--quick] [--model HF_ELECTRA_DIR] [--threads N]
 
 ``--quick``: a tiny random ELECTRA (hidden 64, 2 layers) made in-process, the embedded sample
 files (``pipeline/sample/``), about a minute on 2 cores.  Full: an ELECTRA-Small-shaped random
 model (hidden 256, 12 layers; or ``--model``), 2,048 NSMC training rows of
 ``shared/data/nsmc/`` at KoELECTRA's max length 128, and 64 KorQuAD questions of
 ``shared/data/korquad/`` at length 512, stride 128.  Random weights change nothing here: the
-cost of a step does not depend on the values of the weights.
+cost of a step does not depend on the values of the weights.  ``--threads``: CPU threads of
+both sides (default 1, fine-tuning's ``cpu_threads`` default; ``benchmarks/finetune_threads.py``
+measures other counts).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import dataclasses
 import json
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from common import SHARED_DATA, emit, parser
-from kolectra.finetune.config import OptimConfig
-from kolectra.finetune.nsmc import Encoded, accuracy
+from kolectra.finetune.config import KorquadConfig, NsmcConfig
+from kolectra.finetune.features import Features, rows, tokenize
+from kolectra.finetune.korquad import Korquad
+from kolectra.finetune.loading import load_model, load_tokenizer
+from kolectra.finetune.loop import inputs, predict, shuffled_batches, train_epochs
+from kolectra.finetune.nsmc import Nsmc
 from kolectra.finetune.nsmc_reader import read_nsmc
-from kolectra.finetune.runtime import batches, load_model, train_epochs
-from kolectra.finetune.squad_data import make_windows, read_squad
+from kolectra.finetune.squad_data import question_columns, read_squad
 from kolectra.finetune.tiny import build_tiny_model_dir
+from kolectra.model import runtime
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "pipeline" / "sample"
@@ -74,9 +81,9 @@ def data_files(quick: bool) -> tuple[Path, Path]:
     return nsmc, korquad
 
 
-def rows_for(rows: list, n: int) -> list:
-    """``n`` rows, cycling through the file when it is shorter (the sample has a few hundred)."""
-    return [rows[i % len(rows)] for i in range(n)]
+def cycle(items: list, n: int) -> list:
+    """``n`` items, cycling through the list when it is shorter (the sample has a few hundred)."""
+    return [items[i % len(items)] for i in range(n)]
 
 
 def model_dir(size: Size, texts: list[str], given: str | None, tmp: Path) -> Path:
@@ -86,125 +93,100 @@ def model_dir(size: Size, texts: list[str], given: str | None, tmp: Path) -> Pat
                                 heads=size.heads, vocab_size=4000, max_position=512)
 
 
-def warm_up(model, batch: dict) -> None:
+def encode(task, tokenizer, table, cfg) -> tuple[Features, dict[str, np.ndarray]]:
+    """kolectra's features of ``table``, and the baseline's: every column padded to max_length."""
+    enc = tokenize(table, task.encoder(tokenizer, cfg), desc="tokenising", settings={}, cache_dir=None)
+    feats = Features.of(enc, tokenizer.pad_token_id, task.per_token, task.per_row)
+    full = {k: torch.from_numpy(np.pad(a[:, :cfg.max_length], ((0, 0), (0, max(0, cfg.max_length - a.shape[1])))))
+            for k, a in feats.per_token.items()}
+    full["attention_mask"] = (full["input_ids"] != tokenizer.pad_token_id).long()
+    full.update({k: torch.from_numpy(a) for k, a in feats.per_row.items()})
+    return feats, full
+
+
+def warm_up(model, batches: list[dict]) -> None:
     """A few untimed steps first (thread pools, allocator, kernel selection), so neither side
     of the comparison pays the process's start-up costs."""
     opt = torch.optim.AdamW(model.parameters())
-    for _ in range(3):
+    for batch in batches:
         model(**batch).loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
 
-def baseline_train(model, ids_BL: torch.Tensor, extra: dict[str, torch.Tensor], n: int, batch_size: int,
-                   seed: int, opt_cfg: OptimConfig) -> float:
-    """The plain loop: every batch already padded to max length; seconds for one epoch."""
-    opt = torch.optim.AdamW(model.parameters(), lr=opt_cfg.lr, eps=opt_cfg.adam_eps)
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    t0 = time.perf_counter()
-    for idx in batches(n, batch_size, gen):
-        sel = torch.as_tensor(idx)
-        loss = model(input_ids=ids_BL[sel], attention_mask=(ids_BL[sel] != 0).long(),
-                     **{k: v[sel] for k, v in extra.items()}).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), opt_cfg.max_grad_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return time.perf_counter() - t0
+def kolectra_side(task, mdir: Path, tok, cfg, train: Features, evald: Features, threads: int,
+                  **model_kw) -> tuple[float, float]:
+    """(training, inference) examples/s through the fine-tuning loop on the CPU Device."""
+    dev = runtime.resolve("cpu", cpu_threads=threads)
+    try:
+        idx = np.arange(min(cfg.batch_size, len(train)))
+        warm_up(load_model(task.auto_model, mdir, cfg, dev, tok, **model_kw),
+                [inputs(train, idx, dev, cfg.max_length)] * 3)
+        model = load_model(task.auto_model, mdir, cfg, dev, tok, **model_kw)
+        log = train_epochs(model, dev, train, dataclasses.replace(cfg, epochs=1), name="kolectra")
+        t0 = time.perf_counter()
+        predict(model, dev, evald, cfg, task.outputs)
+        return len(train) / log.timings[0]["seconds"], len(evald) / (time.perf_counter() - t0)
+    finally:
+        dev.close()
 
 
-@torch.no_grad()
-def baseline_infer(model, ids_BL: torch.Tensor, extra: dict[str, torch.Tensor], batch_size: int) -> float:
-    model.eval()
-    t0 = time.perf_counter()
-    for i in range(0, len(ids_BL), batch_size):
-        model(input_ids=ids_BL[i:i + batch_size], attention_mask=(ids_BL[i:i + batch_size] != 0).long(),
-              **{k: v[i:i + batch_size] for k, v in extra.items()})
-    return time.perf_counter() - t0
+def baseline_side(task, mdir: Path, cfg, train: dict, evald: dict, threads: int, **model_kw) -> tuple[float, float]:
+    """The plain loop: every batch already padded to max length; the same batch order."""
+    import transformers
+
+    auto = getattr(transformers, task.auto_model)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        n = len(train["input_ids"])
+        sel = torch.arange(min(cfg.batch_size, n))
+        torch.manual_seed(cfg.seed)
+        warm_up(auto.from_pretrained(str(mdir), **model_kw), [{k: v[sel] for k, v in train.items()}] * 3)
+        torch.manual_seed(cfg.seed)
+        model = auto.from_pretrained(str(mdir), **model_kw).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, eps=cfg.optim.adam_eps)
+        t0 = time.perf_counter()
+        for idx in shuffled_batches(n, cfg.batch_size, torch.Generator().manual_seed(cfg.seed)):
+            model(**{k: v[torch.as_tensor(idx)] for k, v in train.items()}).loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.max_grad_norm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        t_train = time.perf_counter() - t0
+        model.eval()
+        keys = [k for k in ("input_ids", "token_type_ids", "attention_mask") if k in evald]
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            for i in range(0, len(evald["input_ids"]), cfg.eval_batch_size):
+                model(**{k: evald[k][i:i + cfg.eval_batch_size] for k in keys})
+        return n / t_train, len(evald["input_ids"]) / (time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
 
 
-def pad(seqs: list[list[int]], width: int) -> torch.Tensor:
-    out = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, s in enumerate(seqs):
-        out[r, :len(s)] = torch.tensor(s[:width])
-    return out
+def padding_loss_difference(task, mdir: Path, tok, cfg, feats: Features, full: dict, **model_kw) -> float:
+    """One batch's loss cut to its longest row (kolectra) and padded to max_length: must agree."""
+    dev = runtime.resolve("cpu")
+    try:
+        model = load_model(task.auto_model, mdir, cfg, dev, tok, **model_kw).eval()
+        idx = np.arange(min(cfg.batch_size, len(feats)))
+        with torch.no_grad():
+            ours = float(model(**inputs(feats, idx, dev, cfg.max_length)).loss)
+            theirs = float(model(**{k: v[torch.as_tensor(idx)] for k, v in full.items()}).loss)
+        return abs(ours - theirs)
+    finally:
+        dev.close()
 
 
-def bench_nsmc(size: Size, mdir: Path, nsmc_file: Path) -> dict:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    rows = read_nsmc(nsmc_file).rows
-    tok = AutoTokenizer.from_pretrained(str(mdir))
-    train = Encoded(tok, rows_for(rows, size.nsmc_train), size.max_length)
-    evald = Encoded(tok, rows_for(rows[::-1], size.nsmc_eval), size.max_length)
-    opt_cfg = OptimConfig()
-    cpu = torch.device("cpu")
-
-    def fresh():
-        return load_model(AutoModelForSequenceClassification, mdir, 0, num_labels=2)
-
-    # one batch, both ways: padding is masked, so the loss must agree
-    m = fresh().eval()
-    idx = np.arange(min(size.batch_size, len(train)))
-    with torch.no_grad():
-        ours = float(m(**train.batch(idx, cpu)).loss)
-        ids_full = pad([train.ids[i] for i in idx], size.max_length)
-        theirs = float(m(input_ids=ids_full, attention_mask=(ids_full != 0).long(), labels=train.labels[idx]).loss)
-
-    warm_up(fresh(), train.batch(np.arange(size.batch_size), cpu))
-    m = fresh()
-    log = train_epochs(m, opt_cfg, len(train), size.batch_size, 1, 0, cpu, lambda i: m(**train.batch(i, cpu)).loss)
-    k_train = len(train) / log.timings[0]["seconds"]
-    t0 = time.perf_counter()
-    accuracy(m, evald, 128, cpu)
-    k_infer = len(evald) / (time.perf_counter() - t0)
-
-    m = fresh()
-    b_train = len(train) / baseline_train(m, pad(train.ids, size.max_length), {"labels": train.labels},
-                                          len(train), size.batch_size, 0, opt_cfg)
-    b_infer = len(evald) / baseline_infer(m, pad(evald.ids, size.max_length), {}, 128)
-    tokens = sum(map(len, train.ids))
-    return {"train": (k_train, b_train), "infer": (k_infer, b_infer),
-            "mean_tokens": tokens / len(train), "loss_diff": abs(ours - theirs)}
-
-
-def bench_korquad(size: Size, mdir: Path, squad_file: Path) -> dict:
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
-
-    from kolectra.finetune.config import KorquadConfig
-    from kolectra.finetune.korquad import _batch, predict
-
-    questions, _ = read_squad(squad_file)
-    questions = rows_for(questions, size.korquad_questions)
-    tok = AutoTokenizer.from_pretrained(str(mdir))
-    w = make_windows(tok, questions, size.korquad_max_length, size.doc_stride, 64)
-    n = len(w.input_ids)
-    cpu = torch.device("cpu")
-    opt_cfg = OptimConfig()
-    cfg = KorquadConfig(max_length=size.korquad_max_length, doc_stride=size.doc_stride, eval_batch_size=32)
-
-    def fresh():
-        return load_model(AutoModelForQuestionAnswering, mdir, 0)
-
-    warm_up(fresh(), _batch(w, np.arange(min(n, size.korquad_batch_size)), 0, cpu, True, size.korquad_max_length))
-    m = fresh()
-    log = train_epochs(m, opt_cfg, n, size.korquad_batch_size, 1, 0, cpu,
-                       lambda i: m(**_batch(w, i, 0, cpu, True, size.korquad_max_length)).loss)
-    k_train = n / log.timings[0]["seconds"]
-    t0 = time.perf_counter()
-    predict(m, questions, w, cfg, 0, cpu)
-    k_infer = n / (time.perf_counter() - t0)
-
-    m = fresh()
-    extra = {"token_type_ids": pad(w.token_type_ids, size.korquad_max_length),
-             "start_positions": torch.tensor(w.start_positions), "end_positions": torch.tensor(w.end_positions)}
-    b_train = n / baseline_train(m, pad(w.input_ids, size.korquad_max_length), extra, n,
-                                 size.korquad_batch_size, 0, opt_cfg)
-    b_infer = n / baseline_infer(m, pad(w.input_ids, size.korquad_max_length),
-                                 {"token_type_ids": extra["token_type_ids"]}, 32)
-    return {"train": (k_train, b_train), "infer": (k_infer, b_infer), "windows": n,
-            "mean_tokens": sum(map(len, w.input_ids)) / n}
+def bench(task, mdir: Path, cfg, train_table, eval_table, threads: int, **model_kw) -> dict:
+    tok = load_tokenizer(mdir)
+    train, train_full = encode(task, tok, train_table, cfg)
+    evald, eval_full = encode(task, tok, eval_table, cfg)
+    k = kolectra_side(task, mdir, tok, cfg, train, evald, threads, **model_kw)
+    b = baseline_side(task, mdir, cfg, train_full, eval_full, threads, **model_kw)
+    return {"train": (k[0], b[0]), "infer": (k[1], b[1]), "examples": len(train),
+            "mean_tokens": train.tokens / len(train),
+            "loss_diff": padding_loss_difference(task, mdir, tok, cfg, train, train_full, **model_kw)}
 
 
 def pair(kb: tuple[float, float]) -> dict:
@@ -214,29 +196,38 @@ def pair(kb: tuple[float, float]) -> dict:
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--model", help="a HF ELECTRA discriminator directory (default: a random one made here)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of both sides (default 1)")
     args = p.parse_args()
     size = QUICK if args.quick else FULL
-    torch.manual_seed(0)
     nsmc_file, squad_file = data_files(args.quick)
+    nsmc_cfg = NsmcConfig(max_length=size.max_length, batch_size=size.batch_size, seed=0)
+    korquad_cfg = KorquadConfig(max_length=size.korquad_max_length, doc_stride=size.doc_stride,
+                                batch_size=size.korquad_batch_size, eval_batch_size=32, seed=0)
     with tempfile.TemporaryDirectory() as tmp:
         nsmc_rows = read_nsmc(nsmc_file).rows
         squad_q, _ = read_squad(squad_file)
-        contexts = sorted({q.context for q in squad_q})
-        texts = [r.document for r in nsmc_rows[:20000]] + contexts + [q.question for q in squad_q]
+        texts = ([r.document for r in nsmc_rows[:20000]] + sorted({q.context for q in squad_q})
+                 + [q.question for q in squad_q])
         mdir = model_dir(size, texts, args.model, Path(tmp))
+
+        def nsmc_table(rs):
+            return rows({"text": [r.document for r in rs], "label": [r.label for r in rs]})
+
         t0 = time.perf_counter()
-        nsmc = bench_nsmc(size, mdir, nsmc_file)
-        korquad = bench_korquad(size, mdir, squad_file)
+        nsmc = bench(Nsmc(), mdir, nsmc_cfg, nsmc_table(cycle(nsmc_rows, size.nsmc_train)),
+                     nsmc_table(cycle(nsmc_rows[::-1], size.nsmc_eval)), args.threads, num_labels=2)
+        questions = rows(question_columns(cycle(squad_q, size.korquad_questions)))
+        korquad = bench(Korquad(), mdir, korquad_cfg, questions, questions, args.threads)
         seconds = time.perf_counter() - t0
     print(json.dumps({"nsmc": nsmc, "korquad": korquad}), file=sys.stderr)
     emit("finetune", "NSMC training examples/s", round(nsmc["train"][0], 2),
          "HF-style loop, padding to max length", round(nsmc["train"][1], 2),
          config={**dataclasses.asdict(size), "quick": args.quick, "model": args.model or "random (in-process)",
-                 "torch_threads": torch.get_num_threads(), "device": "cpu",
+                 "threads": args.threads, "device": "cpu",
                  "nsmc_file": str(nsmc_file.name), "korquad_file": str(squad_file.name)},
          nsmc_train=pair(nsmc["train"]), nsmc_inference=pair(nsmc["infer"]),
          korquad_train=pair(korquad["train"]), korquad_inference=pair(korquad["infer"]),
-         nsmc_mean_tokens=round(nsmc["mean_tokens"], 1), korquad_windows=korquad["windows"],
+         nsmc_mean_tokens=round(nsmc["mean_tokens"], 1), korquad_windows=korquad["examples"],
          korquad_mean_tokens=round(korquad["mean_tokens"], 1),
          padding_loss_difference=nsmc["loss_diff"], seconds=round(seconds, 1))
 

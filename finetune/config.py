@@ -1,8 +1,11 @@
-"""Settings of the fine-tuning stage (NSMC sentiment, KorQuAD 1.0 extractive QA).
+"""Settings of the fine-tuning stage (NSMC sentiment, KorQuAD 1.0 extractive QA, and later tasks).
 
 Last link of the chain (corpus -> vocab -> examples -> pretrain -> **finetune**).  Frozen
 dataclasses, presets are functions; the CLI resolves ``--set key=value`` through
 ``core.config.override`` and hashes :func:`core.config.to_dict` into the eval artifact id.
+:class:`TaskConfig` holds what every task has (runtime, lengths, batches, epochs, optimizer);
+a task's config adds its own fields.  :meth:`TaskConfig.validate` rejects impossible values with
+a :class:`~kolectra.core.config.ConfigError` naming the key, before anything is read.
 
 Defaults follow KoELECTRA's published fine-tuning configs (monologg/KoELECTRA,
 ``finetune/config/{nsmc,korquad}/koelectra-base-v3.json``): AdamW lr 5e-5, eps 1e-8, weight decay
@@ -14,6 +17,10 @@ recipe (warmup 10%, layer-wise LR decay 0.8) is a separate preset.
 from __future__ import annotations
 
 import dataclasses
+
+from kolectra.core.config import ConfigError
+
+DEVICES = ("cpu", "cuda", "xla")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,41 +37,95 @@ class OptimConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class NsmcConfig:
+class TaskConfig:
     seed: int = 42
-    device: str = "cpu"  # cpu | cuda | xla
+    device: str = "cpu"  # cpu | cuda | xla (kolectra.model.runtime)
+    # bf16 autocast (CUDA, XLA, CPUs with bf16 instructions); weights and optimizer stay fp32.
+    bf16: bool = False
+    # Intra-op CPU threads (0 = torch's default, one per core).  One thread degrades gracefully on
+    # a shared machine: several threads spin-wait for each other when cores are busy (the sample's
+    # NSMC run under load average 7 on 2 cores: 36-40 s with 1 thread, 735 s with 2; docs/finetune.md).
+    # The thread count changes float sums, hence results: it is part of the request.
+    cpu_threads: int = 1
+    # Start the encoder from random weights on purpose (a no-pretraining baseline).  Without it, a
+    # model directory whose weights do not fit the encoder is an error, never a silent random start.
+    random_init: bool = False
+    # Allow the training file to be the scored file (a memorisation check); otherwise an error.
+    train_on_eval: bool = False
     max_length: int = 128
     batch_size: int = 32
     eval_batch_size: int = 128
     epochs: int = 10
     optim: OptimConfig = OptimConfig()
-    # Dev set carved from train with ``seed``; epochs are chosen on dev, test is scored once.
-    dev_fraction: float = 0.1
-    max_train_examples: int = 0  # 0 = all; taken after the dev split, first N of a seeded shuffle
-    max_eval_examples: int = 0  # 0 = all; applies to dev and test (first N rows)
-    # Malformed rows (column count, label) are counted; above this fraction of rows it is an error.
-    max_bad_fraction: float = 0.001
+    max_train_examples: int = 0  # 0 = all
+    max_eval_examples: int = 0  # 0 = all
+
+    def validate(self) -> None:
+        """Raise a ConfigError naming the first key whose value cannot work."""
+        o = self.optim
+        checks = [
+            ("device", self.device in DEVICES, f"one of {', '.join(DEVICES)}"),
+            ("cpu_threads", self.cpu_threads >= 0, "0 (torch's default) or more"),
+            ("max_length", self.max_length >= 3, "at least 3 ([CLS], one token, [SEP])"),
+            ("batch_size", self.batch_size >= 1, "at least 1"),
+            ("eval_batch_size", self.eval_batch_size >= 1, "at least 1"),
+            ("epochs", self.epochs >= 1, "at least 1"),
+            ("max_train_examples", self.max_train_examples >= 0, "0 (all) or more"),
+            ("max_eval_examples", self.max_eval_examples >= 0, "0 (all) or more"),
+            ("optim.lr", o.lr > 0, "positive"),
+            ("optim.weight_decay", o.weight_decay >= 0, "0 or more"),
+            ("optim.warmup_fraction", 0 <= o.warmup_fraction < 1, "in [0, 1)"),
+            ("optim.max_grad_norm", o.max_grad_norm >= 0, "0 (no clipping) or more"),
+            ("optim.layerwise_lr_decay", 0 < o.layerwise_lr_decay <= 1, "in (0, 1]"),
+        ] + self.task_checks()
+        for key, ok, need in checks:
+            if not ok:
+                value = self
+                for part in key.split("."):
+                    value = getattr(value, part)
+                raise ConfigError(f"{key}: must be {need}, got {value!r}")
+
+    def task_checks(self) -> list[tuple[str, bool, str]]:
+        """A task's own (key, ok, what it must be) checks."""
+        return []
 
 
 @dataclasses.dataclass(frozen=True)
-class KorquadConfig:
-    seed: int = 42
-    device: str = "cpu"
+class NsmcConfig(TaskConfig):
+    # Dev set carved from train with ``seed``; epochs are chosen on dev, test is scored once.
+    dev_fraction: float = 0.1
+    # max_train_examples is taken after the dev split (first N of a seeded shuffle);
+    # max_eval_examples applies to dev and test (first N rows).
+    # Malformed rows (column count, label) are counted; above this fraction of rows it is an error.
+    max_bad_fraction: float = 0.001
+
+    def task_checks(self):
+        return [("dev_fraction", 0 < self.dev_fraction < 1, "in (0, 1)"),
+                ("max_bad_fraction", 0 <= self.max_bad_fraction <= 1, "in [0, 1]")]
+
+
+@dataclasses.dataclass(frozen=True)
+class KorquadConfig(TaskConfig):
     max_length: int = 512
+    batch_size: int = 8
+    eval_batch_size: int = 32
+    epochs: int = 7
     doc_stride: int = 128  # step between window starts in context tokens (BERT's meaning)
     max_query_length: int = 64
     max_answer_length: int = 30
     n_best: int = 20
-    batch_size: int = 8
-    eval_batch_size: int = 32
-    epochs: int = 7
-    optim: OptimConfig = OptimConfig()
-    max_train_examples: int = 0  # questions; 0 = all
-    max_eval_examples: int = 0
+    # max_train_examples / max_eval_examples count questions.
     # Score the dev file after every epoch for the learning curve.  Reporting only: the model
     # is always the last epoch's (no selection on dev), so the final figure is the same either
     # way; False saves the intermediate evaluations.
     eval_each_epoch: bool = True
+
+    def task_checks(self):
+        return [("max_query_length", 1 <= self.max_query_length <= self.max_length - 4,
+                 f"between 1 and max_length - 4 = {self.max_length - 4} ([CLS] question [SEP] context [SEP])"),
+                ("doc_stride", self.doc_stride >= 1, "at least 1"),
+                ("max_answer_length", self.max_answer_length >= 1, "at least 1"),
+                ("n_best", self.n_best >= 1, "at least 1")]
 
 
 def koelectra_nsmc() -> NsmcConfig:

@@ -1,106 +1,121 @@
-"""KorQuAD 1.0 extractive QA fine-tuning: the second task of the last stage of the chain.
+"""KorQuAD 1.0 extractive QA: a task of the last stage of the chain.
 
-``run`` loads an ELECTRA discriminator directory with a fresh span head (start/end logits per
-token), trains on the windows of the train file (``finetune.squad_data``), decodes the best span
-of every dev question and scores it with the official v1.0 semantics
-(``finetune.korquad_metric``).  Writes ``metrics.json`` (``exact_match``, ``f1`` in percent,
-``eval_set`` naming what they are on), ``predictions.json`` (``{question_id: answer_text}``),
-``nbest_predictions.json`` (``{question_id: [{text, probability, score, ...}]}``, best first) and
-``learning_curve.{png,json}``.  There is no model selection on the dev file: the model scored is
-always the last epoch's; with ``eval_each_epoch`` the dev scores of earlier epochs are only
-drawn on the learning curve.
+Cuts every question + context into overlapping windows (:mod:`finetune.squad_data`), fine-tunes a
+span head (start/end logits per token), decodes the best span of every dev question and scores it
+with the official v1.0 semantics (:mod:`finetune.korquad_metric`); the steps are
+:mod:`finetune.skeleton`'s.  The scored file is the dev file, so there is no model selection on
+it: the model scored is always the last epoch's, and with ``eval_each_epoch`` the dev scores of
+earlier epochs are only drawn on the learning curve.  Writes ``metrics.json`` (``exact_match``,
+``f1`` in percent, ``eval_set`` naming what they are on), ``predictions.json`` (``{question_id:
+answer_text}``), ``nbest_predictions.json`` (``{question_id: [{text, probability, score, ...}]}``,
+best first) and ``learning_curve.{png,json}``.
 
 When only one KorQuAD-format file is at hand, :func:`split_by_article` (re-exported here) makes
-the train/dev pair; figures from such a split must say so.
+the train/dev pair; figures from such a split say so.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from kolectra.finetune.config import KorquadConfig
+from kolectra.core.stage import progress
+from kolectra.finetune import skeleton
+from kolectra.finetune.features import rows
+from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.korquad_metric import evaluate
-from kolectra.finetune.report import korquad_table, write_learning_curve
-from kolectra.finetune.runtime import (FinetuneError, autocast, compute_record, fixed_width, length_sorted_batches,
-                              load_model, load_tokenizer, resolve_device, seed_everything, train_epochs,
-                              write_json)
-from kolectra.finetune.squad_data import (Question, Windows, make_windows, nbest_spans, read_squad, rounded_nbest,
-                                  split_by_article)
-from kolectra.core.config import to_dict
-from kolectra.core.stage import StageOutput, progress
+from kolectra.finetune.report import korquad_table
+from kolectra.finetune.squad_data import (make_windows, nbest_spans, question_columns, questions_from, read_squad,
+                                          rounded_nbest, split_by_article, window_columns, windows_from)
 
-__all__ = ["run", "split_by_article", "write_split", "predict"]
+__all__ = ["run", "split_by_article", "write_split", "Korquad"]
 
-
-def write_split(path: Path, dev_fraction: float, seed: int, out_dir: Path) -> tuple[Path, Path]:
-    """:func:`split_by_article` written to ``out_dir/{train,dev}.json`` (same inputs, same bytes)."""
-    train, dev = split_by_article(Path(path), dev_fraction, seed)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = out_dir / "train.json", out_dir / "dev.json"
-    for p, doc in zip(paths, (train, dev)):
-        p.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    return paths
+# 2: the one training runtime (1 CPU thread by default, fused AdamW, kolectra's CPU dropout with the
+# padding mask kept), tokenised through datasets, health.
+STAGE_VERSION = 2
 
 
-def _padded(w: Windows, pad_id: int) -> dict:
-    """The windows as padded tensors, built once per Windows object (a batch is then a row
-    selection and a column cut instead of a Python loop over rows)."""
-    cached = getattr(w, "_padded_cache", None)
-    if cached is None:
-        n, width = len(w.input_ids), max(1, max((len(x) for x in w.input_ids), default=1))
-        ids_NL = torch.full((n, width), pad_id, dtype=torch.long)
-        types_NL = torch.zeros((n, width), dtype=torch.long)
-        mask_NL = torch.zeros((n, width), dtype=torch.long)
-        for row, (ids, types) in enumerate(zip(w.input_ids, w.token_type_ids)):
-            ids_NL[row, :len(ids)] = torch.tensor(ids)
-            types_NL[row, :len(ids)] = torch.tensor(types)
-            mask_NL[row, :len(ids)] = 1
-        cached = {"input_ids": ids_NL, "token_type_ids": types_NL, "attention_mask": mask_NL,
-                  "lengths": np.array([len(x) for x in w.input_ids]),
-                  "start_positions": torch.tensor(w.start_positions), "end_positions": torch.tensor(w.end_positions)}
-        w._padded_cache = cached
-    return cached
+class Korquad(skeleton.Task):
+    name = "korquad"
+    auto_model = "AutoModelForQuestionAnswering"
+    per_row = ("start_positions", "end_positions")
+    outputs = {"start_logits": True, "end_logits": True}
+    select = False
+    stats = ("exact_match", "f1", "questions", "train_questions", "train_windows", "dev_windows", "eval_set")
+
+    def read(self, cfg, train_file, eval_file):
+        (train, train_stats), (dev, dev_stats) = read_squad(train_file), read_squad(eval_file)
+        train, dev = train[:cfg.max_train_examples or None], dev[:cfg.max_eval_examples or None]
+        if not train or not dev:
+            raise FinetuneError(f"no questions in {train_file if not train else eval_file}")
+        if not any(q.span_ok(0) and q.answers[0][0] for q in train):
+            raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start "
+                                f"({train_stats['bad_answer_starts']} mismatches): nothing to learn from")
+        shared = {q.context for q in train} & {q.context for q in dev}
+        facts = {"train_file": train_stats, "dev_file": dev_stats, "shared_contexts": len(shared),
+                 "eval_set": eval_set_label(eval_file, dev_stats)}
+        return skeleton.Data(rows(question_columns(train)), rows(question_columns(dev)), None, facts)
+
+    def encoder(self, tokenizer, cfg):
+        def encode(batch: dict, indices: list[int]) -> dict:
+            w = make_windows(tokenizer, questions_from(batch), cfg.max_length, cfg.doc_stride, cfg.max_query_length)
+            return window_columns(w, indices[0] if indices else 0)
+        return encode
+
+    def encoding(self, cfg):
+        return {"max_length": cfg.max_length, "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length}
+
+    def check(self, splits, data, cfg):
+        with_answer = int((splits["train"].feats.per_row["start_positions"] > 0).sum())
+        progress(f"korquad: {len(data.train)} train questions -> {len(splits['train'].feats)} windows "
+                 f"({with_answer} holding the answer); {len(data.dev)} dev questions -> "
+                 f"{len(splits['dev'].feats)} windows")
+        if not with_answer:
+            raise FinetuneError(f"korquad: no training window holds its question's answer: every answer is longer "
+                                f"than the context a window of max_length={cfg.max_length} leaves; raise max_length")
+
+    def score(self, split, outputs, cfg):
+        if "questions" not in split.derived:  # built once per split, reused every epoch
+            split.derived.update(questions=questions_from(split.rows.to_dict()),
+                                 windows=windows_from(split.encoded.to_dict()))
+        questions = split.derived["questions"]
+        nbest = nbest_spans(questions, split.derived["windows"], outputs["start_logits"], outputs["end_logits"],
+                            cfg.n_best, cfg.max_answer_length)
+        answers = {qid: spans[0]["text"] for qid, spans in nbest.items()}
+        return evaluate({q.id: q.answer_texts for q in questions}, answers), nbest
+
+    def evaluate_after(self, epoch, cfg):
+        # reported for the learning curve only: the model kept is the last epoch's whatever these say
+        return cfg.eval_each_epoch or epoch == cfg.epochs
+
+    def epoch_record(self, scores):
+        return {"dev_exact_match": round(scores["exact_match"], 4), "dev_f1": round(scores["f1"], 4)}
+
+    def health(self, splits, fit):
+        if all(not spans[0]["text"] for spans in fit.final.predictions.values()):
+            return ["no question got a non-empty answer: the span head learned nothing"]
+        return []
+
+    def metrics(self, data, splits, fit):
+        s, nbest = fit.final.scores, fit.final.predictions
+        return {"exact_match": s["exact_match"], "f1": s["f1"], "questions": s["questions"],
+                "metric": "KorQuAD v1.0 official semantics (char-level F1)",
+                "empty_predictions": sum(1 for spans in nbest.values() if not spans[0]["text"]),
+                "train_questions": len(data.train), "train_windows": len(splits["train"].feats),
+                "train_windows_with_answer": int((splits["train"].feats.per_row["start_positions"] > 0).sum()),
+                "dev_windows": len(splits["dev"].feats)}
+
+    def write(self, out_dir, splits, fit):
+        write_json(out_dir / "predictions.json", {qid: s[0]["text"] for qid, s in fit.final.predictions.items()})
+        write_json(out_dir / "nbest_predictions.json", rounded_nbest(fit.final.predictions))
+
+    def table(self, metrics):
+        return korquad_table(metrics)
 
 
-def _batch(w: Windows, idx: np.ndarray, pad_id: int, device: torch.device, labels: bool,
-           max_length: int) -> dict:
-    p = _padded(w, pad_id)
-    sel = torch.as_tensor(idx)
-    width = fixed_width(device, max_length) or int(p["lengths"][idx].max())
-    out = {}
-    for key, fill in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0)):
-        t = p[key][sel, :width]
-        if t.shape[1] < width:  # fixed width (XLA) wider than the longest window
-            t = torch.nn.functional.pad(t, (0, width - t.shape[1]), value=fill)
-        out[key] = t.to(device)
-    if labels:
-        out["start_positions"] = p["start_positions"][sel].to(device)
-        out["end_positions"] = p["end_positions"][sel].to(device)
-    return out
-
-
-@torch.no_grad()
-def predict(model, questions: list[Question], w: Windows, cfg: KorquadConfig, pad_id: int,
-            device: torch.device) -> dict[str, list[dict]]:
-    """The n-best answers of every question (best first), from the model's span logits."""
-    model.eval()
-    starts: list[np.ndarray] = [np.zeros(0)] * len(w.input_ids)
-    ends: list[np.ndarray] = [np.zeros(0)] * len(w.input_ids)
-    for idx in length_sorted_batches([len(x) for x in w.input_ids], cfg.eval_batch_size):
-        with autocast(device):
-            out = model(**_batch(w, idx, pad_id, device, labels=False, max_length=cfg.max_length))
-        s = out.start_logits.float().cpu().numpy()
-        e = out.end_logits.float().cpu().numpy()
-        for row, i in enumerate(idx):
-            n = len(w.input_ids[i])
-            starts[i], ends[i] = s[row, :n], e[row, :n]
-    return nbest_spans(questions, w, starts, ends, cfg.n_best, cfg.max_answer_length)
+def run(cfg, model_dir, train_file, dev_file, out_dir, cache_dir=None):
+    """Fine-tune on ``train_file``, score ``dev_file`` (last epoch), write to ``out_dir``."""
+    return skeleton.run(Korquad(), cfg, model_dir, train_file, dev_file, out_dir, cache_dir)
 
 
 def eval_set_label(dev_file: Path, dev_stats: dict) -> str:
@@ -112,89 +127,12 @@ def eval_set_label(dev_file: Path, dev_stats: dict) -> str:
     return Path(dev_file).name
 
 
-def run(cfg: KorquadConfig, model_dir: Path, train_file: Path, dev_file: Path, out_dir: Path) -> StageOutput:
-    from transformers import AutoModelForQuestionAnswering  # noqa: PLC0415
-
-    t_start = time.perf_counter()
-    seed_everything(cfg.seed)
-    device = resolve_device(cfg.device)
-    train_q, train_stats = read_squad(Path(train_file))
-    dev_q, dev_stats = read_squad(Path(dev_file))
-    if cfg.max_train_examples:
-        train_q = train_q[:cfg.max_train_examples]
-    if cfg.max_eval_examples:
-        dev_q = dev_q[:cfg.max_eval_examples]
-    if not train_q or not dev_q:
-        raise FinetuneError(f"no questions in {train_file if not train_q else dev_file}")
-    overlap = {q.context for q in train_q} & {q.context for q in dev_q}
-    tokenizer = load_tokenizer(Path(model_dir))
-    train_w = make_windows(tokenizer, train_q, cfg.max_length, cfg.doc_stride, cfg.max_query_length)
-    dev_w = make_windows(tokenizer, dev_q, cfg.max_length, cfg.doc_stride, cfg.max_query_length)
-    with_answer = sum(1 for s in train_w.start_positions if s > 0)
-    progress(f"korquad: {len(train_q)} train questions -> {len(train_w.input_ids)} windows "
-             f"({with_answer} holding the answer); {len(dev_q)} dev questions -> {len(dev_w.input_ids)} windows")
-    model = load_model(AutoModelForQuestionAnswering, Path(model_dir), cfg.seed).to(device)
-    pad_id = tokenizer.pad_token_id
-    gold = {q.id: q.answer_texts for q in dev_q}
-    last = {"nbest": None, "scores": None, "seconds": 0.0}
-
-    def loss_fn(idx: np.ndarray) -> torch.Tensor:
-        return model(**_batch(train_w, idx, pad_id, device, labels=True, max_length=cfg.max_length)).loss
-
-    def evaluate_dev() -> dict:
-        t0 = time.perf_counter()
-        nbest = predict(model, dev_q, dev_w, cfg, pad_id, device)
-        last.update(nbest=nbest, seconds=time.perf_counter() - t0,
-                    scores=evaluate(gold, {qid: spans[0]["text"] for qid, spans in nbest.items()}))
-        return last["scores"]
-
-    def after_epoch(epoch: int) -> dict:
-        # reported for the learning curve only: the model kept is the last epoch's whatever these say
-        if not cfg.eval_each_epoch and epoch < cfg.epochs:
-            return {}
-        scores = evaluate_dev()
-        return {"dev_exact_match": round(scores["exact_match"], 4), "dev_f1": round(scores["f1"], 4)}
-
-    log = train_epochs(model, cfg.optim, len(train_w.input_ids), cfg.batch_size, cfg.epochs, cfg.seed,
-                       device, loss_fn, after_epoch)
-    train_seconds = sum(t["seconds"] for t in log.timings)  # per-epoch timings leave dev evaluation out
-    if last["nbest"] is None:  # epochs == 0
-        evaluate_dev()
-    nbest, scores, eval_seconds = last["nbest"], last["scores"], last["seconds"]
-    predictions = {qid: spans[0]["text"] for qid, spans in nbest.items()}
-
-    metrics = {
-        "task": "korquad",
-        "exact_match": scores["exact_match"], "f1": scores["f1"],
-        "metric": "KorQuAD v1.0 official semantics (char-level F1)",
-        "eval_set": eval_set_label(Path(dev_file), dev_stats),
-        "questions": scores["questions"], "empty_predictions": sum(1 for v in predictions.values() if not v),
-        "epochs": log.history,
-        "train_questions": len(train_q), "train_windows": len(train_w.input_ids),
-        "train_windows_with_answer": with_answer, "dev_windows": len(dev_w.input_ids),
-        "shared_contexts": len(overlap),
-        "train_file": train_stats, "dev_file": dev_stats,
-        "config": to_dict(cfg),
-    }
+def write_split(path: Path, dev_fraction: float, seed: int, out_dir: Path) -> tuple[Path, Path]:
+    """:func:`split_by_article` written to ``out_dir/{train,dev}.json`` (same inputs, same bytes)."""
+    train, dev = split_by_article(Path(path), dev_fraction, seed)
     out_dir = Path(out_dir)
-    write_json(out_dir / "metrics.json", metrics)
-    write_json(out_dir / "predictions.json", predictions)
-    write_json(out_dir / "nbest_predictions.json", rounded_nbest(nbest))
-    write_learning_curve(out_dir, "korquad", metrics, log)
-    for line in korquad_table(metrics).splitlines():
-        progress(line)
-    tokens = sum(len(x) for x in train_w.input_ids)
-    compute = compute_record(
-        model, device, time.perf_counter() - t_start,
-        train_examples=len(train_w.input_ids), train_questions=len(train_q),
-        train_seconds=round(train_seconds, 3),
-        train_examples_per_second=round(len(train_w.input_ids) * cfg.epochs / train_seconds, 2) if train_seconds else None,
-        eval_examples=len(dev_w.input_ids),
-        eval_examples_per_second=round(len(dev_w.input_ids) / eval_seconds, 2) if eval_seconds else None,
-        epochs=log.timings,
-        # ~6 FLOPs per parameter per trained token (Kaplan et al. 2020); padding not counted
-        flops=6 * sum(p.numel() for p in model.parameters()) * tokens * cfg.epochs,
-    )
-    stats = {k: metrics[k] for k in ("exact_match", "f1", "questions", "train_questions",
-                                     "train_windows", "dev_windows", "eval_set")}
-    return StageOutput(stats=stats, compute=compute)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = out_dir / "train.json", out_dir / "dev.json"
+    for p, doc in zip(paths, (train, dev)):
+        p.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return paths

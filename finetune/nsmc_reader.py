@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kolectra.finetune.runtime import FinetuneError
+from kolectra.finetune.files import FinetuneError
 
 HEADER = ("id", "document", "label")
 _SHOWN_BAD = 20  # line numbers listed in the stats / error message

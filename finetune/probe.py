@@ -29,7 +29,8 @@ from sklearn.preprocessing import StandardScaler
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.nsmc_reader import read_nsmc
-from kolectra.finetune.runtime import FinetuneError, load_tokenizer, write_json
+from kolectra.finetune.files import FinetuneError, write_json
+from kolectra.finetune.loading import load_tokenizer
 
 STAGE_VERSION = 1
 

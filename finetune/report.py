@@ -50,7 +50,7 @@ def korquad_table(metrics: dict) -> str:
 
 def write_learning_curve(out_dir: Path, task: str, metrics: dict, log) -> None:
     """``learning_curve.png`` and the numbers behind it, ``learning_curve.json``."""
-    from kolectra.finetune.runtime import write_json  # noqa: PLC0415 - runtime imports torch
+    from kolectra.finetune.files import write_json  # noqa: PLC0415
 
     write_json(Path(out_dir) / "learning_curve.json",
                {"task": task, "log_every_steps": log.log_every, "steps_per_epoch": log.steps_per_epoch,

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from kolectra.core.stage import progress
+from kolectra.finetune.tasks import TASKS
 
 # metrics worth summarising per task (higher is better for all)
-TASK_METRICS = {"nsmc": ("accuracy", "accuracy_pct"), "korquad": ("exact_match", "f1")}
+TASK_METRICS = {name: task.metrics for name, task in TASKS.items()}
 
 
 def describe(values: Iterable[float]) -> dict:

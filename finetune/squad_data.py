@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kolectra.finetune.runtime import FinetuneError
+from kolectra.finetune.files import FinetuneError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,18 +61,34 @@ def load_json(path: Path) -> dict:
     return doc
 
 
+def _items(obj, key: str, where: str) -> list:
+    """``obj[key]`` as a list (absent: empty); ``obj`` itself must be a JSON object."""
+    if not isinstance(obj, dict):
+        raise FinetuneError(f"{where}: expected an object, got {type(obj).__name__}")
+    items = obj.get(key, [])
+    if not isinstance(items, list):
+        raise FinetuneError(f"{where}.{key}: expected a list, got {type(items).__name__}")
+    return items
+
+
 def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dict]:
-    """Flatten articles -> questions; returns them with counts of what was checked."""
+    """Flatten articles -> questions; returns them with counts of what was checked.
+
+    Anything not shaped like SQuAD is an error naming its JSON path (``data[3].paragraphs[0]``)."""
     out: list[Question] = []
     seen: set[str] = set()
     bad_starts = 0
     for a_i, article in enumerate(doc["data"]):
-        for p_i, para in enumerate(article.get("paragraphs", [])):
+        for p_i, para in enumerate(_items(article, "paragraphs", f"{source}: data[{a_i}]")):
+            at = f"data[{a_i}].paragraphs[{p_i}]"
+            qas = _items(para, "qas", f"{source}: {at}")
             context = para.get("context")
             if not isinstance(context, str):
-                raise FinetuneError(f"{source}: data[{a_i}].paragraphs[{p_i}] has no context string")
-            for qa in para.get("qas", []):
-                where = f"{source}: question {qa.get('id')!r} (data[{a_i}].paragraphs[{p_i}])"
+                raise FinetuneError(f"{source}: {at} has no context string")
+            for q_i, qa in enumerate(qas):
+                if not isinstance(qa, dict):
+                    raise FinetuneError(f"{source}: {at}.qas[{q_i}]: expected an object, got {type(qa).__name__}")
+                where = f"{source}: question {qa.get('id')!r} ({at})"
                 if not isinstance(qa.get("id"), str) or not isinstance(qa.get("question"), str):
                     raise FinetuneError(f"{where}: needs string 'id' and 'question'")
                 if qa["id"] in seen:
@@ -85,7 +101,8 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                     raise FinetuneError(f"{where}: answers need 'text' and integer 'answer_start'") from None
                 if not pairs:
                     raise FinetuneError(f"{where}: no answers (KorQuAD 1.0 has no unanswerable questions)")
-                q = Question(qa["id"], qa["question"], context, pairs, str(article.get("title", "")))
+                q = Question(qa["id"], qa["question"], context, pairs,
+                             str(article.get("title", "")))
                 bad_starts += sum(1 for k in range(len(pairs)) if not q.span_ok(k))
                 out.append(q)
     stats = {"articles": len(doc["data"]), "questions": len(out), "bad_answer_starts": bad_starts,
@@ -268,3 +285,35 @@ def rounded_nbest(nbest: dict[str, list[dict]], digits: int = 4) -> dict[str, li
     """The n-best lists with floats rounded, as written to ``nbest_predictions.json``."""
     return {qid: [{k: round(v, digits) if isinstance(v, float) else v for k, v in span.items()}
                   for span in spans] for qid, spans in nbest.items()}
+
+
+# --- as columns of a datasets.Dataset (finetune.korquad tokenises with Dataset.map) ------------
+
+def question_columns(questions: list[Question]) -> dict[str, list]:
+    return {"id": [q.id for q in questions], "question": [q.question for q in questions],
+            "context": [q.context for q in questions], "title": [q.title for q in questions],
+            "answer_texts": [[a for a, _ in q.answers] for q in questions],
+            "answer_starts": [[s for _, s in q.answers] for q in questions]}
+
+
+def questions_from(columns: dict[str, list]) -> list[Question]:
+    return [Question(i, q, c, tuple(zip(texts, starts)), t) for i, q, c, t, texts, starts in zip(
+        columns["id"], columns["question"], columns["context"], columns["title"], columns["answer_texts"],
+        columns["answer_starts"])]
+
+
+def window_columns(w: Windows, first_question: int) -> dict[str, list]:
+    """``w`` as columns; question indices shifted by ``first_question`` (a ``map`` batch's first row)."""
+    return {"input_ids": w.input_ids, "token_type_ids": w.token_type_ids,
+            "start_positions": w.start_positions, "end_positions": w.end_positions,
+            "question_index": [first_question + i for i in w.question_index],
+            "offset_start": [[o[0] if o else -1 for o in offs] for offs in w.offsets],
+            "offset_end": [[o[1] if o else -1 for o in offs] for offs in w.offsets],
+            "max_context": w.max_context}
+
+
+def windows_from(columns: dict[str, list]) -> Windows:
+    offsets = [[(s, e) if s >= 0 else None for s, e in zip(ss, es)]
+               for ss, es in zip(columns["offset_start"], columns["offset_end"])]
+    return Windows(columns["input_ids"], columns["token_type_ids"], offsets, columns["question_index"],
+                   columns["start_positions"], columns["end_positions"], columns["max_context"])

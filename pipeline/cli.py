@@ -132,21 +132,9 @@ def run_pretrain(args, store: Store, beam_args: list[str]) -> Artifact:
 
 
 # ---- finetune -----------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """A fine-tuning task's command: its help and the flag naming the file it is scored on."""
-
-    help: str
-    eval_flag: str
-
-
-TASKS = {
-    "nsmc": Task("NSMC sentiment classification (accuracy)", "test"),
-    "korquad": Task("KorQuAD 1.0 extractive QA (exact match, F1)", "dev"),
-}
-
-
 def add_finetune(p: argparse.ArgumentParser) -> None:
+    from kolectra.finetune.tasks import TASKS  # the task table (torch-free)
+
     tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
     for name, task in TASKS.items():
         t = tasks.add_parser(name, help=task.help)
@@ -154,13 +142,14 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
         t.add_argument("--model", required=True, help="checkpoint artifact or a local HF ELECTRA directory")
         t.add_argument("--train", required=True, type=Path)
         t.add_argument(f"--{task.eval_flag}", required=True, type=Path)
-        t.add_argument("--preset", default="koelectra", help="koelectra | electra | sample")
+        t.add_argument("--preset", default="koelectra", help=" | ".join(task.presets))
         t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
                        "then a summary artifact with median and spread")
 
 
 def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.finetune.seeds import parse_seeds
+    from kolectra.finetune.tasks import TASKS
 
     stages = _stages()
     eval_file = getattr(args, TASKS[args.task].eval_flag)

@@ -25,9 +25,9 @@ from kolectra.corpus import config as corpus_config
 from kolectra.corpus import examples as examples_stage
 from kolectra.corpus.inputs import list_inputs
 from kolectra.corpus.reader import source_names
-from kolectra.finetune import config as ft_config
-from kolectra.finetune import korquad, nsmc, probe as ft_probe
+from kolectra.finetune import probe as ft_probe
 from kolectra.finetune import seeds as ft_seeds
+from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS
 from kolectra.model import train as model_train
 from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir
 from kolectra.model.config import preset as model_preset
@@ -43,6 +43,7 @@ LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
 LIBS_VOCAB = ("tokenizers", "transformers", "sentencepiece")
 LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy")
 LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
+LIBS_FINETUNE = LIBS_TORCH + ("tokenizers", "datasets")
 
 
 def artifact_name(name: str | None, default: str) -> str:
@@ -180,13 +181,14 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
              preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
              force: bool = False) -> Artifact:
-    tasks = {"nsmc": (nsmc, ft_config.NSMC_PRESETS), "korquad": (korquad, ft_config.KORQUAD_PRESETS)}
-    if task not in tasks:
-        raise ArtifactError(f"unknown fine-tuning task {task!r}")
-    task_module, presets = tasks[task]
-    if preset not in presets:
-        raise ArtifactError(f"{task}: unknown preset {preset!r} (known: {', '.join(presets)})")
-    cfg = _configure(presets[preset](), sets, seed)
+    if task not in FINETUNE_TASKS:
+        raise ArtifactError(f"unknown fine-tuning task {task!r} (known: {', '.join(FINETUNE_TASKS)})")
+    entry = FINETUNE_TASKS[task]
+    if preset not in entry.presets:
+        raise ArtifactError(f"{task}: unknown preset {preset!r} (known: {', '.join(entry.presets)})")
+    cfg = _configure(entry.presets[preset](), sets, seed)
+    cfg.validate()
+    task_module = entry.load()
     model_dir, parents, model_inputs = resolve_model(store, model_ref)
     for f in (train_file, eval_file):
         if not Path(f).is_file():
@@ -194,10 +196,12 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     inputs = model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)]))
     req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
                   config={"task": task, "preset": preset, **to_dict(cfg)}, parents=parents, inputs=inputs,
-                  libraries=LIBS_TORCH)
+                  libraries=LIBS_FINETUNE)
+    # tokenised splits are kept between runs (e.g. --seeds) outside every hashed artifact
+    cache = store.root / ".cache" / "finetune"
     return store.build(
-        req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force
-    )
+        req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out, cache_dir=cache),
+        force)
 
 
 def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,

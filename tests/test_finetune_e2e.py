@@ -97,7 +97,7 @@ def check_learning_curve(out: Path, m: dict) -> None:
 def test_korquad_end_to_end_overfits_fixture_and_is_deterministic(tiny_model, tmp_path):
     cfg = dataclasses.replace(sample_korquad(), max_length=64, doc_stride=32, max_query_length=24,
                               batch_size=16, epochs=8, max_train_examples=12, max_eval_examples=12,
-                              optim=OptimConfig(lr=5e-3, warmup_fraction=0.1))
+                              optim=OptimConfig(lr=5e-3, warmup_fraction=0.1), train_on_eval=True)
     outs = []
     for k in range(2):
         out = tmp_path / f"out{k}"

@@ -1,0 +1,148 @@
+"""Fine-tuning data as ``datasets.Dataset``: rows from a task's reader, tokenised with ``map``, padded once.
+
+A task reads its files into rows (``Dataset.from_dict``), :func:`split_dev` carves a seeded dev
+set where the task has none, and :func:`tokenize` runs the task's tokenising function with
+``Dataset.map(batched=True)``.  Given a cache folder (the stage passes ``ROOT/.cache/finetune``,
+outside every hashed artifact), ``map`` writes its result there as an Arrow file named by a key
+of everything that decides it: the rows' content (hashed from their Arrow bytes), the
+tokenizer's files, the task's encoding settings and the library versions; a second run with the
+same key (another seed, ``--seeds``) memory-maps that file instead of tokenising again.  Without
+a cache folder (tests) everything stays in memory.  Either way the values are the same.
+
+:class:`Features` then pads the tokenised columns into numpy arrays once, so a training batch is
+a row selection and a column cut (no Python loop per batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from kolectra.finetune.files import FinetuneError, sha256
+from kolectra.finetune.progress import quiet_libraries
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+# Fill value of a padded column: [PAD] for ids, -100 (ignored by the loss) for per-token labels.
+FILL = {"labels": -100}
+
+
+def split_dev(rows: Sequence, dev_fraction: float, seed: int) -> tuple[list, list]:
+    """Seeded shuffle of the train rows; the first ``dev_fraction`` become dev (in file order).
+
+    The train side keeps the shuffled order, so ``max_train_examples`` takes a random subset."""
+    if not 0.0 < dev_fraction < 1.0:
+        raise FinetuneError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    n_dev = max(1, int(round(dev_fraction * len(rows))))
+    if n_dev >= len(rows):
+        raise FinetuneError(f"train file has {len(rows)} rows: too few to carve a dev set")
+    return [rows[i] for i in order[n_dev:]], [rows[i] for i in sorted(order[:n_dev])]
+
+
+def rows(columns: dict[str, list]):
+    """A task's rows as an in-memory ``datasets.Dataset``."""
+    import datasets  # noqa: PLC0415 - heavy import
+
+    return datasets.Dataset.from_dict(columns)
+
+
+def content_key(ds) -> str:
+    """sha256 of the dataset's Arrow bytes: equal rows, equal key."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    sink = pa.BufferOutputStream()
+    table = ds.data.table
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+
+def tokenizer_key(model_dir: Path) -> str:
+    files = {name: sha256(Path(model_dir) / name) for name in TOKENIZER_FILES if (Path(model_dir) / name).is_file()}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def tokenize(ds, fn: Callable[[dict, list[int]], dict], *, desc: str, settings: dict,
+             cache_dir: Path | None = None):
+    """``ds.map(fn, batched=True, with_indices=True)``, the input columns replaced by ``fn``'s.
+
+    ``settings`` must name everything besides the rows that decides the output (tokenizer key,
+    lengths, the task's encoding version); it goes into the cache key."""
+    libs = {name: metadata.version(name) for name in ("datasets", "tokenizers", "transformers")}
+    key = hashlib.sha256(json.dumps({"rows": content_key(ds), "settings": settings, "libraries": libs},
+                                    sort_keys=True).encode()).hexdigest()[:32]
+    kwargs = dict(batched=True, with_indices=True, remove_columns=ds.column_names, desc=desc,
+                  new_fingerprint=key)
+    with quiet_libraries():
+        if cache_dir is None:
+            return ds.map(fn, keep_in_memory=True, **kwargs)
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        return ds.map(fn, cache_file_name=str(Path(cache_dir) / f"{key}.arrow"), load_from_cache_file=True,
+                      **kwargs)
+
+
+@dataclasses.dataclass
+class Features:
+    """A tokenised split as padded arrays: per-token ``[N, W]`` (W = the longest row) and per-row ``[N]``.
+
+    ``batch(idx, width)`` cuts (or pads) the per-token arrays to ``width`` columns and adds the
+    attention mask from the row lengths."""
+
+    per_token: dict[str, np.ndarray]
+    per_row: dict[str, np.ndarray]
+    lengths: np.ndarray
+    pad_id: int
+
+    @classmethod
+    def of(cls, ds, pad_id: int, per_token: Sequence[str], per_row: Sequence[str] = ()) -> "Features":
+        lengths = padded_column(ds, "input_ids", 0)[1]
+        tok = {k: padded_column(ds, k, pad_id if k == "input_ids" else FILL.get(k, 0))[0] for k in per_token}
+        row = {k: _row_array(ds, k) for k in per_row}
+        return cls(tok, row, lengths, pad_id)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    def batch(self, idx: np.ndarray, width: int, labels: bool = True) -> dict[str, np.ndarray]:
+        out = {}
+        for k, a in self.per_token.items():
+            if not labels and k not in MODEL_INPUTS:
+                continue
+            v = a[idx, :width]
+            if v.shape[1] < width:  # a fixed width (static shapes) wider than the longest row
+                fill = self.pad_id if k == "input_ids" else FILL.get(k, 0)
+                v = np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=fill)
+            out[k] = v
+        out["attention_mask"] = (np.arange(width)[None, :] < self.lengths[idx, None]).astype(np.int64)
+        if labels:
+            out.update({k: a[idx] for k, a in self.per_row.items()})
+        return out
+
+
+def padded_column(ds, name: str, fill: int) -> tuple[np.ndarray, np.ndarray]:
+    """A list column as ``[N, longest]`` int64 (``fill`` after each row's end) and its row lengths."""
+    col = ds.data.table.column(name).combine_chunks()
+    offsets = col.offsets.to_numpy()
+    lengths = np.diff(offsets).astype(np.int64)
+    values = col.values.to_numpy(zero_copy_only=False).astype(np.int64)[offsets[0]:offsets[-1]]
+    out = np.full((len(lengths), max(1, int(lengths.max(initial=1)))), fill, dtype=np.int64)
+    out[np.arange(out.shape[1])[None, :] < lengths[:, None]] = values
+    return out, lengths
+
+
+def _row_array(ds, name: str) -> np.ndarray:
+    a = ds.data.table.column(name).to_numpy()
+    return a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64)

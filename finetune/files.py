@@ -1,0 +1,46 @@
+"""The fine-tuning stage's files: the error for bad inputs, deterministic JSON writers, file identity.
+
+Torch-free, so the readers (``nsmc_reader``, ``squad_data``) and the report code import it
+without pulling in the training runtime.  :class:`FinetuneError` is a ``ValueError``: the CLI
+prints it as one line (``kolectra finetune: error: <file>:<line>: ...``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable
+
+
+class FinetuneError(ValueError):
+    """Bad input to the fine-tuning stage; the message names the file (and line or JSON path)."""
+
+
+def write_json(path: Path, obj) -> None:
+    """Sorted keys, UTF-8, trailing newline: the same result gives the same bytes."""
+    Path(path).write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+                          encoding="utf-8")
+
+
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """One JSON object per line, keys in the order given (e.g. predictions for error analysis)."""
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def same_content(a: Path, b: Path) -> bool:
+    """The same file, or two files with the same bytes (a copy of the evaluation file)."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    return a.stat().st_size == b.stat().st_size and sha256(a) == sha256(b)

@@ -1,0 +1,92 @@
+"""Loading the model to fine-tune, with the checks that keep a wrong directory from training quietly.
+
+A model directory is our checkpoint's ``hf/discriminator/`` or any Hugging Face ELECTRA
+discriminator directory.  :func:`load_model` builds the task's ``AutoModelFor*`` from it with a
+fresh head initialised from the seed, places it on the :class:`~kolectra.model.device.Device`,
+and refuses, naming what is wrong, a directory whose weights do not fill the encoder (renamed
+keys would otherwise leave it at random initialisation, a run that "works" and learns from
+scratch), a tokenizer larger than the embedding table, or a ``max_length`` beyond the position
+table.  ``random_init=true`` asks for random encoder weights on purpose (a no-pretraining baseline).
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import torch
+
+from kolectra.core.config import ConfigError
+from kolectra.finetune.config import TaskConfig
+from kolectra.finetune.files import FinetuneError
+from kolectra.model.device import Device
+from kolectra.model.electra import count_parameters
+
+SHOWN = 3  # weight names quoted in an error message
+
+
+def load_tokenizer(model_dir: Path):
+    from transformers import AutoTokenizer  # noqa: PLC0415 - heavy import
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FinetuneError(f"{model_dir}: not a HF model directory (no config.json)")
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    if not tok.is_fast:
+        raise FinetuneError(f"{model_dir}: a fast tokenizer (tokenizer.json) is needed for offsets")
+    return tok
+
+
+def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, tokenizer,
+               **config_kwargs) -> torch.nn.Module:
+    """``transformers.<auto_class>`` from ``model_dir`` on ``dev``; the head (and with
+    ``random_init`` the encoder) drawn from ``cfg.seed``."""
+    import transformers  # noqa: PLC0415 - heavy import
+
+    model_dir = Path(model_dir)
+    config = transformers.AutoConfig.from_pretrained(str(model_dir), **config_kwargs)
+    check_fits(config, cfg, len(tokenizer), model_dir)
+    auto = getattr(transformers, auto_class)
+    dev.seed(cfg.seed)  # the new head's initialisation draws from the global generator
+    if cfg.random_init:
+        return dev.place(auto.from_config(config))
+    try:
+        model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True)
+    except (OSError, RuntimeError, ValueError) as e:
+        raise FinetuneError(f"{model_dir}: cannot load its weights ({str(e).strip().splitlines()[0]})") from None
+    check_weights(model, info, model_dir)
+    return dev.place(model)
+
+
+def check_fits(config, cfg: TaskConfig, vocab: int, model_dir: Path) -> None:
+    positions = int(getattr(config, "max_position_embeddings", cfg.max_length))
+    if cfg.max_length > positions:
+        raise ConfigError(f"max_length: {cfg.max_length} is longer than the model's {positions} positions "
+                          f"({model_dir / 'config.json'})")
+    if vocab > int(config.vocab_size):
+        raise FinetuneError(f"{model_dir}: the tokenizer has {vocab} tokens but the model's embedding table "
+                            f"{config.vocab_size}: they do not belong together")
+
+
+def check_weights(model: torch.nn.Module, info: dict, model_dir: Path) -> None:
+    """Every encoder weight must come from the directory; only the new task head may be missing."""
+    prefix = f"{model.base_model_prefix}."
+    missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith(prefix))
+    if not missing:
+        return
+    total = sum(1 for k, _ in model.named_parameters() if k.startswith(prefix))
+    found = sorted(info.get("unexpected_keys", ()))[:SHOWN]
+    raise FinetuneError(
+        f"{model_dir}: {len(missing)} of {total} encoder weights are missing from its weights file "
+        f"({', '.join(missing[:SHOWN])}{', ...' if len(missing) > SHOWN else ''})"
+        + (f"; it holds others ({', '.join(found)}, ...)" if found else "")
+        + ": these are not an ELECTRA discriminator's weights. Fine-tuning would start from random weights; "
+          "pass --set random_init=true to do that on purpose")
+
+
+def compute_record(model: torch.nn.Module, dev: Device, cfg: TaskConfig, wall_seconds: float, **extra) -> dict:
+    """The eval artifact's ``compute``: what ran where, how long, how many parameters."""
+    return {"parameters": count_parameters(model), "wall_seconds": round(wall_seconds, 3),
+            "device": dev.name, "device_description": dev.describe(),
+            "host_cpu": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
+            "precision": "bf16-autocast" if cfg.bf16 else "fp32", **extra}

@@ -1,0 +1,150 @@
+"""Fine-tuning refuses what cannot work, in one line naming the key or the file, and says when a run learned nothing.
+
+Each case was reproduced on main before the fix: a model directory with renamed weights trained
+from random initialisation with exit 0; KorQuAD training data with no answer at its offset trained
+on zero answer windows; a non-object item ended in AttributeError; training on the scored file,
+``epochs=0``, ``max_length=2`` and ``max_train_examples=-5`` were accepted.
+"""
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from kolectra.core.config import ConfigError, override
+from kolectra.finetune import korquad, nsmc
+from kolectra.finetune.config import KorquadConfig, NsmcConfig, sample_korquad, sample_nsmc
+from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.skeleton import majority_warning
+from kolectra.finetune.squad_data import read_squad
+from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.cli import main
+from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
+
+
+def small_nsmc(**kw):
+    return dataclasses.replace(sample_nsmc(), **{"max_length": 32, "batch_size": 16, "epochs": 1,
+                                                 "max_train_examples": 0, "max_eval_examples": 0, **kw})
+
+
+@pytest.mark.parametrize("sets, key", [(["epochs=0"], "epochs"), (["max_length=2"], "max_length"),
+                                       (["max_train_examples=-5"], "max_train_examples"),
+                                       (["max_eval_examples=-1"], "max_eval_examples"),
+                                       (["batch_size=0"], "batch_size"), (["device=tpu"], "device"),
+                                       (["optim.warmup_fraction=1.5"], "optim.warmup_fraction"),
+                                       (["dev_fraction=1"], "dev_fraction")])
+def test_impossible_settings_name_their_key(sets, key):
+    cfg = override(NsmcConfig(), sets)
+    with pytest.raises(ConfigError, match=rf"^{key}: must be"):
+        cfg.validate()
+    with pytest.raises(ConfigError, match="^max_query_length: must be between 1 and max_length - 4"):
+        override(KorquadConfig(), ["max_length=64", "max_query_length=64"]).validate()
+
+
+def test_cli_prints_a_bad_setting_as_one_line(tmp_path, capsys):
+    train = nsmc_file(tmp_path / "train.txt", 20, 0)
+    test = nsmc_file(tmp_path / "test.txt", 10, 1)
+    argv = ["finetune", "nsmc", "--model", str(tmp_path), "--train", str(train), "--test", str(test),
+            "--out", str(tmp_path / "store"), "--set", "epochs=0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kolectra finetune: error: epochs: must be at least 1, got 0"]
+    assert not Store(tmp_path / "store").list()
+
+
+def test_renamed_weights_are_refused_unless_random_init_is_asked_for(tiny_model, tmp_path, capsys):
+    from safetensors.torch import load_file, save_file
+
+    renamed = tmp_path / "renamed"
+    shutil.copytree(tiny_model, renamed)
+    weights = load_file(renamed / "model.safetensors")
+    save_file({k.replace("electra.", "encoder."): v for k, v in weights.items()}, renamed / "model.safetensors")
+    train, test = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 10, 1)
+    with pytest.raises(FinetuneError, match=r"encoder weights are missing .*electra\.embeddings.*"
+                                            r"random_init=true") as e:
+        nsmc.run(small_nsmc(), renamed, train, test, tmp_path / "out")
+    assert "\n" not in str(e.value) and str(renamed) in str(e.value)
+    result = nsmc.run(small_nsmc(random_init=True), renamed, train, test, tmp_path / "out")
+    assert 0.0 <= result.stats["accuracy"] <= 1.0
+    # the same directory with its own weights: nothing is missing
+    nsmc.run(small_nsmc(), tiny_model, train, test, tmp_path / "out2")
+
+
+def test_max_length_beyond_the_position_table_is_refused(tiny_model, tmp_path):
+    train, test = nsmc_file(tmp_path / "train.txt", 20, 0), nsmc_file(tmp_path / "test.txt", 10, 1)
+    with pytest.raises(ConfigError, match=r"^max_length: 200 is longer than the model's 128 positions"):
+        nsmc.run(small_nsmc(max_length=200), tiny_model, train, test, tmp_path / "out")
+
+
+def test_training_on_the_scored_file_needs_asking(tiny_model, tmp_path):
+    copy = tmp_path / "copy.json"
+    shutil.copy(FIXTURE, copy)
+    cfg = dataclasses.replace(sample_korquad(), max_length=64, max_query_length=24, epochs=1, max_train_examples=4,
+                              max_eval_examples=4)
+    for other in (FIXTURE, copy):  # the same path, or the same bytes under another name
+        with pytest.raises(ConfigError, match=r"^train_on_eval: the training file .* is the file scored"):
+            korquad.run(cfg, tiny_model, FIXTURE, other, tmp_path / "out")
+    nsmc_train = nsmc_file(tmp_path / "train.txt", 20, 0)
+    with pytest.raises(ConfigError, match="train_on_eval"):
+        nsmc.run(small_nsmc(), tiny_model, nsmc_train, nsmc_train, tmp_path / "out")
+
+
+def _squad(tmp_path, data, name="bad.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps({"version": "t", "data": data}, ensure_ascii=False), encoding="utf-8")
+    return p
+
+
+def test_korquad_items_that_are_not_objects_name_their_json_path(tmp_path):
+    qa = {"id": "a", "question": "호수는?", "answers": [{"text": "천지", "answer_start": 5}]}
+    cases = {
+        r"data\[0\]: expected an object, got str": ["백두산"],
+        r"data\[0\]\.paragraphs\[0\]: expected an object, got int": [{"paragraphs": [7]}],
+        r"data\[0\]\.paragraphs: expected a list, got dict": [{"paragraphs": {"context": "x"}}],
+        r"data\[0\]\.paragraphs\[0\]\.qas\[1\]: expected an object, got list": [
+            {"paragraphs": [{"context": "백두산의 천지", "qas": [qa, ["q"]]}]}],
+        r"question 'a' \(data\[0\]\.paragraphs\[0\]\): answers need 'text'": [
+            {"paragraphs": [{"context": "백두산의 천지", "qas": [dict(qa, answers=["천지"])]}]}],
+    }
+    for message, data in cases.items():
+        with pytest.raises(FinetuneError, match=rf"bad\.json: {message}"):
+            read_squad(_squad(tmp_path, data))
+
+
+def test_korquad_training_data_without_a_matching_answer_is_refused(tiny_model, tmp_path):
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    for article in doc["data"]:
+        for para in article["paragraphs"]:
+            for qa in para["qas"]:
+                for a in qa["answers"]:
+                    a["answer_start"] = len(para["context"]) + 5  # past the end of the context
+    train = _squad(tmp_path, doc["data"], "shifted.json")
+    cfg = dataclasses.replace(sample_korquad(), max_length=64, max_query_length=24, epochs=1)
+    with pytest.raises(FinetuneError, match=r"shifted\.json: no training question has its answer at its "
+                                            r"answer_start \(\d+ mismatches\): nothing to learn from"):
+        korquad.run(cfg, tiny_model, train, FIXTURE, tmp_path / "out")
+
+
+def test_a_run_that_learned_nothing_says_so(tiny_model, tmp_path, capsys):
+    # every training review is positive: the model can only learn to say "positive"
+    src = nsmc_file(tmp_path / "src.txt", 60, 0).read_text(encoding="utf-8").splitlines()
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join([src[0]] + [r.rsplit("\t", 1)[0] + "\t1" for r in src[1:]]) + "\n", encoding="utf-8")
+    test = nsmc_file(tmp_path / "test.txt", 20, 1)
+    out = tmp_path / "out"
+    nsmc.run(small_nsmc(epochs=2, optim=dataclasses.replace(sample_nsmc().optim, lr=1e-3)), tiny_model, train,
+             test, out)
+    health = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["health"]
+    assert health["ok"] is False
+    assert health["warnings"][0].startswith("the model predicts class 1 for all 12 dev rows: it learned nothing")
+    assert "WARNING: the model predicts class 1" in capsys.readouterr().err
+
+
+def test_majority_warning_wording():
+    labels = np.array([0, 0, 0, 1])
+    assert majority_warning(labels, np.array([0, 0, 0, 1]), "dev") == []
+    assert "predicts class 0 for all 4 dev rows" in majority_warning(labels, np.zeros(4, int), "dev")[0]
+    worse = majority_warning(labels, np.array([1, 0, 0, 0]), "dev")[0]
+    assert worse.startswith("dev accuracy 50.00% is no better than always predicting the majority class 0 (75.00%")
