@@ -92,9 +92,10 @@ class Korquad(skeleton.Task):
         return {"dev_exact_match": round(scores["exact_match"], 4), "dev_f1": round(scores["f1"], 4)}
 
     def health(self, splits, fit):
-        if all(not spans[0]["text"] for spans in fit.final.predictions.values()):
-            return ["no question got a non-empty answer: the span head learned nothing"]
-        return []
+        empty = sum(1 for spans in fit.final.predictions.values() if not spans[0]["text"])
+        problems = ["no question got a non-empty answer: the span head learned nothing"] if empty == len(
+            fit.final.predictions) else []
+        return problems, {"empty_predictions": empty}
 
     def metrics(self, data, splits, fit):
         s, nbest = fit.final.scores, fit.final.predictions

@@ -10,6 +10,8 @@ wants static shapes (XLA compiles one program per shape).  Training visits the r
 shuffle (a generator of its own, so dropout draws do not move the order); evaluation goes
 shortest first (:func:`length_sorted_batches`), which leaves almost no padding and does not
 change any result.  The loss is summed on the device and read back once per curve point.
+Progress is :mod:`kolectra.core.bars`' (a bar per epoch, the evaluation's below it; plain lines
+without a terminal).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from kolectra.core.bars import Bar
 from kolectra.core.stage import progress
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.features import Features
-from kolectra.finetune.progress import bar
 from kolectra.model import optim
 from kolectra.model.device import Device
 from kolectra.model.electra import attention_bias
@@ -82,58 +84,74 @@ def train_epochs(model: torch.nn.Module, dev: Device, feats: Features, cfg: Task
 
     ``after_epoch(epoch)`` (dev evaluation) returns extra fields for that epoch's record.
     The loss curve gets about ``curve_points`` points whatever the run's length."""
-    steps_per_epoch = math.ceil(len(feats) / cfg.batch_size)
-    total = max(1, steps_per_epoch * cfg.epochs)
-    log = TrainLog([], [], [], steps_per_epoch, max(1, total // max(1, curve_points)))
-    o = cfg.optim
-    opt = optim.build(model, o.lr, o.weight_decay, tuple(o.adam_betas), o.adam_eps, fused=dev.fused_optimizer,
-                      layerwise_decay=o.layerwise_lr_decay, num_layers=int(model.config.num_hidden_layers))
-    warmup = int(round(o.warmup_fraction * total))
-    order = torch.Generator().manual_seed(cfg.seed)
-
-    def step(idx: np.ndarray, k: int, sums: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-        """One update; the loss added to the running ``sums`` inside the step's graph (on XLA one
-        program for every step, the first of an epoch included)."""
-        optim.set_lr(opt, k, optim.lr_scale(k, warmup, total))
-        with dev.autocast():
-            loss = model(**inputs(feats, idx, dev, cfg.max_length)).loss
-        loss.backward()
-        if o.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_grad_norm)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        sums = tuple(s + loss.detach().float() for s in sums)
-        dev.step_done()
-        return sums
-
-    done = 0
+    run = _Training(model, dev, feats, cfg, curve_points)
     for epoch in range(1, cfg.epochs + 1):
-        model.train()
         t0 = time.perf_counter()
-        # summed on the device: a float() per step would wait for the device every step
-        loss_sum, window, in_window = dev.zeros_like(torch.zeros(())), dev.zeros_like(torch.zeros(())), 0
-        with bar(steps_per_epoch, f"{name} epoch {epoch}/{cfg.epochs}") as pbar:
-            for idx in shuffled_batches(len(feats), cfg.batch_size, order):
-                loss_sum, window = step(idx, done, (loss_sum, window))
-                in_window, done = in_window + 1, done + 1
-                if in_window == log.log_every or done == epoch * steps_per_epoch:
-                    mean = float(window) / in_window
-                    log.curve.append({"step": done, "epoch": round(done / steps_per_epoch, 6),
-                                      "train_loss": round(mean, 6)})
-                    window, in_window = dev.zeros_like(torch.zeros(())), 0
-                    pbar.set_postfix_str(f"loss {mean:.4f}", refresh=False)
-                pbar.update(1)
-        # float() waits for the device (CUDA/XLA run asynchronously), so the timing is honest
-        record = {"epoch": epoch, "train_loss": round(float(loss_sum) / steps_per_epoch, 6)}
-        seconds = time.perf_counter() - t0
+        with Bar(f"{name} epoch {epoch}/{cfg.epochs}", run.log.steps_per_epoch, "step") as bar:
+            record = {"epoch": epoch, "train_loss": run.epoch(epoch, bar)}
+            seconds = time.perf_counter() - t0  # train_loss was read from the device: the epoch is done
+            if after_epoch is not None:
+                record.update(after_epoch(epoch))  # its evaluation bar shows below this epoch's
         timing = {"epoch": epoch, "seconds": round(seconds, 3),
                   "train_examples_per_second": round(len(feats) / seconds, 2) if seconds > 0 else None}
-        if after_epoch is not None:
-            record.update(after_epoch(epoch))
         progress(f"epoch {epoch}: {json.dumps(record | timing, ensure_ascii=False)}")
-        log.history.append(record)
-        log.timings.append(timing)
-    return log
+        run.log.history.append(record)
+        run.log.timings.append(timing)
+    return run.log
+
+
+class _Training:
+    """The optimizer, schedule, batch order and loss log of one :func:`train_epochs` call."""
+
+    def __init__(self, model: torch.nn.Module, dev: Device, feats: Features, cfg: TaskConfig, curve_points: int):
+        self.model, self.dev, self.feats, self.cfg, o = model, dev, feats, cfg, cfg.optim
+        steps_per_epoch = math.ceil(len(feats) / cfg.batch_size)
+        self.total = max(1, steps_per_epoch * cfg.epochs)
+        self.log = TrainLog([], [], [], steps_per_epoch, max(1, self.total // max(1, curve_points)))
+        self.opt = optim.build(model, o.lr, o.weight_decay, tuple(o.adam_betas), o.adam_eps,
+                               fused=dev.fused_optimizer, layerwise_decay=o.layerwise_lr_decay,
+                               num_layers=int(model.config.num_hidden_layers))
+        self.warmup = int(round(o.warmup_fraction * self.total))
+        self.order = torch.Generator().manual_seed(cfg.seed)  # its own: dropout draws do not move it
+        self.done = 0
+
+    def epoch(self, epoch: int, bar: Bar) -> float:
+        """One pass over the rows; the epoch's mean loss, rounded for metrics.json."""
+        self.model.train()
+        log, zero = self.log, lambda: self.dev.zeros_like(torch.zeros(()))
+        # summed on the device: a float() per step would wait for the device every step
+        loss_sum, window, in_window = zero(), zero(), 0
+        for idx in shuffled_batches(len(self.feats), self.cfg.batch_size, self.order):
+            loss_sum, window = self.step(idx, (loss_sum, window))
+            bar.advance()
+            in_window += 1
+            if in_window == log.log_every or self.done == epoch * log.steps_per_epoch:
+                mean = float(window) / in_window
+                log.curve.append({"step": self.done, "epoch": round(self.done / log.steps_per_epoch, 6),
+                                  "train_loss": round(mean, 6)})
+                window, in_window = zero(), 0
+                # a bar shows every point; without a terminal a line every 50 steps or so
+                if bar.bar is not None or self.done % max(50, log.log_every) < log.log_every:
+                    bar.report(f"loss {mean:.4f}")
+        # float() waits for the device (CUDA/XLA run asynchronously), so the timing is honest
+        return round(float(loss_sum) / log.steps_per_epoch, 6)
+
+    def step(self, idx: np.ndarray, sums: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        """One update; the loss added to the running ``sums`` inside the step's graph (on XLA one
+        program for every step, the first of an epoch included)."""
+        o = self.cfg.optim
+        optim.set_lr(self.opt, self.done, optim.lr_scale(self.done, self.warmup, self.total))
+        with self.dev.autocast():
+            loss = self.model(**inputs(self.feats, idx, self.dev, self.cfg.max_length)).loss
+        loss.backward()
+        if o.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), o.max_grad_norm)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        sums = tuple(s + loss.detach().float() for s in sums)
+        self.dev.step_done()
+        self.done += 1
+        return sums
 
 
 @torch.no_grad()
@@ -144,7 +162,7 @@ def predict(model: torch.nn.Module, dev: Device, feats: Features, cfg: TaskConfi
     model.eval()
     got: dict[str, list] = {k: [None] * len(feats) for k in outputs}
     batches = list(length_sorted_batches(feats.lengths, cfg.eval_batch_size))
-    with bar(len(batches), name, unit="batch") as pbar:
+    with Bar(name, len(batches), "batch") as bar:
         for idx in batches:
             with dev.autocast():
                 result = model(**inputs(feats, idx, dev, cfg.max_length, labels=False))
@@ -153,5 +171,5 @@ def predict(model: torch.nn.Module, dev: Device, feats: Features, cfg: TaskConfi
                 values = getattr(result, key).float().cpu().numpy()
                 for row, i in enumerate(idx):
                     got[key][i] = values[row, :feats.lengths[i]] if per_token else values[row]
-            pbar.update(1)
+            bar.advance()
     return got

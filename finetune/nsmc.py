@@ -4,7 +4,8 @@ Reads the NSMC files (:mod:`finetune.nsmc_reader`), carves a seeded dev set out 
 fine-tunes a two-class head on an ELECTRA discriminator directory, keeps the epoch with the best
 *dev* accuracy and only then scores the test file once (the steps: :mod:`finetune.skeleton`).
 Writes ``metrics.json`` (``accuracy`` as a fraction, ``accuracy_pct``, ``best_epoch``,
-``dev_accuracy``, per-epoch records, reader counts, ``health``), ``predictions.jsonl`` (per test
+``dev_accuracy``, per-epoch records, reader counts, ``health``: ``not_learning`` when the model
+predicts one class for every dev row or does no better than the majority class), ``predictions.jsonl`` (per test
 row: id, text, label, predicted, probability of the predicted class; for error analysis) and
 ``learning_curve.{png,json}``; the CLI turns the directory into an ``eval`` artifact.
 """
@@ -68,8 +69,7 @@ class Nsmc(skeleton.Task):
         return scores["accuracy"]
 
     def health(self, splits, fit):
-        return skeleton.majority_warning(splits["dev"].feats.per_row["labels"], fit.dev.predictions["predicted"],
-                                         "dev")
+        return skeleton.majority_check(splits["dev"].feats.per_row["labels"], fit.dev.predictions["predicted"], "dev")
 
     def metrics(self, data, splits, fit):
         accuracy = fit.final.scores["accuracy"]

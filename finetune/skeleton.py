@@ -117,9 +117,9 @@ class Task:
         """Higher is better; the first epoch reaching the maximum is kept."""
         raise NotImplementedError
 
-    def health(self, splits: dict[str, Split], fit: Fit) -> list[str]:
-        """Plain-words warnings about a run that finished but learned nothing."""
-        return []
+    def health(self, splits: dict[str, Split], fit: Fit) -> tuple[list[str], dict]:
+        """(problems in plain words, the figures checked): a run that finished but learned nothing."""
+        return [], {}
 
     def metrics(self, data: Data, splits: dict[str, Split], fit: Fit) -> dict:
         raise NotImplementedError
@@ -207,17 +207,20 @@ def train(task: Task, model, dev: Device, splits: dict[str, Split], cfg: TaskCon
 def finish(task: Task, cfg: TaskConfig, data: Data, splits: dict[str, Split], fit: Fit, model, dev: Device,
            out_dir: Path, t_start: float) -> StageOutput:
     """metrics.json, the task's predictions, the learning curve; the table and warnings on stderr."""
-    warnings = task.health(splits, fit)
+    problems, figures = task.health(splits, fit)
+    # the shape of pretraining's verdict (kolectra.model.health): status ok / not_learning
+    health = {"status": "not_learning", "problems": problems, "figures": figures} if problems else \
+        {"status": "ok", "figures": figures}
     metrics = {"task": task.name, **data.facts, **task.metrics(data, splits, fit), "epochs": fit.log.history,
-               "health": {"ok": not warnings, "warnings": warnings}, "config": to_dict(cfg)}
+               "health": health, "config": to_dict(cfg)}
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "metrics.json", metrics)
     task.write(out_dir, splits, fit)
     write_learning_curve(out_dir, task.name, metrics, fit.log)
     for line in task.table(metrics).splitlines():
         progress(line)
-    for w in warnings:
-        progress(f"WARNING: {w}")
+    for problem in problems:
+        progress(f"WARNING: {problem}")
     train, final = splits["train"].feats, splits["test" if "test" in splits else "dev"].feats
     train_seconds = sum(t["seconds"] for t in fit.log.timings)  # epoch timings leave dev evaluation out
     compute = compute_record(
@@ -229,19 +232,21 @@ def finish(task: Task, cfg: TaskConfig, data: Data, splits: dict[str, Split], fi
         epochs=fit.log.timings,
         # ~6 FLOPs per parameter per trained token (Kaplan et al. 2020); padding not counted
         flops=6 * count_parameters(model) * train.tokens * cfg.epochs)
-    return StageOutput(stats={k: metrics[k] for k in task.stats}, compute=compute)
+    return StageOutput(stats={k: metrics[k] for k in (*task.stats, "health")}, compute=compute)
 
 
-def majority_warning(labels: np.ndarray, predicted: np.ndarray, where: str) -> list[str]:
+def majority_check(labels: np.ndarray, predicted: np.ndarray, where: str) -> tuple[list[str], dict]:
     """Classification's "learned nothing": one class predicted for every row, or no better than that."""
     classes, counts = np.unique(labels, return_counts=True)
-    top, share = classes[counts.argmax()], counts.max() / len(labels)
+    top, share = int(classes[counts.argmax()]), float(counts.max() / len(labels))
     accuracy = float((labels == predicted).mean())
     said = np.unique(predicted)
+    figures = {f"{where}_accuracy": accuracy, f"{where}_majority_class": top, f"{where}_majority_share": share,
+               f"{where}_predicted_classes": len(said)}
     if len(said) == 1:
         return [f"the model predicts class {said[0]} for all {len(labels)} {where} rows: it learned nothing "
-                f"({where} accuracy {accuracy:.2%} is just the share of that class)"]
+                f"({where} accuracy {accuracy:.2%} is just the share of that class)"], figures
     if accuracy <= share:
         return [f"{where} accuracy {accuracy:.2%} is no better than always predicting the majority class "
-                f"{top} ({share:.2%} of the {where} rows): the model learned nothing useful"]
-    return []
+                f"{top} ({share:.2%} of the {where} rows): the model learned nothing useful"], figures
+    return [], figures

@@ -17,7 +17,7 @@ from kolectra.core.config import ConfigError, override
 from kolectra.finetune import korquad, nsmc
 from kolectra.finetune.config import KorquadConfig, NsmcConfig, sample_korquad, sample_nsmc
 from kolectra.finetune.files import FinetuneError
-from kolectra.finetune.skeleton import majority_warning
+from kolectra.finetune.skeleton import majority_check
 from kolectra.finetune.squad_data import read_squad
 from kolectra.pipeline.artifacts import Store
 from kolectra.pipeline.cli import main
@@ -137,14 +137,16 @@ def test_a_run_that_learned_nothing_says_so(tiny_model, tmp_path, capsys):
     nsmc.run(small_nsmc(epochs=2, optim=dataclasses.replace(sample_nsmc().optim, lr=1e-3)), tiny_model, train,
              test, out)
     health = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["health"]
-    assert health["ok"] is False
-    assert health["warnings"][0].startswith("the model predicts class 1 for all 12 dev rows: it learned nothing")
+    assert health["status"] == "not_learning" and health["figures"]["dev_predicted_classes"] == 1
+    assert health["problems"][0].startswith("the model predicts class 1 for all 12 dev rows: it learned nothing")
     assert "WARNING: the model predicts class 1" in capsys.readouterr().err
 
 
-def test_majority_warning_wording():
+def test_majority_check_wording():
     labels = np.array([0, 0, 0, 1])
-    assert majority_warning(labels, np.array([0, 0, 0, 1]), "dev") == []
-    assert "predicts class 0 for all 4 dev rows" in majority_warning(labels, np.zeros(4, int), "dev")[0]
-    worse = majority_warning(labels, np.array([1, 0, 0, 0]), "dev")[0]
+    problems, figures = majority_check(labels, np.array([0, 0, 0, 1]), "dev")
+    assert problems == [] and figures == {"dev_accuracy": 1.0, "dev_majority_class": 0, "dev_majority_share": 0.75,
+                                          "dev_predicted_classes": 2}
+    assert "predicts class 0 for all 4 dev rows" in majority_check(labels, np.zeros(4, int), "dev")[0][0]
+    worse = majority_check(labels, np.array([1, 0, 0, 0]), "dev")[0][0]
     assert worse.startswith("dev accuracy 50.00% is no better than always predicting the majority class 0 (75.00%")
