@@ -5,9 +5,10 @@ set where the task has none, and :func:`tokenize` runs the task's tokenising fun
 ``Dataset.map(batched=True)``.  Given a cache folder (the stage passes ``ROOT/.cache/finetune``,
 outside every hashed artifact), ``map`` writes its result there as an Arrow file named by a key
 of everything that decides it: the rows' content (hashed from their Arrow bytes), the
-tokenizer's files, the task's encoding settings and the library versions; a second run with the
-same key (another seed, ``--seeds``) memory-maps that file instead of tokenising again.  Without
-a cache folder (tests) everything stays in memory.  Either way the values are the same.
+tokenizer's files, the task's encoding settings and ``STAGE_VERSION``, the library versions; a
+second run with the same key (another seed, ``--seeds``) memory-maps that file instead of
+tokenising again.  Without a cache folder (tests) everything stays in memory.  Either way the
+values are the same.
 
 :class:`Features` then pads the tokenised columns into numpy arrays once, so a training batch is
 a row selection and a column cut (no Python loop per batch).

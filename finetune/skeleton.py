@@ -18,6 +18,7 @@ and ``run = functools.partial(skeleton.run, TheTask())``; see ``finetune/nsmc.py
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -158,7 +159,9 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
 
 def encode(task: Task, data: Data, tokenizer, cfg: TaskConfig, model_dir: Path,
            cache_dir: Path | None) -> dict[str, Split]:
-    settings = {"task": task.name, "tokenizer": tokenizer_key(model_dir), **task.encoding(cfg)}
+    # the task module's STAGE_VERSION moves whenever its bytes change, encoding included
+    version = getattr(sys.modules[type(task).__module__], "STAGE_VERSION", 0)
+    settings = {"task": task.name, "version": version, "tokenizer": tokenizer_key(model_dir), **task.encoding(cfg)}
     splits = {}
     for name, rows in (("train", data.train), ("dev", data.dev), ("test", data.test)):
         if rows is None:
