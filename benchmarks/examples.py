@@ -86,38 +86,45 @@ def train_vocab(docs: list[tuple[str, str]], vocab_dir: Path, vocab_size: int = 
 
 
 def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
-    """The baseline: one process, no Beam, the same pure functions and the same examples."""
+    """The baseline: one process, no Beam, the same pure functions and the same rows (the
+    default ``packing=isolated``): read documents, ``encode_batch_fast`` ``batch_documents`` at a
+    time, :func:`pack_document`, :func:`fill_rows`, :func:`encode_rows`, one Arrow file a shard."""
     from kolectra.corpus import shards
     from kolectra.corpus.examples import load_tokenizer
-    from kolectra.corpus.packing import doc_rng, encode_pairs, ids_dtype, pack_document
+    from kolectra.corpus.examples_format import arrow_bytes
+    from kolectra.corpus.packing import Sequences, doc_rng, encode_rows, fill_rows, ids_dtype, one_per_row, pack_document
 
     tok = load_tokenizer(vocab_dir)
     dtype = ids_dtype(tok.get_vocab_size())
     out_dir.mkdir(parents=True)
     tokens = examples = 0
     for i, path in enumerate(shards.shard_paths(corpus_dir, cfg.split)):
-        pairs, batch = [], []
+        pairs, lines, ks, batch = [], [], [], []
 
         def flush():
-            flat = [s for _, ss in batch for s in ss]
-            encs = tok.encode_batch(flat, add_special_tokens=False)
+            flat = [s for _, _, ss in batch for s in ss]
+            encs = tok.encode_batch_fast(flat, add_special_tokens=False)
             k = 0
-            for doc_id, ss in batch:
-                pairs.extend(pack_document([e.ids for e in encs[k:k + len(ss)]], cfg, doc_rng(cfg.seed, doc_id))[0])
+            for line, doc_id, ss in batch:
+                doc = pack_document([e.ids for e in encs[k:k + len(ss)]], cfg, doc_rng(cfg.seed, doc_id))[0]
+                pairs.extend(doc)
+                lines.extend([line] * len(doc))
+                ks.extend(range(len(doc)))
                 k += len(ss)
             batch.clear()
 
         with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
+            for line_no, line in enumerate(f, start=1):
                 doc = json.loads(line)
-                batch.append((str(doc["id"]), shards.sentences(doc)))
+                batch.append((line_no, str(doc["id"]), shards.sentences(doc)))
                 if len(batch) == cfg.batch_documents:
                     flush()
         if batch:
             flush()
-        ids, types = encode_pairs(pairs, cfg.max_seq_length, dtype)
-        np.save(out_dir / f"shard-{i:05d}.input_ids.npy", ids)
-        np.save(out_dir / f"shard-{i:05d}.token_type_ids.npy", types)
+        seqs = Sequences.from_pairs(pairs, lines, ks)
+        place = (fill_rows if cfg.packing == "isolated" else lambda n, _: one_per_row(n))(seqs.lengths(), cfg.max_seq_length)
+        ids, types, docs = encode_rows(seqs, place, cfg.max_seq_length, dtype)
+        (out_dir / f"shard-{i:05d}.arrow").write_bytes(arrow_bytes(ids, types, docs))
         tokens += int((ids != 0).sum())
         examples += len(ids)
     return {"tokens": tokens, "examples": examples}
