@@ -165,19 +165,22 @@ class _Source:
     def batch(self, epoch: int, b: int) -> dict[str, np.ndarray]:
         start = b * self.global_batch
         idx = self.epoch_order(epoch)[start + self.rank : start + self.global_batch : self.world_size]
-        batch = {key: self._gather(arrays, idx) for key, arrays in self.columns.items()}
+        batch = self._gather(idx)
         self._check_ids(batch, idx)
         return batch
 
-    def _gather(self, arrays: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+    def _gather(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows ``idx`` of every column, as int64 [len(idx), L] arrays in ``idx`` order."""
         shard_of = np.searchsorted(self.starts, idx, side="right") - 1
-        out = np.empty((len(idx), self.index.max_seq_length), dtype=np.int64)
+        out = {key: np.empty((len(idx), self.index.max_seq_length), dtype=np.int64) for key in self.columns}
         for s in np.unique(shard_of):
             sel = shard_of == s
             rows = idx[sel] - self.starts[s]
             # Sorted reads are friendlier to the page cache; the result goes back in batch order.
             order = np.argsort(rows, kind="stable")
-            out[np.flatnonzero(sel)[order]] = arrays[s][rows[order]]
+            to, rows = np.flatnonzero(sel)[order], rows[order]
+            for key, arrays in self.columns.items():
+                out[key][to] = arrays[s][rows]
         return out
 
     def _check_ids(self, batch: dict[str, np.ndarray], idx: np.ndarray) -> None:
