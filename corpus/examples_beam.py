@@ -73,9 +73,9 @@ def read_lines(path: str, batch: int, part: int = 0, parts: int = 1):
             block = f.read(READ_BYTES)
             if not block:
                 break
-            parts_ = (tail + block).split(b"\n")
-            tail = parts_.pop()
-            lines += parts_
+            pieces = (tail + block).split(b"\n")
+            tail = pieces.pop()
+            lines += pieces
             while len(lines) >= batch:
                 if b % parts == part:
                     yield first, lines[:batch]
