@@ -18,7 +18,7 @@ from tokenizers import Tokenizer, models
 from kolectra.corpus import shards
 from kolectra.core.stage import StageOutput
 from kolectra.corpus.examples import build
-from kolectra.corpus.packing import Placement, Sequences, encode_rows, fill_rows, pack_document
+from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
 from kolectra.pipeline import stages
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.corpus.examples_config import ExamplesConfig
@@ -257,6 +257,16 @@ def test_pack_document_rules():
     singles, _ = pack_document(sents, override(cfg, ["single_segment_prob=1"]), random.Random(0))
     assert all(not b for _, b in singles)
     assert pack_document([[], []], cfg, random.Random(0)) == ([], 0)
+
+
+def test_document_rng_is_seeded_per_document_and_uniform():
+    a, b = doc_rng(0, "doc-1"), doc_rng(0, "doc-1")
+    assert [a.randint(1, 6) for _ in range(20)] == [b.randint(1, 6) for _ in range(20)]  # past the first digest
+    assert [doc_rng(0, "doc-1").random() for _ in range(3)] != [doc_rng(1, "doc-1").random() for _ in range(3)]
+    draws = np.array([doc_rng(0, str(i)).randint(5, 8) for i in range(20_000)])
+    assert set(draws.tolist()) == {5, 6, 7, 8} and np.abs(np.bincount(draws)[5:] / 20_000 - 0.25).max() < 0.012
+    u = np.array([doc_rng(3, str(i)).random() for i in range(20_000)])
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01 and abs((u < 0.1).mean() - 0.1) < 0.01
 
 
 def test_encode_rows_writes_each_sequence_where_placed():
