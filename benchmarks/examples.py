@@ -144,7 +144,7 @@ def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
                     flush()
         if batch:
             flush()
-        seqs = Sequences.from_pairs(pairs, lines, ks)
+        seqs = Sequences.from_pairs(pairs, lines, ks, dtype)
         place = (fill_rows if cfg.packing == "isolated" else lambda n, _: one_per_row(n))(seqs.lengths(), cfg.max_seq_length)
         ids, types, docs = encode_rows(seqs, place, cfg.max_seq_length, dtype)
         (out_dir / f"shard-{i:05d}.arrow").write_bytes(arrow_bytes(ids, types, docs))

@@ -152,7 +152,7 @@ class TokenizeAndPack(beam.DoFn):
             line_U += [line] * len(doc_pairs)
             ks += range(len(doc_pairs))
         yield _tally("truncated_sentences", truncated)
-        yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks))
+        yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks, np.dtype(self.job.dtype)))
 
 
 def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequences, int]:
@@ -167,7 +167,7 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np
         stream = [s for _, sents in docs for s in sents]
         # one RNG for the whole shard: its documents form one stream (see examples_config)
         pairs, truncated = pack_document(stream, cfg, doc_rng(cfg.seed, f"{cfg.split}-shard-{shard}"))
-        seqs = Sequences.from_pairs(pairs, list(range(len(pairs))), [0] * len(pairs))
+        seqs = Sequences.from_pairs(pairs, list(range(len(pairs))), [0] * len(pairs), np.dtype(job.dtype))
     else:
         seqs = Sequences.concat([b for _, b in blocks]).in_corpus_order()
     lengths = seqs.lengths()

@@ -127,13 +127,14 @@ class Sequences:
     k_U: np.ndarray  # int32
     a_U: np.ndarray  # int32, tokens of segment A
     b_U: np.ndarray  # int32, tokens of segment B (0: one segment)
-    tokens_T: np.ndarray  # int32
+    tokens_T: np.ndarray  # the artifact's id dtype (uint16 for most vocabularies): half the bytes to move
 
     @staticmethod
-    def from_pairs(pairs: list[tuple[list[int], list[int]]], lines: list[int], ks: list[int]) -> "Sequences":
+    def from_pairs(pairs: list[tuple[list[int], list[int]]], lines: list[int], ks: list[int],
+                   dtype: np.dtype = np.dtype(np.int32)) -> "Sequences":
         a = np.fromiter((len(p[0]) for p in pairs), np.int32, len(pairs))
         b = np.fromiter((len(p[1]) for p in pairs), np.int32, len(pairs))
-        tokens = np.fromiter((t for p in pairs for seg in p for t in seg), np.int32, int(a.sum() + b.sum()))
+        tokens = np.fromiter((t for p in pairs for seg in p for t in seg), dtype, int(a.sum() + b.sum()))
         return Sequences(np.asarray(lines, np.int64), np.asarray(ks, np.int32), a, b, tokens)
 
     @staticmethod
