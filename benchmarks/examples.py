@@ -4,9 +4,13 @@ Figures, all on NSMC movie reviews (``shared/data/corpus/nsmc-reviews/``):
 
 - headline: tokens/s of the examples stage's Beam job (:func:`corpus.examples.build`, default
   runner options: in-process FnApiRunner, worker processes by input size) against a plain
-  single-process loop over the same pure core (read documents, ``encode_batch`` 256 documents
-  at a time, :func:`pack_document`, :func:`encode_pairs`, ``np.save``) — what the stage was
-  before it became a Beam job. Both write the same examples.
+  single-process loop over the same pure core (read documents, ``encode_batch_fast``
+  ``batch_documents`` at a time, :func:`pack_document`, :func:`fill_rows`, :func:`encode_rows`,
+  one Arrow file a shard) — what the stage would be without Beam. Both write the same rows.
+  The aim (issue 19) is at least 0.9 of the plain loop per worker: ``ratio_per_worker`` is
+  the ratio over the number of Beam workers. On a shared machine the wall clock says little
+  about a worker's share of the cores, so ``cpu_ratio`` compares CPU seconds (all processes,
+  the workers included): the plain loop's over Beam's, the work Beam adds per unit of output.
 - ``loader``: batches/s of :class:`model.data.ExampleLoader` (memory-mapped, shuffled, with
   prefetch) at the ``small`` preset's batch (128 x 128) against the steps/s the trainer
   consumes at that preset on this machine's CPU (:func:`model.rtd.electra_step` + backward +
@@ -30,7 +34,9 @@ from pathlib import Path
 
 import gzip
 import json
+import os
 import re
+import resource
 import tempfile
 import time
 
@@ -43,6 +49,23 @@ from common import reviews as common_reviews
 QUICK_REVIEWS = 20_000
 CORPUS_SHARDS = 4  # as the corpus stage's default
 _SENTENCE_END = re.compile(r"(?<=[.!?…~])\s+")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (Beam's worker processes)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def beam_workers(beam_args: list[str], corpus_dir: Path) -> int:
+    """The worker processes the stage runs with these options (as :func:`corpus.examples.build`)."""
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    from kolectra.corpus import shards
+    from kolectra.corpus.runners import input_bytes, pipeline_options
+
+    paths = [str(p) for p in shards.shard_paths(corpus_dir, "train")]
+    return pipeline_options(list(beam_args), input_bytes(paths)).view_as(DirectOptions).direct_num_workers or 1
 
 
 def reviews(limit: int | None) -> list[tuple[str, str]]:
@@ -86,38 +109,45 @@ def train_vocab(docs: list[tuple[str, str]], vocab_dir: Path, vocab_size: int = 
 
 
 def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
-    """The baseline: one process, no Beam, the same pure functions and the same examples."""
+    """The baseline: one process, no Beam, the same pure functions and the same rows (the
+    default ``packing=isolated``): read documents, ``encode_batch_fast`` ``batch_documents`` at a
+    time, :func:`pack_document`, :func:`fill_rows`, :func:`encode_rows`, one Arrow file a shard."""
     from kolectra.corpus import shards
     from kolectra.corpus.examples import load_tokenizer
-    from kolectra.corpus.packing import doc_rng, encode_pairs, ids_dtype, pack_document
+    from kolectra.corpus.examples_format import arrow_bytes
+    from kolectra.corpus.packing import Sequences, doc_rng, encode_rows, fill_rows, ids_dtype, one_per_row, pack_document
 
     tok = load_tokenizer(vocab_dir)
     dtype = ids_dtype(tok.get_vocab_size())
     out_dir.mkdir(parents=True)
     tokens = examples = 0
     for i, path in enumerate(shards.shard_paths(corpus_dir, cfg.split)):
-        pairs, batch = [], []
+        pairs, lines, ks, batch = [], [], [], []
 
         def flush():
-            flat = [s for _, ss in batch for s in ss]
-            encs = tok.encode_batch(flat, add_special_tokens=False)
+            flat = [s for _, _, ss in batch for s in ss]
+            encs = tok.encode_batch_fast(flat, add_special_tokens=False)
             k = 0
-            for doc_id, ss in batch:
-                pairs.extend(pack_document([e.ids for e in encs[k:k + len(ss)]], cfg, doc_rng(cfg.seed, doc_id))[0])
+            for line, doc_id, ss in batch:
+                doc = pack_document([e.ids for e in encs[k:k + len(ss)]], cfg, doc_rng(cfg.seed, doc_id))[0]
+                pairs.extend(doc)
+                lines.extend([line] * len(doc))
+                ks.extend(range(len(doc)))
                 k += len(ss)
             batch.clear()
 
         with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
+            for line_no, line in enumerate(f, start=1):
                 doc = json.loads(line)
-                batch.append((str(doc["id"]), shards.sentences(doc)))
+                batch.append((line_no, str(doc["id"]), shards.sentences(doc)))
                 if len(batch) == cfg.batch_documents:
                     flush()
         if batch:
             flush()
-        ids, types = encode_pairs(pairs, cfg.max_seq_length, dtype)
-        np.save(out_dir / f"shard-{i:05d}.input_ids.npy", ids)
-        np.save(out_dir / f"shard-{i:05d}.token_type_ids.npy", types)
+        seqs = Sequences.from_pairs(pairs, lines, ks, dtype)
+        place = (fill_rows if cfg.packing == "isolated" else lambda n, _: one_per_row(n))(seqs.lengths(), cfg.max_seq_length)
+        ids, types, docs = encode_rows(seqs, place, cfg.max_seq_length, dtype)
+        (out_dir / f"shard-{i:05d}.arrow").write_bytes(arrow_bytes(ids, types, docs))
         tokens += int((ids != 0).sum())
         examples += len(ids)
     return {"tokens": tokens, "examples": examples}
@@ -161,8 +191,9 @@ def trainer_rate(examples_dir: Path, vocab_size: int, steps: int, micro_batch: i
         if i == 1:
             t0 = time.perf_counter()
         b = next(loader)
+        doc = torch.from_numpy(b["doc_ids"]) if "doc_ids" in b else None
         loss = rtd.electra_step(model, torch.from_numpy(b["input_ids"]), torch.from_numpy(b["token_type_ids"]),
-                                sp, cfg.objective).loss
+                                sp, cfg.objective, doc_BL=doc).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -195,13 +226,16 @@ def main() -> None:
         vocab_dir = args.vocab or train_vocab(docs, tmp / "vocab")
         cfg = ExamplesConfig(max_seq_length=args.max_seq_length, allow_other_corpus_vocab=args.vocab is None)
 
-        t0 = time.perf_counter()
+        load_before = os.getloadavg()
+        workers = beam_workers(args.beam_arg, corpus_dir)
+        t0, c0 = time.perf_counter(), cpu_seconds()
         (tmp / "beam").mkdir()
         stats = build(cfg, corpus_dir, vocab_dir, tmp / "beam", args.beam_arg).stats
-        beam_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        beam_s, beam_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        t0, c0 = time.perf_counter(), cpu_seconds()
         plain = plain_loop(cfg, corpus_dir, vocab_dir, tmp / "plain")
-        plain_s = time.perf_counter() - t0
+        plain_s, plain_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        load_after = os.getloadavg()
         if plain["tokens"] != stats["tokens"] or plain["examples"] != stats["examples"]:
             sys.exit(f"benchmarks/examples.py: the baseline wrote other examples ({plain} vs {stats})")
 
@@ -219,7 +253,12 @@ def main() -> None:
          {"reviews": len(docs) if docs else None, "corpus": str(args.corpus or "nsmc-reviews (punctuation sentences)"),
           "max_seq_length": cfg.max_seq_length, "beam_args": args.beam_arg, "quick": args.quick,
           "examples": stats["examples"], "tokens": stats["tokens"], "padding_share": stats["padding_share"],
-          "beam_seconds": round(beam_s, 2), "plain_seconds": round(plain_s, 2)},
+          "packing": cfg.packing, "beam_seconds": round(beam_s, 2), "plain_seconds": round(plain_s, 2),
+          "workers": workers},
+         ratio_per_worker=round(value / baseline / workers, 3),
+         cpu_seconds={"beam": round(beam_cpu, 2), "plain": round(plain_cpu, 2)},
+         cpu_ratio=round(plain_cpu / beam_cpu, 3),
+         load_average={"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
          loader={"unit": "batches/s", "value": round(loader_bps, 1), "batch_size": batch,
                  "seq_len": index.max_seq_length,
                  "baseline": {"name": "trainer steps/s at the small preset (CPU)", "value": round(trainer_sps, 4),

@@ -1,19 +1,20 @@
-"""The examples stage: corpus + vocab -> fixed-length ``[CLS] A [SEP] B [SEP]`` id arrays.
+"""The examples stage: corpus + vocab -> fixed-length rows of ``[CLS] A [SEP] B [SEP]`` sequences.
 
 Chain: corpus -> vocab -> **examples** -> pretrain. :func:`build` checks its inputs (the sequence
 length fits the tokenizer, the special tokens sit at their fixed ids; that the vocab was learned
 from this corpus is checked by the orchestration, which holds both parents' manifests), then runs
 the Beam job of :mod:`corpus.examples_beam` with the same runner options as the corpus stage:
 read the corpus shards in batches of documents -> tokenise each batch with the vocab's fast
-tokenizer and pack each document's sentences into sequences (:func:`corpus.packing.pack_document`,
-ELECTRA's recipe, see :mod:`corpus.examples_config`) -> group by corpus
-shard, sort by (line, example) -> ``.npy`` shards, ``index.json`` and ``stats.json`` in the
-format of ``CONTRACT.md``.
+tokenizer and cut each document's sentences into sequences (:func:`corpus.packing.pack_document`,
+ELECTRA's recipe, see :mod:`corpus.examples_config`) -> group by corpus shard, sort by (line,
+sequence), fill rows (by default several sequences a row, each attending only within itself:
+``doc_ids``) -> Arrow shards, ``index.json``, ``stats.json`` and a dataset card that
+``datasets.load_dataset`` reads (:mod:`corpus.examples_format`; ``docs/examples.md``).
 
 Randomness is drawn per document from a generator seeded by (seed, document id), and every
-output shard is sorted by a key of the corpus (line within the corpus shard, example within the
-document), so the bytes do not depend on batching, bundling or the number of workers. Examples
-come out in corpus order; the pretraining loader shuffles.
+shard's sequences are sorted by a key of the corpus (line within the corpus shard, sequence
+within the document) before they fill rows, so the bytes do not depend on batching, bundling or
+the number of workers. The pretraining loader shuffles the rows.
 """
 
 from __future__ import annotations
@@ -22,17 +23,18 @@ import json
 from pathlib import Path
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions
 from tokenizers import Tokenizer
 
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import examples_beam, shards
-from kolectra.corpus.build import input_bytes, pipeline_options
+from kolectra.corpus.runners import LOCAL_RUNNER, input_bytes, pipeline_options
 from kolectra.corpus.examples_config import MIN_SEQ_LENGTH, ExamplesConfig, default_config  # noqa: F401
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 
 # 2: Beam job; shards are named after the corpus shard they come from (shard-CCCCC-PPPP).
-STAGE_VERSION = 2
+# 3: Arrow shards with doc_ids and a dataset card (index format 2); packing=isolated by default.
+STAGE_VERSION = 3
 
 
 # ---- input checks ---------------------------------------------------------------------------
@@ -78,6 +80,18 @@ def corpus_shards(corpus_dir: Path, split: str) -> list[Path]:
     return paths
 
 
+def parts_per_shard(options, shards: int) -> int:
+    """Workers per corpus shard, so that every worker has a part of some shard to do: from the
+    local runner's ``direct_num_workers``, or a remote runner's ``--num_workers`` /
+    ``--max_num_workers`` (1 when none is given)."""
+    if options.view_as(StandardOptions).runner == LOCAL_RUNNER:
+        workers = options.view_as(DirectOptions).direct_num_workers or 1
+    else:
+        w = options.view_as(WorkerOptions)
+        workers = w.max_num_workers or w.num_workers or 1
+    return max(1, -(-workers // shards))
+
+
 # ---- shell ----------------------------------------------------------------------------------
 def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: Path,
           beam_args: list[str] = ()) -> StageOutput:
@@ -95,13 +109,16 @@ def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: P
     runner = options.view_as(StandardOptions).runner
     direct = options.view_as(DirectOptions)
     workers = f", {direct.direct_num_workers} worker(s)" if direct.direct_num_workers else ""
-    mode = "packing across documents" if cfg.pack_documents else "one document at a time"
+    parts = parts_per_shard(options, len(paths))
+    mode = {"isolated": "several isolated sequences a row", "none": "one sequence a row",
+            "stream": "documents streamed across rows"}[cfg.packing]
     progress(f"examples: {len(paths)} {cfg.split} shard(s) of {corpus_dir} -> sequences of {cfg.max_seq_length} "
              f"({mode}), runner {runner}{workers}")
+    processes = runner != LOCAL_RUNNER or direct.direct_running_mode == "multi_processing"
     job = examples_beam.Job(cfg=cfg, tokenizer_path=str(tokenizer_dir / "tokenizer.json"), dtype=dtype.name,
-                            vocab_size=vocab_size, out_dir=str(out_dir))
+                            vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes)
     with beam.Pipeline(options=options) as p:
-        examples_beam.recipe(p, job, paths)
+        examples_beam.recipe(p, job, paths, parts)
 
     stats = json.loads((out_dir / "stats.json").read_text(encoding="utf-8"))
     if stats["bad_documents"]:

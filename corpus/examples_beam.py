@@ -1,25 +1,33 @@
 """The examples stage's Beam graph (see :mod:`corpus.examples` for the stage and its checks).
 
 Recipe, one labelled step a line in :func:`recipe`:
-corpus shard paths -> read each shard into batches of ``batch_documents`` documents (line
-number, id, sentence strings; unreadable lines become counted ``bad`` records naming file:line)
--> spread the batches over the workers -> tokenise each batch with one ``encode_batch`` call
-(one fast tokenizer per worker, loaded in ``setup``) and pack every document into examples
-(per-document seeded RNG) -> group by corpus shard -> sort by (line, example) and cut into
-``.npy`` shards of at most ``shard_size`` rows -> ``index.json`` and ``stats.json``.
+corpus shard paths -> read each shard into batches of ``batch_documents`` raw lines -> spread
+the batches over the workers -> parse them (line number, id, sentence strings; unreadable lines
+become ``bad`` reports naming file:line), tokenise each batch with one ``encode_batch_fast``
+call (one fast tokenizer per worker, loaded in ``setup``) and cut every document into ELECTRA
+sequences (per-document seeded RNG), kept as flat arrays -> group by corpus shard -> sort the
+shard's sequences by (line, sequence), fill rows (:mod:`corpus.packing`: several isolated
+sequences a row by default) and cut into Arrow shards of at most ``shard_size`` rows ->
+``index.json``, ``stats.json`` and the dataset card (:mod:`corpus.examples_format`).
 
-With ``pack_documents`` the packing moves to the grouped step, where a shard's documents are
-in corpus order, so crossing document boundaries stays deterministic too.
+With ``packing=stream`` the cutting moves to the grouped step, where a shard's documents are in
+corpus order, so crossing document boundaries stays deterministic too.
 
-Counts travel as ``(counter, n)`` side outputs summed in the pipeline (exact on any runner,
-unlike best-effort Beam metrics).
+Work items are large (thousands of documents): each element between two steps costs Beam a
+fixed overhead (coding, bundling), and with few large ones the job runs close to a plain loop
+over the same functions (``benchmarks/examples.py``). The reader only decompresses and splits
+lines, so the parsing too runs on every worker.
+
+Counts, bad lines and the written pieces travel as small reports, collected once at the end
+(exact on any runner, unlike best-effort Beam metrics; one collecting step rather than one
+per kind keeps the graph, and its start-up, small).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
+import os
 from typing import Any
 
 import apache_beam as beam
@@ -28,12 +36,14 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from kolectra.corpus import shards
-from kolectra.corpus.packing import FORMAT, PAD, SPECIAL_IDS, doc_rng, encode_pairs, make_stats, pack_document
 from kolectra.corpus.examples_config import ExamplesConfig
+from kolectra.corpus.examples_format import arrow_bytes, dataset_card, index_document, shard_name
+from kolectra.corpus.packing import (PAD, SPECIAL_IDS, Sequences, doc_rng, encode_rows, fill_rows, make_stats,
+                                     one_per_row, pack_document)
 
-TALLY = "tally"
-BAD = "bad"
+REPORT = "report"  # side output: ("tally", counter, n), ("bad", message) or ("piece", (shard, piece), entry)
 BAD_FILE = "bad_documents.json"  # written only when there are any; the stage then fails
+READ_BYTES = 8 << 20  # decompressed bytes read at a time; lines are split from these blocks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,177 +55,196 @@ class Job:
     dtype: str
     vocab_size: int
     out_dir: str
+    # Worker processes of their own run side by side: the tokenizer's own threads (one per core
+    # each) would only contend with the other workers for the same cores.
+    worker_processes: bool = False
 
 
 # ---------------------------------------------------------------- steps
 
 
-def read_documents(item: tuple[int, str], batch: int):
-    """(shard index, path) -> (shard index, [(line, id, [sentence, ...]), ...]) batches."""
-    shard, path = item
-    buf: list[tuple[int, str, list[str]]] = []
+def read_lines(path: str, batch: int, part: int = 0, parts: int = 1):
+    """Batches of ``batch`` raw lines of a corpus shard: ``(first line number, [line, ...])``, only
+    every ``parts``-th batch from the ``part``-th on. Whole decompressed blocks are split into
+    lines (no Python ``readline`` per line); skipped batches cost only their decompression."""
+    b, first, lines, tail = 0, 1, [], b""
     with FileSystems.open(path) as f:  # compression from the extension
-        line_no = 0
         while True:
-            raw = f.readline()
-            if not raw:
+            block = f.read(READ_BYTES)
+            if not block:
                 break
-            line_no += 1
-            if not raw.strip():
-                continue
-            try:
-                doc = json.loads(raw)
-                sents = shards.sentences(doc)
-                doc_id = str(doc["id"])
-            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
-                yield beam.pvalue.TaggedOutput(BAD, f"{path}:{line_no}: no usable 'id'/'text'/'sentences' ({e!r})")
-                continue
-            buf.append((line_no, doc_id, sents))
-            if len(buf) >= batch:
-                yield shard, buf
-                buf = []
-    if buf:
-        yield shard, buf
+            pieces = (tail + block).split(b"\n")
+            tail = pieces.pop()
+            lines += pieces
+            while len(lines) >= batch:
+                if b % parts == part:
+                    yield first, lines[:batch]
+                b, first, lines = b + 1, first + batch, lines[batch:]
+    if tail:
+        lines.append(tail)
+    if lines and b % parts == part:
+        yield first, lines
+
+
+def parse_documents(path: str, first: int, lines: list[bytes]):
+    """Raw lines -> ``[(line, id, [sentence, ...]), ...]`` and ``("bad", "file:line: why")`` reports."""
+    docs, bad = [], []
+    for line_no, raw in enumerate(lines, start=first):
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+            docs.append((line_no, str(doc["id"]), shards.sentences(doc)))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
+            bad.append(("bad", f"{path}:{line_no}: no usable 'id'/'text'/'sentences' ({e!r})"))
+    return docs, bad
+
+
+def _tally(name: str, n: int):
+    return beam.pvalue.TaggedOutput(REPORT, ("tally", name, n))
 
 
 class TokenizeAndPack(beam.DoFn):
-    """(shard, documents) -> (shard, block); one tokenizer per worker process, built in ``setup``.
+    """(shard, path, part, parts) -> (shard, block) per batch of its lines; one tokenizer per
+    worker process, built in ``setup``.
 
-    A block is ``("examples", lines_N, k_N, ids_NL, types_NL)`` (example ``k`` of the document on
-    ``line``), or with ``pack_documents`` ``("documents", [(line, [sentence ids]), ...])``."""
+    A block is ``("sequences", Sequences)``: every document cut into ELECTRA sequences with its own
+    seeded RNG, as flat arrays (no padding travels between the steps). With ``packing=stream``
+    it is ``("documents", [(line, [sentence ids]), ...])``: the cutting needs the whole shard."""
 
     def __init__(self, job: Job):
         self.job = job
 
     def setup(self):
+        if self.job.worker_processes:
+            os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by tokenizers at each batch call
         from tokenizers import Tokenizer
 
         self.tok = Tokenizer.from_file(self.job.tokenizer_path)
 
     def process(self, item):
-        shard, docs = item
+        shard, path, part, parts = item
+        for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
+            yield from self._batch(shard, path, first, lines)
+
+    def _batch(self, shard: int, path: str, first: int, lines: list[bytes]):
         cfg = self.job.cfg
+        docs, bad = parse_documents(path, first, lines)
+        for report in bad:
+            yield beam.pvalue.TaggedOutput(REPORT, report)
         flat = [s for _, _, sents in docs for s in sents]
-        encs = self.tok.encode_batch(flat, add_special_tokens=False) if flat else []
+        encs = self.tok.encode_batch_fast(flat, add_special_tokens=False) if flat else []
         per_doc, i = [], 0
         for line, doc_id, sents in docs:
             per_doc.append((line, doc_id, [e.ids for e in encs[i:i + len(sents)]]))
             i += len(sents)
-        yield beam.pvalue.TaggedOutput(TALLY, ("documents", len(docs)))
-        yield beam.pvalue.TaggedOutput(TALLY, ("sentences", len(flat)))
-        yield beam.pvalue.TaggedOutput(TALLY, ("documents_used", sum(any(s) for _, _, s in per_doc)))
-        if cfg.pack_documents:
+        yield _tally("documents", len(docs))
+        yield _tally("sentences", len(flat))
+        yield _tally("documents_used", sum(any(s) for _, _, s in per_doc))
+        if cfg.packing == "stream":
             yield shard, ("documents", [(line, sent_ids) for line, _, sent_ids in per_doc])
             return
-        lines, ks, pairs, truncated = [], [], [], 0
+        line_U, ks, pairs, truncated = [], [], [], 0
         for line, doc_id, sent_ids in per_doc:
             doc_pairs, cut = pack_document(sent_ids, cfg, doc_rng(cfg.seed, doc_id))
             truncated += cut
             pairs += doc_pairs
-            lines += [line] * len(doc_pairs)
+            line_U += [line] * len(doc_pairs)
             ks += range(len(doc_pairs))
-        yield beam.pvalue.TaggedOutput(TALLY, ("truncated_sentences", truncated))
-        ids_NL, types_NL = encode_pairs(pairs, cfg.max_seq_length, np.dtype(self.job.dtype))
-        yield shard, ("examples", np.asarray(lines, np.int64), np.asarray(ks, np.int64), ids_NL, types_NL)
+        yield _tally("truncated_sentences", truncated)
+        yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks, np.dtype(self.job.dtype)))
 
 
-def shard_examples(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, int]:
-    """A corpus shard's blocks -> its examples in corpus order (ids, types, truncated sentences)."""
-    cfg, dtype = job.cfg, np.dtype(job.dtype)
-    if cfg.pack_documents:
+def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequences, int]:
+    """A corpus shard's blocks -> its rows (ids, types, doc ids), its sequences, truncated sentences.
+
+    Sequences are put in corpus order first, and the rows are a pure function of that order, so
+    the bytes do not depend on how Beam bundled the documents."""
+    cfg = job.cfg
+    truncated = 0
+    if cfg.packing == "stream":
         docs = sorted((line, sents) for _, batch in blocks for line, sents in batch)
         stream = [s for _, sents in docs for s in sents]
         # one RNG for the whole shard: its documents form one stream (see examples_config)
         pairs, truncated = pack_document(stream, cfg, doc_rng(cfg.seed, f"{cfg.split}-shard-{shard}"))
-        ids_NL, types_NL = encode_pairs(pairs, cfg.max_seq_length, dtype)
-        return ids_NL, types_NL, truncated
-    blocks = [b for b in blocks if len(b[1])]
-    if not blocks:
-        empty = np.zeros((0, cfg.max_seq_length), dtype)
-        return empty, empty.astype(np.uint8), 0
-    lines = np.concatenate([b[1] for b in blocks])
-    ks = np.concatenate([b[2] for b in blocks])
-    order = np.lexsort((ks, lines))  # (line, k): a stable key, whatever the bundling
-    return np.concatenate([b[3] for b in blocks])[order], np.concatenate([b[4] for b in blocks])[order], 0
+        seqs = Sequences.from_pairs(pairs, list(range(len(pairs))), [0] * len(pairs), np.dtype(job.dtype))
+    else:
+        seqs = Sequences.concat([b for _, b in blocks]).in_corpus_order()
+    lengths = seqs.lengths()
+    place = fill_rows(lengths, cfg.max_seq_length) if cfg.packing == "isolated" else one_per_row(lengths)
+    ids, types, docs = encode_rows(seqs, place, cfg.max_seq_length, np.dtype(job.dtype))
+    return ids, types, docs, seqs, truncated
 
 
-def _save(path: str, arr: np.ndarray) -> None:
-    buf = io.BytesIO()
-    np.save(buf, arr)
+def _write_bytes(path: str, data: bytes) -> None:
     with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(buf.getvalue())
+        f.write(data)
 
 
 def write_shard(item, job: Job):
-    """(corpus shard, blocks) -> ``data/shard-CCCCC-PPPP.{input_ids,token_type_ids}.npy`` pieces of
-    at most ``shard_size`` rows; yields their index entries and the shard's tallies."""
+    """(corpus shard, blocks) -> ``data/shard-CCCCC-PPPP.arrow`` pieces of at most ``shard_size``
+    rows; yields the shard's reports: tallies and the pieces' index entries."""
     shard, blocks = item
-    ids_NL, types_NL, truncated = shard_examples(shard, list(blocks), job)
-    if truncated:
-        yield beam.pvalue.TaggedOutput(TALLY, ("truncated_sentences", truncated))
-    yield beam.pvalue.TaggedOutput(TALLY, ("examples", len(ids_NL)))
-    yield beam.pvalue.TaggedOutput(TALLY, ("tokens", int((ids_NL != PAD).sum())))
-    # a two-segment example always has a non-empty B with type 1
-    yield beam.pvalue.TaggedOutput(TALLY, ("single_segment_examples", int((~types_NL.any(axis=1)).sum())))
+    ids_NL, types_NL, docs_NL, seqs, truncated = shard_rows(shard, list(blocks), job)
+    yield "tally", "truncated_sentences", truncated
+    yield "tally", "examples", len(ids_NL)
+    yield "tally", "tokens", int((ids_NL != PAD).sum())
+    yield "tally", "sequences", len(seqs)
+    yield "tally", "single_segment_sequences", int((seqs.b_U == 0).sum())
     size = job.cfg.shard_size
     for piece, start in enumerate(range(0, len(ids_NL), size)):
-        stem = f"{shards.DATA_DIR}/shard-{shard:05d}-{piece:04d}"
-        entry = {"input_ids": f"{stem}.input_ids.npy", "token_type_ids": f"{stem}.token_type_ids.npy",
-                 "examples": int(min(size, len(ids_NL) - start))}
-        _save(FileSystems.join(job.out_dir, entry["input_ids"]), ids_NL[start:start + size])
-        _save(FileSystems.join(job.out_dir, entry["token_type_ids"]), types_NL[start:start + size])
-        yield (shard, piece), entry
+        rows = slice(start, start + size)
+        entry = {"path": shard_name(shard, piece), "examples": int(min(size, len(ids_NL) - start))}
+        _write_bytes(FileSystems.join(job.out_dir, entry["path"]), arrow_bytes(ids_NL[rows], types_NL[rows], docs_NL[rows]))
+        yield "piece", (shard, piece), entry
 
 
 def _write_json(path: str, obj) -> None:
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write((json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+    _write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def write_index_and_stats(pieces: list, tallies: list, bad: list, job: Job) -> None:
-    shards = [entry for _, entry in sorted(pieces, key=lambda p: p[0])]
-    tally = dict(tallies)
+def write_index_and_stats(reports: list[tuple], job: Job) -> None:
+    """Every report of the job (in any order) -> ``index.json``, ``stats.json``, ``README.md``."""
+    tally: dict[str, int] = {}
+    for _, name, n in (r for r in reports if r[0] == "tally"):
+        tally[name] = tally.get(name, 0) + n
+    bad = [r[1] for r in reports if r[0] == "bad"]
+    pieces = [r[1:] for r in reports if r[0] == "piece"]
     tally["bad_documents"] = len(bad)
     if bad:
         _write_json(FileSystems.join(job.out_dir, BAD_FILE), sorted(bad))
-    index = {"format": FORMAT, "max_seq_length": job.cfg.max_seq_length, "dtype": job.dtype,
-             "vocab_size": job.vocab_size, "pad_id": PAD, "cls_id": SPECIAL_IDS["[CLS]"],
-             "sep_id": SPECIAL_IDS["[SEP]"], "mask_id": SPECIAL_IDS["[MASK]"],
-             "examples": sum(e["examples"] for e in shards), "shards": shards}
+    cfg = job.cfg
+    index = index_document(cfg.max_seq_length, job.dtype, job.vocab_size, cfg.packing, SPECIAL_IDS,
+                           [entry for _, entry in sorted(pieces, key=lambda p: p[0])])
+    stats = make_stats(tally, cfg.max_seq_length, len(index["shards"]))
     _write_json(FileSystems.join(job.out_dir, "index.json"), index)
-    _write_json(FileSystems.join(job.out_dir, "stats.json"), make_stats(tally, job.cfg.max_seq_length, len(shards)))
+    _write_json(FileSystems.join(job.out_dir, "stats.json"), stats)
+    _write_bytes(FileSystems.join(job.out_dir, "README.md"), dataset_card(cfg.split, index, stats).encode("utf-8"))
 
 
 # ---------------------------------------------------------------- graph
 
 
-def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str]) -> None:
-    read = (
-        p
-        | "ListShards" >> beam.Create(list(enumerate(shard_paths)))
-        | "SpreadShards" >> beam.Reshuffle()  # one corpus shard per worker at a time
-        | "ReadDocuments" >> beam.FlatMap(read_documents, job.cfg.batch_documents).with_output_types(tuple[int, Any]).with_outputs(BAD, main="batches")
-    )
+def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str], parts_per_shard: int = 1) -> None:
+    """``parts_per_shard``: how many workers share one corpus shard (each reads it whole and
+    keeps every ``parts``-th batch): enough for all workers to have work when there are fewer
+    shards than workers, and nothing but compact sequences crosses between worker processes."""
+    work = [(shard, path, part, parts_per_shard) for shard, path in enumerate(shard_paths)
+            for part in range(parts_per_shard)]
     packed = (
-        read.batches
-        | "SpreadBatches" >> beam.Reshuffle()  # a shard's batches over all workers
-        | "TokenizeAndPack" >> beam.ParDo(TokenizeAndPack(job)).with_output_types(tuple[int, Any]).with_outputs(TALLY, main="blocks")
+        p
+        | "ListWork" >> beam.Create(work)
+        | "SpreadWork" >> beam.Reshuffle()  # a (shard, part) per worker at a time
+        | "TokenizeAndPack" >> beam.ParDo(TokenizeAndPack(job)).with_output_types(tuple[int, Any]).with_outputs(REPORT, main="blocks")
     )
     written = (
         packed.blocks
         | "GroupByCorpusShard" >> beam.GroupByKey()
-        | "WriteShards" >> beam.FlatMap(write_shard, job).with_output_types(tuple[Any, Any]).with_outputs(TALLY, main="pieces")
+        | "WriteShards" >> beam.FlatMap(write_shard, job).with_output_types(tuple)
     )
-    tallies = (
-        (packed[TALLY], written[TALLY])
-        | "AllTallies" >> beam.Flatten()
-        | "SumTallies" >> beam.CombinePerKey(sum)
-        | "CollectTallies" >> beam.combiners.ToList()
-    )
-    bad = read[BAD] | "CollectBad" >> beam.combiners.ToList()
     _ = (
-        written.pieces
-        | "CollectPieces" >> beam.combiners.ToList()
-        | "WriteIndexAndStats" >> beam.Map(write_index_and_stats, beam.pvalue.AsSingleton(tallies),
-                                           beam.pvalue.AsSingleton(bad), job)
+        (packed[REPORT], written)
+        | "AllReports" >> beam.Flatten()
+        | "CollectReports" >> beam.combiners.ToList()  # a few per work item and shard
+        | "WriteIndexAndStats" >> beam.Map(write_index_and_stats, job)
     )

@@ -1,20 +1,30 @@
 """Settings of the examples stage (corpus + vocab -> **examples** -> pretrain).
 
-The packing follows ELECTRA's ``build_pretraining_dataset`` (Clark et al. 2020) and BERT's
+The sequences follow ELECTRA's ``build_pretraining_dataset`` (Clark et al. 2020) and BERT's
 ``create_pretraining_data``: sentences of one document fill a sequence up to a target length,
 ``[CLS] A [SEP] B [SEP]`` with A/B split at a random sentence boundary, sometimes a single
 segment, sometimes a shorter random target, never across documents.
 
-``pack_documents`` (off by default) is the one departure: for corpora of very short documents
-(NSMC reviews average ~15 tokens, so 128-token examples are ~86% padding) it lets a sequence
-continue with the next documents of the same corpus shard, in corpus order, like RoBERTa's
-FULL-SENTENCES inputs (Liu et al. 2019). Fewer, fuller examples; segment B may then come from
-another document, so the A/B pair no longer means "same text".
+``packing`` decides how those sequences fill the artifact's fixed-length rows:
+
+- ``isolated`` (default): several sequences share a row, each a complete ``[CLS] A [SEP] B [SEP]``
+  of its own, and the row's ``doc_ids`` tell the model to let each attend only within itself,
+  with positions restarting at its [CLS]. To the encoder each sequence looks exactly as it would
+  alone in a row, so ELECTRA's recipe is unchanged; only the padding goes. Short documents are
+  most of some corpora: NSMC reviews average ~15 tokens, so one per 128-token row is ~86%
+  padding, compute spent on nothing. A document longer than a row is cut by the recipe as
+  before (its full-length sequences fill rows alone; its shorter tail shares a row).
+- ``none``: one sequence per row, the rest padding (ELECTRA as published).
+- ``stream``: a sequence continues with the next documents of the same corpus shard, in corpus
+  order, like RoBERTa's FULL-SENTENCES inputs (Liu et al. 2019); tokens attend across
+  documents and segment B may come from another document. Kept to reproduce earlier runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+from typing import Literal
 
 from kolectra.core.config import ConfigError
 
@@ -30,10 +40,12 @@ class ExamplesConfig:
     short_seq_prob: float = 0.1
     # chance that a sequence is one segment only, as in single-sentence classification (ELECTRA: 0.1)
     single_segment_prob: float = 0.1
-    # fill sequences across document boundaries within a corpus shard (see the module docstring)
-    pack_documents: bool = False
-    shard_size: int = 100_000  # at most this many examples per .npy shard
-    batch_documents: int = 256  # documents per tokenizer batch (encode_batch) and per work item
+    # how sequences fill the rows (see the module docstring)
+    packing: Literal["isolated", "none", "stream"] = "isolated"
+    shard_size: int = 100_000  # at most this many rows per Arrow shard
+    # documents per work item and tokenizer batch (encode_batch): large, since every element
+    # between Beam steps costs a fixed overhead (benchmarks/examples.py)
+    batch_documents: int = 4096
     split: str = "train"
     # The vocab artifact must have been learned from this corpus (its manifest lists the corpus
     # among its parents); set to use a vocab from another corpus on purpose.
@@ -51,6 +63,8 @@ class ExamplesConfig:
             raise ConfigError(f"shard_size: must be >= 1, got {self.shard_size}")
         if self.batch_documents < 1:
             raise ConfigError(f"batch_documents: must be >= 1, got {self.batch_documents}")
+        if self.packing not in ("isolated", "none", "stream"):
+            raise ConfigError(f"packing: expected 'isolated', 'none' or 'stream', got {self.packing!r}")
         if self.split not in ("train", "valid"):
             raise ConfigError(f"split: expected 'train' or 'valid', got {self.split!r}")
 

@@ -1,13 +1,27 @@
-"""The examples stage's pure core: ELECTRA's packing of a document's sentences into
-``[CLS] A [SEP] B [SEP]`` id rows, and the stage's statistics.
+"""The examples stage's pure core: ELECTRA's sequences of a document, how they fill the rows of the
+examples artifact, and the stage's statistics.
 
-No I/O and no Beam: :mod:`kolectra.corpus.examples_beam` runs these functions on workers and
-:mod:`kolectra.corpus.examples` checks the inputs and runs the job. The recipe and its settings
-are described in :mod:`kolectra.corpus.examples_config`.
+A *sequence* is what ELECTRA calls an example: ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` cut
+from one document (:func:`pack_document`). A *row* is one line of the artifact, ``max_seq_length``
+tokens, what the pretraining loader calls an example. How sequences become rows is the config's
+``packing`` (see :mod:`kolectra.corpus.examples_config`):
+
+- ``isolated`` (default): several sequences share a row, each keeping its own [CLS] and [SEP]s
+  and segment ids; ``doc_ids`` numbers them within the row (1, 2, ...; 0 = padding) so the model
+  lets each attend only within itself and restarts positions at its [CLS]. Rows are filled by
+  best-fit decreasing (:func:`fill_rows`).
+- ``none``: one sequence per row, the rest padding (ELECTRA as published).
+- ``stream``: one sequence per row cut from the shard's documents read as one stream
+  (RoBERTa's FULL-SENTENCES); ``doc_ids`` is 1 on every real token, so attention crosses documents.
+
+Sequences travel between the Beam steps as :class:`Sequences`, flat columnar arrays (a few bytes
+a token, no padding) rather than padded rows. No I/O and no Beam: :mod:`corpus.examples_beam`
+runs these functions on workers; :mod:`corpus.examples_format` writes the rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 
@@ -15,28 +29,60 @@ import numpy as np
 
 from kolectra.corpus.examples_config import MIN_TARGET, ExamplesConfig
 
-FORMAT = 1
 SPECIAL_IDS = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
 PAD, CLS, SEP = 0, 2, 3
+MIN_SEQUENCE = 3  # [CLS] x [SEP]: segment A is never empty
 
 
-def doc_rng(seed: int, doc_id: str) -> random.Random:
-    digest = hashlib.sha256(f"{seed}\x00{doc_id}".encode("utf-8")).digest()
-    return random.Random(int.from_bytes(digest[:8], "little"))
+class DocRng:
+    """A document's own random stream: SHA-256 of (seed, document id), then of (that digest,
+    counter), each digest giving four 64-bit draws.
+
+    ELECTRA's recipe needs two or three draws for a short document. ``random.Random`` seeded per
+    document spent most of its cost on seeding (Mersenne Twister's 624-word state: about 11 us
+    of the 26 us a document's RNG cost on NSMC reviews, against 1.3 us for everything else
+    packing does with a one-sentence review; ``benchmarks/examples.py``, profiled); a hash
+    stream costs one digest per four draws (3.3x cheaper per review, measured). ``random`` has
+    53 bits; ``randint`` maps 64 bits by multiply-shift (bias below 2**-60 for these ranges).
+    """
+
+    __slots__ = ("_key", "_block", "_words")
+
+    def __init__(self, seed: int, doc_id: str):
+        self._key = hashlib.sha256(f"{seed}\x00{doc_id}".encode("utf-8")).digest()
+        self._block = 0
+        self._words = memoryview(self._key).cast("Q").tolist()
+
+    def _next(self) -> int:
+        if not self._words:
+            self._block += 1
+            digest = hashlib.sha256(self._key + self._block.to_bytes(8, "little")).digest()
+            self._words = memoryview(digest).cast("Q").tolist()
+        return self._words.pop()
+
+    def random(self) -> float:
+        return (self._next() >> 11) * (1.0 / (1 << 53))
+
+    def randint(self, a: int, b: int) -> int:
+        return a + ((self._next() * (b - a + 1)) >> 64)
 
 
-def _target(rng: random.Random, cfg: ExamplesConfig) -> int:
+def doc_rng(seed: int, doc_id: str) -> DocRng:
+    return DocRng(seed, doc_id)
+
+
+def _target(rng: DocRng | random.Random, cfg: ExamplesConfig) -> int:
     if rng.random() < cfg.short_seq_prob:
         return rng.randint(MIN_TARGET, cfg.max_seq_length)
     return cfg.max_seq_length
 
 
 def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
-                  rng: random.Random) -> tuple[list[tuple[list[int], list[int]]], int]:
+                  rng: DocRng | random.Random) -> tuple[list[tuple[list[int], list[int]]], int]:
     """One document's sentence ids -> ``[(A, B), ...]`` segment pairs (B may be empty), truncations.
 
     Sentences are added to the current chunk while its text fits ``target - 3`` tokens (room for
-    [CLS] and two [SEP]); then the chunk becomes an example and a new target is drawn. A sentence
+    [CLS] and two [SEP]); then the chunk becomes a sequence and a new target is drawn. A sentence
     longer than ``max_seq_length - 3`` alone is cut to that length and counted. The A/B split is at
     a uniformly random sentence boundary of the chunk (BERT); a chunk of one sentence, or with
     probability ``single_segment_prob``, is a single segment A.
@@ -71,31 +117,138 @@ def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
     return out, truncated
 
 
-def encode_example(a: list[int], b: list[int], max_seq_length: int, ids_L: np.ndarray, types_L: np.ndarray) -> int:
-    """Write ``[CLS] A [SEP] (B [SEP])`` into zeroed rows; returns the non-pad token count."""
-    n_a = len(a) + 2
-    ids_L[0] = CLS
-    ids_L[1:n_a - 1] = a
-    ids_L[n_a - 1] = SEP
-    if not b:
-        return n_a
-    n = n_a + len(b) + 1
-    if n > max_seq_length:
-        raise ValueError(f"example of {n} tokens exceeds max_seq_length={max_seq_length}")
-    ids_L[n_a:n - 1] = b
-    ids_L[n - 1] = SEP
-    types_L[n_a:n] = 1
-    return n
+# ---- sequences as flat arrays ---------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Sequences:
+    """ELECTRA sequences as columns: sequence ``u`` is example ``k_U[u]`` of the document on line
+    ``line_U[u]`` of its corpus shard; its A then B tokens lie in ``tokens_T``, in sequence order."""
+
+    line_U: np.ndarray  # int64
+    k_U: np.ndarray  # int32
+    a_U: np.ndarray  # int32, tokens of segment A
+    b_U: np.ndarray  # int32, tokens of segment B (0: one segment)
+    tokens_T: np.ndarray  # the artifact's id dtype (uint16 for most vocabularies): half the bytes to move
+
+    @staticmethod
+    def from_pairs(pairs: list[tuple[list[int], list[int]]], lines: list[int], ks: list[int],
+                   dtype: np.dtype = np.dtype(np.int32)) -> "Sequences":
+        a = np.fromiter((len(p[0]) for p in pairs), np.int32, len(pairs))
+        b = np.fromiter((len(p[1]) for p in pairs), np.int32, len(pairs))
+        tokens = np.fromiter((t for p in pairs for seg in p for t in seg), dtype, int(a.sum() + b.sum()))
+        return Sequences(np.asarray(lines, np.int64), np.asarray(ks, np.int32), a, b, tokens)
+
+    @staticmethod
+    def concat(blocks: list["Sequences"]) -> "Sequences":
+        if not blocks:
+            return Sequences.from_pairs([], [], [])
+        return Sequences(*(np.concatenate([getattr(s, f.name) for s in blocks]) for f in dataclasses.fields(Sequences)))
+
+    def __len__(self) -> int:
+        return len(self.a_U)
+
+    def lengths(self) -> np.ndarray:
+        """Tokens of each sequence with its specials: A + B + [CLS] [SEP] (+ [SEP] after B)."""
+        return self.a_U + self.b_U + 2 + (self.b_U > 0)
+
+    def in_corpus_order(self) -> "Sequences":
+        """Sorted by (line, k): a key of the corpus, so the order never depends on Beam's bundling."""
+        order = np.lexsort((self.k_U, self.line_U))
+        if (order == np.arange(len(order))).all():
+            return self
+        n = self.a_U + self.b_U
+        start = np.cumsum(n) - n
+        take = np.repeat(start[order] - np.cumsum(n[order]) + n[order], n[order]) + np.arange(int(n.sum()))
+        return Sequences(self.line_U[order], self.k_U[order], self.a_U[order], self.b_U[order], self.tokens_T[take])
 
 
-def encode_pairs(pairs: list[tuple[list[int], list[int]]], max_seq_length: int,
-                 dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """Segment pairs -> (``input_ids`` [N, L] of ``dtype``, ``token_type_ids`` [N, L] uint8)."""
-    ids_NL = np.zeros((len(pairs), max_seq_length), dtype=dtype)
-    types_NL = np.zeros((len(pairs), max_seq_length), dtype=np.uint8)
-    for i, (a, b) in enumerate(pairs):
-        encode_example(a, b, max_seq_length, ids_NL[i], types_NL[i])
-    return ids_NL, types_NL
+# ---- sequences -> rows ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where each sequence goes: row, first column, and its number within the row (1, 2, ...)."""
+
+    row_U: np.ndarray
+    offset_U: np.ndarray
+    doc_U: np.ndarray
+    rows: int
+
+
+def one_per_row(lengths_U: np.ndarray) -> Placement:
+    n = len(lengths_U)
+    return Placement(np.arange(n, dtype=np.int64), np.zeros(n, np.int64), np.ones(n, np.int64), n)
+
+
+def fill_rows(lengths_U: np.ndarray, max_seq_length: int) -> Placement:
+    """Best-fit decreasing: the longest sequence first, each into the open row whose free space
+    fits it most tightly (a new row when none does).
+
+    Sequences are short next to a row on review-like corpora, so the rows come out nearly full:
+    the padding is the free space of the last rows. Ties go to the row opened last, and equal
+    lengths keep their input order, so the placement is a pure function of the input order.
+    Open rows are kept in buckets by free space, with a bit mask of the non-empty buckets: the
+    tightest fit is the lowest set bit at or above the length, one integer operation.
+    """
+    L = max_seq_length
+    n = len(lengths_U)
+    row_U, offset_U, doc_U = (np.zeros(n, np.int64) for _ in range(3))
+    buckets: list[list[int]] = [[] for _ in range(L + 1)]  # free space -> open rows
+    used: list[int] = []  # sequences placed in each row
+    mask = 0  # bit c set: some open row has exactly c free tokens
+    for u in np.lexsort((np.arange(n), -lengths_U)).tolist():
+        need = int(lengths_U[u])
+        above = mask >> need
+        if above:
+            free = need + (above & -above).bit_length() - 1
+            rows = buckets[free]
+            r = rows.pop()
+            if not rows:
+                mask ^= 1 << free
+        else:
+            free, r = L, len(used)
+            used.append(0)
+        used[r] += 1
+        row_U[u], offset_U[u], doc_U[u] = r, L - free, used[r]
+        left = free - need
+        if left >= MIN_SEQUENCE:
+            if not buckets[left]:
+                mask |= 1 << left
+            buckets[left].append(r)
+    return Placement(row_U, offset_U, doc_U, len(used))
+
+
+def doc_ids_dtype(max_seq_length: int) -> np.dtype:
+    """Enough for the most sequences a row can hold (each takes at least 3 tokens)."""
+    return np.dtype(np.uint8 if max_seq_length // MIN_SEQUENCE < 256 else np.uint16)
+
+
+def encode_rows(seqs: Sequences, place: Placement, max_seq_length: int,
+                dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sequences written where ``place`` says -> (``input_ids`` [N, L] of ``dtype``,
+    ``token_type_ids`` [N, L] uint8, ``doc_ids`` [N, L]); every token is set with one vectorised
+    scatter per array (no Python loop over sequences)."""
+    L = max_seq_length
+    ids = np.zeros(place.rows * L, dtype)
+    types = np.zeros(place.rows * L, np.uint8)
+    docs = np.zeros(place.rows * L, doc_ids_dtype(L))
+    n_seq = seqs.lengths().astype(np.int64)
+    if (place.offset_U + n_seq > L).any():
+        u = int(np.flatnonzero(place.offset_U + n_seq > L)[0])
+        raise ValueError(f"sequence of {n_seq[u]} tokens at column {place.offset_U[u]} exceeds max_seq_length={L}")
+    start_U = place.row_U * L + place.offset_U  # flat index of each sequence's [CLS]
+    a, b = seqs.a_U.astype(np.int64), seqs.b_U.astype(np.int64)
+    # every token of a sequence: its doc number; B and the [SEP] closing it: segment 1
+    within = np.arange(int(n_seq.sum())) - np.repeat(np.cumsum(n_seq) - n_seq, n_seq)
+    at = np.repeat(start_U, n_seq) + within
+    docs[at] = np.repeat(place.doc_U, n_seq)
+    types[at] = within > np.repeat(a + 1, n_seq)
+    ids[start_U] = CLS
+    ids[start_U + a + 1] = SEP
+    two = b > 0
+    ids[(start_U + a + b + 2)[two]] = SEP
+    # text: token j of A+B goes to [CLS] + 1 + j, one more after A's [SEP]
+    n_text = a + b
+    j = np.arange(int(n_text.sum())) - np.repeat(np.cumsum(n_text) - n_text, n_text)
+    ids[np.repeat(start_U + 1, n_text) + j + (j >= np.repeat(a, n_text))] = seqs.tokens_T
+    return ids.reshape(-1, L), types.reshape(-1, L), docs.reshape(-1, L)
 
 
 def ids_dtype(vocab_size: int) -> np.dtype:
@@ -105,10 +258,11 @@ def ids_dtype(vocab_size: int) -> np.dtype:
 
 def make_stats(tally: dict, max_seq_length: int, shards: int) -> dict:
     get = lambda k: int(tally.get(k, 0))  # noqa: E731
-    examples, tokens = get("examples"), get("tokens")
+    examples, tokens, seqs = get("examples"), get("tokens"), get("sequences")
     return {"examples": examples, "tokens": tokens,
             "padding_share": round(1 - tokens / (examples * max_seq_length), 6) if examples else 0.0,
+            "sequences": seqs, "sequences_per_example": round(seqs / examples, 4) if examples else 0.0,
             "truncated_sentences": get("truncated_sentences"), "documents": get("documents"),
             "documents_used": get("documents_used"), "sentences": get("sentences"),
-            "single_segment_examples": get("single_segment_examples"), "shards": shards,
+            "single_segment_sequences": get("single_segment_sequences"), "shards": shards,
             "bad_documents": get("bad_documents")}

@@ -1,7 +1,11 @@
 """Batches of fixed-length examples for pretraining, read from the examples artifact.
 
-Reads ``index.json`` and its ``.npy`` shards (memory-mapped, so a corpus larger than RAM costs
-only the rows a batch touches). Order: one seeded permutation of all examples per epoch, split
+Reads ``index.json`` and its shards, memory-mapped, so a corpus larger than RAM costs only the
+rows a batch touches: Arrow IPC files (index format 2, ``corpus/examples_format.py``), whose
+fixed-size-list columns are viewed as [rows, L] numpy arrays without a copy, or the ``.npy``
+pairs of format 1 (artifacts written before packing; one sequence a row, no ``doc_ids``).
+Format 2 batches carry ``doc_ids`` (which sequence of a packed row each token belongs to), which
+the step turns into per-sequence attention (:func:`model.electra.document_attention`). Order: one seeded permutation of all examples per epoch, split
 across ``world_size`` ranks (rank r takes every world_size-th example of each global batch), cut
 into batches of exactly ``batch_size`` (the ragged tail of an epoch is dropped: static shapes for
 XLA and identical step counts on every rank). The position in that order is the whole state, so
@@ -20,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-INDEX_FORMAT = 1
+INDEX_FORMATS = (1, 2)  # 1: .npy input_ids/token_type_ids; 2: Arrow shards with doc_ids
+COLUMNS = {1: ("input_ids", "token_type_ids"), 2: ("input_ids", "token_type_ids", "doc_ids")}
 _DTYPES = {"uint16": np.uint16, "int32": np.int32}
 
 
@@ -31,6 +36,7 @@ class ExamplesError(ValueError):
 @dataclass(frozen=True)
 class ExamplesIndex:
     root: Path
+    format: int
     max_seq_length: int
     dtype: str
     vocab_size: int
@@ -40,6 +46,7 @@ class ExamplesIndex:
     mask_id: int
     examples: int
     shards: tuple[dict, ...]
+    packing: str = "none"  # format 1 knew only one sequence a row (or the document stream)
 
 
 def read_index(examples_dir: Path) -> ExamplesIndex:
@@ -56,38 +63,85 @@ def read_index(examples_dir: Path) -> ExamplesIndex:
     missing = [k for k in need if k not in raw]
     if missing:
         raise ExamplesError(f"{path}: missing key(s) {', '.join(missing)}")
-    if raw["format"] != INDEX_FORMAT:
-        raise ExamplesError(f"{path}: format {raw['format']!r} is not supported (expected {INDEX_FORMAT})")
+    if raw["format"] not in INDEX_FORMATS:
+        raise ExamplesError(f"{path}: format {raw['format']!r} is not supported (this kolectra reads "
+                            f"{', '.join(map(str, INDEX_FORMATS))}); rebuild it with `kolectra examples`")
     if raw["dtype"] not in _DTYPES:
         raise ExamplesError(f"{path}: dtype {raw['dtype']!r} is not one of {sorted(_DTYPES)}")
+    keys = ("path", "examples") if raw["format"] == 2 else ("input_ids", "token_type_ids", "examples")
     for i, shard in enumerate(raw["shards"]):
-        for k in ("input_ids", "token_type_ids", "examples"):
+        for k in keys:
             if k not in shard:
                 raise ExamplesError(f"{path}: shards[{i}] lacks {k!r}")
     total = sum(int(s["examples"]) for s in raw["shards"])
     if total != raw["examples"]:
         raise ExamplesError(f"{path}: shards hold {total} examples but 'examples' says {raw['examples']}")
     return ExamplesIndex(
-        root=Path(examples_dir), max_seq_length=int(raw["max_seq_length"]), dtype=raw["dtype"], vocab_size=int(raw["vocab_size"]),
-        pad_id=int(raw["pad_id"]), cls_id=int(raw["cls_id"]), sep_id=int(raw["sep_id"]),
-        mask_id=int(raw["mask_id"]), examples=total, shards=tuple(raw["shards"]),
+        root=Path(examples_dir), format=int(raw["format"]), max_seq_length=int(raw["max_seq_length"]),
+        dtype=raw["dtype"], vocab_size=int(raw["vocab_size"]), pad_id=int(raw["pad_id"]), cls_id=int(raw["cls_id"]),
+        sep_id=int(raw["sep_id"]), mask_id=int(raw["mask_id"]), examples=total, shards=tuple(raw["shards"]),
+        packing=str(raw.get("packing", "none")),
     )
 
 
-def _open_shard(index: ExamplesIndex, shard: dict, key: str, dtype) -> np.ndarray:
-    path = index.root / shard[key]
-    try:
-        arr = np.load(path, mmap_mode="r")
-    except FileNotFoundError:
-        raise ExamplesError(f"{path}: missing (listed in {index.root / 'index.json'})") from None
-    except ValueError as e:
-        raise ExamplesError(f"{path}: not a readable .npy array: {e}") from None
+def _column_dtypes(index: ExamplesIndex) -> dict[str, np.dtype]:
+    L = index.max_seq_length
+    return {"input_ids": np.dtype(_DTYPES[index.dtype]), "token_type_ids": np.dtype(np.uint8),
+            "doc_ids": np.dtype(np.uint8 if L // 3 < 256 else np.uint16)}  # as corpus.packing.doc_ids_dtype
+
+
+def _check_shape(path: Path, arr: np.ndarray, shard: dict, index: ExamplesIndex, dtype: np.dtype, what: str) -> None:
     want = (int(shard["examples"]), index.max_seq_length)
     if arr.shape != want:
-        raise ExamplesError(f"{path}: shape {arr.shape}, index.json says {want}")
+        raise ExamplesError(f"{path}: {what}shape {arr.shape}, index.json says {want}")
     if arr.dtype != dtype:
-        raise ExamplesError(f"{path}: dtype {arr.dtype}, expected {np.dtype(dtype)}")
-    return arr
+        raise ExamplesError(f"{path}: {what}dtype {arr.dtype}, expected {dtype}")
+
+
+def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray]:
+    """Format 1: one memory-mapped ``.npy`` file per column."""
+    out = {}
+    for key, dtype in _column_dtypes(index).items():
+        if key not in shard:
+            continue
+        path = index.root / shard[key]
+        try:
+            arr = np.load(path, mmap_mode="r")
+        except FileNotFoundError:
+            raise ExamplesError(f"{path}: missing (listed in {index.root / 'index.json'})") from None
+        except ValueError as e:
+            raise ExamplesError(f"{path}: not a readable .npy array: {e}") from None
+        _check_shape(path, arr, shard, index, dtype, "")
+        out[key] = arr
+    return out
+
+
+def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray]:
+    """Format 2: an Arrow IPC file, memory-mapped; each fixed-size-list column viewed as [rows, L]."""
+    import pyarrow as pa
+
+    path = index.root / shard["path"]
+    try:
+        reader = pa.ipc.open_file(pa.memory_map(str(path)))
+        batch = reader.get_batch(0) if reader.num_record_batches == 1 else reader.read_all().combine_chunks()
+    except FileNotFoundError:
+        raise ExamplesError(f"{path}: missing (listed in {index.root / 'index.json'})") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ExamplesError(f"{path}: not a readable Arrow IPC file: {e}") from None
+    out = {}
+    for key, dtype in _column_dtypes(index).items():
+        if key not in batch.schema.names:
+            raise ExamplesError(f"{path}: no {key!r} column (has {', '.join(batch.schema.names)})")
+        col = batch.column(key)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if not pa.types.is_fixed_size_list(col.type) or col.null_count or col.offset:
+            raise ExamplesError(f"{path}: column {key!r} is {col.type}, not a fixed-size list without nulls")
+        values = col.values.to_numpy(zero_copy_only=True)  # a view of the mapped file
+        arr = values.reshape(-1, col.type.list_size) if col.type.list_size else values.reshape(len(col), 0)
+        _check_shape(path, arr, shard, index, dtype, f"column {key!r}: ")
+        out[key] = arr
+    return out
 
 
 class _Source:
@@ -95,10 +149,9 @@ class _Source:
     function of the position, so the prefetch thread and a resumed loader agree on every batch."""
 
     def __init__(self, index: ExamplesIndex, seed: int, rank: int, world_size: int, global_batch: int):
-        dtype = _DTYPES[index.dtype]
         self.index, self.seed, self.rank, self.world_size, self.global_batch = index, seed, rank, world_size, global_batch
-        self.ids = [_open_shard(index, s, "input_ids", dtype) for s in index.shards]
-        self.types = [_open_shard(index, s, "token_type_ids", np.uint8) for s in index.shards]
+        opened = [(_open_arrow if index.format == 2 else _open_npy)(index, s) for s in index.shards]
+        self.columns = {key: [shard[key] for shard in opened] for key in COLUMNS[index.format]}
         self.starts = np.cumsum([0] + [int(s["examples"]) for s in index.shards])
         self._order_epoch, self._order = -1, None
 
@@ -112,31 +165,44 @@ class _Source:
     def batch(self, epoch: int, b: int) -> dict[str, np.ndarray]:
         start = b * self.global_batch
         idx = self.epoch_order(epoch)[start + self.rank : start + self.global_batch : self.world_size]
-        ids = self._gather(self.ids, idx)
-        self._check_ids(ids, idx)
-        return {"input_ids": ids, "token_type_ids": self._gather(self.types, idx)}
+        batch = self._gather(idx)
+        self._check_ids(batch, idx)
+        return batch
 
-    def _gather(self, arrays: list[np.ndarray], idx: np.ndarray) -> np.ndarray:
+    def _gather(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows ``idx`` of every column, as int64 [len(idx), L] arrays in ``idx`` order."""
         shard_of = np.searchsorted(self.starts, idx, side="right") - 1
-        out = np.empty((len(idx), self.index.max_seq_length), dtype=np.int64)
+        out = {key: np.empty((len(idx), self.index.max_seq_length), dtype=np.int64) for key in self.columns}
         for s in np.unique(shard_of):
             sel = shard_of == s
             rows = idx[sel] - self.starts[s]
             # Sorted reads are friendlier to the page cache; the result goes back in batch order.
             order = np.argsort(rows, kind="stable")
-            out[np.flatnonzero(sel)[order]] = arrays[s][rows[order]]
+            to, rows = np.flatnonzero(sel)[order], rows[order]
+            for key, arrays in self.columns.items():
+                out[key][to] = arrays[s][rows]
         return out
 
-    def _check_ids(self, ids: np.ndarray, idx: np.ndarray) -> None:
+    def _check_ids(self, batch: dict[str, np.ndarray], idx: np.ndarray) -> None:
+        ids = batch["input_ids"]
         bad = (ids >= self.index.vocab_size) | (ids < 0)
         if bad.any():
             row = int(np.flatnonzero(bad.any(axis=1))[0])
-            g = int(idx[row])
-            s = int(np.searchsorted(self.starts, g, side="right") - 1)
-            raise ExamplesError(
-                f"{self.index.root / self.index.shards[s]['input_ids']}: row {g - self.starts[s]} has token id "
-                f"{int(ids[row][bad[row]][0])} outside the vocabulary of {self.index.vocab_size}"
-            )
+            raise ExamplesError(f"{self._where(idx[row])} has token id {int(ids[row][bad[row]][0])} outside the "
+                                f"vocabulary of {self.index.vocab_size}")
+        if "doc_ids" in batch:
+            # a real token outside every sequence would attend to nothing, padding inside one would be attended
+            bad = (batch["doc_ids"] == 0) != (ids == self.index.pad_id)
+            if bad.any():
+                row = int(np.flatnonzero(bad.any(axis=1))[0])
+                raise ExamplesError(f"{self._where(idx[row])}: doc_ids is 0 exactly where input_ids is padding "
+                                    f"({self.index.pad_id}), not so at column {int(np.flatnonzero(bad[row])[0])}")
+
+    def _where(self, g) -> str:
+        """"FILE: row R" of global example ``g``."""
+        s = int(np.searchsorted(self.starts, int(g), side="right") - 1)
+        shard = self.index.shards[s]
+        return f"{self.index.root / shard.get('path', shard.get('input_ids'))}: row {int(g) - self.starts[s]}"
 
 
 def _prefetch(source: _Source, epoch: int, b: int, batches_per_epoch: int, out: queue.Queue,
@@ -175,7 +241,8 @@ class _Prefetcher:
 
 
 class ExampleLoader:
-    """Endless iterator of ``{"input_ids", "token_type_ids"}`` int64 numpy arrays of shape [B, L].
+    """Endless iterator of ``{"input_ids", "token_type_ids"[, "doc_ids"]}`` int64 numpy arrays of
+    shape [B, L] (``doc_ids`` from format 2 artifacts).
 
     ``batch_size`` is per rank. Example ``k`` of global batch ``g`` in an epoch goes to rank
     ``k % world_size``, so ranks are disjoint and together cover the same examples a single

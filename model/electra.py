@@ -27,7 +27,10 @@ built like the discriminator's head).
 The forward helpers below take a prebuilt 4-D additive attention bias: transformers 5 returns a
 4-D mask unchanged (``masking_utils._preprocess_mask_arguments``), whereas a 2-D mask goes
 through ``sdpa_mask``, which may call ``.all()`` on it to skip the mask (a host sync per call,
-and a data-dependent branch under XLA).
+and a data-dependent branch under XLA). Rows that hold several sequences (the examples stage's
+``packing=isolated``) come with ``doc_ids``; :func:`document_attention` turns them into a
+[B, 1, L, L] bias (a token sees only its own sequence) and position ids that restart at each
+sequence's [CLS], so every sequence is encoded exactly as it would be alone in a row.
 """
 
 from __future__ import annotations
@@ -138,33 +141,37 @@ class ElectraPair(nn.Module):
         """The exported Hugging Face models by role (the generator only when there is one)."""
         return {"discriminator": self.discriminator, **({"generator": self.generator} if self.generator else {})}
 
-    def mlm_logits(self, ids_BL, types_BL, bias_B11L, positions_BN=None) -> tuple[torch.Tensor, torch.Tensor]:
+    # ``bias``: [B, 1, 1, L] (one sequence a row) or [B, 1, L, L] (packed rows); ``position_BL``:
+    # None (0..L-1) or restarting per sequence (:func:`document_attention`).
+
+    def mlm_logits(self, ids_BL, types_BL, bias, positions_BN=None, position_BL=None) -> tuple[torch.Tensor, torch.Tensor]:
         """The discriminator-sized masked LM (MLM ablations): (vocabulary logits, hidden states).
 
         Logits at ``positions_BN`` only ([B, N, V]) or, without positions, everywhere ([B, L, V]).
         """
         net = self.discriminator
-        h_BLH = net.electra(input_ids=ids_BL, attention_mask=bias_B11L, token_type_ids=types_BL).last_hidden_state
+        h_BLH = net.electra(input_ids=ids_BL, attention_mask=bias, token_type_ids=types_BL,
+                            position_ids=position_BL).last_hidden_state
         h = h_BLH if positions_BN is None else torch.gather(
             h_BLH, 1, positions_BN.unsqueeze(-1).expand(-1, -1, h_BLH.shape[-1]))
         return net.generator_lm_head(net.generator_predictions(h)), h_BLH
 
-    def generator_logits(self, ids_BL, types_BL, bias_B11L, positions_BN) -> torch.Tensor:
+    def generator_logits(self, ids_BL, types_BL, bias, positions_BN, position_BL=None) -> torch.Tensor:
         """Vocabulary logits at the N chosen positions only: [B, N, V].
 
         The encoder runs over every position (attention needs them), but the head (dense +
         LayerNorm + the V-wide output layer) only over the gathered N states: projecting all L
         positions onto the vocabulary would cost L/N (about 7x) more for nothing.
         """
-        h_BLH = self.generator.electra(input_ids=ids_BL, attention_mask=bias_B11L,
-                                       token_type_ids=types_BL).last_hidden_state
+        h_BLH = self.generator.electra(input_ids=ids_BL, attention_mask=bias, token_type_ids=types_BL,
+                                       position_ids=position_BL).last_hidden_state
         h_BNH = torch.gather(h_BLH, 1, positions_BN.unsqueeze(-1).expand(-1, -1, h_BLH.shape[-1]))
         return self.generator.generator_lm_head(self.generator.generator_predictions(h_BNH))
 
-    def discriminator_logits(self, ids_BL, types_BL, bias_B11L) -> torch.Tensor:
+    def discriminator_logits(self, ids_BL, types_BL, bias, position_BL=None) -> torch.Tensor:
         """One logit per token, "replaced" > 0: [B, L]."""
-        h_BLH = self.discriminator.electra(input_ids=ids_BL, attention_mask=bias_B11L,
-                                           token_type_ids=types_BL).last_hidden_state
+        h_BLH = self.discriminator.electra(input_ids=ids_BL, attention_mask=bias, token_type_ids=types_BL,
+                                           position_ids=position_BL).last_hidden_state
         return self.discriminator.discriminator_predictions(h_BLH)
 
 
@@ -172,6 +179,26 @@ def attention_bias(attention_mask_BL: torch.Tensor, dtype: torch.dtype = torch.f
     """[B, L] 1/0 mask -> [B, 1, 1, L] additive bias (0 where attended, dtype's min elsewhere)."""
     keep = attention_mask_BL[:, None, None, :].to(dtype)
     return (1.0 - keep) * torch.finfo(dtype).min
+
+
+def document_attention(doc_BL: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token sequence numbers (0 = padding) -> (additive bias [B, 1, L, L], position ids [B, L]).
+
+    Query i may attend to key j when both belong to the same sequence and j is not padding; a
+    padding query sees nothing (all keys at dtype's min: a uniform, finite softmax whose output
+    no loss reads). A token's position is the number of tokens of its sequence before it, so it
+    restarts at 0 on each [CLS] and is what the token would have alone in a row. Both come from
+    one [B, L, L] comparison: static shapes, no host sync, the same graph for every batch. The
+    bias costs B x L x L x 4 bytes (8 MiB at 128 x 128 x 128) next to the [B, heads, L, L]
+    attention scores every layer makes anyway.
+    """
+    L = doc_BL.shape[1]
+    same_BLL = doc_BL[:, :, None] == doc_BL[:, None, :]
+    keep_BLL = same_BLL & (doc_BL[:, None, :] > 0)
+    bias_B1LL = (~keep_BLL)[:, None].to(dtype) * torch.finfo(dtype).min
+    before_LL = torch.ones(L, L, dtype=torch.bool, device=doc_BL.device).tril()
+    position_BL = (same_BLL & before_LL).sum(-1) - 1
+    return bias_B1LL, position_BL
 
 
 def count_parameters(module: nn.Module) -> int:

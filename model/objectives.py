@@ -15,6 +15,9 @@ same generator (:mod:`model.rtd`); only the discriminator-sized network's task c
   output distribution D * [token = input] + (1 - D) * softmax(MLM logits).
   Loss = generator MLM + the negative log-likelihood of the originals over all non-padding tokens.
 
+Every objective takes packed rows (``doc_BL``, several sequences a row) the same way: the
+generator pass builds the per-sequence bias and positions once and each network reuses them.
+
 MLM losses weigh 1 (the ``disc_weight`` of 50 balances a binary loss against a vocabulary-sized
 one and does not apply). Shapes stay static: logits at the N masked slots, except for
 All-Tokens MLM, which by definition needs the vocabulary at every position.
@@ -45,10 +48,10 @@ def _finish(g, mlm_loss, sums) -> StepOutput:
 
 
 def masked_lm_step(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: ObjectiveConfig,
-                   norm_2: torch.Tensor | None = None) -> StepOutput:
+                   norm_2: torch.Tensor | None = None, doc_BL: torch.Tensor | None = None) -> StepOutput:
     """"mlm" (BERT: [MASK]-ed input, no generator) and "replace_mlm" (generator samples as input)."""
-    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2, sample=obj.objective != "mlm")
-    logits_BNV, _ = model.mlm_logits(g.disc_in_BL, types_BL, g.bias, g.positions_BN)
+    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2, sample=obj.objective != "mlm", doc_BL=doc_BL)
+    logits_BNV, _ = model.mlm_logits(g.disc_in_BL, types_BL, g.bias, g.positions_BN, g.position_BL)
     ce_BN, probs_BNV = softmax_cross_entropy(logits_BNV, g.target_BN)
     mlm_loss = (ce_BN * g.w_BN).sum() / g.masked_denom
     with torch.no_grad():
@@ -65,9 +68,9 @@ def copy_log_likelihood(logits_BLV, copy_logit_BL, input_BL, target_BL) -> torch
 
 
 def all_tokens_mlm_step(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: ObjectiveConfig,
-                        norm_2: torch.Tensor | None = None) -> StepOutput:
-    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2)
-    logits_BLV, h_BLH = model.mlm_logits(g.disc_in_BL, types_BL, g.bias)
+                        norm_2: torch.Tensor | None = None, doc_BL: torch.Tensor | None = None) -> StepOutput:
+    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2, doc_BL=doc_BL)
+    logits_BLV, h_BLH = model.mlm_logits(g.disc_in_BL, types_BL, g.bias, position_BL=g.position_BL)
     copy_logit_BL = model.copy_head(h_BLH)
     log_q_BL = copy_log_likelihood(logits_BLV, copy_logit_BL, g.disc_in_BL, ids_BL)
     mlm_loss = -(log_q_BL * g.attn_BL).sum() / g.tokens_denom
@@ -92,5 +95,6 @@ STEPS: dict[str, Callable[..., StepOutput]] = {
 
 
 def step_function(objective: str) -> Callable[..., StepOutput]:
-    """``fn(model, ids_BL, types_BL, specials, objective_config, norm_2=None) -> StepOutput``."""
+    """``fn(model, ids_BL, types_BL, specials, objective_config, norm_2=None, doc_BL=None) -> StepOutput``
+    (``doc_BL``: sequence numbers of packed rows, :func:`model.rtd.electra_step`)."""
     return STEPS[objective]

@@ -3,10 +3,13 @@
 One training step's maths, as pure tensor functions with static shapes so the same code runs
 on CPU, CUDA and XLA:
 
-1. ``choose_positions``: N = round(mask_prob * L) slots per sequence, filled by Gumbel-top-k over
-   random scores that are -inf on special tokens and padding. A sequence uses its first
+1. ``choose_positions``: N = round(mask_prob * L) slots per row, filled by Gumbel-top-k over
+   random scores that are -inf on special tokens and padding. A row uses its first
    k = round(mask_prob * its candidate tokens) slots (BERT/ELECTRA mask 15% of each sequence's
-   real tokens, not of L); the remaining slots carry weight 0 (static shape, no effect).
+   real tokens, not of L); the remaining slots carry weight 0 (static shape, no effect). A
+   packed row (several sequences, ``doc_BL``) masks 15% of all its sequences' text together:
+   candidates never exceed L, so k <= N still holds, and a short sequence's share is 15% in
+   expectation instead of rounded per sequence.
 2. ``mask_inputs``: of the chosen positions 85% become [MASK], 0% a random token, 15% stay.
 3. The generator predicts the originals at the N positions (its head only there).
 4. ``sample_tokens``: a sample from the generator's softmax (with a temperature), under no_grad
@@ -23,6 +26,12 @@ the step never waits for the host. Metrics come back as additive device tensors 
 counts, a histogram of discriminator logits), summed over micro-steps and steps and turned into
 means, accuracy, precision, recall and AUC only at log time (:mod:`model.metrics`).
 
+Rows that hold several sequences come with ``doc_BL`` (sequence number per token, 0 = padding,
+from the examples artifact): the encoders then get a block-diagonal bias and positions that
+restart per sequence (:func:`model.electra.document_attention`); nothing else in the step
+changes, since masking, sampling and the losses are per token already. Without it (one sequence
+a row) the bias is the [B, 1, 1, L] padding mask.
+
 Normalisers: a loss is a sum over tokens divided by a count. Given ``norm_2`` (masked slots and
 non-padding tokens of the whole optimizer step, from :func:`normalizers` of its micro-batches),
 the micro-steps of an accumulated step add up to exactly the loss of one big batch; without it
@@ -38,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 from kolectra.model.config import ObjectiveConfig
-from kolectra.model.electra import ElectraPair, attention_bias
+from kolectra.model.electra import ElectraPair, attention_bias, document_attention
 
 
 @dataclass(frozen=True)
@@ -277,6 +286,7 @@ class GeneratorPass:
 
     attn_BL: torch.Tensor
     bias: torch.Tensor
+    position_BL: torch.Tensor | None  # position ids restarting per sequence (packed rows), else None
     positions_BN: torch.Tensor
     w_BN: torch.Tensor
     masked_BL: torch.Tensor
@@ -289,34 +299,44 @@ class GeneratorPass:
     sums: dict[str, torch.Tensor]
 
 
-def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: ObjectiveConfig,
-                      norm_2=None, sample: bool = True) -> GeneratorPass:
-    """Steps 1-4: choose and mask slots, the generator's MLM loss there, and its samples."""
+def attention_inputs(ids_BL, sp: Specials, doc_BL=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(non-padding mask [B, L] float, attention bias, position ids or None) for a batch."""
     attn_BL = (ids_BL != sp.pad_id).float()
-    bias = attention_bias(attn_BL)
+    if doc_BL is None:
+        return attn_BL, attention_bias(attn_BL), None
+    return attn_BL, *document_attention(doc_BL)
+
+
+def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: ObjectiveConfig,
+                      norm_2=None, sample: bool = True, doc_BL=None) -> GeneratorPass:
+    """Steps 1-4: choose and mask slots, the generator's MLM loss there, and its samples."""
+    attn_BL, bias, position_BL = attention_inputs(ids_BL, sp, doc_BL)
     positions_BN, w_BN = choose_positions(ids_BL, sp, obj.mask_prob)
     masked_BL = mask_inputs(ids_BL, positions_BN, w_BN, sp, obj)
     target_BN = torch.gather(ids_BL, 1, positions_BN)
     masked_denom, tokens_denom = _denominators(norm_2, w_BN, attn_BL)
     if not sample:  # the BERT baseline: no generator
-        return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, attn_BL.new_zeros(()), masked_BL,
-                             torch.zeros_like(attn_BL), masked_denom, tokens_denom, {"masked": w_BN.sum()})
-    gen_logits_BNV = model.generator_logits(masked_BL, types_BL, bias, positions_BN)  # bf16 under autocast
+        return GeneratorPass(attn_BL, bias, position_BL, positions_BN, w_BN, masked_BL, target_BN, attn_BL.new_zeros(()),
+                             masked_BL, torch.zeros_like(attn_BL), masked_denom, tokens_denom, {"masked": w_BN.sum()})
+    gen_logits_BNV = model.generator_logits(masked_BL, types_BL, bias, positions_BN, position_BL)  # bf16 under autocast
     gen_ce_BN, gen_probs_BNV = softmax_cross_entropy(gen_logits_BNV, target_BN)
     gen_loss = (gen_ce_BN * w_BN).sum() / masked_denom
     sampled_BN = sample_tokens(gen_logits_BNV, obj.temperature, model.sampler, gen_probs_BNV)
     disc_in_BL, replaced_BL = replace_tokens(ids_BL, positions_BN, w_BN, sampled_BN)
     with torch.no_grad():
         sums = {**generator_sums(gen_probs_BNV, target_BN, w_BN), "replaced": replaced_BL.sum()}
-    return GeneratorPass(attn_BL, bias, positions_BN, w_BN, masked_BL, target_BN, gen_loss, disc_in_BL, replaced_BL,
-                         masked_denom, tokens_denom, sums)
+    return GeneratorPass(attn_BL, bias, position_BL, positions_BN, w_BN, masked_BL, target_BN, gen_loss, disc_in_BL,
+                         replaced_BL, masked_denom, tokens_denom, sums)
 
 
 def electra_step(model: ElectraPair, ids_BL: torch.Tensor, types_BL: torch.Tensor, sp: Specials,
-                 obj: ObjectiveConfig, norm_2: torch.Tensor | None = None) -> StepOutput:
-    """One forward pass of the RTD objective ("electra", or "electra15" with the loss on masked slots)."""
-    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2)
-    disc_logits_BL = model.discriminator_logits(g.disc_in_BL, types_BL, g.bias).float()
+                 obj: ObjectiveConfig, norm_2: torch.Tensor | None = None,
+                 doc_BL: torch.Tensor | None = None) -> StepOutput:
+    """One forward pass of the RTD objective ("electra", or "electra15" with the loss on masked slots).
+
+    ``doc_BL``: sequence number per token for rows that hold several sequences (None: one a row)."""
+    g = mask_and_generate(model, ids_BL, types_BL, sp, obj, norm_2, doc_BL=doc_BL)
+    disc_logits_BL = model.discriminator_logits(g.disc_in_BL, types_BL, g.bias, g.position_BL).float()
     disc_bce_BL = F.binary_cross_entropy_with_logits(disc_logits_BL, g.replaced_BL, reduction="none")
     if obj.objective == "electra15":
         # Ablation (paper section 3.2): the discriminator learns only from the masked positions.

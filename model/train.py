@@ -275,7 +275,8 @@ def train_step(run: Run, step: int) -> None:
     norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b, _ in micro)
     for batch, _ in micro:
         with run.dev.autocast():
-            out = run.step_fn(run.model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2)
+            out = run.step_fn(run.model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2,
+                              batch.get("doc_ids"))  # packed rows: attention within each sequence
         out.loss.backward()
         run.log.add(out.sums)
     run.dev.all_reduce_grads(run.params)

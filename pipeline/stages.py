@@ -41,7 +41,7 @@ CHECKPOINTS = checkpoints_dir(Path("")).name  # the trainer's working state in i
 # Libraries whose versions decide each stage's bytes: part of the artifact id.
 LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
 LIBS_VOCAB = ("tokenizers", "transformers", "sentencepiece")
-LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy")
+LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy", "pyarrow")
 LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 LIBS_FINETUNE = LIBS_TORCH + ("tokenizers", "datasets")
 

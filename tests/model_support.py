@@ -2,7 +2,8 @@
 
 The tokenizer is trained with HF ``tokenizers`` on a few templated sentences (specials [PAD]=0
 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4) and saved as a ``BertTokenizerFast`` directory; the examples
-follow the examples-artifact format (index.json + npy shards, [CLS] A [SEP] B [SEP] + padding).
+follow the examples-artifact format (index.json + Arrow shards written by the stage's own
+writer, rows of one or more ``[CLS] A [SEP] B [SEP]`` sequences + padding, ``doc_ids``).
 The sentences come from a tiny grammar, so a model can learn something in a few dozen steps.
 """
 
@@ -55,40 +56,71 @@ def build_tokenizer(dest: Path, unused: int = 0) -> Path:
 
 
 def build_examples(dest: Path, tokenizer_dir: Path, n: int, seq_len: int, seed: int = 0,
-                   shard_size: int = 50, short_every: int = 5) -> Path:
-    """``n`` examples of ``seq_len``: A = 1-3 sentences, B = 1-3 more; every ``short_every``-th is short."""
+                   shard_size: int = 50, short_every: int = 5, packed: bool = True) -> Path:
+    """``n`` rows of ``seq_len``: sequences of A = 1-3 sentences and B = 1-3 more, every
+    ``short_every``-th short. ``packed``: a row takes further sequences while they fit (as the
+    examples stage's default packing does), else one sequence a row."""
     from transformers import AutoTokenizer
+
+    from kolectra.corpus.packing import Placement, Sequences, encode_rows
 
     tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     rng = np.random.default_rng(seed)
     pool = sentences(4 * n + 10, seed=seed + 1)
-    ids = np.zeros((n, seq_len), dtype=np.uint16)
-    types = np.zeros((n, seq_len), dtype=np.uint8)
-    for i in range(n):
+    pairs, rows, offsets, docs = [], [], [], []
+    row, used, in_row, i = 0, 0, 0, 0
+    while row < n:
         k = 1 if i % short_every == 0 else 3
+        i += 1
         a = " ".join(pool[rng.integers(len(pool))] for _ in range(rng.integers(1, k + 1)))
         b = " ".join(pool[rng.integers(len(pool))] for _ in range(rng.integers(1, k + 1)))
         enc = tok(a, b, truncation="longest_first", max_length=seq_len)
+        types = enc["token_type_ids"]
         m = len(enc["input_ids"])
-        ids[i, :m] = enc["input_ids"]
-        types[i, :m] = enc["token_type_ids"]
-    write_examples(dest, ids, types, len(tok), shard_size)
+        if used and (not packed or used + m > seq_len):
+            row, used, in_row = row + 1, 0, 0
+            if row == n:
+                break
+        n_a = types.index(1) - 2 if 1 in types else m - 2
+        pairs.append((enc["input_ids"][1:n_a + 1], enc["input_ids"][n_a + 2:m - 1]))
+        in_row += 1
+        docs.append(in_row)
+        rows.append(row)
+        offsets.append(used)
+        used += m
+    seqs = Sequences.from_pairs(pairs, list(range(len(pairs))), [0] * len(pairs))
+    place = Placement(np.array(rows), np.array(offsets), np.array(docs), n)
+    ids, types, doc_ids = encode_rows(seqs, place, seq_len, np.dtype(np.uint16))
+    write_examples(dest, ids, types, len(tok), shard_size, doc_ids)
     (dest / "stats.json").write_text(json.dumps({"examples": n, "tokens": int((ids != 0).sum())}))
     return dest
 
 
-def write_examples(dest: Path, ids: np.ndarray, types: np.ndarray, vocab_size: int, shard_size: int) -> Path:
-    """An examples artifact's arrays and ``index.json`` (the format of CONTRACT.md) for given rows."""
+def write_examples(dest: Path, ids: np.ndarray, types: np.ndarray, vocab_size: int, shard_size: int,
+                   doc_ids: np.ndarray | None = None, legacy_npy: bool = False) -> Path:
+    """An examples artifact's shards and ``index.json`` (the format of CONTRACT.md) for given rows,
+    with the stage's own writer; ``doc_ids`` default to one sequence a row. ``legacy_npy``: the
+    ``.npy`` files of index format 1 (no doc ids), as artifacts were written before packing."""
+    from kolectra.corpus.examples_format import arrow_bytes, index_document
+    from kolectra.corpus.packing import SPECIAL_IDS, doc_ids_dtype
+
     n, seq_len = ids.shape
+    if doc_ids is None:
+        doc_ids = (ids != 0).astype(doc_ids_dtype(seq_len))
     (dest / "data").mkdir(parents=True, exist_ok=True)
     shards = []
     for s, start in enumerate(range(0, n, shard_size)):
-        stop = min(n, start + shard_size)
-        names = {key: f"data/shard-{s:05d}.{key}.npy" for key in ("input_ids", "token_type_ids")}
-        np.save(dest / names["input_ids"], ids[start:stop])
-        np.save(dest / names["token_type_ids"], types[start:stop])
-        shards.append({**names, "examples": stop - start})
-    index = {"format": 1, "max_seq_length": seq_len, "dtype": "uint16", "vocab_size": vocab_size, "pad_id": 0,
-             "cls_id": 2, "sep_id": 3, "mask_id": 4, "examples": n, "shards": shards}
+        rows = slice(start, min(n, start + shard_size))
+        if legacy_npy:
+            names = {key: f"data/shard-{s:05d}.{key}.npy" for key in ("input_ids", "token_type_ids")}
+            np.save(dest / names["input_ids"], ids[rows])
+            np.save(dest / names["token_type_ids"], types[rows])
+        else:
+            names = {"path": f"data/shard-{s:05d}.arrow"}
+            (dest / names["path"]).write_bytes(arrow_bytes(ids[rows], types[rows], doc_ids[rows]))
+        shards.append({**names, "examples": rows.stop - start})
+    index = index_document(seq_len, "uint16", vocab_size, "isolated", SPECIAL_IDS, shards)
+    if legacy_npy:
+        index = {k: v for k, v in index.items() if k not in ("packing", "columns")} | {"format": 1}
     (dest / "index.json").write_text(json.dumps(index, indent=1))
     return dest

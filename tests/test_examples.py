@@ -1,5 +1,6 @@
-"""The examples stage: array format, [CLS]/[SEP] layout, segments, document boundaries,
-truncation counts, determinism and refusals — on a real Korean corpus with a real vocab."""
+"""The examples stage: Arrow format (and ``datasets`` reading it), [CLS]/[SEP] layout, segments,
+document boundaries, packing several isolated sequences a row, truncation counts, determinism
+and refusals — on a real Korean corpus with a real vocab."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from tokenizers import Tokenizer, models
 
 from kolectra.corpus import shards
 from kolectra.core.stage import StageOutput
 from kolectra.corpus.examples import build
-from kolectra.corpus.packing import encode_example, pack_document
+from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
 from kolectra.pipeline import stages
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.corpus.examples_config import ExamplesConfig
@@ -26,6 +28,7 @@ from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
 
 CFG = ExamplesConfig(max_seq_length=40, shard_size=16, seed=3)
+NONE = override(CFG, ["packing=none"])  # one sequence a row: the layout tests walk rows in corpus order
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +73,29 @@ def _resharded(inputs: dict, shards: int) -> Path:
     return root
 
 
-def _load(out: Path) -> tuple[dict, np.ndarray, np.ndarray]:
+def _load(out: Path, with_docs: bool = False):
+    """(index, input_ids, token_type_ids[, doc_ids]) of an artifact, read with pyarrow alone."""
     index = json.loads((out / "index.json").read_text())
-    ids = [np.load(out / s["input_ids"]) for s in index["shards"]]
-    types = [np.load(out / s["token_type_ids"]) for s in index["shards"]]
-    for s, a, t in zip(index["shards"], ids, types):
-        assert a.shape == t.shape == (s["examples"], index["max_seq_length"])
-    return index, np.concatenate(ids), np.concatenate(types)
+    cols = {k: [] for k in ("input_ids", "token_type_ids", "doc_ids")}
+    for s in index["shards"]:
+        table = pa.ipc.open_file(pa.memory_map(str(out / s["path"]))).read_all()
+        for k in cols:
+            col = table.column(k).combine_chunks()
+            assert col.type.list_size == index["max_seq_length"] and len(col) == s["examples"]
+            cols[k].append(col.values.to_numpy().reshape(len(col), -1))
+    ids, types, docs = (np.concatenate(cols[k]) for k in cols)
+    return (index, ids, types, docs) if with_docs else (index, ids, types)
+
+
+def _sequences(ids: np.ndarray, types: np.ndarray, docs: np.ndarray) -> list[tuple[tuple, tuple]]:
+    """Every sequence of every row, as (token ids, segment ids), cut where ``doc_ids`` says."""
+    out = []
+    for row, tt, dd in zip(ids.tolist(), types.tolist(), docs.tolist()):
+        for d in range(1, max(dd) + 1):
+            cols = [j for j, x in enumerate(dd) if x == d]
+            assert cols == list(range(cols[0], cols[-1] + 1))  # contiguous
+            out.append((tuple(row[cols[0]:cols[-1] + 1]), tuple(tt[cols[0]:cols[-1] + 1])))
+    return out
 
 
 def _doc_sentence_ids(inputs: dict) -> list[list[list[int]]]:
@@ -87,24 +106,82 @@ def _doc_sentence_ids(inputs: dict) -> list[list[list[int]]]:
 
 def test_format_shapes_and_stats(inputs):
     out, stats = _build(CFG, inputs, "fmt")
-    index, ids, types = _load(out)
-    assert {k: index[k] for k in ("format", "max_seq_length", "dtype", "pad_id", "cls_id", "sep_id", "mask_id")} == {
-        "format": 1, "max_seq_length": 40, "dtype": "uint16", "pad_id": 0, "cls_id": 2, "sep_id": 3, "mask_id": 4}
+    index, ids, types, docs = _load(out, with_docs=True)
+    assert {k: index[k] for k in ("format", "max_seq_length", "dtype", "pad_id", "cls_id", "sep_id", "mask_id",
+                                  "packing", "columns")} == {
+        "format": 2, "max_seq_length": 40, "dtype": "uint16", "pad_id": 0, "cls_id": 2, "sep_id": 3, "mask_id": 4,
+        "packing": "isolated", "columns": ["input_ids", "token_type_ids", "doc_ids"]}
     assert index["vocab_size"] == Tokenizer.from_file(str(inputs["vocab"] / "tokenizer.json")).get_vocab_size()
-    assert ids.dtype == np.uint16 and types.dtype == np.uint8
+    assert ids.dtype == np.uint16 and types.dtype == docs.dtype == np.uint8
     assert len(index["shards"]) > 1 and all(s["examples"] <= CFG.shard_size for s in index["shards"])
     # pieces of at most shard_size rows, named after the corpus shard they come from
-    assert [s["input_ids"] for s in index["shards"]][:2] == ["data/shard-00000-0000.input_ids.npy",
-                                                             "data/shard-00000-0001.input_ids.npy"]
+    assert [s["path"] for s in index["shards"]][:2] == ["data/shard-00000-0000.arrow", "data/shard-00000-0001.arrow"]
     assert index["examples"] == stats["examples"] == len(ids)
-    assert stats["tokens"] == int((ids != 0).sum())
+    assert stats["tokens"] == int((ids != 0).sum()) == int((docs != 0).sum())
     assert stats["padding_share"] == pytest.approx(1 - stats["tokens"] / ids.size, abs=1e-6)
+    assert stats["sequences"] == len(_sequences(ids, types, docs)) == int((ids == 2).sum()) > stats["examples"]
     assert stats["documents"] == len(list(shards.iter_documents(inputs["corpus"], "train")))
     assert json.loads((out / "stats.json").read_text()) == stats
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "data", "index.json", "stats.json"]
+
+
+def test_datasets_loads_the_artifact_directory(inputs, tmp_path, monkeypatch):
+    """``datasets.load_dataset(<artifact dir>)`` reads the rows through the dataset card, the same
+    rows the pretraining loader reads (docs/examples.md)."""
+    import datasets
+
+    from kolectra.model.data import ExampleLoader
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out, stats = _build(CFG, inputs, "hfds")
+    ds = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    assert list(ds) == ["train"] and ds["train"].num_rows == stats["examples"]
+    assert ds["train"].column_names == ["input_ids", "token_type_ids", "doc_ids"]
+    rows = ds["train"].with_format("numpy")
+    _, ids, types, docs = _load(out, with_docs=True)
+    assert np.array_equal(rows["input_ids"], ids) and np.array_equal(rows["doc_ids"], docs)
+    assert np.array_equal(rows["token_type_ids"], types)
+    batch = next(ExampleLoader(out, batch_size=stats["examples"], seed=0, prefetch=0))
+    order = np.lexsort(batch["input_ids"].T[::-1])  # the loader shuffles: compare as sets of rows
+    assert np.array_equal(batch["input_ids"][order], ids[np.lexsort(ids.T[::-1])])
+
+
+def _check_layout(seqs: list[tuple[tuple, tuple]]) -> int:
+    """Each sequence is [CLS] A [SEP] (B [SEP]) with segment ids 0 then 1; returns the singles."""
+    singles = 0
+    for row, tt in seqs:
+        n = len(row)
+        assert row[0] == 2 and row[-1] == 3 and 2 not in row[1:] and 0 not in row and 4 not in row
+        seps = [k for k in range(n) if row[k] == 3]
+        assert len(seps) in (1, 2) and seps[0] > 1  # segment A is never empty
+        if len(seps) == 1:
+            singles += 1
+            assert tt == (0,) * n
+        else:
+            assert seps[1] == n - 1 and seps[1] > seps[0] + 1  # B non-empty
+            assert tt == (0,) * (seps[0] + 1) + (1,) * (n - seps[0] - 1)
+    return singles
+
+
+def test_packed_rows_hold_whole_isolated_sequences(inputs):
+    out, stats = _build(CFG, inputs, "iso")
+    _, ids, types, docs = _load(out, with_docs=True)
+    seqs = _sequences(ids, types, docs)
+    assert _check_layout(seqs) == stats["single_segment_sequences"] > 0
+    for row, dd in zip(ids, docs):  # sequences 1, 2, ... left to right, then padding only
+        n = int((dd > 0).sum())
+        assert (dd[:n] == np.maximum.accumulate(dd[:n])).all() and not row[n:].any() and (row[:n] != 0).all()
+        assert ((np.diff(dd[:n]) == 1) == (row[1:n] == 2)).all()  # a new sequence starts exactly at a [CLS]
+    # the same sequences as one a row, only placed otherwise: fewer rows, less padding
+    plain, plain_stats = _build(NONE, inputs, "iso_none")
+    _, p_ids, p_types, p_docs = _load(plain, with_docs=True)
+    assert sorted(seqs) == sorted(_sequences(p_ids, p_types, p_docs))
+    assert stats["examples"] < plain_stats["examples"] and stats["padding_share"] < plain_stats["padding_share"]
+    assert stats["sequences"] == plain_stats["sequences"] == plain_stats["examples"]
 
 
 def test_cls_sep_layout_and_token_types(inputs):
-    out, stats = _build(CFG, inputs, "layout")
+    out, stats = _build(NONE, inputs, "layout")
     _, ids, types = _load(out)
     singles = 0
     for row, tt in zip(ids.tolist(), types.tolist()):
@@ -119,11 +196,11 @@ def test_cls_sep_layout_and_token_types(inputs):
         else:
             assert seps[1] == n - 1 and seps[1] > seps[0] + 1  # B non-empty
             assert tt == [0] * (seps[0] + 1) + [1] * (n - seps[0] - 1) + [0] * (len(tt) - n)
-    assert singles == stats["single_segment_examples"] and 0 < singles < len(ids)
+    assert singles == stats["single_segment_sequences"] and 0 < singles < len(ids)
 
 
 def test_examples_never_cross_documents_and_keep_sentence_order(inputs):
-    cfg = override(CFG, ["short_seq_prob=0.3", "max_seq_length=14"])  # some sentences are longer than 11
+    cfg = override(NONE, ["short_seq_prob=0.3", "max_seq_length=14"])  # some sentences are longer than 11
     out, stats = _build(cfg, inputs, "docs")
     _, ids, _ = _load(out)
     limit = cfg.max_seq_length - 3
@@ -180,10 +257,52 @@ def test_pack_document_rules():
     singles, _ = pack_document(sents, override(cfg, ["single_segment_prob=1"]), random.Random(0))
     assert all(not b for _, b in singles)
     assert pack_document([[], []], cfg, random.Random(0)) == ([], 0)
-    ids = np.zeros(16, np.uint16)
-    tt = np.zeros(16, np.uint8)
-    assert encode_example([7, 8], [9], 16, ids, tt) == 6
-    assert ids.tolist()[:7] == [2, 7, 8, 3, 9, 3, 0] and tt.tolist()[:7] == [0, 0, 0, 0, 1, 1, 0]
+
+
+def test_document_rng_is_seeded_per_document_and_uniform():
+    a, b = doc_rng(0, "doc-1"), doc_rng(0, "doc-1")
+    assert [a.randint(1, 6) for _ in range(20)] == [b.randint(1, 6) for _ in range(20)]  # past the first digest
+    assert [doc_rng(0, "doc-1").random() for _ in range(3)] != [doc_rng(1, "doc-1").random() for _ in range(3)]
+    draws = np.array([doc_rng(0, str(i)).randint(5, 8) for i in range(20_000)])
+    assert set(draws.tolist()) == {5, 6, 7, 8} and np.abs(np.bincount(draws)[5:] / 20_000 - 0.25).max() < 0.012
+    u = np.array([doc_rng(3, str(i)).random() for i in range(20_000)])
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01 and abs((u < 0.1).mean() - 0.1) < 0.01
+
+
+def test_encode_rows_writes_each_sequence_where_placed():
+    seqs = Sequences.from_pairs([([7, 8], [9]), ([10], []), ([11, 12, 13], [14, 15])], [1, 1, 2], [0, 1, 0])
+    assert seqs.lengths().tolist() == [6, 3, 8]
+    place = Placement(np.array([0, 1, 0]), np.array([0, 0, 6]), np.array([1, 1, 2]), 2)
+    ids, tt, docs = encode_rows(seqs, place, 16, np.dtype(np.uint16))
+    assert ids.tolist() == [[2, 7, 8, 3, 9, 3, 2, 11, 12, 13, 3, 14, 15, 3, 0, 0], [2, 10, 3] + [0] * 13]
+    assert tt.tolist() == [[0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0] * 16]
+    assert docs.tolist() == [[1] * 6 + [2] * 8 + [0, 0], [1] * 3 + [0] * 13]
+    with pytest.raises(ValueError, match="sequence of 8 tokens at column 10 exceeds max_seq_length=16"):
+        encode_rows(seqs, Placement(np.array([0, 1, 0]), np.array([0, 0, 10]), np.array([1, 1, 2]), 2), 16,
+                    np.dtype(np.uint16))
+    shuffled = Sequences(*(getattr(seqs, k)[[2, 0, 1]] if k != "tokens_T" else
+                           np.array([11, 12, 13, 14, 15, 7, 8, 9, 10], np.int32) for k in
+                           ("line_U", "k_U", "a_U", "b_U", "tokens_T")))
+    back = shuffled.in_corpus_order()
+    assert all(np.array_equal(getattr(back, k), getattr(seqs, k)) for k in ("line_U", "k_U", "a_U", "b_U", "tokens_T"))
+
+
+def test_fill_rows_is_tight_and_a_function_of_the_input_order():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 60, 3000)  # review-like: short against a row of 128
+    place = fill_rows(lengths, 128)
+    ends = place.offset_U + lengths
+    assert ends.max() <= 128
+    for r in rng.choice(place.rows, 50, replace=False):  # no overlaps, numbered left to right
+        in_row = np.flatnonzero(place.row_U == r)
+        by_offset = in_row[np.argsort(place.offset_U[in_row])]
+        assert (place.offset_U[by_offset][1:] == ends[by_offset][:-1]).all() and place.offset_U[by_offset][0] == 0
+        assert place.doc_U[by_offset].tolist() == list(range(1, len(in_row) + 1))
+    assert place.rows == -(-int(lengths.sum()) // 128)  # as few rows as the tokens need
+    again = fill_rows(lengths, 128)
+    assert all(np.array_equal(getattr(place, k), getattr(again, k)) for k in ("row_U", "offset_U", "doc_U"))
+    full = fill_rows(np.array([128, 5, 128]), 128)
+    assert full.rows == 3 and full.row_U.tolist() == [0, 2, 1]  # a full-length sequence has a row of its own
 
 
 def test_large_vocab_gets_int32(inputs, tmp_path):
@@ -269,17 +388,24 @@ def test_same_bytes_whatever_the_workers_and_batching(inputs):
                      ["--direct_num_workers=3", "--direct_running_mode=multi_threading"])
     assert _files(one) == _files(many)
     index, ids, _ = _load(one)
-    assert [s["input_ids"][:21] for s in index["shards"]][::2] == [f"data/shard-{i:05d}-0000" for i in range(3)]
-    # the same examples as the one-shard corpus, in another order (shards are corpus shards)
-    _, ids_single, _ = _load(_build(CFG, inputs, "w_single")[0])
-    assert sorted(map(bytes, ids)) == sorted(map(bytes, ids_single))
+    firsts = [s["path"] for s in index["shards"] if s["path"].endswith("-0000.arrow")]
+    assert firsts == [f"data/shard-{i:05d}-0000.arrow" for i in range(3)]
+    # the same sequences as the one-shard corpus, in other rows (shards are corpus shards)
+    single, _ = _build(CFG, inputs, "w_single")
+    _, ids_single, types_single, docs_single = _load(single, with_docs=True)
+    # three workers on one corpus shard: each reads it and keeps every third batch; same bytes
+    parts, _ = _build(override(CFG, ["batch_documents=5"]), inputs, "w_parts", None,
+                      ["--direct_num_workers=3", "--direct_running_mode=multi_threading"])
+    assert _files(parts) == _files(single)
+    assert sorted(_sequences(*_load(one, with_docs=True)[1:])) == sorted(_sequences(ids_single, types_single,
+                                                                                    docs_single))
     assert stats["documents"] == 36
 
 
-def test_pack_documents_fills_sequences_across_documents(inputs):
-    cfg = override(CFG, ["pack_documents=true", "short_seq_prob=0", "single_segment_prob=0"])
+def test_stream_packing_fills_sequences_across_documents(inputs):
+    cfg = override(CFG, ["packing=stream", "short_seq_prob=0", "single_segment_prob=0"])
     packed, stats = _build(cfg, inputs, "packed")
-    plain, plain_stats = _build(override(CFG, ["short_seq_prob=0", "single_segment_prob=0"]), inputs, "unpacked")
+    plain, plain_stats = _build(override(NONE, ["short_seq_prob=0", "single_segment_prob=0"]), inputs, "unpacked")
     assert stats["examples"] < plain_stats["examples"] and stats["padding_share"] < plain_stats["padding_share"]
     _, ids, _ = _load(packed)
     _, plain_ids, _ = _load(plain)
@@ -293,3 +419,5 @@ def test_pack_documents_fills_sequences_across_documents(inputs):
     assert (sizes[:-1] - 2 > cfg.max_seq_length - 3 - max(map(len, sents))).all()
     again, _ = _build(cfg, inputs, "packed2")
     assert _files(packed) == _files(again)
+    _, _, _, docs = _load(packed, with_docs=True)
+    assert np.array_equal(docs, (ids != 0).astype(np.uint8))  # one "document" a row: attention crosses them

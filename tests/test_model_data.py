@@ -10,16 +10,21 @@ import time
 import numpy as np
 import pytest
 
+from kolectra.corpus.examples_format import arrow_bytes
 from kolectra.model.data import ExampleLoader, ExamplesError, read_index
 from tests.model_support import write_examples
 
 
-def _write(root, n=103, L=16, shard=25, vocab=500):
-    """An examples artifact whose row i starts [CLS] i+5 ... so every example is recognisable."""
+def _write(root, n=103, L=16, shard=25, vocab=500, legacy_npy=False):
+    """An examples artifact whose row i starts [CLS] i+5 ... so every example is recognisable; a
+    second sequence [CLS] 8 8 [SEP] follows in the same row (doc_ids 1 then 2)."""
     ids = np.zeros((n, L), np.uint16)
     ids[:, 0], ids[:, 1], ids[:, 2:6] = 2, np.arange(n) + 5, 7
     ids[:, 6] = 3
-    write_examples(root, ids, np.zeros((n, L), np.uint8), vocab, shard)
+    ids[:, 7:11] = [2, 8, 8, 3]
+    docs = np.zeros((n, L), np.uint8)
+    docs[:, :7], docs[:, 7:11] = 1, 2
+    write_examples(root, ids, np.zeros((n, L), np.uint8), vocab, shard, docs, legacy_npy=legacy_npy)
     return root
 
 
@@ -33,8 +38,9 @@ def test_batches_fixed_shape_cover_epoch_without_repeats(tmp_path):
     seen = []
     for _ in range(loader.batches_per_epoch):
         b = next(loader)
-        assert b["input_ids"].shape == b["token_type_ids"].shape == (8, 16)
-        assert b["input_ids"].dtype == np.int64
+        assert b["input_ids"].shape == b["token_type_ids"].shape == b["doc_ids"].shape == (8, 16)
+        assert b["input_ids"].dtype == b["doc_ids"].dtype == np.int64
+        assert (b["doc_ids"][:, :11] == [1] * 7 + [2] * 4).all() and not b["doc_ids"][:, 11:].any()
         seen += _rows(b)
     assert len(set(seen)) == len(seen) == 96  # ragged tail (7 examples) dropped
     nxt = _rows(next(loader))
@@ -140,9 +146,32 @@ def test_bad_artifacts_give_clear_errors(tmp_path):
         read_index(root)
 
     root = _write(tmp_path / "b")
+    z = np.zeros((25, 8), np.uint8)
+    (root / "data/shard-00001.arrow").write_bytes(arrow_bytes(z.astype(np.uint16), z, z))
+    with pytest.raises(ExamplesError, match=r"shard-00001.arrow: column 'input_ids': shape \(25, 8\)"):
+        ExampleLoader(root, 8, seed=0)
+    (root / "data/shard-00001.arrow").write_bytes(b"not arrow at all")
+    with pytest.raises(ExamplesError, match=r"shard-00001.arrow: not a readable Arrow IPC file"):
+        ExampleLoader(root, 8, seed=0)
+    root = _write(tmp_path / "b1", legacy_npy=True)
     np.save(root / "data/shard-00001.input_ids.npy", np.zeros((25, 8), np.uint16))
     with pytest.raises(ExamplesError, match=r"shard-00001.input_ids.npy: shape \(25, 8\)"):
         ExampleLoader(root, 8, seed=0)
+    root = _write(tmp_path / "f")
+    index = json.loads((root / "index.json").read_text())
+    (root / "index.json").write_text(json.dumps({**index, "format": 3}))
+    with pytest.raises(ExamplesError, match=r"format 3 is not supported .*rebuild it with `kolectra examples`"):
+        read_index(root)
+    # a real token outside every sequence would attend to nothing: refused at the batch
+    n, L = 103, 16
+    ids = np.zeros((n, L), np.uint16)
+    ids[:, :4] = [2, 9, 9, 3]
+    docs = (ids != 0).astype(np.uint8)
+    docs[50, 2] = 0
+    root = write_examples(tmp_path / "g", ids, np.zeros((n, L), np.uint8), 500, 25, docs)
+    with pytest.raises(ExamplesError, match=r"shard-00002.arrow: row 0: doc_ids is 0 exactly where input_ids is "
+                                            r"padding \(0\), not so at column 2"):
+        next(ExampleLoader(root, 103, seed=0))
 
     root = _write(tmp_path / "c", vocab=50)  # row ids reach 5 + 102 > 50
     loader = ExampleLoader(root, 103, seed=0)
@@ -166,3 +195,13 @@ def test_bad_artifacts_give_clear_errors(tmp_path):
 
     with pytest.raises(ExamplesError, match="cannot fill one batch"):
         ExampleLoader(_write(tmp_path / "d", n=5), 8, seed=0)
+
+
+def test_format_1_artifacts_still_load_without_doc_ids(tmp_path):
+    """Artifacts written before packing (``.npy`` pairs, index format 1): the same rows, and no
+    ``doc_ids``, so the step keeps its one-sequence-a-row attention for them."""
+    new, old = _write(tmp_path / "new"), _write(tmp_path / "old", legacy_npy=True)
+    assert read_index(old).format == 1 and read_index(new).format == 2
+    a, b = next(ExampleLoader(new, 8, seed=4)), next(ExampleLoader(old, 8, seed=4))
+    assert set(b) == {"input_ids", "token_type_ids"} and "doc_ids" in a
+    assert np.array_equal(a["input_ids"], b["input_ids"]) and np.array_equal(a["token_type_ids"], b["token_type_ids"])

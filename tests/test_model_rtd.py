@@ -224,17 +224,20 @@ def test_step_is_finite_and_deterministic(objective):
     assert torch.isfinite(a.loss) and torch.equal(a.loss, b.loss) and torch.equal(a.disc_in_BL, b.disc_in_BL)
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("objective", ["electra", "electra15"])
-def test_step_traces_to_one_graph(objective):
+def test_step_traces_to_one_graph(objective, packed):
     """Static shapes, no host sync, no data-dependent Python branch: torch.compile (and XLA) see
-    the whole forward step as one graph, with the trainer's CPU dropout in place too."""
+    the whole forward step as one graph, with the trainer's CPU dropout in place too, and with
+    packed rows' per-sequence attention (``doc_BL``)."""
     from kolectra.model.device import Device
 
     model = Device().place(_tiny_pair()).train()
     ids, types = _batch()
     obj = config.ObjectiveConfig(objective=objective)
+    doc = (ids != SP.pad_id).long() * (1 + (torch.arange(ids.shape[1]) >= 10)) if packed else None
     torch._dynamo.reset()
-    explained = torch._dynamo.explain(rtd.electra_step)(model, ids, types, SP, obj)
+    explained = torch._dynamo.explain(rtd.electra_step)(model, ids, types, SP, obj, doc_BL=doc)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
 

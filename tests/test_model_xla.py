@@ -8,6 +8,9 @@ process's torch state untouched. The three XLA runs start together to share the 
 - B: the same on four devices (SPMD over a 1-D mesh), the same global batch;
 - C: one device, resuming a checkpoint the CPU wrote.
 
+The examples pack several sequences into some rows (``doc_ids``), as the examples stage does by
+default, so every step builds the per-sequence attention bias and positions.
+
 A's checkpoint is then resumed on the CPU, in this process. Every run logs each step
 (``log_every=1``), so ``metrics.jsonl`` shows torch-xla's counters step by step.
 """
@@ -158,6 +161,18 @@ def test_steps_after_warmup_run_one_graph_without_compiles_transfers_or_fallback
     assert any((root / "cache").iterdir())  # the persistent compile cache was written
     # The device loader reads ahead, yet a checkpoint records the position after the steps trained.
     assert reports["loader_at"]["A"] == reports["loader_at"]["B"] == reports["loader_at"]["cpu"]
+
+
+def test_the_runs_trained_on_packed_rows(runs):
+    """The examples hold rows of several sequences (doc_ids), so the one-graph-per-step figures
+    above include the per-sequence attention bias and positions."""
+    import numpy as np
+
+    from kolectra.model.data import ExampleLoader
+
+    root, _ = runs
+    rows = next(ExampleLoader(root / "examples", batch_size=64, seed=0, prefetch=0))
+    assert (rows["doc_ids"].max(axis=1) >= 2).any() and np.isin(rows["doc_ids"], [0, 1, 2]).all()
 
 
 def test_spmd_over_four_devices_matches_one_device(runs):
