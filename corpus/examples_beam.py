@@ -100,6 +100,14 @@ def parse_documents(path: str, first: int, lines: list[bytes]):
     return docs, bad
 
 
+def read_holdout(path: str) -> frozenset[str]:
+    """The document ids of ``ExamplesConfig.holdout_ids`` (empty without a file)."""
+    if not path:
+        return frozenset()
+    with FileSystems.open(path) as f:
+        return frozenset(line.strip() for line in f.read().decode("utf-8").splitlines() if line.strip())
+
+
 def _tally(name: str, n: int):
     return beam.pvalue.TaggedOutput(REPORT, ("tally", name, n))
 
@@ -121,6 +129,7 @@ class TokenizeAndPack(beam.DoFn):
         from tokenizers import Tokenizer
 
         self.tok = Tokenizer.from_file(self.job.tokenizer_path)
+        self.holdout = read_holdout(self.job.cfg.holdout_ids)
 
     def process(self, item):
         shard, path, part, parts = item
@@ -132,6 +141,10 @@ class TokenizeAndPack(beam.DoFn):
         docs, bad = parse_documents(path, first, lines)
         for report in bad:
             yield beam.pvalue.TaggedOutput(REPORT, report)
+        if self.holdout:
+            kept = [d for d in docs if d[1] not in self.holdout]
+            yield _tally("held_out_documents", len(docs) - len(kept))
+            docs = kept
         flat = [s for _, _, sents in docs for s in sents]
         encs = self.tok.encode_batch_fast(flat, add_special_tokens=False) if flat else []
         per_doc, i = [], 0

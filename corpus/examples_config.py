@@ -50,6 +50,9 @@ class ExamplesConfig:
     # The vocab artifact must have been learned from this corpus (its manifest lists the corpus
     # among its parents); set to use a vocab from another corpus on purpose.
     allow_other_corpus_vocab: bool = False
+    # A text file of corpus document ids (one a line) to leave out of the examples, e.g. the rows an
+    # evaluation scores on (``kolectra study`` writes it): counted as ``held_out_documents``.
+    holdout_ids: str = ""
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -265,4 +265,4 @@ def make_stats(tally: dict, max_seq_length: int, shards: int) -> dict:
             "truncated_sentences": get("truncated_sentences"), "documents": get("documents"),
             "documents_used": get("documents_used"), "sentences": get("sentences"),
             "single_segment_sequences": get("single_segment_sequences"), "shards": shards,
-            "bad_documents": get("bad_documents")}
+            "bad_documents": get("bad_documents"), "held_out_documents": get("held_out_documents")}

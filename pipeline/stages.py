@@ -119,9 +119,11 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     vocab_art = store.require(vocab_ref, "vocab")
     cfg = _configure(examples_stage.default_config(), sets, seed)
     check_vocab_lineage(corpus_art, vocab_art, cfg.allow_other_corpus_vocab)
+    # a holdout list is a raw input: its content, not its path, belongs to the request
+    holdout = tuple(fingerprint_inputs([Path(cfg.holdout_ids)])) if cfg.holdout_ids else ()
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=to_dict(cfg),
-                  parents=(corpus_art, vocab_art), libraries=LIBS_EXAMPLES)
+                  parents=(corpus_art, vocab_art), inputs=holdout, libraries=LIBS_EXAMPLES)
     return store.build(
         req, lambda out: examples_stage.build(cfg, corpus_art.path, vocab_art.path, out, list(beam_args)), force
     )

@@ -421,3 +421,19 @@ def test_stream_packing_fills_sequences_across_documents(inputs):
     assert _files(packed) == _files(again)
     _, _, _, docs = _load(packed, with_docs=True)
     assert np.array_equal(docs, (ids != 0).astype(np.uint8))  # one "document" a row: attention crosses them
+
+
+def test_holdout_ids_keep_documents_out_of_the_examples(inputs, tmp_path):
+    docs = list(shards.iter_documents(inputs["corpus"], "train"))
+    held = [str(d["id"]) for d in docs[::3]]
+    (tmp_path / "held.txt").write_text("".join(f"{i}\n" for i in held) + "no-such-id\n")
+    out, stats = _build(override(CFG, [f"holdout_ids={tmp_path / 'held.txt'}"]), inputs, "held")
+    _, base = _build(CFG, inputs, "unheld")
+    assert stats["held_out_documents"] == len(held) and base["held_out_documents"] == 0
+    assert stats["documents"] + stats["held_out_documents"] == base["documents"] == len(docs)
+    assert stats["sequences"] < base["sequences"]
+    # each document is cut by its own seeded RNG: the rows hold exactly the other documents' sequences
+    from collections import Counter
+    held_seqs = Counter(_sequences(*_load(out, with_docs=True)[1:]))
+    base_seqs = Counter(_sequences(*_load(inputs["root"] / "unheld", with_docs=True)[1:]))
+    assert held_seqs <= base_seqs and sum(held_seqs.values()) == stats["sequences"]
