@@ -31,6 +31,7 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.nsmc_reader import read_nsmc
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.loading import load_tokenizer
+from kolectra.finetune.progress import quiet_libraries
 
 STAGE_VERSION = 1
 
@@ -56,7 +57,8 @@ def features(model_dir: Path, texts: list[str], max_length: int, batch_size: int
 
     tok = load_tokenizer(Path(model_dir))
     try:
-        encoder = AutoModel.from_pretrained(str(model_dir)).eval()
+        with quiet_libraries():
+            encoder = AutoModel.from_pretrained(str(model_dir)).eval()
     except (OSError, ValueError) as e:
         raise FinetuneError(f"{model_dir}: cannot load the encoder: {e}") from None
     enc = tok(texts, truncation=True, max_length=max_length)["input_ids"]
