@@ -94,3 +94,12 @@ def test_draws_are_fresh_streams_from_torchs_generator():
     assert abs(both - 0.25) < 0.003
     torch.manual_seed(7)
     assert torch.equal(cpu_dropout.draws16(torch.Size([1000, 1000])), a)  # the seed comes from torch
+
+
+def test_bf16_on_a_cpu_without_native_bf16_is_named(monkeypatch):
+    from kolectra.model import device
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    assert "no native bf16" in device.slow_cpu_bf16_note()
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    assert device.slow_cpu_bf16_note() is None
