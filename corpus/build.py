@@ -42,6 +42,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     Interruption,
     input_bytes,
     local_workers,
+    new_pipeline,
     pipeline_options,
     verbosity,
 )
@@ -197,7 +198,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     try:
         with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
-            with beam.Pipeline(options=options) as p:
+            with new_pipeline(options) as p:
                 _recipe(p, cfg, listed, sources, out, dedup_buckets(total), progress_dir)
     except BaseException:
         if not ctrl_c.happened:

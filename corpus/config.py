@@ -1,6 +1,6 @@
 """Settings of the corpus stage (first link of the chain: raw text -> cleaned, segmented corpus).
 
-One frozen dataclass, resolved into the artifact id by the lead's ``pipeline.artifacts``; the CLI
+One frozen dataclass, resolved into the artifact id by ``kolectra.pipeline.artifacts``; the CLI
 maps ``--format/--text-field/--id-field`` onto the fields of the same names and ``--set key=value``
 onto any of them. Beam pipeline options (``--runner`` ...) are not part of this config: they decide
 where the job runs, never what it produces.
@@ -12,6 +12,7 @@ import dataclasses
 from typing import Literal
 
 from kolectra.core.config import ConfigError
+from kolectra.corpus.languages import PROFILES, SCRIPTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,8 +67,6 @@ class CorpusConfig:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.max_repeat < 0:
             raise ConfigError(f"max_repeat must be >= 0, got {self.max_repeat}")
-        from kolectra.corpus.languages import PROFILES, SCRIPTS
-
         if self.language not in PROFILES:
             raise ConfigError(f"language must be one of {sorted(PROFILES)}, got {self.language!r}")
         if self.script and self.script not in SCRIPTS:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions
-from tokenizers import Tokenizer
+# runners first: it silences Beam's import-time logging before apache_beam is imported
+from kolectra.corpus.runners import LOCAL_RUNNER, input_bytes, interruptible, new_pipeline, pipeline_options
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
 
-from kolectra.core.stage import StageOutput, progress
-from kolectra.corpus import examples_beam, shards
-from kolectra.corpus.runners import LOCAL_RUNNER, input_bytes, pipeline_options
+from kolectra.core.stage import StageOutput, progress  # noqa: E402
+from kolectra.corpus import examples_beam, shards  # noqa: E402
 from kolectra.corpus.examples_config import MIN_SEQ_LENGTH, ExamplesConfig, default_config  # noqa: F401
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 
@@ -42,7 +42,10 @@ def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     path = Path(tokenizer_dir) / "tokenizer.json"
     if not path.is_file():
         raise ValueError(f"examples: {path} not found; expected a vocab artifact (HF tokenizer directory)")
-    tok = Tokenizer.from_file(str(path))
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers reports a garbled file as a bare Exception
+        raise ValueError(f"examples: {path}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
     wrong = {t: tok.token_to_id(t) for t, i in SPECIAL_IDS.items() if tok.token_to_id(t) != i}
     if wrong:
         raise ValueError(f"examples: {path} lacks the special tokens at their fixed ids "
@@ -117,7 +120,8 @@ def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: P
     processes = runner != LOCAL_RUNNER or direct.direct_running_mode == "multi_processing"
     job = examples_beam.Job(cfg=cfg, tokenizer_path=str(tokenizer_dir / "tokenizer.json"), dtype=dtype.name,
                             vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes)
-    with beam.Pipeline(options=options) as p:
+    # Ctrl-C: one line (the store adds that nothing was published), whatever Beam made of it
+    with interruptible("interrupted during the examples job"), new_pipeline(options) as p:
         examples_beam.recipe(p, job, paths, parts)
 
     stats = json.loads((out_dir / "stats.json").read_text(encoding="utf-8"))

@@ -190,8 +190,11 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np
 
 
 def _write_bytes(path: str, data: bytes) -> None:
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(data)
+    try:
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write(data)
+    except OSError as e:  # a full disk: name the file (Beam's report of the failure would not)
+        raise OSError(e.errno, e.strerror, path) from e
 
 
 def write_shard(item, job: Job):

@@ -3,7 +3,7 @@
 Layout (index ``format`` 2)::
 
     index.json                     what the pretraining loader reads first (shapes, dtypes, ids)
-    stats.json                     the stage's counts (CONTRACT.md)
+    stats.json                     the stage's counts (`examples`, `tokens`, ...: docs/examples.md)
     README.md                      dataset card: YAML ``configs`` pointing ``datasets`` at the shards
     data/shard-CCCCC-PPPP.arrow    rows of corpus shard CCCCC, piece PPPP
 

@@ -3,7 +3,8 @@ by the orchestration before the job, and by the job's reader for every file it o
 
 - :func:`list_inputs` expands ``--input`` paths and globs through Beam's ``FileSystems`` (local,
   ``gs://``, ``s3://``, ``hdfs://``); an existing literal path wins over its reading as a glob
-  (``data[1].txt`` is that file, never ``data1.txt``).
+  (``data[1].txt`` is that file, never ``data1.txt``). A directory, or a file whose name is not
+  UTF-8 (it could not be recorded in the manifest), is refused up front, naming it.
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
   is its absolute path, size and modification time (nanoseconds); an object in a store is its
   path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag; Beam's
@@ -60,25 +61,46 @@ def _literal(pattern: str) -> str | None:
         return None
 
 
+def _unusable(path: str) -> str | None:
+    """Why a listed path cannot be an input (None: it can)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # os.fsdecode of a name that is not UTF-8: it cannot go into JSON
+        return (f"input {path!r}: the file name is not valid UTF-8, and input names go into the manifest and "
+                "document ids; rename the file (e.g. convmv -f cp949 -t utf-8) or leave it out of --input")
+    if not is_remote(path) and os.path.isdir(path):
+        return (f"input {path!r} is a directory: name its files with a glob, --input '{path.rstrip('/')}/*' "
+                f"(or '{path.rstrip('/')}/**' for every level below it)")
+    return None
+
+
 def expand(patterns: list[str]) -> list[str]:
-    """Every file the paths/globs name, sorted and de-duplicated; a pattern matching nothing is an error."""
+    """Every file the paths/globs name, sorted and de-duplicated; a pattern matching nothing, a
+    directory or a file name that is not UTF-8 is an error naming it."""
     if not patterns:
         raise InputError("no --input given")
-    files: set[str] = set()
-    for pattern in patterns:
-        literal = _literal(pattern)
-        if literal is not None:
-            files.add(literal)
-            continue
-        try:
-            [result] = FileSystems.match([pattern])
-        except Exception as e:  # BeamIOError wraps the per-pattern exception
-            raise InputError(f"cannot list input {pattern!r}: {e}") from None
-        found = [m.path for m in result.metadata_list]
-        if not found:
-            raise InputError(f"input {pattern!r} matches no file")
-        files.update(os.path.abspath(f) if not is_remote(f) else f for f in found)
-    return sorted(files)
+    files = [f for pattern in patterns for f in _expand_one(pattern)]
+    for path in files:
+        if why := _unusable(path):
+            raise InputError(why)
+    return sorted(set(files))
+
+
+def _expand_one(pattern: str) -> list[str]:
+    """The files one path or glob names (an existing literal path wins over its reading as a glob)."""
+    if pattern and os.path.isdir(pattern) and not is_remote(pattern):
+        return [os.path.abspath(pattern)]  # refused by expand, with the glob to use instead
+    literal = _literal(pattern)
+    if literal is not None:
+        return [literal]
+    try:
+        [result] = FileSystems.match([pattern])
+    except Exception as e:  # BeamIOError wraps the per-pattern exception
+        raise InputError(f"cannot list input {pattern!r}: {e}") from None
+    found = [m.path for m in result.metadata_list]
+    if not found:
+        raise InputError(f"input {pattern!r} matches no file")
+    return [os.path.abspath(f) if not is_remote(f) else f for f in found]
 
 
 def identify(path: str) -> InputFile:

@@ -186,15 +186,17 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
         raise CorpusError(f"the inputs hold no records: {sorted(paths.values())}")
     ratio = stats["rejected"] / stats["records_in"]
     if ratio > cfg.max_reject_ratio:
+        # the file with the most rejected lines (a 1-line file with its line rejected is not the news)
         worst, counts = max(
             stats["sources"].items(),
-            key=lambda kv: (kv[1]["rejected"] / max(kv[1]["records_in"], 1), kv[1]["rejected"]),
+            key=lambda kv: (kv[1]["rejected"], kv[1]["rejected"] / max(kv[1]["records_in"], 1)),
         )
         top = max(stats["rejected_reasons"].items(), key=lambda kv: kv[1])[0]
+        garbled = f" (a damaged file: {counts['damaged']})" if counts.get("damaged") else ""
         raise CorpusError(
             f"{stats['rejected']} of {stats['records_in']} records rejected ({ratio:.1%}), over "
             f"max_reject_ratio={cfg.max_reject_ratio:.1%}; worst file: {named(worst)} "
-            f"({counts['rejected']} of {counts['records_in']} lines rejected); most common reason: "
+            f"({counts['rejected']} of {counts['records_in']} lines rejected{garbled}); most common reason: "
             f"{top}. Check --format/--text-field; the rejected lines are in {rejects}"
         )
     if stats["records_out"] == 0:
@@ -206,8 +208,11 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
 
 def _write(out_dir: str, rel: str, data: bytes) -> str:
     path = FileSystems.join(out_dir, rel)
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(data)
+    try:
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            f.write(data)
+    except OSError as e:  # a full disk: name the file (Beam's report of the failure would not)
+        raise OSError(e.errno, e.strerror, path) from e
     return path
 
 

@@ -27,10 +27,10 @@ import random
 
 import numpy as np
 
+from kolectra.core.tokens import SPECIAL_IDS
 from kolectra.corpus.examples_config import MIN_TARGET, ExamplesConfig
 
-SPECIAL_IDS = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
-PAD, CLS, SEP = 0, 2, 3
+PAD, CLS, SEP = SPECIAL_IDS["[PAD]"], SPECIAL_IDS["[CLS]"], SPECIAL_IDS["[SEP]"]
 MIN_SEQUENCE = 3  # [CLS] x [SEP]: segment A is never empty
 
 
@@ -39,11 +39,10 @@ class DocRng:
     counter), each digest giving four 64-bit draws.
 
     ELECTRA's recipe needs two or three draws for a short document. ``random.Random`` seeded per
-    document spent most of its cost on seeding (Mersenne Twister's 624-word state: about 11 us
-    of the 26 us a document's RNG cost on NSMC reviews, against 1.3 us for everything else
-    packing does with a one-sentence review; ``benchmarks/examples.py``, profiled); a hash
-    stream costs one digest per four draws (3.3x cheaper per review, measured). ``random`` has
-    53 bits; ``randint`` maps 64 bits by multiply-shift (bias below 2**-60 for these ranges).
+    document spends most of its cost on seeding (Mersenne Twister's 624-word state), which for a
+    one-sentence review outweighed everything else packing does (``benchmarks/examples.py``,
+    profiled); a hash stream costs one digest per four draws. ``random`` has 53 bits;
+    ``randint`` maps 64 bits by multiply-shift (bias below 2**-60 for these ranges).
     """
 
     __slots__ = ("_key", "_block", "_words")

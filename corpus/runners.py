@@ -10,12 +10,14 @@ and how parallel the job runs, never what it writes.
 It also decides how much of Beam the user sees (:func:`set_verbosity`): by default nothing of
 Beam's own logging (its harness logs 40-odd INFO/WARNING lines per job, and every import warns
 that apitools is missing); kolectra's progress lines and bars instead, and failures as one
-exception naming the input. This module is imported before ``apache_beam`` so that the import
-warning is caught too.
+exception naming the input: Ctrl-C during a job is one ``KeyboardInterrupt`` (:func:`interruptible`),
+options Beam refuses one :class:`BeamOptionError` (:func:`new_pipeline`). This module is imported
+before ``apache_beam`` so that the import warning is caught too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -23,22 +25,17 @@ import signal
 import sys
 import threading
 import traceback
+from typing import Iterator
 
-QUIET, NORMAL, VERBOSE, DEBUG = 0, 1, 2, 3
-VERBOSITY_ENV = "KOLECTRA_VERBOSITY"
+from kolectra.core.verbosity import DEBUG, NORMAL, QUIET, VERBOSE  # the levels of -q / -v
+from kolectra.core.verbosity import level as _core_level
+from kolectra.core.verbosity import set_level as _core_set_level
+
 # What of Beam's logging each verbosity shows: nothing below VERBOSE (a failure reaches the user as
 # kolectra's exception, not as Beam's logged tracebacks), warnings at VERBOSE, everything at DEBUG.
 _BEAM_LEVEL = {QUIET: logging.CRITICAL + 1, NORMAL: logging.CRITICAL + 1, VERBOSE: logging.WARNING, DEBUG: logging.INFO}
 
-
-def _env_verbosity() -> int:
-    try:
-        return min(max(int(os.environ.get(VERBOSITY_ENV, NORMAL)), QUIET), DEBUG)
-    except ValueError:
-        return NORMAL
-
-
-_verbosity = _env_verbosity()
+_verbosity = _core_level()
 
 
 def _from_beam(record: logging.LogRecord) -> bool:
@@ -59,8 +56,7 @@ def set_verbosity(level: int) -> None:
     2 also Beam's warnings, 3 also Beam's INFO logging. ``$KOLECTRA_VERBOSITY`` sets the default;
     a CLI's ``-q``/``-v`` call this."""
     global _verbosity
-    _verbosity = min(max(int(level), QUIET), DEBUG)
-    os.environ[VERBOSITY_ENV] = str(_verbosity)  # worker processes started from here inherit it
+    _verbosity = _core_set_level(level)  # in the environment: worker processes started from here inherit it
     root = logging.getLogger()
     if not root.handlers:  # otherwise the first warning would call basicConfig, unfiltered
         handler = logging.StreamHandler(sys.stderr)
@@ -106,6 +102,20 @@ class Interruption:
     def __exit__(self, *exc) -> None:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
+
+
+@contextlib.contextmanager
+def interruptible(what: str) -> Iterator[Interruption]:
+    """Run a Beam job inside: Ctrl-C ends it as one ``KeyboardInterrupt(what)``, however Beam
+    wrapped it (in-process bundles re-raise it as ``RuntimeError: KeyboardInterrupt [while
+    running ...]``), with the local workers stopped and their threads' tracebacks silenced."""
+    with Interruption() as ctrl_c:
+        try:
+            yield ctrl_c
+        except BaseException:
+            if not ctrl_c.happened:
+                raise
+            raise KeyboardInterrupt(what) from None
 
 
 WORKER_MODULE = "kolectra.corpus.worker"
@@ -168,6 +178,7 @@ def quiet_beam_threads() -> None:
 
 set_verbosity(_verbosity)  # before apache_beam is imported below
 
+import apache_beam as beam  # noqa: E402
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions  # noqa: E402
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
@@ -211,6 +222,21 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
         if direct.direct_num_workers > 1 and not explicit_mode:
             direct.direct_running_mode = "multi_processing"
     return opts
+
+
+class BeamOptionError(ValueError):
+    """Beam refused the pipeline options before the job started (an unknown ``--runner``, options a
+    runner requires); the message lists what Beam said, on one line."""
+
+
+def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """``beam.Pipeline(options=options)``: Beam creates the runner and validates the options for it
+    here, raising a ValueError whose lines name the options; that is the user's input, not a bug."""
+    try:
+        return beam.Pipeline(options=options)
+    except ValueError as e:
+        said = "; ".join(line.strip().rstrip(".:") for line in str(e).splitlines() if line.strip())
+        raise BeamOptionError(f"Beam refused the pipeline options: {said}") from None
 
 
 # CPython runs a collection every 700 net allocations and a full one every 100 of those. A worker

@@ -13,8 +13,8 @@ Two adjustments make the spans a clean partition (pure functions below, tested w
 - :func:`cover_sentences` makes sentence spans sorted and disjoint, and attaches any non-space
   text Kiwi left between sentences to the previous sentence, so sentences cover the text.
 
-The Beam wrapper builds one Kiwi per worker in ``DoFn.setup`` (loading the model takes ~2 s and
-~0.45 GB of resident memory; see the README). A language whose profile (``corpus/languages.py``)
+The Beam wrapper builds one Kiwi per worker in ``DoFn.setup`` (loading the model takes seconds and
+about half a gigabyte of resident memory; measured in docs/corpus.md). A language whose profile (``corpus/languages.py``)
 names no analyser gets :class:`RuleSegmenter`: sentences end at the profile's closing marks or
 a line break, and "morphs" are maximal runs of one Unicode class (letters with their combining
 marks ``W``, digits ``N``) or single punctuation ``P`` / symbol ``S`` characters.

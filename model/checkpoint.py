@@ -46,6 +46,7 @@ from kolectra.core.stage import progress
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 MANIFEST = "manifest.json"
 FORMAT = 2
+REQUIRED = ("model.safetensors", "optimizer.pt", "state.pt")  # rank 0's files; rank-R.pt is checked on load
 
 
 def checkpoints_dir(out_dir: Path) -> Path:
@@ -116,18 +117,20 @@ def problems(step_dir: Path) -> list[str]:
     if not manifest_path.is_file():
         return [f"{manifest_path}: missing (the save did not finish)"]
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        files = manifest["files"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        return [f"{manifest_path}: unreadable ({e})"]
-    out = []
-    for name, want in sorted(files.items()):
+        files = json.loads(manifest_path.read_text(encoding="utf-8"))["files"]
+        entries = sorted((str(name), int(want["bytes"]), str(want["sha256"])) for name, want in files.items())
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # cut short, edited, garbled
+        return [f"{manifest_path}: unreadable ({type(e).__name__}: {str(e)[:100]})"]
+    out = [f"{manifest_path}: lists no {name}" for name in REQUIRED if name not in {n for n, _, _ in entries}]
+    for name, size, sha in entries:
         path = Path(step_dir) / name
-        if not path.is_file():
+        if "/" in name or name in ("", ".", ".."):
+            out.append(f"{manifest_path}: {name!r} is not a file of the checkpoint")
+        elif not path.is_file():
             out.append(f"{path}: missing")
-        elif path.stat().st_size != want["bytes"]:
-            out.append(f"{path}: {path.stat().st_size} bytes, manifest says {want['bytes']}")
-        elif _sha256(path) != want["sha256"]:
+        elif path.stat().st_size != size:
+            out.append(f"{path}: {path.stat().st_size} bytes, manifest says {size}")
+        elif _sha256(path) != sha:
             out.append(f"{path}: sha256 differs from the manifest")
     return out
 

@@ -178,8 +178,11 @@ def validate(cfg: PretrainConfig) -> None:
         raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
     if t.schedule not in SCHEDULES:
         raise ConfigError(f"train.schedule: expected one of {list(SCHEDULES)}, got {t.schedule!r}")
-    if t.warmup_steps < 0:
-        raise ConfigError(f"train.warmup_steps: must be >= 0, got {t.warmup_steps}")
+    for key in ("warmup_steps", "cpu_threads"):  # cpu_threads 0: torch's default
+        if getattr(t, key) < 0:
+            raise ConfigError(f"train.{key}: must be >= 0, got {getattr(t, key)}")
+    if not 0 <= cfg.seed < 2**31:  # numpy's and every device's generators take it (plus the rank)
+        raise ConfigError(f"seed: must be in [0, 2**31), got {cfg.seed}")
 
 
 # --- presets --------------------------------------------------------------------------------

@@ -1,16 +1,16 @@
 """Cheaper dropout for training on the CPU: keep-masks from 16-bit random integers.
 
 ELECTRA trains with dropout 0.1 on hidden states and on attention probabilities (paper, table 6).
-On the CPU, torch's ``bernoulli_`` draws one Mersenne-Twister number per element (about 7 ns), and
-in a small++ step in bf16 that was the largest single cost: 74 calls, about a fifth of the step
-(``benchmarks/pretrain.py``, profiled). Here one 64-bit word gives four 16-bit integers, and an
+On the CPU, torch's ``bernoulli_`` draws one Mersenne-Twister number per element, and in a
+small++ step in bf16 that was the largest single cost of the step (``benchmarks/pretrain.py``,
+profiled). Here one 64-bit word gives four 16-bit integers, and an
 element is kept when its integer is at least ``round(p * 65536) - 32768``: p is quantised to
 1/65536 (0.1 becomes 0.1000061), and kept values are scaled by 1 / (1 - that p), so the expected
 value is exact. The words come from numpy's SFC64 (a small chaotic counter generator; passes
 BigCrush and PractRand), seeded per call with one 63-bit draw from torch's generator: torch's
-own ``random_`` runs its Mersenne Twister one number at a time, at about 6 ns per 64-bit word
-on this project's Zen 4 CPU against 1.7 ns for SFC64, and the draws were still the largest part
-of this dropout. About 3-4x faster than ``nn.functional.dropout`` on CPU tensors of these sizes.
+own ``random_`` runs its Mersenne Twister one number at a time, several times slower per 64-bit
+word than SFC64, and the draws were still the largest part of this dropout. Several times faster
+than ``nn.functional.dropout`` on CPU tensors of these sizes (``benchmarks/pretrain.py``).
 
 :func:`install` swaps a model's ``nn.Dropout`` modules for :class:`Dropout` and points its Hugging
 Face attention at :func:`attention` (the eager formula with this dropout; SDPA itself when

@@ -4,11 +4,9 @@ torch's CPU tensors come from ``malloc``. A training step frees and allocates th
 tensors every step, and with glibc's defaults much of that memory goes back to the kernel in
 between: blocks above the mmap threshold (dynamic, at most 32 MiB) are fresh mappings each time,
 and free space at the top of the heap beyond the trim threshold is returned on every ``free``.
-The next step then pays a page fault per 4 KiB page to take the same memory back, zeroed. In
-kolectra's small++ step (``benchmarks/pretrain.py`` shapes, 2-core Zen 4 VM) that was 11,000 to
-49,000 minor faults per step; with the settings below, none, and the step ran 1.04-1.26x faster
-(fp32 and bf16, twelve runs interleaved step by step, each variant in a process of its own;
-README, "Speed").
+The next step then pays a page fault per 4 KiB page to take the same memory back, zeroed: tens
+of thousands of minor faults per small++ step, none with the settings below, and a faster step
+(``benchmarks/pretrain.py`` measures it).
 
 :func:`keep_freed` fixes the mmap threshold at 32 MiB and turns trimming off (``mallopt``), so
 freed blocks up to that size stay in the heap for the next step, and the heap never holds more

@@ -41,8 +41,8 @@ from kolectra.model import cpu_dropout, cpu_memory
 
 def slow_cpu_bf16_note() -> str | None:
     """A warning when this CPU has no native bf16 (AVX-512 BF16 or AMX): oneDNN then has no bf16
-    kernels and matmuls fall back to a reference loop, ~35x slower than fp32 (measured on an
-    AVX2-only EPYC with torch 2.9: 0.5 against 18 GFLOP/s for [4096 x 128] @ [128 x 512])."""
+    kernels and matmuls fall back to a reference loop, tens of times slower than fp32 (an
+    AVX2-only EPYC with torch 2.9, measured when this was written)."""
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         return None
     return ("WARNING: bf16 was asked for, but this CPU has no native bf16 (AVX-512 BF16 or AMX): its bf16 "

@@ -1,9 +1,10 @@
 """The pretrain stage: examples artifact + tokenizer -> ELECTRA checkpoint (hf/ + metrics.jsonl).
 
 ``pretrain(cfg, examples_dir, tokenizer_dir, out_dir, resume=False)`` reads top to bottom: check
-inputs, seed, build the generator/discriminator pair (or load it, ``train.init_from``), AdamW
-(no decay on biases and LayerNorm; fused where the device has it) with linear warmup then linear decay (paper
-appendix A), optionally resume from the newest intact checkpoint, then the objective's step
+inputs (:mod:`model.pretrain_inputs`), seed, build the generator/discriminator pair (or load it,
+``train.init_from``), AdamW (no decay on biases and LayerNorm; fused where the device has it) with
+linear warmup then linear decay (paper appendix A), optionally resume from the newest intact
+checkpoint (:mod:`model.resume`), then the objective's step
 (:mod:`model.objectives`: ELECTRA or one of the paper's ablations) with gradient accumulation,
 averaging over ranks and clipping, metrics every ``log_every`` steps (:mod:`model.metrics`),
 checkpoints every ``save_every`` (:mod:`model.checkpoint`) and the Hugging Face export
@@ -18,9 +19,6 @@ half-written ``hf/``) is rewritten.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import re
 import shutil
 import time
 from pathlib import Path
@@ -29,12 +27,15 @@ from typing import Callable
 import torch
 
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
-from kolectra.model.config import ModelConfig, PretrainConfig, TrainConfig, validate
+from kolectra.model.config import PretrainConfig, TrainConfig, validate
 from kolectra.model.device import Batches, Device
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
+# the checks of what a run reads, and resuming one: the stage's API, re-exported here
+from kolectra.model.pretrain_inputs import (Inputs, PretrainInputError, read_inputs, read_specials,  # noqa: F401
+                                            vocab_fingerprint)
+from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
 from kolectra.core.config import to_dict
-from kolectra.core.tokens import SPECIALS_MAP
 from kolectra.core.stage import StageOutput, progress
 
 # Bump when the artifact's files change for the same request (part of the artifact id).
@@ -44,125 +45,13 @@ from kolectra.core.stage import StageOutput, progress
 STAGE_VERSION = 4
 
 
-class PretrainInputError(ValueError):
-    """Examples and tokenizer do not fit together or with the config; the message names the file."""
-
-
 class TrainingDiverged(ValueError):
     """The loss or the weights became NaN or infinite; the message names the step and a likely cause."""
-
-
-def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Specials:
-    """Special-token ids from the tokenizer, checked against the examples' index.json."""
-    from transformers import AutoTokenizer
-
-    try:
-        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    except Exception as e:  # tokenizers reports a garbled tokenizer.json as a bare Exception
-        where = tokenizer_dir / "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else tokenizer_dir
-        raise PretrainInputError(f"{where}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
-    ids = {f"{name}_id": tok.convert_tokens_to_ids(SPECIALS_MAP[f"{name}_token"]) for name in ("pad", "cls", "sep", "mask")}
-    for name, value in ids.items():
-        if value != getattr(index, name):
-            raise PretrainInputError(f"{index.root / 'index.json'}: {name}={getattr(index, name)} but the "
-                                     f"tokenizer in {tokenizer_dir} has {value}")
-    if len(tok) != index.vocab_size:
-        raise PretrainInputError(f"{index.root / 'index.json'}: vocab_size={index.vocab_size} but the tokenizer "
-                                 f"in {tokenizer_dir} has {len(tok)} tokens")
-    # Random replacements skip the leading block of specials and reserved "[unusedN]" slots.
-    first_regular = 0
-    while first_regular < len(tok) and (first_regular in tok.all_special_ids or re.fullmatch(
-            r"\[unused\d+\]", tok.convert_ids_to_tokens(first_regular) or "")):
-        first_regular += 1
-    if first_regular >= len(tok):
-        raise PretrainInputError(f"{tokenizer_dir}: the vocabulary holds only special tokens")
-    return rtd.Specials(**ids, vocab_size=len(tok), first_regular_id=first_regular)
-
-
-def vocab_fingerprint(tokenizer_dir: Path) -> str:
-    """sha256 of the vocabulary (token -> id), to refuse resuming with another tokenizer."""
-    from transformers import AutoTokenizer
-
-    vocab = AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
-    return hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode()).hexdigest()
 
 
 def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
     """Pretraining's AdamW (:mod:`kolectra.model.optim`: no decay on biases and LayerNorm)."""
     return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused)
-
-
-def lr_at(step: int, t: TrainConfig) -> float:
-    """Learning rate for optimizer update ``step`` (0-based), as the schedule gives it."""
-    return t.lr * optim.lr_scale(step, t.warmup_steps, t.steps, t.schedule)
-
-
-def _resume(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tuple[int, dict]:
-    """Load a checkpoint into the run's objects; refuse another config or vocabulary unless forced."""
-    state = ck["state"]
-    diffs = checkpoint.differences(state["config"], to_dict(cfg))
-    if state.get("vocab") != fingerprint:
-        diffs.append(f"vocabulary: sha256 {str(state.get('vocab'))[:12]}... -> {fingerprint[:12]}...")
-    if diffs and not cfg.train.force_resume:
-        raise PretrainInputError(f"{step_dir}: written by a run with other settings, cannot resume: "
-                                 + "; ".join(diffs) + " (set train.force_resume=true to resume anyway)")
-    if diffs and dev.is_main:
-        progress(f"pretrain: resuming despite differences (train.force_resume): {'; '.join(diffs)}")
-        change = schedule_change(state["config"].get("train", {}), cfg.train, int(state["step"]))
-        if change:
-            progress(f"pretrain: {change}")
-    try:
-        model.load_state_dict(ck["model"])
-        # The implementation flags are placement, not state: a checkpoint written with fused AdamW
-        # (CPU, CUDA) resumes on XLA with the traced loop, and back.
-        # Set before loading: they decide where the loaded step counters go.
-        saved = ck["optimizer"]
-        groups = [{**g, **{k: now[k] for k in ("fused", "foreach") if k in now}}
-                  for g, now in zip(saved["param_groups"], optimizer.param_groups)]
-        optimizer.load_state_dict({**saved, "param_groups": groups})
-    except (RuntimeError, ValueError, KeyError) as e:
-        raise PretrainInputError(f"{step_dir}: the saved weights do not fit this model: {e}") from None
-    loader.load_state_dict(state["loader"])
-    dev.set_rng_state(ck["own"]["rng"])
-    return int(state["step"]), ck["own"]["log"]
-
-
-def schedule_change(saved: dict, t: TrainConfig, step: int) -> str | None:
-    """How the learning rate changes from ``step`` on when a run resumes under another schedule."""
-    keys = ("steps", "warmup_steps", "lr", "schedule")
-    old = {k: saved.get(k, getattr(t, k)) for k in keys}
-    if all(old[k] == getattr(t, k) for k in keys):
-        return None
-    before, after = lr_at(step, dataclasses.replace(t, **old)), lr_at(step, t)
-    changed = ", ".join(f"{k} {old[k]} -> {getattr(t, k)}" for k in keys if old[k] != getattr(t, k))
-    return (f"schedule changed ({changed}): from step {step} the learning rate follows the new schedule "
-            f"({t.schedule}), {after:.3g} there instead of {before:.3g}, reaching 0 at step {t.steps}")
-
-
-@dataclasses.dataclass
-class Inputs:
-    """What the examples and the tokenizer say about the run, checked against the config."""
-
-    index: data.ExamplesIndex
-    specials: rtd.Specials
-    fingerprint: str  # of the vocabulary: a checkpoint of another tokenizer is refused
-    model_cfg: ModelConfig  # vocab_size filled in from the tokenizer
-
-
-def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
-    index = data.read_index(examples_dir)
-    specials = read_specials(tokenizer_dir, index)
-    seq_len = index.max_seq_length
-    if seq_len > cfg.model.max_position:
-        raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
-                                 f"model.max_position {cfg.model.max_position}")
-    if cfg.model.vocab_size not in (0, specials.vocab_size):
-        raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
-    if seq_len != cfg.max_seq_length:
-        progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
-                 f"{cfg.max_seq_length}")
-    return Inputs(index, specials, vocab_fingerprint(tokenizer_dir),
-                  dataclasses.replace(cfg.model, vocab_size=specials.vocab_size))
 
 
 @dataclasses.dataclass
@@ -186,6 +75,14 @@ class Run:
     where: str
     nonpad_tokens: int = 0  # trained on since the first step of this process (counted on the host)
     warned: bool = False  # the not-learning warning is printed once
+    # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
+    # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
+    t_start: float = 0.0
+    wall_before: float = 0.0
+
+    def wall_seconds(self) -> float:
+        """The whole run's wall time so far, earlier processes of a resumed run included."""
+        return self.wall_before + time.perf_counter() - self.t_start
 
     def health_context(self) -> health.Context:
         t, index = self.cfg.train, self.inputs.index
@@ -197,7 +94,7 @@ class Run:
 
 
 def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,
-          resume: bool) -> Run:
+          resume: bool, t_start: float = 0.0) -> Run:
     """Model, data and optimizer on ``dev``; from the newest intact checkpoint with ``resume``."""
     t, obj, specials = cfg.train, cfg.objective, inputs.specials
     where = dev.describe() + (f" x {dev.world_size} ranks" if dev.world_size > 1 else "")
@@ -222,10 +119,11 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
                  f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
 
-    first, log_state = 0, None
+    first, log_state, wall_before = 0, None, 0.0
     found = checkpoint.load_latest(out_dir, dev.rank) if resume else None
     if found is not None:
-        first, log_state = _resume(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
+        first, log_state = restore(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
+        wall_before = float(found[1]["state"].get("wall_seconds", 0.0))  # absent in older checkpoints
         if dev.is_main:
             progress(f"pretrain: resuming at step {first} from {found[0]}")
             checkpoint.trim_log(out_dir / "metrics.jsonl", first)
@@ -249,7 +147,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
               torch.compile(step_fn) if t.compile else step_fn, log, first, flops_per_step, share,
-              t.peak_tflops * 1e12 or dev.peak_flops(), where)
+              t.peak_tflops * 1e12 or dev.peak_flops(), where, t_start=t_start or time.perf_counter(),
+              wall_before=wall_before)
     log.on_line = lambda line, lines: watch_health(run, lines)
     return run
 
@@ -298,7 +197,8 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> None:
         out_dir, done,
         run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,
         {"config": to_dict(run.cfg), "vocab": run.inputs.fingerprint, "loader": run.batches.state_dict(),
-         "schedule": {"next_step": done, "next_lr": lr_at(done, t)}} if main else None,
+         "schedule": {"next_step": done, "next_lr": lr_at(done, t)}, "wall_seconds": run.wall_seconds()}
+        if main else None,
         {"rng": run.dev.rng_state(), "log": run.log.state_dict()},
         rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints)
 
@@ -317,7 +217,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     inputs = read_inputs(cfg, examples_dir, tokenizer_dir)
     dev = runtime.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     try:
-        run = start(cfg, inputs, examples_dir, out_dir, dev, resume)
+        run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
         for step in range(run.first_step, t.steps):
             try:
                 train_step(run, step)
@@ -332,7 +232,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                 save_checkpoint(run, out_dir, done)
         run.log.close()
         run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
-        return finish(run, tokenizer_dir, out_dir, t_start, lineage, clear_checkpoints)
+        return finish(run, tokenizer_dir, out_dir, lineage, clear_checkpoints)
     finally:
         dev.close()
 
@@ -373,9 +273,10 @@ def _outputs_finite(run: Run) -> bool:
     return True
 
 
-def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage: list[str] | None,
+def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | None,
            clear_checkpoints: bool = True) -> StageOutput:
-    """Export the pair (rank 0), then the artifact's stats and compute record."""
+    """Export the pair (rank 0), then the artifact's stats and compute record. Wall times are the
+    whole run's: a resumed run adds what its earlier processes spent up to its checkpoint."""
     cfg, t, dev, model = run.cfg, run.cfg.train, run.dev, run.model
     specials, index = run.inputs.specials, run.inputs.index
     seq_len = index.max_seq_length
@@ -387,7 +288,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage
     facts = {"objective": cfg.objective.objective, "preset": cfg.preset, "steps": t.steps,
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",
-             "training FLOPs": f"{flops:.3e}", "wall time": f"{time.perf_counter() - t_start:.0f} s",
+             "training FLOPs": f"{flops:.3e}", "wall time": f"{run.wall_seconds():.0f} s",
              "hardware": run.where, "final loss": f"{final.get('loss', float('nan')):.4f}", "seed": cfg.seed,
              **({"initialised from": t.init_from} if t.init_from else {}),
              **({"resumed at step": run.first_step} if run.first_step else {}),
@@ -411,15 +312,18 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, t_start: float, lineage
         "masked_slots": rtd.num_slots(cfg.objective.mask_prob, seq_len),
         "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": run.first_step,
     }
-    wall = time.perf_counter() - t_start
+    wall = run.wall_seconds()
     compute = {"parameters": count_parameters(model.discriminator),
                # the generator as exported: its embeddings (shared in training) included
                "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
                "trained_parameters": count_parameters(model), "flops": flops, "flops_share": run.flops_share,
                "wall_seconds": round(wall, 3), "device": run.where,
+               **({"wall_seconds_before_resume": round(run.wall_before, 3)} if run.first_step else {}),
                **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.world_size)}
                   if run.peak_flops else {})}
     if dev.is_main:
-        progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}, "
+        resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"
+                   if run.first_step else "")
+        progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
                  f"final loss {final.get('loss', float('nan')):.4f}")
     return StageOutput(stats=stats, compute=compute)

@@ -31,7 +31,8 @@ is removed once provably dead (no process holds its lock; published since, or no
 at the start of every build, and by ``kolectra artifacts gc``. Documented in docs/artifacts.md.
 
 Stage code never sees any of this; it writes files into the directory it is handed and returns
-a :class:`core.stage.StageOutput`.
+a :class:`core.stage.StageOutput`. Finding, checking and drawing the lineage of what is published
+is :mod:`.catalog`'s (re-exported here: ``Artifact``, ``load``, ``default_root``).
 """
 
 from __future__ import annotations
@@ -48,50 +49,15 @@ from typing import Callable, Iterable
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline import workspace
 from kolectra.pipeline.workspace import Resumable
-from kolectra.pipeline.manifest import (MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs, input_key,
-                                        hash_tree, library_versions, provenance, read_manifest, sha256_file,
+from kolectra.pipeline.catalog import Artifact, Catalog, default_root, load
+from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
+                                        hash_tree, input_key, library_versions, provenance, read_manifest, sha256_file,
                                         verify_dir, write_json)
 
-__all__ = ["Artifact", "ArtifactError", "Request", "Resumable", "Store", "default_root", "fingerprint_inputs", "load",
-           "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]
+__all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root",
+           "fingerprint_inputs", "load", "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]
 
-KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
 ID_CHARS = 16
-
-
-def default_root() -> Path:
-    return Path(os.environ.get("KOLECTRA_HOME", "artifacts"))
-
-
-@dataclasses.dataclass(frozen=True)
-class Artifact:
-    path: Path
-    manifest: dict
-
-    id = property(lambda self: self.manifest["id"])
-    kind = property(lambda self: self.manifest["kind"])
-    name = property(lambda self: self.manifest.get("name", self.path.name.rpartition("-")[0]))
-
-    @property
-    def parents(self) -> list[str]:
-        return list(self.manifest.get("parents", []))
-
-    @property
-    def root(self) -> Path | None:
-        """The root this artifact was found in (its parents are looked up there first)."""
-        return self.path.parent.parent if self.path.parent.name == self.kind else None
-
-    def parent_of_kind(self, store: "Store", kind: str) -> "Artifact":
-        """The parent of ``kind``, refused if it changed since this artifact was built from it."""
-        for pid in self.parents:
-            parent = store.parent(self, pid)
-            if parent is not None and parent.kind == kind:
-                changed = store.changed_parents(self, only=parent)
-                if changed:
-                    raise ArtifactError(changed[0])
-                return parent
-        raise ArtifactError(f"{self.path}: has no {kind} parent under {store.root}"
-                            + (f" or {self.root}" if self.root and self.root != store.root else ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,114 +101,9 @@ def _without(config: dict, dotted: Iterable[str]) -> dict:
     return out
 
 
-class Store:
-    def __init__(self, root: Path | str | None = None):
-        self.root = Path(root) if root is not None else default_root()
-
-    # ---- finding -------------------------------------------------------------------------
-    def scan(self, kind: str | None = None) -> tuple[list[Artifact], list[str]]:
-        """(complete artifacts, one message per directory that is not one: incomplete or corrupt)."""
-        arts, broken = [], []
-        for k in [kind] if kind else KINDS:
-            for d in sorted((self.root / k).glob("*")) if (self.root / k).is_dir() else []:
-                try:
-                    arts.append(load(d))
-                except ArtifactError as e:
-                    broken.append(str(e))
-        return arts, broken
-
-    def list(self, kind: str | None = None) -> list[Artifact]:
-        return self.scan(kind)[0]
-
-    def _dirs(self, kind: str, aid: str) -> list[Path]:
-        """Directories of ``kind`` named for ``aid``, complete or not, whatever their name."""
-        return sorted(d for d in (self.root / kind).glob(f"*-{aid}") if d.is_dir())
-
-    def find(self, kind: str, artifact_id: str) -> Artifact | None:
-        for d in self._dirs(kind, artifact_id):
-            with contextlib.suppress(ArtifactError):
-                return load(d)
-        return None
-
-    def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
-        """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
-        p = Path(ref)
-        if p.is_dir() and (p / MANIFEST).is_file():
-            return load(p)
-        if p.is_dir() and ("/" in str(ref) or p.is_absolute()):
-            raise ArtifactError(f"{p}: not a complete artifact ({MANIFEST} missing)")
-        ref = str(ref)
-        exact, by_name = [], []
-        for k in [kind] if kind else KINDS:
-            for d in (self.root / k).glob("*"):
-                name, _, aid = d.name.rpartition("-")
-                if not (d / MANIFEST).is_file():
-                    continue
-                if d.name == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
-                    exact.append(d)
-                elif name == ref:
-                    by_name.append(d)
-        hits = exact or by_name
-        if not hits:
-            where = f"{self.root}/{kind}" if kind else str(self.root)
-            raise ArtifactError(f"no artifact {ref!r} under {where}")
-        if len({d.name.rpartition("-")[2] for d in hits}) > 1:  # one id under two names is one artifact
-            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits)))
-        return load(sorted(hits)[0])
-
-    def parent(self, art: Artifact, pid: str) -> Artifact | None:
-        """Parent ``pid`` of ``art``: in ``art``'s own root, in this store's, or where it was recorded."""
-        ref = next((r for r in art.manifest.get("parent_refs", []) if r.get("id") == pid), {})
-        kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
-        for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
-            for k in kinds:
-                found = Store(root).find(k, pid)
-                if found is not None:
-                    return found
-        with contextlib.suppress(ArtifactError, OSError):
-            recorded = load(Path(ref["path"])) if ref.get("path") else None
-            return recorded if recorded is not None and recorded.id == pid else None
-        return None
-
-    # ---- checking ------------------------------------------------------------------------
-    def changed_parents(self, art: Artifact, only: Artifact | None = None) -> list[str]:
-        """Parents whose manifest digest differs from the one ``art`` recorded when it was built.
-
-        A parent whose files and manifest were rewritten consistently passes its own
-        verification; this is what catches it. A parent that is gone is not a mismatch (the
-        lineage shows it missing)."""
-        problems = []
-        for ref in art.manifest.get("parent_refs", []):
-            if only is not None and ref.get("id") != only.id:
-                continue
-            parent = only or self.parent(art, ref.get("id", ""))
-            if parent is not None and ref.get("digest") and parent.manifest.get("digest") != ref["digest"]:
-                problems.append(
-                    f"{parent.path / MANIFEST}: digest {str(parent.manifest.get('digest'))[:12]} differs from "
-                    f"{ref['digest'][:12]}, recorded when {art.path} was built from it: the parent was altered "
-                    f"or rebuilt since (rebuild {art.kind} {art.path.name} with --force)")
-        return problems
-
-    def verify(self, art: Artifact | str | Path) -> list[str]:
-        """Every mismatch between the manifest and the files on disk, and every changed parent."""
-        if not isinstance(art, Artifact):
-            try:
-                art = self.resolve(art)
-            except ArtifactError as e:
-                return [str(e)]
-        return verify_dir(art.path) + self.changed_parents(art)
-
-    def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:
-        """Resolve and verify a parent before a stage reads it; refuse it naming the files."""
-        art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
-        if kind and art.kind != kind:
-            raise ArtifactError(f"{art.path}: is a {art.kind} artifact, expected {kind}")
-        problems = self.verify(art)
-        if problems:
-            more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []
-            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
-                                + "\n  ".join(problems[:5] + more))
-        return art
+class Store(Catalog):
+    """A root's artifacts (finding and checking: :class:`~kolectra.pipeline.catalog.Catalog`) and
+    how new ones are built."""
 
     # ---- building ------------------------------------------------------------------------
     def build(self, request: Request, produce: Callable[[Path], StageOutput], force: bool = False,
@@ -373,41 +234,6 @@ class Store:
         that could be resumed); returns (removed, interrupted runs kept)."""
         return workspace.sweep(self.root, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
 
-    # ---- lineage -------------------------------------------------------------------------
-    def lineage_lines(self, art: Artifact) -> list[str]:
-        """The lineage tree back to the raw inputs, as text lines."""
-        lines = [_label(art)]
-        seen: set[str] = set()
-
-        def walk(a: Artifact, prefix: str) -> None:
-            children: list[tuple[str, Artifact | dict | str]] = []
-            for pid in a.parents:
-                parent = self.parent(a, pid)
-                children.append(("artifact", parent) if parent is not None else ("missing", pid))
-            children += [("input", inp) for inp in a.manifest.get("inputs", [])]
-            for i, (what, child) in enumerate(children):
-                branch, cont = ("└── ", "    ") if i == len(children) - 1 else ("├── ", "│   ")
-                if what == "artifact":
-                    again = child.id in seen
-                    changed = " (CHANGED since this was built from it)" if self.changed_parents(a, only=child) else ""
-                    lines.append(prefix + branch + _label(child) + changed + (" (see above)" if again else ""))
-                    if not again:
-                        seen.add(child.id)
-                        walk(child, prefix + cont)
-                elif what == "input":
-                    lines.append(prefix + branch
-                                 + f"input {child['path']} ({child['bytes']:,} bytes, sha256 {child['sha256'][:12]})")
-                else:
-                    lines.append(prefix + branch + f"MISSING parent {child}")
-
-        walk(art, "")
-        return lines
-
-
-def load(path: Path) -> Artifact:
-    path = Path(path)
-    return Artifact(path=path, manifest=read_manifest(path))
-
 
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
@@ -416,7 +242,3 @@ def _fsync_dir(path: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _label(a: Artifact) -> str:
-    return f"{a.kind}/{a.path.name}"

@@ -8,7 +8,8 @@ input, plus what the store kept or removed (the notes it attaches), and exits no
 else is a bug: its traceback goes to ``ROOT/.logs/<time>-<command>.log`` and the one line says so.
 
 After an interrupt, background threads (Beam's) and loggers are silenced: their tracebacks about
-a pipeline being torn down say nothing the one line does not.
+a pipeline being torn down say nothing the one line does not. Threads stay silenced for the rest
+of the process, since they die while it shuts down, after the line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Callable, Iterator
@@ -29,6 +31,7 @@ from typing import Callable, Iterator
 from kolectra.pipeline.manifest import ArtifactError
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
 
 _OS = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "the file-size limit was reached",
        errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "is a directory, not a file",
@@ -100,19 +103,21 @@ def _interrupts() -> Iterator[None]:
     def terminate(signum, frame):
         raise Terminated()
 
-    old, hook = None, threading.excepthook
+    old, hook, interrupted = None, threading.excepthook, False
     if threading.current_thread() is threading.main_thread():
         old = signal.signal(signal.SIGTERM, terminate)
     try:
         yield
     except KeyboardInterrupt:
+        interrupted = True
         threading.excepthook = lambda args: None
         logging.disable(logging.CRITICAL)
         raise
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
-        threading.excepthook = hook
+        if not interrupted:  # else the process is ending: Beam's threads die as it shuts down, after the line
+            threading.excepthook = hook
         logging.disable(logging.NOTSET)
 
 
@@ -125,7 +130,9 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
         why = str(e) or ("terminated" if isinstance(e, Terminated) else "interrupted")
         notes = getattr(e, "__notes__", []) or ([] if str(e) else ["nothing was published"])
         _say(command, "; ".join([why, *notes]))
-        return 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
+        code = 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
+        _end_despite_threads(code)
+        return code
     except Exception as e:
         line = describe(e)
         if line is not None:
@@ -135,6 +142,30 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
         first = (str(e).strip().splitlines() or [""])[0][:300]
         _say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})")
         return EXIT_BUG
+
+
+def _end_despite_threads(code: int) -> None:
+    """After an interrupt's line, make sure the process ends: a job torn down by Ctrl-C can leave a
+    thread (Beam's in-process harness) waiting forever, and the interpreter's shutdown waits for it.
+    If a thread that was running when the interrupt came is still alive :data:`EXIT_GRACE` seconds
+    after the main thread has finished, a watchdog ends the process with ``code``. While the main
+    thread runs (kolectra called as a library) it does nothing; threads started later are not its
+    business."""
+    me = threading.current_thread()
+    running = [t for t in threading.enumerate() if t is not me and not t.daemon]
+    if not running:
+        return
+
+    def watch() -> None:
+        while threading.main_thread().is_alive():
+            time.sleep(0.2)
+        deadline = time.monotonic() + EXIT_GRACE
+        for t in running:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in running):
+            os._exit(code)
+
+    threading.Thread(target=watch, name="kolectra-exit-watchdog", daemon=True).start()
 
 
 def _say(command: str, text: str) -> None:

@@ -25,8 +25,10 @@ from typing import Any, Iterable, Iterator
 
 SCHEMA = "kolectra.artifact/1"
 MANIFEST = "manifest.json"
+KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 class ArtifactError(RuntimeError):
@@ -167,20 +169,80 @@ def read_manifest(path: Path) -> dict:
         raise ArtifactError(f"{mp}: missing (incomplete artifact)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{mp}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise ArtifactError(f"{mp}: not a manifest (JSON nested too deep)") from None
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{mp}: not a JSON object")
-    for key in ("schema", "kind", "id", "files", "digest"):
+    for key in ("schema", "kind", "name", "id", "files", "digest"):
         if key not in manifest:
             raise ArtifactError(f"{mp}: lacks {key!r}")
-    if not isinstance(manifest["files"], list):
-        raise ArtifactError(f"{mp}: 'files' is not a list")
-    for e in manifest["files"]:
-        if not (isinstance(e, dict) and isinstance(e.get("bytes"), int) and _SHA256.match(str(e.get("sha256")))):
-            raise ArtifactError(f"{mp}: malformed file entry {json.dumps(e)[:80]}")
-        why = unsafe_path(e.get("path"))
-        if why:
-            raise ArtifactError(f"{mp}: file entry {e.get('path')!r} {why}; refusing the whole manifest")
+    why = _malformed(manifest)
+    if why:
+        raise ArtifactError(f"{mp}: {why}; refusing the whole manifest")
     return manifest
+
+
+def _is(value: Any, kind: type) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)  # JSON true is no byte count
+
+
+def _entries_malformed(manifest: dict) -> str | None:
+    """Why a list of entries (files, parents, parent_refs, inputs) is not what the store reads."""
+    seen: set[str] = set()
+    for e in manifest["files"] if isinstance(manifest["files"], list) else [None]:
+        if not (isinstance(e, dict) and _is(e.get("bytes"), int) and e["bytes"] >= 0
+                and isinstance(e.get("sha256"), str) and _SHA256.match(e["sha256"])):
+            return f"malformed file entry {json.dumps(e)[:80]}"
+        why = unsafe_path(e.get("path"))
+        if why or e["path"] in seen:
+            return f"file entry {e.get('path')!r} {why or 'is listed twice'}"
+        seen.add(e["path"])
+    if not all(isinstance(p, str) for p in manifest.get("parents", [])):
+        return "'parents' holds something that is not an id"
+    for ref in manifest.get("parent_refs", []):
+        if not (isinstance(ref, dict) and isinstance(ref.get("id"), str)
+                and all(isinstance(ref.get(k, ""), str) for k in ("kind", "name", "digest", "path"))):
+            return f"malformed parent reference {json.dumps(ref)[:80]}"
+    for inp in manifest.get("inputs", []):
+        if not (isinstance(inp, dict) and isinstance(inp.get("path"), str) and _is(inp.get("bytes"), int)
+                and isinstance(inp.get("sha256"), str)):
+            return f"malformed input entry {json.dumps(inp)[:80]}"
+    return None
+
+
+def _malformed(manifest: dict) -> str | None:
+    """Why the fields the store, the lineage and the CLI read are not of the type they read (or None).
+
+    A manifest is data on disk: one edited by hand, cut short or written by something else is
+    refused here, as one message naming it, rather than failing deep inside whoever reads it."""
+    if manifest["schema"] != SCHEMA:
+        return f"schema {manifest['schema']!r} is not {SCHEMA!r} (written by another program or version)"
+    if manifest["kind"] not in KINDS:
+        return f"kind {manifest['kind']!r} is not one of {', '.join(KINDS)}"
+    if not (isinstance(manifest["id"], str) and _ID.match(manifest["id"])):
+        return f"id {manifest['id']!r} is not 16 hexadecimal digits"
+    if not (isinstance(manifest["name"], str) and manifest["name"]):
+        return f"name {manifest['name']!r} is not a name"
+    if not (isinstance(manifest["digest"], str) and _SHA256.match(manifest["digest"])):
+        return f"digest {manifest['digest']!r} is not a sha256"
+    for key, kind in (("files", list), ("parents", list), ("parent_refs", list), ("inputs", list),
+                      ("config", dict), ("stats", dict), ("provenance", dict), ("compute", dict),
+                      ("stage_version", int)):
+        if key in manifest and not _is(manifest[key], kind):
+            return f"{key!r} is not a JSON {'object' if kind is dict else kind.__name__}"
+    return _entries_malformed(manifest)
+
+
+def misplaced(path: Path, manifest: dict) -> str | None:
+    """Why an artifact directory inside a root (``ROOT/<kind>/<name>-<id>``) does not sit where its
+    manifest says it belongs (an edited manifest, or a directory moved or renamed by hand)."""
+    path = Path(path)
+    if path.parent.name not in KINDS or not _ID.match(path.name.rpartition("-")[2]):
+        return None  # not named as in a root (a build directory, a copy put elsewhere): nothing to compare
+    if path.parent.name != manifest["kind"] or not path.name.endswith(f"-{manifest['id']}"):
+        return (f"{path / MANIFEST}: says {manifest['kind']}/...-{manifest['id']}, but the directory is "
+                f"{path.parent.name}/{path.name} (edited, moved or renamed by hand)")
+    return None
 
 
 def verify_dir(path: Path) -> list[str]:
@@ -191,6 +253,8 @@ def verify_dir(path: Path) -> list[str]:
     except ArtifactError as e:
         return [str(e)]
     problems, listed, inside = [], set(), path.resolve()
+    if where := misplaced(path, manifest):
+        problems.append(where)
     for entry in manifest["files"]:
         f = path / entry["path"]
         listed.add(entry["path"])

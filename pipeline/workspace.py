@@ -46,6 +46,7 @@ LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 _TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
 REQUEST = "request.json"
+_REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str}
 
 
 def now() -> str:
@@ -87,10 +88,13 @@ def _release(path: Path, fd: int) -> None:
 
 
 def holder(path: Path) -> dict:
+    """A small JSON object kolectra wrote (a lock's holder, a run's ``request.json``); {} for anything
+    else: missing, cut short by a kill, or not an object."""
     try:
-        return json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (OSError, json.JSONDecodeError):
+        found = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return {}
+    return found if isinstance(found, dict) else {}
 
 
 @contextlib.contextmanager
@@ -150,7 +154,11 @@ class Run:
 
     @property
     def request(self) -> dict:
-        return holder(self.path / REQUEST)
+        """``request.json``: the fields of the types kolectra writes; a damaged one loses the others."""
+        found = {k: v for k, v in holder(self.path / REQUEST).items() if isinstance(v, _REQUEST_FIELDS.get(k, object))}
+        if not all(isinstance(name, str) and name for name in found.get("scratch", [])):
+            del found["scratch"]
+        return found
 
     @property
     def id(self) -> str | None:

@@ -95,6 +95,8 @@ def test_kill_9_then_resume_is_exact_and_skips_a_damaged_checkpoint(inputs, tmp_
     err = capsys.readouterr().err
     assert "skipping checkpoint step-00000018" in err and "resuming at step 12" in err
     assert result.stats["resumed_from_step"] == 12
+    # the whole run's wall time: the killed process's up to its step-12 checkpoint, plus this one's
+    assert 0 < result.compute["wall_seconds_before_resume"] < result.compute["wall_seconds"]
     assert _rows(killed) == _rows(straight)  # identical per-step losses and metrics
     assert _weights(killed) == _weights(straight)  # identical final weights
     assert not checkpoint.checkpoints_dir(killed).exists()

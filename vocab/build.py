@@ -51,27 +51,32 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
 
 
 def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
+    """Learn the chosen recipe (and the baseline, to compare), write its tokenizer directory and
+    ``report.json``; stats are the chosen recipe's figures against the baseline's."""
     corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
     t_start = time.perf_counter()
+    seconds: dict = {}
+    tokenizers, learn_stats, counts = _learn_recipes(cfg, corpus_dir, out_dir, seconds)
+    measured, split = _report(cfg, corpus_dir, out_dir, tokenizers, learn_stats, counts, seconds)
+    seconds["total"] = round(time.perf_counter() - t_start, 2)
+    stats = _headline(cfg, learn_stats, measured, counts, split)
+    progress("vocab: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+    stats["build_seconds"] = seconds  # wall time per phase; in the manifest only (report.json stays byte-stable)
+    return StageOutput(stats=stats)
+
+
+def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: dict) -> tuple[dict, dict, dict]:
+    """(tokenizer per recipe, learning stats per recipe, train-corpus counts); the chosen recipe's
+    tokenizer directory is written into ``out_dir``."""
     recipes = [cfg.recipe] + ([BASELINE] if cfg.report_baseline and cfg.recipe != BASELINE else [])
     counts: dict = {}
     table_ = None
-    seconds: dict = {}
     tokenizers, learn_stats = {}, {}
     for recipe in recipes:
         if recipe in WORDPIECE_RECIPES and table_ is None:
             # counted only when needed (after SentencePiece, which streams sentences itself), so the
             # word table and the SentencePiece trainer never hold memory at the same time
-            progress(f"vocab: counting words of {corpus_dir} (train split)")
-            t0 = time.perf_counter()
-            table_, counts = words.count_words(words.iter_docs(corpus_dir, "train", desc="vocab: counting words"),
-                                               cfg.max_word_types)
-            if not table_:
-                raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
-            progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
-                     "word types" + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"]
-                                     else ""))
-            seconds["count_words"] = round(time.perf_counter() - t0, 2)
+            table_, counts = _count_words(cfg, corpus_dir, seconds)
         progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})")
         t0 = time.perf_counter()
         chosen = recipe == cfg.recipe
@@ -88,7 +93,26 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
     if not counts:
         sp_stats = learn_stats[cfg.recipe]
         counts = {k: sp_stats[k] for k in ("documents", "sentences", "sentences_used", "sentences_too_long")}
+    return tokenizers, learn_stats, counts
 
+
+def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict) -> tuple[dict, dict]:
+    progress(f"vocab: counting words of {corpus_dir} (train split)")
+    t0 = time.perf_counter()
+    table_, counts = words.count_words(words.iter_docs(corpus_dir, "train", desc="vocab: counting words"),
+                                       cfg.max_word_types)
+    if not table_:
+        raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
+    progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
+             "word types" + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"]
+                             else ""))
+    seconds["count_words"] = round(time.perf_counter() - t0, 2)
+    return table_, counts
+
+
+def _report(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, tokenizers: dict, learn_stats: dict, counts: dict,
+            seconds: dict) -> tuple[dict, str]:
+    """Measure every recipe's tokenizer on the held-out split; write ``report.json`` and print its table."""
     split = words.eval_split(corpus_dir)
     progress(f"vocab: measuring on the {split} split")
     t0 = time.perf_counter()
@@ -101,13 +125,16 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
     if cfg.recipe not in WORDPIECE_RECIPES:
         doc["note"] = (f"{cfg.recipe}: tokenizer.json (or {spm.MODEL_FILE}) is the tokenizer; vocab.txt only "
                        "lists its pieces in id order and does not reproduce SentencePiece tokenisation")
-    (out_dir / "report.json").write_text(json.dumps(doc, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
-                                         encoding="utf-8")
+    export.written(out_dir / "report.json", lambda p: p.write_text(
+        json.dumps(doc, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"))
     for line in table.format_report(doc).splitlines():
         progress(line)
+    return measured, split
 
+
+def _headline(cfg: VocabConfig, learn_stats: dict, measured: dict, counts: dict, split: str) -> dict:
+    """The manifest's stats: the chosen recipe's figures, and the baseline's beside them."""
     chosen_fig = measured["recipes"][cfg.recipe]
-    seconds["total"] = round(time.perf_counter() - t_start, 2)
     stats = {
         "vocab_size": learn_stats[cfg.recipe]["vocab_size"],
         "recipe": cfg.recipe,
@@ -120,6 +147,4 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
         base = measured["recipes"][BASELINE]
         for k in ("unk_rate", "tokens_per_eojeol", "morph_boundary_share"):
             stats[f"baseline_{k}"] = base[k]
-    progress("vocab: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
-    stats["build_seconds"] = seconds  # wall time per phase; in the manifest only (report.json stays byte-stable)
-    return StageOutput(stats=stats)
+    return stats

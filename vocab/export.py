@@ -12,7 +12,10 @@ folder holding only ``vocab.txt`` (the transformers 4 path).
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
+from typing import Callable
 
 from tokenizers import Tokenizer, decoders, models, processors
 
@@ -49,8 +52,23 @@ def make_tokenizer(vocab: list[str]) -> Tokenizer:
     return tok
 
 
+def written(path: Path, write: Callable[[Path], object]) -> None:
+    """``write(path)``; a failure to write as an OSError naming the file: tokenizers reports a full
+    disk as a bare ``Exception: ... (os error 28)``, and ``write()`` as an OSError without a name."""
+    try:
+        write(path)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from e
+    except Exception as e:
+        code = re.search(r"os error (\d+)", str(e))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from e
+
+
 def _write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written(path, lambda p: p.write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+                                         encoding="utf-8"))
 
 
 def write_dir(vocab: list[str], out_dir: Path) -> Tokenizer:
@@ -62,8 +80,8 @@ def write_dir(vocab: list[str], out_dir: Path) -> Tokenizer:
     if bad:
         raise ValueError(f"vocab has tokens vocab.txt cannot hold: {bad[:5]!r}")
     tok = make_tokenizer(vocab)
-    tok.save(str(out_dir / "tokenizer.json"), pretty=True)
-    (out_dir / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    written(out_dir / "tokenizer.json", lambda p: tok.save(str(p), pretty=True))
+    written(out_dir / "vocab.txt", lambda p: p.write_text("".join(t + "\n" for t in vocab), encoding="utf-8"))
     specials = SPECIALS_MAP
     _write_json(out_dir / "special_tokens_map.json", specials)
     _write_json(out_dir / "tokenizer_config.json", {

@@ -41,7 +41,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 
 from kolectra.corpus import shards
 from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
-from kolectra.vocab.export import MODEL_MAX_LENGTH
+from kolectra.vocab.export import MODEL_MAX_LENGTH, written
 from kolectra.vocab.words import iter_docs
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space
@@ -183,10 +183,10 @@ def make_tokenizer(model: bytes, recipe: str) -> Tokenizer:
 def write_dir(model: bytes, recipe: str, out_dir: Path) -> Tokenizer:
     """tokenizer.json, sentencepiece.model, vocab.txt (pieces, id order), the two configs."""
     tok = make_tokenizer(model, recipe)
-    tok.save(str(out_dir / "tokenizer.json"), pretty=True)
-    (out_dir / MODEL_FILE).write_bytes(model)
+    written(out_dir / "tokenizer.json", lambda p: tok.save(str(p), pretty=True))
+    written(out_dir / MODEL_FILE, lambda p: p.write_bytes(model))
     vocab = sorted(tok.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
-    (out_dir / "vocab.txt").write_text("".join(p + "\n" for p, _ in vocab), encoding="utf-8")
+    written(out_dir / "vocab.txt", lambda p: p.write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8"))
     _write_json(out_dir / "special_tokens_map.json", SPECIALS_MAP)
     _write_json(out_dir / "tokenizer_config.json", {
         # the generic fast class: it wraps tokenizer.json as is (there is no slow SP class to rebuild)
@@ -199,4 +199,5 @@ def write_dir(model: bytes, recipe: str, out_dir: Path) -> Tokenizer:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    path.write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written(path, lambda p: p.write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
+                                         encoding="utf-8"))

@@ -1,0 +1,82 @@
+"""What pretraining reads before it builds anything: the examples' index and the tokenizer, checked
+against each other and the config (:func:`read_inputs`). Part of the pretrain stage
+(:mod:`kolectra.model.train`); a mismatch is a :class:`PretrainInputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from kolectra.core.stage import progress
+from kolectra.core.tokens import SPECIALS_MAP
+from kolectra.model import data, rtd
+from kolectra.model.config import ModelConfig, PretrainConfig
+
+
+class PretrainInputError(ValueError):
+    """Examples and tokenizer do not fit together or with the config; the message names the file."""
+
+
+def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Specials:
+    """Special-token ids from the tokenizer, checked against the examples' index.json."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    except Exception as e:  # tokenizers reports a garbled tokenizer.json as a bare Exception
+        where = tokenizer_dir / "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else tokenizer_dir
+        raise PretrainInputError(f"{where}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
+    ids = {f"{name}_id": tok.convert_tokens_to_ids(SPECIALS_MAP[f"{name}_token"]) for name in ("pad", "cls", "sep", "mask")}
+    for name, value in ids.items():
+        if value != getattr(index, name):
+            raise PretrainInputError(f"{index.root / 'index.json'}: {name}={getattr(index, name)} but the "
+                                     f"tokenizer in {tokenizer_dir} has {value}")
+    if len(tok) != index.vocab_size:
+        raise PretrainInputError(f"{index.root / 'index.json'}: vocab_size={index.vocab_size} but the tokenizer "
+                                 f"in {tokenizer_dir} has {len(tok)} tokens")
+    # Random replacements skip the leading block of specials and reserved "[unusedN]" slots.
+    first_regular = 0
+    while first_regular < len(tok) and (first_regular in tok.all_special_ids or re.fullmatch(
+            r"\[unused\d+\]", tok.convert_ids_to_tokens(first_regular) or "")):
+        first_regular += 1
+    if first_regular >= len(tok):
+        raise PretrainInputError(f"{tokenizer_dir}: the vocabulary holds only special tokens")
+    return rtd.Specials(**ids, vocab_size=len(tok), first_regular_id=first_regular)
+
+
+def vocab_fingerprint(tokenizer_dir: Path) -> str:
+    """sha256 of the vocabulary (token -> id), to refuse resuming with another tokenizer."""
+    from transformers import AutoTokenizer
+
+    vocab = AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
+    return hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclasses.dataclass
+class Inputs:
+    """What the examples and the tokenizer say about the run, checked against the config."""
+
+    index: data.ExamplesIndex
+    specials: rtd.Specials
+    fingerprint: str  # of the vocabulary: a checkpoint of another tokenizer is refused
+    model_cfg: ModelConfig  # vocab_size filled in from the tokenizer
+
+
+def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
+    index = data.read_index(examples_dir)
+    specials = read_specials(tokenizer_dir, index)
+    seq_len = index.max_seq_length
+    if seq_len > cfg.model.max_position:
+        raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
+                                 f"model.max_position {cfg.model.max_position}")
+    if cfg.model.vocab_size not in (0, specials.vocab_size):
+        raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
+    if seq_len != cfg.max_seq_length:
+        progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
+                 f"{cfg.max_seq_length}")
+    return Inputs(index, specials, vocab_fingerprint(tokenizer_dir),
+                  dataclasses.replace(cfg.model, vocab_size=specials.vocab_size))

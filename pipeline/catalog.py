@@ -1,0 +1,222 @@
+"""Finding and checking published artifacts under a root: the read side of the artifact store.
+
+:class:`Catalog` finds artifacts (:meth:`~Catalog.scan` a root, :meth:`~Catalog.find` an id,
+:meth:`~Catalog.resolve` a ref, a :meth:`~Catalog.parent` in any root), checks them
+(:meth:`~Catalog.verify`: files against the manifest, parents unchanged since a child was built
+from them; :meth:`~Catalog.require`: that, before a stage reads a parent) and draws their lineage.
+:class:`kolectra.pipeline.artifacts.Store` adds building (the publish protocol) on top. Every
+manifest is checked field by field, and against the place of its directory, before anything
+here acts on it (:mod:`.manifest`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from pathlib import Path
+
+from kolectra.pipeline.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("KOLECTRA_HOME", "artifacts"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    path: Path
+    manifest: dict
+
+    id = property(lambda self: self.manifest["id"])
+    kind = property(lambda self: self.manifest["kind"])
+    name = property(lambda self: self.manifest.get("name", self.path.name.rpartition("-")[0]))
+
+    @property
+    def parents(self) -> list[str]:
+        return list(self.manifest.get("parents", []))
+
+    @property
+    def root(self) -> Path | None:
+        """The root this artifact was found in (its parents are looked up there first)."""
+        return self.path.parent.parent if self.path.parent.name == self.kind else None
+
+    def parent_of_kind(self, store: "Catalog", kind: str) -> "Artifact":
+        """The parent of ``kind``, refused if it changed since this artifact was built from it."""
+        for pid in self.parents:
+            parent = store.parent(self, pid)
+            if parent is not None and parent.kind == kind:
+                changed = store.changed_parents(self, only=parent)
+                if changed:
+                    raise ArtifactError(changed[0])
+                return parent
+        raise ArtifactError(f"{self.path}: has no {kind} parent under {store.root}"
+                            + (f" or {self.root}" if self.root and self.root != store.root else ""))
+
+
+class Catalog:
+    """The artifacts under ``root`` (default: ``$KOLECTRA_HOME`` or ``./artifacts``)."""
+
+    def __init__(self, root: Path | str | None = None):
+        self.root = Path(root) if root is not None else default_root()
+
+    # ---- finding -------------------------------------------------------------------------
+    def scan(self, kind: str | None = None) -> tuple[list[Artifact], list[str]]:
+        """(complete artifacts, one message per directory that is not one: incomplete or corrupt)."""
+        arts, broken = [], []
+        for k in [kind] if kind else KINDS:
+            for d in sorted((self.root / k).glob("*")) if (self.root / k).is_dir() else []:
+                try:
+                    arts.append(load(d))
+                except ArtifactError as e:
+                    broken.append(str(e))
+        return arts, broken
+
+    def list(self, kind: str | None = None) -> list[Artifact]:
+        return self.scan(kind)[0]
+
+    def _dirs(self, kind: str, aid: str) -> list[Path]:
+        """Directories of ``kind`` named for ``aid``, complete or not, whatever their name."""
+        return sorted(d for d in (self.root / kind).glob(f"*-{aid}") if d.is_dir())
+
+    def find(self, kind: str, artifact_id: str) -> Artifact | None:
+        for d in self._dirs(kind, artifact_id):
+            with contextlib.suppress(ArtifactError):
+                return load(d)
+        return None
+
+    def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
+        """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
+        p = Path(ref)
+        if p.is_dir() and (p / MANIFEST).is_file():
+            return load(p)
+        if p.is_dir() and ("/" in str(ref) or p.is_absolute()):
+            raise ArtifactError(f"{p}: not a complete artifact ({MANIFEST} missing)")
+        ref = str(ref)
+        exact, by_name = [], []
+        for k in [kind] if kind else KINDS:
+            for d in (self.root / k).glob("*"):
+                name, _, aid = d.name.rpartition("-")
+                if not (d / MANIFEST).is_file():
+                    continue
+                if d.name == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
+                    exact.append(d)
+                elif name == ref:
+                    by_name.append(d)
+        hits = exact or by_name
+        if not hits:
+            where = f"{self.root}/{kind}" if kind else str(self.root)
+            raise ArtifactError(f"no artifact {ref!r} under {where}")
+        if len({d.name.rpartition("-")[2] for d in hits}) > 1:  # one id under two names is one artifact
+            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits)))
+        return load(sorted(hits)[0])
+
+    def parent(self, art: Artifact, pid: str) -> Artifact | None:
+        """Parent ``pid`` of ``art``: in ``art``'s own root, in this store's, or where it was recorded."""
+        ref = next((r for r in art.manifest.get("parent_refs", []) if r.get("id") == pid), {})
+        kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
+        for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
+            for k in kinds:
+                found = Catalog(root).find(k, pid)
+                if found is not None:
+                    return found
+        with contextlib.suppress(ArtifactError, OSError):
+            recorded = load(Path(ref["path"])) if ref.get("path") else None
+            return recorded if recorded is not None and recorded.id == pid else None
+        return None
+
+    # ---- checking ------------------------------------------------------------------------
+    def changed_parents(self, art: Artifact, only: Artifact | None = None) -> list[str]:
+        """Parents whose manifest digest differs from the one ``art`` recorded when it was built.
+
+        A parent whose files and manifest were rewritten consistently passes its own
+        verification; this is what catches it. A parent that is gone is not a mismatch (the
+        lineage shows it missing); one that is there but whose manifest is refused is."""
+        problems = []
+        for ref in art.manifest.get("parent_refs", []):
+            if only is not None and ref.get("id") != only.id:
+                continue
+            parent = only or self.parent(art, ref["id"])
+            if parent is None:
+                problems += self._unreadable(art, ref)
+            elif ref.get("digest") and parent.manifest["digest"] != ref["digest"]:
+                problems.append(
+                    f"{parent.path / MANIFEST}: digest {parent.manifest['digest'][:12]} differs from "
+                    f"{ref['digest'][:12]}, recorded when {art.path} was built from it: the parent was altered "
+                    f"or rebuilt since (rebuild {art.kind} {art.path.name} with --force)")
+        return problems
+
+    def _unreadable(self, art: Artifact, ref: dict) -> list[str]:
+        """The refusal of a parent directory that exists (in ``art``'s root or this one) but does not load."""
+        kinds = [ref["kind"]] if ref.get("kind") in KINDS else KINDS
+        for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
+            for d in (d for k in kinds for d in Catalog(root)._dirs(k, ref["id"])):
+                try:
+                    load(d)
+                except ArtifactError as e:
+                    return [f"parent {ref['id']} of {art.path} is unreadable: {e}"]
+        return []
+
+    def verify(self, art: Artifact | str | Path) -> list[str]:
+        """Every mismatch between the manifest and the files on disk, and every changed parent."""
+        if not isinstance(art, Artifact):
+            try:
+                art = self.resolve(art)
+            except ArtifactError as e:
+                return [str(e)]
+        return verify_dir(art.path) + self.changed_parents(art)
+
+    def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:
+        """Resolve and verify a parent before a stage reads it; refuse it naming the files."""
+        art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
+        if kind and art.kind != kind:
+            raise ArtifactError(f"{art.path}: is a {art.kind} artifact, expected {kind}")
+        problems = self.verify(art)
+        if problems:
+            more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []
+            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
+                                + "\n  ".join(problems[:5] + more))
+        return art
+
+    # ---- lineage -------------------------------------------------------------------------
+    def lineage_lines(self, art: Artifact) -> list[str]:
+        """The lineage tree back to the raw inputs, as text lines."""
+        lines = [_label(art)]
+        seen: set[str] = set()
+
+        def walk(a: Artifact, prefix: str) -> None:
+            children: list[tuple[str, Artifact | dict | str]] = []
+            for pid in a.parents:
+                parent = self.parent(a, pid)
+                children.append(("artifact", parent) if parent is not None else ("missing", pid))
+            children += [("input", inp) for inp in a.manifest.get("inputs", [])]
+            for i, (what, child) in enumerate(children):
+                branch, cont = ("└── ", "    ") if i == len(children) - 1 else ("├── ", "│   ")
+                if what == "artifact":
+                    again = child.id in seen
+                    changed = " (CHANGED since this was built from it)" if self.changed_parents(a, only=child) else ""
+                    lines.append(prefix + branch + _label(child) + changed + (" (see above)" if again else ""))
+                    if not again:
+                        seen.add(child.id)
+                        walk(child, prefix + cont)
+                elif what == "input":
+                    lines.append(prefix + branch
+                                 + f"input {child['path']} ({child['bytes']:,} bytes, sha256 {child['sha256'][:12]})")
+                else:
+                    lines.append(prefix + branch + f"MISSING parent {child}")
+
+        walk(art, "")
+        return lines
+
+
+def load(path: Path) -> Artifact:
+    """The artifact at ``path``: its manifest checked field by field, and against where it sits."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    if where := misplaced(path, manifest):
+        raise ArtifactError(where)
+    return Artifact(path=path, manifest=manifest)
+
+
+def _label(a: Artifact) -> str:
+    return f"{a.kind}/{a.path.name}"

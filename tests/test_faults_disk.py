@@ -1,0 +1,53 @@
+"""A full disk (here: a file-size limit) while a stage writes: the one line names the file, for the
+writers whose libraries say only "File too large" (tokenizers, Beam's report of a worker's
+failure, a bare ``write()``)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kolectra.pipeline.errors import describe
+from kolectra.vocab.export import written
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_write_that_fails_is_an_os_error_naming_the_file(tmp_path):
+    def tokenizers_save(path):  # how tokenizers' Tokenizer.save words it
+        raise Exception("File too large (os error 27)")
+
+    def plain_write(path):  # how a write() that fills the disk words it: no file name
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    for write, code in ((tokenizers_save, errno.EFBIG), (plain_write, errno.ENOSPC)):
+        with pytest.raises(OSError) as failed:
+            written(tmp_path / "tokenizer.json", write)
+        assert failed.value.errno == code and failed.value.filename == str(tmp_path / "tokenizer.json")
+        assert describe(failed.value).startswith(f"{tmp_path / 'tokenizer.json'}: ")
+    with pytest.raises(ValueError):  # anything else passes unchanged
+        written(tmp_path / "x", lambda p: (_ for _ in ()).throw(ValueError("not a write failure")))
+
+
+def test_the_beam_jobs_writers_name_the_file_over_the_size_limit(tmp_path):
+    code = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+        from kolectra.corpus import examples_beam, outputs
+        for write in (lambda: outputs._write({str(tmp_path)!r}, "data/shard.jsonl.gz", b"x" * 5000),
+                      lambda: examples_beam._write_bytes({str(tmp_path / 'rows.arrow')!r}, b"x" * 5000)):
+            try:
+                write()
+            except OSError as e:
+                print(e.errno, e.filename)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split("\n")[:2] == [f"{errno.EFBIG} {tmp_path / 'data' / 'shard.jsonl.gz'}",
+                                           f"{errno.EFBIG} {tmp_path / 'rows.arrow'}"], proc.stderr[-2000:]

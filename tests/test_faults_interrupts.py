@@ -1,0 +1,132 @@
+"""Stops at moments issue 17 did not list: Ctrl-C inside the examples job (in-process and with
+worker processes), threads that die or hang after the interrupt's one line, and a forced
+``--resume`` whose checkpoint is already past the new ``--steps``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.config import override, to_dict
+from kolectra.core.stage import StageOutput
+from kolectra.corpus import runners
+from kolectra.model import resume
+from kolectra.model.config import preset
+from kolectra.pipeline.artifacts import Request, Store
+from kolectra.vocab.build import build as build_vocab
+from kolectra.vocab.config import VocabConfig
+from tests.test_vocab_corpus import korean_sentences, write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_a_thread_left_hanging_by_an_interrupt_does_not_hang_the_exit():
+    started = time.monotonic()
+    proc = _python("""
+        import sys, threading
+        from pathlib import Path
+        from kolectra.pipeline import errors
+        errors.EXIT_GRACE = 0.5
+        def run():
+            threading.Thread(target=threading.Event().wait, name="stuck").start()  # never ends, not a daemon
+            raise KeyboardInterrupt("interrupted during the job")
+        sys.exit(errors.handled("examples", lambda: Path("/tmp"), run))
+    """, timeout=30)
+    assert proc.returncode == 130 and time.monotonic() - started < 20
+    assert proc.stderr.strip() == "kolectra examples: interrupted during the job"
+
+
+def test_threads_dying_after_the_interrupt_print_nothing():
+    proc = _python("""
+        import sys, threading, time
+        from pathlib import Path
+        from kolectra.pipeline import errors
+        def die():
+            time.sleep(0.3)
+            raise RuntimeError("Worker subprocess exited with return code -15")  # as Beam's threads do
+        def run():
+            threading.Thread(target=die).start()
+            raise KeyboardInterrupt
+        sys.exit(errors.handled("examples", lambda: Path("/tmp"), run))
+    """)
+    assert proc.returncode == 130
+    assert proc.stderr.strip().splitlines() == ["kolectra examples: interrupted; nothing was published"]
+
+
+def test_ctrl_c_however_beam_wraps_it_is_one_keyboard_interrupt():
+    with pytest.raises(KeyboardInterrupt, match="interrupted during the examples job"):
+        with runners.interruptible("interrupted during the examples job") as ctrl_c:
+            ctrl_c.happened = True  # what the SIGINT handler records
+            raise RuntimeError("KeyboardInterrupt [while running 'TokenizeAndPack/ParDo(TokenizeAndPack)']")
+    with pytest.raises(RuntimeError, match="a real failure"):  # without Ctrl-C, failures pass unchanged
+        with runners.interruptible("interrupted"):
+            raise RuntimeError("a real failure")
+
+
+def test_a_forced_resume_past_the_new_steps_is_refused():
+    saved = override(preset("tiny"), ["train.steps=40"])
+    now = override(preset("tiny"), ["train.steps=10", "train.force_resume=true"])
+    ck = {"state": {"config": to_dict(saved), "vocab": "v", "step": 24}}
+    with pytest.raises(resume.PretrainInputError, match=r"at step 24, past train.steps=10.*--steps 24 or more"):
+        resume.restore(now, "v", Path("checkpoints/step-00000024"), ck, types.SimpleNamespace(is_main=True),
+                       None, None, None)
+
+
+@pytest.fixture(scope="module")
+def many_documents(tmp_path_factory):
+    """A corpus artifact of 40,000 documents (copies of a small real one, under new ids) and a vocab."""
+    root = tmp_path_factory.mktemp("many")
+    sents = korean_sentences(120, seed=2)
+    small = write_corpus(root / "small", {"train": [sents[i:i + 3] for i in range(0, 120, 3)], "valid": [sents[:2]]})
+    store = Store(root / "store")
+
+    def copies(out: Path):
+        (out / "data").mkdir()
+        for split, n in (("train", 1000), ("valid", 1)):
+            name = f"data/{split}-00000-of-00001.jsonl.gz"
+            lines = gzip.decompress((small / name).read_bytes()).decode().splitlines()
+            docs = [{**json.loads(line), "id": f"{json.loads(line)['id']}#{k}"} for k in range(n) for line in lines]
+            (out / name).write_bytes(gzip.compress("".join(json.dumps(d, ensure_ascii=False) + "\n"
+                                                           for d in docs).encode(), mtime=0))
+        return StageOutput(stats={})
+
+    corpus = store.build(Request(kind="corpus", name="many", stage_version=1, config={}), copies)
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
+                        lambda out: build_vocab(VocabConfig(vocab_size=1000, num_unused=0, report_baseline=False),
+                                                small, out))
+    return store, corpus, vocab
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_during_the_examples_job_is_one_line(many_documents, workers):
+    store, corpus, vocab = many_documents
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "examples", "--corpus", str(corpus.path), "--vocab",
+           str(vocab.path), "--out", str(store.root), "--force", f"--direct_num_workers={workers}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    while "examples: 1 train shard(s)" not in seen and proc.poll() is None:  # the job is starting ...
+        seen = proc.stderr.readline()
+    time.sleep(2.5)  # ... and running (about 5 s of work on one worker)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == "", err[-3000:]
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
+    assert err.startswith("kolectra examples: interrupted during the examples job") and "nothing published" in err
+    assert not list((store.root / ".tmp").iterdir())
