@@ -1,37 +1,101 @@
-"""Shared plumbing for ``benchmarks/<stage>.py``: the result line every benchmark prints.
+"""Shared plumbing for ``benchmarks/<stage>.py``: their data arguments and the result line.
 
 Each benchmark measures kolectra and a baseline side by side in one run and prints, as its last
-line, one JSON object (``../shared/CONTRACT.md``): ``benchmark``, ``unit``, ``value``,
-``baseline`` (``name``, ``value``), ``ratio`` (value / baseline, higher is better), ``config``
-and ``machine``. ``--quick`` selects a reduced size that finishes within about a minute.
+line, one JSON object: ``benchmark``, ``unit``, ``value``, ``baseline`` (``name``, ``value``),
+``ratio`` (value / baseline, higher is better), ``config`` and ``machine``. ``--quick`` selects a
+reduced size that finishes within about a minute on 2 cores.
+
+Data. Nothing is read from a fixed place: a benchmark that needs data takes its path as an
+argument (``--reviews GLOB``, ``--nsmc-train FILE``, ``--korquad FILE``), or ``--data DIR``, a
+folder laid out as :data:`LAYOUT` (default ``$KOLECTRA_BENCH_DATA``). Without them ``--quick``
+runs on the embedded sample (``pipeline/sample/``); the full size stops with a message naming
+the argument to pass.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-SHARED_DATA = Path(os.environ.get("KOLECTRA_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "pipeline" / "sample"
+DATA_ENV = "KOLECTRA_BENCH_DATA"
+# what --data DIR holds, by the argument that names each file directly
+LAYOUT = {"reviews": "corpus/nsmc-reviews/*.jsonl.gz", "nsmc_train": "nsmc/ratings_train.txt",
+          "korquad": "korquad/KorQuAD_v1.0_dev.json"}
+DATA_HELP = {  # argument, metavar, what it is, its format
+    "reviews": ("--reviews", "GLOB", "the NSMC review corpus", "JSONL (.gz) files, one {\"id\", \"text\"} "
+                "object a line, e.g. 'data/corpus/nsmc-reviews/*.jsonl.gz'"),
+    "nsmc_train": ("--nsmc-train", "FILE", "an NSMC-format training file",
+                   "id<TAB>document<TAB>label with a header, e.g. data/nsmc/ratings_train.txt"),
+    "korquad": ("--korquad", "FILE", "a KorQuAD 1.0 file", "SQuAD-format JSON, e.g. data/korquad/KorQuAD_v1.0_dev.json"),
+}
+SAMPLE_REVIEWS = SAMPLE / "reviews.jsonl.gz"  # 4,000 reviews: what --quick reads without --reviews
 
 
-def reviews(limit: int | None, who: str) -> list[tuple[str, str]]:
-    """(id, NFC text) of the NSMC review corpus in ``SHARED_DATA``, the first ``limit`` of them."""
+def add_data_args(p: argparse.ArgumentParser, *what: str) -> None:
+    """``--data DIR`` and one argument per data set the benchmark reads (keys of :data:`LAYOUT`)."""
+    default = os.environ.get(DATA_ENV) or None
+    p.add_argument("--data", type=Path, default=default, metavar="DIR",
+                   help=f"a folder holding {', '.join(LAYOUT[w] for w in what)} "
+                        f"(default: ${DATA_ENV}{', now ' + default if default else ', unset'})")
+    for w in what:
+        flag, metavar, noun, detail = DATA_HELP[w]
+        p.add_argument(flag, dest=w, metavar=metavar, default=None,
+                       help=f"{noun}: {detail} (default: DATA/{LAYOUT[w]})")
+
+
+def data_path(args: argparse.Namespace, what: str, who: str) -> str | None:
+    """The file or glob given for ``what`` (its own argument, else under ``--data``), or None when
+    neither was given. A path that names nothing stops the benchmark, naming the argument."""
+    flag = DATA_HELP[what][0]
+    given = getattr(args, what, None)
+    if given is None and getattr(args, "data", None) is not None:
+        given, flag = str(Path(args.data) / LAYOUT[what]), f"--data {args.data}"
+    if given is None:
+        return None
+    if not glob.glob(given):
+        sys.exit(f"{who}: {flag}: {given} matches no file")
+    return given
+
+
+def require_data(args: argparse.Namespace, what: str, who: str) -> str:
+    """:func:`data_path`, or stop with the arguments that would supply it."""
+    path = data_path(args, what, who)
+    if path is None:
+        flag, metavar, noun, _ = DATA_HELP[what]
+        sys.exit(f"{who}: the full size needs {noun}: pass {flag} {metavar}, or --data DIR holding "
+                 f"{LAYOUT[what]} (or set ${DATA_ENV}); --quick runs on the embedded sample without them")
+    return path
+
+
+def reviews_source(args: argparse.Namespace, who: str) -> str:
+    """The glob :func:`reviews` reads: ``--reviews``/``--data``, else (``--quick``) the embedded sample."""
+    source = data_path(args, "reviews", who)
+    if source is None and getattr(args, "quick", False):
+        return str(SAMPLE_REVIEWS)
+    return source if source is not None else require_data(args, "reviews", who)
+
+
+def reviews(args: argparse.Namespace, limit: int | None, who: str) -> list[tuple[str, str]]:
+    """(id, NFC text) of the review corpus given by ``--reviews``/``--data``, the first ``limit``
+    of them; with ``--quick`` and neither given, the embedded sample's 4,000 reviews."""
     import gzip
-    import sys
     import unicodedata
 
-    src = SHARED_DATA / "corpus" / "nsmc-reviews"
-    paths = sorted(src.glob("*.jsonl.gz"))
-    if not paths:
-        sys.exit(f"{who}: no reviews under {src} (set KOLECTRA_SHARED_DATA)")
+    source = reviews_source(args, who)
+    if source == str(SAMPLE_REVIEWS):
+        print(f"{who}: no --reviews/--data: reading the embedded sample ({SAMPLE_REVIEWS.name})", file=sys.stderr)
     out = []
-    for path in paths:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
+    for path in sorted(glob.glob(source)):
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt", encoding="utf-8") as f:
             for line in f:
                 r = json.loads(line)
                 text = unicodedata.normalize("NFC", " ".join(str(r.get("text", "")).split()))
@@ -42,9 +106,12 @@ def reviews(limit: int | None, who: str) -> list[tuple[str, str]]:
     return out
 
 
-def parser(description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--quick", action="store_true", help="reduced size, about a minute on 2 cores")
+def parser(doc: str, full: str) -> argparse.ArgumentParser:
+    """The benchmark's parser: its docstring as the description, ``--quick``, and the full size's
+    expected duration (``full``) in the help."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help=f"reduced size, about a minute on 2 cores (without it: the full size, {full})")
     return p
 
 

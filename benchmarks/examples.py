@@ -1,6 +1,6 @@
 """Benchmark of the examples stage and the pretraining loader.
 
-Figures, all on NSMC movie reviews (``shared/data/corpus/nsmc-reviews/``):
+Figures, all on NSMC movie reviews (``--reviews GLOB`` or ``--data DIR``; see ``benchmarks/common.py``):
 
 - headline: tokens/s of the examples stage's Beam job (:func:`corpus.examples.build`, default
   runner options: in-process FnApiRunner, worker processes by input size) against a plain
@@ -21,10 +21,13 @@ the reviews — sentence spans from a punctuation splitter rather than Kiwi, sin
 stage reads only sentences (never morphemes) and Kiwi would dominate the set-up time — and a
 WordPiece vocab trained here with HF ``tokenizers`` on kolectra's normaliser and pre-tokeniser.
 
-    python benchmarks/examples.py [--quick] [--corpus DIR --vocab DIR] [--beam-arg=--direct_num_workers=2]
+    python benchmarks/examples.py [--quick] [--reviews GLOB | --data DIR | --corpus DIR --vocab DIR]
+                                  [--beam-arg=--direct_num_workers=2]
 
-``--quick``: the first 20,000 reviews, 2 timed trainer steps of 8 examples (scaled to 128).
-Full: all reviews, 3 timed trainer steps of the full 128 examples.
+``--quick``: the first 20,000 reviews (the embedded sample's 4,000 without ``--reviews`` or
+``--data``), 2 timed trainer steps of 8 examples (scaled to 128); about a minute on 2 cores.
+Full: all reviews, 3 timed trainer steps of the full 128 examples; about 10 minutes on 2 cores
+for the 662,404 NSMC reviews.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ import time
 
 import numpy as np
 
-from common import emit, parser
-from kolectra.core.tokens import SPECIALS
+from common import add_data_args, emit, parser, reviews_source
 from common import reviews as common_reviews
+from kolectra.core.tokens import SPECIALS
 
 QUICK_REVIEWS = 20_000
 CORPUS_SHARDS = 4  # as the corpus stage's default
@@ -68,8 +71,8 @@ def beam_workers(beam_args: list[str], corpus_dir: Path) -> int:
     return pipeline_options(list(beam_args), input_bytes(paths)).view_as(DirectOptions).direct_num_workers or 1
 
 
-def reviews(limit: int | None) -> list[tuple[str, str]]:
-    return common_reviews(limit, "benchmarks/examples.py")
+def reviews(args, limit: int | None, who: str = "benchmarks/examples.py") -> list[tuple[str, str]]:
+    return common_reviews(args, limit, who)
 
 
 def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
@@ -204,11 +207,13 @@ def trainer_rate(examples_dir: Path, vocab_size: int, steps: int, micro_batch: i
 
 
 def main() -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__, "about 10 minutes on 2 cores for the NSMC reviews")
+    add_data_args(p, "reviews")
     p.add_argument("--corpus", type=Path, help="a corpus artifact (default: written here from the reviews)")
     p.add_argument("--vocab", type=Path, help="a vocab artifact (default: trained here)")
-    p.add_argument("--beam-arg", action="append", default=[], help="a Beam pipeline option for the stage")
-    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--beam-arg", action="append", default=[],
+                   help="a Beam pipeline option for the stage (repeatable; e.g. --beam-arg=--direct_num_workers=2)")
+    p.add_argument("--max-seq-length", type=int, default=128, help="row length in tokens (default 128)")
     args = p.parse_args()
 
     from kolectra.corpus.examples import build
@@ -220,7 +225,7 @@ def main() -> None:
         tmp = Path(tmp)
         docs = None
         if args.corpus is None or args.vocab is None:
-            docs = reviews(limit)
+            docs = reviews(args, limit)
             progress(f"bench: {len(docs)} reviews")
         corpus_dir = args.corpus or write_corpus(docs, tmp / "corpus")
         vocab_dir = args.vocab or train_vocab(docs, tmp / "vocab")
@@ -250,7 +255,7 @@ def main() -> None:
     value = stats["tokens"] / beam_s
     baseline = plain["tokens"] / plain_s
     emit("examples_build", "tokens/s", round(value), "plain single-process loop", round(baseline),
-         {"reviews": len(docs) if docs else None, "corpus": str(args.corpus or "nsmc-reviews (punctuation sentences)"),
+         {"reviews": len(docs) if docs else None, "corpus": str(args.corpus or f"{reviews_source(args, 'benchmarks/examples.py')} (punctuation sentences)"),
           "max_seq_length": cfg.max_seq_length, "beam_args": args.beam_arg, "quick": args.quick,
           "examples": stats["examples"], "tokens": stats["tokens"], "padding_share": stats["padding_share"],
           "packing": cfg.packing, "beam_seconds": round(beam_s, 2), "plain_seconds": round(plain_s, 2),

@@ -10,13 +10,14 @@ length, then pads per batch), KorQuAD training on windows and KorQuAD inference,
 one NSMC batch computed both ways (padding must not change it; KorQuAD's does move with the width:
 transformers' span loss takes its softmax over every position of the window, [PAD] included).
 
-    python benchmarks/finetune.py [--quick] [--model HF_ELECTRA_DIR] [--threads N]
+    python benchmarks/finetune.py [--quick] [--nsmc-train FILE --korquad FILE | --data DIR]
+                                  [--model HF_ELECTRA_DIR] [--threads N]
 
 ``--quick``: a tiny random ELECTRA (hidden 64, 2 layers) made in-process, the embedded sample
 files (``pipeline/sample/``), about a minute on 2 cores.  Full: an ELECTRA-Small-shaped random
-model (hidden 256, 12 layers; or ``--model``), 2,048 NSMC training rows of
-``shared/data/nsmc/`` at KoELECTRA's max length 128, and 64 KorQuAD questions of
-``shared/data/korquad/`` at length 512, stride 128.  Random weights change nothing here: the
+model (hidden 256, 12 layers; or ``--model``), 2,048 training rows of an NSMC-format file
+(``--nsmc-train``) at KoELECTRA's max length 128, and 64 questions of a KorQuAD-format file
+(``--korquad``) at length 512, stride 128; about 10 minutes on 2 cores.  Random weights change nothing here: the
 cost of a step does not depend on the values of the weights.  ``--threads``: CPU threads of
 both sides (default 1, fine-tuning's ``cpu_threads`` default; ``benchmarks/finetune_threads.py``
 measures other counts).
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common import SHARED_DATA, emit, parser
+from common import add_data_args, emit, parser, require_data
 from kolectra.finetune.config import KorquadConfig, NsmcConfig
 from kolectra.finetune.features import Features, rows, tokenize
 from kolectra.finetune.korquad import Korquad
@@ -71,14 +72,12 @@ FULL = Size(nsmc_train=2048, nsmc_eval=2048, korquad_questions=64, max_length=12
             doc_stride=128, batch_size=32, korquad_batch_size=8, hidden=256, layers=12, heads=4)
 
 
-def data_files(quick: bool) -> tuple[Path, Path]:
-    if quick:
+def data_files(args) -> tuple[Path, Path]:
+    """The embedded sample's files with ``--quick``; else the files the arguments name."""
+    if args.quick:
         return SAMPLE / "nsmc_train.txt", SAMPLE / "korquad_sample.json"
-    nsmc, korquad = SHARED_DATA / "nsmc" / "ratings_train.txt", SHARED_DATA / "korquad" / "KorQuAD_v1.0_dev.json"
-    for p in (nsmc, korquad):
-        if not p.is_file():
-            sys.exit(f"benchmarks/finetune.py: {p} not found (set KOLECTRA_SHARED_DATA, or use --quick)")
-    return nsmc, korquad
+    who = "benchmarks/finetune.py"
+    return Path(require_data(args, "nsmc_train", who)), Path(require_data(args, "korquad", who))
 
 
 def cycle(items: list, n: int) -> list:
@@ -194,12 +193,13 @@ def pair(kb: tuple[float, float]) -> dict:
 
 
 def main() -> None:
-    p = parser(__doc__.splitlines()[0])
+    p = parser(__doc__, "about 10 minutes on 2 cores")
+    add_data_args(p, "nsmc_train", "korquad")
     p.add_argument("--model", help="a HF ELECTRA discriminator directory (default: a random one made here)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads of both sides (default 1)")
     args = p.parse_args()
     size = QUICK if args.quick else FULL
-    nsmc_file, squad_file = data_files(args.quick)
+    nsmc_file, squad_file = data_files(args)
     nsmc_cfg = NsmcConfig(max_length=size.max_length, batch_size=size.batch_size, seed=0)
     korquad_cfg = KorquadConfig(max_length=size.korquad_max_length, doc_stride=size.doc_stride,
                                 batch_size=size.korquad_batch_size, eval_batch_size=32, seed=0)

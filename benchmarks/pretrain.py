@@ -17,7 +17,13 @@ naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
 ``--naive-keeps-memory`` gives the naive step's process kolectra's allocator settings too
 (:mod:`model.cpu_memory`), which kolectra's CPU trainer sets for itself: the speedup then leaves
 out what those settings add.
-``--quick``: 4 layers instead of 12 and fewer rounds, about a minute on 2 cores (plus compiling).
+``--quick``: 2 layers instead of 12, 2 rounds instead of 11 and a 1,024³ matmul for the CPU's
+peak, about a minute on 2 cores (plus compiling). It took 336 s with 4 layers and 4 rounds while
+other jobs held the load average at 4-11 (a 4-layer fp32 step at 0.11 steps/s, where the
+12-layer one runs at 0.8-0.9 on the idle machine), and 101 s with 2 layers and 3 rounds at load
+3.5-4.7: most of the rest is starting the four step processes (torch, the model).
+Full size (12 layers, 11 rounds): about 5 minutes on 2 cores (plus compiling with ``--compile``).
+No data is read: the batches are random token ids.
 """
 
 from __future__ import annotations
@@ -61,27 +67,29 @@ def measured_matmul_peak(precision: str, n: int = 2048, reps: int = 20) -> float
 
 
 def main() -> None:
-    p = parser(__doc__.splitlines()[0])
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--peak-tflops", type=float, default=0.0, help="peak of one device for MFU (0 = table/none)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--seq-len", type=int, default=128)
+    p = parser(__doc__, "about 5 minutes on 2 cores")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where both steps run (default cpu)")
+    p.add_argument("--peak-tflops", type=float, default=0.0,
+                   help="peak of one device for MFU (default 0: the table for known GPUs, a measured matmul on CPU)")
+    p.add_argument("--batch-size", type=int, default=8, help="sequences a step (default 8)")
+    p.add_argument("--seq-len", type=int, default=128, help="tokens a sequence (default 128)")
     p.add_argument("--compile", action="store_true", help="also time kolectra's step under torch.compile")
     p.add_argument("--naive-keeps-memory", action="store_true",
                    help="the naive step's process gets kolectra's allocator settings too (CPU)")
     args = p.parse_args()
     if args.device == "cpu" and args.quick:
-        layers, rounds = 4, 4
+        layers, rounds = 2, 2
     elif args.device == "cpu":
         layers, rounds = None, 11
     else:
         layers, rounds = None, 30
     model_cfg = small_pp_like(35000, layers)
+    peak_n = 1024 if args.quick else 2048  # the quick peak: 8x fewer FLOPs a matmul
     results = {}
     for precision in ("fp32", "bf16"):
         # the peak before and after the steps, the better of the two: a slow phase of a shared
         # machine would otherwise inflate MFU
-        peak_before = measured_matmul_peak(precision) if args.device == "cpu" else 0.0
+        peak_before = measured_matmul_peak(precision, peak_n) if args.device == "cpu" else 0.0
         r = compare(model_cfg, seq_len=args.seq_len, batch_size=args.batch_size, rounds=rounds,
                     warmup=2 if args.device == "cuda" else 1, bf16=precision == "bf16", device=args.device,
                     compile=args.compile, naive_keeps_memory=args.naive_keeps_memory)
@@ -89,7 +97,7 @@ def main() -> None:
         mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
         if args.device == "cpu":
             # no datasheet peak for a CPU: MFU against the best matmul this machine ran just now
-            cpu_peak = max(peak_before, measured_matmul_peak(precision))
+            cpu_peak = max(peak_before, measured_matmul_peak(precision, peak_n))
             results_extra = {"measured_matmul_peak_flops": cpu_peak,
                              "mfu_of_measured_peak": {k: v / cpu_peak for k, v in r["useful_flops_per_s"].items()}}
         else:
@@ -114,7 +122,7 @@ def main() -> None:
          {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
           "seq_len": args.seq_len, "device": args.device, "rounds": rounds, "quick": args.quick,
           "interleaved": True, "isolated": True, "statistic": "median", "compile": args.compile,
-          "naive_keeps_memory": args.naive_keeps_memory},
+          "naive_keeps_memory": args.naive_keeps_memory, "matmul_peak_n": peak_n},
          results=results, ratio_bf16=results["bf16"]["speedup"],
          **({"ratio_compiled": results["fp32"]["speedup_compiled"],
              "ratio_bf16_compiled": results["bf16"]["speedup_compiled"]} if args.compile else {}))

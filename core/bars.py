@@ -11,7 +11,8 @@ Used by the pretraining loop (model/metrics.py), the vocab stage (vocab/build.py
   ``[kolectra] ...`` line per report (pretraining: per ``log_every``), or every ``every`` units for
   loops that have no reports, with the same position, rate and ETA, formatted by tqdm.
 
-``KOLECTRA_PROGRESS=lines`` (or ``bar``) overrides the choice.
+``KOLECTRA_PROGRESS=lines`` (or ``bar``) overrides the choice. At ``-q`` (:mod:`core.verbosity`)
+there is neither: a bar counts silently.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 from typing import Iterable, Iterator, TextIO, TypeVar
 
 from tqdm import tqdm
+
+from kolectra.core import verbosity
 
 ENV = "KOLECTRA_PROGRESS"
 LINE = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
@@ -36,6 +39,8 @@ def write(line: str) -> None:
 
 
 def use_bars(stream: TextIO) -> bool:
+    if verbosity.quiet():
+        return False
     forced = os.environ.get(ENV, "").strip().lower()
     if forced in ("bar", "bars"):
         return True
@@ -85,6 +90,8 @@ class Bar:
 
     def _line(self, at: int | None = None) -> None:
         self.shown = self.n
+        if verbosity.quiet():
+            return
         text = f"[kolectra] {self.line(at)}"
         if self.stream is sys.stderr:
             write(text)

@@ -21,9 +21,11 @@ Used by the fine-tuning stage (``learning_curve.png`` in every eval artifact), `
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import io
+import logging
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -67,7 +69,9 @@ def style() -> dict:
     """The rcParams every kolectra figure is drawn under."""
     return {
         "font.family": [korean_font(), "DejaVu Sans"],  # DejaVu (bundled with matplotlib) for what Nanum lacks
-        "font.size": 9,  # NanumGothicBold is weight 600: titles ask for "semibold", not "bold" "axes.titlesize": 10, "axes.titleweight": "semibold", "axes.labelsize": 9,
+        "font.size": 9,
+        # NanumGothicBold is weight 600: titles ask for "semibold", not "bold"
+        "axes.titlesize": 10, "axes.titleweight": "semibold", "axes.labelsize": 9,
         "axes.unicode_minus": False,  # NanumGothic has no U+2212
         "axes.prop_cycle": matplotlib.cycler(color=[hex_color(c) for c in PALETTE]),
         "axes.grid": True, "axes.axisbelow": True, "grid.color": "#e1e1e1", "grid.linewidth": 0.8,
@@ -77,6 +81,21 @@ def style() -> dict:
         "figure.dpi": DPI, "savefig.dpi": DPI, "savefig.facecolor": "white",
         "path.simplify": False,  # every logged point drawn as given
     }
+
+
+@contextlib.contextmanager
+def drawing():
+    """kolectra's style (``rc_context``: nothing global changes), and matplotlib's font-fallback
+    notes kept off stderr: NanumGothic has no 700 weight and DejaVu Sans no 600, so a semibold
+    title logs "Failed to find font weight ..." once per family although the glyphs are right."""
+    log = logging.getLogger("matplotlib.font_manager")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with matplotlib.rc_context(style()):
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def new_figure(width: int, height: int) -> Figure:
@@ -173,7 +192,7 @@ def figure(panels: Sequence[Panel], width: int = 640, panel_height: int = 360, c
     if not panels:
         raise ValueError("nothing to plot: no panels")
     rows = math.ceil(len(panels) / columns)
-    with matplotlib.rc_context(style()):
+    with drawing():
         fig = new_figure(width, rows * panel_height)
         axes = fig.subplots(rows, columns, squeeze=False).ravel()
         for ax, panel in zip(axes, panels):
@@ -212,7 +231,7 @@ def bar_chart(path: Path | str, bars: Sequence[tuple[str, float]], title: str = 
         raise ValueError("nothing to plot: no bars")
     colors = colors or [PALETTE[k % len(PALETTE)] for k in range(len(bars))]
     height = 70 + (24 if title else 0) + (20 if xlabel else 0) + bar_height * len(bars)
-    with matplotlib.rc_context(style()):
+    with drawing():
         fig = new_figure(width, height)
         ax = fig.subplots()
         labels, values = [label for label, _ in bars], [float(v) for _, v in bars]

@@ -21,7 +21,17 @@ class StageOutput:
 
 def progress(msg: str) -> None:
     """Progress goes to stderr: stdout's last line is reserved for the artifact directory. Written
-    above any progress bar on the terminal (:mod:`core.bars`)."""
+    above any progress bar on the terminal (:mod:`core.bars`). At ``-q`` (:mod:`core.verbosity`)
+    only a message carrying a ``WARNING`` is written: the stages' warnings are progress lines
+    that say so."""
+    from kolectra.core import verbosity  # noqa: PLC0415
     from kolectra.core.bars import write  # noqa: PLC0415 - tqdm only once something reports
 
+    if verbosity.quiet() and "WARNING" not in msg:
+        return
     write(f"[kolectra] {msg}")
+
+
+def warn(msg: str) -> None:
+    """A warning: written at every verbosity, ``-q`` included."""
+    progress(f"WARNING: {msg}")

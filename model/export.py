@@ -7,7 +7,8 @@ Inside training the two may share one embedding module; each export gets its own
 the shared weights, so the generator is a complete masked LM by itself (with GDES sharing the
 discriminator's tables are exported with their deltas folded in: a stock ElectraForPreTraining). A model card
 (README.md) records objective, preset, sizes, FLOPs, hardware and wall time, and the lineage
-(artifact ids back to the raw text) when the artifact store hands it down.
+(artifact ids back to the raw text) when the artifact store hands it down, under the YAML
+metadata the Hugging Face Hub reads (:mod:`model.card`).
 
 MLM ablations (``objective.objective`` in mlm, replace_mlm, all_tokens_mlm): the
 discriminator-sized network is a masked LM, so ``hf/discriminator`` holds an
@@ -28,6 +29,7 @@ import torch
 from transformers import ElectraForMaskedLM
 from transformers.utils import logging as hf_logging
 
+from kolectra.model.card import LICENSE, front_matter
 from kolectra.model.electra import ElectraPair, count_parameters, plain_state_dict
 
 ROLE_TEXT = {
@@ -69,12 +71,15 @@ def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[
     alert = "".join(f"> **{w}**\n\n" for w in warnings)
     tree = ("\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(lineage) + "\n```\n"
             if lineage else "")
-    return (f"# {title}\n\n{alert}This directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
+    meta = front_matter(cls_name, str(facts.get("objective", "electra")), lineage, facts.get("initialised from"))
+    return (f"{meta}\n# {title}\n\n{alert}This directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
             f"pretrain stage (ELECTRA, Clark et al. 2020, \"Pre-training Text Encoders as Discriminators Rather "
             f"Than Generators\") on Korean text, and loads with `transformers` alone:\n\n"
             f"```python\nfrom transformers import AutoTokenizer, {cls_name}\n"
             f"tokenizer = AutoTokenizer.from_pretrained(path)\nmodel = {cls_name}.from_pretrained(path)\n```\n\n"
-            f"## Training\n\n| | |\n| --- | --- |\n{rows}\n{tree}")
+            f"## Training\n\n| | |\n| --- | --- |\n{rows}\n{tree}"
+            f"\n## Licence\n\n`{LICENSE}` above is kolectra's licence; the weights carry what their training "
+            f"text allows, so change it when that text demands another.\n")
 
 
 def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: dict,

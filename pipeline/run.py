@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Artifact, Store
+from kolectra.pipeline.artifacts import Artifact, Store, default_root
 from kolectra.core.stage import progress
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
@@ -53,23 +53,54 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
                     SAMPLE / "korquad_dev.json", preset="sample", sets=sets["korquad"], name="sample",
                     force=force)
 
-    print(summary(store, [nsmc, korquad], timings))
+    print(summary(store, [nsmc, korquad], timings, ckpt))
     return korquad
 
 
-def summary(store: Store, evals: list[Artifact], timings: dict[str, float]) -> str:
+# metrics.json key -> how the summary names it; every figure in percent
+METRIC_NAMES = {"nsmc": (("accuracy_pct", "NSMC test accuracy"),),
+                "korquad": (("exact_match", "KorQuAD dev exact match"), ("f1", "KorQuAD dev F1"))}
+
+
+def metric_lines(evals: list[Artifact]) -> list[str]:
+    """One named figure a line, all in percent (NSMC's ``accuracy`` is a fraction in metrics.json)."""
+    lines = []
+    for art in evals:
+        metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
+        task = str(metrics.get("task", art.manifest.get("config", {}).get("task", "")))
+        for key, label in METRIC_NAMES.get(task, ()):
+            if isinstance(metrics.get(key), (int, float)):
+                lines.append(f"  {label:<26} {metrics[key]:6.2f} %")
+    return lines
+
+
+def summary(store: Store, evals: list[Artifact], timings: dict[str, float], checkpoint: Artifact | None = None) -> str:
     lines = ["", "== kolectra run: lineage =="]
     for art in evals:
         lines += store.lineage_lines(art)
-    lines += ["", "== metrics (embedded sample; a tiny model — shows the chain works, not model quality) =="]
-    for art in evals:
-        metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
-        shown = {k: v for k, v in metrics.items() if k in ("accuracy", "exact_match", "f1")}
-        lines.append(f"  {art.name:<16} " + "  ".join(f"{k} {v:.4f}" for k, v in shown.items()))
+    lines += ["", "== scores (embedded sample, a tiny model: they show the chain works, not model quality) =="]
+    lines += metric_lines(evals)
     total = sum(timings.values())
-    lines += ["", f"== wall time {total:.1f}s =="]
+    lines += ["", f"== wall time {total:.1f} s =="]
     for stage, secs in timings.items():
         share = secs / total if total else 0.0
-        lines.append(f"  {stage:<18} {secs:7.1f}s  {share:6.1%}")
+        lines.append(f"  {stage:<18} {secs:7.1f} s  {share:6.1%}")
+    if checkpoint is not None:
+        lines += next_steps(store, checkpoint)
     lines.append("")
     return "\n".join(lines)
+
+
+def next_steps(store: Store, checkpoint: Artifact) -> list[str]:
+    """Where the usable model is, and the commands a user runs next."""
+    out = "" if store.root == default_root() else f" --out {store.root}"
+    return ["", "== the model ==",
+            f"  {checkpoint.path / 'hf' / 'discriminator'}",
+            "  a Hugging Face ELECTRA discriminator: transformers' AutoModel.from_pretrained(<that directory>) loads it",
+            "", "== next ==",
+            f"  kolectra report {checkpoint.id}{out}",
+            "      its training curves, compute and lineage as Markdown with plots",
+            f"  kolectra finetune nsmc --model {checkpoint.id} --train FILE --test FILE{out}",
+            "      fine-tune it on your own NSMC-format files",
+            f"  kolectra corpus --input 'your/*.jsonl.gz'{out}",
+            "      start on your own text: then vocab, examples, pretrain (README.md, The chain)"]

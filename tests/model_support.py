@@ -98,7 +98,7 @@ def build_examples(dest: Path, tokenizer_dir: Path, n: int, seq_len: int, seed: 
 
 def write_examples(dest: Path, ids: np.ndarray, types: np.ndarray, vocab_size: int, shard_size: int,
                    doc_ids: np.ndarray | None = None, legacy_npy: bool = False) -> Path:
-    """An examples artifact's shards and ``index.json`` (the format of CONTRACT.md) for given rows,
+    """An examples artifact's shards and ``index.json`` (the format of docs/examples.md) for given rows,
     with the stage's own writer; ``doc_ids`` default to one sequence a row. ``legacy_npy``: the
     ``.npy`` files of index format 1 (no doc ids), as artifacts were written before packing."""
     from kolectra.corpus.examples_format import arrow_bytes, index_document

@@ -121,3 +121,16 @@ def test_report_puts_each_loss_on_its_own_axis_and_marks_chance():
     mlm = [{"step": s, "loss": 5.0, "gen_loss": 5.0, "mlm_loss": 5.0, "mlm_acc": 0.2} for s in (1, 2)]
     assert "discriminator loss" not in {p.title for p in training_panels(mlm)}
     assert figure(training_panels(rows), 960, 300, columns=2)[:4] == b"\x89PNG"
+
+
+def test_the_style_sets_title_and_label_sizes():
+    # these keys once sat behind a comment on the font.size line and silently did nothing
+    s = plot.style()
+    assert (s["axes.titlesize"], s["axes.titleweight"], s["axes.labelsize"]) == (10, "semibold", 9)
+
+
+def test_a_semibold_title_logs_no_font_fallback_note(caplog):
+    plot.font_manager.fontManager._findfont_cached.cache_clear()  # the note is logged once per lookup
+    with caplog.at_level("INFO", logger="matplotlib.font_manager"):
+        figure([Panel({"a": [(1, 2), (2, 3)]}, "NSMC: 정확도 55.40%", "epoch", "loss")], 320, 240)
+    assert not [r for r in caplog.records if r.levelno >= 30], [r.getMessage() for r in caplog.records]

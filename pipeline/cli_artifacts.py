@@ -1,0 +1,178 @@
+"""``kolectra artifacts list | show | verify | gc``: the store as the command line shows it.
+
+``list`` prints one row per complete artifact with what tells two of the same name apart: when it
+was built, its size, its parents (or raw inputs) and its key settings. The key settings are a few
+per kind (:data:`KEY_SETTINGS`: a vocab's recipe and size, a checkpoint's preset, objective and
+steps, ...), plus every other config value on which artifacts of the same kind and name differ,
+so two ``sample`` checkpoints read as ``train.steps=600`` against ``train.steps=2000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+from kolectra.pipeline.artifacts import KINDS, Artifact, Store
+
+# the settings a person tells artifacts of a kind apart by (dotted config keys)
+KEY_SETTINGS = {
+    "corpus": ("language", "min_chars", "near_dup_threshold", "mask_pii"),
+    "vocab": ("recipe", "vocab_size"),
+    "examples": ("max_seq_length", "packing"),
+    "checkpoint": ("preset", "objective.objective", "train.steps", "model.embedding_sharing"),
+    "eval": ("task", "preset", "seed"),
+    "study": ("flops", "points", "preset"),
+}
+MAX_OTHER = 4  # further differing settings shown per row; the rest is counted
+
+
+def add_artifacts(p: argparse.ArgumentParser, common) -> None:
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    v = verbs.add_parser("list", help="every complete artifact under the root, with what tells them apart",
+                         epilog="example: kolectra artifacts list --kind checkpoint")
+    common(v, with_config=False)
+    v.add_argument("--kind", default=None, choices=KINDS, help="only this kind (default: every kind)")
+    v = verbs.add_parser("show", help="manifest summary and lineage tree back to the raw inputs",
+                         epilog="example: kolectra artifacts show sample  (a name, id, id prefix or directory)")
+    common(v, with_config=False)
+    v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix or its name")
+    v.add_argument("--json", action="store_true", help="print the whole manifest as JSON (default: a summary)")
+    v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch",
+                         epilog="example: kolectra artifacts verify artifacts/checkpoint/sample-0123456789abcdef")
+    common(v, with_config=False)
+    v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix or its name")
+    v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks",
+                         epilog="example: kolectra artifacts gc --dry-run")
+    common(v, with_config=False)
+    v.add_argument("--interrupted", action="store_true",
+                   help="also remove interrupted pretraining runs (their checkpoints: --resume could continue them)")
+    v.add_argument("--dry-run", action="store_true", help="only say what would be removed")
+
+
+# ---- list ---------------------------------------------------------------------------------------
+def flat(config: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def size_text(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def origins(a: Artifact) -> str:
+    """Parents as kind:name-idprefix, else the raw inputs' file names."""
+    refs = a.manifest.get("parent_refs") or [{"id": p} for p in a.parents]
+    shown = [f"{r.get('kind', '?')}:{r.get('name', '?')}-{r['id'][:6]}" for r in refs]
+    if not shown:
+        names = [str(i.get("path", "?")).rstrip("/").rsplit("/", 1)[-1] for i in a.manifest.get("inputs", [])]
+        shown = names[:2] + ([f"+{len(names) - 2} more"] if len(names) > 2 else [])
+    return ", ".join(shown) or "-"
+
+
+def settings(a: Artifact, differing: list[str]) -> str:
+    """The kind's key settings, then the other keys on which its same-name siblings differ."""
+    cfg = flat(a.manifest.get("config", {}))
+    keys = [k for k in KEY_SETTINGS.get(a.kind, ()) if k in cfg]
+    others = [k for k in differing if k not in keys and k in cfg]
+    text = [f"{k}={json.dumps(cfg[k], ensure_ascii=False)}" for k in keys + others[:MAX_OTHER]]
+    if len(others) > MAX_OTHER:
+        text.append(f"(+{len(others) - MAX_OTHER} more differ)")
+    return " ".join(text)
+
+
+def differing_keys(arts: list[Artifact]) -> dict[tuple[str, str], list[str]]:
+    """(kind, name) -> the config keys whose values are not the same in all its artifacts."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for a in arts:
+        groups[(a.kind, a.name)].append(flat(a.manifest.get("config", {})))
+    out = {}
+    for key, configs in groups.items():
+        keys = sorted(set().union(*configs))
+        out[key] = [k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1]
+    return out
+
+
+def list_rows(arts: list[Artifact]) -> list[list[str]]:
+    differing = differing_keys(arts)
+    rows = [["KIND", "NAME-ID", "BUILT (UTC)", "SIZE", "PARENTS / INPUTS", "KEY SETTINGS"]]
+    for a in arts:
+        finished = str(a.manifest.get("provenance", {}).get("finished", ""))[:16].replace("T", " ")
+        size = sum(int(f.get("bytes", 0)) for f in a.manifest.get("files", []))
+        rows.append([a.kind, a.path.name, finished or "?", size_text(size), origins(a),
+                     settings(a, differing[(a.kind, a.name)])])
+    return rows
+
+
+def artifacts_list(args, store: Store) -> int:
+    arts, broken = store.scan(args.kind)
+    if arts:
+        rows = list_rows(arts)
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    for problem in broken:  # one bad directory does not hide the others
+        print(f"skipped: {problem}", file=sys.stderr)
+    if not arts:
+        print(f"(no artifacts under {store.root})", file=sys.stderr)
+    return 0
+
+
+# ---- show, verify, gc ---------------------------------------------------------------------------
+def artifacts_gc(args, store: Store) -> int:
+    removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for path in removed:
+        print(f"{verb} {path}")
+    for run in kept:
+        print(f"kept interrupted run {run.path} ({run.request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
+              "--resume continues it; gc --interrupted removes it")
+    print(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
+    return 0
+
+
+def artifacts_show(args, store: Store) -> int:
+    art = store.resolve(args.ref)
+    if args.json:
+        print(json.dumps(art.manifest, indent=2, ensure_ascii=False))
+        return 0
+    m = art.manifest
+    print(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
+    prov = m.get("provenance", {})
+    print(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
+          f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
+    print(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
+    print(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
+    if "compute" in m:
+        print(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
+    print("  lineage")
+    for line in store.lineage_lines(art):
+        print("    " + line)
+    return 0
+
+
+def artifacts_verify(args, store: Store) -> int:
+    problems = store.verify(args.ref)
+    for p in problems:
+        print(f"MISMATCH {p}")
+    if problems:
+        print(f"{len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    art = store.resolve(args.ref)
+    print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
+    return 0
+
+
+def _headline(stats: dict) -> dict:
+    """Scalars only: the manifest's stats can hold long tables."""
+    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+

@@ -1,0 +1,98 @@
+"""The options every ``kolectra`` command shares, and the ones about the command line itself.
+
+- :func:`common`: ``--out``, ``-q``/``-v`` and, on stage commands, ``--set``, ``--name``,
+  ``--seed``, ``--force``, spelled the same everywhere;
+- :func:`print_config_flag`: ``--print-config [json|keys]`` on the stage commands (:mod:`pipeline.configs`);
+- :class:`VersionAction`: ``kolectra --version``;
+- :func:`set_verbosity`: ``-q``/``-v`` for kolectra (:mod:`core.verbosity`), Beam and transformers;
+- :func:`relax`: with ``--print-config`` no option is required.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
+    p.add_argument("--out", type=Path, default=None, metavar="ROOT",
+                   help="artifact root (default: $KOLECTRA_HOME, else ./artifacts; e.g. --out /data/kolectra)")
+    p.add_argument("-q", "--quiet", action="count", default=0,
+                   help="errors and warnings only on stderr; stdout keeps the results (default: progress shown)")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="-v: also the libraries' warnings (Beam, transformers); -vv: also their INFO logging")
+    if with_config:
+        p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value, repeatable (dotted keys; unknown keys are errors; default: "
+                            "the preset's values; e.g. --set train.lr=1e-3; a stage command's --print-config keys lists them)")
+        p.add_argument("--name", default=None, help="artifact name: the directory is NAME-ID (default: from the "
+                       "stage and its settings; e.g. --name nsmc-small)")
+        p.add_argument("--seed", type=int, default=None,
+                       help="seed for every random choice of the stage (default: the config's, 0; e.g. --seed 3)")
+        p.add_argument("--force", action="store_true", help="rebuild even if the same request exists")
+
+
+def print_config_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--print-config", nargs="?", const="json", default=None, choices=("json", "keys"),
+                   metavar="json|keys", help="print the resolved config (json, the default: as the manifest will "
+                   "record it; keys: every --set key with its value and type) and exit without building; the other "
+                   "required options may be left out (e.g. --print-config keys)")
+
+
+def version_text() -> str:
+    """kolectra's version and those of the libraries that decide its outputs (read without importing them)."""
+    from importlib import metadata
+
+    def v(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    libs = ", ".join(f"{d} {v(d)}" for d in ("torch", "transformers", "tokenizers", "datasets", "apache-beam",
+                                              "kiwipiepy"))
+    return f"kolectra {v('kolectra')} ({libs}; Python {sys.version.split()[0]})"
+
+
+class VersionAction(argparse.Action):
+    """Prints :func:`version_text` as it is (argparse's own version action re-wraps it) and exits 0."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def relax(parser: argparse.ArgumentParser) -> None:
+    """No option is required (``--print-config`` needs none of a stage's inputs); subcommands stay required."""
+    for action in parser._actions:  # noqa: SLF001 - argparse keeps them nowhere public
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                relax(sub)
+        elif action.option_strings:
+            action.required = False
+    for group in parser._mutually_exclusive_groups:  # noqa: SLF001
+        group.required = False
+
+
+def set_verbosity(args: argparse.Namespace) -> None:
+    """``-q``/``-v`` (else ``$KOLECTRA_VERBOSITY``) for kolectra, Beam and transformers."""
+    from kolectra.core import verbosity
+
+    quiet, verbose = getattr(args, "quiet", 0), getattr(args, "verbose", 0)
+    level = verbosity.set_level(verbosity.NORMAL - quiet + verbose) if quiet or verbose else verbosity.level()
+    if level >= verbosity.VERBOSE:  # transformers reads it when first imported, after this
+        os.environ["TRANSFORMERS_VERBOSITY"] = "info" if level >= verbosity.DEBUG else "warning"
+    runners = sys.modules.get("kolectra.corpus.runners")  # imported already (an earlier call in this process)
+    if runners is not None:
+        runners.set_verbosity(level)
+
+
+def flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
+    """A command's flags are shortcuts for config keys; they win over --set."""
+    extra = [f"{key}={getattr(args, attr)}" for attr, key in mapping.items() if getattr(args, attr) is not None]
+    return list(args.sets) + extra

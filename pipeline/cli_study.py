@@ -1,0 +1,71 @@
+"""``kolectra study``: its options and how they become a :class:`~kolectra.pipeline.study_plan.StudyPlan`.
+
+Apart from :mod:`pipeline.cli` because the study has more options than any stage; the study itself
+is :mod:`pipeline.study`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from kolectra.core.config import ConfigError
+from kolectra.pipeline.artifacts import Artifact, Store
+
+
+def add_study(p: argparse.ArgumentParser) -> None:
+    from kolectra.pipeline.study_plan import READOUTS, StudyPlan
+
+    d = StudyPlan(flops=1.0)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="corpus artifact: the study builds vocab and examples, holding its "
+                     "evaluation rows out of the pretraining text")
+    src.add_argument("--examples", help="a ready examples artifact (the report counts held-out rows it contains)")
+    p.add_argument("--flops", type=float, required=True, help="the largest pretraining budget, e.g. 3e13")
+    p.add_argument("--points", type=int, default=d.points, help="budgets on a doubling grid ending at --flops "
+                   f"(default {d.points})")
+    p.add_argument("--preset", default=d.preset, help=f"model size (default {d.preset})")
+    p.add_argument("--arms", default=",".join(d.arms), help="objectives, optionally with an embedding-sharing "
+                   f"suffix: electra, mlm, electra-gdes, electra15, replace_mlm, ... (default {','.join(d.arms)})")
+    p.add_argument("--objectives", dest="arms", help=argparse.SUPPRESS)  # the earlier name of --arms
+    p.add_argument("--readouts", default=",".join(d.readouts), help=f"of {', '.join(READOUTS)} "
+                   f"(default {','.join(d.readouts)})")
+    p.add_argument("--pretrain-seeds", type=int, default=d.pretrain_seeds,
+                   help=f"pretraining runs per arm and budget (default {d.pretrain_seeds})")
+    p.add_argument("--finetune-seeds", type=int, default=d.finetune_seeds,
+                   help=f"readouts per checkpoint (default {d.finetune_seeds})")
+    p.add_argument("--nsmc-train", type=Path, required=True,
+                   help="NSMC-format file; the held-out rows and every readout's training rows are carved from it")
+    p.add_argument("--vocab-size", type=int, default=d.vocab_size, help="when building from --corpus "
+                   f"(default {d.vocab_size})")
+    for key, what in (("dev_rows", "held-out rows every readout is scored on"),
+                      ("probe_rows", "labelled rows the linear probe learns from"),
+                      ("lowdata_rows", "rows of low-data fine-tuning"), ("finetune_rows", "rows of fine-tuning")):
+        p.add_argument(f"--{key.replace('_', '-')}", dest=key, type=int, default=getattr(d, key),
+                       help=f"{what} (default {getattr(d, key)})")
+    p.add_argument("--finetune-preset", default=d.finetune_preset,
+                   help=f"the fine-tuning preset of every readout: koelectra | electra | sample (default {d.finetune_preset})")
+    p.add_argument("--finetune-set", dest="finetune_sets", action="append", default=None, metavar="KEY=VALUE",
+                   help=f"fine-tuning overrides (default {' '.join(d.finetune_sets)})")
+
+
+def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
+    from kolectra.pipeline.study import StudyPlan, run_study
+
+    if not math.isfinite(args.flops) or args.flops <= 0:
+        raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")
+    if args.points < 1:
+        raise ConfigError(f"--points: expected at least 1, got {args.points}")
+    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
+    plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
+                     readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,
+                     finetune_seeds=args.finetune_seeds, pretrain_sets=tuple(args.sets),
+                     finetune_preset=args.finetune_preset, vocab_size=args.vocab_size, seed=args.seed or 0,
+                     dev_rows=args.dev_rows, probe_rows=args.probe_rows, lowdata_rows=args.lowdata_rows,
+                     finetune_rows=args.finetune_rows,
+                     **({"finetune_sets": tuple(args.finetune_sets)} if args.finetune_sets is not None else {}))
+    art = run_study(store, plan, args.nsmc_train, corpus_ref=args.corpus, examples_ref=args.examples,
+                    name=args.name, force=args.force)
+    print((art.path / "report.md").read_text(encoding="utf-8"))
+    return art

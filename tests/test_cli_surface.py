@@ -1,0 +1,132 @@
+"""The command line as a newcomer meets it: --version, help with defaults and examples, -q/-v,
+--print-config without building, artifacts list telling same-name artifacts apart, the run summary,
+and benchmarks that say which data argument they need."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import verbosity
+from kolectra.core.stage import StageOutput, progress
+from kolectra.pipeline.artifacts import Request, Store
+from kolectra.pipeline.cli import build_parser, main
+from kolectra.pipeline.run import summary
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _leaves(parser: argparse.ArgumentParser, path=()):
+    """(command path, parser) of every command that runs something."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for action in subs:
+        for name, sub in action.choices.items():
+            yield from _leaves(sub, path + (name,))
+
+
+def test_version_prints_kolectra_and_library_versions(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and out.startswith("kolectra 0.") and "torch 2.9.0" in out and "\n" == out[-1]
+
+
+def test_every_option_says_what_it_does_and_its_default_and_every_command_shows_an_example():
+    for path, p in _leaves(build_parser()):
+        grouped = {a for g in p._mutually_exclusive_groups if g.required for a in g._group_actions}
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction) or a.help == argparse.SUPPRESS:
+                continue
+            where = f"kolectra {' '.join(path)} {'/'.join(a.option_strings) or a.dest}"
+            assert a.help and len(a.help) > 10, f"{where}: no help text"
+            takes_value = a.option_strings and a.nargs != 0 and not isinstance(a, argparse._CountAction)
+            if takes_value and not a.required and a not in grouped:
+                assert "default" in a.help, f"{where}: the help does not say its default"
+        assert p.epilog and "example" in p.epilog and "kolectra" in p.epilog, f"kolectra {' '.join(path)}: no example"
+
+
+def test_print_config_resolves_without_inputs_and_builds_nothing(tmp_path, capsys):
+    root = ["--out", str(tmp_path / "root")]
+    assert main(["pretrain", "--print-config", "--preset", "small", "--steps", "7", "--set", "train.lr=1e-3"] + root) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["preset"] == "small" and doc["train"]["steps"] == 7 and doc["train"]["lr"] == 1e-3
+    assert main(["finetune", "nsmc", "--print-config", "keys", "--seed", "5"] + root) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "# task: nsmc (from the command)" in lines
+    assert any(line.startswith("seed ") and "= 5  (int)" in line for line in lines)
+    assert any(line.startswith("optim.lr ") for line in lines)
+    assert main(["corpus", "--print-config", "--text-field", "body"] + root) == 0
+    assert json.loads(capsys.readouterr().out)["text_field"] == "body"
+    assert main(["vocab", "--print-config", "--set", "vocab_sise=8000"] + root) == 2
+    assert "unknown config key 'vocab_sise'" in capsys.readouterr().err
+    assert not (tmp_path / "root").exists()
+
+
+def test_quiet_and_verbose_set_one_level_for_kolectra_and_the_libraries(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(verbosity.ENV, raising=False)
+    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "error")
+    root = ["--out", str(tmp_path)]
+    assert main(["artifacts", "list", "-q"] + root) == 0 and verbosity.level() == verbosity.QUIET
+    capsys.readouterr()
+    progress("vocab: counting words")
+    progress("WARNING: this run has not learned")
+    assert capsys.readouterr().err.strip() == "[kolectra] WARNING: this run has not learned"
+    assert main(["artifacts", "list", "-vv"] + root) == 0 and verbosity.level() == verbosity.DEBUG
+    assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+
+
+def _build(store, kind, name, config, parents=(), files=None):
+    def produce(out: Path) -> StageOutput:
+        for rel, text in (files or {"stats.json": "{}"}).items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(text)
+        return StageOutput(stats={})
+    return store.build(Request(kind=kind, name=name, stage_version=1, config=config, parents=tuple(parents)), produce)
+
+
+def test_artifacts_list_shows_what_tells_same_name_artifacts_apart(tmp_path, capsys):
+    store = Store(tmp_path)
+    ex = _build(store, "examples", "seq128", {"max_seq_length": 128, "packing": "isolated"})
+    a = _build(store, "checkpoint", "sample", {"preset": "tiny", "train": {"steps": 600, "lr": 2e-3}}, [ex])
+    b = _build(store, "checkpoint", "sample", {"preset": "tiny", "train": {"steps": 600, "lr": 5e-4}}, [ex],
+               files={"big.bin": "x" * 5000})
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    for art, lr in ((a, "train.lr=0.002"), (b, "train.lr=0.0005")):
+        row = rows[art.path.name]
+        assert f"examples:seq128-{ex.id[:6]}" in row and "train.steps=600" in row and lr in row
+    assert "5.0 kB" in rows[b.path.name]
+    assert "packing=\"isolated\"" in rows[ex.path.name]
+
+
+def test_the_run_summary_names_each_figure_in_percent_and_ends_with_the_model_and_next_steps(tmp_path):
+    store = Store(tmp_path)
+    ckpt = _build(store, "checkpoint", "sample", {"preset": "tiny"})
+    nsmc = _build(store, "eval", "nsmc", {"task": "nsmc"}, [ckpt],
+                  {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.7812, "accuracy_pct": 78.12})})
+    korquad = _build(store, "eval", "korquad", {"task": "korquad"}, [ckpt],
+                     {"metrics.json": json.dumps({"task": "korquad", "exact_match": 12.5, "f1": 30.25})})
+    text = summary(store, [nsmc, korquad], {"corpus": 3.0, "pretrain": 9.0}, ckpt)
+    assert "NSMC test accuracy" in text and "78.12 %" in text and "0.7812" not in text
+    assert "KorQuAD dev exact match" in text and "12.50 %" in text and "30.25 %" in text
+    assert str(ckpt.path / "hf" / "discriminator") in text
+    last = [line for line in text.splitlines() if line.strip()][-1]
+    assert "next" in text.split("== the model ==")[1] and "README" in last
+
+
+@pytest.mark.parametrize("script, argv, says", [
+    ("vocab.py", [], "--reviews GLOB"),
+    ("finetune.py", [], "--nsmc-train FILE"),
+    ("corpus.py", ["--data", "/nonexistent"], "matches no file"),
+])
+def test_a_benchmark_without_its_data_names_the_argument_to_pass(script, argv, says):
+    env = {k: v for k, v in os.environ.items() if k != "KOLECTRA_BENCH_DATA"}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *argv], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and says in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,40 @@
+"""Model cards carry the Hugging Face Hub's YAML metadata (model/card.py): parsed back by a YAML
+reader and by ``huggingface_hub.ModelCard``, with base_model only for continued pretraining."""
+
+import yaml
+from huggingface_hub import ModelCard
+
+from kolectra.model.card import corpora, front_matter
+from kolectra.model.export import model_card
+
+LINEAGE = ["checkpoint/sample-0123456789abcdef", "└── examples/seq128-aaaa",
+           "    ├── corpus/sample-bbbb", "    └── vocab/morph_wordpiece-cccc", "        └── corpus/sample-bbbb (see above)"]
+
+
+def _meta(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_the_front_matter_names_language_license_tags_datasets_and_metrics():
+    meta = _meta(front_matter("ElectraForPreTraining", "electra", LINEAGE))
+    assert meta["language"] == "ko" and meta["license"] == "apache-2.0" and meta["library_name"] == "transformers"
+    assert {"electra", "korean", "replaced-token-detection"} <= set(meta["tags"])
+    assert meta["datasets"] == ["corpus/sample-bbbb"]  # once, though the lineage names it twice
+    assert "roc_auc" in meta["metrics"] and "base_model" not in meta
+
+
+def test_a_generator_is_a_fill_mask_model_and_an_mlm_ablation_is_tagged_so():
+    meta = _meta(front_matter("ElectraForMaskedLM", "mlm"))
+    assert meta["pipeline_tag"] == "fill-mask" and "masked-language-modeling" in meta["tags"]
+    assert "datasets" not in meta and corpora(None) == []
+
+
+def test_the_whole_card_loads_with_huggingface_hub(tmp_path):
+    facts = {"class": "ElectraForPreTraining", "objective": "electra", "preset": "tiny",
+             "initialised from": "/models/koelectra-pair"}
+    path = tmp_path / "README.md"
+    path.write_text(model_card("t", "discriminator", "ElectraForPreTraining", facts, LINEAGE), encoding="utf-8")
+    card = ModelCard.load(path)
+    assert card.data.language == "ko" and card.data.base_model == "/models/koelectra-pair"
+    assert "## Lineage" in card.text and "## Licence" in card.text
