@@ -1,4 +1,4 @@
-"""Settings of the fine-tuning stage (NSMC sentiment, KorQuAD 1.0 extractive QA, and later tasks).
+"""Settings of the fine-tuning stage (NSMC, KorQuAD 1.0, and classify / regress / ner from the user's files).
 
 Last link of the chain (corpus -> vocab -> examples -> pretrain -> **finetune**).  Frozen
 dataclasses, presets are functions; the CLI resolves ``--set key=value`` through
@@ -128,6 +128,104 @@ class KorquadConfig(TaskConfig):
                 ("n_best", self.n_best >= 1, "at least 1")]
 
 
+@dataclasses.dataclass(frozen=True)
+class FileTaskConfig(TaskConfig):
+    """What the tasks read from the user's own files (classify, regress, ner) share."""
+
+    # auto: by extension (.tsv/.txt, .csv, .jsonl) or a saved datasets folder; ner also reads conll / lines
+    format: str = "auto"
+    # Without --dev, this share of the train rows (seeded shuffle) is the dev set epochs are chosen on.
+    dev_fraction: float = 0.1
+    # Rows that cannot be read are counted; above this fraction of a file's rows it is an error.
+    max_bad_fraction: float = 0.001
+
+    formats = ("auto", "tsv", "csv", "jsonl", "datasets")
+
+    def task_checks(self):
+        return [("format", self.format in self.formats, f"one of {', '.join(self.formats)}"),
+                ("dev_fraction", 0 < self.dev_fraction < 1, "in (0, 1)"),
+                ("max_bad_fraction", 0 <= self.max_bad_fraction <= 1, "in [0, 1]")]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifyConfig(FileTaskConfig):
+    text_column: str = "text"
+    text_pair_column: str = ""  # "" = one text per row; else a pair, [CLS] a [SEP] b [SEP]
+    label_column: str = "label"
+    select_on: str = "accuracy"  # the dev figure the kept epoch is chosen by: accuracy | macro_f1
+
+    selectable = ("accuracy", "macro_f1")
+
+    def task_checks(self):
+        return super().task_checks() + [
+            ("text_column", bool(self.text_column), "a column name"),
+            ("label_column", bool(self.label_column), "a column name"),
+            ("select_on", self.select_on in self.selectable, f"one of {', '.join(self.selectable)}")]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegressConfig(ClassifyConfig):
+    select_on: str = "spearman"  # spearman | pearson
+
+    selectable = ("spearman", "pearson")
+
+
+@dataclasses.dataclass(frozen=True)
+class NerConfig(FileTaskConfig):
+    # for .jsonl files and saved datasets: a list of tokens and a list of tags per row (KLUE-NER's names)
+    tokens_column: str = "tokens"
+    tags_column: str = "ner_tags"
+
+    formats = ("auto", "conll", "lines", "jsonl", "datasets")
+
+
+def koelectra_classify() -> ClassifyConfig:
+    """KoELECTRA's sequence-classification recipe (its NSMC values; its KorNLI/PAWS configs differ
+    in epochs, batch and lr: docs/finetune.md)."""
+    return ClassifyConfig()
+
+
+def electra_classify() -> ClassifyConfig:
+    """ELECTRA paper GLUE recipe: 10% warmup, layer-wise LR decay 0.8, 3 epochs."""
+    return ClassifyConfig(epochs=3, optim=OptimConfig(lr=1e-4, warmup_fraction=0.1, weight_decay=0.01,
+                                                      layerwise_lr_decay=0.8))
+
+
+def sample_classify() -> ClassifyConfig:
+    """For small files (tests, a quick look): short inputs, a couple of epochs."""
+    return ClassifyConfig(max_length=64, batch_size=16, epochs=2, dev_fraction=0.2)
+
+
+def koelectra_regress() -> RegressConfig:
+    """KoELECTRA's KorSTS recipe: lr 5e-5, batch 32, 10 epochs, max length 128."""
+    return RegressConfig()
+
+
+def electra_regress() -> RegressConfig:
+    """ELECTRA paper recipe for STS: 10 epochs (it trains STS and RTE longer), warmup 10%, LR decay 0.8."""
+    return RegressConfig(epochs=10, optim=OptimConfig(lr=1e-4, warmup_fraction=0.1, weight_decay=0.01,
+                                                      layerwise_lr_decay=0.8))
+
+
+def sample_regress() -> RegressConfig:
+    return RegressConfig(max_length=64, batch_size=16, epochs=2, dev_fraction=0.2)
+
+
+def koelectra_ner() -> NerConfig:
+    """KoELECTRA's Naver NER recipe: lr 5e-5, batch 32, 20 epochs, max length 128."""
+    return NerConfig(epochs=20)
+
+
+def electra_ner() -> NerConfig:
+    """ELECTRA's fine-tuning practice on a tagging task: 10% warmup, layer-wise LR decay 0.8, 3 epochs."""
+    return NerConfig(epochs=3, optim=OptimConfig(lr=1e-4, warmup_fraction=0.1, weight_decay=0.01,
+                                                 layerwise_lr_decay=0.8))
+
+
+def sample_ner() -> NerConfig:
+    return NerConfig(max_length=64, batch_size=16, epochs=2, dev_fraction=0.2)
+
+
 def koelectra_nsmc() -> NsmcConfig:
     """KoELECTRA's NSMC recipe (the defaults)."""
     return NsmcConfig()
@@ -166,3 +264,6 @@ def sample_korquad() -> KorquadConfig:
 NSMC_PRESETS = {"koelectra": koelectra_nsmc, "electra": electra_nsmc, "sample": sample_nsmc}
 KORQUAD_PRESETS = {"koelectra": koelectra_korquad, "electra": electra_korquad,
                    "sample": sample_korquad}
+CLASSIFY_PRESETS = {"koelectra": koelectra_classify, "electra": electra_classify, "sample": sample_classify}
+REGRESS_PRESETS = {"koelectra": koelectra_regress, "electra": electra_regress, "sample": sample_regress}
+NER_PRESETS = {"koelectra": koelectra_ner, "electra": electra_ner, "sample": sample_ner}

@@ -39,8 +39,17 @@ def sha256(path: Path) -> str:
 
 
 def same_content(a: Path, b: Path) -> bool:
-    """The same file, or two files with the same bytes (a copy of the evaluation file)."""
+    """The same file, or two files (or saved-dataset folders) with the same bytes (a copy of the evaluation file)."""
     a, b = Path(a), Path(b)
     if a.resolve() == b.resolve():
         return True
+    if a.is_dir() or b.is_dir():  # saved datasets: the same files with the same bytes
+        return a.is_dir() and b.is_dir() and tree_hash(a) == tree_hash(b)
     return a.stat().st_size == b.stat().st_size and sha256(a) == sha256(b)
+
+
+def tree_hash(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(folder).as_posix()}\0{sha256(f)}\n".encode())
+    return h.hexdigest()

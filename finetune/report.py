@@ -1,9 +1,9 @@
 """What a person reads from a fine-tuning run: a results table and the learning-curve PNG.
 
-Used by ``finetune.nsmc`` / ``finetune.korquad`` (last stage of the chain) at the end of a run
-and by ``finetune.seeds`` for summaries over seeds.  Pure formatting over the run's metrics;
-the PNG comes from :mod:`core.plot` (matplotlib, saved without metadata), so it is
-reproducible bytes like the rest of the eval artifact.
+Used by the tasks (``finetune.nsmc``, ``korquad``, ``classify``, ``regress``, ``ner``; last stage of
+the chain) at the end of a run and by ``finetune.seeds`` for summaries over seeds.  Pure formatting
+over the run's metrics; the PNG comes from :mod:`core.plot` (matplotlib, saved without metadata),
+so it is reproducible bytes like the rest of the eval artifact.
 """
 
 from __future__ import annotations
@@ -48,6 +48,22 @@ def korquad_table(metrics: dict) -> str:
             f"{metrics['questions']} questions of {metrics['eval_set']} (last epoch; no selection on it)")
 
 
+LABELS = {"accuracy": "accuracy", "macro_f1": "macro-F1", "spearman": "Spearman", "pearson": "Pearson",
+          "f1": "F1", "precision": "precision", "recall": "recall"}
+
+
+def file_task_table(task: str, metrics: dict, figures: Sequence[str]) -> str:
+    """classify / regress / ner: per-epoch train loss and dev figures (in percent), the chosen epoch
+    marked, then the test figures."""
+    header = ("epoch", "train loss", *(f"dev {LABELS.get(f, f)} %" for f in figures), "chosen")
+    rows = [(e["epoch"], f"{e['train_loss']:.4f}", *(100 * e[f"dev_{f}"] for f in figures),
+             "*" if e["epoch"] == metrics["best_epoch"] else "") for e in metrics["epochs"]]
+    test = ", ".join(f"{LABELS.get(f, f)} {100 * metrics[f]:.2f}%" for f in figures)
+    return (f"{format_table(header, rows)}\n{task} test {test} on {metrics['test_examples']} rows (epoch "
+            f"{metrics['best_epoch']}, chosen on dev {LABELS.get(metrics['selection'], metrics['selection'])} "
+            f"over {metrics['dev_examples']} rows)")
+
+
 def write_learning_curve(out_dir: Path, task: str, metrics: dict, log) -> None:
     """``learning_curve.png`` and the numbers behind it, ``learning_curve.json``."""
     from kolectra.finetune.files import write_json  # noqa: PLC0415
@@ -67,6 +83,11 @@ def learning_curve(path: Path, task: str, metrics: dict, curve: list[dict]) -> P
         dev = {"dev accuracy %": [(e["epoch"], 100 * e["dev_accuracy"]) for e in metrics["epochs"]],
                "test accuracy % (chosen epoch)": [(metrics["best_epoch"], metrics["accuracy_pct"])]}
         title = f"NSMC: test accuracy {metrics['accuracy_pct']:.2f}%"
+    elif "selection" in metrics:  # classify / regress / ner: the figure the epoch was chosen by
+        key, label = metrics["selection"], LABELS.get(metrics["selection"], metrics["selection"])
+        dev = {f"dev {label} %": [(e["epoch"], 100 * e[f"dev_{key}"]) for e in metrics["epochs"]],
+               f"test {label} % (chosen epoch)": [(metrics["best_epoch"], 100 * metrics[key])]}
+        title = f"{task}: test {label} {100 * metrics[key]:.2f}%"
     else:
         per_epoch = [e for e in metrics["epochs"] if "dev_f1" in e]
         last = metrics["epochs"][-1]["epoch"]
@@ -74,5 +95,5 @@ def learning_curve(path: Path, task: str, metrics: dict, curve: list[dict]) -> P
                "F1": [(e["epoch"], e["dev_f1"]) for e in per_epoch] or [(last, metrics["f1"])]}
         title = f"KorQuAD: EM {metrics['exact_match']:.2f} F1 {metrics['f1']:.2f}"
     return chart(path, [Panel(loss, title, "epoch", "train loss"),
-                        Panel(dev, "", "epoch", "dev metric" if task == "nsmc" else "EM / F1 (%)", markers=True)],
+                        Panel(dev, "", "epoch", "EM / F1 (%)" if task == "korquad" else "dev metric", markers=True)],
                  width=640, panel_height=300)

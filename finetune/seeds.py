@@ -21,6 +21,8 @@ from kolectra.finetune.tasks import TASKS
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {name: task.metrics for name, task in TASKS.items()}
+HEADERS = {"accuracy_pct": "accuracy %", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1",
+           "spearman": "Spearman", "pearson": "Pearson"}
 
 
 def describe(values: Iterable[float]) -> dict:
@@ -52,13 +54,14 @@ def seeds_table(summary: Mapping) -> str:
     from kolectra.finetune.report import format_table  # noqa: PLC0415
 
     names = TASK_METRICS[summary["task"]]
-    scale = {"accuracy": 100.0}  # fractions shown as percent, like the other columns
+    fractions = set(TASKS[summary["task"]].fractions)  # shown as percent, like the other columns
+    scale = {n: 100.0 for n in fractions}
     cols = [n for n in names if not (n == "accuracy" and "accuracy_pct" in names)]
     rows = [[f"seed {s}"] + [summary[n]["per_seed"][str(s)] * scale.get(n, 1.0) for n in cols]
             for s in summary["seeds"]]
     for stat in ("median", "spread", "iqr", "mean", "stdev"):
         rows.append([stat] + [summary[n][stat] * scale.get(n, 1.0) for n in cols])
-    header = ["run"] + [{"accuracy_pct": "accuracy %", "exact_match": "EM", "f1": "F1"}.get(n, n) for n in cols]
+    header = ["run"] + [HEADERS.get(n, n) + (" %" if n in fractions else "") for n in cols]
     n = len(summary["seeds"])
     return f"{summary['task']} over {n} seed{'s' if n != 1 else ''}\n" + format_table(header, rows)
 

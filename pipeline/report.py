@@ -4,11 +4,13 @@ The report walks the lineage from the raw inputs down to REF and gives each arti
 its kind knows how to tell: the corpus filter funnel, the vocabulary's quality figures against
 its baseline, the examples' packing, the pretraining curves and compute, the fine-tuning curve
 and scores. Plots are PNG files beside ``report.md`` (drawn by :mod:`core.plot`, matplotlib).
-Nothing here changes an artifact; the report is derived data.
+Nothing here changes an artifact; the report is derived data.  Given several eval artifacts,
+:func:`render_table` writes one table of their scores instead: models as rows, tasks as columns.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -194,7 +196,8 @@ def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
 
 def eval_section(a: Artifact, dest: Path) -> list[str]:
     m = _read_json(a.path / "metrics.json")
-    headline = [[k, m[k]] for k in ("accuracy", "exact_match", "f1", "dev_accuracy", "best_epoch") if k in m]
+    headline = [[k, m[k]] for k in ("accuracy", "macro_f1", "spearman", "pearson", "exact_match", "f1", "precision",
+                                    "recall", "dev_accuracy", "best_epoch") if k in m]
     out = [f"Task: **{m.get('task', a.manifest.get('config', {}).get('task', '?'))}**", ""]
     out += _table(["metric", "value"], headline)
     curve = a.path / "learning_curve.png"  # drawn by the fine-tuning stage: loss and dev metric, test score
@@ -213,6 +216,81 @@ def study_section(a: Artifact, dest: Path) -> list[str]:
                     f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]", c.get("verdict", "vs floor")]
                    for c in doc.get("comparisons", [])])
     return out
+
+
+# ---- several eval artifacts: one table across tasks -------------------------------------------------
+METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1", "spearman": "Spearman",
+                 "pearson": "Pearson", "precision": "P", "recall": "R"}
+
+
+def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tuple[Path, str]:
+    """``kolectra report REF REF ...``: the eval artifacts' headline scores in one Markdown table,
+    a row per model (the checkpoint, or the HF directory fine-tuned) and a column per task (the
+    artifact's name: ``--name kornli``), as KoELECTRA's README shows its results.  Writes
+    ``report.md`` (the table and where each cell comes from); returns its path and the table."""
+    arts = [store.require(ref, "eval") for ref in refs]
+    cells: dict[tuple[str, str], tuple[str, Artifact]] = {}
+    headers: dict[str, str] = {}
+    for a in arts:
+        m = _read_json(a.path / "metrics.json")
+        task = m.get("task") or a.manifest.get("config", {}).get("task", "?")
+        names, scale = _headline(task)
+        column, model = _column(a, task), model_of(store, a)
+        if (model, column) in cells:
+            raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {model} on "
+                                f"{column}; give one of them (or tell them apart with --name)")
+        headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
+        cells[model, column] = (_cell(m, names, scale), a)
+    models = list(dict.fromkeys(model for model, _ in cells))
+    table = _table(["model", *headers.values()], [[model, *(cells.get((model, c), ("-",))[0] for c in headers)]
+                                                  for model in models])
+    ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
+    dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
+    dest.mkdir(parents=True, exist_ok=True)
+    sources = [f"- {column}, {model}: `{a.path}`" for (model, column), (_, a) in cells.items()]
+    out = dest / "report.md"
+    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *table, "",
+                              "Scores in percent; a `--seeds` summary shows the median over its seeds.", "",
+                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
+    return out, "\n".join(table)
+
+
+def _headline(task: str) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The metrics a task shows in the table and the factor that puts each in percent."""
+    from kolectra.finetune.tasks import TASKS  # noqa: PLC0415 - torch-free table of tasks
+
+    entry = TASKS.get(task)
+    if entry is None:  # e.g. a linear probe: an accuracy as a fraction
+        return ("accuracy",), {"accuracy": 100.0}
+    return entry.headline or entry.metrics[:1], {n: 100.0 for n in entry.fractions}
+
+
+def _cell(m: dict, names: tuple[str, ...], scale: dict[str, float]) -> str:
+    values = " / ".join(f"{m[n] * scale.get(n, 1.0):.2f}" if isinstance(m.get(n), (int, float)) else "?"
+                        for n in names)
+    if "seeds" in m:  # a --seeds summary: medians, and how far the seeds spread
+        spread = m.get(f"{names[0]}_spread")
+        values += f" (median of {len(m['seeds'])} seeds" + (
+            f", spread {spread * scale.get(names[0], 1.0):.2f})" if isinstance(spread, (int, float)) else ")")
+    return values
+
+
+def _column(a: Artifact, task: str) -> str:
+    """The artifact's name (``--name kornli``), without the ``-seeds`` a summary adds."""
+    name = a.name[:-len("-seeds")] if a.name.endswith("-seeds") else a.name
+    return name or task
+
+
+def model_of(store: Store, a: Artifact) -> str:
+    """What an eval fine-tuned: its checkpoint parent, or the HF directory it records as its first input."""
+    for pid in a.parents:
+        parent = store.parent(a, pid)
+        if parent is not None and parent.kind == "checkpoint":
+            return f"checkpoint/{parent.path.name}"
+        if parent is not None and parent.kind == "eval":  # a --seeds summary: its runs' model
+            return model_of(store, parent)
+    inputs = a.manifest.get("inputs", [])
+    return Path(inputs[0]["path"]).name if inputs and inputs[0].get("dir") else "?"
 
 
 SECTIONS: dict[str, Callable[[Artifact, Path], list[str]]] = {

@@ -18,10 +18,9 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from kolectra.core.config import override, to_dict
+from kolectra.core.config import to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import build as corpus_build
-from kolectra.corpus import config as corpus_config
 from kolectra.corpus import examples as examples_stage
 from kolectra.corpus.inputs import list_inputs
 from kolectra.corpus.reader import source_names
@@ -33,6 +32,8 @@ from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir
 from kolectra.model.config import preset as model_preset
 from kolectra.model.config import validate as validate_pretrain
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
+from kolectra.pipeline.configs import CORPUS_PRESETS
+from kolectra.pipeline.configs import configure as _configure  # --print-config resolves the same way
 from kolectra.vocab import build as vocab_build
 from kolectra.vocab.config import default_config as vocab_default_config
 
@@ -53,23 +54,6 @@ def artifact_name(name: str | None, default: str) -> str:
     return clean[:48]
 
 
-def _configure(cfg: Any, sets: Sequence[str], seed: int | None) -> Any:
-    cfg = override(cfg, sets)
-    if seed is not None:
-        cfg = override(cfg, [f"{_seed_key(cfg)}={seed}"])
-    return cfg
-
-
-def _seed_key(cfg: Any) -> str:
-    """The dotted key of a config's seed (top level, or one level down for grouped configs)."""
-    if hasattr(cfg, "seed"):
-        return "seed"
-    for group in vars(cfg):
-        if hasattr(getattr(cfg, group), "seed"):
-            return f"{group}.seed"
-    raise ArtifactError(f"{type(cfg).__name__} has no seed field")
-
-
 def _stage_version(module: Any) -> int:
     return int(getattr(module, "STAGE_VERSION", 1))
 
@@ -78,7 +62,7 @@ def _stage_version(module: Any) -> int:
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
-    presets = {"default": corpus_config.default_config, "production": corpus_config.production_config}
+    presets = CORPUS_PRESETS
     if preset not in presets:
         raise ArtifactError(f"corpus: unknown preset {preset!r} (known: {', '.join(presets)})")
     cfg = _configure(presets[preset](), sets, seed)
@@ -182,7 +166,7 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
 
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
              preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
-             force: bool = False) -> Artifact:
+             force: bool = False, dev_file: str | Path | None = None) -> Artifact:
     if task not in FINETUNE_TASKS:
         raise ArtifactError(f"unknown fine-tuning task {task!r} (known: {', '.join(FINETUNE_TASKS)})")
     entry = FINETUNE_TASKS[task]
@@ -192,17 +176,23 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     cfg.validate()
     task_module = entry.load()
     model_dir, parents, model_inputs = resolve_model(store, model_ref)
-    for f in (train_file, eval_file):
-        if not Path(f).is_file():
+    if dev_file is not None and not entry.dev_flag:
+        raise ArtifactError(f"{task}: takes no --dev file")
+    data_files = [Path(f) for f in (train_file, eval_file, dev_file) if f is not None]
+    for f in data_files:  # a saved datasets folder is data too (classify, regress, ner)
+        if not (f.is_file() or (entry.dev_flag and f.is_dir())):
             raise ArtifactError(f"{task}: data file not found: {f}")
-    inputs = model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)]))
+    # the model's inputs come first: `kolectra report` reads the model of an eval from there
+    inputs = model_inputs + tuple(fingerprint_inputs(data_files))
     req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
                   config={"task": task, "preset": preset, **to_dict(cfg)}, parents=parents, inputs=inputs,
                   libraries=LIBS_FINETUNE)
     # tokenised splits are kept between runs (e.g. --seeds) outside every hashed artifact
     cache = store.root / ".cache" / "finetune"
+    extra = {"dev_file": Path(dev_file)} if dev_file is not None else {}
     return store.build(
-        req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out, cache_dir=cache),
+        req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out, cache_dir=cache,
+                                         **extra),
         force)
 
 
@@ -223,10 +213,11 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
 
 def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,
                    eval_file: str | Path, seeds: Sequence[int], *, preset: str = "koelectra",
-                   sets: Sequence[str] = (), name: str | None = None, force: bool = False) -> Artifact:
+                   sets: Sequence[str] = (), name: str | None = None, force: bool = False,
+                   dev_file: str | Path | None = None) -> Artifact:
     """One eval artifact per seed, then a summary eval artifact (median and spread) over them."""
     runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
-                             name=name, force=force) for s in seeds}
+                             name=name, force=force, dev_file=dev_file) for s in seeds}
     req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=1,
                   config={"task": task, "preset": preset, "sets": list(sets), "seeds": sorted(runs)},
                   parents=tuple(runs[s] for s in sorted(runs)))

@@ -1,0 +1,114 @@
+"""Text and text-pair classification from plain files (KorNLI, PAWS-X, Question Pair, hate speech, KLUE-YNAT/NLI).
+
+A task of the last stage: ``kolectra finetune classify``.  Reads TSV, CSV, JSONL or a saved
+``datasets`` folder (:mod:`finetune.text_task`, :mod:`finetune.tabular`); the labels are the
+distinct values of ``label_column`` in the training file (strings or integers, compared as text,
+sorted: numerically when they all are integers); a dev or test label outside them is an error
+naming the label, file and line.  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the
+best dev ``select_on`` figure (``accuracy`` or ``macro_f1``), scores the test file once.  Writes
+``metrics.json`` (``accuracy``, ``macro_f1``, both fractions; ``labels``; per-epoch dev figures;
+reader counts; ``health``: ``not_learning`` when one class is predicted for every dev row or dev
+accuracy is no better than the majority class), ``predictions.jsonl`` (per test row in file order:
+``line``, ``text`` (, ``text_pair``), ``label``, ``predicted``, ``probability`` of the predicted
+class) and ``learning_curve.{png,json}``.  Macro-F1 is scikit-learn's (the mean of per-class F1
+over the classes present in the gold or predicted labels).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from sklearn.metrics import f1_score
+
+from kolectra.finetune import skeleton
+from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.text_task import BadRow, TextTask
+
+STAGE_VERSION = 1
+
+
+def label_text(value) -> str:
+    """A label as the text it is compared by: ``1`` and ``"1"`` are one class, ``true``/``1.5`` are refused."""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not value.strip())
+                 else f"label must be text or an integer, got {value!r}")
+
+
+def label_order(labels) -> list[str]:
+    """Sorted; numerically when every label is an integer (so 2 < 10)."""
+    labels = set(labels)
+    if all(x.lstrip("-").isdigit() for x in labels):
+        return sorted(labels, key=int)
+    return sorted(labels)
+
+
+def classification_scores(gold: np.ndarray, predicted: np.ndarray) -> dict:
+    """``accuracy`` and ``macro_f1`` (fractions) of class ids."""
+    return {"accuracy": float((gold == predicted).mean()),
+            "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}
+
+
+class Classify(TextTask):
+    name = "classify"
+    figures = ("accuracy", "macro_f1")
+    stats = ("accuracy", "macro_f1", *TextTask.stats)
+
+    def target(self, value):
+        return label_text(value)
+
+    def fit(self, train, table):
+        self.labels = label_order(r["label"] for r in train)
+        if len(self.labels) < 2:
+            raise FinetuneError(f"{table.path}: every training row has the label {self.labels[0]!r}; "
+                                "classification needs at least two")
+
+    def convert(self, part, table):
+        ids = {label: i for i, label in enumerate(self.labels)}
+        for r in part:
+            if r["label"] not in ids:
+                raise FinetuneError(f"{table.where(r['line'])}: label {r['label']!r} is not among the training "
+                                    f"labels ({', '.join(self.labels)})")
+        return [{**r, "label": ids[r["label"]]} for r in part]
+
+    def counts(self, part):
+        ids, n = np.unique(np.array([r["label"] for r in part], dtype=np.int64), return_counts=True)
+        return super().counts(part) | {"labels": {self.labels[i]: int(c) for i, c in zip(ids, n)}}
+
+    def model_config(self, data):
+        return {"num_labels": len(self.labels)}
+
+    def score(self, split, outputs, cfg):
+        logits = np.stack(outputs["logits"]).astype(np.float64)
+        predicted = logits.argmax(-1)
+        probability = 1.0 / np.exp(logits - logits.max(-1, keepdims=True)).sum(-1)  # softmax at the argmax
+        return (classification_scores(split.feats.per_row["labels"], predicted),
+                {"predicted": predicted, "probability": probability})
+
+    def health(self, splits, fit):
+        problems, figures = skeleton.majority_check(splits["dev"].feats.per_row["labels"],
+                                                    fit.dev.predictions["predicted"], "dev")
+        # the classes by name: their ids are only this run's sorting of the training labels
+        named = [re.sub(r"class (\d+) ", lambda m: f"class {self.labels[int(m.group(1))]!r} ", p) for p in problems]
+        return named, figures | {"dev_majority_label": self.labels[figures["dev_majority_class"]]}
+
+    def metrics(self, data, splits, fit):
+        return {**super().metrics(data, splits, fit), "labels": self.labels}
+
+    def write(self, out_dir, splits, fit):
+        test, p = splits["test"].rows, fit.final.predictions
+        pairs = test["text_pair"] if "text_pair" in test.column_names else [None] * len(test)
+        write_jsonl(out_dir / "predictions.jsonl", (
+            {"line": n, "text": t, **({"text_pair": b} if b is not None else {}), "label": self.labels[y],
+             "predicted": self.labels[int(k)], "probability": round(float(q), 6)}
+            for n, t, b, y, k, q in zip(test["line"], test["text"], pairs, test["label"], p["predicted"],
+                                        p["probability"])))
+
+
+def run(cfg, model_dir, train_file, test_file, out_dir, cache_dir=None, dev_file=None):
+    """Fine-tune on ``train_file`` (dev: ``dev_file`` or carved from train), score ``test_file`` once."""
+    return skeleton.run(Classify(dev_file), cfg, model_dir, train_file, test_file, out_dir, cache_dir)
+

@@ -1,0 +1,139 @@
+"""Reading tagged sentences for the NER task: CoNLL-style files, sentence-per-line files, JSONL, saved datasets.
+
+Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives a
+:class:`finetune.tabular.Table` whose records are sentences, ``{"tokens": [...], "tags": [...],
+"at": [line of each token]}``, keyed by the line (or saved-dataset row) the sentence starts on.
+
+* ``conll``: one ``token<TAB>tag`` per line, a blank line between sentences (``-DOCSTART-``
+  lines are skipped, as CoNLL-2003 files have them).
+* ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
+  tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
+* ``auto`` for a text file: ``lines`` when a line's tag field holds several space-separated tags,
+  else ``conll``.  A ``.jsonl`` file or a folder: rows with a list of tokens (``tokens_column``)
+  and a list of tags (``tags_column``; class-label codes of a saved dataset are read as their
+  names), e.g. KLUE-NER saved with ``save_to_disk``.
+
+Every tag must be BIO in either spelling (:func:`finetune.entities.split_tag`).  Tokens that are
+empty or only whitespace (KLUE-NER lists its spaces as characters) are dropped and counted: a space
+belongs to no entity boundary the characters around it do not already mark.  A sentence with a
+line that has no tag, a tag that is not BIO, or unequal word and tag counts is a *bad sentence*:
+counted with its line, and above ``max_bad_fraction`` of the sentences the file is refused with
+the first offenders named (:func:`finetune.tabular.check_bad`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kolectra.finetune.entities import split_tag
+from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.tabular import Table, check_bad, read_table, text_lines
+
+FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")
+DOCSTART = "-DOCSTART-"
+
+
+def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens", tags_column: str = "ner_tags",
+                   max_bad_fraction: float = 0.001) -> Table:
+    path = Path(path)
+    if not path.exists():
+        raise FinetuneError(f"{path}: no such file or folder")
+    if fmt not in FORMATS:
+        raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt in ("jsonl", "datasets") or (fmt == "auto" and (path.is_dir() or path.suffix.lower() == ".jsonl")):
+        table = from_records(read_table(path, "datasets" if path.is_dir() else "jsonl"), tokens_column, tags_column)
+    else:
+        lines = text_lines(path)
+        if fmt == "auto":
+            fmt = "lines" if any(holds_sentence(line) for line in lines[:1000]) else "conll"
+        table = Table(path, ["tokens", "tags"], *(conll_sentences if fmt == "conll" else line_sentences)(lines))
+    for n, sentence in table.records:
+        sentence["dropped"] = drop_blank(sentence)
+    bad_tags = {n: found for n, s in table.records if (found := tag_problem(s["tags"], s["at"]))}
+    table.bad = sorted(table.bad + list(bad_tags.values()))
+    table.records = [(n, s) for n, s in table.records if n not in bad_tags and s["tokens"]]
+    check_bad(table, max_bad_fraction, "sentences")
+    if not table.records:
+        raise FinetuneError(f"{path}: no tagged sentences")
+    return table
+
+
+def holds_sentence(line: str) -> bool:
+    """``words<TAB>tags`` with several tags: a sentence-per-line file, not a CoNLL token line."""
+    fields = line.split("\t")
+    return len(fields) == 2 and len(fields[1].split()) > 1
+
+
+def conll_sentences(lines: list[str]) -> tuple[list, list]:
+    """``token<TAB>tag`` lines, sentences split by blank lines -> (records, bad)."""
+    records, bad, current, problem = [], [], None, None
+    for n, line in enumerate([*lines, ""], start=1):  # the sentinel blank line closes the last sentence
+        if not line.strip() or line.startswith(DOCSTART):
+            if current is not None:
+                (bad if problem else records).append(problem or (current["at"][0], current))
+            current, problem = None, None
+            continue
+        current = current or {"tokens": [], "tags": [], "at": []}
+        fields = line.split("\t")
+        if len(fields) != 2 or not fields[1].strip():
+            problem = problem or (n, "no tag (expected token<TAB>tag)" if len(fields) == 1 or not fields[1].strip()
+                                  else f"{len(fields)} tab-separated fields (expected token<TAB>tag)")
+            continue
+        current["tokens"].append(fields[0])
+        current["tags"].append(fields[1].strip())
+        current["at"].append(n)
+    return records, bad
+
+
+def line_sentences(lines: list[str]) -> tuple[list, list]:
+    """``words<TAB>tags`` lines, one sentence each -> (records, bad)."""
+    records, bad = [], []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            bad.append((n, f"expected words<TAB>tags, got {len(fields)} tab-separated fields"))
+            continue
+        words, tags = fields[0].split(), fields[1].split()
+        if len(words) != len(tags):
+            bad.append((n, f"{len(words)} words but {len(tags)} tags"))
+            continue
+        records.append((n, {"tokens": words, "tags": tags, "at": [n] * len(words)}))
+    return records, bad
+
+
+def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
+    """Rows of a JSONL file or saved dataset with a token list and a tag list -> sentences."""
+    tokens, tags = table.column(tokens_column, "tokens_column"), table.column(tags_column, "tags_column")
+    records, bad = [], list(table.bad)
+    for n, row in table.records:
+        words, labels = row.get(tokens), row.get(tags)
+        if not isinstance(words, list) or not isinstance(labels, list):
+            bad.append((n, f"{tokens!r} and {tags!r} must be lists"))
+        elif len(words) != len(labels):
+            bad.append((n, f"{len(words)} tokens but {len(labels)} tags"))
+        elif not all(isinstance(x, str) for x in words + labels):
+            bad.append((n, "tokens and tags must be text (tags may be a saved dataset's class labels)"))
+        else:
+            records.append((n, {"tokens": words, "tags": labels, "at": [n] * len(words)}))
+    return Table(table.path, ["tokens", "tags"], records, bad, unit=table.unit)
+
+
+def drop_blank(sentence: dict) -> int:
+    """Drop empty or whitespace-only tokens (with their tags); how many were dropped."""
+    keep = [i for i, t in enumerate(sentence["tokens"]) if t.strip()]
+    dropped = len(sentence["tokens"]) - len(keep)
+    for key in ("tokens", "tags", "at"):
+        sentence[key] = [sentence[key][i] for i in keep]
+    return dropped
+
+
+def tag_problem(tags: list[str], at: list[int]) -> tuple[int, str] | None:
+    """(line, why) of the sentence's first tag that is not BIO, else None."""
+    for tag, n in zip(tags, at):
+        try:
+            split_tag(tag)
+        except ValueError as e:
+            return n, str(e)
+    return None

@@ -1,0 +1,133 @@
+"""Named-entity recognition from tagged files (Naver NER, KLUE-NER, any CoNLL-style BIO data).
+
+A task of the last stage: ``kolectra finetune ner``.  Reads sentences of tokens and BIO tags
+(:mod:`finetune.conll`); the tag set is the training file's, and a dev or test tag outside it is an
+error naming the tag, file and line.  Each token is tokenised into sub-tokens
+(``is_split_into_words``); its tag is the target of its first sub-token, every other sub-token
+and the special tokens get -100 (no loss), so the model predicts one tag per token.  A token
+with no sub-token (cut off by ``max_length``, or one the tokenizer drops) is predicted ``O`` and
+counted (``words_without_prediction``).  Fine-tunes ``AutoModelForTokenClassification``, keeps
+the epoch with the best dev entity F1, scores the test file once with :mod:`finetune.entities`
+(entity-level, CoNLL chunk rules).  Writes ``metrics.json`` (``f1``, ``precision``, ``recall`` as
+fractions, entity counts, ``per_type``; ``health``: ``not_learning`` when no entity is predicted
+in dev, or none of those predicted is right), ``predictions.jsonl`` (one object per test sentence
+in file order: ``line``, ``tokens``, ``tags``, ``predicted``) and ``learning_curve.{png,json}``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kolectra.finetune import skeleton
+from kolectra.finetune.conll import read_sentences
+from kolectra.finetune.entities import OUTSIDE, entity_scores, split_tag
+from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.text_task import TextTask
+
+STAGE_VERSION = 1
+
+
+def tag_order(tags) -> list[str]:
+    """``O`` first, then by entity type and B before I: the same tag set gives the same ids."""
+    def key(tag: str) -> tuple:
+        boundary, typ = split_tag(tag)
+        return (boundary != OUTSIDE, typ, boundary, tag)
+    return sorted(set(tags), key=key)
+
+
+class Ner(TextTask):
+    name = "ner"
+    auto_model = "AutoModelForTokenClassification"
+    per_token = ("input_ids", "token_type_ids", "labels")
+    per_row = ()
+    outputs = {"logits": True}
+    figures = ("f1", "precision", "recall")
+    stats = ("f1", "precision", "recall", *TextTask.stats)
+
+    def load(self, path, cfg):
+        table = read_sentences(path, cfg.format, cfg.tokens_column, cfg.tags_column, cfg.max_bad_fraction)
+        return [{"line": n, **s} for n, s in table.records], table
+
+    def fit(self, train, table):
+        self.labels = tag_order(t for r in train for t in r["tags"])
+
+    def convert(self, part, table):
+        ids = {tag: i for i, tag in enumerate(self.labels)}
+        for r in part:
+            for tag, n in zip(r["tags"], r["at"]):
+                if tag not in ids:
+                    raise FinetuneError(f"{table.where(n)}: tag {tag!r} is not among the training tags "
+                                        f"({', '.join(self.labels)})")
+        return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
+
+    def counts(self, part):
+        return {"tokens": sum(len(r["tokens"]) for r in part),
+                "blank_tokens_dropped": sum(r["dropped"] for r in part)}
+
+    def columns(self, part):
+        return {k: [r[k] for r in part] for k in ("line", "tokens", "tags")}
+
+    def model_config(self, data):
+        return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)),
+                "label2id": {t: i for i, t in enumerate(self.labels)}}
+
+    def encoder(self, tokenizer, cfg):
+        def encode(batch: dict, indices: list[int]) -> dict:
+            enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=cfg.max_length,
+                            return_token_type_ids=True)
+            labels, starts = [], []
+            for i, tags in enumerate(batch["tags"]):
+                row, first, previous = [], [-1] * len(tags), None
+                for position, word in enumerate(enc.word_ids(i)):
+                    is_first = word is not None and word != previous
+                    row.append(tags[word] if is_first else -100)  # first sub-token only; specials get -100
+                    if is_first:
+                        first[word] = position
+                    previous = word
+                labels.append(row)
+                starts.append(first)
+            return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": labels,
+                    "word_starts": starts}
+        return encode
+
+    def score(self, split, outputs, cfg):
+        if "gold" not in split.derived:  # built once per split, reused every epoch
+            split.derived.update(gold=[[self.labels[t] for t in tags] for tags in split.rows["tags"]],
+                                 starts=split.encoded["word_starts"])
+        predicted = []
+        for starts, logits in zip(split.derived["starts"], outputs["logits"]):
+            best = logits.argmax(-1)  # [sub-tokens]: a tag id per position; a token reads its first sub-token's
+            predicted.append([self.labels[best[s]] if s >= 0 else OUTSIDE for s in starts])
+        scores = entity_scores(split.derived["gold"], predicted)
+        return {k: scores[k] for k in self.figures}, {"predicted": predicted, "entities": scores}
+
+    def health(self, splits, fit):
+        e = fit.dev.predictions["entities"]
+        figures = {f"dev_{k}": e[k] for k in ("gold_entities", "predicted_entities", "correct_entities")}
+        sentences = len(splits["dev"].rows)
+        if not e["predicted_entities"]:
+            return [f"the model predicts no entity in the {sentences} dev sentences (O for every token; they hold "
+                    f"{e['gold_entities']}): it learned nothing"], figures
+        if not e["correct_entities"]:
+            return [f"none of the {e['predicted_entities']} entities predicted in the {sentences} dev sentences is "
+                    "right: the model learned nothing useful"], figures
+        return [], figures
+
+    def metrics(self, data, splits, fit):
+        e = fit.final.predictions["entities"]
+        missed = sum(int(np.sum(np.asarray(s) < 0)) for s in splits["test"].derived["starts"])
+        return {**super().metrics(data, splits, fit), "tags": self.labels, "metric": "entity-level, CoNLL chunks",
+                **{k: e[k] for k in ("gold_entities", "predicted_entities", "correct_entities", "per_type")},
+                "words_without_prediction": missed}
+
+    def write(self, out_dir, splits, fit):
+        test = splits["test"]
+        write_jsonl(out_dir / "predictions.jsonl", (
+            {"line": n, "tokens": tokens, "tags": gold, "predicted": predicted}
+            for n, tokens, gold, predicted in zip(test.rows["line"], test.rows["tokens"], test.derived["gold"],
+                                                  fit.final.predictions["predicted"])))
+
+
+def run(cfg, model_dir, train_file, test_file, out_dir, cache_dir=None, dev_file=None):
+    """Fine-tune on ``train_file`` (dev: ``dev_file`` or carved from train), score ``test_file`` once."""
+    return skeleton.run(Ner(dev_file), cfg, model_dir, train_file, test_file, out_dir, cache_dir)

@@ -1,0 +1,101 @@
+"""Text-pair (or single text) regression from plain files: KorSTS and KLUE-STS similarity scores.
+
+A task of the last stage: ``kolectra finetune regress``.  The same inputs as ``classify``
+(:mod:`finetune.text_task`) with a numeric label; a one-output head (``num_labels=1``,
+``problem_type="regression"``: transformers' mean squared error on the raw output).  Keeps the
+epoch with the best dev ``select_on`` correlation (``spearman``, KorSTS's headline, or
+``pearson``), scores the test file once.  Writes ``metrics.json`` (``pearson``, ``spearman``
+from scipy, plus ``mse``; reader counts; ``health``: ``not_learning`` when the model gives every
+dev row nearly the same score, or its dev predictions do not correlate positively with the
+gold scores), ``predictions.jsonl`` (per test row: ``line``, ``text`` (, ``text_pair``),
+``label``, ``predicted``) and ``learning_curve.{png,json}``.
+
+A correlation with a constant is undefined (scipy gives NaN); it is reported as 0.0, which is what
+such a model is worth, and the health check says why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+from kolectra.finetune import skeleton
+from kolectra.finetune.files import write_jsonl
+from kolectra.finetune.text_task import BadRow, TextTask
+
+STAGE_VERSION = 1
+CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
+
+
+def score_value(value) -> float:
+    """A label as a finite number (text or JSON number)."""
+    if isinstance(value, bool):
+        raise BadRow(f"score must be a number, got {value!r}")
+    try:
+        x = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise BadRow(f"score must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise BadRow(f"score must be finite, got {value!r}")
+    return x
+
+
+def correlation(fn, gold: np.ndarray, predicted: np.ndarray) -> float:
+    """``fn``'s coefficient (scipy ``pearsonr`` / ``spearmanr``); 0.0 where either side is constant."""
+    if len(gold) < 2 or np.ptp(gold) == 0 or np.ptp(predicted) == 0:
+        return 0.0
+    return float(fn(gold, predicted)[0])
+
+
+def regression_scores(gold: np.ndarray, predicted: np.ndarray) -> dict:
+    gold, predicted = np.asarray(gold, np.float64), np.asarray(predicted, np.float64)
+    return {"pearson": correlation(pearsonr, gold, predicted), "spearman": correlation(spearmanr, gold, predicted),
+            "mse": float(np.mean((gold - predicted) ** 2))}
+
+
+class Regress(TextTask):
+    name = "regress"
+    figures = ("spearman", "pearson")
+    stats = ("spearman", "pearson", *TextTask.stats)
+
+    def target(self, value):
+        return score_value(value)
+
+    def counts(self, part):
+        scores = [r["label"] for r in part]
+        return super().counts(part) | {"score_min": min(scores), "score_max": max(scores)}
+
+    def model_config(self, data):
+        return {"num_labels": 1, "problem_type": "regression"}
+
+    def score(self, split, outputs, cfg):
+        predicted = np.stack(outputs["logits"]).astype(np.float64)[:, 0]
+        return regression_scores(split.feats.per_row["labels"], predicted), {"predicted": predicted}
+
+    def health(self, splits, fit):
+        gold, predicted = splits["dev"].feats.per_row["labels"].astype(np.float64), fit.dev.predictions["predicted"]
+        figures = {"dev_prediction_std": float(predicted.std()), "dev_label_std": float(gold.std()),
+                   "dev_spearman": fit.dev.scores["spearman"], "dev_pearson": fit.dev.scores["pearson"]}
+        if predicted.std() <= CONSTANT * max(gold.std(), 1e-12):
+            return [f"the model gives all {len(gold)} dev rows nearly the same score ({predicted.mean():.4g}, "
+                    f"standard deviation {predicted.std():.2g} against the gold scores' {gold.std():.2g}): it "
+                    "learned nothing beyond their mean"], figures
+        if fit.dev.scores["spearman"] <= 0 and fit.dev.scores["pearson"] <= 0:
+            return [f"dev Spearman {fit.dev.scores['spearman']:.4f} and Pearson {fit.dev.scores['pearson']:.4f}: "
+                    "the predicted scores do not rise with the gold ones; the model learned nothing useful"], figures
+        return [], figures
+
+    def write(self, out_dir, splits, fit):
+        test, p = splits["test"].rows, fit.final.predictions["predicted"]
+        pairs = test["text_pair"] if "text_pair" in test.column_names else [None] * len(test)
+        write_jsonl(out_dir / "predictions.jsonl", (
+            {"line": n, "text": t, **({"text_pair": b} if b is not None else {}), "label": y,
+             "predicted": round(float(k), 6)}
+            for n, t, b, y, k in zip(test["line"], test["text"], pairs, test["label"], p)))
+
+
+def run(cfg, model_dir, train_file, test_file, out_dir, cache_dir=None, dev_file=None):
+    """Fine-tune on ``train_file`` (dev: ``dev_file`` or carved from train), score ``test_file`` once."""
+    return skeleton.run(Regress(dev_file), cfg, model_dir, train_file, test_file, out_dir, cache_dir)

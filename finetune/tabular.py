@@ -1,0 +1,225 @@
+"""Reading the files users hold for a benchmark: TSV, CSV or JSONL with a header, or a saved ``datasets`` folder.
+
+Feeds the file-driven tasks of the last stage (``finetune.classify``, ``finetune.regress``,
+``finetune.ner``).  :func:`read_table` turns one file into :class:`Table` records (column name ->
+value, each with its line number) and counts the rows that cannot be read; the task then takes its
+columns with :meth:`Table.column` (a wrong name lists the columns the file has).
+
+Why not ``datasets.load_dataset("csv", ...)`` for the text formats: it reads through pandas, which
+turns ``NA``/``null`` into missing values, merges rows across a stray ``"`` (KorSTS and KorNLI
+have such rows) and reports neither the line of a bad row nor how many were dropped.  So:
+
+* **TSV** (``.tsv``, ``.txt``) is split on tab and LF only, like the NSMC reader: no quoting, a
+  quote is a character; a CR before the LF is dropped.
+* **CSV** (``.csv``) goes through the standard library's ``csv`` module (RFC 4180 quoting, a
+  quoted field may hold newlines); a row's number is the line it starts on.
+* **JSONL** (``.jsonl``, ``.json``, ``.ndjson``): one object per line, blank lines skipped; nested
+  objects are reachable with dotted names (``labels.label``).
+* **A folder** written by ``Dataset.save_to_disk`` is read with ``datasets.load_from_disk``;
+  struct columns are flattened to dotted names (KLUE-STS's ``labels.label``) and class-label
+  columns give their names (KLUE-YNAT's topics, KLUE-NER's tags), not their integer codes.
+
+A row with the wrong number of fields (or a JSONL line that is not an object) is a *bad row*:
+counted, its line kept for ``metrics.json``; above ``max_bad_fraction`` of the rows the file is
+refused with the first offenders named (:func:`check_bad`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+from kolectra.finetune.files import FinetuneError
+
+FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
+SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+SHOWN_BAD = 20  # bad lines listed in metrics.json
+
+
+@dataclasses.dataclass
+class Table:
+    path: Path
+    columns: list[str]
+    records: list[tuple[int, dict]]  # (line in the file, or row of a saved dataset, from 1; values by column)
+    bad: list[tuple[int, str]]  # (line, why) of the rows that could not be read
+    unit: str = "line"  # "line": a text file; "row": a saved dataset
+
+    def where(self, n: int) -> str:
+        """``file:12`` for a line of a text file, ``folder row 12`` for a saved dataset."""
+        return f"{self.path}:{n}" if self.unit == "line" else f"{self.path} row {n}"
+
+    def column(self, name: str, key: str) -> str:
+        """``name`` if the table has it; otherwise an error naming ``key`` (the setting) and the columns it has."""
+        if name not in self.columns:
+            raise FinetuneError(f"{self.path}: no column {name!r} ({key}); its columns are: "
+                                f"{', '.join(self.columns) or '(none)'}")
+        return name
+
+    def stats(self) -> dict:
+        return {"path": self.path.name, "rows": len(self.records), "bad_rows": len(self.bad),
+                "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]]}
+
+
+def detect(path: Path, fmt: str = "auto") -> str:
+    """The format to read ``path`` with: ``fmt`` itself, or for ``auto`` by folder / file extension."""
+    if fmt != "auto":
+        return fmt
+    if path.is_dir():
+        return "datasets"
+    found = SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        raise FinetuneError(f"{path}: cannot tell its format from the name; pass --set format=tsv, csv or jsonl")
+    return found
+
+
+def read_table(path: Path, fmt: str = "auto") -> Table:
+    path = Path(path)
+    if not path.exists():
+        raise FinetuneError(f"{path}: no such file or folder")
+    kind = detect(path, fmt)
+    readers = {"tsv": read_tsv, "csv": read_csv, "jsonl": read_jsonl, "datasets": read_saved}
+    if kind not in readers:
+        raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {kind!r}")
+    if kind != "datasets" and path.is_dir():
+        raise FinetuneError(f"{path}: a folder, but format={kind} reads a file")
+    return readers[kind](path)
+
+
+def text_lines(path: Path) -> list[str]:
+    """The file's lines, split on LF only (a CR before it dropped); other separators stay in the text."""
+    try:
+        with open(path, encoding="utf-8", newline="\n") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
+    except OSError as e:
+        raise FinetuneError(f"{path}: cannot read ({e})") from None
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _header(path: Path, fields: list[str]) -> list[str]:
+    fields = [f.strip() for f in fields]
+    if fields:
+        fields[0] = fields[0].lstrip("\ufeff")
+    if not any(fields):
+        raise FinetuneError(f"{path}:1: expected a header line naming the columns")
+    dup = sorted({f for f in fields if fields.count(f) > 1})
+    if dup:
+        raise FinetuneError(f"{path}:1: the header names {', '.join(map(repr, dup))} more than once")
+    return fields
+
+
+def read_tsv(path: Path) -> Table:
+    lines = text_lines(path)
+    if not lines:
+        raise FinetuneError(f"{path}: empty file (expected a header line naming the columns)")
+    columns = _header(path, lines[0].split("\t"))
+    records, bad = [], []
+    for n, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        if len(fields) != len(columns):
+            bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
+        else:
+            records.append((n, dict(zip(columns, fields))))
+    return Table(path, columns, records, bad)
+
+
+def read_csv(path: Path) -> Table:
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            columns = _header(path, next(reader, []))
+            records, bad, start = [], [], reader.line_num + 1
+            for fields in reader:
+                if len(fields) != len(columns):
+                    bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"))
+                else:
+                    records.append((start, dict(zip(columns, fields))))
+                start = reader.line_num + 1
+    except UnicodeDecodeError as e:
+        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
+    except csv.Error as e:
+        raise FinetuneError(f"{path}:{reader.line_num}: cannot read as CSV ({e})") from None
+    return Table(path, columns, records, bad)
+
+
+def flatten(obj: dict, prefix: str = "") -> dict:
+    """``{"labels": {"label": 3.2}}`` -> ``{"labels.label": 3.2}`` (lists and scalars stay as they are)."""
+    out = {}
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def read_jsonl(path: Path) -> Table:
+    records, bad, columns = [], [], None
+    for n, line in enumerate(text_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            bad.append((n, f"not valid JSON ({e.msg})"))
+            continue
+        if not isinstance(obj, dict):
+            bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
+            continue
+        values = flatten(obj)
+        columns = columns if columns is not None else list(values)  # the first object names the columns
+        records.append((n, values))
+    if columns is None:
+        raise FinetuneError(f"{path}: no JSON object in the file")
+    return Table(path, columns, records, bad)
+
+
+def read_saved(path: Path) -> Table:
+    import datasets  # noqa: PLC0415 - heavy import
+
+    from kolectra.finetune.progress import quiet_libraries  # noqa: PLC0415
+
+    if not (path / "state.json").is_file() and not (path / "dataset_dict.json").is_file():
+        raise FinetuneError(f"{path}: a folder, but not one written by datasets' save_to_disk "
+                            "(no state.json or dataset_dict.json)")
+    with quiet_libraries():
+        ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        raise FinetuneError(f"{path}: holds several splits ({', '.join(ds)}); name one, e.g. "
+                            f"{path / next(iter(ds))}")
+    ds = ds.flatten()
+    names = {c: _class_names(f) for c, f in ds.features.items()}
+    records = []
+    for i, row in enumerate(ds, start=1):
+        for c, cls in names.items():
+            if cls is not None and row[c] is not None:
+                row[c] = [_name(cls, v) for v in row[c]] if isinstance(row[c], list) else _name(cls, row[c])
+        records.append((i, row))
+    return Table(path, list(ds.column_names), records, [], unit="row")
+
+
+def _name(names: list[str], code: int) -> str | None:
+    """A class code's name; None for a code outside them (-1 marks an unlabelled row on the Hub)."""
+    return names[code] if 0 <= code < len(names) else None
+
+
+def _class_names(feature) -> list[str] | None:
+    """The names of a class-label column (or of a list of class labels), else None."""
+    import datasets  # noqa: PLC0415
+
+    inner = getattr(feature, "feature", feature)  # List(ClassLabel) / Sequence(ClassLabel)
+    return list(inner.names) if isinstance(inner, datasets.ClassLabel) else None
+
+
+def check_bad(table: Table, max_bad_fraction: float, what: str = "rows") -> None:
+    """Refuse the file when more than ``max_bad_fraction`` of its rows (``what``) are bad, naming the first five."""
+    total = len(table.records) + len(table.bad)
+    if table.bad and len(table.bad) > max_bad_fraction * total:
+        shown = "; ".join(f"{table.unit} {n}: {why}" for n, why in table.bad[:5])
+        raise FinetuneError(f"{table.path}: {len(table.bad)} of {total} {what} are malformed "
+                            f"(limit max_bad_fraction={max_bad_fraction:.2%}): {shown}")

@@ -1,0 +1,94 @@
+"""``kolectra finetune TASK``: one subcommand per task of :data:`kolectra.finetune.tasks.TASKS`.
+
+Apart from :mod:`pipeline.cli` because every task adds its own flags (its scored file, ``--dev``,
+column names); the task table is torch-free, so ``--help`` answers without importing the runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kolectra.pipeline.artifacts import Artifact, Store
+from kolectra.pipeline.cli_options import common as _common
+from kolectra.pipeline.cli_options import flag_sets as _flag_sets
+from kolectra.pipeline.cli_options import print_config_flag as _print_config_flag
+
+
+def add_finetune(p: argparse.ArgumentParser) -> None:
+    from kolectra.finetune.tasks import TASKS  # the task table (torch-free)
+
+    tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
+    for name, task in TASKS.items():
+        train_file, eval_file = EXAMPLE_FILES.get(name, ("train.jsonl", "test.jsonl"))
+        t = tasks.add_parser(name, help=task.help, formatter_class=argparse.RawDescriptionHelpFormatter,
+                             epilog=f"example:\n  kolectra finetune {name} --model sample --train {train_file} "
+                                    f"--{task.eval_flag} {eval_file} --seeds 1-3")
+        _common(t)
+        _print_config_flag(t)
+        t.add_argument("--model", required=True, metavar="REF_OR_HF_DIR", help="checkpoint artifact (its "
+                       "hf/discriminator) or a local HF ELECTRA directory (e.g. --model sample)")
+        t.add_argument("--train", required=True, type=Path, metavar="FILE",
+                       help=f"the training file (e.g. --train {train_file})")
+        t.add_argument(f"--{task.eval_flag}", required=True, type=Path, metavar="FILE",
+                       help=f"the file scored once at the end (e.g. --{task.eval_flag} {eval_file})")
+        if task.dev_flag:
+            t.add_argument("--dev", type=Path, default=None, metavar="FILE", help="the file the epoch is chosen "
+                           "on (default: a seeded dev_fraction of --train)")
+        for flag, key, what in task.flags:
+            t.add_argument(f"--{flag}", default=None, metavar="NAME", help=f"{what} (--set {key}=...)")
+        t.add_argument("--preset", default="koelectra",
+                       help=f"{' | '.join(task.presets)}: settings in docs/finetune.md (default koelectra)")
+        t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
+                       "then a summary artifact with median and spread (default: one run, --seed)")
+
+
+# example file names for each task's --help
+EXAMPLE_FILES = {"nsmc": ("ratings_train.txt", "ratings_test.txt"),
+                 "korquad": ("KorQuAD_v1.0_train.json", "KorQuAD_v1.0_dev.json"),
+                 # files with the default columns (text, label); docs/finetune.md has each benchmark's flags
+                 "classify": ("train.tsv", "test.tsv"), "regress": ("train.tsv", "test.tsv"),
+                 "ner": ("train.tsv", "test.tsv")}
+
+
+def _finetune_sets(args: argparse.Namespace) -> list[str]:
+    from kolectra.finetune.tasks import TASKS
+
+    return _flag_sets(args, {flag.replace("-", "_"): key for flag, key, _ in TASKS[args.task].flags})
+
+
+def config_finetune(args) -> tuple:
+    from kolectra.pipeline import configs  # torch-free
+
+    return configs.resolve("finetune", task=args.task, preset=args.preset, sets=_finetune_sets(args),
+                              seed=args.seed)
+
+
+def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
+    from kolectra.finetune.seeds import parse_seeds
+    from kolectra.finetune.tasks import TASKS
+
+    from kolectra.pipeline import stages  # torch: only when a task runs
+
+    eval_file = getattr(args, TASKS[args.task].eval_flag)
+    sets = _finetune_sets(args)
+    dev = {"dev_file": args.dev} if TASKS[args.task].dev_flag and args.dev is not None else {}
+    if args.seeds:
+        if args.seed is not None:
+            raise ValueError("give either --seed or --seeds, not both")
+        art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, parse_seeds(args.seeds),
+                                    preset=args.preset, sets=sets, name=args.name, force=args.force, **dev)
+    else:
+        art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
+                              sets=sets, seed=args.seed, name=args.name, force=args.force, **dev)
+    _print_metrics(art.path / "metrics.json")
+    return art
+
+
+def _print_metrics(path: Path) -> None:
+    if path.is_file():
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+        for k, v in metrics.items():
+            if isinstance(v, (int, float)):
+                print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
