@@ -27,7 +27,8 @@ from pathlib import Path
 
 from kolectra.finetune.entities import split_tag
 from kolectra.finetune.files import FinetuneError
-from kolectra.finetune.tabular import Table, check_bad, read_table, text_lines
+from kolectra.finetune.files import text_lines
+from kolectra.finetune.tabular import Table, check_bad, read_table
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")
 DOCSTART = "-DOCSTART-"

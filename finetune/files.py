@@ -53,3 +53,17 @@ def tree_hash(folder: Path) -> str:
     for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         h.update(f"{f.relative_to(folder).as_posix()}\0{sha256(f)}\n".encode())
     return h.hexdigest()
+
+
+def text_lines(path: Path) -> list[str]:
+    """The file's lines, split on LF only (a CR before it dropped); other separators stay in the text."""
+    try:
+        with open(path, encoding="utf-8", newline="\n") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
+    except OSError as e:
+        raise FinetuneError(f"{path}: cannot read ({e})") from None
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.files import FinetuneError, text_lines
 
 HEADER = ("id", "document", "label")
 _SHOWN_BAD = 20  # line numbers listed in the stats / error message
@@ -50,17 +50,7 @@ def parse_line(text: str, line: int) -> NsmcRow | str:
 
 def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     path = Path(path)
-    try:
-        # newline="\n": split on LF only; a CR before it is stripped below (CRLF files).
-        with open(path, encoding="utf-8", newline="\n") as f:
-            lines = f.read().split("\n")
-    except UnicodeDecodeError as e:
-        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
-    except OSError as e:
-        raise FinetuneError(f"{path}: cannot read ({e})") from None
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
-    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    lines = text_lines(path)  # LF only: a stray CR or U+2028 inside a review stays in it
     if not lines:
         raise FinetuneError(f"{path}: empty file (expected header 'id\\tdocument\\tlabel')")
     header = lines[0].lstrip("\ufeff")

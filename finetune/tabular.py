@@ -31,7 +31,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.files import FinetuneError, text_lines
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -85,20 +85,6 @@ def read_table(path: Path, fmt: str = "auto") -> Table:
     if kind != "datasets" and path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={kind} reads a file")
     return readers[kind](path)
-
-
-def text_lines(path: Path) -> list[str]:
-    """The file's lines, split on LF only (a CR before it dropped); other separators stay in the text."""
-    try:
-        with open(path, encoding="utf-8", newline="\n") as f:
-            lines = f.read().split("\n")
-    except UnicodeDecodeError as e:
-        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
-    except OSError as e:
-        raise FinetuneError(f"{path}: cannot read ({e})") from None
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
 
 
 def _header(path: Path, fields: list[str]) -> list[str]:
