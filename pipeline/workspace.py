@@ -251,11 +251,20 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
         progress(f"{kind}: nothing to resume for this request; starting fresh")
     elif exact.state():
         progress(f"{kind}: discarding the interrupted run in {exact.path} (--resume would continue it)")
-    if others and (not resume or resume == "exact"):
-        progress(f"{kind}: {len(others)} interrupted run(s) of the same inputs with other settings kept in "
+    idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
+    if idle and (not resume or resume == "exact"):
+        progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs with other settings kept in "
                  f"{root / WORK} (--resume continues the newest; `kolectra artifacts gc --interrupted` removes them)")
     exact.create({**record, "created": now()})
     return exact
+
+
+def _running(root: Path, run: Run) -> bool:
+    """Whether a live process holds ``run``'s request lock (it is being built right now)."""
+    if run.kind is None or run.id is None:
+        return False
+    with try_lock(root, run.kind, run.id) as free:
+        return not free
 
 
 # ---- clean-up -------------------------------------------------------------------------------------

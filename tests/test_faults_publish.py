@@ -244,3 +244,25 @@ def test_resume_finds_the_family_s_interrupted_run_unless_exact(tmp_path, capsys
                       resumable=run, resume=True)  # --resume: the family's interrupted run, whatever changed
     assert seen[-1] == ["step-8"] and art.manifest["provenance"]["continued_from"]["request"] == first.id()
     assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
+
+
+def test_a_live_run_of_the_family_is_not_called_interrupted(tmp_path, capsys):
+    from kolectra.pipeline import workspace
+
+    store = Store(tmp_path)
+    run = Resumable(family={"kind": "checkpoint", "examples": "e", "preset": "tiny"}, scratch=("state",))
+    first = Request(kind="checkpoint", name="p", stage_version=1, config={"steps": 12})
+
+    def interrupted(out: Path) -> StageOutput:
+        (out / "state").mkdir()
+        (out / "state" / "step-8").write_text("{}")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.build(first, interrupted, resumable=run)
+    capsys.readouterr()
+    other = Request(kind="checkpoint", name="p", stage_version=1, config={"steps": 16})
+    with workspace.try_lock(tmp_path, "checkpoint", first.id()) as free:  # as if a process were training it now
+        assert free
+        store.build(other, lambda out: StageOutput(stats={}), resumable=run)
+    assert "interrupted run(s)" not in capsys.readouterr().err
