@@ -25,7 +25,9 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 1
+# 2: blank lines skipped and counted, a leading BOM dropped, JSONL columns from every row,
+# integer labels ordered by value then text
+STAGE_VERSION = 2
 
 
 def label_text(value) -> str:
@@ -39,10 +41,14 @@ def label_text(value) -> str:
 
 
 def label_order(labels) -> list[str]:
-    """Sorted; numerically when every label is an integer (so 2 < 10)."""
+    """Sorted; numerically when every label is an integer (so 2 < 10).
+
+    ASCII digits only (``str.isdigit`` also passes ``²``, which ``int`` refuses), and equal numbers
+    (``1``, ``01``) ordered by their text: a set's order changes between processes, and the class ids
+    must not."""
     labels = set(labels)
-    if all(x.lstrip("-").isdigit() for x in labels):
-        return sorted(labels, key=int)
+    if all(re.fullmatch(r"-?[0-9]+", x) for x in labels):
+        return sorted(labels, key=lambda x: (int(x), x))
     return sorted(labels)
 
 

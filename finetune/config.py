@@ -160,6 +160,11 @@ class ClassifyConfig(FileTaskConfig):
         return super().task_checks() + [
             ("text_column", bool(self.text_column), "a column name"),
             ("label_column", bool(self.label_column), "a column name"),
+            # the same column twice feeds a text twice, or the label to the model as text
+            ("text_pair_column", self.text_pair_column != self.text_column,
+             f"another column than text_column ({self.text_column!r})"),
+            ("label_column", self.label_column not in (self.text_column, self.text_pair_column),
+             "a column that is not a text column (text_column, text_pair_column)"),
             ("select_on", self.select_on in self.selectable, f"one of {', '.join(self.selectable)}")]
 
 

@@ -9,16 +9,17 @@ Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives 
 * ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
   tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
 * ``auto`` for a text file: ``lines`` when a line's tag field holds several space-separated tags,
-  else ``conll``.  A ``.jsonl`` file or a folder: rows with a list of tokens (``tokens_column``)
-  and a list of tags (``tags_column``; class-label codes of a saved dataset are read as their
-  names), e.g. KLUE-NER saved with ``save_to_disk``.
+  else ``conll``.  A ``.jsonl`` (``.json``, ``.ndjson``) file or a folder: rows with a list of
+  tokens (``tokens_column``) and a list of tags (``tags_column``; class-label codes of a saved
+  dataset are read as their names), e.g. KLUE-NER saved with ``save_to_disk``.
 
 Every tag must be BIO in either spelling (:func:`finetune.entities.split_tag`).  Tokens that are
 empty or only whitespace (KLUE-NER lists its spaces as characters) are dropped and counted: a space
 belongs to no entity boundary the characters around it do not already mark.  A sentence with a
-line that has no tag, a tag that is not BIO, or unequal word and tag counts is a *bad sentence*:
-counted with its line, and above ``max_bad_fraction`` of the sentences the file is refused with
-the first offenders named (:func:`finetune.tabular.check_bad`).
+line that has no tag, a tag that is not BIO, unequal word and tag counts, or only blank tokens
+(an empty token list in JSONL too) is a *bad sentence*: counted with its line, and above
+``max_bad_fraction`` of the sentences the file is refused with the first offenders named
+(:func:`finetune.tabular.check_bad`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from kolectra.finetune.entities import split_tag
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.files import text_lines
-from kolectra.finetune.tabular import Table, check_bad, read_table
+from kolectra.finetune.tabular import SUFFIXES, Table, check_bad, read_table
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")
 DOCSTART = "-DOCSTART-"
@@ -41,8 +42,13 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         raise FinetuneError(f"{path}: no such file or folder")
     if fmt not in FORMATS:
         raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if fmt in ("jsonl", "datasets") or (fmt == "auto" and (path.is_dir() or path.suffix.lower() == ".jsonl")):
-        table = from_records(read_table(path, "datasets" if path.is_dir() else "jsonl"), tokens_column, tags_column)
+    # auto: the JSON suffixes the tables know (.jsonl, .json, .ndjson), a folder; else a text format
+    json_name = SUFFIXES.get(path.suffix.lower()) == "jsonl"
+    if fmt in ("jsonl", "datasets") or (fmt == "auto" and (path.is_dir() or json_name)):
+        kind = fmt if fmt != "auto" else "datasets" if path.is_dir() else "jsonl"  # read_table names a mismatch
+        table = from_records(read_table(path, kind), tokens_column, tags_column)
+    elif path.is_dir():
+        raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")
     else:
         lines = text_lines(path)
         if fmt == "auto":
@@ -50,9 +56,9 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         table = Table(path, ["tokens", "tags"], *(conll_sentences if fmt == "conll" else line_sentences)(lines))
     for n, sentence in table.records:
         sentence["dropped"] = drop_blank(sentence)
-    bad_tags = {n: found for n, s in table.records if (found := tag_problem(s["tags"], s["at"]))}
-    table.bad = sorted(table.bad + list(bad_tags.values()))
-    table.records = [(n, s) for n, s in table.records if n not in bad_tags and s["tokens"]]
+    problems = {n: found for n, s in table.records if (found := sentence_problem(n, s))}
+    table.bad = sorted(table.bad + list(problems.values()))
+    table.records = [(n, s) for n, s in table.records if n not in problems]
     check_bad(table, max_bad_fraction, "sentences")
     if not table.records:
         raise FinetuneError(f"{path}: no tagged sentences")
@@ -118,7 +124,7 @@ def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
             bad.append((n, "tokens and tags must be text (tags may be a saved dataset's class labels)"))
         else:
             records.append((n, {"tokens": words, "tags": labels, "at": [n] * len(words)}))
-    return Table(table.path, ["tokens", "tags"], records, bad, unit=table.unit)
+    return Table(table.path, ["tokens", "tags"], records, bad, unit=table.unit, blank=table.blank)
 
 
 def drop_blank(sentence: dict) -> int:
@@ -128,6 +134,13 @@ def drop_blank(sentence: dict) -> int:
     for key in ("tokens", "tags", "at"):
         sentence[key] = [sentence[key][i] for i in keep]
     return dropped
+
+
+def sentence_problem(n: int, sentence: dict) -> tuple[int, str] | None:
+    """(line, why) of a sentence that cannot be used (it starts on line ``n``), else None."""
+    if not sentence["tokens"]:  # counted, not dropped unseen: the counts must add up to the file's sentences
+        return n, f"every token is blank ({sentence['dropped']} dropped): nothing to tag"
+    return tag_problem(sentence["tags"], sentence["at"])
 
 
 def tag_problem(tags: list[str], at: list[int]) -> tuple[int, str] | None:

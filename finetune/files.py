@@ -56,7 +56,10 @@ def tree_hash(folder: Path) -> str:
 
 
 def text_lines(path: Path) -> list[str]:
-    """The file's lines, split on LF only (a CR before it dropped); other separators stay in the text."""
+    """The file's lines, split on LF only (a CR before it dropped); other separators stay in the text.
+
+    A byte-order mark opening the file (Windows editors write one) is dropped: left in, it would be
+    part of the first JSON line (invalid) or of the first CoNLL token."""
     try:
         with open(path, encoding="utf-8", newline="\n") as f:
             lines = f.read().split("\n")
@@ -66,4 +69,6 @@ def text_lines(path: Path) -> list[str]:
         raise FinetuneError(f"{path}: cannot read ({e})") from None
     if lines and lines[-1] == "":
         lines.pop()  # the final newline
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]

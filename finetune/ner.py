@@ -24,7 +24,8 @@ from kolectra.finetune.entities import OUTSIDE, entity_scores, split_tag
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 1
+# 2: a leading BOM dropped, .json/.ndjson read as JSONL, a sentence of blank tokens counted as bad
+STAGE_VERSION = 2
 
 
 def tag_order(tags) -> list[str]:

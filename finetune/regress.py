@@ -11,7 +11,9 @@ gold scores), ``predictions.jsonl`` (per test row: ``line``, ``text`` (, ``text_
 ``label``, ``predicted``) and ``learning_curve.{png,json}``.
 
 A correlation with a constant is undefined (scipy gives NaN); it is reported as 0.0, which is what
-such a model is worth, and the health check says why.
+such a model is worth, and the health check says why.  So are the figures of a run whose training
+diverged (NaN or infinite predictions; ``mse`` and those predictions are written as null): NaN
+compares false with everything, so left as NaN it would pass every check, the health one too.
 """
 
 from __future__ import annotations
@@ -22,16 +24,19 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from kolectra.finetune import skeleton
-from kolectra.finetune.files import write_jsonl
+from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 1
+# 2: blank lines skipped and counted, a leading BOM dropped, JSONL columns from every row,
+# a training file of one score and a score like '1_0' refused
+STAGE_VERSION = 2
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 
 def score_value(value) -> float:
     """A label as a finite number (text or JSON number)."""
-    if isinstance(value, bool):
+    # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
+    if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
         raise BadRow(f"score must be a number, got {value!r}")
     try:
         x = float(value.strip() if isinstance(value, str) else value)
@@ -43,16 +48,18 @@ def score_value(value) -> float:
 
 
 def correlation(fn, gold: np.ndarray, predicted: np.ndarray) -> float:
-    """``fn``'s coefficient (scipy ``pearsonr`` / ``spearmanr``); 0.0 where either side is constant."""
-    if len(gold) < 2 or np.ptp(gold) == 0 or np.ptp(predicted) == 0:
+    """``fn``'s coefficient (scipy ``pearsonr`` / ``spearmanr``); 0.0 where either side is constant or
+    a prediction is not a finite number."""
+    if len(gold) < 2 or not np.isfinite(predicted).all() or np.ptp(gold) == 0 or np.ptp(predicted) == 0:
         return 0.0
     return float(fn(gold, predicted)[0])
 
 
 def regression_scores(gold: np.ndarray, predicted: np.ndarray) -> dict:
     gold, predicted = np.asarray(gold, np.float64), np.asarray(predicted, np.float64)
+    mse = float(np.mean((gold - predicted) ** 2))
     return {"pearson": correlation(pearsonr, gold, predicted), "spearman": correlation(spearmanr, gold, predicted),
-            "mse": float(np.mean((gold - predicted) ** 2))}
+            "mse": mse if math.isfinite(mse) else None}
 
 
 class Regress(TextTask):
@@ -62,6 +69,12 @@ class Regress(TextTask):
 
     def target(self, value):
         return score_value(value)
+
+    def fit(self, train, table):
+        scores = {r["label"] for r in train}
+        if len(scores) < 2:  # nothing to rank: every correlation would be undefined
+            raise FinetuneError(f"{table.path}: every training row has the score {next(iter(scores)):g}; "
+                                "regression needs at least two different scores")
 
     def counts(self, part):
         scores = [r["label"] for r in part]
@@ -76,12 +89,18 @@ class Regress(TextTask):
 
     def health(self, splits, fit):
         gold, predicted = splits["dev"].feats.per_row["labels"].astype(np.float64), fit.dev.predictions["predicted"]
-        figures = {"dev_prediction_std": float(predicted.std()), "dev_label_std": float(gold.std()),
-                   "dev_spearman": fit.dev.scores["spearman"], "dev_pearson": fit.dev.scores["pearson"]}
+        broken = int(np.sum(~np.isfinite(predicted)))
+        figures = {"dev_prediction_std": None if broken else float(predicted.std()),  # NaN is no figure
+                   "dev_label_std": float(gold.std()), "dev_spearman": fit.dev.scores["spearman"],
+                   "dev_pearson": fit.dev.scores["pearson"]}
+        if broken:
+            return [f"{broken} of the {len(gold)} dev predictions are not numbers (NaN or infinite): training "
+                    "diverged; try a lower optim.lr"], figures
         if predicted.std() <= CONSTANT * max(gold.std(), 1e-12):
+            # not "it learned the mean": an untrained head gives about 0 whatever the gold scores are
             return [f"the model gives all {len(gold)} dev rows nearly the same score ({predicted.mean():.4g}, "
-                    f"standard deviation {predicted.std():.2g} against the gold scores' {gold.std():.2g}): it "
-                    "learned nothing beyond their mean"], figures
+                    f"standard deviation {predicted.std():.2g} against the gold scores' {gold.std():.2g}, mean "
+                    f"{gold.mean():.4g}): its score does not depend on the input; it learned nothing"], figures
         if fit.dev.scores["spearman"] <= 0 and fit.dev.scores["pearson"] <= 0:
             return [f"dev Spearman {fit.dev.scores['spearman']:.4f} and Pearson {fit.dev.scores['pearson']:.4f}: "
                     "the predicted scores do not rise with the gold ones; the model learned nothing useful"], figures
@@ -92,7 +111,7 @@ class Regress(TextTask):
         pairs = test["text_pair"] if "text_pair" in test.column_names else [None] * len(test)
         write_jsonl(out_dir / "predictions.jsonl", (
             {"line": n, "text": t, **({"text_pair": b} if b is not None else {}), "label": y,
-             "predicted": round(float(k), 6)}
+             "predicted": round(float(k), 6) if math.isfinite(k) else None}
             for n, t, b, y, k in zip(test["line"], test["text"], pairs, test["label"], p)))
 
 

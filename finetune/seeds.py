@@ -97,6 +97,8 @@ def parse_seeds(text: str) -> list[int]:
         lo, _, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
             raise ValueError(f"--seeds: cannot read {part!r} (expected e.g. 1,2,3 or 1-5)")
+        if hi and int(hi) < int(lo):  # else an empty range, reported as "need distinct seeds"
+            raise ValueError(f"--seeds: the range {part!r} runs backwards (write {hi}-{lo})")
         out.extend(range(int(lo), int(hi or lo) + 1))
     if not out or len(set(out)) != len(out):
         raise ValueError(f"--seeds: need distinct seeds, got {text!r}")

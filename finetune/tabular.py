@@ -10,11 +10,14 @@ turns ``NA``/``null`` into missing values, merges rows across a stray ``"`` (Kor
 have such rows) and reports neither the line of a bad row nor how many were dropped.  So:
 
 * **TSV** (``.tsv``, ``.txt``) is split on tab and LF only, like the NSMC reader: no quoting, a
-  quote is a character; a CR before the LF is dropped.
+  quote is a character; a CR before the LF is dropped.  An empty line (a trailing one, say) holds
+  no row, as every task reads two columns at least: skipped and counted, ``blank_lines`` (CSV and
+  JSONL too), not a malformed row.
 * **CSV** (``.csv``) goes through the standard library's ``csv`` module (RFC 4180 quoting, a
   quoted field may hold newlines); a row's number is the line it starts on.
 * **JSONL** (``.jsonl``, ``.json``, ``.ndjson``): one object per line, blank lines skipped; nested
-  objects are reachable with dotted names (``labels.label``).
+  objects are reachable with dotted names (``labels.label``); the columns are the keys of every
+  object (an optional field may be missing from the first).
 * **A folder** written by ``Dataset.save_to_disk`` is read with ``datasets.load_from_disk``;
   struct columns are flattened to dotted names (KLUE-STS's ``labels.label``) and class-label
   columns give their names (KLUE-YNAT's topics, KLUE-NER's tags), not their integer codes.
@@ -45,6 +48,7 @@ class Table:
     records: list[tuple[int, dict]]  # (line in the file, or row of a saved dataset, from 1; values by column)
     bad: list[tuple[int, str]]  # (line, why) of the rows that could not be read
     unit: str = "line"  # "line": a text file; "row": a saved dataset
+    blank: int | None = None  # empty lines skipped (TSV, CSV, JSONL): lines = (header) + rows + bad + blank
 
     def where(self, n: int) -> str:
         """``file:12`` for a line of a text file, ``folder row 12`` for a saved dataset."""
@@ -59,7 +63,8 @@ class Table:
 
     def stats(self) -> dict:
         return {"path": self.path.name, "rows": len(self.records), "bad_rows": len(self.bad),
-                "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]]}
+                "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]],
+                **({"blank_lines": self.blank} if self.blank is not None else {})}
 
 
 def detect(path: Path, fmt: str = "auto") -> str:
@@ -84,6 +89,8 @@ def read_table(path: Path, fmt: str = "auto") -> Table:
         raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {kind!r}")
     if kind != "datasets" and path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={kind} reads a file")
+    if kind == "datasets" and not path.is_dir():
+        raise FinetuneError(f"{path}: a file, but format=datasets reads a folder written by save_to_disk")
     return readers[kind](path)
 
 
@@ -104,14 +111,16 @@ def read_tsv(path: Path) -> Table:
     if not lines:
         raise FinetuneError(f"{path}: empty file (expected a header line naming the columns)")
     columns = _header(path, lines[0].split("\t"))
-    records, bad = [], []
+    records, bad, blank = [], [], 0
     for n, line in enumerate(lines[1:], start=2):
         fields = line.split("\t")
-        if len(fields) != len(columns):
+        if line == "":  # no row: every task reads two columns at least
+            blank += 1
+        elif len(fields) != len(columns):
             bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
         else:
             records.append((n, dict(zip(columns, fields))))
-    return Table(path, columns, records, bad)
+    return Table(path, columns, records, bad, blank=blank)
 
 
 def read_csv(path: Path) -> Table:
@@ -119,9 +128,11 @@ def read_csv(path: Path) -> Table:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
             columns = _header(path, next(reader, []))
-            records, bad, start = [], [], reader.line_num + 1
+            records, bad, start, blank = [], [], reader.line_num + 1, 0
             for fields in reader:
-                if len(fields) != len(columns):
+                if not fields:  # an empty line, as in TSV
+                    blank += 1
+                elif len(fields) != len(columns):
                     bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"))
                 else:
                     records.append((start, dict(zip(columns, fields))))
@@ -130,7 +141,7 @@ def read_csv(path: Path) -> Table:
         raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
     except csv.Error as e:
         raise FinetuneError(f"{path}:{reader.line_num}: cannot read as CSV ({e})") from None
-    return Table(path, columns, records, bad)
+    return Table(path, columns, records, bad, blank=blank)
 
 
 def flatten(obj: dict, prefix: str = "") -> dict:
@@ -145,9 +156,10 @@ def flatten(obj: dict, prefix: str = "") -> dict:
 
 
 def read_jsonl(path: Path) -> Table:
-    records, bad, columns = [], [], None
+    records, bad, columns, blank = [], [], {}, 0
     for n, line in enumerate(text_lines(path), start=1):
         if not line.strip():
+            blank += 1
             continue
         try:
             obj = json.loads(line)
@@ -158,11 +170,15 @@ def read_jsonl(path: Path) -> Table:
             bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
             continue
         values = flatten(obj)
-        columns = columns if columns is not None else list(values)  # the first object names the columns
+        # the columns: every key of every object, in the order first seen (an optional field may be
+        # missing from the first object; a row without a column the task reads is a bad row)
+        columns.update(dict.fromkeys(values))
         records.append((n, values))
-    if columns is None:
-        raise FinetuneError(f"{path}: no JSON object in the file")
-    return Table(path, columns, records, bad)
+    if not records:  # a JSON array, or objects spread over several lines: JSON, not JSON Lines
+        first = f"; line {bad[0][0]}: {bad[0][1]}" if bad else ""
+        raise FinetuneError(f"{path}: no line holds a JSON object (JSON Lines: one object per line; a JSON "
+                            f"array or an object over several lines is not read){first}")
+    return Table(path, list(columns), records, bad, blank=blank)
 
 
 def read_saved(path: Path) -> Table:

@@ -54,7 +54,10 @@ class TextTask(skeleton.Task):
             dev, t_dev = self.load(self.dev_file, cfg)
             dev_set = t_dev.path.name
         else:
-            (train, dev), t_dev = split_dev(train, cfg.dev_fraction, cfg.seed), None
+            try:
+                (train, dev), t_dev = split_dev(train, cfg.dev_fraction, cfg.seed), None
+            except FinetuneError as e:  # too few rows: name the file, and the way out
+                raise FinetuneError(f"{t_train.path}: {e}; or pass --dev FILE") from None
             dev_set = f"{cfg.dev_fraction:g} of {t_train.path.name}, carved with seed {cfg.seed}"
         train, dev, test = (self.convert(train, t_train), self.convert(dev, t_dev or t_train),
                             self.convert(test, t_test))

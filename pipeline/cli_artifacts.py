@@ -4,7 +4,8 @@
 was built, its size, its parents (or raw inputs) and its key settings. The key settings are a few
 per kind (:data:`KEY_SETTINGS`: a vocab's recipe and size, a checkpoint's preset, objective and
 steps, ...), plus every other config value on which artifacts of the same kind and name differ,
-so two ``sample`` checkpoints read as ``train.steps=600`` against ``train.steps=2000``.
+so two ``sample`` checkpoints read as ``train.steps=600`` against ``train.steps=2000``; the stage
+version and the raw inputs count as such values (two evals of one name on other test files).
 """
 
 from __future__ import annotations
@@ -79,9 +80,19 @@ def origins(a: Artifact) -> str:
     return ", ".join(shown) or "-"
 
 
+def described(a: Artifact) -> dict[str, object]:
+    """What a request is made of, as flat keys: its config, its stage version and its raw inputs
+    (``inputs[1]="train.tsv@1a2b3c4d"``): two evals of one name on other data, or of another stage
+    version, differ only in those."""
+    m = a.manifest
+    inputs = {f"inputs[{i}]": f"{str(r.get('path', '?')).rstrip('/').rsplit('/', 1)[-1]}@{str(r.get('sha256'))[:8]}"
+              for i, r in enumerate(m.get("inputs", []))}
+    return {**flat(m.get("config", {})), "stage_version": m.get("stage_version"), **inputs}
+
+
 def settings(a: Artifact, differing: list[str]) -> str:
     """The kind's key settings, then the other keys on which its same-name siblings differ."""
-    cfg = flat(a.manifest.get("config", {}))
+    cfg = described(a)
     keys = [k for k in KEY_SETTINGS.get(a.kind, ()) if k in cfg]
     others = [k for k in differing if k not in keys and k in cfg]
     text = [f"{k}={json.dumps(cfg[k], ensure_ascii=False)}" for k in keys + others[:MAX_OTHER]]
@@ -94,7 +105,7 @@ def differing_keys(arts: list[Artifact]) -> dict[tuple[str, str], list[str]]:
     """(kind, name) -> the config keys whose values are not the same in all its artifacts."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for a in arts:
-        groups[(a.kind, a.name)].append(flat(a.manifest.get("config", {})))
+        groups[(a.kind, a.name)].append(described(a))
     out = {}
     for key, configs in groups.items():
         keys = sorted(set().union(*configs))

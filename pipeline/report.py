@@ -228,31 +228,59 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
     a row per model (the checkpoint, or the HF directory fine-tuned) and a column per task (the
     artifact's name: ``--name kornli``), as KoELECTRA's README shows its results.  Writes
     ``report.md`` (the table and where each cell comes from); returns its path and the table."""
-    arts = [store.require(ref, "eval") for ref in refs]
+    arts = evals(store, refs)
     cells: dict[tuple[str, str], tuple[str, Artifact]] = {}
     headers: dict[str, str] = {}
+    model_names: dict[str, str] = {}  # model identity -> its name
     for a in arts:
         m = _read_json(a.path / "metrics.json")
         task = m.get("task") or a.manifest.get("config", {}).get("task", "?")
         names, scale = _headline(task)
-        column, model = _column(a, task), model_of(store, a)
+        column, (model, name) = _column(a, task), model_of(store, a)
         if (model, column) in cells:
-            raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {model} on "
+            raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {name} on "
                                 f"{column}; give one of them (or tell them apart with --name)")
         headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
         cells[model, column] = (_cell(m, names, scale), a)
-    models = list(dict.fromkeys(model for model, _ in cells))
-    table = _table(["model", *headers.values()], [[model, *(cells.get((model, c), ("-",))[0] for c in headers)]
-                                                  for model in models])
+        model_names.setdefault(model, name)
+    label = row_labels(model_names)
+    table = _table(["model", *headers.values()], [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)]
+                                                  for model in model_names])
     ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
     dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
     dest.mkdir(parents=True, exist_ok=True)
-    sources = [f"- {column}, {model}: `{a.path}`" for (model, column), (_, a) in cells.items()]
+    sources = [f"- {column}, {label[model]}: `{a.path}`" for (model, column), (_, a) in cells.items()]
     out = dest / "report.md"
     out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *table, "",
                               "Scores in percent; a `--seeds` summary shows the median over its seeds.", "",
                               "Sources:", "", *sources]) + "\n", encoding="utf-8")
     return out, "\n".join(table)
+
+
+def evals(store: Store, refs: list[str]) -> list[Artifact]:
+    """The eval artifacts ``refs`` name; another kind, or one artifact named twice, is refused by name."""
+    arts: list[Artifact] = []
+    for ref in refs:
+        try:
+            art = store.require(ref, "eval")
+        except ArtifactError:
+            other = _any_kind(store, ref)  # a corpus or checkpoint named here: say so, not "no eval artifact"
+            if other is None or other.kind == "eval":
+                raise
+            raise ArtifactError(f"report: {other.path} is a {other.kind} artifact; a table of several takes eval "
+                                "artifacts only (kolectra report REF reports one of any kind)") from None
+        same = next((a for a in arts if a.id == art.id), None)
+        if same is not None:
+            raise ArtifactError(f"report: {art.path} is named twice ({refs[arts.index(same)]!r} and {ref!r})")
+        arts.append(art)
+    return arts
+
+
+def _any_kind(store: Store, ref: str) -> Artifact | None:
+    try:
+        return store.resolve(ref)
+    except ArtifactError:
+        return None
 
 
 def _headline(task: str) -> tuple[tuple[str, ...], dict[str, float]]:
@@ -281,16 +309,26 @@ def _column(a: Artifact, task: str) -> str:
     return name or task
 
 
-def model_of(store: Store, a: Artifact) -> str:
-    """What an eval fine-tuned: its checkpoint parent, or the HF directory it records as its first input."""
+def model_of(store: Store, a: Artifact) -> tuple[str, str]:
+    """What an eval fine-tuned, as (identity, label): its checkpoint parent (its id, ``checkpoint/NAME-ID``),
+    or the HF directory it records as its first input (its content hash, the folder's name)."""
     for pid in a.parents:
         parent = store.parent(a, pid)
         if parent is not None and parent.kind == "checkpoint":
-            return f"checkpoint/{parent.path.name}"
+            return parent.id, f"checkpoint/{parent.path.name}"
         if parent is not None and parent.kind == "eval":  # a --seeds summary: its runs' model
             return model_of(store, parent)
     inputs = a.manifest.get("inputs", [])
-    return Path(inputs[0]["path"]).name if inputs and inputs[0].get("dir") else "?"
+    if inputs and inputs[0].get("dir"):
+        return f"dir:{inputs[0].get('sha256')}", Path(inputs[0]["path"]).name
+    return "?", "?"
+
+
+def row_labels(labels: dict[str, str]) -> dict[str, str]:
+    """identity -> the row's label; two models whose folders share a name (``.../hf/discriminator``
+    of two checkpoints) get their content hash added, not one row between them."""
+    shared = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+    return {m: f"{lab} ({m.removeprefix('dir:')[:8]})" if lab in shared else lab for m, lab in labels.items()}
 
 
 SECTIONS: dict[str, Callable[[Artifact, Path], list[str]]] = {

@@ -160,6 +160,11 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
     p = Path(ref)
     if p.is_dir() and (p / "config.json").is_file() and not (p / "manifest.json").exists():
         return p, (), tuple(fingerprint_inputs([p]))
+    # a path (not a name such as "sample", which a folder in the working directory may share) to a folder
+    # that is neither: else "not a complete artifact", which it never was
+    if p.is_dir() and ("/" in str(ref) or p.is_absolute()) and not (p / "manifest.json").exists():
+        raise ArtifactError(f"--model {p}: neither a checkpoint artifact (no manifest.json) nor a Hugging Face "
+                            "model directory (no config.json)")
     art = store.require(ref, "checkpoint")
     return art.path / "hf" / "discriminator", (art,), ()
 

@@ -232,6 +232,7 @@ def test_health_says_when_a_run_learned_nothing():
                          {"spearman": 0.4, "pearson": 0.3})
     problems, figures = task.health(splits, fit)
     assert problems[0].startswith("the model gives all 4 dev rows nearly the same score (2.5,")
+    assert problems[0].endswith("mean 2.5): its score does not depend on the input; it learned nothing")
     assert figures["dev_prediction_std"] < 1e-3
     splits, fit = fitted([0.5, 4.0], {"predicted": np.array([3.0, 1.0])}, {"spearman": -1.0, "pearson": -1.0})
     assert "do not rise with the gold ones" in task.health(splits, fit)[0][0]
@@ -247,3 +248,113 @@ def test_health_says_when_a_run_learned_nothing():
                                             "they hold 5): it learned nothing"]
     splits, fit = fitted([0, 0], {"entities": {**entities_none, "predicted_entities": 3}}, {})
     assert "none of the 3 entities predicted" in Ner().health(splits, fit)[0][0]
+
+
+# ---- found by trying awkward files (each failed before its fix) ------------------------------------------
+def test_a_byte_order_mark_is_dropped_from_jsonl_and_conll(tmp_path):
+    rows = "".join(json.dumps({"text": f"문장 {i}", "label": "가나"[i % 2]}, ensure_ascii=False) + "\n"
+                   for i in range(4))
+    t = read_table(write(tmp_path / "bom.jsonl", "\ufeff" + rows))  # Windows editors start a file with one
+    assert t.bad == [] and [n for n, _ in t.records] == [1, 2, 3, 4] and t.columns == ["text", "label"]
+    s = read_sentences(write(tmp_path / "bom.conll", "\ufeff김민수\tB-PER\n씨\tO\n"))
+    assert s.records[0][1]["tokens"] == ["김민수", "씨"]  # no invisible BOM glued to the first token
+
+
+def test_blank_lines_are_skipped_and_counted_not_bad_rows(tmp_path):
+    for name, text in (("t.tsv", "text\tlabel\n가\t1\n\n나\t0\n\n\n"), ("t.csv", "text,label\r\n가,1\r\n\r\n나,0\r\n\r\n"),
+                       ("t.jsonl", '{"text": "가", "label": 1}\n\n{"text": "나", "label": 0}\n\n')):
+        t = read_table(write(tmp_path / name, text))
+        assert [n for n, _ in t.records] == ([1, 3] if name.endswith("jsonl") else [2, 4]) and t.bad == [], name
+        assert t.stats()["blank_lines"] == (3 if name == "t.tsv" else 2), name
+    # a trailing blank line used to be a malformed row: at the default 0.1 % a 500-row file was refused
+    train = write(tmp_path / "train.tsv", "text\tlabel\n" + "".join(f"문장 {i}\t{'가나'[i % 2]}\n" for i in range(500))
+                  + "\n")
+    data = Classify().read(cls_cfg(), train, topics(tmp_path, "test.tsv", ["가", "나"]))
+    facts = data.facts["train_file"]
+    assert (facts["rows"], facts["bad_rows"], facts["blank_lines"]) == (500, 0, 1)
+
+
+def test_jsonl_columns_come_from_every_object(tmp_path):
+    # an optional field missing from the first object is still a column; rows without it are bad rows
+    p = write(tmp_path / "pairs.jsonl", '{"a": "가", "label": "x"}\n{"a": "나", "b": "다", "label": "y"}\n'
+                                        '{"a": "라", "b": "마", "label": "x"}\n')
+    assert read_table(p).columns == ["a", "label", "b"]
+    cfg = cls_cfg(text_column="a", text_pair_column="b", max_bad_fraction=0.5, dev_fraction=0.5)
+    data = Classify().read(cfg, p, write(tmp_path / "t.jsonl", '{"a": "바", "b": "사", "label": "y"}\n'))
+    assert data.facts["train_file"]["bad_lines"] == [{"line": 1, "reason": "no 'b' field"}]
+    with pytest.raises(FinetuneError, match=r"arr\.json: no line holds a JSON object \(JSON Lines: one object per "
+                                            r"line; .*line 1: not valid JSON"):
+        read_table(write(tmp_path / "arr.json", '[\n  {\n    "a": "가",\n    "label": "x"\n  }\n]\n'))
+
+
+def test_integer_labels_sort_without_errors_or_hash_order():
+    assert label_order(["²", "2"]) == ["2", "²"]  # isdigit() passes '²', int() refused it: an error without a file
+    assert label_order(["--1", "2"]) == ["--1", "2"]
+    assert label_order(["1", "01", "-0", "0"]) == ["-0", "0", "01", "1"]  # equal numbers by text, never set order
+
+
+def test_a_column_used_twice_is_refused_by_key():
+    for cls, sets, key in ((config.ClassifyConfig, ["text_pair_column=text"], "text_pair_column"),
+                           (config.ClassifyConfig, ["label_column=text"], "label_column"),
+                           (config.RegressConfig, ["text_pair_column=s2", "label_column=s2"], "label_column")):
+        with pytest.raises(ConfigError, match=rf"^{key}: must be (another column|a column that is not)"):
+            override(cls(), sets).validate()
+
+
+def test_regress_refuses_one_training_score_and_digit_grouping(tmp_path):
+    cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score")
+    same = write(tmp_path / "same.tsv", "s1\ts2\tscore\n" + "가\t나\t3\n" * 6)
+    test = write(tmp_path / "t.tsv", "s1\ts2\tscore\n가\t나\t1\n")
+    with pytest.raises(FinetuneError, match=r"same\.tsv: every training row has the score 3; regression needs"):
+        Regress().read(cfg, same, test)
+    grouped = write(tmp_path / "g.tsv", "s1\ts2\tscore\n가\t나\t1_0\n")
+    with pytest.raises(FinetuneError, match=r"line 2: score must be a number, got '1_0'"):  # float() reads 10
+        Regress().read(cfg, same, grouped)
+
+
+def test_ner_reads_json_suffix_and_counts_a_sentence_of_blank_tokens(tmp_path):
+    j = write(tmp_path / "ner.json", json.dumps({"tokens": ["서울", "에"], "ner_tags": ["B-LOC", "O"]}) + "\n")
+    assert read_sentences(j).records[0][1]["tags"] == ["B-LOC", "O"]  # .json is JSON Lines, as for the tables
+    t = read_sentences(write(tmp_path / "b.conll", "김민수\tB-PER\n\n \tO\n\n서울\tB-LOC\n"), max_bad_fraction=0.5)
+    assert [n for n, _ in t.records] == [1, 5] and t.bad == [(3, "every token is blank (1 dropped): nothing to tag")]
+
+
+
+
+def test_a_diverged_regression_is_not_healthy_and_writes_no_nan_figures():
+    gold, nan = np.array([0.5, 4.0, 2.0, 3.5]), np.full(4, np.nan)
+    s = regression_scores(gold, nan)  # NaN compares false with everything: it passed the checks as "ok"
+    assert (s["pearson"], s["spearman"], s["mse"]) == (0.0, 0.0, None)
+    splits, fit = fitted(gold, {"predicted": np.array([1.0, np.inf, np.nan, 2.0])}, {"spearman": 0.0, "pearson": 0.0})
+    problems, figures = Regress().health(splits, fit)
+    assert problems == ["2 of the 4 dev predictions are not numbers (NaN or infinite): training diverged; try a "
+                        "lower optim.lr"] and figures["dev_prediction_std"] is None
+
+
+def test_too_few_rows_to_carve_a_dev_set_names_the_file(tmp_path):
+    one = write(tmp_path / "one.conll", "김민수\tB-PER\n씨\tO\n")
+    with pytest.raises(FinetuneError, match=r"one\.conll: train file has 1 rows: too few to carve a dev set; or pass "
+                                            r"--dev FILE$"):
+        Ner().read(config.sample_ner(), one, write(tmp_path / "t.conll", "서울\tB-LOC\n"))
+
+
+def test_seeds_name_a_backwards_range_and_a_repeated_seed():
+    from kolectra.finetune.seeds import parse_seeds
+
+    assert parse_seeds("1-3,7") == [1, 2, 3, 7]
+    with pytest.raises(ValueError, match=r"^--seeds: the range '3-1' runs backwards \(write 1-3\)$"):
+        parse_seeds("3-1")
+    with pytest.raises(ValueError, match=r"^--seeds: need distinct seeds, got '1,2,1'$"):
+        parse_seeds("1,2,1")
+
+
+
+
+def test_a_format_that_does_not_fit_file_or_folder_says_which(tmp_path):
+    f = write(tmp_path / "train.conll", "김민수\tB-PER\n")
+    with pytest.raises(FinetuneError, match=r"train\.conll: a file, but format=datasets reads a folder written by"):
+        read_sentences(f, "datasets")  # was read as JSONL, whatever the setting said
+    with pytest.raises(FinetuneError, match=r"train\.conll: a file, but format=datasets reads a folder"):
+        read_table(f, "datasets")  # was "a folder, but not one written by save_to_disk"
+    with pytest.raises(FinetuneError, match=r": a folder, but format=conll reads a file$"):
+        read_sentences(tmp_path, "conll")  # was "cannot read ([Errno 21] Is a directory ...)"

@@ -308,5 +308,61 @@ def test_cli_flags_dev_file_and_report_of_several(tiny, tmp_path, capsys):
                                "score, sentence1, sentence2" in err[0]
 
 
+# ---- report's table, artifacts list and --model on stand-in artifacts (no model trained) --------------
+def stand_in(store: Store, name: str, *, kind: str = "eval", inputs=(), version: int = 1, score: float = 0.5):
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.artifacts import Request, fingerprint_inputs
+
+    def produce(out: Path) -> StageOutput:
+        (out / "metrics.json").write_text(json.dumps({"task": "classify", "accuracy": score}), encoding="utf-8")
+        return StageOutput(stats={})
+    return store.build(Request(kind=kind, name=name, stage_version=version, config={"k": name},
+                               inputs=tuple(fingerprint_inputs(list(inputs)))), produce)
+
+
+def test_report_table_refuses_another_kind_and_one_artifact_twice_and_keeps_same_named_models_apart(tmp_path):
+    from kolectra.pipeline.artifacts import ArtifactError
+
+    store, models = Store(tmp_path / "store"), []
+    for run in ("a", "b"):  # two checkpoints' hf/discriminator, passed as folders: one folder name
+        models.append(tmp_path / run / "hf" / "discriminator")
+        models[-1].mkdir(parents=True)
+        (models[-1] / "config.json").write_text(json.dumps({"run": run}), encoding="utf-8")
+    topics = stand_in(store, "topics", inputs=[models[0]])
+    stand_in(store, "nli", inputs=[models[1]], score=0.75), stand_in(store, "web", kind="corpus")
+    with pytest.raises(ArtifactError, match=r"report: .*/corpus/web-\w+ is a corpus artifact; a table of several "
+                                            r"takes eval artifacts only"):  # was "no artifact 'web' under .../eval"
+        render_table(store, ["topics", "web"])
+    with pytest.raises(ArtifactError, match=rf"report: {topics.path} is named twice \('topics' and "
+                                            rf"'{topics.path.name}'\)"):
+        render_table(store, ["topics", topics.path.name])
+    lines = render_table(store, ["topics", "nli"])[1].splitlines()
+    # a row each, told apart by content: both cells used to share one "discriminator" row
+    assert len(lines) == 4 and lines[2] != lines[3] and all(r.startswith("| discriminator (") for r in lines[2:])
+    assert lines[2].endswith(" | 50.00 | - |") and lines[3].endswith(" | - | 75.00 |")
+
+
+def test_artifacts_list_tells_same_name_evals_apart_by_data_and_stage_version(tmp_path, capsys):
+    store = Store(tmp_path / "store")
+    train = write(tmp_path / "train.tsv", ["text\tlabel", "가\tx"])
+    tests = [write(tmp_path / f"test-{k}.tsv", ["text\tlabel", f"{k}\tx"]) for k in "ab"]
+    made = [stand_in(store, "kornli", inputs=[train, test], version=v) for v, test in ((1, tests[0]), (1, tests[1]),
+                                                                                        (2, tests[1]))]
+    assert main(["artifacts", "list", "--out", str(store.root)]) == 0
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    shown = [rows[a.path.name].split()[-2:] for a in made]  # the settings on which they differ
+    # one config: the scored file and the stage version alone tell the three apart (they were not shown)
+    assert shown[0][0].startswith('inputs[1]="test-a.tsv@') and shown[1][0] == shown[2][0] != shown[0][0]
+    assert [s[1] for s in shown] == ["stage_version=1", "stage_version=1", "stage_version=2"]
+
+
+def test_a_model_folder_that_is_neither_artifact_nor_hf_directory_says_so(tmp_path):
+    from kolectra.pipeline.artifacts import ArtifactError
+
+    with pytest.raises(ArtifactError, match=r"--model .*: neither a checkpoint artifact \(no manifest\.json\) nor "
+                                            r"a Hugging Face model directory \(no config\.json\)"):
+        stages.resolve_model(Store(tmp_path / "store"), str(tmp_path))  # was "not a complete artifact"
+
+
 if __name__ == "__main__":  # the subprocess side of test_ner_on_xla: its report as the last stdout line
     print(json.dumps(_xla_ner(json.loads(sys.argv[1]))))
