@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Iterable
 
@@ -17,17 +18,29 @@ class FinetuneError(ValueError):
     """Bad input to the fine-tuning stage; the message names the file (and line or JSON path)."""
 
 
+def finite(obj):
+    """``obj`` with every NaN or infinite float as None: strict JSON, which any reader parses
+    (Python's ``json`` would write ``NaN``, which most others refuse)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def write_json(path: Path, obj) -> None:
     """Sorted keys, UTF-8, trailing newline: the same result gives the same bytes."""
-    Path(path).write_text(json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
-                          encoding="utf-8")
+    Path(path).write_text(json.dumps(finite(obj), ensure_ascii=False, indent=2, sort_keys=True,
+                                     allow_nan=False) + "\n", encoding="utf-8")
 
 
 def write_jsonl(path: Path, records: Iterable[dict]) -> None:
     """One JSON object per line, keys in the order given (e.g. predictions for error analysis)."""
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            f.write(json.dumps(finite(r), ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def sha256(path: Path) -> str:

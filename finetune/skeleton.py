@@ -18,6 +18,7 @@ and ``run = functools.partial(skeleton.run, TheTask())``; see ``finetune/nsmc.py
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 from pathlib import Path
@@ -211,6 +212,10 @@ def finish(task: Task, cfg: TaskConfig, data: Data, splits: dict[str, Split], fi
            out_dir: Path, t_start: float) -> StageOutput:
     """metrics.json, the task's predictions, the learning curve; the table and warnings on stderr."""
     problems, figures = task.health(splits, fit)
+    diverged = [r["epoch"] for r in fit.log.history if not math.isfinite(r.get("train_loss", 0.0))]
+    if diverged:  # then whatever else health saw follows from it
+        problems = [f"training diverged: the train loss is not a number from epoch {diverged[0]} on; try a "
+                    f"lower optim.lr (now {cfg.optim.lr:g})", *problems]
     # the shape of pretraining's verdict (kolectra.model.health): status ok / not_learning
     health = {"status": "not_learning", "problems": problems, "figures": figures} if problems else \
         {"status": "ok", "figures": figures}

@@ -151,3 +151,16 @@ def test_majority_check_wording():
     assert "predicts class 0 for all 4 dev rows" in majority_check(labels, np.zeros(4, int), "dev")[0][0]
     worse = majority_check(labels, np.array([1, 0, 0, 0]), "dev")[0][0]
     assert worse.startswith("dev accuracy 50.00% is no better than always predicting the majority class 0 (75.00%")
+
+
+def test_a_diverged_run_says_so_and_writes_strict_json(tiny_model, tmp_path):
+    train = nsmc_file(tmp_path / "train.txt", 40, 0)
+    test = nsmc_file(tmp_path / "test.txt", 10, 1)
+    # a learning rate no model survives: the loss overflows within the epoch
+    nsmc.run(small_nsmc(optim=dataclasses.replace(sample_nsmc().optim, lr=1e12)), tiny_model, train, test,
+             tmp_path / "out")
+    text = (tmp_path / "out" / "metrics.json").read_text(encoding="utf-8")
+    metrics = json.loads(text, parse_constant=lambda c: pytest.fail(f"metrics.json holds {c}"))
+    assert metrics["epochs"][0]["train_loss"] is None
+    assert metrics["health"]["status"] == "not_learning"
+    assert metrics["health"]["problems"][0].startswith("training diverged")
