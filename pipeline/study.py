@@ -53,7 +53,7 @@ from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study_plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
 from kolectra.pipeline.study_stats import Runs, compare, verdict
 
-STAGE_VERSION = 2
+STAGE_VERSION = 3  # 3: the verdict says whether each arm is above, level with or below the floor
 
 
 # ---- data ----------------------------------------------------------------------------------------

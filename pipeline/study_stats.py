@@ -75,12 +75,19 @@ def excludes_zero(ci95: list[float]) -> bool:
 def verdict(a: str, b: str, cmp: dict, a_vs_floor: dict, b_vs_floor: dict) -> str:
     """The report's sentence for one comparison. A winner is named only when the interval of the
     difference excludes zero and both arms are above the random-init floor (their own intervals
-    against the floor exclude zero on the positive side)."""
-    above = {name: c["ci95"][0] > 0 for name, c in ((a, a_vs_floor), (b, b_vs_floor))}
-    below = [name for name, ok in above.items() if not ok]
-    if below:
-        return (f"no winner: {' and '.join(below)} {'is' if len(below) == 1 else 'are'} not clearly above the "
-                f"random-init floor, so the readout cannot see what pretraining bought")
+    against the floor exclude zero on the positive side). An arm clearly *below* the floor is said
+    so: early pretraining can move features away from what a readout uses, and that is a finding,
+    not a readout that cannot see."""
+    def standing(c: dict) -> str:
+        lo, hi = c["ci95"]
+        return "above" if lo > 0 else "below" if hi < 0 else "level"
+
+    where = {a: standing(a_vs_floor), b: standing(b_vs_floor)}
+    if any(w != "above" for w in where.values()):
+        said = {"below": "is below the random-init floor", "level": "is not separable from the random-init floor",
+                "above": "is above the random-init floor"}
+        parts = [f"{name} {said[w]}" for name, w in where.items()]
+        return f"no winner named: {parts[0]}, {parts[1]}"
     if not excludes_zero(cmp["ci95"]):
         return "no winner: the 95 % interval of the difference includes zero"
     winner, loser = (a, b) if cmp["diff"] > 0 else (b, a)
