@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
@@ -53,7 +54,7 @@ from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study_plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
 from kolectra.pipeline.study_stats import Runs, compare, verdict
 
-STAGE_VERSION = 3  # 3: the verdict says whether each arm is above, level with or below the floor
+STAGE_VERSION = 4  # 3: the verdict places each arm against the floor; 4: held-out texts under other ids counted
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -102,10 +103,9 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     if examples_ref is not None:
         examples = store.require(examples_ref, "examples")
         corpus = examples.parent_of_kind(store, "corpus")
-        ids = {str(d.get("id")) for d in shards.iter_documents(corpus.path, "train")}
-        overlap = len(splits.dev_ids & ids)
-        return examples, {"held_out_from_pretraining": overlap == 0, "dev_rows_in_pretraining_corpus": overlap,
-                          "dev_rows": len(splits.dev_ids)}
+        overlap = dev_overlap(corpus.path, splits, held_out=False)
+        return examples, {"held_out_from_pretraining": overlap["dev_rows_in_pretraining_corpus"] == 0,
+                          "dev_rows": len(splits.dev_ids), **overlap}
     if corpus_ref is None:
         raise ArtifactError("study: give --corpus or --examples")
     corpus = store.require(corpus_ref, "corpus")
@@ -114,9 +114,36 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     holdout.write_text("".join(f"{i}\n" for i in sorted(splits.dev_ids)), encoding="utf-8")
     seq = model_preset(plan.preset).max_seq_length
     examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}", f"holdout_ids={holdout}"])
-    return examples, {"held_out_from_pretraining": True, "dev_rows_in_pretraining_corpus": 0,
-                      "dev_rows": len(splits.dev_ids),
-                      "held_out_documents": examples.manifest.get("stats", {}).get("held_out_documents")}
+    return examples, {"held_out_from_pretraining": True, "dev_rows": len(splits.dev_ids),
+                      "held_out_documents": examples.manifest.get("stats", {}).get("held_out_documents"),
+                      **dev_overlap(corpus.path, splits, held_out=True)}
+
+
+def _same_text(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def dev_overlap(corpus_dir: Path, splits: Splits, held_out: bool) -> dict:
+    """How much of the held-out rows the pretraining text still holds: rows whose id is in the
+    corpus (0 when the study dropped them by id) and held-out texts that occur in it under another
+    id (short stock reviews such as "최고의 영화" recur; dropping by id cannot catch them)."""
+    dev_text = {}
+    for line in splits.dev.read_text(encoding="utf-8").split("\n")[1:]:
+        parts = line.split("\t")
+        if len(parts) >= 2:
+            dev_text[parts[0]] = _same_text(parts[1])
+    texts, by_id = set(dev_text.values()), set()
+    elsewhere = set()
+    for doc in shards.iter_documents(corpus_dir, "train"):
+        did = str(doc.get("id"))
+        if did in dev_text:
+            by_id.add(did)
+        else:
+            t = _same_text(doc.get("text", ""))
+            if t in texts:
+                elsewhere.add(t)
+    return {"dev_rows_in_pretraining_corpus": 0 if held_out else len(by_id),
+            "dev_texts_under_other_ids": len(elsewhere), "dev_texts_under_other_ids_examples": sorted(elsewhere)[:5]}
 
 
 # ---- points --------------------------------------------------------------------------------------

@@ -107,6 +107,10 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
             f"**{holdout['dev_rows_in_pretraining_corpus']} of the {holdout['dev_rows']} held-out rows are in the "
             f"pretraining corpus** (examples given ready-made; build them through the study with --corpus to hold "
             f"them out).")
+    if holdout.get("dev_texts_under_other_ids"):
+        stock = ", ".join(repr(t) for t in holdout["dev_texts_under_other_ids_examples"][:3])
+        held += (f" {holdout['dev_texts_under_other_ids']} held-out texts also occur in the pretraining corpus "
+                 f"under another id (stock reviews such as {stock}).")
     lines = [f"# kolectra study: {', '.join(plan['arms'])} at equal pretraining FLOPs", "",
              f"Preset `{plan['preset']}`; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
              f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "

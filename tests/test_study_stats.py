@@ -29,3 +29,23 @@ def test_verdict_names_a_winner_only_above_the_floor_and_says_where_each_arm_sta
     assert said == ("no winner named: electra is below the random-init floor, "
                     "mlm is above the random-init floor")
     assert "not separable" in verdict("electra", "mlm", clear, level, above)
+
+
+def test_dev_overlap_counts_rows_by_id_and_texts_under_other_ids(tmp_path):
+    import gzip
+    import json
+
+    from kolectra.pipeline.study import Splits, dev_overlap
+
+    dev = tmp_path / "dev.txt"
+    dev.write_text("id\tdocument\tlabel\n1\t최고의  영화\t1\n2\t지루했다\t0\n3\t다시 볼 영화\t1\n", encoding="utf-8")
+    (tmp_path / "corpus" / "data").mkdir(parents=True)
+    docs = [{"id": "1", "text": "최고의 영화"}, {"id": "9", "text": "최고의 영화"}, {"id": "8", "text": "지루했다"},
+            {"id": "7", "text": "처음 보는 글"}]
+    with gzip.open(tmp_path / "corpus" / "data" / "train-00000-of-00001.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
+    splits = Splits(dev, frozenset({"1", "2", "3"}), {})
+    seen = dev_overlap(tmp_path / "corpus", splits, held_out=False)
+    assert seen["dev_rows_in_pretraining_corpus"] == 1  # id 1
+    assert seen["dev_texts_under_other_ids"] == 2  # ids 9 and 8 carry held-out texts (whitespace aside)
+    assert dev_overlap(tmp_path / "corpus", splits, held_out=True)["dev_rows_in_pretraining_corpus"] == 0
