@@ -54,7 +54,7 @@ from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study_plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
 from kolectra.pipeline.study_stats import Runs, compare, verdict
 
-STAGE_VERSION = 4  # 3: the verdict places each arm against the floor; 4: held-out texts under other ids counted
+STAGE_VERSION = 5  # 3: verdict against the floor; 4: held-out texts under other ids; 5: plots of the mean
 
 
 # ---- data ----------------------------------------------------------------------------------------

@@ -69,9 +69,11 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
     """Score against FLOPs per readout (floor as a flat line), and the discriminators' AUC curves."""
     names = []
     for readout, floor in doc["floor"].items():
-        series: dict[str, list[tuple[float, float]]] = {}
+        runs: dict[str, dict[float, list[float]]] = {}  # arm -> budget -> every run's score
         for p in doc["points"]:
-            series.setdefault(p["objective"], []).append((p["flops"], 100 * float(np.mean(p["readouts"][readout]))))
+            runs.setdefault(p["objective"], {}).setdefault(p["flops"], []).extend(p["readouts"][readout])
+        # one point per budget: the mean over pretraining and fine-tuning seeds, as in the score table
+        series = {arm: [(f, 100 * float(np.mean(v))) for f, v in by_flops.items()] for arm, by_flops in runs.items()}
         flops = sorted({p["flops"] for p in doc["points"]})
         series["floor (untrained)"] = [(f, 100 * float(np.mean(floor))) for f in flops]
         name = f"{readout}_vs_flops.png"
