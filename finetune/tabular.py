@@ -100,9 +100,19 @@ def _header(path: Path, fields: list[str]) -> list[str]:
         fields[0] = fields[0].lstrip("\ufeff")
     if not any(fields):
         raise FinetuneError(f"{path}:1: expected a header line naming the columns")
+    while not fields[-1]:  # "a\tb\t": a trailing separator names no column (rows may carry it too)
+        fields.pop()
+    fields = [f or f"column_{i}" for i, f in enumerate(fields, start=1)]  # an unnamed column in between
     dup = sorted({f for f in fields if fields.count(f) > 1})
     if dup:
         raise FinetuneError(f"{path}:1: the header names {', '.join(map(repr, dup))} more than once")
+    return fields
+
+
+def _without_trailing_empties(fields: list[str], width: int) -> list[str]:
+    """A row's empty fields past the header's columns (a trailing separator) are not columns."""
+    while len(fields) > width and not fields[-1]:
+        fields = fields[:-1]
     return fields
 
 
@@ -113,7 +123,7 @@ def read_tsv(path: Path) -> Table:
     columns = _header(path, lines[0].split("\t"))
     records, bad, blank = [], [], 0
     for n, line in enumerate(lines[1:], start=2):
-        fields = line.split("\t")
+        fields = _without_trailing_empties(line.split("\t"), len(columns))
         if line == "":  # no row: every task reads two columns at least
             blank += 1
         elif len(fields) != len(columns):
@@ -130,6 +140,7 @@ def read_csv(path: Path) -> Table:
             columns = _header(path, next(reader, []))
             records, bad, start, blank = [], [], reader.line_num + 1, 0
             for fields in reader:
+                fields = _without_trailing_empties(fields, len(columns))
                 if not fields:  # an empty line, as in TSV
                     blank += 1
                 elif len(fields) != len(columns):

@@ -2,18 +2,21 @@
 
 A run can finish with a falling total loss and still have learned nothing useful: the total is
 dominated by the generator's MLM loss, while the discriminator may sit at its class prior
-(it calls every token "original": recall 0, AUC near 0.5, loss equal to the entropy of the
-replaced-token share) or the generator may never leave uniform guessing. Fine-tuning such a
+(it calls every token "original": recall near 0, AUC at the low plateau that token identity
+alone gives, loss near the entropy of the replaced-token share) or the generator may never leave uniform guessing. Fine-tuning such a
 model gives chance-level scores with no hint why. This module reads the ``metrics.jsonl`` lines
 past warm-up and says so, naming likely causes from what the run knows (tokens seen, padding,
-learning rate, warm-up). The trainer prints a warning the first time a check fails, and the final
+learning rate, warm-up, dropout). The trainer prints a warning the first time a check fails, and the final
 verdict goes into the artifact's stats (``health``) and the model cards.
 
 Thresholds (checked on the mean of the last two logged windows past warm-up):
 
-- discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.7 and recall
-  below 0.05. Healthy ELECTRA runs leave the prior early (the paper's discriminators reach ~90 %
-  AUC-level separation; ours pass AUC 0.8 within a few hundred steps once rows carry real text).
+- discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.65 and recall
+  below 0.05. A stuck discriminator's AUC is not 0.5: once the generator samples roughly by
+  frequency, a replaced token can still be told apart a little by its identity alone. On the
+  review corpus (8k vocab, ``mini``) that plateau is AUC 0.58, held for thousands of steps; a run
+  that starts using context climbs past it (0.58 -> 0.69 over steps 1,500-2,500 without dropout),
+  while its recall at the 0.5 threshold stays low (0.04) because only ~11 % of tokens are replaced.
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -26,6 +29,7 @@ import dataclasses
 import math
 
 RTD_OBJECTIVES = ("electra", "electra15")
+AUC_LEFT_PRIOR = 0.65  # above the identity-only plateau (0.58 measured): the discriminator uses context
 
 
 def binary_entropy(p: float) -> float:
@@ -46,6 +50,7 @@ class Context:
     lr: float
     nonpad_tokens: int = 0  # seen so far
     padding_share: float = 0.0
+    dropout: float = 0.0  # the model's hidden dropout
 
 
 def _mean(lines: list[dict], key: str) -> float | None:
@@ -66,7 +71,7 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     if ctx.objective in RTD_OBJECTIVES and m["disc_loss"] is not None and m["replaced_token_share"]:
         prior = binary_entropy(m["replaced_token_share"])
         figures["disc_prior_loss"] = round(prior, 4)
-        if (m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < 0.7 and (m["disc_recall"] or 0.0) < 0.05):
+        if (m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR and (m["disc_recall"] or 0.0) < 0.05):
             out.append(f"the discriminator sits at the class prior: it calls nearly every token original "
                        f"(recall {m['disc_recall'] or 0:.2f}, AUC {m['disc_auc'] or 0.5:.2f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
@@ -86,7 +91,10 @@ def likely_causes(ctx: Context) -> list[str]:
     causes = []
     if ctx.nonpad_tokens and ctx.nonpad_tokens < 20_000_000:
         causes.append(f"too few tokens: {ctx.nonpad_tokens / 1e6:.1f} M non-padding tokens so far (ELECTRA-Small "
-                      f"saw ~130 B; small models on a CPU start showing RTD skill after tens of millions)")
+                      f"saw ~130 B; kolectra's mini preset left the prior after ~6 M without dropout, ~13 M with 0.1)")
+    if ctx.dropout > 0 and ctx.nonpad_tokens and ctx.nonpad_tokens < 20_000_000:
+        causes.append(f"dropout {ctx.dropout:g} on a short run: it about doubled the tokens mini needed to leave "
+                      f"the prior (model.dropout=0 and model.attention_dropout=0, as the mini preset has)")
     if ctx.padding_share > 0.3:
         causes.append(f"padding: {ctx.padding_share:.0%} of every row is [PAD] (rebuild examples with document "
                       f"packing, the default)")

@@ -19,6 +19,11 @@ from pathlib import Path
 from kolectra.pipeline.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 
 
+def article(kind: str) -> str:
+    """"a corpus", "an eval": the indefinite article for an artifact kind in messages."""
+    return ("an " if kind[:1] in "aeiou" else "a ") + kind
+
+
 def default_root() -> Path:
     return Path(os.environ.get("KOLECTRA_HOME", "artifacts"))
 
@@ -170,7 +175,7 @@ class Catalog:
         """Resolve and verify a parent before a stage reads it; refuse it naming the files."""
         art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
         if kind and art.kind != kind:
-            raise ArtifactError(f"{art.path}: is a {art.kind} artifact, expected {kind}")
+            raise ArtifactError(f"{art.path}: is {article(art.kind)} artifact, expected {kind}")
         problems = self.verify(art)
         if problems:
             more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []

@@ -29,7 +29,7 @@ from kolectra.core.config import ConfigError
 from kolectra.pipeline import cli_artifacts
 from kolectra.pipeline.artifacts import Artifact, Store, default_root
 from kolectra.pipeline.cli_artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
-from kolectra.pipeline.cli_options import VersionAction, relax, set_verbosity
+from kolectra.pipeline.cli_options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli_options import common as _common
 from kolectra.pipeline.cli_options import flag_sets as _flag_sets
 from kolectra.pipeline.cli_options import print_config_flag as _print_config_flag
@@ -294,7 +294,7 @@ def print_config(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the command, print the artifact directory last; any failure is one line on stderr
     and a non-zero exit (:mod:`kolectra.pipeline.errors`)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = verbosity_after_command(list(sys.argv[1:] if argv is None else argv))
     # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

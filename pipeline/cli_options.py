@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -77,6 +78,17 @@ def relax(parser: argparse.ArgumentParser) -> None:
             action.required = False
     for group in parser._mutually_exclusive_groups:  # noqa: SLF001
         group.required = False
+
+
+def verbosity_after_command(argv: list[str]) -> list[str]:
+    """``kolectra -q corpus ...`` read as ``kolectra corpus ... -q``: the verbosity flags belong to each
+    command's parser (to the verb's, for ``artifacts list`` and ``finetune nsmc``), and users put them
+    on either side of the command's name."""
+    lead = []
+    while argv and (argv[0] in ("--quiet", "--verbose") or re.fullmatch(r"-(q+|v+)", argv[0])):
+        lead.append(argv[0])
+        argv = argv[1:]
+    return argv + lead if argv else lead
 
 
 def set_verbosity(args: argparse.Namespace) -> None:

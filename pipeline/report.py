@@ -18,6 +18,7 @@ from typing import Callable
 
 from kolectra.core import plot
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.catalog import article
 
 
 def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:
@@ -267,7 +268,7 @@ def evals(store: Store, refs: list[str]) -> list[Artifact]:
             other = _any_kind(store, ref)  # a corpus or checkpoint named here: say so, not "no eval artifact"
             if other is None or other.kind == "eval":
                 raise
-            raise ArtifactError(f"report: {other.path} is a {other.kind} artifact; a table of several takes eval "
+            raise ArtifactError(f"report: {other.path} is {article(other.kind)} artifact; a table of several takes eval "
                                 "artifacts only (kolectra report REF reports one of any kind)") from None
         same = next((a for a in arts if a.id == art.id), None)
         if same is not None:

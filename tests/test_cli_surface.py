@@ -79,6 +79,11 @@ def test_quiet_and_verbose_set_one_level_for_kolectra_and_the_libraries(tmp_path
     assert capsys.readouterr().err.strip() == "[kolectra] WARNING: this run has not learned"
     assert main(["artifacts", "list", "-vv"] + root) == 0 and verbosity.level() == verbosity.DEBUG
     assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+    # before the command's name too
+    assert main(["-q", "artifacts", "list"] + root) == 0 and verbosity.level() == verbosity.QUIET
+    assert main(["--verbose", "artifacts", "list"] + root) == 0 and verbosity.level() == verbosity.VERBOSE
+    with pytest.raises(SystemExit):  # argparse's own usage error: a command is required
+        main(["-q"])
 
 
 def _build(store, kind, name, config, parents=(), files=None):

@@ -358,3 +358,15 @@ def test_a_format_that_does_not_fit_file_or_folder_says_which(tmp_path):
         read_table(f, "datasets")  # was "a folder, but not one written by save_to_disk"
     with pytest.raises(FinetuneError, match=r": a folder, but format=conll reads a file$"):
         read_sentences(tmp_path, "conll")  # was "cannot read ([Errno 21] Is a directory ...)"
+
+
+def test_a_trailing_separator_names_no_column_and_unnamed_columns_get_a_name(tmp_path):
+    for name, sep in (("t.tsv", "\t"), ("t.csv", ",")):
+        text = f"text{sep}label{sep}\n좋다{sep}1{sep}\n싫다{sep}0\n{sep}{sep}\n"  # rows with and without it
+        t = read_table(write(tmp_path / name, text))
+        assert t.columns == ["text", "label"], name
+        assert [r for _, r in t.records] == [{"text": "좋다", "label": "1"}, {"text": "싫다", "label": "0"},
+                                           {"text": "", "label": ""}], name
+        assert t.bad == []
+    t = read_table(write(tmp_path / "u.tsv", "id\t\tlabel\n7\t좋다\t1\n"))
+    assert t.columns == ["id", "column_2", "label"] and t.records[0][1]["column_2"] == "좋다"

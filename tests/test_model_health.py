@@ -1,0 +1,66 @@
+"""The training-health verdict (model/health.py) on metrics shaped like real runs of ``mini`` on
+the review corpus: the identity-only plateau (AUC 0.58) is "at the prior", a discriminator that has
+climbed past it is not, and the generator checks fire on their own figures."""
+
+from kolectra.model import health
+
+
+def _ctx(**kw):
+    base = dict(objective="electra", vocab_size=8000, warmup_steps=250, total_steps=2500, lr=1e-3,
+                nonpad_tokens=10_000_000, padding_share=0.002)
+    return health.Context(**{**base, **kw})
+
+
+def _line(step, **kw):
+    base = dict(disc_loss=0.3515, disc_auc=0.58, disc_recall=0.002, replaced_token_share=0.114,
+                gen_loss=5.9, gen_acc=0.2, replaced_share=0.86)
+    return {"step": step, **{**base, **kw}}
+
+
+def test_plateau_at_token_identity_auc_is_at_the_prior():
+    lines = [_line(s) for s in (100, 200, 2300, 2400)]  # the long pilot's steps 600-3000 (dropout 0.1)
+    v = health.verdict(lines, _ctx(dropout=0.1))
+    assert v["status"] == "not_learning"
+    assert "class prior" in v["problems"][0] and "AUC 0.58" in v["problems"][0]
+    causes = " ".join(v["likely_causes"])
+    assert "too few tokens" in causes and "dropout 0.1" in causes
+    assert "dropout 0" not in " ".join(health.verdict(lines, _ctx(dropout=0.0))["likely_causes"])
+
+
+def test_discriminator_climbing_past_the_plateau_has_left_it():
+    # the no-dropout pilot's last windows: AUC 0.69 with recall still 0.04 at the 0.5 threshold
+    lines = [_line(s, disc_loss=0.322, disc_auc=0.69, disc_recall=0.035) for s in (2400, 2500)]
+    assert health.verdict(lines, _ctx())["status"] == "ok"
+    # the same loss and recall at the plateau's AUC: still at the prior
+    lines = [_line(s, disc_loss=0.322, disc_auc=0.60, disc_recall=0.035) for s in (2400, 2500)]
+    assert health.verdict(lines, _ctx())["status"] == "not_learning"
+
+
+def test_only_windows_past_warm_up_count():
+    lines = [_line(100), _line(200)]
+    assert health.verdict(lines, _ctx())["status"] == "unchecked"
+    good = [_line(s, disc_loss=0.2, disc_auc=0.9, disc_recall=0.5) for s in (300, 400)]
+    assert health.verdict(lines + good, _ctx())["status"] == "ok"
+
+
+def test_generator_stuck_and_too_strong():
+    stuck = [_line(s, gen_loss=8.9, gen_acc=0.001, disc_loss=0.2, disc_auc=0.9, disc_recall=0.5) for s in (300, 400)]
+    v = health.verdict(stuck, _ctx())
+    assert v["status"] == "not_learning" and "uniform guessing" in v["problems"][0]
+    strong = [_line(s, replaced_share=0.01, disc_loss=0.05, disc_auc=0.9, disc_recall=0.5) for s in (300, 400)]
+    assert "generator too strong" in health.verdict(strong, _ctx())["problems"][0]
+
+
+def test_mlm_ablation_has_no_discriminator_checks():
+    lines = [{"step": s, "mlm_loss": 8.95} for s in (300, 400)]
+    v = health.verdict(lines, _ctx(objective="mlm"))
+    assert v["status"] == "not_learning" and "masked LM" in v["problems"][0]
+    lines = [{"step": s, "mlm_loss": 4.0, "disc_loss": 0.36, "replaced_token_share": 0.114} for s in (300, 400)]
+    assert health.verdict(lines, _ctx(objective="mlm"))["status"] == "ok"
+
+
+def test_warning_text_is_plain_words():
+    v = health.verdict([_line(s) for s in (300, 400)], _ctx(lr=3e-3))
+    text = health.warning_text(v)
+    assert text.startswith("WARNING: this run has not learned") and "learning rate 0.003" in text
+    assert text.endswith("Fine-tuning this model will likely score near chance.")
