@@ -31,11 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import resource
 import statistics
 import time
 
-import torch
+# The profiler's CUDA probe logs "gpuGetDeviceCount failed" on machines without a GPU; the runner
+# processes inherit this before their torch starts.
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+import torch  # noqa: E402
 
 from kolectra.model import config, cpu_memory, rtd
 from kolectra.model.runtime import resolve
