@@ -125,3 +125,10 @@ def warning_text(health: dict) -> str:
         lines.append("Likely causes: " + "; ".join(health["likely_causes"]) + ".")
     lines.append("Fine-tuning this model will likely score near chance.")
     return " ".join(lines)
+
+
+def recovery_text(health: dict) -> str:
+    """The line that withdraws an earlier warning once the checks pass."""
+    f = health["figures"]
+    auc = f" (disc AUC {f['disc_auc']:.2f})" if "disc_auc" in f else ""
+    return f"learning now (step {f.get('step')}): the earlier warning no longer holds{auc}."

@@ -75,7 +75,7 @@ class Run:
     peak_flops: float
     where: str
     nonpad_tokens: int = 0  # trained on since the first step of this process (counted on the host)
-    warned: bool = False  # the not-learning warning is printed once
+    warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
     # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
     # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
     t_start: float = 0.0
@@ -156,13 +156,17 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
 
 
 def watch_health(run: Run, lines: list[dict]) -> None:
-    """Past warm-up, say in plain words (once) when the run is not learning (:mod:`model.health`)."""
-    if run.warned or lines[-1]["step"] <= run.cfg.train.warmup_steps:
+    """Past warm-up, say in plain words when the run is not learning (:mod:`model.health`), and
+    once more when it starts to (a discriminator often leaves its plateau well after warm-up)."""
+    if lines[-1]["step"] <= run.cfg.train.warmup_steps:
         return
     verdict = health.verdict(lines, run.health_context())
-    if verdict["status"] == "not_learning":
+    if verdict["status"] == "not_learning" and not run.warned:
         run.warned = True
         progress("pretrain: " + health.warning_text(verdict))
+    elif verdict["status"] == "ok" and run.warned:
+        run.warned = False
+        progress("pretrain: " + health.recovery_text(verdict))
 
 
 def train_step(run: Run, step: int) -> None:

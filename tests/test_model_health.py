@@ -64,3 +64,26 @@ def test_warning_text_is_plain_words():
     text = health.warning_text(v)
     assert text.startswith("WARNING: this run has not learned") and "learning rate 0.003" in text
     assert text.endswith("Fine-tuning this model will likely score near chance.")
+
+
+def test_recovery_line_names_the_step_and_auc():
+    v = health.verdict([_line(s, disc_loss=0.32, disc_auc=0.69, disc_recall=0.04) for s in (2400, 2500)], _ctx())
+    assert health.recovery_text(v) == "learning now (step 2500): the earlier warning no longer holds (disc AUC 0.69)."
+
+
+def test_the_trainer_warns_once_then_says_when_the_run_recovers(capsys):
+    from types import SimpleNamespace
+
+    from kolectra.model.train import watch_health
+
+    run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(warmup_steps=250)), warned=False,
+                          health_context=_ctx)
+    stuck = [_line(s) for s in (300, 400, 500)]
+    climbing = [_line(s, disc_loss=0.32, disc_auc=0.69, disc_recall=0.04) for s in (600, 700)]
+    lines = []
+    for line in stuck + climbing:
+        lines.append(line)
+        watch_health(run, lines)
+    err = capsys.readouterr().err
+    assert err.count("WARNING: this run has not learned") == 1
+    assert err.count("learning now (step 700)") == 1 and not run.warned
