@@ -1,12 +1,13 @@
 """Is pretraining learning? Plain-words verdicts from the metrics lines, where the user looks.
 
 A run can finish with a falling total loss and still have learned nothing useful: the total is
-dominated by the generator's MLM loss, while the discriminator may sit at its class prior
-(it calls every token "original": recall near 0, AUC at the low plateau that token identity
-alone gives, loss near the entropy of the replaced-token share) or the generator may never leave uniform guessing. Fine-tuning such a
-model gives chance-level scores with no hint why. This module reads the ``metrics.jsonl`` lines
-past warm-up and says so, naming likely causes from what the run knows (tokens seen, padding,
-learning rate, warm-up, dropout). The trainer prints a warning the first time a check fails, and the final
+dominated by the generator's MLM loss, while the discriminator may sit at its class prior (it
+calls every token "original": recall near 0, AUC at the low plateau that token identity alone
+gives, loss near the entropy of the replaced-token share) or the generator may never leave
+uniform guessing. Fine-tuning such a model gives chance-level scores with no hint why. This
+module reads the ``metrics.jsonl`` lines past warm-up and says so, naming likely causes from what
+the run knows (tokens seen, padding, learning rate, warm-up, dropout). The trainer prints a
+warning the first time a check fails and one more line if the checks pass again later; the final
 verdict goes into the artifact's stats (``health``) and the model cards.
 
 Thresholds (checked on the mean of the last two logged windows past warm-up):
@@ -71,7 +72,8 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     if ctx.objective in RTD_OBJECTIVES and m["disc_loss"] is not None and m["replaced_token_share"]:
         prior = binary_entropy(m["replaced_token_share"])
         figures["disc_prior_loss"] = round(prior, 4)
-        if (m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR and (m["disc_recall"] or 0.0) < 0.05):
+        if (m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR
+                and (m["disc_recall"] or 0.0) < 0.05):
             out.append(f"the discriminator sits at the class prior: it calls nearly every token original "
                        f"(recall {m['disc_recall'] or 0:.2f}, AUC {m['disc_auc'] or 0.5:.2f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")

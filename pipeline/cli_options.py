@@ -88,7 +88,7 @@ def verbosity_after_command(argv: list[str]) -> list[str]:
     while argv and (argv[0] in ("--quiet", "--verbose") or re.fullmatch(r"-(q+|v+)", argv[0])):
         lead.append(argv[0])
         argv = argv[1:]
-    return argv + lead if argv else lead
+    return argv + lead
 
 
 def set_verbosity(args: argparse.Namespace) -> None:

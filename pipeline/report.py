@@ -268,8 +268,8 @@ def evals(store: Store, refs: list[str]) -> list[Artifact]:
             other = _any_kind(store, ref)  # a corpus or checkpoint named here: say so, not "no eval artifact"
             if other is None or other.kind == "eval":
                 raise
-            raise ArtifactError(f"report: {other.path} is {article(other.kind)} artifact; a table of several takes eval "
-                                "artifacts only (kolectra report REF reports one of any kind)") from None
+            raise ArtifactError(f"report: {other.path} is {article(other.kind)} artifact; a table of several "
+                                "takes eval artifacts only (kolectra report REF reports one of any kind)") from None
         same = next((a for a in arts if a.id == art.id), None)
         if same is not None:
             raise ArtifactError(f"report: {art.path} is named twice ({refs[arts.index(same)]!r} and {ref!r})")
