@@ -17,6 +17,9 @@ class StageOutput:
     stats: dict[str, Any]
     # parameters, flops, wall_seconds, device — for stages that train or evaluate models
     compute: dict[str, Any] | None = None
+    # a stage that wrote its files where the artifact lives (Beam workers writing to a store): each
+    # file's path, bytes and sha256 as reported by whoever wrote it; None: the store hashes the directory
+    files: list[dict[str, Any]] | None = None
 
 
 def progress(msg: str) -> None:

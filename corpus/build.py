@@ -48,9 +48,9 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
 )
 
 import apache_beam as beam  # noqa: E402
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions  # noqa: E402
 
+from kolectra.core import storage  # noqa: E402
 from kolectra.core.stage import StageOutput, progress  # noqa: E402
 from kolectra.corpus import inputs, neardup, outputs, reader  # noqa: E402
 from kolectra.corpus.config import CorpusConfig  # noqa: E402
@@ -139,30 +139,36 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
         | "FewPerReason" >> beam.combiners.Top.SmallestPerKey(SAMPLES_PER_REASON)
     )
     kept_samples = placed[SAMPLES] | "FewKept" >> beam.combiners.Top.SmallestPerKey(SAMPLES_KEPT)
-    _ = (
+    written_samples = (
         (dropped_samples, kept_samples)
         | "AllSamples" >> beam.Flatten()
         | "CollectSamples" >> beam.combiners.ToList()
-        | "WriteSamples" >> beam.Map(outputs.write_samples, out_dir)
+        | "WriteSamples" >> beam.FlatMap(outputs.write_samples, out_dir)
     )
-    _ = (
+    written_shards = (
         (placed.docs, p | "AllShardNames" >> beam.Create(all_shards))
         | "WithEmptyShards" >> beam.Flatten()
         | "GroupShards" >> beam.GroupByKey()
         | "WriteShards" >> beam.Map(outputs.write_shard, out_dir, cfg.num_shards)
     )
-    _ = (
+    written_rejects = (
         read[REJECTED]
         | "CollectRejects" >> beam.combiners.ToList()
         | "WriteRejects" >> beam.Map(outputs.write_rejects, out_dir)
     )
     files = read[FILES] | "CollectFiles" >> beam.combiners.ToList()
-    _ = (
+    written_stats = (
         (*tallies, placed[TALLY])
         | "AllTallies" >> beam.Flatten()
         | "SumTallies" >> beam.CombinePerKey(sum)
         | "CollectTallies" >> beam.combiners.ToList()
         | "WriteStats" >> beam.Map(outputs.write_stats, out_dir, cfg, beam.pvalue.AsSingleton(files))
+    )
+    _ = (
+        (written_samples, written_shards, written_rejects, written_stats)
+        | "AllWritten" >> beam.Flatten()
+        | "CollectWritten" >> beam.combiners.ToList()
+        | "ReportWritten" >> beam.Map(outputs.write_report, out_dir)
     )
 
 
@@ -185,13 +191,15 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         direct = options.view_as(DirectOptions)
         shown = f"FnApiRunner, {direct.direct_num_workers} worker(s) ({direct.direct_running_mode})"
     progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB, runner {shown}, language {cfg.language}")
-    staging = options.view_as(CorpusOptions).corpus_staging
-    if staging is None and runner in REMOTE_RUNNERS:
+    in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
+    staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
+    if staging is None and runner in REMOTE_RUNNERS and not in_place:
         raise CorpusError(
-            f"runner {runner} writes on remote workers: pass --corpus_staging gs://BUCKET/DIR (any path the "
-            "workers and this machine can both reach); the artifact is copied from there into the local store"
+            f"runner {runner} writes on remote workers: keep the artifacts on a store they reach "
+            "(--out gs://BUCKET/kolectra), or pass --corpus_staging gs://BUCKET/DIR to have the files copied "
+            "from there into this local root"
         )
-    out = FileSystems.join(staging, f"kolectra-corpus-{uuid.uuid4().hex}") if staging else str(out_dir)
+    out = storage.join(staging, f"kolectra-corpus-{uuid.uuid4().hex}") if staging else str(out_dir)
     # workers on this machine report progress through files here (remote ones cannot reach it)
     progress_dir = None if runner in REMOTE_RUNNERS else tempfile.mkdtemp(prefix="kolectra-progress-")
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
@@ -213,19 +221,19 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
             shutil.rmtree(progress_dir, ignore_errors=True)
     if staging:
         outputs.fetch_outputs(out, str(out_dir), cfg.num_shards)
+    written = outputs.take_report(str(out_dir))
     stats = outputs.read_stats(str(out_dir))
-    kept_rejects = Path(keep_failed or out_dir, REJECTS_FILE)
+    kept_rejects = storage.join(str(keep_failed or out_dir), REJECTS_FILE)
     try:
-        check_stats(stats, cfg, {v: k for k, v in sources.items()}, rejects=str(kept_rejects))
+        check_stats(stats, cfg, {v: k for k, v in sources.items()}, rejects=kept_rejects)
     except CorpusError:
         if keep_failed is not None:
             for rel in (REJECTS_FILE, STATS_FILE):
-                Path(keep_failed, rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(Path(out_dir, rel), Path(keep_failed, rel))
+                storage.write_bytes(storage.join(str(keep_failed), rel), storage.read_bytes(storage.join(str(out_dir), rel)))
         raise
-    write_dataset_card(out_dir)
+    written.append(write_dataset_card(out_dir))
     _summary(stats)
-    return StageOutput(stats=stats)
+    return StageOutput(stats=stats, files=written if in_place else None)
 
 
 def _summary(stats: dict) -> None:

@@ -19,6 +19,8 @@ from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Be
 from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
 from apache_beam.io.filesystems import FileSystems
 
+from kolectra.core import storage
+
 from kolectra.corpus.inputs import HashingReader
 
 SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
@@ -106,15 +108,23 @@ def _zstd() -> Any:
     return zstandard.ZstdDecompressor().decompressobj()
 
 
+def _open_raw(path: str) -> IO[bytes]:
+    """The file's bytes as stored: a local path through Beam's ``FileSystems`` as before, a store URL
+    through kolectra's storage layer (fsspec: the same credentials as the artifact store)."""
+    if storage.is_url(path):
+        return storage.open_file(path)
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
 def open_decompressed(path: str) -> IO[bytes]:
     """A binary stream of the file's content, decompressed by its extension."""
-    return decompress(FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED), path)
+    return decompress(_open_raw(path), path)
 
 
 def open_hashed(path: str) -> tuple[HashingReader, IO[bytes]]:
     """``(raw, stream)``: the file's raw bytes, hashed and counted as they are read, and the
     decompressed stream over them (``raw.drain()`` hashes what the decompressor left)."""
-    raw = HashingReader(FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED))
+    raw = HashingReader(_open_raw(path))
     return raw, decompress(raw, path)
 
 

@@ -27,8 +27,10 @@ from kolectra.corpus.runners import LOCAL_RUNNER, input_bytes, interruptible, ne
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+from kolectra.core import storage  # noqa: E402
 from kolectra.core.stage import StageOutput, progress  # noqa: E402
 from kolectra.corpus import examples_beam, shards  # noqa: E402
+from kolectra.corpus.outputs import take_report  # noqa: E402
 from kolectra.corpus.examples_config import MIN_SEQ_LENGTH, ExamplesConfig, default_config  # noqa: F401
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 
@@ -96,17 +98,31 @@ def parts_per_shard(options, shards: int) -> int:
 
 
 # ---- shell ----------------------------------------------------------------------------------
-def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: Path,
-          beam_args: list[str] = ()) -> StageOutput:
+def corpus_shard_urls(files: list[str], corpus_url: str, split: str) -> list[str]:
+    """The ``split`` shards of a corpus artifact on a store, from its manifest's file list."""
+    names = sorted(f for f in files if f.startswith(f"{shards.DATA_DIR}/{split}-") and ".jsonl" in f)
+    if not names:
+        raise ValueError(f"examples: no {split} shards in {corpus_url} (is it a corpus artifact?)")
+    return [storage.join(corpus_url, f) for f in names]
+
+
+def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_dir: Path | str,
+          beam_args: list[str] = (), corpus_files: list[str] | None = None,
+          tokenizer_url: str | None = None) -> StageOutput:
     """Run the examples job over the corpus artifact ``corpus_dir`` with the vocab artifact
     ``tokenizer_dir`` into ``out_dir``; ``beam_args`` are Beam pipeline options (``--runner``,
     ``--direct_num_workers``...) read as the corpus stage reads them."""
-    corpus_dir, tokenizer_dir, out_dir = Path(corpus_dir), Path(tokenizer_dir), Path(out_dir)
+    tokenizer_dir = Path(tokenizer_dir)
     check_length(cfg, tokenizer_dir)
     tok = load_tokenizer(tokenizer_dir)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
     dtype = ids_dtype(vocab_size)
-    paths = [str(p) for p in corpus_shards(corpus_dir, cfg.split)]
+    # on a store, the workers read the corpus shards and the tokenizer in place and write the
+    # examples where the artifact lives: nothing passes through this machine's disk
+    in_place = storage.is_url(str(out_dir))
+    paths = corpus_shard_urls(corpus_files, str(corpus_dir), cfg.split) if corpus_files is not None \
+        else [str(p) for p in corpus_shards(Path(corpus_dir), cfg.split)]
+    tokenizer_path = tokenizer_url or str(tokenizer_dir / "tokenizer.json")
 
     options = pipeline_options(list(beam_args), input_bytes(paths))
     runner = options.view_as(StandardOptions).runner
@@ -118,18 +134,19 @@ def build(cfg: ExamplesConfig, corpus_dir: Path, tokenizer_dir: Path, out_dir: P
     progress(f"examples: {len(paths)} {cfg.split} shard(s) of {corpus_dir} -> sequences of {cfg.max_seq_length} "
              f"({mode}), runner {runner}{workers}")
     processes = runner != LOCAL_RUNNER or direct.direct_running_mode == "multi_processing"
-    job = examples_beam.Job(cfg=cfg, tokenizer_path=str(tokenizer_dir / "tokenizer.json"), dtype=dtype.name,
+    job = examples_beam.Job(cfg=cfg, tokenizer_path=tokenizer_path, dtype=dtype.name,
                             vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes)
     # Ctrl-C: one line (the store adds that nothing was published), whatever Beam made of it
     with interruptible("interrupted during the examples job"), new_pipeline(options) as p:
         examples_beam.recipe(p, job, paths, parts)
 
-    stats = json.loads((out_dir / "stats.json").read_text(encoding="utf-8"))
+    written = take_report(str(out_dir))
+    stats = json.loads(storage.read_bytes(storage.join(str(out_dir), "stats.json")).decode("utf-8"))
     if stats["bad_documents"]:
-        bad = json.loads((out_dir / examples_beam.BAD_FILE).read_text(encoding="utf-8"))
+        bad = json.loads(storage.read_bytes(storage.join(str(out_dir), examples_beam.BAD_FILE)).decode("utf-8"))
         raise ValueError(f"examples: {stats['bad_documents']} unreadable document(s) in {corpus_dir}, e.g. "
                          + "; ".join(bad[:3]))
     if stats["examples"] == 0:
         raise ValueError(f"examples: the {cfg.split} split of {corpus_dir} yields no tokens")
     progress("examples: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
-    return StageOutput(stats=stats)
+    return StageOutput(stats=stats, files=written if in_place else None)

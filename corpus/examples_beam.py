@@ -26,14 +26,15 @@ per kind keeps the graph, and its start-up, small).
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
+
+from kolectra.core import storage
 
 from kolectra.corpus import shards
 from kolectra.corpus.examples_config import ExamplesConfig
@@ -42,6 +43,8 @@ from kolectra.corpus.packing import (PAD, SPECIAL_IDS, Sequences, doc_rng, encod
                                      one_per_row, pack_document)
 
 REPORT = "report"  # side output: ("tally", counter, n), ("bad", message) or ("piece", (shard, piece), entry)
+from kolectra.corpus.outputs import REPORT_FILE  # noqa: E402  (the written files' entries, for the launcher)
+
 BAD_FILE = "bad_documents.json"  # written only when there are any; the stage then fails
 READ_BYTES = 8 << 20  # decompressed bytes read at a time; lines are split from these blocks
 
@@ -63,12 +66,19 @@ class Job:
 # ---------------------------------------------------------------- steps
 
 
+def _open(path: str):
+    """A corpus file (local, or on a store: read in place, through :mod:`kolectra.core.storage`),
+    decompressed by its extension."""
+    raw = storage.open_file(path)
+    return gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+
+
 def read_lines(path: str, batch: int, part: int = 0, parts: int = 1):
     """Batches of ``batch`` raw lines of a corpus shard: ``(first line number, [line, ...])``, only
     every ``parts``-th batch from the ``part``-th on. Whole decompressed blocks are split into
     lines (no Python ``readline`` per line); skipped batches cost only their decompression."""
     b, first, lines, tail = 0, 1, [], b""
-    with FileSystems.open(path) as f:  # compression from the extension
+    with _open(path) as f:
         while True:
             block = f.read(READ_BYTES)
             if not block:
@@ -104,7 +114,7 @@ def read_holdout(path: str) -> frozenset[str]:
     """The document ids of ``ExamplesConfig.holdout_ids`` (empty without a file)."""
     if not path:
         return frozenset()
-    with FileSystems.open(path) as f:
+    with _open(path) as f:
         return frozenset(line.strip() for line in f.read().decode("utf-8").splitlines() if line.strip())
 
 
@@ -128,7 +138,7 @@ class TokenizeAndPack(beam.DoFn):
             os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by tokenizers at each batch call
         from tokenizers import Tokenizer
 
-        self.tok = Tokenizer.from_file(self.job.tokenizer_path)
+        self.tok = Tokenizer.from_str(storage.read_bytes(self.job.tokenizer_path).decode("utf-8"))
         self.holdout = read_holdout(self.job.cfg.holdout_ids)
 
     def process(self, item):
@@ -189,11 +199,12 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np
     return ids, types, docs, seqs, truncated
 
 
-def _write_bytes(path: str, data: bytes) -> None:
+def _write_bytes(out_dir: str, rel: str, data: bytes) -> dict:
+    """One file of the artifact; its entry (path, bytes, sha256) computed here, where it is written."""
+    path = storage.join(out_dir, rel)
     try:
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.write(data)
-    except OSError as e:  # a full disk: name the file (Beam's report of the failure would not)
+        return {"path": rel, **storage.write_bytes(path, data)}
+    except OSError as e:  # a full disk: name the file (the library's report of the failure would not)
         raise OSError(e.errno, e.strerror, path) from e
 
 
@@ -211,12 +222,13 @@ def write_shard(item, job: Job):
     for piece, start in enumerate(range(0, len(ids_NL), size)):
         rows = slice(start, start + size)
         entry = {"path": shard_name(shard, piece), "examples": int(min(size, len(ids_NL) - start))}
-        _write_bytes(FileSystems.join(job.out_dir, entry["path"]), arrow_bytes(ids_NL[rows], types_NL[rows], docs_NL[rows]))
+        written = _write_bytes(job.out_dir, entry["path"], arrow_bytes(ids_NL[rows], types_NL[rows], docs_NL[rows]))
         yield "piece", (shard, piece), entry
+        yield "file", written
 
 
-def _write_json(path: str, obj) -> None:
-    _write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+def _write_json(out_dir: str, rel: str, obj) -> dict:
+    return _write_bytes(out_dir, rel, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def write_index_and_stats(reports: list[tuple], job: Job) -> None:
@@ -226,16 +238,19 @@ def write_index_and_stats(reports: list[tuple], job: Job) -> None:
         tally[name] = tally.get(name, 0) + n
     bad = [r[1] for r in reports if r[0] == "bad"]
     pieces = [r[1:] for r in reports if r[0] == "piece"]
+    written = [r[1] for r in reports if r[0] == "file"]
     tally["bad_documents"] = len(bad)
     if bad:
-        _write_json(FileSystems.join(job.out_dir, BAD_FILE), sorted(bad))
+        written.append(_write_json(job.out_dir, BAD_FILE, sorted(bad)))
     cfg = job.cfg
     index = index_document(cfg.max_seq_length, job.dtype, job.vocab_size, cfg.packing, SPECIAL_IDS,
                            [entry for _, entry in sorted(pieces, key=lambda p: p[0])])
     stats = make_stats(tally, cfg.max_seq_length, len(index["shards"]))
-    _write_json(FileSystems.join(job.out_dir, "index.json"), index)
-    _write_json(FileSystems.join(job.out_dir, "stats.json"), stats)
-    _write_bytes(FileSystems.join(job.out_dir, "README.md"), dataset_card(cfg.split, index, stats).encode("utf-8"))
+    written.append(_write_json(job.out_dir, "index.json", index))
+    written.append(_write_json(job.out_dir, "stats.json", stats))
+    written.append(_write_bytes(job.out_dir, "README.md", dataset_card(cfg.split, index, stats).encode("utf-8")))
+    # every written file's entry, for the launcher (which reads and removes it; never in the artifact)
+    _write_bytes(job.out_dir, REPORT_FILE, json.dumps(sorted(written, key=lambda e: e["path"])).encode("utf-8"))
 
 
 # ---------------------------------------------------------------- graph

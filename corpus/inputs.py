@@ -1,14 +1,14 @@
 """Which files a corpus request reads, and what identifies them: part of the corpus stage (called
 by the orchestration before the job, and by the job's reader for every file it opens).
 
-- :func:`list_inputs` expands ``--input`` paths and globs through Beam's ``FileSystems`` (local,
-  ``gs://``, ``s3://``, ``hdfs://``); an existing literal path wins over its reading as a glob
+- :func:`list_inputs` expands ``--input`` paths and globs: local ones through Beam's
+  ``FileSystems``, store URLs (``s3://``, ``gs://``, any fsspec protocol) through
+  :mod:`kolectra.core.storage`, as the artifact store reads them; an existing literal path wins over its reading as a glob
   (``data[1].txt`` is that file, never ``data1.txt``). A directory, or a file whose name is not
   UTF-8 (it could not be recorded in the manifest), is refused up front, naming it.
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
   is its absolute path, size and modification time (nanoseconds); an object in a store is its
-  path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag; Beam's
-  ``FileSystems.checksum``). The request id is built from identities, so a 300 GB corpus is not
+  path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). The request id is built from identities, so a 300 GB corpus is not
   read once more before the job starts.
 - The content hash is taken from the bytes the job actually reads (:class:`HashingReader` under
   the decompressor), recorded per file in ``stats.json`` and in the manifest. A file whose size
@@ -26,6 +26,8 @@ from typing import IO
 
 from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
 from apache_beam.io.filesystems import FileSystems  # noqa: E402
+
+from kolectra.core import storage  # noqa: E402
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 
@@ -55,7 +57,7 @@ def _literal(pattern: str) -> str | None:
     """``pattern`` itself when it names an existing file (globs are for what does not exist)."""
     try:
         if is_remote(pattern):
-            return pattern if FileSystems.exists(pattern) else None
+            return pattern if not any(c in pattern for c in "*?[") and storage.exists(pattern) else None
         return os.path.abspath(pattern) if os.path.isfile(pattern) else None
     except Exception:  # a store that cannot answer: let the listing report it
         return None
@@ -94,10 +96,15 @@ def _expand_one(pattern: str) -> list[str]:
     if literal is not None:
         return [literal]
     try:
-        [result] = FileSystems.match([pattern])
+        if is_remote(pattern):
+            found = storage.glob(pattern)
+        else:
+            [result] = FileSystems.match([pattern])
+            found = [m.path for m in result.metadata_list]
+    except storage.StoreError as e:
+        raise InputError(f"cannot list input {pattern!r}: {e}") from None
     except Exception as e:  # BeamIOError wraps the per-pattern exception
         raise InputError(f"cannot list input {pattern!r}: {e}") from None
-    found = [m.path for m in result.metadata_list]
     if not found:
         raise InputError(f"input {pattern!r} matches no file")
     return [os.path.abspath(f) if not is_remote(f) else f for f in found]
@@ -109,9 +116,9 @@ def identify(path: str) -> InputFile:
         if not is_remote(path):
             st = os.stat(path)
             return InputFile(path, st.st_size, f"local:{path}:{st.st_size}:{st.st_mtime_ns}")
-        [meta] = FileSystems.match([path], limits=[1])[0].metadata_list
-        checksum = FileSystems.checksum(path)
-        return InputFile(path, meta.size_in_bytes, f"object:{path}:{meta.size_in_bytes}:{checksum}")
+        meta = storage.info(path)
+        size = int(meta["size"])
+        return InputFile(path, size, f"object:{path}:{size}:{storage.checksum_of(meta)}")
     except Exception as e:
         raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
 

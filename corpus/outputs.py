@@ -2,8 +2,9 @@
 split, shards, samples, ``stats.json`` and its checks. Part of the corpus stage; the Beam graph
 in ``corpus/build.py`` calls these, and nothing here depends on the runner.
 
-Every file is written through Beam's ``FileSystems`` (a local directory or ``--corpus_staging``
-on a store), with bytes that depend only on the input and the config: shards are gzip with a
+Every file is written through :mod:`kolectra.core.storage` (a local directory, the artifact's
+prefix on a store, or ``--corpus_staging``), its size and sha256 reported by the worker that wrote
+it, with bytes that depend only on the input and the config: shards are gzip with a
 fixed header and documents sorted by (source, line); rejects, samples and stats are sorted.
 """
 
@@ -13,17 +14,16 @@ import gzip
 import hashlib
 import io
 import json
+import os
 from pathlib import Path
 
-from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
-from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
-from apache_beam.io.filesystems import FileSystems
-
+from kolectra.core import storage
 from kolectra.corpus import filters, reader
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.shards import DATA_DIR, SPLITS
 
 REJECTS_FILE = "rejects/rejects.jsonl"
+REPORT_FILE = ".written.json"  # the workers' file entries, for the launcher; never part of the artifact
 STATS_FILE = "stats.json"
 SAMPLES_DIR = "samples"
 SAMPLES_PER_REASON = 5  # dropped documents shown per reason in samples/dropped.jsonl
@@ -206,17 +206,17 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
 # ---------------------------------------------------------------- writers (run on a worker)
 
 
-def _write(out_dir: str, rel: str, data: bytes) -> str:
-    path = FileSystems.join(out_dir, rel)
+def _write(out_dir: str, rel: str, data: bytes) -> dict:
+    """Write one file of the artifact; its entry (path, bytes, sha256) is computed here, where it is
+    written, and travels to the launcher (:func:`write_report`), which never reads it back."""
+    path = storage.join(out_dir, rel)
     try:
-        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            f.write(data)
-    except OSError as e:  # a full disk: name the file (Beam's report of the failure would not)
+        return {"path": rel, **storage.write_bytes(path, data)}
+    except OSError as e:  # a full disk: name the file (the library's report of the failure would not)
         raise OSError(e.errno, e.strerror, path) from e
-    return path
 
 
-def write_shard(item, out_dir: str, num_shards: int) -> str:
+def write_shard(item, out_dir: str, num_shards: int) -> dict:
     """((split, shard), chunks of (position, JSON line)) -> the shard file, sorted by (source, line).
 
     Memory: one shard's JSON text at a time (about corpus size / (2 * num_shards) for train);
@@ -227,13 +227,13 @@ def write_shard(item, out_dir: str, num_shards: int) -> str:
     return _write(out_dir, shard_name(split, shard, num_shards), gzip_bytes(body))
 
 
-def write_rejects(rejects: list[dict], out_dir: str) -> str:
+def write_rejects(rejects: list[dict], out_dir: str) -> dict:
     rows = sorted(rejects, key=lambda r: (r["source"], r["line"]))
     body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
     return _write(out_dir, REJECTS_FILE, body.encode("utf-8"))
 
 
-def write_samples(per_reason: list, out_dir: str) -> list[str]:
+def write_samples(per_reason: list, out_dir: str) -> list[dict]:
     """``samples/kept.jsonl`` and ``samples/dropped.jsonl`` (a few per reason, sorted)."""
     kept = [row for reason, rows in per_reason if reason == "kept" for _, row in sorted(rows)]
     dropped = [row for reason, rows in sorted(per_reason) if reason != "kept" for _, row in sorted(rows)]
@@ -241,9 +241,26 @@ def write_samples(per_reason: list, out_dir: str) -> list[str]:
             for name, rows in (("kept", kept), ("dropped", dropped))]
 
 
-def write_stats(tallies: list, out_dir: str, cfg: CorpusConfig, files: list) -> str:
+def write_stats(tallies: list, out_dir: str, cfg: CorpusConfig, files: list) -> dict:
     stats = make_stats(dict(tallies), cfg, dict(files))
     return _write(out_dir, STATS_FILE, (json.dumps(stats, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def write_report(entries: list[dict], out_dir: str) -> None:
+    """Every written file's entry, for the launcher: ``REPORT_FILE`` (read and removed by it)."""
+    data = json.dumps(sorted(entries, key=lambda e: e["path"]), ensure_ascii=False).encode("utf-8")
+    storage.write_bytes(storage.join(out_dir, REPORT_FILE), data)
+
+
+def take_report(out_dir: str) -> list[dict]:
+    """The entries the workers reported (see :func:`write_report`); the report itself is removed."""
+    where = storage.join(out_dir, REPORT_FILE)
+    entries = json.loads(storage.read_bytes(where).decode("utf-8"))
+    if storage.is_url(where):
+        storage.remove(where)
+    else:
+        os.unlink(where)
+    return entries
 
 
 def output_files(num_shards: int) -> list[str]:
@@ -254,16 +271,10 @@ def output_files(num_shards: int) -> list[str]:
 
 def fetch_outputs(staged: str, out_dir: str, num_shards: int) -> None:
     """Copy a staged run's files into the local artifact directory, then delete the staging copy."""
-    for rel in output_files(num_shards):
-        src = FileSystems.join(staged, rel)
-        dst = Path(out_dir, rel)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        with FileSystems.open(src, compression_type=CompressionTypes.UNCOMPRESSED) as f, open(dst, "wb") as g:
-            while chunk := f.read(1 << 20):
-                g.write(chunk)
-    FileSystems.delete([staged])
+    for rel in [*output_files(num_shards), REPORT_FILE]:
+        storage.download(storage.join(staged, rel), str(Path(out_dir, rel)))
+    storage.remove(staged, recursive=True)
 
 
 def read_stats(out_dir: str) -> dict:
-    with FileSystems.open(FileSystems.join(out_dir, STATS_FILE), compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return json.loads(f.read().decode("utf-8"))
+    return json.loads(storage.read_bytes(storage.join(out_dir, STATS_FILE)).decode("utf-8"))

@@ -27,6 +27,7 @@ import threading
 import traceback
 from typing import Iterator
 
+from kolectra.core import storage
 from kolectra.core.verbosity import DEBUG, NORMAL, QUIET, VERBOSE  # the levels of -q / -v
 from kolectra.core.verbosity import level as _core_level
 from kolectra.core.verbosity import set_level as _core_set_level
@@ -179,7 +180,6 @@ def quiet_beam_threads() -> None:
 set_verbosity(_verbosity)  # before apache_beam is imported below
 
 import apache_beam as beam  # noqa: E402
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions  # noqa: E402
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
 from apache_beam.transforms.environments import SubprocessSDKEnvironment  # noqa: E402
@@ -256,7 +256,7 @@ def input_bytes(files: list[str]) -> int:
     total = 0
     for f in files:
         try:
-            total += FileSystems.match([f], limits=[1])[0].metadata_list[0].size_in_bytes if "://" in f else os.path.getsize(f)
+            total += int(storage.info(f)["size"]) if "://" in f else os.path.getsize(f)
         except Exception:  # sizes only tune the worker count; the reader reports unreadable files
             pass
     return total

@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Iterator
 
+from kolectra.core import storage
+
 DATA_DIR = "data"
 SPLITS = ("train", "valid")
 STATS_FILE = "stats.json"
@@ -132,14 +134,15 @@ Filtering counts (`records_in = records_out + rejected + sum(dropped)`) are in `
 """
 
 
-def write_dataset_card(corpus_dir: Path) -> Path:
-    """``README.md`` in the corpus artifact: what ``datasets.load_dataset(corpus_dir)`` needs, and
-    the split sizes from ``stats.json``. Deterministic: the same stats give the same bytes."""
-    corpus_dir = Path(corpus_dir)
+def write_dataset_card(corpus_dir: Path | str) -> dict:
+    """``README.md`` in the corpus artifact (a local directory or a store prefix): what
+    ``datasets.load_dataset(corpus_dir)`` needs, and the split sizes from ``stats.json``.
+    Deterministic: the same stats give the same bytes. Returns the file's entry (path, bytes, sha256)."""
     try:
-        stats = json.loads((corpus_dir / STATS_FILE).read_text(encoding="utf-8")).get("splits", {})
+        stats = json.loads(storage.read_bytes(storage.join(str(corpus_dir), STATS_FILE)).decode("utf-8")).get("splits", {})
     except (OSError, ValueError):
         stats = {}
+
     def has_documents(split: str) -> bool:
         return stats[split].get("documents", 0) > 0 if split in stats else bool(shard_paths(corpus_dir, split))
 
@@ -149,7 +152,5 @@ def write_dataset_card(corpus_dir: Path) -> Path:
                                                          ("documents", "sentences", "morphs", "chars")) + " |\n"
                     for s in SPLITS)
     splits = " and ".join(f"`{HF_SPLITS[s]}`" for s in present) or "none (the corpus kept no documents)"
-    path = corpus_dir / CARD_FILE
-    path.write_text(_CARD_HEAD.format(data_files=data_files) + _CARD_BODY.format(table=table, splits=splits),
-                    encoding="utf-8")
-    return path
+    text = _CARD_HEAD.format(data_files=data_files) + _CARD_BODY.format(table=table, splits=splits)
+    return {"path": CARD_FILE, **storage.write_bytes(storage.join(str(corpus_dir), CARD_FILE), text.encode("utf-8"))}

@@ -196,10 +196,10 @@ def train_step(run: Run, step: int) -> None:
     run.log.step_done(done, lr_at(step, t), write=done % t.log_every == 0 or done == t.steps)
 
 
-def save_checkpoint(run: Run, out_dir: Path, done: int) -> None:
+def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
     """Every rank's RNG and log state; rank 0 also the weights, the optimizer and the loader position."""
     main, t = run.dev.is_main, run.cfg.train
-    checkpoint.save(
+    return checkpoint.save(
         out_dir, done,
         run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,
         {"config": to_dict(run.cfg), "vocab": run.inputs.fingerprint, "loader": run.batches.state_dict(),
@@ -210,12 +210,15 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> None:
 
 
 def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
-             resume: bool = False, lineage: list[str] | None = None, clear_checkpoints: bool = True) -> StageOutput:
+             resume: bool = False, lineage: list[str] | None = None, clear_checkpoints: bool = True,
+             checkpoint_saved: Callable[[Path], None] | None = None) -> StageOutput:
     """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``.
 
     ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store.
     ``clear_checkpoints=False`` leaves ``checkpoints/`` after the export: the artifact store
-    deletes it once the artifact is published, so a kill before that can still resume."""
+    deletes it once the artifact is published, so a kill before that can still resume.
+    ``checkpoint_saved(step_dir)`` is called on the main process after each checkpoint is complete
+    (the artifact store mirrors it to a store root, so ``--resume`` works on another machine)."""
     validate(cfg)
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
@@ -235,7 +238,9 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
             if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
                 raise diverged(run, done)
             if t.save_every and done % t.save_every == 0 and done < t.steps:
-                save_checkpoint(run, out_dir, done)
+                saved = save_checkpoint(run, out_dir, done)
+                if checkpoint_saved is not None and run.dev.is_main:
+                    checkpoint_saved(saved)
         run.log.close()
         run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
         return finish(run, tokenizer_dir, out_dir, lineage, clear_checkpoints)

@@ -54,7 +54,7 @@ from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, 
                                         hash_tree, input_key, library_versions, provenance, read_manifest, sha256_file,
                                         verify_dir, write_json)
 
-__all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root",
+__all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root", "open_store",
            "fingerprint_inputs", "load", "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]
 
 ID_CHARS = 16
@@ -89,6 +89,19 @@ class Request:
         return hashlib.sha256(canonical(self.key())).hexdigest()[:ID_CHARS]
 
 
+def open_store(root: Path | str | None = None) -> "Store":
+    """The store of ``root``: a local directory or an object-store URL (``s3://``, ``gs://``)."""
+    from kolectra.core import storage  # noqa: PLC0415
+    from kolectra.pipeline.catalog import as_root  # noqa: PLC0415
+
+    root = default_root() if root is None else as_root(root)
+    if storage.is_url(str(root)):
+        from kolectra.pipeline.remote import RemoteStore  # noqa: PLC0415 - s3fs/gcsfs only for store roots
+
+        return RemoteStore(str(root))
+    return Store(root)
+
+
 def _without(config: dict, dotted: Iterable[str]) -> dict:
     out = json.loads(json.dumps(config))
     for key in dotted:
@@ -105,15 +118,28 @@ class Store(Catalog):
     """A root's artifacts (finding and checking: :class:`~kolectra.pipeline.catalog.Catalog`) and
     how new ones are built."""
 
+    # ---- reading -------------------------------------------------------------------------
+    def local(self, art: Artifact, only: Callable[[str], bool] | None = None) -> Path:
+        """A local directory with ``art``'s files for a stage to read: here, where it is."""
+        return art.path
+
+    def cache_dir(self, what: str) -> Path:
+        """A local folder for what a stage keeps between runs outside every artifact (tokenised splits)."""
+        return self.root / ".cache" / what
+
+    def checkpoint_saved(self, step_dir: Path) -> None:
+        """Called after the trainer saved a checkpoint: a local root keeps it where it is."""
+
     # ---- building ------------------------------------------------------------------------
     def build(self, request: Request, produce: Callable[[Path], StageOutput], force: bool = False,
-              resumable: bool | Resumable = False, resume: bool | str = False) -> Artifact:
+              resumable: bool | Resumable = False, resume: bool | str = False, in_place: bool = False) -> Artifact:
         """Return the artifact for ``request``, producing it (atomically) only if needed.
 
         A ``resumable`` stage (pretraining) is built in a lasting run directory that survives a
         failed or killed run: with ``resume`` its interrupted run (or its family's; only its own
         with ``resume="exact"``) continues from the stage's own checkpoints; without it an
-        interrupted run of the same request is discarded first."""
+        interrupted run of the same request is discarded first. ``in_place`` (the Beam stages) says
+        the stage can write where the artifact lives: on a store root; a local one ignores it."""
         if request.kind not in KINDS:  # 1. check
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
         for parent in request.parents:

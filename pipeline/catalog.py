@@ -24,8 +24,28 @@ def article(kind: str) -> str:
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
 
 
-def default_root() -> Path:
-    return Path(os.environ.get("KOLECTRA_HOME", "artifacts"))
+def default_root() -> Path | str:
+    """``$KOLECTRA_HOME`` (a directory or a store URL such as ``s3://bucket/prefix``), else ``./artifacts``."""
+    return as_root(os.environ.get("KOLECTRA_HOME", "artifacts"))
+
+
+def as_root(location: str | Path) -> Path | str:
+    """A root as the store takes it: a store URL stays a string (``file://`` is a local path)."""
+    from kolectra.core import storage  # noqa: PLC0415
+
+    text = str(location)
+    return text.rstrip("/") if storage.is_url(text) else Path(storage.local_path(text))
+
+
+def catalog_for(root: Path | str) -> "Catalog":
+    """The catalog of a root: a local directory, or a store URL (:mod:`.remote`)."""
+    from kolectra.core import storage  # noqa: PLC0415
+
+    if storage.is_url(str(root)):
+        from kolectra.pipeline.remote import RemoteStore  # noqa: PLC0415 - only for store roots
+
+        return RemoteStore(str(root))
+    return Catalog(root)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +56,12 @@ class Artifact:
     id = property(lambda self: self.manifest["id"])
     kind = property(lambda self: self.manifest["kind"])
     name = property(lambda self: self.manifest.get("name", self.path.name.rpartition("-")[0]))
+
+    def read_bytes(self, rel: str) -> bytes:
+        """One of its files, wherever it lives (a local root or a store)."""
+        from kolectra.core import storage  # noqa: PLC0415
+
+        return storage.read_bytes(storage.join(str(self.path), rel))
 
     @property
     def parents(self) -> list[str]:
@@ -122,10 +148,12 @@ class Catalog:
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
         for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
             for k in kinds:
-                found = Catalog(root).find(k, pid)
+                found = catalog_for(root).find(k, pid)
                 if found is not None:
                     return found
-        with contextlib.suppress(ArtifactError, OSError):
+        with contextlib.suppress(ArtifactError, OSError, ValueError):
+            if ref.get("path") and "://" in ref["path"]:  # recorded in a store
+                return catalog_for(ref["path"].rsplit("/", 2)[0]).find(kinds[0], pid) if len(kinds) == 1 else None
             recorded = load(Path(ref["path"])) if ref.get("path") else None
             return recorded if recorded is not None and recorded.id == pid else None
         return None
@@ -155,7 +183,7 @@ class Catalog:
         """The refusal of a parent directory that exists (in ``art``'s root or this one) but does not load."""
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else KINDS
         for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
-            for d in (d for k in kinds for d in Catalog(root)._dirs(k, ref["id"])):
+            for d in (d for k in kinds for d in catalog_for(root)._dirs(k, ref["id"])):
                 try:
                     load(d)
                 except ArtifactError as e:

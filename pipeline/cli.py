@@ -27,7 +27,8 @@ from typing import Callable
 
 from kolectra.core.config import ConfigError
 from kolectra.pipeline import cli_artifacts
-from kolectra.pipeline.artifacts import Artifact, Store, default_root
+from kolectra.pipeline.artifacts import Artifact, Store, default_root, open_store
+from kolectra.pipeline.catalog import as_root
 from kolectra.pipeline.cli_artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
 from kolectra.pipeline.cli_options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli_options import common as _common
@@ -306,16 +307,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args, beam_args = parser.parse_args(argv), []
     set_verbosity(args)
-    root = args.out if args.out is not None else default_root()
+    root = as_root(args.out) if args.out is not None else default_root()
     command = " ".join(c for c in (args.command, getattr(args, "verb", None) or getattr(args, "task", None)) if c)
     if getattr(args, "print_config", None):
         return handled(command, lambda: root, lambda: print_config(args))
 
     def run() -> int:
-        if root.exists() and not root.is_dir():
+        if isinstance(root, Path) and root.exists() and not root.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "is not a directory (--out names the artifact root)", str(root))
         check_beam_args(beam_args)
-        result = COMMANDS[args.command].run(args, Store(root), beam_args)
+        result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
             print(result.path)
             return 0

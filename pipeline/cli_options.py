@@ -18,8 +18,9 @@ from pathlib import Path
 
 
 def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
-    p.add_argument("--out", type=Path, default=None, metavar="ROOT",
-                   help="artifact root (default: $KOLECTRA_HOME, else ./artifacts; e.g. --out /data/kolectra)")
+    p.add_argument("--out", default=None, metavar="ROOT",
+                   help="artifact root: a directory or a store URL (default: $KOLECTRA_HOME, else ./artifacts; "
+                        "e.g. --out /data/kolectra or --out s3://bucket/kolectra)")
     p.add_argument("-q", "--quiet", action="count", default=0,
                    help="errors and warnings only on stderr; stdout keeps the results (default: progress shown)")
     p.add_argument("-v", "--verbose", action="count", default=0,

@@ -88,7 +88,8 @@ def write_trace(root: Path, command: str, e: BaseException) -> Path:
     """The full traceback in ``root/.logs`` (or the system's temporary folder if that fails)."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     text = "".join(traceback.format_exception(e))
-    for folder in (root / ".logs", Path(tempfile.gettempdir()) / "kolectra-logs"):
+    local = [root / ".logs"] if isinstance(root, Path) else []  # a store root: the temporary folder
+    for folder in (*local, Path(tempfile.gettempdir()) / "kolectra-logs"):
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{stamp}-{command.replace(' ', '-')}-{os.getpid()}.log"

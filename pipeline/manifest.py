@@ -164,9 +164,16 @@ def read_manifest(path: Path) -> dict:
     """The manifest of the artifact directory ``path``, checked field by field (ArtifactError)."""
     mp = Path(path) / MANIFEST
     try:
-        manifest = json.loads(mp.read_text(encoding="utf-8"))
+        text = mp.read_bytes()
     except FileNotFoundError:
         raise ArtifactError(f"{mp}: missing (incomplete artifact)") from None
+    return parse_manifest(text, mp)
+
+
+def parse_manifest(text: bytes, mp: Any) -> dict:
+    """A manifest's bytes (read from ``mp``, a path or a URL), checked field by field (ArtifactError)."""
+    try:
+        manifest = json.loads(text.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{mp}: not valid JSON ({e})") from None
     except RecursionError:
@@ -236,7 +243,7 @@ def _malformed(manifest: dict) -> str | None:
 def misplaced(path: Path, manifest: dict) -> str | None:
     """Why an artifact directory inside a root (``ROOT/<kind>/<name>-<id>``) does not sit where its
     manifest says it belongs (an edited manifest, or a directory moved or renamed by hand)."""
-    path = Path(path)
+    path = Path(path) if isinstance(path, str) else path  # a local Path or a store's UPath
     if path.parent.name not in KINDS or not _ID.match(path.name.rpartition("-")[2]):
         return None  # not named as in a root (a build directory, a copy put elsewhere): nothing to compare
     if path.parent.name != manifest["kind"] or not path.name.endswith(f"-{manifest['id']}"):

@@ -66,7 +66,7 @@ def metric_lines(evals: list[Artifact]) -> list[str]:
     """One named figure a line, all in percent (NSMC's ``accuracy`` is a fraction in metrics.json)."""
     lines = []
     for art in evals:
-        metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
+        metrics = json.loads(art.read_bytes("metrics.json").decode("utf-8"))
         task = str(metrics.get("task", art.manifest.get("config", {}).get("task", "")))
         for key, label in METRIC_NAMES.get(task, ()):
             if isinstance(metrics.get(key), (int, float)):

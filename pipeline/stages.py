@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from kolectra.core import storage
 from kolectra.core.config import to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import build as corpus_build
@@ -73,7 +74,7 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
     default_name = Path(listed[0].path).name.split(".")[0] if listed else "corpus"
     req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
                   config=to_dict(cfg), inputs=records, libraries=LIBS_CORPUS)
-    keep_failed = store.root / "failed" / f"corpus-{req.name}-{req.id()}"
+    keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
     def produce(out: Path) -> StageOutput:
         output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
@@ -82,7 +83,7 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
             record["sha256"] = read[names[record["path"]]]["sha256"]
         return output
 
-    return store.build(req, produce, force)
+    return store.build(req, produce, force, in_place=True)
 
 
 # ---- vocab ----------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
     cfg = _configure(vocab_default_config(), sets, seed)
     req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
                   config=to_dict(cfg), parents=(parent,), libraries=LIBS_VOCAB)
-    return store.build(req, lambda out: vocab_build.build(cfg, parent.path, out), force)
+    return store.build(req, lambda out: vocab_build.build(cfg, store.local(parent), out), force)
 
 
 # ---- examples -------------------------------------------------------------------------------
@@ -108,9 +109,15 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=to_dict(cfg),
                   parents=(corpus_art, vocab_art), inputs=holdout, libraries=LIBS_EXAMPLES)
+    # on a store root the Beam workers read the corpus and the tokenizer where they are, and write there
+    remote = storage.is_url(str(store.root))
+    corpus_files = [f["path"] for f in corpus_art.manifest["files"]] if remote else None
+    tokenizer_url = storage.join(str(vocab_art.path), "tokenizer.json") if remote else None
     return store.build(
-        req, lambda out: examples_stage.build(cfg, corpus_art.path, vocab_art.path, out, list(beam_args)), force
-    )
+        req, lambda out: examples_stage.build(cfg, corpus_art.path if remote else store.local(corpus_art),
+                                              store.local(vocab_art), out, list(beam_args),
+                                              corpus_files=corpus_files, tokenizer_url=tokenizer_url),
+        force, in_place=True)
 
 
 def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: bool) -> None:
@@ -146,8 +153,10 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # trainer then compares its checkpoint's config; resume="exact": only this request's run, for callers
     # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": preset}, scratch=(CHECKPOINTS,))
-    return store.build(req, lambda out: model_train.pretrain(cfg, ex.path, voc.path, out, resume=bool(resume),
-                                                             lineage=lineage, clear_checkpoints=False),
+    return store.build(req, lambda out: model_train.pretrain(cfg, store.local(ex), store.local(voc), out,
+                                                             resume=bool(resume), lineage=lineage,
+                                                             clear_checkpoints=False,
+                                                             checkpoint_saved=store.checkpoint_saved),
                        force, resumable=run, resume=resume)
 
 
@@ -156,7 +165,7 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
     """A checkpoint artifact (its discriminator) or any local HF ELECTRA directory (hashed as input)."""
     if isinstance(ref, Artifact):
         art = store.require(ref, "checkpoint")
-        return art.path / "hf" / "discriminator", (art,), ()
+        return store.local(art) / "hf" / "discriminator", (art,), ()
     p = Path(ref)
     if p.is_dir() and (p / "config.json").is_file() and not (p / "manifest.json").exists():
         return p, (), tuple(fingerprint_inputs([p]))
@@ -166,7 +175,7 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
         raise ArtifactError(f"--model {p}: neither a checkpoint artifact (no manifest.json) nor a Hugging Face "
                             "model directory (no config.json)")
     art = store.require(ref, "checkpoint")
-    return art.path / "hf" / "discriminator", (art,), ()
+    return store.local(art) / "hf" / "discriminator", (art,), ()
 
 
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
@@ -193,7 +202,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
                   config={"task": task, "preset": preset, **to_dict(cfg)}, parents=parents, inputs=inputs,
                   libraries=LIBS_FINETUNE)
     # tokenised splits are kept between runs (e.g. --seeds) outside every hashed artifact
-    cache = store.root / ".cache" / "finetune"
+    cache = store.cache_dir("finetune")
     extra = {"dev_file": Path(dev_file)} if dev_file is not None else {}
     return store.build(
         req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out, cache_dir=cache,
@@ -228,7 +237,7 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
                   parents=tuple(runs[s] for s in sorted(runs)))
 
     def produce(out: Path) -> StageOutput:
-        metrics = {s: json.loads((a.path / "metrics.json").read_text(encoding="utf-8")) for s, a in runs.items()}
+        metrics = {s: json.loads(a.read_bytes("metrics.json").decode("utf-8")) for s, a in runs.items()}
         summary, table = ft_seeds.write_summary(task, metrics, out / "seeds.json")
         for line in table.splitlines():
             progress(line)

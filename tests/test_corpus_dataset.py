@@ -43,7 +43,8 @@ def test_load_dataset_gives_train_and_validation_with_every_field(corpus, tmp_pa
 
 def test_card_is_deterministic_and_leaves_out_empty_splits(corpus, tmp_path):
     card = (corpus / shards.CARD_FILE).read_bytes()
-    assert shards.write_dataset_card(corpus).read_bytes() == card
+    entry = shards.write_dataset_card(corpus)
+    assert (corpus / entry["path"]).read_bytes() == card
     # a corpus whose validation split kept nothing: datasets refuses a split without data
     empty = tmp_path / "c"
     (empty / "data").mkdir(parents=True)

@@ -1,0 +1,303 @@
+"""Where kolectra's files live: a local path or an object-store URL (``s3://``, ``gs://``, ...).
+
+Every byte the artifact store, the Beam jobs and the trainers read or write away from the local
+disk goes through here, on `fsspec <https://filesystem-spec.readthedocs.io>`_ (s3fs for S3 and
+S3-compatible servers, gcsfs for GCS, any other fsspec protocol as it is). Why fsspec rather than
+pyarrow.fs or Beam's ``FileSystems``:
+
+- it is the layer the rest of the stack already speaks (``datasets``, ``huggingface_hub``,
+  pyarrow and torch accept its file objects), and it needs no Beam import, so ``kolectra
+  artifacts list`` on a bucket stays light;
+- s3fs and gcsfs take credentials and endpoints from the standard environment (botocore's
+  chain: ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, profiles and
+  instance roles; google-auth's ``GOOGLE_APPLICATION_CREDENTIALS`` and metadata server), so the
+  same command works against a cloud bucket or a local S3-compatible server;
+- the stores' conditional writes are reachable through it (S3 ``If-None-Match``/``If-Match``,
+  GCS generation preconditions), which the publish protocol needs: pyarrow.fs and Beam's
+  ``FileSystems`` expose neither.
+
+A store failure (an unreachable endpoint, missing or refused credentials, a missing bucket) is a
+:class:`StoreError`: one line naming the URL and what to check, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+from typing import IO, Any, Iterator
+
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
+_CHUNK = 1 << 20
+# the protocol extra that installs each store's fsspec implementation
+EXTRAS = {"s3": "kolectra[s3]", "s3a": "kolectra[s3]", "gs": "kolectra[gcs]", "gcs": "kolectra[gcs]"}
+
+
+class StoreError(ValueError):
+    """An object store refused or could not be reached; the message names the URL and what to check."""
+
+
+class PreconditionFailed(Exception):
+    """A conditional write found the object already there (or changed since it was read)."""
+
+
+def is_url(location: str | os.PathLike) -> bool:
+    """Whether ``location`` names an object store (``file://`` is a local path)."""
+    m = _SCHEME.match(str(location))
+    return bool(m) and m["scheme"].lower() != "file"
+
+
+def scheme(url: str) -> str:
+    m = _SCHEME.match(url)
+    return m["scheme"].lower() if m else "file"
+
+
+def local_path(location: str | os.PathLike) -> str:
+    """A local location as a plain path (``file:///a/b`` -> ``/a/b``)."""
+    text = str(location)
+    return text[len("file://"):] if text.lower().startswith("file://") else text
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...`` for URLs (always ``/``) and for local paths."""
+    if not is_url(base):
+        return os.path.join(local_path(base), *parts)
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+
+_FILESYSTEMS: dict[str, Any] = {}
+
+
+def reset() -> None:
+    """Forget the filesystems made so far (the next one reads the environment again)."""
+    _FILESYSTEMS.clear()
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path inside it) for a URL; one filesystem per protocol and process.
+
+    Listings are not cached: the store decides from what is there *now* (a manifest that just
+    appeared, a lease that just expired)."""
+    proto = scheme(url)
+    fs = _FILESYSTEMS.get(proto)
+    if fs is None:
+        import fsspec  # noqa: PLC0415 - only when a URL is used
+
+        try:
+            cls = fsspec.get_filesystem_class(proto)
+        except (ImportError, ValueError) as e:
+            extra = EXTRAS.get(proto)
+            hint = f"pip install '{extra}'" if extra else f"install the fsspec implementation of {proto}://"
+            raise StoreError(f"{url}: no filesystem for {proto}:// on this machine ({hint}): {e}") from None
+        fs = cls(use_listings_cache=False, skip_instance_cache=True)
+        _FILESYSTEMS[proto] = fs
+    return fs, fs._strip_protocol(url)
+
+
+def describe_failure(url: str, e: BaseException) -> str:
+    """One line for a store failure: what failed and what to check."""
+    text = str(e).splitlines()[0][:240] if str(e) else type(e).__name__
+    name = type(e).__name__
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if "Could not connect" in text or "Connect" in name or "EndpointConnection" in name or isinstance(
+            e, (ConnectionError, TimeoutError)):
+        where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint and scheme(url).startswith("s3") else ""
+        return f"{url}: cannot reach the store{where}: {text}"
+    if "NoCredentials" in name or "Unable to locate credentials" in text or "DefaultCredentialsError" in name:
+        return (f"{url}: no credentials found (S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile; "
+                f"GCS: GOOGLE_APPLICATION_CREDENTIALS): {text}")
+    if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or "invalid_grant" in text:
+        return f"{url}: the store refused the credentials (check the access key and secret): {text}"
+    if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+        return f"{url}: the bucket does not exist (create it first, or check the name): {text}"
+    if isinstance(e, PermissionError) or "AccessDenied" in text or "403" in text or "Forbidden" in text:
+        return f"{url}: permission refused by the store (the credentials may not read or write here): {text}"
+    return f"{url}: {name}: {text}"
+
+
+@contextlib.contextmanager
+def translated(url: str) -> Iterator[None]:
+    """Turn what a store library raises into one :class:`StoreError` line. FileNotFoundError,
+    FileExistsError and :class:`PreconditionFailed` pass: callers decide what they mean."""
+    try:
+        yield
+    except (FileNotFoundError, FileExistsError, PreconditionFailed, StoreError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        if _missing_bucket(e):
+            raise StoreError(describe_failure(url, e)) from None
+        raise StoreError(describe_failure(url, e)) from None
+
+
+def _missing_bucket(e: BaseException) -> bool:
+    return "NoSuchBucket" in str(e)
+
+
+# ---- reading and writing --------------------------------------------------------------------------
+def open_file(location: str, mode: str = "rb") -> IO:
+    """A file object on a local path or a URL (binary modes)."""
+    if not is_url(location):
+        return open(local_path(location), mode)  # noqa: SIM115 - the caller closes it
+    fs, path = filesystem(location)
+    with translated(location):
+        return fs.open(path, mode)
+
+
+def write_bytes(location: str, data: bytes) -> dict:
+    """Write ``data`` (whole) and return its entry: ``bytes`` and ``sha256``, computed where it is
+    written, so whoever seals an artifact need not read it back."""
+    if is_url(location):
+        fs, path = filesystem(location)
+        with translated(location):
+            fs.pipe_file(path, data)
+    else:
+        path = local_path(location)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def read_bytes(location: str) -> bytes:
+    with open_file(location) as f:
+        return f.read()
+
+
+def exists(location: str) -> bool:
+    if not is_url(location):
+        return os.path.exists(local_path(location))
+    fs, path = filesystem(location)
+    with translated(location):
+        return fs.exists(path)
+
+
+def info(location: str) -> dict:
+    """``size`` and, on stores, the store's checksum (``ETag``, ``md5Hash``/``crc32c``)."""
+    if not is_url(location):
+        st = os.stat(local_path(location))
+        return {"size": st.st_size, "type": "directory" if os.path.isdir(local_path(location)) else "file",
+                "mtime_ns": st.st_mtime_ns}
+    fs, path = filesystem(location)
+    with translated(location):
+        return fs.info(path)
+
+
+def checksum_of(found: dict) -> str | None:
+    """The store's own checksum of an object from its listing or info (S3 ETag, GCS md5/crc32c)."""
+    for key in ("ETag", "etag", "md5Hash", "crc32c", "checksum"):
+        if found.get(key):
+            return str(found[key]).strip('"')
+    return None
+
+
+def listing(prefix: str) -> dict[str, dict]:
+    """Every object under ``prefix`` (recursively): relative path -> its info (size, checksum)."""
+    fs, path = filesystem(prefix)
+    with translated(prefix):
+        try:
+            found = fs.find(path.rstrip("/") + "/", detail=True)
+        except FileNotFoundError:
+            return {}
+    base = path.rstrip("/") + "/"
+    return {name[len(base):]: meta for name, meta in found.items() if name.startswith(base) and meta.get("type") != "directory"}
+
+
+def children(prefix: str) -> list[str]:
+    """The names directly under ``prefix`` (objects and common prefixes)."""
+    fs, path = filesystem(prefix)
+    with translated(prefix):
+        try:
+            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path.rstrip("/"), detail=False))
+        except FileNotFoundError:
+            return []
+
+
+def glob(pattern: str) -> list[str]:
+    """Full URLs of the objects matching ``pattern`` (a store URL with ``*``, ``?``, ``[...]``)."""
+    fs, path = filesystem(pattern)
+    proto = scheme(pattern)
+    with translated(pattern):
+        return sorted(f"{proto}://{p}" for p in fs.glob(path) if not fs.isdir(p))
+
+
+def remove(location: str, recursive: bool = False) -> None:
+    fs, path = filesystem(location)
+    with translated(location), contextlib.suppress(FileNotFoundError):
+        fs.rm(path, recursive=recursive)
+
+
+def create_exclusive(location: str, data: bytes, replacing: str | None = None) -> str | None:
+    """Write ``data`` only if no object is there (``replacing=None``) or only if the object there
+    still has the checksum ``replacing``: the store arbitrates between concurrent writers.
+
+    Returns the new object's checksum; raises :class:`PreconditionFailed` when another writer got
+    there first. S3 (and S3-compatible servers that implement it) uses ``If-None-Match: *`` /
+    ``If-Match``; GCS ``ifGenerationMatch``. Another store has no conditional write here: its
+    lease is taken by write-then-read-back, which two writers within the same second can both win
+    (docs/scale.md says which store guarantees what)."""
+    fs, path = filesystem(location)
+    proto = scheme(location)
+    with translated(location):
+        try:
+            if proto in ("s3", "s3a"):
+                bucket, _, key = path.partition("/")
+                cond = {"IfNoneMatch": "*"} if replacing is None else {"IfMatch": f'"{replacing}"'}
+                out = fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **cond)
+                return str(out.get("ETag", "")).strip('"') or None
+            if proto in ("gs", "gcs"):
+                generation = 0 if replacing is None else int(fs.info(path).get("generation", -1))
+                if replacing is not None and checksum_of(fs.info(path)) != replacing:
+                    raise PreconditionFailed(location)
+                fs.pipe_file(path, data, if_generation_match=generation)
+                return checksum_of(fs.info(path))
+            if replacing is None and fs.exists(path):
+                raise PreconditionFailed(location)
+            fs.pipe_file(path, data)
+            return checksum_of(fs.info(path))
+        except FileExistsError:
+            raise PreconditionFailed(location) from None
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.EEXIST) and "condition" in str(e).lower():
+                raise PreconditionFailed(location) from None
+            raise
+
+
+def sha256_stream(location: str) -> tuple[int, str]:
+    """(bytes, sha256) of what is stored at ``location``, streamed: nothing written to disk."""
+    h, n = hashlib.sha256(), 0
+    with open_file(location) as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            n += len(chunk)
+    return n, h.hexdigest()
+
+
+def download(location: str, dest: str, expect_sha256: str | None = None) -> str:
+    """Copy one object to a local file (via ``dest.part``), hashing on the way; refuse it (leaving
+    nothing at ``dest``) when ``expect_sha256`` differs. Returns the sha256."""
+    part = dest + ".part"
+    os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+    h = hashlib.sha256()
+    try:
+        with open_file(location) as src, open(part, "wb") as out:
+            with translated(location):
+                while chunk := src.read(_CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)
+        raise
+    if expect_sha256 is not None and h.hexdigest() != expect_sha256:
+        os.unlink(part)
+        raise StoreError(f"{location}: sha256 differs from the manifest (altered after publishing); not used")
+    os.replace(part, dest)
+    return h.hexdigest()
+
+
+def upload(src: str, location: str) -> None:
+    fs, path = filesystem(location)
+    with translated(location):
+        fs.put_file(src, path)

@@ -1,0 +1,579 @@
+"""The artifact store on an object store: ROOT is ``s3://bucket/prefix``, ``gs://bucket/prefix``, ...
+
+The same layout and request ids as a local root (:mod:`.artifacts`), with the publish protocol
+rebuilt for stores that have no rename and no ``flock`` (files through :mod:`kolectra.core.storage`):
+
+1. check    every parent's objects listed against its manifest (sizes, and the store checksums
+            recorded when it was published): one LIST, no download.
+2. reserve  a lease object ``ROOT/.locks/<kind>-<id>.lease`` created with a conditional write
+            (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``): one builder per request; a
+            second identical run waits, saying for whom, then joins the first one's result. The
+            holder renews it (``If-Match`` its own version) every third of its time to live; one
+            whose holder died expires and is taken over, again by a conditional write.
+3. join     a prefix ``ROOT/<kind>/<name>-<id>/`` whose manifest checks is reused.
+4. prepare  a local build directory in the cache, or for the Beam stages the final prefix itself:
+            their workers write there, and report each file's size and sha256 as they write it.
+5. produce  the stage runs.
+6. publish  data objects first (uploaded, or already written in place and checked against the
+            workers' reports), every object's store checksum read back in one listing, then
+            ``manifest.json`` last, with a conditional create. **The manifest is the commit
+            marker**: every reader treats a prefix without a valid one as absent, so a kill or a
+            lost connection at any point leaves nothing that looks complete, and a rerun writes the
+            same objects again. If another writer's manifest got there first, theirs is joined.
+7. clean    the local build directory, the run's state in the store, the lease.
+
+Reading: a stage gets a *local* copy of a parent, downloaded into ``$KOLECTRA_CACHE`` (default
+``~/.cache/kolectra``) with every file's sha256 checked against the manifest as it arrives
+(:meth:`RemoteStore.local`); a copy already there is re-hashed, not trusted. The Beam stages read
+their parents' objects in place instead. ``kolectra artifacts verify`` streams every object
+through sha256 (nothing is written), so tampering is named per object as on a local root.
+
+Pretraining's working state (checkpoints) is mirrored to ``ROOT/.work/<kind>-<id>/`` after each
+save, so ``--resume`` continues from the store on any machine.
+
+``kolectra artifacts gc`` removes prefixes without a manifest whose lease has expired (or that
+have none), expired leases, and run state of published requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput, progress
+from kolectra.pipeline import workspace
+from kolectra.pipeline.artifacts import Request, Resumable, Store
+from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for
+from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, digest, hash_tree, misplaced,
+                                        parse_manifest, provenance, unsafe_path)
+
+LOCKS, WORK = ".locks", ".work"
+LEASE_SECONDS = float(os.environ.get("KOLECTRA_LEASE_SECONDS", "120"))
+POLL_SECONDS = float(os.environ.get("KOLECTRA_LEASE_POLL_SECONDS", "5"))
+CHECKPOINTS = "checkpoints"
+
+
+def cache_root() -> Path:
+    """Where copies of a store's artifacts and local build directories go."""
+    return Path(os.environ.get("KOLECTRA_CACHE") or Path.home() / ".cache" / "kolectra")
+
+
+def upath(url: str):
+    from upath import UPath  # noqa: PLC0415 - only for store roots
+
+    return UPath(url.rstrip("/"))
+
+
+def load_remote(path) -> Artifact:
+    """The artifact at store prefix ``path`` (a UPath): its manifest checked, and against its place."""
+    url = str(path)
+    try:
+        text = storage.read_bytes(storage.join(url, MANIFEST))
+    except FileNotFoundError:
+        raise ArtifactError(f"{url}/{MANIFEST}: missing (incomplete artifact)") from None
+    manifest = parse_manifest(text, f"{url}/{MANIFEST}")
+    if where := misplaced(path, manifest):
+        raise ArtifactError(where)
+    return Artifact(path=path, manifest=manifest)
+
+
+def remote_problems(art: Artifact, content: bool) -> list[str]:
+    """Every mismatch between a store artifact's manifest and its objects: one listing (sizes, and the
+    checksums recorded at publishing); with ``content`` every object streamed through sha256 too."""
+    url = str(art.path)
+    found = storage.listing(url)
+    problems = []
+    for entry in art.manifest["files"]:
+        obj = found.get(entry["path"])
+        where = f"{url}/{entry['path']}"
+        if obj is None:
+            problems.append(f"{where}: missing")
+        elif int(obj.get("size", -1)) != entry["bytes"]:
+            problems.append(f"{where}: size {obj.get('size')} != {entry['bytes']} in manifest")
+        elif entry.get("checksum") and storage.checksum_of(obj) != entry["checksum"]:
+            problems.append(f"{where}: rewritten after publishing (store checksum differs from the manifest)")
+        elif content and storage.sha256_stream(where)[1] != entry["sha256"]:
+            problems.append(f"{where}: sha256 differs from manifest")
+    listed = {e["path"] for e in art.manifest["files"]}
+    for rel in sorted(set(found) - listed - {MANIFEST}):
+        problems.append(f"{url}/{rel}: not in manifest (added after publishing)")
+    if digest(art.manifest["files"]) != art.manifest["digest"]:
+        problems.append(f"{url}/{MANIFEST}: digest does not match its file list")
+    return problems
+
+
+class Lease:
+    """``ROOT/.locks/<kind>-<id>.lease``: who builds a request on a store (see the module docstring)."""
+
+    def __init__(self, root: str, kind: str, aid: str):
+        self.url = storage.join(root, LOCKS, f"{kind}-{aid}.lease")
+        self.kind, self.aid = kind, aid
+        self.version: str | None = None
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.token = uuid.uuid4().hex
+
+    def _body(self) -> bytes:
+        return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": workspace.now(),
+                           "expires": time.time() + LEASE_SECONDS, "token": self.token,
+                           "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode()
+
+    def holder(self) -> tuple[dict, str | None]:
+        try:
+            found = storage.info(self.url)
+            body = json.loads(storage.read_bytes(self.url) or b"{}")
+        except FileNotFoundError:
+            return {}, None
+        except (ValueError, UnicodeDecodeError):
+            body = {}
+        return (body if isinstance(body, dict) else {}), storage.checksum_of(found)
+
+    def acquire(self) -> None:
+        said = False
+        while True:
+            try:
+                self.version = storage.create_exclusive(self.url, self._body())
+                break
+            except storage.PreconditionFailed:
+                pass
+            held, version = self.holder()
+            if version is not None and float(held.get("expires", 0) or 0) < time.time():
+                with contextlib.suppress(storage.PreconditionFailed):  # expired: whoever replaces it first wins
+                    progress(f"{self.kind}: the lease of pid {held.get('pid', '?')} on {held.get('host', '?')} "
+                             "expired (its builder stopped); taking the build over")
+                    self.version = storage.create_exclusive(self.url, self._body(), replacing=version)
+                    break
+                continue
+            if not said:
+                progress(f"{self.kind}: another run (pid {held.get('pid', '?')} on {held.get('host', '?')} since "
+                         f"{held.get('since', '?')}) is building the same request {self.aid}; waiting for it to "
+                         "finish (Ctrl-C stops waiting)")
+                said = True
+            time.sleep(POLL_SECONDS)
+        self._thread = threading.Thread(target=self._renew, name="kolectra-lease", daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(LEASE_SECONDS / 3):
+            try:
+                self.version = storage.create_exclusive(self.url, self._body(), replacing=self.version)
+            except storage.PreconditionFailed:
+                self.lost.set()  # taken over: this build must not publish
+                return
+            except Exception:  # a blip: try again next time; the lease lasts three renewals
+                continue
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise ArtifactError(f"{self.kind}: lost the lease {self.url} to another run (this one stalled longer "
+                                f"than {LEASE_SECONDS:.0f} s); nothing published by this run")
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if not self.lost.is_set():
+            held, version = self.holder()
+            if held.get("token") == self.token:
+                storage.remove(self.url)
+
+
+class RemoteStore(Store):
+    """A store root's artifacts (finding, checking, building); ``root`` is a URL."""
+
+    def __init__(self, root: str):
+        self.url = str(root).rstrip("/")
+        self.root = upath(self.url)
+        self._run_url: str | None = None
+
+    # ---- finding ---------------------------------------------------------------------------
+    def _kind_url(self, kind: str) -> str:
+        return storage.join(self.url, kind)
+
+    def scan(self, kind: str | None = None) -> tuple[list[Artifact], list[str]]:
+        arts, broken = [], []
+        for k in [kind] if kind else KINDS:
+            for name in storage.children(self._kind_url(k)):
+                try:
+                    arts.append(load_remote(self.root / k / name))
+                except ArtifactError as e:
+                    broken.append(str(e))
+        return arts, broken
+
+    def _dirs(self, kind: str, aid: str) -> list:
+        return [self.root / kind / n for n in storage.children(self._kind_url(kind)) if n.endswith(f"-{aid}")]
+
+    def find(self, kind: str, artifact_id: str) -> Artifact | None:
+        for d in self._dirs(kind, artifact_id):
+            with contextlib.suppress(ArtifactError):
+                return load_remote(d)
+        return None
+
+    def resolve(self, ref, kind: str | None = None) -> Artifact:
+        if storage.is_url(str(ref)):
+            return load_remote(upath(str(ref)))
+        p = Path(str(ref))
+        if p.is_dir() and (p / MANIFEST).is_file():
+            return Catalog(p.parent.parent).resolve(p)
+        ref = str(ref)
+        exact, by_name = [], []
+        for k in [kind] if kind else KINDS:
+            for n in storage.children(self._kind_url(k)):
+                name, _, aid = n.rpartition("-")
+                if n == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
+                    exact.append((k, n))
+                elif name == ref:
+                    by_name.append((k, n))
+        hits = []
+        for k, n in exact or by_name:  # only complete ones count: a prefix without a manifest is absent
+            with contextlib.suppress(ArtifactError):
+                hits.append(load_remote(self.root / k / n))
+        if not hits:
+            raise ArtifactError(f"no artifact {ref!r} under {self.url}" + (f"/{kind}" if kind else ""))
+        if len({a.id for a in hits}) > 1:
+            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(sorted(str(a.path) for a in hits)))
+        return sorted(hits, key=lambda a: str(a.path))[0]
+
+    def parent(self, art: Artifact, pid: str) -> Artifact | None:
+        ref = next((r for r in art.manifest.get("parent_refs", []) if r.get("id") == pid), {})
+        kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
+        roots = [r for r in (art.root, self.root) if r is not None]
+        for root in dict.fromkeys(str(r) for r in roots):
+            cat = catalog_for(root)
+            for k in kinds:
+                found = cat.find(k, pid)
+                if found is not None:
+                    return found
+        with contextlib.suppress(ArtifactError, OSError, storage.StoreError):
+            where = ref.get("path")
+            recorded = (load_remote(upath(where)) if storage.is_url(where) else Catalog().resolve(Path(where))) \
+                if where else None
+            return recorded if recorded is not None and recorded.id == pid else None
+        return None
+
+    def _unreadable(self, art: Artifact, ref: dict) -> list[str]:
+        kinds = [ref["kind"]] if ref.get("kind") in KINDS else KINDS
+        for d in (d for k in kinds for d in self._dirs(k, ref["id"])):
+            try:
+                load_remote(d)
+            except ArtifactError as e:
+                return [f"parent {ref['id']} of {art.path} is unreadable: {e}"]
+        return []
+
+    # ---- checking --------------------------------------------------------------------------
+    def verify(self, art) -> list[str]:
+        """Every object streamed through sha256 against the manifest, and every changed parent."""
+        if not isinstance(art, Artifact):
+            try:
+                art = self.resolve(art)
+            except ArtifactError as e:
+                return [str(e)]
+        if not _remote(art):
+            return super().verify(art)
+        return remote_problems(art, content=True) + self.changed_parents(art)
+
+    def require(self, ref, kind: str | None = None) -> Artifact:
+        """Before a stage reads a parent: its objects listed against the manifest (sizes and store
+        checksums; the bytes are hashed as they are downloaded, :meth:`local`)."""
+        art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
+        if kind and art.kind != kind:
+            raise ArtifactError(f"{art.path}: is a{'n' if art.kind[0] in 'aeiou' else ''} {art.kind} artifact, "
+                                f"expected {kind}")
+        problems = (remote_problems(art, content=False) if _remote(art) else super().verify(art)) \
+            + self.changed_parents(art)
+        if problems:
+            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
+                                + "\n  ".join(problems[:5]))
+        return art
+
+    def local(self, art: Artifact, only: Callable[[str], bool] | None = None) -> Path:
+        """A local directory holding ``art``'s files (those ``only`` accepts), each checked against
+        the manifest's sha256 as it is downloaded; a copy already in the cache is re-hashed."""
+        if not _remote(art):
+            return art.path
+        d = cache_root() / "artifacts" / art.kind / f"{art.path.name}-{art.manifest['digest'][:12]}"
+        d.mkdir(parents=True, exist_ok=True)
+        with workspace.request_lock(cache_root(), art.kind, art.id):  # one download per machine at a time
+            for entry in art.manifest["files"]:
+                if only is not None and not only(entry["path"]):
+                    continue
+                dest = d / entry["path"]
+                if dest.is_file() and dest.stat().st_size == entry["bytes"] and \
+                        workspace_sha256(dest) == entry["sha256"]:
+                    continue
+                storage.download(f"{art.path}/{entry['path']}", str(dest), entry["sha256"])
+            (d / MANIFEST).write_bytes(json.dumps(art.manifest, indent=2, ensure_ascii=False).encode() + b"\n")
+        return d
+
+    def cache_dir(self, what: str) -> Path:
+        return self._local_root() / ".cache" / what
+
+    # ---- building --------------------------------------------------------------------------
+    def build(self, request: Request, produce: Callable, force: bool = False,
+              resumable: bool | Resumable = False, resume: bool | str = False, in_place: bool = False) -> Artifact:
+        if request.kind not in KINDS:
+            raise ArtifactError(f"unknown artifact kind {request.kind!r}")
+        for parent in request.parents:
+            self.require(parent)
+        aid = request.id()
+        lease = Lease(self.url, request.kind, aid)
+        lease.acquire()
+        try:
+            if not force and (found := self._published(request)) is not None:
+                return found
+            final = self._final(request)
+            if in_place:
+                out, run = final, None
+                self._clear_prefix(final)
+            elif resumable:
+                out, run = self._prepare_run(request, resumable, resume)
+            else:
+                out, run = str(workspace.private_dir(cache_root(), request.kind, aid)), None
+            started = workspace.now()
+            self._run_url = storage.join(self.url, WORK, f"{request.kind}-{aid}") if run is not None else None
+            try:
+                output = produce(out if in_place else Path(out))
+                if run is not None:
+                    run.set_aside()
+                lease.check()
+                published = self._publish(request, output, out, final, started, run, in_place, lease)
+            except BaseException as e:
+                self._abandon(request, out, final, run, in_place, e)
+                raise
+            finally:
+                self._run_url = None
+            if run is not None:
+                shutil.rmtree(run.path, ignore_errors=True)
+                storage.remove(storage.join(self.url, WORK, f"{request.kind}-{aid}"), recursive=True)
+            elif not in_place:
+                shutil.rmtree(out, ignore_errors=True)
+            return published
+        finally:
+            lease.release()
+
+    def _final(self, request: Request) -> str:
+        existing = self._dirs(request.kind, request.id())
+        return str(existing[0]) if existing else storage.join(self.url, request.kind, f"{request.name}-{request.id()}")
+
+    def _published(self, request: Request) -> Artifact | None:
+        for d in self._dirs(request.kind, request.id()):
+            try:
+                art = load_remote(d)
+            except ArtifactError:
+                continue  # no manifest: an interrupted build, absent
+            problems = remote_problems(art, content=False)
+            if not problems:
+                progress(f"{request.kind}: reusing {d} (same request; --force rebuilds)")
+                return art
+            progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
+        return None
+
+    def _clear_prefix(self, prefix: str) -> None:
+        """Make ``prefix`` absent (manifest first), then empty: a forced or damaged rebuild."""
+        storage.remove(storage.join(prefix, MANIFEST))
+        storage.remove(prefix, recursive=True)
+
+    def _prepare_run(self, request: Request, resumable: bool | Resumable, resume: bool | str):
+        spec = resumable if isinstance(resumable, Resumable) else Resumable(
+            {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
+        local_root = self._local_root()
+        run = workspace.Run(local_root / workspace.WORK / f"{request.kind}-{request.id()}")
+        remote_run = storage.join(self.url, WORK, f"{request.kind}-{request.id()}")
+        if resume and not run.state():
+            self._fetch_run(remote_run, run)
+        record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
+                  "scratch": list(spec.scratch), "config": request.config}
+        held = contextlib.ExitStack()
+        opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
+        held.close()
+        if not resume:
+            storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
+        storage.write_bytes(storage.join(remote_run, workspace.REQUEST), (opened.path / workspace.REQUEST).read_bytes())
+        return str(opened.out), opened
+
+    def _local_root(self) -> Path:
+        return cache_root() / "roots" / hashlib.sha256(self.url.encode()).hexdigest()[:16]
+
+    def _fetch_run(self, remote_run: str, run: workspace.Run) -> None:
+        """The newest intact checkpoint of this request kept in the store, into the local run."""
+        objects = storage.listing(remote_run)
+        steps = sorted({rel.split("/")[2] for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/step-")
+                        and rel.endswith("/" + MANIFEST) and rel.count("/") == 3})
+        if not steps or workspace.REQUEST not in objects:
+            return
+        newest = steps[-1]
+        progress(f"checkpoint: fetching the interrupted run's {newest} from {remote_run}")
+        shutil.rmtree(run.path, ignore_errors=True)
+        storage.download(storage.join(remote_run, workspace.REQUEST), str(run.path / workspace.REQUEST))
+        for rel in sorted(objects):
+            if rel.startswith(f"out/{CHECKPOINTS}/{newest}/") or (rel.startswith("out/")
+                                                                and not rel.startswith(f"out/{CHECKPOINTS}/")):
+                storage.download(storage.join(remote_run, rel), str(run.path / rel))
+
+    def checkpoint_saved(self, step_dir: Path) -> None:
+        """Mirror a checkpoint the trainer just wrote (its files, then its manifest) into the store's
+        copy of the run, and drop older ones there: ``--resume`` on another machine continues it."""
+        if self._run_url is None:
+            return
+        base = storage.join(self._run_url, "out", CHECKPOINTS)
+        target = storage.join(base, step_dir.name)
+        for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
+            storage.upload(str(f), storage.join(target, f.name))
+        for rel in {r.split("/")[0] for r in storage.listing(base)}:
+            if rel != step_dir.name and rel.startswith("step-"):
+                storage.remove(storage.join(base, rel), recursive=True)
+        for name in ("metrics.jsonl",):  # the log the trainer trims back to the checkpoint on resume
+            if (step_dir.parent.parent / name).is_file():
+                storage.upload(str(step_dir.parent.parent / name), storage.join(self._run_url, "out", name))
+
+    def _publish(self, request: Request, output: StageOutput, out: str, final: str, started: str,
+                 run: workspace.Run | None, in_place: bool, lease: Lease) -> Artifact:
+        if in_place:
+            files = self._check_reported(final, output)
+        else:
+            if (Path(out) / MANIFEST).exists():
+                raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
+            files = hash_tree(Path(out))
+            self._clear_prefix(final)
+            for e in files:  # data objects first
+                storage.upload(str(Path(out) / e["path"]), storage.join(final, e["path"]))
+        found = storage.listing(final)
+        for e in files:
+            obj = found.get(e["path"])
+            if obj is None or int(obj.get("size", -1)) != e["bytes"]:
+                raise ArtifactError(f"{final}/{e['path']}: not in the store as written "
+                                    f"({'missing' if obj is None else obj.get('size')} bytes); nothing published")
+            if (checksum := storage.checksum_of(obj)) is not None:
+                e["checksum"] = checksum
+        manifest = {
+            "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
+            "parents": [p.id for p in request.parents],
+            "parent_refs": [{"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"],
+                             "path": str(p.path)} for p in request.parents],
+            "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
+            "files": files, "digest": digest(files), "stats": output.stats,
+            "provenance": provenance(request.libraries, started, workspace.now()),
+        }
+        if run is not None and run.id != request.id():
+            manifest["provenance"]["continued_from"] = {"request": run.id, "config": run.request.get("config")}
+        if output.compute is not None:
+            manifest["compute"] = output.compute
+        lease.check()
+        body = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+        try:
+            storage.create_exclusive(storage.join(final, MANIFEST), body)  # the commit
+        except storage.PreconditionFailed:
+            progress(f"{request.kind}: another run published {final} first; using it")
+        return load_remote(upath(final))
+
+    def _check_reported(self, final: str, output: StageOutput) -> list[dict]:
+        """The files the Beam workers reported writing (path, bytes, sha256), checked for shape."""
+        if output.files is None:
+            raise ArtifactError(f"{final}: the stage wrote in place but reported no files")
+        files = []
+        for e in sorted(output.files, key=lambda e: e["path"]):
+            if why := unsafe_path(e.get("path")):
+                raise ArtifactError(f"{final}: a worker reported the file {e.get('path')!r}, which {why}")
+            files.append({"path": e["path"], "bytes": int(e["bytes"]), "sha256": str(e["sha256"])})
+        extra = set(storage.listing(final)) - {e["path"] for e in files}
+        for rel in sorted(extra):  # a worker's retried attempt can leave another copy behind
+            storage.remove(storage.join(final, rel))
+        return files
+
+    def _abandon(self, request: Request, out: str, final: str, run: workspace.Run | None, in_place: bool,
+                 e: BaseException) -> None:
+        refused = isinstance(e, (ValueError, ArtifactError))
+        if run is not None and run.state():
+            if not refused:
+                e.add_note(f"{request.kind}: its working state is kept in {run.path} and "
+                           f"{storage.join(self.url, WORK)}; --resume continues it")
+            return
+        with contextlib.suppress(Exception):
+            if in_place:
+                self._clear_prefix(final)
+            elif run is not None:
+                shutil.rmtree(run.path, ignore_errors=True)
+            else:
+                shutil.rmtree(out, ignore_errors=True)
+        if not refused:
+            e.add_note(f"{request.kind}: nothing published under {final}")
+
+    # ---- clean-up --------------------------------------------------------------------------
+    def collect(self, interrupted: bool = False, dry_run: bool = False):
+        """Orphaned prefixes (no manifest) whose lease expired or that have none, expired leases,
+        run state of published requests (and with ``interrupted`` all run state)."""
+        removed: list[str] = []
+        kept: list = []
+
+        def leased(kind: str, aid: str) -> bool:
+            held, version = Lease(self.url, kind, aid).holder()
+            return version is not None and float(held.get("expires", 0) or 0) >= time.time()
+
+        def drop(url: str, recursive: bool = True) -> None:
+            removed.append(url)
+            if not dry_run:
+                storage.remove(url, recursive=recursive)
+
+        for kind in KINDS:
+            for name in storage.children(self._kind_url(kind)):
+                aid = name.rpartition("-")[2]
+                prefix = storage.join(self._kind_url(kind), name)
+                if not storage.exists(storage.join(prefix, MANIFEST)) and not leased(kind, aid):
+                    drop(prefix)
+        for name in storage.children(storage.join(self.url, WORK)):
+            kind, _, aid = name.rpartition("-")
+            if leased(kind, aid):
+                continue
+            if interrupted or self.find(kind, aid) is not None:
+                drop(storage.join(self.url, WORK, name))
+            else:
+                kept.append(RemoteRun(storage.join(self.url, WORK, name)))
+        for name in storage.children(storage.join(self.url, LOCKS)):
+            kind, _, rest = name.partition("-")
+            aid = rest.removesuffix(".lease")
+            if name.endswith(".lease") and not leased(kind, aid):
+                drop(storage.join(self.url, LOCKS, name), recursive=False)
+        local = self._local_root()
+        if local.is_dir():
+            gone, _ = workspace.sweep(local, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
+            removed += [str(p) for p in gone]
+        return removed, kept
+
+
+class RemoteRun:
+    """An interrupted run's state kept in the store (for ``artifacts gc``'s report)."""
+
+    def __init__(self, url: str):
+        self.path = url
+
+    @property
+    def request(self) -> dict:
+        with contextlib.suppress(Exception):
+            found = json.loads(storage.read_bytes(storage.join(self.path, workspace.REQUEST)))
+            return found if isinstance(found, dict) else {}
+        return {}
+
+    def size(self) -> int:
+        return sum(int(m.get("size", 0)) for m in storage.listing(self.path).values())
+
+
+def _remote(art: Artifact) -> bool:
+    return storage.is_url(str(art.path))
+
+
+def workspace_sha256(path: Path) -> str:
+    from kolectra.pipeline.manifest import sha256_file  # noqa: PLC0415
+
+    return sha256_file(path)
