@@ -135,6 +135,19 @@ def _missing_bucket(e: BaseException) -> bool:
     return "NoSuchBucket" in str(e)
 
 
+def check_bucket(url: str) -> None:
+    """Refuse a root whose bucket is missing or unreadable, in one line, before anything is built."""
+    fs, path = filesystem(url)
+    bucket = path.split("/", 1)[0]
+    with translated(url):
+        try:
+            found = fs.exists(bucket) if scheme(url) not in ("s3", "s3a") else bool(fs.call_s3("head_bucket", Bucket=bucket))
+        except FileNotFoundError:
+            found = False
+    if not found:
+        raise StoreError(f"{url}: the bucket {bucket!r} does not exist (create it first, or check the name)")
+
+
 # ---- reading and writing --------------------------------------------------------------------------
 def open_file(location: str, mode: str = "rb") -> IO:
     """A file object on a local path or a URL (binary modes)."""

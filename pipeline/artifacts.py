@@ -49,7 +49,7 @@ from typing import Callable, Iterable
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline import workspace
 from kolectra.pipeline.workspace import Resumable
-from kolectra.pipeline.catalog import Artifact, Catalog, default_root, load
+from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for, default_root, load
 from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
                                         hash_tree, input_key, library_versions, provenance, read_manifest, sha256_file,
                                         verify_dir, write_json)
@@ -98,6 +98,7 @@ def open_store(root: Path | str | None = None) -> "Store":
     if storage.is_url(str(root)):
         from kolectra.pipeline.remote import RemoteStore  # noqa: PLC0415 - s3fs/gcsfs only for store roots
 
+        storage.check_bucket(str(root))
         return RemoteStore(str(root))
     return Store(root)
 
@@ -120,7 +121,10 @@ class Store(Catalog):
 
     # ---- reading -------------------------------------------------------------------------
     def local(self, art: Artifact, only: Callable[[str], bool] | None = None) -> Path:
-        """A local directory with ``art``'s files for a stage to read: here, where it is."""
+        """A local directory with ``art``'s files for a stage to read: here, where it is (a parent
+        kept in a store: a checked copy, :meth:`kolectra.pipeline.remote.RemoteStore.local`)."""
+        if not isinstance(art.path, Path):
+            return catalog_for(art.root).local(art, only)
         return art.path
 
     def cache_dir(self, what: str) -> Path:

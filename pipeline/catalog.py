@@ -197,6 +197,8 @@ class Catalog:
                 art = self.resolve(art)
             except ArtifactError as e:
                 return [str(e)]
+        if not isinstance(art.path, Path):  # a parent kept in a store: checked there
+            return catalog_for(art.root).verify(art)
         return verify_dir(art.path) + self.changed_parents(art)
 
     def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import workspace
-from kolectra.pipeline.artifacts import Request, Store
+from kolectra.core import storage
+from kolectra.pipeline.artifacts import Request, Store, open_store
 
 
 def die() -> None:
@@ -68,6 +69,37 @@ def kill_in_training_step(n: int) -> None:
     objectives.STEPS["electra"] = dying
 
 
+def kill_at_call(owner, name: str, n: int, before: bool = False, only=lambda *a: True) -> None:
+    """Die at the ``n``-th call of ``owner.name`` that ``only`` accepts (before or after it ran)."""
+    real, calls = getattr(owner, name), []
+
+    def wrapped(*args, **kwargs):
+        if only(*args):
+            calls.append(1)
+            if before and len(calls) == n:
+                die()
+        out = real(*args, **kwargs)
+        if not before and len(calls) == n and only(*args):
+            die()
+        return out
+
+    setattr(owner, name, wrapped)
+
+
+def _is_manifest(url, *rest) -> bool:
+    return str(url).endswith("/manifest.json")
+
+
+# store roots (s3://...): the steps of kolectra.pipeline.remote's protocol
+REMOTE_POINTS = {
+    "leased": lambda: kill_at_call(storage, "create_exclusive", 1, only=lambda url, *a: str(url).endswith(".lease")),
+    "uploaded1": lambda: kill_at_call(storage, "upload", 1),
+    "before_manifest": lambda: kill_at_call(storage, "create_exclusive", 1, before=True, only=_is_manifest),
+    "manifest": lambda: kill_at_call(storage, "create_exclusive", 1, only=_is_manifest),
+    "mirrored": lambda: kill_after(__import__("kolectra.pipeline.remote", fromlist=["RemoteStore"]).RemoteStore,
+                                   "checkpoint_saved"),
+}
+
 POINTS = {
     "none": lambda: None,
     "prepared": lambda: kill_after(Store, "_prepare"),
@@ -100,7 +132,7 @@ def toy(args) -> None:
         Path(f"{args.start_after}.ready-{os.getpid()}").touch()
         while not Path(args.start_after).exists():
             time.sleep(0.01)
-    art = Store(args.root).build(toy_request(args.text), produce, force=args.force)
+    art = open_store(args.root).build(toy_request(args.text), produce, force=args.force)
     print(art.path)
 
 
@@ -112,7 +144,7 @@ def pretrain(args) -> None:
         kill_after(train, "pretrain")
     elif args.point.startswith("step"):
         kill_in_training_step(int(args.point[4:]))
-    art = stages.pretrain(Store(args.root), args.examples, preset="tiny", sets=args.sets, resume=args.resume)
+    art = stages.pretrain(open_store(args.root), args.examples, preset="tiny", sets=args.sets, resume=args.resume)
     print(art.path)
 
 
@@ -137,6 +169,8 @@ def main() -> None:
     args = p.parse_args()
     if args.point in POINTS:
         POINTS[args.point]()
+    elif args.point in REMOTE_POINTS:
+        REMOTE_POINTS[args.point]()
     {"toy": toy, "pretrain": pretrain}[args.what](args)
 
 

@@ -1,0 +1,245 @@
+"""The artifact store on an object store: ROOT is ``s3://bucket/prefix`` on a real S3-compatible
+server (moto's, on 127.0.0.1; tests/s3_support.py), reached only through the standard environment.
+
+- the whole chain (corpus -> vocab -> examples -> pretrain -> fine-tuning) gives the digests of the
+  same request on a local root, every artifact verifies, a rerun reuses them;
+- kills at each step of the publish protocol leave nothing that looks complete; a rerun publishes,
+  ``artifacts gc`` removes what the kill left once its lease expired;
+- two identical builds at once: one builds, the other waits and joins;
+- an object altered after publishing is named by ``verify`` and refused before a stage reads it;
+- store failures (no bucket, no endpoint, no credentials) are one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.pipeline import stages
+from kolectra.pipeline.artifacts import ArtifactError, Store, open_store
+from kolectra.pipeline.remote import RemoteStore
+from kolectra.pipeline.run import run_sample
+from tests.s3_support import bucket, free_port, s3_endpoint  # noqa: F401  (fixtures)
+from tests.test_end_to_end import TINY
+
+FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "3", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+
+
+def _child(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tests.fault_child", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **FAST_LEASE, **(env or {})},
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})})
+
+
+# ---- the chain ------------------------------------------------------------------------------------
+def test_whole_chain_on_s3_matches_local_digests(bucket, tmp_path):
+    local = Store(tmp_path / "local")
+    remote = open_store(f"{bucket}/kolectra")
+    assert isinstance(remote, RemoteStore)
+    run_sample(local, sets=TINY)
+    run_sample(remote, sets=TINY)
+
+    def digests(store):
+        return {(a.kind, a.path.name): a.manifest["digest"] for a in store.list() if a.kind != "eval"}
+
+    files = {store: {(a.kind, f["path"]): f["sha256"] for a in store.list() if a.kind != "eval"
+                     for f in a.manifest["files"]} for store in (local, remote)}
+    assert files[local].keys() == files[remote].keys()
+    # every byte the same but the training logs, which carry wall-clock times (as two local runs do)
+    timed = {"metrics.jsonl", "stats.json", "README.md"}
+    differ = [k for k in files[local] if files[local][k] != files[remote][k]]
+    assert [k for k in differ if k[0] != "checkpoint" or not (k[1] in timed or k[1].startswith("tensorboard/")
+                                                               or k[1].endswith("README.md"))] == [], differ
+    assert {k: v for k, v in digests(local).items() if k[0] != "checkpoint"} == \
+        {k: v for k, v in digests(remote).items() if k[0] != "checkpoint"}
+    assert {a.kind for a in remote.list()} == {"corpus", "vocab", "examples", "checkpoint", "eval"}
+    for art in remote.list():
+        assert remote.verify(art) == [], art.path
+        assert str(art.path).startswith(f"{bucket}/kolectra/{art.kind}/")
+    # what the Beam workers wrote is all there is: no report file, no staging copy
+    corpus = remote.list("corpus")[0]
+    assert ".written.json" not in storage.listing(str(corpus.path))
+    # a rerun reuses every artifact; the CLI lists and verifies the bucket
+    before = {str(a.path) for a in remote.list()}
+    run_sample(remote, sets=TINY)
+    assert {str(a.path) for a in remote.list()} == before
+    listed = _cli("artifacts", "list", "--out", f"{bucket}/kolectra")
+    assert listed.returncode == 0 and corpus.path.name in listed.stdout
+    ok = _cli("artifacts", "verify", str(corpus.path), "--out", f"{bucket}/kolectra")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(f"ok {corpus.path}")
+
+
+def test_tampered_object_is_named_by_verify_and_refused(bucket):
+    store = open_store(f"{bucket}/r")
+    corpus = stages.corpus(store, [str(Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz")],
+                           sets=["min_chars=10"])
+    stats = f"{corpus.path}/stats.json"
+    body = storage.read_bytes(stats)
+    storage.write_bytes(stats, body.replace(b'"records_in"', b'"records_iN"'))  # same size, other bytes
+    problems = store.verify(corpus)
+    assert any(stats in p for p in problems), problems
+    with pytest.raises(ArtifactError, match="stats.json"):
+        store.require(corpus.id, "corpus")
+    # an object added under the prefix is named too
+    storage.write_bytes(f"{corpus.path}/data/extra.txt", b"x")
+    assert any("extra.txt: not in manifest" in p for p in store.verify(corpus))
+
+
+# ---- kills and concurrency ------------------------------------------------------------------------
+@pytest.mark.parametrize("point", ["leased", "uploaded1", "before_manifest"])
+def test_a_kill_at_each_publish_step_leaves_nothing_that_looks_complete(bucket, point):
+    root = f"{bucket}/k"
+    killed = _child("toy", root, point, "--text", "killed run")
+    assert killed.returncode == -9, killed.stderr
+    store = open_store(root)
+    assert store.list() == []
+    with pytest.raises(ArtifactError, match="no artifact"):
+        store.resolve("toy")
+    time.sleep(3.2)  # its lease expires
+    done = _child("toy", root, "none", "--text", "killed run")
+    assert done.returncode == 0, done.stderr
+    art = store.resolve("toy")
+    assert art.read_bytes("data/a.txt") == b"killed run"
+    assert store.verify(art) == []
+    removed, _ = store.collect()
+    assert not any(str(art.path) == r for r in removed)
+    assert storage.children(f"{root}/.locks") == []
+
+
+def test_a_kill_after_the_manifest_leaves_a_complete_artifact_and_gc_clears_the_lease(bucket):
+    root = f"{bucket}/m"
+    assert _child("toy", root, "manifest").returncode == -9
+    store = open_store(root)
+    art = store.resolve("toy")
+    assert store.verify(art) == []
+    time.sleep(3.2)
+    removed, _ = store.collect()
+    assert any(r.endswith(".lease") for r in removed)
+
+
+def test_gc_removes_an_orphaned_prefix_once_its_lease_expired(bucket):
+    root = f"{bucket}/g"
+    assert _child("toy", root, "uploaded1").returncode == -9
+    store = open_store(root)
+    [orphan] = storage.children(f"{root}/corpus")
+    removed, _ = store.collect(dry_run=True)
+    assert not any(orphan in r for r in removed)  # its lease is live: a build may be running
+    time.sleep(3.2)
+    removed, _ = store.collect()
+    assert any(r.endswith(f"corpus/{orphan}") for r in removed)
+    assert storage.children(f"{root}/corpus") == []
+
+
+def test_two_identical_builds_at_once_one_builds_the_other_joins(bucket, tmp_path):
+    root, go, calls = f"{bucket}/c", tmp_path / "go", tmp_path / "calls"
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.fault_child", "toy", root, "none", "--sleep", "1",
+                               "--calls", str(calls), "--start-after", str(go)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, **FAST_LEASE},
+                              cwd=Path(__file__).resolve().parents[1]) for _ in range(2)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready-*"))) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    go.touch()
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == outs[1][0]  # the same artifact
+    assert len(calls.read_text().split()) == 1  # built once
+    assert any("building the same request" in err for _, err in outs)
+    store = open_store(root)
+    assert len(store.list()) == 1 and store.verify(store.list()[0]) == []
+
+
+# ---- failures -------------------------------------------------------------------------------------
+def test_a_missing_bucket_is_one_line(s3_endpoint):
+    r = _cli("artifacts", "list", "--out", "s3://no-such-bucket-kolectra/x")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "does not exist" in r.stderr and "no-such-bucket" in r.stderr
+
+
+def test_an_unreachable_endpoint_is_one_line(s3_endpoint):
+    closed = f"http://127.0.0.1:{free_port()}"
+    r = _cli("artifacts", "list", "--out", "s3://b/x", env={"AWS_ENDPOINT_URL": closed, "AWS_MAX_ATTEMPTS": "1"})
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "cannot reach the store" in r.stderr and closed in r.stderr
+
+
+def test_missing_credentials_are_one_line(s3_endpoint, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"))
+    r = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out", "s3://b/x"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "credentials" in r.stderr
+
+
+def test_stage_outputs_on_s3_are_read_by_datasets_and_transformers_from_the_local_copy(bucket):
+    store = open_store(f"{bucket}/d")
+    corpus = stages.corpus(store, [str(Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz")],
+                           sets=["min_chars=10"])
+    local = store.local(corpus)
+    stats = json.loads((local / "stats.json").read_text())
+    assert stats["records_in"] == stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
+    # a damaged local copy is not trusted: re-downloaded
+    (local / "stats.json").write_text("{}")
+    assert json.loads((store.local(corpus) / "stats.json").read_text()) == stats
+
+
+# ---- pretraining resumes from the store -------------------------------------------------------------
+def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(bucket, tmp_path, capsys):
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.artifacts import Request
+    from tests.model_support import build_examples, build_tokenizer
+    from tests.test_faults_pretrain import SETS
+
+    root = f"{bucket}/p"
+    store = open_store(root)
+
+    def writes(fn):
+        def produce(out: Path) -> StageOutput:
+            fn(out)
+            return StageOutput(stats={})
+        return produce
+
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                         writes(lambda out: (out / "stats.json").write_text("{}")))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
+                        writes(build_tokenizer))
+    ex = store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
+                     writes(lambda out: build_examples(out, store.local(vocab), n=64, seq_len=32)))
+    straight = stages.pretrain(Store(tmp_path / "local"), str(store.local(ex)), preset="tiny", sets=SETS)
+
+    killed = _child("pretrain", root, str(ex.path), "step10", *(f"--set={s}" for s in SETS))
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert store.list("checkpoint") == []
+    kept = storage.listing(f"{root}/.work")
+    assert any("/out/checkpoints/step-00000008/manifest.json" in k for k in kept), sorted(kept)
+
+    os.environ["KOLECTRA_CACHE"] = str(tmp_path / "another-machine")  # nothing local: all from the bucket
+    capsys.readouterr()
+    art = stages.pretrain(open_store(root), str(ex.path), preset="tiny", sets=SETS, resume=True)
+    err = capsys.readouterr().err
+    assert "fetching the interrupted run's step-00000008" in err and "resuming at step 8" in err
+    assert art.manifest["stats"]["resumed_from_step"] == 8
+    assert art.read_bytes("hf/discriminator/model.safetensors") == \
+        (straight.path / "hf" / "discriminator" / "model.safetensors").read_bytes()
+    assert storage.children(f"{root}/.work") == []  # published: the run's state in the store is gone
+    assert store.verify(art) == []
