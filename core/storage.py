@@ -199,7 +199,7 @@ def info(location: str) -> dict:
 
 def checksum_of(found: dict) -> str | None:
     """The store's own checksum of an object from its listing or info (S3 ETag, GCS md5/crc32c)."""
-    for key in ("ETag", "etag", "md5Hash", "crc32c", "checksum"):
+    for key in ("ETag", "generation", "etag", "md5Hash", "crc32c", "checksum"):
         if found.get(key):
             return str(found[key]).strip('"')
     return None
@@ -259,12 +259,8 @@ def create_exclusive(location: str, data: bytes, replacing: str | None = None) -
                 cond = {"IfNoneMatch": "*"} if replacing is None else {"IfMatch": f'"{replacing}"'}
                 out = fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **cond)
                 return str(out.get("ETag", "")).strip('"') or None
-            if proto in ("gs", "gcs"):
-                generation = 0 if replacing is None else int(fs.info(path).get("generation", -1))
-                if replacing is not None and checksum_of(fs.info(path)) != replacing:
-                    raise PreconditionFailed(location)
-                fs.pipe_file(path, data, if_generation_match=generation)
-                return checksum_of(fs.info(path))
+            if proto in ("gs", "gcs"):  # google-cloud-storage, which gcsfs installs: generation preconditions
+                return _gcs_create(path, data, replacing)
             if replacing is None and fs.exists(path):
                 raise PreconditionFailed(location)
             fs.pipe_file(path, data)
@@ -275,6 +271,21 @@ def create_exclusive(location: str, data: bytes, replacing: str | None = None) -
             if e.errno in (errno.EINVAL, errno.EEXIST) and "condition" in str(e).lower():
                 raise PreconditionFailed(location) from None
             raise
+
+
+def _gcs_create(path: str, data: bytes, replacing: str | None) -> str:
+    """GCS: ``ifGenerationMatch=0`` creates only if absent, ``=<generation>`` replaces only that
+    version; the object's version is its generation (what :func:`checksum_of` reads for GCS)."""
+    from google.api_core import exceptions  # noqa: PLC0415 - installed with gcsfs
+    from google.cloud import storage as gcs  # noqa: PLC0415
+
+    bucket, _, key = path.partition("/")
+    blob = gcs.Client().bucket(bucket).blob(key)
+    try:
+        blob.upload_from_string(data, if_generation_match=0 if replacing is None else int(replacing))
+    except exceptions.PreconditionFailed:
+        raise PreconditionFailed(f"gs://{path}") from None
+    return str(blob.generation)
 
 
 def sha256_stream(location: str) -> tuple[int, str]:

@@ -44,6 +44,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     local_workers,
     new_pipeline,
     pipeline_options,
+    runner_setup,
     verbosity,
 )
 
@@ -206,7 +207,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     try:
         with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
-            with new_pipeline(options) as p:
+            with runner_setup(options), new_pipeline(options) as p:
                 _recipe(p, cfg, listed, sources, out, dedup_buckets(total), progress_dir)
     except BaseException:
         if not ctrl_c.happened:

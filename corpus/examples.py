@@ -23,7 +23,8 @@ import json
 from pathlib import Path
 
 # runners first: it silences Beam's import-time logging before apache_beam is imported
-from kolectra.corpus.runners import LOCAL_RUNNER, input_bytes, interruptible, new_pipeline, pipeline_options
+from kolectra.corpus.runners import (LOCAL_RUNNER, input_bytes, interruptible, new_pipeline, pipeline_options,
+                                      runner_setup)
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
@@ -137,7 +138,7 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     job = examples_beam.Job(cfg=cfg, tokenizer_path=tokenizer_path, dtype=dtype.name,
                             vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes)
     # Ctrl-C: one line (the store adds that nothing was published), whatever Beam made of it
-    with interruptible("interrupted during the examples job"), new_pipeline(options) as p:
+    with interruptible("interrupted during the examples job"), runner_setup(options), new_pipeline(options) as p:
         examples_beam.recipe(p, job, paths, parts)
 
     written = take_report(str(out_dir))

@@ -62,13 +62,16 @@ class WorkerCounts:
 
 def read_counts(directory: str) -> dict[str, int]:
     total: dict[str, int] = {}
+    if not directory:  # no progress directory (remote workers): never the current one
+        return total
     for p in Path(directory).glob("*.json"):
         try:
             counts = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # replaced while we looked: the next poll sees it
-        for k, n in counts.items():
-            total[k] = total.get(k, 0) + n
+        for k, n in counts.items() if isinstance(counts, dict) else ():
+            if isinstance(n, int):
+                total[k] = total.get(k, 0) + n
     return total
 
 

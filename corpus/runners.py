@@ -239,6 +239,39 @@ def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
         raise BeamOptionError(f"Beam refused the pipeline options: {said}") from None
 
 
+class RunnerSetupError(ValueError):
+    """The runner cannot start from this launcher: a library it needs is not installed, or its job
+    server cannot be fetched. The message names what to install or pass (exit 2, never a bug)."""
+
+
+def runner_setup_problem(e: BaseException, runner: str) -> str | None:
+    """What the user must install or pass, if ``e`` is a runner that could not start (else None)."""
+    text = str(e)
+    if "apache_beam[gcp]" in text or "apache-beam[gcp]" in text:
+        return (f"{runner} needs Google Cloud's libraries on this launcher: pip install 'kolectra[gcp]' "
+                "(Beam's GCP extra and gcsfs), then run the same command again")
+    if "job server jar" in text:
+        flag = "--spark_job_server_jar" if "spark" in text.lower() else "--flink_job_server_jar"
+        url = next((w for w in text.split() if w.startswith("http") and ".jar" in w), "").rstrip(":.")
+        return (f"{runner} could not fetch its job-server jar{f' ({url})' if url else ''}: this machine cannot "
+                f"reach Maven. Download the jar where you can and pass {flag} PATH, or start the job server "
+                "yourself and pass --job_endpoint HOST:8099 (with --flink_version matching a Flink cluster: "
+                "docs/scale.md)")
+    return None
+
+
+@contextlib.contextmanager
+def runner_setup(options: PipelineOptions) -> Iterator[None]:
+    """Around a pipeline's run: a runner that cannot start here is one :class:`RunnerSetupError`."""
+    try:
+        yield
+    except (ImportError, RuntimeError, ValueError, OSError) as e:
+        why = runner_setup_problem(e, options.view_as(StandardOptions).runner or "the runner")
+        if why is None:
+            raise
+        raise RunnerSetupError(why) from None
+
+
 # CPython runs a collection every 700 net allocations and a full one every 100 of those. A worker
 # holds a bundle's documents (millions of small objects) while Kiwi allocates a Python object per
 # token, so with the defaults the full collections add up: about 4 % of Kiwi's time on NSMC reviews

@@ -20,6 +20,7 @@ from kolectra.corpus.examples import build as build_examples
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
 
@@ -85,3 +86,25 @@ def test_corpus_and_examples_on_the_portable_runner_match_the_default(worker_poo
         build_examples(ex_cfg, default, vocab, outs[name], args)
     assert _files(outs["default"]) == _files(outs["portable"])
     assert any(p.suffix == ".arrow" for p in outs["portable"].rglob("*"))  # the job wrote shards
+
+
+def test_the_portable_runners_workers_write_straight_into_the_bucket(worker_pool, bucket, tmp_path, monkeypatch):
+    """A store root: the external pool's workers write the corpus under the artifact's prefix and
+    report what they wrote; no staging copy, no file through the launcher, the local root's digest."""
+    from kolectra.core import storage
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.artifacts import Store, open_store
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    lines = gzip.decompress(SAMPLE.read_bytes()).splitlines(keepends=True)[:300]
+    src = f"{bucket}/raw/reviews.jsonl"  # the input on the store too
+    storage.write_bytes(src, b"".join(lines))
+    remote = stages.corpus(open_store(f"{bucket}/root"), [src], beam_args=_portable(worker_pool))
+    local_src = tmp_path / "reviews.jsonl"
+    local_src.write_bytes(b"".join(lines))
+    local = stages.corpus(Store(tmp_path / "root"), [str(local_src)])
+    assert remote.manifest["digest"] == local.manifest["digest"]
+    assert open_store(f"{bucket}/root").verify(remote) == []
+    assert sorted(storage.listing(str(remote.path))) == sorted([*(f["path"] for f in remote.manifest["files"]),
+                                                               "manifest.json"])
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.jsonl.gz"))
