@@ -18,7 +18,8 @@ from pathlib import Path
 
 
 def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
-    p.add_argument("--out", type=Path, default=None, metavar="ROOT",
+    # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli_checks.py)
+    p.add_argument("--out", default=None, metavar="ROOT",
                    help="artifact root (default: $KOLECTRA_HOME, else ./artifacts; e.g. --out /data/kolectra)")
     p.add_argument("-q", "--quiet", action="count", default=0,
                    help="errors and warnings only on stderr; stdout keeps the results (default: progress shown)")
