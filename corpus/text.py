@@ -10,9 +10,10 @@ Order matters and is fixed by :func:`normalize`:
    and kept; stray ones are dropped.
 2. :func:`fold_width` - full-width ASCII (U+FF01-FF5E) to ASCII, ideographic space to a space,
    half-width Hangul letters (U+FFA1-FFDC) to compatibility jamo and the half-width filler U+FFA0
-   to the Hangul filler U+3164. These are the only NFKC mappings we want: blanket NFKC would also rewrite other compatibility characters (circled
-   numbers, ligatures, superscripts), and NFKD/NFKC of compatibility jamo used on their own
-   (ㅋㅋ, ㅠㅠ - laughter and crying in Korean web text) must stay as they are.
+   to the Hangul filler U+3164. These are the only NFKC mappings we want: blanket NFKC would
+   also rewrite other compatibility characters (circled numbers, ligatures, superscripts), and
+   NFKD/NFKC of compatibility jamo used on their own (ㅋㅋ, ㅠㅠ - laughter and crying in Korean
+   web text) must stay as they are.
 3. :func:`nfc` - canonical composition; NFD Hangul (conjoining jamo U+1100..) becomes precomposed
    syllables, the form Kiwi and the vocabulary expect.
 4. :func:`collapse_whitespace` - any whitespace run becomes one space, or one newline when the run

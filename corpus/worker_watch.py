@@ -64,7 +64,8 @@ def _broken_channel(exc: BaseException | None) -> bool:
 class WorkerWatch:
     """Within ``with WorkerWatch(on_death):``, the first worker process that ends non-zero calls
     ``on_death(WorkerDied)`` from its thread; Beam's traceback of it is not printed (the one line
-    is the report), nor those of gRPC streams broken by it (``verbose`` prints them). Outside, or once :meth:`__exit__` ran, the hook passes everything on."""
+    is the report), nor those of gRPC streams broken by it (``verbose`` prints them). Outside, or
+    once :meth:`__exit__` ran, the hook passes everything on."""
 
     def __init__(self, on_death: Callable[[WorkerDied], None], verbose: bool = False):
         self.on_death = on_death
@@ -92,7 +93,8 @@ class WorkerWatch:
             return
         if self.verbose:
             self._previous(args)
-        if code is not None and self.error is None:  # the first death is the news; the others were stopped because of it
+        # the first death is the news; the others were stopped because of it
+        if code is not None and self.error is None:
             self.error = died(code)
             self.reported.set()
             self.on_death(self.error)

@@ -14,7 +14,6 @@ import argparse
 import os
 import re
 import sys
-from pathlib import Path
 
 
 def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:

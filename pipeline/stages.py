@@ -60,8 +60,8 @@ def artifact_name(name: str | None, default: str) -> str:
     if name is not None:
         if len(name) > NAME_MAX or not _NAME.fullmatch(name):
             fixed = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("_.+-")[:NAME_MAX]
-            why = f"is {len(name)} characters, over {NAME_MAX}" if len(name) > NAME_MAX else (
-                "is empty" if not name else "is not 1-48 ASCII letters, digits and _ . + -, starting with a letter or digit")
+            why = (f"is {len(name)} characters, over {NAME_MAX}" if len(name) > NAME_MAX else "is empty" if not name
+                   else f"is not 1-{NAME_MAX} ASCII letters, digits and _ . + -, starting with a letter or digit")
             raise ArtifactError(f"--name {name!r} {why}: it names the artifact's directory, NAME-ID"
                                 + (f" (e.g. --name {fixed})" if fixed else ""))
         return name

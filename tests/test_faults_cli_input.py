@@ -33,7 +33,8 @@ def _refused(capsys, argv: list[str]) -> str:
 @pytest.mark.parametrize("argv, said", [
     (["examples", "--corpus", "c", "--vocab", "v", "--max-seq-lenght", "32"],
      "unknown option --max-seq-lenght (did you mean --max-seq-length?)"),
-    (["corpus", "--input", "x.jsonl", "--text-feild", "body"], "unknown option --text-feild (did you mean --text-field?)"),
+    (["corpus", "--input", "x.jsonl", "--text-feild", "body"],
+     "unknown option --text-feild (did you mean --text-field?)"),
     (["corpus", "--input", "x.jsonl", "--text_field=body"], "unknown option --text_field (did you mean --text-field?)"),
     (["corpus", "--input", "x", "--direct-num-workers", "2"], "(did you mean --direct_num_workers?)"),
     (["corpus", "--input", "x", "--runer", "DataflowRunner"], "(did you mean --runner?)"),
