@@ -7,7 +7,7 @@ per input file: read each line as a record or a reject, normalise (language prof
 ``corpus/languages.py``), drop boilerplate lines, filter, and file the survivors into one of
 ``buckets`` dedup groups by a hash of their text -> group the buckets -> exact dedup inside each
 bucket (the copy with the smallest (source, line) survives) -> optional MinHash-LSH near-dup
-clusters (``corpus/neardup.py``) -> Kiwi sentences and morphemes, train/valid by a salted hash
+clusters (``corpus/neardup.py``) -> ids that several surviving texts share, counted -> Kiwi sentences and morphemes, train/valid by a salted hash
 of the text, shard by the text key -> deterministic shards sorted by (source, line) ->
 ``data/*.jsonl.gz`` (gzip mtime 0), ``rejects/rejects.jsonl``, ``samples/{kept,dropped}.jsonl``,
 ``stats.json`` (see ``corpus/outputs.py``).
@@ -72,8 +72,10 @@ from kolectra.corpus.steps import (  # noqa: E402,F401  (re-exported: the stage'
     SAMPLES,
     TALLY,
     AnalyseAndPlace,
+    IdBuckets,
     KeepFirstCopies,
     ReadAndClean,
+    shared_ids,
 )
 
 # Bump when the output bytes for the same input and config change (part of the artifact id).
@@ -82,7 +84,11 @@ from kolectra.corpus.steps import (  # noqa: E402,F401  (re-exported: the stage'
 # 4: README.md, a dataset card: datasets.load_dataset(<artifact dir>) loads the splits.
 # 5: samples show the cleaned (masked) text; ids masked by mask_pii fall back to source:line;
 #    stats.json: per-file bytes and sha256, repaired records; damaged files are dead letters.
-STAGE_VERSION = 5
+# 6: a record Python's JSON parser refuses (huge integer, deep nesting) is an `unparsable_json`
+#    reject, not the end of its file; numeric ids canonical, other non-string ids `invalid_id`;
+#    documents of invisible characters dropped as `invisible`; U+FFA0 folded to U+3164; ZWJ kept
+#    inside emoji sequences; stats.json counts duplicate_id_different_text.
+STAGE_VERSION = 6
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -133,6 +139,9 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
         docs = near.docs | "AsLists" >> beam.Map(_as_list)
         tallies.append(near[TALLY])
         samples.append(near[SAMPLES] | "RankNearSamples" >> beam.Map(_ranked, cfg.seed))
+    shared = (docs | "IdBuckets" >> beam.ParDo(IdBuckets(buckets)) | "GroupIds" >> beam.GroupByKey()
+              | "SharedIds" >> beam.FlatMap(shared_ids))
+    tallies.append(shared)
     placed = docs | "AnalyseAndPlace" >> beam.ParDo(AnalyseAndPlace(cfg, progress_dir)).with_outputs(TALLY, SAMPLES, main="docs")
     dropped_samples = (
         tuple(samples)
@@ -243,6 +252,9 @@ def _summary(stats: dict) -> None:
         f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "
         f"dropped {sum(stats['dropped'].values())} {stats['dropped']}"
     )
+    if stats.get("duplicate_id_different_text"):
+        progress(f"corpus: {stats['duplicate_id_different_text']} kept document(s) share their id with another kept "
+                 "document of different text (all kept; stats.json: duplicate_id_different_text)")
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
         progress(f"corpus: repaired and kept {repaired}")

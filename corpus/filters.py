@@ -19,12 +19,19 @@ from typing import Callable
 
 from kolectra.corpus import languages
 from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.text import is_blank
 
 Filter = Callable[[str, CorpusConfig], "str | None"]
 
 
 def empty(text: str, cfg: CorpusConfig) -> str | None:
     return "empty" if not text else None
+
+
+def invisible(text: str, cfg: CorpusConfig) -> str | None:
+    # Hangul fillers, the Braille blank ... are letters or symbols to Unicode, so a comment made of
+    # them passes every length and script rule while showing nothing (corpus/text.py: is_blank)
+    return "invisible" if is_blank(text) else None
 
 
 def too_short(text: str, cfg: CorpusConfig) -> str | None:
@@ -136,7 +143,7 @@ def boilerplate(text: str, cfg: CorpusConfig) -> str | None:
     return "boilerplate" if strip_boilerplate(text, cfg)[1] else None
 
 
-FILTERS: tuple[Filter, ...] = (empty, too_short, too_long, low_script_share, symbols, repetitive, boilerplate)
+FILTERS: tuple[Filter, ...] = (empty, invisible, too_short, too_long, low_script_share, symbols, repetitive, boilerplate)
 # exact duplicates (pipeline.py) and near duplicates (neardup.py) are counted with the filters
 DROP_REASONS: tuple[str, ...] = tuple(f.__name__ for f in FILTERS) + ("duplicate", "near_duplicate")
 

@@ -3,9 +3,11 @@ by the orchestration before the job, and by the job's reader for every file it o
 
 - :func:`list_inputs` expands ``--input`` paths and globs: local ones through Beam's
   ``FileSystems``, store URLs (``s3://``, ``gs://``, any fsspec protocol) through
-  :mod:`kolectra.core.storage`, as the artifact store reads them; an existing literal path wins over its reading as a glob
-  (``data[1].txt`` is that file, never ``data1.txt``). A directory, or a file whose name is not
-  UTF-8 (it could not be recorded in the manifest), is refused up front, naming it.
+  :mod:`kolectra.core.storage`, as the artifact store reads them; an existing literal path wins
+  over its reading as a glob (``data[1].txt`` is that file, never ``data1.txt``). Anything local
+  that is not a regular file (a directory; a FIFO, device or socket, which would never end or hang
+  the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), is
+  refused up front, naming it.
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
   is its absolute path, size and modification time (nanoseconds); an object in a store is its
   path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). The request id is built from identities, so a 300 GB corpus is not
@@ -22,6 +24,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import stat
 from typing import IO
 
 from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
@@ -70,15 +73,29 @@ def _unusable(path: str) -> str | None:
     except UnicodeEncodeError:  # os.fsdecode of a name that is not UTF-8: it cannot go into JSON
         return (f"input {path!r}: the file name is not valid UTF-8, and input names go into the manifest and "
                 "document ids; rename the file (e.g. convmv -f cp949 -t utf-8) or leave it out of --input")
-    if not is_remote(path) and os.path.isdir(path):
+    if is_remote(path):
+        return None
+    try:
+        mode = os.stat(path).st_mode  # follows links: a link to a regular file is that file
+    except OSError as e:
+        return f"input {path!r}: {e.strerror or e}"
+    if stat.S_ISDIR(mode):
         return (f"input {path!r} is a directory: name its files with a glob, --input '{path.rstrip('/')}/*' "
                 f"(or '{path.rstrip('/')}/**' for every level below it)")
+    if not stat.S_ISREG(mode):  # a FIFO or a device never ends (or ends differently each time)
+        return (f"input {path!r} is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file: "
+                "a corpus input must be a file that can be listed, sized and read to its end (copy a stream to "
+                "a file first)")
     return None
 
 
+_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
+
+
 def expand(patterns: list[str]) -> list[str]:
-    """Every file the paths/globs name, sorted and de-duplicated; a pattern matching nothing, a
-    directory or a file name that is not UTF-8 is an error naming it."""
+    """Every file the paths/globs name, sorted and de-duplicated; a pattern matching nothing,
+    something that is not a regular file or a file name that is not UTF-8 is an error naming it."""
     if not patterns:
         raise InputError("no --input given")
     files = [f for pattern in patterns for f in _expand_one(pattern)]

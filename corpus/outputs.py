@@ -144,6 +144,8 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         "dropped": dropped,
         "rejected_reasons": rejected_reasons,
         "repaired": {r: get("repaired", r) for r in reader.REPAIRED_REASONS},
+        # kept documents whose id another kept document (of different text) has too: all kept
+        "duplicate_id_different_text": get("ids", "duplicate_id_different_text"),
         "splits": splits,
         "documents": sum(splits[s]["documents"] for s in SPLITS),
         "sentences": sum(splits[s]["sentences"] for s in SPLITS),

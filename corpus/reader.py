@@ -17,7 +17,11 @@ What a line can hold that the rest of the pipeline cannot: a UTF-8 byte-order ma
 file (skipped), and lone surrogates escaped in JSON (``"\\ud800"``: valid JSON, but no UTF-8
 encoding exists, and Beam's coders would fail the whole job on it). They are removed from the
 text (as cleaning would) and replaced by U+FFFD in the id, and the record says it was
-``repaired``. A file whose decompression fails midway (a truncated or corrupted archive, a
+``repaired``. A line that is valid JSON but that Python's parser refuses (an integer over
+``sys.get_int_max_str_digits()``, nesting past the recursion limit) is an ``unparsable_json``
+reject, and anything else one line makes fail an ``unreadable_record`` reject: never the end of
+its file. Ids: a string as it is, a JSON number in one canonical spelling (:func:`canonical_id`),
+anything else an ``invalid_id`` reject. A file whose decompression fails midway (a truncated or corrupted archive, a
 ``.zst`` that is not zstd) or cannot be opened ends in one reject naming the codec's error and
 the line where reading stopped, reason ``damaged_file``; the bytes before it are kept.
 """
@@ -25,6 +29,7 @@ the line where reading stopped, reason ``damaged_file``; the bytes before it are
 from __future__ import annotations
 
 import json
+import math
 import os
 import posixpath
 import re
@@ -38,9 +43,12 @@ REJECT_REASONS = (
     "block_too_long",
     "invalid_utf8",
     "invalid_json",
+    "unparsable_json",
     "not_an_object",
     "missing_text",
     "text_not_string",
+    "invalid_id",
+    "unreadable_record",
     "damaged_file",
 )
 REPAIRED_REASONS = ("lone_surrogate",)  # records kept after a repair, counted in stats.json
@@ -161,17 +169,46 @@ def parse_line(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple[st
         obj = json.loads(decoded)
     except json.JSONDecodeError as e:
         return None, "invalid_json", e.msg + f" at column {e.colno}"
-    except RecursionError:
-        return None, "invalid_json", "nesting too deep"
+    except RecursionError:  # valid JSON, but nested deeper than Python's parser (and stack) allows
+        return None, "unparsable_json", "nested too deeply for Python's JSON parser"
+    except (ValueError, OverflowError, MemoryError) as e:  # e.g. an integer over sys.get_int_max_str_digits()
+        return None, "unparsable_json", f"valid JSON that Python's parser refuses: {str(e).split(';')[0][:200]}"
     if not isinstance(obj, dict):
-        return None, "not_an_object", f"a JSON {type(obj).__name__}"
+        return None, "not_an_object", f"a JSON {_json_type(obj)}"
     text = obj.get(text_field)
     if text is None:
         return None, "missing_text", f"no {text_field!r} field (or null)"
     if not isinstance(text, str):
-        return None, "text_not_string", f"{text_field!r} is a {type(text).__name__}"
+        return None, "text_not_string", f"{text_field!r} is a JSON {_json_type(text)}"
     doc_id = obj.get(id_field)
-    return text, (None if doc_id is None else str(doc_id))
+    if doc_id is None or isinstance(doc_id, str):
+        return text, doc_id
+    canonical = canonical_id(doc_id)
+    if canonical is None:
+        return None, "invalid_id", f"{id_field!r} is a JSON {_json_type(doc_id)}; an id must be a string or a number"
+    return text, canonical
+
+
+def canonical_id(value) -> str | None:
+    """The id a JSON number stands for, spelled one way: integers (and floats without a fraction,
+    ``7.0``, ``7e0``) in decimal digits, other finite floats as Python's shortest repr (``1.5``).
+    None for what cannot be an id: booleans, objects, arrays, NaN and infinities."""
+    if isinstance(value, bool):
+        return None  # a bool is an int to Python, but ``true`` names no document
+    if isinstance(value, int):
+        return str(value)  # parsing bounded it to int_max_str_digits, so this cannot fail
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+    return None
+
+
+def _json_type(value) -> str:
+    """A parsed value's JSON type name (``object``, ``array``, ``boolean`` ...), for details."""
+    for kind, name in ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), (int, "number"),
+                       (float, "number")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
 
 
 BOM = b"\xef\xbb\xbf"
@@ -225,6 +262,16 @@ def _error(e: BaseException) -> str:
 
 def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
             max_line_bytes: int) -> dict:
+    """One line's record or reject. Whatever one line makes fail is that line's reject: an
+    exception escaping here would end the file's read as ``damaged_file`` and lose every line after it."""
+    try:
+        return _parse_record(raw, lineno, source, fmt, text_field, id_field, max_line_bytes)
+    except Exception as e:  # RecursionError included
+        return {"source": source, "line": lineno, "reason": "unreadable_record", "detail": _error(e)[:300]}
+
+
+def _parse_record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
+                  max_line_bytes: int) -> dict:
     if raw is None:
         return {"source": source, "line": lineno, "reason": "line_too_long", "detail": f"over {max_line_bytes} bytes"}
     if lineno == 1 and raw.startswith(BOM):

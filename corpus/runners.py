@@ -79,13 +79,17 @@ class Interruption:
     """Within ``with Interruption() as ctrl_c:``, Ctrl-C stops the local worker processes and raises
     KeyboardInterrupt, and sets ``ctrl_c.happened``: Beam and kiwipiepy may re-raise it wrapped
     (``RuntimeError: KeyboardInterrupt [while running ...]``), so the flag, not the exception's
-    type, says the user stopped the job."""
+    type, says the user stopped the job. :meth:`fail` ends the job the same way from another
+    thread (a worker process died), raising that error instead."""
 
     def __init__(self):
         self.happened = False
+        self.failure: BaseException | None = None
         self._previous = None
 
     def _handler(self, signum, frame):
+        if self.failure is not None:  # sent by fail(): the workers are stopped already
+            raise self.failure
         self.happened = True
         # Local workers ignore SIGINT (corpus/worker.py) and would finish their bundle (up to a
         # whole stage) before the runner could tear down: stop them now, quietly
@@ -94,6 +98,18 @@ class Interruption:
         if callable(self._previous) and self._previous is not signal.default_int_handler:
             self._previous(signum, frame)  # an enclosing Interruption: its flag too
         raise KeyboardInterrupt
+
+    def fail(self, error: BaseException) -> None:
+        """Stop the job with ``error`` (from any thread): the other local workers are stopped and
+        the main thread, wherever Beam has it wait, is woken by a SIGINT that this handler turns
+        into ``error``. Ignored after Ctrl-C or a first failure."""
+        if self.happened or self.failure is not None:
+            return
+        self.failure = error
+        quiet_beam_threads()
+        stop_local_workers()
+        if self._previous is not None:  # installed: the main thread runs the job
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     def __enter__(self) -> "Interruption":
         if threading.current_thread() is threading.main_thread():
@@ -184,6 +200,8 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
 from apache_beam.transforms.environments import SubprocessSDKEnvironment  # noqa: E402
 
+from kolectra.corpus.worker_watch import WorkerDied, WorkerWatch  # noqa: E402,F401  (WorkerDied: this module's API)
+
 # Beam's "DirectRunner" is a switcher that first tries the Prism runner, which downloads a binary
 # from GitHub; the FnApiRunner is the in-process batch engine it falls back to. Local runs must
 # never touch the network, so both the default and an explicit DirectRunner mean FnApiRunner,
@@ -193,6 +211,9 @@ LOCAL_RUNNER = "kolectra.corpus.runners.LocalRunner"
 # ~0.45 GB each) than it saves: Kiwi analyses about 0.1-0.2 MB of text a second per core.
 MULTI_WORKER_MIN_BYTES = 4 << 20
 MAX_LOCAL_WORKERS = 8
+# After the runner failed, how long to wait for a dead worker's exit to be reported (the runner
+# can see the closed channel first): the difference between one clear line and a gRPC error.
+DEATH_REPORT_WAIT = 3.0
 
 
 def local_workers(input_bytes: int, cpus: int | None = None) -> int:
@@ -327,7 +348,17 @@ class LocalRunner(FnApiRunner):
         # (direct_num_workers) is what makes it parallel, whatever the mode's name
         direct.direct_running_mode = "in_memory"
         try:
-            with Interruption():  # Ctrl-C: stop the workers now, for any job run here (examples too)
-                return super().run_pipeline(pipeline, options)
+            # Ctrl-C: stop the workers now, for any job run here (examples too); a worker that
+            # dies fails the job at once instead of leaving the runner waiting for it
+            with Interruption() as stop, WorkerWatch(stop.fail, _verbosity >= VERBOSE) as watch:
+                try:
+                    return super().run_pipeline(pipeline, options)
+                except BaseException:
+                    if stop.happened:
+                        raise
+                    # the runner may see the closed channel before the worker's thread reports
+                    if watch.reported.wait(DEATH_REPORT_WAIT) or stop.failure is not None:
+                        raise (stop.failure or watch.error) from None
+                    raise
         finally:
             direct.direct_running_mode = "multi_processing"

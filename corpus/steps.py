@@ -1,5 +1,6 @@
 """The corpus job's Beam steps (``corpus/build.py`` wires them into the graph): reading and
-cleaning a file, exact dedup inside a bucket, Kiwi analysis and placement into shards.
+cleaning a file, exact dedup inside a bucket, ids shared by different texts, Kiwi analysis and
+placement into shards.
 
 Elements are large on purpose: a file's survivors travel to the dedup shuffle in chunks of up to
 :data:`ReadAndClean.CHUNK` documents per bucket, and a bucket's unique documents go to Kiwi in
@@ -12,6 +13,7 @@ are kept per file or bucket on the worker and emitted once. Every step adds its 
 from __future__ import annotations
 
 import json
+import zlib
 
 from kolectra.corpus.runners import tune_gc  # first: quiets Beam's import-time logging
 
@@ -30,6 +32,7 @@ SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
 REJECTED = "rejected"
 FILES = "files"  # the tag of (source, {bytes, sha256, damaged?, changed?}) per input file
 DROPPED = "dropped"
+SHARED_ID = ("ids", "duplicate_id_different_text")  # the tally of kept documents whose id is not unique
 
 
 def _count(tally: dict, key, n: int = 1) -> None:
@@ -173,6 +176,46 @@ class KeepFirstCopies(beam.DoFn):
             yield beam.pvalue.TaggedOutput(TALLY, ((DROPPED, "duplicate"), duplicates))
         for row in samples.get("duplicate", ()):
             yield beam.pvalue.TaggedOutput(SAMPLES, ("duplicate", row))
+
+
+class IdBuckets(beam.DoFn):
+    """Lists of (key, document) -> (bucket, [id, ...]): the ids of the documents that survived
+    dedup, grouped by a stable hash of the id and emitted per bundle (in chunks, as the texts are),
+    so that :func:`shared_ids` sees every copy of an id in one place."""
+
+    CHUNK = 8192
+
+    def __init__(self, buckets: int):
+        self.buckets = buckets
+
+    def start_bundle(self):
+        self.chunks: dict = {}
+
+    def process(self, docs: list):
+        for _, doc in docs:
+            bucket = zlib.crc32(doc["id"].encode("utf-8")) % self.buckets  # crc32: the same in every worker
+            chunk = self.chunks.setdefault(bucket, [])
+            chunk.append(doc["id"])
+            if len(chunk) >= self.CHUNK:
+                yield bucket, self.chunks.pop(bucket)
+
+    def finish_bundle(self):
+        for item in sorted(self.chunks.items()):
+            yield GlobalWindows.windowed_value(item)
+
+
+def shared_ids(item):
+    """(bucket, chunks of ids) -> the tally of documents kept under an id that another kept
+    document has too: their texts differ (equal texts were deduplicated), all copies are kept, and
+    ``stats.json`` counts the copies beyond the first as ``duplicate_id_different_text``."""
+    _, chunks = item
+    seen: dict = {}
+    for chunk in chunks:
+        for doc_id in chunk:
+            seen[doc_id] = seen.get(doc_id, 0) + 1
+    extra = sum(n - 1 for n in seen.values() if n > 1)
+    if extra:
+        yield (SHARED_ID, extra)
 
 
 def _as_doc(t: tuple) -> dict:

@@ -6,11 +6,14 @@ Order matters and is fixed by :func:`normalize`:
 1. :func:`strip_invisible` - drop BOM, zero-width and bidi marks, other format (Cf) and control
    (Cc) characters and lone surrogates (``json.loads`` accepts ``"\\ud800"``; it cannot be written
    back as UTF-8). Control characters that are whitespace (tab, newline ...) are kept for step 4.
+   A zero-width joiner between two emoji (👨‍👩‍👧) and a flag's tag sequence are part of the emoji
+   and kept; stray ones are dropped.
 2. :func:`fold_width` - full-width ASCII (U+FF01-FF5E) to ASCII, ideographic space to a space,
-   half-width Hangul letters (U+FFA1-FFDC) to compatibility jamo. These are the only NFKC
-   mappings we want: blanket NFKC would also rewrite other compatibility characters (circled
-   numbers, ligatures, superscripts), and NFKD/NFKC of compatibility jamo used on their own
-   (ㅋㅋ, ㅠㅠ - laughter and crying in Korean web text) must stay as they are.
+   half-width Hangul letters (U+FFA1-FFDC) to compatibility jamo and the half-width filler U+FFA0
+   to the Hangul filler U+3164. These are the only NFKC mappings we want: blanket NFKC would
+   also rewrite other compatibility characters (circled numbers, ligatures, superscripts), and
+   NFKD/NFKC of compatibility jamo used on their own (ㅋㅋ, ㅠㅠ - laughter and crying in Korean
+   web text) must stay as they are.
 3. :func:`nfc` - canonical composition; NFD Hangul (conjoining jamo U+1100..) becomes precomposed
    syllables, the form Kiwi and the vocabulary expect.
 4. :func:`collapse_whitespace` - any whitespace run becomes one space, or one newline when the run
@@ -26,30 +29,53 @@ from kolectra.corpus import webtext
 
 # Zero-width, bidi and other format characters (Unicode category Cf), non-whitespace C0/C1
 # controls and surrogates. Listed explicitly (not computed from unicodedata at import) so the set
-# does not change silently with the Python version's Unicode database.
-_INVISIBLE = re.compile(
-    "["
+# does not change silently with the Python version's Unicode database. The zero-width joiner and
+# the tag characters are in _JOINERS instead: inside emoji sequences they are part of the emoji.
+_INVISIBLE_CHARS = (
     "\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f"  # C0/C1 controls except \t\n\v\f\r, \x1c-\x1f, \x85
     "\u00ad"  # soft hyphen
     "\u061c"  # Arabic letter mark
     "\u180e"  # Mongolian vowel separator
-    "\u200b-\u200f"  # zero-width space/non-joiner/joiner, LRM, RLM
+    "\u200b\u200c\u200e\u200f"  # zero-width space and non-joiner, LRM, RLM
     "\u202a-\u202e"  # bidi embeddings and overrides
     "\u2060-\u2064\u2066-\u206f"  # word joiner, invisible operators, bidi isolates
     "\ufeff"  # BOM / zero-width no-break space
     "\ufff9-\ufffb"  # interlinear annotation
     "\ud800-\udfff"  # lone surrogates
-    "\U000e0000-\U000e007f"  # tag characters
-    "]+"
 )
+_INVISIBLE = re.compile("[" + _INVISIBLE_CHARS + "]+")
+
+# Extended_Pictographic, approximately (Python's unicodedata lacks the property): what a ZWJ
+# sequence joins (👨‍👩‍👧, 🏳️‍🌈, 👨🏽‍💻, ❤️‍🔥). Modifiers U+1F3FB-1F3FF fall in the last range.
+_EMOJI = ("\u00a9\u00ae\u203c\u2049\u2122\u2139\u2194-\u2199\u21a9\u21aa\u231a\u231b\u2328\u2388\u23cf"
+          "\u23e9-\u23f3\u23f8-\u23fa\u24c2\u25aa\u25ab\u25b6\u25c0\u25fb-\u25fe\u2600-\u27bf\u2934\u2935"
+          "\u2b05-\u2b07\u2b1b\u2b1c\u2b50\u2b55\u3030\u303d\u3297\u3299\U0001f000-\U0001faff")
+_TAGS = "\U000e0000-\U000e007f"
+_JOINERS = re.compile(f"[\u200d{_TAGS}]")
+# A ZWJ between two emoji (the first may end in VS16) and a subdivision flag's tag sequence
+# (🏴 + tag letters + cancel tag: 🏴󠁧󠁢󠁳󠁣󠁴󠁿) are kept; every other ZWJ or tag character is stray and goes.
+_STRAY_JOINERS = re.compile(
+    f"(?P<keep>(?<=[{_EMOJI}\ufe0f])\u200d(?=[{_EMOJI}])|\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f)"
+    f"|[\u200d{_TAGS}]")
+
+# What shows nothing but is not whitespace and not removed above (most are letters or marks to
+# Unicode): Hangul fillers (U+3164, U+FFA0 - used to post "empty" comments and nicknames -,
+# U+115F, U+1160), the Braille blank, the combining grapheme joiner, Khmer inherent vowels,
+# Mongolian and other variation selectors, unassigned specials, shorthand format controls and
+# invisible musical symbols. Inside text they stay (VS16 belongs to emoji, fillers to old Hangul);
+# a document of nothing else is dropped as ``invisible`` (corpus/filters.py).
+_BLANK = re.compile(
+    "[\\s" + _INVISIBLE_CHARS + "\u200d" + _TAGS + "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164"
+    "\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d159\U0001d173-\U0001d17a\U000e0100-\U000e01ef]*")
 
 _WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}  # ！..～ -> !..~
 _WIDTH[0x3000] = 0x20  # ideographic space
 # Half-width Hangul letters (U+FFA0-FFDC) -> the compatibility jamo of the same name
-# (HALFWIDTH HANGUL LETTER KIYEOK -> HANGUL LETTER KIYEOK). NFKC would map them to *conjoining*
-# jamo (U+1100..), which then stand alone or glue onto neighbouring syllables.
+# (HALFWIDTH HANGUL LETTER KIYEOK -> HANGUL LETTER KIYEOK), and the half-width filler to the
+# compatibility one (U+FFA0 -> U+3164). NFKC would map them to *conjoining* jamo (U+1100..),
+# which then stand alone or glue onto neighbouring syllables.
 def _halfwidth_hangul() -> dict[int, int]:
-    out = {}
+    out = {0xFFA0: 0x3164}  # HALFWIDTH HANGUL FILLER: no "LETTER" in its name
     for cp in range(0xFFA0, 0xFFDD):
         name = unicodedata.name(chr(cp), "")
         if name.startswith("HALFWIDTH HANGUL LETTER"):
@@ -64,8 +90,20 @@ _NEEDS_COLLAPSE = re.compile(r"[^\S ]|  ")  # whitespace other than a lone ASCII
 _LINE_BREAKS = frozenset("\n\r\x85\u2028\u2029")
 
 
+def _keep_emoji_joiner(match: re.Match) -> str:
+    return match.group("keep") or ""
+
+
 def strip_invisible(text: str) -> str:
-    return _INVISIBLE.sub("", text)
+    text = _INVISIBLE.sub("", text)
+    if _JOINERS.search(text) is None:  # the usual case: one more C-level scan
+        return text
+    return _STRAY_JOINERS.sub(_keep_emoji_joiner, text)
+
+
+def is_blank(text: str) -> bool:
+    """Nothing in ``text`` shows: whitespace and the invisible characters above only."""
+    return _BLANK.fullmatch(text) is not None
 
 
 # str.translate looks every character up in the table (3 us on a review); one C regex scan

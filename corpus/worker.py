@@ -16,7 +16,7 @@ import signal
 import sys
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-if int(os.environ.get("KOLECTRA_VERBOSITY", "1") or 1) < 3:
+if os.environ.get("KOLECTRA_VERBOSITY", "1").strip() != "3":  # 0-2, or a value the launcher refused
     logging.getLogger().addHandler(logging.NullHandler())
 
 from apache_beam.runners.worker import sdk_worker_main  # noqa: E402

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core.config import ConfigError
-from kolectra.pipeline import cli_artifacts
+from kolectra.pipeline import cli_artifacts, cli_checks
 from kolectra.pipeline.artifacts import Artifact, Store, default_root, open_store
 from kolectra.pipeline.catalog import as_root
 from kolectra.pipeline.cli_artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
@@ -306,23 +306,47 @@ def main(argv: list[str] | None = None) -> int:
         args, beam_args = parser.parse_known_args(argv)
     else:
         args, beam_args = parser.parse_args(argv), []
+    environ = dict(os.environ)  # as found: set_verbosity rewrites KOLECTRA_VERBOSITY
     set_verbosity(args)
-    root = as_root(args.out) if args.out is not None else default_root()
+    root = as_root(args.out) if args.out else default_root()
     command = " ".join(c for c in (args.command, getattr(args, "verb", None) or getattr(args, "task", None)) if c)
+
+    def checked(then: Callable[[], int]) -> Callable[[], int]:
+        def run_checked() -> int:
+            check_arguments(parser, args, beam_args, environ)
+            return then()
+        return run_checked
+
     if getattr(args, "print_config", None):
-        return handled(command, lambda: root, lambda: print_config(args))
+        return handled(command, lambda: root, checked(lambda: print_config(args)))
 
     def run() -> int:
         if isinstance(root, Path) and root.exists() and not root.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "is not a directory (--out names the artifact root)", str(root))
-        check_beam_args(beam_args)
         result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
             print(result.path)
             return 0
         return result
 
-    return handled(command, lambda: root, run)
+    return handled(command, lambda: root, checked(run))
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, beam_args: list[str],
+                    environ: dict[str, str]) -> None:
+    """What is refused before anything runs (:mod:`pipeline.cli_checks`): the environment, an
+    empty --out, a --name that is not one, a --set key twice, arguments neither kolectra nor Beam knows."""
+    cli_checks.check_environment(environ)
+    cli_checks.check_out(args.out if hasattr(args, "out") else None)
+    cli_checks.check_sets(list(getattr(args, "sets", None) or []))
+    cli_checks.check_name(getattr(args, "name", None))
+    check_beam_args(beam_args)
+    cli_checks.check_beam_args(beam_args, _option_strings(parser, args.command), args.command)
+
+
+def _option_strings(parser: argparse.ArgumentParser, command: str) -> list[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    return [s for a in sub.choices[command]._actions for s in a.option_strings if s.startswith("--")]  # noqa: SLF001
 
 
 def check_beam_args(beam_args: list[str]) -> None:

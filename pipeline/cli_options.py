@@ -14,10 +14,11 @@ import argparse
 import os
 import re
 import sys
-from pathlib import Path
 
 
 def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
+    # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli_checks.py);
+    # a store URL stays a URL
     p.add_argument("--out", default=None, metavar="ROOT",
                    help="artifact root: a directory or a store URL (default: $KOLECTRA_HOME, else ./artifacts; "
                         "e.g. --out /data/kolectra or --out s3://bucket/kolectra)")

@@ -6,6 +6,8 @@ operating system saying no (disk full, a file-size limit, a directory where a fi
 permissions) or an interrupt (Ctrl-C, SIGTERM) — prints ``kolectra CMD: error: ...`` naming the
 input, plus what the store kept or removed (the notes it attaches), and exits non-zero. Anything
 else is a bug: its traceback goes to ``ROOT/.logs/<time>-<command>.log`` and the one line says so.
+A reader that closes stdout early (``kolectra artifacts show X | head``) is no failure: the
+command ends silently with status 0, as ``--print-config | head`` does.
 
 After an interrupt, background threads (Beam's) and loggers are silenced: their tracebacks about
 a pipeline being torn down say nothing the one line does not. Threads stay silenced for the rest
@@ -19,6 +21,7 @@ import datetime as _dt
 import errno
 import logging
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -126,7 +129,9 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
     """``run()``'s exit code, or a one-line report and a non-zero code for any failure."""
     try:
         with _interrupts():
-            return run()
+            code = run()
+            sys.stdout.flush()  # here, so that a reader gone (`| head`) is seen below, not at exit
+            return code
     except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
         why = str(e) or ("terminated" if isinstance(e, Terminated) else "interrupted")
         notes = getattr(e, "__notes__", []) or ([] if str(e) else ["nothing was published"])
@@ -135,6 +140,8 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
         _end_despite_threads(code)
         return code
     except Exception as e:
+        if isinstance(e, BrokenPipeError) and _stdout_gone():
+            return _quiet_end()
         line = describe(e)
         if line is not None:
             _say(command, f"error: {line}")
@@ -143,6 +150,26 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
         first = (str(e).strip().splitlines() or [""])[0][:300]
         _say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})")
         return EXIT_BUG
+
+
+def _stdout_gone() -> bool:
+    """stdout is a pipe whose reader has closed it (``kolectra artifacts show X | head``)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's capture)
+        return False
+
+
+def _quiet_end() -> int:
+    """End as ``head``'s writer should, silently: the reader has what it wanted. What is still
+    buffered goes to /dev/null, so Python's flush at exit has no second error to print."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 0
 
 
 def _end_despite_threads(code: int) -> None:

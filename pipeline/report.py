@@ -19,6 +19,7 @@ from typing import Callable
 from kolectra.core import plot
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.catalog import article
+from kolectra.pipeline.markdown import Md, code, fenced, text
 
 
 def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:
@@ -29,29 +30,28 @@ def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:
     m = art.manifest
     prov = m.get("provenance", {})
     lines = [
-        f"# kolectra report: {art.kind} `{art.path.name}`",
+        f"# kolectra report: {text(art.kind)} {code(art.path.name)}",
         "",
         "| | |",
         "| --- | --- |",
-        f"| artifact | `{art.path}` |",
-        f"| built | {prov.get('started', '?')} → {prov.get('finished', '?')} on `{prov.get('host', '?')}` |",
-        f"| kolectra | {prov.get('kolectra', '?')} (git `{str(prov.get('git_commit'))[:12]}`) |",
-        f"| digest | `{m['digest'][:16]}` over {len(m['files'])} files "
+        f"| artifact | {code(art.path, True)} |",
+        f"| built | {text(prov.get('started', '?'))} → {text(prov.get('finished', '?'))} on "
+        f"{code(prov.get('host', '?'), True)} |",
+        f"| kolectra | {text(prov.get('kolectra', '?'))} (git {code(str(prov.get('git_commit'))[:12], True)}) |",
+        f"| digest | {code(m['digest'][:16], True)} over {len(m['files'])} files "
         f"({sum(f['bytes'] for f in m['files']):,} bytes) |",
         "",
         "## Lineage",
         "",
-        "```",
-        *store.lineage_lines(art),
-        "```",
+        *fenced(store.lineage_lines(art)),
     ]
     problems = store.verify(art)
     if problems:
-        lines += ["", "**Verification failed:**", ""] + [f"- {p}" for p in problems]
+        lines += ["", "**Verification failed:**", ""] + [f"- {text(p)}" for p in problems]
     for a in ancestors(store, art):
         section = SECTIONS.get(a.kind)
         if section:
-            lines += ["", f"## {a.kind}: `{a.path.name}`", ""] + section(a, dest)
+            lines += ["", f"## {text(a.kind)}: {code(a.path.name)}", ""] + section(a, dest)
     out = dest / "report.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
@@ -83,14 +83,17 @@ def _read_json(path: Path) -> dict:
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
+    """A Markdown table; string cells (and headers) are escaped unless they are :class:`Md`."""
     def cell(v) -> str:
+        if isinstance(v, bool):
+            return str(v)
         if isinstance(v, float):
             return f"{v:,.4f}" if abs(v) < 100 else f"{v:,.1f}"
         if isinstance(v, int):
             return f"{v:,}"
-        return str(v)
+        return v if isinstance(v, Md) else text(v)
 
-    out = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + " --- |" * len(header)]
     out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return out
 
@@ -106,7 +109,7 @@ def corpus_section(a: Artifact, dest: Path) -> list[str]:
     for label, n in steps:
         remaining -= n
         rows.append([label, -n, f"{n / max(s['records_in'], 1):.2%}"])
-    rows.append(["**records out**", s["records_out"], f"{s['records_out'] / max(s['records_in'], 1):.2%}"])
+    rows.append([Md("**records out**"), s["records_out"], f"{s['records_out'] / max(s['records_in'], 1):.2%}"])
     png = dest / f"{a.path.name}-funnel.png"
     bars = [("records in", s["records_in"])] + [(label, n) for label, n in steps if n] + [("kept", s["records_out"])]
     colors = [plot.PALETTE[7]] + [plot.PALETTE[3]] * (len(bars) - 2) + [plot.PALETTE[2]]
@@ -131,8 +134,8 @@ def vocab_section(a: Artifact, dest: Path) -> list[str]:
         return ["(no report.json)"]
     keys = ["unk_rate", "tokens_per_eojeol", "chars_per_token", "morph_boundary_share", "words_kept_whole"]
     names = list(recipes)
-    out = [f"Measured on the `{r.get('split', 'valid')}` split ({r.get('eojeols', '?')} eojeols); "
-           f"chosen recipe: **{r.get('chosen', names[0])}**.", ""]
+    out = [f"Measured on the {code(r.get('split', 'valid'))} split ({text(r.get('eojeols', '?'))} eojeols); "
+           f"chosen recipe: **{text(r.get('chosen', names[0]))}**.", ""]
     out += _table(["figure"] + names, [[k] + [recipes[n].get(k, "") for n in names] for k in keys])
     frag = recipes.get(r.get("chosen", names[0]), {}).get("most_fragmented", [])[:10]
     if frag:
@@ -199,7 +202,7 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     m = _read_json(a.path / "metrics.json")
     headline = [[k, m[k]] for k in ("accuracy", "macro_f1", "spearman", "pearson", "exact_match", "f1", "precision",
                                     "recall", "dev_accuracy", "best_epoch") if k in m]
-    out = [f"Task: **{m.get('task', a.manifest.get('config', {}).get('task', '?'))}**", ""]
+    out = [f"Task: **{text(m.get('task', a.manifest.get('config', {}).get('task', '?')))}**", ""]
     out += _table(["metric", "value"], headline)
     curve = a.path / "learning_curve.png"  # drawn by the fine-tuning stage: loss and dev metric, test score
     if curve.is_file():
@@ -211,7 +214,7 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
 
 def study_section(a: Artifact, dest: Path) -> list[str]:
     doc = _read_json(a.path / "study.json")
-    out = [f"Equal-FLOPs study; its own report with plots: `{a.path / 'report.md'}`.", ""]
+    out = [f"Equal-FLOPs study; its own report with plots: {code(a.path / 'report.md')}.", ""]
     out += _table(["readout", "FLOPs", "a", "b", "a - b (points)", "95 % CI", "verdict"],
                   [[c["readout"], f"{c['flops']:.3g}", c["a"], c["b"], f"{100 * c['diff']:+.2f}",
                     f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]", c.get("verdict", "vs floor")]
@@ -250,7 +253,7 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
     ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
     dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
     dest.mkdir(parents=True, exist_ok=True)
-    sources = [f"- {column}, {label[model]}: `{a.path}`" for (model, column), (_, a) in cells.items()]
+    sources = [f"- {text(column)}, {text(label[model])}: {code(a.path)}" for (model, column), (_, a) in cells.items()]
     out = dest / "report.md"
     out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *table, "",
                               "Scores in percent; a `--seeds` summary shows the median over its seeds.", "",

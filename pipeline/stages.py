@@ -48,11 +48,26 @@ LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 LIBS_FINETUNE = LIBS_TORCH + ("tokenizers", "datasets")
 
 
+NAME_MAX = 48
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
 def artifact_name(name: str | None, default: str) -> str:
-    """The NAME of NAME-ID: letters, digits and `_.+-` only, at most 48 characters."""
-    raw = name or default
-    clean = re.sub(r"[^A-Za-z0-9_.+-]+", "_", raw).strip("_-") or default
-    return clean[:48]
+    """The NAME of NAME-ID: letters, digits and `_.+-` only, starting with a letter or digit, at
+    most :data:`NAME_MAX` characters. A ``name`` given (``--name``) must be one already: refused,
+    never silently changed (``..``, ``my corpus``, ``뉴스``, an over-long name). ASCII only, since the
+    name is a directory that travels between file systems (macOS decomposes Hangul in file names)
+    and object stores. A ``default`` (from a file name, a preset) is made into one."""
+    if name is not None:
+        if len(name) > NAME_MAX or not _NAME.fullmatch(name):
+            fixed = re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("_.+-")[:NAME_MAX]
+            why = (f"is {len(name)} characters, over {NAME_MAX}" if len(name) > NAME_MAX else "is empty" if not name
+                   else f"is not 1-{NAME_MAX} ASCII letters, digits and _ . + -, starting with a letter or digit")
+            raise ArtifactError(f"--name {name!r} {why}: it names the artifact's directory, NAME-ID"
+                                + (f" (e.g. --name {fixed})" if fixed else ""))
+        return name
+    clean = re.sub(r"[^A-Za-z0-9_.+-]+", "_", default).strip("_.+-") or "artifact"
+    return clean[:NAME_MAX]
 
 
 def _stage_version(module: Any) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 
 from kolectra.core import plot
 from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.markdown import code, text
 
 READOUT_TEXT = {"probe": "linear probe (frozen encoder)", "lowdata": "low-data fine-tuning",
                 "finetune": "fine-tuning"}
@@ -47,7 +48,7 @@ def score_table(doc: dict, readout: str) -> list[str]:
         rep = [h["replaced_share"] for h in health if h.get("replaced_share") is not None]
         gen = [h["gen_acc"] for h in health if h.get("gen_acc") is not None]
         flagged = [p["pretrain_seed"] for p in pts if not p["health"]["left_prior"]]
-        lines.append(f"| {arm} | {flops:.3g} | {_pct(np.mean(scores))} | {_pct(min(scores))}-{_pct(max(scores))} | "
+        lines.append(f"| {text(arm)} | {flops:.3g} | {_pct(np.mean(scores))} | {_pct(min(scores))}-{_pct(max(scores))} | "
                      f"{_ci(vs_floor[(arm, flops)])} | {_mean(auc, 3)} | {_mean(rep, 2)} | {_mean(gen, 3)} | "
                      f"{'ok' if not flagged else 'AT PRIOR (seed ' + ', '.join(map(str, flagged)) + ')'} |")
     return lines + [""]
@@ -61,7 +62,8 @@ def comparison_table(doc: dict) -> list[str]:
     lines = ["| readout | FLOPs | a | b | a - b, points [95 % CI] | verdict |", "| --- | --- | --- | --- | --- | --- |"]
     for c in doc["comparisons"]:
         if c["b"] != "floor":
-            lines.append(f"| {c['readout']} | {c['flops']:.3g} | {c['a']} | {c['b']} | {_ci(c)} | {c['verdict']} |")
+            lines.append(f"| {text(c['readout'])} | {c['flops']:.3g} | {text(c['a'])} | {text(c['b'])} | {_ci(c)} | "
+                         f"{text(c['verdict'])} |")
     return lines + [""]
 
 
@@ -110,11 +112,11 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
             f"pretraining corpus** (examples given ready-made; build them through the study with --corpus to hold "
             f"them out).")
     if holdout.get("dev_texts_under_other_ids"):
-        stock = ", ".join(repr(t) for t in holdout["dev_texts_under_other_ids_examples"][:3])
+        stock = text(", ".join(repr(t) for t in holdout["dev_texts_under_other_ids_examples"][:3]))
         held += (f" {holdout['dev_texts_under_other_ids']} held-out texts also occur in the pretraining corpus "
                  f"under another id (stock reviews such as {stock}).")
-    lines = [f"# kolectra study: {', '.join(plan['arms'])} at equal pretraining FLOPs", "",
-             f"Preset `{plan['preset']}`; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
+    lines = [f"# kolectra study: {text(', '.join(plan['arms']))} at equal pretraining FLOPs", "",
+             f"Preset {code(plan['preset'])}; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
              f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "
              f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set). "
              + held, "",

@@ -1,0 +1,129 @@
+"""What the command line refuses before a command runs, each in one line (exit status 2): settings
+that would otherwise be taken silently as something else.
+
+- the environment: ``KOLECTRA_HOME`` set but empty (the artifact root would be the current
+  directory), ``KOLECTRA_VERBOSITY`` not one of 0-3;
+- ``--out ''`` (the same), ``--name`` that is not a valid artifact name as given
+  (:func:`pipeline.stages.artifact_name`'s rule), a ``--set`` key given twice;
+- on the Beam commands (``corpus``, ``examples``), every argument kolectra does not know goes to
+  Beam, whose option parser drops what it does not know with a log line nobody sees: so
+  ``--max-seq-lenght 32`` built ``seq128``. :func:`check_beam_args` parses them with every
+  option of every registered ``PipelineOptions`` subclass (Beam's own, any runner's, kolectra's
+  ``--corpus_staging``), after importing the named runner's module, which may register its own;
+  what is left is refused, with the closest known option.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Mapping
+
+from kolectra.core.config import ConfigError
+from kolectra.core.verbosity import DEBUG, ENV, QUIET
+
+
+class UnknownOption(ConfigError):
+    """An argument neither kolectra nor Beam knows; names it and the closest known option."""
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """``environ``: the environment as the command found it (setting the verbosity rewrites it)."""
+    home = environ.get("KOLECTRA_HOME")
+    if home is not None and not home.strip():
+        raise ConfigError("KOLECTRA_HOME is set but empty, which would put the artifact root in the current "
+                          "directory: unset it (the root is then ./artifacts) or name a directory")
+    level = environ.get(ENV)
+    if level is not None and level.strip() not in {str(n) for n in range(QUIET, DEBUG + 1)}:
+        raise ConfigError(f"{ENV}={level!r}: expected one of 0 (errors only), 1 (progress, the default), "
+                          "2 (also the libraries' warnings), 3 (also their INFO logging)")
+
+
+def check_out(out: str | None) -> None:
+    if out is not None and not out.strip():
+        raise ConfigError("--out is empty, which would put the artifact root in the current directory: "
+                          "name a directory (e.g. --out ./artifacts)")
+
+
+def check_sets(sets: list[str]) -> None:
+    """A key set twice is refused: which one would win is not what anyone means."""
+    seen: dict[str, str] = {}
+    for assignment in sets:
+        key = assignment.split("=", 1)[0].strip()
+        if key in seen:
+            raise ConfigError(f"--set {key} is given twice ({seen[key]!r} and {assignment!r}): give each key once")
+        seen[key] = assignment
+
+
+def check_name(name: str | None) -> None:
+    if name is not None:
+        from kolectra.pipeline.stages import artifact_name  # noqa: PLC0415 - torch: only when a name is given
+
+        artifact_name(name, "")
+
+
+class _Refused(Exception):
+    pass
+
+
+def check_beam_args(beam_args: list[str], ours: list[str], command: str) -> None:
+    """Refuse any of ``beam_args`` that no Beam ``PipelineOptions`` subclass parses; ``ours`` are the
+    command's own option strings, offered as suggestions too (``--text-feild`` -> ``--text-field``)."""
+    if not beam_args:
+        return
+    from kolectra.corpus.runners import PipelineOptions  # noqa: PLC0415 - Beam, quieted by runners first
+    from apache_beam.options.pipeline_options import _BeamArgumentParser  # noqa: PLC0415
+
+    class Parser(_BeamArgumentParser):
+        def error(self, message):  # argparse would print a usage and exit
+            raise _Refused(message)
+
+    _import_runner(beam_args)
+    parser = Parser(allow_abbrev=False, add_help=False, conflict_handler="resolve")
+    classes: dict[str, type] = {}
+    stack = list(PipelineOptions.__subclasses__())
+    while stack:  # every registered subclass, at any depth (Beam itself reads the direct ones)
+        cls = stack.pop()
+        classes.setdefault(str(cls), cls)
+        stack.extend(cls.__subclasses__())
+    for cls in classes.values():
+        try:
+            cls._add_argparse_args(parser)  # noqa: SLF001 - how Beam builds its own parser
+        except Exception:  # a third-party options class that cannot add itself: Beam would fail on it later
+            continue
+    try:
+        _, unknown = parser.parse_known_args(beam_args)
+    except _Refused as e:
+        raise UnknownOption(f"Beam option: {e}") from None
+    if not unknown:
+        return
+    token = unknown[0]
+    if not token.startswith("-"):
+        raise UnknownOption(f"unexpected argument {token!r} (a value needs its option, e.g. --input PATH for each "
+                            "input)")
+    flag = token.split("=", 1)[0]
+    known = ours + [s for a in parser._actions for s in a.option_strings]  # noqa: SLF001
+    close = difflib.get_close_matches(flag, known, n=1, cutoff=0.7)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise UnknownOption(f"unknown option {flag}{hint}: neither kolectra's (kolectra {command} --help) nor one of "
+                        "Beam's pipeline options")
+
+
+def _import_runner(beam_args: list[str]) -> None:
+    """Import the module of the runner ``--runner`` names, as Beam will: it may define options."""
+    runner = None
+    for i, arg in enumerate(beam_args):
+        if arg == "--runner" and i + 1 < len(beam_args):
+            runner = beam_args[i + 1]
+        elif arg.startswith("--runner="):
+            runner = arg.split("=", 1)[1]
+    if not runner:
+        return
+    try:
+        from apache_beam.runners.runner import _RUNNER_MAP  # noqa: PLC0415
+
+        path = _RUNNER_MAP.get(runner.lower(), _RUNNER_MAP.get(runner.lower() + "runner", runner))
+        if "." in path:
+            importlib.import_module(path.rsplit(".", 1)[0])
+    except Exception:  # an unknown runner or a missing extra: Beam says so when it creates the runner
+        pass
