@@ -41,7 +41,7 @@ def test_the_beam_jobs_writers_name_the_file_over_the_size_limit(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
         from kolectra.corpus import examples_beam, outputs
         for write in (lambda: outputs._write({str(tmp_path)!r}, "data/shard.jsonl.gz", b"x" * 5000),
-                      lambda: examples_beam._write_bytes({str(tmp_path / 'rows.arrow')!r}, b"x" * 5000)):
+                      lambda: examples_beam._write_bytes({str(tmp_path)!r}, "rows.arrow", b"x" * 5000)):
             try:
                 write()
             except OSError as e:
