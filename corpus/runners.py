@@ -281,9 +281,28 @@ def runner_setup_problem(e: BaseException, runner: str) -> str | None:
     return None
 
 
+def _dataflow_credentials(runner: str) -> None:
+    """Dataflow submits with Google's application-default credentials; without them Beam retries for
+    minutes, then goes on anonymously and fails at submission. Refuse before the job instead."""
+    try:
+        import google.auth  # noqa: PLC0415 - installed by kolectra[gcp]
+        from google.auth.exceptions import DefaultCredentialsError  # noqa: PLC0415
+    except ImportError:
+        raise RunnerSetupError(runner_setup_problem(ImportError("apache_beam[gcp]"), runner)) from None
+    try:
+        google.auth.default()
+    except DefaultCredentialsError:
+        raise RunnerSetupError(
+            f"{runner} needs Google credentials on this launcher: set GOOGLE_APPLICATION_CREDENTIALS to a "
+            "service account key file, or run `gcloud auth application-default login`") from None
+
+
 @contextlib.contextmanager
 def runner_setup(options: PipelineOptions) -> Iterator[None]:
     """Around a pipeline's run: a runner that cannot start here is one :class:`RunnerSetupError`."""
+    runner = options.view_as(StandardOptions).runner or ""
+    if runner in REMOTE_RUNNERS:
+        _dataflow_credentials(runner)
     try:
         yield
     except (ImportError, RuntimeError, ValueError, OSError) as e:

@@ -1,0 +1,171 @@
+"""Benchmark: the artifact store on an S3-compatible server against a local root, side by side.
+
+    python benchmarks/store.py [--quick] [--reviews GLOB | --data DIR] [--rounds N]
+
+Starts moto's S3 server on 127.0.0.1 (``pip install 'moto[server]' s3fs``, what the tests use) and
+points the standard environment at it. Then, in one run:
+
+- the corpus job (Beam, default options) over the same reviews, publishing into the bucket
+  (workers write the shards under the artifact's prefix, the launcher writes the manifest)
+  against the same request into a local root; the two alternate, ``--force`` each time; medians;
+- the pretraining loader reading the examples artifact from the bucket (a fresh cache each round:
+  every shard downloaded and checked against its SHA-256, then batches read) against the same
+  loader on the local artifact; batches/s over ``--batches`` batches of 32 rows;
+- what the trainer consumes: steps/s of the ``small`` preset's step on this CPU (the step the
+  trainer runs), so the loader's headroom over it (``loader_vs_trainer``) is measured, not assumed.
+
+``value``: the loader's batches/s from the bucket, cold (download included); ``baseline``: from the
+local root. The corpus figures and the headroom are in ``extra``. The local server has no network
+latency or bandwidth limit: a cloud bucket is slower to download from, which the headroom covers.
+
+``--quick``: the embedded sample's 4,000 reviews (or the first 20,000 of ``--reviews``), 3 rounds,
+about a minute on 2 cores. Full: 20,000 reviews, 5 rounds, a few minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import SAMPLE_REVIEWS, add_data_args, data_path, emit, parser
+
+
+def start_server() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("benchmarks/store.py: moto's server did not start (pip install 'moto[server]')")
+            time.sleep(0.2)
+    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
+                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    return server, f"http://127.0.0.1:{port}"
+
+
+def input_file(args, tmp: Path) -> str:
+    """The reviews as one JSONL file (``--reviews``: its first files, up to the size's limit)."""
+    import gzip
+    import glob
+
+    limit = 4_000 if args.quick and data_path(args, "reviews", "benchmarks/store.py") is None else 20_000
+    source = data_path(args, "reviews", "benchmarks/store.py")
+    files = sorted(glob.glob(source)) if source else [str(SAMPLE_REVIEWS)]
+    out, n = tmp / "reviews.jsonl", 0
+    with open(out, "wb") as f:
+        for path in files:
+            for line in gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb"):
+                f.write(line)
+                n += 1
+                if n >= limit:
+                    return str(out)
+    return str(out)
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def loader_rate(examples_dir: Path, batches: int) -> float:
+    from kolectra.model.data import ExampleLoader
+
+    loader = ExampleLoader(examples_dir, batch_size=32, seed=0)
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        next(loader)
+    loader.close()
+    return batches / (time.perf_counter() - t0)
+
+
+def trainer_rate(vocab_size: int, seq_len: int, steps: int = 3) -> float:
+    """Steps/s of the ``small`` preset's training step at batch 32 (the trainer's own step)."""
+    import dataclasses
+
+    from kolectra.model import bench, config
+
+    model_cfg = dataclasses.replace(config.small().model, vocab_size=vocab_size)
+    runner = bench.build_runner("kolectra", model_cfg, seq_len, 32, bf16=False, device="cpu", fill=1.0, seed=0)
+    runner.step()  # warm-up
+    return 1.0 / statistics.median(runner.step() for _ in range(steps))
+
+
+def main() -> None:
+    p = parser(__doc__, "a few minutes on 2 cores")
+    add_data_args(p, "reviews")
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--batches", type=int, default=200)
+    args = p.parse_args()
+    rounds = args.rounds or (3 if args.quick else 5)
+    os.environ.setdefault("KOLECTRA_VERBOSITY", "0")
+    server, endpoint = start_server()
+    tmp = Path(tempfile.mkdtemp(prefix="kolectra-bench-store-"))
+    try:
+        from kolectra.core import storage
+        from kolectra.pipeline import stages
+        from kolectra.pipeline.artifacts import Store, open_store
+
+        storage.reset()
+        fs, _ = storage.filesystem("s3://bench")
+        fs.mkdir("bench")
+        os.environ["KOLECTRA_CACHE"] = str(tmp / "cache")
+        src = input_file(args, tmp)
+        local, remote = Store(tmp / "local"), open_store("s3://bench/root")
+        corpus_local, corpus_remote = [], []
+        for i in range(rounds):
+            corpus_local.append(timed(lambda: stages.corpus(local, [src], force=i > 0)))
+            corpus_remote.append(timed(lambda: stages.corpus(remote, [src], force=i > 0)))
+        c_local, c_remote = local.list("corpus")[0], remote.list("corpus")[0]
+        assert c_local.manifest["digest"] == c_remote.manifest["digest"], "the bucket's corpus differs"
+        v = stages.vocab(local, c_local, sets=["vocab_size=8000", "report_baseline=false"])
+        ex_local = stages.examples(local, c_local, v, sets=["max_seq_length=128"])
+        v_remote = stages.vocab(remote, c_remote, sets=["vocab_size=8000", "report_baseline=false"])
+        ex_remote = stages.examples(remote, c_remote, v_remote, sets=["max_seq_length=128"])
+        rows = ex_local.manifest["stats"]["examples"]
+        batches = min(args.batches, max(1, rows // 32))
+        from_store, from_disk, download = [], [], []
+        for _ in range(rounds):
+            shutil.rmtree(tmp / "cache", ignore_errors=True)
+            t0 = time.perf_counter()
+            cached = remote.local(ex_remote)
+            download.append(time.perf_counter() - t0)
+            read = batches / loader_rate(cached, batches)
+            from_store.append(batches / (download[-1] + read))
+            from_disk.append(loader_rate(ex_local.path, batches))
+        trainer = trainer_rate(8000 + 5, 128, steps=1 if args.quick else 3)
+        store_rate, disk_rate = statistics.median(from_store), statistics.median(from_disk)
+        emit("store_loader_cold", "batches/s", store_rate, "local_root_loader", disk_rate,
+             {"reviews": src, "rounds": rounds, "batches": batches, "batch_size": 32, "rows": rows,
+              "examples_bytes": sum(f["bytes"] for f in ex_remote.manifest["files"]), "endpoint": endpoint},
+             extra={"loader_from_store_batches_per_s": [round(x, 2) for x in from_store],
+                    "loader_local_batches_per_s": [round(x, 2) for x in from_disk],
+                    "download_and_verify_s": [round(x, 3) for x in download],
+                    "trainer_small_steps_per_s": round(trainer, 4),
+                    "loader_vs_trainer": round(store_rate / trainer, 1),
+                    "corpus_to_bucket_s": [round(x, 2) for x in corpus_remote],
+                    "corpus_to_local_s": [round(x, 2) for x in corpus_local],
+                    "corpus_local_over_bucket": round(statistics.median(corpus_local)
+                                                      / statistics.median(corpus_remote), 3),
+                    "load_average": os.getloadavg()})
+    finally:
+        server.terminate()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
