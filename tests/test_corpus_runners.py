@@ -32,9 +32,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def worker_pool():
+def worker_pool(s3_endpoint):
     """``python -m apache_beam.runners.worker.worker_pool_main`` in its own session; it starts
-    each SDK worker as ``python -c ...``, so this interpreter's directory goes first on PATH."""
+    each SDK worker as ``python -c ...``, so this interpreter's directory goes first on PATH. It
+    starts after the S3 server, so its workers find the bucket's endpoint and credentials in their
+    environment, as a cluster's workers find theirs."""
     port = _free_port()
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
