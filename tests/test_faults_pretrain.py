@@ -161,3 +161,13 @@ def test_a_diverging_run_says_so_and_leaves_nothing(chain, tmp_path):
     with pytest.raises(train.TrainingDiverged, match=r"loss is NaN at step \d+ .*learning rate is too high"):
         stages.pretrain(store, ex, preset="tiny", sets=SETS + ["train.lr=1e6", "train.warmup_steps=0"])
     assert _private(store.root) == {".tmp": [], ".work": [], ".locks": []}
+
+
+def test_a_shard_truncated_while_pretraining_reads_it_is_one_line_naming_it(chain, tmp_path):
+    """Shards used to be memory-mapped: a read past the new end was SIGBUS (exit 135, no line, no log)."""
+    store, ex = _copy(chain, tmp_path / "root")
+    proc = child("pretrain", str(store.root), ex, "truncate3", *(f"--set={s}" for s in SETS))
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("kolectra pretrain: error: ") and "/data/shard-" in last
+    assert "truncated while training read it" in last and "Traceback" not in proc.stderr
