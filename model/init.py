@@ -12,6 +12,7 @@ difference between the two exports' tables; with ``none`` each network takes its
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -42,7 +43,11 @@ def _check_shapes(path: Path, want) -> None:
 
 
 def _weights(cls, path: Path) -> dict[str, torch.Tensor]:
-    return cls.from_pretrained(str(path)).state_dict()
+    try:
+        return cls.from_pretrained(str(path)).state_dict()
+    except pickle.UnpicklingError:  # refused before anything in it ran
+        raise InitError(f"{path}: its weights are a pickle holding objects torch's weights_only loader refuses "
+                        "(loading it could run code); not loaded") from None
 
 
 def _check_vocab(path: Path, vocab: dict[str, int]) -> None:

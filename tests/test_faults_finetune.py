@@ -58,3 +58,27 @@ def test_a_changed_or_damaged_finetune_cache_is_rebuilt_not_trusted(tiny_model, 
     again = json.loads((Store(tmp_path / "root").list("eval")[0].path / "metrics.json").read_text())
     assert again["accuracy"] == clean["accuracy"] and again["dev_accuracy"] == clean["dev_accuracy"]
     assert all(Path(f"{c}.sha256").is_file() for c in cached)
+
+
+def test_a_pickle_in_a_model_folder_is_a_refused_input_exit_2(tiny_model, tmp_path, capsys):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model, model)
+    state = load_file(model / "model.safetensors")
+    (model / "model.safetensors").unlink()
+    torch.save({**state, "payload": Path("x")}, model / "pytorch_model.bin")  # not a tensor: weights_only refuses
+    assert main(_nsmc(tmp_path, model)) == 2
+    line = _one_line(capsys.readouterr().err, "finetune nsmc")
+    assert ": error: " in line and str(model) in line and "pickle" in line and "internal error" not in line
+    assert not (tmp_path / "root" / ".logs").exists()
+
+
+@pytest.mark.parametrize("seeds", ["1-100000000", "1-50,60-200", "0-100"])
+def test_a_seed_range_beyond_the_bound_is_refused_before_it_is_expanded(tiny_model, tmp_path, capsys, seeds):
+    assert main(_nsmc(tmp_path, tiny_model, "--seeds", seeds)) == 2
+    line = _one_line(capsys.readouterr().err, "finetune nsmc")
+    assert "more than 100 seeds" in line and seeds in line

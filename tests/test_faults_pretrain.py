@@ -207,3 +207,14 @@ def test_init_from_a_pair_of_another_vocabulary_of_the_same_size_is_refused(chai
     same = ["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny",
             *(f"--set={s}" for s in SETS), f"--set=train.init_from={first.path / 'hf'}"]
     assert main(same) == 0  # its own vocabulary: accepted
+
+
+@pytest.mark.parametrize("flags", [["--steps", "0"], ["--set", "train.steps=0"]])
+def test_zero_steps_is_refused_not_published_as_a_random_checkpoint(chain, tmp_path, capsys, flags):
+    from kolectra.pipeline.cli import main
+
+    store, ex = _copy(chain, tmp_path / "root")
+    assert main(["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kolectra pretrain: error: train.steps: 0 would publish")
+    assert [a.kind for a in store.list()].count("checkpoint") == 0
