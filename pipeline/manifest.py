@@ -177,6 +177,8 @@ def read_manifest(path: Path) -> dict:
         raise ArtifactError(f"{mp}: not valid JSON ({e})") from None
     except RecursionError:
         raise ArtifactError(f"{mp}: not a manifest (JSON nested too deep)") from None
+    except ValueError as e:  # what the parser refuses besides syntax: an integer of over 4,300 digits
+        raise ArtifactError(f"{mp}: not a manifest ({str(e).split(';')[0][:120]})") from None
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{mp}: not a JSON object")
     for key in ("schema", "kind", "name", "id", "files", "digest"):

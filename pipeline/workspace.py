@@ -102,7 +102,7 @@ def holder(path: Path) -> dict:
     else: missing, cut short by a kill, or not an object."""
     try:
         found = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (OSError, ValueError, RecursionError):  # ValueError: bad JSON, bad UTF-8, a 4,300-digit integer
         return {}
     return found if isinstance(found, dict) else {}
 

@@ -82,3 +82,46 @@ def test_a_seed_range_beyond_the_bound_is_refused_before_it_is_expanded(tiny_mod
     assert main(_nsmc(tmp_path, tiny_model, "--seeds", seeds)) == 2
     line = _one_line(capsys.readouterr().err, "finetune nsmc")
     assert "more than 100 seeds" in line and seeds in line
+
+
+def _jsonl(path: Path, n: int, offset: int, hostile: list[str]) -> Path:
+    from tests.test_finetune_e2e import NEG, POS
+
+    rows = [json.dumps({"text": (POS if (i + offset) % 2 else NEG)[i % 8], "label": ("pos", "neg")[(i + offset) % 2]},
+                       ensure_ascii=False) for i in range(n)]
+    path.write_text("\n".join(rows[:5] + hostile + rows[5:]) + "\n", encoding="utf-8")
+    return path
+
+
+HOSTILE = {"huge integer": '{"text": "좋다", "label": ' + "9" * 5000 + "}",
+           "deep nesting": '{"text": ' + "[" * 100_000 + "]" * 100_000 + ', "label": "pos"}',
+           "deep objects": '{"text": "x", "label": "pos", "m": ' + '{"a": ' * 990 + "1" + "}" * 990 + "}"}
+
+
+@pytest.mark.parametrize("which", sorted(HOSTILE))
+def test_a_row_the_json_parser_refuses_is_a_counted_bad_row(tiny_model, tmp_path, capsys, which):
+    train = _jsonl(tmp_path / "train.jsonl", 60, 0, [HOSTILE[which]])
+    test = _jsonl(tmp_path / "test.jsonl", 20, 1, [])
+    argv = ["finetune", "classify", "--model", str(tiny_model), "--train", str(train), "--test", str(test),
+            "--out", str(tmp_path / "root"), *FAST]
+    assert main([*argv, "--set", "max_bad_fraction=0.05"]) == 0, capsys.readouterr().err[-2000:]
+    metrics = json.loads((Store(tmp_path / "root").list("eval")[0].path / "metrics.json").read_text())
+    found = json.dumps(metrics)
+    assert '"bad_rows": 1' in found and '"line": 6' in found and "JSON" in found
+    assert main(argv) == 2  # the default bound (0.1 %): refused in one line naming the line
+    line = _one_line(capsys.readouterr().err, "finetune classify")
+    assert "train.jsonl" in line and "internal error" not in line
+
+
+@pytest.mark.parametrize("which", ["huge integer", "deep nesting"])
+def test_a_korquad_file_the_json_parser_refuses_is_refused_in_one_line(tiny_model, tmp_path, capsys, which):
+    from tests.test_finetune_e2e import FIXTURE
+
+    bad = tmp_path / "train.json"
+    body = "9" * 5000 if which == "huge integer" else "[" * 100_000 + "]" * 100_000
+    bad.write_text('{"version": ' + body + ', "data": []}', encoding="utf-8")
+    argv = ["finetune", "korquad", "--model", str(tiny_model), "--train", str(bad), "--dev", str(FIXTURE),
+            "--out", str(tmp_path / "root"), "--preset", "sample", "--set", "epochs=1"]
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err, "finetune korquad")
+    assert f"{bad}: not readable JSON" in line

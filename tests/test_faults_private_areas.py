@@ -163,3 +163,13 @@ def test_an_index_naming_a_path_out_of_the_artifact_fails_verify(tmp_path):
     problems = store.verify(art)
     assert any("not a file inside the artifact" in p for p in problems)
     assert any("sha256 differs" in p or "size" in p for p in problems)
+
+
+def test_a_manifest_holding_an_integer_the_parser_refuses_is_one_message(tmp_path, capsys):
+    art = Store(tmp_path).build(toy_request("big"), _writes("big", []))
+    text = (art.path / "manifest.json").read_text()
+    (art.path / "manifest.json").write_text(text.replace('"stage_version": 1', '"stage_version": ' + "9" * 5000))
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
+    assert "not a manifest (Exceeds the limit" in capsys.readouterr().err
+    assert main(["artifacts", "verify", art.id, "--out", str(tmp_path)]) != 0
+    assert "internal error" not in capsys.readouterr().err
