@@ -125,3 +125,35 @@ def test_a_korquad_file_the_json_parser_refuses_is_refused_in_one_line(tiny_mode
     assert main(argv) == 2
     line = _one_line(capsys.readouterr().err, "finetune korquad")
     assert f"{bad}: not readable JSON" in line
+
+
+@pytest.mark.parametrize("copy", ["reordered", "crlf", "nfd and spaces", "some rows"])
+def test_scored_rows_found_in_the_training_file_are_counted_and_warned(tiny_model, tmp_path, capsys, copy):
+    import unicodedata
+
+    train = tmp_path / "train.txt"  # 60 distinct texts: a copied row matches only its own original
+    train.write_text("id\tdocument\tlabel\n" + "".join(f"{100 + i}\t리뷰 번호 {i} 정말 재미있다\t{i % 2}\n"
+                                                      for i in range(60)), encoding="utf-8")
+    header, *body = train.read_text(encoding="utf-8").splitlines()
+    body = body[:20]
+    if copy == "reordered":
+        text, n = "\n".join([header, *reversed(body)]) + "\n", 20
+    elif copy == "crlf":
+        text, n = "\r\n".join([header, *body]) + "\r\n", 20
+    elif copy == "nfd and spaces":
+        text, n = "\n".join([header, *(unicodedata.normalize("NFD", r).replace(" ", "  ") for r in body)]) + "\n", 20
+    else:
+        text = "\n".join([header, *body[:5], *(f"{7000 + i}\tnever seen in training {i}\t1" for i in range(15))]) + "\n"
+        n = 5
+    (tmp_path / "test.txt").write_text(text, encoding="utf-8")
+    assert main(_nsmc(tmp_path, tiny_model, "-q")) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "also appear in the training file" in line]
+    assert len(warning) == 1 and f"{n} of 20 scored rows ({n / 20:.1%})" in warning[0] and "WARNING" in warning[0]
+
+
+def test_no_overlap_no_warning(tiny_model, tmp_path, capsys):
+    nsmc_file(tmp_path / "train.txt", 60, 0)
+    (tmp_path / "test.txt").write_text("id\tdocument\tlabel\n" + "".join(
+        f"{7000 + i}\tnever seen in training {i}\t{i % 2}\n" for i in range(20)), encoding="utf-8")
+    assert main(_nsmc(tmp_path, tiny_model)) == 0
+    assert "also appear in the training file" not in capsys.readouterr().err
