@@ -122,7 +122,8 @@ class _Rows:
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except OSError as e:
-            raise ExamplesError(f"{self.path}: cannot be read any more ({e.strerror}) while training reads it") from None
+            raise ExamplesError(f"{self.path}: cannot be read any more ({e.strerror}) while training "
+                                "reads it") from None
         try:
             for i, r in enumerate(rows):
                 at = self.offset + int(r) * self.row_bytes

@@ -155,7 +155,8 @@ class Store(Catalog):
                              "just before publishing it")
                     found = load(self._publish(d, request))
                     break
-        workspace.discard(self.root, workspace.leftovers(self.root, kind, aid) + ([run.path] if found and unheld else []))
+        dead = workspace.leftovers(self.root, kind, aid) + ([run.path] if found and unheld else [])
+        workspace.discard(self.root, dead)
         self.collect()
         return found
 

@@ -17,7 +17,8 @@ eval         ``metrics.json``; a KorQuAD run also ``predictions.json``
 
 The contract holds for what a kolectra stage built, recognised by what that stage records (a
 corpus's stats give ``num_shards``, a vocab's its ``recipe``, a checkpoint's its ``steps`` and
-``objective``, examples' their ``examples`` count, an eval's config its ``task``). Directories other
+``objective``, examples' their ``examples`` count, an eval its ``task`` and its ``health``,
+``statistic`` or ``eval_examples``). Directories other
 code builds through :meth:`Store.build` (stand-ins in tests) record none of it and are held to
 nothing here; their manifest is all there is to check.
 """
@@ -84,11 +85,11 @@ def _checkpoint(path: Path, stats: dict, config: dict) -> tuple[list[str], list[
 
 
 def _eval(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]]:
-    task = config.get("task")
-    if not isinstance(task, str):
+    # a fine-tuning run records its health, a --seeds summary its statistic, a probe its eval_examples
+    if not (isinstance(config.get("task"), str) and any(k in stats for k in ("health", "statistic", "eval_examples"))):
         return [], []
-    single_korquad = task == "korquad" and "seeds" not in config  # a --seeds summary holds metrics only
-    return ["metrics.json", *(["predictions.json"] if single_korquad else [])], []
+    one_korquad_run = config["task"] == "korquad" and "health" in stats  # a --seeds summary holds metrics only
+    return ["metrics.json", *(["predictions.json"] if one_korquad_run else [])], []
 
 
 RULES = {"corpus": _corpus, "vocab": _vocab, "examples": _examples, "checkpoint": _checkpoint, "eval": _eval}

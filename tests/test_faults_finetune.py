@@ -128,8 +128,13 @@ def test_a_korquad_file_the_json_parser_refuses_is_refused_in_one_line(tiny_mode
 
 
 @pytest.mark.parametrize("copy", ["reordered", "crlf", "nfd and spaces", "some rows"])
-def test_scored_rows_found_in_the_training_file_are_counted_and_warned(tiny_model, tmp_path, capsys, copy):
+def test_scored_rows_found_in_the_training_file_are_counted_and_warned(tiny_model, tmp_path, capsys, monkeypatch,
+                                                                      copy):
     import unicodedata
+
+    from kolectra.core import verbosity
+
+    monkeypatch.setenv(verbosity.ENV, str(verbosity.NORMAL))  # -q below sets it: restored after the test
 
     train = tmp_path / "train.txt"  # 60 distinct texts: a copied row matches only its own original
     train.write_text("id\tdocument\tlabel\n" + "".join(f"{100 + i}\t리뷰 번호 {i} 정말 재미있다\t{i % 2}\n"

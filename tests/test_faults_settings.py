@@ -26,7 +26,7 @@ def test_a_garbled_tokenizer_is_named_by_the_examples_stage(tmp_path, garbage):
 
 
 def test_a_vocab_of_mostly_unknown_tokens_or_tiny_is_warned_and_recorded(tmp_path, capsys):
-    """56 entries with the alphabet cut to 25 characters: 77 % [UNK] on the held-out split, published silently before."""
+    """56 entries, the alphabet cut to 25 characters: 77 % [UNK] on the held-out split (was published silently)."""
     import json
 
     from kolectra.vocab.build import build
@@ -41,7 +41,8 @@ def test_a_vocab_of_mostly_unknown_tokens_or_tiny_is_warned_and_recorded(tmp_pat
     report = json.loads((tmp_path / "bad" / "report.json").read_text(encoding="utf-8"))
     assert len(warned) == 2 and "are [UNK]" in warned[0] and "only 56 entries" in warned[1]
     assert report["warnings"] == stats["warnings"] and len(report["warnings"]) == 2
-    known = write_corpus(tmp_path / "known", {"train": [["영화가 정말 좋았다.", "배우가 연기를 잘했다."]] * 3})
+    known = write_corpus(tmp_path / "known",
+                         {"train": [["영화가 정말 좋았다.", "배우가 연기를 잘했다."]] * 3})
     (tmp_path / "good").mkdir()  # held-out text of known characters: no [UNK], no such warning
     stats = build(VocabConfig(vocab_size=200, num_unused=0, min_frequency=1, report_baseline=False), known,
                   tmp_path / "good").stats
