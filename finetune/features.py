@@ -7,8 +7,11 @@ outside every hashed artifact), ``map`` writes its result there as an Arrow file
 of everything that decides it: the rows' content (hashed from their Arrow bytes), the
 tokenizer's files, the task's encoding settings and ``STAGE_VERSION``, the library versions; a
 second run with the same key (another seed, ``--seeds``) memory-maps that file instead of
-tokenising again.  Without a cache folder (tests) everything stays in memory.  Either way the
-values are the same.
+tokenising again.  The cache is outside every hashed artifact, so nothing else vouches for it:
+the sha256 of each file is written beside it (``KEY.arrow.sha256``) once ``map`` has written
+it, and a file whose bytes no longer match (labels edited, cut short, or written before the
+checksum existed) is deleted and tokenised again, said in one line.  Without a cache folder
+(tests) everything stays in memory.  Either way the values are the same.
 
 :class:`Features` then pads the tokenised columns into numpy arrays once, so a training batch is
 a row selection and a column cut (no Python loop per batch).
@@ -26,6 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from kolectra.core.stage import progress
 from kolectra.finetune.files import FinetuneError, sha256
 from kolectra.finetune.progress import quiet_libraries
 
@@ -87,8 +91,28 @@ def tokenize(ds, fn: Callable[[dict, list[int]], dict], *, desc: str, settings: 
         if cache_dir is None:
             return ds.map(fn, keep_in_memory=True, **kwargs)
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        return ds.map(fn, cache_file_name=str(Path(cache_dir) / f"{key}.arrow"), load_from_cache_file=True,
-                      **kwargs)
+        path = Path(cache_dir) / f"{key}.arrow"
+        stamp = path.with_name(path.name + ".sha256")
+        if path.exists() and not _intact(path, stamp):
+            progress(f"{desc}: the cached tokenised rows {path} do not match their checksum (changed or damaged); "
+                     "tokenising again")
+            path.unlink()
+        if not path.exists():
+            stamp.unlink(missing_ok=True)
+        out = ds.map(fn, cache_file_name=str(path), load_from_cache_file=True, **kwargs)
+        if not stamp.exists():  # written by map just now
+            part = stamp.with_name(stamp.name + ".part")
+            part.write_text(sha256(path) + "\n", encoding="utf-8")
+            part.replace(stamp)
+        return out
+
+
+def _intact(path: Path, stamp: Path) -> bool:
+    """Whether the cache file ``path`` still has the sha256 recorded beside it when it was written."""
+    try:
+        return stamp.read_text(encoding="utf-8").strip() == sha256(path)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 @dataclasses.dataclass

@@ -11,6 +11,7 @@ table.  ``random_init=true`` asks for random encoder weights on purpose (a no-pr
 
 from __future__ import annotations
 
+import pickle
 import platform
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from kolectra.model.device import Device
 from kolectra.model.electra import count_parameters
 
 SHOWN = 3  # weight names quoted in an error message
+PICKLE_REFUSED = ("its weights are a pickle holding objects torch's weights_only loader refuses (loading it "
+                  "could run code); not loaded: use a model.safetensors from a source you trust")
 
 
 def load_tokenizer(model_dir: Path):
@@ -52,6 +55,8 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
         return dev.place(auto.from_config(config))
     try:
         model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True)
+    except pickle.UnpicklingError:  # refused before anything in it ran: a refused input, not a bug
+        raise FinetuneError(f"{model_dir}: {PICKLE_REFUSED}") from None
     except (OSError, RuntimeError, ValueError) as e:
         raise FinetuneError(f"{model_dir}: cannot load its weights ({str(e).strip().splitlines()[0]})") from None
     check_weights(model, info, model_dir)

@@ -90,8 +90,15 @@ def run_seeds(task: str, seeds: Sequence[int], run_one: Callable[[int], Mapping]
     return summary, seeds_table(summary)
 
 
+# One fine-tuning run per seed, each a few minutes to hours: the ELECTRA paper takes medians of 10,
+# and 100 already bounds the spread estimate well; a range typed with extra digits would otherwise
+# be expanded (100 M seeds: gigabytes of list) before the first run starts.
+MAX_SEEDS = 100
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``"1,2,3"`` or ``"1-5"`` (or a mix) -> distinct non-negative seeds in the given order."""
+    """``"1,2,3"`` or ``"1-5"`` (or a mix) -> distinct non-negative seeds in the given order,
+    at most :data:`MAX_SEEDS`."""
     out: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
@@ -99,6 +106,9 @@ def parse_seeds(text: str) -> list[int]:
             raise ValueError(f"--seeds: cannot read {part!r} (expected e.g. 1,2,3 or 1-5)")
         if hi and int(hi) < int(lo):  # else an empty range, reported as "need distinct seeds"
             raise ValueError(f"--seeds: the range {part!r} runs backwards (write {hi}-{lo})")
+        if len(out) + int(hi or lo) - int(lo) + 1 > MAX_SEEDS:  # counted before the range is expanded
+            raise ValueError(f"--seeds: {text!r} asks for more than {MAX_SEEDS} seeds (one fine-tuning run each; "
+                             "the ELECTRA paper reports medians of 10)")
         out.extend(range(int(lo), int(hi or lo) + 1))
     if not out or len(set(out)) != len(out):
         raise ValueError(f"--seeds: need distinct seeds, got {text!r}")

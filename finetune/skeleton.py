@@ -27,10 +27,11 @@ from typing import Any, Callable
 import numpy as np
 
 from kolectra.core.config import ConfigError, to_dict
-from kolectra.core.stage import StageOutput, progress
+from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.features import Features, tokenize, tokenizer_key
 from kolectra.finetune.files import FinetuneError, same_content, write_json
+from kolectra.finetune.leakage import overlap
 from kolectra.finetune.loading import compute_record, load_model, load_tokenizer
 from kolectra.finetune.loop import TrainLog, predict, train_epochs
 from kolectra.finetune.progress import quiet_libraries
@@ -147,6 +148,8 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
     try:
         dev.seed(cfg.seed)
         data = task.read(cfg, Path(train_file), Path(eval_file))
+        if not cfg.train_on_eval:
+            warn_overlap(task, data, Path(train_file), Path(eval_file))
         tokenizer = load_tokenizer(Path(model_dir))
         splits = encode(task, data, tokenizer, cfg, Path(model_dir), cache_dir)
         task.check(splits, data, cfg)
@@ -156,6 +159,17 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
         return finish(task, cfg, data, splits, fit, model, dev, Path(out_dir), t_start)
     finally:
         dev.close()
+
+
+def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> None:
+    """One warning when scored rows also appear, as text, in the training file (leakage.py)."""
+    # with a test split, the dev rows were read for training too (carved from the training file or a --dev file)
+    seen, scored = ([data.train, data.dev], data.test) if data.test is not None else ([data.train], data.dev)
+    n, total = overlap(seen, scored)
+    if n:
+        warn(f"{task.name}: {n} of {total} scored rows ({n / total:.1%}) of {eval_file} also appear in the "
+             f"training file {train_file} (same text after NFC and whitespace normalisation): the score "
+             "overstates what the model learned; remove them from one of the files")
 
 
 def encode(task: Task, data: Data, tokenizer, cfg: TaskConfig, model_dir: Path,

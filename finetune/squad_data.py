@@ -54,6 +54,10 @@ def load_json(path: Path) -> dict:
             doc = json.load(f)
     except json.JSONDecodeError as e:
         raise FinetuneError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except ValueError as e:  # one file, one document: what the parser refuses refuses the file
+        raise FinetuneError(f"{path}: not readable JSON ({str(e).split(';')[0][:120]})") from None
+    except RecursionError:
+        raise FinetuneError(f"{path}: not readable JSON (nested too deep)") from None
     except OSError as e:
         raise FinetuneError(f"{path}: cannot read ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):

@@ -172,15 +172,25 @@ def read_jsonl(path: Path) -> Table:
         if not line.strip():
             blank += 1
             continue
+        # A row the parser refuses is a bad row like any other, counted against max_bad_fraction:
+        # besides malformed JSON (JSONDecodeError), an integer of more than 4,300 digits (ValueError:
+        # Python's int conversion limit) and nesting deeper than the recursion limit (RecursionError,
+        # here or in flatten)
         try:
             obj = json.loads(line)
+            values = flatten(obj) if isinstance(obj, dict) else None
         except json.JSONDecodeError as e:
             bad.append((n, f"not valid JSON ({e.msg})"))
             continue
-        if not isinstance(obj, dict):
+        except ValueError as e:
+            bad.append((n, f"not readable JSON ({str(e).split(';')[0][:120]})"))
+            continue
+        except RecursionError:
+            bad.append((n, "not readable JSON (nested too deep)"))
+            continue
+        if values is None:
             bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
             continue
-        values = flatten(obj)
         # the columns: every key of every object, in the order first seen (an optional field may be
         # missing from the first object; a row without a column the task reads is a bad row)
         columns.update(dict.fromkeys(values))

@@ -1,9 +1,10 @@
 """Batches of fixed-length examples for pretraining, read from the examples artifact.
 
-Reads ``index.json`` and its shards, memory-mapped, so a corpus larger than RAM costs only the
-rows a batch touches: Arrow IPC files (index format 2, ``corpus/examples_format.py``), whose
-fixed-size-list columns are viewed as [rows, L] numpy arrays without a copy, or the ``.npy``
-pairs of format 1 (artifacts written before packing; one sequence a row, no ``doc_ids``).
+Reads ``index.json`` and its shards row by row with ``os.pread`` (:class:`_Rows`), so a corpus
+larger than RAM costs only the rows a batch touches: Arrow IPC files (index format 2,
+``corpus/examples_format.py``), whose fixed-size-list columns are [rows, L] arrays at a known
+offset of the file, or the ``.npy`` pairs of format 1 (artifacts written before packing; one
+sequence a row, no ``doc_ids``). Shards are mapped only while their structure is read.
 Format 2 batches carry ``doc_ids`` (which sequence of a packed row each token belongs to), which
 the step turns into per-sequence attention (:func:`model.electra.document_attention`). Order: one seeded permutation of all examples per epoch, split
 across ``world_size`` ranks (rank r takes every world_size-th example of each global batch), cut
@@ -16,6 +17,7 @@ reads a few batches ahead (bounded queue, same order), so the trainer never wait
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 import weakref
@@ -98,8 +100,55 @@ def _check_shape(path: Path, arr: np.ndarray, shard: dict, index: ExamplesIndex,
         raise ExamplesError(f"{path}: {what}dtype {arr.dtype}, expected {dtype}")
 
 
-def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray]:
-    """Format 1: one memory-mapped ``.npy`` file per column."""
+class _Rows:
+    """A [rows, L] column of a shard file, read with ``os.pread`` rather than through a memory map.
+
+    Why not the map: a shard truncated in place while training reads it (rewritten by another
+    process, a copy over it, a disk repair) makes a read through a mapping fault with SIGBUS, which
+    kills the process with no message (exit 135); Python cannot turn SIGBUS into an exception (the
+    faulting load is retried), and a fault handler can only print a traceback and die. A ``pread``
+    past the end is a short read: an :class:`ExamplesError` naming the shard. Cheap: one system call
+    a row per column (microseconds, in the prefetch thread), the file opened once per batch that
+    touches it (no descriptor held per shard: thousands of shards stay under the open-file limit),
+    and memory as small as mapping's: the rows asked for."""
+
+    def __init__(self, path: Path, offset: int, shape: tuple[int, int], dtype: np.dtype):
+        self.path, self.offset, self.shape, self.dtype = path, offset, shape, np.dtype(dtype)
+        self.row_bytes = shape[1] * self.dtype.itemsize
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        out = np.empty((len(rows), self.shape[1]), dtype=self.dtype)
+        view = out.view(np.uint8).reshape(len(rows), self.row_bytes)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError as e:
+            raise ExamplesError(f"{self.path}: cannot be read any more ({e.strerror}) while training "
+                                "reads it") from None
+        try:
+            for i, r in enumerate(rows):
+                at = self.offset + int(r) * self.row_bytes
+                got = os.preadv(fd, [view[i]], at) if self.row_bytes else 0
+                if got != self.row_bytes:
+                    raise ExamplesError(
+                        f"{self.path}: truncated while training read it (row {int(r)}: {got} of {self.row_bytes} "
+                        f"bytes at offset {at}, the file now has {os.fstat(fd).st_size}); the examples artifact "
+                        "changed under this run: `kolectra artifacts verify` it, rebuild it, then --resume")
+        finally:
+            os.close(fd)
+        return out
+
+
+def _rows_of(path: Path, arr: np.ndarray, base: int | None, size: int) -> np.ndarray | _Rows:
+    """``arr`` (a zero-copy view of ``path`` mapped at ``base``) as a :class:`_Rows`; an array that is
+    not such a view (read into memory: several record batches combined) is kept as it is."""
+    start = arr.__array_interface__["data"][0] - base if base is not None else -1
+    if not (arr.flags.c_contiguous and 0 <= start and start + arr.nbytes <= size):
+        return np.array(arr)  # a copy: nothing of it stays mapped
+    return _Rows(path, start, arr.shape, arr.dtype)
+
+
+def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows]:
+    """Format 1: one ``.npy`` file per column (mapped to read its header, then read by row)."""
     out = {}
     for key, dtype in _column_dtypes(index).items():
         if key not in shard:
@@ -112,17 +161,24 @@ def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray]:
         except ValueError as e:
             raise ExamplesError(f"{path}: not a readable .npy array: {e}") from None
         _check_shape(path, arr, shard, index, dtype, "")
-        out[key] = arr
+        out[key] = _rows_of(path, arr, arr.__array_interface__["data"][0] - arr.offset, arr.offset + arr.nbytes) \
+            if isinstance(arr, np.memmap) else arr
+        del arr  # the mapping goes with it
     return out
 
 
-def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray]:
-    """Format 2: an Arrow IPC file, memory-mapped; each fixed-size-list column viewed as [rows, L]."""
+def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows]:
+    """Format 2: an Arrow IPC file, mapped while its structure is read; each fixed-size-list column
+    a [rows, L] array at an offset of the file, read by row (:class:`_Rows`)."""
     import pyarrow as pa
 
     path = index.root / shard["path"]
     try:
-        reader = pa.ipc.open_file(pa.memory_map(str(path)))
+        mapped = pa.memory_map(str(path))
+        size = mapped.size()
+        base = mapped.read_buffer(size).address if size else None  # where the file is mapped: offsets from it
+        mapped.seek(0)
+        reader = pa.ipc.open_file(mapped)
         batch = reader.get_batch(0) if reader.num_record_batches == 1 else reader.read_all().combine_chunks()
     except FileNotFoundError:
         raise ExamplesError(f"{path}: missing (listed in {index.root / 'index.json'})") from None
@@ -140,7 +196,7 @@ def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray]:
         values = col.values.to_numpy(zero_copy_only=True)  # a view of the mapped file
         arr = values.reshape(-1, col.type.list_size) if col.type.list_size else values.reshape(len(col), 0)
         _check_shape(path, arr, shard, index, dtype, f"column {key!r}: ")
-        out[key] = arr
+        out[key] = _rows_of(path, arr, base, size)
     return out
 
 

@@ -12,6 +12,7 @@ difference between the two exports' tables; with ``none`` each network takes its
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import torch
@@ -19,6 +20,7 @@ from transformers import AutoConfig, ElectraForMaskedLM
 
 from kolectra.model.electra import TABLES, ElectraPair, hf_configs, plain_state_dict
 from kolectra.core.stage import progress
+from kolectra.model.pretrain_inputs import read_vocab, vocab_differences
 
 SHAPE_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "max_position_embeddings", "type_vocab_size")
@@ -41,16 +43,44 @@ def _check_shapes(path: Path, want) -> None:
 
 
 def _weights(cls, path: Path) -> dict[str, torch.Tensor]:
-    return cls.from_pretrained(str(path)).state_dict()
+    try:
+        return cls.from_pretrained(str(path)).state_dict()
+    except pickle.UnpicklingError:  # refused before anything in it ran
+        raise InitError(f"{path}: its weights are a pickle holding objects torch's weights_only loader refuses "
+                        "(loading it could run code); not loaded") from None
 
 
-def load_pair(pair: ElectraPair, init_dir: Path, model_cfg, vocab_size: int, pad_id: int) -> None:
-    """Copy the weights of ``init_dir``'s pair into ``pair`` (in place)."""
+def _check_vocab(path: Path, vocab: dict[str, int]) -> None:
+    """Refuse a pair trained with another vocabulary, as ``--resume`` does: equal sizes say nothing
+    about which token each id names, and embeddings learned for other tokens are silently wrong."""
+    if not vocab:
+        return
+    if not any((path / name).is_file() for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json")):
+        progress(f"pretrain: init_from {path}: no tokenizer beside the weights, so its vocabulary cannot be "
+                 "compared with this run's; make sure it is the same")
+        return
+    try:
+        have = read_vocab(path)
+    except (OSError, ValueError) as e:
+        raise InitError(f"{path}: its tokenizer does not load ({e}); cannot compare vocabularies") from None
+    n, examples = vocab_differences(have, vocab)
+    if n:
+        raise InitError(f"{path}: trained with another vocabulary: {n} of {max(len(have), len(vocab))} ids name "
+                        f"a different token ({'; '.join(examples)}); train.init_from needs the run's own "
+                        "tokenizer (build the examples with the vocab the pair was trained with)")
+
+
+def load_pair(pair: ElectraPair, init_dir: Path, model_cfg, vocab_size: int, pad_id: int,
+              vocab: dict[str, int] | None = None) -> None:
+    """Copy the weights of ``init_dir``'s pair into ``pair`` (in place); with ``vocab`` (the run's
+    token -> id), refuse a pair whose tokenizer numbers tokens otherwise."""
     init_dir = Path(init_dir)
     disc_dir, gen_dir = init_dir / "discriminator", init_dir / "generator"
     for d in (disc_dir, gen_dir):
         if not (d / "config.json").is_file():
             raise InitError(f"{d}: missing (train.init_from needs discriminator/ and generator/ with config.json)")
+    for d in (disc_dir, gen_dir):
+        _check_vocab(d, vocab or {})
     disc_cfg, gen_cfg = hf_configs(model_cfg, vocab_size, pad_id)
     _check_shapes(disc_dir, disc_cfg)
     if pair.generator is not None:

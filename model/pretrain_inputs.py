@@ -48,12 +48,25 @@ def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Special
     return rtd.Specials(**ids, vocab_size=len(tok), first_regular_id=first_regular)
 
 
-def vocab_fingerprint(tokenizer_dir: Path) -> str:
-    """sha256 of the vocabulary (token -> id), to refuse resuming with another tokenizer."""
+def read_vocab(tokenizer_dir: Path) -> dict[str, int]:
+    """The vocabulary (token -> id) of a tokenizer directory."""
     from transformers import AutoTokenizer
 
-    vocab = AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
+    return AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
+
+
+def vocab_fingerprint(tokenizer_dir: Path, vocab: dict[str, int] | None = None) -> str:
+    """sha256 of the vocabulary (token -> id), to refuse resuming with another tokenizer."""
+    vocab = read_vocab(tokenizer_dir) if vocab is None else vocab
     return hashlib.sha256(json.dumps(sorted(vocab.items()), ensure_ascii=False).encode()).hexdigest()
+
+
+def vocab_differences(have: dict[str, int], want: dict[str, int]) -> tuple[int, list[str]]:
+    """How many ids name another token (or none) in ``have`` than in ``want``, and a few examples."""
+    by_id = [{i: t for t, i in v.items()} for v in (have, want)]
+    ids = sorted(set(by_id[0]) | set(by_id[1]))
+    differ = [i for i in ids if by_id[0].get(i) != by_id[1].get(i)]
+    return len(differ), [f"id {i}: {by_id[0].get(i)!r} there, {by_id[1].get(i)!r} here" for i in differ[:3]]
 
 
 @dataclasses.dataclass
@@ -64,6 +77,7 @@ class Inputs:
     specials: rtd.Specials
     fingerprint: str  # of the vocabulary: a checkpoint of another tokenizer is refused
     model_cfg: ModelConfig  # vocab_size filled in from the tokenizer
+    vocab: dict[str, int] = dataclasses.field(default_factory=dict)  # token -> id, checked against init_from
 
 
 def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
@@ -78,5 +92,6 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
     if seq_len != cfg.max_seq_length:
         progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
                  f"{cfg.max_seq_length}")
-    return Inputs(index, specials, vocab_fingerprint(tokenizer_dir),
-                  dataclasses.replace(cfg.model, vocab_size=specials.vocab_size))
+    vocab = read_vocab(tokenizer_dir)
+    return Inputs(index, specials, vocab_fingerprint(tokenizer_dir, vocab),
+                  dataclasses.replace(cfg.model, vocab_size=specials.vocab_size), vocab)

@@ -106,7 +106,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     dev.seed(cfg.seed)  # the same initial weights on every rank
     model = ElectraPair(inputs.model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
     if t.init_from:
-        init.load_pair(model, Path(t.init_from), inputs.model_cfg, specials.vocab_size, specials.pad_id)
+        init.load_pair(model, Path(t.init_from), inputs.model_cfg, specials.vocab_size, specials.pad_id,
+                       inputs.vocab)
     model = dev.place(model).train()  # .to(device), ties kept
     dev.seed(cfg.seed + 1 + dev.rank)  # masking and sampling differ between ranks
     loader = data.ExampleLoader(examples_dir, batch_size=t.batch_size // (t.grad_accum * dev.world_size),

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline import workspace
+from kolectra.pipeline import layout, workspace
 from kolectra.pipeline.workspace import Resumable
 from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for, default_root, load
 from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
@@ -177,15 +177,16 @@ class Store(Catalog):
         kind, aid = request.kind, request.id()
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         found = self._published(request) if reuse else None
-        for d in [] if found or not reuse else [*workspace.leftovers(self.root, kind, aid), run.out]:
+        unheld = [] if run.live() else [run.out]  # a root sharing .work may be building this request now
+        for d in [] if found or not reuse else [*workspace.leftovers(self.root, kind, aid), *unheld]:
             with contextlib.suppress(ArtifactError):
                 if read_manifest(d)["id"] == aid and not verify_dir(d):
                     progress(f"{kind}: publishing {d}, a complete build of this request whose run was stopped "
                              "just before publishing it")
                     found = load(self._publish(d, request))
                     break
-        for d in workspace.leftovers(self.root, kind, aid) + ([run.path] if found else []):
-            shutil.rmtree(d, ignore_errors=True)
+        dead = workspace.leftovers(self.root, kind, aid) + ([run.path] if found and unheld else [])
+        workspace.discard(self.root, dead)
         self.collect()
         return found
 
@@ -204,7 +205,7 @@ class Store(Catalog):
                  held: contextlib.ExitStack) -> tuple[Path, workspace.Run | None]:
         """The build's private directory, and the resumable run it belongs to (None for .tmp)."""
         if not resumable:
-            return workspace.private_dir(self.root, request.kind, request.id()), None
+            return workspace.private_dir(self.root, request.kind, request.id(), held), None
         spec = resumable if isinstance(resumable, Resumable) else Resumable(
             {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
@@ -228,6 +229,10 @@ class Store(Catalog):
         """Hash every file, then write manifest.json: last, its presence means complete."""
         if (out / MANIFEST).exists():
             raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
+        lost = layout.missing(request.kind, out, output.stats, request.config)  # what its own stats name
+        if lost:
+            raise ArtifactError(f"{request.kind}: not publishing a build that lacks what it describes (deleted while "
+                                "it ran? a .tmp shared with another root?): " + "; ".join(lost[:5]))
         files = hash_tree(out)
         manifest = {
             "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
@@ -250,10 +255,13 @@ class Store(Catalog):
         final = existing[0] if existing else self.root / request.kind / f"{request.name}-{request.id()}"
         final.parent.mkdir(parents=True, exist_ok=True)
         replaced = None
-        if final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
+        if final.is_symlink():  # put there by hand (refused by verify): the link goes, never what it leads to
+            final.unlink()
+        elif final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
             replaced = workspace.private_dir(self.root, request.kind, request.id())
             os.replace(final, replaced)  # a directory may replace an empty one
         os.replace(out, final)
+        workspace.unmark(final)
         _fsync_dir(final.parent)
         if replaced is not None:
             shutil.rmtree(replaced, ignore_errors=True)

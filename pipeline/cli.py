@@ -27,7 +27,7 @@ from typing import Callable
 
 from kolectra.core.config import ConfigError
 from kolectra.pipeline import cli_artifacts, cli_checks
-from kolectra.pipeline.artifacts import Artifact, Store, default_root, open_store
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store, default_root, open_store
 from kolectra.pipeline.catalog import as_root
 from kolectra.pipeline.cli_artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
 from kolectra.pipeline.cli_options import VersionAction, relax, set_verbosity, verbosity_after_command
@@ -176,6 +176,10 @@ def _pretrain_sets(args: argparse.Namespace) -> list[str]:
 
 
 def run_pretrain(args, store: Store, beam_args: list[str]) -> Artifact:
+    cfg, _ = config_pretrain(args)
+    if cfg.train.steps == 0:  # kolectra study makes its untrained floor itself, through the stage
+        raise ArtifactError("train.steps: 0 would publish the random initialisation as a trained checkpoint; "
+                            "give at least 1 (e.g. --steps 600)")
     return _stages().pretrain(store, args.examples, preset=args.preset, sets=_pretrain_sets(args),
                               resume=args.resume, **_stage_common(args))
 

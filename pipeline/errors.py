@@ -21,6 +21,7 @@ import datetime as _dt
 import errno
 import logging
 import os
+import pickle
 import select
 import signal
 import sys
@@ -82,6 +83,9 @@ def describe(e: BaseException) -> str | None:
     elif isinstance(e, ArtifactError) or (isinstance(e, ValueError) and (
             type(e).__module__.startswith("kolectra.") or _raised_by_kolectra(e))):
         text = str(e)
+    elif isinstance(e, pickle.UnpicklingError):  # torch's weights_only loader refused an input's pickle
+        text = ("refused to load a pickle holding objects torch's weights_only loader does not allow (loading it "
+                "could run code): use safetensors weights from a source you trust")
     else:
         return None
     return "; ".join(line.strip() for line in [text, *getattr(e, "__notes__", [])] if line.strip())

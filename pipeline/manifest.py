@@ -23,8 +23,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from kolectra.pipeline import layout
+
 SCHEMA = "kolectra.artifact/1"
 MANIFEST = "manifest.json"
+# the store's liveness mark in a build directory (pipeline/workspace.py): never part of an artifact
+BUILD_LOCK = ".kolectra-build.lock"
 KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -118,6 +122,8 @@ def hash_tree(root: Path) -> list[dict]:
     """path, bytes and sha256 of every file under ``root``; a symlink anywhere is refused."""
     files = []
     for f in sorted(_walk(root)):
+        if f == root / BUILD_LOCK:
+            continue
         if f.is_symlink():
             raise ArtifactError(f"{f}: a symlink in a stage's output; artifacts hold regular files only")
         if f.is_file():
@@ -178,6 +184,8 @@ def parse_manifest(text: bytes, mp: Any) -> dict:
         raise ArtifactError(f"{mp}: not valid JSON ({e})") from None
     except RecursionError:
         raise ArtifactError(f"{mp}: not a manifest (JSON nested too deep)") from None
+    except ValueError as e:  # what the parser refuses besides syntax: an integer of over 4,300 digits
+        raise ArtifactError(f"{mp}: not a manifest ({str(e).split(';')[0][:120]})") from None
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{mp}: not a JSON object")
     for key in ("schema", "kind", "name", "id", "files", "digest"):
@@ -246,6 +254,10 @@ def misplaced(path: Path, manifest: dict) -> str | None:
     path = Path(path) if isinstance(path, str) else path  # a local Path or a store's UPath
     if path.parent.name not in KINDS or not _ID.match(path.name.rpartition("-")[2]):
         return None  # not named as in a root (a build directory, a copy put elsewhere): nothing to compare
+    if path.is_symlink() or not path.resolve().is_relative_to(path.parent.parent.resolve()):
+        # its files would be checked where the link leads, which the store neither built nor guards
+        return (f"{path}: leads through a symlink to {path.resolve()}; an artifact in a root is a directory "
+                "of its own inside it (copy it in, or pass the directory it leads to)")
     if path.parent.name != manifest["kind"] or not path.name.endswith(f"-{manifest['id']}"):
         return (f"{path / MANIFEST}: says {manifest['kind']}/...-{manifest['id']}, but the directory is "
                 f"{path.parent.name}/{path.name} (edited, moved or renamed by hand)")
@@ -275,10 +287,14 @@ def verify_dir(path: Path) -> list[str]:
             problems.append(f"{f}: sha256 differs from manifest")
     for f in _walk(path):
         rel = f.relative_to(path).as_posix()
+        if rel == BUILD_LOCK and f.is_file() and not f.is_symlink():
+            continue  # a kill between publishing and removing the store's mark
         if f.is_symlink():
             problems.append(f"{f}: a symlink (added after publishing; artifacts hold regular files only)")
         elif f.is_file() and rel != MANIFEST and rel not in listed:
             problems.append(f"{f}: not in manifest (added after publishing)")
     if digest(manifest["files"]) != manifest["digest"]:
         problems.append(f"{path / MANIFEST}: digest does not match its file list")
+    # what the kind must hold and the manifest does not list (lost before it was sealed)
+    problems += layout.missing(manifest["kind"], path, manifest.get("stats", {}), manifest.get("config", {}), listed)
     return problems

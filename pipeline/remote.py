@@ -52,7 +52,7 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline import workspace
+from kolectra.pipeline import layout, workspace
 from kolectra.pipeline.artifacts import Request, Resumable, Store
 from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for
 from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, digest, hash_tree, misplaced,
@@ -445,6 +445,10 @@ class RemoteStore(Store):
         else:
             if (Path(out) / MANIFEST).exists():
                 raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
+            lost = layout.missing(request.kind, Path(out), output.stats, request.config)  # what its stats name
+            if lost:
+                raise ArtifactError(f"{request.kind}: not published, the build lacks what its records name: "
+                                    + "; ".join(lost[:3]))
             files = hash_tree(Path(out))
             self._clear_prefix(final)
             for e in files:  # data objects first

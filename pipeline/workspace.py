@@ -10,6 +10,14 @@
 ``ROOT/.tmp/<kind>-<id>-<hex8>/``
     A private build directory, renamed into place when sealed. Also where a replaced artifact is
     moved before it is deleted.
+``<build directory>/.kolectra-build.lock``
+    Liveness of a build directory (``.tmp`` entry or ``.work`` run) is a property of the directory
+    itself: its builder holds a ``flock`` on this file for the whole build, and a sweep takes it
+    before deleting anything. The request lock above lives in the root that started the build; a
+    ``.tmp`` or ``.work`` shared by several roots (a bind mount, a shared file system) is swept by
+    builders of other roots, whose ``.locks`` know nothing of it. The store leaves the file out of
+    the manifest and removes it after publishing (a kill in between leaves an empty file that
+    ``verify`` ignores).
 ``ROOT/.work/<kind>-<id>/``
     A resumable (pretraining) run: ``out/`` becomes the artifact, ``kept/`` holds the working state
     (checkpoints) set aside while ``out/`` is sealed and published, ``request.json`` says which
@@ -17,9 +25,11 @@
     interrupted run of a family even when the config changed.
 
 What is provably dead is removed whenever a build starts (:func:`sweep`): ``.tmp`` entries and
-``.work`` runs of requests nobody holds the lock of, when they cannot be resumed (no working state)
-or were published since; unheld lock files. ``kolectra artifacts gc`` runs the same sweep and can
-also remove interrupted runs (``--interrupted``).
+``.work`` runs nobody holds (neither their request's lock nor their own), when they cannot be
+resumed (no working state) or were published since; unheld lock files. ``kolectra artifacts gc``
+runs the same sweep and can also remove interrupted runs (``--interrupted``). A private area that
+is a symlink (``.tmp`` on a scratch disk) is used but never swept: what is deleted must lie inside
+the root, and one line says what was left alone.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core.stage import progress
-from kolectra.pipeline.manifest import ArtifactError
+from kolectra.pipeline.manifest import BUILD_LOCK, ArtifactError
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 _TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
@@ -92,7 +102,7 @@ def holder(path: Path) -> dict:
     else: missing, cut short by a kill, or not an object."""
     try:
         found = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (OSError, ValueError, RecursionError):  # ValueError: bad JSON, bad UTF-8, a 4,300-digit integer
         return {}
     return found if isinstance(found, dict) else {}
 
@@ -130,20 +140,94 @@ def try_lock(root: Path, kind: str, aid: str) -> Iterator[bool]:
 
 
 # ---- build directories --------------------------------------------------------------------------
-def private_dir(root: Path, kind: str, aid: str) -> Path:
-    """A new, empty ``.tmp`` directory for one attempt at request ``kind``/``aid``."""
-    d = root / TMP / f"{kind}-{aid}-{uuid.uuid4().hex[:8]}"
-    d.mkdir(parents=True)
-    return d
+def _mark(d: Path) -> int | None:
+    """An fd holding ``d``'s build lock, or None: ``d`` is gone or a sweep holds it (about to delete it)."""
+    try:
+        fd = os.open(d / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never re-creates a swept ``d``
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino == os.stat(d / BUILD_LOCK).st_ino:
+            return fd
+    except (BlockingIOError, FileNotFoundError):
+        pass
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+@contextlib.contextmanager
+def _held_mark(d: Path, fd: int) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        os.close(fd)  # the file itself went with the directory (renamed into place, or deleted)
+
+
+def live(d: Path) -> bool:
+    """Whether a process holds ``d``'s build lock (whatever root started it)."""
+    try:
+        fd = os.open(d / BUILD_LOCK, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def private_dir(root: Path, kind: str, aid: str, held: contextlib.ExitStack | None = None) -> Path:
+    """A new, empty ``.tmp`` directory for one attempt at request ``kind``/``aid``; with ``held``,
+    marked live (its build lock taken) until ``held`` closes."""
+    while True:
+        d = root / TMP / f"{kind}-{aid}-{uuid.uuid4().hex[:8]}"
+        d.mkdir(parents=True)
+        if held is None:
+            return d
+        fd = _mark(d)  # a sweep of another root may take it first: then it deletes d, and we try another
+        if fd is not None:
+            held.enter_context(_held_mark(d, fd))
+            return d
+
+
+def unmark(d: Path) -> None:
+    """Drop the build lock file from a directory just published (its holder may still hold the fd)."""
+    with contextlib.suppress(FileNotFoundError):
+        (d / BUILD_LOCK).unlink()
 
 
 def leftovers(root: Path, kind: str, aid: str) -> list[Path]:
-    """``.tmp`` directories of earlier attempts at this request (dead while we hold its lock)."""
+    """``.tmp`` directories of earlier attempts at this request that no process holds (dead while we
+    hold its request lock, unless a root sharing this ``.tmp`` is building the same request)."""
     tmp = root / TMP
     if not tmp.is_dir():
         return []
     return sorted(d for d in tmp.iterdir() if (m := _TMP_NAME.match(d.name)) and m["id"] == aid
-                  and m["kind"] == kind)
+                  and m["kind"] == kind and not live(d))
+
+
+def symlinked(root: Path, area: str) -> str | None:
+    """Why the private area ``ROOT/<area>`` is not swept (a symlink: it leads out of the root), or None."""
+    p = root / area
+    if p.is_symlink():
+        return f"{p} is a symlink (to {os.readlink(p)})"
+    if p.is_dir() and p.resolve().parent != root.resolve():
+        return f"{p} leads out of {root} (to {p.resolve()})"
+    return None
+
+
+def discard(root: Path, paths: list[Path]) -> None:
+    """Delete dead private directories, never inside a private area that leads out of ``root``."""
+    for d in paths:
+        area = d.relative_to(root).parts[0] if d.is_relative_to(root) else None
+        if area is not None and symlinked(root, area) is None and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class Run:
@@ -173,15 +257,31 @@ class Run:
     def state(self) -> list[Path]:
         """The working state (scratch entries) it holds, in ``out/`` or set aside in ``kept/``."""
         if not (self.path / REQUEST).is_file():  # written by an older kolectra: anything in it counts
-            return [self.path] if self.path.is_dir() and any(self.path.iterdir()) else []
+            return [self.path] if self.path.is_dir() and any(e.name != BUILD_LOCK for e in self.path.iterdir()) else []
         names = self.request.get("scratch", [])
         if not names:  # no named working state: whatever the stage left counts
             return [self.out] if self.out.is_dir() and any(self.out.iterdir()) else []
         return [d / n for d in (self.out, self.kept) for n in names
                 if (d / n).is_file() or ((d / n).is_dir() and any((d / n).iterdir()))]
 
+    def live(self) -> bool:
+        """Whether a process (of any root sharing this ``.work``) is building in it right now."""
+        return live(self.path)
+
+    def hold(self, held: contextlib.ExitStack) -> None:
+        """Mark this run live until ``held`` closes; refused if another process is building in it."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = _mark(self.path)
+        if fd is None:
+            raise ArtifactError(f"{self.path}: another process is building in this run right now (a root sharing "
+                                f"{self.path.parent}?); wait for it")
+        held.enter_context(_held_mark(self.path, fd))
+
     def create(self, record: dict) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
+        """Start afresh (the caller holds it): everything but its build lock goes."""
+        for entry in self.path.iterdir() if self.path.is_dir() else []:
+            if entry.name != BUILD_LOCK:
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         self.out.mkdir(parents=True)
         (self.path / REQUEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
@@ -207,7 +307,8 @@ class Run:
 
 def runs(root: Path) -> list[Run]:
     work = root / WORK
-    return sorted((Run(d) for d in work.iterdir() if d.is_dir()), key=lambda r: r.path.name) if work.is_dir() else []
+    return sorted((Run(d) for d in work.iterdir() if d.is_dir() and not d.is_symlink()),
+                  key=lambda r: r.path.name) if work.is_dir() else []
 
 
 def family_runs(root: Path, family: dict, exclude: Path | None = None) -> list[Run]:
@@ -233,16 +334,20 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     run, discarding an interrupted one of this request."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
+    if exact.live():
+        exact.hold(held)  # refused, naming it
     others = family_runs(root, record["family"], exclude=exact.path)
     if resume and exact.state():
+        exact.hold(held)
         progress(f"{kind}: resuming in {exact.path}")
         exact.restore()
         return exact
     if resume and others and resume != "exact":
         run = others[0]
-        if not held.enter_context(try_lock(root, run.kind, run.id)):
+        if not held.enter_context(try_lock(root, run.kind, run.id)) or (fd := _mark(run.path)) is None:
             raise ArtifactError(f"{kind}: the interrupted run {run.path} is running right now; wait for it "
                                 "or stop it before resuming it with other settings")
+        held.enter_context(_held_mark(run.path, fd))
         progress(f"{kind}: no interrupted run of this exact request; the newest of the same inputs with other "
                  f"settings is {run.path} (request {run.id}): continuing it if its checkpoint's settings allow")
         run.restore()
@@ -255,12 +360,15 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     if idle and (not resume or resume == "exact"):
         progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs with other settings kept in "
                  f"{root / WORK} (--resume continues the newest; `kolectra artifacts gc --interrupted` removes them)")
+    exact.hold(held)
     exact.create({**record, "created": now()})
     return exact
 
 
 def _running(root: Path, run: Run) -> bool:
     """Whether a live process holds ``run``'s request lock (it is being built right now)."""
+    if run.live():
+        return True
     if run.kind is None or run.id is None:
         return False
     with try_lock(root, run.kind, run.id) as free:
@@ -277,36 +385,60 @@ def _remove(path: Path, dry_run: bool, removed: list[Path]) -> None:
             path.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def _claimed(root: Path, d: Path, kind: str, aid: str, dry_run: bool) -> Iterator[bool]:
+    """Whether ``d`` is dead, held while the caller deletes it: no process of this root holds its
+    request's lock and no process of any root holds ``d``'s own build lock (taken here, so a builder
+    starting in ``d`` right now backs off instead of losing it)."""
+    with try_lock(root, kind, aid) as free:
+        if not free:
+            yield False
+        elif dry_run or not d.is_dir() or d.is_symlink():
+            yield not live(d)
+        else:
+            fd = _mark(d)
+            try:
+                yield fd is not None
+            finally:
+                if fd is not None:
+                    os.close(fd)
+
+
 def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool = False,
           dry_run: bool = False) -> tuple[list[Path], list[Run]]:
     """Remove what no live process holds and nothing can use: (removed paths, interrupted runs kept).
 
-    A ``.tmp`` entry or lock file is dead when its request's lock is free. A ``.work`` run is dead
-    when its lock is free and it was published since or holds no working state to resume from; with
-    ``interrupted`` the others go too."""
+    A ``.tmp`` entry is dead when neither its request's lock nor its own build lock is held; a lock
+    file when it is not held. A ``.work`` run is dead when it is not held and was published since or
+    holds no working state to resume from; with ``interrupted`` the others go too. A private area that
+    leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
+    what is not the store's."""
     removed: list[Path] = []
     kept: list[Run] = []
+    skipped = {area: why for area in (TMP, WORK, LOCKS) if (why := symlinked(root, area))}
+    for why in skipped.values():
+        progress(f"{why}: not swept (kolectra deletes nothing outside {root}); remove dead entries there by hand")
     tmp = root / TMP
-    for d in sorted(tmp.iterdir()) if tmp.is_dir() else []:
+    for d in sorted(tmp.iterdir()) if tmp.is_dir() and TMP not in skipped else []:
         m = _TMP_NAME.match(d.name)
         if m is None:
             continue  # not ours: left alone
-        with try_lock(root, m["kind"], m["id"]) as free:
-            if free:
+        with _claimed(root, d, m["kind"], m["id"], dry_run) as dead:
+            if dead:
                 _remove(d, dry_run, removed)
-    for run in runs(root):
+    for run in runs(root) if WORK not in skipped else []:
         kind, aid = run.kind, run.id
         if kind is None or aid is None:
             continue
-        with try_lock(root, kind, aid) as free:
-            if not free:
+        with _claimed(root, run.path, kind, aid, dry_run) as dead:
+            if not dead:
                 continue
             if interrupted or published(kind, aid) or not run.state():
                 _remove(run.path, dry_run, removed)
             else:
                 kept.append(run)
     locks = root / LOCKS
-    for f in sorted(locks.glob("*.lock")) if locks.is_dir() else []:
+    for f in sorted(locks.glob("*.lock")) if locks.is_dir() and LOCKS not in skipped else []:
         fd = _try_flock(f, wait=False)
         if fd is not None:
             removed.append(f)

@@ -4,7 +4,8 @@
     [--hold F]``
     a small stage through :meth:`Store.build` (plain files, no training);
 ``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
-    :func:`kolectra.pipeline.stages.pretrain`, the real trainer.
+    :func:`kolectra.pipeline.stages.pretrain`, the real trainer (POINT ``truncateN``: through the
+    command line, cutting the examples' shards short in place at training step N instead of dying).
 
 POINT names where the process kills itself with SIGKILL (no ``finally``, no clean-up, exactly as
 ``kill -9`` or a power cut would): right after the store's step of that name returned, e.g.
@@ -100,6 +101,23 @@ REMOTE_POINTS = {
                                    "checkpoint_saved"),
 }
 
+def truncate_in_training_step(n: int, examples: str) -> None:
+    """At training step ``n``, cut every shard of ``examples`` to 1,000 bytes, in place, as another
+    process rewriting them would (the loader keeps reading them)."""
+    from kolectra.model import objectives
+
+    real, calls = objectives.STEPS["electra"], []
+
+    def truncating(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            for shard in Path(examples, "data").iterdir():
+                os.truncate(shard, 1000)
+        return real(*args, **kwargs)
+
+    objectives.STEPS["electra"] = truncating
+
+
 POINTS = {
     "none": lambda: None,
     "prepared": lambda: kill_after(Store, "_prepare"),
@@ -144,6 +162,12 @@ def pretrain(args) -> None:
         kill_after(train, "pretrain")
     elif args.point.startswith("step"):
         kill_in_training_step(int(args.point[4:]))
+    elif args.point.startswith("truncate"):  # through the command line: how the user sees it end
+        from kolectra.pipeline.cli import main as cli
+
+        truncate_in_training_step(int(args.point[8:]), args.examples)
+        sys.exit(cli(["pretrain", "--examples", args.examples, "--out", args.root, "--preset", "tiny",
+                      *(f"--set={s}" for s in args.sets)]))
     art = stages.pretrain(open_store(args.root), args.examples, preset="tiny", sets=args.sets, resume=args.resume)
     print(art.path)
 

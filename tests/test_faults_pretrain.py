@@ -161,3 +161,60 @@ def test_a_diverging_run_says_so_and_leaves_nothing(chain, tmp_path):
     with pytest.raises(train.TrainingDiverged, match=r"loss is NaN at step \d+ .*learning rate is too high"):
         stages.pretrain(store, ex, preset="tiny", sets=SETS + ["train.lr=1e6", "train.warmup_steps=0"])
     assert _private(store.root) == {".tmp": [], ".work": [], ".locks": []}
+
+
+def test_a_shard_truncated_while_pretraining_reads_it_is_one_line_naming_it(chain, tmp_path):
+    """Shards used to be memory-mapped: a read past the new end was SIGBUS (exit 135, no line, no log)."""
+    store, ex = _copy(chain, tmp_path / "root")
+    proc = child("pretrain", str(store.root), ex, "truncate3", *(f"--set={s}" for s in SETS))
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("kolectra pretrain: error: ") and "/data/shard-" in last
+    assert "truncated while training read it" in last and "Traceback" not in proc.stderr
+
+
+def _renumbered(hf: Path, dest: Path, n: int) -> Path:
+    """A copy of the pair ``hf`` whose tokenizers name other tokens at ``n`` ids (same size): the
+    first ``n`` regular tokens rotated by one place."""
+    shutil.copytree(hf, dest)
+    for part in ("discriminator", "generator"):
+        tj = dest / part / "tokenizer.json"
+        doc = json.loads(tj.read_text(encoding="utf-8"))
+        vocab = doc["model"]["vocab"]
+        tokens = sorted(vocab, key=vocab.get)[10:10 + n]
+        for tok, new_id in zip(tokens, [vocab[t] for t in tokens[1:] + tokens[:1]]):
+            vocab[tok] = new_id
+        tj.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+        by_id = sorted(vocab, key=vocab.get)
+        (dest / part / "vocab.txt").write_text("".join(t + "\n" for t in by_id), encoding="utf-8")
+    return dest
+
+
+def test_init_from_a_pair_of_another_vocabulary_of_the_same_size_is_refused(chain, tmp_path, capsys):
+    from kolectra.pipeline.cli import main
+
+    store, ex = _copy(chain, tmp_path / "root")
+    first = stages.pretrain(store, ex, preset="tiny", sets=SETS)
+    other = _renumbered(first.path / "hf", tmp_path / "other", 37)
+    capsys.readouterr()
+    argv = ["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny",
+            *(f"--set={s}" for s in SETS), f"--set=train.init_from={other}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("kolectra pretrain: error: ") and "37 of " in err[-1]
+    assert "trained with another vocabulary" in err[-1]
+    assert [a.kind for a in store.list()].count("checkpoint") == 1
+    same = ["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny",
+            *(f"--set={s}" for s in SETS), f"--set=train.init_from={first.path / 'hf'}"]
+    assert main(same) == 0  # its own vocabulary: accepted
+
+
+@pytest.mark.parametrize("flags", [["--steps", "0"], ["--set", "train.steps=0"]])
+def test_zero_steps_is_refused_not_published_as_a_random_checkpoint(chain, tmp_path, capsys, flags):
+    from kolectra.pipeline.cli import main
+
+    store, ex = _copy(chain, tmp_path / "root")
+    assert main(["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kolectra pretrain: error: train.steps: 0 would publish")
+    assert [a.kind for a in store.list()].count("checkpoint") == 0

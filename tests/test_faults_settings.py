@@ -23,3 +23,27 @@ def test_a_garbled_tokenizer_is_named_by_the_examples_stage(tmp_path, garbage):
     (tmp_path / "tokenizer.json").write_text(garbage)
     with pytest.raises(ValueError, match=rf"{tmp_path / 'tokenizer.json'}: not a loadable tokenizer"):
         load_tokenizer(tmp_path)
+
+
+def test_a_vocab_of_mostly_unknown_tokens_or_tiny_is_warned_and_recorded(tmp_path, capsys):
+    """56 entries, the alphabet cut to 25 characters: 77 % [UNK] on the held-out split (was published silently)."""
+    import json
+
+    from kolectra.vocab.build import build
+    from kolectra.vocab.config import VocabConfig
+    from tests.test_vocab_corpus import small_corpus, write_corpus
+
+    corpus = small_corpus(tmp_path / "corpus")
+    (tmp_path / "bad").mkdir()
+    stats = build(VocabConfig(vocab_size=56, num_unused=0, limit_alphabet=25, report_baseline=False), corpus,
+                  tmp_path / "bad").stats
+    warned = [line for line in capsys.readouterr().err.splitlines() if "WARNING: vocab:" in line]
+    report = json.loads((tmp_path / "bad" / "report.json").read_text(encoding="utf-8"))
+    assert len(warned) == 2 and "are [UNK]" in warned[0] and "only 56 entries" in warned[1]
+    assert report["warnings"] == stats["warnings"] and len(report["warnings"]) == 2
+    known = write_corpus(tmp_path / "known",
+                         {"train": [["영화가 정말 좋았다.", "배우가 연기를 잘했다."]] * 3})
+    (tmp_path / "good").mkdir()  # held-out text of known characters: no [UNK], no such warning
+    stats = build(VocabConfig(vocab_size=200, num_unused=0, min_frequency=1, report_baseline=False), known,
+                  tmp_path / "good").stats
+    assert stats["unk_rate"] == 0.0 and not any("[UNK]" in w for w in stats["warnings"])

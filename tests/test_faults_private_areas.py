@@ -1,0 +1,175 @@
+"""Fault injection on the store's private areas and layouts: roots sharing a ``.tmp``, private areas
+and artifact directories that are symlinks out of the root, builds that lost files their own
+records name, and published artifacts missing files their manifest no longer lists."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.artifacts import ArtifactError, Request, Store
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.manifest import digest
+from kolectra.vocab.export import assemble, write_dir
+from tests.fault_child import toy_request
+from tests.model_support import build_examples, build_tokenizer
+from tests.test_faults_publish import _no_half_artifact, _private, _writes, child
+
+
+def _wait_for(cond, what: str, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sweeper", ["gc", "build"])
+def test_a_live_build_in_a_tmp_shared_by_two_roots_survives_the_other_roots_sweep(tmp_path, sweeper, capsys):
+    """Root b's .tmp is root a's: a's sweep sees b's live build, whose request lock is in b/.locks."""
+    a, b, release = tmp_path / "a", tmp_path / "b", tmp_path / "release"
+    (a / ".tmp").mkdir(parents=True)
+    b.mkdir()
+    (b / ".tmp").symlink_to(a / ".tmp")
+    live = child("toy", str(b), "none", "--hold", str(release), "--text", "shared", wait=False)
+    _wait_for(lambda: any((a / ".tmp").glob("*/data/a.txt")), "b's build to write its data")
+    if sweeper == "gc":
+        assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    else:  # the same request in root a: its leftovers and its sweep must both leave b's build alone
+        Store(a).build(toy_request("shared"), _writes("shared", []))
+    assert any((a / ".tmp").glob("*/data/a.txt")), "root a's sweep deleted root b's live build"
+    release.touch()
+    out, err = live.communicate(timeout=60)
+    assert live.returncode == 0, err[-2000:]
+    art = _no_half_artifact(Store(b))
+    assert len(art) == 1 and (art[0].path / "data" / "a.txt").read_text() == "shared"
+    assert not (art[0].path / ".kolectra-build.lock").exists()  # the store's mark is not left in the artifact
+    assert _private(a)[".tmp"] == []
+
+
+def test_gc_never_deletes_through_a_symlinked_private_area(tmp_path, capsys):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    victims = [outside / "tmp" / "corpus-0123456789abcdef-0badcafe", outside / "work" / "checkpoint-0123456789abcdef",
+               outside / "locks" / "corpus-0123456789abcdef.lock"]
+    for v in victims[:2]:
+        (v / "out").mkdir(parents=True)
+        (v / "out" / "precious.txt").write_text("not the store's")
+    victims[2].parent.mkdir(parents=True)
+    victims[2].write_text("{}")
+    root.mkdir()
+    for area, target in ((".tmp", "tmp"), (".work", "work"), (".locks", "locks")):
+        (root / area).symlink_to(outside / target)
+    for argv in (["artifacts", "gc"], ["artifacts", "gc", "--interrupted"]):
+        assert main([*argv, "--out", str(root)]) == 0
+        err = capsys.readouterr().err
+        assert err.count("is a symlink") == 3 and "not swept" in err
+    Store(root).build(toy_request("a build sweeps too"), _writes("x", []))
+    assert all(v.exists() for v in victims)
+    assert (victims[0] / "out" / "precious.txt").read_text() == "not the store's"
+
+
+def test_an_artifact_directory_that_links_out_of_its_root_is_not_an_artifact(tmp_path, capsys):
+    elsewhere, root = Store(tmp_path / "elsewhere"), tmp_path / "root"
+    art = elsewhere.build(toy_request("linked"), _writes("linked", []))
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / art.path.name).symlink_to(art.path.resolve())
+    assert main(["artifacts", "verify", art.id, "--out", str(root)]) != 0
+    assert "symlink" in capsys.readouterr().out
+    store = Store(root)
+    assert store.list() == [] and "symlink" in store.scan()[1][0]
+    rebuilt = store.build(toy_request("linked"), _writes("linked", []))  # the link goes, what it leads to stays
+    assert not rebuilt.path.is_symlink() and store.verify(rebuilt) == []
+    assert elsewhere.verify(art) == []
+    # a kind directory that is a symlink out of the root, likewise
+    other = tmp_path / "other"
+    shutil.move(str(root / "corpus"), other)
+    (root / "corpus").symlink_to(other)
+    assert store.list() == [] and any("symlink" in p for p in store.verify(rebuilt.path.name))
+
+
+# ---- layouts -----------------------------------------------------------------------------------
+def _examples_stage(n: int = 40, lose: str | None = None):
+    """The examples writer the pretraining tests use, recording its count as the stage does; ``lose``
+    deletes one of its files before it returns, as another root's sweep would."""
+    def produce(out: Path) -> StageOutput:
+        tok = out.parent / f"{out.name}-tokenizer"
+        build_tokenizer(tok)
+        build_examples(out, tok, n=n, seq_len=16, shard_size=10)
+        shutil.rmtree(tok)
+        (out / "stats.json").write_text(json.dumps({"examples": n}))
+        if lose:
+            (out / lose).unlink()
+        return StageOutput(stats={"examples": n})
+    return produce
+
+
+def _vocab_stage(lose: str | None = None):
+    """The vocab stage's own writer on a small vocabulary, and a report."""
+    def produce(out: Path) -> StageOutput:
+        write_dir(assemble(2, list("가나다라"), ["##가", "##나"], ["영화", "##는"]), out)
+        (out / "report.json").write_text("{}")
+        if lose:
+            (out / lose).unlink()
+        return StageOutput(stats={"vocab_size": 13, "recipe": "wordpiece"})
+    return produce
+
+
+def _forget(art, rel: str) -> None:
+    """Delete a file and drop it from the manifest (digest recomputed): the manifest and disk agree."""
+    (art.path / rel).unlink()
+    m = json.loads((art.path / "manifest.json").read_text())
+    m["files"] = [f for f in m["files"] if f["path"] != rel]
+    m["digest"] = digest(m["files"])
+    (art.path / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("kind,lose", [("examples", "data/shard-00001.arrow"), ("examples", "index.json"),
+                                       ("vocab", "tokenizer.json"), ("vocab", "report.json")])
+def test_a_build_that_lost_what_its_records_name_is_not_published(tmp_path, kind, lose):
+    store = Store(tmp_path)
+    stage = _examples_stage(lose=lose) if kind == "examples" else _vocab_stage(lose=lose)
+    with pytest.raises(ArtifactError, match=rf"not publishing .*{lose}: missing"):
+        store.build(Request(kind=kind, name="x", stage_version=1, config={}), stage)
+    assert store.list() == [] and _private(tmp_path)[".tmp"] == []
+
+
+@pytest.mark.parametrize("kind,lose", [("examples", "data/shard-00002.arrow"), ("examples", "stats.json"),
+                                       ("vocab", "vocab.txt"), ("vocab", "special_tokens_map.json")])
+def test_verify_checks_the_kind_s_layout_not_only_the_manifest_s_list(tmp_path, kind, lose, capsys):
+    store = Store(tmp_path)
+    stage = _examples_stage() if kind == "examples" else _vocab_stage()
+    art = store.build(Request(kind=kind, name="x", stage_version=1, config={}), stage)
+    assert store.verify(art) == []
+    _forget(art, lose)
+    assert main(["artifacts", "verify", art.id, "--out", str(tmp_path)]) == 1
+    assert f"{lose}: missing" in capsys.readouterr().out
+    calls = []  # the next build of the request rebuilds it rather than reusing it
+    again = store.build(Request(kind=kind, name="x", stage_version=1, config={}),
+                        lambda out: (calls.append(1), stage(out))[1])
+    assert calls == [1] and store.verify(again) == []
+
+
+def test_an_index_naming_a_path_out_of_the_artifact_fails_verify(tmp_path):
+    store = Store(tmp_path)
+    art = store.build(Request(kind="examples", name="x", stage_version=1, config={}), _examples_stage())
+    index = json.loads((art.path / "index.json").read_text())
+    index["shards"][0]["path"] = "../../outside.arrow"
+    (art.path / "index.json").write_text(json.dumps(index))
+    problems = store.verify(art)
+    assert any("not a file inside the artifact" in p for p in problems)
+    assert any("sha256 differs" in p or "size" in p for p in problems)
+
+
+def test_a_manifest_holding_an_integer_the_parser_refuses_is_one_message(tmp_path, capsys):
+    art = Store(tmp_path).build(toy_request("big"), _writes("big", []))
+    text = (art.path / "manifest.json").read_text()
+    (art.path / "manifest.json").write_text(text.replace('"stage_version": 1', '"stage_version": ' + "9" * 5000))
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
+    assert "not a manifest (Exceeds the limit" in capsys.readouterr().err
+    assert main(["artifacts", "verify", art.id, "--out", str(tmp_path)]) != 0
+    assert "internal error" not in capsys.readouterr().err
