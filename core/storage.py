@@ -126,13 +126,7 @@ def translated(url: str) -> Iterator[None]:
     except (FileNotFoundError, FileExistsError, PreconditionFailed, StoreError, KeyboardInterrupt):
         raise
     except Exception as e:
-        if _missing_bucket(e):
-            raise StoreError(describe_failure(url, e)) from None
         raise StoreError(describe_failure(url, e)) from None
-
-
-def _missing_bucket(e: BaseException) -> bool:
-    return "NoSuchBucket" in str(e)
 
 
 def check_bucket(url: str) -> None:

@@ -89,6 +89,34 @@ class Request:
         return hashlib.sha256(canonical(self.key())).hexdigest()[:ID_CHARS]
 
 
+def check_layout(request: Request, out: Path, output: StageOutput) -> None:
+    """Refuse to seal a build that lacks what its own records name (:mod:`.layout`)."""
+    lost = layout.missing(request.kind, out, output.stats, request.config)
+    if lost:
+        raise ArtifactError(f"{request.kind}: not publishing a build that lacks what it describes (deleted while "
+                            "it ran? a .tmp shared with another root?): " + "; ".join(lost[:5]))
+
+
+def manifest_of(request: Request, output: StageOutput, files: list[dict], started: str,
+                run: "workspace.Run | None") -> dict:
+    """The manifest of a sealed build (on a local root or a store): what was asked, what was made."""
+    manifest = {
+        "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
+        "parents": [p.id for p in request.parents],
+        "parent_refs": [{"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"],
+                         "path": str(p.path.resolve()) if isinstance(p.path, Path) else str(p.path)}
+                        for p in request.parents],
+        "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
+        "files": files, "digest": digest(files), "stats": output.stats,
+        "provenance": provenance(request.libraries, started, workspace.now()),
+    }
+    if run is not None and run.id != request.id():
+        manifest["provenance"]["continued_from"] = {"request": run.id, "config": run.request.get("config")}
+    if output.compute is not None:
+        manifest["compute"] = output.compute
+    return manifest
+
+
 def open_store(root: Path | str | None = None) -> "Store":
     """The store of ``root``: a local directory or an object-store URL (``s3://``, ``gs://``)."""
     from kolectra.core import storage  # noqa: PLC0415
@@ -229,25 +257,8 @@ class Store(Catalog):
         """Hash every file, then write manifest.json: last, its presence means complete."""
         if (out / MANIFEST).exists():
             raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
-        lost = layout.missing(request.kind, out, output.stats, request.config)  # what its own stats name
-        if lost:
-            raise ArtifactError(f"{request.kind}: not publishing a build that lacks what it describes (deleted while "
-                                "it ran? a .tmp shared with another root?): " + "; ".join(lost[:5]))
-        files = hash_tree(out)
-        manifest = {
-            "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
-            "parents": [p.id for p in request.parents],
-            "parent_refs": [{"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"],
-                             "path": str(p.path.resolve())} for p in request.parents],
-            "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
-            "files": files, "digest": digest(files), "stats": output.stats,
-            "provenance": provenance(request.libraries, started, workspace.now()),
-        }
-        if run is not None and run.id != request.id():
-            manifest["provenance"]["continued_from"] = {"request": run.id, "config": run.request.get("config")}
-        if output.compute is not None:
-            manifest["compute"] = output.compute
-        write_json(out / MANIFEST, manifest)
+        check_layout(request, out, output)
+        write_json(out / MANIFEST, manifest_of(request, output, hash_tree(out), started, run))
 
     def _publish(self, out: Path, request: Request) -> Path:
         """One rename into place, under the existing directory of this id if there is one."""

@@ -52,11 +52,11 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline import layout, workspace
-from kolectra.pipeline.artifacts import Request, Resumable, Store
+from kolectra.pipeline import workspace
+from kolectra.pipeline.artifacts import Request, Resumable, Store, check_layout, manifest_of
 from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for
-from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, digest, hash_tree, misplaced,
-                                        parse_manifest, provenance, unsafe_path)
+from kolectra.pipeline.manifest import (KINDS, MANIFEST, ArtifactError, digest, hash_tree, misplaced, parse_manifest,
+                                        sha256_file, unsafe_path)
 
 LOCKS, WORK = ".locks", ".work"
 LEASE_SECONDS = float(os.environ.get("KOLECTRA_LEASE_SECONDS", "120"))
@@ -311,7 +311,7 @@ class RemoteStore(Store):
                     continue
                 dest = d / entry["path"]
                 if dest.is_file() and dest.stat().st_size == entry["bytes"] and \
-                        workspace_sha256(dest) == entry["sha256"]:
+                        sha256_file(dest) == entry["sha256"]:
                     continue
                 storage.download(f"{art.path}/{entry['path']}", str(dest), entry["sha256"])
             (d / MANIFEST).write_bytes(json.dumps(art.manifest, indent=2, ensure_ascii=False).encode() + b"\n")
@@ -445,10 +445,7 @@ class RemoteStore(Store):
         else:
             if (Path(out) / MANIFEST).exists():
                 raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
-            lost = layout.missing(request.kind, Path(out), output.stats, request.config)  # what its stats name
-            if lost:
-                raise ArtifactError(f"{request.kind}: not published, the build lacks what its records name: "
-                                    + "; ".join(lost[:3]))
+            check_layout(request, Path(out), output)
             files = hash_tree(Path(out))
             self._clear_prefix(final)
             for e in files:  # data objects first
@@ -461,19 +458,7 @@ class RemoteStore(Store):
                                     f"({'missing' if obj is None else obj.get('size')} bytes); nothing published")
             if (checksum := storage.checksum_of(obj)) is not None:
                 e["checksum"] = checksum
-        manifest = {
-            "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
-            "parents": [p.id for p in request.parents],
-            "parent_refs": [{"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"],
-                             "path": str(p.path)} for p in request.parents],
-            "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
-            "files": files, "digest": digest(files), "stats": output.stats,
-            "provenance": provenance(request.libraries, started, workspace.now()),
-        }
-        if run is not None and run.id != request.id():
-            manifest["provenance"]["continued_from"] = {"request": run.id, "config": run.request.get("config")}
-        if output.compute is not None:
-            manifest["compute"] = output.compute
+        manifest = manifest_of(request, output, files, started, run)
         lease.check()
         body = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
         try:
@@ -575,9 +560,3 @@ class RemoteRun:
 
 def _remote(art: Artifact) -> bool:
     return storage.is_url(str(art.path))
-
-
-def workspace_sha256(path: Path) -> str:
-    from kolectra.pipeline.manifest import sha256_file  # noqa: PLC0415
-
-    return sha256_file(path)
