@@ -227,6 +227,7 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
     barrier()
+    tmp.mkdir(parents=True, exist_ok=True)  # a rank on another machine than rank 0 writes its part there
     _written(tmp / f"rank-{rank}.pt", lambda path: save_fn(encode(own), path))
     barrier()
     if rank == 0:

@@ -218,8 +218,8 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store.
     ``clear_checkpoints=False`` leaves ``checkpoints/`` after the export: the artifact store
     deletes it once the artifact is published, so a kill before that can still resume.
-    ``checkpoint_saved(step_dir)`` is called on the main process after each checkpoint is complete
-    (the artifact store mirrors it to a store root, so ``--resume`` works on another machine)."""
+    ``checkpoint_saved(step_dir)`` is called on every process after each checkpoint is complete (the
+    artifact store mirrors it to a store root, so ``--resume`` works on another machine)."""
     validate(cfg)
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
@@ -240,7 +240,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                 raise diverged(run, done)
             if t.save_every and done % t.save_every == 0 and done < t.steps:
                 saved = save_checkpoint(run, out_dir, done)
-                if checkpoint_saved is not None and run.dev.is_main:
+                if checkpoint_saved is not None:
                     checkpoint_saved(saved)
         run.log.close()
         run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected

@@ -177,6 +177,8 @@ class Store(Catalog):
         for parent in request.parents:
             self.require(parent)
         aid = request.id()
+        if resumable and workspace.follower_rank():
+            return self._follow(request, produce, force)
         with contextlib.ExitStack() as held:
             held.enter_context(workspace.request_lock(self.root, request.kind, aid))  # 2. reserve
             found = self._join(request, reuse=not force)  # 3. join
@@ -196,6 +198,17 @@ class Store(Catalog):
             if run is not None:  # 8. clean
                 shutil.rmtree(run.path, ignore_errors=True)
         return load(final)
+
+    def _follow(self, request: Request, produce: Callable[[Path], StageOutput], force: bool) -> Artifact:
+        """A data-parallel rank after the first: no lock, no publishing. It trains in rank 0's run
+        directory (once rank 0 has prepared it) and returns what rank 0 publishes."""
+        kind, aid = request.kind, request.id()
+        if not force and (found := self.find(kind, aid)) is not None:
+            return found  # rank 0 reuses it too
+        run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
+        workspace.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file())
+        produce(run.out)
+        return workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
 
     def _join(self, request: Request, reuse: bool) -> Artifact | None:
         """The published artifact, or a sealed but unpublished build of it (then published now).

@@ -59,8 +59,15 @@ from kolectra.pipeline.manifest import (KINDS, MANIFEST, ArtifactError, digest, 
                                         sha256_file, unsafe_path)
 
 LOCKS, WORK = ".locks", ".work"
-LEASE_SECONDS = float(os.environ.get("KOLECTRA_LEASE_SECONDS", "120"))
-POLL_SECONDS = float(os.environ.get("KOLECTRA_LEASE_POLL_SECONDS", "5"))
+
+
+def lease_seconds() -> float:
+    """How long a lease lasts unless renewed (``KOLECTRA_LEASE_SECONDS``, default 120)."""
+    return float(os.environ.get("KOLECTRA_LEASE_SECONDS", "120"))
+
+
+def poll_seconds() -> float:
+    return float(os.environ.get("KOLECTRA_LEASE_POLL_SECONDS", "5"))
 CHECKPOINTS = "checkpoints"
 
 
@@ -127,7 +134,7 @@ class Lease:
 
     def _body(self) -> bytes:
         return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": workspace.now(),
-                           "expires": time.time() + LEASE_SECONDS, "token": self.token,
+                           "expires": time.time() + lease_seconds(), "token": self.token,
                            "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode()
 
     def holder(self) -> tuple[dict, str | None]:
@@ -161,12 +168,12 @@ class Lease:
                          f"{held.get('since', '?')}) is building the same request {self.aid}; waiting for it to "
                          "finish (Ctrl-C stops waiting)")
                 said = True
-            time.sleep(POLL_SECONDS)
+            time.sleep(poll_seconds())
         self._thread = threading.Thread(target=self._renew, name="kolectra-lease", daemon=True)
         self._thread.start()
 
     def _renew(self) -> None:
-        while not self._stop.wait(LEASE_SECONDS / 3):
+        while not self._stop.wait(lease_seconds() / 3):
             try:
                 self.version = storage.create_exclusive(self.url, self._body(), replacing=self.version)
             except storage.PreconditionFailed:
@@ -178,7 +185,7 @@ class Lease:
     def check(self) -> None:
         if self.lost.is_set():
             raise ArtifactError(f"{self.kind}: lost the lease {self.url} to another run (this one stalled longer "
-                                f"than {LEASE_SECONDS:.0f} s); nothing published by this run")
+                                f"than {lease_seconds():.0f} s); nothing published by this run")
 
     def release(self) -> None:
         self._stop.set()
@@ -328,6 +335,8 @@ class RemoteStore(Store):
         for parent in request.parents:
             self.require(parent)
         aid = request.id()
+        if resumable and workspace.follower_rank():
+            return self._follow_remote(request, produce, force, resume)
         lease = Lease(self.url, request.kind, aid)
         lease.acquire()
         try:
@@ -362,6 +371,31 @@ class RemoteStore(Store):
             return published
         finally:
             lease.release()
+
+    def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str) -> Artifact:
+        """A data-parallel rank after the first (:meth:`Store._follow`), on this machine's own copy of
+        the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
+        the store beside rank 0's, and ``--resume`` fetches the run from there."""
+        kind, aid, rank = request.kind, request.id(), workspace.follower_rank()
+        if not force and (found := self.find(kind, aid)) is not None:
+            return found
+        run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
+        remote_run = storage.join(self.url, WORK, f"{kind}-{aid}")
+        if not (resume and run.state()):
+            shutil.rmtree(run.path, ignore_errors=True)
+            if resume:
+                workspace.wait_for(f"rank 0 to prepare {remote_run}",
+                                   lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)))
+                self._fetch_run(remote_run, run)
+        run.out.mkdir(parents=True, exist_ok=True)
+        self._run_url = remote_run
+        try:
+            produce(run.out)
+        finally:
+            self._run_url = None
+        found = workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
+        shutil.rmtree(run.path, ignore_errors=True)
+        return found
 
     def _final(self, request: Request) -> str:
         existing = self._dirs(request.kind, request.id())
@@ -429,6 +463,11 @@ class RemoteStore(Store):
             return
         base = storage.join(self._run_url, "out", CHECKPOINTS)
         target = storage.join(base, step_dir.name)
+        if rank := workspace.follower_rank():  # its own part only: in the step, or where it wrote it
+            part = next(p for p in (step_dir / f"rank-{rank}.pt",
+                                    step_dir.with_name(f".tmp-{step_dir.name}") / f"rank-{rank}.pt") if p.is_file())
+            storage.upload(str(part), storage.join(target, part.name))
+            return
         for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
             storage.upload(str(f), storage.join(target, f.name))
         for rel in {r.split("/")[0] for r in storage.listing(base)}:

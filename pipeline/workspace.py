@@ -448,3 +448,34 @@ def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool =
 
 def is_disk_full(e: BaseException) -> bool:
     return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+# ---- several processes of one run ----------------------------------------------------------------
+FOLLOW_SECONDS = float(os.environ.get("KOLECTRA_FOLLOW_SECONDS", "900"))
+
+
+def follower_rank() -> int:
+    """This process's rank when it is not the first of a data-parallel run (``torchrun`` sets
+    ``RANK``/``WORLD_SIZE``), else 0. Every rank runs the same build; only rank 0 reserves and
+    publishes it, the others train beside it (:meth:`Store.build`)."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0
+    return rank if world > 1 and rank > 0 else 0
+
+
+def wait_for(what: str, ready: Callable[[], object], seconds: float = FOLLOW_SECONDS):
+    """``ready()``'s first true value, polled; an ArtifactError naming ``what`` after ``seconds``."""
+    import time  # noqa: PLC0415
+
+    deadline = time.monotonic() + seconds
+    while True:
+        found = ready()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise ArtifactError(f"rank {follower_rank()}: gave up after {seconds:.0f} s waiting for {what} "
+                                "(did rank 0 stop?)")
+        time.sleep(0.5)
+

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import torch.multiprocessing as mp
@@ -59,3 +60,46 @@ def test_two_ranks_train_in_sync(tmp_path, sharing):
     assert [r["step"] for r in rows] == [10, 20, 30]  # written once, by rank 0
     assert rows[-1]["loss"] < rows[0]["loss"]
     assert (out / "hf" / "discriminator" / "model.safetensors").is_file()
+
+
+def _stage_rank(rank: int, world: int, port: int, root: str, report: str) -> None:
+    """A rank as ``torchrun -m kolectra.pipeline.cli pretrain`` starts it: the whole stage, store included."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.artifacts import Store
+    from tests.test_faults_pretrain import SETS
+
+    store = Store(root)
+    art = stages.pretrain(store, str(store.list("examples")[0].path), preset="tiny", sets=SETS)
+    (Path(report) / f"rank-{rank}").write_text(str(art.path))
+
+
+def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
+    """Each rank runs the same build on one root: rank 0 reserves and publishes it, the others train
+    in its run directory and return what it published (no rank waits on another's request lock)."""
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.artifacts import Request, Store
+
+    store = Store(tmp_path / "root")
+
+    def writes(fn):
+        def produce(out):
+            fn(out)
+            return StageOutput(stats={})
+        return produce
+
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                         writes(lambda out: (out / "stats.json").write_text("{}")))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
+                        writes(build_tokenizer))
+    store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
+                writes(lambda out: build_examples(out, vocab.path, n=64, seq_len=32)))
+    report = tmp_path / "report"
+    report.mkdir()
+    mp.start_processes(_stage_rank, args=(2, _free_port(), str(store.root), str(report)), nprocs=2, join=True,
+                       start_method="spawn")
+    [art] = store.list("checkpoint")
+    assert {(report / f"rank-{r}").read_text() for r in (0, 1)} == {str(art.path)}
+    assert store.verify(art) == [] and art.manifest["stats"]["ranks"] == 2
+    assert not any((store.root / ".work").iterdir())
