@@ -106,9 +106,10 @@ def missing(kind: str, path: Path, stats, config, listed: frozenset[str] | set[s
     rule = RULES.get(kind)
     if rule is None or not isinstance(stats, dict) or not isinstance(config, dict):
         return []
-    need, problems = rule(Path(path), stats, config)
+    path = Path(path) if isinstance(path, str) else path  # a local Path, or a store prefix's UPath
+    need, problems = rule(path, stats, config)
     for rel in (r for r in dict.fromkeys(need) if r not in listed):
-        f = Path(path) / rel
+        f = path / rel
         if not f.is_file() or f.is_symlink():
             problems.append(f"{f}: missing (a {kind} artifact holds it: pipeline/layout.py)")
     return problems

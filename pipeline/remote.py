@@ -52,7 +52,7 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline import workspace
+from kolectra.pipeline import layout, workspace
 from kolectra.pipeline.artifacts import Request, Resumable, Store, check_layout, manifest_of
 from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for
 from kolectra.pipeline.manifest import (KINDS, MANIFEST, ArtifactError, digest, hash_tree, misplaced, parse_manifest,
@@ -117,6 +117,9 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
         problems.append(f"{url}/{rel}: not in manifest (added after publishing)")
     if digest(art.manifest["files"]) != art.manifest["digest"]:
         problems.append(f"{url}/{MANIFEST}: digest does not match its file list")
+    # what the kind must hold (pipeline/layout.py), as on a local root: index.json read in place
+    problems += layout.missing(art.kind, art.path, art.manifest.get("stats", {}), art.manifest.get("config", {}),
+                               listed)
     return problems
 
 

@@ -312,3 +312,26 @@ def test_two_ranks_on_two_machines_resume_from_the_bucket_and_publish_one_checkp
     assert json.loads(results.pop()) == [str(art.path), 8]
     assert store.verify(art) == []
     assert storage.children(f"{root}/.work") == [] and storage.children(f"{root}/.locks") == []
+
+
+def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
+    """An examples artifact whose index names a shard the manifest never listed fails verify there."""
+    store = open_store(f"{bucket}/l")
+    sample = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
+    corpus = stages.corpus(store, [str(sample)], sets=["min_chars=10"])
+    vocab = stages.vocab(store, corpus, sets=TINY["vocab"])
+    ex = stages.examples(store, corpus, vocab, sets=TINY["examples"])
+    assert store.verify(ex) == []
+    index = json.loads(ex.read_bytes("index.json"))
+    index["shards"].append({"path": "data/shard-99999-0000.arrow", "examples": 1})
+    # the manifest rewritten to match the edited index: only the layout check can tell
+    body = (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+    entry = storage.write_bytes(f"{ex.path}/index.json", body)
+    manifest = dict(ex.manifest)
+    manifest["files"] = [{**f, **entry, "checksum": storage.checksum_of(storage.info(f"{ex.path}/index.json"))}
+                         if f["path"] == "index.json" else f for f in ex.manifest["files"]]
+    from kolectra.pipeline.manifest import digest
+    manifest["digest"] = digest(manifest["files"])
+    storage.write_bytes(f"{ex.path}/manifest.json", json.dumps(manifest).encode())
+    problems = store.verify(store.resolve(ex.id))
+    assert any("shard-99999-0000.arrow: missing" in p for p in problems), problems
