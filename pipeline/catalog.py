@@ -118,7 +118,9 @@ class Catalog:
 
     def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
         """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
-        p = Path(ref)
+        if "://" in str(ref) and not str(ref).lower().startswith("file://"):  # an artifact kept in a store
+            return catalog_for(str(ref).rstrip("/").rsplit("/", 2)[0]).resolve(str(ref), kind)
+        p = Path(storage_local(str(ref))) if str(ref).lower().startswith("file://") else Path(ref)
         if p.is_dir() and (p / MANIFEST).is_file():
             return load(p)
         if p.is_dir() and ("/" in str(ref) or p.is_absolute()):
@@ -242,6 +244,12 @@ class Catalog:
 
         walk(art, "")
         return lines
+
+
+def storage_local(location: str) -> str:
+    from kolectra.core import storage  # noqa: PLC0415
+
+    return storage.local_path(location)
 
 
 def load(path: Path) -> Artifact:

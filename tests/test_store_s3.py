@@ -335,3 +335,16 @@ def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     storage.write_bytes(f"{ex.path}/manifest.json", json.dumps(manifest).encode())
     problems = store.verify(store.resolve(ex.id))
     assert any("shard-99999-0000.arrow: missing" in p for p in problems), problems
+
+
+def test_a_local_root_takes_a_parent_kept_in_the_bucket_by_its_url(bucket, tmp_path):
+    """A full artifact URL is a ref anywhere: a local root builds from a corpus kept in the bucket,
+    and records where it came from."""
+    sample = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
+    corpus = stages.corpus(open_store(f"{bucket}/u"), [str(sample)], sets=["min_chars=10"])
+    local = Store(tmp_path / "root")
+    vocab = stages.vocab(local, str(corpus.path), sets=TINY["vocab"])
+    assert vocab.parents == [corpus.id]
+    assert vocab.manifest["parent_refs"][0]["path"] == str(corpus.path)
+    assert local.verify(vocab) == []
+    assert "corpus/" + corpus.path.name in "\n".join(local.lineage_lines(vocab))
