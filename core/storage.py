@@ -133,6 +133,8 @@ def check_bucket(url: str) -> None:
     """Refuse a root whose bucket is missing or unreadable, in one line, before anything is built."""
     fs, path = filesystem(url)
     bucket = path.split("/", 1)[0]
+    if not bucket:
+        raise StoreError(f"{url!r} names no bucket: give the root as {scheme(url)}://BUCKET/PREFIX")
     with translated(url):
         try:
             found = fs.exists(bucket) if scheme(url) not in ("s3", "s3a") else bool(fs.call_s3("head_bucket", Bucket=bucket))

@@ -175,6 +175,11 @@ def test_a_missing_bucket_is_one_line(s3_endpoint):
     assert r.stderr.count("\n") == 1 and "does not exist" in r.stderr and "no-such-bucket" in r.stderr
 
 
+def test_a_root_without_a_bucket_is_one_line(s3_endpoint):
+    r = _cli("artifacts", "list", "--out", "s3://")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "names no bucket" in r.stderr, r.stderr
+
+
 def test_an_unreachable_endpoint_is_one_line(s3_endpoint):
     closed = f"http://127.0.0.1:{free_port()}"
     r = _cli("artifacts", "list", "--out", "s3://b/x", env={"AWS_ENDPOINT_URL": closed, "AWS_MAX_ATTEMPTS": "1"})
