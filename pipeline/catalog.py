@@ -34,7 +34,9 @@ def as_root(location: str | Path) -> Path | str:
     from kolectra.core import storage  # noqa: PLC0415
 
     text = str(location)
-    return text.rstrip("/") if storage.is_url(text) else Path(storage.local_path(text))
+    if storage.is_url(text):
+        return text if text.endswith("://") else text.rstrip("/")  # s3:// alone is refused when opened
+    return Path(storage.local_path(text))
 
 
 def catalog_for(root: Path | str) -> "Catalog":
