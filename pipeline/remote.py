@@ -29,7 +29,8 @@ their parents' objects in place instead. ``kolectra artifacts verify`` streams e
 through sha256 (nothing is written), so tampering is named per object as on a local root.
 
 Pretraining's working state (checkpoints) is mirrored to ``ROOT/.work/<kind>-<id>/`` after each
-save, so ``--resume`` continues from the store on any machine.
+save, so ``--resume`` continues from the store on any machine (:mod:`.remote_runs`). The lease is
+:mod:`.lease`'s.
 
 ``kolectra artifacts gc`` removes prefixes without a manifest whose lease has expired (or that
 have none), expired leases, and run state of published requests.
@@ -38,42 +39,24 @@ have none), expired leases, and run state of published requests.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 import shutil
-import socket
-import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline import layout, workspace
+from kolectra.pipeline.lease import LOCKS, Lease
+from kolectra.pipeline.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
 from kolectra.pipeline.artifacts import Request, Resumable, Store, check_layout, manifest_of
 from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for
 from kolectra.pipeline.manifest import (KINDS, MANIFEST, ArtifactError, digest, hash_tree, misplaced, parse_manifest,
                                         sha256_file, unsafe_path)
 
-LOCKS, WORK = ".locks", ".work"
 
 
-def lease_seconds() -> float:
-    """How long a lease lasts unless renewed (``KOLECTRA_LEASE_SECONDS``, default 120)."""
-    return float(os.environ.get("KOLECTRA_LEASE_SECONDS", "120"))
-
-
-def poll_seconds() -> float:
-    return float(os.environ.get("KOLECTRA_LEASE_POLL_SECONDS", "5"))
-CHECKPOINTS = "checkpoints"
-
-
-def cache_root() -> Path:
-    """Where copies of a store's artifacts and local build directories go."""
-    return Path(os.environ.get("KOLECTRA_CACHE") or Path.home() / ".cache" / "kolectra")
 
 
 def upath(url: str):
@@ -123,84 +106,7 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
     return problems
 
 
-class Lease:
-    """``ROOT/.locks/<kind>-<id>.lease``: who builds a request on a store (see the module docstring)."""
-
-    def __init__(self, root: str, kind: str, aid: str):
-        self.url = storage.join(root, LOCKS, f"{kind}-{aid}.lease")
-        self.kind, self.aid = kind, aid
-        self.version: str | None = None
-        self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.token = uuid.uuid4().hex
-
-    def _body(self) -> bytes:
-        return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": workspace.now(),
-                           "expires": time.time() + lease_seconds(), "token": self.token,
-                           "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode()
-
-    def holder(self) -> tuple[dict, str | None]:
-        try:
-            found = storage.info(self.url)
-            body = json.loads(storage.read_bytes(self.url) or b"{}")
-        except FileNotFoundError:
-            return {}, None
-        except (ValueError, UnicodeDecodeError):
-            body = {}
-        return (body if isinstance(body, dict) else {}), storage.checksum_of(found)
-
-    def acquire(self) -> None:
-        said = False
-        while True:
-            try:
-                self.version = storage.create_exclusive(self.url, self._body())
-                break
-            except storage.PreconditionFailed:
-                pass
-            held, version = self.holder()
-            if version is not None and float(held.get("expires", 0) or 0) < time.time():
-                with contextlib.suppress(storage.PreconditionFailed):  # expired: whoever replaces it first wins
-                    progress(f"{self.kind}: the lease of pid {held.get('pid', '?')} on {held.get('host', '?')} "
-                             "expired (its builder stopped); taking the build over")
-                    self.version = storage.create_exclusive(self.url, self._body(), replacing=version)
-                    break
-                continue
-            if not said:
-                progress(f"{self.kind}: another run (pid {held.get('pid', '?')} on {held.get('host', '?')} since "
-                         f"{held.get('since', '?')}) is building the same request {self.aid}; waiting for it to "
-                         "finish (Ctrl-C stops waiting)")
-                said = True
-            time.sleep(poll_seconds())
-        self._thread = threading.Thread(target=self._renew, name="kolectra-lease", daemon=True)
-        self._thread.start()
-
-    def _renew(self) -> None:
-        while not self._stop.wait(lease_seconds() / 3):
-            try:
-                self.version = storage.create_exclusive(self.url, self._body(), replacing=self.version)
-            except storage.PreconditionFailed:
-                self.lost.set()  # taken over: this build must not publish
-                return
-            except Exception:  # a blip: try again next time; the lease lasts three renewals
-                continue
-
-    def check(self) -> None:
-        if self.lost.is_set():
-            raise ArtifactError(f"{self.kind}: lost the lease {self.url} to another run (this one stalled longer "
-                                f"than {lease_seconds():.0f} s); nothing published by this run")
-
-    def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if not self.lost.is_set():
-            held, version = self.holder()
-            if held.get("token") == self.token:
-                storage.remove(self.url)
-
-
-class RemoteStore(Store):
+class RemoteStore(StoreRuns, Store):
     """A store root's artifacts (finding, checking, building); ``root`` is a URL."""
 
     def __init__(self, root: str):
@@ -375,31 +281,6 @@ class RemoteStore(Store):
         finally:
             lease.release()
 
-    def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str) -> Artifact:
-        """A data-parallel rank after the first (:meth:`Store._follow`), on this machine's own copy of
-        the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
-        the store beside rank 0's, and ``--resume`` fetches the run from there."""
-        kind, aid, rank = request.kind, request.id(), workspace.follower_rank()
-        if not force and (found := self.find(kind, aid)) is not None:
-            return found
-        run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
-        remote_run = storage.join(self.url, WORK, f"{kind}-{aid}")
-        if not (resume and run.state()):
-            shutil.rmtree(run.path, ignore_errors=True)
-            if resume:
-                workspace.wait_for(f"rank 0 to prepare {remote_run}",
-                                   lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)))
-                self._fetch_run(remote_run, run)
-        run.out.mkdir(parents=True, exist_ok=True)
-        self._run_url = remote_run
-        try:
-            produce(run.out)
-        finally:
-            self._run_url = None
-        found = workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
-        shutil.rmtree(run.path, ignore_errors=True)
-        return found
-
     def _final(self, request: Request) -> str:
         existing = self._dirs(request.kind, request.id())
         return str(existing[0]) if existing else storage.join(self.url, request.kind, f"{request.name}-{request.id()}")
@@ -421,64 +302,6 @@ class RemoteStore(Store):
         """Make ``prefix`` absent (manifest first), then empty: a forced or damaged rebuild."""
         storage.remove(storage.join(prefix, MANIFEST))
         storage.remove(prefix, recursive=True)
-
-    def _prepare_run(self, request: Request, resumable: bool | Resumable, resume: bool | str):
-        spec = resumable if isinstance(resumable, Resumable) else Resumable(
-            {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
-        local_root = self._local_root()
-        run = workspace.Run(local_root / workspace.WORK / f"{request.kind}-{request.id()}")
-        remote_run = storage.join(self.url, WORK, f"{request.kind}-{request.id()}")
-        if resume and not run.state():
-            self._fetch_run(remote_run, run)
-        record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
-                  "scratch": list(spec.scratch), "config": request.config}
-        held = contextlib.ExitStack()
-        opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
-        held.close()
-        if not resume:
-            storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
-        storage.write_bytes(storage.join(remote_run, workspace.REQUEST), (opened.path / workspace.REQUEST).read_bytes())
-        return str(opened.out), opened
-
-    def _local_root(self) -> Path:
-        return cache_root() / "roots" / hashlib.sha256(self.url.encode()).hexdigest()[:16]
-
-    def _fetch_run(self, remote_run: str, run: workspace.Run) -> None:
-        """The newest intact checkpoint of this request kept in the store, into the local run."""
-        objects = storage.listing(remote_run)
-        steps = sorted({rel.split("/")[2] for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/step-")
-                        and rel.endswith("/" + MANIFEST) and rel.count("/") == 3})
-        if not steps or workspace.REQUEST not in objects:
-            return
-        newest = steps[-1]
-        progress(f"checkpoint: fetching the interrupted run's {newest} from {remote_run}")
-        shutil.rmtree(run.path, ignore_errors=True)
-        storage.download(storage.join(remote_run, workspace.REQUEST), str(run.path / workspace.REQUEST))
-        for rel in sorted(objects):
-            if rel.startswith(f"out/{CHECKPOINTS}/{newest}/") or (rel.startswith("out/")
-                                                                and not rel.startswith(f"out/{CHECKPOINTS}/")):
-                storage.download(storage.join(remote_run, rel), str(run.path / rel))
-
-    def checkpoint_saved(self, step_dir: Path) -> None:
-        """Mirror a checkpoint the trainer just wrote (its files, then its manifest) into the store's
-        copy of the run, and drop older ones there: ``--resume`` on another machine continues it."""
-        if self._run_url is None:
-            return
-        base = storage.join(self._run_url, "out", CHECKPOINTS)
-        target = storage.join(base, step_dir.name)
-        if rank := workspace.follower_rank():  # its own part only: in the step, or where it wrote it
-            part = next(p for p in (step_dir / f"rank-{rank}.pt",
-                                    step_dir.with_name(f".tmp-{step_dir.name}") / f"rank-{rank}.pt") if p.is_file())
-            storage.upload(str(part), storage.join(target, part.name))
-            return
-        for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
-            storage.upload(str(f), storage.join(target, f.name))
-        for rel in {r.split("/")[0] for r in storage.listing(base)}:
-            if rel != step_dir.name and rel.startswith("step-"):
-                storage.remove(storage.join(base, rel), recursive=True)
-        for name in ("metrics.jsonl",):  # the log the trainer trims back to the checkpoint on resume
-            if (step_dir.parent.parent / name).is_file():
-                storage.upload(str(step_dir.parent.parent / name), storage.join(self._run_url, "out", name))
 
     def _publish(self, request: Request, output: StageOutput, out: str, final: str, started: str,
                  run: workspace.Run | None, in_place: bool, lease: Lease) -> Artifact:
@@ -581,23 +404,6 @@ class RemoteStore(Store):
             gone, _ = workspace.sweep(local, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
             removed += [str(p) for p in gone]
         return removed, kept
-
-
-class RemoteRun:
-    """An interrupted run's state kept in the store (for ``artifacts gc``'s report)."""
-
-    def __init__(self, url: str):
-        self.path = url
-
-    @property
-    def request(self) -> dict:
-        with contextlib.suppress(Exception):
-            found = json.loads(storage.read_bytes(storage.join(self.path, workspace.REQUEST)))
-            return found if isinstance(found, dict) else {}
-        return {}
-
-    def size(self) -> int:
-        return sum(int(m.get("size", 0)) for m in storage.listing(self.path).values())
 
 
 def _remote(art: Artifact) -> bool:

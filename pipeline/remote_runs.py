@@ -1,0 +1,140 @@
+"""A pretraining run on a store root: its working state kept in the store, so any machine resumes it.
+
+Mixed into :class:`kolectra.pipeline.remote.RemoteStore`. The run itself works in a local directory
+(``$KOLECTRA_CACHE/roots/<root hash>/.work/<kind>-<id>/``, the local protocol of
+:mod:`.workspace`); each checkpoint the trainer completes is mirrored to
+``ROOT/.work/<kind>-<id>/out/checkpoints/step-N/`` (files first, its manifest last; older steps
+dropped), with ``request.json`` and ``metrics.jsonl`` beside it. ``--resume`` on a machine that
+has nothing local fetches the newest mirrored step. Ranks after the first of a data-parallel run
+(:func:`.workspace.follower_rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
+return what rank 0 publishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from kolectra.core import storage
+from kolectra.core.stage import progress
+from kolectra.pipeline import workspace
+from kolectra.pipeline.artifacts import Request, Resumable
+from kolectra.pipeline.catalog import Artifact
+from kolectra.pipeline.manifest import MANIFEST
+
+WORK = ".work"
+CHECKPOINTS = "checkpoints"
+
+
+def cache_root() -> Path:
+    """Where copies of a store's artifacts and local build directories go."""
+    return Path(os.environ.get("KOLECTRA_CACHE") or Path.home() / ".cache" / "kolectra")
+
+
+class StoreRuns:
+    """The run-keeping half of a store root (needs ``url``, ``find`` and ``_run_url``)."""
+
+    def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str) -> Artifact:
+        """A data-parallel rank after the first (:meth:`Store._follow`), on this machine's own copy of
+        the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
+        the store beside rank 0's, and ``--resume`` fetches the run from there."""
+        kind, aid, rank = request.kind, request.id(), workspace.follower_rank()
+        if not force and (found := self.find(kind, aid)) is not None:
+            return found
+        run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
+        remote_run = storage.join(self.url, WORK, f"{kind}-{aid}")
+        if not (resume and run.state()):
+            shutil.rmtree(run.path, ignore_errors=True)
+            if resume:
+                workspace.wait_for(f"rank 0 to prepare {remote_run}",
+                                   lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)))
+                self._fetch_run(remote_run, run)
+        run.out.mkdir(parents=True, exist_ok=True)
+        self._run_url = remote_run
+        try:
+            produce(run.out)
+        finally:
+            self._run_url = None
+        found = workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
+        shutil.rmtree(run.path, ignore_errors=True)
+        return found
+
+    def _prepare_run(self, request: Request, resumable: bool | Resumable, resume: bool | str):
+        spec = resumable if isinstance(resumable, Resumable) else Resumable(
+            {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
+        local_root = self._local_root()
+        run = workspace.Run(local_root / workspace.WORK / f"{request.kind}-{request.id()}")
+        remote_run = storage.join(self.url, WORK, f"{request.kind}-{request.id()}")
+        if resume and not run.state():
+            self._fetch_run(remote_run, run)
+        record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
+                  "scratch": list(spec.scratch), "config": request.config}
+        held = contextlib.ExitStack()
+        opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
+        held.close()
+        if not resume:
+            storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
+        storage.write_bytes(storage.join(remote_run, workspace.REQUEST), (opened.path / workspace.REQUEST).read_bytes())
+        return str(opened.out), opened
+
+    def _local_root(self) -> Path:
+        return cache_root() / "roots" / hashlib.sha256(self.url.encode()).hexdigest()[:16]
+
+    def _fetch_run(self, remote_run: str, run: workspace.Run) -> None:
+        """The newest intact checkpoint of this request kept in the store, into the local run."""
+        objects = storage.listing(remote_run)
+        steps = sorted({rel.split("/")[2] for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/step-")
+                        and rel.endswith("/" + MANIFEST) and rel.count("/") == 3})
+        if not steps or workspace.REQUEST not in objects:
+            return
+        newest = steps[-1]
+        progress(f"checkpoint: fetching the interrupted run's {newest} from {remote_run}")
+        shutil.rmtree(run.path, ignore_errors=True)
+        storage.download(storage.join(remote_run, workspace.REQUEST), str(run.path / workspace.REQUEST))
+        for rel in sorted(objects):
+            if rel.startswith(f"out/{CHECKPOINTS}/{newest}/") or (rel.startswith("out/")
+                                                                and not rel.startswith(f"out/{CHECKPOINTS}/")):
+                storage.download(storage.join(remote_run, rel), str(run.path / rel))
+
+    def checkpoint_saved(self, step_dir: Path) -> None:
+        """Mirror a checkpoint the trainer just wrote (its files, then its manifest) into the store's
+        copy of the run, and drop older ones there: ``--resume`` on another machine continues it."""
+        if self._run_url is None:
+            return
+        base = storage.join(self._run_url, "out", CHECKPOINTS)
+        target = storage.join(base, step_dir.name)
+        if rank := workspace.follower_rank():  # its own part only: in the step, or where it wrote it
+            part = next(p for p in (step_dir / f"rank-{rank}.pt",
+                                    step_dir.with_name(f".tmp-{step_dir.name}") / f"rank-{rank}.pt") if p.is_file())
+            storage.upload(str(part), storage.join(target, part.name))
+            return
+        for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
+            storage.upload(str(f), storage.join(target, f.name))
+        for rel in {r.split("/")[0] for r in storage.listing(base)}:
+            if rel != step_dir.name and rel.startswith("step-"):
+                storage.remove(storage.join(base, rel), recursive=True)
+        for name in ("metrics.jsonl",):  # the log the trainer trims back to the checkpoint on resume
+            if (step_dir.parent.parent / name).is_file():
+                storage.upload(str(step_dir.parent.parent / name), storage.join(self._run_url, "out", name))
+
+
+class RemoteRun:
+    """An interrupted run's state kept in the store (for ``artifacts gc``'s report)."""
+
+    def __init__(self, url: str):
+        self.path = url
+
+    @property
+    def request(self) -> dict:
+        with contextlib.suppress(Exception):
+            found = json.loads(storage.read_bytes(storage.join(self.path, workspace.REQUEST)))
+            return found if isinstance(found, dict) else {}
+        return {}
+
+    def size(self) -> int:
+        return sum(int(m.get("size", 0)) for m in storage.listing(self.path).values())
