@@ -196,8 +196,10 @@ def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
 
 
 def add_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ref", nargs="+", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample); "
+    p.add_argument("ref", nargs="*", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample); "
                    "several eval artifacts: one table of their scores, models as rows and tasks as columns")
+    p.add_argument("--published", action="store_true", help="also print published Korean models' NSMC and KorQuAD "
+                   "figures, with their sources and splits (docs/published.md), to place the scores against")
     p.add_argument("--dest", type=Path, default=None, help="folder for report.md and its PNGs "
                    "(default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts ROOT/reports/table-<hash>)")
 
@@ -205,12 +207,20 @@ def add_report(p: argparse.ArgumentParser) -> None:
 def run_report(args, store: Store, beam_args: list[str]) -> int:
     from kolectra.pipeline.report import render, render_table
 
+    if not args.ref and not args.published:
+        raise ConfigError("report: give the artifact to report (e.g. kolectra report sample-nsmc), or --published")
+    if args.published:  # first: the last stdout line stays the report's path
+        from kolectra.pipeline.published import table as published_table
+
+        print("published models (docs/published.md; not comparable with a score on fewer rows or another split):")
+        print("\n".join(published_table()) + ("\n" if args.ref else ""))
     if len(args.ref) > 1:
         path, table = render_table(store, args.ref, args.dest)
         print(table)
         print(path)
         return 0
-    print(render(store, args.ref[0], args.dest))
+    if args.ref:
+        print(render(store, args.ref[0], args.dest))
     return 0
 
 
@@ -235,17 +245,19 @@ class Command:
     description: str | None = None
     example: str | None = None  # shown under --help
     config: Callable[[argparse.Namespace], tuple] | None = None  # the resolved config: --print-config
+    set_example: str = "train.lr=1e-3"  # a --set this command accepts, for its help
 
 
 BEAM_NOTE = "Any further --option is passed to Beam unchanged (e.g. --runner)."
 COMMANDS: dict[str, Command] = {
     "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
-                      description=BEAM_NOTE, config=config_corpus,
+                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
     "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab,
-                     config=config_vocab, example="kolectra vocab --corpus web --vocab-size 35000"),
+                     config=config_vocab, set_example="min_frequency=3",
+                     example="kolectra vocab --corpus web --vocab-size 35000"),
     "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
-                        description=BEAM_NOTE, config=config_examples,
+                        description=BEAM_NOTE, config=config_examples, set_example="packing=stream",
                         example="kolectra examples --corpus web --vocab morph_wordpiece --max-seq-length 128"),
     "pretrain": Command("replaced token detection pretraining (ELECTRA)", add_pretrain, run_pretrain,
                         config=config_pretrain,
@@ -259,7 +271,8 @@ COMMANDS: dict[str, Command] = {
                      add_study, run_study_command,
                      example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3"),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
-                      run_report, common="out", example="kolectra report sample"),
+                      run_report, common="out",
+                      example="kolectra report sample-nsmc sample-korquad --published"),
     "artifacts": Command("list, show, verify or garbage-collect artifacts", add_artifacts, run_artifacts, common="none"),
 }
 
@@ -278,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=f"example:\n  {cmd.example}" if cmd.example else None,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if cmd.common != "none":
-            _common(p, with_config=cmd.common == "stage")
+            _common(p, with_config=cmd.common == "stage", set_example=cmd.set_example)
         if cmd.config is not None:
             _print_config_flag(p)
         cmd.add(p)

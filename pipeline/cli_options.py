@@ -16,7 +16,9 @@ import re
 import sys
 
 
-def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
+def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3") -> None:
+    """``set_example``: a key=value this command accepts, for its --set help (a test holds every
+    help example to the command's --print-config keys)."""
     # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli_checks.py);
     # a store URL stays a URL
     p.add_argument("--out", default=None, metavar="ROOT",
@@ -29,7 +31,7 @@ def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
     if with_config:
         p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, repeatable (dotted keys; unknown keys are errors; default: "
-                            "the preset's values; e.g. --set train.lr=1e-3; a stage command's --print-config keys lists them)")
+                            f"the preset's values; e.g. --set {set_example}; --print-config keys lists them)")
         p.add_argument("--name", default=None, help="artifact name: the directory is NAME-ID (default: from the "
                        "stage and its settings; e.g. --name nsmc-small)")
         p.add_argument("--seed", type=int, default=None,

@@ -78,6 +78,12 @@ def test_run_names_its_evals_apart_and_its_summary_lists_every_warning(chain, ca
     assert main(["report", "sample-nsmc", "sample-korquad", "--out", str(store.root)]) == 0
     table = capsys.readouterr().out
     assert "sample-nsmc (acc)" in table and "sample-korquad (EM / F1)" in table
+    # each score says what it was measured on: the first 32 of the test file's 500 rows (max_eval_examples)
+    nsmc_cell = [ln for ln in table.splitlines() if ln.startswith("| checkpoint/")][0].split(" | ")[1]
+    assert "(32 of 500 test rows" in nsmc_cell and "12 dev questions" in table
+    nsmc = store.resolve("sample-nsmc")
+    if json.loads((nsmc.path / "metrics.json").read_text())["health"]["status"] == "not_learning":
+        assert "learned nothing)" in nsmc_cell
     ckpt = store.resolve(korquad.parents[0])
     # the demo's 12 steps cannot teach the tiny model: its warning says so in the demo's terms, naming no
     # setting the user would have to change; the summary repeats it (the progress line scrolls away)
