@@ -224,6 +224,45 @@ def run_report(args, store: Store, beam_args: list[str]) -> int:
     return 0
 
 
+# ---- export -------------------------------------------------------------------------------------
+def add_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", help="the checkpoint artifact: directory, name-id, id, id prefix or name (e.g. sample)")
+    p.add_argument("--to", required=True, type=Path, metavar="DIR",
+                   help="the folder to write: new or empty (required, no default; e.g. --to koelectra-small-mine)")
+    p.add_argument("--role", default="discriminator", choices=["discriminator", "generator"],
+                   help="which network: the discriminator to fine-tune, or the generator, a masked LM "
+                        "(default discriminator)")
+    p.add_argument("--dataset", dest="datasets", action="append", default=[], metavar="HUB_ID",
+                   help="a Hub dataset the model was trained on, for the card's metadata, repeatable "
+                        "(default: none; local corpus artifacts are named in the card's lineage; "
+                        "e.g. --dataset e9t/nsmc)")
+    p.add_argument("--base-model", default=None, metavar="HUB_ID",
+                   help="the Hub model pretraining continued from (default: none; e.g. --base-model "
+                        "monologg/koelectra-small-v3-discriminator)")
+    p.add_argument("--push", default=None, metavar="REPO_ID",
+                   help="then upload the folder to this Hub model repository in one commit, creating it if "
+                        "absent (default: no upload; needs a token: huggingface-cli login or HF_TOKEN; "
+                        "e.g. --push me/kolectra-small)")
+    p.add_argument("--private", action="store_true",
+                   help="with --push: create the repository private (default: public)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --push: print the files the commit would upload, and upload nothing (default: upload)")
+
+
+def run_export(args, store: Store, beam_args: list[str]) -> int:
+    from kolectra.pipeline import hub
+
+    if (args.dry_run or args.private) and not args.push:
+        raise ConfigError("--dry-run and --private go with --push REPO_ID")
+    art, folder = hub.export(store, args.ref, args.to, args.role, args.datasets, args.base_model)
+    for op in hub.operations(folder):
+        print(f"  {op.path_in_repo}")
+    if args.push:
+        print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
+    print(folder)
+    return 0
+
+
 # ---- artifacts ----------------------------------------------------------------------------------
 def add_artifacts(p: argparse.ArgumentParser) -> None:
     cli_artifacts.add_artifacts(p, _common)
@@ -273,6 +312,9 @@ COMMANDS: dict[str, Command] = {
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
                       run_report, common="out",
                       example="kolectra report sample-nsmc sample-korquad --published"),
+    "export": Command("a checkpoint's model as a Hugging Face Hub folder (weights, tokenizer, card); "
+                      "optionally pushed", add_export, run_export, common="out",
+                      example="kolectra export sample --to ./kolectra-tiny --push me/kolectra-tiny --dry-run"),
     "artifacts": Command("list, show, verify or garbage-collect artifacts", add_artifacts, run_artifacts, common="none"),
 }
 
@@ -314,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     and a non-zero exit (:mod:`kolectra.pipeline.errors`)."""
     argv = verbosity_after_command(list(sys.argv[1:] if argv is None else argv))
     # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # The one exception is `kolectra export --push` (not --dry-run): an upload, which needs the Hub.
+    if not (argv[:1] == ["export"] and "--push" in argv and "--dry-run" not in argv):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = build_parser()
     if any(a == "--print-config" or a.startswith("--print-config=") for a in argv):
