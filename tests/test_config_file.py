@@ -75,7 +75,10 @@ def test_a_bad_file_is_one_line_naming_it_exit_2(tmp_path, capsys, text, expecte
     assert f"--config {tmp_path / 'none.toml'}: No such file or directory" in line
 
 
-def test_a_stage_built_from_a_file_records_it_and_is_the_same_request_as_set(tmp_path, capsys):
+def test_a_stage_built_from_a_file_records_it_and_is_the_same_request_as_set(tmp_path, capsys, monkeypatch):
+    from kolectra.core import verbosity
+
+    monkeypatch.setenv(verbosity.ENV, str(verbosity.NORMAL))  # -q below sets it: restored after the test
     raw = tmp_path / "raw.jsonl"
     raw.write_text("".join(json.dumps({"id": f"d{i}", "text": f"영화가 정말 재미있었다 {i}번째 리뷰입니다."},
                                       ensure_ascii=False) + "\n" for i in range(30)), encoding="utf-8")

@@ -164,7 +164,10 @@ def test_no_overlap_no_warning(tiny_model, tmp_path, capsys):
     assert "also appear in the training file" not in capsys.readouterr().err
 
 
-def test_a_dev_split_too_small_to_choose_an_epoch_on_warns(tiny_model, tmp_path, capsys):
+def test_a_dev_split_too_small_to_choose_an_epoch_on_warns(tiny_model, tmp_path, capsys, monkeypatch):
+    from kolectra.core import verbosity
+
+    monkeypatch.setenv(verbosity.ENV, str(verbosity.NORMAL))  # -q below sets it: restored after the test
     # a 27-row training file (28 with its empty row): the sample preset carves 0.2 of it, 6 rows, and picks the epoch on them
     nsmc_file(tmp_path / "train.txt", 27, 0)
     nsmc_file(tmp_path / "test.txt", 20, 1)
