@@ -30,6 +30,8 @@ ENV = "KOLECTRA_PROGRESS"
 LINE = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
 LINE_NO_TOTAL = "{n_fmt} [{elapsed}, {rate_fmt}]"
 T = TypeVar("T")
+# Line mode: the vocab stage's passes report at most this often; each still ends with one line.
+QUIET_SECONDS = 10.0
 
 
 def write(line: str) -> None:
@@ -58,11 +60,15 @@ class Bar:
     """
 
     def __init__(self, desc: str, total: int | None, unit: str = "it", initial: int = 0,
-                 every: int | None = None, stream: TextIO | None = None, scale: bool = False):
+                 every: int | None = None, stream: TextIO | None = None, scale: bool = False,
+                 min_seconds: float = 0.0):
         self.desc, self.total, self.unit, self.initial, self.scale = desc, total, unit, initial, scale
         self.n, self.every, self.text, self.shown = initial, every, "", initial
+        # line mode: an ``every`` line only this long after the previous line (or the start), so a
+        # pass of under a second prints its closing line alone, not ten lines in a burst
+        self.min_seconds = min_seconds
         self.stream = stream if stream is not None else sys.stderr
-        self.t0 = time.monotonic()
+        self.t0 = self.last_line = time.monotonic()
         self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=self.stream, leave=None,
                         dynamic_ncols=True, unit_scale=scale) if use_bars(self.stream) else None
 
@@ -70,7 +76,8 @@ class Bar:
         before, self.n = self.n, self.n + n
         if self.bar is not None:
             self.bar.update(n)
-        elif self.every and (self.n - self.initial) // self.every > (before - self.initial) // self.every:
+        elif (self.every and (self.n - self.initial) // self.every > (before - self.initial) // self.every
+              and time.monotonic() - self.last_line >= self.min_seconds):
             self._line()
 
     def report(self, text: str, at: int | None = None) -> None:
@@ -89,7 +96,7 @@ class Bar:
         return " ".join(p for p in (self.desc, meter, self.text) if p)
 
     def _line(self, at: int | None = None) -> None:
-        self.shown = self.n
+        self.shown, self.last_line = self.n, time.monotonic()
         if verbosity.quiet():
             return
         text = f"[kolectra] {self.line(at)}"
@@ -113,9 +120,10 @@ class Bar:
 
 
 def iterate(items: Iterable[T], desc: str, total: int | None = None, unit: str = "it",
-            every: int | None = None, scale: bool = True) -> Iterator[T]:
-    """``items`` with a :class:`Bar` advanced per item (a line every ``every`` items without a terminal)."""
-    with Bar(desc, total, unit, every=every, scale=scale) as bar:
+            every: int | None = None, scale: bool = True, min_seconds: float = 0.0) -> Iterator[T]:
+    """``items`` with a :class:`Bar` advanced per item (a line every ``every`` items without a
+    terminal, at most one per ``min_seconds``)."""
+    with Bar(desc, total, unit, every=every, scale=scale, min_seconds=min_seconds) as bar:
         for item in items:
             yield item
             bar.advance()

@@ -5,7 +5,8 @@ preset is a plain function returning one. The CLI's ``--set a.b=value`` goes thr
 :func:`override`, which parses the value by the field's declared type and rejects keys the
 dataclass does not have, so a typo is an error instead of a silently ignored setting. The
 resolved config is what :func:`to_dict` returns; it is hashed into the artifact id and written
-to the manifest.
+to the manifest. A ``--config FILE`` (TOML or YAML) is read by :func:`read_config_file` into the
+same ``key=value`` assignments, placed before the ``--set`` flags: one resolution path, flags win.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import json
 import types
 import typing
+from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
 T = TypeVar("T")
@@ -115,14 +117,85 @@ def from_dict(cls: type[T], data: dict, prefix: str = "") -> T:
     return cls(**kwargs)
 
 
+class FileAssignment(str):
+    """A ``key=value`` read from a ``--config`` file: an ordinary assignment that remembers its file,
+    so an unknown key or a bad value is reported naming the file."""
+
+    source: str
+
+    def __new__(cls, text: str, source: str) -> "FileAssignment":
+        self = super().__new__(cls, text)
+        self.source = source
+        return self
+
+
 def override(cfg: T, assignments: Iterable[str]) -> T:
     """Apply ``key=value`` assignments (dotted keys reach nested dataclasses)."""
     for assignment in assignments:
         if "=" not in assignment:
             raise ConfigError(f"override {assignment!r} is not of the form key=value")
         key, raw = assignment.split("=", 1)
-        cfg = _set(cfg, key.strip().split("."), raw, key.strip())
+        try:
+            cfg = _set(cfg, key.strip().split("."), raw, key.strip())
+        except ConfigError as e:
+            source = getattr(assignment, "source", None)
+            raise ConfigError(f"{source}: {e}" if source else str(e)) from None
     return cfg
+
+
+def read_config_file(path: str | Path) -> list[str]:
+    """A ``--config`` file as ``key=value`` assignments, in the file's order, for :func:`override`.
+
+    TOML (``tomllib``), or YAML (``.yaml``/``.yml``) when PyYAML is installed. Nested tables
+    flatten to dotted keys (``[train]`` ``lr = 1e-3`` is ``train.lr=1e-3``), so a file and
+    ``--set`` name a setting the same way; each value is written back as ``--set`` would spell it
+    and parsed by the field's type, so the two paths cannot disagree."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"--config {path}: {e.strerror or e}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml  # noqa: PLC0415 - optional
+        except ImportError:
+            raise ConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml); "
+                              "or write the file as TOML") from None
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--config {path}: not valid YAML: {' '.join(str(e).split())}") from None
+    else:
+        import tomllib  # noqa: PLC0415
+
+        try:
+            doc = tomllib.loads(text.decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"--config {path}: not valid TOML: {e}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"--config {path}: expected a table of settings (key = value), got {type(doc).__name__}")
+    return [FileAssignment(f"{key}={_spell(value, key, path)}", str(path)) for key, value in _flatten(doc, "")]
+
+
+def _flatten(doc: dict, prefix: str) -> Iterable[tuple[str, Any]]:
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _spell(value: Any, key: str, path: Path) -> str:
+    """A file's value as ``--set`` text: booleans lower-case, lists as JSON, null as ``none``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return json.dumps(list(value), ensure_ascii=False)
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    raise ConfigError(f"{path}: {key}: cannot set a value of type {type(value).__name__}")
 
 
 def _set(cfg: Any, path: list[str], raw: str, full_key: str) -> Any:

@@ -148,28 +148,51 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
     try:
         dev.seed(cfg.seed)
         data = task.read(cfg, Path(train_file), Path(eval_file))
-        if not cfg.train_on_eval:
-            warn_overlap(task, data, Path(train_file), Path(eval_file))
+        warnings = [] if cfg.train_on_eval else warn_overlap(task, data, Path(train_file), Path(eval_file))
+        warnings += warn_small_dev(task, data, cfg)
         tokenizer = load_tokenizer(Path(model_dir))
         splits = encode(task, data, tokenizer, cfg, Path(model_dir), cache_dir)
         task.check(splits, data, cfg)
         with quiet_libraries():
             model = load_model(task.auto_model, Path(model_dir), cfg, dev, tokenizer, **task.model_config(data))
         fit = train(task, model, dev, splits, cfg)
-        return finish(task, cfg, data, splits, fit, model, dev, Path(out_dir), t_start)
+        return finish(task, cfg, data, splits, fit, model, dev, Path(out_dir), t_start, warnings)
     finally:
         dev.close()
 
 
-def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> None:
-    """One warning when scored rows also appear, as text, in the training file (leakage.py)."""
+# A dev split this small moves by over 3 points a row: the epoch it picks is close to a coin toss.
+MIN_DEV_ROWS = 30
+
+
+def warn_small_dev(task: Task, data: Data, cfg: TaskConfig) -> list[str]:
+    """One warning when the epoch is chosen on fewer than :data:`MIN_DEV_ROWS` dev rows (a 27-row
+    training file gave a 3-row dev split, silently); returned for the artifact's stats too."""
+    if data.test is None or not task.select or not 0 < len(data.dev) < MIN_DEV_ROWS:  # none: encode refuses it
+        return []
+    dev_file = getattr(task, "dev_file", None)
+    remedy = (f"give a --dev file with more rows than {dev_file}" if dev_file is not None else
+              f"give more training rows, raise dev_fraction (now {getattr(cfg, 'dev_fraction', '?')}) or, where the "
+              "task takes one, --dev FILE")
+    text = (f"{task.name}: the epoch is chosen on {len(data.dev)} dev rows (fewer than {MIN_DEV_ROWS}; one row is "
+            f"{1 / len(data.dev):.0%} of them), so the choice is close to chance; {remedy}")
+    warn(text)
+    return [text]
+
+
+def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> list[str]:
+    """One warning when scored rows also appear, as text, in the training file (leakage.py);
+    returned too, for the artifact's stats (``kolectra run``'s summary lists them)."""
     # with a test split, the dev rows were read for training too (carved from the training file or a --dev file)
     seen, scored = ([data.train, data.dev], data.test) if data.test is not None else ([data.train], data.dev)
     n, total = overlap(seen, scored)
-    if n:
-        warn(f"{task.name}: {n} of {total} scored rows ({n / total:.1%}) of {eval_file} also appear in the "
-             f"training file {train_file} (same text after NFC and whitespace normalisation): the score "
-             "overstates what the model learned; remove them from one of the files")
+    if not n:
+        return []
+    text = (f"{task.name}: {n} of {total} scored rows ({n / total:.1%}) of {eval_file} also appear in the "
+            f"training file {train_file} (same text after NFC and whitespace normalisation): the score "
+            "overstates what the model learned; remove them from one of the files")
+    warn(text)
+    return [text]
 
 
 def encode(task: Task, data: Data, tokenizer, cfg: TaskConfig, model_dir: Path,
@@ -223,8 +246,9 @@ def train(task: Task, model, dev: Device, splits: dict[str, Split], cfg: TaskCon
 
 
 def finish(task: Task, cfg: TaskConfig, data: Data, splits: dict[str, Split], fit: Fit, model, dev: Device,
-           out_dir: Path, t_start: float) -> StageOutput:
-    """metrics.json, the task's predictions, the learning curve; the table and warnings on stderr."""
+           out_dir: Path, t_start: float, warnings: list[str] | tuple = ()) -> StageOutput:
+    """metrics.json, the task's predictions, the learning curve; the table and warnings on stderr.
+    ``warnings`` (printed already) go into the stats only: metrics.json keeps its bytes."""
     problems, figures = task.health(splits, fit)
     diverged = [r["epoch"] for r in fit.log.history if not math.isfinite(r.get("train_loss", 0.0))]
     if diverged:  # then whatever else health saw follows from it
@@ -254,7 +278,8 @@ def finish(task: Task, cfg: TaskConfig, data: Data, splits: dict[str, Split], fi
         epochs=fit.log.timings,
         # ~6 FLOPs per parameter per trained token (Kaplan et al. 2020); padding not counted
         flops=6 * count_parameters(model) * train.tokens * cfg.epochs)
-    return StageOutput(stats={k: metrics[k] for k in (*task.stats, "health")}, compute=compute)
+    stats = {k: metrics[k] for k in (*task.stats, "health")}
+    return StageOutput(stats={**stats, "warnings": list(warnings)} if warnings else stats, compute=compute)
 
 
 def majority_check(labels: np.ndarray, predicted: np.ndarray, where: str) -> tuple[list[str], dict]:

@@ -2,18 +2,17 @@
 
 The metadata block is written by ``huggingface_hub.ModelCardData`` (the Hub's own writer), so the
 keys are the ones the Hub indexes: ``language: ko``, ``license``, ``library_name: transformers``,
-``tags`` (the objective among them), ``datasets`` (the corpus artifacts the model was trained on,
-from the lineage), ``metrics`` (what the card reports) and ``base_model`` when pretraining
-continued from another pair (``train.init_from``). ``huggingface_hub.ModelCard.load(dir)`` and any
-YAML reader parse it back.
+``tags`` (the objective among them) and ``metrics`` (what the card reports). ``datasets`` and
+``base_model`` hold Hub ids, which the Hub links and checks, so they are written only when the
+user names them (``kolectra export --dataset ID --base-model ID``): the corpus artifacts and a local
+``train.init_from`` folder are not Hub ids and stay in the card's body (its lineage and facts).
+``huggingface_hub.ModelCard.load(dir)`` and any YAML reader parse it back.
 
 The licence is kolectra's own (Apache-2.0); what a trained model may be used for depends on its
 training text, so the card's body says to change it when that text demands another.
 """
 
 from __future__ import annotations
-
-import re
 
 from huggingface_hub import ModelCardData
 
@@ -26,24 +25,27 @@ METRICS = {"ElectraForPreTraining": ["accuracy", "precision", "recall", "roc_auc
            "ElectraForMaskedLM": ["accuracy"]}
 
 
-def corpora(lineage: list[str] | None) -> list[str]:
-    """The corpus artifacts (``corpus/<name>-<id>``) named in the lineage tree's lines."""
-    found = []
-    for line in lineage or []:
-        for label in re.findall(r"corpus/[A-Za-z0-9_.+-]+", line):
-            if label not in found:
-                found.append(label)
-    return found
+def hub_id(value: str, what: str) -> str:
+    """``value`` if it is a Hub repository id (``owner/name`` or ``name``), else a ValueError naming ``what``."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        raise ValueError(f"{what}: {value!r} is not a Hugging Face Hub id (owner/name, letters, digits, "
+                         "'-', '_' and '.')") from None
+    return value
 
 
-def front_matter(cls_name: str, objective: str, lineage: list[str] | None = None,
+def front_matter(cls_name: str, objective: str, datasets: list[str] | None = None,
                  base_model: str | None = None) -> str:
-    """``---`` + YAML + ``---``: the card's metadata block (ends with a newline)."""
+    """``---`` + YAML + ``---``: the card's metadata block (ends with a newline). ``datasets`` and
+    ``base_model``: Hub ids the user named (checked), never local artifact names or folders."""
     data = ModelCardData(
         language="ko", license=LICENSE, library_name="transformers",
         tags=["electra", "korean", "kolectra", OBJECTIVE_TAGS.get(objective, objective)],
-        datasets=corpora(lineage) or None, metrics=METRICS.get(cls_name),
-        base_model=base_model or None,
+        datasets=[hub_id(d, "--dataset") for d in datasets or []] or None, metrics=METRICS.get(cls_name),
+        base_model=hub_id(base_model, "--base-model") if base_model else None,
         pipeline_tag="fill-mask" if cls_name == "ElectraForMaskedLM" else None,
     )
     return f"---\n{data.to_yaml()}\n---\n"

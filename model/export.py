@@ -71,7 +71,8 @@ def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[
     alert = "".join(f"> **{w}**\n\n" for w in warnings)
     tree = ("\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(lineage) + "\n```\n"
             if lineage else "")
-    meta = front_matter(cls_name, str(facts.get("objective", "electra")), lineage, facts.get("initialised from"))
+    # no Hub datasets/base_model here: the lineage's corpora and a local init_from are not Hub ids
+    meta = front_matter(cls_name, str(facts.get("objective", "electra")))
     return (f"{meta}\n# {title}\n\n{alert}This directory is {ROLE_TEXT[(role, cls_name)]} It was trained by kolectra's "
             f"pretrain stage (ELECTRA, Clark et al. 2020, \"Pre-training Text Encoders as Discriminators Rather "
             f"Than Generators\") on Korean text, and loads with `transformers` alone:\n\n"

@@ -119,9 +119,17 @@ def verdict(lines: list[dict], ctx: Context) -> dict:
     return {"status": "not_learning", "problems": found, "likely_causes": likely_causes(ctx), "figures": figures}
 
 
-def warning_text(health: dict) -> str:
-    """The plain-words warning for the progress output and the model card."""
-    lines = [f"WARNING: this run has not learned what it should (step {health['figures'].get('step')}): "
+def warning_text(health: dict, expected: str | None = None) -> str:
+    """The plain-words warning for the progress output and the model card.
+
+    ``expected``: why the caller planned a run too short to learn (``kolectra run``'s demo); it
+    then stands in for the likely causes, which would send the user after settings the caller
+    chose, not they (the model card keeps the causes: it describes the model, not the demo)."""
+    step = health["figures"].get("step")
+    if expected:
+        return (f"WARNING: this model has not learned what it should (step {step}): "
+                + "; ".join(health["problems"]) + f". Expected here: {expected}.")
+    lines = [f"WARNING: this run has not learned what it should (step {step}): "
              + "; ".join(health["problems"]) + "."]
     if health.get("likely_causes"):
         lines.append("Likely causes: " + "; ".join(health["likely_causes"]) + ".")

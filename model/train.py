@@ -43,7 +43,7 @@ from kolectra.core.stage import StageOutput, progress
 # 3: on the CPU, inverse-CDF samples and fused AdamW (other bytes for the same request).
 # 4: CPU dropout draws from SFC64 streams; the generator's gradient written in the logits' dtype.
 # 5: the health verdict's "at the prior" needs AUC below 0.65 (was 0.7), and names dropout as a cause.
-STAGE_VERSION = 5
+STAGE_VERSION = 6  # 6: the model cards' metadata lists no local corpus artifacts or init_from folder
 
 
 class TrainingDiverged(ValueError):
@@ -76,6 +76,7 @@ class Run:
     where: str
     nonpad_tokens: int = 0  # trained on since the first step of this process (counted on the host)
     warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
+    expected_untrained: str | None = None  # why the caller expects it not to learn (health.warning_text)
     # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
     # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
     t_start: float = 0.0
@@ -164,7 +165,7 @@ def watch_health(run: Run, lines: list[dict]) -> None:
     verdict = health.verdict(lines, run.health_context())
     if verdict["status"] == "not_learning" and not run.warned:
         run.warned = True
-        progress("pretrain: " + health.warning_text(verdict))
+        progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     elif verdict["status"] == "ok" and run.warned:
         run.warned = False
         progress("pretrain: " + health.recovery_text(verdict))
@@ -212,14 +213,17 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
 
 def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
              resume: bool = False, lineage: list[str] | None = None, clear_checkpoints: bool = True,
-             checkpoint_saved: Callable[[Path], None] | None = None) -> StageOutput:
+             checkpoint_saved: Callable[[Path], None] | None = None,
+             expected_untrained: str | None = None) -> StageOutput:
     """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``.
 
     ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store.
     ``clear_checkpoints=False`` leaves ``checkpoints/`` after the export: the artifact store
     deletes it once the artifact is published, so a kill before that can still resume.
     ``checkpoint_saved(step_dir)`` is called on every process after each checkpoint is complete (the
-    artifact store mirrors it to a store root, so ``--resume`` works on another machine)."""
+    artifact store mirrors it to a store root, so ``--resume`` works on another machine).
+    ``expected_untrained``: why the caller planned a run too short to learn (the demo); a
+    not-learning warning then says that instead of naming settings to change."""
     validate(cfg)
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
@@ -228,6 +232,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     dev = runtime.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     try:
         run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
+        run.expected_untrained = expected_untrained
         for step in range(run.first_step, t.steps):
             try:
                 train_step(run, step)
@@ -296,7 +301,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
     verdict = health.verdict(run.log.lines, run.health_context())
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
-        progress("pretrain: " + health.warning_text(verdict))
+        progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     facts = {"objective": cfg.objective.objective, "preset": cfg.preset, "steps": t.steps,
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",

@@ -196,8 +196,10 @@ def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
 
 
 def add_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ref", nargs="+", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample); "
+    p.add_argument("ref", nargs="*", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample); "
                    "several eval artifacts: one table of their scores, models as rows and tasks as columns")
+    p.add_argument("--published", action="store_true", help="also print published Korean models' NSMC and KorQuAD "
+                   "figures, with their sources and splits (docs/published.md), to place the scores against")
     p.add_argument("--dest", type=Path, default=None, help="folder for report.md and its PNGs "
                    "(default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts ROOT/reports/table-<hash>)")
 
@@ -205,12 +207,59 @@ def add_report(p: argparse.ArgumentParser) -> None:
 def run_report(args, store: Store, beam_args: list[str]) -> int:
     from kolectra.pipeline.report import render, render_table
 
+    if not args.ref and not args.published:
+        raise ConfigError("report: give the artifact to report (e.g. kolectra report sample-nsmc), or --published")
+    if args.published:  # first: the last stdout line stays the report's path
+        from kolectra.pipeline.published import table as published_table
+
+        print("published models (docs/published.md; not comparable with a score on fewer rows or another split):")
+        print("\n".join(published_table()) + ("\n" if args.ref else ""))
     if len(args.ref) > 1:
         path, table = render_table(store, args.ref, args.dest)
         print(table)
         print(path)
         return 0
-    print(render(store, args.ref[0], args.dest))
+    if args.ref:
+        print(render(store, args.ref[0], args.dest))
+    return 0
+
+
+# ---- export -------------------------------------------------------------------------------------
+def add_export(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", help="the checkpoint artifact: directory, name-id, id, id prefix or name (e.g. sample)")
+    p.add_argument("--to", required=True, type=Path, metavar="DIR",
+                   help="the folder to write: new or empty (required, no default; e.g. --to koelectra-small-mine)")
+    p.add_argument("--role", default="discriminator", choices=["discriminator", "generator"],
+                   help="which network: the discriminator to fine-tune, or the generator, a masked LM "
+                        "(default discriminator)")
+    p.add_argument("--dataset", dest="datasets", action="append", default=[], metavar="HUB_ID",
+                   help="a Hub dataset the model was trained on, for the card's metadata, repeatable "
+                        "(default: none; local corpus artifacts are named in the card's lineage; "
+                        "e.g. --dataset e9t/nsmc)")
+    p.add_argument("--base-model", default=None, metavar="HUB_ID",
+                   help="the Hub model pretraining continued from (default: none; e.g. --base-model "
+                        "monologg/koelectra-small-v3-discriminator)")
+    p.add_argument("--push", default=None, metavar="REPO_ID",
+                   help="then upload the folder to this Hub model repository in one commit, creating it if "
+                        "absent (default: no upload; needs a token: huggingface-cli login or HF_TOKEN; "
+                        "e.g. --push me/kolectra-small)")
+    p.add_argument("--private", action="store_true",
+                   help="with --push: create the repository private (default: public)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --push: print the files the commit would upload, and upload nothing (default: upload)")
+
+
+def run_export(args, store: Store, beam_args: list[str]) -> int:
+    from kolectra.pipeline import hub
+
+    if (args.dry_run or args.private) and not args.push:
+        raise ConfigError("--dry-run and --private go with --push REPO_ID")
+    art, folder = hub.export(store, args.ref, args.to, args.role, args.datasets, args.base_model)
+    for op in hub.operations(folder):
+        print(f"  {op.path_in_repo}")
+    if args.push:
+        print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
+    print(folder)
     return 0
 
 
@@ -235,17 +284,19 @@ class Command:
     description: str | None = None
     example: str | None = None  # shown under --help
     config: Callable[[argparse.Namespace], tuple] | None = None  # the resolved config: --print-config
+    set_example: str = "train.lr=1e-3"  # a --set this command accepts, for its help
 
 
 BEAM_NOTE = "Any further --option is passed to Beam unchanged (e.g. --runner)."
 COMMANDS: dict[str, Command] = {
     "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
-                      description=BEAM_NOTE, config=config_corpus,
+                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
     "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab,
-                     config=config_vocab, example="kolectra vocab --corpus web --vocab-size 35000"),
+                     config=config_vocab, set_example="min_frequency=3",
+                     example="kolectra vocab --corpus web --vocab-size 35000"),
     "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
-                        description=BEAM_NOTE, config=config_examples,
+                        description=BEAM_NOTE, config=config_examples, set_example="packing=stream",
                         example="kolectra examples --corpus web --vocab morph_wordpiece --max-seq-length 128"),
     "pretrain": Command("replaced token detection pretraining (ELECTRA)", add_pretrain, run_pretrain,
                         config=config_pretrain,
@@ -259,7 +310,11 @@ COMMANDS: dict[str, Command] = {
                      add_study, run_study_command,
                      example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3"),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
-                      run_report, common="out", example="kolectra report sample"),
+                      run_report, common="out",
+                      example="kolectra report sample-nsmc sample-korquad --published"),
+    "export": Command("a checkpoint's model as a Hugging Face Hub folder (weights, tokenizer, card); "
+                      "optionally pushed", add_export, run_export, common="out",
+                      example="kolectra export sample --to ./kolectra-tiny --push me/kolectra-tiny --dry-run"),
     "artifacts": Command("list, show, verify or garbage-collect artifacts", add_artifacts, run_artifacts, common="none"),
 }
 
@@ -278,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=f"example:\n  {cmd.example}" if cmd.example else None,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if cmd.common != "none":
-            _common(p, with_config=cmd.common == "stage")
+            _common(p, with_config=cmd.common == "stage", set_example=cmd.set_example)
         if cmd.config is not None:
             _print_config_flag(p)
         cmd.add(p)
@@ -301,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     and a non-zero exit (:mod:`kolectra.pipeline.errors`)."""
     argv = verbosity_after_command(list(sys.argv[1:] if argv is None else argv))
     # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # The one exception is `kolectra export --push` (not --dry-run): an upload, which needs the Hub.
+    if not (argv[:1] == ["export"] and "--push" in argv and "--dry-run" not in argv):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = build_parser()
     if any(a == "--print-config" or a.startswith("--print-config=") for a in argv):

@@ -25,7 +25,7 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
         t = tasks.add_parser(name, help=task.help, formatter_class=argparse.RawDescriptionHelpFormatter,
                              epilog=f"example:\n  kolectra finetune {name} --model sample --train {train_file} "
                                     f"--{task.eval_flag} {eval_file} --seeds 1-3")
-        _common(t)
+        _common(t, set_example=SET_EXAMPLE)
         _print_config_flag(t)
         t.add_argument("--model", required=True, metavar="REF_OR_HF_DIR", help="checkpoint artifact (its "
                        "hf/discriminator) or a local HF ELECTRA directory (e.g. --model sample)")
@@ -43,6 +43,9 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
         t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
                        "then a summary artifact with median and spread (default: one run, --seed)")
 
+
+# a --set every task accepts (train.lr is pretraining's key: "unknown key" here)
+SET_EXAMPLE = "optim.lr=3e-5"
 
 # example file names for each task's --help
 EXAMPLE_FILES = {"nsmc": ("ratings_train.txt", "ratings_test.txt"),

@@ -1,7 +1,9 @@
 """The options every ``kolectra`` command shares, and the ones about the command line itself.
 
-- :func:`common`: ``--out``, ``-q``/``-v`` and, on stage commands, ``--set``, ``--name``,
-  ``--seed``, ``--force``, spelled the same everywhere;
+- :func:`common`: ``--out``, ``-q``/``-v`` and, on stage commands, ``--set``, ``--config``,
+  ``--name``, ``--seed``, ``--force``, spelled the same everywhere;
+- :func:`flag_sets`: a command's assignments in the order they apply: ``--config`` file, ``--set``,
+  the command's own flags;
 - :func:`print_config_flag`: ``--print-config [json|keys]`` on the stage commands (:mod:`pipeline.configs`);
 - :class:`VersionAction`: ``kolectra --version``;
 - :func:`set_verbosity`: ``-q``/``-v`` for kolectra (:mod:`core.verbosity`), Beam and transformers;
@@ -16,7 +18,9 @@ import re
 import sys
 
 
-def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
+def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3") -> None:
+    """``set_example``: a key=value this command accepts, for its --set help (a test holds every
+    help example to the command's --print-config keys)."""
     # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli_checks.py);
     # a store URL stays a URL
     p.add_argument("--out", default=None, metavar="ROOT",
@@ -29,7 +33,11 @@ def common(p: argparse.ArgumentParser, with_config: bool = True) -> None:
     if with_config:
         p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, repeatable (dotted keys; unknown keys are errors; default: "
-                            "the preset's values; e.g. --set train.lr=1e-3; a stage command's --print-config keys lists them)")
+                            f"the preset's values; e.g. --set {set_example}; --print-config keys lists them)")
+        p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
+                       help="settings from a TOML file (or YAML with PyYAML installed): the --set keys, nested "
+                            "tables as dotted keys ([train] lr = 1e-3 is train.lr); --set and the command's flags "
+                            "override it (default: none; e.g. --config pretrain.toml)")
         p.add_argument("--name", default=None, help="artifact name: the directory is NAME-ID (default: from the "
                        "stage and its settings; e.g. --name nsmc-small)")
         p.add_argument("--seed", type=int, default=None,
@@ -106,7 +114,15 @@ def set_verbosity(args: argparse.Namespace) -> None:
         runners.set_verbosity(level)
 
 
+def config_sets(args: argparse.Namespace) -> list[str]:
+    """The ``--config`` file's assignments, then ``--set``'s: later ones win."""
+    from kolectra.core.config import read_config_file
+
+    path = getattr(args, "config_file", None)
+    return (read_config_file(path) if path else []) + list(args.sets)
+
+
 def flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
-    """A command's flags are shortcuts for config keys; they win over --set."""
+    """A command's flags are shortcuts for config keys; they win over --set, which wins over --config."""
     extra = [f"{key}={getattr(args, attr)}" for attr, key in mapping.items() if getattr(args, attr) is not None]
-    return list(args.sets) + extra
+    return config_sets(args) + extra

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kolectra.core.config import ConfigError
 from kolectra.pipeline.artifacts import Artifact, Store
+from kolectra.pipeline.cli_options import config_sets
 
 
 def add_study(p: argparse.ArgumentParser) -> None:
@@ -60,7 +61,7 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
                      readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,
-                     finetune_seeds=args.finetune_seeds, pretrain_sets=tuple(args.sets),
+                     finetune_seeds=args.finetune_seeds, pretrain_sets=tuple(config_sets(args)),
                      finetune_preset=args.finetune_preset, vocab_size=args.vocab_size, seed=args.seed or 0,
                      dev_rows=args.dev_rows, probe_rows=args.probe_rows, lowdata_rows=args.lowdata_rows,
                      finetune_rows=args.finetune_rows,

@@ -245,7 +245,7 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
             raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {name} on "
                                 f"{column}; give one of them (or tell them apart with --name)")
         headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
-        cells[model, column] = (_cell(m, names, scale), a)
+        cells[model, column] = (_cell(m, names, scale) + _cell_note(store, a, m), a)
         model_names.setdefault(model, name)
     label = row_labels(model_names)
     table = _table(["model", *headers.values()], [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)]
@@ -256,7 +256,12 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
     sources = [f"- {text(column)}, {text(label[model])}: {code(a.path)}" for (model, column), (_, a) in cells.items()]
     out = dest / "report.md"
     out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *table, "",
-                              "Scores in percent; a `--seeds` summary shows the median over its seeds.", "",
+                              "Scores in percent; a `--seeds` summary shows the median over its seeds. "
+                              "Beside each score: the rows (questions, for KorQuAD) it was measured on, as "
+                              "`N of M` when `max_eval_examples` kept only the first N of the file's M (such a "
+                              "score is not comparable with a full-test figure), and `learned nothing` when the "
+                              "run's health check failed (docs/finetune.md). Published models' figures to place "
+                              "these against: docs/published.md (`kolectra report --published`).", "",
                               "Sources:", "", *sources]) + "\n", encoding="utf-8")
     return out, "\n".join(table)
 
@@ -305,6 +310,36 @@ def _cell(m: dict, names: tuple[str, ...], scale: dict[str, float]) -> str:
         values += f" (median of {len(m['seeds'])} seeds" + (
             f", spread {spread * scale.get(names[0], 1.0):.2f})" if isinstance(spread, (int, float)) else ")")
     return values
+
+
+def test_size(m: dict) -> str:
+    """What a score was measured on: ``500 test rows``, ``5,000 of 50,000 test rows`` when
+    ``max_eval_examples`` cut the file, ``12 dev questions`` for KorQuAD; "" when not recorded."""
+    if isinstance(m.get("questions"), int):  # KorQuAD: the dev file is the scored one
+        scored, whole, unit = m["questions"], (m.get("dev_file") or {}).get("questions"), "dev questions"
+    elif isinstance(m.get("test_examples"), int):
+        scored, whole, unit = m["test_examples"], (m.get("test_file") or {}).get("rows"), "test rows"
+    elif isinstance(m.get("eval_examples"), int):  # a linear probe
+        scored, whole, unit = m["eval_examples"], None, "test rows"
+    else:
+        return ""
+    if isinstance(whole, int) and whole > scored:
+        return f"{scored:,} of {whole:,} {unit}"
+    return f"{scored:,} {unit}"
+
+
+def _cell_note(store: Store, a: Artifact, m: dict) -> str:
+    """`` (N of M test rows; learned nothing)``: the test size and the health flag beside a score;
+    a ``--seeds`` summary takes both from its runs."""
+    runs = [m]
+    if "seeds" in m:
+        runs = [_read_json(p.path / "metrics.json") for p in (store.parent(a, pid) for pid in a.parents) if p]
+    sizes = {test_size(r) for r in runs} - {""}
+    failed = sum(1 for r in runs if (r.get("health") or {}).get("status") == "not_learning")
+    notes = [" / ".join(sorted(sizes))] if sizes else []
+    if failed:
+        notes.append("learned nothing" if len(runs) == 1 else f"learned nothing in {failed} of {len(runs)} seeds")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _column(a: Artifact, task: str) -> str:

@@ -46,15 +46,28 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
     examples = timed("examples", stages.examples, store, corpus, vocab, sets=sets["examples"], name="sample",
                      force=force)
     ckpt = timed("pretrain", stages.pretrain, store, examples, preset="tiny", sets=sets["pretrain"],
-                 name="sample", force=force)
+                 name="sample", force=force, expected_untrained=demo_budget(sets["pretrain"]))
+    # one name per task: `kolectra report sample-nsmc sample-korquad` puts them in one table
     nsmc = timed("finetune nsmc", stages.finetune, store, "nsmc", ckpt, SAMPLE / "nsmc_train.txt",
-                 SAMPLE / "nsmc_test.txt", preset="sample", sets=sets["nsmc"], name="sample", force=force)
+                 SAMPLE / "nsmc_test.txt", preset="sample", sets=sets["nsmc"], name="sample-nsmc", force=force)
     korquad = timed("finetune korquad", stages.finetune, store, "korquad", ckpt, SAMPLE / "korquad_train.json",
-                    SAMPLE / "korquad_dev.json", preset="sample", sets=sets["korquad"], name="sample",
+                    SAMPLE / "korquad_dev.json", preset="sample", sets=sets["korquad"], name="sample-korquad",
                     force=force)
 
     print(summary(store, [nsmc, korquad], timings, ckpt))
     return korquad
+
+
+def demo_budget(pretrain_sets: list[str]) -> str:
+    """What a not-learning warning means for the demo: its budget, which the user did not choose."""
+    from kolectra.pipeline.configs import resolve  # torch-free
+
+    cfg, _ = resolve("pretrain", preset="tiny", sets=pretrain_sets)
+    t = cfg.train
+    return (f"the demo trains the tiny preset for {t.steps:,} steps of {t.batch_size} rows on the embedded sample, "
+            "far too little for any model to learn (ELECTRA-Small saw ~130 B tokens); it shows that the chain "
+            "works, and there is no setting to change. For a model worth using, pretrain --preset small on a "
+            "corpus of your own (README, The chain)")
 
 
 # metrics.json key -> how the summary names it; every figure in percent
@@ -80,6 +93,9 @@ def summary(store: Store, evals: list[Artifact], timings: dict[str, float], chec
         lines += store.lineage_lines(art)
     lines += ["", "== scores (embedded sample, a tiny model: they show the chain works, not model quality) =="]
     lines += metric_lines(evals)
+    found = warning_lines(store, evals, checkpoint)
+    if found:
+        lines += ["", f"== warnings: {len(found)} (printed above as they happened) =="] + found
     total = sum(timings.values())
     lines += ["", f"== wall time {total:.1f} s =="]
     for stage, secs in timings.items():
@@ -89,6 +105,37 @@ def summary(store: Store, evals: list[Artifact], timings: dict[str, float], chec
         lines += next_steps(store, checkpoint)
     lines.append("")
     return "\n".join(lines)
+
+
+def warning_lines(store: Store, evals: list[Artifact], checkpoint: Artifact | None) -> list[str]:
+    """Every warning the chain's artifacts recorded, one line each, so the summary does not read as
+    all-clear after a warning scrolled past: the vocab's, pretraining's and fine-tuning's health."""
+    chain: list[Artifact] = []
+    for a in ([checkpoint] if checkpoint is not None else []) + evals:
+        chain += [x for x in _ancestry(store, a) if x.id not in {c.id for c in chain}]
+    untrained = checkpoint is not None and (checkpoint.manifest.get("stats", {}) or {}).get(
+        "health", {}).get("status") == "not_learning"
+    lines = []
+    for a in chain:
+        stats = a.manifest.get("stats", {}) or {}
+        label = f"{a.kind} {a.name}"
+        for w in stats.get("warnings", []) or []:
+            lines.append(f"  {label}: {w}")
+        health = stats.get("health") or {}
+        if health.get("status") == "not_learning":
+            what = "; ".join(health.get("problems", [])) or "it has not learned"
+            why = (" (expected for the demo's tiny pretraining budget: nothing to change)" if a.kind == "checkpoint"
+                   else " (follows from the untrained demo model)" if untrained and a.kind == "eval"
+                   else "")
+            lines.append(f"  {label}: {what}{why}")
+    return lines
+
+
+def _ancestry(store: Store, art: Artifact) -> list[Artifact]:
+    """``art`` and its artifact ancestors, parents first."""
+    from kolectra.pipeline.report import ancestors
+
+    return ancestors(store, art)
 
 
 def next_steps(store: Store, checkpoint: Artifact) -> list[str]:

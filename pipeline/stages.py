@@ -148,7 +148,9 @@ def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: 
 # ---- pretrain -------------------------------------------------------------------------------
 def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny", sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
-             resume: bool | str = False) -> Artifact:
+             resume: bool | str = False, expected_untrained: str | None = None) -> Artifact:
+    """``expected_untrained``: why the caller planned a run too short to learn (``kolectra run``'s
+    demo); printed in place of the settings a not-learning warning would otherwise name."""
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     cfg = _configure(model_preset(preset), sets, seed)
@@ -171,7 +173,8 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     return store.build(req, lambda out: model_train.pretrain(cfg, store.local(ex), store.local(voc), out,
                                                              resume=bool(resume), lineage=lineage,
                                                              clear_checkpoints=False,
-                                                             checkpoint_saved=store.checkpoint_saved),
+                                                             checkpoint_saved=store.checkpoint_saved,
+                                                             expected_untrained=expected_untrained),
                        force, resumable=run, resume=resume)
 
 

@@ -67,3 +67,12 @@ def test_environment_forces_lines_on_a_terminal(monkeypatch):
     bar.advance()
     bar.close()
     assert "\r" not in term.getvalue() and len(term.getvalue().splitlines()) == 2
+
+
+def test_min_seconds_leaves_a_fast_pass_one_closing_line():
+    # the vocab stage's passes take under a second on the sample: ten lines each was noise (issue 28)
+    out = io.StringIO()
+    with bars.Bar("vocab: counting words", 1000, "doc", every=100, stream=out, min_seconds=bars.QUIET_SECONDS) as bar:
+        for _ in range(1000):
+            bar.advance()
+    assert [ln.split(" [")[0] for ln in out.getvalue().splitlines()] == ["[kolectra] vocab: counting words 1000/1000"]

@@ -5,6 +5,8 @@ stage a real artifact. Then: a rerun reuses every artifact, ``artifacts verify``
 tampered parent is refused naming the file, and a local Hugging Face directory works as a model.
 """
 
+import contextlib
+import io
 import json
 import time
 from pathlib import Path
@@ -29,8 +31,14 @@ TINY = {
 def chain(tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("artifacts"))
     t0 = time.perf_counter()
-    korquad = run_sample(store, sets=TINY)
+    out, err = io.StringIO(), io.StringIO()  # the module-scoped run's output (capsys is per test)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        korquad = run_sample(store, sets=TINY)
+    RUN_OUTPUT.update(out=out.getvalue(), err=err.getvalue())
     return store, korquad, time.perf_counter() - t0
+
+
+RUN_OUTPUT: dict[str, str] = {}
 
 
 def test_chain_produces_linked_verified_artifacts(chain):
@@ -59,8 +67,39 @@ def test_chain_produces_linked_verified_artifacts(chain):
     metrics = json.loads((korquad.path / "metrics.json").read_text())
     assert 0.0 <= metrics["exact_match"] <= 100.0 and 0.0 <= metrics["f1"] <= 100.0
     assert json.loads((korquad.path / "predictions.json").read_text())
-    nsmc = [a for a in store.list("eval") if a.name == "sample" and a.id != korquad.id][0]
+    nsmc = [a for a in store.list("eval") if a.name == "sample-nsmc"][0]
     assert 0.0 <= json.loads((nsmc.path / "metrics.json").read_text())["accuracy"] <= 1.0
+
+
+def test_run_names_its_evals_apart_and_its_summary_lists_every_warning(chain, capsys):
+    store, korquad, _ = chain
+    assert korquad.name == "sample-korquad"
+    # the two demo evals in one table (both named "sample" before: refused as the same column)
+    assert main(["report", "sample-nsmc", "sample-korquad", "--out", str(store.root)]) == 0
+    table = capsys.readouterr().out
+    assert "sample-nsmc (acc)" in table and "sample-korquad (EM / F1)" in table
+    # each score says what it was measured on: the first 32 of the test file's 500 rows (max_eval_examples)
+    nsmc_cell = [ln for ln in table.splitlines() if ln.startswith("| checkpoint/")][0].split(" | ")[1]
+    assert "(32 of 500 test rows" in nsmc_cell and "12 dev questions" in table
+    nsmc = store.resolve("sample-nsmc")
+    if json.loads((nsmc.path / "metrics.json").read_text())["health"]["status"] == "not_learning":
+        assert "learned nothing)" in nsmc_cell
+    ckpt = store.resolve(korquad.parents[0])
+    # the demo's 12 steps cannot teach the tiny model: its warning says so in the demo's terms, naming no
+    # setting the user would have to change; the summary repeats it (the progress line scrolls away)
+    assert ckpt.manifest["stats"]["health"]["status"] == "not_learning"
+    warning = [ln for ln in RUN_OUTPUT["err"].splitlines() if "pretrain: WARNING" in ln]
+    assert len(warning) == 1 and "Expected here: the demo trains the tiny preset for 12 steps" in warning[0]
+    assert "dropout" not in warning[0] and "Likely causes" not in warning[0]
+    summary = RUN_OUTPUT["out"]
+    assert "== warnings: " in summary
+    section = summary.split("== warnings: ")[1].split("\n\n")[0]
+    assert f"checkpoint {ckpt.name}: the discriminator" in section or f"checkpoint {ckpt.name}: the generator" in section
+    assert "expected for the demo's tiny pretraining budget" in section
+    # the vocab stage's passes take under a second here: one closing line each, not ten (45 lines before)
+    assert sum("vocab" in ln for ln in RUN_OUTPUT["err"].splitlines()) <= 15
+    # the model card still names the likely causes: it describes the model, not the demo
+    assert "Likely causes" in (ckpt.path / "hf" / "discriminator" / "README.md").read_text()
 
 
 def test_same_request_reuses_every_artifact(chain):

@@ -162,3 +162,25 @@ def test_no_overlap_no_warning(tiny_model, tmp_path, capsys):
         f"{7000 + i}\tnever seen in training {i}\t{i % 2}\n" for i in range(20)), encoding="utf-8")
     assert main(_nsmc(tmp_path, tiny_model)) == 0
     assert "also appear in the training file" not in capsys.readouterr().err
+
+
+def test_a_dev_split_too_small_to_choose_an_epoch_on_warns(tiny_model, tmp_path, capsys, monkeypatch):
+    from kolectra.core import verbosity
+
+    monkeypatch.setenv(verbosity.ENV, str(verbosity.NORMAL))  # -q below sets it: restored after the test
+    # a 27-row training file (28 with its empty row): the sample preset carves 0.2 of it, 6 rows, and picks the epoch on them
+    nsmc_file(tmp_path / "train.txt", 27, 0)
+    nsmc_file(tmp_path / "test.txt", 20, 1)
+    assert main(_nsmc(tmp_path, tiny_model, "-q")) == 0
+    warning = [ln for ln in capsys.readouterr().err.splitlines() if "the epoch is chosen on" in ln]
+    assert len(warning) == 1 and "WARNING" in warning[0] and "the epoch is chosen on 6 dev rows" in warning[0]
+    assert "raise dev_fraction (now 0.2)" in warning[0]
+    stats = Store(tmp_path / "root").list("eval")[0].manifest["stats"]
+    assert any("the epoch is chosen on 6 dev rows" in w for w in stats["warnings"])
+
+
+def test_a_dev_split_of_thirty_rows_or_more_does_not_warn(tiny_model, tmp_path, capsys):
+    nsmc_file(tmp_path / "train.txt", 150, 0)  # 0.2 of 150: 30 dev rows
+    nsmc_file(tmp_path / "test.txt", 20, 1)
+    assert main(_nsmc(tmp_path, tiny_model)) == 0
+    assert "the epoch is chosen on" not in capsys.readouterr().err

@@ -273,8 +273,11 @@ def test_seeds_summary_and_one_table_across_tasks(tiny, tmp_path):
     assert lines[0] == "| model | topics (acc) | korsts (Spearman) |"
     cells = lines[2].split(" | ")
     assert cells[0] == f"| {tiny.name}" and cells[1].startswith(f"{100 * m['accuracy']:.2f} (median of 2 seeds")
-    spearman = json.loads((sts.path / "metrics.json").read_text(encoding="utf-8"))["spearman"]
-    assert cells[2].rstrip(" |") == f"{100 * spearman:.2f}"
+    sts_metrics = json.loads((sts.path / "metrics.json").read_text(encoding="utf-8"))
+    # beside the score: the rows it was measured on, and the health flag when the run learned nothing
+    flag = "; learned nothing" if sts_metrics["health"]["status"] == "not_learning" else ""
+    assert cells[2].rstrip(" |") == f"{100 * sts_metrics['spearman']:.2f} (10 test rows{flag})"
+    assert "test rows" in cells[1]  # a --seeds summary takes them from its runs
     assert path.read_text(encoding="utf-8").count(str(sts.path)) == 1  # each cell's source is listed
 
 

@@ -1,10 +1,11 @@
 """Model cards carry the Hugging Face Hub's YAML metadata (model/card.py): parsed back by a YAML
 reader and by ``huggingface_hub.ModelCard``, with base_model only for continued pretraining."""
 
+import pytest
 import yaml
 from huggingface_hub import ModelCard
 
-from kolectra.model.card import corpora, front_matter
+from kolectra.model.card import front_matter
 from kolectra.model.export import model_card
 
 LINEAGE = ["checkpoint/sample-0123456789abcdef", "└── examples/seq128-aaaa",
@@ -16,18 +17,22 @@ def _meta(card: str) -> dict:
     return yaml.safe_load(card.split("---\n")[1])
 
 
-def test_the_front_matter_names_language_license_tags_datasets_and_metrics():
-    meta = _meta(front_matter("ElectraForPreTraining", "electra", LINEAGE))
+def test_the_front_matter_names_language_license_tags_and_metrics_and_only_hub_ids():
+    meta = _meta(front_matter("ElectraForPreTraining", "electra"))
     assert meta["language"] == "ko" and meta["license"] == "apache-2.0" and meta["library_name"] == "transformers"
     assert {"electra", "korean", "replaced-token-detection"} <= set(meta["tags"])
-    assert meta["datasets"] == ["corpus/sample-bbbb"]  # once, though the lineage names it twice
-    assert "roc_auc" in meta["metrics"] and "base_model" not in meta
+    assert "roc_auc" in meta["metrics"] and "base_model" not in meta and "datasets" not in meta
+    named = _meta(front_matter("ElectraForPreTraining", "electra", ["e9t/nsmc"],
+                               "monologg/koelectra-small-v3-discriminator"))
+    assert named["datasets"] == ["e9t/nsmc"] and named["base_model"] == "monologg/koelectra-small-v3-discriminator"
+    with pytest.raises(ValueError, match=r"--dataset: 'corpus/sample-bbbb\.\.' is not a Hugging Face Hub id"):
+        front_matter("ElectraForPreTraining", "electra", ["corpus/sample-bbbb.."])
 
 
 def test_a_generator_is_a_fill_mask_model_and_an_mlm_ablation_is_tagged_so():
     meta = _meta(front_matter("ElectraForMaskedLM", "mlm"))
     assert meta["pipeline_tag"] == "fill-mask" and "masked-language-modeling" in meta["tags"]
-    assert "datasets" not in meta and corpora(None) == []
+    assert "datasets" not in meta
 
 
 def test_the_whole_card_loads_with_huggingface_hub(tmp_path):
@@ -36,5 +41,7 @@ def test_the_whole_card_loads_with_huggingface_hub(tmp_path):
     path = tmp_path / "README.md"
     path.write_text(model_card("t", "discriminator", "ElectraForPreTraining", facts, LINEAGE), encoding="utf-8")
     card = ModelCard.load(path)
-    assert card.data.language == "ko" and card.data.base_model == "/models/koelectra-pair"
+    # a local folder and the corpus artifacts are not Hub ids: in the body, not in the metadata (issue 28)
+    assert card.data.language == "ko" and card.data.base_model is None and card.data.datasets is None
+    assert "/models/koelectra-pair" in card.text and "corpus/sample-bbbb" in card.text
     assert "## Lineage" in card.text and "## Licence" in card.text

@@ -76,7 +76,7 @@ def test_the_trainer_warns_once_then_says_when_the_run_recovers(capsys):
 
     from kolectra.model.train import watch_health
 
-    run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(warmup_steps=250)), warned=False,
+    run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(warmup_steps=250)), warned=False, expected_untrained=None,
                           health_context=_ctx)
     stuck = [_line(s) for s in (300, 400, 500)]
     climbing = [_line(s, disc_loss=0.32, disc_auc=0.69, disc_recall=0.04) for s in (600, 700)]
@@ -87,3 +87,12 @@ def test_the_trainer_warns_once_then_says_when_the_run_recovers(capsys):
     err = capsys.readouterr().err
     assert err.count("WARNING: this run has not learned") == 1
     assert err.count("learning now (step 700)") == 1 and not run.warned
+
+
+def test_an_expected_short_run_says_why_instead_of_naming_settings():
+    # kolectra run's demo: the user chose none of its settings, so no cause to "fix" is named
+    v = health.verdict([_line(s) for s in (300, 400)], _ctx(lr=3e-3, dropout=0.1, nonpad_tokens=10_000))
+    text = health.warning_text(v, "the demo trains for 600 steps")
+    assert text.startswith("WARNING: this model has not learned") and text.endswith(
+        "Expected here: the demo trains for 600 steps.")
+    assert "dropout" not in text and "learning rate" not in text

@@ -48,7 +48,8 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
             f"{fixed + len(initial) + len(continuing)}; raise vocab_size or lower limit_alphabet"
         )
     to_learn = max(0, cfg.vocab_size - fixed - len(set(initial + continuing)))
-    with bars.Bar(f"vocab: {recipe} pieces", to_learn, "piece", every=max(1, to_learn // 10), scale=True) as bar:
+    with bars.Bar(f"vocab: {recipe} pieces", to_learn, "piece", every=max(1, to_learn // 10), scale=True,
+                  min_seconds=bars.QUIET_SECONDS) as bar:
         pieces, stats = trainer.learn_pieces(
             table, budget=cfg.vocab_size - fixed, initial=initial + continuing, min_frequency=cfg.min_frequency,
             respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph, on_piece=bar.advance,

@@ -89,7 +89,8 @@ def iter_docs(corpus_dir: Path, split: str, desc: str | None = None) -> Iterator
     docs = shards.iter_documents(corpus_dir, split)
     if desc:
         total = shards.document_count(corpus_dir, split)
-        docs = bars.iterate(docs, desc, total=total, unit="doc", every=max(1, total // 10) if total else 100_000)
+        docs = bars.iterate(docs, desc, total=total, unit="doc", every=max(1, total // 10) if total else 100_000,
+                            min_seconds=bars.QUIET_SECONDS)
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
             raise ValueError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")

@@ -1,0 +1,103 @@
+"""``kolectra export REF --to DIR [--push REPO_ID]``: a checkpoint's model as a Hub-ready folder.
+
+The folder holds one network of a checkpoint artifact (``hf/discriminator`` by default, the one to
+fine-tune; ``--role generator`` for the masked LM): its weights (safetensors), config, tokenizer
+files and a model card whose metadata is valid for the Hugging Face Hub (:mod:`model.card`: Hub
+ids only, ``--dataset`` and ``--base-model`` when the user names them). The card's body, the
+training facts and lineage written at pretraining, is kept; a line says which artifact it came
+from. The artifact is verified before anything is copied.
+
+``--push REPO_ID`` uploads the folder with ``huggingface_hub``: one commit of
+``CommitOperationAdd`` per file (:func:`operations`), the repository created if absent.
+``--dry-run`` stops there and prints what the commit would hold, which is also how the tests check
+it (no network here). kolectra otherwise runs with ``HF_HUB_OFFLINE=1``; only a real push goes online.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from kolectra.core.config import ConfigError
+from kolectra.model.card import front_matter, hub_id
+from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store
+
+ROLES = ("discriminator", "generator")
+# what a Hub model folder needs; anything else in hf/<role> (none today) stays behind
+FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+         "special_tokens_map.json", "vocab.txt")
+
+
+def export(store: Store, ref: str, dest: Path, role: str = "discriminator", datasets: list[str] | None = None,
+           base_model: str | None = None) -> tuple[Artifact, Path]:
+    """Write the Hub-ready folder ``dest`` from checkpoint ``ref``; returns (the artifact, ``dest``)."""
+    if role not in ROLES:
+        raise ConfigError(f"--role: expected one of {', '.join(ROLES)}, got {role!r}")
+    for d in datasets or []:
+        hub_id(d, "--dataset")  # refused before anything is written
+    if base_model:
+        hub_id(base_model, "--base-model")
+    art = store.require(ref, "checkpoint")
+    problems = store.verify(art)
+    if problems:
+        raise ArtifactError(f"export: {art.path} fails verification: {problems[0]}")
+    src = store.local(art) / "hf" / role
+    if not (src / "config.json").is_file():
+        raise ArtifactError(f"export: {art.path} has no hf/{role}/config.json")
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in FILES:
+        if (src / name).is_file():
+            shutil.copyfile(src / name, dest / name)
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
+    objective = str(art.manifest.get("config", {}).get("objective", {}).get("objective", "electra"))
+    (dest / "README.md").write_text(card(src / "README.md", cls_name, objective, art, datasets, base_model),
+                                    encoding="utf-8")
+    return art, dest
+
+
+def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list[str] | None,
+         base_model: str | None) -> str:
+    """The pretraining card's body under fresh Hub metadata, with the artifact it was exported from."""
+    text = src.read_text(encoding="utf-8") if src.is_file() else ""
+    if text.startswith("---\n"):  # the old front matter, replaced
+        text = text.split("\n---\n", 1)[1] if "\n---\n" in text else ""
+    origin = (f"\nExported by `kolectra export` from the checkpoint artifact `{art.kind}/{art.path.name}` "
+              f"(digest `{art.manifest.get('digest', '')[:16]}`).\n")
+    return front_matter(cls_name, objective, datasets, base_model) + text.rstrip("\n") + "\n" + origin
+
+
+def operations(folder: Path) -> list:
+    """The commit a push makes: one ``CommitOperationAdd`` per file of ``folder``, paths relative to it."""
+    from huggingface_hub import CommitOperationAdd
+
+    return [CommitOperationAdd(path_in_repo=p.relative_to(folder).as_posix(), path_or_fileobj=str(p))
+            for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
+def push(folder: Path, repo_id: str, dry_run: bool, private: bool = False) -> list[str]:
+    """Upload ``folder`` as one commit to ``repo_id`` (created if absent); with ``dry_run``, only the
+    lines saying what that commit would hold. Returns the lines printed."""
+    hub_id(repo_id, "--push")
+    ops = operations(folder)
+    total = sum(Path(op.path_or_fileobj).stat().st_size for op in ops)
+    lines = [f"{'would upload' if dry_run else 'uploading'} {len(ops)} files ({total:,} bytes) to "
+             f"https://huggingface.co/{repo_id} in one commit:"]
+    lines += [f"  {op.path_in_repo}  {Path(op.path_or_fileobj).stat().st_size:,} bytes" for op in ops]
+    if dry_run:
+        return lines
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    api = HfApi()  # kolectra's CLI leaves HF_HUB_OFFLINE unset for a real push, and only for it
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        info = api.create_commit(repo_id, operations=ops, commit_message="kolectra export")
+    except OfflineModeIsEnabled:
+        raise ConfigError("--push: HF_HUB_OFFLINE is set in the environment; unset it to upload (or use "
+                          "--dry-run to see what would be uploaded)") from None
+    return lines + [f"committed: {info.commit_url}"]

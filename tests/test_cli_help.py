@@ -1,0 +1,50 @@
+"""Every ``--set KEY=`` a command's ``--help`` shows is a key that command accepts (issue 28: the
+finetune help offered ``--set train.lr=1e-3``, pretraining's key, refused there as unknown)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kolectra.finetune.tasks import TASKS
+from kolectra.pipeline.cli import COMMANDS, main
+
+STAGES = [[c] for c, cmd in COMMANDS.items() if cmd.config is not None] + [["finetune", t] for t in TASKS]
+
+
+def _help(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as done:
+        main(argv + ["--help"])
+    assert done.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines: one line of words
+
+
+def _keys(capsys, argv: list[str]) -> set[str]:
+    assert main(argv + ["--print-config", "keys"]) == 0
+    return {line.split(" = ")[0].strip() for line in capsys.readouterr().out.splitlines()
+            if " = " in line and not line.startswith("#")}
+
+
+@pytest.mark.parametrize("argv", STAGES, ids=[" ".join(a) for a in STAGES])
+def test_every_set_example_in_a_commands_help_is_one_of_its_keys(capsys, argv):
+    text = _help(capsys, argv)
+    shown = set(re.findall(r"--set ([a-z_][\w.]*)=", text))  # not the metavar KEY=VALUE
+    assert shown, text[:400]  # the --set option's own example at least
+    unknown = shown - _keys(capsys, argv)
+    assert not unknown, f"{' '.join(argv)} --help shows --set {sorted(unknown)}, which it refuses"
+
+
+def test_report_published_prints_the_docs_table(capsys):
+    from pathlib import Path
+
+    from kolectra.pipeline.published import table
+
+    assert main(["report", "--published"]) == 0
+    out = capsys.readouterr().out
+    assert "| KoELECTRA-Base-v3 | 90.63 | 84.83 / 93.45 |" in out and "ratings_test.txt, all 50,000 rows" in out
+    page = (Path(__file__).resolve().parents[1] / "docs" / "published.md").read_text(encoding="utf-8")
+    assert all(line in page for line in table())  # the page and the command show the same figures
+    assert main(["report"]) == 2  # neither an artifact nor --published: one line, exit 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--published" in err[0]

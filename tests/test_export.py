@@ -1,0 +1,97 @@
+"""``kolectra export REF --to DIR [--push REPO_ID --dry-run]`` (issue 28): a checkpoint artifact's
+discriminator as a Hub-ready folder — weights, tokenizer, a card whose metadata holds Hub ids only —
+that ``transformers`` loads alone, and the one commit a push would make, checked offline."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kolectra.core.config import to_dict
+from kolectra.model import config, train
+from kolectra.pipeline.artifacts import Request, Store
+from kolectra.pipeline.cli import main
+from tests.model_support import build_examples, build_tokenizer
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A real checkpoint artifact: the tiny preset trained for a few steps by the trainer itself."""
+    root = tmp_path_factory.mktemp("export")
+    tok = build_tokenizer(root / "tok")
+    examples = build_examples(root / "examples", tok, n=32, seq_len=32)
+    base = config.tiny()
+    cfg = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=4, batch_size=8, warmup_steps=1,
+                                                              log_every=2, cpu_threads=1))
+    store = Store(root / "store")
+    lineage = ["checkpoint/tiny-x", "└── corpus/web-0123456789abcdef"]
+    art = store.build(Request(kind="checkpoint", name="tiny", stage_version=train.STAGE_VERSION,
+                              config=to_dict(cfg)),
+                      lambda out: train.pretrain(cfg, examples, tok, out, lineage=lineage))
+    return store, art
+
+
+def _meta(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_export_writes_a_folder_transformers_loads_with_hub_metadata(checkpoint, tmp_path, capsys):
+    from transformers import AutoModel, AutoTokenizer
+
+    store, art = checkpoint
+    dest = tmp_path / "out"
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root), "--dataset", "e9t/nsmc"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(dest)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {
+        p.name for p in dest.iterdir()}
+    model, tok = AutoModel.from_pretrained(str(dest)), AutoTokenizer.from_pretrained(str(dest))
+    assert model.config.model_type == "electra" and tok.mask_token == "[MASK]"
+    card = (dest / "README.md").read_text(encoding="utf-8")
+    meta = _meta(card)
+    # Hub ids only: the named dataset, never the local corpus artifact (which stays in the lineage)
+    assert meta["datasets"] == ["e9t/nsmc"] and meta["language"] == "ko" and "base_model" not in meta
+    assert "corpus/web-0123456789abcdef" in card.split("---\n", 2)[2]
+    assert f"checkpoint artifact `checkpoint/{art.path.name}`" in card
+    from huggingface_hub import ModelCard
+
+    assert ModelCard.load(dest / "README.md").data.datasets == ["e9t/nsmc"]
+
+
+def test_push_dry_run_prints_the_commit_it_would_make(checkpoint, tmp_path, capsys):
+    from kolectra.pipeline.hub import operations
+
+    store, art = checkpoint
+    dest = tmp_path / "out"
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root), "--push", "me/kolectra-tiny",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    ops = operations(dest)
+    assert {op.path_in_repo for op in ops} == {p.name for p in dest.iterdir()}
+    assert f"would upload {len(ops)} files" in out and "https://huggingface.co/me/kolectra-tiny" in out
+    assert all(f"  {op.path_in_repo}  " in out for op in ops)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--dataset", "corpus/web..x"], "--dataset: 'corpus/web..x' is not a Hugging Face Hub id"),
+    (["--push", "not a repo"], "--push: 'not a repo' is not a Hugging Face Hub id"),
+    (["--dry-run"], "--dry-run and --private go with --push REPO_ID"),
+])
+def test_bad_export_requests_are_one_line_exit_2(checkpoint, tmp_path, capsys, extra, expected):
+    store, art = checkpoint
+    assert main(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0]
+
+
+def test_export_never_overwrites_a_folder(checkpoint, tmp_path, capsys):
+    store, art = checkpoint
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine", encoding="utf-8")
+    assert main(["export", art.id, "--to", str(tmp_path / "full"), "--out", str(store.root)]) == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
