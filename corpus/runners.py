@@ -46,7 +46,7 @@ def _from_beam(record: logging.LogRecord) -> bool:
 
 class _BeamFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not _from_beam(record) or record.levelno >= _BEAM_LEVEL[_verbosity]
+        return not _from_beam(record) or record.levelno >= _BEAM_LEVEL[verbosity()]
 
 
 _FILTER = _BeamFilter()
@@ -72,7 +72,9 @@ def set_verbosity(level: int) -> None:
 
 
 def verbosity() -> int:
-    return _verbosity
+    """The level now: the environment's (:mod:`core.verbosity`), which ``set_verbosity`` writes, so a
+    caller that restores the environment (a test, a library user) restores this too."""
+    return _core_level()
 
 
 class Interruption:
@@ -186,7 +188,7 @@ def quiet_beam_threads() -> None:
     def hook(args):
         frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback else []
         ours = any(f"{os.sep}apache_beam{os.sep}" in f.filename or f"{os.sep}grpc{os.sep}" in f.filename for f in frames)
-        if not (ours and _verbosity < VERBOSE):
+        if not (ours and verbosity() < VERBOSE):
             previous(args)
 
     hook.kolectra_quiet = True
@@ -369,7 +371,7 @@ class LocalRunner(FnApiRunner):
         try:
             # Ctrl-C: stop the workers now, for any job run here (examples too); a worker that
             # dies fails the job at once instead of leaving the runner waiting for it
-            with Interruption() as stop, WorkerWatch(stop.fail, _verbosity >= VERBOSE) as watch:
+            with Interruption() as stop, WorkerWatch(stop.fail, verbosity() >= VERBOSE) as watch:
                 try:
                     return super().run_pipeline(pipeline, options)
                 except BaseException:
