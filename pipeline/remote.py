@@ -62,7 +62,8 @@ from kolectra.pipeline.manifest import (KINDS, MANIFEST, ArtifactError, digest, 
 def upath(url: str):
     from upath import UPath  # noqa: PLC0415 - only for store roots
 
-    return UPath(url.rstrip("/"))
+    # listings not cached, as in core/storage.py: a prefix is read as it is now, never as it was
+    return UPath(url.rstrip("/"), use_listings_cache=False, skip_instance_cache=True)
 
 
 def load_remote(path) -> Artifact:
