@@ -185,6 +185,48 @@ def validate(cfg: PretrainConfig) -> None:
         raise ConfigError(f"seed: must be in [0, 2**31), got {cfg.seed}")
 
 
+# --- short runs ------------------------------------------------------------------------------
+# A run whose warm-up covers more than this share of its steps ends at or near its peak learning
+# rate (a 200-step mini run with the preset's 200-step warm-up never decays at all).
+WARMUP_MAX_SHARE = 0.2
+WARMUP_SHARE = 0.1  # what a preset's warm-up is scaled to then (the presets' own ratio for mini)
+
+
+def warmup_too_long(t: TrainConfig) -> bool:
+    """Warm-up covers more than a fifth of the run (or all of it); a run of 0 steps has none."""
+    return t.steps > 0 and t.warmup_steps > WARMUP_MAX_SHARE * t.steps
+
+
+def fit_warmup(cfg: PretrainConfig, explicit: bool) -> tuple[PretrainConfig, str | None]:
+    """A preset's warm-up, written for the preset's own steps, scaled to a tenth of a shorter run.
+
+    When ``train.warmup_steps`` comes from the preset (``explicit`` False) and covers more than a
+    fifth of ``train.steps`` (``--steps 200`` on ``mini``, whose warm-up is 200), it becomes
+    round(steps / 10), and the line returned says so; the resolved config, and with it the artifact
+    id, holds the scaled value. A warm-up the user set is kept as given: the trainer then warns in
+    one line (:func:`warmup_warning`). Returns (config, line or None)."""
+    t = cfg.train
+    if explicit or not warmup_too_long(t):
+        return cfg, None
+    scaled = int(math.floor(WARMUP_SHARE * t.steps + 0.5))
+    line = (f"warm-up scaled to {scaled} steps ({WARMUP_SHARE:.0%} of {t.steps}): the {cfg.preset} preset's "
+            f"{t.warmup_steps} would cover {min(1.0, t.warmup_steps / t.steps):.0%} of the run; set "
+            f"train.warmup_steps to choose")
+    return dataclasses.replace(cfg, train=dataclasses.replace(t, warmup_steps=scaled)), line
+
+
+def warmup_warning(t: TrainConfig) -> str | None:
+    """One line when warm-up covers more than a fifth of the run (the trainer prints it)."""
+    if not warmup_too_long(t):
+        return None
+    if t.warmup_steps >= t.steps:
+        return (f"WARNING: warm-up ({t.warmup_steps} steps) is not shorter than the run ({t.steps} steps): it "
+                f"ends at the peak learning rate, before any decay, and its health goes unchecked; lower "
+                f"train.warmup_steps (e.g. {max(1, t.steps // 10)})")
+    return (f"WARNING: warm-up ({t.warmup_steps} steps) covers {t.warmup_steps / t.steps:.0%} of the run "
+            f"({t.steps} steps), more than a fifth; consider train.warmup_steps={max(1, t.steps // 10)}")
+
+
 # --- presets --------------------------------------------------------------------------------
 
 
@@ -213,7 +255,7 @@ def mini() -> PretrainConfig:
     quarter as wide, as the paper recommends). Build its vocabulary small, ``kolectra vocab
     --vocab-size 8000``: with 35k entries the generator's softmax would take a third of the step
     (the trainer prints the split). The learning rate is high for a small model on a short budget;
-    warm-up is 10 % of the steps (set ``train.warmup_steps`` with ``train.steps``).
+    warm-up is 10 % of the steps (a shorter ``--steps`` scales it: :func:`fit_warmup`).
 
     No dropout: at these budgets a run sees the corpus about once, so there is nothing to
     regularise, and dropout slows the discriminator's escape from its class prior. Measured on the

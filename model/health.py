@@ -34,6 +34,7 @@ import dataclasses
 import math
 
 RTD_OBJECTIVES = ("electra", "electra15")
+ENDED_IN_WARMUP = "the run ended in warm-up"
 AUC_LEFT_PRIOR = 0.65  # above the identity-only plateau (0.58 measured): the discriminator uses context
 
 
@@ -117,10 +118,25 @@ def verdict(lines: list[dict], ctx: Context) -> dict:
     """The ``health`` entry of the checkpoint's stats: ``status`` ok / not_learning / unchecked."""
     found, figures = findings(lines, ctx)
     if not figures:
-        return {"status": "unchecked", "reason": "no metrics logged after warm-up", "figures": {}}
+        reason = ENDED_IN_WARMUP if 0 < ctx.total_steps <= ctx.warmup_steps else "no metrics logged after warm-up"
+        return {"status": "unchecked", "reason": reason, "figures": {}}
     if not found:
         return {"status": "ok", "figures": figures}
     return {"status": "not_learning", "problems": found, "likely_causes": likely_causes(ctx), "figures": figures}
+
+
+def status_text(health: dict) -> str:
+    """The verdict in a few words, for the model card: ``ok``, ``not_learning``, ``unchecked: <why>``."""
+    return f"unchecked: {health['reason']}" if health["status"] == "unchecked" and health.get("reason") else health["status"]
+
+
+def unchecked_text(health: dict, ctx: Context) -> str:
+    """The one line a run whose health went unchecked ends with."""
+    if health.get("reason") == ENDED_IN_WARMUP:
+        return (f"WARNING: training health unchecked: the run ended in warm-up ({ctx.total_steps} steps, warm-up "
+                f"{ctx.warmup_steps}): it stopped at its peak learning rate, and whether the model learned was not "
+                f"checked; give more steps or a shorter train.warmup_steps")
+    return f"training health unchecked: {health.get('reason', 'no metrics')}"
 
 
 def warning_text(health: dict) -> str:

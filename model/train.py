@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
-from kolectra.model.config import PretrainConfig, TrainConfig, validate
+from kolectra.model.config import PretrainConfig, TrainConfig, validate, warmup_warning
 from kolectra.model.device import Batches, Device
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
@@ -43,7 +43,8 @@ from kolectra.core.stage import StageOutput, progress
 # 3: on the CPU, inverse-CDF samples and fused AdamW (other bytes for the same request).
 # 4: CPU dropout draws from SFC64 streams; the generator's gradient written in the logits' dtype.
 # 5: the health verdict's "at the prior" needs AUC below 0.65 (was 0.7), and names dropout as a cause.
-# 6: disc AUC from 8,192 logit bins (was 64, which read up to 0.035 low): metrics and health change.
+# 6: disc AUC from 8,192 logit bins (was 64, which read up to 0.035 low): metrics and health change;
+#    a run that ends in warm-up says so (health reason, model cards).
 STAGE_VERSION = 6
 
 
@@ -118,6 +119,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
     step_fn = objectives.step_function(obj.objective)
     seq_len = inputs.index.max_seq_length
+    if dev.is_main and (line := warmup_warning(t)):
+        progress(f"pretrain: {line}")
     if dev.is_main:
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
@@ -298,6 +301,8 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     verdict = health.verdict(run.log.lines, run.health_context())
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
         progress("pretrain: " + health.warning_text(verdict))
+    if verdict["status"] == "unchecked" and dev.is_main and t.steps:
+        progress("pretrain: " + health.unchecked_text(verdict, run.health_context()))
     facts = {"objective": cfg.objective.objective, "preset": cfg.preset, "steps": t.steps,
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",
@@ -306,8 +311,10 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
              **({"initialised from": t.init_from} if t.init_from else {}),
              **({"resumed at step": run.first_step} if run.first_step else {}),
              "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),
-             "training health": verdict["status"]}
+             "training health": health.status_text(verdict)}
     warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
+    if verdict.get("reason") == health.ENDED_IN_WARMUP:
+        warnings.append(health.unchecked_text(verdict, run.health_context()))
     if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN
         raise error
     if dev.is_main:

@@ -87,3 +87,13 @@ def test_the_trainer_warns_once_then_says_when_the_run_recovers(capsys):
     err = capsys.readouterr().err
     assert err.count("WARNING: this run has not learned") == 1
     assert err.count("learning now (step 700)") == 1 and not run.warned
+
+
+def test_a_run_that_ends_in_warm_up_says_so():
+    lines = [_line(s) for s in (100, 200)]
+    v = health.verdict(lines, _ctx(warmup_steps=200, total_steps=200))
+    assert v == {"status": "unchecked", "reason": "the run ended in warm-up", "figures": {}}
+    assert health.status_text(v) == "unchecked: the run ended in warm-up"
+    text = health.unchecked_text(v, _ctx(warmup_steps=200, total_steps=200))
+    assert text.startswith("WARNING: training health unchecked: the run ended in warm-up (200 steps, warm-up 200)")
+    assert health.status_text(health.verdict(lines, _ctx())) == "unchecked: no metrics logged after warm-up"
