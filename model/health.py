@@ -33,7 +33,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-RTD_OBJECTIVES = ("electra", "electra15")
+from kolectra.model.config import RTD_OBJECTIVES  # noqa: F401  (the RTD family: the discriminator checks apply)
+
 ENDED_IN_WARMUP = "the run ended in warm-up"
 AUC_LEFT_PRIOR = 0.65  # above the identity-only plateau (0.58 measured): the discriminator uses context
 

@@ -46,6 +46,9 @@ def test_every_objective_steps_and_trains_the_right_networks(objective):
         assert pair.discriminator.generator_lm_head.weight is emb  # output layer tied to the shared embeddings
         assert torch.allclose(out.loss, out.parts["gen_loss"] + out.parts["mlm_loss"])
         assert 0 <= out.sums["mlm_correct"] <= out.sums["mlm_tokens"]
+    elif objective in config.DISC_LM_OBJECTIVES:  # mlm_then_rtd without knobs: its RTD phase
+        lm = 0.0 if objective == "mlm_then_rtd" else out.parts["disc_mlm_loss"]
+        assert torch.allclose(out.loss, out.parts["gen_loss"] + 50 * out.parts["disc_loss"] + lm)
     else:
         assert torch.allclose(out.loss, out.parts["gen_loss"] + 50 * out.parts["disc_loss"])
     if objective == "all_tokens_mlm":
