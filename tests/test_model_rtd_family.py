@@ -238,3 +238,21 @@ def test_objective_trains_and_exports_a_plain_pair(objective, kw, inputs, tmp_pa
     card = (disc_dir / "README.md").read_text()
     assert f"| objective | {objective} |" in card and f"{objective})" in card.splitlines()[card.splitlines().index("---", 1) + 2]
     assert "| recipe | mask prob" in card
+
+
+def test_objectives_benchmark_prints_one_json_line_with_every_arm():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(repo / "benchmarks" / "objectives.py"), "--quick", "--batch-size", "2",
+                           "--rounds", "1", "--arms", "hybrid,mlm+mask0.3"], capture_output=True, text=True,
+                          timeout=300, check=True)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["benchmark"] == "objectives" and result["unit"] == "tokens/s"
+    assert result["baseline"]["name"] == "electra" and set(result["results"]) == {"electra", "hybrid", "mlm+mask0.3"}
+    assert result["value"] == result["results"]["hybrid"]["tokens_per_s"] > 0 and result["ratio"] > 0
+    r = result["results"]
+    assert r["hybrid"]["flops_ratio"] > 1 and r["electra"]["study_steps_at_7.2e13"] == 2498  # the study's count
+    assert {"machine", "config"} <= set(result)
