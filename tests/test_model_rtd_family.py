@@ -256,3 +256,47 @@ def test_objectives_benchmark_prints_one_json_line_with_every_arm():
     r = result["results"]
     assert r["hybrid"]["flops_ratio"] > 1 and r["electra"]["study_steps_at_7.2e13"] == 2498  # the study's count
     assert {"machine", "config"} <= set(result)
+
+
+def test_resume_continues_the_schedules_exactly(inputs, tmp_path, monkeypatch):
+    """mlm_then_rtd with a temperature schedule, interrupted after its step-4 checkpoint and resumed:
+    the device's step counter restarts at the checkpoint's step, so every line and weight equals an
+    uninterrupted run's (the phase switch at step 6 and the temperature included)."""
+    examples, tok = inputs
+    cfg = config.tiny()
+    cfg = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, objective="mlm_then_rtd",
+                                                                 mlm_phase=0.5, temperature_start=3.0),
+                              train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=2,
+                                                        log_every=1, save_every=4, lr=3e-3))
+    straight = tmp_path / "straight"
+    train.pretrain(cfg, examples, tok, straight)
+
+    class Boom(Exception):
+        pass
+
+    real, calls = objectives.STEPS["mlm_then_rtd"], []
+
+    def dying(*a, **k):
+        calls.append(1)
+        if len(calls) == 7:
+            raise Boom
+        return real(*a, **k)
+
+    cut = tmp_path / "cut"
+    monkeypatch.setitem(objectives.STEPS, "mlm_then_rtd", dying)
+    with pytest.raises(Boom):
+        train.pretrain(cfg, examples, tok, cut)
+    monkeypatch.setitem(objectives.STEPS, "mlm_then_rtd", real)
+    train.pretrain(cfg, examples, tok, cut, resume=True)
+
+    def rows(out):
+        return [{k: v for k, v in json.loads(x).items() if k not in ("tokens_per_s", "mfu")}
+                for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+    a, b = rows(straight), rows(cut)
+    assert a == b
+    assert [r["temperature"] for r in a[:3]] == pytest.approx([3.0, 3.0 - 2 / 6, 3.0 - 4 / 6])
+    assert "disc_mlm_loss" in a[5] and "disc_loss" in a[6] and "disc_mlm_loss" not in a[6]
+    for role in ("discriminator", "generator"):
+        assert (straight / "hf" / role / "model.safetensors").read_bytes() == \
+            (cut / "hf" / role / "model.safetensors").read_bytes()
