@@ -2,9 +2,9 @@
 
 The metadata block is written by ``huggingface_hub.ModelCardData`` (the Hub's own writer), so the
 keys are the ones the Hub indexes: ``language: ko``, ``license``, ``library_name: transformers``,
-``tags`` (the objective's among them; the RTD family's
-objectives with a vocabulary head also get ``objective-<name>``), ``datasets`` (the corpus artifacts the model was trained on,
-from the lineage), ``metrics`` (what the card reports) and ``base_model`` when pretraining
+``tags`` (the objective's among them; the RTD family's objectives with a vocabulary head also get
+``objective-<name>``), ``datasets`` (the corpus artifacts the model was trained on, from the
+lineage), ``metrics`` (what the card reports) and ``base_model`` when pretraining
 continued from another pair (``train.init_from``). ``huggingface_hub.ModelCard.load(dir)`` and any
 YAML reader parse it back.
 
@@ -47,10 +47,11 @@ def _as_list(tag: str | list[str]) -> list[str]:
 def front_matter(cls_name: str, objective: str, lineage: list[str] | None = None,
                  base_model: str | None = None) -> str:
     """``---`` + YAML + ``---``: the card's metadata block (ends with a newline)."""
+    # the RTD family's objectives with a vocabulary head carry two task tags, and their own name
+    extra = [f"objective-{objective.replace('_', '-')}"] if isinstance(OBJECTIVE_TAGS.get(objective), list) else []
     data = ModelCardData(
         language="ko", license=LICENSE, library_name="transformers",
-        tags=["electra", "korean", "kolectra", *_as_list(OBJECTIVE_TAGS.get(objective, objective)),
-              *([f"objective-{objective.replace('_', '-')}"] if isinstance(OBJECTIVE_TAGS.get(objective), list) else [])],
+        tags=["electra", "korean", "kolectra", *_as_list(OBJECTIVE_TAGS.get(objective, objective)), *extra],
         datasets=corpora(lineage) or None, metrics=METRICS.get(cls_name),
         base_model=base_model or None,
         pipeline_tag="fill-mask" if cls_name == "ElectraForMaskedLM" else None,

@@ -175,7 +175,8 @@ def recipe(cfg: PretrainConfig) -> dict:
     o, m = cfg.objective, generator_shape(cfg.model)
     out: dict = {"objective": o.objective, "mask_prob": o.mask_prob}
     if o.objective != "mlm":
-        out["generator"] = (f"{m.generator_hidden} hidden x {m.generator_layers} layers, {m.generator_heads} head{'s' if m.generator_heads != 1 else ''}"
+        heads = f"{m.generator_heads} head" + ("s" if m.generator_heads != 1 else "")
+        out["generator"] = (f"{m.generator_hidden} hidden x {m.generator_layers} layers, {heads}"
                             + (f" (width {m.generator_width:g} of the discriminator)" if m.generator_width else ""))
         out["temperature"] = (f"{o.temperature_start:g} falling to {o.temperature:g} over the first "
                               f"{o.temperature_decay:.0%} of the steps" if o.temperature_start else f"{o.temperature:g}")

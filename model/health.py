@@ -128,7 +128,9 @@ def verdict(lines: list[dict], ctx: Context) -> dict:
 
 def status_text(health: dict) -> str:
     """The verdict in a few words, for the model card: ``ok``, ``not_learning``, ``unchecked: <why>``."""
-    return f"unchecked: {health['reason']}" if health["status"] == "unchecked" and health.get("reason") else health["status"]
+    if health["status"] == "unchecked" and health.get("reason"):
+        return f"unchecked: {health['reason']}"
+    return health["status"]
 
 
 def unchecked_text(health: dict, ctx: Context) -> str:
