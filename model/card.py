@@ -2,9 +2,10 @@
 
 The metadata block is written by ``huggingface_hub.ModelCardData`` (the Hub's own writer), so the
 keys are the ones the Hub indexes: ``language: ko``, ``license``, ``library_name: transformers``,
-``tags`` (the objective among them) and ``metrics`` (what the card reports). ``datasets`` and
-``base_model`` hold Hub ids, which the Hub links and checks, so they are written only when the
-user names them (``kolectra export --dataset ID --base-model ID``): the corpus artifacts and a local
+``tags`` (the objective among them; the RTD family's objectives with a vocabulary head also get
+``objective-<name>``) and ``metrics`` (what the card reports). ``datasets`` and ``base_model`` hold
+Hub ids, which the Hub links and checks, so they are written only when the user names them
+(``kolectra export --dataset ID --base-model ID``): the corpus artifacts and a local
 ``train.init_from`` folder are not Hub ids and stay in the card's body (its lineage and facts).
 ``huggingface_hub.ModelCard.load(dir)`` and any YAML reader parse it back.
 
@@ -19,7 +20,10 @@ from huggingface_hub import ModelCardData
 LICENSE = "apache-2.0"
 OBJECTIVE_TAGS = {"electra": "replaced-token-detection", "electra15": "replaced-token-detection",
                   "mlm": "masked-language-modeling", "replace_mlm": "masked-language-modeling",
-                  "all_tokens_mlm": "masked-language-modeling"}
+                  "all_tokens_mlm": "masked-language-modeling",
+                  "hybrid": ["replaced-token-detection", "masked-language-modeling"],
+                  "corrective": ["replaced-token-detection", "corrective-language-modeling"],
+                  "mlm_then_rtd": ["masked-language-modeling", "replaced-token-detection"]}
 # what each exported network's card reports (metric ids as the Hub names them)
 METRICS = {"ElectraForPreTraining": ["accuracy", "precision", "recall", "roc_auc"],
            "ElectraForMaskedLM": ["accuracy"]}
@@ -37,13 +41,19 @@ def hub_id(value: str, what: str) -> str:
     return value
 
 
+def _as_list(tag: str | list[str]) -> list[str]:
+    return tag if isinstance(tag, list) else [tag]
+
+
 def front_matter(cls_name: str, objective: str, datasets: list[str] | None = None,
                  base_model: str | None = None) -> str:
     """``---`` + YAML + ``---``: the card's metadata block (ends with a newline). ``datasets`` and
     ``base_model``: Hub ids the user named (checked), never local artifact names or folders."""
+    # the RTD family's objectives with a vocabulary head carry two task tags, and their own name
+    extra = [f"objective-{objective.replace('_', '-')}"] if isinstance(OBJECTIVE_TAGS.get(objective), list) else []
     data = ModelCardData(
         language="ko", license=LICENSE, library_name="transformers",
-        tags=["electra", "korean", "kolectra", OBJECTIVE_TAGS.get(objective, objective)],
+        tags=["electra", "korean", "kolectra", *_as_list(OBJECTIVE_TAGS.get(objective, objective)), *extra],
         datasets=[hub_id(d, "--dataset") for d in datasets or []] or None, metrics=METRICS.get(cls_name),
         base_model=hub_id(base_model, "--base-model") if base_model else None,
         pipeline_tag="fill-mask" if cls_name == "ElectraForMaskedLM" else None,

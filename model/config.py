@@ -22,9 +22,20 @@ from kolectra.core.config import ConfigError
 #   mlm             BERT: the discriminator-sized encoder trained as a masked LM, no generator
 #   replace_mlm     an MLM whose masked positions hold generator samples instead of [MASK]
 #   all_tokens_mlm  like replace_mlm, but predicting every token, with the paper's copy mechanism
-OBJECTIVES = ("electra", "electra15", "mlm", "replace_mlm", "all_tokens_mlm")
+# and RTD-family objectives that give the discriminator a vocabulary head besides its RTD head
+# (kolectra.model.objectives; the head is a pretraining device and is not exported):
+#   hybrid          RTD on every token + a masked LM at the masked slots (objective.disc_mlm_weight)
+#   corrective      RTD on every token + correcting the masked slots: which original token stood
+#                   there, through a copy mechanism on the RTD head (COCO-LM's idea, Meng et al. 2021)
+#   mlm_then_rtd    a masked LM on [MASK]-ed input for objective.mlm_phase of the steps, then RTD;
+#                   the generator trains throughout
+OBJECTIVES = ("electra", "electra15", "mlm", "replace_mlm", "all_tokens_mlm", "hybrid", "corrective", "mlm_then_rtd")
 # Objectives whose main network is a masked LM (exported as ElectraForMaskedLM).
 MLM_OBJECTIVES = ("mlm", "replace_mlm", "all_tokens_mlm")
+# Objectives whose discriminator also carries a vocabulary head (exported as ElectraForPreTraining, without it).
+DISC_LM_OBJECTIVES = ("hybrid", "corrective", "mlm_then_rtd")
+# Replaced token detection and its family: the discriminator is an ElectraForPreTraining.
+RTD_OBJECTIVES = ("electra", "electra15", *DISC_LM_OBJECTIVES)
 DEVICES = ("cpu", "cuda", "xla")
 EMBEDDING_SHARING = ("es", "gdes", "none")
 SCHEDULES = ("warmup_then_decay", "warmup_times_decay")  # see kolectra.model.optim
@@ -45,6 +56,11 @@ class ModelConfig:
     generator_layers: int = 12
     generator_heads: int = 1
     generator_intermediate: int = 256
+    # The generator's width as a share of the discriminator's (the paper: 1/4 to 1/2; ELECTRA-Small's
+    # release used 1): 0 = the generator_* keys as given; e.g. 0.25, 0.5 or 1.0 sets generator_hidden,
+    # generator_intermediate and generator_heads to that share of hidden, intermediate and heads
+    # (heads at least 1), overriding them (:func:`generator_shape`).
+    generator_width: float = 0.0
     max_position: int = 512
     type_vocab_size: int = 2
     dropout: float = 0.1
@@ -68,6 +84,17 @@ class ObjectiveConfig:
     random_token_prob: float = 0.0
     disc_weight: float = 50.0
     temperature: float = 1.0
+    # Replacement-temperature schedule (Fast-ELECTRA's curriculum, Dong et al. 2023): 0 = none (a
+    # constant ``temperature``); > 0: samples are drawn at temperature_start, falling linearly to
+    # ``temperature`` over the first temperature_decay share of the steps, then staying there. Hotter
+    # samples are flatter, so replacements are easier to spot early on.
+    temperature_start: float = 0.0
+    temperature_decay: float = 0.5
+    # hybrid / corrective / mlm_then_rtd: the weight of the discriminator's vocabulary-head loss (its
+    # masked LM, or the correction), next to generator 1 and RTD disc_weight.
+    disc_mlm_weight: float = 1.0
+    # mlm_then_rtd: the share of the steps in which the discriminator trains as a masked LM.
+    mlm_phase: float = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +155,40 @@ class PretrainConfig:
         return self.train.device
 
 
+def generator_shape(m: ModelConfig) -> ModelConfig:
+    """``m`` with the generator's hidden size, intermediate size and heads set from
+    ``generator_width`` (unchanged when it is 0). Heads: the share of the discriminator's, rounded, at
+    least 1, and a divisor of the generator's hidden size (mini at 0.25: 32 hidden, 1 head, 128; small
+    at 0.25: 64, 1, 256, the paper's ELECTRA-Small generator; base at 1/3: 256, 4, 1024)."""
+    w = m.generator_width
+    if not w:
+        return m
+    hidden = max(1, math.floor(w * m.hidden + 0.5))
+    heads = math.gcd(hidden, max(1, math.floor(w * m.heads + 0.5)))
+    return dataclasses.replace(m, generator_hidden=hidden, generator_heads=heads,
+                               generator_intermediate=max(1, math.floor(w * m.intermediate + 0.5)))
+
+
+def recipe(cfg: PretrainConfig) -> dict:
+    """What sets the objective's recipe apart, for the model card and the manifest's stats: the
+    objective, mask rate, generator shape, replacement temperature and the objective's own weights."""
+    o, m = cfg.objective, generator_shape(cfg.model)
+    out: dict = {"objective": o.objective, "mask_prob": o.mask_prob}
+    if o.objective != "mlm":
+        heads = f"{m.generator_heads} head" + ("s" if m.generator_heads != 1 else "")
+        out["generator"] = (f"{m.generator_hidden} hidden x {m.generator_layers} layers, {heads}"
+                            + (f" (width {m.generator_width:g} of the discriminator)" if m.generator_width else ""))
+        out["temperature"] = (f"{o.temperature_start:g} falling to {o.temperature:g} over the first "
+                              f"{o.temperature_decay:.0%} of the steps" if o.temperature_start else f"{o.temperature:g}")
+    if o.objective in RTD_OBJECTIVES:
+        out["disc_weight"] = o.disc_weight
+    if o.objective in DISC_LM_OBJECTIVES:
+        out["disc_mlm_weight"] = o.disc_mlm_weight
+    if o.objective == "mlm_then_rtd":
+        out["mlm_phase"] = o.mlm_phase
+    return out
+
+
 def validate(cfg: PretrainConfig) -> None:
     """Reject inconsistent settings up front with a message naming the key."""
     m, o, t = cfg.model, cfg.objective, cfg.train
@@ -141,6 +202,15 @@ def validate(cfg: PretrainConfig) -> None:
         raise ConfigError("objective.mask_token_prob + objective.random_token_prob must lie in [0, 1]")
     if o.temperature <= 0:
         raise ConfigError(f"objective.temperature: must be > 0, got {o.temperature}")
+    if o.temperature_start < 0 or not math.isfinite(o.temperature_start):
+        raise ConfigError(f"objective.temperature_start: must be 0 (no schedule) or > 0, got {o.temperature_start}")
+    if not 0.0 < o.temperature_decay <= 1.0:
+        raise ConfigError(f"objective.temperature_decay: must be in (0, 1], got {o.temperature_decay}")
+    if not 0.0 < o.mlm_phase < 1.0:
+        raise ConfigError(f"objective.mlm_phase: must be in (0, 1), got {o.mlm_phase}")
+    if not 0.0 <= m.generator_width <= 1.0:
+        raise ConfigError(f"model.generator_width: must be 0 (the generator_* keys) or in (0, 1], "
+                          f"got {m.generator_width}")
     if m.embedding_sharing not in EMBEDDING_SHARING:
         raise ConfigError(f"model.embedding_sharing: expected one of {list(EMBEDDING_SHARING)}, "
                           f"got {m.embedding_sharing!r}")
@@ -156,12 +226,15 @@ def validate(cfg: PretrainConfig) -> None:
             raise ConfigError(f"model.{key}: must be in [0, 1), got {getattr(m, key)}")
     if not (math.isfinite(t.lr) and t.lr > 0):
         raise ConfigError(f"train.lr: must be a finite number > 0, got {t.lr}")
-    for group, key in (("train", "clip"), ("train", "weight_decay"), ("train", "adam_eps"), ("objective", "disc_weight")):
+    for group, key in (("train", "clip"), ("train", "weight_decay"), ("train", "adam_eps"), ("objective", "disc_weight"),
+                       ("objective", "disc_mlm_weight")):
         value = getattr(t if group == "train" else o, key)
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"{group}.{key}: must be a finite number >= 0, got {value}")
     if m.hidden % m.heads:
         raise ConfigError(f"model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
+    if m.generator_width:
+        m = generator_shape(m)
     if m.generator_hidden % m.generator_heads:
         raise ConfigError(
             f"model.generator_hidden ({m.generator_hidden}) must be divisible by "
@@ -183,6 +256,48 @@ def validate(cfg: PretrainConfig) -> None:
             raise ConfigError(f"train.{key}: must be >= 0, got {getattr(t, key)}")
     if not 0 <= cfg.seed < 2**31:  # numpy's and every device's generators take it (plus the rank)
         raise ConfigError(f"seed: must be in [0, 2**31), got {cfg.seed}")
+
+
+# --- short runs ------------------------------------------------------------------------------
+# A run whose warm-up covers more than this share of its steps ends at or near its peak learning
+# rate (a 200-step mini run with the preset's 200-step warm-up never decays at all).
+WARMUP_MAX_SHARE = 0.2
+WARMUP_SHARE = 0.1  # what a preset's warm-up is scaled to then (the presets' own ratio for mini)
+
+
+def warmup_too_long(t: TrainConfig) -> bool:
+    """Warm-up covers more than a fifth of the run (or all of it); a run of 0 steps has none."""
+    return t.steps > 0 and t.warmup_steps > WARMUP_MAX_SHARE * t.steps
+
+
+def fit_warmup(cfg: PretrainConfig, explicit: bool) -> tuple[PretrainConfig, str | None]:
+    """A preset's warm-up, written for the preset's own steps, scaled to a tenth of a shorter run.
+
+    When ``train.warmup_steps`` comes from the preset (``explicit`` False) and covers more than a
+    fifth of ``train.steps`` (``--steps 200`` on ``mini``, whose warm-up is 200), it becomes
+    round(steps / 10), and the line returned says so; the resolved config, and with it the artifact
+    id, holds the scaled value. A warm-up the user set is kept as given: the trainer then warns in
+    one line (:func:`warmup_warning`). Returns (config, line or None)."""
+    t = cfg.train
+    if explicit or not warmup_too_long(t):
+        return cfg, None
+    scaled = int(math.floor(WARMUP_SHARE * t.steps + 0.5))
+    line = (f"warm-up scaled to {scaled} steps ({WARMUP_SHARE:.0%} of {t.steps}): the {cfg.preset} preset's "
+            f"{t.warmup_steps} would cover {min(1.0, t.warmup_steps / t.steps):.0%} of the run; set "
+            f"train.warmup_steps to choose")
+    return dataclasses.replace(cfg, train=dataclasses.replace(t, warmup_steps=scaled)), line
+
+
+def warmup_warning(t: TrainConfig) -> str | None:
+    """One line when warm-up covers more than a fifth of the run (the trainer prints it)."""
+    if not warmup_too_long(t):
+        return None
+    if t.warmup_steps >= t.steps:
+        return (f"WARNING: warm-up ({t.warmup_steps} steps) is not shorter than the run ({t.steps} steps): it "
+                f"ends at the peak learning rate, before any decay, and its health goes unchecked; lower "
+                f"train.warmup_steps (e.g. {max(1, t.steps // 10)})")
+    return (f"WARNING: warm-up ({t.warmup_steps} steps) covers {t.warmup_steps / t.steps:.0%} of the run "
+            f"({t.steps} steps), more than a fifth; consider train.warmup_steps={max(1, t.steps // 10)}")
 
 
 # --- presets --------------------------------------------------------------------------------
@@ -213,7 +328,7 @@ def mini() -> PretrainConfig:
     quarter as wide, as the paper recommends). Build its vocabulary small, ``kolectra vocab
     --vocab-size 8000``: with 35k entries the generator's softmax would take a third of the step
     (the trainer prints the split). The learning rate is high for a small model on a short budget;
-    warm-up is 10 % of the steps (set ``train.warmup_steps`` with ``train.steps``).
+    warm-up is 10 % of the steps (a shorter ``--steps`` scales it: :func:`fit_warmup`).
 
     No dropout: at these budgets a run sees the corpus about once, so there is nothing to
     regularise, and dropout slows the discriminator's escape from its class prior. Measured on the

@@ -23,6 +23,9 @@ For the MLM ablations (paper section 3.2) the discriminator-sized network is a m
 instead (``ElectraForMaskedLM``, its output layer tied to the same embeddings); the plain "BERT"
 baseline has no generator, and "All-Tokens MLM" adds the paper's copy head (a sigmoid per token,
 built like the discriminator's head).
+The RTD family's hybrid, corrective and mlm_then_rtd objectives keep ``ElectraForPreTraining`` and
+add :class:`DiscriminatorLMHead`, a vocabulary head beside it (not exported). The generator's width
+may be set as a share of the discriminator's (``model.generator_width``).
 
 The forward helpers below take a prebuilt 4-D additive attention bias: transformers 5 returns a
 4-D mask unchanged (``masking_utils._preprocess_mask_arguments``), whereas a 2-D mask goes
@@ -39,9 +42,9 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
-from transformers.models.electra.modeling_electra import ElectraDiscriminatorPredictions
+from transformers.models.electra.modeling_electra import ElectraDiscriminatorPredictions, ElectraGeneratorPredictions
 
-from kolectra.model.config import MLM_OBJECTIVES, ModelConfig
+from kolectra.model.config import DISC_LM_OBJECTIVES, MLM_OBJECTIVES, ModelConfig, generator_shape
 
 # The embedding tables GDES ties (every table of ElectraEmbeddings; its LayerNorm stays each network's own).
 TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
@@ -89,7 +92,9 @@ def plain_state_dict(net: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def hf_configs(cfg: ModelConfig, vocab_size: int, pad_id: int) -> tuple[ElectraConfig, ElectraConfig]:
-    """(discriminator, generator) ElectraConfigs; both use the same embedding shapes."""
+    """(discriminator, generator) ElectraConfigs; both use the same embedding shapes. The generator's
+    width comes from ``model.generator_width`` when set (:func:`kolectra.model.config.generator_shape`)."""
+    cfg = generator_shape(cfg)
     common = dict(
         vocab_size=vocab_size, embedding_size=cfg.embedding_size, max_position_embeddings=cfg.max_position,
         type_vocab_size=cfg.type_vocab_size, hidden_dropout_prob=cfg.dropout,
@@ -101,6 +106,23 @@ def hf_configs(cfg: ModelConfig, vocab_size: int, pad_id: int) -> tuple[ElectraC
                         num_attention_heads=cfg.generator_heads, intermediate_size=cfg.generator_intermediate,
                         tie_word_embeddings=True, **common)
     return disc, gen
+
+
+class DiscriminatorLMHead(nn.Module):
+    """A vocabulary head on the discriminator (hybrid, corrective, mlm_then_rtd): ELECTRA's generator
+    head (dense to the embedding size, GELU, LayerNorm) and an output layer whose weight is the
+    discriminator's word-embedding table, read at call time (with GDES that table is a
+    parametrization, recomputed from the generator's table and the delta), plus its own bias.
+
+    Not part of ``ElectraForPreTraining``: it stays out of the export, as All-Tokens MLM's copy head does."""
+
+    def __init__(self, config: ElectraConfig):
+        super().__init__()
+        self.predictions = ElectraGeneratorPredictions(config)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, h: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(self.predictions(h), word_embeddings, self.bias)
 
 
 class ElectraPair(nn.Module):
@@ -132,6 +154,8 @@ class ElectraPair(nn.Module):
             self.generator.generator_lm_head.weight = self.generator.electra.embeddings.word_embeddings.weight
         # All-Tokens MLM's copy probability D(x, t) (paper section 3.2), a per-token sigmoid.
         self.copy_head = ElectraDiscriminatorPredictions(disc_config) if objective == "all_tokens_mlm" else None
+        # hybrid / corrective / mlm_then_rtd: the discriminator's vocabulary head (not exported).
+        self.disc_lm_head = DiscriminatorLMHead(disc_config) if objective in DISC_LM_OBJECTIVES else None
 
     @property
     def embeddings(self) -> nn.Module:
@@ -167,6 +191,17 @@ class ElectraPair(nn.Module):
                                        position_ids=position_BL).last_hidden_state
         h_BNH = torch.gather(h_BLH, 1, positions_BN.unsqueeze(-1).expand(-1, -1, h_BLH.shape[-1]))
         return self.generator.generator_lm_head(self.generator.generator_predictions(h_BNH))
+
+    def discriminator_outputs(self, ids_BL, types_BL, bias, positions_BN, position_BL=None
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One discriminator pass, both heads: RTD logits at every token [B, L] and the vocabulary
+        head's logits at the N chosen positions only [B, N, V] (hybrid, corrective, mlm_then_rtd)."""
+        net = self.discriminator
+        h_BLH = net.electra(input_ids=ids_BL, attention_mask=bias, token_type_ids=types_BL,
+                            position_ids=position_BL).last_hidden_state
+        h_BNH = torch.gather(h_BLH, 1, positions_BN.unsqueeze(-1).expand(-1, -1, h_BLH.shape[-1]))
+        return (net.discriminator_predictions(h_BLH),
+                self.disc_lm_head(h_BNH, net.electra.embeddings.word_embeddings.weight))
 
     def discriminator_logits(self, ids_BL, types_BL, bias, position_BL=None) -> torch.Tensor:
         """One logit per token, "replaced" > 0: [B, L]."""
@@ -221,8 +256,12 @@ def flops_by_part(cfg: ModelConfig, vocab_size: int, seq_len: int, n_masked: int
     ``body``: both encoders (matmuls and attention); ``generator_head``: the generator's dense
     layer and vocabulary softmax, at the ``n_masked`` positions only; ``discriminator_head``: the
     per-token RTD head (and All-Tokens MLM's copy head); ``mlm_head``: the discriminator-sized
-    masked LM's vocabulary softmax (MLM ablations: at the masked slots, All-Tokens MLM everywhere).
+    masked LM's vocabulary softmax (MLM ablations: at the masked slots, All-Tokens MLM everywhere;
+    hybrid, corrective and mlm_then_rtd: the discriminator's vocabulary head at the masked slots).
+    mlm_then_rtd runs both discriminator heads at every step (one graph; a weight picks the phase),
+    so every step counts both. The generator's shape follows ``generator_width`` when set.
     """
+    cfg = generator_shape(cfg)
     L = seq_len
     has_gen = objective != "mlm"
     gen_layers = cfg.generator_layers if has_gen else 0
@@ -239,6 +278,8 @@ def flops_by_part(cfg: ModelConfig, vocab_size: int, seq_len: int, n_masked: int
         parts["mlm_head"] = n_masked * 6 * mlm_head
     elif objective == "all_tokens_mlm":
         parts["mlm_head"], parts["discriminator_head"] = L * 6 * mlm_head, L * 6 * rtd_head
+    elif objective in DISC_LM_OBJECTIVES:
+        parts["mlm_head"], parts["discriminator_head"] = n_masked * 6 * mlm_head, L * 6 * rtd_head
     else:
         parts["discriminator_head"] = L * 6 * rtd_head
     return parts

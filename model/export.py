@@ -15,7 +15,8 @@ discriminator-sized network is a masked LM, so ``hf/discriminator`` holds an
 ``ElectraForMaskedLM`` (architectures = ElectraForMaskedLM). ``AutoModel`` and every
 ``ElectraFor*`` task class load its encoder (``electra.*``) as usual, which is all fine-tuning
 needs; ``ElectraForPreTraining`` would start a fresh RTD head. All-Tokens MLM's copy head is a
-pretraining device and is not exported. ``hf/generator`` is the generator; the plain "mlm"
+pretraining device and is not exported, nor is the vocabulary head of hybrid, corrective and
+mlm_then_rtd, whose ``hf/discriminator`` is a stock ``ElectraForPreTraining`` as for ELECTRA. ``hf/generator`` is the generator; the plain "mlm"
 (BERT) baseline has none, so there it is the trained masked LM itself, for the same uses
 (fill-mask, continued pretraining).
 """

@@ -5,19 +5,24 @@ The objective returns additive device tensors (loss shares, counts, logit histog
 back in ONE transfer (``Device.read_back``) only when a line is written every ``log_every``
 steps, so the steps in between never wait for the device. A line holds, for the window since the previous one:
 
-- ``loss`` and its terms (``gen_loss``, ``disc_loss`` or ``mlm_loss``), ``grad_norm``: means per step;
+- ``loss`` and its terms (``gen_loss``, ``disc_loss`` or ``mlm_loss``, ``disc_mlm_loss`` for the
+  discriminator's vocabulary head), ``grad_norm``, ``temperature`` (a replacement-temperature
+  schedule): means per step (mlm_then_rtd: ``disc_loss`` and ``disc_mlm_loss`` over the steps of
+  their own phase, left out of a window without any, with the ratios of that phase);
 - ``gen_acc`` (generator argmax = original at masked slots), ``replaced_share`` (masked slots whose
   sample differs from the original), ``disc_acc`` / ``disc_precision`` / ``disc_recall`` (class
-  "replaced"), ``disc_auc`` (from 64-bin logit histograms: exact up to ties within a bin),
-  ``mlm_acc`` for the MLM ablations: ratios of window sums;
+  "replaced"), ``disc_auc`` (from 8,192-bin logit histograms, :data:`model.rtd.AUC_BINS`: within 1e-4 of the exact
+  AUC on a plateau's logits; the 64 bins used before read 0.002-0.035 low),
+  ``mlm_acc`` for the MLM ablations, ``disc_mlm_acc`` for the discriminator's vocabulary head:
+  ratios of window sums;
 - ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
   second over the devices' peak, when a peak figure is known) and device extras.
 
 Values are averaged over ranks. Only rank 0 writes. It also writes every line, as scalars, with
 TensorBoard's own writer (``torch.utils.tensorboard.SummaryWriter``) into ``tensorboard/`` beside
 metrics.jsonl, so ``tensorboard --logdir ARTIFACT/tensorboard`` shows a run live. Tags, grouped by
-prefix (:data:`TAGS`): ``loss/{total,generator,discriminator,mlm}``, ``train/{lr,grad_norm}``,
-``gen/{acc,replaced_share}``, ``disc/{acc,precision,recall,auc}``, ``mlm/acc``,
+prefix (:data:`TAGS`): ``loss/{total,generator,discriminator,mlm,disc_mlm}``, ``train/{lr,grad_norm}``,
+``gen/{acc,replaced_share,temperature}``, ``disc/{acc,precision,recall,auc,mlm_acc}``, ``mlm/acc``,
 ``perf/{tokens_per_s,mfu}``, and ``device/<field>`` for the device extras (e.g.
 ``device/xla_compiles``); ``step`` is the event's step, its wall time the time the line was
 written, and None (a NaN or inf) is left out. SummaryWriter names its file after the time, host
@@ -43,9 +48,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.tensorboard import SummaryWriter
 
 from kolectra.core.bars import Bar
+from kolectra.model.rtd import AUC_BINS
 
 # Per-step quantities, averaged over the steps of a window.
-MEAN_KEYS = ("loss", "gen_loss", "disc_loss", "mlm_loss", "grad_norm")
+MEAN_KEYS = ("loss", "gen_loss", "disc_loss", "mlm_loss", "disc_mlm_loss", "grad_norm", "temperature")
+# mlm_then_rtd's phases: a loss averaged over the steps of its own phase (the sum of the phase's 0/1
+# weights), and left out of a window with none; the same for the ratios of that phase.
+PHASE_STEPS = {"disc_loss": "rtd_steps", "disc_mlm_loss": "mlm_steps"}
 # name -> (numerator, denominator), both window sums.
 RATIOS = {
     "gen_acc": ("gen_correct", "masked"),
@@ -56,11 +65,15 @@ RATIOS = {
     # the discriminator's class prior: the share of its tokens that were replaced (model.health)
     "replaced_token_share": ("disc_replaced", "disc_tokens"),
     "mlm_acc": ("mlm_correct", "mlm_tokens"),
+    # the discriminator's vocabulary head (hybrid, corrective, mlm_then_rtd): argmax (corrective: the
+    # copy-or-head prediction) = original at the masked slots
+    "disc_mlm_acc": ("disc_mlm_correct", "disc_mlm_tokens"),
 }
 # The metrics every objective reports (the rest depend on the objective).
 METRIC_KEYS = ("loss", "gen_loss", "grad_norm")
 # metrics.jsonl field -> TensorBoard tag; any other field is a device extra, tagged "device/<field>".
 TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/discriminator", "mlm_loss": "loss/mlm",
+        "disc_mlm_loss": "loss/disc_mlm", "disc_mlm_acc": "disc/mlm_acc", "temperature": "gen/temperature",
         "lr": "train/lr", "grad_norm": "train/grad_norm", "gen_acc": "gen/acc", "replaced_share": "gen/replaced_share",
         "replaced_token_share": "disc/replaced_token_share",
         "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
@@ -82,8 +95,13 @@ def progress_text(line: dict) -> str:
         v = line.get(key)
         return "nan" if v is None else format(v, spec)
 
-    second = (f"disc {f('disc_loss', '.4f')}, AUC {f('disc_auc', '.2f')}, replaced {f('replaced_share', '.0%')}"
-              if "disc_loss" in line else f"mlm {f('mlm_loss', '.3f')}")
+    if "disc_loss" in line:
+        second = f"disc {f('disc_loss', '.4f')}, AUC {f('disc_auc', '.2f')}, replaced {f('replaced_share', '.0%')}"
+        second += f", disc MLM {f('disc_mlm_loss', '.3f')}" if "disc_mlm_loss" in line else ""
+    elif "disc_mlm_loss" in line:
+        second = f"disc MLM {f('disc_mlm_loss', '.3f')}"
+    else:
+        second = f"mlm {f('mlm_loss', '.3f')}"
     mfu = f" MFU {f('mfu', '.1%')}" if "mfu" in line else ""
     return (f"loss {f('loss', '.4f')} (gen {f('gen_loss', '.3f')}, {second}) lr {f('lr', '.2e')} "
             f"{f('tokens_per_s', ',.0f')} tok/s{mfu}")
@@ -104,17 +122,25 @@ def auc_from_histograms(pos: list[float], neg: list[float]) -> float | None:
 def summarize(sums: dict[str, list[float] | float], steps: int) -> dict[str, float]:
     """Window sums -> the metrics of one line (keys without data are left out)."""
     out: dict[str, float] = {}
+    idle = {k for k, phase in PHASE_STEPS.items() if phase in sums and sums[phase] <= 0}
     for k in MEAN_KEYS:
-        if k in sums:
-            out[k] = sums[k] / max(steps, 1)
+        if k in sums and k not in idle:
+            out[k] = sums[k] / (sums[PHASE_STEPS[k]] if k in PHASE_STEPS and PHASE_STEPS[k] in sums else max(steps, 1))
     for name, (num, den) in RATIOS.items():
-        if num in sums and den in sums:
+        if num in sums and den in sums and not _idle_ratio(name, idle):
             out[name] = sums[num] / sums[den] if sums[den] > 0 else 0.0
-    if "hist_replaced" in sums:
+    if "hist_replaced" in sums and "disc_loss" not in idle:
         auc = auc_from_histograms(sums["hist_replaced"], sums["hist_original"])
         if auc is not None:
             out["disc_auc"] = auc
     return out
+
+
+def _idle_ratio(name: str, idle: set[str]) -> bool:
+    """Whether ratio ``name`` belongs to a phase with no steps in the window (mlm_then_rtd)."""
+    if name.startswith("disc_mlm"):
+        return "disc_mlm_loss" in idle
+    return (name.startswith("disc_") or name == "replaced_token_share") and "disc_loss" in idle
 
 
 def scalars(line: dict) -> dict[str, float]:
@@ -190,7 +216,10 @@ class MetricsLog:
                 "steps": self.steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.sums = {k: v.to(self.dev.torch_device) for k, v in state["sums"].items()}
+        # A checkpoint written with another number of AUC bins (64 before stage version 6): its
+        # window's histograms are dropped, so that window's AUC covers the steps after the resume.
+        self.sums = {k: v.to(self.dev.torch_device) for k, v in state["sums"].items()
+                     if not (k.startswith("hist_") and v.shape[-1] != AUC_BINS)}
         self.tokens, self.steps = int(state["tokens"]), int(state["steps"])
 
     # -- logging ----------------------------------------------------------------------------

@@ -27,7 +27,8 @@ from typing import Callable
 import torch
 
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
-from kolectra.model.config import PretrainConfig, TrainConfig, validate
+from kolectra.model.config import PretrainConfig, TrainConfig, validate, warmup_warning
+from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
@@ -43,7 +44,10 @@ from kolectra.core.stage import StageOutput, progress
 # 3: on the CPU, inverse-CDF samples and fused AdamW (other bytes for the same request).
 # 4: CPU dropout draws from SFC64 streams; the generator's gradient written in the logits' dtype.
 # 5: the health verdict's "at the prior" needs AUC below 0.65 (was 0.7), and names dropout as a cause.
-STAGE_VERSION = 6  # 6: the model cards' metadata lists no local corpus artifacts or init_from folder
+# 6: disc AUC from 8,192 logit bins (was 64, which read up to 0.035 low): metrics and health change;
+#    a run that ends in warm-up says so (health reason, model cards); stats and cards gain "recipe";
+#    the model cards' metadata lists no local corpus artifacts or init_from folder.
+STAGE_VERSION = 6
 
 
 class TrainingDiverged(ValueError):
@@ -81,6 +85,8 @@ class Run:
     # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
     t_start: float = 0.0
     wall_before: float = 0.0
+    # the 0-based step on the device, for schedules computed there (objectives.knobs); None: nothing scheduled
+    step_t: torch.Tensor | None = None
 
     def wall_seconds(self) -> float:
         """The whole run's wall time so far, earlier processes of a resumed run included."""
@@ -118,6 +124,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
     step_fn = objectives.step_function(obj.objective)
     seq_len = inputs.index.max_seq_length
+    if dev.is_main and (line := warmup_warning(t)):
+        progress(f"pretrain: {line}")
     if dev.is_main:
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
@@ -153,6 +161,11 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
               torch.compile(step_fn) if t.compile else step_fn, log, first, flops_per_step, share,
               t.peak_tflops * 1e12 or dev.peak_flops(), where, t_start=t_start or time.perf_counter(),
               wall_before=wall_before)
+    if objectives.knobs(obj, torch.zeros(()), max(t.steps, 1)) is not None:
+        run.step_t = torch.full((), float(first), device=dev.torch_device)
+    if obj.objective == "mlm_then_rtd" and dev.is_main:
+        progress(f"pretrain: the discriminator trains as a masked LM for the first "
+                 f"{objectives.mlm_steps(obj, t.steps)} steps ({obj.mlm_phase:.0%}), then as ELECTRA's RTD")
     log.on_line = lambda line, lines: watch_health(run, lines)
     return run
 
@@ -180,12 +193,18 @@ def train_step(run: Run, step: int) -> None:
     # The step's masked slots and tokens, counted on the device: the micro-steps' losses then add
     # up to the loss of one batch of the whole step.
     norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b, _ in micro)
+    # scheduled values (temperature, mlm_then_rtd's phase) from the device's step counter: no host copy
+    knobs = objectives.knobs(obj, run.step_t, t.steps) if run.step_t is not None else None
     for batch, _ in micro:
         with run.dev.autocast():
             out = run.step_fn(run.model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2,
-                              batch.get("doc_ids"))  # packed rows: attention within each sequence
+                              batch.get("doc_ids"), knobs)  # packed rows: attention within each sequence
         out.loss.backward()
         run.log.add(out.sums)
+    if knobs is not None:
+        if "temperature" in knobs:
+            run.log.add({"temperature": knobs["temperature"]})
+        run.step_t.add_(1.0)
     run.dev.all_reduce_grads(run.params)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.params, t.clip if t.clip > 0 else float("inf"))
     tokens = sum(n for _, n in micro)
@@ -302,7 +321,12 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     verdict = health.verdict(run.log.lines, run.health_context())
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
-    facts = {"objective": cfg.objective.objective, "preset": cfg.preset, "steps": t.steps,
+    if verdict["status"] == "unchecked" and dev.is_main and t.steps:
+        progress("pretrain: " + health.unchecked_text(verdict, run.health_context()))
+    recipe = config_recipe(cfg)
+    facts = {"objective": cfg.objective.objective, "preset": cfg.preset,
+             "recipe": ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in recipe.items() if k != "objective"),
+             "steps": t.steps,
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",
              "training FLOPs": f"{flops:.3e}", "wall time": f"{run.wall_seconds():.0f} s",
@@ -310,8 +334,10 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
              **({"initialised from": t.init_from} if t.init_from else {}),
              **({"resumed at step": run.first_step} if run.first_step else {}),
              "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),
-             "training health": verdict["status"]}
+             "training health": health.status_text(verdict)}
     warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
+    if verdict.get("reason") == health.ENDED_IN_WARMUP:
+        warnings.append(health.unchecked_text(verdict, run.health_context()))
     if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN
         raise error
     if dev.is_main:
@@ -321,7 +347,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
             checkpoint.clear(out_dir)
     dev.barrier()
     stats = {
-        "steps": t.steps, "objective": cfg.objective.objective, "final": final,
+        "steps": t.steps, "objective": cfg.objective.objective, "recipe": recipe, "final": final,
         "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
         "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len,
         # host-counted in this process (a resumed run counts from its checkpoint on)

@@ -152,7 +152,8 @@ def add_pretrain(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", help=f"model size and training recipe: {' | '.join(PRESETS)}; "
                    "sizes in docs/pretraining.md (default tiny; e.g. --preset small)")
     p.add_argument("--objective", default=None, help=f"{' | '.join(OBJECTIVES)}: electra is replaced token "
-                   "detection, the others the paper's ablations (default electra)")
+                   "detection; hybrid, corrective and mlm_then_rtd add a vocabulary head to its discriminator; the "
+                   "others are the paper's ablations (default electra; docs/pretraining.md)")
     p.add_argument("--embedding-sharing", default=None, choices=["es", "gdes", "none"],
                    help="es: ELECTRA's shared embeddings; gdes: DeBERTaV3's gradient-disentangled "
                         "sharing; none: separate tables (default es)")

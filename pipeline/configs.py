@@ -33,6 +33,15 @@ def configure(cfg: Any, sets: Sequence[str], seed: int | None) -> Any:
     return cfg
 
 
+def fit_pretrain_warmup(cfg: Any, sets: Sequence[str]) -> tuple[Any, str | None]:
+    """A pretrain config with the preset's warm-up scaled to a short run, unless ``sets`` names
+    ``train.warmup_steps`` (:func:`kolectra.model.config.fit_warmup`); and the line saying so."""
+    from kolectra.model.config import fit_warmup
+
+    explicit = any(s.split("=", 1)[0].strip() == "train.warmup_steps" for s in sets)
+    return fit_warmup(cfg, explicit)
+
+
 def seed_key(cfg: Any) -> str:
     """The dotted key of a config's seed (top level, or one level down for grouped configs)."""
     if hasattr(cfg, "seed"):
@@ -80,6 +89,7 @@ def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), 
     if stage == "pretrain":
         from kolectra.model.config import validate
 
+        cfg, _ = fit_pretrain_warmup(cfg, sets)
         validate(cfg)
     if stage == "finetune":
         cfg.validate()

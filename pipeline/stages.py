@@ -35,6 +35,7 @@ from kolectra.model.config import validate as validate_pretrain
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.pipeline.configs import CORPUS_PRESETS
 from kolectra.pipeline.configs import configure as _configure  # --print-config resolves the same way
+from kolectra.pipeline.configs import fit_pretrain_warmup
 from kolectra.vocab import build as vocab_build
 from kolectra.vocab.config import default_config as vocab_default_config
 
@@ -153,8 +154,10 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     demo); printed in place of the settings a not-learning warning would otherwise name."""
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
-    cfg = _configure(model_preset(preset), sets, seed)
+    cfg, scaled = fit_pretrain_warmup(_configure(model_preset(preset), sets, seed), sets)
     validate_pretrain(cfg)  # a bad setting is refused before anything is reserved or written
+    if scaled:
+        progress(f"pretrain: {scaled}")
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()

@@ -7,7 +7,9 @@ for small models; DeBERTaV3 (He et al. 2021) adds that gradient-disentangled emb
 numbers support:
 
 - **Arms**: an objective, optionally with an embedding-sharing suffix (``electra``, ``mlm``,
-  ``electra-gdes``, ``electra15``, ...), each pretrained at every budget of a doubling grid ending
+  ``electra-gdes``, ``electra15``, ``hybrid``, ``corrective``, ``mlm_then_rtd``, ...) and recipe
+  switches (``mlm+mask0.3``, ``electra+gen0.5+temp2``: :data:`study_plan.RECIPE_SWITCHES`), each
+  pretrained at every budget of a doubling grid ending
   at ``--flops`` (warm-up and linear decay over its own steps), ``--pretrain-seeds`` times.
 - **A floor**: the same model, randomly initialised and never trained, read out the same way.
   A readout that cannot separate pretrained models from the floor cannot rank objectives.
@@ -52,6 +54,7 @@ from kolectra.model.electra import train_flops_per_sequence
 from kolectra.pipeline import stages, study_report
 from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study_plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
+from kolectra.pipeline.study_plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study_stats import Runs, compare, verdict
 
 STAGE_VERSION = 5  # 3: verdict against the floor; 4: held-out texts under other ids; 5: plots of the mean
@@ -148,8 +151,8 @@ def dev_overlap(corpus_dir: Path, splits: Splits, held_out: bool) -> dict:
 
 # ---- points --------------------------------------------------------------------------------------
 def arm_sets(plan: StudyPlan, arm: str) -> list[str]:
-    objective, sharing = parse_arm(arm)
-    return [*plan.pretrain_sets, f"objective.objective={objective}", f"model.embedding_sharing={sharing}"]
+    """The study's pretraining sets, the arm's objective and sharing, and its recipe switches."""
+    return plan_arm_sets(arm, plan.pretrain_sets)
 
 
 def flops_per_step(examples: Artifact, plan: StudyPlan, arm: str) -> int:

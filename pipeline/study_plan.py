@@ -6,21 +6,58 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
+from kolectra.core.config import ConfigError, override
 from kolectra.model.config import EMBEDDING_SHARING, OBJECTIVES
+from kolectra.model.config import preset as model_preset
+from kolectra.model.config import validate as validate_pretrain
 from kolectra.pipeline.artifacts import ArtifactError
 
 READOUTS = ("probe", "lowdata", "finetune")
+# An arm's recipe switches, ``+<name><number>`` after the objective (and its sharing suffix):
+# ``mlm+mask0.3`` is MLM at 30 % masking, ``electra+gen0.5+temp2`` ELECTRA with a generator half as
+# wide as the discriminator and replacements drawn at temperature 2 falling to 1.
+RECIPE_SWITCHES = {"mask": "objective.mask_prob", "gen": "model.generator_width",
+                   "temp": "objective.temperature_start", "dmlm": "objective.disc_mlm_weight",
+                   "phase": "objective.mlm_phase"}
+_SWITCH = re.compile(r"([a-z]+)(\d+(?:\.\d+)?|\.\d+)")
 
 
 def parse_arm(arm: str) -> tuple[str, str]:
-    """``electra-gdes`` -> (objective, embedding sharing); a bare objective shares ELECTRA's way."""
-    objective, _, sharing = arm.partition("-")
+    """``electra-gdes`` -> (objective, embedding sharing); a bare objective shares ELECTRA's way.
+    Recipe switches (``+mask0.3``) are allowed and left to :func:`arm_switches`."""
+    return arm_settings(arm)[:2]
+
+
+def arm_switches(arm: str) -> list[str]:
+    """The ``--set`` keys of an arm's recipe switches: ``mlm+mask0.3`` -> [objective.mask_prob=0.3]."""
+    return arm_settings(arm)[2]
+
+
+def arm_settings(arm: str) -> tuple[str, str, list[str]]:
+    """``objective[-sharing][+switch...]`` -> (objective, embedding sharing, recipe ``--set`` keys)."""
+    head, *switches = arm.split("+")
+    objective, _, sharing = head.partition("-")
     sharing = sharing or "es"
     if objective not in OBJECTIVES or sharing not in EMBEDDING_SHARING:
         raise ArtifactError(f"study: unknown arm {arm!r} (an objective of {', '.join(OBJECTIVES)}, optionally "
-                            f"with -{'/-'.join(EMBEDDING_SHARING)})")
-    return objective, sharing
+                            f"with -{'/-'.join(EMBEDDING_SHARING)} and recipe switches "
+                            f"{', '.join(f'+{k}N' for k in RECIPE_SWITCHES)})")
+    sets = []
+    for sw in switches:
+        m = _SWITCH.fullmatch(sw)
+        if not m or m.group(1) not in RECIPE_SWITCHES:
+            raise ArtifactError(f"study: arm {arm!r}: unknown recipe switch {'+' + sw!r} (known: "
+                                + ", ".join(f"+{k}N sets {v}" for k, v in RECIPE_SWITCHES.items()) + ")")
+        sets.append(f"{RECIPE_SWITCHES[m.group(1)]}={m.group(2)}")
+    return objective, sharing, sets
+
+
+def arm_sets(arm: str, pretrain_sets: tuple[str, ...] = ()) -> list[str]:
+    """Every ``--set`` an arm's pretraining runs with: the study's own, the objective, the sharing, the switches."""
+    objective, sharing, switches = arm_settings(arm)
+    return [*pretrain_sets, f"objective.objective={objective}", f"model.embedding_sharing={sharing}", *switches]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +89,10 @@ class StudyPlan:
 
     def check(self) -> None:
         for arm in self.arms:
-            parse_arm(arm)
+            try:  # a switch out of range is refused now, not after the points before it were trained
+                validate_pretrain(override(model_preset(self.preset), arm_sets(arm, self.pretrain_sets)))
+            except ConfigError as e:
+                raise ArtifactError(f"study: arm {arm!r}: {e}") from None
         unknown = [r for r in self.readouts if r not in READOUTS]
         if unknown:
             raise ArtifactError(f"study: unknown readout(s) {unknown} (known: {', '.join(READOUTS)})")

@@ -96,3 +96,13 @@ def test_an_expected_short_run_says_why_instead_of_naming_settings():
     assert text.startswith("WARNING: this model has not learned") and text.endswith(
         "Expected here: the demo trains for 600 steps.")
     assert "dropout" not in text and "learning rate" not in text
+
+
+def test_a_run_that_ends_in_warm_up_says_so():
+    lines = [_line(s) for s in (100, 200)]
+    v = health.verdict(lines, _ctx(warmup_steps=200, total_steps=200))
+    assert v == {"status": "unchecked", "reason": "the run ended in warm-up", "figures": {}}
+    assert health.status_text(v) == "unchecked: the run ended in warm-up"
+    text = health.unchecked_text(v, _ctx(warmup_steps=200, total_steps=200))
+    assert text.startswith("WARNING: training health unchecked: the run ended in warm-up (200 steps, warm-up 200)")
+    assert health.status_text(health.verdict(lines, _ctx())) == "unchecked: no metrics logged after warm-up"

@@ -1,0 +1,56 @@
+"""Short runs say so (issue 26): a preset's warm-up is scaled to a run shorter than it was written for,
+a warm-up the user set is kept with a one-line warning, and a run that ends in warm-up says its
+health went unchecked."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from kolectra.model import config, train
+from kolectra.pipeline import configs
+from tests.model_support import build_examples, build_tokenizer
+
+
+def test_preset_warm_up_scales_to_a_tenth_of_a_short_run():
+    cfg, doc = configs.resolve("pretrain", preset="mini", sets=["train.steps=200"])
+    assert cfg.train.warmup_steps == 20 and doc["train"]["warmup_steps"] == 20  # what the manifest records
+    cfg, line = config.fit_warmup(config.mini(), explicit=False)
+    assert line is None and cfg.train.warmup_steps == 200  # 10 % of the preset's 2,000 steps: left alone
+    short = dataclasses.replace(config.mini(), train=dataclasses.replace(config.mini().train, steps=200))
+    cfg, line = config.fit_warmup(short, explicit=False)
+    assert cfg.train.warmup_steps == 20
+    assert line.startswith("warm-up scaled to 20 steps (10% of 200): the mini preset's 200 would cover 100%")
+    # a fifth is still fine; more is scaled
+    at_fifth = dataclasses.replace(short, train=dataclasses.replace(short.train, steps=1000))
+    assert config.fit_warmup(at_fifth, explicit=False)[0].train.warmup_steps == 200
+    assert config.fit_warmup(dataclasses.replace(at_fifth, train=dataclasses.replace(at_fifth.train, steps=999)),
+                             explicit=False)[0].train.warmup_steps == 100
+
+
+def test_a_warm_up_the_user_set_is_kept_and_warned_about():
+    cfg, _ = configs.resolve("pretrain", preset="mini", sets=["train.steps=200", "train.warmup_steps=150"])
+    assert cfg.train.warmup_steps == 150
+    line = config.warmup_warning(cfg.train)
+    assert line.startswith("WARNING: warm-up (150 steps) covers 75% of the run (200 steps)") and "\n" not in line
+    full = dataclasses.replace(cfg.train, warmup_steps=200)
+    assert "not shorter than the run" in config.warmup_warning(full)
+    assert config.warmup_warning(dataclasses.replace(cfg.train, warmup_steps=40)) is None
+    assert config.warmup_warning(dataclasses.replace(cfg.train, steps=0, warmup_steps=0)) is None
+
+
+def test_a_run_that_ends_in_warm_up_warns_and_records_why_health_is_unchecked(tmp_path, capsys):
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "examples", tok, n=32, seq_len=32)
+    cfg = config.tiny()
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=4, batch_size=8, warmup_steps=4,
+                                                             log_every=2, cpu_threads=1))
+    result = train.pretrain(cfg, examples, tok, tmp_path / "out")
+    err = capsys.readouterr().err
+    assert err.count("WARNING: warm-up (4 steps) is not shorter than the run (4 steps)") == 1
+    assert "WARNING: training health unchecked: the run ended in warm-up (4 steps, warm-up 4)" in err
+    assert result.stats["health"]["status"] == "unchecked"
+    assert result.stats["health"]["reason"] == "the run ended in warm-up"
+    card = (tmp_path / "out" / "hf" / "discriminator" / "README.md").read_text()
+    assert "| training health | unchecked: the run ended in warm-up |" in card
+    assert json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 4
