@@ -43,7 +43,6 @@ import resource
 import tempfile
 import time
 
-import numpy as np
 
 from common import add_data_args, emit, parser, reviews_source
 from common import reviews as common_reviews

@@ -124,3 +124,24 @@ def write_examples(dest: Path, ids: np.ndarray, types: np.ndarray, vocab_size: i
         index = {k: v for k, v in index.items() if k not in ("packing", "columns")} | {"format": 1}
     (dest / "index.json").write_text(json.dumps(index, indent=1))
     return dest
+
+
+def small_chain(store, n: int = 64, seq_len: int = 32):
+    """corpus -> vocab -> examples through ``store.build`` (any root: a local directory or a bucket):
+    a small real tokenizer and examples, no Beam. Returns the three artifacts."""
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.artifacts import Request
+
+    def writes(fn):
+        def produce(out: Path) -> StageOutput:
+            fn(out)
+            return StageOutput(stats={})
+        return produce
+
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                         writes(lambda out: (out / "stats.json").write_text("{}")))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
+                        writes(build_tokenizer))
+    examples = store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
+                           writes(lambda out: build_examples(out, store.local(vocab), n=n, seq_len=seq_len)))
+    return corpus, vocab, examples

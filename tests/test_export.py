@@ -5,8 +5,6 @@ that ``transformers`` loads alone, and the one commit a push would make, checked
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 import yaml

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kolectra.core.stage import StageOutput
 from kolectra.model import checkpoint, train
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Request, Store
-from tests.model_support import build_examples, build_tokenizer
+from kolectra.pipeline.artifacts import Store
+from tests.model_support import small_chain
 from tests.test_faults_publish import _no_half_artifact, _private, child
 
 SETS = ["train.steps=12", "train.batch_size=8", "train.warmup_steps=2", "train.log_every=1", "train.save_every=4",
@@ -32,20 +31,7 @@ SETS = ["train.steps=12", "train.batch_size=8", "train.warmup_steps=2", "train.l
 def chain(tmp_path_factory) -> Path:
     """A root holding corpus -> vocab -> examples (small real tokenizer and examples, no Beam)."""
     root = tmp_path_factory.mktemp("chain")
-    store = Store(root)
-
-    def writes(fn):
-        def produce(out: Path) -> StageOutput:
-            fn(out)
-            return StageOutput(stats={})
-        return produce
-
-    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
-                         writes(lambda out: (out / "stats.json").write_text("{}")))
-    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
-                        writes(build_tokenizer))
-    store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
-                writes(lambda out: build_examples(out, vocab.path, n=64, seq_len=32)))
+    small_chain(Store(root))
     return root
 
 

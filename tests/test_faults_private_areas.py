@@ -5,7 +5,6 @@ records name, and published artifacts missing files their manifest no longer lis
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path

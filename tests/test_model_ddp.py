@@ -78,23 +78,11 @@ def _stage_rank(rank: int, world: int, port: int, root: str, report: str) -> Non
 def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     """Each rank runs the same build on one root: rank 0 reserves and publishes it, the others train
     in its run directory and return what it published (no rank waits on another's request lock)."""
-    from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.artifacts import Request, Store
+    from kolectra.pipeline.artifacts import Store
+    from tests.model_support import small_chain
 
     store = Store(tmp_path / "root")
-
-    def writes(fn):
-        def produce(out):
-            fn(out)
-            return StageOutput(stats={})
-        return produce
-
-    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
-                         writes(lambda out: (out / "stats.json").write_text("{}")))
-    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
-                        writes(build_tokenizer))
-    store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
-                writes(lambda out: build_examples(out, vocab.path, n=64, seq_len=32)))
+    small_chain(store)
     report = tmp_path / "report"
     report.mkdir()
     mp.start_processes(_stage_rank, args=(2, _free_port(), str(store.root), str(report)), nprocs=2, join=True,

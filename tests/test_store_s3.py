@@ -210,26 +210,13 @@ def test_stage_outputs_on_s3_are_read_by_datasets_and_transformers_from_the_loca
 
 # ---- pretraining resumes from the store -------------------------------------------------------------
 def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(bucket, tmp_path, capsys):
-    from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.artifacts import Request
-    from tests.model_support import build_examples, build_tokenizer
+    from tests.model_support import small_chain
     from tests.test_faults_pretrain import SETS
 
     root = f"{bucket}/p"
     store = open_store(root)
 
-    def writes(fn):
-        def produce(out: Path) -> StageOutput:
-            fn(out)
-            return StageOutput(stats={})
-        return produce
-
-    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
-                         writes(lambda out: (out / "stats.json").write_text("{}")))
-    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
-                        writes(build_tokenizer))
-    ex = store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
-                     writes(lambda out: build_examples(out, store.local(vocab), n=64, seq_len=32)))
+    _, _, ex = small_chain(store)
     straight = stages.pretrain(Store(tmp_path / "local"), str(store.local(ex)), preset="tiny", sets=SETS)
 
     killed = _child("pretrain", root, str(ex.path), "step10", *(f"--set={s}" for s in SETS))
@@ -272,25 +259,12 @@ def test_two_ranks_on_two_machines_resume_from_the_bucket_and_publish_one_checkp
     preempted, two fresh machines resume from the bucket and return what rank 0 published."""
     import torch.multiprocessing as mp
 
-    from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.artifacts import Request
-    from tests.model_support import build_examples, build_tokenizer
+    from tests.model_support import small_chain
 
     root = f"{bucket}/ddp"
     store = open_store(root)
 
-    def writes(fn):
-        def produce(out: Path) -> StageOutput:
-            fn(out)
-            return StageOutput(stats={})
-        return produce
-
-    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}),
-                         writes(lambda out: (out / "stats.json").write_text("{}")))
-    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
-                        writes(build_tokenizer))
-    ex = store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
-                     writes(lambda out: build_examples(out, store.local(vocab), n=64, seq_len=32)))
+    _, _, ex = small_chain(store)
     report = tmp_path / "report"
     report.mkdir()
 
