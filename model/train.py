@@ -254,7 +254,10 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
         run.expected_untrained = expected_untrained
         for step in range(run.first_step, t.steps):
             try:
-                train_step(run, step)
+                if step == run.first_step:
+                    first_step(run, step)
+                else:
+                    train_step(run, step)
             except (RuntimeError, IndexError, TypeError) as e:  # NaN makes garbage indices, None loss lines
                 if (error := diverged(run, step + 1, probe=True)) is None:
                     raise
@@ -271,6 +274,25 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
         return finish(run, tokenizer_dir, out_dir, lineage, clear_checkpoints)
     finally:
         dev.close()
+
+
+def first_step(run: Run, step: int) -> None:
+    """The run's first step, timed (one wait for the device, once per run): a line within seconds
+    says it trains and how long a step takes, instead of silence until the first log line (on a
+    busy CPU that was minutes). On XLA the first step also traces and compiles the program."""
+    t = run.cfg.train
+    if run.dev.is_main and run.dev.static_shapes:
+        progress("pretrain: compiling the training step (XLA traces and compiles it in the first step; "
+                 "minutes for a large model, then it is reused)")
+    t0 = time.perf_counter()
+    train_step(run, step)
+    run.dev.synchronize()
+    seconds = time.perf_counter() - t0
+    nxt = min(t.steps, (step // t.log_every + 1) * t.log_every)
+    if run.dev.is_main:
+        progress(f"pretrain: step {step + 1} took {seconds:.2f} s"
+                 + (" (with compilation)" if run.dev.static_shapes else "")
+                 + (f"; the next line comes at step {nxt}" if nxt > step + 1 else ""))
 
 
 def diverged(run: Run, step: int, probe: bool = False) -> TrainingDiverged | None:

@@ -360,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     # The one exception is `kolectra export --push` (not --dry-run): an upload, which needs the Hub.
     if not (argv[:1] == ["export"] and "--push" in argv and "--dry-run" not in argv):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # Waiting OpenMP threads sleep instead of spinning (read when torch loads OpenMP, after this):
+    # with another job on the CPU, spinning threads slowed pretraining at mini 1.42x with one busy
+    # neighbour and 6-20x on busier machines; idle, sleeping costs about a tenth (docs/pretraining.md).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     parser = build_parser()
     if any(a == "--print-config" or a.startswith("--print-config=") for a in argv):
