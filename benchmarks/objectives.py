@@ -26,7 +26,6 @@ temperature schedule, the same step plus a softmax, timed 21 % faster than ELECT
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import statistics
 import sys
 import time
@@ -36,6 +35,7 @@ import torch
 from common import emit, parser
 from kolectra.core.config import override
 from kolectra.model import config, objectives, rtd
+from kolectra.model.bench import Served
 from kolectra.model.electra import ElectraPair, flops_by_part
 from kolectra.model.runtime import resolve
 from kolectra.model.train import build_optimizer
@@ -95,44 +95,14 @@ class Arm:
         return time.perf_counter() - t0
 
 
-def _serve(conn, arm: str, kwargs: dict) -> None:
-    """One arm in a process of its own: answers "step" (seconds) and "facts" (its FLOPs and shapes)."""
-    try:
-        dev = resolve(kwargs.pop("device"), kwargs.pop("bf16"), kwargs.pop("threads"))
-        run = Arm(arm, dev, **kwargs)
-        facts = {"objective": run.obj.objective, "flops_per_step": run.flops_per_step, "parts": run.parts,
-                 "tokens_per_step": run.tokens_per_step, "study_batch": run.cfg.train.batch_size,
-                 "threads": torch.get_num_threads()}
-        conn.send(("ready", None))
-        while (cmd := conn.recv()) != "stop":
-            conn.send(("ok", run.step() if cmd == "step" else facts))
-    except Exception:  # noqa: BLE001 - the parent raises it with the child's traceback
-        import traceback
-
-        conn.send(("error", traceback.format_exc()))
-
-
-class Remote:
-    def __init__(self, arm: str, kwargs: dict):
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, arm, kwargs), daemon=True)
-        self.proc.start()
-        self._answer()
-
-    def _answer(self):
-        kind, value = self.conn.recv()
-        if kind == "error":
-            raise RuntimeError(f"benchmark arm failed:\n{value}")
-        return value
-
-    def ask(self, cmd: str):
-        self.conn.send(cmd)
-        return self._answer()
-
-    def close(self) -> None:
-        self.conn.send("stop")
-        self.proc.join(timeout=30)
+def _arm_answers(arm: str, kwargs: dict) -> dict:
+    """An arm's commands, served in a process of its own (:class:`kolectra.model.bench.Served`)."""
+    dev = resolve(kwargs.pop("device"), kwargs.pop("bf16"), kwargs.pop("threads"))
+    run = Arm(arm, dev, **kwargs)
+    facts = {"objective": run.obj.objective, "flops_per_step": run.flops_per_step, "parts": run.parts,
+             "tokens_per_step": run.tokens_per_step, "study_batch": run.cfg.train.batch_size,
+             "threads": torch.get_num_threads()}
+    return {"step": run.step, "facts": lambda: facts}
 
 
 def main() -> None:
@@ -154,10 +124,10 @@ def main() -> None:
     t0 = time.perf_counter()
     kwargs = dict(device=args.device, bf16=args.bf16, threads=args.threads, vocab=vocab, seq_len=seq_len,
                   batch_size=batch, steps=warmup + rounds + 1, seed=0)
-    runners: dict[str, Remote] = {}
+    runners: dict[str, Served] = {}
     try:
         for a in arms:
-            runners[a] = Remote(a, dict(kwargs))
+            runners[a] = Served(_arm_answers, a, dict(kwargs))
         facts = {a: r.ask("facts") for a, r in runners.items()}
         times: dict[str, list[float]] = {a: [] for a in arms}
         for r in range(warmup + rounds):

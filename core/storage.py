@@ -228,7 +228,8 @@ def glob(pattern: str) -> list[str]:
     fs, path = filesystem(pattern)
     proto = scheme(pattern)
     with translated(pattern):
-        return sorted(f"{proto}://{p}" for p in fs.glob(path) if not fs.isdir(p))
+        found = fs.glob(path, detail=True)  # one listing: no request per match to tell files from prefixes
+        return sorted(f"{proto}://{p}" for p, meta in found.items() if meta.get("type") != "directory")
 
 
 def remove(location: str, recursive: bool = False) -> None:
@@ -244,7 +245,7 @@ def create_exclusive(location: str, data: bytes, replacing: str | None = None) -
     Returns the new object's checksum; raises :class:`PreconditionFailed` when another writer got
     there first. S3 (and S3-compatible servers that implement it) uses ``If-None-Match: *`` /
     ``If-Match``; GCS ``ifGenerationMatch``. Another store has no conditional write here: its
-    lease is taken by write-then-read-back, which two writers within the same second can both win
+    lease is taken by check-then-write, which two writers within the same moment can both win
     (docs/scale.md says which store guarantees what)."""
     fs, path = filesystem(location)
     proto = scheme(location)

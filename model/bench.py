@@ -164,12 +164,17 @@ def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_s
     return Runner(fn, model, batches, sp, config.ObjectiveConfig(), bf16, fused=not naive and dev.fused_optimizer)
 
 
-def _serve(conn, name: str, kwargs: dict) -> None:
-    """A runner in a process of its own: answers "step" (seconds), "profile" (op shares) and
-    "faults" (page faults of each step so far)."""
+def _runner_answers(name: str, kwargs: dict) -> dict:
+    """A runner's commands: "step" (seconds), "profile" (op shares), "faults" (page faults so far)."""
+    runner = build_runner(name, **kwargs)
+    return {"step": runner.step, "profile": lambda: step_profile(runner), "faults": lambda: runner.faults}
+
+
+def _serve(conn, build, args: tuple) -> None:
+    """A process of its own answering commands until "stop": ``build(*args)`` (a module-level
+    function, so it pickles) returns {command: callable}."""
     try:
-        runner = build_runner(name, **kwargs)
-        answers = {"step": runner.step, "profile": lambda: step_profile(runner), "faults": lambda: runner.faults}
+        answers = build(*args)
         conn.send(("ready", None))
         while (cmd := conn.recv()) != "stop":
             conn.send(("ok", answers[cmd]()))
@@ -179,26 +184,27 @@ def _serve(conn, name: str, kwargs: dict) -> None:
         conn.send(("error", traceback.format_exc()))
 
 
-class _Remote:
-    """The parent's handle on a runner served by :func:`_serve`."""
+class Served:
+    """The parent's handle on what :func:`_serve` runs in a spawned process: each timed thing in a
+    process of its own, so no one's allocations change how another's are served (also used by
+    ``benchmarks/objectives.py``)."""
 
-    def __init__(self, name: str, kwargs: dict):
+    def __init__(self, build, *args):
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, name, kwargs), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, build, args), daemon=True)
         self.proc.start()
         self._answer()
 
     def _answer(self):
         kind, value = self.conn.recv()
         if kind == "error":
-            raise RuntimeError(f"benchmark runner failed:\n{value}")
+            raise RuntimeError(f"benchmark process failed:\n{value}")
         return value
 
     def ask(self, cmd: str):
-        """"step" -> seconds, "profile" -> op shares, "faults" -> page faults of each step so far."""
         self.conn.send(cmd)
         return self._answer()
 
@@ -223,7 +229,7 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     kwargs = dict(model_cfg=model_cfg, seq_len=seq_len, batch_size=batch_size, bf16=bf16, device=device,
                   fill=fill, seed=seed, naive_keeps_memory=naive_keeps_memory)
     names = STEPS if compile else STEPS[:2]
-    runners = {name: _Remote(name, kwargs) for name in names}
+    runners = {name: Served(_runner_answers, name, kwargs) for name in names}
     try:
         compile_s = runners["kolectra_compiled"].ask("step") if compile else None  # the first call compiles
         times = {name: [] for name in runners}

@@ -327,3 +327,12 @@ def test_a_local_root_takes_a_parent_kept_in_the_bucket_by_its_url(bucket, tmp_p
     assert vocab.manifest["parent_refs"][0]["path"] == str(corpus.path)
     assert local.verify(vocab) == []
     assert "corpus/" + corpus.path.name in "\n".join(local.lineage_lines(vocab))
+
+
+def test_corpus_inputs_may_be_globs_in_the_bucket(bucket):
+    sample = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
+    storage.write_bytes(f"{bucket}/raw/a.jsonl.gz", sample.read_bytes())
+    storage.write_bytes(f"{bucket}/raw/sub/b.txt", b"not matched\n")
+    corpus = stages.corpus(open_store(f"{bucket}/g2"), [f"{bucket}/raw/*.jsonl.gz"], sets=["min_chars=10"])
+    assert [i["path"] for i in corpus.manifest["inputs"]] == [f"{bucket}/raw/a.jsonl.gz"]
+    assert corpus.manifest["stats"]["records_in"] == 4000
