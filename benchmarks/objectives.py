@@ -39,7 +39,7 @@ from kolectra.model.bench import Served
 from kolectra.model.electra import ElectraPair, flops_by_part
 from kolectra.model.runtime import resolve
 from kolectra.model.train import build_optimizer
-from kolectra.pipeline.study_plan import arm_sets
+from kolectra.pipeline.study.plan import arm_sets
 
 ARMS = ("electra", "hybrid", "corrective", "mlm_then_rtd", "mlm", "mlm+mask0.3", "electra+mask0.25",
         "electra+gen0.5", "electra+gen1.0", "electra+temp2")

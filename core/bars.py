@@ -1,7 +1,7 @@
 """Progress of long loops: a tqdm bar with ETA on a terminal, plain lines everywhere else.
 
 Used by the pretraining loop (model/metrics.py), the vocab stage (vocab/build.py) and the study
-(pipeline/study.py); :func:`core.stage.progress` writes its ``[kolectra] ...`` lines through
+(pipeline/study/runner.py); :func:`core.stage.progress` writes its ``[kolectra] ...`` lines through
 :func:`write`, so they appear above the bars instead of through them.
 
 - stderr is a terminal: a tqdm bar (rate, elapsed<remaining), its postfix set at each report.

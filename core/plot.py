@@ -1,7 +1,7 @@
 """Charts for artifacts and reports: a thin kolectra layer over matplotlib.
 
 Used by the fine-tuning stage (``learning_curve.png`` in every eval artifact), ``kolectra report``
-(pipeline/report.py) and the study (pipeline/study.py). What this module adds to matplotlib:
+(pipeline/report.py) and the study (pipeline/study/runner.py). What this module adds to matplotlib:
 
 - one look: a style applied per figure (``rc_context``, so a user's own matplotlib settings are
   never touched), the Tableau-10 palette (:data:`PALETTE`, distinguishable for the common

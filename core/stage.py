@@ -3,7 +3,7 @@
 Stage functions (``corpus.build.build``, ``vocab.build.build``, ``corpus.examples.build``,
 ``model.train.pretrain``, ``finetune.nsmc.run``, ``finetune.korquad.run``) write their files into
 the directory they are given and return a :class:`StageOutput`; they never name the artifact
-root, compute ids or write manifests. That is :mod:`pipeline.artifacts`' job.
+root, compute ids or write manifests. That is :mod:`pipeline.store.artifacts`' job.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Settings of the corpus stage (first link of the chain: raw text -> cleaned, segmented corpus).
 
-One frozen dataclass, resolved into the artifact id by ``kolectra.pipeline.artifacts``; the CLI
+One frozen dataclass, resolved into the artifact id by ``kolectra.pipeline.store.artifacts``; the CLI
 maps ``--format/--text-field/--id-field`` onto the fields of the same names and ``--set key=value``
 onto any of them. Beam pipeline options (``--runner`` ...) are not part of this config: they decide
 where the job runs, never what it produces.

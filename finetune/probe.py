@@ -6,7 +6,7 @@ linear probe does not: the encoder stays frozen, each review becomes the mean of
 layer's states over its real tokens, and a logistic regression (scikit-learn, standardised
 features, L2, lbfgs: deterministic) learns the sentiment from a few thousand labelled rows. The
 score on the held-out rows is what the representation carries. The study
-(:mod:`kolectra.pipeline.study`) reads it beside low-data fine-tuning.
+(:mod:`kolectra.pipeline.study.runner`) reads it beside low-data fine-tuning.
 
 ``run`` writes ``metrics.json`` (``accuracy`` on the evaluation file, train accuracy, counts)
 and ``predictions.jsonl`` (one line per evaluation row, in file order: ``id``, ``label``,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kolectra.core.config import ConfigError
 from kolectra.model.card import front_matter, hub_id
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 
 ROLES = ("discriminator", "generator")
 # what a Hub model folder needs; anything else in hf/<role> (none today) stays behind

@@ -1,5 +1,5 @@
 """Strings someone chose (folder and file names, artifact names, task labels, hosts, corpus text)
-made safe to put into the Markdown reports (:mod:`pipeline.report`, :mod:`pipeline.study_report`).
+made safe to put into the Markdown reports (:mod:`pipeline.report`, :mod:`pipeline.study.report`).
 
 A name with ``|`` would split a table cell and move every score after it under another task's
 column; a newline ends the table row; a backtick ends an inline code span, three of them the

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core import plot
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store
-from kolectra.pipeline.catalog import article
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.catalog import article
 from kolectra.pipeline.markdown import Md, code, fenced, text
 
 

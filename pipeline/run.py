@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Artifact, Store, default_root
+from kolectra.pipeline.store.artifacts import Artifact, Store, default_root
 from kolectra.core.stage import progress
 
 SAMPLE = Path(__file__).resolve().parent / "sample"

@@ -32,7 +32,7 @@ from kolectra.model import train as model_train
 from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir
 from kolectra.model.config import preset as model_preset
 from kolectra.model.config import validate as validate_pretrain
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.pipeline.configs import CORPUS_PRESETS
 from kolectra.pipeline.configs import configure as _configure  # --print-config resolves the same way
 from kolectra.pipeline.configs import fit_pretrain_warmup

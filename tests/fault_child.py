@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline import workspace
+from kolectra.pipeline.store import workspace
 from kolectra.core import storage
-from kolectra.pipeline.artifacts import Request, Store, open_store
+from kolectra.pipeline.store.artifacts import Request, Store, open_store
 
 
 def die() -> None:
@@ -91,13 +91,13 @@ def _is_manifest(url, *rest) -> bool:
     return str(url).endswith("/manifest.json")
 
 
-# store roots (s3://...): the steps of kolectra.pipeline.remote's protocol
+# store roots (s3://...): the steps of kolectra.pipeline.store.remote's protocol
 REMOTE_POINTS = {
     "leased": lambda: kill_at_call(storage, "create_exclusive", 1, only=lambda url, *a: str(url).endswith(".lease")),
     "uploaded1": lambda: kill_at_call(storage, "upload", 1),
     "before_manifest": lambda: kill_at_call(storage, "create_exclusive", 1, before=True, only=_is_manifest),
     "manifest": lambda: kill_at_call(storage, "create_exclusive", 1, only=_is_manifest),
-    "mirrored": lambda: kill_after(__import__("kolectra.pipeline.remote", fromlist=["RemoteStore"]).RemoteStore,
+    "mirrored": lambda: kill_after(__import__("kolectra.pipeline.store.remote", fromlist=["RemoteStore"]).RemoteStore,
                                    "checkpoint_saved"),
 }
 

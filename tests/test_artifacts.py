@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.pipeline.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
 from kolectra.core.stage import StageOutput
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.pipeline.artifacts import Request, Store, fingerprint_inputs
+from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
 from kolectra.pipeline.cli import build_parser, main
 from kolectra.core.stage import StageOutput
 

@@ -13,7 +13,7 @@ import pytest
 
 from kolectra.core import verbosity
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Request, Store
 from kolectra.pipeline.cli import build_parser, main
 from kolectra.pipeline.run import summary
 

@@ -20,7 +20,7 @@ import zstandard
 from kolectra.corpus import build, inputs
 from kolectra.corpus.config import default_config
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 
 PII = ["010-1234-5678", "hong.gildong@example.com", "900101-1234567", "https://secret.example.com/u/123"]
 REVIEW = "이 영화 정말 재밌었어요 배우들 연기도 최고"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import ArtifactError, Store
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.run import SAMPLE, run_sample
 

@@ -20,7 +20,7 @@ from kolectra.core.stage import StageOutput
 from kolectra.corpus.examples import build
 from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.core.config import ConfigError, override
 from tests.test_vocab_corpus import korean_sentences, write_corpus

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.artifacts import ArtifactError, Request, Store, load, verify_dir
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, load, verify_dir
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.manifest import digest, sha256_file
+from kolectra.pipeline.store.manifest import digest, sha256_file
 
 
 def _writes(name: str, text: str):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline import cli_checks
-from kolectra.pipeline.artifacts import Request, Store
+from kolectra.pipeline.cli import checks as cli_checks
+from kolectra.pipeline.store.artifacts import Request, Store
 from kolectra.pipeline.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

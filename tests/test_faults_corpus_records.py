@@ -24,7 +24,7 @@ from kolectra.corpus import filters, inputs, reader
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.config import default_config
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
 
 BIG = "1" * 5000  # over Python's 4,300-digit limit for int('...')

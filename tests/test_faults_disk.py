@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.pipeline.errors import describe
+from kolectra.pipeline.cli.errors import describe
 from kolectra.vocab.export import written
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
 from tests.test_finetune_e2e import nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
 

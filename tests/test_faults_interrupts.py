@@ -22,7 +22,7 @@ from kolectra.core.stage import StageOutput
 from kolectra.corpus import runners
 from kolectra.model import resume
 from kolectra.model.config import preset
-from kolectra.pipeline.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Request, Store
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
 from tests.test_vocab_corpus import korean_sentences, write_corpus
@@ -41,7 +41,7 @@ def test_a_thread_left_hanging_by_an_interrupt_does_not_hang_the_exit():
     proc = _python("""
         import sys, threading
         from pathlib import Path
-        from kolectra.pipeline import errors
+        from kolectra.pipeline.cli import errors
         errors.EXIT_GRACE = 0.5
         def run():
             threading.Thread(target=threading.Event().wait, name="stuck").start()  # never ends, not a daemon
@@ -56,7 +56,7 @@ def test_threads_dying_after_the_interrupt_print_nothing():
     proc = _python("""
         import sys, threading, time
         from pathlib import Path
-        from kolectra.pipeline import errors
+        from kolectra.pipeline.cli import errors
         def die():
             time.sleep(0.3)
             raise RuntimeError("Worker subprocess exited with return code -15")  # as Beam's threads do

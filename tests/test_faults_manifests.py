@@ -15,7 +15,7 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.model import checkpoint
-from kolectra.pipeline.artifacts import ArtifactError, Request, Resumable, Store, load
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Resumable, Store, load
 from kolectra.pipeline.cli import main
 
 

@@ -19,7 +19,7 @@ import torch
 
 from kolectra.model import checkpoint, train
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import small_chain
 from tests.test_faults_publish import _no_half_artifact, _private, child
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.artifacts import ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.manifest import digest
+from kolectra.pipeline.store.manifest import digest
 from kolectra.vocab.export import assemble, write_dir
 from tests.fault_child import toy_request
 from tests.model_support import build_examples, build_tokenizer

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.artifacts import Request, Resumable, Store
+from kolectra.pipeline.store.artifacts import Request, Resumable, Store
 from kolectra.pipeline.cli import main
 from tests.fault_child import toy_request
 
@@ -247,7 +247,7 @@ def test_resume_finds_the_family_s_interrupted_run_unless_exact(tmp_path, capsys
 
 
 def test_a_live_run_of_the_family_is_not_called_interrupted(tmp_path, capsys):
-    from kolectra.pipeline import workspace
+    from kolectra.pipeline.store import workspace
 
     store = Store(tmp_path)
     run = Resumable(family={"kind": "checkpoint", "examples": "e", "preset": "tiny"}, scratch=("state",))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import markdown
-from kolectra.pipeline.artifacts import Request, Store, fingerprint_inputs
+from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
 from kolectra.pipeline.report import render, render_table
 
 EVIL = ["x | 99.99 | 12.34", "two\nlines | 1", "```\n<script>alert(1)", "back`tick``s", "a\\|b"]

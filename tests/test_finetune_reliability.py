@@ -19,7 +19,7 @@ from kolectra.finetune.config import KorquadConfig, NsmcConfig, sample_korquad, 
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.skeleton import majority_check
 from kolectra.finetune.squad_data import read_squad
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
 from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
 

@@ -22,7 +22,7 @@ from kolectra.finetune import classify, config, ner, regress
 from kolectra.finetune.config import OptimConfig
 from kolectra.finetune.tiny import build_tiny_model_dir
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render_table
 
@@ -314,7 +314,7 @@ def test_cli_flags_dev_file_and_report_of_several(tiny, tmp_path, capsys):
 # ---- report's table, artifacts list and --model on stand-in artifacts (no model trained) --------------
 def stand_in(store: Store, name: str, *, kind: str = "eval", inputs=(), version: int = 1, score: float = 0.5):
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.artifacts import Request, fingerprint_inputs
+    from kolectra.pipeline.store.artifacts import Request, fingerprint_inputs
 
     def produce(out: Path) -> StageOutput:
         (out / "metrics.json").write_text(json.dumps({"task": "classify", "accuracy": score}), encoding="utf-8")
@@ -324,7 +324,7 @@ def stand_in(store: Store, name: str, *, kind: str = "eval", inputs=(), version:
 
 
 def test_report_table_refuses_another_kind_and_one_artifact_twice_and_keeps_same_named_models_apart(tmp_path):
-    from kolectra.pipeline.artifacts import ArtifactError
+    from kolectra.pipeline.store.artifacts import ArtifactError
 
     store, models = Store(tmp_path / "store"), []
     for run in ("a", "b"):  # two checkpoints' hf/discriminator, passed as folders: one folder name
@@ -360,7 +360,7 @@ def test_artifacts_list_tells_same_name_evals_apart_by_data_and_stage_version(tm
 
 
 def test_a_model_folder_that_is_neither_artifact_nor_hf_directory_says_so(tmp_path):
-    from kolectra.pipeline.artifacts import ArtifactError
+    from kolectra.pipeline.store.artifacts import ArtifactError
 
     with pytest.raises(ArtifactError, match=r"--model .*: neither a checkpoint artifact \(no manifest\.json\) nor "
                                             r"a Hugging Face model directory \(no config\.json\)"):

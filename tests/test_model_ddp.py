@@ -67,7 +67,7 @@ def _stage_rank(rank: int, world: int, port: int, root: str, report: str) -> Non
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     from kolectra.pipeline import stages
-    from kolectra.pipeline.artifacts import Store
+    from kolectra.pipeline.store.artifacts import Store
     from tests.test_faults_pretrain import SETS
 
     store = Store(root)
@@ -78,7 +78,7 @@ def _stage_rank(rank: int, world: int, port: int, root: str, report: str) -> Non
 def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     """Each rank runs the same build on one root: rank 0 reserves and publishes it, the others train
     in its run directory and return what it published (no rank waits on another's request lock)."""
-    from kolectra.pipeline.artifacts import Store
+    from kolectra.pipeline.store.artifacts import Store
     from tests.model_support import small_chain
 
     store = Store(tmp_path / "root")

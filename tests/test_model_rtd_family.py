@@ -15,8 +15,8 @@ from transformers import ElectraForMaskedLM, ElectraForPreTraining
 from kolectra.core.config import ConfigError, override
 from kolectra.model import config, objectives, rtd, train
 from kolectra.model.electra import ElectraPair, flops_by_part, train_flops_per_sequence
-from kolectra.pipeline.artifacts import ArtifactError
-from kolectra.pipeline.study_plan import StudyPlan, arm_sets, parse_arm
+from kolectra.pipeline.store.artifacts import ArtifactError
+from kolectra.pipeline.study.plan import StudyPlan, arm_sets, parse_arm
 from tests.model_support import build_examples, build_tokenizer
 from tests.test_model_rtd import SP, _batch
 

@@ -23,8 +23,8 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.pipeline import stages
-from kolectra.pipeline.artifacts import ArtifactError, Store, open_store
-from kolectra.pipeline.remote import RemoteStore
+from kolectra.pipeline.store.artifacts import ArtifactError, Store, open_store
+from kolectra.pipeline.store.remote import RemoteStore
 from kolectra.pipeline.run import run_sample
 from tests.s3_support import bucket, free_port, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_end_to_end import TINY
@@ -309,7 +309,7 @@ def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     manifest = dict(ex.manifest)
     manifest["files"] = [{**f, **entry, "checksum": storage.checksum_of(storage.info(f"{ex.path}/index.json"))}
                          if f["path"] == "index.json" else f for f in ex.manifest["files"]]
-    from kolectra.pipeline.manifest import digest
+    from kolectra.pipeline.store.manifest import digest
     manifest["digest"] = digest(manifest["files"])
     storage.write_bytes(f"{ex.path}/manifest.json", json.dumps(manifest).encode())
     problems = store.verify(store.resolve(ex.id))

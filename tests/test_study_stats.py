@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kolectra.pipeline.study_stats import Runs, compare, verdict
+from kolectra.pipeline.study.stats import Runs, compare, verdict
 
 
 def _runs(mean: float, rows: int = 400, seed: int = 0) -> Runs:
@@ -35,7 +35,7 @@ def test_dev_overlap_counts_rows_by_id_and_texts_under_other_ids(tmp_path):
     import gzip
     import json
 
-    from kolectra.pipeline.study import Splits, dev_overlap
+    from kolectra.pipeline.study.runner import Splits, dev_overlap
 
     dev = tmp_path / "dev.txt"
     dev.write_text("id\tdocument\tlabel\n1\t최고의  영화\t1\n2\t지루했다\t0\n3\t다시 볼 영화\t1\n", encoding="utf-8")

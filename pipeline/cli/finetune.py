@@ -10,10 +10,10 @@ import argparse
 import json
 from pathlib import Path
 
-from kolectra.pipeline.artifacts import Artifact, Store
-from kolectra.pipeline.cli_options import common as _common
-from kolectra.pipeline.cli_options import flag_sets as _flag_sets
-from kolectra.pipeline.cli_options import print_config_flag as _print_config_flag
+from kolectra.pipeline.store.artifacts import Artifact, Store
+from kolectra.pipeline.cli.options import common as _common
+from kolectra.pipeline.cli.options import flag_sets as _flag_sets
+from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
 
 
 def add_finetune(p: argparse.ArgumentParser) -> None:

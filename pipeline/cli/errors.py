@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kolectra.pipeline.manifest import ArtifactError
+from kolectra.pipeline.store.manifest import ArtifactError
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads

@@ -6,8 +6,8 @@ Every stage command takes ``--out ROOT`` (default ``$KOLECTRA_HOME`` or ``./arti
 artifact directory as the last line of stdout (progress goes to stderr). Stage-specific flags are
 spelled-out shortcuts for ``--set`` keys; ``--print-config [json|keys]`` prints the resolved
 config and every settable key without building. The shared options are in
-:mod:`pipeline.cli_options`, the fine-tuning tasks' in :mod:`pipeline.cli_finetune`, the study's in
-:mod:`pipeline.cli_study`, the ``artifacts`` verbs in :mod:`pipeline.cli_artifacts`.
+:mod:`pipeline.cli.options`, the fine-tuning tasks' in :mod:`pipeline.cli.finetune`, the study's in
+:mod:`pipeline.cli.study`, the ``artifacts`` verbs in :mod:`pipeline.cli.artifacts`.
 
 :data:`COMMANDS` is the whole surface: a command's name, help, how it adds its options and which
 function runs it. Handlers return the artifact they produced (its directory is printed) or an
@@ -26,17 +26,17 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core.config import ConfigError
-from kolectra.pipeline import cli_artifacts, cli_checks
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Store, default_root, open_store
-from kolectra.pipeline.catalog import as_root
-from kolectra.pipeline.cli_artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
-from kolectra.pipeline.cli_options import VersionAction, relax, set_verbosity, verbosity_after_command
-from kolectra.pipeline.cli_options import common as _common
-from kolectra.pipeline.cli_options import flag_sets as _flag_sets
-from kolectra.pipeline.cli_options import print_config_flag as _print_config_flag
-from kolectra.pipeline.cli_finetune import add_finetune, config_finetune, run_finetune
-from kolectra.pipeline.cli_study import add_study, run_study_command
-from kolectra.pipeline.errors import handled
+from kolectra.pipeline.cli import artifacts as cli_artifacts, checks as cli_checks
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root, open_store
+from kolectra.pipeline.store.catalog import as_root
+from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
+from kolectra.pipeline.cli.options import VersionAction, relax, set_verbosity, verbosity_after_command
+from kolectra.pipeline.cli.options import common as _common
+from kolectra.pipeline.cli.options import flag_sets as _flag_sets
+from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
+from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
+from kolectra.pipeline.cli.study import add_study, run_study_command
+from kolectra.pipeline.cli.errors import handled
 
 BEAM_COMMANDS = ("corpus", "examples")  # any other --option of theirs goes to Beam
 
@@ -354,7 +354,7 @@ def print_config(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, run the command, print the artifact directory last; any failure is one line on stderr
-    and a non-zero exit (:mod:`kolectra.pipeline.errors`)."""
+    and a non-zero exit (:mod:`kolectra.pipeline.cli.errors`)."""
     argv = verbosity_after_command(list(sys.argv[1:] if argv is None else argv))
     # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
     # The one exception is `kolectra export --push` (not --dry-run): an upload, which needs the Hub.
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, beam_args: list[str],
                     environ: dict[str, str]) -> None:
-    """What is refused before anything runs (:mod:`pipeline.cli_checks`): the environment, an
+    """What is refused before anything runs (:mod:`pipeline.cli.checks`): the environment, an
     empty --out, a --name that is not one, a --set key twice, arguments neither kolectra nor Beam knows."""
     cli_checks.check_environment(environ)
     cli_checks.check_out(args.out if hasattr(args, "out") else None)
@@ -424,8 +424,3 @@ def check_beam_args(beam_args: list[str]) -> None:
             if not value.lstrip("-").isdigit() or int(value) < 0:
                 raise ConfigError(f"--direct_num_workers: expected a whole number >= 0 (0 = one per core), "
                                   f"got {value!r}")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit(main())

@@ -22,8 +22,8 @@ import uuid
 
 from kolectra.core import storage
 from kolectra.core.stage import progress
-from kolectra.pipeline import workspace
-from kolectra.pipeline.manifest import ArtifactError
+from kolectra.pipeline.store import workspace
+from kolectra.pipeline.store.manifest import ArtifactError
 
 LOCKS = ".locks"
 

@@ -15,7 +15,7 @@ import json
 import sys
 from collections import defaultdict
 
-from kolectra.pipeline.artifacts import KINDS, Artifact, Store
+from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 
 # the settings a person tells artifacts of a kind apart by (dotted config keys)
 KEY_SETTINGS = {

@@ -21,14 +21,14 @@ numbers support:
 - **Health** of each point: discriminator AUC, replaced share, generator accuracy and the
   trainer's verdict (:mod:`kolectra.model.health`); points still at the prior are flagged.
 - **Comparisons**: paired differences between arms (and against the floor) at each budget with
-  hierarchical bootstrap 95 % intervals (:mod:`kolectra.pipeline.study_stats`); a winner is named
+  hierarchical bootstrap 95 % intervals (:mod:`kolectra.pipeline.study.stats`); a winner is named
   only when the interval excludes zero and both arms beat the floor.
 - **Held-out rows** are kept out of the pretraining text when the study builds its examples
   (``--corpus``): their document ids are dropped by the examples stage. Given ``--examples``, the
   report counts how many held-out rows the pretraining corpus holds.
 
 Every run is an artifact, so an interrupted study resumes and a rerun with twice the budget reuses
-every point it already has. :mod:`kolectra.pipeline.study_report` writes ``study.json``,
+every point it already has. :mod:`kolectra.pipeline.study.report` writes ``study.json``,
 ``report.md`` and the plots.
 """
 
@@ -51,11 +51,12 @@ from kolectra.corpus import shards
 from kolectra.model import rtd
 from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
-from kolectra.pipeline import stages, study_report
-from kolectra.pipeline.artifacts import Artifact, ArtifactError, Request, Store
-from kolectra.pipeline.study_plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
-from kolectra.pipeline.study_plan import arm_sets as plan_arm_sets
-from kolectra.pipeline.study_stats import Runs, compare, verdict
+from kolectra.pipeline import stages
+from kolectra.pipeline.study import report as study_report
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
+from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
+from kolectra.pipeline.study.stats import Runs, compare, verdict
 
 STAGE_VERSION = 5  # 3: verdict against the floor; 4: held-out texts under other ids; 5: plots of the mean
 

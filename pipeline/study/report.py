@@ -1,9 +1,9 @@
 """The study's report: ``report.md`` with its tables and verdicts, and the plots beside it.
 
-Reads the ``study.json`` document :mod:`kolectra.pipeline.study` assembled (``floor``, ``points``,
+Reads the ``study.json`` document :mod:`kolectra.pipeline.study.runner` assembled (``floor``, ``points``,
 ``comparisons``) and the checkpoints' ``metrics.jsonl`` for the training curves. Scores are
 accuracies on the held-out rows, shown in percent; intervals are hierarchical bootstrap 95 %
-intervals of paired differences (:mod:`kolectra.pipeline.study_stats`).
+intervals of paired differences (:mod:`kolectra.pipeline.study.stats`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from kolectra.core import plot
-from kolectra.pipeline.artifacts import Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.markdown import code, text
 
 READOUT_TEXT = {"probe": "linear probe (frozen encoder)", "lowdata": "low-data fine-tuning",

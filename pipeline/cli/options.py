@@ -21,7 +21,7 @@ import sys
 def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3") -> None:
     """``set_example``: a key=value this command accepts, for its --set help (a test holds every
     help example to the command's --print-config keys)."""
-    # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli_checks.py);
+    # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli/checks.py);
     # a store URL stays a URL
     p.add_argument("--out", default=None, metavar="ROOT",
                    help="artifact root: a directory or a store URL (default: $KOLECTRA_HOME, else ./artifacts; "

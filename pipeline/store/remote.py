@@ -47,12 +47,12 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline import layout, workspace
-from kolectra.pipeline.lease import LOCKS, Lease
-from kolectra.pipeline.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
-from kolectra.pipeline.artifacts import Request, Resumable, Store, check_layout, manifest_of
-from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for
-from kolectra.pipeline.manifest import (KINDS, MANIFEST, ArtifactError, digest, hash_tree, misplaced, parse_manifest,
+from kolectra.pipeline.store import layout, workspace
+from kolectra.pipeline.store.lease import LOCKS, Lease
+from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
+from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of
+from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for
+from kolectra.pipeline.store.manifest import (KINDS, MANIFEST, ArtifactError, digest, hash_tree, misplaced, parse_manifest,
                                         sha256_file, unsafe_path)
 
 
@@ -101,7 +101,7 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
         problems.append(f"{url}/{rel}: not in manifest (added after publishing)")
     if digest(art.manifest["files"]) != art.manifest["digest"]:
         problems.append(f"{url}/{MANIFEST}: digest does not match its file list")
-    # what the kind must hold (pipeline/layout.py), as on a local root: index.json read in place
+    # what the kind must hold (pipeline/store/layout.py), as on a local root: index.json read in place
     problems += layout.missing(art.kind, art.path, art.manifest.get("stats", {}), art.manifest.get("config", {}),
                                listed)
     return problems

@@ -4,7 +4,7 @@
 :meth:`~Catalog.resolve` a ref, a :meth:`~Catalog.parent` in any root), checks them
 (:meth:`~Catalog.verify`: files against the manifest, parents unchanged since a child was built
 from them; :meth:`~Catalog.require`: that, before a stage reads a parent) and draws their lineage.
-:class:`kolectra.pipeline.artifacts.Store` adds building (the publish protocol) on top. Every
+:class:`kolectra.pipeline.store.artifacts.Store` adds building (the publish protocol) on top. Every
 manifest is checked field by field, and against the place of its directory, before anything
 here acts on it (:mod:`.manifest`).
 """
@@ -16,7 +16,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from kolectra.pipeline.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
+from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 
 
 def article(kind: str) -> str:
@@ -44,7 +44,7 @@ def catalog_for(root: Path | str) -> "Catalog":
     from kolectra.core import storage  # noqa: PLC0415
 
     if storage.is_url(str(root)):
-        from kolectra.pipeline.remote import RemoteStore  # noqa: PLC0415 - only for store roots
+        from kolectra.pipeline.store.remote import RemoteStore  # noqa: PLC0415 - only for store roots
 
         return RemoteStore(str(root))
     return Catalog(root)

@@ -1,6 +1,6 @@
 """A pretraining run on a store root: its working state kept in the store, so any machine resumes it.
 
-Mixed into :class:`kolectra.pipeline.remote.RemoteStore`. The run itself works in a local directory
+Mixed into :class:`kolectra.pipeline.store.remote.RemoteStore`. The run itself works in a local directory
 (``$KOLECTRA_CACHE/roots/<root hash>/.work/<kind>-<id>/``, the local protocol of
 :mod:`.workspace`); each checkpoint the trainer completes is mirrored to
 ``ROOT/.work/<kind>-<id>/out/checkpoints/step-N/`` (files first, its manifest last; older steps
@@ -22,10 +22,10 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import progress
-from kolectra.pipeline import workspace
-from kolectra.pipeline.artifacts import Request, Resumable
-from kolectra.pipeline.catalog import Artifact
-from kolectra.pipeline.manifest import MANIFEST
+from kolectra.pipeline.store import workspace
+from kolectra.pipeline.store.artifacts import Request, Resumable
+from kolectra.pipeline.store.catalog import Artifact
+from kolectra.pipeline.store.manifest import MANIFEST
 
 WORK = ".work"
 CHECKPOINTS = "checkpoints"

@@ -111,5 +111,5 @@ def missing(kind: str, path: Path, stats, config, listed: frozenset[str] | set[s
     for rel in (r for r in dict.fromkeys(need) if r not in listed):
         f = path / rel
         if not f.is_file() or f.is_symlink():
-            problems.append(f"{f}: missing (a {kind} artifact holds it: pipeline/layout.py)")
+            problems.append(f"{f}: missing (a {kind} artifact holds it: pipeline/store/layout.py)")
     return problems

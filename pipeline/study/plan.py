@@ -1,5 +1,5 @@
 """What a study is asked to do (:class:`StudyPlan`), kept free of torch and Beam so the CLI can
-describe its options without importing them. The study itself is :mod:`kolectra.pipeline.study`.
+describe its options without importing them. The study itself is :mod:`kolectra.pipeline.study.runner`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from kolectra.core.config import ConfigError, override
 from kolectra.model.config import EMBEDDING_SHARING, OBJECTIVES
 from kolectra.model.config import preset as model_preset
 from kolectra.model.config import validate as validate_pretrain
-from kolectra.pipeline.artifacts import ArtifactError
+from kolectra.pipeline.store.artifacts import ArtifactError
 
 READOUTS = ("probe", "lowdata", "finetune")
 # An arm's recipe switches, ``+<name><number>`` after the objective (and its sharing suffix):

@@ -1,7 +1,7 @@
-"""``kolectra study``: its options and how they become a :class:`~kolectra.pipeline.study_plan.StudyPlan`.
+"""``kolectra study``: its options and how they become a :class:`~kolectra.pipeline.study.plan.StudyPlan`.
 
 Apart from :mod:`pipeline.cli` because the study has more options than any stage; the study itself
-is :mod:`pipeline.study`.
+is :mod:`pipeline.study.runner`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import math
 from pathlib import Path
 
 from kolectra.core.config import ConfigError
-from kolectra.pipeline.artifacts import Artifact, Store
-from kolectra.pipeline.cli_options import config_sets
+from kolectra.pipeline.store.artifacts import Artifact, Store
+from kolectra.pipeline.cli.options import config_sets
 
 
 def add_study(p: argparse.ArgumentParser) -> None:
-    from kolectra.pipeline.study_plan import READOUTS, StudyPlan
+    from kolectra.pipeline.study.plan import READOUTS, StudyPlan
 
     d = StudyPlan(flops=1.0)
     src = p.add_mutually_exclusive_group(required=True)
@@ -52,7 +52,7 @@ def add_study(p: argparse.ArgumentParser) -> None:
 
 
 def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
-    from kolectra.pipeline.study import StudyPlan, run_study
+    from kolectra.pipeline.study.runner import StudyPlan, run_study
 
     if not math.isfinite(args.flops) or args.flops <= 0:
         raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")

@@ -1,6 +1,6 @@
 """An artifact's ``manifest.json``: hashing a built directory, reading a manifest, verifying files.
 
-The store (:mod:`kolectra.pipeline.artifacts`) decides *when* a manifest is written (last, just
+The store (:mod:`kolectra.pipeline.store.artifacts`) decides *when* a manifest is written (last, just
 before the directory is renamed into place); this module decides *what* it says and whether a
 directory still matches it. A manifest is data read from disk, so it is checked before anything
 acts on it: every listed path must be a plain relative path inside the artifact (no ``..``, no
@@ -23,11 +23,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from kolectra.pipeline import layout
+from kolectra.pipeline.store import layout
 
 SCHEMA = "kolectra.artifact/1"
 MANIFEST = "manifest.json"
-# the store's liveness mark in a build directory (pipeline/workspace.py): never part of an artifact
+# the store's liveness mark in a build directory (pipeline/store/workspace.py): never part of an artifact
 BUILD_LOCK = ".kolectra-build.lock"
 KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
 _CHUNK = 1 << 20

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core.stage import progress
-from kolectra.pipeline.manifest import BUILD_LOCK, ArtifactError
+from kolectra.pipeline.store.manifest import BUILD_LOCK, ArtifactError
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 _TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")

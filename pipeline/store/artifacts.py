@@ -47,10 +47,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline import layout, workspace
-from kolectra.pipeline.workspace import Resumable
-from kolectra.pipeline.catalog import Artifact, Catalog, catalog_for, default_root, load
-from kolectra.pipeline.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
+from kolectra.pipeline.store import layout, workspace
+from kolectra.pipeline.store.workspace import Resumable
+from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for, default_root, load
+from kolectra.pipeline.store.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
                                         hash_tree, input_key, library_versions, provenance, read_manifest, sha256_file,
                                         verify_dir, write_json)
 
@@ -120,11 +120,11 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
 def open_store(root: Path | str | None = None) -> "Store":
     """The store of ``root``: a local directory or an object-store URL (``s3://``, ``gs://``)."""
     from kolectra.core import storage  # noqa: PLC0415
-    from kolectra.pipeline.catalog import as_root  # noqa: PLC0415
+    from kolectra.pipeline.store.catalog import as_root  # noqa: PLC0415
 
     root = default_root() if root is None else as_root(root)
     if storage.is_url(str(root)):
-        from kolectra.pipeline.remote import RemoteStore  # noqa: PLC0415 - s3fs/gcsfs only for store roots
+        from kolectra.pipeline.store.remote import RemoteStore  # noqa: PLC0415 - s3fs/gcsfs only for store roots
 
         storage.check_bucket(str(root))
         return RemoteStore(str(root))
@@ -144,13 +144,13 @@ def _without(config: dict, dotted: Iterable[str]) -> dict:
 
 
 class Store(Catalog):
-    """A root's artifacts (finding and checking: :class:`~kolectra.pipeline.catalog.Catalog`) and
+    """A root's artifacts (finding and checking: :class:`~kolectra.pipeline.store.catalog.Catalog`) and
     how new ones are built."""
 
     # ---- reading -------------------------------------------------------------------------
     def local(self, art: Artifact, only: Callable[[str], bool] | None = None) -> Path:
         """A local directory with ``art``'s files for a stage to read: here, where it is (a parent
-        kept in a store: a checked copy, :meth:`kolectra.pipeline.remote.RemoteStore.local`)."""
+        kept in a store: a checked copy, :meth:`kolectra.pipeline.store.remote.RemoteStore.local`)."""
         if not isinstance(art.path, Path):
             return catalog_for(art.root).local(art, only)
         return art.path

@@ -1,0 +1,7 @@
+"""The artifact store: versioned, hash-linked artifacts under a root, local or on an object store.
+
+:mod:`.artifacts` builds and publishes (the :class:`~.artifacts.Store`), :mod:`.catalog` finds and
+reads what is published, :mod:`.manifest` hashes and verifies an artifact's files, :mod:`.layout`
+says what each kind must hold, :mod:`.workspace` keeps the private areas (locks, builds, runs);
+:mod:`.remote`, :mod:`.lease` and :mod:`.remote_runs` are the same store on ``s3://`` / ``gs://``.
+"""
