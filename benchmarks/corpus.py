@@ -29,21 +29,21 @@ Usage: ``python benchmarks/corpus.py [--quick] [--reviews GLOB | --data DIR] [--
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import resource
 import shutil
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from common import add_data_args, emit, parser, require_data
+
+from kolectra.core.stage import progress
 from kolectra.corpus import reader
-from kolectra.corpus.config import default_config
 from kolectra.corpus.build import build
+from kolectra.corpus.config import default_config
 from kolectra.corpus.segment import Segmenter
 from kolectra.corpus.text import normalize
-from kolectra.core.stage import progress
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_INPUT = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"

@@ -32,20 +32,19 @@ for the 662,404 NSMC reviews.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import gzip
 import json
 import os
 import re
 import resource
+import sys
 import tempfile
 import time
-
+from pathlib import Path
 
 from common import add_data_args, emit, parser, reviews_source
 from common import reviews as common_reviews
+
 from kolectra.core.tokens import SPECIALS
 
 QUICK_REVIEWS = 20_000
@@ -117,7 +116,15 @@ def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
     from kolectra.corpus import shards
     from kolectra.corpus.examples import load_tokenizer
     from kolectra.corpus.examples_format import arrow_bytes
-    from kolectra.corpus.packing import Sequences, doc_rng, encode_rows, fill_rows, ids_dtype, one_per_row, pack_document
+    from kolectra.corpus.packing import (
+        Sequences,
+        doc_rng,
+        encode_rows,
+        fill_rows,
+        ids_dtype,
+        one_per_row,
+        pack_document,
+    )
 
     tok = load_tokenizer(vocab_dir)
     dtype = ids_dtype(tok.get_vocab_size())
@@ -215,9 +222,9 @@ def main() -> None:
     p.add_argument("--max-seq-length", type=int, default=128, help="row length in tokens (default 128)")
     args = p.parse_args()
 
+    from kolectra.core.stage import progress
     from kolectra.corpus.examples import build
     from kolectra.corpus.examples_config import ExamplesConfig
-    from kolectra.core.stage import progress
 
     limit = QUICK_REVIEWS if args.quick else None
     with tempfile.TemporaryDirectory(prefix="kolectra-bench-examples-") as tmp:

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from common import add_data_args, emit, parser, require_data
+
 from kolectra.finetune.config import KorquadConfig, NsmcConfig
 from kolectra.finetune.features import Features, rows, tokenize
 from kolectra.finetune.korquad import Korquad

@@ -31,8 +31,8 @@ import sys
 import time
 
 import torch
-
 from common import emit, parser
+
 from kolectra.core.config import override
 from kolectra.model import config, objectives, rtd
 from kolectra.model.bench import Served
@@ -52,7 +52,7 @@ class Arm:
     def __init__(self, arm: str, dev, vocab: int, seq_len: int, batch_size: int, steps: int, seed: int):
         self.name = arm
         self.cfg = override(config.mini(), arm_sets(arm))
-        config.validate(self.cfg)
+        self.cfg.validate()
         self.obj, self.dev = self.cfg.objective, dev
         self.sp = rtd.Specials(vocab_size=vocab)
         torch.manual_seed(seed)

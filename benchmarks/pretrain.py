@@ -32,8 +32,8 @@ import sys
 import time
 
 import torch
-
 from common import emit, parser
+
 from kolectra.model.bench import compare, small_pp_like
 
 # Dense peak TFLOP/s (bf16, fp32 via TF32) of GPUs we may meet; CPU has no reliable figure.

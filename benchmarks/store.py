@@ -59,8 +59,8 @@ def start_server() -> tuple[subprocess.Popen, str]:
 
 def input_file(args, tmp: Path) -> str:
     """The reviews as one JSONL file (``--reviews``: its first files, up to the size's limit)."""
-    import gzip
     import glob
+    import gzip
 
     limit = 4_000 if args.quick and data_path(args, "reviews", "benchmarks/store.py") is None else 20_000
     source = data_path(args, "reviews", "benchmarks/store.py")

@@ -21,15 +21,15 @@ figures the rest).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import gzip
 import json
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from common import add_data_args, emit, parser, reviews, reviews_source
+
 from kolectra.core.tokens import SPECIALS
 
 QUICK_REVIEWS = 20000

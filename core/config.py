@@ -18,10 +18,12 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, TypeVar
 
+from kolectra.core.errors import UserInputError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserInputError):
     """A bad override or config document; the message names the offending key."""
 
 
@@ -130,7 +132,10 @@ class FileAssignment(str):
 
 
 def override(cfg: T, assignments: Iterable[str]) -> T:
-    """Apply ``key=value`` assignments (dotted keys reach nested dataclasses)."""
+    """Apply ``key=value`` assignments (dotted keys reach nested dataclasses), then check the result.
+
+    A config checks itself in one place, its ``validate()`` method, called here once after every
+    assignment: so settings that bound each other (``min_chars``, ``max_chars``) may come in any order."""
     for assignment in assignments:
         if "=" not in assignment:
             raise ConfigError(f"override {assignment!r} is not of the form key=value")
@@ -140,7 +145,15 @@ def override(cfg: T, assignments: Iterable[str]) -> T:
         except ConfigError as e:
             source = getattr(assignment, "source", None)
             raise ConfigError(f"{source}: {e}" if source else str(e)) from None
+    validate(cfg)
     return cfg
+
+
+def validate(cfg: Any) -> None:
+    """Check a config: its ``validate()`` method raises a :class:`ConfigError` naming the key."""
+    check = getattr(cfg, "validate", None)
+    if check is not None:
+        check()
 
 
 def read_config_file(path: str | Path) -> list[str]:

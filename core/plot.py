@@ -36,6 +36,8 @@ from matplotlib import font_manager, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from kolectra.core.errors import EnvironmentProblem
+
 Color = tuple[int, int, int]
 Point = tuple[float, float]
 
@@ -57,7 +59,7 @@ def korean_font() -> str:
     """Register the packaged NanumGothic files with matplotlib once; return the family name."""
     spec = importlib.util.find_spec(FONT_PACKAGE)  # finds the package without running its __init__
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"the {FONT_PACKAGE} package (Korean font for plots) is not installed: "
+        raise EnvironmentProblem(f"the {FONT_PACKAGE} package (Korean font for plots) is not installed: "
                            "pip install koreanize-matplotlib")
     folder = Path(list(spec.submodule_search_locations)[0]) / "fonts"
     for name in FONT_FILES:

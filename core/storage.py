@@ -29,13 +29,15 @@ import os
 import re
 from typing import IO, Any, Iterator
 
+from kolectra.core.errors import EnvironmentProblem
+
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
 _CHUNK = 1 << 20
 # the protocol extra that installs each store's fsspec implementation
 EXTRAS = {"s3": "kolectra[s3]", "s3a": "kolectra[s3]", "gs": "kolectra[gcs]", "gcs": "kolectra[gcs]"}
 
 
-class StoreError(ValueError):
+class StoreError(EnvironmentProblem):
     """An object store refused or could not be reached; the message names the URL and what to check."""
 
 
@@ -125,7 +127,7 @@ def translated(url: str) -> Iterator[None]:
         yield
     except (FileNotFoundError, FileExistsError, PreconditionFailed, StoreError, KeyboardInterrupt):
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever the store's client raises becomes one StoreError
         raise StoreError(describe_failure(url, e)) from None
 
 

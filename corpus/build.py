@@ -33,10 +33,26 @@ import tempfile
 import uuid
 from pathlib import Path
 
-# runners first: it silences Beam's import-time logging before apache_beam is imported
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput, progress
+from kolectra.core.verbosity import NORMAL
+from kolectra.corpus import inputs, neardup, outputs, reader
+from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.outputs import (  # noqa: F401  (re-exported: the stage's API)
+    REJECTS_FILE,
+    SAMPLES_KEPT,
+    SAMPLES_PER_REASON,
+    STATS_FILE,
+    CorpusError,
+    check_stats,
+    make_stats,
+)
+from kolectra.corpus.progress import Monitor, describe, read_counts
 from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_workers, input_bytes: this module's API)
     LOCAL_RUNNER,
-    NORMAL,
     REMOTE_RUNNERS,
     CorpusOptions,
     Interruption,
@@ -47,26 +63,8 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     runner_setup,
     verbosity,
 )
-
-import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions  # noqa: E402
-
-from kolectra.core import storage  # noqa: E402
-from kolectra.core.stage import StageOutput, progress  # noqa: E402
-from kolectra.corpus import inputs, neardup, outputs, reader  # noqa: E402
-from kolectra.corpus.config import CorpusConfig  # noqa: E402
-from kolectra.corpus.outputs import (  # noqa: E402,F401  (re-exported: the stage's API)
-    REJECTS_FILE,
-    SAMPLES_KEPT,
-    SAMPLES_PER_REASON,
-    STATS_FILE,
-    CorpusError,
-    check_stats,
-    make_stats,
-)
-from kolectra.corpus.progress import Monitor, describe, read_counts  # noqa: E402
-from kolectra.corpus.shards import SPLITS, write_dataset_card  # noqa: E402
-from kolectra.corpus.steps import (  # noqa: E402,F401  (re-exported: the stage's API)
+from kolectra.corpus.shards import SPLITS, write_dataset_card
+from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API)
     FILES,
     REJECTED,
     SAMPLES,
@@ -78,17 +76,7 @@ from kolectra.corpus.steps import (  # noqa: E402,F401  (re-exported: the stage'
     shared_ids,
 )
 
-# Bump when the output bytes for the same input and config change (part of the artifact id).
-# 2: language profiles, boilerplate lines, union-find near-dup clusters, samples/.
-# 3: shards gzipped at level 1 (3x faster than 6 on this JSON, files about a fifth larger).
-# 4: README.md, a dataset card: datasets.load_dataset(<artifact dir>) loads the splits.
-# 5: samples show the cleaned (masked) text; ids masked by mask_pii fall back to source:line;
-#    stats.json: per-file bytes and sha256, repaired records; damaged files are dead letters.
-# 6: a record Python's JSON parser refuses (huge integer, deep nesting) is an `unparsable_json`
-#    reject, not the end of its file; numeric ids canonical, other non-string ids `invalid_id`;
-#    documents of invisible characters dropped as `invisible`; U+FFA0 folded to U+3164; ZWJ kept
-#    inside emoji sequences; stats.json counts duplicate_id_different_text.
-STAGE_VERSION = 6
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 class CorpusInterrupted(KeyboardInterrupt):

@@ -15,12 +15,10 @@ import bz2
 import gzip
 from typing import IO, Any, Callable
 
-from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
-from apache_beam.io.filesystem import CompressionTypes  # noqa: E402
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from kolectra.core import storage
-
 from kolectra.corpus.inputs import HashingReader
 
 SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
@@ -103,7 +101,7 @@ class StreamReader:
 
 
 def _zstd() -> Any:
-    import zstandard  # optional dependency; only needed for .zst inputs
+    import zstandard  # noqa: PLC0415 - optional dependency; only needed for .zst inputs
 
     return zstandard.ZstdDecompressor().decompressobj()
 

@@ -50,8 +50,9 @@ class CorpusConfig:
     max_damaged_files: int = 0
     seed: int = 0  # salts the train/valid hash
 
-    def __post_init__(self) -> None:
-        # Fail at construction so a bad --set is reported before Beam starts.
+    def validate(self) -> None:
+        """Raise a ConfigError naming the first setting that cannot work."""
+        # called once the overrides are applied (core.config.override), so before Beam starts
         if self.format not in ("auto", "text", "jsonl", "blocks"):
             raise ConfigError(f"format must be auto, text, jsonl or blocks, got {self.format!r}")
         if not 0.0 <= self.valid_fraction < 1.0:

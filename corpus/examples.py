@@ -22,36 +22,40 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# runners first: it silences Beam's import-time logging before apache_beam is imported
-from kolectra.corpus.runners import (LOCAL_RUNNER, input_bytes, interruptible, new_pipeline, pipeline_options,
-                                      runner_setup)
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions
+from tokenizers import Tokenizer
 
-from kolectra.core import storage  # noqa: E402
-from kolectra.core.stage import StageOutput, progress  # noqa: E402
-from kolectra.corpus import examples_beam, shards  # noqa: E402
-from kolectra.corpus.outputs import take_report  # noqa: E402
+from kolectra.core import storage
+from kolectra.core.errors import UserInputError
+from kolectra.core.stage import StageOutput, progress
+from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples_config import MIN_SEQ_LENGTH, ExamplesConfig, default_config  # noqa: F401
+from kolectra.corpus.outputs import take_report
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
+from kolectra.corpus.runners import (
+    LOCAL_RUNNER,
+    input_bytes,
+    interruptible,
+    new_pipeline,
+    pipeline_options,
+    runner_setup,
+)
 
-# 2: Beam job; shards are named after the corpus shard they come from (shard-CCCCC-PPPP).
-# 3: Arrow shards with doc_ids and a dataset card (index format 2); packing=isolated by default.
-STAGE_VERSION = 3
+STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- input checks ---------------------------------------------------------------------------
 def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
     path = Path(tokenizer_dir) / "tokenizer.json"
     if not path.is_file():
-        raise ValueError(f"examples: {path} not found; expected a vocab artifact (HF tokenizer directory)")
+        raise UserInputError(f"examples: {path} not found; expected a vocab artifact (HF tokenizer directory)")
     try:
         tok = Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers reports a garbled file as a bare Exception
-        raise ValueError(f"examples: {path}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
+    except Exception as e:  # noqa: BLE001 - tokenizers reports a garbled file as a bare Exception
+        raise UserInputError(f"examples: {path}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
     wrong = {t: tok.token_to_id(t) for t, i in SPECIAL_IDS.items() if tok.token_to_id(t) != i}
     if wrong:
-        raise ValueError(f"examples: {path} lacks the special tokens at their fixed ids "
+        raise UserInputError(f"examples: {path} lacks the special tokens at their fixed ids "
                          f"(want {SPECIAL_IDS}, got {wrong})")
     return tok
 
@@ -62,18 +66,18 @@ def _read_json(path: Path) -> dict | None:
     except FileNotFoundError:
         return None
     except json.JSONDecodeError as e:
-        raise ValueError(f"examples: {path} is not valid JSON: {e}") from None
+        raise UserInputError(f"examples: {path} is not valid JSON: {e}") from None
 
 
 def check_length(cfg: ExamplesConfig, tokenizer_dir: Path) -> None:
     """Refuse a ``max_seq_length`` the tokenizer (and so the model's position table) cannot take."""
     if cfg.max_seq_length < MIN_SEQ_LENGTH:  # the config refuses it too; a hand-built one may not
-        raise ValueError(f"examples: max_seq_length must be at least {MIN_SEQ_LENGTH}, got {cfg.max_seq_length}")
+        raise UserInputError(f"examples: max_seq_length must be at least {MIN_SEQ_LENGTH}, got {cfg.max_seq_length}")
     path = Path(tokenizer_dir) / "tokenizer_config.json"
     limit = (_read_json(path) or {}).get("model_max_length")
     # transformers writes a huge sentinel (1e30) when there is no limit
     if isinstance(limit, (int, float)) and limit < 1e9 and cfg.max_seq_length > limit:
-        raise ValueError(f"examples: max_seq_length={cfg.max_seq_length} exceeds model_max_length={int(limit)} of "
+        raise UserInputError(f"examples: max_seq_length={cfg.max_seq_length} exceeds model_max_length={int(limit)} of "
                          f"{path} (the position embeddings the vocab was made for); use --max-seq-length "
                          f"{int(limit)} or less")
 
@@ -81,7 +85,7 @@ def check_length(cfg: ExamplesConfig, tokenizer_dir: Path) -> None:
 def corpus_shards(corpus_dir: Path, split: str) -> list[Path]:
     paths = shards.shard_paths(corpus_dir, split)
     if not paths:
-        raise ValueError(f"examples: no {split} shards under {Path(corpus_dir) / shards.DATA_DIR} "
+        raise UserInputError(f"examples: no {split} shards under {Path(corpus_dir) / shards.DATA_DIR} "
                          f"(expected {split}-NNNNN-of-MMMMM.jsonl.gz; is {corpus_dir} a corpus artifact?)")
     return paths
 
@@ -103,7 +107,7 @@ def corpus_shard_urls(files: list[str], corpus_url: str, split: str) -> list[str
     """The ``split`` shards of a corpus artifact on a store, from its manifest's file list."""
     names = sorted(f for f in files if f.startswith(f"{shards.DATA_DIR}/{split}-") and ".jsonl" in f)
     if not names:
-        raise ValueError(f"examples: no {split} shards in {corpus_url} (is it a corpus artifact?)")
+        raise UserInputError(f"examples: no {split} shards in {corpus_url} (is it a corpus artifact?)")
     return [storage.join(corpus_url, f) for f in names]
 
 
@@ -145,9 +149,9 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     stats = json.loads(storage.read_bytes(storage.join(str(out_dir), "stats.json")).decode("utf-8"))
     if stats["bad_documents"]:
         bad = json.loads(storage.read_bytes(storage.join(str(out_dir), examples_beam.BAD_FILE)).decode("utf-8"))
-        raise ValueError(f"examples: {stats['bad_documents']} unreadable document(s) in {corpus_dir}, e.g. "
+        raise UserInputError(f"examples: {stats['bad_documents']} unreadable document(s) in {corpus_dir}, e.g. "
                          + "; ".join(bad[:3]))
     if stats["examples"] == 0:
-        raise ValueError(f"examples: the {cfg.split} split of {corpus_dir} yields no tokens")
+        raise UserInputError(f"examples: the {cfg.split} split of {corpus_dir} yields no tokens")
     progress("examples: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
     return StageOutput(stats=stats, files=written if in_place else None)

@@ -35,15 +35,23 @@ import apache_beam as beam
 import numpy as np
 
 from kolectra.core import storage
-
 from kolectra.corpus import shards
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.examples_format import arrow_bytes, dataset_card, index_document, shard_name
-from kolectra.corpus.packing import (PAD, SPECIAL_IDS, Sequences, doc_rng, encode_rows, fill_rows, make_stats,
-                                     one_per_row, pack_document)
+from kolectra.corpus.outputs import REPORT_FILE  # the written files' entries, for the launcher
+from kolectra.corpus.packing import (
+    PAD,
+    SPECIAL_IDS,
+    Sequences,
+    doc_rng,
+    encode_rows,
+    fill_rows,
+    make_stats,
+    one_per_row,
+    pack_document,
+)
 
 REPORT = "report"  # side output: ("tally", counter, n), ("bad", message) or ("piece", (shard, piece), entry)
-from kolectra.corpus.outputs import REPORT_FILE  # noqa: E402  (the written files' entries, for the launcher)
 
 BAD_FILE = "bad_documents.json"  # written only when there are any; the stage then fails
 READ_BYTES = 8 << 20  # decompressed bytes read at a time; lines are split from these blocks
@@ -136,7 +144,7 @@ class TokenizeAndPack(beam.DoFn):
     def setup(self):
         if self.job.worker_processes:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by tokenizers at each batch call
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # noqa: PLC0415 - in the Beam worker, not at pickling time
 
         self.tok = Tokenizer.from_str(storage.read_bytes(self.job.tokenizer_path).decode("utf-8"))
         self.holdout = read_holdout(self.job.cfg.holdout_ids)

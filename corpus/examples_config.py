@@ -23,7 +23,6 @@ segment, sometimes a shorter random target, never across documents.
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Literal
 
 from kolectra.core.config import ConfigError
@@ -55,7 +54,8 @@ class ExamplesConfig:
     holdout_ids: str = ""
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        """Raise a ConfigError naming the first setting that cannot work."""
         if self.max_seq_length < MIN_SEQ_LENGTH:
             raise ConfigError(f"max_seq_length: must be at least {MIN_SEQ_LENGTH}, got {self.max_seq_length}")
         for name in ("short_seq_prob", "single_segment_prob"):

@@ -144,7 +144,7 @@ def boilerplate(text: str, cfg: CorpusConfig) -> str | None:
 
 
 FILTERS: tuple[Filter, ...] = (empty, invisible, too_short, too_long, low_script_share, symbols, repetitive, boilerplate)
-# exact duplicates (pipeline.py) and near duplicates (neardup.py) are counted with the filters
+# exact duplicates (steps.py, KeepFirstCopies) and near duplicates (neardup.py) are counted with the filters
 DROP_REASONS: tuple[str, ...] = tuple(f.__name__ for f in FILTERS) + ("duplicate", "near_duplicate")
 
 

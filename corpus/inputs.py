@@ -27,15 +27,15 @@ import re
 import stat
 from typing import IO
 
-from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
-from apache_beam.io.filesystems import FileSystems  # noqa: E402
+from apache_beam.io.filesystems import FileSystems
 
-from kolectra.core import storage  # noqa: E402
+from kolectra.core import storage
+from kolectra.core.errors import UserInputError
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 
 
-class InputError(ValueError):
+class InputError(UserInputError):
     """An input pattern matched nothing or a file cannot be listed; names the path."""
 
 
@@ -62,7 +62,7 @@ def _literal(pattern: str) -> str | None:
         if is_remote(pattern):
             return pattern if not any(c in pattern for c in "*?[") and storage.exists(pattern) else None
         return os.path.abspath(pattern) if os.path.isfile(pattern) else None
-    except Exception:  # a store that cannot answer: let the listing report it
+    except Exception:  # noqa: BLE001 - a store that cannot answer: let the listing report it
         return None
 
 
@@ -120,7 +120,7 @@ def _expand_one(pattern: str) -> list[str]:
             found = [m.path for m in result.metadata_list]
     except storage.StoreError as e:
         raise InputError(f"cannot list input {pattern!r}: {e}") from None
-    except Exception as e:  # BeamIOError wraps the per-pattern exception
+    except Exception as e:  # noqa: BLE001 - BeamIOError wraps the per-pattern exception
         raise InputError(f"cannot list input {pattern!r}: {e}") from None
     if not found:
         raise InputError(f"input {pattern!r} matches no file")
@@ -136,7 +136,7 @@ def identify(path: str) -> InputFile:
         meta = storage.info(path)
         size = int(meta["size"])
         return InputFile(path, size, f"object:{path}:{size}:{storage.checksum_of(meta)}")
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
         raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
 
 

@@ -23,6 +23,8 @@ import dataclasses
 import functools
 import re
 
+from kolectra.core.errors import UserInputError
+
 # Letter ranges per script (inclusive code points). Hangul includes the compatibility jamo:
 # ㅋㅋ and ㅠㅠ are Korean text. Written out, not derived from unicodedata, so the filter does not
 # change with the Python version.
@@ -111,7 +113,7 @@ def profile(code: str) -> Profile:
     try:
         return PROFILES[code]
     except KeyError:
-        raise ValueError(f"unknown language {code!r}; known: {sorted(PROFILES)}") from None
+        raise UserInputError(f"unknown language {code!r}; known: {sorted(PROFILES)}") from None
 
 
 @dataclasses.dataclass(frozen=True)

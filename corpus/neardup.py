@@ -25,9 +25,10 @@ from __future__ import annotations
 import hashlib
 import zlib
 
-from kolectra.corpus import runners as _runners  # noqa: F401  (first: quiets Beam's import-time logging)
-import apache_beam as beam  # noqa: E402
+import apache_beam as beam
 import numpy as np
+
+from kolectra.core.errors import UserInputError
 
 NUM_PERM = 128
 SHINGLE = 5
@@ -200,7 +201,7 @@ class NearDedup(beam.PTransform):
 
     def expand(self, docs):
         if self.threshold <= 0:
-            raise ValueError("NearDedup needs a threshold in (0, 1]; leave the step out to keep near duplicates")
+            raise UserInputError("NearDedup needs a threshold in (0, 1]; leave the step out to keep near duplicates")
         bands, rows = bands_rows(self.threshold)
         by_pos = docs | "KeyByPosition" >> beam.Map(lambda kv: ((kv[1]["source"], kv[1]["line"]), kv))
         marks = (

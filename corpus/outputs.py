@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from kolectra.core import storage
+from kolectra.core.errors import UserInputError
 from kolectra.corpus import filters, reader
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.shards import DATA_DIR, SPLITS
@@ -32,7 +33,7 @@ SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
 SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in stats.json
 
 
-class CorpusError(ValueError):
+class CorpusError(UserInputError):
     """The input is unusable (too many rejects, damaged or changing files, nothing left) or the
     run is misconfigured; names the file or the missing option. A ValueError, so the CLI
     reports it without a traceback."""

@@ -125,7 +125,7 @@ class _Bars:
     """Two tqdm bars: input bytes read (of the listed total) and documents analysed (of those kept)."""
 
     def __init__(self, total_bytes: int, stream):
-        from tqdm import tqdm
+        from tqdm import tqdm  # noqa: PLC0415 - tqdm: only when a bar is shown
 
         self.read = tqdm(total=total_bytes or None, unit="B", unit_scale=True, desc="corpus read", file=stream,
                          position=0, leave=True, dynamic_ncols=True)

@@ -232,7 +232,7 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     lineno = 0
     try:
         raw, stream = compress.open_hashed(path)
-    except Exception as e:  # gone, unreadable, not allowed: one dead letter naming the error
+    except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
         yield {"source": source, "line": 1, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
         return
     if digest is not None:
@@ -247,7 +247,7 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
                 else:
                     for lineno, line in iter_lines(stream, max_line_bytes):
                         yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes)
-            except Exception as e:  # a truncated or corrupted archive: the codec fails midway
+            except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
                 yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
                        "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {_error(e)}"}
             raw.drain()
@@ -266,7 +266,7 @@ def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: s
     exception escaping here would end the file's read as ``damaged_file`` and lose every line after it."""
     try:
         return _parse_record(raw, lineno, source, fmt, text_field, id_field, max_line_bytes)
-    except Exception as e:  # RecursionError included
+    except Exception as e:  # noqa: BLE001 - RecursionError included
         return {"source": source, "line": lineno, "reason": "unreadable_record", "detail": _error(e)[:300]}
 
 

@@ -11,15 +11,13 @@ It also decides how much of Beam the user sees (:func:`set_verbosity`): by defau
 Beam's own logging (its harness logs 40-odd INFO/WARNING lines per job, and every import warns
 that apitools is missing); kolectra's progress lines and bars instead, and failures as one
 exception naming the input: Ctrl-C during a job is one ``KeyboardInterrupt`` (:func:`interruptible`),
-options Beam refuses one :class:`BeamOptionError` (:func:`new_pipeline`). This module is imported
-before ``apache_beam`` so that the import warning is caught too.
+options Beam refuses one :class:`BeamOptionError` (:func:`new_pipeline`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import logging
 import os
 import signal
 import sys
@@ -27,54 +25,16 @@ import threading
 import traceback
 from typing import Iterator
 
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.transforms.environments import SubprocessSDKEnvironment
+
 from kolectra.core import storage
-from kolectra.core.verbosity import DEBUG, NORMAL, QUIET, VERBOSE  # the levels of -q / -v
-from kolectra.core.verbosity import level as _core_level
-from kolectra.core.verbosity import set_level as _core_set_level
-
-# What of Beam's logging each verbosity shows: nothing below VERBOSE (a failure reaches the user as
-# kolectra's exception, not as Beam's logged tracebacks), warnings at VERBOSE, everything at DEBUG.
-_BEAM_LEVEL = {QUIET: logging.CRITICAL + 1, NORMAL: logging.CRITICAL + 1, VERBOSE: logging.WARNING, DEBUG: logging.INFO}
-
-_verbosity = _core_level()
-
-
-def _from_beam(record: logging.LogRecord) -> bool:
-    # Beam logs through its module loggers and, for some import-time warnings, the root logger
-    return record.name.startswith("apache_beam") or f"{os.sep}apache_beam{os.sep}" in (record.pathname or "")
-
-
-class _BeamFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not _from_beam(record) or record.levelno >= _BEAM_LEVEL[verbosity()]
-
-
-_FILTER = _BeamFilter()
-
-
-def set_verbosity(level: int) -> None:
-    """How much the corpus and examples jobs print: 0 errors only, 1 (default) kolectra's progress,
-    2 also Beam's warnings, 3 also Beam's INFO logging. ``$KOLECTRA_VERBOSITY`` sets the default;
-    a CLI's ``-q``/``-v`` call this."""
-    global _verbosity
-    _verbosity = _core_set_level(level)  # in the environment: worker processes started from here inherit it
-    root = logging.getLogger()
-    if not root.handlers:  # otherwise the first warning would call basicConfig, unfiltered
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-    for handler in root.handlers:
-        if _FILTER not in handler.filters:
-            handler.addFilter(_FILTER)
-    if _verbosity >= DEBUG and root.level > logging.INFO:
-        root.setLevel(logging.INFO)
-    logging.getLogger("apache_beam").setLevel(_BEAM_LEVEL[_verbosity])
-
-
-def verbosity() -> int:
-    """The level now: the environment's (:mod:`core.verbosity`), which ``set_verbosity`` writes, so a
-    caller that restores the environment (a test, a library user) restores this too."""
-    return _core_level()
+from kolectra.core.errors import EnvironmentProblem, UserInputError
+from kolectra.core.verbosity import VERBOSE
+from kolectra.corpus.beam_logging import set_verbosity, verbosity  # noqa: F401  (this module's API)
+from kolectra.corpus.worker_watch import WorkerDied, WorkerWatch  # noqa: F401  (WorkerDied: this module's API)
 
 
 class Interruption:
@@ -195,14 +155,6 @@ def quiet_beam_threads() -> None:
     threading.excepthook = hook
 
 
-set_verbosity(_verbosity)  # before apache_beam is imported below
-
-import apache_beam as beam  # noqa: E402
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions  # noqa: E402
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner  # noqa: E402
-from apache_beam.transforms.environments import SubprocessSDKEnvironment  # noqa: E402
-
-from kolectra.corpus.worker_watch import WorkerDied, WorkerWatch  # noqa: E402,F401  (WorkerDied: this module's API)
 
 # Beam's "DirectRunner" is a switcher that first tries the Prism runner, which downloads a binary
 # from GitHub; the FnApiRunner is the in-process batch engine it falls back to. Local runs must
@@ -247,7 +199,7 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     return opts
 
 
-class BeamOptionError(ValueError):
+class BeamOptionError(UserInputError):
     """Beam refused the pipeline options before the job started (an unknown ``--runner``, options a
     runner requires); the message lists what Beam said, on one line."""
 
@@ -262,7 +214,7 @@ def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
         raise BeamOptionError(f"Beam refused the pipeline options: {said}") from None
 
 
-class RunnerSetupError(ValueError):
+class RunnerSetupError(EnvironmentProblem):
     """The runner cannot start from this launcher: a library it needs is not installed, or its job
     server cannot be fetched. The message names what to install or pass (exit 2, never a bug)."""
 
@@ -332,7 +284,7 @@ def input_bytes(files: list[str]) -> int:
     for f in files:
         try:
             total += int(storage.info(f)["size"]) if "://" in f else os.path.getsize(f)
-        except Exception:  # sizes only tune the worker count; the reader reports unreadable files
+        except Exception:  # noqa: BLE001 - sizes only tune the worker count; the reader reports unreadable files
             pass
     return total
 

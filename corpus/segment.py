@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from operator import itemgetter
 import warnings
+from operator import itemgetter
 from typing import Iterable, Sequence
 
+from kolectra.core.errors import UserInputError
 from kolectra.corpus import languages
 
 _START_LEN = itemgetter(0, 1)
@@ -113,7 +114,7 @@ class Segmenter:
     """Kiwi, configured once; :meth:`segment` returns ``(sentences, morphs)`` for a text."""
 
     def __init__(self, num_workers: int = 0) -> None:
-        from kiwipiepy import Kiwi  # imported here: workers that never segment need not load it
+        from kiwipiepy import Kiwi  # noqa: PLC0415 - imported here: workers that never segment need not load it
 
         # num_workers=0: analyse in the calling thread (kiwipiepy >= 0.21); parallelism comes from
         # Beam workers. kiwipiepy warns that 0 meant "all cores" before 0.21 - we mean 0.
@@ -211,4 +212,4 @@ def make_segmenter(language: str = "ko"):
         return Segmenter()
     if analyser is None:
         return RuleSegmenter(language)
-    raise ValueError(f"language {language!r}: unknown analyser {analyser!r}")
+    raise UserInputError(f"language {language!r}: unknown analyser {analyser!r}")

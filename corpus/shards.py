@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from kolectra.core import storage
+from kolectra.core.errors import UserInputError
 
 DATA_DIR = "data"
 SPLITS = ("train", "valid")
@@ -33,7 +34,7 @@ HF_SPLITS = {"train": "train", "valid": "validation"}  # kolectra's split name -
 
 def shard_paths(corpus_dir: Path, split: str = "train") -> list[Path]:
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        raise UserInputError(f"unknown split {split!r}; expected one of {SPLITS}")
     return sorted(Path(corpus_dir, DATA_DIR).glob(f"{split}-*.jsonl*"))
 
 

@@ -15,17 +15,16 @@ from __future__ import annotations
 import json
 import zlib
 
-from kolectra.corpus.runners import tune_gc  # first: quiets Beam's import-time logging
+import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
-import apache_beam as beam  # noqa: E402
-from apache_beam.transforms.window import GlobalWindows  # noqa: E402
-
-from kolectra.corpus import filters, inputs, neardup, outputs, reader, webtext  # noqa: E402
-from kolectra.corpus import text as text_rules  # noqa: E402
-from kolectra.corpus.config import CorpusConfig  # noqa: E402
-from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS  # noqa: E402
-from kolectra.corpus.progress import WorkerCounts  # noqa: E402
-from kolectra.corpus.segment import make_segmenter  # noqa: E402
+from kolectra.corpus import filters, inputs, neardup, outputs, reader, webtext
+from kolectra.corpus import text as text_rules
+from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
+from kolectra.corpus.progress import WorkerCounts
+from kolectra.corpus.runners import tune_gc
+from kolectra.corpus.segment import make_segmenter
 
 TALLY = neardup.TALLY  # the tag of (counter, n) side outputs
 SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs

@@ -19,7 +19,7 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 if os.environ.get("KOLECTRA_VERBOSITY", "1").strip() != "3":  # 0-2, or a value the launcher refused
     logging.getLogger().addHandler(logging.NullHandler())
 
-from apache_beam.runners.worker import sdk_worker_main  # noqa: E402
+from apache_beam.runners.worker import sdk_worker_main  # noqa: E402  (after SIGINT is ignored, as a worker must)
 
 if __name__ == "__main__":
     sdk_worker_main.main(sys.argv)

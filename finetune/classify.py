@@ -25,9 +25,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-# 2: blank lines skipped and counted, a leading BOM dropped, JSONL columns from every row,
-# integer labels ordered by value then text
-STAGE_VERSION = 2
+STAGE_VERSION = 2  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def label_text(value) -> str:

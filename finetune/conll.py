@@ -27,8 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kolectra.finetune.entities import split_tag
-from kolectra.finetune.files import FinetuneError
-from kolectra.finetune.files import text_lines
+from kolectra.finetune.files import FinetuneError, text_lines
 from kolectra.finetune.tabular import SUFFIXES, Table, check_bad, read_table
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")

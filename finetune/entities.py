@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from kolectra.core.errors import UserInputError
+
 OUTSIDE = "O"
 
 
@@ -28,7 +30,7 @@ def split_tag(tag: str) -> tuple[str, str]:
         return tag[0], tag[2:]
     if len(tag) > 2 and tag[-1] in "BI" and tag[-2] in "-_":
         return tag[-1], tag[:-2]
-    raise ValueError(f"tag {tag!r} is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")
+    raise UserInputError(f"tag {tag!r} is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")
 
 
 def entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:

@@ -13,8 +13,10 @@ import math
 from pathlib import Path
 from typing import Iterable
 
+from kolectra.core.errors import UserInputError
 
-class FinetuneError(ValueError):
+
+class FinetuneError(UserInputError):
     """Bad input to the fine-tuning stage; the message names the file (and line or JSON path)."""
 
 

@@ -25,14 +25,21 @@ from kolectra.finetune.features import rows
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.korquad_metric import evaluate
 from kolectra.finetune.report import korquad_table
-from kolectra.finetune.squad_data import (make_windows, nbest_spans, question_columns, questions_from, read_squad,
-                                          rounded_nbest, split_by_article, window_columns, windows_from)
+from kolectra.finetune.squad_data import (
+    make_windows,
+    nbest_spans,
+    question_columns,
+    questions_from,
+    read_squad,
+    rounded_nbest,
+    split_by_article,
+    window_columns,
+    windows_from,
+)
 
 __all__ = ["run", "split_by_article", "write_split", "Korquad"]
 
-# 2: the one training runtime (1 CPU thread by default, fused AdamW, kolectra's CPU dropout with the
-# padding mask kept), tokenised through datasets, health.
-STAGE_VERSION = 2
+STAGE_VERSION = 2  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 class Korquad(skeleton.Task):

@@ -22,6 +22,8 @@ import string
 from collections import Counter
 from typing import Iterable, Mapping
 
+from kolectra.core.errors import UserInputError
+
 # Symbols the official script turns into spaces before anything else (Korean/CJK quotes and
 # brackets that ``string.punctuation`` does not contain, plus a few ASCII ones it does).
 _TO_SPACE = "'\"《》<>〈〉()‘’"
@@ -59,12 +61,12 @@ def best_over_truths(metric, prediction: str, truths: Iterable[str]) -> float:
 def evaluate(gold: Mapping[str, list[str]], predictions: Mapping[str, str]) -> dict:
     """``gold`` maps question id -> answer texts.  Returns percentages and counts."""
     if not gold:
-        raise ValueError("KorQuAD evaluation needs at least one question")
+        raise UserInputError("KorQuAD evaluation needs at least one question")
     em = f1 = 0.0
     missing = 0
     for qid, truths in gold.items():
         if not truths:
-            raise ValueError(f"question {qid!r} has no ground-truth answers")
+            raise UserInputError(f"question {qid!r} has no ground-truth answers")
         if qid not in predictions:
             missing += 1  # the official script scores it 0 and keeps it in the denominator
             continue

@@ -24,8 +24,7 @@ from kolectra.finetune.entities import OUTSIDE, entity_scores, split_tag
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import TextTask
 
-# 2: a leading BOM dropped, .json/.ndjson read as JSONL, a sentence of blank tokens counted as bad
-STAGE_VERSION = 2
+STAGE_VERSION = 2  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:

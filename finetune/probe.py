@@ -28,12 +28,12 @@ from sklearn.preprocessing import StandardScaler
 
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
-from kolectra.finetune.nsmc_reader import read_nsmc
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.loading import load_tokenizer
+from kolectra.finetune.nsmc_reader import read_nsmc
 from kolectra.finetune.progress import quiet_libraries
 
-STAGE_VERSION = 1
+STAGE_VERSION = 1  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,8 @@ class ProbeConfig:
     C: float = 1.0  # inverse L2 strength of the logistic regression
     threads: int = 0  # torch intra-op threads while encoding (0 = leave torch's setting)
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        """Raise a ConfigError if a setting cannot work."""
         if self.max_length < 4 or self.batch_size < 1 or self.max_train_examples < 0 or self.C <= 0:
             raise ConfigError("probe: max_length >= 4, batch_size >= 1, max_train_examples >= 0 and C > 0")
 
@@ -53,7 +54,7 @@ class ProbeConfig:
 @torch.no_grad()
 def features(model_dir: Path, texts: list[str], max_length: int, batch_size: int) -> np.ndarray:
     """Mean-pooled last-layer states of the encoder in ``model_dir`` (any ELECTRA export): [N, H]."""
-    from transformers import AutoModel
+    from transformers import AutoModel  # noqa: PLC0415 - transformers: slow to import, only when a probe runs
 
     tok = load_tokenizer(Path(model_dir))
     try:

@@ -27,9 +27,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-# 2: blank lines skipped and counted, a leading BOM dropped, JSONL columns from every row,
-# a training file of one score and a score like '1_0' refused
-STAGE_VERSION = 2
+STAGE_VERSION = 2  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 

@@ -16,6 +16,7 @@ import statistics
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.finetune.tasks import TASKS
 
@@ -79,7 +80,7 @@ def run_seeds(task: str, seeds: Sequence[int], run_one: Callable[[int], Mapping]
     """Call ``run_one(seed)`` (one fine-tuning run -> its metrics.json dict) for every seed, then
     summarise.  The CLI passes a ``run_one`` that builds one eval artifact per seed."""
     if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be distinct and non-empty, got {list(seeds)}")
+        raise UserInputError(f"seeds must be distinct and non-empty, got {list(seeds)}")
     runs = {}
     for seed in seeds:
         progress(f"{task}: seed {seed} ({len(runs) + 1}/{len(seeds)})")
@@ -103,13 +104,13 @@ def parse_seeds(text: str) -> list[int]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(f"--seeds: cannot read {part!r} (expected e.g. 1,2,3 or 1-5)")
+            raise UserInputError(f"--seeds: cannot read {part!r} (expected e.g. 1,2,3 or 1-5)")
         if hi and int(hi) < int(lo):  # else an empty range, reported as "need distinct seeds"
-            raise ValueError(f"--seeds: the range {part!r} runs backwards (write {hi}-{lo})")
+            raise UserInputError(f"--seeds: the range {part!r} runs backwards (write {hi}-{lo})")
         if len(out) + int(hi or lo) - int(lo) + 1 > MAX_SEEDS:  # counted before the range is expanded
-            raise ValueError(f"--seeds: {text!r} asks for more than {MAX_SEEDS} seeds (one fine-tuning run each; "
+            raise UserInputError(f"--seeds: {text!r} asks for more than {MAX_SEEDS} seeds (one fine-tuning run each; "
                              "the ELECTRA paper reports medians of 10)")
         out.extend(range(int(lo), int(hi or lo) + 1))
     if not out or len(set(out)) != len(out):
-        raise ValueError(f"--seeds: need distinct seeds, got {text!r}")
+        raise UserInputError(f"--seeds: need distinct seeds, got {text!r}")
     return out

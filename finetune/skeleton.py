@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from kolectra.core.config import ConfigError, to_dict
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.features import Features, tokenize, tokenizer_key
@@ -222,7 +223,7 @@ def evaluate(task: Task, model, dev: Device, split: Split, cfg: TaskConfig, name
 def train(task: Task, model, dev: Device, splits: dict[str, Split], cfg: TaskConfig) -> Fit:
     """Epochs with dev evaluation; then the kept weights scored once on the test split."""
     if task.select and "test" not in splits:
-        raise ValueError(f"{task.name}: selecting an epoch on the scored split would overstate it")
+        raise UserInputError(f"{task.name}: selecting an epoch on the scored split would overstate it")
     fit, best = Fit(), {"state": None}
 
     def after_epoch(epoch: int) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.features import rows, split_dev
@@ -136,7 +137,7 @@ def check_dev(dev_file: Path | None, train_file: Path, eval_file: Path) -> None:
                                 "leave --dev out to carve a dev set from the training rows")
 
 
-class BadRow(ValueError):
+class BadRow(UserInputError):
     """Raised by :meth:`TextTask.target`: the row is counted as bad, with this reason and its line."""
 
 

@@ -42,8 +42,8 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 import torch  # noqa: E402
 
 from kolectra.model import config, cpu_memory, rtd
-from kolectra.model.runtime import resolve
 from kolectra.model.electra import ElectraPair, train_flops_per_sequence
+from kolectra.model.runtime import resolve
 from kolectra.model.train import build_optimizer
 
 
@@ -179,7 +179,7 @@ def _serve(conn, build, args: tuple) -> None:
         while (cmd := conn.recv()) != "stop":
             conn.send(("ok", answers[cmd]()))
     except Exception:  # noqa: BLE001 - the parent re-raises it with the child's traceback
-        import traceback
+        import traceback  # noqa: PLC0415 - only on failure
 
         conn.send(("error", traceback.format_exc()))
 
@@ -190,7 +190,7 @@ class Served:
     ``benchmarks/objectives.py``)."""
 
     def __init__(self, build, *args):
-        import multiprocessing as mp
+        import multiprocessing as mp  # noqa: PLC0415 - only when a served benchmark starts
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from huggingface_hub import ModelCardData
 
+from kolectra.core.errors import UserInputError
+
 LICENSE = "apache-2.0"
 OBJECTIVE_TAGS = {"electra": "replaced-token-detection", "electra15": "replaced-token-detection",
                   "mlm": "masked-language-modeling", "replace_mlm": "masked-language-modeling",
@@ -31,12 +33,12 @@ METRICS = {"ElectraForPreTraining": ["accuracy", "precision", "recall", "roc_auc
 
 def hub_id(value: str, what: str) -> str:
     """``value`` if it is a Hub repository id (``owner/name`` or ``name``), else a ValueError naming ``what``."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    from huggingface_hub.utils import HFValidationError, validate_repo_id  # noqa: PLC0415 - huggingface_hub: only when a card names a repo
 
     try:
         validate_repo_id(value)
     except HFValidationError:
-        raise ValueError(f"{what}: {value!r} is not a Hugging Face Hub id (owner/name, letters, digits, "
+        raise UserInputError(f"{what}: {value!r} is not a Hugging Face Hub id (owner/name, letters, digits, "
                          "'-', '_' and '.')") from None
     return value
 

@@ -41,6 +41,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import progress
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
@@ -194,7 +195,7 @@ def trim_log(path: Path, step: int) -> None:
 
 # --- save / load --------------------------------------------------------------------------------
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(OSError, EnvironmentProblem):
     """A checkpoint file could not be written (a full disk, a file-size limit); names the file."""
 
 

@@ -154,6 +154,79 @@ class PretrainConfig:
     def device(self) -> str:
         return self.train.device
 
+    def validate(self) -> None:
+        """Reject inconsistent settings up front with a ConfigError naming the key."""
+        m, o, t = self.model, self.objective, self.train
+        if o.objective not in OBJECTIVES:
+            raise ConfigError(f"objective.objective: expected one of {list(OBJECTIVES)}, got {o.objective!r}")
+        if t.device not in DEVICES:
+            raise ConfigError(f"train.device: expected one of {list(DEVICES)}, got {t.device!r}")
+        if not 0.0 < o.mask_prob < 1.0:
+            raise ConfigError(f"objective.mask_prob: must be in (0, 1), got {o.mask_prob}")
+        if o.mask_token_prob < 0 or o.random_token_prob < 0 or o.mask_token_prob + o.random_token_prob > 1.0:
+            raise ConfigError("objective.mask_token_prob + objective.random_token_prob must lie in [0, 1]")
+        if o.temperature <= 0:
+            raise ConfigError(f"objective.temperature: must be > 0, got {o.temperature}")
+        if o.temperature_start < 0 or not math.isfinite(o.temperature_start):
+            raise ConfigError(f"objective.temperature_start: must be 0 (no schedule) or > 0, got {o.temperature_start}")
+        if not 0.0 < o.temperature_decay <= 1.0:
+            raise ConfigError(f"objective.temperature_decay: must be in (0, 1], got {o.temperature_decay}")
+        if not 0.0 < o.mlm_phase < 1.0:
+            raise ConfigError(f"objective.mlm_phase: must be in (0, 1), got {o.mlm_phase}")
+        if not 0.0 <= m.generator_width <= 1.0:
+            raise ConfigError(f"model.generator_width: must be 0 (the generator_* keys) or in (0, 1], "
+                              f"got {m.generator_width}")
+        if m.embedding_sharing not in EMBEDDING_SHARING:
+            raise ConfigError(f"model.embedding_sharing: expected one of {list(EMBEDDING_SHARING)}, "
+                              f"got {m.embedding_sharing!r}")
+        if m.embedding_sharing == "gdes" and o.objective in MLM_OBJECTIVES:
+            raise ConfigError(f"model.embedding_sharing=gdes: DeBERTaV3's sharing is for replaced token detection "
+                              f"(objective electra or electra15), not {o.objective!r}")
+        for key in ("hidden", "layers", "heads", "intermediate", "embedding_size", "generator_hidden",
+                    "generator_layers", "generator_heads", "generator_intermediate", "max_position", "type_vocab_size"):
+            if getattr(m, key) < 1:
+                raise ConfigError(f"model.{key}: must be >= 1, got {getattr(m, key)}")
+        for key in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(m, key) < 1.0:
+                raise ConfigError(f"model.{key}: must be in [0, 1), got {getattr(m, key)}")
+        if not (math.isfinite(t.lr) and t.lr > 0):
+            raise ConfigError(f"train.lr: must be a finite number > 0, got {t.lr}")
+        for group, key in (("train", "clip"), ("train", "weight_decay"), ("train", "adam_eps"), ("objective", "disc_weight"),
+                           ("objective", "disc_mlm_weight")):
+            value = getattr(t if group == "train" else o, key)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{group}.{key}: must be a finite number >= 0, got {value}")
+        if m.hidden % m.heads:
+            raise ConfigError(f"model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
+        if m.generator_width:
+            m = generator_shape(m)
+        if m.generator_hidden % m.generator_heads:
+            raise ConfigError(
+                f"model.generator_hidden ({m.generator_hidden}) must be divisible by "
+                f"model.generator_heads ({m.generator_heads})"
+            )
+        if t.steps < 0:  # 0: export the initialisation untrained (a study's random-init floor)
+            raise ConfigError(f"train.steps: must be >= 0, got {t.steps}")
+        for key in ("batch_size", "grad_accum", "log_every", "keep_checkpoints"):
+            if getattr(t, key) < 1:
+                raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
+        if t.batch_size % t.grad_accum:
+            raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
+        if t.save_every < 0 or t.peak_tflops < 0:
+            raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
+        if t.schedule not in SCHEDULES:
+            raise ConfigError(f"train.schedule: expected one of {list(SCHEDULES)}, got {t.schedule!r}")
+        for key in ("warmup_steps", "cpu_threads"):  # cpu_threads 0: torch's default
+            if getattr(t, key) < 0:
+                raise ConfigError(f"train.{key}: must be >= 0, got {getattr(t, key)}")
+        if not 0 <= self.seed < 2**31:  # numpy's and every device's generators take it (plus the rank)
+            raise ConfigError(f"seed: must be in [0, 2**31), got {self.seed}")
+
+
+    # --- short runs ------------------------------------------------------------------------------
+    # A run whose warm-up covers more than this share of its steps ends at or near its peak learning
+    # rate (a 200-step mini run with the preset's 200-step warm-up never decays at all).
+
 
 def generator_shape(m: ModelConfig) -> ModelConfig:
     """``m`` with the generator's hidden size, intermediate size and heads set from
@@ -189,78 +262,6 @@ def recipe(cfg: PretrainConfig) -> dict:
     return out
 
 
-def validate(cfg: PretrainConfig) -> None:
-    """Reject inconsistent settings up front with a message naming the key."""
-    m, o, t = cfg.model, cfg.objective, cfg.train
-    if o.objective not in OBJECTIVES:
-        raise ConfigError(f"objective.objective: expected one of {list(OBJECTIVES)}, got {o.objective!r}")
-    if t.device not in DEVICES:
-        raise ConfigError(f"train.device: expected one of {list(DEVICES)}, got {t.device!r}")
-    if not 0.0 < o.mask_prob < 1.0:
-        raise ConfigError(f"objective.mask_prob: must be in (0, 1), got {o.mask_prob}")
-    if o.mask_token_prob < 0 or o.random_token_prob < 0 or o.mask_token_prob + o.random_token_prob > 1.0:
-        raise ConfigError("objective.mask_token_prob + objective.random_token_prob must lie in [0, 1]")
-    if o.temperature <= 0:
-        raise ConfigError(f"objective.temperature: must be > 0, got {o.temperature}")
-    if o.temperature_start < 0 or not math.isfinite(o.temperature_start):
-        raise ConfigError(f"objective.temperature_start: must be 0 (no schedule) or > 0, got {o.temperature_start}")
-    if not 0.0 < o.temperature_decay <= 1.0:
-        raise ConfigError(f"objective.temperature_decay: must be in (0, 1], got {o.temperature_decay}")
-    if not 0.0 < o.mlm_phase < 1.0:
-        raise ConfigError(f"objective.mlm_phase: must be in (0, 1), got {o.mlm_phase}")
-    if not 0.0 <= m.generator_width <= 1.0:
-        raise ConfigError(f"model.generator_width: must be 0 (the generator_* keys) or in (0, 1], "
-                          f"got {m.generator_width}")
-    if m.embedding_sharing not in EMBEDDING_SHARING:
-        raise ConfigError(f"model.embedding_sharing: expected one of {list(EMBEDDING_SHARING)}, "
-                          f"got {m.embedding_sharing!r}")
-    if m.embedding_sharing == "gdes" and o.objective in MLM_OBJECTIVES:
-        raise ConfigError(f"model.embedding_sharing=gdes: DeBERTaV3's sharing is for replaced token detection "
-                          f"(objective electra or electra15), not {o.objective!r}")
-    for key in ("hidden", "layers", "heads", "intermediate", "embedding_size", "generator_hidden",
-                "generator_layers", "generator_heads", "generator_intermediate", "max_position", "type_vocab_size"):
-        if getattr(m, key) < 1:
-            raise ConfigError(f"model.{key}: must be >= 1, got {getattr(m, key)}")
-    for key in ("dropout", "attention_dropout"):
-        if not 0.0 <= getattr(m, key) < 1.0:
-            raise ConfigError(f"model.{key}: must be in [0, 1), got {getattr(m, key)}")
-    if not (math.isfinite(t.lr) and t.lr > 0):
-        raise ConfigError(f"train.lr: must be a finite number > 0, got {t.lr}")
-    for group, key in (("train", "clip"), ("train", "weight_decay"), ("train", "adam_eps"), ("objective", "disc_weight"),
-                       ("objective", "disc_mlm_weight")):
-        value = getattr(t if group == "train" else o, key)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"{group}.{key}: must be a finite number >= 0, got {value}")
-    if m.hidden % m.heads:
-        raise ConfigError(f"model.hidden ({m.hidden}) must be divisible by model.heads ({m.heads})")
-    if m.generator_width:
-        m = generator_shape(m)
-    if m.generator_hidden % m.generator_heads:
-        raise ConfigError(
-            f"model.generator_hidden ({m.generator_hidden}) must be divisible by "
-            f"model.generator_heads ({m.generator_heads})"
-        )
-    if t.steps < 0:  # 0: export the initialisation untrained (a study's random-init floor)
-        raise ConfigError(f"train.steps: must be >= 0, got {t.steps}")
-    for key in ("batch_size", "grad_accum", "log_every", "keep_checkpoints"):
-        if getattr(t, key) < 1:
-            raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
-    if t.batch_size % t.grad_accum:
-        raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
-    if t.save_every < 0 or t.peak_tflops < 0:
-        raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
-    if t.schedule not in SCHEDULES:
-        raise ConfigError(f"train.schedule: expected one of {list(SCHEDULES)}, got {t.schedule!r}")
-    for key in ("warmup_steps", "cpu_threads"):  # cpu_threads 0: torch's default
-        if getattr(t, key) < 0:
-            raise ConfigError(f"train.{key}: must be >= 0, got {getattr(t, key)}")
-    if not 0 <= cfg.seed < 2**31:  # numpy's and every device's generators take it (plus the rank)
-        raise ConfigError(f"seed: must be in [0, 2**31), got {cfg.seed}")
-
-
-# --- short runs ------------------------------------------------------------------------------
-# A run whose warm-up covers more than this share of its steps ends at or near its peak learning
-# rate (a 200-step mini run with the preset's 200-step warm-up never decays at all).
 WARMUP_MAX_SHARE = 0.2
 WARMUP_SHARE = 0.1  # what a preset's warm-up is scaled to then (the presets' own ratio for mini)
 
@@ -331,10 +332,8 @@ def mini() -> PretrainConfig:
     warm-up is 10 % of the steps (a shorter ``--steps`` scales it: :func:`fit_warmup`).
 
     No dropout: at these budgets a run sees the corpus about once, so there is nothing to
-    regularise, and dropout slows the discriminator's escape from its class prior. Measured on the
-    review corpus (8k vocab, packed rows, 2,500 steps of 32): with dropout 0.1 the disc AUC sat at
-    0.58 through step 3,000 of a 6,000-step run; without, it left 0.58 at step ~1,500 and reached
-    0.65 by 1,800 (docs/studies.md).
+    regularise, and dropout slows the discriminator's escape from its class prior (the measurements:
+    docs/studies.md, "Where the discriminator leaves the prior").
     """
     return PretrainConfig(
         preset="mini",

@@ -100,6 +100,6 @@ def install(model: nn.Module) -> nn.Module:
                 setattr(parent, name, Dropout(child.p, child.inplace).train(child.training))
         config = getattr(parent, "config", None)
         if config is not None and getattr(config, "_attn_implementation", None) in ("sdpa", "eager"):
-            config._attn_implementation = ATTENTION
+            config._attn_implementation = ATTENTION  # noqa: SLF001 - transformers selects attention through this field only
     return model
 

@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from kolectra.core.errors import UserInputError
+
 INDEX_FORMATS = (1, 2)  # 1: .npy input_ids/token_type_ids; 2: Arrow shards with doc_ids
 COLUMNS = {1: ("input_ids", "token_type_ids"), 2: ("input_ids", "token_type_ids", "doc_ids")}
 _DTYPES = {"uint16": np.uint16, "int32": np.int32}
 
 
-class ExamplesError(ValueError):
+class ExamplesError(UserInputError):
     """The examples artifact is malformed; the message names the file."""
 
 
@@ -170,7 +172,7 @@ def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows
 def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows]:
     """Format 2: an Arrow IPC file, mapped while its structure is read; each fixed-size-list column
     a [rows, L] array at an offset of the file, read by row (:class:`_Rows`)."""
-    import pyarrow as pa
+    import pyarrow as pa  # noqa: PLC0415 - pyarrow: only for format-2 shards
 
     path = index.root / shard["path"]
     try:
@@ -268,7 +270,7 @@ def _prefetch(source: _Source, epoch: int, b: int, batches_per_epoch: int, out: 
     while not stop.is_set():
         try:
             item = ((epoch, b), source.batch(epoch, b), None)
-        except Exception as e:  # handed to the consumer, raised at the position it belongs to
+        except Exception as e:  # noqa: BLE001 - handed to the consumer, raised at the position it belongs to
             item = ((epoch, b), None, e)
         while not stop.is_set():
             try:
@@ -375,6 +377,6 @@ class ExampleLoader:
         mine = self.state_dict()
         for k in ("seed", "batch_size", "world_size", "examples"):
             if state[k] != mine[k]:
-                raise ValueError(f"loader state was saved with {k}={state[k]}, this loader has {k}={mine[k]}")
+                raise UserInputError(f"loader state was saved with {k}={state[k]}, this loader has {k}={mine[k]}")
         self._stop()  # batches read ahead belong to the old position
         self.epoch, self.batch_in_epoch = int(state["epoch"]), int(state["batch_in_epoch"])

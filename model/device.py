@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory
 
@@ -43,7 +44,7 @@ def slow_cpu_bf16_note() -> str | None:
     """A warning when this CPU has no native bf16 (AVX-512 BF16 or AMX): oneDNN then has no bf16
     kernels and matmuls fall back to a reference loop, tens of times slower than fp32 (an
     AVX2-only EPYC with torch 2.9, measured when this was written)."""
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # noqa: SLF001 - torch has no public query for native bf16
         return None
     return ("WARNING: bf16 was asked for, but this CPU has no native bf16 (AVX-512 BF16 or AMX): its bf16 "
             "matmuls run tens of times slower than float32. Set bf16=false on this machine.")
@@ -136,13 +137,13 @@ class Device:
         """
         places: dict[int, list[tuple[torch.nn.Module, str]]] = {}
         for mod in module.modules():
-            for name, p in mod._parameters.items():
+            for name, p in mod._parameters.items():  # noqa: SLF001 - tying parameters by identity: nn.Module's own table
                 if p is not None:
                     places.setdefault(id(p), []).append((mod, name))
         module.to(self.torch_device)
         for (mod0, name0), *others in places.values():
             for mod, name in others:
-                mod._parameters[name] = mod0._parameters[name0]
+                mod._parameters[name] = mod0._parameters[name0]  # noqa: SLF001 - tying parameters by identity: nn.Module's own table
         if self.torch_device.type == "cpu":
             if self.bf16 and (note := slow_cpu_bf16_note()):
                 progress(note)
@@ -219,7 +220,7 @@ class CudaDevice(Device):
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if not torch.cuda.is_available():
-            raise ValueError("device cuda asked for, but torch sees no CUDA device (install a CUDA build of "
+            raise EnvironmentProblem("device cuda asked for, but torch sees no CUDA device (install a CUDA build of "
                              "torch on a machine with a GPU, or use --device cpu)")
         super().__init__(bf16, cpu_threads)
         self.torch_device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
@@ -287,7 +288,7 @@ class Batches:
     def __next__(self) -> tuple[dict[str, torch.Tensor], int]:
         if not self._pending:
             if self._steps is None:
-                self._steps = iter(self.dev._device_steps(self._host_steps()))
+                self._steps = iter(self.dev._device_steps(self._host_steps()))  # noqa: SLF001 - the device's own step feeder, shared with its loader
             step_GBL, tokens, self._state = next(self._steps)
             self._pending = [({k: v[i] for k, v in step_GBL.items()}, tokens[i]) for i in range(self.grad_accum)]
         return self._pending.pop(0)

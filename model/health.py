@@ -14,14 +14,11 @@ Thresholds (checked on the mean of the last two logged windows past warm-up):
 
 - discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.65 and recall
   below 0.05. A stuck discriminator's AUC is not 0.5: once the generator samples roughly by
-  frequency, a replaced token can still be told apart a little by its identity alone. On the
-  review corpus (8k vocab, ``mini``) that plateau is AUC 0.58, held for thousands of steps; a run
-  that starts using context climbs past it (0.58 -> 0.69 over steps 1,500-2,500 without dropout),
-  while its recall at the 0.5 threshold stays low (0.04) because only ~11 % of tokens are replaced.
-  Those figures are the 64-bin AUC the trainer logged until stage version 6, which read 0.002-0.035
-  below the exact AUC (step 750 of a plateau: 0.590 binned, 0.625 exact); the trainer's AUC is now
-  within 1e-4 of exact (:data:`model.rtd.AUC_BINS`), so the plateau reads nearer 0.60-0.63 and the
-  0.65 line, still above it, is crossed when the discriminator really uses context.
+  frequency, a replaced token can still be told apart a little by its identity alone, so a stuck
+  discriminator sits on a plateau below 0.65 for thousands of steps, and one that starts using
+  context climbs past it while its recall at the 0.5 threshold stays low (few tokens are replaced).
+  Where the plateau and the line were measured: docs/studies.md, "Where the discriminator leaves
+  the prior".
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -36,7 +33,7 @@ import math
 from kolectra.model.config import RTD_OBJECTIVES  # noqa: F401  (the RTD family: the discriminator checks apply)
 
 ENDED_IN_WARMUP = "the run ended in warm-up"
-AUC_LEFT_PRIOR = 0.65  # above the identity-only plateau (0.58 measured): the discriminator uses context
+AUC_LEFT_PRIOR = 0.65  # above the identity-only plateau: the discriminator uses context (docs/studies.md)
 
 
 def binary_entropy(p: float) -> float:
@@ -99,10 +96,10 @@ def likely_causes(ctx: Context) -> list[str]:
     causes = []
     if ctx.nonpad_tokens and ctx.nonpad_tokens < 20_000_000:
         causes.append(f"too few tokens: {ctx.nonpad_tokens / 1e6:.1f} M non-padding tokens so far (ELECTRA-Small "
-                      f"saw ~130 B; kolectra's mini preset left the prior after ~6 M without dropout, ~13 M with 0.1)")
+                      f"saw ~130 B; docs/studies.md says how many the mini preset needed to leave the prior)")
     if ctx.dropout > 0 and ctx.nonpad_tokens and ctx.nonpad_tokens < 20_000_000:
-        causes.append(f"dropout {ctx.dropout:g} on a short run: it about doubled the tokens mini needed to leave "
-                      f"the prior (model.dropout=0 and model.attention_dropout=0, as the mini preset has)")
+        causes.append(f"dropout {ctx.dropout:g} on a short run: it delays leaving the prior (docs/studies.md; "
+                      f"model.dropout=0 and model.attention_dropout=0, as the mini preset has)")
     if ctx.padding_share > 0.3:
         causes.append(f"padding: {ctx.padding_share:.0%} of every row is [PAD] (rebuild examples with document "
                       f"packing, the default)")

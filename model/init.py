@@ -18,15 +18,16 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, ElectraForMaskedLM
 
-from kolectra.model.electra import TABLES, ElectraPair, hf_configs, plain_state_dict
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
+from kolectra.model.electra import TABLES, ElectraPair, hf_configs, plain_state_dict
 from kolectra.model.pretrain_inputs import read_vocab, vocab_differences
 
 SHAPE_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "max_position_embeddings", "type_vocab_size")
 
 
-class InitError(ValueError):
+class InitError(UserInputError):
     """The pair in ``train.init_from`` cannot initialise this run; the message names the directory."""
 
 

@@ -61,8 +61,15 @@ import torch.nn.functional as F
 
 from kolectra.model.config import ObjectiveConfig
 from kolectra.model.electra import ElectraPair
-from kolectra.model.rtd import (Specials, StepOutput, discriminator_sums, electra_step, generator_sums,
-                                mask_and_generate, softmax_cross_entropy)
+from kolectra.model.rtd import (
+    Specials,
+    StepOutput,
+    discriminator_sums,
+    electra_step,
+    generator_sums,
+    mask_and_generate,
+    softmax_cross_entropy,
+)
 
 
 def _masked_lm_sums(logits_BNV, target_BN, w_BN) -> dict[str, torch.Tensor]:

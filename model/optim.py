@@ -34,6 +34,7 @@ import re
 import torch
 
 from kolectra.model.config import SCHEDULES  # noqa: F401  (the schedules lr_scale knows)
+
 _LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 
 

@@ -11,23 +11,24 @@ import json
 import re
 from pathlib import Path
 
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.core.tokens import SPECIALS_MAP
 from kolectra.model import data, rtd
 from kolectra.model.config import ModelConfig, PretrainConfig
 
 
-class PretrainInputError(ValueError):
+class PretrainInputError(UserInputError):
     """Examples and tokenizer do not fit together or with the config; the message names the file."""
 
 
 def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Specials:
     """Special-token ids from the tokenizer, checked against the examples' index.json."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # noqa: PLC0415 - transformers: slow to import, only when a run starts
 
     try:
         tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    except Exception as e:  # tokenizers reports a garbled tokenizer.json as a bare Exception
+    except Exception as e:  # noqa: BLE001 - tokenizers reports a garbled tokenizer.json as a bare Exception
         where = tokenizer_dir / "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else tokenizer_dir
         raise PretrainInputError(f"{where}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
     ids = {f"{name}_id": tok.convert_tokens_to_ids(SPECIALS_MAP[f"{name}_token"]) for name in ("pad", "cls", "sep", "mask")}
@@ -50,7 +51,7 @@ def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Special
 
 def read_vocab(tokenizer_dir: Path) -> dict[str, int]:
     """The vocabulary (token -> id) of a tokenizer directory."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # noqa: PLC0415 - transformers: slow to import, only when a run starts
 
     return AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
 

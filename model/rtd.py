@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from kolectra.core.errors import UserInputError
 from kolectra.model.config import ObjectiveConfig
 from kolectra.model.electra import ElectraPair, attention_bias, document_attention
 
@@ -130,7 +131,7 @@ def sample_tokens(logits_BNV: torch.Tensor, temperature: float | torch.Tensor, s
     if sampler == "inverse_cdf":
         return _inverse_cdf(torch.softmax(logits, -1))
     if sampler != "gumbel":
-        raise ValueError(f"unknown sampler {sampler!r} (known: {', '.join(SAMPLERS)})")
+        raise UserInputError(f"unknown sampler {sampler!r} (known: {', '.join(SAMPLERS)})")
     # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits). logits + Gumbel =
     # logits - log(-log U), in place: [B, N, V] is the largest tensor of the step after the
     # generator's own logits, and each temporary of it costs an allocation and a pass.

@@ -8,6 +8,7 @@ is built), so neither imports the other's module at run time and the XLA wheel s
 
 from __future__ import annotations
 
+from kolectra.core.errors import UserInputError
 from kolectra.model.device import CudaDevice, Device
 from kolectra.model.xla import XlaDevice
 
@@ -16,5 +17,5 @@ DEVICES = {"cpu": Device, "cuda": CudaDevice, "xla": XlaDevice}
 
 def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
     if name not in DEVICES:
-        raise ValueError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
+        raise UserInputError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
     return DEVICES[name](bf16, cpu_threads, xla_cache_dir)

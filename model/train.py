@@ -26,31 +26,24 @@ from typing import Callable
 
 import torch
 
+from kolectra.core.config import to_dict
+from kolectra.core.errors import KolectraError
+from kolectra.core.stage import StageOutput, progress
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
-from kolectra.model.config import PretrainConfig, TrainConfig, validate, warmup_warning
+from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
+
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
-from kolectra.model.pretrain_inputs import (Inputs, PretrainInputError, read_inputs, read_specials,  # noqa: F401
-                                            vocab_fingerprint)
+from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
-from kolectra.core.config import to_dict
-from kolectra.core.stage import StageOutput, progress
 
-# Bump when the artifact's files change for the same request (part of the artifact id).
-# 2: tensorboard/ event file beside metrics.jsonl.
-# 3: on the CPU, inverse-CDF samples and fused AdamW (other bytes for the same request).
-# 4: CPU dropout draws from SFC64 streams; the generator's gradient written in the logits' dtype.
-# 5: the health verdict's "at the prior" needs AUC below 0.65 (was 0.7), and names dropout as a cause.
-# 6: disc AUC from 8,192 logit bins (was 64, which read up to 0.035 low): metrics and health change;
-#    a run that ends in warm-up says so (health reason, model cards); stats and cards gain "recipe";
-#    the model cards' metadata lists no local corpus artifacts or init_from folder.
-STAGE_VERSION = 6
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
-class TrainingDiverged(ValueError):
+class TrainingDiverged(KolectraError):
     """The loss or the weights became NaN or infinite; the message names the step and a likely cause."""
 
 
@@ -243,7 +236,7 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     artifact store mirrors it to a store root, so ``--resume`` works on another machine).
     ``expected_untrained``: why the caller planned a run too short to learn (the demo); a
     not-learning warning then says that instead of naming settings to change."""
-    validate(cfg)
+    cfg.validate()
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -307,7 +300,7 @@ def diverged(run: Run, step: int, probe: bool = False) -> TrainingDiverged | Non
             finite = bool(torch.stack([torch.isfinite(p.detach()).all() for p in run.params]).all())
             if finite and (not probe or _outputs_finite(run)):
                 return None
-        except Exception:  # the device is unusable after the failure: leave the original error
+        except Exception:  # noqa: BLE001 - the device is unusable after the failure: leave the original error
             return None
         what = "the weights"
     t = run.cfg.train

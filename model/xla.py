@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.model.device import Device, unpack
 
 
@@ -59,10 +60,10 @@ class XlaDevice(Device):
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-            raise RuntimeError("train.device=xla runs one process per host and spreads the batch over the "
+            raise UserInputError("train.device=xla runs one process per host and spreads the batch over the "
                                "devices with SPMD; start it without torchrun")
         if os.environ.get("XLA_USE_BF16"):
-            raise RuntimeError("XLA_USE_BF16 is set: kolectra uses bf16 autocast (train.bf16=true) instead; unset it")
+            raise EnvironmentProblem("XLA_USE_BF16 is set: kolectra uses bf16 autocast (train.bf16=true) instead; unset it")
         import torch_xla
         import torch_xla.core.xla_model as xm
         import torch_xla.distributed.spmd as xs
@@ -70,7 +71,7 @@ class XlaDevice(Device):
 
         if xla_cache_dir:
             if torch_xla._XLAC._xla_computation_cache_is_initialized():
-                raise RuntimeError(f"train.xla_cache_dir={xla_cache_dir!r}: torch-xla has compiled in this process "
+                raise UserInputError(f"train.xla_cache_dir={xla_cache_dir!r}: torch-xla has compiled in this process "
                                    "already, too late to open a persistent cache")
             os.makedirs(xla_cache_dir, exist_ok=True)
             xr.initialize_cache(xla_cache_dir, readonly=False)

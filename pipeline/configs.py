@@ -3,7 +3,8 @@
 A stage's config is its preset (a function returning a frozen dataclass), then the ``--set``
 overrides and the stage's flags, then ``--seed``. :func:`configure` is that order; the stages
 (:mod:`pipeline.stages`) resolve their requests with it, so what is printed is what a run would
-record in its manifest and hash into its id. Torch- and Beam-free: ``kolectra pretrain
+record in its manifest and hash into its id: :func:`resolve` is the only path from a request to
+its config. Torch- and Beam-free: ``kolectra pretrain
 --print-config`` answers in well under a second.
 
     resolve("pretrain", preset="small", sets=["train.steps=1000"])  -> (PretrainConfig, dict)
@@ -16,7 +17,7 @@ import dataclasses
 import json
 import types
 import typing
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kolectra.core.config import ConfigError, flat_keys, override, to_dict
 from kolectra.corpus import config as corpus_config
@@ -26,7 +27,8 @@ STYLES = ("json", "keys")
 
 
 def configure(cfg: Any, sets: Sequence[str], seed: int | None) -> Any:
-    """``cfg`` with the ``key=value`` overrides applied in order, then the seed."""
+    """``cfg`` with the ``key=value`` overrides applied in order, then the seed; checked once at the
+    end (:func:`kolectra.core.config.override` calls the config's ``validate``)."""
     cfg = override(cfg, sets)
     if seed is not None:
         cfg = override(cfg, [f"{seed_key(cfg)}={seed}"])
@@ -70,6 +72,10 @@ def _base(stage: str, preset: str | None, task: str | None) -> Any:
         from kolectra.model.config import preset as model_preset
 
         return model_preset(preset or "tiny")
+    if stage == "probe":
+        from kolectra.finetune.probe import ProbeConfig
+
+        return ProbeConfig()
     if stage == "finetune":
         from kolectra.finetune.tasks import TASKS
 
@@ -83,17 +89,20 @@ def _base(stage: str, preset: str | None, task: str | None) -> Any:
 
 
 def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), seed: int | None = None,
-            task: str | None = None) -> tuple[Any, dict]:
-    """(the typed config, the config as the manifest records it), checked as a run checks it."""
+            task: str | None = None, say: Callable[[str], None] | None = None) -> tuple[Any, dict]:
+    """(the typed config, the config as the manifest records it), checked as a run checks it: the one
+    path from a request's preset, overrides and seed to its config, for a run and ``--print-config``.
+    ``say`` receives what was adjusted (a pretraining warm-up scaled to a short run)."""
     cfg = configure(_base(stage, preset, task), sets, seed)
     if stage == "pretrain":
-        from kolectra.model.config import validate
-
-        cfg, _ = fit_pretrain_warmup(cfg, sets)
-        validate(cfg)
-    if stage == "finetune":
+        cfg, scaled = fit_pretrain_warmup(cfg, sets)
         cfg.validate()
+        if scaled and say is not None:
+            say(f"pretrain: {scaled}")
+    if stage == "finetune":
         return cfg, {"task": task, "preset": preset, **to_dict(cfg)}
+    if stage == "probe":
+        return cfg, {"task": "probe", **to_dict(cfg)}
     return cfg, to_dict(cfg)
 
 

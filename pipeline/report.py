@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core import plot
+from kolectra.pipeline.markdown import Md, code, fenced, text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import article
-from kolectra.pipeline.markdown import Md, code, fenced, text
 
 
 def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:

@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
+from kolectra.core.stage import progress
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, Store, default_root
-from kolectra.core.stage import progress
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
 

@@ -7,8 +7,8 @@ which raw inputs it reads) and hands the stage function to :meth:`Store.build`. 
 What only the store knows (parents' manifests, the artifact's own id) is checked or handed down
 from here, so a stage never re-opens a manifest.
 
-This is the top floor: it imports every stage (which import only :mod:`kolectra.core`), so the
-CLI imports it only for the commands that run a stage.
+It imports every stage (which import only :mod:`kolectra.core`, never :mod:`kolectra.pipeline`),
+so the CLI imports it only for the commands that run a stage.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kolectra.core import storage
-from kolectra.core.config import to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import build as corpus_build
 from kolectra.corpus import examples as examples_stage
@@ -30,14 +29,9 @@ from kolectra.finetune import seeds as ft_seeds
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS
 from kolectra.model import train as model_train
 from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir
-from kolectra.model.config import preset as model_preset
-from kolectra.model.config import validate as validate_pretrain
+from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
-from kolectra.pipeline.configs import CORPUS_PRESETS
-from kolectra.pipeline.configs import configure as _configure  # --print-config resolves the same way
-from kolectra.pipeline.configs import fit_pretrain_warmup
 from kolectra.vocab import build as vocab_build
-from kolectra.vocab.config import default_config as vocab_default_config
 
 CHECKPOINTS = checkpoints_dir(Path("")).name  # the trainer's working state in its run directory
 
@@ -79,17 +73,14 @@ def _stage_version(module: Any) -> int:
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
-    presets = CORPUS_PRESETS
-    if preset not in presets:
-        raise ArtifactError(f"corpus: unknown preset {preset!r} (known: {', '.join(presets)})")
-    cfg = _configure(presets[preset](), sets, seed)
+    cfg, config = resolve("corpus", preset=preset, sets=sets, seed=seed)
     # identity from the listing (size and mtime, or the store's checksum): no pass over the bytes
     # before the job; the sha256 of the bytes the job reads is filled in after it (corpus/inputs.py)
     listed = list_inputs(list(inputs))
     records = tuple(f.record() for f in listed)
     default_name = Path(listed[0].path).name.split(".")[0] if listed else "corpus"
     req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
-                  config=to_dict(cfg), inputs=records, libraries=LIBS_CORPUS)
+                  config=config, inputs=records, libraries=LIBS_CORPUS)
     keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
     def produce(out: Path) -> StageOutput:
@@ -105,10 +96,10 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
 # ---- vocab ----------------------------------------------------------------------------------
 def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (), seed: int | None = None,
           name: str | None = None, force: bool = False) -> Artifact:
+    cfg, config = resolve("vocab", sets=sets, seed=seed)
     parent = store.require(corpus_ref, "corpus")
-    cfg = _configure(vocab_default_config(), sets, seed)
     req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
-                  config=to_dict(cfg), parents=(parent,), libraries=LIBS_VOCAB)
+                  config=config, parents=(parent,), libraries=LIBS_VOCAB)
     return store.build(req, lambda out: vocab_build.build(cfg, store.local(parent), out), force)
 
 
@@ -116,14 +107,14 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
 def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact, *, sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
              beam_args: Sequence[str] = ()) -> Artifact:
+    cfg, config = resolve("examples", sets=sets, seed=seed)
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
-    cfg = _configure(examples_stage.default_config(), sets, seed)
     check_vocab_lineage(corpus_art, vocab_art, cfg.allow_other_corpus_vocab)
     # a holdout list is a raw input: its content, not its path, belongs to the request
     holdout = tuple(fingerprint_inputs([Path(cfg.holdout_ids)])) if cfg.holdout_ids else ()
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
-                  stage_version=_stage_version(examples_stage), config=to_dict(cfg),
+                  stage_version=_stage_version(examples_stage), config=config,
                   parents=(corpus_art, vocab_art), inputs=holdout, libraries=LIBS_EXAMPLES)
     # on a store root the Beam workers read the corpus and the tokenizer where they are, and write there
     remote = storage.is_url(str(store.root))
@@ -152,17 +143,15 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
              resume: bool | str = False, expected_untrained: str | None = None) -> Artifact:
     """``expected_untrained``: why the caller planned a run too short to learn (``kolectra run``'s
     demo); printed in place of the settings a not-learning warning would otherwise name."""
+    # a bad setting is refused first, before anything is read, reserved or written
+    cfg, config = resolve("pretrain", preset=preset, sets=sets, seed=seed, say=progress)
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
-    cfg, scaled = fit_pretrain_warmup(_configure(model_preset(preset), sets, seed), sets)
-    validate_pretrain(cfg)  # a bad setting is refused before anything is reserved or written
-    if scaled:
-        progress(f"pretrain: {scaled}")
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
     req = Request(kind="checkpoint", name=artifact_name(name, f"{objective}-{preset}"),
-                  stage_version=_stage_version(model_train), config=to_dict(cfg), parents=(ex,),
+                  stage_version=_stage_version(model_train), config=config, parents=(ex,),
                   inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
 
     # the model cards carry the lineage, which only the store knows: handed down, not appended later
@@ -202,13 +191,8 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
              preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
              force: bool = False, dev_file: str | Path | None = None) -> Artifact:
-    if task not in FINETUNE_TASKS:
-        raise ArtifactError(f"unknown fine-tuning task {task!r} (known: {', '.join(FINETUNE_TASKS)})")
+    cfg, config = resolve("finetune", task=task, preset=preset, sets=sets, seed=seed)
     entry = FINETUNE_TASKS[task]
-    if preset not in entry.presets:
-        raise ArtifactError(f"{task}: unknown preset {preset!r} (known: {', '.join(entry.presets)})")
-    cfg = _configure(entry.presets[preset](), sets, seed)
-    cfg.validate()
     task_module = entry.load()
     model_dir, parents, model_inputs = resolve_model(store, model_ref)
     if dev_file is not None and not entry.dev_flag:
@@ -220,7 +204,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     # the model's inputs come first: `kolectra report` reads the model of an eval from there
     inputs = model_inputs + tuple(fingerprint_inputs(data_files))
     req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
-                  config={"task": task, "preset": preset, **to_dict(cfg)}, parents=parents, inputs=inputs,
+                  config=config, parents=parents, inputs=inputs,
                   libraries=LIBS_FINETUNE)
     # tokenised splits are kept between runs (e.g. --seeds) outside every hashed artifact
     cache = store.cache_dir("finetune")
@@ -234,13 +218,13 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
 def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
           sets: Sequence[str] = (), seed: int | None = None, name: str | None = None, force: bool = False) -> Artifact:
     """A frozen-encoder linear probe on NSMC-format files (:mod:`kolectra.finetune.probe`): an eval artifact."""
-    cfg = _configure(ft_probe.ProbeConfig(), sets, seed)
+    cfg, config = resolve("probe", sets=sets, seed=seed)
     model_dir, parents, model_inputs = resolve_model(store, model_ref)
     for f in (train_file, eval_file):
         if not Path(f).is_file():
             raise ArtifactError(f"probe: data file not found: {f}")
     req = Request(kind="eval", name=artifact_name(name, "probe"), stage_version=ft_probe.STAGE_VERSION,
-                  config={"task": "probe", **to_dict(cfg)}, parents=parents,
+                  config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
                   libraries=LIBS_TORCH + ("scikit-learn",))
     return store.build(req, lambda out: ft_probe.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force)

@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store import workspace
-from kolectra.core import storage
 from kolectra.pipeline.store.artifacts import Request, Store, open_store
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
 from kolectra.core.stage import StageOutput
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
 
 
 def _produce(text, calls):

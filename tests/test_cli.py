@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
-from kolectra.pipeline.cli import build_parser, main
 from kolectra.core.stage import StageOutput
+from kolectra.pipeline.cli import build_parser, main
+from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
 
 
 def _artifact(store, kind, name, parents=(), inputs=()):

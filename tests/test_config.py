@@ -52,3 +52,33 @@ def test_round_trip_and_strict_loading():
     with pytest.raises(ConfigError, match="train.oops"):
         from_dict(Outer, {"train": {"oops": 1}})
     assert flat_keys(cfg)["train.lr"] == 0.5
+
+
+@pytest.mark.parametrize("order", [["min_chars=200000", "max_chars=300000"], ["max_chars=300000", "min_chars=200000"]])
+def test_settings_that_bound_each_other_may_come_in_any_order(order):
+    from kolectra.corpus.config import default_config
+
+    cfg = override(default_config(), order)  # checked once, after every assignment
+    assert (cfg.min_chars, cfg.max_chars) == (200000, 300000)
+    with pytest.raises(ConfigError, match="min_chars <= max_chars"):
+        override(default_config(), [*order, "max_chars=100000"])
+
+
+@pytest.mark.parametrize("stage, kw", [("corpus", {"preset": "nope"}), ("pretrain", {"preset": "nope"}),
+                                       ("finetune", {"task": "nsmc", "preset": "nope"}),
+                                       ("finetune", {"task": "nope", "preset": "koelectra"})])
+def test_a_bad_request_is_the_same_error_for_a_run_and_for_print_config(tmp_path, stage, kw):
+    """``--print-config`` and a run resolve a config on one path (pipeline/configs.py), so a bad preset
+    or task is one ConfigError, with one message, on both."""
+    from kolectra.pipeline import configs, stages
+    from kolectra.pipeline.store.artifacts import Store
+
+    with pytest.raises(ConfigError) as printed:
+        configs.resolve(stage, **kw)
+    store = Store(tmp_path)
+    run = {"corpus": lambda: stages.corpus(store, ["in.txt"], preset=kw.get("preset")),
+           "pretrain": lambda: stages.pretrain(store, "nothing", preset=kw["preset"]),
+           "finetune": lambda: stages.finetune(store, kw["task"], "m", "t.txt", "e.txt", preset=kw["preset"])}[stage]
+    with pytest.raises(ConfigError) as ran:
+        run()
+    assert str(ran.value) == str(printed.value)

@@ -5,9 +5,9 @@ import dataclasses
 
 import pytest
 
+from kolectra.core.config import ConfigError, override
 from kolectra.corpus import filters, languages, segment, text, webtext
 from kolectra.corpus.config import default_config, production_config
-from kolectra.core.config import ConfigError, override
 
 
 def _cfg(**kw):

@@ -11,10 +11,10 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from kolectra.corpus import build, shards
 from kolectra.corpus.config import default_config
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 REVIEWS = [
     "이 영화 정말 재밌었어요. 배우들 연기도 최고!",

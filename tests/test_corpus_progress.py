@@ -7,20 +7,20 @@ import logging
 
 import pytest
 
-from kolectra.corpus import progress, runners
+from kolectra.corpus import beam_logging, progress
 
 
 @pytest.fixture
 def restore_verbosity():
-    level = runners.verbosity()
+    level = beam_logging.verbosity()
     yield
-    runners.set_verbosity(level)
+    beam_logging.set_verbosity(level)
 
 
 def _shown(logger_name: str, level: int) -> str:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.addFilter(runners._FILTER)
+    handler.addFilter(beam_logging.FILTER)
     logger = logging.getLogger(logger_name)
     logger.addHandler(handler)
     try:
@@ -31,16 +31,16 @@ def _shown(logger_name: str, level: int) -> str:
 
 
 def test_beam_logging_follows_the_verbosity(restore_verbosity):
-    runners.set_verbosity(runners.NORMAL)
+    beam_logging.set_verbosity(beam_logging.NORMAL)
     assert _shown("apache_beam.runners.worker.sdk_worker", logging.WARNING) == ""
     assert _shown("apache_beam.runners.worker.sdk_worker", logging.ERROR) == ""  # failures arrive as exceptions
     assert "kolectra.other" in _shown("kolectra.other", logging.WARNING)  # not Beam: untouched
-    runners.set_verbosity(runners.VERBOSE)
+    beam_logging.set_verbosity(beam_logging.VERBOSE)
     assert _shown("apache_beam.io", logging.WARNING) and not _shown("apache_beam.io", logging.INFO)
-    runners.set_verbosity(runners.DEBUG)
+    beam_logging.set_verbosity(beam_logging.DEBUG)
     assert _shown("apache_beam.io", logging.INFO)
-    runners.set_verbosity(99)
-    assert runners.verbosity() == runners.DEBUG
+    beam_logging.set_verbosity(99)
+    assert beam_logging.verbosity() == beam_logging.DEBUG
 
 
 def test_worker_counts_are_summed_and_described(tmp_path):

@@ -5,9 +5,9 @@ import unicodedata
 
 import pytest
 
+from kolectra.core.config import ConfigError, override
 from kolectra.corpus import filters, text
 from kolectra.corpus.config import CorpusConfig, default_config
-from kolectra.core.config import ConfigError, override
 
 HAN_NFC = "한국어 텍스트"
 HAN_NFD = unicodedata.normalize("NFD", HAN_NFC)

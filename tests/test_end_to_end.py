@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.run import SAMPLE, run_sample
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
 
 TINY = {
     "vocab": ["vocab_size=3000", "report_baseline=false"],

@@ -15,17 +15,17 @@ import pyarrow as pa
 import pytest
 from tokenizers import Tokenizer, models
 
-from kolectra.corpus import shards
+from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput
+from kolectra.corpus import shards
 from kolectra.corpus.examples import build
+from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
-from kolectra.corpus.examples_config import ExamplesConfig
-from kolectra.core.config import ConfigError, override
-from tests.test_vocab_corpus import korean_sentences, write_corpus
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
+from tests.test_vocab_corpus import korean_sentences, write_corpus
 
 CFG = ExamplesConfig(max_seq_length=40, shard_size=16, seed=3)
 NONE = override(CFG, ["packing=none"])  # one sequence a row: the layout tests walk rows in corpus order

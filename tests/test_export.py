@@ -11,8 +11,8 @@ import yaml
 
 from kolectra.core.config import to_dict
 from kolectra.model import config, train
-from kolectra.pipeline.store.artifacts import Request, Store
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Store
 from tests.model_support import build_examples, build_tokenizer
 
 

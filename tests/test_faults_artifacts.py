@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, load, verify_dir
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, load, verify_dir
 from kolectra.pipeline.store.manifest import digest, sha256_file
 
 

@@ -22,8 +22,8 @@ import torch
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import cli, stages
-from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request
 from tests.test_faults_pretrain import SETS, _copy, chain  # noqa: F401  (the chain fixture)
 from tests.test_faults_publish import _no_half_artifact, _private
 
@@ -175,7 +175,7 @@ def test_a_bug_is_one_line_with_the_traceback_in_a_log(tmp_path, capsys, monkeyp
     def broken(args, store):
         return {}["no such key"]
 
-    monkeypatch.setattr(cli, "artifacts_list", broken)
+    monkeypatch.setattr(cli.commands, "artifacts_list", broken)
     assert main(["artifacts", "list", "--out", str(tmp_path)]) == 1
     line = _one_line(capsys.readouterr().err, "artifacts list")
     assert line.startswith("kolectra artifacts list: internal error: KeyError: 'no such key' (full traceback in ")

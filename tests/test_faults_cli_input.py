@@ -17,8 +17,8 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import checks as cli_checks
-from kolectra.pipeline.store.artifacts import Request, Store
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Store
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,8 +24,8 @@ from kolectra.corpus import filters, inputs, reader
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.config import default_config
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Store
 
 BIG = "1" * 5000  # over Python's 4,300-digit limit for int('...')
 DEEP = "[" * 100_000 + "]" * 100_000  # RecursionError in json.loads

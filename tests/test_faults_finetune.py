@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Store
 from tests.test_finetune_e2e import nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
 
 FAST = ["--set", "max_length=32", "--set", "batch_size=16", "--set", "epochs=1"]

@@ -15,8 +15,8 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.model import checkpoint
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Resumable, Store, load
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Resumable, Store, load
 
 
 def _writes(out: Path) -> StageOutput:

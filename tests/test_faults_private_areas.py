@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
 from kolectra.pipeline.store.manifest import digest
 from kolectra.vocab.export import assemble, write_dir
 from tests.fault_child import toy_request

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Resumable, Store
 from tests.fault_child import toy_request
 
 REPO = Path(__file__).resolve().parents[1]

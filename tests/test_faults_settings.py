@@ -7,15 +7,15 @@ import pytest
 
 from kolectra.core.config import ConfigError, override
 from kolectra.corpus.examples import load_tokenizer
-from kolectra.model.config import preset, validate
+from kolectra.model.config import preset
 
 
 @pytest.mark.parametrize("sets, key", [(["seed=-1"], "seed"), ([f"seed={2**40}"], "seed"),
                                        (["train.cpu_threads=-2"], "train.cpu_threads")])
 def test_settings_numpy_or_torch_would_refuse_are_refused_by_name(sets, key):
     with pytest.raises(ConfigError, match=rf"^{key}: must be"):
-        validate(override(preset("tiny"), sets))
-    validate(override(preset("tiny"), ["seed=0", "train.cpu_threads=0"]))  # the edges are fine
+        override(preset("tiny"), sets).validate()
+    override(preset("tiny"), ["seed=0", "train.cpu_threads=0"]).validate()  # the edges are fine
 
 
 @pytest.mark.parametrize("garbage", ["{not json", "", '{"model": 5}'])

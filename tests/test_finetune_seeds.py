@@ -1,8 +1,8 @@
 """Seed summaries: median and spread over runs that differ only in the seed."""
 
-import pytest
-
 import json
+
+import pytest
 
 from kolectra.finetune.report import format_table, nsmc_table
 from kolectra.finetune.seeds import describe, parse_seeds, run_seeds, summarize, write_summary

@@ -212,12 +212,12 @@ def test_a_conll_line_without_a_tag_and_a_tag_unseen_in_training(tmp_path):
 
 
 def test_settings_of_the_file_tasks_name_their_key():
-    for cfg, key in ((override(config.ClassifyConfig(), ["select_on=f1"]), "select_on"),
-                     (override(config.RegressConfig(), ["select_on=accuracy"]), "select_on"),
-                     (override(config.NerConfig(), ["format=csv"]), "format"),
-                     (override(config.ClassifyConfig(), ["text_column="]), "text_column")):
+    for cls, sets, key in ((config.ClassifyConfig, ["select_on=f1"], "select_on"),
+                           (config.RegressConfig, ["select_on=accuracy"], "select_on"),
+                           (config.NerConfig, ["format=csv"], "format"),
+                           (config.ClassifyConfig, ["text_column="], "text_column")):
         with pytest.raises(ConfigError, match=rf"^{key}: must be"):
-            cfg.validate()
+            override(cls(), sets)  # checks the result (cfg.validate())
 
 
 # ---- health -----------------------------------------------------------------------------------------

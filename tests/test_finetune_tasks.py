@@ -22,9 +22,9 @@ from kolectra.finetune import classify, config, ner, regress
 from kolectra.finetune.config import OptimConfig
 from kolectra.finetune.tiny import build_tiny_model_dir
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render_table
+from kolectra.pipeline.store.artifacts import Store
 
 TOPICS = {"스포츠": ["축구 경기에서 골을 넣었다", "야구 선수가 홈런을 쳤다", "농구 결승전이 열렸다", "배구 대표팀이 이겼다"],
           "경제": ["주가가 크게 올랐다", "환율이 떨어졌다", "금리가 인상되었다", "수출이 늘어났다"],

@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(spec: dict) -> dict:
+    import torch_xla.debug.metrics as met
+
     from kolectra.finetune import config, korquad, nsmc, skeleton
     from kolectra.model.xla import counters
-    import torch_xla.debug.metrics as met
 
     base = {"nsmc": (nsmc.Nsmc, config.sample_nsmc), "korquad": (korquad.Korquad, config.sample_korquad)}
     task_cls, preset = base[spec["task"]]

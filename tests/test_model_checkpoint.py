@@ -15,9 +15,9 @@ import pytest
 import torch
 from transformers import ElectraForPreTraining
 
+from kolectra.core.config import to_dict
 from kolectra.model import checkpoint, config, init, train
 from kolectra.model.electra import ElectraPair, attention_bias
-from kolectra.core.config import to_dict
 from tests.model_support import build_examples, build_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -68,9 +68,9 @@ def test_gdes_is_for_replaced_token_detection_only():
     bad = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, embedding_sharing="gdes"),
                               objective=dataclasses.replace(cfg.objective, objective="replace_mlm"))
     with pytest.raises(ConfigError, match="embedding_sharing=gdes"):
-        config.validate(bad)
+        bad.validate()
     with pytest.raises(ConfigError, match="expected one of"):
-        config.validate(dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, embedding_sharing="both")))
+        dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, embedding_sharing="both")).validate()
 
 
 @pytest.fixture(scope="module")

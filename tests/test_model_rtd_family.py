@@ -15,7 +15,6 @@ from transformers import ElectraForMaskedLM, ElectraForPreTraining
 from kolectra.core.config import ConfigError, override
 from kolectra.model import config, objectives, rtd, train
 from kolectra.model.electra import ElectraPair, flops_by_part, train_flops_per_sequence
-from kolectra.pipeline.store.artifacts import ArtifactError
 from kolectra.pipeline.study.plan import StudyPlan, arm_sets, parse_arm
 from tests.model_support import build_examples, build_tokenizer
 from tests.test_model_rtd import SP, _batch
@@ -177,7 +176,7 @@ def test_generator_width_sets_the_generator_shape():
                                       (["objective.objective=coco"], "objective.objective")])
 def test_bad_recipe_settings_are_refused_naming_the_key(sets, key):
     with pytest.raises(ConfigError, match=key):
-        config.validate(override(config.mini(), sets))
+        override(config.mini(), sets).validate()
 
 
 def test_study_arms_take_the_new_objectives_and_recipe_switches():
@@ -188,11 +187,11 @@ def test_study_arms_take_the_new_objectives_and_recipe_switches():
         "objective.objective=electra", "model.embedding_sharing=gdes", "model.generator_width=0.5",
         "objective.temperature_start=2"]
     assert arm_sets("mlm_then_rtd+phase0.3+dmlm.5")[-2:] == ["objective.mlm_phase=0.3", "objective.disc_mlm_weight=.5"]
-    StudyPlan(flops=1e13, arms=("hybrid", "mlm+mask0.3", "electra+gen1.0+temp3")).check()
+    StudyPlan(flops=1e13, arms=("hybrid", "mlm+mask0.3", "electra+gen1.0+temp3")).validate()
     for bad, why in (("electra+warm3", "unknown recipe switch"), ("mlm_then_rtd+phase1.5", "mlm_phase"),
                      ("coco", "unknown arm")):
-        with pytest.raises(ArtifactError, match=why):
-            StudyPlan(flops=1e13, arms=(bad,)).check()
+        with pytest.raises(ConfigError, match=why):
+            StudyPlan(flops=1e13, arms=(bad,)).validate()
 
 
 @pytest.fixture(scope="module")

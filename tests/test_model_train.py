@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining
 
+from kolectra.core.config import ConfigError, override
 from kolectra.model import config, train
 from kolectra.model.electra import ElectraPair, count_parameters, hf_configs
-from kolectra.core.config import ConfigError, override
 from tests.model_support import build_examples, build_tokenizer
 
 KEYS = {"step", "loss", "gen_loss", "disc_loss", "gen_acc", "disc_acc", "disc_precision", "disc_recall", "disc_auc",
@@ -130,7 +130,7 @@ def test_specials_read_from_tokenizer_skip_reserved_slots(inputs, tmp_path):
 def test_presets_and_overrides():
     for name in config.PRESETS:
         cfg = config.preset(name)
-        config.validate(cfg)
+        cfg.validate()
         assert cfg.preset == name and cfg.model.vocab_size == 0
     small = config.preset("small")
     disc_cfg, gen_cfg = hf_configs(small.model, 30522, 0)
@@ -140,6 +140,6 @@ def test_presets_and_overrides():
     cfg = override(small, ["objective.disc_weight=20", "train.device=cuda", "seed=7"])
     assert cfg.objective.disc_weight == 20.0 and cfg.device == "cuda" and cfg.seed == 7
     with pytest.raises(ConfigError):
-        config.validate(override(small, ["objective.objective=nope"]))
+        override(small, ["objective.objective=nope"]).validate()
     with pytest.raises(ConfigError):
         config.preset("huge")

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.model import config, runtime, train
 from kolectra.core.config import override
+from kolectra.model import config, runtime, train
 from tests.model_support import build_examples, build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,9 +23,9 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.pipeline import stages
+from kolectra.pipeline.run import run_sample
 from kolectra.pipeline.store.artifacts import ArtifactError, Store, open_store
 from kolectra.pipeline.store.remote import RemoteStore
-from kolectra.pipeline.run import run_sample
 from tests.s3_support import bucket, free_port, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_end_to_end import TINY
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.config import ConfigError, override
-from tests.test_vocab_corpus import small_corpus, write_corpus
 from kolectra.vocab import trainer
 from kolectra.vocab.build import build
 from kolectra.vocab.config import VocabConfig
 from kolectra.vocab.words import morph_cuts
+from tests.test_vocab_corpus import small_corpus, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 # the test corpus runs out of pairs seen twice near 910 pieces: both recipes learn all they can

@@ -13,10 +13,10 @@ import pytest
 import sentencepiece
 
 from kolectra.core.config import ConfigError, override
-from tests.test_vocab_corpus import small_corpus
 from kolectra.vocab import spm, trainer, words
 from kolectra.vocab.build import build
 from kolectra.vocab.config import VocabConfig
+from tests.test_vocab_corpus import small_corpus
 
 CFG = VocabConfig(vocab_size=1000, num_unused=10, report_baseline=False)
 FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "report.json",

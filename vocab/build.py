@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 from kolectra.core import bars
-from kolectra.core.tokens import SPECIALS
 from kolectra.core.config import ConfigError, to_dict
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
+from kolectra.core.tokens import SPECIALS
 from kolectra.vocab import export, report, spm, table, trainer, words
 from kolectra.vocab.config import WORDPIECE_RECIPES, VocabConfig
 
-STAGE_VERSION = 3  # 3: report.json holds "warnings"
+STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
 BASELINE = "wordpiece"
 # A vocabulary learned from this corpus holds the characters its training text uses, so on held-out
 # text of the same corpus [UNK] should come only from characters never seen in training: the
@@ -111,7 +112,7 @@ def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict) -> tuple[dic
     table_, counts = words.count_words(words.iter_docs(corpus_dir, "train", desc="vocab: counting words"),
                                        cfg.max_word_types)
     if not table_:
-        raise ValueError(f"vocab: corpus {corpus_dir} has no train documents with text")
+        raise UserInputError(f"vocab: corpus {corpus_dir} has no train documents with text")
     progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
              "word types" + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"]
                              else ""))

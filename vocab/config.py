@@ -58,7 +58,8 @@ class VocabConfig:
     # the WordPiece learner is deterministic (ties break by piece text); SentencePiece's sampling uses it
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        """Raise a ConfigError naming the first setting that cannot work."""
         if self.recipe not in RECIPES:
             raise ConfigError(f"recipe: expected one of {list(RECIPES)}, got {self.recipe!r}")
         if self.vocab_size < 16:

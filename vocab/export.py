@@ -19,6 +19,7 @@ from typing import Callable
 
 from tokenizers import Tokenizer, decoders, models, processors
 
+from kolectra.core.errors import UserInputError
 from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
 from kolectra.vocab.words import runtime_normalizer, runtime_pre_tokenizer
 
@@ -75,10 +76,10 @@ def write_dir(vocab: list[str], out_dir: Path) -> Tokenizer:
     """tokenizer.json, vocab.txt, tokenizer_config.json, special_tokens_map.json into ``out_dir``."""
     for i, s in enumerate(SPECIALS):
         if vocab[i] != s:
-            raise ValueError(f"vocab id {i} must be {s}, got {vocab[i]!r}")
+            raise UserInputError(f"vocab id {i} must be {s}, got {vocab[i]!r}")
     bad = [t for t in vocab if not t or any(ch.isspace() for ch in t) or t == "##"]
     if bad:
-        raise ValueError(f"vocab has tokens vocab.txt cannot hold: {bad[:5]!r}")
+        raise UserInputError(f"vocab has tokens vocab.txt cannot hold: {bad[:5]!r}")
     tok = make_tokenizer(vocab)
     written(out_dir / "tokenizer.json", lambda p: tok.save(str(p), pretty=True))
     written(out_dir / "vocab.txt", lambda p: p.write_text("".join(t + "\n" for t in vocab), encoding="utf-8"))

@@ -39,8 +39,9 @@ from typing import Iterator
 import sentencepiece
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from kolectra.corpus import shards
+from kolectra.core.errors import UserInputError
 from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
+from kolectra.corpus import shards
 from kolectra.vocab.export import MODEL_MAX_LENGTH, written
 from kolectra.vocab.words import iter_docs
 
@@ -62,7 +63,7 @@ def training_sentences(corpus_dir: Path, max_bytes: int, counts: dict) -> Iterat
         try:
             sents = shards.sentences(doc)
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{corpus_dir}: document {doc.get('id', '?')!r}: bad 'sentences' ({e!r})") from None
+            raise UserInputError(f"{corpus_dir}: document {doc.get('id', '?')!r}: bad 'sentences' ({e!r})") from None
         for sent in sents:
             sent = clean(sent)
             if not sent:
@@ -114,7 +115,7 @@ def train_model(cfg, corpus_dir: Path, recipe: str) -> tuple[bytes, dict]:
     sentences = sample(training_sentences(corpus_dir, cfg.sp_max_sentence_bytes, counts), cfg.sp_input_sentences,
                        cfg.seed)
     if not sentences:
-        raise ValueError(f"vocab: corpus {corpus_dir} has no train sentences with text")
+        raise UserInputError(f"vocab: corpus {corpus_dir} has no train sentences with text")
     for attempt in range(2):
         sentencepiece.set_random_generator_seed(cfg.seed)
         writer = io.BytesIO()
@@ -126,7 +127,7 @@ def train_model(cfg, corpus_dir: Path, recipe: str) -> tuple[bytes, dict]:
                 options["vocab_size"] = int(m.group(2))
                 stats["vocab_size_retried"] = options["vocab_size"]
                 continue
-            raise ValueError(f"vocab: sentencepiece {recipe} training failed on {corpus_dir}: {e}") from None
+            raise UserInputError(f"vocab: sentencepiece {recipe} training failed on {corpus_dir}: {e}") from None
         break
     stats.update(counts, sentences_used=len(sentences))
     return writer.getvalue(), stats
@@ -156,7 +157,7 @@ def make_tokenizer(model: bytes, recipe: str) -> Tokenizer:
     pieces = [sp.id_to_piece(i) for i in range(n)]
     for i, s in enumerate(SPECIALS):
         if pieces[i] != s:
-            raise ValueError(f"sentencepiece id {i} must be {s}, got {pieces[i]!r}")
+            raise UserInputError(f"sentencepiece id {i} must be {s}, got {pieces[i]!r}")
     byte_fallback = any(sp.is_byte(i) for i in range(n))
     normal = {i for i in range(n) if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i) or sp.is_unused(i))}
     if MODEL_TYPES[recipe] == "bpe":

@@ -32,6 +32,7 @@ import heapq
 from collections import Counter
 from typing import Callable, Mapping
 
+from kolectra.core.errors import UserInputError
 from kolectra.vocab.words import WordType
 
 PREFIX = "##"
@@ -71,7 +72,7 @@ class _Words:
     def __init__(self, table: Mapping[WordType, int], symbols: set[str], respect_morphs: bool,
                  cross_morph: str) -> None:
         if cross_morph not in CROSS_MORPH:
-            raise ValueError(f"cross_morph: expected one of {CROSS_MORPH}, got {cross_morph!r}")
+            raise UserInputError(f"cross_morph: expected one of {CROSS_MORPH}, got {cross_morph!r}")
         merged: Counter = Counter()
         self.skipped = 0
         for (word, cuts), n in table.items():

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator
 from tokenizers import PreTokenizedString, normalizers, pre_tokenizers
 
 from kolectra.core import bars
+from kolectra.core.errors import UserInputError
 from kolectra.corpus import shards
 
 WordType = tuple[str, tuple[int, ...]]
@@ -64,7 +65,7 @@ def morph_cuts(doc: dict, where: str = "") -> list[int]:
                 cuts.update((s, e))
         return sorted(cuts)
     except (KeyError, TypeError, IndexError, ValueError) as e:
-        raise ValueError(f"{where}document {doc.get('id', '?')!r}: bad or missing 'morphs' ({e!r})") from None
+        raise UserInputError(f"{where}document {doc.get('id', '?')!r}: bad or missing 'morphs' ({e!r})") from None
 
 
 def doc_words(doc: dict, splitter: WordSplitter) -> Iterator[tuple[WordType, bool]]:
@@ -93,7 +94,7 @@ def iter_docs(corpus_dir: Path, split: str, desc: str | None = None) -> Iterator
                             min_seconds=bars.QUIET_SECONDS)
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-            raise ValueError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")
+            raise UserInputError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")
         yield doc
 
 

@@ -71,8 +71,9 @@ def check_beam_args(beam_args: list[str], ours: list[str], command: str) -> None
     command's own option strings, offered as suggestions too (``--text-feild`` -> ``--text-field``)."""
     if not beam_args:
         return
-    from kolectra.corpus.runners import PipelineOptions  # noqa: PLC0415 - Beam, quieted by runners first
     from apache_beam.options.pipeline_options import _BeamArgumentParser  # noqa: PLC0415
+
+    from kolectra.corpus.runners import PipelineOptions  # noqa: PLC0415 - Beam, quieted by the corpus package
 
     class Parser(_BeamArgumentParser):
         def error(self, message):  # argparse would print a usage and exit
@@ -89,7 +90,7 @@ def check_beam_args(beam_args: list[str], ours: list[str], command: str) -> None
     for cls in classes.values():
         try:
             cls._add_argparse_args(parser)  # noqa: SLF001 - how Beam builds its own parser
-        except Exception:  # a third-party options class that cannot add itself: Beam would fail on it later
+        except Exception:  # noqa: BLE001 - a third-party options class that cannot add itself: Beam would fail on it later
             continue
     try:
         _, unknown = parser.parse_known_args(beam_args)
@@ -125,5 +126,5 @@ def _import_runner(beam_args: list[str]) -> None:
         path = _RUNNER_MAP.get(runner.lower(), _RUNNER_MAP.get(runner.lower() + "runner", runner))
         if "." in path:
             importlib.import_module(path.rsplit(".", 1)[0])
-    except Exception:  # an unknown runner or a missing extra: Beam says so when it creates the runner
+    except Exception:  # noqa: BLE001 - an unknown runner or a missing extra: Beam says so when it creates the runner
         pass

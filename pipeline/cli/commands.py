@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core.config import ConfigError
-from kolectra.pipeline.cli import artifacts as cli_artifacts, checks as cli_checks
-from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root, open_store
-from kolectra.pipeline.store.catalog import as_root
+from kolectra.pipeline.cli import artifacts as cli_artifacts
+from kolectra.pipeline.cli import checks as cli_checks
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
+from kolectra.pipeline.cli.errors import handled
+from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
 from kolectra.pipeline.cli.options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli.options import common as _common
 from kolectra.pipeline.cli.options import flag_sets as _flag_sets
 from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
-from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
 from kolectra.pipeline.cli.study import add_study, run_study_command
-from kolectra.pipeline.cli.errors import handled
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root, open_store
+from kolectra.pipeline.store.catalog import as_root
 
 BEAM_COMMANDS = ("corpus", "examples")  # any other --option of theirs goes to Beam
 
@@ -286,37 +287,41 @@ class Command:
     example: str | None = None  # shown under --help
     config: Callable[[argparse.Namespace], tuple] | None = None  # the resolved config: --print-config
     set_example: str = "train.lr=1e-3"  # a --set this command accepts, for its help
+    code: str = ""  # where the command's stage lives, shown under --help (the README's code map says the same)
 
 
 BEAM_NOTE = "Any further --option is passed to Beam unchanged (e.g. --runner)."
 COMMANDS: dict[str, Command] = {
     "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
-                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20",
+                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20", code="corpus/",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
     "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab,
-                     config=config_vocab, set_example="min_frequency=3",
+                     config=config_vocab, set_example="min_frequency=3", code="vocab/",
                      example="kolectra vocab --corpus web --vocab-size 35000"),
     "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
                         description=BEAM_NOTE, config=config_examples, set_example="packing=stream",
+                        code="corpus/ (examples*.py, packing.py: the second Beam job of the corpus stage)",
                         example="kolectra examples --corpus web --vocab morph_wordpiece --max-seq-length 128"),
     "pretrain": Command("replaced token detection pretraining (ELECTRA)", add_pretrain, run_pretrain,
-                        config=config_pretrain,
+                        config=config_pretrain, code="model/ (train.py, the trainer; the objectives beside it)",
                         example="kolectra pretrain --examples seq128 --preset small --steps 100000 --save-every 5000\n"
                                 "  kolectra pretrain --preset small --set train.lr=1e-3 --print-config keys"),
-    "finetune": Command("fine-tune and evaluate: NSMC, KorQuAD 1.0, classify, regress, ner", add_finetune, run_finetune, common="none"),
+    "finetune": Command("fine-tune and evaluate: NSMC, KorQuAD 1.0, classify, regress, ner", add_finetune, run_finetune,
+                        common="none", code="finetune/"),
     "run": Command("the whole chain on the embedded sample, then a summary", add_run, run_run, common="out",
-                   example="kolectra run --out /tmp/kolectra"),
+                   example="kolectra run --out /tmp/kolectra", code="pipeline/run.py"),
     "study": Command("which pretraining buys the better encoder per FLOP: arms (ELECTRA, MLM, GDES, ...) at equal "
                      "budgets against an untrained floor, read out on held-out NSMC rows with intervals",
-                     add_study, run_study_command,
+                     add_study, run_study_command, code="pipeline/study/",
                      example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3"),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
-                      run_report, common="out",
+                      run_report, common="out", code="pipeline/report.py",
                       example="kolectra report sample-nsmc sample-korquad --published"),
     "export": Command("a checkpoint's model as a Hugging Face Hub folder (weights, tokenizer, card); "
-                      "optionally pushed", add_export, run_export, common="out",
+                      "optionally pushed", add_export, run_export, common="out", code="pipeline/hub.py, model/export.py",
                       example="kolectra export sample --to ./kolectra-tiny --push me/kolectra-tiny --dry-run"),
-    "artifacts": Command("list, show, verify or garbage-collect artifacts", add_artifacts, run_artifacts, common="none"),
+    "artifacts": Command("list, show, verify or garbage-collect artifacts", add_artifacts, run_artifacts, common="none",
+                         code="pipeline/store/"),
 }
 
 
@@ -330,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print kolectra's version and its main libraries' versions, then exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, cmd in COMMANDS.items():
-        p = sub.add_parser(name, help=cmd.help, description=cmd.description,
-                           epilog=f"example:\n  {cmd.example}" if cmd.example else None,
+        epilog = "\n".join(([f"example:\n  {cmd.example}"] if cmd.example else [])
+                           + ([f"code: {cmd.code}"] if cmd.code else []))
+        p = sub.add_parser(name, help=cmd.help, description=cmd.description, epilog=epilog or None,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if cmd.common != "none":
             _common(p, with_config=cmd.common == "stage", set_example=cmd.set_example)

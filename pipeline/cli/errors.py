@@ -1,7 +1,7 @@
 """How the ``kolectra`` command ends when something goes wrong: one line, never a traceback.
 
-:func:`handled` wraps a command. A *known* failure — refused input (an :class:`ArtifactError`, or
-a ``ValueError`` kolectra raised on purpose: config, examples, tokenizer, divergence), the
+:func:`handled` wraps a command. A *known* failure — one of kolectra's errors, decided by class
+(:class:`kolectra.core.errors.KolectraError`: a user input or the environment), the
 operating system saying no (disk full, a file-size limit, a directory where a file should be,
 permissions) or an interrupt (Ctrl-C, SIGTERM) — prints ``kolectra CMD: error: ...`` naming the
 input, plus what the store kept or removed (the notes it attaches), and exits non-zero. Anything
@@ -32,7 +32,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kolectra.pipeline.store.manifest import ArtifactError
+from kolectra.core.errors import KolectraError
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
@@ -44,13 +44,6 @@ _OS = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "the file-size 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, turned into an exception so that clean-up (``finally``) runs as for Ctrl-C."""
-
-
-def _raised_by_kolectra(e: BaseException) -> bool:
-    tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith("kolectra.")
 
 
 # How libraries that do not raise OSError (safetensors, torch's zip writer) word a full disk.
@@ -80,8 +73,7 @@ def describe(e: BaseException) -> str | None:
         text = f"{e.filename}: {what}" if e.filename else what
     elif full is not None:
         text = f"{_OS[full]} (while writing: {type(e).__name__}: {str(e).splitlines()[0][:200]})"
-    elif isinstance(e, ArtifactError) or (isinstance(e, ValueError) and (
-            type(e).__module__.startswith("kolectra.") or _raised_by_kolectra(e))):
+    elif isinstance(e, KolectraError):  # raised on purpose: a user input or the environment (core/errors.py)
         text = str(e)
     elif isinstance(e, pickle.UnpicklingError):  # torch's weights_only loader refused an input's pickle
         text = ("refused to load a pickle holding objects torch's weights_only loader does not allow (loading it "
@@ -143,7 +135,7 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
         code = 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
         _end_despite_threads(code)
         return code
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - the command's last handler: every failure becomes one line
         if isinstance(e, BrokenPipeError) and _stdout_gone():
             return _quiet_end()
         line = describe(e)

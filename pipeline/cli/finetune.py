@@ -10,10 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
-from kolectra.pipeline.store.artifacts import Artifact, Store
+from kolectra.core.errors import UserInputError
 from kolectra.pipeline.cli.options import common as _common
 from kolectra.pipeline.cli.options import flag_sets as _flag_sets
 from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
+from kolectra.pipeline.store.artifacts import Artifact, Store
 
 
 def add_finetune(p: argparse.ArgumentParser) -> None:
@@ -71,7 +72,6 @@ def config_finetune(args) -> tuple:
 def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.finetune.seeds import parse_seeds
     from kolectra.finetune.tasks import TASKS
-
     from kolectra.pipeline import stages  # torch: only when a task runs
 
     eval_file = getattr(args, TASKS[args.task].eval_flag)
@@ -79,7 +79,7 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     dev = {"dev_file": args.dev} if TASKS[args.task].dev_flag and args.dev is not None else {}
     if args.seeds:
         if args.seed is not None:
-            raise ValueError("give either --seed or --seeds, not both")
+            raise UserInputError("give either --seed or --seeds, not both")
         art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, parse_seeds(args.seeds),
                                     preset=args.preset, sets=sets, name=args.name, force=args.force, **dev)
     else:

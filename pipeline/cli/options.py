@@ -109,9 +109,9 @@ def set_verbosity(args: argparse.Namespace) -> None:
     level = verbosity.set_level(verbosity.NORMAL - quiet + verbose) if quiet or verbose else verbosity.level()
     if level >= verbosity.VERBOSE:  # transformers reads it when first imported, after this
         os.environ["TRANSFORMERS_VERBOSITY"] = "info" if level >= verbosity.DEBUG else "warning"
-    runners = sys.modules.get("kolectra.corpus.runners")  # imported already (an earlier call in this process)
-    if runners is not None:
-        runners.set_verbosity(level)
+    beam_logging = sys.modules.get("kolectra.corpus.beam_logging")  # imported already (an earlier call)
+    if beam_logging is not None:
+        beam_logging.set_verbosity(level)
 
 
 def config_sets(args: argparse.Namespace) -> list[str]:

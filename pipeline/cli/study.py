@@ -11,8 +11,8 @@ import math
 from pathlib import Path
 
 from kolectra.core.config import ConfigError
-from kolectra.pipeline.store.artifacts import Artifact, Store
 from kolectra.pipeline.cli.options import config_sets
+from kolectra.pipeline.store.artifacts import Artifact, Store
 
 
 def add_study(p: argparse.ArgumentParser) -> None:
@@ -29,7 +29,6 @@ def add_study(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=d.preset, help=f"model size (default {d.preset})")
     p.add_argument("--arms", default=",".join(d.arms), help="objectives, optionally with an embedding-sharing "
                    f"suffix: electra, mlm, electra-gdes, electra15, replace_mlm, ... (default {','.join(d.arms)})")
-    p.add_argument("--objectives", dest="arms", help=argparse.SUPPRESS)  # the earlier name of --arms
     p.add_argument("--readouts", default=",".join(d.readouts), help=f"of {', '.join(READOUTS)} "
                    f"(default {','.join(d.readouts)})")
     p.add_argument("--pretrain-seeds", type=int, default=d.pretrain_seeds,

@@ -48,11 +48,25 @@ from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import layout, workspace
-from kolectra.pipeline.store.workspace import Resumable
 from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for, default_root, load
-from kolectra.pipeline.store.manifest import (KINDS, MANIFEST, SCHEMA, ArtifactError, canonical, digest, fingerprint_inputs,
-                                        hash_tree, input_key, library_versions, provenance, read_manifest, sha256_file,
-                                        verify_dir, write_json)
+from kolectra.pipeline.store.manifest import (
+    KINDS,
+    MANIFEST,
+    SCHEMA,
+    ArtifactError,
+    canonical,
+    digest,
+    fingerprint_inputs,
+    hash_tree,
+    input_key,
+    library_versions,
+    provenance,
+    read_manifest,
+    sha256_file,
+    verify_dir,
+    write_json,
+)
+from kolectra.pipeline.store.workspace import Resumable
 
 __all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root", "open_store",
            "fingerprint_inputs", "load", "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]

@@ -187,7 +187,7 @@ class Catalog:
         """The refusal of a parent directory that exists (in ``art``'s root or this one) but does not load."""
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else KINDS
         for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
-            for d in (d for k in kinds for d in catalog_for(root)._dirs(k, ref["id"])):
+            for d in (d for k in kinds for d in catalog_for(root)._dirs(k, ref["id"])):  # noqa: SLF001 - a catalog of another root, same class
                 try:
                     load(d)
                 except ArtifactError as e:

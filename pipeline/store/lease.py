@@ -96,7 +96,7 @@ class Lease:
             except storage.PreconditionFailed:
                 self.lost.set()  # taken over: this build must not publish
                 return
-            except Exception:  # a blip: try again next time; the lease lasts three renewals
+            except Exception:  # noqa: BLE001 - a blip: try again next time; the lease lasts three renewals
                 continue
 
     def check(self) -> None:

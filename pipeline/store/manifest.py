@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from kolectra.core.errors import UserInputError
 from kolectra.pipeline.store import layout
 
 SCHEMA = "kolectra.artifact/1"
@@ -35,7 +36,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ID = re.compile(r"^[0-9a-f]{16}$")
 
 
-class ArtifactError(RuntimeError):
+class ArtifactError(UserInputError):
     """A missing, incomplete or tampered artifact; the message names the file."""
 
 

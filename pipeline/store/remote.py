@@ -48,15 +48,21 @@ from typing import Callable
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import layout, workspace
-from kolectra.pipeline.store.lease import LOCKS, Lease
-from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of
 from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for
-from kolectra.pipeline.store.manifest import (KINDS, MANIFEST, ArtifactError, digest, hash_tree, misplaced, parse_manifest,
-                                        sha256_file, unsafe_path)
-
-
-
+from kolectra.pipeline.store.lease import LOCKS, Lease
+from kolectra.pipeline.store.manifest import (
+    KINDS,
+    MANIFEST,
+    ArtifactError,
+    digest,
+    hash_tree,
+    misplaced,
+    parse_manifest,
+    sha256_file,
+    unsafe_path,
+)
+from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
 
 
 def upath(url: str):

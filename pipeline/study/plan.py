@@ -11,8 +11,6 @@ import re
 from kolectra.core.config import ConfigError, override
 from kolectra.model.config import EMBEDDING_SHARING, OBJECTIVES
 from kolectra.model.config import preset as model_preset
-from kolectra.model.config import validate as validate_pretrain
-from kolectra.pipeline.store.artifacts import ArtifactError
 
 READOUTS = ("probe", "lowdata", "finetune")
 # An arm's recipe switches, ``+<name><number>`` after the objective (and its sharing suffix):
@@ -41,14 +39,14 @@ def arm_settings(arm: str) -> tuple[str, str, list[str]]:
     objective, _, sharing = head.partition("-")
     sharing = sharing or "es"
     if objective not in OBJECTIVES or sharing not in EMBEDDING_SHARING:
-        raise ArtifactError(f"study: unknown arm {arm!r} (an objective of {', '.join(OBJECTIVES)}, optionally "
+        raise ConfigError(f"study: unknown arm {arm!r} (an objective of {', '.join(OBJECTIVES)}, optionally "
                             f"with -{'/-'.join(EMBEDDING_SHARING)} and recipe switches "
                             f"{', '.join(f'+{k}N' for k in RECIPE_SWITCHES)})")
     sets = []
     for sw in switches:
         m = _SWITCH.fullmatch(sw)
         if not m or m.group(1) not in RECIPE_SWITCHES:
-            raise ArtifactError(f"study: arm {arm!r}: unknown recipe switch {'+' + sw!r} (known: "
+            raise ConfigError(f"study: arm {arm!r}: unknown recipe switch {'+' + sw!r} (known: "
                                 + ", ".join(f"+{k}N sets {v}" for k, v in RECIPE_SWITCHES.items()) + ")")
         sets.append(f"{RECIPE_SWITCHES[m.group(1)]}={m.group(2)}")
     return objective, sharing, sets
@@ -87,18 +85,18 @@ class StudyPlan:
     def budgets(self) -> list[float]:
         return [self.flops / 2 ** (self.points - 1 - k) for k in range(self.points)]
 
-    def check(self) -> None:
+    def validate(self) -> None:
         for arm in self.arms:
             try:  # a switch out of range is refused now, not after the points before it were trained
-                validate_pretrain(override(model_preset(self.preset), arm_sets(arm, self.pretrain_sets)))
+                override(model_preset(self.preset), arm_sets(arm, self.pretrain_sets))  # checks the result
             except ConfigError as e:
-                raise ArtifactError(f"study: arm {arm!r}: {e}") from None
+                raise ConfigError(f"study: arm {arm!r}: {e}") from None
         unknown = [r for r in self.readouts if r not in READOUTS]
         if unknown:
-            raise ArtifactError(f"study: unknown readout(s) {unknown} (known: {', '.join(READOUTS)})")
+            raise ConfigError(f"study: unknown readout(s) {unknown} (known: {', '.join(READOUTS)})")
         if not (self.flops > 0 and math.isfinite(self.flops)) or self.points < 1:
-            raise ArtifactError(f"study: need a finite --flops > 0 and --points >= 1 (got {self.flops}, {self.points})")
+            raise ConfigError(f"study: need a finite --flops > 0 and --points >= 1 (got {self.flops}, {self.points})")
         if self.pretrain_seeds < 1 or self.finetune_seeds < 1:
-            raise ArtifactError("study: --pretrain-seeds and --finetune-seeds must be >= 1")
+            raise ConfigError("study: --pretrain-seeds and --finetune-seeds must be >= 1")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from kolectra.core import plot
-from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.markdown import code, text
+from kolectra.pipeline.store.artifacts import Store
 
 READOUT_TEXT = {"probe": "linear probe (frozen encoder)", "lowdata": "low-data fine-tuning",
                 "finetune": "fine-tuning"}

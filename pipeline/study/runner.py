@@ -52,13 +52,13 @@ from kolectra.model import rtd
 from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
 from kolectra.pipeline import stages
-from kolectra.pipeline.study import report as study_report
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.pipeline.study import report as study_report
 from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study.stats import Runs, compare, verdict
 
-STAGE_VERSION = 5  # 3: verdict against the floor; 4: held-out texts under other ids; 5: plots of the mean
+STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def health_of(ckpt: Artifact) -> dict:
 # ---- the study -----------------------------------------------------------------------------------
 def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: str | None = None,
               examples_ref: str | None = None, name: str | None = None, force: bool = False) -> Artifact:
-    plan.check()
+    plan.validate()
     splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
     examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
     seeds = range(1, plan.pretrain_seeds + 1)
