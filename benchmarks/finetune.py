@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from common import add_data_args, emit, parser, require_data
+from tiny_model import build_tiny_model_dir
 
 from kolectra.finetune.config import KorquadConfig, NsmcConfig
 from kolectra.finetune.features import Features, rows, tokenize
@@ -42,9 +43,8 @@ from kolectra.finetune.korquad import Korquad
 from kolectra.finetune.loading import load_model, load_tokenizer
 from kolectra.finetune.loop import inputs, predict, shuffled_batches, train_epochs
 from kolectra.finetune.nsmc import Nsmc
-from kolectra.finetune.nsmc_reader import read_nsmc
-from kolectra.finetune.squad_data import question_columns, read_squad
-from kolectra.finetune.tiny import build_tiny_model_dir
+from kolectra.finetune.readers.korquad import question_columns, read_squad
+from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.model import runtime
 
 REPO = Path(__file__).resolve().parents[1]

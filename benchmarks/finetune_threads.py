@@ -67,8 +67,9 @@ def main() -> None:
         sets = ["max_train_examples=400", "max_eval_examples=200", "epochs=2", "optim.lr=5e-4"]
     runs: dict[str, list[dict]] = {k: [] for k in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
-        from kolectra.finetune.nsmc_reader import read_nsmc
-        from kolectra.finetune.tiny import build_tiny_model_dir
+        from tiny_model import build_tiny_model_dir
+
+        from kolectra.finetune.readers.nsmc import read_nsmc
 
         texts = [r.document for r in read_nsmc(SAMPLE / "nsmc_train.txt").rows]
         model = build_tiny_model_dir(Path(tmp) / "model", texts, hidden=64, layers=2, heads=2, vocab_size=4000)

@@ -32,10 +32,10 @@ import time
 
 import torch
 from common import emit, parser
+from step_bench import Served
 
 from kolectra.core.config import override
 from kolectra.model import config, objectives, rtd
-from kolectra.model.bench import Served
 from kolectra.model.electra import ElectraPair, flops_by_part
 from kolectra.model.runtime import resolve
 from kolectra.model.train import build_optimizer
@@ -96,7 +96,7 @@ class Arm:
 
 
 def _arm_answers(arm: str, kwargs: dict) -> dict:
-    """An arm's commands, served in a process of its own (:class:`kolectra.model.bench.Served`)."""
+    """An arm's commands, served in a process of its own (:class:`benchmarks.step_bench.Served`)."""
     dev = resolve(kwargs.pop("device"), kwargs.pop("bf16"), kwargs.pop("threads"))
     run = Arm(arm, dev, **kwargs)
     facts = {"objective": run.obj.objective, "flops_per_step": run.flops_per_step, "parts": run.parts,

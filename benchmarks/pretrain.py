@@ -4,11 +4,11 @@
 
 Same run, same machine, same small++-like model (KoELECTRA-Small-v3 shapes, vocabulary 35,000),
 batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interleaved and the
-medians compared, each step in a process of its own (see :mod:`model.bench`). The headline value
+medians compared, each step in a process of its own (see :mod:`benchmarks.step_bench`). The headline value
 is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 figures, tokens/s
 and useful FLOP/s (MFU when a peak figure is known: ``--peak-tflops`` or a CUDA device in the
 table below) ride along, and on the CPU each step's matmul share and the speedup ceiling it
-implies (:mod:`model.bench`), and MFU against the best 2,048³ matmul the CPU runs in the same
+implies (:mod:`benchmarks.step_bench`), and MFU against the best 2,048³ matmul the CPU runs in the same
 precision (no datasheet peak fits a CPU: clocks and vector units vary by SKU and VM), and the
 minor page faults per step of each (memory taken back from the kernel: ``model/cpu_memory.py``).
 ``--compile`` adds kolectra's step under ``torch.compile`` (what ``train.compile=true`` runs) to
@@ -33,8 +33,7 @@ import time
 
 import torch
 from common import emit, parser
-
-from kolectra.model.bench import compare, small_pp_like
+from step_bench import compare, small_pp_like
 
 # Dense peak TFLOP/s (bf16, fp32 via TF32) of GPUs we may meet; CPU has no reliable figure.
 PEAKS = {"H100": {"bf16": 989.0, "fp32": 494.0}, "H200": {"bf16": 989.0, "fp32": 494.0},

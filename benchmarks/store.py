@@ -97,7 +97,9 @@ def trainer_rate(vocab_size: int, seq_len: int, steps: int = 3) -> float:
     """Steps/s of the ``small`` preset's training step at batch 32 (the trainer's own step)."""
     import dataclasses
 
-    from kolectra.model import bench, config
+    import step_bench as bench
+
+    from kolectra.model import config
 
     model_cfg = dataclasses.replace(config.small().model, vocab_size=vocab_size)
     runner = bench.build_runner("kolectra", model_cfg, seq_len, 32, bf16=False, device="cpu", fill=1.0, seed=0)

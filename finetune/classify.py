@@ -1,7 +1,7 @@
 """Text and text-pair classification from plain files (KorNLI, PAWS-X, Question Pair, hate speech, KLUE-YNAT/NLI).
 
 A task of the last stage: ``kolectra finetune classify``.  Reads TSV, CSV, JSONL or a saved
-``datasets`` folder (:mod:`finetune.text_task`, :mod:`finetune.tabular`); the labels are the
+``datasets`` folder (:mod:`finetune.text_task`, :mod:`finetune.readers.tables`); the labels are the
 distinct values of ``label_column`` in the training file (strings or integers, compared as text,
 sorted: numerically when they all are integers); a dev or test label outside them is an error
 naming the label, file and line.  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the

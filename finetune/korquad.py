@@ -1,6 +1,6 @@
 """KorQuAD 1.0 extractive QA: a task of the last stage of the chain.
 
-Cuts every question + context into overlapping windows (:mod:`finetune.squad_data`), fine-tunes a
+Cuts every question + context into overlapping windows (:mod:`finetune.readers.korquad`), fine-tunes a
 span head (start/end logits per token), decodes the best span of every dev question and scores it
 with the official v1.0 semantics (:mod:`finetune.korquad_metric`); the steps are
 :mod:`finetune.skeleton`'s.  The scored file is the dev file, so there is no model selection on
@@ -24,8 +24,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.features import rows
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.korquad_metric import evaluate
-from kolectra.finetune.report import korquad_table
-from kolectra.finetune.squad_data import (
+from kolectra.finetune.readers.korquad import (
     make_windows,
     nbest_spans,
     question_columns,
@@ -36,6 +35,7 @@ from kolectra.finetune.squad_data import (
     window_columns,
     windows_from,
 )
+from kolectra.finetune.report import korquad_table
 
 __all__ = ["run", "split_by_article", "write_split", "Korquad"]
 

@@ -1,7 +1,7 @@
 """Named-entity recognition from tagged files (Naver NER, KLUE-NER, any CoNLL-style BIO data).
 
 A task of the last stage: ``kolectra finetune ner``.  Reads sentences of tokens and BIO tags
-(:mod:`finetune.conll`); the tag set is the training file's, and a dev or test tag outside it is an
+(:mod:`finetune.readers.ner`); the tag set is the training file's, and a dev or test tag outside it is an
 error naming the tag, file and line.  Each token is tokenised into sub-tokens
 (``is_split_into_words``); its tag is the target of its first sub-token, every other sub-token
 and the special tokens get -100 (no loss), so the model predicts one tag per token.  A token
@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from kolectra.finetune import skeleton
-from kolectra.finetune.conll import read_sentences
 from kolectra.finetune.entities import OUTSIDE, entity_scores, split_tag
 from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask
 
 STAGE_VERSION = 2  # bump when the same request's bytes change; history: docs/artifacts.md

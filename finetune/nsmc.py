@@ -1,6 +1,6 @@
 """NSMC sentiment classification (Naver movie reviews, 1 positive / 0 negative): a task of the last stage.
 
-Reads the NSMC files (:mod:`finetune.nsmc_reader`), carves a seeded dev set out of the train file,
+Reads the NSMC files (:mod:`finetune.readers.nsmc`), carves a seeded dev set out of the train file,
 fine-tunes a two-class head on an ELECTRA discriminator directory, keeps the epoch with the best
 *dev* accuracy and only then scores the test file once (the steps: :mod:`finetune.skeleton`).
 Writes ``metrics.json`` (``accuracy`` as a fraction, ``accuracy_pct``, ``best_epoch``,
@@ -18,7 +18,7 @@ from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.features import rows, split_dev
 from kolectra.finetune.files import FinetuneError, write_jsonl
-from kolectra.finetune.nsmc_reader import read_nsmc
+from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.report import nsmc_table
 
 __all__ = ["run", "split_dev", "Nsmc"]

@@ -30,8 +30,8 @@ from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.loading import load_tokenizer
-from kolectra.finetune.nsmc_reader import read_nsmc
 from kolectra.finetune.progress import quiet_libraries
+from kolectra.finetune.readers.nsmc import read_nsmc
 
 STAGE_VERSION = 1  # bump when the same request's bytes change; history: docs/artifacts.md
 

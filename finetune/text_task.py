@@ -3,13 +3,13 @@
 ``finetune.classify`` (labels) and ``finetune.regress`` (a score) are :class:`TextTask` subclasses;
 they differ in how a label is read (:meth:`TextTask.target`), mapped (:meth:`TextTask.fit`), scored
 and written.  ``finetune.ner`` takes the same splitting, dev selection and reporting, with its own
-rows (:meth:`TextTask.load`: tagged sentences) and tokenising.  Reading (:mod:`finetune.tabular` for the formats): the train file, the test file
+rows (:meth:`TextTask.load`: tagged sentences) and tokenising.  Reading (:mod:`finetune.readers.tables` for the formats): the train file, the test file
 (scored once) and either ``--dev FILE`` or, without one, a seeded ``dev_fraction`` carved from
 the train rows (:func:`finetune.features.split_dev`); the epoch is chosen on dev only.  A row is
 one text (``text_column``) or a pair (``text_pair_column``, tokenised as ``[CLS] a [SEP] b
 [SEP]``) and a label (``label_column``).  Rows that cannot be used (missing field, a text that is
 not text, a label that does not parse) are bad rows with their line numbers, counted in
-``metrics.json`` like the file's malformed lines (:func:`finetune.tabular.check_bad`).
+``metrics.json`` like the file's malformed lines (:func:`finetune.readers.tables.check_bad`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.features import rows, split_dev
 from kolectra.finetune.files import FinetuneError, same_content
-from kolectra.finetune.tabular import Table, check_bad, read_table
+from kolectra.finetune.readers.tables import Table, check_bad, read_table
 
 
 class TextTask(skeleton.Task):

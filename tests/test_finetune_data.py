@@ -6,13 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.tiny_model import train_wordpiece
 from kolectra.core.config import override
 from kolectra.finetune.config import NsmcConfig
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.nsmc import split_dev
-from kolectra.finetune.nsmc_reader import read_nsmc
-from kolectra.finetune.squad_data import decode, make_windows, read_squad, split_by_article
-from kolectra.finetune.tiny import train_wordpiece
+from kolectra.finetune.readers.korquad import decode, make_windows, read_squad, split_by_article
+from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.model.optim import layer_depth, param_groups
 
 FIXTURE = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "korquad_sample.json"

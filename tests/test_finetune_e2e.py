@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.tiny_model import build_tiny_model_dir
 from kolectra.core.plot import PALETTE
 from kolectra.finetune import korquad, nsmc
 from kolectra.finetune.config import OptimConfig, sample_korquad, sample_nsmc
-from kolectra.finetune.tiny import build_tiny_model_dir
 from tests.test_plot import decode_png
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from kolectra.core.config import ConfigError, override
 from kolectra.finetune import korquad, nsmc
 from kolectra.finetune.config import KorquadConfig, NsmcConfig, sample_korquad, sample_nsmc
 from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.readers.korquad import read_squad
 from kolectra.finetune.skeleton import majority_check
-from kolectra.finetune.squad_data import read_squad
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kolectra.finetune.squad_data import Question, Windows, mark_max_context, nbest_spans, rounded_nbest
+from kolectra.finetune.readers.korquad import Question, Windows, mark_max_context, nbest_spans, rounded_nbest
 
 CONTEXT = "abcdefghijklmnopqrstuvwxyz"
 

@@ -19,12 +19,12 @@ import pytest
 from kolectra.core.config import ConfigError, override
 from kolectra.finetune import config
 from kolectra.finetune.classify import Classify, classification_scores, label_order
-from kolectra.finetune.conll import read_sentences
 from kolectra.finetune.entities import entities, entity_scores, split_tag
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.ner import Ner
+from kolectra.finetune.readers.ner import read_sentences
+from kolectra.finetune.readers.tables import read_table
 from kolectra.finetune.regress import Regress, regression_scores
-from kolectra.finetune.tabular import read_table
 
 
 def write(path: Path, text: str) -> Path:

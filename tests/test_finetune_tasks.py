@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.tiny_model import build_tiny_model_dir
 from kolectra.finetune import classify, config, ner, regress
 from kolectra.finetune.config import OptimConfig
-from kolectra.finetune.tiny import build_tiny_model_dir
 from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render_table

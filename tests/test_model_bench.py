@@ -1,4 +1,4 @@
-"""model.bench: the step comparison behind benchmarks/pretrain.py, on a tiny model (no timing asserted)."""
+"""benchmarks.step_bench: the step comparison behind benchmarks/pretrain.py, on a tiny model (no timing asserted)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import torch
 
+from benchmarks.step_bench import compare, matmul_share, step_profile, top_ops
 from kolectra.model import config
-from kolectra.model.bench import compare, matmul_share, step_profile, top_ops
 
 
 class _Step:

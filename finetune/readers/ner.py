@@ -1,7 +1,7 @@
 """Reading tagged sentences for the NER task: CoNLL-style files, sentence-per-line files, JSONL, saved datasets.
 
 Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives a
-:class:`finetune.tabular.Table` whose records are sentences, ``{"tokens": [...], "tags": [...],
+:class:`finetune.readers.tables.Table` whose records are sentences, ``{"tokens": [...], "tags": [...],
 "at": [line of each token]}``, keyed by the line (or saved-dataset row) the sentence starts on.
 
 * ``conll``: one ``token<TAB>tag`` per line, a blank line between sentences (``-DOCSTART-``
@@ -19,7 +19,7 @@ belongs to no entity boundary the characters around it do not already mark.  A s
 line that has no tag, a tag that is not BIO, unequal word and tag counts, or only blank tokens
 (an empty token list in JSONL too) is a *bad sentence*: counted with its line, and above
 ``max_bad_fraction`` of the sentences the file is refused with the first offenders named
-(:func:`finetune.tabular.check_bad`).
+(:func:`finetune.readers.tables.check_bad`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kolectra.finetune.entities import split_tag
 from kolectra.finetune.files import FinetuneError, text_lines
-from kolectra.finetune.tabular import SUFFIXES, Table, check_bad, read_table
+from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")
 DOCSTART = "-DOCSTART-"
