@@ -6,14 +6,14 @@ discriminator directory and the task files and write an eval artifact's files (`
 ``predictions.json`` and ``nbest_predictions.json``) and print a results table.
 ``docs/finetune.md`` is the user's guide.
 
-Modules: ``skeleton`` (the steps every task takes, and the ``Task`` hooks), ``nsmc`` and
-``korquad`` (the tasks), ``classify``, ``regress`` and ``ner`` (tasks read from TSV, CSV, JSONL,
-CoNLL or a saved dataset; ``text_task`` is what the first two share, ``tabular`` and ``conll`` the
-readers, ``entities`` the entity-level metric), ``tasks`` (the table of tasks), ``config``
-(settings, presets), ``loop`` (training and evaluation on ``model.runtime``'s Device), ``loading``
-(model directory checks), ``features`` (``datasets`` rows, tokenising, padded arrays), ``files``
-(the stage's error, JSON writers), ``progress`` (library bars), ``nsmc_reader``, ``squad_data``
-(reading, by-article split, windows, span decoding), ``korquad_metric`` (official v1.0
-semantics), ``report`` (tables, learning curve), ``seeds`` (``--seeds`` summaries), ``probe`` (a
-frozen-encoder linear probe), ``tiny`` (a tiny random model directory for tests and benchmarks).
+Modules: the six tasks (``nsmc``, ``korquad``, ``classify``, ``regress``, ``ner``, ``probe``, a
+frozen-encoder linear probe); ``readers/``, one reader per kind of file a task reads (``nsmc``,
+``korquad``: SQuAD JSON, by-article split, windows and span decoding; ``ner``: CoNLL-style tags;
+``tables``: TSV, CSV, JSONL or a saved dataset); ``skeleton`` (the steps every task takes, and the
+``Task`` hooks), ``text_task`` (what classify and regress share), ``tasks`` (the table of tasks),
+``config`` (settings, presets); the metrics ``korquad_metric`` (official v1.0 semantics) and
+``entities`` (entity-level F1); ``loop`` (training and evaluation on ``model.runtime``'s Device),
+``loading`` (model directory checks), ``features`` (``datasets`` rows, tokenising, padded arrays),
+``files`` (the stage's error, JSON writers), ``leakage``, ``progress`` (library bars), ``report``
+(tables, learning curve), ``seeds`` (``--seeds`` summaries).
 """

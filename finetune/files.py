@@ -1,7 +1,7 @@
 """The fine-tuning stage's files: the error for bad inputs, deterministic JSON writers, file identity.
 
-Torch-free, so the readers (``nsmc_reader``, ``squad_data``) and the report code import it
-without pulling in the training runtime.  :class:`FinetuneError` is a ``ValueError``: the CLI
+Torch-free, so the readers (:mod:`kolectra.finetune.readers`) and the report code import it
+without pulling in the training runtime.  :class:`FinetuneError` is a user-input error: the CLI
 prints it as one line (``kolectra finetune: error: <file>:<line>: ...``).
 """
 
