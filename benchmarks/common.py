@@ -2,8 +2,14 @@
 
 Each benchmark measures kolectra and a baseline side by side in one run and prints, as its last
 line, one JSON object: ``benchmark``, ``unit``, ``value``, ``baseline`` (``name``, ``value``),
-``ratio`` (value / baseline, higher is better), ``config`` and ``machine``. ``--quick`` selects a
-reduced size that finishes within about a minute on 2 cores.
+``ratio`` (value / baseline, higher is better), ``config``, ``machine``, ``wall_s`` and
+``load_average`` (1/5/15-minute, at the start and at the end). ``--quick`` selects a reduced size
+that finishes within about a minute on 2 cores.
+
+The machines are shared: a ratio taken while neighbours held the CPU says little. ``under_load`` is
+true, and a warning names the load, when the 1-minute load average exceeded half the cores at the
+start (neighbours already running) or the cores plus one at the end (the benchmark's own processes
+count towards it, at most one per core).
 
 Data. Nothing is read from a fixed place: a benchmark that needs data takes its path as an
 argument (``--reviews GLOB``, ``--nsmc-train FILE``, ``--korquad FILE``), or ``--data DIR``, a
@@ -38,6 +44,7 @@ DATA_HELP = {  # argument, metavar, what it is, its format
     "korquad": ("--korquad", "FILE", "a KorQuAD 1.0 file", "SQuAD-format JSON, e.g. data/korquad/KorQuAD_v1.0_dev.json"),
 }
 SAMPLE_REVIEWS = SAMPLE / "reviews.jsonl.gz"  # 4,000 reviews: what --quick reads without --reviews
+STARTED = (time.perf_counter(), os.getloadavg())  # when this benchmark's process started, and the load then
 
 
 def add_data_args(p: argparse.ArgumentParser, *what: str) -> None:
@@ -144,6 +151,23 @@ def best_of(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, Any]:
     return best, result
 
 
+def load_report() -> dict[str, Any]:
+    """The run's wall seconds, its load averages at start and end, and whether it ran under load."""
+    t0, start = STARTED
+    end, cores = os.getloadavg(), os.cpu_count() or 1
+    under = start[0] > cores / 2 or end[0] > cores + 1
+    out: dict[str, Any] = {"wall_s": round(time.perf_counter() - t0, 1),
+                           "load_average": {"start": [round(x, 2) for x in start], "end": [round(x, 2) for x in end],
+                                            "cores": cores},
+                           "under_load": under}
+    if under:
+        out["warning"] = (f"taken under load (1-minute load average {start[0]:.1f} at the start, {end[0]:.1f} at the "
+                          f"end, on {cores} cores): neighbours shared the CPU, so the ratio may mean little; "
+                          f"rerun on a quiet machine")
+        print(f"WARNING: {out['warning']}", file=sys.stderr)
+    return out
+
+
 def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_value: float,
          config: dict[str, Any], **extra: Any) -> dict[str, Any]:
     result = {
@@ -154,6 +178,7 @@ def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_v
         "ratio": value / baseline_value if baseline_value else None,
         "config": config,
         "machine": machine(),
+        **load_report(),
         **extra,
     }
     print(json.dumps(result, ensure_ascii=False))

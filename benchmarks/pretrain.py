@@ -1,6 +1,13 @@
 """Benchmark: kolectra's pretraining step against a naive step from stock Hugging Face modules.
 
-    python benchmarks/pretrain.py [--quick] [--device cpu|cuda] [--peak-tflops X]
+    python benchmarks/pretrain.py [--quick] [--preset small++|mini] [--device cpu|cuda] [--peak-tflops X]
+
+``--preset mini`` measures the preset every CPU study and run uses (4 layers of 128, generator a
+quarter as wide, vocabulary 8,000, batch 32, sequence 128) in fp32 and bf16, on one thread and on
+all cores: steps/s, tokens/s and MFU against the best matmul the CPU runs with the same threads in
+the same precision, each beside the naive step; ``bf16_over_fp32`` is kolectra's bf16 steps/s over
+its fp32 steps/s at each thread count. The headline is kolectra's fp32 steps/s on one thread (how
+studies run: one core each). The rest of this text is about the default, ``small++``.
 
 Same run, same machine, same small++-like model (KoELECTRA-Small-v3 shapes, vocabulary 35,000),
 batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interleaved and the
@@ -28,12 +35,16 @@ No data is read: the batches are random token ids.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import sys
 import time
 
 import torch
 from common import emit, parser
 from step_bench import compare, small_pp_like
+
+from kolectra.model import config
 
 # Dense peak TFLOP/s (bf16, fp32 via TF32) of GPUs we may meet; CPU has no reliable figure.
 PEAKS = {"H100": {"bf16": 989.0, "fp32": 494.0}, "H200": {"bf16": 989.0, "fp32": 494.0},
@@ -51,9 +62,17 @@ def peak_tflops(device: str, precision: str, given: float) -> float:
     return 0.0
 
 
-def measured_matmul_peak(precision: str, n: int = 2048, reps: int = 20) -> float:
-    """The best FLOP/s of an n x n x n matmul on the CPU in ``precision``: a practical peak for MFU
-    where no datasheet figure applies (a CPU's clock and vector units vary by SKU and VM)."""
+def measured_matmul_peak(precision: str, n: int = 2048, reps: int = 20, threads: int = 0) -> float:
+    """The best FLOP/s of an n x n x n matmul on the CPU in ``precision`` (with ``threads`` torch
+    threads, else the current number): a practical peak for MFU where no datasheet figure applies (a
+    CPU's clock and vector units vary by SKU and VM)."""
+    if threads:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return measured_matmul_peak(precision, n, reps)
+        finally:
+            torch.set_num_threads(before)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b
@@ -75,7 +94,12 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="also time kolectra's step under torch.compile")
     p.add_argument("--naive-keeps-memory", action="store_true",
                    help="the naive step's process gets kolectra's allocator settings too (CPU)")
+    p.add_argument("--preset", default="small++", choices=["small++", "mini"],
+                   help="small++ (default: KoELECTRA-Small-v3 shapes) or mini (the CPU studies' preset, "
+                        "fp32 and bf16 on one thread and all cores)")
     args = p.parse_args()
+    if args.preset == "mini":
+        return mini_main(args)
     if args.device == "cpu" and args.quick:
         layers, rounds = 2, 2
     elif args.device == "cpu":
@@ -125,6 +149,39 @@ def main() -> None:
          results=results, ratio_bf16=results["bf16"]["speedup"],
          **({"ratio_compiled": results["fp32"]["speedup_compiled"],
              "ratio_bf16_compiled": results["bf16"]["speedup_compiled"]} if args.compile else {}))
+
+
+def mini_main(args) -> None:
+    """``--preset mini``: both precisions on one thread and on all cores, MFU against the matmul peak
+    measured with the same threads and precision."""
+    mini = config.mini()
+    model_cfg = dataclasses.replace(mini.model, vocab_size=8000)
+    batch = mini.train.batch_size if args.batch_size == 8 else args.batch_size  # 8: the parser's default
+    rounds, peak_n = (3, 1024) if args.quick else (11, 2048)
+    cores = os.cpu_count() or 1
+    results = {}
+    for threads in dict.fromkeys((1, cores)):
+        for precision in ("fp32", "bf16"):
+            peak_before = measured_matmul_peak(precision, peak_n, threads=threads)
+            r = compare(model_cfg, seq_len=args.seq_len, batch_size=batch, rounds=rounds, warmup=1,
+                        bf16=precision == "bf16", device="cpu", threads=threads)
+            peak = max(peak_before, measured_matmul_peak(precision, peak_n, threads=threads))
+            key = f"{precision}_{threads}t"
+            results[key] = {"threads": threads, "precision": precision, "measured_matmul_peak_flops": peak,
+                            "mfu_of_measured_peak": {k: v / peak for k, v in r["useful_flops_per_s"].items()},
+                            **{k: r[k] for k in ("steps_per_s", "tokens_per_s", "useful_flops_per_s", "speedup",
+                                                 "matmul_share", "speedup_per_round_quartiles")}}
+            print(f"mini {key}: kolectra {r['steps_per_s']['kolectra']:.2f} steps/s "
+                  f"(MFU {results[key]['mfu_of_measured_peak']['kolectra']:.0%} of a {peak / 1e9:.0f} GFLOP/s matmul), "
+                  f"naive {r['steps_per_s']['naive_hf']:.2f}, speedup {r['speedup']:.2f}x", file=sys.stderr)
+    bf16_over_fp32 = {f"{t}t": results[f"bf16_{t}t"]["steps_per_s"]["kolectra"] / results[f"fp32_{t}t"]["steps_per_s"]["kolectra"]
+                      for t in dict.fromkeys((1, cores))}
+    one = results["fp32_1t"]["steps_per_s"]
+    emit("pretrain_mini", "steps/s", one["kolectra"], "naive_hf_step", one["naive_hf"],
+         {"preset": "mini", "vocab_size": 8000, "batch_size": batch, "seq_len": args.seq_len, "rounds": rounds,
+          "quick": args.quick, "threads": sorted(dict.fromkeys((1, cores))), "interleaved": True, "isolated": True,
+          "statistic": "median", "matmul_peak_n": peak_n},
+         results=results, bf16_over_fp32=bf16_over_fp32)
 
 
 if __name__ == "__main__":

@@ -146,8 +146,11 @@ STEPS = ("kolectra", "naive_hf", "kolectra_compiled")
 
 
 def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_size: int, bf16: bool,
-                 device: str, fill: float, seed: int, naive_keeps_memory: bool = False) -> Runner:
-    """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches."""
+                 device: str, fill: float, seed: int, naive_keeps_memory: bool = False, threads: int = 0) -> Runner:
+    """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches;
+    ``threads`` > 0 sets the process's torch threads (both steps alike)."""
+    if threads > 0:
+        torch.set_num_threads(threads)
     V = model_cfg.vocab_size
     sp = rtd.Specials(vocab_size=V)
     dev = resolve(device)
@@ -215,7 +218,7 @@ class Served:
 
 def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
             warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
-            compile: bool = False, naive_keeps_memory: bool = False) -> dict:
+            compile: bool = False, naive_keeps_memory: bool = False, threads: int = 0) -> dict:
     """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share.
 
     Each runner lives in a process of its own (spawned), stepped in turn by this one. In one
@@ -227,7 +230,7 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     sp = rtd.Specials(vocab_size=V)
     obj = config.ObjectiveConfig()
     kwargs = dict(model_cfg=model_cfg, seq_len=seq_len, batch_size=batch_size, bf16=bf16, device=device,
-                  fill=fill, seed=seed, naive_keeps_memory=naive_keeps_memory)
+                  fill=fill, seed=seed, naive_keeps_memory=naive_keeps_memory, threads=threads)
     names = STEPS if compile else STEPS[:2]
     runners = {name: Served(_runner_answers, name, kwargs) for name in names}
     try:
