@@ -83,11 +83,15 @@ def attention(module, query, key, value, attention_mask, scaling=None, dropout=0
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=0.0, **kwargs)
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        # in the scores' dtype: a float32 bias would promote bf16 scores (autocast) to float32, and
-        # every later op of the block would pay for it; the CPU softmax accumulates in float32 anyway
-        weights = weights + attention_mask.clamp(min=torch.finfo(weights.dtype).min).to(weights.dtype)
+    scores = torch.matmul(query, key.transpose(2, 3))
+    if attention_mask is None:
+        weights = scores * scaling
+    else:
+        # bias + scaling * scores in one pass over the scores, not two. The bias in the scores'
+        # dtype: a float32 bias would promote bf16 scores (autocast) to float32, and every later op
+        # of the block would pay for it; the CPU softmax accumulates in float32 anyway
+        bias = attention_mask.clamp(min=torch.finfo(scores.dtype).min).to(scores.dtype)
+        weights = torch.add(bias, scores, alpha=scaling)
     weights = drop(torch.softmax(weights, dim=-1), dropout)
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
 
