@@ -13,11 +13,12 @@ word than SFC64, and the draws were still the largest part of this dropout. Seve
 than ``nn.functional.dropout`` on CPU tensors of these sizes (``benchmarks/pretrain.py``).
 
 :func:`install` swaps a model's ``nn.Dropout`` modules for :class:`Dropout` and points its Hugging
-Face attention at :func:`attention`: the eager formula (with this dropout when there is some)
-whenever a gradient is needed, SDPA itself when none is (eval, inference). Torch's CPU SDPA
-kernel (flash attention) has a slow backward at these sizes: at ``mini`` in bf16 (4 layers of 128
-with 2 heads, L = 128) it took 42 % of a training step, and the eager formula made the step 1.57x
-faster in CPU time (fp32: the same speed either way; docs/benchmarks.md). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
+Face attention at :func:`attention`: the eager formula with this dropout when there is dropout,
+and without dropout the eager formula too when a gradient is needed in bf16 (autocast); SDPA
+itself otherwise (fp32 training without dropout, eval, inference). Torch's CPU SDPA kernel (flash
+attention) has a slow backward in bf16: at ``mini`` (4 layers of 128 with 2 heads, L = 128) it
+took 42 % of a training step, 3.2-3.4x the eager formula's time, which made the step 1.57x faster
+in CPU time; in fp32 SDPA's kernel is the faster, by 7-11 % (docs/benchmarks.md). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
 dropout and XLA's are fast already. Every stream's seed comes from torch's default CPU generator,
 so ``torch.manual_seed``, checkpointed RNG states and exact resume work unchanged.
 A Hugging Face model given a 2-D padding mask (fine-tuning's task models) builds its 4-D mask
@@ -77,9 +78,11 @@ class Dropout(nn.Dropout):
 
 
 def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers' attention signature: softmax(QK^T * scaling + mask), dropout, times V (SDPA's
-    kernel when no gradient is needed and there is no dropout: its forward is fast, its backward is not)."""
-    if dropout <= 0.0 and not (torch.is_grad_enabled() and query.requires_grad):
+    """transformers' attention signature: softmax(QK^T * scaling + mask), dropout, times V. Without
+    dropout SDPA's kernel, except for a gradient in a lower precision than fp32 (its bf16 backward
+    is slow on the CPU)."""
+    needs_grad = torch.is_grad_enabled() and query.requires_grad
+    if dropout <= 0.0 and not (needs_grad and query.dtype != torch.float32):
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=0.0, **kwargs)
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
