@@ -13,8 +13,12 @@ word than SFC64, and the draws were still the largest part of this dropout. Seve
 than ``nn.functional.dropout`` on CPU tensors of these sizes (``benchmarks/pretrain.py``).
 
 :func:`install` swaps a model's ``nn.Dropout`` modules for :class:`Dropout` and points its Hugging
-Face attention at :func:`attention` (the eager formula with this dropout; SDPA itself when
-dropout is off, as in eval). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
+Face attention at :func:`attention`: the eager formula with this dropout when there is dropout,
+and without dropout the eager formula too when a gradient is needed in bf16 (autocast); SDPA
+itself otherwise (fp32 training without dropout, eval, inference). Torch's CPU SDPA kernel (flash
+attention) has a slow backward in bf16: at ``mini`` (4 layers of 128 with 2 heads, L = 128) it
+took 42 % of a training step, 3.2-3.4x the eager formula's time, which made the step 1.57x faster
+in CPU time; in fp32 SDPA's kernel is the faster, by 7-11 % (docs/benchmarks.md). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
 dropout and XLA's are fast already. Every stream's seed comes from torch's default CPU generator,
 so ``torch.manual_seed``, checkpointed RNG states and exact resume work unchanged.
 A Hugging Face model given a 2-D padding mask (fine-tuning's task models) builds its 4-D mask
@@ -74,16 +78,23 @@ class Dropout(nn.Dropout):
 
 
 def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """transformers' attention signature: softmax(QK^T * scaling + mask), dropout, times V."""
-    if dropout <= 0.0:
+    """transformers' attention signature: softmax(QK^T * scaling + mask), dropout, times V. Without
+    dropout SDPA's kernel, except for a gradient in a lower precision than fp32 (its bf16 backward
+    is slow on the CPU)."""
+    needs_grad = torch.is_grad_enabled() and query.requires_grad
+    if dropout <= 0.0 and not (needs_grad and query.dtype != torch.float32):
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=0.0, **kwargs)
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        # in the scores' dtype: a float32 bias would promote bf16 scores (autocast) to float32, and
-        # every later op of the block would pay for it; the CPU softmax accumulates in float32 anyway
-        weights = weights + attention_mask.clamp(min=torch.finfo(weights.dtype).min).to(weights.dtype)
+    scores = torch.matmul(query, key.transpose(2, 3))
+    if attention_mask is None:
+        weights = scores * scaling
+    else:
+        # bias + scaling * scores in one pass over the scores, not two. The bias in the scores'
+        # dtype: a float32 bias would promote bf16 scores (autocast) to float32, and every later op
+        # of the block would pay for it; the CPU softmax accumulates in float32 anyway
+        bias = attention_mask.clamp(min=torch.finfo(scores.dtype).min).to(scores.dtype)
+        weights = torch.add(bias, scores, alpha=scaling)
     weights = drop(torch.softmax(weights, dim=-1), dropout)
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), None
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 from transformers import AutoModel, ElectraConfig, ElectraForPreTraining
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from kolectra.model import cpu_dropout
 from kolectra.model.device import Device
@@ -51,6 +52,42 @@ def test_attention_is_the_eager_formula():
     plain, _ = cpu_dropout.attention(module, q, k, v, bias, scaling=0.25, dropout=0.0)
     ref = (torch.softmax(q @ k.transpose(2, 3) * 0.25 + bias, dim=-1) @ v).transpose(1, 2)
     assert torch.allclose(plain, ref, atol=1e-5)
+
+
+def _graph_names(fn, seen=None) -> set[str]:
+    """The names of every node of an autograd graph."""
+    seen = set() if seen is None else seen
+    if fn is not None and fn not in seen:
+        seen.add(fn)
+        for nxt, _ in fn.next_functions:
+            _graph_names(nxt, seen)
+    return {type(f).__name__ for f in seen}
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_training_attention_without_dropout_has_sdpas_values_and_gradients(bf16):
+    """With a gradient to compute and no dropout, bf16 takes the eager formula (SDPA's CPU backward is
+    slow in bf16) and fp32 SDPA; values and gradients are SDPA's in both."""
+    torch.manual_seed(0)
+    leaves = [torch.randn(2, 2, 8, 16, requires_grad=True) for _ in range(3)]
+    bias = torch.zeros(2, 1, 1, 8)
+    bias[1, ..., 5:] = torch.finfo(torch.float32).min
+    module = nn.Module()
+    module.is_causal = False
+    results = []
+    for fn in (cpu_dropout.attention, sdpa_attention_forward):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            # as a model's projections hand them over: bf16 under autocast
+            out, _ = fn(module, *(t.to(torch.bfloat16) if bf16 else t for t in leaves), bias, scaling=0.25, dropout=0.0)
+        (out.float() * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
+        results.append([out.float(), *(t.grad.clone() for t in leaves)])
+        if fn is cpu_dropout.attention:
+            assert any("ScaledDotProduct" in n for n in _graph_names(out.grad_fn)) is not bf16
+        for t in leaves:
+            t.grad = None
+    tol = 2e-2 if bf16 else 1e-5
+    for ours, theirs in zip(*results):
+        assert torch.allclose(ours, theirs, atol=tol, rtol=tol)
 
 
 @pytest.fixture
