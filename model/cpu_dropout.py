@@ -15,10 +15,9 @@ than ``nn.functional.dropout`` on CPU tensors of these sizes (``benchmarks/pretr
 :func:`install` swaps a model's ``nn.Dropout`` modules for :class:`Dropout` and points its Hugging
 Face attention at :func:`attention`: the eager formula with this dropout when there is dropout,
 and without dropout the eager formula too when a gradient is needed in bf16 (autocast); SDPA
-itself otherwise (fp32 training without dropout, eval, inference). Torch's CPU SDPA kernel (flash
-attention) has a slow backward in bf16: at ``mini`` (4 layers of 128 with 2 heads, L = 128) it
-took 42 % of a training step, 3.2-3.4x the eager formula's time, which made the step 1.57x faster
-in CPU time; in fp32 SDPA's kernel is the faster, by 7-11 % (docs/benchmarks.md). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
+itself otherwise (fp32 training without dropout, eval, inference): torch's CPU SDPA kernel (flash
+attention) has a slow backward in bf16 and is the faster of the two in fp32 (the measurements:
+docs/benchmarks.md, "pretrain.py --preset mini"). Only ``model/device.py`` calls it, for the CPU: CUDA's fused Philox
 dropout and XLA's are fast already. Every stream's seed comes from torch's default CPU generator,
 so ``torch.manual_seed``, checkpointed RNG states and exact resume work unchanged.
 A Hugging Face model given a 2-D padding mask (fine-tuning's task models) builds its 4-D mask
