@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kolectra.core import verbosity
 from kolectra.core.config import to_dict
 from kolectra.corpus import reader
 from kolectra.corpus.config import default_config
@@ -48,8 +49,14 @@ def _inputs(root: Path) -> tuple[Path, Path]:
     return jsonl, txt
 
 
+@pytest.fixture(autouse=True)
+def _verbosity(monkeypatch):
+    """Whatever a command sets (-q writes KOLECTRA_VERBOSITY) is restored after each test."""
+    monkeypatch.setenv(verbosity.ENV, str(verbosity.NORMAL))
+
+
 def _corpus(capsys, argv: list[str]) -> Path:
-    assert main(["corpus", *argv, "--set", "num_shards=1", "-q"]) == 0
+    assert main(["corpus", *argv, "--set", "num_shards=1"]) == 0
     return Path(capsys.readouterr().out.strip().splitlines()[-1])
 
 
@@ -128,9 +135,9 @@ def test_the_examples_stage_ignores_the_kept_fields(made, kept, capsys):
     rows = []
     for corpus in (kept[0], plain):
         assert main(["vocab", "--corpus", str(corpus), "--set", "vocab_size=400", "--set", "report_baseline=false",
-                     "-q", *out]) == 0
+                     *out]) == 0
         vocab = capsys.readouterr().out.strip().splitlines()[-1]
-        assert main(["examples", "--corpus", str(corpus), "--vocab", vocab, "--max-seq-length", "32", "-q", *out]) == 0
+        assert main(["examples", "--corpus", str(corpus), "--vocab", vocab, "--max-seq-length", "32", *out]) == 0
         examples = Path(capsys.readouterr().out.strip().splitlines()[-1])
         rows.append([f.read_bytes() for f in sorted((examples / "data").glob("*"))])
     assert rows[0] == rows[1] and rows[0]
