@@ -28,8 +28,23 @@ class ConfigError(UserInputError):
 
 
 def to_dict(cfg: Any) -> dict:
-    """The resolved config as plain JSON-able data (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+    """The resolved config as plain JSON-able data (tuples become lists).
+
+    A field declared with ``metadata={"recorded": "unless default"}`` is left out while it holds
+    its default: a setting added to a stage after artifacts were made with it would otherwise
+    change every existing artifact's id (the id hashes this dict) though their outputs do not
+    change. :func:`from_dict` gives the default back for a key that is not there."""
+    return json.loads(json.dumps(_recorded(cfg)))
+
+
+def _recorded(cfg: Any) -> dict:
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if f.metadata.get("recorded") == "unless default" and value == f.default:
+            continue
+        out[f.name] = _recorded(value) if dataclasses.is_dataclass(value) else value
+    return out
 
 
 def _field_types(cls: type) -> dict[str, Any]:

@@ -180,6 +180,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     ``keep_failed`` (when given), which the error names."""
     listed = inputs.list_inputs(list(patterns)) if listed is None else listed
     files = [f.path for f in listed]
+    _check_keep_fields(cfg, files)
     sources = reader.source_names(files)
     total = sum(f.bytes for f in listed)
     options = pipeline_options(beam_args, total)
@@ -229,9 +230,19 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
             for rel in (REJECTS_FILE, STATS_FILE):
                 storage.write_bytes(storage.join(str(keep_failed), rel), storage.read_bytes(storage.join(str(out_dir), rel)))
         raise
-    written.append(write_dataset_card(out_dir))
+    written.append(write_dataset_card(out_dir, cfg.keep_fields))
     _summary(stats)
     return StageOutput(stats=stats, files=written if in_place else None)
+
+
+def _check_keep_fields(cfg: CorpusConfig, files: list[str]) -> None:
+    """keep_fields with no JSONL input could only write null fields: refuse the request. Among
+    JSONL inputs, a text or blocks file's documents get null fields (counted as missing)."""
+    if cfg.keep_fields and not any(reader.resolve_format(f, cfg.format) == "jsonl" for f in files):
+        raise CorpusError(
+            f"--keep-fields {','.join(cfg.keep_fields)}: none of the {len(files)} input(s) is read as JSONL "
+            f"(--format {cfg.format}), and text or blocks lines have no fields to keep; use --format jsonl "
+            "(or auto with .jsonl/.json/.ndjson files), or leave --keep-fields out")
 
 
 def _summary(stats: dict) -> None:
@@ -243,6 +254,10 @@ def _summary(stats: dict) -> None:
     if stats.get("duplicate_id_different_text"):
         progress(f"corpus: {stats['duplicate_id_different_text']} kept document(s) share their id with another kept "
                  "document of different text (all kept; stats.json: duplicate_id_different_text)")
+    missing = {k: n for k, n in stats.get("missing_fields", {}).items() if n}
+    if missing:
+        progress(f"corpus: documents without a kept field (written as null) {missing} of {stats['records_out']} "
+                 "(stats.json: missing_fields)")
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
         progress(f"corpus: repaired and kept {repaired}")

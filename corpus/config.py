@@ -14,6 +14,9 @@ from typing import Literal
 from kolectra.core.config import ConfigError
 from kolectra.corpus.languages import PROFILES, SCRIPTS
 
+# A corpus document's own keys (corpus/shards.py): a kept input field may not take one of them.
+DOCUMENT_KEYS = ("id", "source", "text", "sentences", "morphs")
+
 
 @dataclasses.dataclass(frozen=True)
 class CorpusConfig:
@@ -24,6 +27,10 @@ class CorpusConfig:
     text_field: str = "text"  # JSONL key holding the document text
     id_field: str = "id"  # JSONL key holding the document id (missing -> "<source>:<line>")
     max_line_bytes: int = 1 << 20  # longer lines are rejected (bounded memory per record)
+    # jsonl: other input fields carried into each document as they are (absent or null -> null,
+    # counted per field in stats.json -> missing_fields). Recorded, and hashed into the id, only
+    # when set (core.config.to_dict), so the corpora made before it keep their ids.
+    keep_fields: tuple[str, ...] = dataclasses.field(default=(), metadata={"recorded": "unless default"})
     # filters, on the normalised text (lengths in Unicode code points)
     min_chars: int = 5
     max_chars: int = 100_000
@@ -61,6 +68,14 @@ class CorpusConfig:
             raise ConfigError(f"num_shards must be >= 1, got {self.num_shards}")
         if self.min_chars < 0 or self.max_chars < max(self.min_chars, 1):
             raise ConfigError(f"need 0 <= min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
+        for i, name in enumerate(self.keep_fields):
+            if not name:
+                raise ConfigError("keep_fields: a field name is empty")
+            if name in DOCUMENT_KEYS:
+                raise ConfigError(f"keep_fields: {name!r} is a key of the corpus document itself "
+                                  f"({', '.join(DOCUMENT_KEYS)}); the text and the id come from text_field and id_field")
+            if name in self.keep_fields[:i]:
+                raise ConfigError(f"keep_fields: {name!r} is named twice")
         if self.max_line_bytes < 1:
             raise ConfigError(f"max_line_bytes must be positive, got {self.max_line_bytes}")
         for name in ("min_script_share", "max_symbol_ratio", "max_repetition", "near_dup_threshold"):

@@ -31,6 +31,7 @@ SAMPLES_PER_REASON = 5  # dropped documents shown per reason in samples/dropped.
 SAMPLES_KEPT = 20  # kept documents in samples/kept.jsonl
 SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
 SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in stats.json
+MISSING_FIELD = "missing_field"  # (MISSING_FIELD, field) tallies: written documents where a kept field is null
 
 
 class CorpusError(UserInputError):
@@ -101,8 +102,9 @@ def shard_name(split: str, shard: int, num_shards: int) -> str:
 _DOCUMENT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
 
 
-def document_json(rec: dict) -> str:
-    """One line of a shard, in the field order of ``corpus/shards.py``."""
+def document_json(rec: dict, keep_fields: tuple[str, ...] = ()) -> str:
+    """One line of a shard, in the field order of ``corpus/shards.py``; the kept input fields
+    (``keep_fields``, values in ``rec["fields"]``) follow, in the order they were asked for."""
     doc = {
         "id": rec["id"],
         "source": rec["source"],
@@ -110,6 +112,8 @@ def document_json(rec: dict) -> str:
         "sentences": rec["sentences"],
         "morphs": rec["morphs"],
     }
+    if keep_fields:
+        doc.update(zip(keep_fields, rec["fields"]))
     return _DOCUMENT_ENCODER.encode(doc)
 
 
@@ -138,13 +142,20 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         if k[0] == "rejected" and k[1] not in rejected_reasons:
             rejected_reasons[k[1]] = tally[k]
     splits = {s: {f: get(s, f) for f in SPLIT_COUNTS} for s in SPLITS}
+    repaired = {r: get("repaired", r) for r in reader.REPAIRED_REASONS}
+    kept = {}
+    if cfg.keep_fields:  # only then: without keep_fields stats.json has the bytes it always had
+        repaired[reader.FIELD_REPAIRED] = get("repaired", reader.FIELD_REPAIRED)
+        # written documents whose field is null (absent, null, or a text/blocks input's record)
+        kept = {"missing_fields": {f: get(MISSING_FIELD, f) for f in cfg.keep_fields}}
     return {
         "records_in": sum(get("source_in", s) for s in sources),
         "records_out": sum(splits[s]["documents"] for s in SPLITS),
         "rejected": sum(rejected_reasons.values()),
         "dropped": dropped,
         "rejected_reasons": rejected_reasons,
-        "repaired": {r: get("repaired", r) for r in reader.REPAIRED_REASONS},
+        "repaired": repaired,
+        **kept,
         # kept documents whose id another kept document (of different text) has too: all kept
         "duplicate_id_different_text": get("ids", "duplicate_id_different_text"),
         "splits": splits,

@@ -52,6 +52,9 @@ REJECT_REASONS = (
     "damaged_file",
 )
 REPAIRED_REASONS = ("lone_surrogate",)  # records kept after a repair, counted in stats.json
+# a kept field (keep_fields) repaired: a lone surrogate or a NaN/infinity in it; counted only when
+# keep_fields is set, so stats.json stays as it was without it
+FIELD_REPAIRED = "kept_field"
 COMPRESSION_SUFFIXES = tuple(compress.SUFFIXES)
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
@@ -159,12 +162,18 @@ def iter_blocks(lines: Iterator[tuple[int, bytes | None]], max_bytes: int) -> It
 
 def parse_line(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple[str, str | None] | tuple[None, str, str]:
     """``(text, id_or_None)`` for a good line, ``(None, reason, detail)`` for a reject. Pure."""
+    parsed = _parse(raw, fmt, text_field, id_field)
+    return parsed if parsed[0] is None else parsed[:2]
+
+
+def _parse(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple:
+    """:func:`parse_line`, with the parsed JSON object (None for text) as a third item of a good line."""
     try:
         decoded = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         return None, "invalid_utf8", f"byte {raw[e.start]:#04x} at offset {e.start}"
     if fmt == "text" or not decoded.strip():
-        return decoded, None
+        return decoded, None, None
     try:
         obj = json.loads(decoded)
     except json.JSONDecodeError as e:
@@ -182,11 +191,37 @@ def parse_line(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple[st
         return None, "text_not_string", f"{text_field!r} is a JSON {_json_type(text)}"
     doc_id = obj.get(id_field)
     if doc_id is None or isinstance(doc_id, str):
-        return text, doc_id
+        return text, doc_id, obj
     canonical = canonical_id(doc_id)
     if canonical is None:
         return None, "invalid_id", f"{id_field!r} is a JSON {_json_type(doc_id)}; an id must be a string or a number"
-    return text, canonical
+    return text, canonical, obj
+
+
+def kept_fields(obj: dict | None, names: tuple[str, ...]) -> tuple[tuple, bool]:
+    """The values of ``names`` in a parsed line (None where absent or null, and for a text line,
+    which has no fields), and whether any had to be repaired: lone surrogates become U+FFFD (no
+    UTF-8 spelling exists for them) and NaN or an infinity becomes null (JSON has none)."""
+    values, repaired = [], False
+    for name in names:
+        value, changed = _scrub(obj.get(name) if obj is not None else None)
+        values.append(value)
+        repaired = repaired or changed
+    return tuple(values), repaired
+
+
+def _scrub(value) -> tuple:
+    if isinstance(value, str):
+        return (value, False) if _SURROGATE.search(value) is None else (_SURROGATE.sub("\ufffd", value), True)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, True
+    if isinstance(value, list):
+        items = [_scrub(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    if isinstance(value, dict):
+        items = [(_scrub(k), _scrub(v)) for k, v in value.items()]
+        return {k: v for (k, _), (v, _) in items}, any(ck or cv for (_, ck), (_, cv) in items)
+    return value, False
 
 
 def canonical_id(value) -> str | None:
@@ -223,9 +258,11 @@ def repair_surrogates(text: str, doc_id: str | None) -> tuple[str, str | None, b
 
 
 def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
-              digest: dict | None = None) -> Iterator[dict]:
+              digest: dict | None = None, keep_fields: tuple[str, ...] = ()) -> Iterator[dict]:
     """Records and rejects of one file, in line order. A reject has a ``reason`` key; a record
-    whose text or id had to be repaired has ``repaired``. ``digest``, if given, receives the
+    whose text or id had to be repaired has ``repaired``. With ``keep_fields``, every record has
+    ``fields``: their values (:func:`kept_fields`; all None in text and blocks files, which have no
+    fields). ``digest``, if given, receives the
     ``bytes`` and ``sha256`` of the raw (still compressed) bytes read, the whole file even when
     its decompression failed (and, while reading, ``raw``: the hashing stream, for progress)."""
     fmt = resolve_format(path, fmt)
@@ -243,10 +280,12 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
                 if fmt == "blocks":
                     for rec in _read_blocks(stream, source, max_line_bytes):
                         lineno = rec["line"]
+                        if keep_fields and "reason" not in rec:
+                            rec["fields"] = (None,) * len(keep_fields)
                         yield rec
                 else:
                     for lineno, line in iter_lines(stream, max_line_bytes):
-                        yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes)
+                        yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
             except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
                 yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
                        "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {_error(e)}"}
@@ -261,28 +300,32 @@ def _error(e: BaseException) -> str:
 
 
 def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
-            max_line_bytes: int) -> dict:
+            max_line_bytes: int, keep_fields: tuple[str, ...] = ()) -> dict:
     """One line's record or reject. Whatever one line makes fail is that line's reject: an
     exception escaping here would end the file's read as ``damaged_file`` and lose every line after it."""
     try:
-        return _parse_record(raw, lineno, source, fmt, text_field, id_field, max_line_bytes)
+        return _parse_record(raw, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
     except Exception as e:  # noqa: BLE001 - RecursionError included
         return {"source": source, "line": lineno, "reason": "unreadable_record", "detail": _error(e)[:300]}
 
 
 def _parse_record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
-                  max_line_bytes: int) -> dict:
+                  max_line_bytes: int, keep_fields: tuple[str, ...] = ()) -> dict:
     if raw is None:
         return {"source": source, "line": lineno, "reason": "line_too_long", "detail": f"over {max_line_bytes} bytes"}
     if lineno == 1 and raw.startswith(BOM):
         raw = raw[len(BOM):]
-    parsed = parse_line(raw, fmt, text_field, id_field)
+    parsed = _parse(raw, fmt, text_field, id_field)
     if parsed[0] is None:
         return {"source": source, "line": lineno, "reason": parsed[1], "detail": parsed[2]}
-    text, doc_id, repaired = repair_surrogates(*parsed)
+    text, doc_id, repaired = repair_surrogates(*parsed[:2])
     rec = {"source": source, "line": lineno, "id": doc_id or f"{source}:{lineno}", "text": text}
     if repaired:
         rec["repaired"] = "lone_surrogate"
+    if keep_fields:
+        rec["fields"], field_repaired = kept_fields(parsed[2], keep_fields)
+        if field_repaired and not repaired:
+            rec["repaired"] = FIELD_REPAIRED
     return rec
 
 

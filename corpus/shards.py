@@ -103,7 +103,7 @@ configs:
   - name: morphs
     list:
       list: json
----
+{kept_features}---
 """
 _CARD_BODY = """
 # kolectra corpus
@@ -130,14 +130,15 @@ One JSON line per document in `data/<split>-NNNNN-of-MMMMM.jsonl.gz`:
 - `sentences`: `[[start, end], ...]`, character offsets into `text` (Python string indices);
 - `morphs`: `[[start, end, tag], ...]`, each morpheme's surface span in `text` and its part-of-speech
   tag (Kiwi's tag set, e.g. `NNG`, `JKS`, `EF`).
-
+{kept_fields}
 Filtering counts (`records_in = records_out + rejected + sum(dropped)`) are in `stats.json`.
 """
 
 
-def write_dataset_card(corpus_dir: Path | str) -> dict:
+def write_dataset_card(corpus_dir: Path | str, keep_fields: tuple[str, ...] = ()) -> dict:
     """``README.md`` in the corpus artifact (a local directory or a store prefix): what
-    ``datasets.load_dataset(corpus_dir)`` needs, and the split sizes from ``stats.json``.
+    ``datasets.load_dataset(corpus_dir)`` needs, and the split sizes from ``stats.json``. The
+    input fields kept with ``keep_fields`` are features of type ``json`` (any JSON value, null too).
     Deterministic: the same stats give the same bytes. Returns the file's entry (path, bytes, sha256)."""
     try:
         stats = json.loads(storage.read_bytes(storage.join(str(corpus_dir), STATS_FILE)).decode("utf-8")).get("splits", {})
@@ -153,5 +154,9 @@ def write_dataset_card(corpus_dir: Path | str) -> dict:
                                                          ("documents", "sentences", "morphs", "chars")) + " |\n"
                     for s in SPLITS)
     splits = " and ".join(f"`{HF_SPLITS[s]}`" for s in present) or "none (the corpus kept no documents)"
-    text = _CARD_HEAD.format(data_files=data_files) + _CARD_BODY.format(table=table, splits=splits)
+    kept_features = "".join(f"  - name: {json.dumps(f, ensure_ascii=False)}\n    dtype: json\n" for f in keep_fields)
+    kept = ("- " + ", ".join(f"`{f}`" for f in keep_fields) + ": input fields carried as they were (null where a "
+            "document's input lacked them; counted in `stats.json` → `missing_fields`).\n") if keep_fields else ""
+    text = (_CARD_HEAD.format(data_files=data_files, kept_features=kept_features)
+            + _CARD_BODY.format(table=table, splits=splits, kept_fields=kept))
     return {"path": CARD_FILE, **storage.write_bytes(storage.join(str(corpus_dir), CARD_FILE), text.encode("utf-8"))}

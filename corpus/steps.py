@@ -31,7 +31,8 @@ SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
 REJECTED = "rejected"
 FILES = "files"  # the tag of (source, {bytes, sha256, damaged?, changed?}) per input file
 DROPPED = "dropped"
-SHARED_ID = ("ids", "duplicate_id_different_text")  # the tally of kept documents whose id is not unique
+SHARED_ID = ("ids", "duplicate_id_different_text")
+MISSING_FIELD = outputs.MISSING_FIELD  # the tally of written documents without one kept field  # the tally of kept documents whose id is not unique
 
 
 def _count(tally: dict, key, n: int = 1) -> None:
@@ -51,8 +52,9 @@ def _offer(samples: dict, reason: str, doc: dict, seed: int) -> None:
 
 class ReadAndClean(beam.DoFn):
     """An input file -> (bucket, [(key, source, line, id, text), ...]) chunks of the records that
-    survive cleaning and filtering; rejects; and, once per file, its tallies, its dropped samples
-    and what was read (bytes, sha256, damage, change since the listing)."""
+    survive cleaning and filtering (with ``keep_fields``, a sixth item: the fields' values);
+    rejects; and, once per file, its tallies, its dropped samples and what was read (bytes,
+    sha256, damage, change since the listing)."""
 
     CHUNK = 2048
 
@@ -75,7 +77,7 @@ class ReadAndClean(beam.DoFn):
         damaged = None
         lines = kept = reported = sent_bytes = 0
         for rec in reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field,
-                                    cfg.max_line_bytes, digest):
+                                    cfg.max_line_bytes, digest, cfg.keep_fields):
             lines += 1
             reason = rec.get("reason")
             if reason is not None:
@@ -98,7 +100,9 @@ class ReadAndClean(beam.DoFn):
             key = outputs.text_key(text)
             bucket = outputs.bucket_of(key, self.buckets)
             chunk = chunks.setdefault(bucket, [])
-            chunk.append((key, source, rec["line"], doc_id, text))
+            # the fields ride along only when asked for: without them the elements are as before
+            chunk.append((key, source, rec["line"], doc_id, text, rec["fields"]) if cfg.keep_fields
+                         else (key, source, rec["line"], doc_id, text))
             kept += 1
             if len(chunk) >= self.CHUNK:
                 yield bucket, chunks.pop(bucket)
@@ -130,8 +134,8 @@ def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) ->
 
 class KeepFirstCopies(beam.DoFn):
     """(bucket, chunks) -> lists of (key, document) with one copy of each text: the one with the
-    smallest (source, line); the other copies are tallied as ``duplicate`` and the runner-up of
-    a few shown in the samples. The survivor depends on the data only, never on bundling or
+    smallest (source, line), whose kept fields (``keep_fields``) are the ones written; the other
+    copies are tallied as ``duplicate`` and the runner-up of a few shown in the samples. The survivor depends on the data only, never on bundling or
     worker count. Memory: the bucket's unique documents."""
 
     BATCH = 1024
@@ -218,7 +222,10 @@ def shared_ids(item):
 
 
 def _as_doc(t: tuple) -> dict:
-    return {"source": t[1], "line": t[2], "id": t[3], "text": t[4]}
+    doc = {"source": t[1], "line": t[2], "id": t[3], "text": t[4]}
+    if len(t) > 5:
+        doc["fields"] = t[5]
+    return doc
 
 
 class AnalyseAndPlace(beam.DoFn):
@@ -251,6 +258,7 @@ class AnalyseAndPlace(beam.DoFn):
         self.chunks: dict = {}  # (split, shard) -> [(position, JSON line)] not yet emitted
         self.counts: dict = {}  # split -> [documents, sentences, morphs, chars]
         self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
+        self.missing = [0] * len(self.cfg.keep_fields)  # documents of this bundle without each kept field
 
     def process(self, docs: list):
         for keyed in docs:
@@ -269,6 +277,9 @@ class AnalyseAndPlace(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((split, name), n)))
         for rank_row in self.sample:
             yield beam.pvalue.TaggedOutput(SAMPLES, GlobalWindows.windowed_value(("kept", rank_row)))
+        for name, n in zip(self.cfg.keep_fields, self.missing):
+            if n:
+                yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((MISSING_FIELD, name), n)))
         self.progress.flush()
 
     def _flush(self):
@@ -291,7 +302,10 @@ class AnalyseAndPlace(beam.DoFn):
                 outputs.keep_smallest(self.sample, (rank, row), SAMPLES_KEPT)
             place = (split, outputs.shard_of(key, cfg.num_shards))
             chunk = self.chunks.setdefault(place, [])
-            chunk.append(((doc["source"], doc["line"]), outputs.document_json(doc)))
+            if cfg.keep_fields:
+                for i, value in enumerate(doc["fields"]):
+                    self.missing[i] += value is None
+            chunk.append(((doc["source"], doc["line"]), outputs.document_json(doc, cfg.keep_fields)))
             if len(chunk) >= self.CHUNK:
                 yield place, self.chunks.pop(place)
         self.progress.add(analysed=len(batch))

@@ -64,10 +64,16 @@ class XlaDevice(Device):
                                "devices with SPMD; start it without torchrun")
         if os.environ.get("XLA_USE_BF16"):
             raise EnvironmentProblem("XLA_USE_BF16 is set: kolectra uses bf16 autocast (train.bf16=true) instead; unset it")
-        import torch_xla
-        import torch_xla.core.xla_model as xm
-        import torch_xla.distributed.spmd as xs
-        import torch_xla.runtime as xr
+        try:
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            import torch_xla.distributed.spmd as xs
+            import torch_xla.runtime as xr
+        except ImportError as e:  # not installed, or built for another torch (an undefined symbol)
+            raise EnvironmentProblem(
+                f"train.device=xla needs torch-xla, which does not load here ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:200]}; torch {torch.__version__}): install the `xla` extra, "
+                "pip install -e '.[xla]', which pins torch 2.9.0 and torch-xla 2.9.0 (docs/tpu.md)") from None
 
         if xla_cache_dir:
             if torch_xla._XLAC._xla_computation_cache_is_initialized():

@@ -8,6 +8,7 @@ checkpoints inside it, and nothing left in the store's private areas.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import signal
@@ -203,4 +204,17 @@ def test_zero_steps_is_refused_not_published_as_a_random_checkpoint(chain, tmp_p
     assert main(["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kolectra pretrain: error: train.steps: 0 would publish")
+    assert [a.kind for a in store.list()].count("checkpoint") == 0
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch_xla") is not None,
+                    reason="torch_xla is installed here; this checks the message where it is not")
+def test_device_xla_without_torch_xla_is_one_line_naming_the_extra(chain, tmp_path, capsys):
+    """The base install has no torch-xla (it needs torch 2.9.0 exactly; the `xla` extra pins both)."""
+    from kolectra.pipeline.cli import main
+
+    store, ex = _copy(chain, tmp_path / "root")
+    assert main(["pretrain", "--examples", ex, "--out", str(store.root), "--preset", "tiny", "--device", "xla"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("kolectra pretrain: error: train.device=xla needs torch-xla") and ".[xla]" in err[-1]
     assert [a.kind for a in store.list()].count("checkpoint") == 0

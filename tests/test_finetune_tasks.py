@@ -216,6 +216,7 @@ def test_ner_tokens_past_max_length_are_predicted_outside_and_counted(tiny, tmp_
     assert all(p["predicted"][6:] == ["O"] * 8 for p in read_jsonl(tmp_path / "out" / "predictions.jsonl"))
 
 
+@pytest.mark.xla
 def test_ner_on_xla(tiny, tmp_path):
     """Per-token labels on XLA (PJRT on the CPU, in a process of its own as tests/test_finetune_xla.py does):
     padded to max_length with -100, one program per shape, only the loss reads leave the device."""

@@ -21,6 +21,7 @@ import pytest
 
 from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
 
+pytestmark = pytest.mark.xla  # skipped where torch_xla is absent (tests/conftest.py)
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -30,6 +30,7 @@ from kolectra.core.config import override
 from kolectra.model import config, runtime, train
 from tests.model_support import build_examples, build_tokenizer
 
+pytestmark = pytest.mark.xla  # skipped where torch_xla is absent (tests/conftest.py)
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediate=64", "model.embedding_size=32",
         "model.generator_hidden=16", "model.generator_layers=2", "model.generator_heads=1",

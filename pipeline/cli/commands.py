@@ -59,7 +59,7 @@ def _configs():
 
 
 # ---- corpus -------------------------------------------------------------------------------------
-CORPUS_FLAGS = {"format": "format", "text_field": "text_field", "id_field": "id_field"}
+CORPUS_FLAGS = {"format": "format", "text_field": "text_field", "id_field": "id_field", "keep_fields": "keep_fields"}
 
 
 def add_corpus(p: argparse.ArgumentParser) -> None:
@@ -80,6 +80,10 @@ def add_corpus(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id-field", default=None, metavar="FIELD",
                    help=f"jsonl: the field holding the document's id, kept as its id in the corpus; without it the "
                         f"id is made from file and line (default {d.id_field}; e.g. --id-field doc_id)")
+    p.add_argument("--keep-fields", default=None, metavar="FIELD,...",
+                   help="jsonl: input fields carried into each document as they are; a document whose input lacks "
+                        "one gets null, counted in stats.json (missing_fields); of duplicates, the kept copy's "
+                        "(default: none; e.g. --keep-fields rating,movie_id,date)")
 
 
 def config_corpus(args) -> tuple:
