@@ -10,7 +10,8 @@ the run knows (tokens seen, padding, learning rate, warm-up, dropout). The train
 warning the first time a check fails and one more line if the checks pass again later; the final
 verdict goes into the artifact's stats (``health``) and the model cards.
 
-Thresholds (checked on the mean of the last two logged windows past warm-up):
+Thresholds (checked on the mean of the last two logged windows past warm-up, each weighted by its
+steps):
 
 - discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.65 and recall
   below 0.05. A stuck discriminator's AUC is not 0.5: once the generator samples roughly by
@@ -57,18 +58,29 @@ class Context:
     dropout: float = 0.0  # the model's hidden dropout
 
 
-def _mean(lines: list[dict], key: str) -> float | None:
-    vals = [ln[key] for ln in lines if isinstance(ln.get(key), (int, float))]
-    return sum(vals) / len(vals) if vals else None
+def _mean(lines: list[dict], weights: list[int], key: str) -> float | None:
+    pairs = [(ln[key], w) for ln, w in zip(lines, weights) if isinstance(ln.get(key), (int, float))]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else None
+
+
+def _last_windows(lines: list[dict], warmup_steps: int) -> tuple[list[dict], list[int]]:
+    """The last two windows past warm-up and the steps each covers. A run whose steps are not a
+    multiple of ``log_every`` ends in a window of a few steps; weighted by steps, that window no
+    longer counts as much as a full one, so a verdict on the line does not flip on its noise
+    (docs/studies.md, "Pilots on the review corpus")."""
+    past = [i for i, ln in enumerate(lines) if ln.get("step", 0) > warmup_steps][-2:]
+    steps = [max(1, lines[i]["step"] - (lines[i - 1]["step"] if i else 0)) for i in past]
+    return [lines[i] for i in past], steps
 
 
 def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     """Problems (plain sentences) seen in the last two windows past warm-up, and the figures used."""
-    past = [ln for ln in lines if ln.get("step", 0) > ctx.warmup_steps][-2:]
+    past, weights = _last_windows(lines, ctx.warmup_steps)
     if not past:
         return [], {}
-    m = {k: _mean(past, k) for k in ("disc_loss", "disc_auc", "disc_recall", "replaced_token_share",
-                                      "gen_loss", "gen_acc", "replaced_share", "mlm_loss")}
+    m = {k: _mean(past, weights, k) for k in ("disc_loss", "disc_auc", "disc_recall", "replaced_token_share",
+                                               "gen_loss", "gen_acc", "replaced_share", "mlm_loss")}
     figures = {"step": past[-1]["step"], **{k: round(v, 4) for k, v in m.items() if v is not None}}
     out = []
     uniform = math.log(max(ctx.vocab_size, 2))
@@ -78,7 +90,7 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
         if (m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR
                 and (m["disc_recall"] or 0.0) < 0.05):
             out.append(f"the discriminator sits at the class prior: it calls nearly every token original "
-                       f"(recall {m['disc_recall'] or 0:.2f}, AUC {m['disc_auc'] or 0.5:.2f}, loss {m['disc_loss']:.3f} "
+                       f"(recall {m['disc_recall'] or 0:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
     if m["gen_loss"] is not None and m["gen_loss"] > 0.9 * uniform and (m["gen_acc"] or 0.0) < 0.02:
         out.append(f"the generator has not left uniform guessing (loss {m['gen_loss']:.2f} of ln|V| = "

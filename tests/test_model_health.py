@@ -106,3 +106,20 @@ def test_a_run_that_ends_in_warm_up_says_so():
     text = health.unchecked_text(v, _ctx(warmup_steps=200, total_steps=200))
     assert text.startswith("WARNING: training health unchecked: the run ended in warm-up (200 steps, warm-up 200)")
     assert health.status_text(health.verdict(lines, _ctx())) == "unchecked: no metrics logged after warm-up"
+
+
+def test_a_short_last_window_weighs_by_its_steps():
+    # the hybrid pilot on the review corpus (docs/studies.md): 1,104 steps logged every 55, so the last
+    # window holds 4 steps; its AUC must not outweigh the full window before it
+    lines = [_line(990, disc_loss=0.3472, disc_auc=0.6352, disc_recall=0.013, replaced_token_share=0.1216),
+             _line(1045, disc_loss=0.3447, disc_auc=0.6484, disc_recall=0.016, replaced_token_share=0.1214),
+             _line(1100, disc_loss=0.3429, disc_auc=0.6521, disc_recall=0.023, replaced_token_share=0.1213),
+             _line(1104, disc_loss=0.3410, disc_auc=0.6473, disc_recall=0.026, replaced_token_share=0.1199)]
+    ctx = _ctx(warmup_steps=110, total_steps=1104)
+    assert health.verdict(lines[:3], ctx)["status"] == "ok"  # what the trainer said at step 1100
+    v = health.verdict(lines, ctx)
+    assert v["status"] == "ok" and v["figures"]["disc_auc"] == round((55 * 0.6521 + 4 * 0.6473) / 59, 4)
+    # two full windows still count equally, and the figure is printed finely enough to read against 0.65
+    stuck = [_line(s, disc_loss=0.3447, disc_auc=a) for s, a in ((990, 0.6352), (1045, 0.6484), (1100, 0.6473))]
+    v = health.verdict(stuck, ctx)
+    assert v["status"] == "not_learning" and "AUC 0.648," in v["problems"][0]
