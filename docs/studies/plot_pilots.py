@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from kolectra.core import plot
+from kolectra.model import health
 
 
 def pilots(root: Path, prefix: str = "pilot-") -> dict[str, dict]:
@@ -33,9 +34,13 @@ def pilots(root: Path, prefix: str = "pilot-") -> dict[str, dict]:
         per_step = manifest["compute"]["flops"] / stats["steps"]
         tokens = cfg["train"]["batch_size"] * stats["max_seq_length"]
         lines = [json.loads(x) for x in (d / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+        # the verdict again with this checkout's model/health.py (the recorded one is the trainer's at the time)
+        ctx = health.Context(objective=cfg["objective"]["objective"], vocab_size=stats["vocab_size"],
+                             warmup_steps=cfg["train"]["warmup_steps"], total_steps=stats["steps"], lr=cfg["train"]["lr"],
+                             nonpad_tokens=stats["nonpad_tokens_seen"], dropout=cfg["model"].get("dropout", 0.0))
         out[arm] = {"lines": lines, "flops_per_step": per_step, "tokens_per_step": tokens, "steps": stats["steps"],
-                    "final": stats["final"], "health": stats["health"]["status"],
-                    "wall_s": manifest["compute"].get("wall_seconds"), "id": d.name}
+                    "final": stats["final"], "health": stats["health"]["status"], "now": health.verdict(lines, ctx),
+                    "warmup": ctx.warmup_steps, "wall_s": manifest["compute"].get("wall_seconds"), "id": d.name}
     return out
 
 
@@ -49,16 +54,18 @@ def table(runs: dict[str, dict], study: dict) -> list[str]:
     probe = {p["objective"]: p["readouts"].get("probe", [None])[0] for p in study["points"]}
     floor = study["floor"].get("probe", [None])[0]
     rows = [("| arm | steps | tokens seen | pretraining wall time | disc AUC at the end | highest | "
-             "generator accuracy | probe % | trainer's health |"), "| --- " * 9 + "|"]
-    rows.append(f"| floor (untrained) | 0 | 0 | — | — | — | — | {100 * floor:.2f} | — |")
+             "generator accuracy | probe % | health as recorded | health now |"), "| --- " * 10 + "|"]
+    rows.append(f"| floor (untrained) | 0 | 0 | — | — | — | — | {100 * floor:.2f} | — | — |")
     for arm, r in runs.items():
-        aucs = [ln["disc_auc"] for ln in r["lines"] if ln.get("disc_auc") is not None]
-        f = r["final"]
+        # past warm-up: the spike while the generator is still poor (fakes easy to spot) is not the highest learned
+        aucs = [ln["disc_auc"] for ln in r["lines"] if ln.get("disc_auc") is not None and ln["step"] > r["warmup"]]
+        fig = r["now"]["figures"]  # the last two windows, weighted by their steps
         cell = lambda v: "—" if v is None else f"{v:.3f}"
         score = probe.get(arm)
         rows.append(f"| {arm} | {r['steps']:,} | {r['steps'] * r['tokens_per_step'] / 1e6:.2f} M | "
-                    f"{r['wall_s'] / 60:.1f} min | {cell(f.get('disc_auc'))} | {cell(max(aucs) if aucs else None)} | "
-                    f"{cell(f.get('gen_acc'))} | {'—' if score is None else f'{100 * score:.2f}'} | {r['health']} |")
+                    f"{r['wall_s'] / 60:.1f} min | {cell(fig.get('disc_auc'))} | {cell(max(aucs) if aucs else None)} | "
+                    f"{cell(fig.get('gen_acc'))} | {'—' if score is None else f'{100 * score:.2f}'} | {r['health']} | "
+                    f"{r['now']['status']} |")
     return rows
 
 
