@@ -49,6 +49,10 @@ def newest_study(root: Path) -> dict | None:
     return json.loads(found[-1].read_text(encoding="utf-8")) if found else None
 
 
+def cell(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
 def table(runs: dict[str, dict], study: dict) -> list[str]:
     """One row per arm: budget, what it saw, where its AUC ended, its probe, the trainer's health."""
     probe = {p["objective"]: p["readouts"].get("probe", [None])[0] for p in study["points"]}
@@ -60,7 +64,6 @@ def table(runs: dict[str, dict], study: dict) -> list[str]:
         # past warm-up: the spike while the generator is still poor (fakes easy to spot) is not the highest learned
         aucs = [ln["disc_auc"] for ln in r["lines"] if ln.get("disc_auc") is not None and ln["step"] > r["warmup"]]
         fig = r["now"]["figures"]  # the last two windows, weighted by their steps
-        cell = lambda v: "—" if v is None else f"{v:.3f}"
         score = probe.get(arm)
         rows.append(f"| {arm} | {r['steps']:,} | {r['steps'] * r['tokens_per_step'] / 1e6:.2f} M | "
                     f"{r['wall_s'] / 60:.1f} min | {cell(fig.get('disc_auc'))} | {cell(max(aucs) if aucs else None)} | "
@@ -80,8 +83,12 @@ def main() -> None:
     def series(key, x):
         return {arm: [(x(r, ln), ln[key]) for ln in r["lines"] if ln.get(key) is not None] for arm, r in runs.items()}
 
-    by_tokens = lambda r, ln: ln["step"] * r["tokens_per_step"] / 1e6
-    by_flops = lambda r, ln: ln["step"] * r["flops_per_step"]
+    def by_tokens(r, ln):
+        return ln["step"] * r["tokens_per_step"] / 1e6
+
+    def by_flops(r, ln):
+        return ln["step"] * r["flops_per_step"]
+
     plot.chart(dest / f"pilots_{tag}_disc_auc.png", [
         plot.Panel(series("disc_auc", by_tokens), f"disc AUC against tokens seen (pilots on {where}, mini)",
                    "tokens seen (millions)", "disc AUC", hlines={"health's 0.65": 0.65}),
