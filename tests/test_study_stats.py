@@ -49,3 +49,21 @@ def test_dev_overlap_counts_rows_by_id_and_texts_under_other_ids(tmp_path):
     assert seen["dev_rows_in_pretraining_corpus"] == 1  # id 1
     assert seen["dev_texts_under_other_ids"] == 2  # ids 9 and 8 carry held-out texts (whitespace aside)
     assert dev_overlap(tmp_path / "corpus", splits, held_out=True)["dev_rows_in_pretraining_corpus"] == 0
+
+
+def test_the_held_out_ids_file_is_named_by_its_rows_not_by_the_readouts(tmp_path):
+    """Its path is part of the examples request: studies that differ in fine-tuning seeds or readout
+    sizes, but hold out the same rows, must share one examples artifact."""
+    from kolectra.pipeline.study.plan import StudyPlan
+    from kolectra.pipeline.study.runner import holdout_ids_file, make_splits
+
+    nsmc = tmp_path / "train.txt"
+    nsmc.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(40)), encoding="utf-8")
+    cache = tmp_path / "cache"
+    one = make_splits(nsmc, StudyPlan(flops=1e12, dev_rows=10, finetune_seeds=1, probe_rows=5), cache)
+    three = make_splits(nsmc, StudyPlan(flops=1e12, dev_rows=10, finetune_seeds=3, probe_rows=8), cache)
+    assert one.dev.parent != three.dev.parent and one.dev_ids == three.dev_ids
+    assert holdout_ids_file(one) == holdout_ids_file(three)
+    assert holdout_ids_file(one).read_text().split() == sorted(one.dev_ids)
+    other = make_splits(nsmc, StudyPlan(flops=1e12, dev_rows=12, finetune_seeds=1, probe_rows=5), cache)
+    assert holdout_ids_file(other) != holdout_ids_file(one)

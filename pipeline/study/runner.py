@@ -101,6 +101,17 @@ def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path) -> Splits:
     return Splits(dev, frozenset(rows[i].split("\t", 1)[0] for i in dev_idx), train)
 
 
+def holdout_ids_file(splits: Splits) -> Path:
+    """The held-out rows' ids, one a line, in a file named by its content beside the splits' folders:
+    its path is part of the examples request, so studies with other fine-tuning seeds or readout
+    sizes but the same held-out rows share one examples artifact."""
+    ids = "".join(f"{i}\n" for i in sorted(splits.dev_ids)).encode("utf-8")
+    path = splits.dev.parent.parent / f"study-holdout-{hashlib.sha256(ids).hexdigest()[:16]}.txt"
+    if not path.is_file():
+        path.write_bytes(ids)
+    return path
+
+
 def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str | None,
                  examples_ref: str | None) -> tuple[Artifact, dict]:
     """The examples artifact, and how the held-out rows stand against its corpus."""
@@ -114,8 +125,7 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
         raise ArtifactError("study: give --corpus or --examples")
     corpus = store.require(corpus_ref, "corpus")
     vocab = stages.vocab(store, corpus, sets=[f"vocab_size={plan.vocab_size}"])
-    holdout = splits.dev.with_name("dev-ids.txt")
-    holdout.write_text("".join(f"{i}\n" for i in sorted(splits.dev_ids)), encoding="utf-8")
+    holdout = holdout_ids_file(splits)
     seq = model_preset(plan.preset).max_seq_length
     examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}", f"holdout_ids={holdout}"])
     return examples, {"held_out_from_pretraining": True, "dev_rows": len(splits.dev_ids),
