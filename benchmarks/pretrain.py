@@ -89,7 +89,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where both steps run (default cpu)")
     p.add_argument("--peak-tflops", type=float, default=0.0,
                    help="peak of one device for MFU (default 0: the table for known GPUs, a measured matmul on CPU)")
-    p.add_argument("--batch-size", type=int, default=8, help="sequences a step (default 8)")
+    p.add_argument("--batch-size", type=int, default=None, help="sequences a step (default 8; mini: its preset's 32)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens a sequence (default 128)")
     p.add_argument("--compile", action="store_true", help="also time kolectra's step under torch.compile")
     p.add_argument("--naive-keeps-memory", action="store_true",
@@ -100,6 +100,7 @@ def main() -> None:
     args = p.parse_args()
     if args.preset == "mini":
         return mini_main(args)
+    args.batch_size = args.batch_size or 8
     if args.device == "cpu" and args.quick:
         layers, rounds = 2, 2
     elif args.device == "cpu":
@@ -156,7 +157,7 @@ def mini_main(args) -> None:
     measured with the same threads and precision."""
     mini = config.mini()
     model_cfg = dataclasses.replace(mini.model, vocab_size=8000)
-    batch = mini.train.batch_size if args.batch_size == 8 else args.batch_size  # 8: the parser's default
+    batch = args.batch_size or mini.train.batch_size
     rounds, peak_n = (3, 1024) if args.quick else (11, 2048)
     cores = os.cpu_count() or 1
     # --quick: one thread only (each measurement starts two step processes: most of a quick run)

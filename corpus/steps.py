@@ -31,8 +31,8 @@ SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
 REJECTED = "rejected"
 FILES = "files"  # the tag of (source, {bytes, sha256, damaged?, changed?}) per input file
 DROPPED = "dropped"
-SHARED_ID = ("ids", "duplicate_id_different_text")
-MISSING_FIELD = outputs.MISSING_FIELD  # the tally of written documents without one kept field  # the tally of kept documents whose id is not unique
+SHARED_ID = ("ids", "duplicate_id_different_text")  # the tally of kept documents whose id is not unique
+MISSING_FIELD = outputs.MISSING_FIELD  # the tally of written documents without one kept field
 
 
 def _count(tally: dict, key, n: int = 1) -> None:
