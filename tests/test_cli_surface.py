@@ -137,3 +137,15 @@ def test_a_benchmark_without_its_data_names_the_argument_to_pass(script, argv, s
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *argv], capture_output=True,
                           text=True, env=env, timeout=120)
     assert proc.returncode != 0 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_command_that_loads_heavy_libraries_says_so_first_and_quiet_keeps_it_silent(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(verbosity.ENV, raising=False)
+    assert main(["pretrain", "--examples", "absent", "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "[kolectra] pretrain: starting (loading torch, transformers)"
+    assert "no artifact 'absent'" in err[-1]
+    assert main(["pretrain", "--examples", "absent", "--out", str(tmp_path), "-q"]) != 0
+    assert "starting" not in capsys.readouterr().err
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0  # loads nothing heavy: no line
+    assert "starting" not in capsys.readouterr().err

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core.config import ConfigError
+from kolectra.core.stage import progress
 from kolectra.pipeline.cli import artifacts as cli_artifacts
 from kolectra.pipeline.cli import checks as cli_checks
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
@@ -292,31 +293,34 @@ class Command:
     config: Callable[[argparse.Namespace], tuple] | None = None  # the resolved config: --print-config
     set_example: str = "train.lr=1e-3"  # a --set this command accepts, for its help
     code: str = ""  # where the command's stage lives, shown under --help (the README's code map says the same)
+    # The heavy libraries the command imports before its first line of progress, named in a
+    # "starting" line: on a busy machine, importing them was the longest silence (docs/pretraining.md).
+    loads: str = ""
 
 
 BEAM_NOTE = "Any further --option is passed to Beam unchanged (e.g. --runner)."
 COMMANDS: dict[str, Command] = {
     "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
-                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20", code="corpus/",
+                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20", loads="Apache Beam, kiwipiepy", code="corpus/",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
     "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab,
-                     config=config_vocab, set_example="min_frequency=3", code="vocab/",
+                     config=config_vocab, set_example="min_frequency=3", loads="tokenizers", code="vocab/",
                      example="kolectra vocab --corpus web --vocab-size 35000"),
     "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
                         description=BEAM_NOTE, config=config_examples, set_example="packing=stream",
-                        code="corpus/ (examples*.py, packing.py: the second Beam job of the corpus stage)",
+                        loads="Apache Beam, tokenizers", code="corpus/ (examples*.py, packing.py: the second Beam job of the corpus stage)",
                         example="kolectra examples --corpus web --vocab morph_wordpiece --max-seq-length 128"),
     "pretrain": Command("replaced token detection pretraining (ELECTRA)", add_pretrain, run_pretrain,
-                        config=config_pretrain, code="model/ (train.py, the trainer; the objectives beside it)",
+                        config=config_pretrain, loads="torch, transformers", code="model/ (train.py, the trainer; the objectives beside it)",
                         example="kolectra pretrain --examples seq128 --preset small --steps 100000 --save-every 5000\n"
                                 "  kolectra pretrain --preset small --set train.lr=1e-3 --print-config keys"),
     "finetune": Command("fine-tune and evaluate: NSMC, KorQuAD 1.0, classify, regress, ner", add_finetune, run_finetune,
-                        common="none", code="finetune/"),
+                        common="none", loads="torch, transformers", code="finetune/"),
     "run": Command("the whole chain on the embedded sample, then a summary", add_run, run_run, common="out",
-                   example="kolectra run --out /tmp/kolectra", code="pipeline/run.py"),
+                   example="kolectra run --out /tmp/kolectra", loads="Apache Beam, torch, transformers", code="pipeline/run.py"),
     "study": Command("which pretraining buys the better encoder per FLOP: arms (ELECTRA, MLM, GDES, ...) at equal "
                      "budgets against an untrained floor, read out on held-out NSMC rows with intervals",
-                     add_study, run_study_command, code="pipeline/study/",
+                     add_study, run_study_command, loads="Apache Beam, torch, transformers", code="pipeline/study/",
                      example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3"),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
                       run_report, common="out", code="pipeline/report.py",
@@ -399,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         if isinstance(root, Path) and root.exists() and not root.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "is not a directory (--out names the artifact root)", str(root))
+        if COMMANDS[args.command].loads:
+            progress(f"{command}: starting (loading {COMMANDS[args.command].loads})")
         result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
             print(result.path)
