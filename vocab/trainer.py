@@ -114,21 +114,26 @@ class _Words:
             self.text.append(piece)
         return i
 
+    def _starts(self, cuts: int) -> int:
+        """Where a run of whole morphemes may start, as bits: anywhere on a boundary (``any``),
+        only at the word's start (``prefix``, bit 0), nowhere (``none``)."""
+        return cuts if self.cross == "any" else int(self.cross == "prefix")
+
     def _pairs(self, w: int) -> list[tuple[int, int]]:
         syms, pos, cuts = self.syms[w], self.pos[w], self.cuts[w]
         if cuts is None:
             return list(zip(syms, syms[1:]))
-        ok = self._ok
-        # the common case (no boundary inside the span) tested here, without a call
+        starts = self._starts(cuts)
+        # _ok written out: this is the learner's hottest line, and a call per pair doubled it
         return [(syms[i], syms[i + 1]) for i in range(len(syms) - 1)
-                if not (cuts >> (pos[i] + 1)) & ((1 << (pos[i + 2] - pos[i] - 1)) - 1) or ok(cuts, pos[i], pos[i + 2])]
+                if not (cuts >> (pos[i] + 1)) & ((1 << (pos[i + 2] - pos[i] - 1)) - 1)
+                or starts >> pos[i] & 1 and cuts >> pos[i + 2] & 1]
 
     def _ok(self, cuts: int, start: int, end: int) -> bool:
-        if not (cuts >> (start + 1)) & ((1 << (end - start - 1)) - 1):  # no boundary strictly inside
-            return True
-        if self.cross == "any":
-            return bool(cuts >> start & 1 and cuts >> end & 1)
-        return self.cross == "prefix" and start == 0 and bool(cuts >> end & 1)
+        """May the symbols covering [start, end) merge: no boundary strictly inside, or a run of whole
+        morphemes starting where ``cross_morph`` allows."""
+        return (not (cuts >> (start + 1)) & ((1 << (end - start - 1)) - 1)
+                or bool(self._starts(cuts) >> start & 1 and cuts >> end & 1))
 
     def merge(self, pair: tuple[int, int]) -> list[tuple[int, int]]:
         """Merge every allowed occurrence of ``pair``; returns the pairs whose counts changed."""
@@ -142,9 +147,7 @@ class _Words:
             syms, pos, cuts = self.syms[w], self.pos[w], self.cuts[w]
             i = 0
             while i < len(syms) - 1:
-                if syms[i] == left and syms[i + 1] == right and (
-                        cuts is None or not (cuts >> (pos[i] + 1)) & ((1 << (pos[i + 2] - pos[i] - 1)) - 1)
-                        or self._ok(cuts, pos[i], pos[i + 2])):
+                if syms[i] == left and syms[i + 1] == right and (cuts is None or self._ok(cuts, pos[i], pos[i + 2])):
                     syms[i:i + 2] = [new]
                     del pos[i + 1]
                 i += 1
