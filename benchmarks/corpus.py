@@ -16,14 +16,24 @@ jobs disturbs much less: ``cpu_ratio`` = raw Kiwi CPU / pipeline CPU for the sam
 ``speedup_2_workers_cpu_bound`` = 2 x CPU(1 worker) / CPU(2 workers), the speedup two idle cores
 would give (the second worker's start-up, Kiwi load and data transfer are its cost).
 
+Fixed costs, from the same job on 50 lines with 1 and with 2 workers (``fixed_cost_cpu_s``): one
+worker runs inside this process (Beam's graph and runner, a Kiwi load and Kiwi's first
+analysis); two are worker processes, each starting Python, importing Beam (pandas with it) and
+loading its own Kiwi. ``speedup_2_workers_cpu_bound_steady`` is the CPU-bound speedup without
+them: 2 x (CPU(1) - fixed(1)) / (CPU(2) - fixed(2)), what is left being the data that crosses
+between processes (every shuffled element goes through the launcher) and the workers' own Beam
+work.
+
 value: pipeline MB/s with 1 worker; baseline: raw Kiwi MB/s (1 thread); ratio = value / baseline
 (the share of Kiwi's own speed the pipeline keeps, per worker). ``config.speedup_2_workers`` is
 pipeline(2 workers) / pipeline(1 worker).
 
 Full size: the whole NSMC review corpus (``--reviews GLOB`` or ``--data DIR``: 8 files, 662,404
 reviews, 57.6 MB of text; ``--files N`` for the first N), about 30 minutes on 2 cores (the raw
-loop runs four times and the pipeline twice). ``--quick``: the embedded
-``pipeline/sample/reviews.jsonl.gz`` (4,000 reviews, 0.34 MB of text).
+loop runs four times and the pipeline twice). ``--quick``: the first 20,000 reviews of
+``--reviews``/``--data`` (one JSONL file written to a temporary folder; about 3 minutes on a
+shared machine), else the embedded ``pipeline/sample/reviews.jsonl.gz`` (4,000 reviews, 0.34 MB
+of text).
 Usage: ``python benchmarks/corpus.py [--quick] [--reviews GLOB | --data DIR] [--files N] [--input PATH ...]``.
 """
 
@@ -36,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import add_data_args, emit, parser, require_data
+from common import add_data_args, data_path, emit, parser, require_data
 
 from kolectra.core.stage import progress
 from kolectra.corpus import reader
@@ -47,6 +57,7 @@ from kolectra.corpus.text import normalize
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_INPUT = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"
+QUICK_REVIEWS = 20_000  # --quick with --reviews/--data: the first this many, as vocab.py and examples.py
 WHO = "benchmarks/corpus.py"
 
 
@@ -90,6 +101,21 @@ def raw_kiwi(texts: list[str], kiwi=None) -> tuple[float, float]:
     return time.perf_counter() - wall, cpu_seconds() - cpu
 
 
+def first_lines(files: list[str], n: int, dest: Path) -> str:
+    """The first ``n`` lines of the (gzipped JSONL) review files, as one file ``dest``."""
+    import gzip
+
+    with gzip.open(dest, "wt", encoding="utf-8") as out:
+        for path in files:
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    out.write(line)
+                    n -= 1
+                    if n == 0:
+                        return str(dest)
+    return str(dest)
+
+
 def run_pipeline(files: list[str], workers: int, tmp: Path) -> tuple[float, float, dict]:
     out = tmp / f"out-{workers}"
     shutil.rmtree(out, ignore_errors=True)
@@ -106,9 +132,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--input", action="append", default=[],
                     help="any corpus input instead, path or glob (repeatable; e.g. 'raw/*.txt.gz'; default: the reviews)")
     args = ap.parse_args(argv)
+    given = None if args.input else data_path(args, "reviews", WHO)
+    sample_dir = tempfile.TemporaryDirectory(prefix="kolectra-bench-corpus-input-")
     if args.input:
         patterns = args.input
-    elif args.quick:  # the quick size is the embedded sample, whatever data is given
+    elif args.quick and given:  # the first 20,000 reviews, as the other stages' quick runs
+        patterns = [first_lines(reader.expand_inputs([given]), QUICK_REVIEWS, Path(sample_dir.name, "reviews.jsonl.gz"))]
+    elif args.quick:  # no data given: the embedded sample
         patterns = [str(QUICK_INPUT)]
     else:
         patterns = [require_data(args, "reviews", WHO)]
@@ -145,6 +175,8 @@ def main(argv: list[str] | None = None) -> dict:
         tiny = Path(tmp, "tiny.txt")
         tiny.write_text("\n".join(t for t in texts[:50] if "\n" not in t) + "\n", encoding="utf-8")
         startup = run_pipeline([str(tiny)], 1, Path(tmp, "tiny"))
+        startup_2 = run_pipeline([str(tiny)], 2, Path(tmp, "tiny"))
+    sample_dir.cleanup()
 
     raw_wall = (raw_a[0] + raw_b[0]) / 2
     raw_cpu = (raw_a[1] + raw_b[1]) / 2
@@ -169,8 +201,11 @@ def main(argv: list[str] | None = None) -> dict:
         # what 2 idle cores would give: the work (CPU seconds) of each run, spread over its workers;
         # wall-clock speedup is only meaningful on a machine nobody else is using
         "speedup_2_workers_cpu_bound": round(2 * one[1] / two[1], 3) if two[1] else None,
+        "speedup_2_workers_cpu_bound_steady": round(2 * (one[1] - startup[1]) / (two[1] - startup_2[1]), 3)
+        if two[1] > startup_2[1] else None,
         "cpu_ratio": round(raw_cpu / one[1], 3) if one[1] else None,
         "fixed_cost_s": round(startup[0], 2),
+        "fixed_cost_cpu_s": {"1_worker": round(startup[1], 2), "2_workers": round(startup_2[1], 2)},
         "steady_state_ratio": round(steady / (text_mb / warm_wall), 3),
         "kiwi_load_s": round(load_s, 2),
         "kiwi_first_analysis_s": round(first_s, 2),

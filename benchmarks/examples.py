@@ -11,6 +11,15 @@ Figures, all on NSMC movie reviews (``--reviews GLOB`` or ``--data DIR``; see ``
   the ratio over the number of Beam workers. On a shared machine the wall clock says little
   about a worker's share of the cores, so ``cpu_ratio`` compares CPU seconds (all processes,
   the workers included): the plain loop's over Beam's, the work Beam adds per unit of output.
+  The plain loop runs twice, before and after the Beam runs (the mean is the baseline).
+- fixed costs and 2 workers: the same job on the first 50 documents of each shard with 1 and 2 workers
+  (``fixed_cost_cpu_s``: Beam's graph and runner, the tokenizer load; with 2, two worker
+  processes that start Python and import Beam), and the whole job again with
+  ``--direct_num_workers=2``: ``speedup_2_workers_cpu_bound`` = 2 x CPU(1 worker) / CPU(2
+  workers), the speedup two idle cores would give, and ``..._steady`` the same without the fixed
+  costs; ``cpu_ratio_steady`` compares the plain loop with Beam's 1-worker run less its fixed
+  cost. Both Beam runs must write the same examples. A first, untimed run on those 50 documents
+  pays the imports Beam makes on its first job in a process, which the CLI pays once per command.
 - ``loader``: batches/s of :class:`model.data.ExampleLoader` (memory-mapped, shuffled, with
   prefetch) at the ``small`` preset's batch (128 x 128) against the steps/s the trainer
   consumes at that preset on this machine's CPU (:func:`model.rtd.electra_step` + backward +
@@ -162,6 +171,29 @@ def plain_loop(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path) -> dict:
     return {"tokens": tokens, "examples": examples}
 
 
+def beam_run(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path, beam_args: list[str]) -> tuple[float, float, dict]:
+    """(wall, CPU seconds, stats) of one run of the stage's Beam job."""
+    from kolectra.corpus.examples import build
+
+    out_dir.mkdir(parents=True)
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    stats = build(cfg, corpus_dir, vocab_dir, out_dir, beam_args).stats
+    return time.perf_counter() - t0, cpu_seconds() - c0, stats
+
+
+def head_corpus(corpus_dir: Path, n: int, dest: Path) -> Path:
+    """A corpus of the first ``n`` lines of each train shard of ``corpus_dir`` (the fixed-cost runs)."""
+    from kolectra.corpus import shards
+
+    (dest / shards.DATA_DIR).mkdir(parents=True)
+    for path in shards.shard_paths(corpus_dir, "train"):
+        with gzip.open(path, "rt", encoding="utf-8") as f, \
+                gzip.open(dest / shards.DATA_DIR / path.name, "wt", encoding="utf-8", compresslevel=1) as out:
+            for _, line in zip(range(n), f):
+                out.write(line)
+    return dest
+
+
 def loader_rate(examples_dir: Path, batch_size: int, batches: int) -> float:
     from kolectra.model.data import ExampleLoader
 
@@ -223,7 +255,6 @@ def main() -> None:
     args = p.parse_args()
 
     from kolectra.core.stage import progress
-    from kolectra.corpus.examples import build
     from kolectra.corpus.examples_config import ExamplesConfig
 
     limit = QUICK_REVIEWS if args.quick else None
@@ -239,16 +270,27 @@ def main() -> None:
 
         load_before = os.getloadavg()
         workers = beam_workers(args.beam_arg, corpus_dir)
-        t0, c0 = time.perf_counter(), cpu_seconds()
-        (tmp / "beam").mkdir()
-        stats = build(cfg, corpus_dir, vocab_dir, tmp / "beam", args.beam_arg).stats
-        beam_s, beam_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        two_args = [a for a in args.beam_arg if not a.startswith("--direct_num_workers")] + ["--direct_num_workers=2"]
+        # a first Beam job in a process imports parts of Beam lazily: pay that before timing anything
+        head = head_corpus(corpus_dir, 50, tmp / "head")
+        beam_run(cfg, head, vocab_dir, tmp / "warm-up", args.beam_arg)
+        # interleaved: Beam, plain, Beam with 2 workers, plain again (the load moves)
+        beam_s, beam_cpu, stats = beam_run(cfg, corpus_dir, vocab_dir, tmp / "beam", args.beam_arg)
         t0, c0 = time.perf_counter(), cpu_seconds()
         plain = plain_loop(cfg, corpus_dir, vocab_dir, tmp / "plain")
-        plain_s, plain_cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        plain_a = time.perf_counter() - t0, cpu_seconds() - c0
+        beam2_s, beam2_cpu, stats2 = beam_run(cfg, corpus_dir, vocab_dir, tmp / "beam2", two_args)
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        plain_loop(cfg, corpus_dir, vocab_dir, tmp / "plain2")
+        plain_b = time.perf_counter() - t0, cpu_seconds() - c0
+        plain_s, plain_cpu = (plain_a[0] + plain_b[0]) / 2, (plain_a[1] + plain_b[1]) / 2
+        _, fixed_cpu, _ = beam_run(cfg, head, vocab_dir, tmp / "fixed1", args.beam_arg)
+        _, fixed2_cpu, _ = beam_run(cfg, head, vocab_dir, tmp / "fixed2", two_args)
         load_after = os.getloadavg()
         if plain["tokens"] != stats["tokens"] or plain["examples"] != stats["examples"]:
             sys.exit(f"benchmarks/examples.py: the baseline wrote other examples ({plain} vs {stats})")
+        if stats2 != stats:
+            sys.exit(f"benchmarks/examples.py: 2 workers wrote other examples ({stats2} vs {stats})")
 
         from kolectra.model.data import read_index
 
@@ -267,8 +309,16 @@ def main() -> None:
           "packing": cfg.packing, "beam_seconds": round(beam_s, 2), "plain_seconds": round(plain_s, 2),
           "workers": workers},
          ratio_per_worker=round(value / baseline / workers, 3),
-         cpu_seconds={"beam": round(beam_cpu, 2), "plain": round(plain_cpu, 2)},
+         cpu_seconds={"beam": round(beam_cpu, 2), "plain": round(plain_cpu, 2), "beam_2_workers": round(beam2_cpu, 2),
+                      "plain_runs": [round(plain_a[1], 2), round(plain_b[1], 2)]},
          cpu_ratio=round(plain_cpu / beam_cpu, 3),
+         fixed_cost_cpu_s={"1_worker": round(fixed_cpu, 2), "2_workers": round(fixed2_cpu, 2)},
+         cpu_ratio_steady=round(plain_cpu / (beam_cpu - fixed_cpu), 3) if beam_cpu > fixed_cpu else None,
+         beam_2_workers_seconds=round(beam2_s, 2),
+         speedup_2_workers=round(beam_s / beam2_s, 3),
+         speedup_2_workers_cpu_bound=round(2 * beam_cpu / beam2_cpu, 3),
+         speedup_2_workers_cpu_bound_steady=round(2 * (beam_cpu - fixed_cpu) / (beam2_cpu - fixed2_cpu), 3)
+         if beam2_cpu > fixed2_cpu else None,
          load_average={"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
          loader={"unit": "batches/s", "value": round(loader_bps, 1), "batch_size": batch,
                  "seq_len": index.max_seq_length,

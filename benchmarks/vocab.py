@@ -11,6 +11,16 @@ quality side (share of cuts on morpheme boundaries, tokens per eojeol, against p
 is printed in the same line under ``quality``. Kiwi's morpheme analysis is the corpus stage's
 work and is not timed (give ``--corpus`` a corpus artifact to skip it).
 
+CPU seconds (this process, the HF trainer's threads included) are reported beside the wall
+times, since a shared machine disturbs them less: ``cpu_ratio`` is HF's CPU over ours for the
+same build. ``breakdown`` splits both into the work they share (reading and parsing the corpus
+documents) and the rest: for ours, counting the word table (the runtime pre-tokeniser per
+document, plus the morpheme cuts of every word: work HF does not do) and learning; for
+``wordpiece_unconstrained``, the same learner without the morpheme rule, which separates what
+the rule costs from what a pure-Python learner costs against HF's Rust. The stage is one
+process by nature: the learner is a sequence of merges, each depending on the last, so there
+are no 2-worker figures (HF's trainer, in Rust, runs threads inside its one process).
+
     python benchmarks/vocab.py [--quick] [--reviews GLOB | --data DIR | --corpus CORPUS_DIR]
 
 ``--quick``: the first 20,000 reviews of ``--reviews`` (or ``--data``), else the embedded sample's
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -55,12 +66,40 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
     return corpus_dir
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process, all its threads (the HF trainer's included)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def timed(fn, *args) -> tuple[float, float, object]:
+    """(wall, CPU seconds, result) of one call."""
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    out = fn(*args)
+    return time.perf_counter() - t0, cpu_seconds() - c0, out
+
+
 def kolectra_build(cfg, corpus_dir: Path):
     from kolectra.vocab import build, words
 
     table, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
     vocab, _ = build.learn_vocab(cfg, table, cfg.recipe)
     return vocab, counts
+
+
+def breakdown(cfg, corpus_dir: Path) -> dict:
+    """CPU seconds of the build's parts, each timed alone: reading the documents (which both
+    builds do), counting the word table from them, learning with the morpheme rule (the stage's
+    recipe) and without it (plain WordPiece, the same pure-Python learner)."""
+    from kolectra.core.config import override
+    from kolectra.vocab import build, words
+
+    _, read_cpu, docs = timed(lambda: list(words.iter_docs(corpus_dir, "train")))
+    _, count_cpu, (table, _) = timed(words.count_words, docs, cfg.max_word_types)
+    _, learn_cpu, _ = timed(build.learn_vocab, cfg, table, cfg.recipe)
+    _, plain_cpu, _ = timed(build.learn_vocab, override(cfg, ["recipe=wordpiece"]), table, "wordpiece")
+    return {"read_documents_cpu_s": round(read_cpu, 2), "count_words_cpu_s": round(count_cpu, 2),
+            "learn_cpu_s": round(learn_cpu, 2), "learn_unconstrained_cpu_s": round(plain_cpu, 2)}
 
 
 def hf_build(cfg, corpus_dir: Path):
@@ -110,23 +149,31 @@ def main() -> None:
             print(f"analysing {len(docs)} reviews with Kiwi (not timed)", file=sys.stderr, flush=True)
             corpus_dir, source = write_corpus(docs, Path(tmp) / "corpus"), f"{reviews_source(args, 'benchmarks/vocab.py')} ({len(docs)} reviews)"
             del docs
-        t0 = time.perf_counter()
-        vocab, counts = kolectra_build(cfg, corpus_dir)
-        ours = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        hf = hf_build(cfg, corpus_dir)
-        theirs = time.perf_counter() - t0
-        print(f"kolectra morph_wordpiece: {len(vocab)} entries in {ours:.2f} s; "
-              f"HF WordPieceTrainer: {hf.get_vocab_size()} entries in {theirs:.2f} s", file=sys.stderr)
+        # interleaved, ours - HF - HF - ours, each side the mean of its two runs: the load moves
+        ours_a, ours_cpu_a, (vocab, counts) = timed(kolectra_build, cfg, corpus_dir)
+        theirs_a, theirs_cpu_a, hf = timed(hf_build, cfg, corpus_dir)
+        theirs_b, theirs_cpu_b, _ = timed(hf_build, cfg, corpus_dir)
+        ours_b, ours_cpu_b, _ = timed(kolectra_build, cfg, corpus_dir)
+        ours, theirs = (ours_a + ours_b) / 2, (theirs_a + theirs_b) / 2
+        ours_cpu, theirs_cpu = (ours_cpu_a + ours_cpu_b) / 2, (theirs_cpu_a + theirs_cpu_b) / 2
+        print(f"kolectra morph_wordpiece: {len(vocab)} entries in {ours:.2f} s ({ours_cpu:.2f} CPU s); "
+              f"HF WordPieceTrainer: {hf.get_vocab_size()} entries in {theirs:.2f} s ({theirs_cpu:.2f} CPU s)",
+              file=sys.stderr)
+        parts = breakdown(cfg, corpus_dir)
         qual = quality(cfg, corpus_dir)
     n = counts["words"]
+    # what HF does beyond reading the documents (its counting and merging, in Rust, threaded)
+    parts["hf_beyond_reading_cpu_s"] = round(theirs_cpu - parts["read_documents_cpu_s"], 2)
     emit("vocab_build_throughput", "train words/s", round(n / ours, 1), "hf_tokenizers_wordpiece_trainer",
          round(n / theirs, 1),
          config={"quick": args.quick, "corpus": source, "train_documents": counts["documents"], "train_words": n,
                  "word_types": counts["word_types"], "recipe": cfg.recipe, "vocab_size": cfg.vocab_size,
                  "min_frequency": cfg.min_frequency, "limit_alphabet": cfg.limit_alphabet,
                  "vocab_entries": {"kolectra": len(vocab), "hf": hf.get_vocab_size()}},
-         seconds={"kolectra": round(ours, 2), "hf": round(theirs, 2)}, quality=qual)
+         seconds={"kolectra": round(ours, 2), "hf": round(theirs, 2)},
+         cpu_seconds={"kolectra": round(ours_cpu, 2), "hf": round(theirs_cpu, 2)},
+         cpu_ratio=round(theirs_cpu / ours_cpu, 3) if ours_cpu else None,
+         breakdown=parts, workers="one process by nature: each merge depends on the last", quality=qual)
 
 
 if __name__ == "__main__":
