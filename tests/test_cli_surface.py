@@ -142,6 +142,9 @@ def test_a_benchmark_without_its_data_names_the_argument_to_pass(script, argv, s
 def test_a_command_that_loads_heavy_libraries_says_so_first_and_quiet_keeps_it_silent(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(verbosity.ENV, raising=False)
     assert main(["pretrain", "--examples", "absent", "--out", str(tmp_path)]) != 0
+    assert capsys.readouterr().err.splitlines()[0].startswith("kolectra pretrain: error"), "no terminal: no line"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a person at a terminal
+    assert main(["pretrain", "--examples", "absent", "--out", str(tmp_path)]) != 0
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "[kolectra] pretrain: starting (loading torch, transformers)"
     assert "no artifact 'absent'" in err[-1]

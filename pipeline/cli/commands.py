@@ -403,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         if isinstance(root, Path) and root.exists() and not root.is_dir():
             raise NotADirectoryError(errno.ENOTDIR, "is not a directory (--out names the artifact root)", str(root))
-        if COMMANDS[args.command].loads:
+        if COMMANDS[args.command].loads and sys.stderr.isatty():  # for a person waiting at a terminal; logs
+            # and failures keep their first line for what happened (a bad setting is one line, not two)
             progress(f"{command}: starting (loading {COMMANDS[args.command].loads})")
         result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
