@@ -39,6 +39,7 @@ Usage: ``python benchmarks/corpus.py [--quick] [--reviews GLOB | --data DIR] [--
 
 from __future__ import annotations
 
+import gzip
 import resource
 import shutil
 import sys
@@ -46,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import add_data_args, data_path, emit, parser, require_data
+from common import add_data_args, cpu_seconds, data_path, emit, parser, require_data
 
 from kolectra.core.stage import progress
 from kolectra.corpus import reader
@@ -70,13 +71,6 @@ def rss_mb() -> float:
     except OSError:
         pass
     return float("nan")
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (the worker processes)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def load_texts(files: list[str]) -> list[str]:
@@ -103,8 +97,6 @@ def raw_kiwi(texts: list[str], kiwi=None) -> tuple[float, float]:
 
 def first_lines(files: list[str], n: int, dest: Path) -> str:
     """The first ``n`` lines of the (gzipped JSONL) review files, as one file ``dest``."""
-    import gzip
-
     with gzip.open(dest, "wt", encoding="utf-8") as out:
         for path in files:
             with gzip.open(path, "rt", encoding="utf-8") as f:

@@ -45,13 +45,12 @@ import gzip
 import json
 import os
 import re
-import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import add_data_args, emit, parser, reviews_source
+from common import add_data_args, emit, parser, reviews_source, timed
 from common import reviews as common_reviews
 
 from kolectra.core.tokens import SPECIALS
@@ -59,12 +58,6 @@ from kolectra.core.tokens import SPECIALS
 QUICK_REVIEWS = 20_000
 CORPUS_SHARDS = 4  # as the corpus stage's default
 _SENTENCE_END = re.compile(r"(?<=[.!?…~])\s+")
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (Beam's worker processes)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def beam_workers(beam_args: list[str], corpus_dir: Path) -> int:
@@ -176,9 +169,8 @@ def beam_run(cfg, corpus_dir: Path, vocab_dir: Path, out_dir: Path, beam_args: l
     from kolectra.corpus.examples import build
 
     out_dir.mkdir(parents=True)
-    t0, c0 = time.perf_counter(), cpu_seconds()
-    stats = build(cfg, corpus_dir, vocab_dir, out_dir, beam_args).stats
-    return time.perf_counter() - t0, cpu_seconds() - c0, stats
+    wall, cpu, art = timed(build, cfg, corpus_dir, vocab_dir, out_dir, beam_args)
+    return wall, cpu, art.stats
 
 
 def head_corpus(corpus_dir: Path, n: int, dest: Path) -> Path:
@@ -276,13 +268,9 @@ def main() -> None:
         beam_run(cfg, head, vocab_dir, tmp / "warm-up", args.beam_arg)
         # interleaved: Beam, plain, Beam with 2 workers, plain again (the load moves)
         beam_s, beam_cpu, stats = beam_run(cfg, corpus_dir, vocab_dir, tmp / "beam", args.beam_arg)
-        t0, c0 = time.perf_counter(), cpu_seconds()
-        plain = plain_loop(cfg, corpus_dir, vocab_dir, tmp / "plain")
-        plain_a = time.perf_counter() - t0, cpu_seconds() - c0
+        *plain_a, plain = timed(plain_loop, cfg, corpus_dir, vocab_dir, tmp / "plain")
         beam2_s, beam2_cpu, stats2 = beam_run(cfg, corpus_dir, vocab_dir, tmp / "beam2", two_args)
-        t0, c0 = time.perf_counter(), cpu_seconds()
-        plain_loop(cfg, corpus_dir, vocab_dir, tmp / "plain2")
-        plain_b = time.perf_counter() - t0, cpu_seconds() - c0
+        *plain_b, _ = timed(plain_loop, cfg, corpus_dir, vocab_dir, tmp / "plain2")
         plain_s, plain_cpu = (plain_a[0] + plain_b[0]) / 2, (plain_a[1] + plain_b[1]) / 2
         _, fixed_cpu, _ = beam_run(cfg, head, vocab_dir, tmp / "fixed1", args.beam_arg)
         _, fixed2_cpu, _ = beam_run(cfg, head, vocab_dir, tmp / "fixed2", two_args)

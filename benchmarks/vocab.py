@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from common import add_data_args, emit, parser, reviews, reviews_source
+from common import add_data_args, emit, parser, reviews, reviews_source, timed
 
 from kolectra.core.tokens import SPECIALS
 
@@ -64,19 +62,6 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
     for f in files.values():
         f.close()
     return corpus_dir
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process, all its threads (the HF trainer's included)."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return own.ru_utime + own.ru_stime
-
-
-def timed(fn, *args) -> tuple[float, float, object]:
-    """(wall, CPU seconds, result) of one call."""
-    t0, c0 = time.perf_counter(), cpu_seconds()
-    out = fn(*args)
-    return time.perf_counter() - t0, cpu_seconds() - c0, out
 
 
 def kolectra_build(cfg, corpus_dir: Path):
