@@ -6,10 +6,14 @@ line, one JSON object: ``benchmark``, ``unit``, ``value``, ``baseline`` (``name`
 ``load_average`` (1/5/15-minute, at the start and at the end). ``--quick`` selects a reduced size
 that finishes within about a minute on 2 cores.
 
-The machines are shared: a ratio taken while neighbours held the CPU says little. ``under_load`` is
-true, and a warning names the load, when the 1-minute load average exceeded half the cores at the
-start (neighbours already running) or the cores plus one at the end (the benchmark's own processes
-count towards it, at most one per core).
+The machines are shared: a ratio taken while neighbours held the CPU says little. ``neighbour_cores``
+is what other processes used while the benchmark ran, measured, not guessed from the load average:
+the machine's busy CPU time (``/proc/stat``) less the benchmark's own (its threads and its worker
+processes), over the wall time. ``under_load`` is true, and a warning names it, when neighbours
+used more than a quarter of a core on average. The 1-minute load average lags by a minute or more,
+so after a previous benchmark it still counts that one's processes: it is recorded, at the start
+and at the end, but decides only where ``/proc/stat`` is missing (more than half the cores at the
+start, or the cores plus one at the end).
 
 Data. Nothing is read from a fixed place: a benchmark that needs data takes its path as an
 argument (``--reviews GLOB``, ``--nsmc-train FILE``, ``--korquad FILE``), or ``--data DIR``, a
@@ -45,7 +49,37 @@ DATA_HELP = {  # argument, metavar, what it is, its format
     "korquad": ("--korquad", "FILE", "a KorQuAD 1.0 file", "SQuAD-format JSON, e.g. data/korquad/KorQuAD_v1.0_dev.json"),
 }
 SAMPLE_REVIEWS = SAMPLE / "reviews.jsonl.gz"  # 4,000 reviews: what --quick reads without --reviews
-STARTED = (time.perf_counter(), os.getloadavg())  # when this benchmark's process started, and the load then
+NEIGHBOURS_MAX = 0.25  # cores other processes may use on average before a ratio is flagged
+
+
+def busy_cpu_seconds() -> float | None:
+    """CPU seconds every core of this machine has spent busy since boot (``/proc/stat``: user, nice,
+    system, irq, softirq, steal), or None where there is no ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and of its finished children (Beam's worker
+    processes): what other jobs on a shared machine disturb much less than the wall clock."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def cpu_mark() -> tuple[float, float | None, float]:
+    """(wall clock, the machine's busy CPU seconds, this process's own): what :func:`neighbour_cores`
+    measures from."""
+    return time.perf_counter(), busy_cpu_seconds(), cpu_seconds()
+
+
+STARTED, STARTED_LOAD = cpu_mark(), os.getloadavg()  # when this benchmark's process started, and the load then
 
 
 def add_data_args(p: argparse.ArgumentParser, *what: str) -> None:
@@ -114,13 +148,6 @@ def reviews(args: argparse.Namespace, limit: int | None, who: str) -> list[tuple
     return out
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process (all its threads) and of its finished children (Beam's worker
-    processes): what other jobs on a shared machine disturb much less than the wall clock."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float, Any]:
     """(wall seconds, CPU seconds, result) of one call."""
     t0, c0 = time.perf_counter(), cpu_seconds()
@@ -166,19 +193,34 @@ def best_of(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, Any]:
     return best, result
 
 
+def neighbour_cores(since: tuple[float, float | None, float] = STARTED) -> float | None:
+    """Cores other processes kept busy, on average, since the mark ``since`` (None without
+    ``/proc/stat``). Own CPU time counts worker processes once they are reaped."""
+    t1, busy1, own1 = cpu_mark()
+    t0, busy0, own0 = since
+    if busy0 is None or busy1 is None or t1 <= t0:
+        return None
+    return max(0.0, ((busy1 - busy0) - (own1 - own0)) / (t1 - t0))
+
+
 def load_report() -> dict[str, Any]:
-    """The run's wall seconds, its load averages at start and end, and whether it ran under load."""
-    t0, start = STARTED
-    end, cores = os.getloadavg(), os.cpu_count() or 1
-    under = start[0] > cores / 2 or end[0] > cores + 1
-    out: dict[str, Any] = {"wall_s": round(time.perf_counter() - t0, 1),
+    """The run's wall seconds, its load averages at start and end, what neighbours used meanwhile,
+    and whether it ran under load."""
+    start, end, cores = STARTED_LOAD, os.getloadavg(), os.cpu_count() or 1
+    wall, neighbours = time.perf_counter() - STARTED[0], neighbour_cores()
+    if neighbours is not None:
+        under = neighbours > NEIGHBOURS_MAX
+        why = f"other processes kept {neighbours:.2f} of {cores} cores busy on average while it ran"
+    else:
+        under = start[0] > cores / 2 or end[0] > cores + 1
+        why = f"1-minute load average {start[0]:.1f} at the start, {end[0]:.1f} at the end, on {cores} cores"
+    out: dict[str, Any] = {"wall_s": round(wall, 1),
                            "load_average": {"start": [round(x, 2) for x in start], "end": [round(x, 2) for x in end],
                                             "cores": cores},
+                           "neighbour_cores": None if neighbours is None else round(neighbours, 2),
                            "under_load": under}
     if under:
-        out["warning"] = (f"taken under load (1-minute load average {start[0]:.1f} at the start, {end[0]:.1f} at the "
-                          f"end, on {cores} cores): neighbours shared the CPU, so the ratio may mean little; "
-                          f"rerun on a quiet machine")
+        out["warning"] = f"taken under load ({why}): the ratio may mean little; rerun on a quiet machine"
         print(f"WARNING: {out['warning']}", file=sys.stderr)
     return out
 

@@ -192,13 +192,20 @@ class Served:
     process of its own, so no one's allocations change how another's are served (also used by
     ``benchmarks/objectives.py``)."""
 
-    def __init__(self, build, *args):
+    def __init__(self, build, *args, wait: bool = True):
+        """Starts the process; ``wait=False`` returns at once (start several, then :meth:`ready` each:
+        their start-ups, torch's import and the model's build, overlap)."""
         import multiprocessing as mp  # noqa: PLC0415 - only when a served benchmark starts
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, build, args), daemon=True)
         self.proc.start()
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Waits until the process has built what it serves."""
         self._answer()
 
     def _answer(self):
