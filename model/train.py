@@ -120,7 +120,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     if dev.is_main and (line := warmup_warning(t)):
         progress(f"pretrain: {line}")
     if dev.is_main:
-        progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where}, "
+        precision = "bf16 autocast (train.bf16=false: float32)" if t.bf16 else "float32"
+        progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where} in {precision}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
                  f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
 

@@ -44,6 +44,16 @@ def fit_pretrain_warmup(cfg: Any, sets: Sequence[str]) -> tuple[Any, str | None]
     return fit_warmup(cfg, explicit)
 
 
+def fit_pretrain_precision(cfg: Any, sets: Sequence[str]) -> Any:
+    """A pretrain config in bf16 autocast on a CPU with native bf16, unless ``sets`` names
+    ``train.bf16`` (:func:`kolectra.model.config.fit_precision`)."""
+    from kolectra.core.host import native_bf16
+    from kolectra.model.config import fit_precision
+
+    explicit = any(s.split("=", 1)[0].strip() == "train.bf16" for s in sets)
+    return fit_precision(cfg, explicit, native_bf16())
+
+
 def seed_key(cfg: Any) -> str:
     """The dotted key of a config's seed (top level, or one level down for grouped configs)."""
     if hasattr(cfg, "seed"):
@@ -96,6 +106,7 @@ def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), 
     cfg = configure(_base(stage, preset, task), sets, seed)
     if stage == "pretrain":
         cfg, scaled = fit_pretrain_warmup(cfg, sets)
+        cfg = fit_pretrain_precision(cfg, sets)
         cfg.validate()
         if scaled and say is not None:
             say(f"pretrain: {scaled}")

@@ -188,8 +188,11 @@ def test_study_arms_take_the_new_objectives_and_recipe_switches():
         "objective.temperature_start=2"]
     assert arm_sets("mlm_then_rtd+phase0.3+dmlm.5")[-2:] == ["objective.mlm_phase=0.3", "objective.disc_mlm_weight=.5"]
     StudyPlan(flops=1e13, arms=("hybrid", "mlm+mask0.3", "electra+gen1.0+temp3")).validate()
+    # precision switches pair one recipe in bf16 and in float32 within a study
+    assert arm_sets("electra+bf16")[-1] == "train.bf16=true"
+    assert arm_sets("mlm+mask0.3+fp32")[-2:] == ["objective.mask_prob=0.3", "train.bf16=false"]
     for bad, why in (("electra+warm3", "unknown recipe switch"), ("mlm_then_rtd+phase1.5", "mlm_phase"),
-                     ("coco", "unknown arm")):
+                     ("coco", "unknown arm"), ("electra+bf17", r"\+bf16 sets train.bf16=true")):
         with pytest.raises(ConfigError, match=why):
             StudyPlan(flops=1e13, arms=(bad,)).validate()
 

@@ -19,6 +19,9 @@ READOUTS = ("probe", "lowdata", "finetune")
 RECIPE_SWITCHES = {"mask": "objective.mask_prob", "gen": "model.generator_width",
                    "temp": "objective.temperature_start", "dmlm": "objective.disc_mlm_weight",
                    "phase": "objective.mlm_phase"}
+# Switches without a number: the precision of an arm's pretraining, so that one study can pair the
+# same recipe in bf16 autocast and in float32 (same examples, seeds and readouts).
+FLAG_SWITCHES = {"bf16": "train.bf16=true", "fp32": "train.bf16=false"}
 _SWITCH = re.compile(r"([a-z]+)(\d+(?:\.\d+)?|\.\d+)")
 
 
@@ -41,13 +44,17 @@ def arm_settings(arm: str) -> tuple[str, str, list[str]]:
     if objective not in OBJECTIVES or sharing not in EMBEDDING_SHARING:
         raise ConfigError(f"study: unknown arm {arm!r} (an objective of {', '.join(OBJECTIVES)}, optionally "
                             f"with -{'/-'.join(EMBEDDING_SHARING)} and recipe switches "
-                            f"{', '.join(f'+{k}N' for k in RECIPE_SWITCHES)})")
+                            f"{', '.join([*(f'+{k}N' for k in RECIPE_SWITCHES), *(f'+{k}' for k in FLAG_SWITCHES)])})")
     sets = []
     for sw in switches:
+        if sw in FLAG_SWITCHES:
+            sets.append(FLAG_SWITCHES[sw])
+            continue
         m = _SWITCH.fullmatch(sw)
         if not m or m.group(1) not in RECIPE_SWITCHES:
             raise ConfigError(f"study: arm {arm!r}: unknown recipe switch {'+' + sw!r} (known: "
-                                + ", ".join(f"+{k}N sets {v}" for k, v in RECIPE_SWITCHES.items()) + ")")
+                                + ", ".join([*(f"+{k}N sets {v}" for k, v in RECIPE_SWITCHES.items()),
+                                             *(f"+{k} sets {v}" for k, v in FLAG_SWITCHES.items())]) + ")")
         sets.append(f"{RECIPE_SWITCHES[m.group(1)]}={m.group(2)}")
     return objective, sharing, sets
 
