@@ -8,9 +8,10 @@ that finishes within about a minute on 2 cores.
 
 The machines are shared: a ratio taken while neighbours held the CPU says little. ``neighbour_cores``
 is what other processes used while the benchmark ran, measured, not guessed from the load average:
-the machine's busy CPU time (``/proc/stat``) less the benchmark's own (its threads and its worker
-processes), over the wall time. ``under_load`` is true, and a warning names it, when neighbours
-used more than a quarter of a core on average. The 1-minute load average lags by a minute or more,
+the machine's busy CPU time (``/proc/stat``) less the benchmark's own (its threads, its worker
+processes and theirs), over the wall time; ``steal_cores`` is the time the hypervisor gave other
+guests while this VM wanted its cores. ``under_load`` is true, and a warning names it, when
+either exceeded a quarter of a core on average. The 1-minute load average lags by a minute or more,
 so after a previous benchmark it still counts that one's processes: it is recorded, at the start
 and at the end, but decides only where ``/proc/stat`` is missing (more than half the cores at the
 start, or the cores plus one at the end).
@@ -52,18 +53,28 @@ SAMPLE_REVIEWS = SAMPLE / "reviews.jsonl.gz"  # 4,000 reviews: what --quick read
 NEIGHBOURS_MAX = 0.25  # cores other processes may use on average before a ratio is flagged
 
 
-def busy_cpu_seconds() -> float | None:
-    """CPU seconds every core of this machine has spent busy since boot (``/proc/stat``: user, nice,
-    system, irq, softirq, steal), or None where there is no ``/proc/stat``."""
+def _cpu_times() -> list[int] | None:
+    """The machine's CPU time since boot in ticks, all cores together (``/proc/stat``'s ``cpu`` line:
+    user, nice, system, idle, iowait, irq, softirq, steal), or None where there is none."""
     try:
         with open("/proc/stat") as f:
             fields = f.readline().split()
     except OSError:
         return None
-    if not fields or fields[0] != "cpu":
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    return [int(x) for x in fields[1:9]] if fields and fields[0] == "cpu" else None
+
+
+def busy_cpu_seconds() -> float | None:
+    """CPU seconds every core of this machine has spent busy since boot (user, nice, system, irq,
+    softirq; not steal), or None where there is no ``/proc/stat``."""
+    t = _cpu_times()
+    return None if t is None else (t[0] + t[1] + t[2] + t[5] + t[6]) / os.sysconf("SC_CLK_TCK")
+
+
+def steal_cpu_seconds() -> float | None:
+    """CPU seconds the hypervisor gave other guests while this VM's cores wanted to run (steal)."""
+    t = _cpu_times()
+    return None if t is None or len(t) < 8 else t[7] / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds() -> float:
@@ -73,13 +84,44 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def tree_cpu_seconds() -> float:
+    """:func:`cpu_seconds` plus what this process's live descendants used, with the children they
+    have reaped: a fork server's served processes are grandchildren that this process never
+    waits for (``benchmarks.step_bench.Served``)."""
+    own = cpu_seconds()
+    kids: dict[int, list[tuple[int, list[str]]]] = {}
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return own
+    for p in pids:
+        if (fields := _proc_stat(p)) is not None:
+            kids.setdefault(int(fields[1]), []).append((int(p), fields))  # by parent pid
+    tick, todo = os.sysconf("SC_CLK_TCK"), [os.getpid()]
+    while todo:
+        for pid, fields in kids.get(todo.pop(), []):
+            own += sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
+            todo.append(pid)
+    return own
+
+
 def cpu_mark() -> tuple[float, float | None, float]:
-    """(wall clock, the machine's busy CPU seconds, this process's own): what :func:`neighbour_cores`
-    measures from."""
-    return time.perf_counter(), busy_cpu_seconds(), cpu_seconds()
+    """(wall clock, the machine's busy CPU seconds, this process tree's own): what
+    :func:`neighbour_cores` measures from."""
+    return time.perf_counter(), busy_cpu_seconds(), tree_cpu_seconds()
 
 
-STARTED, STARTED_LOAD = cpu_mark(), os.getloadavg()  # when this benchmark's process started, and the load then
+# when this benchmark's process started, the load average then, and the steal so far
+STARTED, STARTED_LOAD, STARTED_STEAL = cpu_mark(), os.getloadavg(), steal_cpu_seconds()
 
 
 def add_data_args(p: argparse.ArgumentParser, *what: str) -> None:
@@ -213,7 +255,7 @@ def best_of(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, Any]:
 
 def neighbour_cores(since: tuple[float, float | None, float] = STARTED) -> float | None:
     """Cores other processes kept busy, on average, since the mark ``since`` (None without
-    ``/proc/stat``). Own CPU time counts worker processes once they are reaped."""
+    ``/proc/stat``). Own CPU time counts every process this one started, and theirs."""
     t1, busy1, own1 = cpu_mark()
     t0, busy0, own0 = since
     if busy0 is None or busy1 is None or t1 <= t0:
@@ -225,10 +267,12 @@ def load_report() -> dict[str, Any]:
     """The run's wall seconds, its load averages at start and end, what neighbours used meanwhile,
     and whether it ran under load."""
     start, end, cores = STARTED_LOAD, os.getloadavg(), os.cpu_count() or 1
-    wall, neighbours = time.perf_counter() - STARTED[0], neighbour_cores()
+    wall, neighbours, steal_now = time.perf_counter() - STARTED[0], neighbour_cores(), steal_cpu_seconds()
+    steal = None if STARTED_STEAL is None or steal_now is None or wall <= 0 else (steal_now - STARTED_STEAL) / wall
     if neighbours is not None:
-        under = neighbours > NEIGHBOURS_MAX
-        why = f"other processes kept {neighbours:.2f} of {cores} cores busy on average while it ran"
+        under = neighbours > NEIGHBOURS_MAX or (steal or 0.0) > NEIGHBOURS_MAX
+        why = (f"other processes kept {neighbours:.2f} of {cores} cores busy on average while it ran"
+               + (f", and the hypervisor gave {steal:.2f} cores to other guests" if steal else ""))
     else:
         under = start[0] > cores / 2 or end[0] > cores + 1
         why = f"1-minute load average {start[0]:.1f} at the start, {end[0]:.1f} at the end, on {cores} cores"
@@ -236,6 +280,7 @@ def load_report() -> dict[str, Any]:
                            "load_average": {"start": [round(x, 2) for x in start], "end": [round(x, 2) for x in end],
                                             "cores": cores},
                            "neighbour_cores": None if neighbours is None else round(neighbours, 2),
+                           "steal_cores": None if steal is None else round(steal, 2),
                            "under_load": under}
     if under:
         out["warning"] = f"taken under load ({why}): the ratio may mean little; rerun on a quiet machine"

@@ -15,9 +15,9 @@ does not see (softmaxes, sampling, the copy mixture), which an equal-FLOPs study
 
 The headline ``value`` is the tokens/s of the slowest of the RTD family's new objectives (hybrid,
 corrective, mlm_then_rtd), ``baseline`` ELECTRA's; every arm's figures are in ``results``.
-``--quick``: batch 16 and 8 timed rounds, well under a minute on 2 cores with one thread; the full
+``--quick``: batch 16 and 8 timed rounds, about a minute on 2 cores with one thread; the full
 size: batch 32 (``mini``'s) and 15 rounds, about 2 minutes. No data is read: the batches are random token ids.
-Each arm runs in a process of its own (spawned), as ``pretrain.py``'s steps do: in one process the
+Each arm runs in a process of its own (forked from one that imported torch once: ``step_bench.Served``), as ``pretrain.py``'s steps do: in one process the
 arms would share glibc's heap, and one arm's allocations would decide whether another's large
 tensors come from reused memory or fresh pages (in a first one-process version ELECTRA with a
 temperature schedule, the same step plus a softmax, timed 21 % faster than ELECTRA).

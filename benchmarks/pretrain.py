@@ -25,10 +25,7 @@ naive step, its compile time apart (Inductor needs a C++ compiler on CPU).
 (:mod:`model.cpu_memory`), which kolectra's CPU trainer sets for itself: the speedup then leaves
 out what those settings add.
 ``--quick``: 2 layers instead of 12, 2 rounds instead of 11 and a 1,024³ matmul for the CPU's
-peak, about a minute on 2 cores (plus compiling). It took 336 s with 4 layers and 4 rounds while
-other jobs held the load average at 4-11 (a 4-layer fp32 step at 0.11 steps/s, where the
-12-layer one runs at 0.8-0.9 on the idle machine), and 101 s with 2 layers and 3 rounds at load
-3.5-4.7: most of the rest is starting the four step processes (torch, the model).
+peak, well under a minute on 2 cores (plus compiling); its times are in docs/benchmarks.md.
 Full size (12 layers, 11 rounds): about 5 minutes on 2 cores (plus compiling with ``--compile``).
 No data is read: the batches are random token ids.
 """

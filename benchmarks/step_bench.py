@@ -187,17 +187,25 @@ def _serve(conn, build, args: tuple) -> None:
         conn.send(("error", traceback.format_exc()))
 
 
+PRELOAD = ("torch", "transformers", "kolectra.model.electra", "kolectra.model.train")
+
+
 class Served:
-    """The parent's handle on what :func:`_serve` runs in a spawned process: each timed thing in a
-    process of its own, so no one's allocations change how another's are served (also used by
-    ``benchmarks/objectives.py``)."""
+    """The parent's handle on what :func:`_serve` runs in a process of its own (forked from a fork
+    server that has imported torch): each timed thing apart, so no one's allocations change how
+    another's are served (also used by ``benchmarks/objectives.py``)."""
 
     def __init__(self, build, *args, wait: bool = True):
         """Starts the process; ``wait=False`` returns at once (start several, then :meth:`ready` each:
         their start-ups, torch's import and the model's build, overlap)."""
         import multiprocessing as mp  # noqa: PLC0415 - only when a served benchmark starts
 
-        ctx = mp.get_context("spawn")
+        # A fork server: one process imports torch, transformers and kolectra's model (about 8 CPU
+        # seconds) and each served process forks from it, a fresh heap each. Spawned processes paid
+        # that import one by one: ten of them were most of objectives.py --quick. (Not "__main__":
+        # the server runs it without the benchmarks folder on sys.path, so its own imports fail.)
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(list(PRELOAD))
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, build, args), daemon=True)
         self.proc.start()
@@ -228,7 +236,7 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
             compile: bool = False, naive_keeps_memory: bool = False, threads: int = 0) -> dict:
     """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share.
 
-    Each runner lives in a process of its own (spawned), stepped in turn by this one. In one
+    Each runner lives in a process of its own (:class:`Served`), stepped in turn by this one. In one
     process the two would share glibc's heap, and one step's allocations decide whether the
     other's large tensors come from reused memory or from fresh pages: on this project's VM that
     moved the naive step's speed by 20-35 % depending on what ran beside it.
