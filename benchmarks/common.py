@@ -206,26 +206,12 @@ def parser(doc: str, full: str) -> argparse.ArgumentParser:
     return p
 
 
-def cpu_model() -> str | None:
-    """The CPU's model name from /proc/cpuinfo (the project's VMs have been AMD EPYC and Intel Xeon
-    machines under one name: figures from the two do not compare), or None."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    return value.strip()
-    except OSError:
-        pass
-    return None
-
-
 def machine() -> dict[str, Any]:
-    from kolectra.core.host import native_bf16
+    from kolectra.core.host import cpu_model, native_bf16
 
     info: dict[str, Any] = {
         "cpu_count": os.cpu_count(),
-        "cpu_model": cpu_model(),
+        "cpu_model": cpu_model(),  # the project's VMs have been AMD EPYC and Intel Xeon machines
         "native_bf16": native_bf16(),  # the flag that gives this CPU native bf16 matmuls, or None
         "platform": platform.platform(),
         "python": platform.python_version(),

@@ -18,17 +18,32 @@ NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 @functools.cache
-def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
-    """The first CPU's feature flags; empty where the file is missing (not Linux) or holds none."""
+def first_cpu(cpuinfo: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first CPU's entries in ``/proc/cpuinfo`` (``flags``, ``model name``, ...); empty where
+    the file is missing (not Linux)."""
     try:
         text = Path(cpuinfo).read_text(errors="replace")
     except OSError:
-        return frozenset()
+        return {}
+    out: dict[str, str] = {}
     for line in text.splitlines():
+        if not line.strip():
+            if out:
+                break  # the end of the first CPU's block
+            continue
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+        out.setdefault(key.strip(), value.strip())
+    return out
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The first CPU's feature flags; empty where the file is missing or holds none."""
+    return frozenset(first_cpu(cpuinfo).get("flags", "").split())
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name, or None (benchmarks record it: figures from two CPUs do not compare)."""
+    return first_cpu().get("model name") or None
 
 
 def native_bf16() -> str | None:

@@ -15,8 +15,10 @@ from kolectra.pipeline import configs
 
 def test_the_flags_come_from_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\nflags\t\t: fpu sse avx512f avx512_bf16\n\n"
+                    "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n")
     assert host.cpu_flags(str(info)) == {"fpu", "sse", "avx512f", "avx512_bf16"}  # the first CPU's
+    assert host.first_cpu(str(info))["model name"] == "Some CPU @ 2.0GHz"
     assert host.cpu_flags(str(tmp_path / "none")) == frozenset()
     (tmp_path / "empty").write_text("processor : 0\n")
     assert host.cpu_flags(str(tmp_path / "empty")) == frozenset()
