@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import sys
 import tempfile
@@ -260,7 +259,6 @@ def main() -> None:
         vocab_dir = args.vocab or train_vocab(docs, tmp / "vocab")
         cfg = ExamplesConfig(max_seq_length=args.max_seq_length, allow_other_corpus_vocab=args.vocab is None)
 
-        load_before = os.getloadavg()
         workers = beam_workers(args.beam_arg, corpus_dir)
         two_args = [a for a in args.beam_arg if not a.startswith("--direct_num_workers")] + ["--direct_num_workers=2"]
         # a first Beam job in a process imports parts of Beam lazily: pay that before timing anything
@@ -274,7 +272,6 @@ def main() -> None:
         plain_s, plain_cpu = (plain_a[0] + plain_b[0]) / 2, (plain_a[1] + plain_b[1]) / 2
         _, fixed_cpu, _ = beam_run(cfg, head, vocab_dir, tmp / "fixed1", args.beam_arg)
         _, fixed2_cpu, _ = beam_run(cfg, head, vocab_dir, tmp / "fixed2", two_args)
-        load_after = os.getloadavg()
         if plain["tokens"] != stats["tokens"] or plain["examples"] != stats["examples"]:
             sys.exit(f"benchmarks/examples.py: the baseline wrote other examples ({plain} vs {stats})")
         if stats2 != stats:
@@ -307,7 +304,6 @@ def main() -> None:
          speedup_2_workers_cpu_bound=round(2 * beam_cpu / beam2_cpu, 3),
          speedup_2_workers_cpu_bound_steady=round(2 * (beam_cpu - fixed_cpu) / (beam2_cpu - fixed2_cpu), 3)
          if beam2_cpu > fixed2_cpu else None,
-         load_average={"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]},
          loader={"unit": "batches/s", "value": round(loader_bps, 1), "batch_size": batch,
                  "seq_len": index.max_seq_length,
                  "baseline": {"name": "trainer steps/s at the small preset (CPU)", "value": round(trainer_sps, 4),

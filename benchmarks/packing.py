@@ -27,7 +27,6 @@ NSMC reviews (a step of the ``small`` preset at batch 32 takes about 38 s there)
 from __future__ import annotations
 
 import dataclasses
-import os
 import statistics
 import tempfile
 import time
@@ -98,7 +97,6 @@ def main() -> None:
 
     preset = args.preset or ("tiny" if args.quick else "small")
     rounds = args.rounds or (5 if args.quick else 7)
-    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kolectra-bench-packing-") as tmp:
         tmp = Path(tmp)
         docs = None
@@ -131,8 +129,7 @@ def main() -> None:
          examples={k: s["examples"] for k, s in stats.items()}, sequences=stats["isolated"]["sequences"],
          step_seconds={k: round(statistics.median(v), 4) for k, v in times.items()},
          ratio_per_round_quartiles=[round(q, 3) for q in statistics.quantiles(per_round, n=4)] if len(per_round) > 1
-         else per_round, load_average={"before": [round(x, 2) for x in load_before],
-                                       "after": [round(x, 2) for x in os.getloadavg()]})
+         else per_round)
 
 
 if __name__ == "__main__":
