@@ -17,7 +17,8 @@ The headline ``value`` is the tokens/s of the slowest of the RTD family's new ob
 corrective, mlm_then_rtd), ``baseline`` ELECTRA's; every arm's figures are in ``results``.
 ``--quick``: batch 16 and 8 timed rounds, about a minute on 2 cores with one thread; the full
 size: batch 32 (``mini``'s) and 15 rounds, about 2 minutes. No data is read: the batches are random token ids.
-Each arm runs in a process of its own (forked from one that imported torch once: ``step_bench.Served``), as ``pretrain.py``'s steps do: in one process the
+Each arm runs in a process of its own (``step_bench.Served``: forked from a server that imported
+torch once), as ``pretrain.py``'s steps do: in one process the
 arms would share glibc's heap, and one arm's allocations would decide whether another's large
 tensors come from reused memory or fresh pages (in a first one-process version ELECTRA with a
 temperature schedule, the same step plus a softmax, timed 21 % faster than ELECTRA).
@@ -126,10 +127,8 @@ def main() -> None:
                   batch_size=batch, steps=warmup + rounds + 1, seed=0)
     runners: dict[str, Served] = {}
     try:
-        for a in arms:  # started together: their start-ups overlap (most of a quick run's time otherwise)
-            runners[a] = Served(_arm_answers, a, dict(kwargs), wait=False)
-        for r in runners.values():
-            r.ready()
+        for a in arms:
+            runners[a] = Served(_arm_answers, a, dict(kwargs))
         facts = {a: r.ask("facts") for a, r in runners.items()}
         times: dict[str, list[float]] = {a: [] for a in arms}
         for r in range(warmup + rounds):

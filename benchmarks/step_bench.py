@@ -195,9 +195,7 @@ class Served:
     server that has imported torch): each timed thing apart, so no one's allocations change how
     another's are served (also used by ``benchmarks/objectives.py``)."""
 
-    def __init__(self, build, *args, wait: bool = True):
-        """Starts the process; ``wait=False`` returns at once (start several, then :meth:`ready` each:
-        their start-ups, torch's import and the model's build, overlap)."""
+    def __init__(self, build, *args):
         import multiprocessing as mp  # noqa: PLC0415 - only when a served benchmark starts
 
         # A fork server: one process imports torch, transformers and kolectra's model (about 8 CPU
@@ -209,11 +207,6 @@ class Served:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, build, args), daemon=True)
         self.proc.start()
-        if wait:
-            self.ready()
-
-    def ready(self) -> None:
-        """Waits until the process has built what it serves."""
         self._answer()
 
     def _answer(self):

@@ -40,8 +40,7 @@ def fit_pretrain_warmup(cfg: Any, sets: Sequence[str]) -> tuple[Any, str | None]
     ``train.warmup_steps`` (:func:`kolectra.model.config.fit_warmup`); and the line saying so."""
     from kolectra.model.config import fit_warmup
 
-    explicit = any(s.split("=", 1)[0].strip() == "train.warmup_steps" for s in sets)
-    return fit_warmup(cfg, explicit)
+    return fit_warmup(cfg, _user_set(sets, "train.warmup_steps"))
 
 
 def fit_pretrain_precision(cfg: Any, sets: Sequence[str]) -> Any:
@@ -50,8 +49,12 @@ def fit_pretrain_precision(cfg: Any, sets: Sequence[str]) -> Any:
     from kolectra.core.host import native_bf16
     from kolectra.model.config import fit_precision
 
-    explicit = any(s.split("=", 1)[0].strip() == "train.bf16" for s in sets)
-    return fit_precision(cfg, explicit, native_bf16())
+    return fit_precision(cfg, _user_set(sets, "train.bf16"), native_bf16())
+
+
+def _user_set(sets: Sequence[str], key: str) -> bool:
+    """Whether one of the ``key=value`` overrides sets ``key`` (the user chose it, not the preset)."""
+    return any(s.split("=", 1)[0].strip() == key for s in sets)
 
 
 def seed_key(cfg: Any) -> str:

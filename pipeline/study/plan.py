@@ -25,6 +25,12 @@ FLAG_SWITCHES = {"bf16": "train.bf16=true", "fp32": "train.bf16=false"}
 _SWITCH = re.compile(r"([a-z]+)(\d+(?:\.\d+)?|\.\d+)")
 
 
+def _known_switches(say_sets: bool = False) -> str:
+    """Every switch an arm takes, for an error message (``+maskN``, ..., ``+bf16``, ``+fp32``)."""
+    return ", ".join([*(f"+{k}N" + (f" sets {v}" if say_sets else "") for k, v in RECIPE_SWITCHES.items()),
+                      *(f"+{k}" + (f" sets {v}" if say_sets else "") for k, v in FLAG_SWITCHES.items())])
+
+
 def parse_arm(arm: str) -> tuple[str, str]:
     """``electra-gdes`` -> (objective, embedding sharing); a bare objective shares ELECTRA's way.
     Recipe switches (``+mask0.3``) are allowed and left to :func:`arm_switches`."""
@@ -44,7 +50,7 @@ def arm_settings(arm: str) -> tuple[str, str, list[str]]:
     if objective not in OBJECTIVES or sharing not in EMBEDDING_SHARING:
         raise ConfigError(f"study: unknown arm {arm!r} (an objective of {', '.join(OBJECTIVES)}, optionally "
                             f"with -{'/-'.join(EMBEDDING_SHARING)} and recipe switches "
-                            f"{', '.join([*(f'+{k}N' for k in RECIPE_SWITCHES), *(f'+{k}' for k in FLAG_SWITCHES)])})")
+                            f"{_known_switches()})")
     sets = []
     for sw in switches:
         if sw in FLAG_SWITCHES:
@@ -52,9 +58,8 @@ def arm_settings(arm: str) -> tuple[str, str, list[str]]:
             continue
         m = _SWITCH.fullmatch(sw)
         if not m or m.group(1) not in RECIPE_SWITCHES:
-            raise ConfigError(f"study: arm {arm!r}: unknown recipe switch {'+' + sw!r} (known: "
-                                + ", ".join([*(f"+{k}N sets {v}" for k, v in RECIPE_SWITCHES.items()),
-                                             *(f"+{k} sets {v}" for k, v in FLAG_SWITCHES.items())]) + ")")
+            raise ConfigError(f"study: arm {arm!r}: unknown recipe switch {'+' + sw!r} "
+                              f"(known: {_known_switches(say_sets=True)})")
         sets.append(f"{RECIPE_SWITCHES[m.group(1)]}={m.group(2)}")
     return objective, sharing, sets
 
