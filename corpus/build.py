@@ -39,7 +39,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
-from kolectra.corpus import inputs, neardup, outputs, reader
+from kolectra.corpus import inputs, languages, neardup, outputs, reader
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.outputs import (  # noqa: F401  (re-exported: the stage's API)
     REJECTS_FILE,
@@ -56,6 +56,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     REMOTE_RUNNERS,
     CorpusOptions,
     Interruption,
+    analysis_threads,
     input_bytes,
     local_workers,
     new_pipeline,
@@ -106,7 +107,7 @@ def _ranked(reason_doc, seed: int):
 
 
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile], sources: dict[str, str],
-            out_dir: str, buckets: int, progress_dir: str | None) -> None:
+            out_dir: str, buckets: int, progress_dir: str | None, threads: int = 1) -> None:
     all_shards = [((s, i), []) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
     read = (
         p
@@ -130,7 +131,7 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
     shared = (docs | "IdBuckets" >> beam.ParDo(IdBuckets(buckets)) | "GroupIds" >> beam.GroupByKey()
               | "SharedIds" >> beam.FlatMap(shared_ids))
     tallies.append(shared)
-    placed = docs | "AnalyseAndPlace" >> beam.ParDo(AnalyseAndPlace(cfg, progress_dir)).with_outputs(TALLY, SAMPLES, main="docs")
+    placed = docs | "AnalyseAndPlace" >> beam.ParDo(AnalyseAndPlace(cfg, progress_dir, threads)).with_outputs(TALLY, SAMPLES, main="docs")
     dropped_samples = (
         tuple(samples)
         | "DroppedSamples" >> beam.Flatten()
@@ -185,10 +186,13 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     total = sum(f.bytes for f in listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
+    threads = analysis_threads(options)
     shown = runner
     if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)
         shown = f"FnApiRunner, {direct.direct_num_workers} worker(s) ({direct.direct_running_mode})"
+    if languages.profile(cfg.language).analyser == "kiwi":
+        shown += f", Kiwi on {threads} thread(s) a worker"
     progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB, runner {shown}, language {cfg.language}")
     in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
     staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
@@ -206,7 +210,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:
-                _recipe(p, cfg, listed, sources, out, dedup_buckets(total), progress_dir)
+                _recipe(p, cfg, listed, sources, out, dedup_buckets(total), progress_dir, threads)
     except BaseException:
         if not ctrl_c.happened:
             raise

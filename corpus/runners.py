@@ -3,7 +3,8 @@
 and how parallel the job runs, never what it writes.
 
 - no runner / ``DirectRunner``: the in-process FnApiRunner (never Prism, which downloads a
-  binary), with worker processes for large inputs (:func:`local_workers`);
+  binary), with worker processes for large inputs on 4 or more CPUs (:func:`local_workers`)
+  and Kiwi analysing on each worker's share of the CPUs (:func:`analysis_threads`);
 - any other runner: options pass unchanged; ``--corpus_staging`` (:class:`CorpusOptions`) names
   a directory remote workers write to, fetched into the local artifact afterwards.
 
@@ -165,24 +166,33 @@ LOCAL_RUNNER = "kolectra.corpus.runners.LocalRunner"
 # ~0.45 GB each) than it saves: Kiwi analyses about 0.1-0.2 MB of text a second per core.
 MULTI_WORKER_MIN_BYTES = 4 << 20
 MAX_LOCAL_WORKERS = 8
+# CPUs per local worker process above that size: its Kiwi analyses on that many threads, and its
+# tokenizer (examples stage) runs its own. On 2 cores one in-process worker with Kiwi on 2 threads
+# was as fast as 2 worker processes on 82,000 reviews and 1.3x faster on 20,000, with one Kiwi in
+# memory instead of two (docs/corpus.md, "Runners"); processes still split the pipeline's Python
+# work, which threads cannot, so larger machines get one process per this many CPUs.
+CPUS_PER_LOCAL_WORKER = 2
 # After the runner failed, how long to wait for a dead worker's exit to be reported (the runner
 # can see the closed channel first): the difference between one clear line and a gRPC error.
 DEATH_REPORT_WAIT = 3.0
 
 
 def local_workers(input_bytes: int, cpus: int | None = None) -> int:
-    """Worker processes for a local run when ``--direct_num_workers`` is not given."""
+    """Worker processes for a local run when ``--direct_num_workers`` is not given: one below
+    :data:`MULTI_WORKER_MIN_BYTES`, else one per :data:`CPUS_PER_LOCAL_WORKER` CPUs (up to
+    :data:`MAX_LOCAL_WORKERS`); :func:`analysis_threads` gives each its share of the CPUs."""
     cpus = cpus or os.cpu_count() or 1
-    return 1 if input_bytes < MULTI_WORKER_MIN_BYTES else max(1, min(cpus, MAX_LOCAL_WORKERS))
+    if input_bytes < MULTI_WORKER_MIN_BYTES:
+        return 1
+    return max(1, min(cpus // CPUS_PER_LOCAL_WORKER, MAX_LOCAL_WORKERS))
 
 
 def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
     """Beam options from the pass-through arguments. A local run (no runner, or DirectRunner) is
-    the in-process FnApiRunner with ``direct_num_workers`` worker *processes* (two threads
-    sharing one Kiwi showed no gain over one in our measurements, and the rest of the pipeline
-    is Python under the GIL); the number defaults to the CPU count for
-    inputs over :data:`MULTI_WORKER_MIN_BYTES`. Any other runner and option pass unchanged.
-    The output bytes do not depend on any of this."""
+    the in-process FnApiRunner with ``direct_num_workers`` worker *processes* (Beam's
+    ``multi_threading`` mode showed no gain in our measurements: the pipeline's Python runs
+    under one GIL; Kiwi's own threads are :func:`analysis_threads`); the number defaults to :func:`local_workers`. Any
+    other runner and option pass unchanged. The output bytes do not depend on any of this."""
     opts = PipelineOptions(list(beam_args))
     std = opts.view_as(StandardOptions)
     if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner", "fnapirunner"):
@@ -300,6 +310,28 @@ class CorpusOptions(PipelineOptions):
             help="directory (gs://, s3://, hdfs:// ...) where remote workers write the corpus files; "
             "they are copied into the local artifact afterwards and the staging copy deleted",
         )
+        parser.add_argument(
+            "--analysis_threads",
+            type=int,
+            default=None,
+            help="Kiwi's analysing threads in each worker (default: for local runs, the CPUs shared among "
+            "the local workers; for other runners 1, since their workers take a core each)",
+        )
+
+
+def analysis_threads(options: PipelineOptions, cpus: int | None = None) -> int:
+    """Kiwi's analysing threads per worker: ``--analysis_threads``, else for the local runner the
+    CPUs divided among its workers (one in-process worker on 2 cores: 2 threads), else 1 (remote
+    runners such as Dataflow start an SDK process per core)."""
+    given = options.view_as(CorpusOptions).analysis_threads
+    if given is not None:
+        if given < 1:
+            raise UserInputError(f"--analysis_threads {given}: give 1 or more threads (or leave it out for the default)")
+        return given
+    if options.view_as(StandardOptions).runner != LOCAL_RUNNER:
+        return 1
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, cpus // max(1, options.view_as(DirectOptions).direct_num_workers or 1))
 
 
 # Runners whose workers cannot see the launcher's disk.

@@ -233,9 +233,10 @@ class AnalyseAndPlace(beam.DoFn):
     sentences and morphs, the train/valid split, the shard, and the document serialised on the
     worker that analysed it (the shard step then only sorts and joins strings).
 
-    One analyser per worker process, built in ``setup``. Documents are analysed in batches of up
-    to :data:`BATCH` documents or :data:`BATCH_CHARS` characters (Kiwi runs over the whole batch
-    in a tight loop, its model hot in the CPU caches, before anything else). Their lines go to
+    One analyser per worker process, built in ``setup``, on ``threads`` analysing threads.
+    Documents are analysed in batches of up to :data:`BATCH` documents or :data:`BATCH_CHARS`
+    characters (Kiwi runs over the whole batch in a tight loop, its model hot in the CPU caches,
+    before anything else, or on its pool while this thread takes the results). Their lines go to
     the shard step in chunks of up to :data:`CHUNK` per shard; the split counts and the kept
     sample are accumulated per bundle and emitted in ``finish_bundle``."""
 
@@ -243,13 +244,14 @@ class AnalyseAndPlace(beam.DoFn):
     BATCH_CHARS = 1 << 20
     CHUNK = 512
 
-    def __init__(self, cfg: CorpusConfig, progress_dir: str | None = None):
+    def __init__(self, cfg: CorpusConfig, progress_dir: str | None = None, threads: int = 1):
         self.cfg = cfg
         self.progress_dir = progress_dir
+        self.threads = threads  # Kiwi's analysing threads in each worker (corpus/runners.py: analysis_threads)
 
     def setup(self):
         tune_gc()
-        self.segmenter = make_segmenter(self.cfg.language)
+        self.segmenter = make_segmenter(self.cfg.language, self.threads)
         self.progress = WorkerCounts(self.progress_dir)
 
     def start_bundle(self):

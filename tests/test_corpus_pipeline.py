@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from kolectra.corpus import build, shards
+from kolectra.core.errors import UserInputError
+from kolectra.corpus import build, runners, shards
 from kolectra.corpus.config import default_config
 
 REVIEWS = [
@@ -91,13 +92,14 @@ def runs(tmp_path_factory):
         strip_html=True, mask_pii=True, max_repeat=3
     )
     outs = []
-    # the second run uses two worker processes (each loads its own Kiwi): output must not depend
-    # on bundling or on the number of workers
-    # on bundling or on the number of workers. It also writes through a staging directory, as a
-    # remote runner does (--corpus_staging), which must give the same artifact.
+    # the first run is one in-process worker whose Kiwi analyses on a pool of 3 threads, the second
+    # two worker processes (each loads its own Kiwi, one thread): output must not depend on
+    # bundling, on the number of workers or on Kiwi's threads. The second also writes through a
+    # staging directory, as a remote runner does (--corpus_staging), which must give the same artifact.
     staging = root / "staging"
     staging.mkdir()
-    for i, beam_args in enumerate([[], ["--direct_num_workers=2", "--corpus_staging", str(staging)]]):
+    for i, beam_args in enumerate([["--analysis_threads=3"],
+                                   ["--direct_num_workers=2", "--corpus_staging", str(staging)]]):
         out = root / f"out{i}"
         out.mkdir()
         result = build.build(cfg, [str(root / "in" / "*")], out, beam_args)
@@ -193,12 +195,27 @@ def test_samples_show_kept_and_dropped_documents_per_reason(runs):
 def test_stage_version_and_local_worker_defaults():
     assert isinstance(build.STAGE_VERSION, int) and build.STAGE_VERSION >= 2
     assert build.local_workers(1000, cpus=8) == 1  # tiny input: no worker processes to start
-    assert build.local_workers(1 << 30, cpus=4) == 4
+    assert build.local_workers(1 << 30, cpus=4) == 2  # a process per 2 CPUs, Kiwi on 2 threads each
+    assert build.local_workers(1 << 30, cpus=2) == 1  # 2 CPUs: one in-process worker, Kiwi on both
+    assert build.local_workers(1 << 30, cpus=64) == 8
     direct = lambda args, size: build.pipeline_options(args, size).view_as(DirectOptions)  # noqa: E731
-    assert direct([], 1 << 30).direct_running_mode == "multi_processing"
+    assert build.pipeline_options([], 1 << 30).view_as(DirectOptions).direct_num_workers == build.local_workers(1 << 30)
     assert direct(["--direct_num_workers=1"], 1 << 30).direct_num_workers == 1  # explicit wins
     assert direct(["--direct_num_workers", "3"], 0).direct_num_workers == 3
+    assert direct(["--direct_num_workers", "3"], 0).direct_running_mode == "multi_processing"
     assert direct(["--direct_num_workers=2", "--direct_running_mode=multi_threading"], 0).direct_running_mode == "multi_threading"
+
+
+def test_kiwi_threads_share_the_cpus_among_local_workers():
+    threads = lambda args, size=0, cpus=8: runners.analysis_threads(runners.pipeline_options(args, size), cpus)  # noqa: E731
+    assert threads([]) == 8  # one in-process worker: Kiwi on every CPU
+    assert threads(["--direct_num_workers=2"]) == 4
+    assert threads(["--direct_num_workers=3"]) == 2
+    assert threads(["--direct_num_workers=16"]) == 1
+    assert threads(["--direct_num_workers=2", "--analysis_threads=3"]) == 3  # explicit wins
+    assert threads(["--runner=PortableRunner"]) == 1  # a remote runner's workers take a core each
+    with pytest.raises(UserInputError, match="--analysis_threads 0"):
+        threads(["--analysis_threads=0"])
 
 
 def test_reject_ratio_gate_names_the_worst_file():

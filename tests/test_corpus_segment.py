@@ -58,6 +58,14 @@ def test_kiwi_spans_are_surface_offsets(segmenter, text):
     assert surfaces == "".join(text.split())
 
 
+def test_kiwi_on_a_thread_pool_gives_the_same_spans(segmenter):
+    texts = ["영화 진짜 재밌었다ㅠㅠ 최고", "", "어제 갔어요. 둘째 문장", "😀좋아요 👍🏻", ""] * 40
+    pooled = segment.Segmenter(threads=2)
+    assert pooled.kiwi.num_workers == 2 and segmenter.kiwi.num_workers == 1  # 0 asked: the calling thread
+    assert pooled.segment_many(texts) == segmenter.segment_many(texts)
+    assert pooled.segment("어제 갔어요") == segmenter.segment("어제 갔어요")
+
+
 def test_irregular_forms_keep_the_surface(segmenter):
     text = "어제 갔어요"
     _, morphs = segmenter.segment(text)

@@ -156,6 +156,8 @@ def test_out_that_is_a_file_and_study_flops_inf(tmp_path, capsys):
     assert "--flops: expected a finite number > 0, got inf" in _one_line(capsys.readouterr().err, "study")
     assert main(["corpus", "--input", "x", "--out", str(tmp_path), "--direct_num_workers", "-3"]) == 2
     assert "--direct_num_workers" in _one_line(capsys.readouterr().err, "corpus")
+    assert main(["corpus", "--input", "x", "--out", str(tmp_path), "--analysis_threads", "0"]) == 2
+    assert "--analysis_threads: expected a whole number >= 1" in _one_line(capsys.readouterr().err, "corpus")
 
 
 @pytest.mark.parametrize("name, data", [

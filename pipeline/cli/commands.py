@@ -436,12 +436,20 @@ def _option_strings(parser: argparse.ArgumentParser, command: str) -> list[str]:
     return [s for a in sub.choices[command]._actions for s in a.option_strings if s.startswith("--")]  # noqa: SLF001
 
 
+# Beam options whose bad values Beam reports with a traceback from deep inside (or, for ours, only
+# when a job runs: a reused artifact would skip the check): the least whole number, and its meaning.
+_WHOLE_NUMBER_OPTIONS = {
+    "--direct_num_workers": (0, "0 = one per core"),
+    "--analysis_threads": (1, "Kiwi's threads a worker"),
+}
+
+
 def check_beam_args(beam_args: list[str]) -> None:
-    """The Beam options whose bad values Beam itself reports with a traceback from deep inside."""
+    """The whole-number Beam options in :data:`_WHOLE_NUMBER_OPTIONS`, before anything runs."""
     for i, arg in enumerate(beam_args):
         key, _, value = arg.partition("=")
-        if key == "--direct_num_workers":
+        if key in _WHOLE_NUMBER_OPTIONS:
+            least, meaning = _WHOLE_NUMBER_OPTIONS[key]
             value = value or (beam_args[i + 1] if i + 1 < len(beam_args) else "")
-            if not value.lstrip("-").isdigit() or int(value) < 0:
-                raise ConfigError(f"--direct_num_workers: expected a whole number >= 0 (0 = one per core), "
-                                  f"got {value!r}")
+            if not value.lstrip("-").isdigit() or int(value) < least:
+                raise ConfigError(f"{key}: expected a whole number >= {least} ({meaning}), got {value!r}")
