@@ -34,6 +34,7 @@ from kolectra.corpus.outputs import take_report
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 from kolectra.corpus.runners import (
     LOCAL_RUNNER,
+    cpus_per_worker,
     input_bytes,
     interruptible,
     new_pipeline,
@@ -140,7 +141,8 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
              f"({mode}), runner {runner}{workers}")
     processes = runner != LOCAL_RUNNER or direct.direct_running_mode == "multi_processing"
     job = examples_beam.Job(cfg=cfg, tokenizer_path=tokenizer_path, dtype=dtype.name,
-                            vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes)
+                            vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes,
+                            tokenizer_threads=cpus_per_worker(options))
     # Ctrl-C: one line (the store adds that nothing was published), whatever Beam made of it
     with interruptible("interrupted during the examples job"), runner_setup(options), new_pipeline(options) as p:
         examples_beam.recipe(p, job, paths, parts)

@@ -66,9 +66,11 @@ class Job:
     dtype: str
     vocab_size: int
     out_dir: str
-    # Worker processes of their own run side by side: the tokenizer's own threads (one per core
-    # each) would only contend with the other workers for the same cores.
+    # Worker processes of their own run side by side: each gets its share of the cores for the
+    # tokenizer's threads (corpus/runners.py: cpus_per_worker); by default the tokenizer would
+    # start one per core in each, contending with the other workers for the same cores.
     worker_processes: bool = False
+    tokenizer_threads: int = 1
 
 
 # ---------------------------------------------------------------- steps
@@ -142,8 +144,10 @@ class TokenizeAndPack(beam.DoFn):
         self.job = job
 
     def setup(self):
-        if self.job.worker_processes:
+        if self.job.worker_processes and self.job.tokenizer_threads <= 1:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by tokenizers at each batch call
+        elif self.job.worker_processes:  # read when the tokenizer's thread pool starts, at its first batch
+            os.environ["RAYON_NUM_THREADS"] = str(self.job.tokenizer_threads)
         from tokenizers import Tokenizer  # noqa: PLC0415 - in the Beam worker, not at pickling time
 
         self.tok = Tokenizer.from_str(storage.read_bytes(self.job.tokenizer_path).decode("utf-8"))

@@ -319,19 +319,24 @@ class CorpusOptions(PipelineOptions):
         )
 
 
+def cpus_per_worker(options: PipelineOptions, cpus: int | None = None) -> int:
+    """The CPUs each worker may keep busy with native threads (Kiwi's, the tokenizer's): for the
+    local runner the CPUs divided among its workers (one in-process worker on 2 cores: 2), else 1
+    (remote runners such as Dataflow start an SDK process per core)."""
+    if options.view_as(StandardOptions).runner != LOCAL_RUNNER:
+        return 1
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, cpus // max(1, options.view_as(DirectOptions).direct_num_workers or 1))
+
+
 def analysis_threads(options: PipelineOptions, cpus: int | None = None) -> int:
-    """Kiwi's analysing threads per worker: ``--analysis_threads``, else for the local runner the
-    CPUs divided among its workers (one in-process worker on 2 cores: 2 threads), else 1 (remote
-    runners such as Dataflow start an SDK process per core)."""
+    """Kiwi's analysing threads per worker: ``--analysis_threads``, else :func:`cpus_per_worker`."""
     given = options.view_as(CorpusOptions).analysis_threads
     if given is not None:
         if given < 1:
             raise UserInputError(f"--analysis_threads {given}: give 1 or more threads (or leave it out for the default)")
         return given
-    if options.view_as(StandardOptions).runner != LOCAL_RUNNER:
-        return 1
-    cpus = cpus or os.cpu_count() or 1
-    return max(1, cpus // max(1, options.view_as(DirectOptions).direct_num_workers or 1))
+    return cpus_per_worker(options, cpus)
 
 
 # Runners whose workers cannot see the launcher's disk.

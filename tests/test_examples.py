@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -17,7 +18,7 @@ from tokenizers import Tokenizer, models
 
 from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput
-from kolectra.corpus import shards
+from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples import build
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
@@ -437,3 +438,13 @@ def test_holdout_ids_keep_documents_out_of_the_examples(inputs, tmp_path):
     held_seqs = Counter(_sequences(*_load(out, with_docs=True)[1:]))
     base_seqs = Counter(_sequences(*_load(inputs["root"] / "unheld", with_docs=True)[1:]))
     assert held_seqs <= base_seqs and sum(held_seqs.values()) == stats["sequences"]
+
+
+@pytest.mark.parametrize("threads, expected", [(1, {"TOKENIZERS_PARALLELISM": "false"}), (3, {"RAYON_NUM_THREADS": "3"})])
+def test_a_worker_process_keeps_the_tokenizer_to_its_share_of_the_cores(inputs, monkeypatch, threads, expected):
+    for name in ("TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)  # and restored after: setup writes this process's environment
+    job = examples_beam.Job(cfg=CFG, tokenizer_path=str(inputs["vocab"] / "tokenizer.json"), dtype="uint16",
+                            vocab_size=100, out_dir="unused", worker_processes=True, tokenizer_threads=threads)
+    examples_beam.TokenizeAndPack(job).setup()
+    assert {k: v for k in ("TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS") if (v := os.environ.get(k))} == expected
