@@ -166,11 +166,11 @@ LOCAL_RUNNER = "kolectra.corpus.runners.LocalRunner"
 # ~0.45 GB each) than it saves: Kiwi analyses about 0.1-0.2 MB of text a second per core.
 MULTI_WORKER_MIN_BYTES = 4 << 20
 MAX_LOCAL_WORKERS = 8
-# CPUs per local worker process above that size: its Kiwi analyses on that many threads, and its
-# tokenizer (examples stage) runs its own. On 2 cores one in-process worker with Kiwi on 2 threads
-# was as fast as 2 worker processes on 82,000 reviews and 1.3x faster on 20,000, with one Kiwi in
-# memory instead of two (docs/corpus.md, "Runners"); processes still split the pipeline's Python
-# work, which threads cannot, so larger machines get one process per this many CPUs.
+# CPUs per local worker process above that size: its Kiwi (and the examples stage's tokenizer)
+# runs that many threads. On 2 cores one in-process worker with Kiwi on 2 threads was at least as
+# fast as 2 worker processes, with one Kiwi in memory instead of two (docs/corpus.md, "Kiwi's
+# thread pool"); processes still split the pipeline's Python work, which threads cannot, so
+# larger machines get one process per this many CPUs.
 CPUS_PER_LOCAL_WORKER = 2
 # After the runner failed, how long to wait for a dead worker's exit to be reported (the runner
 # can see the closed channel first): the difference between one clear line and a gRPC error.
@@ -191,8 +191,9 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     """Beam options from the pass-through arguments. A local run (no runner, or DirectRunner) is
     the in-process FnApiRunner with ``direct_num_workers`` worker *processes* (Beam's
     ``multi_threading`` mode showed no gain in our measurements: the pipeline's Python runs
-    under one GIL; Kiwi's own threads are :func:`analysis_threads`); the number defaults to :func:`local_workers`. Any
-    other runner and option pass unchanged. The output bytes do not depend on any of this."""
+    under one GIL; Kiwi's own threads are :func:`analysis_threads`); the number defaults to
+    :func:`local_workers`. Any other runner and option pass unchanged. The output bytes do not
+    depend on any of this."""
     opts = PipelineOptions(list(beam_args))
     std = opts.view_as(StandardOptions)
     if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner", "fnapirunner"):

@@ -116,7 +116,7 @@ class Segmenter:
     ``threads`` > 1 gives Kiwi a pool of that many analysing threads: :meth:`segment_many` hands
     it the whole batch and turns each result into spans in this thread while the pool analyses
     the texts after it (Kiwi's analysis runs without the GIL). The spans are the same whatever the
-    number; on 2 cores 2 threads segment 1.8-1.9x as fast as one (docs/corpus.md, "Runners")."""
+    number (measured: docs/corpus.md, "Kiwi's thread pool")."""
 
     def __init__(self, threads: int = 1) -> None:
         from kiwipiepy import Kiwi  # noqa: PLC0415 - imported here: workers that never segment need not load it
