@@ -298,10 +298,14 @@ class Command:
     loads: str = ""
 
 
-BEAM_NOTE = "Any further --option is passed to Beam unchanged (e.g. --runner)."
+BEAM_NOTE = ("Any further --option is passed to Beam unchanged (e.g. --runner; --direct_num_workers N:\n"
+             "local worker processes, by default one per 2 CPUs above 4 MB of input).")
+CORPUS_NOTE = (BEAM_NOTE + "\nkolectra adds --analysis_threads N (Kiwi's threads a worker; default: a local\n"
+               "worker's share of the CPUs, 1 on other runners) and --corpus_staging DIR (where\n"
+               "remote workers write).")
 COMMANDS: dict[str, Command] = {
     "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
-                      description=BEAM_NOTE, config=config_corpus, set_example="min_chars=20", code="corpus/",
+                      description=CORPUS_NOTE, config=config_corpus, set_example="min_chars=20", code="corpus/",
                       loads="Apache Beam, kiwipiepy",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
     "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab,
