@@ -34,6 +34,7 @@ from kolectra.corpus.outputs import take_report
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 from kolectra.corpus.runners import (
     LOCAL_RUNNER,
+    MULTI_WORKER_MIN_BYTES,
     cpus_per_worker,
     input_bytes,
     interruptible,
@@ -103,6 +104,14 @@ def parts_per_shard(options, shards: int) -> int:
     return max(1, -(-workers // shards))
 
 
+def tokenizer_threads(options, size: int, processes: bool) -> int:
+    """The tokenizer's threads in each worker: a worker process's share of the CPUs
+    (:func:`cpus_per_worker`), and the in-process worker's too from :data:`MULTI_WORKER_MIN_BYTES`
+    of input; below that one thread, since on small jobs the threads' hand-offs cost more CPU
+    time than they save wall time (measured: docs/examples.md, "Figures")."""
+    return cpus_per_worker(options) if processes or size >= MULTI_WORKER_MIN_BYTES else 1
+
+
 # ---- shell ----------------------------------------------------------------------------------
 def corpus_shard_urls(files: list[str], corpus_url: str, split: str) -> list[str]:
     """The ``split`` shards of a corpus artifact on a store, from its manifest's file list."""
@@ -130,7 +139,8 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
         else [str(p) for p in corpus_shards(Path(corpus_dir), cfg.split)]
     tokenizer_path = tokenizer_url or str(tokenizer_dir / "tokenizer.json")
 
-    options = pipeline_options(list(beam_args), input_bytes(paths))
+    size = input_bytes(paths)
+    options = pipeline_options(list(beam_args), size)
     runner = options.view_as(StandardOptions).runner
     direct = options.view_as(DirectOptions)
     workers = f", {direct.direct_num_workers} worker(s)" if direct.direct_num_workers else ""
@@ -142,9 +152,10 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     processes = runner != LOCAL_RUNNER or direct.direct_running_mode == "multi_processing"
     job = examples_beam.Job(cfg=cfg, tokenizer_path=tokenizer_path, dtype=dtype.name,
                             vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes,
-                            tokenizer_threads=cpus_per_worker(options))
+                            tokenizer_threads=tokenizer_threads(options, size, processes))
     # Ctrl-C: one line (the store adds that nothing was published), whatever Beam made of it
-    with interruptible("interrupted during the examples job"), runner_setup(options), new_pipeline(options) as p:
+    with (interruptible("interrupted during the examples job"), examples_beam.in_process_tokenizer(job),
+          runner_setup(options), new_pipeline(options) as p):
         examples_beam.recipe(p, job, paths, parts)
 
     written = take_report(str(out_dir))

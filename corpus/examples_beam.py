@@ -25,11 +25,12 @@ per kind keeps the graph, and its start-up, small).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import json
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import apache_beam as beam
 import numpy as np
@@ -130,6 +131,25 @@ def read_holdout(path: str) -> frozenset[str]:
 
 def _tally(name: str, n: int):
     return beam.pvalue.TaggedOutput(REPORT, ("tally", name, n))
+
+
+@contextlib.contextmanager
+def in_process_tokenizer(job: Job) -> Iterator[None]:
+    """Around a job whose worker is this process: hold the tokenizer to one thread while it runs
+    when ``job.tokenizer_threads`` is 1 (``TOKENIZERS_PARALLELISM`` is read at each batch call),
+    then give the process its own setting back. Worker processes set theirs in ``setup``."""
+    if job.worker_processes or job.tokenizer_threads > 1:
+        yield
+        return
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
 class TokenizeAndPack(beam.DoFn):

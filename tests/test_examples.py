@@ -4,6 +4,7 @@ and refusals — on a real Korean corpus with a real vocab."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -448,3 +449,24 @@ def test_a_worker_process_keeps_the_tokenizer_to_its_share_of_the_cores(inputs, 
                             vocab_size=100, out_dir="unused", worker_processes=True, tokenizer_threads=threads)
     examples_beam.TokenizeAndPack(job).setup()
     assert {k: v for k in ("TOKENIZERS_PARALLELISM", "RAYON_NUM_THREADS") if (v := os.environ.get(k))} == expected
+
+
+def test_the_in_process_worker_tokenizes_on_one_thread_below_the_multi_worker_size(inputs, monkeypatch):
+    from kolectra.corpus.examples import tokenizer_threads
+    from kolectra.corpus.runners import MULTI_WORKER_MIN_BYTES, pipeline_options
+
+    local = pipeline_options(["--direct_num_workers=1"])
+    assert tokenizer_threads(local, MULTI_WORKER_MIN_BYTES - 1, processes=False) == 1
+    assert tokenizer_threads(local, MULTI_WORKER_MIN_BYTES, processes=False) == (os.cpu_count() or 1)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    job = examples_beam.Job(cfg=CFG, tokenizer_path="unused", dtype="uint16", vocab_size=100, out_dir="unused",
+                            tokenizer_threads=1)
+    with examples_beam.in_process_tokenizer(job):
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"  # this process is the worker
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"  # and the launcher's setting is back
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")
+    with examples_beam.in_process_tokenizer(dataclasses.replace(job, tokenizer_threads=2)):
+        assert "TOKENIZERS_PARALLELISM" not in os.environ
+    with examples_beam.in_process_tokenizer(job):
+        pass
+    assert "TOKENIZERS_PARALLELISM" not in os.environ
