@@ -67,9 +67,10 @@ class Job:
     dtype: str
     vocab_size: int
     out_dir: str
-    # Worker processes of their own run side by side: each gets its share of the cores for the
-    # tokenizer's threads (corpus/runners.py: cpus_per_worker); by default the tokenizer would
-    # start one per core in each, contending with the other workers for the same cores.
+    # The tokenizer's threads in each worker (corpus/examples.py: tokenizer_threads). Left alone,
+    # the tokenizer starts one per core in every worker process, contending with the other
+    # workers for the same cores; worker processes set theirs in TokenizeAndPack.setup, an
+    # in-process worker through in_process_tokenizer (the launcher's setting comes back after).
     worker_processes: bool = False
     tokenizer_threads: int = 1
 
