@@ -46,10 +46,14 @@ class WordSplitter:
         self._pre_tokenizer = runtime_pre_tokenizer()
 
     def __call__(self, text: str) -> list[tuple[str, int, int]]:
+        return [(w, s, e) for w, (s, e), _ in self.splits(text)]
+
+    def splits(self, text: str) -> list[tuple[str, tuple[int, int], None]]:
+        """The words as ``tokenizers`` returns them, ``(word, (start, end), None)``: for hot loops."""
         pts = PreTokenizedString(text)
-        pts.normalize(lambda ns: self._normalizer.normalize(ns))
+        pts.normalize(self._normalizer.normalize)
         self._pre_tokenizer.pre_tokenize(pts)
-        return [(w, s, e) for w, (s, e), _ in pts.get_splits(offset_referential="original", offset_type="char")]
+        return pts.get_splits(offset_referential="original", offset_type="char")
 
 
 def morph_cuts(doc: dict, where: str = "") -> list[int]:
@@ -68,21 +72,25 @@ def morph_cuts(doc: dict, where: str = "") -> list[int]:
         raise UserInputError(f"{where}document {doc.get('id', '?')!r}: bad or missing 'morphs' ({e!r})") from None
 
 
-def doc_words(doc: dict, splitter: WordSplitter) -> Iterator[tuple[WordType, bool]]:
-    """The document's words with their internal morpheme cuts; the flag says whether they aligned.
+def doc_words(doc: dict, splitter: WordSplitter) -> tuple[list[WordType], int]:
+    """The document's words with their internal morpheme cuts, and how many did not align.
 
     A word whose normalised text differs from its original span (a control character removed,
-    say) cannot carry offsets over; it gets no cuts and the flag False, so it is counted.
+    say) cannot carry offsets over; it gets no cuts and is counted as unaligned.
     """
     text = doc["text"]
     cuts = morph_cuts(doc)
-    for word, s, e in splitter(text):
+    out: list[WordType] = []
+    unaligned = 0
+    for word, (s, e), _ in splitter.splits(text):
         if text[s:e] != word:
-            yield (word, ()), False
+            out.append((word, ()))
+            unaligned += 1
             continue
         lo = bisect.bisect_right(cuts, s)
         hi = bisect.bisect_left(cuts, e)
-        yield (word, tuple(c - s for c in cuts[lo:hi])), True
+        out.append((word, tuple([c - s for c in cuts[lo:hi]]) if hi > lo else ()))
+    return out, unaligned
 
 
 def iter_docs(corpus_dir: Path, split: str, desc: str | None = None) -> Iterator[dict]:
@@ -128,10 +136,10 @@ def count_words(docs: Iterable[dict], max_word_types: int | None = None) -> tupl
     n_docs = n_words = unaligned = pruned_types = pruned_words = prunes = 0
     for doc in docs:
         n_docs += 1
-        for wtype, aligned in doc_words(doc, splitter):
-            table[wtype] += 1
-            n_words += 1
-            unaligned += not aligned
+        found, missed = doc_words(doc, splitter)
+        table.update(found)  # a list, not a Python step a word: Counter counts it in C
+        n_words += len(found)
+        unaligned += missed
         if max_word_types and len(table) > max_word_types:
             t, o = prune(table, max_word_types * 3 // 4)
             pruned_types, pruned_words, prunes = pruned_types + t, pruned_words + o, prunes + 1
