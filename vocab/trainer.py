@@ -88,7 +88,10 @@ class _Words:
                 merged[(word, cuts if respect_morphs else ())] += n
             else:
                 self.skipped += n
-        self.cross = cross_morph
+        # where a run of whole morphemes may start, as bits: anywhere on a boundary (``any``: the
+        # word's own cuts), only at the word's start (``prefix``: bit 0), nowhere (``none``)
+        self.runs_anywhere = cross_morph == "any"
+        self.run_starts = int(cross_morph == "prefix")
         self.counts: list[int] = []
         self.syms: list[list[int]] = []
         self.pos: list[list[int]] = []  # symbol i covers [pos[i], pos[i+1]) of the word
@@ -121,16 +124,11 @@ class _Words:
             self.text.append(piece)
         return i
 
-    def _starts(self, cuts: int) -> int:
-        """Where a run of whole morphemes may start, as bits: anywhere on a boundary (``any``),
-        only at the word's start (``prefix``, bit 0), nowhere (``none``)."""
-        return cuts if self.cross == "any" else int(self.cross == "prefix")
-
     def _pairs(self, w: int) -> list[tuple[int, int]]:
         syms, pos, cuts = self.syms[w], self.pos[w], self.cuts[w]
         if cuts is None:
             return list(zip(syms, syms[1:]))
-        starts = self._starts(cuts)
+        starts = cuts if self.runs_anywhere else self.run_starts
         # _ok written out: this is the learner's hottest line, and a call per pair doubled it
         return [(syms[i], syms[i + 1]) for i in range(len(syms) - 1)
                 if not (cuts >> (pos[i] + 1)) & ((1 << (pos[i + 2] - pos[i] - 1)) - 1)
@@ -140,7 +138,7 @@ class _Words:
         """May the symbols covering [start, end) merge: no boundary strictly inside, or a run of whole
         morphemes starting where ``cross_morph`` allows."""
         return (not (cuts >> (start + 1)) & ((1 << (end - start - 1)) - 1)
-                or bool(self._starts(cuts) >> start & 1 and cuts >> end & 1))
+                or bool((cuts if self.runs_anywhere else self.run_starts) >> start & 1 and cuts >> end & 1))
 
     def merge(self, pair: tuple[int, int]) -> list[tuple[int, int]]:
         """Merge every allowed occurrence of ``pair``; returns the pairs whose counts changed."""
