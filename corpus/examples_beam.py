@@ -154,8 +154,8 @@ def in_process_tokenizer(job: Job) -> Iterator[None]:
 
 
 class TokenizeAndPack(beam.DoFn):
-    """(shard, path, part, parts) -> (shard, block) per batch of its lines; one tokenizer per
-    worker process, built in ``setup``.
+    """(index, [(shard, path, part, parts)]) -> (shard, block) per batch of the work item's lines;
+    one tokenizer per worker process, built in ``setup``.
 
     A block is ``("sequences", Sequences)``: every document cut into ELECTRA sequences with its own
     seeded RNG, as flat arrays (no padding travels between the steps). With ``packing=stream``
@@ -174,10 +174,13 @@ class TokenizeAndPack(beam.DoFn):
         self.tok = Tokenizer.from_str(storage.read_bytes(self.job.tokenizer_path).decode("utf-8"))
         self.holdout = read_holdout(self.job.cfg.holdout_ids)
 
-    def process(self, item):
-        shard, path, part, parts = item
-        for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
-            yield from self._batch(shard, path, first, lines)
+    def process(self, keyed):
+        _, items = keyed  # (index, [work item]): the GroupByKey that spread the work over the workers
+        for shard, path, part, parts in items:
+            # every work item reports, even an empty shard: CollectReports has no default for an empty job
+            yield _tally("documents", 0)
+            for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
+                yield from self._batch(shard, path, first, lines)
 
     def _batch(self, shard: int, path: str, first: int, lines: list[bytes]):
         cfg = self.job.cfg
@@ -295,10 +298,13 @@ def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str], parts_per_shard: 
     shards than workers, and nothing but compact sequences crosses between worker processes."""
     work = [(shard, path, part, parts_per_shard) for shard, path in enumerate(shard_paths)
             for part in range(parts_per_shard)]
+    # Beam's graph is the job's fixed cost (most of the gap to a plain loop on small inputs): a
+    # GroupByKey on each item's index spreads the work as Reshuffle would, and ToList without its
+    # empty-input default skips the side input that adds, at about 40 ms less each (docs/benchmarks.md)
     packed = (
         p
-        | "ListWork" >> beam.Create(work)
-        | "SpreadWork" >> beam.Reshuffle()  # a (shard, part) per worker at a time
+        | "ListWork" >> beam.Create(list(enumerate(work)))
+        | "SpreadWork" >> beam.GroupByKey()  # a (shard, part) per worker at a time
         | "TokenizeAndPack" >> beam.ParDo(TokenizeAndPack(job)).with_output_types(tuple[int, Any]).with_outputs(REPORT, main="blocks")
     )
     written = (
@@ -309,6 +315,6 @@ def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str], parts_per_shard: 
     _ = (
         (packed[REPORT], written)
         | "AllReports" >> beam.Flatten()
-        | "CollectReports" >> beam.combiners.ToList()  # a few per work item and shard
+        | "CollectReports" >> beam.combiners.ToList().without_defaults()  # a few per work item and shard
         | "WriteIndexAndStats" >> beam.Map(write_index_and_stats, job)
     )

@@ -351,6 +351,13 @@ def test_refusals(inputs, tmp_path):
         build(CFG, bad, inputs["vocab"], out)
     with pytest.raises(ValueError, match="no valid shards under"):
         build(override(CFG, ["split=valid"]), bad, inputs["vocab"], tmp_path / "o2")
+    # a split whose shards hold no document at all: the job still reports, and the stage says so
+    empty = write_corpus(tmp_path / "empty", {"train": [["좋은 영화였다."]]})
+    with gzip.open(empty / "data" / "train-00000-of-00001.jsonl.gz", "wt", encoding="utf-8"):
+        pass
+    (tmp_path / "o3").mkdir()
+    with pytest.raises(ValueError, match="the train split of .* yields no tokens"):
+        build(CFG, empty, inputs["vocab"], tmp_path / "o3")
 
 
 def _publish(store: Store, kind: str, src: Path, parents=()) -> Artifact:
