@@ -195,6 +195,41 @@ def test_same_corpus_and_config_give_identical_files(built, tmp_path):
         assert (out / f).read_bytes() == (built["morph"] / f).read_bytes(), f
 
 
+def test_baseline_learned_in_a_second_process_gives_the_same_files(built, tmp_path, monkeypatch):
+    from kolectra.vocab import build as stage
+
+    monkeypatch.setattr(stage, "SIDE_BY_SIDE_MIN_WORD_TYPES", 0)  # the test corpus is small
+    monkeypatch.setattr(stage, "_cpus", lambda: 2)
+    started = []
+    real = stage._Beside.__init__
+
+    def spy(self, *args):
+        real(self, *args)
+        started.append(self.process.pid)
+
+    monkeypatch.setattr(stage._Beside, "__init__", spy)
+    out, stats = _build(CFG, built["corpus"], tmp_path / "beside")
+    assert len(started) == 1 and started[0] != os.getpid()  # the baseline really ran elsewhere
+    for f in FILES:
+        assert (out / f).read_bytes() == (built["morph"] / f).read_bytes(), f
+    assert stats == {**built["stats"], "build_seconds": stats["build_seconds"]}
+
+
+def test_a_second_process_that_dies_or_fails_is_handled(built, capsys):
+    from kolectra.vocab import build as stage
+    from kolectra.vocab import words
+
+    table, _ = words.count_words(words.iter_docs(built["corpus"], "train"))
+    alone = stage.learn_vocab(CFG, table, "wordpiece", show_progress=False)
+    killed = stage._Beside(CFG, table, "wordpiece")
+    killed.process.kill()  # as the kernel's OOM killer would
+    vocab, stats, _ = killed.result(CFG, table)
+    assert (vocab, stats) == alone  # learned here instead
+    assert "died" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="vocab_size=200 is too small"):  # raised there, raised here
+        stage._Beside(override(CFG, ["vocab_size=200"]), table, "wordpiece").result(CFG, table)
+
+
 def test_clear_errors(built, tmp_path):
     with pytest.raises(ConfigError, match="recipe"):
         override(CFG, ["recipe=bpe"])

@@ -7,14 +7,19 @@ pre-tokeniser sees them, each with the morpheme boundaries the corpus stage stor
 ``morph_wordpiece``, unconstrained for the ``wordpiece`` baseline); the SentencePiece recipes
 stream sentences to :mod:`vocab.spm`. It writes the HF tokenizer files (:mod:`vocab.export` /
 :mod:`vocab.spm`), measures the chosen recipe and the plain-WordPiece baseline side by side on
-held-out documents (:mod:`vocab.report`) and prints that table to stderr. Deterministic: ties
+held-out documents (:mod:`vocab.report`) and prints that table to stderr. With more than one CPU
+and a large word table the baseline learns in a second process beside the chosen recipe (each
+learner is one thread of merges). Deterministic: ties
 are broken by text, SentencePiece is seeded, every file is written with sorted keys; timings go to
 the manifest's stats only, never into the files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
+import os
 import time
 from pathlib import Path
 
@@ -36,9 +41,13 @@ UNK_RATE_WARN = 0.01
 # Korean text needs its syllables: the 4,000-review sample alone uses 1,392 characters (KS X 1001
 # lists 2,350 common syllables). Below 1,000 entries a vocabulary cannot hold them, let alone pieces.
 TINY_VOCAB = 1000
+# From this many word types the baseline's learner runs in a second process beside the chosen
+# recipe's (when there is a second CPU): about a second of learning each on 20,000 NSMC reviews
+# (59,638 types), against about 0.3 s to start the process and pass it the table (docs/vocab.md).
+SIDE_BY_SIDE_MIN_WORD_TYPES = 50_000
 
 
-def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
+def learn_vocab(cfg: VocabConfig, table, recipe: str, show_progress: bool = True) -> tuple[list[str], dict]:
     """The full id-ordered vocabulary for ``recipe`` from a word-type table."""
     initial, continuing = trainer.alphabet(table, cfg.limit_alphabet)
     fixed = len(SPECIALS) + cfg.num_unused
@@ -49,11 +58,13 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str) -> tuple[list[str], dict]:
             f"{fixed + len(initial) + len(continuing)}; raise vocab_size or lower limit_alphabet"
         )
     to_learn = max(0, cfg.vocab_size - fixed - len(set(initial + continuing)))
-    with bars.Bar(f"vocab: {recipe} pieces", to_learn, "piece", every=max(1, to_learn // 10), scale=True,
-                  min_seconds=bars.QUIET_SECONDS) as bar:
+    bar = (bars.Bar(f"vocab: {recipe} pieces", to_learn, "piece", every=max(1, to_learn // 10), scale=True,
+                    min_seconds=bars.QUIET_SECONDS) if show_progress else contextlib.nullcontext())
+    with bar:
         pieces, stats = trainer.learn_pieces(
             table, budget=cfg.vocab_size - fixed, initial=initial + continuing, min_frequency=cfg.min_frequency,
-            respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph, on_piece=bar.advance,
+            respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph,
+            on_piece=bar.advance if show_progress else None,
         )
     vocab = export.assemble(cfg.num_unused, initial, continuing, pieces)
     stats.update(alphabet=len(initial), alphabet_continuing=len(continuing), vocab_size=len(vocab))
@@ -82,28 +93,97 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
     counts: dict = {}
     table_ = None
     tokenizers, learn_stats = {}, {}
-    for recipe in recipes:
-        if recipe in WORDPIECE_RECIPES and table_ is None:
-            # counted only when needed (after SentencePiece, which streams sentences itself), so the
-            # word table and the SentencePiece trainer never hold memory at the same time
-            table_, counts = _count_words(cfg, corpus_dir, seconds)
-        progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})")
-        t0 = time.perf_counter()
-        chosen = recipe == cfg.recipe
-        if recipe in WORDPIECE_RECIPES:
-            vocab, learn_stats[recipe] = learn_vocab(cfg, table_, recipe)
-            tokenizers[recipe] = export.write_dir(vocab, out_dir) if chosen else export.make_tokenizer(vocab)
-        else:
-            model, learn_stats[recipe] = spm.train_model(cfg, corpus_dir, recipe)
-            tokenizers[recipe] = spm.write_dir(model, recipe, out_dir) if chosen else spm.make_tokenizer(model, recipe)
-            learn_stats[recipe]["vocab_size"] = tokenizers[recipe].get_vocab_size()
-            del model
-        seconds[f"learn_{recipe}"] = round(time.perf_counter() - t0, 2)
+    beside: dict[str, _Beside] = {}  # recipe -> its learner running in a second process
+    with contextlib.ExitStack() as stack:
+        for recipe in recipes:
+            if recipe in WORDPIECE_RECIPES and table_ is None:
+                # counted only when needed (after SentencePiece, which streams sentences itself), so the
+                # word table and the SentencePiece trainer never hold memory at the same time
+                table_, counts = _count_words(cfg, corpus_dir, seconds)
+                beside = _start_beside(cfg, table_, recipes, stack)
+            t0 = time.perf_counter()
+            chosen = recipe == cfg.recipe
+            if recipe in beside:
+                vocab, learn_stats[recipe], seconds[f"learn_{recipe}"] = beside[recipe].result(cfg, table_)
+                tokenizers[recipe] = export.make_tokenizer(vocab)
+                continue
+            progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})"
+                     + "".join(f"; {r} in a second process beside it" for r in beside))
+            if recipe in WORDPIECE_RECIPES:
+                vocab, learn_stats[recipe] = learn_vocab(cfg, table_, recipe)
+                tokenizers[recipe] = export.write_dir(vocab, out_dir) if chosen else export.make_tokenizer(vocab)
+            else:
+                model, learn_stats[recipe] = spm.train_model(cfg, corpus_dir, recipe)
+                tokenizers[recipe] = spm.write_dir(model, recipe, out_dir) if chosen else spm.make_tokenizer(model, recipe)
+                learn_stats[recipe]["vocab_size"] = tokenizers[recipe].get_vocab_size()
+                del model
+            seconds[f"learn_{recipe}"] = round(time.perf_counter() - t0, 2)
     del table_
     if not counts:
         sp_stats = learn_stats[cfg.recipe]
         counts = {k: sp_stats[k] for k in ("documents", "sentences", "sentences_used", "sentences_too_long")}
     return tokenizers, learn_stats, counts
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _start_beside(cfg: VocabConfig, table_, recipes: list[str], stack: contextlib.ExitStack) -> dict[str, _Beside]:
+    """The WordPiece recipes after the first, each learning in a process of its own, when there
+    are CPUs for them and the table is large enough to pay for the process; else none."""
+    later = [r for r in recipes[1:] if r in WORDPIECE_RECIPES]
+    if not later or recipes[0] not in WORDPIECE_RECIPES or _cpus() < 2 or len(table_) < SIDE_BY_SIDE_MIN_WORD_TYPES:
+        return {}
+    beside = {r: _Beside(cfg, table_, r) for r in later}
+    for b in beside.values():
+        stack.callback(b.stop)  # the stage failed or was interrupted: no learner outlives it
+    return beside
+
+
+class _Beside:
+    """A recipe's learner in a process of its own, spawned (a clean interpreter: this process may
+    hold threads, which a fork would copy in the middle of what they were doing)."""
+
+    def __init__(self, cfg: VocabConfig, table_, recipe: str) -> None:
+        self.recipe = recipe
+        ctx = multiprocessing.get_context("spawn")
+        self._answer, send = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_learn_beside, args=(send, cfg, table_, recipe), daemon=True,
+                                   name=f"kolectra-vocab-{recipe}")
+        self.process.start()
+        send.close()  # the child holds the only writer: its death ends the pipe
+
+    def result(self, cfg: VocabConfig, table_) -> tuple[list[str], dict, float]:
+        """(vocabulary, stats, seconds); if the process died (killed for memory, say), learned here."""
+        try:
+            ok, value = self._answer.recv()
+        except EOFError:
+            warn(f"vocab: the process learning {self.recipe} beside the chosen recipe died "
+                 f"(exit code {self.process.exitcode}); learning it here instead")
+            t0 = time.perf_counter()
+            vocab, stats = learn_vocab(cfg, table_, self.recipe)
+            return vocab, stats, round(time.perf_counter() - t0, 2)
+        finally:
+            self.process.join()
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+
+
+def _learn_beside(send, cfg: VocabConfig, table_, recipe: str) -> None:
+    """The second process's work: (True, (vocabulary, stats, seconds)), or (False, the error)."""
+    try:
+        t0 = time.perf_counter()
+        vocab, stats = learn_vocab(cfg, table_, recipe, show_progress=False)
+        send.send((True, (vocab, stats, round(time.perf_counter() - t0, 2))))
+    except Exception as e:  # noqa: BLE001 - handed to the stage, which raises it
+        send.send((False, e))
 
 
 def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict) -> tuple[dict, dict]:
