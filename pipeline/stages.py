@@ -7,8 +7,10 @@ which raw inputs it reads) and hands the stage function to :meth:`Store.build`. 
 What only the store knows (parents' manifests, the artifact's own id) is checked or handed down
 from here, so a stage never re-opens a manifest.
 
-It imports every stage (which import only :mod:`kolectra.core`, never :mod:`kolectra.pipeline`),
-so the CLI imports it only for the commands that run a stage.
+Each function imports its own stage (stages import only :mod:`kolectra.core`, never
+:mod:`kolectra.pipeline`) when it runs: torch, transformers and scikit-learn take seconds to import
+and Beam most of one, and ``kolectra vocab`` needs none of them (docs/benchmarks.md, "The CLI's
+start").
 """
 
 from __future__ import annotations
@@ -20,20 +22,10 @@ from typing import Any, Sequence
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.corpus import build as corpus_build
-from kolectra.corpus import examples as examples_stage
-from kolectra.corpus.inputs import list_inputs
-from kolectra.corpus.reader import source_names
-from kolectra.finetune import probe as ft_probe
-from kolectra.finetune import seeds as ft_seeds
-from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS
-from kolectra.model import train as model_train
-from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir
+from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.vocab import build as vocab_build
-
-CHECKPOINTS = checkpoints_dir(Path("")).name  # the trainer's working state in its run directory
 
 # Libraries whose versions decide each stage's bytes: part of the artifact id.
 LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
@@ -73,6 +65,10 @@ def _stage_version(module: Any) -> int:
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
+    from kolectra.corpus import build as corpus_build  # noqa: PLC0415 - Beam: when a corpus is built
+    from kolectra.corpus.inputs import list_inputs  # noqa: PLC0415
+    from kolectra.corpus.reader import source_names  # noqa: PLC0415
+
     cfg, config = resolve("corpus", preset=preset, sets=sets, seed=seed)
     # identity from the listing (size and mtime, or the store's checksum): no pass over the bytes
     # before the job; the sha256 of the bytes the job reads is filled in after it (corpus/inputs.py)
@@ -107,6 +103,8 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
 def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact, *, sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
              beam_args: Sequence[str] = ()) -> Artifact:
+    from kolectra.corpus import examples as examples_stage  # noqa: PLC0415 - Beam: when examples are built
+
     cfg, config = resolve("examples", sets=sets, seed=seed)
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
@@ -143,6 +141,9 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
              resume: bool | str = False, expected_untrained: str | None = None) -> Artifact:
     """``expected_untrained``: why the caller planned a run too short to learn (``kolectra run``'s
     demo); printed in place of the settings a not-learning warning would otherwise name."""
+    from kolectra.model import train as model_train  # noqa: PLC0415 - torch: when a model is trained
+    from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
+
     # a bad setting is refused first, before anything is read, reserved or written
     cfg, config = resolve("pretrain", preset=preset, sets=sets, seed=seed, say=progress)
     ex = store.require(examples_ref, "examples")
@@ -161,7 +162,8 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # --resume finds the interrupted run of the same examples and preset, whatever else changed (the
     # trainer then compares its checkpoint's config; resume="exact": only this request's run, for callers
     # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
-    run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": preset}, scratch=(CHECKPOINTS,))
+    run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": preset},
+                    scratch=(checkpoints_dir(Path("")).name,))  # the trainer's working state in its run directory
     return store.build(req, lambda out: model_train.pretrain(cfg, store.local(ex), store.local(voc), out,
                                                              resume=bool(resume), lineage=lineage,
                                                              clear_checkpoints=False,
@@ -218,6 +220,8 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
 def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
           sets: Sequence[str] = (), seed: int | None = None, name: str | None = None, force: bool = False) -> Artifact:
     """A frozen-encoder linear probe on NSMC-format files (:mod:`kolectra.finetune.probe`): an eval artifact."""
+    from kolectra.finetune import probe as ft_probe  # noqa: PLC0415 - torch and scikit-learn: when a probe runs
+
     cfg, config = resolve("probe", sets=sets, seed=seed)
     model_dir, parents, model_inputs = resolve_model(store, model_ref)
     for f in (train_file, eval_file):
@@ -235,6 +239,8 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
                    sets: Sequence[str] = (), name: str | None = None, force: bool = False,
                    dev_file: str | Path | None = None) -> Artifact:
     """One eval artifact per seed, then a summary eval artifact (median and spread) over them."""
+    from kolectra.finetune import seeds as ft_seeds  # noqa: PLC0415
+
     runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
                              name=name, force=force, dev_file=dev_file) for s in seeds}
     req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=1,

@@ -57,7 +57,7 @@ def check_sets(sets: list[str]) -> None:
 
 def check_name(name: str | None) -> None:
     if name is not None:
-        from kolectra.pipeline.stages import artifact_name  # noqa: PLC0415 - torch: only when a name is given
+        from kolectra.pipeline.stages import artifact_name  # noqa: PLC0415 - the store: only when a name is given
 
         artifact_name(name, "")
 

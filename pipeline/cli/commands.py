@@ -48,7 +48,8 @@ def _stage_common(args: argparse.Namespace) -> dict:
 
 
 def _stages():
-    from kolectra.pipeline import stages  # torch and Beam: only for commands that run a stage
+    # the store and the stages: only for commands that run one (each stage imports its libraries as it runs)
+    from kolectra.pipeline import stages
 
     return stages
 

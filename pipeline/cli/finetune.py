@@ -72,7 +72,7 @@ def config_finetune(args) -> tuple:
 def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.finetune.seeds import parse_seeds
     from kolectra.finetune.tasks import TASKS
-    from kolectra.pipeline import stages  # torch: only when a task runs
+    from kolectra.pipeline import stages  # only when a task runs (the task imports torch itself)
 
     eval_file = getattr(args, TASKS[args.task].eval_flag)
     sets = _finetune_sets(args)
