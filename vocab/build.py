@@ -20,6 +20,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -178,6 +179,9 @@ class _Beside:
 
 def _learn_beside(send, cfg: VocabConfig, table_, recipe: str) -> None:
     """The second process's work: (True, (vocabulary, stats, seconds)), or (False, the error)."""
+    # Ctrl-C reaches the whole process group: the stage stops this process itself (``stop``), and
+    # a traceback from here would bury the one line the CLI prints
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         t0 = time.perf_counter()
         vocab, stats = learn_vocab(cfg, table_, recipe, show_progress=False)
