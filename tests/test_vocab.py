@@ -225,7 +225,7 @@ def test_a_second_process_that_dies_or_fails_is_handled(built, capsys):
     killed.process.kill()  # as the kernel's OOM killer would
     vocab, stats, _ = killed.result(CFG, table)
     assert (vocab, stats) == alone  # learned here instead
-    assert "died" in capsys.readouterr().err
+    assert "died (exit code -9)" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="vocab_size=200 is too small"):  # raised there, raised here
         stage._Beside(override(CFG, ["vocab_size=200"]), table, "wordpiece").result(CFG, table)
 

@@ -159,14 +159,15 @@ class _Beside:
         """(vocabulary, stats, seconds); if the process died (killed for memory, say), learned here."""
         try:
             ok, value = self._answer.recv()
-        except EOFError:
+        except EOFError:  # it died without answering
+            ok = value = None
+        self.process.join()
+        if ok is None:
             warn(f"vocab: the process learning {self.recipe} beside the chosen recipe died "
                  f"(exit code {self.process.exitcode}); learning it here instead")
             t0 = time.perf_counter()
             vocab, stats = learn_vocab(cfg, table_, self.recipe)
             return vocab, stats, round(time.perf_counter() - t0, 2)
-        finally:
-            self.process.join()
         if not ok:
             raise value
         return value
