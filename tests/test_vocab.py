@@ -196,18 +196,19 @@ def test_same_corpus_and_config_give_identical_files(built, tmp_path):
 
 
 def test_baseline_learned_in_a_second_process_gives_the_same_files(built, tmp_path, monkeypatch):
+    from kolectra.vocab import beside
     from kolectra.vocab import build as stage
 
     monkeypatch.setattr(stage, "SIDE_BY_SIDE_MIN_WORD_TYPES", 0)  # the test corpus is small
     monkeypatch.setattr(stage, "_cpus", lambda: 2)
     started = []
-    real = stage._Beside.__init__
+    real = beside.Beside.__init__
 
     def spy(self, *args):
         real(self, *args)
         started.append(self.process.pid)
 
-    monkeypatch.setattr(stage._Beside, "__init__", spy)
+    monkeypatch.setattr(beside.Beside, "__init__", spy)
     out, stats = _build(CFG, built["corpus"], tmp_path / "beside")
     assert len(started) == 1 and started[0] != os.getpid()  # the baseline really ran elsewhere
     for f in FILES:
@@ -215,19 +216,44 @@ def test_baseline_learned_in_a_second_process_gives_the_same_files(built, tmp_pa
     assert stats == {**built["stats"], "build_seconds": stats["build_seconds"]}
 
 
+SCRIPT = """
+from pathlib import Path
+import sys
+from kolectra.vocab import build as stage
+from kolectra.vocab.config import VocabConfig
+with open(sys.argv[3], "a") as f:  # a side effect of running this script
+    f.write("ran\\n")
+stage.SIDE_BY_SIDE_MIN_WORD_TYPES, stage._cpus = 0, lambda: 2
+stage.build(VocabConfig(vocab_size={size}, num_unused={unused}), Path(sys.argv[1]), Path(sys.argv[2]))
+"""
+
+
+def test_a_script_without_a_main_guard_runs_once(built, tmp_path):
+    # multiprocessing's spawn would import the script again in the second process
+    script, out, ran = tmp_path / "build_vocab.py", tmp_path / "out", tmp_path / "ran.txt"
+    script.write_text(SCRIPT.format(size=CFG.vocab_size, unused=CFG.num_unused), encoding="utf-8")
+    out.mkdir()
+    subprocess.run([sys.executable, str(script), str(built["corpus"]), str(out), str(ran)], check=True,
+                   cwd=tmp_path, capture_output=True, timeout=300)
+    assert ran.read_text().splitlines() == ["ran"]
+    for f in FILES:
+        assert (out / f).read_bytes() == (built["morph"] / f).read_bytes(), f
+
+
 def test_a_second_process_that_dies_or_fails_is_handled(built, capsys):
-    from kolectra.vocab import build as stage
     from kolectra.vocab import words
+    from kolectra.vocab.beside import Beside
+    from kolectra.vocab.build import learn_vocab
 
     table, _ = words.count_words(words.iter_docs(built["corpus"], "train"))
-    alone = stage.learn_vocab(CFG, table, "wordpiece", show_progress=False)
-    killed = stage._Beside(CFG, table, "wordpiece")
+    alone = learn_vocab(CFG, table, "wordpiece", show_progress=False)
+    killed = Beside(CFG, table, "wordpiece")
     killed.process.kill()  # as the kernel's OOM killer would
     vocab, stats, _ = killed.result(CFG, table)
     assert (vocab, stats) == alone  # learned here instead
     assert "died (exit code -9)" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="vocab_size=200 is too small"):  # raised there, raised here
-        stage._Beside(override(CFG, ["vocab_size=200"]), table, "wordpiece").result(CFG, table)
+        Beside(override(CFG, ["vocab_size=200"]), table, "wordpiece").result(CFG, table)
 
 
 def test_clear_errors(built, tmp_path):

@@ -8,8 +8,8 @@ pre-tokeniser sees them, each with the morpheme boundaries the corpus stage stor
 stream sentences to :mod:`vocab.spm`. It writes the HF tokenizer files (:mod:`vocab.export` /
 :mod:`vocab.spm`), measures the chosen recipe and the plain-WordPiece baseline side by side on
 held-out documents (:mod:`vocab.report`) and prints that table to stderr. With more than one CPU
-and a large word table the baseline learns in a second process beside the chosen recipe (each
-learner is one thread of merges). Deterministic: ties
+and a large word table the baseline learns in a second process beside the chosen recipe
+(:mod:`vocab.beside`; each learner is one thread of merges). Deterministic: ties
 are broken by text, SentencePiece is seeded, every file is written with sorted keys; timings go to
 the manifest's stats only, never into the files.
 """
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
-import signal
 import time
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.tokens import SPECIALS
 from kolectra.vocab import export, report, spm, table, trainer, words
+from kolectra.vocab.beside import Beside
 from kolectra.vocab.config import WORDPIECE_RECIPES, VocabConfig
 
 STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
@@ -94,7 +93,7 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
     counts: dict = {}
     table_ = None
     tokenizers, learn_stats = {}, {}
-    beside: dict[str, _Beside] = {}  # recipe -> its learner running in a second process
+    beside: dict[str, Beside] = {}  # recipe -> its learner running in a second process
     with contextlib.ExitStack() as stack:
         for recipe in recipes:
             if recipe in WORDPIECE_RECIPES and table_ is None:
@@ -130,65 +129,16 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _start_beside(cfg: VocabConfig, table_, recipes: list[str], stack: contextlib.ExitStack) -> dict[str, _Beside]:
+def _start_beside(cfg: VocabConfig, table_, recipes: list[str], stack: contextlib.ExitStack) -> dict[str, Beside]:
     """The WordPiece recipes after the first, each learning in a process of its own, when there
     are CPUs for them and the table is large enough to pay for the process; else none."""
     later = [r for r in recipes[1:] if r in WORDPIECE_RECIPES]
     if not later or recipes[0] not in WORDPIECE_RECIPES or _cpus() < 2 or len(table_) < SIDE_BY_SIDE_MIN_WORD_TYPES:
         return {}
-    beside = {r: _Beside(cfg, table_, r) for r in later}
+    beside = {r: Beside(cfg, table_, r) for r in later}
     for b in beside.values():
         stack.callback(b.stop)  # the stage failed or was interrupted: no learner outlives it
     return beside
-
-
-class _Beside:
-    """A recipe's learner in a process of its own, spawned (a clean interpreter: this process may
-    hold threads, which a fork would copy in the middle of what they were doing)."""
-
-    def __init__(self, cfg: VocabConfig, table_, recipe: str) -> None:
-        self.recipe = recipe
-        ctx = multiprocessing.get_context("spawn")
-        self._answer, send = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(target=_learn_beside, args=(send, cfg, table_, recipe), daemon=True,
-                                   name=f"kolectra-vocab-{recipe}")
-        self.process.start()
-        send.close()  # the child holds the only writer: its death ends the pipe
-
-    def result(self, cfg: VocabConfig, table_) -> tuple[list[str], dict, float]:
-        """(vocabulary, stats, seconds); if the process died (killed for memory, say), learned here."""
-        try:
-            ok, value = self._answer.recv()
-        except EOFError:  # it died without answering
-            ok = value = None
-        self.process.join()
-        if ok is None:
-            warn(f"vocab: the process learning {self.recipe} beside the chosen recipe died "
-                 f"(exit code {self.process.exitcode}); learning it here instead")
-            t0 = time.perf_counter()
-            vocab, stats = learn_vocab(cfg, table_, self.recipe)
-            return vocab, stats, round(time.perf_counter() - t0, 2)
-        if not ok:
-            raise value
-        return value
-
-    def stop(self) -> None:
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join()
-
-
-def _learn_beside(send, cfg: VocabConfig, table_, recipe: str) -> None:
-    """The second process's work: (True, (vocabulary, stats, seconds)), or (False, the error)."""
-    # Ctrl-C reaches the whole process group: the stage stops this process itself (``stop``), and
-    # a traceback from here would bury the one line the CLI prints
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        t0 = time.perf_counter()
-        vocab, stats = learn_vocab(cfg, table_, recipe, show_progress=False)
-        send.send((True, (vocab, stats, round(time.perf_counter() - t0, 2))))
-    except Exception as e:  # noqa: BLE001 - handed to the stage, which raises it
-        send.send((False, e))
 
 
 def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict) -> tuple[dict, dict]:

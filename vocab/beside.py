@@ -1,0 +1,94 @@
+"""A WordPiece learner in a process of its own: ``python -m kolectra.vocab.beside REQUEST ANSWER``.
+
+Stage: corpus -> **vocab** -> examples. :func:`vocab.build.build` learns the plain-WordPiece
+baseline here, beside the chosen recipe, when there is a second CPU (each learner is one thread of
+merges). The process is a fresh interpreter started with ``-m``, not multiprocessing's spawn or
+forkserver, which import the caller's main script again: a script that builds a vocabulary without
+an ``if __name__ == "__main__"`` guard would run a second time, side effects and all. The request
+(config, word table, recipe) and the answer (vocabulary, stats, seconds; or the error) travel as
+pickle files in a private temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from kolectra.core.stage import warn
+
+
+class Beside:
+    """``recipe`` learning in a process of its own from the moment this is made; :meth:`result`
+    waits for it."""
+
+    def __init__(self, cfg, table_, recipe: str) -> None:
+        self.recipe = recipe
+        self._dir = tempfile.mkdtemp(prefix="kolectra-vocab-")
+        request, self._answer = os.path.join(self._dir, "request.pkl"), os.path.join(self._dir, "answer.pkl")
+        with open(request, "wb") as f:
+            pickle.dump((cfg, table_, recipe), f, protocol=pickle.HIGHEST_PROTOCOL)
+        # the child finds kolectra where this process did (a source tree on sys.path included); its
+        # own session: Ctrl-C at the terminal reaches this process, which stops the child (stop)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.process = subprocess.Popen([sys.executable, "-m", "kolectra.vocab.beside", request, self._answer],
+                                        env=env, start_new_session=True)
+
+    def result(self, cfg, table_) -> tuple[list[str], dict, float]:
+        """(vocabulary, stats, seconds). If the process died without answering (killed for memory,
+        say), the stage warns and learns the recipe here; an error there is raised here."""
+        from kolectra.vocab.build import learn_vocab  # noqa: PLC0415 - build imports this module
+
+        code = self.process.wait()
+        try:
+            with open(self._answer, "rb") as f:
+                ok, value = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            ok = value = None
+        finally:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        if ok is None:
+            warn(f"vocab: the process learning {self.recipe} beside the chosen recipe died (exit code {code}); "
+                 "learning it here instead")
+            t0 = time.perf_counter()
+            vocab, stats = learn_vocab(cfg, table_, self.recipe)
+            return vocab, stats, round(time.perf_counter() - t0, 2)
+        if not ok:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        """End the process if it still runs (the stage failed or was interrupted)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    request, answer = argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the stage stops this process itself
+    from kolectra.vocab.build import learn_vocab  # noqa: PLC0415 - after the signal, as a worker must
+
+    with open(request, "rb") as f:
+        cfg, table_, recipe = pickle.load(f)
+    try:
+        t0 = time.perf_counter()
+        vocab, stats = learn_vocab(cfg, table_, recipe, show_progress=False)
+        out = (True, (vocab, stats, round(time.perf_counter() - t0, 2)))
+    except Exception as e:  # noqa: BLE001 - handed to the stage, which raises it
+        out = (False, e)
+    partial = answer + ".partial"
+    with open(partial, "wb") as f:
+        pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(partial, answer)  # whole or absent: a process killed while writing leaves no answer
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
