@@ -77,6 +77,7 @@ def main(argv: list[str]) -> int:
 
     with open(request, "rb") as f:
         cfg, table_, recipe = pickle.load(f)
+    os.remove(request)  # the table's copy on disk: gone even if the stage dies before it cleans up
     try:
         t0 = time.perf_counter()
         vocab, stats = learn_vocab(cfg, table_, recipe, show_progress=False)
