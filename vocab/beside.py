@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,8 +32,8 @@ class Beside:
         request, self._answer = os.path.join(self._dir, "request.pkl"), os.path.join(self._dir, "answer.pkl")
         with open(request, "wb") as f:
             pickle.dump((cfg, table_, recipe), f, protocol=pickle.HIGHEST_PROTOCOL)
-        # the child finds kolectra where this process did (a source tree on sys.path included); its
-        # own session: Ctrl-C at the terminal reaches this process, which stops the child (stop)
+        # the child finds kolectra where this process did (a source tree on sys.path included); in a
+        # session of its own, Ctrl-C at the terminal reaches only this process, which stops it (stop)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.process = subprocess.Popen([sys.executable, "-m", "kolectra.vocab.beside", request, self._answer],
                                         env=env, start_new_session=True)
@@ -72,8 +71,7 @@ class Beside:
 
 def main(argv: list[str]) -> int:
     request, answer = argv
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the stage stops this process itself
-    from kolectra.vocab.build import learn_vocab  # noqa: PLC0415 - after the signal, as a worker must
+    from kolectra.vocab.build import learn_vocab  # noqa: PLC0415 - build imports this module
 
     with open(request, "rb") as f:
         cfg, table_, recipe = pickle.load(f)

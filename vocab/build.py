@@ -101,12 +101,12 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
                 # word table and the SentencePiece trainer never hold memory at the same time
                 table_, counts = _count_words(cfg, corpus_dir, seconds)
                 beside = _start_beside(cfg, table_, recipes, stack)
-            t0 = time.perf_counter()
-            chosen = recipe == cfg.recipe
             if recipe in beside:
                 vocab, learn_stats[recipe], seconds[f"learn_{recipe}"] = beside[recipe].result(cfg, table_)
                 tokenizers[recipe] = export.make_tokenizer(vocab)
                 continue
+            t0 = time.perf_counter()
+            chosen = recipe == cfg.recipe
             progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})"
                      + "".join(f"; {r} in a second process beside it" for r in beside))
             if recipe in WORDPIECE_RECIPES:
