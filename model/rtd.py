@@ -186,9 +186,16 @@ class _SoftmaxCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits_RV, target_R):
-        logp_RV = torch.log_softmax(logits_RV.float(), -1)  # the loss from log-probabilities: no log(0)
-        logp_t_R1 = torch.gather(logp_RV, 1, target_R[:, None])
-        probs_RV = logp_RV.exp_()
+        x_RV = logits_RV.float()
+        probs_RV = torch.softmax(x_RV, -1)
+        # log p_t = x_t - logsumexp(x), never log(p_t) (which underflows to log 0 for a target far below
+        # the rest). logsumexp comes from the softmax: its largest entry is exp(max - logsumexp), at least
+        # 1/V, so logsumexp = max - log(max p). Two cheap max passes instead of log_softmax then exp over
+        # [R, V]: the exponential is the costly pass, and torch's softmax computes it faster than exp_
+        # (benchmarks/pretrain.py; docs/benchmarks.md)
+        lse_R1 = x_RV.amax(-1, keepdim=True) - probs_RV.amax(-1, keepdim=True).log_()
+        logp_t_R1 = torch.gather(x_RV, 1, target_R[:, None]) - lse_R1
+        del x_RV
         ctx.save_for_backward(probs_RV, target_R, logp_t_R1)
         ctx.mark_non_differentiable(probs_RV)
         ctx.set_materialize_grads(False)
