@@ -54,10 +54,15 @@ def _open(path: Path):
 def iter_documents(corpus_dir: Path, split: str = "train") -> Iterator[dict]:
     """Documents of one split in shard order (deterministic)."""
     for path in shard_paths(corpus_dir, split):
-        with _open(path) as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
+        yield from iter_shard(path)
+
+
+def iter_shard(path: Path) -> Iterator[dict]:
+    """Documents of one shard file, in order."""
+    with _open(path) as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
 
 
 def sentences(doc: dict) -> list[str]:

@@ -204,8 +204,8 @@ def test_baseline_learned_in_a_second_process_gives_the_same_files(built, tmp_pa
     started = []
     real = beside.Beside.__init__
 
-    def spy(self, *args):
-        real(self, *args)
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
         started.append(self.process.pid)
 
     monkeypatch.setattr(beside.Beside, "__init__", spy)
@@ -247,13 +247,13 @@ def test_a_second_process_that_dies_or_fails_is_handled(built, capsys):
 
     table, _ = words.count_words(words.iter_docs(built["corpus"], "train"))
     alone = learn_vocab(CFG, table, "wordpiece", show_progress=False)
-    killed = Beside(CFG, table, "wordpiece")
+    killed = Beside("learning wordpiece", learn_vocab, CFG, table, "wordpiece", show_progress=False)
     killed.process.kill()  # as the kernel's OOM killer would
-    vocab, stats, _ = killed.result(CFG, table)
+    (vocab, stats), _ = killed.result()
     assert (vocab, stats) == alone  # learned here instead
-    assert "died (exit code -9)" in capsys.readouterr().err
+    assert "learning wordpiece died (exit code -9)" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="vocab_size=200 is too small"):  # raised there, raised here
-        Beside(override(CFG, ["vocab_size=200"]), table, "wordpiece").result(CFG, table)
+        Beside("learning", learn_vocab, override(CFG, ["vocab_size=200"]), table, "wordpiece").result()
 
 
 def test_clear_errors(built, tmp_path):

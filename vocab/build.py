@@ -27,11 +27,11 @@ from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.tokens import SPECIALS
-from kolectra.vocab import export, report, spm, table, trainer, words
+from kolectra.vocab import count, export, report, spm, table, trainer, words
 from kolectra.vocab.beside import Beside
 from kolectra.vocab.config import WORDPIECE_RECIPES, VocabConfig
 
-STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
 BASELINE = "wordpiece"
 # A vocabulary learned from this corpus holds the characters its training text uses, so on held-out
 # text of the same corpus [UNK] should come only from characters never seen in training: the
@@ -102,7 +102,7 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
                 table_, counts = _count_words(cfg, corpus_dir, seconds)
                 beside = _start_beside(cfg, table_, recipes, stack)
             if recipe in beside:
-                vocab, learn_stats[recipe], seconds[f"learn_{recipe}"] = beside[recipe].result(cfg, table_)
+                (vocab, learn_stats[recipe]), seconds[f"learn_{recipe}"] = beside[recipe].result()
                 tokenizers[recipe] = export.make_tokenizer(vocab)
                 continue
             t0 = time.perf_counter()
@@ -135,7 +135,7 @@ def _start_beside(cfg: VocabConfig, table_, recipes: list[str], stack: contextli
     later = [r for r in recipes[1:] if r in WORDPIECE_RECIPES]
     if not later or recipes[0] not in WORDPIECE_RECIPES or _cpus() < 2 or len(table_) < SIDE_BY_SIDE_MIN_WORD_TYPES:
         return {}
-    beside = {r: Beside(cfg, table_, r) for r in later}
+    beside = {r: Beside(f"learning {r}", learn_vocab, cfg, table_, r, show_progress=False) for r in later}
     for b in beside.values():
         stack.callback(b.stop)  # the stage failed or was interrupted: no learner outlives it
     return beside
@@ -144,13 +144,13 @@ def _start_beside(cfg: VocabConfig, table_, recipes: list[str], stack: contextli
 def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict) -> tuple[dict, dict]:
     progress(f"vocab: counting words of {corpus_dir} (train split)")
     t0 = time.perf_counter()
-    table_, counts = words.count_words(words.iter_docs(corpus_dir, "train", desc="vocab: counting words"),
-                                       cfg.max_word_types)
+    table_, counts, processes = count.count_split(corpus_dir, "train", cfg.max_word_types, _cpus(),
+                                                  desc="vocab: counting words")
     if not table_:
         raise UserInputError(f"vocab: corpus {corpus_dir} has no train documents with text")
     progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
              "word types" + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"]
-                             else ""))
+                             else "") + (f"; counted in {processes} processes" if processes > 1 else ""))
     seconds["count_words"] = round(time.perf_counter() - t0, 2)
     return table_, counts
 

@@ -95,14 +95,18 @@ def doc_words(doc: dict, splitter: WordSplitter) -> tuple[list[WordType], int]:
 
 def iter_docs(corpus_dir: Path, split: str, desc: str | None = None) -> Iterator[dict]:
     """The split's documents, checked to have text; with ``desc``, under a progress bar (:mod:`core.bars`)."""
-    docs = shards.iter_documents(corpus_dir, split)
+    return checked(shards.iter_documents(corpus_dir, split), f"{corpus_dir}: {split}", desc,
+                   shards.document_count(corpus_dir, split) if desc else None)
+
+
+def checked(docs: Iterable[dict], where: str, desc: str | None = None, total: int | None = None) -> Iterator[dict]:
+    """``docs``, each checked to have text; with ``desc``, under a progress bar."""
     if desc:
-        total = shards.document_count(corpus_dir, split)
         docs = bars.iterate(docs, desc, total=total, unit="doc", every=max(1, total // 10) if total else 100_000,
                             min_seconds=bars.QUIET_SECONDS)
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
-            raise UserInputError(f"{corpus_dir}: {split} document without a 'text' string: {str(doc)[:80]}")
+            raise UserInputError(f"{where} document without a 'text' string: {str(doc)[:80]}")
         yield doc
 
 
