@@ -60,13 +60,34 @@ def draws16(shape: torch.Size) -> torch.Tensor:
     return torch.from_numpy(words.view(np.int16)[:n]).view(shape)
 
 
+def keep_scale(shape: torch.Size, p: float, dtype: torch.dtype) -> torch.Tensor:
+    """The mask ``x`` is multiplied by: ``1 / (1 - p)`` (rounded to ``dtype``) where an element is kept, else 0.
+
+    Built in numpy from the same draws as :func:`draws16`: torch's CPU kernels compare int16 and
+    convert bool to a float type element by element, ten times slower than numpy's vectorised
+    compare, and they were most of this dropout's time (docs/benchmarks.md). In float32 and bf16
+    the mask is written directly in the target type (bf16 as its 16-bit pattern); other types, and
+    ``torch.compile``, take torch's own ops. The values are the same either way.
+    """
+    threshold, p_used = _threshold(p)
+    scale = 1.0 / (1.0 - p_used)
+    if torch.compiler.is_compiling() or dtype not in (torch.float32, torch.bfloat16):
+        return (draws16(shape) >= threshold).to(dtype) * scale
+    n = shape.numel()
+    seed = int(torch.randint(0, 2**63 - 1, (1,)))
+    kept = np.random.SFC64(seed).random_raw((n + 3) // 4).view(np.int16)[:n] >= threshold
+    if dtype == torch.float32:
+        return torch.from_numpy(kept * np.float32(scale)).view(shape)
+    bits = np.int16(torch.tensor([scale], dtype=torch.bfloat16).view(torch.int16).item())  # positive: no sign bit
+    return torch.from_numpy(kept * bits).view(torch.bfloat16).view(shape)
+
+
 def drop(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if not training or p <= 0.0:
         return x
     if p >= 1.0:
         return torch.zeros_like(x)
-    threshold, p_used = _threshold(p)
-    return x * ((draws16(x.shape) >= threshold).to(x.dtype) * (1.0 / (1.0 - p_used)))
+    return x * keep_scale(x.shape, p, x.dtype)
 
 
 class Dropout(nn.Dropout):

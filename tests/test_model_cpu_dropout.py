@@ -24,6 +24,18 @@ def test_drop_rate_and_scale():
     assert abs(y.mean().item() - 1.0) < 0.003  # unbiased
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_mask_built_in_numpy_is_torchs_formula_on_the_same_draws(dtype):
+    threshold, p_used = cpu_dropout._threshold(0.1)
+    for shape in (torch.Size([4, 33]), torch.Size([16, 2, 128, 128])):  # numel not a multiple of 4, and large
+        torch.manual_seed(5)
+        mask = cpu_dropout.keep_scale(shape, 0.1, dtype)
+        torch.manual_seed(5)
+        ref = (cpu_dropout.draws16(shape) >= threshold).to(dtype) * (1.0 / (1.0 - p_used))
+        assert mask.dtype == dtype and mask.shape == shape and torch.equal(mask, ref)
+        assert set(mask.unique().tolist()) == {0.0, ref.max().item()}
+
+
 def test_drop_is_seeded_and_off_in_eval():
     x = torch.randn(4, 33, dtype=torch.bfloat16)  # numel not a multiple of 4
     torch.manual_seed(3)
