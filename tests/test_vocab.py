@@ -196,19 +196,12 @@ def test_same_corpus_and_config_give_identical_files(built, tmp_path):
 
 
 def test_baseline_learned_in_a_second_process_gives_the_same_files(built, tmp_path, monkeypatch):
-    from kolectra.vocab import beside
     from kolectra.vocab import build as stage
+    from tests.test_vocab_count import record_beside
 
     monkeypatch.setattr(stage, "SIDE_BY_SIDE_MIN_WORD_TYPES", 0)  # the test corpus is small
     monkeypatch.setattr(stage, "_cpus", lambda: 2)
-    started = []
-    real = beside.Beside.__init__
-
-    def spy(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        started.append(self.process.pid)
-
-    monkeypatch.setattr(beside.Beside, "__init__", spy)
+    started = record_beside(monkeypatch)
     out, stats = _build(CFG, built["corpus"], tmp_path / "beside")
     assert len(started) == 1 and started[0] != os.getpid()  # the baseline really ran elsewhere
     for f in FILES:

@@ -42,10 +42,8 @@ def corpora(tmp_path_factory):
     return {"one": one, "four": resharded(one, 4, root / "four")}
 
 
-@pytest.fixture
-def everywhere(monkeypatch):
-    """Every run of shards beside this process counts, however small; the children are recorded."""
-    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 1)
+def record_beside(monkeypatch) -> list[int]:
+    """The process ids of every :class:`Beside` started from now on (the list fills as they start)."""
     started = []
     real = beside.Beside.__init__
 
@@ -55,6 +53,13 @@ def everywhere(monkeypatch):
 
     monkeypatch.setattr(beside.Beside, "__init__", spy)
     return started
+
+
+@pytest.fixture
+def everywhere(monkeypatch):
+    """Every run of shards beside this process counts, however small; the children are recorded."""
+    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 1)
+    return record_beside(monkeypatch)
 
 
 def test_shards_counted_beside_add_up_to_one_stream_in_its_order(corpora, everywhere):
