@@ -162,11 +162,13 @@ def _inverse_cdf(probs_BNV: torch.Tensor) -> torch.Tensor:
     u_BN1 = torch.rand(probs_BNV.shape[:-1] + (1,), device=probs_BNV.device) * block_cdf_BNK[..., -1:]
     k_BN1 = torch.searchsorted(block_cdf_BNK, u_BN1, right=True).clamp_(max=block_cdf_BNK.shape[-1] - 1)
     before_BN1 = torch.where(k_BN1 > 0, block_cdf_BNK.gather(-1, (k_BN1 - 1).clamp(min=0)), 0.0)
-    index_BNb = k_BN1 * b + torch.arange(b, device=probs_BNV.device)  # the chosen block's tokens
+    offset_b = torch.arange(b, device=probs_BNV.device)
+    index_BNb = k_BN1 * b + offset_b  # the chosen block's tokens
     inside_BNb = probs_BNV.gather(-1, index_BNb.clamp(max=V - 1)) * (index_BNb < V)  # past V: weight 0
     j_BN1 = torch.searchsorted(inside_BNb.cumsum(-1), u_BN1 - before_BN1, right=True).clamp_(max=b - 1)
     # rounding can put u just past a block's last positive token: step back to the last one with weight
-    last_BN1 = (inside_BNb > 0).float().cumsum(-1).argmax(-1, keepdim=True)
+    # (the largest offset whose probability is positive; sign is 0 or 1 here, and float ops are fast)
+    last_BN1 = (inside_BNb.sign() * offset_b.to(inside_BNb.dtype)).argmax(-1, keepdim=True)
     return (k_BN1 * b + torch.minimum(j_BN1, last_BN1)).squeeze(-1)
 
 
