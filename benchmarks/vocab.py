@@ -17,9 +17,12 @@ same build. ``breakdown`` splits both into the work they share (reading and pars
 documents) and the rest: for ours, counting the word table (the runtime pre-tokeniser per
 document, plus the morpheme cuts of every word: work HF does not do) and learning; for
 ``wordpiece_unconstrained``, the same learner without the morpheme rule, which separates what
-the rule costs from what a pure-Python learner costs against HF's Rust. The stage is one
-process by nature: the learner is a sequence of merges, each depending on the last, so there
-are no 2-worker figures (HF's trainer, in Rust, runs threads inside its one process).
+the rule costs from what a pure-Python learner costs against HF's Rust. The learner is one
+process by nature: a sequence of merges, each depending on the last (HF's trainer, in Rust, runs
+threads inside its one process). The count is the stage's own (:mod:`vocab.count`): the corpus is
+written in 4 train shards, as the corpus stage writes it, and from 8 MB of them runs of shards are
+counted in processes of their own, whose CPU time the figures include; the 20,000 reviews of
+``--quick`` stay in one process.
 
     python benchmarks/vocab.py [--quick] [--reviews GLOB | --data DIR | --corpus CORPUS_DIR]
 
@@ -42,32 +45,36 @@ from common import add_data_args, emit, parser, reviews, reviews_source, timed
 from kolectra.core.tokens import SPECIALS
 
 QUICK_REVIEWS = 20000
+TRAIN_SHARDS = 4
 
 
 def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
-    """A corpus artifact's data files (store format) with real Kiwi morphemes; every 20th doc is valid."""
+    """A corpus artifact's data files (store format) with real Kiwi morphemes; every 20th doc is valid,
+    the train documents in :data:`TRAIN_SHARDS` contiguous shards (the corpus stage's default count)."""
     from kiwipiepy import Kiwi
 
     from kolectra.corpus import shards
 
     kiwi = Kiwi()
     (corpus_dir / shards.DATA_DIR).mkdir(parents=True)
-    files = {s: gzip.open(corpus_dir / shards.DATA_DIR / f"{s}-00000-of-00001.jsonl.gz", "wt", encoding="utf-8")
-             for s in shards.SPLITS}
+    path = corpus_dir / shards.DATA_DIR
+    valid = gzip.open(path / "valid-00000-of-00001.jsonl.gz", "wt", encoding="utf-8")
+    train = [gzip.open(path / f"train-{i:05d}-of-{TRAIN_SHARDS:05d}.jsonl.gz", "wt", encoding="utf-8")
+             for i in range(TRAIN_SHARDS)]
     for n, ((doc_id, text), tokens) in enumerate(zip(docs, kiwi.tokenize(t for _, t in docs))):
         morphs = [[t.start, t.start + t.len, t.tag] for t in tokens]
-        files["valid" if n % 20 == 19 else "train"].write(json.dumps(
-            {"id": doc_id, "source": "nsmc", "text": text, "sentences": [[0, len(text)]], "morphs": morphs},
-            ensure_ascii=False) + "\n")
-    for f in files.values():
+        f = valid if n % 20 == 19 else train[n * TRAIN_SHARDS // len(docs)]
+        f.write(json.dumps({"id": doc_id, "source": "nsmc", "text": text, "sentences": [[0, len(text)]],
+                            "morphs": morphs}, ensure_ascii=False) + "\n")
+    for f in (valid, *train):
         f.close()
     return corpus_dir
 
 
 def kolectra_build(cfg, corpus_dir: Path):
-    from kolectra.vocab import build, words
+    from kolectra.vocab import build, count
 
-    table, counts = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
+    table, counts, _ = count.count_split(corpus_dir, "train", cfg.max_word_types, build._cpus())
     vocab, _ = build.learn_vocab(cfg, table, cfg.recipe)
     return vocab, counts
 
@@ -158,7 +165,8 @@ def main() -> None:
          seconds={"kolectra": round(ours, 2), "hf": round(theirs, 2)},
          cpu_seconds={"kolectra": round(ours_cpu, 2), "hf": round(theirs_cpu, 2)},
          cpu_ratio=round(theirs_cpu / ours_cpu, 3) if ours_cpu else None,
-         breakdown=parts, workers="one process by nature: each merge depends on the last", quality=qual)
+         breakdown=parts, workers="the count: a run of shards per process from 8 MB of them; the learner: one "
+         "process by nature, each merge depends on the last", quality=qual)
 
 
 if __name__ == "__main__":
