@@ -83,6 +83,26 @@ def test_past_max_word_types_the_table_is_the_same_wherever_shards_are_counted(c
     assert sum(here.values()) + here_counts["words_pruned"] == stream_counts["words"] == here_counts["words"]
 
 
+@pytest.mark.parametrize("cpus", [2, 3])
+def test_no_more_runs_are_counted_at_once_than_there_are_cpus(corpora, tmp_path, monkeypatch, cpus):
+    eight = resharded(corpora["one"], 8, tmp_path / "eight")
+    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 1)
+    children, alive_at_start = [], []
+    real = beside.Beside.__init__
+
+    def spy(self, *args, **kwargs):
+        alive_at_start.append(sum(p.poll() is None for p in children))
+        real(self, *args, **kwargs)
+        children.append(self.process)
+
+    monkeypatch.setattr(beside.Beside, "__init__", spy)
+    table, counts, processes = count.count_split(eight, "train", None, cpus)
+    assert processes == cpus and len(children) == 8 - len(range(0, 8, cpus))  # every cpus-th run counted here
+    assert max(alive_at_start) <= cpus - 2  # besides the one being started
+    stream, stream_counts = words.count_words(words.iter_docs(eight, "train"))
+    assert list(table.items()) == list(stream.items()) and counts == stream_counts
+
+
 def test_runs_are_contiguous_about_equal_and_not_smaller_than_the_minimum(tmp_path, monkeypatch):
     paths = []
     for i, size in enumerate([5, 1, 1, 1, 4, 4]):
@@ -109,7 +129,7 @@ def test_the_stage_gives_the_same_files_when_it_counts_beside(corpora, everywher
     split = tmp_path / "split"
     split.mkdir()
     stage.build(CFG, corpora["four"], split)
-    assert len(everywhere) == 1
+    assert len(everywhere) == 2  # runs 1 and 3, one after the other; this process counted 0 and 2
     for f in FILES:
         assert (split / f).read_bytes() == (alone / f).read_bytes(), f
 

@@ -4,8 +4,9 @@ Stage: corpus -> **vocab** -> examples. Counting (:func:`vocab.words.count_words
 document, split it with the runtime pre-tokeniser, attach its stored morpheme cuts) is one Python
 thread, and on a large corpus the longest part of a build. A corpus artifact comes in shards, so
 each shard is counted into a table of its own and the tables are added up in shard order. With
-more CPUs and enough data, contiguous runs of shards are counted in processes of their own
-(:class:`vocab.beside.Beside`) while this process counts the first run and adds up as it goes.
+more CPUs and enough data, runs of shards are counted in processes of their own
+(:class:`vocab.beside.Beside`), a few runs ahead of this process, which counts every ``cpus``-th
+run itself and adds up as it goes (:func:`count_split`).
 
 The table does not depend on where a shard was counted: it is always one table per shard, added in
 shard order. While no table outgrows ``max_word_types`` it equals what one stream over all
@@ -26,8 +27,8 @@ from kolectra.corpus import shards
 from kolectra.vocab import words
 from kolectra.vocab.beside import Beside
 
-# No more runs than one per this much gzipped corpus: counting reads about 2.7 MB of it a second, and a
-# process takes about 0.4 s to start and to send its tables back (docs/vocab.md).
+# A process for every run of shards this large (gzipped), at least: counting reads about 2.7 MB of it a
+# second, and a process takes about 0.4 s to start and to send its tables back (docs/vocab.md).
 BESIDE_MIN_BYTES = 4 << 20
 
 SUMMED = ("documents", "words", "words_unaligned", "table_prunes", "word_types_pruned", "words_pruned")
@@ -72,12 +73,12 @@ def add_up(tables: Iterable[tuple[Counter, dict]], max_word_types: int | None) -
     return total, {**counts, "word_types": len(total)}
 
 
-def runs(paths: list[Path], cpus: int) -> list[list[Path]]:
-    """The shards cut into contiguous runs of about equal bytes, one per process: at most ``cpus``
-    runs, and no more than one per :data:`BESIDE_MIN_BYTES` of them."""
+def runs(paths: list[Path], most: int) -> list[list[Path]]:
+    """The shards cut into contiguous runs of about equal bytes: at most ``most`` runs, and no more
+    than one per :data:`BESIDE_MIN_BYTES` of them."""
     sizes = [p.stat().st_size for p in paths]
     total = sum(sizes)
-    n = max(1, min(cpus, len(paths), total // BESIDE_MIN_BYTES))
+    n = max(1, min(most, len(paths), total // BESIDE_MIN_BYTES))
     before = [0]  # bytes before shard i
     for size in sizes:
         before.append(before[-1] + size)
@@ -90,21 +91,43 @@ def runs(paths: list[Path], cpus: int) -> list[list[Path]]:
 
 def count_split(corpus_dir: Path, split: str, max_word_types: int | None, cpus: int,
                 desc: str | None = None) -> tuple[Counter, dict, int]:
-    """(word table, counters, processes used) for ``split`` of the corpus."""
-    first, *later = runs(shards.shard_paths(corpus_dir, split), cpus) or [[]]
-    total = None if later else shards.document_count(corpus_dir, split)  # this process's share of the documents
+    """(word table, counters, processes used) for ``split`` of the corpus.
+
+    The shards are cut into runs of at least :data:`BESIDE_MIN_BYTES` (:func:`runs`), which are
+    dealt round to ``cpus`` lanes: this process counts the runs of lane 0, and each other run gets a
+    process of its own, started when this process is at most ``cpus - 1`` runs behind it. So at
+    most ``cpus`` runs are being counted at once, and no process ever holds more than one run's
+    tables: memory stays bounded however many shards the corpus has.
+    """
+    paths = shards.shard_paths(corpus_dir, split)
+    units = runs(paths, len(paths))
+    lanes = max(1, cpus)
+    mine = [u for k, u in enumerate(units) if k % lanes == 0]
+    total = shards.document_count(corpus_dir, split) if len(mine) == len(units) else None  # the share counted here
     with contextlib.ExitStack() as stack:
-        beside = [Beside(f"counting {len(r)} shard(s) from {r[0].name}", count_shards, r, max_word_types)
-                  for r in later]
-        for b in beside:
-            stack.callback(b.stop)  # the stage failed or was interrupted: no counter outlives it
+        beside: dict[int, Beside] = {}
+        dealt = [0]  # the runs before this one have their process (or are this process's)
+
+        def start_up_to(last: int) -> None:
+            for j in range(dealt[0], min(last + 1, len(units))):
+                if j % lanes:
+                    beside[j] = Beside(f"counting {len(units[j])} shard(s) from {units[j][0].name}", count_shards,
+                                       units[j], max_word_types)
+                    stack.callback(beside[j].stop)  # the stage failed or was interrupted: no counter outlives it
+            dealt[0] = max(dealt[0], last + 1)
 
         def in_order() -> Iterator[tuple[Counter, dict]]:
-            yield from _shard_tables(first, max_word_types, desc, total)
-            for b in beside:
-                tables, _ = b.result()
-                while tables:  # hand each table on alone, so the added ones can be freed
-                    yield tables.pop(0)
+            here = _shard_tables([p for u in mine for p in u], max_word_types, desc, total)
+            for k, unit in enumerate(units):
+                start_up_to(k + lanes - 1)
+                if k % lanes == 0:
+                    for _ in unit:
+                        yield next(here)
+                else:
+                    tables, _ = beside.pop(k).result()
+                    while tables:  # hand each table on alone, so the added ones can be freed
+                        yield tables.pop(0)
+            next(here, None)  # ends this process's progress bar
 
         table, counts = add_up(in_order(), max_word_types)
-    return table, counts, 1 + len(beside)
+    return table, counts, min(lanes, len(units)) if units else 1
