@@ -22,7 +22,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from kolectra.core import bars
 from kolectra.corpus import shards
 from kolectra.vocab import words
 from kolectra.vocab.beside import Beside
@@ -42,18 +41,9 @@ def count_shards(paths: list[Path], max_word_types: int | None) -> list[tuple[Co
 def _shard_tables(paths: list[Path], max_word_types: int | None, desc: str | None = None,
                   total: int | None = None) -> Iterator[tuple[Counter, dict]]:
     """:func:`count_shards` one shard at a time; with ``desc``, one progress bar over their documents."""
-    bar = bars.Bar(desc, total, "doc", every=max(1, total // 10) if total else 100_000,
-                   min_seconds=bars.QUIET_SECONDS) if desc else None
-    with bar or contextlib.nullcontext():
+    with words.doc_bar(desc, total) if desc else contextlib.nullcontext() as bar:
         for path in paths:
-            docs = words.checked(shards.iter_shard(path), str(path))
-            yield words.count_words(docs if bar is None else _advancing(docs, bar), max_word_types)
-
-
-def _advancing(docs: Iterable[dict], bar: bars.Bar) -> Iterator[dict]:
-    for doc in docs:
-        bar.advance()
-        yield doc
+            yield words.count_words(words.checked(shards.iter_shard(path), str(path), bar), max_word_types)
 
 
 def add_up(tables: Iterable[tuple[Counter, dict]], max_word_types: int | None) -> tuple[Counter, dict]:

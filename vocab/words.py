@@ -95,19 +95,27 @@ def doc_words(doc: dict, splitter: WordSplitter) -> tuple[list[WordType], int]:
 
 def iter_docs(corpus_dir: Path, split: str, desc: str | None = None) -> Iterator[dict]:
     """The split's documents, checked to have text; with ``desc``, under a progress bar (:mod:`core.bars`)."""
-    return checked(shards.iter_documents(corpus_dir, split), f"{corpus_dir}: {split}", desc,
-                   shards.document_count(corpus_dir, split) if desc else None)
+    docs, where = shards.iter_documents(corpus_dir, split), f"{corpus_dir}: {split}"
+    if not desc:
+        yield from checked(docs, where)
+        return
+    with doc_bar(desc, shards.document_count(corpus_dir, split)) as bar:
+        yield from checked(docs, where, bar)
 
 
-def checked(docs: Iterable[dict], where: str, desc: str | None = None, total: int | None = None) -> Iterator[dict]:
-    """``docs``, each checked to have text; with ``desc``, under a progress bar."""
-    if desc:
-        docs = bars.iterate(docs, desc, total=total, unit="doc", every=max(1, total // 10) if total else 100_000,
-                            min_seconds=bars.QUIET_SECONDS)
+def doc_bar(desc: str, total: int | None) -> bars.Bar:
+    """A progress bar over documents (a line every tenth of ``total``, or every 100,000 without one)."""
+    return bars.Bar(desc, total, "doc", every=max(1, total // 10) if total else 100_000, min_seconds=bars.QUIET_SECONDS)
+
+
+def checked(docs: Iterable[dict], where: str, bar: bars.Bar | None = None) -> Iterator[dict]:
+    """``docs``, each checked to have text; each one advances ``bar`` when given."""
     for doc in docs:
         if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
             raise UserInputError(f"{where} document without a 'text' string: {str(doc)[:80]}")
         yield doc
+        if bar is not None:
+            bar.advance()
 
 
 def prune(table: Counter, keep: int) -> tuple[int, int]:
