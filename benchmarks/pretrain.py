@@ -1,6 +1,7 @@
 """Benchmark: kolectra's pretraining step against a naive step from stock Hugging Face modules.
 
-    python benchmarks/pretrain.py [--quick] [--preset small++|mini] [--device cpu|cuda] [--peak-tflops X]
+    python benchmarks/pretrain.py [--quick] [--preset small++|small|base|mini] [--device cpu|cuda] [--peak-tflops X]
+                                  [--batch-size N] [--compile [--compile-mode default|reduce-overhead]]
 
 ``--preset mini`` measures the preset every CPU study and run uses (4 layers of 128, generator a
 quarter as wide, vocabulary 8,000, batch 32, sequence 128) in fp32 and bf16, on one thread and on
@@ -14,7 +15,7 @@ batch 8, sequence 128, in fp32 and with bf16 autocast; the two steps are interle
 medians compared, each step in a process of its own (see :mod:`benchmarks.step_bench`). The headline value
 is kolectra's fp32 steps per second, the baseline the naive step's; the bf16 figures, tokens/s
 and useful FLOP/s (MFU when a peak figure is known: ``--peak-tflops`` or a CUDA device in the
-table below) ride along, and on the CPU each step's matmul share and the speedup ceiling it
+datasheet table in ``model/device.py``) ride along, and on the CPU each step's matmul share and the speedup ceiling it
 implies (:mod:`benchmarks.step_bench`), and MFU against the best 2,048³ matmul the CPU runs in the same
 precision (no datasheet peak fits a CPU: clocks and vector units vary by SKU and VM), and the
 minor page faults per step of each (memory taken back from the kernel: ``model/cpu_memory.py``).
@@ -42,20 +43,15 @@ from common import emit, parser
 from step_bench import compare, small_pp_like
 
 from kolectra.model import config
-
-# Dense peak TFLOP/s (bf16, fp32 via TF32) of GPUs we may meet; CPU has no reliable figure.
-PEAKS = {"H100": {"bf16": 989.0, "fp32": 494.0}, "H200": {"bf16": 989.0, "fp32": 494.0},
-         "A100": {"bf16": 312.0, "fp32": 156.0}}
+from kolectra.model.device import gpu_peak_tflops
 
 
 def peak_tflops(device: str, precision: str, given: float) -> float:
+    """``given``, else a known GPU's datasheet peak (the table the trainer's MFU uses); 0 on a CPU."""
     if given:
         return given
     if device == "cuda":
-        name = torch.cuda.get_device_name(0)
-        for key, peaks in PEAKS.items():
-            if key in name:
-                return peaks[precision]
+        return gpu_peak_tflops(torch.cuda.get_device_name(0), bf16=precision == "bf16")
     return 0.0
 
 
@@ -89,12 +85,18 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=None, help="sequences a step (default 8; mini: its preset's 32)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens a sequence (default 128)")
     p.add_argument("--compile", action="store_true", help="also time kolectra's step under torch.compile")
+    p.add_argument("--compile-mode", default="default", choices=list(config.COMPILE_MODES),
+                   help="torch.compile's mode with --compile (default: default; reduce-overhead: CUDA graphs, "
+                        "--device cuda only)")
     p.add_argument("--naive-keeps-memory", action="store_true",
                    help="the naive step's process gets kolectra's allocator settings too (CPU)")
-    p.add_argument("--preset", default="small++", choices=["small++", "mini"],
-                   help="small++ (default: KoELECTRA-Small-v3 shapes) or mini (the CPU studies' preset, "
-                        "fp32 and bf16 on one thread and all cores)")
+    p.add_argument("--preset", default="small++", choices=["small++", "small", "base", "mini"],
+                   help="small++ (default: KoELECTRA-Small-v3 shapes), small or base (ELECTRA's shapes: for a GPU, "
+                        "with --batch-size 128 or 256), all with a 35,000 vocabulary; or mini (the CPU studies' "
+                        "preset, fp32 and bf16 on one thread and all cores)")
     args = p.parse_args()
+    if args.compile_mode == "reduce-overhead" and not (args.compile and args.device == "cuda"):
+        p.error("--compile-mode reduce-overhead records CUDA graphs: it needs --compile and --device cuda")
     if args.preset == "mini":
         return mini_main(args)
     args.batch_size = args.batch_size or 8
@@ -104,7 +106,10 @@ def main() -> None:
         layers, rounds = None, 11
     else:
         layers, rounds = None, 30
-    model_cfg = small_pp_like(35000, layers)
+    model_cfg = (small_pp_like(35000, layers) if args.preset == "small++"
+                 else dataclasses.replace(config.preset(args.preset).model, vocab_size=35000))
+    if layers and args.preset != "small++":
+        model_cfg = dataclasses.replace(model_cfg, layers=layers, generator_layers=layers)
     peak_n = 1024 if args.quick else 2048  # the quick peak: 8x fewer FLOPs a matmul
     results = {}
     for precision in ("fp32", "bf16"):
@@ -113,7 +118,7 @@ def main() -> None:
         peak_before = measured_matmul_peak(precision, peak_n) if args.device == "cpu" else 0.0
         r = compare(model_cfg, seq_len=args.seq_len, batch_size=args.batch_size, rounds=rounds,
                     warmup=2 if args.device == "cuda" else 1, bf16=precision == "bf16", device=args.device,
-                    compile=args.compile, naive_keeps_memory=args.naive_keeps_memory)
+                    compile=args.compile, naive_keeps_memory=args.naive_keeps_memory, compile_mode=args.compile_mode)
         peak = peak_tflops(args.device, precision, args.peak_tflops) * 1e12
         mfu = {k: v / peak for k, v in r["useful_flops_per_s"].items()} if peak else None
         if args.device == "cpu":
@@ -140,9 +145,10 @@ def main() -> None:
               file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
-         {"model": "small++-like", "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
+         {"model": "small++-like" if args.preset == "small++" else args.preset, "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
           "seq_len": args.seq_len, "device": args.device, "rounds": rounds, "quick": args.quick,
           "interleaved": True, "isolated": True, "statistic": "median", "compile": args.compile,
+          "compile_mode": args.compile_mode,
           "naive_keeps_memory": args.naive_keeps_memory, "matmul_peak_n": peak_n},
          results=results, ratio_bf16=results["bf16"]["speedup"],
          **({"ratio_compiled": results["fp32"]["speedup_compiled"],

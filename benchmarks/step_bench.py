@@ -17,7 +17,9 @@ the medians compared. Each runs in a process of its own, so that neither's alloc
 how the other's are served (glibc's heap is per process; see :func:`compare`). With
 ``compile=True`` a third runner, kolectra's step under ``torch.compile`` (``train.compile=true``:
 one graph, no breaks, Inductor's fused kernels and its own vectorised RNG for dropout and the
-Gumbel noise), joins the rotation; its compile time is reported apart.
+Gumbel noise), joins the rotation; its compile time is reported apart. ``compile_mode`` is
+``train.compile_mode`` (``reduce-overhead``: CUDA graphs, on CUDA), through the trainer's own
+wrapper (:func:`kolectra.model.train.compiled`).
 
 On the CPU one more step of each runner runs under ``torch.profiler`` to split it into matrix
 products and the rest: ``matmul_share`` per runner, and ``speedup_ceiling``, the speedup kolectra's
@@ -44,7 +46,7 @@ import torch  # noqa: E402
 from kolectra.model import config, cpu_memory, rtd
 from kolectra.model.electra import ElectraPair, train_flops_per_sequence
 from kolectra.model.runtime import resolve
-from kolectra.model.train import build_optimizer
+from kolectra.model.train import build_optimizer, compiled
 
 
 def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: config.ObjectiveConfig) -> torch.Tensor:
@@ -146,7 +148,8 @@ STEPS = ("kolectra", "naive_hf", "kolectra_compiled")
 
 
 def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_size: int, bf16: bool,
-                 device: str, fill: float, seed: int, naive_keeps_memory: bool = False, threads: int = 0) -> Runner:
+                 device: str, fill: float, seed: int, naive_keeps_memory: bool = False, threads: int = 0,
+                 compile_mode: str = "default") -> Runner:
     """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches;
     ``threads`` > 0 sets the process's torch threads (both steps alike)."""
     if threads > 0:
@@ -155,7 +158,7 @@ def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_s
     sp = rtd.Specials(vocab_size=V)
     dev = resolve(device)
     naive = name == "naive_hf"
-    fn = naive_step if naive else torch.compile(ours_step) if name == "kolectra_compiled" else ours_step
+    fn = naive_step if naive else compiled(ours_step, compile_mode) if name == "kolectra_compiled" else ours_step
     torch.manual_seed(seed)
     model = ElectraPair(model_cfg, V, sp.pad_id)
     # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout and
@@ -226,7 +229,8 @@ class Served:
 
 def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int = 8, rounds: int = 5,
             warmup: int = 1, bf16: bool = False, device: str = "cpu", fill: float = 0.9, seed: int = 0,
-            compile: bool = False, naive_keeps_memory: bool = False, threads: int = 0) -> dict:
+            compile: bool = False, naive_keeps_memory: bool = False, threads: int = 0,
+            compile_mode: str = "default") -> dict:
     """Median seconds per training step of both implementations, interleaved; ``fill`` = non-padding share.
 
     Each runner lives in a process of its own (:class:`Served`), stepped in turn by this one. In one
@@ -238,7 +242,8 @@ def compare(model_cfg: config.ModelConfig, seq_len: int = 128, batch_size: int =
     sp = rtd.Specials(vocab_size=V)
     obj = config.ObjectiveConfig()
     kwargs = dict(model_cfg=model_cfg, seq_len=seq_len, batch_size=batch_size, bf16=bf16, device=device,
-                  fill=fill, seed=seed, naive_keeps_memory=naive_keeps_memory, threads=threads)
+                  fill=fill, seed=seed, naive_keeps_memory=naive_keeps_memory, threads=threads,
+                  compile_mode=compile_mode)
     names = STEPS if compile else STEPS[:2]
     runners = {name: Served(_runner_answers, name, kwargs) for name in names}
     try:

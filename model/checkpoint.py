@@ -271,7 +271,8 @@ def load(step_dir: Path, rank: int = 0) -> dict:
 # Where a run happens belongs here too: a checkpoint saved on a TPU resumes on a CPU or GPU and
 # back (issue 7), so the request — and its work directory — stays the same whatever the device.
 OPERATIONAL = ("train.force_resume", "train.keep_checkpoints", "train.save_every", "train.log_every",
-               "train.device", "train.cpu_threads", "train.xla_cache_dir", "train.compile")
+               "train.device", "train.cpu_threads", "train.xla_cache_dir", "train.compile",
+               "train.compile_mode")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

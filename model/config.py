@@ -39,6 +39,7 @@ RTD_OBJECTIVES = ("electra", "electra15", *DISC_LM_OBJECTIVES)
 DEVICES = ("cpu", "cuda", "xla")
 EMBEDDING_SHARING = ("es", "gdes", "none")
 SCHEDULES = ("warmup_then_decay", "warmup_times_decay")  # see kolectra.model.optim
+COMPILE_MODES = ("default", "reduce-overhead")  # torch.compile's modes, with train.compile=true
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +126,9 @@ class TrainConfig:
     bf16: bool = False
     # torch.compile the objective's forward (the step stays free of host syncs either way).
     compile: bool = False
+    # torch.compile's mode with compile=true: "reduce-overhead" also records the compiled step as
+    # CUDA graphs, one launch per graph instead of one per kernel (CUDA only, one micro-step a step).
+    compile_mode: str = "default"
     # Start from an existing Hugging Face ELECTRA pair: a directory holding discriminator/ and
     # generator/ (e.g. another checkpoint's hf/ or a downloaded KoELECTRA pair). "" = random init.
     init_from: str = ""
@@ -214,6 +218,16 @@ class PretrainConfig:
             raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
         if t.save_every < 0 or t.peak_tflops < 0:
             raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
+        if t.compile_mode not in COMPILE_MODES:
+            raise ConfigError(f"train.compile_mode: expected one of {list(COMPILE_MODES)}, got {t.compile_mode!r}")
+        if t.compile_mode != "default" and not t.compile:
+            raise ConfigError(f"train.compile_mode={t.compile_mode} applies to a compiled step: set train.compile=true too")
+        if t.compile_mode == "reduce-overhead" and t.device != "cuda":
+            raise ConfigError(f"train.compile_mode=reduce-overhead records CUDA graphs: it needs train.device=cuda, "
+                              f"not {t.device!r} (train.compile_mode=default compiles on any device)")
+        if t.compile_mode == "reduce-overhead" and t.grad_accum != 1:
+            raise ConfigError(f"train.compile_mode=reduce-overhead replays each micro-step into the same buffers, so "
+                              f"gradients cannot accumulate across them: it needs train.grad_accum=1, got {t.grad_accum}")
         if t.schedule not in SCHEDULES:
             raise ConfigError(f"train.schedule: expected one of {list(SCHEDULES)}, got {t.schedule!r}")
         for key in ("warmup_steps", "cpu_threads"):  # cpu_threads 0: torch's default

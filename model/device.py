@@ -39,6 +39,22 @@ from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory
 
+# Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
+# tensor cores, which CudaDevice turns on). The more specific name comes first (an "H100 PCIe" is
+# also an "H100", an "L40S" also an "L4"); SXM parts unless named. A GPU not listed has no peak:
+# MFU is then left out unless train.peak_tflops gives one.
+GPU_PEAK_TFLOPS = {"H200 NVL": (835.0, 417.0), "H200": (989.0, 494.0), "H100 NVL": (835.0, 417.0),
+                   "H100 PCIe": (756.0, 378.0), "H100": (989.0, 494.0), "A100": (312.0, 156.0),
+                   "L40S": (362.0, 183.0), "L4": (121.0, 60.0)}
+
+
+def gpu_peak_tflops(name: str, bf16: bool) -> float:
+    """The datasheet peak of the GPU called ``name`` (as torch names it) in the step's precision; 0 if unknown."""
+    for key, (bf16_peak, tf32_peak) in GPU_PEAK_TFLOPS.items():
+        if key in name:
+            return bf16_peak if bf16 else tf32_peak
+    return 0.0
+
 
 def slow_cpu_bf16_note() -> str | None:
     """A warning when this CPU has no native bf16 (AVX-512 BF16 or AMX): oneDNN then has no bf16
@@ -198,6 +214,10 @@ class Device:
         """Peak FLOP/s of one device for MFU; 0 = unknown (then ``train.peak_tflops`` may say)."""
         return 0.0
 
+    def speed_note(self, compiled: bool) -> str | None:
+        """One line for the start of a run when this device has a faster setting the run does not use."""
+        return None
+
     def save(self, obj, path) -> None:
         torch.save(obj, path)
 
@@ -248,6 +268,18 @@ class CudaDevice(Device):
 
     def describe(self) -> str:
         return f"cuda ({torch.cuda.get_device_name(self.torch_device)})"
+
+    def peak_flops(self) -> float:
+        return gpu_peak_tflops(torch.cuda.get_device_name(self.torch_device), self.bf16) * 1e12
+
+    def speed_note(self, compiled: bool) -> str | None:
+        # Eager, the step launches about 2,500 small kernels and, at ELECTRA-Small's size, the host's
+        # launching is what the GPU waits for (docs/benchmarks.md, "CUDA").
+        if compiled:
+            return None
+        return ("on a GPU the eager step waits on launching its ~2,500 small kernels: train.compile=true fuses "
+                "them after about a minute of compiling, and train.compile_mode=reduce-overhead also replays the "
+                "step as CUDA graphs (docs/pretraining.md#gpus)")
 
 
 def unpack(tensors: dict[str, torch.Tensor], values: list[float]) -> dict:

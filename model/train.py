@@ -52,6 +52,24 @@ def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False)
     return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused)
 
 
+def compiled(step_fn: Callable, mode: str) -> Callable:
+    """The objective's step under ``torch.compile`` (``train.compile``) in ``mode``.
+
+    With ``reduce-overhead`` Inductor records the step as CUDA graphs and replays them into the same
+    output buffers, so each call is marked as a new iteration: torch then knows the last one's
+    outputs are done with (the loop has run the loss's backward and added the metric sums into its
+    log by then) instead of guessing where an iteration starts."""
+    fn = torch.compile(step_fn, mode=None if mode == "default" else mode)
+    if mode != "reduce-overhead":
+        return fn
+
+    def step(*args):
+        torch.compiler.cudagraph_mark_step_begin()
+        return fn(*args)
+
+    return step
+
+
 @dataclasses.dataclass
 class Run:
     """Everything the loop touches, built by :func:`start`."""
@@ -124,6 +142,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where} in {precision}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
                  f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
+        if note := dev.speed_note(t.compile):
+            progress(f"pretrain: {note}")
 
     first, log_state, wall_before = 0, None, 0.0
     found = checkpoint.load_latest(out_dir, dev.rank) if resume else None
@@ -152,7 +172,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         log.load_state_dict(log_state)
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
-              torch.compile(step_fn) if t.compile else step_fn, log, first, flops_per_step, share,
+              compiled(step_fn, t.compile_mode) if t.compile else step_fn, log, first, flops_per_step, share,
               t.peak_tflops * 1e12 or dev.peak_flops(), where, t_start=t_start or time.perf_counter(),
               wall_before=wall_before)
     if objectives.knobs(obj, torch.zeros(()), max(t.steps, 1)) is not None:
@@ -273,11 +293,15 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
 def first_step(run: Run, step: int) -> None:
     """The run's first step, timed (one wait for the device, once per run): a line within seconds
     says it trains and how long a step takes, instead of silence until the first log line (on a
-    busy CPU that was minutes). On XLA the first step also traces and compiles the program."""
+    busy CPU that was minutes). On XLA, and with ``train.compile``, the first step also compiles."""
     t = run.cfg.train
+    compiling = run.dev.static_shapes or t.compile
     if run.dev.is_main and run.dev.static_shapes:
         progress("pretrain: compiling the training step (XLA traces and compiles it in the first step; "
                  "minutes for a large model, then it is reused)")
+    elif run.dev.is_main and t.compile:
+        progress(f"pretrain: compiling the training step (torch.compile, mode {t.compile_mode}, in the first "
+                 "step; a minute or more, then it is reused)")
     t0 = time.perf_counter()
     train_step(run, step)
     run.dev.synchronize()
@@ -285,7 +309,7 @@ def first_step(run: Run, step: int) -> None:
     nxt = min(t.steps, (step // t.log_every + 1) * t.log_every)
     if run.dev.is_main:
         progress(f"pretrain: step {step + 1} took {seconds:.2f} s"
-                 + (" (with compilation)" if run.dev.static_shapes else "")
+                 + (" (with compilation)" if compiling else "")
                  + (f"; the next line comes at step {nxt}" if nxt > step + 1 else ""))
 
 
