@@ -1,7 +1,7 @@
 """Benchmark: kolectra's pretraining step against a naive step from stock Hugging Face modules.
 
     python benchmarks/pretrain.py [--quick] [--preset small++|small|base|mini] [--device cpu|cuda] [--peak-tflops X]
-                                  [--batch-size N] [--compile [--compile-mode default|reduce-overhead]]
+                                  [--batch-size N] [--vocab-size V] [--compile [--compile-mode default|reduce-overhead]]
 
 ``--preset mini`` measures the preset every CPU study and run uses (4 layers of 128, generator a
 quarter as wide, vocabulary 8,000, batch 32, sequence 128) in fp32 and bf16, on one thread and on
@@ -84,6 +84,8 @@ def main() -> None:
                    help="peak of one device for MFU (default 0: the table for known GPUs, a measured matmul on CPU)")
     p.add_argument("--batch-size", type=int, default=None, help="sequences a step (default 8; mini: its preset's 32)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens a sequence (default 128)")
+    p.add_argument("--vocab-size", type=int, default=35000,
+                   help="vocabulary of small++, small and base (default 35,000, KoELECTRA's; mini keeps its 8,000)")
     p.add_argument("--compile", action="store_true", help="also time kolectra's step under torch.compile")
     p.add_argument("--compile-mode", default="default", choices=list(config.COMPILE_MODES),
                    help="torch.compile's mode with --compile (default: default; reduce-overhead: CUDA graphs, "
@@ -92,12 +94,14 @@ def main() -> None:
                    help="the naive step's process gets kolectra's allocator settings too (CPU)")
     p.add_argument("--preset", default="small++", choices=["small++", "small", "base", "mini"],
                    help="small++ (default: KoELECTRA-Small-v3 shapes), small or base (ELECTRA's shapes: for a GPU, "
-                        "with --batch-size 128 or 256), all with a 35,000 vocabulary; or mini (the CPU studies' "
+                        "with --batch-size 128 or 256), all with --vocab-size; or mini (the CPU studies' "
                         "preset, fp32 and bf16 on one thread and all cores)")
     args = p.parse_args()
     if args.compile_mode == "reduce-overhead" and not (args.compile and args.device == "cuda"):
         p.error("--compile-mode reduce-overhead records CUDA graphs: it needs --compile and --device cuda")
     if args.preset == "mini":
+        if args.device != "cpu" or args.compile:
+            p.error("--preset mini measures the CPU in eager mode: leave out --device cuda and --compile")
         return mini_main(args)
     args.batch_size = args.batch_size or 8
     if args.device == "cpu" and args.quick:
@@ -106,8 +110,8 @@ def main() -> None:
         layers, rounds = None, 11
     else:
         layers, rounds = None, 30
-    model_cfg = (small_pp_like(35000, layers) if args.preset == "small++"
-                 else dataclasses.replace(config.preset(args.preset).model, vocab_size=35000))
+    model_cfg = (small_pp_like(args.vocab_size, layers) if args.preset == "small++"
+                 else dataclasses.replace(config.preset(args.preset).model, vocab_size=args.vocab_size))
     if layers and args.preset != "small++":
         model_cfg = dataclasses.replace(model_cfg, layers=layers, generator_layers=layers)
     peak_n = 1024 if args.quick else 2048  # the quick peak: 8x fewer FLOPs a matmul
@@ -145,7 +149,8 @@ def main() -> None:
               file=sys.stderr)
     fp32 = results["fp32"]["steps_per_s"]
     emit("pretrain", "steps/s", fp32["kolectra"], "naive_hf_step", fp32["naive_hf"],
-         {"model": "small++-like" if args.preset == "small++" else args.preset, "layers": model_cfg.layers, "vocab_size": 35000, "batch_size": args.batch_size,
+         {"model": "small++-like" if args.preset == "small++" else args.preset, "layers": model_cfg.layers,
+          "vocab_size": args.vocab_size, "batch_size": args.batch_size,
           "seq_len": args.seq_len, "device": args.device, "rounds": rounds, "quick": args.quick,
           "interleaved": True, "isolated": True, "statistic": "median", "compile": args.compile,
           "compile_mode": args.compile_mode,

@@ -224,7 +224,7 @@ class PretrainConfig:
             raise ConfigError(f"train.compile_mode={t.compile_mode} applies to a compiled step: set train.compile=true too")
         if t.compile_mode == "reduce-overhead" and t.device != "cuda":
             raise ConfigError(f"train.compile_mode=reduce-overhead records CUDA graphs: it needs train.device=cuda, "
-                              f"not {t.device!r} (train.compile_mode=default compiles on any device)")
+                              f"not {t.device!r} (train.compile_mode=default compiles without CUDA graphs)")
         if t.compile_mode == "reduce-overhead" and t.grad_accum != 1:
             raise ConfigError(f"train.compile_mode=reduce-overhead replays each micro-step into the same buffers, so "
                               f"gradients cannot accumulate across them: it needs train.grad_accum=1, got {t.grad_accum}")

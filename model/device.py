@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 from typing import Callable
 
 import numpy as np
@@ -40,18 +41,21 @@ from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
-# tensor cores, which CudaDevice turns on). The more specific name comes first (an "H100 PCIe" is
-# also an "H100", an "L40S" also an "L4"); SXM parts unless named. A GPU not listed has no peak:
-# MFU is then left out unless train.peak_tflops gives one.
-GPU_PEAK_TFLOPS = {"H200 NVL": (835.0, 417.0), "H200": (989.0, 494.0), "H100 NVL": (835.0, 417.0),
-                   "H100 PCIe": (756.0, 378.0), "H100": (989.0, 494.0), "A100": (312.0, 156.0),
-                   "L40S": (362.0, 183.0), "L4": (121.0, 60.0)}
+# tensor cores, which CudaDevice turns on); SXM parts unless named. Matched as whole words of the
+# name torch reports, the more specific first (an "H100 PCIe" is also an "H100"); "RTX A1000" is
+# no "A100", "L40" no "L4". A GPU not listed, or a MIG slice of one, has no peak here: MFU is then
+# left out unless train.peak_tflops gives one.
+GPU_PEAK_TFLOPS = (("GH200", 989.0, 494.0), ("H200 NVL", 835.0, 417.0), ("H200", 989.0, 494.0),
+                   ("H100 NVL", 835.0, 417.0), ("H100 PCIe", 756.0, 378.0), ("H100", 989.0, 494.0),
+                   ("A100", 312.0, 156.0), ("L40S", 362.0, 183.0), ("L40", 181.0, 90.5), ("L4", 121.0, 60.0))
 
 
 def gpu_peak_tflops(name: str, bf16: bool) -> float:
     """The datasheet peak of the GPU called ``name`` (as torch names it) in the step's precision; 0 if unknown."""
-    for key, (bf16_peak, tf32_peak) in GPU_PEAK_TFLOPS.items():
-        if key in name:
+    if re.search(r"\bMIG\b", name):  # a slice: its share of the whole GPU is not in the name
+        return 0.0
+    for key, bf16_peak, tf32_peak in GPU_PEAK_TFLOPS:
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, re.IGNORECASE):
             return bf16_peak if bf16 else tf32_peak
     return 0.0
 
@@ -278,8 +282,8 @@ class CudaDevice(Device):
         if compiled:
             return None
         return ("on a GPU the eager step waits on launching its ~2,500 small kernels: train.compile=true fuses "
-                "them after about a minute of compiling, and train.compile_mode=reduce-overhead also replays the "
-                "step as CUDA graphs (docs/pretraining.md#gpus)")
+                "them after about a minute of compiling, and train.compile_mode=reduce-overhead (with "
+                "train.grad_accum=1) also replays the step as CUDA graphs (docs/pretraining.md#gpus)")
 
 
 def unpack(tensors: dict[str, torch.Tensor], values: list[float]) -> dict:
