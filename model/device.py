@@ -277,11 +277,11 @@ class CudaDevice(Device):
         return gpu_peak_tflops(torch.cuda.get_device_name(self.torch_device), self.bf16) * 1e12
 
     def speed_note(self, compiled: bool) -> str | None:
-        # Eager, the step launches about 2,500 small kernels and, at ELECTRA-Small's size, the host's
-        # launching is what the GPU waits for (docs/benchmarks.md, "CUDA").
+        # Eager, the step launches each of its many small kernels from Python, and at ELECTRA-Small's
+        # size that launching is what the GPU waits for (docs/benchmarks.md, "CUDA").
         if compiled:
             return None
-        return ("on a GPU the eager step waits on launching its ~2,500 small kernels: train.compile=true fuses "
+        return ("on a GPU the eager step waits on launching its many small kernels: train.compile=true fuses "
                 "them after about a minute of compiling, and train.compile_mode=reduce-overhead (with "
                 "train.grad_accum=1) also replays the step as CUDA graphs (docs/pretraining.md#gpus)")
 
