@@ -218,6 +218,9 @@ class PretrainConfig:
             raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
         if t.save_every < 0 or t.peak_tflops < 0:
             raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
+        if t.compile and t.device == "xla":  # Inductor cannot lower XLA tensors: it failed deep in its stack
+            raise ConfigError("train.compile=true is for cpu and cuda: on xla, torch-xla already compiles the step "
+                              "(one program per step, reused); leave train.compile=false")
         if t.compile_mode not in COMPILE_MODES:
             raise ConfigError(f"train.compile_mode: expected one of {list(COMPILE_MODES)}, got {t.compile_mode!r}")
         if t.compile_mode != "default" and not t.compile:
