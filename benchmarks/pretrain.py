@@ -40,7 +40,7 @@ import time
 
 import torch
 from common import emit, parser
-from step_bench import compare, small_pp_like
+from step_bench import compare, preset_model
 
 from kolectra.model import config
 from kolectra.model.device import gpu_peak_tflops
@@ -110,10 +110,7 @@ def main() -> None:
         layers, rounds = None, 11
     else:
         layers, rounds = None, 30
-    model_cfg = (small_pp_like(args.vocab_size, layers) if args.preset == "small++"
-                 else dataclasses.replace(config.preset(args.preset).model, vocab_size=args.vocab_size))
-    if layers and args.preset != "small++":
-        model_cfg = dataclasses.replace(model_cfg, layers=layers, generator_layers=layers)
+    model_cfg = preset_model(args.preset, args.vocab_size, layers)
     peak_n = 1024 if args.quick else 2048  # the quick peak: 8x fewer FLOPs a matmul
     results = {}
     for precision in ("fp32", "bf16"):

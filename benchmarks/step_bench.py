@@ -123,9 +123,10 @@ class Runner:
         return dt
 
 
-def small_pp_like(vocab_size: int, layers: int | None = None) -> config.ModelConfig:
-    """small++ (KoELECTRA-Small-v3 shapes: generator as wide as the discriminator)."""
-    m = dataclasses.replace(config.small_plus_plus().model, vocab_size=vocab_size)
+def preset_model(preset: str, vocab_size: int, layers: int | None = None) -> config.ModelConfig:
+    """A preset's model shapes (small++: KoELECTRA-Small-v3's, generator as wide as the discriminator)
+    with ``vocab_size``, and ``layers`` in both networks when given."""
+    m = dataclasses.replace(config.preset(preset).model, vocab_size=vocab_size)
     if layers:
         m = dataclasses.replace(m, layers=layers, generator_layers=layers)
     return m

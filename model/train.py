@@ -166,14 +166,15 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     if dev.is_main:
         progress("pretrain: FLOPs per step " + ", ".join(f"{v:.0%} {k.replace('_', ' ')}" for k, v in share.items())
                  + (" (a small vocabulary moves compute into the body)" if share.get("generator_head", 0) > 0.3 else ""))
+    peak_flops = t.peak_tflops * 1e12 or dev.peak_flops()
     log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=first, flops_per_step=flops_per_step,
-                     peak_flops=t.peak_tflops * 1e12 or dev.peak_flops())
+                     peak_flops=peak_flops)
     if log_state is not None:
         log.load_state_dict(log_state)
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
               compiled(step_fn, t.compile_mode) if t.compile else step_fn, log, first, flops_per_step, share,
-              t.peak_tflops * 1e12 or dev.peak_flops(), where, t_start=t_start or time.perf_counter(),
+              peak_flops, where, t_start=t_start or time.perf_counter(),
               wall_before=wall_before)
     if objectives.knobs(obj, torch.zeros(()), max(t.steps, 1)) is not None:
         run.step_t = torch.full((), float(first), device=dev.torch_device)
