@@ -187,6 +187,29 @@ def local_workers(input_bytes: int, cpus: int | None = None) -> int:
     return max(1, min(cpus // CPUS_PER_LOCAL_WORKER, MAX_LOCAL_WORKERS))
 
 
+class ReusedViews(PipelineOptions):
+    """Beam's options, whose view of each options class is made once and reused.
+
+    Beam's ``view_as`` builds an argparse parser of the class's options and parses the flags again
+    on every call, and Beam calls it for each transform it applies (type checks, output types): about
+    600 times while the corpus job's graph is built and run, 170 times for the examples job, 0.2-0.5
+    ms each, about 0.25 CPU s of a corpus job on 20,000 reviews (docs/benchmarks.md). Every view
+    reads and writes the one shared store of values (``_all_options``), so a kept view says what a
+    new one would; only the parsing is saved. The kept views are not pickled with the options."""
+
+    def view_as(self, cls):
+        views = self.__dict__.setdefault("_views", {})  # not through __setattr__: options only
+        view = views.get(cls)
+        if view is None:
+            view = views[cls] = super().view_as(cls)
+        return view
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state.pop("_views", None)
+        return state
+
+
 def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOptions:
     """Beam options from the pass-through arguments. A local run (no runner, or DirectRunner) is
     the in-process FnApiRunner with ``direct_num_workers`` worker *processes* (Beam's
@@ -194,7 +217,7 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     under one GIL; Kiwi's own threads are :func:`analysis_threads`); the number defaults to
     :func:`local_workers`. Any other runner and option pass unchanged. The output bytes do not
     depend on any of this."""
-    opts = PipelineOptions(list(beam_args))
+    opts = ReusedViews(list(beam_args))
     std = opts.view_as(StandardOptions)
     if std.runner is None or std.runner.lower() in ("directrunner", "switchingdirectrunner", "fnapirunner"):
         std.runner = LOCAL_RUNNER

@@ -206,6 +206,33 @@ def test_stage_version_and_local_worker_defaults():
     assert direct(["--direct_num_workers=2", "--direct_running_mode=multi_threading"], 0).direct_running_mode == "multi_threading"
 
 
+def test_options_keep_one_view_per_class_with_the_same_values():
+    """The stage's options reuse their views (Beam would parse the flags again for every view): a kept
+    view reads and writes the values every view shares, and pickling leaves the kept views behind."""
+    import pickle
+
+    from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
+
+    args = ["--direct_num_workers=3", "--analysis_threads=2", "--runner=PortableRunner", "--job_endpoint=x:1"]
+    opts = runners.pipeline_options(args)
+    assert isinstance(opts, runners.ReusedViews)
+    assert opts.view_as(DirectOptions) is opts.view_as(DirectOptions)  # made once
+    opts.view_as(TypeOptions).pipeline_type_check = False  # through a kept view ...
+    fresh = PipelineOptions.view_as(opts, TypeOptions)  # ... seen by one Beam would make
+    assert fresh.pipeline_type_check is False and opts.view_as(TypeOptions).pipeline_type_check is False
+    fresh.runtime_type_check = True  # and the other way round
+    assert opts.view_as(TypeOptions).runtime_type_check is True
+    plain = PipelineOptions(args)
+    for cls in (StandardOptions, DirectOptions, runners.CorpusOptions):
+        plain.view_as(cls)
+    assert opts.view_as(runners.CorpusOptions).analysis_threads == 2
+    got, want = opts.get_all_options(), plain.get_all_options()
+    assert {k: v for k, v in got.items() if "type_check" not in k} == {k: v for k, v in want.items() if "type_check" not in k}
+    back = pickle.loads(pickle.dumps(opts))
+    assert "_views" not in back.__dict__ and back.view_as(DirectOptions).direct_num_workers == 3
+    assert back.view_as(TypeOptions).runtime_type_check is True
+
+
 def test_kiwi_threads_share_the_cpus_among_local_workers():
     threads = lambda args, size=0, cpus=8: runners.analysis_threads(runners.pipeline_options(args, size), cpus)  # noqa: E731
     assert threads([]) == 8  # one in-process worker: Kiwi on every CPU
