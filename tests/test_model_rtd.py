@@ -256,7 +256,7 @@ def test_cpu_device_sets_the_inverse_cdf_sampler_and_the_step_uses_it(monkeypatc
     assert ((out.disc_in_BL >= 0) & (out.disc_in_BL < SP.vocab_size)).all()
 
 
-@pytest.mark.parametrize("block", [8, 37, 1024])
+@pytest.mark.parametrize("block", [8, 37, 128, 1024])
 def test_two_level_inverse_cdf_equals_a_full_running_sum(monkeypatch, block):
     """Blocks (full ones and a ragged tail) pick exactly the token a full-width cumsum picks for the
     same uniform, and never a token of probability 0."""
