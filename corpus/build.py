@@ -109,10 +109,14 @@ def _ranked(reason_doc, seed: int):
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile], sources: dict[str, str],
             out_dir: str, buckets: int, progress_dir: str | None, threads: int = 1) -> None:
     all_shards = [((s, i), []) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
+    # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
+    # spreads the files as Reshuffle would, and a ToList whose input is never empty (a file record
+    # and a source_in tally per file, an entry per shard) goes without the empty-input default, each
+    # a few tens of ms less to build and run (docs/benchmarks.md)
     read = (
         p
-        | "ListInputs" >> beam.Create(listed)
-        | "SpreadFiles" >> beam.Reshuffle()  # one file per worker at a time, not all in one bundle
+        | "ListInputs" >> beam.Create(list(enumerate(listed)))
+        | "SpreadFiles" >> beam.GroupByKey()  # one file per worker at a time, not all in one bundle
         | "ReadAndClean" >> beam.ParDo(ReadAndClean(cfg, sources, buckets, progress_dir)).with_outputs(
             REJECTED, TALLY, SAMPLES, FILES, main="chunks")
     )
@@ -155,18 +159,18 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
         | "CollectRejects" >> beam.combiners.ToList()
         | "WriteRejects" >> beam.Map(outputs.write_rejects, out_dir)
     )
-    files = read[FILES] | "CollectFiles" >> beam.combiners.ToList()
+    files = read[FILES] | "CollectFiles" >> beam.combiners.ToList().without_defaults()
     written_stats = (
         (*tallies, placed[TALLY])
         | "AllTallies" >> beam.Flatten()
         | "SumTallies" >> beam.CombinePerKey(sum)
-        | "CollectTallies" >> beam.combiners.ToList()
+        | "CollectTallies" >> beam.combiners.ToList().without_defaults()
         | "WriteStats" >> beam.Map(outputs.write_stats, out_dir, cfg, beam.pvalue.AsSingleton(files))
     )
     _ = (
         (written_samples, written_shards, written_rejects, written_stats)
         | "AllWritten" >> beam.Flatten()
-        | "CollectWritten" >> beam.combiners.ToList()
+        | "CollectWritten" >> beam.combiners.ToList().without_defaults()
         | "ReportWritten" >> beam.Map(outputs.write_report, out_dir)
     )
 
@@ -180,6 +184,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     into ``out_dir``. If the run fails a check, its rejects and stats are copied to
     ``keep_failed`` (when given), which the error names."""
     listed = inputs.list_inputs(list(patterns)) if listed is None else listed
+    if not listed:  # list_inputs refuses a pattern with no match; a caller's own empty listing too
+        raise CorpusError("corpus: no input files")
     files = [f.path for f in listed]
     _check_keep_fields(cfg, files)
     sources = reader.source_names(files)

@@ -67,7 +67,11 @@ class ReadAndClean(beam.DoFn):
     def setup(self):
         self.counts = WorkerCounts(self.progress_dir)
 
-    def process(self, listed: inputs.InputFile):
+    def process(self, keyed: tuple[int, list[inputs.InputFile]]):
+        for listed in keyed[1]:  # (index, [file]): the GroupByKey that spread the files over the workers
+            yield from self._read(listed)
+
+    def _read(self, listed: inputs.InputFile):
         cfg, source = self.cfg, self.sources[listed.path]
         rules = dict(strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat, language=cfg.language)
         tally: dict = {}
