@@ -34,6 +34,9 @@ FLAGS = [f"--set={s}" for s in SETS]
 def kolectra(*args: str, fsize: int | None = None, wait: bool = True):
     """The installed ``kolectra`` command in a child process, optionally with a file-size limit."""
     def limit():
+        # a terminal's Ctrl-C reaches the command; a suite started in the background (`pytest &`, nohup)
+        # ignores SIGINT, and a child would inherit that through exec and train on after the signal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         if fsize is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
