@@ -171,9 +171,26 @@ def write_bytes(location: str, data: bytes) -> dict:
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+# Reads of an object that is rewritten meanwhile: s3fs pins the ETag it saw when opening and raises
+# FileExpired if the object changed before the read (a lease renewed by its holder while a waiting run
+# reads it, every third of the lease's life). Reading again gives the new object.
+REREADS = 3
+
+
+def _changed_while_read(e: BaseException) -> bool:
+    return type(e).__name__ == "FileExpired"  # s3fs.utils.FileExpired (an OSError, errno EBUSY)
+
+
 def read_bytes(location: str) -> bytes:
-    with open_file(location) as f:
-        return f.read()
+    """The whole object or file; an object rewritten between opening and reading is read again."""
+    for attempt in range(REREADS):
+        try:
+            with open_file(location) as f:
+                return f.read()
+        except OSError as e:
+            if attempt + 1 < REREADS and _changed_while_read(e):
+                continue
+            raise
 
 
 def exists(location: str) -> bool:

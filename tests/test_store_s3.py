@@ -148,6 +148,31 @@ def test_gc_removes_an_orphaned_prefix_once_its_lease_expired(bucket):
     assert storage.children(f"{root}/corpus") == []
 
 
+def test_a_lease_renewed_while_a_waiting_run_reads_it_is_read_again(bucket, monkeypatch):
+    """The holder rewrites its lease every third of its life; a run waiting for it reads the lease, and a
+    renewal between s3fs opening the object and reading it (s3fs then raises FileExpired: the ETag it
+    pinned is gone) is read again, not the waiting run's end."""
+    from kolectra.pipeline.store.lease import Lease
+
+    held = Lease(f"{bucket}/r", "corpus", "abc")
+    held.version = storage.create_exclusive(held.url, held._body())
+    opened, renewals = storage.open_file, []
+
+    def renewed_after_opening(location, mode="rb"):
+        f = opened(location, mode)  # s3fs reads the object's ETag here ...
+        if not renewals:  # ... and the holder renews its lease before the read
+            renewals.append(storage.create_exclusive(held.url, held._body(), replacing=held.version))
+        return f
+
+    monkeypatch.setattr(storage, "open_file", renewed_after_opening)
+    body, version = Lease(f"{bucket}/r", "corpus", "abc").holder()
+    assert renewals and body["token"] == held.token and body["pid"] == os.getpid()
+    with pytest.raises(OSError, match="no longer exists"):  # what the read met, straight from s3fs
+        with opened(held.url) as f:
+            storage.create_exclusive(held.url, held._body(), replacing=renewals[0])
+            f.read()
+
+
 def test_two_identical_builds_at_once_one_builds_the_other_joins(bucket, tmp_path):
     root, go, calls = f"{bucket}/c", tmp_path / "go", tmp_path / "calls"
     procs = [subprocess.Popen([sys.executable, "-m", "tests.fault_child", "toy", root, "none", "--sleep", "1",
