@@ -193,7 +193,7 @@ class ReusedViews(PipelineOptions):
     Beam's ``view_as`` builds an argparse parser of the class's options and parses the flags again
     on every call, and Beam calls it for each transform it applies (type checks, output types): about
     600 times while the corpus job's graph is built and run, 170 times for the examples job, 0.2-0.5
-    ms each, about 0.25 CPU s of a corpus job on 20,000 reviews (docs/benchmarks.md). Every view
+    ms each, about 0.3 CPU s of a corpus job on 20,000 reviews (docs/benchmarks.md). Every view
     reads and writes the one shared store of values (``_all_options``), so a kept view says what a
     new one would; only the parsing is saved. The kept views are not pickled with the options."""
 
