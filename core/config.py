@@ -177,31 +177,12 @@ def read_config_file(path: str | Path) -> list[str]:
     TOML (``tomllib``), or YAML (``.yaml``/``.yml``) when PyYAML is installed. Nested tables
     flatten to dotted keys (``[train]`` ``lr = 1e-3`` is ``train.lr=1e-3``), so a file and
     ``--set`` name a setting the same way; each value is written back as ``--set`` would spell it
-    and parsed by the field's type, so the two paths cannot disagree."""
-    path = Path(path)
-    try:
-        text = path.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"--config {path}: {e.strerror or e}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml  # noqa: PLC0415 - optional
-        except ImportError:
-            raise ConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml); "
-                              "or write the file as TOML") from None
-        try:
-            doc = yaml.safe_load(text) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"--config {path}: not valid YAML: {' '.join(str(e).split())}") from None
-    else:
-        import tomllib  # noqa: PLC0415
+    and parsed by the field's type, so the two paths cannot disagree. What a file may hold (kind,
+    size, no YAML aliases or duplicate keys) is :mod:`kolectra.core.config_file`'s."""
+    from kolectra.core.config_file import read_table  # noqa: PLC0415 - its bounds and parsers
 
-        try:
-            doc = tomllib.loads(text.decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"--config {path}: not valid TOML: {e}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"--config {path}: expected a table of settings (key = value), got {type(doc).__name__}")
+    path = Path(path)
+    doc = read_table(path, ConfigError)
     return [FileAssignment(f"{key}={_spell(value, key, path)}", str(path)) for key, value in _flatten(doc, "")]
 
 
@@ -220,10 +201,13 @@ def _spell(value: Any, key: str, path: Path) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return json.dumps(list(value), ensure_ascii=False)
+        try:
+            return json.dumps(list(value), ensure_ascii=False, allow_nan=True)
+        except (TypeError, ValueError) as e:  # a date or a set inside a list
+            raise ConfigError(f"--config {path}: {key}: cannot set this list ({e})") from None
     if isinstance(value, (int, float, str)):
         return str(value)
-    raise ConfigError(f"{path}: {key}: cannot set a value of type {type(value).__name__}")
+    raise ConfigError(f"--config {path}: {key}: cannot set a value of type {type(value).__name__}")
 
 
 def _set(cfg: Any, path: list[str], raw: str, full_key: str) -> Any:
