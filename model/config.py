@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 from kolectra.core.config import ConfigError
 
@@ -449,3 +449,32 @@ def preset(name: str) -> PretrainConfig:
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
     return PRESETS[name]()
+
+
+def requested_preset(default: str | None, sets: Sequence[str]) -> str:
+    """The preset a pretrain request names: the last ``preset=NAME`` among ``sets`` (a ``--config``
+    file's, then ``--set``'s, then the ``--preset`` flag's, which comes last and so wins), else
+    ``default`` (else ``tiny``). The preset is the base every other key is applied to: naming it in
+    a file or a ``--set`` chooses the model and its recipe, not only the label that the manifest,
+    the artifact's name and the model card carry."""
+    named = [s for s in sets if "=" in s and s.split("=", 1)[0].strip() == "preset"]
+    if not named:
+        return default or "tiny"
+    name = named[-1].split("=", 1)[1].strip()
+    if name not in PRESETS:
+        source = getattr(named[-1], "source", None)  # a --config file's line names its file
+        raise ConfigError(f"{source + ': ' if source else ''}preset: unknown preset {name!r} "
+                          f"(known: {', '.join(PRESETS)})")
+    return name
+
+
+def check_applied(cfg: PretrainConfig) -> None:
+    """Refuse a ``max_seq_length`` other than the preset's: the examples artifact decides the
+    sequence length a run trains on (``kolectra examples --max-seq-length N``), so another value
+    would be recorded in the request, and hashed into its id, without changing the run."""
+    laid_out = preset(cfg.preset).max_seq_length
+    if cfg.max_seq_length != laid_out:
+        raise ConfigError(f"max_seq_length: pretraining takes its sequence length from the examples artifact, so "
+                          f"{cfg.max_seq_length} would change nothing; build examples with --max-seq-length "
+                          f"{cfg.max_seq_length} and pass those (the {cfg.preset} preset's {laid_out} is only "
+                          "what it was laid out for)")

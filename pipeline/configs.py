@@ -106,8 +106,15 @@ def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), 
     """(the typed config, the config as the manifest records it), checked as a run checks it: the one
     path from a request's preset, overrides and seed to its config, for a run and ``--print-config``.
     ``say`` receives what was adjusted (a pretraining warm-up scaled to a short run)."""
+    if stage == "pretrain":  # a preset named in a file or a --set is the base, not only a label
+        from kolectra.model.config import requested_preset
+
+        preset = requested_preset(preset, sets)
     cfg = configure(_base(stage, preset, task), sets, seed)
     if stage == "pretrain":
+        from kolectra.model.config import check_applied
+
+        check_applied(cfg)
         cfg, scaled = fit_pretrain_warmup(cfg, sets)
         cfg = fit_pretrain_precision(cfg, sets)
         cfg.validate()

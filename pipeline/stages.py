@@ -151,7 +151,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
-    req = Request(kind="checkpoint", name=artifact_name(name, f"{objective}-{preset}"),
+    req = Request(kind="checkpoint", name=artifact_name(name, f"{objective}-{cfg.preset}"),
                   stage_version=_stage_version(model_train), config=config, parents=(ex,),
                   inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
 
@@ -162,7 +162,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # --resume finds the interrupted run of the same examples and preset, whatever else changed (the
     # trainer then compares its checkpoint's config; resume="exact": only this request's run, for callers
     # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
-    run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": preset},
+    run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": cfg.preset},
                     scratch=(checkpoints_dir(Path("")).name,))  # the trainer's working state in its run directory
     return store.build(req, lambda out: model_train.pretrain(cfg, store.local(ex), store.local(voc), out,
                                                              resume=bool(resume), lineage=lineage,

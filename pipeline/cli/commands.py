@@ -146,7 +146,7 @@ def run_examples(args, store: Store, beam_args: list[str]) -> Artifact:
 
 # ---- pretrain -----------------------------------------------------------------------------------
 # Pretrain flags -> keys of model.config.PretrainConfig.
-PRETRAIN_FLAGS = {"objective": "objective.objective", "device": "train.device", "steps": "train.steps",
+PRETRAIN_FLAGS = {"preset": "preset", "objective": "objective.objective", "device": "train.device", "steps": "train.steps",
                   "save_every": "train.save_every", "embedding_sharing": "model.embedding_sharing"}
 
 
@@ -156,8 +156,9 @@ def add_pretrain(p: argparse.ArgumentParser) -> None:
     # no argparse choices: a bad value is the config's one-line error, naming the known ones
     steps = ", ".join(f"{k} {f().train.steps:,}" for k, f in PRESETS.items())
     p.add_argument("--examples", required=True, metavar="REF", help="the examples artifact (e.g. --examples seq128)")
-    p.add_argument("--preset", default="tiny", help=f"model size and training recipe: {' | '.join(PRESETS)}; "
-                   "sizes in docs/pretraining.md (default tiny; e.g. --preset small)")
+    p.add_argument("--preset", default=None, help=f"model size and training recipe: {' | '.join(PRESETS)}; "
+                   "sizes in docs/pretraining.md; the same as preset = NAME in a --config file, which it overrides "
+                   "(default tiny; e.g. --preset small)")
     p.add_argument("--objective", default=None, help=f"{' | '.join(OBJECTIVES)}: electra is replaced token "
                    "detection; hybrid, corrective and mlm_then_rtd add a vocabulary head to its discriminator; the "
                    "others are the paper's ablations (default electra; docs/pretraining.md)")
@@ -176,7 +177,7 @@ def add_pretrain(p: argparse.ArgumentParser) -> None:
 
 
 def config_pretrain(args) -> tuple:
-    return _configs().resolve("pretrain", preset=args.preset, sets=_pretrain_sets(args), seed=args.seed)
+    return _configs().resolve("pretrain", sets=_pretrain_sets(args), seed=args.seed)
 
 
 def _pretrain_sets(args: argparse.Namespace) -> list[str]:
@@ -188,7 +189,7 @@ def run_pretrain(args, store: Store, beam_args: list[str]) -> Artifact:
     if cfg.train.steps == 0:  # kolectra study makes its untrained floor itself, through the stage
         raise ArtifactError("train.steps: 0 would publish the random initialisation as a trained checkpoint; "
                             "give at least 1 (e.g. --steps 600)")
-    return _stages().pretrain(store, args.examples, preset=args.preset, sets=_pretrain_sets(args),
+    return _stages().pretrain(store, args.examples, sets=_pretrain_sets(args),
                               resume=args.resume, **_stage_common(args))
 
 
