@@ -8,16 +8,17 @@ whose midpoint (1/bands)^(1/rows) sits near the configured threshold.
 
 Documents sharing a bucket (band, band hash) are *candidate* pairs; a candidate becomes an edge
 only if the signatures' agreement (an unbiased estimate of Jaccard) reaches the threshold, which
-removes the S-curve's false positives. Edges are clustered with union-find (connected
-components); each cluster keeps its smallest key ``(source, line)`` and drops the rest as
-``near_duplicate`` - so which copy survives depends on the data only, never on bundling or the
-number of workers. Chains are clusters: with A~B and B~C, C goes even if A !~ C (as in
-datatrove's MinHash dedup). Memory: buckets are grouped by Beam (spread over workers); the edge
-list is clustered in one place and holds only verified near-duplicate pairs (a few per
-duplicate), not documents.
+removes the S-curve's false positives. Edges are clustered into connected components; each keeps
+its smallest key ``(source, line)`` and drops the rest as ``near_duplicate`` - so which copy
+survives depends on the data only, never on bundling or the number of workers. Chains are
+clusters: with A~B and B~C, C goes even if A !~ C (as in datatrove's MinHash dedup).
 
-Pure functions first (:func:`find_near_duplicates` runs the whole method in memory, for tests and
-small inputs), then the Beam transform :class:`NearDedup` used by ``corpus/build.py``.
+Two forms of the method share these functions. :func:`find_near_duplicates` runs it in memory,
+every pair of a bucket a candidate and union-find over the edges (the exact reference, for tests
+and small inputs). The corpus stage runs it in Beam stages (``corpus/neardup_beam.py``): a
+bucket's members linked in sorted order (:func:`bucket_links`), the candidates verified by joining
+signatures by id, components found in rounds of large-star/small-star (:func:`star_rounds` is the
+same in memory). How the two differ, measured: docs/corpus.md (near-dup section).
 """
 
 from __future__ import annotations
@@ -25,14 +26,13 @@ from __future__ import annotations
 import hashlib
 import zlib
 
-import apache_beam as beam
 import numpy as np
-
-from kolectra.core.errors import UserInputError
 
 NUM_PERM = 128
 SHINGLE = 5
 _PRIME = 4294967291  # largest prime below 2^32: the hash family wraps around it
+TALLY = "tally"  # same tag as corpus.build's tallies
+SAMPLES = "samples"  # (reason, document) of dropped documents, for samples/dropped.jsonl
 
 
 def bands_rows(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
@@ -67,10 +67,10 @@ def signature(text: str, perms: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return ((a[:, None] * h[None, :] + b[:, None]) % _PRIME).min(axis=1)
 
 
-def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[str]:
-    """One bucket id per band: the band index and a hash of its rows."""
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
+    """One bucket id per band, 10 bytes: the band index and a 64-bit hash of its rows."""
     return [
-        f"{i}:{hashlib.blake2b(sig[i * rows : (i + 1) * rows].tobytes(), digest_size=8).hexdigest()}"
+        i.to_bytes(2, "big") + hashlib.blake2b(sig[i * rows : (i + 1) * rows].tobytes(), digest_size=8).digest()
         for i in range(bands)
     ]
 
@@ -89,9 +89,9 @@ MAX_BUCKET_PAIRS = 64  # beyond this many members, pair each with the smallest o
 
 
 def candidate_pairs(members: list[tuple]) -> list[tuple[tuple, tuple]]:
-    """Pairs ``(key_a, key_b)`` (a < b) of one bucket's ``(key, signature)`` members.
-    All pairs for small buckets; a star around the smallest key for huge ones (template spam),
-    which still joins the whole bucket into one cluster when the star edges verify."""
+    """Pairs ``(key_a, key_b)`` (a < b) of one bucket's ``(key, signature)`` members, for the exact
+    method. All pairs for small buckets; a star around the smallest key for huge ones (template
+    spam), which still joins the whole bucket into one cluster when the star edges verify."""
     members = sorted(members)
     if len(members) <= MAX_BUCKET_PAIRS:
         return [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
@@ -103,6 +103,16 @@ def verified_edges(members: list[tuple], threshold: float) -> list[tuple]:
     return [
         (a[0], b[0]) for a, b in candidate_pairs(members) if a[0] != b[0] and estimated_jaccard(a[1], b[1]) >= threshold
     ]
+
+
+def bucket_links(ids) -> list[tuple]:
+    """The staged method's candidates in one bucket: its members in sorted order, each linked to
+    the next (a chain) and to the smallest (a star) - 2(k-1) pairs, not k(k-1)/2, and no member in
+    more than two chain pairs per bucket. The star checks every member against the copy that would
+    survive; the chain catches near-duplicate chains (a~b~c with a !~ c) that the star alone misses
+    when a member is not close to the smallest (docs/corpus.md, near-dup section, measures both)."""
+    ids = sorted(set(ids))
+    return sorted({*zip(ids, ids[1:]), *((ids[0], b) for b in ids[2:])})
 
 
 def cluster_drops(edges) -> dict:
@@ -145,76 +155,76 @@ def jaccard(x: str, y: str) -> float:
     return len(sx & sy) / len(sx | sy) if sx | sy else 1.0
 
 
-# ---------------------------------------------------------------- Beam glue
-
-TALLY = "tally"  # same tag as corpus.build's tallies
-SAMPLES = "samples"  # (reason, document) of dropped documents, for samples/dropped.jsonl
-
-
-class _BandKeys(beam.DoFn):
-    """(text_key, document) -> (bucket, ((source, line), signature)) for each LSH band."""
-
-    def __init__(self, bands: int, rows: int, seed: int):
-        self.bands, self.rows, self.seed = bands, rows, seed
-
-    def setup(self):
-        self.perms = permutations(self.seed, self.bands * self.rows)
-
-    def process(self, keyed):
-        _, doc = keyed
-        sig = signature(doc["text"], self.perms)
-        member = ((doc["source"], doc["line"]), sig_bytes(sig))
-        for bucket in band_keys(sig, self.bands, self.rows):
-            yield bucket, member
+# ---------------------------------------------------------------- connected components in rounds
+# The alternating algorithm of Kiveris et al., "Connected Components in MapReduce and Beyond"
+# (SoCC 2014): each round groups the edges by node and rewires them towards smaller nodes, so the
+# graph shrinks to one star per component centred on its smallest node, in O(log n) rounds in
+# practice. A round needs only one node's neighbours at a time; nothing holds all edges.
 
 
-def _bucket_edges(bucket, threshold: float):
-    _, members = bucket
-    members = list(members)
-    return verified_edges(members, threshold) if len(members) > 1 else []
+def large_star(u, neighbours) -> list[tuple]:
+    """Every larger neighbour of ``u`` is linked to the smallest of ``u`` and its neighbours."""
+    m = min(min(neighbours), u)
+    return [(m, v) for v in sorted(set(neighbours)) if v > u]
 
 
-def _marks(edges: list):
-    """All verified edges -> (dropped key, kept key) per non-minimal cluster member."""
-    return sorted(cluster_drops(sorted(edges)).items())
+def small_star(u, smaller) -> list[tuple]:
+    """``u`` and its smaller neighbours are linked to the smallest of them (which drops ``u``'s
+    links to the others)."""
+    m = min(smaller)
+    return [(m, v) for v in sorted({*smaller, u}) if v != m]
 
 
-def _keep_unmarked(joined, samples: str | None = None):
-    _, groups = joined
-    if groups["mark"]:
-        yield beam.pvalue.TaggedOutput(TALLY, (("dropped", "near_duplicate"), len(groups["doc"])))
-        if samples:
-            for _, doc in groups["doc"]:
-                yield beam.pvalue.TaggedOutput(samples, ("near_duplicate", {**doc, "kept": list(groups["mark"][0])}))
-    else:
-        yield from groups["doc"]
+def star_mark(u, neighbours) -> tuple[tuple | None, bool]:
+    """``((u, kept), converged)``: a node with a smaller neighbour is dropped for the smallest one
+    (``None`` when it has none: it is kept). Converged means one star per component, each centred
+    on its smallest node: a node links to one smaller node and no larger ones, or to larger ones
+    only. Before that, every node marked still has a smaller node of its component (it may be
+    dropped and nothing wrong is dropped); some components keep more than one copy."""
+    smaller = [v for v in neighbours if v < u]
+    converged = not smaller or (len(set(smaller)) == 1 and all(v < u for v in neighbours))
+    return ((u, min(smaller)) if smaller else None), converged
 
 
-class NearDedup(beam.PTransform):
-    """(text_key, document) -> the same minus near duplicates; a ``TALLY`` output counts the drops,
-    a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
-    artifact's samples."""
+def both_ways(edge: tuple) -> list[tuple]:
+    a, b = edge
+    return [(a, b), (b, a)]
 
-    def __init__(self, threshold: float, seed: int):
-        super().__init__()
-        self.threshold, self.seed = threshold, seed
 
-    def expand(self, docs):
-        if self.threshold <= 0:
-            raise UserInputError("NearDedup needs a threshold in (0, 1]; leave the step out to keep near duplicates")
-        bands, rows = bands_rows(self.threshold)
-        by_pos = docs | "KeyByPosition" >> beam.Map(lambda kv: ((kv[1]["source"], kv[1]["line"]), kv))
-        marks = (
-            docs
-            | "MinHashBands" >> beam.ParDo(_BandKeys(bands, rows, self.seed))
-            | "GroupBuckets" >> beam.GroupByKey()
-            | "VerifiedEdges" >> beam.FlatMap(_bucket_edges, self.threshold)
-            | "DistinctEdges" >> beam.Distinct()
-            | "CollectEdges" >> beam.combiners.ToList()
-            | "UnionFind" >> beam.FlatMap(_marks)
-        )
-        return (
-            {"doc": by_pos, "mark": marks}
-            | "JoinMarks" >> beam.CoGroupByKey()
-            | "KeepUnmarked" >> beam.FlatMap(_keep_unmarked, SAMPLES).with_outputs(TALLY, SAMPLES, main="docs")
-        )
+def by_larger(edge: tuple) -> tuple:
+    a, b = edge
+    return (max(a, b), min(a, b))
+
+
+def _grouped(pairs) -> dict:
+    groups: dict = {}
+    for k, v in pairs:
+        groups.setdefault(k, []).append(v)
+    return groups
+
+
+def star_rounds(edges, rounds: int) -> tuple[dict, int]:
+    """The Beam step's rounds run in memory (for tests): ``({dropped: kept}, unconverged nodes)``."""
+    edges = sorted(set(map(tuple, edges)))
+    for _ in range(rounds):
+        large = _grouped(p for e in edges for p in both_ways(e))
+        edges = sorted({e for u, nb in large.items() for e in large_star(u, nb)})
+        small = _grouped(map(by_larger, edges))
+        edges = sorted({e for u, nb in small.items() for e in small_star(u, nb)})
+    marks = [star_mark(u, nb) for u, nb in _grouped(p for e in edges for p in both_ways(e)).items()]
+    return dict(m for m, _ in marks if m), sum(not ok for _, ok in marks)
+
+
+def find_near_duplicates_staged(texts: dict, threshold: float, seed: int = 0, rounds: int = 8) -> tuple[dict, int]:
+    """The Beam stages' method in memory (``corpus/neardup_beam.py``): ``{key: text}`` ->
+    ``({dropped key: kept key}, unconverged nodes)``; keys must sort as (source, line) does."""
+    bands, rows = bands_rows(threshold)
+    perms = permutations(seed, bands * rows)
+    sigs, buckets = {}, {}
+    for key, text in texts.items():
+        sig = signature(text, perms)
+        sigs[key] = sig_bytes(sig)
+        for bucket in band_keys(sig, bands, rows):
+            buckets.setdefault(bucket, []).append(key)
+    pairs = {p for ids in buckets.values() if len(ids) > 1 for p in bucket_links(ids)}
+    return star_rounds([(a, b) for a, b in pairs if estimated_jaccard(sigs[a], sigs[b]) >= threshold], rounds)

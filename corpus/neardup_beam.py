@@ -1,0 +1,189 @@
+"""The corpus stage's near-duplicate step as Beam stages (``corpus/neardup.py`` has the method and
+its pure functions), laid out as web-scale MinHash dedup does it (datatrove's MinHash dedup, the
+C4 and NeMo Curator pipelines), so that no element and no worker holds the corpus's pairs:
+
+1. ``MinHash``: each document's signature, once; out go one *band record* per band (the bucket,
+   10 bytes, and the document's compact id, an int: about 40 pickled bytes) and one signature
+   record keyed by the id.
+2. ``GroupBands`` -> ``LinkSorted``: a bucket's members in sorted order, each linked to the next
+   and to the smallest (:func:`neardup.bucket_links`), ids only; ``DistinctPairs``.
+3. ``JoinSignatures`` -> ``GroupPairs`` -> ``Verify``: each candidate meets the two signatures by
+   id (one shuffle of the signatures, one of the candidates with theirs) and stays if their
+   agreement reaches the threshold.
+4. ``Components``: connected components in ``rounds`` rounds of large-star/small-star
+   (:func:`neardup.large_star`), each a GroupByKey of the edges by node, then a check that every
+   component became one star round its smallest node. Each node not at a component's centre is
+   dropped for it. Should a graph need more rounds than it got (a chain of near duplicates
+   thousands long), nodes that still have a smaller neighbour are dropped for it and local minima
+   are kept: no document is dropped wrongly, some clusters keep more than one copy, and the
+   ``neardup/unconverged_nodes`` counter and a warning say how many nodes were left.
+5. ``JoinMarks``: documents meet their marks by id; marked ones are counted and sampled.
+
+The compact id is the source's rank among the job's sources above the line number, so sorting ids
+sorts by (source, line): each cluster keeps its smallest (source, line), as the in-memory method.
+Every step is a function of its group's contents only, so the result does not depend on bundling
+or on the number of workers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import apache_beam as beam
+
+from kolectra.core.errors import UserInputError
+from kolectra.corpus import neardup
+
+TALLY, SAMPLES = neardup.TALLY, neardup.SAMPLES
+SIGS = "signatures"
+ROUNDS = 8  # large+small star rounds: enough for a sorted chain of ~250 near duplicates (docs/corpus.md)
+LINE_BITS = 40  # a compact id is source rank << 40 | line
+
+_log = logging.getLogger(__name__)
+
+
+class CompactIds:
+    """(source, line) <-> one int whose order is (source, line)'s, for the job's source names."""
+
+    def __init__(self, sources):
+        self.names = sorted(set(sources))
+        self.rank = {s: i for i, s in enumerate(self.names)}
+
+    def id(self, source: str, line: int) -> int:
+        if source not in self.rank or not 0 <= line < 1 << LINE_BITS:
+            raise ValueError(f"near-dup: document ({source!r}, {line}) is not one of the job's {len(self.names)} sources")
+        return self.rank[source] << LINE_BITS | line
+
+    def key(self, doc_id: int) -> tuple[str, int]:
+        return self.names[doc_id >> LINE_BITS], doc_id & ((1 << LINE_BITS) - 1)
+
+
+class _Sign(beam.DoFn):
+    """(id, (text_key, document)) -> band records (bucket, id) and a ``SIGS`` record (id, signature)."""
+
+    def __init__(self, bands: int, rows: int, seed: int):
+        self.bands, self.rows, self.seed = bands, rows, seed
+
+    def setup(self):
+        self.perms = neardup.permutations(self.seed, self.bands * self.rows)
+
+    def process(self, keyed):
+        doc_id, (_, doc) = keyed
+        sig = neardup.signature(doc["text"], self.perms)
+        yield beam.pvalue.TaggedOutput(SIGS, (doc_id, neardup.sig_bytes(sig)))
+        for bucket in neardup.band_keys(sig, self.bands, self.rows):
+            yield bucket, doc_id
+
+
+def _links(bucket):
+    _, ids = bucket
+    ids = list(ids)
+    return neardup.bucket_links(ids) if len(ids) > 1 else []
+
+
+def _signed_pairs(joined):
+    """A document's signature out to each candidate pair it is in, keyed by the pair."""
+    doc_id, groups = joined
+    for sig in groups["sig"]:
+        for other in groups["pair"]:
+            yield (min(doc_id, other), max(doc_id, other)), sig
+
+
+def _verified(pair_sigs, threshold: float):
+    pair, sigs = pair_sigs
+    a, b = list(sigs)
+    if neardup.estimated_jaccard(a, b) >= threshold:
+        yield pair
+
+
+class _Marks(beam.DoFn):
+    """(node, neighbours) of the last round -> (node, kept) for nodes that go; counts unconverged."""
+
+    def setup(self):
+        self.unconverged = beam.metrics.Metrics.counter("neardup", "unconverged_nodes")
+
+    def process(self, grouped):
+        mark, converged = neardup.star_mark(grouped[0], list(grouped[1]))
+        if not converged:
+            self.unconverged.inc()
+            _log.warning("near-dup: node %s still links to several nodes after the last round; its cluster may "
+                         "keep more than one copy", grouped[0])
+        if mark:
+            yield mark
+
+
+class StarComponents(beam.PTransform):
+    """Edges (a, b) -> (node, smallest node of its component) for every other node of a component."""
+
+    def __init__(self, rounds: int = ROUNDS):
+        super().__init__()
+        self.rounds = rounds
+
+    def expand(self, edges):
+        for r in range(self.rounds):
+            edges = (
+                edges
+                | f"LargeStarKeys{r}" >> beam.FlatMap(neardup.both_ways)
+                | f"LargeStarGroups{r}" >> beam.GroupByKey()
+                | f"LargeStar{r}" >> beam.FlatMapTuple(neardup.large_star)
+                | f"SmallStarKeys{r}" >> beam.Map(neardup.by_larger)
+                | f"SmallStarGroups{r}" >> beam.GroupByKey()
+                | f"SmallStar{r}" >> beam.FlatMapTuple(neardup.small_star)
+            )
+        return (
+            edges
+            | "MarkKeys" >> beam.FlatMap(neardup.both_ways)
+            | "MarkGroups" >> beam.GroupByKey()
+            | "Marks" >> beam.ParDo(_Marks())
+        )
+
+
+def _keep_unmarked(joined, ids: CompactIds, samples: str | None = None):
+    _, groups = joined
+    if groups["mark"]:
+        yield beam.pvalue.TaggedOutput(TALLY, (("dropped", "near_duplicate"), len(groups["doc"])))
+        if samples:
+            kept = list(ids.key(groups["mark"][0]))
+            for _, doc in groups["doc"]:
+                yield beam.pvalue.TaggedOutput(samples, ("near_duplicate", {**doc, "kept": kept}))
+    else:
+        yield from groups["doc"]
+
+
+class NearDedup(beam.PTransform):
+    """(text_key, document) -> the same minus near duplicates; a ``TALLY`` output counts the drops,
+    a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
+    artifact's samples. ``sources``: every source name the documents may carry."""
+
+    def __init__(self, threshold: float, seed: int, sources, rounds: int = ROUNDS):
+        super().__init__()
+        self.threshold, self.seed, self.ids, self.rounds = threshold, seed, CompactIds(sources), rounds
+
+    def expand(self, docs):
+        if self.threshold <= 0:
+            raise UserInputError("NearDedup needs a threshold in (0, 1]; leave the step out to keep near duplicates")
+        bands, rows = neardup.bands_rows(self.threshold)
+        ids = self.ids
+        by_id = docs | "CompactIds" >> beam.Map(lambda kv: (ids.id(kv[1]["source"], kv[1]["line"]), kv))
+        signed = by_id | "MinHash" >> (beam.ParDo(_Sign(bands, rows, self.seed)).with_output_types(beam.typehints.KV[bytes, int])
+                  .with_outputs(SIGS, main="bands"))
+        pairs = (
+            signed.bands
+            | "GroupBands" >> beam.GroupByKey()
+            | "LinkSorted" >> beam.FlatMap(_links)
+            | "DistinctPairs" >> beam.Distinct()
+            | "PairEnds" >> beam.FlatMap(neardup.both_ways)
+        )
+        marks = (
+            {"sig": signed[SIGS], "pair": pairs}
+            | "JoinSignatures" >> beam.CoGroupByKey()
+            | "SignPairs" >> beam.FlatMap(_signed_pairs)
+            | "GroupPairs" >> beam.GroupByKey()
+            | "Verify" >> beam.FlatMap(_verified, self.threshold)
+            | "Components" >> StarComponents(self.rounds)
+        )
+        return (
+            {"doc": by_id, "mark": marks}
+            | "JoinMarks" >> beam.CoGroupByKey()
+            | "KeepUnmarked" >> beam.FlatMap(_keep_unmarked, ids, SAMPLES).with_outputs(TALLY, SAMPLES, main="docs")
+        )
