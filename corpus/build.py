@@ -27,7 +27,6 @@ holds on any runner (Beam metrics are best-effort on some runners; this is exact
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import shutil
 import tempfile
@@ -78,7 +77,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -93,14 +92,6 @@ def dedup_buckets(total_bytes: int) -> int:
     while n < 8192 and n * (4 << 20) < total_bytes:
         n *= 2
     return n
-
-
-def resolve_shards(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> CorpusConfig:
-    """``num_shards=0``: the count for these inputs' size (``outputs.shards_for``), which the job
-    then uses and ``stats.json`` records; a count that was given stays."""
-    if cfg.num_shards:
-        return cfg
-    return dataclasses.replace(cfg, num_shards=outputs.shards_for([(f.path, f.bytes) for f in listed], cfg.shard_bytes))
 
 
 def _one_each(docs: list):
@@ -199,7 +190,6 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     _check_keep_fields(cfg, files)
     sources = reader.source_names(files)
     total = sum(f.bytes for f in listed)
-    cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
     threads = analysis_threads(options)
@@ -209,8 +199,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         shown = f"FnApiRunner, {direct.direct_num_workers} worker(s) ({direct.direct_running_mode})"
     if languages.profile(cfg.language).analyser == "kiwi":
         shown += f", Kiwi on {threads} thread(s) a worker"
-    progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "
-             f"runner {shown}, language {cfg.language}")
+    progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB, runner {shown}, language {cfg.language}")
     in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
     staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
     if staging is None and runner in REMOTE_RUNNERS and not in_place:
