@@ -50,6 +50,10 @@ class TaskConfig:
     # Start the encoder from random weights on purpose (a no-pretraining baseline).  Without it, a
     # model directory whose weights do not fit the encoder is an error, never a silent random start.
     random_init: bool = False
+    # Re-initialise the top k encoder layers (from the model's own initialiser, seeded) before
+    # fine-tuning: an early ELECTRA discriminator's top layers are specialised to replaced-token
+    # detection and fine-tune worse than fresh ones (docs/finetune.md#reinit; finetune/reinit.py).
+    reinit_top_layers: int = 0
     # Allow the training file to be the scored file (a memorisation check); otherwise an error.
     train_on_eval: bool = False
     max_length: int = 128
@@ -66,6 +70,7 @@ class TaskConfig:
         checks = [
             ("device", self.device in DEVICES, f"one of {', '.join(DEVICES)}"),
             ("cpu_threads", self.cpu_threads >= 0, "0 (torch's default) or more"),
+            ("reinit_top_layers", self.reinit_top_layers >= 0, "0 (none) or more"),
             ("max_length", self.max_length >= 3, "at least 3 ([CLS], one token, [SEP])"),
             ("batch_size", self.batch_size >= 1, "at least 1"),
             ("eval_batch_size", self.eval_batch_size >= 1, "at least 1"),

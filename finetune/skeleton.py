@@ -3,7 +3,8 @@
 1. check the settings (``cfg.validate()``) and that the training file is not the scored one;
 2. read the files into rows (``task.read``), a dev set carved from train where the task has none;
 3. tokenise every split with ``datasets.map`` (``task.encode``; cached, :mod:`finetune.features`);
-4. load the model on the device (:mod:`finetune.loading`, :func:`kolectra.model.runtime.resolve`);
+4. load the model on the device (:mod:`finetune.loading`, :func:`kolectra.model.runtime.resolve`),
+   re-initialising its top ``reinit_top_layers`` encoder layers (:mod:`finetune.reinit`);
 5. train the epochs, evaluating dev after each; keep the best dev epoch's weights (``task.select``)
    or the last epoch's;
 6. score the test rows once with the kept weights (a task whose scored file is its dev set,
@@ -36,6 +37,7 @@ from kolectra.finetune.leakage import overlap
 from kolectra.finetune.loading import compute_record, load_model, load_tokenizer
 from kolectra.finetune.loop import TrainLog, predict, train_epochs
 from kolectra.finetune.progress import quiet_libraries
+from kolectra.finetune.reinit import reinit_top_layers
 from kolectra.finetune.report import write_learning_curve
 from kolectra.model import runtime
 from kolectra.model.device import Device
@@ -156,6 +158,8 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
         task.check(splits, data, cfg)
         with quiet_libraries():
             model = load_model(task.auto_model, Path(model_dir), cfg, dev, tokenizer, **task.model_config(data))
+        if reinit_top_layers(model, cfg.reinit_top_layers, cfg.seed):
+            progress(f"{task.name}: the top {cfg.reinit_top_layers} encoder layer(s) re-initialised (seed {cfg.seed})")
         fit = train(task, model, dev, splits, cfg)
         return finish(task, cfg, data, splits, fit, model, dev, Path(out_dir), t_start, warnings)
     finally:
