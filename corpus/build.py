@@ -248,9 +248,9 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
 def _check_keep_fields(cfg: CorpusConfig, files: list[str]) -> None:
     """keep_fields with no JSONL input could only write null fields: refuse the request. Among
     JSONL inputs, a text or blocks file's documents get null fields (counted as missing)."""
-    if cfg.keep_fields and not any(reader.resolve_format(f, cfg.format) == "jsonl" for f in files):
+    if cfg.keep_fields and not any(reader.resolve_format(f, cfg.format) in reader.FIELD_FORMATS for f in files):
         raise CorpusError(
-            f"--keep-fields {','.join(cfg.keep_fields)}: none of the {len(files)} input(s) is read as JSONL "
+            f"--keep-fields {','.join(cfg.keep_fields)}: none of the {len(files)} input(s) is read as JSONL or Parquet "
             f"(--format {cfg.format}), and text or blocks lines have no fields to keep; use --format jsonl "
             "(or auto with .jsonl/.json/.ndjson files), or leave --keep-fields out")
 

@@ -22,12 +22,13 @@ DOCUMENT_KEYS = ("id", "source", "text", "sentences", "morphs")
 class CorpusConfig:
     # input parsing
     # auto: *.jsonl/*.json/*.ndjson[.gz|.bz2|.zst] -> jsonl, else text (one document a line);
+    # *.parquet|*.pq -> parquet (a document a row, corpus/parquet.py);
     # blocks: documents are runs of non-blank lines separated by blank lines (never auto-detected)
-    format: Literal["auto", "text", "jsonl", "blocks"] = "auto"
-    text_field: str = "text"  # JSONL key holding the document text
-    id_field: str = "id"  # JSONL key holding the document id (missing -> "<source>:<line>")
+    format: Literal["auto", "text", "jsonl", "blocks", "parquet"] = "auto"
+    text_field: str = "text"  # JSONL key (Parquet column) holding the document text
+    id_field: str = "id"  # JSONL key (Parquet column) holding the document id (missing -> "<source>:<line>")
     max_line_bytes: int = 1 << 20  # longer lines are rejected (bounded memory per record)
-    # jsonl: other input fields carried into each document as they are (absent or null -> null,
+    # jsonl, parquet: other input fields (columns) carried into each document as they are (absent or null -> null,
     # counted per field in stats.json -> missing_fields). Recorded, and hashed into the id, only
     # when set (core.config.to_dict), so the corpora made before it keep their ids.
     keep_fields: tuple[str, ...] = dataclasses.field(default=(), metadata={"recorded": "unless default"})
@@ -60,8 +61,8 @@ class CorpusConfig:
     def validate(self) -> None:
         """Raise a ConfigError naming the first setting that cannot work."""
         # called once the overrides are applied (core.config.override), so before Beam starts
-        if self.format not in ("auto", "text", "jsonl", "blocks"):
-            raise ConfigError(f"format must be auto, text, jsonl or blocks, got {self.format!r}")
+        if self.format not in ("auto", "text", "jsonl", "blocks", "parquet"):
+            raise ConfigError(f"format must be auto, text, jsonl, blocks or parquet, got {self.format!r}")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ConfigError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
         if self.num_shards < 1:

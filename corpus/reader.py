@@ -8,7 +8,9 @@ counted and written under ``rejects/`` instead of crashing the job. Files are op
 decompressed by extension (.gz, .bz2, .zst; see ``corpus/compress.py``).
 
 Formats: ``text`` is one document per line; ``jsonl`` is one JSON object per line with the
-document under ``text_field``. A blank line in either format is an empty record (dropped later as
+document under ``text_field``; ``parquet`` is one document per row, its text in the column
+``text_field`` (``corpus/parquet.py`` reads the rows; a row's ``line`` is its 1-based number, and
+its reject also names ``row``, the 0-based offset). A blank line in either format is an empty record (dropped later as
 ``empty``), so every line of every input is accounted for in ``records_in``. ``blocks`` is one
 document per run of non-blank lines (joined with newlines), blank lines separating documents; a
 record's ``line`` is the block's first line, and a block is bounded by ``max_line_bytes`` too.
@@ -35,7 +37,7 @@ import posixpath
 import re
 from typing import IO, Iterator
 
-from kolectra.corpus import compress
+from kolectra.corpus import compress, parquet
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
 
 REJECT_REASONS = (
@@ -57,13 +59,17 @@ REPAIRED_REASONS = ("lone_surrogate",)  # records kept after a repair, counted i
 FIELD_REPAIRED = "kept_field"
 COMPRESSION_SUFFIXES = tuple(compress.SUFFIXES)
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+FIELD_FORMATS = ("jsonl", "parquet")  # the formats whose records have fields (id_field, keep_fields)
 
 
 def resolve_format(path: str, fmt: str) -> str:
-    """``text`` or ``jsonl`` for this file; ``auto`` decides by the extension under compression."""
+    """``text``, ``jsonl`` or ``parquet`` for this file; ``auto`` decides by the extension (under
+    compression: Parquet compresses inside the file)."""
     if fmt != "auto":
         return fmt
     name = path.lower()
+    if name.endswith(parquet.SUFFIXES):
+        return "parquet"
     for suffix in COMPRESSION_SUFFIXES:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
@@ -266,6 +272,9 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     ``bytes`` and ``sha256`` of the raw (still compressed) bytes read, the whole file even when
     its decompression failed (and, while reading, ``raw``: the hashing stream, for progress)."""
     fmt = resolve_format(path, fmt)
+    if fmt == "parquet":
+        yield from _read_parquet(path, source, text_field, id_field, max_line_bytes, digest, keep_fields)
+        return
     lineno = 0
     try:
         raw, stream = compress.open_hashed(path)
@@ -344,6 +353,73 @@ def _read_blocks(stream: IO[bytes], source: str, max_bytes: int) -> Iterator[dic
             yield {"source": source, "line": start, "reason": parsed[1], "detail": parsed[2]}
         else:
             yield {"source": source, "line": start, "id": f"{source}:{start}", "text": parsed[0]}
+
+
+def _read_parquet(path: str, source: str, text_field: str, id_field: str, max_text_bytes: int,
+                  digest: dict | None, keep_fields: tuple[str, ...]) -> Iterator[dict]:
+    """:func:`read_file` of a Parquet file (``corpus/parquet.py``): its SHA-256 from one sequential
+    pass over its bytes, then its rows in order, each a record or a reject by the JSONL rules. A
+    reject carries ``row``, the 0-based row offset, beside ``line`` (the 1-based row number)."""
+    try:
+        raw, _ = compress.open_hashed(path)
+        with raw:
+            raw.drain()
+    except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
+        yield {"source": source, "line": 1, "row": 0, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
+        return
+    if digest is not None:
+        digest["raw"] = raw  # hashed whole already: progress counts its bytes at once
+    done = 0  # rows read
+    try:
+        with parquet.open_seekable(path) as f:
+            types, rows = parquet.read_rows(f, (text_field, id_field, *keep_fields))
+            for row in rows:
+                try:
+                    rec = _parquet_record(row, types, done, source, text_field, id_field, max_text_bytes, keep_fields)
+                except Exception as e:  # noqa: BLE001 - what one row makes fail is that row's reject
+                    rec = {"source": source, "line": done + 1, "row": done, "reason": "unreadable_record",
+                           "detail": _error(e)[:300]}
+                done += 1
+                yield rec
+    except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a page that fails to decode
+        yield {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
+               "detail": f"parquet error after row {done}: {_error(e)[:300]}"}
+    if digest is not None:
+        digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
+        del digest["raw"]
+
+
+def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field: str, id_field: str,
+                    max_text_bytes: int, keep_fields: tuple[str, ...]) -> dict:
+    """One row's record or reject (the rules of :func:`_parse` for a JSON object)."""
+    where = {"source": source, "line": offset + 1}
+    text = row.get(text_field)
+    if text is None:
+        why = "null" if text_field in types else "not a column of the file"
+        return {**where, "row": offset, "reason": "missing_text", "detail": f"{text_field!r} is {why}"}
+    if not isinstance(text, str):
+        return {**where, "row": offset, "reason": "text_not_string",
+                "detail": f"{text_field!r} is a Parquet {types[text_field]} column; the text must be a string"}
+    if len(text) > max_text_bytes // 4 and len(text.encode("utf-8")) > max_text_bytes:
+        return {**where, "row": offset, "reason": "line_too_long", "detail": f"the text is over {max_text_bytes} bytes"}
+    doc_id = row.get(id_field)
+    if doc_id is not None and not isinstance(doc_id, str):
+        doc_id = canonical_id(doc_id)
+        if doc_id is None:
+            return {**where, "row": offset, "reason": "invalid_id",
+                    "detail": f"{id_field!r} is a Parquet {types[id_field]}; an id must be a string or a number"}
+    rec = {**where, "id": doc_id or f"{source}:{offset + 1}", "text": text}
+    if keep_fields:
+        values, repaired = [], False
+        for name in keep_fields:
+            value, lossy = parquet.plain(row.get(name))
+            value, scrubbed = _scrub(value)
+            values.append(value)
+            repaired = repaired or lossy or scrubbed
+        rec["fields"] = tuple(values)
+        if repaired:
+            rec["repaired"] = FIELD_REPAIRED
+    return rec
 
 
 def _chain(first, rest):

@@ -71,19 +71,20 @@ def add_corpus(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", action="append", required=True, metavar="PATH_OR_GLOB",
                    help="raw text, repeatable; .gz/.bz2/.zst by extension; gs:// s3:// hdfs:// work "
                         "(e.g. --input 'raw/*.jsonl.gz')")
-    p.add_argument("--format", choices=["auto", "text", "jsonl", "blocks"], default=None,
+    p.add_argument("--format", choices=["auto", "text", "jsonl", "blocks", "parquet"], default=None,
                    help=f"text: a document a line; jsonl: an object a line; blocks: documents separated by blank "
-                        f"lines; auto: jsonl for *.jsonl|*.json|*.ndjson, else text (default {d.format})")
+                        f"lines; parquet: a document a row; auto: jsonl for *.jsonl|*.json|*.ndjson, parquet for "
+                        f"*.parquet|*.pq, else text (default {d.format})")
     p.add_argument("--preset", choices=["default", "production"], default="default",
                    help="default: Unicode clean-up, length filters, exact dedup; production: also web cleaning, "
                         "quality filters and near-duplicate removal (default: default)")
     p.add_argument("--text-field", default=None, metavar="FIELD",
-                   help=f"jsonl: the field holding the text (default {d.text_field}; e.g. --text-field body)")
+                   help=f"jsonl, parquet: the field (column) holding the text (default {d.text_field}; e.g. --text-field body)")
     p.add_argument("--id-field", default=None, metavar="FIELD",
-                   help=f"jsonl: the field holding the document's id, kept as its id in the corpus; without it the "
+                   help=f"jsonl, parquet: the field (column) holding the document's id, kept as its id in the corpus; without it the "
                         f"id is made from file and line (default {d.id_field}; e.g. --id-field doc_id)")
     p.add_argument("--keep-fields", default=None, metavar="FIELD,...",
-                   help="jsonl: input fields carried into each document as they are; a document whose input lacks "
+                   help="jsonl, parquet: input fields (columns) carried into each document as they are; a document whose input lacks "
                         "one gets null, counted in stats.json (missing_fields); of duplicates, the kept copy's "
                         "(default: none; e.g. --keep-fields rating,movie_id,date)")
 
