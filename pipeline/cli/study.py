@@ -29,8 +29,10 @@ def add_study(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default=d.preset, help=f"model size (default {d.preset})")
     p.add_argument("--arms", default=",".join(d.arms), help="objectives, optionally with an embedding-sharing "
                    f"suffix: electra, mlm, electra-gdes, electra15, replace_mlm, ... (default {','.join(d.arms)})")
-    p.add_argument("--readouts", default=",".join(d.readouts), help=f"of {', '.join(READOUTS)} "
-                   f"(default {','.join(d.readouts)})")
+    p.add_argument("--readouts", default=",".join(d.readouts), help=f"readout recipes, read side by side on the "
+                   f"same checkpoints, each with its own floor: {', '.join(READOUTS)}, with switches -best-layer, "
+                   f"-layerN, -cls (probe), -reinitN, -nodecay (fine-tuning), e.g. probe,probe-best-layer,lowdata,"
+                   f"lowdata-reinit1 (default {','.join(d.readouts)})")
     p.add_argument("--pretrain-seeds", type=int, default=d.pretrain_seeds,
                    help=f"pretraining runs per arm and budget (default {d.pretrain_seeds})")
     p.add_argument("--finetune-seeds", type=int, default=d.finetune_seeds,

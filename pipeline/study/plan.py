@@ -13,6 +13,17 @@ from kolectra.model.config import EMBEDDING_SHARING, OBJECTIVES
 from kolectra.model.config import preset as model_preset
 
 READOUTS = ("probe", "lowdata", "finetune")
+FINETUNED = ("lowdata", "finetune")
+# A readout recipe is a readout and switches, ``-<switch>`` after it, so that one study reads the same
+# checkpoints and rows several ways, each recipe with its own floor (issue 44: the study's recipes
+# under-rated early RTD checkpoints). ``probe-best-layer`` reads the layer whose probe scores best on
+# dev rows carved from the probe's train rows; ``lowdata-reinit1`` re-initialises the top encoder
+# layer before fine-tuning. Switch pattern -> (the readouts it applies to, its setting of that stage).
+READOUT_SWITCHES = {r"best-layer": (("probe",), "layer=best"), r"layer(\d+)": (("probe",), "layer={}"),
+                    r"cls": (("probe",), "pooling=cls"),
+                    r"reinit(\d+)": (FINETUNED, "reinit_top_layers={}"),
+                    r"nodecay": (FINETUNED, "optim.layerwise_lr_decay=1.0")}
+_READOUT_SWITCH = re.compile("-(" + "|".join(f"(?:{k})" for k in READOUT_SWITCHES) + ")")
 # An arm's recipe switches, ``+<name><number>`` after the objective (and its sharing suffix):
 # ``mlm+mask0.3`` is MLM at 30 % masking, ``electra+gen0.5+temp2`` ELECTRA with a generator half as
 # wide as the discriminator and replacements drawn at temperature 2 falling to 1.
@@ -64,6 +75,29 @@ def arm_settings(arm: str) -> tuple[str, str, list[str]]:
     return objective, sharing, sets
 
 
+def readout_recipe(recipe: str) -> tuple[str, list[str]]:
+    """``lowdata-reinit1`` -> (the readout, its stage's ``--set`` keys): ("lowdata", [reinit_top_layers=1])."""
+    base = recipe.split("-", 1)[0]
+    known = (f"a readout of {', '.join(READOUTS)} and switches "
+             + ", ".join("-" + k.replace(r"(\d+)", "N") for k in READOUT_SWITCHES))
+    if base not in READOUTS:
+        raise ConfigError(f"study: unknown readout {recipe!r} ({known})")
+    sets, pos = [], len(base)
+    while pos < len(recipe):
+        m = _READOUT_SWITCH.match(recipe, pos)
+        if m is None:
+            raise ConfigError(f"study: readout {recipe!r}: cannot read {recipe[pos:]!r} ({known})")
+        for pattern, (applies, setting) in READOUT_SWITCHES.items():
+            sw = re.fullmatch(pattern, m.group(1))
+            if sw:
+                if base not in applies:
+                    raise ConfigError(f"study: readout {recipe!r}: -{m.group(1)} applies to {', '.join(applies)} only")
+                sets.append(setting.format(*sw.groups()))
+                break
+        pos = m.end()
+    return base, sets
+
+
 def arm_sets(arm: str, pretrain_sets: tuple[str, ...] = ()) -> list[str]:
     """Every ``--set`` an arm's pretraining runs with: the study's own, the objective, the sharing, the switches."""
     objective, sharing, switches = arm_settings(arm)
@@ -103,9 +137,14 @@ class StudyPlan:
                 override(model_preset(self.preset), arm_sets(arm, self.pretrain_sets))  # checks the result
             except ConfigError as e:
                 raise ConfigError(f"study: arm {arm!r}: {e}") from None
-        unknown = [r for r in self.readouts if r not in READOUTS]
-        if unknown:
-            raise ConfigError(f"study: unknown readout(s) {unknown} (known: {', '.join(READOUTS)})")
+        if not self.readouts or len(set(self.readouts)) != len(self.readouts):
+            raise ConfigError(f"study: --readouts must be distinct and not empty, got {list(self.readouts)}")
+        layers = model_preset(self.preset).model.layers
+        for recipe in self.readouts:
+            for setting in readout_recipe(recipe)[1]:  # a layer the model lacks: refused before any training
+                key, _, value = setting.partition("=")
+                if key in ("layer", "reinit_top_layers") and value.isdigit() and int(value) > layers:
+                    raise ConfigError(f"study: readout {recipe!r}: the {self.preset} model has {layers} layers")
         if not (self.flops > 0 and math.isfinite(self.flops)) or self.points < 1:
             raise ConfigError(f"study: need a finite --flops > 0 and --points >= 1 (got {self.flops}, {self.points})")
         if self.pretrain_seeds < 1 or self.finetune_seeds < 1:

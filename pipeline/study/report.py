@@ -14,11 +14,33 @@ from pathlib import Path
 import numpy as np
 
 from kolectra.core import plot
+from kolectra.core.config import override
+from kolectra.finetune.config import NSMC_PRESETS
 from kolectra.pipeline.markdown import code, text
 from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.study.plan import readout_recipe
 
 READOUT_TEXT = {"probe": "linear probe (frozen encoder)", "lowdata": "low-data fine-tuning",
                 "finetune": "fine-tuning"}
+
+
+def recipe_text(recipe: str, plan: dict) -> str:
+    """What a readout recipe does, in words: the probe's layer and pooling, or the fine-tuning's
+    optimizer settings as resolved (the preset's layer-wise LR decay included: the study's low-data
+    recipe has decay 0.8 from the ``electra`` preset, which the docs once left unsaid)."""
+    base, sets = readout_recipe(recipe)
+    if base == "probe":
+        got = dict(s.split("=", 1) for s in sets)
+        layer = got.get("layer", "last")
+        where = ("the best layer, chosen on dev rows carved from the probe's train rows" if layer == "best" else
+                 "the top layer" if layer == "last" else f"layer {layer} (0 = the embeddings)")
+        return f"{READOUT_TEXT[base]}: {where}, {got.get('pooling', 'mean')} pooling"
+    cfg = override(NSMC_PRESETS[plan.get("finetune_preset", "electra")](), [*plan.get("finetune_sets", ()), *sets])
+    o = cfg.optim
+    return (f"{READOUT_TEXT[base]}: preset {plan.get('finetune_preset', 'electra')}, lr {o.lr:g}, layer-wise LR decay "
+            f"{o.layerwise_lr_decay:g}, warmup {o.warmup_fraction:g}, weight decay {o.weight_decay:g}, {cfg.epochs} "
+            f"epochs, epoch chosen on a dev split of {cfg.dev_fraction:g} of its rows"
+            + (f", top {cfg.reinit_top_layers} encoder layer(s) re-initialised" if cfg.reinit_top_layers else ""))
 
 
 def _pct(x: float) -> str:
@@ -34,7 +56,7 @@ def score_table(doc: dict, readout: str) -> list[str]:
     """Mean score per arm and budget with its spread over seeds, its lift over the floor, health."""
     floor = doc["floor"][readout]
     vs_floor = {(c["a"], c["flops"]): c for c in doc["comparisons"] if c["b"] == "floor" and c["readout"] == readout}
-    lines = [f"### {READOUT_TEXT[readout]}", "",
+    lines = [f"### {code(readout)}: {text(recipe_text(readout, doc['plan']))}", "",
              f"Floor (untrained model): {_pct(np.mean(floor))} % (runs: {', '.join(_pct(x) for x in floor)}).", "",
              "| arm | FLOPs | mean % | runs (min-max) | vs floor, points [95 % CI] | disc AUC | replaced | gen acc | health |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -58,8 +80,22 @@ def _mean(xs: list[float], digits: int) -> str:
     return f"{np.mean(xs):.{digits}f}" if xs else "–"
 
 
+def verdicts_by_recipe(doc: dict) -> list[str]:
+    """Each pair of arms at each budget, with the verdict of every recipe beside the recipe it rests on:
+    recipes can disagree (issue 44), and a verdict means nothing apart from its readout."""
+    by_pair: dict[tuple, list[str]] = {}
+    for c in doc["comparisons"]:
+        if c["b"] != "floor":
+            by_pair.setdefault((c["flops"], c["a"], c["b"]), []).append(
+                f"{code(c['readout'])}: {text(c['verdict'])} ({_ci(c)})")
+    lines = ["## Verdicts, recipe by recipe", ""]
+    for (flops, a, b), said in by_pair.items():
+        lines.append(f"- {text(a)} against {text(b)} at {flops:.3g} FLOPs: " + "; ".join(said) + ".")
+    return lines + [""]
+
+
 def comparison_table(doc: dict) -> list[str]:
-    lines = ["| readout | FLOPs | a | b | a - b, points [95 % CI] | verdict |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| readout recipe | FLOPs | a | b | a - b, points [95 % CI] | verdict |", "| --- | --- | --- | --- | --- | --- |"]
     for c in doc["comparisons"]:
         if c["b"] != "floor":
             lines.append(f"| {text(c['readout'])} | {c['flops']:.3g} | {text(c['a'])} | {text(c['b'])} | {_ci(c)} | "
@@ -80,7 +116,7 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
         series["floor (untrained)"] = [(f, 100 * float(np.mean(floor))) for f in flops]
         name = f"{readout}_vs_flops.png"
         plot.line_chart(out / name, {k: sorted(v) for k, v in series.items()},
-                        title=f"{READOUT_TEXT[readout]}: held-out accuracy vs pretraining FLOPs",
+                        title=f"{readout}: held-out accuracy vs pretraining FLOPs",
                         xlabel="pretraining FLOPs (log)", ylabel="accuracy %", logx=True)
         names.append(name)
     curves = {}
@@ -121,9 +157,10 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
              f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set). "
              + held, "",
              "A winner is named only when the 95 % interval of the paired difference excludes zero and both arms "
-             "are above the untrained floor.", ""]
+             "are above the untrained floor, both read by the same recipe; every recipe has its own floor.", ""]
     for readout in doc["floor"]:
         lines += score_table(doc, readout)
+    lines += verdicts_by_recipe(doc)
     lines += ["## Comparisons", ""] + comparison_table(doc)
     lines += [f"![{n}]({n})" for n in plots(store, out, doc)] + [""]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

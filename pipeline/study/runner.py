@@ -17,7 +17,9 @@ numbers support:
   the same held-out NSMC rows (carved from the train file with the seed; never the test set):
   ``probe`` (frozen encoder, mean-pooled last layer, logistic regression on a few thousand rows:
   :mod:`kolectra.finetune.probe`), ``lowdata`` (fine-tuning on about a thousand rows) and
-  ``finetune`` (fine-tuning on more rows).
+  ``finetune`` (fine-tuning on more rows); and recipes of them, read side by side on the same
+  checkpoints and rows, each with its own floor (``probe-best-layer``, ``lowdata-reinit1``:
+  :data:`study_plan.READOUT_SWITCHES`). Every pretraining point is trained once, whatever the recipes.
 - **Health** of each point: discriminator AUC, replaced share, generator accuracy and the
   trainer's verdict (:mod:`kolectra.model.health`); points still at the prior are flagged.
 - **Comparisons**: paired differences between arms (and against the floor) at each budget with
@@ -54,11 +56,11 @@ from kolectra.model.electra import train_flops_per_sequence
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study import report as study_report
-from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm  # noqa: F401
+from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout_recipe  # noqa: F401
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study.stats import Runs, compare, verdict
 
-STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -92,7 +94,7 @@ def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path) -> Splits:
     dev = _write_nsmc(out / "dev.txt", header, [rows[i] for i in dev_idx])
     want = {"probe": plan.probe_rows, "lowdata": plan.lowdata_rows, "finetune": plan.finetune_rows}
     train: dict[str, list[Path]] = {}
-    for readout in plan.readouts:
+    for readout in dict.fromkeys(readout_recipe(r)[0] for r in plan.readouts):  # recipes of a readout share rows
         n = min(want[readout], len(pool))
         train[readout] = [
             _write_nsmc(out / f"{readout}-seed{f}.txt", header,
@@ -192,14 +194,16 @@ def pretrain_point(store: Store, examples: Artifact, plan: StudyPlan, arm: str, 
 
 def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, readout: str,
              seed: int) -> tuple[float, np.ndarray | None]:
-    """One readout of one checkpoint with fine-tuning seed ``seed``: (score, per-row 0/1 or None)."""
-    train = splits.train[readout][seed - 1]
-    if readout == "probe":
-        art = stages.probe(store, ckpt, train, splits.dev, seed=seed, name="study-probe")
+    """One readout recipe of one checkpoint with fine-tuning seed ``seed``: (score, per-row 0/1 or None).
+    Recipes of one readout (``lowdata``, ``lowdata-reinit1``) train on the same rows."""
+    base, sets = readout_recipe(readout)
+    train = splits.train[base][seed - 1]
+    if base == "probe":
+        art = stages.probe(store, ckpt, train, splits.dev, sets=sets, seed=seed, name="study-probe")
     else:
         art = stages.finetune(store, "nsmc", ckpt, train, splits.dev, preset=plan.finetune_preset,
-                              sets=[*plan.finetune_sets, "max_train_examples=0", "max_eval_examples=0"],
-                              seed=seed, name=f"study-{readout}")
+                              sets=[*plan.finetune_sets, *sets, "max_train_examples=0", "max_eval_examples=0"],
+                              seed=seed, name=f"study-{base}")
     metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
     return float(metrics["accuracy"]), per_row_correct(art.path)
 

@@ -1,0 +1,72 @@
+"""A study's readout recipes (issue 44): several read the same checkpoints and rows side by side, each
+with its own floor, and the pretraining points are trained once whatever the recipes."""
+
+import json
+
+import pytest
+
+from kolectra.core.config import ConfigError
+from kolectra.pipeline.run import SAMPLE
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.study.plan import StudyPlan, readout_recipe
+from kolectra.pipeline.study.runner import run_study
+from tests.model_support import small_chain
+
+
+def test_recipes_read_as_a_readout_and_its_settings():
+    assert readout_recipe("probe") == ("probe", [])
+    assert readout_recipe("probe-best-layer") == ("probe", ["layer=best"])
+    assert readout_recipe("probe-layer2-cls") == ("probe", ["layer=2", "pooling=cls"])
+    assert readout_recipe("lowdata-reinit1") == ("lowdata", ["reinit_top_layers=1"])
+    assert readout_recipe("finetune-reinit2-nodecay") == ("finetune", ["reinit_top_layers=2",
+                                                                       "optim.layerwise_lr_decay=1.0"])
+    for bad, said in (("probe-reinit1", "applies to lowdata, finetune only"), ("lowdata-best-layer", "probe only"),
+                      ("lowdata-fast", "cannot read '-fast'"), ("regress", "unknown readout")):
+        with pytest.raises(ConfigError, match=said):
+            readout_recipe(bad)
+    # refused before any point is trained: a layer the preset lacks, a recipe twice
+    with pytest.raises(ConfigError, match="the mini model has 4 layers"):
+        StudyPlan(flops=1e12, readouts=("probe", "lowdata-reinit5")).validate()
+    with pytest.raises(ConfigError, match="distinct"):
+        StudyPlan(flops=1e12, readouts=("probe", "probe")).validate()
+
+
+def test_report_names_the_low_data_recipe_with_its_layerwise_decay():
+    from kolectra.pipeline.study.report import recipe_text
+
+    plan = {"finetune_preset": StudyPlan.finetune_preset, "finetune_sets": StudyPlan.finetune_sets}
+    said = recipe_text("lowdata", plan)
+    assert "lr 0.001" in said and "layer-wise LR decay 0.8" in said and "re-initialised" not in said
+    assert "top 1 encoder layer(s) re-initialised" in recipe_text("lowdata-reinit1", plan)
+    assert "layer-wise LR decay 1" in recipe_text("lowdata-nodecay", plan)
+    assert "the best layer, chosen on dev rows" in recipe_text("probe-best-layer", plan)
+
+
+def test_two_recipes_share_every_pretraining_point_and_each_has_its_floor(tmp_path):
+    store = Store(tmp_path / "store")
+    _, _, examples = small_chain(store, n=64, seq_len=32)
+    small = ["model.hidden=32", "model.intermediate=64", "model.embedding_size=32", "model.generator_hidden=16",
+             "model.generator_intermediate=32", "train.batch_size=4"]
+    plan = StudyPlan(flops=4e9, points=1, preset="tiny", arms=("electra",), pretrain_seeds=1, finetune_seeds=1,
+                     readouts=("probe", "probe-best-layer"), pretrain_sets=tuple(small), dev_rows=60, probe_rows=80,
+                     bootstrap=50)
+    study = run_study(store, plan, SAMPLE / "nsmc_train.txt", examples_ref=examples.id)
+    doc = json.loads((study.path / "study.json").read_text())
+    # counted: one checkpoint per (arm or floor, budget, pretraining seed), read by both recipes
+    checkpoints = store.list("checkpoint")
+    assert len(checkpoints) == (1 + len(plan.arms) * plan.points) * plan.pretrain_seeds == 2
+    points = doc["points"] + doc["floor_points"]
+    assert sorted(p["checkpoint"] for p in points) == sorted(c.id for c in checkpoints)
+    assert all(set(p["readouts"]) == {"probe", "probe-best-layer"} for p in points)
+    assert set(doc["floor"]) == {"probe", "probe-best-layer"} and all(len(v) == 1 for v in doc["floor"].values())
+    probes = [json.loads((a.path / "metrics.json").read_text()) | {"inputs": a.manifest["inputs"]}
+              for a in store.list("eval")]
+    assert len(probes) == 2 * len(checkpoints)  # each checkpoint read once by each recipe
+    assert sorted(p["config"]["layer"] for p in probes) == ["best", "best", "last", "last"]
+    # the same training and evaluation rows for both recipes
+    assert len({json.dumps(p["inputs"][-2:], sort_keys=True) for p in probes}) == 1
+    assert {c["readout"] for c in doc["comparisons"]} == {"probe", "probe-best-layer"}
+    report = (study.path / "report.md").read_text()
+    assert "## Verdicts, recipe by recipe" in report
+    assert "`probe`: linear probe (frozen encoder): the top layer, mean pooling" in report
+    assert "`probe-best-layer`: linear probe (frozen encoder): the best layer" in report
