@@ -43,7 +43,7 @@ from kolectra.corpus.runners import (
     runner_setup,
 )
 
-STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- input checks ---------------------------------------------------------------------------
@@ -55,6 +55,7 @@ def load_tokenizer(tokenizer_dir: Path) -> Tokenizer:
         tok = Tokenizer.from_file(str(path))
     except Exception as e:  # noqa: BLE001 - tokenizers reports a garbled file as a bare Exception
         raise UserInputError(f"examples: {path}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
+    tok.encode_special_tokens = True  # "[MASK]" in text is text: only packing writes the specials' ids
     wrong = {t: tok.token_to_id(t) for t, i in SPECIAL_IDS.items() if tok.token_to_id(t) != i}
     if wrong:
         raise UserInputError(f"examples: {path} lacks the special tokens at their fixed ids "

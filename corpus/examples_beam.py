@@ -172,6 +172,7 @@ class TokenizeAndPack(beam.DoFn):
         from tokenizers import Tokenizer  # noqa: PLC0415 - in the Beam worker, not at pickling time
 
         self.tok = Tokenizer.from_str(storage.read_bytes(self.job.tokenizer_path).decode("utf-8"))
+        self.tok.encode_special_tokens = True  # "[MASK]" in text is text (not saved in tokenizer.json)
         self.holdout = read_holdout(self.job.cfg.holdout_ids)
 
     def process(self, keyed):

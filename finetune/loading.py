@@ -6,7 +6,8 @@ fresh head initialised from the seed, places it on the :class:`~kolectra.model.d
 and refuses, naming what is wrong, a directory whose weights do not fill the encoder (renamed
 keys would otherwise leave it at random initialisation, a run that "works" and learns from
 scratch), a tokenizer larger than the embedding table, or a ``max_length`` beyond the position
-table.  ``random_init=true`` asks for random encoder weights on purpose (a no-pretraining baseline).
+table.  Its tokenizer never matches special tokens in text (``split_special_tokens``).
+``random_init=true`` asks for random encoder weights on purpose (a no-pretraining baseline).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def load_tokenizer(model_dir: Path):
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FinetuneError(f"{model_dir}: not a HF model directory (no config.json)")
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    # text is data: "[SEP]" in a sentence is not a segment boundary, an NER token "[PAD]" not padding;
+    # [CLS] and [SEP] come from the post-processor, by id (tokenizer_config.json may say it too)
+    tok = AutoTokenizer.from_pretrained(str(model_dir), split_special_tokens=True)
     if not tok.is_fast:
         raise FinetuneError(f"{model_dir}: a fast tokenizer (tokenizer.json) is needed for offsets")
     return tok

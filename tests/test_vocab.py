@@ -77,11 +77,14 @@ def test_same_ids_as_bert_tokenizer_built_from_vocab_txt(built, tmp_path):
     d = built["morph"]
     auto = AutoTokenizer.from_pretrained(d)
     # transformers 5 spells the vocab.txt argument ``vocab`` (``vocab_file=`` is silently ignored)
-    from_txt = BertTokenizer(vocab=str(d / "vocab.txt"), do_lower_case=False, strip_accents=False)
+    # a vocab.txt alone carries no setting: "[MASK]" in text stays text with split_special_tokens (issue 43)
+    from_txt = BertTokenizer(vocab=str(d / "vocab.txt"), do_lower_case=False, strip_accents=False,
+                             split_special_tokens=True)
     only_txt = tmp_path / "only_vocab_txt"
     only_txt.mkdir()
     shutil.copy(d / "vocab.txt", only_txt / "vocab.txt")
-    from_dir = BertTokenizer.from_pretrained(only_txt, do_lower_case=False, strip_accents=False)
+    from_dir = BertTokenizer.from_pretrained(only_txt, do_lower_case=False, strip_accents=False,
+                                             split_special_tokens=True)
     assert len(from_txt) == len(from_dir) == len(auto)
     texts = _texts(built["corpus"], "valid") + _texts(built["corpus"], "train")[:20] + EXTRA_TEXTS
     for text in texts:

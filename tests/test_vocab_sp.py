@@ -61,7 +61,7 @@ def test_sentencepiece_recipe_exports_an_equivalent_hf_tokenizer(recipe, corpus,
     assert 1 not in ids and tok.decode(ids) == "뷁햏 ☃"
     enc = tok("영화가 좋았다", "다시 보고 싶다")
     assert enc["input_ids"][0] == 2 and enc["input_ids"][-1] == 3 and enc["input_ids"].count(3) == 2
-    assert tok("[MASK] 영화", add_special_tokens=False)["input_ids"][0] == 4
+    assert 4 not in tok("[MASK] 영화", add_special_tokens=False)["input_ids"]  # text is text (issue 43)
     # vocab.txt lists the pieces in id order (it is documented not to reproduce the tokenization)
     lines = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert lines == [sp.id_to_piece(i) for i in range(sp.get_piece_size())]

@@ -4,9 +4,17 @@ Stage: corpus -> **vocab** -> examples. The tokenizer is BERT's: BertNormalizer 
 stripping — lowercasing or stripping would NFD-decompose Hangul into jamo — clean_text, Hanja
 isolated), BertPreTokenizer, WordPiece with ``##``, ``[CLS] A [SEP] B [SEP]`` templates. The same
 ids come out of ``AutoTokenizer.from_pretrained(dir)``, the raw ``tokenizers`` file, and
-``BertTokenizer(vocab=str(dir/"vocab.txt"), do_lower_case=False, strip_accents=False)`` (transformers 5
+``BertTokenizer(vocab=str(dir/"vocab.txt"), do_lower_case=False, strip_accents=False,
+split_special_tokens=True)`` (transformers 5
 spells it ``vocab``; its ``vocab_file=`` is silently ignored) or ``BertTokenizer.from_pretrained`` on a
 folder holding only ``vocab.txt`` (the transformers 4 path).
+
+Text is data: ``[PAD]``, ``[MASK]`` and the other specials are inserted by code only, never matched
+in text ("[MASK]" in a review is the pieces ``[``, ``M``, ``##A``, ...). The tokenizer objects made
+here say so (``encode_special_tokens``: the report measures them), and ``tokenizer_config.json``'s
+``split_special_tokens`` makes transformers do the same on load; the post-processor's ``[CLS]`` and
+``[SEP]`` are added by id and stay. ``tokenizer.json`` cannot hold the flag (tokenizers does not save
+it), so a reader of that file alone sets it: :func:`text_only`.
 """
 
 from __future__ import annotations
@@ -49,7 +57,13 @@ def make_tokenizer(vocab: list[str]) -> Tokenizer:
         special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
     )
     tok.decoder = decoders.WordPiece(prefix="##")
-    tok.add_special_tokens(list(SPECIALS))  # never split; ids stay 0..4 (already in the vocab)
+    tok.add_special_tokens(list(SPECIALS))  # ids stay 0..4 (already in the vocab); decode skips them
+    return text_only(tok)
+
+
+def text_only(tok: Tokenizer) -> Tokenizer:
+    """``tok`` with its special tokens never matched in text (they are still added by the templates)."""
+    tok.encode_special_tokens = True
     return tok
 
 
@@ -93,6 +107,7 @@ def write_dir(vocab: list[str], out_dir: Path) -> Tokenizer:
         "tokenize_chinese_chars": True,
         "model_max_length": MODEL_MAX_LENGTH,
         "clean_up_tokenization_spaces": False,
+        "split_special_tokens": True,  # "[SEP]" in text is text (see the module's docstring)
         **specials,
     })
     return tok

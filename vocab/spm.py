@@ -42,7 +42,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from kolectra.core.errors import UserInputError
 from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
 from kolectra.corpus import shards
-from kolectra.vocab.export import MODEL_MAX_LENGTH, written
+from kolectra.vocab.export import MODEL_MAX_LENGTH, text_only, written
 from kolectra.vocab.words import iter_docs
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space
@@ -169,16 +169,34 @@ def make_tokenizer(model: bytes, recipe: str) -> Tokenizer:
     tok = Tokenizer(model_)
     tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=True)
+    if MODEL_TYPES[recipe] == "unigram":  # BPE only forms pieces through merges, which name normal pieces only
+        tok.pre_tokenizer = pre_tokenizers.Sequence([tok.pre_tokenizer, _never_spelled(pieces, normal)])
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
         special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
     )
     tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
                                      decoders.Strip(content=" ", left=1, right=0)])
-    # control pieces are never produced from text by SentencePiece; as HF special tokens they are
-    # matched whole instead of being spelled out ([MASK] in text -> 4, as the pipeline needs)
+    # control pieces are never produced from text by SentencePiece: special tokens to HF (so decode
+    # skips them), never matched in text (text_only), and never reached by the Unigram lattice (_never_spelled)
     tok.add_special_tokens([p for i, p in enumerate(pieces) if sp.is_control(i) or i < len(SPECIALS)])
-    return tok
+    return text_only(tok)
+
+
+def _never_spelled(pieces: list[str], normal: set[int]) -> pre_tokenizers.Split:
+    """A cut after the first character of any spelling of a piece SentencePiece never matches in
+    text (control, unknown, unused, byte pieces): HF's Unigram puts every piece in its lattice, so
+    "[MASK]" in text came out as the piece [MASK] (and "<0x61>" as the byte "a"). The lattice
+    cannot leave them out by score either: they score 0.0, the best, and the lowest score sets the
+    unknown character's, so a spelling with a character the vocabulary lacks always reaches them.
+    Cut, no pre-token holds a whole spelling; the first character stays with what precedes it."""
+    by_first: dict[str, set[str]] = {}
+    for i, p in enumerate(pieces):
+        if i not in normal and len(p) > 1:
+            by_first.setdefault(p[0], set()).add(p[1:])
+    alts = "|".join(f"{re.escape(c)}(?=(?:{'|'.join(re.escape(r) for r in sorted(rests))}))"
+                    for c, rests in sorted(by_first.items()))
+    return pre_tokenizers.Split(Regex(alts), behavior="merged_with_previous")
 
 
 def write_dir(model: bytes, recipe: str, out_dir: Path) -> Tokenizer:
@@ -194,6 +212,7 @@ def write_dir(model: bytes, recipe: str, out_dir: Path) -> Tokenizer:
         "tokenizer_class": "PreTrainedTokenizerFast",
         "model_max_length": MODEL_MAX_LENGTH,
         "clean_up_tokenization_spaces": False,
+        "split_special_tokens": True,  # "[SEP]" in text is text (vocab.export's docstring)
         **SPECIALS_MAP,
     })
     return tok
