@@ -117,6 +117,9 @@ class KorquadConfig(TaskConfig):
     epochs: int = 7
     doc_stride: int = 128  # step between window starts in context tokens (BERT's meaning)
     max_query_length: int = 64
+    # windows per question at most (0: no bound): a longer context is cut and the cut counted in one
+    # line; KorQuAD's contexts take 1-3 windows at max_length 512 (one 10 MB context made 25,123)
+    max_windows: int = 64
     max_answer_length: int = 30
     n_best: int = 20
     # max_train_examples / max_eval_examples count questions.
@@ -129,6 +132,7 @@ class KorquadConfig(TaskConfig):
         return [("max_query_length", 1 <= self.max_query_length <= self.max_length - 4,
                  f"between 1 and max_length - 4 = {self.max_length - 4} ([CLS] question [SEP] context [SEP])"),
                 ("doc_stride", self.doc_stride >= 1, "at least 1"),
+                ("max_windows", self.max_windows >= 0, "0 (no bound) or more"),
                 ("max_answer_length", self.max_answer_length >= 1, "at least 1"),
                 ("n_best", self.n_best >= 1, "at least 1")]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kolectra.core.stage import progress
+from kolectra.core.stage import progress, warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.features import rows
 from kolectra.finetune.files import FinetuneError, write_json
@@ -65,14 +65,21 @@ class Korquad(skeleton.Task):
 
     def encoder(self, tokenizer, cfg):
         def encode(batch: dict, indices: list[int]) -> dict:
-            w = make_windows(tokenizer, questions_from(batch), cfg.max_length, cfg.doc_stride, cfg.max_query_length)
+            w = make_windows(tokenizer, questions_from(batch), cfg.max_length, cfg.doc_stride, cfg.max_query_length,
+                             cfg.max_windows)
             return window_columns(w, indices[0] if indices else 0)
         return encode
 
     def encoding(self, cfg):
-        return {"max_length": cfg.max_length, "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length}
+        return {"max_length": cfg.max_length, "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length,
+                "max_windows": cfg.max_windows}
 
     def check(self, splits, data, cfg):
+        cut = {name: [n for n in splits[name].encoded["windows_dropped"] if n] for name in ("train", "dev")}
+        if any(cut.values()):
+            warn(f"korquad: contexts longer than max_windows={cfg.max_windows} windows were cut there: "
+                 + ", ".join(f"{len(n)} {name} question(s), {sum(n)} windows dropped" for name, n in cut.items() if n)
+                 + " (an answer past the cut is not found); raise max_windows (0: no bound) to keep them")
         with_answer = int((splits["train"].feats.per_row["start_positions"] > 0).sum())
         progress(f"korquad: {len(data.train)} train questions -> {len(splits['train'].feats)} windows "
                  f"({with_answer} holding the answer); {len(data.dev)} dev questions -> "

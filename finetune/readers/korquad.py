@@ -10,7 +10,9 @@ Feeds ``finetune.korquad`` (last stage of the chain).  Pure functions:
 * :func:`make_windows` tokenizes question + context with the fast tokenizer's overflow windows
   (``return_overflowing_tokens``, ``stride``, ``return_offsets_mapping``); ``doc_stride`` keeps
   BERT's meaning, the step between window starts, so the tokenizer's ``stride`` (the overlap)
-  is the window's context length minus ``doc_stride``.
+  is the window's context length minus ``doc_stride``.  A question gets at most ``max_windows``
+  windows: a longer context is cut first (one 10 MB context made 25,123 windows of 86 questions),
+  and the windows it would have had past the cut are counted (``windows_dropped``).
 * :func:`mark_max_context` marks, for tokens shared by overlapping windows, the one window
   allowed to start a span there (BERT's max-context rule).
 * :func:`nbest_spans` takes the n-best start and end logits of every window, keeps spans inside
@@ -155,6 +157,8 @@ class Windows:
     end_positions: list[int]
     # per token: is this window the token's "max context" one (see mark_max_context)
     max_context: list[list[bool]] = dataclasses.field(default_factory=list)
+    # per window: on a question's first window, how many windows its cut context lost (else 0)
+    windows_dropped: list[int] = dataclasses.field(default_factory=list)
 
 
 def mark_max_context(offsets: list[list[tuple[int, int] | None]]) -> list[list[bool]]:
@@ -194,8 +198,27 @@ def truncate_question(tokenizer, question: str, max_query_length: int) -> str:
     return question[:enc["offset_mapping"][max_query_length - 1][1]]
 
 
+def windows_for(tokens: int, room: int, doc_stride: int) -> int:
+    """How many overflow windows ``tokens`` context tokens make (``room`` of them fit in a window)."""
+    return 1 + -(-max(0, tokens - room) // doc_stride)
+
+
+def bounded_context(tokenizer, context: str, room: int, doc_stride: int, max_windows: int) -> tuple[str, int]:
+    """``context`` cut after the tokens its first ``max_windows`` windows hold, and how many windows
+    that drops (0: not cut). ``max_windows=0`` is no bound."""
+    keep = room + (max_windows - 1) * doc_stride
+    # a token spans at least one UTF-8 byte (SentencePiece adds one leading mark): short contexts
+    # cannot be cut, and are not tokenised twice
+    if not max_windows or len(context.encode("utf-8")) + 1 <= keep:
+        return context, 0
+    offsets = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    if len(offsets) <= keep:
+        return context, 0
+    return context[:offsets[keep - 1][1]], windows_for(len(offsets), room, doc_stride) - max_windows
+
+
 def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stride: int,
-                 max_query_length: int) -> Windows:
+                 max_query_length: int, max_windows: int = 0) -> Windows:
     w = Windows([], [], [], [], [], [])
     for qi, q in enumerate(questions):
         question = truncate_question(tokenizer, q.question, max_query_length)
@@ -205,7 +228,8 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
             raise FinetuneError(f"max_length={max_length} leaves no room for context after "
                                 f"question {q.id!r} ({q_len} tokens)")
         overlap = max(0, room - doc_stride)
-        enc = tokenizer(question, q.context, truncation="only_second", max_length=max_length,
+        context, dropped = bounded_context(tokenizer, q.context, room, room - overlap, max_windows)
+        enc = tokenizer(question, context, truncation="only_second", max_length=max_length,
                         stride=overlap, return_overflowing_tokens=True, return_offsets_mapping=True,
                         return_token_type_ids=True)
         text, a_start = q.answers[0]
@@ -227,6 +251,7 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
             w.start_positions.append(start_tok)
             w.end_positions.append(end_tok)
         w.max_context.extend(mark_max_context(w.offsets[len(w.offsets) - len(enc["input_ids"]):]))
+        w.windows_dropped.extend([dropped] + [0] * (len(enc["input_ids"]) - 1))
     return w
 
 
@@ -313,7 +338,7 @@ def window_columns(w: Windows, first_question: int) -> dict[str, list]:
             "question_index": [first_question + i for i in w.question_index],
             "offset_start": [[o[0] if o else -1 for o in offs] for offs in w.offsets],
             "offset_end": [[o[1] if o else -1 for o in offs] for offs in w.offsets],
-            "max_context": w.max_context}
+            "max_context": w.max_context, "windows_dropped": w.windows_dropped}
 
 
 def windows_from(columns: dict[str, list]) -> Windows:
