@@ -91,12 +91,23 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
 
 # ---- vocab ----------------------------------------------------------------------------------
 def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (), seed: int | None = None,
-          name: str | None = None, force: bool = False) -> Artifact:
+          name: str | None = None, force: bool = False, beam_args: Sequence[str] = ()) -> Artifact:
     cfg, config = resolve("vocab", sets=sets, seed=seed)
     parent = store.require(corpus_ref, "corpus")
     req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
                   config=config, parents=(parent,), libraries=LIBS_VOCAB)
-    return store.build(req, lambda out: vocab_build.build(cfg, store.local(parent), out), force)
+    # on a store root the word count's Beam job reads the train shards where they are; only the rest
+    # (the valid split the report measures on) is downloaded. SentencePiece reads the train split here,
+    # and a report measures on it when there is no valid split.
+    in_place = (storage.is_url(str(store.root)) and cfg.recipe in ("morph_wordpiece", "wordpiece")
+                and any(f["path"].startswith("data/valid-") for f in parent.manifest["files"]))
+    train = sorted(f["path"] for f in parent.manifest["files"] if f["path"].startswith("data/train-")) if in_place else []
+
+    def produce(out):
+        local = store.local(parent, (lambda p: p not in train) if in_place else None)
+        return vocab_build.build(cfg, local, out, list(beam_args),
+                                 [storage.join(str(parent.path), f) for f in train] if in_place else None)
+    return store.build(req, produce, force)
 
 
 # ---- examples -------------------------------------------------------------------------------

@@ -1,26 +1,32 @@
-"""The vocab stage's word count, shard by shard, here and in processes beside this one (vocab/count.py).
+"""The vocab stage's word count, a Beam job over the corpus shards where they are (vocab/count.py,
+vocab/tables.py).
 
-Real Kiwi morphemes in the corpus, real ``tokenizers`` pre-tokeniser, real child processes."""
+Real Kiwi morphemes in the corpus, the real ``tokenizers`` pre-tokeniser, Beam's FnApiRunner in
+this process and with worker processes, moto's S3 server for shards read in place."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
+import random
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from kolectra.core import storage
 from kolectra.core.errors import UserInputError
 from kolectra.corpus import shards
-from kolectra.vocab import beside, count, words
+from kolectra.vocab import beside, count, tables, trainer, words
 from kolectra.vocab import build as stage
 from kolectra.vocab.config import VocabConfig
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_vocab_corpus import small_corpus
 
 CFG = VocabConfig(vocab_size=1000, num_unused=10)
 FILES = ("tokenizer.json", "vocab.txt", "report.json")
+TWO_WORKERS = ["--direct_num_workers", "2"]  # two worker processes (multi_processing)
 
 
 def resharded(corpus: Path, n: int, dest: Path) -> Path:
@@ -39,7 +45,8 @@ def resharded(corpus: Path, n: int, dest: Path) -> Path:
 def corpora(tmp_path_factory):
     root = tmp_path_factory.mktemp("count")
     one = small_corpus(root / "one")
-    return {"one": one, "four": resharded(one, 4, root / "four")}
+    stream, stream_counts = words.count_words(words.iter_docs(one, "train"))
+    return {"one": one, "four": resharded(one, 4, root / "four"), "stream": stream, "stream_counts": stream_counts}
 
 
 def record_beside(monkeypatch) -> list[int]:
@@ -55,100 +62,109 @@ def record_beside(monkeypatch) -> list[int]:
     return started
 
 
-@pytest.fixture
-def everywhere(monkeypatch):
-    """Every run of shards beside this process counts, however small; the children are recorded."""
-    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 1)
-    return record_beside(monkeypatch)
+def train_paths(corpus: Path) -> list[str]:
+    return [str(p) for p in shards.shard_paths(corpus, "train")]
 
 
-def test_shards_counted_beside_add_up_to_one_stream_in_its_order(corpora, everywhere):
-    stream, stream_counts = words.count_words(words.iter_docs(corpora["one"], "train"))
-    table, counts, processes = count.count_split(corpora["four"], "train", None, cpus=3)
-    assert processes == 3 and len(everywhere) == 2 and os.getpid() not in everywhere
-    assert list(table.items()) == list(stream.items())  # the counts, and the order words were first seen
-    assert counts == stream_counts
-    alone, alone_counts, one = count.count_split(corpora["four"], "train", None, cpus=1)
-    assert one == 1 and list(alone.items()) == list(stream.items()) and alone_counts == counts
+def test_one_worker_and_two_worker_processes_count_the_table_of_one_stream(corpora):
+    stream = corpora["stream"]
+    one = count.count_split(train_paths(corpora["four"]), 10**6, 10**6)
+    two = count.count_split(train_paths(corpora["four"]), 10**6, 10**6, TWO_WORKERS)
+    for table, chars, counts in (one, two):
+        assert table == stream  # every type, with its exact count
+        assert chars == tables.char_counts(stream)
+        assert counts["documents"] == corpora["stream_counts"]["documents"]
+        assert counts["words"] == corpora["stream_counts"]["words"] == sum(table.values())
+        assert counts["word_types"] == len(stream) and counts["word_types_dropped"] == counts["words_dropped"] == 0
+    assert list(one[0].items()) == list(two[0].items()) and one[1] == two[1] and one[2] == two[2]
 
 
-def test_past_max_word_types_the_table_is_the_same_wherever_shards_are_counted(corpora, everywhere):
-    here, here_counts, _ = count.count_split(corpora["four"], "train", 40, cpus=1)
-    there, there_counts, processes = count.count_split(corpora["four"], "train", 40, cpus=4)
-    assert processes == 4 and everywhere
-    assert list(here.items()) == list(there.items()) and here_counts == there_counts
-    assert here_counts["table_prunes"] > 0 and len(here) <= 40
-    # what was pruned is counted: every word is in the table or among the pruned ones
-    stream, stream_counts = words.count_words(words.iter_docs(corpora["one"], "train"))
-    assert sum(here.values()) + here_counts["words_pruned"] == stream_counts["words"] == here_counts["words"]
+def test_past_max_word_types_the_most_frequent_are_kept_with_exact_counts_and_the_whole_alphabet(corpora):
+    stream, k = corpora["stream"], 40
+    # a flush every work item's first batch or so: the sums must not depend on where tables were cut
+    here = count.count_split(train_paths(corpora["four"]), k, 1)
+    there = count.count_split(train_paths(corpora["one"]), k, 10**6, TWO_WORKERS)
+    assert list(here[0].items()) == list(there[0].items()) and here[1] == there[1] and here[2] == there[2]
+    table, chars, counts = here
+    assert len(table) == k and all(stream[w] == n for w, n in table.items())  # exact, not lower bounds
+    assert min(table.values()) >= max(n for w, n in stream.items() if w not in table)  # the most frequent
+    assert counts["counting"]["dropped_max_count"] == min(table.values())
+    assert counts["word_types_dropped"] == len(stream) - k
+    assert counts["words_dropped"] + sum(table.values()) == counts["words"] == sum(stream.values())
+    # the alphabet is the uncapped table's, though most types (and characters) were left out of the table
+    assert trainer.alphabet_of(chars, 3000) == trainer.alphabet(stream, 3000)
+    assert len(trainer.alphabet(table, 3000)[0]) < len(trainer.alphabet_of(chars, 3000)[0])
 
 
-@pytest.mark.parametrize("cpus", [2, 3])
-def test_no_more_runs_are_counted_at_once_than_there_are_cpus(corpora, tmp_path, monkeypatch, cpus):
-    eight = resharded(corpora["one"], 8, tmp_path / "eight")
-    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 1)
-    children, alive_at_start = [], []
-    real = beside.Beside.__init__
-
-    def spy(self, *args, **kwargs):
-        alive_at_start.append(sum(p.poll() is None for p in children))
-        real(self, *args, **kwargs)
-        children.append(self.process)
-
-    monkeypatch.setattr(beside.Beside, "__init__", spy)
-    table, counts, processes = count.count_split(eight, "train", None, cpus)
-    assert processes == cpus and len(children) == 8 - len(range(0, 8, cpus))  # every cpus-th run counted here
-    assert max(alive_at_start) <= cpus - 2  # besides the one being started
-    stream, stream_counts = words.count_words(words.iter_docs(eight, "train"))
-    assert list(table.items()) == list(stream.items()) and counts == stream_counts
-
-
-def test_runs_are_contiguous_about_equal_and_not_smaller_than_the_minimum(tmp_path, monkeypatch):
-    paths = []
-    for i, size in enumerate([5, 1, 1, 1, 4, 4]):
-        paths.append(tmp_path / f"train-{i:05d}-of-00006.jsonl.gz")
-        paths[-1].write_bytes(b"x" * size)
-    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 1)
-    assert count.runs(paths, 1) == [paths]
-    assert count.runs(paths, 2) == [paths[:4], paths[4:]]  # 8 and 8 bytes
-    assert count.runs(paths, 3) == [paths[:1], paths[1:5], paths[5:]]
-    assert [p for r in count.runs(paths, 16) for p in r] == paths and len(count.runs(paths, 16)) == 6
-    monkeypatch.setattr(count, "BESIDE_MIN_BYTES", 8)
-    assert count.runs(paths, 16) == [paths[:4], paths[4:]]  # 16 bytes: two runs of at least 8
-    assert count.runs([], 4) == []
+def test_a_worker_passes_its_table_on_at_the_setting_not_at_the_end(corpora, monkeypatch):
+    """Memory per worker follows ``count_flush_types``: the table goes on whenever it reaches it."""
+    monkeypatch.setattr(count, "BATCH_LINES", 5)  # documents a batch: flushes happen between batches
+    fn = count.CountWords(count.Job(max_word_types=10**6, flush_types=100, result_path=""))
+    fn.setup()
+    parts, flushes = [], []
+    for out in fn.process((0, [(p, 0, 1) for p in train_paths(corpora["one"])])):
+        if isinstance(out, tuple):
+            flushes[-1].append(out)
+        else:
+            parts.append(out.value)
+            flushes.append([])
+    # every batch of 5 short documents adds fewer than 100 types to a table that held fewer than 100
+    assert len(flushes) > 3 and max(len(f) for f in flushes) < 200
+    summed: Counter = Counter()
+    for key, n in (pair for f in flushes for pair in f):
+        summed[tables.word_type(key)] += n
+    assert summed == corpora["stream"]
+    assert tables.add_totals(parts)["chars"] == tables.char_counts(corpora["stream"])
 
 
-def test_the_stage_gives_the_same_files_when_it_counts_beside(corpora, everywhere, tmp_path, monkeypatch):
-    alone = tmp_path / "alone"
-    alone.mkdir()
-    monkeypatch.setattr(stage, "_cpus", lambda: 1)
-    stage.build(CFG, corpora["four"], alone)
-    assert not everywhere
-    monkeypatch.setattr(stage, "_cpus", lambda: 2)
-    monkeypatch.setattr(stage, "SIDE_BY_SIDE_MIN_WORD_TYPES", 10**9)  # only the count beside
-    split = tmp_path / "split"
-    split.mkdir()
-    stage.build(CFG, corpora["four"], split)
-    assert len(everywhere) == 2  # runs 1 and 3, one after the other; this process counted 0 and 2
-    for f in FILES:
-        assert (split / f).read_bytes() == (alone / f).read_bytes(), f
+def test_top_types_do_not_depend_on_how_the_pairs_were_split_or_merged():
+    rng = random.Random(0)
+    pairs = [(f"w{i}", rng.choice([1, 1, 2, 3, 5, 8])) for i in range(500)]
+    want = tables.most_frequent(pairs, 30)
+    for seed in range(5):
+        rng.seed(seed)
+        parts = [tables.TopTypes(30) for _ in range(rng.randint(1, 6))]
+        for pair in rng.sample(pairs, len(pairs)):
+            rng.choice(parts).add([pair])
+        rng.shuffle(parts)
+        merged = parts[0]
+        for part in parts[1:]:
+            merged.merge(part)
+        assert merged.result() == want and merged.types == 500 and merged.words == sum(n for _, n in pairs)
 
 
-def test_a_bad_document_counted_beside_is_a_clear_error_naming_its_shard(corpora, everywhere, tmp_path):
+def test_type_keys_round_trip():
+    for word in (("영화를", (2,)), ("재밌었어요", (2, 3, 4)), (".", ()), ("ab", ())):
+        assert tables.word_type(tables.type_key(word)) == word
+
+
+def test_shards_on_a_store_are_read_in_place(corpora, bucket):  # noqa: F811
+    urls = []
+    for path in shards.shard_paths(corpora["four"], "train"):
+        urls.append(f"{bucket}/corpus/data/{path.name}")
+        storage.write_bytes(urls[-1], path.read_bytes())
+    table, chars, counts = count.count_split(urls, 10**6, 10**6)
+    assert table == corpora["stream"] and chars == tables.char_counts(corpora["stream"])
+
+
+def test_bad_documents_are_counted_and_named_in_one_error(corpora, tmp_path):
     bad = resharded(corpora["one"], 2, tmp_path / "bad")
     last = shards.shard_paths(bad, "train")[-1]
     with gzip.open(last, "at", encoding="utf-8") as f:
         f.write(json.dumps({"id": "x", "morphs": []}) + "\n")
-    with pytest.raises(UserInputError, match=r"train-00001-of-00002.jsonl.gz document without a 'text' string"):
-        count.count_split(bad, "train", None, cpus=2)
-    assert len(everywhere) == 1
+        f.write("{not json\n")
+    with pytest.raises(UserInputError, match=r"2 unreadable document\(s\).*train-00001-of-00002.jsonl.gz:\d+: "):
+        count.count_split(train_paths(bad), 10**6, 10**6)
 
 
-def test_a_counting_process_that_dies_is_replaced_by_counting_here(corpora, capsys):
-    paths = shards.shard_paths(corpora["four"], "train")
-    expected = count.count_shards(paths[2:], None)
-    killed = beside.Beside("counting 2 shard(s)", count.count_shards, paths[2:], None)
-    killed.process.kill()
-    tables, _ = killed.result()
-    assert tables == expected
-    assert "counting 2 shard(s) died (exit code -9); doing it here instead" in capsys.readouterr().err
+def test_the_stage_gives_the_same_files_on_one_worker_and_on_two(corpora, tmp_path):
+    alone, split = tmp_path / "alone", tmp_path / "split"
+    alone.mkdir()
+    split.mkdir()
+    stage.build(CFG, corpora["four"], alone)
+    stage.build(CFG, corpora["four"], split, TWO_WORKERS)
+    for f in FILES:
+        assert (split / f).read_bytes() == (alone / f).read_bytes(), f
+    report = json.loads((alone / "report.json").read_text(encoding="utf-8"))
+    assert report["train_corpus"]["counting"]["method"] == "exact_top_k"
+    assert report["train_corpus"]["word_types"] == len(corpora["stream"])

@@ -27,7 +27,8 @@ from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.tokens import SPECIALS
-from kolectra.vocab import count, export, report, spm, table, trainer, words
+from kolectra.corpus import shards
+from kolectra.vocab import export, report, spm, table, trainer, words
 from kolectra.vocab.beside import Beside
 from kolectra.vocab.config import WORDPIECE_RECIPES, VocabConfig
 
@@ -47,9 +48,12 @@ TINY_VOCAB = 1000
 SIDE_BY_SIDE_MIN_WORD_TYPES = 50_000
 
 
-def learn_vocab(cfg: VocabConfig, table, recipe: str, show_progress: bool = True) -> tuple[list[str], dict]:
-    """The full id-ordered vocabulary for ``recipe`` from a word-type table."""
-    initial, continuing = trainer.alphabet(table, cfg.limit_alphabet)
+def learn_vocab(cfg: VocabConfig, table, recipe: str, show_progress: bool = True,
+                chars: dict | None = None) -> tuple[list[str], dict]:
+    """The full id-ordered vocabulary for ``recipe`` from a word-type table, its alphabet from the
+    character table ``chars`` (:mod:`vocab.tables`; default: the table's own characters)."""
+    initial, continuing = (trainer.alphabet_of(chars, cfg.limit_alphabet) if chars is not None
+                           else trainer.alphabet(table, cfg.limit_alphabet))
     fixed = len(SPECIALS) + cfg.num_unused
     if fixed + len(initial) + len(continuing) > cfg.vocab_size:
         raise ConfigError(
@@ -71,13 +75,17 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str, show_progress: bool = True
     return vocab, stats
 
 
-def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
+def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, beam_args: list[str] = (),
+          train_shards: list[str] | None = None) -> StageOutput:
     """Learn the chosen recipe (and the baseline, to compare), write its tokenizer directory and
-    ``report.json``; stats are the chosen recipe's figures against the baseline's."""
+    ``report.json``; stats are the chosen recipe's figures against the baseline's. The word count
+    is a Beam job (:mod:`vocab.count`, ``beam_args`` as for the corpus stage) over ``train_shards``
+    where they are (store URLs), by default the train shards of ``corpus_dir``."""
     corpus_dir, out_dir = Path(corpus_dir), Path(out_dir)
     t_start = time.perf_counter()
     seconds: dict = {}
-    tokenizers, learn_stats, counts = _learn_recipes(cfg, corpus_dir, out_dir, seconds)
+    where = {"beam_args": list(beam_args), "train_shards": train_shards}
+    tokenizers, learn_stats, counts = _learn_recipes(cfg, corpus_dir, out_dir, seconds, where)
     measured, split = _report(cfg, corpus_dir, out_dir, tokenizers, learn_stats, counts, seconds)
     seconds["total"] = round(time.perf_counter() - t_start, 2)
     stats = _headline(cfg, learn_stats, measured, counts, split)
@@ -86,12 +94,13 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path) -> StageOutput:
     return StageOutput(stats=stats)
 
 
-def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: dict) -> tuple[dict, dict, dict]:
+def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: dict,
+                   where: dict) -> tuple[dict, dict, dict]:
     """(tokenizer per recipe, learning stats per recipe, train-corpus counts); the chosen recipe's
     tokenizer directory is written into ``out_dir``."""
     recipes = [cfg.recipe] + ([BASELINE] if cfg.report_baseline and cfg.recipe != BASELINE else [])
     counts: dict = {}
-    table_ = None
+    table_ = chars = None
     tokenizers, learn_stats = {}, {}
     beside: dict[str, Beside] = {}  # recipe -> its learner running in a second process
     with contextlib.ExitStack() as stack:
@@ -99,8 +108,8 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
             if recipe in WORDPIECE_RECIPES and table_ is None:
                 # counted only when needed (after SentencePiece, which streams sentences itself), so the
                 # word table and the SentencePiece trainer never hold memory at the same time
-                table_, counts = _count_words(cfg, corpus_dir, seconds)
-                beside = _start_beside(cfg, table_, recipes, stack)
+                table_, chars, counts = _count_words(cfg, corpus_dir, seconds, **where)
+                beside = _start_beside(cfg, table_, chars, recipes, stack)
             if recipe in beside:
                 (vocab, learn_stats[recipe]), seconds[f"learn_{recipe}"] = beside[recipe].result()
                 tokenizers[recipe] = export.make_tokenizer(vocab)
@@ -110,7 +119,7 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
             progress(f"vocab: learning {recipe} pieces (target {cfg.vocab_size})"
                      + "".join(f"; {r} in a second process beside it" for r in beside))
             if recipe in WORDPIECE_RECIPES:
-                vocab, learn_stats[recipe] = learn_vocab(cfg, table_, recipe)
+                vocab, learn_stats[recipe] = learn_vocab(cfg, table_, recipe, chars=chars)
                 tokenizers[recipe] = export.write_dir(vocab, out_dir) if chosen else export.make_tokenizer(vocab)
             else:
                 model, learn_stats[recipe] = spm.train_model(cfg, corpus_dir, recipe)
@@ -118,7 +127,7 @@ def _learn_recipes(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, seconds: d
                 learn_stats[recipe]["vocab_size"] = tokenizers[recipe].get_vocab_size()
                 del model
             seconds[f"learn_{recipe}"] = round(time.perf_counter() - t0, 2)
-    del table_
+    del table_, chars
     if not counts:
         sp_stats = learn_stats[cfg.recipe]
         counts = {k: sp_stats[k] for k in ("documents", "sentences", "sentences_used", "sentences_too_long")}
@@ -129,30 +138,34 @@ def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _start_beside(cfg: VocabConfig, table_, recipes: list[str], stack: contextlib.ExitStack) -> dict[str, Beside]:
+def _start_beside(cfg: VocabConfig, table_, chars, recipes: list[str],
+                  stack: contextlib.ExitStack) -> dict[str, Beside]:
     """The WordPiece recipes after the first, each learning in a process of its own, when there
     are CPUs for them and the table is large enough to pay for the process; else none."""
     later = [r for r in recipes[1:] if r in WORDPIECE_RECIPES]
     if not later or recipes[0] not in WORDPIECE_RECIPES or _cpus() < 2 or len(table_) < SIDE_BY_SIDE_MIN_WORD_TYPES:
         return {}
-    beside = {r: Beside(f"learning {r}", learn_vocab, cfg, table_, r, show_progress=False) for r in later}
+    beside = {r: Beside(f"learning {r}", learn_vocab, cfg, table_, r, show_progress=False, chars=chars) for r in later}
     for b in beside.values():
         stack.callback(b.stop)  # the stage failed or was interrupted: no learner outlives it
     return beside
 
 
-def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict) -> tuple[dict, dict]:
-    progress(f"vocab: counting words of {corpus_dir} (train split)")
+def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict, beam_args: list[str],
+                 train_shards: list[str] | None) -> tuple[dict, dict, dict]:
+    from kolectra.vocab import count  # noqa: PLC0415 - Beam: when words are counted
+
     t0 = time.perf_counter()
-    table_, counts, processes = count.count_split(corpus_dir, "train", cfg.max_word_types, _cpus(),
-                                                  desc="vocab: counting words")
+    paths = train_shards if train_shards is not None else [str(p) for p in shards.shard_paths(corpus_dir, "train")]
+    if not paths:
+        raise UserInputError(f"vocab: corpus {corpus_dir} has no train documents (no train shards)")
+    table_, chars, counts = count.count_split(paths, cfg.max_word_types, cfg.count_flush_types, beam_args)
     if not table_:
         raise UserInputError(f"vocab: corpus {corpus_dir} has no train documents with text")
-    progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} "
-             "word types" + (f" ({counts['word_types_pruned']} rare types pruned)" if counts["table_prunes"]
-                             else "") + (f"; counted in {processes} processes" if processes > 1 else ""))
+    progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} word types"
+             + (f" (the {counts['word_types_kept']} most frequent kept)" if counts["word_types_dropped"] else ""))
     seconds["count_words"] = round(time.perf_counter() - t0, 2)
-    return table_, counts
+    return table_, chars, counts
 
 
 def _report(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, tokenizers: dict, learn_stats: dict, counts: dict,

@@ -36,10 +36,13 @@ class VocabConfig:
     # morph recipe only: where a piece may span several *whole* morphemes (see vocab.trainer):
     # "prefix" word-initial runs only (영화+##를 -> 영화를), "any" anywhere, "none" never
     cross_morph: Literal["prefix", "any", "none"] = "prefix"
-    # memory bound of the word table (distinct words, O(types) not O(corpus); ~1.5 kB a type while
-    # learning, measured on NSMC reviews): past this many
-    # types the rarest are pruned (count <= 1, then <= 2, ... until 3/4 of the cap remain) and counted
+    # the word table the learner gets: the this-many most frequent word types, each with its exact
+    # count (vocab.count); the types left out and their occurrences are counted in report.json, and
+    # each occurs at most as often as the last type kept. Memory: ~1.5 kB a type while learning
     max_word_types: int = 1_000_000
+    # a counting worker sums a work item's word types in one table and passes it on whenever it holds
+    # this many (then starts a new one): its memory is this setting's, never the corpus's
+    count_flush_types: int = 200_000
     # SentencePiece recipes: chars outside this coverage become byte pieces (or [UNK] without fallback)
     sp_character_coverage: float = 0.9995
     sp_byte_fallback: bool = True
@@ -72,6 +75,8 @@ class VocabConfig:
             raise ConfigError(f"cross_morph: expected prefix, any or none, got {self.cross_morph!r}")
         if self.max_word_types < 1000:
             raise ConfigError(f"max_word_types: must be at least 1000, got {self.max_word_types}")
+        if self.count_flush_types < 1000:
+            raise ConfigError(f"count_flush_types: must be at least 1000, got {self.count_flush_types}")
         if not 0.9 <= self.sp_character_coverage <= 1.0:
             raise ConfigError(f"sp_character_coverage: expected 0.9..1.0, got {self.sp_character_coverage}")
         if not (self.sp_input_sentences == 0 or self.sp_input_sentences > 100):

@@ -1,123 +1,213 @@
-"""A corpus split's word table, counted shard by shard, in processes beside this one where that pays.
+"""A corpus split's word table, counted by a Beam job where the corpus is.
 
-Stage: corpus -> **vocab** -> examples. Counting (:func:`vocab.words.count_words`: parse each
-document, split it with the runtime pre-tokeniser, attach its stored morpheme cuts) is one Python
-thread, and on a large corpus the longest part of a build. A corpus artifact comes in shards, so
-each shard is counted into a table of its own and the tables are added up in shard order. With
-more CPUs and enough data, runs of shards are counted in processes of their own
-(:class:`vocab.beside.Beside`), a few runs ahead of this process, which counts every ``cpus``-th
-run itself and adds up as it goes (:func:`count_split`).
+Stage: corpus -> **vocab** -> examples. The job runs on the corpus stage's runners with its
+options (:func:`corpus.runners.pipeline_options`: the in-process FnApiRunner and its worker
+processes by default, any other runner as given) and reads the corpus shards in place, local
+files or store URLs, never downloading the artifact. Graph (:func:`recipe`):
 
-The table does not depend on where a shard was counted: it is always one table per shard, added in
-shard order. While no table outgrows ``max_word_types`` it equals what one stream over all
-documents gives, in insertion order too (adding a shard appends its new words in the order the
-shard first saw them). Past that bound, a shard's own table is pruned as it streams, and the
-running total after adding a shard (:func:`vocab.words.prune`).
+    shard paths -> spread over the workers (a GroupByKey on each work item's index)
+    -> CountWords: batches of lines -> documents -> words with their morpheme cuts
+       (:func:`vocab.words.doc_words`), summed in one table per worker that is passed on whenever
+       it holds ``count_flush_types`` types, with its exact character table and counters
+    -> SumPerType (a combiner: each worker adds up its own share first) -> the exact count of every type
+    -> MostFrequent: the ``max_word_types`` most frequent types, ties by text (:class:`tables.TopTypes`)
+    -> one JSON file the launcher reads back, with the characters and counters summed beside.
+
+Counts are exact: a type kept has its true count; a type left out occurs at most as often as the
+last one kept (``dropped_max_count`` in report.json); the character table (the alphabet) is
+counted over every word, kept or not. A worker's memory is its flush table and 2 x
+``max_word_types`` pairs: settings, never the corpus's size. Nothing in the result depends on
+the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import gzip
+import json
+import tempfile
+import uuid
 from collections import Counter
-from pathlib import Path
-from typing import Iterable, Iterator
 
-from kolectra.corpus import shards
-from kolectra.vocab import words
-from kolectra.vocab.beside import Beside
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-# A process for every run of shards this large (gzipped), at least: counting reads about 2.7 MB of it a
-# second, and a process takes about 0.4 s to start and to send its tables back (docs/vocab.md).
-BESIDE_MIN_BYTES = 4 << 20
+from kolectra.core import storage
+from kolectra.core.errors import UserInputError
+from kolectra.core.stage import progress
+from kolectra.corpus.examples import parts_per_shard
+from kolectra.corpus.examples_beam import read_lines
+from kolectra.corpus.runners import (
+    REMOTE_RUNNERS,
+    CorpusOptions,
+    input_bytes,
+    interruptible,
+    new_pipeline,
+    pipeline_options,
+    runner_setup,
+)
+from kolectra.vocab import tables, words
 
-SUMMED = ("documents", "words", "words_unaligned", "table_prunes", "word_types_pruned", "words_pruned")
-
-
-def count_shards(paths: list[Path], max_word_types: int | None) -> list[tuple[Counter, dict]]:
-    """Each shard's own table and counters, in order: the unit of work, here or beside."""
-    return list(_shard_tables(paths, max_word_types))
-
-
-def _shard_tables(paths: list[Path], max_word_types: int | None, desc: str | None = None,
-                  total: int | None = None) -> Iterator[tuple[Counter, dict]]:
-    """:func:`count_shards` one shard at a time; with ``desc``, one progress bar over their documents."""
-    with words.doc_bar(desc, total) if desc else contextlib.nullcontext() as bar:
-        for path in paths:
-            yield words.count_words(words.checked(shards.iter_shard(path), str(path), bar), max_word_types)
+BATCH_LINES = 1000  # documents parsed at a time (read_lines splits whole decompressed blocks)
+RESULT_FILE = "vocab-counts-{}.json.gz"
 
 
-def add_up(tables: Iterable[tuple[Counter, dict]], max_word_types: int | None) -> tuple[Counter, dict]:
-    """The shards' tables added in order (each dropped once added), pruned past ``max_word_types``."""
-    total: Counter = Counter()
-    counts = dict.fromkeys(SUMMED, 0)
-    for table, shard_counts in tables:
-        total.update(table)
-        del table
-        for k in SUMMED:
-            counts[k] += shard_counts[k]
-        if max_word_types and len(total) > max_word_types:
-            types, occurrences = words.prune(total, max_word_types * 3 // 4)
-            counts["table_prunes"] += 1
-            counts["word_types_pruned"] += types
-            counts["words_pruned"] += occurrences
-    return total, {**counts, "word_types": len(total)}
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What every step needs; small and picklable."""
+
+    max_word_types: int
+    flush_types: int
+    result_path: str
 
 
-def runs(paths: list[Path], most: int) -> list[list[Path]]:
-    """The shards cut into contiguous runs of about equal bytes: at most ``most`` runs, and no more
-    than one per :data:`BESIDE_MIN_BYTES` of them."""
-    sizes = [p.stat().st_size for p in paths]
-    total = sum(sizes)
-    n = max(1, min(most, len(paths), total // BESIDE_MIN_BYTES))
-    before = [0]  # bytes before shard i
-    for size in sizes:
-        before.append(before[-1] + size)
-    cuts = [0]
-    for k in range(1, n):  # the k-th cut: nearest to k/n of the bytes, leaving a shard for each run
-        cuts.append(min(range(cuts[-1] + 1, len(paths) - (n - k) + 1), key=lambda i: abs(before[i] - total * k / n)))
-    cuts.append(len(paths))
-    return [paths[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+class CountWords(beam.DoFn):
+    """(index, [(path, part, parts)]) -> ``(type key, count)`` pairs, and ``totals`` parts tagged
+    ``"totals"``, a table of at most ``flush_types`` types at a time."""
+
+    def __init__(self, job: Job):
+        self.job = job
+
+    def setup(self):
+        self.splitter = words.WordSplitter()
+
+    def process(self, keyed):
+        _, items = keyed
+        for path, part, parts in items:
+            table: Counter = Counter()
+            tally, bad = Counter(), []
+            for first, lines in read_lines(path, BATCH_LINES, part, parts):
+                for line_no, raw in enumerate(lines, start=first):
+                    if raw.strip():
+                        self._count_line(path, line_no, raw, table, tally, bad)
+                if len(table) >= self.job.flush_types:
+                    yield from self._flush(table, tally, bad)
+                    table, tally, bad = Counter(), Counter(), []
+            yield from self._flush(table, tally, bad)
+
+    def _count_line(self, path: str, line_no: int, raw: bytes, table: Counter, tally: Counter, bad: list) -> None:
+        where = f"{path}:{line_no}: "
+        try:
+            doc = json.loads(raw)
+            if not isinstance(doc, dict) or not isinstance(doc.get("text"), str):
+                raise UserInputError(f"{where}document without a 'text' string: {raw[:80].decode('utf-8', 'replace')}")
+            found, unaligned = words.doc_words(doc, self.splitter, where)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            bad.append(f"{where}not a JSON document ({e})")
+            return
+        except UserInputError as e:
+            bad.append(str(e))
+            return
+        table.update(found)
+        tally["documents"] += 1
+        tally["words"] += len(found)
+        tally["words_unaligned"] += unaligned
+
+    @staticmethod
+    def _flush(table: Counter, tally: Counter, bad: list):
+        yield beam.pvalue.TaggedOutput("totals", tables.totals(tally, tables.char_counts(table), bad))
+        for word, n in table.items():
+            yield tables.type_key(word), n
 
 
-def count_split(corpus_dir: Path, split: str, max_word_types: int | None, cpus: int,
-                desc: str | None = None) -> tuple[Counter, dict, int]:
-    """(word table, counters, processes used) for ``split`` of the corpus.
+class MostFrequent(beam.CombineFn):
+    """:class:`tables.TopTypes` as a Beam combiner."""
 
-    The shards are cut into runs of at least :data:`BESIDE_MIN_BYTES` (:func:`runs`), which are
-    dealt round to ``cpus`` lanes: this process counts the runs of lane 0, and each other run gets a
-    process of its own, started when this process is at most ``cpus - 1`` runs behind it. So at
-    most ``cpus`` runs are being counted at once, and no process ever holds more than one run's
-    tables: memory stays bounded however many shards the corpus has.
-    """
-    paths = shards.shard_paths(corpus_dir, split)
-    units = runs(paths, len(paths))
-    lanes = max(1, cpus)
-    mine = [u for k, u in enumerate(units) if k % lanes == 0]
-    total = shards.document_count(corpus_dir, split) if len(mine) == len(units) else None  # the share counted here
-    with contextlib.ExitStack() as stack:
-        beside: dict[int, Beside] = {}
-        dealt = [0]  # the runs before this one have their process (or are this process's)
+    def __init__(self, k: int):
+        self.k = k
 
-        def start_up_to(last: int) -> None:
-            for j in range(dealt[0], min(last + 1, len(units))):
-                if j % lanes:
-                    beside[j] = Beside(f"counting {len(units[j])} shard(s) from {units[j][0].name}", count_shards,
-                                       units[j], max_word_types)
-                    stack.callback(beside[j].stop)  # the stage failed or was interrupted: no counter outlives it
-            dealt[0] = max(dealt[0], last + 1)
+    def create_accumulator(self):
+        return tables.TopTypes(self.k)
 
-        def in_order() -> Iterator[tuple[Counter, dict]]:
-            here = _shard_tables([p for u in mine for p in u], max_word_types, desc, total)
-            for k, unit in enumerate(units):
-                start_up_to(k + lanes - 1)
-                if k % lanes == 0:
-                    for _ in unit:
-                        yield next(here)
-                else:
-                    tables, _ = beside.pop(k).result()
-                    while tables:  # hand each table on alone, so the added ones can be freed
-                        yield tables.pop(0)
-            next(here, None)  # ends this process's progress bar
+    def add_input(self, acc, pair):
+        return acc.add([pair])
 
-        table, counts = add_up(in_order(), max_word_types)
-    return table, counts, min(lanes, len(units)) if units else 1
+    def merge_accumulators(self, accs):
+        accs = iter(accs)
+        first = next(accs)
+        for acc in accs:
+            first.merge(acc)
+        return first
+
+    def extract_output(self, acc):
+        return {"types": acc.result(), "word_types": acc.types, "words_counted": acc.words}
+
+
+class AddTotals(beam.CombineFn):
+    def create_accumulator(self):
+        return tables.add_totals([])
+
+    def add_input(self, acc, part):
+        return tables.add_totals([acc, part])
+
+    def merge_accumulators(self, accs):
+        return tables.add_totals(accs)
+
+    def extract_output(self, acc):
+        return acc
+
+
+def write_result(top: dict, totals: dict, path: str) -> None:
+    doc = {**top, "chars": dict(totals["chars"]), "tallies": dict(totals["tallies"]), "bad": totals["bad"],
+           "bad_documents": totals["bad_documents"]}
+    storage.write_bytes(path, gzip.compress(json.dumps(doc, ensure_ascii=False).encode("utf-8"), mtime=0))
+
+
+def recipe(p: beam.Pipeline, job: Job, paths: list[str], parts: int = 1) -> None:
+    work = [(path, part, parts) for path in paths for part in range(parts)]
+    counted = (
+        p
+        | "ListWork" >> beam.Create(list(enumerate(work)))
+        | "SpreadWork" >> beam.GroupByKey()
+        | "CountWords" >> beam.ParDo(CountWords(job)).with_output_types(tuple[str, int]).with_outputs("totals", main="types")
+    )
+    totals = counted.totals | "AddTotals" >> beam.CombineGlobally(AddTotals())
+    _ = (
+        counted.types
+        | "SumPerType" >> beam.CombinePerKey(sum)
+        | "MostFrequent" >> beam.CombineGlobally(MostFrequent(job.max_word_types))
+        | "WriteResult" >> beam.Map(write_result, beam.pvalue.AsSingleton(totals), job.result_path)
+    )
+
+
+def count_split(paths: list[str], max_word_types: int, flush_types: int,
+                beam_args: list[str] = ()) -> tuple[Counter, Counter, dict]:
+    """(word table of the ``max_word_types`` most frequent types, character table, counters) of the
+    corpus shards ``paths`` (local or store URLs), counted by the Beam job of this module;
+    ``beam_args`` as for the corpus stage (``--runner``, ``--direct_num_workers``...).
+    A remote runner writes its result under ``--corpus_staging``."""
+    options = pipeline_options(list(beam_args), input_bytes(paths))
+    runner = options.view_as(StandardOptions).runner
+    staging = options.view_as(CorpusOptions).corpus_staging
+    if runner in REMOTE_RUNNERS and not staging:
+        raise UserInputError(f"vocab: {runner} workers cannot write to this machine: give --corpus_staging "
+                             "DIR (a store URL) for the word count's result")
+    workers = options.view_as(DirectOptions).direct_num_workers
+    progress(f"vocab: counting the words of {len(paths)} shard(s) where they are, runner {runner}"
+             + (f", {workers} worker(s)" if workers else ""))
+    with tempfile.TemporaryDirectory(prefix="kolectra-vocab-") as tmp:
+        result_path = storage.join(staging or tmp, RESULT_FILE.format(uuid.uuid4().hex))
+        job = Job(max_word_types=max_word_types, flush_types=flush_types, result_path=result_path)
+        with interruptible("interrupted while counting words"), runner_setup(options), new_pipeline(options) as p:
+            recipe(p, job, list(paths), parts_per_shard(options, len(paths)))
+        doc = json.loads(gzip.decompress(storage.read_bytes(result_path)).decode("utf-8"))
+        if staging:
+            storage.remove(result_path)
+    if doc["bad_documents"]:
+        raise UserInputError(f"vocab: {doc['bad_documents']} unreadable document(s) in the corpus, e.g. "
+                             + "; ".join(doc["bad"][:3]))
+    table = Counter({words_type: n for words_type, n in ((tables.word_type(k), n) for k, n in doc["types"])})
+    return table, Counter(doc["chars"]), summary(doc, table, max_word_types)
+
+
+def summary(doc: dict, table: Counter, max_word_types: int) -> dict:
+    """The counters report.json records, with the counting method and its bound."""
+    tally = doc["tallies"]
+    kept = sum(table.values())
+    return {"documents": tally.get("documents", 0), "words": tally.get("words", 0),
+            "words_unaligned": tally.get("words_unaligned", 0), "word_types": doc["word_types"],
+            "word_types_kept": len(table), "word_types_dropped": doc["word_types"] - len(table),
+            "words_dropped": doc["words_counted"] - kept, "characters": sum(1 for c in doc["chars"] if len(c) == 1),
+            "counting": {"method": "exact_top_k", "k": max_word_types,
+                         "bound": "kept types: exact counts; a type left out occurs at most dropped_max_count times",
+                         "dropped_max_count": min(table.values()) if len(table) < doc["word_types"] else 0}}

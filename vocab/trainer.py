@@ -33,6 +33,7 @@ from collections import Counter
 from typing import Callable, Mapping
 
 from kolectra.core.errors import UserInputError
+from kolectra.vocab import tables
 from kolectra.vocab.words import WordType
 
 PREFIX = "##"
@@ -40,24 +41,20 @@ CROSS_MORPH = ("prefix", "any", "none")
 
 
 def alphabet(table: Mapping[WordType, int], limit: int) -> tuple[list[str], list[str]]:
-    """The kept characters as (word-initial forms, ``##`` forms), most frequent ``limit`` chars.
+    """:func:`alphabet_of` the table's own characters (:func:`vocab.tables.char_counts`)."""
+    return alphabet_of(tables.char_counts(table), limit)
 
-    Every kept character gets an initial form; the ``##`` form only if it ever occurs inside a
-    longer word (punctuation and Hanja are always words of their own after pre-tokenisation).
+
+def alphabet_of(chars: Mapping[str, int], limit: int) -> tuple[list[str], list[str]]:
+    """The kept characters as (word-initial forms, ``##`` forms), most frequent ``limit`` chars,
+    from a character table (:mod:`vocab.tables`: ``c`` and ``##c`` counts).
+
+    Every kept character gets an initial form; the ``##`` form only if it ever occurs in a longer
+    word (punctuation and Hanja are always words of their own after pre-tokenisation).
     """
-    # words grouped by count: one C-speed Counter over each group's joined text, scaled by the count,
-    # instead of a Python step per character (most of a corpus's word types occur once or twice)
-    by_count: dict[int, list[str]] = {}
-    for (word, _), n in table.items():
-        by_count.setdefault(n, []).append(word)
-    freq: Counter = Counter()
-    inner: set[str] = set()
-    for n, group in by_count.items():
-        for ch, k in Counter("".join(group)).items():
-            freq[ch] += k * n
-        inner.update("".join(w for w in group if len(w) > 1))
+    freq = {c: n for c, n in chars.items() if len(c) == 1}
     kept = sorted(sorted(freq, key=lambda c: (-freq[c], c))[:limit])
-    return kept, [PREFIX + c for c in kept if c in inner]
+    return kept, [PREFIX + c for c in kept if chars.get(PREFIX + c)]
 
 
 class _Words:

@@ -72,14 +72,14 @@ def morph_cuts(doc: dict, where: str = "") -> list[int]:
         raise UserInputError(f"{where}document {doc.get('id', '?')!r}: bad or missing 'morphs' ({e!r})") from None
 
 
-def doc_words(doc: dict, splitter: WordSplitter) -> tuple[list[WordType], int]:
+def doc_words(doc: dict, splitter: WordSplitter, where: str = "") -> tuple[list[WordType], int]:
     """The document's words with their internal morpheme cuts, and how many did not align.
 
     A word whose normalised text differs from its original span (a control character removed,
     say) cannot carry offsets over; it gets no cuts and is counted as unaligned.
     """
     text = doc["text"]
-    cuts = morph_cuts(doc)
+    cuts = morph_cuts(doc, where)
     out: list[WordType] = []
     unaligned = 0
     for word, (s, e), _ in splitter.splits(text):

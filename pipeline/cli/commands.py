@@ -40,7 +40,7 @@ from kolectra.pipeline.cli.study import add_study, run_study_command
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root, open_store
 from kolectra.pipeline.store.catalog import as_root
 
-BEAM_COMMANDS = ("corpus", "examples")  # any other --option of theirs goes to Beam
+BEAM_COMMANDS = ("corpus", "vocab", "examples")  # any other --option of theirs goes to Beam
 
 
 def _stage_common(args: argparse.Namespace) -> dict:
@@ -117,7 +117,7 @@ def config_vocab(args) -> tuple:
 
 
 def run_vocab(args, store: Store, beam_args: list[str]) -> Artifact:
-    return _stages().vocab(store, args.corpus, sets=_flag_sets(args, VOCAB_FLAGS),
+    return _stages().vocab(store, args.corpus, sets=_flag_sets(args, VOCAB_FLAGS), beam_args=beam_args,
                            **_stage_common(args))
 
 
@@ -311,8 +311,9 @@ COMMANDS: dict[str, Command] = {
                       description=CORPUS_NOTE, config=config_corpus, set_example="min_chars=20", code="corpus/",
                       loads="Apache Beam, kiwipiepy",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
-    "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus", add_vocab, run_vocab,
-                     config=config_vocab, set_example="min_frequency=3", loads="tokenizers", code="vocab/",
+    "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus (words counted by Apache Beam)",
+                     add_vocab, run_vocab, description=BEAM_NOTE, config=config_vocab, set_example="min_frequency=3",
+                     loads="Apache Beam, tokenizers", code="vocab/",
                      example="kolectra vocab --corpus web --vocab-size 35000"),
     "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
                         description=BEAM_NOTE, config=config_examples, set_example="packing=stream",

@@ -1,0 +1,116 @@
+"""What bounding the vocab's word table costs, by counting method (issue 42, docs/vocab.md).
+
+At corpus scale a word table cannot hold every word type (Heaps' law: about 107 M types at 34 GB
+against ``max_word_types`` = 1 M). This reproduces that regime scaled down: the cap is
+``--cap-share`` (default 1/9) of the corpus's types, and each way of keeping a table that small is
+measured against the exact, uncapped table by the vocabulary it yields (``morph_wordpiece`` at the
+default settings) on the corpus's valid split: [UNK] rate, tokens per eojeol, alphabet size.
+
+- ``exact``: every type, exactly counted (the reference; unbounded memory);
+- ``prune``: the stage before issue 42 (stream, prune the rarest past the cap; alphabet from what is left);
+- ``top_k``: the stage now: exact counts summed per type, the cap's most frequent kept (:mod:`vocab.count`);
+- ``misra_gries``: the heavy-hitter summary with the cap's counters (each count at most N/(k+1) low);
+- ``sample``: a seeded sample of documents with about the cap's types (SentencePiece's ``input_sentence_size``).
+
+All but ``prune`` take the alphabet from the exact character table, as the stage does.
+
+    python benchmarks/vocab_counting.py --corpus CORPUS_DIR [--quick] [--cap-share 0.111]
+
+``--quick``: the first 20,000 train documents. The last line is the benchmark's JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+from common import emit, parser
+
+QUICK_DOCS = 20000
+BATCH = 1000  # documents between Misra-Gries reductions
+
+
+def misra_gries(batches, k: int) -> tuple[Counter, int]:
+    """Misra-Gries with batched reductions (Agarwal et al. 2012, mergeable summaries): past ``2k``
+    counters, subtract the (k+1)-th largest count from all and drop those at zero. Each reduction
+    removes at least (k+1) times what it subtracts, so a count is at most N/(k+1) below the truth.
+    Returns the k largest counters and the total subtracted from every surviving count (its error bound)."""
+    table: Counter = Counter()
+    subtracted = 0
+    for batch in batches:
+        table.update(batch)
+        if len(table) > 2 * k:
+            counts = np.fromiter(table.values(), dtype=np.int64, count=len(table))
+            c = int(np.partition(counts, -(k + 1))[-(k + 1)])
+            table = Counter({w: n - c for w, n in table.items() if n > c})
+            subtracted += c
+    return Counter(dict(table.most_common(k))), subtracted  # k counters: the summary's size
+
+
+def sampled(doc_id: str, rate: float) -> bool:
+    digest = hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8, key=b"kolectra-vocab-0").digest()
+    return int.from_bytes(digest, "big") < rate * 2**64
+
+
+def main() -> None:
+    p = parser(__doc__, "about 5 minutes a shard of NSMC reviews on 2 busy cores")
+    p.add_argument("--corpus", type=Path, required=True, help="a corpus artifact (kolectra corpus)")
+    p.add_argument("--methods", default="exact,prune,top_k,misra_gries,sample", help="which to measure, comma-separated")
+    p.add_argument("--cap-share", type=float, default=1 / 9, help="the cap as a share of the exact table's types")
+    args = p.parse_args()
+    from kolectra.vocab import export, report, tables, words
+    from kolectra.vocab.build import learn_vocab
+    from kolectra.vocab.config import VocabConfig
+
+    cfg = VocabConfig(report_baseline=False)
+    docs = list(words.iter_docs(args.corpus, "train"))[:QUICK_DOCS if args.quick else None]
+    splitter = words.WordSplitter()
+    per_doc = [words.doc_words(d, splitter)[0] for d in docs]
+    exact: Counter = Counter()
+    for found in per_doc:
+        exact.update(found)
+    chars = tables.char_counts(exact)
+    k = max(1000, int(len(exact) * args.cap_share))
+    n_words = sum(exact.values())
+    pruned, _ = words.count_words(docs, k)
+    mg, subtracted = misra_gries((Counter(w for f in per_doc[i:i + BATCH] for w in f)
+                                  for i in range(0, len(per_doc), BATCH)), k)
+    # the sample rate that gives about k types, by Heaps' law with the measured exponent 0.75
+    rate = min(1.0, (k / len(exact)) ** (1 / 0.75))
+    sample: Counter = Counter()
+    for d, found in zip(docs, per_doc):
+        if sampled(str(d["id"]), rate):
+            sample.update(found)
+    methods = {"exact": (exact, chars), "prune": (pruned, None),
+               "top_k": (Counter(dict(tables.most_frequent(((tables.type_key(w), n) for w, n in exact.items()), k))),
+                         chars),
+               "misra_gries": (mg, chars), "sample": (sample, chars)}
+    methods["top_k"] = (Counter({tables.word_type(key): n for key, n in methods["top_k"][0].items()}), chars)
+    valid = list(words.iter_docs(args.corpus, "valid"))
+    out = {}
+    for name, (table, table_chars) in ((m, methods[m]) for m in args.methods.split(",")):
+        t0 = time.process_time()
+        vocab, stats = learn_vocab(cfg, table, cfg.recipe, show_progress=False, chars=table_chars)
+        learn_cpu = time.process_time() - t0
+        fig = report.measure({name: export.make_tokenizer(vocab)}, iter(valid), show_words=0)["recipes"][name]
+        out[name] = {"word_types": len(table), "words_kept": sum(table.values()) if name != "sample" else None,
+                     "alphabet": stats["alphabet"], "unk_rate": fig["unk_rate"],
+                     "tokens_per_eojeol": round(fig["tokens_per_eojeol"], 4), "learn_cpu_s": round(learn_cpu, 1)}
+        print(name, out[name], flush=True)
+    if "misra_gries" in out:
+        out["misra_gries"].update(bound_n_over_k1=n_words // (k + 1), subtracted=subtracted)
+    if "sample" in out:
+        out["sample"]["rate"] = round(rate, 4)
+    base = out.get("exact", {}).get("tokens_per_eojeol")
+    emit("vocab_counting_methods", "tokens/eojeol of top_k over exact's",
+         round(out["top_k"]["tokens_per_eojeol"] / base, 4) if base and "top_k" in out else None, "exact table",
+         1.0, config={"corpus": str(args.corpus), "train_documents": len(docs), "train_words": n_words,
+                      "word_types": len(exact), "cap": k, "cap_share": round(args.cap_share, 4),
+                      "vocab_size": cfg.vocab_size, "recipe": cfg.recipe}, methods=out)
+
+
+if __name__ == "__main__":
+    main()
