@@ -5,7 +5,8 @@ fine-tune; ``--role generator`` for the masked LM): its weights (safetensors), c
 files and a model card whose metadata is valid for the Hugging Face Hub (:mod:`model.card`: Hub
 ids only, ``--dataset`` and ``--base-model`` when the user names them). The card's body, the
 training facts and lineage written at pretraining, is kept; a line says which artifact it came
-from. The artifact is verified before anything is copied.
+from. The artifact is verified before anything is copied; ``--to`` inside it, inside the root or
+the store cache is refused, and so is a ``--push`` id the Hub would refuse, before anything is written.
 
 ``--push REPO_ID`` uploads the folder with ``huggingface_hub``: one commit of
 ``CommitOperationAdd`` per file (:func:`operations`), the repository created if absent.
@@ -19,6 +20,7 @@ import json
 import shutil
 from pathlib import Path
 
+from kolectra.core import storage
 from kolectra.core.config import ConfigError
 from kolectra.model.card import front_matter, hub_id
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
@@ -30,14 +32,17 @@ FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenize
 
 
 def export(store: Store, ref: str, dest: Path, role: str = "discriminator", datasets: list[str] | None = None,
-           base_model: str | None = None) -> tuple[Artifact, Path]:
-    """Write the Hub-ready folder ``dest`` from checkpoint ``ref``; returns (the artifact, ``dest``)."""
+           base_model: str | None = None, push: str | None = None) -> tuple[Artifact, Path]:
+    """Write the Hub-ready folder ``dest`` from checkpoint ``ref``; returns (the artifact, ``dest``).
+    ``push``, the repository a push will go to, is checked first, like every Hub id."""
     if role not in ROLES:
         raise ConfigError(f"--role: expected one of {', '.join(ROLES)}, got {role!r}")
     for d in datasets or []:
         hub_id(d, "--dataset")  # refused before anything is written
     if base_model:
         hub_id(base_model, "--base-model")
+    if push is not None:
+        hub_id(push, "--push")
     art = store.require(ref, "checkpoint")
     problems = store.verify(art)
     if problems:
@@ -46,6 +51,7 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     if not (src / "config.json").is_file():
         raise ArtifactError(f"export: {art.path} has no hf/{role}/config.json")
     dest = Path(dest)
+    outside_roots(dest, [store.local(art), *managed_folders(store)])
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
     dest.mkdir(parents=True, exist_ok=True)
@@ -58,6 +64,28 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     (dest / "README.md").write_text(card(src / "README.md", cls_name, objective, art, datasets, base_model),
                                     encoding="utf-8")
     return art, dest
+
+
+def managed_folders(store: Store) -> list[Path]:
+    """The local folders kolectra keeps: the root (artifacts, builds in ``.tmp``, runs, locks) and the
+    cache of a store's copies."""
+    from kolectra.pipeline.store.remote_runs import cache_root  # noqa: PLC0415
+
+    local_root = getattr(store, "_local_root", None)  # a store root's local side
+    return [Path(p) for p in (store.root, local_root() if local_root else None, cache_root())
+            if p is not None and not storage.is_url(str(p))]
+
+
+def outside_roots(dest: Path, folders: list[Path]) -> None:
+    """Refuse ``--to`` inside the exported artifact or any folder kolectra manages: a folder written
+    into an artifact fails its verification (and every later fine-tune refuses it), one in
+    ``ROOT/<kind>/`` or ``ROOT/.tmp/`` is a stray entry that clean-up may delete."""
+    where = dest.expanduser().resolve()  # symlinks and '..' followed, as the writes would
+    for folder in folders:
+        inside = folder.expanduser().resolve()
+        if where == inside or inside in where.parents:
+            raise ConfigError(f"--to {dest}: inside {inside}, which kolectra manages (an artifact, a root or "
+                              "its cache): write the export somewhere else")
 
 
 def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list[str] | None,

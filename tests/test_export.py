@@ -93,3 +93,31 @@ def test_export_never_overwrites_a_folder(checkpoint, tmp_path, capsys):
     assert main(["export", art.id, "--to", str(tmp_path / "full"), "--out", str(store.root)]) == 2
     assert "exists and is not an empty folder" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("where", ["the artifact", "its hf folder", "the kind's folder", "the root's .tmp",
+                                   "the root", "a link into the root", "the cache"])
+def test_a_destination_inside_a_managed_folder_is_refused_before_writing(checkpoint, tmp_path, capsys, monkeypatch,
+                                                                         where):
+    """Issue 43: ``--to`` inside the artifact made it fail verify (and every later fine-tune refuse
+    it); inside ROOT/<kind>/ or ROOT/.tmp/ it is a stray entry clean-up may delete."""
+    store, art = checkpoint
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "link").symlink_to(store.root)
+    dest = {"the artifact": art.path / "exported", "its hf folder": art.path / "hf" / "mine",
+            "the kind's folder": store.root / "checkpoint" / "exported", "the root's .tmp": store.root / ".tmp" / "x",
+            "the root": store.root / "exports" / "x", "a link into the root": tmp_path / "link" / "checkpoint" / "y",
+            "the cache": tmp_path / "cache" / "x"}[where]
+    before = sorted(p.relative_to(store.root) for p in store.root.rglob("*"))
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--to {dest}: inside " in err[0], err
+    assert sorted(p.relative_to(store.root) for p in store.root.rglob("*")) == before and not dest.exists()
+    assert main(["artifacts", "verify", art.id, "--out", str(store.root)]) == 0
+
+
+def test_an_invalid_push_id_is_refused_before_the_folder_is_written(checkpoint, tmp_path, capsys):
+    store, art = checkpoint
+    assert main(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), "--push", "a//b"]) == 2
+    assert "--push: 'a//b' is not a Hugging Face Hub id" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -264,7 +264,7 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
 
     if (args.dry_run or args.private) and not args.push:
         raise ConfigError("--dry-run and --private go with --push REPO_ID")
-    art, folder = hub.export(store, args.ref, args.to, args.role, args.datasets, args.base_model)
+    art, folder = hub.export(store, args.ref, args.to, args.role, args.datasets, args.base_model, args.push)
     for op in hub.operations(folder):
         print(f"  {op.path_in_repo}")
     if args.push:
