@@ -1,9 +1,17 @@
-"""MinHash-LSH near-duplicate helpers (corpus/neardup.py); the Beam step runs in test_corpus_pipeline."""
+"""MinHash-LSH near duplicates: the method's pure functions (corpus/neardup.py) and its Beam stages
+(corpus/neardup_beam.py) against the exact in-memory method; the whole corpus job runs it in
+test_corpus_pipeline."""
 
+import json
+import random
+
+import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from kolectra.corpus import neardup
+from benchmarks import element_sizes
+from kolectra.corpus import neardup, neardup_beam
 
 A = "주인공이 왜 그랬는지 이해가 안 된다 했는데 결말 보고 납득함. 배우들 연기는 좋았다"
 B = A + " ㅎㅎ"
@@ -91,3 +99,98 @@ def test_near_dup_precision_and_recall_on_a_planted_set():
     print(f"near-dup planted set: {len(planted)} planted, {len(predicted)} dropped, precision {precision:.3f}, recall {recall:.3f}")
     assert precision >= 0.95 and recall >= 0.9, (precision, recall)
     assert all(predicted[k] == ("base", k[1]) for k in set(predicted) & planted)  # the base survives
+
+
+# ---------------------------------------------------------------- the Beam stages
+
+
+def _chain(seed: int, length: int, words: int = 40, step: int = 3) -> dict:
+    """Documents each ``step`` words away from the previous one (a sliding edit), so neighbours are
+    near duplicates and the ends are not."""
+    rng = np.random.default_rng(seed)
+    syllables = [chr(c) for c in range(0xAC00, 0xAC00 + 2000)]
+    current = ["".join(rng.choice(syllables, size=3)) for _ in range(words)]
+    docs = {}
+    for i in range(length):
+        docs[("chain", i)] = " ".join(current)
+        current = current[:]
+        for pos in range(i * step, (i + 1) * step):
+            current[pos % words] = "".join(rng.choice(syllables, size=3))
+    return docs
+
+
+def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bool = False):
+    """NearDedup alone on ``{(source, line): text}``: ({dropped: kept}, kept keys, {step: largest element})."""
+    out = tmp_path / f"out-{workers}-{len(texts)}.json"
+    docs = [(t, {"source": s, "line": line, "text": t}) for (s, line), t in sorted(texts.items())]
+    args = [f"--direct_num_workers={workers}"] + (["--direct_running_mode=multi_processing"] if workers > 1 else [])
+    p = beam.Pipeline(runner="DirectRunner", options=PipelineOptions(args))
+    near = p | beam.Create(docs) | "NearDedup" >> neardup_beam.NearDedup(threshold, 0, {s for s, _ in texts})
+    kept = near.docs | "KeptKeys" >> beam.Map(lambda kv: ["kept", kv[1]["source"], kv[1]["line"]])
+    drops = near[neardup_beam.SAMPLES] | "Drops" >> beam.Map(lambda rd: ["drop", rd[1]["source"], rd[1]["line"], rd[1]["kept"]])
+    _ = ((kept, drops) | beam.Flatten() | beam.combiners.ToList()
+         | beam.Map(lambda rows: out.write_text(json.dumps(sorted(rows), ensure_ascii=False))))
+    if probe:
+        element_sizes.attach(p, "NearDedup")
+    result = p.run()
+    result.wait_until_finish()
+    rows = json.loads(out.read_text())
+    dropped = {(r[1], r[2]): tuple(r[3]) for r in rows if r[0] == "drop"}
+    return dropped, sorted((r[1], r[2]) for r in rows if r[0] == "kept"), (element_sizes.largest(result) if probe else {})
+
+
+def test_stages_drop_what_the_exact_method_drops(tmp_path):
+    docs, _ = _planted(bases=120, copies=40)
+    docs.update(_chain(seed=3, length=5))
+    exact = neardup.find_near_duplicates(docs, 0.7, seed=0)
+    assert sum(k[0] == "chain" for k in exact) == 4  # the chain is one cluster
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path)
+    assert dropped == exact
+    assert kept == sorted(set(docs) - set(exact))
+    assert neardup.find_near_duplicates_staged(docs, 0.7, seed=0) == (exact, 0)
+
+
+def test_a_chain_of_near_duplicates_is_one_cluster_kept_at_its_start(tmp_path):
+    docs = _chain(seed=3, length=5)
+    perms = neardup.permutations(0)
+    sig = {k: neardup.sig_bytes(neardup.signature(t, perms)) for k, t in docs.items()}
+    assert all(neardup.estimated_jaccard(sig[("chain", i)], sig[("chain", i + 1)]) >= 0.7 for i in range(4))
+    assert neardup.estimated_jaccard(sig[("chain", 0)], sig[("chain", 4)]) < 0.5  # the ends are not near
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path)
+    assert kept == [("chain", 0)] and dropped == {("chain", i): ("chain", 0) for i in range(1, 5)}
+
+
+def test_components_in_rounds_match_union_find_and_stay_conservative_when_short():
+    rng = random.Random(0)
+    for n in (10, 100, 1000):
+        edges = [(rng.randrange(n), rng.randrange(n)) for _ in range(n)]
+        edges = [e for e in edges if e[0] != e[1]]
+        assert neardup.star_rounds(edges, neardup_beam.ROUNDS) == (neardup.cluster_drops(edges), 0)
+    path = [(i, i + 1) for i in range(2000)]  # a sorted chain: the slowest shape to converge
+    assert neardup.star_rounds(path, 12) == (neardup.cluster_drops(path), 0)
+    labels = list(range(2001))
+    rng.shuffle(labels)
+    path = [(labels[i], labels[i + 1]) for i in range(2000)]
+    short, unconverged = neardup.star_rounds(path, 3)  # too few rounds: local minima are left
+    assert unconverged > 0
+    assert 0 < len(short) < 2000 and set(short) < set(neardup.cluster_drops(path))  # fewer drops, none wrong
+    assert all(kept < dropped for dropped, kept in short.items())
+
+
+def test_no_element_grows_with_the_input(tmp_path):
+    small, _ = _planted(seed=1, bases=60, copies=30)
+    large, _ = _planted(seed=1, bases=240, copies=120)
+    _, _, at_small = _stages(small, 0.7, tmp_path, probe=True)
+    dropped, _, at_large = _stages(large, 0.7, tmp_path, probe=True)
+    assert len(dropped) >= 110 and set(at_small) == set(at_large)
+    assert "NearDedup/MinHash" in at_large and "NearDedup/Components" in at_large
+    assert max(at_large.values()) <= 1.25 * max(at_small.values()), (at_small, at_large)
+    assert at_large["NearDedup/MinHash"] < 64  # a band record: bucket and compact id
+
+
+def test_one_and_two_workers_drop_the_same(tmp_path):
+    docs, _ = _planted(seed=2, bases=80, copies=40)
+    docs.update(_chain(seed=3, length=4))
+    one = _stages(docs, 0.7, tmp_path, workers=1)
+    assert one == _stages(docs, 0.7, tmp_path, workers=2)
+    assert len(one[0]) >= 40
