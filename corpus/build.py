@@ -27,6 +27,7 @@ holds on any runner (Beam metrics are best-effort on some runners; this is exact
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import shutil
 import tempfile
@@ -56,7 +57,9 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     REMOTE_RUNNERS,
     CorpusOptions,
     Interruption,
+    MemoryModel,
     analysis_threads,
+    check_local_memory,
     input_bytes,
     local_workers,
     new_pipeline,
@@ -77,7 +80,14 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
+
+
+# The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel), fitted
+# by benchmarks/scale.py on the NSMC reviews (docs/scale.md); near-dup's from issue 41's
+# measurement of its earlier, all-pairs form.
+LOCAL_MEMORY = MemoryModel(base_mb=700, per_mb=5.7)
+LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=700, per_mb=60)
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -92,6 +102,14 @@ def dedup_buckets(total_bytes: int) -> int:
     while n < 8192 and n * (4 << 20) < total_bytes:
         n *= 2
     return n
+
+
+def resolve_shards(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> CorpusConfig:
+    """``num_shards=0``: the count for these inputs' size (``outputs.shards_for``), which the job
+    then uses and ``stats.json`` records; a count that was given stays."""
+    if cfg.num_shards:
+        return cfg
+    return dataclasses.replace(cfg, num_shards=outputs.shards_for([(f.path, f.bytes) for f in listed], cfg.shard_bytes))
 
 
 def _one_each(docs: list):
@@ -190,16 +208,21 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     _check_keep_fields(cfg, files)
     sources = reader.source_names(files)
     total = sum(f.bytes for f in listed)
+    cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
     threads = analysis_threads(options)
+    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes([(f.path, f.bytes) for f in listed]),
+                              LOCAL_MEMORY_NEAR_DUP if cfg.near_dup_threshold > 0 else LOCAL_MEMORY)
     shown = runner
     if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)
-        shown = f"FnApiRunner, {direct.direct_num_workers} worker(s) ({direct.direct_running_mode})"
+        shown = (f"FnApiRunner, {direct.direct_num_workers} worker(s) ({direct.direct_running_mode}), "
+                 f"about {peak / 1e9:,.1f} GB at its peak")
     if languages.profile(cfg.language).analyser == "kiwi":
         shown += f", Kiwi on {threads} thread(s) a worker"
-    progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB, runner {shown}, language {cfg.language}")
+    progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "
+             f"runner {shown}, language {cfg.language}")
     in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
     staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
     if staging is None and runner in REMOTE_RUNNERS and not in_place:

@@ -51,7 +51,10 @@ class CorpusConfig:
     near_dup_threshold: float = 0.0  # MinHash-LSH Jaccard threshold (corpus/neardup.py); 0 = off
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text
-    num_shards: int = 4  # per split
+    # shards per split; 0 = from the input's size, about shard_bytes of JSON each
+    # (corpus/outputs.py: shards_for; the count used is in stats.json and the manifest)
+    num_shards: int = 0
+    shard_bytes: int = 192 << 20
     # a job whose rejected share (malformed input) exceeds this fails, naming the worst file
     max_reject_ratio: float = 0.05
     # damaged input files (truncated or corrupted archives) accepted with what could be read of them
@@ -65,8 +68,10 @@ class CorpusConfig:
             raise ConfigError(f"format must be auto, text, jsonl, blocks or parquet, got {self.format!r}")
         if not 0.0 <= self.valid_fraction < 1.0:
             raise ConfigError(f"valid_fraction must be in [0, 1), got {self.valid_fraction}")
-        if self.num_shards < 1:
-            raise ConfigError(f"num_shards must be >= 1, got {self.num_shards}")
+        if self.num_shards < 0:
+            raise ConfigError(f"num_shards must be >= 1, or 0 for a count from the input's size, got {self.num_shards}")
+        if self.shard_bytes < 1 << 16:
+            raise ConfigError(f"shard_bytes must be at least 64 KiB ({1 << 16}), got {self.shard_bytes}")
         if self.min_chars < 0 or self.max_chars < max(self.min_chars, 1):
             raise ConfigError(f"need 0 <= min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
         for i, name in enumerate(self.keep_fields):

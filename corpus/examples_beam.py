@@ -43,9 +43,10 @@ from kolectra.corpus.outputs import REPORT_FILE  # the written files' entries, f
 from kolectra.corpus.packing import (
     PAD,
     SPECIAL_IDS,
+    Placement,
     Sequences,
     doc_rng,
-    encode_rows,
+    encode_pieces,
     fill_rows,
     make_stats,
     one_per_row,
@@ -215,8 +216,9 @@ class TokenizeAndPack(beam.DoFn):
         yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks, np.dtype(self.job.dtype)))
 
 
-def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequences, int]:
-    """A corpus shard's blocks -> its rows (ids, types, doc ids), its sequences, truncated sentences.
+def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, int]:
+    """A corpus shard's blocks -> its sequences in corpus order, where each goes in the rows, and
+    the truncated sentences.
 
     Sequences are put in corpus order first, and the rows are a pure function of that order, so
     the bytes do not depend on how Beam bundled the documents."""
@@ -232,8 +234,7 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[np.ndarray, np.ndarray, np
         seqs = Sequences.concat([b for _, b in blocks]).in_corpus_order()
     lengths = seqs.lengths()
     place = fill_rows(lengths, cfg.max_seq_length) if cfg.packing == "isolated" else one_per_row(lengths)
-    ids, types, docs = encode_rows(seqs, place, cfg.max_seq_length, np.dtype(job.dtype))
-    return ids, types, docs, seqs, truncated
+    return seqs, place, truncated
 
 
 def _write_bytes(out_dir: str, rel: str, data: bytes) -> dict:
@@ -247,21 +248,24 @@ def _write_bytes(out_dir: str, rel: str, data: bytes) -> dict:
 
 def write_shard(item, job: Job):
     """(corpus shard, blocks) -> ``data/shard-CCCCC-PPPP.arrow`` pieces of at most ``shard_size``
-    rows; yields the shard's reports: tallies and the pieces' index entries."""
+    rows; yields the shard's reports: tallies and the pieces' index entries. The rows are made a
+    piece at a time (:func:`corpus.packing.encode_pieces`): the memory is the shard's sequences
+    (a few bytes a token) and one piece, never the whole shard's rows."""
     shard, blocks = item
-    ids_NL, types_NL, docs_NL, seqs, truncated = shard_rows(shard, list(blocks), job)
+    seqs, place, truncated = shard_rows(shard, list(blocks), job)
     yield "tally", "truncated_sentences", truncated
-    yield "tally", "examples", len(ids_NL)
-    yield "tally", "tokens", int((ids_NL != PAD).sum())
+    yield "tally", "examples", place.rows
     yield "tally", "sequences", len(seqs)
     yield "tally", "single_segment_sequences", int((seqs.b_U == 0).sum())
-    size = job.cfg.shard_size
-    for piece, start in enumerate(range(0, len(ids_NL), size)):
-        rows = slice(start, start + size)
-        entry = {"path": shard_name(shard, piece), "examples": int(min(size, len(ids_NL) - start))}
-        written = _write_bytes(job.out_dir, entry["path"], arrow_bytes(ids_NL[rows], types_NL[rows], docs_NL[rows]))
+    size, tokens = job.cfg.shard_size, 0
+    pieces = encode_pieces(seqs, place, job.cfg.max_seq_length, np.dtype(job.dtype), size) if place.rows else ()
+    for piece, (ids_NL, types_NL, docs_NL) in enumerate(pieces):
+        tokens += int((ids_NL != PAD).sum())
+        entry = {"path": shard_name(shard, piece), "examples": len(ids_NL)}
+        written = _write_bytes(job.out_dir, entry["path"], arrow_bytes(ids_NL, types_NL, docs_NL))
         yield "piece", (shard, piece), entry
         yield "file", written
+    yield "tally", "tokens", tokens
 
 
 def _write_json(out_dir: str, rel: str, obj) -> dict:

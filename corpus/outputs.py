@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
+import heapq
 import json
+import math
 import os
+import pickle
+import tempfile
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
@@ -32,6 +36,7 @@ SAMPLES_KEPT = 20  # kept documents in samples/kept.jsonl
 SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
 SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in stats.json
 MISSING_FIELD = "missing_field"  # (MISSING_FIELD, field) tallies: written documents where a kept field is null
+FIELD_KIND = "field_kind"  # (FIELD_KIND, field, kind) tallies: a kept field's values by JSON kind (shards.value_kind)
 
 
 class CorpusError(UserInputError):
@@ -93,6 +98,30 @@ def shard_of(key: str, num_shards: int) -> int:
     return int(key, 16) % num_shards
 
 
+# Shard counts from the input's size. Shard JSON per byte of (uncompressed) input: 2.5 on the NSMC
+# reviews' JSONL (their other fields are half of it), about 5 on plain text, since the sentence and
+# morpheme spans make a line about 5 times its text (docs/corpus.md, "Shards"); between the two,
+# so shard_bytes is met within a factor of 1.5 either way. Compressed inputs expand first, by
+# typical ratios for text (gzip: 3.1 on the reviews).
+JSON_PER_INPUT_BYTE = 3.5
+EXPANSION = {".gz": 3.1, ".bz2": 3.6, ".zst": 3.3}
+
+
+def expected_json_bytes(files: Iterable[tuple[str, int]]) -> float:
+    """The shard JSON that inputs of these (path, bytes) should give (an estimate; see above)."""
+    total = 0.0
+    for path, size in files:
+        suffix = os.path.splitext(path)[1].lower()
+        total += size * EXPANSION.get(suffix, 1.0) * JSON_PER_INPUT_BYTE
+    return total
+
+
+def shards_for(files: Iterable[tuple[str, int]], shard_bytes: int) -> int:
+    """Shards per split for inputs of these (path, bytes): about ``shard_bytes`` of JSON each, so
+    that what one shard writer handles, and the shards' sizes, stay the same at any corpus size."""
+    return max(1, math.ceil(expected_json_bytes(files) / shard_bytes))
+
+
 def shard_name(split: str, shard: int, num_shards: int) -> str:
     return f"{DATA_DIR}/{split}-{shard:05d}-of-{num_shards:05d}.jsonl.gz"
 
@@ -117,14 +146,6 @@ def document_json(rec: dict, keep_fields: tuple[str, ...] = ()) -> str:
     return _DOCUMENT_ENCODER.encode(doc)
 
 
-def gzip_bytes(data: bytes) -> bytes:
-    """Gzip with a fixed header (mtime 0, no file name) so equal content gives equal bytes."""
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="", compresslevel=1) as gz:
-        gz.write(data)
-    return buf.getvalue()
-
-
 # ---------------------------------------------------------------- stats
 
 
@@ -147,7 +168,10 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
     if cfg.keep_fields:  # only then: without keep_fields stats.json has the bytes it always had
         repaired[reader.FIELD_REPAIRED] = get("repaired", reader.FIELD_REPAIRED)
         # written documents whose field is null (absent, null, or a text/blocks input's record)
-        kept = {"missing_fields": {f: get(MISSING_FIELD, f) for f in cfg.keep_fields}}
+        kept = {"missing_fields": {f: get(MISSING_FIELD, f) for f in cfg.keep_fields},
+                # what the dataset card declares each field as (shards.write_dataset_card)
+                "field_kinds": {f: dict(sorted((k[2], n) for k, n in tally.items() if k[:2] == (FIELD_KIND, f) and n))
+                                for f in cfg.keep_fields}}
     return {
         "records_in": sum(get("source_in", s) for s in sources),
         "records_out": sum(splits[s]["documents"] for s in SPLITS),
@@ -230,15 +254,106 @@ def _write(out_dir: str, rel: str, data: bytes) -> dict:
         raise OSError(e.errno, e.strerror, path) from e
 
 
+# The shard writer sorts up to this much of its lines in memory (Python's str of Korean text: about
+# 2 bytes a character); a larger shard is sorted in runs of this size, spilled to temporary files
+# and merged. Lines go to the compressor WRITE_LINES at a time.
+RUN_BYTES = 64 << 20
+WRITE_LINES = 256
+_LINE_OVERHEAD = 120  # bytes of a (position, line) pair besides the line's characters
+
+
+class _Counted:
+    """A binary sink that counts and hashes what passes through it to ``raw``."""
+
+    def __init__(self, raw):
+        self.raw, self.bytes, self.sha256 = raw, 0, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        self.bytes += len(data)
+        return self.raw.write(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+SPILL_BLOCKS = 64  # a spilled run is read back in this many blocks: the merge holds one of each run
+
+
+def _spill(run: list, spill_dir: str, n: int) -> str:
+    path = os.path.join(spill_dir, f"run-{n:05d}")
+    block = max(1, -(-len(run) // SPILL_BLOCKS))
+    with open(path, "wb") as f:
+        for i in range(0, len(run), block):
+            pickle.dump(run[i:i + block], f, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def _read_run(path: str) -> Iterator[tuple]:
+    with open(path, "rb") as f:
+        while True:
+            try:
+                yield from pickle.load(f)
+            except EOFError:
+                return
+
+
+def sorted_lines(chunks: Iterable[list], spill_dir: str, run_bytes: int | None = None) -> Iterator[str]:
+    """The lines of chunks of (position, line), in position order, holding about ``run_bytes`` of
+    them at a time: sorted runs beyond that are spilled to ``spill_dir`` and merged (positions are
+    unique, so the order is the same as one sort's). Merging holds a 1/SPILL_BLOCKS block of each
+    run: with shards of ``shard_bytes`` (a few runs each) about a run's worth at most."""
+    run_bytes = run_bytes or RUN_BYTES
+    run: list = []
+    size, runs = 0, []
+    for chunk in chunks:
+        for item in chunk:
+            run.append(item)
+            size += 2 * len(item[1]) + _LINE_OVERHEAD
+            if size >= run_bytes:
+                run.sort()
+                runs.append(_spill(run, spill_dir, len(runs)))
+                run, size = [], 0
+    run.sort()
+    if runs:  # the last run too: the merge then holds a block of each run, not a whole one
+        runs.append(_spill(run, spill_dir, len(runs)))
+        run = []
+    for _, line in heapq.merge(*map(_read_run, runs)) if runs else run:
+        yield line
+
+
+def _gzip_stream(out_dir: str, rel: str, lines: Iterator[str]) -> dict:
+    """Lines to a gzip file with a fixed header, WRITE_LINES at a time; its entry (bytes, sha256)."""
+    path = storage.join(out_dir, rel)
+    try:
+        if not storage.is_url(path):
+            os.makedirs(os.path.dirname(storage.local_path(path)) or ".", exist_ok=True)
+        with storage.open_file(path, "wb") as raw:
+            sink = _Counted(raw)
+            with gzip.GzipFile(fileobj=sink, mode="wb", mtime=0, filename="", compresslevel=1) as gz:
+                block: list[str] = []
+                for line in lines:
+                    block.append(line)
+                    if len(block) >= WRITE_LINES:
+                        gz.write(("\n".join(block) + "\n").encode("utf-8"))
+                        block = []
+                if block:
+                    gz.write(("\n".join(block) + "\n").encode("utf-8"))
+    except OSError as e:  # a full disk: name the file (the library's report of the failure would not)
+        raise OSError(e.errno, e.strerror, path) from e
+    return {"path": rel, "bytes": sink.bytes, "sha256": sink.sha256.hexdigest()}
+
+
 def write_shard(item, out_dir: str, num_shards: int) -> dict:
     """((split, shard), chunks of (position, JSON line)) -> the shard file, sorted by (source, line).
 
-    Memory: one shard's JSON text at a time (about corpus size / (2 * num_shards) for train);
-    raise ``num_shards`` to bound it for very large corpora."""
+    Streams: the chunks are read once (a distributed runner's grouped values need not fit in
+    memory), at most :data:`RUN_BYTES` of lines are sorted in memory (more are sorted in runs on
+    the worker's temporary disk and merged), and the lines go to the compressor in blocks. Peak
+    memory, measured (docs/scale.md): about 1.4x RUN_BYTES whatever the shard's size."""
     (split, shard), chunks = item
-    docs = sorted(d for chunk in chunks for d in chunk)
-    body = "".join(line + "\n" for _, line in docs).encode("utf-8")
-    return _write(out_dir, shard_name(split, shard, num_shards), gzip_bytes(body))
+    with tempfile.TemporaryDirectory(prefix="kolectra-shard-") as spill:
+        return _gzip_stream(out_dir, shard_name(split, shard, num_shards), sorted_lines(chunks, spill))
 
 
 def write_rejects(rejects: list[dict], out_dir: str) -> dict:

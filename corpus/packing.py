@@ -150,14 +150,33 @@ class Sequences:
         return self.a_U + self.b_U + 2 + (self.b_U > 0)
 
     def in_corpus_order(self) -> "Sequences":
-        """Sorted by (line, k): a key of the corpus, so the order never depends on Beam's bundling."""
+        """Sorted by (line, k): a key of the corpus, so the order never depends on Beam's bundling.
+        The tokens move :data:`BLOCK_SEQUENCES` sequences at a time: the index arrays are a
+        block's, never a whole shard's."""
         order = np.lexsort((self.k_U, self.line_U))
         if (order == np.arange(len(order))).all():
             return self
-        n = self.a_U + self.b_U
+        n = (self.a_U + self.b_U).astype(np.int64)
         start = np.cumsum(n) - n
-        take = np.repeat(start[order] - np.cumsum(n[order]) + n[order], n[order]) + np.arange(int(n.sum()))
-        return Sequences(self.line_U[order], self.k_U[order], self.a_U[order], self.b_U[order], self.tokens_T[take])
+        tokens = np.empty_like(self.tokens_T)
+        at = 0
+        for i in range(0, len(order), BLOCK_SEQUENCES):
+            u = order[i:i + BLOCK_SEQUENCES]
+            take = _spans(start[u], n[u])
+            tokens[at:at + len(take)] = self.tokens_T[take]
+            at += len(take)
+        return Sequences(self.line_U[order], self.k_U[order], self.a_U[order], self.b_U[order], tokens)
+
+
+# Sequences (or rows) handled at a time where the work goes token by token, so that its int64
+# index arrays stay a few MB whatever the shard's size (issue 41: they were ~50 bytes a token).
+BLOCK_SEQUENCES = 1 << 13
+BLOCK_ROWS = 512
+
+
+def _spans(start: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The indices ``start[i] .. start[i] + n[i] - 1`` of every span, one after the other."""
+    return np.repeat(start - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
 
 
 # ---- sequences -> rows ----------------------------------------------------------------------
@@ -222,22 +241,44 @@ def doc_ids_dtype(max_seq_length: int) -> np.dtype:
 def encode_rows(seqs: Sequences, place: Placement, max_seq_length: int,
                 dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sequences written where ``place`` says -> (``input_ids`` [N, L] of ``dtype``,
-    ``token_type_ids`` [N, L] uint8, ``doc_ids`` [N, L]); every token is set with one vectorised
-    scatter per array (no Python loop over sequences)."""
+    ``token_type_ids`` [N, L] uint8, ``doc_ids`` [N, L]) for all the rows at once."""
+    return next(encode_pieces(seqs, place, max_seq_length, dtype, max(place.rows, 1)))
+
+
+def encode_pieces(seqs: Sequences, place: Placement, max_seq_length: int, dtype: np.dtype,
+                  rows_per_piece: int):
+    """:func:`encode_rows` a piece of ``rows_per_piece`` rows at a time (the last may be shorter;
+    one empty piece when there are no rows). Each piece is filled :data:`BLOCK_ROWS` rows at a
+    time, every token set by one vectorised scatter per array and block: the memory is the
+    piece's rows and a block's index arrays, never the whole shard's."""
     L = max_seq_length
-    ids = np.zeros(place.rows * L, dtype)
-    types = np.zeros(place.rows * L, np.uint8)
-    docs = np.zeros(place.rows * L, doc_ids_dtype(L))
     n_seq = seqs.lengths().astype(np.int64)
     if (place.offset_U + n_seq > L).any():
         u = int(np.flatnonzero(place.offset_U + n_seq > L)[0])
         raise ValueError(f"sequence of {n_seq[u]} tokens at column {place.offset_U[u]} exceeds max_seq_length={L}")
-    start_U = place.row_U * L + place.offset_U  # flat index of each sequence's [CLS]
-    a, b = seqs.a_U.astype(np.int64), seqs.b_U.astype(np.int64)
+    n_text = (seqs.a_U + seqs.b_U).astype(np.int64)
+    text_start = np.cumsum(n_text) - n_text  # where each sequence's A+B tokens start in tokens_T
+    order = np.argsort(place.row_U, kind="stable")
+    first = np.searchsorted(place.row_U[order], np.arange(place.rows + 1))  # row r: order[first[r]:first[r+1]]
+    for lo in range(0, max(place.rows, 1), rows_per_piece):
+        hi = min(lo + rows_per_piece, place.rows)
+        piece = (np.zeros((hi - lo) * L, dtype), np.zeros((hi - lo) * L, np.uint8), np.zeros((hi - lo) * L, doc_ids_dtype(L)))
+        for r in range(lo, hi, BLOCK_ROWS):
+            u = order[first[r]:first[min(r + BLOCK_ROWS, hi)]]
+            _encode_block(seqs, place, u, n_seq[u], text_start[u], L, lo, piece)
+        yield tuple(a.reshape(-1, L) for a in piece)
+
+
+def _encode_block(seqs: Sequences, place: Placement, u: np.ndarray, n_seq: np.ndarray, text_start: np.ndarray,
+                  L: int, first_row: int, piece: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    """Write the sequences ``u`` (whose rows start at ``first_row`` of ``piece``) into it."""
+    ids, types, docs = piece
+    start_U = (place.row_U[u] - first_row) * L + place.offset_U[u]  # flat index of each sequence's [CLS]
+    a, b = seqs.a_U[u].astype(np.int64), seqs.b_U[u].astype(np.int64)
     # every token of a sequence: its doc number; B and the [SEP] closing it: segment 1
     within = np.arange(int(n_seq.sum())) - np.repeat(np.cumsum(n_seq) - n_seq, n_seq)
     at = np.repeat(start_U, n_seq) + within
-    docs[at] = np.repeat(place.doc_U, n_seq)
+    docs[at] = np.repeat(place.doc_U[u], n_seq)
     types[at] = within > np.repeat(a + 1, n_seq)
     ids[start_U] = CLS
     ids[start_U + a + 1] = SEP
@@ -246,8 +287,7 @@ def encode_rows(seqs: Sequences, place: Placement, max_seq_length: int,
     # text: token j of A+B goes to [CLS] + 1 + j, one more after A's [SEP]
     n_text = a + b
     j = np.arange(int(n_text.sum())) - np.repeat(np.cumsum(n_text) - n_text, n_text)
-    ids[np.repeat(start_U + 1, n_text) + j + (j >= np.repeat(a, n_text))] = seqs.tokens_T
-    return ids.reshape(-1, L), types.reshape(-1, L), docs.reshape(-1, L)
+    ids[np.repeat(start_U + 1, n_text) + j + (j >= np.repeat(a, n_text))] = seqs.tokens_T[_spans(text_start, n_text)]
 
 
 def ids_dtype(vocab_size: int) -> np.dtype:

@@ -89,7 +89,7 @@ def test_config_rejects_bad_values_and_parses_format():
     with pytest.raises(ConfigError):
         override(default_config(), ["valid_fraction=1.5"])
     with pytest.raises(ConfigError):
-        override(default_config(), ["num_shards=0"])
+        override(default_config(), ["num_shards=-1"])
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,125 @@
+"""Bounded memory per worker at any corpus size (issue 41): the shard count follows the input's
+size, so no per-group step's element grows with the input; the shard writer streams (sorting in
+runs spilled to disk) and the examples' row encoding goes a piece at a time; a local run that
+would not fit the machine's memory is refused before it starts."""
+
+import dataclasses
+import gzip
+import json
+import random
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from kolectra.corpus import build, examples_beam, outputs
+from kolectra.corpus.config import default_config
+from kolectra.corpus.examples_config import ExamplesConfig
+from kolectra.corpus.packing import Sequences, encode_rows, fill_rows
+from kolectra.corpus.runners import LocalMemoryError
+from kolectra.corpus.shards import shard_paths
+
+WORDS = ["영화", "정말", "재미있다", "배우", "연기", "최고", "지루한", "스토리", "감동", "음악", "장면", "결말"]
+
+
+def _reviews(path, n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 30))) + f" {seed}-{i}."
+            f.write(json.dumps({"id": f"{seed}-{i}", "text": text}, ensure_ascii=False) + "\n")
+
+
+def _largest_shard(out) -> int:
+    return max(len(gzip.open(p).read()) for p in shard_paths(out, "train"))
+
+
+def test_shard_count_follows_the_input_and_the_largest_group_does_not(tmp_path):
+    cfg = dataclasses.replace(default_config(), shard_bytes=1 << 16, valid_fraction=0.0)
+    runs = {}
+    for n in (1, 4):
+        inp = tmp_path / f"in{n}"
+        inp.mkdir()
+        for k in range(n):
+            _reviews(inp / f"part{k}.jsonl", 300, seed=k)
+        out = tmp_path / f"out{n}"
+        stats = build.build(cfg, [str(inp / "*.jsonl")], out, []).stats
+        runs[n] = (stats["num_shards"], _largest_shard(out), sum(len(gzip.open(p).read()) for p in shard_paths(out)))
+    (shards1, largest1, total1), (shards4, largest4, total4) = runs[1], runs[4]
+    assert shards1 >= 2 and shards4 >= 3 * shards1, runs  # the count follows the input
+    assert total4 > 3.5 * total1, runs
+    # what one shard writer is handed (the shard's JSON) stays the same size
+    assert largest4 < 1.5 * largest1, runs
+    assert largest4 < 2 * cfg.shard_bytes, runs
+    # the dedup groups too, up to 32 GB of input: about 4 MB each
+    for size in (1 << 20, 1 << 30, 32 << 30):
+        assert size / build.dedup_buckets(size) <= 4 << 20
+
+
+def test_the_shard_count_comes_from_the_expected_json_and_a_given_one_stays():
+    listed = [build.inputs.InputFile(path="a.jsonl.gz", bytes=10 << 30, identity="x")]
+    derived = build.resolve_shards(default_config(), listed).num_shards
+    assert derived == outputs.shards_for([("a.jsonl.gz", 10 << 30)], 192 << 20) > 100
+    assert build.resolve_shards(dataclasses.replace(default_config(), num_shards=3), listed).num_shards == 3
+    assert outputs.shards_for([("x.jsonl", 10 << 30)], 192 << 20) == outputs.shards_for([("x.jsonl.gz", (10 << 30) / 3.1)], 192 << 20)
+    assert outputs.shards_for([("x.txt", 10)], 192 << 20) == 1
+
+
+def _line(i: int) -> str:
+    rng = random.Random(i)
+    return json.dumps({"id": str(i), "text": " ".join(rng.choice(WORDS) for _ in range(40))}, ensure_ascii=False)
+
+
+def test_shard_writer_streams_and_spilling_keeps_the_bytes(tmp_path, monkeypatch):
+    order = list(range(12_000))  # about 3 MB of Korean JSON: 6 MB as Python strings
+    random.Random(4).shuffle(order)
+
+    def chunks():  # made as they are read and in no order, as a distributed runner's grouped values are
+        for i in range(0, len(order), 500):
+            yield [(("src", j), _line(j)) for j in order[i:i + 500]]
+
+    whole = outputs.write_shard((("train", 0), chunks()), str(tmp_path / "whole"), 1)
+    monkeypatch.setattr(outputs, "RUN_BYTES", 256 << 10)
+    tracemalloc.start()
+    spilled = outputs.write_shard((("train", 0), chunks()), str(tmp_path / "spilled"), 1)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert spilled["sha256"] == whole["sha256"] and spilled["bytes"] == whole["bytes"]
+    written = gzip.open(tmp_path / "spilled" / outputs.shard_name("train", 0, 1), "rt", encoding="utf-8").read()
+    assert written == "".join(_line(i) + "\n" for i in range(len(order)))  # sorted by position
+    assert peak < 3 << 20, f"the writer held {peak / 1e6:.1f} MB of a 6 MB shard"
+
+
+def _sequences(n: int, seed: int) -> Sequences:
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(1, 60, n), rng.integers(0, 40, n) * (rng.random(n) < 0.7)
+    pairs = [(rng.integers(5, 30000, x).tolist(), rng.integers(5, 30000, y).tolist()) for x, y in zip(a, b)]
+    return Sequences.from_pairs(pairs, rng.permutation(n).tolist(), [0] * n, np.dtype(np.uint16))
+
+
+def test_examples_rows_are_made_a_piece_at_a_time(tmp_path):
+    seqs = _sequences(40_000, seed=5)  # about 2.4 million tokens
+    cfg = ExamplesConfig(shard_size=500)
+    job = examples_beam.Job(cfg=cfg, tokenizer_path="", dtype="uint16", vocab_size=32000, out_dir=str(tmp_path))
+    tracemalloc.start()
+    reports = list(examples_beam.write_shard((0, [("sequences", seqs)]), job))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    ordered = seqs.in_corpus_order()
+    ids, types, docs = encode_rows(ordered, fill_rows(ordered.lengths(), 128), 128, np.dtype(np.uint16))
+    pieces = sorted(r[1:] for r in reports if r[0] == "piece")
+    assert sum(e["examples"] for _, e in pieces) == len(ids) and all(e["examples"] <= 500 for _, e in pieces)
+    tokens = len(seqs.tokens_T)
+    # the shard's rows alone would be 4 bytes a row's token, its old int64 temporaries ~50 a token
+    assert peak < 15 * tokens, f"{peak / tokens:.1f} bytes a token"
+    tally = {r[1]: r[2] for r in reports if r[0] == "tally"}
+    assert tally["tokens"] == int((ids != 0).sum()) and tally["examples"] == len(ids)
+
+
+def test_a_local_run_over_the_machines_memory_is_refused_in_one_line(tmp_path):
+    _reviews(tmp_path / "a.jsonl", 20, seed=2)
+    with pytest.raises(LocalMemoryError) as e:
+        build.build(default_config(), [str(tmp_path / "a.jsonl")], tmp_path / "out", ["--local_memory_gb=0.1"])
+    said = str(e.value)
+    assert "\n" not in said and "DataflowRunner" in said and "--local_memory_gb" in said and "GB" in said
+    assert not (tmp_path / "out" / "data").exists()
