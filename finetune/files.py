@@ -20,6 +20,20 @@ class FinetuneError(UserInputError):
     """Bad input to the fine-tuning stage; the message names the file (and line or JSON path)."""
 
 
+def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
+    """Why ``path`` cannot be a task's data file, worded to follow "data file" (None: it can): a
+    FIFO or device would block the reader or never end; a folder is data only where a saved
+    dataset is accepted."""
+    path = Path(path)
+    if path.is_file() or (folder_ok and path.is_dir()):
+        return None
+    if path.is_dir():
+        return "is a folder, not a file"
+    if path.exists():
+        return "is not a regular file (a pipe, socket or device: reading it could block or never end)"
+    return "not found"
+
+
 def finite(obj):
     """``obj`` with every NaN or infinite float as None: strict JSON, which any reader parses
     (Python's ``json`` would write ``NaN``, which most others refuse)."""

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
+from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
@@ -212,8 +213,8 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
         raise ArtifactError(f"{task}: takes no --dev file")
     data_files = [Path(f) for f in (train_file, eval_file, dev_file) if f is not None]
     for f in data_files:  # a saved datasets folder is data too (classify, regress, ner)
-        if not (f.is_file() or (entry.dev_flag and f.is_dir())):
-            raise ArtifactError(f"{task}: data file not found: {f}")
+        if problem := data_file_problem(f, folder_ok=entry.dev_flag):
+            raise ArtifactError(f"{task}: data file {problem}: {f}")
     # the model's inputs come first: `kolectra report` reads the model of an eval from there
     inputs = model_inputs + tuple(fingerprint_inputs(data_files))
     req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
@@ -236,8 +237,8 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
     cfg, config = resolve("probe", sets=sets, seed=seed)
     model_dir, parents, model_inputs = resolve_model(store, model_ref)
     for f in (train_file, eval_file):
-        if not Path(f).is_file():
-            raise ArtifactError(f"probe: data file not found: {f}")
+        if problem := data_file_problem(Path(f)):
+            raise ArtifactError(f"probe: data file {problem}: {f}")
     req = Request(kind="eval", name=artifact_name(name, "probe"), stage_version=ft_probe.STAGE_VERSION,
                   config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
