@@ -89,7 +89,9 @@ def sentence_morphs(doc: dict) -> list[list[str]]:
 
 # The dataset card's YAML: a config per corpus split that has documents (``datasets`` refuses a
 # split without data), and the features, so every split loads with the same types. ``morphs``
-# mixes numbers and a tag string in one list: ``json`` is the type datasets gives such values.
+# mixes numbers and a tag string in one list, which only ``json`` holds; declared as one ``json``
+# value a document (not a ``json`` a morpheme), ``datasets`` encodes it once a row instead of once a
+# morpheme, the same values about 4 times faster (docs/corpus.md, "Loading with datasets").
 _CARD_HEAD = """---
 configs:
 - config_name: default
@@ -106,8 +108,7 @@ configs:
     list:
       list: int64
   - name: morphs
-    list:
-      list: json
+    dtype: json
 {kept_features}---
 """
 _CARD_BODY = """
@@ -140,15 +141,43 @@ Filtering counts (`records_in = records_out + rejected + sum(dropped)`) are in `
 """
 
 
+# A kept field's values by JSON kind, as the corpus job counts them (stats.json -> field_kinds), and
+# the feature type the card declares for a field whose non-null values are all of one kind. Any other
+# field is ``json``, which takes any value but re-reads a string that parses as JSON (datasets' Json
+# feature: "00123" loads as 123, "true" as True); a declared type loads strings as strings.
+FIELD_DTYPES = {"string": "string", "integer": "int64", "number": "float64", "boolean": "bool"}
+
+
+def value_kind(value) -> str:
+    """The JSON kind of a kept field's value: ``string``, ``integer`` (within int64), ``big_integer``,
+    ``number`` (a float), ``boolean``, ``array``, ``object`` or ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer" if -(1 << 63) <= value < 1 << 63 else "big_integer"
+    return {float: "number", str: "string", list: "array", tuple: "array"}.get(type(value), "object")
+
+
+def _field_dtype(kinds: dict | None) -> str:
+    """``kinds``: a field's {kind: count} from stats.json (None: not recorded, a corpus made before)."""
+    seen = [k for k, n in (kinds or {}).items() if n]
+    return FIELD_DTYPES.get(seen[0], "json") if len(seen) == 1 else "json"
+
+
 def write_dataset_card(corpus_dir: Path | str, keep_fields: tuple[str, ...] = ()) -> dict:
     """``README.md`` in the corpus artifact (a local directory or a store prefix): what
-    ``datasets.load_dataset(corpus_dir)`` needs, and the split sizes from ``stats.json``. The
-    input fields kept with ``keep_fields`` are features of type ``json`` (any JSON value, null too).
-    Deterministic: the same stats give the same bytes. Returns the file's entry (path, bytes, sha256)."""
+    ``datasets.load_dataset(corpus_dir)`` needs, and the split sizes from ``stats.json``. An input
+    field kept with ``keep_fields`` is declared as the type all its values have (``stats.json`` →
+    ``field_kinds``: string, int64, float64, bool), so it loads as written; one of mixed or nested
+    values is ``json`` (any JSON value, null too). Deterministic: the same stats give the same bytes.
+    Returns the file's entry (path, bytes, sha256)."""
     try:
-        stats = json.loads(storage.read_bytes(storage.join(str(corpus_dir), STATS_FILE)).decode("utf-8")).get("splits", {})
+        doc = json.loads(storage.read_bytes(storage.join(str(corpus_dir), STATS_FILE)).decode("utf-8"))
     except (OSError, ValueError):
-        stats = {}
+        doc = {}
+    stats, kinds = doc.get("splits", {}), doc.get("field_kinds", {})
 
     def has_documents(split: str) -> bool:
         return stats[split].get("documents", 0) > 0 if split in stats else bool(shard_paths(corpus_dir, split))
@@ -159,9 +188,13 @@ def write_dataset_card(corpus_dir: Path | str, keep_fields: tuple[str, ...] = ()
                                                          ("documents", "sentences", "morphs", "chars")) + " |\n"
                     for s in SPLITS)
     splits = " and ".join(f"`{HF_SPLITS[s]}`" for s in present) or "none (the corpus kept no documents)"
-    kept_features = "".join(f"  - name: {json.dumps(f, ensure_ascii=False)}\n    dtype: json\n" for f in keep_fields)
-    kept = ("- " + ", ".join(f"`{f}`" for f in keep_fields) + ": input fields carried as they were (null where a "
-            "document's input lacked them; counted in `stats.json` → `missing_fields`).\n") if keep_fields else ""
+    dtypes = {f: _field_dtype(kinds.get(f)) for f in keep_fields}
+    kept_features = "".join(f"  - name: {json.dumps(f, ensure_ascii=False)}\n    dtype: {dtypes[f]}\n"
+                            for f in keep_fields)
+    kept = ("- " + ", ".join(f"`{f}` ({dtypes[f]})" for f in keep_fields) + ": input fields carried as they were "
+            "(null where a document's input lacked them; counted in `stats.json` → `missing_fields`). A field "
+            "whose values are all strings, integers, floats or booleans loads as that type; any other is `json`, "
+            "whose strings that read as JSON come back parsed.\n") if keep_fields else ""
     text = (_CARD_HEAD.format(data_files=data_files, kept_features=kept_features)
             + _CARD_BODY.format(table=table, splits=splits, kept_fields=kept))
     return {"path": CARD_FILE, **storage.write_bytes(storage.join(str(corpus_dir), CARD_FILE), text.encode("utf-8"))}

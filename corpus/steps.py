@@ -25,6 +25,7 @@ from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUN
 from kolectra.corpus.progress import WorkerCounts
 from kolectra.corpus.runners import tune_gc
 from kolectra.corpus.segment import make_segmenter
+from kolectra.corpus.shards import value_kind
 
 TALLY = neardup.TALLY  # the tag of (counter, n) side outputs
 SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
@@ -33,6 +34,7 @@ FILES = "files"  # the tag of (source, {bytes, sha256, damaged?, changed?}) per 
 DROPPED = "dropped"
 SHARED_ID = ("ids", "duplicate_id_different_text")  # the tally of kept documents whose id is not unique
 MISSING_FIELD = outputs.MISSING_FIELD  # the tally of written documents without one kept field
+FIELD_KIND = outputs.FIELD_KIND  # the tally of a kept field's non-null values by JSON kind
 
 
 def _count(tally: dict, key, n: int = 1) -> None:
@@ -265,6 +267,7 @@ class AnalyseAndPlace(beam.DoFn):
         self.counts: dict = {}  # split -> [documents, sentences, morphs, chars]
         self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
         self.missing = [0] * len(self.cfg.keep_fields)  # documents of this bundle without each kept field
+        self.kinds: list[dict] = [{} for _ in self.cfg.keep_fields]  # each kept field's values by kind
 
     def process(self, docs: list):
         for keyed in docs:
@@ -286,6 +289,9 @@ class AnalyseAndPlace(beam.DoFn):
         for name, n in zip(self.cfg.keep_fields, self.missing):
             if n:
                 yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((MISSING_FIELD, name), n)))
+        for name, kinds in zip(self.cfg.keep_fields, self.kinds):
+            for kind, n in sorted(kinds.items()):
+                yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((FIELD_KIND, name, kind), n)))
         self.progress.flush()
 
     def _flush(self):
@@ -310,7 +316,11 @@ class AnalyseAndPlace(beam.DoFn):
             chunk = self.chunks.setdefault(place, [])
             if cfg.keep_fields:
                 for i, value in enumerate(doc["fields"]):
-                    self.missing[i] += value is None
+                    if value is None:
+                        self.missing[i] += 1
+                    else:
+                        kind = value_kind(value)
+                        self.kinds[i][kind] = self.kinds[i].get(kind, 0) + 1
             chunk.append(((doc["source"], doc["line"]), outputs.document_json(doc, cfg.keep_fields)))
             if len(chunk) >= self.CHUNK:
                 yield place, self.chunks.pop(place)
