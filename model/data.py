@@ -6,16 +6,24 @@ larger than RAM costs only the rows a batch touches: Arrow IPC files (index form
 offset of the file, or the ``.npy`` pairs of format 1 (artifacts written before packing; one
 sequence a row, no ``doc_ids``). Shards are mapped only while their structure is read.
 Format 2 batches carry ``doc_ids`` (which sequence of a packed row each token belongs to), which
-the step turns into per-sequence attention (:func:`model.electra.document_attention`). Order: one seeded permutation of all examples per epoch, split
-across ``world_size`` ranks (rank r takes every world_size-th example of each global batch), cut
-into batches of exactly ``batch_size`` (the ragged tail of an epoch is dropped: static shapes for
-XLA and identical step counts on every rank). The position in that order is the whole state, so
-``state_dict()`` / ``load_state_dict()`` resume at exactly the next batch. A background thread
-reads a few batches ahead (bounded queue, same order), so the trainer never waits on the disk.
+the step turns into per-sequence attention (:func:`model.electra.document_attention`).
+
+Order (:mod:`model.shard_order`): the shards are dealt to the ``world_size`` ranks once per run (a
+seeded permutation cut into equal runs of rows), so a rank opens only its own shards (and a host
+on a store root fetches only those, :func:`rank_files`); each epoch the rank's rows come in a seeded
+order of blocks and windows, cut into batches of exactly ``batch_size`` (the ragged tail of an
+epoch is dropped: static shapes for XLA and identical step counts on every rank). The position in
+that order is the whole state, so ``state_dict()`` / ``load_state_dict()`` resume at exactly the
+next batch. A background thread reads a few batches ahead (bounded queue, same order), so the
+trainer never waits on the disk. Every shard file is pinned when it is opened (hashed against the
+manifest) and checked after each read (:mod:`model.shard_guard`): examples changed under the run
+end it with a line naming the file, and :meth:`ExampleLoader.changed` checks them all once more
+before the trainer exports.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -27,14 +35,13 @@ from pathlib import Path
 import numpy as np
 
 from kolectra.core.errors import UserInputError
+from kolectra.model import shard_guard, shard_order
+from kolectra.model.shard_guard import ExamplesError  # noqa: F401 - the loader's error, where callers look for it
 
 INDEX_FORMATS = (1, 2)  # 1: .npy input_ids/token_type_ids; 2: Arrow shards with doc_ids
+ORDER = "shards"  # the training order's name in state_dict(): absent (older) = one permutation of all rows
 COLUMNS = {1: ("input_ids", "token_type_ids"), 2: ("input_ids", "token_type_ids", "doc_ids")}
 _DTYPES = {"uint16": np.uint16, "int32": np.int32}
-
-
-class ExamplesError(UserInputError):
-    """The examples artifact is malformed; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +58,18 @@ class ExamplesIndex:
     examples: int
     shards: tuple[dict, ...]
     packing: str = "none"  # format 1 knew only one sequence a row (or the document stream)
+    sha256: str = ""  # of the index.json bytes parsed, checked against the manifest when the loader opens it
 
 
 def read_index(examples_dir: Path) -> ExamplesIndex:
     """Parse and check ``index.json``; every problem is an :class:`ExamplesError` naming the file."""
     path = Path(examples_dir) / "index.json"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        body = path.read_bytes()
+        raw = json.loads(body.decode("utf-8"))
     except FileNotFoundError:
         raise ExamplesError(f"{path}: missing (is {examples_dir} an examples artifact?)") from None
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ExamplesError(f"{path}: not valid JSON: {e}") from None
     need = ("format", "max_seq_length", "dtype", "vocab_size", "pad_id", "cls_id", "sep_id", "mask_id",
             "examples", "shards")
@@ -84,7 +93,7 @@ def read_index(examples_dir: Path) -> ExamplesIndex:
         root=Path(examples_dir), format=int(raw["format"]), max_seq_length=int(raw["max_seq_length"]),
         dtype=raw["dtype"], vocab_size=int(raw["vocab_size"]), pad_id=int(raw["pad_id"]), cls_id=int(raw["cls_id"]),
         sep_id=int(raw["sep_id"]), mask_id=int(raw["mask_id"]), examples=total, shards=tuple(raw["shards"]),
-        packing=str(raw.get("packing", "none")),
+        packing=str(raw.get("packing", "none")), sha256=hashlib.sha256(body).hexdigest(),
     )
 
 
@@ -114,8 +123,8 @@ class _Rows:
     touches it (no descriptor held per shard: thousands of shards stay under the open-file limit),
     and memory as small as mapping's: the rows asked for."""
 
-    def __init__(self, path: Path, offset: int, shape: tuple[int, int], dtype: np.dtype):
-        self.path, self.offset, self.shape, self.dtype = path, offset, shape, np.dtype(dtype)
+    def __init__(self, path: Path, offset: int, shape: tuple[int, int], dtype: np.dtype, pin: shard_guard.Pin):
+        self.path, self.offset, self.shape, self.dtype, self.pin = path, offset, shape, np.dtype(dtype), pin
         self.row_bytes = shape[1] * self.dtype.itemsize
 
     def __getitem__(self, rows: np.ndarray) -> np.ndarray:
@@ -135,21 +144,23 @@ class _Rows:
                         f"{self.path}: truncated while training read it (row {int(r)}: {got} of {self.row_bytes} "
                         f"bytes at offset {at}, the file now has {os.fstat(fd).st_size}); the examples artifact "
                         "changed under this run: `kolectra artifacts verify` it, rebuild it, then --resume")
+            # after the reads: a write that reached these rows began before this fstat (shard_guard)
+            shard_guard.check(self.path, self.pin, os.fstat(fd))
         finally:
             os.close(fd)
         return out
 
 
-def _rows_of(path: Path, arr: np.ndarray, base: int | None, size: int) -> np.ndarray | _Rows:
+def _rows_of(path: Path, arr: np.ndarray, base: int | None, size: int, pin: shard_guard.Pin) -> np.ndarray | _Rows:
     """``arr`` (a zero-copy view of ``path`` mapped at ``base``) as a :class:`_Rows`; an array that is
     not such a view (read into memory: several record batches combined) is kept as it is."""
     start = arr.__array_interface__["data"][0] - base if base is not None else -1
     if not (arr.flags.c_contiguous and 0 <= start and start + arr.nbytes <= size):
         return np.array(arr)  # a copy: nothing of it stays mapped
-    return _Rows(path, start, arr.shape, arr.dtype)
+    return _Rows(path, start, arr.shape, arr.dtype, pin)
 
 
-def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows]:
+def _open_npy(index: ExamplesIndex, shard: dict, pins: dict[str, shard_guard.Pin]) -> dict[str, np.ndarray | _Rows]:
     """Format 1: one ``.npy`` file per column (mapped to read its header, then read by row)."""
     out = {}
     for key, dtype in _column_dtypes(index).items():
@@ -163,13 +174,13 @@ def _open_npy(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows
         except ValueError as e:
             raise ExamplesError(f"{path}: not a readable .npy array: {e}") from None
         _check_shape(path, arr, shard, index, dtype, "")
-        out[key] = _rows_of(path, arr, arr.__array_interface__["data"][0] - arr.offset, arr.offset + arr.nbytes) \
-            if isinstance(arr, np.memmap) else arr
+        out[key] = _rows_of(path, arr, arr.__array_interface__["data"][0] - arr.offset, arr.offset + arr.nbytes,
+                            pins[shard[key]]) if isinstance(arr, np.memmap) else arr
         del arr  # the mapping goes with it
     return out
 
 
-def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Rows]:
+def _open_arrow(index: ExamplesIndex, shard: dict, pins: dict[str, shard_guard.Pin]) -> dict[str, np.ndarray | _Rows]:
     """Format 2: an Arrow IPC file, mapped while its structure is read; each fixed-size-list column
     a [rows, L] array at an offset of the file, read by row (:class:`_Rows`)."""
     import pyarrow as pa  # noqa: PLC0415 - pyarrow: only for format-2 shards
@@ -198,31 +209,33 @@ def _open_arrow(index: ExamplesIndex, shard: dict) -> dict[str, np.ndarray | _Ro
         values = col.values.to_numpy(zero_copy_only=True)  # a view of the mapped file
         arr = values.reshape(-1, col.type.list_size) if col.type.list_size else values.reshape(len(col), 0)
         _check_shape(path, arr, shard, index, dtype, f"column {key!r}: ")
-        out[key] = _rows_of(path, arr, base, size)
+        out[key] = _rows_of(path, arr, base, size, pins[shard["path"]])
     return out
 
 
 class _Source:
-    """The read side: memory-mapped shards and the seeded order. Batch ``(epoch, b)`` is a pure
-    function of the position, so the prefetch thread and a resumed loader agree on every batch."""
+    """The read side: this rank's shards (pinned, :mod:`model.shard_guard`) and its seeded order
+    (:mod:`model.shard_order`). Batch ``(epoch, b)`` is a pure function of the position, so the
+    prefetch thread and a resumed loader agree on every batch."""
 
-    def __init__(self, index: ExamplesIndex, seed: int, rank: int, world_size: int, global_batch: int):
-        self.index, self.seed, self.rank, self.world_size, self.global_batch = index, seed, rank, world_size, global_batch
-        opened = [(_open_arrow if index.format == 2 else _open_npy)(index, s) for s in index.shards]
-        self.columns = {key: [shard[key] for shard in opened] for key in COLUMNS[index.format]}
-        self.starts = np.cumsum([0] + [int(s["examples"]) for s in index.shards])
-        self._order_epoch, self._order = -1, None
-
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        # Seeded by (seed, epoch) alone, so any position can be rebuilt without replaying history.
-        if epoch != self._order_epoch:
-            self._order_epoch, self._order = epoch, np.random.default_rng([self.seed, epoch]).permutation(
-                self.index.examples)
-        return self._order
+    def __init__(self, index: ExamplesIndex, seed: int, rank: int, world_size: int, batch_size: int):
+        self.index, self.batch_size = index, batch_size
+        counts = [int(s["examples"]) for s in index.shards]
+        self.starts = np.cumsum([0] + counts)
+        mine = shard_order.deal(counts, seed, world_size)[rank]
+        owned = sorted({s for s, _, _ in mine})
+        self.pins = _pin_files(index, [f for s in owned for f in shard_order.shard_files(index.shards[s])])
+        opened = {s: (_open_arrow if index.format == 2 else _open_npy)(index, index.shards[s], self.pins)
+                  for s in owned}
+        for f, pinned in self.pins.items():  # unchanged from the hash through reading the structure
+            shard_guard.check(index.root / f, pinned)
+        # shards of other ranks stay None: never opened, and on a store root never fetched
+        self.columns = {key: [opened[s][key] if s in opened else None for s in range(len(index.shards))]
+                        for key in COLUMNS[index.format]}
+        self.order = shard_order.RankOrder(mine, self.starts, seed, rank)
 
     def batch(self, epoch: int, b: int) -> dict[str, np.ndarray]:
-        start = b * self.global_batch
-        idx = self.epoch_order(epoch)[start + self.rank : start + self.global_batch : self.world_size]
+        idx = self.order.positions(epoch, b * self.batch_size, (b + 1) * self.batch_size)
         batch = self._gather(idx)
         self._check_ids(batch, idx)
         return batch
@@ -261,6 +274,19 @@ class _Source:
         s = int(np.searchsorted(self.starts, int(g), side="right") - 1)
         shard = self.index.shards[s]
         return f"{self.index.root / shard.get('path', shard.get('input_ids'))}: row {int(g) - self.starts[s]}"
+
+
+def _pin_files(index: ExamplesIndex, files: list[str]) -> dict[str, shard_guard.Pin]:
+    """Each file's pin, its bytes checked against the artifact's manifest (index.json's too) when
+    there is one: the local root's artifact or a store's checked copy."""
+    hashes = shard_guard.manifest_hashes(index.root)
+    if hashes is not None and hashes.get("index.json") != index.sha256:
+        raise ExamplesError(f"{index.root / 'index.json'}: sha256 differs from the artifact's manifest (changed "
+                            "after it was checked); `kolectra artifacts verify` it")
+    for f in files if hashes is not None else ():
+        if f not in hashes:
+            raise ExamplesError(f"{index.root / f}: listed in index.json but not in the artifact's manifest")
+    return {f: shard_guard.pin(index.root / f, hashes[f] if hashes is not None else None) for f in files}
 
 
 def _prefetch(source: _Source, epoch: int, b: int, batches_per_epoch: int, out: queue.Queue,
@@ -302,9 +328,8 @@ class ExampleLoader:
     """Endless iterator of ``{"input_ids", "token_type_ids"[, "doc_ids"]}`` int64 numpy arrays of
     shape [B, L] (``doc_ids`` from format 2 artifacts).
 
-    ``batch_size`` is per rank. Example ``k`` of global batch ``g`` in an epoch goes to rank
-    ``k % world_size``, so ranks are disjoint and together cover the same examples a single
-    process with batch ``batch_size * world_size`` would see.
+    ``batch_size`` is per rank. Each rank reads its own share of the shards (:mod:`model.shard_order`):
+    ranks are disjoint, and every rank has ``examples // world_size // batch_size`` batches an epoch.
 
     ``prefetch`` batches are read ahead by a background thread (0: read in ``__next__``); the
     thread produces the positions in order into a FIFO, so the batches are the same either way,
@@ -326,7 +351,7 @@ class ExampleLoader:
                 f"{self.index.root / 'index.json'}: {self.index.examples} examples cannot fill one batch of "
                 f"{self.global_batch} (batch_size {batch_size} x world_size {world_size})"
             )
-        self._source = _Source(self.index, seed, rank, world_size, self.global_batch)
+        self._source = _Source(self.index, seed, rank, world_size, batch_size)
         self.prefetch = prefetch
         self.epoch, self.batch_in_epoch = 0, 0
         self._prefetcher: _Prefetcher | None = None
@@ -368,10 +393,22 @@ class ExampleLoader:
         """Stop the prefetch thread (it also stops when the loader is garbage-collected)."""
         self._stop()
 
+    @property
+    def files(self) -> list[str]:
+        """The artifact's files this rank reads (relative paths)."""
+        return sorted(self._source.pins)
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`ExamplesError` if a file this rank reads is no longer the one it pinned
+        (the trainer's last look before it exports: a change after the last read of a file too)."""
+        for f, pinned in self._source.pins.items():
+            shard_guard.check(self.index.root / f, pinned)
+
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "seed": self.seed,
-                "batch_size": self.batch_size, "world_size": self.world_size, "examples": self.index.examples}
+                "batch_size": self.batch_size, "world_size": self.world_size, "examples": self.index.examples,
+                "order": ORDER}
 
     def load_state_dict(self, state: dict) -> None:
         mine = self.state_dict()

@@ -10,7 +10,7 @@ import dataclasses
 
 from kolectra.core.config import to_dict
 from kolectra.core.stage import progress
-from kolectra.model import checkpoint, optim
+from kolectra.model import checkpoint, data, optim
 from kolectra.model.config import TrainConfig
 from kolectra.model.pretrain_inputs import PretrainInputError
 
@@ -27,6 +27,9 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
     diffs = checkpoint.differences(state["config"], to_dict(cfg))
     if state.get("vocab") != fingerprint:
         diffs.append(f"vocabulary: sha256 {str(state.get('vocab'))[:12]}... -> {fingerprint[:12]}...")
+    if state["loader"].get("order") != data.ORDER:  # its position names other batches in this order
+        diffs.append(f"training order: {state['loader'].get('order', 'one permutation of all rows')} -> {data.ORDER} "
+                     "(the same position, other batches)")
     if diffs and not cfg.train.force_resume:
         raise PretrainInputError(f"{step_dir}: written by a run with other settings, cannot resume: "
                                  + "; ".join(diffs) + " (set train.force_resume=true to resume anyway)")

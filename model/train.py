@@ -1,13 +1,15 @@
 """The pretrain stage: examples artifact + tokenizer -> ELECTRA checkpoint (hf/ + metrics.jsonl).
 
-``pretrain(cfg, examples_dir, tokenizer_dir, out_dir, resume=False)`` reads top to bottom: check
-inputs (:mod:`model.pretrain_inputs`), seed, build the generator/discriminator pair (or load it,
+``pretrain(cfg, examples, tokenizer_dir, out_dir, resume=False)`` reads top to bottom: check
+inputs (:mod:`model.pretrain_inputs`), fetch this rank's shards of the examples (a store root: only
+those, :mod:`model.shard_order`), seed, build the generator/discriminator pair (or load it,
 ``train.init_from``), AdamW (no decay on biases and LayerNorm; fused where the device has it) with
 linear warmup then linear decay (paper appendix A), optionally resume from the newest intact
 checkpoint (:mod:`model.resume`), then the objective's step
 (:mod:`model.objectives`: ELECTRA or one of the paper's ablations) with gradient accumulation,
 averaging over ranks and clipping, metrics every ``log_every`` steps (:mod:`model.metrics`),
-checkpoints every ``save_every`` (:mod:`model.checkpoint`) and the Hugging Face export
+checkpoints every ``save_every`` (:mod:`model.checkpoint`), a last check that the examples did not
+change under the run (:mod:`model.shard_guard`) and the Hugging Face export
 (:mod:`model.export`). Which accelerator it runs on, and how many ranks, is
 :mod:`model.device`'s business alone.
 
@@ -29,7 +31,7 @@ import torch
 from kolectra.core.config import to_dict
 from kolectra.core.errors import KolectraError
 from kolectra.core.stage import StageOutput, progress
-from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime
+from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device
@@ -40,7 +42,16 @@ from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
 
-STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
+
+
+# The examples: a local directory, or a function that makes the artifact's files a filter accepts
+# local and returns their directory (a store root's checked copy: Store.local(art, only=...)).
+Examples = Path | Callable[[Callable[[str], bool]], Path]
+
+
+def fetch_examples(examples: Examples, only: Callable[[str], bool]) -> Path:
+    return Path(examples(only)) if callable(examples) else Path(examples)
 
 
 class TrainingDiverged(KolectraError):
@@ -137,6 +148,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     seq_len = inputs.index.max_seq_length
     if dev.is_main and (line := warmup_warning(t)):
         progress(f"pretrain: {line}")
+    if dev.is_main and dev.world_size > 1:
+        progress("pretrain: " + shard_order.deal_note(inputs.index.shards, cfg.seed, dev.world_size))
     if dev.is_main:
         precision = "bf16 autocast (train.bf16=false: float32)" if t.bf16 else "float32"
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where} in {precision}, "
@@ -245,11 +258,14 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
         rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints)
 
 
-def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_dir: Path,
+def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_dir: Path,
              resume: bool = False, lineage: list[str] | None = None, clear_checkpoints: bool = True,
              checkpoint_saved: Callable[[Path], None] | None = None,
              expected_untrained: str | None = None) -> StageOutput:
     """Train and export; with ``resume`` continue from the newest intact checkpoint in ``out_dir``.
+
+    ``examples``: the examples directory, or a function fetching the files a filter accepts (a
+    store root): index.json first, then, once the device knows this process's rank, its shards only.
 
     ``lineage``: the artifact tree (text lines) for the model cards, from the artifact store.
     ``clear_checkpoints=False`` leaves ``checkpoints/`` after the export: the artifact store
@@ -262,9 +278,12 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
     out_dir.mkdir(parents=True, exist_ok=True)
-    inputs = read_inputs(cfg, examples_dir, tokenizer_dir)
+    inputs = read_inputs(cfg, fetch_examples(examples, lambda f: f == "index.json"), tokenizer_dir)
     dev = runtime.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     try:
+        # dev.rank and dev.world_size: a torchrun rank, or an XLA host's process index and count (model.xla)
+        examples_dir = fetch_examples(examples, shard_order.rank_files(inputs.index.shards, cfg.seed, dev.rank,
+                                                                       dev.world_size).__contains__)
         run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
         run.expected_untrained = expected_untrained
         for step in range(run.first_step, t.steps):
@@ -286,9 +305,26 @@ def pretrain(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path, out_d
                     checkpoint_saved(saved)
         run.log.close()
         run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
+        examples_unchanged(run)
         return finish(run, tokenizer_dir, out_dir, lineage, clear_checkpoints)
     finally:
         dev.close()
+
+
+def examples_unchanged(run: Run) -> None:
+    """Before the export: every rank's shards are still the files it pinned (a change after a
+    file's last read too), agreed over the ranks, so no rank exports from examples that changed."""
+    try:
+        run.loader.check_unchanged()
+        problem = None
+    except data.ExamplesError as e:
+        problem = e
+    changed = run.dev.mean_over_ranks({"changed": torch.tensor(float(problem is not None))})["changed"]
+    if problem is not None:
+        raise problem
+    if float(changed) > 0:
+        raise data.ExamplesError("the examples changed under another rank of this run (its error names the "
+                                 "file); nothing is exported: `kolectra artifacts verify` them, then --resume")
 
 
 def first_step(run: Run, step: int) -> None:

@@ -176,7 +176,9 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": cfg.preset},
                     scratch=(checkpoints_dir(Path("")).name,))  # the trainer's working state in its run directory
-    return store.build(req, lambda out: model_train.pretrain(cfg, store.local(ex), store.local(voc), out,
+    # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
+    return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
+                                                             store.local(voc), out,
                                                              resume=bool(resume), lineage=lineage,
                                                              clear_checkpoints=False,
                                                              checkpoint_saved=store.checkpoint_saved,

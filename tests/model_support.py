@@ -126,9 +126,9 @@ def write_examples(dest: Path, ids: np.ndarray, types: np.ndarray, vocab_size: i
     return dest
 
 
-def small_chain(store, n: int = 64, seq_len: int = 32):
+def small_chain(store, n: int = 64, seq_len: int = 32, shard_size: int = 50):
     """corpus -> vocab -> examples through ``store.build`` (any root: a local directory or a bucket):
-    a small real tokenizer and examples, no Beam. Returns the three artifacts."""
+    a small real tokenizer and examples (shards of ``shard_size`` rows), no Beam. Returns the three artifacts."""
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.store.artifacts import Request
 
@@ -143,5 +143,6 @@ def small_chain(store, n: int = 64, seq_len: int = 32):
     vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)),
                         writes(build_tokenizer))
     examples = store.build(Request(kind="examples", name="e", stage_version=1, config={}, parents=(corpus, vocab)),
-                           writes(lambda out: build_examples(out, store.local(vocab), n=n, seq_len=seq_len)))
+                           writes(lambda out: build_examples(out, store.local(vocab), n=n, seq_len=seq_len,
+                                                             shard_size=shard_size)))
     return corpus, vocab, examples

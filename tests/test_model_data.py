@@ -1,9 +1,12 @@
-"""The pretraining loader: memory-mapped shards, seeded epochs, rank sharding, exact resume."""
+"""The pretraining loader: shards read by row, seeded epochs, shards dealt to ranks, exact resume, examples
+that change under a run refused."""
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
+import os
 import threading
 import time
 
@@ -11,6 +14,7 @@ import numpy as np
 import pytest
 
 from kolectra.corpus.examples_format import arrow_bytes
+from kolectra.model import shard_order
 from kolectra.model.data import ExampleLoader, ExamplesError, read_index
 from tests.model_support import write_examples
 
@@ -118,14 +122,132 @@ def test_order_depends_on_seed(tmp_path):
     assert _rows(next(ExampleLoader(root, 8, seed=0))) != _rows(next(ExampleLoader(root, 8, seed=1)))
 
 
-def test_two_ranks_are_disjoint_and_cover_the_single_process_order(tmp_path):
-    root = _write(tmp_path)
-    r0, r1 = ExampleLoader(root, 4, seed=2, rank=0, world_size=2), ExampleLoader(root, 4, seed=2, rank=1, world_size=2)
-    single = ExampleLoader(root, 8, seed=2)
-    for _ in range(12):
-        x0, x1, s = _rows(next(r0)), _rows(next(r1)), _rows(next(single))
-        assert not set(x0) & set(x1)
-        assert sorted(x0 + x1) == sorted(s)
+def _shards_of(rows, shard=25):
+    return {r // shard for r in rows}
+
+
+def test_ranks_read_disjoint_rows_from_their_own_shards_only(tmp_path):
+    """16 shards of 25 rows, 2 ranks: each reads 8 whole shards (the deal cuts at a shard's edge
+    here), opens only those (the other rank's files may be absent, as on a store root's host), and
+    together they see every row once an epoch; the same seed and world size give the same batches."""
+    root = _write(tmp_path, n=400)
+    files = [shard_order.rank_files(read_index(root).shards, 2, r, 2) for r in range(2)]
+    assert files[0] & files[1] == {"index.json"} and len(files[0]) == len(files[1]) == 9
+    for f in files[1] - {"index.json"}:  # rank 1's shards: rank 0's machine never fetched them
+        (root / f).rename(tmp_path / f.replace("/", "-"))
+    r0 = ExampleLoader(root, 4, seed=2, rank=0, world_size=2)
+    assert r0.batches_per_epoch == 50 and set(r0.files) == files[0] - {"index.json"}
+    epoch0 = [x for _ in range(50) for x in _rows(next(r0))]
+    for f in files[1] - {"index.json"}:
+        (tmp_path / f.replace("/", "-")).rename(root / f)
+    r1 = ExampleLoader(root, 4, seed=2, rank=1, world_size=2)
+    epoch1 = [x for _ in range(50) for x in _rows(next(r1))]
+    assert sorted(epoch0 + epoch1) == list(range(400))  # disjoint, and every row once
+    assert not _shards_of(epoch0) & _shards_of(epoch1) and len(_shards_of(epoch0)) == 8
+    assert _rows(next(r0)) != epoch0[:4]  # the next epoch: a new order of the same rows
+    again = ExampleLoader(root, 4, seed=2, rank=0, world_size=2)
+    assert [x for _ in range(50) for x in _rows(next(again))] == epoch0
+
+
+def test_fewer_shards_than_ranks_share_shards_by_row_ranges_and_say_so(tmp_path):
+    root = _write(tmp_path)  # 103 rows in 5 shards
+    shards = read_index(root).shards
+    loaders = [ExampleLoader(root, 1, seed=0, rank=r, world_size=8) for r in range(8)]
+    seen = [[x for _ in range(12) for x in _rows(next(loader))] for loader in loaders]
+    assert all(len(s) == 12 for s in seen) and len({x for s in seen for x in s}) == 96  # disjoint
+    note = shard_order.deal_note(shards, 0, 8)
+    assert "5 shard(s) are dealt to 8 ranks" in note and "--set shard_size=N" in note and "at least 8 shards" in note
+    assert "fewer" not in shard_order.deal_note(shards, 0, 4)
+
+
+def test_an_epoch_over_many_windows_covers_every_row_once(tmp_path, monkeypatch):
+    """Blocks and windows small enough that one batch spans several windows: the epoch is still a
+    permutation of the rank's rows, and any slice of it is the same rows as the whole read at once."""
+    monkeypatch.setattr(shard_order, "BLOCK_ROWS", 3)
+    monkeypatch.setattr(shard_order, "WINDOW_BLOCKS", 2)
+    segments = shard_order.deal([25, 25, 25, 25, 3], 4, 2)[1]
+    order = shard_order.RankOrder(segments, np.array([0, 25, 50, 75, 100, 103]), seed=4, rank=1)
+    whole = order.positions(0, 0, order.rows)
+    mine = {s0 + r for s, a, b in segments for s0 in [25 * s] for r in range(a, b)}
+    assert order.rows == 52 and sorted(whole.tolist()) == sorted(mine)
+    pieces = [order.positions(0, i, min(order.rows, i + 5)) for i in range(0, order.rows, 5)]
+    assert np.array_equal(np.concatenate(pieces), whole)
+    assert not np.array_equal(order.positions(1, 0, order.rows), whole)
+
+
+def _manifest(root):
+    """A manifest.json over ``root``'s files, as the store writes it (path, bytes, sha256)."""
+    files = [{"path": p.relative_to(root).as_posix(), "bytes": p.stat().st_size,
+              "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in sorted(root.rglob("*")) if p.is_file()]
+    (root / "manifest.json").write_text(json.dumps({"files": files}))
+
+
+def _rewrite_in_place(path):
+    """The shard's rows in reverse order, written over the same file (same inode, same size): every
+    id stays valid, so only the change itself can tell."""
+    import pyarrow as pa
+
+    batch = pa.ipc.open_file(pa.memory_map(str(path))).get_batch(0)
+    cols = [np.stack(batch.column(k).to_numpy(zero_copy_only=False))[::-1] for k in
+            ("input_ids", "token_type_ids", "doc_ids")]
+    body = arrow_bytes(*cols)
+    assert len(body) == path.stat().st_size
+    time.sleep(0.01)  # past the clock tick of the file's own writing
+    with open(path, "r+b") as f:
+        f.write(body)
+
+
+def test_a_shard_rewritten_in_place_is_not_read_and_a_changed_one_not_opened(tmp_path):
+    root = _write(tmp_path / "a")
+    _manifest(root)
+    loader = ExampleLoader(root, 8, seed=0, prefetch=0)
+    first = _rows(next(loader))
+    _rewrite_in_place(root / "data/shard-00001.arrow")
+    with pytest.raises(ExamplesError, match=r"shard-00001.arrow: rewritten in place while training read it "
+                                            r"\(the same size.*changed under this run"):
+        for _ in range(12):
+            next(loader)
+    with pytest.raises(ExamplesError, match="shard-00001.arrow: rewritten in place"):
+        loader.check_unchanged()  # the trainer's look before the export
+    assert first  # rows read before the change were the original ones
+    with pytest.raises(ExamplesError, match=r"shard-00001.arrow: sha256 differs from the artifact's manifest"):
+        ExampleLoader(root, 8, seed=0)  # opened after the change: the hash against the manifest
+    (root / "index.json").write_text((root / "index.json").read_text() + " ")
+    with pytest.raises(ExamplesError, match="index.json: sha256 differs"):
+        ExampleLoader(root, 8, seed=0)
+
+    root = _write(tmp_path / "b")  # a copy of the same bytes renamed over the name (another inode) is seen too
+    loader = ExampleLoader(root, 8, seed=0, prefetch=0)
+    (root / "copy").write_bytes((root / "data/shard-00002.arrow").read_bytes())
+    os.replace(root / "copy", root / "data/shard-00002.arrow")
+    with pytest.raises(ExamplesError, match="shard-00002.arrow: replaced while training read it"):
+        loader.check_unchanged()
+
+
+def test_a_shard_rewritten_mid_run_fails_the_stage_and_nothing_is_published(tmp_path, monkeypatch, capsys):
+    """The reported hole: a shard rewritten in place (same size, valid ids) during pretraining was
+    trained on and published with exit 0."""
+    from kolectra.model import objectives
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.store.artifacts import Store
+    from tests.model_support import small_chain
+    from tests.test_faults_pretrain import SETS
+
+    store = Store(tmp_path / "root")
+    _, _, ex = small_chain(store)
+    real, calls = objectives.STEPS["electra"], []
+
+    def rewriting(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            for shard in sorted((ex.path / "data").iterdir()):
+                _rewrite_in_place(shard)
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(objectives.STEPS, "electra", rewriting)
+    with pytest.raises(ExamplesError, match=r"data/shard-.*: rewritten in place while training read it"):
+        stages.pretrain(store, str(ex.path), preset="tiny", sets=SETS)
+    assert store.list("checkpoint") == [] and len(calls) < 12
 
 
 def test_resume_rejects_different_layout(tmp_path):
@@ -181,7 +303,9 @@ def test_bad_artifacts_give_clear_errors(tmp_path):
     root = _write(tmp_path / "e", vocab=5 + 96)  # rows 96.. are bad; the first epoch order decides when
 
     def first_bad(seed):
-        order = np.random.default_rng([seed, 0]).permutation(103)[:96].reshape(12, 8)
+        segments = shard_order.deal([25, 25, 25, 25, 3], seed, 1)[0]
+        order = shard_order.RankOrder(segments, np.array([0, 25, 50, 75, 100, 103]), seed, 0).positions(0, 0, 96)
+        order = order.reshape(12, 8)
         return int(np.flatnonzero((order >= 96).any(axis=1))[0])
 
     seed = next(s for s in range(100) if first_bad(s) >= 3)  # a seed whose first bad batch comes late

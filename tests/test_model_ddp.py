@@ -1,4 +1,5 @@
-"""Data-parallel pretraining over two CPU processes (gloo): ranks stay in sync, rank 0 writes."""
+"""Data-parallel pretraining over two CPU processes (gloo): ranks stay in sync, rank 0 writes; on a
+bucket each rank fetches only its own shards, and a killed pair resumes to a straight run's weights."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch.multiprocessing as mp
 
 from kolectra.model import config, train
 from tests.model_support import build_examples, build_tokenizer
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
 def _free_port() -> int:
@@ -91,3 +93,81 @@ def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     assert {(report / f"rank-{r}").read_text() for r in (0, 1)} == {str(art.path)}
     assert store.verify(art) == [] and art.manifest["stats"]["ranks"] == 2
     assert not any((store.root / ".work").iterdir())
+
+
+def _bucket_rank(rank: int, world: int, port: int, root: str, examples: str, cache: str, report: str,
+                 die_at: int = 0, resume: bool = False) -> None:
+    """A rank on a machine of its own (its own cache) training from a bucket: the rows its order hands
+    out in epoch 0 are recorded; with ``die_at`` it is killed in that training step."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=cache)
+    from kolectra.core import storage
+    from kolectra.model import shard_order
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.store.artifacts import open_store
+    from tests.fault_child import kill_in_training_step
+    from tests.test_faults_pretrain import SETS
+
+    real, seen = shard_order.RankOrder.positions, []
+
+    def recorded(self, epoch, start, stop):
+        out = real(self, epoch, start, stop)
+        seen.extend(out.tolist() if epoch == 0 else [])
+        return out
+
+    shard_order.RankOrder.positions = recorded
+    if die_at:
+        kill_in_training_step(die_at)
+    storage.reset()
+    art = stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS, resume=resume)
+    Path(report, f"rank-{rank}.json").write_text(json.dumps({"path": str(art.path), "rows": sorted(set(seen))}))
+
+
+def _cached_bytes(cache: Path) -> dict[str, int]:
+    """The examples' files a machine fetched (its cache), with their sizes."""
+    [copy] = (cache / "artifacts" / "examples").iterdir()
+    return {p.relative_to(copy).as_posix(): p.stat().st_size for p in copy.rglob("*")
+            if p.is_file() and p.name != "manifest.json"}
+
+
+def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactly(bucket, tmp_path):
+    """Two gloo ranks with separate caches: each fetches about half of the examples' bytes (its own
+    4 of 8 shards and index.json), their rows in an epoch are disjoint and cover the examples, and
+    both killed in step 10 then resumed on fresh machines end with the weights of a straight run."""
+    import torch.multiprocessing as mp
+
+    from kolectra.pipeline.store.artifacts import open_store
+    from tests.model_support import small_chain
+
+    def ranks(root: str, examples: str, machines: str, **kw) -> list[int]:
+        report = tmp_path / machines
+        report.mkdir()
+        port = _free_port()
+        procs = [mp.get_context("spawn").Process(target=_bucket_rank, args=(
+            r, 2, port, root, examples, str(tmp_path / f"{machines}-cache-{r}"), str(report)), kwargs=kw)
+            for r in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(timeout=600)
+        return [p.exitcode for p in procs]
+
+    weights = {}
+    for name in ("straight", "resumed"):
+        store = open_store(f"{bucket}/{name}")
+        _, _, ex = small_chain(store, shard_size=8)  # 8 shards of 8 rows
+        if name == "resumed":
+            assert ranks(store.url, str(ex.path), "killed", die_at=10) == [-9, -9]
+            assert ranks(store.url, str(ex.path), "resumed", resume=True) == [0, 0]
+        else:
+            assert ranks(store.url, str(ex.path), "straight") == [0, 0]
+            total = sum(f["bytes"] for f in ex.manifest["files"])
+            fetched = [_cached_bytes(tmp_path / f"straight-cache-{r}") for r in range(2)]
+            assert set(fetched[0]) & set(fetched[1]) == {"index.json"}
+            assert all(len(f) == 5 and 0.4 < sum(f.values()) / total < 0.6 for f in fetched), (fetched, total)
+            rows = [json.loads((tmp_path / "straight" / f"rank-{r}.json").read_text())["rows"] for r in range(2)]
+            assert not set(rows[0]) & set(rows[1]) and sorted(rows[0] + rows[1]) == list(range(64))
+        [art] = store.list("checkpoint")
+        weights[name] = art.read_bytes("hf/discriminator/model.safetensors")
+    assert art.manifest["stats"]["resumed_from_step"] == 8
+    assert weights["resumed"] == weights["straight"]
