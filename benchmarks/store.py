@@ -12,7 +12,15 @@ points the standard environment at it. Then, in one run:
   every shard downloaded and checked against its SHA-256, then batches read) against the same
   loader on the local artifact; batches/s over ``--batches`` batches of 32 rows;
 - what the trainer consumes: steps/s of the ``small`` preset's step on this CPU (the step the
-  trainer runs), so the loader's headroom over it (``loader_vs_trainer``) is measured, not assumed.
+  trainer runs), so the loader's headroom over it (``loader_vs_trainer``) is measured, not assumed;
+- the bytes each rank of 1, 2 and 4 fetches from the bucket (``bytes_per_rank``; a fresh cache a
+  rank, as separate machines have): the files the trainer asks for (``model.shard_order.rank_files``),
+  downloaded and checked by ``Store.local(art, only=...)``, for the examples as built and for the same
+  rows in about 32 shards (``shard_size`` set from the row count).
+
+``--bytes-only``: only the bytes per rank (no timings, a little CPU): ``value`` is the largest
+rank's share of the artifact's bytes with 4 ranks, ``baseline`` the share every rank fetched
+before the shard-aware order (1.0, the whole artifact).
 
 ``value``: the loader's batches/s from the bucket, cold (download included); ``baseline``: from the
 local root. The corpus figures and the headroom are in ``extra``. The local server has no network
@@ -24,6 +32,7 @@ about a minute on 2 cores. Full: 20,000 reviews, 5 rounds, a few minutes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -107,11 +116,45 @@ def trainer_rate(vocab_size: int, seq_len: int, steps: int = 3) -> float:
     return 1.0 / statistics.median(runner.step() for _ in range(steps))
 
 
+def bytes_per_rank(remote, art, tmp: Path, seed: int = 0) -> dict[str, list[int]]:
+    """Bytes each rank of 1, 2 and 4 fetches of ``art`` (a fresh cache per rank), by world size."""
+    from kolectra.model import shard_order
+
+    shards = json.loads(art.read_bytes("index.json"))["shards"]
+    out, before = {}, os.environ.get("KOLECTRA_CACHE")
+    for world in (1, 2, 4):
+        out[str(world)] = []
+        for rank in range(world):
+            cache = tmp / f"rank-cache-{world}-{rank}"
+            os.environ["KOLECTRA_CACHE"] = str(cache)
+            d = remote.local(art, shard_order.rank_files(shards, seed, rank, world).__contains__)
+            out[str(world)].append(sum(p.stat().st_size for p in d.rglob("*")
+                                       if p.is_file() and p.name != "manifest.json"))
+            shutil.rmtree(cache)
+    os.environ["KOLECTRA_CACHE"] = before or ""
+    return out
+
+
+def bytes_report(remote, c_remote, v_remote, ex_remote, tmp: Path) -> dict:
+    """bytes_per_rank for the examples as built and for the same rows in about 32 shards."""
+    from kolectra.pipeline import stages
+
+    rows = ex_remote.manifest["stats"]["examples"]
+    many = stages.examples(remote, c_remote, v_remote, sets=["max_seq_length=128", f"shard_size={-(-rows // 32)}"])
+    report = {}
+    for name, art in (("as_built", ex_remote), ("about_32_shards", many)):
+        report[name] = {"shards": len(json.loads(art.read_bytes("index.json"))["shards"]),
+                        "artifact_bytes": sum(f["bytes"] for f in art.manifest["files"]),
+                        "bytes_per_rank": bytes_per_rank(remote, art, tmp)}
+    return report
+
+
 def main() -> None:
     p = parser(__doc__, "a few minutes on 2 cores")
     add_data_args(p, "reviews")
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--batches", type=int, default=200)
+    p.add_argument("--bytes-only", action="store_true", help="only the bytes each rank of 1, 2 and 4 fetches")
     args = p.parse_args()
     rounds = args.rounds or (3 if args.quick else 5)
     os.environ.setdefault("KOLECTRA_VERBOSITY", "0")
@@ -128,6 +171,16 @@ def main() -> None:
         os.environ["KOLECTRA_CACHE"] = str(tmp / "cache")
         src = input_file(args, tmp)
         local, remote = Store(tmp / "local"), open_store("s3://bench/root")
+        if args.bytes_only:
+            c_remote = stages.corpus(remote, [src])
+            v_remote = stages.vocab(remote, c_remote, sets=["vocab_size=8000", "report_baseline=false"])
+            ex_remote = stages.examples(remote, c_remote, v_remote, sets=["max_seq_length=128"])
+            report = bytes_report(remote, c_remote, v_remote, ex_remote, tmp)
+            many = report["about_32_shards"]
+            emit("store_bytes_per_rank", "share of the artifact's bytes", max(many["bytes_per_rank"]["4"])
+                 / many["artifact_bytes"], "every_rank_fetches_all", 1.0,
+                 {"reviews": src, "ranks": [1, 2, 4], "endpoint": endpoint}, extra=report)
+            return
         corpus_local, corpus_remote = [], []
         for i in range(rounds):
             corpus_local.append(timed(lambda: stages.corpus(local, [src], force=i > 0)))
@@ -163,6 +216,7 @@ def main() -> None:
                     "corpus_to_local_s": [round(x, 2) for x in corpus_local],
                     "corpus_local_over_bucket": round(statistics.median(corpus_local)
                                                       / statistics.median(corpus_remote), 3),
+                    "bytes_per_rank": bytes_report(remote, c_remote, v_remote, ex_remote, tmp),
                     "load_average": os.getloadavg()})
     finally:
         server.terminate()
