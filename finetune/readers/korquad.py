@@ -211,7 +211,8 @@ def bounded_context(tokenizer, context: str, room: int, doc_stride: int, max_win
     # cannot be cut, and are not tokenised twice
     if not max_windows or len(context.encode("utf-8")) + 1 <= keep:
         return context, 0
-    offsets = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    offsets = tokenizer(context, add_special_tokens=False, return_offsets_mapping=True,
+                        verbose=False)["offset_mapping"]  # verbose: its "longer than the maximum" warning
     if len(offsets) <= keep:
         return context, 0
     return context[:offsets[keep - 1][1]], windows_for(len(offsets), room, doc_stride) - max_windows
