@@ -58,6 +58,7 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     for name in FILES:
         if (src / name).is_file():
             shutil.copyfile(src / name, dest / name)
+    text_is_data(dest / "tokenizer_config.json")
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
     objective = str(art.manifest.get("config", {}).get("objective", {}).get("objective", "electra"))
@@ -86,6 +87,18 @@ def outside_roots(dest: Path, folders: list[Path]) -> None:
         if where == inside or inside in where.parents:
             raise ConfigError(f"--to {dest}: inside {inside}, which kolectra manages (an artifact, a root or "
                               "its cache): write the export somewhere else")
+
+
+def text_is_data(path: Path) -> None:
+    """``split_special_tokens`` in the exported tokenizer's config, as vocabularies write it since
+    vocab 6: "[MASK]" in a user's text stays text, as it does in every kolectra stage (a checkpoint
+    of an older vocabulary lacks it)."""
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(config, dict) and "split_special_tokens" not in config:
+        config["split_special_tokens"] = True
+        path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list[str] | None,

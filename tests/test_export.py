@@ -49,6 +49,10 @@ def test_export_writes_a_folder_transformers_loads_with_hub_metadata(checkpoint,
         p.name for p in dest.iterdir()}
     model, tok = AutoModel.from_pretrained(str(dest)), AutoTokenizer.from_pretrained(str(dest))
     assert model.config.model_type == "electra" and tok.mask_token == "[MASK]"
+    # text is data for a Hub user too (issue 43): "[MASK]" in text is not the mask, [CLS]/[SEP] still added
+    ids = tok("[MASK] [SEP]")["input_ids"]
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id and ids.count(tok.sep_token_id) == 1
+    assert tok.mask_token_id not in ids
     card = (dest / "README.md").read_text(encoding="utf-8")
     meta = _meta(card)
     # Hub ids only: the named dataset, never the local corpus artifact (which stays in the lineage)
