@@ -98,7 +98,10 @@ def _parse(raw: str, tp: Any, key: str) -> Any:
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{key}: bad JSON list {raw!r}: {e}") from None
         else:
-            items = [x.strip() for x in text.split(",") if x.strip()] if text else []
+            items = [x.strip() for x in text.split(",")] if text else []
+            if "" in items:  # "," or "a,,b" named nothing: a typo, not an empty list
+                raise ConfigError(f"{key}: an empty item in {raw!r} (a stray comma?); an empty list is an "
+                                  "empty value")
         elem = args[0] if args else str
         vals = [_parse(x, elem, key) for x in items]
         return tuple(vals) if origin is tuple else vals

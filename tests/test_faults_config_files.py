@@ -78,3 +78,12 @@ def test_a_toml_file_with_a_byte_order_mark_reads_like_one_without(tmp_path, cap
     assert main(["corpus", "--config", str(path), "--print-config", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["min_chars"] == 12
     assert time.process_time() - start < 60  # not a timing claim: a guard against a loop
+
+
+@pytest.mark.parametrize("flags", [["--keep-fields", ","], ["--keep-fields", "rating,,date"],
+                                   ["--set", "keep_fields=rating,"]])
+def test_a_list_setting_with_an_empty_item_is_refused_not_read_as_nothing(capsys, flags):
+    """``--keep-fields ,`` was taken as no fields at all (issue 43)."""
+    assert main(["corpus", *flags, "--print-config", "json"]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if ln]
+    assert len(err) == 1 and "keep_fields: an empty item in" in err[0], err
