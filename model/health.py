@@ -53,8 +53,8 @@ class Context:
     warmup_steps: int
     total_steps: int
     lr: float
-    nonpad_tokens: int = 0  # seen so far
-    padding_share: float = 0.0
+    nonpad_tokens: int = 0  # seen so far by the whole run: all ranks, earlier processes of a resumed run
+    padding_share: float = 0.0  # of every global batch's slots up to the last logged step
     dropout: float = 0.0  # the model's hidden dropout
 
 
@@ -127,6 +127,8 @@ def likely_causes(ctx: Context) -> list[str]:
 def verdict(lines: list[dict], ctx: Context) -> dict:
     """The ``health`` entry of the checkpoint's stats: ``status`` ok / not_learning / unchecked."""
     found, figures = findings(lines, ctx)
+    if figures and ctx.nonpad_tokens:  # the run's whole: every rank, every process of a resumed run
+        figures.update(nonpad_tokens=ctx.nonpad_tokens, padding_share=round(ctx.padding_share, 4))
     if not figures:
         reason = ENDED_IN_WARMUP if 0 < ctx.total_steps <= ctx.warmup_steps else "no metrics logged after warm-up"
         return {"status": "unchecked", "reason": reason, "figures": {}}

@@ -16,7 +16,9 @@ steps, so the steps in between never wait for the device. A line holds, for the 
   ``mlm_acc`` for the MLM ablations, ``disc_mlm_acc`` for the discriminator's vocabulary head:
   ratios of window sums;
 - ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
-  second over the devices' peak, when a peak figure is known) and device extras.
+  second over the devices' peak, when a peak figure is known) and device extras;
+- ``nonpad_tokens``: the non-padding tokens the whole run has trained on up to this step, all ranks
+  and every process of a resumed run (the total a checkpoint saved, plus what came after).
 
 Values are averaged over ranks. Only rank 0 writes. It also writes every line, as scalars, with
 TensorBoard's own writer (``torch.utils.tensorboard.SummaryWriter``) into ``tensorboard/`` beside
@@ -77,7 +79,8 @@ TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/d
         "lr": "train/lr", "grad_norm": "train/grad_norm", "gen_acc": "gen/acc", "replaced_share": "gen/replaced_share",
         "replaced_token_share": "disc/replaced_token_share",
         "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
-        "disc_auc": "disc/auc", "mlm_acc": "mlm/acc", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu"}
+        "disc_auc": "disc/auc", "mlm_acc": "mlm/acc", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu",
+        "nonpad_tokens": "train/nonpad_tokens"}
 EVENT_DIR = "tensorboard"  # beside metrics.jsonl
 EVENT_FILE = Path(EVENT_DIR) / "events.out.tfevents.kolectra"  # the name it has once the run closes it
 EVENT_GLOB = "events.out.tfevents.*"
@@ -208,12 +211,16 @@ class MetricsLog:
         self.sums: dict[str, torch.Tensor] = {}
         self.lines = [json.loads(ln) for ln in kept]  # every line of the run so far (small: one per window)
         self.tokens, self.steps, self.last = 0, 0, (self.lines[-1] if self.lines else {})
+        # the run's non-padding tokens up to the last written line, all ranks, earlier processes included;
+        # counted_from: the step they are counted from (a checkpoint written before the count: its resume step)
+        self.nonpad_tokens = int(self.last.get("nonpad_tokens", 0))
+        self.counted_from = 0 if "nonpad_tokens" in self.last or not resume_step else resume_step
         self.t_window = time.perf_counter()
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"sums": {k: v.detach().cpu() for k, v in self.sums.items()}, "tokens": self.tokens,
-                "steps": self.steps}
+                "steps": self.steps, "nonpad_tokens": self.nonpad_tokens, "counted_from": self.counted_from}
 
     def load_state_dict(self, state: dict) -> None:
         # A checkpoint written with another number of AUC bins (64 before stage version 6): its
@@ -221,6 +228,8 @@ class MetricsLog:
         self.sums = {k: v.to(self.dev.torch_device) for k, v in state["sums"].items()
                      if not (k.startswith("hist_") and v.shape[-1] != AUC_BINS)}
         self.tokens, self.steps = int(state["tokens"]), int(state["steps"])
+        if "nonpad_tokens" in state:  # every rank restores the same total (rank 0 alone reads the kept lines)
+            self.nonpad_tokens, self.counted_from = int(state["nonpad_tokens"]), int(state["counted_from"])
 
     # -- logging ----------------------------------------------------------------------------
     def add(self, sums: dict[str, torch.Tensor], tokens: int = 0) -> None:
@@ -251,8 +260,10 @@ class MetricsLog:
         now = time.perf_counter()
         step, steps = window["step"], window["steps"]
         seconds = max(now - window["t_window"], 1e-9)
-        line = {"step": step, **summarize(sums, steps), "lr": window["lr"],
-                "tokens_per_s": sums.pop("tokens") * self.dev.world_size / seconds}
+        tokens = sums.pop("tokens") * self.dev.world_size  # the mean over ranks, times the ranks: all of them
+        self.nonpad_tokens += int(round(tokens))
+        line = {"step": step, **summarize(sums, steps), "lr": window["lr"], "tokens_per_s": tokens / seconds,
+                "nonpad_tokens": self.nonpad_tokens}
         if self.flops_per_step and self.peak_flops:
             line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.world_size)
         line = {**line, **window["extra"]}

@@ -42,7 +42,7 @@ from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
 
-STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
@@ -100,7 +100,6 @@ class Run:
     flops_share: dict[str, float]  # of a step's FLOPs: body, generator_head, discriminator_head, mlm_head
     peak_flops: float
     where: str
-    nonpad_tokens: int = 0  # trained on since the first step of this process (counted on the host)
     warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
     expected_untrained: str | None = None  # why the caller expects it not to learn (health.warning_text)
     # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
@@ -115,12 +114,15 @@ class Run:
         return self.wall_before + time.perf_counter() - self.t_start
 
     def health_context(self) -> health.Context:
-        t, index = self.cfg.train, self.inputs.index
-        done = max(1, self.log.lines[-1]["step"] - self.first_step) if self.log.lines else 1
+        """The run's whole, across resumes and ranks: its non-padding tokens (``MetricsLog.nonpad_tokens``)
+        over the slots of every global batch up to the last written line."""
+        t, index, log = self.cfg.train, self.inputs.index, self.log
+        done = max(1, log.last.get("step", 0) - log.counted_from)
         slots = done * t.batch_size * index.max_seq_length
+        nonpad = log.nonpad_tokens
         return health.Context(self.cfg.objective.objective, self.inputs.specials.vocab_size, t.warmup_steps,
-                              t.steps, t.lr, nonpad_tokens=self.nonpad_tokens,
-                              padding_share=max(0.0, 1.0 - self.nonpad_tokens / slots) if self.nonpad_tokens else 0.0,
+                              t.steps, t.lr, nonpad_tokens=nonpad,
+                              padding_share=max(0.0, 1.0 - nonpad / slots) if nonpad else 0.0,
                               dropout=self.cfg.model.dropout)
 
 
@@ -236,7 +238,6 @@ def train_step(run: Run, step: int) -> None:
     run.dev.all_reduce_grads(run.params)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.params, t.clip if t.clip > 0 else float("inf"))
     tokens = sum(n for _, n in micro)
-    run.nonpad_tokens += tokens
     run.log.add({"grad_norm": grad_norm.detach()}, tokens=tokens)
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
@@ -427,8 +428,8 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         "steps": t.steps, "objective": cfg.objective.objective, "recipe": recipe, "final": final,
         "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
         "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len,
-        # host-counted in this process (a resumed run counts from its checkpoint on)
-        "nonpad_tokens_seen": run.nonpad_tokens, "health": verdict,
+        # the whole run's, all ranks, earlier processes of a resumed run included (MetricsLog.nonpad_tokens)
+        "nonpad_tokens_seen": run.log.nonpad_tokens, "health": verdict,
         "masked_slots": rtd.num_slots(cfg.objective.mask_prob, seq_len),
         "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": run.first_step,
     }
