@@ -16,7 +16,7 @@ C4 and NeMo Curator pipelines), so that no element and no worker holds the corpu
    dropped for it. Should a graph need more rounds than it got (a chain of near duplicates
    thousands long), nodes that still have a smaller neighbour are dropped for it and local minima
    are kept: no document is dropped wrongly, some clusters keep more than one copy, and the
-   ``neardup/unconverged_nodes`` counter and a warning say how many nodes were left.
+   ``neardup/unconverged_nodes`` counter says how many nodes were left (and a warning, once a worker).
 5. ``JoinMarks``: documents meet their marks by id; marked ones are counted and sampled.
 
 The compact id is the source's rank among the job's sources above the line number, so sorting ids
@@ -36,7 +36,7 @@ from kolectra.corpus import neardup
 
 TALLY, SAMPLES = neardup.TALLY, neardup.SAMPLES
 SIGS = "signatures"
-ROUNDS = 8  # large+small star rounds: enough for a sorted chain of ~250 near duplicates (docs/corpus.md)
+ROUNDS = 8  # large+small star rounds: enough for a sorted chain of 200 near duplicates (docs/corpus.md)
 LINE_BITS = 40  # a compact id is source rank << 40 | line
 
 _log = logging.getLogger(__name__)
@@ -99,15 +99,21 @@ def _verified(pair_sigs, threshold: float):
 class _Marks(beam.DoFn):
     """(node, neighbours) of the last round -> (node, kept) for nodes that go; counts unconverged."""
 
+    def __init__(self, rounds: int):
+        self.rounds = rounds
+
     def setup(self):
         self.unconverged = beam.metrics.Metrics.counter("neardup", "unconverged_nodes")
+        self.warned = False
 
     def process(self, grouped):
         mark, converged = neardup.star_mark(grouped[0], list(grouped[1]))
         if not converged:
             self.unconverged.inc()
-            _log.warning("near-dup: node %s still links to several nodes after the last round; its cluster may "
-                         "keep more than one copy", grouped[0])
+            if not self.warned:  # once a worker; the counter has them all
+                self.warned = True
+                _log.warning("near-dup: a cluster did not become a star in %d rounds (document id %s); it may keep "
+                             "more than one copy (counter neardup/unconverged_nodes)", self.rounds, grouped[0])
         if mark:
             yield mark
 
@@ -134,7 +140,7 @@ class StarComponents(beam.PTransform):
             edges
             | "MarkKeys" >> beam.FlatMap(neardup.both_ways)
             | "MarkGroups" >> beam.GroupByKey()
-            | "Marks" >> beam.ParDo(_Marks())
+            | "Marks" >> beam.ParDo(_Marks(self.rounds))
         )
 
 

@@ -194,3 +194,20 @@ def test_one_and_two_workers_drop_the_same(tmp_path):
     one = _stages(docs, 0.7, tmp_path, workers=1)
     assert one == _stages(docs, 0.7, tmp_path, workers=2)
     assert len(one[0]) >= 40
+
+
+def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tmp_path):
+    labels = list(range(301))
+    random.Random(1).shuffle(labels)
+    path = [(labels[i], labels[i + 1]) for i in range(300)]
+    expected, unconverged = neardup.star_rounds(path, 2)
+    assert unconverged > 0
+    out = tmp_path / "marks.json"
+    p = beam.Pipeline(runner="DirectRunner")
+    _ = (p | beam.Create(path) | "Components" >> neardup_beam.StarComponents(rounds=2) | beam.combiners.ToList()
+         | beam.Map(lambda marks: out.write_text(json.dumps(sorted(marks)))))
+    result = p.run()
+    result.wait_until_finish()
+    assert {d: k for d, k in json.loads(out.read_text())} == expected
+    counters = result.metrics().query(beam.metrics.MetricsFilter().with_name("unconverged_nodes"))["counters"]
+    assert sum(c.committed for c in counters) == unconverged
