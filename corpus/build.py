@@ -83,11 +83,13 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
 STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
-# The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel), fitted
-# by benchmarks/scale.py on the NSMC reviews (docs/scale.md); near-dup's from issue 41's
-# measurement of its earlier, all-pairs form.
-LOCAL_MEMORY = MemoryModel(base_mb=700, per_mb=5.7)
-LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=700, per_mb=60)
+# The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
+# 0.74 GB + 24.3 MB per MB of text fitted by benchmarks/scale.py on the NSMC reviews, text being a
+# fifth of the JSON (docs/scale.md). Near-dup's stages add their band and signature records
+# (about 1 kB a review) to what the runner holds: estimated at half as much again, not measured
+# since near-dup became Beam stages (its all-pairs form took 62 MB per MB of JSON, issue 41).
+LOCAL_MEMORY = MemoryModel(base_mb=740, per_mb=4.9)
+LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=740, per_mb=7.4)
 
 
 class CorpusInterrupted(KeyboardInterrupt):
