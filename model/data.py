@@ -10,14 +10,14 @@ the step turns into per-sequence attention (:func:`model.electra.document_attent
 
 Order (:mod:`model.shard_order`): the shards are dealt to the ``world_size`` ranks once per run (a
 seeded permutation cut into equal runs of rows), so a rank opens only its own shards (and a host
-on a store root fetches only those, :func:`rank_files`); each epoch the rank's rows come in a seeded
+on a store root fetches only those, :func:`model.shard_order.rank_files`); each epoch the rank's rows come in a seeded
 order of blocks and windows, cut into batches of exactly ``batch_size`` (the ragged tail of an
 epoch is dropped: static shapes for XLA and identical step counts on every rank). The position in
 that order is the whole state, so ``state_dict()`` / ``load_state_dict()`` resume at exactly the
 next batch. A background thread reads a few batches ahead (bounded queue, same order), so the
 trainer never waits on the disk. Every shard file is pinned when it is opened (hashed against the
 manifest) and checked after each read (:mod:`model.shard_guard`): examples changed under the run
-end it with a line naming the file, and :meth:`ExampleLoader.changed` checks them all once more
+end it with a line naming the file, and :meth:`ExampleLoader.check_unchanged` checks them all once more
 before the trainer exports.
 """
 
