@@ -116,10 +116,15 @@ def _model_dir(chain):
     return chain["model"]
 
 
-def _encoded(task, chain, batch: dict, **sets) -> dict:
+def _encoded(task, chain, batch: dict) -> dict:
+    from kolectra.core.config import override
+    from kolectra.finetune import config
     from kolectra.finetune.loading import load_tokenizer
 
-    cfg = type("Cfg", (), {"max_length": 64, "doc_stride": 32, "max_query_length": 16, **sets})()
+    presets = {"nsmc": config.NSMC_PRESETS, "korquad": config.KORQUAD_PRESETS, "classify": config.CLASSIFY_PRESETS,
+               "regress": config.REGRESS_PRESETS, "ner": config.NER_PRESETS}[task.name]
+    cfg = override(presets["sample"](), ["max_length=64"] + (["doc_stride=32", "max_query_length=16"]
+                                                             if task.name == "korquad" else []))
     return task.encoder(load_tokenizer(_model_dir(chain)), cfg)(batch, list(range(len(next(iter(batch.values()))))))
 
 
