@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -48,6 +49,9 @@ def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:
     problems = store.verify(art)
     if problems:
         lines += ["", "**Verification failed:**", ""] + [f"- {text(p)}" for p in problems]
+    verdicts = health_lines(ancestors(store, art))
+    if verdicts:
+        lines += ["", "## Health", "", *verdicts]
     for a in ancestors(store, art):
         section = SECTIONS.get(a.kind)
         if section:
@@ -75,6 +79,37 @@ def ancestors(store: Store, art: Artifact) -> list[Artifact]:
 
     visit(art)
     return order
+
+
+# ---- health -------------------------------------------------------------------------------------
+def health_of(a: Artifact) -> dict | None:
+    """The verdict a checkpoint (pretraining) or an eval (fine-tuning) recorded, None if it has none."""
+    health = (a.manifest.get("stats") or {}).get("health")
+    if health is None and a.kind == "eval":
+        health = _read_json(a.path / "metrics.json").get("health")
+    return health if isinstance(health, dict) and "status" in health else None
+
+
+def verdict_text(health: dict) -> str:
+    """``ok``, ``learned nothing``, ``unchecked: <why>``: a verdict as the report's readers see it."""
+    from kolectra.model.health import status_text  # noqa: PLC0415 - torch-free
+
+    return "learned nothing" if health["status"] == "not_learning" else status_text(health)
+
+
+def health_lines(arts: list[Artifact]) -> list[str]:
+    """One bullet per verdict in the lineage (pretraining's, then each fine-tuning's) with its problems,
+    and the warnings an eval recorded (rows of the scored file also in the training file ...)."""
+    out = []
+    for a in arts:
+        health = health_of(a)
+        stage = {"checkpoint": "pretraining", "eval": "fine-tuning"}.get(a.kind)
+        if health is None or stage is None:
+            continue
+        why = "; ".join(health.get("problems", []))
+        out.append(f"- {stage} ({code(a.path.name)}): **{text(verdict_text(health))}**" + (f": {text(why)}" if why else ""))
+        out += [f"  - WARNING: {text(w)}" for w in (a.manifest.get("stats") or {}).get("warnings", [])]
+    return out
 
 
 # ---- sections ----------------------------------------------------------------------------------
@@ -246,7 +281,7 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
                                 f"{column}; give one of them (or tell them apart with --name)")
         headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
         cells[model, column] = (_cell(m, names, scale) + _cell_note(store, a, m), a)
-        model_names.setdefault(model, name)
+        model_names.setdefault(model, name + _pretraining_note(store, a))
     label = row_labels(model_names)
     table = _table(["model", *headers.values()], [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)]
                                                   for model in model_names])
@@ -260,7 +295,9 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
                               "Beside each score: the rows (questions, for KorQuAD) it was measured on, as "
                               "`N of M` when `max_eval_examples` kept only the first N of the file's M (such a "
                               "score is not comparable with a full-test figure), and `learned nothing` when the "
-                              "run's health check failed (docs/finetune.md). Published models' figures to place "
+                              "run's health check failed (docs/finetune.md), `N% of test rows in training` when "
+                              "that share of the scored rows is also in the training file; beside a model, its "
+                              "pretraining verdict when it did not pass. Published models' figures to place "
                               "these against: docs/published.md (`kolectra report --published`).", "",
                               "Sources:", "", *sources]) + "\n", encoding="utf-8")
     return out, "\n".join(table)
@@ -339,7 +376,30 @@ def _cell_note(store: Store, a: Artifact, m: dict) -> str:
     notes = [" / ".join(sorted(sizes))] if sizes else []
     if failed:
         notes.append("learned nothing" if len(runs) == 1 else f"learned nothing in {failed} of {len(runs)} seeds")
+    notes += sorted({f"{share} of test rows in training" for w in (a.manifest.get("stats") or {}).get("warnings", [])
+                     for share in OVERLAP.findall(w)})
     return f" ({'; '.join(notes)})" if notes else ""
+
+
+# finetune/skeleton.py warn_overlap's words: "N of M scored rows (P%) of FILE also appear in the training file"
+OVERLAP = re.compile(r"\d+ of \d+ scored rows \(([\d.]+%)\) of .* also appear in the training file")
+
+
+def _pretraining_note(store: Store, a: Artifact) -> str:
+    """`` (pretraining: learned nothing)`` beside a model whose checkpoint's own verdict did not pass."""
+    parent = _checkpoint_of(store, a)
+    health = health_of(parent) if parent is not None else None
+    return "" if health is None or health["status"] == "ok" else f" (pretraining: {verdict_text(health)})"
+
+
+def _checkpoint_of(store: Store, a: Artifact) -> Artifact | None:
+    for pid in a.parents:
+        parent = store.parent(a, pid)
+        if parent is not None and parent.kind == "checkpoint":
+            return parent
+        if parent is not None and parent.kind == "eval":  # a --seeds summary: its runs' model
+            return _checkpoint_of(store, parent)
+    return None
 
 
 def _column(a: Artifact, task: str) -> str:

@@ -1,0 +1,59 @@
+"""Health reaches the scores (issue 46): ``kolectra report`` of an eval carries the pretraining verdict
+of the checkpoint it fine-tuned, its own fine-tuning verdict and the train/test overlap warning; the
+table of several evals marks a model whose pretraining learned nothing and a score measured on rows
+of its training file. Driven through ``kolectra pretrain``, ``finetune nsmc`` and ``report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Store
+from tests.model_support import small_chain
+from tests.test_faults_pretrain import SETS
+from tests.test_finetune_e2e import nsmc_file
+
+
+def _last(capsys) -> str:
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_reports_carry_the_checkpoints_verdict_the_finetuning_verdict_and_the_overlap(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    examples = small_chain(store)[2]
+    out = ["--out", str(store.root)]
+    # a learning rate of 1e-9: the generator never leaves uniform guessing, so pretraining learned nothing
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.lr", "train.save_every"))]
+    assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, "--set", "train.lr=1e-9",
+                 "-q", *out]) == 0
+    ckpt = store.resolve(_last(capsys))
+    assert ckpt.manifest["stats"]["health"]["status"] == "not_learning"
+
+    train = nsmc_file(tmp_path / "train.txt", 40, 0)
+    test = tmp_path / "test.txt"  # 20 rows of their own, then 5 of the training file's
+    own = [f"{5000 + i}\t시험에만 있는 {i}번째 리뷰 문장입니다\t{i % 2}" for i in range(20)]
+    test.write_text("\n".join(["id\tdocument\tlabel", *own, *train.read_text(encoding="utf-8").splitlines()[1:6]])
+                    + "\n", encoding="utf-8")
+    evals = []
+    for seed, name in ((1, "nsmc-a"), (2, "nsmc-b")):
+        assert main(["finetune", "nsmc", "--model", ckpt.id, "--train", str(train), "--test", str(test), "--preset",
+                     "sample", "--set", "max_length=32", "--set", "epochs=1", "--set", "max_train_examples=0",
+                     "--set", "max_eval_examples=0", "--name", name, "--seed", str(seed), "-q", *out]) == 0
+        evals.append(store.resolve(_last(capsys)))
+
+    # one eval's report: a Health section with both verdicts and the warning
+    assert main(["report", evals[0].id, "--dest", str(tmp_path / "one"), *out]) == 0
+    report = Path(_last(capsys)).read_text(encoding="utf-8")
+    health = report.split("## Health\n\n")[1].split("\n## ")[0]
+    assert f"- pretraining (`{ckpt.path.name}`): **learned nothing**: the generator has not left uniform" in health
+    assert f"- fine-tuning (`{evals[0].path.name}`): **" in health
+    assert "WARNING: nsmc: 5 of 25 scored rows (20.0%)" in health and "also appear in the training file" in health
+
+    # several: the model row says its pretraining learned nothing, each cell the overlap
+    assert main(["report", evals[0].id, evals[1].id, "--dest", str(tmp_path / "table"), *out]) == 0
+    printed = capsys.readouterr().out
+    row = [ln for ln in printed.splitlines() if ln.startswith("| checkpoint/")][0]
+    assert f"checkpoint/{ckpt.path.name} (pretraining: learned nothing)" in row
+    assert row.count("20.0% of test rows in training") == 2
+    table_md = Path(printed.strip().splitlines()[-1]).read_text(encoding="utf-8")
+    assert row in table_md and "pretraining verdict" in table_md
