@@ -17,11 +17,20 @@ All but ``prune`` take the alphabet from the exact character table, as the stage
     python benchmarks/vocab_counting.py --corpus CORPUS_DIR [--quick] [--cap-share 0.111]
 
 ``--quick``: the first 20,000 train documents. The last line is the benchmark's JSON.
+
+``--cost``: instead, what counting costs, each way in a process of its own (CPU seconds of it and its
+children, the largest resident set among them): the Python stream of the stage before issue 42
+(one process), and the Beam job with 1 and with 2 worker processes.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
+import resource
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -55,12 +64,47 @@ def sampled(doc_id: str, rate: float) -> bool:
     return int.from_bytes(digest, "big") < rate * 2**64
 
 
+def count_once(how: str, corpus: Path) -> None:
+    """One count in this process (``--count-child``): prints CPU seconds, peak RSS and the types."""
+    from kolectra.corpus import shards
+    from kolectra.vocab import count, words
+
+    if how == "stream":
+        table, _ = words.count_words(words.iter_docs(corpus, "train"), 10**9)
+    else:
+        paths = [str(p) for p in shards.shard_paths(corpus, "train")]
+        table, _, _ = count.count_split(paths, 10**9, 200_000, ["--direct_num_workers", how])
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(json.dumps({"cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2),
+                      "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024), "types": len(table)}))
+
+
+def count_cost(corpus: Path) -> dict:
+    out = {}
+    for how in ("stream", "1", "2"):
+        run = subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--count-child", how],
+                             check=True, capture_output=True, text=True)
+        out[how if how == "stream" else f"beam_{how}_workers"] = json.loads(run.stdout.strip().splitlines()[-1])
+        print(how, out, flush=True)
+    return out
+
+
 def main() -> None:
     p = parser(__doc__, "about 5 minutes a shard of NSMC reviews on 2 busy cores")
     p.add_argument("--corpus", type=Path, required=True, help="a corpus artifact (kolectra corpus)")
     p.add_argument("--methods", default="exact,prune,top_k,misra_gries,sample", help="which to measure, comma-separated")
     p.add_argument("--cap-share", type=float, default=1 / 9, help="the cap as a share of the exact table's types")
+    p.add_argument("--cost", action="store_true", help="measure what counting costs instead (see above)")
+    p.add_argument("--count-child", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.count_child:
+        return count_once(args.count_child, args.corpus)
+    if args.cost:
+        cost = count_cost(args.corpus)
+        emit("vocab_count_cost", "stream CPU s / Beam job's (1 worker)",
+             round(cost["stream"]["cpu_s"] / cost["beam_1_workers"]["cpu_s"], 3), "python stream (before issue 42)",
+             1.0, config={"corpus": str(args.corpus)}, runs=cost)
+        return
     from kolectra.vocab import export, report, tables, words
     from kolectra.vocab.build import learn_vocab
     from kolectra.vocab.config import VocabConfig
@@ -104,10 +148,10 @@ def main() -> None:
         out["misra_gries"].update(bound_n_over_k1=n_words // (k + 1), subtracted=subtracted)
     if "sample" in out:
         out["sample"]["rate"] = round(rate, 4)
-    base = out.get("exact", {}).get("tokens_per_eojeol")
-    emit("vocab_counting_methods", "tokens/eojeol of top_k over exact's",
-         round(out["top_k"]["tokens_per_eojeol"] / base, 4) if base and "top_k" in out else None, "exact table",
-         1.0, config={"corpus": str(args.corpus), "train_documents": len(docs), "train_words": n_words,
+    # the figure: exact's tokens per eojeol over top_k's (1.0: the cap costs nothing; needs both measured)
+    ratio = out["exact"]["tokens_per_eojeol"] / out["top_k"]["tokens_per_eojeol"] \
+        if {"exact", "top_k"} <= out.keys() else 0.0
+    emit("vocab_counting_methods", "exact's tokens/eojeol over top_k's", round(ratio, 4), "exact table", 1.0, config={"corpus": str(args.corpus), "train_documents": len(docs), "train_words": n_words,
                       "word_types": len(exact), "cap": k, "cap_share": round(args.cap_share, 4),
                       "vocab_size": cfg.vocab_size, "recipe": cfg.recipe}, methods=out)
 

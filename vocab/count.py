@@ -23,7 +23,6 @@ the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import tempfile
 import uuid
@@ -49,7 +48,7 @@ from kolectra.corpus.runners import (
 from kolectra.vocab import tables, words
 
 BATCH_LINES = 1000  # documents parsed at a time (read_lines splits whole decompressed blocks)
-RESULT_FILE = "vocab-counts-{}.json.gz"
+RESULT_FILE = "vocab-counts-{}.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +149,7 @@ class AddTotals(beam.CombineFn):
 def write_result(top: dict, totals: dict, path: str) -> None:
     doc = {**top, "chars": dict(totals["chars"]), "tallies": dict(totals["tallies"]), "bad": totals["bad"],
            "bad_documents": totals["bad_documents"]}
-    storage.write_bytes(path, gzip.compress(json.dumps(doc, ensure_ascii=False).encode("utf-8"), mtime=0))
+    storage.write_bytes(path, json.dumps(doc, ensure_ascii=False).encode("utf-8"))  # read once, then removed
 
 
 def recipe(p: beam.Pipeline, job: Job, paths: list[str], parts: int = 1) -> None:
@@ -190,7 +189,7 @@ def count_split(paths: list[str], max_word_types: int, flush_types: int,
         job = Job(max_word_types=max_word_types, flush_types=flush_types, result_path=result_path)
         with interruptible("interrupted while counting words"), runner_setup(options), new_pipeline(options) as p:
             recipe(p, job, list(paths), parts_per_shard(options, len(paths)))
-        doc = json.loads(gzip.decompress(storage.read_bytes(result_path)).decode("utf-8"))
+        doc = json.loads(storage.read_bytes(result_path).decode("utf-8"))
         if staging:
             storage.remove(result_path)
     if doc["bad_documents"]:
