@@ -262,12 +262,13 @@ def runner_setup_problem(e: BaseException, runner: str) -> str | None:
         return (f"{runner} needs Google Cloud's libraries on this launcher: pip install 'kolectra[gcp]' "
                 "(Beam's GCP extra and gcsfs), then run the same command again")
     if "job server jar" in text:
-        flag = "--spark_job_server_jar" if "spark" in text.lower() else "--flink_job_server_jar"
+        spark = "spark" in text.lower()
+        flag = "--spark_job_server_jar" if spark else "--flink_job_server_jar"
         url = next((w for w in text.split() if w.startswith("http") and ".jar" in w), "").rstrip(":.")
+        version = "" if spark else " with --flink_version matching the Flink cluster"  # Spark has no such flag
         return (f"{runner} could not fetch its job-server jar{f' ({url})' if url else ''}: this machine cannot "
                 f"reach Maven. Download the jar where you can and pass {flag} PATH, or start the job server "
-                "yourself and pass --job_endpoint HOST:8099 (with --flink_version matching a Flink cluster: "
-                "docs/scale.md)")
+                f"yourself and pass --job_endpoint HOST:8099{version} (docs/scale.md)")
     return None
 
 

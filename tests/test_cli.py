@@ -80,3 +80,14 @@ def test_corpus_input_that_matches_nothing_is_a_clear_error(tmp_path, capsys):
     assert main(["corpus", "--input", str(tmp_path / "none-*.jsonl"), "--out", str(tmp_path / "r")]) == 2
     assert "matches no file" in capsys.readouterr().err
     assert not (tmp_path / "r" / "corpus").exists()
+
+
+def test_verify_of_a_ref_that_names_nothing_is_a_lookup_error_not_a_mismatch(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    art = _artifact(store, "corpus", "c")
+    # an id prefix of 5 characters names nothing (6 at least, README): one line, exit 2, never "MISMATCH"
+    assert main(["artifacts", "verify", art.id[:5], "--out", str(store.root)]) == 2
+    captured = capsys.readouterr()
+    assert "MISMATCH" not in captured.out and f"no artifact '{art.id[:5]}'" in captured.err
+    assert main(["artifacts", "verify", art.id[:6], "--out", str(store.root)]) == 0
+    assert capsys.readouterr().out.startswith(f"ok {art.path}")

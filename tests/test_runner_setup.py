@@ -31,6 +31,14 @@ def test_flink_without_its_job_server_jar_names_the_flags(tmp_path):
     assert "--flink_job_server_jar" in last and "--job_endpoint" in last, last
 
 
+def test_spark_without_its_job_server_jar_names_sparks_flags_not_flinks(tmp_path):
+    r = _corpus(tmp_path, "--runner", "SparkRunner", "--spark_master_url", "spark://localhost:7077")
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "--spark_job_server_jar" in last and "--job_endpoint" in last, last
+    assert "flink" not in last.lower(), last  # it named --flink_version, which SparkRunner does not take
+
+
 def test_an_unknown_flink_version_lists_the_known_ones(tmp_path):
     r = _corpus(tmp_path, "--runner", "FlinkRunner", "--flink_version", "0.1")
     assert r.returncode == 2 and "1.20" in r.stderr and "internal error" not in r.stderr, r.stderr

@@ -38,12 +38,12 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     v = verbs.add_parser("show", help="manifest summary and lineage tree back to the raw inputs",
                          epilog="example: kolectra artifacts show sample  (a name, id, id prefix or directory)")
     common(v, with_config=False)
-    v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix or its name")
+    v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
     v.add_argument("--json", action="store_true", help="print the whole manifest as JSON (default: a summary)")
     v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch",
                          epilog="example: kolectra artifacts verify artifacts/checkpoint/sample-0123456789abcdef")
     common(v, with_config=False)
-    v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix or its name")
+    v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
     v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks",
                          epilog="example: kolectra artifacts gc --dry-run")
     common(v, with_config=False)
@@ -172,13 +172,14 @@ def artifacts_show(args, store: Store) -> int:
 
 
 def artifacts_verify(args, store: Store) -> int:
-    problems = store.verify(args.ref)
+    # a REF that names no artifact is a lookup error (one line, exit 2), not a MISMATCH (exit 1)
+    art = store.resolve(args.ref)
+    problems = store.verify(art)
     for p in problems:
         print(f"MISMATCH {p}")
     if problems:
         print(f"{len(problems)} problem(s)", file=sys.stderr)
         return 1
-    art = store.resolve(args.ref)
     print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
     return 0
 
