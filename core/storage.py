@@ -2,8 +2,9 @@
 
 Every byte the artifact store, the Beam jobs and the trainers read or write away from the local
 disk goes through here, on `fsspec <https://filesystem-spec.readthedocs.io>`_ (s3fs for S3 and
-S3-compatible servers, gcsfs for GCS, any other fsspec protocol as it is). Why fsspec rather than
-pyarrow.fs or Beam's ``FileSystems``:
+S3-compatible servers, gcsfs for GCS, any other fsspec protocol as it is for inputs; a store
+*root* is on S3 or GCS only, :func:`check_root`). Why fsspec rather than pyarrow.fs or Beam's
+``FileSystems``:
 
 - it is the layer the rest of the stack already speaks (``datasets``, ``huggingface_hub``,
   pyarrow and torch accept its file objects), and it needs no Beam import, so ``kolectra
@@ -18,15 +19,20 @@ pyarrow.fs or Beam's ``FileSystems``:
 
 A store failure (an unreachable endpoint, missing or refused credentials, a missing bucket) is a
 :class:`StoreError`: one line naming the URL and what to check, never a traceback.
+
+A key read from a store is data: before it names a local file it is checked as a manifest entry
+is (:func:`local_target`), so an object named ``out/../../.bashrc`` is refused, not written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import errno
 import hashlib
 import os
 import re
+from pathlib import Path
 from typing import IO, Any, Iterator
 
 from kolectra.core.errors import EnvironmentProblem
@@ -35,6 +41,9 @@ _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
 _CHUNK = 1 << 20
 # the protocol extra that installs each store's fsspec implementation
 EXTRAS = {"s3": "kolectra[s3]", "s3a": "kolectra[s3]", "gs": "kolectra[gcs]", "gcs": "kolectra[gcs]"}
+# the stores a root (and a recorded parent) may live on: those whose conditional writes the publish
+# protocol uses (docs/scale.md); other fsspec protocols (ftp, http, hdfs, ...) have none
+ROOT_SCHEMES = ("s3", "s3a", "gs", "gcs")
 
 
 class StoreError(EnvironmentProblem):
@@ -54,6 +63,39 @@ def is_url(location: str | os.PathLike) -> bool:
 def scheme(url: str) -> str:
     m = _SCHEME.match(url)
     return m["scheme"].lower() if m else "file"
+
+
+def check_root(url: str) -> None:
+    """Refuse, in one line, a store root on a protocol the artifact store does not support."""
+    if is_url(url) and scheme(url) not in ROOT_SCHEMES:
+        raise StoreError(f"{url}: {scheme(url)}:// is not a store kolectra keeps artifacts on; a root is a local "
+                         "directory, s3://BUCKET/PREFIX or gs://BUCKET/PREFIX")
+
+
+def key_problem(key: Any) -> str | None:
+    """Why a key read from a store (or a manifest) may not name a file below a directory, or None:
+    it must be a plain relative path (no ``..``, ``.`` or empty part, no absolute or drive path,
+    no backslash, no NUL)."""
+    if not isinstance(key, str) or not key:
+        return "is not a file name"
+    if key.startswith("/") or "\\" in key or "\0" in key or re.match(r"^[A-Za-z]:", key):
+        return "is an absolute or foreign path"
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        return "leaves its directory (empty, '.' or '..' part)"
+    return None
+
+
+def local_target(base: str | os.PathLike, key: Any, source: str = "") -> Path:
+    """``base/key`` for a key read from a store, refused (StoreError) unless it stays inside ``base``
+    once resolved (a symlink below ``base`` leading out counts as leaving)."""
+    why = key_problem(key)
+    target = Path(base) / key if why is None else None
+    if target is not None and not target.resolve().is_relative_to(Path(base).resolve()):
+        why = "leads out of it through a symlink"
+    if why is not None:
+        raise StoreError(f"{source or 'the store'}: the key {str(key)[:200]!r} {why}; refusing to write it "
+                         f"under {base}")
+    return target
 
 
 def local_path(location: str | os.PathLike) -> str:
@@ -133,6 +175,7 @@ def translated(url: str) -> Iterator[None]:
 
 def check_bucket(url: str) -> None:
     """Refuse a root whose bucket is missing or unreadable, in one line, before anything is built."""
+    check_root(url)
     fs, path = filesystem(url)
     bucket = path.split("/", 1)[0]
     if not bucket:
@@ -181,12 +224,20 @@ def _changed_while_read(e: BaseException) -> bool:
     return type(e).__name__ == "FileExpired"  # s3fs.utils.FileExpired (an OSError, errno EBUSY)
 
 
-def read_bytes(location: str) -> bytes:
-    """The whole object or file; an object rewritten between opening and reading is read again."""
+class TooLarge(ValueError):
+    """An object larger than the bound its reader gave (a manifest, a lease)."""
+
+
+def read_bytes(location: str, limit: int | None = None) -> bytes:
+    """The whole object or file; an object rewritten between opening and reading is read again.
+    With ``limit``, one of more bytes is refused (:class:`TooLarge`) without reading it all."""
     for attempt in range(REREADS):
         try:
             with open_file(location) as f:
-                return f.read()
+                data = f.read() if limit is None else f.read(limit + 1)
+            if limit is not None and len(data) > limit:
+                raise TooLarge(f"{location}: larger than {limit:,} bytes")
+            return data
         except OSError as e:
             if attempt + 1 < REREADS and _changed_while_read(e):
                 continue
@@ -218,6 +269,47 @@ def checksum_of(found: dict) -> str | None:
         if found.get(key):
             return str(found[key]).strip('"')
     return None
+
+
+def modified(found: dict) -> float | None:
+    """An object's last-modified time (seconds since the epoch, the store's clock) from its info."""
+    for key in ("LastModified", "updated", "mtime", "last_modified"):
+        value = found.get(key)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if isinstance(value, _dt.datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).timestamp()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def age(location: str, found: dict | None = None) -> float | None:
+    """Seconds since the object at ``location`` was last written, by the store's own clock (so a
+    reader whose clock is off reads it right), or None when the store tells no times.
+
+    S3: one HEAD, its ``Date`` header minus ``Last-Modified``. Other stores: a small object written
+    beside it (``.clock``) gives the store's time now."""
+    fs, path = filesystem(location)
+    with translated(location):
+        if scheme(location) in ("s3", "s3a"):
+            bucket, _, key = path.partition("/")
+            try:
+                head = fs.call_s3("head_object", Bucket=bucket, Key=key)
+            except FileNotFoundError:
+                return None
+            date = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+            if date and isinstance(head.get("LastModified"), _dt.datetime):
+                from email.utils import parsedate_to_datetime  # noqa: PLC0415
+
+                return (parsedate_to_datetime(date) - head["LastModified"]).total_seconds()
+            return None
+        then = modified(found if found is not None else fs.info(path))
+        clock = path.rsplit("/", 1)[0] + "/.clock"
+        fs.pipe_file(clock, b"")
+        now = modified(fs.info(clock))
+    return None if then is None or now is None else now - then
 
 
 def listing(prefix: str) -> dict[str, dict]:
@@ -255,6 +347,40 @@ def remove(location: str, recursive: bool = False) -> None:
     fs, path = filesystem(location)
     with translated(location), contextlib.suppress(FileNotFoundError):
         fs.rm(path, recursive=recursive)
+
+
+def remove_if(location: str, version: str) -> bool:
+    """Delete the object at ``location`` only if it is still version ``version`` (its checksum, as
+    :func:`create_exclusive` returned it): S3 ``If-Match`` on DELETE, GCS ``ifGenerationMatch``; on
+    another store checked, then deleted. Whether it was deleted."""
+    fs, path = filesystem(location)
+    proto = scheme(location)
+    with translated(location):
+        try:
+            if proto in ("s3", "s3a"):
+                bucket, _, key = path.partition("/")
+                fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=f'"{version}"')
+            elif proto in ("gs", "gcs"):
+                from google.cloud import storage as gcs  # noqa: PLC0415 - installed with gcsfs
+
+                bucket, _, key = path.partition("/")
+                gcs.Client().bucket(bucket).blob(key).delete(if_generation_match=int(version))
+            elif checksum_of(fs.info(path)) == version:
+                fs.rm(path)
+            else:
+                return False
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            if e.errno in (errno.EINVAL, errno.EEXIST) and "condition" in str(e).lower():
+                return False
+            raise
+        except Exception as e:
+            if type(e).__name__ == "PreconditionFailed":  # google.api_core.exceptions
+                return False
+            raise
+    fs.invalidate_cache()
+    return True
 
 
 def create_exclusive(location: str, data: bytes, replacing: str | None = None) -> str | None:

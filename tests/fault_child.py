@@ -1,7 +1,7 @@
 """A child process for the fault-injection tests: build one request, SIGKILL itself at a named step.
 
 ``python -m tests.fault_child toy ROOT POINT [--force] [--sleep S] [--calls FILE] [--text T] [--start-after F]
-    [--hold F]``
+    [--hold F] [--in-place]``
     a small stage through :meth:`Store.build` (plain files, no training);
 ``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
     :func:`kolectra.pipeline.stages.pretrain`, the real trainer (POINT ``truncateN``: through the
@@ -137,20 +137,27 @@ def toy(args) -> None:
         if args.calls:
             with open(args.calls, "a") as f:
                 f.write(f"{os.getpid()}\n")
-        (out / "data").mkdir()
-        (out / "data" / "a.txt").write_text(args.text)
+        if not args.in_place:
+            (out / "data").mkdir()
+            (out / "data" / "a.txt").write_text(args.text)
         time.sleep(args.sleep)
         while args.hold and not Path(args.hold).exists():  # a live build, until the test lets it finish
             time.sleep(0.01)
         if args.point == "produced":
             die()
+        if args.hold and Path(args.hold).read_text() == "fail":  # the stage fails once let go
+            raise RuntimeError("the stage failed")
+        if args.in_place:  # written where the artifact lives, reported as the Beam workers do
+            entry = storage.write_bytes(storage.join(str(out), "data/a.txt"), args.text.encode())
+            return StageOutput(stats={"n": len(args.text)}, files=[{"path": "data/a.txt", **entry}])
         return StageOutput(stats={"n": len(args.text)})
 
     if args.start_after:  # say "ready", then wait for the go: the builds race from the same moment
         Path(f"{args.start_after}.ready-{os.getpid()}").touch()
         while not Path(args.start_after).exists():
             time.sleep(0.01)
-    art = open_store(args.root).build(toy_request(args.text), produce, force=args.force)
+    art = open_store(args.root).build(toy_request(args.text), produce, force=args.force,
+                                            in_place=args.in_place)
     print(art.path)
 
 
@@ -183,7 +190,9 @@ def main() -> None:
     t.add_argument("--calls", default=None)
     t.add_argument("--text", default="hello")
     t.add_argument("--start-after", default=None, help="a file to wait for before building")
-    t.add_argument("--hold", default=None, help="a file to wait for before finishing the stage")
+    t.add_argument("--hold", default=None, help="a file to wait for before finishing the stage (holding 'fail': "
+                   "the stage then fails)")
+    t.add_argument("--in-place", action="store_true", help="write where the artifact lives (a store root)")
     q = sub.add_parser("pretrain")
     q.add_argument("root")
     q.add_argument("examples")

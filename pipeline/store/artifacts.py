@@ -56,6 +56,7 @@ from kolectra.pipeline.store.manifest import (
     ArtifactError,
     canonical,
     digest,
+    fields_digest,
     fingerprint_inputs,
     hash_tree,
     input_key,
@@ -118,6 +119,7 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
         "schema": SCHEMA, "kind": request.kind, "name": request.name, "id": request.id(),
         "parents": [p.id for p in request.parents],
         "parent_refs": [{"id": p.id, "kind": p.kind, "name": p.name, "digest": p.manifest["digest"],
+                         **({"fields_digest": p.manifest["fields_digest"]} if "fields_digest" in p.manifest else {}),
                          "path": str(p.path.resolve()) if isinstance(p.path, Path) else str(p.path)}
                         for p in request.parents],
         "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
@@ -128,6 +130,7 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
         manifest["provenance"]["continued_from"] = {"request": run.id, "config": run.request.get("config")}
     if output.compute is not None:
         manifest["compute"] = output.compute
+    manifest["fields_digest"] = fields_digest(manifest)  # last: it covers every field above but the files
     return manifest
 
 

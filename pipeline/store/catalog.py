@@ -156,8 +156,10 @@ class Catalog:
                 if found is not None:
                     return found
         with contextlib.suppress(ArtifactError, OSError, ValueError):
-            if ref.get("path") and "://" in ref["path"]:  # recorded in a store
-                return catalog_for(ref["path"].rsplit("/", 2)[0]).find(kinds[0], pid) if len(kinds) == 1 else None
+            if ref.get("path") and "://" in ref["path"]:  # recorded in a store: only one kolectra keeps roots on
+                if not recorded_store(ref["path"]) or len(kinds) != 1:
+                    return None
+                return catalog_for(ref["path"].rsplit("/", 2)[0]).find(kinds[0], pid)
             recorded = load(Path(ref["path"])) if ref.get("path") else None
             return recorded if recorded is not None and recorded.id == pid else None
         return None
@@ -181,6 +183,11 @@ class Catalog:
                     f"{parent.path / MANIFEST}: digest {parent.manifest['digest'][:12]} differs from "
                     f"{ref['digest'][:12]}, recorded when {art.path} was built from it: the parent was altered "
                     f"or rebuilt since (rebuild {art.kind} {art.path.name} with --force)")
+            elif ref.get("fields_digest") and parent.manifest.get("fields_digest") != ref["fields_digest"]:
+                problems.append(
+                    f"{parent.path / MANIFEST}: its fields (config, stats, parents ...) differ from those "
+                    f"{art.path} was built from (fields_digest recorded then): the parent's manifest was edited "
+                    f"since (rebuild {art.kind} {art.path.name} with --force)")
         return problems
 
     def _unreadable(self, art: Artifact, ref: dict) -> list[str]:
@@ -246,6 +253,15 @@ class Catalog:
 
         walk(art, "")
         return lines
+
+
+def recorded_store(url: str) -> bool:
+    """Whether a parent path a manifest records as a URL may be followed: on a store kolectra keeps
+    roots on (S3, GCS), never another protocol (a manifest is data: an ``http://`` parent would make
+    ``verify`` contact whatever host it names)."""
+    from kolectra.core import storage  # noqa: PLC0415
+
+    return storage.scheme(url) in storage.ROOT_SCHEMES
 
 
 def storage_local(location: str) -> str:

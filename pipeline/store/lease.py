@@ -5,14 +5,24 @@ token) created with a conditional write (:func:`kolectra.core.storage.create_exc
 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``), so of two builders exactly one gets it. The
 holder renews it every third of its time to live, conditionally on its own version; a holder that
 died stops renewing, its lease expires and the next builder replaces it (conditionally on the
-expired version, so again one wins). A holder whose lease was taken over while it stalled learns
-it at its next renewal and must not publish (:meth:`Lease.check`). Part of :mod:`.remote`.
+expired version, so again one wins).
+
+Ownership is proved, never assumed: a renewal refused because the object changed (412) or is gone
+(404: a build that took over and finished removed it) means the lease is lost, and so does a
+holder that could not renew for a whole lease (a stall, a partition: someone may have taken over).
+Before every step that deletes or writes under the final prefix the store asks :meth:`Lease.check`,
+which renews right then; a lost lease raises :class:`LeaseLost` and the build touches nothing more.
+
+When a lease expired is decided by the store's own clock, not the body's ``expires`` (data anyone
+can write, and a clock ahead on the reader removed a live lease): a lease expires once it was not
+rewritten for ``KOLECTRA_LEASE_SECONDS``, its age being the store's time now minus the object's
+last-modified time (:func:`kolectra.core.storage.age`). Part of :mod:`.remote`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
+import math
 import os
 import socket
 import sys
@@ -26,6 +36,11 @@ from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.manifest import ArtifactError
 
 LOCKS = ".locks"
+MAX_BODY = 64 << 10  # a lease kolectra writes is about 300 bytes
+
+
+class LeaseLost(ArtifactError):
+    """This build can no longer prove it holds its request's lease: it publishes and deletes nothing."""
 
 
 def lease_seconds() -> float:
@@ -37,6 +52,29 @@ def poll_seconds() -> float:
     return float(os.environ.get("KOLECTRA_LEASE_POLL_SECONDS", "5"))
 
 
+def expired(body: dict, found: dict, url: str) -> bool:
+    """Whether the lease at ``url`` (its ``body``, its store ``found`` info) is past its time.
+
+    By the store's clock: not rewritten for a whole lease (less one second, the store's clocks
+    count whole seconds), the lease time being its holder's (``seconds``) capped by this machine's
+    ``KOLECTRA_LEASE_SECONDS``. A store that gives no times falls back to the body's ``expires``,
+    a finite number capped at one lease from now (a lease claiming years never blocks forever)."""
+    seconds = lease_seconds()
+    if _number(body.get("seconds")) and body["seconds"] > 0:  # its holder's lease time, at most this one's
+        seconds = min(seconds, body["seconds"])
+    age = storage.age(url, found)
+    if age is not None:
+        return age > seconds - 1
+    claimed = body.get("expires")
+    if not _number(claimed):
+        return True  # not written by a kolectra holder: nothing says it is live
+    return min(claimed, time.time() + seconds) < time.time()
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 class Lease:
     """``ROOT/.locks/<kind>-<id>.lease``: who builds a request on a store (see the module docstring)."""
 
@@ -44,71 +82,135 @@ class Lease:
         self.url = storage.join(root, LOCKS, f"{kind}-{aid}.lease")
         self.kind, self.aid = kind, aid
         self.version: str | None = None
+        self.confirmed = -math.inf  # time.monotonic() when the store last said this lease is ours
         self.lost = threading.Event()
         self._stop = threading.Event()
+        self._renewing = threading.Lock()  # the renewal thread and check() renew one at a time
         self._thread: threading.Thread | None = None
         self.token = uuid.uuid4().hex
 
     def _body(self) -> bytes:
         return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": workspace.now(),
-                           "expires": time.time() + lease_seconds(), "token": self.token,
+                           "expires": time.time() + lease_seconds(), "seconds": lease_seconds(), "token": self.token,
                            "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode()
 
     def holder(self) -> tuple[dict, str | None]:
+        """(the lease's body, or {} when it is not a small JSON object; its version, None when absent)."""
+        body, version, _ = self._read()
+        return body, version
+
+    def _read(self) -> tuple[dict, str | None, dict]:
+        """:meth:`holder` and the lease's store info."""
         try:
             found = storage.info(self.url)
-            body = json.loads(storage.read_bytes(self.url) or b"{}")
+            raw = storage.read_bytes(self.url) if int(found.get("size", 0)) <= MAX_BODY else b""
+            body = json.loads(raw or b"{}")
         except FileNotFoundError:
-            return {}, None
-        except (ValueError, UnicodeDecodeError):
+            return {}, None, {}
+        except (ValueError, UnicodeDecodeError, RecursionError):
             body = {}
-        return (body if isinstance(body, dict) else {}), storage.checksum_of(found)
+        return (body if isinstance(body, dict) else {}), storage.checksum_of(found), found
+
+    def live(self) -> bool:
+        """Whether a lease is there and not expired (``gc``'s question)."""
+        body, version, found = self._read()
+        return version is not None and not expired(body, found, self.url)
 
     def acquire(self) -> None:
         said = False
         while True:
+            started = time.monotonic()
             try:
                 self.version = storage.create_exclusive(self.url, self._body())
                 break
             except storage.PreconditionFailed:
                 pass
-            held, version = self.holder()
-            if version is not None and float(held.get("expires", 0) or 0) < time.time():
-                with contextlib.suppress(storage.PreconditionFailed):  # expired: whoever replaces it first wins
-                    progress(f"{self.kind}: the lease of pid {held.get('pid', '?')} on {held.get('host', '?')} "
-                             "expired (its builder stopped); taking the build over")
+            held, version, found = self._read()
+            if version is not None and expired(held, found, self.url):
+                started = time.monotonic()
+                try:  # whoever replaces it first wins
                     self.version = storage.create_exclusive(self.url, self._body(), replacing=version)
-                    break
-                continue
-            if not said:
-                progress(f"{self.kind}: another run (pid {held.get('pid', '?')} on {held.get('host', '?')} since "
-                         f"{held.get('since', '?')}) is building the same request {self.aid}; waiting for it to "
-                         "finish (Ctrl-C stops waiting)")
+                except (storage.PreconditionFailed, FileNotFoundError):
+                    continue
+                progress(f"{self.kind}: the lease of {_who(held)} expired (its builder stopped renewing it); "
+                         "taking the build over")
+                break
+            if not said and version is not None:
+                progress(f"{self.kind}: another run ({_who(held)} since {_short(held.get('since'))}) is building "
+                         f"the same request {self.aid}; waiting for it to finish (Ctrl-C stops waiting)")
                 said = True
-            time.sleep(poll_seconds())
+            if version is not None:
+                time.sleep(poll_seconds())
+        self.confirmed = started
         self._thread = threading.Thread(target=self._renew, name="kolectra-lease", daemon=True)
         self._thread.start()
+
+    def _renew_now(self) -> None:
+        """One conditional rewrite of the lease; LeaseLost when it is not ours any more."""
+        with self._renewing:
+            if self.lost.is_set():
+                raise self._lost()
+            started = time.monotonic()
+            try:
+                self.version = storage.create_exclusive(self.url, self._body(), replacing=self.version)
+            except (storage.PreconditionFailed, FileNotFoundError):  # 412: taken over; 404: removed
+                self.lost.set()
+                raise self._lost() from None
+            self.confirmed = started
 
     def _renew(self) -> None:
         while not self._stop.wait(lease_seconds() / 3):
             try:
-                self.version = storage.create_exclusive(self.url, self._body(), replacing=self.version)
-            except storage.PreconditionFailed:
-                self.lost.set()  # taken over: this build must not publish
+                self._renew_now()
+            except LeaseLost:
                 return
-            except Exception:  # noqa: BLE001 - a blip: try again next time; the lease lasts three renewals
+            except Exception:  # noqa: BLE001 - a blip: try again; check() refuses once a whole lease passed
                 continue
 
-    def check(self) -> None:
+    def _lost(self) -> LeaseLost:
+        return LeaseLost(f"{self.kind}: lost the lease {self.url} to another run (this one stalled, or could "
+                         f"not reach the store, for longer than the lease's {lease_seconds():.0f} s); it "
+                         "publishes and deletes nothing, whatever another run published stays")
+
+    def check(self, recent: bool = False) -> None:
+        """Prove this build still holds its lease, now (a conditional renewal), before it deletes or
+        writes under the final prefix; :class:`LeaseLost` when it cannot. With ``recent``, a proof
+        from the last third of a lease will do (nobody takes a lease over before it is a whole lease
+        old by the store's clock): for each of many uploads, without a request each."""
         if self.lost.is_set():
-            raise ArtifactError(f"{self.kind}: lost the lease {self.url} to another run (this one stalled longer "
-                                f"than {lease_seconds():.0f} s); nothing published by this run")
+            raise self._lost()
+        if recent and time.monotonic() - self.confirmed < lease_seconds() / 3:
+            return
+        try:
+            self._renew_now()
+        except LeaseLost:
+            raise
+        except Exception:  # the store unreachable: held only while the last proof is younger than a lease
+            if time.monotonic() - self.confirmed >= lease_seconds():
+                self.lost.set()
+                raise self._lost() from None
+            raise
+
+    def holds(self) -> bool:
+        """Whether :meth:`check` proves the lease is held (False instead of an error)."""
+        try:
+            self.check()
+        except Exception:  # noqa: BLE001 - any doubt is "not proved"
+            return False
+        return True
 
     def release(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        if not self.lost.is_set():
-            held, version = self.holder()
-            if held.get("token") == self.token:
-                storage.remove(self.url)
+        with self._renewing:
+            if not self.lost.is_set() and self.version is not None:
+                storage.remove_if(self.url, self.version)  # only our own version: never a lease taken over
+
+
+def _short(value, limit: int = 80) -> str:
+    return str(value)[:limit] if value is not None else "?"
+
+
+def _who(held: dict) -> str:
+    return f"pid {_short(held.get('pid'), 20)} on {_short(held.get('host'))}"

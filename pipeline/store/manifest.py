@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 import sys
 from importlib import metadata
@@ -31,6 +32,8 @@ MANIFEST = "manifest.json"
 # the store's liveness mark in a build directory (pipeline/store/workspace.py): never part of an artifact
 BUILD_LOCK = ".kolectra-build.lock"
 KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
+# the largest manifest read: a corpus of 8,192 shards lists about 2 MB; a bigger one is refused unread
+MAX_MANIFEST = 64 << 20
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ID = re.compile(r"^[0-9a-f]{16}$")
@@ -133,6 +136,33 @@ def hash_tree(root: Path) -> list[dict]:
     return files
 
 
+# what a manifest says besides its files, covered by ``fields_digest``: everything but the file list
+# and the digests themselves (the store's checksums ride in the file entries, outside both)
+UNCOVERED = ("files", "digest", "fields_digest")
+
+
+def fields_digest(manifest: dict) -> str:
+    """sha256 of a manifest's own fields (config, stats, parents, parent_refs, inputs, provenance,
+    ...) as canonical JSON: ``digest`` covers the files only, so an edit to the fields alone would
+    verify. Recorded in the manifest and, for each parent, in its children's ``parent_refs``."""
+    return hashlib.sha256(canonical({k: v for k, v in manifest.items() if k not in UNCOVERED})).hexdigest()
+
+
+def fields_problem(manifest: dict, mp: Any) -> str | None:
+    """Why ``manifest``'s fields do not match its ``fields_digest`` (None when they do, or when it
+    was written before manifests recorded one: then a notice says its fields cannot be checked)."""
+    if "fields_digest" not in manifest:
+        from kolectra.core.stage import progress  # noqa: PLC0415
+
+        progress(f"{mp}: written before manifests covered their own fields; its files are checked, its "
+                 "config, stats and parents cannot be")
+        return None
+    if fields_digest(manifest) != manifest["fields_digest"]:
+        return (f"{mp}: its fields (config, stats, parents, provenance ...) were edited after publishing "
+                "(fields_digest does not match them)")
+    return None
+
+
 def digest(files: list[dict]) -> str:
     h = hashlib.sha256()
     for e in sorted(files, key=lambda e: e["path"]):
@@ -171,9 +201,14 @@ def read_manifest(path: Path) -> dict:
     """The manifest of the artifact directory ``path``, checked field by field (ArtifactError)."""
     mp = Path(path) / MANIFEST
     try:
-        text = mp.read_bytes()
+        if not stat.S_ISREG(os.stat(mp).st_mode):  # a FIFO would block the read, /dev/zero never end it
+            raise ArtifactError(f"{mp}: not a regular file")
+        with open(mp, "rb") as f:
+            text = f.read(MAX_MANIFEST + 1)
     except FileNotFoundError:
         raise ArtifactError(f"{mp}: missing (incomplete artifact)") from None
+    if len(text) > MAX_MANIFEST:
+        raise ArtifactError(f"{mp}: larger than {MAX_MANIFEST:,} bytes; not a manifest")
     return parse_manifest(text, mp)
 
 
@@ -217,7 +252,7 @@ def _entries_malformed(manifest: dict) -> str | None:
         return "'parents' holds something that is not an id"
     for ref in manifest.get("parent_refs", []):
         if not (isinstance(ref, dict) and isinstance(ref.get("id"), str)
-                and all(isinstance(ref.get(k, ""), str) for k in ("kind", "name", "digest", "path"))):
+                and all(isinstance(ref.get(k, ""), str) for k in ("kind", "name", "digest", "fields_digest", "path"))):
             return f"malformed parent reference {json.dumps(ref)[:80]}"
     for inp in manifest.get("inputs", []):
         if not (isinstance(inp, dict) and isinstance(inp.get("path"), str) and _is(inp.get("bytes"), int)
@@ -239,8 +274,9 @@ def _malformed(manifest: dict) -> str | None:
         return f"id {manifest['id']!r} is not 16 hexadecimal digits"
     if not (isinstance(manifest["name"], str) and manifest["name"]):
         return f"name {manifest['name']!r} is not a name"
-    if not (isinstance(manifest["digest"], str) and _SHA256.match(manifest["digest"])):
-        return f"digest {manifest['digest']!r} is not a sha256"
+    for key in ("digest", "fields_digest"):
+        if key in manifest and not (isinstance(manifest[key], str) and _SHA256.match(manifest[key])):
+            return f"{key} {manifest[key]!r} is not a sha256"
     for key, kind in (("files", list), ("parents", list), ("parent_refs", list), ("inputs", list),
                       ("config", dict), ("stats", dict), ("provenance", dict), ("compute", dict),
                       ("stage_version", int)):
@@ -296,6 +332,8 @@ def verify_dir(path: Path) -> list[str]:
             problems.append(f"{f}: not in manifest (added after publishing)")
     if digest(manifest["files"]) != manifest["digest"]:
         problems.append(f"{path / MANIFEST}: digest does not match its file list")
+    if why := fields_problem(manifest, path / MANIFEST):
+        problems.append(why)
     # what the kind must hold and the manifest does not list (lost before it was sealed)
     problems += layout.missing(manifest["kind"], path, manifest.get("stats", {}), manifest.get("config", {}), listed)
     return problems

@@ -5,22 +5,29 @@ rebuilt for stores that have no rename and no ``flock`` (files through :mod:`kol
 
 1. check    every parent's objects listed against its manifest (sizes, and the store checksums
             recorded when it was published): one LIST, no download.
-2. reserve  a lease object ``ROOT/.locks/<kind>-<id>.lease`` created with a conditional write
+2. join     a prefix ``ROOT/<kind>/<name>-<id>/`` whose manifest checks is reused, before any
+            lease is asked for (so reuse never waits on one), and again once the lease is held.
+3. reserve  a lease object ``ROOT/.locks/<kind>-<id>.lease`` created with a conditional write
             (S3 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``): one builder per request; a
             second identical run waits, saying for whom, then joins the first one's result. The
             holder renews it (``If-Match`` its own version) every third of its time to live; one
-            whose holder died expires and is taken over, again by a conditional write.
-3. join     a prefix ``ROOT/<kind>/<name>-<id>/`` whose manifest checks is reused.
+            not rewritten for a whole lease (by the store's clock) is taken over, again by a
+            conditional write (:mod:`.lease`).
 4. prepare  a local build directory in the cache, or for the Beam stages the final prefix itself:
             their workers write there, and report each file's size and sha256 as they write it.
 5. produce  the stage runs.
 6. publish  data objects first (uploaded, or already written in place and checked against the
-            workers' reports), every object's store checksum read back in one listing, then
-            ``manifest.json`` last, with a conditional create. **The manifest is the commit
-            marker**: every reader treats a prefix without a valid one as absent, so a kill or a
-            lost connection at any point leaves nothing that looks complete, and a rerun writes the
-            same objects again. If another writer's manifest got there first, theirs is joined.
-7. clean    the local build directory, the run's state in the store, the lease.
+            workers' reports), objects the build does not list removed (never a manifest), every
+            object's store checksum read back in one listing, then ``manifest.json`` last, created
+            conditionally (or replacing, conditionally, the ``--force``d or damaged copy this build
+            found). Each of these steps first proves the lease is still this build's
+            (:meth:`.lease.Lease.check`); a build that lost it writes and deletes nothing more.
+            **The manifest is the commit marker**: every reader treats a prefix without a valid
+            one as absent, so a kill or a lost connection at any point leaves nothing that looks
+            complete, and a rerun writes the same objects again. If another writer's manifest got
+            there first, theirs is joined. A build never deletes a manifest.
+7. clean    the local build directory, the run's state in the store, the lease (a conditional
+            delete of its own version).
 
 Reading: a stage gets a *local* copy of a parent, downloaded into ``$KOLECTRA_CACHE`` (default
 ``~/.cache/kolectra``) with every file's sha256 checked against the manifest as it arrives
@@ -33,7 +40,8 @@ save, so ``--resume`` continues from the store on any machine (:mod:`.remote_run
 :mod:`.lease`'s.
 
 ``kolectra artifacts gc`` removes prefixes without a manifest whose lease has expired (or that
-have none), expired leases, and run state of published requests.
+have none), expired leases, and run state of published requests. Keys read from the store name
+local files only through :func:`kolectra.core.storage.local_target`.
 """
 
 from __future__ import annotations
@@ -41,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -49,13 +56,15 @@ from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of
-from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for
-from kolectra.pipeline.store.lease import LOCKS, Lease
+from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for, recorded_store
+from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
     KINDS,
     MANIFEST,
+    MAX_MANIFEST,
     ArtifactError,
     digest,
+    fields_problem,
     hash_tree,
     misplaced,
     parse_manifest,
@@ -76,9 +85,11 @@ def load_remote(path) -> Artifact:
     """The artifact at store prefix ``path`` (a UPath): its manifest checked, and against its place."""
     url = str(path)
     try:
-        text = storage.read_bytes(storage.join(url, MANIFEST))
+        text = storage.read_bytes(storage.join(url, MANIFEST), limit=MAX_MANIFEST)
     except FileNotFoundError:
         raise ArtifactError(f"{url}/{MANIFEST}: missing (incomplete artifact)") from None
+    except storage.TooLarge:
+        raise ArtifactError(f"{url}/{MANIFEST}: larger than {MAX_MANIFEST:,} bytes; not a manifest") from None
     manifest = parse_manifest(text, f"{url}/{MANIFEST}")
     if where := misplaced(path, manifest):
         raise ArtifactError(where)
@@ -107,6 +118,8 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
         problems.append(f"{url}/{rel}: not in manifest (added after publishing)")
     if digest(art.manifest["files"]) != art.manifest["digest"]:
         problems.append(f"{url}/{MANIFEST}: digest does not match its file list")
+    if why := fields_problem(art.manifest, f"{url}/{MANIFEST}"):
+        problems.append(why)
     # what the kind must hold (pipeline/store/layout.py), as on a local root: index.json read in place
     problems += layout.missing(art.kind, art.path, art.manifest.get("stats", {}), art.manifest.get("config", {}),
                                listed)
@@ -117,9 +130,11 @@ class RemoteStore(StoreRuns, Store):
     """A store root's artifacts (finding, checking, building); ``root`` is a URL."""
 
     def __init__(self, root: str):
+        storage.check_root(str(root))
         self.url = str(root).rstrip("/")
         self.root = upath(self.url)
         self._run_url: str | None = None
+        self._lease: Lease | None = None  # the lease of the build in progress (its run state is mirrored under it)
 
     # ---- finding ---------------------------------------------------------------------------
     def _kind_url(self, kind: str) -> str:
@@ -181,6 +196,8 @@ class RemoteStore(StoreRuns, Store):
                     return found
         with contextlib.suppress(ArtifactError, OSError, storage.StoreError):
             where = ref.get("path")
+            if storage.is_url(where) and not recorded_store(where):
+                return None  # a manifest is data: no other protocol is contacted on its word
             recorded = (load_remote(upath(where)) if storage.is_url(where) else Catalog().resolve(Path(where))) \
                 if where else None
             return recorded if recorded is not None and recorded.id == pid else None
@@ -232,7 +249,7 @@ class RemoteStore(StoreRuns, Store):
             for entry in art.manifest["files"]:
                 if only is not None and not only(entry["path"]):
                     continue
-                dest = d / entry["path"]
+                dest = storage.local_target(d, entry["path"], str(art.path))
                 if dest.is_file() and dest.stat().st_size == entry["bytes"] and \
                         sha256_file(dest) == entry["sha256"]:
                     continue
@@ -253,15 +270,20 @@ class RemoteStore(StoreRuns, Store):
         aid = request.id()
         if resumable and workspace.follower_rank():
             return self._follow_remote(request, produce, force, resume)
+        if not force and (found := self._published(request)) is not None:
+            return found  # before the lease: reusing what is published never waits on one
         lease = Lease(self.url, request.kind, aid)
         lease.acquire()
         try:
-            if not force and (found := self._published(request)) is not None:
-                return found
+            if not force and (found := self._published(request, quiet=True)) is not None:
+                return found  # published by the run this one waited for
             final = self._final(request)
-            if in_place:
+            # the manifest there now (a --force'd or damaged copy) is replaced, conditionally, by the
+            # new one; never deleted, so a build that lost its lease can destroy no published artifact
+            seen = self._manifest_version(final)
+            self._lease = lease
+            if in_place:  # the workers overwrite what they write; what they did not is removed before publishing
                 out, run = final, None
-                self._clear_prefix(final)
             elif resumable:
                 out, run = self._prepare_run(request, resumable, resume)
             else:
@@ -272,27 +294,35 @@ class RemoteStore(StoreRuns, Store):
                 output = produce(out if in_place else Path(out))
                 if run is not None:
                     run.set_aside()
-                lease.check()
-                published = self._publish(request, output, out, final, started, run, in_place, lease)
+                published = self._publish(request, output, out, final, started, run, in_place, lease, seen)
             except BaseException as e:
-                self._abandon(request, out, final, run, in_place, e)
+                self._abandon(request, out, final, run, in_place, e, lease)
                 raise
             finally:
                 self._run_url = None
             if run is not None:
                 shutil.rmtree(run.path, ignore_errors=True)
-                storage.remove(storage.join(self.url, WORK, f"{request.kind}-{aid}"), recursive=True)
+                if lease.holds():  # the store's copy of the run: only while it is provably this build's
+                    storage.remove(storage.join(self.url, WORK, f"{request.kind}-{aid}"), recursive=True)
             elif not in_place:
                 shutil.rmtree(out, ignore_errors=True)
             return published
         finally:
+            self._lease = None
             lease.release()
 
     def _final(self, request: Request) -> str:
         existing = self._dirs(request.kind, request.id())
         return str(existing[0]) if existing else storage.join(self.url, request.kind, f"{request.name}-{request.id()}")
 
-    def _published(self, request: Request) -> Artifact | None:
+    @staticmethod
+    def _manifest_version(prefix: str) -> str | None:
+        try:
+            return storage.checksum_of(storage.info(storage.join(prefix, MANIFEST)))
+        except FileNotFoundError:
+            return None
+
+    def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
         for d in self._dirs(request.kind, request.id()):
             try:
                 art = load_remote(d)
@@ -302,16 +332,22 @@ class RemoteStore(StoreRuns, Store):
             if not problems:
                 progress(f"{request.kind}: reusing {d} (same request; --force rebuilds)")
                 return art
-            progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
+            if not quiet:
+                progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
         return None
 
-    def _clear_prefix(self, prefix: str) -> None:
-        """Make ``prefix`` absent (manifest first), then empty: a forced or damaged rebuild."""
-        storage.remove(storage.join(prefix, MANIFEST))
-        storage.remove(prefix, recursive=True)
+    def _drop_unlisted(self, final: str, keep: set[str], lease: Lease) -> None:
+        """Remove the objects under ``final`` that the new build does not list (an older copy's, a
+        retried worker's), once the lease is proved ours; never a manifest."""
+        extra = sorted(set(storage.listing(final)) - keep - {MANIFEST})
+        if extra:
+            lease.check()
+        for rel in extra:
+            storage.remove(storage.join(final, rel))
 
     def _publish(self, request: Request, output: StageOutput, out: str, final: str, started: str,
-                 run: workspace.Run | None, in_place: bool, lease: Lease) -> Artifact:
+                 run: workspace.Run | None, in_place: bool, lease: Lease, seen: str | None) -> Artifact:
+        lease.check()
         if in_place:
             files = self._check_reported(final, output)
         else:
@@ -319,9 +355,10 @@ class RemoteStore(StoreRuns, Store):
                 raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
             check_layout(request, Path(out), output)
             files = hash_tree(Path(out))
-            self._clear_prefix(final)
-            for e in files:  # data objects first
+            for e in files:  # data objects first, each while the lease is provably this build's
+                lease.check(recent=True)
                 storage.upload(str(Path(out) / e["path"]), storage.join(final, e["path"]))
+        self._drop_unlisted(final, {e["path"] for e in files}, lease)
         found = storage.listing(final)
         for e in files:
             obj = found.get(e["path"])
@@ -331,15 +368,16 @@ class RemoteStore(StoreRuns, Store):
             if (checksum := storage.checksum_of(obj)) is not None:
                 e["checksum"] = checksum
         manifest = manifest_of(request, output, files, started, run)
-        lease.check()
         body = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
-        try:
-            storage.create_exclusive(storage.join(final, MANIFEST), body)  # the commit
-        except storage.PreconditionFailed:
+        lease.check()
+        try:  # the commit: created, or replacing exactly the copy this build found (--force, damaged)
+            storage.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
+        except (storage.PreconditionFailed, FileNotFoundError):
             progress(f"{request.kind}: another run published {final} first; using it")
         return load_remote(upath(final))
 
-    def _check_reported(self, final: str, output: StageOutput) -> list[dict]:
+    @staticmethod
+    def _check_reported(final: str, output: StageOutput) -> list[dict]:
         """The files the Beam workers reported writing (path, bytes, sha256), checked for shape."""
         if output.files is None:
             raise ArtifactError(f"{final}: the stage wrote in place but reported no files")
@@ -348,13 +386,10 @@ class RemoteStore(StoreRuns, Store):
             if why := unsafe_path(e.get("path")):
                 raise ArtifactError(f"{final}: a worker reported the file {e.get('path')!r}, which {why}")
             files.append({"path": e["path"], "bytes": int(e["bytes"]), "sha256": str(e["sha256"])})
-        extra = set(storage.listing(final)) - {e["path"] for e in files}
-        for rel in sorted(extra):  # a worker's retried attempt can leave another copy behind
-            storage.remove(storage.join(final, rel))
         return files
 
     def _abandon(self, request: Request, out: str, final: str, run: workspace.Run | None, in_place: bool,
-                 e: BaseException) -> None:
+                 e: BaseException, lease: Lease) -> None:
         refused = isinstance(e, (ValueError, ArtifactError))
         if run is not None and run.state():
             if not refused:
@@ -362,11 +397,11 @@ class RemoteStore(StoreRuns, Store):
                            f"{storage.join(self.url, WORK)}; --resume continues it")
             return
         with contextlib.suppress(Exception):
-            if in_place:
-                self._clear_prefix(final)
+            if in_place and not isinstance(e, LeaseLost) and lease.holds():
+                self._drop_unlisted(final, set(), lease)  # what its workers wrote; never a manifest
             elif run is not None:
                 shutil.rmtree(run.path, ignore_errors=True)
-            else:
+            elif not in_place:
                 shutil.rmtree(out, ignore_errors=True)
         if not refused:
             e.add_note(f"{request.kind}: nothing published under {final}")
@@ -378,9 +413,8 @@ class RemoteStore(StoreRuns, Store):
         removed: list[str] = []
         kept: list = []
 
-        def leased(kind: str, aid: str) -> bool:
-            held, version = Lease(self.url, kind, aid).holder()
-            return version is not None and float(held.get("expires", 0) or 0) >= time.time()
+        def leased(kind: str, aid: str) -> bool:  # by the store's clock: a clock ahead here removes nothing live
+            return Lease(self.url, kind, aid).live()
 
         def drop(url: str, recursive: bool = True) -> None:
             removed.append(url)

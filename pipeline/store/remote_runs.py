@@ -78,9 +78,16 @@ class StoreRuns:
         opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
         held.close()
         if not resume:
+            self._owned()
             storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
         storage.write_bytes(storage.join(remote_run, workspace.REQUEST), (opened.path / workspace.REQUEST).read_bytes())
         return str(opened.out), opened
+
+    def _owned(self) -> None:
+        """Raise LeaseLost unless the build in progress provably holds its lease (ranks after the
+        first hold none: they write only their own part)."""
+        if getattr(self, "_lease", None) is not None:
+            self._lease.check()
 
     def _local_root(self) -> Path:
         return cache_root() / "roots" / hashlib.sha256(self.url.encode()).hexdigest()[:16]
@@ -94,18 +101,22 @@ class StoreRuns:
             return
         newest = steps[-1]
         progress(f"checkpoint: fetching the interrupted run's {newest} from {remote_run}")
+        wanted = [rel for rel in sorted(objects) if rel.startswith(f"out/{CHECKPOINTS}/{newest}/")
+                  or (rel.startswith("out/") and not rel.startswith(f"out/{CHECKPOINTS}/"))]
+        # keys are data (anyone who may write the bucket's .work/ wrote them): each checked before it
+        # names a local file, all of them before anything is written
+        targets = [storage.local_target(run.path, rel, remote_run) for rel in wanted]
         shutil.rmtree(run.path, ignore_errors=True)
         storage.download(storage.join(remote_run, workspace.REQUEST), str(run.path / workspace.REQUEST))
-        for rel in sorted(objects):
-            if rel.startswith(f"out/{CHECKPOINTS}/{newest}/") or (rel.startswith("out/")
-                                                                and not rel.startswith(f"out/{CHECKPOINTS}/")):
-                storage.download(storage.join(remote_run, rel), str(run.path / rel))
+        for rel, target in zip(wanted, targets):
+            storage.download(storage.join(remote_run, rel), str(target))
 
     def checkpoint_saved(self, step_dir: Path) -> None:
         """Mirror a checkpoint the trainer just wrote (its files, then its manifest) into the store's
         copy of the run, and drop older ones there: ``--resume`` on another machine continues it."""
         if self._run_url is None:
             return
+        self._owned()  # a build that lost its lease leaves the run state in the store to whoever took it over
         base = storage.join(self._run_url, "out", CHECKPOINTS)
         target = storage.join(base, step_dir.name)
         if rank := workspace.follower_rank():  # its own part only: in the step, or where it wrote it

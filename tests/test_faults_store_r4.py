@@ -1,0 +1,395 @@
+"""Fault injection, round 4: the object-store protocol (pipeline/store/remote.py, lease.py, remote_runs.py,
+core/storage.py) on moto's S3 server (tests/s3_support.py), with real builder processes.
+
+- a build that lost its lease (stalled past it: SIGSTOP, as a stopped process or a preempted VM)
+  deletes and writes nothing under the final prefix, and never deletes the manifest another run
+  published; a renewal that finds its lease gone (404 on If-Match) is a lost lease, not a blip;
+- a key read from the store becomes a local path only if it stays inside its destination;
+- a lease's ``expires`` is data: odd values, values years ahead and a clock running ahead
+  neither hang nor break builds and ``gc``; a published artifact is reused without the lease;
+- a root on a protocol kolectra does not support is one line; a recorded parent path is
+  followed only on a supported store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.pipeline.store import lease as leases
+from kolectra.pipeline.store.artifacts import open_store
+from kolectra.pipeline.store.manifest import MANIFEST
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+LEASE = 3.0
+FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": str(LEASE), "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    for k, v in FAST_LEASE.items():
+        monkeypatch.setenv(k, v)
+
+
+def _toy(root: str, *args: str, wait: bool = True):
+    cmd = [sys.executable, "-m", "tests.fault_child", "toy", root, "none", *args]
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def _wait_for(what, ready, seconds: float = 120):
+    deadline = time.monotonic() + seconds
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _manifest_state(prefix: str) -> tuple[str | None, bytes | None]:
+    try:
+        return storage.checksum_of(storage.info(f"{prefix}/{MANIFEST}")), storage.read_bytes(f"{prefix}/{MANIFEST}")
+    except FileNotFoundError:
+        return None, None
+
+
+# ---- a build that lost its lease --------------------------------------------------------------------
+@pytest.mark.parametrize("in_place", [False, True], ids=["uploaded", "in_place"])
+@pytest.mark.parametrize("then", ["finishes", "fails"])
+def test_a_build_that_lost_its_lease_leaves_the_published_artifact_alone(bucket, tmp_path, in_place, then):
+    """A stalls in its stage past its lease; B takes over, publishes and releases the lease; A resumes.
+    Left to run, A must not publish over B (its renewal meets 404: the lease is gone, not a blip);
+    failing, its clean-up must not clear the prefix B published."""
+    root, release, calls = f"{bucket}/s", tmp_path / "release", tmp_path / "calls"
+    flags = ["--in-place"] if in_place else []
+    a = _toy(root, "--hold", str(release), "--calls", str(calls), "--text", "same", *flags, wait=False)
+    try:
+        _wait_for("A to start its stage", lambda: calls.is_file() and calls.read_text().strip())
+        os.kill(a.pid, signal.SIGSTOP)  # a stopped process, a preempted VM
+        time.sleep(LEASE + 1.5)
+        b = _toy(root, "--text", "same", *flags)
+        assert b.returncode == 0, b.stderr
+        assert "expired" in b.stderr  # B took the build over
+        store = open_store(root)
+        art = store.resolve("toy")
+        before = _manifest_state(str(art.path))
+        assert before[0] is not None
+        release.write_text("fail" if then == "fails" else "")
+        os.kill(a.pid, signal.SIGCONT)
+        _, err = a.communicate(timeout=120)
+    finally:
+        if a.poll() is None:
+            os.kill(a.pid, signal.SIGCONT)
+            a.kill()
+    assert a.returncode != 0, err
+    if then == "finishes":
+        assert "lost the lease" in err, err
+        assert "LeaseLost" in err, err  # an ArtifactError: the command line prints it as one line
+    assert _manifest_state(str(art.path)) == before  # B's manifest, untouched
+    assert store.verify(store.resolve("toy")) == []
+    assert storage.children(f"{root}/.locks") == [] or all(not n.endswith(".lease") for n in
+                                                           storage.children(f"{root}/.locks"))
+
+
+def test_a_renewal_that_finds_the_lease_gone_is_a_lost_lease(bucket):
+    """S3 answers 404 to If-Match when the object is gone: whoever removed it (a gc with a clock ahead, a
+    run that took the build over and finished) may be publishing; this holder must stop."""
+    held = leases.Lease(f"{bucket}/r", "corpus", "0123456789abcdef")
+    held.acquire()
+    try:
+        storage.remove(held.url)
+        _wait_for("the renewal", held.lost.is_set, seconds=LEASE * 3)
+        with pytest.raises(leases.LeaseLost, match="lost the lease"):
+            held.check()
+    finally:
+        held.release()
+
+
+def test_a_holder_that_cannot_renew_for_a_whole_lease_cannot_prove_it_holds_it(bucket, monkeypatch):
+    held = leases.Lease(f"{bucket}/r", "corpus", "0123456789abcdef")
+    held.acquire()
+    try:
+        held.confirmed -= LEASE + 1  # its last successful renewal was longer ago than a lease
+        with monkeypatch.context() as down, pytest.raises(leases.LeaseLost, match="lost the lease"):
+            down.setattr(storage, "create_exclusive", _unreachable)
+            held.check()
+    finally:
+        held.release()
+
+
+def _unreachable(*args, **kwargs):
+    raise storage.StoreError("the store cannot be reached")
+
+
+# ---- keys read from a store become local paths only inside their destination ------------------------
+ESCAPED = f"escaped-{uuid.uuid4().hex[:8]}.txt"  # the name a planted key would write outside the cache
+ESCAPES = ["out/" + "../" * 20 + f"tmp/{ESCAPED}", f"out/../../{ESCAPED}", "out/./x", "out//x",
+           f"out/a\\..\\..\\{ESCAPED}"]
+
+
+@pytest.mark.parametrize("key", ESCAPES)
+def test_resume_refuses_a_run_state_key_that_leaves_the_cache(bucket, tmp_path, key):
+    """``--resume`` fetches ROOT/.work/<run>/ into the local cache; a key planted there by anyone who may
+    write the bucket must not name a file outside it (a ~/.bashrc, a .pth file)."""
+    from kolectra.pipeline.store import workspace
+
+    store = open_store(f"{bucket}/w")
+    remote_run = f"{store.url}/.work/checkpoint-0123456789abcdef"
+    fs, _ = storage.filesystem(remote_run)
+    prefix = remote_run.removeprefix("s3://")
+    fs.pipe_file(f"{prefix}/request.json", b'{"id": "0123456789abcdef", "kind": "checkpoint"}')
+    fs.pipe_file(f"{prefix}/out/checkpoints/step-1/manifest.json", b"{}")
+    fs.pipe_file(f"{prefix}/{key}", b"planted")
+    assert key in storage.listing(remote_run)  # the store keeps the key as written
+    run = workspace.Run(tmp_path / "cache" / "roots" / "r" / ".work" / "checkpoint-0123456789abcdef")
+    with pytest.raises(storage.StoreError, match="refusing to write it"):
+        store._fetch_run(remote_run, run)
+    assert [p for p in tmp_path.rglob(f"*{ESCAPED}*")] == [] and not Path("/tmp", ESCAPED).exists()
+    assert not any(p.read_bytes() == b"planted" for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_a_key_is_refused_when_a_symlink_below_the_destination_leads_out(tmp_path):
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "out").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(storage.StoreError, match="symlink"):
+        storage.local_target(tmp_path / "dest", "out/x.pt")
+    assert storage.local_target(tmp_path / "dest", "a/b.pt") == tmp_path / "dest" / "a" / "b.pt"
+    for bad in ["/etc/passwd", "C:/x", "a/../../b", "", "a\x00b", None, ["a"]]:
+        with pytest.raises(storage.StoreError):
+            storage.local_target(tmp_path / "dest", bad)
+
+
+# ---- a lease's expiry is data --------------------------------------------------------------------
+def _toy_request():
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.store.artifacts import Request
+
+    def produce(out):
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text("x")
+        return StageOutput(stats={"n": 1})
+
+    return Request(kind="corpus", name="toy", stage_version=1, config={"text": "x"}), produce
+
+
+@pytest.mark.parametrize("expires", ['"soon"', "[1]", "NaN", "Infinity", "1e12", "null", "true"])
+def test_a_lease_with_an_odd_expiry_is_taken_over_once_it_is_a_lease_old(bucket, expires):
+    """Before: a string or a list was an internal error; NaN, Infinity or years ahead, a wait for ever."""
+    store = open_store(f"{bucket}/e")
+    request, produce = _toy_request()
+    lease = leases.Lease(store.url, "corpus", request.id())
+    storage.write_bytes(lease.url, f'{{"pid": 1, "host": "elsewhere", "expires": {expires}}}'.encode())
+    result: dict = {}
+
+    def build():
+        try:
+            result["art"] = store.build(request, produce)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            result["error"] = e
+
+    import threading
+
+    t = threading.Thread(target=build, daemon=True)
+    t.start()
+    t.join(timeout=LEASE * 6)
+    assert not t.is_alive(), "the build waited past the lease's time on a lease nobody renews"
+    assert "error" not in result, result.get("error")
+    assert store.verify(result["art"]) == []
+
+
+def test_a_published_artifact_is_reused_without_waiting_for_a_lease(bucket):
+    """The published check comes before the lease: a lease left (or held) on a published request
+    blocks no reuse, and the reuse leaves it alone."""
+    store = open_store(f"{bucket}/p")
+    request, produce = _toy_request()
+    art = store.build(request, produce)
+    lease = leases.Lease(store.url, "corpus", request.id())
+    body = b'{"pid": 1, "host": "elsewhere", "expires": 1e12, "token": "theirs"}'
+    version = storage.create_exclusive(lease.url, body)
+    again = store.build(request, produce)
+    assert again.path == art.path
+    assert storage.read_bytes(lease.url) == body and storage.checksum_of(storage.info(lease.url)) == version
+
+
+class _ClockAhead:
+    """The ``time`` module as a machine whose clock runs an hour ahead sees it (monotonic time is
+    untouched: it measures intervals, not dates)."""
+
+    def __init__(self, seconds: float):
+        self.ahead = seconds
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_gc_with_a_clock_ahead_keeps_a_live_builds_lease_and_objects(bucket, monkeypatch):
+    from kolectra.pipeline.store import remote
+
+    store = open_store(f"{bucket}/g")
+    request, _ = _toy_request()
+    holder = leases.Lease(store.url, "corpus", request.id())
+    holder.acquire()
+    try:
+        building = f"{store.url}/corpus/toy-{request.id()}/data/a.txt"  # a Beam build writing in place
+        storage.write_bytes(building, b"in progress")
+        with monkeypatch.context() as ahead:
+            for module in (remote, leases):
+                ahead.setattr(module, "time", _ClockAhead(3600), raising=False)
+            removed, _ = store.collect()
+        assert removed == []
+        assert storage.exists(building) and storage.exists(holder.url)
+        holder.check()  # still its holder's
+    finally:
+        holder.release()
+    # once nobody renews it, gc removes it (by the store's clock, whatever this machine's says)
+    storage.write_bytes(holder.url, b'{"expires": 1e12}')
+    time.sleep(LEASE + 1.2)
+    removed, _ = store.collect()
+    assert holder.url in removed and not storage.exists(building)
+
+
+# ---- roots and recorded parents on other protocols ------------------------------------------------
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/k", "ftp://127.0.0.1:9/k", "webhdfs://127.0.0.1:9/k",
+                                 "hdfs://127.0.0.1:9/k", "memory://k"])
+def test_a_root_on_an_unsupported_protocol_is_one_line(url, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out", url],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "s3://" in r.stderr and "gs://" in r.stderr, r.stderr
+    assert "bucket" not in r.stderr.split("s3://")[0]  # not "the bucket 'http:' does not exist"
+    with pytest.raises(storage.StoreError, match="not a store kolectra keeps artifacts on"):
+        open_store(url)
+
+
+@pytest.mark.parametrize("scheme", ["http", "ftp"])
+def test_a_recorded_parent_on_another_protocol_is_not_contacted(tmp_path, scheme):
+    """A manifest is data: its parent_refs path must not make verify or lineage contact a host."""
+    import socket
+
+    from kolectra.pipeline.store.artifacts import Store
+    from kolectra.pipeline.store.manifest import write_json
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    store = Store(tmp_path / "root")
+    request, produce = _toy_request()
+    art = store.build(request, produce)
+    manifest = json.loads((art.path / MANIFEST).read_text())
+    pid = "fedcba9876543210"
+    manifest["parents"] = [pid]
+    manifest["parent_refs"] = [{"id": pid, "kind": "corpus", "name": "p", "digest": "0" * 64,
+                                "path": f"{scheme}://127.0.0.1:{port}/r/corpus/p-{pid}"}]
+    write_json(art.path / MANIFEST, manifest)
+    try:
+        store.verify(store.resolve(art.id))
+        lines = store.lineage_lines(store.resolve(art.id))
+        assert any("MISSING parent" in line for line in lines)
+        with pytest.raises(socket.timeout):
+            listener.accept()  # nobody came
+    finally:
+        listener.close()
+
+
+# ---- a manifest's own fields are covered by a digest; a manifest is read within a bound --------------
+def _local_pair(tmp_path):
+    """A local root with a toy parent and a child built from it."""
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.store.artifacts import Request, Store
+
+    store = Store(tmp_path / "root")
+    request, produce = _toy_request()
+    parent = store.build(request, produce)
+
+    def child_produce(out):
+        (out / "b.txt").write_text("child")
+        return StageOutput(stats={"n": 2})
+
+    child = store.build(Request(kind="vocab", name="kid", stage_version=1, config={"size": 8}, parents=(parent,)),
+                        child_produce)
+    return store, parent, child
+
+
+@pytest.mark.parametrize("field, value", [("config", {"text": "forged"}), ("stats", {"n": 999}),
+                                          ("provenance", {"host": "forged"}),
+                                          ("parents", ["0123456789abcdef"])])
+def test_an_edit_to_a_manifests_own_fields_is_named_by_verify(tmp_path, field, value):
+    from kolectra.pipeline.store.manifest import write_json
+
+    store, parent, _ = _local_pair(tmp_path)
+    manifest = json.loads((parent.path / MANIFEST).read_text())
+    manifest[field] = value
+    write_json(parent.path / MANIFEST, manifest)
+    problems = store.verify(store.resolve(parent.id))
+    assert any("fields" in p and "edited after publishing" in p for p in problems), problems
+
+
+def test_a_parents_fields_rewritten_consistently_are_named_through_its_child(tmp_path):
+    """Whoever edits a parent's config and recomputes its fields_digest passes the parent's own check;
+    its children recorded the digest of the fields they were built from."""
+    from kolectra.pipeline.store.manifest import fields_digest, write_json
+
+    store, parent, child = _local_pair(tmp_path)
+    assert child.manifest["parent_refs"][0]["fields_digest"] == parent.manifest["fields_digest"]
+    manifest = json.loads((parent.path / MANIFEST).read_text())
+    manifest["config"] = {"text": "forged"}
+    manifest["fields_digest"] = fields_digest(manifest)
+    write_json(parent.path / MANIFEST, manifest)
+    assert store.verify(store.resolve(parent.id)) == []
+    problems = store.verify(store.resolve(child.id))
+    assert any("fields" in p and "edited since" in p for p in problems), problems
+
+
+def test_a_manifest_written_before_fields_digests_still_verifies_with_a_notice(tmp_path, capsys):
+    from kolectra.pipeline.store.manifest import write_json
+
+    store, parent, _ = _local_pair(tmp_path)
+    manifest = json.loads((parent.path / MANIFEST).read_text())
+    del manifest["fields_digest"]
+    write_json(parent.path / MANIFEST, manifest)
+    assert store.verify(store.resolve(parent.id)) == []
+    assert "written before manifests covered their own fields" in capsys.readouterr().err
+
+
+def test_a_manifest_on_the_store_with_edited_fields_is_named(bucket):
+    store = open_store(f"{bucket}/f")
+    request, produce = _toy_request()
+    art = store.build(request, produce)
+    manifest = json.loads(storage.read_bytes(f"{art.path}/{MANIFEST}"))
+    manifest["stats"] = {"n": 12345}
+    storage.write_bytes(f"{art.path}/{MANIFEST}", json.dumps(manifest).encode())
+    problems = store.verify(store.resolve(art.id))
+    assert any("edited after publishing" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("what", ["huge", "fifo"])
+def test_a_manifest_is_read_within_a_bound(tmp_path, what):
+    """A manifest replaced by a 100 GB (sparse) file or a FIFO is refused, not read whole or waited on."""
+    from kolectra.pipeline.store.manifest import MAX_MANIFEST, verify_dir
+
+    store, parent, _ = _local_pair(tmp_path)
+    mp = parent.path / MANIFEST
+    mp.unlink()
+    if what == "huge":
+        with open(mp, "wb") as f:
+            f.truncate(100 << 30)
+    else:
+        os.mkfifo(mp)
+    [problem] = verify_dir(parent.path)
+    assert str(mp) in problem and (f"larger than {MAX_MANIFEST:,} bytes" in problem if what == "huge"
+                                   else "not a regular file" in problem), problem
