@@ -2,8 +2,8 @@
 
 Figure: training words per second through a whole vocabulary build at the default size (35,000,
 ``min_frequency`` 2, 3,000 alphabet characters) on NSMC movie reviews —
-kolectra's ``morph_wordpiece`` (stream the corpus into the morpheme-annotated word table, then
-the pure-Python morpheme-constrained learner, :mod:`vocab.trainer`) against the HF
+kolectra's ``morph_wordpiece`` (the Beam word count of :mod:`vocab.count` over the corpus shards,
+then the pure-Python morpheme-constrained learner, :mod:`vocab.trainer`) against the HF
 ``tokenizers`` ``WordPieceTrainer`` (Rust, multi-threaded) on the same texts with the same
 normaliser and pre-tokeniser. The baseline cannot do what ours does (it has no hook to keep
 merges inside morphemes), so the ratio says what the constraint costs in build time; the
@@ -11,18 +11,13 @@ quality side (share of cuts on morpheme boundaries, tokens per eojeol, against p
 is printed in the same line under ``quality``. Kiwi's morpheme analysis is the corpus stage's
 work and is not timed (give ``--corpus`` a corpus artifact to skip it).
 
-CPU seconds (this process, the HF trainer's threads included) are reported beside the wall
-times, since a shared machine disturbs them less: ``cpu_ratio`` is HF's CPU over ours for the
-same build. ``breakdown`` splits both into the work they share (reading and parsing the corpus
-documents) and the rest: for ours, counting the word table (the runtime pre-tokeniser per
-document, plus the morpheme cuts of every word: work HF does not do) and learning; for
-``wordpiece_unconstrained``, the same learner without the morpheme rule, which separates what
-the rule costs from what a pure-Python learner costs against HF's Rust. The learner is one
-process by nature: a sequence of merges, each depending on the last (HF's trainer, in Rust, runs
-threads inside its one process). The count is the stage's own (:mod:`vocab.count`): the corpus is
-written in 4 train shards, as the corpus stage writes it, and from 8 MB of them runs of shards are
-counted in processes of their own, whose CPU time the figures include; the 20,000 reviews of
-``--quick`` stay in one process.
+Each side runs in a process of its own (``--side``), twice, interleaved (ours, HF, HF, ours):
+``cpu_seconds`` are that process's and its children's (Beam's workers, HF's threads), ``peak_rss_mb``
+its largest resident set (its own or a worker's, whichever is larger), since a shared machine
+disturbs both less than the wall time. ``learner`` compares the learners alone on the same word
+counts: ours on the counted table against HF's trainer fed the same words as often as counted
+(its own counting of them included, which favours ours slightly). ``breakdown`` splits our build
+into reading the documents, counting, and learning with and without the morpheme rule.
 
     python benchmarks/vocab.py [--quick] [--reviews GLOB | --data DIR | --corpus CORPUS_DIR]
 
@@ -34,8 +29,11 @@ figures the rest).
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
+import resource
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -72,26 +70,52 @@ def write_corpus(docs: list[tuple[str, str]], corpus_dir: Path) -> Path:
 
 
 def kolectra_build(cfg, corpus_dir: Path):
+    from kolectra.corpus import shards
     from kolectra.vocab import build, count
 
-    table, counts, _ = count.count_split(corpus_dir, "train", cfg.max_word_types, build._cpus())
-    vocab, _ = build.learn_vocab(cfg, table, cfg.recipe)
+    paths = [str(p) for p in shards.shard_paths(corpus_dir, "train")]
+    table, chars, counts = count.count_split(paths, cfg.max_word_types, cfg.count_flush_types)
+    vocab, _ = build.learn_vocab(cfg, table, cfg.recipe, show_progress=False, chars=chars)
     return vocab, counts
 
 
 def breakdown(cfg, corpus_dir: Path) -> dict:
-    """CPU seconds of the build's parts, each timed alone: reading the documents (which both
-    builds do), counting the word table from them, learning with the morpheme rule (the stage's
-    recipe) and without it (plain WordPiece, the same pure-Python learner)."""
+    """CPU seconds of the build's parts, each timed alone: reading the documents, counting the word
+    table (the Beam job, which reads them itself), learning with the morpheme rule (the stage's
+    recipe) and without it (plain WordPiece, the same pure-Python learner); and HF's trainer on the
+    same counts (:func:`hf_learn`)."""
     from kolectra.core.config import override
-    from kolectra.vocab import build, words
+    from kolectra.corpus import shards
+    from kolectra.vocab import build, count, words
 
-    _, read_cpu, docs = timed(lambda: list(words.iter_docs(corpus_dir, "train")))
-    _, count_cpu, (table, _) = timed(words.count_words, docs, cfg.max_word_types)
-    _, learn_cpu, _ = timed(build.learn_vocab, cfg, table, cfg.recipe)
-    _, plain_cpu, _ = timed(build.learn_vocab, override(cfg, ["recipe=wordpiece"]), table, "wordpiece")
+    _, read_cpu, _ = timed(lambda: sum(1 for _ in words.iter_docs(corpus_dir, "train")))
+    paths = [str(p) for p in shards.shard_paths(corpus_dir, "train")]
+    _, count_cpu, (table, chars, _) = timed(count.count_split, paths, cfg.max_word_types, cfg.count_flush_types)
+    _, learn_cpu, _ = timed(lambda: build.learn_vocab(cfg, table, cfg.recipe, False, chars))
+    plain = override(cfg, ["recipe=wordpiece"])
+    _, plain_cpu, _ = timed(lambda: build.learn_vocab(plain, table, "wordpiece", False, chars))
+    _, hf_cpu, _ = timed(hf_learn, cfg, table)
     return {"read_documents_cpu_s": round(read_cpu, 2), "count_words_cpu_s": round(count_cpu, 2),
-            "learn_cpu_s": round(learn_cpu, 2), "learn_unconstrained_cpu_s": round(plain_cpu, 2)}
+            "learn_cpu_s": round(learn_cpu, 2), "learn_unconstrained_cpu_s": round(plain_cpu, 2),
+            "hf_learn_same_counts_cpu_s": round(hf_cpu, 2)}
+
+
+def hf_learn(cfg, table):
+    """HF's WordPieceTrainer on the word table: every word as often as counted (words hold no
+    whitespace, so splitting on it gives them back), without the morpheme cuts."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    merged: dict[str, int] = {}
+    for (word, _), n in table.items():
+        merged[word] = merged.get(word, 0) + n
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    specials = list(SPECIALS) + [f"[unused{i}]" for i in range(cfg.num_unused)]
+    trainer = trainers.WordPieceTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
+                                        limit_alphabet=cfg.limit_alphabet, special_tokens=specials,
+                                        show_progress=False)
+    tok.train_from_iterator((" ".join([w] * n) for w, n in merged.items()), trainer=trainer)
+    return tok
 
 
 def hf_build(cfg, corpus_dir: Path):
@@ -113,15 +137,35 @@ def hf_build(cfg, corpus_dir: Path):
 def quality(cfg, corpus_dir: Path) -> dict:
     """The vocab report's headline figures, ours against plain WordPiece (held-out split)."""
     from kolectra.core.config import override
-    from kolectra.vocab import export, report, words
+    from kolectra.corpus import shards
+    from kolectra.vocab import count, export, report, words
     from kolectra.vocab.build import learn_vocab
 
-    table, _ = words.count_words(words.iter_docs(corpus_dir, "train"), cfg.max_word_types)
-    toks = {r: export.make_tokenizer(learn_vocab(override(cfg, [f"recipe={r}"]), table, r)[0])
+    paths = [str(p) for p in shards.shard_paths(corpus_dir, "train")]
+    table, chars, _ = count.count_split(paths, cfg.max_word_types, cfg.count_flush_types)
+    toks = {r: export.make_tokenizer(learn_vocab(override(cfg, [f"recipe={r}"]), table, r, False, chars)[0])
             for r in ("morph_wordpiece", "wordpiece")}
     m = report.measure(toks, words.iter_docs(corpus_dir, "valid"), show_words=0)["recipes"]
     keys = ("unk_rate", "tokens_per_eojeol", "morph_boundary_share", "words_kept_whole")
     return {r: {k: fig[k] for k in keys} for r, fig in m.items()}
+
+
+def side(name: str, corpus_dir: Path) -> None:
+    """One build in this process (``--side``): prints its entries, words, CPU seconds and peak RSS."""
+    from kolectra.vocab.config import VocabConfig
+
+    cfg = VocabConfig()
+    wall, cpu, out = timed(kolectra_build if name == "ours" else hf_build, cfg, corpus_dir)
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    entries, counts = (len(out[0]), out[1]) if name == "ours" else (out.get_vocab_size(), {})
+    print(json.dumps({"entries": entries, "counts": counts, "wall_s": wall, "cpu_s": cpu,
+                      "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024, 1)}))
+
+
+def run_side(name: str, corpus_dir: Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--side", name, "--corpus", str(corpus_dir)], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -129,7 +173,10 @@ def main() -> None:
     add_data_args(p, "reviews")
     p.add_argument("--corpus", type=Path, help="an existing corpus artifact instead of the reviews: skips the Kiwi "
                    "analysis (e.g. artifacts/corpus/nsmc-1a2b3c; default: written here from the reviews)")
+    p.add_argument("--side", choices=("ours", "hf"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.side:
+        return side(args.side, args.corpus)
     from kolectra.vocab.config import VocabConfig
 
     cfg = VocabConfig()
@@ -142,31 +189,35 @@ def main() -> None:
             corpus_dir, source = write_corpus(docs, Path(tmp) / "corpus"), f"{reviews_source(args, 'benchmarks/vocab.py')} ({len(docs)} reviews)"
             del docs
         # interleaved, ours - HF - HF - ours, each side the mean of its two runs: the load moves
-        ours_a, ours_cpu_a, (vocab, counts) = timed(kolectra_build, cfg, corpus_dir)
-        theirs_a, theirs_cpu_a, hf = timed(hf_build, cfg, corpus_dir)
-        theirs_b, theirs_cpu_b, _ = timed(hf_build, cfg, corpus_dir)
-        ours_b, ours_cpu_b, _ = timed(kolectra_build, cfg, corpus_dir)
-        ours, theirs = (ours_a + ours_b) / 2, (theirs_a + theirs_b) / 2
-        ours_cpu, theirs_cpu = (ours_cpu_a + ours_cpu_b) / 2, (theirs_cpu_a + theirs_cpu_b) / 2
-        print(f"kolectra morph_wordpiece: {len(vocab)} entries in {ours:.2f} s ({ours_cpu:.2f} CPU s); "
-              f"HF WordPieceTrainer: {hf.get_vocab_size()} entries in {theirs:.2f} s ({theirs_cpu:.2f} CPU s)",
-              file=sys.stderr)
+        runs = {"ours": [run_side("ours", corpus_dir)], "hf": [run_side("hf", corpus_dir)]}
+        runs["hf"].append(run_side("hf", corpus_dir))
+        runs["ours"].append(run_side("ours", corpus_dir))
+        mean = {s: {k: sum(r[k] for r in rs) / 2 for k in ("wall_s", "cpu_s")} | {"peak_rss_mb": max(r["peak_rss_mb"] for r in rs)}
+                for s, rs in runs.items()}
+        ours, theirs = mean["ours"], mean["hf"]
+        print(f"kolectra morph_wordpiece: {runs['ours'][0]['entries']} entries, {ours['cpu_s']:.2f} CPU s, "
+              f"{ours['peak_rss_mb']} MB peak; HF WordPieceTrainer: {runs['hf'][0]['entries']} entries, "
+              f"{theirs['cpu_s']:.2f} CPU s, {theirs['peak_rss_mb']} MB peak", file=sys.stderr)
         parts = breakdown(cfg, corpus_dir)
         qual = quality(cfg, corpus_dir)
+    counts = runs["ours"][0]["counts"]
     n = counts["words"]
     # what HF does beyond reading the documents (its counting and merging, in Rust, threaded)
-    parts["hf_beyond_reading_cpu_s"] = round(theirs_cpu - parts["read_documents_cpu_s"], 2)
-    emit("vocab_build_throughput", "train words/s", round(n / ours, 1), "hf_tokenizers_wordpiece_trainer",
-         round(n / theirs, 1),
+    parts["hf_beyond_reading_cpu_s"] = round(theirs["cpu_s"] - parts["read_documents_cpu_s"], 2)
+    learner = {"ours_cpu_s": parts["learn_cpu_s"], "hf_cpu_s": parts["hf_learn_same_counts_cpu_s"],
+               "ratio": round(parts["hf_learn_same_counts_cpu_s"] / parts["learn_cpu_s"], 3)}
+    emit("vocab_build_throughput", "train words/s", round(n / ours["wall_s"], 1), "hf_tokenizers_wordpiece_trainer",
+         round(n / theirs["wall_s"], 1),
          config={"quick": args.quick, "corpus": source, "train_documents": counts["documents"], "train_words": n,
                  "word_types": counts["word_types"], "recipe": cfg.recipe, "vocab_size": cfg.vocab_size,
                  "min_frequency": cfg.min_frequency, "limit_alphabet": cfg.limit_alphabet,
-                 "vocab_entries": {"kolectra": len(vocab), "hf": hf.get_vocab_size()}},
-         seconds={"kolectra": round(ours, 2), "hf": round(theirs, 2)},
-         cpu_seconds={"kolectra": round(ours_cpu, 2), "hf": round(theirs_cpu, 2)},
-         cpu_ratio=round(theirs_cpu / ours_cpu, 3) if ours_cpu else None,
-         breakdown=parts, workers="the count: a run of shards per process from 8 MB of them; the learner: one "
-         "process by nature, each merge depends on the last", quality=qual)
+                 "vocab_entries": {"kolectra": runs["ours"][0]["entries"], "hf": runs["hf"][0]["entries"]}},
+         seconds={"kolectra": round(ours["wall_s"], 2), "hf": round(theirs["wall_s"], 2)},
+         cpu_seconds={"kolectra": round(ours["cpu_s"], 2), "hf": round(theirs["cpu_s"], 2)},
+         cpu_ratio=round(theirs["cpu_s"] / ours["cpu_s"], 3) if ours["cpu_s"] else None,
+         peak_rss_mb={"kolectra": ours["peak_rss_mb"], "hf": theirs["peak_rss_mb"]},
+         learner=learner, breakdown=parts, workers="the count: a Beam job (the local runner's worker processes "
+         "from 4 MB of shards); the learner: one process by nature, each merge depends on the last", quality=qual)
 
 
 if __name__ == "__main__":
