@@ -100,12 +100,16 @@ class NsmcConfig(TaskConfig):
     # Dev set carved from train with ``seed``; epochs are chosen on dev, test is scored once.
     dev_fraction: float = 0.1
     # max_train_examples is taken after the dev split (first N of a seeded shuffle);
-    # max_eval_examples applies to dev and test (first N rows).
+    # max_eval_examples applies to test, and to dev while max_dev_examples is -1 (first N rows).
+    # The dev split's cap (its first N rows); 0 = all; -1 = max_eval_examples's, as before this key
+    # existed (recorded only when set, so earlier requests keep their ids). The run says which cap held.
+    max_dev_examples: int = dataclasses.field(default=-1, metadata={"recorded": "unless default"})
     # Malformed rows (column count, label) are counted; above this fraction of rows it is an error.
     max_bad_fraction: float = 0.001
 
     def task_checks(self):
         return [("dev_fraction", 0 < self.dev_fraction < 1, "in (0, 1)"),
+                ("max_dev_examples", self.max_dev_examples >= -1, "-1 (max_eval_examples's), 0 (all) or more"),
                 ("max_bad_fraction", 0 <= self.max_bad_fraction <= 1, "in [0, 1]")]
 
 
@@ -145,6 +149,9 @@ class FileTaskConfig(TaskConfig):
     format: str = "auto"
     # Without --dev, this share of the train rows (seeded shuffle) is the dev set epochs are chosen on.
     dev_fraction: float = 0.1
+    # The dev split's cap (its first N rows); 0 = all; -1 = max_eval_examples's, as before this key
+    # existed (recorded only when set, so earlier requests keep their ids). The run says which cap held.
+    max_dev_examples: int = dataclasses.field(default=-1, metadata={"recorded": "unless default"})
     # Rows that cannot be read are counted; above this fraction of a file's rows it is an error.
     max_bad_fraction: float = 0.001
 
@@ -153,6 +160,7 @@ class FileTaskConfig(TaskConfig):
     def task_checks(self):
         return [("format", self.format in self.formats, f"one of {', '.join(self.formats)}"),
                 ("dev_fraction", 0 < self.dev_fraction < 1, "in (0, 1)"),
+                ("max_dev_examples", self.max_dev_examples >= -1, "-1 (max_eval_examples's), 0 (all) or more"),
                 ("max_bad_fraction", 0 <= self.max_bad_fraction <= 1, "in [0, 1]")]
 
 
@@ -281,3 +289,15 @@ KORQUAD_PRESETS = {"koelectra": koelectra_korquad, "electra": electra_korquad,
 CLASSIFY_PRESETS = {"koelectra": koelectra_classify, "electra": electra_classify, "sample": sample_classify}
 REGRESS_PRESETS = {"koelectra": koelectra_regress, "electra": electra_regress, "sample": sample_regress}
 NER_PRESETS = {"koelectra": koelectra_ner, "electra": electra_ner, "sample": sample_ner}
+
+
+def cap_eval_rows(cfg: TaskConfig, dev: list, test: list, say) -> tuple[list, list]:
+    """``dev`` and ``test`` cut to their caps: test to ``max_eval_examples``, dev to ``max_dev_examples``
+    (-1: the same cap as test, the behaviour before the key; ``say`` receives the line that says so,
+    since a cap on the scored file also cutting the rows the epoch is chosen on is not what its name says)."""
+    own = getattr(cfg, "max_dev_examples", -1)
+    dev_cap = cfg.max_eval_examples if own < 0 else own
+    if own < 0 and cfg.max_eval_examples and len(dev) > cfg.max_eval_examples:
+        say(f"the dev split is cut to its first {cfg.max_eval_examples} of {len(dev)} rows by max_eval_examples; "
+            "max_dev_examples gives it a cap of its own (0: all)")
+    return dev[:dev_cap or None], test[:cfg.max_eval_examples or None]

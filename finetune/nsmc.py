@@ -16,6 +16,7 @@ import numpy as np
 
 from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
+from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import rows, split_dev
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.nsmc import read_nsmc
@@ -37,8 +38,7 @@ class Nsmc(skeleton.Task):
         test = test_src.rows
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]
-        if cfg.max_eval_examples:
-            dev, test = dev[:cfg.max_eval_examples], test[:cfg.max_eval_examples]
+        dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
         if not test:
             raise FinetuneError(f"{eval_file}: no usable rows")
         progress(f"nsmc: {len(train)} train / {len(dev)} dev / {len(test)} test rows")

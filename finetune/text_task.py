@@ -19,6 +19,7 @@ from pathlib import Path
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
+from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import rows, split_dev
 from kolectra.finetune.files import FinetuneError, same_content
 from kolectra.finetune.readers.tables import Table, check_bad, read_table
@@ -64,8 +65,7 @@ class TextTask(skeleton.Task):
                             self.convert(test, t_test))
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]
-        if cfg.max_eval_examples:
-            dev, test = dev[:cfg.max_eval_examples], test[:cfg.max_eval_examples]
+        dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
         progress(f"{self.name}: {len(train)} train / {len(dev)} dev / {len(test)} test rows")
         facts = {"train_file": t_train.stats() | self.counts(train), "test_file": t_test.stats() | self.counts(test),
                  **({"dev_file": t_dev.stats() | self.counts(dev)} if t_dev else {}), "dev_set": dev_set}

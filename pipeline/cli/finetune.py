@@ -39,6 +39,7 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
                            "on (default: a seeded dev_fraction of --train)")
         for flag, key, what in task.flags:
             t.add_argument(f"--{flag}", default=None, metavar="NAME", help=f"{what} (--set {key}=...)")
+        _size_flags(t, task)
         t.add_argument("--preset", default="koelectra",
                        help=f"{' | '.join(task.presets)}: settings in docs/finetune.md (default koelectra)")
         t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
@@ -56,10 +57,33 @@ EXAMPLE_FILES = {"nsmc": ("ratings_train.txt", "ratings_test.txt"),
                  "ner": ("train.tsv", "test.tsv")}
 
 
+# The settings that bound a run's size, on every task's --help (they were only in --print-config keys):
+# flag -> (key, what). max_dev_examples only where the task carves or reads a dev split besides the scored file.
+SIZE_FLAGS = {"epochs": ("epochs", "training epochs (default: the preset's; koelectra {epochs})"),
+              "max-train-examples": ("max_train_examples", "train on the first N rows (questions for KorQuAD) "
+                                     "only; 0: all (default: the preset's; koelectra {max_train_examples})"),
+              "max-eval-examples": ("max_eval_examples", "score the first N rows of the scored file only, a figure "
+                                    "then not comparable with a full-test one; 0: all (default: the preset's; "
+                                    "koelectra {max_eval_examples})"),
+              "max-dev-examples": ("max_dev_examples", "choose the epoch on the first N dev rows; 0: all; -1: "
+                                   "max_eval_examples's cap (default -1)")}
+
+
+def _size_flags(p: argparse.ArgumentParser, task) -> None:
+    cfg = task.presets["koelectra"]()
+    for flag, (key, what) in SIZE_FLAGS.items():
+        if hasattr(cfg, key):
+            p.add_argument(f"--{flag}", type=int, default=None, metavar="N",
+                           help=what.format(**{k: getattr(cfg, k) for k in ("epochs", "max_train_examples",
+                                                                           "max_eval_examples")}))
+
+
 def _finetune_sets(args: argparse.Namespace) -> list[str]:
     from kolectra.finetune.tasks import TASKS
 
-    return _flag_sets(args, {flag.replace("-", "_"): key for flag, key, _ in TASKS[args.task].flags})
+    flags = {flag.replace("-", "_"): key for flag, key, _ in TASKS[args.task].flags}
+    flags.update({flag.replace("-", "_"): key for flag, (key, _) in SIZE_FLAGS.items() if hasattr(args, key)})
+    return _flag_sets(args, flags)
 
 
 def config_finetune(args) -> tuple:
