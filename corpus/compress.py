@@ -5,8 +5,9 @@ losing the rest of the file; Python's ``gzip`` raises ``EOFError`` instead, and 
 below (zstd, bzip2) checks that the last stream ended and that only streams follow one another
 (handing out the streams before any garbage first). An empty file with a codec's extension is
 damaged too (:class:`NotEmpty`). So the reader sees every damaged input and dead-letters it with
-its name (``damaged_file``) rather than shrinking the corpus silently. Raw bytes still come
-through ``FileSystems`` (local, gs://...), hashed on the way (:func:`open_hashed`).
+its name (``damaged_file``) rather than shrinking the corpus silently. Raw bytes come through
+``corpus/inputs.py``'s ``open_input`` (a local regular file, or a store URL), hashed on the way
+(:func:`open_hashed`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,7 @@ import bz2
 import gzip
 from typing import IO, Any, Callable
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
-from kolectra.core import storage
-from kolectra.corpus.inputs import HashingReader
+from kolectra.corpus.inputs import HashingReader, open_input
 
 SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
 
@@ -107,11 +104,10 @@ def _zstd() -> Any:
 
 
 def _open_raw(path: str) -> IO[bytes]:
-    """The file's bytes as stored: a local path through Beam's ``FileSystems`` as before, a store URL
-    through kolectra's storage layer (fsspec: the same credentials as the artifact store)."""
-    if storage.is_url(path):
-        return storage.open_file(path)
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    """The file's bytes as stored: a store URL through kolectra's storage layer (fsspec: the same
+    credentials as the artifact store), a local path only if it is still a regular file (a FIFO
+    would hang the worker: :func:`kolectra.corpus.inputs.open_input`)."""
+    return open_input(path)
 
 
 def open_decompressed(path: str) -> IO[bytes]:

@@ -36,7 +36,7 @@ import apache_beam as beam
 import numpy as np
 
 from kolectra.core import storage
-from kolectra.corpus import shards
+from kolectra.corpus import inputs, shards
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.examples_format import arrow_bytes, dataset_card, index_document, shard_name
 from kolectra.corpus.outputs import REPORT_FILE  # the written files' entries, for the launcher
@@ -82,7 +82,7 @@ class Job:
 def _open(path: str):
     """A corpus file (local, or on a store: read in place, through :mod:`kolectra.core.storage`),
     decompressed by its extension."""
-    raw = storage.open_file(path)
+    raw = inputs.open_input(path)  # a local path only while it is a regular file: a FIFO would hang
     return gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
 
 

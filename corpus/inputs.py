@@ -7,7 +7,9 @@ by the orchestration before the job, and by the job's reader for every file it o
   over its reading as a glob (``data[1].txt`` is that file, never ``data1.txt``). Anything local
   that is not a regular file (a directory; a FIFO, device or socket, which would never end or hang
   the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), is
-  refused up front, naming it.
+  refused up front, naming it. The job's workers open local files with :func:`open_input`, which
+  checks the kind again on what it opened: a file replaced since the listing (a log rotated into a
+  pipe) is refused in the same words instead of hanging the worker.
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
   is its absolute path, size and modification time (nanoseconds); an object in a store is its
   path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). The request id is built from identities, so a 300 GB corpus is not
@@ -89,8 +91,31 @@ def _unusable(path: str) -> str | None:
     return None
 
 
-_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket"}
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def open_input(path: str) -> IO[bytes]:
+    """``path`` opened for reading in binary: a store URL through :mod:`kolectra.core.storage`, a
+    local path only if it is a regular file. The listing refused anything else, but a file can be
+    replaced after it (a log rotated into a pipe): a FIFO's plain ``open`` waits for a writer
+    forever and ``/dev/zero`` never ends. So the file is opened without waiting (``O_NONBLOCK``: a
+    FIFO opens at once) and the kind checked on what was opened (``fstat``: no window between the
+    check and the read); :class:`InputError` names it as the listing would."""
+    if is_remote(path):
+        return storage.open_file(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputError(f"{path!r} is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular "
+                             "file (replaced since it was listed?): only a regular file can be read to its end (copy "
+                             "a stream to a file first)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def expand(patterns: list[str]) -> list[str]:

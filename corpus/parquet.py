@@ -4,8 +4,9 @@ same rules as JSONL lines (``--format parquet``, or ``auto`` on a ``.parquet`` f
 
 Memory: only the named columns that the file has are read, one row group at a time, in batches of
 :data:`BATCH_ROWS` rows (``pyarrow.parquet.ParquetFile.iter_batches``), never the whole file. A file
-is opened for random access (Parquet's footer is at its end): a local path directly, a store URL
-through :mod:`kolectra.core.storage` (fsspec, the artifact store's credentials).
+is opened for random access (Parquet's footer is at its end) by ``corpus/inputs.py``: a local path
+only while it is a regular file, a store URL through :mod:`kolectra.core.storage` (fsspec, the
+artifact store's credentials).
 
 Values (:func:`plain`): nested lists and structs become arrays and objects, a map a list of
 ``[key, value]`` pairs, timestamps, dates and times ISO 8601 strings, durations seconds, decimals
@@ -19,14 +20,14 @@ import datetime
 import decimal
 from typing import IO, Iterator, Sequence
 
-from kolectra.core import storage
+from kolectra.corpus.inputs import open_input
 
 BATCH_ROWS = 1024  # rows a batch: a few MB of web text (a row group is decoded once, whatever its size)
 SUFFIXES = (".parquet", ".pq")
 
 
 def open_seekable(path: str) -> IO[bytes]:
-    return storage.open_file(path) if storage.is_url(path) else open(path, "rb")
+    return open_input(path)  # a local path only while it is a regular file (a FIFO would hang the read)
 
 
 def read_rows(f: IO[bytes], columns: Sequence[str]) -> tuple[dict[str, str], Iterator[dict]]:

@@ -3,9 +3,10 @@
 Beam's ``ReadFromText`` fails the whole job on one undecodable byte and holds arbitrarily long
 lines in memory; here every line becomes either a *record* ``{"source", "line", "id", "text"}``
 or a *reject* ``{"source", "line", "reason", "detail"}`` (``line`` is 1-based), so bad input is
-counted and written under ``rejects/`` instead of crashing the job. Files are opened through
-``apache_beam.io.filesystems.FileSystems`` (local paths today, ``gs://`` etc. unchanged) and
-decompressed by extension (.gz, .bz2, .zst; see ``corpus/compress.py``).
+counted and written under ``rejects/`` instead of crashing the job. Files are opened by
+``corpus/inputs.py`` (a store URL through the storage layer; a local path only while it is a regular
+file: one replaced by a FIFO or a device since the listing is a ``damaged_file`` reject, ``cannot
+open``) and decompressed by extension (.gz, .bz2, .zst; see ``corpus/compress.py``).
 
 Formats: ``text`` is one document per line; ``jsonl`` is one JSON object per line with the
 document under ``text_field``; ``parquet`` is one document per row, its text in the column

@@ -1,7 +1,8 @@
 """Corpus inputs beyond the ones issue 17 listed, without running a Beam job: damaged archives of
 every codec in more ways (empty, not that codec, garbage after the last member or frame, flipped
 bytes mid-stream), inputs that cannot be recorded (a directory, a file name that is not UTF-8),
-Beam options Beam refuses, and the reject-ratio message naming the file that matters."""
+an input replaced by a FIFO or a device after the listing (issue 43: the job hung on it), Beam
+options Beam refuses, and the reject-ratio message naming the file that matters."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import bz2
 import dataclasses
 import gzip
 import os
+import threading
+from contextlib import contextmanager
 
 import pytest
 import zstandard
 
-from kolectra.corpus import build, inputs, reader, runners
+from kolectra.corpus import build, examples_beam, inputs, reader, runners
 from kolectra.corpus.config import default_config
 
 TEXT = "".join(f"{i}번째 줄 좋은 영화였어요 {i * i}\n" for i in range(3000)).encode()
@@ -106,3 +109,88 @@ def test_concatenated_streams_are_read_whole_and_a_damaged_later_one_is_named(tm
         cut.write_bytes(PACK[codec](halves[0]) + bytes(second))
         kept, damaged = _read(cut)
         assert kept == halves[0].count(b"\n") and len(damaged) == 1, (codec, kept, damaged)
+
+
+@contextmanager
+def _unblocked_after(fifo, seconds: float = 60.0):
+    """Yields a list that is non-empty if ``fifo``'s reader had to be set free: after ``seconds``, a
+    writer opens the pipe and closes it, so a read blocked on it ends (with nothing) and the test
+    fails instead of hanging the suite."""
+    done, fired = threading.Event(), []
+
+    def unblock():
+        if done.wait(seconds):
+            return
+        while not done.is_set():
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO until a reader waits
+                fired.append(True)
+            except OSError:
+                pass
+            done.wait(0.2)
+
+    thread = threading.Thread(target=unblock, daemon=True)
+    thread.start()
+    try:
+        yield fired
+    finally:
+        done.set()
+        thread.join()
+
+
+def _rotate_into_a_pipe(path) -> None:
+    os.remove(path)
+    os.mkfifo(path)
+
+
+def test_an_input_replaced_by_a_fifo_after_listing_is_a_counted_damaged_file_not_a_hang(tmp_path):
+    """A log rotated into a pipe between the listing and the read: the worker's open refuses it as
+    the listing would, one ``damaged_file`` reject naming what it is; the job fails in one line
+    unless ``max_damaged_files`` accepts it, and then the other files are read as before."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_bytes(TEXT)
+    (tmp_path / "in" / "b.log.txt").write_bytes(TEXT[:2000])
+    listed = inputs.list_inputs([str(tmp_path / "in" / "*.txt")])
+    _rotate_into_a_pipe(tmp_path / "in" / "b.log.txt")
+    with _unblocked_after(tmp_path / "in" / "b.log.txt") as fired:
+        with pytest.raises(build.CorpusError) as failed:
+            build.build(default_config(), [], tmp_path / "out", [], listed=listed)
+    assert not fired, "the job waited on the pipe"
+    message = str(failed.value)
+    assert "1 damaged input file(s)" in message and "b.log.txt" in message and "named pipe (FIFO)" in message
+    assert "\n" not in message
+    with _unblocked_after(tmp_path / "in" / "b.log.txt") as fired:
+        output = build.build(dataclasses.replace(default_config(), max_damaged_files=1), [], tmp_path / "out2", [],
+                             listed=listed)
+    assert not fired
+    stats = output.stats
+    assert stats["rejected_reasons"]["damaged_file"] == 1 and "named pipe" in stats["sources"]["b.log.txt"]["damaged"]
+    assert stats["sources"]["a.txt"]["sha256"] and stats["records_in"] == TEXT.count(b"\n") + 1
+
+
+@pytest.mark.parametrize("name", ["in.jsonl", "in.txt.gz", "in.parquet"])
+def test_the_reader_refuses_a_pipe_or_device_in_place_of_a_listed_file(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"")
+    [listed] = inputs.list_inputs([str(path)])
+    _rotate_into_a_pipe(path)
+    with _unblocked_after(path) as fired:
+        rows = list(reader.read_file(listed.path, name, "auto", "text", "id", 1 << 20))
+    assert not fired, "the reader waited on the pipe"
+    [reject] = rows
+    assert reject["reason"] == "damaged_file" and "named pipe (FIFO), not a regular file" in reject["detail"]
+    os.remove(path)
+    os.symlink("/dev/zero", path)  # read, it would never end
+    [reject] = list(reader.read_file(listed.path, name, "auto", "text", "id", 1 << 20))
+    assert reject["reason"] == "damaged_file" and "a character device" in reject["detail"]
+
+
+def test_the_examples_job_refuses_a_pipe_in_place_of_a_corpus_shard_or_holdout_file(tmp_path):
+    path = tmp_path / "train-00000-of-00001.jsonl.gz"
+    os.mkfifo(path)
+    with _unblocked_after(path) as fired:
+        with pytest.raises(inputs.InputError, match="named pipe"):
+            list(examples_beam.read_lines(str(path), 64))
+        with pytest.raises(inputs.InputError, match="named pipe"):
+            examples_beam.read_holdout(str(path))
+    assert not fired
