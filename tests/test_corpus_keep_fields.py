@@ -166,3 +166,42 @@ def test_values_json_cannot_hold_become_null_or_u_fffd_and_count_as_repaired(tmp
     path.write_text('{"text": "가나다라마", "rating": NaN, "who": "\\ud800x", "tags": [1, Infinity]}\n', encoding="utf-8")
     [rec] = reader.read_file(str(path), "odd.jsonl", "auto", "text", "id", 1 << 20, keep_fields=("rating", "who", "tags"))
     assert rec["fields"] == (None, "\ufffdx", [1, None]) and rec["repaired"] == reader.FIELD_REPAIRED
+
+
+def test_values_datasets_cannot_hold_are_null_and_counted_and_the_corpus_loads(tmp_path, capsys):
+    """An integer outside int64 (anywhere in the value) and a value nested past MAX_FIELD_DEPTH are
+    null, like NaN, counted under ``repaired.kept_field`` and ``missing_fields`` (issue 43: one such
+    integer made ``datasets.load_dataset`` fail on the whole corpus; 600 levels were an
+    ``unreadable_record`` RecursionError, depending on the stack of the step that met it)."""
+    from datasets import load_dataset
+
+    deep = reader.MAX_FIELD_DEPTH
+    edge = {"r0": 1 << 70, "r1": -(1 << 63) - 1, "r2": 1 << 63, "r3": float("nan"), "r4": float("inf")}
+    rows = []
+    for i in range(24):
+        row = {"id": f"r{i}", "text": _review(i + 1)["text"] + f" 번호{i}", "n": i, "nest": {"a": [i, "x"]}}
+        if f"r{i}" in edge:
+            row["n"] = edge[f"r{i}"]
+        rows.append(json.dumps(row, ensure_ascii=False))  # NaN, Infinity: spelled as Python reads them
+    lines = [*rows[:5],
+             '{"id": "r5", "text": "%s", "n": %d, "nest": {"a": [5, %d]}}' % (WORDS[0] + " 다섯", (1 << 63) - 1, 1 << 64),
+             '{"id": "r6", "text": "%s", "n": %d, "nest": %s}' % (WORDS[1] + " 여섯", -(1 << 63), "[" * 600 + "1" + "]" * 600),
+             '{"id": "r7", "text": "%s", "n": 7, "nest": %s}' % (WORDS[2] + " 일곱", "[" * deep + "1" + "]" * deep),
+             '{"id": "r8", "text": "%s", "n": 8, "nest": %s}' % (WORDS[3] + " 여덟", "[" * (deep + 1) + "1" + "]" * (deep + 1)),
+             *rows[9:]]
+    src = tmp_path / "big.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    art = _corpus(capsys, ["--input", str(src), "--keep-fields", "n,nest", "--set", "valid_fraction=0",
+                           "--out", str(tmp_path / "store")])
+    stats = json.loads((art / "stats.json").read_text(encoding="utf-8"))
+    assert stats["rejected"] == 0 and stats["records_out"] == 24
+    # r0-r4: n; r5: a nested integer (nest.a[1], the rest kept); r6, r8: nest too deep
+    assert stats["repaired"]["kept_field"] == 8 and stats["missing_fields"] == {"n": 5, "nest": 2}
+    assert stats["field_kinds"]["n"] == {"integer": 19}
+    docs = {d["id"]: d for d in _documents(art)}
+    assert docs["r5"]["n"] == (1 << 63) - 1 and docs["r5"]["nest"] == {"a": [5, None]} and docs["r6"]["n"] == -(1 << 63)
+    assert docs["r6"]["nest"] is None and docs["r8"]["nest"] is None and docs["r0"]["n"] is None
+    assert json.dumps(docs["r7"]["nest"]) == "[" * deep + "1" + "]" * deep
+    train = load_dataset(str(art), split="train")
+    assert {r["id"]: r["n"] for r in train} == {i: d["n"] for i, d in docs.items()}
+    assert {r["id"]: r["nest"] for r in train} == {i: d["nest"] for i, d in docs.items()}
