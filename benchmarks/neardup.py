@@ -10,12 +10,12 @@ outputs (``benchmarks/element_sizes.py``), and through the exact method in memor
 Reported per size: documents, drops of each method, precision and recall of the staged drops
 against the exact ones (a drop counts when the same document is dropped; ``same_kept`` when it is
 dropped for the same kept copy), the largest element of any step and the step that emits it, the
-largest element of today's layout (the ``ToList`` of every verified edge, pickled as it held them,
+largest element of the previous layout (the ``ToList`` of every verified edge, pickled as it held them,
 and a band element carrying the whole signature), CPU seconds of the Beam run and of the exact
 method. value: the staged method's largest element at the largest size, in bytes; baseline:
-today's ``ToList`` element at that size; ratio = value / baseline, here lower is better.
+the previous layout's ``ToList`` element at that size; ratio = value / baseline, here lower is better.
 
-``--quick``: 1 and 2 shards (a few minutes on a shared 2-core machine; needs ``--reviews`` or
+``--quick``: 1 and 2 shards (about 3 CPU minutes; needs ``--reviews`` or
 ``--data``); full: 1, 2, 4 and 8 shards.
 Usage: ``python benchmarks/neardup.py [--quick] [--reviews GLOB | --data DIR] [--sizes 1,2,4]``.
 """
@@ -102,12 +102,12 @@ def staged(texts: dict, tmp: Path) -> tuple[dict, dict, float]:
 
 
 def exact(texts: dict) -> tuple[dict, int, int, float]:
-    """The in-memory method: ({dropped: kept}, today's ToList element and band element in pickled
+    """The in-memory method: ({dropped: kept}, the previous layout's ToList element and band element in pickled
     bytes, CPU seconds)."""
     t0 = cpu()
     drops = neardup.find_near_duplicates(texts, THRESHOLD, SEED)
     seconds = cpu() - t0
-    # today's Beam layout held every distinct verified edge in one ToList element
+    # the previous Beam layout held every distinct verified edge in one ToList element
     bands, rows = neardup.bands_rows(THRESHOLD)
     perms = neardup.permutations(SEED, bands * rows)
     buckets: dict = {}
@@ -131,7 +131,7 @@ def compare(drops: dict, ref: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = parser(__doc__, "about 20 minutes on 2 cores")
+    ap = parser(__doc__, "about 30 minutes on 2 idle cores")
     add_data_args(ap, "reviews")
     ap.add_argument("--sizes", default=None, help="numbers of shards, comma-separated (default 1,2 quick, 1,2,4,8 full)")
     args = ap.parse_args(argv)
@@ -146,14 +146,14 @@ def main(argv: list[str] | None = None) -> dict:
         step, top = max(sizes_by_step.items(), key=lambda kv: kv[1])
         row = {"shards": n, "documents": len(texts), "exact_drops": len(ref), "staged_drops": len(drops),
                **compare(drops, ref), "largest_element_bytes": top, "largest_step": step,
-               "today_tolist_bytes": tolist, "today_band_element_bytes": band_element,
+               "previous_tolist_bytes": tolist, "previous_band_element_bytes": band_element,
                "beam_cpu_s": round(beam_s, 1), "exact_cpu_s": round(exact_s, 1),
                "largest_by_step": sizes_by_step}
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "largest_by_step"}, ensure_ascii=False), file=sys.stderr)
     last = rows[-1]
-    return emit("neardup_largest_element", "bytes", last["largest_element_bytes"], "today's ToList of all edges",
-                last["today_tolist_bytes"], {"threshold": THRESHOLD, "rounds": neardup_beam.ROUNDS, "sizes": sizes},
+    return emit("neardup_largest_element", "bytes", last["largest_element_bytes"], "the previous layout's ToList of all edges",
+                last["previous_tolist_bytes"], {"threshold": THRESHOLD, "rounds": neardup_beam.ROUNDS, "sizes": sizes},
                 rows=rows,
                 started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
