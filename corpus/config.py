@@ -16,6 +16,10 @@ from kolectra.corpus.languages import PROFILES, SCRIPTS
 
 # A corpus document's own keys (corpus/shards.py): a kept input field may not take one of them.
 DOCUMENT_KEYS = ("id", "source", "text", "sentences", "morphs")
+# At most this many kept fields: each is a column of every document, a feature of the dataset card
+# and a count in stats.json; far above the few a corpus carries (a rating, a date, a URL), and small
+# enough that what names them stays a readable line (3,000 names made one of 38 kB).
+MAX_KEEP_FIELDS = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +78,9 @@ class CorpusConfig:
             raise ConfigError(f"shard_bytes must be at least 64 KiB ({1 << 16}), got {self.shard_bytes}")
         if self.min_chars < 0 or self.max_chars < max(self.min_chars, 1):
             raise ConfigError(f"need 0 <= min_chars <= max_chars, got {self.min_chars}, {self.max_chars}")
+        if len(self.keep_fields) > MAX_KEEP_FIELDS:
+            raise ConfigError(f"keep_fields: {len(self.keep_fields)} fields named, at most {MAX_KEEP_FIELDS} (each is a "
+                              "column of every document and of the dataset card): keep the ones the corpus needs")
         for i, name in enumerate(self.keep_fields):
             if not name:
                 raise ConfigError("keep_fields: a field name is empty")
