@@ -18,7 +18,7 @@ from kolectra.corpus.languages import PROFILES, SCRIPTS
 DOCUMENT_KEYS = ("id", "source", "text", "sentences", "morphs")
 # At most this many kept fields: each is a column of every document, a feature of the dataset card
 # and a count in stats.json; far above the few a corpus carries (a rating, a date, a URL), and small
-# enough that what names them stays a readable line (3,000 names made one of 38 kB).
+# enough that what names them stays a readable line (3,000 names made a refusal one line of 17 kB).
 MAX_KEEP_FIELDS = 128
 
 
