@@ -31,8 +31,9 @@ for ``--base-tree`` (or this checkout's figure when none is given).
 
     python benchmarks/scale.py [--quick] [--reviews GLOB | --data DIR] [--base-tree /tmp/base]
 
-Full: 1, 2, 4, 8 of the 8 files (57.6 MB of text), about 40 CPU minutes a checkout; ``--quick``:
-1 and 2 files, about 5 CPU minutes a checkout (Kiwi's analysis is most of it).
+Full: 1, 2, 4, 8 of the 8 files (57.6 MB of text), about 30 CPU minutes a checkout; ``--quick``:
+1 and 2 files, about 6 CPU minutes a checkout (Kiwi's analysis is most of it; 25 minutes of wall
+time for one checkout on the shared 2-core machine). Figures: docs/scale.md.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ def train_vocab(first: str, where: Path) -> Path:
 
 
 def main() -> None:
-    p = parser(__doc__, "1-8 review files, about 40 CPU minutes a checkout")
+    p = parser(__doc__, "1-8 review files, about 30 CPU minutes a checkout")
     add_data_args(p, "reviews")
     p.add_argument("--base-tree", type=Path, help="another kolectra checkout to measure beside this one")
     p.add_argument("--shard-mb", type=float, default=16.0, help="this checkout's corpus shard_bytes, in MB")
