@@ -385,17 +385,27 @@ def test_a_manifest_on_the_store_with_edited_fields_is_named(bucket):
 
 @pytest.mark.parametrize("what", ["huge", "fifo"])
 def test_a_manifest_is_read_within_a_bound(tmp_path, what):
-    """A manifest replaced by a 100 GB (sparse) file or a FIFO is refused, not read whole or waited on."""
-    from kolectra.pipeline.store.manifest import MAX_MANIFEST, verify_dir
+    """A manifest replaced by a file over the bound (sparse) or a FIFO is refused, not read whole or waited on."""
+    import threading
+
+    from kolectra.pipeline.store import manifest as manifests
+    from kolectra.pipeline.store.manifest import verify_dir
+
+    bound = getattr(manifests, "MAX_MANIFEST", 64 << 20)
 
     store, parent, _ = _local_pair(tmp_path)
     mp = parent.path / MANIFEST
     mp.unlink()
     if what == "huge":
         with open(mp, "wb") as f:
-            f.truncate(100 << 30)
+            f.truncate(bound + 1)
     else:
         os.mkfifo(mp)
-    [problem] = verify_dir(parent.path)
-    assert str(mp) in problem and (f"larger than {MAX_MANIFEST:,} bytes" in problem if what == "huge"
+    found: list = []
+    reader = threading.Thread(target=lambda: found.extend(verify_dir(parent.path)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "verify waits on the manifest"
+    [problem] = found
+    assert str(mp) in problem and (f"larger than {bound:,} bytes" in problem if what == "huge"
                                    else "not a regular file" in problem), problem
