@@ -88,9 +88,14 @@ def test_run_names_its_evals_apart_and_its_summary_lists_every_warning(chain, ca
     # the demo's 12 steps cannot teach the tiny model: its warning says so in the demo's terms, naming no
     # setting the user would have to change; the summary repeats it (the progress line scrolls away)
     assert ckpt.manifest["stats"]["health"]["status"] == "not_learning"
-    warning = [ln for ln in RUN_OUTPUT["err"].splitlines() if "pretrain: WARNING" in ln]
-    assert len(warning) == 1 and "Expected here: the demo trains the tiny preset for 12 steps" in warning[0]
-    assert "dropout" not in warning[0] and "Likely causes" not in warning[0]
+    # a warning may be lifted by a "learning now" line and given again (the verdict is re-read at every
+    # logged step); every warning speaks in the demo's terms, and the run ends warned, not recovered
+    health_lines = [ln for ln in RUN_OUTPUT["err"].splitlines() if "pretrain: WARNING" in ln or "pretrain: learning now" in ln]
+    warning = [ln for ln in health_lines if "pretrain: WARNING" in ln]
+    assert warning and "pretrain: WARNING" in health_lines[-1]
+    for line in warning:
+        assert "Expected here: the demo trains the tiny preset for 12 steps" in line
+        assert "dropout" not in line and "Likely causes" not in line
     summary = RUN_OUTPUT["out"]
     assert "== warnings: " in summary
     section = summary.split("== warnings: ")[1].split("\n\n")[0]
