@@ -147,3 +147,19 @@ def test_operational_keys_do_not_change_the_id():
     b = Request(config={"train": {"lr": 1.0, "log_every": 50}}, **base)
     c = Request(config={"train": {"lr": 2.0, "log_every": 10}}, **base)
     assert a.id() == b.id() != c.id()
+
+
+def test_lineage_calls_a_corrupt_parent_unreadable_not_missing(tmp_path):
+    # issue 43 (low): a parent whose manifest is corrupt was shown as "MISSING parent", sending the
+    # user to look for something that is there
+    store = Store(tmp_path)
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=1, config={}), _produce("a", []))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)), _produce("b", []))
+    (corpus.path / "manifest.json").write_text("{not json")
+    text = "\n".join(store.lineage_lines(vocab))
+    assert "MISSING" not in text
+    assert f"UNREADABLE parent {corpus.id} of {vocab.path} is unreadable" in text and "not valid JSON" in text
+    # a parent that is really gone is still missing
+    import shutil
+    shutil.rmtree(corpus.path)
+    assert f"MISSING parent {corpus.id}" in "\n".join(store.lineage_lines(vocab))

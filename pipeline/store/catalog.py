@@ -234,7 +234,12 @@ class Catalog:
             children: list[tuple[str, Artifact | dict | str]] = []
             for pid in a.parents:
                 parent = self.parent(a, pid)
-                children.append(("artifact", parent) if parent is not None else ("missing", pid))
+                if parent is None:  # a directory that is there but does not load is not "missing"
+                    ref = next((r for r in a.manifest.get("parent_refs", []) if r.get("id") == pid), {"id": pid})
+                    unreadable = self._unreadable(a, {**ref, "id": pid})
+                    children.append(("unreadable", unreadable[0]) if unreadable else ("missing", pid))
+                    continue
+                children.append(("artifact", parent))
             children += [("input", inp) for inp in a.manifest.get("inputs", [])]
             for i, (what, child) in enumerate(children):
                 branch, cont = ("└── ", "    ") if i == len(children) - 1 else ("├── ", "│   ")
@@ -248,6 +253,8 @@ class Catalog:
                 elif what == "input":
                     lines.append(prefix + branch
                                  + f"input {child['path']} ({child['bytes']:,} bytes, sha256 {child['sha256'][:12]})")
+                elif what == "unreadable":
+                    lines.append(prefix + branch + f"UNREADABLE {child}")
                 else:
                     lines.append(prefix + branch + f"MISSING parent {child}")
 
