@@ -11,17 +11,25 @@ the store cache is refused, and so is a ``--push`` id the Hub would refuse, befo
 ``--push REPO_ID`` uploads the folder with ``huggingface_hub``: one commit of
 ``CommitOperationAdd`` per file (:func:`operations`), the repository created if absent.
 ``--dry-run`` stops there and prints what the commit would hold, which is also how the tests check
-it (no network here). kolectra otherwise runs with ``HF_HUB_OFFLINE=1``; only a real push goes online.
+it (no network here), and warns on stderr of what would stop or shame the real push: no token, or a
+public push of a model whose pretraining health says it learned nothing. kolectra otherwise runs
+with ``HF_HUB_OFFLINE=1``; only a real push goes online, and a Hub that cannot be reached (network
+down, refused, timed out) or a token it refuses is an environment problem, one line and exit 2.
+
+The card's body is the pretraining card, which may name local folders (``train.init_from``): a
+published card names such a folder by its last part only (:func:`no_local_paths`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 from kolectra.core import storage
 from kolectra.core.config import ConfigError
+from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 
@@ -109,7 +117,34 @@ def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list
         text = text.split("\n---\n", 1)[1] if "\n---\n" in text else ""
     origin = (f"\nExported by `kolectra export` from the checkpoint artifact `{art.kind}/{art.path.name}` "
               f"(digest `{art.manifest.get('digest', '')[:16]}`).\n")
-    return front_matter(cls_name, objective, datasets, base_model) + text.rstrip("\n") + "\n" + origin
+    return front_matter(cls_name, objective, datasets, base_model) + no_local_paths(text.rstrip("\n")) + "\n" + origin
+
+
+# an absolute or home-relative local path: starts a word with '/' or '~/' (a URL's or a Hub id's '/'
+# follows a letter), runs to whitespace, '|' or a quote
+_LOCAL_PATH = re.compile(r"(?<![\w:/.~-])(?:~|[A-Za-z]:)?/(?:[^\s|`'\"/]+/)*([^\s|`'\"/]*)")
+
+
+def no_local_paths(text: str) -> str:
+    """``text`` with every local absolute path cut to its last part (``/home/me/runs/base`` ->
+    ``<local folder>/base``): where a file sat on the author's machine is no fact for a Hub reader."""
+    return _LOCAL_PATH.sub(lambda m: f"<local folder>/{m.group(1)}", text)
+
+
+def warnings(art: Artifact, private: bool) -> list[str]:
+    """What ``--dry-run`` warns of before the real push: no token to push with, and a public push of a
+    model whose pretraining verdict says it learned nothing."""
+    from huggingface_hub import get_token
+
+    out = []
+    if not get_token():
+        out.append("no Hugging Face token found (HF_TOKEN or `huggingface-cli login`): the real push would fail")
+    health = (art.manifest.get("stats") or {}).get("health") or {}
+    if health.get("status") == "not_learning" and not private:
+        why = "; ".join(health.get("problems", []))[:300]
+        out.append("this checkpoint's pretraining health says it learned nothing" + (f" ({why})" if why else "")
+                   + ": a public push shares a model that is no better than chance (--private keeps it to you)")
+    return out
 
 
 def operations(folder: Path) -> list:
@@ -131,8 +166,9 @@ def push(folder: Path, repo_id: str, dry_run: bool, private: bool = False) -> li
     lines += [f"  {op.path_in_repo}  {Path(op.path_or_fileobj).stat().st_size:,} bytes" for op in ops]
     if dry_run:
         return lines
+    import httpx2  # huggingface_hub's HTTP client (pinned with it)
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import OfflineModeIsEnabled
+    from huggingface_hub.errors import HfHubHTTPError, LocalTokenNotFoundError, OfflineModeIsEnabled
 
     api = HfApi()  # kolectra's CLI leaves HF_HUB_OFFLINE unset for a real push, and only for it
     try:
@@ -141,4 +177,16 @@ def push(folder: Path, repo_id: str, dry_run: bool, private: bool = False) -> li
     except OfflineModeIsEnabled:
         raise ConfigError("--push: HF_HUB_OFFLINE is set in the environment; unset it to upload (or use "
                           "--dry-run to see what would be uploaded)") from None
+    except LocalTokenNotFoundError:
+        raise EnvironmentProblem("--push: no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN") from None
+    except httpx2.TransportError as e:  # refused, unreachable, DNS, timed out: the network, not the request
+        raise EnvironmentProblem(f"--push: cannot reach the Hub at {api.endpoint} ({type(e).__name__}: "
+                                 f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); check the network "
+                                 "and HF_ENDPOINT, then run the export again") from None
+    except HfHubHTTPError as e:
+        status = getattr(e.response, "status_code", None)
+        if status not in (401, 403):
+            raise
+        raise EnvironmentProblem(f"--push: the Hub refused the token (HTTP {status}) for {repo_id}: log in again "
+                                 "with a token that can write there") from None
     return lines + [f"committed: {info.commit_url}"]

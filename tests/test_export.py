@@ -5,6 +5,9 @@ that ``transformers`` loads alone, and the one commit a push would make, checked
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -13,7 +16,8 @@ from kolectra.core.config import to_dict
 from kolectra.model import config, train
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request, Store
-from tests.model_support import build_examples, build_tokenizer
+from tests.model_support import build_examples, build_tokenizer, small_chain
+from tests.test_faults_pretrain import SETS
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +129,52 @@ def test_an_invalid_push_id_is_refused_before_the_folder_is_written(checkpoint, 
     assert main(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), "--push", "a//b"]) == 2
     assert "--push: 'a//b' is not a Hugging Face Hub id" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _kolectra(args: list[str], tmp_path, **env) -> subprocess.CompletedProcess:
+    """The ``kolectra`` command in its own process: huggingface_hub reads HF_ENDPOINT and HF_HOME when
+    it is imported, so a Hub that is not there is set before that, as a user's shell would."""
+    child = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    child.update(HF_HOME=str(tmp_path / "hf-home"), **env)  # no token file of this machine's user
+    return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
+                          env=child, timeout=600)
+
+
+def test_a_push_with_the_network_down_is_an_environment_problem(checkpoint, tmp_path):
+    """Issue 46: a Hub that cannot be reached was an internal error (a traceback log); it is the
+    environment's problem, one line, exit 2. Port 9 on this machine refuses: real huggingface_hub calls."""
+    store, art = checkpoint
+    done = _kolectra(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), "--push", "me/k"],
+                     tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN="hf_" + "x" * 34)
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(err) == 1 and "cannot reach the Hub at http://127.0.0.1:9" in err[0] and "internal" not in err[0], err
+
+
+def test_dry_run_warns_of_no_token_and_of_a_public_push_of_a_model_that_learned_nothing(tmp_path, capsys):
+    """Issue 46: ``--dry-run`` says what would stop or shame the real push; a local ``init_from``
+    folder named in the pretraining card stays out of the exported one."""
+    store = Store(tmp_path / "root")
+    examples = small_chain(store)[2]
+    out = ["--out", str(store.root)]
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.lr", "train.save_every"))]
+    assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, "--set", "train.lr=1e-9",
+                 "-q", *out]) == 0
+    base = store.resolve(capsys.readouterr().out.strip().splitlines()[-1])
+    hf = str((store.local(base) / "hf").resolve())
+    assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, "--set", "train.lr=1e-9",
+                 "--set", f"train.init_from={hf}", "-q", *out]) == 0
+    ckpt = store.resolve(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ckpt.manifest["stats"]["health"]["status"] == "not_learning"
+    assert hf in (store.local(ckpt) / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
+
+    done = _kolectra(["export", ckpt.id, "--to", str(tmp_path / "o"), *out, "--push", "me/k", "--dry-run"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    warned = [line for line in done.stderr.splitlines() if line.startswith("kolectra export: warning: ")]
+    assert len(warned) == 2 and "no Hugging Face token" in warned[0] and "learned nothing" in warned[1], warned
+    card = (tmp_path / "o" / "README.md").read_text(encoding="utf-8")
+    assert str(tmp_path) not in card and "<local folder>/hf" in card and "https://" not in card
+    # a private push with a token: nothing to warn of
+    done = _kolectra(["export", ckpt.id, "--to", str(tmp_path / "p"), *out, "--push", "me/k", "--dry-run",
+                      "--private"], tmp_path, HF_TOKEN="hf_" + "x" * 34)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr

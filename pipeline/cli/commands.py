@@ -268,6 +268,9 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
     for op in hub.operations(folder):
         print(f"  {op.path_in_repo}")
     if args.push:
+        if args.dry_run:
+            for line in hub.warnings(art, args.private):
+                print(f"kolectra export: warning: {line}", file=sys.stderr)
         print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
     print(folder)
     return 0
