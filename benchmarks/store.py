@@ -163,7 +163,8 @@ def main() -> None:
     try:
         from kolectra.core import storage
         from kolectra.pipeline import stages
-        from kolectra.pipeline.store.artifacts import Store, open_store
+        from kolectra.pipeline.store.artifacts import Store
+        from kolectra.pipeline.store.factory import open_store
 
         storage.reset()
         fs, _ = storage.filesystem("s3://bench")

@@ -25,7 +25,8 @@ from pathlib import Path
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store import workspace
-from kolectra.pipeline.store.artifacts import Request, Store, open_store
+from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.factory import open_store
 
 
 def die() -> None:

@@ -95,7 +95,8 @@ def test_the_portable_runners_workers_write_straight_into_the_bucket(worker_pool
     report what they wrote; no staging copy, no file through the launcher, the local root's digest."""
     from kolectra.core import storage
     from kolectra.pipeline import stages
-    from kolectra.pipeline.store.artifacts import Store, open_store
+    from kolectra.pipeline.store.artifacts import Store
+    from kolectra.pipeline.store.factory import open_store
 
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
     lines = gzip.decompress(SAMPLE.read_bytes()).splitlines(keepends=True)[:300]

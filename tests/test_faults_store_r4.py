@@ -26,7 +26,7 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.pipeline.store import lease as leases
-from kolectra.pipeline.store.artifacts import open_store
+from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.manifest import MANIFEST
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -285,7 +285,6 @@ def test_a_recorded_parent_on_another_protocol_is_not_contacted(tmp_path, scheme
     """A manifest is data: its parent_refs path must not make verify or lineage contact a host."""
     import socket
 
-    from kolectra.pipeline.store.artifacts import Store
     from kolectra.pipeline.store.manifest import write_json
 
     listener = socket.socket()
@@ -293,7 +292,7 @@ def test_a_recorded_parent_on_another_protocol_is_not_contacted(tmp_path, scheme
     listener.listen(8)
     listener.settimeout(0.5)
     port = listener.getsockname()[1]
-    store = Store(tmp_path / "root")
+    store = open_store(tmp_path / "root")  # as the CLI opens it: able to follow a parent into a store
     request, produce = _toy_request()
     art = store.build(request, produce)
     manifest = json.loads((art.path / MANIFEST).read_text())

@@ -76,3 +76,71 @@ def test_the_vocab_command_imports_neither_torch_nor_beam(tmp_path):
     assert "no artifact 'absent'" in r.stderr  # the command ran up to the stage
     loaded = json.loads(r.stdout.strip().splitlines()[-1])
     assert loaded == {"torch": False, "apache_beam": False, "transformers": False, "sklearn": False}
+
+
+# ---- no import cycles -------------------------------------------------------------------------------
+def module_names() -> dict[str, Path]:
+    """Every kolectra module -> its file (``core/storage.py`` is ``kolectra.core.storage``; a package is its ``__init__``)."""
+    out = {}
+    for top in ("core", *STAGES, "pipeline"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            out[".".join(("kolectra", *(parts[:-1] if parts[-1] == "__init__" else parts)))] = path
+    return out
+
+
+def imported(module: str, is_package: bool, source: str, known: set[str]) -> set[str]:
+    """The kolectra modules ``module`` imports anywhere in its file (inside functions too).
+
+    ``from X import a`` reads X's namespace, so it is an edge to X, and to ``X.a`` too where that is a
+    module; relative names are resolved against ``module``'s package. The parents a dotted import runs
+    first (``a/__init__`` before ``a.b``) are not edges: a package whose face re-exports a submodule
+    would otherwise be in a cycle with every submodule that imports a sibling."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
+            source_module = ".".join(p for p in (base, node.module) if p)
+            found.add(source_module)
+            found.update(f"{source_module}.{a.name}" for a in node.names)
+    return {m for m in found if m in known and m != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_names()
+    return {m: imported(m, p.name == "__init__.py", p.read_text(encoding="utf-8"), set(modules))
+            for m, p in modules.items()}
+
+
+def test_imports_are_resolved_relative_and_through_packages():
+    known = {"kolectra.core", "kolectra.core.storage", "kolectra.pipeline.store", "kolectra.pipeline.store.remote",
+             "kolectra.pipeline.store.catalog"}
+    source = ("from . import remote\nfrom .. import store\nfrom ...core import storage\n"
+              "def f():\n    import kolectra.pipeline.store.catalog\n")
+    assert imported("kolectra.pipeline.store.factory", False, source, known) == known
+    assert imported("kolectra.pipeline.store", True, "from .remote import RemoteStore\n", known) == \
+        {"kolectra.pipeline.store.remote"}
+
+
+def test_no_kolectra_module_imports_another_in_a_cycle():
+    """A cycle hidden in a function-level import is still a cycle: the modules can neither be read nor
+    tested apart, and the import order decides which of them sees the other half-initialised."""
+    import networkx as nx
+
+    graph = nx.DiGraph([(m, d) for m, deps in import_graph().items() for d in deps])
+    cycles = sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+    assert cycles == [], "modules that import each other in a cycle: " + "; ".join("{" + ", ".join(c) + "}" for c in cycles)
+
+
+def test_only_the_factory_opens_a_root_on_a_store(tmp_path):
+    """Below the factory a store cannot name the remote one: a root built directly follows local roots
+    only, and says which call follows a URL; those the factory opens hand on the factory's opener."""
+    from kolectra.pipeline.store.artifacts import ArtifactError, Store
+    from kolectra.pipeline.store.factory import catalog_for, open_store
+
+    with pytest.raises(ArtifactError, match="a root on a store, followed only from a root opened by .*open_store"):
+        Store(tmp_path).resolve("s3://bucket/root/corpus/c-0123456789abcdef")
+    assert open_store(tmp_path).catalogs is catalog_for and catalog_for(tmp_path).catalogs is catalog_for

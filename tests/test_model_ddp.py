@@ -104,7 +104,7 @@ def _bucket_rank(rank: int, world: int, port: int, root: str, examples: str, cac
     from kolectra.core import storage
     from kolectra.model import shard_order
     from kolectra.pipeline import stages
-    from kolectra.pipeline.store.artifacts import open_store
+    from kolectra.pipeline.store.factory import open_store
     from tests.fault_child import kill_in_training_step
     from tests.test_faults_pretrain import SETS
 
@@ -136,7 +136,7 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
     both killed in step 10 then resumed on fresh machines end with the weights of a straight run."""
     import torch.multiprocessing as mp
 
-    from kolectra.pipeline.store.artifacts import open_store
+    from kolectra.pipeline.store.factory import open_store
     from tests.model_support import small_chain
 
     def ranks(root: str, examples: str, machines: str, **kw) -> list[int]:

@@ -24,7 +24,8 @@ import pytest
 from kolectra.core import storage
 from kolectra.pipeline import stages
 from kolectra.pipeline.run import run_sample
-from kolectra.pipeline.store.artifacts import ArtifactError, Store, open_store
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
+from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.remote import RemoteStore
 from tests.s3_support import bucket, free_port, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_end_to_end import TINY
@@ -242,7 +243,7 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     store = open_store(root)
 
     _, _, ex = small_chain(store)
-    straight = stages.pretrain(Store(tmp_path / "local"), str(store.local(ex)), preset="tiny", sets=SETS)
+    straight = stages.pretrain(open_store(tmp_path / "local"), str(store.local(ex)), preset="tiny", sets=SETS)
 
     killed = _child("pretrain", root, str(ex.path), "step10", *(f"--set={s}" for s in SETS))
     assert killed.returncode == -9, killed.stderr[-3000:]
@@ -346,7 +347,7 @@ def test_a_local_root_takes_a_parent_kept_in_the_bucket_by_its_url(bucket, tmp_p
     and records where it came from."""
     sample = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
     corpus = stages.corpus(open_store(f"{bucket}/u"), [str(sample)], sets=["min_chars=10"])
-    local = Store(tmp_path / "root")
+    local = open_store(tmp_path / "root")  # a root opened as the CLI does: it follows parents into a bucket
     vocab = stages.vocab(local, str(corpus.path), sets=TINY["vocab"])
     assert vocab.parents == [corpus.id]
     assert vocab.manifest["parent_refs"][0]["path"] == str(corpus.path)

@@ -4,4 +4,5 @@
 reads what is published, :mod:`.manifest` hashes and verifies an artifact's files, :mod:`.layout`
 says what each kind must hold, :mod:`.workspace` keeps the private areas (locks, builds, runs);
 :mod:`.remote`, :mod:`.lease` and :mod:`.remote_runs` are the same store on ``s3://`` / ``gs://``.
+:mod:`.factory` opens a root as either (the one module that knows both).
 """

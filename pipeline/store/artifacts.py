@@ -48,7 +48,7 @@ from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import layout, workspace
-from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for, default_root, load
+from kolectra.pipeline.store.catalog import Artifact, Catalog, default_root, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
     MANIFEST,
@@ -69,7 +69,7 @@ from kolectra.pipeline.store.manifest import (
 )
 from kolectra.pipeline.store.workspace import Resumable
 
-__all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root", "open_store",
+__all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root",
            "fingerprint_inputs", "load", "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]
 
 ID_CHARS = 16
@@ -134,20 +134,6 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
     return manifest
 
 
-def open_store(root: Path | str | None = None) -> "Store":
-    """The store of ``root``: a local directory or an object-store URL (``s3://``, ``gs://``)."""
-    from kolectra.core import storage  # noqa: PLC0415
-    from kolectra.pipeline.store.catalog import as_root  # noqa: PLC0415
-
-    root = default_root() if root is None else as_root(root)
-    if storage.is_url(str(root)):
-        from kolectra.pipeline.store.remote import RemoteStore  # noqa: PLC0415 - s3fs/gcsfs only for store roots
-
-        storage.check_bucket(str(root))
-        return RemoteStore(str(root))
-    return Store(root)
-
-
 def _without(config: dict, dotted: Iterable[str]) -> dict:
     out = json.loads(json.dumps(config))
     for key in dotted:
@@ -169,7 +155,7 @@ class Store(Catalog):
         """A local directory with ``art``'s files for a stage to read: here, where it is (a parent
         kept in a store: a checked copy, :meth:`kolectra.pipeline.store.remote.RemoteStore.local`)."""
         if not isinstance(art.path, Path):
-            return catalog_for(art.root).local(art, only)
+            return self.catalogs(art.root).local(art, only)
         return art.path
 
     def cache_dir(self, what: str) -> Path:

@@ -4,9 +4,9 @@
 :meth:`~Catalog.resolve` a ref, a :meth:`~Catalog.parent` in any root), checks them
 (:meth:`~Catalog.verify`: files against the manifest, parents unchanged since a child was built
 from them; :meth:`~Catalog.require`: that, before a stage reads a parent) and draws their lineage.
-:class:`kolectra.pipeline.store.artifacts.Store` adds building (the publish protocol) on top. Every
-manifest is checked field by field, and against the place of its directory, before anything
-here acts on it (:mod:`.manifest`).
+:class:`kolectra.pipeline.store.artifacts.Store` adds building (the publish protocol) on top, and
+:mod:`.factory` opens a root, local or a store URL. Every manifest is checked field by field, and
+against the place of its directory, before anything here acts on it (:mod:`.manifest`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import os
 from pathlib import Path
+from typing import Callable
 
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 
@@ -39,14 +40,14 @@ def as_root(location: str | Path) -> Path | str:
     return Path(storage.local_path(text))
 
 
-def catalog_for(root: Path | str) -> "Catalog":
-    """The catalog of a root: a local directory, or a store URL (:mod:`.remote`)."""
+def local_catalog(root: Path | str) -> "Catalog":
+    """The catalog of another local root; a store URL is opened by :func:`.factory.catalog_for` (the
+    catalogs it opens follow parents into a bucket: this module cannot know the remote store, built on it)."""
     from kolectra.core import storage  # noqa: PLC0415
 
     if storage.is_url(str(root)):
-        from kolectra.pipeline.store.remote import RemoteStore  # noqa: PLC0415 - only for store roots
-
-        return RemoteStore(str(root))
+        raise ArtifactError(f"{root}: a root on a store, followed only from a root opened by "
+                            "kolectra.pipeline.store.factory.open_store")
     return Catalog(root)
 
 
@@ -90,8 +91,9 @@ class Artifact:
 class Catalog:
     """The artifacts under ``root`` (default: ``$KOLECTRA_HOME`` or ``./artifacts``)."""
 
-    def __init__(self, root: Path | str | None = None):
+    def __init__(self, root: Path | str | None = None, catalogs: Callable[[Path | str], Catalog] = local_catalog):
         self.root = Path(root) if root is not None else default_root()
+        self.catalogs = catalogs  # how another root is opened (a parent kept there): see factory.catalog_for
 
     # ---- finding -------------------------------------------------------------------------
     def scan(self, kind: str | None = None) -> tuple[list[Artifact], list[str]]:
@@ -121,7 +123,7 @@ class Catalog:
     def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
         """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
         if "://" in str(ref) and not str(ref).lower().startswith("file://"):  # an artifact kept in a store
-            return catalog_for(str(ref).rstrip("/").rsplit("/", 2)[0]).resolve(str(ref), kind)
+            return self.catalogs(str(ref).rstrip("/").rsplit("/", 2)[0]).resolve(str(ref), kind)
         p = Path(storage_local(str(ref))) if str(ref).lower().startswith("file://") else Path(ref)
         if p.is_dir() and (p / MANIFEST).is_file():
             return load(p)
@@ -152,14 +154,14 @@ class Catalog:
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
         for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
             for k in kinds:
-                found = catalog_for(root).find(k, pid)
+                found = self.catalogs(root).find(k, pid)
                 if found is not None:
                     return found
         with contextlib.suppress(ArtifactError, OSError, ValueError):
             if ref.get("path") and "://" in ref["path"]:  # recorded in a store: only one kolectra keeps roots on
                 if not recorded_store(ref["path"]) or len(kinds) != 1:
                     return None
-                return catalog_for(ref["path"].rsplit("/", 2)[0]).find(kinds[0], pid)
+                return self.catalogs(ref["path"].rsplit("/", 2)[0]).find(kinds[0], pid)
             recorded = load(Path(ref["path"])) if ref.get("path") else None
             return recorded if recorded is not None and recorded.id == pid else None
         return None
@@ -194,7 +196,7 @@ class Catalog:
         """The refusal of a parent directory that exists (in ``art``'s root or this one) but does not load."""
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else KINDS
         for root in dict.fromkeys(r for r in (art.root, self.root) if r is not None):
-            for d in (d for k in kinds for d in catalog_for(root)._dirs(k, ref["id"])):  # noqa: SLF001 - a catalog of another root, same class
+            for d in (d for k in kinds for d in self.catalogs(root)._dirs(k, ref["id"])):  # noqa: SLF001 - a catalog of another root, same class
                 try:
                     load(d)
                 except ArtifactError as e:
@@ -209,7 +211,7 @@ class Catalog:
             except ArtifactError as e:
                 return [str(e)]
         if not isinstance(art.path, Path):  # a parent kept in a store: checked there
-            return catalog_for(art.root).verify(art)
+            return self.catalogs(art.root).verify(art)
         return verify_dir(art.path) + self.changed_parents(art)
 
     def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:

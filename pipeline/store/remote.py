@@ -56,7 +56,7 @@ from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of
-from kolectra.pipeline.store.catalog import Artifact, Catalog, catalog_for, recorded_store
+from kolectra.pipeline.store.catalog import Artifact, Catalog, recorded_store
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -129,8 +129,9 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
 class RemoteStore(StoreRuns, Store):
     """A store root's artifacts (finding, checking, building); ``root`` is a URL."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, catalogs: Callable[[Path | str], Catalog]):
         storage.check_root(str(root))
+        self.catalogs = catalogs  # how another root is opened: factory.catalog_for, the one that knows this class
         self.url = str(root).rstrip("/")
         self.root = upath(self.url)
         self._run_url: str | None = None
@@ -164,7 +165,7 @@ class RemoteStore(StoreRuns, Store):
             return load_remote(upath(str(ref)))
         p = Path(str(ref))
         if p.is_dir() and (p / MANIFEST).is_file():
-            return Catalog(p.parent.parent).resolve(p)
+            return Catalog(p.parent.parent, self.catalogs).resolve(p)
         ref = str(ref)
         exact, by_name = [], []
         for k in [kind] if kind else KINDS:
@@ -189,7 +190,7 @@ class RemoteStore(StoreRuns, Store):
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
         roots = [r for r in (art.root, self.root) if r is not None]
         for root in dict.fromkeys(str(r) for r in roots):
-            cat = catalog_for(root)
+            cat = self.catalogs(root)
             for k in kinds:
                 found = cat.find(k, pid)
                 if found is not None:
@@ -198,7 +199,7 @@ class RemoteStore(StoreRuns, Store):
             where = ref.get("path")
             if storage.is_url(where) and not recorded_store(where):
                 return None  # a manifest is data: no other protocol is contacted on its word
-            recorded = (load_remote(upath(where)) if storage.is_url(where) else Catalog().resolve(Path(where))) \
+            recorded = (load_remote(upath(where)) if storage.is_url(where) else Catalog(catalogs=self.catalogs).resolve(Path(where))) \
                 if where else None
             return recorded if recorded is not None and recorded.id == pid else None
         return None
