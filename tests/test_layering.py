@@ -1,6 +1,7 @@
 """The layers the code keeps, checked: ``core/`` imports nothing else of kolectra; the stages
-(``corpus/``, ``vocab/``, ``model/``, ``finetune/``) never import ``pipeline/``; and the light
-commands (``kolectra --help``, ``artifacts list``, ``--print-config``) start without torch or Beam."""
+(``corpus/``, ``vocab/``, ``model/``, ``finetune/``) never import ``pipeline/``; no module imports
+another in a cycle (imports inside functions included); and the light commands (``kolectra --help``,
+``artifacts list``, ``--print-config``) start without torch or Beam."""
 
 from __future__ import annotations
 
