@@ -58,6 +58,22 @@ def _fmt(v: str | None) -> str:
     return "—" if v is None else v
 
 
+# the figure a published row gives for a kolectra task, in the task's headline units (percent)
+FIGURES = {"nsmc": lambda r: r.nsmc_acc,
+           "korquad": lambda r: None if r.korquad_em is None else f"{r.korquad_em} / {_fmt(r.korquad_f1)}"}
+
+
+def rows_for(tasks: list[str]) -> list[tuple[Published, list[str]]]:
+    """The published models with a figure for one of ``tasks`` (a report's columns, in order), each
+    with its cells: the figure in percent, an em dash where it has none for that task."""
+    out = []
+    for r in ROWS:
+        cells = [FIGURES[t](r) if t in FIGURES else None for t in tasks]
+        if any(c is not None for c in cells):
+            out.append((r, [_fmt(c) for c in cells]))
+    return out
+
+
 def table() -> list[str]:
     """The rows as a Markdown table (docs/published.md holds the same lines)."""
     out = ["| model | NSMC acc | KorQuAD 1.0 EM / F1 | KLUE | split | source |", "|" + " --- |" * 6]

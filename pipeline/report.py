@@ -23,8 +23,9 @@ from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import article
 
 
-def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:
-    """Write ``report.md`` (and its PNGs) for ``ref``; return the Markdown file's path."""
+def render(store: Store, ref: str | Path, dest: Path | None = None, published: bool = False) -> Path:
+    """Write ``report.md`` (and its PNGs) for ``ref``; return the Markdown file's path. ``published``:
+    a last section placing an eval's scores in one table with the published models' figures."""
     art = store.resolve(ref)
     dest = Path(dest) if dest else store.root / "reports" / f"{art.kind}-{art.path.name}"
     dest.mkdir(parents=True, exist_ok=True)
@@ -56,9 +57,23 @@ def render(store: Store, ref: str | Path, dest: Path | None = None) -> Path:
         section = SECTIONS.get(a.kind)
         if section:
             lines += ["", f"## {text(a.kind)}: {code(a.path.name)}", ""] + section(a, dest)
+    if published:
+        lines += ["", "## Against published models", ""] + published_section(store, art)
     out = dest / "report.md"
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
+
+
+def published_section(store: Store, art: Artifact) -> list[str]:
+    """An eval's scores as a row of the published models' table (percent, each row's split); for
+    another kind, the published table alone (docs/published.md)."""
+    if art.kind != "eval":
+        from kolectra.pipeline.published import table  # noqa: PLC0415 - only with --published
+
+        return [*table(), "", "Published figures as their authors report them (docs/published.md)."]
+    rows, sources = score_table(store, [art], published=True)
+    return [*rows, "", "Scores in percent. A score on fewer rows, another split or a smaller model is not comparable "
+                       "with a published figure (docs/published.md).", "", "Sources:", "", *sources]
 
 
 def ancestors(store: Store, art: Artifact) -> list[Artifact]:
@@ -262,14 +277,42 @@ METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1":
                  "pearson": "Pearson", "precision": "P", "recall": "R"}
 
 
-def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tuple[Path, str]:
+def render_table(store: Store, refs: list[str], dest: Path | None = None,
+                 published: bool = False) -> tuple[Path, str]:
     """``kolectra report REF REF ...``: the eval artifacts' headline scores in one Markdown table,
     a row per model (the checkpoint, or the HF directory fine-tuned) and a column per task (the
     artifact's name: ``--name kornli``), as KoELECTRA's README shows its results.  Writes
-    ``report.md`` (the table and where each cell comes from); returns its path and the table."""
+    ``report.md`` (the table and where each cell comes from); returns its path and the table.
+    ``published``: the published models' figures as rows of the same table, with a split column."""
     arts = evals(store, refs)
+    table, sources = score_table(store, arts, published)
+    ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
+    dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / "report.md"
+    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *table, "", TABLE_NOTE, "",
+                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
+    return out, "\n".join(table)
+
+
+TABLE_NOTE = ("Scores in percent; a `--seeds` summary shows the median over its seeds. "
+              "Beside each score: the rows (questions, for KorQuAD) it was measured on, as "
+              "`N of M` when `max_eval_examples` kept only the first N of the file's M (such a "
+              "score is not comparable with a full-test figure), and `learned nothing` when the "
+              "run's health check failed (docs/finetune.md), `N% of test rows in training` when "
+              "that share of the scored rows is also in the training file; beside a model, its "
+              "pretraining verdict when it did not pass. Published models' figures to place "
+              "these against: docs/published.md (`kolectra report --published`).")
+
+
+def score_table(store: Store, arts: list[Artifact], published: bool = False) -> tuple[list[str], list[str]]:
+    """The score table of ``arts`` (models as rows, tasks as columns) and its sources' lines; with
+    ``published``, the published models' rows below in the same units and a split column saying
+    what each row's figures were measured on (docs/published.md's rows, :mod:`pipeline.published`)."""
     cells: dict[tuple[str, str], tuple[str, Artifact]] = {}
     headers: dict[str, str] = {}
+    tasks: dict[str, str] = {}  # column -> task
+    splits: dict[str, list[str]] = {}  # model identity -> what each of its scores was measured on
     model_names: dict[str, str] = {}  # model identity -> its name
     for a in arts:
         m = _read_json(a.path / "metrics.json")
@@ -280,27 +323,40 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None) -> tup
             raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {name} on "
                                 f"{column}; give one of them (or tell them apart with --name)")
         headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
+        tasks.setdefault(column, task)
         cells[model, column] = (_cell(m, names, scale) + _cell_note(store, a, m), a)
+        splits.setdefault(model, []).append(f"{column}: {split_of(m) or '?'}")
         model_names.setdefault(model, name + _pretraining_note(store, a))
     label = row_labels(model_names)
-    table = _table(["model", *headers.values()], [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)]
-                                                  for model in model_names])
-    ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
-    dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
-    dest.mkdir(parents=True, exist_ok=True)
+    rows = [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)] for model in model_names]
     sources = [f"- {text(column)}, {text(label[model])}: {code(a.path)}" for (model, column), (_, a) in cells.items()]
-    out = dest / "report.md"
-    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *table, "",
-                              "Scores in percent; a `--seeds` summary shows the median over its seeds. "
-                              "Beside each score: the rows (questions, for KorQuAD) it was measured on, as "
-                              "`N of M` when `max_eval_examples` kept only the first N of the file's M (such a "
-                              "score is not comparable with a full-test figure), and `learned nothing` when the "
-                              "run's health check failed (docs/finetune.md), `N% of test rows in training` when "
-                              "that share of the scored rows is also in the training file; beside a model, its "
-                              "pretraining verdict when it did not pass. Published models' figures to place "
-                              "these against: docs/published.md (`kolectra report --published`).", "",
-                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
-    return out, "\n".join(table)
+    if not published:
+        return _table(["model", *headers.values()], rows), sources
+    from kolectra.pipeline.published import rows_for  # noqa: PLC0415 - only with --published
+
+    rows = [[*row, "; ".join(splits[model])] for row, model in zip(rows, model_names)]
+    theirs = rows_for([tasks[c] for c in headers])
+    rows += [[f"{r.model} (published)", *figures, r.splits] for r, figures in theirs]
+    sources += [f"- {text(r.model)} (published): {text(r.source)}" for r, _ in theirs]
+    return _table(["model", *headers.values(), "split"], rows), sources
+
+
+BY_ARTICLE = "by-article split, not the official dev set"
+
+
+def by_article(m: dict) -> bool:
+    """Whether a KorQuAD score is on a by-article split of one file (finetune/korquad.py eval_set_label)."""
+    return str(m.get("eval_set", "")).startswith("by-article split")
+
+
+def split_of(m: dict) -> str:
+    """What a kolectra score was measured on, in the published table's terms: its rows, and the file."""
+    size = test_size(m)
+    if by_article(m):
+        return f"{size}, {BY_ARTICLE}"
+    facts = (m.get("dev_file") if isinstance(m.get("questions"), int) else m.get("test_file")) or {}
+    path = facts.get("path") if isinstance(facts, dict) else None
+    return size + (f" of {Path(path).name}" if size and isinstance(path, str) else "")
 
 
 def evals(store: Store, refs: list[str]) -> list[Artifact]:
@@ -374,6 +430,8 @@ def _cell_note(store: Store, a: Artifact, m: dict) -> str:
     sizes = {test_size(r) for r in runs} - {""}
     failed = sum(1 for r in runs if (r.get("health") or {}).get("status") == "not_learning")
     notes = [" / ".join(sorted(sizes))] if sizes else []
+    if any(by_article(r) for r in runs):
+        notes.append(BY_ARTICLE)
     if failed:
         notes.append("learned nothing" if len(runs) == 1 else f"learned nothing in {failed} of {len(runs)} seeds")
     notes += sorted({f"{share} of test rows in training" for w in (a.manifest.get("stats") or {}).get("warnings", [])

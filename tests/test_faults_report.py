@@ -68,3 +68,51 @@ def test_code_spans_and_blocks_cannot_be_closed_from_inside(tmp_path):
     inside, after = block.split("\n" + fence + "\n", 1)
     assert set(fence) == {"`"} and len(fence) > 3 and fence not in inside  # the name cannot close the block
     assert "<script>" not in before + after and "in``` <script>x.txt" in inside  # one line in the tree
+
+
+def test_published_figures_are_rows_of_report_md_in_percent_with_each_split(tmp_path, capsys):
+    """Issue 46: ``--published`` printed the published table on the screen only; with eval artifacts it
+    joins report.md's score table, the user's rows and theirs in percent, each row saying its split."""
+    from kolectra.finetune.korquad import eval_set_label
+    from kolectra.pipeline.cli import main
+    from kolectra.pipeline.published import ROWS
+
+    store = Store(tmp_path / "store")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    split = {"side": "dev", "seed": 7, "dev_fraction": 0.2, "source": "KorQuAD_v1.0_train.json"}
+    shapes = {"nsmc": {"task": "nsmc", "accuracy": 0.8125, "test_examples": 400,
+                       "test_file": {"path": "ratings_test.txt", "rows": 50000}},
+              "korquad": {"task": "korquad", "exact_match": 41.5, "f1": 60.25, "questions": 96,
+                          "dev_file": {"questions": 96}, "eval_set": eval_set_label(Path("dev.json"), {"split": split})}}
+
+    def produce(metrics):
+        def write(out: Path) -> StageOutput:
+            (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+            return StageOutput(stats={})
+        return write
+
+    arts = [store.build(Request(kind="eval", name=task, stage_version=1, config={"task": task},
+                                inputs=tuple(fingerprint_inputs([folder]))), produce(m)) for task, m in shapes.items()]
+    root = ["--out", str(store.root)]
+    assert main(["report", *(a.id for a in arts), "--published", "--dest", str(tmp_path / "t"), *root]) == 0
+    report = (tmp_path / "t" / "report.md").read_text(encoding="utf-8")
+    rows = {_cells(r)[0].strip(): [c.strip() for c in _cells(r)[1:]] for r in report.splitlines() if r.startswith("| ")}
+    assert rows["model"] == ["nsmc (acc)", "korquad (EM / F1)", "split"]
+    mine = rows[folder.name]  # the user's row: percent, and what each score was measured on
+    assert mine[0] == "81.25 (400 of 50,000 test rows)"
+    assert mine[1] == "41.50 / 60.25 (96 dev questions; by-article split, not the official dev set)"
+    assert mine[2] == ("nsmc: 400 of 50,000 test rows of ratings_test.txt; "
+                       "korquad: 96 dev questions, by-article split, not the official dev set")
+    small = rows["KoELECTRA-Small-v3 (published)"]
+    koelectra = next(r for r in ROWS if r.model == "KoELECTRA-Small-v3")
+    assert small[:2] == [koelectra.nsmc_acc, f"{koelectra.korquad_em} / {koelectra.korquad_f1}"]
+    assert "ratings_test.txt, all 50,000 rows" in small[2] and koelectra.source in report
+    assert not any(k.startswith("KLUE") for k in rows)  # no figure for these tasks: no row
+
+    # one eval: report.md ends with its row among the published ones
+    assert main(["report", arts[1].id, "--published", "--dest", str(tmp_path / "one"), *root]) == 0
+    one = (tmp_path / "one" / "report.md").read_text(encoding="utf-8").split("## Against published models", 1)[1]
+    assert "| KR-ELECTRA (published) | 84.93 / 93.04 | NSMC: " in one and "| mine | 41.50 / 60.25 (96 dev" in one
+    assert one.count("by-article split, not the official dev set") == 2

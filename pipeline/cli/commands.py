@@ -209,8 +209,9 @@ def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
 def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("ref", nargs="*", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample); "
                    "several eval artifacts: one table of their scores, models as rows and tasks as columns")
-    p.add_argument("--published", action="store_true", help="also print published Korean models' NSMC and KorQuAD "
-                   "figures, with their sources and splits (docs/published.md), to place the scores against")
+    p.add_argument("--published", action="store_true", help="published Korean models' NSMC and KorQuAD figures, with "
+                   "their sources and splits (docs/published.md): alone, printed; with REF, rows of report.md's score "
+                   "table beside yours, in percent, with the split each figure used")
     p.add_argument("--dest", type=Path, default=None, help="folder for report.md and its PNGs "
                    "(default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts ROOT/reports/table-<hash>)")
 
@@ -220,18 +221,18 @@ def run_report(args, store: Store, beam_args: list[str]) -> int:
 
     if not args.ref and not args.published:
         raise ConfigError("report: give the artifact to report (e.g. kolectra report sample-nsmc), or --published")
-    if args.published:  # first: the last stdout line stays the report's path
+    if args.published and not args.ref:
         from kolectra.pipeline.published import table as published_table
 
         print("published models (docs/published.md; not comparable with a score on fewer rows or another split):")
-        print("\n".join(published_table()) + ("\n" if args.ref else ""))
-    if len(args.ref) > 1:
-        path, table = render_table(store, args.ref, args.dest)
+        print("\n".join(published_table()))
+    if len(args.ref) > 1:  # with --published, their rows join the table (and report.md), with each row's split
+        path, table = render_table(store, args.ref, args.dest, args.published)
         print(table)
         print(path)
         return 0
-    if args.ref:
-        print(render(store, args.ref[0], args.dest))
+    if args.ref:  # with --published, report.md ends with the eval's row in the published models' table
+        print(render(store, args.ref[0], args.dest, args.published))
     return 0
 
 
