@@ -94,6 +94,8 @@ def learning_curve(path: Path, task: str, metrics: dict, curve: list[dict]) -> P
         dev = {"EM": [(e["epoch"], e["dev_exact_match"]) for e in per_epoch] or [(last, metrics["exact_match"])],
                "F1": [(e["epoch"], e["dev_f1"]) for e in per_epoch] or [(last, metrics["f1"])]}
         title = f"KorQuAD: EM {metrics['exact_match']:.2f} F1 {metrics['f1']:.2f}"
+        if str(metrics.get("eval_set", "")).startswith("by-article split"):  # korquad.eval_set_label's words
+            title += " (by-article split, not the official dev set)"
     return chart(path, [Panel(loss, title, "epoch", "train loss"),
                         Panel(dev, "", "epoch", "EM / F1 (%)" if task == "korquad" else "dev metric", markers=True)],
                  width=640, panel_height=300)

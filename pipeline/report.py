@@ -253,6 +253,8 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     headline = [[k, m[k]] for k in ("accuracy", "macro_f1", "spearman", "pearson", "exact_match", "f1", "precision",
                                     "recall", "dev_accuracy", "best_epoch") if k in m]
     out = [f"Task: **{text(m.get('task', a.manifest.get('config', {}).get('task', '?')))}**", ""]
+    if by_article(m):  # one file split by article (kolectra finetune korquad --split-dev-by-article)
+        out += [f"Scored on a **{BY_ARTICLE}**: {text(m['eval_set'])}.", ""]
     out += _table(["metric", "value"], headline)
     curve = a.path / "learning_curve.png"  # drawn by the fine-tuning stage: loss and dev metric, test score
     if curve.is_file():

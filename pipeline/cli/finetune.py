@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from kolectra.core.errors import UserInputError
@@ -32,8 +33,14 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
                        "hf/discriminator) or a local HF ELECTRA directory (e.g. --model sample)")
         t.add_argument("--train", required=True, type=Path, metavar="FILE",
                        help=f"the training file (e.g. --train {train_file})")
-        t.add_argument(f"--{task.eval_flag}", required=True, type=Path, metavar="FILE",
-                       help=f"the file scored once at the end (e.g. --{task.eval_flag} {eval_file})")
+        t.add_argument(f"--{task.eval_flag}", required=name not in BY_ARTICLE, type=Path, metavar="FILE",
+                       help=f"the file scored once at the end (e.g. --{task.eval_flag} {eval_file})"
+                            + (f" (default: none, then {BY_ARTICLE[name]})" if name in BY_ARTICLE else ""))
+        if name in BY_ARTICLE:
+            t.add_argument("--split-dev-by-article", type=float, default=None, metavar="FRACTION",
+                           help="no dev file: score a seeded FRACTION of --train's articles, trained on the rest "
+                                "(no article on both sides); its figures say 'by-article split, not the official "
+                                "dev set' (default: off; e.g. --split-dev-by-article 0.1)")
         if task.dev_flag:
             t.add_argument("--dev", type=Path, default=None, metavar="FILE", help="the file the epoch is chosen "
                            "on (default: a seeded dev_fraction of --train)")
@@ -45,6 +52,9 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
         t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
                        "then a summary artifact with median and spread (default: one run, --seed)")
 
+
+# the tasks that can score a by-article split of --train instead of a file (finetune/korquad.py write_split)
+BY_ARTICLE = {"korquad": "--split-dev-by-article FRACTION"}
 
 # a --set every task accepts (train.lr is pretraining's key: "unknown key" here)
 SET_EXAMPLE = "optim.lr=3e-5"
@@ -99,6 +109,19 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.pipeline import stages  # only when a task runs (the task imports torch itself)
 
     eval_file = getattr(args, TASKS[args.task].eval_flag)
+    fraction = getattr(args, "split_dev_by_article", None)
+    if args.task in BY_ARTICLE and (eval_file is None) == (fraction is None):
+        raise UserInputError(f"finetune {args.task}: give --{TASKS[args.task].eval_flag} FILE or "
+                             f"{BY_ARTICLE[args.task]}, one of them")
+    if fraction is not None:  # the split's files live as long as the run: the artifact records their hashes
+        with tempfile.TemporaryDirectory(prefix="kolectra-split-") as folder:
+            from kolectra.finetune.korquad import write_split
+
+            split_seed = config_finetune(args)[0].seed  # one split for every --seeds run: the same scored questions
+            args.train, split_dev = write_split(args.train, fraction, split_seed, Path(folder))
+            setattr(args, TASKS[args.task].eval_flag, split_dev)
+            args.split_dev_by_article = None
+            return run_finetune(args, store, beam_args)
     sets = _finetune_sets(args)
     dev = {"dev_file": args.dev} if TASKS[args.task].dev_flag and args.dev is not None else {}
     if args.seeds:
