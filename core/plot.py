@@ -35,6 +35,7 @@ import matplotlib
 from matplotlib import font_manager, ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import offset_copy
 
 from kolectra.core.errors import EnvironmentProblem
 
@@ -141,6 +142,9 @@ class Panel:
     logy: bool = False
     hlines: Mapping[str, float] = dataclasses.field(default_factory=dict)
     ylim: tuple[float, float] | None = None  # e.g. (0, 1) for shares, so levels read at a glance
+    # "best": inside the axes where matplotlib finds the least overlap; "below": under the axes, for
+    # panels whose curves fill the whole box (shares from 0 to 1), where "best" still covers some
+    legend: str = "best"
 
 
 def finite(points: Sequence[Point], logx: bool = False) -> list[Point]:
@@ -184,7 +188,12 @@ def draw_panel(ax, panel: Panel) -> None:
     ax.set_title(panel.title)
     ax.set_xlabel(panel.xlabel)
     ax.set_ylabel(panel.ylabel)
-    if len(data) + len(panel.hlines) > 1:  # one series: the title names it
+    entries = len(data) + len(panel.hlines)
+    if entries > 1 and panel.legend == "below":  # constrained layout shrinks the axes to make room
+        under_label = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")  # ticks and x label first
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=under_label, ncol=min(entries, 2),
+                  frameon=False)
+    elif entries > 1:  # one series: the title names it
         ax.legend(loc="best")
 
 

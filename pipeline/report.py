@@ -220,9 +220,9 @@ def training_panels(rows: list[dict]) -> list[plot.Panel]:
         panel({"disc_auc": "AUC", "disc_precision": "precision (replaced)", "disc_recall": "recall (replaced)",
                "disc_acc": "accuracy", "replaced_token_share": "replaced share of tokens (precision at chance)"},
               "discriminator: replaced-token detection", "share",
-              hlines={"chance AUC": 0.5}, ylim=(0, 1.02)),
+              hlines={"chance AUC": 0.5}, ylim=(0, 1.02), legend="below"),
         panel({"gen_acc": "generator accuracy", "replaced_share": "replaced share of masked", "mlm_acc": "MLM accuracy"},
-              "generator", "share", ylim=(0, 1.02)),
+              "generator", "share", ylim=(0, 1.02), legend="below"),
         panel({"lr": "learning rate"}, "learning rate", "lr"),
         panel({"tokens_per_s": "tokens/s"}, "throughput", "tokens/s"),
     ]

@@ -134,3 +134,25 @@ def test_a_semibold_title_logs_no_font_fallback_note(caplog):
     with caplog.at_level("INFO", logger="matplotlib.font_manager"):
         figure([Panel({"a": [(1, 2), (2, 3)]}, "NSMC: 정확도 55.40%", "epoch", "loss")], 320, 240)
     assert not [r for r in caplog.records if r.levelno >= 30], [r.getMessage() for r in caplog.records]
+
+
+def test_the_rtd_panels_legend_sits_below_its_curves_not_on_them():
+    """Issue 46: the discriminator panel's shares fill the whole box (0 to 1), and its legend of six
+    entries covered the RTD curves wherever "best" put it: drawn by the report's own panels, the
+    legend lies under the axes."""
+    from kolectra.pipeline.report import training_panels
+
+    rows = [{"step": s, "disc_auc": 0.5 + s / 210, "disc_precision": s / 105, "disc_recall": 1 - s / 110,
+             "disc_acc": 0.85 + s / 800, "replaced_token_share": 0.12, "gen_acc": s / 100, "replaced_share": 1 - s / 100,
+             "mlm_acc": 0.5} for s in range(0, 101, 5)]
+    panels = {p.title: p for p in training_panels(rows)}
+    for title in ("discriminator: replaced-token detection", "generator"):
+        with plot.drawing():
+            fig = plot.new_figure(960, 300)
+            ax = fig.subplots()
+            plot.draw_panel(ax, panels[title])
+            fig.canvas.draw()
+            legend, box = ax.get_legend().get_window_extent(), ax.get_window_extent()
+            label = ax.xaxis.label.get_window_extent()
+        assert legend.y1 <= box.y0, (title, legend, box)  # wholly under the axes (display y grows upward)
+        assert legend.y1 <= label.y0, (title, legend, label)  # and under the x label
