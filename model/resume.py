@@ -27,8 +27,9 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
     diffs = checkpoint.differences(state["config"], to_dict(cfg))
     if state.get("vocab") != fingerprint:
         diffs.append(f"vocabulary: sha256 {str(state.get('vocab'))[:12]}... -> {fingerprint[:12]}...")
-    if state["loader"].get("order") != data.ORDER:  # its position names other batches in this order
-        diffs.append(f"training order: {state['loader'].get('order', 'one permutation of all rows')} -> {data.ORDER} "
+    saved_order = state.get("loader", {}).get("order", "one permutation of all rows")
+    if saved_order != data.ORDER:  # its position names other batches in this order
+        diffs.append(f"training order: {saved_order} -> {data.ORDER} "
                      "(the same position, other batches)")
     if diffs and not cfg.train.force_resume:
         raise PretrainInputError(f"{step_dir}: written by a run with other settings, cannot resume: "

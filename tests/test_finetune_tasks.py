@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -276,7 +277,12 @@ def test_seeds_summary_and_one_table_across_tasks(tiny, tmp_path):
     assert cells[0] == f"| {tiny.name}" and cells[1].startswith(f"{100 * m['accuracy']:.2f} (median of 2 seeds")
     sts_metrics = json.loads((sts.path / "metrics.json").read_text(encoding="utf-8"))
     # beside the score: the rows it was measured on, and the health flag when the run learned nothing
+    # and the share of test rows also in training, from the eval's overlap warning (the two files here
+    # are drawn from one small template, so they overlap)
     flag = "; learned nothing" if sts_metrics["health"]["status"] == "not_learning" else ""
+    shares = sorted({m_.group(1) for w in sts.manifest["stats"].get("warnings", [])
+                     for m_ in [re.search(r"scored rows \(([\d.]+%)\) of .* also appear in the training file", w)] if m_})
+    flag += "".join(f"; {share} of test rows in training" for share in shares)
     assert cells[2].rstrip(" |") == f"{100 * sts_metrics['spearman']:.2f} (10 test rows{flag})"
     assert "test rows" in cells[1]  # a --seeds summary takes them from its runs
     assert path.read_text(encoding="utf-8").count(str(sts.path)) == 1  # each cell's source is listed
