@@ -4,11 +4,16 @@ torch-xla 2.9.0 works only with torch 2.9.0, while the base install takes curren
 XLA tests run in an environment of their own (``pip install -e '.[xla,test]'``, then
 ``pytest -m xla``; ``.ci/run`` does both). Where torch_xla is absent they are skipped with the
 reason, so a run of the suite says it did not exercise them instead of passing without them.
+
+A command run in-process with ``-q`` or ``-v`` sets ``KOLECTRA_VERBOSITY`` for its process and
+children (core/verbosity.py): the fixture below puts it back after every test, so one test's
+``-q`` cannot silence the progress lines a later test reads.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -23,3 +28,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("xla") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _verbosity_restored():
+    before = os.environ.get("KOLECTRA_VERBOSITY")
+    yield
+    if before is None:
+        os.environ.pop("KOLECTRA_VERBOSITY", None)
+    else:
+        os.environ["KOLECTRA_VERBOSITY"] = before
