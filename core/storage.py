@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from kolectra.core.errors import EnvironmentProblem
+from kolectra.core.keys import relative_path_problem
 
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
 _CHUNK = 1 << 20
@@ -73,16 +74,9 @@ def check_root(url: str) -> None:
 
 
 def key_problem(key: Any) -> str | None:
-    """Why a key read from a store (or a manifest) may not name a file below a directory, or None:
-    it must be a plain relative path (no ``..``, ``.`` or empty part, no absolute or drive path,
-    no backslash, no NUL)."""
-    if not isinstance(key, str) or not key:
-        return "is not a file name"
-    if key.startswith("/") or "\\" in key or "\0" in key or re.match(r"^[A-Za-z]:", key):
-        return "is an absolute or foreign path"
-    if any(part in ("", ".", "..") for part in key.split("/")):
-        return "leaves its directory (empty, '.' or '..' part)"
-    return None
+    """Why a key read from a store (or a manifest) may not name a file below a directory, or None
+    (the rule: :func:`kolectra.core.keys.relative_path_problem`)."""
+    return relative_path_problem(key, "its directory")
 
 
 def local_target(base: str | os.PathLike, key: Any, source: str = "") -> Path:

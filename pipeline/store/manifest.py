@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from kolectra.core.errors import UserInputError
+from kolectra.core.keys import relative_path_problem
 from kolectra.pipeline.store import layout
 
 SCHEMA = "kolectra.artifact/1"
@@ -186,12 +187,9 @@ def write_json(path: Path, obj: Any) -> None:
 # ---- reading and checking ---------------------------------------------------------------------
 def unsafe_path(rel: Any) -> str | None:
     """Why ``rel`` may not name a file of an artifact (None: a plain relative path inside it)."""
-    if not isinstance(rel, str) or not rel:
-        return "is not a file name"
-    if rel.startswith("/") or "\\" in rel or "\0" in rel or re.match(r"^[A-Za-z]:", rel):
-        return "is an absolute or foreign path"
-    if any(part in ("", ".", "..") for part in rel.split("/")):
-        return "leaves the artifact (empty, '.' or '..' part)"
+    why = relative_path_problem(rel, "the artifact")
+    if why:
+        return why
     if rel == MANIFEST:
         return "is the manifest itself"
     return None
