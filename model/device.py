@@ -83,6 +83,9 @@ class Device:
     # Whether every batch must have the same shape (XLA compiles one program per shape): then
     # fine-tuning pads its batches to max_length instead of to their longest row.
     static_shapes = False
+    # The form of packed rows' attention mask (model/attention.py): a dense float bias, which the
+    # CPU's eager attention formula adds (model/cpu_dropout.py) and XLA's static program keeps.
+    attention = "bias"
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         self.bf16 = bf16
@@ -171,6 +174,8 @@ class Device:
             cpu_memory.keep_freed()  # no page faults for memory freed one step and taken the next
         if hasattr(module, "sampler"):
             module.sampler = self.sampler
+        if hasattr(module, "use_attention"):
+            module.use_attention(self.attention)
         return module
 
     def batches(self, loader, grad_accum: int, pad_id: int) -> "Batches":
@@ -241,6 +246,9 @@ class CudaDevice(Device):
     name = "cuda"
     backend = "nccl"
     sampler = "gumbel"  # Philox noise is cheap on the GPU: the reference code's sampler
+    # A FlexAttention block mask: fused, block-sparse, no dense mask (booleans for SDPA where the
+    # encoders have attention dropout, which FlexAttention lacks).
+    attention = "flex"
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if not torch.cuda.is_available():
