@@ -17,6 +17,7 @@ recipe (warmup 10%, layer-wise LR decay 0.8) is a separate preset.
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from kolectra.core.config import ConfigError
 
@@ -42,6 +43,11 @@ class TaskConfig:
     device: str = "cpu"  # cpu | cuda | xla (kolectra.model.runtime)
     # bf16 autocast (CUDA, XLA, CPUs with bf16 instructions); weights and optimizer stay fp32.
     bf16: bool = False
+    # torch.compile the model's forward: "auto" = the device's default (model/device.py: CUDA compiles
+    # and replays CUDA graphs, cpu and xla run eagerly), true or false to choose. A compiled forward's
+    # batches are padded to a few fixed widths (finetune/loop.py, bucket_widths). Recorded only when
+    # set, so earlier requests keep their ids.
+    compile: bool | Literal["auto"] = dataclasses.field(default="auto", metadata={"recorded": "unless default"})
     # Intra-op CPU threads (0 = torch's default, one per core).  One thread degrades gracefully on
     # a shared machine: several threads spin-wait for each other when cores are busy (the sample's
     # NSMC run under load average 7 on 2 cores: 36-40 s with 1 thread, 735 s with 2; docs/finetune.md).
@@ -69,6 +75,8 @@ class TaskConfig:
         o = self.optim
         checks = [
             ("device", self.device in DEVICES, f"one of {', '.join(DEVICES)}"),
+            ("compile", self.compile in (True, False, "auto") and not (self.compile is True and self.device == "xla"),
+             "true, false or auto (on xla, torch-xla compiles the step itself: not true)"),
             ("cpu_threads", self.cpu_threads >= 0, "0 (torch's default) or more"),
             ("reinit_top_layers", self.reinit_top_layers >= 0, "0 (none) or more"),
             ("max_length", self.max_length >= 3, "at least 3 ([CLS], one token, [SEP])"),

@@ -19,9 +19,10 @@ from pathlib import Path
 import torch
 
 from kolectra.core.config import ConfigError
+from kolectra.core.stage import progress
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.files import FinetuneError
-from kolectra.model.device import Device
+from kolectra.model.device import Device, compiled
 from kolectra.model.electra import count_parameters
 
 SHOWN = 3  # weight names quoted in an error message
@@ -55,7 +56,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     auto = getattr(transformers, auto_class)
     dev.seed(cfg.seed)  # the new head's initialisation draws from the global generator
     if cfg.random_init:
-        return dev.place(auto.from_config(config))
+        return compile_forward(dev.place(auto.from_config(config)), dev, cfg)
     try:
         model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True)
     except pickle.UnpicklingError:  # refused before anything in it ran: a refused input, not a bug
@@ -63,7 +64,20 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     except (OSError, RuntimeError, ValueError) as e:
         raise FinetuneError(f"{model_dir}: cannot load its weights ({str(e).strip().splitlines()[0]})") from None
     check_weights(model, info, model_dir)
-    return dev.place(model)
+    return compile_forward(dev.place(model), dev, cfg)
+
+
+def compile_forward(model: torch.nn.Module, dev: Device, cfg: TaskConfig) -> torch.nn.Module:
+    """``model`` with its forward under ``torch.compile`` where ``cfg.compile`` (or, for "auto", the
+    device) says so; the module itself, its weights and what it saves are unchanged."""
+    mode = dev.compile_choice(cfg.compile)
+    if mode is not None:
+        model.forward = compiled(model.forward, mode)
+        progress(f"fine-tuning with a compiled forward (torch.compile, mode {mode}"
+                 + (f", {dev.name}'s default" if cfg.compile == "auto" else "")
+                 + "): each of its few batch widths compiles once, in its first step; --set compile=false "
+                   "runs it eagerly")
+    return model
 
 
 def check_fits(config, cfg: TaskConfig, vocab: int, model_dir: Path) -> None:

@@ -6,7 +6,11 @@ both talk to a :class:`kolectra.model.device.Device` only (``to_device``, ``auto
 schedule of :mod:`kolectra.model.optim`.  Nothing here knows which accelerator runs.
 
 Batches are cut to their longest row (dynamic padding), or to ``max_length`` where the device
-wants static shapes (XLA compiles one program per shape).  Training visits the rows in a seeded
+wants static shapes (XLA compiles one program per shape), or, when the model's forward is compiled
+(``compile``: on CUDA by default, :mod:`finetune.loading`), padded up to the nearest of
+:func:`bucket_widths`, a few fixed widths, so a compiled forward meets a handful of shapes and does
+not recompile for each new longest row.  The attention bias hides the padding, so a width changes
+no loss or prediction beyond float rounding.  Training visits the rows in a seeded
 shuffle (a generator of its own, so dropout draws do not move the order); evaluation goes
 shortest first (:func:`length_sorted_batches`), which leaves almost no padding and does not
 change any result.  The loss is summed on the device and read back once per curve point.
@@ -48,13 +52,41 @@ def length_sorted_batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.n
         yield order[i:i + batch_size]
 
 
-def inputs(feats: Features, idx: np.ndarray, dev: Device, max_length: int, labels: bool = True) -> dict:
-    """Rows ``idx`` on the device, cut to their longest row or, for static shapes, to ``max_length``.
+# Widths a compiled forward's batches are padded to: max_length halved BUCKETS - 1 times, each rounded
+# up to a multiple of 8 (tensor cores' tile). Four shapes to compile (and, on CUDA, to record as graphs)
+# for train and for evaluation, against one per distinct longest row.
+BUCKETS = 4
+
+
+def bucket_widths(max_length: int, buckets: int = BUCKETS) -> tuple[int, ...]:
+    """The widths a compiled forward sees, ascending, the last ``max_length``: 128 -> (16, 32, 64, 128),
+    512 -> (64, 128, 256, 512), 100 -> (16, 32, 56, 100)."""
+    widths = {min(max_length, max(8, -(-max_length // 2**k // 8) * 8)) for k in range(buckets)}
+    return tuple(sorted(widths | {max_length}))
+
+
+def batch_width(longest: int, max_length: int, static: bool, bucketed: bool) -> int:
+    """A batch's width: ``max_length`` for static shapes, the smallest bucket that holds the longest row
+    when bucketed, else the longest row itself."""
+    if static:
+        return max_length
+    if bucketed:
+        return next(w for w in bucket_widths(max_length) if w >= longest)
+    return longest
+
+
+def compiled_forward(dev: Device, cfg: TaskConfig) -> bool:
+    """Whether the model's forward runs compiled (``compile``: "auto" is the device's choice)."""
+    return dev.compile_choice(cfg.compile) is not None
+
+
+def inputs(feats: Features, idx: np.ndarray, dev: Device, cfg: TaskConfig, labels: bool = True) -> dict:
+    """Rows ``idx`` on the device, cut to :func:`batch_width`.
 
     The padding mask goes in as a 4-D additive bias, which transformers passes through as it is
     (as in pretraining, ``model/electra.py``): a 2-D mask is turned into one per forward, with a
     host-side ``.all()`` check that would stop an XLA step."""
-    width = max_length if dev.static_shapes else int(feats.lengths[idx].max())
+    width = batch_width(int(feats.lengths[idx].max()), cfg.max_length, dev.static_shapes, compiled_forward(dev, cfg))
     batch = dev.to_device(feats.batch(idx, width, labels))
     batch["attention_mask"] = attention_bias(batch["attention_mask"])
     return batch
@@ -142,7 +174,7 @@ class _Training:
         o = self.cfg.optim
         optim.set_lr(self.opt, self.done, optim.lr_scale(self.done, self.warmup, self.total))
         with self.dev.autocast():
-            loss = self.model(**inputs(self.feats, idx, self.dev, self.cfg.max_length)).loss
+            loss = self.model(**inputs(self.feats, idx, self.dev, self.cfg)).loss
         loss.backward()
         if o.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), o.max_grad_norm)
@@ -165,7 +197,7 @@ def predict(model: torch.nn.Module, dev: Device, feats: Features, cfg: TaskConfi
     with Bar(name, len(batches), "batch") as bar:
         for idx in batches:
             with dev.autocast():
-                result = model(**inputs(feats, idx, dev, cfg.max_length, labels=False))
+                result = model(**inputs(feats, idx, dev, cfg, labels=False))
             dev.step_done()
             for key, per_token in outputs.items():
                 values = getattr(result, key).float().cpu().numpy()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 from kolectra.core.config import ConfigError
 
@@ -39,7 +39,8 @@ RTD_OBJECTIVES = ("electra", "electra15", *DISC_LM_OBJECTIVES)
 DEVICES = ("cpu", "cuda", "xla")
 EMBEDDING_SHARING = ("es", "gdes", "none")
 SCHEDULES = ("warmup_then_decay", "warmup_times_decay")  # see kolectra.model.optim
-COMPILE_MODES = ("default", "reduce-overhead")  # torch.compile's modes, with train.compile=true
+# torch.compile's modes with a compiled step; "auto": the device's (model/device.py, Device.compile_choice)
+COMPILE_MODES = ("auto", "default", "reduce-overhead")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,11 +125,14 @@ class TrainConfig:
     device: str = "cpu"
     # bf16 autocast (CUDA, XLA, and CPUs with bf16 instructions); weights and optimizer stay fp32.
     bf16: bool = False
-    # torch.compile the objective's forward (the step stays free of host syncs either way).
-    compile: bool = False
-    # torch.compile's mode with compile=true: "reduce-overhead" also records the compiled step as
-    # CUDA graphs, one launch per graph instead of one per kernel (CUDA only, one micro-step a step).
-    compile_mode: str = "default"
+    # torch.compile the objective's step (the step stays free of host syncs either way): "auto" =
+    # the device's default (model/device.py: compiled on CUDA, eager on cpu and xla), true or false
+    # to choose. Where and how the step runs, not what it trains: not part of the artifact id.
+    compile: bool | Literal["auto"] = "auto"
+    # torch.compile's mode for a compiled step: "reduce-overhead" also records it as CUDA graphs, one
+    # launch per graph instead of one per kernel (CUDA only, one micro-step a step); "default"
+    # compiles without them; "auto" = the device's choice (CUDA graphs on CUDA with grad_accum=1).
+    compile_mode: str = "auto"
     # Start from an existing Hugging Face ELECTRA pair: a directory holding discriminator/ and
     # generator/ (e.g. another checkpoint's hf/ or a downloaded KoELECTRA pair). "" = random init.
     init_from: str = ""
@@ -218,13 +222,16 @@ class PretrainConfig:
             raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
         if t.save_every < 0 or t.peak_tflops < 0:
             raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
-        if t.compile and t.device == "xla":  # Inductor cannot lower XLA tensors: it failed deep in its stack
+        if t.compile not in (True, False, "auto"):
+            raise ConfigError(f"train.compile: expected true, false or auto, got {t.compile!r}")
+        if t.compile is True and t.device == "xla":  # Inductor cannot lower XLA tensors: it failed deep in its stack
             raise ConfigError("train.compile=true is for cpu and cuda: on xla, torch-xla already compiles the step "
                               "(one program per step, reused); leave train.compile=false")
         if t.compile_mode not in COMPILE_MODES:
             raise ConfigError(f"train.compile_mode: expected one of {list(COMPILE_MODES)}, got {t.compile_mode!r}")
-        if t.compile_mode != "default" and not t.compile:
-            raise ConfigError(f"train.compile_mode={t.compile_mode} applies to a compiled step: set train.compile=true too")
+        if t.compile_mode != "auto" and t.compile is False:
+            raise ConfigError(f"train.compile_mode={t.compile_mode} applies to a compiled step: leave train.compile "
+                              "at auto or set it to true")
         if t.compile_mode == "reduce-overhead" and t.device != "cuda":
             raise ConfigError(f"train.compile_mode=reduce-overhead records CUDA graphs: it needs train.device=cuda, "
                               f"not {t.device!r} (train.compile_mode=default compiles without CUDA graphs)")

@@ -86,6 +86,10 @@ class Device:
     # The form of packed rows' attention mask (model/attention.py): a dense float bias, which the
     # CPU's eager attention formula adds (model/cpu_dropout.py) and XLA's static program keeps.
     attention = "bias"
+    # torch.compile's mode for a training step when the config leaves it at "auto"; None = eager.
+    # The CPU stays eager: Inductor compiled mini's step for 148 s on the Intel VM for 1.06-1.16x
+    # (docs/benchmarks.md), and XLA compiles the step itself.
+    compile_default: str | None = None
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         self.bf16 = bf16
@@ -223,6 +227,21 @@ class Device:
         """Peak FLOP/s of one device for MFU; 0 = unknown (then ``train.peak_tflops`` may say)."""
         return 0.0
 
+    def compile_choice(self, compile: bool | str, mode: str = "auto", grad_accum: int = 1) -> str | None:
+        """torch.compile's mode for the training step, or None to run it eagerly.
+
+        ``compile`` (true, false or "auto") and ``mode`` ("auto", "default" or "reduce-overhead") as
+        configured: a mode named compiles; "auto" is this device's :attr:`compile_default`, without
+        CUDA graphs when gradients accumulate over micro-steps (each replay reuses its buffers)."""
+        if compile is False:
+            return None
+        if mode != "auto":
+            return mode
+        if compile == "auto" and self.compile_default is None:
+            return None
+        chosen = self.compile_default or "default"
+        return "default" if chosen == "reduce-overhead" and grad_accum != 1 else chosen
+
     def speed_note(self, compiled: bool) -> str | None:
         """One line for the start of a run when this device has a faster setting the run does not use."""
         return None
@@ -249,6 +268,10 @@ class CudaDevice(Device):
     # A FlexAttention block mask: fused, block-sparse, no dense mask (booleans for SDPA where the
     # encoders have attention dropout, which FlexAttention lacks).
     attention = "flex"
+    # Eager, the step waits on Python launching its ~2,450 kernels; compiled and replayed as CUDA
+    # graphs ELECTRA-Small's step ran 3.05x faster on an H200 after about 50 s of compiling
+    # (docs/benchmarks.md, "CUDA"). The shapes are static (examples are fixed-length rows).
+    compile_default = "reduce-overhead"
 
     def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
         if not torch.cuda.is_available():
@@ -289,9 +312,27 @@ class CudaDevice(Device):
         # size that launching is what the GPU waits for (docs/benchmarks.md, "CUDA").
         if compiled:
             return None
-        return ("on a GPU the eager step waits on launching its many small kernels: train.compile=true fuses "
-                "them after about a minute of compiling, and train.compile_mode=reduce-overhead (with "
-                "train.grad_accum=1) also replays the step as CUDA graphs (docs/pretraining.md#gpus)")
+        return ("on a GPU the eager step waits on launching its many small kernels: train.compile=auto (the "
+                "default) fuses them after about a minute of compiling and, with train.grad_accum=1, replays "
+                "the step as CUDA graphs (docs/pretraining.md#gpus)")
+
+
+def compiled(step_fn: Callable, mode: str) -> Callable:
+    """``step_fn`` under ``torch.compile`` in ``mode`` (pretraining's step, a fine-tuned model's forward).
+
+    With ``reduce-overhead`` Inductor records the step as CUDA graphs and replays them into the same
+    output buffers, so each call is marked as a new iteration: torch then knows the last one's
+    outputs are done with (the loop has run the loss's backward and added the metric sums into its
+    log by then) instead of guessing where an iteration starts."""
+    fn = torch.compile(step_fn, mode=None if mode == "default" else mode)
+    if mode != "reduce-overhead":
+        return fn
+
+    def step(*args, **kwargs):
+        torch.compiler.cudagraph_mark_step_begin()
+        return fn(*args, **kwargs)
+
+    return step
 
 
 def unpack(tensors: dict[str, torch.Tensor], values: list[float]) -> dict:

@@ -34,7 +34,7 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
-from kolectra.model.device import Batches, Device
+from kolectra.model.device import Batches, Device, compiled  # noqa: F401 - compiled: the step wrapper, here too
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 
@@ -63,24 +63,6 @@ def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False)
     return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused)
 
 
-def compiled(step_fn: Callable, mode: str) -> Callable:
-    """The objective's step under ``torch.compile`` (``train.compile``) in ``mode``.
-
-    With ``reduce-overhead`` Inductor records the step as CUDA graphs and replays them into the same
-    output buffers, so each call is marked as a new iteration: torch then knows the last one's
-    outputs are done with (the loop has run the loss's backward and added the metric sums into its
-    log by then) instead of guessing where an iteration starts."""
-    fn = torch.compile(step_fn, mode=None if mode == "default" else mode)
-    if mode != "reduce-overhead":
-        return fn
-
-    def step(*args):
-        torch.compiler.cudagraph_mark_step_begin()
-        return fn(*args)
-
-    return step
-
-
 @dataclasses.dataclass
 class Run:
     """Everything the loop touches, built by :func:`start`."""
@@ -100,6 +82,7 @@ class Run:
     flops_share: dict[str, float]  # of a step's FLOPs: body, generator_head, discriminator_head, mlm_head
     peak_flops: float
     where: str
+    compile_mode: str | None  # torch.compile's mode for the step (the device's choice for "auto"), None: eager
     warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
     expected_untrained: str | None = None  # why the caller expects it not to learn (health.warning_text)
     # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
@@ -147,6 +130,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     batches = dev.batches(loader, t.grad_accum, specials.pad_id)
     optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
     step_fn = objectives.step_function(obj.objective)
+    compile_mode = dev.compile_choice(t.compile, t.compile_mode, t.grad_accum)
     seq_len = inputs.index.max_seq_length
     if dev.is_main and (line := warmup_warning(t)):
         progress(f"pretrain: {line}")
@@ -157,7 +141,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where} in {precision}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
                  f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
-        if note := dev.speed_note(t.compile):
+        if note := dev.speed_note(compile_mode is not None):
             progress(f"pretrain: {note}")
 
     first, log_state, wall_before = 0, None, 0.0
@@ -188,8 +172,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         log.load_state_dict(log_state)
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
-              compiled(step_fn, t.compile_mode) if t.compile else step_fn, log, first, flops_per_step, share,
-              peak_flops, where, t_start=t_start or time.perf_counter(),
+              compiled(step_fn, compile_mode) if compile_mode else step_fn, log, first, flops_per_step, share,
+              peak_flops, where, compile_mode, t_start=t_start or time.perf_counter(),
               wall_before=wall_before)
     if objectives.knobs(obj, torch.zeros(()), max(t.steps, 1)) is not None:
         run.step_t = torch.full((), float(first), device=dev.torch_device)
@@ -331,15 +315,18 @@ def examples_unchanged(run: Run) -> None:
 def first_step(run: Run, step: int) -> None:
     """The run's first step, timed (one wait for the device, once per run): a line within seconds
     says it trains and how long a step takes, instead of silence until the first log line (on a
-    busy CPU that was minutes). On XLA, and with ``train.compile``, the first step also compiles."""
-    t = run.cfg.train
-    compiling = run.dev.static_shapes or t.compile
+    busy CPU that was minutes). On XLA, and with a compiled step (``train.compile``), the first step
+    also compiles; the line then says how long that took and how to turn it off."""
+    t, mode = run.cfg.train, run.compile_mode
+    compiling = run.dev.static_shapes or mode is not None
     if run.dev.is_main and run.dev.static_shapes:
         progress("pretrain: compiling the training step (XLA traces and compiles it in the first step; "
                  "minutes for a large model, then it is reused)")
-    elif run.dev.is_main and t.compile:
-        progress(f"pretrain: compiling the training step (torch.compile, mode {t.compile_mode}, in the first "
-                 "step; a minute or more, then it is reused)")
+    elif run.dev.is_main and mode is not None:
+        how = "" if t.compile is True and t.compile_mode != "auto" else f", {run.dev.name}'s default"
+        graphs = " with CUDA graphs" if mode == "reduce-overhead" else ""
+        progress(f"pretrain: compiling the training step (torch.compile, mode {mode}{graphs}{how}, in the first "
+                 "step; a minute or more, then it is reused; --set train.compile=false runs it eagerly)")
     t0 = time.perf_counter()
     train_step(run, step)
     run.dev.synchronize()
@@ -439,6 +426,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
                "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
                "trained_parameters": count_parameters(model), "flops": flops, "flops_share": run.flops_share,
                "wall_seconds": round(wall, 3), "device": run.where,
+               "step": f"compiled ({run.compile_mode})" if run.compile_mode else "eager",
                **({"wall_seconds_before_resume": round(run.wall_before, 3)} if run.first_step else {}),
                **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.world_size)}
                   if run.peak_flops else {})}

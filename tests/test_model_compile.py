@@ -30,7 +30,8 @@ def test_a_known_gpu_has_its_datasheet_peak(name, bf16, peak):
 
 @pytest.mark.parametrize("sets, says", [
     (["train.compile_mode=max-autotune"], "train.compile_mode: expected one of"),
-    (["train.device=cuda", "train.compile_mode=reduce-overhead"], "set train.compile=true too"),
+    (["train.device=cuda", "train.compile=false", "train.compile_mode=reduce-overhead"],
+     "leave train.compile at auto or set it to true"),
     (["train.compile=true", "train.compile_mode=reduce-overhead"], "needs train.device=cuda, not 'cpu'"),
     (["train.device=cuda", "train.compile=true", "train.compile_mode=reduce-overhead", "train.grad_accum=2"],
      "needs train.grad_accum=1, got 2"),
@@ -103,5 +104,5 @@ def test_only_the_gpu_suggests_compiling():
         cpu.close()
     gpu = object.__new__(CudaDevice)  # its methods, without a GPU to open
     note = gpu.speed_note(compiled=False)
-    assert "train.compile=true" in note and "reduce-overhead (with train.grad_accum=1)" in note
+    assert "train.compile=auto (the default)" in note and "with train.grad_accum=1" in note
     assert gpu.speed_note(compiled=True) is None
