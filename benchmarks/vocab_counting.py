@@ -19,24 +19,29 @@ All but ``prune`` take the alphabet from the exact character table, as the stage
 ``--quick``: the first 20,000 train documents. The last line is the benchmark's JSON.
 
 ``--cost``: instead, what counting costs, each way in a process of its own (CPU seconds of it and its
-children, the largest resident set among them): the Python stream of the stage before issue 42
-(one process), and the Beam job with 1 and with 2 worker processes.
+children; the largest resident set among them, and the sum of every process's peak): the Python
+stream of the stage before issue 42 (one process, every type), and the Beam job with 1 and with 2
+worker processes at the cap (``--cap-share`` of the stream's types). Each run's table is hashed: the
+Beam job's must equal the stream's exact table cut to its ``k`` most frequent (``same_as_exact_top_k``).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
+import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from common import emit, parser
+from common import _proc_stat, emit, parser
 
 QUICK_DOCS = 20000
 BATCH = 1000  # documents between Misra-Gries reductions
@@ -64,28 +69,89 @@ def sampled(doc_id: str, rate: float) -> bool:
     return int.from_bytes(digest, "big") < rate * 2**64
 
 
-def count_once(how: str, corpus: Path) -> None:
-    """One count in this process (``--count-child``): prints CPU seconds, peak RSS and the types."""
-    from kolectra.corpus import shards
-    from kolectra.vocab import count, words
+def table_digest(pairs) -> str:
+    """SHA-256 of ``(type key, count)`` pairs in key order: equal tables, equal digests."""
+    h = hashlib.sha256()
+    for key, n in sorted(pairs):
+        h.update(f"{key}\t{n}\n".encode("utf-8"))
+    return h.hexdigest()
 
+
+class PeakWatch(threading.Thread):
+    """Every process's peak resident set (``VmHWM``) in this process's tree, read from /proc every
+    ``every`` seconds: the last reading of each process (a lower bound of its peak) is kept."""
+
+    def __init__(self, every: float = 0.5):
+        super().__init__(daemon=True)
+        self.every, self.peaks, self.done = every, {}, threading.Event()
+
+    def run(self):
+        while not self.done.wait(self.every):
+            self.read()
+
+    def read(self):
+        by_parent: dict[int, list[int]] = {}
+        for p in (p for p in os.listdir("/proc") if p.isdigit()):
+            if (fields := _proc_stat(p)) is not None:
+                by_parent.setdefault(int(fields[1]), []).append(int(p))
+        todo = [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+                self.peaks[pid] = max(self.peaks.get(pid, 0), hwm)
+            except (OSError, StopIteration):
+                pass
+            todo.extend(by_parent.get(pid, []))
+
+    def stop(self) -> int:
+        self.done.set()
+        self.join()
+        self.read()
+        return sum(self.peaks.values())  # kB
+
+
+def count_once(how: str, corpus: Path, k: int, cap_share: float) -> None:
+    """One count in this process (``--count-child``): prints CPU seconds, peak RSS and the table's digests."""
+    from kolectra.corpus import shards
+    from kolectra.vocab import count, tables, words
+
+    watch = PeakWatch()
+    watch.start()
     if how == "stream":
         table, _ = words.count_words(words.iter_docs(corpus, "train"), 10**9)
     else:
         paths = [str(p) for p in shards.shard_paths(corpus, "train")]
-        table, _, _ = count.count_split(paths, 10**9, 200_000, ["--direct_num_workers", how])
+        table, _, _ = count.count_split(paths, k, 200_000, ["--direct_num_workers", how])
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2),
-                      "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024), "types": len(table)}))
+    summed = watch.stop()
+    pairs = [(tables.type_key(w), n) for w, n in table.items()]
+    out = {"cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2),
+           "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024),
+           "peak_rss_all_mb": round(summed / 1024), "processes": len(watch.peaks), "types": len(table),
+           "digest": table_digest(pairs)}
+    if how == "stream":
+        out["top_k_digest"] = table_digest(tables.most_frequent(pairs, cap_of(len(table), cap_share)))
+    print(json.dumps(out))
 
 
-def count_cost(corpus: Path) -> dict:
-    out = {}
+def cap_of(types: int, share: float) -> int:
+    return max(1000, int(types * share))
+
+
+def count_cost(corpus: Path, cap_share: float) -> dict:
+    out: dict = {}
     for how in ("stream", "1", "2"):
-        run = subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--count-child", how],
+        cap = 10**9 if how == "stream" else cap_of(out["stream"]["types"], cap_share)
+        run = subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--count-child", how,
+                              "--count-k", str(cap), "--cap-share", str(cap_share)],
                              check=True, capture_output=True, text=True)
-        out[how if how == "stream" else f"beam_{how}_workers"] = json.loads(run.stdout.strip().splitlines()[-1])
-        print(how, out, flush=True)
+        fig = json.loads(run.stdout.strip().splitlines()[-1])
+        if how != "stream":
+            fig.update(cap=cap, same_as_exact_top_k=fig["digest"] == out["stream"]["top_k_digest"])
+        out[how if how == "stream" else f"beam_{how}_workers"] = fig
+        print(how, fig, flush=True)
     return out
 
 
@@ -96,11 +162,12 @@ def main() -> None:
     p.add_argument("--cap-share", type=float, default=1 / 9, help="the cap as a share of the exact table's types")
     p.add_argument("--cost", action="store_true", help="measure what counting costs instead (see above)")
     p.add_argument("--count-child", help=argparse.SUPPRESS)
+    p.add_argument("--count-k", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.count_child:
-        return count_once(args.count_child, args.corpus)
+        return count_once(args.count_child, args.corpus, args.count_k, args.cap_share)
     if args.cost:
-        cost = count_cost(args.corpus)
+        cost = count_cost(args.corpus, args.cap_share)
         emit("vocab_count_cost", "stream CPU s / Beam job's (1 worker)",
              round(cost["stream"]["cpu_s"] / cost["beam_1_workers"]["cpu_s"], 3), "python stream (before issue 42)",
              1.0, config={"corpus": str(args.corpus)}, runs=cost)
@@ -110,23 +177,29 @@ def main() -> None:
     from kolectra.vocab.config import VocabConfig
 
     cfg = VocabConfig(report_baseline=False)
-    docs = list(words.iter_docs(args.corpus, "train"))[:QUICK_DOCS if args.quick else None]
     splitter = words.WordSplitter()
-    per_doc = [words.doc_words(d, splitter)[0] for d in docs]
+    ids, per_doc = [], []  # one pass over the documents; only their ids and words are kept
+    for d in itertools.islice(words.iter_docs(args.corpus, "train"), QUICK_DOCS if args.quick else None):
+        ids.append(str(d["id"]))
+        per_doc.append(words.doc_words(d, splitter)[0])
     exact: Counter = Counter()
     for found in per_doc:
         exact.update(found)
     chars = tables.char_counts(exact)
-    k = max(1000, int(len(exact) * args.cap_share))
+    k = cap_of(len(exact), args.cap_share)
     n_words = sum(exact.values())
-    pruned, _ = words.count_words(docs, k)
+    pruned: Counter = Counter()  # words.count_words(docs, k), from the words already split
+    for found in per_doc:
+        pruned.update(found)
+        if len(pruned) > k:
+            words.prune(pruned, k * 3 // 4)
     mg, subtracted = misra_gries((Counter(w for f in per_doc[i:i + BATCH] for w in f)
                                   for i in range(0, len(per_doc), BATCH)), k)
     # the sample rate that gives about k types, by Heaps' law with the measured exponent 0.75
     rate = min(1.0, (k / len(exact)) ** (1 / 0.75))
     sample: Counter = Counter()
-    for d, found in zip(docs, per_doc):
-        if sampled(str(d["id"]), rate):
+    for doc_id, found in zip(ids, per_doc):
+        if sampled(doc_id, rate):
             sample.update(found)
     methods = {"exact": (exact, chars), "prune": (pruned, None),
                "top_k": (Counter(dict(tables.most_frequent(((tables.type_key(w), n) for w, n in exact.items()), k))),
@@ -151,7 +224,7 @@ def main() -> None:
     # the figure: exact's tokens per eojeol over top_k's (1.0: the cap costs nothing; needs both measured)
     ratio = out["exact"]["tokens_per_eojeol"] / out["top_k"]["tokens_per_eojeol"] \
         if {"exact", "top_k"} <= out.keys() else 0.0
-    emit("vocab_counting_methods", "exact's tokens/eojeol over top_k's", round(ratio, 4), "exact table", 1.0, config={"corpus": str(args.corpus), "train_documents": len(docs), "train_words": n_words,
+    emit("vocab_counting_methods", "exact's tokens/eojeol over top_k's", round(ratio, 4), "exact table", 1.0, config={"corpus": str(args.corpus), "train_documents": len(ids), "train_words": n_words,
                       "word_types": len(exact), "cap": k, "cap_share": round(args.cap_share, 4),
                       "vocab_size": cfg.vocab_size, "recipe": cfg.recipe}, methods=out)
 
