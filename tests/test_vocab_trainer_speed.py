@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from kolectra.vocab import trainer
+from kolectra.vocab import slots, trainer
 from tests.test_vocab_sp import _naive_learn
 
 SYLLABLES = [chr(0xAC00 + 28 * i) for i in range(0, 399, 9)] + ["했", "었", "는", "를", "에", "요"]
@@ -61,3 +61,12 @@ def test_pieces_match_a_naive_recount(rule):
     table = synthetic_table(seed=1, morphemes=60, types=400)
     initial = sum(trainer.alphabet(table, 3000), [])
     assert learn(table, rule, extra=200, limit=3000)[0] == _naive_learn(table, initial, len(initial) + 200, 2, rule)
+
+
+@pytest.mark.parametrize("vectorise_from", [0, 10**9])
+@pytest.mark.parametrize("rule", list(PINNED))
+def test_each_merge_path_alone_gives_the_pinned_pieces(rule, vectorise_from, monkeypatch):
+    # every merge with numpy (0) or every merge in Python (10**9): the two paths agree on their own
+    monkeypatch.setattr(slots, "VECTORISE_FROM", vectorise_from)
+    pieces, _ = learn(synthetic_table(), rule)
+    assert hashlib.sha256("\n".join(pieces).encode()).hexdigest() == PINNED[rule]
