@@ -44,9 +44,10 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 import torch  # noqa: E402
 
 from kolectra.model import config, cpu_memory, rtd
+from kolectra.model.device import compiled
 from kolectra.model.electra import ElectraPair, train_flops_per_sequence
 from kolectra.model.runtime import resolve
-from kolectra.model.train import build_optimizer, compiled
+from kolectra.model.train import build_optimizer
 
 
 def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: config.ObjectiveConfig) -> torch.Tensor:

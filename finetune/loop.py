@@ -146,6 +146,7 @@ class _Training:
         self.warmup = int(round(o.warmup_fraction * self.total))
         self.order = torch.Generator().manual_seed(cfg.seed)  # its own: dropout draws do not move it
         self.done = 0
+        self.compiled = compiled_forward(dev, cfg)
 
     def epoch(self, epoch: int, bar: Bar) -> float:
         """One pass over the rows; the epoch's mean loss, rounded for metrics.json."""
@@ -154,7 +155,11 @@ class _Training:
         # summed on the device: a float() per step would wait for the device every step
         loss_sum, window, in_window = zero(), zero(), 0
         for idx in shuffled_batches(len(self.feats), self.cfg.batch_size, self.order):
+            t0 = time.perf_counter()
             loss_sum, window = self.step(idx, (loss_sum, window))
+            if self.compiled and self.done == 1:  # one wait for the device, once per run: what compiling cost
+                float(loss_sum)
+                progress(f"fine-tuning: step 1 took {time.perf_counter() - t0:.2f} s (with compilation)")
             bar.advance()
             in_window += 1
             if in_window == log.log_every or self.done == epoch * log.steps_per_epoch:

@@ -15,6 +15,7 @@ from kolectra.core.config import ConfigError, override, to_dict
 from kolectra.finetune import config, loading, loop
 from kolectra.finetune.features import Features
 from kolectra.model.device import CudaDevice, Device
+from tests.test_finetune_e2e import tiny_model  # noqa: F401 - a fixture
 
 
 @pytest.mark.parametrize("max_length, widths", [
@@ -116,3 +117,29 @@ def test_padding_to_a_bucket_changes_no_loss_or_prediction(head):
     else:  # each row's tokens up to its length
         for row, length in enumerate(feats.lengths):
             torch.testing.assert_close(wide.logits[row, :length], tight.logits[row, :length], rtol=1e-5, atol=1e-5)
+
+
+def test_a_compiled_run_sees_only_bucket_widths_and_says_so(tiny_model, tmp_path, monkeypatch, capsys):
+    # the plumbing from `compile` to the forward the loop calls, on the CPU: compiling for real takes
+    # minutes here, so the recorder keeps the eager forward and notes each batch's width
+    from kolectra.finetune import nsmc
+    from tests.test_finetune_e2e import nsmc_file
+
+    widths, modes = set(), []
+
+    def recorder(forward, mode):
+        modes.append(mode)
+
+        def call(*args, **kwargs):
+            widths.add(kwargs["input_ids"].shape[1])
+            return forward(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(loading, "compiled", recorder)
+    cfg = dataclasses.replace(config.sample_nsmc(), max_length=32, batch_size=16, epochs=1, compile=True)
+    nsmc.run(cfg, tiny_model, nsmc_file(tmp_path / "train.txt", 60, 0), nsmc_file(tmp_path / "test.txt", 20, 1),
+             tmp_path / "out")
+    err = capsys.readouterr().err
+    assert modes == ["default"] and widths and widths <= set(loop.bucket_widths(32))
+    assert "fine-tuning with a compiled forward (torch.compile, mode default)" in err and "--set compile=false" in err
+    assert "step 1 took" in err and "(with compilation)" in err

@@ -1,0 +1,299 @@
+"""The prepared GPU check (issue 45): kolectra's pretraining step on the GPU this machine has, and a
+short real run, in one command that prints one JSON line within a time budget (8 minutes).
+
+    python benchmarks/gpu.py [--budget-s 480] [--steps 300] [--out ROOT] [--examples REF] [--peak-tflops X]
+
+It installs nothing and reaches nothing outside the machine: it needs kolectra installed (``pip
+install -e .`` with a CUDA build of torch) and a GPU. On a machine where torch sees no CUDA device it
+exits 1 with one line and measures nothing. Phases, each in a process of its own (a fresh CUDA
+context, its own peak memory, and a hard stop at its share of the budget):
+
+1. The step alone, bf16 autocast, sequence 128, random token ids (:mod:`benchmarks.step_bench`'s
+   runners: the trainer's own model, fused AdamW and step function): ``small`` (batch 128,
+   vocabulary 8,000) and ``base`` (batch 256, vocabulary 35,000), the shapes of docs/benchmarks.md's
+   H200 figures; each eager beside the naive Hugging Face step, compiled (Inductor, ``default``
+   mode) and compiled with CUDA graphs (``reduce-overhead``, what ``train.compile=auto`` picks on
+   CUDA). Per variant: median milliseconds (p10, p90), tokens/s, MFU by the trainer's own FLOPs
+   count (:func:`kolectra.model.electra.train_flops_per_sequence`) over the GPU's dense bf16
+   datasheet peak (:data:`kolectra.model.device.GPU_PEAK_TFLOPS`; an unknown GPU gets MFU null and a
+   note, unless ``--peak-tflops``), peak memory, and the first step's seconds (compiling).
+2. Examples: the embedded sample (``pipeline/sample/reviews.jsonl.gz``) through ``kolectra corpus``,
+   ``vocab`` (8,000) and ``examples`` (128) into ``--out`` (default: a temporary store), unless
+   ``--examples REF`` names an examples artifact already in ``--out``.
+3. ``kolectra pretrain --preset small --device cuda --steps 300 --set train.bf16=true``, on the
+   device's defaults (compiled, CUDA graphs): steps/s after the first step, MFU, the first step's
+   seconds and the run's health line (``ok``, ``not_learning`` or ``unchecked: ...``).
+
+Budget: each phase gets at most its cap and never more than what leaves the later phases their
+minimum (:func:`phase_budget`); a phase that would not fit is skipped and says so in the JSON.
+The headline value is the ``base`` step's MFU with CUDA graphs; the baseline the naive HF step's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SAMPLE_REVIEWS = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"
+
+SEQ_LEN = 128
+# preset -> (batch, vocabulary): docs/benchmarks.md's H200 shapes and issue 45's targets
+SHAPES = {"small": (128, 8000), "base": (256, 35000)}
+# step variants: the step_bench runners each times, and torch.compile's mode
+VARIANTS = {"eager": (("kolectra", "naive_hf"), "default"), "compiled": (("kolectra_compiled",), "default"),
+            "cuda_graphs": (("kolectra_compiled",), "reduce-overhead")}
+WARMUP, TIMED = 3, 30  # steps: after the first (which compiles), then timed
+# phase -> (cap, minimum) seconds. Compiling a step took 44-52 s on the H200 (docs/benchmarks.md).
+PHASES = {**{f"{p}/{v}": ((75, 45) if v != "eager" else (40, 20)) for p in SHAPES for v in VARIANTS},
+          "examples": (90, 30), "pretrain": (150, 90)}
+BUDGET_S = 465  # of the 8 minutes: the rest for starting torch here and printing
+NAME = "gpu-check"  # the artifacts' name in --out (one of each kind)
+NO_GPU = ("gpu.py: no CUDA device here (torch {torch}, CUDA build {cuda}): this check measures a GPU and has "
+          "nothing to measure on this machine")
+
+
+# ---- pure pieces (unit-tested with made-up timings) ---------------------------------------------------
+def phase_budget(cap: float, minimum: float, left: float, later_minimums: float) -> float | None:
+    """Seconds a phase may take: its cap, or less so the later phases keep their minimums; None when
+    not even its own minimum fits."""
+    budget = min(cap, left - later_minimums)
+    return budget if budget >= minimum else None
+
+
+def mfu(flops_per_step: float, seconds_per_step: float, peak_flops: float | None) -> float | None:
+    """Model FLOPs utilisation: useful FLOPs per second over the device's peak; None without a peak."""
+    if not peak_flops or seconds_per_step <= 0:
+        return None
+    return flops_per_step / seconds_per_step / peak_flops
+
+
+def peak_bf16(device_name: str, given_tflops: float = 0.0) -> tuple[float | None, str | None]:
+    """(peak FLOP/s, note): ``given_tflops``, else the datasheet's dense bf16 peak for the GPU's name
+    (H100 SXM and H200 989 TFLOP/s, A100 312); an unknown GPU: (None, a note saying why MFU is null)."""
+    from kolectra.model.device import gpu_peak_tflops
+
+    if given_tflops:
+        return given_tflops * 1e12, f"peak {given_tflops:g} TFLOP/s from --peak-tflops"
+    tflops = gpu_peak_tflops(device_name, bf16=True)
+    if tflops:
+        return tflops * 1e12, None
+    return None, (f"no datasheet bf16 peak known for {device_name!r} (model/device.py, GPU_PEAK_TFLOPS): MFU is "
+                  "null; pass --peak-tflops to give one")
+
+
+def step_figures(samples_s: list[float], flops_per_step: float, tokens_per_step: int,
+                 peak_flops: float | None) -> dict:
+    """A variant's timed steps -> median ms, p10/p90 ms, tokens/s and MFU (at the median)."""
+    med = statistics.median(samples_s)
+    q = statistics.quantiles(samples_s, n=10, method="inclusive") if len(samples_s) > 1 else [med] * 9
+    share = mfu(flops_per_step, med, peak_flops)
+    return {"ms": round(med * 1e3, 3), "p10_ms": round(q[0] * 1e3, 3), "p90_ms": round(q[-1] * 1e3, 3),
+            "steps": len(samples_s), "tokens_per_s": round(tokens_per_step / med, 1),
+            "mfu": None if share is None else round(share, 4)}
+
+
+def variant_result(raw: dict, flops_per_step: float, tokens_per_step: int, peak_flops: float | None) -> dict:
+    """One phase's raw runner output (``runner -> {samples_s, first_step_s, peak_memory_bytes}``) ->
+    the figures per runner; a runner without samples keeps its error or status."""
+    out = {}
+    for name, r in raw.items():
+        if not r.get("samples_s"):
+            out[name] = {k: v for k, v in r.items() if k != "samples_s"}
+            continue
+        out[name] = {**step_figures(r["samples_s"], flops_per_step, tokens_per_step, peak_flops),
+                     "first_step_s": round(r["first_step_s"], 2),
+                     "peak_memory_gb": round(r["peak_memory_bytes"] / 1e9, 2)}
+    return out
+
+
+def headline(steps: dict) -> tuple[float | None, float | None]:
+    """(base's MFU with CUDA graphs, the naive HF step's MFU at the same shape), None where missing."""
+    base = steps.get("base", {})
+    graphs = base.get("cuda_graphs", {}).get("kolectra_compiled", {})
+    naive = base.get("eager", {}).get("naive_hf", {})
+    return graphs.get("mfu"), naive.get("mfu")
+
+
+def report(device: str, peak_flops: float | None, notes: list[str], steps: dict, phases: dict,
+           pretrain: dict | None, budget_s: float) -> dict:
+    """The JSON the check prints (benchmarks' common shape: benchmark, unit, value, baseline, ratio,
+    config; ``machine`` and the load are added by :func:`common.emit`)."""
+    value, baseline = headline(steps)
+    return {"benchmark": "gpu_check", "unit": "MFU (base, bf16, CUDA graphs)", "value": value,
+            "baseline": {"name": "naive_hf_step (base, bf16, eager)", "value": baseline},
+            "ratio": value / baseline if value and baseline else None,
+            "config": {"device": device, "seq_len": SEQ_LEN, "shapes": {p: {"batch": b, "vocab_size": v}
+                                                                        for p, (b, v) in SHAPES.items()},
+                       "precision": "bf16 autocast", "warmup_steps": WARMUP, "timed_steps": TIMED,
+                       "budget_s": budget_s, "peak_flops": peak_flops, "statistic": "median"},
+            "steps": steps, "pretrain": pretrain, "phases": phases, "notes": notes}
+
+
+# ---- the phases, each run in a child process -------------------------------------------------------------
+def time_variant(preset: str, variant: str, budget_s: float) -> dict:
+    """Child: the variant's runners for ``preset``, one after the other, each with its peak memory."""
+    import torch
+
+    sys.path.insert(0, str(HERE))
+    import step_bench  # noqa: PLC0415 - the benchmarks folder's module, on the path just now
+
+    batch, vocab = SHAPES[preset]
+    model_cfg = step_bench.preset_model(preset, vocab)
+    names, mode = VARIANTS[variant]
+    deadline = time.perf_counter() + budget_s * 0.9
+    out = {}
+    for name in names:
+        torch.cuda.reset_peak_memory_stats()
+        runner = step_bench.build_runner(name, model_cfg, SEQ_LEN, batch, bf16=True, device="cuda", fill=1.0,
+                                         seed=0, compile_mode=mode)
+        first = runner.step()  # a compiled variant compiles here
+        for _ in range(WARMUP):
+            runner.step()
+        samples = []
+        while len(samples) < TIMED and time.perf_counter() < deadline:
+            samples.append(runner.step())
+        out[name] = {"samples_s": samples, "first_step_s": first, "peak_memory_bytes": torch.cuda.max_memory_allocated()}
+        del runner
+        torch.cuda.empty_cache()
+    return out
+
+
+def kolectra(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """The ``kolectra`` command of this Python (the installed entry point's own code)."""
+    return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def build_examples(out: str, budget_s: float) -> dict:
+    """Child: the embedded sample -> corpus -> vocab -> examples, each named ``gpu-check`` in ``out``."""
+    deadline = time.perf_counter() + budget_s
+    for stage in (["corpus", "--input", str(SAMPLE_REVIEWS)], ["vocab", "--corpus", NAME, "--vocab-size", "8000"],
+                  ["examples", "--corpus", NAME, "--vocab", NAME, "--max-seq-length", str(SEQ_LEN)]):
+        r = kolectra(*stage, "--out", out, "--name", NAME, "-q", timeout=max(1.0, deadline - time.perf_counter()))
+        if r.returncode:
+            return {"status": "failed", "stage": stage[0], "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
+    return {"status": "ok", "examples": NAME}
+
+
+def run_pretrain(out: str, examples: str, steps: int, budget_s: float, device: str = "cuda",
+                 preset: str = "small") -> dict:
+    """Child: a real ``kolectra pretrain`` on ``device`` with its defaults (CUDA: compiled, CUDA graphs);
+    its record and health. (``device`` and ``preset`` other than CUDA's small: to try the phase elsewhere.)"""
+    t0 = time.perf_counter()
+    r = kolectra("pretrain", "--examples", examples, "--preset", preset, "--device", device, "--steps", str(steps),
+                 "--set", "train.bf16=true", "--set", "train.log_every=50", "--out", out, "--name", NAME,
+                 "--force", timeout=budget_s)
+    lines = r.stderr.strip().splitlines()
+    print(r.stderr, file=sys.stderr)  # the run's own progress, for whoever watches the check
+    if r.returncode:
+        return {"status": "failed", "error": (lines or ["?"])[-1]}
+    from kolectra.model.health import status_text
+    from kolectra.pipeline.store.factory import open_store
+
+    art = open_store(out).resolve(NAME, "checkpoint")
+    stats, compute = art.manifest.get("stats", {}), art.manifest.get("compute", {})
+    logged = [json.loads(ln) for ln in (Path(art.path) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    last = logged[-1] if logged else {}
+    first = next((ln for ln in lines if "step 1 took" in ln), None)
+    return {"status": "ok", "seconds": round(time.perf_counter() - t0, 1), "first_step_line": first,
+            "step": compute.get("step"), "wall_seconds": compute.get("wall_seconds"),
+            "mfu_whole_run": compute.get("mfu"),  # the first step's compiling included
+            # the last logged window: the loop's own pace once compiled (the step's, within 5 %: issue 45)
+            "last_window": {k: last.get(k) for k in ("step", "tokens_per_s", "mfu")},
+            "final": stats.get("final"), "health": status_text(stats["health"]) if "health" in stats else None}
+
+
+CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pretrain}
+
+
+def child(kind: str, args: list, budget_s: float) -> dict:
+    """Run one phase in a process of its own, stopped at ``budget_s``; its last stdout line is JSON."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import gpu; "
+            "print(json.dumps(gpu.CHILDREN[sys.argv[2]](*json.loads(sys.argv[3]))))")
+    try:
+        r = subprocess.run([sys.executable, "-c", code, str(HERE), kind, json.dumps([*args, budget_s])],
+                           capture_output=True, text=True, timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        return {"status": f"stopped at its budget of {budget_s:.0f} s"}
+    if r.returncode:
+        return {"status": "failed", "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def require_cuda() -> str:
+    """The GPU's name; on a machine without CUDA, exit 1 with one line (nothing is measured)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit(NO_GPU.format(torch=torch.__version__, cuda=torch.version.cuda or "none"))
+    return torch.cuda.get_device_name(0)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--budget-s", type=float, default=BUDGET_S, help=f"seconds for everything (default {BUDGET_S})")
+    p.add_argument("--steps", type=int, default=300, help="steps of the kolectra pretrain run (default 300)")
+    p.add_argument("--out", default=None, help="artifact root for the examples and the run (default: a temporary one)")
+    p.add_argument("--examples", default=None, help="an examples artifact in --out to train on (default: build one "
+                                                     "from the embedded sample)")
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="the GPU's bf16 peak when it is not in the table")
+    args = p.parse_args(argv)
+    device = require_cuda()
+    sys.path.insert(0, str(HERE))
+    from common import emit  # noqa: PLC0415 - the benchmarks folder's module
+
+    from kolectra.model.electra import train_flops_per_sequence
+    from kolectra.model.rtd import num_slots
+
+    sys.path.insert(0, str(HERE))
+    import step_bench  # noqa: PLC0415
+
+    peak, note = peak_bf16(device, args.peak_tflops)
+    notes = [note] if note else []
+    deadline = time.perf_counter() + args.budget_s
+    order = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain"]
+    if args.examples:
+        order.remove("examples")
+    out = args.out or tempfile.mkdtemp(prefix="kolectra-gpu-check-")
+    steps, phases, pretrain, examples = {}, {}, None, args.examples
+    for i, name in enumerate(order):
+        cap, minimum = PHASES[name]
+        budget = phase_budget(cap, minimum, deadline - time.perf_counter(), sum(PHASES[n][1] for n in order[i + 1:]))
+        if budget is None:
+            phases[name] = {"status": "skipped: no time left in the budget"}
+            continue
+        t0 = time.perf_counter()
+        if "/" in name:
+            preset, variant = name.split("/")
+            batch, vocab = SHAPES[preset]
+            flops = batch * train_flops_per_sequence(step_bench.preset_model(preset, vocab), vocab, SEQ_LEN,
+                                                     num_slots(0.15, SEQ_LEN))
+            raw = child("step", [preset, variant], budget)
+            figures = variant_result(raw, flops, batch * SEQ_LEN, peak) if "status" not in raw else raw
+            steps.setdefault(preset, {})[variant] = figures
+        elif name == "examples":
+            r = child("examples", [out], budget)
+            examples = r.get("examples")
+            phases[name] = r
+        elif examples is None:
+            pretrain = {"status": "skipped: no examples"}
+        else:
+            pretrain = child("pretrain", [out, examples, args.steps], budget)
+        phases.setdefault(name, {})["seconds"] = round(time.perf_counter() - t0, 1)
+        phases[name]["budget_s"] = round(budget, 1)
+        print(f"gpu.py: {name} done in {phases[name]['seconds']} s", file=sys.stderr)
+    r = report(device, peak, notes, steps, phases, pretrain, args.budget_s)
+    return emit(r["benchmark"], r["unit"], r["value"], r["baseline"]["name"], r["baseline"]["value"], r["config"],
+                steps=r["steps"], pretrain=r["pretrain"], phases=r["phases"], notes=r["notes"])
+
+
+if __name__ == "__main__":
+    main()
