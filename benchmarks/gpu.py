@@ -55,6 +55,7 @@ WARMUP, TIMED = 3, 30  # steps: after the first (which compiles), then timed
 PHASES = {**{f"{p}/{v}": ((75, 45) if v != "eager" else (40, 20)) for p in SHAPES for v in VARIANTS},
           "examples": (90, 30), "pretrain": (150, 90)}
 BUDGET_S = 465  # of the 8 minutes: the rest for starting torch here and printing
+MARGIN_S = 5  # a child's time to finish and print after its last step
 NAME = "gpu-check"  # the artifacts' name in --out (one of each kind)
 NO_GPU = ("gpu.py: no CUDA device here (torch {torch}, CUDA build {cuda}): this check measures a GPU and has "
           "nothing to measure on this machine")
@@ -106,7 +107,8 @@ def variant_result(raw: dict, flops_per_step: float, tokens_per_step: int, peak_
     out = {}
     for name, r in raw.items():
         if not r.get("samples_s"):
-            out[name] = {k: v for k, v in r.items() if k != "samples_s"}
+            out[name] = {"status": "no timed step within the budget",
+                         **{k: v for k, v in r.items() if k != "samples_s"}}
             continue
         out[name] = {**step_figures(r["samples_s"], flops_per_step, tokens_per_step, peak_flops),
                      "first_step_s": round(r["first_step_s"], 2),
@@ -138,8 +140,9 @@ def report(device: str, peak_flops: float | None, notes: list[str], steps: dict,
 
 
 # ---- the phases, each run in a child process -------------------------------------------------------------
-def time_variant(preset: str, variant: str, budget_s: float) -> dict:
-    """Child: the variant's runners for ``preset``, one after the other, each with its peak memory."""
+def time_variant(preset: str, variant: str, deadline: float) -> dict:
+    """Child: the variant's runners for ``preset``, one after the other, each with its peak memory;
+    timed steps stop a few seconds before ``deadline`` (wall clock, ``time.time()``)."""
     import torch
 
     sys.path.insert(0, str(HERE))
@@ -148,7 +151,6 @@ def time_variant(preset: str, variant: str, budget_s: float) -> dict:
     batch, vocab = SHAPES[preset]
     model_cfg = step_bench.preset_model(preset, vocab)
     names, mode = VARIANTS[variant]
-    deadline = time.perf_counter() + budget_s * 0.9
     out = {}
     for name in names:
         torch.cuda.reset_peak_memory_stats()
@@ -158,7 +160,7 @@ def time_variant(preset: str, variant: str, budget_s: float) -> dict:
         for _ in range(WARMUP):
             runner.step()
         samples = []
-        while len(samples) < TIMED and time.perf_counter() < deadline:
+        while len(samples) < TIMED and time.time() < deadline - MARGIN_S:
             samples.append(runner.step())
         out[name] = {"samples_s": samples, "first_step_s": first, "peak_memory_bytes": torch.cuda.max_memory_allocated()}
         del runner
@@ -167,30 +169,34 @@ def time_variant(preset: str, variant: str, budget_s: float) -> dict:
 
 
 def kolectra(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """The ``kolectra`` command of this Python (the installed entry point's own code)."""
-    return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    """The ``kolectra`` command of this Python (the installed entry point's own code); past ``timeout``
+    seconds it is stopped and returns code 124 with the reason as its last line."""
+    try:
+        return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(args, 124, "", f"kolectra {args[0]}: stopped at the phase's budget "
+                                                          f"({timeout:.0f} s left)")
 
 
-def build_examples(out: str, budget_s: float) -> dict:
+def build_examples(out: str, deadline: float) -> dict:
     """Child: the embedded sample -> corpus -> vocab -> examples, each named ``gpu-check`` in ``out``."""
-    deadline = time.perf_counter() + budget_s
     for stage in (["corpus", "--input", str(SAMPLE_REVIEWS)], ["vocab", "--corpus", NAME, "--vocab-size", "8000"],
                   ["examples", "--corpus", NAME, "--vocab", NAME, "--max-seq-length", str(SEQ_LEN)]):
-        r = kolectra(*stage, "--out", out, "--name", NAME, "-q", timeout=max(1.0, deadline - time.perf_counter()))
+        r = kolectra(*stage, "--out", out, "--name", NAME, "-q", timeout=max(1.0, deadline - time.time()))
         if r.returncode:
             return {"status": "failed", "stage": stage[0], "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
     return {"status": "ok", "examples": NAME}
 
 
-def run_pretrain(out: str, examples: str, steps: int, budget_s: float, device: str = "cuda",
+def run_pretrain(out: str, examples: str, steps: int, deadline: float, device: str = "cuda",
                  preset: str = "small") -> dict:
     """Child: a real ``kolectra pretrain`` on ``device`` with its defaults (CUDA: compiled, CUDA graphs);
     its record and health. (``device`` and ``preset`` other than CUDA's small: to try the phase elsewhere.)"""
     t0 = time.perf_counter()
     r = kolectra("pretrain", "--examples", examples, "--preset", preset, "--device", device, "--steps", str(steps),
                  "--set", "train.bf16=true", "--set", "train.log_every=50", "--out", out, "--name", NAME,
-                 "--force", timeout=budget_s)
+                 "--force", timeout=max(1.0, deadline - MARGIN_S - time.time()))
     lines = r.stderr.strip().splitlines()
     print(r.stderr, file=sys.stderr)  # the run's own progress, for whoever watches the check
     if r.returncode:
@@ -215,11 +221,12 @@ CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pr
 
 
 def child(kind: str, args: list, budget_s: float) -> dict:
-    """Run one phase in a process of its own, stopped at ``budget_s``; its last stdout line is JSON."""
+    """Run one phase in a process of its own, stopped at ``budget_s`` (its own imports included: the
+    child gets the wall-clock deadline); its last stdout line is JSON."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import gpu; "
             "print(json.dumps(gpu.CHILDREN[sys.argv[2]](*json.loads(sys.argv[3]))))")
     try:
-        r = subprocess.run([sys.executable, "-c", code, str(HERE), kind, json.dumps([*args, budget_s])],
+        r = subprocess.run([sys.executable, "-c", code, str(HERE), kind, json.dumps([*args, time.time() + budget_s])],
                            capture_output=True, text=True, timeout=budget_s)
     except subprocess.TimeoutExpired:
         return {"status": f"stopped at its budget of {budget_s:.0f} s"}

@@ -68,6 +68,10 @@ def test_the_report_names_the_headline_and_keeps_failures():
                                 "naive_hf": {"samples_s": [0.200], "first_step_s": 2.0, "peak_memory_bytes": 21e9}},
                                2.0e13, 256 * 128, 989e12)
     assert graphs["kolectra_compiled"]["peak_memory_gb"] == 18.0 and graphs["kolectra_compiled"]["first_step_s"] == 51.0
+    # a compile that used the whole budget: no timed step, said so, its first step kept
+    late = gpu.variant_result({"kolectra_compiled": {"samples_s": [], "first_step_s": 70.0, "peak_memory_bytes": 1}},
+                              2.0e13, 1, 989e12)["kolectra_compiled"]
+    assert late["status"] == "no timed step within the budget" and late["first_step_s"] == 70.0 and "ms" not in late
     steps = {"base": {"eager": eager, "cuda_graphs": graphs},
              "small": {"compiled": {"status": "stopped at its budget of 75 s"}}}
     r = gpu.report("NVIDIA H200", 989e12, [], steps, {"pretrain": {"seconds": 80.0}},
