@@ -3,7 +3,7 @@
 Figure: training words per second through a whole vocabulary build at the default size (35,000,
 ``min_frequency`` 2, 3,000 alphabet characters) on NSMC movie reviews —
 kolectra's ``morph_wordpiece`` (the Beam word count of :mod:`vocab.count` over the corpus shards,
-then the pure-Python morpheme-constrained learner, :mod:`vocab.trainer`) against the HF
+then the morpheme-constrained learner, :mod:`vocab.trainer`, numpy and Python) against the HF
 ``tokenizers`` ``WordPieceTrainer`` (Rust, multi-threaded) on the same texts with the same
 normaliser and pre-tokeniser. The baseline cannot do what ours does (it has no hook to keep
 merges inside morphemes), so the ratio says what the constraint costs in build time; the
@@ -20,6 +20,13 @@ counts: ours on the counted table against HF's trainer fed the same words as oft
 into reading the documents, counting, and learning with and without the morpheme rule.
 
     python benchmarks/vocab.py [--quick] [--reviews GLOB | --data DIR | --corpus CORPUS_DIR]
+    python benchmarks/vocab.py --learner [--table FILE] [--repeats N] [--corpus CORPUS_DIR | ...]
+
+``--learner``: the learners alone at any size (the issue-42 figure is on all 8 review files, 879,096
+types): the word table is counted once (or read from ``--table``, a pickle this mode wrote
+before), then ours (the stage's recipe) and HF's trainer (:func:`hf_learn`) learn from it in
+processes of their own, alternated ``--repeats`` times each; each reports the learning's CPU
+seconds (its threads included) and its peak resident set, with the table alone's beside it.
 
 ``--quick``: the first 20,000 reviews of ``--reviews`` (or ``--data``), else the embedded sample's
 4,000 (about a minute on 2 cores). Full: every review given, about 10 minutes on 2 cores for the
@@ -31,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
+import pickle
 import resource
 import subprocess
 import sys
@@ -82,7 +91,7 @@ def kolectra_build(cfg, corpus_dir: Path):
 def breakdown(cfg, corpus_dir: Path) -> dict:
     """CPU seconds of the build's parts, each timed alone: reading the documents, counting the word
     table (the Beam job, which reads them itself), learning with the morpheme rule (the stage's
-    recipe) and without it (plain WordPiece, the same pure-Python learner); and HF's trainer on the
+    recipe) and without it (plain WordPiece, the same learner); and HF's trainer on the
     same counts (:func:`hf_learn`)."""
     from kolectra.core.config import override
     from kolectra.corpus import shards
@@ -162,6 +171,86 @@ def side(name: str, corpus_dir: Path) -> None:
                       "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024, 1)}))
 
 
+def learn_side(name: str, table_file: Path) -> None:
+    """One learner in this process (``--side learn-ours|learn-hf``) on the pickled table: its CPU
+    seconds and peak RSS, and the RSS with the table alone loaded."""
+    from kolectra.vocab import build
+    from kolectra.vocab.config import VocabConfig
+
+    cfg = VocabConfig()
+    with open(table_file, "rb") as f:
+        table, chars, _ = pickle.load(f)
+    loaded = _rss_mb("VmRSS")
+    _reset_peak_rss()  # the unpickling's peak is no learner's
+    if name == "learn-ours":
+        _, cpu, (vocab, _) = timed(build.learn_vocab, cfg, table, cfg.recipe, False, chars)
+    else:
+        _, cpu, tok = timed(hf_learn, cfg, table)
+        vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    print(json.dumps({"cpu_s": round(cpu, 2), "entries": len(vocab), "table_rss_mb": loaded,
+                      "peak_rss_mb": _rss_mb("VmHWM"),
+                      "vocab_sha256": hashlib.sha256("\n".join(vocab).encode()).hexdigest()}))
+
+
+def _rss_mb(field: str) -> float | None:
+    """This process's resident set (``VmRSS``) or its peak (``VmHWM``) in MB, from /proc (Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(round(int(line.split()[1]) / 1024, 1) for line in f if line.startswith(field + ":"))
+    except (OSError, StopIteration):
+        return None
+
+
+def _reset_peak_rss() -> None:
+    """Set ``VmHWM`` back to the current resident set (Linux 4.0+; elsewhere it keeps the load's peak)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def learner_only(cfg, corpus_dir: Path | None, table_file: Path, repeats: int, source: str) -> None:
+    """``--learner``: the word table counted once (kept in ``table_file``), then the two learners in
+    processes of their own, alternated (ours, HF, HF, ours, ...)."""
+    from kolectra.corpus import shards
+    from kolectra.vocab import count
+
+    if not table_file.exists():
+        paths = [str(p) for p in shards.shard_paths(corpus_dir, "train")]
+        print(f"counting the words of {len(paths)} shard(s) (not timed)", file=sys.stderr, flush=True)
+        table, chars, counts = count.count_split(paths, cfg.max_word_types, cfg.count_flush_types)
+        with open(table_file, "wb") as f:
+            pickle.dump((dict(table), dict(chars), counts), f, protocol=pickle.HIGHEST_PROTOCOL)
+        del table, chars
+    with open(table_file, "rb") as f:
+        counts = pickle.load(f)[2]
+    runs: dict[str, list[dict]] = {"ours": [], "hf": []}
+    for r in range(repeats):
+        for name in ("ours", "hf") if r % 2 == 0 else ("hf", "ours"):
+            out = subprocess.run([sys.executable, __file__, "--side", f"learn-{name}", "--table", str(table_file)],
+                                 check=True, capture_output=True, text=True)
+            runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            print(f"{name}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    if len({r["vocab_sha256"] for r in runs["ours"]}) != 1:
+        raise SystemExit("benchmarks/vocab.py: our learner gave different vocabularies on the same table")
+    cpu = {k: sum(r["cpu_s"] for r in rs) / len(rs) for k, rs in runs.items()}
+    peak = {k: max((r["peak_rss_mb"] for r in rs if r["peak_rss_mb"] is not None), default=None) for k, rs in runs.items()}
+    types = counts["word_types_kept"]
+    emit("vocab_learner_throughput", "word types / learning CPU s", round(types / cpu["ours"], 1),
+         "hf_tokenizers_wordpiece_trainer", round(types / cpu["hf"], 1),
+         config={"corpus": source, "word_types": types, "train_words": counts["words"], "recipe": cfg.recipe,
+                 "cross_morph": cfg.cross_morph, "vocab_size": cfg.vocab_size, "min_frequency": cfg.min_frequency,
+                 "limit_alphabet": cfg.limit_alphabet, "repeats": repeats},
+         cpu_seconds={k: [r["cpu_s"] for r in rs] for k, rs in runs.items()},
+         cpu_ratio=round(cpu["hf"] / cpu["ours"], 3),
+         peak_rss_mb=peak, table_rss_mb=runs["ours"][0]["table_rss_mb"],
+         vocab_entries={k: rs[0]["entries"] for k, rs in runs.items()},
+         method="each learner in a process of its own on the same pickled table, alternated; CPU s of the "
+         "learning alone (all threads); peak RSS while learning (VmHWM reset after the table was loaded), "
+         "the table's RSS beside it")
+
+
 def run_side(name: str, corpus_dir: Path) -> dict:
     out = subprocess.run([sys.executable, __file__, "--side", name, "--corpus", str(corpus_dir)], check=True,
                          capture_output=True, text=True)
@@ -173,14 +262,23 @@ def main() -> None:
     add_data_args(p, "reviews")
     p.add_argument("--corpus", type=Path, help="an existing corpus artifact instead of the reviews: skips the Kiwi "
                    "analysis (e.g. artifacts/corpus/nsmc-1a2b3c; default: written here from the reviews)")
-    p.add_argument("--side", choices=("ours", "hf"), help=argparse.SUPPRESS)
+    p.add_argument("--learner", action="store_true", help="the learners alone, ours against HF's on one word "
+                   "table, each in processes of their own (see above)")
+    p.add_argument("--table", type=Path, help="with --learner: keep the counted word table in this file and read it "
+                   "from there when it exists (default: a temporary file; e.g. --table /tmp/table8.pkl)")
+    p.add_argument("--repeats", type=int, default=2, help="with --learner: runs of each learner (default 2)")
+    p.add_argument("--side", choices=("ours", "hf", "learn-ours", "learn-hf"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.side in ("learn-ours", "learn-hf"):
+        return learn_side(args.side, args.table)
     if args.side:
         return side(args.side, args.corpus)
     from kolectra.vocab.config import VocabConfig
 
     cfg = VocabConfig()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.learner and args.table and args.table.exists():
+            return learner_only(cfg, None, args.table, args.repeats, f"the word table in {args.table}")
         if args.corpus:
             corpus_dir, source = args.corpus, str(args.corpus)
         else:
@@ -188,6 +286,8 @@ def main() -> None:
             print(f"analysing {len(docs)} reviews with Kiwi (not timed)", file=sys.stderr, flush=True)
             corpus_dir, source = write_corpus(docs, Path(tmp) / "corpus"), f"{reviews_source(args, 'benchmarks/vocab.py')} ({len(docs)} reviews)"
             del docs
+        if args.learner:
+            return learner_only(cfg, corpus_dir, args.table or Path(tmp) / "table.pkl", args.repeats, source)
         # interleaved, ours - HF - HF - ours, each side the mean of its two runs: the load moves
         runs = {"ours": [run_side("ours", corpus_dir)], "hf": [run_side("hf", corpus_dir)]}
         runs["hf"].append(run_side("hf", corpus_dir))
