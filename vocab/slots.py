@@ -27,7 +27,7 @@ import numpy as np
 PREFIX = "##"
 # from this many listed slots a merge is done with numpy, below it in Python: about where the two
 # cost the same (measured on NSMC reviews, docs/vocab.md); only the speed depends on it
-VECTORISE_FROM = 48
+VECTORISE_FROM = 96
 
 
 class Slots:
@@ -126,7 +126,7 @@ class Slots:
         return self._merge_py(listed + list(ints), left, right, new)
 
     def _merge_py(self, listed: list[int], left: int, right: int, new: int) -> tuple[list[int], list[int]]:
-        # the steps of _merge_np one slot at a time (the pair test written out: this is the hot loop)
+        # _merge_np one occurrence at a time (the pair test written out: this is the hot loop)
         sym, nxt, prv = self.py_sym, self.py_nxt, self.py_prv
         cut, run, cuts_before, weight, width = self.py_cut, self.py_run, self.py_cuts_before, self.py_weight, self.width
         merged = []
@@ -139,44 +139,51 @@ class Slots:
                         merged.append(s)
         if left == right and len(merged) > 1:
             merged = _every_other(np.array(sorted(merged), dtype=np.int32), self.nxt).tolist()
-        old = set(merged)
-        for s in merged:
-            old.add(prv[s])
-            old.add(nxt[s])
+        else:
+            merged.sort()
+        # one occurrence after the other from the left: the pairs beside it lose it and gain ``new``;
+        # an occurrence right after another sees that one's ``new`` (a b a b), as a merge from scratch
+        # would, so the counts come out the same (a pair that comes and goes in between nets 0)
         delta: dict[int, int] = {}
-        for s in old:
-            x = sym[s]
-            r = nxt[s]
-            y = sym[r]
-            if x >= 0 and y >= 0:
-                e = nxt[r]
-                if cuts_before[e] == cuts_before[s + 1] or run[s] and cut[e]:
-                    k = x * width + y
-                    delta[k] = delta.get(k, 0) - weight[s]
-        fresh = set(merged)
+        added = self.added_py
+        total = 0
         for s in merged:
             q = nxt[s]
             after = nxt[q]
+            w = weight[s]
+            total += w
+            x = sym[prv[s]]
+            if x >= 0:
+                t = prv[s]
+                if cuts_before[q] == cuts_before[t + 1] or run[t] and cut[q]:
+                    k = x * width + left
+                    delta[k] = delta.get(k, 0) - w
+                if cuts_before[after] == cuts_before[t + 1] or run[t] and cut[after]:
+                    k = x * width + new
+                    delta[k] = delta.get(k, 0) + w
+                    if (slots := added.get(k)) is None:
+                        added[k] = [t]
+                    else:
+                        slots.append(t)
+            y = sym[after]
+            if y >= 0:
+                e = nxt[after]
+                if cuts_before[e] == cuts_before[q + 1] or run[q] and cut[e]:
+                    k = right * width + y
+                    delta[k] = delta.get(k, 0) - w
+                if cuts_before[e] == cuts_before[s + 1] or run[s] and cut[e]:
+                    k = new * width + y
+                    delta[k] = delta.get(k, 0) + w
+                    if (slots := added.get(k)) is None:
+                        added[k] = [s]
+                    else:
+                        slots.append(s)
             sym[q] = -1
             nxt[s] = after
             prv[after] = s
             sym[s] = new
-            fresh.add(prv[s])
-        added = self.added_py
-        for s in fresh:
-            x = sym[s]
-            r = nxt[s]
-            y = sym[r]
-            if x >= 0 and y >= 0:
-                e = nxt[r]
-                if cuts_before[e] == cuts_before[s + 1] or run[s] and cut[e]:
-                    k = x * width + y
-                    delta[k] = delta.get(k, 0) + weight[s]
-                    slots = added.get(k)
-                    if slots is None:
-                        added[k] = [s]
-                    else:
-                        slots.append(s)
+        k = left * width + right
+        delta[k] = delta.get(k, 0) - total
         return list(delta), list(delta.values())
 
     def _merge_np(self, s: np.ndarray, left: int, right: int, new: int) -> tuple[list[int], list[int]]:
