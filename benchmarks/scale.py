@@ -7,7 +7,8 @@ for another checkout of kolectra (``git worktree add /tmp/base <commit>``: impor
 ``kolectra`` namespace of links to its folders, put first on ``PYTHONPATH``), interleaved size by
 size so the machine's load falls on both alike:
 
-- ``corpus``: ``corpus.build.build`` on the first N review files, default preset, one in-process
+- ``corpus``: ``corpus.build.build`` on the first N review files, ``--preset`` default or
+  production (near-dup on: its Beam stages and shuffles are in the job's peak), one in-process
   worker (``--direct_num_workers=1``): CPU seconds of the process and its peak RSS
   (``ru_maxrss``). With the local runner the launcher, the runner's shuffles and the worker are
   one process: this is the local runner's peak, what ``corpus/runners.py`` estimates before a job.
@@ -29,7 +30,7 @@ Slopes are least-squares lines ``a + b * MB`` through the sizes. value: MB of te
 size per MB of the corpus shard writer's peak (worker side; higher is better); baseline: the same
 for ``--base-tree`` (or this checkout's figure when none is given).
 
-    python benchmarks/scale.py [--quick] [--reviews GLOB | --data DIR] [--base-tree /tmp/base]
+    python benchmarks/scale.py [--quick] [--preset production] [--reviews GLOB | --data DIR] [--base-tree /tmp/base]
 
 Full: 1, 2, 4, 8 of the 8 files (57.6 MB of text), about 30 CPU minutes a checkout; ``--quick``:
 1 and 2 files, about 6 CPU minutes a checkout (Kiwi's analysis is most of it; 25 minutes of wall
@@ -65,13 +66,13 @@ def _usage() -> dict:
             "peak_rss_mb": max(me.ru_maxrss, kids.ru_maxrss) / 1024}
 
 
-def child_corpus(files: list[str], out: Path, shard_mb: float) -> dict:
+def child_corpus(files: list[str], out: Path, shard_mb: float, preset: str = "default") -> dict:
     import dataclasses
 
     from kolectra.corpus import build
-    from kolectra.corpus.config import default_config
+    from kolectra.corpus import config as corpus_config
 
-    cfg = default_config()
+    cfg = getattr(corpus_config, f"{preset}_config")()
     if hasattr(cfg, "shard_bytes"):  # this checkout: shards of a fixed size; the base: its constant
         cfg = dataclasses.replace(cfg, shard_bytes=int(shard_mb * (1 << 20)))
     before = _usage()
@@ -160,7 +161,7 @@ def child_examples_group(corpus: Path, vocab: Path, out: Path) -> dict:
 def run_child(argv: list[str]) -> None:
     what, rest = argv[0], argv[1:]
     if what == "corpus":
-        out = child_corpus(rest[2:], Path(rest[0]), float(rest[1]))
+        out = child_corpus(rest[3:], Path(rest[0]), float(rest[1]), rest[2])
     elif what == "examples":
         out = child_examples(Path(rest[0]), Path(rest[1]), Path(rest[2]))
     elif what == "corpus_group":
@@ -223,6 +224,8 @@ def main() -> None:
     add_data_args(p, "reviews")
     p.add_argument("--base-tree", type=Path, help="another kolectra checkout to measure beside this one")
     p.add_argument("--shard-mb", type=float, default=16.0, help="this checkout's corpus shard_bytes, in MB")
+    p.add_argument("--preset", choices=("default", "production"), default="default",
+                   help="the corpus job's preset (production: near-dup and web-text cleaning on)")
     p.add_argument("--sizes", default=None, help="review files per run, comma-separated (default 1,2,4,8; --quick 1,2)")
     args = p.parse_args()
     files = sorted(glob.glob(require_data(args, "reviews", WHO)))
@@ -241,7 +244,7 @@ def main() -> None:
             for side, path in sides.items():
                 corpus = tmp / f"{side}-corpus-{n}"
                 row = {"files": n, "text_mb": round(sum(mb[:n]), 2)}
-                row["corpus"] = measure("corpus", [str(corpus), str(args.shard_mb), *files[:n]], path)
+                row["corpus"] = measure("corpus", [str(corpus), str(args.shard_mb), args.preset, *files[:n]], path)
                 row["examples"] = measure("examples", [str(corpus), str(vocab), str(tmp / f"{side}-ex-{n}")], path)
                 row["corpus_group"] = measure("corpus_group", [str(corpus), str(tmp / f"{side}-g-{n}")], path)
                 row["examples_group"] = measure("examples_group", [str(corpus), str(vocab), str(tmp / f"{side}-eg-{n}")], path)
@@ -266,7 +269,7 @@ def main() -> None:
     base = "base" if "base" in rows else "this"
     emit("scale", "MB of text per MB of the corpus shard writer's peak (worker side, largest size)",
          efficiency("this"), f"{base}: {args.base_tree or 'this checkout'}", efficiency(base),
-         {"sizes": sizes, "shard_mb": args.shard_mb, "rows": rows, "fits": summary})
+         {"sizes": sizes, "shard_mb": args.shard_mb, "preset": args.preset, "rows": rows, "fits": summary})
 
 
 if __name__ == "__main__":
