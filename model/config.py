@@ -226,7 +226,7 @@ class PretrainConfig:
             raise ConfigError(f"train.compile: expected true, false or auto, got {t.compile!r}")
         if t.compile is True and t.device == "xla":  # Inductor cannot lower XLA tensors: it failed deep in its stack
             raise ConfigError("train.compile=true is for cpu and cuda: on xla, torch-xla already compiles the step "
-                              "(one program per step, reused); leave train.compile=false")
+                              "(one program per step, reused); leave train.compile at auto (eager there) or false")
         if t.compile_mode not in COMPILE_MODES:
             raise ConfigError(f"train.compile_mode: expected one of {list(COMPILE_MODES)}, got {t.compile_mode!r}")
         if t.compile_mode != "auto" and t.compile is False:
