@@ -146,38 +146,31 @@ class Slots:
         # would, so the counts come out the same (a pair that comes and goes in between nets 0)
         delta: dict[int, int] = {}
         added = self.added_py
+
+        def beside(t: int, end: int, lost: int, new_t: int, new_end: int, gained: int, w: int) -> None:
+            """A neighbouring pair: ``lost`` at slots [t, end) goes, ``gained`` at [new_t, new_end) comes
+            (each if the morpheme rule allows it)."""
+            if cuts_before[end] == cuts_before[t + 1] or run[t] and cut[end]:
+                delta[lost] = delta.get(lost, 0) - w
+            if cuts_before[new_end] == cuts_before[new_t + 1] or run[new_t] and cut[new_end]:
+                delta[gained] = delta.get(gained, 0) + w
+                if (slots := added.get(gained)) is None:
+                    added[gained] = [new_t]
+                else:
+                    slots.append(new_t)
+
         total = 0
         for s in merged:
             q = nxt[s]
             after = nxt[q]
             w = weight[s]
             total += w
-            x = sym[prv[s]]
-            if x >= 0:
-                t = prv[s]
-                if cuts_before[q] == cuts_before[t + 1] or run[t] and cut[q]:
-                    k = x * width + left
-                    delta[k] = delta.get(k, 0) - w
-                if cuts_before[after] == cuts_before[t + 1] or run[t] and cut[after]:
-                    k = x * width + new
-                    delta[k] = delta.get(k, 0) + w
-                    if (slots := added.get(k)) is None:
-                        added[k] = [t]
-                    else:
-                        slots.append(t)
-            y = sym[after]
-            if y >= 0:
+            t = prv[s]
+            if (x := sym[t]) >= 0:  # (x, left) at t becomes (x, new)
+                beside(t, q, x * width + left, t, after, x * width + new, w)
+            if (y := sym[after]) >= 0:  # (right, y) at q becomes (new, y) at s
                 e = nxt[after]
-                if cuts_before[e] == cuts_before[q + 1] or run[q] and cut[e]:
-                    k = right * width + y
-                    delta[k] = delta.get(k, 0) - w
-                if cuts_before[e] == cuts_before[s + 1] or run[s] and cut[e]:
-                    k = new * width + y
-                    delta[k] = delta.get(k, 0) + w
-                    if (slots := added.get(k)) is None:
-                        added[k] = [s]
-                    else:
-                        slots.append(s)
+                beside(q, e, right * width + y, s, e, new * width + y, w)
             sym[q] = -1
             nxt[s] = after
             prv[after] = s
