@@ -6,9 +6,10 @@ word's slots followed by an empty slot (symbol -1) that ends it, and a symbol ke
 its first character, linked to its neighbours by ``nxt`` / ``prv``. A pair is the symbol in a slot
 and the one after it, its count the sum of its words' counts over its allowed occurrences, and per
 pair the slots where it may occur are listed (lazily: a listed slot that no longer holds the pair is
-checked and skipped). A merge then rewrites only those slots and their neighbours, all of them at
-once with numpy, so the cost of a merge is a few array operations plus a Python step per pair whose
-count changed, whatever the number of words that hold it.
+checked and skipped). A merge then rewrites only those slots and their neighbours: with numpy, all
+at once, when many are listed (a few array operations plus a Python step per pair whose count
+changed, whatever the number of words that hold the pair), or one occurrence at a time in Python
+when few are (most merges: a numpy call would cost more than their work).
 
 The morpheme rule (:mod:`vocab.trainer`) is arrays too: ``cut[s]``, a morpheme starts at slot s (a
 word's first slot and its end slot included), its running sum, and ``run[s]``, a run of whole
