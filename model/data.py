@@ -6,7 +6,7 @@ larger than RAM costs only the rows a batch touches: Arrow IPC files (index form
 offset of the file, or the ``.npy`` pairs of format 1 (artifacts written before packing; one
 sequence a row, no ``doc_ids``). Shards are mapped only while their structure is read.
 Format 2 batches carry ``doc_ids`` (which sequence of a packed row each token belongs to), which
-the step turns into per-sequence attention (:func:`model.electra.document_attention`).
+the step turns into per-sequence attention (:func:`model.attention.document_attention`).
 
 Order (:mod:`model.shard_order`): the shards are dealt to the ``world_size`` ranks once per run (a
 seeded permutation cut into equal runs of rows), so a rank opens only its own shards (and a host

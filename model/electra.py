@@ -31,9 +31,11 @@ The forward helpers below take a prebuilt 4-D additive attention bias: transform
 4-D mask unchanged (``masking_utils._preprocess_mask_arguments``), whereas a 2-D mask goes
 through ``sdpa_mask``, which may call ``.all()`` on it to skip the mask (a host sync per call,
 and a data-dependent branch under XLA). Rows that hold several sequences (the examples stage's
-``packing=isolated``) come with ``doc_ids``; :func:`document_attention` turns them into a
-[B, 1, L, L] bias (a token sees only its own sequence) and position ids that restart at each
-sequence's [CLS], so every sequence is encoded exactly as it would be alone in a row.
+``packing=isolated``) come with ``doc_ids``; :func:`kolectra.model.attention.document_attention`
+turns them into a [B, 1, L, L] mask (a token sees only its own sequence) and position ids that
+restart at each sequence's [CLS], so every sequence is encoded exactly as it would be alone in a
+row. The mask's form (a float bias, booleans for SDPA or a FlexAttention block mask) is the
+device's choice: :meth:`ElectraPair.use_attention`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from torch.nn.utils import parametrize
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.models.electra.modeling_electra import ElectraDiscriminatorPredictions, ElectraGeneratorPredictions
 
+from kolectra.model.attention import PACKED, kernel_form
 from kolectra.model.config import DISC_LM_OBJECTIVES, MLM_OBJECTIVES, ModelConfig, generator_shape
 
 # The embedding tables GDES ties (every table of ElectraEmbeddings; its LayerNorm stays each network's own).
@@ -135,6 +138,8 @@ class ElectraPair(nn.Module):
     # How the generator's samples are drawn (``model.rtd.SAMPLERS``, the same distribution either
     # way); the device sets it in ``place``.
     sampler = "gumbel"
+    # The form of packed rows' attention mask (``model.attention.FORMS``); set by ``use_attention``.
+    attention = "bias"
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int, objective: str = "electra"):
         super().__init__()
@@ -165,8 +170,20 @@ class ElectraPair(nn.Module):
         """The exported Hugging Face models by role (the generator only when there is one)."""
         return {"discriminator": self.discriminator, **({"generator": self.generator} if self.generator else {})}
 
-    # ``bias``: [B, 1, 1, L] (one sequence a row) or [B, 1, L, L] (packed rows); ``position_BL``:
-    # None (0..L-1) or restarting per sequence (:func:`document_attention`).
+    def use_attention(self, preferred: str) -> str:
+        """Give packed rows the device's ``preferred`` mask form where the encoders can take it
+        (:func:`kolectra.model.attention.kernel_form`: no FlexAttention with attention dropout), and
+        point the encoders at the attention function that takes it. Returns the form used."""
+        nets = self.networks().values()
+        self.attention = kernel_form(preferred, max(n.config.attention_probs_dropout_prob for n in nets))
+        if self.attention != "bias":
+            for net in nets:
+                net.set_attn_implementation(PACKED)
+        return self.attention
+
+    # ``bias``: [B, 1, 1, L] (one sequence a row) or, for packed rows, the [B, 1, L, L] mask in this
+    # pair's ``attention`` form; ``position_BL``: None (0..L-1) or restarting per sequence
+    # (:func:`kolectra.model.attention.document_attention`).
 
     def mlm_logits(self, ids_BL, types_BL, bias, positions_BN=None, position_BL=None) -> tuple[torch.Tensor, torch.Tensor]:
         """The discriminator-sized masked LM (MLM ablations): (vocabulary logits, hidden states).
@@ -214,26 +231,6 @@ def attention_bias(attention_mask_BL: torch.Tensor, dtype: torch.dtype = torch.f
     """[B, L] 1/0 mask -> [B, 1, 1, L] additive bias (0 where attended, dtype's min elsewhere)."""
     keep = attention_mask_BL[:, None, None, :].to(dtype)
     return (1.0 - keep) * torch.finfo(dtype).min
-
-
-def document_attention(doc_BL: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token sequence numbers (0 = padding) -> (additive bias [B, 1, L, L], position ids [B, L]).
-
-    Query i may attend to key j when both belong to the same sequence and j is not padding; a
-    padding query sees nothing (all keys at dtype's min: a uniform, finite softmax whose output
-    no loss reads). A token's position is the number of tokens of its sequence before it, so it
-    restarts at 0 on each [CLS] and is what the token would have alone in a row. Both come from
-    one [B, L, L] comparison: static shapes, no host sync, the same graph for every batch. The
-    bias costs B x L x L x 4 bytes (8 MiB at 128 x 128 x 128) next to the [B, heads, L, L]
-    attention scores every layer makes anyway.
-    """
-    L = doc_BL.shape[1]
-    same_BLL = doc_BL[:, :, None] == doc_BL[:, None, :]
-    keep_BLL = same_BLL & (doc_BL[:, None, :] > 0)
-    bias_B1LL = (~keep_BLL)[:, None].to(dtype) * torch.finfo(dtype).min
-    before_LL = torch.ones(L, L, dtype=torch.bool, device=doc_BL.device).tril()
-    position_BL = (same_BLL & before_LL).sum(-1) - 1
-    return bias_B1LL, position_BL
 
 
 def count_parameters(module: nn.Module) -> int:

@@ -28,7 +28,7 @@ means, accuracy, precision, recall and AUC only at log time (:mod:`model.metrics
 
 Rows that hold several sequences come with ``doc_BL`` (sequence number per token, 0 = padding,
 from the examples artifact): the encoders then get a block-diagonal bias and positions that
-restart per sequence (:func:`model.electra.document_attention`); nothing else in the step
+restart per sequence (:func:`model.attention.document_attention`); nothing else in the step
 changes, since masking, sampling and the losses are per token already. Without it (one sequence
 a row) the bias is the [B, 1, 1, L] padding mask.
 
@@ -47,8 +47,9 @@ import torch
 import torch.nn.functional as F
 
 from kolectra.core.errors import UserInputError
+from kolectra.model.attention import document_attention
 from kolectra.model.config import ObjectiveConfig
-from kolectra.model.electra import ElectraPair, attention_bias, document_attention
+from kolectra.model.electra import ElectraPair, attention_bias
 
 
 @dataclass(frozen=True)
@@ -328,12 +329,14 @@ class GeneratorPass:
     sums: dict[str, torch.Tensor]
 
 
-def attention_inputs(ids_BL, sp: Specials, doc_BL=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(non-padding mask [B, L] float, attention bias, position ids or None) for a batch."""
+def attention_inputs(ids_BL, sp: Specials, doc_BL=None, form: str = "bias"
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(non-padding mask [B, L] float, attention mask, position ids or None) for a batch; packed
+    rows' mask in ``form`` (the model's ``attention``, :mod:`model.attention`)."""
     attn_BL = (ids_BL != sp.pad_id).float()
     if doc_BL is None:
         return attn_BL, attention_bias(attn_BL), None
-    return attn_BL, *document_attention(doc_BL)
+    return attn_BL, *document_attention(doc_BL, form)
 
 
 def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: ObjectiveConfig,
@@ -342,7 +345,7 @@ def mask_and_generate(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: O
 
     ``knobs``: per-step values of schedules as 0-d device tensors (``temperature``), else None:
     ``obj.temperature``."""
-    attn_BL, bias, position_BL = attention_inputs(ids_BL, sp, doc_BL)
+    attn_BL, bias, position_BL = attention_inputs(ids_BL, sp, doc_BL, model.attention)
     positions_BN, w_BN = choose_positions(ids_BL, sp, obj.mask_prob)
     masked_BL = mask_inputs(ids_BL, positions_BN, w_BN, sp, obj)
     target_BN = torch.gather(ids_BL, 1, positions_BN)

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from kolectra.model import config, rtd
-from kolectra.model.electra import ElectraPair, attention_bias, document_attention
+from kolectra.model.attention import document_attention
+from kolectra.model.electra import ElectraPair, attention_bias
 from tests.test_model_rtd import SP, _tiny_pair
 
 L = 44
@@ -138,7 +139,7 @@ def test_mlm_ablations_isolate_sequences_too(objective):
     assert (leaky_h[0, :X_LEN] - leaky_h[1, X_AT:X_AT + X_LEN]).abs().max() > 0.1
 
 
-def test_positions_restart_and_padding_sees_nothing():
+def test_positions_restart_and_padding_sees_only_itself():
     _, _, docs = _rows(LAYOUT)
     bias, position_BL = document_attention(docs)
     lengths = [len(SEQS[s][0]) for s in LAYOUT[1]]
@@ -147,7 +148,10 @@ def test_positions_restart_and_padding_sees_nothing():
     assert position_BL[0, :X_LEN].tolist() == list(range(X_LEN))
     keep = bias[1, 0] == 0
     assert keep[X_AT, X_AT:X_AT + X_LEN].all() and keep[X_AT].sum() == X_LEN  # X sees X, all of it, only it
-    assert not keep[:, docs[1] == 0].any()  # nobody attends to padding
+    pad = docs[1] == 0
+    assert not keep[~pad][:, pad].any()  # no real token attends to padding
+    assert torch.equal(keep[pad][:, pad], torch.eye(int(pad.sum()), dtype=torch.bool))  # padding sees itself only
+    assert not keep[pad][:, ~pad].any()
     assert bias.shape == (2, 1, L, L)
 
 
