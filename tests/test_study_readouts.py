@@ -70,3 +70,21 @@ def test_two_recipes_share_every_pretraining_point_and_each_has_its_floor(tmp_pa
     assert "## Verdicts, recipe by recipe" in report
     assert "`probe`: linear probe (frozen encoder): the top layer, mean pooling" in report
     assert "`probe-best-layer`: linear probe (frozen encoder): the best layer" in report
+
+
+def test_the_summary_says_when_recipes_name_different_winners():
+    from kolectra.pipeline.study.report import verdicts_by_recipe
+
+    def cmp(readout: str, verdict: str, diff: float) -> dict:
+        return {"a": "electra", "b": "mlm", "flops": 7.2e13, "readout": readout, "verdict": verdict,
+                "diff": diff, "ci95": [diff - 0.01, diff + 0.01]}
+
+    below = "no winner named: electra is below the random-init floor, mlm is above the random-init floor"
+    split = verdicts_by_recipe({"comparisons": [cmp("lowdata", below, -0.1), cmp("lowdata-reinit1", "mlm ahead of electra", -0.03),
+                                                cmp("probe", "electra ahead of mlm", 0.02)]})
+    said = [ln for ln in split if "recipes disagree" in ln]
+    assert said == ["  **The recipes disagree:** `lowdata` names no winner, `lowdata-reinit1` names mlm, "
+                    "`probe` names electra; each verdict holds for its own recipe only."]
+    agree = verdicts_by_recipe({"comparisons": [cmp("lowdata", "mlm ahead of electra", -0.1),
+                                                cmp("lowdata-reinit1", "mlm ahead of electra", -0.03)]})
+    assert not [ln for ln in agree if "disagree" in ln]
