@@ -20,6 +20,7 @@ from transformers import ElectraModel
 from kolectra.model import attention, config, cpu_dropout, rtd
 from kolectra.model.device import CudaDevice, Device
 from kolectra.model.electra import ElectraPair, hf_configs
+from tests.test_model_packing import _attentive
 from tests.test_model_rtd import SP
 
 B, L = 5, 48
@@ -187,13 +188,7 @@ def _pair(attention_dropout: float = 0.1):
                             generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64,
                             attention_dropout=attention_dropout)
     torch.manual_seed(0)
-    pair = ElectraPair(m, SP.vocab_size, SP.pad_id)
-    with torch.no_grad():  # as in _encoder: a leak across sequences moves the loss by about 5e-3
-        for net in pair.networks().values():
-            for layer in net.electra.encoder.layer:
-                layer.attention.self.value.weight.mul_(8.0)
-                layer.attention.output.dense.weight.mul_(8.0)
-    return pair
+    return _attentive(ElectraPair(m, SP.vocab_size, SP.pad_id))  # a leak across sequences moves the loss by 5e-3
 
 
 def test_no_loss_reads_a_padding_position():
