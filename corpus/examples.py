@@ -35,6 +35,8 @@ from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 from kolectra.corpus.runners import (
     LOCAL_RUNNER,
     MULTI_WORKER_MIN_BYTES,
+    MemoryModel,
+    check_local_memory,
     cpus_per_worker,
     input_bytes,
     interruptible,
@@ -44,6 +46,11 @@ from kolectra.corpus.runners import (
 )
 
 STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
+
+# The local runner's peak RSS per MB of gzipped corpus shards read (corpus/runners.py: MemoryModel):
+# benchmarks/scale.py on 1-8 NSMC review files measured 263-321 MB and a slope of 1.6 MB per MB of
+# shards (the runner holds the packed blocks' shuffle); rounded up to leave room (docs/scale.md).
+LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards")
 
 
 # ---- input checks ---------------------------------------------------------------------------
@@ -144,7 +151,9 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     options = pipeline_options(list(beam_args), size)
     runner = options.view_as(StandardOptions).runner
     direct = options.view_as(DirectOptions)
+    peak = check_local_memory(options, "examples", size, LOCAL_MEMORY)
     workers = f", {direct.direct_num_workers} worker(s)" if direct.direct_num_workers else ""
+    workers += f", about {peak / 1e9:,.1f} GB at its peak" if peak else ""
     parts = parts_per_shard(options, len(paths))
     mode = {"isolated": "several isolated sequences a row", "none": "one sequence a row",
             "stream": "documents streamed across rows"}[cfg.packing]

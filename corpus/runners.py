@@ -359,11 +359,13 @@ class LocalMemoryError(UserInputError):
 
 @dataclasses.dataclass(frozen=True)
 class MemoryModel:
-    """A local run's peak RSS as ``base + per_mb`` for each MB of the input's expected shard JSON
-    (``corpus.outputs.expected_json_bytes``), fitted on the NSMC reviews (docs/scale.md)."""
+    """A local run's peak RSS as ``base + per_mb`` for each MB of its input measure (the corpus
+    job: the input's expected shard JSON, ``corpus.outputs.expected_json_bytes``; the examples
+    job: the gzipped corpus shards it reads), fitted on the NSMC reviews (docs/scale.md)."""
 
     base_mb: float
     per_mb: float
+    measure: str = "expected shard JSON"
 
     def peak_bytes(self, json_bytes: float) -> float:
         return (self.base_mb + self.per_mb * json_bytes / 1e6) * 1e6
@@ -388,7 +390,7 @@ def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, m
         whose = "--local_memory_gb" if given is not None else "this machine's memory"
         raise LocalMemoryError(
             f"{what}: a local run of this input needs about {need / 1e9:,.1f} GB of memory ({model.base_mb / 1e3:.1f} GB + "
-            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of expected shard JSON), over {whose} "
+            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}), over {whose} "
             f"({have / 1e9:,.1f} GB): Beam's local runner holds every shuffle in memory. Run it on a distributed "
             f"runner (--runner DataflowRunner, FlinkRunner or SparkRunner: docs/scale.md), or pass "
             f"--local_memory_gb {math.ceil(need / 1e9)} to run it here anyway")

@@ -23,6 +23,7 @@ from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples import build
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
+from kolectra.corpus.runners import LocalMemoryError
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.vocab.build import build as build_vocab
@@ -388,6 +389,17 @@ def test_refuses_a_length_the_tokenizer_cannot_take(inputs, tmp_path):
     with pytest.raises(ValueError, match="max_seq_length=40 exceeds model_max_length=32"):
         build(CFG, inputs["corpus"], vocab, tmp_path / "o")
     assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def test_a_local_run_over_the_machines_memory_is_refused_in_one_line(inputs, tmp_path):
+    with pytest.raises(LocalMemoryError) as e:
+        build(CFG, inputs["corpus"], inputs["vocab"], tmp_path / "o", ["--local_memory_gb=0.1"])
+    said = str(e.value)
+    assert said.startswith("examples:") and "\n" not in said
+    assert "DataflowRunner" in said and "--local_memory_gb 1 " in said and "gzipped corpus shards" in said
+    assert not (tmp_path / "o").exists()  # refused before any work
+    _, stats = _build(CFG, inputs, "fits", beam_args=["--local_memory_gb=1"])  # the estimate fits in 1 GB
+    assert stats["examples"] > 0
 
 
 def test_same_bytes_whatever_the_workers_and_batching(inputs):
