@@ -86,8 +86,9 @@ STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/ar
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
 # 0.74 GB + 24.3 MB per MB of text fitted by benchmarks/scale.py on the NSMC reviews, text being a
 # fifth of the JSON (docs/scale.md). Near-dup's stages add their band and signature records
-# (about 1 kB a review) to what the runner holds: estimated at half as much again, not measured
-# since near-dup became Beam stages (its all-pairs form took 62 MB per MB of JSON, issue 41).
+# (about 1 kB a review) to what the runner holds: the whole job with them measured 0.98-2.93 GB
+# over 1-8 review files, 5.5 MB per MB of expected JSON fitted and 6.8 between 4 and 8 files
+# (benchmarks/scale.py --preset production), so 7.4 stays above it.
 LOCAL_MEMORY = MemoryModel(base_mb=740, per_mb=4.9)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=740, per_mb=7.4)
 

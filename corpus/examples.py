@@ -48,7 +48,7 @@ from kolectra.corpus.runners import (
 STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
 
 # The local runner's peak RSS per MB of gzipped corpus shards read (corpus/runners.py: MemoryModel):
-# benchmarks/scale.py on 1-8 NSMC review files measured 263-321 MB and a slope of 1.6 MB per MB of
+# benchmarks/scale.py on 1-8 NSMC review files measured 263-376 MB, 250 MB + 1.4 MB per MB of
 # shards (the runner holds the packed blocks' shuffle); rounded up to leave room (docs/scale.md).
 LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards")
 
