@@ -123,3 +123,16 @@ def test_a_local_run_over_the_machines_memory_is_refused_in_one_line(tmp_path):
     said = str(e.value)
     assert "\n" not in said and "DataflowRunner" in said and "--local_memory_gb" in said and "GB" in said
     assert not (tmp_path / "out" / "data").exists()
+
+
+def test_the_dedup_key_is_16_bytes_and_places_documents_as_the_hex_key_did():
+    # every document carries its key through the dedup and shard shuffles: 16 bytes, not 32 hex
+    # characters, while buckets and shards (so the output's bytes) stay what the hex form gave
+    rng = random.Random(3)
+    for i in range(2000):
+        text = "".join(chr(rng.randrange(0xAC00, 0xD7A4)) for _ in range(rng.randrange(1, 40))) + str(i)
+        key = outputs.text_key(text)
+        hexed = key.hex()
+        assert isinstance(key, bytes) and len(key) == 16
+        assert outputs.bucket_of(key, 8192) == int(hexed[:8], 16) % 8192
+        assert outputs.shard_of(key, 24) == int(hexed, 16) % 24
