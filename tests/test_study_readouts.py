@@ -85,6 +85,10 @@ def test_the_summary_says_when_recipes_name_different_winners():
     said = [ln for ln in split if "recipes disagree" in ln]
     assert said == ["  **The recipes disagree:** `lowdata` names no winner, `lowdata-reinit1` names mlm, "
                     "`probe` names electra; each verdict holds for its own recipe only."]
+    partly = verdicts_by_recipe({"comparisons": [cmp("lowdata", below, -0.1), cmp("probe", "mlm ahead of electra", -0.05)]})
+    assert [ln for ln in partly if "recipe" in ln and "**" in ln] == [
+        "  **Not every recipe names a winner:** `lowdata` names no winner, `probe` names mlm; each verdict holds "
+        "for its own recipe only."]
     agree = verdicts_by_recipe({"comparisons": [cmp("lowdata", "mlm ahead of electra", -0.1),
                                                 cmp("lowdata-reinit1", "mlm ahead of electra", -0.03)]})
     assert not [ln for ln in agree if "disagree" in ln]

@@ -105,12 +105,16 @@ def winner(verdict: str) -> str | None:
 def disagreement(cs: list[dict]) -> str | None:
     """A sentence when the recipes reading one pair do not name the same winner (issue 44: at
     ``mini`` the study's low-data recipe put ELECTRA below the floor where a re-initialised top layer
-    did not), so the summary never lets one recipe's verdict stand for the pair's."""
+    did not), so the summary never lets one recipe's verdict stand for the pair's. Two recipes
+    naming different arms disagree; one naming an arm where another names none is weaker, and is
+    said as such."""
     named = {c["readout"]: winner(c["verdict"]) for c in cs}
     if len(set(named.values())) < 2:
         return None
     parts = [f"{code(r)} {'names ' + text(w) if w else 'names no winner'}" for r, w in named.items()]
-    return "**The recipes disagree:** " + ", ".join(parts) + "; each verdict holds for its own recipe only."
+    arms = {w for w in named.values() if w}
+    head = "**The recipes disagree:** " if len(arms) > 1 else "**Not every recipe names a winner:** "
+    return head + ", ".join(parts) + "; each verdict holds for its own recipe only."
 
 
 def comparison_table(doc: dict) -> list[str]:
@@ -183,4 +187,4 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
     lines += ["## Comparisons", ""] + comparison_table(doc)
     lines += [f"![{n}]({n})" for n in plots(store, out, doc)] + [""]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return [ln for ln in lines if (ln.startswith("| ") and "---" not in ln) or "recipes disagree" in ln]
+    return [ln for ln in lines if (ln.startswith("| ") and "---" not in ln) or "recipes disagree" in ln or "Not every recipe" in ln]
