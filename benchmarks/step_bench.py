@@ -19,7 +19,7 @@ how the other's are served (glibc's heap is per process; see :func:`compare`). W
 one graph, no breaks, Inductor's fused kernels and its own vectorised RNG for dropout and the
 Gumbel noise), joins the rotation; its compile time is reported apart. ``compile_mode`` is
 ``train.compile_mode`` (``reduce-overhead``: CUDA graphs, on CUDA), through the trainer's own
-wrapper (:func:`kolectra.model.train.compiled`).
+wrapper (:func:`kolectra.model.device.compiled`).
 
 On the CPU one more step of each runner runs under ``torch.profiler`` to split it into matrix
 products and the rest: ``matmul_share`` per runner, and ``speedup_ceiling``, the speedup kolectra's

@@ -34,7 +34,7 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
-from kolectra.model.device import Batches, Device, compiled  # noqa: F401 - compiled: the step wrapper, here too
+from kolectra.model.device import Batches, Device, compiled
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 

@@ -10,7 +10,7 @@ import torch
 
 from kolectra.core.config import ConfigError, override, to_dict
 from kolectra.model import checkpoint, config, train
-from kolectra.model.device import CudaDevice, Device, gpu_peak_tflops
+from kolectra.model.device import CudaDevice, Device, compiled, gpu_peak_tflops
 from kolectra.pipeline.store.artifacts import Request
 
 
@@ -89,11 +89,11 @@ def test_reduce_overhead_marks_every_call_as_a_new_iteration(monkeypatch):
     def step(x):
         return (x * 2).sum()
 
-    fn = train.compiled(step, "reduce-overhead")
+    fn = compiled(step, "reduce-overhead")
     assert [float(fn(torch.ones(3))) for _ in range(3)] == [6.0, 6.0, 6.0]
     assert marks == [0, 1, 2]
     marks.clear()
-    assert float(train.compiled(step, "default")(torch.ones(2))) == 4.0 and marks == []
+    assert float(compiled(step, "default")(torch.ones(2))) == 4.0 and marks == []
 
 
 def test_only_the_gpu_suggests_compiling():
