@@ -80,7 +80,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
@@ -169,11 +169,15 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
         | "CollectSamples" >> beam.combiners.ToList()
         | "WriteSamples" >> beam.FlatMap(outputs.write_samples, out_dir)
     )
+    summed = (*tallies, placed[TALLY]) | "AllTallies" >> beam.Flatten() | "SumTallies" >> beam.CombinePerKey(sum)
+    # the kept fields' kinds over the whole job decide how the shards spell floats (shards.float_fields)
+    kinds = (cfg.keep_fields, beam.pvalue.AsList(summed | "FieldKinds" >> beam.Filter(outputs.is_field_kind))) \
+        if cfg.keep_fields else ()
     written_shards = (
         (placed.docs, p | "AllShardNames" >> beam.Create(all_shards))
         | "WithEmptyShards" >> beam.Flatten()
         | "GroupShards" >> beam.GroupByKey()
-        | "WriteShards" >> beam.Map(outputs.write_shard, out_dir, cfg.num_shards)
+        | "WriteShards" >> beam.Map(outputs.write_shard, out_dir, cfg.num_shards, *kinds)
     )
     written_rejects = (
         read[REJECTED]
@@ -182,9 +186,7 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
     )
     files = read[FILES] | "CollectFiles" >> beam.combiners.ToList().without_defaults()
     written_stats = (
-        (*tallies, placed[TALLY])
-        | "AllTallies" >> beam.Flatten()
-        | "SumTallies" >> beam.CombinePerKey(sum)
+        summed
         | "CollectTallies" >> beam.combiners.ToList().without_defaults()
         | "WriteStats" >> beam.Map(outputs.write_stats, out_dir, cfg, beam.pvalue.AsSingleton(files))
     )

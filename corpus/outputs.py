@@ -25,7 +25,7 @@ from kolectra.core import storage
 from kolectra.core.errors import UserInputError
 from kolectra.corpus import filters, reader
 from kolectra.corpus.config import CorpusConfig
-from kolectra.corpus.shards import DATA_DIR, SPLITS
+from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 
 REJECTS_FILE = "rejects/rejects.jsonl"
 REPORT_FILE = ".written.json"  # the workers' file entries, for the launcher; never part of the artifact
@@ -149,7 +149,28 @@ def document_json(rec: dict, keep_fields: tuple[str, ...] = ()) -> str:
     return _DOCUMENT_ENCODER.encode(doc)
 
 
+def floats_as_strings(line: str, fields: tuple[str, ...]) -> str:
+    """A shard line with the values of ``fields`` (floats or null) spelled as strings of their
+    shortest round-trip digits, the rest of the line unchanged (why: :func:`shards.float_fields`)."""
+    doc = json.loads(line)
+    for f in fields:
+        if doc[f] is not None:
+            doc[f] = repr(doc[f])
+    return _DOCUMENT_ENCODER.encode(doc)
+
+
 # ---------------------------------------------------------------- stats
+
+
+def is_field_kind(tally_item) -> bool:
+    return tally_item[0][0] == FIELD_KIND
+
+
+def field_kinds(tally: dict, keep_fields: tuple[str, ...]) -> dict:
+    """Each kept field's non-null values by JSON kind (``stats.json`` → ``field_kinds``): what the
+    dataset card declares each field as, and which fields' floats the shards spell as strings."""
+    return {f: dict(sorted((k[2], n) for k, n in tally.items() if k[:2] == (FIELD_KIND, f) and n))
+            for f in keep_fields}
 
 
 def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dict:
@@ -173,8 +194,7 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         # written documents whose field is null (absent, null, or a text/blocks input's record)
         kept = {"missing_fields": {f: get(MISSING_FIELD, f) for f in cfg.keep_fields},
                 # what the dataset card declares each field as (shards.write_dataset_card)
-                "field_kinds": {f: dict(sorted((k[2], n) for k, n in tally.items() if k[:2] == (FIELD_KIND, f) and n))
-                                for f in cfg.keep_fields}}
+                "field_kinds": field_kinds(tally, cfg.keep_fields)}
     return {
         "records_in": sum(get("source_in", s) for s in sources),
         "records_out": sum(splits[s]["documents"] for s in SPLITS),
@@ -347,8 +367,10 @@ def _gzip_stream(out_dir: str, rel: str, lines: Iterator[str]) -> dict:
     return {"path": rel, "bytes": sink.bytes, "sha256": sink.sha256.hexdigest()}
 
 
-def write_shard(item, out_dir: str, num_shards: int) -> dict:
-    """((split, shard), chunks of (position, JSON line)) -> the shard file, sorted by (source, line).
+def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...] = (), kind_tallies=()) -> dict:
+    """((split, shard), chunks of (position, JSON line)) -> the shard file, sorted by (source, line);
+    the floats of a kept field whose values are all floats (``kind_tallies``: the job's summed
+    (FIELD_KIND, field, kind) tallies) spelled as strings (:func:`shards.float_fields`).
 
     Streams: the chunks are read once (a distributed runner's grouped values need not fit in
     memory), at most :data:`RUN_BYTES` of lines are sorted in memory (more are sorted in runs on
@@ -357,8 +379,12 @@ def write_shard(item, out_dir: str, num_shards: int) -> dict:
     RUN_BYTES (27.5 MB for an 11.8 MB shard), 1.6 times RUN_BYTES above it (109 MB for 200 MB),
     where sorting and joining the whole shard took 6.7 times its JSON."""
     (split, shard), chunks = item
+    floats = float_fields(field_kinds(dict(kind_tallies), keep_fields))
     with tempfile.TemporaryDirectory(prefix="kolectra-shard-") as spill:
-        return _gzip_stream(out_dir, shard_name(split, shard, num_shards), sorted_lines(chunks, spill))
+        lines = sorted_lines(chunks, spill)
+        if floats:
+            lines = (floats_as_strings(line, floats) for line in lines)
+        return _gzip_stream(out_dir, shard_name(split, shard, num_shards), lines)
 
 
 def write_rejects(rejects: list[dict], out_dir: str) -> dict:

@@ -38,12 +38,18 @@ def shard_paths(corpus_dir: Path, split: str = "train") -> list[Path]:
     return sorted(Path(corpus_dir, DATA_DIR).glob(f"{split}-*.jsonl*"))
 
 
+def _stats(corpus_dir: Path) -> dict:
+    try:
+        return json.loads(Path(corpus_dir, STATS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
 def document_count(corpus_dir: Path, split: str = "train") -> int | None:
     """Documents in ``split`` as the corpus stage counted them (``stats.json``); None if not recorded."""
     try:
-        stats = json.loads(Path(corpus_dir, STATS_FILE).read_text(encoding="utf-8"))
-        return int(stats["splits"][split]["documents"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(_stats(corpus_dir)["splits"][split]["documents"])
+    except (KeyError, TypeError, ValueError):
         return None
 
 
@@ -52,9 +58,16 @@ def _open(path: Path):
 
 
 def iter_documents(corpus_dir: Path, split: str = "train") -> Iterator[dict]:
-    """Documents of one split in shard order (deterministic)."""
+    """Documents of one split in shard order (deterministic), kept float fields as floats."""
+    floats = float_fields(_stats(corpus_dir).get("field_kinds", {}))
     for path in shard_paths(corpus_dir, split):
-        yield from iter_shard(path)
+        if not floats:
+            yield from iter_shard(path)
+            continue
+        for doc in iter_shard(path):
+            for f in floats:
+                doc[f] = None if doc.get(f) is None else float(doc[f])
+            yield doc
 
 
 def iter_shard(path: Path) -> Iterator[dict]:
@@ -148,6 +161,17 @@ Filtering counts (`records_in = records_out + rejected + sum(dropped)`) are in `
 FIELD_DTYPES = {"string": "string", "integer": "int64", "number": "float64", "boolean": "bool"}
 
 
+def float_fields(field_kinds: dict) -> tuple[str, ...]:
+    """The kept fields whose values are all floats (``stats.json`` → ``field_kinds``; the card's
+    ``float64``). Their values are written as strings of their shortest round-trip digits
+    (``repr``): ``datasets`` re-encodes every line of a file whose features hold a ``json`` type (the
+    card's ``morphs`` always does) with pandas' ujson, which writes ten decimals and parses
+    approximately (1/3 came back 0.3333333333, 5e-324 0.0, the largest double infinity); a string it
+    keeps as it is, and Arrow's cast of it to float64 is exact. :func:`iter_documents` reads them as
+    floats again."""
+    return tuple(f for f, kinds in field_kinds.items() if _field_dtype(kinds) == "float64")
+
+
 def value_kind(value) -> str:
     """The JSON kind of a kept field's value: ``string``, ``integer`` (within int64), ``big_integer``,
     ``number`` (a float), ``boolean``, ``array``, ``object`` or ``null``."""
@@ -194,7 +218,9 @@ def write_dataset_card(corpus_dir: Path | str, keep_fields: tuple[str, ...] = ()
     kept = ("- " + ", ".join(f"`{f}` ({dtypes[f]})" for f in keep_fields) + ": input fields carried as they were "
             "(null where a document's input lacked them; counted in `stats.json` → `missing_fields`). A field "
             "whose values are all strings, integers, floats or booleans loads as that type; any other is `json`, "
-            "whose strings that read as JSON come back parsed.\n") if keep_fields else ""
+            "whose strings that read as JSON come back parsed. A `float64` field's values are written as strings "
+            "of their shortest round-trip digits (`\"0.30000000000000004\"`), which `datasets` loads as the exact "
+            "floats; a JSON number it would round to ten decimals.\n") if keep_fields else ""
     text = (_CARD_HEAD.format(data_files=data_files, kept_features=kept_features)
             + _CARD_BODY.format(table=table, splits=splits, kept_fields=kept))
     return {"path": CARD_FILE, **storage.write_bytes(storage.join(str(corpus_dir), CARD_FILE), text.encode("utf-8"))}
