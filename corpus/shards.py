@@ -8,7 +8,8 @@ Each kept document is one JSON line in ``data/<split>-NNNNN-of-MMMMM.jsonl.gz``:
 
 Offsets are Python string indices into ``text`` (the cleaned, NFC text); morphemes are surface
 spans of that text, never Kiwi's normalised forms, so later stages (vocab, examples) never run
-the analyser again. ``split`` is ``train`` or ``valid``.
+the analyser again. ``split`` is ``train`` or ``valid``. Input fields kept with ``keep_fields``
+follow, as they were, but for a field of floats only, spelled as strings (:func:`float_fields`).
 
 :func:`write_dataset_card` puts a Hugging Face dataset card (``README.md``: YAML ``configs`` and
 ``features``, then prose) in the artifact root, so ``datasets.load_dataset(<corpus dir>)`` loads
