@@ -20,12 +20,12 @@ the pin cannot move its change time: a store root's local copy, or a local disk,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import NamedTuple
 
+from kolectra.core import filehash
 from kolectra.core.errors import UserInputError
 
 
@@ -57,18 +57,19 @@ def manifest_hashes(root: Path) -> dict[str, str] | None:
 
 
 def pin(path: Path, sha256: str | None) -> Pin:
-    """Stat ``path`` and check its bytes against ``sha256`` (None: nothing to check against)."""
+    """Stat ``path`` and check its bytes against ``sha256`` (None: nothing to check against). The
+    bytes are read unless this process hashed this very file, unchanged since, when the store
+    checked the artifact (:mod:`kolectra.core.filehash`): the stamp it had then is the pin."""
     try:
-        before = _pin_of(os.stat(path))
+        if sha256 is None:
+            return _pin_of(os.stat(path))
+        before, got = filehash.stamped_sha256(path)
     except FileNotFoundError:
         raise ExamplesError(f"{path}: missing (listed in {path.parent.parent / 'index.json'})") from None
-    if sha256 is not None:
-        with open(path, "rb") as f:
-            got = hashlib.file_digest(f, "sha256").hexdigest()
-        if got != sha256:
-            raise ExamplesError(f"{path}: sha256 differs from the artifact's manifest (changed after it was "
-                                "checked); `kolectra artifacts verify` it, rebuild it, then --resume")
-    return before
+    if got != sha256:
+        raise ExamplesError(f"{path}: sha256 differs from the artifact's manifest (changed after it was "
+                            "checked); `kolectra artifacts verify` it, rebuild it, then --resume")
+    return Pin(*before)
 
 
 def check(path: Path, pinned: Pin, st: os.stat_result | None = None) -> None:

@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from kolectra.core import filehash
 from kolectra.core.errors import UserInputError
 from kolectra.core.keys import relative_path_problem
 from kolectra.pipeline.store import layout
@@ -35,7 +36,6 @@ BUILD_LOCK = ".kolectra-build.lock"
 KINDS = ("corpus", "vocab", "examples", "checkpoint", "eval", "study")
 # the largest manifest read: a corpus of 8,192 shards lists about 2 MB; a bigger one is refused unread
 MAX_MANIFEST = 64 << 20
-_CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ID = re.compile(r"^[0-9a-f]{16}$")
 
@@ -45,11 +45,9 @@ class ArtifactError(UserInputError):
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    """sha256 of a file's bytes, read once per process while the file is unchanged (core/filehash.py):
+    a parent checked before the build and again by the stage costs one read of its files."""
+    return filehash.sha256(path)
 
 
 def canonical(obj: Any) -> bytes:
@@ -149,14 +147,21 @@ def fields_digest(manifest: dict) -> str:
     return hashlib.sha256(canonical({k: v for k, v in manifest.items() if k not in UNCOVERED})).hexdigest()
 
 
+_NOTICED: set[str] = set()  # manifests whose missing fields_digest this process has already mentioned
+
+
 def fields_problem(manifest: dict, mp: Any) -> str | None:
     """Why ``manifest``'s fields do not match its ``fields_digest`` (None when they do, or when it
-    was written before manifests recorded one: then a notice says its fields cannot be checked)."""
+    was written before manifests recorded one: then a notice, once per manifest and process, says
+    its fields cannot be checked)."""
     if "fields_digest" not in manifest:
-        from kolectra.core.stage import progress  # noqa: PLC0415
+        if str(mp) not in _NOTICED:
+            from kolectra.core.stage import progress  # noqa: PLC0415
 
-        progress(f"{mp}: written before manifests covered their own fields; its files are checked, its "
-                 "config, stats and parents cannot be")
+            _NOTICED.add(str(mp))
+            progress(f"{mp}: written before manifests covered their own fields (no fields_digest); its files are "
+                     "checked, its config, stats and parents cannot be. Harmless, nothing to do: it is used as "
+                     "it is, and what this kolectra builds records one")
         return None
     if fields_digest(manifest) != manifest["fields_digest"]:
         return (f"{mp}: its fields (config, stats, parents, provenance ...) were edited after publishing "
