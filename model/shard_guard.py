@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 from kolectra.core import filehash
 from kolectra.core.errors import UserInputError
@@ -33,16 +32,8 @@ class ExamplesError(UserInputError):
     """The examples artifact is malformed or changed; the message names the file."""
 
 
-class Pin(NamedTuple):
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-
-def _pin_of(st: os.stat_result) -> Pin:
-    return Pin(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+Pin = filehash.Stamp  # device, inode, size, modification and change time: what the store's check keys on too
+_pin_of = filehash.stamp_of
 
 
 def manifest_hashes(root: Path) -> dict[str, str] | None:
@@ -69,7 +60,7 @@ def pin(path: Path, sha256: str | None) -> Pin:
     if got != sha256:
         raise ExamplesError(f"{path}: sha256 differs from the artifact's manifest (changed after it was "
                             "checked); `kolectra artifacts verify` it, rebuild it, then --resume")
-    return Pin(*before)
+    return before
 
 
 def check(path: Path, pinned: Pin, st: os.stat_result | None = None) -> None:
