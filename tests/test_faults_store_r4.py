@@ -137,7 +137,9 @@ ESCAPES = ["out/" + "../" * 20 + f"tmp/{ESCAPED}", f"out/../../{ESCAPED}", "out/
            f"out/a\\..\\..\\{ESCAPED}"]
 
 
-@pytest.mark.parametrize("key", ESCAPES)
+# ids fixed: the escaping name is random per process, and test ids must not be (pytest-xdist's workers
+# each collect the suite and must agree; `--lf` must find the test again)
+@pytest.mark.parametrize("key", ESCAPES, ids=["up-to-tmp", "two-up", "dot", "double-slash", "backslashes"])
 def test_resume_refuses_a_run_state_key_that_leaves_the_cache(bucket, tmp_path, key):
     """``--resume`` fetches ROOT/.work/<run>/ into the local cache; a key planted there by anyone who may
     write the bucket must not name a file outside it (a ~/.bashrc, a .pth file)."""

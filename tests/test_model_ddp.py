@@ -95,12 +95,16 @@ def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     assert not any((store.root / ".work").iterdir())
 
 
+# the killed ranks' lease must expire before the resumed ones take the build over: 120 s by default
+FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "4", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
+
+
 def _bucket_rank(rank: int, world: int, port: int, root: str, examples: str, cache: str, report: str,
                  die_at: int = 0, resume: bool = False) -> None:
     """A rank on a machine of its own (its own cache) training from a bucket: the rows its order hands
     out in epoch 0 are recorded; with ``die_at`` it is killed in that training step."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=cache)
+                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=cache, **FAST_LEASE)
     from kolectra.core import storage
     from kolectra.model import shard_order
     from kolectra.pipeline import stages
