@@ -210,7 +210,8 @@ def run_pretrain(out: str, examples: str, steps: int, deadline: float, device: s
     last = logged[-1] if logged else {}
     first = next((ln for ln in lines if "step 1 took" in ln), None)
     return {"status": "ok", "seconds": round(time.perf_counter() - t0, 1), "first_step_line": first,
-            "step": compute.get("step"), "wall_seconds": compute.get("wall_seconds"),
+            # compute's "step" is how the step ran ("eager" or "compiled (mode)"); stats' "steps" how many
+            "step_mode": compute.get("step"), "steps": stats.get("steps"), "wall_seconds": compute.get("wall_seconds"),
             "mfu_whole_run": compute.get("mfu"),  # the first step's compiling included
             # the last logged window: the loop's own pace once compiled (the step's, within 5 %: issue 45)
             "last_window": {k: last.get(k) for k in ("step", "tokens_per_s", "mfu")},
