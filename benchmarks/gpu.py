@@ -1,28 +1,39 @@
 """The prepared GPU check (issue 45): kolectra's pretraining step on the GPU this machine has, and a
 short real run, in one command that prints one JSON line within a time budget (8 minutes).
 
-    python benchmarks/gpu.py [--budget-s 480] [--steps 300] [--out ROOT] [--examples REF] [--peak-tflops X]
+    python benchmarks/gpu.py [--budget-s 465] [--steps 300] [--out ROOT] [--examples REF] [--peak-tflops X]
+                             [--phases base/cuda_graphs,...] [--set model.KEY=VALUE ...]
 
 It installs nothing and reaches nothing outside the machine: it needs kolectra installed (``pip
 install -e .`` with a CUDA build of torch) and a GPU. On a machine where torch sees no CUDA device it
 exits 1 with one line and measures nothing. Phases, each in a process of its own (a fresh CUDA
 context, its own peak memory, and a hard stop at its share of the budget):
 
-1. The step alone, bf16 autocast, sequence 128, random token ids (:mod:`benchmarks.step_bench`'s
-   runners: the trainer's own model, fused AdamW and step function): ``small`` (batch 128,
+1. The step alone, bf16 autocast, sequence 128, random token ids in the trainer's packed rows (three
+   sequences a row, so the attention mask takes the device's form: ``model/attention.py``;
+   :mod:`benchmarks.step_bench`'s runners: the trainer's own model, fused AdamW and step function;
+   the naive step reads a packed row as one sequence, as a first version would): ``small`` (batch 128,
    vocabulary 8,000) and ``base`` (batch 256, vocabulary 35,000), the shapes of docs/benchmarks.md's
    H200 figures; each eager beside the naive Hugging Face step, compiled (Inductor, ``default``
    mode) and compiled with CUDA graphs (``reduce-overhead``, what ``train.compile=auto`` picks on
    CUDA). Per variant: median milliseconds (p10, p90), tokens/s, MFU by the trainer's own FLOPs
    count (:func:`kolectra.model.electra.train_flops_per_sequence`) over the GPU's dense bf16
    datasheet peak (:data:`kolectra.model.device.GPU_PEAK_TFLOPS`; an unknown GPU gets MFU null and a
-   note, unless ``--peak-tflops``), peak memory, and the first step's seconds (compiling).
+   note, unless ``--peak-tflops``), peak memory, and the first step's seconds (compiling). Time left
+   in the phase, kolectra's eager and compiled steps are profiled for 3 more steps: kernel launches
+   a step, the GPU's busy share of the step, and the 15 kernels that take most of its time (what
+   bounds the step; CUDA graphs are not profiled: a replayed graph is one launch).
 2. Examples: the embedded sample (``pipeline/sample/reviews.jsonl.gz``) through ``kolectra corpus``,
    ``vocab`` (8,000) and ``examples`` (128) into ``--out`` (default: a temporary store), unless
    ``--examples REF`` names an examples artifact already in ``--out``.
 3. ``kolectra pretrain --preset small --device cuda --steps 300 --set train.bf16=true``, on the
    device's defaults (compiled, CUDA graphs): steps/s after the first step, MFU, the first step's
    seconds and the run's health line (``ok``, ``not_learning`` or ``unchecked: ...``).
+
+``--phases`` runs some of them (a second look within the lent GPU's minutes, e.g.
+``--phases base/cuda_graphs``); ``--set model.KEY=VALUE`` changes the model in every phase, e.g.
+``model.attention_dropout=0``, under which CUDA takes FlexAttention's block mask instead of SDPA's
+boolean one (FlexAttention has no dropout).
 
 Budget: each phase gets at most its cap and never more than what leaves the later phases their
 minimum (:func:`phase_budget`); a phase that would not fit is skipped and says so in the JSON.
@@ -51,6 +62,7 @@ SHAPES = {"small": (128, 8000), "base": (256, 35000)}
 VARIANTS = {"eager": (("kolectra", "naive_hf"), "default"), "compiled": (("kolectra_compiled",), "default"),
             "cuda_graphs": (("kolectra_compiled",), "reduce-overhead")}
 WARMUP, TIMED = 3, 30  # steps: after the first (which compiles), then timed
+PROFILED, TOP_KERNELS = 3, 15  # steps under the profiler after the timed ones; kernels listed
 # phase -> (cap, minimum) seconds. Compiling a step took 44-52 s on the H200 (docs/benchmarks.md).
 PHASES = {**{f"{p}/{v}": ((75, 45) if v != "eager" else (40, 20)) for p in SHAPES for v in VARIANTS},
           "examples": (90, 30), "pretrain": (150, 90)}
@@ -112,7 +124,8 @@ def variant_result(raw: dict, flops_per_step: float, tokens_per_step: int, peak_
             continue
         out[name] = {**step_figures(r["samples_s"], flops_per_step, tokens_per_step, peak_flops),
                      "first_step_s": round(r["first_step_s"], 2),
-                     "peak_memory_gb": round(r["peak_memory_bytes"] / 1e9, 2)}
+                     "peak_memory_gb": round(r["peak_memory_bytes"] / 1e9, 2),
+                     **({"profile": r["profile"]} if "profile" in r else {})}
     return out
 
 
@@ -140,31 +153,84 @@ def report(device: str, peak_flops: float | None, notes: list[str], steps: dict,
 
 
 # ---- the phases, each run in a child process -------------------------------------------------------------
-def time_variant(preset: str, variant: str, deadline: float) -> dict:
+def kernel_table(kernels: list[tuple[str, float, int]], steps: int, wall_s: float, top: int = TOP_KERNELS) -> dict:
+    """Profiled kernels ``(name, total µs, launches)`` over ``steps`` steps of ``wall_s`` seconds each ->
+    launches a step, the device's busy milliseconds a step and their share of the step (well under 1:
+    the device waits on the host), and the ``top`` kernels by time with their share of the busy time."""
+    busy_us = sum(us for _, us, _ in kernels)
+    ranked = sorted(kernels, key=lambda k: -k[1])[:top]
+    return {"steps": steps, "launches_per_step": round(sum(n for *_, n in kernels) / steps, 1),
+            "busy_ms_per_step": round(busy_us / steps / 1e3, 3),
+            "busy_share": round(busy_us / 1e6 / (wall_s * steps), 4) if wall_s > 0 else None,
+            "top": [{"kernel": name[:120], "ms_per_step": round(us / steps / 1e3, 3),
+                     "share": round(us / busy_us, 4) if busy_us else None, "launches_per_step": round(n / steps, 1)}
+                    for name, us, n in ranked]}
+
+
+def kernel_profile(runner, steps: int = PROFILED) -> dict:
+    """``steps`` more steps under torch.profiler: on CUDA its kernels (CUPTI), elsewhere its CPU ops
+    (to rehearse the phase without a GPU): what bounds the step (issue 45's item 3)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = runner.device.type == "cuda"
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            runner.step()
+    wall = (time.perf_counter() - t0) / steps
+    kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+    rows = [(e.key, e.self_device_time_total if cuda else e.self_cpu_time_total, e.count)
+            for e in prof.key_averages() if e.device_type == kind]
+    return {**kernel_table(rows, steps, wall), "what": "CUDA kernels" if cuda else "CPU ops (no GPU here)"}
+
+
+def model_config(preset: str, vocab: int, sets: list[str]):
+    """``preset``'s model with ``vocab`` words and the ``model.*`` overrides in ``sets``."""
+    import dataclasses
+
+    from kolectra.core.config import override
+    from kolectra.model import config
+
+    return dataclasses.replace(override(config.preset(preset), sets).model, vocab_size=vocab)
+
+
+def time_variant(preset: str, variant: str, sets: list[str], deadline: float, device: str = "cuda",
+                 shape: list | None = None) -> dict:
     """Child: the variant's runners for ``preset``, one after the other, each with its peak memory;
-    timed steps stop a few seconds before ``deadline`` (wall clock, ``time.time()``)."""
+    timed steps stop a few seconds before ``deadline`` (wall clock, ``time.time()``); then, time
+    left, a kernel profile of kolectra's eager and compiled steps (not CUDA graphs': a replayed
+    graph shows as one launch). ``sets``: ``model.*`` overrides (``--set``); ``device`` and ``shape``
+    ((batch, vocabulary) for ``preset``'s :data:`SHAPES`): to rehearse the phase on a CPU."""
     import torch
 
     sys.path.insert(0, str(HERE))
     import step_bench  # noqa: PLC0415 - the benchmarks folder's module, on the path just now
 
-    batch, vocab = SHAPES[preset]
-    model_cfg = step_bench.preset_model(preset, vocab)
+    batch, vocab = shape or SHAPES[preset]
+    model_cfg = model_config(preset, vocab, sets)
     names, mode = VARIANTS[variant]
+    cuda = device == "cuda"
     out = {}
     for name in names:
-        torch.cuda.reset_peak_memory_stats()
-        runner = step_bench.build_runner(name, model_cfg, SEQ_LEN, batch, bf16=True, device="cuda", fill=1.0,
-                                         seed=0, compile_mode=mode)
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        runner = step_bench.build_runner(name, model_cfg, SEQ_LEN, batch, bf16=True, device=device, fill=1.0,
+                                         seed=0, compile_mode=mode, packed=True)
         first = runner.step()  # a compiled variant compiles here
         for _ in range(WARMUP):
             runner.step()
         samples = []
         while len(samples) < TIMED and time.time() < deadline - MARGIN_S:
             samples.append(runner.step())
-        out[name] = {"samples_s": samples, "first_step_s": first, "peak_memory_bytes": torch.cuda.max_memory_allocated()}
+        out[name] = {"samples_s": samples, "first_step_s": first,
+                     "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else 0}
+        med = statistics.median(samples) if samples else 0.0
+        if name != "naive_hf" and mode == "default" and time.time() + PROFILED * 3 * med < deadline - MARGIN_S:
+            out[name]["profile"] = kernel_profile(runner)
         del runner
-        torch.cuda.empty_cache()
+        if cuda:
+            torch.cuda.empty_cache()
     return out
 
 
@@ -189,13 +255,14 @@ def build_examples(out: str, deadline: float) -> dict:
     return {"status": "ok", "examples": NAME}
 
 
-def run_pretrain(out: str, examples: str, steps: int, deadline: float, device: str = "cuda",
+def run_pretrain(out: str, examples: str, steps: int, sets: list[str], deadline: float, device: str = "cuda",
                  preset: str = "small") -> dict:
     """Child: a real ``kolectra pretrain`` on ``device`` with its defaults (CUDA: compiled, CUDA graphs);
     its record and health. (``device`` and ``preset`` other than CUDA's small: to try the phase elsewhere.)"""
     t0 = time.perf_counter()
     r = kolectra("pretrain", "--examples", examples, "--preset", preset, "--device", device, "--steps", str(steps),
-                 "--set", "train.bf16=true", "--set", "train.log_every=50", "--out", out, "--name", NAME,
+                 "--set", "train.bf16=true", "--set", "train.log_every=50",
+                 *[a for kv in sets for a in ("--set", kv)], "--out", out, "--name", NAME,
                  "--force", timeout=max(1.0, deadline - MARGIN_S - time.time()))
     lines = r.stderr.strip().splitlines()
     print(r.stderr, file=sys.stderr)  # the run's own progress, for whoever watches the check
@@ -236,6 +303,20 @@ def child(kind: str, args: list, budget_s: float) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+ORDER = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain"]
+
+
+def phase_order(phases: str | None, have_examples: bool) -> list[str]:
+    """The phases to run, in :data:`ORDER`: all, or those named (``pretrain`` builds its examples first
+    unless ``--examples`` names them); an unknown name exits with the known ones."""
+    wanted = ORDER if phases is None else [x.strip() for x in phases.split(",") if x.strip()]
+    if unknown := [x for x in wanted if x not in ORDER]:
+        sys.exit(f"gpu.py: unknown phase(s) {', '.join(unknown)}; known: {', '.join(ORDER)}")
+    if "pretrain" in wanted and not have_examples:
+        wanted = [*wanted, "examples"]
+    return [x for x in ORDER if x in wanted and not (x == "examples" and have_examples)]
+
+
 def require_cuda() -> str:
     """The GPU's name; on a machine without CUDA, exit 1 with one line (nothing is measured)."""
     import torch
@@ -246,6 +327,8 @@ def require_cuda() -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from kolectra.core.config import ConfigError
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--budget-s", type=float, default=BUDGET_S, help=f"seconds for everything (default {BUDGET_S})")
     p.add_argument("--steps", type=int, default=300, help="steps of the kolectra pretrain run (default 300)")
@@ -253,7 +336,17 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--examples", default=None, help="an examples artifact in --out to train on (default: build one "
                                                      "from the embedded sample)")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="the GPU's bf16 peak when it is not in the table")
+    p.add_argument("--phases", default=None, help=f"comma-separated phases to run (default all: {', '.join(ORDER)})")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="model.KEY=VALUE",
+                   help="a model setting for every phase, e.g. model.attention_dropout=0 (FlexAttention on CUDA)")
     args = p.parse_args(argv)
+    order = phase_order(args.phases, bool(args.examples))
+    if bad := [kv for kv in args.sets if not kv.startswith("model.")]:
+        p.error(f"--set takes model.* settings only: {', '.join(bad)}")
+    try:
+        model_config("small", 8000, args.sets)  # a wrong key fails here, not in every phase
+    except ConfigError as e:
+        p.error(str(e))
     device = require_cuda()
     sys.path.insert(0, str(HERE))
     from common import emit  # noqa: PLC0415 - the benchmarks folder's module
@@ -261,15 +354,9 @@ def main(argv: list[str] | None = None) -> dict:
     from kolectra.model.electra import train_flops_per_sequence
     from kolectra.model.rtd import num_slots
 
-    sys.path.insert(0, str(HERE))
-    import step_bench  # noqa: PLC0415
-
     peak, note = peak_bf16(device, args.peak_tflops)
     notes = [note] if note else []
     deadline = time.perf_counter() + args.budget_s
-    order = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain"]
-    if args.examples:
-        order.remove("examples")
     out = args.out or tempfile.mkdtemp(prefix="kolectra-gpu-check-")
     steps, phases, pretrain, examples = {}, {}, None, args.examples
     for i, name in enumerate(order):
@@ -282,9 +369,9 @@ def main(argv: list[str] | None = None) -> dict:
         if "/" in name:
             preset, variant = name.split("/")
             batch, vocab = SHAPES[preset]
-            flops = batch * train_flops_per_sequence(step_bench.preset_model(preset, vocab), vocab, SEQ_LEN,
+            flops = batch * train_flops_per_sequence(model_config(preset, vocab, args.sets), vocab, SEQ_LEN,
                                                      num_slots(0.15, SEQ_LEN))
-            raw = child("step", [preset, variant], budget)
+            raw = child("step", [preset, variant, args.sets], budget)
             figures = variant_result(raw, flops, batch * SEQ_LEN, peak) if "status" not in raw else raw
             steps.setdefault(preset, {})[variant] = figures
         elif name == "examples":
@@ -294,11 +381,12 @@ def main(argv: list[str] | None = None) -> dict:
         elif examples is None:
             pretrain = {"status": "skipped: no examples"}
         else:
-            pretrain = child("pretrain", [out, examples, args.steps], budget)
+            pretrain = child("pretrain", [out, examples, args.steps, args.sets], budget)
         phases.setdefault(name, {})["seconds"] = round(time.perf_counter() - t0, 1)
         phases[name]["budget_s"] = round(budget, 1)
         print(f"gpu.py: {name} done in {phases[name]['seconds']} s", file=sys.stderr)
     r = report(device, peak, notes, steps, phases, pretrain, args.budget_s)
+    r["config"]["sets"] = args.sets
     return emit(r["benchmark"], r["unit"], r["value"], r["baseline"]["name"], r["baseline"]["value"], r["config"],
                 steps=r["steps"], pretrain=r["pretrain"], phases=r["phases"], notes=r["notes"])
 

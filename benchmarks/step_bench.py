@@ -50,7 +50,9 @@ from kolectra.model.runtime import resolve
 from kolectra.model.train import build_optimizer
 
 
-def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: config.ObjectiveConfig) -> torch.Tensor:
+def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: config.ObjectiveConfig,
+               doc_BL=None) -> torch.Tensor:
+    # packed rows (``doc_BL``) are read as one sequence a row: what a first version does (same FLOPs)
     attn_BL = (ids_BL != sp.pad_id).long()
     special = ~rtd.candidates(ids_BL, sp)
     chosen = torch.bernoulli(torch.full(ids_BL.shape, obj.mask_prob, device=ids_BL.device)).bool() & ~special
@@ -68,8 +70,8 @@ def naive_step(model: ElectraPair, ids_BL, types_BL, sp: rtd.Specials, obj: conf
     return gen.loss + obj.disc_weight * disc.loss
 
 
-def ours_step(model, ids_BL, types_BL, sp, obj) -> torch.Tensor:
-    return rtd.electra_step(model, ids_BL, types_BL, sp, obj).loss
+def ours_step(model, ids_BL, types_BL, sp, obj, doc_BL=None) -> torch.Tensor:
+    return rtd.electra_step(model, ids_BL, types_BL, sp, obj, doc_BL=doc_BL).loss
 
 
 # GEMM kernels as torch's CPU profiler names them (self time: the kernel itself, not its callers).
@@ -107,14 +109,14 @@ class Runner:
         self.device = next(model.parameters()).device
 
     def step(self) -> float:
-        ids, types = self.batches[self.i % len(self.batches)]
+        ids, types, doc = self.batches[self.i % len(self.batches)]
         self.i += 1
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
         ctx = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
         with ctx:
-            loss = self.step_fn(self.model, ids, types, self.sp, self.obj)
+            loss = self.step_fn(self.model, ids, types, self.sp, self.obj, doc)
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
@@ -133,16 +135,31 @@ def preset_model(preset: str, vocab_size: int, layers: int | None = None) -> con
     return m
 
 
-def _batches(V: int, sp: rtd.Specials, seq_len: int, batch_size: int, fill: float, seed: int, device: str):
+def _batches(V: int, sp: rtd.Specials, seq_len: int, batch_size: int, fill: float, seed: int, device: str,
+             packed: bool = False):
+    """Four random batches ``(ids, token types, doc ids or None)``: one pair of segments a row filled to
+    ``fill``, or with ``packed`` the trainer's packed rows (``packing=isolated``): three sequences a row
+    ([CLS] ... [SEP] each, lengths drawn per row), numbered 1-3, padding (0) after them."""
     g = torch.Generator().manual_seed(seed)
     batches = []
+    n = max(4, int(seq_len * fill))
     for _ in range(4):
         ids = torch.randint(5, V, (batch_size, seq_len), generator=g)
-        n = max(4, int(seq_len * fill))
-        ids[:, 0], ids[:, n // 2], ids[:, n - 1], ids[:, n:] = sp.cls_id, sp.sep_id, sp.sep_id, sp.pad_id
-        types = torch.zeros_like(ids)
-        types[:, n // 2 + 1:n] = 1
-        batches.append((ids.to(device), types.to(device)))
+        if not packed:
+            ids[:, 0], ids[:, n // 2], ids[:, n - 1], ids[:, n:] = sp.cls_id, sp.sep_id, sp.sep_id, sp.pad_id
+            types = torch.zeros_like(ids)
+            types[:, n // 2 + 1:n] = 1
+            batches.append((ids.to(device), types.to(device), None))
+            continue
+        doc = torch.zeros_like(ids)
+        for row in range(batch_size):
+            # two cuts in the row's real tokens, each sequence at least 4 tokens long
+            cuts = sorted((torch.randperm(n - 11, generator=g)[:2] + 4).tolist())
+            bounds = [0, cuts[0], max(cuts[1], cuts[0] + 4), n]
+            for k, (a, b) in enumerate(zip(bounds, bounds[1:]), 1):
+                ids[row, a], ids[row, b - 1], doc[row, a:b] = sp.cls_id, sp.sep_id, k
+        ids[:, n:] = sp.pad_id
+        batches.append((ids.to(device), torch.zeros_like(ids).to(device), doc.to(device)))
     return batches
 
 
@@ -151,9 +168,10 @@ STEPS = ("kolectra", "naive_hf", "kolectra_compiled")
 
 def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_size: int, bf16: bool,
                  device: str, fill: float, seed: int, naive_keeps_memory: bool = False, threads: int = 0,
-                 compile_mode: str = "default") -> Runner:
+                 compile_mode: str = "default", packed: bool = False) -> Runner:
     """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches;
-    ``threads`` > 0 sets the process's torch threads (both steps alike)."""
+    ``threads`` > 0 sets the process's torch threads (both steps alike); ``packed``: the trainer's
+    packed rows (:func:`_batches`), whose attention takes the device's mask form (model/attention.py)."""
     if threads > 0:
         torch.set_num_threads(threads)
     V = model_cfg.vocab_size
@@ -168,7 +186,7 @@ def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_s
     model = (model.to(device) if naive else dev.place(model)).train()
     if naive and naive_keeps_memory and device == "cpu":
         cpu_memory.keep_freed()
-    batches = _batches(V, sp, seq_len, batch_size, fill, seed, device)
+    batches = _batches(V, sp, seq_len, batch_size, fill, seed, device, packed)
     return Runner(fn, model, batches, sp, config.ObjectiveConfig(), bf16, fused=not naive and dev.fused_optimizer)
 
 

@@ -85,3 +85,63 @@ def test_the_report_names_the_headline_and_keeps_failures():
     empty = gpu.report("Tesla T4", None, ["note"], {"base": {"cuda_graphs": gpu.variant_result(raw, 2e13, 1, None)}},
                        {}, None, 480)
     assert empty["value"] is None and empty["ratio"] is None and empty["notes"] == ["note"]
+
+
+def test_phase_order_runs_the_named_phases_and_builds_examples_for_pretrain():
+    assert gpu.phase_order(None, False) == gpu.ORDER
+    assert gpu.phase_order(None, True) == [p for p in gpu.ORDER if p != "examples"]
+    assert gpu.phase_order("pretrain, base/cuda_graphs", False) == ["base/cuda_graphs", "examples", "pretrain"]
+    assert gpu.phase_order("pretrain", True) == ["pretrain"]
+    with pytest.raises(SystemExit, match="unknown phase.*base/flash.*known: small/eager"):
+        gpu.phase_order("base/flash", False)
+
+
+def test_a_bad_set_is_refused_before_any_gpu_is_asked_for(capsys):
+    with pytest.raises(SystemExit) as e:
+        gpu.main(["--set", "train.bf16=false"])
+    assert e.value.code == 2 and "model.* settings only" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        gpu.main(["--set", "model.no_such_knob=1"])
+    assert e.value.code == 2 and "no_such_knob" in capsys.readouterr().err
+
+
+def test_kernel_table_ranks_kernels_and_says_how_busy_the_device_was():
+    kernels = [("gemm", 30_000.0, 6), ("layer_norm", 6_000.0, 12), ("adamw", 3_000.0, 2), ("copy", 1_000.0, 40)]
+    t = gpu.kernel_table(kernels, steps=2, wall_s=0.04, top=3)
+    assert t["launches_per_step"] == 30.0 and t["busy_ms_per_step"] == 20.0
+    assert t["busy_share"] == 0.5  # 20 ms of kernels in a 40 ms step: the device waited half the step
+    assert [k["kernel"] for k in t["top"]] == ["gemm", "layer_norm", "adamw"]
+    assert t["top"][0] == {"kernel": "gemm", "ms_per_step": 15.0, "share": 0.75, "launches_per_step": 3.0}
+
+
+def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_step():
+    """The child's whole path but CUDA (tiny shapes): each runner's timed steps, and the profile of
+    kolectra's step (CPU ops here, CUDA kernels on a GPU)."""
+    import time
+
+    raw = gpu.time_variant("tiny", "eager", ["model.attention_dropout=0"], time.time() + 120, device="cpu",
+                           shape=[4, 300])
+    assert set(raw) == {"kolectra", "naive_hf"}
+    assert all(len(r["samples_s"]) == gpu.TIMED and r["first_step_s"] > 0 for r in raw.values())
+    prof = raw["kolectra"]["profile"]
+    assert prof["what"].startswith("CPU ops") and prof["steps"] == gpu.PROFILED and 0 < len(prof["top"]) <= 15
+    assert "profile" not in raw["naive_hf"]  # the baseline is timed, not profiled
+    figures = gpu.variant_result(raw, 1e9, 4 * gpu.SEQ_LEN, None)
+    assert figures["kolectra"]["profile"] == prof and figures["kolectra"]["mfu"] is None
+
+
+def test_packed_rows_hold_three_whole_sequences_each():
+    from benchmarks import step_bench
+    from kolectra.model import rtd
+
+    sp = rtd.Specials(vocab_size=300)
+    for fill in (1.0, 0.75):
+        for ids, types, doc in step_bench._batches(300, sp, 32, 8, fill, 0, "cpu", packed=True):
+            n = int(32 * fill)
+            assert (doc[:, n:] == 0).all() and (ids[:, n:] == sp.pad_id).all() and (types == 0).all()
+            for row_ids, row_doc in zip(ids, doc):
+                starts = [i for i in range(n) if i == 0 or row_doc[i] != row_doc[i - 1]]
+                assert row_doc[:n].unique().tolist() == [1, 2, 3] and len(starts) == 3
+                ends = [*(s - 1 for s in starts[1:]), n - 1]
+                assert all(row_ids[s] == sp.cls_id and row_ids[e] == sp.sep_id and e - s >= 3
+                           for s, e in zip(starts, ends))
