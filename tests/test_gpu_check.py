@@ -119,8 +119,7 @@ def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_
     kolectra's step (CPU ops here, CUDA kernels on a GPU)."""
     import time
 
-    raw = gpu.time_variant("tiny", "eager", ["model.attention_dropout=0"], time.time() + 120, device="cpu",
-                           shape=[4, 300])
+    raw = gpu.time_variant("tiny", "eager", ["model.attention_dropout=0"], [4, 300], time.time() + 120, device="cpu")
     assert set(raw) == {"kolectra", "naive_hf"}
     assert all(len(r["samples_s"]) == gpu.TIMED and r["first_step_s"] > 0 for r in raw.values())
     prof = raw["kolectra"]["profile"]
@@ -145,3 +144,15 @@ def test_packed_rows_hold_three_whole_sequences_each():
                 ends = [*(s - 1 for s in starts[1:]), n - 1]
                 assert all(row_ids[s] == sp.cls_id and row_ids[e] == sp.sep_id and e - s >= 3
                            for s, e in zip(starts, ends))
+
+
+def test_the_loop_is_read_against_the_bare_step_and_a_bad_batch_is_refused(capsys):
+    steps = {"small": {"cuda_graphs": {"kolectra_compiled": {"mfu": 0.2}}}}
+    assert gpu.loop_vs_step(steps, {"last_window": {"mfu": 0.19}}) == 0.95
+    assert gpu.loop_vs_step(steps, {"status": "failed"}) is None and gpu.loop_vs_step({}, {"last_window": {"mfu": 1}}) is None
+    r = gpu.report("H200", 989e12, [], steps, {}, {"last_window": {"mfu": 0.18}}, 465, {"small": (128, 8000)})
+    assert r["pretrain"]["loop_vs_step"] == 0.9 and r["config"]["shapes"] == {"small": {"batch": 128, "vocab_size": 8000}}
+    for bad in ("huge=512", "base=0", "base"):
+        with pytest.raises(SystemExit) as e:
+            gpu.main(["--batch", bad])
+        assert e.value.code == 2 and "expected PRESET=N" in capsys.readouterr().err
