@@ -134,6 +134,19 @@ class Device:
             else:
                 p.grad.copy_(g)
 
+    def clip_grads(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_(params, max_norm)`` in the same ops, so the same values:
+        the 2-norm of every gradient's 2-norm, and the gradients scaled by min(1, max_norm / (norm +
+        1e-6)). torch's moves each gradient's norm to the first one's device, a ``.to`` per parameter
+        (402 at ``small``): on the CPU 11.7 against 9.2 ms a step, on a GPU host time between steps.
+        XLA keeps torch's function (its foreach support is torch's to judge)."""
+        grads = [p.grad for p in params if p.grad is not None]
+        if self.torch_device.type not in ("cpu", "cuda") or not grads:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm)
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)  # noqa: SLF001 - as torch calls it
+        torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        return norm
+
     def mean_over_ranks(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Metric sums averaged over ranks, at log time only."""
         if self.world_size == 1:

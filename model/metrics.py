@@ -219,13 +219,14 @@ class MetricsLog:
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        return {"sums": {k: v.detach().cpu() for k, v in self.sums.items()}, "tokens": self.tokens,
+        # copies: the sums are added to in place (a CPU tensor's .cpu() would be the running sum itself)
+        return {"sums": {k: v.detach().to("cpu", copy=True) for k, v in self.sums.items()}, "tokens": self.tokens,
                 "steps": self.steps, "nonpad_tokens": self.nonpad_tokens, "counted_from": self.counted_from}
 
     def load_state_dict(self, state: dict) -> None:
         # A checkpoint written with another number of AUC bins (64 before stage version 6): its
         # window's histograms are dropped, so that window's AUC covers the steps after the resume.
-        self.sums = {k: v.to(self.dev.torch_device) for k, v in state["sums"].items()
+        self.sums = {k: v.to(self.dev.torch_device, copy=True) for k, v in state["sums"].items()
                      if not (k.startswith("hist_") and v.shape[-1] != AUC_BINS)}
         self.tokens, self.steps = int(state["tokens"]), int(state["steps"])
         if "nonpad_tokens" in state:  # every rank restores the same total (rank 0 alone reads the kept lines)
@@ -235,10 +236,11 @@ class MetricsLog:
     def add(self, sums: dict[str, torch.Tensor], tokens: int = 0) -> None:
         """Add one micro-step's (or step's) additive metrics; ``tokens`` counted on the host."""
         for k, v in sums.items():
-            v = v.detach()
             if k not in self.sums:  # device zeros: a window's first step traces like the others (XLA)
                 self.sums[k] = self.dev.zeros_like(v)
-            self.sums[k] = self.sums[k] + v
+        # one in-place foreach add for all of them (one launch on CUDA instead of one per metric; on
+        # the CPU 28 against 50 us for ELECTRA's 20 metrics), the same sums in the same order
+        torch._foreach_add_([self.sums[k] for k in sums], [v.detach() for v in sums.values()])
         self.tokens += tokens
 
     def step_done(self, step: int, lr: float, write: bool) -> None:

@@ -220,7 +220,7 @@ def train_step(run: Run, step: int) -> None:
             run.log.add({"temperature": knobs["temperature"]})
         run.step_t.add_(1.0)
     run.dev.all_reduce_grads(run.params)
-    grad_norm = torch.nn.utils.clip_grad_norm_(run.params, t.clip if t.clip > 0 else float("inf"))
+    grad_norm = run.dev.clip_grads(run.params, t.clip if t.clip > 0 else float("inf"))
     tokens = sum(n for _, n in micro)
     run.log.add({"grad_norm": grad_norm.detach()}, tokens=tokens)
     run.optimizer.step()
@@ -271,29 +271,38 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
                                                                        dev.world_size).__contains__)
         run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
         run.expected_untrained = expected_untrained
-        for step in range(run.first_step, t.steps):
-            try:
-                if step == run.first_step:
-                    first_step(run, step)
-                else:
-                    train_step(run, step)
-            except (RuntimeError, IndexError, TypeError) as e:  # NaN makes garbage indices, None loss lines
-                if (error := diverged(run, step + 1, probe=True)) is None:
-                    raise
-                raise error from e
-            done = step + 1
-            if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
-                raise diverged(run, done)
-            if t.save_every and done % t.save_every == 0 and done < t.steps:
-                saved = save_checkpoint(run, out_dir, done)
-                if checkpoint_saved is not None:
-                    checkpoint_saved(saved)
+        train_loop(run, out_dir, range(run.first_step, t.steps), checkpoint_saved)
         run.log.close()
         run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
         examples_unchanged(run)
         return finish(run, tokenizer_dir, out_dir, lineage, clear_checkpoints)
     finally:
         dev.close()
+
+
+def train_loop(run: Run, out_dir: Path, steps: range,
+               checkpoint_saved: Callable[[Path], None] | None = None) -> None:
+    """The 0-based ``steps`` of the run (the first of the run timed): metrics at log steps, a
+    checkpoint every ``save_every``. Between log steps nothing here waits for the device (no host
+    sync: tests/test_model_loop_syncs.py), so on a GPU the host runs ahead queueing the next steps."""
+    t = run.cfg.train
+    for step in steps:
+        try:
+            if step == run.first_step:
+                first_step(run, step)
+            else:
+                train_step(run, step)
+        except (RuntimeError, IndexError, TypeError) as e:  # NaN makes garbage indices, None loss lines
+            if (error := diverged(run, step + 1, probe=True)) is None:
+                raise
+            raise error from e
+        done = step + 1
+        if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
+            raise diverged(run, done)
+        if t.save_every and done % t.save_every == 0 and done < t.steps:
+            saved = save_checkpoint(run, out_dir, done)
+            if checkpoint_saved is not None:
+                checkpoint_saved(saved)
 
 
 def examples_unchanged(run: Run) -> None:
