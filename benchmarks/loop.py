@@ -122,7 +122,7 @@ def sample_inputs(work: Path) -> tuple[str, str]:
 
 
 def main() -> None:
-    p = parser(__doc__, "about 3 minutes on 2 cores")
+    p = parser(__doc__, "about 5 minutes on 2 cores")
     p.add_argument("--presets", default="tiny,mini", help="comma-separated presets (default tiny,mini)")
     p.add_argument("--examples", default=None, help="an examples artifact's directory (default: the sample's)")
     p.add_argument("--tokenizer", default=None, help="its vocabulary artifact's directory")
