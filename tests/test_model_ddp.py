@@ -127,6 +127,55 @@ def _bucket_rank(rank: int, world: int, port: int, root: str, examples: str, cac
     Path(report, f"rank-{rank}.json").write_text(json.dumps({"path": str(art.path), "rows": sorted(set(seen))}))
 
 
+def _late_rank(rank: int, world: int, port: int, root: str, examples: str, report: str, late: float) -> None:
+    """A rank whose ``init_process_group`` call is timed, then ends the process once the group is
+    formed; rank 0 starts ``late`` seconds after the follower (as one waiting on a lease does)."""
+    import time
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=str(Path(report, f"cache-{rank}")))
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.store.factory import open_store
+    from tests.test_faults_pretrain import SETS
+
+    real = dist.init_process_group
+
+    def timed(*a, **k):
+        called = time.time()
+        real(*a, **k)
+        Path(report, f"rank-{rank}.json").write_text(json.dumps({"called": called, "joined": time.time()}))
+        os._exit(0)
+
+    dist.init_process_group = timed
+    time.sleep(late if rank == 0 else 0)
+    stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS)
+
+
+def test_a_follower_joins_the_group_only_once_a_late_rank_0_creates_it(bucket, tmp_path):
+    """Before: the follower called init_process_group at once and sat in c10d's connect retry, whose
+    pause grows to 60 s (+-50 %), so it joined up to 90 s after rank 0 was ready; now it waits for
+    rank 0's store to listen (polled every 0.5 s) and only then calls it."""
+    from kolectra.pipeline.store.factory import open_store
+    from tests.model_support import small_chain
+
+    store = open_store(f"{bucket}/late")
+    _, _, ex = small_chain(store, shard_size=8)
+    report = tmp_path / "report"
+    report.mkdir()
+    port = _free_port()
+    procs = [mp.get_context("spawn").Process(target=_late_rank, args=(r, 2, port, store.url, str(ex.path),
+                                                                      str(report), 12.0)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    r0, r1 = (json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1))
+    assert r1["called"] > r0["called"], r0["called"] - r1["called"]  # not before rank 0's store could answer
+
+
 def _cached_bytes(cache: Path) -> dict[str, int]:
     """The examples' files a machine fetched (its cache), with their sizes."""
     [copy] = (cache / "artifacts" / "examples").iterdir()

@@ -210,6 +210,7 @@ class Store(Catalog):
             return found  # rank 0 reuses it too
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         workspace.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file())
+        workspace.wait_for_rank_0_group()
         produce(run.out)
         return workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
 

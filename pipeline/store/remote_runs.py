@@ -55,6 +55,7 @@ class StoreRuns:
                                    lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)))
                 self._fetch_run(remote_run, run)
         run.out.mkdir(parents=True, exist_ok=True)
+        workspace.wait_for_rank_0_group()
         self._run_url = remote_run
         try:
             produce(run.out)

@@ -479,3 +479,24 @@ def wait_for(what: str, ready: Callable[[], object], seconds: float = FOLLOW_SEC
                                 "(did rank 0 stop?)")
         time.sleep(0.5)
 
+
+def wait_for_rank_0_group(seconds: float = FOLLOW_SECONDS) -> None:
+    """Before a follower joins the process group: rank 0's rendezvous store (``MASTER_ADDR:MASTER_PORT``,
+    the ``env://`` store of gloo, NCCL and XLA alike) accepting connections, polled every 0.5 s.
+
+    Why: a follower that called ``init_process_group`` while rank 0 still waited (for a dead run's
+    lease, say) sat in c10d's connect retry, whose pause grows 1.5x a try up to 60 s with +-50 %
+    jitter (c10d/Backoff.hpp), so it joined up to 90 s after rank 0 was ready (docs/pretraining.md).
+    Under torchrun the agent's store listens from the start and this returns at once."""
+    host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT", "")
+    if not host or not port.isdigit():
+        return  # no env:// rendezvous to wait for: init_process_group reports what is missing
+
+    def listening() -> bool:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+        except OSError:
+            return False
+        return True
+
+    wait_for(f"rank 0's process group at {host}:{port}", listening, seconds)
