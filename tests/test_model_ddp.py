@@ -166,7 +166,7 @@ def test_a_follower_joins_the_group_only_once_a_late_rank_0_creates_it(bucket, t
     report.mkdir()
     port = _free_port()
     procs = [mp.get_context("spawn").Process(target=_late_rank, args=(r, 2, port, store.url, str(ex.path),
-                                                                      str(report), 12.0)) for r in range(2)]
+                                                                      str(report), 5.0)) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
