@@ -182,7 +182,8 @@ class _Training:
             loss = self.model(**inputs(self.feats, idx, self.dev, self.cfg)).loss
         loss.backward()
         if o.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), o.max_grad_norm)
+            # the device's clipping: torch's ops without a .to per parameter (host time between steps)
+            self.dev.clip_grads(list(self.model.parameters()), o.max_grad_norm)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         sums = tuple(s + loss.detach().float() for s in sums)
