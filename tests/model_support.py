@@ -55,6 +55,12 @@ def build_tokenizer(dest: Path, unused: int = 0) -> Path:
     return dest
 
 
+def small_examples(root: Path) -> tuple[Path, Path]:
+    """(examples, tokenizer): 64 rows of 32 tokens from :func:`build_tokenizer`'s vocabulary, under ``root``."""
+    tok = build_tokenizer(root / "tok")
+    return build_examples(root / "examples", tok, n=64, seq_len=32), tok
+
+
 def build_examples(dest: Path, tokenizer_dir: Path, n: int, seq_len: int, seed: int = 0,
                    shard_size: int = 50, short_every: int = 5, packed: bool = True) -> Path:
     """``n`` rows of ``seq_len``: sequences of A = 1-3 sentences and B = 1-3 more, every

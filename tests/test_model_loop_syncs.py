@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from kolectra.model import config, data, device, health, metrics, optim, train
-from tests.model_support import build_examples, build_tokenizer
+from tests.model_support import small_examples
 
 # Tensor methods that hand the host a tensor's values, so on a GPU wait for the work queued before.
 READS = ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__index__", "__repr__", "__format__")
@@ -78,9 +78,7 @@ def syncs(monkeypatch):
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("inputs")
-    tok = build_tokenizer(root / "tok")
-    return build_examples(root / "examples", tok, n=64, seq_len=32), tok
+    return small_examples(tmp_path_factory.mktemp("inputs"))
 
 
 @pytest.mark.parametrize("objective", ["electra", "mlm_then_rtd"])

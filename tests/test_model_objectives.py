@@ -12,7 +12,7 @@ from transformers import AutoModel, ElectraForMaskedLM, ElectraForSequenceClassi
 
 from kolectra.model import config, metrics, objectives, rtd, train
 from kolectra.model.electra import ElectraPair
-from tests.model_support import build_examples, build_tokenizer
+from tests.model_support import small_examples
 from tests.test_model_rtd import SP, _batch
 
 OBJ = config.ObjectiveConfig
@@ -159,9 +159,7 @@ def test_metrics_resume_drops_histograms_of_another_bin_count():
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("inputs")
-    tok = build_tokenizer(root / "tok")
-    return build_examples(root / "examples", tok, n=64, seq_len=32), tok
+    return small_examples(tmp_path_factory.mktemp("inputs"))
 
 
 @pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
