@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import layout, workspace
+from kolectra.pipeline.store import followers, layout, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, default_root, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -180,7 +180,7 @@ class Store(Catalog):
         for parent in request.parents:
             self.require(parent)
         aid = request.id()
-        if resumable and workspace.follower_rank():
+        if resumable and followers.follower_rank():
             return self._follow(request, produce, force)
         with contextlib.ExitStack() as held:
             held.enter_context(workspace.request_lock(self.root, request.kind, aid))  # 2. reserve
@@ -209,10 +209,10 @@ class Store(Catalog):
         if not force and (found := self.find(kind, aid)) is not None:
             return found  # rank 0 reuses it too
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
-        workspace.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file())
-        workspace.wait_for_rank_0_group()
+        followers.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file())
+        followers.wait_for_rank_0_group()
         produce(run.out)
-        return workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
+        return followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
 
     def _join(self, request: Request, reuse: bool) -> Artifact | None:
         """The published artifact, or a sealed but unpublished build of it (then published now).

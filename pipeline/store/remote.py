@@ -54,7 +54,7 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import layout, workspace
+from kolectra.pipeline.store import followers, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of
 from kolectra.pipeline.store.catalog import Artifact, Catalog, recorded_store
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
@@ -269,7 +269,7 @@ class RemoteStore(StoreRuns, Store):
         for parent in request.parents:
             self.require(parent)
         aid = request.id()
-        if resumable and workspace.follower_rank():
+        if resumable and followers.follower_rank():
             return self._follow_remote(request, produce, force, resume)
         if not force and (found := self._published(request)) is not None:
             return found  # before the lease: reusing what is published never waits on one

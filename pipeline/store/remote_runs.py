@@ -6,7 +6,7 @@ Mixed into :class:`kolectra.pipeline.store.remote.RemoteStore`. The run itself w
 ``ROOT/.work/<kind>-<id>/out/checkpoints/step-N/`` (files first, its manifest last; older steps
 dropped), with ``request.json`` and ``metrics.jsonl`` beside it. ``--resume`` on a machine that
 has nothing local fetches the newest mirrored step. Ranks after the first of a data-parallel run
-(:func:`.workspace.follower_rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
+(:func:`.followers.follower_rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
 return what rank 0 publishes.
 """
 
@@ -22,7 +22,7 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import progress
-from kolectra.pipeline.store import workspace
+from kolectra.pipeline.store import followers, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable
 from kolectra.pipeline.store.catalog import Artifact
 from kolectra.pipeline.store.manifest import MANIFEST
@@ -43,7 +43,7 @@ class StoreRuns:
         """A data-parallel rank after the first (:meth:`Store._follow`), on this machine's own copy of
         the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
         the store beside rank 0's, and ``--resume`` fetches the run from there."""
-        kind, aid, rank = request.kind, request.id(), workspace.follower_rank()
+        kind, aid, rank = request.kind, request.id(), followers.follower_rank()
         if not force and (found := self.find(kind, aid)) is not None:
             return found
         run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
@@ -51,17 +51,17 @@ class StoreRuns:
         if not (resume and run.state()):
             shutil.rmtree(run.path, ignore_errors=True)
             if resume:
-                workspace.wait_for(f"rank 0 to prepare {remote_run}",
+                followers.wait_for(f"rank 0 to prepare {remote_run}",
                                    lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)))
                 self._fetch_run(remote_run, run)
         run.out.mkdir(parents=True, exist_ok=True)
-        workspace.wait_for_rank_0_group()
+        followers.wait_for_rank_0_group()
         self._run_url = remote_run
         try:
             produce(run.out)
         finally:
             self._run_url = None
-        found = workspace.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
+        found = followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
         shutil.rmtree(run.path, ignore_errors=True)
         return found
 
@@ -120,7 +120,7 @@ class StoreRuns:
         self._owned()  # a build that lost its lease leaves the run state in the store to whoever took it over
         base = storage.join(self._run_url, "out", CHECKPOINTS)
         target = storage.join(base, step_dir.name)
-        if rank := workspace.follower_rank():  # its own part only: in the step, or where it wrote it
+        if rank := followers.follower_rank():  # its own part only: in the step, or where it wrote it
             part = next(p for p in (step_dir / f"rank-{rank}.pt",
                                     step_dir.with_name(f".tmp-{step_dir.name}") / f"rank-{rank}.pt") if p.is_file())
             storage.upload(str(part), storage.join(target, part.name))

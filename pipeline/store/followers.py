@@ -1,0 +1,64 @@
+"""The followers of a data-parallel build: ranks after the first, which neither reserve nor publish.
+
+Every rank of a ``torchrun`` (or ``MASTER_ADDR``/``MASTER_PORT``) launch runs the same build; rank 0
+reserves it, prepares or fetches its run and publishes it (:meth:`Store.build`), the others wait
+for each of those here and train beside it (``Store._follow``, ``StoreRuns._follow_remote``). Every
+wait is polled and ends, after ``KOLECTRA_FOLLOW_SECONDS``, in one line naming what it waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Callable
+
+from kolectra.pipeline.store.manifest import ArtifactError
+
+FOLLOW_SECONDS = float(os.environ.get("KOLECTRA_FOLLOW_SECONDS", "900"))
+
+
+def follower_rank() -> int:
+    """This process's rank when it is not the first of a data-parallel run (``torchrun`` sets
+    ``RANK``/``WORLD_SIZE``), else 0. Every rank runs the same build; only rank 0 reserves and
+    publishes it, the others train beside it (:meth:`Store.build`)."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0
+    return rank if world > 1 and rank > 0 else 0
+
+
+def wait_for(what: str, ready: Callable[[], object], seconds: float = FOLLOW_SECONDS):
+    """``ready()``'s first true value, polled; an ArtifactError naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = ready()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise ArtifactError(f"rank {follower_rank()}: gave up after {seconds:.0f} s waiting for {what} "
+                                "(did rank 0 stop?)")
+        time.sleep(0.5)
+
+
+def wait_for_rank_0_group(seconds: float = FOLLOW_SECONDS) -> None:
+    """Before a follower joins the process group: rank 0's rendezvous store (``MASTER_ADDR:MASTER_PORT``,
+    the ``env://`` store of gloo, NCCL and XLA alike) accepting connections, polled every 0.5 s.
+
+    Why: a follower that called ``init_process_group`` while rank 0 still waited (for a dead run's
+    lease, say) sat in c10d's connect retry, whose pause grows 1.5x a try up to 60 s with +-50 %
+    jitter (c10d/Backoff.hpp), so it joined up to 90 s after rank 0 was ready (docs/pretraining.md).
+    Under torchrun the agent's store listens from the start and this returns at once."""
+    host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT", "")
+    if not host or not port.isdigit():
+        return  # no env:// rendezvous to wait for: init_process_group reports what is missing
+
+    def listening() -> bool:
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+        except OSError:
+            return False
+        return True
+
+    wait_for(f"rank 0's process group at {host}:{port}", listening, seconds)
