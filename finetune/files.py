@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Iterable
 
+from kolectra.core import filehash
 from kolectra.core.errors import UserInputError
 
 
@@ -60,11 +61,9 @@ def write_jsonl(path: Path, records: Iterable[dict]) -> None:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """A file's sha256, read once per process while the file is unchanged (:mod:`kolectra.core.filehash`:
+    the tokenizer files the store's check of the checkpoint already hashed are not read again)."""
+    return filehash.sha256(path)
 
 
 def same_content(a: Path, b: Path) -> bool:

@@ -26,7 +26,6 @@ aside while it publishes the artifact and deletes it only after (a direct caller
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import pickle
@@ -41,6 +40,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from kolectra.core import filehash
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import progress
 
@@ -104,14 +104,6 @@ def join_shared(unique: dict[str, torch.Tensor], aliases: dict[str, str]) -> dic
 
 # --- integrity ----------------------------------------------------------------------------------
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def problems(step_dir: Path) -> list[str]:
     """Why ``step_dir`` is not a usable checkpoint (empty list = complete and intact)."""
     manifest_path = Path(step_dir) / MANIFEST
@@ -131,7 +123,7 @@ def problems(step_dir: Path) -> list[str]:
             out.append(f"{path}: missing")
         elif path.stat().st_size != size:
             out.append(f"{path}: {path.stat().st_size} bytes, manifest says {size}")
-        elif _sha256(path) != sha:
+        elif filehash.sha256(path) != sha:
             out.append(f"{path}: sha256 differs from the manifest")
     return out
 
@@ -238,7 +230,7 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
         _written(tmp / "optimizer.pt", lambda path: save_fn(optimizer_state, path))
         _written(tmp / "state.pt", lambda path: save_fn(
             encode({**shared, "step": step, "aliases": aliases, "format": FORMAT}), path))
-        files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in sorted(tmp.iterdir())}
+        files = {p.name: {"bytes": p.stat().st_size, "sha256": filehash.sha256(p)} for p in sorted(tmp.iterdir())}
         _written(tmp / MANIFEST, lambda path: path.write_text(
             json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1), encoding="utf-8"))
         shutil.rmtree(final, ignore_errors=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kolectra.core import filehash
 from kolectra.core.stage import StageOutput
 from kolectra.model import checkpoint
 from kolectra.pipeline.cli import main
@@ -144,7 +145,7 @@ def test_a_damaged_checkpoint_manifest_is_skipped_for_the_previous_one(tmp_path,
         files = {}
         for name in checkpoint.REQUIRED:
             (d / name).write_bytes(name.encode())
-            files[name] = {"bytes": len(name), "sha256": checkpoint._sha256(d / name)}
+            files[name] = {"bytes": len(name), "sha256": filehash.sha256(d / name)}
         text = manifest if manifest is not None else json.dumps({"format": 2, "step": n, "files": files})
         (d / checkpoint.MANIFEST).write_bytes(text.encode("utf-8", "surrogateescape"))
         return d

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kolectra.core import filehash
 from kolectra.model import checkpoint, train
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Store
@@ -113,7 +114,7 @@ def test_pretrain_killed_mid_run_resumes_exactly_past_damage_and_refuses_other_s
     torch.save({"evil": Path("x")}, step8 / "state.pt")  # a PosixPath: refused by weights_only
     manifest = json.loads((step8 / "manifest.json").read_text())
     manifest["files"]["state.pt"] = {"bytes": (step8 / "state.pt").stat().st_size,
-                                     "sha256": checkpoint._sha256(step8 / "state.pt")}
+                                     "sha256": filehash.sha256(step8 / "state.pt")}
     (step8 / "manifest.json").write_text(json.dumps(manifest))
     assert checkpoint.problems(step8) == []
     capsys.readouterr()

@@ -15,6 +15,7 @@ import pytest
 import torch
 from transformers import ElectraForPreTraining
 
+from kolectra.core import filehash
 from kolectra.core.config import to_dict
 from kolectra.model import checkpoint, config, init, train
 from kolectra.model.electra import ElectraPair, attention_bias
@@ -187,7 +188,7 @@ def test_an_intact_checkpoint_that_does_not_load_falls_back_to_the_previous(tmp_
     torch.save({"evil": Path("x")}, newer / "state.pt")  # a PosixPath: refused by weights_only=True
     manifest = json.loads((newer / checkpoint.MANIFEST).read_text())
     manifest["files"]["state.pt"] = {"bytes": (newer / "state.pt").stat().st_size,
-                                     "sha256": checkpoint._sha256(newer / "state.pt")}
+                                     "sha256": filehash.sha256(newer / "state.pt")}
     (newer / checkpoint.MANIFEST).write_text(json.dumps(manifest))
     assert checkpoint.problems(newer) == [] and checkpoint.latest(tmp_path) == newer  # the hashes match
     step_dir, loaded = checkpoint.load_latest(tmp_path)
