@@ -80,7 +80,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
@@ -149,7 +149,8 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
     tallies, samples, docs = [read[TALLY], unique[TALLY]], [read[SAMPLES], unique[SAMPLES]], unique.docs
     if cfg.near_dup_threshold > 0:
         near = (docs | "OneEach" >> beam.FlatMap(_one_each)
-                | "NearDedup" >> neardup_beam.NearDedup(cfg.near_dup_threshold, cfg.seed, sources.values()))
+                | "NearDedup" >> neardup_beam.NearDedup(cfg.near_dup_threshold, cfg.seed, sources.values(),
+                                                                chain_limit=cfg.near_dup_chain_limit))
         docs = near.docs | "AsLists" >> beam.Map(_as_list)
         tallies.append(near[TALLY])
         samples.append(near[SAMPLES] | "RankNearSamples" >> beam.Map(_ranked, cfg.seed))

@@ -53,6 +53,9 @@ class CorpusConfig:
     drop_boilerplate: bool = False  # remove boilerplate lines (notices, bylines); all-boilerplate docs dropped
     boilerplate_phrases: tuple[str, ...] = ()  # extra phrases, added to the profile's
     near_dup_threshold: float = 0.0  # MinHash-LSH Jaccard threshold (corpus/neardup.py); 0 = off
+    # a band bucket of up to this many documents is linked as a sorted chain and a star, held in
+    # memory (about 60 bytes each); a larger one as a star only, streamed (corpus/neardup.py)
+    near_dup_chain_limit: int = 1000
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text
     # shards per split; 0 = from the input's size, about shard_bytes of JSON each
@@ -94,6 +97,8 @@ class CorpusConfig:
         for name in ("min_script_share", "max_symbol_ratio", "max_repetition", "near_dup_threshold"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.near_dup_chain_limit < 2:
+            raise ConfigError(f"near_dup_chain_limit must be >= 2, got {self.near_dup_chain_limit}")
         if self.max_repeat < 0:
             raise ConfigError(f"max_repeat must be >= 0, got {self.max_repeat}")
         if self.language not in PROFILES:

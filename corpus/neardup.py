@@ -24,7 +24,9 @@ same in memory). How the two differ, measured: docs/corpus.md (near-dup section)
 from __future__ import annotations
 
 import hashlib
+import itertools
 import zlib
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -86,6 +88,7 @@ def estimated_jaccard(a: bytes, b: bytes) -> float:
 
 
 MAX_BUCKET_PAIRS = 64  # beyond this many members, pair each with the smallest only (linear)
+CHAIN_LIMIT = 1000  # the staged method's default: larger buckets are streamed as a star (CorpusConfig)
 
 
 def candidate_pairs(members: list[tuple]) -> list[tuple[tuple, tuple]]:
@@ -113,6 +116,30 @@ def bucket_links(ids) -> list[tuple]:
     when a member is not close to the smallest (docs/corpus.md, near-dup section, measures both)."""
     ids = sorted(set(ids))
     return sorted({*zip(ids, ids[1:]), *((ids[0], b) for b in ids[2:])})
+
+
+def _reiterable(group: Iterable) -> Iterable:
+    # A GroupByKey's values may be iterated more than once, and runners page a large group in
+    # from their shuffle as it is read (Dataflow, Flink, Spark): two passes hold one value at a
+    # time, where a list would hold the whole group. A one-shot iterator cannot be read twice.
+    if iter(group) is group:
+        raise TypeError("near-dup: a group's values must be re-iterable (a GroupByKey's are), not a one-shot iterator")
+    return group
+
+
+def bucket_candidates(ids: Iterable, chain_limit: int) -> Iterator[tuple]:
+    """One bucket's candidates, holding at most ``chain_limit`` members: :func:`bucket_links` for a
+    bucket of up to that many; above it (template spam) each member is paired with the smallest
+    only, in two streamed passes, so a bucket of millions costs the step no more memory than one
+    of ``chain_limit``."""
+    ids = _reiterable(ids)
+    head = list(itertools.islice(ids, chain_limit + 1))
+    if len(head) <= chain_limit:
+        yield from (bucket_links(head) if len(head) > 1 else ())
+        return
+    del head
+    smallest = min(ids)
+    yield from ((smallest, i) for i in ids if i != smallest)
 
 
 def cluster_drops(edges) -> dict:
@@ -162,17 +189,25 @@ def jaccard(x: str, y: str) -> float:
 # practice. A round needs only one node's neighbours at a time; nothing holds all edges.
 
 
-def large_star(u, neighbours) -> list[tuple]:
+# Each step reads its node's group in one or two streamed passes (see ``_reiterable``) and keeps
+# no set: a round's edges are made distinct between steps instead (``StarComponents``), so a
+# component's centre, whose group is the whole component, costs a step no more than a leaf.
+
+
+def large_star(u, neighbours) -> Iterator[tuple]:
     """Every larger neighbour of ``u`` is linked to the smallest of ``u`` and its neighbours."""
+    neighbours = _reiterable(neighbours)
     m = min(min(neighbours), u)
-    return [(m, v) for v in sorted(set(neighbours)) if v > u]
+    return ((m, v) for v in neighbours if v > u)
 
 
-def small_star(u, smaller) -> list[tuple]:
+def small_star(u, smaller) -> Iterator[tuple]:
     """``u`` and its smaller neighbours are linked to the smallest of them (which drops ``u``'s
     links to the others)."""
+    smaller = _reiterable(smaller)
     m = min(smaller)
-    return [(m, v) for v in sorted({*smaller, u}) if v != m]
+    yield m, u
+    yield from ((m, v) for v in smaller if v != m)
 
 
 def star_mark(u, neighbours) -> tuple[tuple | None, bool]:
@@ -181,9 +216,15 @@ def star_mark(u, neighbours) -> tuple[tuple | None, bool]:
     on its smallest node: a node links to one smaller node and no larger ones, or to larger ones
     only. Before that, every node marked still has a smaller node of its component (it may be
     dropped and nothing wrong is dropped); some components keep more than one copy."""
-    smaller = [v for v in neighbours if v < u]
-    converged = not smaller or (len(set(smaller)) == 1 and all(v < u for v in neighbours))
-    return ((u, min(smaller)) if smaller else None), converged
+    lo = hi = None  # the smallest and largest of the smaller neighbours, in one pass
+    larger = False
+    for v in neighbours:
+        if v < u:
+            lo, hi = (v, v) if lo is None else (min(lo, v), max(hi, v))
+        else:
+            larger = True
+    converged = lo is None or (lo == hi and not larger)
+    return ((u, lo) if lo is not None else None), converged
 
 
 def both_ways(edge: tuple) -> list[tuple]:
@@ -215,7 +256,8 @@ def star_rounds(edges, rounds: int) -> tuple[dict, int]:
     return dict(m for m, _ in marks if m), sum(not ok for _, ok in marks)
 
 
-def find_near_duplicates_staged(texts: dict, threshold: float, seed: int = 0, rounds: int = 8) -> tuple[dict, int]:
+def find_near_duplicates_staged(texts: dict, threshold: float, seed: int = 0, rounds: int = 8,
+                                chain_limit: int = CHAIN_LIMIT) -> tuple[dict, int]:
     """The Beam stages' method in memory (``corpus/neardup_beam.py``): ``{key: text}`` ->
     ``({dropped key: kept key}, unconverged nodes)``; keys must sort as (source, line) does."""
     bands, rows = bands_rows(threshold)
@@ -226,5 +268,5 @@ def find_near_duplicates_staged(texts: dict, threshold: float, seed: int = 0, ro
         sigs[key] = sig_bytes(sig)
         for bucket in band_keys(sig, bands, rows):
             buckets.setdefault(bucket, []).append(key)
-    pairs = {p for ids in buckets.values() if len(ids) > 1 for p in bucket_links(ids)}
+    pairs = {p for ids in buckets.values() for p in bucket_candidates(ids, chain_limit)}
     return star_rounds([(a, b) for a, b in pairs if estimated_jaccard(sigs[a], sigs[b]) >= threshold], rounds)

@@ -1,17 +1,22 @@
 """The corpus stage's near-duplicate step as Beam stages (``corpus/neardup.py`` has the method and
 its pure functions), laid out as web-scale MinHash dedup does it (datatrove's MinHash dedup, the
-C4 and NeMo Curator pipelines), so that no element and no worker holds the corpus's pairs:
+C4 and NeMo Curator pipelines), so that no element and no worker holds the corpus's pairs, and no
+step holds a group that grows with the data (a bucket or a cluster of template spam): a step
+reads its GroupByKey group in streamed passes, which runners page in from their shuffle.
 
 1. ``MinHash``: each document's signature, once; out go one *band record* per band (the bucket,
    10 bytes, and the document's compact id, an int: about 40 pickled bytes) and one signature
    record keyed by the id.
 2. ``GroupBands`` -> ``LinkSorted``: a bucket's members in sorted order, each linked to the next
-   and to the smallest (:func:`neardup.bucket_links`), ids only; ``DistinctPairs``.
+   and to the smallest (:func:`neardup.bucket_links`), ids only; a bucket of more than
+   ``chain_limit`` members, each to the smallest only, streamed (:func:`neardup.bucket_candidates`);
+   ``DistinctPairs``.
 3. ``JoinSignatures`` -> ``GroupPairs`` -> ``Verify``: each candidate meets the two signatures by
    id (one shuffle of the signatures, one of the candidates with theirs) and stays if their
    agreement reaches the threshold.
 4. ``Components``: connected components in ``rounds`` rounds of large-star/small-star
-   (:func:`neardup.large_star`), each a GroupByKey of the edges by node, then a check that every
+   (:func:`neardup.large_star`), each a GroupByKey of the edges by node and a ``Distinct`` of the
+   edges it gives (the steps keep no sets), then a check that every
    component became one star round its smallest node. Each node not at a component's centre is
    dropped for it. Should a graph need more rounds than it got (a chain of near duplicates
    thousands long), nodes that still have a smaller neighbour are dropped for it and local minima
@@ -75,17 +80,22 @@ class _Sign(beam.DoFn):
             yield bucket, doc_id
 
 
-def _links(bucket):
-    _, ids = bucket
-    ids = list(ids)
-    return neardup.bucket_links(ids) if len(ids) > 1 else []
+def _candidates(bucket, chain_limit: int):
+    return neardup.bucket_candidates(bucket[1], chain_limit)
 
 
-def _signed_pairs(joined):
-    """A document's signature out to each candidate pair it is in, keyed by the pair."""
-    doc_id, groups = joined
-    for sig in groups["sig"]:
-        for other in groups["pair"]:
+SIG, PAIR = 0, 1  # tags of a document's signature and of its candidate pairs' other ends, grouped by id
+
+
+def _signed_pairs(doc_id, tagged):
+    """A document's signature out to each candidate pair it is in, keyed by the pair. The group is
+    read in two passes, never listed: the smallest member of a bucket of template spam is in a
+    pair with every other member (a CoGroupByKey would list them all in one element)."""
+    sig = next((v for tag, v in tagged if tag == SIG), None)
+    if sig is None:  # every id of a pair comes from a signed document; this would be a bug upstream
+        raise ValueError(f"near-dup: document id {doc_id} is in candidate pairs but has no signature")
+    for tag, other in tagged:
+        if tag == PAIR:
             yield (min(doc_id, other), max(doc_id, other)), sig
 
 
@@ -107,7 +117,7 @@ class _Marks(beam.DoFn):
         self.warned = False
 
     def process(self, grouped):
-        mark, converged = neardup.star_mark(grouped[0], list(grouped[1]))
+        mark, converged = neardup.star_mark(*grouped)
         if not converged:
             self.unconverged.inc()
             if not self.warned:  # once a worker; the counter has them all
@@ -132,9 +142,11 @@ class StarComponents(beam.PTransform):
                 | f"LargeStarKeys{r}" >> beam.FlatMap(neardup.both_ways)
                 | f"LargeStarGroups{r}" >> beam.GroupByKey()
                 | f"LargeStar{r}" >> beam.FlatMapTuple(neardup.large_star)
+                | f"LargeStarEdges{r}" >> beam.Distinct()  # the steps keep no sets: edges made distinct here
                 | f"SmallStarKeys{r}" >> beam.Map(neardup.by_larger)
                 | f"SmallStarGroups{r}" >> beam.GroupByKey()
                 | f"SmallStar{r}" >> beam.FlatMapTuple(neardup.small_star)
+                | f"SmallStarEdges{r}" >> beam.Distinct()
             )
         return (
             edges
@@ -161,9 +173,11 @@ class NearDedup(beam.PTransform):
     a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
     artifact's samples. ``sources``: every source name the documents may carry."""
 
-    def __init__(self, threshold: float, seed: int, sources, rounds: int = ROUNDS):
+    def __init__(self, threshold: float, seed: int, sources, rounds: int = ROUNDS,
+                 chain_limit: int = neardup.CHAIN_LIMIT):
         super().__init__()
         self.threshold, self.seed, self.ids, self.rounds = threshold, seed, CompactIds(sources), rounds
+        self.chain_limit = chain_limit
 
     def expand(self, docs):
         if self.threshold <= 0:
@@ -176,14 +190,17 @@ class NearDedup(beam.PTransform):
         pairs = (
             signed.bands
             | "GroupBands" >> beam.GroupByKey()
-            | "LinkSorted" >> beam.FlatMap(_links)
+            | "LinkSorted" >> beam.FlatMap(_candidates, self.chain_limit)
             | "DistinctPairs" >> beam.Distinct()
             | "PairEnds" >> beam.FlatMap(neardup.both_ways)
+            | "TagPairs" >> beam.MapTuple(lambda doc_id, other: (doc_id, (PAIR, other)))
         )
+        sigs = signed[SIGS] | "TagSignatures" >> beam.MapTuple(lambda doc_id, sig: (doc_id, (SIG, sig)))
         marks = (
-            {"sig": signed[SIGS], "pair": pairs}
-            | "JoinSignatures" >> beam.CoGroupByKey()
-            | "SignPairs" >> beam.FlatMap(_signed_pairs)
+            (sigs, pairs)
+            | "SignaturesAndPairs" >> beam.Flatten()
+            | "JoinSignatures" >> beam.GroupByKey()
+            | "SignPairs" >> beam.FlatMapTuple(_signed_pairs)
             | "GroupPairs" >> beam.GroupByKey()
             | "Verify" >> beam.FlatMap(_verified, self.threshold)
             | "Components" >> StarComponents(self.rounds)

@@ -2,8 +2,10 @@
 (corpus/neardup_beam.py) against the exact in-memory method; the whole corpus job runs it in
 test_corpus_pipeline."""
 
+import collections
 import json
 import random
+import tracemalloc
 
 import apache_beam as beam
 import numpy as np
@@ -119,13 +121,15 @@ def _chain(seed: int, length: int, words: int = 40, step: int = 3) -> dict:
     return docs
 
 
-def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bool = False):
+def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bool = False,
+            chain_limit: int = neardup.CHAIN_LIMIT):
     """NearDedup alone on ``{(source, line): text}``: ({dropped: kept}, kept keys, {step: largest element})."""
     out = tmp_path / f"out-{workers}-{len(texts)}.json"
     docs = [(t, {"source": s, "line": line, "text": t}) for (s, line), t in sorted(texts.items())]
     args = [f"--direct_num_workers={workers}"] + (["--direct_running_mode=multi_processing"] if workers > 1 else [])
     p = beam.Pipeline(runner="DirectRunner", options=PipelineOptions(args))
-    near = p | beam.Create(docs) | "NearDedup" >> neardup_beam.NearDedup(threshold, 0, {s for s, _ in texts})
+    near = p | beam.Create(docs) | "NearDedup" >> neardup_beam.NearDedup(threshold, 0, {s for s, _ in texts},
+                                                                          chain_limit=chain_limit)
     kept = near.docs | "KeptKeys" >> beam.Map(lambda kv: ["kept", kv[1]["source"], kv[1]["line"]])
     drops = near[neardup_beam.SAMPLES] | "Drops" >> beam.Map(lambda rd: ["drop", rd[1]["source"], rd[1]["line"], rd[1]["kept"]])
     _ = ((kept, drops) | beam.Flatten() | beam.combiners.ToList()
@@ -211,3 +215,91 @@ def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tm
     assert {d: k for d, k in json.loads(out.read_text())} == expected
     counters = result.metrics().query(beam.metrics.MetricsFilter().with_name("unconverged_nodes"))["counters"]
     assert sum(c.committed for c in counters) == unconverged
+
+
+# ---------------------------------------------------------------- groups that grow with template spam
+
+
+class _Group:
+    """A GroupByKey's values as a runner hands them to a step: re-iterable, each value made as it
+    is read (Dataflow, Flink and Spark page a large group in from the shuffle), smallest last."""
+
+    def __init__(self, n: int, start: int = 1, tag=None, head=()):
+        self.n, self.start, self.tag, self.head = n, start, tag, head
+
+    def __iter__(self):
+        yield from self.head
+        for v in range(self.start + self.n - 1, self.start - 1, -1):
+            yield v if self.tag is None else (self.tag, v)
+
+
+def _peak_bytes(step) -> int:
+    """Peak memory allocated while a step's output is consumed (and not kept)."""
+    tracemalloc.start()
+    try:
+        collections.deque(step(), maxlen=0)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _steps(n: int) -> dict:
+    sig = (neardup_beam.SIG, bytes(512))
+    return {
+        "bucket_candidates": lambda: neardup.bucket_candidates(_Group(n), 16),
+        "large_star (a centre)": lambda: neardup.large_star(0, _Group(n)),
+        "small_star (a leaf of many)": lambda: neardup.small_star(n + 1, _Group(n)),
+        "star_mark (a centre)": lambda: [neardup.star_mark(0, _Group(n))],
+        "signed pairs (a bucket's smallest)": lambda: neardup_beam._signed_pairs(
+            0, _Group(n, tag=neardup_beam.PAIR, head=[sig])),
+    }
+
+
+def test_no_step_holds_a_group_that_grows_with_template_spam():
+    """A bucket or cluster of n near copies costs each per-group step the same memory at n = 2,000
+    and n = 200,000 (listing the group, as the steps did, held about 8 MB at 200,000)."""
+    small, large = _steps(2_000), _steps(200_000)
+    for name in small:
+        at_small, at_large = _peak_bytes(small[name]), _peak_bytes(large[name])
+        assert at_large < at_small + 16_384, (name, at_small, at_large)
+        assert at_large < 64_000, (name, at_large)  # bounded by chain_limit (16 here), not by n
+
+
+def test_a_group_read_twice_must_be_re_iterable():
+    with pytest.raises(TypeError, match="re-iterable"):
+        list(neardup.bucket_candidates(iter(range(5)), 2))
+    with pytest.raises(TypeError, match="re-iterable"):
+        list(neardup.large_star(0, iter(range(1, 5))))
+
+
+def test_a_bucket_over_the_chain_limit_is_a_star_and_its_cluster_still_keeps_one_copy(tmp_path):
+    """Template spam: 90 variants of one review (one word of 30 replaced each) crowd the same
+    buckets. Over ``chain_limit`` the bucket is linked as a star only; the Beam stages still equal
+    their in-memory form with the same limit, and the cluster keeps only its smallest copy."""
+    rng = np.random.default_rng(7)
+    syllables = [chr(c) for c in range(0xAC00, 0xAC00 + 2000)]
+    template = ["".join(rng.choice(syllables, size=3)) for _ in range(30)]
+    docs = {}
+    for i in range(90):
+        words = list(template)
+        words[int(rng.integers(30))] = "".join(rng.choice(syllables, size=3))
+        docs[("spam", i)] = " ".join(words)
+    docs.update({("other", i): t for i, t in enumerate(_planted(seed=4, bases=20, copies=0)[0].values())})
+    bands, rows = neardup.bands_rows(0.7)
+    perms = neardup.permutations(0, bands * rows)
+    sizes = collections.Counter(b for t in docs.values() for b in neardup.band_keys(neardup.signature(t, perms), bands, rows))
+    assert sum(n > 8 for n in sizes.values()) >= 5  # the limit below is crossed, by buckets of up to 40
+    staged, unconverged = neardup.find_near_duplicates_staged(docs, 0.7, seed=0, chain_limit=8)
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path, chain_limit=8)
+    assert (dropped, unconverged) == (staged, 0)
+    assert set(dropped) == {("spam", i) for i in range(1, 90)} and set(dropped.values()) == {("spam", 0)}
+    assert kept == sorted([("spam", 0)] + [k for k in docs if k[0] == "other"])
+
+
+def test_the_chain_limit_is_a_setting_refused_below_two():
+    from kolectra.core.config import ConfigError, override
+    from kolectra.corpus.config import production_config
+
+    assert override(production_config(), ["near_dup_chain_limit=50"]).near_dup_chain_limit == 50
+    with pytest.raises(ConfigError, match="near_dup_chain_limit must be >= 2"):
+        override(production_config(), ["near_dup_chain_limit=1"])
