@@ -119,9 +119,10 @@ def bucket_links(ids) -> list[tuple]:
 
 
 def _reiterable(group: Iterable) -> Iterable:
-    # A GroupByKey's values may be iterated more than once, and runners page a large group in
-    # from their shuffle as it is read (Dataflow, Flink, Spark): two passes hold one value at a
-    # time, where a list would hold the whole group. A one-shot iterator cannot be read twice.
+    # A GroupByKey's values may be iterated more than once (Beam tests it: BEAM-8645), and runners
+    # page a large group in from their shuffle as it is read (Dataflow, Flink, Spark): two passes
+    # hold one value at a time, where a list would hold the whole group. A one-shot iterator
+    # cannot be read twice.
     if iter(group) is group:
         raise TypeError("near-dup: a group's values must be re-iterable (a GroupByKey's are), not a one-shot iterator")
     return group
