@@ -297,6 +297,16 @@ def _summary(stats: dict) -> None:
     if missing:
         progress(f"corpus: documents without a kept field (written as null) {missing} of {stats['records_out']} "
                  "(stats.json: missing_fields)")
+    near = stats.get("near_dup", {})
+    if near.get("star_only_buckets"):
+        progress(f"corpus: near-dup: {near['star_only_buckets']} band bucket(s) held more than near_dup_chain_limit "
+                 f"documents ({near['star_only_documents']} in all: template spam?) and were linked as stars "
+                 "only, which can miss a near duplicate that is not near the bucket's first document "
+                 "(stats.json: near_dup)")
+    if near.get("unconverged_nodes"):
+        progress(f"corpus: near-dup: {near['unconverged_nodes']} document(s) were in clusters that did not settle in "
+                 f"{neardup_beam.ROUNDS} rounds; those clusters may keep more than one copy, nothing was dropped "
+                 "wrongly (stats.json: near_dup)")
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
         progress(f"corpus: repaired and kept {repaired}")

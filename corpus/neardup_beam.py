@@ -32,6 +32,7 @@ or on the number of workers.
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import apache_beam as beam
@@ -80,8 +81,26 @@ class _Sign(beam.DoFn):
             yield bucket, doc_id
 
 
-def _candidates(bucket, chain_limit: int):
-    return neardup.bucket_candidates(bucket[1], chain_limit)
+NEAR = "near_dup"  # the first part of this step's tally keys: stats.json's "near_dup" block
+
+
+class _Link(beam.DoFn):
+    """(bucket, ids) -> candidate pairs (:func:`neardup.bucket_candidates`); a bucket over the
+    chain limit is tallied (``star_only_buckets``, and its members), since it is linked more loosely."""
+
+    def __init__(self, chain_limit: int):
+        self.chain_limit = chain_limit
+
+    def process(self, bucket):
+        _, ids = bucket
+        pairs = 0
+        for pair in neardup.bucket_candidates(ids, self.chain_limit):
+            pairs += 1
+            yield pair
+        # up to the limit k members give at most 2(k - 1) pairs; a star of more gives k - 1 >= limit
+        if pairs >= self.chain_limit and sum(1 for _ in itertools.islice(ids, self.chain_limit + 1)) > self.chain_limit:
+            yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_buckets"), 1))
+            yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_documents"), pairs + 1))
 
 
 SIG, PAIR = 0, 1  # tags of a document's signature and of its candidate pairs' other ends, grouped by id
@@ -102,7 +121,9 @@ def _signed_pairs(doc_id, tagged):
 def _verified(pair_sigs, threshold: float):
     pair, sigs = pair_sigs
     a, b = list(sigs)
+    yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "candidate_pairs"), 1))
     if neardup.estimated_jaccard(a, b) >= threshold:
+        yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "verified_pairs"), 1))
         yield pair
 
 
@@ -120,6 +141,7 @@ class _Marks(beam.DoFn):
         mark, converged = neardup.star_mark(*grouped)
         if not converged:
             self.unconverged.inc()
+            yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "unconverged_nodes"), 1))
             if not self.warned:  # once a worker; the counter has them all
                 self.warned = True
                 _log.warning("near-dup: a cluster did not become a star in %d rounds (document id %s); it may keep "
@@ -128,8 +150,20 @@ class _Marks(beam.DoFn):
             yield mark
 
 
+class Outputs(dict):
+    """A transform's named outputs, also as attributes (``.docs``, ``.marks``), as Beam's own
+    ``with_outputs`` results read."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
 class StarComponents(beam.PTransform):
-    """Edges (a, b) -> (node, smallest node of its component) for every other node of a component."""
+    """Edges (a, b) -> ``.marks``: (node, smallest node of its component) for every other node of a
+    component; ``[TALLY]``: the nodes that did not converge."""
 
     def __init__(self, rounds: int = ROUNDS):
         super().__init__()
@@ -148,12 +182,13 @@ class StarComponents(beam.PTransform):
                 | f"SmallStar{r}" >> beam.FlatMapTuple(neardup.small_star)
                 | f"SmallStarEdges{r}" >> beam.Distinct()
             )
-        return (
+        marks = (
             edges
             | "MarkKeys" >> beam.FlatMap(neardup.both_ways)
             | "MarkGroups" >> beam.GroupByKey()
-            | "Marks" >> beam.ParDo(_Marks(self.rounds))
+            | "Marks" >> beam.ParDo(_Marks(self.rounds)).with_outputs(TALLY, main="marks")
         )
+        return Outputs(marks=marks.marks, **{TALLY: marks[TALLY]})
 
 
 def _keep_unmarked(joined, ids: CompactIds, samples: str | None = None):
@@ -169,7 +204,8 @@ def _keep_unmarked(joined, ids: CompactIds, samples: str | None = None):
 
 
 class NearDedup(beam.PTransform):
-    """(text_key, document) -> the same minus near duplicates; a ``TALLY`` output counts the drops,
+    """(text_key, document) -> ``.docs``, the same minus near duplicates; a ``TALLY`` output counts
+    the drops and what the stages did (``stats.json`` → ``near_dup``),
     a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
     artifact's samples. ``sources``: every source name the documents may carry."""
 
@@ -187,26 +223,32 @@ class NearDedup(beam.PTransform):
         by_id = docs | "CompactIds" >> beam.Map(lambda kv: (ids.id(kv[1]["source"], kv[1]["line"]), kv))
         signed = by_id | "MinHash" >> (beam.ParDo(_Sign(bands, rows, self.seed)).with_output_types(beam.typehints.KV[bytes, int])
                   .with_outputs(SIGS, main="bands"))
-        pairs = (
+        linked = (
             signed.bands
             | "GroupBands" >> beam.GroupByKey()
-            | "LinkSorted" >> beam.FlatMap(_candidates, self.chain_limit)
+            | "LinkSorted" >> beam.ParDo(_Link(self.chain_limit)).with_outputs(TALLY, main="pairs")
+        )
+        pairs = (
+            linked.pairs
             | "DistinctPairs" >> beam.Distinct()
             | "PairEnds" >> beam.FlatMap(neardup.both_ways)
             | "TagPairs" >> beam.MapTuple(lambda doc_id, other: (doc_id, (PAIR, other)))
         )
         sigs = signed[SIGS] | "TagSignatures" >> beam.MapTuple(lambda doc_id, sig: (doc_id, (SIG, sig)))
-        marks = (
+        verified = (
             (sigs, pairs)
             | "SignaturesAndPairs" >> beam.Flatten()
             | "JoinSignatures" >> beam.GroupByKey()
             | "SignPairs" >> beam.FlatMapTuple(_signed_pairs)
             | "GroupPairs" >> beam.GroupByKey()
-            | "Verify" >> beam.FlatMap(_verified, self.threshold)
-            | "Components" >> StarComponents(self.rounds)
+            | "Verify" >> beam.FlatMap(_verified, self.threshold).with_outputs(TALLY, main="edges")
         )
-        return (
-            {"doc": by_id, "mark": marks}
+        components = verified.edges | "Components" >> StarComponents(self.rounds)
+        kept = (
+            {"doc": by_id, "mark": components.marks}
             | "JoinMarks" >> beam.CoGroupByKey()
             | "KeepUnmarked" >> beam.FlatMap(_keep_unmarked, ids, SAMPLES).with_outputs(TALLY, SAMPLES, main="docs")
         )
+        tallies = ((linked[TALLY], verified[TALLY], components[TALLY], kept[TALLY])
+                   | "NearDupTallies" >> beam.Flatten())
+        return Outputs(docs=kept.docs, **{TALLY: tallies, SAMPLES: kept[SAMPLES]})

@@ -35,6 +35,9 @@ SAMPLES_PER_REASON = 5  # dropped documents shown per reason in samples/dropped.
 SAMPLES_KEPT = 20  # kept documents in samples/kept.jsonl
 SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
 SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in stats.json
+# stats.json -> near_dup: distinct candidate pairs checked, those that verified, band buckets over
+# near_dup_chain_limit linked as stars only (and their members), nodes left unconverged
+NEAR_DUP_COUNTS = ("candidate_pairs", "verified_pairs", "star_only_buckets", "star_only_documents", "unconverged_nodes")
 MISSING_FIELD = "missing_field"  # (MISSING_FIELD, field) tallies: written documents where a kept field is null
 FIELD_KIND = "field_kind"  # (FIELD_KIND, field, kind) tallies: a kept field's values by JSON kind (shards.value_kind)
 
@@ -205,6 +208,8 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         **kept,
         # kept documents whose id another kept document (of different text) has too: all kept
         "duplicate_id_different_text": get("ids", "duplicate_id_different_text"),
+        # only with near-dup on: what its stages did (docs/corpus.md, near duplicates)
+        **({"near_dup": {k: get("near_dup", k) for k in NEAR_DUP_COUNTS}} if cfg.near_dup_threshold > 0 else {}),
         "splits": splits,
         "documents": sum(splits[s]["documents"] for s in SPLITS),
         "sentences": sum(splits[s]["sentences"] for s in SPLITS),

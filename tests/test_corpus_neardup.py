@@ -122,8 +122,9 @@ def _chain(seed: int, length: int, words: int = 40, step: int = 3) -> dict:
 
 
 def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bool = False,
-            chain_limit: int = neardup.CHAIN_LIMIT):
-    """NearDedup alone on ``{(source, line): text}``: ({dropped: kept}, kept keys, {step: largest element})."""
+            chain_limit: int = neardup.CHAIN_LIMIT, tallies: dict | None = None):
+    """NearDedup alone on ``{(source, line): text}``: ({dropped: kept}, kept keys, {step: largest element});
+    ``tallies``, when given, receives the summed ``near_dup`` tallies."""
     out = tmp_path / f"out-{workers}-{len(texts)}.json"
     docs = [(t, {"source": s, "line": line, "text": t}) for (s, line), t in sorted(texts.items())]
     args = [f"--direct_num_workers={workers}"] + (["--direct_running_mode=multi_processing"] if workers > 1 else [])
@@ -134,11 +135,17 @@ def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bo
     drops = near[neardup_beam.SAMPLES] | "Drops" >> beam.Map(lambda rd: ["drop", rd[1]["source"], rd[1]["line"], rd[1]["kept"]])
     _ = ((kept, drops) | beam.Flatten() | beam.combiners.ToList()
          | beam.Map(lambda rows: out.write_text(json.dumps(sorted(rows), ensure_ascii=False))))
+    if tallies is not None:
+        tally_file = tmp_path / f"tally-{workers}-{len(texts)}.json"
+        _ = (near[neardup_beam.TALLY] | "SumTallies" >> beam.CombinePerKey(sum) | "AllTallies" >> beam.combiners.ToList()
+             | "WriteTallies" >> beam.Map(lambda t: tally_file.write_text(json.dumps(t))))
     if probe:
         element_sizes.attach(p, "NearDedup")
     result = p.run()
     result.wait_until_finish()
     rows = json.loads(out.read_text())
+    if tallies is not None:
+        tallies.update({tuple(k)[1]: n for k, n in json.loads(tally_file.read_text()) if k[0] == "near_dup"})
     dropped = {(r[1], r[2]): tuple(r[3]) for r in rows if r[0] == "drop"}
     return dropped, sorted((r[1], r[2]) for r in rows if r[0] == "kept"), (element_sizes.largest(result) if probe else {})
 
@@ -187,7 +194,7 @@ def test_no_element_grows_with_the_input(tmp_path):
     _, _, at_small = _stages(small, 0.7, tmp_path, probe=True)
     dropped, _, at_large = _stages(large, 0.7, tmp_path, probe=True)
     assert len(dropped) >= 110 and set(at_small) == set(at_large)
-    assert "NearDedup/MinHash" in at_large and "NearDedup/Components" in at_large
+    assert "NearDedup/MinHash" in at_large and "NearDedup/Components/MarkGroups" in at_large
     assert max(at_large.values()) <= 1.25 * max(at_small.values()), (at_small, at_large)
     assert at_large["NearDedup/MinHash"] < 64  # a band record: bucket and compact id
 
@@ -208,13 +215,17 @@ def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tm
     assert unconverged > 0
     out = tmp_path / "marks.json"
     p = beam.Pipeline(runner="DirectRunner")
-    _ = (p | beam.Create(path) | "Components" >> neardup_beam.StarComponents(rounds=2) | beam.combiners.ToList()
-         | beam.Map(lambda marks: out.write_text(json.dumps(sorted(marks)))))
+    tallied = tmp_path / "tally.json"
+    components = p | beam.Create(path) | "Components" >> neardup_beam.StarComponents(rounds=2)
+    _ = components.marks | beam.combiners.ToList() | beam.Map(lambda marks: out.write_text(json.dumps(sorted(marks))))
+    _ = (components[neardup_beam.TALLY] | "Sum" >> beam.CombinePerKey(sum) | "Tallies" >> beam.combiners.ToList()
+         | beam.Map(lambda t: tallied.write_text(json.dumps(t))))
     result = p.run()
     result.wait_until_finish()
     assert {d: k for d, k in json.loads(out.read_text())} == expected
     counters = result.metrics().query(beam.metrics.MetricsFilter().with_name("unconverged_nodes"))["counters"]
     assert sum(c.committed for c in counters) == unconverged
+    assert json.loads(tallied.read_text()) == [[["near_dup", "unconverged_nodes"], unconverged]]  # for stats.json
 
 
 # ---------------------------------------------------------------- groups that grow with template spam
@@ -290,8 +301,12 @@ def test_a_bucket_over_the_chain_limit_is_a_star_and_its_cluster_still_keeps_one
     sizes = collections.Counter(b for t in docs.values() for b in neardup.band_keys(neardup.signature(t, perms), bands, rows))
     assert sum(n > 8 for n in sizes.values()) >= 5  # the limit below is crossed, by buckets of up to 40
     staged, unconverged = neardup.find_near_duplicates_staged(docs, 0.7, seed=0, chain_limit=8)
-    dropped, kept, _ = _stages(docs, 0.7, tmp_path, chain_limit=8)
+    tallies = {}
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path, chain_limit=8, tallies=tallies)
     assert (dropped, unconverged) == (staged, 0)
+    over = [n for n in sizes.values() if n > 8]
+    assert tallies["star_only_buckets"] == len(over) and tallies["star_only_documents"] == sum(over)  # for stats.json
+    assert tallies["verified_pairs"] <= tallies["candidate_pairs"] and "unconverged_nodes" not in tallies
     assert set(dropped) == {("spam", i) for i in range(1, 90)} and set(dropped.values()) == {("spam", 0)}
     assert kept == sorted([("spam", 0)] + [k for k in docs if k[0] == "other"])
 
@@ -303,3 +318,28 @@ def test_the_chain_limit_is_a_setting_refused_below_two():
     assert override(production_config(), ["near_dup_chain_limit=50"]).near_dup_chain_limit == 50
     with pytest.raises(ConfigError, match="near_dup_chain_limit must be >= 2"):
         override(production_config(), ["near_dup_chain_limit=1"])
+
+
+def test_the_corpus_job_reports_template_spam_linked_as_stars(tmp_path, capsys):
+    """The whole corpus job with a small chain limit: stats.json's ``near_dup`` counts the buckets
+    linked as stars only, and the run says so where the user looks (stderr)."""
+    import dataclasses
+
+    from kolectra.corpus import build
+    from kolectra.corpus.config import default_config
+
+    rng = np.random.default_rng(5)
+    template = "이번 영화 정말 재미있게 봤습니다 배우들 연기가 좋았고 음악도 훌륭했어요 가족과 함께 보기 좋은 영화 추천합니다".split()
+    lines = []
+    for i in range(30):
+        words = list(template)
+        words[int(rng.integers(len(words)))] = f"{i}번째"
+        lines.append(" ".join(words))
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "spam.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = dataclasses.replace(default_config(), near_dup_threshold=0.7, near_dup_chain_limit=4, num_shards=1)
+    result = build.build(cfg, [str(tmp_path / "in" / "*")], tmp_path / "out", [])
+    near = result.stats["near_dup"]
+    assert near["star_only_buckets"] > 0 and near["star_only_documents"] > 4 * near["star_only_buckets"]
+    assert result.stats["dropped"]["near_duplicate"] >= 20
+    assert "linked as stars only" in capsys.readouterr().err

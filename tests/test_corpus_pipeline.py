@@ -14,7 +14,7 @@ import pytest
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import build, runners, shards
+from kolectra.corpus import build, outputs, runners, shards
 from kolectra.corpus.config import default_config
 
 REVIEWS = [
@@ -120,6 +120,10 @@ def test_stats_reconcile_and_count_every_reason(runs):
     for reason in ("duplicate", "near_duplicate", "too_short", "empty", "too_long"):
         assert stats["dropped"][reason] == expected[reason], reason
     assert stats["records_out"] == 12
+    near = stats["near_dup"]  # what the near-dup stages did: one pair of near copies, nothing loose
+    assert set(near) == set(outputs.NEAR_DUP_COUNTS)
+    assert near["verified_pairs"] == 1 <= near["candidate_pairs"]
+    assert near["star_only_buckets"] == near["star_only_documents"] == near["unconverged_nodes"] == 0
     assert stats["splits"]["train"]["documents"] + stats["splits"]["valid"]["documents"] == 12
     assert stats["splits"]["valid"]["documents"] > 0 and stats["splits"]["train"]["documents"] > 0
     reviews = expected["root"] / "reviews.jsonl.gz"
