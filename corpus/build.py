@@ -181,8 +181,10 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
         | "WriteShards" >> beam.Map(outputs.write_shard, out_dir, cfg.num_shards, *kinds)
     )
     written_rejects = (
-        read[REJECTED]
-        | "CollectRejects" >> beam.combiners.ToList()
+        (read[REJECTED] | "RejectLines" >> beam.Map(outputs.reject_item),
+         p | "NoRejects" >> beam.Create([(REJECTS_FILE, [])]))  # the file is written when nothing was rejected too
+        | "AllRejects" >> beam.Flatten()
+        | "GroupRejects" >> beam.GroupByKey()
         | "WriteRejects" >> beam.Map(outputs.write_rejects, out_dir)
     )
     files = read[FILES] | "CollectFiles" >> beam.combiners.ToList().without_defaults()

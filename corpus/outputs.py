@@ -10,6 +10,7 @@ fixed header and documents sorted by (source, line); rejects, samples and stats 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import heapq
@@ -350,23 +351,26 @@ def sorted_lines(chunks: Iterable[list], spill_dir: str, run_bytes: int | None =
         yield line
 
 
-def _gzip_stream(out_dir: str, rel: str, lines: Iterator[str]) -> dict:
-    """Lines to a gzip file with a fixed header, WRITE_LINES at a time; its entry (bytes, sha256)."""
+def _write_lines(out_dir: str, rel: str, lines: Iterator[str], gzipped: bool) -> dict:
+    """Lines to a file (gzip with a fixed header, or plain), WRITE_LINES at a time; its entry
+    (bytes, sha256)."""
     path = storage.join(out_dir, rel)
     try:
         if not storage.is_url(path):
             os.makedirs(os.path.dirname(storage.local_path(path)) or ".", exist_ok=True)
         with storage.open_file(path, "wb") as raw:
             sink = _Counted(raw)
-            with gzip.GzipFile(fileobj=sink, mode="wb", mtime=0, filename="", compresslevel=1) as gz:
+            gz = gzip.GzipFile(fileobj=sink, mode="wb", mtime=0, filename="", compresslevel=1) if gzipped else None
+            with gz or contextlib.nullcontext():
+                out = gz or sink
                 block: list[str] = []
                 for line in lines:
                     block.append(line)
                     if len(block) >= WRITE_LINES:
-                        gz.write(("\n".join(block) + "\n").encode("utf-8"))
+                        out.write(("\n".join(block) + "\n").encode("utf-8"))
                         block = []
                 if block:
-                    gz.write(("\n".join(block) + "\n").encode("utf-8"))
+                    out.write(("\n".join(block) + "\n").encode("utf-8"))
     except OSError as e:  # a full disk: name the file (the library's report of the failure would not)
         raise OSError(e.errno, e.strerror, path) from e
     return {"path": rel, "bytes": sink.bytes, "sha256": sink.sha256.hexdigest()}
@@ -389,13 +393,24 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
         lines = sorted_lines(chunks, spill)
         if floats:
             lines = (floats_as_strings(line, floats) for line in lines)
-        return _gzip_stream(out_dir, shard_name(split, shard, num_shards), lines)
+        return _write_lines(out_dir, shard_name(split, shard, num_shards), lines, gzipped=True)
 
 
-def write_rejects(rejects: list[dict], out_dir: str) -> dict:
-    rows = sorted(rejects, key=lambda r: (r["source"], r["line"]))
-    body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-    return _write(out_dir, REJECTS_FILE, body.encode("utf-8"))
+def reject_item(rec: dict) -> tuple[str, list]:
+    """A dead letter as the rejects writer's input: one chunk of one (position, JSON line), keyed
+    by the one file they all go to. The position sorts by (source, line), then by the line itself,
+    so the file's order never depends on the order the rejects arrive in."""
+    line = json.dumps(rec, ensure_ascii=False, sort_keys=True)
+    return REJECTS_FILE, [((rec["source"], rec["line"], line), line)]
+
+
+def write_rejects(item, out_dir: str, run_bytes: int | None = None) -> dict:
+    """(REJECTS_FILE, chunks of (position, JSON line)) -> ``rejects/rejects.jsonl``, sorted by
+    (source, line). Streams like the shard writer: a job may reject up to ``max_reject_ratio`` of
+    its records (millions on a large crawl), and at most ``run_bytes`` of them are held at a time."""
+    _, chunks = item
+    with tempfile.TemporaryDirectory(prefix="kolectra-rejects-") as spill:
+        return _write_lines(out_dir, REJECTS_FILE, sorted_lines(chunks, spill, run_bytes), gzipped=False)
 
 
 def write_samples(per_reason: list, out_dir: str) -> list[dict]:

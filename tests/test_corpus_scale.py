@@ -90,6 +90,30 @@ def test_shard_writer_streams_and_spilling_keeps_the_bytes(tmp_path, monkeypatch
     assert peak < 3 << 20, f"the writer held {peak / 1e6:.1f} MB of a 6 MB shard"
 
 
+def test_the_rejects_file_streams_too_and_keeps_the_bytes(tmp_path):
+    """A large crawl may reject millions of records (up to max_reject_ratio): the dead letters are
+    written like a shard, sorted in spilled runs, where they were one list in one element."""
+    rejects = [{"source": f"crawl-{i % 7}.jsonl", "line": i, "reason": "unparsable_json", "detail": "x" * (i % 50)}
+               for i in range(20_000)]  # about 2.6 MB of JSON lines
+    random.Random(2).shuffle(rejects)
+
+    def chunks():  # one chunk of one per reject, made as read and in no order, as the job's grouped values
+        for rec in rejects:
+            yield outputs.reject_item(rec)[1]
+
+    expected = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"
+                       for r in sorted(rejects, key=lambda r: (r["source"], r["line"])))
+    tracemalloc.start()
+    entry = outputs.write_rejects((outputs.REJECTS_FILE, chunks()), str(tmp_path), run_bytes=256 << 10)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    written = (tmp_path / outputs.REJECTS_FILE).read_text(encoding="utf-8")
+    assert written == expected and entry["bytes"] == len(expected.encode("utf-8"))
+    assert peak < (2 << 20), f"the writer held {peak / 1e6:.1f} MB for {len(expected) / 1e6:.1f} MB of rejects"
+    empty = outputs.write_rejects((outputs.REJECTS_FILE, [[]]), str(tmp_path / "none"))
+    assert (tmp_path / "none" / outputs.REJECTS_FILE).read_bytes() == b"" and empty["bytes"] == 0
+
+
 def _sequences(n: int, seed: int) -> Sequences:
     rng = np.random.default_rng(seed)
     a, b = rng.integers(1, 60, n), rng.integers(0, 40, n) * (rng.random(n) < 0.7)
