@@ -302,7 +302,7 @@ def test_a_bucket_over_the_chain_limit_is_a_star_and_its_cluster_still_keeps_one
     assert sum(n > 8 for n in sizes.values()) >= 5  # the limit below is crossed, by buckets of up to 40
     staged, unconverged = neardup.find_near_duplicates_staged(docs, 0.7, seed=0, chain_limit=8)
     tallies = {}
-    dropped, kept, _ = _stages(docs, 0.7, tmp_path, chain_limit=8, tallies=tallies)
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path, workers=2, chain_limit=8, tallies=tallies)  # re-read in workers
     assert (dropped, unconverged) == (staged, 0)
     over = [n for n in sizes.values() if n > 8]
     assert tallies["star_only_buckets"] == len(over) and tallies["star_only_documents"] == sum(over)  # for stats.json
