@@ -1,16 +1,24 @@
 """An S3-compatible server for the tests: moto's standalone server on 127.0.0.1 (nothing leaves the
 machine), reached by the real clients (s3fs, botocore) through the standard environment only
 (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``), exactly as a user points
-kolectra at a bucket. Child processes (the ``kolectra`` command, Beam workers) inherit it."""
+kolectra at a bucket. Child processes (the ``kolectra`` command, Beam workers) inherit it.
+
+:func:`answered` lists the requests the server answers meanwhile (moto's recorder, on the server:
+every client and child process counts), for tests that count LISTs, HEADs and GETs."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
+from typing import Iterator, NamedTuple
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
@@ -24,12 +32,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint():
+def s3_endpoint(tmp_path_factory):
     """The server's URL, with the environment pointing at it for the whole session."""
     port = free_port()
+    recording = tmp_path_factory.mktemp("moto") / "requests.jsonl"  # what answered() reads; off until asked
     server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
                                "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+                              start_new_session=True, env={**os.environ, "MOTO_RECORDER_FILEPATH": str(recording)})
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -62,3 +71,48 @@ def bucket(s3_endpoint) -> str:
     fs, _ = storage.filesystem(f"s3://{name}")
     fs.mkdir(name)
     return f"s3://{name}"
+
+
+class Answered(NamedTuple):
+    """One request the server answered: its S3 operation and the key (a listing's: its prefix)."""
+
+    operation: str  # ListObjectsV2, HeadObject, GetObject, PutObject, DeleteObject, HeadBucket, ...
+    key: str  # "bucket/key"; for a listing "bucket/prefix"
+    query: dict
+
+
+def _operation(method: str, path: str, query: dict) -> str:
+    is_bucket = "/" not in path.strip("/")
+    if method == "GET" and is_bucket:
+        return "ListObjectsV2" if query.get("list-type") == "2" else "ListObjects"
+    if method == "POST" and "delete" in query:
+        return "DeleteObjects"
+    suffix = "Bucket" if is_bucket else "Object"
+    return {"GET": "Get", "HEAD": "Head", "PUT": "Put" if not is_bucket else "Create",
+            "DELETE": "Delete", "POST": "Post"}.get(method, method) + suffix
+
+
+@contextlib.contextmanager
+def answered(endpoint: str) -> Iterator[list[Answered]]:
+    """The requests the server at ``endpoint`` answers inside the block, filled in when it ends."""
+    def call(verb: str) -> bytes:
+        request = urllib.request.Request(f"{endpoint}/moto-api/recorder/{verb}", method="POST" if verb != "download-recording" else "GET")
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.read()
+
+    call("reset-recording")
+    call("start-recording")
+    found: list[Answered] = []
+    try:
+        yield found
+    finally:
+        call("stop-recording")
+        for line in call("download-recording").decode().splitlines():
+            entry = json.loads(line)
+            url = urlsplit(entry["url"])
+            query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            operation = _operation(entry["method"], url.path, query)
+            key = unquote(url.path).lstrip("/")
+            if operation.startswith("ListObjects"):
+                key = f"{key.rstrip('/')}/{query.get('prefix', '')}"
+            found.append(Answered(operation, key, query))

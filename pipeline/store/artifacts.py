@@ -177,8 +177,11 @@ class Store(Catalog):
         the stage can write where the artifact lives: on a store root; a local one ignores it."""
         if request.kind not in KINDS:  # 1. check
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
-        for parent in request.parents:
-            self.require(parent)
+        try:
+            for parent in request.parents:
+                self.require(parent)
+        finally:
+            self._checks_done()
         aid = request.id()
         if resumable and followers.follower_rank():
             return self._follow(request, produce, force)

@@ -94,6 +94,7 @@ class Catalog:
     def __init__(self, root: Path | str | None = None, catalogs: Callable[[Path | str], Catalog] = local_catalog):
         self.root = Path(root) if root is not None else default_root()
         self.catalogs = catalogs  # how another root is opened (a parent kept there): see factory.catalog_for
+        self._checked: dict[str, tuple] = {}  # this run's passed checks of store artifacts: see require
 
     # ---- finding -------------------------------------------------------------------------
     def scan(self, kind: str | None = None) -> tuple[list[Artifact], list[str]]:
@@ -203,28 +204,48 @@ class Catalog:
                     return [f"parent {ref['id']} of {art.path} is unreadable: {e}"]
         return []
 
-    def verify(self, art: Artifact | str | Path) -> list[str]:
-        """Every mismatch between the manifest and the files on disk, and every changed parent."""
+    def verify(self, art: Artifact | str | Path, quick: bool = False) -> list[str]:
+        """Every mismatch between the manifest and the files on disk, and every changed parent.
+
+        ``quick``: what :meth:`require` checks. On a store, one listing against the recorded sizes
+        and store checksums, no object read (:meth:`.remote.RemoteStore.verify`); here the same as
+        without it: a local file has no store checksum to stand for its bytes (a rewrite of the same
+        size keeps its size), so every file is hashed, once a process (core/filehash.py)."""
         if not isinstance(art, Artifact):
             try:
                 art = self.resolve(art)
             except ArtifactError as e:
                 return [str(e)]
         if not isinstance(art.path, Path):  # a parent kept in a store: checked there
-            return self.catalogs(art.root).verify(art)
+            return self.catalogs(art.root).verify(art, quick=quick)
         return verify_dir(art.path) + self.changed_parents(art)
 
     def require(self, ref: Artifact | str | Path, kind: str | None = None) -> Artifact:
-        """Resolve and verify a parent before a stage reads it; refuse it naming the files."""
+        """Resolve and verify a parent before a stage reads it; refuse it naming the files.
+
+        A parent kept in a store is listed, not downloaded (``verify(quick=True)``), and a check of
+        it that passed stands, for the same manifest, until this store's next build has checked its
+        parents (:meth:`_checks_done`): a stage's ``require`` and its build's check list it once
+        (docs/scale.md says why that hides no change). Local files are checked every time: their
+        hashes are remembered under the files' stamps (core/filehash.py), which no change keeps."""
         art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
         if kind and art.kind != kind:
             raise ArtifactError(f"{art.path}: is {article(art.kind)} artifact, expected {kind}")
-        problems = self.verify(art)
+        seal = (art.manifest["digest"], art.manifest.get("fields_digest"))
+        if not isinstance(art.path, Path) and self._checked.get(str(art.path)) == seal:
+            return art
+        problems = self.verify(art, quick=True)
         if problems:
             more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []
             raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
                                 + "\n  ".join(problems[:5] + more))
+        if not isinstance(art.path, Path):
+            self._checked[str(art.path)] = seal
         return art
+
+    def _checks_done(self) -> None:
+        """A build has checked its parents: the run's reads begin, and the next run checks afresh."""
+        self._checked.clear()
 
     # ---- lineage -------------------------------------------------------------------------
     def lineage_lines(self, art: Artifact) -> list[str]:

@@ -294,7 +294,8 @@ def misplaced(path: Path, manifest: dict) -> str | None:
     path = Path(path) if isinstance(path, str) else path  # a local Path or a store's UPath
     if path.parent.name not in KINDS or not _ID.match(path.name.rpartition("-")[2]):
         return None  # not named as in a root (a build directory, a copy put elsewhere): nothing to compare
-    if path.is_symlink() or not path.resolve().is_relative_to(path.parent.parent.resolve()):
+    # (a store prefix, a UPath, has no symlinks: asking would cost two requests per manifest read)
+    if isinstance(path, Path) and (path.is_symlink() or not path.resolve().is_relative_to(path.parent.parent.resolve())):
         # its files would be checked where the link leads, which the store neither built nor guards
         return (f"{path}: leads through a symlink to {path.resolve()}; an artifact in a root is a directory "
                 "of its own inside it (copy it in, or pass the directory it leads to)")

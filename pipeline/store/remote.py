@@ -4,7 +4,8 @@ The same layout and request ids as a local root (:mod:`.artifacts`), with the pu
 rebuilt for stores that have no rename and no ``flock`` (files through :mod:`kolectra.core.storage`):
 
 1. check    every parent's objects listed against its manifest (sizes, and the store checksums
-            recorded when it was published): one LIST, no download.
+            recorded when it was published): one LIST, no download; the stage's own ``require``
+            of that parent made it already, and this one reuses it (:meth:`Catalog.require`).
 2. join     a prefix ``ROOT/<kind>/<name>-<id>/`` whose manifest checks is reused, before any
             lease is asked for (so reuse never waits on one), and again once the lease is held.
 3. reserve  a lease object ``ROOT/.locks/<kind>-<id>.lease`` created with a conditional write
@@ -33,7 +34,8 @@ Reading: a stage gets a *local* copy of a parent, downloaded into ``$KOLECTRA_CA
 ``~/.cache/kolectra``) with every file's sha256 checked against the manifest as it arrives
 (:meth:`RemoteStore.local`); a copy already there is re-hashed, not trusted. The Beam stages read
 their parents' objects in place instead. ``kolectra artifacts verify`` streams every object
-through sha256 (nothing is written), so tampering is named per object as on a local root.
+through sha256 (nothing is written), so tampering is named per object as on a local root;
+``verify --quick`` makes the stage's check instead (one listing, no object downloaded).
 
 Pretraining's working state (checkpoints) is mirrored to ``ROOT/.work/<kind>-<id>/`` after each
 save, so ``--resume`` continues from the store on any machine (:mod:`.remote_runs`). The lease is
@@ -136,6 +138,10 @@ class RemoteStore(StoreRuns, Store):
         self.root = upath(self.url)
         self._run_url: str | None = None
         self._lease: Lease | None = None  # the lease of the build in progress (its run state is mirrored under it)
+        # this run's checks (Catalog.require) and the parents they looked up: dropped once a build has
+        # checked its parents (_checks_done)
+        self._checked: dict[str, tuple] = {}
+        self._looked_up: dict[tuple, Artifact | None] = {}
 
     # ---- finding ---------------------------------------------------------------------------
     def _kind_url(self, kind: str) -> str:
@@ -188,9 +194,15 @@ class RemoteStore(StoreRuns, Store):
     def parent(self, art: Artifact, pid: str) -> Artifact | None:
         ref = next((r for r in art.manifest.get("parent_refs", []) if r.get("id") == pid), {})
         kinds = [ref["kind"]] if ref.get("kind") in KINDS else list(KINDS)
-        roots = [r for r in (art.root, self.root) if r is not None]
-        for root in dict.fromkeys(str(r) for r in roots):
-            cat = self.catalogs(root)
+        roots = tuple(dict.fromkeys(str(r) for r in (art.root, self.root) if r is not None))
+        key = (roots, tuple(kinds), pid, ref.get("path"))
+        if key not in self._looked_up:  # a run's checks ask for one parent several times (its children's refs)
+            self._looked_up[key] = self._parent(roots, kinds, pid, ref)
+        return self._looked_up[key]
+
+    def _parent(self, roots: tuple[str, ...], kinds: list[str], pid: str, ref: dict) -> Artifact | None:
+        for root in roots:
+            cat = self if root == self.url else self.catalogs(root)
             for k in kinds:
                 found = cat.find(k, pid)
                 if found is not None:
@@ -214,30 +226,21 @@ class RemoteStore(StoreRuns, Store):
         return []
 
     # ---- checking --------------------------------------------------------------------------
-    def verify(self, art) -> list[str]:
-        """Every object streamed through sha256 against the manifest, and every changed parent."""
+    def verify(self, art, quick: bool = False) -> list[str]:
+        """Every object streamed through sha256 against the manifest, and every changed parent;
+        ``quick``: what :meth:`require` checks, one listing and no object read."""
         if not isinstance(art, Artifact):
             try:
                 art = self.resolve(art)
             except ArtifactError as e:
                 return [str(e)]
         if not _remote(art):
-            return super().verify(art)
-        return remote_problems(art, content=True) + self.changed_parents(art)
+            return super().verify(art, quick=quick)
+        return remote_problems(art, content=not quick) + self.changed_parents(art)
 
-    def require(self, ref, kind: str | None = None) -> Artifact:
-        """Before a stage reads a parent: its objects listed against the manifest (sizes and store
-        checksums; the bytes are hashed as they are downloaded, :meth:`local`)."""
-        art = ref if isinstance(ref, Artifact) else self.resolve(ref, kind)
-        if kind and art.kind != kind:
-            raise ArtifactError(f"{art.path}: is a{'n' if art.kind[0] in 'aeiou' else ''} {art.kind} artifact, "
-                                f"expected {kind}")
-        problems = (remote_problems(art, content=False) if _remote(art) else super().verify(art)) \
-            + self.changed_parents(art)
-        if problems:
-            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
-                                + "\n  ".join(problems[:5]))
-        return art
+    def _checks_done(self) -> None:
+        super()._checks_done()
+        self._looked_up.clear()
 
     def local(self, art: Artifact, only: Callable[[str], bool] | None = None) -> Path:
         """A local directory holding ``art``'s files (those ``only`` accepts), each checked against
@@ -266,8 +269,11 @@ class RemoteStore(StoreRuns, Store):
               resumable: bool | Resumable = False, resume: bool | str = False, in_place: bool = False) -> Artifact:
         if request.kind not in KINDS:
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
-        for parent in request.parents:
-            self.require(parent)
+        try:
+            for parent in request.parents:
+                self.require(parent)
+        finally:
+            self._checks_done()
         aid = request.id()
         if resumable and followers.follower_rank():
             return self._follow_remote(request, produce, force, resume)

@@ -1,0 +1,161 @@
+"""What checking an artifact kept in a bucket costs in requests, counted on moto's server (its
+recorder: every request any client or child process makes; tests/s3_support.py).
+
+- a stage run lists each parent's objects once and reads each manifest once, though the stage and
+  its build both check the parent; the next run lists again, and sees a change made in between;
+- ``artifacts verify --quick`` names an object rewritten, removed or added without downloading
+  any; the default still streams every object; on a local root ``--quick`` hashes every file;
+- a local root building from a parent in the bucket lists it, not downloads it, to check it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
+from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+SHARD = 1 << 20  # the examples' one data object: what a check must not download
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+
+
+def _standin(store, kind: str, name: str, parents: tuple = (), files: dict | None = None, stats: dict | None = None):
+    """An artifact published through Store.build (the stage's code replaced by writing ``files``)."""
+    def produce(out: Path) -> StageOutput:
+        for rel, data in (files or {f"{name}.txt": name.encode()}).items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes(data)
+        return StageOutput(stats=stats or {})
+    return store.build(Request(kind=kind, name=name, stage_version=1, config={"n": name}, parents=parents), produce)
+
+
+def _chain(store):
+    """corpus -> vocab -> examples (one index.json, one shard of SHARD bytes: a kind's layout is checked)."""
+    corpus = _standin(store, "corpus", "c")
+    vocab = _standin(store, "vocab", "v", (corpus,))
+    index = json.dumps({"format": 2, "shards": [{"path": "data/s0.bin"}]}).encode()
+    examples = _standin(store, "examples", "e", (corpus, vocab),
+                        {"stats.json": b"{}", "index.json": index, "data/s0.bin": os.urandom(SHARD)}, {"examples": 2})
+    return corpus, vocab, examples
+
+
+def _pretrain_like(store, examples_id: str):
+    """The store calls ``kolectra pretrain`` makes (pipeline/stages.py): its examples and their vocab
+    checked, then a checkpoint built from the examples (whose build checks them again)."""
+    ex = store.require(examples_id, "examples")
+    store.require(ex.parent_of_kind(store, "vocab"), "vocab")
+    return _standin(store, "checkpoint", f"k{time.time_ns()}", (ex,))
+
+
+def _prefix(art) -> str:
+    return str(art.path).split("://", 1)[1] + "/"
+
+
+def _listings(seen, art) -> int:
+    """Listings of the artifact's own objects (recursive, or the one-key probe of a "directory")."""
+    return sum(1 for r in seen if r.operation == "ListObjectsV2" and r.key == _prefix(art))
+
+
+def test_a_stage_run_lists_each_parent_once_and_reads_each_manifest_once(bucket, s3_endpoint):
+    corpus, vocab, ex = _chain(open_store(f"{bucket}/r"))
+    store = open_store(f"{bucket}/r")
+    with answered(s3_endpoint) as seen:
+        _pretrain_like(store, ex.id)
+    assert {a.kind: _listings(seen, a) for a in (corpus, vocab, ex)} == {"corpus": 0, "vocab": 1, "examples": 1}
+    gets = Counter(r.key for r in seen if r.operation == "GetObject")
+    assert [gets[_prefix(a) + "manifest.json"] for a in (corpus, vocab, ex)] == [1, 1, 1], gets
+    # no request about an artifact's prefix itself (an object store has no symlink to ask after)
+    assert not [r for r in seen if r.operation == "HeadObject" and r.key + "/" in map(_prefix, (corpus, vocab, ex))]
+    assert gets[_prefix(ex) + "data/s0.bin"] == 0
+
+
+def test_the_next_run_checks_again_and_sees_a_change_made_after_the_first(bucket, s3_endpoint):
+    _, _, ex = _chain(open_store(f"{bucket}/n"))
+    store = open_store(f"{bucket}/n")
+    _pretrain_like(store, ex.id)
+    shard = f"{ex.path}/data/s0.bin"
+    storage.write_bytes(shard, os.urandom(SHARD))  # the same size, other bytes: another ETag
+    with answered(s3_endpoint) as seen, pytest.raises(ArtifactError, match="s0.bin: rewritten after publishing"):
+        _pretrain_like(store, ex.id)
+    assert _listings(seen, ex) == 1
+
+
+def _verify(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "verify", *args],
+                          capture_output=True, text=True, timeout=300, env=os.environ.copy())
+
+
+def test_verify_quick_names_altered_removed_and_added_objects_and_downloads_none(bucket, s3_endpoint):
+    corpus, vocab, ex = _chain(open_store(f"{bucket}/q"))
+    url = str(ex.path)
+    with answered(s3_endpoint) as seen:
+        ok = _verify("--quick", url)
+    assert ok.returncode == 0 and ok.stdout.startswith(f"ok {url} (3 files"), ok.stderr
+    read = {r.key.removeprefix(_prefix(ex)) for r in seen if r.operation == "GetObject"}
+    # manifests (the artifact's, its parents') and the index the examples' layout check reads: no data
+    assert {k for k in read if not k.endswith("manifest.json")} == {"index.json"}, read
+    assert _listings(seen, ex) == 1
+    with answered(s3_endpoint) as seen:
+        assert _verify(url).returncode == 0  # the default still streams every object through SHA-256
+    assert any(r.key == _prefix(ex) + "data/s0.bin" for r in seen if r.operation == "GetObject")
+
+    storage.write_bytes(f"{url}/data/s0.bin", os.urandom(SHARD))  # rewritten: same size, another ETag
+    storage.remove(f"{url}/stats.json")
+    storage.write_bytes(f"{url}/data/extra.bin", b"x")
+    with answered(s3_endpoint) as seen:
+        bad = _verify("--quick", url)
+    assert bad.returncode == 1, bad.stderr
+    assert sorted(bad.stdout.splitlines()) == sorted([
+        f"MISMATCH {url}/data/s0.bin: rewritten after publishing (store checksum differs from the manifest)",
+        f"MISMATCH {url}/stats.json: missing",
+        f"MISMATCH {url}/data/extra.bin: not in manifest (added after publishing)"])
+    assert bad.stderr.strip().splitlines()[-1] == "3 problem(s)"
+    assert not [r for r in seen if r.operation == "GetObject" and "/data/" in r.key]
+
+
+def test_verify_quick_names_a_parent_rebuilt_since(bucket):
+    _, vocab, ex = _chain(open_store(f"{bucket}/p"))
+    entry = storage.write_bytes(f"{vocab.path}/v.txt", b"w")  # a consistent rewrite: the parent verifies
+    manifest = dict(vocab.manifest)
+    manifest["files"] = [{**entry, "path": "v.txt", "checksum": storage.checksum_of(storage.info(f"{vocab.path}/v.txt"))}]
+    from kolectra.pipeline.store.manifest import digest
+
+    manifest["digest"] = digest(manifest["files"])
+    storage.write_bytes(f"{vocab.path}/manifest.json", json.dumps(manifest).encode())
+    assert _verify("--quick", str(vocab.path)).returncode == 0
+    bad = _verify("--quick", str(ex.path))
+    assert bad.returncode == 1 and "recorded when" in bad.stdout and str(vocab.path) in bad.stdout, bad.stdout
+
+
+def test_verify_quick_on_a_local_root_hashes_every_file(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    art = _standin(store, "vocab", "v", files={"a.txt": b"abc"})
+    (art.path / "a.txt").write_bytes(b"abd")  # the same size: only its bytes tell
+    assert main(["artifacts", "verify", "--quick", str(art.path), "--out", str(tmp_path / "root")]) == 1
+    assert capsys.readouterr().out.strip() == f"MISMATCH {art.path / 'a.txt'}: sha256 differs from manifest"
+
+
+def test_a_local_root_lists_a_parent_in_the_bucket_rather_than_downloading_it(bucket, s3_endpoint, tmp_path):
+    _, _, ex = _chain(open_store(f"{bucket}/l"))
+    local = open_store(tmp_path / "root")  # as the CLI opens it: it follows parents into the bucket
+    with answered(s3_endpoint) as seen:
+        parent = local.require(str(ex.path), "examples")
+        _standin(local, "checkpoint", "k", (parent,))
+    assert not [r for r in seen if r.operation == "GetObject" and r.key == _prefix(ex) + "data/s0.bin"]
+    assert _listings(seen, ex) == 1  # the stage's check; its build's reuses it
