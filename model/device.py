@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from kolectra.core.errors import EnvironmentProblem
+from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory
 
@@ -70,6 +70,18 @@ def slow_cpu_bf16_note() -> str | None:
             "matmuls run tens of times slower than float32. Set bf16=false on this machine.")
 
 
+def launcher_rank_and_world() -> tuple[int, int]:
+    """(RANK, WORLD_SIZE) as ``torchrun`` (or any ``env://`` launcher) sets them; (0, 1) without one."""
+    values = {}
+    for key, default in (("RANK", "0"), ("WORLD_SIZE", "1")):
+        raw = os.environ.get(key, default)
+        try:
+            values[key] = int(raw)
+        except ValueError:
+            raise UserInputError(f"{key}={raw!r} in the environment is not a whole number (torchrun sets it)") from None
+    return values["RANK"], values["WORLD_SIZE"]
+
+
 class Device:
     name = "cpu"
     backend = "gloo"
@@ -98,12 +110,19 @@ class Device:
         self._threads_before = torch.get_num_threads()
         if cpu_threads > 0:
             torch.set_num_threads(cpu_threads)
-        self.rank = int(os.environ.get("RANK", 0))
-        self.world_size = int(os.environ.get("WORLD_SIZE", 1))
+        self.rank, self.world_size = launcher_rank_and_world()
         self._own_group = False
         if self.world_size > 1 and not dist.is_initialized():
             dist.init_process_group(self.backend)
             self._own_group = True
+
+    @classmethod
+    def rank_and_world(cls, xla_cache_dir: str = "") -> tuple[int, int]:
+        """This process's (rank, number of ranks) in a data-parallel run on this device, known before
+        the device is built: the store decides from it, before training starts, which process reserves
+        and publishes a build and which follow it (``pipeline/store/followers.py``). CPU and CUDA: the
+        launcher's (``torchrun``)."""
+        return launcher_rank_and_world()
 
     @property
     def is_main(self) -> bool:

@@ -19,3 +19,13 @@ def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: 
     if name not in DEVICES:
         raise UserInputError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
     return DEVICES[name](bf16, cpu_threads, xla_cache_dir)
+
+
+def rank_and_world(name: str, xla_cache_dir: str = "") -> tuple[int, int]:
+    """This process's (rank, number of ranks) in a data-parallel run on device ``name``, before the
+    device is built: torchrun's ``RANK``/``WORLD_SIZE`` on the CPU and CUDA, the host index and count
+    of the XLA runtime on a TPU pod (:meth:`Device.rank_and_world`). The pretrain stage hands it to
+    the store, which lets rank 0 alone reserve and publish the build."""
+    if name not in DEVICES:
+        raise UserInputError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
+    return DEVICES[name].rank_and_world(xla_cache_dir)

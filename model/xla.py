@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from kolectra.core.errors import EnvironmentProblem, UserInputError
-from kolectra.model.device import Device, unpack
+from kolectra.model.device import Device, launcher_rank_and_world, unpack
 
 
 def counters() -> dict[str, int]:
@@ -51,6 +51,39 @@ def counters() -> dict[str, int]:
             "xla_aten_fallbacks": int(fallbacks)}
 
 
+def _runtime(xla_cache_dir: str = ""):
+    """torch-xla's modules, its runtime set up for kolectra's one SPMD program per host: refusals first
+    (a torchrun launch, ``XLA_USE_BF16``, torch-xla missing), then the persistent compilation cache
+    and ``use_spmd``, both before any XLA device is used. Called again by the device after
+    :meth:`XlaDevice.rank_and_world` asked for the host index: both steps only set torch-xla's
+    environment, so the second call changes nothing (``xr.process_index`` creates the PJRT client,
+    but neither compiles nor fixes the SPMD mode: tests/test_store_pod_rank.py)."""
+    if launcher_rank_and_world()[1] > 1:
+        raise UserInputError("train.device=xla runs one process per host and spreads the batch over the "
+                             "devices with SPMD; start it without torchrun")
+    if os.environ.get("XLA_USE_BF16"):
+        raise EnvironmentProblem("XLA_USE_BF16 is set: kolectra uses bf16 autocast (train.bf16=true) instead; unset it")
+    try:
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        import torch_xla.distributed.spmd as xs
+        import torch_xla.runtime as xr
+    except ImportError as e:  # not installed, or built for another torch (an undefined symbol)
+        raise EnvironmentProblem(
+            f"train.device=xla needs torch-xla, which does not load here ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:200]}; torch {torch.__version__}): install the `xla` extra, "
+            "pip install -e '.[xla]', which pins torch 2.9.0 and torch-xla 2.9.0 (docs/tpu.md)") from None
+
+    if xla_cache_dir:
+        if torch_xla._XLAC._xla_computation_cache_is_initialized():
+            raise UserInputError(f"train.xla_cache_dir={xla_cache_dir!r}: torch-xla has compiled in this process "
+                                 "already, too late to open a persistent cache")
+        os.makedirs(xla_cache_dir, exist_ok=True)
+        xr.initialize_cache(xla_cache_dir, readonly=False)
+    xr.use_spmd()
+    return torch_xla, xm, xs, xr
+
+
 class XlaDevice(Device):
     name = "xla"
     backend = "xla"
@@ -58,30 +91,17 @@ class XlaDevice(Device):
     fused_optimizer = False  # the traced per-tensor update compiles into the step's one program
     static_shapes = True  # a new batch shape is a new program to compile
 
-    def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
-        if int(os.environ.get("WORLD_SIZE", 1)) > 1:
-            raise UserInputError("train.device=xla runs one process per host and spreads the batch over the "
-                               "devices with SPMD; start it without torchrun")
-        if os.environ.get("XLA_USE_BF16"):
-            raise EnvironmentProblem("XLA_USE_BF16 is set: kolectra uses bf16 autocast (train.bf16=true) instead; unset it")
-        try:
-            import torch_xla
-            import torch_xla.core.xla_model as xm
-            import torch_xla.distributed.spmd as xs
-            import torch_xla.runtime as xr
-        except ImportError as e:  # not installed, or built for another torch (an undefined symbol)
-            raise EnvironmentProblem(
-                f"train.device=xla needs torch-xla, which does not load here ({type(e).__name__}: "
-                f"{str(e).splitlines()[0][:200]}; torch {torch.__version__}): install the `xla` extra, "
-                "pip install -e '.[xla]', which pins torch 2.9.0 and torch-xla 2.9.0 (docs/tpu.md)") from None
+    @classmethod
+    def rank_and_world(cls, xla_cache_dir: str = "") -> tuple[int, int]:
+        """This host's index and the number of hosts, as the PJRT runtime counts its processes (on a
+        pod slice, the TPU runtime's worker of each host; the CPU client is always one process, (0, 1)),
+        the same figures the device trains with. Not ``RANK``: one process per host, started without
+        torchrun, which sets none."""
+        _, _, _, xr = _runtime(xla_cache_dir)
+        return xr.process_index(), xr.process_count()
 
-        if xla_cache_dir:
-            if torch_xla._XLAC._xla_computation_cache_is_initialized():
-                raise UserInputError(f"train.xla_cache_dir={xla_cache_dir!r}: torch-xla has compiled in this process "
-                                   "already, too late to open a persistent cache")
-            os.makedirs(xla_cache_dir, exist_ok=True)
-            xr.initialize_cache(xla_cache_dir, readonly=False)
-        xr.use_spmd()
+    def __init__(self, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = ""):
+        torch_xla, xm, xs, xr = _runtime(xla_cache_dir)
         super().__init__(bf16, cpu_threads)
         self._torch_xla, self._xm, self._xs, self._xr = torch_xla, xm, xs, xr
         self.torch_device = torch_xla.device()

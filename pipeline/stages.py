@@ -25,6 +25,7 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
+from kolectra.pipeline.store import followers
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.vocab import build as vocab_build
 
@@ -153,11 +154,16 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
              resume: bool | str = False, expected_untrained: str | None = None) -> Artifact:
     """``expected_untrained``: why the caller planned a run too short to learn (``kolectra run``'s
     demo); printed in place of the settings a not-learning warning would otherwise name."""
-    from kolectra.model import train as model_train  # noqa: PLC0415 - torch: when a model is trained
+    from kolectra.model import runtime  # noqa: PLC0415 - torch: when a model is trained
+    from kolectra.model import train as model_train  # noqa: PLC0415
     from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
 
     # a bad setting is refused first, before anything is read, reserved or written
     cfg, config = resolve("pretrain", preset=preset, sets=sets, seed=seed, say=progress)
+    # which rank reserves and publishes the build, which follow: the device layer's answer (torchrun's
+    # RANK, a TPU pod host's index in the XLA runtime), before any device is built; an XLA run under
+    # torchrun is refused here
+    rank, world = runtime.rank_and_world(cfg.train.device, cfg.train.xla_cache_dir)
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     objective = cfg.objective.objective
@@ -177,13 +183,14 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": cfg.preset},
                     scratch=(checkpoints_dir(Path("")).name,))  # the trainer's working state in its run directory
     # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
-    return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
-                                                             store.local(voc), out,
-                                                             resume=bool(resume), lineage=lineage,
-                                                             clear_checkpoints=False,
-                                                             checkpoint_saved=store.checkpoint_saved,
-                                                             expected_untrained=expected_untrained),
-                       force, resumable=run, resume=resume)
+    with followers.ranked(rank, world):
+        return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
+                                                                 store.local(voc), out,
+                                                                 resume=bool(resume), lineage=lineage,
+                                                                 clear_checkpoints=False,
+                                                                 checkpoint_saved=store.checkpoint_saved,
+                                                                 expected_untrained=expected_untrained),
+                           force, resumable=run, resume=resume)
 
 
 # ---- finetune -------------------------------------------------------------------------------

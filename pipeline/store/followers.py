@@ -1,31 +1,51 @@
 """The followers of a data-parallel build: ranks after the first, which neither reserve nor publish.
 
-Every rank of a ``torchrun`` (or ``MASTER_ADDR``/``MASTER_PORT``) launch runs the same build; rank 0
-reserves it, prepares or fetches its run and publishes it (:meth:`Store.build`), the others wait
-for each of those here and train beside it (``Store._follow``, ``StoreRuns._follow_remote``). Every
-wait is polled and ends, after ``KOLECTRA_FOLLOW_SECONDS``, in one line naming what it waited for.
+Every rank of a data-parallel run (``torchrun``'s ranks; a TPU pod's hosts, one XLA process each)
+runs the same build; rank 0 reserves it, prepares or fetches its run and publishes it
+(:meth:`Store.build`), the others wait for each of those here and train beside it
+(``Store._follow``, ``StoreRuns._follow_remote``). Every wait is polled and ends, after
+``KOLECTRA_FOLLOW_SECONDS``, in one line naming what it waited for.
+
+Which rank a process is, the store is told (:func:`ranked`, around the build) by the stage, which
+asks the device layer (:func:`kolectra.model.runtime.rank_and_world`): only it knows whether the
+rank is torchrun's ``RANK`` or an XLA host's process index. The store reads no ``RANK`` itself; a
+build nobody ranked is a single process's, rank 0 of 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from kolectra.pipeline.store.manifest import ArtifactError
 
 FOLLOW_SECONDS = float(os.environ.get("KOLECTRA_FOLLOW_SECONDS", "900"))
 
 
-def follower_rank() -> int:
-    """This process's rank when it is not the first of a data-parallel run (``torchrun`` sets
-    ``RANK``/``WORLD_SIZE``), else 0. Every rank runs the same build; only rank 0 reserves and
-    publishes it, the others train beside it (:meth:`Store.build`)."""
+_rank_and_world = (0, 1)  # this process's place in the data-parallel build it runs: set by ranked()
+
+
+@contextlib.contextmanager
+def ranked(rank: int, world: int) -> Iterator[None]:
+    """Within it, this process is rank ``rank`` of ``world`` in the build it runs, as the device layer
+    says. Process-wide, not per thread or context: the trainer's checkpoint hook, called inside the
+    build, asks :func:`follower_rank` too."""
+    global _rank_and_world
+    before, _rank_and_world = _rank_and_world, (rank, world)
     try:
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 0
+        yield
+    finally:
+        _rank_and_world = before
+
+
+def follower_rank() -> int:
+    """This process's rank when it is not the first of a data-parallel run (:func:`ranked`), else 0.
+    Every rank runs the same build; only rank 0 reserves and publishes it, the others train beside
+    it (:meth:`Store.build`)."""
+    rank, world = _rank_and_world
     return rank if world > 1 and rank > 0 else 0
 
 
