@@ -121,10 +121,10 @@ def child_corpus_group(corpus: Path, out: Path) -> dict:
             for i, line in enumerate(f):
                 chunk.append((("s", n - i), line.rstrip("\n")))
                 if len(chunk) == 512:
-                    yield chunk
+                    yield outputs.pack_chunk(chunk)
                     chunk = []
             if chunk:
-                yield chunk
+                yield outputs.pack_chunk(chunk)
 
     tracemalloc.start()
     outputs.write_shard((("train", 0), chunks()), str(out), num_shards)

@@ -129,7 +129,7 @@ def _ranked(reason_doc, seed: int):
 
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile], sources: dict[str, str],
             out_dir: str, buckets: int, progress_dir: str | None, threads: int = 1) -> None:
-    all_shards = [((s, i), []) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
+    all_shards = [((s, i), outputs.pack_chunk([])) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (a file record
     # and a source_in tally per file, an entry per shard) goes without the empty-input default, each

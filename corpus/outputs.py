@@ -19,6 +19,7 @@ import math
 import os
 import pickle
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -376,8 +377,22 @@ def _write_lines(out_dir: str, rel: str, lines: Iterator[str], gzipped: bool) ->
     return {"path": rel, "bytes": sink.bytes, "sha256": sink.sha256.hexdigest()}
 
 
+def pack_chunk(items: list) -> bytes:
+    """A chunk of (position, JSON line) as it crosses the shard shuffle: pickled and compressed at
+    zlib's fastest level. The lines repeat their keys and morph tags, so a chunk of reviews shrinks
+    about 2.9 times (12.2 MB of pickled chunks for 2.4 MB of text -> 4.2 MB) for about 0.1 CPU s a
+    MB of text both ways: less to shuffle (billed per GB on Dataflow) and, on the local runner,
+    which holds every shuffle in memory, less held (docs/scale.md)."""
+    return zlib.compress(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def unpack_chunk(blob: bytes) -> list:
+    return pickle.loads(zlib.decompress(blob))
+
+
 def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...] = (), kind_tallies=()) -> dict:
-    """((split, shard), chunks of (position, JSON line)) -> the shard file, sorted by (source, line);
+    """((split, shard), packed chunks of (position, JSON line): :func:`pack_chunk`) -> the shard
+    file, sorted by (source, line);
     the floats of a kept field whose values are all floats (``kind_tallies``: the job's summed
     (FIELD_KIND, field, kind) tallies) spelled as strings (:func:`shards.float_fields`).
 
@@ -390,7 +405,7 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
     (split, shard), chunks = item
     floats = float_fields(field_kinds(dict(kind_tallies), keep_fields))
     with tempfile.TemporaryDirectory(prefix="kolectra-shard-") as spill:
-        lines = sorted_lines(chunks, spill)
+        lines = sorted_lines(map(unpack_chunk, chunks), spill)
         if floats:
             lines = (floats_as_strings(line, floats) for line in lines)
         return _write_lines(out_dir, shard_name(split, shard, num_shards), lines, gzipped=True)

@@ -235,7 +235,7 @@ def _as_doc(t: tuple) -> dict:
 
 
 class AnalyseAndPlace(beam.DoFn):
-    """Lists of (key, document) -> ((split, shard), [((source, line), JSON line), ...]): Kiwi
+    """Lists of (key, document) -> ((split, shard), packed [((source, line), JSON line), ...]): Kiwi
     sentences and morphs, the train/valid split, the shard, and the document serialised on the
     worker that analysed it (the shard step then only sorts and joins strings).
 
@@ -280,7 +280,7 @@ class AnalyseAndPlace(beam.DoFn):
         for item in self._flush():
             yield GlobalWindows.windowed_value(item)
         for place, chunk in sorted(self.chunks.items()):
-            yield GlobalWindows.windowed_value((place, chunk))
+            yield GlobalWindows.windowed_value((place, outputs.pack_chunk(chunk)))
         for split, counts in sorted(self.counts.items()):
             for name, n in zip(SPLIT_COUNTS, counts):
                 yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((split, name), n)))
@@ -323,5 +323,5 @@ class AnalyseAndPlace(beam.DoFn):
                         self.kinds[i][kind] = self.kinds[i].get(kind, 0) + 1
             chunk.append(((doc["source"], doc["line"]), outputs.document_json(doc, cfg.keep_fields)))
             if len(chunk) >= self.CHUNK:
-                yield place, self.chunks.pop(place)
+                yield place, outputs.pack_chunk(self.chunks.pop(place))
         self.progress.add(analysed=len(batch))

@@ -76,7 +76,7 @@ def test_shard_writer_streams_and_spilling_keeps_the_bytes(tmp_path, monkeypatch
 
     def chunks():  # made as they are read and in no order, as a distributed runner's grouped values are
         for i in range(0, len(order), 500):
-            yield [(("src", j), _line(j)) for j in order[i:i + 500]]
+            yield outputs.pack_chunk([(("src", j), _line(j)) for j in order[i:i + 500]])
 
     whole = outputs.write_shard((("train", 0), chunks()), str(tmp_path / "whole"), 1)
     monkeypatch.setattr(outputs, "RUN_BYTES", 256 << 10)
