@@ -222,9 +222,27 @@ class TooLarge(ValueError):
     """An object larger than the bound its reader gave (a manifest, a lease)."""
 
 
+def _first_bytes(location: str, n: int) -> bytes | None:
+    """Up to ``n`` bytes from the start of a store's object in one ranged GET (opening it asks for
+    its size first: a HEAD more); None for an empty object, which refuses any range (HTTP 416)."""
+    fs, path = filesystem(location)
+    with translated(location):
+        try:
+            return fs.cat_file(path, start=0, end=n)
+        except OSError as e:
+            if e.errno == errno.EINVAL or "416" in str(e) or "range" in str(e).lower():
+                return None
+            raise
+
+
 def read_bytes(location: str, limit: int | None = None) -> bytes:
     """The whole object or file; an object rewritten between opening and reading is read again.
-    With ``limit``, one of more bytes is refused (:class:`TooLarge`) without reading it all."""
+    With ``limit``, one of more bytes is refused (:class:`TooLarge`) without reading it all (on a
+    store in one request: a manifest read is one GET)."""
+    if limit is not None and is_url(location) and (data := _first_bytes(location, limit + 1)) is not None:
+        if len(data) > limit:
+            raise TooLarge(f"{location}: larger than {limit:,} bytes")
+        return data
     for attempt in range(REREADS):
         try:
             with open_file(location) as f:

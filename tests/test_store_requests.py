@@ -159,3 +159,20 @@ def test_a_local_root_lists_a_parent_in_the_bucket_rather_than_downloading_it(bu
         _standin(local, "checkpoint", "k", (parent,))
     assert not [r for r in seen if r.operation == "GetObject" and r.key == _prefix(ex) + "data/s0.bin"]
     assert _listings(seen, ex) == 1  # the stage's check; its build's reuses it
+
+
+def test_a_manifest_is_one_get_and_an_empty_or_oversized_one_is_refused_in_one_line(bucket, s3_endpoint, monkeypatch):
+    from kolectra.pipeline.store import remote
+
+    corpus = _standin(open_store(f"{bucket}/m"), "corpus", "c")
+    with answered(s3_endpoint) as seen:
+        assert remote.load_remote(corpus.path).manifest == corpus.manifest
+    assert [r.operation for r in seen] == ["GetObject"]  # no HEAD first
+    mp = f"{corpus.path}/manifest.json"
+    storage.write_bytes(mp, b"")  # an empty object refuses a ranged GET (HTTP 416): read as empty
+    with pytest.raises(ArtifactError, match="manifest.json: not valid JSON"):
+        remote.load_remote(corpus.path)
+    monkeypatch.setattr(remote, "MAX_MANIFEST", 100)
+    storage.write_bytes(mp, b" " * 101)
+    with pytest.raises(ArtifactError, match="manifest.json: larger than 100 bytes"):
+        remote.load_remote(corpus.path)

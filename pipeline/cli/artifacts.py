@@ -48,10 +48,10 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     common(v, with_config=False)
     v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
     v.add_argument("--quick", action="store_true",
-                   help="check what a stage checks before reading an artifact: on a store root one listing against "
-                        "the sizes and store checksums (ETag, generation) its manifest recorded, the manifest's own "
-                        "digests and its parents, no object downloaded; on a local root the same as without it "
-                        "(default: every object or file read through SHA-256)")
+                   help="check what a stage checks before reading an artifact: for one kept in a store (s3://, "
+                        "gs://) one listing against the sizes and store checksums (ETag, generation) its manifest "
+                        "recorded, the manifest's own digests and its parents, no object downloaded; for one in a "
+                        "local directory the same as without it (default: every object or file read through SHA-256)")
     v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks",
                          epilog="example: kolectra artifacts gc --dry-run")
     common(v, with_config=False)
