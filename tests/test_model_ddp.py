@@ -186,9 +186,12 @@ def _cached_bytes(cache: Path) -> dict[str, int]:
 def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactly(bucket, tmp_path):
     """Two gloo ranks with separate caches: each fetches about half of the examples' bytes (its own
     4 of 8 shards and index.json), their rows in an epoch are disjoint and cover the examples, and
-    both killed in step 10 then resumed on fresh machines end with the weights of a straight run."""
+    both killed in step 10 (each rank's part of checkpoint 8 is in the bucket) then resumed on fresh
+    machines return the one checkpoint rank 0 published, with the weights of a straight run, and
+    leave no run state or lock in the bucket."""
     import torch.multiprocessing as mp
 
+    from kolectra.core import storage
     from kolectra.pipeline.store.factory import open_store
     from tests.model_support import small_chain
 
@@ -211,6 +214,9 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
         _, _, ex = small_chain(store, shard_size=8)  # 8 shards of 8 rows
         if name == "resumed":
             assert ranks(store.url, str(ex.path), "killed", die_at=10) == [-9, -9]
+            kept = storage.listing(f"{store.url}/.work")
+            assert {k.rsplit("/", 1)[1] for k in kept if "/step-00000008/" in k} >= {
+                "rank-0.pt", "rank-1.pt", "manifest.json"}, sorted(kept)
             assert ranks(store.url, str(ex.path), "resumed", resume=True) == [0, 0]
         else:
             assert ranks(store.url, str(ex.path), "straight") == [0, 0]
@@ -221,6 +227,11 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
             rows = [json.loads((tmp_path / "straight" / f"rank-{r}.json").read_text())["rows"] for r in range(2)]
             assert not set(rows[0]) & set(rows[1]) and sorted(rows[0] + rows[1]) == list(range(64))
         [art] = store.list("checkpoint")
+        # every rank returns what rank 0 published
+        assert {json.loads((tmp_path / name / f"rank-{r}.json").read_text())["path"] for r in range(2)} == {
+            str(art.path)}
+        assert store.verify(art) == []
+        assert storage.children(f"{store.url}/.work") == [] and storage.children(f"{store.url}/.locks") == []
         weights[name] = art.read_bytes("hf/discriminator/model.safetensors")
     assert art.manifest["stats"]["resumed_from_step"] == 8
     assert weights["resumed"] == weights["straight"]

@@ -263,62 +263,6 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     assert store.verify(art) == []
 
 
-def _rank(rank: int, world: int, port: int, root: str, examples: str, cache: str, report: str,
-          die_at: int = 0, resume: bool = False) -> None:
-    """One data-parallel rank, as torchrun starts it: the same build as every other rank; with
-    ``die_at`` it is killed (no clean-up) in that training step, as a preempted machine is."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=cache, **FAST_LEASE)
-    from tests.fault_child import kill_in_training_step
-    from tests.test_faults_pretrain import SETS
-
-    if die_at:
-        kill_in_training_step(die_at)
-    storage.reset()
-    art = stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS, resume=resume)
-    Path(report, f"rank-{rank}").write_text(json.dumps([str(art.path), art.manifest["stats"].get("resumed_from_step")]))
-
-
-def test_two_ranks_on_two_machines_resume_from_the_bucket_and_publish_one_checkpoint(bucket, tmp_path):
-    """Two gloo ranks with separate caches (two machines that share only the bucket): rank 0
-    reserves and publishes, rank 1 trains beside it and mirrors its part of every checkpoint; both
-    preempted, two fresh machines resume from the bucket and return what rank 0 published."""
-    import torch.multiprocessing as mp
-
-    from tests.model_support import small_chain
-
-    root = f"{bucket}/ddp"
-    store = open_store(root)
-
-    _, _, ex = small_chain(store)
-    report = tmp_path / "report"
-    report.mkdir()
-
-    def ranks(machines: str, **kw) -> list[int]:
-        port = free_port()
-        procs = [mp.get_context("spawn").Process(target=_rank, args=(r, 2, port, root, str(ex.path),
-                                                                       str(tmp_path / f"{machines}-{r}"), str(report)),
-                                                 kwargs=kw) for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=600)
-        return [p.exitcode for p in procs]
-
-    # both machines preempted in step 10: checkpoints 4 and 8 of both ranks are in the bucket
-    assert ranks("first", die_at=10) == [-9, -9]
-    kept = storage.listing(f"{root}/.work")
-    assert {k.rsplit("/", 1)[1] for k in kept if "/step-00000008/" in k} >= {"rank-0.pt", "rank-1.pt", "manifest.json"}
-    # two fresh machines resume from the bucket alone
-    assert ranks("second", resume=True) == [0, 0]
-    results = {f.read_text() for f in report.iterdir()}
-    assert len(results) == 1
-    [art] = store.list("checkpoint")
-    assert json.loads(results.pop()) == [str(art.path), 8]
-    assert store.verify(art) == []
-    assert storage.children(f"{root}/.work") == [] and storage.children(f"{root}/.locks") == []
-
-
 def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     """An examples artifact whose index names a shard the manifest never listed fails verify there."""
     store = open_store(f"{bucket}/l")
