@@ -26,8 +26,8 @@ runner's with one worker, not Dataflow's.
 
     python benchmarks/shuffle_bytes.py [--quick] [--preset production] [--reviews GLOB | --data DIR]
 
-Full: 1 and 2 of the review files, about 5 CPU minutes a preset; ``--quick``: the first 2,000 and
-4,000 lines of the first file. value: shuffle MB per MB of cleaned text over the three jobs at the
+Full: 1 and 2 of the review files, 5 CPU minutes (default preset) to 7 (production), 1.3 GB peak
+RSS; ``--quick``: the first 2,000 and 4,000 lines of the first file, about 35 CPU s. value: shuffle MB per MB of cleaned text over the three jobs at the
 largest size (unlifted); baseline: docs/scale.md's estimate before this measurement (6.5). Figures:
 docs/scale.md.
 """
@@ -281,7 +281,7 @@ def main() -> None:
     from common import add_data_args, emit, parser, reviews_source  # noqa: PLC0415
     from scale import train_vocab  # noqa: PLC0415
 
-    p = parser(__doc__, "1 and 2 review files, about 5 CPU minutes a preset")
+    p = parser(__doc__, "1 and 2 review files, 5-7 CPU minutes")
     add_data_args(p, "reviews")
     p.add_argument("--preset", choices=("default", "production"), default="default",
                    help="the corpus job's preset (production: near-dup on)")
