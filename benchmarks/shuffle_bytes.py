@@ -21,23 +21,24 @@ beside (``lifted``): the Precombine output's exact element count and its bytes e
 Beam's ``beam:metric:sampled_byte_size:v1``, which encodes a sample of the elements (the first 10
 of a bundle, then about 10/N of them: ``runners/worker/opcounters.py``), so count x sampled mean.
 How close that estimate is gets checked against the exact probes on every unlifted shuffle
-(``sampled_vs_exact``). Bundling decides how much lifting saves, so the lifted figures are this
+(``sampled_over_exact``). Bundling decides how much lifting saves, so the lifted figures are this
 runner's with one worker, not Dataflow's.
 
     python benchmarks/shuffle_bytes.py [--quick] [--preset production] [--reviews GLOB | --data DIR]
 
 Full: 1 and 2 of the review files, 5 CPU minutes (default preset) to 7 (production), 1.3 GB peak
-RSS; ``--quick``: the first 2,000 and 4,000 lines of the first file, about 35 CPU s. value: shuffle MB per MB of cleaned text over the three jobs at the
-largest size (unlifted); baseline: docs/scale.md's estimate before this measurement (6.5). Figures:
+RSS; ``--quick``: the first 2,000 and 4,000 lines of the first file, about 35 CPU s. value: the
+corpus job's shuffle MB per MB of cleaned text at the largest size (encoded and framed, before
+lifting); baseline: docs/scale.md's estimate for it before this measurement (6.5). Figures:
 docs/scale.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import gzip
 import json
-import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -52,6 +53,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
+WHO = "benchmarks/shuffle_bytes.py"
 NAMESPACE = "shuffle_bytes"
 ESTIMATE_BEFORE = 6.5  # docs/scale.md before this benchmark: GB of shuffle per GB of text, from element sizes
 
@@ -200,11 +202,6 @@ def cleaned_text_mb(corpus: Path) -> float:
     return total / 1e6
 
 
-def _cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def summed(shuffles: dict[str, dict]) -> dict:
     """A job's totals: unlifted bytes (with and without Beam's framing) and lifted where measured."""
     lifted = sum(r["lifted"]["bytes_sampled"] if "lifted" in r else r["bytes"] + r["framing"] for r in shuffles.values())
@@ -216,6 +213,7 @@ def measure_chain(files: list[str], preset: str, vocab: Path, tmp: Path, shard_m
     """The corpus job on ``files``, then the word count and the examples job on its corpus, each
     probed: ``{job: {cpu_s, shuffles, total}}`` and the text's size before and after cleaning."""
     import scale  # noqa: PLC0415 - the scale benchmark's chain, reused as it runs it
+    from common import cpu_seconds  # noqa: PLC0415
 
     from kolectra.corpus.shards import shard_paths
     from kolectra.vocab import count
@@ -230,9 +228,9 @@ def measure_chain(files: list[str], preset: str, vocab: Path, tmp: Path, shard_m
     }
     for job, run in jobs.items():
         with recording() as runs:
-            c0 = _cpu()
+            c0 = cpu_seconds()
             run()
-            cpu = _cpu() - c0
+            cpu = cpu_seconds() - c0
         shuffles = {k: v for r in runs for k, v in r.items()}
         row[job] = {"cpu_s": round(cpu, 1), "shuffles": shuffles, "total": summed(shuffles)}
         print(f"{WHO}: {preset} {len(files)} file(s) {job}: {json.dumps(row[job]['total'])} ({cpu:.0f} CPU s)",
@@ -273,9 +271,6 @@ def sampling_check(rows: list[dict], least: int = 1000) -> dict[str, float]:
     return out
 
 
-WHO = "benchmarks/shuffle_bytes.py"
-
-
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from common import add_data_args, emit, parser, reviews_source  # noqa: PLC0415
@@ -288,8 +283,6 @@ def main() -> None:
     p.add_argument("--sizes", default="1,2", help="review files per run, comma-separated (default 1,2)")
     p.add_argument("--shard-mb", type=float, default=16.0, help="the corpus's shard_bytes in MB, as benchmarks/scale.py")
     args = p.parse_args()
-    import glob  # noqa: PLC0415
-
     files = sorted(glob.glob(reviews_source(args, WHO)))
     with tempfile.TemporaryDirectory(prefix="kolectra-shuffle-") as tmp:
         tmp = Path(tmp)
@@ -303,14 +296,13 @@ def main() -> None:
             rows.append(row)
             print(f"{WHO}: {json.dumps({k: row[k] for k in ('files', 'input_text_mb', 'cleaned_text_mb', 'per_mb_of_cleaned_text')})}",
                   file=sys.stderr)
-    last = rows[-1]["per_mb_of_cleaned_text"]
-    value = round(sum(last[j]["bytes"] for j in last), 3)
+    value = rows[-1]["per_mb_of_cleaned_text"]["corpus"]["framed"]
     growth = None
     if len(rows) > 1:
         growth = {job: round(rows[-1][job]["total"]["bytes"] / max(rows[0][job]["total"]["bytes"], 1), 3)
                   for job in ("corpus", "vocab_count", "examples")}
         growth["cleaned_text"] = round(rows[-1]["cleaned_text_mb"] / rows[0]["cleaned_text_mb"], 3)
-    emit("shuffle_bytes", "MB shuffled (encoded, before combiner lifting) per MB of cleaned text, three jobs",
+    emit("shuffle_bytes", "MB shuffled by the corpus job (encoded and framed, before lifting) per MB of cleaned text",
          value, "docs/scale.md's estimate from element sizes", ESTIMATE_BEFORE,
          {"preset": args.preset, "quick": args.quick, "shard_mb": args.shard_mb, "framing_bytes": framing_bytes(),
           "growth_largest_over_smallest": growth, "sampled_over_exact": sampling_check(rows), "rows": rows})
