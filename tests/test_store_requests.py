@@ -3,8 +3,11 @@ recorder: every request any client or child process makes; tests/s3_support.py).
 
 - a stage run lists each parent's objects once and reads each manifest once, though the stage and
   its build both check the parent; the next run lists again, and sees a change made in between;
+- a parent is found under the name its child recorded (one GET), or by its id once moved;
+- a manifest is one GET; an empty or oversized one is refused in one line;
 - ``artifacts verify --quick`` names an object rewritten, removed or added without downloading
-  any; the default still streams every object; on a local root ``--quick`` hashes every file;
+  any, and says which objects it could check by size only; the default still streams every
+  object; on a local root ``--quick`` hashes every file;
 - a local root building from a parent in the bucket lists it, not downloads it, to check it.
 """
 
@@ -83,6 +86,20 @@ def test_a_stage_run_lists_each_parent_once_and_reads_each_manifest_once(bucket,
     # no request about an artifact's prefix itself (an object store has no symlink to ask after)
     assert not [r for r in seen if r.operation == "HeadObject" and r.key + "/" in map(_prefix, (corpus, vocab, ex))]
     assert gets[_prefix(ex) + "data/s0.bin"] == 0
+    # parents are found under the names their children recorded: no listing of the corpus or vocab kind
+    kinds = [_prefix(a).rsplit("/", 2)[0] + "/" for a in (corpus, vocab)]
+    assert not [r for r in seen if r.operation == "ListObjectsV2" and r.key in kinds]
+
+
+def test_a_parent_moved_to_another_name_is_still_found_by_its_id(bucket):
+    corpus, vocab, ex = _chain(open_store(f"{bucket}/w"))
+    moved = str(vocab.path).replace("/v-", "/renamed-")
+    for rel in storage.listing(str(vocab.path)):
+        storage.write_bytes(f"{moved}/{rel}", storage.read_bytes(f"{vocab.path}/{rel}"))
+    storage.remove(str(vocab.path), recursive=True)
+    store = open_store(f"{bucket}/w")
+    assert str(store.parent(ex, vocab.id).path) == moved
+    assert store.verify(ex, quick=True) == []
 
 
 def test_the_next_run_checks_again_and_sees_a_change_made_after_the_first(bucket, s3_endpoint):
@@ -176,3 +193,16 @@ def test_a_manifest_is_one_get_and_an_empty_or_oversized_one_is_refused_in_one_l
     storage.write_bytes(mp, b" " * 101)
     with pytest.raises(ArtifactError, match="manifest.json: larger than 100 bytes"):
         remote.load_remote(corpus.path)
+
+
+def test_verify_quick_says_which_objects_it_could_check_by_size_only(bucket):
+    store = open_store(f"{bucket}/s")
+    art = _standin(store, "vocab", "v", files={"a.txt": b"abc", "b.txt": b"de"})
+    manifest = dict(art.manifest)  # as a store that gives no checksum would have published it
+    manifest["files"] = [{k: v for k, v in f.items() if k != "checksum"} if f["path"] == "a.txt" else f
+                         for f in manifest["files"]]
+    storage.write_bytes(f"{art.path}/manifest.json", json.dumps(manifest).encode())  # outside both digests
+    storage.write_bytes(f"{art.path}/a.txt", b"abd")  # the same size
+    quick = _verify("--quick", str(art.path))
+    assert quick.returncode == 0 and "note: 1 object(s)" in quick.stderr and "sizes were checked" in quick.stderr
+    assert _verify(str(art.path)).returncode == 1  # the full check hashes it
