@@ -96,7 +96,8 @@ def _operation(method: str, path: str, query: dict) -> str:
 def answered(endpoint: str) -> Iterator[list[Answered]]:
     """The requests the server at ``endpoint`` answers inside the block, filled in when it ends."""
     def call(verb: str) -> bytes:
-        request = urllib.request.Request(f"{endpoint}/moto-api/recorder/{verb}", method="POST" if verb != "download-recording" else "GET")
+        method = "GET" if verb == "download-recording" else "POST"
+        request = urllib.request.Request(f"{endpoint}/moto-api/recorder/{verb}", method=method)
         with urllib.request.urlopen(request, timeout=30) as reply:
             return reply.read()
 
