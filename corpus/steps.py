@@ -5,7 +5,8 @@ placement into shards.
 Elements are large on purpose: a file's survivors travel to the dedup shuffle in chunks of up to
 :data:`ReadAndClean.CHUNK` documents per bucket, and a bucket's unique documents go to Kiwi in
 lists, because Beam's per-element cost (coding, gRPC, the runner's grouping) was a tenth of the
-stage when every document was its own element (``benchmarks/corpus.py``). Counts and samples
+stage when every document was its own element (``benchmarks/corpus.py``). The chunks cross both
+shuffles compressed (:func:`outputs.pack_chunk`). Counts and samples
 are kept per file or bucket on the worker and emitted once. Every step adds its progress to a
 :class:`corpus.progress.WorkerCounts`.
 """
@@ -54,7 +55,8 @@ def _offer(samples: dict, reason: str, doc: dict, seed: int) -> None:
 
 class ReadAndClean(beam.DoFn):
     """An input file -> (bucket, [(key, source, line, id, text), ...]) chunks of the records that
-    survive cleaning and filtering (with ``keep_fields``, a sixth item: the fields' values);
+    survive cleaning and filtering (with ``keep_fields``, a sixth item: the fields' values), packed
+    (:func:`outputs.pack_chunk`) for the dedup shuffle;
     rejects; and, once per file, its tallies, its dropped samples and what was read (bytes,
     sha256, damage, change since the listing)."""
 
@@ -111,12 +113,12 @@ class ReadAndClean(beam.DoFn):
                          else (key, source, rec["line"], doc_id, text))
             kept += 1
             if len(chunk) >= self.CHUNK:
-                yield bucket, chunks.pop(bucket)
+                yield bucket, outputs.pack_chunk(chunks.pop(bucket))
             if lines - reported >= 4096:  # progress: the raw bytes read so far, records, kept
                 now = digest["raw"].bytes
                 self.counts.add(read=lines - reported, kept=kept, bytes=now - sent_bytes)
                 reported, kept, sent_bytes = lines, 0, now
-        yield from sorted(chunks.items())
+        yield from ((bucket, outputs.pack_chunk(chunk)) for bucket, chunk in sorted(chunks.items()))
         self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
         self.counts.flush()
         tally[("source_in", source)] = lines
@@ -156,7 +158,7 @@ class KeepFirstCopies(beam.DoFn):
     def process(self, item):
         _, chunks = item
         best: dict = {}  # key -> [first, second, copies]
-        for chunk in chunks:
+        for chunk in map(outputs.unpack_chunk, chunks):
             for doc in chunk:
                 entry = best.get(doc[0])
                 if entry is None:
