@@ -65,34 +65,41 @@ def test_two_ranks_train_in_sync(tmp_path, sharing):
 
 
 def _stage_rank(rank: int, world: int, port: int, root: str, report: str) -> None:
-    """A rank as ``torchrun -m kolectra.pipeline.cli pretrain`` starts it: the whole stage, store included."""
+    """A rank as ``torchrun -m kolectra.pipeline.cli pretrain`` starts it: the whole stage, store included;
+    it reports what the stage returned and the bytes it read to hash (core/filehash.py)."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     from kolectra.pipeline import stages
     from kolectra.pipeline.store.artifacts import Store
-    from tests.test_faults_pretrain import SETS
+    from tests.test_store_hash_once import SETS, _read
 
     store = Store(root)
     art = stages.pretrain(store, str(store.list("examples")[0].path), preset="tiny", sets=SETS)
-    (Path(report) / f"rank-{rank}").write_text(str(art.path))
+    (Path(report) / f"rank-{rank}.json").write_text(json.dumps({"path": str(art.path), "read": _read()}))
 
 
 def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     """Each rank runs the same build on one root: rank 0 reserves and publishes it, the others train
-    in its run directory and return what it published (no rank waits on another's request lock)."""
+    in its run directory and return what it published (no rank waits on another's request lock).
+    Each rank reads each file of its inputs once to hash it (the store's check, the build's check of
+    its parents and the loader's pin share one read); rank 0 also reads the checkpoint as it seals it."""
     from kolectra.pipeline.store.artifacts import Store
     from tests.model_support import small_chain
+    from tests.test_store_hash_once import _bytes, _settled
 
     store = Store(tmp_path / "root")
-    small_chain(store)
+    _, vocab, ex = small_chain(store)
+    _settled(store.root)  # only files changed over filehash.SETTLED_NS ago are read once
     report = tmp_path / "report"
     report.mkdir()
     mp.start_processes(_stage_rank, args=(2, _free_port(), str(store.root), str(report)), nprocs=2, join=True,
                        start_method="spawn")
     [art] = store.list("checkpoint")
-    assert {(report / f"rank-{r}").read_text() for r in (0, 1)} == {str(art.path)}
+    ranks = [json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert {r["path"] for r in ranks} == {str(art.path)}
     assert store.verify(art) == [] and art.manifest["stats"]["ranks"] == 2
     assert not any((store.root / ".work").iterdir())
+    assert [r["read"] for r in ranks] == [_bytes(ex) + _bytes(vocab) + _bytes(art), _bytes(ex) + _bytes(vocab)]
 
 
 # the killed ranks' lease must expire before the resumed ones take the build over: 120 s by default

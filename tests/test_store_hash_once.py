@@ -1,17 +1,16 @@
-"""A run reads each file of its input artifacts once to hash it (core/filehash.py), on a local root,
-on a bucket's cached copy and on every rank of a data-parallel run; a file changed after that read
-is still refused before a row of it is trained on; an old manifest's notice comes once."""
+"""A run reads each file of its input artifacts once to hash it (core/filehash.py), on a local root
+and on a bucket's cached copy (each rank of a data-parallel run: the two-rank stage test of
+tests/test_model_ddp.py counts it); a file changed after that read is still refused before a row of
+it is trained on; an old manifest's notice comes once."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from pathlib import Path
 
 import pytest
-import torch.multiprocessing as mp
 
 from kolectra.core import filehash
 from kolectra.model.shard_guard import ExamplesError
@@ -111,29 +110,6 @@ def test_pretrain_from_a_bucket_reads_its_cached_copy_once(bucket, tmp_path, mon
     [copy] = (tmp_path / "cache" / "artifacts" / "examples").iterdir()  # what the loader fetches: no stats.json
     fetched = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file() and p.name != MANIFEST)
     assert 0 < fetched < _bytes(ex) and _read() - start == fetched + _bytes(vocab) + _bytes(ckpt)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank(rank: int, world: int, port: int, root: str, report: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    store = Store(root)
-    ckpt = stages.pretrain(store, str(store.list("examples")[0].path), preset="tiny", sets=SETS)
-    Path(report, f"rank-{rank}.json").write_text(json.dumps({"read": _read(), "checkpoint": str(ckpt.path)}))
-
-
-def test_each_rank_of_a_data_parallel_run_reads_the_examples_once(chain, tmp_path):
-    store, vocab, ex = chain
-    mp.start_processes(_rank, args=(2, _free_port(), str(store.root), str(tmp_path)), nprocs=2, join=True,
-                       start_method="spawn")
-    [ckpt] = store.list("checkpoint")
-    read = [json.loads((tmp_path / f"rank-{r}.json").read_text())["read"] for r in (0, 1)]
-    assert read == [_bytes(ex) + _bytes(vocab) + _bytes(ckpt), _bytes(ex) + _bytes(vocab)]  # rank 0 seals
 
 
 def test_a_manifest_without_fields_digest_is_mentioned_once_and_said_harmless(chain, capsys):
