@@ -100,10 +100,13 @@ def many_documents(tmp_path_factory):
         (out / "data").mkdir()
         for split, n in (("train", 1000), ("valid", 1)):
             name = f"data/{split}-00000-of-00001.jsonl.gz"
-            lines = gzip.decompress((small / name).read_bytes()).decode().splitlines()
-            docs = [{**json.loads(line), "id": f"{json.loads(line)['id']}#{k}"} for k in range(n) for line in lines]
-            (out / name).write_bytes(gzip.compress("".join(json.dumps(d, ensure_ascii=False) + "\n"
-                                                           for d in docs).encode(), mtime=0))
+            docs = [json.loads(line) for line in gzip.decompress((small / name).read_bytes()).decode().splitlines()]
+            # each document serialised once; a copy's line is its new id and the rest (json.dumps's own bytes)
+            rest = [json.dumps({k: v for k, v in d.items() if k != "id"}, ensure_ascii=False)[1:] for d in docs]
+            lines = ('{"id": ' + json.dumps(f"{d['id']}#{k}") + ", " + r + "\n" for k in range(n)
+                     for d, r in zip(docs, rest))
+            # level 1: 35 MB of JSON in 0.4 s instead of 6 s at gzip's default 9 (the test reads it, nothing keeps it)
+            (out / name).write_bytes(gzip.compress("".join(lines).encode(), compresslevel=1, mtime=0))
         return StageOutput(stats={})
 
     corpus = store.build(Request(kind="corpus", name="many", stage_version=1, config={}), copies)
