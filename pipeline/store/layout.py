@@ -39,7 +39,7 @@ def _int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _corpus(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]]:
+def _corpus(path: Path, stats: dict, config: dict, listed=frozenset()) -> tuple[list[str], list[str]]:
     n = stats.get("num_shards")
     if not (_int(n) and n > 0):
         return [], []
@@ -47,11 +47,11 @@ def _corpus(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]
     return ["stats.json", *shards], []
 
 
-def _vocab(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]]:
+def _vocab(path: Path, stats: dict, config: dict, listed=frozenset()) -> tuple[list[str], list[str]]:
     return (list(VOCAB_FILES), []) if "recipe" in stats and "vocab_size" in stats else ([], [])
 
 
-def _examples(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]]:
+def _examples(path: Path, stats: dict, config: dict, listed=frozenset()) -> tuple[list[str], list[str]]:
     if not _int(stats.get("examples")):
         return [], []
     need, problems = ["stats.json", "index.json"], []
@@ -72,19 +72,21 @@ def _examples(path: Path, stats: dict, config: dict) -> tuple[list[str], list[st
     return need, problems
 
 
-def _checkpoint(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]]:
+def _checkpoint(path: Path, stats: dict, config: dict, listed=frozenset()) -> tuple[list[str], list[str]]:
     if not (_int(stats.get("steps")) and "objective" in stats):
         return [], []
     need = ["metrics.jsonl"]
     for part in HF_PARTS:
         d = f"hf/{part}"
         need += [f"{d}/{name}" for name in HF_FILES]
-        # the weights under whichever name save_pretrained chose (sharded ones name their shards)
-        need.append(next((f"{d}/{w}" for w in WEIGHTS if (path / d / w).is_file()), f"{d}/{WEIGHTS[0]}"))
+        # the weights under whichever name save_pretrained chose (sharded ones name their shards);
+        # the listing answers first: on a bucket each is_file() is a request
+        need.append(next((f"{d}/{w}" for w in WEIGHTS if f"{d}/{w}" in listed or (path / d / w).is_file()),
+                         f"{d}/{WEIGHTS[0]}"))
     return need, []
 
 
-def _eval(path: Path, stats: dict, config: dict) -> tuple[list[str], list[str]]:
+def _eval(path: Path, stats: dict, config: dict, listed=frozenset()) -> tuple[list[str], list[str]]:
     # a fine-tuning run records its health, a --seeds summary its statistic, a probe its eval_examples
     if not (isinstance(config.get("task"), str) and any(k in stats for k in ("health", "statistic", "eval_examples"))):
         return [], []
@@ -107,7 +109,7 @@ def missing(kind: str, path: Path, stats, config, listed: frozenset[str] | set[s
     if rule is None or not isinstance(stats, dict) or not isinstance(config, dict):
         return []
     path = Path(path) if isinstance(path, str) else path  # a local Path, or a store prefix's UPath
-    need, problems = rule(path, stats, config)
+    need, problems = rule(path, stats, config, listed)
     for rel in (r for r in dict.fromkeys(need) if r not in listed):
         f = path / rel
         if not f.is_file() or f.is_symlink():

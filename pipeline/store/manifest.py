@@ -11,6 +11,7 @@ symlink in its directory is refused when the directory is sealed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -55,13 +56,15 @@ def canonical(obj: Any) -> bytes:
 
 
 def library_versions(names: Iterable[str]) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
+    return {name: _version(name) for name in names}
+
+
+@functools.cache  # installed packages do not change under a running process; a lookup scans sys.path
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
 
 
 def kolectra_version() -> str:
