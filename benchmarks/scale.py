@@ -114,6 +114,9 @@ def child_corpus_group(corpus: Path, out: Path) -> dict:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         n = sum(1 for _ in f)
     num_shards = len(list((corpus / "data").glob("train-*")))
+    # the chunks as the job hands them to the writer: packed since the shard shuffle carries them
+    # compressed; a --base-tree from before that takes them as lists
+    pack = getattr(outputs, "pack_chunk", lambda chunk: chunk)
 
     def chunks():
         with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -121,10 +124,10 @@ def child_corpus_group(corpus: Path, out: Path) -> dict:
             for i, line in enumerate(f):
                 chunk.append((("s", n - i), line.rstrip("\n")))
                 if len(chunk) == 512:
-                    yield outputs.pack_chunk(chunk)
+                    yield pack(chunk)
                     chunk = []
             if chunk:
-                yield outputs.pack_chunk(chunk)
+                yield pack(chunk)
 
     tracemalloc.start()
     outputs.write_shard((("train", 0), chunks()), str(out), num_shards)
