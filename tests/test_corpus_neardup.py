@@ -5,14 +5,13 @@ test_corpus_pipeline."""
 import collections
 import json
 import random
-import tracemalloc
 
 import apache_beam as beam
 import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from benchmarks import element_sizes
+from benchmarks import element_sizes, neardup_spam
 from kolectra.corpus import neardup, neardup_beam
 
 A = "주인공이 왜 그랬는지 이해가 안 된다 했는데 결말 보고 납득함. 배우들 연기는 좋았다"
@@ -231,47 +230,12 @@ def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tm
 # ---------------------------------------------------------------- groups that grow with template spam
 
 
-class _Group:
-    """A GroupByKey's values as a runner hands them to a step: re-iterable, each value made as it
-    is read (Dataflow, Flink and Spark page a large group in from the shuffle), smallest last."""
-
-    def __init__(self, n: int, start: int = 1, tag=None, head=()):
-        self.n, self.start, self.tag, self.head = n, start, tag, head
-
-    def __iter__(self):
-        yield from self.head
-        for v in range(self.start + self.n - 1, self.start - 1, -1):
-            yield v if self.tag is None else (self.tag, v)
-
-
-def _peak_bytes(step) -> int:
-    """Peak memory allocated while a step's output is consumed (and not kept)."""
-    tracemalloc.start()
-    try:
-        collections.deque(step(), maxlen=0)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
-def _steps(n: int) -> dict:
-    sig = (neardup_beam.SIG, bytes(512))
-    return {
-        "bucket_candidates": lambda: neardup.bucket_candidates(_Group(n), 16),
-        "large_star (a centre)": lambda: neardup.large_star(0, _Group(n)),
-        "small_star (a leaf of many)": lambda: neardup.small_star(n + 1, _Group(n)),
-        "star_mark (a centre)": lambda: [neardup.star_mark(0, _Group(n))],
-        "signed pairs (a bucket's smallest)": lambda: neardup_beam._signed_pairs(
-            0, _Group(n, tag=neardup_beam.PAIR, head=[sig])),
-    }
-
-
 def test_no_step_holds_a_group_that_grows_with_template_spam():
     """A bucket or cluster of n near copies costs each per-group step the same memory at n = 2,000
     and n = 200,000 (listing the group, as the steps did, held about 8 MB at 200,000)."""
-    small, large = _steps(2_000), _steps(200_000)
+    small, large = neardup_spam.streamed(2_000, 16), neardup_spam.streamed(200_000, 16)
     for name in small:
-        at_small, at_large = _peak_bytes(small[name]), _peak_bytes(large[name])
+        at_small, at_large = neardup_spam.peak_bytes(small[name]), neardup_spam.peak_bytes(large[name])
         assert at_large < at_small + 16_384, (name, at_small, at_large)
         assert at_large < 64_000, (name, at_large)  # bounded by chain_limit (16 here), not by n
 
