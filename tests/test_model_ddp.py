@@ -169,7 +169,11 @@ def _late_rank(rank: int, world: int, port: int, root: str, examples: str, repor
     def timed(*a, **k):
         called = time.time()
         real(*a, **k)
-        Path(report, f"rank-{rank}.json").write_text(json.dumps({"called": called, "joined": time.time()}))
+        joined = time.time()
+        # neither rank leaves before both are in the group: rank 0's exit takes its store away, and a
+        # follower still finishing its own init_process_group then fails (seen once under load 10)
+        dist.barrier()
+        Path(report, f"rank-{rank}.json").write_text(json.dumps({"called": called, "joined": joined}))
         os._exit(0)
 
     dist.init_process_group = timed
