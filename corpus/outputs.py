@@ -393,9 +393,9 @@ def unpack_chunk(blob: bytes) -> list:
 
 def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...] = (), kind_tallies=()) -> dict:
     """((split, shard), packed chunks of (position, JSON line): :func:`pack_chunk`) -> the shard
-    file, sorted by (source, line);
-    the floats of a kept field whose values are all floats (``kind_tallies``: the job's summed
-    (FIELD_KIND, field, kind) tallies) spelled as strings (:func:`shards.float_fields`).
+    file, sorted by (source, line); the floats of a kept field whose values are all floats
+    (``kind_tallies``: the job's summed (FIELD_KIND, field, kind) tallies) spelled as strings
+    (:func:`shards.float_fields`).
 
     Streams: the chunks are read once (a distributed runner's grouped values need not fit in
     memory), at most :data:`RUN_BYTES` of lines are sorted in memory (more are sorted in runs on

@@ -15,10 +15,14 @@ from kolectra.model.xla import XlaDevice
 DEVICES = {"cpu": Device, "cuda": CudaDevice, "xla": XlaDevice}
 
 
-def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
+def _device_class(name: str) -> type[Device]:
     if name not in DEVICES:
         raise UserInputError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
-    return DEVICES[name](bf16, cpu_threads, xla_cache_dir)
+    return DEVICES[name]
+
+
+def resolve(name: str, bf16: bool = False, cpu_threads: int = 0, xla_cache_dir: str = "") -> Device:
+    return _device_class(name)(bf16, cpu_threads, xla_cache_dir)
 
 
 def rank_and_world(name: str, xla_cache_dir: str = "") -> tuple[int, int]:
@@ -26,6 +30,4 @@ def rank_and_world(name: str, xla_cache_dir: str = "") -> tuple[int, int]:
     device is built: torchrun's ``RANK``/``WORLD_SIZE`` on the CPU and CUDA, the host index and count
     of the XLA runtime on a TPU pod (:meth:`Device.rank_and_world`). The pretrain stage hands it to
     the store, which lets rank 0 alone reserve and publish the build."""
-    if name not in DEVICES:
-        raise UserInputError(f"unknown device {name!r} (known: {', '.join(DEVICES)})")
-    return DEVICES[name].rank_and_world(xla_cache_dir)
+    return _device_class(name).rank_and_world(xla_cache_dir)

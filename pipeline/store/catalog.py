@@ -115,11 +115,22 @@ class Catalog:
         """Directories of ``kind`` named for ``aid``, complete or not, whatever their name."""
         return sorted(d for d in (self.root / kind).glob(f"*-{aid}") if d.is_dir())
 
-    def find(self, kind: str, artifact_id: str) -> Artifact | None:
-        for d in self._dirs(kind, artifact_id):
+    def find(self, kind: str, artifact_id: str, name: str | None = None) -> Artifact | None:
+        """``name``: the one a child recorded it under (``parent_refs``), looked at first: on a store
+        root one manifest read, before the kind's prefix is listed for the id under any name."""
+        for d in self._named_then_listed(kind, artifact_id, name):
             with contextlib.suppress(ArtifactError):
-                return load(d)
+                return self._load(d)
         return None
+
+    def _named_then_listed(self, kind: str, aid: str, name: str | None):
+        if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
+            yield self.root / kind / f"{name}-{aid}"
+        yield from self._dirs(kind, aid)
+
+    @staticmethod
+    def _load(path: Path) -> Artifact:
+        return load(path)  # a store root's catalog (remote.RemoteStore) reads its manifests over the store
 
     def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
         """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""

@@ -160,16 +160,7 @@ class RemoteStore(StoreRuns, Store):
     def _dirs(self, kind: str, aid: str) -> list:
         return [self.root / kind / n for n in storage.children(self._kind_url(kind)) if n.endswith(f"-{aid}")]
 
-    def find(self, kind: str, artifact_id: str, name: str | None = None) -> Artifact | None:
-        """``name``: the one a child recorded it under (``parent_refs``): that prefix's manifest is read
-        first, one GET, before the kind's prefix is listed for the id under any name."""
-        if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
-            with contextlib.suppress(ArtifactError):
-                return load_remote(self.root / kind / f"{name}-{artifact_id}")
-        for d in self._dirs(kind, artifact_id):
-            with contextlib.suppress(ArtifactError):
-                return load_remote(d)
-        return None
+    _load = staticmethod(load_remote)  # Catalog.find: a manifest read over the store
 
     def resolve(self, ref, kind: str | None = None) -> Artifact:
         if storage.is_url(str(ref)):
@@ -209,7 +200,7 @@ class RemoteStore(StoreRuns, Store):
         for root in roots:
             cat = self if root == self.url else self.catalogs(root)
             for k in kinds:
-                found = cat.find(k, pid, ref.get("name")) if isinstance(cat, RemoteStore) else cat.find(k, pid)
+                found = cat.find(k, pid, ref.get("name"))
                 if found is not None:
                     return found
         with contextlib.suppress(ArtifactError, OSError, storage.StoreError):
