@@ -80,7 +80,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):

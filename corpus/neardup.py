@@ -77,14 +77,29 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
     ]
 
 
-def sig_bytes(sig: np.ndarray) -> bytes:
-    """A compact, picklable signature: values are below 2^32, so uint32."""
-    return sig.astype(np.uint32).tobytes()
+# b-bit minwise hashing (Li and König, "b-Bit Minwise Hashing", WWW 2010): a signature keeps only
+# the low ``SIG_BITS`` bits of each MinHash value. Two values that differ then agree by chance with
+# probability 2^-b, which :func:`estimated_jaccard` takes back out; at 8 bits that is 1/256 and the
+# estimate's spread at the threshold grows by under 1 %, for a quarter of the bytes (the signatures
+# are the biggest shuffle of the corpus job with near-dup on: docs/scale.md). Band keys are cut
+# from the full values before this, so the candidates are the same at any b.
+SIG_BITS = 8
+_SIG_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 
 
-def estimated_jaccard(a: bytes, b: bytes) -> float:
-    """Share of agreeing MinHash values: an unbiased estimate of the shingle Jaccard similarity."""
-    return float((np.frombuffer(a, dtype=np.uint32) == np.frombuffer(b, dtype=np.uint32)).mean())
+def sig_bytes(sig: np.ndarray, bits: int = SIG_BITS) -> bytes:
+    """A compact, picklable signature: each value's low ``bits`` bits (8, 16 or 32)."""
+    return (sig & np.uint64((1 << bits) - 1)).astype(_SIG_DTYPES[bits]).tobytes()
+
+
+def estimated_jaccard(a: bytes, b: bytes, bits: int = SIG_BITS) -> float:
+    """Share of agreeing ``bits``-bit MinHash values, less the agreement that chance gives: an
+    unbiased estimate of the shingle Jaccard similarity (Li and König's estimator for sets far
+    smaller than the hash range, here 2^32)."""
+    dtype = _SIG_DTYPES[bits]
+    agree = float((np.frombuffer(a, dtype=dtype) == np.frombuffer(b, dtype=dtype)).mean())
+    chance = 2.0**-bits
+    return (agree - chance) / (1.0 - chance)
 
 
 MAX_BUCKET_PAIRS = 64  # beyond this many members, pair each with the smallest only (linear)

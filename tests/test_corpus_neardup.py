@@ -62,6 +62,26 @@ def test_candidates_are_verified_by_estimated_jaccard():
     assert len(neardup.candidate_pairs(big)) == len(big) - 1  # star, not quadratic
 
 
+def test_signatures_keep_8_bits_a_value_and_the_estimate_takes_chance_agreement_out():
+    perms = neardup.permutations(seed=0, num_perm=121)
+    rng = np.random.default_rng(1)
+    syllables = [chr(c) for c in range(0xAC00, 0xAC00 + 2000)]
+    texts = ["".join(rng.choice(syllables, size=40)) for _ in range(400)]  # unrelated: Jaccard about 0
+    sigs = [neardup.signature(t, perms) for t in texts]
+    assert len(neardup.sig_bytes(sigs[0])) == 121  # one byte a value (32 bits: 484)
+    assert neardup.estimated_jaccard(neardup.sig_bytes(sigs[0]), neardup.sig_bytes(sigs[0])) == 1.0
+    pairs = [(neardup.sig_bytes(a), neardup.sig_bytes(b)) for a, b in zip(sigs[::2], sigs[1::2])]
+    raw = np.mean([(np.frombuffer(a, np.uint8) == np.frombuffer(b, np.uint8)).mean() for a, b in pairs])
+    assert raw > 0.002  # 8-bit values of unrelated documents agree by chance about 1/256 of the time
+    assert abs(np.mean([neardup.estimated_jaccard(a, b) for a, b in pairs])) < 0.001  # taken out: unbiased
+    # at a near duplicate's similarity the 8-bit estimate is the 32-bit one within a few hundredths
+    near = [t[:-4] + "".join(rng.choice(syllables, size=4)) for t in texts[:50]]
+    for t, n in zip(texts, near):
+        a, b = neardup.signature(t, perms), neardup.signature(n, perms)
+        full = neardup.estimated_jaccard(neardup.sig_bytes(a, 32), neardup.sig_bytes(b, 32), 32)
+        assert abs(neardup.estimated_jaccard(neardup.sig_bytes(a), neardup.sig_bytes(b)) - full) < 0.05
+
+
 def _planted(seed: int = 0, bases: int = 200, copies: int = 60):
     """Random Korean-syllable documents (30 words) plus, per chosen base, a *near duplicate* (one
     word replaced and one appended: Jaccard ~0.8) and a *related* document (10 words replaced:
