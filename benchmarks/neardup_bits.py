@@ -33,7 +33,7 @@ import glob
 import numpy as np
 from apache_beam.coders import coders
 from common import add_data_args, cpu_seconds, emit, parser, require_data
-from neardup import THRESHOLD, SEED, unique_reviews
+from neardup import SEED, THRESHOLD, unique_reviews
 
 from kolectra.corpus import neardup, neardup_beam
 
