@@ -6,7 +6,8 @@ Elements are large on purpose: a file's survivors travel to the dedup shuffle in
 :data:`ReadAndClean.CHUNK` documents per bucket, and a bucket's unique documents go to Kiwi in
 lists, because Beam's per-element cost (coding, gRPC, the runner's grouping) was a tenth of the
 stage when every document was its own element (``benchmarks/corpus.py``). The chunks cross both
-shuffles compressed (:func:`outputs.pack_chunk`). Counts and samples
+shuffles compressed (:func:`outputs.pack_chunk`). Chunks wait per key only up to a budget for the
+step (:class:`corpus.chunks.KeyedChunks`, 64 MB), since the keys grow with the corpus. Counts and samples
 are kept per file or bucket on the worker and emitted once. Every step adds its progress to a
 :class:`corpus.progress.WorkerCounts`.
 """
@@ -14,6 +15,7 @@ are kept per file or bucket on the worker and emitted once. Every step adds its 
 from __future__ import annotations
 
 import json
+import sys
 import zlib
 
 import apache_beam as beam
@@ -21,6 +23,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from kolectra.corpus import filters, inputs, neardup, outputs, reader, webtext
 from kolectra.corpus import text as text_rules
+from kolectra.corpus.chunks import KeyedChunks
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
@@ -80,7 +83,7 @@ class ReadAndClean(beam.DoFn):
         rules = dict(strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat, language=cfg.language)
         tally: dict = {}
         samples: dict = {}
-        chunks: dict = {}
+        chunks = KeyedChunks(self.CHUNK)  # waiting chunks: at most chunks.BUDGET, whatever the file or bucket count
         digest: dict = {}
         damaged = None
         lines = kept = reported = sent_bytes = 0
@@ -107,18 +110,17 @@ class ReadAndClean(beam.DoFn):
                 doc_id = f"{source}:{rec['line']}"  # an id that is personal data is not kept either
             key = outputs.text_key(text)
             bucket = outputs.bucket_of(key, self.buckets)
-            chunk = chunks.setdefault(bucket, [])
             # the fields ride along only when asked for: without them the elements are as before
-            chunk.append((key, source, rec["line"], doc_id, text, rec["fields"]) if cfg.keep_fields
-                         else (key, source, rec["line"], doc_id, text))
+            item = ((key, source, rec["line"], doc_id, text, rec["fields"]) if cfg.keep_fields
+                    else (key, source, rec["line"], doc_id, text))
+            for ready in chunks.add(bucket, item, sys.getsizeof(text)):
+                yield ready[0], outputs.pack_chunk(ready[1])
             kept += 1
-            if len(chunk) >= self.CHUNK:
-                yield bucket, outputs.pack_chunk(chunks.pop(bucket))
             if lines - reported >= 4096:  # progress: the raw bytes read so far, records, kept
                 now = digest["raw"].bytes
                 self.counts.add(read=lines - reported, kept=kept, bytes=now - sent_bytes)
                 reported, kept, sent_bytes = lines, 0, now
-        yield from ((bucket, outputs.pack_chunk(chunk)) for bucket, chunk in sorted(chunks.items()))
+        yield from ((bucket, outputs.pack_chunk(chunk)) for bucket, chunk in chunks.drain())
         self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
         self.counts.flush()
         tally[("source_in", source)] = lines
@@ -200,18 +202,15 @@ class IdBuckets(beam.DoFn):
         self.buckets = buckets
 
     def start_bundle(self):
-        self.chunks: dict = {}
+        self.chunks = KeyedChunks(self.CHUNK)
 
     def process(self, docs: list):
         for _, doc in docs:
             bucket = zlib.crc32(doc["id"].encode("utf-8")) % self.buckets  # crc32: the same in every worker
-            chunk = self.chunks.setdefault(bucket, [])
-            chunk.append(doc["id"])
-            if len(chunk) >= self.CHUNK:
-                yield bucket, self.chunks.pop(bucket)
+            yield from self.chunks.add(bucket, doc["id"], sys.getsizeof(doc["id"]))
 
     def finish_bundle(self):
-        for item in sorted(self.chunks.items()):
+        for item in self.chunks.drain():
             yield GlobalWindows.windowed_value(item)
 
 
@@ -265,7 +264,7 @@ class AnalyseAndPlace(beam.DoFn):
     def start_bundle(self):
         self.batch: list = []
         self.batch_chars = 0
-        self.chunks: dict = {}  # (split, shard) -> [(position, JSON line)] not yet emitted
+        self.chunks = KeyedChunks(self.CHUNK)  # (split, shard) -> [(position, JSON line)] not yet emitted
         self.counts: dict = {}  # split -> [documents, sentences, morphs, chars]
         self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
         self.missing = [0] * len(self.cfg.keep_fields)  # documents of this bundle without each kept field
@@ -281,7 +280,7 @@ class AnalyseAndPlace(beam.DoFn):
     def finish_bundle(self):
         for item in self._flush():
             yield GlobalWindows.windowed_value(item)
-        for place, chunk in sorted(self.chunks.items()):
+        for place, chunk in self.chunks.drain():
             yield GlobalWindows.windowed_value((place, outputs.pack_chunk(chunk)))
         for split, counts in sorted(self.counts.items()):
             for name, n in zip(SPLIT_COUNTS, counts):
@@ -315,7 +314,6 @@ class AnalyseAndPlace(beam.DoFn):
                 row = json.dumps(outputs.sample_row("kept", {**doc, "split": split}), ensure_ascii=False, sort_keys=True)
                 outputs.keep_smallest(self.sample, (rank, row), SAMPLES_KEPT)
             place = (split, outputs.shard_of(key, cfg.num_shards))
-            chunk = self.chunks.setdefault(place, [])
             if cfg.keep_fields:
                 for i, value in enumerate(doc["fields"]):
                     if value is None:
@@ -323,7 +321,7 @@ class AnalyseAndPlace(beam.DoFn):
                     else:
                         kind = value_kind(value)
                         self.kinds[i][kind] = self.kinds[i].get(kind, 0) + 1
-            chunk.append(((doc["source"], doc["line"]), outputs.document_json(doc, cfg.keep_fields)))
-            if len(chunk) >= self.CHUNK:
-                yield place, outputs.pack_chunk(self.chunks.pop(place))
+            line = outputs.document_json(doc, cfg.keep_fields)
+            for ready in self.chunks.add(place, ((doc["source"], doc["line"]), line), sys.getsizeof(line)):
+                yield ready[0], outputs.pack_chunk(ready[1])
         self.progress.add(analysed=len(batch))

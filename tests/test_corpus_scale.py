@@ -12,7 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from kolectra.corpus import build, examples_beam, outputs
+from kolectra.corpus import build, chunks, examples_beam, outputs, steps
 from kolectra.corpus.config import default_config
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.packing import Sequences, encode_rows, fill_rows
@@ -160,3 +160,68 @@ def test_the_dedup_key_is_16_bytes_and_places_documents_as_the_hex_key_did():
         assert isinstance(key, bytes) and len(key) == 16
         assert outputs.bucket_of(key, 8192) == int(hexed[:8], 16) % 8192
         assert outputs.shard_of(key, 24) == int(hexed, 16) % 24
+
+
+def test_waiting_chunks_go_out_when_full_or_all_at_once_at_the_budget():
+    buf = chunks.KeyedChunks(limit=3, budget=10 * (100 + chunks.ITEM_OVERHEAD))
+    assert buf.add("b", 1, 100) == [] and buf.add("a", 2, 100) == [] and buf.add("b", 3, 100) == []
+    assert buf.add("b", 4, 100) == [("b", [1, 3, 4])]  # full: that key's chunk alone
+    assert buf.size == 100 + chunks.ITEM_OVERHEAD  # what went out is no longer counted
+    out = [buf.add(k, i, 100) for i, k in enumerate("kcdefghij")]
+    assert out[:-1] == [[]] * 8 and buf.size == 0  # the tenth waiting item reached the budget:
+    assert out[-1] == [("a", [2]), ("c", [1]), ("d", [2]), ("e", [3]), ("f", [4]), ("g", [5]),
+                       ("h", [6]), ("i", [7]), ("j", [8]), ("k", [0])]  # every chunk went out, in key order
+    buf.add("z", 9, 100)
+    assert buf.drain() == [("z", [9])] and buf.drain() == []
+
+
+def test_a_file_and_a_bundle_hold_no_more_than_the_budget_whatever_the_bucket_count(tmp_path, monkeypatch):
+    """8,192 dedup buckets (32 GB of input) and 620 shards (34 GB): the chunks waiting for a file's
+    or a bundle's end once held the whole file or bundle; now at most the budget."""
+    path = tmp_path / "big.jsonl"
+    _reviews(path, 6000, seed=1)
+    [listed] = build.inputs.list_inputs([str(path)])
+
+    def read(budget):
+        monkeypatch.setattr(chunks, "BUDGET", budget)
+        step = steps.ReadAndClean(default_config(), {listed.path: "big"}, 8192, None)
+        step.setup()
+        tracemalloc.start()
+        out = [o for o in step.process((0, [listed])) if not hasattr(o, "tag")]
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak, out
+
+    whole, out_whole = read(1 << 40)  # no budget: the file's survivors wait, each in its own bucket's chunk
+    bounded, out_bounded = read(256 << 10)
+    assert whole > 2.5e6 and bounded < 0.6 * whole, (whole, bounded)
+    assert len(out_bounded) > len(out_whole)  # smaller chunks, more of them
+    by_bucket = {}
+    for bucket, packed in out_bounded:
+        by_bucket.setdefault(bucket, []).extend(outputs.unpack_chunk(packed))
+    assert by_bucket == {b: outputs.unpack_chunk(p) for b, p in out_whole}  # the same documents, in order
+
+    monkeypatch.setattr(chunks, "BUDGET", 64 << 10)
+    ids = steps.IdBuckets(8192)
+    ids.start_bundle()
+    docs = [(None, {"id": f"review-{i:07d}"}) for i in range(20_000)]
+    sent = [item for i in range(0, len(docs), 1024) for item in ids.process(docs[i:i + 1024])]
+    assert sent and ids.chunks.size < 64 << 10  # the bundle's ids went out before its end
+    sent += [w.value for w in ids.finish_bundle()]
+    assert sorted(i for _, chunk in sent for i in chunk) == [d["id"] for _, d in docs]
+
+
+def test_a_small_budget_gives_the_same_corpus_bytes(tmp_path, monkeypatch):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    for k in range(2):
+        _reviews(inp / f"part{k}.jsonl", 400, seed=k)
+    cfg = dataclasses.replace(default_config(), num_shards=3)
+    digests = []
+    for budget in (None, 8 << 10):  # 8 kB: the steps send partial chunks all the time
+        if budget:
+            monkeypatch.setattr(chunks, "BUDGET", budget)
+        out = tmp_path / f"out-{budget}"
+        build.build(cfg, [str(inp / "*.jsonl")], out, [])
+        digests.append({p.name: gzip.open(p).read() for p in sorted(out.glob("*/*.jsonl.gz"))})
+    assert digests[0] and digests[0] == digests[1]

@@ -1,0 +1,51 @@
+"""Items gathered into chunks per key before a shuffle, with a bound on what a step holds.
+
+The corpus job's steps send their documents to a GroupByKey in chunks (``corpus/steps.py``: a
+file's survivors per dedup bucket, kept ids per id bucket, analysed lines per shard), because a
+large element costs Beam far less per document than one element each. A chunk goes out when it
+is full; the rest wait for the end of the file or bundle. The number of keys grows with the
+corpus (up to 8,192 dedup buckets; one shard per 192 MB of JSON), and a file or a bundle can be
+gigabytes, so waiting chunks alone would make a worker's memory grow with the corpus. Here they
+wait only until all of them together reach a budget, then all go out at once: a step holds at
+most the budget (plus one item; the size is the item's text as Python holds it plus a fixed
+allowance for the rest), whatever the keys, the file or the bundle.
+"""
+
+from __future__ import annotations
+
+BUDGET = 64 << 20  # bytes of waiting items a step holds at most (the shard writer's RUN_BYTES is as large)
+ITEM_OVERHEAD = 240  # bytes an item costs beside its text: its tuple, key, line number and id, a list slot
+
+
+class KeyedChunks:
+    """``add(key, item, size)`` -> the chunks to send now, as ``[(key, [item, ...])]``: the key's
+    chunk once it holds ``limit`` items; every chunk, in key order, once the waiting ones reach
+    ``budget``. ``drain()`` -> what is left, in key order (at the end of a file or bundle). Key
+    order keeps a step's output the same however its input was cut."""
+
+    def __init__(self, limit: int, budget: int | None = None):
+        self.limit, self.budget = limit, budget or BUDGET  # read when made: a test may lower BUDGET
+        self.waiting: dict = {}  # key -> [items, size]
+        self.size = 0
+
+    def add(self, key, item, size: int) -> list[tuple]:
+        """``size``: the bytes of the item's text (``sys.getsizeof``); :data:`ITEM_OVERHEAD` is added."""
+        entry = self.waiting.get(key)
+        if entry is None:
+            entry = self.waiting[key] = [[], 0]
+        entry[0].append(item)
+        cost = size + ITEM_OVERHEAD
+        entry[1] += cost
+        self.size += cost
+        if len(entry[0]) >= self.limit:
+            del self.waiting[key]
+            self.size -= entry[1]
+            return [(key, entry[0])]
+        if self.size >= self.budget:
+            return self.drain()
+        return []
+
+    def drain(self) -> list[tuple]:
+        ready = [(key, entry[0]) for key, entry in sorted(self.waiting.items())]
+        self.waiting, self.size = {}, 0
+        return ready
