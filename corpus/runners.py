@@ -39,6 +39,10 @@ from kolectra.core.verbosity import VERBOSE
 from kolectra.corpus.beam_logging import set_verbosity, verbosity  # noqa: F401  (this module's API)
 from kolectra.corpus.worker_watch import WorkerDied, WorkerWatch  # noqa: F401  (WorkerDied: this module's API)
 
+# After a job was stopped, how often its worker processes are looked for again (a /proc scan):
+# the time a worker that Beam starts late may live before it is stopped.
+STOP_SWEEP_S = 0.1
+
 
 class Interruption:
     """Within ``with Interruption() as ctrl_c:``, Ctrl-C stops the local worker processes and raises
@@ -51,6 +55,9 @@ class Interruption:
         self.happened = False
         self.failure: BaseException | None = None
         self._previous = None
+        self._ended = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_lock = threading.Lock()
 
     def _handler(self, signum, frame):
         if self.failure is not None:  # sent by fail(): the workers are stopped already
@@ -58,8 +65,7 @@ class Interruption:
         self.happened = True
         # Local workers ignore SIGINT (corpus/worker.py) and would finish their bundle (up to a
         # whole stage) before the runner could tear down: stop them now, quietly
-        quiet_beam_threads()
-        stop_local_workers()
+        self._stop_workers()
         if callable(self._previous) and self._previous is not signal.default_int_handler:
             self._previous(signum, frame)  # an enclosing Interruption: its flag too
         raise KeyboardInterrupt
@@ -71,8 +77,7 @@ class Interruption:
         if self.happened or self.failure is not None:
             return
         self.failure = error
-        quiet_beam_threads()
-        stop_local_workers()
+        self._stop_workers()
         if self._previous is not None:  # installed: the main thread runs the job
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
@@ -81,7 +86,27 @@ class Interruption:
             self._previous = signal.signal(signal.SIGINT, self._handler)
         return self
 
+    def _stop_workers(self) -> None:
+        """Stop the local workers now, and every one started from now until the job has ended.
+        Beam starts each worker from a thread of its own, so on a loaded machine one can start
+        after this first sweep (even after the others died); its teardown then waits for that
+        worker forever. So the workers are looked for again every :data:`STOP_SWEEP_S` until
+        :meth:`__exit__`, which comes only after Beam's teardown."""
+        quiet_beam_threads()
+        stop_local_workers()
+        with self._sweeper_lock:
+            if self._sweeper is None:
+                self._sweeper = threading.Thread(target=self._sweep, name="kolectra-stop-workers", daemon=True)
+                self._sweeper.start()
+
+    def _sweep(self) -> None:
+        while not self._ended.wait(STOP_SWEEP_S):
+            stop_local_workers()
+
     def __exit__(self, *exc) -> None:
+        self._ended.set()
+        if self._sweeper is not None:
+            self._sweeper.join()
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
 

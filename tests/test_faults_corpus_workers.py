@@ -1,7 +1,8 @@
 """A local worker process of the corpus job dies (issue 27): ``kill -9`` on one of the
 ``--direct_num_workers 2`` processes, as soon as it starts (Beam's runner then waited for it
-forever, at 0 records) and while it works (Beam printed its traceback, then a gRPC error). The
-command must end within seconds, in one line, exit status 2, leaving no worker behind."""
+forever, at 0 records) and while it works (Beam printed its traceback, then a gRPC error); and a
+worker that Beam starts only after the job was stopped. The command must end within seconds, in
+one line, exit status 2 (130 after Ctrl-C), leaving no worker behind."""
 
 from __future__ import annotations
 
@@ -51,6 +52,71 @@ def test_a_dead_worker_fails_the_job_in_one_line(tmp_path, when):
     assert "nothing published" in last and out.decode() == ""
     assert took < 20, took  # about 1-2 s measured; bounded however the runner waits
     assert _in_session(proc.pid) == []  # the other worker was stopped too
+
+
+# Beam starts each worker process from a thread of its own, one after the other under its
+# SUBPROCESS_LOCK. On a loaded machine the second can start only after the first worker died and
+# the launcher had stopped "the others": Beam's teardown then waited for that second worker
+# forever (0 records; once in a full suite run under load 10). This launcher makes that order
+# certain: once the first worker has been started (still the `sh -c "exec python ..."` wrapper,
+# or already python: the same process) and the second worker's thread is waiting to start it,
+# the first is killed (or the launcher gets Ctrl-C), and the second is started only once the
+# first one's thread, which reports its death, has ended.
+_LATE_SECOND_WORKER = """
+import os, signal, sys, threading
+from apache_beam.runners.portability.fn_api_runner import worker_handlers
+from kolectra.corpus import runners
+from kolectra.pipeline.cli import main
+
+class SecondStartsAfterTheFirstIsStopped:
+    def __init__(self, stop):
+        self.stop, self.lock, self.order, self.first, self.started = stop, threading.Lock(), threading.Lock(), None, threading.Event()
+    def __enter__(self):
+        with self.order:
+            second, self.first = self.first is not None, self.first or threading.current_thread()
+        if second:  # both workers' threads are running; the first worker has been started
+            self.started.wait()
+            if self.stop == "kill -9":
+                for pid in runners._proc_children(os.getpid()):
+                    os.kill(pid, signal.SIGKILL)
+            else:  # Ctrl-C: the workers ignore it, the launcher stops them
+                os.kill(os.getpid(), signal.SIGINT)
+            self.first.join()
+        self.lock.acquire()
+    def __exit__(self, *exc):
+        self.started.set()
+        self.lock.release()
+
+worker_handlers.SUBPROCESS_LOCK = SecondStartsAfterTheFirstIsStopped(sys.argv[1])
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("stop", ["kill -9", "Ctrl-C"])
+def test_a_worker_started_after_the_job_was_stopped_is_stopped_too(tmp_path, stop):
+    src = tmp_path / "few.txt"
+    src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 {i}\n" for i in range(2_000)), encoding="utf-8")
+    cmd = [sys.executable, "-c", _LATE_SECOND_WORKER, stop, "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
+           "--direct_num_workers", "2"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        out, err = proc.communicate(timeout=60)  # before the fix: no end, Beam joined the second worker's thread
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = err.decode()
+    assert "Traceback" not in text and "RpcError" not in text, text[-3000:]
+    last = text.strip().splitlines()[-1]
+    if stop == "kill -9":
+        assert proc.returncode == 2, text[-3000:]
+        assert last.startswith("kolectra corpus: error: a Beam worker process was killed by SIGKILL"), last
+    else:
+        assert proc.returncode == 130, text[-3000:]
+        assert last.startswith("kolectra corpus: interrupted (read "), last
+    assert out.decode() == "" and _in_session(proc.pid) == []  # the late worker too
 
 
 def test_exit_codes_are_worded():
