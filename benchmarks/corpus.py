@@ -54,11 +54,9 @@ from pathlib import Path
 from common import add_data_args, cpu_seconds, data_path, emit, parser, require_data
 
 from kolectra.core.stage import progress
-from kolectra.corpus import reader
-from kolectra.corpus.build import build
-from kolectra.corpus.config import default_config
-from kolectra.corpus.segment import Segmenter
-from kolectra.corpus.text import normalize
+
+# kolectra.corpus (Beam, Kiwi) is imported where it is used: a run without its data stops with its
+# one-line message before paying the imports (tests/test_cli_surface.py)
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_INPUT = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"
@@ -78,6 +76,9 @@ def rss_mb() -> float:
 
 
 def load_texts(files: list[str]) -> list[str]:
+    from kolectra.corpus import reader
+    from kolectra.corpus.config import default_config
+
     cfg = default_config()
     texts = []
     for path in files:
@@ -90,6 +91,8 @@ def load_texts(files: list[str]) -> list[str]:
 def raw_kiwi(texts: list[str], kiwi=None) -> tuple[float, float]:
     """(wall, cpu) seconds of one bare Kiwi pass over the normalised texts; without ``kiwi``,
     building one first (cold, as a script or a worker starts)."""
+    from kolectra.corpus.segment import Segmenter
+
     wall, cpu = time.perf_counter(), cpu_seconds()
     if kiwi is None:
         kiwi = Segmenter().kiwi
@@ -113,6 +116,9 @@ def first_lines(files: list[str], n: int, dest: Path) -> str:
 
 
 def run_pipeline(files: list[str], workers: int, tmp: Path, threads: int = 1) -> tuple[float, float, dict]:
+    from kolectra.corpus.build import build
+    from kolectra.corpus.config import default_config
+
     out = tmp / f"out-{workers}x{threads}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -129,6 +135,11 @@ def main(argv: list[str] | None = None) -> dict:
                     help="any corpus input instead, path or glob (repeatable; e.g. 'raw/*.txt.gz'; default: the reviews)")
     args = ap.parse_args(argv)
     given = None if args.input else data_path(args, "reviews", WHO)
+    full = None if args.input or args.quick else require_data(args, "reviews", WHO)  # stops here without data
+    from kolectra.corpus import reader
+    from kolectra.corpus.segment import Segmenter
+    from kolectra.corpus.text import normalize
+
     sample_dir = tempfile.TemporaryDirectory(prefix="kolectra-bench-corpus-input-")
     if args.input:
         patterns = args.input
@@ -137,7 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
     elif args.quick:  # no data given: the embedded sample
         patterns = [str(QUICK_INPUT)]
     else:
-        patterns = [require_data(args, "reviews", WHO)]
+        patterns = [full]
     files = reader.expand_inputs(patterns)[: args.files] if args.files else reader.expand_inputs(patterns)
 
     texts = load_texts(files)

@@ -31,21 +31,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
 from common import add_data_args, emit, parser, require_data
-from tiny_model import build_tiny_model_dir
 
-from kolectra.finetune.config import KorquadConfig, NsmcConfig
-from kolectra.finetune.features import Features, rows, tokenize
-from kolectra.finetune.korquad import Korquad
-from kolectra.finetune.loading import load_model, load_tokenizer
-from kolectra.finetune.loop import inputs, predict, shuffled_batches, train_epochs
-from kolectra.finetune.nsmc import Nsmc
-from kolectra.finetune.readers.korquad import question_columns, read_squad
-from kolectra.finetune.readers.nsmc import read_nsmc
-from kolectra.model import runtime
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kolectra.finetune.features import Features
+
+# torch, transformers and kolectra.finetune are imported where they are used: a run without its
+# data stops with its one-line message before paying seconds of imports (tests/test_cli_surface.py)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "pipeline" / "sample"
@@ -86,6 +82,8 @@ def cycle(items: list, n: int) -> list:
 
 
 def model_dir(size: Size, texts: list[str], given: str | None, tmp: Path) -> Path:
+    from tiny_model import build_tiny_model_dir
+
     if given:
         return Path(given)
     return build_tiny_model_dir(tmp / "model", texts, seed=0, hidden=size.hidden, layers=size.layers,
@@ -94,6 +92,11 @@ def model_dir(size: Size, texts: list[str], given: str | None, tmp: Path) -> Pat
 
 def encode(task, tokenizer, table, cfg) -> tuple[Features, dict[str, np.ndarray]]:
     """kolectra's features of ``table``, and the baseline's: every column padded to max_length."""
+    import numpy as np
+    import torch
+
+    from kolectra.finetune.features import Features, tokenize
+
     enc = tokenize(table, task.encoder(tokenizer, cfg), desc="tokenising", settings={}, cache_dir=None)
     feats = Features.of(enc, tokenizer.pad_token_id, task.per_token, task.per_row)
     full = {k: torch.from_numpy(np.pad(a[:, :cfg.max_length], ((0, 0), (0, max(0, cfg.max_length - a.shape[1])))))
@@ -106,6 +109,8 @@ def encode(task, tokenizer, table, cfg) -> tuple[Features, dict[str, np.ndarray]
 def warm_up(model, batches: list[dict]) -> None:
     """A few untimed steps first (thread pools, allocator, kernel selection), so neither side
     of the comparison pays the process's start-up costs."""
+    import torch
+
     opt = torch.optim.AdamW(model.parameters())
     for batch in batches:
         model(**batch).loss.backward()
@@ -116,11 +121,17 @@ def warm_up(model, batches: list[dict]) -> None:
 def kolectra_side(task, mdir: Path, tok, cfg, train: Features, evald: Features, threads: int,
                   **model_kw) -> tuple[float, float]:
     """(training, inference) examples/s through the fine-tuning loop on the CPU Device."""
+    import numpy as np
+
+    from kolectra.finetune.loading import load_model
+    from kolectra.finetune.loop import inputs, predict, train_epochs
+    from kolectra.model import runtime
+
     dev = runtime.resolve("cpu", cpu_threads=threads)
     try:
         idx = np.arange(min(cfg.batch_size, len(train)))
         warm_up(load_model(task.auto_model, mdir, cfg, dev, tok, **model_kw),
-                [inputs(train, idx, dev, cfg.max_length)] * 3)
+                [inputs(train, idx, dev, cfg)] * 3)
         model = load_model(task.auto_model, mdir, cfg, dev, tok, **model_kw)
         log = train_epochs(model, dev, train, dataclasses.replace(cfg, epochs=1), name="kolectra")
         t0 = time.perf_counter()
@@ -132,7 +143,10 @@ def kolectra_side(task, mdir: Path, tok, cfg, train: Features, evald: Features, 
 
 def baseline_side(task, mdir: Path, cfg, train: dict, evald: dict, threads: int, **model_kw) -> tuple[float, float]:
     """The plain loop: every batch already padded to max length; the same batch order."""
+    import torch
     import transformers
+
+    from kolectra.finetune.loop import shuffled_batches
 
     auto = getattr(transformers, task.auto_model)
     before = torch.get_num_threads()
@@ -165,12 +179,19 @@ def baseline_side(task, mdir: Path, cfg, train: dict, evald: dict, threads: int,
 
 def padding_loss_difference(task, mdir: Path, tok, cfg, feats: Features, full: dict, **model_kw) -> float:
     """One batch's loss cut to its longest row (kolectra) and padded to max_length: must agree."""
+    import numpy as np
+    import torch
+
+    from kolectra.finetune.loading import load_model
+    from kolectra.finetune.loop import inputs
+    from kolectra.model import runtime
+
     dev = runtime.resolve("cpu")
     try:
         model = load_model(task.auto_model, mdir, cfg, dev, tok, **model_kw).eval()
         idx = np.arange(min(cfg.batch_size, len(feats)))
         with torch.no_grad():
-            ours = float(model(**inputs(feats, idx, dev, cfg.max_length)).loss)
+            ours = float(model(**inputs(feats, idx, dev, cfg)).loss)
             theirs = float(model(**{k: v[torch.as_tensor(idx)] for k, v in full.items()}).loss)
         return abs(ours - theirs)
     finally:
@@ -178,6 +199,8 @@ def padding_loss_difference(task, mdir: Path, tok, cfg, feats: Features, full: d
 
 
 def bench(task, mdir: Path, cfg, train_table, eval_table, threads: int, **model_kw) -> dict:
+    from kolectra.finetune.loading import load_tokenizer
+
     tok = load_tokenizer(mdir)
     train, train_full = encode(task, tok, train_table, cfg)
     evald, eval_full = encode(task, tok, eval_table, cfg)
@@ -200,6 +223,13 @@ def main() -> None:
     args = p.parse_args()
     size = QUICK if args.quick else FULL
     nsmc_file, squad_file = data_files(args)
+    from kolectra.finetune.config import KorquadConfig, NsmcConfig
+    from kolectra.finetune.features import rows
+    from kolectra.finetune.korquad import Korquad
+    from kolectra.finetune.nsmc import Nsmc
+    from kolectra.finetune.readers.korquad import question_columns, read_squad
+    from kolectra.finetune.readers.nsmc import read_nsmc
+
     nsmc_cfg = NsmcConfig(max_length=size.max_length, batch_size=size.batch_size, seed=0)
     korquad_cfg = KorquadConfig(max_length=size.korquad_max_length, doc_stride=size.doc_stride,
                                 batch_size=size.korquad_batch_size, eval_batch_size=32, seed=0)

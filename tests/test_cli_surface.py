@@ -127,6 +127,9 @@ def test_the_run_summary_names_each_figure_in_percent_and_ends_with_the_model_an
     assert "next" in text.split("== the model ==")[1] and "README" in last
 
 
+HEAVY = {"torch", "transformers", "apache_beam", "kiwipiepy"}
+
+
 @pytest.mark.parametrize("script, argv, says", [
     ("vocab.py", [], "--reviews GLOB"),
     ("finetune.py", [], "--nsmc-train FILE"),
@@ -134,9 +137,13 @@ def test_the_run_summary_names_each_figure_in_percent_and_ends_with_the_model_an
 ])
 def test_a_benchmark_without_its_data_names_the_argument_to_pass(script, argv, says):
     env = {k: v for k, v in os.environ.items() if k != "KOLECTRA_BENCH_DATA"}
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *argv], capture_output=True,
-                          text=True, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(REPO / "benchmarks" / script), *argv],
+                          capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0 and says in proc.stderr and "Traceback" not in proc.stderr
+    # it stops before the heavy libraries: seconds of imports for a one-line message otherwise
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert not imported & HEAVY, sorted(imported & HEAVY)
 
 
 def test_a_command_that_loads_heavy_libraries_says_so_first_and_quiet_keeps_it_silent(tmp_path, capsys, monkeypatch):
