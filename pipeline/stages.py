@@ -25,7 +25,6 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
-from kolectra.pipeline.store import followers
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.vocab import build as vocab_build
 
@@ -181,16 +180,16 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # trainer then compares its checkpoint's config; resume="exact": only this request's run, for callers
     # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": cfg.preset},
-                    scratch=(checkpoints_dir(Path("")).name,))  # the trainer's working state in its run directory
+                    scratch=(checkpoints_dir(Path("")).name,),  # the trainer's working state in its run directory
+                    rank=rank if world > 1 else 0)
     # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
-    with followers.ranked(rank, world):
-        return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
-                                                                 store.local(voc), out,
-                                                                 resume=bool(resume), lineage=lineage,
-                                                                 clear_checkpoints=False,
-                                                                 checkpoint_saved=store.checkpoint_saved,
-                                                                 expected_untrained=expected_untrained),
-                           force, resumable=run, resume=resume)
+    return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
+                                                             store.local(voc), out,
+                                                             resume=bool(resume), lineage=lineage,
+                                                             clear_checkpoints=False,
+                                                             checkpoint_saved=store.checkpoint_saved,
+                                                             expected_untrained=expected_untrained),
+                       force, resumable=run, resume=resume)
 
 
 # ---- finetune -------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store import followers
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store
 from kolectra.pipeline.store.factory import open_store
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401 - fixtures
@@ -103,8 +102,8 @@ def _host(rank: int, world: int, root: str, cache: str, meet: str, report: str) 
             (out / "model.txt").write_text("trained by the pod")
         return StageOutput(stats={})
 
-    with followers.ranked(rank, world):
-        art = store.build(REQUEST, train, resumable=Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",)))
+    run = Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",), rank=rank)
+    art = store.build(REQUEST, train, resumable=run)
     Path(report, f"host-{rank}.json").write_text(json.dumps({**seen, "published": str(art.path)}))
 
 

@@ -183,8 +183,8 @@ class Store(Catalog):
         finally:
             self._checks_done()
         aid = request.id()
-        if resumable and followers.follower_rank():
-            return self._follow(request, produce, force)
+        if rank := followers.follower_rank(resumable):
+            return self._follow(request, produce, force, rank)
         with contextlib.ExitStack() as held:
             held.enter_context(workspace.request_lock(self.root, request.kind, aid))  # 2. reserve
             found = self._join(request, reuse=not force)  # 3. join
@@ -205,17 +205,17 @@ class Store(Catalog):
                 shutil.rmtree(run.path, ignore_errors=True)
         return load(final)
 
-    def _follow(self, request: Request, produce: Callable[[Path], StageOutput], force: bool) -> Artifact:
+    def _follow(self, request: Request, produce: Callable[[Path], StageOutput], force: bool, rank: int) -> Artifact:
         """A data-parallel rank after the first: no lock, no publishing. It trains in rank 0's run
         directory (once rank 0 has prepared it) and returns what rank 0 publishes."""
         kind, aid = request.kind, request.id()
         if not force and (found := self.find(kind, aid)) is not None:
             return found  # rank 0 reuses it too
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
-        followers.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file())
-        followers.wait_for_rank_0_group()
+        followers.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file(), rank)
+        followers.wait_for_rank_0_group(rank)
         produce(run.out)
-        return followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
+        return followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid), rank)
 
     def _join(self, request: Request, reuse: bool) -> Artifact | None:
         """The published artifact, or a sealed but unpublished build of it (then published now).

@@ -6,50 +6,33 @@ runs the same build; rank 0 reserves it, prepares or fetches its run and publish
 (``Store._follow``, ``StoreRuns._follow_remote``). Every wait is polled and ends, after
 ``KOLECTRA_FOLLOW_SECONDS``, in one line naming what it waited for.
 
-Which rank a process is, the store is told (:func:`ranked`, around the build) by the stage, which
-asks the device layer (:func:`kolectra.model.runtime.rank_and_world`): only it knows whether the
+Which rank a process is, the stage tells the store with the build (:attr:`.workspace.Resumable.rank`),
+as the device layer says (:func:`kolectra.model.runtime.rank_and_world`): only it knows whether the
 rank is torchrun's ``RANK`` or an XLA host's process index. The store reads no ``RANK`` itself; a
-build nobody ranked is a single process's, rank 0 of 1.
+build given no rank is a single process's, rank 0.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
-from typing import Callable, Iterator
+from typing import Callable
 
 from kolectra.pipeline.store.manifest import ArtifactError
+from kolectra.pipeline.store.workspace import Resumable
 
 FOLLOW_SECONDS = float(os.environ.get("KOLECTRA_FOLLOW_SECONDS", "900"))
 
 
-_rank_and_world = (0, 1)  # this process's place in the data-parallel build it runs: set by ranked()
+def follower_rank(resumable: bool | Resumable) -> int:
+    """The rank of this process in a data-parallel build when it is not the first, else 0 (a build
+    that is not resumable has one process). Every rank runs the same build; only rank 0 reserves
+    and publishes it, the others train beside it (:meth:`Store.build`)."""
+    return resumable.rank if isinstance(resumable, Resumable) else 0
 
 
-@contextlib.contextmanager
-def ranked(rank: int, world: int) -> Iterator[None]:
-    """Within it, this process is rank ``rank`` of ``world`` in the build it runs, as the device layer
-    says. Process-wide, not per thread or context: the trainer's checkpoint hook, called inside the
-    build, asks :func:`follower_rank` too."""
-    global _rank_and_world
-    before, _rank_and_world = _rank_and_world, (rank, world)
-    try:
-        yield
-    finally:
-        _rank_and_world = before
-
-
-def follower_rank() -> int:
-    """This process's rank when it is not the first of a data-parallel run (:func:`ranked`), else 0.
-    Every rank runs the same build; only rank 0 reserves and publishes it, the others train beside
-    it (:meth:`Store.build`)."""
-    rank, world = _rank_and_world
-    return rank if world > 1 and rank > 0 else 0
-
-
-def wait_for(what: str, ready: Callable[[], object], seconds: float = FOLLOW_SECONDS):
+def wait_for(what: str, ready: Callable[[], object], rank: int, seconds: float = FOLLOW_SECONDS):
     """``ready()``'s first true value, polled; an ArtifactError naming ``what`` after ``seconds``."""
     deadline = time.monotonic() + seconds
     while True:
@@ -57,12 +40,12 @@ def wait_for(what: str, ready: Callable[[], object], seconds: float = FOLLOW_SEC
         if found:
             return found
         if time.monotonic() > deadline:
-            raise ArtifactError(f"rank {follower_rank()}: gave up after {seconds:.0f} s waiting for {what} "
+            raise ArtifactError(f"rank {rank}: gave up after {seconds:.0f} s waiting for {what} "
                                 "(did rank 0 stop?)")
         time.sleep(0.5)
 
 
-def wait_for_rank_0_group(seconds: float = FOLLOW_SECONDS) -> None:
+def wait_for_rank_0_group(rank: int, seconds: float = FOLLOW_SECONDS) -> None:
     """Before a follower joins the process group: rank 0's rendezvous store (``MASTER_ADDR:MASTER_PORT``,
     the ``env://`` store of gloo, NCCL and XLA alike) accepting connections, polled every 0.5 s.
 
@@ -81,4 +64,4 @@ def wait_for_rank_0_group(seconds: float = FOLLOW_SECONDS) -> None:
             return False
         return True
 
-    wait_for(f"rank 0's process group at {host}:{port}", listening, seconds)
+    wait_for(f"rank 0's process group at {host}:{port}", listening, rank, seconds)

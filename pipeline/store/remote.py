@@ -271,8 +271,8 @@ class RemoteStore(StoreRuns, Store):
         finally:
             self._checks_done()
         aid = request.id()
-        if resumable and followers.follower_rank():
-            return self._follow_remote(request, produce, force, resume)
+        if rank := followers.follower_rank(resumable):
+            return self._follow_remote(request, produce, force, resume, rank)
         if not force and (found := self._published(request)) is not None:
             return found  # before the lease: reusing what is published never waits on one
         lease = Lease(self.url, request.kind, aid)

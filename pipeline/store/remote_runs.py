@@ -6,7 +6,7 @@ Mixed into :class:`kolectra.pipeline.store.remote.RemoteStore`. The run itself w
 ``ROOT/.work/<kind>-<id>/out/checkpoints/step-N/`` (files first, its manifest last; older steps
 dropped), with ``request.json`` and ``metrics.jsonl`` beside it. ``--resume`` on a machine that
 has nothing local fetches the newest mirrored step. Ranks after the first of a data-parallel run
-(:func:`.followers.follower_rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
+(:attr:`.workspace.Resumable.rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
 return what rank 0 publishes.
 """
 
@@ -39,11 +39,14 @@ def cache_root() -> Path:
 class StoreRuns:
     """The run-keeping half of a store root (needs ``url``, ``find`` and ``_run_url``)."""
 
-    def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str) -> Artifact:
+    _run_rank = 0  # the rank of this process in the build whose run is _run_url (a follower's: its own)
+
+    def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str,
+                       rank: int) -> Artifact:
         """A data-parallel rank after the first (:meth:`Store._follow`), on this machine's own copy of
         the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
         the store beside rank 0's, and ``--resume`` fetches the run from there."""
-        kind, aid, rank = request.kind, request.id(), followers.follower_rank()
+        kind, aid = request.kind, request.id()
         if not force and (found := self.find(kind, aid)) is not None:
             return found
         run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
@@ -52,16 +55,16 @@ class StoreRuns:
             shutil.rmtree(run.path, ignore_errors=True)
             if resume:
                 followers.wait_for(f"rank 0 to prepare {remote_run}",
-                                   lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)))
+                                   lambda: storage.exists(storage.join(remote_run, workspace.REQUEST)), rank)
                 self._fetch_run(remote_run, run)
         run.out.mkdir(parents=True, exist_ok=True)
-        followers.wait_for_rank_0_group()
-        self._run_url = remote_run
+        followers.wait_for_rank_0_group(rank)
+        self._run_url, self._run_rank = remote_run, rank
         try:
             produce(run.out)
         finally:
-            self._run_url = None
-        found = followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid))
+            self._run_url, self._run_rank = None, 0
+        found = followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid), rank)
         shutil.rmtree(run.path, ignore_errors=True)
         return found
 
@@ -120,7 +123,7 @@ class StoreRuns:
         self._owned()  # a build that lost its lease leaves the run state in the store to whoever took it over
         base = storage.join(self._run_url, "out", CHECKPOINTS)
         target = storage.join(base, step_dir.name)
-        if rank := followers.follower_rank():  # its own part only: in the step, or where it wrote it
+        if rank := self._run_rank:  # its own part only: in the step, or where it wrote it
             part = next(p for p in (step_dir / f"rank-{rank}.pt",
                                     step_dir.with_name(f".tmp-{step_dir.name}") / f"rank-{rank}.pt") if p.is_file())
             storage.upload(str(part), storage.join(target, part.name))

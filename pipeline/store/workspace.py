@@ -320,10 +320,14 @@ def family_runs(root: Path, family: dict, exclude: Path | None = None) -> list[R
 @dataclasses.dataclass(frozen=True)
 class Resumable:
     """How a resumable stage's run is found again: its family (which interrupted runs ``resume``
-    may continue) and its working state (entries of its directory that are not the product)."""
+    may continue) and its working state (entries of its directory that are not the product); and
+    this process's ``rank`` in a data-parallel build of it, as the device layer says (torchrun's
+    ``RANK``, a TPU pod host's index): rank 0 reserves and publishes, the others follow
+    (:mod:`.followers`)."""
 
     family: dict
     scratch: tuple[str, ...] = ()
+    rank: int = 0
 
 
 def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack) -> Run:
