@@ -5,6 +5,7 @@ recorder: every request any client or child process makes; tests/s3_support.py).
   its build both check the parent; the next run lists again, and sees a change made in between;
 - a parent is found under the name its child recorded (one GET), or by its id once moved;
 - a manifest is one GET; an empty or oversized one is refused in one line;
+- the examples' ``index.json`` (their layout check reads it) is one GET; an absent one is named missing;
 - ``artifacts verify --quick`` names an object rewritten, removed or added without downloading
   any, and says which objects it could check by size only; the default still streams every
   object; on a local root ``--quick`` hashes every file;
@@ -193,6 +194,18 @@ def test_a_manifest_is_one_get_and_an_empty_or_oversized_one_is_refused_in_one_l
     storage.write_bytes(mp, b" " * 101)
     with pytest.raises(ArtifactError, match="manifest.json: larger than 100 bytes"):
         remote.load_remote(corpus.path)
+
+
+def test_the_examples_index_is_one_get_and_an_absent_one_is_named_missing(bucket, s3_endpoint):
+    _, _, ex = _chain(open_store(f"{bucket}/i"))
+    index = _prefix(ex) + "index.json"
+    with answered(s3_endpoint) as seen:
+        assert open_store(f"{bucket}/i").verify(ex, quick=True) == []
+    assert [r.operation for r in seen if r.key == index] == ["GetObject"]  # no HEAD first
+    storage.remove(f"{ex.path}/index.json")
+    with answered(s3_endpoint) as seen:
+        assert open_store(f"{bucket}/i").verify(ex, quick=True) == [f"{ex.path}/index.json: missing"]
+    assert [r.operation for r in seen if r.key == index] == ["GetObject"]
 
 
 def test_verify_quick_says_which_objects_it_could_check_by_size_only(bucket):

@@ -28,11 +28,14 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePosixPath
 
+from kolectra.core import storage
+
 VOCAB_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "report.json")
 CORPUS_SPLITS = ("train", "valid")  # as corpus/shards.py SPLITS; shard names as corpus/outputs.py shard_name
 HF_PARTS = ("discriminator", "generator")
 HF_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json")
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+MAX_INDEX = 64 << 20  # an examples index names its shards (kB); a larger object is refused unread
 
 
 def _int(value) -> bool:
@@ -56,7 +59,9 @@ def _examples(path: Path, stats: dict, config: dict, listed=frozenset()) -> tupl
         return [], []
     need, problems = ["stats.json", "index.json"], []
     try:
-        index = json.loads((path / "index.json").read_text(encoding="utf-8"))
+        # through storage: on a store one ranged GET (a UPath's read asks for the size first, a HEAD);
+        # an absent one raises FileNotFoundError there as here
+        index = json.loads(storage.read_bytes(str(path / "index.json"), limit=MAX_INDEX).decode("utf-8"))
         shards = index["shards"]
         keys = ("path",) if index.get("format", 2) == 2 else ("input_ids", "token_type_ids")
         named = [shard[k] for shard in shards for k in keys if k in shard]
