@@ -21,7 +21,7 @@ value: this checkout's largest step peak at the largest size, MB; baseline: the 
 ``--base-tree`` (or this checkout's smallest size without one); ratio = value / baseline.
 
     python benchmarks/step_buffers.py [--quick] [--reviews GLOB | --data DIR] [--sizes 1,2,4]
-        [--base-tree DIR] [--steps read,ids,place]
+        [--base-tree DIR] [--steps read,ids,place] [--cpu]
 
 Full: 1, 2 and 4 files, all three steps (Kiwi analyses each size once a tree: about 6 CPU s a MB
 of text); ``--quick``: the first 20,000 and 40,000 reviews of the first file.
@@ -79,8 +79,9 @@ def _docs(path: Path, batch: int = 1024):
         yield chunk
 
 
-def child(step: str, path: Path) -> dict:
-    """Run one step over the input in this process: its tracemalloc peak and CPU seconds."""
+def child(step: str, path: Path, trace: bool = True) -> dict:
+    """Run one step over the input in this process: its tracemalloc peak and CPU seconds (without
+    ``trace``, CPU seconds alone: tracing makes every allocation dearer, zlib's state among them)."""
     import dataclasses
 
     from kolectra.corpus import inputs, steps
@@ -97,7 +98,8 @@ def child(step: str, path: Path) -> dict:
         dofn, calls = steps.AnalyseAndPlace(cfg, None, 1), _docs(path)
     dofn.setup()
     t0 = cpu_seconds()
-    tracemalloc.start()
+    if trace:
+        tracemalloc.start()
     out = 0
     if hasattr(dofn, "start_bundle"):
         dofn.start_bundle()
@@ -106,16 +108,17 @@ def child(step: str, path: Path) -> dict:
             out += 1
     for _ in getattr(dofn, "finish_bundle", lambda: ())() or ():
         out += 1
-    peak = tracemalloc.get_traced_memory()[1]
+    seconds = cpu_seconds() - t0
+    peak = tracemalloc.get_traced_memory()[1] if trace else None
     tracemalloc.stop()
-    return {"peak_mb": round(peak / 1e6, 1), "cpu_s": round(cpu_seconds() - t0, 1), "outputs": out}
+    return {"peak_mb": peak and round(peak / 1e6, 1), "cpu_s": round(seconds, 1), "outputs": out}
 
 
-def measure(step: str, path: Path, pythonpath: str | None) -> dict:
+def measure(step: str, path: Path, pythonpath: str | None, trace: bool = True) -> dict:
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, __file__, "--child", step, str(path)], env=env, text=True,
+    done = subprocess.run([sys.executable, __file__, "--child" if trace else "--child-cpu", step, str(path)], env=env, text=True,
                           capture_output=True, cwd=REPO / "benchmarks")
     if done.returncode:
         sys.exit(f"{WHO}: the {step} child failed:\n{done.stderr[-3000:]}")
@@ -123,14 +126,15 @@ def measure(step: str, path: Path, pythonpath: str | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    if argv is None and len(sys.argv) == 4 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]))))
+    if argv is None and len(sys.argv) == 4 and sys.argv[1] in ("--child", "--child-cpu"):
+        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), sys.argv[1] == "--child")))
         return {}
     ap = parser(__doc__, "about 20 CPU minutes with --base-tree")
     add_data_args(ap, "reviews")
     ap.add_argument("--sizes", default=None, help="review files per run, comma-separated (default 1,2,4)")
     ap.add_argument("--steps", default=",".join(STEPS), help="which steps: read, ids, place")
     ap.add_argument("--base-tree", type=Path, help="another kolectra checkout to measure beside this one")
+    ap.add_argument("--cpu", action="store_true", help="also each step's CPU seconds without tracemalloc")
     args = ap.parse_args(argv)
     import glob
 
@@ -151,8 +155,14 @@ def main(argv: list[str] | None = None) -> dict:
             for step in chosen:
                 for side, pythonpath in sides.items():
                     got = measure(step, path, pythonpath)
+                    if args.cpu:  # CPU seconds again without tracing, the two sides in the other order
+                        got["cpu_s_untraced"] = None
                     rows.append({"step": step, "side": side, "lines": lines, **got})
-                    print(f"{WHO}: {rows[-1]}", file=sys.stderr)
+                if args.cpu:
+                    for row in reversed(rows[-len(sides):]):
+                        row["cpu_s_untraced"] = measure(step, path, sides[row["side"]], trace=False)["cpu_s"]
+                for row in rows[-len(sides):]:
+                    print(f"{WHO}: {row}", file=sys.stderr)
     mine = [r for r in rows if r["side"] == "this"]
     value = max(r["peak_mb"] for r in mine if r["lines"] == mine[-1]["lines"])
     if args.base_tree:
