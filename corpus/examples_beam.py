@@ -28,8 +28,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
+import heapq
 import json
 import os
+from collections import Counter
 from typing import Any, Iterator
 
 import apache_beam as beam
@@ -56,6 +58,7 @@ from kolectra.corpus.packing import (
 REPORT = "report"  # side output: ("tally", counter, n), ("bad", message) or ("piece", (shard, piece), entry)
 
 BAD_FILE = "bad_documents.json"  # written only when there are any; the stage then fails
+BAD_NAMED = 100  # bad documents named in BAD_FILE, the first by message (all of them are counted)
 READ_BYTES = 8 << 20  # decompressed bytes read at a time; lines are split from these blocks
 
 
@@ -179,19 +182,28 @@ class TokenizeAndPack(beam.DoFn):
     def process(self, keyed):
         _, items = keyed  # (index, [work item]): the GroupByKey that spread the work over the workers
         for shard, path, part, parts in items:
-            # every work item reports, even an empty shard: CollectReports has no default for an empty job
-            yield _tally("documents", 0)
+            # A work item's reports go out once, at its end: its tallies summed, and of its bad
+            # lines the count and the BAD_NAMED first by message (the job's first BAD_NAMED are
+            # among them), so CollectReports holds a few per work item, never one per batch or
+            # per bad line (a corpus without 'sentences' has nothing but bad lines).
+            # Every work item reports, even an empty shard: CollectReports has no default for an empty job.
+            tally, bad = Counter(documents=0), []
             for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
-                yield from self._batch(shard, path, first, lines)
+                yield from self._batch(shard, path, first, lines, tally, bad)
+            for name, n in sorted(tally.items()):
+                yield _tally(name, n)
+            for message in bad:
+                yield beam.pvalue.TaggedOutput(REPORT, ("bad", message))
 
-    def _batch(self, shard: int, path: str, first: int, lines: list[bytes]):
+    def _batch(self, shard: int, path: str, first: int, lines: list[bytes], tally: Counter, named: list):
         cfg = self.job.cfg
         docs, bad = parse_documents(path, first, lines)
-        for report in bad:
-            yield beam.pvalue.TaggedOutput(REPORT, report)
+        if bad:
+            tally["bad_documents"] += len(bad)
+            named[:] = heapq.nsmallest(BAD_NAMED, named + [message for _, message in bad])
         if self.holdout:
             kept = [d for d in docs if d[1] not in self.holdout]
-            yield _tally("held_out_documents", len(docs) - len(kept))
+            tally["held_out_documents"] += len(docs) - len(kept)
             docs = kept
         flat = [s for _, _, sents in docs for s in sents]
         encs = self.tok.encode_batch_fast(flat, add_special_tokens=False) if flat else []
@@ -199,9 +211,9 @@ class TokenizeAndPack(beam.DoFn):
         for line, doc_id, sents in docs:
             per_doc.append((line, doc_id, [e.ids for e in encs[i:i + len(sents)]]))
             i += len(sents)
-        yield _tally("documents", len(docs))
-        yield _tally("sentences", len(flat))
-        yield _tally("documents_used", sum(any(s) for _, _, s in per_doc))
+        tally["documents"] += len(docs)
+        tally["sentences"] += len(flat)
+        tally["documents_used"] += sum(any(s) for _, _, s in per_doc)
         if cfg.packing == "stream":
             yield shard, ("documents", [(line, sent_ids) for line, _, sent_ids in per_doc])
             return
@@ -212,7 +224,7 @@ class TokenizeAndPack(beam.DoFn):
             pairs += doc_pairs
             line_U += [line] * len(doc_pairs)
             ks += range(len(doc_pairs))
-        yield _tally("truncated_sentences", truncated)
+        tally["truncated_sentences"] += truncated
         yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks, np.dtype(self.job.dtype)))
 
 
@@ -277,12 +289,11 @@ def write_index_and_stats(reports: list[tuple], job: Job) -> None:
     tally: dict[str, int] = {}
     for _, name, n in (r for r in reports if r[0] == "tally"):
         tally[name] = tally.get(name, 0) + n
-    bad = [r[1] for r in reports if r[0] == "bad"]
+    bad = sorted(r[1] for r in reports if r[0] == "bad")[:BAD_NAMED]  # the count is the bad_documents tally
     pieces = [r[1:] for r in reports if r[0] == "piece"]
     written = [r[1] for r in reports if r[0] == "file"]
-    tally["bad_documents"] = len(bad)
     if bad:
-        written.append(_write_json(job.out_dir, BAD_FILE, sorted(bad)))
+        written.append(_write_json(job.out_dir, BAD_FILE, bad))
     cfg = job.cfg
     index = index_document(cfg.max_seq_length, job.dtype, job.vocab_size, cfg.packing, SPECIAL_IDS,
                            [entry for _, entry in sorted(pieces, key=lambda p: p[0])])

@@ -12,6 +12,7 @@ import random
 import shutil
 from pathlib import Path
 
+import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -489,3 +490,39 @@ def test_the_in_process_worker_tokenizes_on_one_thread_below_the_multi_worker_si
     with examples_beam.in_process_tokenizer(job):
         pass
     assert "TOKENIZERS_PARALLELISM" not in os.environ
+
+
+def _reports(job: examples_beam.Job, path: Path) -> list[tuple]:
+    fn = examples_beam.TokenizeAndPack(job)
+    fn.setup()
+    return [o.value for o in fn.process((0, [(0, str(path), 0, 1)])) if isinstance(o, beam.pvalue.TaggedOutput)]
+
+
+def test_a_work_items_reports_do_not_grow_with_its_documents_or_bad_lines(inputs, tmp_path, monkeypatch):
+    # CollectReports gathers every report of the job in one list on one worker: a work item sends
+    # its tallies once and names at most BAD_NAMED bad lines, however many batches and bad lines
+    monkeypatch.setattr(examples_beam, "BAD_NAMED", 3, raising=False)
+    with gzip.open(inputs["corpus"] / "data" / "train-00000-of-00001.jsonl.gz", "rt", encoding="utf-8") as f:
+        good = f.readline()
+    job = examples_beam.Job(cfg=override(CFG, ["batch_documents=4"]), tokenizer_path=str(inputs["vocab"] / "tokenizer.json"),
+                            dtype="uint16", vocab_size=1000, out_dir=str(tmp_path))
+    reports = {}
+    for n in (20, 200):
+        path = tmp_path / f"shard-{n}.jsonl.gz"
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write("".join(good if i % 2 else "{not json\n" for i in range(n)))
+        reports[n] = _reports(job, path)
+    assert len(reports[20]) == len(reports[200]) <= 3 + 6  # 3 bad lines named, 6 tallies
+    for n, sent in reports.items():
+        tally = {r[1]: r[2] for r in sent if r[0] == "tally"}
+        assert tally["bad_documents"] == tally["documents"] == n // 2  # every line is counted
+        bad = [r[1].split(": ")[0] + ": " for r in sent if r[0] == "bad"]
+        assert bad == sorted(f"{tmp_path}/shard-{n}.jsonl.gz:{i}: " for i in range(1, n + 1, 2))[:3]
+    # the job: every bad line counted, the first BAD_NAMED named in the file the stage reads back
+    corpus = tmp_path / "corpus"
+    shutil.copytree(inputs["corpus"], corpus)
+    shutil.copy(tmp_path / "shard-200.jsonl.gz", corpus / "data" / "train-00000-of-00001.jsonl.gz")
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ValueError, match=r"100 unreadable document\(s\)"):
+        build(CFG, corpus, inputs["vocab"], tmp_path / "out")
+    assert len(json.loads((tmp_path / "out" / examples_beam.BAD_FILE).read_text())) == 3
