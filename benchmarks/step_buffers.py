@@ -90,8 +90,8 @@ def child(step: str, path: Path, trace: bool = True) -> dict:
     cfg = dataclasses.replace(default_config(), num_shards=SHARDS)
     if step == "read":
         [listed] = inputs.list_inputs([str(path)])
-        dofn = steps.ReadAndClean(cfg, {listed.path: "reviews"}, BUCKETS, None)
-        calls = [(0, [listed])]
+        dofn = steps.ReadAndClean(cfg, BUCKETS, None)
+        calls = [(0, [(listed, "reviews")])]
     elif step == "ids":
         dofn, calls = steps.IdBuckets(BUCKETS), _docs(path)
     else:

@@ -139,9 +139,9 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
     # a few tens of ms less to build and run (docs/benchmarks.md)
     read = (
         p
-        | "ListInputs" >> beam.Create(list(enumerate(listed)))
+        | "ListInputs" >> beam.Create([(i, (f, sources[f.path])) for i, f in enumerate(listed)])
         | "SpreadFiles" >> beam.GroupByKey()  # one file per worker at a time, not all in one bundle
-        | "ReadAndClean" >> beam.ParDo(ReadAndClean(cfg, sources, buckets, progress_dir)).with_outputs(
+        | "ReadAndClean" >> beam.ParDo(ReadAndClean(cfg, buckets, progress_dir)).with_outputs(
             REJECTED, TALLY, SAMPLES, FILES, main="chunks")
     )
     unique = (

@@ -57,29 +57,29 @@ def _offer(samples: dict, reason: str, doc: dict, seed: int) -> None:
 
 
 class ReadAndClean(beam.DoFn):
-    """An input file -> (bucket, [(key, source, line, id, text), ...]) chunks of the records that
+    """An input file and its source name -> (bucket, [(key, source, line, id, text), ...]) chunks of the records that
     survive cleaning and filtering (with ``keep_fields``, a sixth item: the fields' values), packed
     (:func:`outputs.pack_chunk`) for the dedup shuffle;
     rejects; and, once per file, its tallies, its dropped samples and what was read (bytes,
-    sha256, damage, change since the listing)."""
+    sha256, damage, change since the listing). Each file comes with its name: a table of all of
+    them in the step would make every worker hold one entry per input file (24 MB at 100,000)."""
 
     CHUNK = 2048
 
-    def __init__(self, cfg: CorpusConfig, sources: dict[str, str], buckets: int, progress_dir: str | None):
+    def __init__(self, cfg: CorpusConfig, buckets: int, progress_dir: str | None):
         self.cfg = cfg
-        self.sources = sources
         self.buckets = buckets
         self.progress_dir = progress_dir
 
     def setup(self):
         self.counts = WorkerCounts(self.progress_dir)
 
-    def process(self, keyed: tuple[int, list[inputs.InputFile]]):
-        for listed in keyed[1]:  # (index, [file]): the GroupByKey that spread the files over the workers
-            yield from self._read(listed)
+    def process(self, keyed: tuple[int, list[tuple[inputs.InputFile, str]]]):
+        for listed, source in keyed[1]:  # (index, [(file, source)]): the GroupByKey that spread the files
+            yield from self._read(listed, source)
 
-    def _read(self, listed: inputs.InputFile):
-        cfg, source = self.cfg, self.sources[listed.path]
+    def _read(self, listed: inputs.InputFile, source: str):
+        cfg = self.cfg
         rules = dict(strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat, language=cfg.language)
         tally: dict = {}
         samples: dict = {}

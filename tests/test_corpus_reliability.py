@@ -131,9 +131,9 @@ def test_a_file_changed_during_its_read_is_reported(tmp_path):
     [listed] = inputs.list_inputs([str(path)])
     with path.open("a", encoding="utf-8") as f:  # a crawler still appending after the listing
         f.write("나중에 덧붙인 줄입니다 역시 좋아요\n")
-    step = build.ReadAndClean(default_config(), {str(path): "growing.txt"}, 16, None)
+    step = build.ReadAndClean(default_config(), 16, None)
     step.setup()
-    out = list(step.process((0, [listed])))  # (index, [file]), as the GroupByKey before it hands them
+    out = list(step.process((0, [(listed, "growing.txt")])))  # (index, [(file, source)]), as the GroupByKey hands them
     [(source, record)] = [o.value for o in out if getattr(o, "tag", None) == build.FILES]
     assert source == "growing.txt" and "changed" in record and "bytes" in record["changed"]
     stats = build.make_stats({("source_in", source): 2, ("train", "documents"): 2}, default_config(), {source: record})
