@@ -113,8 +113,8 @@ class ReadAndClean(beam.DoFn):
             # the fields ride along only when asked for: without them the elements are as before
             item = ((key, source, rec["line"], doc_id, text, rec["fields"]) if cfg.keep_fields
                     else (key, source, rec["line"], doc_id, text))
-            for ready in chunks.add(bucket, item, sys.getsizeof(text)):
-                yield ready[0], outputs.pack_chunk(ready[1])
+            for out_bucket, chunk in chunks.add(bucket, item, sys.getsizeof(text)):
+                yield out_bucket, outputs.pack_chunk(chunk)
             kept += 1
             if lines - reported >= 4096:  # progress: the raw bytes read so far, records, kept
                 now = digest["raw"].bytes
@@ -322,6 +322,6 @@ class AnalyseAndPlace(beam.DoFn):
                         kind = value_kind(value)
                         self.kinds[i][kind] = self.kinds[i].get(kind, 0) + 1
             line = outputs.document_json(doc, cfg.keep_fields)
-            for ready in self.chunks.add(place, ((doc["source"], doc["line"]), line), sys.getsizeof(line)):
-                yield ready[0], outputs.pack_chunk(ready[1])
+            for out_place, chunk in self.chunks.add(place, ((doc["source"], doc["line"]), line), sys.getsizeof(line)):
+                yield out_place, outputs.pack_chunk(chunk)
         self.progress.add(analysed=len(batch))
