@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -188,6 +189,30 @@ def reviews(args: argparse.Namespace, limit: int | None, who: str) -> list[tuple
                 if limit and len(out) >= limit:
                     return out
     return out
+
+
+def namespace_of(tree: Path, where: Path) -> str:
+    """A folder holding ``kolectra/<part>`` links into a checkout: put first on PYTHONPATH, it
+    imports that checkout's code in place of the installed one (``--base-tree`` runs)."""
+    pkg = where / "kolectra"
+    pkg.mkdir(parents=True)
+    for part in ("core", "corpus", "vocab", "model", "finetune", "pipeline"):
+        (pkg / part).symlink_to(tree.resolve() / part)
+    return str(where)
+
+
+def child_result(script: str, argv: list[str], pythonpath: str | None, who: str) -> dict:
+    """Run ``script`` (a benchmark's own file) again in a fresh process with ``argv``, with
+    ``pythonpath`` (from :func:`namespace_of`) first on its path when given: the JSON object its
+    last stdout line holds. A child that fails stops the benchmark with its stderr's end."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, script, *argv], env=env, text=True, capture_output=True,
+                          cwd=REPO / "benchmarks")
+    if done.returncode:
+        sys.exit(f"{who}: the child {' '.join(argv[:2])} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float, Any]:

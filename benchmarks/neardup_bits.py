@@ -8,7 +8,7 @@ with probability 2^-b, which the estimator takes back out, and its spread grows.
 what that costs where it matters, on real candidates: the staged method's candidate pairs
 (``neardup.bucket_candidates`` over the band buckets, the same at any b) of the unique reviews
 (NFC, stripped, the first copy of each text kept, as ``benchmarks/neardup.py`` reads them), each
-verified with b = 32, 16, 8, 4 and 2 bits (4 and 2 from the 8-bit values, masked), and compared
+verified with b = 32, 16, 8, 4 and 2 bits (through the stage's own functions), and compared
 with the pair's exact shingle Jaccard similarity (``neardup.jaccard``) at the threshold:
 
 - ``precision`` / ``recall`` of the verified pairs against the exact ``J >= threshold`` pairs;
@@ -54,20 +54,13 @@ def candidates(texts: dict, perms, bands: int, rows: int) -> tuple[dict, set]:
 
 
 def estimate(a: np.ndarray, b: np.ndarray, bits: int) -> float:
-    """The b-bit estimate of one pair: 8, 16 and 32 bits through the stage's own functions; 4 and 2
-    bits masked from the 8-bit values with the same chance correction."""
-    if bits >= 8:
-        return neardup.estimated_jaccard(neardup.sig_bytes(a, bits), neardup.sig_bytes(b, bits), bits)
-    mask = np.uint64((1 << bits) - 1)
-    agree = float(((a & mask) == (b & mask)).mean())
-    chance = 2.0**-bits
-    return (agree - chance) / (1.0 - chance)
+    return neardup.estimated_jaccard(neardup.sig_bytes(a, bits), neardup.sig_bytes(b, bits), bits)
 
 
 def element_bytes(sig: np.ndarray, bits: int) -> int:
     """The ``JoinSignatures`` element of one signature, encoded as the runner does (its key an int
     id, its value a tagged tuple: Beam's FastPrimitivesCoder) plus the framing."""
-    packed = neardup.sig_bytes(sig, bits) if bits >= 8 else bytes(len(sig) * bits // 8)
+    packed = neardup.sig_bytes(sig, bits) if bits >= 8 else bytes(len(sig) * bits // 8)  # as if bit-packed
     doc_id = 5 << neardup_beam.LINE_BITS | 123_456  # a typical compact id: source rank 5, line 123,456
     return len(coders.FastPrimitivesCoder().encode((doc_id, (neardup_beam.SIG, packed)))) + FRAMING
 

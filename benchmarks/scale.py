@@ -42,15 +42,13 @@ from __future__ import annotations
 import glob
 import gzip
 import json
-import os
 import resource
-import subprocess
 import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
 
-from common import REPO, add_data_args, emit, parser, require_data
+from common import REPO, add_data_args, child_result, emit, namespace_of, parser, require_data
 
 WHO = "benchmarks/scale.py"
 STAGES = ("corpus", "examples", "corpus_group", "examples_group")
@@ -177,25 +175,8 @@ def run_child(argv: list[str]) -> None:
 # ---------------------------------------------------------------- the launcher
 
 
-def namespace_of(tree: Path, where: Path) -> str:
-    """A folder holding ``kolectra/<part>`` links into a checkout: put first on PYTHONPATH, it
-    imports that checkout's code in place of the installed one."""
-    pkg = where / "kolectra"
-    pkg.mkdir(parents=True)
-    for part in ("core", "corpus", "vocab", "model", "finetune", "pipeline"):
-        (pkg / part).symlink_to(tree.resolve() / part)
-    return str(where)
-
-
 def measure(what: str, args: list[str], pythonpath: str | None) -> dict:
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, __file__, "--child", what, *args], env=env, text=True,
-                          capture_output=True, cwd=REPO / "benchmarks")
-    if done.returncode:
-        sys.exit(f"{WHO}: the {what} child failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_result(__file__, ["--child", what, *args], pythonpath, WHO)
 
 
 def text_mb(path: str) -> float:

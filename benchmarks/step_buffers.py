@@ -31,18 +31,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
 
-from common import add_data_args, cpu_seconds, emit, parser, require_data
-from scale import namespace_of
+from common import add_data_args, child_result, cpu_seconds, emit, namespace_of, parser, require_data
 
 WHO = "step_buffers"
-REPO = Path(__file__).resolve().parents[1]
 BUCKETS = 8192  # corpus/build.py's dedup_buckets at 32 GB of input and beyond
 SHARDS = 620  # num_shards a split for 34 GB of plain text (docs/scale.md, the 34 GB case)
 STEPS = ("read", "ids", "place")
@@ -115,14 +111,7 @@ def child(step: str, path: Path, trace: bool = True) -> dict:
 
 
 def measure(step: str, path: Path, pythonpath: str | None, trace: bool = True) -> dict:
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, __file__, "--child" if trace else "--child-cpu", step, str(path)], env=env, text=True,
-                          capture_output=True, cwd=REPO / "benchmarks")
-    if done.returncode:
-        sys.exit(f"{WHO}: the {step} child failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_result(__file__, ["--child" if trace else "--child-cpu", step, str(path)], pythonpath, WHO)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -84,19 +84,22 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
 # are the biggest shuffle of the corpus job with near-dup on: docs/scale.md). Band keys are cut
 # from the full values before this, so the candidates are the same at any b.
 SIG_BITS = 8
-_SIG_DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+
+
+def _sig_dtype(bits: int) -> type:
+    return np.uint8 if bits <= 8 else np.uint16 if bits <= 16 else np.uint32  # below 8: a byte each, unpacked
 
 
 def sig_bytes(sig: np.ndarray, bits: int = SIG_BITS) -> bytes:
-    """A compact, picklable signature: each value's low ``bits`` bits (8, 16 or 32)."""
-    return (sig & np.uint64((1 << bits) - 1)).astype(_SIG_DTYPES[bits]).tobytes()
+    """A compact, picklable signature: each value's low ``bits`` bits (up to 32)."""
+    return (sig & np.uint64((1 << bits) - 1)).astype(_sig_dtype(bits)).tobytes()
 
 
 def estimated_jaccard(a: bytes, b: bytes, bits: int = SIG_BITS) -> float:
     """Share of agreeing ``bits``-bit MinHash values, less the agreement that chance gives: an
     unbiased estimate of the shingle Jaccard similarity (Li and König's estimator for sets far
     smaller than the hash range, here 2^32)."""
-    dtype = _SIG_DTYPES[bits]
+    dtype = _sig_dtype(bits)
     agree = float((np.frombuffer(a, dtype=dtype) == np.frombuffer(b, dtype=dtype)).mean())
     chance = 2.0**-bits
     return (agree - chance) / (1.0 - chance)

@@ -1,0 +1,75 @@
+"""The examples stage's packing functions (``corpus/packing.py``) on their own: how a document's
+sentences become sequences, the per-document random streams, where rows are filled and how the
+sequences are written into them. The job around them: ``tests/test_examples.py``."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kolectra.core.config import override
+from kolectra.corpus.examples_config import ExamplesConfig
+from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
+
+
+def test_pack_document_rules():
+    cfg = ExamplesConfig(max_seq_length=16, short_seq_prob=0.0, single_segment_prob=0.0)
+    sents = [[10] * 4, [11] * 4, [12] * 4, [13] * 4, [14] * 20]
+    pairs, truncated = pack_document(sents, cfg, random.Random(0))
+    # 4+4+4 = 12 <= 16-3; the fourth sentence starts a new example; the 20-token one is cut to 13
+    assert truncated == 1
+    assert [len(a) + len(b) for a, b in pairs] == [12, 4, 13]
+    a, b = pairs[0]
+    assert len(a) in (4, 8) and a + b == [10] * 4 + [11] * 4 + [12] * 4  # split at a sentence boundary
+    assert pairs[1] == ([13] * 4, []) and pairs[2] == ([14] * 13, [])  # one sentence: one segment
+    singles, _ = pack_document(sents, override(cfg, ["single_segment_prob=1"]), random.Random(0))
+    assert all(not b for _, b in singles)
+    assert pack_document([[], []], cfg, random.Random(0)) == ([], 0)
+
+
+def test_document_rng_is_seeded_per_document_and_uniform():
+    a, b = doc_rng(0, "doc-1"), doc_rng(0, "doc-1")
+    assert [a.randint(1, 6) for _ in range(20)] == [b.randint(1, 6) for _ in range(20)]  # past the first digest
+    assert [doc_rng(0, "doc-1").random() for _ in range(3)] != [doc_rng(1, "doc-1").random() for _ in range(3)]
+    draws = np.array([doc_rng(0, str(i)).randint(5, 8) for i in range(20_000)])
+    assert set(draws.tolist()) == {5, 6, 7, 8} and np.abs(np.bincount(draws)[5:] / 20_000 - 0.25).max() < 0.012
+    u = np.array([doc_rng(3, str(i)).random() for i in range(20_000)])
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01 and abs((u < 0.1).mean() - 0.1) < 0.01
+
+
+def test_encode_rows_writes_each_sequence_where_placed():
+    seqs = Sequences.from_pairs([([7, 8], [9]), ([10], []), ([11, 12, 13], [14, 15])], [1, 1, 2], [0, 1, 0])
+    assert seqs.lengths().tolist() == [6, 3, 8]
+    place = Placement(np.array([0, 1, 0]), np.array([0, 0, 6]), np.array([1, 1, 2]), 2)
+    ids, tt, docs = encode_rows(seqs, place, 16, np.dtype(np.uint16))
+    assert ids.tolist() == [[2, 7, 8, 3, 9, 3, 2, 11, 12, 13, 3, 14, 15, 3, 0, 0], [2, 10, 3] + [0] * 13]
+    assert tt.tolist() == [[0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0], [0] * 16]
+    assert docs.tolist() == [[1] * 6 + [2] * 8 + [0, 0], [1] * 3 + [0] * 13]
+    with pytest.raises(ValueError, match="sequence of 8 tokens at column 10 exceeds max_seq_length=16"):
+        encode_rows(seqs, Placement(np.array([0, 1, 0]), np.array([0, 0, 10]), np.array([1, 1, 2]), 2), 16,
+                    np.dtype(np.uint16))
+    shuffled = Sequences(*(getattr(seqs, k)[[2, 0, 1]] if k != "tokens_T" else
+                           np.array([11, 12, 13, 14, 15, 7, 8, 9, 10], np.int32) for k in
+                           ("line_U", "k_U", "a_U", "b_U", "tokens_T")))
+    back = shuffled.in_corpus_order()
+    assert all(np.array_equal(getattr(back, k), getattr(seqs, k)) for k in ("line_U", "k_U", "a_U", "b_U", "tokens_T"))
+
+
+def test_fill_rows_is_tight_and_a_function_of_the_input_order():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 60, 3000)  # review-like: short against a row of 128
+    place = fill_rows(lengths, 128)
+    ends = place.offset_U + lengths
+    assert ends.max() <= 128
+    for r in rng.choice(place.rows, 50, replace=False):  # no overlaps, numbered left to right
+        in_row = np.flatnonzero(place.row_U == r)
+        by_offset = in_row[np.argsort(place.offset_U[in_row])]
+        assert (place.offset_U[by_offset][1:] == ends[by_offset][:-1]).all() and place.offset_U[by_offset][0] == 0
+        assert place.doc_U[by_offset].tolist() == list(range(1, len(in_row) + 1))
+    assert place.rows == -(-int(lengths.sum()) // 128)  # as few rows as the tokens need
+    again = fill_rows(lengths, 128)
+    assert all(np.array_equal(getattr(place, k), getattr(again, k)) for k in ("row_U", "offset_U", "doc_U"))
+    full = fill_rows(np.array([128, 5, 128]), 128)
+    assert full.rows == 3 and full.row_U.tolist() == [0, 2, 1]  # a full-length sequence has a row of its own
