@@ -306,7 +306,7 @@ def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_v
         "unit": unit,
         "value": value,
         "baseline": {"name": baseline_name, "value": baseline_value},
-        "ratio": value / baseline_value if baseline_value else None,
+        "ratio": value / baseline_value if value is not None and baseline_value else None,
         "config": config,
         "machine": machine(),
         **load_report(),
