@@ -146,11 +146,20 @@ def headline(steps: dict) -> tuple[float | None, float | None]:
 
 
 def loop_vs_step(steps: dict, pretrain: dict | None) -> float | None:
-    """The pretraining loop's MFU in its last logged window over the bare step's at the same shape
-    (``small``, CUDA graphs, what the loop runs): issue 45 asks for at least 0.95."""
+    """The pretraining loop's MFU, the median of its logged windows after the first (which compiles),
+    else its last window's, over the bare step's at the same shape (``small``, CUDA graphs, what the
+    loop runs): issue 45 asks for at least 0.95. A median, since the H200's windows swung by 20 %."""
     step = steps.get("small", {}).get("cuda_graphs", {}).get("kolectra_compiled", {}).get("mfu")
-    loop = ((pretrain or {}).get("last_window") or {}).get("mfu")
+    pretrain = pretrain or {}
+    loop = pretrain.get("median_window_mfu") or (pretrain.get("last_window") or {}).get("mfu")
     return round(loop / step, 3) if loop and step else None
+
+
+def loop_windows(logged: list[dict]) -> tuple[list[dict], float | None]:
+    """A run's metrics lines -> its windows after the first (step, tokens/s, MFU) and their median MFU."""
+    windows = [{k: line.get(k) for k in ("step", "tokens_per_s", "mfu")} for line in logged[1:]]
+    mfus = [w["mfu"] for w in windows if w["mfu"]]
+    return windows, (round(statistics.median(mfus), 5) if mfus else None)
 
 
 def report(device: str, peak_flops: float | None, notes: list[str], steps: dict, phases: dict,
@@ -315,6 +324,7 @@ def run_pretrain(out: str, examples: str, steps: int, sets: list[str], deadline:
     stats, compute = art.manifest.get("stats", {}), art.manifest.get("compute", {})
     logged = [json.loads(ln) for ln in (Path(art.path) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
     last = logged[-1] if logged else {}
+    windows, median_mfu = loop_windows(logged)
     first = next((ln for ln in lines if "step 1 took" in ln), None)
     return {"status": "ok", "seconds": round(time.perf_counter() - t0, 1), "first_step_line": first,
             # compute's "step" is how the step ran ("eager" or "compiled (mode)"); stats' "steps" how many
@@ -322,6 +332,7 @@ def run_pretrain(out: str, examples: str, steps: int, sets: list[str], deadline:
             "mfu_whole_run": compute.get("mfu"),  # the first step's compiling included
             # the last logged window: the loop's own pace once compiled (the step's, within 5 %: issue 45)
             "last_window": {k: last.get(k) for k in ("step", "tokens_per_s", "mfu")},
+            "windows": windows, "median_window_mfu": median_mfu,
             "final": stats.get("final"), "health": status_text(stats["health"]) if "health" in stats else None}
 
 

@@ -171,6 +171,14 @@ def test_packed_rows_hold_three_whole_sequences_each():
 def test_the_loop_is_read_against_the_bare_step_and_a_bad_batch_is_refused(capsys):
     steps = {"small": {"cuda_graphs": {"kolectra_compiled": {"mfu": 0.2}}}}
     assert gpu.loop_vs_step(steps, {"last_window": {"mfu": 0.19}}) == 0.95
+    # the H200's run (2026-11-28): windows after the compiling one, their median read against the step
+    logged = [{"step": 50, "tokens_per_s": 11400.3, "mfu": 0.00078}, *({"step": st, "tokens_per_s": t, "mfu": m} for st, t, m in
+              [(100, 799838, 0.0549), (150, 679870, 0.0467), (200, 804969, 0.0553), (250, 669339, 0.046), (300, 636745, 0.0437)])]
+    windows, median_mfu = gpu.loop_windows(logged)
+    assert [w["step"] for w in windows] == [100, 150, 200, 250, 300] and median_mfu == 0.0467
+    assert gpu.loop_vs_step({"small": {"cuda_graphs": {"kolectra_compiled": {"mfu": 0.0528}}}},
+                            {"median_window_mfu": median_mfu, "last_window": {"mfu": 0.0437}}) == 0.884
+    assert gpu.loop_windows(logged[:1]) == ([], None)
     assert gpu.loop_vs_step(steps, {"status": "failed"}) is None and gpu.loop_vs_step({}, {"last_window": {"mfu": 1}}) is None
     r = gpu.report("H200", 989e12, [], steps, {}, {"last_window": {"mfu": 0.18}}, 465, {"small": (128, 8000)})
     assert r["pretrain"]["loop_vs_step"] == 0.9 and r["config"]["shapes"] == {"small": {"batch": 128, "vocab_size": 8000}}
