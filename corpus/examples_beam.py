@@ -45,6 +45,7 @@ from kolectra.corpus.outputs import REPORT_FILE  # the written files' entries, f
 from kolectra.corpus.packing import (
     PAD,
     SPECIAL_IDS,
+    Documents,
     Placement,
     Sequences,
     doc_rng,
@@ -53,6 +54,7 @@ from kolectra.corpus.packing import (
     make_stats,
     one_per_row,
     pack_document,
+    pairs_of,
 )
 
 REPORT = "report"  # side output: ("tally", counter, n), ("bad", message) or ("piece", (shard, piece), entry)
@@ -163,7 +165,7 @@ class TokenizeAndPack(beam.DoFn):
 
     A block is ``("sequences", Sequences)``: every document cut into ELECTRA sequences with its own
     seeded RNG, as flat arrays (no padding travels between the steps). With ``packing=stream``
-    it is ``("documents", [(line, [sentence ids]), ...])``: the cutting needs the whole shard."""
+    it is ``("documents", Documents)``: the cutting needs the whole shard (:func:`stream_block`)."""
 
     def __init__(self, job: Job):
         self.job = job
@@ -215,7 +217,8 @@ class TokenizeAndPack(beam.DoFn):
         tally["sentences"] += len(flat)
         tally["documents_used"] += sum(any(s) for _, _, s in per_doc)
         if cfg.packing == "stream":
-            yield shard, ("documents", [(line, sent_ids) for line, _, sent_ids in per_doc])
+            yield shard, ("documents", stream_block([(line, sent_ids) for line, _, sent_ids in per_doc],
+                                                    np.dtype(self.job.dtype)))
             return
         line_U, ks, pairs, truncated = [], [], [], 0
         for line, doc_id, sent_ids in per_doc:
@@ -228,6 +231,13 @@ class TokenizeAndPack(beam.DoFn):
         yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks, np.dtype(self.job.dtype)))
 
 
+def stream_block(docs: list[tuple[int, list[list[int]]]], dtype: np.dtype) -> Documents:
+    """``packing=stream``'s block: a batch's documents as columns, since its shard's step holds every
+    block of the shard at once (about 5 bytes a token here, 58 as lists of Python ints:
+    ``benchmarks/stream_packing.py``)."""
+    return Documents.from_lists(docs, dtype)
+
+
 def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, int]:
     """A corpus shard's blocks -> its sequences in corpus order, where each goes in the rows, and
     the truncated sentences.
@@ -237,11 +247,10 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, int]
     cfg = job.cfg
     truncated = 0
     if cfg.packing == "stream":
-        docs = sorted((line, sents) for _, batch in blocks for line, sents in batch)
-        stream = [s for _, sents in docs for s in sents]
+        stream = Documents.concat([batch for _, batch in blocks]).sentences_by_line()
         # one RNG for the whole shard: its documents form one stream (see examples_config)
-        pairs, truncated = pack_document(stream, cfg, doc_rng(cfg.seed, f"{cfg.split}-shard-{shard}"))
-        seqs = Sequences.from_pairs(pairs, list(range(len(pairs))), [0] * len(pairs), np.dtype(job.dtype))
+        pairs = pairs_of(stream, cfg, doc_rng(cfg.seed, f"{cfg.split}-shard-{shard}"))
+        seqs, truncated = Sequences.from_stream(pairs, np.dtype(job.dtype))
     else:
         seqs = Sequences.concat([b for _, b in blocks]).in_corpus_order()
     lengths = seqs.lengths()

@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +80,25 @@ def _target(rng: DocRng | random.Random, cfg: ExamplesConfig) -> int:
 
 def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
                   rng: DocRng | random.Random) -> tuple[list[tuple[list[int], list[int]]], int]:
-    """One document's sentence ids -> ``[(A, B), ...]`` segment pairs (B may be empty), truncations.
+    """One document's sentence ids -> ``[(A, B), ...]`` segment pairs (B may be empty), truncations
+    (:func:`pairs_of`'s pairs, as a list)."""
+    out: list[tuple[list[int], list[int]]] = []
+    return out, _drain(pairs_of(sentences, cfg, rng), out.append)
+
+
+def _drain(gen: Generator, sink: Callable) -> Any:
+    """Hand each item of ``gen`` to ``sink``; the generator's return value."""
+    while True:
+        try:
+            sink(next(gen))
+        except StopIteration as done:
+            return done.value
+
+
+def pairs_of(sentences: Iterable[list[int]], cfg: ExamplesConfig,
+             rng: DocRng | random.Random) -> Generator[tuple[list[int], list[int]], None, int]:
+    """Sentence ids -> ``(A, B)`` segment pairs (B may be empty), one at a time; returns the
+    truncations. A generator, so a stream of a whole shard (``packing=stream``) is never a list.
 
     Sentences are added to the current chunk while its text fits ``target - 3`` tokens (room for
     [CLS] and two [SEP]); then the chunk becomes a sequence and a new target is drawn. A sentence
@@ -87,18 +107,16 @@ def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
     probability ``single_segment_prob``, is a single segment A.
     """
     limit = cfg.max_seq_length - 3
-    out: list[tuple[list[int], list[int]]] = []
     truncated = 0
     chunk: list[list[int]] = []
     length = 0
     target = _target(rng, cfg)
 
-    def emit() -> None:
+    def pair() -> tuple[list[int], list[int]]:
         if len(chunk) == 1 or rng.random() < cfg.single_segment_prob:
-            out.append(([t for s in chunk for t in s], []))
-        else:
-            k = rng.randint(1, len(chunk) - 1)
-            out.append(([t for s in chunk[:k] for t in s], [t for s in chunk[k:] for t in s]))
+            return [t for s in chunk for t in s], []
+        k = rng.randint(1, len(chunk) - 1)
+        return [t for s in chunk[:k] for t in s], [t for s in chunk[k:] for t in s]
 
     for sent in sentences:
         if not len(sent):
@@ -107,13 +125,13 @@ def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
             sent = sent[:limit]
             truncated += 1
         if chunk and length + len(sent) > target - 3:
-            emit()
+            yield pair()
             chunk, length, target = [], 0, _target(rng, cfg)
         chunk.append(sent)
         length += len(sent)
     if chunk:
-        emit()
-    return out, truncated
+        yield pair()
+    return truncated
 
 
 # ---- sequences as flat arrays ---------------------------------------------------------------
@@ -135,6 +153,28 @@ class Sequences:
         b = np.fromiter((len(p[1]) for p in pairs), np.int32, len(pairs))
         tokens = np.fromiter((t for p in pairs for seg in p for t in seg), dtype, int(a.sum() + b.sum()))
         return Sequences(np.asarray(lines, np.int64), np.asarray(ks, np.int32), a, b, tokens)
+
+    @staticmethod
+    def from_stream(pairs: Generator[tuple[list[int], list[int]], None, int],
+                    dtype: np.dtype) -> tuple["Sequences", int]:
+        """:func:`pairs_of`'s pairs of a whole stream, numbered 0, 1, ... (``line_U``) -> their
+        sequences, made :data:`BLOCK_PAIRS` pairs at a time (the lists are a block's, never a
+        shard's), and the truncations."""
+        blocks, block = [], []
+
+        def add(p: tuple[list[int], list[int]]) -> None:
+            block.append(p)
+            if len(block) == BLOCK_PAIRS:
+                flush()
+
+        def flush() -> None:
+            first = sum(len(b) for b in blocks)
+            blocks.append(Sequences.from_pairs(block, range(first, first + len(block)), [0] * len(block), dtype))
+            block.clear()
+
+        truncated = _drain(pairs, add)
+        flush()
+        return Sequences.concat(blocks), truncated
 
     @staticmethod
     def concat(blocks: list["Sequences"]) -> "Sequences":
@@ -171,7 +211,52 @@ class Sequences:
 # Sequences (or rows) handled at a time where the work goes token by token, so that its int64
 # index arrays stay a few MB whatever the shard's size (issue 41: they were ~50 bytes a token).
 BLOCK_SEQUENCES = 1 << 13
+BLOCK_PAIRS = 1 << 10  # segment pairs held as lists of Python ints (about 4 kB each) before they become arrays
 BLOCK_ROWS = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class Documents:
+    """Tokenised documents as columns, what ``packing=stream`` sends to its shard: document ``d`` is
+    line ``line_D[d]`` of its corpus shard with ``n_D[d]`` sentences; the sentences' lengths
+    ``len_S`` and tokens ``tokens_T`` follow in document order (a few bytes a token, where lists
+    of Python ints took about 36)."""
+
+    line_D: np.ndarray  # int64
+    n_D: np.ndarray  # int32
+    len_S: np.ndarray  # int32
+    tokens_T: np.ndarray  # the artifact's id dtype
+
+    @staticmethod
+    def from_lists(docs: list[tuple[int, list[list[int]]]], dtype: np.dtype) -> "Documents":
+        """``[(line, sentences' ids), ...]`` -> columns."""
+        lens = [len(s) for _, sents in docs for s in sents]
+        return Documents(np.fromiter((line for line, _ in docs), np.int64, len(docs)),
+                         np.fromiter((len(sents) for _, sents in docs), np.int32, len(docs)),
+                         np.asarray(lens, np.int32),
+                         np.fromiter((t for _, sents in docs for s in sents for t in s), dtype, sum(lens)))
+
+    @staticmethod
+    def concat(blocks: list["Documents"]) -> "Documents":
+        if not blocks:
+            return Documents.from_lists([], np.dtype(np.int32))
+        return Documents(*(np.concatenate([getattr(d, f.name) for d in blocks]) for f in dataclasses.fields(Documents)))
+
+    def sentences_by_line(self) -> Iterator[list[int]]:
+        """Every sentence's ids, the documents in line order: the shard's stream, one sentence at a
+        time (a list only while it is being packed)."""
+        first_D = np.cumsum(self.n_D, dtype=np.int64) - self.n_D
+        tokens_D = np.bincount(np.repeat(np.arange(len(self.n_D)), self.n_D), self.len_S, len(self.n_D)).astype(np.int64)
+        start_D = np.cumsum(tokens_D) - tokens_D
+        order = np.argsort(self.line_D, kind="stable")
+        for i in range(0, len(order), BLOCK_SEQUENCES):  # Python ints for a block of documents at a time
+            d_ = order[i:i + BLOCK_SEQUENCES]
+            for first, n, start, size in zip(first_D[d_].tolist(), self.n_D[d_].tolist(), start_D[d_].tolist(),
+                                              tokens_D[d_].tolist()):
+                ids, at = self.tokens_T[start:start + size].tolist(), 0
+                for length in self.len_S[first:first + n].tolist():
+                    yield ids[at:at + length]
+                    at += length
 
 
 def _spans(start: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -10,8 +10,18 @@ import numpy as np
 import pytest
 
 from kolectra.core.config import override
+from kolectra.corpus import packing
 from kolectra.corpus.examples_config import ExamplesConfig
-from kolectra.corpus.packing import Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
+from kolectra.corpus.packing import (
+    Documents,
+    Placement,
+    Sequences,
+    doc_rng,
+    encode_rows,
+    fill_rows,
+    pack_document,
+    pairs_of,
+)
 
 
 def test_pack_document_rules():
@@ -73,3 +83,54 @@ def test_fill_rows_is_tight_and_a_function_of_the_input_order():
     assert all(np.array_equal(getattr(place, k), getattr(again, k)) for k in ("row_U", "offset_U", "doc_U"))
     full = fill_rows(np.array([128, 5, 128]), 128)
     assert full.rows == 3 and full.row_U.tolist() == [0, 2, 1]  # a full-length sequence has a row of its own
+
+
+def _made_up(n: int, seed: int = 0) -> list[tuple[int, list[list[int]]]]:
+    """``n`` documents (line, sentences' ids) in shuffled line order; some sentences and documents empty."""
+    rng = random.Random(seed)
+    lines = list(range(n))
+    rng.shuffle(lines)
+    return [(line, [[rng.randrange(5, 8000) for _ in range(rng.choice([0, 3, 17, 40, 200]))]
+                    for _ in range(rng.randrange(0, 5))]) for line in lines]
+
+
+def test_stream_documents_as_columns_give_the_shard_stream_in_line_order(monkeypatch):
+    docs = _made_up(300)
+    blocks = [Documents.from_lists(docs[i:i + 64], np.dtype(np.uint16)) for i in range(0, len(docs), 64)]
+    monkeypatch.setattr(packing, "BLOCK_SEQUENCES", 7)  # documents turned into Python ints a few at a time
+    monkeypatch.setattr(packing, "BLOCK_PAIRS", 5)  # and pairs made into arrays a few at a time
+    stream = list(Documents.concat(blocks).sentences_by_line())
+    assert stream == [s for _, sents in sorted(docs) for s in sents]  # empty sentences kept, as the lists had them
+    assert Documents.concat([]).tokens_T.size == 0 and list(Documents.concat([]).sentences_by_line()) == []
+    # the pairs made as a stream, a few at a time, are the ones a list of the whole stream gives
+    cfg = override(ExamplesConfig(), ["max_seq_length=64"])
+    pairs, truncated = pack_document(stream, cfg, doc_rng(0, "train-shard-0"))
+    seqs, cut = Sequences.from_stream(pairs_of(iter(stream), cfg, doc_rng(0, "train-shard-0")), np.dtype(np.uint16))
+    whole = Sequences.from_pairs(pairs, range(len(pairs)), [0] * len(pairs), np.dtype(np.uint16))
+    assert cut == truncated > 0 and len(seqs) == len(pairs) > 7
+    assert all(np.array_equal(getattr(seqs, f), getattr(whole, f)) for f in ("line_U", "k_U", "a_U", "b_U", "tokens_T"))
+
+
+def test_a_stream_shard_holds_a_few_bytes_a_token(monkeypatch):
+    """``packing=stream`` gives one step a whole corpus shard (about ``shard_bytes`` of JSON). Its
+    documents came as lists of Python ints, about 58 bytes a token (``benchmarks/stream_packing.py``);
+    as columns, and cut a block at a time, a few bytes a token beside one block's lists."""
+    import tracemalloc
+
+    from kolectra.corpus import examples_beam
+
+    monkeypatch.setattr(packing, "BLOCK_PAIRS", 256)
+    job = examples_beam.Job(ExamplesConfig(packing="stream"), "", "uint16", 8000, "")
+    rng = np.random.default_rng(0)
+    tracemalloc.start()
+    try:
+        blocks = []
+        for first in range(0, 6144, 256):  # documents sent as the tokenising step sends them, a batch at a time
+            batch = [(first + i, [rng.integers(5, 8000, 25).tolist() for _ in range(4)]) for i in range(256)]
+            blocks.append(("documents", examples_beam.stream_block(batch, np.dtype(np.uint16))))
+        seqs, place, _ = examples_beam.shard_rows(0, blocks, job)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seqs.tokens_T.size == 6144 * 100 and place.rows == len(seqs)
+    assert peak / seqs.tokens_T.size < 16, f"{peak / seqs.tokens_T.size:.1f} bytes a token"
