@@ -31,13 +31,16 @@ context, its own peak memory, and a hard stop at its share of the budget):
 3. ``kolectra pretrain --preset small --device cuda --steps 300 --set train.bf16=true``, on the
    device's defaults (compiled, CUDA graphs): steps/s after the first step, MFU, the first step's
    seconds and the run's health line (``ok``, ``not_learning`` or ``unchecked: ...``).
+4. Only when ``--phases`` names it: ``kolectra finetune nsmc`` of that checkpoint on the embedded NSMC
+   sample, one epoch on the device's defaults (CUDA: a compiled forward over fixed batch widths).
 
 ``--phases`` runs some of them (a second look within the lent GPU's minutes, e.g.
 ``--phases base/cuda_graphs``); ``--set model.KEY=VALUE`` changes the model in every phase, e.g.
 ``model.attention_dropout=0``, under which CUDA takes FlexAttention's block mask instead of SDPA's
 boolean one (FlexAttention has no dropout); ``--batch base=512`` another batch for a preset's step
 (issue 45: a larger ``base`` batch where memory allows). The pretraining phase's ``loop_vs_step``
-is the loop's MFU in its last logged window over ``small``'s step with CUDA graphs (target 0.95).
+is the loop's MFU (the median of its logged windows after the first) over ``small``'s step with CUDA
+graphs (target 0.95).
 
 Budget: each phase gets at most its cap and never more than what leaves the later phases their
 minimum (:func:`phase_budget`); a phase that would not fit is skipped and says so in the JSON.
@@ -59,6 +62,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SAMPLE_REVIEWS = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"
+SAMPLE_NSMC = (REPO / "pipeline" / "sample" / "nsmc_train.txt", REPO / "pipeline" / "sample" / "nsmc_test.txt")
 
 SEQ_LEN = 128
 # preset -> (batch, vocabulary): docs/benchmarks.md's H200 shapes and issue 45's targets
@@ -71,7 +75,7 @@ PROFILED, TOP_KERNELS = 3, 15  # steps under the profiler after the timed ones; 
 # phase -> (cap, minimum) seconds. A cold compile of the CUDA-graph step took over 75 s on the H200 (both
 # presets, 2026-11-28), 22-51 s with Inductor's cache warm from an earlier phase (docs/benchmarks.md).
 PHASES = {**{f"{p}/{v}": ((150, 60) if v != "eager" else (40, 20)) for p in SHAPES for v in VARIANTS},
-          "examples": (90, 30), "pretrain": (150, 90)}
+          "examples": (90, 30), "pretrain": (150, 90), "finetune": (150, 60)}
 BUDGET_S = 465  # of the 8 minutes: the rest for starting torch here and printing
 MARGIN_S = 5  # a child's time to finish and print after its last step
 STDERR_TAIL = 2000  # characters of a failed phase's stderr kept in the JSON (a lent GPU is not there to rerun on)
@@ -336,7 +340,27 @@ def run_pretrain(out: str, examples: str, steps: int, sets: list[str], deadline:
             "final": stats.get("final"), "health": status_text(stats["health"]) if "health" in stats else None}
 
 
-CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pretrain}
+def run_finetune(out: str, deadline: float, device: str = "cuda") -> dict:
+    """Child: ``kolectra finetune nsmc`` of the pretraining phase's checkpoint on the embedded NSMC
+    sample (1,800 training reviews, one epoch) on ``device`` with its defaults (CUDA: a compiled
+    forward over a few fixed batch widths): its seconds, its compile lines and its scores."""
+    t0 = time.perf_counter()
+    train, test = SAMPLE_NSMC
+    r = kolectra("finetune", "nsmc", "--model", NAME, "--train", str(train), "--test", str(test), "--epochs", "1",
+                 "--set", f"device={device}", *(["--set", "bf16=true"] if device == "cuda" else []),
+                 "--out", out, "--name", NAME, "--force", timeout=max(1.0, deadline - MARGIN_S - time.time()))
+    lines = r.stderr.strip().splitlines()
+    if r.returncode:
+        return {"status": "failed", "error": (lines or ["?"])[-1]}
+    from kolectra.pipeline.store.factory import open_store
+
+    stats = open_store(out).resolve(NAME, "eval").manifest.get("stats", {})
+    return {"status": "ok", "seconds": round(time.perf_counter() - t0, 1),
+            "compile_lines": [ln for ln in lines if "compil" in ln][:4],
+            **{k: stats.get(k) for k in ("accuracy", "dev_accuracy", "train_examples")}}
+
+
+CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pretrain, "finetune": run_finetune}
 
 
 def child(kind: str, args: list, budget_s: float) -> dict:
@@ -360,18 +384,22 @@ def child(kind: str, args: list, budget_s: float) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-ORDER = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain"]
+ORDER = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain", "finetune"]
 # what runs without --phases: Inductor's default mode (no CUDA graphs) is left to --phases, since its
-# cold compiles would not fit the 8 minutes beside the CUDA-graph ones the trainer uses
-DEFAULT = [name for name in ORDER if not name.endswith("/compiled")]
+# cold compiles would not fit the 8 minutes beside the CUDA-graph ones the trainer uses; fine-tuning
+# (its compiled batch widths) likewise only when named
+DEFAULT = [name for name in ORDER if not name.endswith("/compiled") and name != "finetune"]
 
 
 def phase_order(phases: str | None, have_examples: bool) -> list[str]:
-    """The phases to run, in :data:`ORDER`: :data:`DEFAULT`, or those named (``pretrain`` builds its examples first
-    unless ``--examples`` names them); an unknown name exits with the known ones."""
+    """The phases to run, in :data:`ORDER`: :data:`DEFAULT`, or those named (``finetune`` pretrains first,
+    ``pretrain`` builds its examples first unless ``--examples`` names them); an unknown name exits
+    with the known ones."""
     wanted = DEFAULT if phases is None else [x.strip() for x in phases.split(",") if x.strip()]
     if unknown := [x for x in wanted if x not in ORDER]:
         sys.exit(f"gpu.py: unknown phase(s) {', '.join(unknown)}; known: {', '.join(ORDER)}")
+    if "finetune" in wanted:  # it fine-tunes the checkpoint this run trains
+        wanted = [*wanted, "pretrain"]
     if "pretrain" in wanted and not have_examples:
         wanted = [*wanted, "examples"]
     return [x for x in ORDER if x in wanted and not (x == "examples" and have_examples)]
@@ -426,7 +454,7 @@ def main(argv: list[str] | None = None) -> dict:
     notes = [note] if note else []
     deadline = time.perf_counter() + args.budget_s
     out = args.out or tempfile.mkdtemp(prefix="kolectra-gpu-check-")
-    steps, phases, pretrain, examples = {}, {}, None, args.examples
+    steps, phases, pretrain, finetune, examples = {}, {}, None, None, args.examples
     for i, name in enumerate(order):
         cap, minimum = PHASES[name]
         budget = phase_budget(cap, minimum, deadline - time.perf_counter(), sum(PHASES[n][1] for n in order[i + 1:]))
@@ -446,6 +474,9 @@ def main(argv: list[str] | None = None) -> dict:
             r = child("examples", [out], budget)
             examples = r.get("examples")
             phases[name] = r
+        elif name == "finetune":
+            ok = (pretrain or {}).get("status") == "ok"
+            finetune = child("finetune", [out], budget) if ok else {"status": "skipped: no checkpoint"}
         elif examples is None:
             pretrain = {"status": "skipped: no examples"}
         else:
@@ -456,7 +487,7 @@ def main(argv: list[str] | None = None) -> dict:
     r = report(device, peak, notes, steps, phases, pretrain, args.budget_s, shapes)
     r["config"]["sets"] = args.sets
     return emit(r["benchmark"], r["unit"], r["value"], r["baseline"]["name"], r["baseline"]["value"], r["config"],
-                steps=r["steps"], pretrain=r["pretrain"], phases=r["phases"], notes=r["notes"])
+                steps=r["steps"], pretrain=r["pretrain"], finetune=finetune, phases=r["phases"], notes=r["notes"])
 
 
 if __name__ == "__main__":

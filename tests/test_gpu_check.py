@@ -106,9 +106,11 @@ def test_a_phase_stopped_at_its_budget_keeps_what_it_finished_and_says_where_it_
 
 def test_phase_order_runs_the_named_phases_and_builds_examples_for_pretrain():
     # by default no Inductor default-mode phase: its cold compiles would not fit beside CUDA graphs' ones
-    assert gpu.phase_order(None, False) == gpu.DEFAULT == [p for p in gpu.ORDER if not p.endswith("/compiled")]
+    assert gpu.phase_order(None, False) == gpu.DEFAULT == [p for p in gpu.ORDER if not p.endswith("/compiled") and p != "finetune"]
     assert gpu.phase_order(None, True) == [p for p in gpu.DEFAULT if p != "examples"]
     assert gpu.phase_order("base/compiled", True) == ["base/compiled"]
+    # fine-tuning (not by default) tunes the checkpoint the run trains, from examples it builds
+    assert "finetune" not in gpu.DEFAULT and gpu.phase_order("finetune", False) == ["examples", "pretrain", "finetune"]
     assert gpu.phase_order("pretrain, base/cuda_graphs", False) == ["base/cuda_graphs", "examples", "pretrain"]
     assert gpu.phase_order("pretrain", True) == ["pretrain"]
     with pytest.raises(SystemExit, match="unknown phase.*base/flash.*known: small/eager"):
