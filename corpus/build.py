@@ -81,6 +81,8 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
 )
 
 STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
+# settings that decide how the job runs, not what it writes: left out of the artifact id
+OPERATIONAL = ("dedup_group_bytes",)
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
@@ -100,12 +102,18 @@ class CorpusInterrupted(KeyboardInterrupt):
     """Ctrl-C during the job; the message says how far it got and that nothing was kept."""
 
 
-def dedup_buckets(total_bytes: int) -> int:
-    """Dedup groups for ``total_bytes`` of input: about 4 MB each, a power of two in [16, 8192].
-    Many enough to spread Kiwi over every worker, few enough for large elements; a bucket's
-    unique documents are held by one worker at a time. The output does not depend on it."""
+# The most exact-dedup groups: at the default 4 MB each, 4 TB of uncompressed input before a group
+# grows (what that costs the chunks sent to them: docs/scale.md).
+MAX_DEDUP_BUCKETS = 1 << 20
+
+
+def dedup_buckets(uncompressed: float, group_bytes: int) -> int:
+    """Dedup groups for ``uncompressed`` bytes of input (``outputs.expected_input_bytes``):
+    about ``group_bytes`` each, a power of two in [16, :data:`MAX_DEDUP_BUCKETS`]. Many enough to
+    spread Kiwi over every worker and to bound what one holds (a group's unique documents, held by
+    one worker at a time), few enough for large elements. The output does not depend on it."""
     n = 16
-    while n < 8192 and n * (4 << 20) < total_bytes:
+    while n < MAX_DEDUP_BUCKETS and n * group_bytes < uncompressed:
         n *= 2
     return n
 
@@ -219,11 +227,13 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     _check_keep_fields(cfg, files)
     sources = reader.source_names(files)
     total = sum(f.bytes for f in listed)
+    sizes = [(f.path, f.bytes) for f in listed]
+    buckets = dedup_buckets(outputs.expected_input_bytes(sizes), cfg.dedup_group_bytes)
     cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
     threads = analysis_threads(options)
-    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes([(f.path, f.bytes) for f in listed]),
+    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(sizes),
                               LOCAL_MEMORY_NEAR_DUP if cfg.near_dup_threshold > 0 else LOCAL_MEMORY)
     shown = runner
     if runner == LOCAL_RUNNER:
@@ -250,7 +260,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:
-                _recipe(p, cfg, listed, sources, out, dedup_buckets(total), progress_dir, threads)
+                _recipe(p, cfg, listed, sources, out, buckets, progress_dir, threads)
     except BaseException:
         if not ctrl_c.happened:
             raise

@@ -4,7 +4,7 @@ The corpus job's steps send their documents to a GroupByKey in chunks (``corpus/
 file's survivors per dedup bucket, kept ids per id bucket, analysed lines per shard), because a
 large element costs Beam far less per document than one element each. A chunk goes out when it
 is full; the rest wait for the end of the file or bundle. The number of keys grows with the
-corpus (up to 8,192 dedup buckets; one shard per 192 MB of JSON), and a file or a bundle can be
+corpus (a dedup bucket per 4 MB of input; one shard per 192 MB of JSON), and a file or a bundle can be
 gigabytes, so waiting chunks alone would make a worker's memory grow with the corpus. Here they
 wait only until all of them together reach a budget, then all go out at once: a step holds at
 most the budget (plus one item; the size is the item's text as Python holds it plus a fixed

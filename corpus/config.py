@@ -56,6 +56,10 @@ class CorpusConfig:
     # a band bucket of up to this many documents is linked as a sorted chain and a star, held in
     # memory (about 60 bytes each); a larger one as a star only, streamed (corpus/neardup.py)
     near_dup_chain_limit: int = 1000
+    # about this many bytes of (uncompressed) input per exact-dedup group: what one worker holds at
+    # once in KeepFirstCopies, whatever the corpus size (corpus/build.py: dedup_buckets). It does not
+    # change the output, so it is recorded only when set and left out of the artifact id.
+    dedup_group_bytes: int = dataclasses.field(default=4 << 20, metadata={"recorded": "unless default"})
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text
     # shards per split; 0 = from the input's size, about shard_bytes of JSON each
@@ -99,6 +103,8 @@ class CorpusConfig:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if self.near_dup_chain_limit < 2:
             raise ConfigError(f"near_dup_chain_limit must be >= 2, got {self.near_dup_chain_limit}")
+        if self.dedup_group_bytes < 1 << 10:
+            raise ConfigError(f"dedup_group_bytes must be at least 1 KiB ({1 << 10}), got {self.dedup_group_bytes}")
         if self.max_repeat < 0:
             raise ConfigError(f"max_repeat must be >= 0, got {self.max_repeat}")
         if self.language not in PROFILES:

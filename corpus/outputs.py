@@ -115,13 +115,19 @@ JSON_PER_INPUT_BYTE = 3.5
 EXPANSION = {".gz": 3.1, ".bz2": 3.6, ".zst": 3.3}
 
 
+def _expanded(files: Iterable[tuple[str, int]]):
+    for path, size in files:
+        yield size * EXPANSION.get(os.path.splitext(path)[1].lower(), 1.0)
+
+
+def expected_input_bytes(files: Iterable[tuple[str, int]]) -> float:
+    """The bytes inputs of these (path, stored bytes) hold once decompressed (an estimate; see above)."""
+    return sum(_expanded(files), 0.0)
+
+
 def expected_json_bytes(files: Iterable[tuple[str, int]]) -> float:
     """The shard JSON that inputs of these (path, bytes) should give (an estimate; see above)."""
-    total = 0.0
-    for path, size in files:
-        suffix = os.path.splitext(path)[1].lower()
-        total += size * EXPANSION.get(suffix, 1.0) * JSON_PER_INPUT_BYTE
-    return total
+    return sum((b * JSON_PER_INPUT_BYTE for b in _expanded(files)), 0.0)
 
 
 def shards_for(files: Iterable[tuple[str, int]], shard_bytes: int) -> int:

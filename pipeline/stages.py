@@ -77,7 +77,7 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
     records = tuple(f.record() for f in listed)
     default_name = Path(listed[0].path).name.split(".")[0] if listed else "corpus"
     req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
-                  config=config, inputs=records, libraries=LIBS_CORPUS)
+                  config=config, inputs=records, libraries=LIBS_CORPUS, operational=corpus_build.OPERATIONAL)
     keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
     def produce(out: Path) -> StageOutput:
