@@ -54,7 +54,6 @@ from kolectra.corpus.packing import (
     make_stats,
     one_per_row,
     pack_document,
-    pairs_of,
 )
 
 REPORT = "report"  # side output: ("tally", counter, n), ("bad", message) or ("piece", (shard, piece), entry)
@@ -233,7 +232,7 @@ class TokenizeAndPack(beam.DoFn):
 
 def stream_block(docs: list[tuple[int, list[list[int]]]], dtype: np.dtype) -> Documents:
     """``packing=stream``'s block: a batch's documents as columns, since its shard's step holds every
-    block of the shard at once (about 5 bytes a token here, 58 as lists of Python ints:
+    block of the shard at once (about 6 bytes a token in all, 58 as lists of Python ints:
     ``benchmarks/stream_packing.py``)."""
     return Documents.from_lists(docs, dtype)
 
@@ -249,8 +248,8 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, int]
     if cfg.packing == "stream":
         stream = Documents.concat([batch for _, batch in blocks]).sentences_by_line()
         # one RNG for the whole shard: its documents form one stream (see examples_config)
-        pairs = pairs_of(stream, cfg, doc_rng(cfg.seed, f"{cfg.split}-shard-{shard}"))
-        seqs, truncated = Sequences.from_stream(pairs, np.dtype(job.dtype))
+        seqs, truncated = Sequences.from_stream(stream, cfg, doc_rng(cfg.seed, f"{cfg.split}-shard-{shard}"),
+                                                np.dtype(job.dtype))
     else:
         seqs = Sequences.concat([b for _, b in blocks]).in_corpus_order()
     lengths = seqs.lengths()

@@ -12,16 +12,7 @@ import pytest
 from kolectra.core.config import override
 from kolectra.corpus import packing
 from kolectra.corpus.examples_config import ExamplesConfig
-from kolectra.corpus.packing import (
-    Documents,
-    Placement,
-    Sequences,
-    doc_rng,
-    encode_rows,
-    fill_rows,
-    pack_document,
-    pairs_of,
-)
+from kolectra.corpus.packing import Documents, Placement, Sequences, doc_rng, encode_rows, fill_rows, pack_document
 
 
 def test_pack_document_rules():
@@ -105,7 +96,7 @@ def test_stream_documents_as_columns_give_the_shard_stream_in_line_order(monkeyp
     # the pairs made as a stream, a few at a time, are the ones a list of the whole stream gives
     cfg = override(ExamplesConfig(), ["max_seq_length=64"])
     pairs, truncated = pack_document(stream, cfg, doc_rng(0, "train-shard-0"))
-    seqs, cut = Sequences.from_stream(pairs_of(iter(stream), cfg, doc_rng(0, "train-shard-0")), np.dtype(np.uint16))
+    seqs, cut = Sequences.from_stream(iter(stream), cfg, doc_rng(0, "train-shard-0"), np.dtype(np.uint16))
     whole = Sequences.from_pairs(pairs, range(len(pairs)), [0] * len(pairs), np.dtype(np.uint16))
     assert cut == truncated > 0 and len(seqs) == len(pairs) > 7
     assert all(np.array_equal(getattr(seqs, f), getattr(whole, f)) for f in ("line_U", "k_U", "a_U", "b_U", "tokens_T"))
