@@ -22,6 +22,7 @@ the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import tempfile
@@ -60,6 +61,21 @@ class Job:
     result_path: str
 
 
+class BadLines:
+    """A part's unreadable lines: every one counted, the first :data:`tables.KEEP_BAD` by message
+    named, so a shard of bad lines costs a worker no more than a good one."""
+
+    def __init__(self):
+        self.named: list[str] = []
+        self.count = 0
+
+    def add(self, message: str) -> None:
+        self.count += 1
+        if len(self.named) < tables.KEEP_BAD or message < self.named[-1]:
+            bisect.insort(self.named, message)
+            del self.named[tables.KEEP_BAD:]
+
+
 class CountWords(beam.DoFn):
     """(index, [(path, part, parts)]) -> ``(type key, count)`` pairs, and ``totals`` parts tagged
     ``"totals"``, a table of at most ``flush_types`` types at a time."""
@@ -74,17 +90,18 @@ class CountWords(beam.DoFn):
         _, items = keyed
         for path, part, parts in items:
             table: Counter = Counter()
-            tally, bad = Counter(), []
+            tally, bad = Counter(), BadLines()
             for first, lines in read_lines(path, BATCH_LINES, part, parts):
                 for line_no, raw in enumerate(lines, start=first):
                     if raw.strip():
                         self._count_line(path, line_no, raw, table, tally, bad)
                 if len(table) >= self.job.flush_types:
                     yield from self._flush(table, tally, bad)
-                    table, tally, bad = Counter(), Counter(), []
+                    table, tally, bad = Counter(), Counter(), BadLines()
             yield from self._flush(table, tally, bad)
 
-    def _count_line(self, path: str, line_no: int, raw: bytes, table: Counter, tally: Counter, bad: list) -> None:
+    def _count_line(self, path: str, line_no: int, raw: bytes, table: Counter, tally: Counter,
+                    bad: BadLines) -> None:
         where = f"{path}:{line_no}: "
         try:
             doc = json.loads(raw)
@@ -92,10 +109,10 @@ class CountWords(beam.DoFn):
                 raise UserInputError(f"{where}document without a 'text' string: {raw[:80].decode('utf-8', 'replace')}")
             found, unaligned = words.doc_words(doc, self.splitter, where)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            bad.append(f"{where}not a JSON document ({e})")
+            bad.add(f"{where}not a JSON document ({e})")
             return
         except UserInputError as e:
-            bad.append(str(e))
+            bad.add(str(e))
             return
         table.update(found)
         tally["documents"] += 1
@@ -103,8 +120,8 @@ class CountWords(beam.DoFn):
         tally["words_unaligned"] += unaligned
 
     @staticmethod
-    def _flush(table: Counter, tally: Counter, bad: list):
-        yield beam.pvalue.TaggedOutput("totals", tables.totals(tally, tables.char_counts(table), bad))
+    def _flush(table: Counter, tally: Counter, bad: BadLines):
+        yield beam.pvalue.TaggedOutput("totals", tables.totals(tally, tables.char_counts(table), bad.named, bad.count))
         for word, n in table.items():
             yield tables.type_key(word), n
 

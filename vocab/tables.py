@@ -46,10 +46,12 @@ def char_counts(table: Mapping[WordType, int]) -> Counter:
     return out
 
 
-def totals(tallies: Mapping[str, int], chars: Counter, bad: Iterable[str] = ()) -> dict:
-    """One part of the job's totals: counters, the character table, the bad documents' messages."""
+def totals(tallies: Mapping[str, int], chars: Counter, bad: Iterable[str] = (), bad_documents: int | None = None) -> dict:
+    """One part of the job's totals: counters, the character table, the bad documents' messages
+    (``bad_documents`` of them, all of ``bad`` when not given)."""
     bad = sorted(bad)
-    return {"tallies": Counter(tallies), "chars": chars, "bad": bad[:KEEP_BAD], "bad_documents": len(bad)}
+    return {"tallies": Counter(tallies), "chars": chars, "bad": bad[:KEEP_BAD],
+            "bad_documents": len(bad) if bad_documents is None else bad_documents}
 
 
 def add_totals(parts: Iterable[dict]) -> dict:
