@@ -5,7 +5,7 @@ Three steps gather documents into chunks per key before a shuffle (``corpus/step
 ``ReadAndClean`` (a file's survivors per dedup bucket), ``IdBuckets`` (kept ids per id bucket, a
 bundle's worth) and ``AnalyseAndPlace`` (analysed JSON lines per shard, a bundle's worth). A
 chunk goes out when full; the rest wait for the end of the file or bundle. Their keys grow with
-the corpus: ``dedup_buckets`` gives 8,192 buckets from 32 GB of input, and ``num_shards`` follows
+the corpus: ``dedup_buckets`` gives 8,192 buckets at 32 GB of input (more beyond), and ``num_shards`` follows
 the input (KoELECTRA's 34 GB: about 620 a split). A Beam bundle can hold a whole work item, and
 a user's file can be gigabytes: so what waits is measured for one file, or one bundle, of the
 first 1, 2 and 4 NSMC review files, at those key counts (8,192 buckets, 620 shards).
@@ -39,7 +39,7 @@ from pathlib import Path
 from common import add_data_args, child_result, cpu_seconds, emit, namespace_of, parser, require_data
 
 WHO = "step_buffers"
-BUCKETS = 8192  # corpus/build.py's dedup_buckets at 32 GB of input and beyond
+BUCKETS = 8192  # corpus/build.py's dedup_buckets at 32 GB of uncompressed input
 SHARDS = 620  # num_shards a split for 34 GB of plain text (docs/scale.md, the 34 GB case)
 STEPS = ("read", "ids", "place")
 

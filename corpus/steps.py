@@ -113,7 +113,7 @@ class ReadAndClean(beam.DoFn):
             # the fields ride along only when asked for: without them the elements are as before
             item = ((key, source, rec["line"], doc_id, text, rec["fields"]) if cfg.keep_fields
                     else (key, source, rec["line"], doc_id, text))
-            for out_bucket, chunk in chunks.add(bucket, item, sys.getsizeof(text)):
+            for out_bucket, chunk in chunks.add(bucket, item, sys.getsizeof(text) + sys.getsizeof(doc_id)):
                 yield out_bucket, outputs.pack_chunk(chunk)
             kept += 1
             if lines - reported >= 4096:  # progress: the raw bytes read so far, records, kept
