@@ -69,10 +69,19 @@ def signature(text: str, perms: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return ((a[:, None] * h[None, :] + b[:, None]) % _PRIME).min(axis=1)
 
 
+# A bucket key is a 56-bit hash of the band's rows salted with the band's index: all bands share
+# one key space, and 7 bytes are 8 on the wire (a length byte), where the band index beside a 64-bit
+# hash took 11. Unrelated band values meet with probability 2^-56 a pair: with M band records about
+# M^2 / 2^57 spurious candidate pairs, 3 at 60 M documents of 11 bands (6.6e8 records), each
+# rejected by its signatures; docs/scale.md has the figures.
+BUCKET_BYTES = 7
+
+
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
-    """One bucket id per band, 10 bytes: the band index and a 64-bit hash of its rows."""
+    """One bucket key per band, ``BUCKET_BYTES``: a hash of its rows, salted with the band's index."""
     return [
-        i.to_bytes(2, "big") + hashlib.blake2b(sig[i * rows : (i + 1) * rows].tobytes(), digest_size=8).digest()
+        hashlib.blake2b(sig[i * rows : (i + 1) * rows].tobytes(), digest_size=BUCKET_BYTES,
+                        salt=i.to_bytes(2, "big")).digest()
         for i in range(bands)
     ]
 

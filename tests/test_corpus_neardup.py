@@ -44,6 +44,40 @@ def test_band_keys_collide_only_for_similar_texts():
     assert not keys["a"] & keys["c"]
 
 
+def test_a_band_record_is_a_7_byte_key_and_its_id_on_the_wire():
+    """The shuffle carries (bucket, id) with the coders the runner gives KV[bytes, int]: 8 bytes of
+    key (a length byte and 7), where the band index and a 64-bit hash took 11."""
+    bands, rows = neardup.bands_rows(0.8)
+    sign = neardup_beam._Sign(bands, rows, seed=0)
+    sign.setup()
+    doc_id = 5 << neardup_beam.LINE_BITS | 123_456
+    records = [r for r in sign.process((doc_id, (A, {"text": A}))) if not isinstance(r, beam.pvalue.TaggedOutput)]
+    coder = beam.coders.registry.get_coder(beam.typehints.KV[bytes, int])
+    id_bytes = len(beam.coders.VarIntCoder().encode(doc_id))
+    assert len(records) == bands and len({b for b, _ in records}) == bands
+    assert [len(coder.encode_nested(r)) for r in records] == [8 + id_bytes] * bands
+
+
+def test_short_bucket_keys_give_the_pairs_of_the_bands_themselves():
+    """Buckets keyed by the band's index and its rows (no hash, so no collision) give the same
+    candidate pairs as the 7-byte keys on the planted set: the key's hash adds none."""
+    docs, _ = _planted()
+    bands, rows = neardup.bands_rows(0.7)
+    perms = neardup.permutations(0, bands * rows)
+    hashed, exact = {}, {}
+    for key, text in docs.items():
+        sig = neardup.signature(text, perms)
+        for i, bucket in enumerate(neardup.band_keys(sig, bands, rows)):
+            hashed.setdefault(bucket, []).append(key)
+            exact.setdefault((i, sig[i * rows : (i + 1) * rows].tobytes()), []).append(key)
+
+    def pairs(buckets):
+        return {p for ids in buckets.values() for p in neardup.bucket_candidates(ids, neardup.CHAIN_LIMIT)}
+
+    assert len(hashed) == len(exact)
+    assert pairs(hashed) == pairs(exact) and len(pairs(exact)) > 40
+
+
 def test_union_find_keeps_the_smallest_key_per_cluster_in_any_edge_order():
     edges = [(("b", 1), ("c", 1)), (("a", 5), ("b", 1)), (("x", 1), ("y", 1)), (("c", 1), ("d", 1))]
     expected = {("b", 1): ("a", 5), ("c", 1): ("a", 5), ("d", 1): ("a", 5), ("y", 1): ("x", 1)}
