@@ -134,6 +134,10 @@ def _as_list(keyed) -> list:
     return [keyed]
 
 
+def _source_rank(rank: int, listed: tuple) -> tuple[int, str]:
+    return rank, listed[1]
+
+
 def _ranked(reason_doc, seed: int):
     return outputs.sample_item(*reason_doc, seed)
 
@@ -145,9 +149,10 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (a file record
     # and a source_in tally per file, an entry per shard) goes without the empty-input default, each
     # a few tens of ms less to build and run (docs/benchmarks.md)
+    ranks = {s: i for i, s in enumerate(sorted(sources.values()))}  # near-dup's ids order the files by name
+    listing = p | "ListInputs" >> beam.Create([(ranks[sources[f.path]], (f, sources[f.path])) for f in listed])
     read = (
-        p
-        | "ListInputs" >> beam.Create([(i, (f, sources[f.path])) for i, f in enumerate(listed)])
+        listing
         | "SpreadFiles" >> beam.GroupByKey()  # one file per worker at a time, not all in one bundle
         | "ReadAndClean" >> beam.ParDo(ReadAndClean(cfg, buckets, progress_dir)).with_outputs(
             REJECTED, TALLY, SAMPLES, FILES, main="chunks")
@@ -160,8 +165,9 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
     tallies, samples, docs = [read[TALLY], unique[TALLY]], [read[SAMPLES], unique[SAMPLES]], unique.docs
     if cfg.near_dup_threshold > 0:
         near = (docs | "OneEach" >> beam.FlatMap(_one_each)
-                | "NearDedup" >> neardup_beam.NearDedup(cfg.near_dup_threshold, cfg.seed, sources.values(),
-                                                                chain_limit=cfg.near_dup_chain_limit))
+                | "NearDedup" >> neardup_beam.NearDedup(
+                    cfg.near_dup_threshold, cfg.seed, listing | "SourceRanks" >> beam.MapTuple(_source_rank),
+                    chain_limit=cfg.near_dup_chain_limit))
         docs = near.docs | "AsLists" >> beam.Map(_as_list)
         tallies.append(near[TALLY])
         samples.append(near[SAMPLES] | "RankNearSamples" >> beam.Map(_ranked, cfg.seed))

@@ -27,6 +27,9 @@ reads its GroupByKey group in streamed passes, which runners page in from their 
 
 The compact id is the source's rank among the job's sources above the line number, so sorting ids
 sorts by (source, line): each cluster keeps its smallest (source, line), as the in-memory method.
+The ranks come in as a PCollection of (rank, source) (the corpus job's listing) and are read as
+multimap side inputs, a key at a time (``_Ranked``): no step holds a table of every source, which
+would grow with the input files (16 MB a step at 100,000 files).
 Every step is a function of its group's contents only, so the result does not depend on bundling
 or on the number of workers.
 """
@@ -50,20 +53,61 @@ LINE_BITS = 40  # a compact id is source rank << 40 | line
 _log = logging.getLogger(__name__)
 
 
-class CompactIds:
-    """(source, line) <-> one int whose order is (source, line)'s, for the job's source names."""
+class _Ranked(beam.DoFn):
+    """A step that reads a multimap side input (source -> rank, or rank -> source) a key at a time:
+    the runner serves the table (Beam's Fn API reads a multimap side input by key and forgets it
+    after the bundle), and the step remembers at most ``MEMO`` answers, so its memory does not grow
+    with the number of sources."""
 
-    def __init__(self, sources):
-        self.names = sorted(set(sources))
-        self.rank = {s: i for i, s in enumerate(self.names)}
+    MEMO = 4096
 
-    def id(self, source: str, line: int) -> int:
-        if source not in self.rank or not 0 <= line < 1 << LINE_BITS:
-            raise ValueError(f"near-dup: document ({source!r}, {line}) is not one of the job's {len(self.names)} sources")
-        return self.rank[source] << LINE_BITS | line
+    def start_bundle(self):
+        self.memo = {}
 
-    def key(self, doc_id: int) -> tuple[str, int]:
-        return self.names[doc_id >> LINE_BITS], doc_id & ((1 << LINE_BITS) - 1)
+    def one(self, table, key):
+        if key not in self.memo:
+            found = list(table[key])
+            if len(found) != 1:  # every document comes from a listed file; this would be a bug upstream
+                raise ValueError(f"near-dup: {key!r} is not one of the job's sources (found {len(found)} matches)")
+            if len(self.memo) >= self.MEMO:
+                self.memo.clear()
+            self.memo[key] = found[0]
+        return self.memo[key]
+
+
+class _CompactIds(_Ranked):
+    """(text_key, document) -> (compact id, (text_key, document)); ``ranks``: source -> rank."""
+
+    def process(self, keyed, ranks):
+        source, line = keyed[1]["source"], keyed[1]["line"]
+        if not 0 <= line < 1 << LINE_BITS:
+            raise ValueError(f"near-dup: document ({source!r}, {line}) has a line number out of range")
+        yield self.one(ranks, source) << LINE_BITS | line, keyed
+
+
+class _KeepUnmarked(_Ranked):
+    """(id, {doc, mark}) -> the document, its source and line back from its id, unless marked:
+    then tallied and, with ``samples``, sampled with the kept copy's (source, line); ``names``:
+    rank -> source."""
+
+    def __init__(self, samples: str | None = None):
+        self.samples = samples
+
+    def key(self, names, doc_id: int) -> tuple[str, int]:
+        return self.one(names, doc_id >> LINE_BITS), doc_id & ((1 << LINE_BITS) - 1)
+
+    def process(self, joined, names):
+        doc_id, groups = joined
+        source, line = self.key(names, doc_id)
+        docs = [(key, {"source": source, "line": line, **rest}) for key, rest in groups["doc"]]
+        if groups["mark"]:
+            yield beam.pvalue.TaggedOutput(TALLY, (("dropped", "near_duplicate"), len(docs)))
+            if self.samples:
+                kept = list(self.key(names, groups["mark"][0]))
+                for _, doc in docs:
+                    yield beam.pvalue.TaggedOutput(self.samples, ("near_duplicate", {**doc, "kept": kept}))
+        else:
+            yield from docs
 
 
 class _Sign(beam.DoFn):
@@ -200,38 +244,28 @@ def _without_place(doc_id, keyed):
     return doc_id, (key, {k: v for k, v in doc.items() if k not in PLACE})
 
 
-def _keep_unmarked(joined, ids: CompactIds, samples: str | None = None):
-    doc_id, groups = joined
-    source, line = ids.key(doc_id)
-    docs = [(key, {"source": source, "line": line, **rest}) for key, rest in groups["doc"]]
-    if groups["mark"]:
-        yield beam.pvalue.TaggedOutput(TALLY, (("dropped", "near_duplicate"), len(docs)))
-        if samples:
-            kept = list(ids.key(groups["mark"][0]))
-            for _, doc in docs:
-                yield beam.pvalue.TaggedOutput(samples, ("near_duplicate", {**doc, "kept": kept}))
-    else:
-        yield from docs
-
-
 class NearDedup(beam.PTransform):
     """(text_key, document) -> ``.docs``, the same minus near duplicates; a ``TALLY`` output counts
     the drops and what the stages did (``stats.json`` → ``near_dup``),
     a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
-    artifact's samples. ``sources``: every source name the documents may carry."""
+    artifact's samples. ``sources``: every source the documents may carry, as a PCollection of
+    (rank, source) whose rank order is the sources' order (the corpus job's listing), or as names
+    (ranked here; for tests and small jobs: the names are then in the pipeline's graph)."""
 
     def __init__(self, threshold: float, seed: int, sources, rounds: int = ROUNDS,
                  chain_limit: int = neardup.CHAIN_LIMIT):
         super().__init__()
-        self.threshold, self.seed, self.ids, self.rounds = threshold, seed, CompactIds(sources), rounds
+        self.threshold, self.seed, self.sources, self.rounds = threshold, seed, sources, rounds
         self.chain_limit = chain_limit
 
     def expand(self, docs):
         if self.threshold <= 0:
             raise UserInputError("NearDedup needs a threshold in (0, 1]; leave the step out to keep near duplicates")
         bands, rows = neardup.bands_rows(self.threshold)
-        ids = self.ids
-        by_id = docs | "CompactIds" >> beam.Map(lambda kv: (ids.id(kv[1]["source"], kv[1]["line"]), kv))
+        ranked = self.sources if isinstance(self.sources, beam.pvalue.PCollection) else (
+            docs.pipeline | "RankSources" >> beam.Create(list(enumerate(sorted(set(self.sources))))))
+        ranks = beam.pvalue.AsMultiMap(ranked | "ByName" >> beam.MapTuple(lambda rank, name: (name, rank)))
+        by_id = docs | "CompactIds" >> beam.ParDo(_CompactIds(), ranks)
         signed = by_id | "MinHash" >> (beam.ParDo(_Sign(bands, rows, self.seed)).with_output_types(beam.typehints.KV[bytes, int])
                   .with_outputs(SIGS, main="bands"))
         linked = (
@@ -258,7 +292,8 @@ class NearDedup(beam.PTransform):
         kept = (
             {"doc": by_id | "WithoutPlace" >> beam.MapTuple(_without_place), "mark": components.marks}
             | "JoinMarks" >> beam.CoGroupByKey()
-            | "KeepUnmarked" >> beam.FlatMap(_keep_unmarked, ids, SAMPLES).with_outputs(TALLY, SAMPLES, main="docs")
+            | "KeepUnmarked" >> beam.ParDo(_KeepUnmarked(SAMPLES), beam.pvalue.AsMultiMap(ranked)).with_outputs(
+                TALLY, SAMPLES, main="docs")
         )
         tallies = ((linked[TALLY], verified[TALLY], components[TALLY], kept[TALLY])
                    | "NearDupTallies" >> beam.Flatten())

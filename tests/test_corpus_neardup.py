@@ -214,6 +214,37 @@ def test_stages_drop_what_the_exact_method_drops(tmp_path):
     assert neardup.find_near_duplicates_staged(docs, 0.7, seed=0) == (exact, 0)
 
 
+def _near_dup_fn_payloads(names: int) -> dict:
+    """The pickled DoFn of every NearDedup step, as the corpus job builds it (the sources' ranks a
+    PCollection from its listing), for ``names`` input files."""
+    p = beam.Pipeline()
+    ranked = p | "Listing" >> beam.Create([(i, f"crawl/part-{i:06d}.jsonl.gz") for i in range(names)])
+    _ = p | beam.Create([]) | "NearDedup" >> neardup_beam.NearDedup(0.8, 0, ranked)
+    return {t.unique_name: len(t.spec.payload) for t in p.to_runner_api().components.transforms.values()
+            if t.unique_name.startswith("NearDedup/") and t.spec.urn == "beam:transform:pardo:v1"}
+
+
+def test_no_near_dup_step_holds_a_table_of_the_input_files():
+    """What each worker unpickles for a step is the same at 10 and 5,000 input files (a table of
+    the sources in the steps took 16 MB a step at 100,000: docs/scale.md)."""
+    few, many = _near_dup_fn_payloads(10), _near_dup_fn_payloads(5000)
+    assert few.keys() == many.keys() and {"NearDedup/CompactIds", "NearDedup/KeepUnmarked/ParDo(_KeepUnmarked)"} <= few.keys()
+    assert max(many.values()) < 4000
+    assert {k: many[k] - few[k] for k in few if many[k] != few[k]} == {}
+
+
+def test_steps_that_remember_few_sources_drop_the_same(tmp_path, monkeypatch):
+    """The steps keep at most ``MEMO`` of the sources they looked up: with 2, over 4 sources, the
+    drops and kept copies are the exact method's."""
+    monkeypatch.setattr(neardup_beam._Ranked, "MEMO", 2)
+    docs, _ = _planted(bases=40, copies=15)
+    docs.update(_chain(seed=3, length=5))
+    docs.update({("z-last", i): t for i, t in enumerate(list(docs.values())[:10])})
+    exact = neardup.find_near_duplicates(docs, 0.7, seed=0)
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path)
+    assert dropped == exact and any(k[0] == "z-last" for k in exact)
+
+
 def test_a_chain_of_near_duplicates_is_one_cluster_kept_at_its_start(tmp_path):
     docs = _chain(seed=3, length=5)
     perms = neardup.permutations(0)
