@@ -5,7 +5,7 @@ step holds a group that grows with the data (a bucket or a cluster of template s
 reads its GroupByKey group in streamed passes, which runners page in from their shuffle.
 
 1. ``MinHash``: each document's signature, once; out go one *band record* per band (the bucket,
-   7 bytes (``neardup.BUCKET_BYTES``), and the document's compact id, an int: 14-17 bytes encoded)
+   7 bytes (``neardup.BUCKET_BYTES``), and the document's compact id, an int: 11-17 bytes encoded)
    and one signature record keyed by the id.
 2. ``GroupBands`` -> ``LinkSorted``: a bucket's members in sorted order, each linked to the next
    and to the smallest (:func:`neardup.bucket_links`), ids only; a bucket of more than
