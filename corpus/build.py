@@ -80,7 +80,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
 # settings that decide how the job runs, not what it writes: left out of the artifact id
 OPERATIONAL = ("dedup_group_bytes",)
 
@@ -146,8 +146,8 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
             out_dir: str, buckets: int, progress_dir: str | None, threads: int = 1) -> None:
     all_shards = [((s, i), outputs.pack_chunk([])) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
-    # spreads the files as Reshuffle would, and a ToList whose input is never empty (a file record
-    # and a source_in tally per file, an entry per shard) goes without the empty-input default, each
+    # spreads the files as Reshuffle would, and a ToList whose input is never empty (a records_in
+    # tally per file, an entry per shard) goes without the empty-input default, each
     # a few tens of ms less to build and run (docs/benchmarks.md)
     ranks = {s: i for i, s in enumerate(sorted(sources.values()))}  # near-dup's ids order the files by name
     listing = p | "ListInputs" >> beam.Create([(ranks[sources[f.path]], (f, sources[f.path])) for f in listed])
@@ -197,21 +197,24 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
         | "GroupShards" >> beam.GroupByKey()
         | "WriteShards" >> beam.Map(outputs.write_shard, out_dir, cfg.num_shards, *kinds)
     )
-    written_rejects = (
+    # the rejects and every input file's row (stats/files.jsonl) go to their files sorted and
+    # streamed; stats.json gets the totals and the first STATS_SOURCES files' rows by name
+    written_lines = (
         (read[REJECTED] | "RejectLines" >> beam.Map(outputs.reject_item),
+         read[FILES] | "FileLines" >> beam.Map(outputs.file_item),
          p | "NoRejects" >> beam.Create([(REJECTS_FILE, [])]))  # the file is written when nothing was rejected too
-        | "AllRejects" >> beam.Flatten()
-        | "GroupRejects" >> beam.GroupByKey()
-        | "WriteRejects" >> beam.Map(outputs.write_rejects, out_dir)
+        | "AllLines" >> beam.Flatten()
+        | "GroupLines" >> beam.GroupByKey()
+        | "WriteLines" >> beam.Map(outputs.write_sorted, out_dir)
     )
-    files = read[FILES] | "CollectFiles" >> beam.combiners.ToList().without_defaults()
+    shown = read[FILES] | "FirstFiles" >> beam.combiners.Top.Smallest(outputs.STATS_SOURCES, key=outputs.source_of)
     written_stats = (
         summed
         | "CollectTallies" >> beam.combiners.ToList().without_defaults()
-        | "WriteStats" >> beam.Map(outputs.write_stats, out_dir, cfg, beam.pvalue.AsSingleton(files))
+        | "WriteStats" >> beam.Map(outputs.write_stats, out_dir, cfg, beam.pvalue.AsSingleton(shown))
     )
     _ = (
-        (written_samples, written_shards, written_rejects, written_stats)
+        (written_samples, written_shards, written_lines, written_stats)
         | "AllWritten" >> beam.Flatten()
         | "CollectWritten" >> beam.combiners.ToList().without_defaults()
         | "ReportWritten" >> beam.Map(outputs.write_report, out_dir)
@@ -284,14 +287,15 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     stats = outputs.read_stats(str(out_dir))
     kept_rejects = storage.join(str(keep_failed or out_dir), REJECTS_FILE)
     try:
-        check_stats(stats, cfg, {v: k for k, v in sources.items()}, rejects=kept_rejects)
+        check_stats(stats, cfg, {v: k for k, v in sources.items()}, rejects=kept_rejects,
+                    rows=outputs.read_file_rows(str(out_dir)))
     except CorpusError:
         if keep_failed is not None:
-            for rel in (REJECTS_FILE, STATS_FILE):
+            for rel in (REJECTS_FILE, outputs.FILES_FILE, STATS_FILE):
                 storage.write_bytes(storage.join(str(keep_failed), rel), storage.read_bytes(storage.join(str(out_dir), rel)))
         raise
     written.append(write_dataset_card(out_dir, cfg.keep_fields))
-    _summary(stats)
+    _summary(stats, outputs.read_file_rows(str(out_dir)))
     return StageOutput(stats=stats, files=written if in_place else None)
 
 
@@ -305,7 +309,7 @@ def _check_keep_fields(cfg: CorpusConfig, files: list[str]) -> None:
             "(or auto with .jsonl/.json/.ndjson files), or leave --keep-fields out")
 
 
-def _summary(stats: dict) -> None:
+def _summary(stats: dict, rows) -> None:
     progress(
         f"corpus: {stats['records_in']} records -> {stats['records_out']} documents "
         f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "
@@ -331,6 +335,6 @@ def _summary(stats: dict) -> None:
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
         progress(f"corpus: repaired and kept {repaired}")
-    for source, info in sorted(stats["sources"].items()):
+    for source, info in rows:  # every input file's row, in name order (stats/files.jsonl)
         if info.get("damaged"):
             progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {info['damaged']}")

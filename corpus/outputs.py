@@ -30,6 +30,12 @@ from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 
 REJECTS_FILE = "rejects/rejects.jsonl"
+# one JSON line per input file (source, records_in, rejected, bytes, sha256, damaged?, changed?),
+# sorted by source name; streamed like the rejects, so no worker holds a table of every input file
+FILES_FILE = "stats/files.jsonl"
+# stats.json -> sources repeats files.jsonl's first STATS_SOURCES rows by name (their count and
+# how many are left out beside them): a bounded table, whatever the number of input files
+STATS_SOURCES = 1000
 REPORT_FILE = ".written.json"  # the workers' file entries, for the launcher; never part of the artifact
 STATS_FILE = "stats.json"
 SAMPLES_DIR = "samples"
@@ -40,6 +46,8 @@ SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in sta
 # stats.json -> near_dup: distinct candidate pairs checked, those that verified, band buckets over
 # near_dup_chain_limit linked as stars only (and their members), nodes left unconverged
 NEAR_DUP_COUNTS = ("candidate_pairs", "verified_pairs", "star_only_buckets", "star_only_documents", "unconverged_nodes")
+RECORDS_IN = ("records_in",)  # the tally of the lines each input file held
+INPUT_FILES = ("input_files",)  # the tally of the files read (1 each)
 MISSING_FIELD = "missing_field"  # (MISSING_FIELD, field) tallies: written documents where a kept field is null
 FIELD_KIND = "field_kind"  # (FIELD_KIND, field, kind) tallies: a kept field's values by JSON kind (shards.value_kind)
 
@@ -185,11 +193,11 @@ def field_kinds(tally: dict, keep_fields: tuple[str, ...]) -> dict:
 
 
 def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dict:
-    """``stats.json`` from the summed tallies and the per-file read records (bytes, sha256, and
-    ``damaged``/``changed`` when so); every known reason appears, zero or not."""
+    """``stats.json`` from the summed tallies and the rows of the first input files by name
+    (:data:`STATS_SOURCES`: records in and rejected, bytes, sha256, and ``damaged``/``changed``
+    when so; every file's row is in :data:`FILES_FILE`); every known reason appears, zero or not."""
     get = lambda *k: tally.get(k, 0)  # noqa: E731
     files = files or {}
-    sources = sorted({k[1] for k in tally if k[0] == "source_in"} | set(files))
     rejected_reasons = {r: get("rejected", r) for r in reader.REJECT_REASONS}
     dropped = {r: get("dropped", r) for r in filters.DROP_REASONS}
     for k in tally:  # reasons added later still land in stats.json
@@ -206,8 +214,9 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         kept = {"missing_fields": {f: get(MISSING_FIELD, f) for f in cfg.keep_fields},
                 # what the dataset card declares each field as (shards.write_dataset_card)
                 "field_kinds": field_kinds(tally, cfg.keep_fields)}
+    count = max(get(*INPUT_FILES), len(files))
     return {
-        "records_in": sum(get("source_in", s) for s in sources),
+        "records_in": get(*RECORDS_IN),
         "records_out": sum(splits[s]["documents"] for s in SPLITS),
         "rejected": sum(rejected_reasons.values()),
         "dropped": dropped,
@@ -224,16 +233,35 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         "morphs": sum(splits[s]["morphs"] for s in SPLITS),
         "chars": sum(splits[s]["chars"] for s in SPLITS),
         "num_shards": cfg.num_shards,
-        "sources": {
-            s: {"records_in": get("source_in", s), "rejected": get("source_rejected", s), **files.get(s, {})}
-            for s in sources
-        },
+        "sources": {s: files[s] for s in sorted(files)},
+        # every input file's row is in sources_file; sources leaves out sources_truncated of them
+        "sources_count": count,
+        "sources_file": FILES_FILE,
+        "sources_truncated": count - len(files),
     }
 
 
-def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: str = REJECTS_FILE) -> None:
+def _notable(rows: Iterable[tuple[str, dict]]) -> tuple[dict, dict, tuple | None]:
+    """One pass over the input files' rows: the changed and the damaged ones (name -> why) and
+    the one with the most rejected lines (a 1-line file with its line rejected is not the news)."""
+    changed, damaged, worst = {}, {}, None
+    for source, row in rows:
+        if row.get("changed"):
+            changed[source] = row["changed"]
+        if row.get("damaged"):
+            damaged[source] = row["damaged"]
+        rank = (row["rejected"], row["rejected"] / max(row["records_in"], 1))
+        if worst is None or rank > worst[0]:
+            worst = (rank, source, row)
+    return changed, damaged, worst and worst[1:]
+
+
+def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: str = REJECTS_FILE,
+                rows: Iterable[tuple[str, dict]] | None = None) -> None:
     """Reconciliation, changed and damaged files, and the reject-ratio gate; ``paths`` maps
-    source names back to inputs, ``rejects`` is where the failed run's dead letters are kept."""
+    source names back to inputs, ``rejects`` is where the failed run's dead letters are kept,
+    ``rows`` every input file's (source, row) (:func:`read_file_rows`; stats.json's own
+    ``sources`` without it)."""
     accounted = stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
     if stats["records_in"] != accounted:
         raise CorpusError(
@@ -241,14 +269,13 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
             f"out+rejected+dropped={accounted} ({stats})"
         )
     named = lambda s: paths.get(s, s)  # noqa: E731
-    changed = {s: v["changed"] for s, v in stats["sources"].items() if v.get("changed")}
+    changed, damaged, worst = _notable(stats["sources"].items() if rows is None else rows)
     if changed:
         raise CorpusError(
             f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "
             "version: " + "; ".join(f"{named(s)} ({why})" for s, why in sorted(changed.items()))
             + ". Rerun once they are complete (nothing was kept)."
         )
-    damaged = {s: v["damaged"] for s, v in stats["sources"].items() if v.get("damaged")}
     if len(damaged) > cfg.max_damaged_files:
         raise CorpusError(
             f"{len(damaged)} damaged input file(s) (over max_damaged_files={cfg.max_damaged_files}): "
@@ -260,11 +287,7 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
         raise CorpusError(f"the inputs hold no records: {sorted(paths.values())}")
     ratio = stats["rejected"] / stats["records_in"]
     if ratio > cfg.max_reject_ratio:
-        # the file with the most rejected lines (a 1-line file with its line rejected is not the news)
-        worst, counts = max(
-            stats["sources"].items(),
-            key=lambda kv: (kv[1]["rejected"], kv[1]["rejected"] / max(kv[1]["records_in"], 1)),
-        )
+        worst, counts = worst
         top = max(stats["rejected_reasons"].items(), key=lambda kv: kv[1])[0]
         garbled = f" (a damaged file: {counts['damaged']})" if counts.get("damaged") else ""
         raise CorpusError(
@@ -419,20 +442,32 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
 
 
 def reject_item(rec: dict) -> tuple[str, list]:
-    """A dead letter as the rejects writer's input: one chunk of one (position, JSON line), keyed
+    """A dead letter as the sorted writer's input: one chunk of one (position, JSON line), keyed
     by the one file they all go to. The position sorts by (source, line), then by the line itself,
     so the file's order never depends on the order the rejects arrive in."""
     line = json.dumps(rec, ensure_ascii=False, sort_keys=True)
     return REJECTS_FILE, [((rec["source"], rec["line"], line), line)]
 
 
-def write_rejects(item, out_dir: str, run_bytes: int | None = None) -> dict:
-    """(REJECTS_FILE, chunks of (position, JSON line)) -> ``rejects/rejects.jsonl``, sorted by
-    (source, line). Streams like the shard writer: a job may reject up to ``max_reject_ratio`` of
-    its records (millions on a large crawl), and at most ``run_bytes`` of them are held at a time."""
-    _, chunks = item
-    with tempfile.TemporaryDirectory(prefix="kolectra-rejects-") as spill:
-        return _write_lines(out_dir, REJECTS_FILE, sorted_lines(chunks, spill, run_bytes), gzipped=False)
+def file_item(source_row: tuple[str, dict]) -> tuple[str, list]:
+    """An input file's (source, row) as the sorted writer's input, like :func:`reject_item`:
+    :data:`FILES_FILE`'s line ``{"source": ..., **row}``, in source order (names are unique)."""
+    source, row = source_row
+    return FILES_FILE, [((source,), json.dumps({"source": source, **row}, ensure_ascii=False, sort_keys=True))]
+
+
+def source_of(source_row: tuple[str, dict]) -> str:
+    return source_row[0]
+
+
+def write_sorted(item, out_dir: str, run_bytes: int | None = None) -> dict:
+    """(file, chunks of (position, JSON line)) -> that file (``rejects/rejects.jsonl``,
+    ``stats/files.jsonl``), sorted by position. Streams like the shard writer: a job may reject
+    up to ``max_reject_ratio`` of its records (millions on a large crawl) and read millions of
+    files, and at most ``run_bytes`` of lines are held at a time."""
+    rel, chunks = item
+    with tempfile.TemporaryDirectory(prefix="kolectra-sorted-") as spill:
+        return _write_lines(out_dir, rel, sorted_lines(chunks, spill, run_bytes), gzipped=False)
 
 
 def write_samples(per_reason: list, out_dir: str) -> list[dict]:
@@ -443,8 +478,10 @@ def write_samples(per_reason: list, out_dir: str) -> list[dict]:
             for name, rows in (("kept", kept), ("dropped", dropped))]
 
 
-def write_stats(tallies: list, out_dir: str, cfg: CorpusConfig, files: list) -> dict:
-    stats = make_stats(dict(tallies), cfg, dict(files))
+def write_stats(tallies: list, out_dir: str, cfg: CorpusConfig, shown: list) -> dict:
+    """``stats.json`` from the summed tallies (a few per reason, none per file) and the first
+    :data:`STATS_SOURCES` input files' (source, row) by name."""
+    stats = make_stats(dict(tallies), cfg, dict(shown))
     return _write(out_dir, STATS_FILE, (json.dumps(stats, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
@@ -468,7 +505,7 @@ def take_report(out_dir: str) -> list[dict]:
 def output_files(num_shards: int) -> list[str]:
     """Every file the pipeline writes, relative to its output directory."""
     shards = [shard_name(split, i, num_shards) for split in SPLITS for i in range(num_shards)]
-    return shards + [REJECTS_FILE, STATS_FILE, f"{SAMPLES_DIR}/kept.jsonl", f"{SAMPLES_DIR}/dropped.jsonl"]
+    return shards + [REJECTS_FILE, FILES_FILE, STATS_FILE, f"{SAMPLES_DIR}/kept.jsonl", f"{SAMPLES_DIR}/dropped.jsonl"]
 
 
 def fetch_outputs(staged: str, out_dir: str, num_shards: int) -> None:
@@ -480,3 +517,11 @@ def fetch_outputs(staged: str, out_dir: str, num_shards: int) -> None:
 
 def read_stats(out_dir: str) -> dict:
     return json.loads(storage.read_bytes(storage.join(out_dir, STATS_FILE)).decode("utf-8"))
+
+
+def read_file_rows(out_dir: str) -> Iterator[tuple[str, dict]]:
+    """Every input file's (source, row) from :data:`FILES_FILE`, in name order, a line at a time."""
+    with storage.open_file(storage.join(out_dir, FILES_FILE), "rb") as f:
+        for line in f:
+            row = json.loads(line)
+            yield row.pop("source"), row

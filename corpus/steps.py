@@ -34,7 +34,7 @@ from kolectra.corpus.shards import value_kind
 TALLY = neardup.TALLY  # the tag of (counter, n) side outputs
 SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
 REJECTED = "rejected"
-FILES = "files"  # the tag of (source, {bytes, sha256, damaged?, changed?}) per input file
+FILES = "files"  # the tag of (source, {records_in, rejected, bytes, sha256, damaged?, changed?}) per input file
 DROPPED = "dropped"
 SHARED_ID = ("ids", "duplicate_id_different_text")  # the tally of kept documents whose id is not unique
 MISSING_FIELD = outputs.MISSING_FIELD  # the tally of written documents without one kept field
@@ -86,7 +86,7 @@ class ReadAndClean(beam.DoFn):
         chunks = KeyedChunks(self.CHUNK)  # waiting chunks: at most chunks.BUDGET, whatever the file or bucket count
         digest: dict = {}
         damaged = None
-        lines = kept = reported = sent_bytes = 0
+        lines = kept = rejected = reported = sent_bytes = 0
         for rec in reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field,
                                     cfg.max_line_bytes, digest, cfg.keep_fields):
             lines += 1
@@ -94,7 +94,7 @@ class ReadAndClean(beam.DoFn):
             if reason is not None:
                 damaged = rec["detail"] if reason == "damaged_file" else damaged
                 _count(tally, ("rejected", reason))
-                _count(tally, ("source_rejected", source))
+                rejected += 1
                 yield beam.pvalue.TaggedOutput(REJECTED, rec)
                 continue
             if "repaired" in rec:
@@ -123,13 +123,15 @@ class ReadAndClean(beam.DoFn):
         yield from ((bucket, outputs.pack_chunk(chunk)) for bucket, chunk in chunks.drain())
         self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
         self.counts.flush()
-        tally[("source_in", source)] = lines
+        # totals only: the file's own counts ride in its row, so no tally key is per file
+        tally[outputs.RECORDS_IN], tally[outputs.INPUT_FILES] = lines, 1
         for item in tally.items():
             yield beam.pvalue.TaggedOutput(TALLY, item)
         for reason, rows in samples.items():
             for row in rows:
                 yield beam.pvalue.TaggedOutput(SAMPLES, (reason, row))
-        yield beam.pvalue.TaggedOutput(FILES, (source, _file_record(listed, digest, damaged)))
+        row = {"records_in": lines, "rejected": rejected, **_file_record(listed, digest, damaged)}
+        yield beam.pvalue.TaggedOutput(FILES, (source, row))
 
 
 def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) -> dict:

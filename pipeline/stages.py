@@ -67,6 +67,7 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
     from kolectra.corpus import build as corpus_build  # noqa: PLC0415 - Beam: when a corpus is built
+    from kolectra.corpus import outputs as corpus_outputs  # noqa: PLC0415
     from kolectra.corpus.inputs import list_inputs  # noqa: PLC0415
     from kolectra.corpus.reader import source_names  # noqa: PLC0415
 
@@ -82,9 +83,11 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
 
     def produce(out: Path) -> StageOutput:
         output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
-        read, names = output.stats["sources"], source_names([f.path for f in listed])
+        # every file's row is in stats/files.jsonl (stats.json's sources keeps the first ones only)
+        read = {source: row["sha256"] for source, row in corpus_outputs.read_file_rows(str(out))}
+        names = source_names([f.path for f in listed])
         for record in records:  # the manifest, written after this, records them
-            record["sha256"] = read[names[record["path"]]]["sha256"]
+            record["sha256"] = read[names[record["path"]]]
         return output
 
     return store.build(req, produce, force, in_place=True)

@@ -85,10 +85,10 @@ def test_options_beam_refuses_are_one_line(args, said):
 
 
 def test_the_reject_ratio_names_the_file_with_most_rejected_lines():
-    stats = build.make_stats({("source_in", "big.jsonl"): 100, ("source_rejected", "big.jsonl"): 60,
-                              ("source_in", "tiny.txt.bz2"): 1, ("source_rejected", "tiny.txt.bz2"): 1,
-                              ("rejected", "invalid_json"): 60, ("rejected", "damaged_file"): 1,
-                              ("train", "documents"): 40}, default_config())
+    stats = build.make_stats({("records_in",): 101, ("rejected", "invalid_json"): 60, ("rejected", "damaged_file"): 1,
+                              ("train", "documents"): 40}, default_config(),
+                             {"big.jsonl": {"records_in": 100, "rejected": 60},
+                              "tiny.txt.bz2": {"records_in": 1, "rejected": 1}})
     stats["records_out"] = stats["records_in"] - stats["rejected"]
     with pytest.raises(build.CorpusError, match=r"worst file: /in/big.jsonl \(60 of 100"):
         build.check_stats(stats, dataclasses.replace(default_config(), max_damaged_files=1),

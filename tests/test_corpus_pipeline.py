@@ -252,16 +252,14 @@ def test_kiwi_threads_share_the_cpus_among_local_workers():
 def test_reject_ratio_gate_names_the_worst_file():
     stats = build.make_stats(
         {
-            ("source_in", "good.txt"): 100,
-            ("source_in", "bad.jsonl"): 10,
-            ("source_rejected", "bad.jsonl"): 8,
-            ("source_rejected", "good.txt"): 1,
+            ("records_in",): 110,
             ("rejected", "invalid_json"): 8,
             ("rejected", "invalid_utf8"): 1,
             ("dropped", "too_short"): 1,
             ("train", "documents"): 100,
         },
         default_config(),
+        {"good.txt": {"records_in": 100, "rejected": 1}, "bad.jsonl": {"records_in": 10, "rejected": 8}},
     )
     with pytest.raises(build.CorpusError, match=r"worst file: /data/bad.jsonl .*invalid_json"):
         build.check_stats(stats, default_config(), {"bad.jsonl": "/data/bad.jsonl", "good.txt": "/data/good.txt"})

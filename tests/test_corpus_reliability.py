@@ -136,7 +136,7 @@ def test_a_file_changed_during_its_read_is_reported(tmp_path):
     out = list(step.process((0, [(listed, "growing.txt")])))  # (index, [(file, source)]), as the GroupByKey hands them
     [(source, record)] = [o.value for o in out if getattr(o, "tag", None) == build.FILES]
     assert source == "growing.txt" and "changed" in record and "bytes" in record["changed"]
-    stats = build.make_stats({("source_in", source): 2, ("train", "documents"): 2}, default_config(), {source: record})
+    stats = build.make_stats({("records_in",): 2, ("train", "documents"): 2}, default_config(), {source: record})
     with pytest.raises(build.CorpusError, match=r"growing.txt .*changed|changed while the job read"):
         build.check_stats(stats, default_config(), {source: str(path)})
 

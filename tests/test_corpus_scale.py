@@ -103,13 +103,13 @@ def test_the_rejects_file_streams_too_and_keeps_the_bytes(tmp_path):
     expected = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n"
                        for r in sorted(rejects, key=lambda r: (r["source"], r["line"])))
     tracemalloc.start()
-    entry = outputs.write_rejects((outputs.REJECTS_FILE, chunks()), str(tmp_path), run_bytes=256 << 10)
+    entry = outputs.write_sorted((outputs.REJECTS_FILE, chunks()), str(tmp_path), run_bytes=256 << 10)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     written = (tmp_path / outputs.REJECTS_FILE).read_text(encoding="utf-8")
     assert written == expected and entry["bytes"] == len(expected.encode("utf-8"))
     assert peak < (2 << 20), f"the writer held {peak / 1e6:.1f} MB for {len(expected) / 1e6:.1f} MB of rejects"
-    empty = outputs.write_rejects((outputs.REJECTS_FILE, [[]]), str(tmp_path / "none"))
+    empty = outputs.write_sorted((outputs.REJECTS_FILE, [[]]), str(tmp_path / "none"))
     assert (tmp_path / "none" / outputs.REJECTS_FILE).read_bytes() == b"" and empty["bytes"] == 0
 
 
