@@ -146,8 +146,8 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile],
             out_dir: str, buckets: int, progress_dir: str | None, threads: int = 1) -> None:
     all_shards = [((s, i), outputs.pack_chunk([])) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
-    # spreads the files as Reshuffle would, and a ToList whose input is never empty (a records_in
-    # tally per file, an entry per shard) goes without the empty-input default, each
+    # spreads the files as Reshuffle would, and a ToList whose input is never empty (the summed
+    # tallies, an entry per shard) goes without the empty-input default, each
     # a few tens of ms less to build and run (docs/benchmarks.md)
     ranks = {s: i for i, s in enumerate(sorted(sources.values()))}  # near-dup's ids order the files by name
     listing = p | "ListInputs" >> beam.Create([(ranks[sources[f.path]], (f, sources[f.path])) for f in listed])
