@@ -28,12 +28,10 @@ Full: all 8 review files (about 3 CPU minutes); ``--quick``: the first file.
 
 from __future__ import annotations
 
-import glob
-
 import numpy as np
 from apache_beam.coders import coders
-from common import add_data_args, cpu_seconds, emit, parser, require_data
-from neardup import SEED, THRESHOLD, unique_reviews
+from common import cpu_seconds, emit
+from neardup import SEED, THRESHOLD, review_files, unique_reviews
 
 from kolectra.corpus import neardup, neardup_beam
 
@@ -66,12 +64,7 @@ def element_bytes(sig: np.ndarray, bits: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = parser(__doc__, "about 3 CPU minutes")
-    add_data_args(ap, "reviews")
-    ap.add_argument("--sizes", type=int, default=None, help="review files to read (default 1 quick, 8 full)")
-    args = ap.parse_args(argv)
-    files = sorted(glob.glob(require_data(args, "reviews", "neardup_bits")))
-    files = files[: args.sizes or (1 if args.quick else 8)]
+    files = review_files(__doc__, "about 3 CPU minutes", "neardup_bits", argv)
     t0 = cpu_seconds()
     texts = unique_reviews(files)
     bands, rows = neardup.bands_rows(THRESHOLD)

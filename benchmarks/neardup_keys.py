@@ -26,12 +26,11 @@ Full: all 8 review files (about 90 CPU s); ``--quick``: the first file.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 
 from apache_beam.coders import coders
-from common import add_data_args, cpu_seconds, emit, parser, require_data
-from neardup import SEED, THRESHOLD, unique_reviews
+from common import cpu_seconds, emit
+from neardup import SEED, THRESHOLD, review_files, unique_reviews
 
 from kolectra.corpus import neardup, neardup_beam
 
@@ -56,12 +55,7 @@ def spurious(records: int, key_bytes: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = parser(__doc__, "about 90 CPU s")
-    add_data_args(ap, "reviews")
-    ap.add_argument("--sizes", type=int, default=None, help="review files to read (default 1 quick, 8 full)")
-    args = ap.parse_args(argv)
-    files = sorted(glob.glob(require_data(args, "reviews", "neardup_keys")))
-    files = files[: args.sizes or (1 if args.quick else 8)]
+    files = review_files(__doc__, "about 90 CPU s", "neardup_keys", argv)
     t0 = cpu_seconds()
     texts = unique_reviews(files)
     bands, rows = neardup.bands_rows(THRESHOLD)
