@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 
 from common import cpu_seconds, emit, parser
 
-from kolectra.corpus import outputs
+from kolectra.corpus import outputs, sorted_files
 from kolectra.corpus.config import default_config
 
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
     last = table[-1]
     return emit("corpus_files", "MB the per-file table's writer holds at the most files", last["after_mb"],
                 "one list of every file's row into stats.json", last["before_mb"],
-                {"run_bytes": outputs.RUN_BYTES, "stats_sources": outputs.STATS_SOURCES, "cpu_s": round(cpu_seconds() - t0, 1)},
+                {"run_bytes": sorted_files.RUN_BYTES, "stats_sources": outputs.STATS_SOURCES, "cpu_s": round(cpu_seconds() - t0, 1)},
                 rows=table)
 
 

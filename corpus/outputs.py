@@ -5,15 +5,13 @@ in ``corpus/build.py`` calls these, and nothing here depends on the runner.
 Every file is written through :mod:`kolectra.core.storage` (a local directory, the artifact's
 prefix on a store, or ``--corpus_staging``), its size and sha256 reported by the worker that wrote
 it, with bytes that depend only on the input and the config: shards are gzip with a
-fixed header and documents sorted by (source, line); rejects, samples and stats are sorted.
+fixed header and documents sorted by (source, line); rejects, samples and stats are sorted (the
+files of sorted lines stream through :mod:`kolectra.corpus.sorted_files`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import hashlib
-import heapq
 import json
 import math
 import os
@@ -28,6 +26,7 @@ from kolectra.core.errors import UserInputError
 from kolectra.corpus import filters, reader
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
+from kolectra.corpus.sorted_files import sorted_lines, write_lines
 
 REJECTS_FILE = "rejects/rejects.jsonl"
 # one JSON line per input file (source, records_in, rejected, bytes, sha256, damaged?, changed?),
@@ -313,99 +312,6 @@ def _write(out_dir: str, rel: str, data: bytes) -> dict:
         raise OSError(e.errno, e.strerror, path) from e
 
 
-# The shard writer sorts up to this much of its lines in memory (Python's str of Korean text: about
-# 2 bytes a character); a larger shard is sorted in runs of this size, spilled to temporary files
-# and merged. Lines go to the compressor WRITE_LINES at a time.
-RUN_BYTES = 64 << 20
-WRITE_LINES = 256
-_LINE_OVERHEAD = 120  # bytes of a (position, line) pair besides the line's characters
-
-
-class _Counted:
-    """A binary sink that counts and hashes what passes through it to ``raw``."""
-
-    def __init__(self, raw):
-        self.raw, self.bytes, self.sha256 = raw, 0, hashlib.sha256()
-
-    def write(self, data) -> int:
-        self.sha256.update(data)
-        self.bytes += len(data)
-        return self.raw.write(data)
-
-    def flush(self) -> None:
-        self.raw.flush()
-
-
-SPILL_BLOCKS = 64  # a spilled run is read back in this many blocks: the merge holds one of each run
-
-
-def _spill(run: list, spill_dir: str, n: int) -> str:
-    path = os.path.join(spill_dir, f"run-{n:05d}")
-    block = max(1, -(-len(run) // SPILL_BLOCKS))
-    with open(path, "wb") as f:
-        for i in range(0, len(run), block):
-            pickle.dump(run[i:i + block], f, protocol=pickle.HIGHEST_PROTOCOL)
-    return path
-
-
-def _read_run(path: str) -> Iterator[tuple]:
-    with open(path, "rb") as f:
-        while True:
-            try:
-                yield from pickle.load(f)
-            except EOFError:
-                return
-
-
-def sorted_lines(chunks: Iterable[list], spill_dir: str, run_bytes: int | None = None) -> Iterator[str]:
-    """The lines of chunks of (position, line), in position order, holding about ``run_bytes`` of
-    them at a time: sorted runs beyond that are spilled to ``spill_dir`` and merged (positions are
-    unique, so the order is the same as one sort's). Merging holds a 1/SPILL_BLOCKS block of each
-    run: with shards of ``shard_bytes`` (a few runs each) about a run's worth at most."""
-    run_bytes = run_bytes or RUN_BYTES
-    run: list = []
-    size, runs = 0, []
-    for chunk in chunks:
-        for item in chunk:
-            run.append(item)
-            size += 2 * len(item[1]) + _LINE_OVERHEAD
-            if size >= run_bytes:
-                run.sort()
-                runs.append(_spill(run, spill_dir, len(runs)))
-                run, size = [], 0
-    run.sort()
-    if runs:  # the last run too: the merge then holds a block of each run, not a whole one
-        runs.append(_spill(run, spill_dir, len(runs)))
-        run = []
-    for _, line in heapq.merge(*map(_read_run, runs)) if runs else run:
-        yield line
-
-
-def _write_lines(out_dir: str, rel: str, lines: Iterator[str], gzipped: bool) -> dict:
-    """Lines to a file (gzip with a fixed header, or plain), WRITE_LINES at a time; its entry
-    (bytes, sha256)."""
-    path = storage.join(out_dir, rel)
-    try:
-        if not storage.is_url(path):
-            os.makedirs(os.path.dirname(storage.local_path(path)) or ".", exist_ok=True)
-        with storage.open_file(path, "wb") as raw:
-            sink = _Counted(raw)
-            gz = gzip.GzipFile(fileobj=sink, mode="wb", mtime=0, filename="", compresslevel=1) if gzipped else None
-            with gz or contextlib.nullcontext():
-                out = gz or sink
-                block: list[str] = []
-                for line in lines:
-                    block.append(line)
-                    if len(block) >= WRITE_LINES:
-                        out.write(("\n".join(block) + "\n").encode("utf-8"))
-                        block = []
-                if block:
-                    out.write(("\n".join(block) + "\n").encode("utf-8"))
-    except OSError as e:  # a full disk: name the file (the library's report of the failure would not)
-        raise OSError(e.errno, e.strerror, path) from e
-    return {"path": rel, "bytes": sink.bytes, "sha256": sink.sha256.hexdigest()}
-
-
 def pack_chunk(items: list) -> bytes:
     """A chunk of documents as it crosses the dedup or the shard shuffle: pickled and compressed at
     zlib's fastest level. Shard lines repeat their keys and morph tags, so a chunk of reviews
@@ -427,7 +333,7 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
     (:func:`shards.float_fields`).
 
     Streams: the chunks are read once (a distributed runner's grouped values need not fit in
-    memory), at most :data:`RUN_BYTES` of lines are sorted in memory (more are sorted in runs on
+    memory), at most :data:`sorted_files.RUN_BYTES` of lines are sorted in memory (more are sorted in runs on
     the worker's temporary disk and merged), and the lines go to the compressor in blocks. Peak
     memory, measured with ``tracemalloc`` (docs/scale.md): 2.3 times the shard's JSON below
     RUN_BYTES (27.5 MB for an 11.8 MB shard), 1.6 times RUN_BYTES above it (109 MB for 200 MB),
@@ -438,7 +344,7 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
         lines = sorted_lines(map(unpack_chunk, chunks), spill)
         if floats:
             lines = (floats_as_strings(line, floats) for line in lines)
-        return _write_lines(out_dir, shard_name(split, shard, num_shards), lines, gzipped=True)
+        return write_lines(out_dir, shard_name(split, shard, num_shards), lines, gzipped=True)
 
 
 def reject_item(rec: dict) -> tuple[str, list]:
@@ -467,7 +373,7 @@ def write_sorted(item, out_dir: str, run_bytes: int | None = None) -> dict:
     files, and at most ``run_bytes`` of lines are held at a time."""
     rel, chunks = item
     with tempfile.TemporaryDirectory(prefix="kolectra-sorted-") as spill:
-        return _write_lines(out_dir, rel, sorted_lines(chunks, spill, run_bytes), gzipped=False)
+        return write_lines(out_dir, rel, sorted_lines(chunks, spill, run_bytes), gzipped=False)
 
 
 def write_samples(per_reason: list, out_dir: str) -> list[dict]:

@@ -14,7 +14,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 
-from kolectra.corpus import build, chunks, examples_beam, outputs, steps
+from kolectra.corpus import build, chunks, examples_beam, outputs, sorted_files, steps
 from kolectra.corpus.config import default_config
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.packing import Sequences, encode_rows, fill_rows
@@ -78,7 +78,7 @@ def test_shard_writer_streams_and_spilling_keeps_the_bytes(tmp_path, monkeypatch
             yield outputs.pack_chunk([(("src", j), _line(j)) for j in order[i:i + 500]])
 
     whole = outputs.write_shard((("train", 0), chunks()), str(tmp_path / "whole"), 1)
-    monkeypatch.setattr(outputs, "RUN_BYTES", 256 << 10)
+    monkeypatch.setattr(sorted_files, "RUN_BYTES", 256 << 10)
     tracemalloc.start()
     spilled = outputs.write_shard((("train", 0), chunks()), str(tmp_path / "spilled"), 1)
     _, peak = tracemalloc.get_traced_memory()
