@@ -21,10 +21,11 @@ context, its own peak memory, and a hard stop at its share of the budget):
    count (:func:`kolectra.model.electra.train_flops_per_sequence`) over the GPU's dense bf16
    datasheet peak (:data:`kolectra.model.device.GPU_PEAK_TFLOPS`; an unknown GPU gets MFU null and a
    note, unless ``--peak-tflops``), peak memory, and the first step's seconds (compiling). Time left
-   in the phase, kolectra's eager and compiled steps are profiled for 3 more steps: kernel launches
-   a step, the GPU's busy share of the step, and the 15 kernels that take most of its time (what
-   bounds the step; CUDA graphs are not profiled: a replayed graph is one launch). A phase stopped at
-   its budget (a slow compile) reports the runners it finished and the step the last one stood in.
+   in the phase, kolectra's step is profiled for 3 more steps: kernels a step, the GPU's busy share
+   of the step, and the 15 kernels that take most of its time (what bounds the step; with CUDA graphs
+   CUPTI still reports each replayed kernel, so the CUDA-graph phase profiles the trainer's compiled
+   step without compiling it again). A phase stopped at its budget (a slow compile) reports the
+   runners it finished and the step the last one stood in.
 2. Examples: the embedded sample (``pipeline/sample/reviews.jsonl.gz``) through ``kolectra corpus``,
    ``vocab`` (8,000) and ``examples`` (128) into ``--out`` (default: a temporary store), unless
    ``--examples REF`` names an examples artifact already in ``--out``.
@@ -33,6 +34,11 @@ context, its own peak memory, and a hard stop at its share of the budget):
    seconds and the run's health line (``ok``, ``not_learning`` or ``unchecked: ...``).
 4. Only when ``--phases`` names it: ``kolectra finetune nsmc`` of that checkpoint on the embedded NSMC
    sample, one epoch on the device's defaults (CUDA: a compiled forward over fixed batch widths).
+
+``--compile-cache DIR`` carries Inductor's compile cache from one lent machine to the next
+(:mod:`benchmarks.compile_cache`): the parts in DIR, if any, are unpacked into the cache every phase
+compiles with, and the cache is packed back into ``--compile-cache-out`` (default DIR) after the
+phases, in parts of 15 MiB; each compiled step reports its cache hits and misses.
 
 ``--phases`` runs some of them (a second look within the lent GPU's minutes, e.g.
 ``--phases base/cuda_graphs``); ``--set model.KEY=VALUE`` changes the model in every phase, e.g.
@@ -51,10 +57,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -198,9 +206,12 @@ def kernel_table(kernels: list[tuple[str, float, int]], steps: int, wall_s: floa
                     for name, us, n in ranked]}
 
 
-def kernel_profile(runner, steps: int = PROFILED) -> dict:
+def kernel_profile(runner, steps: int = PROFILED, graphs: bool = False) -> dict:
     """``steps`` more steps under torch.profiler: on CUDA its kernels (CUPTI), elsewhere its CPU ops
-    (to rehearse the phase without a GPU): what bounds the step (issue 45's item 3)."""
+    (to rehearse the phase without a GPU): what bounds the step (issue 45's item 3). ``graphs``: the
+    step replays CUDA graphs, whose kernels CUPTI still reports one by one (so no second compile is
+    needed to see inside the compiled step), though the host launches each graph once: the kernel
+    count is then the graphs' nodes, not host launches."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -213,7 +224,18 @@ def kernel_profile(runner, steps: int = PROFILED) -> dict:
     kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
     rows = [(e.key, e.self_device_time_total if cuda else e.self_cpu_time_total, e.count)
             for e in prof.key_averages() if e.device_type == kind]
-    return {**kernel_table(rows, steps, wall), "what": "CUDA kernels" if cuda else "CPU ops (no GPU here)"}
+    what = ("CUDA kernels replayed from CUDA graphs (launches_per_step: the graphs' kernel nodes)" if graphs
+            else "CUDA kernels" if cuda else "CPU ops (no GPU here)")
+    return {**kernel_table(rows, steps, wall), "what": what}
+
+
+def cache_counts() -> dict:
+    """Inductor's and AOTAutograd's cache hits and misses in this process so far (a compile that
+    found its graphs in a carried cache, :mod:`benchmarks.compile_cache`, shows hits)."""
+    from torch._dynamo.utils import counters
+
+    return {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items()
+            if k.startswith(("fxgraph_cache_", "autograd_cache_"))}
 
 
 def model_config(preset: str, vocab: int, sets: list[str]):
@@ -230,8 +252,8 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
                  device: str = "cuda") -> dict:
     """Child: the variant's runners for ``preset``, one after the other, each with its peak memory;
     timed steps stop a few seconds before ``deadline`` (wall clock, ``time.time()``); then, time
-    left, a kernel profile of kolectra's eager and compiled steps (not CUDA graphs': a replayed
-    graph shows as one launch). ``sets``: ``model.*`` overrides (``--set``); ``shape``: (batch,
+    left, a kernel profile of kolectra's step (eager, compiled or replayed from CUDA graphs), and a
+    compiled step's cache hits. ``sets``: ``model.*`` overrides (``--set``); ``shape``: (batch,
     vocabulary); ``device``: to rehearse the phase on a CPU."""
     import torch
 
@@ -251,6 +273,7 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
         runner = step_bench.build_runner(name, model_cfg, SEQ_LEN, batch, bf16=True, device=device, fill=1.0,
                                          seed=0, compile_mode=mode, packed=True)
         first = runner.step()  # a compiled variant compiles here
+        cache = cache_counts() if name == "kolectra_compiled" else None
         _progress(out, {name: {"status": "stopped before its timed steps ended", "first_step_s": first}})
         for _ in range(WARMUP):
             runner.step()
@@ -258,10 +281,14 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
         while len(samples) < TIMED and time.time() < deadline - MARGIN_S:
             samples.append(runner.step())
         out[name] = {"samples_s": samples, "first_step_s": first,
-                     "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else 0}
+                     "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
+                     **({"compile_cache": cache} if cache else {})}
         med = statistics.median(samples) if samples else 0.0
-        if name != "naive_hf" and mode == "default" and time.time() + PROFILED * 3 * med < deadline - MARGIN_S:
-            out[name]["profile"] = kernel_profile(runner)
+        if name != "naive_hf" and time.time() + PROFILED * 3 * med < deadline - MARGIN_S:
+            try:
+                out[name]["profile"] = kernel_profile(runner, graphs=mode == "reduce-overhead")
+            except Exception as e:  # noqa: BLE001 - the timings stand without it; say why it is missing
+                out[name]["profile"] = {"error": f"{type(e).__name__}: {e}"[:300]}
         del runner
         if cuda:
             torch.cuda.empty_cache()
@@ -429,6 +456,10 @@ def main(argv: list[str] | None = None) -> dict:
                    help="another batch for a preset's step phases, e.g. base=512 (default: small=128, base=256)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="model.KEY=VALUE",
                    help="a model setting for every phase, e.g. model.attention_dropout=0 (FlexAttention on CUDA)")
+    p.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
+                   help="unpack Inductor's cache from DIR's parts (if any) before the phases and pack it back after")
+    p.add_argument("--compile-cache-out", type=Path, default=None, metavar="DIR",
+                   help="where the packed cache's parts go (default: --compile-cache's DIR)")
     args = p.parse_args(argv)
     order = phase_order(args.phases, bool(args.examples))
     shapes = dict(SHAPES)
@@ -454,6 +485,16 @@ def main(argv: list[str] | None = None) -> dict:
     notes = [note] if note else []
     deadline = time.perf_counter() + args.budget_s
     out = args.out or tempfile.mkdtemp(prefix="kolectra-gpu-check-")
+    cache = None
+    if args.compile_cache is not None:  # every phase's process (kolectra's too) inherits the variable
+        import compile_cache  # noqa: PLC0415 - the benchmarks folder's module
+
+        cache_dir = Path(tempfile.mkdtemp(prefix="kolectra-inductor-"))
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+        try:
+            cache = {"unpacked": compile_cache.unpack(args.compile_cache, cache_dir)}
+        except (OSError, EOFError, tarfile.TarError, lzma.LZMAError) as e:  # a broken carry: compile cold, say so
+            cache = {"unpacked": {"error": f"{type(e).__name__}: {e}"[:300]}}
     steps, phases, pretrain, finetune, examples = {}, {}, None, None, args.examples
     for i, name in enumerate(order):
         cap, minimum = PHASES[name]
@@ -484,8 +525,12 @@ def main(argv: list[str] | None = None) -> dict:
         phases.setdefault(name, {})["seconds"] = round(time.perf_counter() - t0, 1)
         phases[name]["budget_s"] = round(budget, 1)
         print(f"gpu.py: {name} done in {phases[name]['seconds']} s", file=sys.stderr)
+    if cache is not None:
+        cache["packed"] = compile_cache.pack(cache_dir, args.compile_cache_out or args.compile_cache)
     r = report(device, peak, notes, steps, phases, pretrain, args.budget_s, shapes)
     r["config"]["sets"] = args.sets
+    if cache is not None:
+        r["config"]["compile_cache"] = cache
     return emit(r["benchmark"], r["unit"], r["value"], r["baseline"]["name"], r["baseline"]["value"], r["config"],
                 steps=r["steps"], pretrain=r["pretrain"], finetune=finetune, phases=r["phases"], notes=r["notes"])
 

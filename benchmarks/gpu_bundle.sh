@@ -29,4 +29,5 @@ for stage in "corpus --input $repo/pipeline/sample/reviews.jsonl.gz" "vocab --co
 done
 echo "on the GPU machine, from the checkout, with DIR beside it:"
 echo "  python3 -m pip install -q --no-index --no-deps --target /tmp/site DIR/wheels/*.whl && export PYTHONPATH=/tmp/site"
-echo "  python3 benchmarks/gpu.py --out DIR/store --examples gpu-check"
+echo "  python3 benchmarks/gpu.py --out DIR/store --examples gpu-check --compile-cache DIR/cache --compile-cache-out OUT"
+echo "and bring OUT's inductor-cache.tar.xz.* parts back into DIR/cache for the next machine's compiles"

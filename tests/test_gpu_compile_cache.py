@@ -1,0 +1,84 @@
+"""benchmarks/compile_cache.py: Inductor's compile cache packed into parts a lent GPU machine can send
+back, and unpacked on the next one, where a real compile (on the CPU here) then hits it."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from benchmarks import compile_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pack_cuts_parts_and_unpack_gives_the_same_files(tmp_path):
+    src = tmp_path / "cache"
+    (src / "fxgraph" / "ab").mkdir(parents=True)
+    files = {"fxgraph/ab/entry": os.urandom(50_000), "triton/k.cubin": os.urandom(30_000), "top.json": b"{}"}
+    for name, data in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{compile_cache.PREFIX}07").write_bytes(b"an earlier run's part")
+    packed = compile_cache.pack(src, out, part_bytes=20_000)  # random bytes do not compress: several parts
+    assert packed["files"] == 3 and packed["bytes"] == sum(map(len, files.values()))
+    assert len(packed["parts"]) > 1 and [p.name for p in compile_cache.parts(out)] == packed["parts"]
+    assert all((out / p).stat().st_size <= 20_000 for p in packed["parts"])
+    got = compile_cache.unpack(out, tmp_path / "again")
+    assert got == {"files": 3, "bytes": packed["bytes"]}
+    assert {str(p.relative_to(tmp_path / "again")): p.read_bytes()
+            for p in (tmp_path / "again").rglob("*") if p.is_file()} == files
+    assert compile_cache.unpack(tmp_path / "nothing-here", tmp_path / "empty") == {"files": 0, "bytes": 0}
+
+
+def test_a_part_that_would_write_outside_the_cache_is_refused(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as tar:
+        info = tarfile.TarInfo("../escaped")
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"bad"))
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / f"{compile_cache.PREFIX}00").write_bytes(buf.getvalue())
+    with pytest.raises(tarfile.TarError):
+        compile_cache.unpack(parts, tmp_path / "cache")
+    assert not (tmp_path / "escaped").exists()
+
+
+COMPILE = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import gpu
+f = torch.compile(lambda x: (x.sin() * 3 + x.cos()).sum(dim=1))
+f(torch.randn(8, 16))
+print(json.dumps(gpu.cache_counts()))
+"""
+
+
+def _compile_in(cache: Path) -> dict:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run([sys.executable, "-c", COMPILE, str(ROOT / "benchmarks")], capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_carried_cache_is_hit_by_a_compile_on_another_machine(tmp_path):
+    # machine 1 compiles cold and packs its cache; machine 2 (another directory, a fresh process) unpacks
+    # the parts and compiles the same graph: Inductor finds it instead of compiling it
+    def fx(counts: dict) -> dict:
+        return {k: v for k, v in counts.items() if k.startswith("fxgraph_cache_")}
+
+    assert fx(_compile_in(tmp_path / "first")) == {"fxgraph_cache_miss": 1}
+    compile_cache.pack(tmp_path / "first", tmp_path / "parts")
+    assert compile_cache.unpack(tmp_path / "parts", tmp_path / "second")["files"] > 0
+    assert fx(_compile_in(tmp_path / "second")) == {"fxgraph_cache_hit": 1}
+    assert fx(_compile_in(tmp_path / "third")) == {"fxgraph_cache_miss": 1}  # without the parts: cold again
