@@ -48,6 +48,8 @@ boolean one (FlexAttention has no dropout); ``--batch base=512`` another batch f
 is the loop's MFU (the median of its logged windows after the first) over ``small``'s step with CUDA
 graphs (target 0.95).
 
+The phases' own code, what runs in each child process, is :mod:`benchmarks.gpu_phases`.
+
 Budget: each phase gets at most its cap and never more than what leaves the later phases their
 minimum (:func:`phase_budget`); a phase that would not fit is skipped and says so in the JSON.
 The headline value is the ``base`` step's MFU with CUDA graphs; the baseline the naive HF step's.
@@ -68,27 +70,20 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-SAMPLE_REVIEWS = REPO / "pipeline" / "sample" / "reviews.jsonl.gz"
-SAMPLE_NSMC = (REPO / "pipeline" / "sample" / "nsmc_train.txt", REPO / "pipeline" / "sample" / "nsmc_test.txt")
+if __package__:  # imported as benchmarks.gpu (the tests)
+    from . import gpu_phases
+else:  # run as a script: its folder is on the path
+    import gpu_phases
+SEQ_LEN, VARIANTS, WARMUP, TIMED = gpu_phases.SEQ_LEN, gpu_phases.VARIANTS, gpu_phases.WARMUP, gpu_phases.TIMED
 
-SEQ_LEN = 128
 # preset -> (batch, vocabulary): docs/benchmarks.md's H200 shapes and issue 45's targets
 SHAPES = {"small": (128, 8000), "base": (256, 35000)}
-# step variants: the step_bench runners each times, and torch.compile's mode
-VARIANTS = {"eager": (("kolectra", "naive_hf"), "default"), "compiled": (("kolectra_compiled",), "default"),
-            "cuda_graphs": (("kolectra_compiled",), "reduce-overhead")}
-WARMUP, TIMED = 3, 30  # steps: after the first (which compiles), then timed
-PROFILED, TOP_KERNELS = 3, 15  # steps under the profiler after the timed ones; kernels listed
 # phase -> (cap, minimum) seconds. A cold compile of the CUDA-graph step took over 75 s on the H200 (both
 # presets, 2026-11-28), 22-51 s with Inductor's cache warm from an earlier phase (docs/benchmarks.md).
 PHASES = {**{f"{p}/{v}": ((150, 60) if v != "eager" else (40, 20)) for p in SHAPES for v in VARIANTS},
           "examples": (90, 30), "pretrain": (150, 90), "finetune": (150, 60)}
 BUDGET_S = 465  # of the 8 minutes: the rest for starting torch here and printing
-MARGIN_S = 5  # a child's time to finish and print after its last step
 STDERR_TAIL = 2000  # characters of a failed phase's stderr kept in the JSON (a lent GPU is not there to rerun on)
-PROGRESS_ENV = "KOLECTRA_GPU_CHECK_PROGRESS"  # the file a step phase reports its progress to
-NAME = "gpu-check"  # the artifacts' name in --out (one of each kind)
 NO_GPU = ("gpu.py: no CUDA device here (torch {torch}, CUDA build {cuda}): this check measures a GPU and has "
           "nothing to measure on this machine")
 
@@ -167,13 +162,6 @@ def loop_vs_step(steps: dict, pretrain: dict | None) -> float | None:
     return round(loop / step, 3) if loop and step else None
 
 
-def loop_windows(logged: list[dict]) -> tuple[list[dict], float | None]:
-    """A run's metrics lines -> its windows after the first (step, tokens/s, MFU) and their median MFU."""
-    windows = [{k: line.get(k) for k in ("step", "tokens_per_s", "mfu")} for line in logged[1:]]
-    mfus = [w["mfu"] for w in windows if w["mfu"]]
-    return windows, (round(statistics.median(mfus), 5) if mfus else None)
-
-
 def report(device: str, peak_flops: float | None, notes: list[str], steps: dict, phases: dict,
            pretrain: dict | None, budget_s: float, shapes: dict = SHAPES) -> dict:
     """The JSON the check prints (benchmarks' common shape: benchmark, unit, value, baseline, ratio,
@@ -191,118 +179,7 @@ def report(device: str, peak_flops: float | None, notes: list[str], steps: dict,
             "steps": steps, "pretrain": pretrain, "phases": phases, "notes": notes}
 
 
-# ---- the phases, each run in a child process -------------------------------------------------------------
-def kernel_table(kernels: list[tuple[str, float, int]], steps: int, wall_s: float, top: int = TOP_KERNELS) -> dict:
-    """Profiled kernels ``(name, total µs, launches)`` over ``steps`` steps of ``wall_s`` seconds each ->
-    launches a step, the device's busy milliseconds a step and their share of the step (well under 1:
-    the device waits on the host), and the ``top`` kernels by time with their share of the busy time."""
-    busy_us = sum(us for _, us, _ in kernels)
-    ranked = sorted(kernels, key=lambda k: -k[1])[:top]
-    return {"steps": steps, "launches_per_step": round(sum(n for *_, n in kernels) / steps, 1),
-            "busy_ms_per_step": round(busy_us / steps / 1e3, 3),
-            "busy_share": round(busy_us / 1e6 / (wall_s * steps), 4) if wall_s > 0 else None,
-            "top": [{"kernel": name[:120], "ms_per_step": round(us / steps / 1e3, 3),
-                     "share": round(us / busy_us, 4) if busy_us else None, "launches_per_step": round(n / steps, 1)}
-                    for name, us, n in ranked]}
-
-
-def kernel_profile(runner, steps: int = PROFILED, graphs: bool = False) -> dict:
-    """``steps`` more steps under torch.profiler: on CUDA its kernels (CUPTI), elsewhere its CPU ops
-    (to rehearse the phase without a GPU): what bounds the step (issue 45's item 3). ``graphs``: the
-    step replays CUDA graphs, whose kernels CUPTI still reports one by one (so no second compile is
-    needed to see inside the compiled step), though the host launches each graph once: the kernel
-    count is then the graphs' nodes, not host launches."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    cuda = runner.device.type == "cuda"
-    t0 = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CUDA] if cuda else [ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
-            runner.step()
-    wall = (time.perf_counter() - t0) / steps
-    kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
-    rows = [(e.key, e.self_device_time_total if cuda else e.self_cpu_time_total, e.count)
-            for e in prof.key_averages() if e.device_type == kind]
-    what = ("CUDA kernels replayed from CUDA graphs (launches_per_step: the graphs' kernel nodes)" if graphs
-            else "CUDA kernels" if cuda else "CPU ops (no GPU here)")
-    return {**kernel_table(rows, steps, wall), "what": what}
-
-
-def cache_counts() -> dict:
-    """Inductor's and AOTAutograd's cache hits and misses in this process so far (a compile that
-    found its graphs in a carried cache, :mod:`benchmarks.compile_cache`, shows hits)."""
-    from torch._dynamo.utils import counters
-
-    return {k: v for k, v in {**counters["inductor"], **counters["aot_autograd"]}.items()
-            if k.startswith(("fxgraph_cache_", "autograd_cache_"))}
-
-
-def model_config(preset: str, vocab: int, sets: list[str]):
-    """``preset``'s model with ``vocab`` words and the ``model.*`` overrides in ``sets``."""
-    import dataclasses
-
-    from kolectra.core.config import override
-    from kolectra.model import config
-
-    return dataclasses.replace(override(config.preset(preset), sets).model, vocab_size=vocab)
-
-
-def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadline: float,
-                 device: str = "cuda") -> dict:
-    """Child: the variant's runners for ``preset``, one after the other, each with its peak memory;
-    timed steps stop a few seconds before ``deadline`` (wall clock, ``time.time()``); then, time
-    left, a kernel profile of kolectra's step (eager, compiled or replayed from CUDA graphs), and a
-    compiled step's cache hits. ``sets``: ``model.*`` overrides (``--set``); ``shape``: (batch,
-    vocabulary); ``device``: to rehearse the phase on a CPU."""
-    import torch
-
-    sys.path.insert(0, str(HERE))
-    import step_bench  # noqa: PLC0415 - the benchmarks folder's module, on the path just now
-
-    batch, vocab = shape
-    model_cfg = model_config(preset, vocab, sets)
-    names, mode = VARIANTS[variant]
-    cuda = device == "cuda"
-    out = {}
-    for name in names:
-        _progress(out, {name: {"status": "stopped in its first step (building, compiling, capturing)",
-                               "started_at": time.time()}})
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
-        runner = step_bench.build_runner(name, model_cfg, SEQ_LEN, batch, bf16=True, device=device, fill=1.0,
-                                         seed=0, compile_mode=mode, packed=True)
-        first = runner.step()  # a compiled variant compiles here
-        cache = cache_counts() if name == "kolectra_compiled" else None
-        _progress(out, {name: {"status": "stopped before its timed steps ended", "first_step_s": first}})
-        for _ in range(WARMUP):
-            runner.step()
-        samples = []
-        while len(samples) < TIMED and time.time() < deadline - MARGIN_S:
-            samples.append(runner.step())
-        out[name] = {"samples_s": samples, "first_step_s": first,
-                     "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
-                     **({"compile_cache": cache} if cache else {})}
-        med = statistics.median(samples) if samples else 0.0
-        if name != "naive_hf" and time.time() + PROFILED * 3 * med < deadline - MARGIN_S:
-            try:
-                out[name]["profile"] = kernel_profile(runner, graphs=mode == "reduce-overhead")
-            except Exception as e:  # noqa: BLE001 - the timings stand without it; say why it is missing
-                out[name]["profile"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-        del runner
-        if cuda:
-            torch.cuda.empty_cache()
-        _progress(out)
-    return out
-
-
-def _progress(done: dict, current: dict | None = None) -> None:
-    """A step phase's runners so far, and the one under way, into the file :func:`child` names: a phase
-    stopped at its budget (a slow compile) still reports what it finished and where it stood."""
-    if path := os.environ.get(PROGRESS_ENV):
-        Path(path).write_text(json.dumps({**done, **(current or {})}))
-
-
+# ---- running the phases -------------------------------------------------------------------------
 def stopped(progress: dict, budget_s: float, now: float) -> dict:
     """A step phase's progress file, read after the phase was stopped -> its runners: the finished ones
     as they were, the one under way with its status (and how long it had been in its first step)."""
@@ -314,92 +191,18 @@ def stopped(progress: dict, budget_s: float, now: float) -> dict:
     return out
 
 
-def kolectra(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """The ``kolectra`` command of this Python (the installed entry point's own code); past ``timeout``
-    seconds it is stopped and returns code 124 with the reason as its last line."""
-    try:
-        return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(args, 124, "", f"kolectra {args[0]}: stopped at the phase's budget "
-                                                          f"({timeout:.0f} s left)")
-
-
-def build_examples(out: str, deadline: float) -> dict:
-    """Child: the embedded sample -> corpus -> vocab -> examples, each named ``gpu-check`` in ``out``."""
-    for stage in (["corpus", "--input", str(SAMPLE_REVIEWS)], ["vocab", "--corpus", NAME, "--vocab-size", "8000"],
-                  ["examples", "--corpus", NAME, "--vocab", NAME, "--max-seq-length", str(SEQ_LEN)]):
-        r = kolectra(*stage, "--out", out, "--name", NAME, "-q", timeout=max(1.0, deadline - time.time()))
-        if r.returncode:
-            return {"status": "failed", "stage": stage[0], "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
-    return {"status": "ok", "examples": NAME}
-
-
-def run_pretrain(out: str, examples: str, steps: int, sets: list[str], deadline: float, device: str = "cuda",
-                 preset: str = "small") -> dict:
-    """Child: a real ``kolectra pretrain`` on ``device`` with its defaults (CUDA: compiled, CUDA graphs);
-    its record and health. (``device`` and ``preset`` other than CUDA's small: to try the phase elsewhere.)"""
-    t0 = time.perf_counter()
-    r = kolectra("pretrain", "--examples", examples, "--preset", preset, "--device", device, "--steps", str(steps),
-                 "--set", "train.bf16=true", "--set", "train.log_every=50",
-                 *[a for kv in sets for a in ("--set", kv)], "--out", out, "--name", NAME,
-                 "--force", timeout=max(1.0, deadline - MARGIN_S - time.time()))
-    lines = r.stderr.strip().splitlines()
-    print(r.stderr, file=sys.stderr)  # the run's own progress, for whoever watches the check
-    if r.returncode:
-        return {"status": "failed", "error": (lines or ["?"])[-1]}
-    from kolectra.model.health import status_text
-    from kolectra.pipeline.store.factory import open_store
-
-    art = open_store(out).resolve(NAME, "checkpoint")
-    stats, compute = art.manifest.get("stats", {}), art.manifest.get("compute", {})
-    logged = [json.loads(ln) for ln in (Path(art.path) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    last = logged[-1] if logged else {}
-    windows, median_mfu = loop_windows(logged)
-    first = next((ln for ln in lines if "step 1 took" in ln), None)
-    return {"status": "ok", "seconds": round(time.perf_counter() - t0, 1), "first_step_line": first,
-            # compute's "step" is how the step ran ("eager" or "compiled (mode)"); stats' "steps" how many
-            "step_mode": compute.get("step"), "steps": stats.get("steps"), "wall_seconds": compute.get("wall_seconds"),
-            "mfu_whole_run": compute.get("mfu"),  # the first step's compiling included
-            # the last logged window: the loop's own pace once compiled (the step's, within 5 %: issue 45)
-            "last_window": {k: last.get(k) for k in ("step", "tokens_per_s", "mfu")},
-            "windows": windows, "median_window_mfu": median_mfu,
-            "final": stats.get("final"), "health": status_text(stats["health"]) if "health" in stats else None}
-
-
-def run_finetune(out: str, deadline: float, device: str = "cuda") -> dict:
-    """Child: ``kolectra finetune nsmc`` of the pretraining phase's checkpoint on the embedded NSMC
-    sample (1,800 training reviews, one epoch) on ``device`` with its defaults (CUDA: a compiled
-    forward over a few fixed batch widths): its seconds, its compile lines and its scores."""
-    t0 = time.perf_counter()
-    train, test = SAMPLE_NSMC
-    r = kolectra("finetune", "nsmc", "--model", NAME, "--train", str(train), "--test", str(test), "--epochs", "1",
-                 "--set", f"device={device}", *(["--set", "bf16=true"] if device == "cuda" else []),
-                 "--out", out, "--name", NAME, "--force", timeout=max(1.0, deadline - MARGIN_S - time.time()))
-    lines = r.stderr.strip().splitlines()
-    if r.returncode:
-        return {"status": "failed", "error": (lines or ["?"])[-1]}
-    from kolectra.pipeline.store.factory import open_store
-
-    stats = open_store(out).resolve(NAME, "eval").manifest.get("stats", {})
-    return {"status": "ok", "seconds": round(time.perf_counter() - t0, 1),
-            "compile_lines": [ln for ln in lines if "compil" in ln][:4],
-            **{k: stats.get(k) for k in ("accuracy", "dev_accuracy", "train_examples")}}
-
-
-CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pretrain, "finetune": run_finetune}
 
 
 def child(kind: str, args: list, budget_s: float) -> dict:
     """Run one phase in a process of its own, stopped at ``budget_s`` (its own imports included: the
     child gets the wall-clock deadline); its last stdout line is JSON."""
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import gpu; "
-            "print(json.dumps(gpu.CHILDREN[sys.argv[2]](*json.loads(sys.argv[3]))))")
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import gpu_phases; "
+            "print(json.dumps(gpu_phases.CHILDREN[sys.argv[2]](*json.loads(sys.argv[3]))))")
     with tempfile.NamedTemporaryFile(suffix=".json") as progress:
         try:
             r = subprocess.run([sys.executable, "-c", code, str(HERE), kind, json.dumps([*args, time.time() + budget_s])],
                                capture_output=True, text=True, timeout=budget_s,
-                               env={**os.environ, PROGRESS_ENV: progress.name})
+                               env={**os.environ, gpu_phases.PROGRESS_ENV: progress.name})
         except subprocess.TimeoutExpired:
             so_far = Path(progress.name).read_text()
             if so_far:  # a step phase: what it finished, and the runner it was stopped in
@@ -471,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
     if bad := [kv for kv in args.sets if not kv.startswith("model.")]:
         p.error(f"--set takes model.* settings only: {', '.join(bad)}")
     try:
-        model_config("small", 8000, args.sets)  # a wrong key fails here, not in every phase
+        gpu_phases.model_config("small", 8000, args.sets)  # a wrong key fails here, not in every phase
     except ConfigError as e:
         p.error(str(e))
     device = require_cuda()
@@ -506,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict:
         if "/" in name:
             preset, variant = name.split("/")
             batch, vocab = shapes[preset]
-            flops = batch * train_flops_per_sequence(model_config(preset, vocab, args.sets), vocab, SEQ_LEN,
+            flops = batch * train_flops_per_sequence(gpu_phases.model_config(preset, vocab, args.sets), vocab, SEQ_LEN,
                                                      num_slots(0.15, SEQ_LEN))
             raw = child("step", [preset, variant, args.sets, [batch, vocab]], budget)
             figures = variant_result(raw, flops, batch * SEQ_LEN, peak) if "status" not in raw else raw

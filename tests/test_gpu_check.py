@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import gpu
+from benchmarks import gpu, gpu_phases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +128,7 @@ def test_a_bad_set_is_refused_before_any_gpu_is_asked_for(capsys):
 
 def test_kernel_table_ranks_kernels_and_says_how_busy_the_device_was():
     kernels = [("gemm", 30_000.0, 6), ("layer_norm", 6_000.0, 12), ("adamw", 3_000.0, 2), ("copy", 1_000.0, 40)]
-    t = gpu.kernel_table(kernels, steps=2, wall_s=0.04, top=3)
+    t = gpu_phases.kernel_table(kernels, steps=2, wall_s=0.04, top=3)
     assert t["launches_per_step"] == 30.0 and t["busy_ms_per_step"] == 20.0
     assert t["busy_share"] == 0.5  # 20 ms of kernels in a 40 ms step: the device waited half the step
     assert [k["kernel"] for k in t["top"]] == ["gemm", "layer_norm", "adamw"]
@@ -141,13 +141,13 @@ def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_
     import time
 
     progress = tmp_path / "progress.json"
-    monkeypatch.setenv(gpu.PROGRESS_ENV, str(progress))
-    raw = gpu.time_variant("tiny", "eager", ["model.attention_dropout=0"], [4, 300], time.time() + 120, device="cpu")
+    monkeypatch.setenv(gpu_phases.PROGRESS_ENV, str(progress))
+    raw = gpu_phases.time_variant("tiny", "eager", ["model.attention_dropout=0"], [4, 300], time.time() + 120, device="cpu")
     assert set(raw) == {"kolectra", "naive_hf"}
-    assert all(len(r["samples_s"]) == gpu.TIMED and r["first_step_s"] > 0 for r in raw.values())
+    assert all(len(r["samples_s"]) == gpu_phases.TIMED and r["first_step_s"] > 0 for r in raw.values())
     assert json.loads(progress.read_text()) == json.loads(json.dumps(raw))  # the last progress: the whole result
     prof = raw["kolectra"]["profile"]
-    assert prof["what"].startswith("CPU ops") and prof["steps"] == gpu.PROFILED and 0 < len(prof["top"]) <= 15
+    assert prof["what"].startswith("CPU ops") and prof["steps"] == gpu_phases.PROFILED and 0 < len(prof["top"]) <= 15
     assert "profile" not in raw["naive_hf"]  # the baseline is timed, not profiled
     figures = gpu.variant_result(raw, 1e9, 4 * gpu.SEQ_LEN, None)
     assert figures["kolectra"]["profile"] == prof and figures["kolectra"]["mfu"] is None
@@ -176,11 +176,11 @@ def test_the_loop_is_read_against_the_bare_step_and_a_bad_batch_is_refused(capsy
     # the H200's run (2026-11-28): windows after the compiling one, their median read against the step
     logged = [{"step": 50, "tokens_per_s": 11400.3, "mfu": 0.00078}, *({"step": st, "tokens_per_s": t, "mfu": m} for st, t, m in
               [(100, 799838, 0.0549), (150, 679870, 0.0467), (200, 804969, 0.0553), (250, 669339, 0.046), (300, 636745, 0.0437)])]
-    windows, median_mfu = gpu.loop_windows(logged)
+    windows, median_mfu = gpu_phases.loop_windows(logged)
     assert [w["step"] for w in windows] == [100, 150, 200, 250, 300] and median_mfu == 0.0467
     assert gpu.loop_vs_step({"small": {"cuda_graphs": {"kolectra_compiled": {"mfu": 0.0528}}}},
                             {"median_window_mfu": median_mfu, "last_window": {"mfu": 0.0437}}) == 0.884
-    assert gpu.loop_windows(logged[:1]) == ([], None)
+    assert gpu_phases.loop_windows(logged[:1]) == ([], None)
     assert gpu.loop_vs_step(steps, {"status": "failed"}) is None and gpu.loop_vs_step({}, {"last_window": {"mfu": 1}}) is None
     r = gpu.report("H200", 989e12, [], steps, {}, {"last_window": {"mfu": 0.18}}, 465, {"small": (128, 8000)})
     assert r["pretrain"]["loop_vs_step"] == 0.9 and r["config"]["shapes"] == {"small": {"batch": 128, "vocab_size": 8000}}
@@ -198,3 +198,12 @@ def test_a_report_without_its_headline_is_still_printed(capsys):
     r = common.emit("gpu_check", "MFU", None, "naive_hf_step", 0.1549, {"device": "NVIDIA H200"})
     assert r["value"] is None and r["ratio"] is None and r["baseline"]["value"] == 0.1549
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ratio"] is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the phase would run")
+def test_a_phase_runs_in_a_process_of_its_own_and_its_failure_comes_back_in_the_json():
+    # the child imports the phases' module by itself (the check is run as a script); a step phase asked
+    # for CUDA on a machine without it fails there, and the parent keeps the error line and the tail
+    r = gpu.child("step", ["tiny", "eager", [], [4, 300]], 120)
+    assert r["status"] == "failed" and r["error"].startswith("RuntimeError")
+    assert "gpu_phases.py" in r["stderr_tail"] and "ModuleNotFoundError" not in r["stderr_tail"]

@@ -56,10 +56,10 @@ def test_a_part_that_would_write_outside_the_cache_is_refused(tmp_path):
 COMPILE = """
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
-import gpu
+import gpu_phases
 f = torch.compile(lambda x: (x.sin() * 3 + x.cos()).sum(dim=1))
 f(torch.randn(8, 16))
-print(json.dumps(gpu.cache_counts()))
+print(json.dumps(gpu_phases.cache_counts()))
 """
 
 
