@@ -22,7 +22,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import lzma
+import os
 import tarfile
+import tempfile
 from pathlib import Path
 
 PREFIX = "inductor-cache.tar.xz."
@@ -30,6 +33,8 @@ PART_BYTES = 15 * 2**20  # under the lent machine's 16 MiB a returned file
 # xz's preset 1: a CPU Inductor cache of 8.4 MB packed to 0.83 MB in 0.45 CPU s; preset 6 (the
 # default) to 0.52 MB in 2.6 s, gzip to 2.0-2.3 MB. A lent GPU's seconds are dearer than the bytes.
 XZ_PRESET = 1
+CACHE_DIR = "kolectra-gpu-check-inductor"  # under the temporary folder, unless TORCHINDUCTOR_CACHE_DIR names one
+BROKEN = (OSError, EOFError, tarfile.TarError, lzma.LZMAError)
 
 
 def parts(folder: Path) -> list[Path]:
@@ -73,6 +78,27 @@ def unpack(parts_dir: Path, cache_dir: Path) -> dict:
         members = [m for m in tar.getmembers() if m.isfile()]
         tar.extractall(cache_dir, members=members, filter="data")
     return {"files": len(members), "bytes": sum(m.size for m in members)}
+
+
+def use(parts_dir: Path) -> tuple[Path, dict]:
+    """Point Inductor, in this process and the ones it starts, at one cache folder a machine
+    (``TORCHINDUCTOR_CACHE_DIR``, else :data:`CACHE_DIR` under the temporary folder, so a second call
+    on the same machine finds what the first compiled) and unpack ``parts_dir``'s parts into it ->
+    (the folder, what was unpacked); a broken carry is said, not raised: the compiles are cold then."""
+    cache_dir = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or Path(tempfile.gettempdir()) / CACHE_DIR)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
+    try:
+        return cache_dir, unpack(parts_dir, cache_dir)
+    except BROKEN as e:
+        return cache_dir, {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def keep(cache_dir: Path, out_dir: Path) -> dict:
+    """:func:`pack`, with a failure said instead of raised (the check's figures still go out)."""
+    try:
+        return pack(cache_dir, out_dir)
+    except BROKEN as e:
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -37,8 +37,10 @@ context, its own peak memory, and a hard stop at its share of the budget):
 
 ``--compile-cache DIR`` carries Inductor's compile cache from one lent machine to the next
 (:mod:`benchmarks.compile_cache`): the parts in DIR, if any, are unpacked into the cache every phase
-compiles with, and the cache is packed back into ``--compile-cache-out`` (default DIR) after the
-phases, in parts of 15 MiB; each compiled step reports its cache hits and misses.
+compiles with (``TORCHINDUCTOR_CACHE_DIR``, else one folder a machine under the temporary folder, so
+a second call on the same machine finds the first one's too), and the cache is packed back into
+``--compile-cache-out`` (default DIR) after the phases, in parts of 15 MiB; each compiled step
+reports its cache hits and misses.
 
 ``--phases`` runs some of them (a second look within the lent GPU's minutes, e.g.
 ``--phases base/cuda_graphs``); ``--set model.KEY=VALUE`` changes the model in every phase, e.g.
@@ -59,20 +61,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 if __package__:  # imported as benchmarks.gpu (the tests)
-    from . import gpu_phases
+    from . import compile_cache, gpu_phases
 else:  # run as a script: its folder is on the path
+    import compile_cache
     import gpu_phases
 SEQ_LEN, VARIANTS, WARMUP, TIMED = gpu_phases.SEQ_LEN, gpu_phases.VARIANTS, gpu_phases.WARMUP, gpu_phases.TIMED
 
@@ -290,14 +291,8 @@ def main(argv: list[str] | None = None) -> dict:
     out = args.out or tempfile.mkdtemp(prefix="kolectra-gpu-check-")
     cache = None
     if args.compile_cache is not None:  # every phase's process (kolectra's too) inherits the variable
-        import compile_cache  # noqa: PLC0415 - the benchmarks folder's module
-
-        cache_dir = Path(tempfile.mkdtemp(prefix="kolectra-inductor-"))
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir)
-        try:
-            cache = {"unpacked": compile_cache.unpack(args.compile_cache, cache_dir)}
-        except (OSError, EOFError, tarfile.TarError, lzma.LZMAError) as e:  # a broken carry: compile cold, say so
-            cache = {"unpacked": {"error": f"{type(e).__name__}: {e}"[:300]}}
+        cache_dir, unpacked = compile_cache.use(args.compile_cache)
+        cache = {"dir": str(cache_dir), "unpacked": unpacked}
     steps, phases, pretrain, finetune, examples = {}, {}, None, None, args.examples
     for i, name in enumerate(order):
         cap, minimum = PHASES[name]
@@ -329,7 +324,7 @@ def main(argv: list[str] | None = None) -> dict:
         phases[name]["budget_s"] = round(budget, 1)
         print(f"gpu.py: {name} done in {phases[name]['seconds']} s", file=sys.stderr)
     if cache is not None:
-        cache["packed"] = compile_cache.pack(cache_dir, args.compile_cache_out or args.compile_cache)
+        cache["packed"] = compile_cache.keep(cache_dir, args.compile_cache_out or args.compile_cache)
     r = report(device, peak, notes, steps, phases, pretrain, args.budget_s, shapes)
     r["config"]["sets"] = args.sets
     if cache is not None:

@@ -1,33 +1,68 @@
 #!/usr/bin/env bash
 # Prepare benchmarks/gpu.py for a GPU machine that reaches no package index and lacks Beam and Kiwi
 # (an offline box, a lent image with its own torch): run here, where pip and kolectra work, then carry
-# DIR to the GPU machine beside the checkout and run the two lines this prints there.
+# DIR to the GPU machine beside the checkout and run DIR/run.sh there.
 #
-#   bash benchmarks/gpu_bundle.sh DIR [PYTHON_VERSION]     # default 3.12: the GPU machine's Python
+#   bash benchmarks/gpu_bundle.sh DIR [--python 3.12] [--input 'GLOB']
 #
 # DIR/wheels: kolectra's own wheel and the pinned packages a CUDA image is likely to hold at other
 # versions (transformers, tokenizers) or not at all (universal_pathlib, pathlib_abc, zstandard);
 # torch and the rest are the machine's. huggingface_hub stays the machine's: the pinned 2.4.0 needs
 # httpx2, httpcore2 and truststore, which such images lack, and transformers accepts 1.31 and later.
-# DIR/store: the embedded sample through corpus, vocab (8,000) and examples (128), named gpu-check,
-# since the examples phase needs Beam and Kiwi (docs/benchmarks.md, "Measured on an H200").
+# DIR/store: --input (default: the embedded sample) through corpus, vocab (8,000) and examples (128),
+# named gpu-check, since the examples phase needs Beam and Kiwi (docs/benchmarks.md, "Measured on an
+# H200"). The sample's 607 rows are an epoch every 4 steps of `small`; two NSMC review files give
+# 28,082 rows (14 MB), a run that can learn.
+# DIR/run.sh OUT [gpu.py's options]: the one call for the GPU machine (installs the wheels in
+# /tmp/site, runs the check with Inductor's cache carried in DIR/cache, writes the JSON, the log and
+# the cache's parts to OUT; bring those parts back into DIR/cache for the next machine).
 set -euo pipefail
-dir=${1:?usage: gpu_bundle.sh DIR [PYTHON_VERSION]}
-py=${2:-3.12}
+dir=${1:?usage: gpu_bundle.sh DIR [--python 3.12] [--input GLOB]}
+shift
+py=3.12
 repo=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$dir/wheels"
+input=$repo/pipeline/sample/reviews.jsonl.gz
+while [ $# -gt 0 ]; do
+  case $1 in
+    --python) py=${2:?--python VERSION}; shift 2 ;;
+    --input) input=${2:?--input GLOB}; shift 2 ;;
+    *) echo "gpu_bundle.sh: unknown option $1 (usage: gpu_bundle.sh DIR [--python 3.12] [--input GLOB])" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$dir/wheels" "$dir/cache"
 pins() { sed -n "s/^ *\"\($1==[^\"]*\)\".*/\1/p" "$repo/pyproject.toml"; }
 python -m pip download -q --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$dir/wheels" "$(pins transformers)" "$(pins tokenizers)" "$(pins universal_pathlib)" "$(pins zstandard)" \
   "pathlib-abc>=0.5.1,<0.6"
 python -m pip wheel -q --no-deps --no-build-isolation -w "$dir/wheels" "$repo"
-for stage in "corpus --input $repo/pipeline/sample/reviews.jsonl.gz" "vocab --corpus gpu-check --vocab-size 8000" \
-             "examples --corpus gpu-check --vocab gpu-check --max-seq-length 128"; do
-  # shellcheck disable=SC2086 # each stage's words are its arguments
-  python -m kolectra.pipeline.cli $stage --out "$dir/store" --name gpu-check -q
-done
-echo "on the GPU machine, from the checkout, with DIR beside it:"
-echo "  python3 -m pip install -q --no-index --no-deps --target /tmp/site DIR/wheels/*.whl && export PYTHONPATH=/tmp/site"
-echo "  python3 benchmarks/gpu.py --out DIR/store --examples gpu-check --compile-cache DIR/cache --compile-cache-out OUT"
-echo "and bring OUT's inductor-cache.tar.xz.* parts back into DIR/cache for the next machine's compiles"
+python -m kolectra.pipeline.cli corpus --input "$input" --out "$dir/store" --name gpu-check -q
+python -m kolectra.pipeline.cli vocab --corpus gpu-check --vocab-size 8000 --out "$dir/store" --name gpu-check -q
+python -m kolectra.pipeline.cli examples --corpus gpu-check --vocab gpu-check --max-seq-length 128 \
+  --out "$dir/store" --name gpu-check -q
+# training reads the examples and their vocab only; the corpus (23 MB for two review files) would eat
+# into the 64 MiB a lent machine's call carries
+rm -rf "$dir/store/corpus"
+cat > "$dir/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# The GPU check in one call, from the checkout (written by benchmarks/gpu_bundle.sh):
+#   bash DIR/run.sh OUT [gpu.py's options, e.g. --phases base/cuda_graphs --set model.attention_dropout=0]
+set -uo pipefail
+bundle=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: run.sh OUT [gpu.py options]}
+shift
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+  "$bundle"/wheels/*.whl || exit 3
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$out/versions.txt" 2>&1
+python3 benchmarks/gpu.py --out "$bundle/store" --examples gpu-check --compile-cache "$bundle/cache" \
+  --compile-cache-out "$out" "$@" > "$out/gpu.json" 2> >(tee "$out/gpu.log" >&2)
+rc=$?
+latest=$(ls -td "$bundle"/store/checkpoint/gpu-check-* 2>/dev/null | head -1)  # this call's run
+[ -n "$latest" ] && cp "$latest/metrics.jsonl" "$out/metrics.jsonl"
+exit $rc
+RUN
+echo "carry $dir to the GPU machine beside the checkout; there, from the checkout: bash $dir/run.sh OUT"
+echo "then bring OUT/inductor-cache.tar.xz.* back into $dir/cache for the next machine's compiles"

@@ -53,6 +53,28 @@ def test_a_part_that_would_write_outside_the_cache_is_refused(tmp_path):
     assert not (tmp_path / "escaped").exists()
 
 
+def test_use_points_inductor_at_one_folder_a_machine_and_a_broken_carry_is_said(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "old" / "fxgraph").mkdir(parents=True)
+    (tmp_path / "old" / "fxgraph" / "entry").write_bytes(b"compiled")
+    compile_cache.pack(tmp_path / "old", tmp_path / "parts")
+    cache_dir, unpacked = compile_cache.use(tmp_path / "parts")
+    assert cache_dir == tmp_path / "tmp" / compile_cache.CACHE_DIR and unpacked == {"files": 1, "bytes": 8}
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cache_dir)  # the phases' processes inherit it
+    (cache_dir / "new-on-this-machine").write_bytes(b"x")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / f"{compile_cache.PREFIX}00").write_bytes(b"not xz at all")
+    again, broken = compile_cache.use(tmp_path / "bad")  # a second call on the same machine, a damaged carry
+    assert again == cache_dir and broken["error"] == "ReadError: not an lzma file"
+    assert compile_cache.keep(cache_dir, tmp_path / "out")["files"] == 2  # the first call's work is kept
+    (tmp_path / "a-file").write_bytes(b"")
+    assert "error" in compile_cache.keep(cache_dir, tmp_path / "a-file")
+
+
 COMPILE = """
 import json, sys, torch
 sys.path.insert(0, sys.argv[1])
