@@ -5,12 +5,14 @@ step holds a group that grows with the data (a bucket or a cluster of template s
 reads its GroupByKey group in streamed passes, which runners page in from their shuffle.
 
 1. ``MinHash``: each document's signature, once; out go one *band record* per band (the bucket,
-   7 bytes (``neardup.BUCKET_BYTES``), and the document's compact id, an int: 11-17 bytes encoded)
-   and one signature record keyed by the id.
-2. ``GroupBands`` -> ``LinkSorted``: a bucket's members in sorted order, each linked to the next
-   and to the smallest (:func:`neardup.bucket_links`), ids only; a bucket of more than
-   ``chain_limit`` members, each to the smallest only, streamed (:func:`neardup.bucket_candidates`);
-   ``DistinctPairs``.
+   7 bytes (``neardup.BUCKET_BYTES``), and the document's compact id, an int) and one signature
+   record keyed by the id.
+2. ``PackBands`` -> ``GroupBands`` -> ``LinkSorted``: the band records go packed, 16 bytes each,
+   per coarse key (the bucket's top bits: :mod:`corpus.neardup_bands`, which says why), and the
+   step that reads a coarse group sorts them by (bucket, id) with bounded memory and walks the
+   buckets: a bucket's members in sorted order, each linked to the next and to the smallest
+   (:func:`neardup.bucket_links`), ids only; a bucket of more than ``chain_limit`` members, each to
+   the smallest only, in one pass (the rule of :func:`neardup.bucket_candidates`); ``DistinctPairs``.
 3. ``JoinSignatures`` -> ``GroupPairs`` -> ``Verify``: each candidate meets the two signatures by
    id (one shuffle of the signatures, one of the candidates with theirs) and stays if their
    agreement reaches the threshold.
@@ -36,13 +38,13 @@ or on the number of workers.
 
 from __future__ import annotations
 
-import itertools
 import logging
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import neardup
+from kolectra.corpus import neardup, neardup_bands
 
 TALLY, SAMPLES = neardup.TALLY, neardup.SAMPLES
 SIGS = "signatures"
@@ -130,23 +132,44 @@ class _Sign(beam.DoFn):
 NEAR = "near_dup"  # the first part of this step's tally keys: stats.json's "near_dup" block
 
 
+class _PackBands(beam.DoFn):
+    """(bucket, id) band records -> (coarse key, packed records) (:mod:`corpus.neardup_bands`), sent
+    every ``FLUSH_RECORDS`` records and at the bundle's end."""
+
+    def start_bundle(self):
+        self.buckets, self.ids = [], []
+
+    def process(self, record):
+        bucket, doc_id = record
+        self.buckets.append(neardup_bands.bucket_int(bucket))
+        self.ids.append(doc_id)
+        if len(self.ids) >= neardup_bands.FLUSH_RECORDS:
+            yield from self._flush()
+
+    def finish_bundle(self):
+        for item in self._flush():
+            yield GlobalWindows.windowed_value(item)
+
+    def _flush(self):
+        buckets, ids, self.buckets, self.ids = self.buckets, self.ids, [], []
+        return neardup_bands.pack(buckets, ids) if ids else ()
+
+
 class _Link(beam.DoFn):
-    """(bucket, ids) -> candidate pairs (:func:`neardup.bucket_candidates`); a bucket over the
-    chain limit is tallied (``star_only_buckets``, and its members), since it is linked more loosely."""
+    """(coarse key, packed chunks) -> candidate pairs, bucket by bucket (:mod:`corpus.neardup_bands`,
+    :func:`neardup.bucket_candidates`' rule); a bucket over the chain limit is tallied
+    (``star_only_buckets``, and its members), since it is linked more loosely."""
 
     def __init__(self, chain_limit: int):
         self.chain_limit = chain_limit
 
-    def process(self, bucket):
-        _, ids = bucket
-        pairs = 0
-        for pair in neardup.bucket_candidates(ids, self.chain_limit):
-            pairs += 1
-            yield pair
-        # up to the limit k members give at most 2(k - 1) pairs; a star of more gives k - 1 >= limit
-        if pairs >= self.chain_limit and sum(1 for _ in itertools.islice(ids, self.chain_limit + 1)) > self.chain_limit:
+    def process(self, group):
+        _, chunks = group
+        pairs, walk = neardup_bands.group_pairs(chunks, self.chain_limit)
+        yield from pairs
+        for star_pairs in walk.stars:
             yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_buckets"), 1))
-            yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_documents"), pairs + 1))
+            yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_documents"), star_pairs + 1))
 
 
 SIG, PAIR = 0, 1  # tags of a document's signature and of its candidate pairs' other ends, grouped by id
@@ -270,6 +293,7 @@ class NearDedup(beam.PTransform):
                   .with_outputs(SIGS, main="bands"))
         linked = (
             signed.bands
+            | "PackBands" >> beam.ParDo(_PackBands())
             | "GroupBands" >> beam.GroupByKey()
             | "LinkSorted" >> beam.ParDo(_Link(self.chain_limit)).with_outputs(TALLY, main="pairs")
         )

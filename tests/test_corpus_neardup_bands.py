@@ -1,0 +1,91 @@
+"""corpus/neardup_bands.py: band records packed per coarse key, sorted with bounded memory (spilled
+runs merged) and walked bucket by bucket, give exactly the candidate pairs and star tallies of
+grouping the records by bucket (:func:`neardup.bucket_candidates`)."""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+
+import pytest
+
+from kolectra.corpus import neardup, neardup_bands
+
+
+def _expected(records: list[tuple[int, int]], limit: int) -> tuple[list, list]:
+    by_bucket: dict = {}
+    for bucket, doc_id in records:
+        by_bucket.setdefault(bucket, []).append(doc_id)
+    pairs, stars = [], []
+    for bucket in sorted(by_bucket):
+        got = list(neardup.bucket_candidates(by_bucket[bucket], limit))
+        pairs += got
+        if len(by_bucket[bucket]) > limit:
+            stars.append(len(got))
+    return sorted(pairs), stars
+
+
+def _walked(records: list[tuple[int, int]], limit: int, chunk: int, run_records: int | None = None):
+    chunks = []
+    for i in range(0, len(records), chunk):  # as several bundles would send them
+        part = records[i:i + chunk]
+        chunks += [c for key, c in neardup_bands.pack([b for b, _ in part], [d for _, d in part])]
+    pairs, walk = neardup_bands.group_pairs(chunks, limit, run_records)
+    return sorted(pairs), walk.stars
+
+
+def _records(rng: random.Random, n_buckets: int, spam: dict[int, int]) -> list[tuple[int, int]]:
+    records = [(rng.randrange(n_buckets), rng.randrange(1 << 40)) for _ in range(3000)]
+    for bucket, members in spam.items():
+        records += [(bucket, rng.randrange(1 << 40)) for _ in range(members)]
+    rng.shuffle(records)
+    return records
+
+
+@pytest.mark.parametrize("run_records", [None, 7, 500])
+@pytest.mark.parametrize("block", [3, 1 << 16])
+def test_the_walk_gives_the_pairs_and_stars_of_grouping_by_bucket(monkeypatch, run_records, block):
+    monkeypatch.setattr(neardup_bands, "BLOCK", block)  # buckets cut across blocks of the merged runs
+    rng = random.Random(run_records or 0)
+    limit = 8
+    # many buckets of a few members; spam buckets at, just over and far over the chain limit
+    records = _records(rng, 900, {10**15: limit, 10**15 + 1: limit + 1, 10**15 + 2: 60})
+    expected = _expected(records, limit)
+    assert {limit, 59} <= set(expected[1])  # the spam buckets are stars (pairs: members - 1)
+    assert _walked(records, limit, chunk=257, run_records=run_records) == expected
+
+
+def test_a_smallest_id_repeated_in_its_bucket_pairs_as_grouping_does():
+    # an id twice in one bucket (two bands' 56-bit keys colliding): bucket_links' set, the star's filter
+    for limit in (2, 3, 10):
+        records = [(5, 1), (5, 1), (5, 4), (5, 3), (5, 3), (9, 2)]
+        assert _walked(records, limit, chunk=2, run_records=2) == _expected(records, limit)
+
+
+def test_records_go_to_their_coarse_key_at_sixteen_bytes_each():
+    buckets = [0, (1 << 56) - 1, 1 << 44, 5]
+    packed = dict(neardup_bands.pack(buckets, [1, 2, 3, 4]))
+    assert sorted(packed) == [0, 1, (1 << neardup_bands.COARSE_BITS) - 1]
+    assert len(packed[0]) == 2 * neardup_bands.RECORD.itemsize == 32
+    assert neardup_bands.coarse_key(neardup_bands.bucket_int(bytes([0xFF] * 7))) == (1 << neardup_bands.COARSE_BITS) - 1
+
+
+def test_a_spam_bucket_costs_the_step_its_run_bound_not_its_size(monkeypatch):
+    """A bucket of n near copies lands whole in one coarse group: the step holds at most
+    ``run_records`` records sorted in memory and a merge block, whatever n (spilled runs are read
+    back a block at a time)."""
+    monkeypatch.setattr(neardup_bands, "BLOCK", 4096)
+
+    def peak(n: int) -> int:
+        ids = list(range(n, 0, -1))  # packed a bundle at a time, as the packing step sends them
+        chunks = [c for i in range(0, n, 4096) for _, c in neardup_bands.pack([7] * len(ids[i:i + 4096]), ids[i:i + 4096])]
+        tracemalloc.start()
+        pairs, walk = neardup_bands.group_pairs(chunks, 16, run_records=20_000)
+        count = sum(1 for _ in pairs)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert count == n - 1 and walk.stars == [n - 1]
+        return top
+
+    small, large = peak(100_000), peak(400_000)
+    assert large < 1.2 * small and large < 3_000_000, (small, large)
