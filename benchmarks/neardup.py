@@ -51,16 +51,17 @@ def cpu() -> float:
 
 def review_files(doc: str, full: str, who: str, argv: list[str] | None) -> list[str]:
     """The review files a near-dup study reads: ``--sizes N`` of them, else 1 with ``--quick`` and 8
-    without (the arguments of :mod:`neardup_bits` and :mod:`neardup_keys`)."""
+    without (the arguments of :mod:`neardup_bits` and :mod:`neardup_keys`); ``--quick`` without
+    ``--reviews``/``--data`` reads the embedded sample (``pipeline/sample/reviews.jsonl.gz``)."""
     import glob
 
-    from common import add_data_args, parser, require_data
+    from common import add_data_args, parser, reviews_source
 
     ap = parser(doc, full)
     add_data_args(ap, "reviews")
     ap.add_argument("--sizes", type=int, default=None, help="review files to read (default 1 quick, 8 full)")
     args = ap.parse_args(argv)
-    return sorted(glob.glob(require_data(args, "reviews", who)))[: args.sizes or (1 if args.quick else 8)]
+    return sorted(glob.glob(reviews_source(args, who)))[: args.sizes or (1 if args.quick else 8)]
 
 
 def unique_reviews(files: list[str]) -> dict[tuple[str, int], str]:

@@ -23,7 +23,8 @@ ratio = value / baseline (lower is better, so long as precision and recall hold)
 
     python benchmarks/neardup_bits.py [--quick] [--reviews GLOB | --data DIR] [--sizes 8]
 
-Full: all 8 review files (about 3 CPU minutes); ``--quick``: the first file.
+Full: all 8 review files (about 3 CPU minutes); ``--quick``: the first file, or without
+``--reviews``/``--data`` the embedded sample (``pipeline/sample/reviews.jsonl.gz``, 4,000 reviews).
 """
 
 from __future__ import annotations
