@@ -286,16 +286,17 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     written = outputs.take_report(str(out_dir))
     stats = outputs.read_stats(str(out_dir))
     kept_rejects = storage.join(str(keep_failed or out_dir), REJECTS_FILE)
+    damaged: list[tuple[str, str]] = []  # at most max_damaged_files rows, or check_stats stops the job
     try:
         check_stats(stats, cfg, {v: k for k, v in sources.items()}, rejects=kept_rejects,
-                    rows=outputs.read_file_rows(str(out_dir)))
+                    rows=_noting_damaged(outputs.read_file_rows(str(out_dir)), damaged))
     except CorpusError:
         if keep_failed is not None:
             for rel in (REJECTS_FILE, outputs.FILES_FILE, STATS_FILE):
                 storage.write_bytes(storage.join(str(keep_failed), rel), storage.read_bytes(storage.join(str(out_dir), rel)))
         raise
     written.append(write_dataset_card(out_dir, cfg.keep_fields))
-    _summary(stats, outputs.read_file_rows(str(out_dir)))
+    _summary(stats, damaged)
     return StageOutput(stats=stats, files=written if in_place else None)
 
 
@@ -309,7 +310,16 @@ def _check_keep_fields(cfg: CorpusConfig, files: list[str]) -> None:
             "(or auto with .jsonl/.json/.ndjson files), or leave --keep-fields out")
 
 
-def _summary(stats: dict, rows) -> None:
+def _noting_damaged(rows, damaged: list):
+    """``rows`` as they are, each damaged file's (source, why) noted in ``damaged`` on the way: the
+    checks and the summary share one read of ``stats/files.jsonl``."""
+    for source, info in rows:
+        if info.get("damaged"):
+            damaged.append((source, info["damaged"]))
+        yield source, info
+
+
+def _summary(stats: dict, damaged: list[tuple[str, str]]) -> None:
     progress(
         f"corpus: {stats['records_in']} records -> {stats['records_out']} documents "
         f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "
@@ -335,6 +345,5 @@ def _summary(stats: dict, rows) -> None:
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
         progress(f"corpus: repaired and kept {repaired}")
-    for source, info in rows:  # every input file's row, in name order (stats/files.jsonl)
-        if info.get("damaged"):
-            progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {info['damaged']}")
+    for source, why in damaged:  # in name order, as stats/files.jsonl holds them
+        progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {why}")
