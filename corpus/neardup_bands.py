@@ -148,6 +148,11 @@ class Walk:
                         yield smallest, i
         yield from self._close(held, smallest)
 
+    def star_pairs(self) -> list[int]:
+        """The pairs of each bucket linked as a star, as the corpus stats count them: a star that gave
+        fewer than ``chain_limit`` pairs (repeated ids only, a 56-bit collision) is not counted."""
+        return [n for n in self.stars if n >= self.limit]
+
     def _close(self, held: list[int], smallest: int | None) -> Iterator[tuple[int, int]]:
         if smallest is None and len(held) > 1:
             yield from neardup.bucket_links(held)

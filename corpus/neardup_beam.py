@@ -84,7 +84,11 @@ class _CompactIds(_Ranked):
         source, line = keyed[1]["source"], keyed[1]["line"]
         if not 0 <= line < 1 << LINE_BITS:
             raise ValueError(f"near-dup: document ({source!r}, {line}) has a line number out of range")
-        yield self.one(ranks, source) << LINE_BITS | line, keyed
+        rank = self.one(ranks, source)
+        if rank >= 1 << (64 - LINE_BITS):  # the packed band records hold an id in 64 bits
+            raise ValueError(f"near-dup: more than {1 << (64 - LINE_BITS):,} input files ({source!r} is number "
+                             f"{rank + 1:,}); merge them into fewer files")
+        yield rank << LINE_BITS | line, keyed
 
 
 class _KeepUnmarked(_Ranked):
@@ -167,7 +171,7 @@ class _Link(beam.DoFn):
         _, chunks = group
         pairs, walk = neardup_bands.group_pairs(chunks, self.chain_limit)
         yield from pairs
-        for star_pairs in walk.stars:
+        for star_pairs in walk.star_pairs():
             yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_buckets"), 1))
             yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_documents"), star_pairs + 1))
 

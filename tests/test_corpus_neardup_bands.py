@@ -20,7 +20,7 @@ def _expected(records: list[tuple[int, int]], limit: int) -> tuple[list, list]:
     for bucket in sorted(by_bucket):
         got = list(neardup.bucket_candidates(by_bucket[bucket], limit))
         pairs += got
-        if len(by_bucket[bucket]) > limit:
+        if len(by_bucket[bucket]) > limit and len(got) >= limit:  # the tally's rule in neardup_beam._Link
             stars.append(len(got))
     return sorted(pairs), stars
 
@@ -31,7 +31,7 @@ def _walked(records: list[tuple[int, int]], limit: int, chunk: int, run_records:
         part = records[i:i + chunk]
         chunks += [c for key, c in neardup_bands.pack([b for b, _ in part], [d for _, d in part])]
     pairs, walk = neardup_bands.group_pairs(chunks, limit, run_records)
-    return sorted(pairs), walk.stars
+    return sorted(pairs), walk.star_pairs()
 
 
 def _records(rng: random.Random, n_buckets: int, spam: dict[int, int]) -> list[tuple[int, int]]:
@@ -84,8 +84,21 @@ def test_a_spam_bucket_costs_the_step_its_run_bound_not_its_size(monkeypatch):
         count = sum(1 for _ in pairs)
         _, top = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        assert count == n - 1 and walk.stars == [n - 1]
+        assert count == n - 1 and walk.star_pairs() == [n - 1]
         return top
 
     small, large = peak(100_000), peak(400_000)
     assert large < 1.2 * small and large < 3_000_000, (small, large)
+
+
+def test_a_source_rank_that_would_not_fit_a_packed_id_is_refused_with_the_file_count():
+    from kolectra.corpus import neardup_beam
+
+    step = neardup_beam._CompactIds()
+    step.start_bundle()
+    doc = ("key", {"source": "f.jsonl", "line": 3})
+    fits = 1 << (64 - neardup_beam.LINE_BITS)
+    assert next(step.process(doc, {"f.jsonl": [fits - 1]}))[0] == (fits - 1) << neardup_beam.LINE_BITS | 3
+    step.start_bundle()
+    with pytest.raises(ValueError, match="more than 16,777,216 input files"):
+        next(step.process(doc, {"f.jsonl": [fits]}))
