@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gzip
-import heapq
 import json
 import os
 from collections import Counter
@@ -41,7 +40,10 @@ from kolectra.core import storage
 from kolectra.corpus import inputs, shards
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.examples_format import arrow_bytes, dataset_card, index_document, shard_name
-from kolectra.corpus.outputs import REPORT_FILE  # the written files' entries, for the launcher
+from kolectra.corpus.outputs import (
+    REPORT_FILE,  # the written files' entries, for the launcher
+    keep_smallest,
+)
 from kolectra.corpus.packing import (
     PAD,
     SPECIAL_IDS,
@@ -201,7 +203,8 @@ class TokenizeAndPack(beam.DoFn):
         docs, bad = parse_documents(path, first, lines)
         if bad:
             tally["bad_documents"] += len(bad)
-            named[:] = heapq.nsmallest(BAD_NAMED, named + [message for _, message in bad])
+            for _, message in bad:
+                keep_smallest(named, message, BAD_NAMED)
         if self.holdout:
             kept = [d for d in docs if d[1] not in self.holdout]
             tally["held_out_documents"] += len(docs) - len(kept)

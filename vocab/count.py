@@ -22,7 +22,6 @@ the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import json
 import tempfile
@@ -37,6 +36,7 @@ from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.corpus.examples import parts_per_shard
 from kolectra.corpus.examples_beam import read_lines
+from kolectra.corpus.outputs import keep_smallest
 from kolectra.corpus.runners import (
     REMOTE_RUNNERS,
     CorpusOptions,
@@ -71,9 +71,7 @@ class BadLines:
 
     def add(self, message: str) -> None:
         self.count += 1
-        if len(self.named) < tables.KEEP_BAD or message < self.named[-1]:
-            bisect.insort(self.named, message)
-            del self.named[tables.KEEP_BAD:]
+        keep_smallest(self.named, message, tables.KEEP_BAD)
 
 
 class CountWords(beam.DoFn):
