@@ -13,12 +13,25 @@ allowance for the rest), whatever the keys, the file or the bundle.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 
 BUDGET = 64 << 20  # bytes of waiting items a step holds at most (the shard writer's RUN_BYTES is as large)
 # bytes an item costs beside the text (and id) its step counts: ReadAndClean's tuple, 16-byte key
 # and line number, its list slot and its key's share of the waiting lists (measured: docs/scale.md)
 ITEM_OVERHEAD = 200
+
+
+def value_size(value) -> int:
+    """The bytes Python holds for a JSON value (a kept field's, ``keep_fields``): its objects and
+    those inside it. Kept fields travel with each document, so a step counts them with its text: 10 kB
+    of metadata a record would otherwise put a step's waiting items far over the budget."""
+    size = sys.getsizeof(value)
+    if isinstance(value, (list, tuple)):
+        size += sum(value_size(v) for v in value)
+    elif isinstance(value, dict):
+        size += sum(value_size(k) + value_size(v) for k, v in value.items())
+    return size
 
 
 class KeyedChunks:

@@ -23,7 +23,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from kolectra.corpus import filters, inputs, neardup, outputs, reader, webtext
 from kolectra.corpus import text as text_rules
-from kolectra.corpus.chunks import KeyedChunks
+from kolectra.corpus.chunks import KeyedChunks, value_size
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
@@ -113,7 +113,8 @@ class ReadAndClean(beam.DoFn):
             # the fields ride along only when asked for: without them the elements are as before
             item = ((key, source, rec["line"], doc_id, text, rec["fields"]) if cfg.keep_fields
                     else (key, source, rec["line"], doc_id, text))
-            for out_bucket, chunk in chunks.add(bucket, item, sys.getsizeof(text) + sys.getsizeof(doc_id)):
+            size = sys.getsizeof(text) + sys.getsizeof(doc_id) + (value_size(rec["fields"]) if cfg.keep_fields else 0)
+            for out_bucket, chunk in chunks.add(bucket, item, size):
                 yield out_bucket, outputs.pack_chunk(chunk)
             kept += 1
             if lines - reported >= 4096:  # progress: the raw bytes read so far, records, kept
