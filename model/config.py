@@ -197,9 +197,10 @@ class PretrainConfig:
         for key in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(m, key) < 1.0:
                 raise ConfigError(f"model.{key}: must be in [0, 1), got {getattr(m, key)}")
-        if not (math.isfinite(t.lr) and t.lr > 0):
-            raise ConfigError(f"train.lr: must be a finite number > 0, got {t.lr}")
-        for group, key in (("train", "clip"), ("train", "weight_decay"), ("train", "adam_eps"), ("objective", "disc_weight"),
+        for key in ("lr", "adam_eps"):  # Adam's eps 0 divides by a zero second moment: NaN loss, then a crash
+            if not (math.isfinite(getattr(t, key)) and getattr(t, key) > 0):
+                raise ConfigError(f"train.{key}: must be a finite number > 0, got {getattr(t, key)}")
+        for group, key in (("train", "clip"), ("train", "weight_decay"), ("objective", "disc_weight"),
                            ("objective", "disc_mlm_weight")):
             value = getattr(t if group == "train" else o, key)
             if not (math.isfinite(value) and value >= 0):
