@@ -50,6 +50,13 @@ STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/a
 Examples = Path | Callable[[Callable[[str], bool]], Path]
 
 
+def loss_text(final: dict) -> str:
+    """The final loss for the card and the last line: a NaN loss is recorded as null (JSON has no
+    NaN), and must still print, so that the divergence check after it can say what happened."""
+    loss = final.get("loss")
+    return "nan" if loss is None else f"{loss:.4f}"
+
+
 def fetch_examples(examples: Examples, only: Callable[[str], bool]) -> Path:
     return Path(examples(only)) if callable(examples) else Path(examples)
 
@@ -404,7 +411,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",
              "training FLOPs": f"{flops:.3e}", "wall time": f"{run.wall_seconds():.0f} s",
-             "hardware": run.where, "final loss": f"{final.get('loss', float('nan')):.4f}", "seed": cfg.seed,
+             "hardware": run.where, "final loss": loss_text(final), "seed": cfg.seed,
              **({"initialised from": t.init_from} if t.init_from else {}),
              **({"resumed at step": run.first_step} if run.first_step else {}),
              "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),
@@ -443,5 +450,5 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"
                    if run.first_step else "")
         progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
-                 f"final loss {final.get('loss', float('nan')):.4f}")
+                 f"final loss {loss_text(final)}")
     return StageOutput(stats=stats, compute=compute)
