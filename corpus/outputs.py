@@ -117,24 +117,23 @@ def shard_of(key: bytes, num_shards: int) -> int:
 # reviews' JSONL (their other fields are half of it), about 5 on plain text, since the sentence and
 # morpheme spans make a line about 5 times its text (docs/corpus.md, "Shards"); between the two,
 # so shard_bytes is met within a factor of 1.5 either way. Compressed inputs expand first, by
-# typical ratios for text (gzip: 3.1 on the reviews).
+# typical ratios for text (gzip: 3.1 on the reviews). Parquet's columns are compressed too (snappy
+# by default): the NSMC reviews written with pyarrow's defaults are 2.3-2.4 times smaller than their
+# JSONL (2.8 for the text column alone; docs/scale.md), so a Parquet file counts as the JSONL it
+# holds, for the dedup groups and the shards alike.
 JSON_PER_INPUT_BYTE = 3.5
-EXPANSION = {".gz": 3.1, ".bz2": 3.6, ".zst": 3.3}
-# Parquet's columns are compressed too (snappy by default): the NSMC reviews written with pyarrow's
-# defaults are 2.3-2.4 times smaller than their JSONL (2.8 for the text column alone; docs/scale.md).
-# Only the dedup group count reads it: the shard count keeps 1.0, so a request's shards stay as they were.
-PARQUET_EXPANSION = {".parquet": 2.4, ".pq": 2.4}
+EXPANSION = {".gz": 3.1, ".bz2": 3.6, ".zst": 3.3, ".parquet": 2.4, ".pq": 2.4}
 
 
-def _expanded(files: Iterable[tuple[str, int]], expansion: dict = EXPANSION):
+def _expanded(files: Iterable[tuple[str, int]]):
     for path, size in files:
-        yield size * expansion.get(os.path.splitext(path)[1].lower(), 1.0)
+        yield size * EXPANSION.get(os.path.splitext(path)[1].lower(), 1.0)
 
 
 def expected_input_bytes(files: Iterable[tuple[str, int]]) -> float:
     """The bytes inputs of these (path, stored bytes) hold once decompressed, as JSONL for a
     Parquet file (an estimate; see above)."""
-    return sum(_expanded(files, {**EXPANSION, **PARQUET_EXPANSION}), 0.0)
+    return sum(_expanded(files), 0.0)
 
 
 def expected_json_bytes(files: Iterable[tuple[str, int]]) -> float:

@@ -44,12 +44,13 @@ def test_value_size_counts_what_a_json_value_holds():
     assert chunks.value_size(("z" * 500,)) > 500
 
 
-def test_parquet_input_expands_like_its_jsonl_for_the_dedup_groups():
+def test_parquet_input_expands_like_its_jsonl_for_the_dedup_groups_and_the_shards():
     """A Parquet file is compressed (snappy): the NSMC reviews' 24 MB of Parquet were 57 MB of JSONL,
-    so counting it at its stored size gave groups 2.4 times dedup_group_bytes."""
+    so counting it at its stored size gave groups 2.4 times dedup_group_bytes, and shards 2.4 times
+    shard_bytes (corpus 12: 84 shards here where its JSONL gets 200)."""
     jsonl, parquet = [("a.jsonl", 57 << 20)], [("a.parquet", 24 << 20)]
     assert outputs.expected_input_bytes(parquet) > 0.95 * outputs.expected_input_bytes(jsonl)
     groups = build.dedup_buckets(outputs.expected_input_bytes(parquet), 1 << 20)
     assert groups == build.dedup_buckets(outputs.expected_input_bytes(jsonl), 1 << 20) == 64
-    # the shard count (output bytes) is the request's as before
-    assert outputs.shards_for(parquet, 1 << 20) == outputs.shards_for([("a.jsonl", 24 << 20)], 1 << 20)
+    shards, jsonl_shards = outputs.shards_for(parquet, 1 << 20), outputs.shards_for(jsonl, 1 << 20)
+    assert abs(shards - jsonl_shards) <= 0.05 * jsonl_shards, (shards, jsonl_shards)
