@@ -10,8 +10,12 @@ the group listed first, as the steps did before (``list``, ``set``, ``sorted`` o
 
 value: the largest streamed step's peak at the largest n, in bytes; baseline: the largest listed
 step's peak at that n; ratio = value / baseline (lower is better).
+``LinkSorted`` reads a coarse group of packed band records (``corpus/neardup_bands.py``): a spam
+bucket lands whole in one, and the step sorts up to ``--run-records`` (``RUN_RECORDS``) records in
+memory before it spills sorted runs to disk, so its peak grows with n up to that bound and stays
+there.
 ``--quick``: n = 10,000 and 100,000 (seconds); full: up to 1,000,000 (about a minute).
-Usage: ``python benchmarks/neardup_spam.py [--quick] [--chain-limit 1000]``.
+Usage: ``python benchmarks/neardup_spam.py [--quick] [--chain-limit 1000] [--run-records N]``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import collections
 import sys
 import tracemalloc
 
-from kolectra.corpus import neardup, neardup_beam
+from kolectra.corpus import neardup, neardup_bands, neardup_beam
 
 
 class Group:
@@ -35,10 +39,19 @@ class Group:
             yield v if self.tag is None else (self.tag, v)
 
 
-def streamed(n: int, chain_limit: int) -> dict:
+def spam_chunks(n: int):
+    """A coarse group holding one bucket of n ids, as ``PackBands`` sends it: packed chunks of at
+    most ``FLUSH_RECORDS`` records, made as they are read."""
+    bucket = 0x5A << (neardup_bands.BUCKET_BITS - 8)
+    for top in range(n, 0, -neardup_bands.FLUSH_RECORDS):
+        ids = list(range(top, max(top - neardup_bands.FLUSH_RECORDS, 0), -1))
+        yield from (chunk for _, chunk in neardup_bands.pack([bucket] * len(ids), ids))
+
+
+def streamed(n: int, chain_limit: int, run_records: int = neardup_bands.RUN_RECORDS) -> dict:
     sig = (neardup_beam.SIG, bytes(512))
     return {
-        "LinkSorted (a bucket)": lambda: neardup.bucket_candidates(Group(n), chain_limit),
+        "LinkSorted (a coarse group)": lambda: neardup_bands.group_pairs(spam_chunks(n), chain_limit, run_records)[0],
         "SignPairs (a bucket's smallest)": lambda: neardup_beam._signed_pairs(0, Group(n, neardup_beam.PAIR, [sig])),
         "LargeStar (a component's centre)": lambda: neardup.large_star(0, Group(n)),
         "SmallStar (a node of many smaller)": lambda: neardup.small_star(n + 1, Group(n)),
@@ -69,7 +82,7 @@ def listed(n: int, chain_limit: int) -> dict:
         return [(None, not smaller)]
 
     return {
-        "LinkSorted (a bucket)": lambda: neardup.bucket_links(list(Group(n))),
+        "LinkSorted (a coarse group)": lambda: neardup.bucket_links(list(Group(n))),  # grouped by bucket
         "SignPairs (a bucket's smallest)": signed_pairs,
         "LargeStar (a component's centre)": large_star,
         "SmallStar (a node of many smaller)": small_star,
@@ -91,11 +104,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     ap = parser(__doc__, "about a minute")
     ap.add_argument("--chain-limit", type=int, default=neardup.CHAIN_LIMIT)
+    ap.add_argument("--run-records", type=int, default=neardup_bands.RUN_RECORDS)
     args = ap.parse_args(argv)
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     rows = []
     for n in sizes:
-        now, before = streamed(n, args.chain_limit), listed(n, args.chain_limit)
+        now, before = streamed(n, args.chain_limit, args.run_records), listed(n, args.chain_limit)
         for step in now:
             row = {"n": n, "step": step, "streamed_bytes": peak_bytes(now[step]), "listed_bytes": peak_bytes(before[step])}
             rows.append(row)
@@ -103,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
     last = [r for r in rows if r["n"] == sizes[-1]]
     return emit("neardup_group_step_peak", "bytes", max(r["streamed_bytes"] for r in last),
                 "the steps listing their group", max(r["listed_bytes"] for r in last),
-                {"sizes": sizes, "chain_limit": args.chain_limit}, rows=rows)
+                {"sizes": sizes, "chain_limit": args.chain_limit, "run_records": args.run_records}, rows=rows)
 
 
 if __name__ == "__main__":

@@ -317,9 +317,11 @@ def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tm
 
 def test_no_step_holds_a_group_that_grows_with_template_spam():
     """A bucket or cluster of n near copies costs each per-group step the same memory at n = 2,000
-    and n = 200,000 (listing the group, as the steps did, held about 8 MB at 200,000)."""
+    and n = 200,000 (listing the group, as the steps did, held about 8 MB at 200,000). LinkSorted
+    sorts a coarse group's records up to a run bound, then spills: its peak, flat past that bound,
+    is tested in test_corpus_neardup_bands.py."""
     small, large = neardup_spam.streamed(2_000, 16), neardup_spam.streamed(200_000, 16)
-    for name in small:
+    for name in [name for name in small if not name.startswith("LinkSorted")]:
         at_small, at_large = neardup_spam.peak_bytes(small[name]), neardup_spam.peak_bytes(large[name])
         assert at_large < at_small + 16_384, (name, at_small, at_large)
         assert at_large < 64_000, (name, at_large)  # bounded by chain_limit (16 here), not by n
