@@ -16,6 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 
 # the settings a person tells artifacts of a kind apart by (dotted config keys)
@@ -83,19 +84,23 @@ def origins(a: Artifact) -> str:
     refs = a.manifest.get("parent_refs") or [{"id": p} for p in a.parents]
     shown = [f"{r.get('kind', '?')}:{r.get('name', '?')}-{r['id'][:6]}" for r in refs]
     if not shown:
-        names = [str(i.get("path", "?")).rstrip("/").rsplit("/", 1)[-1] for i in a.manifest.get("inputs", [])]
-        shown = names[:2] + ([f"+{len(names) - 2} more"] if len(names) > 2 else [])
+        head, count = inputs.shown(a.manifest)
+        names = [str(i.get("path", "?")).rstrip("/").rsplit("/", 1)[-1] for i in head[:2]]
+        shown = names + ([f"+{count - len(names)} more"] if count > len(names) else [])
     return ", ".join(shown) or "-"
 
 
 def described(a: Artifact) -> dict[str, object]:
     """What a request is made of, as flat keys: its config, its stage version and its raw inputs
     (``inputs[1]="train.tsv@1a2b3c4d"``): two evals of one name on other data, or of another stage
-    version, differ only in those."""
+    version, differ only in those. Inputs kept in a file (a corpus of many) are the manifest's first
+    ones and ``inputs_file``, their count and the file's sha256: the file is not read."""
     m = a.manifest
-    inputs = {f"inputs[{i}]": f"{str(r.get('path', '?')).rstrip('/').rsplit('/', 1)[-1]}@{str(r.get('sha256'))[:8]}"
-              for i, r in enumerate(m.get("inputs", []))}
-    return {**flat(m.get("config", {})), "stage_version": m.get("stage_version"), **inputs}
+    named = {f"inputs[{i}]": f"{str(r.get('path', '?')).rstrip('/').rsplit('/', 1)[-1]}@{str(r.get('sha256'))[:8]}"
+             for i, r in enumerate(m.get("inputs", []))}
+    if "inputs_file" in m:
+        named["inputs_file"] = f"{m['inputs_count']} inputs@{m['inputs_file']['sha256'][:8]}"
+    return {**flat(m.get("config", {})), "stage_version": m.get("stage_version"), **named}
 
 
 def settings(a: Artifact, differing: list[str]) -> str:

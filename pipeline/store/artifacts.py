@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, layout, workspace
+from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, default_root, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -73,6 +73,7 @@ __all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Stor
            "fingerprint_inputs", "load", "sha256_file", "verify_dir", "KINDS", "MANIFEST", "SCHEMA"]
 
 ID_CHARS = 16
+ID_BATCH = 4096  # input keys canonicalised at a time for the request id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,17 +92,38 @@ class Request:
     operational: tuple[str, ...] = ()
 
     def key(self) -> dict:
+        return {**self._key_fields(), "inputs": [input_key(i) for i in self.inputs]}
+
+    def _key_fields(self) -> dict:
+        """The key without its inputs: what :meth:`id` hashes whole."""
         return {
             "kind": self.kind,
             "stage_version": self.stage_version,
             "config": _without(self.config, self.operational),
             "parents": [p.id for p in self.parents],
-            "inputs": [input_key(i) for i in self.inputs],
             "libraries": library_versions(self.libraries),
         }
 
     def id(self) -> str:
-        return hashlib.sha256(canonical(self.key())).hexdigest()[:ID_CHARS]
+        """sha256 of ``canonical(self.key())``, fed a part at a time: the input keys go in batches of
+        :data:`ID_BATCH`, never as one list and one text (a million corpus inputs made a 150 MB text).
+        Worked out once per request: a build asks for it about ten times."""
+        if "_id" not in self.__dict__:
+            h, fields = hashlib.sha256(), self._key_fields()
+            for n, name in enumerate(sorted([*fields, "inputs"])):  # canonical's order: sorted keys
+                h.update(b"{" if n == 0 else b",")
+                h.update(canonical(name) + b":")
+                if name != "inputs":
+                    h.update(canonical(fields[name]))
+                    continue
+                h.update(b"[")
+                for start in range(0, len(self.inputs), ID_BATCH):  # a list's text less its brackets
+                    batch = [input_key(i) for i in self.inputs[start:start + ID_BATCH]]
+                    h.update((b"," if start else b"") + canonical(batch)[1:-1])
+                h.update(b"]")
+            h.update(b"}")
+            object.__setattr__(self, "_id", h.hexdigest()[:ID_CHARS])  # frozen: set once, as a cache
+        return self.__dict__["_id"]
 
 
 def check_layout(request: Request, out: Path, output: StageOutput) -> None:
@@ -110,6 +132,13 @@ def check_layout(request: Request, out: Path, output: StageOutput) -> None:
     if lost:
         raise ArtifactError(f"{request.kind}: not publishing a build that lacks what it describes (deleted while "
                             "it ran? a .tmp shared with another root?): " + "; ".join(lost[:5]))
+
+
+def reserved(out: Path) -> None:
+    """Refuse a build whose stage wrote a file the store writes (the manifest, the inputs' file)."""
+    for name in (MANIFEST, inputs.INPUTS_FILE):
+        if (out / name).exists():
+            raise ArtifactError(f"stage wrote its own {name}; that name is reserved")
 
 
 def manifest_of(request: Request, output: StageOutput, files: list[dict], started: str,
@@ -122,7 +151,7 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
                          **({"fields_digest": p.manifest["fields_digest"]} if "fields_digest" in p.manifest else {}),
                          "path": str(p.path.resolve()) if isinstance(p.path, Path) else str(p.path)}
                         for p in request.parents],
-        "inputs": list(request.inputs), "config": request.config, "stage_version": request.stage_version,
+        **inputs.fields(request.inputs, files), "config": request.config, "stage_version": request.stage_version,
         "files": files, "digest": digest(files), "stats": output.stats,
         "provenance": provenance(request.libraries, started, workspace.now()),
     }
@@ -275,9 +304,10 @@ class Store(Catalog):
     def _seal(self, out: Path, request: Request, output: StageOutput, started: str,
               run: workspace.Run | None) -> None:
         """Hash every file, then write manifest.json: last, its presence means complete."""
-        if (out / MANIFEST).exists():
-            raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
+        reserved(out)
         check_layout(request, out, output)
+        if inputs.spills(request.inputs):
+            inputs.write(request.inputs, out)
         write_json(out / MANIFEST, manifest_of(request, output, hash_tree(out), started, run))
 
     def _publish(self, out: Path, request: Request) -> Path:

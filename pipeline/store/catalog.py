@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 
 
@@ -274,7 +275,11 @@ class Catalog:
                     children.append(("unreadable", unreadable[0]) if unreadable else ("missing", pid))
                     continue
                 children.append(("artifact", parent))
-            children += [("input", inp) for inp in a.manifest.get("inputs", [])]
+            head, count = inputs.shown(a.manifest)
+            children += [("input", inp) for inp in head]
+            if count > len(head):  # the rest are in the artifact's inputs file, not printed
+                children.append(("more", f"... {count - len(head):,} more inputs ({count:,} in all, "
+                                         f"listed in {a.manifest['inputs_file']['path']})"))
             for i, (what, child) in enumerate(children):
                 branch, cont = ("└── ", "    ") if i == len(children) - 1 else ("├── ", "│   ")
                 if what == "artifact":
@@ -287,6 +292,8 @@ class Catalog:
                 elif what == "input":
                     lines.append(prefix + branch
                                  + f"input {child['path']} ({child['bytes']:,} bytes, sha256 {child['sha256'][:12]})")
+                elif what == "more":
+                    lines.append(prefix + branch + child)
                 elif what == "unreadable":
                     lines.append(prefix + branch + f"UNREADABLE {child}")
                 else:

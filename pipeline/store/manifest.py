@@ -264,6 +264,20 @@ def _entries_malformed(manifest: dict) -> str | None:
         if not (isinstance(inp, dict) and isinstance(inp.get("path"), str) and _is(inp.get("bytes"), int)
                 and isinstance(inp.get("sha256"), str)):
             return f"malformed input entry {json.dumps(inp)[:80]}"
+    return _inputs_file_malformed(manifest)
+
+
+def _inputs_file_malformed(manifest: dict) -> str | None:
+    """Why ``inputs_file``/``inputs_count`` (the records past INPUTS_INLINE, :mod:`.inputs`) are not
+    a file the manifest lists, with that file's bytes and sha256, and a count of at least ``inputs``."""
+    if "inputs_file" not in manifest and "inputs_count" not in manifest:
+        return None
+    spec, count = manifest.get("inputs_file"), manifest.get("inputs_count")
+    if not (_is(count, int) and count >= len(manifest.get("inputs", []))):
+        return f"inputs_count {count!r} is not a count of at least its {len(manifest.get('inputs', []))} inputs"
+    entry = next((e for e in manifest["files"] if isinstance(spec, dict) and e["path"] == spec.get("path")), None)
+    if entry is None or any(spec.get(k) != entry[k] for k in ("bytes", "sha256")):
+        return f"inputs_file {json.dumps(spec)[:80]} is not a file the manifest lists, with its bytes and sha256"
     return None
 
 

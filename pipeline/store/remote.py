@@ -51,13 +51,14 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, layout, workspace
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of
+from kolectra.pipeline.store import followers, inputs, layout, workspace
+from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
 from kolectra.pipeline.store.catalog import Artifact, Catalog, recorded_store
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
@@ -353,10 +354,13 @@ class RemoteStore(StoreRuns, Store):
         lease.check()
         if in_place:
             files = self._check_reported(final, output)
+            if inputs.spills(request.inputs):  # written here, uploaded beside what the workers wrote
+                files = sorted([*files, self._upload_inputs(request, final, lease)], key=lambda e: e["path"])
         else:
-            if (Path(out) / MANIFEST).exists():
-                raise ArtifactError(f"stage wrote its own {MANIFEST}; that name is reserved")
+            reserved(Path(out))
             check_layout(request, Path(out), output)
+            if inputs.spills(request.inputs):
+                inputs.write(request.inputs, Path(out))
             files = hash_tree(Path(out))
             for e in files:  # data objects first, each while the lease is provably this build's
                 lease.check(recent=True)
@@ -380,13 +384,23 @@ class RemoteStore(StoreRuns, Store):
         return load_remote(upath(final))
 
     @staticmethod
+    def _upload_inputs(request: Request, final: str, lease: Lease) -> dict:
+        """The request's input records as INPUTS_FILE under ``final`` (:mod:`.inputs`): its entry."""
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
+            entry = inputs.write(request.inputs, Path(tmp))
+            lease.check(recent=True)
+            storage.upload(str(Path(tmp) / entry["path"]), storage.join(final, entry["path"]))
+        return entry
+
+    @staticmethod
     def _check_reported(final: str, output: StageOutput) -> list[dict]:
         """The files the Beam workers reported writing (path, bytes, sha256), checked for shape."""
         if output.files is None:
             raise ArtifactError(f"{final}: the stage wrote in place but reported no files")
         files = []
         for e in sorted(output.files, key=lambda e: e["path"]):
-            if why := unsafe_path(e.get("path")):
+            if why := unsafe_path(e.get("path")) or (e["path"] == inputs.INPUTS_FILE and "is the store's"):
                 raise ArtifactError(f"{final}: a worker reported the file {e.get('path')!r}, which {why}")
             files.append({"path": e["path"], "bytes": int(e["bytes"]), "sha256": str(e["sha256"])})
         return files
