@@ -141,3 +141,13 @@ def test_many_inputs_on_a_bucket(bucket, few):
     assert any(where in p for p in store.verify(corpus))
     with pytest.raises(ArtifactError, match="inputs.jsonl"):
         open_store(f"{bucket}/root").require(corpus.id, "corpus")
+
+
+def test_the_id_is_the_hash_of_the_whole_key_fed_in_batches(monkeypatch):
+    monkeypatch.setattr(artifacts, "ID_BATCH", 2)  # 5 records: batches of 2, 2 and 1
+    records = tuple({"path": f"/말뭉치/{i}.txt", "bytes": i, "identity": f"local:/말뭉치/{i}.txt:{i}:{i * 7}"}
+                    for i in range(5))
+    for some in (records, records[:1], ()):
+        request = Request(kind="corpus", name="c", stage_version=3, config={"가": {"b": [1, "한"]}}, inputs=some,
+                          libraries=("apache-beam",), operational=("가.b",))
+        assert request.id() == hashlib.sha256(canonical(request.key())).hexdigest()[:artifacts.ID_CHARS]

@@ -106,8 +106,8 @@ class Request:
 
     def id(self) -> str:
         """sha256 of ``canonical(self.key())``, fed a part at a time: the input keys go in batches of
-        :data:`ID_BATCH`, never as one list and one text (a million corpus inputs made a 150 MB text).
-        Worked out once per request: a build asks for it about ten times."""
+        :data:`ID_BATCH`, never as one list and one text of them all (a corpus's grow with its input
+        files: docs/scale.md). Worked out once per request: a local build asks for it seven times."""
         if "_id" not in self.__dict__:
             h, fields = hashlib.sha256(), self._key_fields()
             for n, name in enumerate(sorted([*fields, "inputs"])):  # canonical's order: sorted keys
