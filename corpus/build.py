@@ -90,12 +90,12 @@ OPERATIONAL = ("dedup_group_bytes",)
 # with the dedup and shard shuffles' chunks packed (24.3 MB before; docs/scale.md). The expected
 # JSON is 3.5 bytes an input byte (outputs.JSON_PER_INPUT_BYTE), so plain text, whose every byte
 # is text, needs 9.6 / 3.5 = 2.7 per MB of it; 3.5 stays above that. Near-dup's stages add their
-# band and signature records (about 600 bytes a review, not packed) to what the runner holds: the
-# whole job with them measured 0.86-2.55 GB over 1-8 review files (benchmarks/scale.py --preset
-# production, with packed chunks and 8-bit signatures; 0.98-2.93 before), and 7.4 gives 23-63 %
-# more than each (docs/scale.md).
+# signature records and packed band records (corpus/neardup_bands.py): the whole job with them
+# measured 853, 888, 1,032 and 1,370 MB over 1, 2, 4 and 8 review files (benchmarks/scale.py
+# --preset production; 0.75 GB + 10.5 MB per MB of text, the default preset's slope), so the same
+# slope on a base 60 MB higher gives 14-60 % more than each (docs/scale.md).
 LOCAL_MEMORY = MemoryModel(base_mb=740, per_mb=3.5)
-LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=740, per_mb=7.4)
+LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=800, per_mb=3.5)
 
 
 class CorpusInterrupted(KeyboardInterrupt):
