@@ -91,8 +91,8 @@ def text_lines(path: Path) -> list[str]:
     try:
         with open(path, encoding="utf-8", newline="\n") as f:
             lines = f.read().split("\n")
-    except UnicodeDecodeError as e:
-        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     except OSError as e:
         raise FinetuneError(f"{path}: cannot read ({e})") from None
     if lines and lines[-1] == "":
@@ -100,3 +100,41 @@ def text_lines(path: Path) -> list[str]:
     if lines and lines[0].startswith("\ufeff"):
         lines[0] = lines[0][1:]
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def not_utf8(path: Path) -> FinetuneError:
+    """The error for a data file that is not UTF-8: the line and byte offset of the first bad
+    sequence, and the command that converts it. A Korean file saved on Windows is usually cp949 (a
+    superset of EUC-KR): when the bytes read as cp949 the hint names it."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+        return FinetuneError(f"{path}: not UTF-8")  # the file changed since the reader refused it
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        where = f"{path}:{line}: not UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at offset {e.start})"
+    try:
+        data.decode("cp949")
+        encoding = "cp949"
+    except UnicodeDecodeError:
+        encoding = "<its encoding>"
+    fix = f"iconv -f {encoding} -t utf-8 {path} > {path.with_name(path.stem + '.utf8' + path.suffix)}"
+    return FinetuneError(f"{where}; " + ("it reads as cp949 (EUC-KR, as Windows saves Korean text): "
+                                         if encoding == "cp949" else "") + f"convert it with: {fix}")
+
+
+def bad_limit(max_bad_fraction: float, bad: int, total: int) -> str:
+    """The limit a file's malformed rows passed, and the setting that would let them through."""
+    return (f"limit max_bad_fraction={max_bad_fraction:g}; to go on with the {total - bad} good ones, "
+            f"raise it with --set max_bad_fraction={_ceil_fraction(bad, total)}")
+
+
+def _ceil_fraction(bad: int, total: int) -> str:
+    """The least two-significant-digit fraction that lets ``bad`` of ``total`` rows through the
+    readers' test (``bad > fraction * total`` refuses), as it would be typed after ``--set``."""
+    step = 10.0 ** (math.floor(math.log10(bad / total)) - 1)
+    n = math.ceil(bad / total / step)
+    while bad > float(f"{n * step:.2g}") * total:
+        n += 1
+    return f"{min(n * step, 1.0):.2g}"

@@ -221,8 +221,11 @@ class PretrainConfig:
                 raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
         if t.batch_size % t.grad_accum:
             raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
-        if t.save_every < 0 or t.peak_tflops < 0:
-            raise ConfigError("train.save_every and train.peak_tflops must be >= 0")
+        if t.save_every < 0:
+            raise ConfigError(f"train.save_every: must be >= 0 (0: no periodic checkpoints), got {t.save_every}")
+        if not (math.isfinite(t.peak_tflops) and t.peak_tflops >= 0):  # NaN passed a "< 0" test
+            raise ConfigError(f"train.peak_tflops: must be a finite number >= 0 (0: the device's own figure), "
+                              f"got {t.peak_tflops}")
         if t.compile not in (True, False, "auto"):
             raise ConfigError(f"train.compile: expected true, false or auto, got {t.compile!r}")
         if t.compile is True and t.device == "xla":  # Inductor cannot lower XLA tensors: it failed deep in its stack

@@ -183,7 +183,8 @@ def test_a_label_outside_the_training_labels_names_label_file_and_line(tmp_path)
 def test_unreadable_rows_are_counted_then_refused_above_the_limit(tmp_path):
     sts = write(tmp_path / "sts.tsv", "s1\ts2\tscore\n가\t나\t1.5\n다\t라\t높음\n마\t바\t4\n사\t아\tnan\n")
     cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score")
-    with pytest.raises(FinetuneError, match=r"sts\.tsv: 2 of 4 rows are malformed \(limit max_bad_fraction=0\.10%\): "
+    with pytest.raises(FinetuneError, match=r"sts\.tsv: 2 of 4 rows are malformed \(limit max_bad_fraction=0\.001; to go on with the 2 "
+                                            r"good ones, raise it with --set max_bad_fraction=0\.5\): "
                                             r"line 3: score must be a number, got '높음'; line 5: score must be finite"):
         Regress().read(cfg, sts, write(tmp_path / "t.tsv", "s1\ts2\tscore\n가\t나\t1\n"))
     data = Regress().read(dataclasses.replace(cfg, max_bad_fraction=0.5, dev_fraction=0.5), sts,

@@ -97,6 +97,8 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                 where = f"{source}: question {qa.get('id')!r} ({at})"
                 if not isinstance(qa.get("id"), str) or not isinstance(qa.get("question"), str):
                     raise FinetuneError(f"{where}: needs string 'id' and 'question'")
+                if not qa["question"].strip():  # nothing to ask: refused like the other malformed questions
+                    raise FinetuneError(f"{where}: the question is empty; write it in or remove the question")
                 if qa["id"] in seen:
                     raise FinetuneError(f"{where}: duplicate question id")
                 seen.add(qa["id"])

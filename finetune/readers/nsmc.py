@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kolectra.finetune.files import FinetuneError, text_lines
+from kolectra.finetune.files import FinetuneError, bad_limit, text_lines
 
 HEADER = ("id", "document", "label")
 _SHOWN_BAD = 20  # line numbers listed in the stats / error message
@@ -57,6 +57,8 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     if tuple(header.split("\t")) != HEADER:
         raise FinetuneError(f"{path}:1: expected header 'id\\tdocument\\tlabel', got {header[:80]!r}")
 
+    if len(lines) == 1:
+        raise FinetuneError(f"{path}: a header and no rows (expected 'id\\tdocument\\tlabel' lines after it)")
     rows: list[NsmcRow] = []
     bad: list[tuple[int, str]] = []
     for lineno, text in enumerate(lines[1:], start=2):
@@ -69,7 +71,7 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     if bad and len(bad) > max_bad_fraction * n_data:
         shown = "; ".join(f"line {ln}: {why}" for ln, why in bad[:5])
         raise FinetuneError(f"{path}: {len(bad)} of {n_data} rows are malformed "
-                            f"(limit {max_bad_fraction:.2%}): {shown}")
+                            f"({bad_limit(max_bad_fraction, len(bad), n_data)}): {shown}")
     ids = [r.id for r in rows]
     stats = {
         "lines": n_data,

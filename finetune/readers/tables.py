@@ -34,7 +34,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from kolectra.finetune.files import FinetuneError, text_lines
+from kolectra.finetune.files import FinetuneError, bad_limit, not_utf8, text_lines
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -148,8 +148,8 @@ def read_csv(path: Path) -> Table:
                 else:
                     records.append((start, dict(zip(columns, fields))))
                 start = reader.line_num + 1
-    except UnicodeDecodeError as e:
-        raise FinetuneError(f"{path}: not UTF-8 ({e})") from None
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
     except csv.Error as e:
         raise FinetuneError(f"{path}:{reader.line_num}: cannot read as CSV ({e})") from None
     return Table(path, columns, records, bad, blank=blank)
@@ -245,4 +245,4 @@ def check_bad(table: Table, max_bad_fraction: float, what: str = "rows") -> None
     if table.bad and len(table.bad) > max_bad_fraction * total:
         shown = "; ".join(f"{table.unit} {n}: {why}" for n, why in table.bad[:5])
         raise FinetuneError(f"{table.path}: {len(table.bad)} of {total} {what} are malformed "
-                            f"(limit max_bad_fraction={max_bad_fraction:.2%}): {shown}")
+                            f"({bad_limit(max_bad_fraction, len(table.bad), total)}): {shown}")

@@ -1,0 +1,83 @@
+"""Bad input found by the input audit, each refused in one line that names what is wrong and how to
+fix it: a cp949 data file (the line, and the iconv command), an NSMC file with a header and no
+rows, the bad-row limit (the setting and the value that lets the counted rows through), negative or
+NaN pretraining settings (the value given), an empty KorQuAD question (refused with its JSON path,
+as the other malformed questions are). Real readers; the CLI cases through ``kolectra.pipeline.cli.main``."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.readers.korquad import questions_of
+from kolectra.finetune.readers.nsmc import read_nsmc
+from kolectra.finetune.readers.tables import read_csv
+from kolectra.pipeline.cli import main
+from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
+
+
+def _one_line(err: str, command: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.startswith(f"kolectra {command}:")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-2000:]
+    return lines[0]
+
+
+def test_a_cp949_nsmc_file_names_its_line_and_the_iconv_command(tiny_model, tmp_path, capsys):
+    train = nsmc_file(tmp_path / "train.txt", 40, 0)
+    test = tmp_path / "test.txt"
+    test.write_bytes(nsmc_file(tmp_path / "t.txt", 10, 1).read_text(encoding="utf-8").encode("cp949"))
+    argv = ["finetune", "nsmc", "--model", str(tiny_model), "--train", str(train), "--test", str(test),
+            "--out", str(tmp_path / "root"), "--preset", "sample", "--set", "epochs=1"]
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err, "finetune nsmc")
+    assert f"{test}:2: not UTF-8" in line  # line 1 is the ASCII header
+    assert f"iconv -f cp949 -t utf-8 {test} > " in line
+
+
+def test_a_csv_in_an_unknown_encoding_names_its_line_and_a_generic_iconv(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_bytes(b"text,label\n" + "좋다,1\n".encode() * 3 + b"\xff\xff\xff,0\n")
+    with pytest.raises(FinetuneError, match=r"x\.csv:5: not UTF-8 .*byte 0xff.*iconv -f <its encoding> -t utf-8"):
+        read_csv(path)
+
+
+def test_an_nsmc_file_with_a_header_and_no_rows_says_so(tmp_path):
+    path = tmp_path / "ratings_test.txt"
+    path.write_text("id\tdocument\tlabel\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match="a header and no rows"):
+        read_nsmc(path)
+
+
+def test_the_bad_row_limit_names_the_setting_and_a_value_that_lets_the_rows_through(tmp_path):
+    path = nsmc_file(tmp_path / "train.txt", 40, 0)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("41\t별로\t2\n42\t두 칸\n43\t세 칸\t1\n")
+    with pytest.raises(FinetuneError) as e:
+        read_nsmc(path)
+    message = str(e.value)
+    assert re.search(r": 2 of \d+ rows are malformed \(limit max_bad_fraction=0\.001; ", message)
+    suggested = re.search(r"raise it with --set max_bad_fraction=(\S+)\)", message).group(1)
+    assert read_nsmc(path, float(suggested)).stats["bad_rows"] == 2  # the value given does let them through
+
+
+@pytest.mark.parametrize("setting, shown", [("train.save_every=-5", "got -5"), ("train.peak_tflops=-1", "got -1.0"),
+                                            ("train.peak_tflops=nan", "got nan")])
+def test_a_negative_pretraining_setting_names_the_value_given(tmp_path, capsys, setting, shown):
+    assert main(["pretrain", "--examples", "nothing-yet", "--out", str(tmp_path), "--set", setting]) == 2
+    line = _one_line(capsys.readouterr().err, "pretrain")
+    assert setting.split("=")[0] in line and shown in line
+
+
+@pytest.mark.parametrize("question", ["", "  \n"])
+def test_an_empty_korquad_question_is_refused_with_its_path(question):
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    doc = copy.deepcopy(doc)
+    qa = doc["data"][1]["paragraphs"][0]["qas"][0]
+    qa["question"] = question
+    with pytest.raises(FinetuneError, match=rf"question {re.escape(repr(qa['id']))} \(data\[1\]\.paragraphs\[0\]\): "
+                                            "the question is empty"):
+        questions_of(doc, "dev.json")
