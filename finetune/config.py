@@ -17,6 +17,7 @@ recipe (warmup 10%, layer-wise LR decay 0.8) is a separate preset.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Literal
 
 from kolectra.core.config import ConfigError
@@ -85,8 +86,13 @@ class TaskConfig:
             ("epochs", self.epochs >= 1, "at least 1"),
             ("max_train_examples", self.max_train_examples >= 0, "0 (all) or more"),
             ("max_eval_examples", self.max_eval_examples >= 0, "0 (all) or more"),
-            ("optim.lr", o.lr > 0, "positive"),
-            ("optim.weight_decay", o.weight_decay >= 0, "0 or more"),
+            ("optim.lr", math.isfinite(o.lr) and o.lr > 0, "a finite number > 0"),
+            ("optim.weight_decay", math.isfinite(o.weight_decay) and o.weight_decay >= 0, "a finite number >= 0"),
+            # Adam divides by sqrt(v) + eps: 0 gives NaN where a gradient is 0 throughout
+            ("optim.adam_eps", math.isfinite(o.adam_eps) and o.adam_eps > 0, "a finite number > 0"),
+            # torch's AdamW refused these deep in the training loop (an internal error after the data was read)
+            ("optim.adam_betas", len(o.adam_betas) == 2 and all(0 <= b < 1 for b in o.adam_betas),
+             "two numbers in [0, 1), e.g. [0.9,0.999]"),
             ("optim.warmup_fraction", 0 <= o.warmup_fraction < 1, "in [0, 1)"),
             ("optim.max_grad_norm", o.max_grad_norm >= 0, "0 (no clipping) or more"),
             ("optim.layerwise_lr_decay", 0 < o.layerwise_lr_decay <= 1, "in (0, 1]"),
@@ -207,6 +213,14 @@ class NerConfig(FileTaskConfig):
     tags_column: str = "ner_tags"
 
     formats = ("auto", "conll", "lines", "jsonl", "datasets")
+
+    def task_checks(self):
+        return super().task_checks() + [
+            ("tokens_column", bool(self.tokens_column), "a column name"),
+            ("tags_column", bool(self.tags_column), "a column name"),
+            # the same column for both read every token as its own tag: all rows bad, blamed on the tags
+            ("tags_column", self.tags_column != self.tokens_column,
+             f"another column than tokens_column ({self.tokens_column!r})")]
 
 
 def koelectra_classify() -> ClassifyConfig:

@@ -126,6 +126,8 @@ def not_utf8(path: Path) -> FinetuneError:
 
 def bad_limit(max_bad_fraction: float, bad: int, total: int) -> str:
     """The limit a file's malformed rows passed, and the setting that would let them through."""
+    if bad == total:  # raising the limit cannot help: the format or the columns are wrong
+        return f"limit max_bad_fraction={max_bad_fraction:g}; none is readable: check the file's format and columns"
     return (f"limit max_bad_fraction={max_bad_fraction:g}; to go on with the {total - bad} good ones, "
             f"raise it with --set max_bad_fraction={_ceil_fraction(bad, total)}")
 

@@ -81,3 +81,30 @@ def test_an_empty_korquad_question_is_refused_with_its_path(question):
     with pytest.raises(FinetuneError, match=rf"question {re.escape(repr(qa['id']))} \(data\[1\]\.paragraphs\[0\]\): "
                                             "the question is empty"):
         questions_of(doc, "dev.json")
+
+
+@pytest.mark.parametrize("argv, named", [
+    # torch's AdamW refused these after the data was read: 'internal error: IndexError' / 'ValueError'
+    (["finetune", "nsmc", "--set", "optim.adam_betas=[0.9]"], "optim.adam_betas: must be two numbers in [0, 1)"),
+    (["finetune", "nsmc", "--set", "optim.adam_betas=[1.5,0.9]"], "got (1.5, 0.9)"),
+    (["finetune", "classify", "--set", "optim.adam_eps=0"], "optim.adam_eps: must be a finite number > 0, got 0.0"),
+    (["finetune", "regress", "--set", "optim.lr=inf"], "optim.lr: must be a finite number > 0, got inf"),
+    (["finetune", "ner", "--set", "tags_column=tokens"], "tags_column: must be another column than tokens_column"),
+    (["finetune", "ner", "--set", "tokens_column="], "tokens_column: must be a column name"),
+    (["vocab", "--set", "report_top_words=-1"], "report_top_words: must be >= 0, got -1"),  # sliced all but the last
+    (["vocab", "--set", "sp_threads=0"], "sp_threads: must be >= 1, got 0"),
+])
+def test_a_setting_that_cannot_work_is_refused_before_anything_is_read(tmp_path, capsys, argv, named):
+    inputs = (["--corpus", "nothing-yet"] if argv[0] == "vocab" else
+              ["--model", str(tmp_path / "none"), "--train", str(tmp_path / "a"), "--test", str(tmp_path / "b")])
+    assert main([*argv[:-2], *inputs, "--out", str(tmp_path / "root"), *argv[-2:]]) == 2
+    command = " ".join(argv[:2]) if argv[0] == "finetune" else argv[0]
+    assert named in _one_line(capsys.readouterr().err, command)
+
+
+def test_a_file_with_no_readable_row_is_not_told_to_raise_the_limit(tmp_path):
+    path = tmp_path / "x.tsv"
+    path.write_text("id\tdocument\tlabel\n1\t가\t5\n2\t나\t7\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"none is readable: check the file's format and columns\): line 2") as e:
+        read_nsmc(path)
+    assert "--set" not in str(e.value)

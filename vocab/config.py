@@ -82,8 +82,10 @@ class VocabConfig:
         if not (self.sp_input_sentences == 0 or self.sp_input_sentences > 100):
             # sentencepiece's own bound on input_sentence_size
             raise ConfigError(f"sp_input_sentences: 0 (all) or more than 100, got {self.sp_input_sentences}")
-        if self.sp_max_sentence_bytes < 16 or self.sp_threads < 1:
-            raise ConfigError("sp_max_sentence_bytes must be >= 16 and sp_threads >= 1")
+        for key, least in (("sp_max_sentence_bytes", 16), ("sp_threads", 1), ("report_top_words", 0),
+                           ("report_show_words", 0)):  # a negative report count sliced "all but the last N"
+            if getattr(self, key) < least:
+                raise ConfigError(f"{key}: must be >= {least}, got {getattr(self, key)}")
         if self.min_frequency < 1:
             raise ConfigError(f"min_frequency: must be >= 1, got {self.min_frequency}")
         if self.limit_alphabet < 1:
