@@ -17,6 +17,7 @@ import platform
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
@@ -61,8 +62,9 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
         model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True)
     except pickle.UnpicklingError:  # refused before anything in it ran: a refused input, not a bug
         raise FinetuneError(f"{model_dir}: {PICKLE_REFUSED}") from None
-    except (OSError, RuntimeError, ValueError) as e:
-        raise FinetuneError(f"{model_dir}: cannot load its weights ({str(e).strip().splitlines()[0]})") from None
+    except (OSError, RuntimeError, ValueError, SafetensorError) as e:  # SafetensorError: a damaged header
+        raise FinetuneError(f"{model_dir}: cannot load its weights ({type(e).__name__}: "
+                            f"{str(e).strip().splitlines()[0]}): a damaged or cut-short file? copy it again") from None
     check_weights(model, info, model_dir)
     return compile_forward(dev.place(model), dev, cfg)
 

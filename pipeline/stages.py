@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kolectra.core import storage
+from kolectra.core.config import ConfigError
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
@@ -125,6 +126,8 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     vocab_art = store.require(vocab_ref, "vocab")
     check_vocab_lineage(corpus_art, vocab_art, cfg.allow_other_corpus_vocab)
     # a holdout list is a raw input: its content, not its path, belongs to the request
+    if cfg.holdout_ids:  # checked here: inside the Beam workers a bad file was an internal error
+        check_holdout(Path(cfg.holdout_ids))
     holdout = tuple(fingerprint_inputs([Path(cfg.holdout_ids)])) if cfg.holdout_ids else ()
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=config,
@@ -283,3 +286,15 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
         return StageOutput(stats=doc)
 
     return store.build(req, produce, force)
+
+
+def check_holdout(path: Path) -> None:
+    """Refuse an ``examples`` holdout list that is missing, not a file, or not UTF-8, naming the setting."""
+    problem = data_file_problem(path)
+    if problem is None:
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            problem = f"is not UTF-8 ({e.reason} at byte {e.start})"
+    if problem:
+        raise ConfigError(f"holdout_ids: {path} {problem} (expected a UTF-8 text file of document ids, one a line)")

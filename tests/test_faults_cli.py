@@ -155,7 +155,7 @@ def test_a_garbled_tokenizer_is_named(chain, tmp_path, capsys):  # noqa: F811
 def test_out_that_is_a_file_and_study_flops_inf(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     assert main(["artifacts", "list", "--out", str(tmp_path / "file")]) == 2
-    assert "file: is not a directory" in _one_line(capsys.readouterr().err, "artifacts list")
+    assert "file is a file, not a directory" in _one_line(capsys.readouterr().err, "artifacts list")
     assert main(["study", "--examples", "x", "--flops", "inf", "--nsmc-train", "x", "--out", str(tmp_path)]) == 2
     assert "--flops: expected a finite number > 0, got inf" in _one_line(capsys.readouterr().err, "study")
     assert main(["corpus", "--input", "x", "--out", str(tmp_path), "--direct_num_workers", "-3"]) == 2

@@ -2,21 +2,28 @@
 fix it: a cp949 data file (the line, and the iconv command), an NSMC file with a header and no
 rows, the bad-row limit (the setting and the value that lets the counted rows through), negative or
 NaN pretraining settings (the value given), an empty KorQuAD question (refused with its JSON path,
-as the other malformed questions are). Real readers; the CLI cases through ``kolectra.pipeline.cli.main``."""
+as the other malformed questions are), settings that crashed later (AdamW's betas), a ref to an
+artifact of another kind or too short a prefix, --out below a regular file, an unreadable holdout
+list, a damaged safetensors header. Real readers, store and tokenizer; the CLI cases through
+``kolectra.pipeline.cli.main``."""
 
 from __future__ import annotations
 
 import copy
 import json
 import re
+import shutil
 
 import pytest
 
+from kolectra.core.stage import StageOutput
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.readers.korquad import questions_of
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.readers.tables import read_csv
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Store
+from tests.model_support import small_chain
 from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
 
 
@@ -108,3 +115,65 @@ def test_a_file_with_no_readable_row_is_not_told_to_raise_the_limit(tmp_path):
     with pytest.raises(FinetuneError, match=r"none is readable: check the file's format and columns\): line 2") as e:
         read_nsmc(path)
     assert "--set" not in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """corpus -> vocab -> examples in a store (a small real tokenizer, no Beam), plus a second corpus
+    artifact under the same name, so that the name alone is ambiguous."""
+    store = Store(tmp_path_factory.mktemp("audit") / "root")
+    corpus, vocab, examples = small_chain(store)
+    def produce(out):
+        (out / "stats.json").write_text("{}")
+        return StageOutput(stats={})
+
+    other = store.build(Request(kind="corpus", name="c", stage_version=1, config={"other": True}), produce)
+    return store.root, corpus, vocab, examples, other
+
+
+@pytest.mark.parametrize("case", ["vocab for corpus", "checkpoint wanted", "short prefix", "ambiguous name"])
+def test_a_ref_that_finds_nothing_says_what_it_does_find(chain, capsys, case):
+    root, corpus, vocab, examples, other = chain
+    argv, command, expected = {
+        "vocab for corpus": (["vocab", "--corpus", vocab.id[:8]], "vocab",
+                             f"is a vocab artifact ({vocab.path}), where a corpus one is needed"),
+        "checkpoint wanted": (["finetune", "nsmc", "--model", examples.id, "--train", "a", "--test", "b"],
+                              "finetune nsmc", "is an examples artifact"),
+        "short prefix": (["pretrain", "--examples", examples.id[:4]], "pretrain",
+                         f"an id prefix needs 6 or more characters; {examples.id[:4]!r} has 4"),
+        "ambiguous name": (["vocab", "--corpus", "c"], "vocab", "'c' is ambiguous: "),
+    }[case]
+    assert main([*argv, "--out", str(root)]) == 2
+    line = _one_line(capsys.readouterr().err, command)
+    assert expected in line
+    if case == "ambiguous name":
+        assert str(corpus.path) in line and str(other.path) in line and "give more of the id" in line
+
+
+def test_an_out_below_a_regular_file_names_the_file(tmp_path, capsys):
+    (tmp_path / "notes").write_text("x")
+    assert main(["corpus", "--input", str(FIXTURE), "--out", str(tmp_path / "notes" / "root")]) == 2
+    line = _one_line(capsys.readouterr().err, "corpus")  # was "notes/root/.locks: is not a directory"
+    assert f"--out {tmp_path / 'notes' / 'root'}: {tmp_path / 'notes'} is a file, not a directory" in line
+
+
+@pytest.mark.parametrize("holdout, expected", [("absent.txt", "not found"), ("cp949.txt", "is not UTF-8")])
+def test_a_holdout_list_that_cannot_be_read_is_refused_before_the_job(chain, tmp_path, capsys, holdout, expected):
+    root, corpus, vocab, _, _ = chain
+    (tmp_path / "cp949.txt").write_bytes("문서-1\n".encode("cp949"))  # was an internal error in a Beam worker
+    assert main(["examples", "--corpus", str(corpus.path), "--vocab", str(vocab.path), "--out", str(root),
+                 "--set", f"holdout_ids={tmp_path / holdout}"]) == 2
+    assert f"holdout_ids: {tmp_path / holdout} {expected}" in _one_line(capsys.readouterr().err, "examples")
+
+
+def test_a_damaged_safetensors_in_a_model_folder_is_one_line(tiny_model, tmp_path, capsys):
+    model = shutil.copytree(tiny_model, tmp_path / "model")
+    weights = bytearray((model / "model.safetensors").read_bytes())
+    weights[100] ^= 0xFF  # inside the JSON header: was 'internal error: SafetensorError'
+    (model / "model.safetensors").write_bytes(bytes(weights))
+    argv = ["finetune", "nsmc", "--model", str(model), "--train", str(nsmc_file(tmp_path / "train.txt", 40, 0)),
+            "--test", str(nsmc_file(tmp_path / "test.txt", 10, 1)), "--out", str(tmp_path / "root"),
+            "--preset", "sample", "--set", "epochs=1"]
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err, "finetune nsmc")
+    assert f"{model}: cannot load its weights (SafetensorError: " in line and "cut-short" in line

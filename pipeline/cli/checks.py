@@ -3,7 +3,7 @@ that would otherwise be taken silently as something else.
 
 - the environment: ``KOLECTRA_HOME`` set but empty (the artifact root would be the current
   directory), ``KOLECTRA_VERBOSITY`` not one of 0-3;
-- ``--out ''`` (the same), ``--name`` that is not a valid artifact name as given
+- ``--out ''`` (the same) or a path through a regular file, ``--name`` that is not a valid artifact name as given
   (:func:`pipeline.stages.artifact_name`'s rule), a ``--set`` key given twice;
 - on the Beam commands (``corpus``, ``examples``), every argument kolectra does not know goes to
   Beam, whose option parser drops what it does not know with a log line nobody sees: so
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from pathlib import Path
 from typing import Mapping
 
 from kolectra.core.config import ConfigError
@@ -43,6 +44,15 @@ def check_out(out: str | None) -> None:
     if out is not None and not out.strip():
         raise ConfigError("--out is empty, which would put the artifact root in the current directory: "
                           "name a directory (e.g. --out ./artifacts)")
+    if out is None or "://" in out:
+        return
+    # a regular file at or above the root: the store's first write said "ROOT/.locks: is not a directory"
+    for above in (Path(out), *Path(out).parents):
+        if above.exists():
+            if not above.is_dir():
+                raise ConfigError(f"--out {out}: {above} is a file, not a directory: the artifact root is a "
+                                  "directory; name another (e.g. --out ./artifacts)")
+            return
 
 
 def check_sets(sets: list[str]) -> None:

@@ -156,10 +156,23 @@ class Catalog:
         hits = exact or by_name
         if not hits:
             where = f"{self.root}/{kind}" if kind else str(self.root)
-            raise ArtifactError(f"no artifact {ref!r} under {where}")
+            raise ArtifactError(f"no artifact {ref!r} under {where}" + self._near_miss(ref, kind))
         if len({d.name.rpartition("-")[2] for d in hits}) > 1:  # one id under two names is one artifact
-            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits)))
+            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits))
+                                + "; give more of the id, or the artifact's directory")
         return load(sorted(hits)[0])
+
+    def _near_miss(self, ref: str, kind: str | None) -> str:
+        """What a ref that found nothing does match, to follow "no artifact": an artifact of another
+        kind (a vocab id given for --corpus), or ids it begins that a prefix under 6 characters does not reach."""
+        if kind:
+            with contextlib.suppress(ArtifactError, OSError, ValueError):
+                other = self.resolve(ref)
+                return f": {ref!r} is {article(other.kind)} artifact ({other.path}), where {article(kind)} one is needed"
+        if len(ref) < 6 and any(d.name.rpartition("-")[2].startswith(ref)
+                                for k in ([kind] if kind else KINDS) for d in (self.root / k).glob("*")):
+            return f" (an id prefix needs 6 or more characters; {ref!r} has {len(ref)})"
+        return ""
 
     def parent(self, art: Artifact, pid: str) -> Artifact | None:
         """Parent ``pid`` of ``art``: in ``art``'s own root, in this store's, or where it was recorded."""
