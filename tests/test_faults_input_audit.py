@@ -4,7 +4,7 @@ rows, the bad-row limit (the setting and the value that lets the counted rows th
 NaN pretraining settings (the value given), an empty KorQuAD question (refused with its JSON path,
 as the other malformed questions are), settings that crashed later (AdamW's betas), a ref to an
 artifact of another kind or too short a prefix, --out below a regular file, an unreadable holdout
-list, a damaged safetensors header. Real readers, store and tokenizer; the CLI cases through
+list, a damaged safetensors header; Ctrl-C while fine-tuning. Real readers, store and tokenizer; the CLI cases through
 ``kolectra.pipeline.cli.main``."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import copy
 import json
 import re
 import shutil
+import signal
 
 import pytest
 
@@ -24,6 +25,7 @@ from kolectra.finetune.readers.tables import read_csv
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request, Store
 from tests.model_support import small_chain
+from tests.test_faults_cli import kolectra
 from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture
 
 
@@ -177,3 +179,22 @@ def test_a_damaged_safetensors_in_a_model_folder_is_one_line(tiny_model, tmp_pat
     assert main(argv) == 2
     line = _one_line(capsys.readouterr().err, "finetune nsmc")
     assert f"{model}: cannot load its weights (SafetensorError: " in line and "cut-short" in line
+
+
+def test_ctrl_c_while_fine_tuning_is_one_line_and_publishes_nothing(tiny_model, tmp_path):
+    """Pretraining's Ctrl-C is covered in test_faults_cli.py; this is a finetune command's, mid-epoch."""
+    root = tmp_path / "root"
+    proc = kolectra("finetune", "nsmc", "--model", str(tiny_model), "--train", str(nsmc_file(tmp_path / "tr.txt", 400, 0)),
+                    "--test", str(nsmc_file(tmp_path / "te.txt", 40, 1)), "--out", str(root), "--preset", "sample",
+                    "--set", "epochs=200", "--set", "max_length=32", wait=False)
+    seen = []
+    for line in proc.stderr:  # the first epoch's line: the run is training
+        seen.append(line)
+        if line.startswith("[kolectra] epoch 1:"):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen)[-2000:] + err[-2000:]
+    line = _one_line(err, "finetune nsmc")
+    assert line.startswith("kolectra finetune nsmc: interrupted; eval: nothing published; its partial build in ")
+    assert not list((root / "eval").glob("*")) and not list((root / ".tmp").glob("*"))
