@@ -198,3 +198,11 @@ def test_ctrl_c_while_fine_tuning_is_one_line_and_publishes_nothing(tiny_model, 
     line = _one_line(err, "finetune nsmc")
     assert line.startswith("kolectra finetune nsmc: interrupted; eval: nothing published; its partial build in ")
     assert not list((root / "eval").glob("*")) and not list((root / ".tmp").glob("*"))
+
+
+def test_an_empty_korquad_answer_is_refused_with_its_path():
+    doc = copy.deepcopy(json.loads(FIXTURE.read_text(encoding="utf-8")))
+    qa = doc["data"][0]["paragraphs"][0]["qas"][0]
+    qa["answers"] = [*qa["answers"], {"text": " ", "answer_start": 0}]  # was taken as a span, its start "correct"
+    with pytest.raises(FinetuneError, match=rf"question {re.escape(repr(qa['id']))} .*an answer's text is empty"):
+        questions_of(doc, "train.json")

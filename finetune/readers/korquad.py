@@ -109,6 +109,8 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                     raise FinetuneError(f"{where}: answers need 'text' and integer 'answer_start'") from None
                 if not pairs:
                     raise FinetuneError(f"{where}: no answers (KorQuAD 1.0 has no unanswerable questions)")
+                if any(not text.strip() for text, _ in pairs):  # no span to learn, no gold to score against
+                    raise FinetuneError(f"{where}: an answer's text is empty; write it in or remove that answer")
                 q = Question(qa["id"], qa["question"], context, pairs,
                              str(article.get("title", "")))
                 bad_starts += sum(1 for k in range(len(pairs)) if not q.span_ok(k))
