@@ -37,6 +37,7 @@ from kolectra.core import storage
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.verbosity import VERBOSE
 from kolectra.corpus.beam_logging import set_verbosity, verbosity  # noqa: F401  (this module's API)
+from kolectra.corpus.sigint_relay import SigintRelay
 from kolectra.corpus.worker_watch import WorkerDied, WorkerWatch  # noqa: F401  (WorkerDied: this module's API)
 
 # After a job was stopped, how often its worker processes are looked for again (a /proc scan):
@@ -49,7 +50,10 @@ class Interruption:
     KeyboardInterrupt, and sets ``ctrl_c.happened``: Beam and kiwipiepy may re-raise it wrapped
     (``RuntimeError: KeyboardInterrupt [while running ...]``), so the flag, not the exception's
     type, says the user stopped the job. :meth:`fail` ends the job the same way from another
-    thread (a worker process died), raising that error instead."""
+    thread (a worker process died), raising that error instead. The main thread gets one exception;
+    a SIGINT after it is ignored (the job is already stopping: one raised inside Beam's teardown
+    would cut short its joining of the workers' threads), and one it slept through is sent to it
+    again (:class:`~kolectra.corpus.sigint_relay.SigintRelay`)."""
 
     def __init__(self):
         self.happened = False
@@ -58,8 +62,15 @@ class Interruption:
         self._ended = threading.Event()
         self._sweeper: threading.Thread | None = None
         self._sweeper_lock = threading.Lock()
+        self._raised = False
+        self._relay: SigintRelay | None = None
 
     def _handler(self, signum, frame):
+        if self._raised:  # the relay's repeat, or Ctrl-C again: the main thread is unwinding already
+            return
+        self._raised = True
+        if self._relay is not None:
+            self._relay.acted()
         if self.failure is not None:  # sent by fail(): the workers are stopped already
             raise self.failure
         self.happened = True
@@ -84,6 +95,7 @@ class Interruption:
     def __enter__(self) -> "Interruption":
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._relay = SigintRelay(STOP_SWEEP_S)
         return self
 
     def _stop_workers(self) -> None:
@@ -105,6 +117,8 @@ class Interruption:
 
     def __exit__(self, *exc) -> None:
         self._ended.set()
+        if self._relay is not None:
+            self._relay.close()
         if self._sweeper is not None:
             self._sweeper.join()
         if self._previous is not None:

@@ -119,6 +119,48 @@ def test_a_worker_started_after_the_job_was_stopped_is_stopped_too(tmp_path, sto
     assert out.decode() == "" and _in_session(proc.pid) == []  # the late worker too
 
 
+# A Ctrl-C reaches the launcher through whichever of its threads the kernel picks (signal(7)), or
+# just as the main thread goes to sleep; Python runs the handler only in the main thread, once that
+# runs again. Beam keeps it in untimed waits for a bundle's results: under load the Ctrl-C case
+# above hung so (2 runs in 60), its main thread waiting for a bundle of the worker not yet started.
+# Here the SIGINT lands on a second thread once the main thread sleeps in a lock's wait, which only
+# the test's bound releases (20 s).
+_CTRL_C_ON_ANOTHER_THREAD = """
+import signal, threading, time
+from kolectra.corpus import runners
+lock, ready, woken, bound = threading.Lock(), threading.Event(), threading.Event(), threading.Event()
+lock.acquire()
+def main_asleep():
+    with open(f"/proc/self/task/{threading.main_thread().native_id}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "S"
+def other_thread():
+    ready.wait()
+    looks = 0
+    while looks < 3:  # asleep at three looks 20 ms apart: in the lock's wait, not the GIL's
+        time.sleep(0.02)
+        looks = looks + 1 if main_asleep() else 0
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # the handler is the main thread's
+    if not woken.wait(20):
+        bound.set()
+        lock.release()
+thread = threading.Thread(target=other_thread)
+thread.start()
+try:
+    with runners.Interruption() as ctrl_c:
+        ready.set()
+        lock.acquire()  # as Beam waits for a bundle's results
+except KeyboardInterrupt:
+    woken.set()
+    print("interrupted", "after the bound" if bound.is_set() else "at once", ctrl_c.happened)
+thread.join()
+"""
+
+
+def test_a_ctrl_c_that_another_thread_received_wakes_the_main_thread():
+    proc = subprocess.run([sys.executable, "-c", _CTRL_C_ON_ANOTHER_THREAD], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "interrupted at once True", proc.stdout + proc.stderr[-2000:]  # before: after the bound
+
+
 def test_exit_codes_are_worded():
     assert worker_watch.exit_status(-9)[0] == "was killed by SIGKILL"
     assert worker_watch.exit_status(3) == ("exited with status 3", "")
