@@ -28,10 +28,12 @@ holds on any runner (Beam metrics are best-effort on some runners; this is exact
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import shutil
 import tempfile
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import apache_beam as beam
@@ -41,6 +43,7 @@ from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import inputs, languages, neardup_beam, outputs, reader
+from kolectra.corpus import listing as listing_file
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.outputs import (  # noqa: F401  (re-exported: the stage's API)
     REJECTS_FILE,
@@ -123,7 +126,12 @@ def resolve_shards(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> CorpusC
     then uses and ``stats.json`` records; a count that was given stays."""
     if cfg.num_shards:
         return cfg
-    return dataclasses.replace(cfg, num_shards=outputs.shards_for([(f.path, f.bytes) for f in listed], cfg.shard_bytes))
+    return dataclasses.replace(cfg, num_shards=outputs.shards_for(_sizes(listed), cfg.shard_bytes))
+
+
+def _sizes(listed: list[inputs.InputFile]):
+    """(path, bytes) a file, as the estimates take them: made as they are read, never a list."""
+    return ((f.path, f.bytes) for f in listed)
 
 
 def _one_each(docs: list):
@@ -142,15 +150,16 @@ def _ranked(reason_doc, seed: int):
     return outputs.sample_item(*reason_doc, seed)
 
 
-def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed: list[inputs.InputFile], sources: dict[str, str],
-            out_dir: str, buckets: int, progress_dir: str | None, threads: int = 1) -> None:
+def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, buckets: int,
+            progress_dir: str | None, threads: int = 1) -> None:
     all_shards = [((s, i), outputs.pack_chunk([])) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (the summed
     # tallies, an entry per shard) goes without the empty-input default, each
-    # a few tens of ms less to build and run (docs/benchmarks.md)
-    ranks = {s: i for i, s in enumerate(sorted(sources.values()))}  # near-dup's ids order the files by name
-    listing = p | "ListInputs" >> beam.Create([(ranks[sources[f.path]], (f, sources[f.path])) for f in listed])
+    # a few tens of ms less to build and run (docs/benchmarks.md). The files come from the listing's
+    # file at ``listed_at``, (rank, (file, source)) a line: the graph holds its location, not a value
+    # a file (corpus/listing.py)
+    listing = p | "ListInputs" >> beam.Create([listed_at]) | "ReadListing" >> beam.FlatMap(listing_file.read)
     read = (
         listing
         | "SpreadFiles" >> beam.GroupByKey()  # one file per worker at a time, not all in one bundle
@@ -232,17 +241,15 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     listed = inputs.list_inputs(list(patterns)) if listed is None else listed
     if not listed:  # list_inputs refuses a pattern with no match; a caller's own empty listing too
         raise CorpusError("corpus: no input files")
-    files = [f.path for f in listed]
-    _check_keep_fields(cfg, files)
-    sources = reader.source_names(files)
+    _check_keep_fields(cfg, listed)
+    name_of = reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
-    sizes = [(f.path, f.bytes) for f in listed]
-    buckets = dedup_buckets(outputs.expected_input_bytes(sizes), cfg.dedup_group_bytes)
+    buckets = dedup_buckets(outputs.expected_input_bytes(_sizes(listed)), cfg.dedup_group_bytes)
     cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
     threads = analysis_threads(options)
-    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(sizes),
+    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(_sizes(listed)),
                               LOCAL_MEMORY_NEAR_DUP if cfg.near_dup_threshold > 0 else LOCAL_MEMORY)
     shown = runner
     if runner == LOCAL_RUNNER:
@@ -251,7 +258,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
                  f"about {peak / 1e9:,.1f} GB at its peak")
     if languages.profile(cfg.language).analyser == "kiwi":
         shown += f", Kiwi on {threads} thread(s) a worker"
-    progress(f"corpus: {len(files)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "
+    progress(f"corpus: {len(listed)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "
              f"runner {shown}, language {cfg.language}")
     in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
     staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
@@ -264,12 +271,17 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     out = storage.join(staging, f"kolectra-corpus-{uuid.uuid4().hex}") if staging else str(out_dir)
     # workers on this machine report progress through files here (remote ones cannot reach it)
     progress_dir = None if runner in REMOTE_RUNNERS else tempfile.mkdtemp(prefix="kolectra-progress-")
+    # the listing goes where the workers read: a folder here, or the job's output folder on the store
+    # (the staging copy is removed whole after the fetch; the artifact's copy below)
+    listed_at = storage.join(out, "_job", listing_file.FILE_NAME) if progress_dir is None else \
+        str(Path(progress_dir, listing_file.FILE_NAME))
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
     try:
         with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
+            listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
             with runner_setup(options), new_pipeline(options) as p:
-                _recipe(p, cfg, listed, sources, out, buckets, progress_dir, threads)
+                _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads)
     except BaseException:
         if not ctrl_c.happened:
             raise
@@ -281,6 +293,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         gc.set_threshold(*threshold)
         if progress_dir:
             shutil.rmtree(progress_dir, ignore_errors=True)
+        elif in_place:
+            storage.remove(listed_at)
     if staging:
         outputs.fetch_outputs(out, str(out_dir), cfg.num_shards)
     written = outputs.take_report(str(out_dir))
@@ -288,7 +302,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     kept_rejects = storage.join(str(keep_failed or out_dir), REJECTS_FILE)
     damaged: list[tuple[str, str]] = []  # at most max_damaged_files rows, or check_stats stops the job
     try:
-        check_stats(stats, cfg, {v: k for k, v in sources.items()}, rejects=kept_rejects,
+        check_stats(stats, cfg, _PathsByName(listed, name_of), rejects=kept_rejects,
                     rows=_noting_damaged(outputs.read_file_rows(str(out_dir)), damaged))
     except CorpusError:
         if keep_failed is not None:
@@ -300,12 +314,33 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     return StageOutput(stats=stats, files=written if in_place else None)
 
 
-def _check_keep_fields(cfg: CorpusConfig, files: list[str]) -> None:
+class _PathsByName(Mapping):
+    """Source name -> input path, for the checks that name a file: the table is made only when one
+    is named (a failed check), not held for every run."""
+
+    def __init__(self, listed: list[inputs.InputFile], name_of):
+        self._listed, self._name_of = listed, name_of
+
+    @functools.cached_property
+    def _table(self) -> dict[str, str]:
+        return {self._name_of(f.path): f.path for f in self._listed}
+
+    def __getitem__(self, name: str) -> str:
+        return self._table[name]
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._listed)
+
+
+def _check_keep_fields(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> None:
     """keep_fields with no JSONL input could only write null fields: refuse the request. Among
     JSONL inputs, a text or blocks file's documents get null fields (counted as missing)."""
-    if cfg.keep_fields and not any(reader.resolve_format(f, cfg.format) in reader.FIELD_FORMATS for f in files):
+    if cfg.keep_fields and not any(reader.resolve_format(f.path, cfg.format) in reader.FIELD_FORMATS for f in listed):
         raise CorpusError(
-            f"--keep-fields {','.join(cfg.keep_fields)}: none of the {len(files)} input(s) is read as JSONL or Parquet "
+            f"--keep-fields {','.join(cfg.keep_fields)}: none of the {len(listed)} input(s) is read as JSONL or Parquet "
             f"(--format {cfg.format}), and text or blocks lines have no fields to keep; use --format jsonl "
             "(or auto with .jsonl/.json/.ndjson files), or leave --keep-fields out")
 

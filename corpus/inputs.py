@@ -41,7 +41,7 @@ class InputError(UserInputError):
     """An input pattern matched nothing or a file cannot be listed; names the path."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # slots: 40 bytes less a file than a __dict__
 class InputFile:
     """One input file as listed before the job: ``identity`` is what the request id uses."""
 

@@ -70,7 +70,8 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
     from kolectra.corpus import build as corpus_build  # noqa: PLC0415 - Beam: when a corpus is built
     from kolectra.corpus import outputs as corpus_outputs  # noqa: PLC0415
     from kolectra.corpus.inputs import list_inputs  # noqa: PLC0415
-    from kolectra.corpus.reader import source_names  # noqa: PLC0415
+    from kolectra.corpus.listing import fill_sha256  # noqa: PLC0415
+    from kolectra.corpus.reader import source_namer  # noqa: PLC0415
 
     cfg, config = resolve("corpus", preset=preset, sets=sets, seed=seed)
     # identity from the listing (size and mtime, or the store's checksum): no pass over the bytes
@@ -84,11 +85,9 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
 
     def produce(out: Path) -> StageOutput:
         output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
-        # every file's row is in stats/files.jsonl (stats.json's sources keeps the first ones only)
-        read = {source: row["sha256"] for source, row in corpus_outputs.read_file_rows(str(out))}
-        names = source_names([f.path for f in listed])
-        for record in records:  # the manifest, written after this, records them
-            record["sha256"] = read[names[record["path"]]]
+        # every file's row is in stats/files.jsonl (stats.json's sources keeps the first ones only),
+        # merged with the records a line at a time; the manifest, written after this, records them
+        fill_sha256(records, source_namer(f.path for f in listed), corpus_outputs.read_file_rows(str(out)))
         return output
 
     return store.build(req, produce, force, in_place=True)
