@@ -39,7 +39,14 @@ def load_tokenizer(model_dir: Path):
         raise FinetuneError(f"{model_dir}: not a HF model directory (no config.json)")
     # text is data: "[SEP]" in a sentence is not a segment boundary, an NER token "[PAD]" not padding;
     # [CLS] and [SEP] come from the post-processor, by id (tokenizer_config.json may say it too)
-    tok = AutoTokenizer.from_pretrained(str(model_dir), split_special_tokens=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(model_dir), split_special_tokens=True)
+    except (OSError, ValueError, RuntimeError, TypeError) as e:  # ValueError: a tokenizer JSON file cut short or edited
+        raise FinetuneError(f"{model_dir}: cannot load its tokenizer ({type(e).__name__}: "
+                            f"{str(e).strip().splitlines()[0][:200]})") from None
+    if len(tok) <= len(set(tok.all_special_tokens)):  # without tokenizer.json and vocab.txt: every word [UNK]
+        raise FinetuneError(f"{model_dir}: its tokenizer has no vocabulary beyond its {len(tok)} special tokens "
+                            "(tokenizer.json and vocab.txt missing?): every word would be [UNK]")
     if not tok.is_fast:
         raise FinetuneError(f"{model_dir}: a fast tokenizer (tokenizer.json) is needed for offsets")
     return tok

@@ -206,3 +206,26 @@ def test_an_empty_korquad_answer_is_refused_with_its_path():
     qa["answers"] = [*qa["answers"], {"text": " ", "answer_start": 0}]  # was taken as a span, its start "correct"
     with pytest.raises(FinetuneError, match=rf"question {re.escape(repr(qa['id']))} .*an answer's text is empty"):
         questions_of(doc, "train.json")
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("cut tokenizer.json", "cannot load its tokenizer (JSONDecodeError: "),  # was 'internal error: JSONDecodeError'
+    ("no vocabulary", "its tokenizer has no vocabulary beyond its 5 special tokens"),  # trained on [UNK] only
+])
+def test_a_model_folder_whose_tokenizer_is_damaged_or_missing_is_one_line(tiny_model, tmp_path, capsys, damage,
+                                                                          expected):
+    model = shutil.copytree(tiny_model, tmp_path / "model")
+    if damage == "cut tokenizer.json":
+        (model / "tokenizer.json").write_bytes((model / "tokenizer.json").read_bytes()[:100])
+    else:
+        config = json.loads((model / "tokenizer_config.json").read_text())
+        config["tokenizer_class"] = "BertTokenizer"  # as kolectra writes it (vocab/export.py)
+        (model / "tokenizer_config.json").write_text(json.dumps(config))
+        for name in ("tokenizer.json", "vocab.txt"):
+            (model / name).unlink(missing_ok=True)
+    argv = ["finetune", "nsmc", "--model", str(model), "--train", str(nsmc_file(tmp_path / "train.txt", 40, 0)),
+            "--test", str(nsmc_file(tmp_path / "test.txt", 10, 1)), "--out", str(tmp_path / "root"),
+            "--preset", "sample", "--set", "epochs=1"]
+    assert main(argv) == 2
+    assert f"{model}: {expected}" in _one_line(capsys.readouterr().err, "finetune nsmc")
+    assert not list((tmp_path / "root" / "eval").glob("*"))
