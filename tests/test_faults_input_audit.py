@@ -19,7 +19,7 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.finetune.files import FinetuneError
-from kolectra.finetune.readers.korquad import questions_of
+from kolectra.finetune.readers.korquad import questions_of, read_squad
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.readers.tables import read_csv
 from kolectra.pipeline.cli import main
@@ -229,3 +229,10 @@ def test_a_model_folder_whose_tokenizer_is_damaged_or_missing_is_one_line(tiny_m
     assert main(argv) == 2
     assert f"{model}: {expected}" in _one_line(capsys.readouterr().err, "finetune nsmc")
     assert not list((tmp_path / "root" / "eval").glob("*"))
+
+
+def test_a_cp949_korquad_file_names_its_line_and_the_iconv_command(tmp_path):
+    path = tmp_path / "dev.json"
+    path.write_bytes(FIXTURE.read_text(encoding="utf-8").encode("cp949"))  # was "not readable JSON ('utf-8' codec...)"
+    with pytest.raises(FinetuneError, match=r"dev\.json:\d+: not UTF-8 .*iconv -f cp949 -t utf-8 "):
+        read_squad(path)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.files import FinetuneError, not_utf8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,8 @@ def load_json(path: Path) -> dict:
             doc = json.load(f)
     except json.JSONDecodeError as e:
         raise FinetuneError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except UnicodeDecodeError:  # before ValueError, its base: the line and the iconv command
+        raise not_utf8(path) from None
     except ValueError as e:  # one file, one document: what the parser refuses refuses the file
         raise FinetuneError(f"{path}: not readable JSON ({str(e).split(';')[0][:120]})") from None
     except RecursionError:
