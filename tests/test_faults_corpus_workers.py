@@ -63,7 +63,7 @@ def test_a_dead_worker_fails_the_job_in_one_line(tmp_path, when):
 # the first is killed (or the launcher gets Ctrl-C), and the second is started only once the
 # first one's thread, which reports its death, has ended.
 _LATE_SECOND_WORKER = """
-import os, signal, sys, threading
+import os, signal, sys, threading, time
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from kolectra.corpus import runners
 from kolectra.pipeline.cli import main
@@ -76,8 +76,15 @@ class SecondStartsAfterTheFirstIsStopped:
             second, self.first = self.first is not None, self.first or threading.current_thread()
         if second:  # both workers' threads are running; the first worker has been started
             self.started.wait()
-            if self.stop == "kill -9":
-                for pid in runners._proc_children(os.getpid()):
+            if self.stop == "kill -9":  # found by its command line, which reads empty while `sh` execs python
+                for _ in range(1000):
+                    if workers := runners._proc_children(os.getpid()):
+                        break
+                    time.sleep(0.01)
+                else:  # fails the test at once (not the job: it would wait for the blocked second worker)
+                    os.write(2, b"the harness found no worker to kill\\n")
+                    os._exit(3)
+                for pid in workers:
                     os.kill(pid, signal.SIGKILL)
             else:  # Ctrl-C: the workers ignore it, the launcher stops them
                 os.kill(os.getpid(), signal.SIGINT)
