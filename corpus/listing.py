@@ -32,6 +32,7 @@ from kolectra.core import storage
 from kolectra.corpus.inputs import InputFile
 
 FILE_NAME = "inputs-listing.jsonl.gz"
+_LINE = json.JSONEncoder(ensure_ascii=False)  # json.dumps with an option makes an encoder a call
 
 
 def in_name_order(listed: Sequence, name_of: Callable[[str], str],
@@ -56,7 +57,7 @@ def write(pairs: Iterable[tuple[InputFile, str]], location: str) -> int:
     n = 0
     with gzip.open(location, "wt", encoding="utf-8", compresslevel=1) as out:
         for f, source in pairs:
-            out.write(json.dumps([f.path, f.bytes, f.identity, source], ensure_ascii=False) + "\n")
+            out.write(_LINE.encode([f.path, f.bytes, f.identity, source]) + "\n")
             n += 1
     return n
 
