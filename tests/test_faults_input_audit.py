@@ -236,3 +236,16 @@ def test_a_cp949_korquad_file_names_its_line_and_the_iconv_command(tmp_path):
     path.write_bytes(FIXTURE.read_text(encoding="utf-8").encode("cp949"))  # was "not readable JSON ('utf-8' codec...)"
     with pytest.raises(FinetuneError, match=r"dev\.json:\d+: not UTF-8 .*iconv -f cp949 -t utf-8 "):
         read_squad(path)
+
+
+def test_a_damaged_examples_shard_is_refused_in_one_line_naming_it(chain, tmp_path, capsys):
+    root = shutil.copytree(chain[0], tmp_path / "root")
+    shard = sorted((root / "examples").glob("*/**/*.arrow"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert main(["pretrain", "--examples", chain[3].id, "--out", str(root), "--preset", "tiny"]) == 2
+    err = capsys.readouterr().err
+    line = _one_line(err, "pretrain")  # was two lines: the refusal, then the file indented below it
+    assert err.strip().endswith(line) and f"({shard}: sha256 differs from manifest)" in line
+    assert "rebuild it (its command with --force)" in line

@@ -262,8 +262,9 @@ class Catalog:
         problems = self.verify(art, quick=True)
         if problems:
             more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []
-            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest:\n  "
-                                + "\n  ".join(problems[:5] + more))
+            raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest ("
+                                + "; ".join(problems[:5] + more)
+                                + "): restore its files, or rebuild it (its command with --force)")
         if not isinstance(art.path, Path):
             self._checked[str(art.path)] = seal
         return art
