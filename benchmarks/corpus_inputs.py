@@ -18,9 +18,13 @@ sha256), at 10k, 100k and 1M inputs (``--quick``: S3 records, 10k and 100k), bot
   input key, one text), now ``Request.id()`` (input keys fed in batches); the same id both ways;
 - ``seal_peak_mb``: tracemalloc's peak above what the launcher already held, while the id and the
   manifest (and now ``inputs.jsonl``) are made: what sealing adds;
-- ``launcher_mb``: what the launcher holds anyway, as ``pipeline/stages.corpus`` builds it: the
-  listing (``InputFile`` a file), the request's records, and after the job each file's sha256 by
-  source name and the names themselves;
+- ``launcher``: what the launcher holds, both ways. ``launcher_mb``: after the job, as
+  ``pipeline/stages.corpus`` builds it: the listing (``InputFile`` a file), the request's records,
+  and before, each file's sha256 by source name and the names' table (now the job's rows are merged
+  with the records a line at a time: ``corpus/listing.fill_sha256``); ``launcher_peak_mb``:
+  tracemalloc's peak meanwhile; ``graph_bytes``: the job's graph (``corpus/build._recipe``, built,
+  not run), before with a ``Create`` of every file, now naming the listing's file
+  (``listing_file_bytes``), and ``graph_peak_mb`` what building and serialising it adds (not at 1 M);
 - ``child_read_cpu_s``: a child stage's manifest read (``parse_manifest``: JSON and the checks);
   ``stream_all_cpu_s``: now, reading every record back with ``inputs.records`` (only a reader that
   wants them all; ``show``, ``list`` and the lineage read the manifest alone).
@@ -41,11 +45,16 @@ import tempfile
 import tracemalloc
 from pathlib import Path
 
+import apache_beam as beam
 from common import cpu_seconds, emit, parser
 
 from kolectra.core.stage import StageOutput
+from kolectra.corpus import build as corpus_build
 from kolectra.corpus.inputs import InputFile
-from kolectra.corpus.reader import source_names
+from kolectra.corpus.listing import FILE_NAME, fill_sha256, in_name_order
+from kolectra.corpus.listing import write as write_listing
+from kolectra.corpus.reader import source_namer, source_names
+from kolectra.pipeline.configs import resolve
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import ID_CHARS, Request, manifest_of
 from kolectra.pipeline.store.manifest import MAX_MANIFEST, canonical, parse_manifest
@@ -68,16 +77,70 @@ def listing(kind: str, n: int) -> list[InputFile]:
     return out
 
 
-def launched(kind: str, n: int) -> tuple[list, tuple, dict, dict]:
-    """What ``stages.corpus`` holds once the job is done: the listing, the records (with the sha256
-    the job read filled in), the sha256s by source name and the names."""
+def launched(kind: str, n: int, before: bool) -> tuple:
+    """What ``stages.corpus`` holds once the job is done: the listing and the records (with the
+    sha256 the job read filled in); before, also the sha256s by source name and the names' table.
+    Now the rows (``stats/files.jsonl``, name order; a generator here) are merged with the records."""
     listed = listing(kind, n)
     records = tuple(f.record() for f in listed)
-    names = source_names([f.path for f in listed])
-    read = {names[r["path"]]: f"{i:064x}" for i, r in enumerate(records)}
-    for r in records:
-        r["sha256"] = read[names[r["path"]]]
-    return listed, records, read, names
+    if before:
+        names = source_names([f.path for f in listed])
+        read = {names[r["path"]]: f"{i:064x}" for i, r in enumerate(records)}
+        for r in records:
+            r["sha256"] = read[names[r["path"]]]
+        return listed, records, read, names
+    name_of = source_namer(f.path for f in listed)
+    fill_sha256(records, name_of, ((name_of(f.path), {"sha256": f"{i:064x}"}) for i, f in enumerate(listed)))
+    return listed, records
+
+
+def graph_of(listed: list[InputFile], directory: Path, before: bool) -> int:
+    """The corpus job's graph (``corpus/build._recipe``, built, not run) for ``listed``: its bytes.
+    Now the listing is written to a file the graph names; before, the job's ``Create`` of every
+    file's (rank, (file, source)) (the same graph with that step in the place of the file's)."""
+    cfg, _ = resolve("corpus", preset="default", sets=["num_shards=1"])
+    at = str(directory / FILE_NAME)
+    p = beam.Pipeline()
+    if before:
+        sources = source_names([f.path for f in listed])
+        ranks = {s: i for i, s in enumerate(sorted(sources.values()))}
+        _ = p | "CreateListing" >> beam.Create([(ranks[sources[f.path]], (f, sources[f.path])) for f in listed])
+    else:
+        write_listing(in_name_order(listed, source_namer(f.path for f in listed)), at)
+    corpus_build._recipe(p, cfg, at, "/out", 16, None)
+    return len(p.to_runner_api().SerializeToString())
+
+
+def traced_peak_mb(fn, *args) -> float:
+    """tracemalloc's peak above what was held at the start, while ``fn`` runs."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    fn(*args)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return round((peak - base) / 1e6, 1)
+
+
+def launcher_rows(kind: str, n: int, directory: Path) -> dict:
+    """The launcher both ways: held after the job and at the peak, the graph's bytes, CPU s."""
+    listed = listing(kind, n)
+    row: dict = {}
+    for way, before in (("before", True), ("now", False)):
+        gc.collect()
+        tracemalloc.start()
+        held = launched(kind, n, before)
+        launcher, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del held
+        fill_cpu, _ = cpu(launched, kind, n, before)
+        graph_cpu, graph_bytes = cpu(graph_of, listed, directory, before)
+        row[way] = {"launcher_mb": round(launcher / 1e6, 1), "launcher_peak_mb": round(peak / 1e6, 1),
+                    "launcher_cpu_s": fill_cpu, "graph_bytes": graph_bytes, "graph_cpu_s": graph_cpu,
+                    # tracemalloc doubles the CPU and Beam's pickling of a million values is minutes
+                    "graph_peak_mb": traced_peak_mb(graph_of, listed, directory, before) if n < 1_000_000 else None}
+    row["now"]["listing_file_bytes"] = (directory / FILE_NAME).stat().st_size
+    return row
 
 
 def request_of(records: tuple) -> Request:
@@ -130,12 +193,8 @@ def seal_peak_mb(records: tuple, directory: Path, before: bool) -> float:
 
 
 def measure(kind: str, n: int, directory: Path) -> dict:
-    gc.collect()
-    tracemalloc.start()
-    listed, records, read, names = launched(kind, n)
-    launcher = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    row: dict = {"kind": kind, "inputs": n, "launcher_mb": round(launcher / 1e6, 1)}
+    listed, records, _, _ = launched(kind, n, before=True)
+    row: dict = {"kind": kind, "inputs": n, "launcher": launcher_rows(kind, n, directory)}
     for way, before in (("before", True), ("now", False)):
         request = request_of(records)
         id_cpu, aid = cpu(old_id if before else Request.id, request)
@@ -151,12 +210,12 @@ def measure(kind: str, n: int, directory: Path) -> dict:
             assert count == n
         del text, manifest
     assert row["before"]["id"] == row["now"]["id"], "the request id changed"
-    del listed, records, read, names
+    del listed, records
     return row
 
 
 def main() -> None:
-    args = parser(__doc__, "about 12 CPU minutes (tracemalloc at 1M records), 5 GB of memory").parse_args()
+    args = parser(__doc__, "about 18 CPU minutes (tracemalloc at 1M records, the old graph of 1M files), 5 GB of memory").parse_args()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
