@@ -279,8 +279,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     try:
         with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
-            listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
-            with runner_setup(options), new_pipeline(options) as p:
+            with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
+                listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
                 _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads)
     except BaseException:
         if not ctrl_c.happened:
