@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from kolectra.pipeline.store.manifest import ArtifactError
+from kolectra.pipeline.store.manifest import ArtifactError, write_whole
 
 INPUTS_INLINE = 10_000  # records a manifest holds itself: 3 MB of it (docs/scale.md)
 INPUTS_HEAD = 20  # records it keeps past that, for `kolectra artifacts show` and the lineage
@@ -46,20 +45,7 @@ def line(record: dict) -> bytes:
 def write(inputs: Sequence[dict], directory: Path) -> dict:
     """Write the records to ``directory / INPUTS_FILE`` (a line each, flushed to disk, renamed into
     place) and return its file entry: path, bytes and sha256 (of the bytes written, not read back)."""
-    path, h, size = Path(directory) / INPUTS_FILE, hashlib.sha256(), 0
-    tmp = path.with_name(path.name + ".part")
-    try:
-        with open(tmp, "wb", buffering=1 << 20) as f:
-            for record in inputs:
-                data = line(record)
-                h.update(data)
-                size += f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as e:  # a full disk: say which file
-        raise OSError(e.errno, e.strerror, str(path)) from e
-    os.replace(tmp, path)
-    return {"path": INPUTS_FILE, "bytes": size, "sha256": h.hexdigest()}
+    return {"path": INPUTS_FILE, **write_whole(Path(directory) / INPUTS_FILE, map(line, inputs))}
 
 
 def fields(inputs: Sequence[dict], files: list[dict]) -> dict:

@@ -181,15 +181,24 @@ def digest(files: list[dict]) -> str:
 
 def write_json(path: Path, obj: Any) -> None:
     """Written in full (flushed to disk) under another name, then renamed: never half a file."""
-    tmp = path.with_name(path.name + ".part")
+    write_whole(path, [(json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode()])
+
+
+def write_whole(path: Path, chunks: Iterable[bytes]) -> dict:
+    """``chunks`` written in full (flushed to disk) under another name, then renamed: never half a
+    file. Its ``bytes`` and ``sha256``, of the bytes written (not read back)."""
+    tmp, h, size = path.with_name(path.name + ".part"), hashlib.sha256(), 0
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+        with open(tmp, "wb", buffering=1 << 20) as f:
+            for data in chunks:
+                h.update(data)
+                size += f.write(data)
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:  # a full disk: say which file
         raise OSError(e.errno, e.strerror, str(path)) from e
     os.replace(tmp, path)
+    return {"bytes": size, "sha256": h.hexdigest()}
 
 
 # ---- reading and checking ---------------------------------------------------------------------
