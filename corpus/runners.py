@@ -50,10 +50,14 @@ class Interruption:
     KeyboardInterrupt, and sets ``ctrl_c.happened``: Beam and kiwipiepy may re-raise it wrapped
     (``RuntimeError: KeyboardInterrupt [while running ...]``), so the flag, not the exception's
     type, says the user stopped the job. :meth:`fail` ends the job the same way from another
-    thread (a worker process died), raising that error instead. The main thread gets one exception;
-    a SIGINT after it is ignored (the job is already stopping: one raised inside Beam's teardown
-    would cut short its joining of the workers' threads), and one it slept through is sent to it
-    again (:class:`~kolectra.corpus.sigint_relay.SigintRelay`)."""
+    thread (a worker process died), raising that error instead. The main thread gets one exception,
+    and one it slept through is sent to it again (:class:`~kolectra.corpus.sigint_relay.SigintRelay`).
+
+    A Ctrl-C after that raises nothing (the job is already stopping: one raised inside Beam's
+    teardown would cut short its joining of the workers' threads), but a stop can hang (a worker
+    that does not end: Beam's teardown waits for it), so the relay's thread counts them
+    (:meth:`_again`): the second Ctrl-C says that the workers are being stopped and that another
+    quits at once; the third quits (:func:`quit_at_once`)."""
 
     def __init__(self):
         self.happened = False
@@ -64,13 +68,15 @@ class Interruption:
         self._sweeper_lock = threading.Lock()
         self._raised = False
         self._relay: SigintRelay | None = None
+        self._own_relay = False  # else an enclosing Interruption's, shared: one count of Ctrl-Cs
+        self._again_count = 0
 
     def _handler(self, signum, frame):
-        if self._raised:  # the relay's repeat, or Ctrl-C again: the main thread is unwinding already
+        if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
             return
         self._raised = True
         if self._relay is not None:
-            self._relay.acted()
+            self._relay.acted(on_ctrl_c=self.failure is None)
         if self.failure is not None:  # sent by fail(): the workers are stopped already
             raise self.failure
         self.happened = True
@@ -89,13 +95,29 @@ class Interruption:
             return
         self.failure = error
         self._stop_workers()
-        if self._previous is not None:  # installed: the main thread runs the job
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        if self._relay is not None:  # installed: the main thread runs the job
+            self._relay.wake()
+
+    def _again(self) -> None:
+        """A Ctrl-C after the stop began (in the relay's thread): the first says what is going on,
+        the next quits. A nested Interruption (the local runner's, inside the corpus stage's) shares
+        its enclosing one's relay, so the count goes on across both."""
+        self._again_count += 1
+        if self._again_count == 1:
+            from kolectra.core import bars  # noqa: PLC0415 - above any progress bar, as progress lines are
+
+            bars.write(f"[kolectra] {STOPPING_NOTICE}")
+        else:
+            quit_at_once()
 
     def __enter__(self) -> "Interruption":
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handler)
-            self._relay = SigintRelay(STOP_SWEEP_S)
+            outer = getattr(self._previous, "__self__", None)
+            if isinstance(outer, Interruption) and outer._relay is not None:  # noqa: SLF001 - same class
+                self._relay = outer._relay  # noqa: SLF001 - same class
+            else:
+                self._relay, self._own_relay = SigintRelay(STOP_SWEEP_S, again=self._again), True
         return self
 
     def _stop_workers(self) -> None:
@@ -117,7 +139,7 @@ class Interruption:
 
     def __exit__(self, *exc) -> None:
         self._ended.set()
-        if self._relay is not None:
+        if self._own_relay:
             self._relay.close()
         if self._sweeper is not None:
             self._sweeper.join()
@@ -140,9 +162,28 @@ def interruptible(what: str) -> Iterator[Interruption]:
 
 
 WORKER_MODULE = "kolectra.corpus.worker"
+STOPPING_NOTICE = "stopping the job's workers; press Ctrl-C again to quit at once"
+QUIT_LINE = ("kolectra: quit at once (Ctrl-C while the job was stopping); its worker processes were killed "
+             "and nothing was published (the next build sweeps what this one left)")
 
 
-def stop_local_workers() -> int:
+def quit_at_once() -> None:
+    """End the process now, with the interrupt's status (130), after killing the local workers.
+
+    Called from the relay's thread while the main thread is stuck stopping the job (in Beam's
+    teardown, waiting for a worker): an exception cannot be raised into that thread from another,
+    ``sys.exit`` would end only the calling thread, and the interpreter's own exit would wait for
+    Beam's threads. ``os._exit`` ends the process whatever its threads do; no ``finally`` runs, so
+    a build directory is left as a ``kill -9`` leaves it (the store sweeps it at its next build:
+    pipeline/store/workspace.py). The workers are killed first (SIGKILL: a SIGTERM is what they did
+    not answer), or they would outlive the launcher."""
+    stop_local_workers(signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        print(QUIT_LINE, file=sys.stderr, flush=True)
+    os._exit(128 + signal.SIGINT)  # the status of the clean path's KeyboardInterrupt (130)
+
+
+def stop_local_workers(how: int = signal.SIGTERM) -> int:
     """Terminate this process's worker processes (``python -m kolectra.corpus.worker``), found
     in /proc by parent pid: after Ctrl-C, FnApiRunner tears down by waiting for each worker to
     finish its bundle, which can be the rest of a stage. Returns how many were stopped;
@@ -150,7 +191,7 @@ def stop_local_workers() -> int:
     me, stopped = os.getpid(), 0
     for stat in _proc_children(me):
         try:
-            os.kill(stat, signal.SIGTERM)
+            os.kill(stat, how)
             stopped += 1
         except OSError:
             pass

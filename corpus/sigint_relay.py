@@ -1,5 +1,5 @@
 """A Ctrl-C that the launcher's main thread slept through is sent to it again, until it acts
-(``corpus/runners.py``'s ``Interruption``).
+(``corpus/runners.py``'s ``Interruption``); one that comes after it acted is counted (``again``).
 
 Python runs a signal's handler only in the main thread, and only once that thread runs Python
 code again; the signal itself only sets a flag (the ``signal`` module's docs, "Signals and
@@ -11,8 +11,17 @@ bundle waited for a worker that Beam had not started yet (docs/corpus.md, "Ctrl-
 
 :class:`SigintRelay` has the interpreter's C handler write each signal's number to a socket
 (``signal.set_wakeup_fd``), whichever thread it ran in; a thread of its own reads them and, after
-a SIGINT, sends SIGINT to the main thread itself (``signal.pthread_kill``, which wakes it from its
-wait) every ``every`` seconds until :meth:`acted` says the handler ran.
+a SIGINT, sends SIGINT to the main thread itself (:meth:`SigintRelay.wake`: ``signal.pthread_kill``,
+which wakes it from its wait) every ``every`` seconds until :meth:`acted` says the handler ran.
+
+After that, the main thread is stopping the job and may be stuck there (in Beam's teardown, which
+waits for its workers), where no handler of its own would run: a further Ctrl-C is seen here, in
+this thread, which calls ``again()``. The C handler writes one byte for every SIGINT, the user's
+and the ones sent by :meth:`wake` alike; the latter are counted as they are sent, so that a byte
+is the user's only when more came than were sent (a byte read before its own send is counted the
+other way round: the count, not the order, is what matters). The user's first one is the Ctrl-C
+the handler acted on, whether the handler ran before this thread read its byte or after; a stop
+that was no Ctrl-C (``acted(on_ctrl_c=False)``) owes none.
 """
 
 from __future__ import annotations
@@ -20,33 +29,65 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+from typing import Callable
 
 
 class SigintRelay:
     """From construction (in the main thread) until :meth:`close`, a SIGINT reaches the main
-    thread's handler within about ``every`` seconds, however the main thread waits. Another
-    wakeup fd (asyncio's) is set aside meanwhile and put back by :meth:`close`."""
+    thread's handler within about ``every`` seconds, however the main thread waits, and each
+    SIGINT after :meth:`acted` calls ``again`` (in this relay's thread). Another wakeup fd
+    (asyncio's) is set aside meanwhile and put back by :meth:`close`."""
 
-    def __init__(self, every: float):
+    def __init__(self, every: float, again: Callable[[], None] | None = None):
         self.every = every
+        self._again = again
         self._main = threading.main_thread().ident
         self._acted = threading.Event()
         self._closed = threading.Event()
+        self._sent = 0  # SIGINTs sent by wake() whose byte has not been read yet
+        self._sent_lock = threading.Lock()
+        self._pressed = 0  # the user's SIGINTs read
+        self._owed = 1  # of those, the ones the handler acted on (set by acted())
         self._read, self._write = socket.socketpair()
         self._write.setblocking(False)  # the C handler must never block on it
         self._previous = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
         self._thread = threading.Thread(target=self._relay, name="kolectra-sigint-relay", daemon=True)
         self._thread.start()
 
-    def acted(self) -> None:
-        """The main thread's handler ran: no more SIGINTs are sent to it."""
-        self._acted.set()
+    def acted(self, on_ctrl_c: bool = True) -> None:
+        """The main thread's handler ran (for a Ctrl-C, or for :meth:`wake`): no more SIGINTs are
+        sent to it, and every later Ctrl-C calls ``again``."""
+        with self._sent_lock:
+            if not self._acted.is_set():
+                self._owed = 1 if on_ctrl_c else 0
+                self._acted.set()
+
+    def wake(self) -> None:
+        """Send SIGINT to the main thread (from any thread): its handler runs, not counted as a Ctrl-C."""
+        with self._sent_lock:
+            self._sent += 1
+        signal.pthread_kill(self._main, signal.SIGINT)
+
+    def _users(self) -> bool:
+        """Whether a SIGINT byte just read is the user's (else one of :meth:`wake`'s, counted off)."""
+        with self._sent_lock:
+            if self._sent:
+                self._sent -= 1
+                return False
+            self._pressed += 1
+            return True
 
     def _relay(self) -> None:
         while data := self._read.recv(64):  # b"" once close() closed the other end
-            while int(signal.SIGINT) in data and not (self._acted.is_set() or self._closed.is_set()):
-                signal.pthread_kill(self._main, signal.SIGINT)  # its byte comes back here: ignored once acted
-                self._acted.wait(self.every)
+            for _ in range(data.count(int(signal.SIGINT))):
+                if self._closed.is_set():
+                    return
+                users = self._users()
+                while not (self._acted.is_set() or self._closed.is_set()):
+                    self.wake()  # its byte comes back here: one of ours
+                    self._acted.wait(self.every)
+                if users and self._acted.is_set() and self._pressed > self._owed and self._again is not None:
+                    self._again()  # Ctrl-C while the job is stopping
 
     def close(self) -> None:
         """Stop relaying, and put the previous wakeup fd back (from the main thread)."""
