@@ -1,6 +1,6 @@
 """Rough edges a user meets: Ctrl-C pressed again while a corpus job's stop hangs, an artifact ref on a
-store root that finds the wrong kind or two ids, and a ``text_field`` that no JSONL record or Parquet
-column has."""
+store root (moto's S3 server: tests/s3_support.py) that finds the wrong kind or two ids, and a
+``text_field`` that no JSONL record or Parquet column has."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from kolectra.core.stage import StageOutput
 from kolectra.corpus import runners
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -128,3 +135,48 @@ def test_one_ctrl_c_raises_once_and_says_nothing_more():
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stdout.splitlines() == ["after one: 1 True", "after two: 1"], proc.stdout + proc.stderr[-2000:]
     assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {runners.STOPPING_NOTICE}"], proc.stderr[-2000:]
+
+
+# ---- refs on a store root ------------------------------------------------------------------------
+def _toys(root: str) -> dict[str, str]:
+    """A vocab and two corpora named ``c`` in ``root`` (toy stages: files only, no Beam): the ids."""
+    store = open_store(root)
+
+    def produce(out: Path) -> StageOutput:
+        (out / "stats.json").write_text("{}")
+        return StageOutput(stats={})
+
+    built = {key: store.build(Request(kind=kind, name=name, stage_version=1, config=config), produce)
+             for key, kind, name, config in [("vocab", "vocab", "v", {}), ("c1", "corpus", "c", {}),
+                                             ("c2", "corpus", "c", {"other": True})]}
+    return {key: art.id for key, art in built.items()} | {"vocab dir": built["vocab"].path.name}
+
+
+def _refusal(capsys, root: str, ref: str) -> str:
+    assert main(["vocab", "--corpus", ref, "--out", root]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kolectra vocab: error: "), lines
+    return lines[0].replace(root, "ROOT")
+
+
+@pytest.mark.parametrize("case", ["vocab for corpus", "kind/name-id of another kind", "short prefix", "ambiguous name"])
+def test_a_ref_on_a_store_root_says_what_it_finds_as_a_local_root_does(bucket, tmp_path, monkeypatch, capsys, case):
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    roots = {"local": str(tmp_path / "root"), "store": f"{bucket}/r"}
+    ids = {where: _toys(root) for where, root in roots.items()}
+    assert ids["local"] == ids["store"]  # the same requests: the same ids, so the same lines
+    ids = ids["store"]
+    ref, expected = {
+        "vocab for corpus": (ids["vocab"][:8], f"is a vocab artifact (ROOT/vocab/{ids['vocab dir']}), where a corpus "
+                                               "one is needed"),
+        "kind/name-id of another kind": (f"vocab/{ids['vocab dir']}", f"is a vocab artifact (ROOT/vocab/"
+                                         f"{ids['vocab dir']}), where a corpus one is needed"),
+        "short prefix": (ids["c1"][:4], f"an id prefix needs 6 or more characters; {ids['c1'][:4]!r} has 4"),
+        "ambiguous name": ("c", f"'c' is ambiguous: ROOT/corpus/c-{min(ids['c1'], ids['c2'])}"),
+    }[case]
+    lines = {where: _refusal(capsys, root, ref) for where, root in roots.items()}
+    assert expected in lines["store"], lines["store"]
+    assert lines["store"] == lines["local"]
+    if case == "ambiguous name":
+        assert lines["store"].endswith("; give more of the id, or the artifact's directory")
+

@@ -142,25 +142,27 @@ class Catalog:
             return load(p)
         if p.is_dir() and ("/" in str(ref) or p.is_absolute()):
             raise ArtifactError(f"{p}: not a complete artifact ({MANIFEST} missing)")
-        ref = str(ref)
-        exact, by_name = [], []
-        for k in [kind] if kind else KINDS:
-            for d in (self.root / k).glob("*"):
-                name, _, aid = d.name.rpartition("-")
-                if not (d / MANIFEST).is_file():
-                    continue
-                if d.name == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
-                    exact.append(d)
-                elif name == ref:
-                    by_name.append(d)
-        hits = exact or by_name
+        return self._pick(str(ref), kind)
+
+    def _pick(self, ref: str, kind: str | None) -> Artifact:
+        """The complete artifact that ``ref`` names under this root (:func:`ref_matches`), or one
+        line saying what it does find instead: the same words on a local root and a store's."""
+        hits = self._complete(ref_matches(ref, kind, self._names))
         if not hits:
             where = f"{self.root}/{kind}" if kind else str(self.root)
             raise ArtifactError(f"no artifact {ref!r} under {where}" + self._near_miss(ref, kind))
-        if len({d.name.rpartition("-")[2] for d in hits}) > 1:  # one id under two names is one artifact
-            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(str(h) for h in sorted(hits))
+        if len({a.id for a in hits}) > 1:  # one id under two names is one artifact
+            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(sorted(str(a.path) for a in hits))
                                 + "; give more of the id, or the artifact's directory")
-        return load(sorted(hits)[0])
+        return min(hits, key=lambda a: str(a.path))
+
+    def _names(self, kind: str) -> list[str]:
+        """The names of the directories under ``kind``, complete or not."""
+        return [d.name for d in (self.root / kind).glob("*")]
+
+    def _complete(self, found: list[tuple[str, str]]) -> list[Artifact]:
+        """The artifacts of those ``(kind, directory name)`` that have a manifest (a damaged one is refused)."""
+        return [load(self.root / k / n) for k, n in found if (self.root / k / n / MANIFEST).is_file()]
 
     def _near_miss(self, ref: str, kind: str | None) -> str:
         """What a ref that found nothing does match, to follow "no artifact": an artifact of another
@@ -169,8 +171,8 @@ class Catalog:
             with contextlib.suppress(ArtifactError, OSError, ValueError):
                 other = self.resolve(ref)
                 return f": {ref!r} is {article(other.kind)} artifact ({other.path}), where {article(kind)} one is needed"
-        if len(ref) < 6 and any(d.name.rpartition("-")[2].startswith(ref)
-                                for k in ([kind] if kind else KINDS) for d in (self.root / k).glob("*")):
+        if len(ref) < 6 and any(n.rpartition("-")[2].startswith(ref) for k in ([kind] if kind else KINDS)
+                                for n in self._names(k)):
             return f" (an id prefix needs 6 or more characters; {ref!r} has {len(ref)})"
         return ""
 
@@ -315,6 +317,25 @@ class Catalog:
 
         walk(art, "")
         return lines
+
+
+def ref_matches(ref: str, kind: str | None, names: Callable[[str], list[str]]) -> list[tuple[str, str]]:
+    """``(kind, directory name)`` of each directory that ``ref`` names among ``names(kind)``: by
+    ``name-id``, id or id prefix (6 or more characters), else by name. ``kind/name-id``, as lineage
+    and ``artifacts list`` show an artifact, looks in that kind only."""
+    kinds = [kind] if kind else list(KINDS)
+    head, slash, rest = ref.partition("/")
+    if slash and head in KINDS and rest and "/" not in rest:
+        kinds, ref = [k for k in kinds if k == head], rest
+    exact, by_name = [], []
+    for k in kinds:
+        for n in names(k):
+            name, _, aid = n.rpartition("-")
+            if n == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
+                exact.append((k, n))
+            elif name == ref:
+                by_name.append((k, n))
+    return exact or by_name
 
 
 def recorded_store(url: str) -> bool:

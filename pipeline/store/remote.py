@@ -169,24 +169,17 @@ class RemoteStore(StoreRuns, Store):
         p = Path(str(ref))
         if p.is_dir() and (p / MANIFEST).is_file():
             return Catalog(p.parent.parent, self.catalogs).resolve(p)
-        ref = str(ref)
-        exact, by_name = [], []
-        for k in [kind] if kind else KINDS:
-            for n in storage.children(self._kind_url(k)):
-                name, _, aid = n.rpartition("-")
-                if n == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
-                    exact.append((k, n))
-                elif name == ref:
-                    by_name.append((k, n))
+        return self._pick(str(ref), kind)  # the catalog's matching and its words for what a ref does not find
+
+    def _names(self, kind: str) -> list[str]:
+        return storage.children(self._kind_url(kind))
+
+    def _complete(self, found: list[tuple[str, str]]) -> list[Artifact]:
         hits = []
-        for k, n in exact or by_name:  # only complete ones count: a prefix without a manifest is absent
+        for k, n in found:  # only complete ones count: a prefix without a manifest is absent
             with contextlib.suppress(ArtifactError):
                 hits.append(load_remote(self.root / k / n))
-        if not hits:
-            raise ArtifactError(f"no artifact {ref!r} under {self.url}" + (f"/{kind}" if kind else ""))
-        if len({a.id for a in hits}) > 1:
-            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(sorted(str(a.path) for a in hits)))
-        return sorted(hits, key=lambda a: str(a.path))[0]
+        return hits
 
     def parent(self, art: Artifact, pid: str) -> Artifact | None:
         ref = next((r for r in art.manifest.get("parent_refs", []) if r.get("id") == pid), {})
