@@ -242,6 +242,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     if not listed:  # list_inputs refuses a pattern with no match; a caller's own empty listing too
         raise CorpusError("corpus: no input files")
     _check_keep_fields(cfg, listed)
+    _check_text_field(cfg, next(iter(listed)).path)
     name_of = reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
     buckets = dedup_buckets(outputs.expected_input_bytes(_sizes(listed)), cfg.dedup_group_bytes)
@@ -343,6 +344,14 @@ def _check_keep_fields(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> Non
             f"--keep-fields {','.join(cfg.keep_fields)}: none of the {len(listed)} input(s) is read as JSONL or Parquet "
             f"(--format {cfg.format}), and text or blocks lines have no fields to keep; use --format jsonl "
             "(or auto with .jsonl/.json/.ndjson files), or leave --keep-fields out")
+
+
+def _check_text_field(cfg: CorpusConfig, first: str) -> None:
+    """A text_field that the first input's records do not have is refused before the job (which would
+    reject every record of it as missing_text), naming the fields they have (reader.text_field_problem)."""
+    problem = reader.text_field_problem(first, cfg.format, cfg.text_field, cfg.max_line_bytes)
+    if problem:
+        raise CorpusError(f"text_field {cfg.text_field!r}: {problem} (--text-field NAME sets another)")
 
 
 def _noting_damaged(rows, damaged: list):

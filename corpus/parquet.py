@@ -41,6 +41,13 @@ def read_rows(f: IO[bytes], columns: Sequence[str]) -> tuple[dict[str, str], Ite
     return {c: str(schema.field(c).type) for c in wanted}, _rows(pf, wanted)
 
 
+def column_names(f: IO[bytes]) -> list[str]:
+    """The names of the file's columns, from its footer (no row is read)."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
+
+    return list(pq.ParquetFile(f).schema_arrow.names)
+
+
 def _rows(pf, wanted: list[str]) -> Iterator[dict]:
     for group in range(pf.num_row_groups):
         if not wanted:

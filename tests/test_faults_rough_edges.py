@@ -4,6 +4,8 @@ store root (moto's S3 server: tests/s3_support.py) that finds the wrong kind or 
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import queue
 import signal
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.corpus import runners
 from kolectra.pipeline.cli import main
@@ -180,3 +183,42 @@ def test_a_ref_on_a_store_root_says_what_it_finds_as_a_local_root_does(bucket, t
     if case == "ambiguous name":
         assert lines["store"].endswith("; give more of the id, or the artifact's directory")
 
+
+# ---- a text_field the records do not have --------------------------------------------------------
+def _corpus_refusal(capsys, tmp_path, *args: str) -> list[str]:
+    assert main(["corpus", *args, "--out", str(tmp_path / "root")]) == 2
+    return capsys.readouterr().err.strip().splitlines()  # one line, before the job: no progress line either
+
+
+def test_a_text_field_no_jsonl_record_has_is_refused_before_the_job(tmp_path, capsys):
+    path = tmp_path / "reviews-00000.jsonl.gz"
+    rows = [{"id": i, "text": f"{i}번째 리뷰입니다 정말 재밌었어요", "rating": i % 5} for i in range(300)]
+    path.write_bytes(gzip.compress("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()))
+    lines = _corpus_refusal(capsys, tmp_path, "--input", str(path), "--set", "text_field=nosuchfield")
+    assert lines == [f"kolectra corpus: error: text_field 'nosuchfield': none of the first 100 records of {path} has a "
+                     "field 'nosuchfield'; its records have: id, text, rating (--text-field NAME sets another)"], lines
+    few = tmp_path / "few.jsonl"  # all of a small file read: "no record in"; a line that is no object passed over
+    few.write_text('not json\n{"body": "가나다", "id": 1}\n[1, 2]\n{"title": "x"}\n', encoding="utf-8")
+    lines = _corpus_refusal(capsys, tmp_path, "--input", str(few), "--text-field", "text")
+    assert lines == [f"kolectra corpus: error: text_field 'text': no record in {few} has a field 'text'; its records "
+                     "have: body, id, title (--text-field NAME sets another)"], lines
+
+
+def test_a_text_field_that_is_no_parquet_column_is_refused_before_the_job(tmp_path, capsys):
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"id": [1, 2], "body": ["가나다 라마바", "사아자 차카타"]}), path)
+    lines = _corpus_refusal(capsys, tmp_path, "--input", str(path))
+    assert lines == [f"kolectra corpus: error: text_field 'text': {path} has no column 'text'; its columns are: "
+                     "id, body (--text-field NAME sets another)"], lines
+
+
+def test_a_text_field_missing_from_a_bucket_input_is_refused_before_the_job(bucket, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    url = f"{bucket}/in/reviews-00000.jsonl.gz"  # read where it lives, as the job's reader reads it
+    storage.write_bytes(url, gzip.compress('{"id": 1, "body": "가나다 라마바"}\n'.encode()))
+    lines = _corpus_refusal(capsys, tmp_path, "--input", url)
+    assert lines == [f"kolectra corpus: error: text_field 'text': no record in {url} has a field 'text'; its records "
+                     "have: id, body (--text-field NAME sets another)"], lines
