@@ -1,7 +1,7 @@
 """Benchmark: what one record per input file costs the corpus launcher and every child stage, with
 the records in the manifest (before) and past ``INPUTS_INLINE`` in ``inputs.jsonl`` (now).
 
-    python benchmarks/corpus_inputs.py [--quick]
+    python benchmarks/corpus_inputs.py [--quick] [--launcher [list|file ...]]
 
 The corpus request holds one record per input file (``corpus/inputs.py``: path, bytes, identity,
 and after the job the sha256 of the bytes read). Before, the manifest repeated every one under
@@ -28,6 +28,11 @@ sha256), at 10k, 100k and 1M inputs (``--quick``: S3 records, 10k and 100k), bot
 - ``child_read_cpu_s``: a child stage's manifest read (``parse_manifest``: JSON and the checks);
   ``stream_all_cpu_s``: now, reading every record back with ``inputs.records`` (only a reader that
   wants them all; ``show``, ``list`` and the lineage read the manifest alone).
+
+``--launcher`` measures only the launcher's path from the listing to the seal (``launcher_path``),
+``list`` (the records a tuple, the listing a list: as at c584efe, and runs on that tree) and
+``file`` (both read again from the store's ``RecordFile``): ``held_mb`` after the job, ``peak_mb``,
+CPU s, and the id and the sha256s of ``inputs.jsonl`` and the manifest, to compare the ways.
 
 CPU seconds are measured with tracemalloc off (it doubles them); the memory in a second pass.
 ``value``: manifest bytes now at the largest size (S3 records); ``baseline``: before. ``cap_inputs``
@@ -57,14 +62,18 @@ from kolectra.corpus.reader import source_namer, source_names
 from kolectra.pipeline.configs import resolve
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import ID_CHARS, Request, manifest_of
-from kolectra.pipeline.store.manifest import MAX_MANIFEST, canonical, parse_manifest
+from kolectra.pipeline.store.manifest import MAX_MANIFEST, canonical, fields_digest, parse_manifest
 
 STARTED = "2026-11-29T00:00:00Z"
 
 
 def listing(kind: str, n: int) -> list[InputFile]:
     """``n`` input files as corpus/inputs.py lists them."""
-    out = []
+    return list(listed_files(kind, n))
+
+
+def listed_files(kind: str, n: int):
+    """:func:`listing` a file at a time (as ``corpus.inputs.iter_inputs`` gives them)."""
     for i in range(n):
         size = 50_000_000 + i
         if kind == "local":
@@ -73,8 +82,7 @@ def listing(kind: str, n: int) -> list[InputFile]:
         else:
             path = f"s3://kolectra-corpora/korean-web-2024/crawl-{i // 10_000:04d}/part-{i:08d}.jsonl.gz"
             identity = f'object:{path}:{size}:"{i:032x}-8"'
-        out.append(InputFile(path, size, identity))
-    return out
+        yield InputFile(path, size, identity)
 
 
 def launched(kind: str, n: int, before: bool) -> tuple:
@@ -214,9 +222,81 @@ def measure(kind: str, n: int, directory: Path) -> dict:
     return row
 
 
+def launcher_path(kind: str, n: int, way: str, directory: Path, traced: bool) -> dict:
+    """The launcher from the listing to the seal, as ``pipeline/stages.corpus`` runs it, the job
+    left out (its rows made up): ``list``, the records a tuple of dicts and the listing a list (as at
+    c584efe; runs on that tree too), or ``file``, both read again from the store's ``RecordFile``.
+    ``held_mb``: tracemalloc's count once the sha256s are merged (what waits through the seal);
+    ``peak_mb``: its peak from the listing to the manifest's text. The id and the bytes of
+    ``inputs.jsonl`` and ``manifest.json``, to compare the ways."""
+    gc.collect()
+    if traced:
+        tracemalloc.start()
+    if way == "list":
+        listed = listing(kind, n)
+        records = tuple(f.record() for f in listed)
+    else:
+        from kolectra.corpus.inputs import Files  # noqa: PLC0415 - not in the tree before
+        from kolectra.pipeline.store.inputs import RecordFile  # noqa: PLC0415
+
+        records = RecordFile(f.record() for f in listed_files(kind, n))
+        listed = Files(records)
+    request = request_of(records)
+    aid = request.id()
+    name_of = source_namer(f.path for f in listed)
+    assert sum(f.bytes for f in listed) > 0
+    write_listing(in_name_order(listed, name_of), str(directory / FILE_NAME))
+    fill_sha256(records, name_of, ((name_of(f.path), {"sha256": f"{i:064x}"}) for i, f in enumerate(listed)))
+    held = tracemalloc.get_traced_memory()[0] if traced else 0
+    files = [{"path": "data/train-00000.jsonl.gz", "bytes": 1, "sha256": "0" * 64}]
+    if inputs.spills(records):
+        files = sorted([*files, inputs.write(records, directory)], key=lambda e: e["path"])
+    manifest = manifest_of(request, StageOutput(stats={}), files, STARTED, None)
+    # the clock's and the checkout's (a worktree of another commit): the rest must be the same bytes both ways
+    manifest["provenance"].update(finished=STARTED, git_commit=None)
+    manifest["fields_digest"] = fields_digest(manifest)
+    text = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+    peak = tracemalloc.get_traced_memory()[1] if traced else 0
+    if traced:
+        tracemalloc.stop()
+    spilled = directory / inputs.INPUTS_FILE
+    out = {"id": aid, "manifest_sha256": hashlib.sha256(text).hexdigest(),
+           "inputs_file_sha256": hashlib.sha256(spilled.read_bytes()).hexdigest() if inputs.spills(records) else None,
+           "held_mb": round(held / 1e6, 1), "peak_mb": round(peak / 1e6, 1)}
+    getattr(records, "close", bool)()
+    return out
+
+
+def launcher_ab(sizes: list[int], ways: list[str], kinds: list[str]) -> list[dict]:
+    """``--launcher``: :func:`launcher_path` each way at each size and kind; CPU s untraced."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in kinds:
+            for n in sizes:
+                row: dict = {"kind": kind, "inputs": n}
+                for way in ways:
+                    c0 = cpu_seconds()
+                    launcher_path(kind, n, way, Path(tmp), traced=False)
+                    cpu = round(cpu_seconds() - c0, 2)
+                    row[way] = {**launcher_path(kind, n, way, Path(tmp), traced=True), "cpu_s": cpu}
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr)
+    return rows
+
+
 def main() -> None:
-    args = parser(__doc__, "about 26 CPU minutes (tracemalloc at 1M records, the old graph of 1M files), 5 GB of memory").parse_args()
+    p = parser(__doc__, "about 26 CPU minutes (tracemalloc at 1M records, the old graph of 1M files), 5 GB of memory")
+    p.add_argument("--launcher", nargs="*", metavar="WAY", choices=("list", "file"),
+                   help="only the launcher's path from the listing to the seal, these ways (list, file)")
+    p.add_argument("--kind", choices=("local", "s3"), help="with --launcher: only these records (default: both)")
+    args = p.parse_args()
     sizes = [10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000]
+    if args.launcher is not None:
+        rows = launcher_ab(sizes, args.launcher or ["list", "file"], [args.kind] if args.kind else ["local", "s3"])
+        last = rows[-1]
+        emit("corpus_inputs_launcher", "MB held after the job at the most inputs", last.get("file", {}).get("held_mb"),
+             "records a tuple, listing a list", last.get("list", {}).get("held_mb"), {"sizes": sizes}, rows=rows)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for kind in ("s3",) if args.quick else ("local", "s3"):

@@ -1,9 +1,11 @@
 """Which files a corpus request reads, and what identifies them: part of the corpus stage (called
 by the orchestration before the job, and by the job's reader for every file it opens).
 
-- :func:`list_inputs` expands ``--input`` paths and globs: local ones through Beam's
-  ``FileSystems``, store URLs (``s3://``, ``gs://``, any fsspec protocol) through
-  :mod:`kolectra.core.storage`, as the artifact store reads them; an existing literal path wins
+- :func:`list_inputs` (:func:`iter_inputs`, a file at a time) expands ``--input`` paths and globs:
+  local ones as Beam's ``FileSystems.match`` does, walked a folder at a time, store URLs
+  (``s3://``, ``gs://``, any fsspec protocol) through :mod:`kolectra.core.storage`, as the artifact
+  store reads them (fsspec answers a glob with a list), and sorts the names in spilled runs past
+  :data:`NAME_RUN_BYTES`; an existing literal path wins
   over its reading as a glob (``data[1].txt`` is that file, never ``data1.txt``). Anything local
   that is not a regular file (a directory; a FIFO, device or socket, which would never end or hang
   the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), is
@@ -27,14 +29,17 @@ import hashlib
 import os
 import re
 import stat
-from typing import IO
+import tempfile
+from typing import IO, Collection, Iterator
 
-from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.filesystem import FileSystem
 
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
+from kolectra.corpus import sorted_files
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
+NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
 
 
 class InputError(UserInputError):
@@ -121,35 +126,80 @@ def open_input(path: str) -> IO[bytes]:
 def expand(patterns: list[str]) -> list[str]:
     """Every file the paths/globs name, sorted and de-duplicated; a pattern matching nothing,
     something that is not a regular file or a file name that is not UTF-8 is an error naming it."""
+    return list(iter_names(patterns))
+
+
+def iter_names(patterns: list[str]) -> Iterator[str]:
+    """:func:`expand` as a stream: the names are sorted as they come (local globs are walked a
+    directory at a time), in memory up to :data:`NAME_RUN_BYTES` and past it in runs spilled to a
+    temporary folder and merged (``corpus/sorted_files.py``), so that a million names are not held
+    at once (a glob's list, its set and its sorted copy took 368 bytes a file at its peak)."""
     if not patterns:
         raise InputError("no --input given")
-    files = [f for pattern in patterns for f in _expand_one(pattern)]
-    for path in files:
-        if why := _unusable(path):
-            raise InputError(why)
-    return sorted(set(files))
+
+    def checked() -> Iterator[list[tuple[str, str]]]:
+        batch = []
+        for path in (f for pattern in patterns for f in _expand_one(pattern)):
+            if why := _unusable(path):
+                raise InputError(why)
+            batch.append((path, path))
+            if len(batch) == 4096:
+                yield batch
+                batch = []
+        yield batch
+
+    last = None
+    with tempfile.TemporaryDirectory(prefix="kolectra-names-") as spill:
+        for path in sorted_files.sorted_lines(checked(), spill, NAME_RUN_BYTES):
+            if path != last:  # one file named by two patterns is one input
+                yield path
+                last = path
 
 
-def _expand_one(pattern: str) -> list[str]:
+def _expand_one(pattern: str) -> Iterator[str]:
     """The files one path or glob names (an existing literal path wins over its reading as a glob)."""
     if pattern and os.path.isdir(pattern) and not is_remote(pattern):
-        return [os.path.abspath(pattern)]  # refused by expand, with the glob to use instead
+        yield os.path.abspath(pattern)  # refused by iter_names, with the glob to use instead
+        return
     literal = _literal(pattern)
     if literal is not None:
-        return [literal]
+        yield literal
+        return
+    found = 0
     try:
-        if is_remote(pattern):
-            found = storage.glob(pattern)
-        else:
-            [result] = FileSystems.match([pattern])
-            found = [m.path for m in result.metadata_list]
+        for f in storage.glob(pattern) if is_remote(pattern) else _local_matches(pattern):
+            found += 1
+            yield os.path.abspath(f) if not is_remote(f) else f
     except storage.StoreError as e:
         raise InputError(f"cannot list input {pattern!r}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - BeamIOError wraps the per-pattern exception
+    except Exception as e:  # noqa: BLE001 - whatever the walk or the store raises names the pattern
         raise InputError(f"cannot list input {pattern!r}: {e}") from None
     if not found:
         raise InputError(f"input {pattern!r} matches no file")
-    return [os.path.abspath(f) if not is_remote(f) else f for f in found]
+
+
+def _local_matches(pattern: str) -> Iterator[str]:
+    """What Beam's ``FileSystems.match`` gives for a local pattern (``FileSystem.match`` and
+    ``LocalFileSystem._list``: the folder before the first glob character walked whole, every file
+    that still exists matched by ``FileSystem.translate_pattern``), a path at a time: Beam's answer
+    is a list of every match with its size and time (about 200 bytes a file held)."""
+    if pattern.endswith(("/", "\\")):
+        pattern += "*"
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    if prefix == pattern:
+        if os.path.exists(pattern):
+            yield pattern
+        return
+    if os.path.dirname(prefix) != prefix:
+        prefix = os.path.dirname(prefix)
+    if not os.path.exists(prefix):
+        return
+    match = re.compile(FileSystem.translate_pattern(pattern)).match
+    for folder, _, names in os.walk(prefix):
+        for name in names:
+            path = os.path.join(folder, name)
+            if match(path) and os.path.exists(path):  # as Beam: a link that leads nowhere is no file
+                yield path
 
 
 def identify(path: str) -> InputFile:
@@ -166,7 +216,29 @@ def identify(path: str) -> InputFile:
 
 
 def list_inputs(patterns: list[str]) -> list[InputFile]:
-    return [identify(p) for p in expand(patterns)]
+    return list(iter_inputs(patterns))
+
+
+def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
+    """:func:`list_inputs` a file at a time, for a caller that keeps them elsewhere (the launcher's
+    records file): neither the names nor their identities are held (:func:`iter_names`)."""
+    return map(identify, iter_names(patterns))
+
+
+class Files:
+    """The input files of ``records`` (the request's: path, bytes, identity each; a tuple, or a
+    store's ``RecordFile`` read again at every pass), as :class:`InputFile` s: what the corpus
+    build takes as ``listed`` (len, and iterated as often as it needs)."""
+
+    def __init__(self, records: Collection[dict]):
+        self.records = records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[InputFile]:
+        for r in self.records:
+            yield InputFile(r["path"], r["bytes"], r["identity"])
 
 
 class HashingReader:

@@ -14,7 +14,9 @@ gave (a file's rank is its place among the source names, near-dup's compact ids)
 
 After the job, :func:`fill_sha256` gives each of the request's records the sha256 of the bytes the
 job read, from ``stats/files.jsonl`` (rows in name order): a merge of the two streams, where a
-table of every file's sha256 by name held 151 bytes a file (15 MB at 100,000 files).
+table of every file's sha256 by name held 151 bytes a file (15 MB at 100,000 files). The listing
+and the records may be files read again at each pass (``corpus.inputs.Files`` over the store's
+``RecordFile``): then neither is held.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import json
 import operator
 import os
 import tempfile
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Collection, Iterable, Iterator
 
 from kolectra.core import storage
 from kolectra.corpus.inputs import InputFile
@@ -35,7 +37,7 @@ FILE_NAME = "inputs-listing.jsonl.gz"
 _LINE = json.JSONEncoder(ensure_ascii=False)  # json.dumps with an option makes an encoder a call
 
 
-def in_name_order(listed: Sequence, name_of: Callable[[str], str],
+def in_name_order(listed: Collection, name_of: Callable[[str], str],
                   path: Callable = operator.attrgetter("path")) -> Iterable[tuple]:
     """Each file with its source name, in the names' order. A listing comes sorted by path and a
     name is the path less the inputs' common directory, so the names are in order already and are
@@ -70,13 +72,40 @@ def read(location: str) -> Iterator[tuple[int, tuple[InputFile, str]]]:
             yield rank, (InputFile(path, size, identity), source)
 
 
-def fill_sha256(records: Sequence[dict], name_of: Callable[[str], str], rows: Iterable[tuple[str, dict]]) -> None:
-    """Set each record's ``sha256`` from its file's row; ``records`` as listed (``path`` each),
-    ``rows`` every file's ``(source, row)`` in name order (``outputs.read_file_rows``)."""
-    for record, (source, row) in zip(in_name_order(records, name_of, path=_record_path), rows, strict=True):
-        if record[1] != source:
-            raise ValueError(f"stats/files.jsonl has {source!r} where the listing has {record[1]!r}")
-        record[0]["sha256"] = row["sha256"]
+def fill_sha256(records: Collection[dict], name_of: Callable[[str], str], rows: Iterable[tuple[str, dict]]) -> None:
+    """Set each record's ``sha256`` from its file's row; ``records`` as listed (``path`` each): dicts
+    set in place, or a store's ``RecordFile`` rewritten a line at a time; ``rows`` every file's
+    ``(source, row)`` in name order (``outputs.read_file_rows``). Records listed in name order (a
+    listing's, sorted by path) are merged with the rows a line at a time; others (a caller's own
+    order, names ``posixpath.relpath`` normalised) through a table of the names, held whole."""
+    if all(a < b for a, b in itertools.pairwise(name_of(_record_path(r)) for r in records)):
+        filled = _merged(records, name_of, rows)
+    else:
+        filled = _by_table(records, name_of, rows)
+    if hasattr(records, "rewrite"):
+        records.rewrite(filled)
+    else:
+        for _ in filled:  # the dicts are the caller's: set where they are
+            pass
+
+
+def _merged(records: Iterable[dict], name_of: Callable[[str], str], rows: Iterable[tuple[str, dict]]) -> Iterator[dict]:
+    for record, (source, row) in zip(records, rows, strict=True):
+        if (name := name_of(record["path"])) != source:
+            raise ValueError(f"stats/files.jsonl has {source!r} where the listing has {name!r}")
+        record["sha256"] = row["sha256"]
+        yield record
+
+
+def _by_table(records: Iterable[dict], name_of: Callable[[str], str], rows: Iterable[tuple[str, dict]]) -> Iterator[dict]:
+    sha256 = {}
+    for name, (source, row) in zip(sorted(name_of(_record_path(r)) for r in records), rows, strict=True):
+        if name != source:
+            raise ValueError(f"stats/files.jsonl has {source!r} where the listing has {name!r}")
+        sha256[name] = row["sha256"]
+    for record in records:
+        record["sha256"] = sha256[name_of(record["path"])]
+        yield record
 
 
 def _record_path(record: dict) -> str:

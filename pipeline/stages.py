@@ -27,6 +27,8 @@ from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
+from kolectra.pipeline.store.inputs import RecordFile
+from kolectra.pipeline.store.inputs import head as inputs_head
 from kolectra.vocab import build as vocab_build
 
 # Libraries whose versions decide each stage's bytes: part of the artifact id.
@@ -69,28 +71,31 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
            beam_args: Sequence[str] = ()) -> Artifact:
     from kolectra.corpus import build as corpus_build  # noqa: PLC0415 - Beam: when a corpus is built
     from kolectra.corpus import outputs as corpus_outputs  # noqa: PLC0415
-    from kolectra.corpus.inputs import list_inputs  # noqa: PLC0415
+    from kolectra.corpus.inputs import Files, iter_inputs  # noqa: PLC0415
     from kolectra.corpus.listing import fill_sha256  # noqa: PLC0415
     from kolectra.corpus.reader import source_namer  # noqa: PLC0415
 
     cfg, config = resolve("corpus", preset=preset, sets=sets, seed=seed)
     # identity from the listing (size and mtime, or the store's checksum): no pass over the bytes
-    # before the job; the sha256 of the bytes the job reads is filled in after it (corpus/inputs.py)
-    listed = list_inputs(list(inputs))
-    records = tuple(f.record() for f in listed)
-    default_name = Path(listed[0].path).name.split(".")[0] if listed else "corpus"
-    req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
-                  config=config, inputs=records, libraries=LIBS_CORPUS, operational=corpus_build.OPERATIONAL)
-    keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
+    # before the job; the sha256 of the bytes the job reads is filled in after it (corpus/inputs.py).
+    # The records are kept in a temporary file and read again at each pass (the id, the job's
+    # listing, the merge after it, inputs.jsonl): held, they took 0.7 GB at a million files
+    with RecordFile(f.record() for f in iter_inputs(list(inputs))) as records:
+        listed = Files(records)
+        first = inputs_head(records, 1)
+        default_name = Path(first[0]["path"]).name.split(".")[0] if first else "corpus"
+        req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
+                      config=config, inputs=records, libraries=LIBS_CORPUS, operational=corpus_build.OPERATIONAL)
+        keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
-    def produce(out: Path) -> StageOutput:
-        output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
-        # every file's row is in stats/files.jsonl (stats.json's sources keeps the first ones only),
-        # merged with the records a line at a time; the manifest, written after this, records them
-        fill_sha256(records, source_namer(f.path for f in listed), corpus_outputs.read_file_rows(str(out)))
-        return output
+        def produce(out: Path) -> StageOutput:
+            output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
+            # every file's row is in stats/files.jsonl (stats.json's sources keeps the first ones only),
+            # merged with the records a line at a time; the manifest, written after this, records them
+            fill_sha256(records, source_namer(f.path for f in listed), corpus_outputs.read_file_rows(str(out)))
+            return output
 
-    return store.build(req, produce, force, in_place=True)
+        return store.build(req, produce, force, in_place=True)
 
 
 # ---- vocab ----------------------------------------------------------------------------------

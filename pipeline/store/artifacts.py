@@ -40,11 +40,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
@@ -85,7 +86,9 @@ class Request:
     stage_version: int
     config: dict
     parents: tuple[Artifact, ...] = ()
-    inputs: tuple[dict, ...] = ()  # fingerprints of raw inputs (see fingerprint_inputs)
+    # fingerprints of raw inputs (see fingerprint_inputs): a tuple, or an inputs.RecordFile (a corpus
+    # launcher's one record per input file, kept in a file and read again as often as asked)
+    inputs: Collection[dict] = ()
     libraries: tuple[str, ...] = ()
     # dotted config keys that do not change the result (how often to log or checkpoint):
     # recorded in the manifest, left out of the id, so changing them finds the same artifact
@@ -117,9 +120,10 @@ class Request:
                     h.update(canonical(fields[name]))
                     continue
                 h.update(b"[")
-                for start in range(0, len(self.inputs), ID_BATCH):  # a list's text less its brackets
-                    batch = [input_key(i) for i in self.inputs[start:start + ID_BATCH]]
-                    h.update((b"," if start else b"") + canonical(batch)[1:-1])
+                keys, sep = map(input_key, self.inputs), b""  # read once, in order (a RecordFile's too)
+                while batch := list(itertools.islice(keys, ID_BATCH)):
+                    h.update(sep + canonical(batch)[1:-1])  # a list's text less its brackets
+                    sep = b","
                 h.update(b"]")
             h.update(b"}")
             object.__setattr__(self, "_id", h.hexdigest()[:ID_CHARS])  # frozen: set once, as a cache
