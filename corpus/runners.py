@@ -22,9 +22,11 @@ import dataclasses
 import gc
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
+import time
 import traceback
 from typing import Iterator
 
@@ -57,9 +59,14 @@ class Interruption:
     teardown would cut short its joining of the workers' threads), but a stop can hang (a worker
     that does not end: Beam's teardown waits for it), so the relay's thread counts them
     (:meth:`_again`): the second Ctrl-C says that the workers are being stopped and that another
-    quits at once; the third quits (:func:`quit_at_once`)."""
+    quits at once; the third quits (:func:`quit_at_once`).
 
-    def __init__(self):
+    ``owns`` names a folder that this process made for the job (the local run's progress and
+    listing folder): its own ``finally`` removes it, and :func:`quit_at_once`, after which no
+    ``finally`` runs, removes it too while the job is inside."""
+
+    def __init__(self, owns: str | None = None):
+        self.owns = owns
         self.happened = False
         self.failure: BaseException | None = None
         self._previous = None
@@ -111,6 +118,8 @@ class Interruption:
             quit_at_once()
 
     def __enter__(self) -> "Interruption":
+        if self.owns:
+            _OWNED.add(self.owns)
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handler)
             outer = getattr(self._previous, "__self__", None)
@@ -138,6 +147,7 @@ class Interruption:
             stop_local_workers()
 
     def __exit__(self, *exc) -> None:
+        _OWNED.discard(self.owns)
         self._ended.set()
         if self._own_relay:
             self._relay.close()
@@ -162,6 +172,11 @@ def interruptible(what: str) -> Iterator[Interruption]:
 
 
 WORKER_MODULE = "kolectra.corpus.worker"
+# Folders of the jobs now running (Interruption's ``owns``), which quit_at_once removes
+_OWNED: set[str] = set()
+# How long quit_at_once waits for its killed workers to be gone, and then for its folders' removal:
+# never longer, whatever the disk does (a progress folder holds a few small files)
+QUIT_WAIT_S = 0.5
 STOPPING_NOTICE = "stopping the job's workers; press Ctrl-C again to quit at once"
 QUIT_LINE = ("kolectra: quit at once (Ctrl-C while the job was stopping); its worker processes were killed "
              "and nothing was published (the next build sweeps what this one left)")
@@ -176,11 +191,37 @@ def quit_at_once() -> None:
     Beam's threads. ``os._exit`` ends the process whatever its threads do; no ``finally`` runs, so
     a build directory is left as a ``kill -9`` leaves it (the store sweeps it at its next build:
     pipeline/store/workspace.py). The workers are killed first (SIGKILL: a SIGTERM is what they did
-    not answer), or they would outlive the launcher."""
-    stop_local_workers(signal.SIGKILL)
+    not answer), or they would outlive the launcher. The folders the running jobs own (their
+    Interruption's ``owns``) are removed once the workers are gone (one killed while it rewrote its
+    progress file would make the folder again), each wait bounded by :data:`QUIT_WAIT_S`."""
+    killed = [pid for pid in _proc_children(os.getpid()) if _signalled(pid, signal.SIGKILL)]
+    deadline = time.monotonic() + QUIT_WAIT_S
+    while any(map(_running, killed)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    remover = threading.Thread(target=lambda: [shutil.rmtree(f, ignore_errors=True) for f in list(_OWNED)],
+                               name="kolectra-quit-remove", daemon=True)
+    remover.start()
+    remover.join(QUIT_WAIT_S)
     with contextlib.suppress(Exception):
         print(QUIT_LINE, file=sys.stderr, flush=True)
     os._exit(128 + signal.SIGINT)  # the status of the clean path's KeyboardInterrupt (130)
+
+
+def _signalled(pid: int, how: int) -> bool:
+    try:
+        os.kill(pid, how)
+        return True
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    """``pid`` has not ended yet (a zombie, not yet reaped, has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
 
 
 def stop_local_workers(how: int = signal.SIGTERM) -> int:
@@ -188,14 +229,7 @@ def stop_local_workers(how: int = signal.SIGTERM) -> int:
     in /proc by parent pid: after Ctrl-C, FnApiRunner tears down by waiting for each worker to
     finish its bundle, which can be the rest of a stage. Returns how many were stopped;
     elsewhere than Linux, none (the workers then finish their bundles first)."""
-    me, stopped = os.getpid(), 0
-    for stat in _proc_children(me):
-        try:
-            os.kill(stat, how)
-            stopped += 1
-        except OSError:
-            pass
-    return stopped
+    return sum(_signalled(pid, how) for pid in _proc_children(os.getpid()))
 
 
 def _proc_children(parent: int) -> list[int]:

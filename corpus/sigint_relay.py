@@ -21,7 +21,10 @@ and the ones sent by :meth:`wake` alike; the latter are counted as they are sent
 is the user's only when more came than were sent (a byte read before its own send is counted the
 other way round: the count, not the order, is what matters). The user's first one is the Ctrl-C
 the handler acted on, whether the handler ran before this thread read its byte or after; a stop
-that was no Ctrl-C (``acted(on_ctrl_c=False)``) owes none.
+that was no Ctrl-C (``acted(on_ctrl_c=False)``) owes none. No SIGINT is sent while the last one
+sent is still pending in the main thread (:func:`_pending_in`): the kernel keeps one pending signal
+of a kind per thread, so merged sends would come back as one byte, and each one counted but never
+read would take one of the user's later presses for it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class SigintRelay:
         self.every = every
         self._again = again
         self._main = threading.main_thread().ident
+        self._main_tid = threading.main_thread().native_id
         self._acted = threading.Event()
         self._closed = threading.Event()
         self._sent = 0  # SIGINTs sent by wake() whose byte has not been read yet
@@ -63,10 +67,15 @@ class SigintRelay:
                 self._acted.set()
 
     def wake(self) -> None:
-        """Send SIGINT to the main thread (from any thread): its handler runs, not counted as a Ctrl-C."""
-        with self._sent_lock:
+        """Send SIGINT to the main thread (from any thread): its handler runs, not counted as a Ctrl-C.
+        Not while the last one sent is still pending there: the kernel keeps one pending signal of
+        a kind per thread, so a second would write no byte of its own, and the count of sends it
+        added would take the user's next Ctrl-C for it (as many as were merged)."""
+        with self._sent_lock:  # fail()'s wake and the relay's: one check-and-send at a time
+            if _pending_in(self._main_tid, signal.SIGINT):
+                return
             self._sent += 1
-        signal.pthread_kill(self._main, signal.SIGINT)
+            signal.pthread_kill(self._main, signal.SIGINT)
 
     def _users(self) -> bool:
         """Whether a SIGINT byte just read is the user's (else one of :meth:`wake`'s, counted off)."""
@@ -96,3 +105,17 @@ class SigintRelay:
         self._write.close()
         self._thread.join()
         self._read.close()
+
+
+def _pending_in(tid: int, signum: int) -> bool:
+    """Whether ``signum`` is pending in thread ``tid`` of this process (sent to that thread, as
+    ``pthread_kill`` sends, and not yet taken): its ``SigPnd`` mask in /proc. Elsewhere than Linux,
+    False."""
+    try:
+        with open(f"/proc/self/task/{tid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigPnd:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False

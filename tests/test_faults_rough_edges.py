@@ -140,6 +140,111 @@ def test_one_ctrl_c_raises_once_and_says_nothing_more():
     assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {runners.STOPPING_NOTICE}"], proc.stderr[-2000:]
 
 
+def test_ctrl_c_while_the_exit_waits_for_a_thread_ends_at_once_in_one_line(tmp_path):
+    """The real corpus command and job, in-process, with a thread that the interrupt leaves waiting
+    (a stand-in for Beam's harness thread): after the interrupt's line the interpreter's exit waits
+    for it (up to EXIT_GRACE). A Ctrl-C then ends the process at once, with 130 and that one line.
+    Before, Python's own handler was back and raised inside the exit's wait: an "Exception ignored"
+    traceback after the line."""
+    src = tmp_path / "many.txt"
+    src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 배우들 연기도 최고 {i}\n" for i in range(20_000)),
+                   encoding="utf-8")
+    code = ("import sys, threading; from kolectra.pipeline.cli import errors, main; errors.EXIT_GRACE = 120; "
+            "threading.Thread(target=threading.Event().wait, name='left-waiting').start(); "
+            "sys.exit(main(sys.argv[1:]))")
+    cmd = [sys.executable, "-c", code, "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
+           "--direct_num_workers=1"]
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
+    seen: list[str] = []
+    try:
+        assert _wait_for(lines, seen, "corpus: 1 input file(s)", 120), seen
+        time.sleep(1)  # the job is running
+        os.killpg(proc.pid, signal.SIGINT)
+        assert _wait_for(lines, seen, "kolectra corpus: interrupted", 60), seen
+        time.sleep(0.5)
+        assert proc.poll() is None, "the exit did not wait for the thread: the test proves nothing"
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=30) == 130  # at once: the exit would have waited 120 s
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    while (line := lines.get(timeout=10)) is not None:
+        seen.append(line)
+    assert [line for line in seen if not line.startswith("[kolectra] corpus: ")] == [seen[-1]], seen  # progress, then one
+    assert seen[-1].startswith("kolectra corpus: interrupted (read "), seen
+
+
+_QUIT_WITH_A_FOLDER = """
+import os, signal, sys, tempfile, threading, time
+from kolectra.corpus import runners
+folder = tempfile.mkdtemp(prefix="kolectra-progress-", dir=sys.argv[1])
+open(os.path.join(folder, "listing.jsonl.gz"), "wb").close()
+with runners.Interruption(owns=folder):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    print("stopping", flush=True)
+    threading.Event().wait(60)  # a stop that hangs: the second and third Ctrl-C quit at once
+print("not quit", flush=True)
+"""
+
+
+def test_quit_at_once_removes_the_folder_the_job_owns(tmp_path):
+    """``os._exit`` runs no ``finally``: the folder the job's Interruption owns (the local run's
+    progress and listing folder, ``Interruption(owns=...)``) is removed before it. Before, it was left
+    in /tmp for ever."""
+    proc = subprocess.Popen([sys.executable, "-c", _QUIT_WITH_A_FOLDER, str(tmp_path)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.readline() == "stopping\n"
+    assert len(list(tmp_path.iterdir())) == 1  # the folder is there while the job stops
+    for _ in range(2):
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and out == "", err[-2000:]
+    assert err.splitlines() == [f"[kolectra] {runners.STOPPING_NOTICE}", runners.QUIT_LINE], err[-2000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+_WAKES_MERGED = """
+import os, signal, sys, threading, time
+from kolectra.corpus import runners
+with runners.Interruption() as ctrl_c:
+    # the main thread takes no signal for a while, as one in the kernel's uninterruptible sleep (a page
+    # fault under memory pressure) or not scheduled on a loaded machine: the relay's repeated SIGINTs
+    # to it wait in its pending set, where the kernel keeps one of them
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # the user's: another thread takes it
+    try:
+        time.sleep(10 * runners.STOP_SWEEP_S + 0.2)  # the handler runs after this (the relay woke it 10 times)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        pass
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the one pending SIGINT is taken: one byte
+    time.sleep(5 * runners.STOP_SWEEP_S)
+    sys.stderr.write("-- second\\n")
+    os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C: the notice
+    time.sleep(1)
+"""
+
+
+def test_a_second_ctrl_c_is_counted_when_the_relays_wakes_were_merged():
+    """The relay counts its own SIGINTs to tell the user's apart. Ten of them sent while the main
+    thread could not take one are one signal to the kernel (one byte back): the other nine were
+    counted as the relay's, so the user's next nine Ctrl-Cs were taken for them and the second gave
+    no notice. Now a SIGINT is not sent while the last one is still pending in the main thread."""
+    proc = subprocess.run([sys.executable, "-c", _WAKES_MERGED], capture_output=True, text=True, timeout=60,
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {runners.STOPPING_NOTICE}"], proc.stderr[-2000:]
+
+
 # ---- refs on a store root ------------------------------------------------------------------------
 def _toys(root: str) -> dict[str, str]:
     """A vocab and two corpora named ``c`` in ``root`` (toy stages: files only, no Beam): the ids."""

@@ -11,7 +11,8 @@ command ends silently with status 0, as ``--print-config | head`` does.
 
 After an interrupt, background threads (Beam's) and loggers are silenced: their tracebacks about
 a pipeline being torn down say nothing the one line does not. Threads stay silenced for the rest
-of the process, since they die while it shuts down, after the line.
+of the process, since they die while it shuts down, after the line; a Ctrl-C while the exit
+waits for them ends the process at once, silently, with status 130.
 """
 
 from __future__ import annotations
@@ -172,13 +173,14 @@ def _end_despite_threads(code: int) -> None:
     """After an interrupt's line, make sure the process ends: a job torn down by Ctrl-C can leave a
     thread (Beam's in-process harness) waiting forever, and the interpreter's shutdown waits for it.
     If a thread that was running when the interrupt came is still alive :data:`EXIT_GRACE` seconds
-    after the main thread has finished, a watchdog ends the process with ``code``. While the main
-    thread runs (kolectra called as a library) it does nothing; threads started later are not its
-    business."""
+    after the main thread has finished, a watchdog ends the process with ``code``; a Ctrl-C meanwhile
+    ends it at once (:func:`_quiet_ctrl_c_at_exit`). While the main thread runs (kolectra called
+    as a library) it does nothing; threads started later are not its business."""
     me = threading.current_thread()
     running = [t for t in threading.enumerate() if t is not me and not t.daemon]
     if not running:
         return
+    _quiet_ctrl_c_at_exit()
 
     def watch() -> None:
         while threading.main_thread().is_alive():
@@ -190,6 +192,31 @@ def _end_despite_threads(code: int) -> None:
             os._exit(code)
 
     threading.Thread(target=watch, name="kolectra-exit-watchdog", daemon=True).start()
+
+
+def _shutting_down() -> bool:
+    """The interpreter is ending: it runs threading's exit hooks (which join executors' threads),
+    then waits for the other threads; the main thread has no code of its own left to run."""
+    return getattr(threading, "_SHUTTING_DOWN", False) or not threading.main_thread().is_alive()
+
+
+def _quiet_ctrl_c_at_exit() -> None:
+    """A Ctrl-C while the interpreter's exit waits for leftover threads (up to :data:`EXIT_GRACE`)
+    ends the process at once, with :data:`EXIT_INTERRUPTED` and nothing more printed: the line is
+    out already. Python's own handler (back since the job's Interruption ended) would raise
+    KeyboardInterrupt inside that wait, which Python prints as an "Exception ignored" traceback.
+    Until the interpreter ends (kolectra called as a library) a Ctrl-C raises KeyboardInterrupt,
+    as that handler does; a handler of the caller's own is left alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def at_exit(signum, frame):
+        if not _shutting_down():
+            raise KeyboardInterrupt
+        os._exit(EXIT_INTERRUPTED)  # no exception can end the wait quietly; its threads are the stuck ones
+
+    signal.signal(signal.SIGINT, at_exit)
 
 
 def _say(command: str, text: str) -> None:
