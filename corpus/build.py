@@ -70,7 +70,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     runner_setup,
     verbosity,
 )
-from kolectra.corpus.shards import SPLITS, write_dataset_card
+from kolectra.corpus.shards import write_dataset_card
 from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API)
     FILES,
     REJECTED,
@@ -89,15 +89,16 @@ OPERATIONAL = ("dedup_group_bytes",)
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
-# 0.70 GB + 9.6 MB per MB of text fitted by benchmarks/scale.py on 1, 2 and 4 NSMC review files
-# with the dedup and shard shuffles' chunks packed (24.3 MB before; docs/scale.md). The expected
-# JSON is 3.5 bytes an input byte (outputs.JSON_PER_INPUT_BYTE), so plain text, whose every byte
-# is text, needs 9.6 / 3.5 = 2.7 per MB of it; 3.5 stays above that. Near-dup's stages add their
+# 0.74 GB + 7.0 MB per MB of text fitted by benchmarks/local_peak.py on 1, 2 and 4 NSMC review
+# files since the shard shuffle takes the documents without a Flatten (10.4 the commit before, in
+# the same runs; 9.6 by benchmarks/scale.py; docs/scale.md). The expected JSON is 3.5 bytes an
+# input byte (outputs.JSON_PER_INPUT_BYTE), so plain text, whose every byte is text, needs
+# 7.0 / 3.5 = 2.0 per MB of it; 3.0 stays above that, and above the 9.6 before. Near-dup's stages add their
 # signature records and packed band records (corpus/neardup_bands.py): the whole job with them
 # measured 853, 888, 1,032 and 1,370 MB over 1, 2, 4 and 8 review files (benchmarks/scale.py
 # --preset production; 0.75 GB + 10.5 MB per MB of text, the default preset's slope), so the same
 # slope on a base 60 MB higher gives 14-60 % more than each (docs/scale.md).
-LOCAL_MEMORY = MemoryModel(base_mb=740, per_mb=3.5)
+LOCAL_MEMORY = MemoryModel(base_mb=740, per_mb=3.0)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=800, per_mb=3.5)
 
 
@@ -152,7 +153,6 @@ def _ranked(reason_doc, seed: int):
 
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, buckets: int,
             progress_dir: str | None, threads: int = 1) -> None:
-    all_shards = [((s, i), outputs.pack_chunk([])) for s in SPLITS for i in range(cfg.num_shards)]  # empty shards too
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (the summed
     # tallies, an entry per shard) goes without the empty-input default, each
@@ -200,11 +200,15 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     # the kept fields' kinds over the whole job decide how the shards spell floats (shards.float_fields)
     kinds = (cfg.keep_fields, beam.pvalue.AsList(summed | "FieldKinds" >> beam.Filter(outputs.is_field_kind))) \
         if cfg.keep_fields else ()
+    # The shard shuffle carries the analysed documents alone; the shards none went to are written
+    # empty afterwards. A Flatten of the documents with every shard's name ahead of it made the
+    # local runner copy the documents once more through a stage of its own (docs/scale.md)
     written_shards = (
-        (placed.docs, p | "AllShardNames" >> beam.Create(all_shards))
-        | "WithEmptyShards" >> beam.Flatten()
+        placed.docs
         | "GroupShards" >> beam.GroupByKey()
         | "WriteShards" >> beam.Map(outputs.write_shard, out_dir, cfg.num_shards, *kinds)
+        | "CollectShards" >> beam.combiners.ToList()  # with its default: a job without documents has every shard empty
+        | "WriteEmptyShards" >> beam.FlatMap(outputs.write_empty_shards, out_dir, cfg.num_shards)
     )
     # the rejects and every input file's row (stats/files.jsonl) go to their files sorted and
     # streamed; stats.json gets the totals and the first STATS_SOURCES files' rows by name

@@ -351,6 +351,15 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
         return write_lines(out_dir, shard_name(split, shard, num_shards), lines, gzipped=True)
 
 
+def write_empty_shards(entries: list[dict], out_dir: str, num_shards: int) -> list[dict]:
+    """The shard writer's entries (:func:`write_shard`), with an empty shard file written for each
+    (split, shard) that no document went to, as :func:`write_shard` writes one, and its entry."""
+    written = {entry["path"] for entry in entries}
+    empty = [(split, i) for split in SPLITS for i in range(num_shards)
+             if shard_name(split, i, num_shards) not in written]
+    return [*entries, *(write_shard((place, ()), out_dir, num_shards) for place in empty)]
+
+
 def reject_item(rec: dict) -> tuple[str, list]:
     """A dead letter as the sorted writer's input: one chunk of one (position, JSON line), keyed
     by the one file they all go to. The position sorts by (source, line), then by the line itself,

@@ -1,0 +1,341 @@
+"""Benchmark of what the corpus job holds at its peak on Beam's local runner (the in-process
+FnApiRunner, one worker: launcher, runner and worker in one process), and where.
+
+The corpus job (``corpus/build.py``) runs on the first N NSMC review files with
+``--direct_num_workers=1`` (as ``benchmarks/scale.py`` runs it). A thread samples the process's
+RSS (``/proc/self/statm``) every 20 ms; each time it passes its highest yet by 2 MB it adds up what
+the runner holds for the job at that moment, in bytes of payload (the encoded elements; a
+grouping buffer's decoded values by their Python sizes):
+
+- ``stage input``: the buffers handed to the bundle now running (a shuffle's grouped output is
+  one encoded stream, made by ``GroupingBuffer.partition``, kept until the bundle ends);
+- ``pending``: buffers queued for stages not yet run (``watermark_pending_inputs``, ``ready_inputs``);
+- ``outputs``: ``pcoll_buffers``, the running bundle's outputs as the runner collects them
+  (a shuffle's input as a ``GroupingBuffer`` table of decoded values);
+- ``channel to worker`` / ``channel from worker``: the in-memory data channel's lists of
+  ``Elements.Data`` (the runner writes a bundle's whole input into it before the bundle starts,
+  and the worker's outputs wait in it until the bundle ends);
+- ``state``: the state servicer's lists (side inputs);
+- ``traced other``: with ``--tracemalloc``, Python's traced memory less the above;
+- the rest of the RSS: the interpreter, Beam, Kiwi's model and its working memory, and memory
+  freed but not returned to the system.
+
+It also wraps ``FnApiRunner._execute_bundle`` (measurement only) to record, for each bundle, its
+stage, its input and output bytes and the RSS before, after and at most during it.
+
+    python benchmarks/local_peak.py [--files 1] [--preset default|production] [--tracemalloc] [--reviews GLOB | --data DIR]
+
+About 1.5-3 CPU minutes a review file. value: the corpus job's peak RSS in MB; baseline: the
+peak docs/scale.md's fit gives for the same text (0.70 GB + 9.6 MB per MB, default preset).
+Figures: docs/scale.md ("What the local runner holds at its peak").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import json
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+from common import add_data_args, emit, parser, reviews_source
+
+WHO = "benchmarks/local_peak.py"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+FIT = {"default": (700.0, 9.6), "production": (750.0, 10.5)}  # docs/scale.md: MB + MB per MB of text
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE / 1e6
+
+
+def deep_size(value, depth: int = 0) -> int:
+    """Python's bytes for a decoded element: strings, bytes, numbers and the containers of them."""
+    size = sys.getsizeof(value)
+    if depth < 6 and isinstance(value, (list, tuple)):
+        size += sum(deep_size(v, depth + 1) for v in value)
+    elif depth < 6 and isinstance(value, dict):
+        size += sum(deep_size(k, depth + 1) + deep_size(v, depth + 1) for k, v in value.items())
+    return size
+
+
+def buffer_bytes(buf) -> int:
+    """The payload a runner buffer holds: its encoded elements, or a grouping table's values."""
+    from apache_beam.runners.portability.fn_api_runner.execution import GroupingBuffer, ListBuffer
+
+    if isinstance(buf, ListBuffer):
+        return sum(map(len, list(buf._inputs))) + sum(len(b) for part in (buf._grouped_output or ()) for b in part)
+    if isinstance(buf, GroupingBuffer):
+        if buf._grouped_output:
+            return sum(len(b) for part in buf._grouped_output for b in part)
+        for _ in range(5):  # the main thread may be adding keys
+            try:
+                return sum(len(k) + 72 + deep_size(v) for k, v in list(buf._table.items()))
+            except RuntimeError:
+                continue
+    return 0
+
+
+def queued(queue) -> list:
+    return [buf for _, data_input in list(queue._q) for buf in data_input.data.values()]
+
+
+class Probe:
+    """The sampler thread and the bundle wrapper's records."""
+
+    def __init__(self, traced: bool):
+        self.traced = traced
+        self.context = None  # the runner's FnApiRunnerExecutionContext, once a bundle ran
+        self.stage = None
+        self.inputs: list = []
+        self.bundles: list[dict] = []
+        self.peak: dict = {"rss_mb": 0.0}
+        self.stage_max = self.stage_top = 0.0
+        self.stage_held: dict = {}  # the composition at the running bundle's highest RSS yet
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def composition(self) -> dict:
+        ctx = self.context
+        parts = {"stage input": sum(map(buffer_bytes, self.inputs))}
+        if ctx is not None:
+            q = ctx.queues
+            pending = queued(q.watermark_pending_inputs) + queued(q.ready_inputs)
+            current = {id(b) for b in self.inputs}
+            parts["pending"] = sum(buffer_bytes(b) for b in pending if id(b) not in current)
+            parts["outputs"] = sum(buffer_bytes(b) for b in list(ctx.pcoll_buffers.values()) if id(b) not in current)
+            to_worker = from_worker = 0
+            for handlers in list(ctx.worker_handler_manager._cached_handlers.values()):
+                for h in handlers:
+                    from_worker += sum(e.ByteSize() for e in list(h.data_conn._inputs))
+                    to_worker += sum(e.ByteSize() for e in list(h.data_conn.inverse()._inputs))
+            parts["channel to worker"], parts["channel from worker"] = to_worker, from_worker
+            state = ctx.worker_handler_manager.state_servicer._state
+            parts["state"] = sum(len(b) for v in list(state.values()) for b in list(v))
+        out = {k: round(v / 1e6, 2) for k, v in parts.items()}
+        if self.traced:
+            traced = tracemalloc.get_traced_memory()[0] / 1e6
+            out["traced other"] = round(traced - sum(out.values()), 2)
+        return out
+
+    def _sample(self):
+        while not self.done.wait(0.02):
+            now = rss_mb()
+            self.stage_top = max(self.stage_top, now)
+            if now < self.stage_max + 2 and now < self.peak["rss_mb"] + 2:
+                continue
+            try:
+                parts = self.composition()
+            except Exception as e:  # a racing mutation: the next sample tries again
+                parts = {"error": repr(e)[:200]}
+            if now >= self.stage_max + 2:
+                self.stage_max, self.stage_held = now, parts
+            if now > self.peak["rss_mb"] + 2:
+                self.peak = {"rss_mb": round(max(now, rss_mb()), 1), "stage": self.stage, "held_mb": parts}
+
+    def wrap(self, runner_cls):
+        original = runner_cls._execute_bundle
+        probe = self
+
+        def _execute_bundle(runner, context, bundle_context_manager, bundle_input):
+            probe.context = context
+            probe.stage = bundle_context_manager.stage.name
+            probe.inputs = list(bundle_input.data.values())
+            in_mb = sum(map(buffer_bytes, probe.inputs)) / 1e6
+            before = probe.stage_max = probe.stage_top = rss_mb()
+            probe.stage_held = {}
+            t0 = time.process_time()
+            result = original(runner, context, bundle_context_manager, bundle_input)
+            outs = [b for _, di in list(context.queues.watermark_pending_inputs._q) for b in di.data.values()]
+            probe.bundles.append({
+                "stage": probe.stage[:90], "in_mb": round(in_mb, 2),
+                "pending_mb": round(sum(map(buffer_bytes, outs)) / 1e6, 2),
+                "rss_before": round(before, 1), "rss_max": round(probe.stage_top, 1), "rss_after": round(rss_mb(), 1),
+                "held_at_max_mb": probe.stage_held, "cpu_s": round(time.process_time() - t0, 2)})
+            probe.inputs = []
+            return result
+
+        runner_cls._execute_bundle = _execute_bundle
+
+
+class Segments:
+    """With ``--tracemalloc``: Python's traced memory between marks put at the runner's steps (a
+    bundle's start, a grouping buffer's ``partition``, the input's copy into the data channel, the
+    worker's processing of the bundle, the collection of its outputs): each segment's peak, and
+    the traced memory and RSS at its end."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.label = "start"
+        self.stage = ""
+
+    def mark(self, label: str) -> None:
+        current, peak = tracemalloc.get_traced_memory()
+        self.rows.append({"stage": self.stage[:60], "segment": self.label, "traced_peak_mb": round(peak / 1e6, 1),
+                          "traced_end_mb": round(current / 1e6, 1), "rss_end_mb": round(rss_mb(), 1)})
+        self.label = label
+        tracemalloc.reset_peak()
+
+    def wrap(self, owner, name: str, label: str) -> None:
+        original = getattr(owner, name)
+        segments = self
+
+        def wrapped(*args, **kwargs):
+            segments.mark(label)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                segments.mark(f"after {label}")
+
+        setattr(owner, name, wrapped)
+
+
+def try_patches(which: str) -> None:
+    """Measurement only: what two changes inside Beam's local runner would save (``--try``).
+    ``partition``: a grouping buffer encodes its groups into streams of about 1 MB, dropping each
+    key's values once encoded (Beam 2.77 encodes them all into one stream, its table held until
+    the end, then copies it). ``send``: a bundle's input goes into the data channel in messages of
+    about 10 MB (Beam 2.77 copies it whole into one stream, copies that, then into one message).
+    ``channel``: the in-memory data channel lets go of each message once read (Beam 2.77 keeps
+    them until the last is read)."""
+    from apache_beam.coders.coder_impl import create_OutputStream
+    from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
+    from apache_beam.runners.worker import data_plane
+
+    if "partition" in which:
+        original = execution.GroupingBuffer.partition
+
+        def partition(self, n):
+            if self._grouped_output or not self._windowing.is_default():
+                return original(self, n)
+            post = self._post_grouped_coder.get_impl()
+            key_impl = self._key_coder.get_impl()
+            wrap = execution.GlobalWindows.windowed_value(
+                None, timestamp=execution.GlobalWindow().max_timestamp(),
+                pane_info=execution.windowed_value.PaneInfo(
+                    is_first=True, is_last=True, timing=execution.windowed_value.PaneInfoTiming.ON_TIME,
+                    index=0, nonspeculative_index=0)).with_value
+            out = [[] for _ in range(n)]
+            streams = [create_OutputStream() for _ in range(n)]
+            for idx, encoded_key in enumerate(list(self._table)):
+                values = self._table.pop(encoded_key)
+                stream = streams[idx % n]
+                post.encode_to_stream(wrap((key_impl.decode(encoded_key), values)), stream, True)
+                del values
+                if stream.size() >= 1 << 20:
+                    out[idx % n].append(stream.get())
+                    streams[idx % n] = create_OutputStream()
+            for ix, stream in enumerate(streams):
+                if stream.size() or not out[ix]:
+                    out[ix].append(stream.get())
+            self._grouped_output = out
+            return out
+
+        execution.GroupingBuffer.partition = partition
+    if "send" in which:
+        def _send_input_to_worker(self, process_bundle_id, read_transform_id, byte_streams):
+            data_out = self._worker_handler.data_conn.output_stream(process_bundle_id, read_transform_id)
+            for byte_stream in byte_streams or []:
+                data_out.write(byte_stream)
+                data_out.maybe_flush()  # each byte stream ends on an element: a message of about 10 MB at a time
+            data_out.close()
+
+        fn_runner.BundleManager._send_input_to_worker = _send_input_to_worker
+    if "channel" in which:
+        def input_elements(self, instruction_id, unused_expected_inputs, abort_callback=None):
+            pending, other, i = self._inputs, [], 0
+            while i < len(pending):
+                element, pending[i] = pending[i], None
+                i += 1
+                if element is None:
+                    continue
+                if element.instruction_id == instruction_id:
+                    if isinstance(element, data_plane.beam_fn_api_pb2.Elements.Timers):
+                        if not element.is_last:
+                            yield element
+                    if isinstance(element, data_plane.beam_fn_api_pb2.Elements.Data):
+                        if element.data or element.is_last:
+                            yield element
+                else:
+                    other.append(element)
+                del element
+            self._inputs = other
+
+        data_plane.InMemoryDataChannel.input_elements = input_elements
+
+
+def run_child(files: list[str], out: Path, preset: str, traced: bool, patches: str = "") -> dict:
+    from apache_beam.runners.portability.fn_api_runner import execution, fn_runner, worker_handlers
+
+    from kolectra.corpus import build
+    from kolectra.corpus import config as corpus_config
+
+    cfg = dataclasses.replace(getattr(corpus_config, f"{preset}_config")(), shard_bytes=16 << 20)  # as scale.py
+    try_patches(patches)
+    probe = Probe(traced)
+    probe.wrap(fn_runner.FnApiRunner)
+    segments = Segments()
+    if traced:
+        tracemalloc.start()
+        segments.wrap(execution.GroupingBuffer, "partition", "partition")
+        segments.wrap(fn_runner.BundleManager, "_send_input_to_worker", "input to channel")
+        segments.wrap(worker_handlers.EmbeddedWorkerHandler, "push", "worker")
+        segments.wrap(fn_runner.BundleManager, "process_bundle", "bundle")
+        inner = fn_runner.FnApiRunner._execute_bundle
+
+        def staged(runner, context, manager, bundle_input):
+            segments.stage = manager.stage.name
+            return inner(runner, context, manager, bundle_input)
+
+        fn_runner.FnApiRunner._execute_bundle = staged
+    probe.thread.start()
+    t0 = time.process_time()
+    result = build.build(cfg, files, out, ["--direct_num_workers=1"])
+    probe.done.set()
+    probe.thread.join()
+    if traced:
+        segments.mark("end")
+    return {"cpu_s": round(time.process_time() - t0, 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "documents": result.stats["records_out"], "peak": probe.peak, "bundles": probe.bundles,
+            "segments": [r for r in segments.rows if r["traced_peak_mb"] - r["traced_end_mb"] > 1 or "worker" in r["segment"]]}
+
+
+def text_mb(path: str) -> float:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return sum(len(json.loads(line).get("text", "").encode("utf-8")) for line in f) / 1e6
+
+
+def main() -> None:
+    p = parser(__doc__, "1 review file, about 2 CPU minutes")
+    add_data_args(p, "reviews")
+    p.add_argument("--files", type=int, default=1, help="the first N review files")
+    p.add_argument("--preset", choices=("default", "production"), default="default")
+    p.add_argument("--out", type=Path, help="keep the corpus here (default: a temporary folder, removed)")
+    p.add_argument("--try", dest="patches", default="", help="partition,channel: measure with those changes to Beam (see try_patches)")
+    p.add_argument("--tracemalloc", action="store_true", help="also split Python's traced memory from the rest (slower)")
+    args = p.parse_args()
+    files = sorted(glob.glob(reviews_source(args, WHO)))[:args.files]
+    mb = sum(map(text_mb, files))
+    with tempfile.TemporaryDirectory(prefix="kolectra-peak-") as tmp:
+        row = run_child(files, args.out or Path(tmp) / "corpus", args.preset, args.tracemalloc, args.patches)
+    for b in row["bundles"] + row["segments"]:
+        print(json.dumps(b), file=sys.stderr)
+    print(json.dumps(row["peak"]), file=sys.stderr)
+    base, slope = FIT[args.preset]
+    emit("local_peak", "MB of peak RSS of the corpus job on the local runner (lower is better)",
+         row["peak_rss_mb"], "docs/scale.md's fit", round(base + slope * mb, 1),
+         {"files": args.files, "text_mb": round(mb, 2), "preset": args.preset, "tracemalloc": args.tracemalloc, "try": args.patches},
+         **{k: v for k, v in row.items()})
+
+
+if __name__ == "__main__":
+    main()
