@@ -282,7 +282,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         str(Path(progress_dir, listing_file.FILE_NAME))
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
     try:
-        with Interruption() as ctrl_c, Monitor(progress_dir or "", total,
+        with Interruption(owns=progress_dir) as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)

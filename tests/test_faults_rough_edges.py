@@ -73,13 +73,15 @@ def test_ctrl_c_again_while_a_stop_hangs_says_so_then_quits(tmp_path):
     src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 배우들 연기도 최고 {i}\n" for i in range(20_000)),
                    encoding="utf-8")
     ready = tmp_path / "worker-ready"
+    tmp = tmp_path / "tmp"  # the command's temporary folders (its progress and listing folder among them)
+    tmp.mkdir()
     code = ("import sys; from kolectra.corpus import runners; runners.WORKER_MODULE = 'tests.stubborn_worker'; "
             "from kolectra.pipeline.cli import main; sys.exit(main(sys.argv[1:]))")
     cmd = [sys.executable, "-c", code, "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
            "--direct_num_workers=1", "--direct_running_mode=multi_processing"]
     proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": str(REPO),
-                                            "KOLECTRA_TEST_WORKER_READY": str(ready)})
+                                            "KOLECTRA_TEST_WORKER_READY": str(ready), "TMPDIR": str(tmp)})
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_lines, args=(proc.stderr, lines), daemon=True).start()
     seen: list[str] = []
@@ -110,6 +112,7 @@ def test_ctrl_c_again_while_a_stop_hangs_says_so_then_quits(tmp_path):
     assert "Traceback" not in "\n".join(seen)
     assert seen[-2:] == [f"[kolectra] {runners.STOPPING_NOTICE}", runners.QUIT_LINE], seen
     assert proc.stdout.read() == ""
+    assert not list(tmp.glob("kolectra-progress-*")), "the quit left the job's progress folder"
 
 
 _ONE_THEN_ANOTHER = """
