@@ -89,11 +89,11 @@ OPERATIONAL = ("dedup_group_bytes",)
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
-# 0.74 GB + 7.0 MB per MB of text fitted by benchmarks/local_peak.py on 1, 2 and 4 NSMC review
-# files since the shard shuffle takes the documents without a Flatten (10.4 the commit before, in
-# the same runs; 9.6 by benchmarks/scale.py; docs/scale.md). The expected JSON is 3.5 bytes an
-# input byte (outputs.JSON_PER_INPUT_BYTE), so plain text, whose every byte is text, needs
-# 7.0 / 3.5 = 2.0 per MB of it; 3.0 stays above that, and above the 9.6 before. Near-dup's stages add their
+# 0.73 GB + 7.8 MB per MB of text fitted by benchmarks/local_peak.py over five runs on 1, 2 and 4
+# NSMC review files since the shard shuffle takes the documents without a Flatten (10.4 the commit
+# before; 9.6 by benchmarks/scale.py; docs/scale.md). The expected JSON is 3.5 bytes an input byte
+# (outputs.JSON_PER_INPUT_BYTE), so plain text, whose every byte is text, needs 7.8 / 3.5 = 2.2
+# per MB of it; 3.0 stays above that, and above the 9.6 before. Near-dup's stages add their
 # signature records and packed band records (corpus/neardup_bands.py): the whole job with them
 # measured 853, 888, 1,032 and 1,370 MB over 1, 2, 4 and 8 review files (benchmarks/scale.py
 # --preset production; 0.75 GB + 10.5 MB per MB of text, the default preset's slope), so the same
