@@ -24,25 +24,12 @@ from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+from tests.test_corpus_reliability import _in_session
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 # ---- Ctrl-C again while the job is stopping ---------------------------------------------------
-def _in_session(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (the command started its own), from /proc."""
-    found = []
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != b"Z" and int(fields[3]) == sid:  # state, ppid, pgrp, session
-            found.append(int(entry))
-    return found
-
-
 def _lines(stream, into: queue.Queue) -> None:
     for line in iter(stream.readline, ""):
         into.put(line.rstrip("\n"))
