@@ -42,7 +42,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
-from kolectra.corpus import inputs, languages, neardup_beam, outputs, reader
+from kolectra.corpus import field_check, inputs, languages, neardup_beam, outputs, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.outputs import (  # noqa: F401  (re-exported: the stage's API)
@@ -352,8 +352,8 @@ def _check_keep_fields(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> Non
 
 def _check_text_field(cfg: CorpusConfig, first: str) -> None:
     """A text_field that the first input's records do not have is refused before the job (which would
-    reject every record of it as missing_text), naming the fields they have (reader.text_field_problem)."""
-    problem = reader.text_field_problem(first, cfg.format, cfg.text_field, cfg.max_line_bytes)
+    reject every record of it as missing_text), naming the fields they have (field_check.text_field_problem)."""
+    problem = field_check.text_field_problem(first, cfg.format, cfg.text_field, cfg.max_line_bytes)
     if problem:
         raise CorpusError(f"text_field {cfg.text_field!r}: {problem} (--text-field NAME sets another)")
 

@@ -243,61 +243,6 @@ def _parse(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple:
     return text, canonical, obj
 
 
-# Records of the first input read by the launcher before the job, to see that they have text_field
-FIELD_SAMPLE = 100
-FIELDS_SHOWN = 20  # a record's field names in that message, at most
-
-
-def text_field_problem(path: str, fmt: str, text_field: str, max_line_bytes: int) -> str | None:
-    """Before the job: one line if ``path`` is JSONL whose first :data:`FIELD_SAMPLE` objects all
-    lack the key ``text_field``, or Parquet without that column, naming the fields they do have
-    (every record would be a ``missing_text`` reject, and the job would end in the reject ratio's
-    refusal). None otherwise, and whenever it cannot tell (a file it cannot open, lines that are no
-    JSON objects): the job's reader reports those as it reports any other."""
-    fmt = resolve_format(path, fmt)
-    try:
-        if fmt == "parquet":
-            with parquet.open_seekable(path) as f:
-                names = parquet.column_names(f)
-            return None if text_field in names else \
-                f"{path} has no column {text_field!r}; its columns are: {_shown(names)}"
-        if fmt != "jsonl":
-            return None
-        fields: dict[str, None] = {}
-        seen, more = 0, False
-        with compress.open_decompressed(path) as stream:
-            for lineno, raw in iter_lines(stream, max_line_bytes):
-                if seen == FIELD_SAMPLE:
-                    more = True
-                    break
-                obj = _object(raw[len(BOM):] if lineno == 1 and raw and raw.startswith(BOM) else raw)
-                if obj is None:
-                    continue
-                if text_field in obj:
-                    return None
-                seen += 1
-                fields.update(dict.fromkeys(obj))
-    except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
-        return None
-    if not seen:
-        return None
-    which = f"none of the first {seen} records of {path}" if more else f"no record in {path}"
-    return f"{which} has a field {text_field!r}; its records have: {_shown(list(fields)) or '(no fields)'}"
-
-
-def _object(raw: bytes | None) -> dict | None:
-    try:
-        obj = json.loads(raw) if raw and raw.strip() else None
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def _shown(names: list[str]) -> str:
-    more = f" ... ({len(names)} in all)" if len(names) > FIELDS_SHOWN else ""
-    return ", ".join(names[:FIELDS_SHOWN]) + more
-
-
 def kept_fields(obj: dict | None, names: tuple[str, ...]) -> tuple[tuple, bool]:
     """The values of ``names`` in a parsed line (None where absent or null, and for a text line,
     which has no fields), and whether any had to be repaired (:func:`scrub_field`)."""
