@@ -45,6 +45,7 @@ from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import field_check, inputs, languages, neardup_beam, outputs, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.local_memory import MemoryModel, check_local_memory
 from kolectra.corpus.outputs import (  # noqa: F401  (re-exported: the stage's API)
     REJECTS_FILE,
     SAMPLES_KEPT,
@@ -60,9 +61,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     REMOTE_RUNNERS,
     CorpusOptions,
     Interruption,
-    MemoryModel,
     analysis_threads,
-    check_local_memory,
     input_bytes,
     local_workers,
     new_pipeline,
@@ -88,7 +87,7 @@ STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/a
 OPERATIONAL = ("dedup_group_bytes",)
 
 
-# The local runner's peak RSS per MB of expected shard JSON (corpus/runners.py: MemoryModel):
+# The local runner's peak RSS per MB of expected shard JSON (corpus/local_memory.py: MemoryModel):
 # 0.73 GB + 7.8 MB per MB of text fitted by benchmarks/local_peak.py over five runs on 1, 2 and 4
 # NSMC review files since the shard shuffle takes the documents without a Flatten (10.4 the commit
 # before; 9.6 by benchmarks/scale.py; docs/scale.md). The expected JSON is 3.5 bytes an input byte

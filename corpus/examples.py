@@ -30,13 +30,12 @@ from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples_config import MIN_SEQ_LENGTH, ExamplesConfig, default_config  # noqa: F401
+from kolectra.corpus.local_memory import MemoryModel, check_local_memory
 from kolectra.corpus.outputs import take_report
 from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 from kolectra.corpus.runners import (
     LOCAL_RUNNER,
     MULTI_WORKER_MIN_BYTES,
-    MemoryModel,
-    check_local_memory,
     cpus_per_worker,
     input_bytes,
     interruptible,
@@ -47,7 +46,7 @@ from kolectra.corpus.runners import (
 
 STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
 
-# The local runner's peak RSS per MB of gzipped corpus shards read (corpus/runners.py: MemoryModel):
+# The local runner's peak RSS per MB of gzipped corpus shards read (corpus/local_memory.py: MemoryModel):
 # benchmarks/scale.py on 1-8 NSMC review files measured 263-376 MB, 250 MB + 1.4 MB per MB of
 # shards (the runner holds the packed blocks' shuffle); rounded up to leave room (docs/scale.md).
 LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards")

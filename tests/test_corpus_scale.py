@@ -17,8 +17,8 @@ import pytest
 from kolectra.corpus import build, chunks, examples_beam, outputs, sorted_files, steps
 from kolectra.corpus.config import default_config
 from kolectra.corpus.examples_config import ExamplesConfig
+from kolectra.corpus.local_memory import LocalMemoryError
 from kolectra.corpus.packing import Sequences, encode_rows, fill_rows
-from kolectra.corpus.runners import LocalMemoryError
 from kolectra.corpus.shards import shard_paths
 
 WORDS = ["영화", "정말", "재미있다", "배우", "연기", "최고", "지루한", "스토리", "감동", "음악", "장면", "결말"]

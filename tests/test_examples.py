@@ -23,7 +23,7 @@ from kolectra.core.stage import StageOutput
 from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples import build
 from kolectra.corpus.examples_config import ExamplesConfig
-from kolectra.corpus.runners import LocalMemoryError
+from kolectra.corpus.local_memory import LocalMemoryError
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.vocab.build import build as build_vocab

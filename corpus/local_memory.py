@@ -1,0 +1,60 @@
+"""Whether a job fits this machine before Beam's local runner starts it: the local runner holds every
+shuffle in one process, so its peak grows with the input (docs/scale.md, "What a corpus size
+needs"), and a job that would not fit is refused in one line naming a distributed runner and
+``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel` (``corpus/build.py``,
+``corpus/examples.py``); ``corpus/runners.py`` owns the runner and the option."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+from kolectra.core.errors import UserInputError
+from kolectra.corpus.runners import LOCAL_RUNNER, CorpusOptions
+
+
+class LocalMemoryError(UserInputError):
+    """A local run would need more memory than the machine has (estimated before the job)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryModel:
+    """A local run's peak RSS as ``base + per_mb`` for each MB of its input measure (the corpus
+    job: the input's expected shard JSON, ``corpus.outputs.expected_json_bytes``; the examples
+    job: the gzipped corpus shards it reads), fitted on the NSMC reviews (docs/scale.md)."""
+
+    base_mb: float
+    per_mb: float
+    measure: str = "expected shard JSON"
+
+    def peak_bytes(self, json_bytes: float) -> float:
+        return (self.base_mb + self.per_mb * json_bytes / 1e6) * 1e6
+
+
+def machine_memory() -> float:
+    """This machine's physical memory in bytes."""
+    return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, model: MemoryModel) -> float:
+    """Before a local job: its estimated peak (bytes), or a :class:`LocalMemoryError` in one line
+    when that is over ``--local_memory_gb`` (default: the machine's memory). Beam's local runner
+    holds every shuffle in memory, so no setting of kolectra's bounds it; the distributed runners'
+    workers hold one group at a time. Other runners: 0, nothing checked."""
+    if options.view_as(StandardOptions).runner != LOCAL_RUNNER:
+        return 0.0
+    need = model.peak_bytes(json_bytes)
+    given = options.view_as(CorpusOptions).local_memory_gb
+    have = given * 1e9 if given is not None else machine_memory()
+    if need > have:
+        whose = "--local_memory_gb" if given is not None else "this machine's memory"
+        raise LocalMemoryError(
+            f"{what}: a local run of this input needs about {need / 1e9:,.1f} GB of memory ({model.base_mb / 1e3:.1f} GB + "
+            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}), over {whose} "
+            f"({have / 1e9:,.1f} GB): Beam's local runner holds every shuffle in memory. Run it on a distributed "
+            f"runner (--runner DataflowRunner, FlinkRunner or SparkRunner: docs/scale.md), or pass "
+            f"--local_memory_gb {math.ceil(need / 1e9)} to run it here anyway")
+    return need
