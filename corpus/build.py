@@ -35,6 +35,7 @@ import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Callable
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
@@ -237,16 +238,18 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
 
 
 def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list[str], *,
-          listed: list[inputs.InputFile] | None = None, keep_failed: Path | None = None) -> StageOutput:
+          listed: list[inputs.InputFile] | None = None, keep_failed: Path | None = None,
+          name_of: Callable[[str], str] | None = None) -> StageOutput:
     """Run the corpus pipeline over ``patterns`` (paths or globs; or the files ``listed`` before)
     into ``out_dir``. If the run fails a check, its rejects and stats are copied to
-    ``keep_failed`` (when given), which the error names."""
+    ``keep_failed`` (when given), which the error names. ``name_of``: the listed files' source
+    names (``reader.source_namer`` of their paths), when the caller has worked it out already."""
     listed = inputs.list_inputs(list(patterns)) if listed is None else listed
     if not listed:  # list_inputs refuses a pattern with no match; a caller's own empty listing too
         raise CorpusError("corpus: no input files")
     _check_keep_fields(cfg, listed)
     _check_text_field(cfg, next(iter(listed)).path)
-    name_of = reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
+    name_of = name_of or reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
     buckets = dedup_buckets(outputs.expected_input_bytes(_sizes(listed)), cfg.dedup_group_bytes)
     cfg = resolve_shards(cfg, listed)

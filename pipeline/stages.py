@@ -89,10 +89,12 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
         keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
         def produce(out: Path) -> StageOutput:
-            output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed)
+            name_of = source_namer(f.path for f in listed)  # one pass over the names, for the job and the merge
+            output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed,
+                                        name_of=name_of)
             # every file's row is in stats/files.jsonl (stats.json's sources keeps the first ones only),
             # merged with the records a line at a time; the manifest, written after this, records them
-            fill_sha256(records, source_namer(f.path for f in listed), corpus_outputs.read_file_rows(str(out)))
+            fill_sha256(records, name_of, corpus_outputs.read_file_rows(str(out)))
             return output
 
         return store.build(req, produce, force, in_place=True)
