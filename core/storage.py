@@ -346,13 +346,22 @@ def children(prefix: str) -> list[str]:
             return []
 
 
-def glob(pattern: str) -> list[str]:
-    """Full URLs of the objects matching ``pattern`` (a store URL with ``*``, ``?``, ``[...]``)."""
+def iter_glob(pattern: str) -> Iterator[tuple[str, int, str | None]]:
+    """(full URL, size, the store's checksum) of every object matching ``pattern`` (a store URL with
+    ``*``, ``?``, ``[...]``), as the listing gives them, a page at a time and in the store's order
+    (:mod:`kolectra.core.store_glob`): no request per match, nothing held behind it."""
+    from kolectra.core.store_glob import iter_matches  # noqa: PLC0415
+
     fs, path = filesystem(pattern)
     proto = scheme(pattern)
     with translated(pattern):
-        found = fs.glob(path, detail=True)  # one listing: no request per match to tell files from prefixes
-        return sorted(f"{proto}://{p}" for p, meta in found.items() if meta.get("type") != "directory")
+        for found in iter_matches(fs, proto, path):
+            yield f"{proto}://{found.path}", found.size, checksum_of(found.meta)
+
+
+def glob(pattern: str) -> list[str]:
+    """Full URLs of the objects matching ``pattern``, sorted."""
+    return sorted(url for url, _, _ in iter_glob(pattern))
 
 
 def remove(location: str, recursive: bool = False) -> None:

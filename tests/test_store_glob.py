@@ -1,0 +1,90 @@
+"""Corpus inputs in a bucket, listed a page at a time (core/store_glob.py, corpus/inputs.py), on
+moto's S3 server (tests/s3_support.py):
+
+- the objects a glob matches are fsspec's glob's, for every kind of pattern (``*``, ``?``,
+  ``[...]``, ``**``, a glob in a middle level, a folder marker, a Korean name);
+- each object's identity comes from the listing and equals what a HEAD gives (the worker's check
+  after its read compares the two), and the listing asks no HEAD at all: one LIST a page;
+- the listing is read as it is consumed (one page, then the next), and the launcher's external
+  sort carries the identities through spilled runs, one input per object however many patterns
+  name it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kolectra.core import storage, store_glob
+from kolectra.corpus import inputs
+from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+LAYOUT = ["raw/a.jsonl.gz", "raw/b.jsonl", "raw/part-1.gz", "raw/part-2.gz", "raw/partx.gz", "raw/[x].txt",
+          "raw/리뷰-01.jsonl", "raw/sub/c.jsonl.gz", "raw/sub/deep/d.jsonl.gz", "raw/sub2/e.gz",
+          "raw/sub2/deep/f.gz", "raw/folder/", "other/g.gz", "rawer/h.gz"]
+PATTERNS = ["raw/*", "raw/*.gz", "raw/part-?.gz", "raw/part-[12].gz", "raw/[!p]*", "raw/*/*.gz", "raw/**",
+            "raw/**/*.gz", "raw/s*/**", "raw*/*.gz", "ra*/a*", "raw/*/deep/*", "raw/sub*", "raw/리뷰-*",
+            "raw/nothing-*"]
+
+
+def _fill(bucket: str, keys: list[str]) -> None:
+    for i, key in enumerate(keys):
+        storage.write_bytes(f"{bucket}/{key}", b"" if key.endswith("/") else b"x" * (i + 1) + b"\n")
+
+
+def _fsspec_glob(url: str) -> list[str]:
+    fs, path = storage.filesystem(url)
+    return sorted(f"s3://{p}" for p, m in fs.glob(path, detail=True).items() if m["type"] != "directory")
+
+
+def test_a_bucket_glob_matches_what_fsspec_s_glob_matches(bucket):
+    _fill(bucket, LAYOUT)
+    seen = set()
+    for pattern in PATTERNS:
+        url = f"{bucket}/{pattern}"
+        assert storage.glob(url) == _fsspec_glob(url), pattern
+        seen.update(storage.glob(url))
+    assert f"{bucket}/raw/folder/" not in seen and f"{bucket}/raw/리뷰-01.jsonl" in seen
+    assert {f"{bucket}/raw/sub2/deep/f.gz", f"{bucket}/raw/[x].txt", f"{bucket}/rawer/h.gz"} <= seen
+
+
+def test_identities_come_from_the_listing_without_a_head(bucket, s3_endpoint, monkeypatch):
+    monkeypatch.setattr(store_glob, "PAGE_KEYS", 4)
+    _fill(bucket, LAYOUT)
+    with answered(s3_endpoint) as requests:
+        listed = inputs.list_inputs([f"{bucket}/raw/*"])
+    assert [f.path for f in listed] == _fsspec_glob(f"{bucket}/raw/*")
+    assert {r.operation for r in requests} == {"ListObjectsV2"}
+    assert len(requests) == 3  # 7 objects and 3 folders at that level: pages of 4
+    for f in listed:  # the worker's check after its read: a HEAD, the same identity
+        assert inputs.identify(f.path) == f
+    deep = inputs.list_inputs([f"{bucket}/raw/**/*.gz"])
+    assert [f.path for f in deep] == _fsspec_glob(f"{bucket}/raw/**/*.gz")
+    assert all(inputs.identify(f.path) == f for f in deep)
+
+
+def test_the_listing_is_read_as_it_is_consumed(bucket, s3_endpoint, monkeypatch):
+    monkeypatch.setattr(store_glob, "PAGE_KEYS", 4)
+    _fill(bucket, [f"in/part-{i:02d}.gz" for i in range(12)])
+    with answered(s3_endpoint) as first:
+        found = storage.iter_glob(f"{bucket}/in/part-*.gz")
+        assert next(found)[0] == f"{bucket}/in/part-00.gz"
+    assert len(first) == 1 and first[0].query["prefix"] == "in/part-"  # the pattern's literal start
+    with answered(s3_endpoint) as rest:
+        assert len(list(found)) == 11
+    assert [r.operation for r in rest] == ["ListObjectsV2"] * 2
+
+
+def test_spilled_runs_carry_each_object_once_with_its_identity(bucket, monkeypatch):
+    monkeypatch.setattr(inputs, "NAME_RUN_BYTES", 2_000)  # a run of about 8 lines: several spilled
+    _fill(bucket, [f"in/{d}/part-{i:02d}.gz" for d in "ba" for i in range(20)])
+    patterns = [f"{bucket}/in/b/*.gz", f"{bucket}/in/*/part-0*.gz", f"{bucket}/in/a/*"]
+    listed = inputs.list_inputs(patterns)
+    expected = sorted(set(_fsspec_glob(patterns[0]) + _fsspec_glob(patterns[1]) + _fsspec_glob(patterns[2])))
+    assert [f.path for f in listed] == expected and len(expected) == 40
+    assert listed == [inputs.identify(f.path) for f in listed]
+
+
+def test_a_pattern_that_matches_nothing_in_a_bucket_names_it(bucket):
+    _fill(bucket, ["raw/a.gz"])
+    with pytest.raises(inputs.InputError, match="matches no file"):
+        inputs.list_inputs([f"{bucket}/raw/*.jsonl"])
