@@ -16,7 +16,8 @@ each size, a fresh client process per side that lists ``s3://bench/nN/part-*.jso
 - ``cpu_s``: the client's CPU seconds (the server's are not counted); ``wall_s`` on moto, which
   answers a page in O(objects) time (0.6 s a page at 20,000 keys): a real bucket's figure is the
   requests times its latency;
-- ``peak_mb``: tracemalloc's peak while listing (a second pass), ``rss_mb``: the process's peak RSS;
+- ``peak_mb``: tracemalloc's peak while listing (a second pass), ``rss_mb``: the process's peak RSS
+  after the first (Beam's and botocore's imports are most of it);
 - ``digest``: SHA-256 of the identities in order: the same on both sides.
 
 ``--base-tree DIR`` (a checkout of the commit before, e.g. ``git worktree add /tmp/base 3997180``)
@@ -62,6 +63,7 @@ def child(n: int, run_bytes: int | None) -> None:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     digest = hashlib.sha256("\n".join(f.identity for f in listed).encode()).hexdigest()
     count, requests = len(listed), dict(sent)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before tracemalloc's own tables
     del listed
     tracemalloc.start()
     sum(1 for _ in inputs.iter_inputs([pattern]))
@@ -69,7 +71,7 @@ def child(n: int, run_bytes: int | None) -> None:
     tracemalloc.stop()
     print(json.dumps({"files": count, "requests": requests, "requests_per_file": round(sum(requests.values()) / count, 4),
                       "cpu_s": round(cpu, 2), "wall_s_on_moto": round(wall, 1), "peak_mb": round(peak / 1e6, 2),
-                      "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1), "digest": digest}))
+                      "rss_mb": round(rss_mb, 1), "digest": digest}))
 
 
 def serve_and_fill(sizes: list[int]):

@@ -1,12 +1,11 @@
 """A glob over an object store, answered a page of its listing at a time: what the corpus
 launcher lists its ``--input`` URLs with (``corpus/inputs.py``), through :mod:`kolectra.core.storage`.
 
-fsspec's ``glob`` answers with one dict of every match (about 1.7 kB a match held while it
-answers, s3fs on moto), and it drops what the listing said about each object, so the launcher
-then asked for it again, a HEAD per object: 12.6 ms and 6.2 CPU ms a file against a server on the
-same machine, 3.5 hours for a million files before the job starts (docs/scale.md, "Inputs in a
-bucket"). Here each object comes out as it is listed, with its size and the store's checksum
-(S3's ETag, GCS's generation or hashes: the same fields a HEAD gives), and nothing is kept
+fsspec's ``glob`` answers with one dict of every match and drops what the listing said about each
+object, so the launcher held every match and then asked for each again, a HEAD per object, one
+after the other: hours before the job starts at a million files (docs/scale.md, "Input files in a
+bucket", has the figures). Here each object comes out as it is listed, with its size and the
+store's checksum (S3's ETag, GCS's generation: the fields a HEAD gives), and nothing is kept
 behind it:
 
 - S3 (and S3-compatible servers): ``ListObjectsV2`` a page (1,000 keys) at a time, with the

@@ -3,9 +3,9 @@ by the orchestration before the job, and by the job's reader for every file it o
 
 - :func:`list_inputs` (:func:`iter_inputs`, a file at a time) expands ``--input`` paths and globs:
   local ones as Beam's ``FileSystems.match`` does, walked a folder at a time, store URLs
-  (``s3://``, ``gs://``, any fsspec protocol) through :mod:`kolectra.core.storage`, as the artifact
-  store reads them (fsspec answers a glob with a list), and sorts the names in spilled runs past
-  :data:`NAME_RUN_BYTES`; an existing literal path wins
+  (``s3://``, ``gs://``, any fsspec protocol) through :mod:`kolectra.core.storage`, a page of the
+  store's listing at a time (:mod:`kolectra.core.store_glob`), and sorts the names in spilled runs
+  past :data:`NAME_RUN_BYTES`; an existing literal path wins
   over its reading as a glob (``data[1].txt`` is that file, never ``data1.txt``). Anything local
   that is not a regular file (a directory; a FIFO, device or socket, which would never end or hang
   the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), is
@@ -248,8 +248,8 @@ def list_inputs(patterns: list[str]) -> list[InputFile]:
 def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
     """:func:`list_inputs` a file at a time, for a caller that keeps them elsewhere (the launcher's
     records file): neither the names nor their identities are held (:func:`_sorted_listing`). A
-    store object found by a glob is identified from the listing (one request a page of 1,000), not
-    asked for again (a HEAD each: 3.5 hours for a million files)."""
+    store object found by a glob is identified from the listing (one request a page of 1,000 keys),
+    not asked for again (a HEAD each, one after the other)."""
     for path, listed in _sorted_listing(patterns):
         yield listed if listed is not None else identify(path)
 
