@@ -48,10 +48,18 @@ def root_and_depth(path: str) -> tuple[str, str, int | None]:
 
 
 def iter_matches(fs, proto: str, path: str) -> Iterator[Listed]:
-    """The objects under ``fs`` whose path matches the glob ``path`` (protocol stripped; it has at
-    least one glob character), in the store's order, a listing page at a time."""
+    """The objects under ``fs`` whose path matches the glob ``path`` (protocol stripped), in the
+    store's order, a listing page at a time."""
     from fsspec.utils import glob_translate  # noqa: PLC0415 - fsspec: only when a store is used
 
+    if not MAGIC.search(path):  # a plain name: that object, if there is one (as fsspec's glob)
+        try:
+            meta = fs.info(path)
+        except FileNotFoundError:
+            return
+        if meta.get("type") != "directory":
+            yield Listed(path, int(meta.get("size") or 0), meta)
+        return
     matches = re.compile(glob_translate(path)).match
     root, literal, depth = root_and_depth(path)
     if not root:  # a pattern that names no bucket: fsspec's own glob (it refuses what it cannot list)

@@ -12,6 +12,8 @@ moto's S3 server (tests/s3_support.py):
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kolectra.core import storage, store_glob
@@ -86,5 +88,7 @@ def test_spilled_runs_carry_each_object_once_with_its_identity(bucket, monkeypat
 
 def test_a_pattern_that_matches_nothing_in_a_bucket_names_it(bucket):
     _fill(bucket, ["raw/a.gz"])
-    with pytest.raises(inputs.InputError, match="matches no file"):
-        inputs.list_inputs([f"{bucket}/raw/*.jsonl"])
+    for missing in (f"{bucket}/raw/*.jsonl", f"{bucket}/raw/b.gz", f"{bucket}/nothing/*"):
+        with pytest.raises(inputs.InputError, match=re.escape(f"input '{missing}' matches no file")):
+            inputs.list_inputs([missing])
+    assert storage.glob(f"{bucket}/raw/a.gz") == [f"{bucket}/raw/a.gz"]  # a plain name: that object
