@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import gc
 import shutil
-import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import Callable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import field_check, inputs, languages, neardup_beam, outputs, reader
@@ -277,7 +276,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         )
     out = storage.join(staging, f"kolectra-corpus-{uuid.uuid4().hex}") if staging else str(out_dir)
     # workers on this machine report progress through files here (remote ones cannot reach it)
-    progress_dir = None if runner in REMOTE_RUNNERS else tempfile.mkdtemp(prefix="kolectra-progress-")
+    progress_dir = None if runner in REMOTE_RUNNERS else scratch.mkdtemp("progress")
     # the listing goes where the workers read: a folder here, or the job's output folder on the store
     # (the staging copy is removed whole after the fetch; the artifact's copy below)
     listed_at = storage.join(out, "_job", listing_file.FILE_NAME) if progress_dir is None else \

@@ -30,12 +30,11 @@ import json
 import os
 import re
 import stat
-import tempfile
 from typing import IO, Collection, Iterator
 
 from apache_beam.io.filesystem import FileSystem
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.corpus import sorted_files
 
@@ -161,7 +160,7 @@ def _sorted_listing(patterns: list[str]) -> Iterator[tuple[str, InputFile | None
         yield batch
 
     last = None
-    with tempfile.TemporaryDirectory(prefix="kolectra-names-") as spill:
+    with scratch.temporary_directory("names") as spill:
         for line in sorted_files.sorted_lines(checked(), spill, NAME_RUN_BYTES):
             listed = _object_file(*json.loads(line)) if line.startswith("[") else None
             path = listed.path if listed else line

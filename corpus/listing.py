@@ -27,10 +27,9 @@ import itertools
 import json
 import operator
 import os
-import tempfile
 from typing import Callable, Collection, Iterable, Iterator
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.corpus.inputs import InputFile
 
 FILE_NAME = "inputs-listing.jsonl.gz"
@@ -52,7 +51,7 @@ def write(pairs: Iterable[tuple[InputFile, str]], location: str) -> int:
     """Write ``pairs`` (``(file, source)`` in rank order) to ``location`` (a local path, or a store
     URL through a local file), a line at a time; the number of files."""
     if storage.is_url(location):
-        with tempfile.TemporaryDirectory(prefix="kolectra-listing-") as tmp:
+        with scratch.temporary_directory("listing") as tmp:
             n = write(pairs, os.path.join(tmp, FILE_NAME))
             storage.upload(os.path.join(tmp, FILE_NAME), location)
             return n

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
+from kolectra.core import scratch
 from kolectra.corpus import neardup
 
 RECORD = np.dtype([("bucket", "<u8"), ("id", "<u8")])  # a bucket (56 bits) and a compact id
@@ -166,7 +166,7 @@ def group_pairs(chunks: Iterable[bytes], chain_limit: int, run_records: int | No
     walk = Walk(chain_limit)
 
     def pairs():
-        with tempfile.TemporaryDirectory(prefix="kolectra-bands-") as folder:
+        with scratch.temporary_directory("bands") as folder:
             runs = SortedRuns(Path(folder), run_records)
             for chunk in chunks:
                 runs.add(chunk)

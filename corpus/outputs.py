@@ -16,12 +16,11 @@ import json
 import math
 import os
 import pickle
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.corpus import filters, reader
 from kolectra.corpus.config import CorpusConfig
@@ -344,7 +343,7 @@ def write_shard(item, out_dir: str, num_shards: int, keep_fields: tuple[str, ...
     where sorting and joining the whole shard took 6.7 times its JSON."""
     (split, shard), chunks = item
     floats = float_fields(field_kinds(dict(kind_tallies), keep_fields))
-    with tempfile.TemporaryDirectory(prefix="kolectra-shard-") as spill:
+    with scratch.temporary_directory("shard") as spill:
         lines = sorted_lines(map(unpack_chunk, chunks), spill)
         if floats:
             lines = (floats_as_strings(line, floats) for line in lines)
@@ -385,7 +384,7 @@ def write_sorted(item, out_dir: str, run_bytes: int | None = None) -> dict:
     up to ``max_reject_ratio`` of its records (millions on a large crawl) and read millions of
     files, and at most ``run_bytes`` of lines are held at a time."""
     rel, chunks = item
-    with tempfile.TemporaryDirectory(prefix="kolectra-sorted-") as spill:
+    with scratch.temporary_directory("sorted") as spill:
         return write_lines(out_dir, rel, sorted_lines(chunks, spill, run_bytes), gzipped=False)
 
 

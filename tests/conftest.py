@@ -17,6 +17,11 @@ import os
 
 import pytest
 
+# No sweep of the temporary folder (core/scratch.py) in the suite's processes and the commands they start:
+# its line about what a killed run left there would be one more line in outputs the tests read.
+# tests/test_scratch.py turns it back on where it tests it.
+os.environ["KOLECTRA_SWEEP_SCRATCH"] = "0"
+
 XLA_ABSENT = ("torch_xla is not installed here: the XLA tests run in a venv of their own "
               "(pip install -e '.[xla,test]' (torch 2.9.0), then pytest -m xla; .ci/run does it)")
 

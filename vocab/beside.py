@@ -17,10 +17,10 @@ import pickle
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Callable
 
+from kolectra.core import scratch
 from kolectra.core.stage import warn
 
 
@@ -30,7 +30,7 @@ class Beside:
 
     def __init__(self, what: str, fn: Callable, *args, **kwargs) -> None:
         self.what, self._call = what, (fn, args, kwargs)
-        self._dir = tempfile.mkdtemp(prefix="kolectra-vocab-")
+        self._dir = scratch.mkdtemp("vocab")
         request, self._answer = os.path.join(self._dir, "request.pkl"), os.path.join(self._dir, "answer.pkl")
         with open(request, "wb") as f:
             pickle.dump(self._call, f, protocol=pickle.HIGHEST_PROTOCOL)

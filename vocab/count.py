@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import tempfile
 import uuid
 from collections import Counter
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.corpus.examples import parts_per_shard
@@ -199,7 +198,7 @@ def count_split(paths: list[str], max_word_types: int, flush_types: int,
     workers = options.view_as(DirectOptions).direct_num_workers
     progress(f"vocab: counting the words of {len(paths)} shard(s) where they are, runner {runner}"
              + (f", {workers} worker(s)" if workers else ""))
-    with tempfile.TemporaryDirectory(prefix="kolectra-vocab-") as tmp:
+    with scratch.temporary_directory("vocab") as tmp:
         result_path = storage.join(staging or tmp, RESULT_FILE.format(uuid.uuid4().hex))
         job = Job(max_word_types=max_word_types, flush_types=flush_types, result_path=result_path)
         with interruptible("interrupted while counting words"), runner_setup(options), new_pipeline(options) as p:

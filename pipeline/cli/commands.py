@@ -423,6 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         if COMMANDS[args.command].loads and sys.stderr.isatty():  # for a person waiting at a terminal; logs
             # and failures keep their first line for what happened (a bad setting is one line, not two)
             progress(f"{command}: starting (loading {COMMANDS[args.command].loads})")
+        if COMMANDS[args.command].loads:  # a command that works: what killed runs left in the temporary folder goes
+            from kolectra.core import scratch
+
+            scratch.sweep_once(label=command)
         result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
             print(result.path)

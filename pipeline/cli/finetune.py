@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
+from kolectra.core import scratch
 from kolectra.core.errors import UserInputError
 from kolectra.pipeline.cli.options import common as _common
 from kolectra.pipeline.cli.options import flag_sets as _flag_sets
@@ -114,7 +114,7 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
         raise UserInputError(f"finetune {args.task}: give --{TASKS[args.task].eval_flag} FILE or "
                              f"{BY_ARTICLE[args.task]}, one of them")
     if fraction is not None:  # the split's files live as long as the run: the artifact records their hashes
-        with tempfile.TemporaryDirectory(prefix="kolectra-split-") as folder:
+        with scratch.temporary_directory("split") as folder:
             from kolectra.finetune.korquad import write_split
 
             split_seed = config_finetune(args)[0].seed  # one split for every --seeds run: the same scored questions

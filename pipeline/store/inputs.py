@@ -33,11 +33,11 @@ import itertools
 import json
 import os
 import pickle
-import tempfile
 import weakref
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator
 
+from kolectra.core import scratch
 from kolectra.pipeline.store.manifest import ArtifactError, write_whole
 
 INPUTS_INLINE = 10_000  # records a manifest holds itself: 3 MB of it (docs/scale.md)
@@ -113,7 +113,7 @@ class RecordFile:
     process exits."""
 
     def __init__(self, records: Iterable[dict], folder: str | None = None):
-        fd, self.path = tempfile.mkstemp(prefix="kolectra-records-", suffix=".pickle.gz", dir=folder)
+        fd, self.path = scratch.mkstemp("records", suffix=".pickle.gz", dir=folder)
         os.close(fd)
         self._removal = weakref.finalize(self, _remove, self.path)
         try:

@@ -51,11 +51,10 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
@@ -380,7 +379,7 @@ class RemoteStore(StoreRuns, Store):
     def _upload_inputs(request: Request, final: str, lease: Lease) -> dict:
         """The request's input records as INPUTS_FILE under ``final`` (:mod:`.inputs`): its entry."""
         cache_root().mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
+        with scratch.temporary_directory("upload", dir=cache_root()) as tmp:
             entry = inputs.write(request.inputs, Path(tmp))
             lease.check(recent=True)
             storage.upload(str(Path(tmp) / entry["path"]), storage.join(final, entry["path"]))
