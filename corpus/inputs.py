@@ -296,6 +296,10 @@ class HashingReader:
         while self.read(chunk):
             pass
 
+    def pinned_identity(self, path: str) -> str | None:
+        """:func:`pinned_identity` of the stream this reads."""
+        return pinned_identity(path, self._raw)
+
     def close(self) -> None:
         self._raw.close()
 
@@ -313,14 +317,34 @@ class HashingReader:
         pass
 
 
-def changed_since(listed: InputFile, bytes_read: int) -> str | None:
-    """Why the file no longer matches its listing after a read of ``bytes_read`` bytes, or None."""
+def pinned_identity(path: str, raw: IO[bytes]) -> str | None:
+    """The identity of the version ``raw`` (a store object opened by :func:`open_input`) served,
+    when every read of it was pinned to the version its open saw: s3fs sends each ranged GET with
+    ``If-Match`` on the ETag its open's HEAD gave (or compares it, ``local_expiry_check``), so the
+    bytes read are that version's or the read failed. A change since the listing then shows in this
+    identity, with no request after the read. None where nothing pins the reads (a local file,
+    another store): :func:`changed_since` asks again."""
+    details = getattr(raw, "details", None) if is_remote(path) else None
+    etag = details.get("ETag") if isinstance(details, dict) else None
+    if not etag or "size" not in details:
+        return None
+    fs = getattr(raw, "fs", None)
+    if getattr(raw, "read_kw", {}).get("IfMatch") != etag and not getattr(fs, "local_expiry_check", False):
+        return None
+    return _object_file(path, int(details["size"]), storage.checksum_of(details)).identity
+
+
+def changed_since(listed: InputFile, bytes_read: int, read_identity: str | None = None) -> str | None:
+    """Why the file no longer matches its listing after a read of ``bytes_read`` bytes, or None.
+    ``read_identity``: the version the read was pinned to (:func:`pinned_identity`), compared as it
+    is; without it the file is identified again (a stat, or a HEAD)."""
     if bytes_read != listed.bytes:
         return f"listed at {listed.bytes} bytes, {bytes_read} read"
-    try:
-        now = identify(listed.path)
-    except InputError as e:
-        return str(e)
-    if now.identity != listed.identity:
-        return f"its size, time stamp or checksum changed during the read ({listed.identity} -> {now.identity})"
+    if read_identity is None:
+        try:
+            read_identity = identify(listed.path).identity
+        except InputError as e:
+            return str(e)
+    if read_identity != listed.identity:
+        return f"its size, time stamp or checksum changed during the read ({listed.identity} -> {read_identity})"
     return None

@@ -369,6 +369,8 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
             raw.drain()
     if digest is not None:
         digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
+        if (pinned := raw.pinned_identity(path)) is not None:  # the version every read was pinned to (S3)
+            digest["identity"] = pinned
         del digest["raw"]
 
 

@@ -139,7 +139,7 @@ def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) ->
     record = {"bytes": digest.get("bytes", 0), "sha256": digest.get("sha256")}
     if damaged:
         record["damaged"] = damaged
-    changed = inputs.changed_since(listed, record["bytes"]) if "sha256" in digest else None
+    changed = inputs.changed_since(listed, record["bytes"], digest.get("identity")) if "sha256" in digest else None
     if changed:
         record["changed"] = changed
     return record

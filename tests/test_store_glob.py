@@ -7,7 +7,10 @@ moto's S3 server (tests/s3_support.py):
   after its read compares the two), and the listing asks no HEAD at all: one LIST a page;
 - the listing is read as it is consumed (one page, then the next), and the launcher's external
   sort carries the identities through spilled runs, one input per object however many patterns
-  name it.
+  name it;
+- a worker's read is pinned to the version its open saw (s3fs's If-Match), so the check after the
+  read compares that version with the listing's without a second HEAD, and an object replaced
+  since the listing (same size, other bytes) is still reported.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import re
 import pytest
 
 from kolectra.core import storage, store_glob
-from kolectra.corpus import inputs
+from kolectra.corpus import build, inputs
+from kolectra.corpus.config import default_config
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 LAYOUT = ["raw/a.jsonl.gz", "raw/b.jsonl", "raw/part-1.gz", "raw/part-2.gz", "raw/partx.gz", "raw/[x].txt",
@@ -92,3 +96,25 @@ def test_a_pattern_that_matches_nothing_in_a_bucket_names_it(bucket):
         with pytest.raises(inputs.InputError, match=re.escape(f"input '{missing}' matches no file")):
             inputs.list_inputs([missing])
     assert storage.glob(f"{bucket}/raw/a.gz") == [f"{bucket}/raw/a.gz"]  # a plain name: that object
+
+
+def _read_step(listed: inputs.InputFile, source: str) -> dict:
+    step = build.ReadAndClean(default_config(), 16, None)
+    step.setup()
+    out = list(step.process((0, [(listed, source)])))  # (index, [(file, source)]), as the GroupByKey hands them
+    [(_, row)] = [o.value for o in out if getattr(o, "tag", None) == build.FILES]
+    return row
+
+
+def test_a_read_is_checked_against_its_listing_with_one_head(bucket, s3_endpoint):
+    first, second = "가나다라마바사 정말 좋아요\n".encode(), "하나다라마바사 정말 좋아요\n".encode()
+    assert len(first) == len(second)  # the size alone cannot tell them apart
+    storage.write_bytes(f"{bucket}/in/r.txt", first)
+    [listed] = inputs.list_inputs([f"{bucket}/in/*.txt"])
+    with answered(s3_endpoint) as requests:
+        row = _read_step(listed, "r.txt")
+    assert "changed" not in row and row["bytes"] == len(first)
+    assert sorted(r.operation for r in requests) == ["GetObject", "HeadObject"]  # the open's HEAD only
+    storage.write_bytes(f"{bucket}/in/r.txt", second)  # replaced after the listing, before the read
+    row = _read_step(listed, "r.txt")
+    assert "checksum changed" in row["changed"] and listed.identity in row["changed"]
