@@ -30,16 +30,22 @@ import json
 import os
 import re
 import stat
+import time
 from typing import IO, Collection, Iterator
 
 from apache_beam.io.filesystem import FileSystem
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
+from kolectra.core.stage import progress
 from kolectra.corpus import sorted_files
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
+LIST_BATCH = 4096  # names handed to the sort at a time
+# a listing that takes longer says how far it got this often (a bucket of a million objects takes
+# minutes before the job's first line); a quick one says nothing
+LISTING_LINE_S = 10.0
 
 
 class InputError(UserInputError):
@@ -147,17 +153,24 @@ def _sorted_listing(patterns: list[str]) -> Iterator[tuple[str, InputFile | None
         raise InputError("no --input given")
 
     def checked() -> Iterator[list[tuple[str, str]]]:
-        batch = []
+        batch, n = [], 0
+        started = said = time.monotonic()
         for path, known in (f for pattern in patterns for f in _expand_one(pattern)):
             if why := _unusable(path):
                 raise InputError(why)
             # a line of the sort: the path, or with what the listing knew a JSON list (never a
             # path: those start with "/" or a scheme)
             batch.append((path, json.dumps([path, *known], ensure_ascii=False) if known else path))
-            if len(batch) == 4096:
+            n += 1
+            if len(batch) == LIST_BATCH:
                 yield batch
                 batch = []
+                if (now := time.monotonic()) - said >= LISTING_LINE_S:
+                    progress(f"corpus: listing the inputs: {n:,} files so far, {now - started:.0f} s")
+                    said = now
         yield batch
+        if said != started:
+            progress(f"corpus: listed {n:,} input files in {time.monotonic() - started:.0f} s")
 
     last = None
     with scratch.temporary_directory("names") as spill:

@@ -118,3 +118,15 @@ def test_a_read_is_checked_against_its_listing_with_one_head(bucket, s3_endpoint
     storage.write_bytes(f"{bucket}/in/r.txt", second)  # replaced after the listing, before the read
     row = _read_step(listed, "r.txt")
     assert "checksum changed" in row["changed"] and listed.identity in row["changed"]
+
+
+def test_a_slow_listing_says_how_far_it_got_and_a_quick_one_says_nothing(bucket, monkeypatch, capsys):
+    _fill(bucket, [f"in/part-{i:02d}.gz" for i in range(10)])
+    inputs.list_inputs([f"{bucket}/in/*.gz"])
+    assert "listing" not in capsys.readouterr().err  # under LISTING_LINE_S: no line
+    monkeypatch.setattr(inputs, "LIST_BATCH", 3)
+    monkeypatch.setattr(inputs, "LISTING_LINE_S", 0.0)  # every batch is "slow"
+    assert len(inputs.list_inputs([f"{bucket}/in/*.gz"])) == 10
+    lines = [line for line in capsys.readouterr().err.splitlines() if "corpus: list" in line]
+    assert [line.split(": ", 2)[2].split(" files")[0] for line in lines[:-1]] == ["3", "6", "9"]
+    assert lines[-1].startswith("[kolectra] corpus: listed 10 input files in ")
