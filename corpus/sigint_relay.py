@@ -1,5 +1,5 @@
 """A Ctrl-C that the launcher's main thread slept through is sent to it again, until it acts
-(``corpus/runners.py``'s ``Interruption``); one that comes after it acted is counted (``again``).
+(``corpus/interruption.py``'s ``Interruption``); one that comes after it acted is counted (``again``).
 
 Python runs a signal's handler only in the main thread, and only once that thread runs Python
 code again; the signal itself only sets a flag (the ``signal`` module's docs, "Signals and

@@ -8,7 +8,7 @@ the runner goes on waiting for the dead worker's answers. If the worker died bef
 
 :class:`WorkerWatch` catches that exception as it ends the thread (``threading.excepthook``) and
 hands a :class:`WorkerDied` to a callback, which stops the other workers and interrupts the
-launcher's main thread (``runners.Interruption.fail``). The exception is an ``OSError``: a failure
+launcher's main thread (``interruption.Interruption.fail``). The exception is an ``OSError``: a failure
 of the machine the job runs on, reported like a full disk (one line, exit status 2).
 """
 

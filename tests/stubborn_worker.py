@@ -1,6 +1,6 @@
 """A local Beam worker that will not stop, for the tests of a second and third Ctrl-C
 (``tests/test_faults_rough_edges.py``): ``python -m tests.stubborn_worker``, started by the
-launcher in place of ``kolectra.corpus.worker`` (the test sets ``runners.WORKER_MODULE``).
+launcher in place of ``kolectra.corpus.worker`` (the test sets ``interruption.WORKER_MODULE``).
 
 It is the real worker (``kolectra.corpus.worker``: SIGINT ignored, Beam's SDK harness), except
 that the SIGTERM the launcher stops it with suspends it instead (SIGSTOP, as a worker stuck in the

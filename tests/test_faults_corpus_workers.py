@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from kolectra.corpus import runners, worker_watch
+from kolectra.corpus import interruption, worker_watch
 from tests.test_corpus_reliability import _in_session
 
 
 def _workers(parent: int) -> list[int]:
-    return runners._proc_children(parent)  # noqa: SLF001 - the runner's own way of finding them
+    return interruption._proc_children(parent)  # noqa: SLF001 - the runner's own way of finding them
 
 
 @pytest.mark.parametrize("when", [0.0, 4.0])  # seconds after the first worker appeared
@@ -65,7 +65,7 @@ def test_a_dead_worker_fails_the_job_in_one_line(tmp_path, when):
 _LATE_SECOND_WORKER = """
 import os, signal, sys, threading, time
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
-from kolectra.corpus import runners
+from kolectra.corpus import interruption
 from kolectra.pipeline.cli import main
 
 class SecondStartsAfterTheFirstIsStopped:
@@ -78,7 +78,7 @@ class SecondStartsAfterTheFirstIsStopped:
             self.started.wait()
             if self.stop == "kill -9":  # found by its command line, which reads empty while `sh` execs python
                 for _ in range(1000):
-                    if workers := runners._proc_children(os.getpid()):
+                    if workers := interruption._proc_children(os.getpid()):
                         break
                     time.sleep(0.01)
                 else:  # fails the test at once (not the job: it would wait for the blocked second worker)
@@ -134,7 +134,7 @@ def test_a_worker_started_after_the_job_was_stopped_is_stopped_too(tmp_path, sto
 # the test's bound releases (20 s).
 _CTRL_C_ON_ANOTHER_THREAD = """
 import signal, threading, time
-from kolectra.corpus import runners
+from kolectra.corpus import interruption
 lock, ready, woken, bound = threading.Lock(), threading.Event(), threading.Event(), threading.Event()
 lock.acquire()
 def main_asleep():
@@ -153,7 +153,7 @@ def other_thread():
 thread = threading.Thread(target=other_thread)
 thread.start()
 try:
-    with runners.Interruption() as ctrl_c:
+    with interruption.Interruption() as ctrl_c:
         ready.set()
         lock.acquire()  # as Beam waits for a bundle's results
 except KeyboardInterrupt:

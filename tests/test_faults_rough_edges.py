@@ -19,7 +19,7 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
-from kolectra.corpus import runners
+from kolectra.corpus import interruption
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
@@ -62,7 +62,7 @@ def test_ctrl_c_again_while_a_stop_hangs_says_so_then_quits(tmp_path):
     ready = tmp_path / "worker-ready"
     tmp = tmp_path / "tmp"  # the command's temporary folders (its progress and listing folder among them)
     tmp.mkdir()
-    code = ("import sys; from kolectra.corpus import runners; runners.WORKER_MODULE = 'tests.stubborn_worker'; "
+    code = ("import sys; from kolectra.corpus import interruption; interruption.WORKER_MODULE = 'tests.stubborn_worker'; "
             "from kolectra.pipeline.cli import main; sys.exit(main(sys.argv[1:]))")
     cmd = [sys.executable, "-c", code, "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
            "--direct_num_workers=1", "--direct_running_mode=multi_processing"]
@@ -81,9 +81,9 @@ def test_ctrl_c_again_while_a_stop_hangs_says_so_then_quits(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group (workers ignore it)
         time.sleep(1.5)
         assert proc.poll() is None, "the stop did not hang: the test proves nothing"
-        assert not any(runners.STOPPING_NOTICE in line for line in seen)  # the first Ctrl-C alone says nothing
+        assert not any(interruption.STOPPING_NOTICE in line for line in seen)  # the first Ctrl-C alone says nothing
         os.killpg(proc.pid, signal.SIGINT)
-        assert _wait_for(lines, seen, runners.STOPPING_NOTICE, 20), seen
+        assert _wait_for(lines, seen, interruption.STOPPING_NOTICE, 20), seen
         time.sleep(0.5)
         assert proc.poll() is None, seen + list(lines.queue)  # the notice alone quits nothing
         os.killpg(proc.pid, signal.SIGINT)
@@ -97,22 +97,22 @@ def test_ctrl_c_again_while_a_stop_hangs_says_so_then_quits(tmp_path):
         seen.append(line)
     assert with_cleanup == [], f"left running: {with_cleanup}"
     assert "Traceback" not in "\n".join(seen)
-    assert seen[-2:] == [f"[kolectra] {runners.STOPPING_NOTICE}", runners.QUIT_LINE], seen
+    assert seen[-2:] == [f"[kolectra] {interruption.STOPPING_NOTICE}", interruption.QUIT_LINE], seen
     assert proc.stdout.read() == ""
     assert not list(tmp.glob("kolectra-progress-*")), "the quit left the job's progress folder"
 
 
 _ONE_THEN_ANOTHER = """
 import os, signal, sys, time
-from kolectra.corpus import runners
+from kolectra.corpus import interruption
 raised = 0
-with runners.Interruption() as ctrl_c:
+with interruption.Interruption() as ctrl_c:
     try:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)
     except KeyboardInterrupt:
         raised += 1
-    time.sleep(5 * runners.STOP_SWEEP_S)  # SIGINTs the relay sent meanwhile come back to it, as its own
+    time.sleep(5 * interruption.STOP_SWEEP_S)  # SIGINTs the relay sent meanwhile come back to it, as its own
     print("after one:", raised, ctrl_c.happened, flush=True)
     sys.stderr.write("-- second\\n")
     os.kill(os.getpid(), signal.SIGINT)  # raises nothing now: counted by the relay's thread
@@ -127,7 +127,7 @@ def test_one_ctrl_c_raises_once_and_says_nothing_more():
     proc = subprocess.run([sys.executable, "-c", _ONE_THEN_ANOTHER], capture_output=True, text=True, timeout=60,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.stdout.splitlines() == ["after one: 1 True", "after two: 1"], proc.stdout + proc.stderr[-2000:]
-    assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {runners.STOPPING_NOTICE}"], proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {interruption.STOPPING_NOTICE}"], proc.stderr[-2000:]
 
 
 def test_ctrl_c_while_the_exit_waits_for_a_thread_ends_at_once_in_one_line(tmp_path):
@@ -170,10 +170,10 @@ def test_ctrl_c_while_the_exit_waits_for_a_thread_ends_at_once_in_one_line(tmp_p
 
 _QUIT_WITH_A_FOLDER = """
 import os, signal, sys, tempfile, threading, time
-from kolectra.corpus import runners
+from kolectra.corpus import interruption
 folder = tempfile.mkdtemp(prefix="kolectra-progress-", dir=sys.argv[1])
 open(os.path.join(folder, "listing.jsonl.gz"), "wb").close()
-with runners.Interruption(owns=folder):
+with interruption.Interruption(owns=folder):
     try:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)
@@ -198,26 +198,26 @@ def test_quit_at_once_removes_the_folder_the_job_owns(tmp_path):
         os.kill(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and out == "", err[-2000:]
-    assert err.splitlines() == [f"[kolectra] {runners.STOPPING_NOTICE}", runners.QUIT_LINE], err[-2000:]
+    assert err.splitlines() == [f"[kolectra] {interruption.STOPPING_NOTICE}", interruption.QUIT_LINE], err[-2000:]
     assert list(tmp_path.iterdir()) == []
 
 
 _WAKES_MERGED = """
 import os, signal, sys, threading, time
-from kolectra.corpus import runners
-with runners.Interruption() as ctrl_c:
+from kolectra.corpus import interruption
+with interruption.Interruption() as ctrl_c:
     # the main thread takes no signal for a while, as one in the kernel's uninterruptible sleep (a page
     # fault under memory pressure) or not scheduled on a loaded machine: the relay's repeated SIGINTs
     # to it wait in its pending set, where the kernel keeps one of them
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # the user's: another thread takes it
     try:
-        time.sleep(10 * runners.STOP_SWEEP_S + 0.2)  # the handler runs after this (the relay woke it 10 times)
+        time.sleep(10 * interruption.STOP_SWEEP_S + 0.2)  # the handler runs after this (the relay woke it 10 times)
         time.sleep(5)
     except KeyboardInterrupt:
         pass
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the one pending SIGINT is taken: one byte
-    time.sleep(5 * runners.STOP_SWEEP_S)
+    time.sleep(5 * interruption.STOP_SWEEP_S)
     sys.stderr.write("-- second\\n")
     os.kill(os.getpid(), signal.SIGINT)  # the second Ctrl-C: the notice
     time.sleep(1)
@@ -232,7 +232,7 @@ def test_a_second_ctrl_c_is_counted_when_the_relays_wakes_were_merged():
     proc = subprocess.run([sys.executable, "-c", _WAKES_MERGED], capture_output=True, text=True, timeout=60,
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {runners.STOPPING_NOTICE}"], proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["-- second", f"[kolectra] {interruption.STOPPING_NOTICE}"], proc.stderr[-2000:]
 
 
 # ---- refs on a store root ------------------------------------------------------------------------

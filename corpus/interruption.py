@@ -1,0 +1,257 @@
+"""Ctrl-C during a corpus or examples job on the local runner, and a job stopped from another thread
+(a worker process died): part of the corpus stage's runner (``corpus/runners.py`` runs every local
+job inside :class:`Interruption`; ``corpus/build.py``, ``corpus/examples.py`` and ``vocab/count.py``
+use :func:`interruptible`).
+
+Beam's local runner waits for its worker processes to finish their bundles before it tears down,
+and in-process bundles re-raise a KeyboardInterrupt wrapped in other errors. Here the first Ctrl-C
+stops the local workers (found in /proc by parent pid and module: :func:`stop_local_workers`) and
+ends the job as one ``KeyboardInterrupt``; the second says the workers are being stopped; the third
+kills them and quits at once (:func:`quit_at_once`), for a stop that hangs. Beam's and gRPC's
+threads then die quietly (:func:`quiet_beam_threads`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Iterator
+
+from kolectra.core.verbosity import VERBOSE
+from kolectra.corpus.beam_logging import verbosity
+from kolectra.corpus.sigint_relay import SigintRelay
+
+# After a job was stopped, how often its worker processes are looked for again (a /proc scan):
+# the time a worker that Beam starts late may live before it is stopped.
+STOP_SWEEP_S = 0.1
+
+
+class Interruption:
+    """Within ``with Interruption() as ctrl_c:``, Ctrl-C stops the local worker processes and raises
+    KeyboardInterrupt, and sets ``ctrl_c.happened``: Beam and kiwipiepy may re-raise it wrapped
+    (``RuntimeError: KeyboardInterrupt [while running ...]``), so the flag, not the exception's
+    type, says the user stopped the job. :meth:`fail` ends the job the same way from another
+    thread (a worker process died), raising that error instead. The main thread gets one exception,
+    and one it slept through is sent to it again (:class:`~kolectra.corpus.sigint_relay.SigintRelay`).
+
+    A Ctrl-C after that raises nothing (the job is already stopping: one raised inside Beam's
+    teardown would cut short its joining of the workers' threads), but a stop can hang (a worker
+    that does not end: Beam's teardown waits for it), so the relay's thread counts them
+    (:meth:`_again`): the second Ctrl-C says that the workers are being stopped and that another
+    quits at once; the third quits (:func:`quit_at_once`).
+
+    ``owns`` names a folder that this process made for the job (the local run's progress and
+    listing folder): its own ``finally`` removes it, and :func:`quit_at_once`, after which no
+    ``finally`` runs, removes it too while the job is inside."""
+
+    def __init__(self, owns: str | None = None):
+        self.owns = owns
+        self.happened = False
+        self.failure: BaseException | None = None
+        self._previous = None
+        self._ended = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_lock = threading.Lock()
+        self._raised = False
+        self._relay: SigintRelay | None = None
+        self._own_relay = False  # else an enclosing Interruption's, shared: one count of Ctrl-Cs
+        self._again_count = 0
+
+    def _handler(self, signum, frame):
+        if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
+            return
+        self._raised = True
+        if self._relay is not None:
+            self._relay.acted(on_ctrl_c=self.failure is None)
+        if self.failure is not None:  # sent by fail(): the workers are stopped already
+            raise self.failure
+        self.happened = True
+        # Local workers ignore SIGINT (corpus/worker.py) and would finish their bundle (up to a
+        # whole stage) before the runner could tear down: stop them now, quietly
+        self._stop_workers()
+        if callable(self._previous) and self._previous is not signal.default_int_handler:
+            self._previous(signum, frame)  # an enclosing Interruption: its flag too
+        raise KeyboardInterrupt
+
+    def fail(self, error: BaseException) -> None:
+        """Stop the job with ``error`` (from any thread): the other local workers are stopped and
+        the main thread, wherever Beam has it wait, is woken by a SIGINT that this handler turns
+        into ``error``. Ignored after Ctrl-C or a first failure."""
+        if self.happened or self.failure is not None:
+            return
+        self.failure = error
+        self._stop_workers()
+        if self._relay is not None:  # installed: the main thread runs the job
+            self._relay.wake()
+
+    def _again(self) -> None:
+        """A Ctrl-C after the stop began (in the relay's thread): the first says what is going on,
+        the next quits. A nested Interruption (the local runner's, inside the corpus stage's) shares
+        its enclosing one's relay, so the count goes on across both."""
+        self._again_count += 1
+        if self._again_count == 1:
+            from kolectra.core import bars  # noqa: PLC0415 - above any progress bar, as progress lines are
+
+            bars.write(f"[kolectra] {STOPPING_NOTICE}")
+        else:
+            quit_at_once()
+
+    def __enter__(self) -> "Interruption":
+        if self.owns:
+            _OWNED.add(self.owns)
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+            outer = getattr(self._previous, "__self__", None)
+            if isinstance(outer, Interruption) and outer._relay is not None:  # noqa: SLF001 - same class
+                self._relay = outer._relay  # noqa: SLF001 - same class
+            else:
+                self._relay, self._own_relay = SigintRelay(STOP_SWEEP_S, again=self._again), True
+        return self
+
+    def _stop_workers(self) -> None:
+        """Stop the local workers now, and every one started from now until the job has ended.
+        Beam starts each worker from a thread of its own, so on a loaded machine one can start
+        after this first sweep (even after the others died); its teardown then waits for that
+        worker forever. So the workers are looked for again every :data:`STOP_SWEEP_S` until
+        :meth:`__exit__`, which comes only after Beam's teardown."""
+        quiet_beam_threads()
+        stop_local_workers()
+        with self._sweeper_lock:
+            if self._sweeper is None:
+                self._sweeper = threading.Thread(target=self._sweep, name="kolectra-stop-workers", daemon=True)
+                self._sweeper.start()
+
+    def _sweep(self) -> None:
+        while not self._ended.wait(STOP_SWEEP_S):
+            stop_local_workers()
+
+    def __exit__(self, *exc) -> None:
+        _OWNED.discard(self.owns)
+        self._ended.set()
+        if self._own_relay:
+            self._relay.close()
+        if self._sweeper is not None:
+            self._sweeper.join()
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+@contextlib.contextmanager
+def interruptible(what: str) -> Iterator[Interruption]:
+    """Run a Beam job inside: Ctrl-C ends it as one ``KeyboardInterrupt(what)``, however Beam
+    wrapped it (in-process bundles re-raise it as ``RuntimeError: KeyboardInterrupt [while
+    running ...]``), with the local workers stopped and their threads' tracebacks silenced."""
+    with Interruption() as ctrl_c:
+        try:
+            yield ctrl_c
+        except BaseException:
+            if not ctrl_c.happened:
+                raise
+            raise KeyboardInterrupt(what) from None
+
+
+WORKER_MODULE = "kolectra.corpus.worker"
+# Folders of the jobs now running (Interruption's ``owns``), which quit_at_once removes
+_OWNED: set[str] = set()
+# How long quit_at_once waits for its killed workers to be gone, and then for its folders' removal:
+# never longer, whatever the disk does (a progress folder holds a few small files)
+QUIT_WAIT_S = 0.5
+STOPPING_NOTICE = "stopping the job's workers; press Ctrl-C again to quit at once"
+QUIT_LINE = ("kolectra: quit at once (Ctrl-C while the job was stopping); its worker processes were killed "
+             "and nothing was published (the next build sweeps what this one left)")
+
+
+def quit_at_once() -> None:
+    """End the process now, with the interrupt's status (130), after killing the local workers.
+
+    Called from the relay's thread while the main thread is stuck stopping the job (in Beam's
+    teardown, waiting for a worker): an exception cannot be raised into that thread from another,
+    ``sys.exit`` would end only the calling thread, and the interpreter's own exit would wait for
+    Beam's threads. ``os._exit`` ends the process whatever its threads do; no ``finally`` runs, so
+    a build directory is left as a ``kill -9`` leaves it (the store sweeps it at its next build:
+    pipeline/store/workspace.py). The workers are killed first (SIGKILL: a SIGTERM is what they did
+    not answer), or they would outlive the launcher. The folders the running jobs own (their
+    Interruption's ``owns``) are removed once the workers are gone (one killed while it rewrote its
+    progress file would make the folder again), each wait bounded by :data:`QUIT_WAIT_S`."""
+    killed = [pid for pid in _proc_children(os.getpid()) if _signalled(pid, signal.SIGKILL)]
+    deadline = time.monotonic() + QUIT_WAIT_S
+    while any(map(_running, killed)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    remover = threading.Thread(target=lambda: [shutil.rmtree(f, ignore_errors=True) for f in list(_OWNED)],
+                               name="kolectra-quit-remove", daemon=True)
+    remover.start()
+    remover.join(QUIT_WAIT_S)
+    with contextlib.suppress(Exception):
+        print(QUIT_LINE, file=sys.stderr, flush=True)
+    os._exit(128 + signal.SIGINT)  # the status of the clean path's KeyboardInterrupt (130)
+
+
+def _signalled(pid: int, how: int) -> bool:
+    try:
+        os.kill(pid, how)
+        return True
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    """``pid`` has not ended yet (a zombie, not yet reaped, has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def stop_local_workers(how: int = signal.SIGTERM) -> int:
+    """Terminate this process's worker processes (``python -m kolectra.corpus.worker``), found
+    in /proc by parent pid: after Ctrl-C, FnApiRunner tears down by waiting for each worker to
+    finish its bundle, which can be the rest of a stage. Returns how many were stopped;
+    elsewhere than Linux, none (the workers then finish their bundles first)."""
+    return sum(_signalled(pid, how) for pid in _proc_children(os.getpid()))
+
+
+def _proc_children(parent: int) -> list[int]:
+    pids = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return pids
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if WORKER_MODULE.encode() in f.read():
+                    pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def quiet_beam_threads() -> None:
+    """From now on, an exception ending one of Beam's or gRPC's threads prints nothing below
+    VERBOSE (after Ctrl-C, as the runner is torn down, its control and worker threads each die
+    with a traceback); other threads' exceptions print as before."""
+    previous = threading.excepthook
+    if getattr(previous, "kolectra_quiet", False):
+        return
+
+    def hook(args):
+        frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback else []
+        ours = any(f"{os.sep}apache_beam{os.sep}" in f.filename or f"{os.sep}grpc{os.sep}" in f.filename for f in frames)
+        if not (ours and verbosity() < VERBOSE):
+            previous(args)
+
+    hook.kolectra_quiet = True
+    threading.excepthook = hook
