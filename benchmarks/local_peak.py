@@ -115,8 +115,8 @@ class Probe:
             to_worker = from_worker = 0
             for handlers in list(ctx.worker_handler_manager._cached_handlers.values()):
                 for h in handlers:
-                    from_worker += sum(e.ByteSize() for e in list(h.data_conn._inputs))
-                    to_worker += sum(e.ByteSize() for e in list(h.data_conn.inverse()._inputs))
+                    from_worker += sum(e.ByteSize() for e in list(h.data_conn._inputs) if e is not None)
+                    to_worker += sum(e.ByteSize() for e in list(h.data_conn.inverse()._inputs) if e is not None)
             parts["channel to worker"], parts["channel from worker"] = to_worker, from_worker
             state = ctx.worker_handler_manager.state_servicer._state
             parts["state"] = sum(len(b) for v in list(state.values()) for b in list(v))
@@ -198,88 +198,15 @@ class Segments:
         setattr(owner, name, wrapped)
 
 
-def try_patches(which: str) -> None:
-    """Measurement only: what two changes inside Beam's local runner would save (``--try``).
-    ``partition``: a grouping buffer encodes its groups into streams of about 1 MB, dropping each
-    key's values once encoded (Beam 2.77 encodes them all into one stream, its table held until
-    the end, then copies it). ``send``: a bundle's input goes into the data channel in messages of
-    about 10 MB (Beam 2.77 copies it whole into one stream, copies that, then into one message).
-    ``channel``: the in-memory data channel lets go of each message once read (Beam 2.77 keeps
-    them until the last is read)."""
-    from apache_beam.coders.coder_impl import create_OutputStream
-    from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
-    from apache_beam.runners.worker import data_plane
-
-    if "partition" in which:
-        original = execution.GroupingBuffer.partition
-
-        def partition(self, n):
-            if self._grouped_output or not self._windowing.is_default():
-                return original(self, n)
-            post = self._post_grouped_coder.get_impl()
-            key_impl = self._key_coder.get_impl()
-            wrap = execution.GlobalWindows.windowed_value(
-                None, timestamp=execution.GlobalWindow().max_timestamp(),
-                pane_info=execution.windowed_value.PaneInfo(
-                    is_first=True, is_last=True, timing=execution.windowed_value.PaneInfoTiming.ON_TIME,
-                    index=0, nonspeculative_index=0)).with_value
-            out = [[] for _ in range(n)]
-            streams = [create_OutputStream() for _ in range(n)]
-            for idx, encoded_key in enumerate(list(self._table)):
-                values = self._table.pop(encoded_key)
-                stream = streams[idx % n]
-                post.encode_to_stream(wrap((key_impl.decode(encoded_key), values)), stream, True)
-                del values
-                if stream.size() >= 1 << 20:
-                    out[idx % n].append(stream.get())
-                    streams[idx % n] = create_OutputStream()
-            for ix, stream in enumerate(streams):
-                if stream.size() or not out[ix]:
-                    out[ix].append(stream.get())
-            self._grouped_output = out
-            return out
-
-        execution.GroupingBuffer.partition = partition
-    if "send" in which:
-        def _send_input_to_worker(self, process_bundle_id, read_transform_id, byte_streams):
-            data_out = self._worker_handler.data_conn.output_stream(process_bundle_id, read_transform_id)
-            for byte_stream in byte_streams or []:
-                data_out.write(byte_stream)
-                data_out.maybe_flush()  # each byte stream ends on an element: a message of about 10 MB at a time
-            data_out.close()
-
-        fn_runner.BundleManager._send_input_to_worker = _send_input_to_worker
-    if "channel" in which:
-        def input_elements(self, instruction_id, unused_expected_inputs, abort_callback=None):
-            pending, other, i = self._inputs, [], 0
-            while i < len(pending):
-                element, pending[i] = pending[i], None
-                i += 1
-                if element is None:
-                    continue
-                if element.instruction_id == instruction_id:
-                    if isinstance(element, data_plane.beam_fn_api_pb2.Elements.Timers):
-                        if not element.is_last:
-                            yield element
-                    if isinstance(element, data_plane.beam_fn_api_pb2.Elements.Data):
-                        if element.data or element.is_last:
-                            yield element
-                else:
-                    other.append(element)
-                del element
-            self._inputs = other
-
-        data_plane.InMemoryDataChannel.input_elements = input_elements
-
-
-def run_child(files: list[str], out: Path, preset: str, traced: bool, patches: str = "") -> dict:
+def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: bool = False) -> dict:
     from apache_beam.runners.portability.fn_api_runner import execution, fn_runner, worker_handlers
 
-    from kolectra.corpus import build
+    from kolectra.corpus import beam_local, build
     from kolectra.corpus import config as corpus_config
 
     cfg = dataclasses.replace(getattr(corpus_config, f"{preset}_config")(), shard_bytes=16 << 20)  # as scale.py
-    try_patches(patches)
+    if beam_own:  # a fingerprint no method has: the local runner keeps Beam's own (corpus/beam_local.py)
+        beam_local.FINGERPRINTS = dict.fromkeys(beam_local.FINGERPRINTS, "beam's own")
     probe = Probe(traced)
     probe.wrap(fn_runner.FnApiRunner)
     segments = Segments()
@@ -303,7 +230,7 @@ def run_child(files: list[str], out: Path, preset: str, traced: bool, patches: s
     probe.thread.join()
     if traced:
         segments.mark("end")
-    return {"cpu_s": round(time.process_time() - t0, 1),
+    return {"cpu_s": round(time.process_time() - t0, 1), "beam_local": beam_local.installed(),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "documents": result.stats["records_out"], "peak": probe.peak, "bundles": probe.bundles,
             "segments": [r for r in segments.rows if r["traced_peak_mb"] - r["traced_end_mb"] > 1 or "worker" in r["segment"]]}
@@ -320,20 +247,20 @@ def main() -> None:
     p.add_argument("--files", type=int, default=1, help="the first N review files")
     p.add_argument("--preset", choices=("default", "production"), default="default")
     p.add_argument("--out", type=Path, help="keep the corpus here (default: a temporary folder, removed)")
-    p.add_argument("--try", dest="patches", default="", help="partition,channel: measure with those changes to Beam (see try_patches)")
+    p.add_argument("--beam-own", action="store_true", help="keep Beam's own local runner, without corpus/beam_local.py's changes")
     p.add_argument("--tracemalloc", action="store_true", help="also split Python's traced memory from the rest (slower)")
     args = p.parse_args()
     files = sorted(glob.glob(reviews_source(args, WHO)))[:args.files]
     mb = sum(map(text_mb, files))
     with tempfile.TemporaryDirectory(prefix="kolectra-peak-") as tmp:
-        row = run_child(files, args.out or Path(tmp) / "corpus", args.preset, args.tracemalloc, args.patches)
+        row = run_child(files, args.out or Path(tmp) / "corpus", args.preset, args.tracemalloc, args.beam_own)
     for b in row["bundles"] + row["segments"]:
         print(json.dumps(b), file=sys.stderr)
     print(json.dumps(row["peak"]), file=sys.stderr)
     base, slope = FIT[args.preset]
     emit("local_peak", "MB of peak RSS of the corpus job on the local runner (lower is better)",
          row["peak_rss_mb"], "docs/scale.md's fit", round(base + slope * mb, 1),
-         {"files": args.files, "text_mb": round(mb, 2), "preset": args.preset, "tracemalloc": args.tracemalloc, "try": args.patches},
+         {"files": args.files, "text_mb": round(mb, 2), "preset": args.preset, "tracemalloc": args.tracemalloc, "beam_own": args.beam_own},
          **{k: v for k, v in row.items()})
 
 

@@ -31,7 +31,7 @@ from apache_beam.transforms.environments import SubprocessSDKEnvironment
 from kolectra.core import storage
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.verbosity import VERBOSE
-from kolectra.corpus import interruption
+from kolectra.corpus import beam_local, interruption
 from kolectra.corpus.beam_logging import set_verbosity, verbosity  # noqa: F401  (this module's API)
 from kolectra.corpus.interruption import Interruption, interruptible  # noqa: F401  (this module's API)
 from kolectra.corpus.worker_watch import WorkerDied, WorkerWatch  # noqa: F401  (WorkerDied: this module's API)
@@ -257,9 +257,11 @@ REMOTE_RUNNERS = ("DataflowRunner", "dataflow")
 class LocalRunner(FnApiRunner):
     """Beam's FnApiRunner whose worker processes (``multi_processing``) are
     ``python -m kolectra.corpus.worker``: the same SDK harness, without the INFO lines each
-    worker would print to the terminal (see ``corpus/worker.py``). Otherwise FnApiRunner as is."""
+    worker would print to the terminal (see ``corpus/worker.py``). Otherwise FnApiRunner as is, but
+    for ``corpus/beam_local.py``'s changes to it (the same elements, each held for less time)."""
 
     def run_pipeline(self, pipeline, options):
+        beam_local.install()  # the runner lets go of a stage's input sooner (corpus/beam_local.py)
         direct = options.view_as(DirectOptions)
         if direct.direct_running_mode != "multi_processing":
             return super().run_pipeline(pipeline, options)

@@ -1,0 +1,157 @@
+"""Three changes to Beam's local runner (the in-process FnApiRunner) that let go of a stage's input
+sooner, lowering the peak memory of a local corpus or examples job (docs/scale.md, "What the local
+runner holds at its peak"). Beam 2.77, and what each replacement does instead:
+
+- ``GroupingBuffer.partition`` (a shuffle's output) encodes every group into one stream, copies it
+  into one bytes object and only then clears its table of decoded values; here each group is
+  encoded into streams of about :data:`PARTITION_STREAM_BYTES` and dropped from the table once
+  encoded.
+- ``BundleManager._send_input_to_worker`` writes a bundle's whole input into one stream and hands
+  it to the data channel as one message (copied twice on the way); here the stream is flushed as a
+  message whenever it holds :data:`SEND_MESSAGE_BYTES` (always between elements: each buffer the
+  runner sends ends on one).
+- ``InMemoryDataChannel.input_elements`` (in-process worker and runner) keeps every message until
+  the last is read; here each is let go once read.
+
+The elements, their order and so every byte a job writes are the same (tests/test_beam_local.py).
+:func:`install` is called by ``corpus/runners.LocalRunner`` before each local job; it patches once
+per process, and only when Beam is the version these were written against (:data:`BEAM_VERSION`,
+pinned in pyproject.toml) and each replaced method's source is the one read (:data:`FINGERPRINTS`):
+otherwise Beam's own methods stay, with one debug line. Other runners never call these methods
+(they are the FnApiRunner's own and its in-process channel's), so a patch left in place is harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+
+_log = logging.getLogger(__name__)
+
+BEAM_VERSION = "2.77.0"
+# sha256 of inspect.getsource of each replaced method, as in Beam 2.77.0
+FINGERPRINTS = {
+    "GroupingBuffer.partition": "140537a87a1f2648b0aae8a492b5b12c8ab789c9b3d23cf00d834e593948e72b",
+    "BundleManager._send_input_to_worker": "ac21c0a68b72104a75d79105cf93b5e67e99564f95edcd73ae49b1b7d57e70ab",
+    "InMemoryDataChannel.input_elements": "615114c4d9eaaea977e6ad3f8e05246372c227c6460bd15d5e6dc725181e21fe",
+}
+# A shuffle's output streams and the messages a bundle's input is sent in: small enough that their
+# copies are a small part of a stage's input, large enough that their count costs nothing
+PARTITION_STREAM_BYTES = 1 << 20
+SEND_MESSAGE_BYTES = 10 << 20
+
+_originals: dict = {}  # qualified name -> Beam's method, while patched
+
+
+def _targets() -> dict:
+    from apache_beam.runners.portability.fn_api_runner import execution, fn_runner  # noqa: PLC0415 - Beam loads late
+    from apache_beam.runners.worker import data_plane  # noqa: PLC0415
+
+    return {"GroupingBuffer.partition": (execution.GroupingBuffer, "partition", _partition),
+            "BundleManager._send_input_to_worker": (fn_runner.BundleManager, "_send_input_to_worker", _send_input_to_worker),
+            "InMemoryDataChannel.input_elements": (data_plane.InMemoryDataChannel, "input_elements", _input_elements)}
+
+
+def fingerprint(method) -> str:
+    """sha256 of a method's source as installed (empty when its source cannot be read)."""
+    try:
+        return hashlib.sha256(inspect.getsource(method).encode("utf-8")).hexdigest()
+    except (OSError, TypeError):
+        return ""
+
+
+def installed() -> bool:
+    return bool(_originals)
+
+
+def install() -> bool:
+    """Patch Beam's local runner (once per process); whether it is patched. Nothing is changed
+    unless Beam's version and every fingerprint match."""
+    if _originals:
+        return True
+    import apache_beam  # noqa: PLC0415
+
+    if apache_beam.__version__ != BEAM_VERSION:
+        _log.debug("Beam %s, not %s: its local runner is left as it is", apache_beam.__version__, BEAM_VERSION)
+        return False
+    targets = _targets()
+    changed = [name for name, (owner, attr, _) in targets.items() if fingerprint(getattr(owner, attr)) != FINGERPRINTS[name]]
+    if changed:
+        _log.debug("Beam's %s changed: its local runner is left as it is", ", ".join(changed))
+        return False
+    for name, (owner, attr, replacement) in targets.items():
+        _originals[name] = getattr(owner, attr)
+        setattr(owner, attr, replacement)
+    return True
+
+
+def uninstall() -> None:
+    """Put Beam's own methods back (tests)."""
+    targets = _targets()
+    for name, original in list(_originals.items()):
+        owner, attr, _ = targets[name]
+        setattr(owner, attr, original)
+        del _originals[name]
+
+
+def _partition(self, n: int) -> list[list[bytes]]:
+    if self._grouped_output or not self._windowing.is_default():  # computed already, or windows: Beam's
+        return _originals["GroupingBuffer.partition"](self, n)
+    from apache_beam.coders.coder_impl import create_OutputStream  # noqa: PLC0415
+    from apache_beam.runners.portability.fn_api_runner import execution  # noqa: PLC0415
+
+    globally_window = execution.GlobalWindows.windowed_value(
+        None, timestamp=execution.GlobalWindow().max_timestamp(),
+        pane_info=execution.windowed_value.PaneInfo(
+            is_first=True, is_last=True, timing=execution.windowed_value.PaneInfoTiming.ON_TIME,
+            index=0, nonspeculative_index=0)).with_value
+    coder_impl = self._post_grouped_coder.get_impl()
+    key_coder_impl = self._key_coder.get_impl()
+    grouped: list[list[bytes]] = [[] for _ in range(n)]
+    streams = [create_OutputStream() for _ in range(n)]
+    for idx, encoded_key in enumerate(list(self._table)):  # Beam's order: the table's
+        values = self._table.pop(encoded_key)  # the decoded values go as soon as they are encoded
+        stream = streams[idx % n]
+        coder_impl.encode_to_stream(globally_window((key_coder_impl.decode(encoded_key), values)), stream, True)
+        del values
+        if stream.size() >= PARTITION_STREAM_BYTES:
+            grouped[idx % n].append(stream.get())
+            streams[idx % n] = create_OutputStream()
+    for ix, stream in enumerate(streams):
+        if stream.size() or not grouped[ix]:  # Beam gives an empty part one empty stream
+            grouped[ix].append(stream.get())
+    self._grouped_output = grouped
+    return grouped
+
+
+def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, byte_streams) -> None:
+    assert self._worker_handler is not None
+    data_out = self._worker_handler.data_conn.output_stream(process_bundle_id, read_transform_id)
+    for byte_stream in byte_streams or []:
+        data_out.write(byte_stream)
+        if data_out.size() >= SEND_MESSAGE_BYTES:  # each byte stream ends on an element
+            data_out.flush()
+    data_out.close()
+
+
+def _input_elements(self, instruction_id, unused_expected_inputs, abort_callback=None):
+    from apache_beam.portability.api import beam_fn_api_pb2  # noqa: PLC0415
+
+    pending, other_inputs, i = self._inputs, [], 0
+    while i < len(pending):  # by index, as Beam's loop: a message added meanwhile is read too
+        element, pending[i] = pending[i], None  # let go once read
+        i += 1
+        if element is None:  # read by a reader that stopped early
+            continue
+        if element.instruction_id == instruction_id:
+            if isinstance(element, beam_fn_api_pb2.Elements.Timers):
+                if not element.is_last:
+                    yield element
+            if isinstance(element, beam_fn_api_pb2.Elements.Data):
+                if element.data or element.is_last:
+                    yield element
+        else:
+            other_inputs.append(element)
+        del element
+    self._inputs = other_inputs
