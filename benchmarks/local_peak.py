@@ -23,7 +23,9 @@ grouping buffer's decoded values by their Python sizes):
 It also wraps ``FnApiRunner._execute_bundle`` (measurement only) to record, for each bundle, its
 stage, its input and output bytes and the RSS before, after and at most during it.
 
-    python benchmarks/local_peak.py [--files 1] [--preset default|production] [--tracemalloc] [--reviews GLOB | --data DIR]
+    python benchmarks/local_peak.py [--files 1] [--preset default|production] [--tracemalloc] [--beam-own] [--reviews GLOB | --data DIR]
+
+``--beam-own``: Beam's own local runner, without ``corpus/beam_local.py``'s changes (the A/B of them).
 
 About 1.5-3 CPU minutes a review file. value: the corpus job's peak RSS in MB; baseline: the
 peak docs/scale.md's fit gives for the same text (0.70 GB + 9.6 MB per MB, default preset).
