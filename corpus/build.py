@@ -42,7 +42,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from kolectra.core import scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
-from kolectra.corpus import field_check, inputs, languages, neardup_beam, outputs, reader
+from kolectra.corpus import beam_local, field_check, inputs, languages, neardup_beam, outputs, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.local_memory import MemoryModel, check_local_memory
@@ -87,18 +87,28 @@ STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/a
 OPERATIONAL = ("dedup_group_bytes",)
 
 
-# The local runner's peak RSS per MB of expected shard JSON (corpus/local_memory.py: MemoryModel):
-# 0.73 GB + 7.8 MB per MB of text fitted by benchmarks/local_peak.py over five runs on 1, 2 and 4
-# NSMC review files since the shard shuffle takes the documents without a Flatten (10.4 the commit
-# before; 9.6 by benchmarks/scale.py; docs/scale.md). The expected JSON is 3.5 bytes an input byte
-# (outputs.JSON_PER_INPUT_BYTE), so plain text, whose every byte is text, needs 7.8 / 3.5 = 2.2
-# per MB of it; 3.0 stays above that, and above the 9.6 before. Near-dup's stages add their
-# signature records and packed band records (corpus/neardup_bands.py): the whole job with them
-# measured 853, 888, 1,032 and 1,370 MB over 1, 2, 4 and 8 review files (benchmarks/scale.py
-# --preset production; 0.75 GB + 10.5 MB per MB of text, the default preset's slope), so the same
-# slope on a base 60 MB higher gives 14-60 % more than each (docs/scale.md).
-LOCAL_MEMORY = MemoryModel(base_mb=740, per_mb=3.0)
+# The local runner's peak RSS per MB of expected shard JSON (corpus/local_memory.py: MemoryModel).
+# With corpus/beam_local.py's changes to Beam's runner: 0.76 GB + 4.5 MB per MB of text, fitted by
+# benchmarks/local_peak.py over five runs on 1, 2 and 4 NSMC review files (docs/scale.md). The
+# expected JSON is 3.5 bytes an input byte (outputs.JSON_PER_INPUT_BYTE), so 1.5 per MB of it is
+# 5.25 per MB of plain text, above that slope; the estimate was 7-20 % over each measured peak.
+# Beam's own runner (the changes did not apply: another Beam under the pin's name) held 0.73 GB +
+# 7.8 MB per MB of text (more on the runs that caught its send's spike), under 3.0. Near-dup's
+# stages add their signature records and packed band records (corpus/neardup_bands.py): the whole
+# job with them measured 853, 888, 1,032 and 1,370 MB over 1, 2, 4 and 8 review files on Beam's own
+# runner (benchmarks/scale.py --preset production; 0.75 GB + 10.5 MB per MB of text), so the same
+# slope on a base 60 MB higher gives 14-60 % more than each; not measured with the changes.
+LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5)
+LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=800, per_mb=3.5)
+
+
+def local_memory_model(cfg: CorpusConfig, runner: str) -> MemoryModel:
+    """The fitted peak for this job: near-dup's, or the local runner's with or without
+    corpus/beam_local.py's changes (applied here, as the runner would before the job)."""
+    if cfg.near_dup_threshold > 0:
+        return LOCAL_MEMORY_NEAR_DUP
+    return LOCAL_MEMORY if runner == LOCAL_RUNNER and beam_local.install() else LOCAL_MEMORY_BEAM_OWN
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -255,8 +265,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
     threads = analysis_threads(options)
-    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(_sizes(listed)),
-                              LOCAL_MEMORY_NEAR_DUP if cfg.near_dup_threshold > 0 else LOCAL_MEMORY)
+    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(_sizes(listed)), local_memory_model(cfg, runner))
     shown = runner
     if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)
