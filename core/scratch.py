@@ -39,7 +39,7 @@ import tempfile
 import threading
 from typing import NamedTuple
 
-from kolectra.core.stage import progress
+from kolectra.core.stage import progress, size_text
 
 _log = logging.getLogger(__name__)
 SWITCH = "KOLECTRA_SWEEP_SCRATCH"  # "0": no sweep_once
@@ -262,13 +262,6 @@ def sweep_once(folder: str | os.PathLike | None = None, label: str | None = None
     if done.count:
         with contextlib.suppress(Exception):
             progress(f"{label + ': ' if label else ''}removed {done.count} scratch "
-                     f"{'entry' if done.count == 1 else 'entries'} ({_size_text(done.bytes)}) that killed kolectra "
+                     f"{'entry' if done.count == 1 else 'entries'} ({size_text(done.bytes)}) that killed kolectra "
                      f"processes left in {key}")
     return done
-
-
-def _size_text(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"

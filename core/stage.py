@@ -35,6 +35,14 @@ def progress(msg: str) -> None:
     write(f"[kolectra] {msg}")
 
 
+def size_text(n: int) -> str:
+    """A byte count as people read it in a progress line or a listing: ``412.5 MB``, ``3.0 kB``, ``12 B``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def warn(msg: str) -> None:
     """A warning: written at every verbosity, ``-q`` included."""
     progress(f"WARNING: {msg}")

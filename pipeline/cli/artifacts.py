@@ -16,6 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from kolectra.core.stage import size_text
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 
@@ -70,13 +71,6 @@ def flat(config: dict, prefix: str = "") -> dict[str, object]:
         else:
             out[prefix + k] = v
     return out
-
-
-def size_text(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def origins(a: Artifact) -> str:
