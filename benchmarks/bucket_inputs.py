@@ -29,6 +29,7 @@ now, at the largest size both sides ran; ``baseline``: before.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import logging
@@ -100,7 +101,7 @@ def main() -> None:
     p.add_argument("--base-tree", type=Path, help="a checkout of the commit before, run beside this one")
     p.add_argument("--base-max", type=int, default=10_000, help="the largest size the base side runs (default 10,000)")
     p.add_argument("--run-bytes", type=int, help="this side's name-sort run in bytes (default: the launcher's 16 MiB)")
-    p.add_argument("--child", nargs=2, metavar=("N", "RUN_BYTES"), help=argparse_hidden())
+    p.add_argument("--child", nargs=2, metavar=("N", "RUN_BYTES"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         child(int(args.child[0]), int(args.child[1]) or None)
@@ -131,12 +132,6 @@ def main() -> None:
     emit("bucket_inputs", "requests per input file", now["requests_per_file"], "HEAD per file (fsspec glob, then info)",
          base["requests_per_file"] if base else None, {"sizes": sizes, "base_max": args.base_max,
                                                        "run_bytes": args.run_bytes}, rows=rows, same_identities=same)
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -58,23 +58,26 @@ def iter_matches(fs, proto: str, path: str) -> Iterator[Listed]:
         except FileNotFoundError:
             return
         if meta.get("type") != "directory":
-            yield Listed(path, int(meta.get("size") or 0), meta)
+            yield _listed(meta, path)
         return
     matches = re.compile(glob_translate(path)).match
     root, literal, depth = root_and_depth(path)
     if not root:  # a pattern that names no bucket: fsspec's own glob (it refuses what it cannot list)
         found = fs.glob(path, detail=True)
-        listed = (Listed(p, int(m.get("size") or 0), m) for p, m in sorted(found.items())
-                  if m.get("type") != "directory")
+        listed = (_listed(m, p) for p, m in sorted(found.items()) if m.get("type") != "directory")
     elif proto in ("s3", "s3a"):
         listed = _s3_objects(fs, root, literal, depth)
     else:
-        listed = (Listed(m["name"], int(m.get("size") or 0), m)
-                  for _, _, files in fs.walk(root, maxdepth=depth, detail=True)
+        listed = (_listed(m, m["name"]) for _, _, files in fs.walk(root, maxdepth=depth, detail=True)
                   for m in files.values() if m.get("type") != "directory")
     for found in listed:
         if matches(found.path):
             yield found
+
+
+def _listed(meta: dict, path: str) -> Listed:
+    """An fsspec listing or info entry as a match."""
+    return Listed(path, int(meta.get("size") or 0), meta)
 
 
 def _s3_objects(fs, root: str, literal: str, depth: int | None) -> Iterator[Listed]:
