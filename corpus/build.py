@@ -3,9 +3,9 @@ documents in the ``corpus/shards.py`` format. First link of the chain (corpus ->
 -> pretrain -> finetune); the orchestration calls :func:`build` and wraps its output.
 
 Recipe (the graph in :func:`_recipe` reads the same, one labelled step a line):
-per input file: read each line as a record or a reject, normalise (language profile:
-``corpus/languages.py``), drop boilerplate lines, filter, and file the survivors into one of
-``buckets`` dedup groups by a hash of their text -> group the buckets -> exact dedup inside each
+per input file (a large uncompressed one in pieces: ``corpus/pieces.py``): read each line as a
+record or a reject, normalise (language profile: ``corpus/languages.py``), drop boilerplate lines,
+filter, and file the survivors into one of ``buckets`` dedup groups by a hash of their text -> group the buckets -> exact dedup inside each
 bucket (the copy with the smallest (source, line) survives) -> optional MinHash-LSH near-dup
 clusters (``corpus/neardup.py``) -> ids that several surviving texts share, counted -> Kiwi sentences and morphemes, train/valid by a salted hash
 of the text, shard by the text key -> deterministic shards sorted by (source, line) ->
@@ -42,7 +42,7 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 from kolectra.core import scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
-from kolectra.corpus import beam_local, field_check, inputs, languages, neardup_beam, outputs, reader
+from kolectra.corpus import beam_local, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.local_memory import MemoryModel, check_local_memory
@@ -84,7 +84,8 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
 
 STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 # settings that decide how the job runs, not what it writes: left out of the artifact id
-OPERATIONAL = ("dedup_group_bytes",)
+OPERATIONAL = ("dedup_group_bytes", "split_bytes")
+LARGE = "large"  # the tag of the listing's files read in pieces
 
 
 # The local runner's peak RSS per MB of expected shard JSON (corpus/local_memory.py: MemoryModel).
@@ -160,8 +161,17 @@ def _ranked(reason_doc, seed: int):
     return outputs.sample_item(*reason_doc, seed)
 
 
+def _large_apart(ranked: tuple, cfg: CorpusConfig):
+    """The listing's files, those read in pieces (corpus/pieces.py) to their own output."""
+    rank, (listed, _) = ranked
+    if pieces.splittable(listed, cfg.format, cfg.split_bytes):
+        yield beam.pvalue.TaggedOutput(LARGE, (rank, ranked))
+    else:
+        yield ranked
+
+
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, buckets: int,
-            progress_dir: str | None, threads: int = 1) -> None:
+            progress_dir: str | None, threads: int = 1, split: bool = False) -> None:
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (the summed
     # tallies, an entry per shard) goes without the empty-input default, each
@@ -169,18 +179,37 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     # file at ``listed_at``, (rank, (file, source)) a line: the graph holds its location, not a value
     # a file (corpus/listing.py)
     listing = p | "ListInputs" >> beam.Create([listed_at]) | "ReadListing" >> beam.FlatMap(listing_file.read)
+    work, tallies = listing, []
+    if split:  # only when a listed file is large (build): the graph of a corpus of small files is as it was
+        files = listing | "LargeApart" >> beam.FlatMap(_large_apart, cfg).with_outputs(LARGE, main="whole")
+        planned = (
+            files[LARGE]
+            | "SpreadLarge" >> beam.GroupByKey()
+            | "PlanPieces" >> beam.ParDo(pieces.PlanPieces(cfg.split_bytes, cfg.format, cfg.max_line_bytes, progress_dir)).with_outputs(
+                pieces.PIECE_ROWS, TALLY, main="work")
+        )
+        work = (files.whole, planned.work) | "AllWork" >> beam.Flatten()
+        tallies.append(planned[TALLY])
     read = (
-        listing
-        | "SpreadFiles" >> beam.GroupByKey()  # one file per worker at a time, not all in one bundle
+        work
+        | "SpreadFiles" >> beam.GroupByKey()  # one file (or piece) per worker at a time, not all in one bundle
         | "ReadAndClean" >> beam.ParDo(ReadAndClean(cfg, buckets, progress_dir)).with_outputs(
-            REJECTED, TALLY, SAMPLES, FILES, main="chunks")
+            REJECTED, TALLY, SAMPLES, FILES, pieces.PIECE_ROWS, main="chunks")
     )
+    file_rows = read[FILES]
+    if split:  # each large file's one row, from its plan's and its pieces' parts
+        file_rows = (
+            (file_rows,
+             (read[pieces.PIECE_ROWS], planned[pieces.PIECE_ROWS]) | "AllPieceRows" >> beam.Flatten()
+             | "CombinePieceRows" >> beam.CombinePerKey(pieces.CombineRows()))
+            | "AllFileRows" >> beam.Flatten()
+        )
     unique = (
         read.chunks
         | "GroupBuckets" >> beam.GroupByKey()
         | "KeepFirstCopies" >> beam.ParDo(KeepFirstCopies(cfg.seed, progress_dir)).with_outputs(TALLY, SAMPLES, main="docs")
     )
-    tallies, samples, docs = [read[TALLY], unique[TALLY]], [read[SAMPLES], unique[SAMPLES]], unique.docs
+    tallies, samples, docs = [*tallies, read[TALLY], unique[TALLY]], [read[SAMPLES], unique[SAMPLES]], unique.docs
     if cfg.near_dup_threshold > 0:
         near = (docs | "OneEach" >> beam.FlatMap(_one_each)
                 | "NearDedup" >> neardup_beam.NearDedup(
@@ -223,13 +252,13 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     # streamed; stats.json gets the totals and the first STATS_SOURCES files' rows by name
     written_lines = (
         (read[REJECTED] | "RejectLines" >> beam.Map(outputs.reject_item),
-         read[FILES] | "FileLines" >> beam.Map(outputs.file_item),
+         file_rows | "FileLines" >> beam.Map(outputs.file_item),
          p | "NoRejects" >> beam.Create([(REJECTS_FILE, [])]))  # the file is written when nothing was rejected too
         | "AllLines" >> beam.Flatten()
         | "GroupLines" >> beam.GroupByKey()
         | "WriteLines" >> beam.Map(outputs.write_sorted, out_dir)
     )
-    shown = read[FILES] | "FirstFiles" >> beam.combiners.Top.Smallest(outputs.STATS_SOURCES, key=outputs.source_of)
+    shown = file_rows | "FirstFiles" >> beam.combiners.Top.Smallest(outputs.STATS_SOURCES, key=outputs.source_of)
     written_stats = (
         summed
         | "CollectTallies" >> beam.combiners.ToList().without_defaults()
@@ -260,6 +289,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     _check_text_field(cfg, next(iter(listed)).path)
     name_of = name_of or reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
+    surveyed = pieces.survey(listed, cfg.format, cfg.split_bytes)
     buckets = dedup_buckets(outputs.expected_input_bytes(_sizes(listed)), cfg.dedup_group_bytes)
     cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
@@ -275,6 +305,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         shown += f", Kiwi on {threads} thread(s) a worker"
     progress(f"corpus: {len(listed)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "
              f"runner {shown}, language {cfg.language}")
+    if (notice := surveyed.notice(cfg.split_bytes)) is not None:
+        progress(f"corpus: {notice}")
     in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
     staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
     if staging is None and runner in REMOTE_RUNNERS and not in_place:
@@ -296,7 +328,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
-                _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads)
+                _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, surveyed.split)
     except BaseException:
         if not ctrl_c.happened:
             raise

@@ -60,6 +60,10 @@ class CorpusConfig:
     # once in KeepFirstCopies, whatever the corpus size (corpus/build.py: dedup_buckets). It does not
     # change the output, so it is recorded only when set and left out of the artifact id.
     dedup_group_bytes: int = dataclasses.field(default=4 << 20, metadata={"recorded": "unless default"})
+    # an uncompressed text, JSONL or blocks file over this many bytes is read in pieces of about this
+    # size by several workers (corpus/pieces.py), not whole by one. The output is the same bytes at
+    # any value, so it too is recorded only when set and left out of the artifact id.
+    split_bytes: int = dataclasses.field(default=128 << 20, metadata={"recorded": "unless default"})
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text
     # shards per split; 0 = from the input's size, about shard_bytes of JSON each
@@ -105,6 +109,8 @@ class CorpusConfig:
             raise ConfigError(f"near_dup_chain_limit must be >= 2, got {self.near_dup_chain_limit}")
         if self.dedup_group_bytes < 1 << 10:
             raise ConfigError(f"dedup_group_bytes must be at least 1 KiB ({1 << 10}), got {self.dedup_group_bytes}")
+        if self.split_bytes < 1 << 10:
+            raise ConfigError(f"split_bytes must be at least 1 KiB ({1 << 10}), got {self.split_bytes}")
         if self.max_repeat < 0:
             raise ConfigError(f"max_repeat must be >= 0, got {self.max_repeat}")
         if self.language not in PROFILES:

@@ -24,7 +24,8 @@ from pathlib import Path
 from kolectra.core.bars import use_bars
 from kolectra.core.stage import progress
 
-STEPS = ("bytes", "read", "kept", "duplicates", "analysed")  # the counters the corpus steps add to
+# the counters the corpus steps add to; "indexed": large files' bytes read to cut them in pieces
+STEPS = ("bytes", "read", "kept", "duplicates", "analysed", "indexed")
 
 
 class WorkerCounts:
@@ -118,7 +119,12 @@ def describe(counts: dict, total_bytes: int) -> str:
     done = counts.get("bytes", 0)
     share = f" ({done / total_bytes:.0%})" if total_bytes else ""
     return (f"read {done / 1e6:.1f}/{total_bytes / 1e6:.1f} MB{share}, {counts.get('read', 0):,} records, "
-            f"{counts.get('kept', 0):,} kept, {counts.get('analysed', 0):,} analysed")
+            f"{counts.get('kept', 0):,} kept, {counts.get('analysed', 0):,} analysed{_indexed(counts)}")
+
+
+def _indexed(counts: dict) -> str:
+    """The large files' first pass (corpus/pieces.py), while there is one to show."""
+    return f", large files indexed {counts['indexed'] / 1e6:.1f} MB" if counts.get("indexed") else ""
 
 
 class _Bars:
@@ -134,7 +140,8 @@ class _Bars:
 
     def update(self, counts: dict) -> None:
         self.read.n = counts.get("bytes", 0)
-        self.read.set_postfix_str(f"{counts.get('read', 0):,} records, {counts.get('kept', 0):,} kept", refresh=False)
+        self.read.set_postfix_str(f"{counts.get('read', 0):,} records, {counts.get('kept', 0):,} kept{_indexed(counts)}",
+                                  refresh=False)
         self.read.refresh()
         unique = counts.get("kept", 0) - counts.get("duplicates", 0)
         self.analysed.total = max(unique, counts.get("analysed", 0)) or None

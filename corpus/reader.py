@@ -40,7 +40,7 @@ import re
 from typing import IO, Callable, Iterable, Iterator
 
 from kolectra.corpus import compress, parquet
-from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
+from kolectra.corpus.inputs import HashingReader, InputError, expand, open_input, pinned_identity  # noqa: F401  (InputError: part of this module's API)
 
 REJECT_REASONS = (
     "line_too_long",
@@ -143,10 +143,12 @@ def _relative(common: str, path: str) -> str:
     return posixpath.relpath(rest, common) if common else rest
 
 
-def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 16) -> Iterator[tuple[int, bytes | None]]:
-    """``(line_number, bytes)`` per ``\\n``-terminated line (``\\r\\n`` tolerated); ``None`` for a line
-    longer than ``max_line_bytes``, whose remainder is skipped without being held in memory."""
-    lineno = 0
+def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 16,
+               first_line: int = 1) -> Iterator[tuple[int, bytes | None]]:
+    """``(line_number, bytes)`` per ``\\n``-terminated line (``\\r\\n`` tolerated), numbered from
+    ``first_line``; ``None`` for a line longer than ``max_line_bytes``, whose remainder is skipped
+    without being held in memory."""
+    lineno = first_line - 1
     buf = b""
     overflow = False  # inside a line already known to be too long
     # read1: what the decompressor has, without waiting for a full chunk, so the lines before a
@@ -343,7 +345,6 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     if fmt == "parquet":
         yield from _read_parquet(path, source, text_field, id_field, max_line_bytes, digest, keep_fields)
         return
-    lineno = 0
     try:
         raw, stream = compress.open_hashed(path)
     except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
@@ -353,25 +354,76 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
         digest["raw"] = raw
     with raw:
         with stream:
-            try:
-                if fmt == "blocks":
-                    for rec in _read_blocks(stream, source, max_line_bytes):
-                        lineno = rec["line"]
-                        if keep_fields and "reason" not in rec:
-                            rec["fields"] = (None,) * len(keep_fields)
-                        yield rec
-                else:
-                    for lineno, line in iter_lines(stream, max_line_bytes):
-                        yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
-            except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
-                yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
-                       "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {_error(e)}"}
+            yield from _read_lines(stream, path, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
             raw.drain()
     if digest is not None:
         digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
         if (pinned := raw.pinned_identity(path)) is not None:  # the version every read was pinned to (S3)
             digest["identity"] = pinned
         del digest["raw"]
+
+
+def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
+               piece, digest: dict | None = None, keep_fields: tuple[str, ...] = ()) -> Iterator[dict]:
+    """:func:`read_file` of one piece of an uncompressed file (``corpus/pieces.py``: its bytes
+    ``[start, end)`` hold whole lines, the first numbered ``first_line``): the records and rejects
+    the whole file's read gives for those lines. ``digest`` receives the piece's ``bytes`` (and
+    ``identity`` where the store pinned the read); the file's SHA-256 is the plan's."""
+    fmt = resolve_format(path, fmt)
+    try:
+        f = open_input(path)
+        f.seek(piece.start)
+    except Exception as e:  # noqa: BLE001 - gone since the plan read it: a dead letter, and the file's change
+        yield {"source": source, "line": piece.first_line, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
+        return
+    raw = HashingReader(_Bounded(f, piece.end - piece.start))
+    if digest is not None:
+        digest["raw"] = raw
+    with raw:
+        yield from _read_lines(raw, path, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
+                               piece.first_line)
+        raw.drain()
+        if digest is not None:
+            digest["bytes"] = raw.bytes
+            if (pinned := pinned_identity(path, f)) is not None:
+                digest["identity"] = pinned
+            del digest["raw"]
+
+
+class _Bounded:
+    """``read(n)`` of at most ``size`` bytes of ``raw``, from where it stands."""
+
+    def __init__(self, raw: IO[bytes], size: int):
+        self._raw, self._left = raw, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._raw.read(n) if n else b""
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: str, id_field: str,
+                max_line_bytes: int, keep_fields: tuple[str, ...], first_line: int = 1) -> Iterator[dict]:
+    """The records and rejects of ``stream``'s lines (a text, JSONL or blocks file's, or a piece's
+    from ``first_line``); a read that fails midway ends them with a ``damaged_file`` reject."""
+    lineno = first_line - 1
+    try:
+        if fmt == "blocks":
+            for rec in _read_blocks(stream, source, max_line_bytes, first_line):
+                lineno = rec["line"]
+                if keep_fields and "reason" not in rec:
+                    rec["fields"] = (None,) * len(keep_fields)
+                yield rec
+        else:
+            for lineno, line in iter_lines(stream, max_line_bytes, first_line=first_line):
+                yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
+    except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
+        yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
+               "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {_error(e)}"}
 
 
 def _error(e: BaseException) -> str:
@@ -408,10 +460,10 @@ def _parse_record(raw: bytes | None, lineno: int, source: str, fmt: str, text_fi
     return rec
 
 
-def _read_blocks(stream: IO[bytes], source: str, max_bytes: int) -> Iterator[dict]:
-    lines = iter_lines(stream, max_bytes)
+def _read_blocks(stream: IO[bytes], source: str, max_bytes: int, first_line: int = 1) -> Iterator[dict]:
+    lines = iter_lines(stream, max_bytes, first_line=first_line)
     first = next(lines, None)
-    if first is not None and first[1] is not None and first[1].startswith(BOM):
+    if first is not None and first[0] == 1 and first[1] is not None and first[1].startswith(BOM):
         first = (first[0], first[1][len(BOM):])
     lines = _chain(first, lines)
     for start, parts, bad in iter_blocks(lines, max_bytes):

@@ -21,7 +21,7 @@ import zlib
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from kolectra.corpus import filters, inputs, neardup, outputs, reader, webtext
+from kolectra.corpus import filters, inputs, neardup, outputs, pieces, reader, webtext
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.chunks import KeyedChunks, value_size
 from kolectra.corpus.config import CorpusConfig
@@ -57,11 +57,13 @@ def _offer(samples: dict, reason: str, doc: dict, seed: int) -> None:
 
 
 class ReadAndClean(beam.DoFn):
-    """An input file and its source name -> (bucket, [(key, source, line, id, text), ...]) chunks of the records that
-    survive cleaning and filtering (with ``keep_fields``, a sixth item: the fields' values), packed
+    """An input file (or a piece of a large one: ``corpus/pieces.py``) and its source name ->
+    (bucket, [(key, source, line, id, text), ...]) chunks of the records that survive cleaning and
+    filtering (with ``keep_fields``, a sixth item: the fields' values), packed
     (:func:`outputs.pack_chunk`) for the dedup shuffle;
     rejects; and, once per file, its tallies, its dropped samples and what was read (bytes,
-    sha256, damage, change since the listing). Each file comes with its name: a table of all of
+    sha256, damage, change since the listing; a piece's part of that row goes to
+    ``pieces.PIECE_ROWS``). Each file comes with its name: a table of all of
     them in the step would make every worker hold one entry per input file (24 MB at 100,000)."""
 
     CHUNK = 2048
@@ -74,11 +76,13 @@ class ReadAndClean(beam.DoFn):
     def setup(self):
         self.counts = WorkerCounts(self.progress_dir)
 
-    def process(self, keyed: tuple[int, list[tuple[inputs.InputFile, str]]]):
-        for listed, source in keyed[1]:  # (index, [(file, source)]): the GroupByKey that spread the files
-            yield from self._read(listed, source)
+    def process(self, keyed: tuple[int, list[tuple]]):
+        # (index, [(file, source)]) or ((index, piece), [(file, source, Piece)]) of a large file
+        # (corpus/pieces.py): the GroupByKey that spread the work
+        for work in keyed[1]:
+            yield from self._read(*work)
 
-    def _read(self, listed: inputs.InputFile, source: str):
+    def _read(self, listed: inputs.InputFile, source: str, piece: pieces.Piece | None = None):
         cfg = self.cfg
         rules = dict(strip_html=cfg.strip_html, mask_pii=cfg.mask_pii, max_repeat=cfg.max_repeat, language=cfg.language)
         tally: dict = {}
@@ -87,8 +91,11 @@ class ReadAndClean(beam.DoFn):
         digest: dict = {}
         damaged = None
         lines = kept = rejected = reported = sent_bytes = 0
-        for rec in reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field,
-                                    cfg.max_line_bytes, digest, cfg.keep_fields):
+        read = (reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
+                                 digest, cfg.keep_fields) if piece is None else
+                reader.read_piece(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
+                                  piece, digest, cfg.keep_fields))
+        for rec in read:
             lines += 1
             reason = rec.get("reason")
             if reason is not None:
@@ -125,14 +132,25 @@ class ReadAndClean(beam.DoFn):
         self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
         self.counts.flush()
         # totals only: the file's own counts ride in its row, so no tally key is per file
-        tally[outputs.RECORDS_IN], tally[outputs.INPUT_FILES] = lines, 1
+        tally[outputs.RECORDS_IN] = lines
+        if piece is None:  # a piece's file is counted by its plan (pieces.PlanPieces)
+            tally[outputs.INPUT_FILES] = 1
         for item in tally.items():
             yield beam.pvalue.TaggedOutput(TALLY, item)
         for reason, rows in samples.items():
             for row in rows:
                 yield beam.pvalue.TaggedOutput(SAMPLES, (reason, row))
-        row = {"records_in": lines, "rejected": rejected, **_file_record(listed, digest, damaged)}
-        yield beam.pvalue.TaggedOutput(FILES, (source, row))
+        if piece is None:
+            row = {"records_in": lines, "rejected": rejected, **_file_record(listed, digest, damaged)}
+            yield beam.pvalue.TaggedOutput(FILES, (source, row))
+        else:  # the piece's part of its file's row, combined with the others' (pieces.CombineRows)
+            row = {"at": piece.start, "records_in": lines, "rejected": rejected}
+            if damaged:
+                row["damaged"] = damaged
+            changed = pieces.piece_changed(listed, piece, digest.get("bytes", 0), digest.get("identity"))
+            if changed:
+                row["changed"] = changed
+            yield beam.pvalue.TaggedOutput(pieces.PIECE_ROWS, (source, row))
 
 
 def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) -> dict:

@@ -1,0 +1,229 @@
+"""Large input files read in pieces by several workers (the corpus job's first steps, before
+``ReadAndClean``; wired in ``corpus/build.py``).
+
+A file is one work item of ``ReadAndClean``, so a corpus given as one 34 GB file would be read and
+cleaned by one worker while every other one waited for the dedup shuffle, which needs all of the
+input (about 0.26 CPU s a MB of reviews: 2.5 CPU hours in one process; docs/corpus.md, "Large
+input files"). An uncompressed file of lines (``text``, ``jsonl``, ``blocks``) larger than
+``split_bytes`` is read in pieces instead:
+
+1. :func:`plan` reads the file once, in order: its SHA-256 and size (what the whole-file read
+   would have recorded) and the cuts, each the first line start at or after a multiple of
+   ``split_bytes`` (in ``blocks``, the first blank line there, so that no block straddles a cut),
+   with the number of that line (newlines counted, ``bytes.count``: no line is parsed);
+2. each :class:`Piece` goes to a worker of its own and is read as the whole file would be from its
+   first line to its last (``reader.read_piece``), numbering its lines from the cut's: its records
+   and rejects are the whole file's, line for line;
+3. the pieces' rows (records in, rejected, damage, change) and the plan's (bytes, SHA-256) are
+   combined into the file's one row of ``stats/files.jsonl`` (:class:`CombineRows`).
+
+So the corpus is the same bytes whatever ``split_bytes`` is (it is an operational setting, out of
+the artifact id); the price is a second read of the file, sequential and cheap next to cleaning
+(SHA-256 and a newline count, about 1 CPU s a GB). Compressed files cannot be cut without reading
+them from their start (gzip, bzip2 and zstd streams have no index to seek to) and Parquet files
+are read a row group at a time already: both stay whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable, Iterator
+
+import apache_beam as beam
+
+from kolectra.corpus import compress, inputs, outputs, reader
+from kolectra.corpus.neardup import TALLY
+from kolectra.corpus.progress import WorkerCounts
+
+LINE_FORMATS = ("text", "jsonl", "blocks")
+PLAN_CHUNK = 4 << 20  # bytes a read of the plan's pass: large, sequential reads on a store too
+PIECE_ROWS = "piece_rows"  # the tag of (source, part of its row) outputs: a piece's or a plan's
+# a blank line a cut may fall on, in blocks: at most this many whitespace bytes (and never more than
+# max_line_bytes, or the reader would call it an over-long line, not a blank one)
+BLANK_MAX = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """Lines ``first_line``... of a file, the bytes ``[start, end)``; ``index`` counts from 0."""
+
+    index: int
+    start: int
+    end: int
+    first_line: int
+
+
+def splittable(listed: inputs.InputFile, fmt: str, split_bytes: int) -> bool:
+    """Whether ``listed`` is read in pieces: uncompressed, a line format, over ``split_bytes``."""
+    return (listed.bytes > split_bytes and compress.codec_of(listed.path) is None
+            and reader.resolve_format(listed.path, fmt) in LINE_FORMATS)
+
+
+# A file that stays whole (compressed, Parquet) is named at the start when it is over WHOLE_NOTICE
+# times split_bytes once decompressed and at least 1/WHOLE_SHARE of the input: its read, by one
+# worker from its start, is then a floor under the job's wall time (many such files spread fine)
+WHOLE_NOTICE = 8
+WHOLE_SHARE = 8
+
+
+@dataclasses.dataclass
+class Survey:
+    """What the listing holds for the first step: whether any file is read in pieces, and the
+    largest file read whole ((bytes once decompressed, stored bytes, path)) against the total."""
+
+    split: bool = False
+    largest_whole: tuple[float, int, str] = (0.0, 0, "")
+    total: float = 0.0
+
+    def notice(self, split_bytes: int) -> str | None:
+        """The launcher's line about a large file read whole, or None."""
+        expanded, stored, path = self.largest_whole
+        if expanded <= WHOLE_NOTICE * split_bytes or expanded * WHOLE_SHARE < self.total:
+            return None
+        return (f"input {path} ({stored / 1e9:,.1f} GB stored, about {expanded / 1e9:,.1f} GB once decompressed, "
+                f"{expanded / self.total:.0%} of the input) is read whole by one worker from its start (a compressed "
+                "or Parquet file cannot be cut), and every later step waits for it: give such a corpus as many "
+                "smaller files, or as uncompressed text or JSONL, which is read in pieces (docs/corpus.md, "
+                "\"Large input files\")")
+
+
+def survey(listed: Iterable[inputs.InputFile], fmt: str, split_bytes: int) -> Survey:
+    """One pass over the listing (:class:`Survey`)."""
+    out = Survey()
+    for f in listed:
+        expanded = outputs.expected_input_bytes([(f.path, f.bytes)])
+        out.total += expanded
+        if splittable(f, fmt, split_bytes):
+            out.split = True
+        elif expanded > out.largest_whole[0]:
+            out.largest_whole = (expanded, f.bytes, f.path)
+    return out
+
+
+def cuts(chunks: Iterable[bytes], every: int, blocks: bool, blank_max: int = BLANK_MAX) -> Iterator[tuple[int, int]]:
+    """``(offset, line)`` of each cut in the bytes ``chunks`` give in order: the first line start at
+    or after each multiple of ``every`` that no earlier cut passed (``blocks``: the first start of a
+    blank line, at most ``blank_max`` whitespace bytes), and that line's 1-based number. Pure."""
+    blank = re.compile(rb"\n[ \t\r\x0b\x0c]{0,%d}\n" % blank_max)
+    base = 0  # the file offset of buf[0]
+    newlines = 0  # newlines before buf
+    target = every
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            at = max(0, target - base - 1)  # the newline that ends the line before a cut at target
+            if blocks:
+                found = blank.search(buf, at)
+                cut = None if found is None else found.start() + 1
+            else:
+                nl = buf.find(b"\n", at)
+                cut = None if nl < 0 else nl + 1
+            if cut is None:
+                break
+            line = newlines + buf.count(b"\n", 0, cut) + 1
+            yield base + cut, line
+            target = (base + cut) // every * every + every
+        keep = blank_max + 2 if blocks else 1  # what a match across the chunks' boundary needs
+        if len(buf) > keep:
+            drop = len(buf) - keep
+            newlines += buf.count(b"\n", 0, drop)
+            base += drop
+            buf = buf[drop:]
+
+
+def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: int,
+         counts: WorkerCounts | None = None) -> tuple[dict, list[Piece]]:
+    """One sequential read of the file: its ``{"bytes", "sha256"}`` (and ``identity`` where the
+    store pinned the read, as ``reader.read_file`` records it) and its pieces; the bytes read go to
+    ``counts`` as ``indexed`` (progress). Raises what opening or reading raised: the caller then
+    reads the file whole, which dead-letters it the usual way."""
+    blocks = reader.resolve_format(listed.path, fmt) == "blocks"
+    raw, _ = compress.open_hashed(listed.path)
+
+    def chunks() -> Iterator[bytes]:
+        while chunk := raw.read(PLAN_CHUNK):
+            if counts is not None:
+                counts.add(indexed=len(chunk))
+            yield chunk
+
+    with raw:
+        found = list(cuts(chunks(), split_bytes, blocks, min(BLANK_MAX, max_line_bytes)))
+        digest = {"bytes": raw.bytes, "sha256": raw.sha256.hexdigest()}
+        if (pinned := raw.pinned_identity(listed.path)) is not None:
+            digest["identity"] = pinned
+    starts = [(0, 1), *found]
+    ends = [offset for offset, _ in found] + [raw.bytes]
+    return digest, [Piece(i, start, end, line) for i, ((start, line), end) in enumerate(zip(starts, ends))]
+
+
+class PlanPieces(beam.DoFn):
+    """(key, [(rank, (file, source))]) of large files -> ``((rank, piece), (file, source, Piece))``
+    work items, and each file's plan row (bytes, SHA-256, change since the listing) and its
+    input-file tally; a file that cannot be planned (gone, unreadable) goes on whole as
+    ``(rank, (file, source))``, to be dead-lettered by its read."""
+
+    def __init__(self, split_bytes: int, fmt: str, max_line_bytes: int, progress_dir: str | None = None):
+        self.split_bytes, self.fmt, self.max_line_bytes = split_bytes, fmt, max_line_bytes
+        self.progress_dir = progress_dir
+
+    def setup(self):
+        self.counts = WorkerCounts(self.progress_dir)
+
+    def process(self, keyed):
+        for rank, (listed, source) in keyed[1]:
+            try:
+                digest, pieces = plan(listed, self.split_bytes, self.fmt, self.max_line_bytes, self.counts)
+            except Exception:  # noqa: BLE001 - the whole-file read names the error as a damaged_file reject
+                yield rank, (listed, source)
+                continue
+            for piece in pieces:
+                yield (rank, piece.index), (listed, source, piece)
+            row = {"at": -1, "bytes": digest["bytes"], "sha256": digest["sha256"]}
+            changed = inputs.changed_since(listed, digest["bytes"], digest.get("identity"))
+            if changed:
+                row["changed"] = changed
+            yield beam.pvalue.TaggedOutput(PIECE_ROWS, (source, row))
+            yield beam.pvalue.TaggedOutput(TALLY, (outputs.INPUT_FILES, 1))
+        self.counts.flush()
+
+
+def piece_changed(listed: inputs.InputFile, piece: Piece, bytes_read: int, read_identity: str | None) -> str | None:
+    """Why the file no longer matches its listing after a piece's read, or None (as
+    ``inputs.changed_since`` says it of a whole file's read)."""
+    if bytes_read != piece.end - piece.start:
+        return f"bytes {piece.start}-{piece.end} of it read as {bytes_read} bytes"
+    return inputs.changed_since(listed, listed.bytes, read_identity)
+
+
+_SUMMED = ("records_in", "rejected")
+_FIRST = ("damaged", "changed")  # the first in the file's order, as the whole file's read would name it
+
+
+class CombineRows(beam.CombineFn):
+    """A file's row of ``stats/files.jsonl`` from its plan's part (``at`` -1: bytes, SHA-256, change)
+    and its pieces' (``at``: the piece's start; records in, rejected, damage, change): counts
+    summed, the first damage and change in the file's order."""
+
+    def create_accumulator(self):
+        return {k: 0 for k in _SUMMED}
+
+    def add_input(self, acc, row):
+        at = row["at"]
+        return self.merge_accumulators([acc, {k: (at, v) if k in _FIRST else v for k, v in row.items() if k != "at"}])
+
+    def merge_accumulators(self, accs):
+        out = self.create_accumulator()
+        for acc in accs:
+            for k, v in acc.items():
+                if k in _SUMMED:
+                    out[k] += v
+                elif k in _FIRST:
+                    out[k] = min(out.get(k, v), v)
+                else:
+                    out[k] = v
+        return out
+
+    def extract_output(self, acc):
+        return {k: v[1] if k in _FIRST else v for k, v in acc.items()}

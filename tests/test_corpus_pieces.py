@@ -1,0 +1,244 @@
+"""Large input files read in pieces by several workers (corpus/pieces.py): the cuts fall on line
+(or, in blocks, blank-line) starts with the right line numbers whatever the reads' sizes; the
+pieces' records are the whole file's, line for line, in every line format; and the corpus is the
+same bytes, on a disk and in a bucket, whatever ``split_bytes`` is. A file changed between the plan
+and a piece's read fails the job; one the plan cannot read is read whole, as before."""
+
+import dataclasses
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.core.config import ConfigError, override
+from kolectra.corpus import build, inputs, pieces, progress, reader
+from kolectra.corpus.config import default_config
+from kolectra.pipeline.configs import resolve
+from kolectra.pipeline.store.artifacts import Request
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+WORDS = ["영화", "정말", "재미있다", "배우", "연기", "최고", "지루한", "스토리", "감동", "결말"]
+MAX_LINE = 4000
+
+
+def _messy(n: int, fmt: str, seed: int = 1) -> bytes:
+    """``n`` lines of ``fmt`` with what a real file holds: a byte-order mark, blank and
+    whitespace-only lines, CRLF endings, over-long lines, bad UTF-8, broken JSON, numeric ids,
+    copies of one text, and no newline at the end."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        r = rng.random()
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 30)))
+        if r < 0.05:
+            lines.append(b"")
+        elif r < 0.07:
+            lines.append(b" \t\r")
+        elif r < 0.08:
+            lines.append(b"x" * (MAX_LINE + rng.randint(1, 3000)))
+        elif r < 0.09:
+            lines.append(b"\xff\xfe " + text.encode())
+        elif r < 0.10:
+            lines.append(b"\xec\x98\x81\xed\x99\x94 copy")  # one text, many times
+        elif fmt == "jsonl" and r < 0.13:
+            lines.append(b'{"text": "unterminated')
+        elif fmt == "jsonl":
+            doc = {"id": i if r < 0.5 else f"d{i}", "text": text} if r < 0.9 else {"text": text}
+            lines.append(json.dumps(doc, ensure_ascii=False).encode())
+        else:
+            lines.append(text.encode())
+        if r > 0.95:
+            lines[-1] += b"\r"
+    return reader.BOM + b"\n".join(lines)
+
+
+def _lines_with_starts(data: bytes):
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A and i + 1 < len(data)]
+    return starts
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_cuts_fall_on_line_starts_with_their_numbers_whatever_the_reads(blocks):
+    data = _messy(600, "text", seed=3)
+    starts = _lines_with_starts(data)
+    line_at = {s: n for n, s in enumerate(starts, 1)}
+    ends = {s: data.find(b"\n", s) for s in starts}
+
+    def blank(s):
+        end = ends[s]
+        return end >= 0 and not data[s:end].strip() and end - s <= pieces.BLANK_MAX
+
+    for every in (1 << 10, 3000, 7919):
+        expected, target = [], every
+        for s in starts:  # brute force: the first (blank) line start at or after each target
+            if s >= target and s > 0 and (not blocks or blank(s)):
+                expected.append((s, line_at[s]))
+                target = s // every * every + every
+        assert len(expected) >= len(data) // every // (4 if blocks else 2)
+        rng = random.Random(every)
+        for size in (1, 7, 4096, 1 << 20, None):  # the reads' sizes never move a cut
+            if size is None:
+                sizes = [rng.randint(1, 5000) for _ in range(len(data))]
+            else:
+                sizes = [size] * len(data)
+            chunks, at = [], 0
+            for k in sizes:
+                if at >= len(data):
+                    break
+                chunks.append(data[at:at + k])
+                at += k
+            assert list(pieces.cuts(chunks, every, blocks)) == expected, (every, size)
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> inputs.InputFile:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return inputs.identify(str(path))
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "blocks"])
+def test_the_pieces_records_are_the_whole_files_line_for_line(tmp_path, fmt):
+    listed = _write(tmp_path, "big.jsonl" if fmt == "jsonl" else "big.txt", _messy(2000, fmt, seed=5))
+    args = (fmt, "text", "id", MAX_LINE)
+    whole_digest = {}
+    whole = list(reader.read_file(listed.path, "big", *args, whole_digest, ("id",) if fmt != "text" else ()))
+    for every in (1 << 10, 10_000):
+        digest, planned = pieces.plan(listed, every, fmt, MAX_LINE)
+        assert digest == {"bytes": listed.bytes, "sha256": whole_digest["sha256"]}
+        assert len(planned) > listed.bytes // every // (4 if fmt == "blocks" else 2)
+        assert planned[0].start == 0 and planned[-1].end == listed.bytes
+        assert all(a.end == b.start for a, b in zip(planned, planned[1:]))
+        read = []
+        for piece in planned:
+            got = {}
+            read += reader.read_piece(listed.path, "big", *args, piece, got, ("id",) if fmt != "text" else ())
+            assert got == {"bytes": piece.end - piece.start}
+        assert read == whole
+    reasons = {r.get("reason") for r in whole}
+    assert {"line_too_long" if fmt != "blocks" else "block_too_long", "invalid_utf8"} <= reasons
+
+
+def _tree(out: Path) -> dict:
+    return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def _corpus(inp: str, out: Path, **sets) -> dict:
+    cfg = dataclasses.replace(default_config(), max_line_bytes=MAX_LINE, max_reject_ratio=0.5, **sets)
+    build.build(cfg, [inp], out, [])
+    return _tree(out)
+
+
+def test_the_corpus_is_the_same_bytes_in_pieces(tmp_path, monkeypatch):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "big.jsonl").write_bytes(_messy(1500, "jsonl", seed=7))
+    (inp / "big.txt").write_bytes(_messy(800, "text", seed=8))
+    (inp / "small.txt").write_bytes(b"\n".join(_messy(8, "text", seed=9).split(b"\n")[1:]) + b"\n")
+    (inp / "zipped.jsonl.gz").write_bytes(gzip.compress(_messy(300, "jsonl", seed=10)))
+    real, planned = pieces.plan, []
+
+    def counted(listed, *args, **kw):  # the in-process worker calls this module's plan
+        planned.append(Path(listed.path).name)
+        return real(listed, *args, **kw)
+
+    monkeypatch.setattr(pieces, "plan", counted)
+    whole = _corpus(str(inp / "*"), tmp_path / "whole")
+    assert planned == []
+    split = _corpus(str(inp / "*"), tmp_path / "split", split_bytes=1 << 10)
+    assert sorted(planned) == ["big.jsonl", "big.txt"]  # the small and the compressed one stay whole
+    assert split == whole
+    rows = [json.loads(line) for line in whole[Path("stats/files.jsonl")].splitlines()]
+    assert [r["source"] for r in rows] == ["big.jsonl", "big.txt", "small.txt", "zipped.jsonl.gz"]
+    assert rows[0]["records_in"] == 1500 and rows[0]["rejected"] > 50
+
+
+def test_a_file_the_plan_cannot_read_is_read_whole(tmp_path, monkeypatch):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "big.txt").write_bytes(_messy(800, "text", seed=11))
+    whole = _corpus(str(inp / "*"), tmp_path / "whole")
+    planned = []
+
+    def refusing(listed, *args, **kw):  # the in-process worker calls this module's plan
+        planned.append(listed.path)
+        raise PermissionError("not allowed")
+
+    monkeypatch.setattr(pieces, "plan", refusing)
+    assert _corpus(str(inp / "*"), tmp_path / "split", split_bytes=1 << 10) == whole
+    assert planned == [str(inp / "big.txt")]
+
+
+def test_a_file_changed_after_its_plan_fails_the_job_naming_it(tmp_path, monkeypatch):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    big = inp / "big.txt"
+    big.write_bytes(_messy(800, "text", seed=12))
+    real, reads = reader.read_piece, []
+
+    def rewritten_first(path, source, fmt, text_field, id_field, max_line_bytes, piece, *args):
+        if not reads:  # after the plan's own check: only the pieces' reads can see it
+            data = big.read_bytes()
+            big.write_bytes(data[:100] + b"\n" + data[101:])  # the same size, one line more: a new time stamp
+        reads.append(piece.index)
+        yield from real(path, source, fmt, text_field, id_field, max_line_bytes, piece, *args)
+
+    monkeypatch.setattr(reader, "read_piece", rewritten_first)
+    with pytest.raises(build.CorpusError, match=r"1 input file\(s\) changed while the job read them.*big\.txt"):
+        _corpus(str(inp / "*"), tmp_path / "out", split_bytes=1 << 10)
+    assert len(reads) > 10
+
+
+def test_a_large_file_in_a_bucket_is_read_in_pieces_to_the_same_corpus(tmp_path, bucket):  # noqa: F811
+    data = _messy(1500, "jsonl", seed=13)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "big.jsonl").write_bytes(data)
+    storage.write_bytes(f"{bucket}/raw/big.jsonl", data)
+    local = _corpus(str(tmp_path / "in" / "big.jsonl"), tmp_path / "local", split_bytes=8 << 10)
+    remote = _corpus(f"{bucket}/raw/big.jsonl", tmp_path / "remote", split_bytes=8 << 10)
+    assert remote == local
+
+
+def test_split_bytes_is_a_setting_that_leaves_the_artifact_id():
+    assert override(default_config(), ["split_bytes=1048576"]).split_bytes == 1 << 20
+    with pytest.raises(ConfigError, match="split_bytes must be at least 1 KiB"):
+        override(default_config(), ["split_bytes=100"])
+    ids = []
+    for sets in ([], ["split_bytes=1048576"]):
+        _, config = resolve("corpus", preset="default", sets=sets)
+        ids.append(Request(kind="corpus", name="c", stage_version=build.STAGE_VERSION, config=config,
+                           operational=build.OPERATIONAL).id())
+        assert ("split_bytes" in config) == bool(sets)
+    assert ids[0] == ids[1]
+
+
+def test_which_files_are_read_in_pieces():
+    big = 200 << 20
+    assert pieces.splittable(inputs.InputFile("a.jsonl", big, "x"), "auto", 128 << 20)
+    assert pieces.splittable(inputs.InputFile("a.txt", big, "x"), "blocks", 128 << 20)
+    assert not pieces.splittable(inputs.InputFile("a.txt", 100 << 20, "x"), "auto", 128 << 20)
+    assert not pieces.splittable(inputs.InputFile("a.jsonl.gz", big, "x"), "auto", 128 << 20)  # no index to seek to
+    assert not pieces.splittable(inputs.InputFile("a.parquet", big, "x"), "auto", 128 << 20)
+
+
+def test_the_progress_line_shows_the_large_files_first_pass():
+    assert progress.describe({"bytes": 0, "indexed": 52_000_000}, 100_000_000).endswith(
+        ", large files indexed 52.0 MB")
+    assert "indexed" not in progress.describe({"bytes": 1}, 10)
+
+
+def test_a_large_file_that_cannot_be_cut_is_named_at_the_start():
+    gb = 1 << 30
+
+    def notice(*files):
+        return pieces.survey([inputs.InputFile(p, n, "x") for p, n in files], "auto", 128 << 20).notice(128 << 20)
+
+    line = notice(("crawl.jsonl.gz", 11 * gb), ("small.jsonl", 1 << 20))
+    assert line.startswith("input crawl.jsonl.gz (11.8 GB stored, about 36.6 GB once decompressed, 100% of the input)")
+    assert "read in pieces" in line
+    assert notice(("big.jsonl", 40 * gb)) is None  # read in pieces
+    assert notice(("a.jsonl.gz", 100 << 20)) is None  # small enough: 0.3 GB once decompressed
+    assert notice(*((f"part-{i}.jsonl.gz", gb) for i in range(70))) is None  # many: they spread over the workers
+    assert notice(("a.parquet", 4 * gb), *((f"b-{i}.txt", gb // 16) for i in range(20))) is not None
