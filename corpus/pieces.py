@@ -153,6 +153,7 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
         digest = {"bytes": raw.bytes, "sha256": raw.sha256.hexdigest()}
         if (pinned := raw.pinned_identity(listed.path)) is not None:
             digest["identity"] = pinned
+    found = [(offset, line) for offset, line in found if offset < raw.bytes]  # a cut at the end starts nothing
     starts = [(0, 1), *found]
     ends = [offset for offset, _ in found] + [raw.bytes]
     return digest, [Piece(i, start, end, line) for i, ((start, line), end) in enumerate(zip(starts, ends))]

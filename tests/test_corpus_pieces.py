@@ -100,8 +100,9 @@ def _write(tmp_path: Path, name: str, data: bytes) -> inputs.InputFile:
 
 
 @pytest.mark.parametrize("fmt", ["text", "jsonl", "blocks"])
-def test_the_pieces_records_are_the_whole_files_line_for_line(tmp_path, fmt):
-    listed = _write(tmp_path, "big.jsonl" if fmt == "jsonl" else "big.txt", _messy(2000, fmt, seed=5))
+@pytest.mark.parametrize("end", [b"", b"\n", b"\n\n"])
+def test_the_pieces_records_are_the_whole_files_line_for_line(tmp_path, fmt, end):
+    listed = _write(tmp_path, "big.jsonl" if fmt == "jsonl" else "big.txt", _messy(2000, fmt, seed=5) + end)
     args = (fmt, "text", "id", MAX_LINE)
     whole_digest = {}
     whole = list(reader.read_file(listed.path, "big", *args, whole_digest, ("id",) if fmt != "text" else ()))
@@ -110,6 +111,7 @@ def test_the_pieces_records_are_the_whole_files_line_for_line(tmp_path, fmt):
         assert digest == {"bytes": listed.bytes, "sha256": whole_digest["sha256"]}
         assert len(planned) > listed.bytes // every // (4 if fmt == "blocks" else 2)
         assert planned[0].start == 0 and planned[-1].end == listed.bytes
+        assert all(p.start < p.end for p in planned)
         assert all(a.end == b.start for a, b in zip(planned, planned[1:]))
         read = []
         for piece in planned:
@@ -242,3 +244,9 @@ def test_a_large_file_that_cannot_be_cut_is_named_at_the_start():
     assert notice(("a.jsonl.gz", 100 << 20)) is None  # small enough: 0.3 GB once decompressed
     assert notice(*((f"part-{i}.jsonl.gz", gb) for i in range(70))) is None  # many: they spread over the workers
     assert notice(("a.parquet", 4 * gb), *((f"b-{i}.txt", gb // 16) for i in range(20))) is not None
+
+
+def test_a_cut_at_the_files_end_makes_no_empty_piece(tmp_path):
+    listed = _write(tmp_path, "long.txt", "가".encode() * 700 + b"\n")  # one line past the first multiple
+    digest, planned = pieces.plan(listed, 1 << 10, "text", MAX_LINE)
+    assert planned == [pieces.Piece(0, 0, listed.bytes, 1)] and digest["bytes"] == listed.bytes == 2101
