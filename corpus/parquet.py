@@ -30,15 +30,25 @@ def open_seekable(path: str) -> IO[bytes]:
     return open_input(path)  # a local path only while it is a regular file (a FIFO would hang the read)
 
 
-def read_rows(f: IO[bytes], columns: Sequence[str]) -> tuple[dict[str, str], Iterator[dict]]:
-    """(the Arrow type of each of ``columns`` the file has, its rows as ``{column: value}`` over
-    those columns). A file with none of them still yields one empty row for each of its rows."""
+def read_rows(f: IO[bytes], columns: Sequence[str], row_groups: range | None = None) -> tuple[dict[str, str], Iterator[dict]]:
+    """(the Arrow type of each of ``columns`` the file has, its rows (of ``row_groups``, default
+    all) as ``{column: value}`` over those columns). A file with none of them still yields one
+    empty row for each of its rows."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
 
     pf = pq.ParquetFile(f)
     schema = pf.schema_arrow
     wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
-    return {c: str(schema.field(c).type) for c in wanted}, _rows(pf, wanted)
+    groups = range(pf.num_row_groups) if row_groups is None else row_groups
+    return {c: str(schema.field(c).type) for c in wanted}, _rows(pf, wanted, groups)
+
+
+def row_groups(f: IO[bytes]) -> list[tuple[int, int]]:
+    """(rows, uncompressed bytes) of each of the file's row groups, from its footer."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
+
+    meta = pq.ParquetFile(f).metadata
+    return [(meta.row_group(i).num_rows, meta.row_group(i).total_byte_size) for i in range(meta.num_row_groups)]
 
 
 def column_names(f: IO[bytes]) -> list[str]:
@@ -48,8 +58,8 @@ def column_names(f: IO[bytes]) -> list[str]:
     return list(pq.ParquetFile(f).schema_arrow.names)
 
 
-def _rows(pf, wanted: list[str]) -> Iterator[dict]:
-    for group in range(pf.num_row_groups):
+def _rows(pf, wanted: list[str], groups: range) -> Iterator[dict]:
+    for group in groups:
         if not wanted:
             yield from ({} for _ in range(pf.metadata.row_group(group).num_rows))
             continue

@@ -3,25 +3,27 @@
 
 A file is one work item of ``ReadAndClean``, so a corpus given as one 34 GB file would be read and
 cleaned by one worker while every other one waited for the dedup shuffle, which needs all of the
-input (about 0.26 CPU s a MB of reviews: 2.5 CPU hours in one process; docs/corpus.md, "Large
-input files"). An uncompressed file of lines (``text``, ``jsonl``, ``blocks``) larger than
-``split_bytes`` is read in pieces instead:
+input (about 0.2 CPU s a MB of review JSONL: 1.9 CPU hours in one process; docs/corpus.md, "Large
+input files"). An uncompressed file of lines (``text``, ``jsonl``, ``blocks``) or a Parquet file
+larger than ``split_bytes`` is read in pieces instead:
 
 1. :func:`plan` reads the file once, in order: its SHA-256 and size (what the whole-file read
    would have recorded) and the cuts, each the first line start at or after a multiple of
    ``split_bytes`` (in ``blocks``, the first blank line there, so that no block straddles a cut),
-   with the number of that line (newlines counted, ``bytes.count``: no line is parsed);
+   with the number of that line (newlines counted, ``bytes.count``: no line is parsed); a Parquet
+   file's pieces are runs of whole row groups of about ``split_bytes`` (its footer says their rows);
 2. each :class:`Piece` goes to a worker of its own and is read as the whole file would be from its
-   first line to its last (``reader.read_piece``), numbering its lines from the cut's: its records
-   and rejects are the whole file's, line for line;
+   first line (row) to its last (``reader.read_piece``), numbering its lines from the cut's: its
+   records and rejects are the whole file's, line for line;
 3. the pieces' rows (records in, rejected, damage, change) and the plan's (bytes, SHA-256) are
    combined into the file's one row of ``stats/files.jsonl`` (:class:`CombineRows`).
 
 So the corpus is the same bytes whatever ``split_bytes`` is (it is an operational setting, out of
-the artifact id); the price is a second read of the file, sequential and cheap next to cleaning
-(SHA-256 and a newline count, about 1 CPU s a GB). Compressed files cannot be cut without reading
-them from their start (gzip, bzip2 and zstd streams have no index to seek to) and Parquet files
-are read a row group at a time already: both stay whole.
+the artifact id). The price for a file of lines is a second read, sequential and cheap next to
+cleaning (SHA-256 and a newline count, about 2 CPU s a GB); a Parquet file's whole read made that
+pass already, for its SHA-256. Compressed files cannot be cut without reading them from their start
+(gzip, bzip2 and zstd streams have no index to seek to): they stay whole, and the launcher names
+one that is a large share of the input (:class:`Survey`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
-from kolectra.corpus import compress, inputs, outputs, reader
+from kolectra.corpus import compress, inputs, outputs, parquet, reader
 from kolectra.corpus.neardup import TALLY
 from kolectra.corpus.progress import WorkerCounts
 
@@ -46,21 +48,25 @@ BLANK_MAX = 4096
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
-    """Lines ``first_line``... of a file, the bytes ``[start, end)``; ``index`` counts from 0."""
+    """Lines ``first_line``... of a file, the bytes ``[start, end)``; of a Parquet file
+    (``row_groups``), its row groups ``[start, end)``, the first row numbered ``first_line``.
+    ``index`` counts from 0."""
 
     index: int
     start: int
     end: int
     first_line: int
+    row_groups: bool = False
 
 
 def splittable(listed: inputs.InputFile, fmt: str, split_bytes: int) -> bool:
-    """Whether ``listed`` is read in pieces: uncompressed, a line format, over ``split_bytes``."""
+    """Whether ``listed`` is read in pieces: over ``split_bytes``, and uncompressed in a line format
+    or Parquet (cut between row groups)."""
     return (listed.bytes > split_bytes and compress.codec_of(listed.path) is None
-            and reader.resolve_format(listed.path, fmt) in LINE_FORMATS)
+            and reader.resolve_format(listed.path, fmt) in (*LINE_FORMATS, "parquet"))
 
 
-# A file that stays whole (compressed, Parquet) is named at the start when it is over WHOLE_NOTICE
+# A file that stays whole (compressed) is named at the start when it is over WHOLE_NOTICE
 # times split_bytes once decompressed and at least 1/WHOLE_SHARE of the input: its read, by one
 # worker from its start, is then a floor under the job's wall time (many such files spread fine)
 WHOLE_NOTICE = 8
@@ -83,7 +89,7 @@ class Survey:
             return None
         return (f"input {path} ({stored / 1e9:,.1f} GB stored, about {expanded / 1e9:,.1f} GB once decompressed, "
                 f"{expanded / self.total:.0%} of the input) is read whole by one worker from its start (a compressed "
-                "or Parquet file cannot be cut), and every later step waits for it: give such a corpus as many "
+                "file cannot be cut), and every later step waits for it: give such a corpus as many "
                 "smaller files, or as uncompressed text or JSONL, which is read in pieces (docs/corpus.md, "
                 "\"Large input files\")")
 
@@ -139,24 +145,47 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
     store pinned the read, as ``reader.read_file`` records it) and its pieces; the bytes read go to
     ``counts`` as ``indexed`` (progress). Raises what opening or reading raised: the caller then
     reads the file whole, which dead-letters it the usual way."""
-    blocks = reader.resolve_format(listed.path, fmt) == "blocks"
+    fmt = reader.resolve_format(listed.path, fmt)
     raw, _ = compress.open_hashed(listed.path)
+    # a Parquet file's pass is the one its whole read makes for its SHA-256: the read's progress
+    counter = "bytes" if fmt == "parquet" else "indexed"
 
     def chunks() -> Iterator[bytes]:
         while chunk := raw.read(PLAN_CHUNK):
             if counts is not None:
-                counts.add(indexed=len(chunk))
+                counts.add(**{counter: len(chunk)})
             yield chunk
 
     with raw:
-        found = list(cuts(chunks(), split_bytes, blocks, min(BLANK_MAX, max_line_bytes)))
+        found = [] if fmt == "parquet" else list(cuts(chunks(), split_bytes, fmt == "blocks",
+                                                       min(BLANK_MAX, max_line_bytes)))
+        for _ in chunks():  # what is left: all of a Parquet file
+            pass
         digest = {"bytes": raw.bytes, "sha256": raw.sha256.hexdigest()}
         if (pinned := raw.pinned_identity(listed.path)) is not None:
             digest["identity"] = pinned
+    if fmt == "parquet":
+        with parquet.open_seekable(listed.path) as f:
+            return digest, row_group_pieces(parquet.row_groups(f), split_bytes)
     found = [(offset, line) for offset, line in found if offset < raw.bytes]  # a cut at the end starts nothing
     starts = [(0, 1), *found]
     ends = [offset for offset, _ in found] + [raw.bytes]
     return digest, [Piece(i, start, end, line) for i, ((start, line), end) in enumerate(zip(starts, ends))]
+
+
+def row_group_pieces(groups: list[tuple[int, int]], split_bytes: int) -> list[Piece]:
+    """A Parquet file's row groups ((rows, bytes) each) as pieces of consecutive groups, each closed
+    once it holds ``split_bytes`` (a group is never cut). Pure."""
+    out: list[Piece] = []
+    start = size = 0
+    rows = 0  # before the piece being filled
+    for i, (n, group_bytes) in enumerate(groups):
+        size += group_bytes
+        if size >= split_bytes or i == len(groups) - 1:
+            out.append(Piece(len(out), start, i + 1, rows + 1, row_groups=True))
+            rows += sum(r for r, _ in groups[start:i + 1])
+            start, size = i + 1, 0
+    return out
 
 
 class PlanPieces(beam.DoFn):
@@ -193,7 +222,7 @@ class PlanPieces(beam.DoFn):
 def piece_changed(listed: inputs.InputFile, piece: Piece, bytes_read: int, read_identity: str | None) -> str | None:
     """Why the file no longer matches its listing after a piece's read, or None (as
     ``inputs.changed_since`` says it of a whole file's read)."""
-    if bytes_read != piece.end - piece.start:
+    if not piece.row_groups and bytes_read != piece.end - piece.start:
         return f"bytes {piece.start}-{piece.end} of it read as {bytes_read} bytes"
     return inputs.changed_since(listed, listed.bytes, read_identity)
 

@@ -366,10 +366,24 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
 def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
                piece, digest: dict | None = None, keep_fields: tuple[str, ...] = ()) -> Iterator[dict]:
     """:func:`read_file` of one piece of an uncompressed file (``corpus/pieces.py``: its bytes
-    ``[start, end)`` hold whole lines, the first numbered ``first_line``): the records and rejects
-    the whole file's read gives for those lines. ``digest`` receives the piece's ``bytes`` (and
-    ``identity`` where the store pinned the read); the file's SHA-256 is the plan's."""
+    ``[start, end)`` hold whole lines, the first numbered ``first_line``; of a Parquet file, its row
+    groups ``[start, end)``): the records and rejects the whole file's read gives for those lines
+    or rows. ``digest`` receives the piece's ``bytes`` (none for row groups: the plan's pass
+    counted the file's) and ``identity`` where the store pinned the read; the file's SHA-256 is
+    the plan's."""
     fmt = resolve_format(path, fmt)
+    if fmt == "parquet":
+        opened: list = []
+        if digest is not None:
+            digest["raw"] = _NOTHING_READ
+        yield from _parquet_rows(path, source, text_field, id_field, max_line_bytes, keep_fields,
+                                 range(piece.start, piece.end), piece.first_line - 1, opened)
+        if digest is not None:
+            digest["bytes"] = 0
+            if opened and (pinned := pinned_identity(path, opened[0])) is not None:
+                digest["identity"] = pinned
+            del digest["raw"]
+        return
     try:
         f = open_input(path)
         f.seek(piece.start)
@@ -388,6 +402,13 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
             if (pinned := pinned_identity(path, f)) is not None:
                 digest["identity"] = pinned
             del digest["raw"]
+
+
+class _Counted:
+    bytes = 0
+
+
+_NOTHING_READ = _Counted()  # a row-group piece's progress: its file's bytes were counted by the plan
 
 
 class _Bounded:
@@ -491,10 +512,22 @@ def _read_parquet(path: str, source: str, text_field: str, id_field: str, max_te
         return
     if digest is not None:
         digest["raw"] = raw  # hashed whole already: progress counts its bytes at once
-    done = 0  # rows read
+    yield from _parquet_rows(path, source, text_field, id_field, max_text_bytes, keep_fields)
+    if digest is not None:
+        digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
+        del digest["raw"]
+
+
+def _parquet_rows(path: str, source: str, text_field: str, id_field: str, max_text_bytes: int,
+                  keep_fields: tuple[str, ...], row_groups: range | None = None, done: int = 0,
+                  opened: list | None = None) -> Iterator[dict]:
+    """The records and rejects of a Parquet file's rows (of ``row_groups``, the first of them
+    ``done`` rows into the file); ``opened`` receives the file opened."""
     try:
         with parquet.open_seekable(path) as f:
-            types, rows = parquet.read_rows(f, (text_field, id_field, *keep_fields))
+            if opened is not None:
+                opened.append(f)
+            types, rows = parquet.read_rows(f, (text_field, id_field, *keep_fields), row_groups)
             for row in rows:
                 try:
                     rec = _parquet_record(row, types, done, source, text_field, id_field, max_text_bytes, keep_fields)
@@ -506,9 +539,6 @@ def _read_parquet(path: str, source: str, text_field: str, id_field: str, max_te
     except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a page that fails to decode
         yield {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
                "detail": f"parquet error after row {done}: {_error(e)[:300]}"}
-    if digest is not None:
-        digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
-        del digest["raw"]
 
 
 def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field: str, id_field: str,

@@ -10,6 +10,8 @@ import json
 import random
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from kolectra.core import storage
@@ -222,7 +224,8 @@ def test_which_files_are_read_in_pieces():
     assert pieces.splittable(inputs.InputFile("a.txt", big, "x"), "blocks", 128 << 20)
     assert not pieces.splittable(inputs.InputFile("a.txt", 100 << 20, "x"), "auto", 128 << 20)
     assert not pieces.splittable(inputs.InputFile("a.jsonl.gz", big, "x"), "auto", 128 << 20)  # no index to seek to
-    assert not pieces.splittable(inputs.InputFile("a.parquet", big, "x"), "auto", 128 << 20)
+    assert pieces.splittable(inputs.InputFile("a.parquet", big, "x"), "auto", 128 << 20)  # between row groups
+    assert not pieces.splittable(inputs.InputFile("a.parquet", 100 << 20, "x"), "auto", 128 << 20)
 
 
 def test_the_progress_line_shows_the_large_files_first_pass():
@@ -243,10 +246,45 @@ def test_a_large_file_that_cannot_be_cut_is_named_at_the_start():
     assert notice(("big.jsonl", 40 * gb)) is None  # read in pieces
     assert notice(("a.jsonl.gz", 100 << 20)) is None  # small enough: 0.3 GB once decompressed
     assert notice(*((f"part-{i}.jsonl.gz", gb) for i in range(70))) is None  # many: they spread over the workers
-    assert notice(("a.parquet", 4 * gb), *((f"b-{i}.txt", gb // 16) for i in range(20))) is not None
+    assert notice(("a.txt.zst", 4 * gb), *((f"b-{i}.txt", gb // 16) for i in range(20))) is not None
+    assert notice(("a.parquet", 40 * gb)) is None  # read in pieces of row groups
 
 
 def test_a_cut_at_the_files_end_makes_no_empty_piece(tmp_path):
     listed = _write(tmp_path, "long.txt", "가".encode() * 700 + b"\n")  # one line past the first multiple
     digest, planned = pieces.plan(listed, 1 << 10, "text", MAX_LINE)
     assert planned == [pieces.Piece(0, 0, listed.bytes, 1)] and digest["bytes"] == listed.bytes == 2101
+
+
+def test_row_groups_make_pieces_of_about_split_bytes_never_cut():
+    groups = [(10, 400), (5, 700), (7, 100), (3, 2000), (4, 50)]
+    assert pieces.row_group_pieces(groups, 1000) == [
+        pieces.Piece(0, 0, 2, 1, True), pieces.Piece(1, 2, 4, 16, True), pieces.Piece(2, 4, 5, 26, True)]
+    assert pieces.row_group_pieces(groups, 1 << 30) == [pieces.Piece(0, 0, 5, 1, True)]
+    assert pieces.row_group_pieces([], 1000) == []
+
+
+def test_a_parquet_file_is_read_in_pieces_of_row_groups_to_the_same_corpus(tmp_path, monkeypatch):
+    rng = random.Random(14)
+    texts = [None if rng.random() < 0.05 else " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 25)))
+             for _ in range(900)]
+    inp = tmp_path / "in"
+    inp.mkdir()
+    table = pa.table({"text": texts, "id": pa.array([None if i % 7 == 0 else 5000 + i for i in range(900)], pa.int64()),
+                      "rating": [i % 10 for i in range(900)]})
+    pq.write_table(table, inp / "reviews.parquet", row_group_size=40)  # 23 row groups
+    real, planned = pieces.plan, []
+
+    def counted(listed, *args, **kw):
+        out = real(listed, *args, **kw)
+        planned.append(len(out[1]))
+        return out
+
+    monkeypatch.setattr(pieces, "plan", counted)
+    sets = {"keep_fields": ("rating",)}
+    whole = _corpus(str(inp / "*"), tmp_path / "whole", **sets)
+    split = _corpus(str(inp / "*"), tmp_path / "split", split_bytes=1 << 10, **sets)
+    assert planned and planned[0] > 5
+    assert split == whole
+    row = json.loads(whole[Path("stats/files.jsonl")])
+    assert row["records_in"] == 900 and row["rejected"] == texts.count(None)
