@@ -4,9 +4,11 @@ A file was one work item of ``ReadAndClean`` (``corpus/steps.py``): a corpus giv
 file was read and cleaned by one worker, and the dedup shuffle after it waits for every input, so
 that item's CPU time is a floor under the job's wall time however many workers run. An
 uncompressed text, JSONL or blocks file over ``split_bytes`` is now planned (one sequential pass:
-SHA-256 and a newline count, ``corpus/pieces.py``) and read in pieces, each a work item of its own.
+SHA-256 and a newline count, ``corpus/pieces.py``) and read in pieces, each a work item of its own;
+a Parquet file in runs of its row groups.
 
-The input is one uncompressed JSONL file of the first N NSMC review files (14.2 MB each). For each
+The input is one uncompressed JSONL file of the first N NSMC review files (14.2 MB each), or with
+``--parquet`` one Parquet file of their ids and texts. For each
 size the steps run in this process as a runner calls them, their output consumed as it comes:
 ``ReadAndClean`` over the whole file; ``pieces.plan`` over it (CPU and ``tracemalloc`` peak); and
 ``ReadAndClean`` over each piece. Figures are CPU seconds of this process (``time.process_time``),
@@ -18,7 +20,7 @@ size's figures, the pieces' total against the whole (the price of the plan and t
 records in (the same either way, checked).
 
     python benchmarks/large_file.py [--quick] [--reviews GLOB | --data DIR] [--sizes 2,4,8]
-        [--split-mb 16]
+        [--split-mb 16] [--parquet]
 
 Full: 2, 4 and 8 files (28, 57 and 113 MB) at 16 MB pieces, about 2 CPU minutes; ``--quick``: the
 embedded sample's 4,000 reviews at 64 kB pieces.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import gzip
+import json
 import sys
 import tempfile
 import time
@@ -38,10 +41,23 @@ from pathlib import Path
 from common import add_data_args, emit, parser, reviews_source
 
 WHO = "large_file"
+ROW_GROUP = 10_000  # rows a row group of the Parquet input (--parquet)
 
 
 def write_input(files: list[str], out: Path) -> int:
-    """One uncompressed JSONL file of ``files``' lines: its size in bytes."""
+    """One uncompressed JSONL file of ``files``' lines (a Parquet file of their rows, in row groups
+    of :data:`ROW_GROUP` rows, where ``out`` ends in ``.parquet``): its size in bytes."""
+    if out.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(out, pa.schema([("id", pa.string()), ("text", pa.string())])) as writer:
+            for path in files:
+                with gzip.open(path, "rt", encoding="utf-8") as f:
+                    rows = [json.loads(line) for line in f]
+                writer.write_table(pa.table({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows]}),
+                                   row_group_size=ROW_GROUP)
+        return out.stat().st_size
     with out.open("wb") as sink:
         for path in files:
             with gzip.open(path, "rb") as f:
@@ -107,6 +123,8 @@ def main(argv: list[str] | None = None) -> dict:
     add_data_args(p, "reviews")
     p.add_argument("--sizes", default="2,4,8", help="review files in the one large file, each size")
     p.add_argument("--split-mb", type=float, default=16.0, help="split_bytes in MB (2^20)")
+    p.add_argument("--parquet", action="store_true",
+                   help=f"the one file as Parquet (id and text, row groups of {ROW_GROUP:,} rows), not JSONL")
     args = p.parse_args(argv)
     source = reviews_source(args, WHO)
     files = sorted(glob.glob(source))
@@ -120,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict:
     runs = {}
     with tempfile.TemporaryDirectory(prefix="kolectra-bench-large-") as tmp:
         for n in sizes:
-            path = Path(tmp) / f"reviews-{n}.jsonl"
+            path = Path(tmp) / f"reviews-{n}.{'parquet' if args.parquet else 'jsonl'}"
             write_input(files[:n], path)
             runs[n] = measure(path, split)
             path.unlink()
@@ -128,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     last = runs[sizes[-1]]
     return emit(WHO, "CPU s of the longest chain of work items over one large file (plan + longest piece)",
                 last["longest_chain_cpu_s"], "the whole file as one work item", last["whole_cpu_s"],
-                {"sizes": sizes, "split_bytes": split, "source": source}, runs=runs)
+                {"sizes": sizes, "split_bytes": split, "source": source, "parquet": args.parquet}, runs=runs)
 
 
 if __name__ == "__main__":
