@@ -1,8 +1,9 @@
 """Large input files read in pieces by several workers (corpus/pieces.py): the cuts fall on line
 (or, in blocks, blank-line) starts with the right line numbers whatever the reads' sizes; the
 pieces' records are the whole file's, line for line, in every line format; and the corpus is the
-same bytes, on a disk and in a bucket, whatever ``split_bytes`` is. A file changed between the plan
-and a piece's read fails the job; one the plan cannot read is read whole, as before."""
+same bytes, on a disk and in a bucket, for Parquet files too, whatever ``split_bytes`` is. A file
+changed between the plan and a piece's read fails the job; one the plan cannot read is read whole,
+as before; a large compressed file, which cannot be cut, is named at the start."""
 
 import dataclasses
 import gzip
@@ -135,7 +136,7 @@ def _corpus(inp: str, out: Path, **sets) -> dict:
     return _tree(out)
 
 
-def test_the_corpus_is_the_same_bytes_in_pieces(tmp_path, monkeypatch):
+def test_the_corpus_is_the_same_bytes_in_pieces_or_whole_when_the_plan_fails(tmp_path, monkeypatch):
     inp = tmp_path / "in"
     inp.mkdir()
     (inp / "big.jsonl").write_bytes(_messy(1500, "jsonl", seed=7))
@@ -154,25 +155,17 @@ def test_the_corpus_is_the_same_bytes_in_pieces(tmp_path, monkeypatch):
     split = _corpus(str(inp / "*"), tmp_path / "split", split_bytes=1 << 10)
     assert sorted(planned) == ["big.jsonl", "big.txt"]  # the small and the compressed one stay whole
     assert split == whole
-    rows = [json.loads(line) for line in whole[Path("stats/files.jsonl")].splitlines()]
-    assert [r["source"] for r in rows] == ["big.jsonl", "big.txt", "small.txt", "zipped.jsonl.gz"]
-    assert rows[0]["records_in"] == 1500 and rows[0]["rejected"] > 50
 
-
-def test_a_file_the_plan_cannot_read_is_read_whole(tmp_path, monkeypatch):
-    inp = tmp_path / "in"
-    inp.mkdir()
-    (inp / "big.txt").write_bytes(_messy(800, "text", seed=11))
-    whole = _corpus(str(inp / "*"), tmp_path / "whole")
-    planned = []
-
-    def refusing(listed, *args, **kw):  # the in-process worker calls this module's plan
-        planned.append(listed.path)
+    def refusing(listed, *args, **kw):  # a file the plan cannot read (gone, not allowed) is read whole
+        planned.append(Path(listed.path).name)
         raise PermissionError("not allowed")
 
     monkeypatch.setattr(pieces, "plan", refusing)
-    assert _corpus(str(inp / "*"), tmp_path / "split", split_bytes=1 << 10) == whole
-    assert planned == [str(inp / "big.txt")]
+    assert _corpus(str(inp / "*"), tmp_path / "refused", split_bytes=1 << 10) == whole
+    assert sorted(planned[2:]) == ["big.jsonl", "big.txt"]
+    rows = [json.loads(line) for line in whole[Path("stats/files.jsonl")].splitlines()]
+    assert [r["source"] for r in rows] == ["big.jsonl", "big.txt", "small.txt", "zipped.jsonl.gz"]
+    assert rows[0]["records_in"] == 1500 and rows[0]["rejected"] > 50
 
 
 def test_a_file_changed_after_its_plan_fails_the_job_naming_it(tmp_path, monkeypatch):
