@@ -5,10 +5,11 @@ file was read and cleaned by one worker, and the dedup shuffle after it waits fo
 that item's CPU time is a floor under the job's wall time however many workers run. An
 uncompressed text, JSONL or blocks file over ``split_bytes`` is now planned (one sequential pass:
 SHA-256 and a newline count, ``corpus/pieces.py``) and read in pieces, each a work item of its own;
-a Parquet file in runs of its row groups.
+a Parquet file in runs of its row groups; a compressed file in zstd copies of its pieces, which the
+first pass writes (``corpus/piece_copies.py``).
 
-The input is one uncompressed JSONL file of the first N NSMC review files (14.2 MB each), or with
-``--parquet`` one Parquet file of their ids and texts. For each
+The input is one uncompressed JSONL file of the first N NSMC review files (14.2 MB each); with
+``--parquet`` one Parquet file of their ids and texts; with ``--gzip`` the JSONL file gzipped. For each
 size the steps run in this process as a runner calls them, their output consumed as it comes:
 ``ReadAndClean`` over the whole file; ``pieces.plan`` over it (CPU and ``tracemalloc`` peak); and
 ``ReadAndClean`` over each piece. Figures are CPU seconds of this process (``time.process_time``),
@@ -20,7 +21,7 @@ size's figures, the pieces' total against the whole (the price of the plan and t
 records in (the same either way, checked).
 
     python benchmarks/large_file.py [--quick] [--reviews GLOB | --data DIR] [--sizes 2,4,8]
-        [--split-mb 16] [--parquet]
+        [--split-mb 16] [--parquet | --gzip]
 
 Full: 2, 4 and 8 files (28, 57 and 113 MB) at 16 MB pieces, about 2 CPU minutes; ``--quick``: the
 embedded sample's 4,000 reviews at 64 kB pieces.
@@ -32,6 +33,7 @@ import dataclasses
 import glob
 import gzip
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -58,7 +60,7 @@ def write_input(files: list[str], out: Path) -> int:
                 writer.write_table(pa.table({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows]}),
                                    row_group_size=ROW_GROUP)
         return out.stat().st_size
-    with out.open("wb") as sink:
+    with (gzip.open(out, "wb", compresslevel=6) if out.suffix == ".gz" else out.open("wb")) as sink:
         for path in files:
             with gzip.open(path, "rb") as f:
                 while chunk := f.read(1 << 20):
@@ -79,7 +81,7 @@ def read_cpu(dofn, work: tuple) -> tuple[float, int]:
     return time.process_time() - t0, records
 
 
-def measure(path: Path, split_bytes: int) -> dict:
+def measure(path: Path, split_bytes: int, copies: Path) -> dict:
     from kolectra.corpus import inputs, pieces
     from kolectra.corpus.config import default_config
     from kolectra.corpus.steps import ReadAndClean
@@ -90,7 +92,7 @@ def measure(path: Path, split_bytes: int) -> dict:
     dofn.setup()
     tracemalloc.start()
     t0 = time.process_time()
-    _, planned = pieces.plan(listed, split_bytes, cfg.format, cfg.max_line_bytes)
+    _, planned = pieces.plan(listed, split_bytes, cfg.format, cfg.max_line_bytes, None, str(copies), "bench")
     plan_cpu = time.process_time() - t0
     plan_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -103,8 +105,10 @@ def measure(path: Path, split_bytes: int) -> dict:
         records += n
     if records != whole_records:
         sys.exit(f"{WHO}: the pieces read {records} records, the whole file {whole_records}")
+    copied = sum(Path(p.copy).stat().st_size for p in planned if p.copy)
     return {
         "file_mb": round(listed.bytes / 1e6, 1),
+        "copies_mb": round(copied / 1e6, 1),
         "records": whole_records,
         "pieces": len(planned),
         "whole_cpu_s": round(whole_cpu, 2),
@@ -125,6 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--split-mb", type=float, default=16.0, help="split_bytes in MB (2^20)")
     p.add_argument("--parquet", action="store_true",
                    help=f"the one file as Parquet (id and text, row groups of {ROW_GROUP:,} rows), not JSONL")
+    p.add_argument("--gzip", action="store_true",
+                   help="the one file as gzip-compressed JSONL: its pieces are zstd copies the first pass writes")
     args = p.parse_args(argv)
     source = reviews_source(args, WHO)
     files = sorted(glob.glob(source))
@@ -138,15 +144,16 @@ def main(argv: list[str] | None = None) -> dict:
     runs = {}
     with tempfile.TemporaryDirectory(prefix="kolectra-bench-large-") as tmp:
         for n in sizes:
-            path = Path(tmp) / f"reviews-{n}.{'parquet' if args.parquet else 'jsonl'}"
+            path = Path(tmp) / f"reviews-{n}.{'parquet' if args.parquet else 'jsonl.gz' if args.gzip else 'jsonl'}"
             write_input(files[:n], path)
-            runs[n] = measure(path, split)
+            runs[n] = measure(path, split, Path(tmp) / f"copies-{n}")
             path.unlink()
+            shutil.rmtree(Path(tmp) / f"copies-{n}", ignore_errors=True)
             print(f"{WHO}: {n} file(s): {runs[n]}", file=sys.stderr)
     last = runs[sizes[-1]]
     return emit(WHO, "CPU s of the longest chain of work items over one large file (plan + longest piece)",
                 last["longest_chain_cpu_s"], "the whole file as one work item", last["whole_cpu_s"],
-                {"sizes": sizes, "split_bytes": split, "source": source, "parquet": args.parquet}, runs=runs)
+                {"sizes": sizes, "split_bytes": split, "source": source, "parquet": args.parquet, "gzip": args.gzip}, runs=runs)
 
 
 if __name__ == "__main__":

@@ -95,21 +95,24 @@ LARGE = "large"  # the tag of the listing's files read in pieces
 # 5.25 per MB of plain text, above that slope; the estimate was 7-20 % over each measured peak.
 # Beam's own runner (the changes did not apply: another Beam under the pin's name) held 0.73 GB +
 # 7.8 MB per MB of text (more on the runs that caught its send's spike), under 3.0. Near-dup's
-# stages add their signature records and packed band records (corpus/neardup_bands.py): the whole
-# job with them measured 853, 888, 1,032 and 1,370 MB over 1, 2, 4 and 8 review files on Beam's own
-# runner (benchmarks/scale.py --preset production; 0.75 GB + 10.5 MB per MB of text), so the same
-# slope on a base 60 MB higher gives 14-60 % more than each; not measured with the changes.
+# stages add their signature and packed band records (corpus/neardup_bands.py), and the Kiwi stage
+# takes the documents joined to their marks: the whole job with them, measured the same way over 1,
+# 2 and 4 files, held 0.89 GB + 5.8 MB per MB of text with the changes, so 1.8 per MB of JSON (6.3
+# per MB of plain text) on a base of 0.90 GB, 7-20 % over each measured peak; and 0.85 GB + 10.9 on
+# Beam's own runner (its shard shuffle's send), under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over.
 LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5)
 LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0)
-LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=800, per_mb=3.5)
+LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=900, per_mb=1.8)
+LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5)
 
 
 def local_memory_model(cfg: CorpusConfig, runner: str) -> MemoryModel:
-    """The fitted peak for this job: near-dup's, or the local runner's with or without
+    """The fitted peak for this job, with near-dup or without, on the local runner with or without
     corpus/beam_local.py's changes (applied here, as the runner would before the job)."""
+    changed = runner == LOCAL_RUNNER and beam_local.install()
     if cfg.near_dup_threshold > 0:
-        return LOCAL_MEMORY_NEAR_DUP
-    return LOCAL_MEMORY if runner == LOCAL_RUNNER and beam_local.install() else LOCAL_MEMORY_BEAM_OWN
+        return LOCAL_MEMORY_NEAR_DUP if changed else LOCAL_MEMORY_NEAR_DUP_BEAM_OWN
+    return LOCAL_MEMORY if changed else LOCAL_MEMORY_BEAM_OWN
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -171,7 +174,7 @@ def _large_apart(ranked: tuple, cfg: CorpusConfig):
 
 
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, buckets: int,
-            progress_dir: str | None, threads: int = 1, split: bool = False) -> None:
+            progress_dir: str | None, threads: int = 1, split: str | None = None) -> None:
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (the summed
     # tallies, an entry per shard) goes without the empty-input default, each
@@ -180,12 +183,14 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     # a file (corpus/listing.py)
     listing = p | "ListInputs" >> beam.Create([listed_at]) | "ReadListing" >> beam.FlatMap(listing_file.read)
     work, tallies = listing, []
-    if split:  # only when a listed file is large (build): the graph of a corpus of small files is as it was
+    # split: where a large compressed file's copies go, given only when a listed file is read in pieces
+    # (build): the graph of a corpus of small files is as it was
+    if split:
         files = listing | "LargeApart" >> beam.FlatMap(_large_apart, cfg).with_outputs(LARGE, main="whole")
         planned = (
             files[LARGE]
             | "SpreadLarge" >> beam.GroupByKey()
-            | "PlanPieces" >> beam.ParDo(pieces.PlanPieces(cfg.split_bytes, cfg.format, cfg.max_line_bytes, progress_dir)).with_outputs(
+            | "PlanPieces" >> beam.ParDo(pieces.PlanPieces(cfg.split_bytes, cfg.format, cfg.max_line_bytes, progress_dir, split)).with_outputs(
                 pieces.PIECE_ROWS, TALLY, main="work")
         )
         work = (files.whole, planned.work) | "AllWork" >> beam.Flatten()
@@ -289,7 +294,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     _check_text_field(cfg, next(iter(listed)).path)
     name_of = name_of or reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
-    surveyed = pieces.survey(listed, cfg.format, cfg.split_bytes)
+    split = any(pieces.splittable(f, cfg.format, cfg.split_bytes) for f in listed)
     buckets = dedup_buckets(outputs.expected_input_bytes(_sizes(listed)), cfg.dedup_group_bytes)
     cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
@@ -305,8 +310,6 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         shown += f", Kiwi on {threads} thread(s) a worker"
     progress(f"corpus: {len(listed)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "
              f"runner {shown}, language {cfg.language}")
-    if (notice := surveyed.notice(cfg.split_bytes)) is not None:
-        progress(f"corpus: {notice}")
     in_place = storage.is_url(str(out_dir))  # the artifact lives on a store: workers write there
     staging = None if in_place else options.view_as(CorpusOptions).corpus_staging
     if staging is None and runner in REMOTE_RUNNERS and not in_place:
@@ -318,17 +321,20 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     out = storage.join(staging, f"kolectra-corpus-{uuid.uuid4().hex}") if staging else str(out_dir)
     # workers on this machine report progress through files here (remote ones cannot reach it)
     progress_dir = None if runner in REMOTE_RUNNERS else scratch.mkdtemp("progress")
-    # the listing goes where the workers read: a folder here, or the job's output folder on the store
-    # (the staging copy is removed whole after the fetch; the artifact's copy below)
-    listed_at = storage.join(out, "_job", listing_file.FILE_NAME) if progress_dir is None else \
-        str(Path(progress_dir, listing_file.FILE_NAME))
+    # the listing, and a large compressed file's copies (corpus/piece_copies.py), go where the workers
+    # read: the progress folder for the local runner's (or a local output's), else the job's folder on
+    # the store, which a cluster's workers reach (removed below, whatever the job's end)
+    shared = progress_dir is not None and (runner == LOCAL_RUNNER or not storage.is_url(out))
+    job_dir = progress_dir if shared else storage.join(out, "_job")
+    listed_at = storage.join(job_dir, listing_file.FILE_NAME)
+    copies_at = storage.join(job_dir, "pieces")
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
     try:
         with Interruption(owns=progress_dir) as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
-                _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, surveyed.split)
+                _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, copies_at if split else None)
     except BaseException:
         if not ctrl_c.happened:
             raise
@@ -340,8 +346,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         gc.set_threshold(*threshold)
         if progress_dir:
             shutil.rmtree(progress_dir, ignore_errors=True)
-        elif in_place:
-            storage.remove(listed_at)
+        if job_dir != progress_dir:  # on the store: the listing and any copies, whether the job ended well or not
+            storage.remove(job_dir, recursive=True)
     if staging:
         outputs.fetch_outputs(out, str(out_dir), cfg.num_shards)
     written = outputs.take_report(str(out_dir))

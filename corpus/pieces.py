@@ -4,8 +4,9 @@
 A file is one work item of ``ReadAndClean``, so a corpus given as one 34 GB file would be read and
 cleaned by one worker while every other one waited for the dedup shuffle, which needs all of the
 input (about 0.2 CPU s a MB of review JSONL: 1.9 CPU hours in one process; docs/corpus.md, "Large
-input files"). An uncompressed file of lines (``text``, ``jsonl``, ``blocks``) or a Parquet file
-larger than ``split_bytes`` is read in pieces instead:
+input files"). A file of lines (``text``, ``jsonl``, ``blocks``; a compressed one over :data:`COPY_OVER` times
+``split_bytes`` once decompressed) or a Parquet file larger than ``split_bytes`` is read in pieces
+instead:
 
 1. :func:`plan` reads the file once, in order: its SHA-256 and size (what the whole-file read
    would have recorded) and the cuts, each the first line start at or after a multiple of
@@ -21,20 +22,21 @@ larger than ``split_bytes`` is read in pieces instead:
 So the corpus is the same bytes whatever ``split_bytes`` is (it is an operational setting, out of
 the artifact id). The price for a file of lines is a second read, sequential and cheap next to
 cleaning (SHA-256 and a newline count, about 2 CPU s a GB); a Parquet file's whole read made that
-pass already, for its SHA-256. Compressed files cannot be cut without reading them from their start
-(gzip, bzip2 and zstd streams have no index to seek to): they stay whole, and the launcher names
-one that is a large share of the input (:class:`Survey`).
+pass already, for its SHA-256. A compressed stream cannot be entered in the middle, so a large
+compressed file's plan decompresses it once and writes its pieces as copies
+(``corpus/piece_copies.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Iterable, Iterator
 
 import apache_beam as beam
 
-from kolectra.corpus import compress, inputs, outputs, parquet, reader
+from kolectra.corpus import compress, inputs, outputs, parquet, piece_copies, reader
 from kolectra.corpus.neardup import TALLY
 from kolectra.corpus.progress import WorkerCounts
 
@@ -49,7 +51,8 @@ BLANK_MAX = 4096
 @dataclasses.dataclass(frozen=True)
 class Piece:
     """Lines ``first_line``... of a file, the bytes ``[start, end)``; of a Parquet file
-    (``row_groups``), its row groups ``[start, end)``, the first row numbered ``first_line``.
+    (``row_groups``), its row groups ``[start, end)``, the first row numbered ``first_line``; of a
+    compressed file, the decompressed bytes ``[start, end)``, read from their ``copy``.
     ``index`` counts from 0."""
 
     index: int
@@ -57,54 +60,25 @@ class Piece:
     end: int
     first_line: int
     row_groups: bool = False
+    copy: str | None = None  # a compressed file's piece: its lines, decompressed, in this zstd file (piece_copies)
 
 
 def splittable(listed: inputs.InputFile, fmt: str, split_bytes: int) -> bool:
-    """Whether ``listed`` is read in pieces: over ``split_bytes``, and uncompressed in a line format
-    or Parquet (cut between row groups)."""
-    return (listed.bytes > split_bytes and compress.codec_of(listed.path) is None
-            and reader.resolve_format(listed.path, fmt) in (*LINE_FORMATS, "parquet"))
+    """Whether ``listed`` is read in pieces: over ``split_bytes``, uncompressed, in a line format or
+    Parquet (cut between row groups); or compressed, in a line format, over :data:`COPY_OVER` times
+    ``split_bytes`` once decompressed (its pieces are copies: ``corpus/piece_copies.py``)."""
+    if listed.bytes <= split_bytes:
+        return False
+    kind = reader.resolve_format(listed.path, fmt)
+    if compress.codec_of(listed.path) is None:
+        return kind in (*LINE_FORMATS, "parquet")
+    return kind in LINE_FORMATS and outputs.expected_input_bytes([(listed.path, listed.bytes)]) > COPY_OVER * split_bytes
 
 
-# A file that stays whole (compressed) is named at the start when it is over WHOLE_NOTICE
-# times split_bytes once decompressed and at least 1/WHOLE_SHARE of the input: its read, by one
-# worker from its start, is then a floor under the job's wall time (many such files spread fine)
-WHOLE_NOTICE = 8
-WHOLE_SHARE = 8
-
-
-@dataclasses.dataclass
-class Survey:
-    """What the listing holds for the first step: whether any file is read in pieces, and the
-    largest file read whole ((bytes once decompressed, stored bytes, path)) against the total."""
-
-    split: bool = False
-    largest_whole: tuple[float, int, str] = (0.0, 0, "")
-    total: float = 0.0
-
-    def notice(self, split_bytes: int) -> str | None:
-        """The launcher's line about a large file read whole, or None."""
-        expanded, stored, path = self.largest_whole
-        if expanded <= WHOLE_NOTICE * split_bytes or expanded * WHOLE_SHARE < self.total:
-            return None
-        return (f"input {path} ({stored / 1e9:,.1f} GB stored, about {expanded / 1e9:,.1f} GB once decompressed, "
-                f"{expanded / self.total:.0%} of the input) is read whole by one worker from its start (a compressed "
-                "file cannot be cut), and every later step waits for it: give such a corpus as many "
-                "smaller files, or as uncompressed text or JSONL, which is read in pieces (docs/corpus.md, "
-                "\"Large input files\")")
-
-
-def survey(listed: Iterable[inputs.InputFile], fmt: str, split_bytes: int) -> Survey:
-    """One pass over the listing (:class:`Survey`)."""
-    out = Survey()
-    for f in listed:
-        expanded = outputs.expected_input_bytes([(f.path, f.bytes)])
-        out.total += expanded
-        if splittable(f, fmt, split_bytes):
-            out.split = True
-        elif expanded > out.largest_whole[0]:
-            out.largest_whole = (expanded, f.bytes, f.path)
-    return out
+# A compressed file is copied in pieces (decompressed once, written again: piece_copies) only when it
+# is over this many times split_bytes once decompressed: a smaller one is read whole at a cost like
+# a piece's, and many of them spread over the workers as they are
+COPY_OVER = 8
 
 
 def cuts(chunks: Iterable[bytes], every: int, blocks: bool, blank_max: int = BLANK_MAX) -> Iterator[tuple[int, int]]:
@@ -140,12 +114,19 @@ def cuts(chunks: Iterable[bytes], every: int, blocks: bool, blank_max: int = BLA
 
 
 def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: int,
-         counts: WorkerCounts | None = None) -> tuple[dict, list[Piece]]:
+         counts: WorkerCounts | None = None, copies: str | None = None, stem: str = "") -> tuple[dict, list[Piece]]:
     """One sequential read of the file: its ``{"bytes", "sha256"}`` (and ``identity`` where the
     store pinned the read, as ``reader.read_file`` records it) and its pieces; the bytes read go to
-    ``counts`` as ``indexed`` (progress). Raises what opening or reading raised: the caller then
-    reads the file whole, which dead-letters it the usual way."""
+    ``counts`` as ``indexed`` (progress). A compressed file's pieces are copies written under
+    ``copies``, named from ``stem``. Raises what opening or reading raised: the caller then reads
+    the file whole, which dead-letters it the usual way."""
     fmt = reader.resolve_format(listed.path, fmt)
+    if compress.codec_of(listed.path) is not None:
+        if copies is None:
+            raise ValueError("a compressed file's pieces need a folder for their copies")
+        cut = functools.partial(cuts, every=split_bytes, blocks=fmt == "blocks", blank_max=min(BLANK_MAX, max_line_bytes))
+        digest, done = piece_copies.spill(listed, cut, copies, stem, counts)
+        return digest, [Piece(i, start, end, line, copy=path) for i, (start, end, line, path) in enumerate(done)]
     raw, _ = compress.open_hashed(listed.path)
     # a Parquet file's pass is the one its whole read makes for its SHA-256: the read's progress
     counter = "bytes" if fmt == "parquet" else "indexed"
@@ -194,9 +175,10 @@ class PlanPieces(beam.DoFn):
     input-file tally; a file that cannot be planned (gone, unreadable) goes on whole as
     ``(rank, (file, source))``, to be dead-lettered by its read."""
 
-    def __init__(self, split_bytes: int, fmt: str, max_line_bytes: int, progress_dir: str | None = None):
+    def __init__(self, split_bytes: int, fmt: str, max_line_bytes: int, progress_dir: str | None = None,
+                 copies: str | None = None):
         self.split_bytes, self.fmt, self.max_line_bytes = split_bytes, fmt, max_line_bytes
-        self.progress_dir = progress_dir
+        self.progress_dir, self.copies = progress_dir, copies
 
     def setup(self):
         self.counts = WorkerCounts(self.progress_dir)
@@ -204,7 +186,8 @@ class PlanPieces(beam.DoFn):
     def process(self, keyed):
         for rank, (listed, source) in keyed[1]:
             try:
-                digest, pieces = plan(listed, self.split_bytes, self.fmt, self.max_line_bytes, self.counts)
+                digest, pieces = plan(listed, self.split_bytes, self.fmt, self.max_line_bytes, self.counts,
+                                      self.copies, f"{rank:09d}")
             except Exception:  # noqa: BLE001 - the whole-file read names the error as a damaged_file reject
                 yield rank, (listed, source)
                 continue
@@ -222,6 +205,8 @@ class PlanPieces(beam.DoFn):
 def piece_changed(listed: inputs.InputFile, piece: Piece, bytes_read: int, read_identity: str | None) -> str | None:
     """Why the file no longer matches its listing after a piece's read, or None (as
     ``inputs.changed_since`` says it of a whole file's read)."""
+    if piece.copy is not None:  # read from the plan's copy: the plan compared the file with its listing
+        return None
     if not piece.row_groups and bytes_read != piece.end - piece.start:
         return f"bytes {piece.start}-{piece.end} of it read as {bytes_read} bytes"
     return inputs.changed_since(listed, listed.bytes, read_identity)

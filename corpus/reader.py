@@ -372,6 +372,10 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
     counted the file's) and ``identity`` where the store pinned the read; the file's SHA-256 is
     the plan's."""
     fmt = resolve_format(path, fmt)
+    if piece.copy is not None:  # a compressed file's piece (corpus/piece_copies.py): its lines, copied
+        yield from _read_copy(piece.copy, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
+                              piece.first_line, digest)
+        return
     if fmt == "parquet":
         opened: list = []
         if digest is not None:
@@ -402,6 +406,25 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
             if (pinned := pinned_identity(path, f)) is not None:
                 digest["identity"] = pinned
             del digest["raw"]
+
+
+def _read_copy(copy: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
+               keep_fields: tuple[str, ...], first_line: int, digest: dict | None) -> Iterator[dict]:
+    """The records and rejects of a compressed file's copied piece, its lines numbered from
+    ``first_line``; its bytes were counted by the plan's read (progress), so ``digest`` gets none."""
+    if digest is not None:
+        digest["raw"] = _NOTHING_READ
+    try:
+        raw, stream = compress.open_hashed(copy)
+    except Exception as e:  # noqa: BLE001 - the job's own copy gone: a dead letter naming it
+        yield {"source": source, "line": first_line, "reason": "damaged_file", "detail": f"cannot open its copy: {_error(e)}"}
+    else:
+        with raw, stream:
+            yield from _read_lines(stream, copy, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
+                                   first_line)
+    if digest is not None:
+        digest["bytes"] = 0
+        del digest["raw"]
 
 
 class _Counted:

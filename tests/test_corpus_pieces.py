@@ -3,7 +3,8 @@
 pieces' records are the whole file's, line for line, in every line format; and the corpus is the
 same bytes, on a disk and in a bucket, for Parquet files too, whatever ``split_bytes`` is. A file
 changed between the plan and a piece's read fails the job; one the plan cannot read is read whole,
-as before; a large compressed file, which cannot be cut, is named at the start."""
+as before; a large compressed file is decompressed once into copies of its pieces, removed after
+the job, and a damaged one is read whole, dead-lettered at the damage as before."""
 
 import dataclasses
 import gzip
@@ -142,7 +143,7 @@ def test_the_corpus_is_the_same_bytes_in_pieces_or_whole_when_the_plan_fails(tmp
     (inp / "big.jsonl").write_bytes(_messy(1500, "jsonl", seed=7))
     (inp / "big.txt").write_bytes(_messy(800, "text", seed=8))
     (inp / "small.txt").write_bytes(b"\n".join(_messy(8, "text", seed=9).split(b"\n")[1:]) + b"\n")
-    (inp / "zipped.jsonl.gz").write_bytes(gzip.compress(_messy(300, "jsonl", seed=10)))
+    (inp / "zipped.jsonl.gz").write_bytes(gzip.compress(_messy(60, "jsonl", seed=10)))  # under 8 KiB decompressed
     real, planned = pieces.plan, []
 
     def counted(listed, *args, **kw):  # the in-process worker calls this module's plan
@@ -216,7 +217,10 @@ def test_which_files_are_read_in_pieces():
     assert pieces.splittable(inputs.InputFile("a.jsonl", big, "x"), "auto", 128 << 20)
     assert pieces.splittable(inputs.InputFile("a.txt", big, "x"), "blocks", 128 << 20)
     assert not pieces.splittable(inputs.InputFile("a.txt", 100 << 20, "x"), "auto", 128 << 20)
-    assert not pieces.splittable(inputs.InputFile("a.jsonl.gz", big, "x"), "auto", 128 << 20)  # no index to seek to
+    # a compressed file is copied in pieces once over COPY_OVER x split_bytes decompressed (1 GiB)
+    assert pieces.splittable(inputs.InputFile("a.jsonl.gz", 400 << 20, "x"), "auto", 128 << 20)
+    assert not pieces.splittable(inputs.InputFile("a.jsonl.gz", 300 << 20, "x"), "auto", 128 << 20)
+    assert not pieces.splittable(inputs.InputFile("a.parquet.gz", 400 << 20, "x"), "parquet", 128 << 20)
     assert pieces.splittable(inputs.InputFile("a.parquet", big, "x"), "auto", 128 << 20)  # between row groups
     assert not pieces.splittable(inputs.InputFile("a.parquet", 100 << 20, "x"), "auto", 128 << 20)
 
@@ -225,28 +229,6 @@ def test_the_progress_line_shows_the_large_files_first_pass():
     assert progress.describe({"bytes": 0, "indexed": 52_000_000}, 100_000_000).endswith(
         ", large files indexed 52.0 MB")
     assert "indexed" not in progress.describe({"bytes": 1}, 10)
-
-
-def test_a_large_file_that_cannot_be_cut_is_named_at_the_start():
-    gb = 1 << 30
-
-    def notice(*files):
-        return pieces.survey([inputs.InputFile(p, n, "x") for p, n in files], "auto", 128 << 20).notice(128 << 20)
-
-    line = notice(("crawl.jsonl.gz", 11 * gb), ("small.jsonl", 1 << 20))
-    assert line.startswith("input crawl.jsonl.gz (11.8 GB stored, about 36.6 GB once decompressed, 100% of the input)")
-    assert "read in pieces" in line
-    assert notice(("big.jsonl", 40 * gb)) is None  # read in pieces
-    assert notice(("a.jsonl.gz", 100 << 20)) is None  # small enough: 0.3 GB once decompressed
-    assert notice(*((f"part-{i}.jsonl.gz", gb) for i in range(70))) is None  # many: they spread over the workers
-    assert notice(("a.txt.zst", 4 * gb), *((f"b-{i}.txt", gb // 16) for i in range(20))) is not None
-    assert notice(("a.parquet", 40 * gb)) is None  # read in pieces of row groups
-
-
-def test_a_cut_at_the_files_end_makes_no_empty_piece(tmp_path):
-    listed = _write(tmp_path, "long.txt", "가".encode() * 700 + b"\n")  # one line past the first multiple
-    digest, planned = pieces.plan(listed, 1 << 10, "text", MAX_LINE)
-    assert planned == [pieces.Piece(0, 0, listed.bytes, 1)] and digest["bytes"] == listed.bytes == 2101
 
 
 def test_row_groups_make_pieces_of_about_split_bytes_never_cut():
@@ -281,3 +263,72 @@ def test_a_parquet_file_is_read_in_pieces_of_row_groups_to_the_same_corpus(tmp_p
     assert split == whole
     row = json.loads(whole[Path("stats/files.jsonl")])
     assert row["records_in"] == 900 and row["rejected"] == texts.count(None)
+
+
+def _zst(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+@pytest.mark.parametrize("codec", ["gz", "bz2", "zst"])
+def test_a_large_compressed_file_is_copied_in_pieces_to_the_same_corpus(tmp_path, monkeypatch, codec):
+    pack = {"gz": gzip.compress, "bz2": __import__("bz2").compress, "zst": _zst}[codec]
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / f"big.jsonl.{codec}").write_bytes(pack(_messy(1200, "jsonl", seed=15)))
+    (inp / f"more.txt.{codec}").write_bytes(pack(_messy(900, "text", seed=16)))
+    real, copies = pieces.plan, []
+
+    def counted(listed, *args, **kw):
+        out = real(listed, *args, **kw)
+        copies.extend(p.copy for p in out[1])
+        return out
+
+    monkeypatch.setattr(pieces, "plan", counted)
+    whole = _corpus(str(inp / "*"), tmp_path / "whole")
+    split = _corpus(str(inp / "*"), tmp_path / "split", split_bytes=1 << 10)
+    assert len(copies) > 20 and all(c.endswith(".zst") for c in copies)
+    assert split == whole
+    assert not any(Path(c).exists() for c in copies)  # removed with the job's scratch
+
+
+def test_a_damaged_compressed_file_is_read_whole_as_before(tmp_path, monkeypatch):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    data = gzip.compress(_messy(1500, "text", seed=17))
+    (inp / "cut.txt.gz").write_bytes(data[: len(data) * 2 // 3])  # truncated: a damaged_file at the cut
+    real, tried = pieces.plan, []
+
+    def counted(listed, *args, **kw):
+        tried.append(listed.path)
+        return real(listed, *args, **kw)
+
+    monkeypatch.setattr(pieces, "plan", counted)
+    whole = _corpus(str(inp / "*"), tmp_path / "whole", max_damaged_files=1)
+    split = _corpus(str(inp / "*"), tmp_path / "split", max_damaged_files=1, split_bytes=1 << 10)
+    assert tried == [str(inp / "cut.txt.gz")] and split == whole
+    assert b'"reason": "damaged_file"' in whole[Path("rejects/rejects.jsonl")]
+    assert not list((tmp_path / "split").rglob("*.zst"))
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_the_copies_hold_the_files_lines_cut_where_the_plan_cuts_whatever_the_reads(tmp_path, monkeypatch, blocks):
+    import zstandard
+
+    from kolectra.corpus import piece_copies
+
+    rng = random.Random(18)  # blocks of lines between blank lines of up to 60 spaces and tabs: cuts near reads' ends
+    data = b"".join(rng.choice(WORDS).encode() * rng.randint(1, 9) + b"\n"
+                    + (b"".join(rng.choice([b" ", b"\t"]) for _ in range(rng.randint(0, 60))) + b"\n"
+                       if rng.random() < 0.5 else b"") for _ in range(3000))
+    listed = _write(tmp_path, "big.txt.gz", gzip.compress(data))
+    expected = list(pieces.cuts([data], 1 << 12, blocks))
+    for read in (97, 5000, 1 << 20):  # reads smaller and larger than what is held back (KEEP)
+        monkeypatch.setattr(piece_copies, "READ", read)
+        digest, planned = pieces.plan(listed, 1 << 12, "blocks" if blocks else "text", MAX_LINE, None,
+                                      str(tmp_path / f"copies-{read}"), "f")
+        assert [(p.start, p.first_line) for p in planned[1:]] == expected
+        texts = [zstandard.ZstdDecompressor().decompressobj().decompress(Path(p.copy).read_bytes()) for p in planned]
+        assert b"".join(texts) == data and [len(t) for t in texts] == [p.end - p.start for p in planned]
+        assert digest["bytes"] == listed.bytes

@@ -20,7 +20,7 @@ from kolectra.corpus.examples import build as build_examples
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
-from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
 
@@ -90,9 +90,12 @@ def test_corpus_and_examples_on_the_portable_runner_match_the_default(worker_poo
     assert any(p.suffix == ".arrow" for p in outs["portable"].rglob("*"))  # the job wrote shards
 
 
-def test_the_portable_runners_workers_write_straight_into_the_bucket(worker_pool, bucket, tmp_path, monkeypatch):
+def test_the_portable_runners_workers_write_straight_into_the_bucket(worker_pool, bucket, s3_endpoint, tmp_path,  # noqa: F811
+                                                                      monkeypatch):
     """A store root: the external pool's workers write the corpus under the artifact's prefix and
-    report what they wrote; no staging copy, no file through the launcher, the local root's digest."""
+    report what they wrote; no staging copy, no file through the launcher, the local root's digest.
+    The workers read the listing, and a large gzip file's pieces (copied by the plan: corpus/pieces.py),
+    from the job's folder in the bucket, which is gone after the job."""
     from kolectra.core import storage
     from kolectra.pipeline import stages
     from kolectra.pipeline.store.artifacts import Store
@@ -100,13 +103,21 @@ def test_the_portable_runners_workers_write_straight_into_the_bucket(worker_pool
 
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
     lines = gzip.decompress(SAMPLE.read_bytes()).splitlines(keepends=True)[:300]
+    more = gzip.compress(b"".join(gzip.decompress(SAMPLE.read_bytes()).splitlines(keepends=True)[300:500]))
     src = f"{bucket}/raw/reviews.jsonl"  # the input on the store too
     storage.write_bytes(src, b"".join(lines))
-    remote = stages.corpus(open_store(f"{bucket}/root"), [src], beam_args=_portable(worker_pool))
-    local_src = tmp_path / "reviews.jsonl"
-    local_src.write_bytes(b"".join(lines))
-    local = stages.corpus(Store(tmp_path / "root"), [str(local_src)])
+    storage.write_bytes(f"{bucket}/raw/more.jsonl.gz", more)
+    with answered(s3_endpoint) as requests:
+        remote = stages.corpus(open_store(f"{bucket}/root"), [f"{bucket}/raw/*"], beam_args=_portable(worker_pool),
+                               sets=["split_bytes=1024"])  # pieces: same artifact (an operational setting)
+    copies = {r.key for r in requests if r.operation == "PutObject" and "/_job/pieces/" in r.key}
+    assert len(copies) > 5 and all(k.endswith(".zst") for k in copies)  # the gzip file's pieces, on the store
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "reviews.jsonl").write_bytes(b"".join(lines))
+    (tmp_path / "raw" / "more.jsonl.gz").write_bytes(more)
+    local = stages.corpus(Store(tmp_path / "root"), [str(tmp_path / "raw" / "*")])
     assert remote.manifest["digest"] == local.manifest["digest"]
+    assert not [k for k in storage.listing(f"{bucket}/root") if "_job/" in k]
     assert open_store(f"{bucket}/root").verify(remote) == []
     assert sorted(storage.listing(str(remote.path))) == sorted([*(f["path"] for f in remote.manifest["files"]),
                                                                "manifest.json"])
