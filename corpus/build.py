@@ -97,12 +97,13 @@ LARGE = "large"  # the tag of the listing's files read in pieces
 # 7.8 MB per MB of text (more on the runs that caught its send's spike), under 3.0. Near-dup's
 # stages add their signature and packed band records (corpus/neardup_bands.py), and the Kiwi stage
 # takes the documents joined to their marks: the whole job with them, measured the same way over 1,
-# 2 and 4 files, held 0.89 GB + 5.8 MB per MB of text with the changes, so 1.8 per MB of JSON (6.3
-# per MB of plain text) on a base of 0.90 GB, 7-20 % over each measured peak; and 0.85 GB + 10.9 on
-# Beam's own runner (its shard shuffle's send), under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over.
+# 2, 4 and 8 files, held 0.90 GB + 5.0 MB per MB of text with the changes, so 1.6 per MB of JSON
+# (5.6 per MB of plain text) on a base of 0.91 GB, 7-17 % over each measured peak at 1-4 files (30 %
+# at 8); on Beam's own runner 0.85 GB + 10.9 over 1-4 files (the peak at its shard shuffle's send),
+# under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over.
 LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5)
 LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0)
-LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=900, per_mb=1.8)
+LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6)
 LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5)
 
 

@@ -50,8 +50,9 @@ def test_another_beam_keeps_its_own_methods(monkeypatch, change):
         monkeypatch.setattr(beam_local, "BEAM_VERSION", "2.78.0")
     assert not beam_local.install()
     assert _beams_methods() == own and not beam_local.installed()
-    # the memory check then estimates Beam's own runner's peak, about twice the slope
+    # the memory check then estimates Beam's own runner's peak, about twice the slope, near-dup on or off
     assert build.local_memory_model(default_config(), build.LOCAL_RUNNER) is build.LOCAL_MEMORY_BEAM_OWN
+    assert build.local_memory_model(production_config(), build.LOCAL_RUNNER) is build.LOCAL_MEMORY_NEAR_DUP_BEAM_OWN
 
 
 def test_the_memory_check_estimates_the_runner_that_will_run():
@@ -59,6 +60,7 @@ def test_the_memory_check_estimates_the_runner_that_will_run():
     assert beam_local.installed()  # applied there, as the runner applies it before the job
     assert build.local_memory_model(production_config(), build.LOCAL_RUNNER) is build.LOCAL_MEMORY_NEAR_DUP
     assert build.LOCAL_MEMORY.per_mb < build.LOCAL_MEMORY_BEAM_OWN.per_mb
+    assert build.LOCAL_MEMORY_NEAR_DUP.per_mb < build.LOCAL_MEMORY_NEAR_DUP_BEAM_OWN.per_mb
 
 
 def _corpus(cfg, tmp_path: Path, name: str) -> dict[str, bytes]:
