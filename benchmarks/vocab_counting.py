@@ -23,6 +23,13 @@ children; the largest resident set among them, and the sum of every process's pe
 stream of the stage before issue 42 (one process, every type), and the Beam job with 1 and with 2
 worker processes at the cap (``--cap-share`` of the stream's types). Each run's table is hashed: the
 Beam job's must equal the stream's exact table cut to its ``k`` most frequent (``same_as_exact_top_k``).
+
+``--sizes 2,4,8,16``: instead, the Beam job's peak RSS on the local runner over the first N train
+shards, each N in a process of its own, at the stage's defaults (``max_word_types``,
+``count_flush_types``), one in-process worker (``--workers 1,2``: also with 2 worker processes), beside
+what the launcher knows before the job (the shards' gzipped bytes, ``runners.input_bytes``) and the
+word types counted (Heaps' law): the figures behind ``vocab/count.py``'s ``LOCAL_MEMORY`` (docs/scale.md,
+"Vocabulary at 34 GB"). value: the peak per MB of shards fitted by least squares; baseline: the model's.
 """
 
 from __future__ import annotations
@@ -112,25 +119,32 @@ class PeakWatch(threading.Thread):
         return sum(self.peaks.values())  # kB
 
 
-def count_once(how: str, corpus: Path, k: int, cap_share: float) -> None:
-    """One count in this process (``--count-child``): prints CPU seconds, peak RSS and the table's digests."""
+def count_once(how: str, corpus: Path, k: int, cap_share: float, first: int | None = None) -> None:
+    """One count in this process (``--count-child``): prints CPU seconds, peak RSS and the table's
+    digests; the Beam job over the ``first`` train shards when given, else all of them."""
     from kolectra.corpus import shards
+    from kolectra.corpus.runners import input_bytes
     from kolectra.vocab import count, tables, words
+    from kolectra.vocab.config import VocabConfig
 
     watch = PeakWatch()
     watch.start()
+    load = os.getloadavg()[0]
+    counts: dict = {}
     if how == "stream":
         table, _ = words.count_words(words.iter_docs(corpus, "train"), 10**9)
     else:
-        paths = [str(p) for p in shards.shard_paths(corpus, "train")]
-        table, _, _ = count.count_split(paths, k, 200_000, ["--direct_num_workers", how])
+        paths = [str(p) for p in shards.shard_paths(corpus, "train")][:first]
+        counts["input_mb"] = round(input_bytes(paths) / 1e6, 2)
+        table, _, summary = count.count_split(paths, k, VocabConfig().count_flush_types, ["--direct_num_workers", how])
+        counts.update(shards=len(paths), word_types=summary["word_types"], words=summary["words"])
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     summed = watch.stop()
     pairs = [(tables.type_key(w), n) for w, n in table.items()]
     out = {"cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2),
            "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024),
            "peak_rss_all_mb": round(summed / 1024), "processes": len(watch.peaks), "types": len(table),
-           "digest": table_digest(pairs)}
+           "digest": table_digest(pairs), **counts, "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
     if how == "stream":
         out["top_k_digest"] = table_digest(tables.most_frequent(pairs, cap_of(len(table), cap_share)))
     print(json.dumps(out))
@@ -155,6 +169,28 @@ def count_cost(corpus: Path, cap_share: float) -> dict:
     return out
 
 
+def count_sizes(corpus: Path, sizes: list[int], workers: list[str]) -> list[dict]:
+    """The Beam job over the first N train shards for each N, each run in a process of its own."""
+    from kolectra.vocab.config import VocabConfig
+
+    runs = []
+    for n in sizes:
+        for how in workers:
+            run = subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--count-child", how,
+                                  "--count-k", str(VocabConfig().max_word_types), "--count-shards", str(n)],
+                                 check=True, capture_output=True, text=True)
+            fig = {"workers": int(how), **json.loads(run.stdout.strip().splitlines()[-1])}
+            runs.append(fig)
+            print(n, fig, flush=True)
+    return runs
+
+
+def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares ``y = a + b x``: (a, b)."""
+    b, a = np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)
+    return float(a), float(b)
+
+
 def main() -> None:
     p = parser(__doc__, "about 5 minutes a shard of NSMC reviews on 2 busy cores")
     p.add_argument("--corpus", type=Path, required=True, help="a corpus artifact (kolectra corpus)")
@@ -162,10 +198,26 @@ def main() -> None:
     p.add_argument("--cap-share", type=float, default=1 / 9, help="the cap as a share of the exact table's types")
     p.add_argument("--cost", action="store_true", help="measure what counting costs instead (see above)")
     p.add_argument("--count-child", help=argparse.SUPPRESS)
+    p.add_argument("--sizes", help="the Beam job's peak over the first N train shards, e.g. 2,4,8,16 (see above)")
+    p.add_argument("--workers", default="1", help="with --sizes: worker counts to run each size with, e.g. 1,2")
     p.add_argument("--count-k", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--count-shards", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.count_child:
-        return count_once(args.count_child, args.corpus, args.count_k, args.cap_share)
+        return count_once(args.count_child, args.corpus, args.count_k, args.cap_share, args.count_shards)
+    if args.sizes:
+        from kolectra.vocab.count import LOCAL_MEMORY
+
+        runs = count_sizes(args.corpus, [int(n) for n in args.sizes.split(",")], args.workers.split(","))
+        one = [r for r in runs if r["workers"] == 1]
+        base, per_mb = fit_line([r["input_mb"] for r in one], [r["peak_rss_mb"] for r in one])
+        # Heaps' law: word types = K * words ** beta, fitted in log-log
+        _, beta = fit_line([np.log(r["words"]) for r in one], [np.log(r["word_types"]) for r in one])
+        emit("vocab_count_local_memory", "peak RSS MB per MB of gzipped shards (1 worker, fitted)", round(per_mb, 3),
+             "vocab/count.py LOCAL_MEMORY", LOCAL_MEMORY.per_mb, config={"corpus": str(args.corpus)},
+             fit={"base_mb": round(base, 1), "per_mb": round(per_mb, 3), "heaps_beta": round(beta, 3)},
+             model={"base_mb": LOCAL_MEMORY.base_mb, "per_mb": LOCAL_MEMORY.per_mb}, runs=runs)
+        return
     if args.cost:
         cost = count_cost(args.corpus, args.cap_share)
         emit("vocab_count_cost", "stream CPU s / Beam job's (1 worker)",

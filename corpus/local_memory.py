@@ -2,7 +2,7 @@
 shuffle in one process, so its peak grows with the input (docs/scale.md, "What a corpus size
 needs"), and a job that would not fit is refused in one line naming a distributed runner and
 ``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel` (``corpus/build.py``,
-``corpus/examples.py``); ``corpus/runners.py`` owns the runner and the option."""
+``corpus/examples.py``, ``vocab/count.py``); ``corpus/runners.py`` owns the runner and the option."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ class LocalMemoryError(UserInputError):
 class MemoryModel:
     """A local run's peak RSS as ``base + per_mb`` for each MB of its input measure (the corpus
     job: the input's expected shard JSON, ``corpus.outputs.expected_json_bytes``; the examples
-    job: the gzipped corpus shards it reads), fitted on the NSMC reviews (docs/scale.md)."""
+    job and the vocab stage's word count: the gzipped corpus shards they read), fitted on the NSMC
+    reviews (docs/scale.md)."""
 
     base_mb: float
     per_mb: float

@@ -18,7 +18,8 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import examples_beam, shards
+from kolectra.corpus import examples_beam, local_memory, shards
+from kolectra.corpus.local_memory import LocalMemoryError
 from kolectra.vocab import beside, count, tables, trainer, words
 from kolectra.vocab import build as stage
 from kolectra.vocab.config import VocabConfig
@@ -137,6 +138,30 @@ def test_top_types_do_not_depend_on_how_the_pairs_were_split_or_merged():
 def test_type_keys_round_trip():
     for word in (("영화를", (2,)), ("재밌었어요", (2, 3, 4)), (".", ()), ("ab", ())):
         assert tables.word_type(tables.type_key(word)) == word
+
+
+def test_a_local_count_over_the_machines_memory_is_refused_before_the_job(corpora, tmp_path, monkeypatch):
+    """The local runner holds the count's shuffle in the launcher (docs/scale.md, "Vocabulary at
+    34 GB"): a count whose estimated peak would not fit is refused in one line, before the job."""
+    paths = train_paths(corpora["four"])
+    real_recipe = count.recipe
+    monkeypatch.setattr(count, "recipe", lambda *a, **k: pytest.fail("the job started"))
+    with pytest.raises(LocalMemoryError) as e:
+        count.count_split(paths, 10**6, 10**6, ["--local_memory_gb=0.1"])
+    said = str(e.value)
+    assert said.startswith("vocab:") and "\n" not in said
+    assert "DataflowRunner" in said and "--local_memory_gb 1 " in said and "gzipped corpus shards" in said
+    monkeypatch.setattr(local_memory, "machine_memory", lambda: 0.1e9)  # a machine of 100 MB
+    with pytest.raises(LocalMemoryError, match=r"^vocab: .*over this machine's memory \(0\.1 GB\)"):
+        count.count_split(paths, 10**6, 10**6)
+    out = tmp_path / "vocab"
+    out.mkdir()
+    with pytest.raises(LocalMemoryError, match="^vocab: "):  # the stage: refused before it writes anything
+        stage.build(CFG, corpora["four"], out)
+    assert not any(out.iterdir())
+    monkeypatch.setattr(count, "recipe", real_recipe)
+    table, _, _ = count.count_split(paths, 10**6, 10**6, ["--local_memory_gb=1"])  # the estimate fits in 1 GB
+    assert table == corpora["stream"]
 
 
 def test_shards_on_a_store_are_read_in_place(corpora, bucket):  # noqa: F811

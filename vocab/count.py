@@ -16,8 +16,10 @@ files or store URLs, never downloading the artifact. Graph (:func:`recipe`):
 Counts are exact: a type kept has its true count; a type left out occurs at most as often as the
 last one kept (``dropped_max_count`` in report.json); the character table (the alphabet) is
 counted over every word, kept or not. A worker's memory is its flush table and 2 x
-``max_word_types`` pairs: settings, never the corpus's size. Nothing in the result depends on
-the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
+``max_word_types`` pairs: settings, never the corpus's size. Beam's local runner is the exception:
+it holds the shuffle in the launcher's process, whose memory grows with the corpus, so a local
+count that would not fit is refused before it starts (:data:`LOCAL_MEMORY`). Nothing in the result
+depends on the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.corpus.examples import parts_per_shard
 from kolectra.corpus.examples_beam import read_lines
+from kolectra.corpus.local_memory import MemoryModel, check_local_memory
 from kolectra.corpus.outputs import keep_smallest
 from kolectra.corpus.runners import (
     REMOTE_RUNNERS,
@@ -49,6 +52,13 @@ from kolectra.vocab import tables, words
 
 BATCH_LINES = 1000  # documents parsed at a time (read_lines splits whole decompressed blocks)
 RESULT_FILE = "vocab-counts-{}.json"
+# The local runner's peak RSS per MB of gzipped corpus shards counted (corpus/local_memory.py: MemoryModel):
+# benchmarks/vocab_counting.py --sizes over the first 2, 4, 8, 16 of 16 NSMC review shards (12-94 MB,
+# one in-process worker, the stage's defaults) measured 333-760 MB in two runs, 266-284 MB + 4.5-5.3
+# MB per MB (the launcher holds the shuffle's pairs and the types read back); rounded up, 11-17 %
+# over the higher run at each size (docs/scale.md, "Vocabulary at 34 GB"). Past 1 M types Beam's lifted combine evicts, so the pairs
+# grow with the text rather than with the types (Heaps' law): a line in bytes, not in types.
+LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=6.0, measure="gzipped corpus shards")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,15 +199,17 @@ def count_split(paths: list[str], max_word_types: int, flush_types: int,
     corpus shards ``paths`` (local or store URLs), counted by the Beam job of this module;
     ``beam_args`` as for the corpus stage (``--runner``, ``--direct_num_workers``...).
     A remote runner writes its result under ``--corpus_staging``."""
-    options = pipeline_options(list(beam_args), input_bytes(paths))
+    size = input_bytes(paths)
+    options = pipeline_options(list(beam_args), size)
     runner = options.view_as(StandardOptions).runner
     staging = options.view_as(CorpusOptions).corpus_staging
     if runner in REMOTE_RUNNERS and not staging:
         raise UserInputError(f"vocab: {runner} workers cannot write to this machine: give --corpus_staging "
                              "DIR (a store URL) for the word count's result")
+    peak = check_local_memory(options, "vocab", size, LOCAL_MEMORY)
     workers = options.view_as(DirectOptions).direct_num_workers
     progress(f"vocab: counting the words of {len(paths)} shard(s) where they are, runner {runner}"
-             + (f", {workers} worker(s)" if workers else ""))
+             + (f", {workers} worker(s)" if workers else "") + (f", about {peak / 1e9:,.1f} GB at its peak" if peak else ""))
     with scratch.temporary_directory("vocab") as tmp:
         result_path = storage.join(staging or tmp, RESULT_FILE.format(uuid.uuid4().hex))
         job = Job(max_word_types=max_word_types, flush_types=flush_types, result_path=result_path)
