@@ -46,6 +46,10 @@ PIECE_ROWS = "piece_rows"  # the tag of (source, part of its row) outputs: a pie
 # a blank line a cut may fall on, in blocks: at most this many whitespace bytes (and never more than
 # max_line_bytes, or the reader would call it an over-long line, not a blank one)
 BLANK_MAX = 4096
+# A compressed file is copied in pieces (decompressed once, written again: piece_copies) only when it
+# is over this many times split_bytes once decompressed: a smaller one is read whole at a cost like
+# a piece's, and many of them spread over the workers as they are
+COPY_OVER = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,12 +77,6 @@ def splittable(listed: inputs.InputFile, fmt: str, split_bytes: int) -> bool:
     if compress.codec_of(listed.path) is None:
         return kind in (*LINE_FORMATS, "parquet")
     return kind in LINE_FORMATS and outputs.expected_input_bytes([(listed.path, listed.bytes)]) > COPY_OVER * split_bytes
-
-
-# A compressed file is copied in pieces (decompressed once, written again: piece_copies) only when it
-# is over this many times split_bytes once decompressed: a smaller one is read whole at a cost like
-# a piece's, and many of them spread over the workers as they are
-COPY_OVER = 8
 
 
 def cuts(chunks: Iterable[bytes], every: int, blocks: bool, blank_max: int = BLANK_MAX) -> Iterator[tuple[int, int]]:
@@ -117,7 +115,8 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
          counts: WorkerCounts | None = None, copies: str | None = None, stem: str = "") -> tuple[dict, list[Piece]]:
     """One sequential read of the file: its ``{"bytes", "sha256"}`` (and ``identity`` where the
     store pinned the read, as ``reader.read_file`` records it) and its pieces; the bytes read go to
-    ``counts`` as ``indexed`` (progress). A compressed file's pieces are copies written under
+    ``counts`` as ``indexed`` (progress; for a Parquet or compressed file as ``bytes``, the read's own,
+    since its pieces' reads count none). A compressed file's pieces are copies written under
     ``copies``, named from ``stem``. Raises what opening or reading raised: the caller then reads
     the file whole, which dead-letters it the usual way."""
     fmt = reader.resolve_format(listed.path, fmt)
