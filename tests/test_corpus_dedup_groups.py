@@ -36,19 +36,20 @@ def test_the_group_count_follows_the_uncompressed_input():
     assert _groups("a.txt", 1 * TB, group_bytes=64 << 20) == 16384  # the setting decides the size
 
 
-def test_the_group_size_is_a_setting_that_leaves_the_artifact_id():
-    cfg = override(default_config(), ["dedup_group_bytes=67108864"])
-    assert cfg.dedup_group_bytes == 64 << 20
-    with pytest.raises(ConfigError, match="unknown config key 'dedup_group_byte'"):
-        override(default_config(), ["dedup_group_byte=1"])
-    with pytest.raises(ConfigError, match="dedup_group_bytes must be at least 1 KiB"):
-        override(default_config(), ["dedup_group_bytes=100"])
+@pytest.mark.parametrize("key", ["dedup_group_bytes", "split_bytes"])  # split_bytes: corpus/pieces.py
+def test_the_group_size_is_a_setting_that_leaves_the_artifact_id(key):
+    cfg = override(default_config(), [f"{key}=67108864"])
+    assert getattr(cfg, key) == 64 << 20
+    with pytest.raises(ConfigError, match=f"unknown config key '{key[:-1]}'"):
+        override(default_config(), [f"{key[:-1]}=1"])
+    with pytest.raises(ConfigError, match=f"{key} must be at least 1 KiB"):
+        override(default_config(), [f"{key}=100"])
     ids = []
-    for sets in ([], ["dedup_group_bytes=67108864"]):
+    for sets in ([], [f"{key}=67108864"]):
         _, config = resolve("corpus", preset="default", sets=sets)
         ids.append(Request(kind="corpus", name="c", stage_version=build.STAGE_VERSION, config=config,
                            operational=build.OPERATIONAL).id())
-        assert ("dedup_group_bytes" in config) == bool(sets)  # recorded when set; corpora made before keep their ids
+        assert (key in config) == bool(sets)  # recorded when set; corpora made before keep their ids
     assert ids[0] == ids[1]
 
 

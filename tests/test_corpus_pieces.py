@@ -17,11 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from kolectra.core import storage
-from kolectra.core.config import ConfigError, override
 from kolectra.corpus import build, inputs, pieces, progress, reader
 from kolectra.corpus.config import default_config
-from kolectra.pipeline.configs import resolve
-from kolectra.pipeline.store.artifacts import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 WORDS = ["영화", "정말", "재미있다", "배우", "연기", "최고", "지루한", "스토리", "감동", "결말"]
@@ -197,19 +194,6 @@ def test_a_large_file_in_a_bucket_is_read_in_pieces_to_the_same_corpus(tmp_path,
     local = _corpus(str(tmp_path / "in" / "big.jsonl"), tmp_path / "local", split_bytes=8 << 10)
     remote = _corpus(f"{bucket}/raw/big.jsonl", tmp_path / "remote", split_bytes=8 << 10)
     assert remote == local
-
-
-def test_split_bytes_is_a_setting_that_leaves_the_artifact_id():
-    assert override(default_config(), ["split_bytes=1048576"]).split_bytes == 1 << 20
-    with pytest.raises(ConfigError, match="split_bytes must be at least 1 KiB"):
-        override(default_config(), ["split_bytes=100"])
-    ids = []
-    for sets in ([], ["split_bytes=1048576"]):
-        _, config = resolve("corpus", preset="default", sets=sets)
-        ids.append(Request(kind="corpus", name="c", stage_version=build.STAGE_VERSION, config=config,
-                           operational=build.OPERATIONAL).id())
-        assert ("split_bytes" in config) == bool(sets)
-    assert ids[0] == ids[1]
 
 
 def test_which_files_are_read_in_pieces():
