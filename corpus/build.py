@@ -99,8 +99,8 @@ LARGE = "large"  # the tag of the listing's files read in pieces
 # takes the documents joined to their marks: the whole job with them, measured the same way over 1,
 # 2, 4 and 8 files, held 0.90 GB + 5.0 MB per MB of text with the changes, so 1.6 per MB of JSON
 # (5.6 per MB of plain text) on a base of 0.91 GB, 7-17 % over each measured peak at 1-4 files (30 %
-# at 8); on Beam's own runner 0.85 GB + 10.9 over 1-4 files (the peak at its shard shuffle's send),
-# under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over.
+# at 8); on Beam's own runner 0.85 GB + 10.9 over 1-8 files (the peak at its shard shuffle's send),
+# under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over at 1-4 files (50 % at 8).
 LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5)
 LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6)
