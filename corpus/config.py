@@ -60,9 +60,10 @@ class CorpusConfig:
     # once in KeepFirstCopies, whatever the corpus size (corpus/build.py: dedup_buckets). It does not
     # change the output, so it is recorded only when set and left out of the artifact id.
     dedup_group_bytes: int = dataclasses.field(default=4 << 20, metadata={"recorded": "unless default"})
-    # an uncompressed text, JSONL or blocks file over this many bytes is read in pieces of about this
-    # size by several workers (corpus/pieces.py), not whole by one. The output is the same bytes at
-    # any value, so it too is recorded only when set and left out of the artifact id.
+    # a text, JSONL, blocks or Parquet file over this many bytes (a compressed one: over 8 times this
+    # once decompressed) is read in pieces of about this size by several workers (corpus/pieces.py),
+    # not whole by one. The output is the same bytes at any value, so it too is recorded only when
+    # set and left out of the artifact id.
     split_bytes: int = dataclasses.field(default=128 << 20, metadata={"recorded": "unless default"})
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text

@@ -365,12 +365,12 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
 
 def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
                piece, digest: dict | None = None, keep_fields: tuple[str, ...] = ()) -> Iterator[dict]:
-    """:func:`read_file` of one piece of an uncompressed file (``corpus/pieces.py``: its bytes
-    ``[start, end)`` hold whole lines, the first numbered ``first_line``; of a Parquet file, its row
-    groups ``[start, end)``): the records and rejects the whole file's read gives for those lines
-    or rows. ``digest`` receives the piece's ``bytes`` (none for row groups: the plan's pass
-    counted the file's) and ``identity`` where the store pinned the read; the file's SHA-256 is
-    the plan's."""
+    """:func:`read_file` of one piece of a file (``corpus/pieces.py``): of a file of lines, its bytes
+    ``[start, end)``, whole lines, the first numbered ``first_line``; of a Parquet file, its row
+    groups ``[start, end)``; of a compressed file, the lines of its ``copy``. The records and
+    rejects the whole file's read gives for those lines or rows. ``digest`` receives the piece's
+    ``bytes`` (none for row groups and copies: the plan's pass counted the file's) and ``identity``
+    where the store pinned the read; the file's SHA-256 is the plan's."""
     fmt = resolve_format(path, fmt)
     if piece.copy is not None:  # a compressed file's piece (corpus/piece_copies.py): its lines, copied
         yield from _read_copy(piece.copy, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
@@ -388,10 +388,13 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
                 digest["identity"] = pinned
             del digest["raw"]
         return
+    f = None
     try:
         f = open_input(path)
         f.seek(piece.start)
     except Exception as e:  # noqa: BLE001 - gone since the plan read it: a dead letter, and the file's change
+        if f is not None:
+            f.close()
         yield {"source": source, "line": piece.first_line, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
         return
     raw = HashingReader(_Bounded(f, piece.end - piece.start))
@@ -431,7 +434,7 @@ class _Counted:
     bytes = 0
 
 
-_NOTHING_READ = _Counted()  # a row-group piece's progress: its file's bytes were counted by the plan
+_NOTHING_READ = _Counted()  # a row-group or copied piece's progress: its file's bytes were counted by the plan
 
 
 class _Bounded:
