@@ -3,9 +3,10 @@ documents in the ``corpus/shards.py`` format. First link of the chain (corpus ->
 -> pretrain -> finetune); the orchestration calls :func:`build` and wraps its output.
 
 Recipe (the graph in :func:`_recipe` reads the same, one labelled step a line):
-per input file (a large uncompressed one in pieces: ``corpus/pieces.py``): read each line as a
-record or a reject, normalise (language profile: ``corpus/languages.py``), drop boilerplate lines,
-filter, and file the survivors into one of ``buckets`` dedup groups by a hash of their text -> group the buckets -> exact dedup inside each
+per input file (a large one in pieces: ``corpus/pieces.py``): read each line as a record or a
+reject, normalise (language profile: ``corpus/languages.py``), drop boilerplate lines, filter, and
+file the survivors into one of ``buckets`` dedup groups by a hash of their text -> group the
+buckets -> exact dedup inside each
 bucket (the copy with the smallest (source, line) survives) -> optional MinHash-LSH near-dup
 clusters (``corpus/neardup.py``) -> ids that several surviving texts share, counted -> Kiwi sentences and morphemes, train/valid by a salted hash
 of the text, shard by the text key -> deterministic shards sorted by (source, line) ->
@@ -175,7 +176,7 @@ def _large_apart(ranked: tuple, cfg: CorpusConfig):
 
 
 def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, buckets: int,
-            progress_dir: str | None, threads: int = 1, split: str | None = None) -> None:
+            progress_dir: str | None, threads: int = 1, copies: str | None = None) -> None:
     # Beam's graph is most of the job's fixed cost on small inputs: a GroupByKey on each file's index
     # spreads the files as Reshuffle would, and a ToList whose input is never empty (the summed
     # tallies, an entry per shard) goes without the empty-input default, each
@@ -184,14 +185,14 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     # a file (corpus/listing.py)
     listing = p | "ListInputs" >> beam.Create([listed_at]) | "ReadListing" >> beam.FlatMap(listing_file.read)
     work, tallies = listing, []
-    # split: where a large compressed file's copies go, given only when a listed file is read in pieces
-    # (build): the graph of a corpus of small files is as it was
-    if split:
+    # copies: where a large compressed file's copies go, given only when a listed file is read in
+    # pieces (build): the graph of a corpus of small files is as it was
+    if copies:
         files = listing | "LargeApart" >> beam.FlatMap(_large_apart, cfg).with_outputs(LARGE, main="whole")
         planned = (
             files[LARGE]
             | "SpreadLarge" >> beam.GroupByKey()
-            | "PlanPieces" >> beam.ParDo(pieces.PlanPieces(cfg.split_bytes, cfg.format, cfg.max_line_bytes, progress_dir, split)).with_outputs(
+            | "PlanPieces" >> beam.ParDo(pieces.PlanPieces(cfg.split_bytes, cfg.format, cfg.max_line_bytes, progress_dir, copies)).with_outputs(
                 pieces.PIECE_ROWS, TALLY, main="work")
         )
         work = (files.whole, planned.work) | "AllWork" >> beam.Flatten()
@@ -203,7 +204,7 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
             REJECTED, TALLY, SAMPLES, FILES, pieces.PIECE_ROWS, main="chunks")
     )
     file_rows = read[FILES]
-    if split:  # each large file's one row, from its plan's and its pieces' parts
+    if copies:  # each large file's one row, from its plan's and its pieces' parts
         file_rows = (
             (file_rows,
              (read[pieces.PIECE_ROWS], planned[pieces.PIECE_ROWS]) | "AllPieceRows" >> beam.Flatten()
