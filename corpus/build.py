@@ -331,12 +331,14 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     listed_at = storage.join(job_dir, listing_file.FILE_NAME)
     copies_at = storage.join(job_dir, "pieces")
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
+    ran = False
     try:
         with Interruption(owns=progress_dir) as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
                 _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, copies_at if split else None)
+            ran = True
     except BaseException:
         if not ctrl_c.happened:
             raise
@@ -349,7 +351,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         if progress_dir:
             shutil.rmtree(progress_dir, ignore_errors=True)
         if job_dir != progress_dir:  # on the store: the listing and any copies, whether the job ended well or not
-            storage.remove(job_dir, recursive=True)
+            _remove_job_dir(job_dir, quiet=not ran)
     if staging:
         outputs.fetch_outputs(out, str(out_dir), cfg.num_shards)
     written = outputs.take_report(str(out_dir))
@@ -367,6 +369,16 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     written.append(write_dataset_card(out_dir, cfg.keep_fields))
     _summary(stats, damaged)
     return StageOutput(stats=stats, files=written if in_place else None)
+
+
+def _remove_job_dir(location: str, quiet: bool) -> None:
+    """Remove the job's folder on the store. After a job that failed (or never started: the store's
+    client missing, say), a failure to is not raised: the job's own error is the one to see."""
+    try:
+        storage.remove(location, recursive=True)
+    except Exception:
+        if not quiet:
+            raise
 
 
 class _PathsByName(Mapping):
