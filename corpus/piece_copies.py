@@ -6,10 +6,10 @@ A compressed stream cannot be entered in the middle, so :func:`spill` reads it o
 as the whole-file read would (the same decompressor, its SHA-256 and size over the raw bytes), and
 writes the decompressed lines to zstd files of about ``split_bytes`` each, cut where a line starts
 (a blank line in ``blocks``: ``pieces.cuts``). Each copy is then one work item, read from its first
-line (numbered as in the file) to its last. zstd at level 1 costs about 2 CPU s a GB of text to
-write and 1 to read, where reading and cleaning the file in one worker cost 200 (docs/corpus.md,
-"Large input files"); the copies take about a third of the text's size where the job's scratch
-is (a local folder, or the job's folder on the store for remote workers) until the job ends.
+line (numbered as in the file) to its last. The pass costs a small share of what reading and
+cleaning the file in one worker did, and the copies take part of the text's size where the job's
+scratch is (a local folder, or the job's folder on the store for remote workers) until the job
+ends (figures: docs/corpus.md, "Large input files").
 
 Any error while reading (a truncated or corrupted archive) discards the copies and raises: the
 file is then read whole, which dead-letters it at the spot as it always has.

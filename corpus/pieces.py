@@ -3,10 +3,9 @@
 
 A file is one work item of ``ReadAndClean``, so a corpus given as one 34 GB file would be read and
 cleaned by one worker while every other one waited for the dedup shuffle, which needs all of the
-input (about 0.2 CPU s a MB of review JSONL: 1.9 CPU hours in one process; docs/corpus.md, "Large
-input files"). A file of lines (``text``, ``jsonl``, ``blocks``; a compressed one over :data:`COPY_OVER` times
-``split_bytes`` once decompressed) or a Parquet file larger than ``split_bytes`` is read in pieces
-instead:
+input (what that cost at 34 GB: docs/corpus.md, "Large input files"). A file of lines (``text``,
+``jsonl``, ``blocks``; a compressed one over :data:`COPY_OVER` times ``split_bytes`` once
+decompressed) or a Parquet file larger than ``split_bytes`` is read in pieces instead:
 
 1. :func:`plan` reads the file once, in order: its SHA-256 and size (what the whole-file read
    would have recorded) and the cuts, each the first line start at or after a multiple of
@@ -21,8 +20,8 @@ instead:
 
 So the corpus is the same bytes whatever ``split_bytes`` is (it is an operational setting, out of
 the artifact id). The price for a file of lines is a second read, sequential and cheap next to
-cleaning (SHA-256 and a newline count, about 2 CPU s a GB); a Parquet file's whole read made that
-pass already, for its SHA-256. A compressed stream cannot be entered in the middle, so a large
+cleaning (SHA-256 and a newline count); a Parquet file's whole read made that pass already, for its
+SHA-256. A compressed stream cannot be entered in the middle, so a large
 compressed file's plan decompresses it once and writes its pieces as copies
 (``corpus/piece_copies.py``).
 """
