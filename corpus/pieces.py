@@ -13,7 +13,7 @@ decompressed) or a Parquet file larger than ``split_bytes`` is read in pieces in
    with the number of that line (newlines counted, ``bytes.count``: no line is parsed); a Parquet
    file's pieces are runs of whole row groups of about ``split_bytes`` (its footer says their rows);
 2. each :class:`Piece` goes to a worker of its own and is read as the whole file would be from its
-   first line (row) to its last (``reader.read_piece``), numbering its lines from the cut's: its
+   first line (row) to its last (``piece_reader.read_piece``), numbering its lines from the cut's: its
    records and rejects are the whole file's, line for line;
 3. the pieces' rows (records in, rejected, damage, change) and the plan's (bytes, SHA-256) are
    combined into the file's one row of ``stats/files.jsonl`` (:class:`CombineRows`).

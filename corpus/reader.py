@@ -40,7 +40,7 @@ import re
 from typing import IO, Callable, Iterable, Iterator
 
 from kolectra.corpus import compress, parquet
-from kolectra.corpus.inputs import HashingReader, InputError, expand, open_input, pinned_identity  # noqa: F401  (InputError: part of this module's API)
+from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
 
 REJECT_REASONS = (
     "line_too_long",
@@ -348,13 +348,13 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     try:
         raw, stream = compress.open_hashed(path)
     except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
-        yield {"source": source, "line": 1, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
+        yield {"source": source, "line": 1, "reason": "damaged_file", "detail": f"cannot open: {error_text(e)}"}
         return
     if digest is not None:
         digest["raw"] = raw
     with raw:
         with stream:
-            yield from _read_lines(stream, path, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
+            yield from read_lines(stream, path, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
             raw.drain()
     if digest is not None:
         digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
@@ -363,98 +363,8 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
         del digest["raw"]
 
 
-def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
-               piece, digest: dict | None = None, keep_fields: tuple[str, ...] = ()) -> Iterator[dict]:
-    """:func:`read_file` of one piece of a file (``corpus/pieces.py``): of a file of lines, its bytes
-    ``[start, end)``, whole lines, the first numbered ``first_line``; of a Parquet file, its row
-    groups ``[start, end)``; of a compressed file, the lines of its ``copy``. The records and
-    rejects the whole file's read gives for those lines or rows. ``digest`` receives the piece's
-    ``bytes`` (none for row groups and copies: the plan's pass counted the file's) and ``identity``
-    where the store pinned the read; the file's SHA-256 is the plan's."""
-    fmt = resolve_format(path, fmt)
-    if piece.copy is not None:  # a compressed file's piece (corpus/piece_copies.py): its lines, copied
-        yield from _read_copy(piece.copy, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
-                              piece.first_line, digest)
-        return
-    if fmt == "parquet":
-        opened: list = []
-        if digest is not None:
-            digest["raw"] = _NOTHING_READ
-        yield from _parquet_rows(path, source, text_field, id_field, max_line_bytes, keep_fields,
-                                 range(piece.start, piece.end), piece.first_line - 1, opened)
-        if digest is not None:
-            digest["bytes"] = 0
-            if opened and (pinned := pinned_identity(path, opened[0])) is not None:
-                digest["identity"] = pinned
-            del digest["raw"]
-        return
-    f = None
-    try:
-        f = open_input(path)
-        f.seek(piece.start)
-    except Exception as e:  # noqa: BLE001 - gone since the plan read it: a dead letter, and the file's change
-        if f is not None:
-            f.close()
-        yield {"source": source, "line": piece.first_line, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
-        return
-    raw = HashingReader(_Bounded(f, piece.end - piece.start))
-    if digest is not None:
-        digest["raw"] = raw
-    with raw:
-        yield from _read_lines(raw, path, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
-                               piece.first_line)
-        raw.drain()
-        if digest is not None:
-            digest["bytes"] = raw.bytes
-            if (pinned := pinned_identity(path, f)) is not None:
-                digest["identity"] = pinned
-            del digest["raw"]
-
-
-def _read_copy(copy: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
-               keep_fields: tuple[str, ...], first_line: int, digest: dict | None) -> Iterator[dict]:
-    """The records and rejects of a compressed file's copied piece, its lines numbered from
-    ``first_line``; its bytes were counted by the plan's read (progress), so ``digest`` gets none."""
-    if digest is not None:
-        digest["raw"] = _NOTHING_READ
-    try:
-        raw, stream = compress.open_hashed(copy)
-    except Exception as e:  # noqa: BLE001 - the job's own copy gone: a dead letter naming it
-        yield {"source": source, "line": first_line, "reason": "damaged_file", "detail": f"cannot open its copy: {_error(e)}"}
-    else:
-        with raw, stream:
-            yield from _read_lines(stream, copy, source, fmt, text_field, id_field, max_line_bytes, keep_fields,
-                                   first_line)
-    if digest is not None:
-        digest["bytes"] = 0
-        del digest["raw"]
-
-
-class _Counted:
-    bytes = 0
-
-
-_NOTHING_READ = _Counted()  # a row-group or copied piece's progress: its file's bytes were counted by the plan
-
-
-class _Bounded:
-    """``read(n)`` of at most ``size`` bytes of ``raw``, from where it stands."""
-
-    def __init__(self, raw: IO[bytes], size: int):
-        self._raw, self._left = raw, size
-
-    def read(self, n: int = -1) -> bytes:
-        n = self._left if n < 0 else min(n, self._left)
-        data = self._raw.read(n) if n else b""
-        self._left -= len(data)
-        return data
-
-    def close(self) -> None:
-        self._raw.close()
-
-
-def _read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: str, id_field: str,
-                max_line_bytes: int, keep_fields: tuple[str, ...], first_line: int = 1) -> Iterator[dict]:
+def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: str, id_field: str,
+               max_line_bytes: int, keep_fields: tuple[str, ...], first_line: int = 1) -> Iterator[dict]:
     """The records and rejects of ``stream``'s lines (a text, JSONL or blocks file's, or a piece's
     from ``first_line``); a read that fails midway ends them with a ``damaged_file`` reject."""
     lineno = first_line - 1
@@ -470,10 +380,10 @@ def _read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field:
                 yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
     except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
         yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
-               "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {_error(e)}"}
+               "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {error_text(e)}"}
 
 
-def _error(e: BaseException) -> str:
+def error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
@@ -484,7 +394,7 @@ def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: s
     try:
         return _parse_record(raw, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
     except Exception as e:  # noqa: BLE001 - RecursionError included
-        return {"source": source, "line": lineno, "reason": "unreadable_record", "detail": _error(e)[:300]}
+        return {"source": source, "line": lineno, "reason": "unreadable_record", "detail": error_text(e)[:300]}
 
 
 def _parse_record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
@@ -534,19 +444,19 @@ def _read_parquet(path: str, source: str, text_field: str, id_field: str, max_te
         with raw:
             raw.drain()
     except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
-        yield {"source": source, "line": 1, "row": 0, "reason": "damaged_file", "detail": f"cannot open: {_error(e)}"}
+        yield {"source": source, "line": 1, "row": 0, "reason": "damaged_file", "detail": f"cannot open: {error_text(e)}"}
         return
     if digest is not None:
         digest["raw"] = raw  # hashed whole already: progress counts its bytes at once
-    yield from _parquet_rows(path, source, text_field, id_field, max_text_bytes, keep_fields)
+    yield from parquet_rows(path, source, text_field, id_field, max_text_bytes, keep_fields)
     if digest is not None:
         digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
         del digest["raw"]
 
 
-def _parquet_rows(path: str, source: str, text_field: str, id_field: str, max_text_bytes: int,
-                  keep_fields: tuple[str, ...], row_groups: range | None = None, done: int = 0,
-                  opened: list | None = None) -> Iterator[dict]:
+def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_text_bytes: int,
+                 keep_fields: tuple[str, ...], row_groups: range | None = None, done: int = 0,
+                 opened: list | None = None) -> Iterator[dict]:
     """The records and rejects of a Parquet file's rows (of ``row_groups``, the first of them
     ``done`` rows into the file); ``opened`` receives the file opened."""
     try:
@@ -559,12 +469,12 @@ def _parquet_rows(path: str, source: str, text_field: str, id_field: str, max_te
                     rec = _parquet_record(row, types, done, source, text_field, id_field, max_text_bytes, keep_fields)
                 except Exception as e:  # noqa: BLE001 - what one row makes fail is that row's reject
                     rec = {"source": source, "line": done + 1, "row": done, "reason": "unreadable_record",
-                           "detail": _error(e)[:300]}
+                           "detail": error_text(e)[:300]}
                 done += 1
                 yield rec
     except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a page that fails to decode
         yield {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
-               "detail": f"parquet error after row {done}: {_error(e)[:300]}"}
+               "detail": f"parquet error after row {done}: {error_text(e)[:300]}"}
 
 
 def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field: str, id_field: str,

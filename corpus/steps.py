@@ -21,7 +21,7 @@ import zlib
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from kolectra.corpus import filters, inputs, neardup, outputs, pieces, reader, webtext
+from kolectra.corpus import filters, inputs, neardup, outputs, piece_reader, pieces, reader, webtext
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.chunks import KeyedChunks, value_size
 from kolectra.corpus.config import CorpusConfig
@@ -93,7 +93,7 @@ class ReadAndClean(beam.DoFn):
         lines = kept = rejected = reported = sent_bytes = 0
         read = (reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
                                  digest, cfg.keep_fields) if piece is None else
-                reader.read_piece(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
+                piece_reader.read_piece(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
                                   piece, digest, cfg.keep_fields))
         for rec in read:
             lines += 1

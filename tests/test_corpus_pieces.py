@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kolectra.core import storage
-from kolectra.corpus import build, inputs, pieces, progress, reader
+from kolectra.corpus import build, inputs, piece_reader, pieces, progress, reader
 from kolectra.corpus.config import default_config
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -117,7 +117,7 @@ def test_the_pieces_records_are_the_whole_files_line_for_line(tmp_path, fmt, end
         read = []
         for piece in planned:
             got = {}
-            read += reader.read_piece(listed.path, "big", *args, piece, got, ("id",) if fmt != "text" else ())
+            read += piece_reader.read_piece(listed.path, "big", *args, piece, got, ("id",) if fmt != "text" else ())
             assert got == {"bytes": piece.end - piece.start}
         assert read == whole
     reasons = {r.get("reason") for r in whole}
@@ -171,7 +171,7 @@ def test_a_file_changed_after_its_plan_fails_the_job_naming_it(tmp_path, monkeyp
     inp.mkdir()
     big = inp / "big.txt"
     big.write_bytes(_messy(800, "text", seed=12))
-    real, reads = reader.read_piece, []
+    real, reads = piece_reader.read_piece, []
 
     def rewritten_first(path, source, fmt, text_field, id_field, max_line_bytes, piece, *args):
         if not reads:  # after the plan's own check: only the pieces' reads can see it
@@ -180,7 +180,7 @@ def test_a_file_changed_after_its_plan_fails_the_job_naming_it(tmp_path, monkeyp
         reads.append(piece.index)
         yield from real(path, source, fmt, text_field, id_field, max_line_bytes, piece, *args)
 
-    monkeypatch.setattr(reader, "read_piece", rewritten_first)
+    monkeypatch.setattr(piece_reader, "read_piece", rewritten_first)
     with pytest.raises(build.CorpusError, match=r"1 input file\(s\) changed while the job read them.*big\.txt"):
         _corpus(str(inp / "*"), tmp_path / "out", split_bytes=1 << 10)
     assert len(reads) > 10
