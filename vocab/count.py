@@ -56,8 +56,9 @@ RESULT_FILE = "vocab-counts-{}.json"
 # benchmarks/vocab_counting.py --sizes over the first 2, 4, 8, 16 of 16 NSMC review shards (12-94 MB,
 # one in-process worker, the stage's defaults) measured 333-760 MB in two runs, 266-284 MB + 4.5-5.3
 # MB per MB (the launcher holds the shuffle's pairs and the types read back); rounded up, 11-17 %
-# over the higher run at each size (docs/scale.md, "Vocabulary at 34 GB"). Past 1 M types Beam's lifted combine evicts, so the pairs
-# grow with the text rather than with the types (Heaps' law): a line in bytes, not in types.
+# over the higher run at each size (docs/scale.md, "Vocabulary at 34 GB"). Past 1 M types Beam's
+# lifted combine evicts, so the pairs grow with the text rather than with the types (Heaps' law): a
+# line in bytes, not in types.
 LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=6.0, measure="gzipped corpus shards")
 
 
