@@ -13,8 +13,9 @@ grouping buffer's decoded values by their Python sizes):
 - ``outputs``: ``pcoll_buffers``, the running bundle's outputs as the runner collects them
   (a shuffle's input as a ``GroupingBuffer`` table of decoded values);
 - ``channel to worker`` / ``channel from worker``: the in-memory data channel's lists of
-  ``Elements.Data`` (the runner writes a bundle's whole input into it before the bundle starts,
-  and the worker's outputs wait in it until the bundle ends);
+  ``Elements.Data`` (Beam's runner writes a bundle's whole input into it before the bundle starts,
+  where corpus/beam_local.py's hands over its byte streams; the worker's outputs wait in it until
+  the bundle ends);
 - ``state``: the state servicer's lists (side inputs);
 - ``traced other``: with ``--tracemalloc``, Python's traced memory less the above;
 - the rest of the RSS: the interpreter, Beam, Kiwi's model and its working memory, and memory
@@ -24,8 +25,18 @@ It also wraps ``FnApiRunner._execute_bundle`` (measurement only) to record, for 
 stage, its input and output bytes and the RSS before, after and at most during it.
 
     python benchmarks/local_peak.py [--files 1] [--preset default|production] [--tracemalloc] [--beam-own] [--reviews GLOB | --data DIR]
+    python benchmarks/local_peak.py --workers 2 ...
+    python benchmarks/local_peak.py --job examples --corpus CORPUS_DIR --shards 4 --vocab VOCAB_DIR [--workers 2]
 
 ``--beam-own``: Beam's own local runner, without ``corpus/beam_local.py``'s changes (the A/B of them).
+
+``--workers N``: ``--direct_num_workers=N`` (N > 1: worker processes, ``multi_processing``). Each
+process's own peak (``VmHWM``, read every 0.5 s from /proc by ``vocab_counting.PeakWatch``) is
+recorded too: the launcher's, each worker's and their sum, the figures behind the per-worker term
+of ``corpus/local_memory.py`` (``MemoryModel.worker_mb``). ``--job examples``: the examples job
+instead, on the first ``--shards`` train shards of a corpus artifact, with the WordPiece vocab in
+``--vocab`` (trained there on the first review file when it is missing, as ``benchmarks/scale.py``
+does); value and baseline as for the corpus job, against ``corpus/examples.py``'s model.
 
 About 1.5-3 CPU minutes a review file. value: the corpus job's peak RSS in MB; baseline: the
 peak docs/scale.md's fit gives for the same text (default preset: 0.76 GB + 4.5 MB per MB with
@@ -89,6 +100,12 @@ def buffer_bytes(buf) -> int:
     return 0
 
 
+def message_bytes(element) -> int:
+    """A message's bytes in the in-process channel; 0 for a bundle input corpus/beam_local.py hands
+    over as the runner's byte streams (counted in the stage input)."""
+    return element.ByteSize() if hasattr(element, "ByteSize") else 0
+
+
 def queued(queue) -> list:
     return [buf for _, data_input in list(queue._q) for buf in data_input.data.values()]
 
@@ -119,9 +136,9 @@ class Probe:
             parts["outputs"] = sum(buffer_bytes(b) for b in list(ctx.pcoll_buffers.values()) if id(b) not in current)
             to_worker = from_worker = 0
             for handlers in list(ctx.worker_handler_manager._cached_handlers.values()):
-                for h in handlers:
-                    from_worker += sum(e.ByteSize() for e in list(h.data_conn._inputs) if e is not None)
-                    to_worker += sum(e.ByteSize() for e in list(h.data_conn.inverse()._inputs) if e is not None)
+                for h in (h for h in handlers if hasattr(h.data_conn, "inverse")):  # in process only
+                    from_worker += sum(map(message_bytes, list(h.data_conn._inputs)))
+                    to_worker += sum(map(message_bytes, list(h.data_conn.inverse()._inputs)))
             parts["channel to worker"], parts["channel from worker"] = to_worker, from_worker
             state = ctx.worker_handler_manager.state_servicer._state
             parts["state"] = sum(len(b) for v in list(state.values()) for b in list(v))
@@ -203,11 +220,17 @@ class Segments:
         setattr(owner, name, wrapped)
 
 
-def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: bool = False) -> dict:
+def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: bool = False,
+              workers: int = 1, examples: tuple[Path, Path] | None = None, threads: int | None = None) -> dict:
+    """The corpus job on ``files``, or with ``examples`` (corpus shards' folder, vocab) the examples
+    job, into ``out``, on ``workers`` workers."""
     from apache_beam.runners.portability.fn_api_runner import execution, fn_runner, worker_handlers
+    from vocab_counting import PeakWatch
 
     from kolectra.corpus import beam_local, build
     from kolectra.corpus import config as corpus_config
+    from kolectra.corpus import examples as examples_job
+    from kolectra.corpus.examples_config import ExamplesConfig
 
     cfg = dataclasses.replace(getattr(corpus_config, f"{preset}_config")(), shard_bytes=16 << 20)  # as scale.py
     if beam_own:  # a fingerprint no method has: the local runner keeps Beam's own (corpus/beam_local.py)
@@ -228,16 +251,27 @@ def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: 
             return inner(runner, context, manager, bundle_input)
 
         fn_runner.FnApiRunner._execute_bundle = staged
+    watch = PeakWatch()
+    watch.start()
     probe.thread.start()
     t0 = time.process_time()
-    result = build.build(cfg, files, out, ["--direct_num_workers=1"])
+    beam_args = [f"--direct_num_workers={workers}"] + ([f"--analysis_threads={threads}"] if threads else [])
+    if examples is None:
+        result = build.build(cfg, files, out, beam_args)
+    else:
+        result = examples_job.build(ExamplesConfig(allow_other_corpus_vocab=True), examples[0], examples[1], out, beam_args)
     probe.done.set()
     probe.thread.join()
+    watch.stop()
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     if traced:
         segments.mark("end")
     return {"cpu_s": round(time.process_time() - t0, 1), "beam_local": beam_local.installed(),
+            "workers_cpu_s": round(kids.ru_utime + kids.ru_stime, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "documents": result.stats["records_out"], "peak": probe.peak, "bundles": probe.bundles,
+            **watch.by_process(), "all_processes_mb": round(sum(watch.peaks.values()) * 1.024e-3),
+            "documents": result.stats.get("records_out", result.stats.get("documents")),
+            "peak": probe.peak, "bundles": probe.bundles,
             "segments": [r for r in segments.rows if r["traced_peak_mb"] - r["traced_end_mb"] > 1 or "worker" in r["segment"]]}
 
 
@@ -254,19 +288,56 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="keep the corpus here (default: a temporary folder, removed)")
     p.add_argument("--beam-own", action="store_true", help="keep Beam's own local runner, without corpus/beam_local.py's changes")
     p.add_argument("--tracemalloc", action="store_true", help="also split Python's traced memory from the rest (slower)")
+    p.add_argument("--workers", type=int, default=1, help="--direct_num_workers (over 1: worker processes)")
+    p.add_argument("--analysis-threads", type=int, help="--analysis_threads: Kiwi's threads a worker (default: its share of the CPUs)")
+    p.add_argument("--job", choices=("corpus", "examples"), default="corpus")
+    p.add_argument("--corpus", type=Path, help="--job examples: a corpus artifact")
+    p.add_argument("--shards", type=int, default=1, help="--job examples: its first N train shards")
+    p.add_argument("--vocab", type=Path, help="--job examples: a vocab folder (trained here when missing)")
     args = p.parse_args()
-    files = sorted(glob.glob(reviews_source(args, WHO)))[:args.files]
-    mb = sum(map(text_mb, files))
     with tempfile.TemporaryDirectory(prefix="kolectra-peak-") as tmp:
-        row = run_child(files, args.out or Path(tmp) / "corpus", args.preset, args.tracemalloc, args.beam_own)
+        if args.job == "examples":
+            if args.corpus is None or args.vocab is None:
+                p.error("--job examples needs --corpus and --vocab")
+            row, config, baseline = examples_run(args, Path(tmp))
+        else:
+            files = sorted(glob.glob(reviews_source(args, WHO)))[:args.files]
+            mb = sum(map(text_mb, files))
+            row = run_child(files, args.out or Path(tmp) / "corpus", args.preset, args.tracemalloc, args.beam_own, args.workers,
+                            threads=args.analysis_threads)
+            base, slope = (FIT_BEAM_OWN if args.beam_own else FIT)[args.preset]
+            baseline = round(base + slope * mb, 1)
+            config = {"files": args.files, "text_mb": round(mb, 2), "preset": args.preset,
+                      "tracemalloc": args.tracemalloc, "beam_own": args.beam_own}
     for b in row["bundles"] + row["segments"]:
         print(json.dumps(b), file=sys.stderr)
     print(json.dumps(row["peak"]), file=sys.stderr)
-    base, slope = (FIT_BEAM_OWN if args.beam_own else FIT)[args.preset]
-    emit("local_peak", "MB of peak RSS of the corpus job on the local runner (lower is better)",
-         row["peak_rss_mb"], "docs/scale.md's fit", round(base + slope * mb, 1),
-         {"files": args.files, "text_mb": round(mb, 2), "preset": args.preset, "tracemalloc": args.tracemalloc, "beam_own": args.beam_own},
-         **{k: v for k, v in row.items()})
+    emit("local_peak", f"MB of peak RSS of the {args.job} job's launcher on the local runner (lower is better)",
+         row["peak_rss_mb"], "docs/scale.md's fit" if args.job == "corpus" else "corpus/examples.py's model", baseline,
+         {**config, "workers": args.workers, "analysis_threads": args.analysis_threads, "load_1m": round(os.getloadavg()[0], 2)}, **row)
+
+
+def examples_run(args, tmp: Path) -> tuple[dict, dict, float]:
+    """The examples job on the first ``--shards`` train shards of ``--corpus`` (linked into a
+    corpus folder of their own), with ``--vocab`` (trained on the first review file when missing)."""
+    from kolectra.corpus import shards
+    from kolectra.corpus.examples import LOCAL_MEMORY
+    from kolectra.corpus.runners import input_bytes
+
+    if not (args.vocab / "tokenizer.json").is_file():
+        from scale import train_vocab  # noqa: PLC0415 - the scale benchmark's vocab, trained the same way
+
+        train_vocab(sorted(glob.glob(reviews_source(args, WHO)))[0], args.vocab)
+    picked = shards.shard_paths(args.corpus, "train")[:args.shards]
+    data = tmp / "corpus" / shards.DATA_DIR
+    data.mkdir(parents=True)
+    for path in picked:
+        (data / path.name).symlink_to(path.resolve())
+    size = input_bytes([str(p) for p in picked])
+    row = run_child([], args.out or tmp / "examples", args.preset, args.tracemalloc, args.beam_own, args.workers,
+                    examples=(tmp / "corpus", args.vocab))
+    return row, {"corpus": str(args.corpus), "shards": len(picked), "input_mb": round(size / 1e6, 2)}, \
+        round(LOCAL_MEMORY.peak_bytes(size) / 1e6, 1)
 
 
 if __name__ == "__main__":

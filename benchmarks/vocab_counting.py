@@ -26,7 +26,8 @@ Beam job's must equal the stream's exact table cut to its ``k`` most frequent (`
 
 ``--sizes 2,4,8,16``: instead, the Beam job's peak RSS on the local runner over the first N train
 shards, each N in a process of its own, at the stage's defaults (``max_word_types``,
-``count_flush_types``), one in-process worker (``--workers 1,2``: also with 2 worker processes), beside
+``count_flush_types``), one in-process worker (``--workers 1,2``: also with 2 worker processes, each
+process's own peak beside their sum: ``LOCAL_MEMORY.worker_mb``), beside
 what the launcher knows before the job (the shards' gzipped bytes, ``runners.input_bytes``) and the
 word types counted (Heaps' law): the figures behind ``vocab/count.py``'s ``LOCAL_MEMORY`` (docs/scale.md,
 "Vocabulary at 34 GB"). value: the peak per MB of shards fitted by least squares; baseline: the model's.
@@ -112,6 +113,13 @@ class PeakWatch(threading.Thread):
                 pass
             todo.extend(by_parent.get(pid, []))
 
+    def by_process(self) -> dict:
+        """This process's peak and each other's (the local runner's worker processes), in MB of 10^6
+        bytes, as ``corpus/local_memory.py``'s models count them."""
+        own = self.peaks.get(os.getpid(), 0)
+        others = sorted((kb for pid, kb in self.peaks.items() if pid != os.getpid()), reverse=True)
+        return {"launcher_peak_mb": round(own * 1.024e-3), "worker_peaks_mb": [round(kb * 1.024e-3) for kb in others]}
+
     def stop(self) -> int:
         self.done.set()
         self.join()
@@ -143,7 +151,8 @@ def count_once(how: str, corpus: Path, k: int, cap_share: float, first: int | No
     pairs = [(tables.type_key(w), n) for w, n in table.items()]
     out = {"cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2),
            "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024),
-           "peak_rss_all_mb": round(summed / 1024), "processes": len(watch.peaks), "types": len(table),
+           "peak_rss_all_mb": round(summed / 1024), "processes": len(watch.peaks), **watch.by_process(),
+           "types": len(table),
            "digest": table_digest(pairs), **counts, "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
     if how == "stream":
         out["top_k_digest"] = table_digest(tables.most_frequent(pairs, cap_of(len(table), cap_share)))

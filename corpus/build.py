@@ -102,10 +102,17 @@ LARGE = "large"  # the tag of the listing's files read in pieces
 # (5.6 per MB of plain text) on a base of 0.91 GB, 7-17 % over each measured peak at 1-4 files (30 %
 # at 8); on Beam's own runner 0.85 GB + 10.9 over 1-8 files (the peak at its shard shuffle's send),
 # under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over at 1-4 files (50 % at 8).
-LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5)
-LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0)
-LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6)
-LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5)
+# Each worker process beside the launcher (multi_processing: corpus/local_memory.py) holds its own
+# Kiwi, harness and budgeted chunks: 0.75-0.87 GB measured at 1-2 review files, the input's size or
+# Kiwi's threads moving it little (docs/scale.md, "The local runner's worker processes"); 1.1 GB is
+# 27 % over the highest. With near-dup on (its Kiwi stage takes documents joined to their marks)
+# 0.98 GB measured at 2 files; 1.3 GB is 33 % over it.
+LOCAL_WORKER_MB = 1100
+LOCAL_WORKER_MB_NEAR_DUP = 1300
+LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5, worker_mb=LOCAL_WORKER_MB)
+LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0, worker_mb=LOCAL_WORKER_MB)
+LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
+LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
 
 
 def local_memory_model(cfg: CorpusConfig, runner: str) -> MemoryModel:

@@ -49,7 +49,10 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # The local runner's peak RSS per MB of gzipped corpus shards read (corpus/local_memory.py: MemoryModel):
 # benchmarks/scale.py on 1-8 NSMC review files measured 263-376 MB, 250 MB + 1.4 MB per MB of
 # shards (the runner holds the packed blocks' shuffle); rounded up to leave room (docs/scale.md).
-LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards")
+# Each worker process (its tokenizer, channel buffers and a shard's group): 0.27-0.39 GB measured on
+# small shards with 2 and 4 workers (docs/scale.md, "The local runner's worker processes"); 0.6 GB is
+# 52 % over the highest, for a production shard's larger group.
+LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards", worker_mb=600)
 
 
 # ---- input checks ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Whether a job fits this machine before Beam's local runner starts it: the local runner holds every
 shuffle in one process, so its peak grows with the input (docs/scale.md, "What a corpus size
-needs"), and a job that would not fit is refused in one line naming a distributed runner and
-``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel` (``corpus/build.py``,
+needs"), and each of its worker processes (``multi_processing``) holds its own Kiwi, tokenizer or
+tables beside it; a job that would not fit is refused in one line naming a distributed runner,
+``--direct_num_workers`` and ``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel` (``corpus/build.py``,
 ``corpus/examples.py``, ``vocab/count.py``); ``corpus/runners.py`` owns the runner and the option."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 import math
 import os
 
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from kolectra.core.errors import UserInputError
 from kolectra.corpus.runners import LOCAL_RUNNER, CorpusOptions
@@ -24,15 +25,26 @@ class LocalMemoryError(UserInputError):
 class MemoryModel:
     """A local run's peak RSS as ``base + per_mb`` for each MB of its input measure (the corpus
     job: the input's expected shard JSON, ``corpus.outputs.expected_json_bytes``; the examples
-    job and the vocab stage's word count: the gzipped corpus shards they read), fitted on the NSMC
-    reviews (docs/scale.md)."""
+    job and the vocab stage's word count: the gzipped corpus shards they read), plus ``worker_mb``
+    for each worker process: the launcher's peak (one in-process worker included) and a worker
+    process's, which its settings bound, not its input; fitted on the NSMC reviews (docs/scale.md)."""
 
     base_mb: float
     per_mb: float
     measure: str = "expected shard JSON"
+    worker_mb: float = 0.0
 
-    def peak_bytes(self, json_bytes: float) -> float:
-        return (self.base_mb + self.per_mb * json_bytes / 1e6) * 1e6
+    def peak_bytes(self, json_bytes: float, workers: int = 0) -> float:
+        return (self.base_mb + self.per_mb * json_bytes / 1e6 + self.worker_mb * workers) * 1e6
+
+
+def worker_processes(options: PipelineOptions) -> int:
+    """The local runner's worker processes beside the launcher: ``direct_num_workers`` in
+    ``multi_processing`` mode, else none (its one worker, or its threads, run in the launcher)."""
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != "multi_processing":
+        return 0
+    return max(1, direct.direct_num_workers or 1)
 
 
 def machine_memory() -> float:
@@ -41,20 +53,28 @@ def machine_memory() -> float:
 
 
 def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, model: MemoryModel) -> float:
-    """Before a local job: its estimated peak (bytes), or a :class:`LocalMemoryError` in one line
-    when that is over ``--local_memory_gb`` (default: the machine's memory). Beam's local runner
-    holds every shuffle in memory, so no setting of kolectra's bounds it; the distributed runners'
-    workers hold one group at a time. Other runners: 0, nothing checked."""
+    """Before a local job: its estimated peak (bytes), the launcher's and its worker processes'
+    together, or a :class:`LocalMemoryError` in one line when that is over ``--local_memory_gb``
+    (default: the machine's memory). Beam's local runner holds every shuffle in memory, so no
+    setting of kolectra's bounds it; the distributed runners' workers hold one group at a time.
+    Other runners: 0, nothing checked."""
     if options.view_as(StandardOptions).runner != LOCAL_RUNNER:
         return 0.0
-    need = model.peak_bytes(json_bytes)
+    workers = worker_processes(options)
+    need = model.peak_bytes(json_bytes, workers)
     given = options.view_as(CorpusOptions).local_memory_gb
     have = given * 1e9 if given is not None else machine_memory()
     if need > have:
         whose = "--local_memory_gb" if given is not None else "this machine's memory"
+        each = ""
+        if workers:
+            fewer = model.peak_bytes(json_bytes)  # one worker, in the launcher's process
+            each = (f" + {workers} worker processes x {model.worker_mb / 1e3:.1f} GB, each with its own copy of the "
+                    f"job's models: fewer workers need less, --direct_num_workers 1 (in this process) about "
+                    f"{fewer / 1e9:,.1f} GB")
         raise LocalMemoryError(
             f"{what}: a local run of this input needs about {need / 1e9:,.1f} GB of memory ({model.base_mb / 1e3:.1f} GB + "
-            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}), over {whose} "
+            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}{each}), over {whose} "
             f"({have / 1e9:,.1f} GB): Beam's local runner holds every shuffle in memory. Run it on a distributed "
             f"runner (--runner DataflowRunner, FlinkRunner or SparkRunner: docs/scale.md), or pass "
             f"--local_memory_gb {math.ceil(need / 1e9)} to run it here anyway")

@@ -58,8 +58,11 @@ RESULT_FILE = "vocab-counts-{}.json"
 # MB per MB (the launcher holds the shuffle's pairs and the types read back); rounded up, 11-17 %
 # over the higher run at each size (docs/scale.md, "Vocabulary at 34 GB"). Past 1 M types Beam's
 # lifted combine evicts, so the pairs grow with the text rather than with the types (Heaps' law): a
-# line in bytes, not in types.
-LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=6.0, measure="gzipped corpus shards")
+# line in bytes, not in types. Each worker process (its flush table and combines, bounded by
+# count_flush_types and max_word_types): 0.26-0.72 GB measured at 2-16 shards with 2 and 4 workers
+# (docs/scale.md, "The local runner's worker processes"); 0.8 GB is 31 % over a worker's largest
+# share of the measured totals, 10 % over the largest worker.
+LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=6.0, measure="gzipped corpus shards", worker_mb=800)
 
 
 @dataclasses.dataclass(frozen=True)
