@@ -1,5 +1,5 @@
 """The local memory check (corpus/local_memory.py) counts the local runner's worker processes: each
-holds its own Kiwi, tokenizer or tables beside the launcher (docs/scale.md, "Worker processes").
+holds its own Kiwi, tokenizer or tables beside the launcher (docs/scale.md, "The local runner's worker processes").
 
 Beam's own option parsing (``runners.pipeline_options``) and each job's fitted model; no job runs."""
 
