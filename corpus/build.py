@@ -308,8 +308,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
-    threads = analysis_threads(options)
     peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(_sizes(listed)), local_memory_model(cfg, runner))
+    threads = analysis_threads(options)  # after the check, which may take fewer workers
     shown = runner
     if runner == LOCAL_RUNNER:
         direct = options.view_as(DirectOptions)

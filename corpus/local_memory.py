@@ -14,7 +14,8 @@ import os
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from kolectra.core.errors import UserInputError
-from kolectra.corpus.runners import LOCAL_RUNNER, CorpusOptions
+from kolectra.core.stage import progress
+from kolectra.corpus.runners import LOCAL_RUNNER, CorpusOptions, chosen_locally
 
 
 class LocalMemoryError(UserInputError):
@@ -64,8 +65,18 @@ def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, m
     need = model.peak_bytes(json_bytes, workers)
     given = options.view_as(CorpusOptions).local_memory_gb
     have = given * 1e9 if given is not None else machine_memory()
+    whose = "--local_memory_gb" if given is not None else "this machine's memory"
+    if need > have and workers and "workers" in chosen_locally(options):
+        fit = fit_workers(options, model, json_bytes, have)
+        if fit is not None:
+            took = model.peak_bytes(json_bytes, fit)
+            progress(f"{what}: {_workers_text(fit)} instead of {_workers_text(workers)}, so that the run fits in "
+                     f"{whose} ({have / 1e9:,.1f} GB): about {took / 1e9:,.1f} GB at its peak, where {workers} "
+                     f"would need {need / 1e9:,.1f} GB (each worker process holds its own copy of the job's models; "
+                     f"--direct_num_workers N sets the count)")
+            return took
+        workers, need = 0, model.peak_bytes(json_bytes)  # the least it could have taken: refused below
     if need > have:
-        whose = "--local_memory_gb" if given is not None else "this machine's memory"
         each = ""
         if workers:
             fewer = model.peak_bytes(json_bytes)  # one worker, in the launcher's process
@@ -79,3 +90,28 @@ def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, m
             f"runner (--runner DataflowRunner, FlinkRunner or SparkRunner: docs/scale.md), or pass "
             f"--local_memory_gb {math.ceil(need / 1e9)} to run it here anyway")
     return need
+
+
+def fit_workers(options: PipelineOptions, model: MemoryModel, json_bytes: float, have: float) -> int | None:
+    """Lower a local run's worker count, which :func:`~kolectra.corpus.runners.pipeline_options`
+    chose, to the most worker processes whose estimate fits in ``have`` bytes; at one, the worker
+    runs in the launcher (``in_memory``) unless the arguments named the mode. Returns the worker
+    processes now counted (0: the launcher's own worker), or None with the options unchanged when
+    not even one fits. Fewer workers change only the wall time: the output is the same bytes."""
+    direct = options.view_as(DirectOptions)
+    for workers in range(worker_processes(options) - 1, 1, -1):
+        if model.peak_bytes(json_bytes, workers) <= have:
+            direct.direct_num_workers = workers
+            return workers
+    in_launcher = "mode" in chosen_locally(options)
+    if model.peak_bytes(json_bytes, 0 if in_launcher else 1) > have:
+        return None
+    direct.direct_num_workers = 1
+    if in_launcher:
+        direct.direct_running_mode = "in_memory"
+        return 0
+    return 1
+
+
+def _workers_text(processes: int) -> str:
+    return "one worker in this process" if processes == 0 else f"{processes} worker process{'es' if processes > 1 else ''}"

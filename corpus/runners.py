@@ -103,13 +103,23 @@ def pipeline_options(beam_args: list[str], input_bytes: int = 0) -> PipelineOpti
     if std.runner == LOCAL_RUNNER:
         direct = opts.view_as(DirectOptions)
         explicit_mode = any(a.startswith("--direct_running_mode") for a in beam_args)
-        if not any(a.startswith("--direct_num_workers") for a in beam_args):
+        explicit_workers = any(a.startswith("--direct_num_workers") for a in beam_args)
+        # what the user left to kolectra: the memory check may take fewer workers (local_memory.py)
+        opts.__dict__["_chosen"] = frozenset(
+            name for name, given in (("workers", explicit_workers), ("mode", explicit_mode)) if not given)
+        if not explicit_workers:
             direct.direct_num_workers = local_workers(input_bytes)
         if direct.direct_num_workers == 0:  # Beam's "as many as CPUs"
             direct.direct_num_workers = os.cpu_count() or 1
         if direct.direct_num_workers > 1 and not explicit_mode:
             direct.direct_running_mode = "multi_processing"
     return opts
+
+
+def chosen_locally(options: PipelineOptions) -> frozenset[str]:
+    """Which of the local runner's ``"workers"`` (count) and ``"mode"`` :func:`pipeline_options`
+    chose because the arguments left them out: those the memory check may lower to fit."""
+    return options.__dict__.get("_chosen", frozenset())
 
 
 class BeamOptionError(UserInputError):

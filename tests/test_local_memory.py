@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from apache_beam.options.pipeline_options import DirectOptions
 
 from kolectra.corpus import build, examples, local_memory
 from kolectra.corpus.local_memory import LocalMemoryError, check_local_memory
@@ -45,7 +46,53 @@ def test_the_default_worker_count_on_a_large_machine_is_counted(monkeypatch):
     monkeypatch.setattr(local_memory, "machine_memory", lambda: 1e12)
     options = pipeline_options([], 1 << 30)
     model = count.LOCAL_MEMORY
-    assert check_local_memory(options, "vocab", SIZE, model) == pytest.approx(model.peak_bytes(SIZE) + 8 * model.worker_mb * 1e6)
-    monkeypatch.setattr(local_memory, "machine_memory", lambda: model.peak_bytes(SIZE) + 7 * model.worker_mb * 1e6)
-    with pytest.raises(LocalMemoryError, match=r"^vocab: .* \+ 8 worker processes x .*over this machine's memory"):
+    assert check_local_memory(options, "vocab", SIZE, model) == pytest.approx(model.peak_bytes(SIZE, 8))
+    assert options.view_as(DirectOptions).direct_num_workers == 8
+
+
+@pytest.mark.parametrize(("room", "fits", "mode"), [(7.5, 7, "multi_processing"), (2.2, 2, "multi_processing"),
+                                                    (1.9, 0, "in_memory"), (0.0, 0, "in_memory")])
+def test_a_chosen_worker_count_is_lowered_until_the_run_fits(monkeypatch, capsys, room, fits, mode):
+    """The count kolectra chose (8 on 16 CPUs) falls to the most worker processes that fit, and
+    below two to one worker in the launcher (Beam's in_memory mode); the progress line says so."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    model = build.LOCAL_MEMORY_NEAR_DUP
+    monkeypatch.setattr(local_memory, "machine_memory", lambda: model.peak_bytes(SIZE) + room * model.worker_mb * 1e6)
+    options = pipeline_options([], 1 << 30)
+    assert check_local_memory(options, "corpus", SIZE, model) == pytest.approx(model.peak_bytes(SIZE, fits))
+    direct = options.view_as(DirectOptions)
+    assert (direct.direct_num_workers, direct.direct_running_mode) == (max(fits, 1), mode)
+    said = capsys.readouterr().err
+    what = f"{fits} worker processes" if fits else "one worker in this process"
+    assert f"corpus: {what} instead of 8 worker processes, so that the run fits in this machine's memory" in said
+
+
+def test_a_run_that_fits_with_no_worker_count_is_refused_at_its_least(monkeypatch):
+    """Below even one worker in the launcher: refused, the message giving that least estimate and
+    the options left as they were."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    model = count.LOCAL_MEMORY
+    monkeypatch.setattr(local_memory, "machine_memory", lambda: model.peak_bytes(SIZE) - 1e6)
+    options = pipeline_options([], 1 << 30)
+    with pytest.raises(LocalMemoryError, match=rf"^vocab: .* needs about {model.peak_bytes(SIZE) / 1e9:,.1f} GB .*"
+                                               r"over this machine's memory") as e:
         check_local_memory(options, "vocab", SIZE, model)
+    assert "worker processes" not in str(e.value)
+    assert options.view_as(DirectOptions).direct_num_workers == 8
+
+
+@pytest.mark.parametrize("named", [["--direct_num_workers=8"], ["--direct_running_mode=multi_processing"]])
+def test_what_the_arguments_name_is_kept(monkeypatch, named):
+    """A worker count the arguments give is never lowered (refused instead); a mode they give is
+    kept down to one worker process."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    model = examples.LOCAL_MEMORY
+    monkeypatch.setattr(local_memory, "machine_memory", lambda: model.peak_bytes(SIZE) + 1.5 * model.worker_mb * 1e6)
+    options = pipeline_options(named, 1 << 30)
+    if named[0].startswith("--direct_num_workers"):
+        with pytest.raises(LocalMemoryError, match="8 worker processes"):
+            check_local_memory(options, "examples", SIZE, model)
+        return
+    assert check_local_memory(options, "examples", SIZE, model) == pytest.approx(model.peak_bytes(SIZE, 1))
+    direct = options.view_as(DirectOptions)
+    assert (direct.direct_num_workers, direct.direct_running_mode) == (1, "multi_processing")
