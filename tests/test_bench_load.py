@@ -23,10 +23,14 @@ def _cpu_of(pid: int) -> float:
 
 
 def _window(pid: int) -> tuple[float, float, float, float]:
-    """(neighbour cores, the busy process's CPU seconds, the machine's busy CPU seconds, wall) over 1.5 s."""
+    """(neighbour cores, the busy process's CPU seconds, the machine's busy CPU seconds, wall) over
+    at least 1.5 s, longer until the busy process has had 0.5 CPU s (at most 60 s): on a loaded
+    machine it gets a small share of a core (0.14 CPU s in 1.5 s at a load average of 20)."""
     time.sleep(0.3)  # let it start
     mark, cpu0 = common.cpu_mark(), _cpu_of(pid)
-    time.sleep(1.5)
+    start = time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < 1.5 or (_cpu_of(pid) - cpu0 < 0.5 and elapsed < 60):
+        time.sleep(0.1)
     neighbours, cpu1, busy = common.neighbour_cores(mark), _cpu_of(pid), common.busy_cpu_seconds()
     return neighbours, cpu1 - cpu0, busy - mark[1], time.perf_counter() - mark[0]
 
