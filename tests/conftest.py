@@ -22,6 +22,12 @@ import pytest
 # tests/test_scratch.py turns it back on where it tests it.
 os.environ["KOLECTRA_SWEEP_SCRATCH"] = "0"
 
+# One intra-op thread for torch (and OpenMP, BLAS) in the suite's processes and their children:
+# pytest-xdist runs a worker per core, and each torch process's default pool of a thread per core
+# then oversubscribes them; OpenMP's waiting threads made a tiny model's step 8x slower under load
+# (docs/benchmarks.md, "The test suite and CI"). Tests of kolectra's thread settings set them.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 XLA_ABSENT = ("torch_xla is not installed here: the XLA tests run in a venv of their own "
               "(pip install -e '.[xla,test]' (torch 2.9.0), then pytest -m xla; .ci/run does it)")
 
