@@ -13,9 +13,8 @@ grouping buffer's decoded values by their Python sizes):
 - ``outputs``: ``pcoll_buffers``, the running bundle's outputs as the runner collects them
   (a shuffle's input as a ``GroupingBuffer`` table of decoded values);
 - ``channel to worker`` / ``channel from worker``: the in-memory data channel's lists of
-  ``Elements.Data`` (Beam's runner writes a bundle's whole input into it before the bundle starts,
-  where corpus/beam_local.py's hands over its byte streams; the worker's outputs wait in it until
-  the bundle ends);
+  ``Elements.Data`` (the runner writes a bundle's whole input into it before the bundle starts,
+  and the worker's outputs wait in it until the bundle ends);
 - ``state``: the state servicer's lists (side inputs);
 - ``traced other``: with ``--tracemalloc``, Python's traced memory less the above;
 - the rest of the RSS: the interpreter, Beam, Kiwi's model and its working memory, and memory
@@ -100,12 +99,6 @@ def buffer_bytes(buf) -> int:
     return 0
 
 
-def message_bytes(element) -> int:
-    """A message's bytes in the in-process channel; 0 for a bundle input corpus/beam_local.py hands
-    over as the runner's byte streams (counted in the stage input)."""
-    return element.ByteSize() if hasattr(element, "ByteSize") else 0
-
-
 def queued(queue) -> list:
     return [buf for _, data_input in list(queue._q) for buf in data_input.data.values()]
 
@@ -137,8 +130,8 @@ class Probe:
             to_worker = from_worker = 0
             for handlers in list(ctx.worker_handler_manager._cached_handlers.values()):
                 for h in (h for h in handlers if hasattr(h.data_conn, "inverse")):  # in process only
-                    from_worker += sum(map(message_bytes, list(h.data_conn._inputs)))
-                    to_worker += sum(map(message_bytes, list(h.data_conn.inverse()._inputs)))
+                    from_worker += sum(e.ByteSize() for e in list(h.data_conn._inputs) if e is not None)
+                    to_worker += sum(e.ByteSize() for e in list(h.data_conn.inverse()._inputs) if e is not None)
             parts["channel to worker"], parts["channel from worker"] = to_worker, from_worker
             state = ctx.worker_handler_manager.state_servicer._state
             parts["state"] = sum(len(b) for v in list(state.values()) for b in list(v))
