@@ -1,7 +1,8 @@
 """Whether a job fits this machine before Beam's local runner starts it: the local runner holds every
 shuffle in one process, so its peak grows with the input (docs/scale.md, "What a corpus size
 needs"), and each of its worker processes (``multi_processing``) holds its own Kiwi, tokenizer or
-tables beside it; a job that would not fit is refused in one line naming a distributed runner,
+tables beside it. A worker count kolectra chose is lowered until the job fits (:func:`fit_workers`);
+a job that still would not fit is refused in one line naming a distributed runner,
 ``--direct_num_workers`` and ``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel` (``corpus/build.py``,
 ``corpus/examples.py``, ``vocab/count.py``); ``corpus/runners.py`` owns the runner and the option."""
 
