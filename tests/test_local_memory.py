@@ -67,7 +67,7 @@ def test_a_chosen_worker_count_is_lowered_until_the_run_fits(monkeypatch, capsys
     assert f"corpus: {what} instead of 8 worker processes, so that the run fits in this machine's memory" in said
 
 
-def test_a_run_that_fits_with_no_worker_count_is_refused_at_its_least(monkeypatch):
+def test_a_run_that_does_not_fit_even_in_one_process_is_refused_with_that_estimate(monkeypatch):
     """Below even one worker in the launcher: refused, the message giving that least estimate and
     the options left as they were."""
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
