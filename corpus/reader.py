@@ -40,6 +40,7 @@ import re
 from typing import IO, Callable, Iterable, Iterator
 
 from kolectra.corpus import compress, parquet
+from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
 
 REJECT_REASONS = (
@@ -245,61 +246,6 @@ def _parse(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple:
     return text, canonical, obj
 
 
-def kept_fields(obj: dict | None, names: tuple[str, ...]) -> tuple[tuple, bool]:
-    """The values of ``names`` in a parsed line (None where absent or null, and for a text line,
-    which has no fields), and whether any had to be repaired (:func:`scrub_field`)."""
-    values, repaired = [], False
-    for name in names:
-        value, changed = scrub_field(obj.get(name) if obj is not None else None)
-        values.append(value)
-        repaired = repaired or changed
-    return tuple(values), repaired
-
-
-# What a kept field may hold: the corpus is read back by ``datasets``, which fails the whole corpus
-# on one integer pandas' ujson or Arrow cannot hold ("Value is too big!"; the card declares a field
-# of integers int64), and Python's own recursion would end a record nested a few hundred deep at
-# whichever step meets it first (the stack depth differs by worker). So the rule is explicit: an
-# integer outside int64, NaN or an infinity becomes null, and so does a whole value nested past
-# MAX_FIELD_DEPTH arrays/objects (far above real records' nesting, far below the recursion limit).
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-MAX_FIELD_DEPTH = 64
-
-
-class _TooDeep(Exception):
-    pass
-
-
-def scrub_field(value) -> tuple:
-    """``(value, repaired)``: a kept field's value as the corpus can hold it. Lone surrogates become
-    U+FFFD (no UTF-8 spelling exists for them); an integer outside int64, NaN or an infinity null
-    (wherever it is inside the value); a value nested deeper than :data:`MAX_FIELD_DEPTH` null whole."""
-    try:
-        return _scrub(value, 0)
-    except _TooDeep:
-        return None, True
-
-
-def _scrub(value, depth: int) -> tuple:
-    if isinstance(value, str):
-        return (value, False) if _SURROGATE.search(value) is None else (_SURROGATE.sub("\ufffd", value), True)
-    if isinstance(value, bool):  # an int to Python, a boolean to JSON
-        return value, False
-    if isinstance(value, int):
-        return (value, False) if INT64_MIN <= value <= INT64_MAX else (None, True)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None, True
-    if isinstance(value, (list, dict)) and depth >= MAX_FIELD_DEPTH:
-        raise _TooDeep
-    if isinstance(value, list):
-        items = [_scrub(v, depth + 1) for v in value]
-        return [v for v, _ in items], any(c for _, c in items)
-    if isinstance(value, dict):
-        items = [(_scrub(k, depth + 1), _scrub(v, depth + 1)) for k, v in value.items()]
-        return {k: v for (k, _), (v, _) in items}, any(ck or cv for (_, ck), (_, cv) in items)
-    return value, False
-
-
 def canonical_id(value) -> str | None:
     """The id a JSON number stands for, spelled one way: integers (and floats without a fraction,
     ``7.0``, ``7e0``) in decimal digits, other finite floats as Python's shortest repr (``1.5``).
@@ -323,14 +269,13 @@ def _json_type(value) -> str:
 
 
 BOM = b"\xef\xbb\xbf"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def repair_surrogates(text: str, doc_id: str | None) -> tuple[str, str | None, bool]:
     """Lone surrogates out of the text (cleaning drops them too) and as U+FFFD into the id."""
-    if _SURROGATE.search(text) is None and (doc_id is None or _SURROGATE.search(doc_id) is None):
+    if SURROGATE.search(text) is None and (doc_id is None or SURROGATE.search(doc_id) is None):
         return text, doc_id, False
-    return _SURROGATE.sub("", text), (None if doc_id is None else _SURROGATE.sub("\ufffd", doc_id)), True
+    return SURROGATE.sub("", text), (None if doc_id is None else SURROGATE.sub("\ufffd", doc_id)), True
 
 
 def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
