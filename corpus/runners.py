@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import shutil
 import sys
 from typing import Iterator
 
@@ -127,14 +128,25 @@ class BeamOptionError(UserInputError):
     runner requires); the message lists what Beam said, on one line."""
 
 
-def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """``beam.Pipeline(options=options)``: Beam creates the runner and validates the options for it
-    here, raising a ValueError whose lines name the options; that is the user's input, not a bug."""
+@contextlib.contextmanager
+def new_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
+    """``with beam.Pipeline(options=options) as p``: the graph is built in the block and runs at its
+    end. Beam creates the runner and validates the options for it first, raising a ValueError whose
+    lines name the options; that is the user's input, not a bug.
+
+    Beam removes the pipeline's local temp folder (``beam-pipeline-temp*`` in the system's temp
+    directory) only in ``run()``, so a job stopped before it runs (bad input found while the graph
+    is built, Ctrl-C) would leave one behind each time: it is removed here however the block ends."""
     try:
-        return beam.Pipeline(options=options)
+        p = beam.Pipeline(options=options)
     except ValueError as e:
         said = "; ".join(line.strip().rstrip(".:") for line in str(e).splitlines() if line.strip())
         raise BeamOptionError(f"Beam refused the pipeline options: {said}") from None
+    try:
+        with p:
+            yield p
+    finally:
+        shutil.rmtree(p.local_tempdir, ignore_errors=True)
 
 
 class RunnerSetupError(EnvironmentProblem):

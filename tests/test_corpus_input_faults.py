@@ -10,9 +10,11 @@ import bz2
 import dataclasses
 import gzip
 import os
+import tempfile
 import threading
 from contextlib import contextmanager
 
+import apache_beam as beam
 import pytest
 import zstandard
 
@@ -79,9 +81,24 @@ def test_a_directory_or_a_name_that_is_not_utf8_is_refused_naming_it(tmp_path):
     (["--runner=DataflowRunner"], "Missing required option: project"),
 ])
 def test_options_beam_refuses_are_one_line(args, said):
-    with pytest.raises(runners.BeamOptionError) as refused:
-        runners.new_pipeline(runners.pipeline_options(args))
+    with pytest.raises(runners.BeamOptionError) as refused, runners.new_pipeline(runners.pipeline_options(args)):
+        pass
     assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_job_stopped_before_it_runs_leaves_no_beam_temp_folder(tmp_path, monkeypatch):
+    # Beam makes a beam-pipeline-temp* folder in the system's temp directory for each pipeline and
+    # removes it only when the pipeline runs: bad input found while the graph is built (or Ctrl-C
+    # then) must not leave one behind per attempt.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(inputs.InputError, match="found while"), \
+            runners.new_pipeline(runners.pipeline_options([])) as p:
+        assert os.path.dirname(p.local_tempdir) == str(tmp_path) and os.path.isdir(p.local_tempdir)
+        _ = p | beam.Create(["문장"])
+        raise inputs.InputError("found while the graph is built")
+    with runners.new_pipeline(runners.pipeline_options([])) as p:  # a job that runs, as before
+        _ = p | beam.Create(["문장"]) | beam.Map(len)
+    assert list(tmp_path.glob("beam-pipeline-temp*")) == []
 
 
 def test_the_reject_ratio_names_the_file_with_most_rejected_lines():
