@@ -12,7 +12,7 @@ lineage's code block; ``<script>`` is raw HTML to a Markdown renderer. So:
 - :func:`fenced` - a code block whose fence no line inside can close.
 
 What is already Markdown (a bold label, a cell built from :func:`code`) is a :class:`Md`, which
-the report's table helper leaves as it is; every other string cell goes through :func:`text`.
+:func:`table` leaves as it is; every other string cell goes through :func:`text`.
 """
 
 from __future__ import annotations
@@ -55,3 +55,19 @@ def fenced(lines: list[str]) -> list[str]:
     run = max((len(t) for line in lines for t in _TICKS.findall(line)), default=0)
     fence = "`" * max(3, run + 1)
     return [fence, *lines, fence]
+
+
+def table(header: list[str], rows: list[list]) -> list[str]:
+    """A Markdown table; string cells (and headers) are escaped unless they are :class:`Md`."""
+    def cell(v) -> str:
+        if isinstance(v, bool):
+            return str(v)
+        if isinstance(v, float):
+            return f"{v:,.4f}" if abs(v) < 100 else f"{v:,.1f}"
+        if isinstance(v, int):
+            return f"{v:,}"
+        return v if isinstance(v, Md) else text(v)
+
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + " --- |" * len(header)]
+    out += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return out

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import markdown
-from kolectra.pipeline.report import render, render_table
+from kolectra.pipeline.report import render
+from kolectra.pipeline.scores import render_table
 from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
 
 EVIL = ["x | 99.99 | 12.34", "two\nlines | 1", "```\n<script>alert(1)", "back`tick``s", "a\\|b"]

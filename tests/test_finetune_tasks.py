@@ -24,7 +24,7 @@ from kolectra.finetune import classify, config, ner, regress
 from kolectra.finetune.config import OptimConfig
 from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.report import render_table
+from kolectra.pipeline.scores import render_table
 from kolectra.pipeline.store.artifacts import Store
 
 TOPICS = {"스포츠": ["축구 경기에서 골을 넣었다", "야구 선수가 홈런을 쳤다", "농구 결승전이 열렸다", "배구 대표팀이 이겼다"],

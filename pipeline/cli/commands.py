@@ -217,7 +217,8 @@ def add_report(p: argparse.ArgumentParser) -> None:
 
 
 def run_report(args, store: Store, beam_args: list[str]) -> int:
-    from kolectra.pipeline.report import render, render_table
+    from kolectra.pipeline.report import render
+    from kolectra.pipeline.scores import render_table
 
     if not args.ref and not args.published:
         raise ConfigError("report: give the artifact to report (e.g. kolectra report sample-nsmc), or --published")
@@ -340,7 +341,7 @@ COMMANDS: dict[str, Command] = {
                      add_study, run_study_command, code="pipeline/study/", loads="Apache Beam, torch, transformers",
                      example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3"),
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
-                      run_report, common="out", code="pipeline/report.py",
+                      run_report, common="out", code="pipeline/report.py, pipeline/scores.py",
                       example="kolectra report sample-nsmc sample-korquad --published"),
     "export": Command("a checkpoint's model as a Hugging Face Hub folder (weights, tokenizer, card); "
                       "optionally pushed", add_export, run_export, common="out", code="pipeline/hub.py, model/export.py",

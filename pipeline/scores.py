@@ -1,0 +1,231 @@
+"""``kolectra report REF REF ...``: several eval artifacts' headline scores in one Markdown table,
+models as rows and tasks as columns (as KoELECTRA's README shows its results), each cell with the
+rows it was measured on and the flags that make it not comparable; with ``--published``, the
+published models' figures as rows of the same table (:mod:`pipeline.published`). One artifact's
+full report is :mod:`pipeline.report`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from kolectra.pipeline.markdown import code, table, text
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.catalog import article
+from kolectra.pipeline.verdicts import health_of, read_json, verdict_text
+
+METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1", "spearman": "Spearman",
+                 "pearson": "Pearson", "precision": "P", "recall": "R"}
+
+
+def render_table(store: Store, refs: list[str], dest: Path | None = None,
+                 published: bool = False) -> tuple[Path, str]:
+    """``kolectra report REF REF ...``: the eval artifacts' headline scores in one Markdown table,
+    a row per model (the checkpoint, or the HF directory fine-tuned) and a column per task (the
+    artifact's name: ``--name kornli``), as KoELECTRA's README shows its results.  Writes
+    ``report.md`` (the table and where each cell comes from); returns its path and the table.
+    ``published``: the published models' figures as rows of the same table, with a split column."""
+    arts = evals(store, refs)
+    lines, sources = score_table(store, arts, published)
+    ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
+    dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / "report.md"
+    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
+                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
+    return out, "\n".join(lines)
+
+
+TABLE_NOTE = ("Scores in percent; a `--seeds` summary shows the median over its seeds. "
+              "Beside each score: the rows (questions, for KorQuAD) it was measured on, as "
+              "`N of M` when `max_eval_examples` kept only the first N of the file's M (such a "
+              "score is not comparable with a full-test figure), and `learned nothing` when the "
+              "run's health check failed (docs/finetune.md), `N% of test rows in training` when "
+              "that share of the scored rows is also in the training file; beside a model, its "
+              "pretraining verdict when it did not pass. Published models' figures to place "
+              "these against: docs/published.md (`kolectra report --published`).")
+
+
+def score_table(store: Store, arts: list[Artifact], published: bool = False) -> tuple[list[str], list[str]]:
+    """The score table of ``arts`` (models as rows, tasks as columns) and its sources' lines; with
+    ``published``, the published models' rows below in the same units and a split column saying
+    what each row's figures were measured on (docs/published.md's rows, :mod:`pipeline.published`)."""
+    cells: dict[tuple[str, str], tuple[str, Artifact]] = {}
+    headers: dict[str, str] = {}
+    tasks: dict[str, str] = {}  # column -> task
+    splits: dict[str, list[str]] = {}  # model identity -> what each of its scores was measured on
+    model_names: dict[str, str] = {}  # model identity -> its name
+    for a in arts:
+        m = read_json(a.path / "metrics.json")
+        task = m.get("task") or a.manifest.get("config", {}).get("task", "?")
+        names, scale = _headline(task)
+        column, (model, name) = _column(a, task), model_of(store, a)
+        if (model, column) in cells:
+            raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {name} on "
+                                f"{column}; give one of them (or tell them apart with --name)")
+        headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
+        tasks.setdefault(column, task)
+        cells[model, column] = (_cell(m, names, scale) + _cell_note(store, a, m), a)
+        splits.setdefault(model, []).append(f"{column}: {split_of(m) or '?'}")
+        model_names.setdefault(model, name + _pretraining_note(store, a))
+    label = row_labels(model_names)
+    rows = [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)] for model in model_names]
+    sources = [f"- {text(column)}, {text(label[model])}: {code(a.path)}" for (model, column), (_, a) in cells.items()]
+    if not published:
+        return table(["model", *headers.values()], rows), sources
+    from kolectra.pipeline.published import rows_for  # noqa: PLC0415 - only with --published
+
+    rows = [[*row, "; ".join(splits[model])] for row, model in zip(rows, model_names)]
+    theirs = rows_for([tasks[c] for c in headers])
+    rows += [[f"{r.model} (published)", *figures, r.splits] for r, figures in theirs]
+    sources += [f"- {text(r.model)} (published): {text(r.source)}" for r, _ in theirs]
+    return table(["model", *headers.values(), "split"], rows), sources
+
+
+BY_ARTICLE = "by-article split, not the official dev set"
+
+
+def by_article(m: dict) -> bool:
+    """Whether a KorQuAD score is on a by-article split of one file (finetune/korquad.py eval_set_label)."""
+    return str(m.get("eval_set", "")).startswith("by-article split")
+
+
+def split_of(m: dict) -> str:
+    """What a kolectra score was measured on, in the published table's terms: its rows, and the file."""
+    size = test_size(m)
+    if by_article(m):
+        return f"{size}, {BY_ARTICLE}"
+    facts = (m.get("dev_file") if isinstance(m.get("questions"), int) else m.get("test_file")) or {}
+    path = facts.get("path") if isinstance(facts, dict) else None
+    return size + (f" of {Path(path).name}" if size and isinstance(path, str) else "")
+
+
+def evals(store: Store, refs: list[str]) -> list[Artifact]:
+    """The eval artifacts ``refs`` name; another kind, or one artifact named twice, is refused by name."""
+    arts: list[Artifact] = []
+    for ref in refs:
+        try:
+            art = store.require(ref, "eval")
+        except ArtifactError:
+            other = _any_kind(store, ref)  # a corpus or checkpoint named here: say so, not "no eval artifact"
+            if other is None or other.kind == "eval":
+                raise
+            raise ArtifactError(f"report: {other.path} is {article(other.kind)} artifact; a table of several "
+                                "takes eval artifacts only (kolectra report REF reports one of any kind)") from None
+        same = next((a for a in arts if a.id == art.id), None)
+        if same is not None:
+            raise ArtifactError(f"report: {art.path} is named twice ({refs[arts.index(same)]!r} and {ref!r})")
+        arts.append(art)
+    return arts
+
+
+def _any_kind(store: Store, ref: str) -> Artifact | None:
+    try:
+        return store.resolve(ref)
+    except ArtifactError:
+        return None
+
+
+def _headline(task: str) -> tuple[tuple[str, ...], dict[str, float]]:
+    """The metrics a task shows in the table and the factor that puts each in percent."""
+    from kolectra.finetune.tasks import TASKS  # noqa: PLC0415 - torch-free table of tasks
+
+    entry = TASKS.get(task)
+    if entry is None:  # e.g. a linear probe: an accuracy as a fraction
+        return ("accuracy",), {"accuracy": 100.0}
+    return entry.headline or entry.metrics[:1], {n: 100.0 for n in entry.fractions}
+
+
+def _cell(m: dict, names: tuple[str, ...], scale: dict[str, float]) -> str:
+    values = " / ".join(f"{m[n] * scale.get(n, 1.0):.2f}" if isinstance(m.get(n), (int, float)) else "?"
+                        for n in names)
+    if "seeds" in m:  # a --seeds summary: medians, and how far the seeds spread
+        spread = m.get(f"{names[0]}_spread")
+        values += f" (median of {len(m['seeds'])} seeds" + (
+            f", spread {spread * scale.get(names[0], 1.0):.2f})" if isinstance(spread, (int, float)) else ")")
+    return values
+
+
+def test_size(m: dict) -> str:
+    """What a score was measured on: ``500 test rows``, ``5,000 of 50,000 test rows`` when
+    ``max_eval_examples`` cut the file, ``12 dev questions`` for KorQuAD; "" when not recorded."""
+    if isinstance(m.get("questions"), int):  # KorQuAD: the dev file is the scored one
+        scored, whole, unit = m["questions"], (m.get("dev_file") or {}).get("questions"), "dev questions"
+    elif isinstance(m.get("test_examples"), int):
+        scored, whole, unit = m["test_examples"], (m.get("test_file") or {}).get("rows"), "test rows"
+    elif isinstance(m.get("eval_examples"), int):  # a linear probe
+        scored, whole, unit = m["eval_examples"], None, "test rows"
+    else:
+        return ""
+    if isinstance(whole, int) and whole > scored:
+        return f"{scored:,} of {whole:,} {unit}"
+    return f"{scored:,} {unit}"
+
+
+def _cell_note(store: Store, a: Artifact, m: dict) -> str:
+    """`` (N of M test rows; learned nothing)``: the test size and the health flag beside a score;
+    a ``--seeds`` summary takes both from its runs."""
+    runs = [m]
+    if "seeds" in m:
+        runs = [read_json(p.path / "metrics.json") for p in (store.parent(a, pid) for pid in a.parents) if p]
+    sizes = {test_size(r) for r in runs} - {""}
+    failed = sum(1 for r in runs if (r.get("health") or {}).get("status") == "not_learning")
+    notes = [" / ".join(sorted(sizes))] if sizes else []
+    if any(by_article(r) for r in runs):
+        notes.append(BY_ARTICLE)
+    if failed:
+        notes.append("learned nothing" if len(runs) == 1 else f"learned nothing in {failed} of {len(runs)} seeds")
+    notes += sorted({f"{share} of test rows in training" for w in (a.manifest.get("stats") or {}).get("warnings", [])
+                     for share in OVERLAP.findall(w)})
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+# finetune/skeleton.py warn_overlap's words: "N of M scored rows (P%) of FILE also appear in the training file"
+OVERLAP = re.compile(r"\d+ of \d+ scored rows \(([\d.]+%)\) of .* also appear in the training file")
+
+
+def _pretraining_note(store: Store, a: Artifact) -> str:
+    """`` (pretraining: learned nothing)`` beside a model whose checkpoint's own verdict did not pass."""
+    parent = _checkpoint_of(store, a)
+    health = health_of(parent) if parent is not None else None
+    return "" if health is None or health["status"] == "ok" else f" (pretraining: {verdict_text(health)})"
+
+
+def _checkpoint_of(store: Store, a: Artifact) -> Artifact | None:
+    for pid in a.parents:
+        parent = store.parent(a, pid)
+        if parent is not None and parent.kind == "checkpoint":
+            return parent
+        if parent is not None and parent.kind == "eval":  # a --seeds summary: its runs' model
+            return _checkpoint_of(store, parent)
+    return None
+
+
+def _column(a: Artifact, task: str) -> str:
+    """The artifact's name (``--name kornli``), without the ``-seeds`` a summary adds."""
+    name = a.name[:-len("-seeds")] if a.name.endswith("-seeds") else a.name
+    return name or task
+
+
+def model_of(store: Store, a: Artifact) -> tuple[str, str]:
+    """What an eval fine-tuned, as (identity, label): its checkpoint parent (its id, ``checkpoint/NAME-ID``),
+    or the HF directory it records as its first input (its content hash, the folder's name)."""
+    for pid in a.parents:
+        parent = store.parent(a, pid)
+        if parent is not None and parent.kind == "checkpoint":
+            return parent.id, f"checkpoint/{parent.path.name}"
+        if parent is not None and parent.kind == "eval":  # a --seeds summary: its runs' model
+            return model_of(store, parent)
+    inputs = a.manifest.get("inputs", [])
+    if inputs and inputs[0].get("dir"):
+        return f"dir:{inputs[0].get('sha256')}", Path(inputs[0]["path"]).name
+    return "?", "?"
+
+
+def row_labels(labels: dict[str, str]) -> dict[str, str]:
+    """identity -> the row's label; two models whose folders share a name (``.../hf/discriminator``
+    of two checkpoints) get their content hash added, not one row between them."""
+    shared = {lab for lab in labels.values() if list(labels.values()).count(lab) > 1}
+    return {m: f"{lab} ({m.removeprefix('dir:')[:8]})" if lab in shared else lab for m, lab in labels.items()}

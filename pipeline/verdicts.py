@@ -1,0 +1,46 @@
+"""What the lineage's own checks said: the health verdict a checkpoint (pretraining) or an eval
+(fine-tuning) recorded, as the reports show it. Read by :mod:`pipeline.report` (its Health
+section) and :mod:`pipeline.scores` (a model's pretraining verdict beside its row)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kolectra.pipeline.markdown import code, text
+from kolectra.pipeline.store.artifacts import Artifact
+
+
+def read_json(path: Path) -> dict:
+    """A JSON file an artifact may hold (``metrics.json``); {} when it has none."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def health_of(a: Artifact) -> dict | None:
+    """The verdict a checkpoint (pretraining) or an eval (fine-tuning) recorded, None if it has none."""
+    health = (a.manifest.get("stats") or {}).get("health")
+    if health is None and a.kind == "eval":
+        health = read_json(a.path / "metrics.json").get("health")
+    return health if isinstance(health, dict) and "status" in health else None
+
+
+def verdict_text(health: dict) -> str:
+    """``ok``, ``learned nothing``, ``unchecked: <why>``: a verdict as the report's readers see it."""
+    from kolectra.model.health import status_text  # noqa: PLC0415 - torch-free
+
+    return "learned nothing" if health["status"] == "not_learning" else status_text(health)
+
+
+def health_lines(arts: list[Artifact]) -> list[str]:
+    """One bullet per verdict in the lineage (pretraining's, then each fine-tuning's) with its problems,
+    and the warnings an eval recorded (rows of the scored file also in the training file ...)."""
+    out = []
+    for a in arts:
+        health = health_of(a)
+        stage = {"checkpoint": "pretraining", "eval": "fine-tuning"}.get(a.kind)
+        if health is None or stage is None:
+            continue
+        why = "; ".join(health.get("problems", []))
+        out.append(f"- {stage} ({code(a.path.name)}): **{text(verdict_text(health))}**" + (f": {text(why)}" if why else ""))
+        out += [f"  - WARNING: {text(w)}" for w in (a.manifest.get("stats") or {}).get("warnings", [])]
+    return out
