@@ -12,6 +12,7 @@ same ``key=value`` assignments, placed before the ``--set`` flags: one resolutio
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import types
 import typing
@@ -217,9 +218,12 @@ def _set(cfg: Any, path: list[str], raw: str, full_key: str) -> Any:
     names = [f.name for f in dataclasses.fields(cfg)]
     head = path[0]
     if head not in names:
-        raise ConfigError(
-            f"unknown config key {full_key!r} (known at this level: {', '.join(sorted(names))})"
-        )
+        close = difflib.get_close_matches(head, names, n=1, cutoff=0.75)
+        known = f"known at this level: {', '.join(sorted(names))}"
+        if close:  # the whole dotted key, spelled right, to paste back into --set
+            fixed = full_key[:len(full_key) - len(".".join(path))] + ".".join([close[0], *path[1:]])
+            known = f"did you mean {fixed!r}? {known}"
+        raise ConfigError(f"unknown config key {full_key!r} ({known})")
     current = getattr(cfg, head)
     if len(path) > 1:
         if not dataclasses.is_dataclass(current):

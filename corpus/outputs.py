@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import filters, reader
+from kolectra.corpus import compress, filters, reader
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 from kolectra.corpus.sorted_files import sorted_lines, write_lines
@@ -296,10 +296,24 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
             f"{stats['rejected']} of {stats['records_in']} records rejected ({ratio:.1%}), over "
             f"max_reject_ratio={cfg.max_reject_ratio:.1%}; worst file: {named(worst)} "
             f"({counts['rejected']} of {counts['records_in']} lines rejected{garbled}); most common reason: "
-            f"{top}. Check --format/--text-field; the rejected lines are in {rejects}"
+            f"{top}. {_reject_hint(top, named(worst))}; the rejected lines are in {rejects}"
         )
     if stats["records_out"] == 0:
         raise CorpusError(f"no document survived cleaning and filtering (dropped: {stats['dropped']})")
+
+
+def _reject_hint(reason: str, path: str) -> str:
+    """What to do about the most common reject reason: a file that is not UTF-8 is fixed by converting
+    it, not by --format or --text-field (a Korean file saved on Windows is cp949, every line a reject).
+    The converted copy keeps the file's extensions, so --format auto reads it as it read the original."""
+    if reason != "invalid_utf8":
+        return "Check --format/--text-field"
+    base = path.rsplit("/", 1)[-1]
+    stem, dot, exts = base.partition(".")
+    fixed = path[:len(path) - len(base)] + stem + ".utf8" + dot + exts
+    how = ("decompress it, convert it with iconv -f cp949 -t utf-8 and compress it again" if compress.codec_of(path)
+           else f"iconv -f cp949 -t utf-8 {path} > {fixed}")
+    return f"The file is not UTF-8: convert it (a Korean file saved on Windows is usually cp949: {how})"
 
 
 # ---------------------------------------------------------------- writers (run on a worker)

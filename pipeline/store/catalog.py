@@ -166,7 +166,16 @@ class Catalog:
 
     def _near_miss(self, ref: str, kind: str | None) -> str:
         """What a ref that found nothing does match, to follow "no artifact": an artifact of another
-        kind (a vocab id given for --corpus), or ids it begins that a prefix under 6 characters does not reach."""
+        kind (a vocab id given for --corpus), ids it begins that a prefix under 6 characters does not reach, or
+        a file given where an artifact is wanted (raw text for --corpus, an artifact's manifest.json)."""
+        with contextlib.suppress(OSError, ValueError):
+            if Path(ref).is_file():
+                if Path(ref).name == MANIFEST:
+                    return f": {ref!r} is a file; give its artifact's directory, {str(Path(ref).parent)!r}"
+                make = f"; to make a corpus of raw text: kolectra corpus --input {ref}" if kind == "corpus" else ""
+                listed = f"kolectra artifacts list --kind {kind}" if kind else "kolectra artifacts list"
+                return (f": {ref!r} is a file, not an artifact (a directory ROOT/{kind or '<kind>'}/NAME-ID, or its "
+                        f"name or id: {listed}){make}")
         if kind:
             with contextlib.suppress(ArtifactError, OSError, ValueError):
                 other = self.resolve(ref)

@@ -1,0 +1,51 @@
+"""What a first user's common slips are told: a corpus input that is not UTF-8 (a Korean file saved
+on Windows, cp949) is told to convert the file, not to check --format; a misspelt --set key names
+the key it most likely meant; a raw file given where an artifact is wanted says it is a file."""
+
+from __future__ import annotations
+
+import pytest
+
+from kolectra.core.config import ConfigError, override
+from kolectra.corpus import build
+from kolectra.corpus.config import default_config
+from kolectra.model.config import preset
+from kolectra.pipeline.cli import main
+
+
+def _refusal(worst: str) -> str:
+    stats = build.make_stats({("records_in",): 10, ("rejected", "invalid_utf8"): 9, ("train", "documents"): 1},
+                             default_config(), {"k": {"records_in": 10, "rejected": 9}})
+    with pytest.raises(build.CorpusError) as e:
+        build.check_stats(stats, default_config(), {"k": worst})
+    return str(e.value)
+
+
+def test_a_cp949_corpus_input_is_told_to_convert_not_to_check_the_format():
+    line = _refusal("/data/reviews.jsonl")
+    assert "most common reason: invalid_utf8" in line and "Check --format" not in line
+    # the copy keeps the extension, so --format auto reads it as JSONL again
+    assert "iconv -f cp949 -t utf-8 /data/reviews.jsonl > /data/reviews.utf8.jsonl" in line
+    assert "decompress it" in _refusal("/data/reviews.jsonl.gz")
+
+
+def test_a_misspelt_set_key_names_the_key_it_likely_meant():
+    with pytest.raises(ConfigError, match=r"unknown config key 'min_char' \(did you mean 'min_chars'\?"):
+        override(default_config(), ["min_char=5"])
+    with pytest.raises(ConfigError, match=r"'trian.lr' \(did you mean 'train.lr'\?"):  # the whole key, fixed
+        override(preset("tiny"), ["trian.lr=1e-3"])
+    with pytest.raises(ConfigError) as e:  # nothing close: no guess, the known keys only
+        override(default_config(), ["zzz=1"])
+    assert "did you mean" not in str(e.value) and "known at this level" in str(e.value)
+
+
+def test_a_raw_file_given_as_the_corpus_says_it_is_a_file(tmp_path, capsys):
+    raw = tmp_path / "reviews.jsonl"
+    raw.write_text('{"text": "좋은 영화였어요"}\n', encoding="utf-8")
+    assert main(["vocab", "--corpus", str(raw), "--out", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{str(raw)!r} is a file, not an artifact" in err
+    assert f"kolectra corpus --input {raw}" in err
+    (tmp_path / "manifest.json").write_text("{}")
+    assert main(["pretrain", "--examples", str(tmp_path / "manifest.json"), "--out", str(tmp_path / "root")]) == 2
+    assert f"give its artifact's directory, {str(tmp_path)!r}" in capsys.readouterr().err
