@@ -20,6 +20,9 @@ S3-compatible servers, gcsfs for GCS, any other fsspec protocol as it is for inp
 A store failure (an unreachable endpoint, missing or refused credentials, a missing bucket) is a
 :class:`StoreError`: one line naming the URL and what to check, never a traceback.
 
+Writes that the store arbitrates between concurrent writers (a lease, a manifest published once)
+are :mod:`core.conditional`'s.
+
 A key read from a store is data: before it names a local file it is checked as a manifest entry
 is (:func:`local_target`), so an object named ``out/../../.bashrc`` is refused, not written.
 """
@@ -368,87 +371,6 @@ def remove(location: str, recursive: bool = False) -> None:
     fs, path = filesystem(location)
     with translated(location), contextlib.suppress(FileNotFoundError):
         fs.rm(path, recursive=recursive)
-
-
-def remove_if(location: str, version: str) -> bool:
-    """Delete the object at ``location`` only if it is still version ``version`` (its checksum, as
-    :func:`create_exclusive` returned it): S3 ``If-Match`` on DELETE, GCS ``ifGenerationMatch``; on
-    another store checked, then deleted. Whether it was deleted."""
-    fs, path = filesystem(location)
-    proto = scheme(location)
-    with translated(location):
-        try:
-            if proto in ("s3", "s3a"):
-                bucket, _, key = path.partition("/")
-                fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=f'"{version}"')
-            elif proto in ("gs", "gcs"):
-                from google.cloud import storage as gcs  # noqa: PLC0415 - installed with gcsfs
-
-                bucket, _, key = path.partition("/")
-                gcs.Client().bucket(bucket).blob(key).delete(if_generation_match=int(version))
-            elif checksum_of(fs.info(path)) == version:
-                fs.rm(path)
-            else:
-                return False
-        except FileNotFoundError:
-            return False
-        except OSError as e:
-            if e.errno in (errno.EINVAL, errno.EEXIST) and "condition" in str(e).lower():
-                return False
-            raise
-        except Exception as e:
-            if type(e).__name__ == "PreconditionFailed":  # google.api_core.exceptions
-                return False
-            raise
-    fs.invalidate_cache()
-    return True
-
-
-def create_exclusive(location: str, data: bytes, replacing: str | None = None) -> str | None:
-    """Write ``data`` only if no object is there (``replacing=None``) or only if the object there
-    still has the checksum ``replacing``: the store arbitrates between concurrent writers.
-
-    Returns the new object's checksum; raises :class:`PreconditionFailed` when another writer got
-    there first. S3 (and S3-compatible servers that implement it) uses ``If-None-Match: *`` /
-    ``If-Match``; GCS ``ifGenerationMatch``. Another store has no conditional write here: its
-    lease is taken by check-then-write, which two writers within the same moment can both win
-    (docs/scale.md says which store guarantees what)."""
-    fs, path = filesystem(location)
-    proto = scheme(location)
-    with translated(location):
-        try:
-            if proto in ("s3", "s3a"):
-                bucket, _, key = path.partition("/")
-                cond = {"IfNoneMatch": "*"} if replacing is None else {"IfMatch": f'"{replacing}"'}
-                out = fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **cond)
-                return str(out.get("ETag", "")).strip('"') or None
-            if proto in ("gs", "gcs"):  # google-cloud-storage, which gcsfs installs: generation preconditions
-                return _gcs_create(path, data, replacing)
-            if replacing is None and fs.exists(path):
-                raise PreconditionFailed(location)
-            fs.pipe_file(path, data)
-            return checksum_of(fs.info(path))
-        except FileExistsError:
-            raise PreconditionFailed(location) from None
-        except OSError as e:
-            if e.errno in (errno.EINVAL, errno.EEXIST) and "condition" in str(e).lower():
-                raise PreconditionFailed(location) from None
-            raise
-
-
-def _gcs_create(path: str, data: bytes, replacing: str | None) -> str:
-    """GCS: ``ifGenerationMatch=0`` creates only if absent, ``=<generation>`` replaces only that
-    version; the object's version is its generation (what :func:`checksum_of` reads for GCS)."""
-    from google.api_core import exceptions  # noqa: PLC0415 - installed with gcsfs
-    from google.cloud import storage as gcs  # noqa: PLC0415
-
-    bucket, _, key = path.partition("/")
-    blob = gcs.Client().bucket(bucket).blob(key)
-    try:
-        blob.upload_from_string(data, if_generation_match=0 if replacing is None else int(replacing))
-    except exceptions.PreconditionFailed:
-        raise PreconditionFailed(f"gs://{path}") from None
-    return str(blob.generation)
 
 
 def sha256_stream(location: str) -> tuple[int, str]:

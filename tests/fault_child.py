@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from kolectra.core import storage
+from kolectra.core import conditional, storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.artifacts import Request, Store
@@ -94,10 +94,10 @@ def _is_manifest(url, *rest) -> bool:
 
 # store roots (s3://...): the steps of kolectra.pipeline.store.remote's protocol
 REMOTE_POINTS = {
-    "leased": lambda: kill_at_call(storage, "create_exclusive", 1, only=lambda url, *a: str(url).endswith(".lease")),
+    "leased": lambda: kill_at_call(conditional, "create_exclusive", 1, only=lambda url, *a: str(url).endswith(".lease")),
     "uploaded1": lambda: kill_at_call(storage, "upload", 1),
-    "before_manifest": lambda: kill_at_call(storage, "create_exclusive", 1, before=True, only=_is_manifest),
-    "manifest": lambda: kill_at_call(storage, "create_exclusive", 1, only=_is_manifest),
+    "before_manifest": lambda: kill_at_call(conditional, "create_exclusive", 1, before=True, only=_is_manifest),
+    "manifest": lambda: kill_at_call(conditional, "create_exclusive", 1, only=_is_manifest),
     "mirrored": lambda: kill_after(__import__("kolectra.pipeline.store.remote", fromlist=["RemoteStore"]).RemoteStore,
                                    "checkpoint_saved"),
 }

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.core import storage
+from kolectra.core import conditional, storage
 from kolectra.pipeline.store import lease as leases
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.manifest import MANIFEST
@@ -121,7 +121,7 @@ def test_a_holder_that_cannot_renew_for_a_whole_lease_cannot_prove_it_holds_it(b
     try:
         held.confirmed -= LEASE + 1  # its last successful renewal was longer ago than a lease
         with monkeypatch.context() as down, pytest.raises(leases.LeaseLost, match="lost the lease"):
-            down.setattr(storage, "create_exclusive", _unreachable)
+            down.setattr(conditional, "create_exclusive", _unreachable)
             held.check()
     finally:
         held.release()
@@ -223,7 +223,7 @@ def test_a_published_artifact_is_reused_without_waiting_for_a_lease(bucket):
     art = store.build(request, produce)
     lease = leases.Lease(store.url, "corpus", request.id())
     body = b'{"pid": 1, "host": "elsewhere", "expires": 1e12, "token": "theirs"}'
-    version = storage.create_exclusive(lease.url, body)
+    version = conditional.create_exclusive(lease.url, body)
     again = _built_within(store, request, produce, LEASE * 4)
     assert again.path == art.path
     assert storage.read_bytes(lease.url) == body and storage.checksum_of(storage.info(lease.url)) == version

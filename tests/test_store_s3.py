@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.core import storage
+from kolectra.core import conditional, storage
 from kolectra.pipeline import stages
 from kolectra.pipeline.run import run_sample
 from kolectra.pipeline.store.artifacts import ArtifactError, Store
@@ -157,13 +157,13 @@ def test_a_lease_renewed_while_a_waiting_run_reads_it_is_read_again(bucket, monk
     from kolectra.pipeline.store.lease import Lease
 
     held = Lease(f"{bucket}/r", "corpus", "abc")
-    held.version = storage.create_exclusive(held.url, held._body())
+    held.version = conditional.create_exclusive(held.url, held._body())
     opened, renewals = storage.open_file, []
 
     def renewed_after_opening(location, mode="rb"):
         f = opened(location, mode)  # s3fs reads the object's ETag here ...
         if not renewals:  # ... and the holder renews its lease before the read
-            renewals.append(storage.create_exclusive(held.url, held._body(), replacing=held.version))
+            renewals.append(conditional.create_exclusive(held.url, held._body(), replacing=held.version))
         return f
 
     monkeypatch.setattr(storage, "open_file", renewed_after_opening)
@@ -171,7 +171,7 @@ def test_a_lease_renewed_while_a_waiting_run_reads_it_is_read_again(bucket, monk
     assert renewals and body["token"] == held.token and body["pid"] == os.getpid()
     with pytest.raises(OSError, match="no longer exists"):  # what the read met, straight from s3fs
         with opened(held.url) as f:
-            storage.create_exclusive(held.url, held._body(), replacing=renewals[0])
+            conditional.create_exclusive(held.url, held._body(), replacing=renewals[0])
             f.read()
 
 

@@ -1,7 +1,7 @@
 """The lease of one request on an object store: who builds it, while a store root has no ``flock``.
 
 ``ROOT/.locks/<kind>-<id>.lease`` is a small JSON object (holder's pid, host, start, expiry, a
-token) created with a conditional write (:func:`kolectra.core.storage.create_exclusive`: S3
+token) created with a conditional write (:func:`kolectra.core.conditional.create_exclusive`: S3
 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``), so of two builders exactly one gets it. The
 holder renews it every third of its time to live, conditionally on its own version; a holder that
 died stops renewing, its lease expires and the next builder replaces it (conditionally on the
@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 
-from kolectra.core import storage
+from kolectra.core import conditional, storage
 from kolectra.core.stage import progress
 from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.manifest import ArtifactError
@@ -121,16 +121,16 @@ class Lease:
         while True:
             started = time.monotonic()
             try:
-                self.version = storage.create_exclusive(self.url, self._body())
+                self.version = conditional.create_exclusive(self.url, self._body())
                 break
-            except storage.PreconditionFailed:
+            except conditional.PreconditionFailed:
                 pass
             held, version, found = self._read()
             if version is not None and expired(held, found, self.url):
                 started = time.monotonic()
                 try:  # whoever replaces it first wins
-                    self.version = storage.create_exclusive(self.url, self._body(), replacing=version)
-                except (storage.PreconditionFailed, FileNotFoundError):
+                    self.version = conditional.create_exclusive(self.url, self._body(), replacing=version)
+                except (conditional.PreconditionFailed, FileNotFoundError):
                     continue
                 progress(f"{self.kind}: the lease of {_who(held)} expired (its builder stopped renewing it); "
                          "taking the build over")
@@ -152,8 +152,8 @@ class Lease:
                 raise self._lost()
             started = time.monotonic()
             try:
-                self.version = storage.create_exclusive(self.url, self._body(), replacing=self.version)
-            except (storage.PreconditionFailed, FileNotFoundError):  # 412: taken over; 404: removed
+                self.version = conditional.create_exclusive(self.url, self._body(), replacing=self.version)
+            except (conditional.PreconditionFailed, FileNotFoundError):  # 412: taken over; 404: removed
                 self.lost.set()
                 raise self._lost() from None
             self.confirmed = started
@@ -205,7 +205,7 @@ class Lease:
             self._thread.join(timeout=5)
         with self._renewing:
             if not self.lost.is_set() and self.version is not None:
-                storage.remove_if(self.url, self.version)  # only our own version: never a lease taken over
+                conditional.remove_if(self.url, self.version)  # only our own version: never a lease taken over
 
 
 def _short(value, limit: int = 80) -> str:

@@ -54,7 +54,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from kolectra.core import scratch, storage
+from kolectra.core import conditional, scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
@@ -370,8 +370,8 @@ class RemoteStore(StoreRuns, Store):
         body = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
         lease.check()
         try:  # the commit: created, or replacing exactly the copy this build found (--force, damaged)
-            storage.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
-        except (storage.PreconditionFailed, FileNotFoundError):
+            conditional.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
+        except (conditional.PreconditionFailed, FileNotFoundError):
             progress(f"{request.kind}: another run published {final} first; using it")
         return load_remote(upath(final))
 
