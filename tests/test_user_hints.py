@@ -49,3 +49,18 @@ def test_a_raw_file_given_as_the_corpus_says_it_is_a_file(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text("{}")
     assert main(["pretrain", "--examples", str(tmp_path / "manifest.json"), "--out", str(tmp_path / "root")]) == 2
     assert f"give its artifact's directory, {str(tmp_path)!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["pretrain", "--examples", "x", "--stpes", "5"],
+     "kolectra pretrain: error: unknown option --stpes (did you mean --steps?)"),
+    (["finetune", "nsmc", "--model", "x", "--train", "a", "--test", "b", "--epohcs", "3"],
+     "kolectra finetune nsmc: error: unknown option --epohcs (did you mean --epochs?)"),
+    (["artifacts", "list", "--knd", "corpus"], "kolectra artifacts list: error: unknown option --knd (did you mean --kind?)"),
+    (["pretrain", "--examples", "x", "extra"], "kolectra pretrain: error: unexpected argument 'extra'"),
+])
+def test_a_mistyped_option_of_a_command_without_beam_is_refused_in_its_own_words(tmp_path, capsys, argv, expected):
+    # was argparse's top level: "kolectra: error: unrecognized arguments: --stpes 5" under `kolectra COMMAND ...`
+    assert main([*argv, "--out", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(expected)

@@ -5,12 +5,13 @@ that would otherwise be taken silently as something else.
   directory), ``KOLECTRA_VERBOSITY`` not one of 0-3;
 - ``--out ''`` (the same) or a path through a regular file, ``--name`` that is not a valid artifact name as given
   (:func:`pipeline.stages.artifact_name`'s rule), a ``--set`` key given twice;
-- on the Beam commands (``corpus``, ``examples``), every argument kolectra does not know goes to
+- on the Beam commands (``corpus``, ``vocab``, ``examples``), every argument kolectra does not know goes to
   Beam, whose option parser drops what it does not know with a log line nobody sees: so
   ``--max-seq-lenght 32`` built ``seq128``. :func:`check_beam_args` parses them with every
   option of every registered ``PipelineOptions`` subclass (Beam's own, any runner's, kolectra's
   ``--corpus_staging``), after importing the named runner's module, which may register its own;
-  what is left is refused, with the closest known option.
+  what is left is refused, with the closest known option; on the other commands, at once
+  (:func:`refuse_unknown`).
 """
 
 from __future__ import annotations
@@ -118,6 +119,21 @@ def check_beam_args(beam_args: list[str], ours: list[str], command: str) -> None
     hint = f" (did you mean {close[0]}?)" if close else ""
     raise UnknownOption(f"unknown option {flag}{hint}: neither kolectra's (kolectra {command} --help) nor one of "
                         "Beam's pipeline options")
+
+
+def refuse_unknown(extra: list[str], ours: list[str], command: str) -> None:
+    """On a command that passes nothing to Beam: an argument it does not know, in one line with the
+    closest of ``ours`` (argparse said ``kolectra: error: unrecognized arguments`` under the top
+    level's usage, naming neither the command nor its option)."""
+    if not extra:
+        return
+    token = extra[0]
+    if not token.startswith("-"):
+        raise UnknownOption(f"unexpected argument {token!r} (kolectra {command} --help lists what it takes)")
+    flag = token.split("=", 1)[0]
+    close = difflib.get_close_matches(flag, ours, n=1, cutoff=0.7)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise UnknownOption(f"unknown option {flag}{hint}: kolectra {command} --help lists its options")
 
 
 def _import_runner(beam_args: list[str]) -> None:

@@ -400,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if any(a == "--print-config" or a.startswith("--print-config=") for a in argv):
         relax(parser)
-    if argv and argv[0] in BEAM_COMMANDS:
-        args, beam_args = parser.parse_known_args(argv)
+    if argv and argv[0] in COMMANDS:  # arguments a command does not know go to Beam, or are refused in
+        args, beam_args = parser.parse_known_args(argv)  # its own words (check_arguments), not argparse's top level
     else:
         args, beam_args = parser.parse_args(argv), []
     environ = dict(os.environ)  # as found: set_verbosity rewrites KOLECTRA_VERBOSITY
@@ -445,13 +445,22 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, b
     cli_checks.check_out(args.out if hasattr(args, "out") else None)
     cli_checks.check_sets(list(getattr(args, "sets", None) or []))
     cli_checks.check_name(getattr(args, "name", None))
+    if args.command not in BEAM_COMMANDS:  # nothing goes to Beam: what is left is a slip
+        command = " ".join(c for c in (args.command, getattr(args, "verb", None) or getattr(args, "task", None)) if c)
+        cli_checks.refuse_unknown(beam_args, _option_strings(parser, args), command)
+        return
     check_beam_args(beam_args)
-    cli_checks.check_beam_args(beam_args, _option_strings(parser, args.command), args.command)
+    cli_checks.check_beam_args(beam_args, _option_strings(parser, args), args.command)
 
 
-def _option_strings(parser: argparse.ArgumentParser, command: str) -> list[str]:
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
-    return [s for a in sub.choices[command]._actions for s in a.option_strings if s.startswith("--")]  # noqa: SLF001
+def _option_strings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The --options of the (sub)command that ``args`` ran: ``finetune nsmc``'s, not ``finetune``'s."""
+    for name in (args.command, getattr(args, "verb", None), getattr(args, "task", None)):
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # noqa: SLF001
+        if name is None or sub is None or name not in sub.choices:
+            continue
+        parser = sub.choices[name]
+    return [s for a in parser._actions for s in a.option_strings if s.startswith("--")]  # noqa: SLF001
 
 
 # Beam options whose bad values Beam reports with a traceback from deep inside (or, for ours, only
