@@ -83,7 +83,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 14  # bump when the same request's bytes change; history: docs/artifacts.md
 # settings that decide how the job runs, not what it writes: left out of the artifact id
 OPERATIONAL = ("dedup_group_bytes", "split_bytes")
 LARGE = "large"  # the tag of the listing's files read in pieces
@@ -421,10 +421,14 @@ def _check_keep_fields(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> Non
 
 def _check_text_field(cfg: CorpusConfig, first: str) -> None:
     """A text_field that the first input's records do not have is refused before the job (which would
-    reject every record of it as missing_text), naming the fields they have (field_check.text_field_problem)."""
+    reject every record of it as missing_text), naming the fields they have (field_check.text_field_problem);
+    and a JSONL file that --format auto would read as text (field_check.jsonl_as_text_problem)."""
     problem = field_check.text_field_problem(first, cfg.format, cfg.text_field, cfg.max_line_bytes)
     if problem:
         raise CorpusError(f"text_field {cfg.text_field!r}: {problem} (--text-field NAME sets another)")
+    problem = field_check.jsonl_as_text_problem(first, cfg.format, cfg.max_line_bytes)
+    if problem:
+        raise CorpusError(problem)
 
 
 def _noting_damaged(rows, damaged: list):

@@ -1,7 +1,8 @@
 """Before a corpus job: whether the first input's records have the ``text_field`` the job reads,
 checked by the launcher (``corpus/build.py``) so that a wrong field is one line naming the fields
 the records do have, not a job that rejects every record as ``missing_text`` and ends in the
-reject ratio's refusal. Reads the first input as the job's reader does (``corpus/reader.py``)."""
+reject ratio's refusal; and whether a file that ``--format auto`` reads as text is JSONL, whose every
+document would be a raw JSON line. Reads the first input as the job's reader does (``corpus/reader.py``)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,33 @@ def text_field_problem(path: str, fmt: str, text_field: str, max_line_bytes: int
         return None
     which = f"none of the first {seen} records of {path}" if more else f"no record in {path}"
     return f"{which} has a field {text_field!r}; its records have: {_shown(list(fields)) or '(no fields)'}"
+
+
+def jsonl_as_text_problem(path: str, fmt: str, max_line_bytes: int) -> str | None:
+    """Before the job: one line if ``--format auto`` reads ``path`` as text (its extension is not a
+    JSONL one) while each of its first :data:`FIELD_SAMPLE` non-blank lines is a JSON object: every
+    document would be a raw JSON line, braces, keys and ids included, and nothing would say so. An
+    explicit ``--format text`` is taken as meant. None otherwise, and whenever it cannot tell."""
+    if fmt != "auto" or reader.resolve_format(path, fmt) != "text":
+        return None
+    seen = 0
+    try:
+        with compress.open_decompressed(path) as stream:
+            for lineno, raw in reader.iter_lines(stream, max_line_bytes):
+                if raw is not None and not raw.strip():
+                    continue
+                if _object(raw[len(reader.BOM):] if lineno == 1 and raw and raw.startswith(reader.BOM) else raw) is None:
+                    return None
+                seen += 1
+                if seen == FIELD_SAMPLE:
+                    break
+    except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
+        return None
+    if not seen:
+        return None
+    return (f"{path}: each of its first {seen} lines is a JSON object, but --format auto reads a file with this "
+            "extension as text, a document a line, braces and keys included: use --format jsonl (its text in "
+            "--text-field, default text), or --format text to keep the lines as they are")
 
 
 def _object(raw: bytes | None) -> dict | None:

@@ -1,13 +1,14 @@
 """What a first user's common slips are told: a corpus input that is not UTF-8 (a Korean file saved
 on Windows, cp949) is told to convert the file, not to check --format; a misspelt --set key names
-the key it most likely meant; a raw file given where an artifact is wanted says it is a file."""
+the key it most likely meant; a raw file given where an artifact is wanted says it is a file; a
+mistyped option names the closest; JSONL saved as .txt is not read as text, JSON syntax and all."""
 
 from __future__ import annotations
 
 import pytest
 
 from kolectra.core.config import ConfigError, override
-from kolectra.corpus import build
+from kolectra.corpus import build, field_check
 from kolectra.corpus.config import default_config
 from kolectra.model.config import preset
 from kolectra.pipeline.cli import main
@@ -64,3 +65,17 @@ def test_a_mistyped_option_of_a_command_without_beam_is_refused_in_its_own_words
     assert main([*argv, "--out", str(tmp_path / "root")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(expected)
+
+
+def test_jsonl_under_a_text_extension_is_refused_before_the_job(tmp_path, capsys):
+    lines = [f'{{"id": "{i}", "text": "좋은 영화였어요 정말 {i}"}}' for i in range(3)]
+    path = tmp_path / "reviews.txt"
+    path.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    # was a corpus of 3 documents each '{"id": "0", "text": ...}', braces and ids included, and no word
+    assert main(["corpus", "--input", str(path), "--out", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "each of its first 3 lines is a JSON object" in err
+    assert "use --format jsonl" in err and not (tmp_path / "root" / "corpus").exists()
+    assert field_check.jsonl_as_text_problem(str(path), "text", 1 << 20) is None  # asked for: taken as meant
+    path.write_text(lines[0] + "\n그냥 한 줄의 글입니다\n", encoding="utf-8")
+    assert field_check.jsonl_as_text_problem(str(path), "auto", 1 << 20) is None  # text with one JSON-looking line
