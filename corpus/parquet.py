@@ -2,6 +2,10 @@
 and their values as JSON values. ``corpus/reader.py`` turns the rows into records and rejects by the
 same rules as JSONL lines (``--format parquet``, or ``auto`` on a ``.parquet`` file).
 
+A page that fails to decode loses the rest of its row group, not of the file: the next group is read
+(the reader dead-letters each such group), so a file read whole and read as pieces of whole row
+groups (``corpus/pieces.py``) give the same records, however the pieces are cut.
+
 Memory: only the named columns that the file has are read, one row group at a time, in batches of
 :data:`BATCH_ROWS` rows (``pyarrow.parquet.ParquetFile.iter_batches``), never the whole file. A file
 is opened for random access (Parquet's footer is at its end) by ``corpus/inputs.py``: a local path
@@ -30,17 +34,21 @@ def open_seekable(path: str) -> IO[bytes]:
     return open_input(path)  # a local path only while it is a regular file (a FIFO would hang the read)
 
 
-def read_rows(f: IO[bytes], columns: Sequence[str], row_groups: range | None = None) -> tuple[dict[str, str], Iterator[dict]]:
-    """(the Arrow type of each of ``columns`` the file has, its rows (of ``row_groups``, default
-    all) as ``{column: value}`` over those columns). A file with none of them still yields one
-    empty row for each of its rows."""
+def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None = None
+                ) -> tuple[dict[str, str], Iterator[tuple[int, Iterator[dict]]]]:
+    """(the Arrow type of each of ``columns`` the file has, for each of ``row_groups`` (default all)
+    its row count from the footer and its rows as ``{column: value}`` over those columns). A group's
+    rows are decoded as they are iterated, so a page that fails to decode raises there, and the
+    next group can still be read: a row group's pages are located from the footer, not from the
+    group before it. A file with none of the columns still yields one empty row for each row."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
 
     pf = pq.ParquetFile(f)
     schema = pf.schema_arrow
     wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
     groups = range(pf.num_row_groups) if row_groups is None else row_groups
-    return {c: str(schema.field(c).type) for c in wanted}, _rows(pf, wanted, groups)
+    return ({c: str(schema.field(c).type) for c in wanted},
+            ((pf.metadata.row_group(g).num_rows, _group_rows(pf, wanted, g)) for g in groups))
 
 
 def row_groups(f: IO[bytes]) -> list[tuple[int, int]]:
@@ -58,15 +66,14 @@ def column_names(f: IO[bytes]) -> list[str]:
     return list(pq.ParquetFile(f).schema_arrow.names)
 
 
-def _rows(pf, wanted: list[str], groups: range) -> Iterator[dict]:
-    for group in groups:
-        if not wanted:
-            yield from ({} for _ in range(pf.metadata.row_group(group).num_rows))
-            continue
-        for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=wanted, use_threads=False):
-            values = [batch.column(c).to_pylist() for c in wanted]
-            for i in range(batch.num_rows):
-                yield {c: column[i] for c, column in zip(wanted, values)}
+def _group_rows(pf, wanted: list[str], group: int) -> Iterator[dict]:
+    if not wanted:
+        yield from ({} for _ in range(pf.metadata.row_group(group).num_rows))
+        return
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=wanted, use_threads=False):
+        values = [batch.column(c).to_pylist() for c in wanted]
+        for i in range(batch.num_rows):
+            yield {c: column[i] for c, column in zip(wanted, values)}
 
 
 def plain(value) -> tuple[object, bool]:

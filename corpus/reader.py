@@ -403,23 +403,37 @@ def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_tex
                  keep_fields: tuple[str, ...], row_groups: range | None = None, done: int = 0,
                  opened: list | None = None) -> Iterator[dict]:
     """The records and rejects of a Parquet file's rows (of ``row_groups``, the first of them
-    ``done`` rows into the file); ``opened`` receives the file opened."""
+    ``done`` rows into the file); ``opened`` receives the file opened. A row group with a page that
+    fails to decode gives its rows up to there and a ``damaged_file`` reject, and the next group is
+    read: what a group gives depends on that group alone, so the file's records are the same whether
+    it is read whole or as pieces of row groups (``corpus/pieces.py``, cut by ``split_bytes``)."""
     try:
         with parquet.open_seekable(path) as f:
             if opened is not None:
                 opened.append(f)
-            types, rows = parquet.read_rows(f, (text_field, id_field, *keep_fields), row_groups)
-            for row in rows:
+            types, groups = parquet.read_groups(f, (text_field, id_field, *keep_fields), row_groups)
+            for group_rows, rows in groups:
+                end = done + group_rows
                 try:
-                    rec = _parquet_record(row, types, done, source, text_field, id_field, max_text_bytes, keep_fields)
-                except Exception as e:  # noqa: BLE001 - what one row makes fail is that row's reject
-                    rec = {"source": source, "line": done + 1, "row": done, "reason": "unreadable_record",
-                           "detail": error_text(e)[:300]}
-                done += 1
-                yield rec
-    except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a page that fails to decode
-        yield {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
-               "detail": f"parquet error after row {done}: {error_text(e)[:300]}"}
+                    for row in rows:
+                        try:
+                            rec = _parquet_record(row, types, done, source, text_field, id_field, max_text_bytes,
+                                                  keep_fields)
+                        except Exception as e:  # noqa: BLE001 - what one row makes fail is that row's reject
+                            rec = {"source": source, "line": done + 1, "row": done, "reason": "unreadable_record",
+                                   "detail": error_text(e)[:300]}
+                        done += 1
+                        yield rec
+                except Exception as e:  # noqa: BLE001 - a page of this group that fails to decode
+                    yield _parquet_damage(source, done, e)
+                done = end
+    except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a footer that cannot be read
+        yield _parquet_damage(source, done, e)
+
+
+def _parquet_damage(source: str, done: int, e: Exception) -> dict:
+    return {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
+            "detail": f"parquet error after row {done}: {error_text(e)[:300]}"}
 
 
 def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field: str, id_field: str,

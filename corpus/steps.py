@@ -99,7 +99,8 @@ class ReadAndClean(beam.DoFn):
             lines += 1
             reason = rec.get("reason")
             if reason is not None:
-                damaged = rec["detail"] if reason == "damaged_file" else damaged
+                if reason == "damaged_file" and damaged is None:  # the first, as a file read as pieces names it
+                    damaged = rec["detail"]
                 _count(tally, ("rejected", reason))
                 rejected += 1
                 yield beam.pvalue.TaggedOutput(REJECTED, rec)

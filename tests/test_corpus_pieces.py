@@ -249,6 +249,47 @@ def test_a_parquet_file_is_read_in_pieces_of_row_groups_to_the_same_corpus(tmp_p
     assert row["records_in"] == 900 and row["rejected"] == texts.count(None)
 
 
+def _damaged_parquet(path: Path, groups: tuple[int, ...]) -> int:
+    """900 rows in row groups of 40 (zstd), the text column's dictionary page garbled in ``groups``
+    (zstd then fails on it: that group's rows cannot be decoded); the rows in the other groups."""
+    rng = random.Random(15)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 25))) for _ in range(900)]
+    pq.write_table(pa.table({"text": texts, "id": [f"r{i}" for i in range(900)]}), path, row_group_size=40,
+                   compression="zstd")
+    data = bytearray(path.read_bytes())
+    meta = pq.ParquetFile(path).metadata
+    for g in groups:
+        at = meta.row_group(g).column(0).dictionary_page_offset + 30
+        data[at:at + 60] = bytes(b ^ 0x5A for b in data[at:at + 60])
+    path.write_bytes(bytes(data))
+    return 900 - 40 * len(groups)
+
+
+def test_a_damaged_parquet_page_loses_its_row_group_read_whole_or_in_pieces(tmp_path):
+    path = tmp_path / "damaged.parquet"
+    kept = _damaged_parquet(path, (3, 9))
+    read = lambda groups=None, done=0: list(reader.parquet_rows(  # noqa: E731
+        str(path), "damaged.parquet", "text", "id", MAX_LINE, (), groups, done))
+    whole = read()
+    damage = [r for r in whole if r.get("reason") == "damaged_file"]
+    assert [r["row"] for r in damage] == [120, 360]  # each damaged group once, at its first row
+    assert sum("reason" not in r for r in whole) == kept  # the groups after a damaged one are read
+    for size in (1, 2, 5, 23):  # pieces of `size` groups, each starting at its first row's number
+        pieces_read = [r for start in range(0, 23, size) for r in read(range(start, min(start + size, 23)), start * 40)]
+        assert pieces_read == whole
+
+
+def test_a_damaged_parquet_file_gives_the_same_corpus_whatever_split_bytes(tmp_path):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    kept = _damaged_parquet(inp / "damaged.parquet", (3, 9))
+    whole = _corpus(str(inp / "*"), tmp_path / "whole", max_damaged_files=1)
+    split = _corpus(str(inp / "*"), tmp_path / "split", max_damaged_files=1, split_bytes=1 << 10)
+    assert split == whole
+    row = json.loads(whole[Path("stats/files.jsonl")])
+    assert row["records_in"] - row["rejected"] == kept and "after row 120" in row["damaged"]  # the first damage
+
+
 def _zst(data: bytes) -> bytes:
     import zstandard
 
