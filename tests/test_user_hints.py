@@ -1,17 +1,20 @@
 """What a first user's common slips are told: a corpus input that is not UTF-8 (a Korean file saved
 on Windows, cp949) is told to convert the file, not to check --format; a misspelt --set key names
 the key it most likely meant; a raw file given where an artifact is wanted says it is a file; a
-mistyped option names the closest; JSONL saved as .txt is not read as text, JSON syntax and all."""
+mistyped option names the closest; JSONL saved as .txt is not read as text, JSON syntax and all;
+`artifacts show` gives a model's health verdict and a stage's warnings."""
 
 from __future__ import annotations
 
 import pytest
 
 from kolectra.core.config import ConfigError, override
+from kolectra.core.stage import StageOutput
 from kolectra.corpus import build, field_check
 from kolectra.corpus.config import default_config
 from kolectra.model.config import preset
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Store
 
 
 def _refusal(worst: str) -> str:
@@ -79,3 +82,18 @@ def test_jsonl_under_a_text_extension_is_refused_before_the_job(tmp_path, capsys
     assert field_check.jsonl_as_text_problem(str(path), "text", 1 << 20) is None  # asked for: taken as meant
     path.write_text(lines[0] + "\n그냥 한 줄의 글입니다\n", encoding="utf-8")
     assert field_check.jsonl_as_text_problem(str(path), "auto", 1 << 20) is None  # text with one JSON-looking line
+
+
+def test_artifacts_show_says_when_a_model_learned_nothing(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+
+    def produce(out):
+        (out / "metrics.json").write_text("{}")
+        return StageOutput(stats={"accuracy": 0.5, "warnings": ["5 test rows also in the training file"],
+                                  "health": {"status": "not_learning", "problems": ["it predicts class 0 for all rows"]}})
+
+    art = store.build(Request(kind="eval", name="e", stage_version=1, config={}), produce)
+    assert main(["artifacts", "show", art.id, "--out", str(store.root)]) == 0
+    out = capsys.readouterr().out  # was the scalar stats alone: accuracy 0.5 and no word of either
+    assert "  health    learned nothing: it predicts class 0 for all rows\n" in out
+    assert "  warning   5 test rows also in the training file\n" in out

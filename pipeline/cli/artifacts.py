@@ -170,6 +170,8 @@ def artifacts_show(args, store: Store) -> int:
           f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
     print(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
     print(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
+    for line in _verdict(m.get("stats") or {}):  # lists, which the headline leaves out: a model that learned
+        print(line)  # nothing, or a score the test rows in training inflate, must not read as all-clear
     if "compute" in m:
         print(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
     print("  lineage")
@@ -193,6 +195,21 @@ def artifacts_verify(args, store: Store) -> int:
         return 1
     print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
     return 0
+
+
+def _verdict(stats: dict) -> list[str]:
+    """The health verdict a checkpoint or an eval recorded (``learned nothing: ...``) and the
+    warnings a stage recorded, one line each."""
+    from kolectra.pipeline.verdicts import verdict_text  # noqa: PLC0415 - only artifacts with a verdict
+
+    lines = []
+    health = stats.get("health")
+    if isinstance(health, dict) and "status" in health:
+        why = "; ".join(health.get("problems") or [])
+        lines.append(f"  health    {verdict_text(health)}" + (f": {why}" if why else ""))
+    warnings = stats.get("warnings")
+    lines += [f"  warning   {w}" for w in (warnings if isinstance(warnings, list) else [])]
+    return lines
 
 
 def _headline(stats: dict) -> dict:
