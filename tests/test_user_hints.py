@@ -6,6 +6,8 @@ mistyped option names the closest; JSONL saved as .txt is not read as text, JSON
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kolectra.core.config import ConfigError, override
@@ -97,3 +99,18 @@ def test_artifacts_show_says_when_a_model_learned_nothing(tmp_path, capsys):
     out = capsys.readouterr().out  # was the scalar stats alone: accuracy 0.5 and no word of either
     assert "  health    learned nothing: it predicts class 0 for all rows\n" in out
     assert "  warning   5 test rows also in the training file\n" in out
+
+
+def test_finetune_results_carry_a_verdict_that_is_not_ok(tmp_path, capsys):
+    from kolectra.pipeline.cli.finetune import _print_metrics
+
+    path = tmp_path / "metrics.json"
+    health = {"status": "not_learning", "problems": ["the model predicts class '0' for all 20 dev rows"]}
+    path.write_text(json.dumps({"accuracy": 0.47, "health": health}))
+    _print_metrics(path)  # stdout: what -q keeps, and all a reused artifact prints (was the scores alone)
+    assert capsys.readouterr().out.splitlines() == [
+        "                accuracy  0.4700",
+        "                  health  learned nothing: the model predicts class '0' for all 20 dev rows"]
+    path.write_text(json.dumps({"accuracy": 0.9, "health": {"status": "ok"}}))
+    _print_metrics(path)
+    assert "health" not in capsys.readouterr().out

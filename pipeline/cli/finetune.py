@@ -137,8 +137,16 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
 
 
 def _print_metrics(path: Path) -> None:
+    """The scores on stdout, and the run's health verdict when it is not ok: a reused artifact prints no
+    warning on stderr (they were printed when it was built), and ``-q`` keeps stdout alone."""
     if path.is_file():
         metrics = json.loads(path.read_text(encoding="utf-8"))
         for k, v in metrics.items():
             if isinstance(v, (int, float)):
                 print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
+        health = metrics.get("health")
+        if isinstance(health, dict) and health.get("status") not in (None, "ok"):
+            from kolectra.pipeline.verdicts import verdict_text  # noqa: PLC0415
+
+            why = "; ".join(health.get("problems") or [])
+            print(f"{'health':>24}  {verdict_text(health)}" + (f": {why}" if why else ""))
