@@ -34,12 +34,7 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
     timings: dict[str, float] = {}
 
     def timed(stage: str, fn, *args, **kwargs) -> Artifact:
-        progress(f"run: {stage} ...")
-        t0 = time.perf_counter()
-        art = fn(*args, **kwargs)
-        timings[stage] = time.perf_counter() - t0
-        progress(f"run: {stage} done in {timings[stage]:.1f}s -> {art.path}")
-        return art
+        return timed_stage(timings, stage, fn, *args, **kwargs)
 
     corpus = timed("corpus", stages.corpus, store, [str(SAMPLE / "reviews.jsonl.gz")], name="sample", force=force)
     vocab = timed("vocab", stages.vocab, store, corpus, sets=sets["vocab"], name="sample", force=force)
@@ -56,6 +51,24 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
 
     print(summary(store, [nsmc, korquad], timings, ckpt))
     return korquad
+
+
+def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> Artifact:
+    """``fn(...)``'s artifact, its wall time added to ``timings``. Interrupted, it says which stages were
+    done and kept: the command's last line said "nothing was published" when three stages had been."""
+    progress(f"run: {stage} ...")
+    t0 = time.perf_counter()
+    try:
+        art = fn(*args, **kwargs)
+    except KeyboardInterrupt as e:
+        if timings:
+            if not str(e) and not getattr(e, "__notes__", None):
+                e.add_note(f"{stage}: nothing published")
+            e.add_note(f"done before it and kept: {', '.join(timings)} (kolectra run again reuses them)")
+        raise
+    timings[stage] = time.perf_counter() - t0
+    progress(f"run: {stage} done in {timings[stage]:.1f}s -> {art.path}")
+    return art
 
 
 def demo_budget(pretrain_sets: list[str]) -> str:

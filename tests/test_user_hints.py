@@ -2,7 +2,7 @@
 on Windows, cp949) is told to convert the file, not to check --format; a misspelt --set key names
 the key it most likely meant; a raw file given where an artifact is wanted says it is a file; a
 mistyped option names the closest; JSONL saved as .txt is not read as text, JSON syntax and all;
-`artifacts show` gives a model's health verdict and a stage's warnings."""
+`artifacts show` and finetune's results give a model's health verdict; an interrupted demo names what it kept."""
 
 from __future__ import annotations
 
@@ -114,3 +114,19 @@ def test_finetune_results_carry_a_verdict_that_is_not_ok(tmp_path, capsys):
     path.write_text(json.dumps({"accuracy": 0.9, "health": {"status": "ok"}}))
     _print_metrics(path)
     assert "health" not in capsys.readouterr().out
+
+
+def test_an_interrupted_demo_says_which_stages_it_kept():
+    from kolectra.pipeline.run import timed_stage
+
+    def stopped():
+        raise KeyboardInterrupt
+
+    timings = {"corpus": 1.0, "vocab": 0.1, "examples": 0.1}
+    with pytest.raises(KeyboardInterrupt) as e:  # the command's line said "interrupted; nothing was published"
+        timed_stage(timings, "pretrain", stopped)
+    assert e.value.__notes__ == ["pretrain: nothing published",
+                                 "done before it and kept: corpus, vocab, examples (kolectra run again reuses them)"]
+    with pytest.raises(KeyboardInterrupt) as e:
+        timed_stage({}, "corpus", stopped)
+    assert not getattr(e.value, "__notes__", None)  # nothing done yet: the store's own words stand
