@@ -101,6 +101,10 @@ def test_run_names_its_evals_apart_and_its_summary_lists_every_warning(chain, ca
     section = summary.split("== warnings: ")[1].split("\n\n")[0]
     assert f"checkpoint {ckpt.name}: the discriminator" in section or f"checkpoint {ckpt.name}: the generator" in section
     assert "expected for the demo's tiny pretraining budget" in section
+    # KorQuAD on that model learns nothing either, and says so (its F1 on 12 questions once passed as
+    # ok with every answer wrong): its line in the summary says why
+    assert korquad.manifest["stats"]["health"]["status"] == "not_learning"
+    assert f"eval {korquad.name}: " in section and "(follows from the untrained demo model)" in section
     # the vocab stage's passes take under a second here: one closing line each, not ten (45 lines before)
     assert sum("vocab" in ln for ln in RUN_OUTPUT["err"].splitlines()) <= 15
     # the model card still names the likely causes: it describes the model, not the demo
