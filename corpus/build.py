@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 from kolectra.core import scratch, storage
 from kolectra.core.stage import StageOutput, progress
@@ -67,6 +67,7 @@ from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_wo
     local_workers,
     new_pipeline,
     pipeline_options,
+    runner_label,
     runner_setup,
     verbosity,
 )
@@ -310,11 +311,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     runner = options.view_as(StandardOptions).runner
     peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(_sizes(listed)), local_memory_model(cfg, runner))
     threads = analysis_threads(options)  # after the check, which may take fewer workers
-    shown = runner
-    if runner == LOCAL_RUNNER:
-        direct = options.view_as(DirectOptions)
-        shown = (f"FnApiRunner, {direct.direct_num_workers} worker(s) ({direct.direct_running_mode}), "
-                 f"about {peak / 1e9:,.1f} GB at its peak")
+    shown = runner_label(options, peak)
     if languages.profile(cfg.language).analyser == "kiwi":
         shown += f", Kiwi on {threads} thread(s) a worker"
     progress(f"corpus: {len(listed)} input file(s), {total / 1e6:,.1f} MB -> {cfg.num_shards} shard(s) a split, "

@@ -41,6 +41,7 @@ from kolectra.corpus.runners import (
     interruptible,
     new_pipeline,
     pipeline_options,
+    runner_label,
     runner_setup,
 )
 
@@ -154,13 +155,11 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     runner = options.view_as(StandardOptions).runner
     direct = options.view_as(DirectOptions)
     peak = check_local_memory(options, "examples", size, LOCAL_MEMORY)
-    workers = f", {direct.direct_num_workers} worker(s)" if direct.direct_num_workers else ""
-    workers += f", about {peak / 1e9:,.1f} GB at its peak" if peak else ""
     parts = parts_per_shard(options, len(paths))
     mode = {"isolated": "several isolated sequences a row", "none": "one sequence a row",
             "stream": "documents streamed across rows"}[cfg.packing]
     progress(f"examples: {len(paths)} {cfg.split} shard(s) of {corpus_dir} -> sequences of {cfg.max_seq_length} "
-             f"({mode}), runner {runner}{workers}")
+             f"({mode}), runner {runner_label(options, peak)}")
     processes = runner != LOCAL_RUNNER or direct.direct_running_mode == "multi_processing"
     job = examples_beam.Job(cfg=cfg, tokenizer_path=tokenizer_path, dtype=dtype.name,
                             vocab_size=vocab_size, out_dir=str(out_dir), worker_processes=processes,

@@ -123,6 +123,18 @@ def chosen_locally(options: PipelineOptions) -> frozenset[str]:
     return options.__dict__.get("_chosen", frozenset())
 
 
+def runner_label(options: PipelineOptions, peak: float | None = None) -> str:
+    """How a job's progress line names where it runs: the local runner with its workers, their mode and
+    the memory check's estimate (``peak``, bytes), the same words in every stage; else the runner."""
+    runner = options.view_as(StandardOptions).runner
+    if runner != LOCAL_RUNNER:
+        return str(runner)
+    direct = options.view_as(DirectOptions)
+    memory = f", about {peak / 1e9:,.1f} GB at its peak" if peak else ""
+    return (f"the local runner (Beam's FnApiRunner), {direct.direct_num_workers} worker(s) "
+            f"({direct.direct_running_mode}){memory}")
+
+
 class BeamOptionError(UserInputError):
     """Beam refused the pipeline options before the job started (an unknown ``--runner``, options a
     runner requires); the message lists what Beam said, on one line."""

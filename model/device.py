@@ -290,7 +290,8 @@ class Device:
         random.setstate(state["python"])
 
     def describe(self) -> str:
-        return f"cpu ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"cpu ({n} thread{'s' if n != 1 else ''})"
 
 
 class CudaDevice(Device):

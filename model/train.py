@@ -160,7 +160,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
             progress(f"pretrain: resuming at step {first} from {found[0]}")
             checkpoint.trim_log(out_dir / "metrics.jsonl", first)
     elif dev.is_main:
-        if resume:
+        if resume and checkpoint.checkpoints_dir(out_dir).is_dir():  # a new run's folder: the store said so
             progress(f"pretrain: no intact checkpoint in {checkpoint.checkpoints_dir(out_dir)}; starting fresh")
         checkpoint.clear(out_dir)
     if dev.is_main:

@@ -71,4 +71,4 @@ def test_the_trainer_names_its_precision(tmp_path, capsys, bf16, said):
                                                              cpu_threads=1, bf16=bf16))
     train.pretrain(cfg, examples, tok, tmp_path / "out")
     first = next(line for line in capsys.readouterr().err.splitlines() if "discriminator parameters" in line)
-    assert f"on cpu (1 threads) {said}, " in first
+    assert f"on cpu (1 thread) {said}, " in first

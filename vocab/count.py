@@ -30,7 +30,7 @@ import uuid
 from collections import Counter
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
@@ -46,6 +46,7 @@ from kolectra.corpus.runners import (
     interruptible,
     new_pipeline,
     pipeline_options,
+    runner_label,
     runner_setup,
 )
 from kolectra.vocab import tables, words
@@ -211,9 +212,7 @@ def count_split(paths: list[str], max_word_types: int, flush_types: int,
         raise UserInputError(f"vocab: {runner} workers cannot write to this machine: give --corpus_staging "
                              "DIR (a store URL) for the word count's result")
     peak = check_local_memory(options, "vocab", size, LOCAL_MEMORY)
-    workers = options.view_as(DirectOptions).direct_num_workers
-    progress(f"vocab: counting the words of {len(paths)} shard(s) where they are, runner {runner}"
-             + (f", {workers} worker(s)" if workers else "") + (f", about {peak / 1e9:,.1f} GB at its peak" if peak else ""))
+    progress(f"vocab: counting the words of {len(paths)} shard(s) where they are, runner {runner_label(options, peak)}")
     with scratch.temporary_directory("vocab") as tmp:
         result_path = storage.join(staging or tmp, RESULT_FILE.format(uuid.uuid4().hex))
         job = Job(max_word_types=max_word_types, flush_types=flush_types, result_path=result_path)
