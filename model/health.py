@@ -103,11 +103,16 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     return out, figures
 
 
+def _count(n: int) -> str:
+    """41 k, 9.4 M: a token count read at a glance (a demo's 40,960 tokens are not "0.0 M")."""
+    return f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n / 1e3:.0f} k" if n >= 1e3 else str(n)
+
+
 def likely_causes(ctx: Context) -> list[str]:
     """What commonly makes a run learn nothing, as far as this run shows it."""
     causes = []
     if ctx.nonpad_tokens and ctx.nonpad_tokens < 20_000_000:
-        causes.append(f"too few tokens: {ctx.nonpad_tokens / 1e6:.1f} M non-padding tokens so far (ELECTRA-Small "
+        causes.append(f"too few tokens: {_count(ctx.nonpad_tokens)} non-padding tokens so far (ELECTRA-Small "
                       f"saw ~130 B; docs/studies.md says how many the mini preset needed to leave the prior)")
     if ctx.dropout > 0 and ctx.nonpad_tokens and ctx.nonpad_tokens < 20_000_000:
         causes.append(f"dropout {ctx.dropout:g} on a short run: it delays leaving the prior (docs/studies.md; "

@@ -42,7 +42,7 @@ from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
 
-STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts

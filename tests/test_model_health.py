@@ -23,7 +23,9 @@ def test_plateau_at_token_identity_auc_is_at_the_prior():
     assert v["status"] == "not_learning"
     assert "class prior" in v["problems"][0] and "AUC 0.58" in v["problems"][0]
     causes = " ".join(v["likely_causes"])
-    assert "too few tokens" in causes and "dropout 0.1" in causes
+    assert "too few tokens: 10.0 M non-padding tokens" in causes and "dropout 0.1" in causes
+    few = " ".join(health.verdict(lines, _ctx(dropout=0.1, nonpad_tokens=40_960))["likely_causes"])
+    assert "too few tokens: 41 k non-padding tokens" in few  # the demo's count, which read "0.0 M"
     assert "dropout 0" not in " ".join(health.verdict(lines, _ctx(dropout=0.0))["likely_causes"])
 
 
