@@ -41,7 +41,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 from kolectra.core import scratch, storage
-from kolectra.core.stage import StageOutput, progress
+from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import beam_local, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
 from kolectra.corpus import listing as listing_file
@@ -450,6 +450,9 @@ def _summary(stats: dict, damaged: list[tuple[str, str]]) -> None:
     if missing:
         progress(f"corpus: documents without a kept field (written as null) {missing} of {stats['records_out']} "
                  "(stats.json: missing_fields)")
+    for field in (k for k, n in missing.items() if n == stats["records_out"]):  # a typo reads the same as this
+        warn(f"corpus: no document has the kept field {field!r}: all {stats['records_out']} hold null; is it misspelt? "
+             "(--keep-fields names the input's own keys or columns)")
     near = stats.get("near_dup", {})
     if near.get("star_only_buckets"):
         progress(f"corpus: near-dup: {near['star_only_buckets']} band bucket(s) held more than near_dup_chain_limit "

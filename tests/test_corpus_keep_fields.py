@@ -95,6 +95,14 @@ def test_kept_fields_are_written_as_they_were_and_missing_ones_counted(kept):
     assert manifest["config"]["keep_fields"] == FIELDS.split(",")
 
 
+def test_a_kept_field_no_document_has_is_warned_as_a_likely_typo(made, capsys):
+    root, jsonl, _, out = made
+    assert main(["corpus", "--input", str(jsonl), "--keep-fields", "rating,ratting", *out, "--set", "num_shards=1"]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING: corpus: no document has the kept field 'ratting': all 40 hold null; is it misspelt?" in err
+    assert "kept field 'rating'" not in err  # 8 of 40 without it: counted, not warned
+
+
 def test_of_duplicate_texts_the_kept_copy_brings_its_fields(kept):
     _, docs, _ = kept
     [r3] = [d for d in docs if d["text"].endswith(" 3번")]
