@@ -286,7 +286,10 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
             f"dead letters in {rejects}"
         )
     if stats["records_in"] == 0:
-        raise CorpusError(f"the inputs hold no records: {sorted(paths.values())}")
+        names = sorted(paths.values())
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise CorpusError(f"the inputs hold no records: the {len(names)} input file(s) are empty or hold only blank "
+                          f"lines ({shown})")
     ratio = stats["rejected"] / stats["records_in"]
     if ratio > cfg.max_reject_ratio:
         worst, counts = worst

@@ -101,6 +101,15 @@ def test_a_job_stopped_before_it_runs_leaves_no_beam_temp_folder(tmp_path, monke
     assert list(tmp_path.glob("beam-pipeline-temp*")) == []
 
 
+def test_inputs_without_a_record_are_named_in_words_a_few_of_them():
+    stats = build.make_stats({}, default_config(), {f"e{i}.jsonl": {"records_in": 0, "rejected": 0} for i in range(5)})
+    stats["records_out"] = 0
+    with pytest.raises(build.CorpusError) as empty:
+        build.check_stats(stats, default_config(), {f"e{i}.jsonl": f"/in/e{i}.jsonl" for i in range(5)})
+    assert str(empty.value) == ("the inputs hold no records: the 5 input file(s) are empty or hold only blank lines "
+                                "(/in/e0.jsonl, /in/e1.jsonl, /in/e2.jsonl and 2 more)")
+
+
 def test_the_reject_ratio_names_the_file_with_most_rejected_lines():
     stats = build.make_stats({("records_in",): 101, ("rejected", "invalid_json"): 60, ("rejected", "damaged_file"): 1,
                               ("train", "documents"): 40}, default_config(),
