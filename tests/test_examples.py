@@ -21,7 +21,7 @@ from tokenizers import Tokenizer, models
 from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput
 from kolectra.corpus import examples_beam, shards
-from kolectra.corpus.examples import build
+from kolectra.corpus.examples import build, truncation_warning
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.local_memory import LocalMemoryError
 from kolectra.pipeline import stages
@@ -464,3 +464,10 @@ def test_a_work_items_reports_do_not_grow_with_its_documents_or_bad_lines(inputs
     with pytest.raises(ValueError, match=r"100 unreadable document\(s\)"):
         build(CFG, corpus, inputs["vocab"], tmp_path / "out")
     assert len(json.loads((tmp_path / "out" / examples_beam.BAD_FILE).read_text())) == 3
+
+
+def test_many_sentences_cut_to_fit_a_sequence_are_warned():
+    said = truncation_warning({"truncated_sentences": 2_200, "sentences": 10_000}, 16)
+    assert said.startswith("examples: 22% of the sentences (2,200 of 10,000) were longer than a sequence of 16 tokens")
+    assert truncation_warning({"truncated_sentences": 40, "sentences": 10_000}, 128) is None  # 0.4 %: counted only
+    assert truncation_warning({"truncated_sentences": 0, "sentences": 0}, 128) is None
