@@ -53,8 +53,8 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # Each worker process (its tokenizer, channel buffers and a shard's group): 0.27-0.39 GB measured on
 # small shards with 2 and 4 workers (docs/scale.md, "The local runner's worker processes"); 0.6 GB is
 # 52 % over the highest, for a production shard's larger group.
-# A share of sentences cut to fit a sequence above which the examples say so: at 128 tokens the
-# review corpus cuts well under 1 %; at 16, 22 % (their ends never trained on), counted in stats only.
+# A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
+# embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
 LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards", worker_mb=600)
 
