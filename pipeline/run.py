@@ -8,6 +8,7 @@ artifact store, so a second ``kolectra run`` reuses everything and finishes in s
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 from pathlib import Path
@@ -32,9 +33,14 @@ SAMPLE_SETS = {
 def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | None = None) -> Artifact:
     sets = {**SAMPLE_SETS, **(sets or {})}
     timings: dict[str, float] = {}
+    reused: set[str] = set()
 
     def timed(stage: str, fn, *args, **kwargs) -> Artifact:
-        return timed_stage(timings, stage, fn, *args, **kwargs)
+        since = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        art = timed_stage(timings, stage, fn, *args, **kwargs)
+        if built_before(art, since):
+            reused.add(stage)
+        return art
 
     corpus = timed("corpus", stages.corpus, store, [str(SAMPLE / "reviews.jsonl.gz")], name="sample", force=force)
     vocab = timed("vocab", stages.vocab, store, corpus, sets=sets["vocab"], name="sample", force=force)
@@ -49,8 +55,18 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
                     SAMPLE / "korquad_dev.json", preset="sample", sets=sets["korquad"], name="sample-korquad",
                     force=force)
 
-    print(summary(store, [nsmc, korquad], timings, ckpt))
+    print(summary(store, [nsmc, korquad], timings, ckpt, reused))
     return korquad
+
+
+def built_before(art: Artifact, since: datetime.datetime) -> bool:
+    """Whether ``art``'s build started before ``since`` (its manifest's time, to the second): reused, not
+    built now. Its start, not its end: a stage finished in the same second as the next run reuses it."""
+    started = (art.manifest.get("provenance") or {}).get("started")
+    try:
+        return started is not None and datetime.datetime.fromisoformat(started) < since
+    except (TypeError, ValueError):
+        return False
 
 
 def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> Artifact:
@@ -100,7 +116,8 @@ def metric_lines(evals: list[Artifact]) -> list[str]:
     return lines
 
 
-def summary(store: Store, evals: list[Artifact], timings: dict[str, float], checkpoint: Artifact | None = None) -> str:
+def summary(store: Store, evals: list[Artifact], timings: dict[str, float], checkpoint: Artifact | None = None,
+            reused: set[str] = frozenset()) -> str:
     lines = ["", "== kolectra run: lineage =="]
     for art in evals:
         lines += store.lineage_lines(art)
@@ -113,7 +130,8 @@ def summary(store: Store, evals: list[Artifact], timings: dict[str, float], chec
     lines += ["", f"== wall time {total:.1f} s =="]
     for stage, secs in timings.items():
         share = secs / total if total else 0.0
-        lines.append(f"  {stage:<18} {secs:7.1f} s  {share:6.1%}")
+        lines.append(f"  {stage:<18} {secs:7.1f} s  {share:6.1%}"
+                     + ("  reused (its time: finding it, and importing what the stage needs)" if stage in reused else ""))
     if checkpoint is not None:
         lines += next_steps(store, checkpoint)
     lines.append("")

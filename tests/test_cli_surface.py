@@ -119,7 +119,9 @@ def test_the_run_summary_names_each_figure_in_percent_and_ends_with_the_model_an
                   {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.7812, "accuracy_pct": 78.12})})
     korquad = _build(store, "eval", "korquad", {"task": "korquad"}, [ckpt],
                      {"metrics.json": json.dumps({"task": "korquad", "exact_match": 12.5, "f1": 30.25})})
-    text = summary(store, [nsmc, korquad], {"corpus": 3.0, "pretrain": 9.0}, ckpt)
+    text = summary(store, [nsmc, korquad], {"corpus": 3.0, "pretrain": 9.0}, ckpt, reused={"corpus"})
+    times = {line.split()[0]: line for line in text.split("== wall time")[1].splitlines()[1:3]}
+    assert "reused" in times["corpus"] and "reused" not in times["pretrain"]  # 3 s of finding, not of building
     assert "NSMC test accuracy" in text and "78.12 %" in text and "0.7812" not in text
     assert "KorQuAD dev exact match" in text and "12.50 %" in text and "30.25 %" in text
     assert str(ckpt.path / "hf" / "discriminator") in text

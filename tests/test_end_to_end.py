@@ -111,11 +111,13 @@ def test_run_names_its_evals_apart_and_its_summary_lists_every_warning(chain, ca
     assert "Likely causes" in (ckpt.path / "hf" / "discriminator" / "README.md").read_text()
 
 
-def test_same_request_reuses_every_artifact(chain):
+def test_same_request_reuses_every_artifact(chain, capsys):
     store, korquad, first = chain
     before = {a.path: a.manifest["provenance"]["finished"] for a in store.list()}
     t0 = time.perf_counter()
     again = run_sample(store, sets=TINY)
+    times = capsys.readouterr().out.split("== wall time")[1].split("\n\n")[0].splitlines()[1:]
+    assert len(times) == 6 and all("reused" in line for line in times)  # the summary says whose time is no build
     assert again.path == korquad.path
     after = {a.path: a.manifest["provenance"]["finished"] for a in store.list()}
     assert after == before  # nothing rebuilt
