@@ -50,13 +50,19 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # The local runner's peak RSS per MB of gzipped corpus shards read (corpus/local_memory.py: MemoryModel):
 # benchmarks/scale.py on 1-8 NSMC review files measured 263-376 MB, 250 MB + 1.4 MB per MB of
 # shards (the runner holds the packed blocks' shuffle); rounded up to leave room (docs/scale.md).
-# Each worker process (its tokenizer, channel buffers and a shard's group): 0.27-0.39 GB measured on
-# small shards with 2 and 4 workers (docs/scale.md, "The local runner's worker processes"); 0.6 GB is
-# 52 % over the highest, for a production shard's larger group.
+# The base also holds one corpus shard's WriteShards step (its sequences, rows and Arrow bytes, about
+# 40 bytes a token): a production-sized shard (shard_bytes; 9.5 M tokens) took the in-process run
+# to 638 MB on 82.5 MB of gzipped shards, where 300 MB + 2.0 per MB gave 465 (docs/scale.md, "The
+# local runner's worker processes"); 550 MB covers it by 12 %.
+# Each worker process (its tokenizer, the groups queued for it, a shard's WriteShards step): 0.60-0.67
+# GB measured on production-sized shards with glibc's mmap threshold fixed, and 0.65 / 0.78 / 0.86 /
+# 0.96 GB with the default allocator at 1 / 2 / 4 / 8 such shards a worker, where the heap it keeps
+# after a shard grows with the shards it wrote (same docs/scale.md section); 1.2 GB is 25 % over the
+# highest, which the allocator's growth could pass at many more shards a worker.
 # A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
-LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=2.0, measure="gzipped corpus shards", worker_mb=600)
+LOCAL_MEMORY = MemoryModel(base_mb=550, per_mb=2.0, measure="gzipped corpus shards", worker_mb=1200)
 
 
 # ---- input checks ---------------------------------------------------------------------------
