@@ -22,21 +22,25 @@ from kolectra.core.storage import PreconditionFailed, checksum_of, filesystem, s
 __all__ = ["PreconditionFailed", "create_exclusive", "remove_if"]
 
 
+def _target(location: str):
+    """(its filesystem, its path there, the store's scheme, the bucket, the key) of an object's URL."""
+    fs, path = filesystem(location)
+    bucket, _, key = path.partition("/")
+    return fs, path, scheme(location), bucket, key
+
+
 def remove_if(location: str, version: str) -> bool:
     """Delete the object at ``location`` only if it is still version ``version`` (its checksum, as
     :func:`create_exclusive` returned it): S3 ``If-Match`` on DELETE, GCS ``ifGenerationMatch``; on
     another store checked, then deleted. Whether it was deleted."""
-    fs, path = filesystem(location)
-    proto = scheme(location)
+    fs, path, proto, bucket, key = _target(location)
     with translated(location):
         try:
             if proto in ("s3", "s3a"):
-                bucket, _, key = path.partition("/")
                 fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=f'"{version}"')
             elif proto in ("gs", "gcs"):
                 from google.cloud import storage as gcs  # noqa: PLC0415 - installed with gcsfs
 
-                bucket, _, key = path.partition("/")
                 gcs.Client().bucket(bucket).blob(key).delete(if_generation_match=int(version))
             elif checksum_of(fs.info(path)) == version:
                 fs.rm(path)
@@ -65,12 +69,10 @@ def create_exclusive(location: str, data: bytes, replacing: str | None = None) -
     ``If-Match``; GCS ``ifGenerationMatch``. Another store has no conditional write here: its
     lease is taken by check-then-write, which two writers within the same moment can both win
     (docs/scale.md says which store guarantees what)."""
-    fs, path = filesystem(location)
-    proto = scheme(location)
+    fs, path, proto, bucket, key = _target(location)
     with translated(location):
         try:
             if proto in ("s3", "s3a"):
-                bucket, _, key = path.partition("/")
                 cond = {"IfNoneMatch": "*"} if replacing is None else {"IfMatch": f'"{replacing}"'}
                 out = fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **cond)
                 return str(out.get("ETag", "")).strip('"') or None
