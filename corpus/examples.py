@@ -54,11 +54,10 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # 40 bytes a token): a production-sized shard (shard_bytes; 9.5 M tokens) took the in-process run
 # to 638 MB on 82.5 MB of gzipped shards, where 300 MB + 2.0 per MB gave 465 (docs/scale.md, "The
 # local runner's worker processes"); 550 MB covers it by 12 %.
-# Each worker process (its tokenizer, the groups queued for it, a shard's WriteShards step): 0.60-0.67
-# GB measured on production-sized shards with glibc's mmap threshold fixed, and 0.65 / 0.78 / 0.86 /
-# 0.96 GB with the default allocator at 1 / 2 / 4 / 8 such shards a worker, where the heap it keeps
-# after a shard grows with the shards it wrote (same docs/scale.md section); 1.2 GB is 25 % over the
-# highest, which the allocator's growth could pass at many more shards a worker.
+# Each worker process (its tokenizer, the groups queued for it, a shard's WriteShards step): 0.65 /
+# 0.78 / 0.86 / 0.96 GB measured at 1 / 2 / 4 / 8 production-sized shards a worker (same docs/scale.md
+# section): it grows with the shards a worker writes, which more shards a worker could pass; 1.2 GB
+# is 25 % over the highest measured.
 # A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
