@@ -7,6 +7,7 @@ document would be a raw JSON line. Reads the first input as the job's reader doe
 from __future__ import annotations
 
 import json
+from typing import Iterator
 
 from kolectra.corpus import compress, parquet, reader
 
@@ -32,18 +33,16 @@ def text_field_problem(path: str, fmt: str, text_field: str, max_line_bytes: int
             return None
         fields: dict[str, None] = {}
         seen, more = 0, False
-        with compress.open_decompressed(path) as stream:
-            for lineno, raw in reader.iter_lines(stream, max_line_bytes):
-                if seen == FIELD_SAMPLE:
-                    more = True
-                    break
-                obj = _object(raw[len(reader.BOM):] if lineno == 1 and raw and raw.startswith(reader.BOM) else raw)
-                if obj is None:
-                    continue
-                if text_field in obj:
-                    return None
-                seen += 1
-                fields.update(dict.fromkeys(obj))
+        for obj in _first_lines(path, max_line_bytes):
+            if seen == FIELD_SAMPLE:
+                more = True
+                break
+            if obj is None:
+                continue
+            if text_field in obj:
+                return None
+            seen += 1
+            fields.update(dict.fromkeys(obj))
     except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
         return None
     if not seen:
@@ -61,15 +60,12 @@ def jsonl_as_text_problem(path: str, fmt: str, max_line_bytes: int) -> str | Non
         return None
     seen = 0
     try:
-        with compress.open_decompressed(path) as stream:
-            for lineno, raw in reader.iter_lines(stream, max_line_bytes):
-                if raw is not None and not raw.strip():
-                    continue
-                if _object(raw[len(reader.BOM):] if lineno == 1 and raw and raw.startswith(reader.BOM) else raw) is None:
-                    return None
-                seen += 1
-                if seen == FIELD_SAMPLE:
-                    break
+        for obj in _first_lines(path, max_line_bytes):
+            if obj is None:
+                return None
+            seen += 1
+            if seen == FIELD_SAMPLE:
+                break
     except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
         return None
     if not seen:
@@ -77,6 +73,16 @@ def jsonl_as_text_problem(path: str, fmt: str, max_line_bytes: int) -> str | Non
     return (f"{path}: each of its first {seen} lines is a JSON object, but --format auto reads a file with this "
             "extension as text, a document a line, braces and keys included: use --format jsonl (its text in "
             "--text-field, default text), or --format text to keep the lines as they are")
+
+
+def _first_lines(path: str, max_line_bytes: int) -> Iterator[dict | None]:
+    """The file's non-blank lines as the job's reader splits them (decompressed, the BOM dropped), each
+    the JSON object it holds, or None (not an object, or over ``max_line_bytes``)."""
+    with compress.open_decompressed(path) as stream:
+        for lineno, raw in reader.iter_lines(stream, max_line_bytes):
+            if raw is not None and not raw.strip():
+                continue
+            yield _object(raw[len(reader.BOM):] if lineno == 1 and raw and raw.startswith(reader.BOM) else raw)
 
 
 def _object(raw: bytes | None) -> dict | None:

@@ -31,6 +31,12 @@ def verdict_text(health: dict) -> str:
     return "learned nothing" if health["status"] == "not_learning" else status_text(health)
 
 
+def said(health: dict) -> str:
+    """``learned nothing: <its problems>``: a verdict and why, in one plain line (the CLI's outputs)."""
+    why = "; ".join(health.get("problems") or [])
+    return verdict_text(health) + (f": {why}" if why else "")
+
+
 def health_lines(arts: list[Artifact]) -> list[str]:
     """One bullet per verdict in the lineage (pretraining's, then each fine-tuning's) with its problems,
     and the warnings an eval recorded (rows of the scored file also in the training file ...)."""

@@ -200,13 +200,12 @@ def artifacts_verify(args, store: Store) -> int:
 def _verdict(stats: dict) -> list[str]:
     """The health verdict a checkpoint or an eval recorded (``learned nothing: ...``) and the
     warnings a stage recorded, one line each."""
-    from kolectra.pipeline.verdicts import verdict_text  # noqa: PLC0415 - only artifacts with a verdict
+    from kolectra.pipeline.verdicts import said  # noqa: PLC0415 - only artifacts with a verdict
 
     lines = []
     health = stats.get("health")
     if isinstance(health, dict) and "status" in health:
-        why = "; ".join(health.get("problems") or [])
-        lines.append(f"  health    {verdict_text(health)}" + (f": {why}" if why else ""))
+        lines.append(f"  health    {said(health)}")
     warnings = stats.get("warnings")
     lines += [f"  warning   {w}" for w in (warnings if isinstance(warnings, list) else [])]
     return lines

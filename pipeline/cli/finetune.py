@@ -146,7 +146,6 @@ def _print_metrics(path: Path) -> None:
                 print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
         health = metrics.get("health")
         if isinstance(health, dict) and health.get("status") not in (None, "ok"):
-            from kolectra.pipeline.verdicts import verdict_text  # noqa: PLC0415
+            from kolectra.pipeline.verdicts import said  # noqa: PLC0415
 
-            why = "; ".join(health.get("problems") or [])
-            print(f"{'health':>24}  {verdict_text(health)}" + (f": {why}" if why else ""))
+            print(f"{'health':>24}  {said(health)}")
