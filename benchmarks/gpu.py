@@ -139,6 +139,8 @@ def variant_result(raw: dict, flops_per_step: float, tokens_per_step: int, peak_
                          **{k: v for k, v in r.items() if k != "samples_s"}}
             continue
         out[name] = {**step_figures(r["samples_s"], flops_per_step, tokens_per_step, peak_flops),
+                     # the host's time to queue a step: near "ms", the host bounds the step
+                     **({"host_ms": round(statistics.median(r["host_s"]) * 1e3, 3)} if r.get("host_s") else {}),
                      "first_step_s": round(r["first_step_s"], 2),
                      "peak_memory_gb": round(r["peak_memory_bytes"] / 1e9, 2),
                      **({"profile": r["profile"]} if "profile" in r else {})}
@@ -260,6 +262,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="another batch for a preset's step phases, e.g. base=512 (default: small=128, base=256)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="model.KEY=VALUE",
                    help="a model setting for every phase, e.g. model.attention_dropout=0 (FlexAttention on CUDA)")
+    p.add_argument("--sampler", choices=("gumbel", "inverse_cdf"), default=None,
+                   help="the generator's sampler in the step phases (default: the device's)")
     p.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
                    help="unpack Inductor's cache from DIR's parts (if any) before the phases and pack it back after")
     p.add_argument("--compile-cache-out", type=Path, default=None, metavar="DIR",
@@ -306,7 +310,8 @@ def main(argv: list[str] | None = None) -> dict:
             batch, vocab = shapes[preset]
             flops = batch * train_flops_per_sequence(gpu_phases.model_config(preset, vocab, args.sets), vocab, SEQ_LEN,
                                                      num_slots(0.15, SEQ_LEN))
-            raw = child("step", [preset, variant, args.sets, [batch, vocab]], budget)
+            raw = child("step", [preset, variant, args.sets, [batch, vocab, *([args.sampler] if args.sampler else [])]],
+                        budget)
             figures = variant_result(raw, flops, batch * SEQ_LEN, peak) if "status" not in raw else raw
             steps.setdefault(preset, {})[variant] = figures
         elif name == "examples":
@@ -327,6 +332,8 @@ def main(argv: list[str] | None = None) -> dict:
         cache["packed"] = compile_cache.keep(cache_dir, args.compile_cache_out or args.compile_cache)
     r = report(device, peak, notes, steps, phases, pretrain, args.budget_s, shapes)
     r["config"]["sets"] = args.sets
+    if args.sampler:
+        r["config"]["sampler"] = args.sampler
     if cache is not None:
         r["config"]["compile_cache"] = cache
     return emit(r["benchmark"], r["unit"], r["value"], r["baseline"]["name"], r["baseline"]["value"], r["config"],

@@ -24,7 +24,20 @@ SEQ_LEN = 128
 VARIANTS = {"eager": (("kolectra", "naive_hf"), "default"), "compiled": (("kolectra_compiled",), "default"),
             "cuda_graphs": (("kolectra_compiled",), "reduce-overhead")}
 WARMUP, TIMED = 3, 30  # steps: after the first (which compiles), then timed
-PROFILED, TOP_KERNELS = 3, 15  # steps under the profiler after the timed ones; kernels listed
+PROFILED, TOP_KERNELS = 3, 25  # steps under the profiler after the timed ones; kernels listed
+# A kernel's kind by its name, first match wins: where the busy time goes at a glance (fused attention,
+# FlexAttention's Triton kernels too; cuBLAS/CUTLASS matrix products; Inductor's other generated Triton
+# kernels; copies; the rest)
+KERNEL_KINDS = (("attention", ("fmha", "flash", "attention", "sdpa")),
+                ("matmul", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "aten::mm", "aten::addmm", "aten::bmm")),
+                ("triton", ("triton_",)),
+                ("copy", ("memcpy", "memset", "copy")))
+
+
+def kernel_kind(name: str) -> str:
+    """One of :data:`KERNEL_KINDS`' names, or ``other``."""
+    low = name.lower()
+    return next((kind for kind, marks in KERNEL_KINDS if any(m in low for m in marks)), "other")
 MARGIN_S = 5  # a child's time to finish and print after its last step
 PROGRESS_ENV = "KOLECTRA_GPU_CHECK_PROGRESS"  # the file a step phase reports its progress to
 NAME = "gpu-check"  # the artifacts' name in --out (one of each kind)
@@ -36,9 +49,13 @@ def kernel_table(kernels: list[tuple[str, float, int]], steps: int, wall_s: floa
     the device waits on the host), and the ``top`` kernels by time with their share of the busy time."""
     busy_us = sum(us for _, us, _ in kernels)
     ranked = sorted(kernels, key=lambda k: -k[1])[:top]
+    by_kind: dict[str, float] = {}
+    for name, us, _ in kernels:
+        by_kind[kernel_kind(name)] = by_kind.get(kernel_kind(name), 0.0) + us
     return {"steps": steps, "launches_per_step": round(sum(n for *_, n in kernels) / steps, 1),
             "busy_ms_per_step": round(busy_us / steps / 1e3, 3),
             "busy_share": round(busy_us / 1e6 / (wall_s * steps), 4) if wall_s > 0 else None,
+            "ms_per_step_by_kind": {k: round(us / steps / 1e3, 3) for k, us in sorted(by_kind.items(), key=lambda x: -x[1])},
             "top": [{"kernel": name[:120], "ms_per_step": round(us / steps / 1e3, 3),
                      "share": round(us / busy_us, 4) if busy_us else None, "launches_per_step": round(n / steps, 1)}
                     for name, us, n in ranked]}
@@ -92,13 +109,14 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
     timed steps stop a few seconds before ``deadline`` (wall clock, ``time.time()``); then, time
     left, a kernel profile of kolectra's step (eager, compiled or replayed from CUDA graphs), and a
     compiled step's cache hits. ``sets``: ``model.*`` overrides (``--set``); ``shape``: (batch,
-    vocabulary); ``device``: to rehearse the phase on a CPU."""
+    vocabulary[, the generator's sampler in place of the device's]); ``device``: to rehearse the phase on
+    a CPU. Besides each step's seconds, the host's seconds to queue it (``host_s``)."""
     import torch
 
     sys.path.insert(0, str(HERE))
     import step_bench  # noqa: PLC0415 - the benchmarks folder's module, on the path just now
 
-    batch, vocab = shape
+    batch, vocab, *sampler = shape
     model_cfg = model_config(preset, vocab, sets)
     names, mode = VARIANTS[variant]
     cuda = device == "cuda"
@@ -109,16 +127,16 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         runner = step_bench.build_runner(name, model_cfg, SEQ_LEN, batch, bf16=True, device=device, fill=1.0,
-                                         seed=0, compile_mode=mode, packed=True)
+                                         seed=0, compile_mode=mode, packed=True, sampler=(sampler or [None])[0])
         first = runner.step()  # a compiled variant compiles here
         cache = cache_counts() if name == "kolectra_compiled" else None
         _progress(out, {name: {"status": "stopped before its timed steps ended", "first_step_s": first}})
         for _ in range(WARMUP):
             runner.step()
-        samples = []
+        samples, queued = [], len(runner.host)
         while len(samples) < TIMED and time.time() < deadline - MARGIN_S:
             samples.append(runner.step())
-        out[name] = {"samples_s": samples, "first_step_s": first,
+        out[name] = {"samples_s": samples, "host_s": runner.host[queued:], "first_step_s": first,
                      "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
                      **({"compile_cache": cache} if cache else {})}
         med = statistics.median(samples) if samples else 0.0

@@ -105,7 +105,7 @@ class Runner:
     def __init__(self, step_fn, model, batches, sp, obj, bf16: bool, fused: bool):
         self.step_fn, self.model, self.batches, self.sp, self.obj = step_fn, model, batches, sp, obj
         self.opt = build_optimizer(model, config.TrainConfig(), fused=fused)
-        self.bf16, self.i, self.faults = bf16, 0, []
+        self.bf16, self.i, self.faults, self.host = bf16, 0, [], []
         self.device = next(model.parameters()).device
 
     def step(self) -> float:
@@ -120,6 +120,8 @@ class Runner:
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        # the host's time to queue the step: on a GPU, near the step's own time when the host bounds it
+        self.host.append(time.perf_counter() - t0)
         float(loss.detach())  # both sides wait for the step to finish
         dt = time.perf_counter() - t0
         self.faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
@@ -168,10 +170,11 @@ STEPS = ("kolectra", "naive_hf", "kolectra_compiled")
 
 def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_size: int, bf16: bool,
                  device: str, fill: float, seed: int, naive_keeps_memory: bool = False, threads: int = 0,
-                 compile_mode: str = "default", packed: bool = False) -> Runner:
+                 compile_mode: str = "default", packed: bool = False, sampler: str | None = None) -> Runner:
     """One of :data:`STEPS` with its own model (same initial weights for all), optimizer and batches;
     ``threads`` > 0 sets the process's torch threads (both steps alike); ``packed``: the trainer's
-    packed rows (:func:`_batches`), whose attention takes the device's mask form (model/attention.py)."""
+    packed rows (:func:`_batches`), whose attention takes the device's mask form (model/attention.py);
+    ``sampler``: the generator's sampler (``model.rtd.SAMPLERS``) in place of the device's."""
     if threads > 0:
         torch.set_num_threads(threads)
     V = model_cfg.vocab_size
@@ -184,6 +187,8 @@ def build_runner(name: str, model_cfg: config.ModelConfig, seq_len: int, batch_s
     # kolectra's models go where the trainer puts them (on the CPU with its cheaper dropout and
     # sampler) and get its optimizer; the naive step keeps torch's default AdamW (a per-tensor loop)
     model = (model.to(device) if naive else dev.place(model)).train()
+    if sampler is not None:
+        model.sampler = sampler
     if naive and naive_keeps_memory and device == "cpu":
         cpu_memory.keep_freed()
     batches = _batches(V, sp, seq_len, batch_size, fill, seed, device, packed)

@@ -133,6 +133,18 @@ def test_kernel_table_ranks_kernels_and_says_how_busy_the_device_was():
     assert t["busy_share"] == 0.5  # 20 ms of kernels in a 40 ms step: the device waited half the step
     assert [k["kernel"] for k in t["top"]] == ["gemm", "layer_norm", "adamw"]
     assert t["top"][0] == {"kernel": "gemm", "ms_per_step": 15.0, "share": 0.75, "launches_per_step": 3.0}
+    assert t["ms_per_step_by_kind"] == {"matmul": 15.0, "other": 4.5, "copy": 0.5}
+
+
+def test_kernels_are_sorted_into_kinds_by_their_names():
+    names = {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matmul",
+             "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN": "matmul", "aten::addmm": "matmul",
+             "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16": "attention",
+             "fmha_cutlassF_bf16_aligned_64x64_rf_sm80": "attention",
+             "triton_tem_fused_flex_attention_backward_0": "attention",
+             "triton_per_fused__to_copy_add_native_layer_norm_3": "triton",
+             "Memcpy DtoD (Device -> Device)": "copy", "void at::native::vectorized_elementwise_kernel<4>": "other"}
+    assert {n: gpu_phases.kernel_kind(n) for n in names} == names
 
 
 def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_step(tmp_path, monkeypatch):
@@ -145,15 +157,33 @@ def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_
     # 4 timed steps a runner, not the check's 30: the same path, a fifth of the CPU (about 130 CPU s
     # with 30 on this machine); a deadline far off, so a machine under load cannot cut them short
     monkeypatch.setattr(gpu_phases, "TIMED", 4)
-    raw = gpu_phases.time_variant("tiny", "eager", ["model.attention_dropout=0"], [4, 300], time.time() + 900, device="cpu")
+    raw = gpu_phases.time_variant("tiny", "eager", ["model.attention_dropout=0"], [4, 300, "gumbel"], time.time() + 900,
+                                  device="cpu")
     assert set(raw) == {"kolectra", "naive_hf"}
     assert all(len(r["samples_s"]) == gpu_phases.TIMED and r["first_step_s"] > 0 for r in raw.values())
+    # the host's queueing time is the part of each step before it waits for the device
+    assert all(len(r["host_s"]) == gpu_phases.TIMED and all(0 < h <= s for h, s in zip(r["host_s"], r["samples_s"]))
+               for r in raw.values())
     assert json.loads(progress.read_text()) == json.loads(json.dumps(raw))  # the last progress: the whole result
     prof = raw["kolectra"]["profile"]
-    assert prof["what"].startswith("CPU ops") and prof["steps"] == gpu_phases.PROFILED and 0 < len(prof["top"]) <= 15
+    assert prof["what"].startswith("CPU ops") and prof["steps"] == gpu_phases.PROFILED
+    assert 0 < len(prof["top"]) <= gpu_phases.TOP_KERNELS and sum(prof["ms_per_step_by_kind"].values()) > 0
     assert "profile" not in raw["naive_hf"]  # the baseline is timed, not profiled
     figures = gpu.variant_result(raw, 1e9, 4 * gpu.SEQ_LEN, None)
     assert figures["kolectra"]["profile"] == prof and figures["kolectra"]["mfu"] is None
+    assert 0 < figures["kolectra"]["host_ms"] <= figures["kolectra"]["ms"]
+
+
+def test_the_step_runner_takes_another_sampler_than_the_devices():
+    from benchmarks import step_bench
+    from kolectra.model import config
+
+    cfg = config.preset("tiny").model
+    cfg = type(cfg)(**{**cfg.__dict__, "vocab_size": 300})
+    kw = dict(seq_len=16, batch_size=2, bf16=False, device="cpu", fill=1.0, seed=0)
+    assert step_bench.build_runner("kolectra", cfg, **kw).model.sampler == "inverse_cdf"  # the CPU's own
+    runner = step_bench.build_runner("kolectra", cfg, **kw, sampler="gumbel")
+    assert runner.model.sampler == "gumbel" and runner.step() > 0
 
 
 def test_packed_rows_hold_three_whole_sequences_each():
