@@ -34,6 +34,16 @@ context, its own peak memory, and a hard stop at its share of the budget):
    seconds and the run's health line (``ok``, ``not_learning`` or ``unchecked: ...``).
 4. Only when ``--phases`` names it: ``kolectra finetune nsmc`` of that checkpoint on the embedded NSMC
    sample, one epoch on the device's defaults (CUDA: a compiled forward over fixed batch widths).
+5. Only when ``--phases`` names it, ``loop_host``: the pretraining loop itself (``train.start``,
+   ``train_step``, ``small`` on the examples, the device's defaults) in the phase's process, 100
+   steps after the first and 5 warm-up ones, with each part of a step timed on the host (the step
+   function, backward, normalizers, clipping, AdamW, ``zero_grad``, the batches, the metric sums,
+   the schedule, the loop's own Python) against the wall time a step: on a host-bound GPU step, where
+   the loop's time beyond its step goes (:func:`gpu_phases.loop_host`).
+
+Each step variant also reports the host's time to queue a step (``host_ms``: forward, backward,
+AdamW and ``zero_grad`` queued, before the result is read back) and its parts (``host_ms_by_part``):
+near ``ms``, the host bounds the step.
 
 ``--compile-cache DIR`` carries Inductor's compile cache from one lent machine to the next
 (:mod:`benchmarks.compile_cache`): the parts in DIR, if any, are unpacked into the cache every phase
@@ -82,7 +92,8 @@ SHAPES = {"small": (128, 8000), "base": (256, 35000)}
 # phase -> (cap, minimum) seconds. A cold compile of the CUDA-graph step took over 75 s on the H200 (both
 # presets, 2026-11-28), 22-51 s with Inductor's cache warm from an earlier phase (docs/benchmarks.md).
 PHASES = {**{f"{p}/{v}": ((150, 60) if v != "eager" else (40, 20)) for p in SHAPES for v in VARIANTS},
-          "examples": (90, 30), "pretrain": (150, 90), "finetune": (150, 60)}
+          "examples": (90, 30), "pretrain": (150, 90), "loop_host": (150, 60), "finetune": (150, 60)}
+LOOP_HOST_STEPS = 100  # the loop_host phase's timed steps
 BUDGET_S = 465  # of the 8 minutes: the rest for starting torch here and printing
 STDERR_TAIL = 2000  # characters of a failed phase's stderr kept in the JSON (a lent GPU is not there to rerun on)
 NO_GPU = ("gpu.py: no CUDA device here (torch {torch}, CUDA build {cuda}): this check measures a GPU and has "
@@ -217,11 +228,11 @@ def child(kind: str, args: list, budget_s: float) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-ORDER = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain", "finetune"]
+ORDER = [f"{pr}/{v}" for pr in SHAPES for v in VARIANTS] + ["examples", "pretrain", "loop_host", "finetune"]
 # what runs without --phases: Inductor's default mode (no CUDA graphs) is left to --phases, since its
 # cold compiles would not fit the 8 minutes beside the CUDA-graph ones the trainer uses; fine-tuning
-# (its compiled batch widths) likewise only when named
-DEFAULT = [name for name in ORDER if not name.endswith("/compiled") and name != "finetune"]
+# (its compiled batch widths) and the loop's host time by part likewise only when named
+DEFAULT = [name for name in ORDER if not name.endswith("/compiled") and name not in ("finetune", "loop_host")]
 
 
 def phase_order(phases: str | None, have_examples: bool) -> list[str]:
@@ -233,7 +244,7 @@ def phase_order(phases: str | None, have_examples: bool) -> list[str]:
         sys.exit(f"gpu.py: unknown phase(s) {', '.join(unknown)}; known: {', '.join(ORDER)}")
     if "finetune" in wanted:  # it fine-tunes the checkpoint this run trains
         wanted = [*wanted, "pretrain"]
-    if "pretrain" in wanted and not have_examples:
+    if ("pretrain" in wanted or "loop_host" in wanted) and not have_examples:
         wanted = [*wanted, "examples"]
     return [x for x in ORDER if x in wanted and not (x == "examples" and have_examples)]
 
@@ -297,7 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.compile_cache is not None:  # every phase's process (kolectra's too) inherits the variable
         cache_dir, unpacked = compile_cache.use(args.compile_cache)
         cache = {"dir": str(cache_dir), "unpacked": unpacked}
-    steps, phases, pretrain, finetune, examples = {}, {}, None, None, args.examples
+    steps, phases, pretrain, finetune, loop, examples = {}, {}, None, None, None, args.examples
     for i, name in enumerate(order):
         cap, minimum = PHASES[name]
         budget = phase_budget(cap, minimum, deadline - time.perf_counter(), sum(PHASES[n][1] for n in order[i + 1:]))
@@ -318,6 +329,9 @@ def main(argv: list[str] | None = None) -> dict:
             r = child("examples", [out], budget)
             examples = r.get("examples")
             phases[name] = r
+        elif name == "loop_host":
+            loop = (child("loop_host", [out, examples, LOOP_HOST_STEPS, args.sets], budget) if examples
+                    else {"status": "skipped: no examples"})
         elif name == "finetune":
             ok = (pretrain or {}).get("status") == "ok"
             finetune = child("finetune", [out], budget) if ok else {"status": "skipped: no checkpoint"}
@@ -337,7 +351,8 @@ def main(argv: list[str] | None = None) -> dict:
     if cache is not None:
         r["config"]["compile_cache"] = cache
     return emit(r["benchmark"], r["unit"], r["value"], r["baseline"]["name"], r["baseline"]["value"], r["config"],
-                steps=r["steps"], pretrain=r["pretrain"], finetune=finetune, phases=r["phases"], notes=r["notes"])
+                steps=r["steps"], pretrain=r["pretrain"], finetune=finetune, loop_host=loop, phases=r["phases"],
+                notes=r["notes"])
 
 
 if __name__ == "__main__":

@@ -136,7 +136,8 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
         samples, queued = [], len(runner.host)
         while len(samples) < TIMED and time.time() < deadline - MARGIN_S:
             samples.append(runner.step())
-        out[name] = {"samples_s": samples, "host_s": runner.host[queued:], "first_step_s": first,
+        out[name] = {"samples_s": samples, "host_s": runner.host[queued:], "host_ms_by_part": part_medians(runner.parts[queued:]),
+                     "first_step_s": first,
                      "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else 0,
                      **({"compile_cache": cache} if cache else {})}
         med = statistics.median(samples) if samples else 0.0
@@ -150,6 +151,112 @@ def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadli
             torch.cuda.empty_cache()
         _progress(out)
     return out
+
+
+def part_medians(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Steps' host seconds by part -> each part's median in milliseconds."""
+    return {k: round(statistics.median(p[k] for p in parts) * 1e3, 3) for k in (parts[0] if parts else {})}
+
+
+class _Timed:
+    """Host seconds spent in a callable, summed over calls (what the loop's parts cost to queue)."""
+
+    def __init__(self, fn, totals: dict, key: str):
+        self.fn, self.totals, self.key = fn, totals, key
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.totals[self.key] = self.totals.get(self.key, 0.0) + time.perf_counter() - t0
+
+
+class _TimedBatches:
+    """The loop's device batches, the host's time to hand each over counted (``next(run.batches)``)."""
+
+    def __init__(self, batches, totals: dict):
+        self.batches, self.next = batches, _Timed(lambda: next(batches), totals, "batches")
+
+    def __next__(self):
+        return self.next()
+
+    def __getattr__(self, name):
+        return getattr(self.batches, name)
+
+
+def loop_host(out: str, examples: str, steps: int, sets: list[str], deadline: float, device: str = "cuda",
+              preset: str = "small") -> dict:
+    """Child: the real ``kolectra pretrain`` loop (``train.start``, ``train_step``) on ``device`` with its
+    defaults, in this process, ``steps`` steps after the first (which compiles) and a few warm-up ones,
+    with no metrics line among them; the host's seconds a step in each part of ``train_step`` (the
+    step function, backward, normalizers, clipping, AdamW, zero_grad, the batches' hand-off, the metric
+    sums, the schedule) against the wall seconds a step once the device caught up. On a GPU the parts
+    are queueing times: when their sum is near the wall time, the host bounds the loop; the rest of
+    the host's time a step (``other``) is the loop's own Python."""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    import torch
+
+    from kolectra.core.config import override
+    from kolectra.model import config, optim, rtd, runtime, train
+    from kolectra.pipeline.store.factory import open_store
+
+    store = open_store(out)
+    ex = store.require(examples, "examples")
+    vocab = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
+    bf16 = device == "cuda"
+    cfg = override(config.preset(preset), [f"train.device={device}", f"train.bf16={str(bf16).lower()}", *sets])
+    warm = 5
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=1_000_000, log_every=10_000_000, save_every=0))
+    inputs = train.read_inputs(cfg, Path(ex.path), Path(vocab.path))
+    dev = runtime.resolve(device, bf16, 0, "")
+    work = Path(tempfile.mkdtemp(prefix="kolectra-loop-host-"))  # the run's folder (metrics.jsonl), not the store's
+    run = train.start(cfg, inputs, Path(ex.path), work, dev, resume=False)
+    t0 = time.perf_counter()
+    train.first_step(run, 0)
+    first_s = time.perf_counter() - t0
+    for step in range(1, 1 + warm):
+        train.train_step(run, step)
+    dev.synchronize()
+    totals: dict[str, float] = {}
+    saved = (run.step_fn, run.dev.clip_grads, run.optimizer.step, run.optimizer.zero_grad, run.log.add, run.batches,
+             rtd.normalizers, optim.set_lr, torch.Tensor.backward)
+    run.step_fn = _Timed(run.step_fn, totals, "step_function")
+    run.dev.clip_grads = _Timed(run.dev.clip_grads, totals, "clip_grads")
+    run.optimizer.step = _Timed(run.optimizer.step, totals, "optimizer")
+    run.optimizer.zero_grad = _Timed(run.optimizer.zero_grad, totals, "zero_grad")
+    run.log.add = _Timed(run.log.add, totals, "metric_sums")
+    run.batches = _TimedBatches(run.batches, totals)
+    rtd.normalizers = _Timed(rtd.normalizers, totals, "normalizers")
+    optim.set_lr = _Timed(optim.set_lr, totals, "set_lr")
+    backward = torch.Tensor.backward
+    torch.Tensor.backward = lambda self, *a, **k: _Timed(backward, totals, "backward")(self, *a, **k)
+    done, host = 0, 0.0
+    try:
+        t0 = time.perf_counter()
+        while done < steps and time.time() < deadline - MARGIN_S:
+            s0 = time.perf_counter()
+            train.train_step(run, 1 + warm + done)
+            host += time.perf_counter() - s0
+            done += 1
+        dev.synchronize()
+        wall = time.perf_counter() - t0
+    finally:
+        (run.step_fn, run.dev.clip_grads, run.optimizer.step, run.optimizer.zero_grad, run.log.add, run.batches,
+         rtd.normalizers, optim.set_lr, torch.Tensor.backward) = saved
+        dev.close()  # the loader's read-ahead thread, the CPU's thread setting
+        shutil.rmtree(work, ignore_errors=True)
+    if not done:
+        return {"status": "no timed step within the budget", "first_step_s": round(first_s, 2)}
+    parts = {k: round(v / done * 1e3, 3) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+    host_ms = host / done * 1e3
+    return {"status": "ok", "steps": done, "first_step_s": round(first_s, 2), "compile_mode": run.compile_mode,
+            "wall_ms_per_step": round(wall / done * 1e3, 3), "host_ms_per_step": round(host_ms, 3),
+            "host_ms_by_part": {**parts, "other": round(host_ms - sum(parts.values()), 3)},
+            "tokens_per_s": round(done * cfg.train.batch_size * inputs.index.max_seq_length / wall, 1)}
 
 
 def _progress(done: dict, current: dict | None = None) -> None:
@@ -239,4 +346,5 @@ def run_finetune(out: str, deadline: float, device: str = "cuda") -> dict:
             **{k: stats.get(k) for k in ("accuracy", "dev_accuracy", "train_examples")}}
 
 
-CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pretrain, "finetune": run_finetune}
+CHILDREN = {"step": time_variant, "examples": build_examples, "pretrain": run_pretrain, "finetune": run_finetune,
+            "loop_host": loop_host}

@@ -105,7 +105,8 @@ class Runner:
     def __init__(self, step_fn, model, batches, sp, obj, bf16: bool, fused: bool):
         self.step_fn, self.model, self.batches, self.sp, self.obj = step_fn, model, batches, sp, obj
         self.opt = build_optimizer(model, config.TrainConfig(), fused=fused)
-        self.bf16, self.i, self.faults, self.host = bf16, 0, [], []
+        # host: each step's seconds to queue it; parts: its forward, backward, optimizer and zero_grad's shares
+        self.bf16, self.i, self.faults, self.host, self.parts = bf16, 0, [], [], []
         self.device = next(model.parameters()).device
 
     def step(self) -> float:
@@ -117,11 +118,16 @@ class Runner:
         ctx = torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
         with ctx:
             loss = self.step_fn(self.model, ids, types, self.sp, self.obj, doc)
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         self.opt.step()
+        t3 = time.perf_counter()
         self.opt.zero_grad(set_to_none=True)
         # the host's time to queue the step: on a GPU, near the step's own time when the host bounds it
-        self.host.append(time.perf_counter() - t0)
+        t4 = time.perf_counter()
+        self.host.append(t4 - t0)
+        self.parts.append({"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2, "zero_grad": t4 - t3})
         float(loss.detach())  # both sides wait for the step to finish
         dt = time.perf_counter() - t0
         self.faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)

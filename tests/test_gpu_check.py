@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ def test_phase_budget_keeps_the_later_phases_their_minimum():
     assert gpu.phase_budget(cap=75, minimum=45, left=260, later_minimums=200) == 60  # squeezed
     assert gpu.phase_budget(cap=75, minimum=45, left=240, later_minimums=200) is None  # skipped
     # the default plan fits the 8 minutes when every phase takes its minimum
-    assert sum(minimum for _, minimum in gpu.PHASES.values()) <= gpu.BUDGET_S
+    assert sum(gpu.PHASES[name][1] for name in gpu.DEFAULT) <= gpu.BUDGET_S
 
 
 @pytest.mark.parametrize("name, peak", [("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H200", 989e12),
@@ -106,7 +107,10 @@ def test_a_phase_stopped_at_its_budget_keeps_what_it_finished_and_says_where_it_
 
 def test_phase_order_runs_the_named_phases_and_builds_examples_for_pretrain():
     # by default no Inductor default-mode phase: its cold compiles would not fit beside CUDA graphs' ones
-    assert gpu.phase_order(None, False) == gpu.DEFAULT == [p for p in gpu.ORDER if not p.endswith("/compiled") and p != "finetune"]
+    assert gpu.phase_order(None, False) == gpu.DEFAULT == [p for p in gpu.ORDER if not p.endswith("/compiled")
+                                                            and p not in ("finetune", "loop_host")]
+    assert gpu.phase_order("loop_host", False) == ["examples", "loop_host"]  # the loop needs examples
+    assert gpu.phase_order("loop_host,small/cuda_graphs", True) == ["small/cuda_graphs", "loop_host"]
     assert gpu.phase_order(None, True) == [p for p in gpu.DEFAULT if p != "examples"]
     assert gpu.phase_order("base/compiled", True) == ["base/compiled"]
     # fine-tuning (not by default) tunes the checkpoint the run trains, from examples it builds
@@ -150,8 +154,6 @@ def test_kernels_are_sorted_into_kinds_by_their_names():
 def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_step(tmp_path, monkeypatch):
     """The child's whole path but CUDA (tiny shapes): each runner's timed steps, and the profile of
     kolectra's step (CPU ops here, CUDA kernels on a GPU)."""
-    import time
-
     progress = tmp_path / "progress.json"
     monkeypatch.setenv(gpu_phases.PROGRESS_ENV, str(progress))
     # 4 timed steps a runner, not the check's 30: the same path, a fifth of the CPU (about 130 CPU s
@@ -184,6 +186,27 @@ def test_the_step_runner_takes_another_sampler_than_the_devices():
     assert step_bench.build_runner("kolectra", cfg, **kw).model.sampler == "inverse_cdf"  # the CPU's own
     runner = step_bench.build_runner("kolectra", cfg, **kw, sampler="gumbel")
     assert runner.model.sampler == "gumbel" and runner.step() > 0
+
+
+def test_the_loop_phase_rehearsed_on_the_cpu_splits_the_hosts_time_a_step_by_part(tmp_path):
+    """The real loop of the trainer on a small examples artifact: each part of a step timed on the host,
+    the parts and the loop's own Python adding up to the host's time a step, the trainer's functions
+    given back afterwards."""
+    from kolectra.model import optim, rtd
+    from kolectra.pipeline.store.factory import open_store
+    from tests.model_support import small_chain
+
+    small_chain(open_store(str(tmp_path)))
+    before = (rtd.normalizers, optim.set_lr, torch.Tensor.backward)
+    r = gpu_phases.loop_host(str(tmp_path), "e", 4, [], time.time() + 600, device="cpu", preset="tiny")
+    assert (rtd.normalizers, optim.set_lr, torch.Tensor.backward) == before
+    assert r["status"] == "ok" and r["steps"] == 4 and r["compile_mode"] is None  # the CPU's default: eager
+    parts = r["host_ms_by_part"]
+    assert {"step_function", "backward", "optimizer", "zero_grad", "clip_grads", "normalizers", "batches",
+            "metric_sums", "set_lr", "other"} <= set(parts)
+    assert all(v > 0 for k, v in parts.items() if k != "other")
+    assert sum(parts.values()) == pytest.approx(r["host_ms_per_step"], abs=0.01)
+    assert r["host_ms_per_step"] <= r["wall_ms_per_step"] * 1.05 and r["tokens_per_s"] > 0
 
 
 def test_packed_rows_hold_three_whole_sequences_each():
