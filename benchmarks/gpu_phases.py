@@ -32,15 +32,15 @@ KERNEL_KINDS = (("attention", ("fmha", "flash", "attention", "sdpa")),
                 ("matmul", ("gemm", "cutlass", "nvjet", "xmma", "cublas", "aten::mm", "aten::addmm", "aten::bmm")),
                 ("triton", ("triton_",)),
                 ("copy", ("memcpy", "memset", "copy")))
+MARGIN_S = 5  # a child's time to finish and print after its last step
+PROGRESS_ENV = "KOLECTRA_GPU_CHECK_PROGRESS"  # the file a step phase reports its progress to
+NAME = "gpu-check"  # the artifacts' name in --out (one of each kind)
 
 
 def kernel_kind(name: str) -> str:
     """One of :data:`KERNEL_KINDS`' names, or ``other``."""
     low = name.lower()
     return next((kind for kind, marks in KERNEL_KINDS if any(m in low for m in marks)), "other")
-MARGIN_S = 5  # a child's time to finish and print after its last step
-PROGRESS_ENV = "KOLECTRA_GPU_CHECK_PROGRESS"  # the file a step phase reports its progress to
-NAME = "gpu-check"  # the artifacts' name in --out (one of each kind)
 
 
 def kernel_table(kernels: list[tuple[str, float, int]], steps: int, wall_s: float, top: int = TOP_KERNELS) -> dict:
