@@ -35,11 +35,12 @@ from typing import Any, Iterator
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
 
 from kolectra.core import storage
 from kolectra.corpus import inputs, shards
 from kolectra.corpus.examples_config import ExamplesConfig
-from kolectra.corpus.examples_format import arrow_bytes, dataset_card, index_document, shard_name
+from kolectra.corpus.examples_format import arrow_file, dataset_card, index_document, shard_name
 from kolectra.corpus.outputs import (
     REPORT_FILE,  # the written files' entries, for the launcher
     keep_smallest,
@@ -260,9 +261,12 @@ def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, int]
     return seqs, place, truncated
 
 
-def _write_bytes(out_dir: str, rel: str, data: bytes) -> dict:
-    """One file of the artifact; its entry (path, bytes, sha256) computed here, where it is written."""
+def _write_bytes(out_dir: str, rel: str, data: bytes | pa.Buffer) -> dict:
+    """One file of the artifact; its entry (path, bytes, sha256) computed here, where it is written.
+    An Arrow buffer is written as it is to a local file; a store's client takes ``bytes`` only."""
     path = storage.join(out_dir, rel)
+    if isinstance(data, pa.Buffer) and storage.is_url(path):
+        data = data.to_pybytes()
     try:
         return {"path": rel, **storage.write_bytes(path, data)}
     except OSError as e:  # a full disk: name the file (the library's report of the failure would not)
@@ -285,7 +289,7 @@ def write_shard(item, job: Job):
     for piece, (ids_NL, types_NL, docs_NL) in enumerate(pieces):
         tokens += int((ids_NL != PAD).sum())
         entry = {"path": shard_name(shard, piece), "examples": len(ids_NL)}
-        written = _write_bytes(job.out_dir, entry["path"], arrow_bytes(ids_NL, types_NL, docs_NL))
+        written = _write_bytes(job.out_dir, entry["path"], arrow_file(ids_NL, types_NL, docs_NL))
         yield "piece", (shard, piece), entry
         yield "file", written
     yield "tally", "tokens", tokens
