@@ -54,10 +54,12 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # 40 bytes a token): a production-sized shard (shard_bytes; 9.5 M tokens) took the in-process run
 # to 638 MB on 82.5 MB of gzipped shards, where 300 MB + 2.0 per MB gave 465 (docs/scale.md, "The
 # local runner's worker processes"); 550 MB covers it by 12 %.
-# Each worker process (its tokenizer, the groups queued for it, a shard's WriteShards step): 0.65 /
-# 0.78 / 0.86 / 0.96 GB measured at 1 / 2 / 4 / 8 production-sized shards a worker (same docs/scale.md
-# section): it grows with the shards a worker writes, which more shards a worker could pass; 1.2 GB
-# is 25 % over the highest measured.
+# Each worker process: its tokenizer and harness, a shard's WriteShards step, and the groups Beam's
+# data channel takes in ahead of it (a receive queue of 5 messages or 100 MB, one message more held by
+# its reader and one by gRPC): these fill by about 6 shards a worker and then stay, about 0.22 GB at a
+# production-sized shard's 27 MB group, whatever the corpus. Measured 0.59 / 0.71 / 0.75-0.76 /
+# 0.85-0.95 GB at 1 / 2 / 4 / 8 production-sized shards a worker (same docs/scale.md section, since
+# each Arrow file is made once: 0.65-0.96 GB before); 1.2 GB is 27 % over the highest.
 # A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
