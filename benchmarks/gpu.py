@@ -152,6 +152,7 @@ def variant_result(raw: dict, flops_per_step: float, tokens_per_step: int, peak_
         out[name] = {**step_figures(r["samples_s"], flops_per_step, tokens_per_step, peak_flops),
                      # the host's time to queue a step: near "ms", the host bounds the step
                      **({"host_ms": round(statistics.median(r["host_s"]) * 1e3, 3)} if r.get("host_s") else {}),
+                     **({"host_ms_by_part": r["host_ms_by_part"]} if r.get("host_ms_by_part") else {}),
                      "first_step_s": round(r["first_step_s"], 2),
                      "peak_memory_gb": round(r["peak_memory_bytes"] / 1e9, 2),
                      **({"profile": r["profile"]} if "profile" in r else {})}

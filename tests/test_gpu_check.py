@@ -174,6 +174,8 @@ def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_
     figures = gpu.variant_result(raw, 1e9, 4 * gpu.SEQ_LEN, None)
     assert figures["kolectra"]["profile"] == prof and figures["kolectra"]["mfu"] is None
     assert 0 < figures["kolectra"]["host_ms"] <= figures["kolectra"]["ms"]
+    parts = figures["kolectra"]["host_ms_by_part"]  # forward, backward, AdamW, zero_grad: each step's host time split
+    assert set(parts) == {"forward", "backward", "optimizer", "zero_grad"} and all(v > 0 for v in parts.values())
 
 
 def test_the_step_runner_takes_another_sampler_than_the_devices():
