@@ -16,6 +16,8 @@
 # DIR/run.sh OUT [gpu.py's options]: the one call for the GPU machine (installs the wheels in
 # /tmp/site, runs the check with Inductor's cache carried in DIR/cache, writes the JSON, the log and
 # the cache's parts to OUT; bring those parts back into DIR/cache for the next machine).
+# DIR/runs.sh OUT 'NAME|options' ...: several runs in one call, sharing the install and the cache
+# (the 2026-11-29 H200 session's two calls ran five this way: docs/benchmarks.md).
 set -euo pipefail
 dir=${1:?usage: gpu_bundle.sh DIR [--python 3.12] [--input GLOB]}
 shift
@@ -64,5 +66,42 @@ latest=$(ls -td "$bundle"/store/checkpoint/gpu-check-* 2>/dev/null | head -1)  #
 [ -n "$latest" ] && cp "$latest/metrics.jsonl" "$out/metrics.jsonl"
 exit $rc
 RUN
+cat > "$dir/runs.sh" <<'RUNS'
+#!/usr/bin/env bash
+# Several gpu.py runs in one call (written by benchmarks/gpu_bundle.sh), e.g. variants of one phase:
+#   bash DIR/runs.sh OUT 'NAME|gpu.py options' ['NAME|gpu.py options' ...]
+# The wheels installed once; one Inductor cache for every run (DIR/cache's parts unpacked into it first,
+# packed back into OUT at the end unless KOLECTRA_NO_PACK is set); each run's JSON in OUT/NAME.json; the
+# logs, the seconds each run took and the last run's metrics.jsonl in OUT/logs.tgz (a lent machine
+# returns at most 8 files). KOLECTRA_SKIP_INSTALL=1 uses the Python already set up (a rehearsal).
+set -uo pipefail
+bundle=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: runs.sh OUT 'NAME|gpu.py options' ...}
+shift
+logs=$(mktemp -d)
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/kolectra-gpu-runs-inductor}
+mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
+t0=$(date +%s)
+if [ -z "${KOLECTRA_SKIP_INSTALL:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$bundle"/wheels/*.whl || exit 3
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -n "$(ls "$bundle/cache" 2>/dev/null)" ] && python3 benchmarks/compile_cache.py unpack "$bundle/cache" "$TORCHINDUCTOR_CACHE_DIR" > /dev/null
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; uptime; } > "$logs/runs.txt" 2>&1
+for spec in "$@"; do
+  name=${spec%%|*}; opts=${spec#*|}; s=$(date +%s)
+  # shellcheck disable=SC2086 # the options are words
+  python3 benchmarks/gpu.py --out "$bundle/store" --examples gpu-check $opts > "$out/$name.json" 2> "$logs/$name.log"
+  echo "$name: exit $?, $(( $(date +%s) - s )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$logs/runs.txt"
+done
+[ -n "${KOLECTRA_NO_PACK:-}" ] || python3 benchmarks/compile_cache.py pack "$TORCHINDUCTOR_CACHE_DIR" "$out" >> "$logs/runs.txt"
+latest=$(ls -td "$bundle"/store/checkpoint/gpu-check-* 2>/dev/null | head -1)  # the last run's
+[ -n "$latest" ] && cp "$latest/metrics.jsonl" "$logs/metrics.jsonl"
+tar czf "$out/logs.tgz" -C "$logs" .
+rm -rf "$logs"
+RUNS
 echo "carry $dir to the GPU machine beside the checkout; there, from the checkout: bash $dir/run.sh OUT"
+echo "(or several variants in one call: bash $dir/runs.sh OUT 'NAME|gpu.py options' ...)"
 echo "then bring OUT/inductor-cache.tar.xz.* back into $dir/cache for the next machine's compiles"
