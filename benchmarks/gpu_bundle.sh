@@ -13,11 +13,11 @@
 # named gpu-check, since the examples phase needs Beam and Kiwi (docs/benchmarks.md, "Measured on an
 # H200"). The sample's 607 rows are an epoch every 4 steps of `small`; two NSMC review files give
 # 28,082 rows (14 MB), a run that can learn.
-# DIR/run.sh OUT [gpu.py's options]: the one call for the GPU machine (installs the wheels in
-# /tmp/site, runs the check with Inductor's cache carried in DIR/cache, writes the JSON, the log and
-# the cache's parts to OUT; bring those parts back into DIR/cache for the next machine).
-# DIR/runs.sh OUT 'NAME|options' ...: several runs in one call, sharing the install and the cache
-# (the 2026-11-29 H200 session's two calls ran five this way: docs/benchmarks.md).
+# DIR/runs.sh OUT 'NAME|options' ...: the call for the GPU machine, one gpu.py run or several sharing
+# the install (the wheels in /tmp/site) and Inductor's cache (carried in DIR/cache, its parts packed
+# back into OUT: bring them back into DIR/cache for the next machine); each run's JSON in
+# OUT/NAME.json, the logs in OUT/logs.tgz (the 2026-11-29 H200 session's two calls ran five this way).
+# DIR/run.sh OUT [gpu.py's options]: runs.sh with one run, named gpu.
 set -euo pipefail
 dir=${1:?usage: gpu_bundle.sh DIR [--python 3.12] [--input GLOB]}
 shift
@@ -47,24 +47,12 @@ python -m kolectra.pipeline.cli examples --corpus gpu-check --vocab gpu-check --
 rm -rf "$dir/store/corpus"
 cat > "$dir/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# The GPU check in one call, from the checkout (written by benchmarks/gpu_bundle.sh):
+# The GPU check in one call, from the checkout (written by benchmarks/gpu_bundle.sh): runs.sh with one run
+# named gpu (OUT/gpu.json; the log, the nvidia-smi line and the run's metrics.jsonl in OUT/logs.tgz)
 #   bash DIR/run.sh OUT [gpu.py's options, e.g. --phases base/cuda_graphs --set model.attention_dropout=0]
-set -uo pipefail
-bundle=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: run.sh OUT [gpu.py options]}
 shift
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  "$bundle"/wheels/*.whl || exit 3
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$out/versions.txt" 2>&1
-python3 benchmarks/gpu.py --out "$bundle/store" --examples gpu-check --compile-cache "$bundle/cache" \
-  --compile-cache-out "$out" "$@" > "$out/gpu.json" 2> >(tee "$out/gpu.log" >&2)
-rc=$?
-latest=$(ls -td "$bundle"/store/checkpoint/gpu-check-* 2>/dev/null | head -1)  # this call's run
-[ -n "$latest" ] && cp "$latest/metrics.jsonl" "$out/metrics.jsonl"
-exit $rc
+exec bash "$(dirname "$0")/runs.sh" "$out" "gpu|$*"
 RUN
 cat > "$dir/runs.sh" <<'RUNS'
 #!/usr/bin/env bash
@@ -88,19 +76,23 @@ if [ -z "${KOLECTRA_SKIP_INSTALL:-}" ]; then
     "$bundle"/wheels/*.whl || exit 3
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-[ -n "$(ls "$bundle/cache" 2>/dev/null)" ] && python3 benchmarks/compile_cache.py unpack "$bundle/cache" "$TORCHINDUCTOR_CACHE_DIR" > /dev/null
 { nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; uptime; } > "$logs/runs.txt" 2>&1
+[ -n "$(ls "$bundle/cache" 2>/dev/null)" ] && python3 benchmarks/compile_cache.py unpack "$bundle/cache" "$TORCHINDUCTOR_CACHE_DIR" >> "$logs/runs.txt"
+rc=0
 for spec in "$@"; do
   name=${spec%%|*}; opts=${spec#*|}; s=$(date +%s)
   # shellcheck disable=SC2086 # the options are words
-  python3 benchmarks/gpu.py --out "$bundle/store" --examples gpu-check $opts > "$out/$name.json" 2> "$logs/$name.log"
-  echo "$name: exit $?, $(( $(date +%s) - s )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$logs/runs.txt"
+  python3 benchmarks/gpu.py --out "$bundle/store" --examples gpu-check $opts 2>&1 > "$out/$name.json" \
+    | tee "$logs/$name.log" >&2  # its log shown as it runs and kept
+  code=$?; [ $code -ne 0 ] && rc=$code  # gpu.py's code (pipefail)
+  echo "$name: exit $code, $(( $(date +%s) - s )) s (at $(( $(date +%s) - t0 )) s)" | tee -a "$logs/runs.txt"
 done
 [ -n "${KOLECTRA_NO_PACK:-}" ] || python3 benchmarks/compile_cache.py pack "$TORCHINDUCTOR_CACHE_DIR" "$out" >> "$logs/runs.txt"
 latest=$(ls -td "$bundle"/store/checkpoint/gpu-check-* 2>/dev/null | head -1)  # the last run's
 [ -n "$latest" ] && cp "$latest/metrics.jsonl" "$logs/metrics.jsonl"
 tar czf "$out/logs.tgz" -C "$logs" .
 rm -rf "$logs"
+exit $rc  # the last failing run's code, 0 when every run passed
 RUNS
 echo "carry $dir to the GPU machine beside the checkout; there, from the checkout: bash $dir/run.sh OUT"
 echo "(or several variants in one call: bash $dir/runs.sh OUT 'NAME|gpu.py options' ...)"

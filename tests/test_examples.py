@@ -28,7 +28,7 @@ from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
-from tests.test_vocab_corpus import korean_sentences, write_corpus
+from tests.test_vocab_corpus import documents, korean_sentences, write_corpus
 
 CFG = ExamplesConfig(max_seq_length=40, shard_size=16, seed=3)
 NONE = override(CFG, ["packing=none"])  # one sequence a row: the layout tests walk rows in corpus order
@@ -37,13 +37,8 @@ NONE = override(CFG, ["packing=none"])  # one sequence a row: the layout tests w
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("examples")
-    rng = random.Random(1)
-    sents = korean_sentences(150, seed=1)
-    docs, i = [], 0
-    while i < len(sents):  # documents of 1-7 sentences: several examples each at length 40
-        k = rng.randint(1, 7)
-        docs.append(sents[i:i + k])
-        i += k
+    # documents of 1-7 sentences: several examples each at length 40
+    docs = documents(korean_sentences(150, seed=1), random.Random(1), 7)
     corpus = write_corpus(root / "corpus", {"train": docs, "valid": docs[:3]})
     vocab = root / "vocab"
     vocab.mkdir()

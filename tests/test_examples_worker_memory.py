@@ -17,7 +17,7 @@ from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.examples_format import COLUMNS
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
-from tests.test_vocab_corpus import korean_sentences, write_corpus
+from tests.test_vocab_corpus import documents, korean_sentences, write_corpus
 
 CFG = ExamplesConfig(max_seq_length=64, seed=5)  # the default shard_size: one file a corpus shard here
 COPIES = 40  # the documents repeated (under new ids): files of about 0.3 MB
@@ -26,13 +26,7 @@ COPIES = 40  # the documents repeated (under new ids): files of about 0.3 MB
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("worker_memory")
-    rng = random.Random(2)
-    sents = korean_sentences(120, seed=2)
-    docs, i = [], 0
-    while i < len(sents):
-        k = rng.randint(1, 6)
-        docs.append(sents[i:i + k])
-        i += k
+    docs = documents(korean_sentences(120, seed=2), random.Random(2), 6)
     corpus = write_corpus(root / "corpus", {"train": docs})
     vocab = root / "vocab"
     vocab.mkdir()

@@ -154,16 +154,22 @@ def _kiwi():
     return _KIWI
 
 
+def documents(sents: list[str], rng: random.Random, most: int) -> list[list[str]]:
+    """``sents`` cut, in order, into documents of 1 to ``most`` sentences (each length drawn from ``rng``)."""
+    docs, i = [], 0
+    while i < len(sents):
+        k = rng.randint(1, most)
+        docs.append(sents[i:i + k])
+        i += k
+    return docs
+
+
 def small_corpus(corpus_dir: Path, n_sentences: int = 200, seed: int = 0) -> Path:
     """~65 train and ~16 valid documents of 1-4 sentences each."""
     rng = random.Random(seed)
     sents = korean_sentences(n_sentences, seed)
     rng.shuffle(sents)
-    docs, i = [], 0
-    while i < len(sents):
-        k = rng.randint(1, 4)
-        docs.append(sents[i:i + k])
-        i += k
+    docs = documents(sents, rng, 4)
     n_valid = max(1, len(docs) // 5)
     return write_corpus(corpus_dir, {"train": docs[n_valid:], "valid": docs[:n_valid]})
 
