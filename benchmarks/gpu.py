@@ -259,6 +259,10 @@ def require_cuda() -> str:
     return torch.cuda.get_device_name(0)
 
 
+# The loop's settings --set may change besides the model's (the check sets the device, precision and steps)
+LOOP_SETS = ("train.compile", "train.compile_mode")
+
+
 def main(argv: list[str] | None = None) -> dict:
     from kolectra.core.config import ConfigError
 
@@ -272,8 +276,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--phases", default=None, help=f"comma-separated phases to run, of {', '.join(ORDER)} (default: all but */compiled)")
     p.add_argument("--batch", action="append", default=[], metavar="PRESET=N",
                    help="another batch for a preset's step phases, e.g. base=512 (default: small=128, base=256)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="model.KEY=VALUE",
-                   help="a model setting for every phase, e.g. model.attention_dropout=0 (FlexAttention on CUDA)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting for every phase, e.g. model.attention_dropout=0 (FlexAttention on CUDA); train.* "
+                        "keys reach the pretrain and loop_host phases, e.g. train.compile_mode=whole-step")
     p.add_argument("--sampler", choices=("gumbel", "inverse_cdf"), default=None,
                    help="the generator's sampler in the step phases (default: the device's)")
     p.add_argument("--compile-cache", type=Path, default=None, metavar="DIR",
@@ -288,10 +293,11 @@ def main(argv: list[str] | None = None) -> dict:
         if preset not in SHAPES or not n.isdigit() or int(n) < 1:
             p.error(f"--batch {kv}: expected PRESET=N with PRESET one of {', '.join(SHAPES)}")
         shapes[preset] = (int(n), SHAPES[preset][1])
-    if bad := [kv for kv in args.sets if not kv.startswith("model.")]:
-        p.error(f"--set takes model.* settings only: {', '.join(bad)}")
-    try:
-        gpu_phases.model_config("small", 8000, args.sets)  # a wrong key fails here, not in every phase
+    if bad := [kv for kv in args.sets if not kv.startswith("model.") and kv.partition("=")[0] not in LOOP_SETS]:
+        p.error(f"--set takes model.* settings and {', '.join(LOOP_SETS)} only: {', '.join(bad)}")
+    try:  # a wrong key or value fails here, not in every phase
+        gpu_phases.model_config("small", 8000, args.sets)
+        gpu_phases.loop_config("small", "cuda", args.sets)
     except ConfigError as e:
         p.error(str(e))
     device = require_cuda()

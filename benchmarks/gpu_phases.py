@@ -94,13 +94,24 @@ def cache_counts() -> dict:
 
 
 def model_config(preset: str, vocab: int, sets: list[str]):
-    """``preset``'s model with ``vocab`` words and the ``model.*`` overrides in ``sets``."""
+    """``preset``'s model with ``vocab`` words and the ``model.*`` overrides in ``sets`` (the others are
+    the loop's: ``train.compile_mode=whole-step`` is refused on a config that is not CUDA's)."""
     import dataclasses
 
     from kolectra.core.config import override
     from kolectra.model import config
 
-    return dataclasses.replace(override(config.preset(preset), sets).model, vocab_size=vocab)
+    model_sets = [kv for kv in sets if kv.startswith("model.")]
+    return dataclasses.replace(override(config.preset(preset), model_sets).model, vocab_size=vocab)
+
+
+def loop_config(preset: str, device: str, sets: list[str]):
+    """The pretrain loop's config for ``loop_host``: ``preset`` on ``device`` in its precision, ``sets`` applied."""
+    from kolectra.core.config import override
+    from kolectra.model import config
+
+    return override(config.preset(preset), [f"train.device={device}", f"train.bf16={str(device == 'cuda').lower()}",
+                                            *sets])
 
 
 def time_variant(preset: str, variant: str, sets: list[str], shape: list, deadline: float,
@@ -193,22 +204,22 @@ def loop_host(out: str, examples: str, steps: int, sets: list[str], deadline: fl
     step function, backward, normalizers, clipping, AdamW, zero_grad, the batches' hand-off, the metric
     sums, the schedule) against the wall seconds a step once the device caught up. On a GPU the parts
     are queueing times: when their sum is near the wall time, the host bounds the loop; the rest of
-    the host's time a step (``other``) is the loop's own Python."""
+    the host's time a step (``other``) is the loop's own Python. With ``train.compile_mode=whole-step``
+    the step's parts were recorded before the timed steps: ``other`` is then mostly the replay."""
     import dataclasses
     import shutil
     import tempfile
 
     import torch
 
-    from kolectra.core.config import override
-    from kolectra.model import config, optim, rtd, runtime, train
+    from kolectra.model import optim, rtd, runtime, train
     from kolectra.pipeline.store.factory import open_store
 
     store = open_store(out)
     ex = store.require(examples, "examples")
     vocab = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     bf16 = device == "cuda"
-    cfg = override(config.preset(preset), [f"train.device={device}", f"train.bf16={str(bf16).lower()}", *sets])
+    cfg = loop_config(preset, device, sets)
     warm = 5
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=1_000_000, log_every=10_000_000, save_every=0))
     inputs = train.read_inputs(cfg, Path(ex.path), Path(vocab.path))

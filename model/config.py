@@ -39,8 +39,9 @@ RTD_OBJECTIVES = ("electra", "electra15", *DISC_LM_OBJECTIVES)
 DEVICES = ("cpu", "cuda", "xla")
 EMBEDDING_SHARING = ("es", "gdes", "none")
 SCHEDULES = ("warmup_then_decay", "warmup_times_decay")  # see kolectra.model.optim
-# torch.compile's modes with a compiled step; "auto": the device's (model/device.py, Device.compile_choice)
-COMPILE_MODES = ("auto", "default", "reduce-overhead")
+# torch.compile's modes with a compiled step; "auto": the device's (model/device.py, Device.compile_choice);
+# "whole-step": compiled without CUDA graphs, the whole update recorded as one (model/step_graph.py)
+COMPILE_MODES = ("auto", "default", "reduce-overhead", "whole-step")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +132,8 @@ class TrainConfig:
     compile: bool | Literal["auto"] = "auto"
     # torch.compile's mode for a compiled step: "reduce-overhead" also records it as CUDA graphs, one
     # launch per graph instead of one per kernel (CUDA only, one micro-step a step); "default"
-    # compiles without them; "auto" = the device's choice (CUDA graphs on CUDA with grad_accum=1).
+    # compiles without them; "auto" = the device's choice (CUDA graphs on CUDA with grad_accum=1);
+    # "whole-step" (CUDA, one process) records the whole update, forward to AdamW, as one CUDA graph.
     compile_mode: str = "auto"
     # Start from an existing Hugging Face ELECTRA pair: a directory holding discriminator/ and
     # generator/ (e.g. another checkpoint's hf/ or a downloaded KoELECTRA pair). "" = random init.
@@ -236,9 +238,12 @@ class PretrainConfig:
         if t.compile_mode != "auto" and t.compile is False:
             raise ConfigError(f"train.compile_mode={t.compile_mode} applies to a compiled step: leave train.compile "
                               "at auto or set it to true")
-        if t.compile_mode == "reduce-overhead" and t.device != "cuda":
-            raise ConfigError(f"train.compile_mode=reduce-overhead records CUDA graphs: it needs train.device=cuda, "
+        if t.compile_mode in ("reduce-overhead", "whole-step") and t.device != "cuda":
+            raise ConfigError(f"train.compile_mode={t.compile_mode} records CUDA graphs: it needs train.device=cuda, "
                               f"not {t.device!r} (train.compile_mode=default compiles without CUDA graphs)")
+        if t.compile_mode == "whole-step" and not t.bias_correction:
+            raise ConfigError("train.compile_mode=whole-step replays AdamW's epsilon and decay as recorded, but "
+                              "train.bias_correction=false changes them every step: use reduce-overhead with it")
         if t.compile_mode == "reduce-overhead" and t.grad_accum != 1:
             raise ConfigError(f"train.compile_mode=reduce-overhead replays each micro-step into the same buffers, so "
                               f"gradients cannot accumulate across them: it needs train.grad_accum=1, got {t.grad_accum}")

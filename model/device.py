@@ -38,7 +38,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
-from kolectra.model import cpu_dropout, cpu_memory
+from kolectra.model import cpu_dropout, cpu_memory, step_graph
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
 # tensor cores, which CudaDevice turns on); SXM parts unless named. Matched as whole words of the
@@ -278,6 +278,10 @@ class Device:
         """One line for the start of a run when this device has a faster setting the run does not use."""
         return None
 
+    def whole_step(self, step: Callable) -> Callable:
+        """``step`` (one whole update) recorded once and replayed: CUDA only (model/step_graph.py)."""
+        raise UserInputError(f"train.compile_mode=whole-step records a CUDA graph: not on {self.name}")
+
     def save(self, obj, path) -> None:
         torch.save(obj, path)
 
@@ -349,6 +353,12 @@ class CudaDevice(Device):
                 "default) fuses them after about a minute of compiling and, with train.grad_accum=1, replays "
                 "the step as CUDA graphs (docs/pretraining.md#gpus)")
 
+    def whole_step(self, step: Callable) -> Callable:
+        if self.world_size > 1:  # NCCL's all-reduce inside a recorded graph is not measured here yet
+            raise UserInputError("train.compile_mode=whole-step records one process's update: under torchrun "
+                                 "use train.compile_mode=reduce-overhead (or auto)")
+        return step_graph.StepGraph(step, capture=True)
+
 
 def compiled(step_fn: Callable, mode: str) -> Callable:
     """``step_fn`` under ``torch.compile`` in ``mode`` (pretraining's step, a fine-tuned model's forward).
@@ -357,7 +367,8 @@ def compiled(step_fn: Callable, mode: str) -> Callable:
     output buffers, so each call is marked as a new iteration: torch then knows the last one's
     outputs are done with (the loop has run the loss's backward and added the metric sums into its
     log by then) instead of guessing where an iteration starts."""
-    fn = torch.compile(step_fn, mode=None if mode == "default" else mode)
+    # whole-step: compiled without Inductor's graphs; the trainer records the whole update instead
+    fn = torch.compile(step_fn, mode=None if mode in ("default", "whole-step") else mode)
     if mode != "reduce-overhead":
         return fn
 

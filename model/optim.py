@@ -74,13 +74,20 @@ def param_groups(model: torch.nn.Module, lr: float, weight_decay: float, layerwi
 
 def build(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float] = (0.9, 0.999),
           eps: float = 1e-6, fused: bool = False, layerwise_decay: float = 1.0,
-          num_layers: int = 0) -> torch.optim.AdamW:
-    """AdamW over :func:`param_groups`; ``fused`` (CPU and CUDA): one kernel for the whole update."""
+          num_layers: int = 0, lr_on: torch.device | None = None) -> torch.optim.AdamW:
+    """AdamW over :func:`param_groups`; ``fused`` (CPU and CUDA): one kernel for the whole update.
+
+    ``lr_on``: each group's rate a tensor on that device and AdamW ``capturable`` (its step counts
+    on the device too), for an update recorded as a CUDA graph (:mod:`model.step_graph`), which
+    reads every value from the device; :func:`set_lr` then sets the rates in place."""
     groups = param_groups(model, lr, weight_decay, layerwise_decay, num_layers)
     for g in groups:
         g.pop("names")
         g["base_eps"] = eps
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **({"fused": True} if fused else {}))
+        if lr_on is not None:  # float32: what torch's fused kernels take a tensor rate as
+            g["lr"] = torch.tensor(g["lr"], dtype=torch.float32, device=lr_on)
+    flags = {**({"fused": True} if fused else {}), **({"capturable": True} if lr_on is not None else {})}
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **flags)
 
 
 def lr_scale(step: int, warmup: int, total: int, schedule: str = "warmup_then_decay") -> float:
@@ -94,15 +101,19 @@ def lr_scale(step: int, warmup: int, total: int, schedule: str = "warmup_then_de
 
 def set_lr(optimizer: torch.optim.Optimizer, step: int, scale: float, bias_correction: bool = True) -> None:
     """Set every group's rate for update ``step`` (0-based): ``base_lr * scale``, and without bias
-    correction the equivalent AdamW settings described in the module docstring."""
+    correction the equivalent AdamW settings described in the module docstring. A rate kept on the
+    device (:func:`build`'s ``lr_on``) is set in place, where a recorded update reads it."""
     for g in optimizer.param_groups:
         lr = g["base_lr"] * scale
-        if bias_correction:
+        if not bias_correction:
+            b1, b2 = g["betas"]
+            t = step + 1  # torch's AdamW counts updates from 1
+            root = math.sqrt(1.0 - b2 ** t)
+            corrected = lr * (1.0 - b1 ** t) / root
+            g["eps"] = g["base_eps"] / root
+            g["weight_decay"] = g["base_weight_decay"] * lr / corrected if corrected else g["base_weight_decay"]
+            lr = corrected
+        if isinstance(g["lr"], torch.Tensor):
+            g["lr"].fill_(lr)
+        else:
             g["lr"] = lr
-            continue
-        b1, b2 = g["betas"]
-        t = step + 1  # torch's AdamW counts updates from 1
-        root = math.sqrt(1.0 - b2 ** t)
-        g["lr"] = lr * (1.0 - b1 ** t) / root
-        g["eps"] = g["base_eps"] / root
-        g["weight_decay"] = g["base_weight_decay"] * lr / g["lr"] if g["lr"] else g["base_weight_decay"]

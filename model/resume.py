@@ -46,10 +46,12 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
     try:
         model.load_state_dict(ck["model"])
         # The implementation flags are placement, not state: a checkpoint written with fused AdamW
-        # (CPU, CUDA) resumes on XLA with the traced loop, and back.
-        # Set before loading: they decide where the loaded step counters go.
+        # (CPU, CUDA) resumes on XLA with the traced loop, and back; one written by a recorded update
+        # (capturable, rates on the device: model/step_graph.py) resumes without one, and back.
+        # Set before loading: they decide where the loaded step counters go. The rate itself is
+        # set before every update (optim.set_lr), so the run's own (a float or a device tensor) stays.
         saved = ck["optimizer"]
-        groups = [{**g, **{k: now[k] for k in ("fused", "foreach") if k in now}}
+        groups = [{**g, **{k: now[k] for k in ("fused", "foreach", "capturable", "lr") if k in now}}
                   for g, now in zip(saved["param_groups"], optimizer.param_groups)]
         optimizer.load_state_dict({**saved, "param_groups": groups})
     except (RuntimeError, ValueError, KeyError) as e:

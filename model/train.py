@@ -7,7 +7,8 @@ those, :mod:`model.shard_order`), seed, build the generator/discriminator pair (
 linear warmup then linear decay (paper appendix A), optionally resume from the newest intact
 checkpoint (:mod:`model.resume`), then the objective's step
 (:mod:`model.objectives`: ELECTRA or one of the paper's ablations) with gradient accumulation,
-averaging over ranks and clipping, metrics every ``log_every`` steps (:mod:`model.metrics`),
+averaging over ranks and clipping (with ``train.compile_mode=whole-step`` that update recorded once
+as a CUDA graph and replayed, :mod:`model.step_graph`), metrics every ``log_every`` steps (:mod:`model.metrics`),
 checkpoints every ``save_every`` (:mod:`model.checkpoint`), a last check that the examples did not
 change under the run (:mod:`model.shard_guard`) and the Hugging Face export
 (:mod:`model.export`). Which accelerator it runs on, and how many ranks, is
@@ -21,6 +22,7 @@ half-written ``hf/``) is rewritten.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 import time
 from pathlib import Path
@@ -41,6 +43,7 @@ from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
+from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
 STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
 
@@ -65,9 +68,11 @@ class TrainingDiverged(KolectraError):
     """The loss or the weights became NaN or infinite; the message names the step and a likely cause."""
 
 
-def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
-    """Pretraining's AdamW (:mod:`kolectra.model.optim`: no decay on biases and LayerNorm)."""
-    return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused)
+def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False,
+                    lr_on: torch.device | None = None) -> torch.optim.Optimizer:
+    """Pretraining's AdamW (:mod:`kolectra.model.optim`: no decay on biases and LayerNorm; ``lr_on``:
+    rates on the device, for a recorded update)."""
+    return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused, lr_on=lr_on)
 
 
 @dataclasses.dataclass
@@ -98,6 +103,9 @@ class Run:
     wall_before: float = 0.0
     # the 0-based step on the device, for schedules computed there (objectives.knobs); None: nothing scheduled
     step_t: torch.Tensor | None = None
+    # one update's device work, micro-batches -> (each one's metric sums, the update's): device_step,
+    # or with train.compile_mode=whole-step that recorded once as a CUDA graph (model/step_graph.py)
+    device_step: Callable | None = None
 
     def wall_seconds(self) -> float:
         """The whole run's wall time so far, earlier processes of a resumed run included."""
@@ -135,9 +143,10 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
                                 seed=cfg.seed, rank=dev.rank, world_size=dev.world_size)
     # Device micro-batches with their host-counted tokens; state_dict() = the next step's position.
     batches = dev.batches(loader, t.grad_accum, specials.pad_id)
-    optimizer = build_optimizer(model, t, fused=dev.fused_optimizer)
     step_fn = objectives.step_function(obj.objective)
     compile_mode = dev.compile_choice(t.compile, t.compile_mode, t.grad_accum)
+    whole = compile_mode == "whole-step"
+    optimizer = build_optimizer(model, t, fused=dev.fused_optimizer, lr_on=dev.torch_device if whole else None)
     seq_len = inputs.index.max_seq_length
     if dev.is_main and (line := warmup_warning(t)):
         progress(f"pretrain: {line}")
@@ -188,6 +197,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         progress(f"pretrain: the discriminator trains as a masked LM for the first "
                  f"{objectives.mlm_steps(obj, t.steps)} steps ({obj.mlm_phase:.0%}), then as ELECTRA's RTD")
     log.on_line = lambda line, lines: watch_health(run, lines)
+    update = functools.partial(device_step, run)
+    run.device_step = dev.whole_step(update) if whole else update
     return run
 
 
@@ -206,35 +217,47 @@ def watch_health(run: Run, lines: list[dict]) -> None:
 
 
 def train_step(run: Run, step: int) -> None:
-    """One optimizer update (``step`` is 0-based): every micro-batch forward and backward, the
-    gradients averaged over ranks and clipped, AdamW, the step's metrics added to the log."""
-    t, obj, specials = run.cfg.train, run.cfg.objective, run.inputs.specials
+    """One optimizer update (``step`` is 0-based): the rate set, the micro-batches handed to the
+    device's work (:func:`device_step`), its metric sums added to the log."""
+    t = run.cfg.train
     optim.set_lr(run.optimizer, step, optim.lr_scale(step, t.warmup_steps, t.steps, t.schedule), t.bias_correction)
     micro = [next(run.batches) for _ in range(t.grad_accum)]
+    micro_sums, step_sums = run.device_step([batch for batch, _ in micro])
+    for sums in micro_sums:
+        run.log.add(sums)
+    run.log.add(step_sums, tokens=sum(n for _, n in micro))
+    run.dev.step_done()
+    done = step + 1
+    run.log.step_done(done, lr_at(step, t), write=done % t.log_every == 0 or done == t.steps)
+
+
+def device_step(run: Run, micro: list[dict[str, torch.Tensor]]) -> tuple[list[dict], dict]:
+    """The device's work of one update, nothing read back: every micro-batch forward and backward, the
+    gradients averaged over ranks and clipped, AdamW, the gradients dropped. Returns each micro-batch's
+    metric sums and the update's own (gradient norm, scheduled temperature), all device tensors."""
+    t, obj, specials = run.cfg.train, run.cfg.objective, run.inputs.specials
     # The step's masked slots and tokens, counted on the device: the micro-steps' losses then add
     # up to the loss of one batch of the whole step.
-    norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b, _ in micro)
+    norm_2 = sum(rtd.normalizers(b["input_ids"], specials, obj.mask_prob) for b in micro)
     # scheduled values (temperature, mlm_then_rtd's phase) from the device's step counter: no host copy
     knobs = objectives.knobs(obj, run.step_t, t.steps) if run.step_t is not None else None
-    for batch, _ in micro:
+    micro_sums = []
+    for batch in micro:
         with run.dev.autocast():
             out = run.step_fn(run.model, batch["input_ids"], batch["token_type_ids"], specials, obj, norm_2,
                               batch.get("doc_ids"), knobs)  # packed rows: attention within each sequence
         out.loss.backward()
-        run.log.add(out.sums)
+        micro_sums.append(out.sums)
+    step_sums = {}
     if knobs is not None:
         if "temperature" in knobs:
-            run.log.add({"temperature": knobs["temperature"]})
+            step_sums["temperature"] = knobs["temperature"]
         run.step_t.add_(1.0)
     run.dev.all_reduce_grads(run.params)
-    grad_norm = run.dev.clip_grads(run.params, t.clip if t.clip > 0 else float("inf"))
-    tokens = sum(n for _, n in micro)
-    run.log.add({"grad_norm": grad_norm.detach()}, tokens=tokens)
+    step_sums["grad_norm"] = run.dev.clip_grads(run.params, t.clip if t.clip > 0 else float("inf")).detach()
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
-    run.dev.step_done()
-    done = step + 1
-    run.log.step_done(done, lr_at(step, t), write=done % t.log_every == 0 or done == t.steps)
+    return micro_sums, step_sums
 
 
 def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
@@ -340,7 +363,9 @@ def first_step(run: Run, step: int) -> None:
                  "minutes for a large model, then it is reused)")
     elif run.dev.is_main and mode is not None:
         how = "" if t.compile is True and t.compile_mode != "auto" else f", {run.dev.name}'s default"
-        graphs = " with CUDA graphs" if mode == "reduce-overhead" else ""
+        graphs = {"reduce-overhead": " with CUDA graphs",
+                  "whole-step": f", the whole update recorded as one CUDA graph after {WARMUP_STEPS} "
+                                "updates"}.get(mode, "")
         progress(f"pretrain: compiling the training step (torch.compile, mode {mode}{graphs}{how}, in the first "
                  "step; a minute or more, then it is reused; --set train.compile=false runs it eagerly)")
     t0 = time.perf_counter()

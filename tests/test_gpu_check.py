@@ -124,10 +124,18 @@ def test_phase_order_runs_the_named_phases_and_builds_examples_for_pretrain():
 def test_a_bad_set_is_refused_before_any_gpu_is_asked_for(capsys):
     with pytest.raises(SystemExit) as e:
         gpu.main(["--set", "train.bf16=false"])
-    assert e.value.code == 2 and "model.* settings only" in capsys.readouterr().err
+    assert e.value.code == 2 and "model.* settings and train.compile, train.compile_mode only" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         gpu.main(["--set", "model.no_such_knob=1"])
     assert e.value.code == 2 and "no_such_knob" in capsys.readouterr().err
+    # the loop's mode: checked as a CUDA run's (whole-step is CUDA's), a wrong one refused
+    with pytest.raises(SystemExit) as e:
+        gpu.main(["--set", "train.compile_mode=whole-step", "--set", "train.compile=false"])
+    assert e.value.code == 2 and "leave train.compile at auto" in capsys.readouterr().err
+    # the step phases take only the model's settings: the loop's mode does not refuse them
+    model = gpu_phases.model_config("small", 8000, ["model.attention_dropout=0", "train.compile_mode=whole-step"])
+    assert model.attention_dropout == 0 and model.vocab_size == 8000
+    assert gpu_phases.loop_config("small", "cuda", ["train.compile_mode=whole-step"]).train.compile_mode == "whole-step"
 
 
 def test_kernel_table_ranks_kernels_and_says_how_busy_the_device_was():
