@@ -34,12 +34,18 @@ from typing import Any, Callable
 
 import torch
 
+from kolectra.core.errors import KolectraError
+
 # Ordinary updates before recording. PyTorch's notes warm up on a side stream before capture;
 # three calls also cover the compiled step's first call (Dynamo, Inductor) and its backward's
 # lazy compile, so neither happens while recording.
 WARMUP_STEPS = 3
 
 Micro = list[dict[str, torch.Tensor]]
+
+
+class RecordingFailed(KolectraError):
+    """The update could not be recorded (a host sync or a lazy initialisation inside it, no usable GPU)."""
 
 
 class StepGraph:
@@ -68,9 +74,16 @@ class StepGraph:
             return self.outputs
         if self.calls <= self.warmup:
             return self._on_side_stream()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.outputs = self.step(self.inputs)
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self.outputs = self.step(self.inputs)
+        except RuntimeError as e:  # CUDA's and torch's capture errors; the cause stays chained below
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise RecordingFailed(
+                f"recording update {self.calls} as one CUDA graph failed ({first}): train.compile_mode="
+                "reduce-overhead (CUDA's default) replays the compiled step without recording the whole update"
+            ) from e
         self.graph = graph
         graph.replay()  # recording ran nothing: this is the update itself
         return self.outputs

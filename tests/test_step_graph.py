@@ -119,6 +119,16 @@ def test_a_run_resumes_across_the_recorded_and_the_plain_update(inputs, tmp_path
         assert [ln["step"] for ln in _lines(out)] == [2, 4, 6]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: recording would work")
+def test_an_update_that_cannot_be_recorded_says_so_in_one_line():
+    calls = []
+    graph = StepGraph(lambda micro: calls.append(1) or {"x": micro[0]["x"] * 2}, capture=True, warmup=0)
+    with pytest.raises(step_graph.RecordingFailed, match=r"^recording update 1 as one CUDA graph failed \(.*CUDA") as e:
+        graph([{"x": torch.ones(2)}])
+    assert "\n" not in str(e.value) and "train.compile_mode=reduce-overhead" in str(e.value)
+    assert isinstance(e.value.__cause__, RuntimeError) and calls == []  # nothing ran as if recorded
+
+
 @pytest.mark.parametrize("sets, says", [
     (["train.compile_mode=whole-step"], "needs train.device=cuda, not 'cpu'"),
     (["train.device=cuda", "train.compile_mode=whole-step", "train.bias_correction=false"],
