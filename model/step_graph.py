@@ -59,10 +59,6 @@ class StepGraph:
         self.outputs: Any = None
         self.graph: torch.cuda.CUDAGraph | None = None
 
-    @property
-    def recorded(self) -> bool:
-        return self.graph is not None
-
     def __call__(self, micro: Micro) -> Any:
         self._load(micro)
         if self.graph is not None:
