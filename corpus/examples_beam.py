@@ -10,6 +10,14 @@ shard's sequences by (line, sequence), fill rows (:mod:`corpus.packing`: several
 sequences a row by default) and cut into Arrow shards of at most ``shard_size`` rows ->
 ``index.json``, ``stats.json`` and the dataset card (:mod:`corpus.examples_format`).
 
+When every work item is a whole corpus shard (as many shards as workers or more: any corpus
+of production size), the worker that made a shard's sequences writes the shard itself and
+nothing but reports crosses between steps: no shuffle. The group-by-shard step is there only
+when several workers share a shard. A shuffle's data sits in one process on Beam's local runner
+(the launcher) and goes through the data channel to a worker a group at a time: the examples of a
+34 GB corpus would have held about 24 GB in the launcher, and a worker a few groups ahead of the
+one it writes (docs/scale.md).
+
 With ``packing=stream`` the cutting moves to the grouped step, where a shard's documents are in
 corpus order, so crossing document boundaries stays deterministic too.
 
@@ -163,14 +171,16 @@ def in_process_tokenizer(job: Job) -> Iterator[None]:
 
 class TokenizeAndPack(beam.DoFn):
     """(index, [(shard, path, part, parts)]) -> (shard, block) per batch of the work item's lines;
-    one tokenizer per worker process, built in ``setup``.
+    one tokenizer per worker process, built in ``setup``. With ``write`` (each work item a whole
+    shard) the shard's blocks stay here and the shard is written at the item's end
+    (:func:`write_shard`): only its reports go out.
 
     A block is ``("sequences", Sequences)``: every document cut into ELECTRA sequences with its own
     seeded RNG, as flat arrays (no padding travels between the steps). With ``packing=stream``
     it is ``("documents", Documents)``: the cutting needs the whole shard (:func:`stream_block`)."""
 
-    def __init__(self, job: Job):
-        self.job = job
+    def __init__(self, job: Job, write: bool = False):
+        self.job, self.write = job, write
 
     def setup(self):
         if self.job.worker_processes and self.job.tokenizer_threads <= 1:
@@ -191,13 +201,23 @@ class TokenizeAndPack(beam.DoFn):
             # among them), so CollectReports holds a few per work item, never one per batch or
             # per bad line (a corpus without 'sentences' has nothing but bad lines).
             # Every work item reports, even an empty shard: CollectReports has no default for an empty job.
-            tally, bad = Counter(documents=0), []
+            tally, bad, blocks = Counter(documents=0), [], []
             for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
-                yield from self._batch(shard, path, first, lines, tally, bad)
+                for shard_block in self._batch(shard, path, first, lines, tally, bad):
+                    if self.write:
+                        blocks.append(shard_block[1])
+                    else:
+                        yield shard_block
             for name, n in sorted(tally.items()):
                 yield _tally(name, n)
             for message in bad:
                 yield beam.pvalue.TaggedOutput(REPORT, ("bad", message))
+            if self.write:
+                if parts != 1:
+                    raise ValueError(f"shard {shard}: a work item writes its shard only when it has all of it, "
+                                     f"not part {part} of {parts}")
+                for report in write_shard((shard, blocks), self.job):
+                    yield beam.pvalue.TaggedOutput(REPORT, report)
 
     def _batch(self, shard: int, path: str, first: int, lines: list[bytes], tally: Counter, named: list):
         cfg = self.job.cfg
@@ -326,9 +346,11 @@ def write_index_and_stats(reports: list[tuple], job: Job) -> None:
 def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str], parts_per_shard: int = 1) -> None:
     """``parts_per_shard``: how many workers share one corpus shard (each reads it whole and
     keeps every ``parts``-th batch): enough for all workers to have work when there are fewer
-    shards than workers, and nothing but compact sequences crosses between worker processes."""
+    shards than workers, and nothing but compact sequences crosses between worker processes. With
+    one part a shard, each worker writes the shards it made: no shuffle (module docstring)."""
     work = [(shard, path, part, parts_per_shard) for shard, path in enumerate(shard_paths)
             for part in range(parts_per_shard)]
+    whole = parts_per_shard == 1
     # Beam's graph is the job's fixed cost (most of the gap to a plain loop on small inputs): a
     # GroupByKey on each item's index spreads the work as Reshuffle would, and ToList without its
     # empty-input default skips the side input that adds, at about 40 ms less each (docs/benchmarks.md)
@@ -336,15 +358,16 @@ def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str], parts_per_shard: 
         p
         | "ListWork" >> beam.Create(list(enumerate(work)))
         | "SpreadWork" >> beam.GroupByKey()  # a (shard, part) per worker at a time
-        | "TokenizeAndPack" >> beam.ParDo(TokenizeAndPack(job)).with_output_types(tuple[int, Any]).with_outputs(REPORT, main="blocks")
+        | ("TokenizePackAndWrite" if whole else "TokenizeAndPack")
+        >> beam.ParDo(TokenizeAndPack(job, write=whole)).with_output_types(tuple[int, Any]).with_outputs(REPORT, main="blocks")
     )
-    written = (
+    written = () if whole else (
         packed.blocks
         | "GroupByCorpusShard" >> beam.GroupByKey()
-        | "WriteShards" >> beam.FlatMap(write_shard, job).with_output_types(tuple)
+        | "WriteShards" >> beam.FlatMap(write_shard, job).with_output_types(tuple),
     )
     _ = (
-        (packed[REPORT], written)
+        (packed[REPORT], *written)
         | "AllReports" >> beam.Flatten()
         | "CollectReports" >> beam.combiners.ToList().without_defaults()  # a few per work item and shard
         | "WriteIndexAndStats" >> beam.Map(write_index_and_stats, job)

@@ -357,6 +357,25 @@ def test_same_bytes_whatever_the_workers_and_batching(inputs):
     assert stats["documents"] == 36
 
 
+def test_a_worker_writes_the_shards_it_made_and_only_a_shared_shard_is_shuffled(tmp_path):
+    # One part a shard (as many shards as workers, or more: any corpus of production size): nothing
+    # but reports leaves the tokenizing step, so no runner holds a shuffle of the corpus's
+    # sequences. Several parts a shard: their blocks meet in the group-by-shard step. (That both
+    # write the same bytes: test_same_bytes_whatever_the_workers_and_batching.)
+    job = examples_beam.Job(cfg=CFG, tokenizer_path="tokenizer.json", dtype="uint16", vocab_size=100,
+                            out_dir=str(tmp_path))
+    for parts, steps in ((1, {"TokenizePackAndWrite"}), (2, {"TokenizeAndPack", "GroupByCorpusShard", "WriteShards"})):
+        p = beam.Pipeline()
+        examples_beam.recipe(p, job, ["a.jsonl.gz", "b.jsonl.gz"], parts)
+        transforms = p.to_runner_api().components.transforms.values()
+        labels = {t.unique_name for t in transforms}
+        assert steps <= labels and not ({"TokenizeAndPack", "TokenizePackAndWrite", "WriteShards"} - steps) & labels
+        # the steps that shuffle (a GroupByKey inside): spreading the work items and collecting the
+        # reports are the job's own, small; the corpus shards' blocks only with shared shards
+        shuffled = {t.unique_name.split("/")[0] for t in transforms if t.spec.urn == "beam:transform:group_by_key:v1"}
+        assert shuffled - {"ListWork", "SpreadWork", "CollectReports"} == steps & {"GroupByCorpusShard"}
+
+
 def test_stream_packing_fills_sequences_across_documents(inputs):
     cfg = override(CFG, ["packing=stream", "short_seq_prob=0", "single_segment_prob=0"])
     packed, stats = _build(cfg, inputs, "packed")
