@@ -314,7 +314,7 @@ def examples_run(args, tmp: Path) -> tuple[dict, dict, float]:
     """The examples job on the first ``--shards`` train shards of ``--corpus`` (linked into a
     corpus folder of their own), with ``--vocab`` (trained on the first review file when missing)."""
     from kolectra.corpus import shards
-    from kolectra.corpus.examples import LOCAL_MEMORY
+    from kolectra.corpus.examples import memory_model
     from kolectra.corpus.runners import input_bytes
 
     if not (args.vocab / "tokenizer.json").is_file():
@@ -330,7 +330,7 @@ def examples_run(args, tmp: Path) -> tuple[dict, dict, float]:
     row = run_child([], args.out or tmp / "examples", args.preset, args.tracemalloc, args.beam_own, args.workers,
                     examples=(tmp / "corpus", args.vocab))
     return row, {"corpus": str(args.corpus), "shards": len(picked), "input_mb": round(size / 1e6, 2)}, \
-        round(LOCAL_MEMORY.peak_bytes(size) / 1e6, 1)
+        round(memory_model(-(-args.workers // len(picked))).peak_bytes(size) / 1e6, 1)  # parts_per_shard's rule
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ from this corpus is checked by the orchestration, which holds both parents' mani
 the Beam job of :mod:`corpus.examples_beam` with the same runner options as the corpus stage:
 read the corpus shards in batches of documents -> tokenise each batch with the vocab's fast
 tokenizer and cut each document's sentences into sequences (:func:`corpus.packing.pack_document`,
-ELECTRA's recipe, see :mod:`corpus.examples_config`) -> group by corpus shard, sort by (line,
-sequence), fill rows (by default several sequences a row, each attending only within itself:
-``doc_ids``) -> Arrow shards, ``index.json``, ``stats.json`` and a dataset card that
+ELECTRA's recipe, see :mod:`corpus.examples_config`) -> per corpus shard (on the worker that read
+it, or grouped when several workers share it), sort by (line, sequence), fill rows (by default
+several sequences a row, each attending only within itself: ``doc_ids``) -> Arrow shards, ``index.json``, ``stats.json`` and a dataset card that
 ``datasets.load_dataset`` reads (:mod:`corpus.examples_format`; ``docs/examples.md``).
 
 Randomness is drawn per document from a generator seeded by (seed, document id), and every
@@ -64,6 +64,18 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
 LOCAL_MEMORY = MemoryModel(base_mb=550, per_mb=2.0, measure="gzipped corpus shards", worker_mb=1200)
+# The same job when each worker takes whole corpus shards (as many shards as workers or more) and
+# writes them itself: no shuffle, so the launcher holds the work list and the reports. In process
+# it held 300 / 301 / 308 MB at 2 / 8 / 16 corpus shards of 70 MB of JSON (47-375 MB gzipped), where
+# the shuffle took it to 367 / 498 MB at 2 / 8: 0.024 MB per MB, doubled here. The base stays: it is
+# one production-sized shard's write (above). Each worker process: its tokenizer and harness and
+# one shard's blocks and write, without Beam's queued groups (docs/scale.md, "No shuffle").
+LOCAL_MEMORY_WHOLE_SHARDS = MemoryModel(base_mb=550, per_mb=0.05, measure="gzipped corpus shards", worker_mb=1200)
+
+
+def memory_model(parts: int) -> MemoryModel:
+    """The local run's model for ``parts`` work items a corpus shard (:func:`parts_per_shard`)."""
+    return LOCAL_MEMORY if parts > 1 else LOCAL_MEMORY_WHOLE_SHARDS
 
 
 # ---- input checks ---------------------------------------------------------------------------
@@ -164,8 +176,8 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     options = pipeline_options(list(beam_args), size)
     runner = options.view_as(StandardOptions).runner
     direct = options.view_as(DirectOptions)
-    peak = check_local_memory(options, "examples", size, LOCAL_MEMORY)
-    parts = parts_per_shard(options, len(paths))
+    peak = check_local_memory(options, "examples", size, memory_model(parts_per_shard(options, len(paths))))
+    parts = parts_per_shard(options, len(paths))  # after the check, which may have lowered the workers
     mode = {"isolated": "several isolated sequences a row", "none": "one sequence a row",
             "stream": "documents streamed across rows"}[cfg.packing]
     progress(f"examples: {len(paths)} {cfg.split} shard(s) of {corpus_dir} -> sequences of {cfg.max_seq_length} "

@@ -332,6 +332,12 @@ def test_a_local_run_over_the_machines_memory_is_refused_in_one_line(inputs, tmp
     assert said.startswith("examples:") and "\n" not in said
     assert "DataflowRunner" in said and "--local_memory_gb 1 " in said and "gzipped corpus shards" in said
     assert not (tmp_path / "o").exists()  # refused before any work
+    # the estimate counts a shuffle of the sequences only where the job makes one: one worker takes
+    # the whole shard here, three share it (each then reads it and keeps every third batch)
+    assert "0.05 MB per MB" in said
+    with pytest.raises(LocalMemoryError, match=" 2 MB per MB"):
+        build(CFG, inputs["corpus"], inputs["vocab"], tmp_path / "o",
+              ["--local_memory_gb=0.1", "--direct_num_workers=3", "--direct_running_mode=multi_threading"])
     _, stats = _build(CFG, inputs, "fits", beam_args=["--local_memory_gb=1"])  # the estimate fits in 1 GB
     assert stats["examples"] > 0
 

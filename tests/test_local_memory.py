@@ -17,7 +17,8 @@ from kolectra.vocab import count
 
 MODELS = {"corpus": build.LOCAL_MEMORY, "corpus beam's own": build.LOCAL_MEMORY_BEAM_OWN,
           "corpus near-dup": build.LOCAL_MEMORY_NEAR_DUP, "corpus near-dup beam's own": build.LOCAL_MEMORY_NEAR_DUP_BEAM_OWN,
-          "examples": examples.LOCAL_MEMORY, "vocab": count.LOCAL_MEMORY}
+          "examples": examples.LOCAL_MEMORY, "examples whole shards": examples.LOCAL_MEMORY_WHOLE_SHARDS,
+          "vocab": count.LOCAL_MEMORY}
 SIZE = 50e6  # bytes of the model's measure
 
 
