@@ -9,7 +9,12 @@ runner holds at its peak"). Beam 2.77, and what each replacement does instead:
 - ``BundleManager._send_input_to_worker`` writes a bundle's whole input into one stream and hands
   it to the data channel as one message (copied twice on the way); here the stream is flushed as a
   message whenever it holds :data:`SEND_MESSAGE_BYTES` (always between elements: each buffer the
-  runner sends ends on one).
+  runner sends ends on one). To a worker process it sends from a thread of its own: the runner
+  sends a bundle's input before it asks the worker to start the bundle, and Beam's gRPC channel
+  holds only so much unread (100 MB in each of the runner's two send queues, Beam 2.77; the
+  worker's queue, 5 messages or 100 MB), so a worker's input over about 0.3-0.5 GB in these
+  messages would block the runner before the bundle ever started, a hang for ever; a single
+  message, as Beam sends it, passes by the queues' one-oversized-item rule.
 - ``InMemoryDataChannel.input_elements`` (in-process worker and runner) keeps every message until
   the last is read; here each is let go once read.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import threading
 
 _log = logging.getLogger(__name__)
 
@@ -126,13 +132,26 @@ def _partition(self, n: int) -> list[list[bytes]]:
 
 
 def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, byte_streams) -> None:
+    from apache_beam.runners.worker import data_plane  # noqa: PLC0415
+
     assert self._worker_handler is not None
-    data_out = self._worker_handler.data_conn.output_stream(process_bundle_id, read_transform_id)
-    for byte_stream in byte_streams or []:
-        data_out.write(byte_stream)
-        if data_out.size() >= SEND_MESSAGE_BYTES:  # each byte stream ends on an element
-            data_out.flush()
-    data_out.close()
+    channel = self._worker_handler.data_conn
+    data_out = channel.output_stream(process_bundle_id, read_transform_id)
+
+    def send() -> None:
+        for byte_stream in byte_streams or []:
+            data_out.write(byte_stream)
+            if data_out.size() >= SEND_MESSAGE_BYTES:  # each byte stream ends on an element
+                data_out.flush()
+        data_out.close()
+
+    if not isinstance(channel, data_plane._GrpcDataChannel):  # noqa: SLF001 - the in-process worker:
+        send()  # it runs the bundle in this thread once asked, reading what is in its list by then
+        return
+    # a worker process: the bundle starts while its input is sent, and the worker's reading lets the
+    # channel's bounded queues drain; once the worker has the last message the thread is done (a
+    # worker that dies leaves it waiting, with the job failed by then: corpus/worker_watch.py)
+    threading.Thread(target=send, name=f"kolectra-send-{process_bundle_id}", daemon=True).start()
 
 
 def _input_elements(self, instruction_id, unused_expected_inputs, abort_callback=None):
