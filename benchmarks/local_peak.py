@@ -37,7 +37,11 @@ instead, on the first ``--shards`` train shards of a corpus artifact, with the W
 ``--vocab`` (trained there on the first review file when it is missing, as ``benchmarks/scale.py``
 does); value and baseline as for the corpus job, against ``corpus/examples.py``'s model.
 
-About 1.5-3 CPU minutes a review file. value: the corpus job's peak RSS in MB; baseline: the
+About 1.5-3 CPU minutes a review file. value: the launcher's peak RSS, ``peak_rss_mb``, which is
+``ru_maxrss`` in MiB (2^20 bytes) despite its name, kept because docs/scale.md quotes it so; the
+other memory figures (``launcher_peak_mb``, ``worker_peaks_mb``, ``all_processes_mb`` from
+``VmHWM``, the sampler's ``rss_*``) are MB of 10^6 bytes, as is the examples job's baseline
+(compare it with ``launcher_peak_mb``). baseline: the
 peak docs/scale.md's fit gives for the same text (default preset: 0.76 GB + 4.5 MB per MB with
 corpus/beam_local.py's changes, 0.73 GB + 7.8 with ``--beam-own``; production: 0.90 GB + 5.0, and
 0.85 GB + 10.9 with ``--beam-own``).
@@ -261,6 +265,7 @@ def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: 
         segments.mark("end")
     return {"cpu_s": round(time.process_time() - t0, 1), "beam_local": beam_local.installed(),
             "workers_cpu_s": round(kids.ru_utime + kids.ru_stime, 1),
+            # MiB (ru_maxrss is KiB), as docs/scale.md quotes this field; the *_mb figures below are 10^6 bytes
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             **watch.by_process(), "all_processes_mb": round(sum(watch.peaks.values()) * 1.024e-3),
             "documents": result.stats.get("records_out", result.stats.get("documents")),
@@ -305,7 +310,8 @@ def main() -> None:
     for b in row["bundles"] + row["segments"]:
         print(json.dumps(b), file=sys.stderr)
     print(json.dumps(row["peak"]), file=sys.stderr)
-    emit("local_peak", f"MB of peak RSS of the {args.job} job's launcher on the local runner (lower is better)",
+    emit("local_peak", f"MiB (2^20 bytes, ru_maxrss) of peak RSS of the {args.job} job's launcher on the local runner "
+         "(lower is better)",
          row["peak_rss_mb"], "docs/scale.md's fit" if args.job == "corpus" else "corpus/examples.py's model", baseline,
          {**config, "workers": args.workers, "analysis_threads": args.analysis_threads, "load_1m": round(os.getloadavg()[0], 2)}, **row)
 
