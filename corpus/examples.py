@@ -67,10 +67,12 @@ LOCAL_MEMORY = MemoryModel(base_mb=550, per_mb=2.0, measure="gzipped corpus shar
 # The same job when each worker takes whole corpus shards (as many shards as workers or more) and
 # writes them itself: no shuffle, so the launcher holds the work list and the reports. In process
 # it held 300 / 301 / 308 MB at 2 / 8 / 16 corpus shards of 70 MB of JSON (47-375 MB gzipped), where
-# the shuffle took it to 367 / 498 MB at 2 / 8: 0.024 MB per MB, doubled here. The base stays: it is
-# one production-sized shard's write (above). Each worker process: its tokenizer and harness and
-# one shard's blocks and write, without Beam's queued groups (docs/scale.md, "No shuffle").
-LOCAL_MEMORY_WHOLE_SHARDS = MemoryModel(base_mb=550, per_mb=0.05, measure="gzipped corpus shards", worker_mb=1200)
+# the shuffle took it to 367 / 498 / 636 MB: 0.024 MB per MB, doubled here. The base stays (one
+# production-sized shard's write in process: 431 MB measured since, 28 % under). Each worker
+# process holds its tokenizer and harness and one shard's blocks and write, and no queued groups:
+# 425 / 420-425 MB at 4 / 8 production-sized shards a worker (was 0.75-0.95 GB); 0.6 GB is 41 % over
+# (docs/scale.md, "No shuffle when each worker takes whole shards").
+LOCAL_MEMORY_WHOLE_SHARDS = MemoryModel(base_mb=550, per_mb=0.05, measure="gzipped corpus shards", worker_mb=600)
 
 
 def memory_model(parts: int) -> MemoryModel:
