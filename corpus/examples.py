@@ -8,8 +8,9 @@ read the corpus shards in batches of documents -> tokenise each batch with the v
 tokenizer and cut each document's sentences into sequences (:func:`corpus.packing.pack_document`,
 ELECTRA's recipe, see :mod:`corpus.examples_config`) -> per corpus shard (on the worker that read
 it, or grouped when several workers share it), sort by (line, sequence), fill rows (by default
-several sequences a row, each attending only within itself: ``doc_ids``) -> Arrow shards, ``index.json``, ``stats.json`` and a dataset card that
-``datasets.load_dataset`` reads (:mod:`corpus.examples_format`; ``docs/examples.md``).
+several sequences a row, each attending only within itself: ``doc_ids``) -> Arrow shards,
+``index.json``, ``stats.json`` and a dataset card that ``datasets.load_dataset`` reads
+(:mod:`corpus.examples_format`; ``docs/examples.md``).
 
 Randomness is drawn per document from a generator seeded by (seed, document id), and every
 shard's sequences are sorted by a key of the corpus (line within the corpus shard, sequence
