@@ -20,7 +20,7 @@ import traceback
 import pytest
 import torch
 
-from kolectra.model import config, data, device, health, metrics, optim, train
+from kolectra.model import config, data, device, health, metrics, optim, step_graph, train
 from tests.model_support import small_examples
 
 # Tensor methods that hand the host a tensor's values, so on a GPU wait for the work queued before.
@@ -29,7 +29,7 @@ TRAIN = train.__file__
 # The loop's own code: a read made here, or in torch code called from here (clipping, the
 # optimizer), counts. The step's graph is dynamo's to check (tests/test_cuda_defaults.py), and
 # CPU-only modules (model/cpu_dropout.py draws its seed with int(): a CPU tensor) never run on a GPU.
-LOOP = {m.__file__ for m in (train, metrics, data, device, health, optim)}
+LOOP = {m.__file__ for m in (train, metrics, data, device, health, optim, step_graph)}
 TORCH = torch.__file__.rsplit("/", 1)[0] + "/"
 
 

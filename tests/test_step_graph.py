@@ -20,6 +20,7 @@ from kolectra.model import checkpoint, config, optim, step_graph, train
 from kolectra.model.device import CudaDevice, Device
 from kolectra.model.step_graph import StepGraph
 from tests.model_support import small_examples
+from tests.test_model_loop_syncs import syncs  # noqa: F401 - the fixture: host reads between log steps
 
 STEPS = 6
 
@@ -39,7 +40,7 @@ def inputs(tmp_path_factory):
 
 def _cfg(whole: bool, **train_sets):
     cfg = config.tiny()
-    t = dict(steps=STEPS, batch_size=8, warmup_steps=3, log_every=2, **train_sets)
+    t = {"steps": STEPS, "batch_size": 8, "warmup_steps": 3, "log_every": 2, **train_sets}
     if whole:  # validate() keeps whole-step to CUDA: the rehearsal goes around it, as the device does
         t.update(compile=True, compile_mode="whole-step")
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **t))
@@ -61,10 +62,13 @@ def _lines(out):
     return [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_the_recorded_path_trains_as_the_loop_does(inputs, tmp_path, monkeypatch, capsys):
+def test_the_recorded_path_trains_as_the_loop_does(inputs, tmp_path, monkeypatch, capsys, syncs):  # noqa: F811
     plain = _run(_cfg(False), inputs, tmp_path / "plain", Device(), monkeypatch)
     dev = Rehearsal()
     whole = _run(_cfg(True), inputs, tmp_path / "whole", dev, monkeypatch)
+    # nothing in the update, its static buffers or the loop around them reads a tensor on the host
+    # between log steps (updates 3 and 5 here): a recorded update could hold no such read
+    assert not syncs, f"{len(syncs)} host read(s) between log steps; the first:\n{syncs[0]}"
     assert "the whole update recorded as one CUDA graph after 3 updates" in capsys.readouterr().err
     # the wiring: rates on the device, capturable AdamW, every update through the static buffers
     groups = whole.optimizer.param_groups
