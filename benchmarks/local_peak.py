@@ -320,8 +320,8 @@ def examples_run(args, tmp: Path) -> tuple[dict, dict, float]:
     """The examples job on the first ``--shards`` train shards of ``--corpus`` (linked into a
     corpus folder of their own), with ``--vocab`` (trained on the first review file when missing)."""
     from kolectra.corpus import shards
-    from kolectra.corpus.examples import memory_model
-    from kolectra.corpus.runners import input_bytes
+    from kolectra.corpus.examples import memory_model, parts_per_shard
+    from kolectra.corpus.runners import input_bytes, pipeline_options
 
     if not (args.vocab / "tokenizer.json").is_file():
         from scale import train_vocab  # noqa: PLC0415 - the scale benchmark's vocab, trained the same way
@@ -336,7 +336,8 @@ def examples_run(args, tmp: Path) -> tuple[dict, dict, float]:
     row = run_child([], args.out or tmp / "examples", args.preset, args.tracemalloc, args.beam_own, args.workers,
                     examples=(tmp / "corpus", args.vocab))
     return row, {"corpus": str(args.corpus), "shards": len(picked), "input_mb": round(size / 1e6, 2)}, \
-        round(memory_model(-(-args.workers // len(picked))).peak_bytes(size) / 1e6, 1)  # parts_per_shard's rule
+        round(memory_model(parts_per_shard(pipeline_options([f"--direct_num_workers={args.workers}"]), len(picked)))
+              .peak_bytes(size) / 1e6, 1)
 
 
 if __name__ == "__main__":

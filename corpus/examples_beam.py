@@ -201,6 +201,9 @@ class TokenizeAndPack(beam.DoFn):
             # among them), so CollectReports holds a few per work item, never one per batch or
             # per bad line (a corpus without 'sentences' has nothing but bad lines).
             # Every work item reports, even an empty shard: CollectReports has no default for an empty job.
+            if self.write and parts != 1:  # a programming error: recipe() writes in place only whole shards
+                raise ValueError(f"shard {shard}: a work item writes its shard only when it has all of it, "
+                                 f"not part {part} of {parts}")
             tally, bad, blocks = Counter(documents=0), [], []
             for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
                 for shard_block in self._batch(shard, path, first, lines, tally, bad):
@@ -213,9 +216,6 @@ class TokenizeAndPack(beam.DoFn):
             for message in bad:
                 yield beam.pvalue.TaggedOutput(REPORT, ("bad", message))
             if self.write:
-                if parts != 1:
-                    raise ValueError(f"shard {shard}: a work item writes its shard only when it has all of it, "
-                                     f"not part {part} of {parts}")
                 for report in write_shard((shard, blocks), self.job):
                     yield beam.pvalue.TaggedOutput(REPORT, report)
 
