@@ -110,6 +110,17 @@ def clip_morphs(morphs: list[list], sentences: list[list[int]]) -> list[list]:
     return out
 
 
+def load_kiwi(threads: int):
+    """A new Kiwi analysing on ``threads`` threads (its model loads in 1.5-2 s)."""
+    from kiwipiepy import Kiwi  # noqa: PLC0415 - imported here: workers that never segment need not load it
+
+    # num_workers=0: analyse in the calling thread (kiwipiepy >= 0.21); a pool of one thread
+    # only adds hand-offs. kiwipiepy warns that 0 meant "all cores" before 0.21 - we mean 0.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return Kiwi(num_workers=threads if threads > 1 else 0)
+
+
 class Segmenter:
     """Kiwi, configured once; :meth:`segment` returns ``(sentences, morphs)`` for a text.
 
@@ -119,14 +130,8 @@ class Segmenter:
     number (measured: docs/corpus.md, "Kiwi's thread pool")."""
 
     def __init__(self, threads: int = 1) -> None:
-        from kiwipiepy import Kiwi  # noqa: PLC0415 - imported here: workers that never segment need not load it
-
         self.threads = max(1, threads)
-        # num_workers=0: analyse in the calling thread (kiwipiepy >= 0.21); a pool of one thread
-        # only adds hand-offs. kiwipiepy warns that 0 meant "all cores" before 0.21 - we mean 0.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            self.kiwi = Kiwi(num_workers=self.threads if self.threads > 1 else 0)
+        self.kiwi = load_kiwi(self.threads)
 
     def segment(self, text: str) -> tuple[list[list[int]], list[list]]:
         return self.segment_many([text])[0]

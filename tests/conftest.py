@@ -5,6 +5,12 @@ XLA tests run in an environment of their own (``pip install -e '.[xla,test]'``, 
 ``pytest -m xla``; ``.ci/run`` does both). Where torch_xla is absent they are skipped with the
 reason, so a run of the suite says it did not exercise them instead of passing without them.
 
+Each thread of a test process loads Kiwi once (the fixture ``_one_kiwi_a_thread``): the corpus
+job's analysing step builds a segmenter per run, and the suite runs a hundred-odd corpus jobs
+in its processes, each of whose model loads took 1.5-2 s. A Kiwi is the same analyser whichever
+job calls it (kolectra never changes one after it is made); each thread keeps its own, as Beam's
+harness threads do, so no two threads share one.
+
 A command run in-process with ``-q`` or ``-v`` sets ``KOLECTRA_VERBOSITY`` for its process and
 children (core/verbosity.py): the fixture below puts it back after every test, so one test's
 ``-q`` cannot silence the progress lines a later test reads.
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 
 import pytest
 
@@ -49,3 +56,21 @@ def _verbosity_restored():
         os.environ.pop("KOLECTRA_VERBOSITY", None)
     else:
         os.environ["KOLECTRA_VERBOSITY"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_kiwi_a_thread():
+    from kolectra.corpus import segment
+
+    made = segment.load_kiwi
+    held = threading.local()
+
+    def load_once(threads: int):
+        kiwis = held.__dict__.setdefault("kiwis", {})
+        if threads not in kiwis:
+            kiwis[threads] = made(threads)
+        return kiwis[threads]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(segment, "load_kiwi", load_once)
+        yield
