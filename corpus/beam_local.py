@@ -14,7 +14,8 @@ runner holds at its peak"). Beam 2.77, and what each replacement does instead:
   holds only so much unread (100 MB in each of the runner's two send queues, Beam 2.77; the
   worker's queue, 5 messages or 100 MB), so a worker's input over about 0.3-0.5 GB in these
   messages would block the runner before the bundle ever started, a hang for ever; a single
-  message, as Beam sends it, passes by the queues' one-oversized-item rule.
+  message, as Beam sends it, passes by the queues' one-oversized-item rule. Each write takes the
+  stream's flush lock, as its timed flush does.
 - ``InMemoryDataChannel.input_elements`` (in-process worker and runner) keeps every message until
   the last is read; here each is let go once read.
 
@@ -28,6 +29,7 @@ otherwise Beam's own methods stay, with one debug line. Other runners never call
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import logging
@@ -137,10 +139,17 @@ def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, 
     assert self._worker_handler is not None
     channel = self._worker_handler.data_conn
     data_out = channel.output_stream(process_bundle_id, read_transform_id)
+    # The runner's streams also flush on a timer, from a thread of their own (Beam's
+    # DATA_BUFFER_TIME_LIMIT_MS): that flush takes the stream's bytes under its lock, waits for room
+    # in the channel, then clears the stream, so bytes written meanwhile would be cleared unsent
+    # (whole shuffle groups lost once a worker's channel was full: tests/test_local_worker_flush.py).
+    # Each write takes the same lock; this thread's own flush takes it itself.
+    written = getattr(data_out, "_flush_lock", None) or contextlib.nullcontext()
 
     def send() -> None:
         for byte_stream in byte_streams or []:
-            data_out.write(byte_stream)
+            with written:
+                data_out.write(byte_stream)
             if data_out.size() >= SEND_MESSAGE_BYTES:  # each byte stream ends on an element
                 data_out.flush()
         data_out.close()

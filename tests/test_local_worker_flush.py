@@ -3,7 +3,8 @@
 the stream's bytes and clearing them, and what ``corpus/beam_local.py``'s send thread wrote
 meanwhile was dropped, whole groups of a shuffle lost without an error. Found with the corpus job
 on 128 review files (16 copies of 8) on 2 worker processes: 2 of 512 dedup groups lost (2,612
-documents and their 39,708 copies), and the job stopped at its count check (docs/scale.md)."""
+documents and their 39,708 copies), and the job stopped at its count check (docs/scale.md). Each
+write now takes the flush's lock."""
 
 from __future__ import annotations
 
@@ -13,15 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests import local_flush_job
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.xfail(strict=True, reason="corpus/beam_local.py: the send thread writes while the stream's timed flush "
-                   "waits for room, and that flush clears what was written (hS, 2026-11-30); drop this mark with the fix")
 def test_every_group_reaches_a_worker_whose_channel_is_full_while_the_timed_flush_runs(tmp_path):
     out = tmp_path / "sizes.txt"
     proc = subprocess.Popen([sys.executable, "-m", "tests.local_flush_job", str(out)], cwd=REPO, start_new_session=True,
