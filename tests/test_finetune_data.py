@@ -1,6 +1,7 @@
 """NSMC reader edge cases, the KorQuAD fixture, windowing/offset mapping, splits, LR groups."""
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -237,3 +238,28 @@ def test_write_split_files_are_reproducible(tmp_path):
     dev_q, _ = read_squad(a[1])
     assert len(train_q) + len(dev_q) == len(read_squad(FIXTURE)[0])
     assert not {q.context for q in train_q} & {q.context for q in dev_q}
+
+
+@pytest.mark.parametrize("limit", [1000, 2000])
+def test_a_row_nested_past_the_bound_is_bad_whatever_the_recursion_limit(tmp_path, limit):
+    """A JSON Lines row nested 990 deep was a bad row under Python's default recursion limit and a
+    good one once torch's Inductor had raised it to 2,000 (a test order in CI showed it): the
+    bound is kolectra's own now, and a row at it is read."""
+    from kolectra.finetune.readers.tables import MAX_DEPTH, read_jsonl
+
+    def deep(levels: int) -> str:  # the row and levels - 1 objects inside it
+        return '{"text": "x", "label": "pos", "m": ' + '{"a": ' * (levels - 2) + "{}" + "}" * (levels - 2) + "}"
+
+    rows = [json.dumps({"text": "좋다", "label": "pos"}), deep(990), deep(MAX_DEPTH),
+            '{"text": "x", "label": "pos", "m": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}"]  # MAX_DEPTH + 1
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        table = read_jsonl(path)
+    finally:
+        sys.setrecursionlimit(before)
+    assert table.bad == [(2, f"not readable JSON (nested more than {MAX_DEPTH} levels deep)"),
+                         (4, f"not readable JSON (nested more than {MAX_DEPTH} levels deep)")]
+    assert [n for n, _ in table.records] == [1, 3]

@@ -155,6 +155,22 @@ def read_csv(path: Path) -> Table:
     return Table(path, columns, records, bad, blank=blank)
 
 
+# Objects and lists a JSON Lines row may nest (a task's row needs a few): deeper is a bad row.
+MAX_DEPTH = 100
+
+
+def nested_deeper(obj, limit: int) -> bool:
+    """Whether ``obj`` nests dicts and lists more than ``limit`` levels (the row itself is level 1)."""
+    todo = [(obj, 1)]
+    while todo:
+        value, depth = todo.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limit:
+                return True
+            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def flatten(obj: dict, prefix: str = "") -> dict:
     """``{"labels": {"label": 3.2}}`` -> ``{"labels.label": 3.2}`` (lists and scalars stay as they are)."""
     out = {}
@@ -174,10 +190,13 @@ def read_jsonl(path: Path) -> Table:
             continue
         # A row the parser refuses is a bad row like any other, counted against max_bad_fraction:
         # besides malformed JSON (JSONDecodeError), an integer of more than 4,300 digits (ValueError:
-        # Python's int conversion limit) and nesting deeper than the recursion limit (RecursionError,
-        # here or in flatten)
+        # Python's int conversion limit) and nesting deeper than MAX_DEPTH. The parser's own bound is
+        # the process's recursion limit (RecursionError), which others raise (torch's Inductor makes it
+        # at least 2,000 once it compiles), so the same row was bad or not by what ran before it.
         try:
             obj = json.loads(line)
+            if nested_deeper(obj, MAX_DEPTH):
+                raise RecursionError
             values = flatten(obj) if isinstance(obj, dict) else None
         except json.JSONDecodeError as e:
             bad.append((n, f"not valid JSON ({e.msg})"))
@@ -186,7 +205,7 @@ def read_jsonl(path: Path) -> Table:
             bad.append((n, f"not readable JSON ({str(e).split(';')[0][:120]})"))
             continue
         except RecursionError:
-            bad.append((n, "not readable JSON (nested too deep)"))
+            bad.append((n, f"not readable JSON (nested more than {MAX_DEPTH} levels deep)"))
             continue
         if values is None:
             bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
