@@ -142,7 +142,7 @@ def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, 
     # The runner's streams also flush on a timer, from a thread of their own (Beam's
     # DATA_BUFFER_TIME_LIMIT_MS): that flush takes the stream's bytes under its lock, waits for room
     # in the channel, then clears the stream, so bytes written meanwhile would be cleared unsent
-    # (whole shuffle groups lost once a worker's channel was full: tests/test_local_worker_flush.py).
+    # (whole shuffle groups lost once a worker's channel was full: tests/test_local_worker_channel.py).
     # Each write takes the same lock; this thread's own flush takes it itself.
     written = getattr(data_out, "_flush_lock", None) or contextlib.nullcontext()
 

@@ -1,4 +1,4 @@
-"""A job for ``tests/test_local_worker_flush.py``, run as ``python -m tests.local_flush_job OUT``
+"""A job for ``tests/test_local_worker_channel.py``, run as ``python -m tests.local_flush_job OUT``
 (a process of its own): one worker process gets a bundle of ``GROUPS`` small groups, many times
 what the runner's data channel holds unread (made small here), and reads it slower than the
 runner sends, so the channel stays full. The runner's stream to a worker also flushes on a timer
