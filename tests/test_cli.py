@@ -85,7 +85,7 @@ def test_corpus_input_that_matches_nothing_is_a_clear_error(tmp_path, capsys):
 def test_verify_of_a_ref_that_names_nothing_is_a_lookup_error_not_a_mismatch(tmp_path, capsys):
     store = Store(tmp_path / "root")
     art = _artifact(store, "corpus", "c")
-    # an id prefix of 5 characters names nothing (6 at least, README): one line, exit 2, never "MISMATCH"
+    # an id prefix of 5 characters names nothing (6 at least, docs/cli.md): one line, exit 2, never "MISMATCH"
     assert main(["artifacts", "verify", art.id[:5], "--out", str(store.root)]) == 2
     captured = capsys.readouterr()
     assert "MISMATCH" not in captured.out and f"no artifact '{art.id[:5]}'" in captured.err
