@@ -38,7 +38,7 @@ def read_table(path: Path, error: type[UserInputError]) -> dict:
         raise refuse("a number longer than Python reads (4300 digits)" if digits else e) from None
     if not isinstance(doc, dict):
         raise refuse(f"expected a table of settings (key = value), got {type(doc).__name__}")
-    if _depth(doc) > MAX_DEPTH:
+    if nested_deeper(doc, MAX_DEPTH):
         raise refuse(f"nested more than {MAX_DEPTH} deep")
     return doc
 
@@ -114,11 +114,14 @@ def _yaml(text: bytes):
         raise ValueError(f"not valid YAML: {e}") from None
 
 
-def _depth(value, level: int = 0) -> int:
-    if level > MAX_DEPTH:
-        return level
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level + 1)
-    return level
+def nested_deeper(value, limit: int) -> bool:
+    """Whether ``value`` nests dicts and lists more than ``limit`` levels (itself level 1); iterative,
+    so no nesting is too deep to measure (a settings file here, a JSON Lines row in finetune)."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            todo.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False

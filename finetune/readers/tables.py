@@ -34,6 +34,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from kolectra.core.config_file import nested_deeper
 from kolectra.finetune.files import FinetuneError, bad_limit, not_utf8, text_lines
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
@@ -157,18 +158,6 @@ def read_csv(path: Path) -> Table:
 
 # Objects and lists a JSON Lines row may nest (a task's row needs a few): deeper is a bad row.
 MAX_DEPTH = 100
-
-
-def nested_deeper(obj, limit: int) -> bool:
-    """Whether ``obj`` nests dicts and lists more than ``limit`` levels (the row itself is level 1)."""
-    todo = [(obj, 1)]
-    while todo:
-        value, depth = todo.pop()
-        if isinstance(value, (dict, list)):
-            if depth > limit:
-                return True
-            todo.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
-    return False
 
 
 def flatten(obj: dict, prefix: str = "") -> dict:
