@@ -22,8 +22,8 @@ runner holds at its peak"). Beam 2.77, and what each replacement does instead:
 The elements, their order and so every byte a job writes are the same (tests/test_beam_local.py).
 :func:`install` is called by ``corpus/runners.LocalRunner`` before each local job; it patches once
 per process, and only when Beam is the version these were written against (:data:`BEAM_VERSION`,
-pinned in pyproject.toml) and each replaced method's source is the one read (:data:`FINGERPRINTS`):
-otherwise Beam's own methods stay, with one debug line. Other runners never call these methods
+pinned in pyproject.toml), each replaced method's source is the one read (:data:`FINGERPRINTS`)
+and so is each method of Beam's the replacements rely on (:data:`RELIED_ON`): otherwise Beam's own methods stay, with one debug line. Other runners never call these methods
 (they are the FnApiRunner's own and its in-process channel's), so a patch left in place is harmless.
 """
 
@@ -44,6 +44,14 @@ FINGERPRINTS = {
     "BundleManager._send_input_to_worker": "ac21c0a68b72104a75d79105cf93b5e67e99564f95edcd73ae49b1b7d57e70ab",
     "InMemoryDataChannel.input_elements": "615114c4d9eaaea977e6ad3f8e05246372c227c6460bd15d5e6dc725181e21fe",
 }
+# sha256 of the Beam 2.77.0 methods whose behaviour the threaded send relies on, not replaced: the
+# runner's output stream flushes on a timer under `_flush_lock` (made in `__init__`), handing its
+# bytes to the channel and only then clearing them (_send_input_to_worker)
+RELIED_ON = {
+    "SizeBasedBufferingClosableOutputStream.flush": "12bff9f0f2557fc8251ec75303c6235857916750a917649467e29cb27f781c4c",
+    "TimeBasedBufferingClosableOutputStream.__init__": "9e40ab041d65de7e8673184b89287879acbf57348fd11a0ead7aca657afdcdbd",
+    "TimeBasedBufferingClosableOutputStream.flush": "1b8351f3ec918ad54aa32190956a49754e1a546d640b1468f49b37a0b6dfbc93",
+}
 # A shuffle's output streams and the messages a bundle's input is sent in: small enough that their
 # copies are a small part of a stage's input, large enough that their count costs nothing
 PARTITION_STREAM_BYTES = 1 << 20
@@ -59,6 +67,13 @@ def _targets() -> dict:
     return {"GroupingBuffer.partition": (execution.GroupingBuffer, "partition", _partition),
             "BundleManager._send_input_to_worker": (fn_runner.BundleManager, "_send_input_to_worker", _send_input_to_worker),
             "InMemoryDataChannel.input_elements": (data_plane.InMemoryDataChannel, "input_elements", _input_elements)}
+
+
+def _relied_on() -> dict:
+    from apache_beam.runners.worker import data_plane  # noqa: PLC0415 - Beam loads late
+
+    return {name: getattr(getattr(data_plane, owner), attr)
+            for name, (owner, attr) in ((name, name.split(".")) for name in RELIED_ON)}
 
 
 def fingerprint(method) -> str:
@@ -85,6 +100,7 @@ def install() -> bool:
         return False
     targets = _targets()
     changed = [name for name, (owner, attr, _) in targets.items() if fingerprint(getattr(owner, attr)) != FINGERPRINTS[name]]
+    changed += [name for name, method in _relied_on().items() if fingerprint(method) != RELIED_ON[name]]
     if changed:
         _log.debug("Beam's %s changed: its local runner is left as it is", ", ".join(changed))
         return False

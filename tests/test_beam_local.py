@@ -36,16 +36,19 @@ def test_the_fingerprints_are_those_of_beam_as_installed_and_pinned():
     assert apache_beam.__version__ == beam_local.BEAM_VERSION
     assert f'"apache-beam=={beam_local.BEAM_VERSION}"' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
     assert {name: beam_local.fingerprint(m) for name, m in _beams_methods().items()} == beam_local.FINGERPRINTS
+    assert {name: beam_local.fingerprint(m) for name, m in beam_local._relied_on().items()} == beam_local.RELIED_ON
     assert beam_local.install()
     assert {name: getattr(owner, attr) for name, (owner, attr, _) in beam_local._targets().items()} == \
         {name: new for name, (_, _, new) in beam_local._targets().items()}
 
 
-@pytest.mark.parametrize("change", ["fingerprint", "version"])
+@pytest.mark.parametrize("change", ["fingerprint", "relied on", "version"])
 def test_another_beam_keeps_its_own_methods(monkeypatch, change):
     own = _beams_methods()
     if change == "fingerprint":
         monkeypatch.setitem(beam_local.FINGERPRINTS, "InMemoryDataChannel.input_elements", "0" * 64)
+    elif change == "relied on":  # the output stream's timed flush, which the threaded send's lock follows
+        monkeypatch.setitem(beam_local.RELIED_ON, "TimeBasedBufferingClosableOutputStream.flush", "0" * 64)
     else:
         monkeypatch.setattr(beam_local, "BEAM_VERSION", "2.78.0")
     assert not beam_local.install()
