@@ -48,7 +48,8 @@ class Interruption:
 
     ``owns`` names a folder that this process made for the job (the local run's progress and
     listing folder): its own ``finally`` removes it, and :func:`quit_at_once`, after which no
-    ``finally`` runs, removes it too while the job is inside."""
+    ``finally`` runs, removes it too while a Ctrl-C can still quit: until the relay that counts
+    them is closed (its thread joined), which for a nested Interruption is its enclosing one's."""
 
     def __init__(self, owns: str | None = None):
         self.owns = owns
@@ -62,6 +63,7 @@ class Interruption:
         self._relay: SigintRelay | None = None
         self._own_relay = False  # else an enclosing Interruption's, shared: one count of Ctrl-Cs
         self._again_count = 0
+        self._released: list[str] = []  # folders let go when the relay closes (nested ones' owns)
 
     def _handler(self, signum, frame):
         if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
@@ -110,6 +112,7 @@ class Interruption:
             outer = getattr(self._previous, "__self__", None)
             if isinstance(outer, Interruption) and outer._relay is not None:  # noqa: SLF001 - same class
                 self._relay = outer._relay  # noqa: SLF001 - same class
+                self._released = outer._released  # noqa: SLF001 - its relay closes: then ours go too
             else:
                 self._relay, self._own_relay = SigintRelay(STOP_SWEEP_S, again=self._again), True
         return self
@@ -132,10 +135,17 @@ class Interruption:
             stop_local_workers()
 
     def __exit__(self, *exc) -> None:
-        _OWNED.discard(self.owns)
         self._ended.set()
+        if self.owns:
+            self._released.append(self.owns)
         if self._own_relay:
+            # A Ctrl-C that quits runs in the relay's thread, possibly while this thread leaves the
+            # job after all (the stop ended): the owned folders stay quit_at_once's to remove until
+            # that thread is joined, and are the owners' `finally`'s after
             self._relay.close()
+            _OWNED.difference_update(self._released)
+        elif self._relay is None:  # not the main thread: no relay, no quit
+            _OWNED.difference_update(self._released)
         if self._sweeper is not None:
             self._sweeper.join()
         if self._previous is not None:

@@ -19,7 +19,7 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
-from kolectra.corpus import interruption
+from kolectra.corpus import interruption, sigint_relay
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
@@ -200,6 +200,31 @@ def test_quit_at_once_removes_the_folder_the_job_owns(tmp_path):
     assert proc.returncode == 130 and out == "", err[-2000:]
     assert err.splitlines() == [f"[kolectra] {interruption.STOPPING_NOTICE}", interruption.QUIT_LINE], err[-2000:]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_the_folder_stays_the_quits_to_remove_until_no_ctrl_c_can_quit(tmp_path, monkeypatch, nested):
+    """The third Ctrl-C quits from the relay's thread, which can come while the main thread leaves the
+    job after all (the stop ended in the meantime). Until the relay is closed (its thread joined), a
+    quit can still come, so the folder stays owned (quit_at_once's to remove) until then; the owner's
+    ``finally`` removes it after. Before, it was let go first: a quit in that window left the folder
+    (seen under load in the test above). A nested Interruption's folder waits for the enclosing relay."""
+    folder = str(tmp_path / "kolectra-progress-x")
+    owned_at_close = []
+    close = sigint_relay.SigintRelay.close
+
+    def closing(relay):
+        owned_at_close.append(folder in interruption._OWNED)  # noqa: SLF001 - what quit_at_once removes
+        close(relay)
+
+    monkeypatch.setattr(sigint_relay.SigintRelay, "close", closing)
+    with interruption.Interruption(owns=None if nested else folder):
+        if nested:
+            with interruption.Interruption(owns=folder):
+                pass
+            assert folder in interruption._OWNED  # noqa: SLF001 - the enclosing relay can still quit
+    assert owned_at_close == [True]
+    assert folder not in interruption._OWNED  # noqa: SLF001
 
 
 _WAKES_MERGED = """
