@@ -365,11 +365,14 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     try:
         check_stats(stats, cfg, _PathsByName(listed, name_of), rejects=kept_rejects,
                     rows=_noting_damaged(outputs.read_file_rows(str(out_dir)), damaged))
-    except CorpusError:
-        if keep_failed is not None:
-            for rel in (REJECTS_FILE, outputs.FILES_FILE, STATS_FILE):
-                storage.write_bytes(storage.join(str(keep_failed), rel), storage.read_bytes(storage.join(str(out_dir), rel)))
-        raise
+    except CorpusError as e:
+        if keep_failed is None or not stats["records_in"]:  # empty inputs: nothing to look at
+            raise
+        for rel in (REJECTS_FILE, outputs.FILES_FILE, STATS_FILE):
+            storage.write_bytes(storage.join(str(keep_failed), rel), storage.read_bytes(storage.join(str(out_dir), rel)))
+        if str(keep_failed) in str(e):  # the message names the kept dead letters already
+            raise
+        raise type(e)(f"{e} (the failed run's stats and dead letters are kept in {keep_failed})") from None
     written.append(write_dataset_card(out_dir, cfg.keep_fields))
     _summary(stats, damaged)
     return StageOutput(stats=stats, files=written if in_place else None)

@@ -276,7 +276,7 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
         raise CorpusError(
             f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "
             "version: " + "; ".join(f"{named(s)} ({why})" for s, why in sorted(changed.items()))
-            + ". Rerun once they are complete (nothing was kept)."
+            + ". Rerun once they are complete (no corpus was kept)."
         )
     if len(damaged) > cfg.max_damaged_files:
         raise CorpusError(

@@ -125,6 +125,24 @@ def test_reject_ratio_failure_keeps_its_rejects_where_the_message_says(tmp_path)
     assert not list(store.root.glob("corpus/*"))  # and nothing that looks like an artifact
 
 
+def test_a_failed_run_keeps_its_stats_where_the_message_says_and_empty_inputs_keep_nothing(tmp_path):
+    """Every failure that keeps the run's stats and dead letters under ``failed/`` names the folder;
+    empty inputs, whose stats would count nothing, keep none. Before, both left a folder that no
+    message named."""
+    (tmp_path / "in").mkdir()
+    store = Store(tmp_path / "store")
+    (tmp_path / "in" / "empty.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(build.CorpusError, match="hold no records") as failed:
+        stages.corpus(store, [str(tmp_path / "in" / "empty.jsonl")])
+    assert "kept in" not in str(failed.value) and not (store.root / "failed").exists()
+    (tmp_path / "in" / "short.txt").write_text("ㅋ\n" * 3, encoding="utf-8")  # read, then all dropped
+    with pytest.raises(build.CorpusError, match="no document survived") as failed:
+        stages.corpus(store, [str(tmp_path / "in" / "short.txt")])
+    kept = Path(str(failed.value).rsplit("kept in ", 1)[1].rstrip(")"))
+    assert kept.is_relative_to(store.root / "failed")
+    assert json.loads((kept / "stats.json").read_text())["records_in"] == 3
+
+
 def test_a_file_changed_during_its_read_is_reported(tmp_path):
     path = tmp_path / "growing.txt"
     path.write_text("처음 쓴 줄입니다 아주 좋아요\n", encoding="utf-8")
