@@ -271,6 +271,33 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     assert store.verify(art) == []
 
 
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_gc_on_the_same_machine_leaves_a_live_runs_local_copy_alone(bucket, interrupted):
+    """A pretraining build on a bucket works in a local run under the cache, which ``gc`` of that root
+    sweeps on this machine. Before, the run's build lock was let go as soon as it was opened: a ``gc``
+    while the build ran took the run for dead and removed it (before its first checkpoint, or with
+    ``--interrupted`` whatever it held), and the build failed on its own missing files."""
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.store.artifacts import Request, Resumable
+
+    root = f"{bucket}/g"
+    request = Request(kind="checkpoint", name="live", stage_version=1, config={"steps": 1})
+    seen = {}
+
+    def train(out: Path) -> StageOutput:
+        if interrupted:  # working state that --resume could continue: only --interrupted removes it
+            (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (out / "checkpoints" / "state").write_text("step 1")
+        seen["removed"], _ = open_store(root).collect(interrupted=interrupted)  # `kolectra artifacts gc`
+        (out / "model.txt").write_text("trained")
+        return StageOutput(stats={})
+
+    art = open_store(root).build(request, train, resumable=Resumable(family={"kind": "checkpoint"},
+                                                                      scratch=("checkpoints",)))
+    assert seen["removed"] == []
+    assert [f["path"] for f in art.manifest["files"]] == ["model.txt"]
+
+
 def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     """An examples artifact whose index names a shard the manifest never listed fails verify there."""
     store = open_store(f"{bucket}/l")

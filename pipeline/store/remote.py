@@ -270,6 +270,7 @@ class RemoteStore(StoreRuns, Store):
             return found  # before the lease: reusing what is published never waits on one
         lease = Lease(self.url, request.kind, aid)
         lease.acquire()
+        held = contextlib.ExitStack()  # a resumable build's local run, marked live until the build ends
         try:
             if not force and (found := self._published(request, quiet=True)) is not None:
                 return found  # published by the run this one waited for
@@ -281,7 +282,7 @@ class RemoteStore(StoreRuns, Store):
             if in_place:  # the workers overwrite what they write; what they did not is removed before publishing
                 out, run = final, None
             elif resumable:
-                out, run = self._prepare_run(request, resumable, resume)
+                out, run = self._prepare_run(request, resumable, resume, held)
             else:
                 out, run = str(workspace.private_dir(cache_root(), request.kind, aid)), None
             started = workspace.now()
@@ -305,6 +306,7 @@ class RemoteStore(StoreRuns, Store):
             return published
         finally:
             self._lease = None
+            held.close()
             lease.release()
 
     def _final(self, request: Request) -> str:

@@ -68,7 +68,10 @@ class StoreRuns:
         shutil.rmtree(run.path, ignore_errors=True)
         return found
 
-    def _prepare_run(self, request: Request, resumable: bool | Resumable, resume: bool | str):
+    def _prepare_run(self, request: Request, resumable: bool | Resumable, resume: bool | str,
+                     held: contextlib.ExitStack):
+        """The local run this build works in, marked live (its build lock) until ``held`` closes: the
+        build's end. ``gc`` on this machine sweeps this cache's runs, and took one unheld for dead."""
         spec = resumable if isinstance(resumable, Resumable) else Resumable(
             {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
         local_root = self._local_root()
@@ -78,9 +81,7 @@ class StoreRuns:
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config}
-        held = contextlib.ExitStack()
         opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
-        held.close()
         if not resume:
             self._owned()
             storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
