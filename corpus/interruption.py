@@ -64,9 +64,15 @@ class Interruption:
         self._own_relay = False  # else an enclosing Interruption's, shared: one count of Ctrl-Cs
         self._again_count = 0
         self._released: list[str] = []  # folders let go when the relay closes (nested ones' owns)
+        self._leaving = False  # __exit__ under way: a Ctrl-C now waits for its clean-up (_held_back)
+        self._held_back: tuple | None = None
 
     def _handler(self, signum, frame):
         if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
+            return
+        if self._leaving:  # raised here it would cut __exit__ short: the handler stayed, the relay ran on
+            if self.failure is None:  # the user's (else fail()'s wake: the job has ended already)
+                self._held_back, self.happened = self._held_back or (signum, frame), True
             return
         self._raised = True
         if self._relay is not None:
@@ -135,6 +141,7 @@ class Interruption:
             stop_local_workers()
 
     def __exit__(self, *exc) -> None:
+        self._leaving = True
         self._ended.set()
         if self.owns:
             self._released.append(self.owns)
@@ -150,6 +157,8 @@ class Interruption:
             self._sweeper.join()
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
+        if self._held_back and callable(self._previous):  # a Ctrl-C while the job was left: the handler
+            self._previous(*self._held_back)  # put back gets it, as a moment later (no byte for a shared relay)
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ store root (moto's S3 server: tests/s3_support.py) that finds the wrong kind or 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -225,6 +226,38 @@ def test_the_folder_stays_the_quits_to_remove_until_no_ctrl_c_can_quit(tmp_path,
             assert folder in interruption._OWNED  # noqa: SLF001 - the enclosing relay can still quit
     assert owned_at_close == [True]
     assert folder not in interruption._OWNED  # noqa: SLF001
+
+
+class _CtrlCAsTheJobIsLeft(threading.Event):
+    """The job's ``_ended``: setting it (the first thing ``__exit__`` does) brings a Ctrl-C."""
+
+    def set(self):
+        super().set()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_ctrl_c_while_the_job_is_left_comes_after_its_clean_up(nested, monkeypatch):
+    """A Ctrl-C as a job that ended well is being left is raised once ``__exit__`` is done, by the
+    handler it put back (as a moment later). Before, the job's handler raised it inside ``__exit__``,
+    cutting it short: the handler stayed (every later Ctrl-C swallowed) and so did the relay, whose
+    count went on outside any job (a third press: quit_at_once). Nested, the enclosing job is the one
+    interrupted, and the press is counted once (no notice)."""
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # a stopped job quiets Beam's threads
+    before = signal.getsignal(signal.SIGINT)
+    with contextlib.ExitStack() as jobs:
+        outer = jobs.enter_context(interruption.Interruption()) if nested else None
+        with pytest.raises(KeyboardInterrupt):
+            with interruption.Interruption() as job:
+                job._ended = _CtrlCAsTheJobIsLeft()  # noqa: SLF001
+        relay = job._relay  # noqa: SLF001
+        assert job.happened  # the job's callers say it was interrupted, as before
+        assert signal.getsignal(signal.SIGINT) == (outer._handler if nested else before)  # noqa: SLF001
+        if nested:
+            time.sleep(5 * interruption.STOP_SWEEP_S)  # the shared relay reads what came meanwhile
+            assert outer.happened and outer._again_count == 0  # noqa: SLF001
+    assert signal.getsignal(signal.SIGINT) is before
+    assert not relay._thread.is_alive()  # noqa: SLF001
 
 
 _WAKES_MERGED = """
