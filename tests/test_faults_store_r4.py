@@ -269,6 +269,30 @@ def test_gc_with_a_clock_ahead_keeps_a_live_builds_lease_and_objects(bucket, mon
     assert holder.url in removed and not storage.exists(building)
 
 
+def test_gc_leaves_a_lease_taken_over_after_it_found_it_expired(bucket, monkeypatch):
+    """gc reads a lease, finds it expired and removes it; a run that took the build over meanwhile
+    (replacing, conditionally, the version gc read) keeps its new lease: gc deletes only the version it
+    found expired. Before, it deleted whatever was there: the new holder's next renewal met 404 and its
+    build stopped with "lost the lease", while a third run could take the request."""
+    store = open_store(f"{bucket}/g")
+    dead = leases.Lease(store.url, "corpus", "0123456789abcdef")
+    dead.version = conditional.create_exclusive(dead.url, dead._body())  # its holder died: never renewed
+    taker, expired = leases.Lease(store.url, "corpus", "0123456789abcdef"), leases.expired
+
+    def expired_then_taken_over(body, found, url):
+        if taker.version is None:  # gc found it expired; the waiting run takes it over before gc removes it
+            taker.version = conditional.create_exclusive(taker.url, taker._body(), replacing=dead.version)
+            return True
+        return expired(body, found, url)
+
+    monkeypatch.setattr(leases, "expired", expired_then_taken_over)
+    removed, _ = store.collect()
+    assert taker.version is not None
+    taker.check()  # still its holder's: the renewal finds its own version
+    assert taker.holder()[0]["token"] == taker.token
+    assert removed == []  # nothing was removed: what gc found expired was no longer there
+
+
 # ---- roots and recorded parents on other protocols ------------------------------------------------
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/k", "ftp://127.0.0.1:9/k", "webhdfs://127.0.0.1:9/k",
                                  "hdfs://127.0.0.1:9/k", "memory://k"])

@@ -116,6 +116,12 @@ class Lease:
         body, version, found = self._read()
         return version is not None and not expired(body, found, self.url)
 
+    def expired_version(self) -> str | None:
+        """The version of the lease there if it is expired, else None: what ``gc`` may remove, and only
+        that version (a run may take the lease over between this read and the removal)."""
+        body, version, found = self._read()
+        return version if version is not None and expired(body, found, self.url) else None
+
     def acquire(self) -> None:
         said = False
         while True:

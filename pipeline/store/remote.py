@@ -449,8 +449,11 @@ class RemoteStore(StoreRuns, Store):
         for name in storage.children(storage.join(self.url, LOCKS)):
             kind, _, rest = name.partition("-")
             aid = rest.removesuffix(".lease")
-            if name.endswith(".lease") and not leased(kind, aid):
-                drop(storage.join(self.url, LOCKS, name), recursive=False)
+            url = storage.join(self.url, LOCKS, name)
+            if name.endswith(".lease") and (version := Lease(self.url, kind, aid).expired_version()) is not None:
+                # conditionally on the expired version read: a lease taken over since is the new holder's
+                if dry_run or conditional.remove_if(url, version):
+                    removed.append(url)
         local = self._local_root()
         if local.is_dir():
             gone, _ = workspace.sweep(local, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
