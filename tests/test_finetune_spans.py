@@ -82,3 +82,25 @@ def test_no_valid_span_gives_one_empty_answer():
     out = nbest_spans(q, w, starts, ends, n_best=2, max_answer_length=30)["q"]
     assert out == [{"text": "", "score": 0.0, "start_logit": 0.0, "end_logit": 0.0, "start_char": -1,
                     "probability": 1.0}]
+
+
+def test_a_decomposed_context_read_by_an_nfc_tokenizer_gives_whole_syllables():
+    # The tiny tokenizer normalises to NFC, as many do; the context is NFD (decomposed jamo, as text
+    # saved on macOS can be). Its offsets give a composed syllable the span of its first jamo only:
+    # the answer "임수경" came back as "임수ᄀ", and one ending the context was no training target.
+    import unicodedata
+
+    from benchmarks.tiny_model import train_wordpiece
+    from kolectra.finetune.readers.korquad import decode, make_windows
+
+    nfd = lambda s: unicodedata.normalize("NFD", s)  # noqa: E731
+    context = nfd("1989년 임수경 씨는 평양에 갔다")
+    tok = train_wordpiece([unicodedata.normalize("NFC", context), "누가 갔나?", "어디에 갔나?"], vocab_size=120)
+    questions = [Question("who", "누가 갔나?", context, ((nfd("임수경"), context.index(nfd("임수경"))),)),
+                 Question("end", "어디에 갔나?", context, ((nfd("갔다"), context.index(nfd("갔다"))),))]
+    w = make_windows(tok, questions, max_length=64, doc_stride=16, max_query_length=16)
+    assert all(s > 0 for s in w.start_positions)  # both answers are training targets
+    starts = [np.where(np.arange(len(ids)) == s, 10.0, 0.0) for ids, s in zip(w.input_ids, w.start_positions)]
+    ends = [np.where(np.arange(len(ids)) == e, 10.0, 0.0) for ids, e in zip(w.input_ids, w.end_positions)]
+    assert decode(questions, w, starts, ends, n_best=5, max_answer_length=10) == {
+        "who": nfd("임수경"), "end": nfd("갔다")}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -224,6 +225,17 @@ def bounded_context(tokenizer, context: str, room: int, doc_stride: int, max_win
     return context[:offsets[keep - 1][1]], windows_for(len(offsets), room, doc_stride) - max_windows
 
 
+def cluster_end(text: str, end: int) -> int:
+    """``end`` moved past the characters that only continue the one before it: combining marks and
+    Hangul vowel/final jamo, which NFC composes with what precedes them. A tokenizer that normalises
+    to NFC gives a token of a decomposed (NFD) syllable the offsets of its first jamo only
+    (``임수경`` in NFD: the last token ended after ``ᄀ``), so an answer cut there would end mid-syllable."""
+    while end < len(text) and (unicodedata.combining(text[end]) or "\u1160" <= text[end] <= "\u11ff"
+                               or "\ud7b0" <= text[end] <= "\ud7ff"):
+        end += 1
+    return end
+
+
 def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stride: int,
                  max_query_length: int, max_windows: int = 0) -> Windows:
     w = Windows([], [], [], [], [], [])
@@ -241,10 +253,12 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
                         return_token_type_ids=True)
         text, a_start = q.answers[0]
         a_end = a_start + len(text)  # exclusive char end
+        decomposed = not unicodedata.is_normalized("NFC", context)  # NFC text: no syllable to complete
         trainable = q.span_ok(0) and len(text) > 0
         for k in range(len(enc["input_ids"])):
             seq_ids = enc.sequence_ids(k)
-            offs = [tuple(o) if s == 1 else None for o, s in zip(enc["offset_mapping"][k], seq_ids)]
+            offs = [((o[0], cluster_end(context, o[1])) if decomposed else tuple(o)) if s == 1 else None
+                    for o, s in zip(enc["offset_mapping"][k], seq_ids)]
             start_tok = end_tok = 0
             if trainable:
                 ctx = [i for i, o in enumerate(offs) if o is not None]
