@@ -45,7 +45,7 @@ from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inpu
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
-STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
@@ -263,6 +263,9 @@ def device_step(run: Run, micro: list[dict[str, torch.Tensor]]) -> tuple[list[di
 def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
     """Every rank's RNG and log state; rank 0 also the weights, the optimizer and the loader position."""
     main, t = run.dev.is_main, run.cfg.train
+    # Log lines whose values the device still holds back (XLA: the next step's closure) are written
+    # first, so the log state below counts their tokens: a checkpoint at a log step resumes exactly.
+    run.dev.flush()
     return checkpoint.save(
         out_dir, done,
         run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,

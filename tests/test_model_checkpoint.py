@@ -103,6 +103,41 @@ def test_kill_9_then_resume_is_exact_and_skips_a_damaged_checkpoint(inputs, tmp_
     assert not checkpoint.checkpoints_dir(killed).exists()
 
 
+def test_a_checkpoint_at_a_log_step_holds_that_lines_tokens_where_the_device_reads_back_late(
+        inputs, tmp_path, monkeypatch):
+    """On XLA a log line's values arrive after the next step runs (``read_back`` is deferred to a step
+    closure); a checkpoint saved at a log step must still hold that line's tokens, or a run resumed
+    from it counts ``nonpad_tokens`` one window short from then on. The CPU device here defers its
+    read-backs the way XLA does."""
+    from kolectra.model import runtime
+
+    real_resolve = runtime.resolve
+
+    def resolve(*args, **kwargs):
+        dev, pending = real_resolve(*args, **kwargs), []
+        read_back, step_done = dev.read_back, dev.step_done
+
+        def deliver():
+            while pending:
+                pending.pop(0)()
+
+        dev.read_back = lambda tensors, then: pending.append(lambda: read_back(tensors, then))
+        dev.step_done = lambda: (deliver(), step_done())[1]  # the previous steps' values, as XLA's closures
+        dev.flush = deliver
+        return dev
+
+    monkeypatch.setattr(runtime, "resolve", resolve)
+    examples, tok = inputs
+    out = tmp_path / "run"
+    cfg = _cfg(steps=8, save_every=4, log_every=2)
+    train.pretrain(cfg, examples, tok, out, clear_checkpoints=False)
+    straight = _rows(out)
+    own = torch.load(checkpoint.checkpoints_dir(out) / "step-00000004" / "rank-0.pt", weights_only=True)
+    assert own["log"]["nonpad_tokens"] == straight[1]["nonpad_tokens"] > 0  # the line of step 4
+    train.pretrain(cfg, examples, tok, out, resume=True)  # from step 4 again: the same lines
+    assert _rows(out) == straight
+
+
 def test_damage_detection_and_weights_only_state(inputs, tmp_path):
     examples, tok = inputs
     out = tmp_path / "run"

@@ -51,15 +51,24 @@ def _run(spec: dict) -> dict:
     def resolve(*args, **kwargs):  # wraps the device so the run can be cut short at a given step
         dev = real_resolve(*args, **kwargs)
         if spec.get("crash_at"):
-            inner, count = dev.step_done, [0]
+            inner, inner_flush, count, flushing = dev.step_done, dev.flush, [0], [False]
 
             def step_done():
+                if flushing[0]:  # a flush (before a checkpoint, at the close) is no training step
+                    return inner()
                 count[0] += 1
                 if count[0] == spec["crash_at"]:
                     raise Interrupted(f"simulated interruption in step {count[0]}")
                 inner()
 
-            dev.step_done = step_done
+            def flush():
+                flushing[0] = True
+                try:
+                    inner_flush()
+                finally:
+                    flushing[0] = False
+
+            dev.step_done, dev.flush = step_done, flush
         return dev
 
     runtime.resolve = resolve
@@ -92,6 +101,13 @@ def _loader_state(out: Path) -> dict:
 
     state = torch.load(out / "checkpoints" / "step-00000005" / "state.pt", map_location="cpu", weights_only=False)
     return state["loader"]
+
+
+def _log_state(out: Path) -> dict:
+    """Rank 0's metrics window and token count in the checkpoint of step 5."""
+    import torch
+
+    return torch.load(out / "checkpoints" / "step-00000005" / "rank-0.pt", map_location="cpu", weights_only=True)["log"]
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +146,7 @@ def runs(tmp_path_factory):
         reports[name] = json.loads(stdout.strip().splitlines()[-1])
 
     loader_at.update(A=_loader_state(root / "A"), B=_loader_state(root / "B"))
+    reports["log_at"] = _log_state(root / "A")
     reports["loader_at"] = loader_at
     reports["rows"] = {name: _rows(root / name) for name in ("A", "B", "D")}  # before A goes on, on the CPU
     # A's XLA checkpoint, resumed on the CPU in this process.
@@ -162,6 +179,8 @@ def test_steps_after_warmup_run_one_graph_without_compiles_transfers_or_fallback
     assert any((root / "cache").iterdir())  # the persistent compile cache was written
     # The device loader reads ahead, yet a checkpoint records the position after the steps trained.
     assert reports["loader_at"]["A"] == reports["loader_at"]["B"] == reports["loader_at"]["cpu"]
+    # Line 5's values arrive in a step closure; the checkpoint of step 5 still counts its tokens.
+    assert reports["log_at"]["nonpad_tokens"] == reports["rows"]["A"][4]["nonpad_tokens"] > 0
 
 
 def test_the_runs_trained_on_packed_rows(runs):
