@@ -8,7 +8,6 @@ artifact store, so a second ``kolectra run`` reuses everything and finishes in s
 
 from __future__ import annotations
 
-import datetime
 import json
 import time
 from pathlib import Path
@@ -36,9 +35,9 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
     reused: set[str] = set()
 
     def timed(stage: str, fn, *args, **kwargs) -> Artifact:
-        since = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        before = set(store.built_here)
         art = timed_stage(timings, stage, fn, *args, **kwargs)
-        if built_before(art, since):
+        if art.id not in store.built_here - before:  # not built by this stage: found
             reused.add(stage)
         return art
 
@@ -57,16 +56,6 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
 
     print(summary(store, [nsmc, korquad], timings, ckpt, reused))
     return korquad
-
-
-def built_before(art: Artifact, since: datetime.datetime) -> bool:
-    """Whether ``art``'s build started before ``since`` (its manifest's time, to the second): reused, not
-    built now. Its start, not its end: a stage finished in the same second as the next run reuses it."""
-    started = (art.manifest.get("provenance") or {}).get("started")
-    try:
-        return started is not None and datetime.datetime.fromisoformat(started) < since
-    except (TypeError, ValueError):
-        return False
 
 
 def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> Artifact:

@@ -43,6 +43,19 @@ def test_build_publishes_complete_artifact_and_reuses_it(tmp_path):
     assert not list((tmp_path / ".tmp").iterdir())
 
 
+def test_the_store_knows_what_it_built_from_what_it_reused_within_the_same_second(tmp_path):
+    """`kolectra run`'s summary marks a reused stage by the store's own record, not by the manifest's
+    start time: to the second, a build and its reuse in the same second looked like two builds
+    (a flaky end-to-end test)."""
+    req = Request(kind="corpus", name="demo", stage_version=1, config={})
+    store = Store(tmp_path)
+    art = store.build(req, _produce("a", []))
+    assert store.built_here == {art.id}
+    again = Store(tmp_path)  # a later command on the same root, within the same second
+    assert again.build(req, _produce("b", [])).id == art.id and again.built_here == set()
+    assert again.build(req, _produce("b", []), force=True).id in again.built_here
+
+
 def test_failed_stage_leaves_nothing_that_looks_complete(tmp_path):
     store = Store(tmp_path)
 

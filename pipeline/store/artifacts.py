@@ -183,6 +183,13 @@ class Store(Catalog):
     """A root's artifacts (finding and checking: :class:`~kolectra.pipeline.store.catalog.Catalog`) and
     how new ones are built."""
 
+    @property
+    def built_here(self) -> set[str]:
+        """The ids of the artifacts this store object built and published in this process: any other
+        it returned was reused (the run's summary marks those; a manifest's time, to the second, could
+        not tell a reuse in the second of its build)."""
+        return self.__dict__.setdefault("_built_here", set())
+
     # ---- reading -------------------------------------------------------------------------
     def local(self, art: Artifact, only: Callable[[str], bool] | None = None) -> Path:
         """A local directory with ``art``'s files for a stage to read: here, where it is (a parent
@@ -231,6 +238,7 @@ class Store(Catalog):
                     run.set_aside()
                 self._seal(out, request, output, started, run)
                 final = self._publish(out, request)  # 7. publish
+                self.built_here.add(aid)
             except BaseException as e:
                 self._abandon(request, out, run, e)
                 raise

@@ -303,6 +303,7 @@ class RemoteStore(StoreRuns, Store):
                     storage.remove(storage.join(self.url, WORK, f"{request.kind}-{aid}"), recursive=True)
             elif not in_place:
                 shutil.rmtree(out, ignore_errors=True)
+            self.built_here.add(aid)
             return published
         finally:
             self._lease = None
