@@ -73,12 +73,19 @@ class Korquad(skeleton.Task):
         train, dev = train[:cfg.max_train_examples or None], dev[:cfg.max_eval_examples or None]
         if not train or not dev:
             raise FinetuneError(f"no questions in {train_file if not train else eval_file}")
-        if not any(q.span_ok(0) and q.answers[0][0] for q in train):
+        usable = [q for q in train if q.span_ok(0) and q.answers[0][0]]
+        if not usable:
             raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start "
                                 f"({train_stats['bad_answer_starts']} mismatches): nothing to learn from")
+        if left_out := len(train) - len(usable):
+            # trained, every window of such a question would teach "no answer here" (the [CLS] target)
+            # for a question that has one; BERT's SQuAD reader skips them too
+            warn(f"korquad: {left_out} training question(s) whose first answer is not at its answer_start "
+                 f"are left out of training ({train_file}; train_questions_left_out)")
+        train = usable
         shared = {q.context for q in train} & {q.context for q in dev}
         facts = {"train_file": train_stats, "dev_file": dev_stats, "shared_contexts": len(shared),
-                 "eval_set": eval_set_label(eval_file, dev_stats)}
+                 "train_questions_left_out": left_out, "eval_set": eval_set_label(eval_file, dev_stats)}
         return skeleton.Data(rows(question_columns(train)), rows(question_columns(dev)), None, facts)
 
     def encoder(self, tokenizer, cfg):

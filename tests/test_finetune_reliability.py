@@ -127,6 +127,24 @@ def test_korquad_training_data_without_a_matching_answer_is_refused(tiny_model, 
         korquad.run(cfg, tiny_model, train, FIXTURE, tmp_path / "out")
 
 
+def test_korquad_training_questions_whose_answer_misses_its_start_are_left_out_and_counted(tmp_path, capsys):
+    """Trained, each of their windows was labelled "no answer here" ([CLS]) for a question that has
+    one; now they are left out of training (as BERT's SQuAD reader leaves them), counted and said."""
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    shifted = 0
+    for article in doc["data"][::2]:
+        for para in article["paragraphs"]:
+            for qa in para["qas"]:
+                qa["answers"][0]["answer_start"] += 1
+                shifted += 1
+    train = _squad(tmp_path, doc["data"], "shifted.json")
+    data = korquad.Korquad().read(sample_korquad(), train, FIXTURE)
+    total = sum(len(p["qas"]) for a in doc["data"] for p in a["paragraphs"])
+    assert 0 < shifted < total and len(data.train) == total - shifted
+    assert data.facts["train_questions_left_out"] == shifted and data.facts["train_file"]["bad_answer_starts"] >= shifted
+    assert f"{shifted} training question(s) whose first answer is not at its answer_start" in capsys.readouterr().err
+
+
 def test_a_run_that_learned_nothing_says_so(tiny_model, tmp_path, capsys):
     # every training review is positive: the model can only learn to say "positive"
     src = nsmc_file(tmp_path / "src.txt", 60, 0).read_text(encoding="utf-8").splitlines()

@@ -4,7 +4,8 @@ Feeds ``finetune.korquad`` (last stage of the chain).  Pure functions:
 
 * :func:`read_squad` checks the document shape and every ``answer_start`` (the answer text must
   sit at that character offset of the context); mismatches are counted, and such questions are
-  still evaluated against their answer texts but never used as training targets.
+  still evaluated against their answer texts but never used as training targets (the task leaves
+  the training questions among them out of training: ``finetune.korquad``).
 * :func:`split_by_article` makes a deterministic, seeded train/dev split of one file by article,
   so no context is shared between the two sides (the KorQuAD train set is not always at hand).
 * :func:`make_windows` tokenizes question + context with the fast tokenizer's overflow windows
