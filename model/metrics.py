@@ -247,8 +247,11 @@ class MetricsLog:
         self.steps += 1
         if self.bar is not None:
             self.bar.advance()
-        if not write:
-            return
+        if write:
+            self.end_window(step, lr)
+
+    def end_window(self, step: int, lr: float) -> None:
+        """Write the open window as the line of ``step`` (``lr``: its last update's rate)."""
         # Device counters are read now (host bookkeeping): they describe the steps up to this one.
         window = {"step": step, "lr": lr, "steps": self.steps, "t_window": self.t_window,
                   "extra": self.dev.extra_metrics()}

@@ -45,7 +45,7 @@ from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inpu
 from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
-STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 14  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
@@ -186,6 +186,12 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
                      peak_flops=peak_flops)
     if log_state is not None:
         log.load_state_dict(log_state)
+        if first == t.steps and log.steps:  # forced to end at the checkpoint's step, between log steps:
+            # its open window is the run's last line, at the rate of its last update (the saved schedule's)
+            saved = found[1]["state"]["config"].get("train", {})
+            ran = dataclasses.replace(t, **{k: saved[k] for k in ("steps", "warmup_steps", "lr", "schedule")
+                                            if k in saved})
+            log.end_window(first, lr_at(first - 1, ran))
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
               compiled(step_fn, compile_mode) if compile_mode else step_fn, log, first, flops_per_step, share,

@@ -138,6 +138,35 @@ def test_a_checkpoint_at_a_log_step_holds_that_lines_tokens_where_the_device_rea
     assert _rows(out) == straight
 
 
+def test_steps_forced_down_to_a_checkpoint_between_log_steps_end_with_its_open_window(inputs, tmp_path, monkeypatch):
+    """--steps set (forced) to the step of a checkpoint written between log lines: nothing is left to
+    train, and the checkpoint's open window (steps 17-18) is the run's last line, as a run that
+    logged there would have written it."""
+    from kolectra.model import objectives
+
+    examples, tok = inputs
+    logged = tmp_path / "logged"  # the same training, a line every 2 steps: its line 18 is the window 17-18
+    train.pretrain(_cfg(steps=30, log_every=2), examples, tok, logged)
+    real, calls = objectives.STEPS["electra"], []
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 20:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(objectives.STEPS, "electra", dying)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train.pretrain(_cfg(steps=30, log_every=4), examples, tok, out)
+    monkeypatch.setitem(objectives.STEPS, "electra", real)
+    result = train.pretrain(_cfg(steps=18, log_every=4, force_resume=True), examples, tok, out, resume=True)
+    rows, want = _rows(out), _rows(logged)[8]
+    assert [r["step"] for r in rows] == [4, 8, 12, 16, 18] and result.stats["resumed_from_step"] == 18
+    assert rows[-1] == want  # losses, rate, tokens: the window of steps 17-18
+    assert result.stats["final"]["loss"] == want["loss"] and result.stats["nonpad_tokens_seen"] == want["nonpad_tokens"]
+
+
 def test_damage_detection_and_weights_only_state(inputs, tmp_path):
     examples, tok = inputs
     out = tmp_path / "run"
