@@ -75,8 +75,9 @@ KOREAN = Profile(
         # 주민등록번호: YYMMDD-GNNNNNN (G = 1..8); before phone, which its digits would also match
         ("rrn", r"(?<!\d)\d{6}\s?-\s?[1-8]\d{6}(?!\d)"),
         CARD,
-        # 010-1234-5678, 02)123-4567, +82 10 1234 5678
-        ("phone", r"(?<![\d+])(?:\+82[- .]?0?|0)\d{1,2}[- .)]?\d{3,4}[- .]?\d{4}(?!\d)"),
+        # 010-1234-5678, 02)123-4567, +82 10 1234 5678; no Korean area or mobile code starts 00, so
+        # a run of zeros (a "000000000점" rating, a bare id 0000012345) is not a phone number
+        ("phone", r"(?<![\d+])(?:\+82[- .]?0?|0)[1-9]\d?[- .)]?\d{3,4}[- .]?\d{4}(?!\d)"),
     ),
     sentence_end=".!?。…",
 )

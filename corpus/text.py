@@ -147,7 +147,7 @@ def clean(text: str, *, strip_html: bool = False, mask_pii: bool = False, max_re
     out = nfc(fold_width(strip_invisible(text)))
     if strip_html:
         out = webtext.strip_html(out)
-        out = nfc(strip_invisible(out))  # entities may decode to invisible or decomposed text
+        out = nfc(fold_width(strip_invisible(out)))  # entities may decode to invisible, full-width or decomposed text
     if mask_pii:
         out = webtext.mask_pii(out, language)
     if max_repeat:

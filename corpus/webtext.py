@@ -32,7 +32,9 @@ _TAG = re.compile(r"</?(?!(?:url|email|rrn|ssn|card|phone)>)[A-Za-z][A-Za-z0-9]*
 # the profile orders its own (an RRN looks like a phone number).
 _UNIVERSAL_PII = (
     ("url", re.compile(r"(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)),
-    ("email", re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+    # ASCII only: Korean writes particles and whole phrases onto an address with no space
+    # (abc@example.com으로 보내주세요), and \w (Hangul included) took them into the <email>
+    ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")),
 )
 
 

@@ -99,6 +99,7 @@ def test_config_rejects_bad_values_and_parses_format():
         ("<script>var x = '<b>';</script>본문 &amp; 내용<!-- ad -->", "본문 & 내용"),
         ("수식 a &lt;b&gt; c", "수식 a <b> c"),  # escaped tags are text, not markup
         ("3 < 5 그리고 7 > 2", "3 < 5 그리고 7 > 2"),
+        ("&#65313;&#65314; 전각 &#xFFA1;&#x3000;끝", "AB 전각 ㄱ 끝"),  # what entities decode to is width-folded too
     ],
 )
 def test_strip_html(raw, expected):
@@ -110,11 +111,14 @@ def test_strip_html(raw, expected):
     [
         ("문의 https://example.com/a?b=1 참고", "문의 <url> 참고"),
         ("메일 kim.cs+1@example.co.kr 로", "메일 <email> 로"),
+        ("주소 gildong7@example.com으로 보내주세요", "주소 <email>으로 보내주세요"),  # the particle is not the address
+        ("메일부탁hong.gd@example.co.kr감사합니다", "메일부탁<email>감사합니다"),
         ("번호 010-1234-5678 또는 02)123-4567", "번호 <phone> 또는 <phone>"),
         ("+82 10 1234 5678 연락", "<phone> 연락"),
         ("주민번호 900101-1234567 유출", "주민번호 <rrn> 유출"),
         ("카드 1234-5678-9012-3456 결제", "카드 <card> 결제"),
         ("2019년 관객 1000000명 돌파", "2019년 관객 1000000명 돌파"),  # plain numbers stay
+        ("평점 000000000점 aid=0000012345", "평점 000000000점 aid=0000012345"),  # no phone starts 00
     ],
 )
 def test_mask_pii(raw, expected):
