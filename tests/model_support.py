@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -152,3 +153,20 @@ def small_chain(store, n: int = 64, seq_len: int = 32, shard_size: int = 50):
                            writes(lambda out: build_examples(out, store.local(vocab), n=n, seq_len=seq_len,
                                                              shard_size=shard_size)))
     return corpus, vocab, examples
+
+
+def stop_in_step(monkeypatch, n: int, error: BaseException, objective: str = "electra") -> Callable[[], None]:
+    """The objective's step raises ``error`` on its ``n``-th call, as a run killed inside step ``n``
+    (micro-steps count one each); returns what puts the real step back, for the resume."""
+    from kolectra.model import objectives  # noqa: PLC0415 - as the tests that stop a run import it
+
+    real, calls = objectives.STEPS[objective], []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(objectives.STEPS, objective, stopping)
+    return lambda: monkeypatch.setitem(objectives.STEPS, objective, real)

@@ -19,7 +19,7 @@ from kolectra.core import filehash
 from kolectra.core.config import to_dict
 from kolectra.model import checkpoint, config, init, train
 from kolectra.model.electra import ElectraPair, attention_bias
-from tests.model_support import build_examples, build_tokenizer
+from tests.model_support import build_examples, build_tokenizer, stop_in_step
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,24 +142,14 @@ def test_steps_forced_down_to_a_checkpoint_between_log_steps_end_with_its_open_w
     """--steps set (forced) to the step of a checkpoint written between log lines: nothing is left to
     train, and the checkpoint's open window (steps 17-18) is the run's last line, as a run that
     logged there would have written it."""
-    from kolectra.model import objectives
-
     examples, tok = inputs
     logged = tmp_path / "logged"  # the same training, a line every 2 steps: its line 18 is the window 17-18
     train.pretrain(_cfg(steps=30, log_every=2), examples, tok, logged)
-    real, calls = objectives.STEPS["electra"], []
-
-    def dying(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 20:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setitem(objectives.STEPS, "electra", dying)
+    resume_step = stop_in_step(monkeypatch, 20, KeyboardInterrupt())
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         train.pretrain(_cfg(steps=30, log_every=4), examples, tok, out)
-    monkeypatch.setitem(objectives.STEPS, "electra", real)
+    resume_step()
     result = train.pretrain(_cfg(steps=18, log_every=4, force_resume=True), examples, tok, out, resume=True)
     rows, want = _rows(out), _rows(logged)[8]
     assert [r["step"] for r in rows] == [4, 8, 12, 16, 18] and result.stats["resumed_from_step"] == 18

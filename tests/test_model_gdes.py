@@ -16,9 +16,9 @@ from safetensors.torch import load_file
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
 from kolectra.core.config import ConfigError
-from kolectra.model import config, init, objectives, rtd, train
+from kolectra.model import config, init, rtd, train
 from kolectra.model.electra import TABLES, ElectraPair, attention_bias
-from tests.model_support import build_examples, build_tokenizer
+from tests.model_support import build_examples, build_tokenizer, stop_in_step
 
 V = 60
 
@@ -101,18 +101,10 @@ def test_resume_is_exact_and_the_export_folds_the_delta_in(inputs, tmp_path, mon
     examples, tok = inputs
     straight, cut = tmp_path / "straight", tmp_path / "cut"
     train.pretrain(_cfg(sharing), examples, tok, straight)
-    real, calls = objectives.STEPS["electra"], []
-
-    def stopping(*a, **k):
-        calls.append(1)
-        if len(calls) == 7:
-            raise Stop
-        return real(*a, **k)
-
-    monkeypatch.setitem(objectives.STEPS, "electra", stopping)
+    resume_step = stop_in_step(monkeypatch, 7, Stop())
     with pytest.raises(Stop):
         train.pretrain(_cfg(sharing), examples, tok, cut)
-    monkeypatch.setitem(objectives.STEPS, "electra", real)
+    resume_step()
     assert train.pretrain(_cfg(sharing), examples, tok, cut, resume=True).stats["resumed_from_step"] == 4
     assert _rows(cut) == _rows(straight)
     for role in ("discriminator", "generator"):

@@ -16,7 +16,7 @@ from kolectra.core.config import ConfigError, override
 from kolectra.model import config, objectives, rtd, train
 from kolectra.model.electra import ElectraPair, flops_by_part, train_flops_per_sequence
 from kolectra.pipeline.study.plan import StudyPlan, arm_sets, parse_arm
-from tests.model_support import build_examples, build_tokenizer
+from tests.model_support import build_examples, build_tokenizer, stop_in_step
 from tests.test_model_rtd import SP, _batch
 
 NEW = ("hybrid", "corrective", "mlm_then_rtd")
@@ -276,19 +276,11 @@ def test_resume_continues_the_schedules_exactly(inputs, tmp_path, monkeypatch):
     class Boom(Exception):
         pass
 
-    real, calls = objectives.STEPS["mlm_then_rtd"], []
-
-    def dying(*a, **k):
-        calls.append(1)
-        if len(calls) == 7:
-            raise Boom
-        return real(*a, **k)
-
     cut = tmp_path / "cut"
-    monkeypatch.setitem(objectives.STEPS, "mlm_then_rtd", dying)
+    resume_step = stop_in_step(monkeypatch, 7, Boom(), "mlm_then_rtd")
     with pytest.raises(Boom):
         train.pretrain(cfg, examples, tok, cut)
-    monkeypatch.setitem(objectives.STEPS, "mlm_then_rtd", real)
+    resume_step()
     train.pretrain(cfg, examples, tok, cut, resume=True)
 
     def rows(out):

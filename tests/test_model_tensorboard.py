@@ -10,7 +10,8 @@ import re
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from kolectra.model import metrics, objectives, train
+from kolectra.model import metrics, train
+from tests.model_support import stop_in_step
 from tests.test_model_checkpoint import _cfg, inputs  # noqa: F401  (inputs: a module fixture)
 
 
@@ -53,15 +54,8 @@ def _assert_events_match_metrics(path, out):
 def test_pretrain_events_match_metrics_before_and_after_resume(inputs, tmp_path, monkeypatch, capsys):  # noqa: F811
     examples, tok = inputs
     cfg = _cfg(steps=12, save_every=6, log_every=3)
-    real, calls = objectives.STEPS["electra"], []
-
-    def failing(*a, **k):  # fails inside step 10: lines 3, 6, 9 written, checkpoint at step 6
-        calls.append(1)
-        if len(calls) == 10:
-            raise RuntimeError("simulated crash")
-        return real(*a, **k)
-
-    monkeypatch.setitem(objectives.STEPS, "electra", failing)
+    # fails inside step 10: lines 3, 6, 9 written, checkpoint at step 6
+    resume_step = stop_in_step(monkeypatch, 10, RuntimeError("simulated crash"))
     with pytest.raises(RuntimeError, match="simulated crash"):
         train.pretrain(cfg, examples, tok, tmp_path)
     [crashed] = _event_files(tmp_path)  # never closed: still under SummaryWriter's own name
@@ -70,7 +64,7 @@ def test_pretrain_events_match_metrics_before_and_after_resume(inputs, tmp_path,
     crashed.write_bytes(crashed.read_bytes()[:-7])  # a record cut by the crash: the rest still serves
     capsys.readouterr()
 
-    monkeypatch.setitem(objectives.STEPS, "electra", real)
+    resume_step()
     result = train.pretrain(cfg, examples, tok, tmp_path, resume=True)
     assert result.stats["resumed_from_step"] == 6
     assert [p.name for p in _event_files(tmp_path)] == ["events.out.tfevents.kolectra"]  # one file, fixed name
