@@ -56,9 +56,23 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
         optimizer.load_state_dict({**saved, "param_groups": groups})
     except (RuntimeError, ValueError, KeyError) as e:
         raise PretrainInputError(f"{step_dir}: the saved weights do not fit this model: {e}") from None
+    _same_batches(step_dir, state["loader"], loader.state_dict())
     loader.load_state_dict(state["loader"])
     dev.set_rng_state(ck["own"]["rng"])
     return int(state["step"]), ck["own"]["log"]
+
+
+def _same_batches(step_dir, saved: dict, mine: dict) -> None:
+    """A forced resume under another micro-batch or rank count is refused in the user's terms: the
+    saved data position counts one rank's micro-batches (the loader's own check names only its
+    ``batch_size``, which no setting is called)."""
+    ranks, rows = saved.get("world_size"), saved.get("batch_size")
+    if (ranks, rows) != (mine["world_size"], mine["batch_size"]):
+        raise PretrainInputError(
+            f"{step_dir}: its data position counts micro-batches of {rows} rows on each of {ranks} rank(s); "
+            f"this run's are {mine['batch_size']} rows on {mine['world_size']} (train.batch_size / train.grad_accum "
+            "/ ranks): resume with the batch size, grad_accum and ranks it was written with, or leave out "
+            "--resume to start over")
 
 
 def schedule_change(saved: dict, t: TrainConfig, step: int) -> str | None:

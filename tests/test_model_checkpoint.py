@@ -157,6 +157,21 @@ def test_steps_forced_down_to_a_checkpoint_between_log_steps_end_with_its_open_w
     assert result.stats["final"]["loss"] == want["loss"] and result.stats["nonpad_tokens_seen"] == want["nonpad_tokens"]
 
 
+def test_a_forced_resume_under_another_grad_accum_is_refused_in_its_settings_words(inputs, tmp_path, monkeypatch):
+    """Its micro-batches are another size, so the saved data position names other rows: refused, with
+    the checkpoint and the settings that decide a micro-batch. Before, the loader's own "loader state
+    was saved with batch_size=8" named a size no setting is called."""
+    examples, tok = inputs
+    out = tmp_path / "run"
+    resume_step = stop_in_step(monkeypatch, 5, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        train.pretrain(_cfg(steps=8, save_every=2), examples, tok, out)
+    resume_step()
+    with pytest.raises(train.PretrainInputError, match=r"step-0*4: its data position counts micro-batches of 8 rows on "
+                                                  r"each of 1 rank\(s\); this run's are 4 rows on 1 .*grad_accum"):
+        train.pretrain(_cfg(steps=8, save_every=2, grad_accum=2, force_resume=True), examples, tok, out, resume=True)
+
+
 def test_damage_detection_and_weights_only_state(inputs, tmp_path):
     examples, tok = inputs
     out = tmp_path / "run"
