@@ -23,8 +23,9 @@ The elements, their order and so every byte a job writes are the same (tests/tes
 :func:`install` is called by ``corpus/runners.LocalRunner`` before each local job; it patches once
 per process, and only when Beam is the version these were written against (:data:`BEAM_VERSION`,
 pinned in pyproject.toml), each replaced method's source is the one read (:data:`FINGERPRINTS`)
-and so is each method of Beam's the replacements rely on (:data:`RELIED_ON`): otherwise Beam's own methods stay, with one debug line. Other runners never call these methods
-(they are the FnApiRunner's own and its in-process channel's), so a patch left in place is harmless.
+and so is each method of Beam's the replacements rely on (:data:`RELIED_ON`): otherwise Beam's own
+methods stay, with one debug line. Other runners never call these methods (they are the
+FnApiRunner's own and its in-process channel's), so a patch left in place is harmless.
 """
 
 from __future__ import annotations

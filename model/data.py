@@ -412,7 +412,14 @@ class ExampleLoader:
 
     def load_state_dict(self, state: dict) -> None:
         mine = self.state_dict()
-        for k in ("seed", "batch_size", "world_size", "examples"):
+        if (state["batch_size"], state["world_size"]) != (mine["batch_size"], mine["world_size"]):
+            # a position counts one rank's micro-batches: said in the settings that make one
+            raise UserInputError(
+                f"its data position counts micro-batches of {state['batch_size']} rows on each of "
+                f"{state['world_size']} rank(s); this run's are {mine['batch_size']} rows on {mine['world_size']} "
+                "(train.batch_size / train.grad_accum / ranks; ranks: torchrun's world_size): resume with the "
+                "batch size, grad_accum and ranks it was written with, or leave out --resume to start over")
+        for k in ("seed", "examples"):
             if state[k] != mine[k]:
                 raise UserInputError(f"loader state was saved with {k}={state[k]}, this loader has {k}={mine[k]}")
         self._stop()  # batches read ahead belong to the old position

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from kolectra.core.config import to_dict
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.model import checkpoint, data, optim
 from kolectra.model.config import TrainConfig
@@ -56,32 +57,28 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
         optimizer.load_state_dict({**saved, "param_groups": groups})
     except (RuntimeError, ValueError, KeyError) as e:
         raise PretrainInputError(f"{step_dir}: the saved weights do not fit this model: {e}") from None
-    _same_batches(step_dir, state["loader"], loader.state_dict())
-    loader.load_state_dict(state["loader"])
+    try:
+        loader.load_state_dict(state["loader"])
+    except UserInputError as e:  # its data position does not fit this run's loader
+        raise PretrainInputError(f"{step_dir}: {e}") from None
     dev.set_rng_state(ck["own"]["rng"])
     return int(state["step"]), ck["own"]["log"]
 
 
-def _same_batches(step_dir, saved: dict, mine: dict) -> None:
-    """A forced resume under another micro-batch or rank count is refused in the user's terms: the
-    saved data position counts one rank's micro-batches (the loader's own check names only its
-    ``batch_size``, which no setting is called)."""
-    ranks, rows = saved.get("world_size"), saved.get("batch_size")
-    if (ranks, rows) != (mine["world_size"], mine["batch_size"]):
-        raise PretrainInputError(
-            f"{step_dir}: its data position counts micro-batches of {rows} rows on each of {ranks} rank(s); "
-            f"this run's are {mine['batch_size']} rows on {mine['world_size']} (train.batch_size / train.grad_accum "
-            "/ ranks): resume with the batch size, grad_accum and ranks it was written with, or leave out "
-            "--resume to start over")
+SCHEDULE = ("steps", "warmup_steps", "lr", "schedule")  # the train settings the learning rate follows
+
+
+def saved_schedule(saved: dict, t: TrainConfig) -> TrainConfig:
+    """``t`` with the schedule a checkpoint's train settings (``saved``) ran under."""
+    return dataclasses.replace(t, **{k: saved[k] for k in SCHEDULE if k in saved})
 
 
 def schedule_change(saved: dict, t: TrainConfig, step: int) -> str | None:
     """How the learning rate changes from ``step`` on when a run resumes under another schedule."""
-    keys = ("steps", "warmup_steps", "lr", "schedule")
-    old = {k: saved.get(k, getattr(t, k)) for k in keys}
-    if all(old[k] == getattr(t, k) for k in keys):
+    ran = saved_schedule(saved, t)
+    if all(getattr(ran, k) == getattr(t, k) for k in SCHEDULE):
         return None
-    before, after = lr_at(step, dataclasses.replace(t, **old)), lr_at(step, t)
-    changed = ", ".join(f"{k} {old[k]} -> {getattr(t, k)}" for k in keys if old[k] != getattr(t, k))
+    before, after = lr_at(step, ran), lr_at(step, t)
+    changed = ", ".join(f"{k} {getattr(ran, k)} -> {getattr(t, k)}" for k in SCHEDULE if getattr(ran, k) != getattr(t, k))
     return (f"schedule changed ({changed}): from step {step} the learning rate follows the new schedule "
             f"({t.schedule}), {after:.3g} there instead of {before:.3g}, reaching 0 at step {t.steps}")

@@ -42,7 +42,7 @@ from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
-from kolectra.model.resume import lr_at, restore, schedule_change  # noqa: F401
+from kolectra.model.resume import lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
 STAGE_VERSION = 14  # bump when the same request's bytes change; history: docs/artifacts.md
@@ -188,10 +188,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         log.load_state_dict(log_state)
         if first == t.steps and log.steps:  # forced to end at the checkpoint's step, between log steps:
             # its open window is the run's last line, at the rate of its last update (the saved schedule's)
-            saved = found[1]["state"]["config"].get("train", {})
-            ran = dataclasses.replace(t, **{k: saved[k] for k in ("steps", "warmup_steps", "lr", "schedule")
-                                            if k in saved})
-            log.end_window(first, lr_at(first - 1, ran))
+            log.end_window(first, lr_at(first - 1, saved_schedule(found[1]["state"]["config"].get("train", {}), t)))
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
               compiled(step_fn, compile_mode) if compile_mode else step_fn, log, first, flops_per_step, share,
