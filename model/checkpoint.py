@@ -14,8 +14,11 @@ Every ``save_every`` steps the loop writes ``out_dir/checkpoints/step-NNNNNNNN/`
   a manifest whose hashes match, so a save cut short, a truncated or an altered file is skipped
   and the previous checkpoint used.
 
-Directories are built under a temporary name and renamed into place; the newest
-``keep_checkpoints`` survive. Nothing here is unpickled with ``weights_only=False``: numpy
+Directories are built under a temporary name, their files and the directory flushed to the disk
+(``fsync``), then renamed into place; the newest ``keep_checkpoints`` survive, and only once the
+new one is on the disk. Step directories newer than the one a run resumes from (damaged, or
+written by a version that cannot load them) are set aside as ``step-N.skipped`` by the run's
+first save: they would otherwise count toward ``keep_checkpoints`` and push out intact ones. Nothing here is unpickled with ``weights_only=False``: numpy
 arrays (numpy's RNG state) are stored as tensors; a checkpoint that still does not load (a
 pickle ``weights_only`` refuses) is skipped like a damaged one (:func:`load_latest`). The
 ``checkpoints/`` folder is working state, not the product (``hf/``): the artifact store sets it
@@ -191,11 +194,25 @@ class CheckpointWriteError(OSError, EnvironmentProblem):
     """A checkpoint file could not be written (a full disk, a file-size limit); names the file."""
 
 
+def synced(path: Path) -> None:
+    """Flush a file's or a directory's contents to the disk. A rename is atomic against a kill, not
+    against a power loss: without this the newest checkpoint can come back torn (caught by its
+    hashes), and with ``keep_checkpoints=1`` the one before it is already gone. (PyTorch's
+    distributed checkpoint writer syncs each file by default for the same reason.)"""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _written(path: Path, write) -> None:
-    """``write(path)``, its failure as an OSError naming the file: torch and safetensors report a
-    full disk as RuntimeError or SafetensorError, without the file's name."""
+    """``write(path)`` and its bytes synced to the disk; its failure as an OSError naming the file:
+    torch and safetensors report a full disk as RuntimeError or SafetensorError, without the
+    file's name."""
     try:
         write(path)
+        synced(path)
     except (OSError, RuntimeError, SafetensorError) as e:
         text, soft_limit = str(e), resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         code = e.errno if isinstance(e, OSError) and e.errno else (
@@ -233,9 +250,20 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
         files = {p.name: {"bytes": p.stat().st_size, "sha256": filehash.sha256(p)} for p in sorted(tmp.iterdir())}
         _written(tmp / MANIFEST, lambda path: path.write_text(
             json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1), encoding="utf-8"))
+        synced(tmp)  # the directory's entries (every rank's file is in by the barrier above)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        for old in sorted(p for p in root.iterdir() if STEP_DIR.match(p.name))[:-keep]:
+        synced(root)  # the rename, before older checkpoints go
+        steps = sorted(p for p in root.iterdir() if STEP_DIR.match(p.name))
+        for newer in steps[steps.index(final) + 1:]:
+            # past the step this run saves: left by an earlier process and skipped when this one
+            # resumed (damaged, or not loadable); counted, it would push out an intact checkpoint
+            aside = newer.with_name(newer.name + ".skipped")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(newer, aside)
+            progress(f"pretrain: {newer.name} was skipped on resume; set aside as {aside.name}, "
+                     "no longer counted toward train.keep_checkpoints")
+        for old in steps[:steps.index(final) + 1][:-keep]:
             shutil.rmtree(old)
     barrier()
     return final

@@ -288,3 +288,45 @@ def test_a_metrics_line_cut_short_is_dropped_naming_the_file(tmp_path, capsys):
     checkpoint.trim_log(log, 3)
     assert [json.loads(x)["step"] for x in log.read_text().splitlines()] == [1, 2, 3]
     assert f"{log}: line(s) 3, 5 unreadable" in capsys.readouterr().err
+
+
+def _save_small(out, step, keep=2):
+    return checkpoint.save(out, step, {"w": torch.ones(3) * step}, {"state": {}, "param_groups": []},
+                           {"config": {}}, {"rng": {}, "log": {}}, keep=keep)
+
+
+def test_a_save_is_on_the_disk_before_it_is_renamed_in_and_before_older_ones_go(tmp_path, monkeypatch):
+    """A rename is atomic against a kill, not a power loss: every file, the step directory and then
+    the rename are synced, and only then is the oldest checkpoint deleted."""
+    events, real = [], checkpoint.synced
+
+    def recording(path):
+        events.append((Path(path).name, sorted(p.name for p in checkpoint.checkpoints_dir(tmp_path).iterdir())))
+        real(path)
+
+    monkeypatch.setattr(checkpoint, "synced", recording)
+    _save_small(tmp_path, 1, keep=1)
+    events.clear()
+    _save_small(tmp_path, 2, keep=1)
+    names = [name for name, _ in events]
+    assert set(names[:5]) == {"rank-0.pt", "model.safetensors", "optimizer.pt", "state.pt", checkpoint.MANIFEST}
+    assert names[5:] == [".tmp-step-00000002", "checkpoints"]
+    assert events[-1][1] == ["step-00000001", "step-00000002"]  # the old one still there when the rename is synced
+    assert [p.name for p in checkpoint.checkpoints_dir(tmp_path).iterdir()] == ["step-00000002"]
+
+
+def test_checkpoints_skipped_on_resume_are_set_aside_and_do_not_push_out_intact_ones(tmp_path, capsys):
+    """Resumed from 12 past a damaged 18, a run saving every 4 steps must not delete 12 (and then 16)
+    to keep the damaged 18: that one is set aside, and keep_checkpoints counts the usable ones."""
+    for step in (12, 18):
+        _save_small(tmp_path, step)
+    (checkpoint.checkpoints_dir(tmp_path) / "step-00000018" / "state.pt").write_bytes(b"torn")
+    assert checkpoint.latest(tmp_path).name == "step-00000012"
+    _save_small(tmp_path, 16)
+    assert sorted(p.name for p in checkpoint.checkpoints_dir(tmp_path).iterdir()) == [
+        "step-00000012", "step-00000016", "step-00000018.skipped"]
+    assert "step-00000018 was skipped on resume; set aside as step-00000018.skipped" in capsys.readouterr().err
+    _save_small(tmp_path, 20)
+    assert sorted(p.name for p in checkpoint.checkpoints_dir(tmp_path).iterdir()) == [
+        "step-00000016", "step-00000018.skipped", "step-00000020"]
+    assert checkpoint.latest(tmp_path).name == "step-00000020"
