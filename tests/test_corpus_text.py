@@ -100,6 +100,9 @@ def test_config_rejects_bad_values_and_parses_format():
         ("수식 a &lt;b&gt; c", "수식 a <b> c"),  # escaped tags are text, not markup
         ("3 < 5 그리고 7 > 2", "3 < 5 그리고 7 > 2"),
         ("&#65313;&#65314; 전각 &#xFFA1;&#x3000;끝", "AB 전각 ㄱ 끝"),  # what entities decode to is width-folded too
+        # a title in angle brackets is text; markup is an element's name, a custom or a namespaced one
+        ("<DOA> 최고 <Love Letter>, <E.T>", "<DOA> 최고 <Love Letter>, <E.T>"),
+        ("<FONT color=red>빨강</FONT><o:p></o:p> <my-card x=1>카드</my-card>", "빨강 카드"),
     ],
 )
 def test_strip_html(raw, expected):
