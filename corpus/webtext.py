@@ -6,9 +6,9 @@ on by ``corpus.config.production_config()``: HTML, personal data, runaway repeat
   escaped ``&lt;b&gt;`` in the text survives as the literal ``<b>``.
 - :func:`mask_pii` - URLs and e-mail addresses (any language), then the language profile's
   personal-data patterns (``corpus/languages.py``; Korean: resident registration numbers
-  (주민등록번호), card and phone numbers) become the placeholders in :data:`PLACEHOLDERS`; the model
-  should learn that a phone number goes here, not whose it is (cf. the PII masking of
-  KoELECTRA/KcELECTRA-style web corpora).
+  (주민등록번호), card numbers passing their check digit, phone numbers) become the placeholders
+  in :data:`PLACEHOLDERS`; the model should learn that a phone number goes here, not whose it is
+  (cf. the PII masking of KoELECTRA/KcELECTRA-style web corpora).
 - :func:`shorten_repeats` - a character repeated more than ``max_repeat`` times is cut to
   ``max_repeat`` (ㅋㅋㅋㅋㅋ -> ㅋㅋ), as soynlp's ``repeat_normalize`` does for Korean comments;
   digits and '.' are left alone (1000000, ...).
@@ -63,9 +63,23 @@ def strip_html(text: str) -> str:
     return html.unescape(text) if "&" in text else text
 
 
+def luhn_valid(digits: str) -> bool:
+    """The check digit every payment card number carries (ISO/IEC 7812): four groups of four digits
+    that fail it are not a card (a run of years, 2018 2019 2020 2021), and stay text."""
+    total = 0
+    for i, d in enumerate(int(c) for c in reversed(digits) if c.isdigit()):
+        total += d if i % 2 == 0 else (2 * d - 9 if d > 4 else 2 * d)
+    return total % 10 == 0
+
+
+_VALID = {"card": luhn_valid}  # a match of these kinds is masked only when it passes the check
+
+
 def mask_pii(text: str, language: str = "ko") -> str:
     for kind, pattern in _UNIVERSAL_PII + languages.compiled(language).pii:
-        text = pattern.sub(PLACEHOLDERS[kind], text)
+        placeholder, valid = PLACEHOLDERS[kind], _VALID.get(kind)
+        text = pattern.sub(placeholder if valid is None else
+                           (lambda m: placeholder if valid(m.group()) else m.group()), text)
     return text
 
 
