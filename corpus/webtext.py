@@ -47,7 +47,9 @@ _TAG = re.compile(r"</?(?:(?i:%s)|(?:[a-z][a-z0-9]*-[a-z0-9-]*)|(?:[A-Za-z][A-Za
 # Order matters: a URL may contain an e-mail-like or digit run, so the universal rules go first;
 # the profile orders its own (an RRN looks like a phone number).
 _UNIVERSAL_PII = (
-    ("url", re.compile(r"(?:https?://|www\.)[^\s<>\"']+", re.IGNORECASE)),
+    # a URL ends at Hangul: Korean glues the next words on with no space (...com/1234어느, www.x.com에);
+    # all 9 of the 121 NSMC URLs holding Hangul were so, none a Korean path (which keeps its tail)
+    ("url", re.compile(r"(?:https?://|www\.)[^\s<>\"'\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]+", re.IGNORECASE)),
     # ASCII only: Korean writes particles and whole phrases onto an address with no space
     # (abc@example.com으로 보내주세요), and \w (Hangul included) took them into the <email>
     ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")),

@@ -113,6 +113,7 @@ def test_strip_html(raw, expected):
     "raw, expected",
     [
         ("문의 https://example.com/a?b=1 참고", "문의 <url> 참고"),
+        ("출처 http://blog.example.com/1234어느 글, www.example.com에서", "출처 <url>어느 글, <url>에서"),
         ("메일 kim.cs+1@example.co.kr 로", "메일 <email> 로"),
         ("주소 gildong7@example.com으로 보내주세요", "주소 <email>으로 보내주세요"),  # the particle is not the address
         ("메일부탁hong.gd@example.co.kr감사합니다", "메일부탁<email>감사합니다"),
