@@ -38,6 +38,7 @@ import dataclasses
 import gzip
 import json
 import os
+import zlib
 from collections import Counter
 from typing import Any, Iterator
 
@@ -46,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 from kolectra.core import storage
+from kolectra.core.errors import UserInputError
 from kolectra.corpus import inputs, shards
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.examples_format import arrow_file, dataset_card, index_document, shard_name
@@ -108,7 +110,7 @@ def read_lines(path: str, batch: int, part: int = 0, parts: int = 1):
     b, first, lines, tail = 0, 1, [], b""
     with _open(path) as f:
         while True:
-            block = f.read(READ_BYTES)
+            block = _read_block(f, path)
             if not block:
                 break
             pieces = (tail + block).split(b"\n")
@@ -124,6 +126,31 @@ def read_lines(path: str, batch: int, part: int = 0, parts: int = 1):
         yield first, lines
 
 
+def _read_block(f, path: str) -> bytes:
+    """The next decompressed block of a corpus file; a damaged one (cut off, not gzip, a bad CRC)
+    is refused naming the file, where the decompressor's error named nothing (``EOFError:
+    Compressed file ended before the end-of-stream marker was reached [while running ...]``)."""
+    try:
+        return f.read(READ_BYTES)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise UserInputError(f"{path}: damaged corpus shard, it cannot be read to its end ({type(e).__name__}: {e}): "
+                             "`kolectra artifacts verify` the corpus, or rebuild it") from None
+
+
+def _text_sentences(doc: dict) -> list[str]:
+    """:func:`shards.sentences` of a document whose ``text`` is a string the tokenizer can take: a
+    list would be read as a pair of texts (or fail the whole batch), a lone surrogate (valid JSON,
+    no UTF-8 spelling; the corpus stage never writes one) failed the whole batch's encoding."""
+    sents = shards.sentences(doc)
+    if not isinstance(doc["text"], str):
+        raise TypeError(f"'text' is {type(doc['text']).__name__}, not a string")
+    try:
+        doc["text"].encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"'text' has a lone surrogate at character {e.start} (no UTF-8 spelling)") from None
+    return sents
+
+
 def parse_documents(path: str, first: int, lines: list[bytes]):
     """Raw lines -> ``[(line, id, [sentence, ...]), ...]`` and ``("bad", "file:line: why")`` reports."""
     docs, bad = [], []
@@ -132,7 +159,7 @@ def parse_documents(path: str, first: int, lines: list[bytes]):
             continue
         try:
             doc = json.loads(raw)
-            docs.append((line_no, str(doc["id"]), shards.sentences(doc)))
+            docs.append((line_no, str(doc["id"]), _text_sentences(doc)))
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as e:
             bad.append(("bad", f"{path}:{line_no}: no usable 'id'/'text'/'sentences' ({e!r})"))
     return docs, bad

@@ -19,6 +19,7 @@ import pytest
 from tokenizers import Tokenizer, models
 
 from kolectra.core.config import ConfigError, override
+from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput
 from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples import build, truncation_warning
@@ -491,3 +492,40 @@ def test_many_sentences_cut_to_fit_a_sequence_are_warned():
     assert said.startswith("examples: 22% of the sentences (2,200 of 10,000) were longer than a sequence of 16 tokens")
     assert truncation_warning({"truncated_sentences": 40, "sentences": 10_000}, 128) is None  # 0.4 %: counted only
     assert truncation_warning({"truncated_sentences": 0, "sentences": 0}, 128) is None
+
+
+def test_a_text_the_tokenizer_cannot_take_is_an_unreadable_document_named_by_line(inputs, tmp_path):
+    # a 'text' that is a list was read as a pair of texts (["영화", "좋다"]: two "sentences" packed as
+    # one) or failed the whole job's tokenizer batch with a bare TypeError; a lone surrogate (valid
+    # JSON, no UTF-8 spelling) failed it too: each is now one bad document, named by file and line
+    corpus = write_corpus(tmp_path / "c", {"train": [["좋은 영화였다."]]})
+    path = corpus / "data" / "train-00000-of-00001.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        good = f.read()
+    lines = [{"id": "pair", "text": ["영화", "좋다"], "sentences": [[0, 2]]},
+             {"id": "list", "text": ["영화", "좋다"], "sentences": [[0, 1]]},
+             {"id": "lone", "text": "영화\ud800좋다", "sentences": [[0, 5]]}]
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(good + "".join(json.dumps(d) + "\n" for d in lines))
+    out = tmp_path / "o"
+    out.mkdir()
+    with pytest.raises(UserInputError, match=r"3 unreadable document\(s\)") as e:
+        build(CFG, corpus, inputs["vocab"], out)
+    said = str(e.value)
+    assert "train-00000-of-00001.jsonl.gz:2: " in said and "'text' is list, not a string" in said
+    bad = json.loads((out / examples_beam.BAD_FILE).read_text())
+    assert any(m.endswith(":4: no usable 'id'/'text'/'sentences' (ValueError(\"'text' has a lone surrogate at "
+                          "character 2 (no UTF-8 spelling)\"))") for m in bad), bad
+
+
+@pytest.mark.parametrize("damage", ["cut", "not_gzip"])
+def test_a_damaged_corpus_shard_is_refused_naming_it(inputs, tmp_path, damage):
+    # the decompressor's own error (EOFError, zlib.error, BadGzipFile) named no file
+    corpus = write_corpus(tmp_path / "c", {"train": [["좋은 영화였다."]] * 300})
+    path = corpus / "data" / "train-00000-of-00001.jsonl.gz"
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2] if damage == "cut" else b"not gzip\n" + data)
+    (tmp_path / "o").mkdir()
+    with pytest.raises(UserInputError, match=rf"{path}: damaged corpus shard, it cannot be read to its end .*"
+                                             r"`kolectra artifacts verify` the corpus"):
+        build(CFG, corpus, inputs["vocab"], tmp_path / "o")
