@@ -14,7 +14,8 @@ Thresholds (checked on the mean of the last two logged windows past warm-up, eac
 steps):
 
 - discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.65 and recall
-  below 0.05. A stuck discriminator's AUC is not 0.5: once the generator samples roughly by
+  below 0.05 (the replaced tokens' recall; where most tokens it scores were replaced, as in
+  ``electra15``, which scores only the masked slots, the original tokens'). A stuck discriminator's AUC is not 0.5: once the generator samples roughly by
   frequency, a replaced token can still be told apart a little by its identity alone, so a stuck
   discriminator sits on a plateau below 0.65 for thousands of steps, and one that starts using
   context climbs past it while its recall at the 0.5 threshold stays low (few tokens are replaced).
@@ -79,18 +80,28 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     past, weights = _last_windows(lines, ctx.warmup_steps)
     if not past:
         return [], {}
-    m = {k: _mean(past, weights, k) for k in ("disc_loss", "disc_auc", "disc_recall", "replaced_token_share",
-                                               "gen_loss", "gen_acc", "replaced_share", "mlm_loss")}
+    m = {k: _mean(past, weights, k) for k in ("disc_loss", "disc_auc", "disc_recall", "disc_acc",
+                                               "replaced_token_share", "gen_loss", "gen_acc", "replaced_share",
+                                               "mlm_loss")}
     figures = {"step": past[-1]["step"], **{k: round(v, 4) for k, v in m.items() if v is not None}}
     out = []
     uniform = math.log(max(ctx.vocab_size, 2))
     if ctx.objective in RTD_OBJECTIVES and m["disc_loss"] is not None and m["replaced_token_share"]:
-        prior = binary_entropy(m["replaced_token_share"])
+        share = m["replaced_token_share"]
+        prior = binary_entropy(share)
         figures["disc_prior_loss"] = round(prior, 4)
-        if (m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR
-                and (m["disc_recall"] or 0.0) < 0.05):
-            out.append(f"the discriminator sits at the class prior: it calls nearly every token original "
-                       f"(recall {m['disc_recall'] or 0:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
+        # At the prior it calls every token by the commoner class, so the rarer class's recall is near 0:
+        # the replaced tokens' where it scores every token, the originals' where most tokens it scores were
+        # replaced (electra15 scores the masked slots only; there a stuck one has recall 1): the originals
+        # it calls original are acc - recall x share of its tokens, of 1 - share originals.
+        called, rare = "original", "recall"
+        recall = m["disc_recall"] or 0.0
+        if share > 0.5 and m["disc_acc"] is not None and share < 1.0:
+            called, rare = "replaced", "recall of original tokens"
+            recall = max(0.0, m["disc_acc"] - recall * share) / (1.0 - share)
+        if m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR and recall < 0.05:
+            out.append(f"the discriminator sits at the class prior: it calls nearly every token {called} "
+                       f"({rare} {recall:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
     if m["gen_loss"] is not None and m["gen_loss"] > 0.9 * uniform and (m["gen_acc"] or 0.0) < 0.02:
         out.append(f"the generator has not left uniform guessing (loss {m['gen_loss']:.2f} of ln|V| = "

@@ -174,8 +174,12 @@ def rtd_lm_step(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj: Objecti
             lm_sums = {"disc_mlm_tokens": s["masked"], "disc_mlm_correct": s["gen_correct"]}
         if phased:  # each phase's figures from its own steps only (model.metrics.PHASE_STEPS)
             lm_sums = {k: v * mlm_w for k, v in lm_sums.items()}
-            sums = {"disc_loss": disc_loss.detach() * rtd_w, "rtd_steps": rtd_w + g.attn_BL.new_zeros(()),
-                    "disc_mlm_loss": lm_loss.detach() * mlm_w, "mlm_steps": mlm_w + g.attn_BL.new_zeros(()),
+            # this call's share of its optimizer step: its tokens over the step's (1 without norm_2), so
+            # the micro-steps of an accumulated step count one step together, as their losses add up
+            # to one step's loss (counting 1 a call read the phase losses grad_accum times too low)
+            share = g.attn_BL.sum() / g.tokens_denom
+            sums = {"disc_loss": disc_loss.detach() * rtd_w, "rtd_steps": rtd_w * share,
+                    "disc_mlm_loss": lm_loss.detach() * mlm_w, "mlm_steps": mlm_w * share,
                     **discriminator_sums(rtd_logits_BL, g.replaced_BL, g.attn_BL * rtd_w)}
         else:
             sums = {"disc_loss": disc_loss.detach(), "disc_mlm_loss": lm_loss.detach(),

@@ -38,6 +38,22 @@ def test_discriminator_climbing_past_the_plateau_has_left_it():
     assert health.verdict(lines, _ctx())["status"] == "not_learning"
 
 
+def test_electra15_at_the_prior_calls_every_masked_slot_replaced():
+    """electra15 scores only the masked slots, most of them replaced (the share below is a generator
+    that gets a quarter right): a discriminator at its prior calls every one replaced, recall 1.0,
+    so the replaced tokens' recall cannot tell; the originals' recall (0 here) does."""
+    share = 0.75
+    stuck = [_line(s, disc_loss=health.binary_entropy(share), disc_auc=0.55, disc_recall=1.0, disc_acc=share,
+                   replaced_token_share=share) for s in (2400, 2500)]
+    v = health.verdict(stuck, _ctx(objective="electra15"))
+    assert v["status"] == "not_learning"
+    assert "calls nearly every token replaced (recall of original tokens 0.00" in v["problems"][0]
+    # one that tells them apart: 60 % of the originals called original, 90 % of the replaced tokens
+    good = [_line(s, disc_loss=0.45, disc_auc=0.80, disc_recall=0.9, disc_acc=0.9 * share + 0.6 * (1 - share),
+                  replaced_token_share=share) for s in (2400, 2500)]
+    assert health.verdict(good, _ctx(objective="electra15"))["status"] == "ok"
+
+
 def test_only_windows_past_warm_up_count():
     lines = [_line(100), _line(200)]
     assert health.verdict(lines, _ctx())["status"] == "unchecked"

@@ -111,6 +111,27 @@ def test_mlm_then_rtd_switches_input_and_loss_with_a_weight():
             assert out.sums["disc_mlm_tokens"] == 0 and out.sums["disc_tokens"] == (ids != SP.pad_id).sum()
 
 
+def test_mlm_then_rtd_phase_losses_of_an_accumulated_step_are_the_steps_loss():
+    """With train.grad_accum the micro-steps' losses add up to the step's loss (norm_2), so the phase's
+    step count must add up to one step too: counted once a micro-step, the logged disc_loss and
+    disc_mlm_loss read grad_accum times too low (and the not-learning check compares that to the prior)."""
+    from kolectra.model.metrics import summarize
+
+    obj = OBJ(objective="mlm_then_rtd", mlm_phase=0.5)
+    ids, types = _batch()
+    pair = _pair("mlm_then_rtd")
+    for step, key in ((0, "disc_mlm_loss"), (9, "disc_loss")):
+        micro = [(ids[:2], types[:2]), (ids[2:], types[2:])]  # uneven micro-batches: 2 and 4 rows
+        norm_2 = sum(rtd.normalizers(i, SP, obj.mask_prob) for i, _ in micro)
+        sums: dict = {}
+        for i, t in micro:
+            for k, v in objectives.rtd_lm_step(pair, i, t, SP, obj, norm_2, knobs=_knobs(obj, step)).sums.items():
+                sums[k] = sums.get(k, 0) + v
+        line = summarize({k: v.tolist() if v.dim() else float(v) for k, v in sums.items()}, steps=1)
+        assert line[key] == pytest.approx(float(sums[key]), rel=1e-5)  # one step: its whole loss
+        assert line["loss"] == pytest.approx(float(sums["loss"]), rel=1e-5)
+
+
 def test_temperature_schedule_falls_from_start_to_one_on_the_device():
     obj = OBJ(temperature_start=3.0, temperature_decay=0.5)
     temps = [float(_knobs(obj, s, 10)["temperature"]) for s in range(8)]
