@@ -37,6 +37,7 @@ from kolectra.corpus.packing import SPECIAL_IDS, ids_dtype
 from kolectra.corpus.runners import (
     LOCAL_RUNNER,
     MULTI_WORKER_MIN_BYTES,
+    REMOTE_RUNNERS,
     cpus_per_worker,
     input_bytes,
     interruptible,
@@ -148,6 +149,22 @@ def tokenizer_threads(options, size: int, processes: bool) -> int:
     return cpus_per_worker(options) if processes or size >= MULTI_WORKER_MIN_BYTES else 1
 
 
+def check_remote_runner(cfg: ExamplesConfig, runner: str, in_place: bool, out_dir) -> None:
+    """Refuse, before anything starts, what a remote runner's workers cannot reach: a file of this
+    machine (``holdout_ids``, which pipeline/stages.py requires to be one) or a local root (the
+    corpus shards, the tokenizer and the output). Else each worker failed on it after the job had
+    started (FileNotFoundError); the corpus stage refuses a local root the same way."""
+    if runner not in REMOTE_RUNNERS:
+        return
+    if cfg.holdout_ids:
+        raise UserInputError(f"examples: holdout_ids={cfg.holdout_ids} is a file on this machine, which the "
+                             f"{runner} workers cannot read: build held-out examples with the local runner")
+    if not in_place:
+        raise UserInputError(f"examples: runner {runner} runs on remote workers, which cannot read the corpus and "
+                             f"vocab or write {out_dir} on this machine: keep the artifacts on a store they reach "
+                             "(--out gs://BUCKET/kolectra)")
+
+
 # ---- shell ----------------------------------------------------------------------------------
 def corpus_shard_urls(files: list[str], corpus_url: str, split: str) -> list[str]:
     """The ``split`` shards of a corpus artifact on a store, from its manifest's file list."""
@@ -178,6 +195,7 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     size = input_bytes(paths)
     options = pipeline_options(list(beam_args), size)
     runner = options.view_as(StandardOptions).runner
+    check_remote_runner(cfg, runner, in_place, out_dir)
     direct = options.view_as(DirectOptions)
     peak = check_local_memory(options, "examples", size, memory_model(parts_per_shard(options, len(paths))))
     parts = parts_per_shard(options, len(paths))  # after the check, which may have lowered the workers

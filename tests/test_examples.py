@@ -549,3 +549,18 @@ def test_a_shard_read_in_small_batches_costs_time_linear_in_its_lines(tmp_path, 
     for batch, part, parts in ((7, 0, 1), (7, 2, 3), (5000, 1, 2), (4999, 1, 2), (3000, 0, 1)):
         want = [(k + 1, lines[k:min(k + batch, 5000)]) for k in range(0, 5000, batch) if k // batch % parts == part]
         assert list(examples_beam.read_lines(str(path), batch, part, parts)) == want, (batch, part, parts)
+
+
+def test_a_remote_runner_is_refused_what_its_workers_cannot_reach(inputs, tmp_path):
+    # a holdout list is a file of this machine, and so is a local root's corpus, vocab and output:
+    # Dataflow's workers failed on them once the job ran; refused first, as the corpus stage does
+    args = ["--runner", "DataflowRunner", "--project", "p", "--region", "r", "--temp_location", "gs://b/t"]
+    holdout = tmp_path / "ids.txt"
+    holdout.write_text("train-1\n")
+    with pytest.raises(UserInputError, match=r"holdout_ids=.*ids.txt is a file on this machine, which the "
+                                             r"DataflowRunner workers cannot read"):
+        build(override(CFG, [f"holdout_ids={holdout}"]), inputs["corpus"], inputs["vocab"], tmp_path / "o", args)
+    with pytest.raises(UserInputError, match=r"runner DataflowRunner runs on remote workers, which cannot read the "
+                                             r"corpus and vocab or write .*/o on this machine: .*--out gs://BUCKET"):
+        build(CFG, inputs["corpus"], inputs["vocab"], tmp_path / "o", args)
+    assert not (tmp_path / "o").exists()
