@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import types
 import typing
 from pathlib import Path
@@ -81,9 +82,12 @@ def _parse(raw: str, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected an integer, got {raw!r}") from None
     if tp is float:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+        if math.isnan(value):  # no setting means NaN: it passed every "< 0" check and reached the manifest
+            raise ConfigError(f"{key}: expected a number, got {raw.strip()} (not a number)")
+        return value
     if tp is str:
         return raw
     if origin is typing.Literal:
@@ -187,7 +191,14 @@ def read_config_file(path: str | Path) -> list[str]:
 
     path = Path(path)
     doc = read_table(path, ConfigError)
-    return [FileAssignment(f"{key}={_spell(value, key, path)}", str(path)) for key, value in _flatten(doc, "")]
+    pairs = list(_flatten(doc, ""))
+    seen: set[str] = set()
+    for key, _ in pairs:  # "train.lr" = 1 and [train] lr = 2: one key twice, as --set refuses it
+        if key.strip() in seen:
+            raise ConfigError(f"--config {path}: {key.strip()} is given twice (as a dotted key and inside its "
+                              "table?): give each key once")
+        seen.add(key.strip())
+    return [FileAssignment(f"{key}={_spell(value, key, path)}", str(path)) for key, value in pairs]
 
 
 def _flatten(doc: dict, prefix: str) -> Iterable[tuple[str, Any]]:

@@ -39,6 +39,9 @@ def test_override_parses_by_declared_type():
         ("train=3", "is a group"),
         ("name.x=3", "not a group"),
         ("novalue", "key=value"),
+        # NaN passed every "< 0" check (objective.temperature=nan trained and was published)
+        ("train.lr=nan", "train.lr: expected a number, got nan"),
+        ("train.lr= NaN", "got NaN"),
     ],
 )
 def test_bad_overrides_are_errors(assignment, fragment):

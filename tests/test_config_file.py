@@ -63,9 +63,13 @@ def test_a_toml_or_yaml_file_sets_the_same_keys_and_set_and_flags_override_it(tm
     ("[train]\nlrr = 1\n", "unknown config key 'train.lrr'"),
     ("[train]\nsteps = \"many\"\n", "train.steps: expected an integer, got 'many'"),
     ("[train\nsteps = 1\n", "not valid TOML"),
+    # one key twice, which TOML's own duplicate check does not see (and --set refuses): the last one won
+    ('"train.lr" = 1e-3\n[train]\nlr = 2e-3\n', "train.lr is given twice"),
+    ("train.lr: 1.0e-3\ntrain:\n  lr: 2.0e-3\n", "train.lr is given twice"),
+    ("[objective]\ntemperature = nan\n", "objective.temperature: expected a number, got nan"),
 ])
 def test_a_bad_file_is_one_line_naming_it_exit_2(tmp_path, capsys, text, expected):
-    path = tmp_path / "bad.toml"
+    path = tmp_path / ("bad.yaml" if text.startswith("train.lr:") else "bad.toml")
     path.write_text(text, encoding="utf-8")
     assert main(["pretrain", "--examples", "x", "--config", str(path), "--out", str(tmp_path / "r")]) == 2
     line = _one_line(capsys, "pretrain")
