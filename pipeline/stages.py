@@ -38,6 +38,11 @@ LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy", "pyarrow")
 LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 LIBS_FINETUNE = LIBS_TORCH + ("tokenizers", "datasets")
 
+# Examples settings that do not change the bytes, recorded but left out of the id (Request.operational):
+# how many documents a work item batches (tests/test_examples.py: the same bytes at any value), and the
+# holdout list's path, whose content is the request's input (the study writes it under the store's root).
+OPERATIONAL_EXAMPLES = ("batch_documents", "holdout_ids")
+
 
 NAME_MAX = 48
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -137,7 +142,8 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     holdout = tuple(fingerprint_inputs([Path(cfg.holdout_ids)])) if cfg.holdout_ids else ()
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
                   stage_version=_stage_version(examples_stage), config=config,
-                  parents=(corpus_art, vocab_art), inputs=holdout, libraries=LIBS_EXAMPLES)
+                  parents=(corpus_art, vocab_art), inputs=holdout, libraries=LIBS_EXAMPLES,
+                  operational=OPERATIONAL_EXAMPLES)
     # on a store root the Beam workers read the corpus and the tokenizer where they are, and write there
     remote = storage.is_url(str(store.root))
     corpus_files = [f["path"] for f in corpus_art.manifest["files"]] if remote else None
@@ -275,8 +281,11 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
 
     runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
                              name=name, force=force, dev_file=dev_file) for s in seeds}
+    # the runs' resolved config but their seeds, not the --set text: a --config file, or 5e-4 spelled
+    # 0.0005, summarises the same runs as the same artifact
+    _, config = resolve("finetune", task=task, preset=preset, sets=sets)
     req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=1,
-                  config={"task": task, "preset": preset, "sets": list(sets), "seeds": sorted(runs)},
+                  config={**{k: v for k, v in config.items() if k != "seed"}, "seeds": sorted(runs)},
                   parents=tuple(runs[s] for s in sorted(runs)))
 
     def produce(out: Path) -> StageOutput:

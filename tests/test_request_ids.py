@@ -1,0 +1,79 @@
+"""An artifact's id changes with what decides its bytes and with nothing else: the examples' batching and
+their holdout list's path are recorded but not hashed (the list's content is), and a ``--seeds`` summary
+is the same artifact whichever way its runs' settings were spelled. Real stages' requests, stand-in
+builds (no Beam, no training)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline import stages
+from kolectra.pipeline.store.artifacts import Request, Store
+from tests.model_support import small_chain
+
+
+@pytest.fixture
+def chain(tmp_path):
+    store = Store(tmp_path / "root")
+    corpus, vocab, _ = small_chain(store, n=8)
+    return store, corpus, vocab
+
+
+def _examples_request(store: Store, corpus, vocab, monkeypatch, sets: list[str]) -> Request:
+    asked: list[Request] = []
+    monkeypatch.setattr(store, "build", lambda req, produce, force=False, **kw: asked.append(req))
+    stages.examples(store, corpus, vocab, sets=sets)
+    return asked[0]
+
+
+def test_the_examples_id_hashes_the_holdout_lists_content_not_its_path_nor_the_batching(chain, tmp_path,
+                                                                                        monkeypatch):
+    store, corpus, vocab = chain
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "held.txt").write_text("doc-1\ndoc-2\n", encoding="utf-8")
+    (tmp_path / "other.txt").write_text("doc-3\n", encoding="utf-8")
+
+    def request(*sets: str) -> Request:
+        return _examples_request(store, corpus, vocab, monkeypatch, list(sets))
+
+    here, there = request(f"holdout_ids={tmp_path / 'a' / 'held.txt'}"), request(f"holdout_ids={tmp_path / 'b' / 'held.txt'}")
+    assert here.id() == there.id()  # a study's list under another root's spelling: the same examples
+    assert here.config["holdout_ids"] == str(tmp_path / "a" / "held.txt")  # recorded as given
+    assert request(f"holdout_ids={tmp_path / 'other.txt'}").id() != here.id()  # other documents held out
+    plain = request()
+    assert plain.id() not in (here.id(), request(f"holdout_ids={tmp_path / 'other.txt'}").id())
+    # the batching is the same bytes (tests/test_examples.py), so the same request; the packing is not
+    assert request("batch_documents=64").id() == plain.id()
+    assert request("batch_documents=64").config["batch_documents"] == 64
+    assert request("packing=none").id() != plain.id()
+
+
+def test_a_seeds_summary_is_the_same_artifact_however_its_settings_were_spelled(tmp_path, monkeypatch):
+    store = Store(tmp_path / "root")
+
+    def run(store, task, model_ref, train_file, eval_file, *, preset, sets, seed, name, force, dev_file):
+        _, config = stages.resolve("finetune", task=task, preset=preset, sets=sets, seed=seed)
+
+        def produce(out: Path) -> StageOutput:
+            (out / "metrics.json").write_text(json.dumps({"accuracy": 0.5 + seed / 100, "accuracy_pct": 50.0 + seed}))
+            return StageOutput(stats={})
+        return store.build(Request(kind="eval", name="nsmc", stage_version=1, config=config), produce)
+
+    monkeypatch.setattr(stages, "finetune", run)
+    toml = tmp_path / "ft.toml"
+    toml.write_text("[optim]\nlr = 5e-4\n", encoding="utf-8")
+    from kolectra.core.config import read_config_file
+
+    summaries = [stages.finetune_seeds(store, "nsmc", "m", "t", "e", [1, 2], sets=sets)
+                 for sets in (["optim.lr=5e-4"], ["optim.lr=0.0005"], read_config_file(toml))]
+    assert len({a.id for a in summaries}) == 1
+    assert len(store.list("eval")) == 3  # two runs and one summary
+    config = summaries[0].manifest["config"]
+    assert config["optim"]["lr"] == 5e-4 and config["seeds"] == [1, 2] and "seed" not in config
+    assert config["task"] == "nsmc" and config["preset"] == "koelectra"
+    assert stages.finetune_seeds(store, "nsmc", "m", "t", "e", [1, 2], sets=["optim.lr=1e-3"]).id != summaries[0].id
