@@ -3,6 +3,7 @@ finetune help offered ``--set train.lr=1e-3``, pretraining's key, refused there 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -33,6 +34,15 @@ def test_every_set_example_in_a_commands_help_is_one_of_its_keys(capsys, argv):
     assert shown, text[:400]  # the --set option's own example at least
     unknown = shown - _keys(capsys, argv)
     assert not unknown, f"{' '.join(argv)} --help shows --set {sorted(unknown)}, which it refuses"
+
+
+@pytest.mark.parametrize("argv", STAGES, ids=[" ".join(a) for a in STAGES])
+def test_the_seed_a_commands_help_names_is_its_configs(capsys, argv):
+    # finetune's help said "the config's, 0", where every task's presets seed 42
+    shown = re.search(r"--seed SEED seed for every random choice of the stage \(default: the config's, (\d+);",
+                      _help(capsys, argv))
+    assert main(argv + ["--print-config", "json"]) == 0
+    assert shown and int(shown.group(1)) == json.loads(capsys.readouterr().out)["seed"]
 
 
 def test_report_published_prints_the_docs_table(capsys):

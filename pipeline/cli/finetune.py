@@ -27,7 +27,7 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
         t = tasks.add_parser(name, help=task.help, formatter_class=argparse.RawDescriptionHelpFormatter,
                              epilog=f"example:\n  kolectra finetune {name} --model sample --train {train_file} "
                                     f"--{task.eval_flag} {eval_file} --seeds 1-3")
-        _common(t, set_example=SET_EXAMPLE)
+        _common(t, set_example=SET_EXAMPLE, seed_default=task.presets["koelectra"]().seed)
         _print_config_flag(t)
         t.add_argument("--model", required=True, metavar="REF_OR_HF_DIR", help="checkpoint artifact (its "
                        "hf/discriminator) or a local HF ELECTRA directory (e.g. --model sample)")

@@ -18,9 +18,11 @@ import re
 import sys
 
 
-def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3") -> None:
+def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3",
+           seed_default: int = 0) -> None:
     """``set_example``: a key=value this command accepts, for its --set help (a test holds every
-    help example to the command's --print-config keys)."""
+    help example to the command's --print-config keys); ``seed_default``: its config's seed, for the
+    --seed help (the fine-tuning presets' is 42)."""
     # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli/checks.py);
     # a store URL stays a URL
     p.add_argument("--out", default=None, metavar="ROOT",
@@ -41,7 +43,8 @@ def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: st
         p.add_argument("--name", default=None, help="artifact name: the directory is NAME-ID (default: from the "
                        "stage and its settings; e.g. --name nsmc-small)")
         p.add_argument("--seed", type=int, default=None,
-                       help="seed for every random choice of the stage (default: the config's, 0; e.g. --seed 3)")
+                       help=f"seed for every random choice of the stage (default: the config's, {seed_default}; "
+                            "e.g. --seed 3)")
         p.add_argument("--force", action="store_true", help="rebuild even if the same request exists")
 
 
