@@ -94,6 +94,28 @@ def test_same_ids_as_bert_tokenizer_built_from_vocab_txt(built, tmp_path):
     assert any(1 not in auto(t)["input_ids"] and len(auto(t)["input_ids"]) > 5 for t in texts)
 
 
+def test_decomposed_hangul_gets_the_ids_of_the_composed(built):
+    # the corpus is NFC, so every piece is composed Hangul; text given in NFD (macOS files) was all
+    # [UNK] to the tokenizer, and transformers 5's BertTokenizer class rebuilt a normaliser without NFC
+    import unicodedata
+
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    from kolectra.vocab.export import text_only
+
+    for d in (built["morph"], built["plain"]):
+        auto, raw = AutoTokenizer.from_pretrained(d), text_only(Tokenizer.from_file(str(d / "tokenizer.json")))
+        texts = _texts(built["corpus"], "valid") + EXTRA_TEXTS
+        assert any(unicodedata.normalize("NFD", t) != t for t in texts)
+        for text in texts:
+            nfd, want = unicodedata.normalize("NFD", text), auto(text)["input_ids"]
+            assert auto(nfd)["input_ids"] == want, text
+            assert raw.encode(nfd).ids == raw.encode(text).ids == want, text
+        # NFC, never NFKC: full-width letters are not folded (the corpus stage rules on widths)
+        assert raw.normalizer.normalize_str("ＡＢＣ ｶ ㈜ ﬁ") == "ＡＢＣ ｶ ㈜ ﬁ"
+
+
 def test_vocab_has_no_junk_entries(built):
     for d in (built["morph"], built["plain"]):
         lines = (d / "vocab.txt").read_text(encoding="utf-8").split("\n")
@@ -107,7 +129,8 @@ def test_vocab_has_no_junk_entries(built):
             assert tok != "##" and not tok.startswith("###"), tok
         tj = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
         assert tj["model"]["vocab"] == {t: i for i, t in enumerate(vocab)}
-        assert tj["normalizer"]["lowercase"] is False and tj["normalizer"]["strip_accents"] is False
+        nfc, bert = tj["normalizer"]["normalizers"]
+        assert nfc == {"type": "NFC"} and bert["lowercase"] is False and bert["strip_accents"] is False
 
 
 def test_trainer_never_merges_across_a_morpheme_boundary():

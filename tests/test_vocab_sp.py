@@ -6,6 +6,7 @@ test corpus); no mocks.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
@@ -56,11 +57,17 @@ def test_sentencepiece_recipe_exports_an_equivalent_hf_tokenizer(recipe, corpus,
     texts = _texts(corpus) + KOREAN
     for text in texts:
         assert tok(text, add_special_tokens=False)["input_ids"] == sp.encode(spm.clean(text)), text
+        # decomposed Hangul (NFD) is composed first: the same ids, not byte pieces of its jamo
+        nfd = unicodedata.normalize("NFD", text)
+        assert tok(nfd, add_special_tokens=False)["input_ids"] == sp.encode(spm.clean(text)), text
     # byte fallback: unseen characters are bytes, never [UNK], and decode back
     ids = tok("뷁햏 ☃", add_special_tokens=False)["input_ids"]
     assert 1 not in ids and tok.decode(ids) == "뷁햏 ☃"
     enc = tok("영화가 좋았다", "다시 보고 싶다")
     assert enc["input_ids"][0] == 2 and enc["input_ids"][-1] == 3 and enc["input_ids"].count(3) == 2
+    # segment ids by default, as ELECTRA reads them (PreTrainedTokenizerFast's own leave them out)
+    first_sep = enc["input_ids"].index(3)
+    assert enc["token_type_ids"] == [0] * (first_sep + 1) + [1] * (len(enc["input_ids"]) - first_sep - 1)
     assert 4 not in tok("[MASK] 영화", add_special_tokens=False)["input_ids"]  # text is text (issue 43)
     # vocab.txt lists the pieces in id order (it is documented not to reproduce the tokenization)
     lines = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]

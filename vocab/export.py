@@ -1,13 +1,15 @@
 """Writing a vocabulary as a Hugging Face tokenizer directory (the vocab artifact's root files).
 
-Stage: corpus -> **vocab** -> examples. The tokenizer is BERT's: BertNormalizer (cased, no accent
-stripping — lowercasing or stripping would NFD-decompose Hangul into jamo — clean_text, Hanja
-isolated), BertPreTokenizer, WordPiece with ``##``, ``[CLS] A [SEP] B [SEP]`` templates. The same
-ids come out of ``AutoTokenizer.from_pretrained(dir)``, the raw ``tokenizers`` file, and
+Stage: corpus -> **vocab** -> examples. The tokenizer is BERT's after NFC: NFC then BertNormalizer
+(cased, no accent stripping — lowercasing or stripping would NFD-decompose Hangul into jamo —
+clean_text, Hanja isolated), BertPreTokenizer, WordPiece with ``##``, ``[CLS] A [SEP] B [SEP]``
+templates. The same ids come out of ``AutoTokenizer.from_pretrained(dir)`` and the raw ``tokenizers``
+file on any text, and on NFC text (what the corpus stage stores) out of
 ``BertTokenizer(vocab=str(dir/"vocab.txt"), do_lower_case=False, strip_accents=False,
 split_special_tokens=True)`` (transformers 5
 spells it ``vocab``; its ``vocab_file=`` is silently ignored) or ``BertTokenizer.from_pretrained`` on a
-folder holding only ``vocab.txt`` (the transformers 4 path).
+folder holding only ``vocab.txt`` (the transformers 4 path); those build their own normaliser, without
+NFC, so decomposed Hangul is [UNK] to them.
 
 Text is data: ``[PAD]``, ``[MASK]`` and the other specials are inserted by code only, never matched
 in text ("[MASK]" in a review is the pieces ``[``, ``M``, ``##A``, ...). The tokenizer objects made
@@ -33,6 +35,9 @@ from kolectra.vocab.words import runtime_normalizer, runtime_pre_tokenizer
 
 MODEL_MAX_LENGTH = 512
 MAX_INPUT_CHARS_PER_WORD = 100  # BERT's: longer words become [UNK]
+# what the tokenizer returns by default: ELECTRA reads segment ids, which PreTrainedTokenizerFast
+# leaves out unless told (a pair then reached the model as one segment)
+MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
 
 
 def assemble(num_unused: int, initial: list[str], continuing: list[str], pieces: list[str]) -> list[str]:
@@ -100,8 +105,10 @@ def write_dir(vocab: list[str], out_dir: Path) -> Tokenizer:
     specials = SPECIALS_MAP
     _write_json(out_dir / "special_tokens_map.json", specials)
     _write_json(out_dir / "tokenizer_config.json", {
-        # a class transformers 5 has; with tokenizer.json present it wraps that file as is
-        "tokenizer_class": "BertTokenizer",
+        # the class that wraps tokenizer.json as is: transformers 5's BertTokenizer builds its own
+        # normaliser from the settings below, without tokenizer.json's NFC (decomposed Hangul was [UNK])
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_input_names": list(MODEL_INPUT_NAMES),  # that class's own leave out token_type_ids
         "do_lower_case": False,
         "strip_accents": False,
         "tokenize_chinese_chars": True,

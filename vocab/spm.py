@@ -8,7 +8,10 @@ the opposite of WordPiece's ``##``.
 
 - Normalisation is the identity: the corpus stage already cleaned the text (NFC, widths,
   invisible characters); only whitespace runs are collapsed, here and at run time, so the HF
-  tokenizer sees exactly what the trainer saw. NFKC (SentencePiece's default) is never applied.
+  tokenizer sees exactly what the trainer saw. At run time the HF tokenizer also composes its
+  input to NFC (the identity on the corpus's text), as the WordPiece recipes' does, so decomposed
+  Hangul gets the pieces of the composed; ``sentencepiece.model`` alone does not. NFKC
+  (SentencePiece's default) is never applied.
 - Characters outside ``sp_character_coverage`` fall back to UTF-8 byte pieces ``<0xNN>``
   (``sp_byte_fallback``), so the [UNK] rate is ~0 at the price of 256 vocabulary entries.
 - Memory: sentences are streamed from the corpus into a reservoir sample (Vitter's algorithm R,
@@ -42,7 +45,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from kolectra.core.errors import UserInputError
 from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
 from kolectra.corpus import shards
-from kolectra.vocab.export import MODEL_MAX_LENGTH, text_only, written
+from kolectra.vocab.export import MODEL_INPUT_NAMES, MODEL_MAX_LENGTH, text_only, written
 from kolectra.vocab.words import iter_docs
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space
@@ -167,7 +170,10 @@ def make_tokenizer(model: bytes, recipe: str) -> Tokenizer:
         model_ = models.Unigram([(p, sp.get_score(i)) for i, p in enumerate(pieces)], unk_id=1,
                                 byte_fallback=byte_fallback)
     tok = Tokenizer(model_)
-    tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()])
+    # NFC as the WordPiece recipes (vocab.words.runtime_normalizer): the pieces are composed Hangul, and
+    # decomposed text would come out as byte pieces of its jamo
+    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
+                                           normalizers.Strip()])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always", split=True)
     if MODEL_TYPES[recipe] == "unigram":  # BPE only forms pieces through merges, which name normal pieces only
         tok.pre_tokenizer = pre_tokenizers.Sequence([tok.pre_tokenizer, _never_spelled(pieces, normal)])
@@ -210,6 +216,7 @@ def write_dir(model: bytes, recipe: str, out_dir: Path) -> Tokenizer:
     _write_json(out_dir / "tokenizer_config.json", {
         # the generic fast class: it wraps tokenizer.json as is (there is no slow SP class to rebuild)
         "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_input_names": list(MODEL_INPUT_NAMES),  # that class's own leave out token_type_ids
         "model_max_length": MODEL_MAX_LENGTH,
         "clean_up_tokenization_spaces": False,
         "split_special_tokens": True,  # "[SEP]" in text is text (vocab.export's docstring)

@@ -29,9 +29,15 @@ WordType = tuple[str, tuple[int, ...]]
 
 
 def runtime_normalizer() -> normalizers.Normalizer:
-    # cased and no accent stripping: lowercasing/stripping NFD-decomposes Hangul syllables into jamo
-    return normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False,
-                                      lowercase=False)
+    # NFC first: the corpus stage stores NFC, so every piece is composed Hangul; text given decomposed
+    # (NFD, as files written on macOS often are) reached WordPiece as conjoining jamo no vocabulary
+    # learned here holds, and every such word was [UNK]. NFC, never NFKC (that would fold widths and
+    # compatibility characters, which the corpus stage rules on). Cased and no accent stripping:
+    # lowercasing/stripping NFD-decomposes Hangul syllables into jamo.
+    return normalizers.Sequence([
+        normalizers.NFC(),
+        normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=False, lowercase=False),
+    ])
 
 
 def runtime_pre_tokenizer() -> pre_tokenizers.PreTokenizer:
