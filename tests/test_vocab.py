@@ -160,6 +160,22 @@ def test_trainer_never_merges_across_a_morpheme_boundary():
     assert pieces == [] and stats["words_outside_alphabet"] == 5
 
 
+def test_words_the_runtime_makes_unk_do_not_vote_for_pieces():
+    # the runtime WordPiece makes a word of more than 100 characters one [UNK]; learned from, one
+    # review of 120 hearts gave ##♥♥, ##♥♥♥♥, ... up to 64 hearts (its pairs alone pass min_frequency)
+    from kolectra.vocab.build import learn_vocab
+    from kolectra.vocab.export import MAX_INPUT_CHARS_PER_WORD, make_tokenizer
+
+    table = {("영화", (1,)): 3, ("좋다", ()): 3, ("♥" * 120, ()): 1, ("♥♥", ()): 1}
+    cfg = VocabConfig(vocab_size=40, num_unused=0, min_frequency=2)
+    vocab, stats = learn_vocab(cfg, table, "wordpiece", show_progress=False)
+    assert not [t for t in vocab if "♥♥" in t], vocab
+    assert "영화" in vocab and "좋다" in vocab and "♥" in vocab and "##♥" in vocab  # its characters stay
+    assert stats["words_too_long"] == 1 and stats["train_word_types"] == 3
+    assert make_tokenizer(vocab).encode("♥" * 120, add_special_tokens=False).tokens == ["[UNK]"]
+    assert make_tokenizer(vocab).encode("♥" * MAX_INPUT_CHARS_PER_WORD, add_special_tokens=False).tokens != ["[UNK]"]
+
+
 def _boundary_share(tok_dir: Path, corpus: Path, split: str) -> float:
     """Independent recount of report.json's morph_boundary_share with the transformers tokenizer."""
     from transformers import AutoTokenizer

@@ -68,6 +68,7 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str, show_progress: bool = True
         pieces, stats = trainer.learn_pieces(
             table, budget=cfg.vocab_size - fixed, initial=initial + continuing, min_frequency=cfg.min_frequency,
             respect_morphs=recipe == "morph_wordpiece", cross_morph=cfg.cross_morph,
+            max_chars=export.MAX_INPUT_CHARS_PER_WORD,
             on_piece=bar.advance if show_progress else None,
         )
     vocab = export.assemble(cfg.num_unused, initial, continuing, pieces)

@@ -69,34 +69,42 @@ def _items(table: Mapping[WordType, int], respect_morphs: bool) -> list[tuple[st
 
 
 def learn_pieces(table: Mapping[WordType, int], *, budget: int, initial: list[str], min_frequency: int,
-                 respect_morphs: bool, cross_morph: str = "prefix",
+                 respect_morphs: bool, cross_morph: str = "prefix", max_chars: int | None = None,
                  on_piece: Callable[[], None] | None = None) -> tuple[list[str], dict]:
     """Merged pieces in learning order until ``len(initial) + len(pieces) == budget``.
 
     ``initial`` are the alphabet symbols (both forms); words that cannot be spelled with them are
-    left out (at run time they are [UNK] anyway) and counted in the returned stats. ``on_piece``
-    is called for every new piece (a progress bar's advance).
+    left out (at run time they are [UNK] anyway) and counted in the returned stats, and so are words
+    longer than ``max_chars`` (the runtime WordPiece's ``max_input_chars_per_word``: it makes them
+    one [UNK] whatever the vocabulary, so their pairs must not vote for pieces). ``on_piece`` is
+    called for every new piece (a progress bar's advance).
     """
     # the learner makes no reference cycles, but many small containers (the heap's entries, the
     # slots listed per pair): the collector's passes over them cost 5-10 % of the learning
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _learn(table, budget, initial, min_frequency, respect_morphs, cross_morph, on_piece)
+        return _learn(table, budget, initial, min_frequency, respect_morphs, cross_morph, max_chars, on_piece)
     finally:
         if enabled:
             gc.enable()
 
 
 def _learn(table: Mapping[WordType, int], budget: int, initial: list[str], min_frequency: int,
-           respect_morphs: bool, cross_morph: str, on_piece: Callable[[], None] | None) -> tuple[list[str], dict]:
+           respect_morphs: bool, cross_morph: str, max_chars: int | None,
+           on_piece: Callable[[], None] | None) -> tuple[list[str], dict]:
     if cross_morph not in CROSS_MORPH:
         raise UserInputError(f"cross_morph: expected one of {CROSS_MORPH}, got {cross_morph!r}")
     # symbol ids in the pieces' sorted order; a word's symbols are looked up by character
     text: list[str] = sorted(set(initial))
     ids: dict[str, int] = {t: i for i, t in enumerate(text)}
+    items, too_long = _items(table, respect_morphs), 0
+    if max_chars is not None:
+        # one such word's run of a repeated character (a review of 120 hearts) made a chain of pieces
+        too_long = sum(n for word, _, n in items if len(word) > max_chars)
+        items = [item for item in items if len(item[0]) <= max_chars]
     # every new symbol is a new piece, so there are never more than the budget's (plus the initial)
-    words = Slots(_items(table, respect_morphs), ids, cross_morph, max_symbols=max(budget, len(text)) + 2)
+    words = Slots(items, ids, cross_morph, max_symbols=max(budget, len(text)) + 2)
     width, count = words.width, words.count
     have = set(initial)
     pieces: list[str] = []
@@ -136,4 +144,5 @@ def _learn(table: Mapping[WordType, int], budget: int, initial: list[str], min_f
             pieces.append(piece)
             if on_piece is not None:
                 on_piece()
-    return pieces, {"merges": merges, "train_word_types": words.kept, "words_outside_alphabet": words.skipped}
+    return pieces, {"merges": merges, "train_word_types": words.kept, "words_outside_alphabet": words.skipped,
+                    "words_too_long": too_long}
