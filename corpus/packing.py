@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import struct
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -47,17 +48,18 @@ class DocRng:
     """
 
     __slots__ = ("_key", "_block", "_words")
+    WORDS = "<4Q"  # little-endian whatever the host: the same artifact id means the same bytes anywhere
 
     def __init__(self, seed: int, doc_id: str):
         self._key = hashlib.sha256(f"{seed}\x00{doc_id}".encode("utf-8")).digest()
         self._block = 0
-        self._words = memoryview(self._key).cast("Q").tolist()
+        self._words = list(struct.unpack(self.WORDS, self._key))
 
     def _next(self) -> int:
         if not self._words:
             self._block += 1
             digest = hashlib.sha256(self._key + self._block.to_bytes(8, "little")).digest()
-            self._words = memoryview(digest).cast("Q").tolist()
+            self._words = list(struct.unpack(self.WORDS, digest))
         return self._words.pop()
 
     def random(self) -> float:

@@ -4,6 +4,7 @@ sequences are written into them. The job around them: ``tests/test_examples.py``
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import numpy as np
@@ -125,3 +126,14 @@ def test_a_stream_shard_holds_a_few_bytes_a_token(monkeypatch):
         tracemalloc.stop()
     assert seqs.tokens_T.size == 6144 * 100 and place.rows == len(seqs)
     assert peak / seqs.tokens_T.size < 16, f"{peak / seqs.tokens_T.size:.1f} bytes a token"
+
+
+def test_a_documents_draws_are_its_hash_read_little_endian_on_any_host():
+    """The draws are defined by the bytes, not the host: SHA-256 of (seed, id), then of (digest,
+    block), each read as four little-endian 64-bit words taken from the last; a big-endian host
+    reading them natively would write other examples under the same artifact id."""
+    rng = packing.DocRng(7, "doc-1")
+    key = hashlib.sha256(b"7\x00doc-1").digest()
+    block = hashlib.sha256(key + (1).to_bytes(8, "little")).digest()
+    want = [int.from_bytes(d[i:i + 8], "little") for d in (key, block) for i in (24, 16, 8, 0)]
+    assert [rng._next() for _ in range(8)] == want
