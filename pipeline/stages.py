@@ -31,8 +31,9 @@ from kolectra.pipeline.store.inputs import RecordFile
 from kolectra.pipeline.store.inputs import head as inputs_head
 from kolectra.vocab import build as vocab_build
 
-# Libraries whose versions decide each stage's bytes: part of the artifact id.
-LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model")
+# Libraries whose versions decide each stage's bytes: part of the artifact id. "unicodedata": Python's
+# Unicode database (pipeline/store/manifest.py), which the corpus's cleaning and filters read.
+LIBS_CORPUS = ("apache-beam", "kiwipiepy", "kiwipiepy_model", "unicodedata")
 LIBS_VOCAB = ("tokenizers", "transformers", "sentencepiece")
 LIBS_EXAMPLES = ("apache-beam", "tokenizers", "numpy", "pyarrow")
 LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
@@ -268,7 +269,7 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
     req = Request(kind="eval", name=artifact_name(name, "probe"), stage_version=ft_probe.STAGE_VERSION,
                   config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
-                  libraries=LIBS_TORCH + ("scikit-learn",))
+                  libraries=LIBS_TORCH + ("tokenizers", "scikit-learn"))  # its fast tokenizer, as finetune's
     return store.build(req, lambda out: ft_probe.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force)
 
 

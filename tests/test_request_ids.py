@@ -77,3 +77,56 @@ def test_a_seeds_summary_is_the_same_artifact_however_its_settings_were_spelled(
     assert config["optim"]["lr"] == 5e-4 and config["seeds"] == [1, 2] and "seed" not in config
     assert config["task"] == "nsmc" and config["preset"] == "koelectra"
     assert stages.finetune_seeds(store, "nsmc", "m", "t", "e", [1, 2], sets=["optim.lr=1e-3"]).id != summaries[0].id
+
+
+def test_the_corpus_id_names_the_unicode_database_its_cleaning_reads(monkeypatch):
+    """NFC, the character categories and the symbol filter follow Python's Unicode database: on 3.12
+    (15.0) U+1FAE8 is a symbol, on 3.11 (14.0) unassigned, so the same request keeps other documents."""
+    import unicodedata
+
+    from kolectra.pipeline.store import manifest
+
+    def corpus_id() -> tuple[str, dict]:
+        manifest._version.cache_clear()
+        req = Request(kind="corpus", name="c", stage_version=1, config={}, libraries=stages.LIBS_CORPUS)
+        return req.id(), manifest.library_versions(stages.LIBS_CORPUS)
+
+    here, libraries = corpus_id()
+    assert libraries["unicodedata"] == unicodedata.unidata_version
+    monkeypatch.setattr(unicodedata, "unidata_version", "99.0.0")
+    other, libraries = corpus_id()
+    assert other != here and libraries["unicodedata"] == "99.0.0"
+    monkeypatch.undo()
+    assert corpus_id()[0] == here
+    manifest._version.cache_clear()
+
+
+def test_the_probe_names_the_tokenizers_version_as_fine_tuning_does(tmp_path, monkeypatch):
+    store = Store(tmp_path / "root")
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    for f in ("train.txt", "test.txt"):
+        (tmp_path / f).write_text("id\tdocument\tlabel\n1\t좋다\t1\n", encoding="utf-8")
+    asked: list[Request] = []
+    monkeypatch.setattr(store, "build", lambda req, produce, force=False, **kw: asked.append(req))
+    stages.probe(store, str(model), tmp_path / "train.txt", tmp_path / "test.txt")
+    assert "tokenizers" in asked[0].libraries and set(stages.LIBS_TORCH) <= set(asked[0].libraries)
+
+
+@pytest.mark.parametrize("how", ["set", "file"])
+def test_a_study_refuses_a_preset_in_its_pretraining_settings_other_than_its_own(tmp_path, capsys, how):
+    """``--set preset=small`` (or a reused pretrain.toml) trained small with the steps worked out for
+    --preset mini's model (study/runner.py flops_per_step): a budget 10-odd times off, under mini's name."""
+    from kolectra.pipeline.cli import main
+
+    toml = tmp_path / "pretrain.toml"
+    toml.write_text('preset = "small"\n', encoding="utf-8")
+    given = ["--set", "preset=small"] if how == "set" else ["--config", str(toml)]
+    argv = ["study", "--examples", "x", "--flops", "1e12", "--nsmc-train", "x", "--out", str(tmp_path / "r")]
+    assert main([*argv, *given]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kolectra study:")]
+    assert len(err) == 1 and "give --preset small" in err[0], err
+    # the same preset as --preset is no conflict: the study goes on (to find no --nsmc-train file 'x')
+    assert main([*argv, *given, "--preset", "small"]) == 2
+    assert "x: No such file or directory" in capsys.readouterr().err

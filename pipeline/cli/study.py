@@ -59,6 +59,12 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
         raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")
     if args.points < 1:
         raise ConfigError(f"--points: expected at least 1, got {args.points}")
+    from kolectra.model.config import requested_preset  # torch-free
+
+    named = requested_preset(args.preset, config_sets(args))
+    if named != args.preset:  # the run would train it, with steps worked out for --preset's model
+        raise ConfigError(f"study: --set/--config name preset {named!r}, but the study sizes every budget by "
+                          f"--preset ({args.preset}): give --preset {named}")
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
                      readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,

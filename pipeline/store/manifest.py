@@ -55,12 +55,21 @@ def canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+# Not a package: the Unicode database of the running Python, which NFC, the character categories and
+# the symbol filter read (Python 3.12's 15.0 makes emoji such as U+1FAE8 symbols, 3.11's 14.0 unassigned)
+UNICODE = "unicodedata"
+
+
 def library_versions(names: Iterable[str]) -> dict[str, str]:
     return {name: _version(name) for name in names}
 
 
 @functools.cache  # installed packages do not change under a running process; a lookup scans sys.path
 def _version(name: str) -> str:
+    if name == UNICODE:
+        import unicodedata  # noqa: PLC0415
+
+        return unicodedata.unidata_version
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
