@@ -130,3 +130,17 @@ def test_a_study_refuses_a_preset_in_its_pretraining_settings_other_than_its_own
     # the same preset as --preset is no conflict: the study goes on (to find no --nsmc-train file 'x')
     assert main([*argv, *given, "--preset", "small"]) == 2
     assert "x: No such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting", ["train.steps=5000", " train.warmup_steps=10", "objective.objective=mlm", "seed=3"])
+def test_a_study_refuses_a_pretraining_setting_every_run_of_it_overwrites(tmp_path, capsys, setting):
+    """The study's own steps, warm-up, objective and seeds came after --set's, which was taken and ignored."""
+    from kolectra.pipeline.cli import main
+
+    argv = ["study", "--examples", "x", "--flops", "1e12", "--nsmc-train", "x", "--out", str(tmp_path / "r")]
+    assert main([*argv, "--set", setting]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kolectra study:")]
+    key = setting.split("=")[0].strip()
+    assert len(err) == 1 and f"{key} is the study's to set" in err[0], err
+    assert main([*argv, "--set", "train.cpu_threads=1"]) == 2  # one it leaves alone goes on (to no file 'x')
+    assert "x: No such file or directory" in capsys.readouterr().err

@@ -52,6 +52,12 @@ def add_study(p: argparse.ArgumentParser) -> None:
                    help=f"fine-tuning overrides (default {' '.join(d.finetune_sets)})")
 
 
+# pretraining keys each run of the study sets itself (pipeline/study/runner.py pretrain_point), and from what
+STUDY_KEYS = {"train.steps": "--flops", "train.warmup_steps": "--flops (a tenth of the steps)",
+              "train.log_every": "--flops (a twentieth of the steps)", "objective.objective": "--arms",
+              "model.embedding_sharing": "--arms (electra-gdes)", "seed": "--pretrain-seeds (1, 2, ...)"}
+
+
 def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.pipeline.study.runner import StudyPlan, run_study
 
@@ -65,6 +71,11 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
     if named != args.preset:  # the run would train it, with steps worked out for --preset's model
         raise ConfigError(f"study: --set/--config name preset {named!r}, but the study sizes every budget by "
                           f"--preset ({args.preset}): give --preset {named}")
+    for assignment in config_sets(args):  # the study's own settings come after these: they were ignored
+        key = assignment.split("=", 1)[0].strip()
+        if key in STUDY_KEYS:
+            raise ConfigError(f"study: {key} is the study's to set, from {STUDY_KEYS[key]} (every run's would "
+                              "overwrite it): leave it out of --set/--config")
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
                      readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,
