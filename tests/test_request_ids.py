@@ -144,3 +144,20 @@ def test_a_study_refuses_a_pretraining_setting_every_run_of_it_overwrites(tmp_pa
     assert len(err) == 1 and f"{key} is the study's to set" in err[0], err
     assert main([*argv, "--set", "train.cpu_threads=1"]) == 2  # one it leaves alone goes on (to no file 'x')
     assert "x: No such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting, said", [
+    ("optim.lrr=1e-3", "--finetune-set / --finetune-preset: unknown config key 'optim.lrr'"),
+    ("epochs=0", "epochs: must be at least 1"),
+    ("seed=7", "--finetune-set seed is the study's to set"),
+    ("max_train_examples=50", "--finetune-set max_train_examples is the study's to set"),
+])
+def test_a_study_refuses_a_readout_setting_before_anything_is_built(tmp_path, capsys, setting, said):
+    """A bad --finetune-set failed at the floor's first readout, after the examples (a Beam job from
+    --corpus) and the floor; a key each readout sets itself was taken and ignored."""
+    from kolectra.pipeline.cli import main
+
+    argv = ["study", "--examples", "x", "--flops", "1e12", "--nsmc-train", "x", "--out", str(tmp_path / "r")]
+    assert main([*argv, "--finetune-set", setting]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kolectra study:")]
+    assert len(err) == 1 and said in err[0], err

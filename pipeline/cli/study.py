@@ -57,6 +57,10 @@ STUDY_KEYS = {"train.steps": "--flops", "train.warmup_steps": "--flops (a tenth 
               "train.log_every": "--flops (a twentieth of the steps)", "objective.objective": "--arms",
               "model.embedding_sharing": "--arms (electra-gdes)", "seed": "--pretrain-seeds (1, 2, ...)"}
 
+# fine-tuning keys each readout sets itself (pipeline/study/runner.py read_out)
+READOUT_KEYS = {"seed": "--finetune-seeds (1, 2, ...)", "max_train_examples": "--lowdata-rows / --finetune-rows",
+                "max_eval_examples": "--dev-rows"}
+
 
 def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
     from kolectra.pipeline.study.runner import StudyPlan, run_study
@@ -84,6 +88,16 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
                      dev_rows=args.dev_rows, probe_rows=args.probe_rows, lowdata_rows=args.lowdata_rows,
                      finetune_rows=args.finetune_rows,
                      **({"finetune_sets": tuple(args.finetune_sets)} if args.finetune_sets is not None else {}))
+    from kolectra.pipeline.configs import resolve  # torch-free
+
+    for assignment in plan.finetune_sets:  # each readout's own come after these, as the pretraining keys above
+        key = assignment.split("=", 1)[0].strip()
+        if key in READOUT_KEYS:
+            raise ConfigError(f"study: --finetune-set {key} is the study's to set, from {READOUT_KEYS[key]}: leave it out")
+    try:  # a bad key or value now, not after the examples are built and the floor is trained
+        resolve("finetune", task="nsmc", preset=plan.finetune_preset, sets=plan.finetune_sets)
+    except ConfigError as e:
+        raise ConfigError(f"study: --finetune-set / --finetune-preset: {e}") from None
     art = run_study(store, plan, args.nsmc_train, corpus_ref=args.corpus, examples_ref=args.examples,
                     name=args.name, force=args.force)
     print((art.path / "report.md").read_text(encoding="utf-8"))
