@@ -140,6 +140,17 @@ def _kolectra(args: list[str], tmp_path, **env) -> subprocess.CompletedProcess:
                           env=child, timeout=600)
 
 
+@pytest.mark.parametrize("push", [["--push=me/k"], ["--pu", "me/k"]])
+def test_a_push_spelled_with_equals_or_abbreviated_goes_online(checkpoint, tmp_path, push):
+    """``--push=me/k`` (argparse's other spelling) was put offline by kolectra itself, then refused as
+    'HF_HUB_OFFLINE is set in the environment': the upload is read from the parsed options."""
+    store, art = checkpoint
+    done = _kolectra(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), *push],
+                     tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN="hf_" + "x" * 34)
+    assert done.returncode == 2 and "cannot reach the Hub at http://127.0.0.1:9" in done.stderr, done.stderr
+    assert "HF_HUB_OFFLINE" not in done.stderr
+
+
 def test_a_push_with_the_network_down_is_an_environment_problem(checkpoint, tmp_path):
     """Issue 46: a Hub that cannot be reached was an internal error (a traceback log); it is the
     environment's problem, one line, exit 2. Port 9 on this machine refuses: real huggingface_hub calls."""

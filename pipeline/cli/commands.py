@@ -388,10 +388,6 @@ def main(argv: list[str] | None = None) -> int:
     """Parse, run the command, print the artifact directory last; any failure is one line on stderr
     and a non-zero exit (:mod:`kolectra.pipeline.cli.errors`)."""
     argv = verbosity_after_command(list(sys.argv[1:] if argv is None else argv))
-    # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
-    # The one exception is `kolectra export --push` (not --dry-run): an upload, which needs the Hub.
-    if not (argv[:1] == ["export"] and "--push" in argv and "--dry-run" not in argv):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # Waiting OpenMP threads sleep instead of spinning (read when torch loads OpenMP, after this):
     # with another job on the CPU, spinning threads slowed pretraining at mini 1.42x with one busy
     # neighbour and 6-20x on busier machines; idle, sleeping costs about a tenth (docs/pretraining.md).
@@ -404,6 +400,12 @@ def main(argv: list[str] | None = None) -> int:
         args, beam_args = parser.parse_known_args(argv)  # its own words (check_arguments), not argparse's top level
     else:
         args, beam_args = parser.parse_args(argv), []
+    # Nothing is fetched from a hub at run time; and transformers' per-load weight reports are noise here.
+    # The one exception is `kolectra export --push` (not --dry-run): an upload, which needs the Hub. Read
+    # from the parsed options (huggingface_hub, which reads it, is not imported yet): `--push=ID` was an
+    # upload kolectra itself had put offline ("HF_HUB_OFFLINE is set in the environment")
+    if not (args.command == "export" and args.push and not args.dry_run):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     environ = dict(os.environ)  # as found: set_verbosity rewrites KOLECTRA_VERBOSITY
     set_verbosity(args)
     root = as_root(args.out) if args.out else default_root()
