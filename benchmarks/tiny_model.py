@@ -1,7 +1,7 @@
 """A tiny random ELECTRA discriminator directory, for tests and quick benchmarks of fine-tuning.
 
 Stands in for the pretrain stage's ``hf/discriminator/`` where training a real one would be too
-slow: a WordPiece tokenizer is trained (HF ``tokenizers``) on the given texts with kolectra's
+slow: a WordPiece tokenizer is learned (by the vocab stage's learner) from the given texts with kolectra's
 special-token ids ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4), a randomly initialised
 ``ElectraForPreTraining`` of the given size is saved next to it.  Real parts only: the result
 loads with ``AutoTokenizer`` / ``AutoModelFor*`` exactly like a real model directory.
@@ -16,27 +16,30 @@ from kolectra.core.tokens import SPECIALS
 
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int = 600):
-    """A fast BERT-style tokenizer (cased, no accent stripping) trained on ``texts``."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: PLC0415
+    """A fast BERT-style tokenizer (cased, no accent stripping) learned from ``texts`` by the vocab
+    stage's own plain WordPiece learner, no unused slots; a ``vocab_size`` below the specials plus the
+    texts' alphabet gives the alphabet alone, as HF's trainer does.
+
+    Why not HF ``tokenizers``' WordPiece trainer: it breaks ties between equally frequent pairs in
+    hash order, which changes from one process to the next, so the same texts gave other merges
+    (fixture texts at 1,200 entries: six processes, six tokenizers) and tests that read a tokenizer's
+    windows or scores another figure in each run. This learner breaks ties by the pair's text."""
+    from collections import Counter  # noqa: PLC0415
+
     from transformers import PreTrainedTokenizerFast  # noqa: PLC0415
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS), min_frequency=1)
-    tok.train_from_iterator(list(texts), trainer)
-    # The trainer numbers tokens of equal frequency in hash order, which changes from one process to
-    # the next (the same texts gave a fine-tuning test 0.67 or 0.93 accuracy by process): renumber them
-    # in sorted order, the specials keeping their ids.
-    learned = sorted(t for t in tok.get_vocab() if t not in SPECIALS)
-    tok.model = models.WordPiece({t: i for i, t in enumerate([*SPECIALS, *learned])}, unk_token="[UNK]",
-                                 max_input_chars_per_word=100)
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    from kolectra.core.config import override  # noqa: PLC0415
+    from kolectra.vocab import build, export, trainer, words  # noqa: PLC0415
+    from kolectra.vocab.config import plain_config  # noqa: PLC0415
+
+    split = words.WordSplitter()
+    table = Counter((word, ()) for text in texts for word, _, _ in split(text))
+    initial, continuing = trainer.alphabet(table, limit=10**6)
+    cfg = override(plain_config(), [f"vocab_size={max(vocab_size, len(SPECIALS) + len(initial) + len(continuing))}",
+                                    "num_unused=0", "min_frequency=1", f"limit_alphabet={10**6}"])
+    vocab, _ = build.learn_vocab(cfg, dict(table), "wordpiece", show_progress=False)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+        tokenizer_object=export.make_tokenizer(vocab), unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
         sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
 
 
