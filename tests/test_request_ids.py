@@ -151,6 +151,7 @@ def test_a_study_refuses_a_pretraining_setting_every_run_of_it_overwrites(tmp_pa
     ("epochs=0", "epochs: must be at least 1"),
     ("seed=7", "--finetune-set seed is the study's to set"),
     ("max_train_examples=50", "--finetune-set max_train_examples is the study's to set"),
+    ("epochs=2 --finetune-set epochs=3", "--finetune-set epochs is given twice"),
 ])
 def test_a_study_refuses_a_readout_setting_before_anything_is_built(tmp_path, capsys, setting, said):
     """A bad --finetune-set failed at the floor's first readout, after the examples (a Beam job from
@@ -158,6 +159,6 @@ def test_a_study_refuses_a_readout_setting_before_anything_is_built(tmp_path, ca
     from kolectra.pipeline.cli import main
 
     argv = ["study", "--examples", "x", "--flops", "1e12", "--nsmc-train", "x", "--out", str(tmp_path / "r")]
-    assert main([*argv, "--finetune-set", setting]) == 2
+    assert main([*argv, "--finetune-set", *setting.split()]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kolectra study:")]
     assert len(err) == 1 and said in err[0], err

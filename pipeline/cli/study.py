@@ -90,10 +90,14 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
                      **({"finetune_sets": tuple(args.finetune_sets)} if args.finetune_sets is not None else {}))
     from kolectra.pipeline.configs import resolve  # torch-free
 
+    seen: set[str] = set()
     for assignment in plan.finetune_sets:  # each readout's own come after these, as the pretraining keys above
         key = assignment.split("=", 1)[0].strip()
         if key in READOUT_KEYS:
             raise ConfigError(f"study: --finetune-set {key} is the study's to set, from {READOUT_KEYS[key]}: leave it out")
+        if key in seen:  # as --set refuses a key twice (pipeline/cli/checks.py)
+            raise ConfigError(f"study: --finetune-set {key} is given twice: give each key once")
+        seen.add(key)
     try:  # a bad key or value now, not after the examples are built and the floor is trained
         resolve("finetune", task="nsmc", preset=plan.finetune_preset, sets=plan.finetune_sets)
     except ConfigError as e:
