@@ -24,7 +24,11 @@ steps):
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
-- an MLM ablation stuck: loss above 90 % of ln|V|.
+- an MLM ablation stuck: loss above 90 % of ln|V|. All-Tokens MLM scores every token through a
+  copy mechanism, so its loss starts far below ln|V| (copying the input is right wherever it is
+  the original); it is stuck when its loss is above 90 % of what copying alone gets: with ``r``
+  the share of its inputs that are not the original, H(r) for when to copy plus r ln|V| for
+  guessing the rest uniformly (the same 90 % of ln|V| at the replaced tokens).
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
         return [], {}
     m = {k: _mean(past, weights, k) for k in ("disc_loss", "disc_auc", "disc_recall", "disc_acc",
                                                "replaced_token_share", "gen_loss", "gen_acc", "replaced_share",
-                                               "mlm_loss")}
+                                               "mlm_loss", "input_replaced_share")}
     figures = {"step": past[-1]["step"], **{k: round(v, 4) for k, v in m.items() if v is not None}}
     out = []
     uniform = math.log(max(ctx.vocab_size, 2))
@@ -109,7 +113,15 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     if ctx.objective in RTD_OBJECTIVES and m["replaced_share"] is not None and m["replaced_share"] < 0.02:
         out.append(f"the generator reproduces the original at {1 - m['replaced_share']:.0%} of masked slots, so "
                    f"the discriminator sees almost no replaced tokens (generator too strong?)")
-    if ctx.objective not in RTD_OBJECTIVES and m["mlm_loss"] is not None and m["mlm_loss"] > 0.9 * uniform:
+    if ctx.objective == "all_tokens_mlm" and m["mlm_loss"] is not None and m["input_replaced_share"] is not None:
+        r = m["input_replaced_share"]
+        copying = binary_entropy(r) + r * uniform
+        figures["copy_only_loss"] = round(copying, 4)
+        if m["mlm_loss"] > 0.9 * copying:
+            out.append(f"the all-tokens LM has learned no more than copying its input (loss {m['mlm_loss']:.3f} "
+                       f"against {copying:.3f} for copying and guessing uniformly at the {r:.0%} of "
+                       f"tokens that were replaced)")
+    elif ctx.objective not in RTD_OBJECTIVES and m["mlm_loss"] is not None and m["mlm_loss"] > 0.9 * uniform:
         out.append(f"the masked LM has not left uniform guessing (loss {m['mlm_loss']:.2f} of ln|V| = {uniform:.2f})")
     return out, figures
 

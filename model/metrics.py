@@ -13,8 +13,9 @@ steps, so the steps in between never wait for the device. A line holds, for the 
   sample differs from the original), ``disc_acc`` / ``disc_precision`` / ``disc_recall`` (class
   "replaced"), ``disc_auc`` (from 8,192-bin logit histograms, :data:`model.rtd.AUC_BINS`: within 1e-4 of the exact
   AUC on a plateau's logits; the 64 bins used before read 0.002-0.035 low),
-  ``mlm_acc`` for the MLM ablations, ``disc_mlm_acc`` for the discriminator's vocabulary head:
-  ratios of window sums;
+  ``mlm_acc`` for the MLM ablations (``all_tokens_mlm`` also ``input_replaced_share``: its inputs
+  that are not the original), ``disc_mlm_acc`` for the discriminator's vocabulary head: ratios of
+  window sums;
 - ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
   second over the devices' peak, when a peak figure is known) and device extras;
 - ``nonpad_tokens``: the non-padding tokens the whole run has trained on up to this step, all ranks
@@ -24,7 +25,7 @@ Values are averaged over ranks. Only rank 0 writes. It also writes every line, a
 TensorBoard's own writer (``torch.utils.tensorboard.SummaryWriter``) into ``tensorboard/`` beside
 metrics.jsonl, so ``tensorboard --logdir ARTIFACT/tensorboard`` shows a run live. Tags, grouped by
 prefix (:data:`TAGS`): ``loss/{total,generator,discriminator,mlm,disc_mlm}``, ``train/{lr,grad_norm}``,
-``gen/{acc,replaced_share,temperature}``, ``disc/{acc,precision,recall,auc,mlm_acc}``, ``mlm/acc``,
+``gen/{acc,replaced_share,temperature}``, ``disc/{acc,precision,recall,auc,mlm_acc}``, ``mlm/{acc,input_replaced_share}``,
 ``perf/{tokens_per_s,mfu}``, and ``device/<field>`` for the device extras (e.g.
 ``device/xla_compiles``); ``step`` is the event's step, its wall time the time the line was
 written, and None (a NaN or inf) is left out. SummaryWriter names its file after the time, host
@@ -67,6 +68,8 @@ RATIOS = {
     # the discriminator's class prior: the share of its tokens that were replaced (model.health)
     "replaced_token_share": ("disc_replaced", "disc_tokens"),
     "mlm_acc": ("mlm_correct", "mlm_tokens"),
+    # all_tokens_mlm: the share of its scored inputs that are not the original (model.health)
+    "input_replaced_share": ("mlm_replaced", "mlm_tokens"),
     # the discriminator's vocabulary head (hybrid, corrective, mlm_then_rtd): argmax (corrective: the
     # copy-or-head prediction) = original at the masked slots
     "disc_mlm_acc": ("disc_mlm_correct", "disc_mlm_tokens"),
@@ -79,7 +82,8 @@ TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/d
         "lr": "train/lr", "grad_norm": "train/grad_norm", "gen_acc": "gen/acc", "replaced_share": "gen/replaced_share",
         "replaced_token_share": "disc/replaced_token_share",
         "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
-        "disc_auc": "disc/auc", "mlm_acc": "mlm/acc", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu",
+        "disc_auc": "disc/auc", "mlm_acc": "mlm/acc",
+        "input_replaced_share": "mlm/input_replaced_share", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu",
         "nonpad_tokens": "train/nonpad_tokens"}
 EVENT_DIR = "tensorboard"  # beside metrics.jsonl
 EVENT_FILE = Path(EVENT_DIR) / "events.out.tfevents.kolectra"  # the name it has once the run closes it

@@ -126,7 +126,9 @@ def all_tokens_mlm_step(model: ElectraPair, ids_BL, types_BL, sp: Specials, obj:
         by_softmax = (target_logit >= logits.amax(-1)).float()
         copy = (copy_logit_BL > 0).float()
         correct = copy * (g.disc_in_BL == ids_BL).float() + (1.0 - copy) * by_softmax
-        sums = {"mlm_tokens": g.attn_BL.sum(), "mlm_correct": (correct * g.attn_BL).sum()}
+        sums = {"mlm_tokens": g.attn_BL.sum(), "mlm_correct": (correct * g.attn_BL).sum(),
+                # inputs that are not the original: what copying cannot get right (model.health)
+                "mlm_replaced": ((g.disc_in_BL != ids_BL).float() * g.attn_BL).sum()}
     return _finish(g, mlm_loss, sums)
 
 

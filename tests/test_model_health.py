@@ -2,6 +2,8 @@
 the review corpus: the identity-only plateau (AUC 0.58) is "at the prior", a discriminator that has
 climbed past it is not, and the generator checks fire on their own figures."""
 
+import math
+
 from kolectra.model import health
 
 
@@ -75,6 +77,22 @@ def test_mlm_ablation_has_no_discriminator_checks():
     assert v["status"] == "not_learning" and "masked LM" in v["problems"][0]
     lines = [{"step": s, "mlm_loss": 4.0, "disc_loss": 0.36, "replaced_token_share": 0.114} for s in (300, 400)]
     assert health.verdict(lines, _ctx(objective="mlm"))["status"] == "ok"
+
+
+def test_all_tokens_mlm_is_judged_against_copying_its_input():
+    """All-Tokens MLM copies its input wherever that is the original, so its loss starts far below
+    ln|V| (1.22 at initialisation with 50 entries): the uniform-guessing check could never fire. It
+    is stuck when it does no better than copying and guessing uniformly at the replaced inputs."""
+    share, ctx = 0.13, _ctx(objective="all_tokens_mlm")
+    copying = health.binary_entropy(share) + share * math.log(8000)  # 1.555
+    stuck = [{"step": s, "mlm_loss": 0.95 * copying, "input_replaced_share": share, "gen_loss": 5.9, "gen_acc": 0.2}
+             for s in (2400, 2500)]
+    v = health.verdict(stuck, ctx)
+    assert v["status"] == "not_learning" and v["figures"]["copy_only_loss"] == round(copying, 4)
+    assert "learned no more than copying its input (loss 1.477 against 1.555" in v["problems"][0]
+    # one that predicts the originals at the replaced inputs (their loss 4.0 of ln|V| = 8.99)
+    learning = [{**line, "mlm_loss": health.binary_entropy(share) + share * 4.0} for line in stuck]
+    assert health.verdict(learning, ctx)["status"] == "ok"
 
 
 def test_warning_text_is_plain_words():

@@ -54,6 +54,8 @@ def test_every_objective_steps_and_trains_the_right_networks(objective):
     if objective == "all_tokens_mlm":
         assert pair.copy_head.dense_prediction.weight.grad is not None
         assert out.sums["mlm_tokens"] == (ids != SP.pad_id).sum()  # every real token is predicted
+        # what copying cannot get right, for the health check: the real tokens whose input is not the original
+        assert out.sums["mlm_replaced"] == ((out.disc_in_BL != ids) & (ids != SP.pad_id)).sum() > 0
 
 
 def test_electra15_counts_only_masked_positions():
@@ -174,6 +176,9 @@ def test_ablation_trains_and_exports_a_finetunable_encoder(objective, inputs, tm
     assert [r["step"] for r in rows] == [3, 6] and all(np.isfinite(r["mlm_loss"]) for r in rows)
     assert "disc_loss" not in rows[0] and 0 <= rows[-1]["mlm_acc"] <= 1
     assert result.stats["objective"] == objective
+    if objective == "all_tokens_mlm":  # its health is judged against copying the input
+        assert 0 < rows[-1]["input_replaced_share"] < 0.5
+        assert result.stats["health"]["figures"]["copy_only_loss"] > 0
     disc_dir = tmp_path / "hf" / "discriminator"
     assert json.loads((disc_dir / "config.json").read_text())["architectures"] == ["ElectraForMaskedLM"]
     enc = AutoModel.from_pretrained(disc_dir)
