@@ -99,9 +99,13 @@ def _parse(raw: str, tp: Any, key: str) -> Any:
         text = raw.strip()
         if text.startswith("["):
             try:
-                items = [str(x) if not isinstance(x, str) else x for x in json.loads(text)]
+                parsed = json.loads(text)
             except json.JSONDecodeError as e:
                 raise ConfigError(f"{key}: bad JSON list {raw!r}: {e}") from None
+            nested = [x for x in parsed if x is None or isinstance(x, (dict, list))]
+            if nested:  # Python's text of them ("{'a': 1}", "None") was taken as an item
+                raise ConfigError(f"{key}: a list of plain values, got {json.dumps(nested[0])} in {raw!r}")
+            items = [x if isinstance(x, str) else json.dumps(x) for x in parsed]
         else:
             items = [x.strip() for x in text.split(",")] if text else []
             if "" in items:  # "," or "a,,b" named nothing: a typo, not an empty list
