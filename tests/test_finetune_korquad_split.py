@@ -49,5 +49,7 @@ def test_a_dev_file_and_a_split_together_or_neither_are_refused_in_one_line(tiny
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "give --dev FILE or --split-dev-by-article FRACTION, one of them" in err[0], err
-    assert main([*base, "--split-dev-by-article", "1.5"]) == 2
-    assert "dev_fraction=1.5" in capsys.readouterr().err
+    for bad in ("1.5", "0", "nan"):  # in the flag's words, not the reader's dev_fraction
+        assert main([*base, "--split-dev-by-article", bad]) == 2
+        assert f"--split-dev-by-article takes the share of articles for the dev side, between 0 and 1 (e.g. 0.1), " \
+               f"got {float(bad)}" in capsys.readouterr().err

@@ -113,6 +113,9 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     if args.task in BY_ARTICLE and (eval_file is None) == (fraction is None):
         raise UserInputError(f"finetune {args.task}: give --{TASKS[args.task].eval_flag} FILE or "
                              f"{BY_ARTICLE[args.task]}, one of them")
+    if fraction is not None and not 0.0 < fraction < 1.0:  # nan too
+        raise UserInputError(f"finetune {args.task}: --split-dev-by-article takes the share of articles for "
+                             f"the dev side, between 0 and 1 (e.g. 0.1), got {fraction}")
     if fraction is not None:  # the split's files live as long as the run: the artifact records their hashes
         with scratch.temporary_directory("split") as folder:
             from kolectra.finetune.korquad import write_split
