@@ -87,6 +87,8 @@ def _parse(raw: str, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
         if math.isnan(value):  # no setting means NaN: it passed every "< 0" check and reached the manifest
             raise ConfigError(f"{key}: expected a number, got {raw.strip()} (not a number)")
+        if math.isinf(value):  # every setting has a finite "off" (0); inf reached the manifest as Infinity, not JSON
+            raise ConfigError(f"{key}: expected a finite number, got {raw.strip()}")
         return value
     if tp is str:
         return raw

@@ -42,6 +42,9 @@ def test_override_parses_by_declared_type():
         # NaN passed every "< 0" check (objective.temperature=nan trained and was published)
         ("train.lr=nan", "train.lr: expected a number, got nan"),
         ("train.lr= NaN", "got NaN"),
+        # inf is not JSON: it reached the manifest as Infinity (and every setting's "off" is 0)
+        ("train.lr=inf", "train.lr: expected a finite number, got inf"),
+        ("train.lr=-Infinity", "train.lr: expected a finite number, got -Infinity"),
         # a table, a list or null in a list was taken as its Python text: keep_fields ("{'a': 1}",)
         ('sizes=[1, [2, 3]]', "sizes: a list of plain values, got "),
         ('sizes=[{"a": 1}]', 'got {"a": 1}'),

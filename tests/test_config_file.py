@@ -67,6 +67,7 @@ def test_a_toml_or_yaml_file_sets_the_same_keys_and_set_and_flags_override_it(tm
     ('"train.lr" = 1e-3\n[train]\nlr = 2e-3\n', "train.lr is given twice"),
     ("train.lr: 1.0e-3\ntrain:\n  lr: 2.0e-3\n", "train.lr is given twice"),
     ("[objective]\ntemperature = nan\n", "objective.temperature: expected a number, got nan"),
+    ("[objective]\ntemperature = inf\n", "objective.temperature: expected a finite number, got inf"),
 ])
 def test_a_bad_file_is_one_line_naming_it_exit_2(tmp_path, capsys, text, expected):
     path = tmp_path / ("bad.yaml" if text.startswith("train.lr:") else "bad.toml")
