@@ -38,6 +38,8 @@ def score_value(value) -> float:
         raise BadRow(f"score must be a number, got {value!r}")
     try:
         x = float(value.strip() if isinstance(value, str) else value)
+    except OverflowError:  # a JSON integer past float's range (float() of a str gives inf instead)
+        raise BadRow(f"score must be finite, got an integer of {len(str(abs(value)))} digits") from None
     except (TypeError, ValueError):
         raise BadRow(f"score must be a number, got {value!r}") from None
     if not math.isfinite(x):

@@ -313,6 +313,18 @@ def test_regress_refuses_one_training_score_and_digit_grouping(tmp_path):
         Regress().read(cfg, same, grouped)
 
 
+def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):
+    rows = [{"s1": "가", "s2": "나", "score": 1}, {"s1": "다", "s2": "라", "score": 10 ** 400},
+            {"s1": "마", "s2": "바", "score": 4.5}]  # float(10 ** 400) raises OverflowError: was a traceback
+    sts = write(tmp_path / "sts.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score",
+                              max_bad_fraction=0.5, dev_fraction=0.5)
+    data = Regress().read(cfg, sts, write(tmp_path / "t.tsv", "s1\ts2\tscore\n가\t나\t1\n"))
+    facts = data.facts["train_file"]
+    assert facts["rows"] == 2 and facts["bad_lines"] == [
+        {"line": 2, "reason": "score must be finite, got an integer of 401 digits"}]
+
+
 def test_ner_reads_json_suffix_and_counts_a_sentence_of_blank_tokens(tmp_path):
     j = write(tmp_path / "ner.json", json.dumps({"tokens": ["서울", "에"], "ner_tags": ["B-LOC", "O"]}) + "\n")
     assert read_sentences(j).records[0][1]["tags"] == ["B-LOC", "O"]  # .json is JSON Lines, as for the tables
