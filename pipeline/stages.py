@@ -218,6 +218,11 @@ def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifa
         art = store.require(ref, "checkpoint")
         return store.local(art) / "hf" / "discriminator", (art,), ()
     p = Path(ref)
+    if p.name == "discriminator" and p.parent.name == "hf" and (p.parent.parent / "manifest.json").is_file():
+        # a checkpoint artifact's own export, given by its folder: the artifact, so the eval keeps its
+        # lineage and is the request ``--model NAME`` makes (as a raw folder it had no parent, another id)
+        art = store.require(str(p.parent.parent), "checkpoint")
+        return store.local(art) / "hf" / "discriminator", (art,), ()
     if p.is_dir() and (p / "config.json").is_file() and not (p / "manifest.json").exists():
         return p, (), tuple(fingerprint_inputs([p]))
     # a path (not a name such as "sample", which a folder in the working directory may share) to a folder

@@ -8,6 +8,7 @@ tampered parent is refused naming the file, and a local Hugging Face directory w
 import contextlib
 import io
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -135,9 +136,10 @@ def test_cli_stage_commands_print_the_artifact_last(chain, capsys):
     assert "vocab_sise" in capsys.readouterr().err
 
 
-def test_local_hf_directory_works_as_a_model(chain, capsys):
+def test_local_hf_directory_works_as_a_model(chain, capsys, tmp_path):
     store, _, _ = chain
-    hf_dir = store.list("checkpoint")[0].path / "hf" / "discriminator"
+    ckpt = store.list("checkpoint")[0]
+    hf_dir = shutil.copytree(ckpt.path / "hf" / "discriminator", tmp_path / "downloaded" / "discriminator")
     argv = ["finetune", "nsmc", "--model", str(hf_dir), "--train", str(SAMPLE / "nsmc_train.txt"),
             "--test", str(SAMPLE / "nsmc_test.txt"), "--preset", "sample", "--name", "fromdir",
             "--out", str(store.root)] + _sets(TINY["nsmc"])
@@ -145,6 +147,11 @@ def test_local_hf_directory_works_as_a_model(chain, capsys):
     out = Path(capsys.readouterr().out.strip().splitlines()[-1])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["parents"] == [] and manifest["inputs"][0]["path"] == str(hf_dir.resolve())
+    # the checkpoint artifact's own hf/discriminator folder is that artifact: its lineage kept, the
+    # request of --model NAME (it was a raw folder: no parent, another id)
+    model_dir, parents, inputs = stages.resolve_model(store, str(ckpt.path / "hf" / "discriminator"))
+    assert [a.id for a in parents] == [ckpt.id] and inputs == ()
+    assert model_dir == stages.resolve_model(store, ckpt.id)[0]
 
 
 def test_tampered_parent_is_refused_naming_the_file(chain):
