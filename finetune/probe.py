@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import FinetuneError, write_json
-from kolectra.finetune.loading import load_tokenizer
+from kolectra.finetune.loading import check_fits, load_tokenizer
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.readers.nsmc import read_nsmc
 
@@ -69,6 +69,8 @@ class ProbeConfig:
             raise ConfigError(f"pooling: must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
         if self.dev_rows < 1:
             raise ConfigError(f"dev_rows: must be at least 1, got {self.dev_rows}")
+        if self.threads < 0:  # torch.set_num_threads refused it once the train rows were read
+            raise ConfigError(f"threads: must be 0 (leave torch's setting) or more, got {self.threads}")
 
 
 def load_encoder(model_dir: Path):
@@ -140,6 +142,8 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     if len(labels) < 2 or not eval_rows:
         raise FinetuneError(f"probe: {train_file} needs both labels ({sorted(labels)} found) and {eval_file} rows")
     tok, encoder = load_encoder(Path(model_dir))
+    # as fine-tuning's: a max_length past the position table failed inside the encoder's forward
+    check_fits(encoder.config, cfg, len(tok), Path(model_dir))
     layers = layers_read(cfg, int(encoder.config.num_hidden_layers))
     threads_before = torch.get_num_threads()
     if cfg.threads:

@@ -136,9 +136,16 @@ def test_the_probe_reads_any_layer_with_mean_or_cls_pooling(model_dir):
     assert probe.layers_read(probe.ProbeConfig(layer="best"), LAYERS) == list(range(LAYERS + 1))
     with pytest.raises(ConfigError, match="layer: the model has 3 layers"):
         probe.layers_read(probe.ProbeConfig(layer="4"), LAYERS)
-    for bad in ({"layer": "top"}, {"pooling": "max"}, {"dev_rows": 0}):
+    for bad in ({"layer": "top"}, {"pooling": "max"}, {"dev_rows": 0}, {"threads": -1}):
         with pytest.raises(ConfigError, match=next(iter(bad))):
             probe.ProbeConfig(**bad).validate()
+
+
+def test_a_probe_longer_than_the_position_table_is_refused_naming_max_length(model_dir, tmp_path):
+    train, scored = _nsmc(tmp_path / "train.txt", _reviews(20, 0)), _nsmc(tmp_path / "eval.txt", _reviews(10, 1))
+    # the model has 128 positions: a long review failed inside the forward ("The expanded size of the tensor")
+    with pytest.raises(ConfigError, match=r"^max_length: 200 is longer than the model's 128 positions"):
+        _probe(probe.ProbeConfig(max_length=200), model_dir, train, scored, tmp_path / "out")
 
 
 def test_the_best_layer_is_chosen_on_train_rows_never_on_the_evaluation_rows(model_dir, tmp_path):
