@@ -63,10 +63,19 @@ def shingles(text: str, n: int = SHINGLE) -> np.ndarray:
     return np.fromiter((zlib.crc32(g.encode("utf-8")) for g in grams), dtype=np.uint64, count=len(grams))
 
 
+# Shingles hashed at a time: the hashes of all of a document's shingles at once took a num_perm x
+# shingles array, 194 MB at its peak for a document of max_chars (100,000 characters); a running
+# minimum over slices of this many holds 121 x 4,096 values (4 MB) whatever the document.
+SIGN_SLICE = 1 << 12
+
+
 def signature(text: str, perms: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     a, b = perms
     h = shingles(text)
-    return ((a[:, None] * h[None, :] + b[:, None]) % _PRIME).min(axis=1)
+    sig = ((a[:, None] * h[None, :SIGN_SLICE] + b[:, None]) % _PRIME).min(axis=1)
+    for i in range(SIGN_SLICE, len(h), SIGN_SLICE):
+        np.minimum(sig, ((a[:, None] * h[None, i : i + SIGN_SLICE] + b[:, None]) % _PRIME).min(axis=1), out=sig)
+    return sig
 
 
 # A bucket key is a 56-bit hash of the band's rows salted with the band's index: all bands share

@@ -5,6 +5,7 @@ test_corpus_pipeline."""
 import collections
 import json
 import random
+import tracemalloc
 
 import apache_beam as beam
 import numpy as np
@@ -33,6 +34,29 @@ def test_signature_agreement_estimates_jaccard():
     assert abs((sig["a"] == sig["b"]).mean() - neardup.jaccard(A, B)) < 0.1
     assert (sig["a"] == sig["c"]).mean() < 0.1
     np.testing.assert_array_equal(sig["a"], neardup.signature(A, neardup.permutations(seed=0)))  # stable
+
+
+def test_a_document_of_max_chars_is_signed_in_slices_with_bounded_memory():
+    """A document of the default max_chars (100,000 characters, as many shingles) is signed a slice
+    of shingles at a time: the values of hashing them all at once, which held 194 MB at its peak."""
+    from kolectra.corpus.config import default_config
+
+    rng = np.random.default_rng(0)
+    text = "".join(rng.choice([chr(c) for c in range(0xAC00, 0xAC00 + 11172)], size=default_config().max_chars))
+    perms = neardup.permutations(0, 121)
+    tracemalloc.start()
+    try:
+        sig = neardup.signature(text, perms)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    h = neardup.shingles(text)
+    assert len(h) > 99_000 and peak < 32 << 20, peak
+    whole = [((a * h + b) % neardup._PRIME).min() for a, b in zip(*perms)]  # a value at a time, all shingles
+    np.testing.assert_array_equal(sig, np.array(whole, dtype=np.uint64))
+    short = neardup.signature(A, perms)
+    np.testing.assert_array_equal(short, ((perms[0][:, None] * neardup.shingles(A)[None, :] + perms[1][:, None])
+                                          % neardup._PRIME).min(axis=1))
 
 
 def test_band_keys_collide_only_for_similar_texts():
