@@ -99,9 +99,13 @@ def check_fits(config, cfg: TaskConfig, vocab: int, model_dir: Path) -> None:
                             f"{config.vocab_size}: they do not belong together")
 
 
-def check_weights(model: torch.nn.Module, info: dict, model_dir: Path) -> None:
-    """Every encoder weight must come from the directory; only the new task head may be missing."""
-    prefix = f"{model.base_model_prefix}."
+RANDOM_START = "Fine-tuning would start from random weights; pass --set random_init=true to do that on purpose"
+
+
+def check_weights(model: torch.nn.Module, info: dict, model_dir: Path, consequence: str = RANDOM_START) -> None:
+    """Every encoder weight must come from the directory; only the new task head may be missing.
+    ``model`` may be the encoder itself (``AutoModel``: the probe), whose weight names have no prefix."""
+    prefix = "" if model.base_model is model else f"{model.base_model_prefix}."
     missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith(prefix))
     if not missing:
         return
@@ -111,8 +115,7 @@ def check_weights(model: torch.nn.Module, info: dict, model_dir: Path) -> None:
         f"{model_dir}: {len(missing)} of {total} encoder weights are missing from its weights file "
         f"({', '.join(missing[:SHOWN])}{', ...' if len(missing) > SHOWN else ''})"
         + (f"; it holds others ({', '.join(found)}, ...)" if found else "")
-        + ": these are not an ELECTRA discriminator's weights. Fine-tuning would start from random weights; "
-          "pass --set random_init=true to do that on purpose")
+        + f": these are not an ELECTRA discriminator's weights. {consequence}")
 
 
 def compute_record(model: torch.nn.Module, dev: Device, cfg: TaskConfig, wall_seconds: float, **extra) -> dict:

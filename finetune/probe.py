@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import FinetuneError, write_json
-from kolectra.finetune.loading import check_fits, load_tokenizer
+from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.readers.nsmc import read_nsmc
 
@@ -80,10 +80,12 @@ def load_encoder(model_dir: Path):
     tok = load_tokenizer(Path(model_dir))
     try:
         with quiet_libraries():
-            encoder = AutoModel.from_pretrained(str(model_dir)).eval()
+            encoder, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True)
     except (OSError, ValueError) as e:
         raise FinetuneError(f"{model_dir}: cannot load the encoder: {e}") from None
-    return tok, encoder
+    # renamed or foreign weights left the encoder at its random initialisation, read without a word
+    check_weights(encoder, info, Path(model_dir), "The probe would read a randomly initialised encoder")
+    return tok, encoder.eval()
 
 
 def layers_read(cfg: ProbeConfig, n_layers: int) -> list[int]:

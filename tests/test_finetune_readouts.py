@@ -148,6 +148,24 @@ def test_a_probe_longer_than_the_position_table_is_refused_naming_max_length(mod
         _probe(probe.ProbeConfig(max_length=200), model_dir, train, scored, tmp_path / "out")
 
 
+def test_a_probe_of_weights_that_do_not_fit_the_encoder_is_refused(model_dir, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from kolectra.finetune.files import FinetuneError
+
+    renamed = tmp_path / "renamed"
+    shutil.copytree(model_dir, renamed)
+    weights = load_file(renamed / "model.safetensors")
+    save_file({k.replace("electra.", "encoder."): v for k, v in weights.items()}, renamed / "model.safetensors")
+    # AutoModel left every weight at its random initialisation and the probe read that encoder, silently
+    with pytest.raises(FinetuneError, match=r"encoder weights are missing .*embeddings\..*The probe would read a "
+                                            r"randomly initialised encoder$"):
+        probe.load_encoder(renamed)
+    assert probe.load_encoder(model_dir)[1].training is False  # its own weights: loaded, in eval mode
+
+
 def test_the_best_layer_is_chosen_on_train_rows_never_on_the_evaluation_rows(model_dir, tmp_path):
     train = _nsmc(tmp_path / "train.txt", _reviews(120, 0))
     rows = _reviews(60, 1)
