@@ -83,7 +83,9 @@ class Classify(TextTask):
         return super().counts(part) | {"labels": {self.labels[i]: int(c) for i, c in zip(ids, n)}}
 
     def model_config(self, data):
-        return {"num_labels": len(self.labels)}
+        # said, not inferred: a problem_type in the model directory's config.json (a KorSTS model's
+        # "regression") was kept, and the head trained on a squared error against the class ids
+        return {"num_labels": len(self.labels), "problem_type": "single_label_classification"}
 
     def score(self, split, outputs, cfg):
         logits = np.stack(outputs["logits"]).astype(np.float64)

@@ -54,7 +54,9 @@ class Nsmc(skeleton.Task):
         return encode
 
     def model_config(self, data):
-        return {"num_labels": 2}
+        # said, not inferred: a model directory's config.json naming another (a KorSTS model's "regression")
+        # was kept, and the head trained on a squared error against the class ids
+        return {"num_labels": 2, "problem_type": "single_label_classification"}
 
     def score(self, split, outputs, cfg):
         logits = np.stack(outputs["logits"]).astype(np.float64)

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from kolectra.core.config import ConfigError, override
-from kolectra.finetune import korquad, nsmc
-from kolectra.finetune.config import KorquadConfig, NsmcConfig, sample_korquad, sample_nsmc
+from kolectra.finetune import classify, korquad, nsmc
+from kolectra.finetune.config import KorquadConfig, NsmcConfig, sample_classify, sample_korquad, sample_nsmc
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.readers.korquad import read_squad
 from kolectra.finetune.skeleton import majority_check
@@ -70,6 +70,27 @@ def test_renamed_weights_are_refused_unless_random_init_is_asked_for(tiny_model,
     assert 0.0 <= result.stats["accuracy"] <= 1.0
     # the same directory with its own weights: nothing is missing
     nsmc.run(small_nsmc(), tiny_model, train, test, tmp_path / "out2")
+
+
+@pytest.mark.parametrize("problem_type", ["regression", "multi_label_classification"])
+def test_a_problem_type_in_the_model_config_does_not_change_the_classification_loss(tiny_model, tmp_path,
+                                                                                    problem_type):
+    # a model fine-tuned on KorSTS before, say: its config.json names "regression", which transformers kept
+    # (a squared error against the class ids, or a BCE that refused integer labels)
+    other = tmp_path / "other"
+    shutil.copytree(tiny_model, other)
+    config = json.loads((other / "config.json").read_text(encoding="utf-8"))
+    (other / "config.json").write_text(json.dumps({**config, "problem_type": problem_type}), encoding="utf-8")
+    train, test = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 10, 1)
+    nsmc.run(small_nsmc(), tiny_model, train, test, tmp_path / "a")
+    nsmc.run(small_nsmc(), other, train, test, tmp_path / "b")
+    a, b = (json.loads((tmp_path / side / "metrics.json").read_text()) for side in "ab")
+    assert a["epochs"] == b["epochs"] and a["accuracy"] == b["accuracy"]
+    cfg = dataclasses.replace(sample_classify(), text_column="document", max_length=32, epochs=1)
+    classify.run(cfg, tiny_model, train, test, tmp_path / "c")  # the NSMC files read as TSV
+    classify.run(cfg, other, train, test, tmp_path / "d")
+    c, d = (json.loads((tmp_path / side / "metrics.json").read_text()) for side in "cd")
+    assert c["epochs"] == d["epochs"] and c["accuracy"] == d["accuracy"]
 
 
 def test_max_length_beyond_the_position_table_is_refused(tiny_model, tmp_path):
