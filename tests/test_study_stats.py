@@ -1,5 +1,7 @@
 """The study's statistics: paired bootstrap intervals and the verdict's rules (pure numpy, no training)."""
 
+import json
+
 import numpy as np
 
 from kolectra.pipeline.study.stats import Runs, compare, verdict
@@ -67,3 +69,109 @@ def test_the_held_out_ids_file_is_named_by_its_rows_not_by_the_readouts(tmp_path
     assert holdout_ids_file(one).read_text().split() == sorted(one.dev_ids)
     other = make_splits(nsmc, StudyPlan(flops=1e12, dev_rows=12, finetune_seeds=1, probe_rows=5), cache)
     assert holdout_ids_file(other) != holdout_ids_file(one)
+
+
+def _point(arm: str, seed: int, status: str, readout_health: list | None, flops: float = 1e12) -> dict:
+    return {"objective": arm, "flops": flops, "pretrain_seed": seed, "steps": 10, "checkpoint": f"{arm}{seed}",
+            "readouts": {"lowdata": [0.5, 0.6]}, "health": {"status": status, "left_prior": status != "not_learning"},
+            **({"readout_health": {"lowdata": readout_health}} if readout_health is not None else {})}
+
+
+def test_the_score_table_flags_readouts_that_learned_nothing_and_pretraining_never_checked():
+    """A floor (or an arm) whose fine-tuning predicted one class for every row is flagged where its score
+    stands, and a pretraining run whose health went unchecked (it ended in warm-up) is not called ok."""
+    from kolectra.pipeline.study.report import score_table
+
+    cmp = {"diff": 0.0, "ci95": [-0.01, 0.01], "b": "floor", "readout": "lowdata", "flops": 1e12}
+    doc = {"plan": {"finetune_preset": "electra", "finetune_sets": []}, "floor": {"lowdata": [0.5, 0.5, 0.5, 0.5]},
+           "floor_points": [_point("floor", 1, "unchecked", ["not_learning", "ok"]),
+                            _point("floor", 2, "unchecked", ["not_learning", "not_learning"])],
+           "points": [_point("electra", 1, "ok", ["ok", "not_learning"]), _point("electra", 2, "unchecked", ["ok", "ok"]),
+                      _point("mlm", 1, "ok", ["ok", "ok"]), _point("mlm", 2, "not_learning", ["ok", "ok"])],
+           "comparisons": [{**cmp, "a": "electra"}, {**cmp, "a": "mlm"}]}
+    lines = score_table(doc, "lowdata")
+    floor = next(ln for ln in lines if ln.startswith("Floor"))
+    assert "**The readout learned nothing in 3 of 4 floor runs**" in floor
+    rows = {ln.split(" | ")[0][2:]: ln.split(" | ")[-1][:-2] for ln in lines if ln.startswith("| electra") or ln.startswith("| mlm")}
+    assert rows == {"electra": "pretraining unchecked (seed 2); readout learned nothing in 1 of 4 runs",
+                    "mlm": "AT PRIOR (seed 2)"}
+    # a study.json written before readouts recorded their health: nothing claimed either way
+    old = {**doc, "points": [_point("mlm", 1, "ok", None)], "floor_points": [_point("floor", 1, "unchecked", None)],
+           "comparisons": [{**cmp, "a": "mlm"}]}
+    lines = score_table(old, "lowdata")
+    assert "learned nothing" not in "\n".join(lines) and lines[-2].endswith("| ok |")
+
+
+def test_a_readout_reports_its_own_health_verdict(tmp_path, monkeypatch):
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.study.plan import StudyPlan
+    from kolectra.pipeline.study.runner import Splits, read_out
+
+    class Art:
+        path = tmp_path
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.5, "health": {"status": "not_learning"}}))
+    (tmp_path / "predictions.jsonl").write_text('{"label": 1, "predicted": 1}\n{"label": 0, "predicted": 1}\n')
+    monkeypatch.setattr(stages, "finetune", lambda *a, **k: Art())
+    monkeypatch.setattr(stages, "probe", lambda *a, **k: Art())
+    splits = Splits(tmp_path / "dev.txt", frozenset(), {"lowdata": [tmp_path / "t.txt"], "probe": [tmp_path / "t.txt"]})
+    score, correct, status = read_out(None, None, StudyPlan(flops=1e12), splits, "lowdata", 1)
+    assert (score, correct.tolist(), status) == (0.5, [1.0, 0.0], "not_learning")
+    (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.5}))  # a probe records no verdict
+    assert read_out(None, None, StudyPlan(flops=1e12), splits, "probe", 1)[2] is None
+
+
+def test_arms_that_train_the_same_model_are_refused_before_anything_trains():
+    """Two spellings of one arm would train the same checkpoints, be compared with themselves and fill
+    the score table twice; a precision switch is read as a run resolves it (bf16 by default on a CPU with
+    native bf16), so electra+fp32 and electra+bf16 stay two arms everywhere."""
+    import pytest
+
+    from kolectra.core.config import ConfigError
+    from kolectra.pipeline.study.plan import StudyPlan
+
+    for arms in (("electra", "electra"), ("electra", "electra-es"), ("mlm", "electra", "mlm+mask0.15")):
+        with pytest.raises(ConfigError, match="train the same model"):
+            StudyPlan(flops=1e12, arms=arms).validate()
+    with pytest.raises(ConfigError, match="--arms must not be empty"):
+        StudyPlan(flops=1e12, arms=()).validate()
+    StudyPlan(flops=1e12, arms=("electra+fp32", "electra+bf16", "electra-gdes", "mlm", "mlm+mask0.3")).validate()
+
+
+def test_split_files_another_study_may_be_reading_are_not_rewritten(tmp_path):
+    """Two study processes may share a root (docs/studies.md): one starting must not truncate and rewrite
+    the held-out rows, a readout's rows or the holdout list while the other reads them."""
+    import os
+
+    from kolectra.pipeline.study.plan import StudyPlan
+    from kolectra.pipeline.study.runner import holdout_ids_file, make_splits
+
+    nsmc = tmp_path / "train.txt"
+    nsmc.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(40)), encoding="utf-8")
+    plan = StudyPlan(flops=1e12, dev_rows=10, finetune_seeds=2, probe_rows=5)
+    first = make_splits(nsmc, plan, tmp_path / "cache")
+    files = [first.dev, *first.train["probe"], *first.train["lowdata"], holdout_ids_file(first)]
+    before = {f: f.read_bytes() for f in files}
+    for f in files:
+        os.utime(f, ns=(0, 0))
+    again = make_splits(nsmc, plan, tmp_path / "cache")
+    assert holdout_ids_file(again) == files[-1]
+    assert {f: f.stat().st_mtime_ns for f in files} == {f: 0 for f in files}  # left as they were
+    files[0].write_text("damaged", encoding="utf-8")
+    make_splits(nsmc, plan, tmp_path / "cache")
+    assert {f: f.read_bytes() for f in files} == before  # another content is replaced whole
+    assert not [p for p in (tmp_path / "cache").rglob("*.part")]
+
+
+def test_row_counts_below_one_are_refused_before_anything_is_built():
+    """``--dev-rows -5`` held out every row but the last 5 (a slice from the end), silently."""
+    import pytest
+
+    from kolectra.core.config import ConfigError
+    from kolectra.pipeline.study.plan import StudyPlan
+
+    for key, flag in (("dev_rows", "--dev-rows"), ("probe_rows", "--probe-rows"), ("lowdata_rows", "--lowdata-rows"),
+                      ("finetune_rows", "--finetune-rows")):
+        for n in (0, -5):
+            with pytest.raises(ConfigError, match=f"{flag} must be >= 1, got {n}"):
+                StudyPlan(flops=1e12, **{key: n}).validate()

@@ -8,9 +8,10 @@ import dataclasses
 import math
 import re
 
-from kolectra.core.config import ConfigError, override
+from kolectra.core.config import ConfigError
 from kolectra.model.config import EMBEDDING_SHARING, OBJECTIVES
 from kolectra.model.config import preset as model_preset
+from kolectra.pipeline.configs import resolve
 
 READOUTS = ("probe", "lowdata", "finetune")
 FINETUNED = ("lowdata", "finetune")
@@ -132,11 +133,19 @@ class StudyPlan:
         return [self.flops / 2 ** (self.points - 1 - k) for k in range(self.points)]
 
     def validate(self) -> None:
+        if not self.arms:
+            raise ConfigError("study: --arms must not be empty")
+        trains: list = []  # (resolved config, the arm that trains it)
         for arm in self.arms:
             try:  # a switch out of range is refused now, not after the points before it were trained
-                override(model_preset(self.preset), arm_sets(arm, self.pretrain_sets))  # checks the result
+                cfg = resolve("pretrain", preset=self.preset, sets=arm_sets(arm, self.pretrain_sets))[1]  # as a run resolves it
             except ConfigError as e:
                 raise ConfigError(f"study: arm {arm!r}: {e}") from None
+            same = next((other for c, other in trains if c == cfg), None)
+            if same is not None:  # the same checkpoints under two names: compared with themselves, counted twice
+                raise ConfigError(f"study: arms {same!r} and {arm!r} train the same model with the same "
+                                  "settings: give one of them")
+            trains.append((cfg, arm))
         if not self.readouts or len(set(self.readouts)) != len(self.readouts):
             raise ConfigError(f"study: --readouts must be distinct and not empty, got {list(self.readouts)}")
         layers = model_preset(self.preset).model.layers
@@ -149,5 +158,12 @@ class StudyPlan:
             raise ConfigError(f"study: need a finite --flops > 0 and --points >= 1 (got {self.flops}, {self.points})")
         if self.pretrain_seeds < 1 or self.finetune_seeds < 1:
             raise ConfigError("study: --pretrain-seeds and --finetune-seeds must be >= 1")
+        rows = {"--dev-rows": self.dev_rows, "--probe-rows": self.probe_rows, "--lowdata-rows": self.lowdata_rows,
+                "--finetune-rows": self.finetune_rows}
+        for flag, n in rows.items():  # --dev-rows -5 held out all but 5 rows (a slice from the end)
+            if n < 1:
+                raise ConfigError(f"study: {flag} must be >= 1, got {n}")
+        if self.bootstrap < 1:
+            raise ConfigError(f"study: bootstrap must be >= 1, got {self.bootstrap}")
 
 

@@ -56,8 +56,12 @@ def score_table(doc: dict, readout: str) -> list[str]:
     """Mean score per arm and budget with its spread over seeds, its lift over the floor, health."""
     floor = doc["floor"][readout]
     vs_floor = {(c["a"], c["flops"]): c for c in doc["comparisons"] if c["b"] == "floor" and c["readout"] == readout}
-    lines = [f"### {code(readout)}: {text(recipe_text(readout, doc['plan']))}", "",
-             f"Floor (untrained model): {_pct(np.mean(floor))} % (runs: {', '.join(_pct(x) for x in floor)}).", "",
+    floor_line = f"Floor (untrained model): {_pct(np.mean(floor))} % (runs: {', '.join(_pct(x) for x in floor)})."
+    failed, total = learned_nothing(doc.get("floor_points", []), readout)
+    if failed:  # a floor that learns nothing makes every arm look good
+        floor_line += (f" **The readout learned nothing in {failed} of {total} floor runs** (its own health check): "
+                       "being above such a floor says little.")
+    lines = [f"### {code(readout)}: {text(recipe_text(readout, doc['plan']))}", "", floor_line, "",
              "| arm | FLOPs | mean % | runs (min-max) | vs floor, points [95 % CI] | disc AUC | replaced | gen acc | health |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     by_key: dict[tuple, list[dict]] = {}
@@ -69,11 +73,35 @@ def score_table(doc: dict, readout: str) -> list[str]:
         auc = [h["disc_auc"] for h in health if h.get("disc_auc") is not None]
         rep = [h["replaced_share"] for h in health if h.get("replaced_share") is not None]
         gen = [h["gen_acc"] for h in health if h.get("gen_acc") is not None]
-        flagged = [p["pretrain_seed"] for p in pts if not p["health"]["left_prior"]]
         lines.append(f"| {text(arm)} | {flops:.3g} | {_pct(np.mean(scores))} | {_pct(min(scores))}-{_pct(max(scores))} | "
                      f"{_ci(vs_floor[(arm, flops)])} | {_mean(auc, 3)} | {_mean(rep, 2)} | {_mean(gen, 3)} | "
-                     f"{'ok' if not flagged else 'AT PRIOR (seed ' + ', '.join(map(str, flagged)) + ')'} |")
+                     f"{health_cell(pts, readout)} |")
     return lines + [""]
+
+
+def learned_nothing(points: list[dict], readout: str) -> tuple[int, int]:
+    """(runs of ``readout`` whose own health verdict is ``not_learning``, runs) over ``points``."""
+    said = [h for p in points for h in p.get("readout_health", {}).get(readout, [])]
+    return sum(1 for h in said if h == "not_learning"), len(said)
+
+
+def health_cell(pts: list[dict], readout: str) -> str:
+    """``ok``, or what did not pass: pretraining seeds at the prior or never checked (a run that ended in
+    warm-up), and readouts that learned nothing."""
+    def seeds(ps: list[dict]) -> str:
+        return "(seed " + ", ".join(str(p["pretrain_seed"]) for p in ps) + ")"
+
+    flags = []
+    at_prior = [p for p in pts if not p["health"]["left_prior"]]
+    if at_prior:
+        flags.append(f"AT PRIOR {seeds(at_prior)}")
+    unchecked = [p for p in pts if p["health"].get("status") == "unchecked"]
+    if unchecked:
+        flags.append(f"pretraining unchecked {seeds(unchecked)}")
+    failed, total = learned_nothing(pts, readout)
+    if failed:
+        flags.append(f"readout learned nothing in {failed} of {total} runs")
+    return "; ".join(flags) or "ok"
 
 
 def _mean(xs: list[float], digits: int) -> str:

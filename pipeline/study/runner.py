@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import random
 import unicodedata
 from pathlib import Path
@@ -60,7 +61,7 @@ from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study.stats import Runs, compare, verdict
 
-STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -74,7 +75,18 @@ class Splits:
 
 
 def _write_nsmc(path: Path, header: str, rows: Sequence[str]) -> Path:
-    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return _write_whole(path, ("\n".join([header, *rows]) + "\n").encode("utf-8"))
+
+
+def _write_whole(path: Path, data: bytes) -> Path:
+    """``data`` at ``path``, never rewritten in place: another study process on the same root may be
+    reading the file for a readout (or the holdout list for its examples), so a file with these bytes
+    is left as it is, and any other is replaced whole (written under a name of this process, renamed)."""
+    if path.is_file() and path.read_bytes() == data:
+        return path
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    part.write_bytes(data)
+    os.replace(part, path)
     return path
 
 
@@ -108,10 +120,7 @@ def holdout_ids_file(splits: Splits) -> Path:
     its path is part of the examples request, so studies with other fine-tuning seeds or readout
     sizes but the same held-out rows share one examples artifact."""
     ids = "".join(f"{i}\n" for i in sorted(splits.dev_ids)).encode("utf-8")
-    path = splits.dev.parent.parent / f"study-holdout-{hashlib.sha256(ids).hexdigest()[:16]}.txt"
-    if not path.is_file():
-        path.write_bytes(ids)
-    return path
+    return _write_whole(splits.dev.parent.parent / f"study-holdout-{hashlib.sha256(ids).hexdigest()[:16]}.txt", ids)
 
 
 def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str | None,
@@ -193,9 +202,10 @@ def pretrain_point(store: Store, examples: Artifact, plan: StudyPlan, arm: str, 
 
 
 def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, readout: str,
-             seed: int) -> tuple[float, np.ndarray | None]:
-    """One readout recipe of one checkpoint with fine-tuning seed ``seed``: (score, per-row 0/1 or None).
-    Recipes of one readout (``lowdata``, ``lowdata-reinit1``) train on the same rows."""
+             seed: int) -> tuple[float, np.ndarray | None, str | None]:
+    """One readout recipe of one checkpoint with fine-tuning seed ``seed``: (score, per-row 0/1 or None,
+    the readout's own health verdict: ``ok``, ``not_learning``, ``unchecked``, or None where it records
+    none, as a probe). Recipes of one readout (``lowdata``, ``lowdata-reinit1``) train on the same rows."""
     base, sets = readout_recipe(readout)
     train = splits.train[base][seed - 1]
     if base == "probe":
@@ -205,7 +215,7 @@ def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, read
                               sets=[*plan.finetune_sets, *sets, "max_train_examples=0", "max_eval_examples=0"],
                               seed=seed, name=f"study-{base}")
     metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
-    return float(metrics["accuracy"]), per_row_correct(art.path)
+    return float(metrics["accuracy"]), per_row_correct(art.path), (metrics.get("health") or {}).get("status")
 
 
 def per_row_correct(eval_dir: Path) -> np.ndarray | None:
@@ -248,12 +258,13 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
             ckpt, steps = pretrain_point(store, examples, plan, key_arm, budget, s)
             parents.append(ckpt)
             point = {"objective": key_arm, "flops": budget or 0.0, "pretrain_seed": s, "steps": steps,
-                     "checkpoint": ckpt.id, "readouts": {}, "health": health_of(ckpt)}
+                     "checkpoint": ckpt.id, "readouts": {}, "health": health_of(ckpt), "readout_health": {}}
             for r in plan.readouts:
                 outs = [read_out(store, ckpt, plan, splits, r, f) for f in ft_seeds]
                 scores[r][i] = [o[0] for o in outs]
                 correct[r].append([o[1] for o in outs])
                 point["readouts"][r] = [o[0] for o in outs]
+                point["readout_health"][r] = [o[2] for o in outs]  # a readout that learned nothing is flagged
             points.append(point)
             bar.advance()
         for r in plan.readouts:
