@@ -57,11 +57,16 @@ def score_table(store: Store, arts: list[Artifact], published: bool = False) -> 
     tasks: dict[str, str] = {}  # column -> task
     splits: dict[str, list[str]] = {}  # model identity -> what each of its scores was measured on
     model_names: dict[str, str] = {}  # model identity -> its name
-    for a in arts:
-        m = read_json(a.path / "metrics.json")
-        task = m.get("task") or a.manifest.get("config", {}).get("task", "?")
+    read = [(a, m, m.get("task") or a.manifest.get("config", {}).get("task", "?"))
+            for a, m in ((a, read_json(a.path / "metrics.json")) for a in arts)]
+    tasks_named: dict[str, set[str]] = {}  # column -> the tasks scored under that name
+    for a, _, task in read:
+        tasks_named.setdefault(_column(a, task), set()).add(task)
+    for a, m, task in read:
         names, scale = _headline(task)
         column, (model, name) = _column(a, task), model_of(store, a)
+        if len(tasks_named[column]) > 1:  # one --name on two tasks: a column each, headed by its own metrics
+            column = f"{column}: {task}"
         if (model, column) in cells:
             raise ArtifactError(f"report: {a.path} and {cells[model, column][1].path} both score {name} on "
                                 f"{column}; give one of them (or tell them apart with --name)")

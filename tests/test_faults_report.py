@@ -117,3 +117,28 @@ def test_published_figures_are_rows_of_report_md_in_percent_with_each_split(tmp_
     one = (tmp_path / "one" / "report.md").read_text(encoding="utf-8").split("## Against published models", 1)[1]
     assert "| KR-ELECTRA (published) | 84.93 / 93.04 | NSMC: " in one and "| mine | 41.50 / 60.25 (96 dev" in one
     assert one.count("by-article split, not the official dev set") == 2
+
+
+def test_one_name_on_two_tasks_gives_each_task_its_own_column(tmp_path):
+    """``--name x`` on an NSMC and a KorQuAD run: one column headed "x (acc)" put EM / F1 under an
+    accuracy header (and, with --published, beside the other task's published figures)."""
+    store = Store(tmp_path / "store")
+    for i, metrics in enumerate([{"task": "nsmc", "accuracy": 0.8, "test_examples": 500},
+                                 {"task": "korquad", "exact_match": 50.0, "f1": 70.0, "questions": 12}]):
+        folder = tmp_path / f"m{i}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"i": i}), encoding="utf-8")
+
+        def produce(out: Path, metrics=metrics) -> StageOutput:
+            (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+            return StageOutput(stats={})
+
+        store.build(Request(kind="eval", name="x", stage_version=1, config={"i": i},
+                            inputs=tuple(fingerprint_inputs([folder]))), produce)
+    _, table = render_table(store, [a.path.name for a in store.list("eval")])
+    header = [c.strip() for c in _cells(table.splitlines()[0])]
+    assert sorted(header[1:]) == ["x: korquad (EM / F1)", "x: nsmc (acc)"]
+    for row in table.splitlines()[2:]:
+        cells = dict(zip(header, (c.strip() for c in _cells(row))))
+        filled = [h for h in header[1:] if cells[h] != "-"]
+        assert filled == (["x: nsmc (acc)"] if cells["model"] == "m0" else ["x: korquad (EM / F1)"])
