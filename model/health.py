@@ -15,7 +15,8 @@ steps):
 
 - discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.65 and recall
   below 0.05 (the replaced tokens' recall; where most tokens it scores were replaced, as in
-  ``electra15``, which scores only the masked slots, the original tokens'). A stuck discriminator's AUC is not 0.5: once the generator samples roughly by
+  ``electra15``, which scores only the masked slots, the original tokens'). A stuck
+  discriminator's AUC is not 0.5: once the generator samples roughly by
   frequency, a replaced token can still be told apart a little by its identity alone, so a stuck
   discriminator sits on a plateau below 0.65 for thousands of steps, and one that starts using
   context climbs past it while its recall at the 0.5 threshold stays low (few tokens are replaced).
