@@ -175,3 +175,25 @@ def test_row_counts_below_one_are_refused_before_anything_is_built():
         for n in (0, -5):
             with pytest.raises(ConfigError, match=f"{flag} must be >= 1, got {n}"):
                 StudyPlan(flops=1e12, **{key: n}).validate()
+
+
+def test_the_auc_plot_says_which_arm_and_seed_it_draws(tmp_path, monkeypatch):
+    """One curve is drawn without a legend: the title names its arm, and every curve is pretraining seed 1's."""
+    from kolectra.core import plot
+    from kolectra.pipeline.study import report
+
+    for arm, key in (("electra", "disc_auc"), ("mlm", "mlm_acc")):  # an MLM logs no AUC
+        (tmp_path / arm).mkdir()
+        (tmp_path / arm / "metrics.jsonl").write_text("".join(json.dumps({"step": s, key: 0.5 + s / 100}) + "\n"
+                                                              for s in (5, 10)))
+
+    class Store:
+        def resolve(self, ref):
+            return type("Art", (), {"path": tmp_path / ref[:-1]})
+
+    titles = []
+    monkeypatch.setattr(plot, "line_chart", lambda path, series, title="", **kw: titles.append((title, sorted(series))))
+    doc = {"floor": {}, "points": [_point("electra", s, "ok", None, flops) for s in (1, 2) for flops in (1e12, 2e12)]
+           + [_point("mlm", 1, "ok", None, 2e12)]}
+    report.plots(Store(), tmp_path, doc)
+    assert titles == [("discriminator AUC during pretraining of electra (2e+12 FLOPs, pretraining seed 1)", ["electra"])]

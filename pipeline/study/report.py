@@ -182,8 +182,10 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
         if pts:
             curves[p["objective"]] = pts
     if curves:
-        plot.line_chart(out / "disc_auc.png", curves, title="discriminator AUC during pretraining (largest budget)",
-                        xlabel="FLOPs", ylabel="AUC")
+        # one curve has no legend (core.plot): the title names its arm, and the seed every curve is of
+        title = (f"discriminator AUC during pretraining{' of ' + next(iter(curves)) if len(curves) == 1 else ''} "
+                 f"({top:.3g} FLOPs, pretraining seed 1)")
+        plot.line_chart(out / "disc_auc.png", curves, title=title, xlabel="FLOPs", ylabel="AUC")
         names.append("disc_auc.png")
     return names
 
