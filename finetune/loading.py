@@ -2,7 +2,8 @@
 
 A model directory is our checkpoint's ``hf/discriminator/`` or any Hugging Face ELECTRA
 discriminator directory.  :func:`load_model` builds the task's ``AutoModelFor*`` from it with a
-fresh head initialised from the seed, places it on the :class:`~kolectra.model.device.Device`,
+fresh head initialised from the seed (a head the directory holds, a model fine-tuned before, is
+drawn afresh too), places it on the :class:`~kolectra.model.device.Device`,
 and refuses, naming what is wrong, a directory whose weights do not fill the encoder (renamed
 keys would otherwise leave it at random initialisation, a run that "works" and learns from
 scratch), a tokenizer larger than the embedding table, or a ``max_length`` beyond the position
@@ -23,6 +24,7 @@ from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.reinit import draw_afresh
 from kolectra.model.device import Device, compiled
 from kolectra.model.electra import count_parameters
 
@@ -66,14 +68,29 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     if cfg.random_init:
         return compile_forward(dev.place(auto.from_config(config)), dev, cfg)
     try:
-        model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True)
+        # a task head of another size (a model fine-tuned on another task) is drawn afresh below, not refused
+        model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True,
+                                           ignore_mismatched_sizes=True)
     except pickle.UnpicklingError:  # refused before anything in it ran: a refused input, not a bug
         raise FinetuneError(f"{model_dir}: {PICKLE_REFUSED}") from None
     except (OSError, RuntimeError, ValueError, SafetensorError) as e:  # SafetensorError: a damaged header
         raise FinetuneError(f"{model_dir}: cannot load its weights ({type(e).__name__}: "
                             f"{str(e).strip().splitlines()[0]}): a damaged or cut-short file? copy it again") from None
     check_weights(model, info, model_dir)
+    if head := loaded_head(model, info):
+        # a model fine-tuned before: its head (and its label ids' meaning) would carry over, the same for every seed
+        draw_afresh(model, [part for _, part in head], cfg.seed)
+        progress(f"{model_dir} holds a task head ({', '.join(name for name, _ in head)}): drawn afresh from the "
+                 f"seed {cfg.seed}, as for a discriminator")
     return compile_forward(dev.place(model), dev, cfg)
+
+
+def loaded_head(model: torch.nn.Module, info: dict) -> list[tuple[str, torch.nn.Module]]:
+    """The modules outside the encoder (the task head) of which some weight was read from the directory."""
+    drawn = set(info.get("missing_keys", ())) | {k for k, *_ in info.get("mismatched_keys", ())}
+    read = [n for n, _ in model.named_parameters() if not n.startswith(f"{model.base_model_prefix}.") and n not in drawn]
+    return [(name, part) for name, part in model.named_children()
+            if part is not model.base_model and any(n.startswith(f"{name}.") for n in read)]
 
 
 def compile_forward(model: torch.nn.Module, dev: Device, cfg: TaskConfig) -> torch.nn.Module:
@@ -107,12 +124,16 @@ def check_weights(model: torch.nn.Module, info: dict, model_dir: Path, consequen
     ``model`` may be the encoder itself (``AutoModel``: the probe), whose weight names have no prefix."""
     prefix = "" if model.base_model is model else f"{model.base_model_prefix}."
     missing = sorted(k for k in info.get("missing_keys", ()) if k.startswith(prefix))
+    # read with ignore_mismatched_sizes (for the head): an encoder weight of another shape is not read either
+    misfit = sorted(k for k, *_ in info.get("mismatched_keys", ()) if k.startswith(prefix))
+    missing += misfit
     if not missing:
         return
     total = sum(1 for k, _ in model.named_parameters() if k.startswith(prefix))
     found = sorted(info.get("unexpected_keys", ()))[:SHOWN]
     raise FinetuneError(
         f"{model_dir}: {len(missing)} of {total} encoder weights are missing from its weights file "
+        + ("or of another shape there " if misfit else "") +
         f"({', '.join(missing[:SHOWN])}{', ...' if len(missing) > SHOWN else ''})"
         + (f"; it holds others ({', '.join(found)}, ...)" if found else "")
         + f": these are not an ELECTRA discriminator's weights. {consequence}")

@@ -41,18 +41,23 @@ def reinit_top_layers(model: torch.nn.Module, k: int, seed: int) -> list[int]:
     if k > len(layers):
         raise ConfigError(f"reinit_top_layers: the model has {len(layers)} encoder layers, got {k}")
     picked = list(range(len(layers) - k, len(layers)))
+    draw_afresh(model, [layers[i] for i in picked], seed)
+    return picked
+
+
+def draw_afresh(model: torch.nn.Module, parts: list[torch.nn.Module], seed: int) -> None:
+    """Every weight of ``parts`` (modules of ``model``) drawn again from the model's initialiser, on the
+    CPU from a generator seeded with ``seed``; the global generator stays where it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for i in picked:
-            layer = layers[i]
-            device = next(layer.parameters()).device
-            layer.to("cpu")
-            for module in layer.modules():
+        for part in parts:
+            device = next(part.parameters()).device
+            part.to("cpu")
+            for module in part.modules():
                 for tensor in (*module.parameters(recurse=False), *module.buffers(recurse=False)):
                     if hasattr(tensor, HF_MARK):
                         delattr(tensor, HF_MARK)
                 if hasattr(module, HF_MARK):
                     delattr(module, HF_MARK)
                 model._init_weights(module)  # noqa: SLF001 - the initialiser transformers applies
-            layer.to(device)
-    return picked
+            part.to(device)

@@ -93,6 +93,33 @@ def test_a_problem_type_in_the_model_config_does_not_change_the_classification_l
     assert c["epochs"] == d["epochs"] and c["accuracy"] == d["accuracy"]
 
 
+def test_a_task_head_in_the_model_folder_is_drawn_afresh_from_the_seed(tiny_model, tmp_path):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from kolectra.finetune.loading import load_model, load_tokenizer
+    from kolectra.model import runtime
+
+    # a model fine-tuned before on a three-way task (KorNLI, say), saved with its head
+    tuned = tmp_path / "tuned"
+    shutil.copytree(tiny_model, tuned)
+    before = AutoModelForSequenceClassification.from_pretrained(str(tiny_model), num_labels=3)
+    with torch.no_grad():
+        before.classifier.out_proj.weight.add_(1.0)
+    before.save_pretrained(str(tuned))
+    dev, tok = runtime.resolve("cpu", False, 1), load_tokenizer(tuned)
+    heads = [load_model("AutoModelForSequenceClassification", tuned, small_nsmc(seed=seed), dev, tok, num_labels=3)
+             for seed in (1, 1, 2)]
+    saved = before.classifier.out_proj.weight
+    # was: the saved head read as it is, the same for every seed (a head of another size: refused as "damaged")
+    assert not any(torch.equal(h.classifier.out_proj.weight, saved) for h in heads)
+    assert torch.equal(heads[0].classifier.out_proj.weight, heads[1].classifier.out_proj.weight)
+    assert not torch.equal(heads[0].classifier.out_proj.weight, heads[2].classifier.out_proj.weight)
+    assert torch.equal(heads[0].electra.embeddings.word_embeddings.weight, before.electra.embeddings.word_embeddings.weight)
+    train, test = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 10, 1)
+    assert 0.0 <= nsmc.run(small_nsmc(), tuned, train, test, tmp_path / "out").stats["accuracy"] <= 1.0  # two-way
+
+
 def test_max_length_beyond_the_position_table_is_refused(tiny_model, tmp_path):
     train, test = nsmc_file(tmp_path / "train.txt", 20, 0), nsmc_file(tmp_path / "test.txt", 10, 1)
     with pytest.raises(ConfigError, match=r"^max_length: 200 is longer than the model's 128 positions"):
