@@ -50,6 +50,9 @@ class Ner(TextTask):
 
     def fit(self, train, table):
         self.labels = tag_order(t for r in train for t in r["tags"])
+        if self.labels == [OUTSIDE]:  # as classify refuses one label: it trained, then said "learned nothing"
+            raise FinetuneError(f"{table.path}: every training tag is {OUTSIDE!r}: no entity to learn from (check "
+                                "the tags column, or the file)")
 
     def convert(self, part, table):
         ids = {tag: i for i, tag in enumerate(self.labels)}

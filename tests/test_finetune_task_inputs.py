@@ -325,6 +325,12 @@ def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):
         {"line": 2, "reason": "score must be finite, got an integer of 401 digits"}]
 
 
+def test_ner_refuses_a_training_file_without_an_entity(tmp_path):
+    outside = write(tmp_path / "o.conll", "김민수\tO\n씨\tO\n\n서울\tO\n에\tO\n\n부산\tO\n")
+    with pytest.raises(FinetuneError, match=r"o\.conll: every training tag is 'O': no entity to learn from"):
+        Ner().read(config.sample_ner(), outside, write(tmp_path / "t.conll", "서울\tO\n"))
+
+
 def test_ner_reads_json_suffix_and_counts_a_sentence_of_blank_tokens(tmp_path):
     j = write(tmp_path / "ner.json", json.dumps({"tokens": ["서울", "에"], "ner_tags": ["B-LOC", "O"]}) + "\n")
     assert read_sentences(j).records[0][1]["tags"] == ["B-LOC", "O"]  # .json is JSON Lines, as for the tables
