@@ -162,3 +162,21 @@ def test_a_study_refuses_a_readout_setting_before_anything_is_built(tmp_path, ca
     assert main([*argv, "--finetune-set", *setting.split()]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kolectra study:")]
     assert len(err) == 1 and said in err[0], err
+
+
+def test_a_readout_setting_goes_on_top_of_the_studys_own(tmp_path, monkeypatch):
+    """docs/studies.md's ``--finetune-set dev_fraction=0.2`` replaced the study's max length, batch, 10
+    epochs and lr 1e-3 with the preset's (3 epochs at 1e-4: the recipe that left the floor at chance)."""
+    from kolectra.pipeline.cli import main
+    from kolectra.pipeline.study import runner
+    from kolectra.pipeline.study.plan import StudyPlan
+
+    (tmp_path / "report.md").write_text("report\n", encoding="utf-8")
+    plans = []
+    monkeypatch.setattr(runner, "run_study", lambda store, plan, *a, **k: plans.append(plan) or
+                        type("Art", (), {"path": tmp_path, "id": "x"}))
+    argv = ["study", "--examples", "x", "--flops", "1e12", "--nsmc-train", "x", "--out", str(tmp_path / "r")]
+    main([*argv, "--finetune-set", "dev_fraction=0.2", "--finetune-set", "epochs=4"])
+    main(argv)
+    assert [p.finetune_sets for p in plans] == [
+        ("max_length=64", "batch_size=32", "optim.lr=1e-3", "dev_fraction=0.2", "epochs=4"), StudyPlan.finetune_sets]

@@ -92,3 +92,16 @@ def test_the_summary_says_when_recipes_name_different_winners():
     agree = verdicts_by_recipe({"comparisons": [cmp("lowdata", "mlm ahead of electra", -0.1),
                                                 cmp("lowdata-reinit1", "mlm ahead of electra", -0.03)]})
     assert not [ln for ln in agree if "disagree" in ln]
+
+
+def test_a_budget_under_half_a_step_is_refused_before_anything_trains(tmp_path):
+    """round() gave such an arm 0 steps, raised to 1: a step over twice the budget, under "equal FLOPs"."""
+    store = Store(tmp_path / "store")
+    _, _, examples = small_chain(store, n=64, seq_len=32)
+    small = ["model.hidden=32", "model.intermediate=64", "model.embedding_size=32", "model.generator_hidden=16",
+             "model.generator_intermediate=32", "train.batch_size=4"]
+    plan = StudyPlan(flops=1e7, points=1, preset="tiny", arms=("mlm", "electra"), pretrain_seeds=1, finetune_seeds=1,
+                     readouts=("probe",), pretrain_sets=tuple(small), dev_rows=60, probe_rows=80, bootstrap=50)
+    with pytest.raises(ConfigError, match=r"a step of electra takes 2\.\d+e\+07 FLOPs, more than twice the smallest budget"):
+        run_study(store, plan, SAMPLE / "nsmc_train.txt", examples_ref=examples.id)
+    assert store.list("checkpoint") == []

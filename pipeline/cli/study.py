@@ -7,6 +7,7 @@ is :mod:`pipeline.study.runner`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from pathlib import Path
 
@@ -49,7 +50,8 @@ def add_study(p: argparse.ArgumentParser) -> None:
     p.add_argument("--finetune-preset", default=d.finetune_preset,
                    help=f"the fine-tuning preset of every readout: koelectra | electra | sample (default {d.finetune_preset})")
     p.add_argument("--finetune-set", dest="finetune_sets", action="append", default=None, metavar="KEY=VALUE",
-                   help=f"fine-tuning overrides (default {' '.join(d.finetune_sets)})")
+                   help=f"fine-tuning overrides, on top of the study's own (default {' '.join(d.finetune_sets)}; "
+                   "a key given here replaces the study's), e.g. dev_fraction=0.2")
 
 
 # pretraining keys each run of the study sets itself (pipeline/study/runner.py pretrain_point), and from what
@@ -86,18 +88,20 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
                      finetune_seeds=args.finetune_seeds, pretrain_sets=tuple(config_sets(args)),
                      finetune_preset=args.finetune_preset, vocab_size=args.vocab_size, seed=args.seed or 0,
                      dev_rows=args.dev_rows, probe_rows=args.probe_rows, lowdata_rows=args.lowdata_rows,
-                     finetune_rows=args.finetune_rows,
-                     **({"finetune_sets": tuple(args.finetune_sets)} if args.finetune_sets is not None else {}))
+                     finetune_rows=args.finetune_rows)
     from kolectra.pipeline.configs import resolve  # torch-free
 
     seen: set[str] = set()
-    for assignment in plan.finetune_sets:  # each readout's own come after these, as the pretraining keys above
+    for assignment in args.finetune_sets or ():  # each readout's own come after these, as the pretraining keys above
         key = assignment.split("=", 1)[0].strip()
         if key in READOUT_KEYS:
             raise ConfigError(f"study: --finetune-set {key} is the study's to set, from {READOUT_KEYS[key]}: leave it out")
         if key in seen:  # as --set refuses a key twice (pipeline/cli/checks.py)
             raise ConfigError(f"study: --finetune-set {key} is given twice: give each key once")
         seen.add(key)
+    if seen:  # on top of the study's own (docs/studies.md): dev_fraction=0.2 alone dropped lr 1e-3 and 10 epochs
+        plan = dataclasses.replace(plan, finetune_sets=(
+            *(a for a in plan.finetune_sets if a.split("=", 1)[0].strip() not in seen), *args.finetune_sets))
     try:  # a bad key or value now, not after the examples are built and the floor is trained
         resolve("finetune", task="nsmc", preset=plan.finetune_preset, sets=plan.finetune_sets)
     except ConfigError as e:

@@ -48,7 +48,7 @@ from typing import Sequence
 import numpy as np
 
 from kolectra.core.bars import Bar
-from kolectra.core.config import override
+from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import shards
 from kolectra.model import rtd
@@ -245,6 +245,11 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     plan.validate()
     splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
     examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
+    for arm in plan.arms:  # under half a step, round() gives 0 and the arm trained 1 step: over twice its budget
+        per_step, smallest = flops_per_step(examples, plan, arm), min(plan.budgets())
+        if smallest < per_step / 2:
+            raise ConfigError(f"study: a step of {arm} takes {per_step:.3g} FLOPs, more than twice the smallest budget "
+                              f"({smallest:.3g}): give a larger --flops or fewer --points")
     seeds = range(1, plan.pretrain_seeds + 1)
     ft_seeds = range(1, plan.finetune_seeds + 1)
     results: dict[tuple, Runs] = {}  # (arm or "floor", budget or None, readout) -> Runs
