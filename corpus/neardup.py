@@ -49,10 +49,13 @@ def bands_rows(threshold: float, num_perm: int = NUM_PERM) -> tuple[int, int]:
 
 
 def permutations(seed: int, num_perm: int = NUM_PERM) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
+    """The hash family's (a, b), each from SHA-256 of (seed, index): fixed by their definition, where
+    numpy's ``Generator.integers`` may change its algorithm between numpy versions (NEP 19), which
+    would change which documents go under the same corpus id."""
+    words = [hashlib.sha256(f"minhash\x00{seed}\x00{i}".encode()).digest() for i in range(num_perm)]
     # (a*h + b) mod p with a < 2^31, b < 2^32 and 32-bit h stays below 2^64: exact in uint64
-    a = rng.integers(1, 1 << 31, size=num_perm, dtype=np.uint64)
-    b = rng.integers(0, 1 << 32, size=num_perm, dtype=np.uint64)
+    a = np.array([1 + int.from_bytes(w[:8], "little") % ((1 << 31) - 1) for w in words], dtype=np.uint64)
+    b = np.array([int.from_bytes(w[8:16], "little") % (1 << 32) for w in words], dtype=np.uint64)
     return a, b
 
 

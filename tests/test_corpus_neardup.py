@@ -3,6 +3,7 @@
 test_corpus_pipeline."""
 
 import collections
+import hashlib
 import json
 import random
 import tracemalloc
@@ -25,6 +26,18 @@ def test_bands_rows_put_the_s_curve_near_the_threshold(threshold):
     bands, rows = neardup.bands_rows(threshold)
     assert bands * rows <= neardup.NUM_PERM
     assert abs((1 / bands) ** (1 / rows) - threshold) < 0.05
+
+
+def test_the_hash_family_is_fixed_by_its_definition_not_by_numpys_generator():
+    """(a, b) of hash function i come from SHA-256 of (seed, i): numpy may change how its Generator
+    draws integers between versions, which would change which documents are near duplicates under
+    the same corpus id. Spelled out here, so a change to them fails this test."""
+    a, b = neardup.permutations(7, 3)
+    for i in range(3):
+        w = hashlib.sha256(f"minhash\x007\x00{i}".encode()).digest()
+        assert int(a[i]) == 1 + int.from_bytes(w[:8], "little") % (2**31 - 1)
+        assert int(b[i]) == int.from_bytes(w[8:16], "little") % 2**32
+    assert a.dtype == b.dtype == np.uint64 and len(neardup.permutations(0)[0]) == neardup.NUM_PERM
 
 
 def test_signature_agreement_estimates_jaccard():
