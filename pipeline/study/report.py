@@ -3,7 +3,8 @@
 Reads the ``study.json`` document :mod:`kolectra.pipeline.study.runner` assembled (``floor``, ``points``,
 ``comparisons``) and the checkpoints' ``metrics.jsonl`` for the training curves. Scores are
 accuracies on the held-out rows, shown in percent; intervals are hierarchical bootstrap 95 %
-intervals of paired differences (:mod:`kolectra.pipeline.study.stats`).
+intervals of paired differences and, with two or more pretraining seeds, the seeds' Student-t
+interval beside them (:mod:`kolectra.pipeline.study.stats`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def _pct(x: float) -> str:
 
 
 def _ci(c: dict) -> str:
+    """The difference, its bootstrap interval and (with 2+ pretraining seeds) the seeds' t-interval."""
     lo, hi = c["ci95"]
-    return f"{100 * c['diff']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+    seeds = f", seeds t [{100 * c['seed_t95'][0]:+.2f}, {100 * c['seed_t95'][1]:+.2f}]" if c.get("seed_t95") else ""
+    return f"{100 * c['diff']:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}{seeds}]"
 
 
 def score_table(doc: dict, readout: str) -> list[str]:
@@ -209,8 +212,10 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
              f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "
              f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set). "
              + held, "",
-             "A winner is named only when the 95 % interval of the paired difference excludes zero and both arms "
-             "are above the untrained floor, both read by the same recipe; every recipe has its own floor.", ""]
+             "A winner is named only when the 95 % interval of the paired difference excludes zero (and, with two "
+             "or more pretraining seeds, the seeds' own t-interval too: the bootstrap over so few seeds is too "
+             "narrow) and both arms are above the untrained floor, both read by the same recipe; every recipe has "
+             "its own floor.", ""]
     for readout in doc["floor"]:
         lines += score_table(doc, readout)
     lines += verdicts_by_recipe(doc)
