@@ -218,7 +218,9 @@ def study_section(a: Artifact, dest: Path) -> list[str]:
     out = [f"Equal-FLOPs study; its own report with plots: {code(a.path / 'report.md')}.", ""]
     out += table(["readout", "FLOPs", "a", "b", "a - b (points)", "95 % CI", "verdict"],
                   [[c["readout"], f"{c['flops']:.3g}", c["a"], c["b"], f"{100 * c['diff']:+.2f}",
-                    f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]", c.get("verdict", "vs floor")]
+                    f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]"
+                    + (f"; seeds t [{100 * c['seed_t95'][0]:+.2f}, {100 * c['seed_t95'][1]:+.2f}]"
+                       if c.get("seed_t95") else ""), c.get("verdict", "vs floor")]
                    for c in doc.get("comparisons", [])])
     return out
 

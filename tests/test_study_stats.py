@@ -216,3 +216,15 @@ def test_the_auc_plot_says_which_arm_and_seed_it_draws(tmp_path, monkeypatch):
            + [_point("mlm", 1, "ok", None, 2e12)]}
     report.plots(Store(), tmp_path, doc)
     assert titles == [("discriminator AUC during pretraining of electra (2e+12 FLOPs, pretraining seed 1)", ["electra"])]
+
+
+def test_an_artifacts_report_shows_the_seeds_interval_beside_the_bootstraps(tmp_path):
+    from types import SimpleNamespace
+
+    from kolectra.pipeline.report import study_section
+
+    cmp = {"readout": "probe", "flops": 1e12, "a": "electra", "b": "mlm", "diff": 0.02, "ci95": [0.01, 0.03],
+           "seed_t95": [-0.05, 0.09], "verdict": "no winner: the pretraining seeds disagree"}
+    (tmp_path / "study.json").write_text(json.dumps({"comparisons": [cmp, {**cmp, "seed_t95": None}]}))
+    lines = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
+    assert "[+1.00, +3.00]; seeds t [-5.00, +9.00] |" in lines and "[+1.00, +3.00] |" in lines
