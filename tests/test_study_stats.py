@@ -227,4 +227,4 @@ def test_an_artifacts_report_shows_the_seeds_interval_beside_the_bootstraps(tmp_
            "seed_t95": [-0.05, 0.09], "verdict": "no winner: the pretraining seeds disagree"}
     (tmp_path / "study.json").write_text(json.dumps({"comparisons": [cmp, {**cmp, "seed_t95": None}]}))
     lines = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
-    assert "[+1.00, +3.00]; seeds t [-5.00, +9.00] |" in lines and "[+1.00, +3.00] |" in lines
+    assert r"\[+1.00, +3.00\]; seeds t \[-5.00, +9.00\] |" in lines and r"\[+1.00, +3.00\] |" in lines
