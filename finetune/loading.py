@@ -24,7 +24,7 @@ from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.files import FinetuneError
-from kolectra.finetune.reinit import draw_afresh
+from kolectra.finetune.reinit import draw_afresh, stream_seed
 from kolectra.model.device import Device, compiled
 from kolectra.model.electra import count_parameters
 
@@ -79,7 +79,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     check_weights(model, info, model_dir)
     if head := loaded_head(model, info):
         # a model fine-tuned before: its head (and its label ids' meaning) would carry over, the same for every seed
-        draw_afresh(model, [part for _, part in head], cfg.seed)
+        draw_afresh(model, [part for _, part in head], stream_seed(cfg.seed, "head"))
         progress(f"{model_dir} holds a task head ({', '.join(name for name, _ in head)}): drawn afresh from the "
                  f"seed {cfg.seed}, as for a discriminator")
     return compile_forward(dev.place(model), dev, cfg)

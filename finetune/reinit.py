@@ -9,11 +9,15 @@ the top layers of BERT the same way.
 
 The weights come from the model's own initialiser (``PreTrainedModel._init_weights``: normal
 with the config's ``initializer_range``, LayerNorm ones/zeros, biases zero), drawn on the CPU
-from a generator seeded with the run's seed, so the draw is the same on every device and leaves
-the global generator (dropout, the head) where it was.
+from a generator of their own seeded from the run's seed (:func:`stream_seed`), so the draw is the
+same on every device and leaves the global generator (dropout, the head) where it was.  Seeded with
+the run's seed itself, it replayed the draws that generator (seeded with it too) gave the new
+head: the top layer's query matrix was the classification head's dense matrix, value for value.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import torch
 
@@ -41,8 +45,14 @@ def reinit_top_layers(model: torch.nn.Module, k: int, seed: int) -> list[int]:
     if k > len(layers):
         raise ConfigError(f"reinit_top_layers: the model has {len(layers)} encoder layers, got {k}")
     picked = list(range(len(layers) - k, len(layers)))
-    draw_afresh(model, [layers[i] for i in picked], seed)
+    draw_afresh(model, [layers[i] for i in picked], stream_seed(seed, "reinit"))
     return picked
+
+
+def stream_seed(seed: int, stream: str) -> int:
+    """A seed of its own for ``stream`` (``reinit``, ``head``), from the run's ``seed``: a generator
+    seeded with ``seed`` itself draws what the global one, seeded with it as well, drew for the head."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{stream}".encode()).digest()[:8], "little")
 
 
 def draw_afresh(model: torch.nn.Module, parts: list[torch.nn.Module], seed: int) -> None:

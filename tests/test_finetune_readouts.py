@@ -80,6 +80,21 @@ def test_reinit_draws_exactly_the_top_layers_afresh_from_the_model_initialiser(m
         reinit_top_layers(_classifier(model_dir), LAYERS + 1, seed=7)
 
 
+def test_the_redrawn_layers_are_independent_of_the_new_head(model_dir):
+    from kolectra.finetune.loading import load_model, load_tokenizer
+    from kolectra.model import runtime
+
+    # as a run does it: the head drawn from the global generator seeded with the run's seed, then the top
+    # layer; a generator seeded with that seed again made the top layer's query matrix the head's dense one
+    cfg = dataclasses.replace(sample_nsmc(), seed=7)
+    model = load_model("AutoModelForSequenceClassification", model_dir, cfg, runtime.resolve("cpu", False, 1),
+                       load_tokenizer(model_dir), num_labels=2)
+    reinit_top_layers(model, 1, cfg.seed)
+    head = [p.flatten()[:16] for p in model.classifier.parameters() if p.dim() == 2]
+    top = [p.flatten()[:16] for p in model.electra.encoder.layer[LAYERS - 1].parameters() if p.dim() == 2]
+    assert not any(torch.equal(h, t) for h in head for t in top)
+
+
 def test_a_finetuning_run_reinitialises_and_records_it_in_its_config(model_dir, tmp_path):
     train, test = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 12, 1)
     cfg = dataclasses.replace(sample_nsmc(), max_length=32, batch_size=16, epochs=1, max_train_examples=0,
