@@ -146,6 +146,14 @@ def test_a_study_refuses_a_pretraining_setting_every_run_of_it_overwrites(tmp_pa
     assert "x: No such file or directory" in capsys.readouterr().err
 
 
+def test_a_study_refuses_to_start_its_arms_and_its_untrained_floor_from_a_model(tmp_path, capsys):
+    from kolectra.pipeline.cli import main
+
+    argv = ["study", "--examples", "x", "--flops", "1e12", "--nsmc-train", "x", "--out", str(tmp_path / "r")]
+    assert main([*argv, "--set", f"train.init_from={tmp_path}"]) == 2
+    assert "train.init_from would start every arm, and the floor reported as untrained" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("setting, said", [
     ("optim.lrr=1e-3", "--finetune-set / --finetune-preset: unknown config key 'optim.lrr'"),
     ("epochs=0", "epochs: must be at least 1"),

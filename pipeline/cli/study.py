@@ -82,6 +82,9 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
         if key in STUDY_KEYS:
             raise ConfigError(f"study: {key} is the study's to set, from {STUDY_KEYS[key]} (every run's would "
                               "overwrite it): leave it out of --set/--config")
+        if key == "train.init_from" and assignment.split("=", 1)[1].strip():
+            raise ConfigError("study: train.init_from would start every arm, and the floor reported as untrained, "
+                              "from that model: a study compares pretraining from scratch; leave it out")
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     plan = StudyPlan(flops=args.flops, points=args.points, preset=args.preset, arms=split(args.arms),
                      readouts=split(args.readouts), pretrain_seeds=args.pretrain_seeds,
