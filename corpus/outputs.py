@@ -121,7 +121,9 @@ def shard_of(key: bytes, num_shards: int) -> int:
 # JSONL (2.8 for the text column alone; docs/scale.md), so a Parquet file counts as the JSONL it
 # holds, for the dedup groups and the shards alike.
 JSON_PER_INPUT_BYTE = 3.5
-EXPANSION = {".gz": 3.1, ".bz2": 3.6, ".zst": 3.3, ".parquet": 2.4, ".pq": 2.4}
+# every suffix the reader decompresses (compress.SUFFIXES: .gzip and .zstd too, which counted as
+# uncompressed: a third of the shards and dedup groups they need, and of the local memory check's figure)
+EXPANSION = {".gz": 3.1, ".gzip": 3.1, ".bz2": 3.6, ".zst": 3.3, ".zstd": 3.3, ".parquet": 2.4, ".pq": 2.4}
 
 
 def _expanded(files: Iterable[tuple[str, int]]):

@@ -14,7 +14,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 
-from kolectra.corpus import build, chunks, examples_beam, outputs, sorted_files, steps
+from kolectra.corpus import build, chunks, compress, examples_beam, outputs, sorted_files, steps
 from kolectra.corpus.config import default_config
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.local_memory import LocalMemoryError
@@ -62,6 +62,15 @@ def test_the_shard_count_comes_from_the_expected_json_and_a_given_one_stays():
     assert build.resolve_shards(dataclasses.replace(default_config(), num_shards=3), listed).num_shards == 3
     assert outputs.shards_for([("x.jsonl", 10 << 30)], 192 << 20) == outputs.shards_for([("x.jsonl.gz", (10 << 30) / 3.1)], 192 << 20)
     assert outputs.shards_for([("x.txt", 10)], 192 << 20) == 1
+
+
+def test_every_compressed_suffix_the_reader_takes_counts_as_the_text_it_holds():
+    """``.gzip`` and ``.zstd`` are read as ``.gz`` and ``.zst`` are (``compress.SUFFIXES``), so they expand
+    as those do (they counted as uncompressed: a third of the shards, dedup groups and memory)."""
+    for suffix, codec in compress.SUFFIXES.items():
+        same = {"gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}[codec]
+        assert outputs.expected_input_bytes([("x.jsonl" + suffix.upper(), 1 << 30)]) == \
+            outputs.expected_input_bytes([("x.jsonl" + same, 1 << 30)]) > 3 * (1 << 30), suffix
 
 
 def _line(i: int) -> str:
