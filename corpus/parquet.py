@@ -71,9 +71,36 @@ def _group_rows(pf, wanted: list[str], group: int) -> Iterator[dict]:
         yield from ({} for _ in range(pf.metadata.row_group(group).num_rows))
         return
     for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=wanted, use_threads=False):
-        values = [batch.column(c).to_pylist() for c in wanted]
+        values = [_values(batch.column(c)) for c in wanted]
         for i in range(batch.num_rows):
             yield {c: column[i] for c, column in zip(wanted, values)}
+
+
+class NotUtf8:
+    """A string value whose bytes are not UTF-8 (a writer that did not check them): its row's
+    ``invalid_utf8`` reject (``corpus/reader.py``), as a JSONL line's. ``detail``: the byte and its
+    offset in the value."""
+
+    __slots__ = ("detail",)
+
+    def __init__(self, detail: str):
+        self.detail = detail
+
+
+def _values(column) -> list:
+    """A batch's column as Python values; a string value that is not UTF-8 is a :class:`NotUtf8`
+    (``to_pylist`` fails on the whole batch for one, which lost the rest of its row group)."""
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        return [_value(column, i) for i in range(len(column))]
+
+
+def _value(column, i: int):
+    try:
+        return column[i].as_py()
+    except UnicodeDecodeError as e:
+        return NotUtf8(f"byte {e.object[e.start]:#04x} at offset {e.start}")
 
 
 def plain(value) -> tuple[object, bool]:

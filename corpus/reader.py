@@ -167,7 +167,7 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 1
                 break
             lineno += 1
             line = buf[start:nl]
-            if overflow or len(line.rstrip(b"\r")) > max_line_bytes:
+            if overflow or _too_long(line, max_line_bytes):
                 yield lineno, None
             else:
                 yield lineno, line.rstrip(b"\r")
@@ -179,7 +179,15 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 1
             buf = b""
     if buf or overflow:
         lineno += 1
-        yield lineno, (None if overflow or len(buf.rstrip(b"\r")) > max_line_bytes else buf.rstrip(b"\r"))
+        yield lineno, (None if overflow or _too_long(buf, max_line_bytes) else buf.rstrip(b"\r"))
+
+
+def _too_long(line: bytes, max_line_bytes: int) -> bool:
+    """Whether a line (without its ``\\n``) is over ``max_line_bytes``, the ``\\r`` of a ``\\r\\n``
+    not counted: the bound :func:`iter_lines` holds a line still being read to, so a line ending
+    in ``\\r\\r`` is judged the same wherever the chunks of the read fall (a whole file's and a
+    piece's fall in different places; its content alone was compared with the limit)."""
+    return len(line) - line.endswith(b"\r") > max_line_bytes
 
 
 def iter_blocks(lines: Iterator[tuple[int, bytes | None]], max_bytes: int) -> Iterator[tuple[int, list[bytes], tuple[str, int] | None]]:
@@ -440,6 +448,9 @@ def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field
                     max_text_bytes: int, keep_fields: tuple[str, ...]) -> dict:
     """One row's record or reject (the rules of :func:`_parse` for a JSON object)."""
     where = {"source": source, "line": offset + 1}
+    for name, value in row.items():
+        if type(value) is parquet.NotUtf8:  # as a JSONL line that is not UTF-8: the row is rejected
+            return {**where, "row": offset, "reason": "invalid_utf8", "detail": f"{name!r}: {value.detail}"}
     text = row.get(text_field)
     if text is None:
         why = "null" if text_field in types else "not a column of the file"

@@ -139,3 +139,23 @@ def test_parquet_rows_are_read_a_row_group_at_a_time(tmp_path):
         n += 1
         peak = max(peak, pa.total_allocated_bytes())
     assert n == rows * groups and peak < total / 20, (peak, total)
+
+
+def test_a_parquet_string_that_is_not_utf8_is_its_rows_reject_not_its_row_groups_loss(tmp_path):
+    """A writer that does not check its strings can store bytes that are not UTF-8 in a string column
+    (here a binary array viewed as strings). Such a row is an ``invalid_utf8`` reject naming the
+    column, as a JSONL line that is not UTF-8 is; the other rows of its batch and row group are read.
+    (Arrow's ``to_pylist`` failed on the batch: each row group was one ``damaged_file`` reject, its
+    other rows neither read nor counted.)"""
+    values = [b"\xec\xa2\x8b\xec\x95\x84\xec\x9a\x94", b"bad \xff here", b"after"] * 300
+    table = pa.table({"text": pa.array(values, pa.binary()).view(pa.string()),
+                      "tags": pa.array([[b"a"], [b"b"], [b"\xfe"]] * 300, pa.list_(pa.binary())).view(pa.list_(pa.string()))})
+    pq.write_table(table, tmp_path / "mixed.parquet", row_group_size=400)
+    out = list(reader.read_file(str(tmp_path / "mixed.parquet"), "mixed.parquet", "auto", "text", "id", 1 << 20,
+                                keep_fields=("tags",)))
+    assert len(out) == 900
+    assert out[0]["text"] == "좋아요" and out[0]["fields"] == (["a"],)
+    assert out[1] == {"source": "mixed.parquet", "line": 2, "row": 1, "reason": "invalid_utf8",
+                      "detail": "'text': byte 0xff at offset 4"}
+    assert out[2]["reason"] == "invalid_utf8" and out[2]["detail"] == "'tags': byte 0xfe at offset 0"
+    assert sum("reason" in r for r in out) == 600 and {r["reason"] for r in out if "reason" in r} == {"invalid_utf8"}

@@ -26,6 +26,15 @@ def test_iter_lines_bounds_long_lines_across_chunks():
     assert list(reader.iter_lines(io.BytesIO(b"ok\n" + b"y" * 40), 10, chunk_bytes=4)) == [(1, b"ok"), (2, None)]
 
 
+
+def test_a_line_ending_in_several_carriage_returns_is_judged_the_same_wherever_the_chunks_fall():
+    """10 bytes of content and ``\\r\\r\\n`` at a limit of 10: while reading, a line held past 11 bytes
+    is over the limit, so a chunk ending between the two ``\\r`` rejected it and any other chunking
+    kept it (a whole file and its pieces are read in chunks that fall in different places)."""
+    data = b"ab\n" + b"x" * 10 + b"\r\r\n" + b"y" * 9 + b"\r\r\n" + b"z" * 10 + b"\r\r"
+    seen = {tuple(reader.iter_lines(io.BytesIO(data), max_line_bytes=10, chunk_bytes=n)) for n in range(1, len(data) + 2)}
+    assert seen == {((1, b"ab"), (2, None), (3, b"y" * 9), (4, None))}
+
 def test_jsonl_rejects_carry_line_numbers(tmp_path):
     lines = [
         b'{"id": 7, "text": "\xec\xa2\x8b\xec\x9d\x80 \xec\x98\x81\xed\x99\x94"}',  # ok: 좋은 영화
@@ -109,6 +118,28 @@ def test_codecs_read_every_frame(tmp_path, codec):
     got = _read(good)
     assert len(got) == 600 and got[-1]["text"] == "첫째 문장입니다"
 
+
+
+@pytest.mark.parametrize("codec", ["gz", "bz2", "zst"])
+def test_a_line_that_compresses_to_nothing_is_read_in_bounded_memory(tmp_path, codec):
+    """A file with a 48 MB run of NUL bytes (a crashed writer's zero-filled tail) compresses to a few
+    kB. It is one ``line_too_long`` reject read in a few MB: the zstd and bzip2 readers held what a
+    64 kB chunk of the file decompressed to whole (all of it), and copied what was left of it at every
+    read (a 300 MB run took 682 s)."""
+    import tracemalloc
+
+    body = b"before\n" + bytes(48 << 20) + b"\nafter\n"
+    path = tmp_path / f"zeros.txt.{codec}"
+    path.write_bytes(_pack(codec, body))
+    del body
+    tracemalloc.start()
+    try:
+        got = [(r["line"], r.get("reason"), r.get("text")) for r in _read(path, max_line_bytes=1 << 20)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == [(1, None, "before"), (2, "line_too_long", None), (3, None, "after")]
+    assert peak < 16 << 20, peak
 
 def _damage(packed: bytes, how: str) -> bytes:
     if how == "truncated":
