@@ -321,10 +321,10 @@ def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: 
     """The records and rejects of ``stream``'s lines (a text, JSONL or blocks file's, or a piece's
     from ``first_line``); a read that fails midway ends them with a ``damaged_file`` reject."""
     lineno = first_line - 1
+    read = [lineno]  # blocks: the last line read (a record's line is its block's first)
     try:
         if fmt == "blocks":
-            for rec in _read_blocks(stream, source, max_line_bytes, first_line):
-                lineno = rec["line"]
+            for rec in _read_blocks(stream, source, max_line_bytes, first_line, read):
                 if keep_fields and "reason" not in rec:
                     rec["fields"] = (None,) * len(keep_fields)
                 yield rec
@@ -332,6 +332,7 @@ def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: 
             for lineno, line in iter_lines(stream, max_line_bytes, first_line=first_line):
                 yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
     except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
+        lineno = max(lineno, read[0])
         yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
                "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {error_text(e)}"}
 
@@ -370,8 +371,11 @@ def _parse_record(raw: bytes | None, lineno: int, source: str, fmt: str, text_fi
     return rec
 
 
-def _read_blocks(stream: IO[bytes], source: str, max_bytes: int, first_line: int = 1) -> Iterator[dict]:
-    lines = iter_lines(stream, max_bytes, first_line=first_line)
+def _read_blocks(stream: IO[bytes], source: str, max_bytes: int, first_line: int = 1,
+                 read: list | None = None) -> Iterator[dict]:
+    """The records and rejects of ``stream``'s blocks; ``read[0]`` is kept at the number of the last
+    line read (a damage's spot: the lines of the block it cut short were read, not given)."""
+    lines = _counted(iter_lines(stream, max_bytes, first_line=first_line), read if read is not None else [0])
     first = next(lines, None)
     if first is not None and first[0] == 1 and first[1] is not None and first[1].startswith(BOM):
         first = (first[0], first[1][len(BOM):])
@@ -478,6 +482,12 @@ def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field
         if repaired:
             rec["repaired"] = FIELD_REPAIRED
     return rec
+
+
+def _counted(lines: Iterator[tuple[int, bytes | None]], read: list) -> Iterator[tuple[int, bytes | None]]:
+    for line in lines:
+        read[0] = line[0]
+        yield line
 
 
 def _chain(first, rest):

@@ -215,3 +215,22 @@ def test_blocks_format_reads_blank_line_separated_documents(tmp_path):
         (14, None, "마지막 문서"),
     ]
     assert got[0]["id"] == "docs.txt:1"
+
+
+def test_a_damaged_blocks_file_names_the_last_line_read(tmp_path):
+    """A truncated gzip of blocks: the ``damaged_file`` dead letter is at the line after the last
+    one decompressed, as in a file of lines (it named the line after the first line of the last
+    whole block, a line inside that block)."""
+    import zlib
+
+    body = "".join(f"{i}번째 {hashlib.sha256(str(i).encode()).hexdigest()}\n" + ("\n" if i % 50 == 49 else "")
+                   for i in range(6000)).encode("utf-8")
+    packed = gzip.compress(body, mtime=0)
+    cut = packed[: len(packed) // 2]
+    read = zlib.decompressobj(31).decompress(cut).count(b"\n")  # the whole lines before the cut
+    path = tmp_path / "blocks.txt.gz"
+    path.write_bytes(cut)
+    *blocks, last = _read(path, "blocks")
+    assert blocks[-1]["line"] + 49 < read < blocks[-1]["line"] + 101  # a block was being read
+    assert last["reason"] == "damaged_file" and last["line"] == read + 1
+    assert f"gzip error after line {read}:" in last["detail"]
