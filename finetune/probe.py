@@ -11,7 +11,9 @@ representation carries. The study
 (:mod:`kolectra.pipeline.study.runner`) reads it beside low-data fine-tuning.
 
 ``run`` writes ``metrics.json`` (``accuracy`` on the evaluation file, train accuracy, counts, the
-layer read and, for ``best``, every layer's dev accuracy) and ``predictions.jsonl`` (one line per evaluation row, in file order: ``id``, ``label``,
+layer read and, for ``best``, every layer's dev accuracy; ``health``, fine-tuning's verdict: one
+class predicted for every evaluation row, or no better than that, is ``not_learning``) and
+``predictions.jsonl`` (one line per evaluation row, in file order: ``id``, ``label``,
 ``predicted``), and returns the stage output the artifact store publishes as an eval artifact.
 """
 
@@ -34,8 +36,9 @@ from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.readers.nsmc import read_nsmc
+from kolectra.finetune.skeleton import majority_check
 
-STAGE_VERSION = 2  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 POOLINGS = ("mean", "cls")
@@ -169,10 +172,16 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     clf = fit(x_train[0], y_train, cfg.C)
     predicted = clf.predict(x_eval[0])
     accuracy = float((predicted == y_eval).mean())
+    problems, figures = majority_check(y_eval, predicted, "eval")
+    for line in problems:
+        progress(f"probe: {line}")
     metrics = {"task": "probe", "accuracy": accuracy, "train_accuracy": float(clf.score(x_train[0], y_train)),
                "train_examples": len(train_rows), "eval_examples": len(eval_rows),
                "majority_share": float(max(y_eval.mean(), 1 - y_eval.mean())), "layer": layers[0],
-               "layers": int(encoder.config.num_hidden_layers), **chosen, "config": to_dict(cfg)}
+               "layers": int(encoder.config.num_hidden_layers), **chosen,
+               # the shape of fine-tuning's verdict (finetune/skeleton.py): the study flags such a readout
+               "health": {"status": "not_learning", "problems": problems, "figures": figures} if problems
+               else {"status": "ok", "figures": figures}, "config": to_dict(cfg)}
     write_json(Path(out_dir) / "metrics.json", metrics)
     with (Path(out_dir) / "predictions.jsonl").open("w", encoding="utf-8") as f:
         for r, p in zip(eval_rows, predicted):
@@ -181,6 +190,6 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     progress(f"probe: accuracy {accuracy:.4f} on {len(eval_rows)} rows (trained on {len(train_rows)}; layer "
              f"{layers[0]}{' chosen on dev' if chosen else ''}, {cfg.pooling} pooling) in {seconds:.0f}s")
     return StageOutput(stats={k: metrics[k] for k in ("accuracy", "train_accuracy", "train_examples", "eval_examples",
-                                                      "layer")},
+                                                      "layer", "health")},
                        compute={"wall_seconds": round(seconds, 3), "device": "cpu",
                                 "parameters_frozen": int(x_train.shape[-1])})

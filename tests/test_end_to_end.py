@@ -230,7 +230,7 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
         assert all(0.0 <= x <= 1.0 for v in p["readouts"].values() for x in v)
         assert {"disc_auc", "replaced_share", "gen_acc", "status"} <= set(p["health"])
         # each readout's own verdict (a probe records none), so one that learned nothing is flagged
-        assert p["readout_health"]["probe"] == [None] and set(p["readout_health"]["lowdata"]) <= {"ok", "not_learning", "unchecked"}
+        assert set(p["readout_health"]["probe"]) <= {"ok", "not_learning"} and set(p["readout_health"]["lowdata"]) <= {"ok", "not_learning", "unchecked"}
     cmps = doc["comparisons"]
     pairs = {(c["a"], c["b"], c["flops"], c["readout"]) for c in cmps}
     assert ("electra", "electra-gdes", 1.5e9, "probe") in pairs and ("electra-gdes", "floor", 1.5e9, "lowdata") in pairs

@@ -193,6 +193,12 @@ def test_the_best_layer_is_chosen_on_train_rows_never_on_the_evaluation_rows(mod
     assert a["layer"] == b["layer"] and a["layers_dev_accuracy"] == b["layers_dev_accuracy"]
     assert a["layer"] == max(range(LAYERS + 1), key=lambda i: (a["layers_dev_accuracy"][i], -i))
     assert a["accuracy"] == pytest.approx(1 - b["accuracy"])  # the same predictions, scored against flipped labels
+    # fine-tuning's verdict: no better than always the majority class (or one class for every row) learned nothing
+    for m in (a, b):
+        f = m["health"]["figures"]
+        learned = f["eval_predicted_classes"] > 1 and m["accuracy"] > f["eval_majority_share"]
+        assert m["health"]["status"] == ("ok" if learned else "not_learning") and f["eval_accuracy"] == m["accuracy"]
+    assert "not_learning" in {a["health"]["status"], b["health"]["status"]}  # one of them is worse than chance
     # a fixed layer reads that layer, and the default is the top one
     c = _probe(dataclasses.replace(cfg, layer="last"), model_dir, train, scored, tmp_path / "c")
     d = _probe(dataclasses.replace(cfg, layer="0", pooling="cls"), model_dir, train, scored, tmp_path / "d")

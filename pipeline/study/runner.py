@@ -205,7 +205,7 @@ def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, read
              seed: int) -> tuple[float, np.ndarray | None, str | None]:
     """One readout recipe of one checkpoint with fine-tuning seed ``seed``: (score, per-row 0/1 or None,
     the readout's own health verdict: ``ok``, ``not_learning``, ``unchecked``, or None where it records
-    none, as a probe). Recipes of one readout (``lowdata``, ``lowdata-reinit1``) train on the same rows."""
+    none, as a probe before its version 3). Recipes of one readout (``lowdata``, ``lowdata-reinit1``) train on the same rows."""
     base, sets = readout_recipe(readout)
     train = splits.train[base][seed - 1]
     if base == "probe":
