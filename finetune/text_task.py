@@ -14,6 +14,7 @@ not text, a label that does not parse) are bad rows with their line numbers, cou
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from kolectra.core.errors import UserInputError
@@ -63,6 +64,11 @@ class TextTask(skeleton.Task):
             dev_set = f"{cfg.dev_fraction:g} of {t_train.path.name}, carved with seed {cfg.seed}"
         train, dev, test = (self.convert(train, t_train), self.convert(dev, t_dev or t_train),
                             self.convert(test, t_test))
+        if cfg.max_train_examples and self.dev_file is not None and cfg.max_train_examples < len(train):
+            # a seeded sample (in file order), as the carve's shuffle gives without --dev: the file's first
+            # rows are one class of a file sorted by label
+            keep = sorted(random.Random(cfg.seed).sample(range(len(train)), cfg.max_train_examples))
+            train = [train[i] for i in keep]
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]
         dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))

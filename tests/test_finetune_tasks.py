@@ -366,6 +366,20 @@ def test_artifacts_list_tells_same_name_evals_apart_by_data_and_stage_version(tm
     assert [s[1] for s in shown] == ["stage_version=1", "stage_version=1", "stage_version=2"]
 
 
+def test_max_train_examples_with_a_dev_file_is_a_seeded_sample_not_the_files_first_rows(tmp_path):
+    """With --dev the train rows stay in file order: the first N of a file sorted by label were one
+    class. They are a seeded sample (in file order), as the carve's shuffle gives without --dev."""
+    names = list(TOPICS)
+    sorted_rows = [f"{i}\t{TOPICS[names[i // 8]][i % 4]}\t{names[i // 8]}" for i in range(24)]
+    train = write(tmp_path / "train.tsv", ["id\ttext\tlabel", *sorted_rows])
+    dev, test = topics_tsv(tmp_path / "dev.tsv", 6, 1), topics_tsv(tmp_path / "test.tsv", 6, 2)
+    cfg = dataclasses.replace(config.sample_classify(), max_train_examples=8, seed=5)
+    picked = [classify.Classify(dev).read(dataclasses.replace(cfg, seed=s), train, test).train for s in (5, 5, 6)]
+    assert len(picked[0]) == 8 and len(set(picked[0]["label"])) > 1  # the file's first 8 are all one topic
+    assert picked[0]["line"] == sorted(picked[0]["line"]) and picked[0]["line"] == picked[1]["line"]
+    assert picked[2]["line"] != picked[0]["line"]  # another seed, another sample
+
+
 def test_a_model_folder_that_is_neither_artifact_nor_hf_directory_says_so(tmp_path):
     from kolectra.pipeline.store.artifacts import ArtifactError
 
