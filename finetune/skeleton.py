@@ -193,8 +193,13 @@ def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> l
     n, total = overlap(seen, scored)
     if not n:
         return []
+    dev_file = getattr(task, "dev_file", None) if data.test is not None else None
+    if dev_file is not None and overlap([data.train], scored)[0] < n:  # some only in the --dev file
+        where = f"training file {train_file} or the dev file {dev_file}"
+    else:
+        where = f"training file {train_file}"
     text = (f"{task.name}: {n} of {total} scored rows ({n / total:.1%}) of {eval_file} also appear in the "
-            f"training file {train_file} (same text after NFC and whitespace normalisation): the score "
+            f"{where} (same text after NFC and whitespace normalisation): the score "
             "overstates what the model learned; remove them from one of the files")
     warn(text)
     return [text]

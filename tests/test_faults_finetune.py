@@ -156,6 +156,23 @@ def test_scored_rows_found_in_the_training_file_are_counted_and_warned(tiny_mode
     assert len(warning) == 1 and f"{n} of 20 scored rows ({n / 20:.1%})" in warning[0] and "WARNING" in warning[0]
 
 
+def test_overlap_with_the_dev_file_names_the_dev_file(tmp_path, capsys):
+    """With --dev, the dev rows are read for training too; scored rows found only there were said to
+    be in the training file."""
+    from kolectra.finetune import classify, skeleton
+    from kolectra.finetune.features import rows
+
+    data = skeleton.Data(rows({"text": ["가", "나"]}), rows({"text": ["다", "라"]}), rows({"text": ["다", "마"]}), {})
+    said = skeleton.warn_overlap(classify.Classify(tmp_path / "dev.tsv"), data, tmp_path / "train.tsv",
+                                 tmp_path / "test.tsv")
+    assert len(said) == 1 and f"also appear in the training file {tmp_path / 'train.tsv'} or the dev file " \
+                              f"{tmp_path / 'dev.tsv'}" in said[0] and "1 of 2 scored rows" in said[0]
+    in_train = skeleton.Data(data.train, data.dev, rows({"text": ["가", "마"]}), {})
+    said = skeleton.warn_overlap(classify.Classify(tmp_path / "dev.tsv"), in_train, tmp_path / "train.tsv",
+                                 tmp_path / "test.tsv")
+    assert "dev file" not in said[0]
+
+
 def test_no_overlap_no_warning(tiny_model, tmp_path, capsys):
     nsmc_file(tmp_path / "train.txt", 60, 0)
     (tmp_path / "test.txt").write_text("id\tdocument\tlabel\n" + "".join(
