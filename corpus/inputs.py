@@ -86,6 +86,11 @@ def _unusable(path: str) -> str | None:
     except UnicodeEncodeError:  # os.fsdecode of a name that is not UTF-8: it cannot go into JSON
         return (f"input {path!r}: the file name is not valid UTF-8, and input names go into the manifest and "
                 "document ids; rename the file (e.g. convmv -f cp949 -t utf-8) or leave it out of --input")
+    name = path.rsplit("/", 1)[-1].lower()
+    if kind := next((k for suffix, k in _NOT_ONE_STREAM if name.endswith(suffix)), None):
+        return (f"input {path!r} is {kind}, which the corpus stage does not read (it would take its bytes for "
+                "text): unpack or recompress it to JSONL, text or Parquet files, optionally .gz, .bz2 or .zst, "
+                "and name those in --input")
     if is_remote(path):
         return None
     try:
@@ -101,6 +106,12 @@ def _unusable(path: str) -> str | None:
                 "a file first)")
     return None
 
+
+# Archives hold several files (a tar's headers and a zip's directory would become documents), and
+# compressions other than compress.SUFFIXES are unread bytes: refused by name, before the job starts.
+_NOT_ONE_STREAM = tuple((s, "an archive of several files") for s in (
+    ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.zst", ".tar.xz", ".txz", ".zip", ".7z", ".rar")) + tuple(
+    (s, f"compressed as {k}") for s, k in ((".xz", "xz"), (".lzma", "lzma"), (".lz4", "lz4"), (".br", "brotli")))
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}

@@ -166,6 +166,19 @@ def test_literal_path_wins_over_glob(tmp_path):
     assert inputs.expand([str(tmp_path / "x[12].txt")]) == [str(tmp_path / "x1.txt")]  # no such file: a glob
 
 
+@pytest.mark.parametrize("name, kind", [("dump.tar.gz", "an archive of several files"),
+                                        ("reviews.zip", "an archive of several files"),
+                                        ("REVIEWS.TGZ", "an archive of several files"), ("part.jsonl.xz", "compressed as xz")])
+def test_an_archive_or_an_unread_compression_is_refused_by_name_before_the_job(tmp_path, name, kind):
+    """A tarball was read as text: its headers and every member's lines became documents."""
+    (tmp_path / "ok.jsonl.gz").write_bytes(gzip.compress(b'{"text": "a"}\n'))
+    (tmp_path / name).write_bytes(b"\x00" * 600)
+    with pytest.raises(inputs.InputError, match=f"input '{tmp_path / name}' is {kind}, which the corpus stage "
+                                                r"does not read"):
+        inputs.expand([str(tmp_path / "*")])
+    assert inputs.expand([str(tmp_path / "ok*")]) == [str(tmp_path / "ok.jsonl.gz")]  # .jsonl.gz is one stream
+
+
 def _all_text(artifact: Path) -> str:
     out = []
     for f in sorted(artifact.rglob("*")):
