@@ -33,9 +33,9 @@ def codec_of(path: str) -> str | None:
 # this much, so a worker holds that (and a line), never a stream's whole output. A bzip2 call is
 # asked for at most PIECE_BYTES (its max_length); zstd's decompressobj takes no limit, so it is fed
 # ZSTD_STEP bytes at a time: a zstd block gives at most 128 KiB for 4 bytes (an RLE block), so 128
-# bytes give at most 4 MiB (it costs 1.5 ms a MB of text: under 1 % of the stage's 0.2 CPU s a MB).
-# Fed a 64 KiB chunk, a 9.6 kB .zst of one 300 MB line of NULs (a crashed writer's zero-filled tail)
-# was held whole, 783 MB resident, and what was left of it copied at every read: 682 s.
+# bytes give at most 4 MiB. Fed a whole 64 KiB chunk, a few kB of .zst (a crashed writer's
+# zero-filled tail) expanded to hundreds of MB at once, and what was left of it was copied at every
+# read (measured: docs/corpus.md, "Compression").
 PIECE_BYTES = 1 << 20
 ZSTD_STEP = 128
 
