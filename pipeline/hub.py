@@ -127,8 +127,9 @@ _LOCAL_PATH = re.compile(r"(?<![\w:/.~-])(?:~|[A-Za-z]:)?/(?:[^\s|`'\"/]+/)*([^\
 
 def no_local_paths(text: str) -> str:
     """``text`` with every local absolute path cut to its last part (``/home/me/runs/base`` ->
-    ``<local folder>/base``): where a file sat on the author's machine is no fact for a Hub reader."""
-    return _LOCAL_PATH.sub(lambda m: f"<local folder>/{m.group(1)}", text)
+    ``[local folder]/base``): where a file sat on the author's machine is no fact for a Hub reader.
+    Not ``<local folder>``: a Markdown renderer takes that for an HTML tag and shows ``/base``."""
+    return _LOCAL_PATH.sub(lambda m: f"[local folder]/{m.group(1)}", text)
 
 
 def warnings(art: Artifact, private: bool) -> list[str]:

@@ -62,8 +62,8 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     def cell(v) -> str:
         if isinstance(v, bool):
             return str(v)
-        if isinstance(v, float):
-            return f"{v:,.4f}" if abs(v) < 100 else f"{v:,.1f}"
+        if isinstance(v, float):  # a learning rate of 2e-05 is no 0.0000: under 0.001, significant digits
+            return f"{v:.3e}" if 0 < abs(v) < 1e-3 else f"{v:,.4f}" if abs(v) < 100 else f"{v:,.1f}"
         if isinstance(v, int):
             return f"{v:,}"
         return v if isinstance(v, Md) else text(v)

@@ -18,7 +18,7 @@ from typing import Callable
 
 from kolectra.core import plot
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
-from kolectra.pipeline.scores import BY_ARTICLE, by_article, score_table
+from kolectra.pipeline.scores import BY_ARTICLE, by_article, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.verdicts import health_lines, read_json
 
@@ -204,6 +204,12 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     out = [f"Task: **{text(m.get('task', a.manifest.get('config', {}).get('task', '?')))}**", ""]
     if by_article(m):  # one file split by article (kolectra finetune korquad --split-dev-by-article)
         out += [f"Scored on a **{BY_ARTICLE}**: {text(m['eval_set'])}.", ""]
+    if test_size(m):  # 128 of 50,000 test rows (max_eval_examples) is no score on the file
+        out += [f"Scored on {text(test_size(m))}.", ""]
+    if "seeds" in m:  # a --seeds summary: each figure is a median, its runs are its parents
+        out += [f"Each figure is the median over {len(m['seeds'])} seeds ({text(', '.join(map(str, m['seeds'])))}; "
+                "`*_spread`: max - min); each seed's run is its own eval artifact.", ""]
+        headline += [[k, m[k]] for k in sorted(m) if k.endswith("_spread") and isinstance(m[k], (int, float))]
     out += table(["metric", "value"], headline)
     curve = a.path / "learning_curve.png"  # drawn by the fine-tuning stage: loss and dev metric, test score
     if curve.is_file():

@@ -184,7 +184,7 @@ def test_dry_run_warns_of_no_token_and_of_a_public_push_of_a_model_that_learned_
     warned = [line for line in done.stderr.splitlines() if line.startswith("kolectra export: warning: ")]
     assert len(warned) == 2 and "no Hugging Face token" in warned[0] and "learned nothing" in warned[1], warned
     card = (tmp_path / "o" / "README.md").read_text(encoding="utf-8")
-    assert str(tmp_path) not in card and "<local folder>/hf" in card and "https://" not in card
+    assert str(tmp_path) not in card and "[local folder]/hf" in card and "https://" not in card
     # a private push with a token: nothing to warn of
     done = _kolectra(["export", ckpt.id, "--to", str(tmp_path / "p"), *out, "--push", "me/k", "--dry-run",
                       "--private"], tmp_path, HF_TOKEN="hf_" + "x" * 34)
