@@ -100,12 +100,17 @@ def outside_roots(dest: Path, folders: list[Path]) -> None:
 def text_is_data(path: Path) -> None:
     """``split_special_tokens`` in the exported tokenizer's config, as vocabularies write it since
     vocab 6: "[MASK]" in a user's text stays text, as it does in every kolectra stage (a checkpoint
-    of an older vocabulary lacks it)."""
+    of an older vocabulary lacks it). Likewise ``model_input_names`` (vocab 8): without it a
+    ``PreTrainedTokenizerFast`` (an older SentencePiece vocabulary's class) returns no
+    ``token_type_ids``, and a pair reaches the model as one segment."""
+    from kolectra.vocab.export import MODEL_INPUT_NAMES  # noqa: PLC0415 - tokenizers: only for an export
+
     if not path.is_file():
         return
     config = json.loads(path.read_text(encoding="utf-8"))
-    if isinstance(config, dict) and "split_special_tokens" not in config:
-        config["split_special_tokens"] = True
+    if isinstance(config, dict) and not {"split_special_tokens", "model_input_names"} <= config.keys():
+        config.setdefault("split_special_tokens", True)
+        config.setdefault("model_input_names", list(MODEL_INPUT_NAMES))
         path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

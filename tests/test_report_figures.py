@@ -45,3 +45,22 @@ def test_a_cut_local_path_is_no_html_tag_in_the_card():
     out = no_local_paths("| initialised from | /home/me/runs/base/hf |")
     assert out == "| initialised from | [local folder]/hf |"
     assert not re.search(r"<[A-Za-z]", out)  # CommonMark: raw HTML, hidden by the Hub's renderer
+
+
+def test_an_export_of_an_older_vocabulary_returns_segment_ids(tmp_path):
+    """A vocabulary before vocab 8 (SentencePiece's PreTrainedTokenizerFast without model_input_names):
+    the exported tokenizer returns token_type_ids, so a pair's second segment is segment 1."""
+    from transformers import AutoTokenizer
+
+    from kolectra.pipeline.hub import text_is_data
+    from kolectra.vocab.export import write_dir
+
+    write_dir(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "가", "나", "##다"], tmp_path)
+    config = tmp_path / "tokenizer_config.json"
+    old = json.loads(config.read_text(encoding="utf-8"))
+    del old["model_input_names"], old["split_special_tokens"]
+    config.write_text(json.dumps(old), encoding="utf-8")
+    text_is_data(config)
+    pair = AutoTokenizer.from_pretrained(str(tmp_path))("가", "나다")
+    assert pair["token_type_ids"] == [0, 0, 0, 1, 1, 1]
+    assert json.loads(config.read_text(encoding="utf-8"))["split_special_tokens"] is True
