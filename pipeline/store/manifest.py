@@ -141,6 +141,8 @@ def hash_tree(root: Path) -> list[dict]:
             continue
         if f.is_symlink():
             raise ArtifactError(f"{f}: a symlink in a stage's output; artifacts hold regular files only")
+        if not (f.is_file() or f.is_dir()):  # a FIFO, socket or device: never listed, so never checked
+            raise ArtifactError(f"{f}: not a regular file in a stage's output; artifacts hold regular files only")
         if f.is_file():
             files.append({"path": f.relative_to(root).as_posix(), "bytes": f.stat().st_size,
                           "sha256": sha256_file(f)})
@@ -155,8 +157,13 @@ UNCOVERED = ("files", "digest", "fields_digest")
 def fields_digest(manifest: dict) -> str:
     """sha256 of a manifest's own fields (config, stats, parents, parent_refs, inputs, provenance,
     ...) as canonical JSON: ``digest`` covers the files only, so an edit to the fields alone would
-    verify. Recorded in the manifest and, for each parent, in its children's ``parent_refs``."""
-    return hashlib.sha256(canonical({k: v for k, v in manifest.items() if k not in UNCOVERED})).hexdigest()
+    verify. Recorded in the manifest and, for each parent, in its children's ``parent_refs``.
+
+    Hashed as the fields read back from ``manifest.json``: a key that is not a string (a stage's
+    ``{10: n, 2: m}``) is written as text and sorts differently once it is one, so the digest taken
+    before writing would not match the manifest it was written into."""
+    fields = json.loads(json.dumps({k: v for k, v in manifest.items() if k not in UNCOVERED}))
+    return hashlib.sha256(canonical(fields)).hexdigest()
 
 
 _NOTICED: set[str] = set()  # manifests whose missing fields_digest this process has already mentioned
@@ -363,10 +370,12 @@ def verify_dir(path: Path) -> list[str]:
             problems.append(f"{f}: sha256 differs from manifest")
     for f in _walk(path):
         rel = f.relative_to(path).as_posix()
-        if rel == BUILD_LOCK and f.is_file() and not f.is_symlink():
-            continue  # a kill between publishing and removing the store's mark
+        if rel == BUILD_LOCK and f.is_file() and not f.is_symlink() and f.stat().st_size == 0:
+            continue  # a kill between publishing and removing the store's mark (an empty file)
         if f.is_symlink():
             problems.append(f"{f}: a symlink (added after publishing; artifacts hold regular files only)")
+        elif not (f.is_file() or f.is_dir()):
+            problems.append(f"{f}: not a regular file (added after publishing; artifacts hold regular files only)")
         elif f.is_file() and rel != MANIFEST and rel not in listed:
             problems.append(f"{f}: not in manifest (added after publishing)")
     if digest(manifest["files"]) != manifest["digest"]:

@@ -225,6 +225,8 @@ class RemoteStore(StoreRuns, Store):
                 return [str(e)]
         if not _remote(art):
             return super().verify(art, quick=quick)
+        if not quick:  # not a stage's check: its parents as they are now, not as an earlier check looked them up
+            self._looked_up.clear()
         return remote_problems(art, content=not quick) + self.changed_parents(art)
 
     def _checks_done(self) -> None:

@@ -1,0 +1,94 @@
+"""What `verify` must see in a published artifact besides altered files: entries that are not
+regular files, a filled build mark, and fields whose keys are not strings (writer and verifier
+must hash the same text)."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, verify_dir
+from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.manifest import BUILD_LOCK, digest, fields_digest
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+
+def _build(root: Path, stats: dict | None = None, config: dict | None = None):
+    def produce(out: Path) -> StageOutput:
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text("hello")
+        return StageOutput(stats=stats if stats is not None else {"n": 1})
+
+    store = Store(root)
+    return store, store.build(Request(kind="corpus", name="demo", stage_version=1, config=config or {"a": 1}), produce)
+
+
+def test_stats_and_config_with_keys_that_are_not_strings_verify_as_built(tmp_path):
+    """{10: .., 2: ..} sorts 2, 10 as numbers and "10", "2" once written as JSON text; a bool key
+    beside a string one could not be sorted at all: the fields' digest is of what the file says."""
+    store, art = _build(tmp_path, stats={"by_length": {10: 1, 2: 3}}, config={"labels": {True: "yes", "b": 2}})
+    assert store.verify(art) == []
+    assert verify_dir(art.path) == []
+
+
+def test_a_fifo_added_to_a_published_artifact_fails_verify(tmp_path):
+    store, art = _build(tmp_path)
+    os.mkfifo(art.path / "data" / "b.jsonl.gz")  # a reader globbing data/ would block on it
+    problems = store.verify(art)
+    assert len(problems) == 1 and "b.jsonl.gz: not a regular file" in problems[0]
+
+
+def test_a_stage_leaving_a_fifo_is_refused_when_sealed(tmp_path):
+    def produce(out: Path) -> StageOutput:
+        os.mkfifo(out / "pipe")
+        return StageOutput(stats={})
+
+    with pytest.raises(ArtifactError, match="pipe: not a regular file"):
+        Store(tmp_path).build(Request(kind="corpus", name="demo", stage_version=1, config={}), produce)
+    assert not (tmp_path / "corpus").exists() or not any((tmp_path / "corpus").iterdir())
+
+
+def test_the_build_mark_is_ignored_only_while_empty(tmp_path):
+    """A kill between publishing and removing the mark leaves an empty file (docs/artifacts.md); one
+    with bytes in it is a file added after publishing."""
+    store, art = _build(tmp_path)
+    (art.path / BUILD_LOCK).touch()
+    assert store.verify(art) == []
+    (art.path / BUILD_LOCK).write_text(json.dumps({"added": "later"}))
+    problems = store.verify(art)
+    assert len(problems) == 1 and f"{BUILD_LOCK}: not in manifest" in problems[0]
+
+
+# ---- on a store ------------------------------------------------------------------------------------
+def test_verify_on_a_store_reads_the_parent_as_it_is_now(bucket, tmp_path, monkeypatch):
+    """The parents a stage's checks looked up are kept until its build has checked them
+    (docs/scale.md); a whole ``verify`` is no stage's check: a parent rewritten since an earlier
+    verify in the same process (a study, a notebook) was compared as it was then, and passed."""
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    store = open_store(f"{bucket}/root")
+    parent = store.build(Request(kind="corpus", name="p", stage_version=1, config={}), _produce_text("hello"))
+    child = store.build(Request(kind="vocab", name="c", stage_version=1, config={}, parents=(parent,)),
+                        _produce_text("x"))
+    assert store.verify(child) == []
+    # the parent rebuilt by hand, files and manifest consistent: only its child's record tells
+    m = dict(parent.manifest)
+    m["files"] = [{"path": "data/a.txt", "bytes": 5, "sha256": hashlib.sha256(b"HELLO").hexdigest()}]
+    m["digest"] = digest(m["files"])
+    m["fields_digest"] = fields_digest(m)
+    storage.write_bytes(f"{parent.path}/data/a.txt", b"HELLO")
+    storage.write_bytes(f"{parent.path}/manifest.json", json.dumps(m).encode())
+    assert store.verify(str(parent.path)) == []  # verifies on its own
+    problems = store.verify(child)
+    assert len(problems) == 1 and "the parent was altered or rebuilt since" in problems[0]
+
+
+def _produce_text(text: str):
+    def produce(out: Path) -> StageOutput:
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text(text)
+        return StageOutput(stats={})
+    return produce
