@@ -67,8 +67,8 @@ def shingles(text: str, n: int = SHINGLE) -> np.ndarray:
 
 
 # Shingles hashed at a time: the hashes of all of a document's shingles at once took a num_perm x
-# shingles array, 194 MB at its peak for a document of max_chars (100,000 characters); a running
-# minimum over slices of this many holds 121 x 4,096 values (4 MB) whatever the document.
+# shingles array, which grows with max_chars (which has no upper bound); a running minimum over
+# slices of this many holds num_perm x SIGN_SLICE values whatever the document.
 SIGN_SLICE = 1 << 12
 
 

@@ -28,8 +28,8 @@ _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _BLOCK_TAG = re.compile(r"</?(?:br|p|div|li|ul|ol|tr|table|h[1-6]|blockquote|section|article)\b[^<>]{0,500}>", re.IGNORECASE)
 # A tag is an HTML element's name (the living standard's, a few obsolete ones web pages still
 # carry, svg and math), a custom element (<my-widget>) or a namespaced one (Word's <o:p>). Any word
-# in angle brackets is not: Korean writes titles that way (<DOA>, <Love Letter>: 17 of the 662k
-# NSMC reviews, where <b> was the one real tag), and the placeholders (<url>, <phone>) must stay.
+# in angle brackets is not: Korean reviews write titles that way (<DOA>, <Love Letter>; counted in
+# docs/artifacts.md, corpus 16), and the placeholders (<url>, <phone>) must stay.
 _ELEMENTS = (
     "a abbr address area article aside audio b base bdi bdo blockquote body br button canvas caption "
     "cite code col colgroup data datalist dd del details dfn dialog div dl dt em embed fieldset "
@@ -48,7 +48,7 @@ _TAG = re.compile(r"</?(?:(?i:%s)|(?:[a-z][a-z0-9]*-[a-z0-9-]*)|(?:[A-Za-z][A-Za
 # the profile orders its own (an RRN looks like a phone number).
 _UNIVERSAL_PII = (
     # a URL ends at Hangul: Korean glues the next words on with no space (...com/1234어느, www.x.com에);
-    # all 9 of the 121 NSMC URLs holding Hangul were so, none a Korean path (which keeps its tail)
+    # in the NSMC reviews every URL holding Hangul was so, none a Korean path (which keeps its tail)
     ("url", re.compile(r"(?:https?://|www\.)[^\s<>\"'\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]+", re.IGNORECASE)),
     # ASCII only: Korean writes particles and whole phrases onto an address with no space
     # (abc@example.com으로 보내주세요), and \w (Hangul included) took them into the <email>

@@ -11,8 +11,8 @@ With only two or three seeds per level the seed levels contribute a coarse sprea
 the test-set noise that a single split hides.
 
 That coarse spread is too narrow: a bootstrap over S clusters estimates their variance (S-1)/S too
-low and has no t-quantile, so with 2 pretraining seeds two equal arms were called different 9-21 %
-of the time (simulated, at seed spreads of 1-2 points) where 5 % was meant. A second interval
+low and has no t-quantile, so with 2 pretraining seeds two equal arms were called different far
+more often than the 5 % meant (simulated: docs/studies.md). A second interval
 therefore judges the pretraining seeds alone: Student's t over the S paired per-seed differences
 (S-1 degrees of freedom), exact for normal seed effects. A winner, and an arm's standing against
 the floor, needs both intervals to exclude zero; with one pretraining seed only the bootstrap
