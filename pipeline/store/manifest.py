@@ -279,10 +279,11 @@ def _entries_malformed(manifest: dict) -> str | None:
         if why or e["path"] in seen:
             return f"file entry {e.get('path')!r} {why or 'is listed twice'}"
         seen.add(e["path"])
-    if not all(isinstance(p, str) for p in manifest.get("parents", [])):
+    # ids name directories (``*-<id>`` is globbed under a root): a "*" would find any artifact of a kind
+    if not all(isinstance(p, str) and _ID.match(p) for p in manifest.get("parents", [])):
         return "'parents' holds something that is not an id"
     for ref in manifest.get("parent_refs", []):
-        if not (isinstance(ref, dict) and isinstance(ref.get("id"), str)
+        if not (isinstance(ref, dict) and isinstance(ref.get("id"), str) and _ID.match(ref["id"])
                 and all(isinstance(ref.get(k, ""), str) for k in ("kind", "name", "digest", "fields_digest", "path"))):
             return f"malformed parent reference {json.dumps(ref)[:80]}"
     for inp in manifest.get("inputs", []):
