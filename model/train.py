@@ -60,6 +60,22 @@ def loss_text(final: dict) -> str:
     return "nan" if loss is None else f"{loss:.4f}"
 
 
+# the card's figures of the last log window (its metadata's metrics, model/card.py), by network
+CARD_FIGURES = {"discriminator": (("disc_acc", "accuracy"), ("disc_precision", "precision"),
+                                  ("disc_recall", "recall"), ("disc_auc", "AUC"), ("mlm_acc", "masked LM accuracy")),
+                "generator": (("gen_acc", "accuracy at the masked slots"),)}
+
+
+def figures_text(final: dict) -> str:
+    """What the last log window measured, per network, for the card (the metrics its metadata names)."""
+    parts = []
+    for network, keys in CARD_FIGURES.items():
+        said = [f"{name} {final[k]:.3f}" for k, name in keys if isinstance(final.get(k), (int, float))]
+        if said:
+            parts.append(f"{network}: {', '.join(said)}")
+    return "; ".join(parts) or "none logged"
+
+
 def fetch_examples(examples: Examples, only: Callable[[str], bool]) -> Path:
     return Path(examples(only)) if callable(examples) else Path(examples)
 
@@ -442,7 +458,8 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
              "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
              "discriminator parameters": f"{count_parameters(model.discriminator):,}",
              "training FLOPs": f"{flops:.3e}", "wall time": f"{run.wall_seconds():.0f} s",
-             "hardware": run.where, "final loss": loss_text(final), "seed": cfg.seed,
+             "hardware": run.where, "final loss": loss_text(final),
+             "final figures (last log window)": figures_text(final), "seed": cfg.seed,
              **({"initialised from": t.init_from} if t.init_from else {}),
              **({"resumed at step": run.first_step} if run.first_step else {}),
              "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),

@@ -7,6 +7,7 @@ from huggingface_hub import ModelCard
 
 from kolectra.model.card import front_matter
 from kolectra.model.export import model_card
+from kolectra.model.train import figures_text
 
 LINEAGE = ["checkpoint/sample-0123456789abcdef", "└── examples/seq128-aaaa",
            "    ├── corpus/sample-bbbb", "    └── vocab/morph_wordpiece-cccc", "        └── corpus/sample-bbbb (see above)"]
@@ -45,3 +46,10 @@ def test_the_whole_card_loads_with_huggingface_hub(tmp_path):
     assert card.data.language == "ko" and card.data.base_model is None and card.data.datasets is None
     assert "/models/koelectra-pair" in card.text and "corpus/sample-bbbb" in card.text
     assert "## Lineage" in card.text and "## Licence" in card.text
+
+
+def test_the_final_figures_name_each_networks_metrics_and_leave_out_what_was_not_logged():
+    final = {"loss": 9.1, "disc_acc": 0.9123, "disc_auc": 0.81, "gen_acc": 0.25, "mlm_acc": None}
+    assert figures_text(final) == "discriminator: accuracy 0.912, AUC 0.810; generator: accuracy at the masked slots 0.250"
+    assert figures_text({"loss": 1.0, "mlm_acc": 0.4}) == "discriminator: masked LM accuracy 0.400"
+    assert figures_text({"loss": 1.0}) == "none logged"

@@ -261,6 +261,10 @@ def test_objective_trains_and_exports_a_plain_pair(objective, kw, inputs, tmp_pa
     card = (disc_dir / "README.md").read_text()
     assert f"| objective | {objective} |" in card and f"{objective})" in card.splitlines()[card.splitlines().index("---", 1) + 2]
     assert "| recipe | mask prob" in card
+    # the figures its metadata's metrics name, from the last log window (they were listed, not reported)
+    assert (f"| final figures (last log window) | discriminator: accuracy {rows[-1]['disc_acc']:.3f}, precision "
+            f"{rows[-1]['disc_precision']:.3f}, recall {rows[-1]['disc_recall']:.3f}, AUC {rows[-1]['disc_auc']:.3f}")\
+        in card and f"generator: accuracy at the masked slots {rows[-1]['gen_acc']:.3f} |" in card
 
 
 def test_objectives_benchmark_prints_one_json_line_with_every_arm():
