@@ -66,9 +66,15 @@ def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
         shutil.copyfile(Path(tokenizer_dir) / name, dest / name)
 
 
+def _cell(value) -> str:
+    """A value on one line of a Markdown table: a ``|`` or a line break in it (an ``init_from`` path
+    may hold either) ended the cell or the table."""
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
 def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[str] | None = None,
                warnings: list[str] = ()) -> str:
-    rows = "\n".join(f"| {k} | {v} |" for k, v in facts.items())
+    rows = "\n".join(f"| {_cell(k)} | {_cell(v)} |" for k, v in facts.items())
     alert = "".join(f"> **{w}**\n\n" for w in warnings)
     tree = ("\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(lineage) + "\n```\n"
             if lineage else "")

@@ -53,3 +53,9 @@ def test_the_final_figures_name_each_networks_metrics_and_leave_out_what_was_not
     assert figures_text(final) == "discriminator: accuracy 0.912, AUC 0.810; generator: accuracy at the masked slots 0.250"
     assert figures_text({"loss": 1.0, "mlm_acc": 0.4}) == "discriminator: masked LM accuracy 0.400"
     assert figures_text({"loss": 1.0}) == "none logged"
+
+
+def test_a_fact_holding_a_pipe_or_a_line_break_stays_in_its_table_cell():
+    card = model_card("t", "discriminator", "ElectraForPreTraining",
+                      {"initialised from": "/models/a|b\nc", "seed": 0}, LINEAGE)
+    assert "| initialised from | /models/a\\|b c |\n| seed | 0 |" in card
