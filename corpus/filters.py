@@ -72,10 +72,23 @@ def low_script_share(text: str, cfg: CorpusConfig) -> str | None:
     return "low_script_share" if script_share(text, script_of(cfg)) < cfg.min_script_share else None
 
 
+# What makes one emoji of several code points: skin-tone modifiers (Sk: symbols themselves),
+# variation selectors, a flag's tag letters, a ZWJ with the emoji it joins on, the second
+# regional indicator of a flag. Each sequence counts as its first code point, so 👍🏻, ❤️, 👨‍👩‍👧 and
+# 🇰🇷 are one symbol and one character, as 👍 is.
+_EMOJI_TAIL = re.compile("(?P<flag>[\U0001f1e6-\U0001f1ff])[\U0001f1e6-\U0001f1ff]"
+                         "|[\U0001f3fb-\U0001f3ff\ufe00-\ufe0f\U000e0020-\U000e007f]|\u200d\\S")
+
+
+def _emoji_head(match: re.Match) -> str:
+    return match.group("flag") or ""
+
+
 def symbol_share(text: str) -> float:
     """Share of characters that are Unicode symbols (categories S*: ★ ♥ ^ emoji ...), except '~',
     which Korean comments use as punctuation (재밌다~). Ordinary punctuation (.!?) is not counted:
-    "별로다....." is a normal review."""
+    "별로다....." is a normal review. An emoji sequence is one character (:data:`_EMOJI_TAIL`)."""
+    text = _EMOJI_TAIL.sub(_emoji_head, text)
     if not text:
         return 0.0
     n = sum(1 for c in text if c != "~" and unicodedata.category(c)[0] == "S")
@@ -92,8 +105,10 @@ def repeated_ngram_share(text: str, n: int = 2, min_count: int = 3) -> float:
     """Share of eojeol characters inside word n-grams that occur at least ``min_count`` times,
     each character counted once (after Gopher's duplicate n-gram fraction, Rae et al. 2021,
     App. A). ``min_count`` 3 keeps a phrase said twice in a short comment, which is style, and
-    catches "핵노잼 핵노잼 핵노잼"."""
-    words = text.split()
+    catches "핵노잼 핵노잼 핵노잼 핵노잼" (the bigram 핵노잼 핵노잼 three times; said three times, a word
+    makes the bigram twice). Eojeol are the tokens holding a letter or digit: a spaced ellipsis
+    or run of marks ("재밌었어요 . . . .", "~ ~ ~") is not a repeated word."""
+    words = [w for w in text.split() if any(c.isalnum() for c in w)]
     if len(words) < n:
         return 0.0
     grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]

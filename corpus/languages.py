@@ -38,8 +38,11 @@ SCRIPTS: dict[str, tuple[tuple[int, int], ...]] = {
 
 # Universal boilerplate: notices that mean "this is not prose" in any language's web pages.
 COMMON_BOILERPLATE = ("all rights reserved", "enable javascript", "lorem ipsum")
-# shared by every profile: a line that is only an e-mail address (news footers), and card numbers
-EMAIL_LINE = r"<email>|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+# shared by every profile: a line that is only an e-mail address (news footers), and card numbers.
+# ASCII only, as webtext's e-mail mask: \w took Hangul, so a Korean sentence written round an "@"
+# (고화질있으신분@naver.com연락주세요) was one "address", a boilerplate line, and its review dropped
+EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
+EMAIL_LINE = r"<email>|" + EMAIL
 CARD = ("card", r"(?<!\d)\d{4}(?:[- ]\d{4}){3}(?!\d)")
 
 
@@ -67,9 +70,9 @@ KOREAN = Profile(
     ),
     boilerplate_lines=(
         # news bylines: "홍길동 기자", "홍길동 기자 hong@yna.co.kr", "(서울=연합뉴스) 홍길동 기자 ="
-        r"(?:\([가-힣]{2,8}=[가-힣A-Za-z]{2,10}\)\s*)?[가-힣]{2,4}\s?(?:기자|특파원|통신원|객원기자)\s*=?\s*(?:<email>|[\w.+-]+@[\w-]+(?:\.[\w-]+)+)?",
+        r"(?:\([가-힣]{2,8}=[가-힣A-Za-z]{2,10}\)\s*)?[가-힣]{2,4}\s?(?:기자|특파원|통신원|객원기자)\s*=?\s*(?:" + EMAIL_LINE + ")?",
         EMAIL_LINE,
-        r"(?:ⓒ|©|\(c\))\s*\S{1,20}",  # "ⓒ 연합뉴스"
+        r"(?:ⓒ|©|\(c\))(?![Ⓐ-ⓩ])\s*\S{1,20}",  # "ⓒ 연합뉴스"; not a word in circled letters (ⓒⓞⓞⓛ)
     ),
     pii=(
         # 주민등록번호: YYMMDD-GNNNNNN (G = 1..8); before phone, which its digits would also match
@@ -88,7 +91,9 @@ ENGLISH = Profile(
     script="latin",
     analyser=None,
     boilerplate=COMMON_BOILERPLATE + ("cookie policy", "click here to subscribe"),
-    boilerplate_lines=(r"(?:by|written by)\s+[A-Z][a-z]+(?:\s+[A-Z][a-z]+){0,2}", EMAIL_LINE),
+    # a byline is capitalised names (By John Smith, BY JOHN SMITH): the lines are matched ignoring
+    # case, so the names hold their own case ((?-i:...)); without it "by the way" was a byline
+    boilerplate_lines=(r"(?:by|written by)\s+(?-i:[A-Z][A-Za-z]+(?:\s+[A-Z][A-Za-z]+){0,2})", EMAIL_LINE),
     pii=(
         ("ssn", r"(?<!\d)\d{3}-\d{2}-\d{4}(?!\d)"),
         CARD,

@@ -58,12 +58,32 @@ def test_script_filter_follows_the_language(language, doc, expected):
         ("이순신 기자", "", "boilerplate"),
         # "기자" inside prose is not a byline
         ("그 기자 정말 연기 잘하더라 최고", "그 기자 정말 연기 잘하더라 최고", None),
+        # an e-mail line is ASCII: Korean written round an "@" is a sentence, not an address
+        ("고화질있으신분@naver.com연락주세요", "고화질있으신분@naver.com연락주세요", None),
+        ("좋은 영화 다시 봐야지\nhong@yna.co.kr", "좋은 영화 다시 봐야지", None),
+        # ⓒ starts a copyright line, not a word in circled letters
+        ("최고의 영화였다\nⓒⓞⓞⓛ", "최고의 영화였다\nⓒⓞⓞⓛ", None),
     ],
 )
 def test_korean_boilerplate_lines(doc, expected_text, reason):
     kept, got = filters.judge(doc, _cfg())
     assert (kept, got) == (expected_text, reason)
     assert filters.judge(doc, default_config()) == (doc, None)  # off by default
+
+
+@pytest.mark.parametrize(
+    "doc, expected_text",
+    [
+        ("Great story.\nBy John Smith", "Great story."),
+        ("Great story.\nBY JOHN SMITH", "Great story."),
+        ("Great story.\nwritten by Jane Doe", "Great story."),
+        # lines are matched ignoring case, but a byline's names are capitalised
+        ("I loved it.\nby the way the music was great", "I loved it.\nby the way the music was great"),
+        ("I loved it.\nby far the best", "I loved it.\nby far the best"),
+    ],
+)
+def test_english_bylines_are_names(doc, expected_text):
+    assert filters.judge(doc, _cfg(language="en")) == (expected_text, None)
 
 
 def test_extra_boilerplate_phrases_are_configurable():

@@ -160,6 +160,10 @@ def test_web_rules_are_off_by_default():
         ("재밌다~! 솔까 좀 별로다.....", None),  # punctuation and ~ are not symbols
         ("정말 최고 영화 정말 최고 영화 정말 최고 영화 정말 최고 영화", "repetitive"),
         ("핵노잼 핵노잼 핵노잼 핵노잼", "repetitive"),
+        ("핵노잼 핵노잼 핵노잼", None),  # the bigram twice (documented: a word said four times)
+        ("너무 재미있었어요 . . . .", None),  # a spaced ellipsis is not a repeated word
+        ("아름다운 영화 ~ ~ ~ ~", None),
+        ("최고 👍🏻👍🏻", None),  # as "최고 👍👍": a skin tone does not make an emoji two symbols
         ("모르고 지나친 마음을 알게 된 여자와 몰랐다면 좋았을 마음을 알게 된 여자", None),  # said twice: style
         ("기사 본문입니다. 무단 전재 및 재배포 금지", "boilerplate"),
     ],
@@ -169,6 +173,11 @@ def test_production_filters(doc, expected):
 
     assert filters.first_failure(doc, production_config()) == expected
     assert filters.first_failure(doc, default_config()) is None  # all off by default
+
+
+@pytest.mark.parametrize("seq", ["👍🏻", "❤️", "👨\u200d👩\u200d👧", "👨🏽\u200d💻", "🇰🇷", "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"])
+def test_an_emoji_sequence_is_one_symbol(seq):
+    assert filters.symbol_share(f"가족 영화 {seq}") == filters.symbol_share("가족 영화 ★") == pytest.approx(1 / 7)
 
 
 def test_script_share_is_parameterised():
