@@ -109,6 +109,9 @@ def test_personal_data_patterns_come_from_the_profile(language, raw, expected):
     [
         ("en", 'It costs 1,000.5 dollars. "Really?" Yes!\nNext line', ["It costs 1,000.5 dollars.", '"Really?"', "Yes!", "Next line"]),
         ("ja", "今日は晴れです。明日も晴れ！すごい", ["今日は晴れです。", "明日も晴れ！", "すごい"]),
+        # the documents reach the splitter cleaned: ！？ folded to !? still end a Japanese sentence
+        ("ja", text.clean("明日も晴れ！すごい？本当"), ["明日も晴れ!", "すごい?", "本当"]),
+        ("en", text.clean("Wow！Really？ yes"), ["Wow!Really?", "yes"]),  # English lists no ！
     ],
 )
 def test_rule_segmenter_without_an_analyser(language, doc, sentences):
