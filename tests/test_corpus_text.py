@@ -156,6 +156,10 @@ def test_web_rules_are_off_by_default():
         ("이 영화 정말 재밌었어요 ㅋㅋ", None),
         ("This movie was great, truly", "low_script_share"),
         ("Marvel 영화 중에 최고였다", None),  # a few Latin letters are fine
+        # a syllable spells 2-3 letters, as a Latin letter one: counted one a syllable these were under half
+        ("ost 좋다", None),
+        ("just for 킬링타임~", None),
+        ("very good movie 굿", "low_script_share"),
         ("★★★★★♥♥♥ ^^ 좋아", "symbols"),
         ("재밌다~! 솔까 좀 별로다.....", None),  # punctuation and ~ are not symbols
         ("정말 최고 영화 정말 최고 영화 정말 최고 영화 정말 최고 영화", "repetitive"),
@@ -181,8 +185,10 @@ def test_an_emoji_sequence_is_one_symbol(seq):
 
 
 def test_script_share_is_parameterised():
-    assert filters.script_share("한국어 text", "hangul") == pytest.approx(3 / 7)
-    assert filters.script_share("한국어 text", "latin") == pytest.approx(4 / 7)
+    # 한 and 국 spell 3 jamo, 어 2: 8 letters of Hangul beside 4 of Latin
+    assert [filters.letter_weight(c) for c in "한국어t"] == [3, 3, 2, 1]
+    assert filters.script_share("한국어 text", "hangul") == pytest.approx(8 / 12)
+    assert filters.script_share("한국어 text", "latin") == pytest.approx(4 / 12)
     assert filters.script_share("12 !!", "hangul") == 0.0
     with pytest.raises(ConfigError):
         override(default_config(), ["script=klingon"])
