@@ -13,7 +13,7 @@ from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, verify_dir
 from kolectra.pipeline.store.factory import open_store
-from kolectra.pipeline.store.manifest import BUILD_LOCK, digest, fields_digest
+from kolectra.pipeline.store.manifest import BUILD_LOCK, digest, fields_digest, files_digest
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
@@ -78,6 +78,7 @@ def test_verify_on_a_store_reads_the_parent_as_it_is_now(bucket, tmp_path, monke
     m = dict(parent.manifest)
     m["files"] = [{"path": "data/a.txt", "bytes": 5, "sha256": hashlib.sha256(b"HELLO").hexdigest()}]
     m["digest"] = digest(m["files"])
+    m["files_digest"] = files_digest(m["files"])
     m["fields_digest"] = fields_digest(m)
     storage.write_bytes(f"{parent.path}/data/a.txt", b"HELLO")
     storage.write_bytes(f"{parent.path}/manifest.json", json.dumps(m).encode())
@@ -92,3 +93,22 @@ def _produce_text(text: str):
         (out / "data" / "a.txt").write_text(text)
         return StageOutput(stats={})
     return produce
+
+
+def test_a_store_checksum_removed_from_the_manifest_fails_verify(bucket, tmp_path, monkeypatch):
+    """``digest`` covers each file's path and sha256 only: a manifest whose checksums were removed
+    verified, and then ``verify --quick`` and a stage's check passed an object swapped for one of
+    the same size (compared by size alone)."""
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    store = open_store(f"{bucket}/root")
+    art = store.build(Request(kind="corpus", name="p", stage_version=1, config={}), _produce_text("hello"))
+    m = dict(art.manifest)
+    m["files"] = [{k: v for k, v in f.items() if k != "checksum"} for f in m["files"]]
+    storage.write_bytes(f"{art.path}/manifest.json", json.dumps(m).encode())
+    storage.write_bytes(f"{art.path}/data/a.txt", b"HELLO")  # the same size
+    for quick in (True, False):
+        problems = open_store(f"{bucket}/root").verify(str(art.path), quick=quick)
+        assert any("files_digest does not match" in p for p in problems), problems
+    with pytest.raises(ArtifactError, match="files_digest"):
+        open_store(f"{bucket}/root").require(str(art.path))
+

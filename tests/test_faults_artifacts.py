@@ -13,7 +13,7 @@ import pytest
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, load, verify_dir
-from kolectra.pipeline.store.manifest import digest, sha256_file
+from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest, sha256_file
 
 
 def _writes(name: str, text: str):
@@ -38,6 +38,8 @@ def _rewrite_consistently(art, name: str, text: str) -> None:
         if f["path"] == name:
             f["bytes"], f["sha256"] = (art.path / name).stat().st_size, sha256_file(art.path / name)
     m["digest"] = digest(m["files"])
+    m["files_digest"] = files_digest(m["files"])
+    m["fields_digest"] = fields_digest(m)
     (art.path / "manifest.json").write_text(json.dumps(m))
 
 

@@ -14,7 +14,7 @@ import pytest
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
-from kolectra.pipeline.store.manifest import digest
+from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
 from kolectra.vocab.export import assemble, write_dir
 from tests.fault_child import toy_request
 from tests.model_support import build_examples, build_tokenizer
@@ -126,6 +126,8 @@ def _forget(art, rel: str) -> None:
     m = json.loads((art.path / "manifest.json").read_text())
     m["files"] = [f for f in m["files"] if f["path"] != rel]
     m["digest"] = digest(m["files"])
+    m["files_digest"] = files_digest(m["files"])
+    m["fields_digest"] = fields_digest(m)
     (art.path / "manifest.json").write_text(json.dumps(m))
 
 

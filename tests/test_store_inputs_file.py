@@ -114,7 +114,7 @@ def test_up_to_the_threshold_the_manifest_holds_every_record_as_before(tmp_path)
     corpus = stages.corpus(store, _files(tmp_path / "in"), sets=["min_chars=10"])
     m = corpus.manifest
     assert list(m) == ["schema", "kind", "name", "id", "parents", "parent_refs", "inputs", "config", "stage_version",
-                       "files", "digest", "stats", "provenance", "fields_digest"]
+                       "files", "digest", "files_digest", "stats", "provenance", "fields_digest"]
     assert len(m["inputs"]) == len(REVIEWS) and "inputs.jsonl" not in {e["path"] for e in m["files"]}
     assert list(inputs.records(corpus.path, m)) == m["inputs"]
 

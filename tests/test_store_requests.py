@@ -152,9 +152,11 @@ def test_verify_quick_names_a_parent_rebuilt_since(bucket):
     entry = storage.write_bytes(f"{vocab.path}/v.txt", b"w")  # a consistent rewrite: the parent verifies
     manifest = dict(vocab.manifest)
     manifest["files"] = [{**entry, "path": "v.txt", "checksum": storage.checksum_of(storage.info(f"{vocab.path}/v.txt"))}]
-    from kolectra.pipeline.store.manifest import digest
+    from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
 
     manifest["digest"] = digest(manifest["files"])
+    manifest["files_digest"] = files_digest(manifest["files"])
+    manifest["fields_digest"] = fields_digest(manifest)
     storage.write_bytes(f"{vocab.path}/manifest.json", json.dumps(manifest).encode())
     assert _verify("--quick", str(vocab.path)).returncode == 0
     bad = _verify("--quick", str(ex.path))
@@ -211,10 +213,15 @@ def test_the_examples_index_is_one_get_and_an_absent_one_is_named_missing(bucket
 def test_verify_quick_says_which_objects_it_could_check_by_size_only(bucket):
     store = open_store(f"{bucket}/s")
     art = _standin(store, "vocab", "v", files={"a.txt": b"abc", "b.txt": b"de"})
+    from kolectra.pipeline.store.manifest import fields_digest, files_digest
+
     manifest = dict(art.manifest)  # as a store that gives no checksum would have published it
     manifest["files"] = [{k: v for k, v in f.items() if k != "checksum"} if f["path"] == "a.txt" else f
                          for f in manifest["files"]]
-    storage.write_bytes(f"{art.path}/manifest.json", json.dumps(manifest).encode())  # outside both digests
+    # its digests as such a store's would be (a checksum removed from a manifest that recorded it: test_artifacts_verify)
+    manifest["files_digest"] = files_digest(manifest["files"])
+    manifest["fields_digest"] = fields_digest(manifest)
+    storage.write_bytes(f"{art.path}/manifest.json", json.dumps(manifest).encode())
     storage.write_bytes(f"{art.path}/a.txt", b"abd")  # the same size
     quick = _verify("--quick", str(art.path))
     assert quick.returncode == 0 and "note: 1 object(s)" in quick.stderr and "sizes were checked" in quick.stderr

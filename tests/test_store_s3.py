@@ -314,8 +314,10 @@ def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     manifest = dict(ex.manifest)
     manifest["files"] = [{**f, **entry, "checksum": storage.checksum_of(storage.info(f"{ex.path}/index.json"))}
                          if f["path"] == "index.json" else f for f in ex.manifest["files"]]
-    from kolectra.pipeline.store.manifest import digest
+    from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
     manifest["digest"] = digest(manifest["files"])
+    manifest["files_digest"] = files_digest(manifest["files"])
+    manifest["fields_digest"] = fields_digest(manifest)
     storage.write_bytes(f"{ex.path}/manifest.json", json.dumps(manifest).encode())
     problems = store.verify(store.resolve(ex.id))
     assert any("shard-99999-0000.arrow: missing" in p for p in problems), problems

@@ -58,6 +58,7 @@ from kolectra.pipeline.store.manifest import (
     canonical,
     digest,
     fields_digest,
+    files_digest,
     fingerprint_inputs,
     hash_tree,
     input_key,
@@ -156,7 +157,7 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
                          "path": str(p.path.resolve()) if isinstance(p.path, Path) else str(p.path)}
                         for p in request.parents],
         **inputs.fields(request.inputs, files), "config": request.config, "stage_version": request.stage_version,
-        "files": files, "digest": digest(files), "stats": output.stats,
+        "files": files, "digest": digest(files), "files_digest": files_digest(files), "stats": output.stats,
         "provenance": provenance(request.libraries, started, workspace.now()),
     }
     if run is not None and run.id != request.id():

@@ -188,6 +188,21 @@ def fields_problem(manifest: dict, mp: Any) -> str | None:
     return None
 
 
+def files_digest(files: list[dict]) -> str:
+    """sha256 of the file list as written: ``digest`` covers each file's path and sha256 only, so
+    an edited ``bytes`` or a removed store ``checksum`` (what ``verify --quick`` and a stage's check
+    compare a bucket's objects with) verified. Covered in turn by ``fields_digest``."""
+    return hashlib.sha256(canonical(sorted(files, key=lambda e: e["path"]))).hexdigest()
+
+
+def files_problem(manifest: dict, mp: Any) -> str | None:
+    """Why ``manifest``'s file list does not match its ``files_digest`` (None when it does, or when
+    it was written before manifests recorded one)."""
+    if "files_digest" in manifest and files_digest(manifest["files"]) != manifest["files_digest"]:
+        return f"{mp}: its file list (sizes, store checksums) was edited after publishing (files_digest does not match it)"
+    return None
+
+
 def digest(files: list[dict]) -> str:
     h = hashlib.sha256()
     for e in sorted(files, key=lambda e: e["path"]):
@@ -320,7 +335,7 @@ def _malformed(manifest: dict) -> str | None:
         return f"id {manifest['id']!r} is not 16 hexadecimal digits"
     if not (isinstance(manifest["name"], str) and manifest["name"]):
         return f"name {manifest['name']!r} is not a name"
-    for key in ("digest", "fields_digest"):
+    for key in ("digest", "fields_digest", "files_digest"):
         if key in manifest and not (isinstance(manifest[key], str) and _SHA256.match(manifest[key])):
             return f"{key} {manifest[key]!r} is not a sha256"
     for key, kind in (("files", list), ("parents", list), ("parent_refs", list), ("inputs", list),
@@ -381,6 +396,8 @@ def verify_dir(path: Path) -> list[str]:
             problems.append(f"{f}: not in manifest (added after publishing)")
     if digest(manifest["files"]) != manifest["digest"]:
         problems.append(f"{path / MANIFEST}: digest does not match its file list")
+    if why := files_problem(manifest, path / MANIFEST):
+        problems.append(why)
     if why := fields_problem(manifest, path / MANIFEST):
         problems.append(why)
     # what the kind must hold and the manifest does not list (lost before it was sealed)

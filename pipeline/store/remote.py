@@ -67,6 +67,7 @@ from kolectra.pipeline.store.manifest import (
     ArtifactError,
     digest,
     fields_problem,
+    files_problem,
     hash_tree,
     misplaced,
     parse_manifest,
@@ -120,6 +121,8 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
         problems.append(f"{url}/{rel}: not in manifest (added after publishing)")
     if digest(art.manifest["files"]) != art.manifest["digest"]:
         problems.append(f"{url}/{MANIFEST}: digest does not match its file list")
+    if why := files_problem(art.manifest, f"{url}/{MANIFEST}"):
+        problems.append(why)
     if why := fields_problem(art.manifest, f"{url}/{MANIFEST}"):
         problems.append(why)
     # what the kind must hold (pipeline/store/layout.py), as on a local root: index.json read in place
