@@ -5,6 +5,7 @@ must hash the same text)."""
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,30 @@ def test_the_build_mark_is_ignored_only_while_empty(tmp_path):
     (art.path / BUILD_LOCK).write_text(json.dumps({"added": "later"}))
     problems = store.verify(art)
     assert len(problems) == 1 and f"{BUILD_LOCK}: not in manifest" in problems[0]
+
+
+def test_verify_does_not_block_on_a_fifo_put_where_an_examples_index_was(tmp_path):
+    """The examples layout check reads index.json to learn its shards: opened as it stood, a FIFO
+    there blocked ``verify`` (and every stage's check of the artifact) for good."""
+    def produce(out: Path) -> StageOutput:
+        (out / "stats.json").write_text("{}")
+        (out / "index.json").write_text(json.dumps({"format": 2, "shards": [{"path": "s.arrow"}]}))
+        (out / "s.arrow").write_text("x")
+        return StageOutput(stats={"examples": 1})
+
+    store = Store(tmp_path)
+    art = store.build(Request(kind="examples", name="e", stage_version=1, config={}), produce)
+    (art.path / "index.json").unlink()
+    os.mkfifo(art.path / "index.json")
+    found: list = []
+    worker = threading.Thread(target=lambda: found.append(store.verify(art)), daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # blocked opening the FIFO: a writer's open and close lets it read nothing and go on
+        os.close(os.open(art.path / "index.json", os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(10)
+        pytest.fail("verify blocked on a FIFO named index.json")
+    assert any("index.json: not a regular file" in p for p in found[0]), found
 
 
 # ---- on a store ------------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ def _examples(path: Path, stats: dict, config: dict, listed=frozenset()) -> tupl
     if not _int(stats.get("examples")):
         return [], []
     need, problems = ["stats.json", "index.json"], []
+    if isinstance(path, Path) and not ((path / "index.json").is_file() and not (path / "index.json").is_symlink()):
+        return need, problems  # named missing below, never opened: reading a FIFO put there would block verify
     try:
         # through storage: on a store one ranged GET (a UPath's read asks for the size first, a HEAD);
         # an absent one raises FileNotFoundError there as here
