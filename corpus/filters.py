@@ -75,6 +75,14 @@ def script_share(text: str, script: str) -> float:
     return inside / letters
 
 
+def no_letters(text: str, cfg: CorpusConfig) -> str | None:
+    """A text without a letter (a date, a number, a run of marks), with the script check on: it has no
+    script share to judge (``2015.01.28`` was counted as ``low_script_share``)."""
+    if cfg.min_script_share <= 0.0:
+        return None
+    return "no_letters" if not any(c.isalpha() for c in text) else None
+
+
 def low_script_share(text: str, cfg: CorpusConfig) -> str | None:
     if cfg.min_script_share <= 0.0:
         return None
@@ -167,7 +175,8 @@ def boilerplate(text: str, cfg: CorpusConfig) -> str | None:
     return "boilerplate" if strip_boilerplate(text, cfg)[1] else None
 
 
-FILTERS: tuple[Filter, ...] = (empty, invisible, too_short, too_long, low_script_share, symbols, repetitive, boilerplate)
+FILTERS: tuple[Filter, ...] = (empty, invisible, too_short, too_long, no_letters, low_script_share, symbols, repetitive,
+                               boilerplate)
 # exact duplicates (steps.py, KeepFirstCopies) and near duplicates (neardup.py) are counted with the filters
 DROP_REASONS: tuple[str, ...] = tuple(f.__name__ for f in FILTERS) + ("duplicate", "near_duplicate")
 
@@ -183,7 +192,7 @@ def first_failure(text: str, cfg: CorpusConfig, filters: tuple[Filter, ...] = FI
 @functools.lru_cache(maxsize=16)
 def active(cfg: CorpusConfig) -> tuple[Filter, ...]:
     """The filters ``cfg`` switches on, in order (the others would return None on every text)."""
-    off = {low_script_share: cfg.min_script_share <= 0.0, symbols: cfg.max_symbol_ratio >= 1.0,
+    off = {no_letters: cfg.min_script_share <= 0.0, low_script_share: cfg.min_script_share <= 0.0, symbols: cfg.max_symbol_ratio >= 1.0,
            repetitive: cfg.max_repetition >= 1.0, boilerplate: not cfg.drop_boilerplate}
     return tuple(f for f in FILTERS if not off.get(f, False))
 

@@ -160,6 +160,7 @@ def test_web_rules_are_off_by_default():
         ("ost 좋다", None),
         ("just for 킬링타임~", None),
         ("very good movie 굿", "low_script_share"),
+        ("2015.01.28 !!", "no_letters"),  # no script share to judge: it was low_script_share
         ("★★★★★♥♥♥ ^^ 좋아", "symbols"),
         ("재밌다~! 솔까 좀 별로다.....", None),  # punctuation and ~ are not symbols
         ("정말 최고 영화 정말 최고 영화 정말 최고 영화 정말 최고 영화", "repetitive"),
