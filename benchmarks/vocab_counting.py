@@ -124,7 +124,7 @@ class PeakWatch(threading.Thread):
         self.done.set()
         self.join()
         self.read()
-        return sum(self.peaks.values())  # kB
+        return sum(self.peaks.values())  # KiB
 
 
 def count_once(how: str, corpus: Path, k: int, cap_share: float, first: int | None = None) -> None:
@@ -149,9 +149,10 @@ def count_once(how: str, corpus: Path, k: int, cap_share: float, first: int | No
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     summed = watch.stop()
     pairs = [(tables.type_key(w), n) for w, n in table.items()]
+    # MB of 10^6 bytes (ru_maxrss and VmHWM are KiB), as by_process() and LOCAL_MEMORY count them
     out = {"cpu_s": round(own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime, 2),
-           "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) / 1024),
-           "peak_rss_all_mb": round(summed / 1024), "processes": len(watch.peaks), **watch.by_process(),
+           "peak_rss_mb": round(max(own.ru_maxrss, kids.ru_maxrss) * 1.024e-3),
+           "peak_rss_all_mb": round(summed * 1.024e-3), "processes": len(watch.peaks), **watch.by_process(),
            "types": len(table),
            "digest": table_digest(pairs), **counts, "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
     if how == "stream":
