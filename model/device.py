@@ -125,6 +125,12 @@ class Device:
         return launcher_rank_and_world()
 
     @property
+    def chips(self) -> int:
+        """How many devices run the step, each with the peak of :meth:`peak_flops` (or
+        ``train.peak_tflops``), for MFU: one per rank here; on XLA every device of the mesh."""
+        return self.world_size
+
+    @property
     def is_main(self) -> bool:
         """Rank 0 writes metrics, checkpoints' shared state and the export."""
         return self.rank == 0

@@ -274,7 +274,7 @@ class MetricsLog:
         line = {"step": step, **summarize(sums, steps), "lr": window["lr"], "tokens_per_s": tokens / seconds,
                 "nonpad_tokens": self.nonpad_tokens}
         if self.flops_per_step and self.peak_flops:
-            line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.world_size)
+            line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.chips)
         line = {**line, **window["extra"]}
         self.last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in line.items()}
         if self.file is not None:

@@ -492,7 +492,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
                "wall_seconds": round(wall, 3), "device": run.where,
                "step": f"compiled ({run.compile_mode})" if run.compile_mode else "eager",
                **({"wall_seconds_before_resume": round(run.wall_before, 3)} if run.first_step else {}),
-               **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.world_size)}
+               **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.chips)}
                   if run.peak_flops else {})}
     if dev.is_main:
         resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"

@@ -151,6 +151,11 @@ class XlaDevice(Device):
     def mean_over_ranks(self, values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return values  # the step's metrics are over the global batch already
 
+    @property
+    def chips(self) -> int:
+        # every device of the mesh runs the step; ranks are hosts, each with several devices
+        return self.devices
+
     def barrier(self) -> None:
         if self.world_size > 1:
             self._xm.rendezvous("kolectra")

@@ -36,6 +36,7 @@ TINY = ["model.hidden=32", "model.layers=2", "model.heads=2", "model.intermediat
         "model.generator_hidden=16", "model.generator_layers=2", "model.generator_heads=1",
         "model.generator_intermediate=32", "train.steps=8", "train.batch_size=8", "train.warmup_steps=2",
         "train.lr=2e-3", "train.log_every=1", "train.save_every=5", "train.cpu_threads=1", "train.force_resume=true"]
+PEAK = "train.peak_tflops=1"  # A and B log MFU
 CRASH_AT = 7  # an interruption in step 7 leaves the checkpoint of step 5
 
 
@@ -124,9 +125,9 @@ def runs(tmp_path_factory):
     loader_at = {"cpu": _loader_state(cpu_out)}
     xla = TINY + ["train.device=xla"]
     specs = {
-        "A": ({**paths, "sets": xla + [f"train.xla_cache_dir={root / 'cache'}"], "out": str(root / "A"),
+        "A": ({**paths, "sets": xla + [f"train.xla_cache_dir={root / 'cache'}", PEAK], "out": str(root / "A"),
                "crash_at": CRASH_AT}, 1),
-        "B": ({**paths, "sets": xla, "out": str(root / "B"), "crash_at": CRASH_AT}, 4),
+        "B": ({**paths, "sets": xla + [PEAK], "out": str(root / "B"), "crash_at": CRASH_AT}, 4),
         "C": ({**paths, "sets": xla, "out": str(cpu_out), "resume": True}, 1),
         # DeBERTaV3's sharing: the discriminator's tables are a parametrization (generator's + delta)
         "D": ({**paths, "sets": xla + ["model.embedding_sharing=gdes"], "out": str(root / "D"),
@@ -150,7 +151,7 @@ def runs(tmp_path_factory):
     reports["loader_at"] = loader_at
     reports["rows"] = {name: _rows(root / name) for name in ("A", "B", "D")}  # before A goes on, on the CPU
     # A's XLA checkpoint, resumed on the CPU in this process.
-    reports["A_on_cpu"] = _run({**paths, "sets": TINY, "out": str(root / "A"), "resume": True})
+    reports["A_on_cpu"] = _run({**paths, "sets": TINY + [PEAK], "out": str(root / "A"), "resume": True})
     return root, reports
 
 
@@ -202,6 +203,15 @@ def test_spmd_over_four_devices_matches_one_device(runs):
     for a, b in zip(one, four):
         for key in ("loss", "gen_loss", "disc_loss"):
             assert b[key] == pytest.approx(a[key], rel=1e-4), (a["step"], key)
+
+
+def test_mfu_counts_every_device_of_the_mesh(runs):
+    """B's step runs on four devices, each with the peak given, not on one per host: its MFU is a
+    quarter of A's for the same FLOPs per token (it was A's, four times too high)."""
+    _, reports = runs
+    one, four = reports["rows"]["A"], reports["rows"]["B"]
+    for a, b in zip(one, four):
+        assert 4 * b["mfu"] / b["tokens_per_s"] == pytest.approx(a["mfu"] / a["tokens_per_s"], rel=1e-6)
 
 
 def test_xla_checkpoint_resumes_on_cpu(runs):
