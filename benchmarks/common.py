@@ -301,6 +301,9 @@ def load_report() -> dict[str, Any]:
 
 def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_value: float,
          config: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    load = load_report()
+    if clash := sorted(extra.keys() & load.keys()):  # wall_s and the load it ran under go together
+        raise ValueError(f"{benchmark}: {', '.join(clash)} would replace the run's own load report: name it otherwise")
     result = {
         "benchmark": benchmark,
         "unit": unit,
@@ -309,7 +312,7 @@ def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_v
         "ratio": value / baseline_value if value is not None and baseline_value else None,
         "config": config,
         "machine": machine(),
-        **load_report(),
+        **load,
         **extra,
     }
     print(json.dumps(result, ensure_ascii=False))

@@ -164,7 +164,7 @@ def main() -> None:
          {"shape": "mini", "vocab_size": vocab, "seq_len": seq_len, "batch_size": batch, "rounds": rounds,
           "warmup_rounds": warmup, "device": args.device, "threads": facts["electra"]["threads"], "bf16": args.bf16,
           "quick": args.quick, "arms": arms, "statistic": "median", "interleaved": True, "headline": slowest},
-         results=results, wall_s=round(time.perf_counter() - t0, 1))
+         results=results, timed_wall_s=round(time.perf_counter() - t0, 1))
 
 
 if __name__ == "__main__":

@@ -62,3 +62,11 @@ def test_the_benchmarks_own_processes_are_not_neighbours():
     assert its_cpu > 0.1 and ours >= its_cpu
     # the machine's busy time less the grandchild's at most (less ours too): never counted as a neighbour
     assert neighbours * wall <= busy - its_cpu + 0.05
+
+
+def test_a_benchmark_cannot_replace_the_load_report(capsys):
+    # objectives.py passed its timed loop's wall_s: the line's wall_s then no longer went with its
+    # load_average and neighbour_cores, measured over the whole run
+    with pytest.raises(ValueError, match="wall_s"):
+        common.emit("probe", "s", 1.0, "base", 1.0, {}, wall_s=1.0)
+    assert capsys.readouterr().out == ""  # no result line
