@@ -145,9 +145,11 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     """Model, data and optimizer on ``dev``; from the newest intact checkpoint with ``resume``."""
     t, obj, specials = cfg.train, cfg.objective, inputs.specials
     where = dev.describe() + (f" x {dev.world_size} ranks" if dev.world_size > 1 else "")
-    if t.batch_size % (t.grad_accum * dev.world_size):
+    # every micro-batch is split over the devices (on XLA the mesh's; a row count not divisible by
+    # theirs aborted the process in XLA's SPMD partitioner)
+    if t.batch_size % (t.grad_accum * dev.chips):
         raise PretrainInputError(f"train.batch_size {t.batch_size} is not divisible by grad_accum "
-                                 f"{t.grad_accum} x {dev.world_size} ranks")
+                                 f"{t.grad_accum} x {dev.chips} devices ({dev.world_size} ranks)")
     dev.seed(cfg.seed)  # the same initial weights on every rank
     model = ElectraPair(inputs.model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
     if t.init_from:

@@ -239,6 +239,20 @@ def test_cpu_checkpoint_resumes_on_xla(runs):
     assert (root / "cpu" / "hf" / "discriminator" / "model.safetensors").is_file()
 
 
+def test_a_micro_batch_not_divisible_by_the_mesh_is_refused(runs):
+    """8 rows in 4 micro-batches are 2 rows for 4 devices: refused by name before training (XLA's
+    SPMD partitioner aborted the process with a failed C++ check)."""
+    root, _ = runs
+    spec = {"examples": str(root / "examples"), "tok": str(root / "tok"), "out": str(root / "E"),
+            "sets": TINY + ["train.device=xla", "train.grad_accum=4"]}
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "XLA_USE_BF16")}
+    env.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="4", XLA_FLAGS="--xla_backend_optimization_level=0")
+    proc = subprocess.run([sys.executable, "-m", "tests.test_model_xla", json.dumps(spec)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "train.batch_size 8 is not divisible by grad_accum 4 x 4 devices (1 ranks)" in proc.stderr
+
+
 def test_device_descriptions_and_misuse(runs):
     _, reports = runs
     assert reports["B"]["devices"] == 4 and reports["A"]["devices"] == 1
