@@ -39,8 +39,8 @@ SCRIPTS: dict[str, tuple[tuple[int, int], ...]] = {
 # Universal boilerplate: notices that mean "this is not prose" in any language's web pages.
 COMMON_BOILERPLATE = ("all rights reserved", "enable javascript", "lorem ipsum")
 # shared by every profile: a line that is only an e-mail address (news footers), and card numbers.
-# ASCII only, as webtext's e-mail mask: \w took Hangul, so a Korean sentence written round an "@"
-# (고화질있으신분@naver.com연락주세요) was one "address", a boilerplate line, and its review dropped
+# ASCII only (webtext's e-mail mask reads it too): \w took Hangul, so a Korean sentence written
+# round an "@" (고화질있으신분@naver.com연락주세요) was one "address", a boilerplate line, its review dropped
 EMAIL = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
 EMAIL_LINE = r"<email>|" + EMAIL
 CARD = ("card", r"(?<!\d)\d{4}(?:[- ]\d{4}){3}(?!\d)")

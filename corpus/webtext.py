@@ -50,9 +50,9 @@ _UNIVERSAL_PII = (
     # a URL ends at Hangul: Korean glues the next words on with no space (...com/1234어느, www.x.com에);
     # in the NSMC reviews every URL holding Hangul was so, none a Korean path (which keeps its tail)
     ("url", re.compile(r"(?:https?://|www\.)[^\s<>\"'\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]+", re.IGNORECASE)),
-    # ASCII only: Korean writes particles and whole phrases onto an address with no space
-    # (abc@example.com으로 보내주세요), and \w (Hangul included) took them into the <email>
-    ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")),
+    # ASCII only (languages.EMAIL, which the profiles' e-mail line reads too): Korean writes particles
+    # and whole phrases onto an address with no space (abc@example.com으로 보내주세요)
+    ("email", re.compile(languages.EMAIL)),
 )
 
 
