@@ -1,4 +1,5 @@
-"""The YAML front matter of an exported model's card (``README.md``), as the Hugging Face Hub reads it.
+"""An exported model's card (``README.md``): its facts table (:func:`facts`, what was trained, how, and
+what the last log window measured) and the YAML front matter, as the Hugging Face Hub reads it.
 
 The metadata block is written by ``huggingface_hub.ModelCardData`` (the Hub's own writer), so the
 keys are the ones the Hub indexes: ``language: ko``, ``license``, ``library_name: transformers``,
@@ -18,6 +19,7 @@ from __future__ import annotations
 from huggingface_hub import ModelCardData
 
 from kolectra.core.errors import UserInputError
+from kolectra.model import health
 
 LICENSE = "apache-2.0"
 OBJECTIVE_TAGS = {"electra": "replaced-token-detection", "electra15": "replaced-token-detection",
@@ -61,3 +63,45 @@ def front_matter(cls_name: str, objective: str, datasets: list[str] | None = Non
         pipeline_tag="fill-mask" if cls_name == "ElectraForMaskedLM" else None,
     )
     return f"---\n{data.to_yaml()}\n---\n"
+
+
+def loss_text(final: dict) -> str:
+    """The final loss for the card and the last line: a NaN loss is recorded as null (JSON has no
+    NaN), and must still print, so that the divergence check after it can say what happened."""
+    loss = final.get("loss")
+    return "nan" if loss is None else f"{loss:.4f}"
+
+
+# the card's figures of the last log window (the metrics of METRICS), by network
+CARD_FIGURES = {"discriminator": (("disc_acc", "accuracy"), ("disc_precision", "precision"),
+                                  ("disc_recall", "recall"), ("disc_auc", "AUC"), ("mlm_acc", "masked LM accuracy")),
+                "generator": (("gen_acc", "accuracy at the masked slots"),)}
+
+
+def figures_text(final: dict) -> str:
+    """What the last log window measured, per network, for the card (the metrics :func:`front_matter` names)."""
+    parts = []
+    for network, keys in CARD_FIGURES.items():
+        said = [f"{name} {final[k]:.3f}" for k, name in keys if isinstance(final.get(k), (int, float))]
+        if said:
+            parts.append(f"{network}: {', '.join(said)}")
+    return "; ".join(parts) or "none logged"
+
+
+def facts(cfg, *, recipe: dict, seq_len: int, vocab_size: int, parameters: int, flops: float, wall_seconds: float,
+          where: str, final: dict, first_step: int, flops_share: dict, verdict: dict) -> dict:
+    """The card's table of a pretraining run (``cfg``: its PretrainConfig; ``final``: the last log
+    window's figures; ``verdict``: :func:`model.health.verdict`)."""
+    t = cfg.train
+    return {"objective": cfg.objective.objective, "preset": cfg.preset,
+            "recipe": ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in recipe.items() if k != "objective"),
+            "steps": t.steps,
+            "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": vocab_size,
+            "discriminator parameters": f"{parameters:,}",
+            "training FLOPs": f"{flops:.3e}", "wall time": f"{wall_seconds:.0f} s",
+            "hardware": where, "final loss": loss_text(final),
+            "final figures (last log window)": figures_text(final), "seed": cfg.seed,
+            **({"initialised from": t.init_from} if t.init_from else {}),
+            **({"resumed at step": first_step} if first_step else {}),
+            "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in flops_share.items()),
+            "training health": health.status_text(verdict)}

@@ -33,7 +33,7 @@ import torch
 from kolectra.core.config import to_dict
 from kolectra.core.errors import KolectraError
 from kolectra.core.stage import StageOutput, progress
-from kolectra.model import checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
+from kolectra.model import card, checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device, compiled
@@ -51,29 +51,6 @@ STAGE_VERSION = 15  # bump when the same request's bytes change; history: docs/a
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
 # local and returns their directory (a store root's checked copy: Store.local(art, only=...)).
 Examples = Path | Callable[[Callable[[str], bool]], Path]
-
-
-def loss_text(final: dict) -> str:
-    """The final loss for the card and the last line: a NaN loss is recorded as null (JSON has no
-    NaN), and must still print, so that the divergence check after it can say what happened."""
-    loss = final.get("loss")
-    return "nan" if loss is None else f"{loss:.4f}"
-
-
-# the card's figures of the last log window (its metadata's metrics, model/card.py), by network
-CARD_FIGURES = {"discriminator": (("disc_acc", "accuracy"), ("disc_precision", "precision"),
-                                  ("disc_recall", "recall"), ("disc_auc", "AUC"), ("mlm_acc", "masked LM accuracy")),
-                "generator": (("gen_acc", "accuracy at the masked slots"),)}
-
-
-def figures_text(final: dict) -> str:
-    """What the last log window measured, per network, for the card (the metrics its metadata names)."""
-    parts = []
-    for network, keys in CARD_FIGURES.items():
-        said = [f"{name} {final[k]:.3f}" for k, name in keys if isinstance(final.get(k), (int, float))]
-        if said:
-            parts.append(f"{network}: {', '.join(said)}")
-    return "; ".join(parts) or "none logged"
 
 
 def fetch_examples(examples: Examples, only: Callable[[str], bool]) -> Path:
@@ -454,18 +431,10 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     if verdict["status"] == "unchecked" and dev.is_main and t.steps:
         progress("pretrain: " + health.unchecked_text(verdict, run.health_context()))
     recipe = config_recipe(cfg)
-    facts = {"objective": cfg.objective.objective, "preset": cfg.preset,
-             "recipe": ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in recipe.items() if k != "objective"),
-             "steps": t.steps,
-             "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": specials.vocab_size,
-             "discriminator parameters": f"{count_parameters(model.discriminator):,}",
-             "training FLOPs": f"{flops:.3e}", "wall time": f"{run.wall_seconds():.0f} s",
-             "hardware": run.where, "final loss": loss_text(final),
-             "final figures (last log window)": figures_text(final), "seed": cfg.seed,
-             **({"initialised from": t.init_from} if t.init_from else {}),
-             **({"resumed at step": run.first_step} if run.first_step else {}),
-             "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in run.flops_share.items()),
-             "training health": health.status_text(verdict)}
+    facts = card.facts(cfg, recipe=recipe, seq_len=seq_len, vocab_size=specials.vocab_size,
+                       parameters=count_parameters(model.discriminator), flops=flops, wall_seconds=run.wall_seconds(),
+                       where=run.where, final=final, first_step=run.first_step, flops_share=run.flops_share,
+                       verdict=verdict)
     warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
     if verdict.get("reason") == health.ENDED_IN_WARMUP:
         warnings.append(health.unchecked_text(verdict, run.health_context()))
@@ -500,5 +469,5 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"
                    if run.first_step else "")
         progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
-                 f"final loss {loss_text(final)}")
+                 f"final loss {card.loss_text(final)}")
     return StageOutput(stats=stats, compute=compute)

@@ -5,9 +5,8 @@ import pytest
 import yaml
 from huggingface_hub import ModelCard
 
-from kolectra.model.card import front_matter
+from kolectra.model.card import figures_text, front_matter
 from kolectra.model.export import model_card
-from kolectra.model.train import figures_text
 
 LINEAGE = ["checkpoint/sample-0123456789abcdef", "└── examples/seq128-aaaa",
            "    ├── corpus/sample-bbbb", "    └── vocab/morph_wordpiece-cccc", "        └── corpus/sample-bbbb (see above)"]

@@ -148,7 +148,7 @@ def test_presets_and_overrides():
 def test_a_nan_final_loss_prints_as_nan_not_a_type_error():
     # a NaN loss is recorded as null (JSON has no NaN); formatting None used to end the run with
     # "internal error: TypeError" before the divergence check could say what happened (hO's audit)
-    from kolectra.model.train import loss_text
+    from kolectra.model.card import loss_text
 
     assert loss_text({"loss": None}) == "nan" and loss_text({}) == "nan"
     assert loss_text({"loss": 2.345678}) == "2.3457"
