@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import time
 from pathlib import Path
 
 import apache_beam as beam
@@ -182,16 +181,14 @@ def test_a_damaged_corpus_shard_is_refused_naming_it(inputs, tmp_path, damage):
         build(CFG, corpus, inputs["vocab"], tmp_path / "o")
 
 
-def test_a_shard_read_in_small_batches_costs_time_linear_in_its_lines(tmp_path, monkeypatch):
-    # each batch cut the front off its block's list of lines, copying the rest: quadratic in a
-    # block's lines (these 100,000 lines one a batch took 7.5 CPU seconds here, 0.3 now)
+def test_a_shard_read_in_small_batches_gives_every_line_once_in_order(tmp_path, monkeypatch):
+    # batches are taken at an index into a block's lines (cutting the front off the list at each
+    # batch was quadratic: docs/examples.md has the figures; speed is measured there, not asserted)
     path = tmp_path / "train-00000-of-00001.jsonl.gz"
     lines = [b'{"id": "%d"}' % i for i in range(100_000)]
     with gzip.open(path, "wb", compresslevel=1) as f:
         f.write(b"\n".join(lines) + b"\n")
-    start = time.process_time()
     got = list(examples_beam.read_lines(str(path), 1))
-    assert time.process_time() - start < 3.0
     assert got == [(i + 1, [line]) for i, line in enumerate(lines)]
     # the same batches as before, over blocks that cut lines in two and with a short last batch
     monkeypatch.setattr(examples_beam, "READ_BYTES", 1000)
