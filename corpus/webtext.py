@@ -11,7 +11,9 @@ on by ``corpus.config.production_config()``: HTML, personal data, runaway repeat
   (cf. the PII masking of KoELECTRA/KcELECTRA-style web corpora).
 - :func:`shorten_repeats` - a character repeated more than ``max_repeat`` times is cut to
   ``max_repeat`` (ㅋㅋㅋㅋㅋ -> ㅋㅋ), as soynlp's ``repeat_normalize`` does for Korean comments;
-  digits and '.' are left alone (1000000, ...).
+  digits and '.' are left alone (1000000, ...), and a Latin letter keeps runs of up to three:
+  Roman numerals (III, VIII), ``www``, ``AAA`` and the ``OOO`` written for a withheld name are
+  words, and a run of three is where they end.
 """
 
 from __future__ import annotations
@@ -85,8 +87,12 @@ def mask_pii(text: str, language: str = "ko") -> str:
     return text
 
 
+LATIN_RUN = 3  # Roman numerals repeat a letter up to three times (III, XXX, CCC, MMM)
+
+
 def shorten_repeats(text: str, max_repeat: int) -> str:
     if max_repeat <= 0:
         return text
-    pattern = re.compile(r"([^\d\s.])\1{%d,}" % max_repeat)
-    return pattern.sub(lambda m: m.group(1) * max_repeat, text)
+    latin = max(max_repeat, LATIN_RUN)
+    text = re.sub(r"([A-Za-z])\1{%d,}" % latin, lambda m: m.group(1) * latin, text)
+    return re.sub(r"([^\d\s.A-Za-z])\1{%d,}" % max_repeat, lambda m: m.group(1) * max_repeat, text)

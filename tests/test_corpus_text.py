@@ -139,6 +139,9 @@ def test_mask_pii(raw, expected):
         ("하하하하하", "하하"),
         ("ㅋㅋ 그대로", "ㅋㅋ 그대로"),
         ("100000원... 비싸", "100000원... 비싸"),  # digits and ellipses untouched
+        # a Latin letter keeps three: Roman numerals, www, the OOO of a withheld name
+        ("대부 III 최고", "대부 III 최고"), ("Chapter VIII", "Chapter VIII"), ("www.naver.com", "www.naver.com"),
+        ("OOO 감독 작품", "OOO 감독 작품"), ("zzzzzzz 졸려", "zzz 졸려"), ("sooooo good", "sooo good"),
     ],
 )
 def test_shorten_repeats(raw, expected):
