@@ -115,3 +115,15 @@ def test_a_closed_stdout_ends_quietly(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     os.close(write)
     assert proc.stderr == "" and proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("level", ["loud", "7"])
+def test_a_bad_verbosity_is_refused_in_a_fresh_process(tmp_path, level):
+    """In-process tests import kolectra.corpus before main() runs; a fresh process imports it while
+    main builds its parser, and its beam_logging wrote KOLECTRA_VERBOSITY back clamped ('loud' -> 1,
+    7 -> 3) before the check read it: the bad value was taken silently (docs/cli.md says refused)."""
+    proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out",
+                           str(tmp_path / "root")], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "KOLECTRA_VERBOSITY": level})
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert f"KOLECTRA_VERBOSITY='{level}': expected one of 0" in proc.stderr

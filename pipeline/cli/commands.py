@@ -388,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     """Parse, run the command, print the artifact directory last; any failure is one line on stderr
     and a non-zero exit (:mod:`kolectra.pipeline.cli.errors`)."""
     argv = verbosity_after_command(list(sys.argv[1:] if argv is None else argv))
+    # The environment as found, for check_environment: building the parser imports kolectra.corpus,
+    # whose beam_logging writes KOLECTRA_VERBOSITY back clamped ('loud' -> 1, 7 -> 3), as set_verbosity does
+    environ = dict(os.environ)
     # Waiting OpenMP threads sleep instead of spinning (read when torch loads OpenMP, after this):
     # with another job on the CPU, spinning threads slowed pretraining at mini 1.42x with one busy
     # neighbour and 6-20x on busier machines; idle, sleeping costs about a tenth (docs/pretraining.md).
@@ -406,7 +409,6 @@ def main(argv: list[str] | None = None) -> int:
     # upload kolectra itself had put offline ("HF_HUB_OFFLINE is set in the environment")
     if not (args.command == "export" and args.push and not args.dry_run):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    environ = dict(os.environ)  # as found: set_verbosity rewrites KOLECTRA_VERBOSITY
     set_verbosity(args)
     root = as_root(args.out) if args.out else default_root()
     command = " ".join(c for c in (args.command, getattr(args, "verb", None) or getattr(args, "task", None)) if c)
