@@ -267,6 +267,25 @@ def exists(location: str) -> bool:
         return fs.exists(path)
 
 
+def object_info(location: str) -> dict | None:
+    """The info of the object stored at exactly ``location``, or None where there is none (nothing,
+    or only a folder: keys below it). On S3 one HEAD (fsspec's ``info`` lists the prefix too when
+    the HEAD finds nothing); the key is taken as it is, ``*``, ``?`` and ``[`` included."""
+    fs, path = filesystem(location)
+    bucket, _, key = path.partition("/")
+    if not bucket or not key or key.endswith("/"):
+        return None
+    with translated(location):
+        try:
+            if scheme(location) in ("s3", "s3a"):
+                head = fs.call_s3("head_object", Bucket=bucket, Key=key)
+                return {**head, "name": path, "size": head.get("ContentLength"), "type": "file"}
+            found = fs.info(path)
+        except FileNotFoundError:
+            return None
+    return found if found.get("type") != "directory" else None
+
+
 def info(location: str) -> dict:
     """``size`` and, on stores, the store's checksum (``ETag``, ``md5Hash``/``crc32c``)."""
     if not is_url(location):

@@ -70,10 +70,12 @@ def is_remote(path: str) -> bool:
 
 
 def _literal(pattern: str) -> str | None:
-    """``pattern`` itself when it names an existing file (globs are for what does not exist)."""
+    """``pattern`` itself when it names an existing file (globs are for what does not exist): in a
+    store an object of exactly that key, ``[``, ``?`` and ``*`` included (one HEAD); a folder
+    (keys below it) is none."""
     try:
         if is_remote(pattern):
-            return pattern if not any(c in pattern for c in "*?[") and storage.exists(pattern) else None
+            return pattern if storage.object_info(pattern) is not None else None
         return os.path.abspath(pattern) if os.path.isfile(pattern) else None
     except Exception:  # noqa: BLE001 - a store that cannot answer: let the listing report it
         return None
@@ -218,7 +220,20 @@ def _expand_one(pattern: str) -> Iterator[tuple[str, tuple]]:
     except Exception as e:  # noqa: BLE001 - whatever the walk or the store raises names the pattern
         raise InputError(f"cannot list input {pattern!r}: {e}") from None
     if not found:
+        if is_remote(pattern) and _store_folder(pattern):
+            raise InputError(f"input {pattern!r} is a folder in the store: name its objects with a glob, --input "
+                             f"'{pattern.rstrip('/')}/*' (or '{pattern.rstrip('/')}/**' for every level below it)")
         raise InputError(f"input {pattern!r} matches no file")
+
+
+def _store_folder(pattern: str) -> bool:
+    """Whether ``pattern`` (no glob character) names a folder in a store: keys below it."""
+    if any(c in pattern for c in "*?[") or not pattern.split("://", 1)[-1].strip("/"):
+        return False
+    try:
+        return storage.info(pattern).get("type") == "directory"
+    except Exception:  # noqa: BLE001 - nothing there, or a store that cannot answer: "matches no file"
+        return False
 
 
 def _local_matches(pattern: str) -> Iterator[str]:

@@ -4,7 +4,8 @@ moto's S3 server (tests/s3_support.py):
 - the objects a glob matches are fsspec's glob's, for every kind of pattern (``*``, ``?``,
   ``[...]``, ``**``, a glob in a middle level, a folder marker, a Korean name);
 - each object's identity comes from the listing and equals what a HEAD gives (the worker's check
-  after its read compares the two), and the listing asks no HEAD at all: one LIST a page;
+  after its read compares the two), and the listing asks no HEAD an object: one LIST a page (and
+  one HEAD for the pattern itself: a key with ``[``, ``?`` or ``*`` is that object, as on a disk);
 - the listing is read as it is consumed (one page, then the next), and the launcher's external
   sort carries the identities through spilled runs, one input per object however many patterns
   name it;
@@ -59,8 +60,10 @@ def test_identities_come_from_the_listing_without_a_head(bucket, s3_endpoint, mo
     with answered(s3_endpoint) as requests:
         listed = inputs.list_inputs([f"{bucket}/raw/*"])
     assert [f.path for f in listed] == _fsspec_glob(f"{bucket}/raw/*")
-    assert {r.operation for r in requests} == {"ListObjectsV2"}
-    assert len(requests) == 3  # 7 objects and 3 folders at that level: pages of 4
+    # one HEAD for the pattern's own key (an object named raw/* would be that input), none an object
+    assert [(r.operation, r.key) for r in requests if r.operation != "ListObjectsV2"] == \
+        [("HeadObject", f"{bucket.removeprefix('s3://')}/raw/*")]
+    assert len(requests) == 1 + 3  # 7 objects and 3 folders at that level: pages of 4
     for f in listed:  # the worker's check after its read: a HEAD, the same identity
         assert inputs.identify(f.path) == f
     deep = inputs.list_inputs([f"{bucket}/raw/**/*.gz"])
@@ -130,3 +133,22 @@ def test_a_slow_listing_says_how_far_it_got_and_a_quick_one_says_nothing(bucket,
     lines = [line for line in capsys.readouterr().err.splitlines() if "corpus: list" in line]
     assert [line.split(": ", 2)[2].split(" files")[0] for line in lines[:-1]] == ["3", "6", "9"]
     assert lines[-1].startswith("[kolectra] corpus: listed 10 input files in ")
+
+
+def test_a_key_with_glob_characters_is_that_object_and_a_folder_is_named(bucket, s3_endpoint):
+    # as on a local disk: an existing literal path wins over its reading as a glob (data[1].txt was
+    # read as data1.txt, q?.txt as q?.txt and qa.txt), and a folder is refused with the glob to use
+    # (it was taken as an empty input file)
+    _fill(bucket, ["raw/data[1].txt", "raw/data1.txt", "raw/q?.txt", "raw/qa.txt", "raw/s*.txt", "raw/sa.txt",
+                   "raw/sub/a.txt"])
+    for key in ("raw/data[1].txt", "raw/q?.txt", "raw/s*.txt"):
+        with answered(s3_endpoint) as requests:
+            listed = inputs.list_inputs([f"{bucket}/{key}"])
+        assert [f.path for f in listed] == [f"{bucket}/{key}"], key
+        assert listed == [inputs.identify(f"{bucket}/{key}")]
+        assert "ListObjectsV2" not in {r.operation for r in requests}
+    assert [f.path for f in inputs.list_inputs([f"{bucket}/raw/data[12].txt"])] == [f"{bucket}/raw/data1.txt"]
+    for folder in ("raw", "raw/", "raw/sub"):
+        with pytest.raises(inputs.InputError, match=re.escape(f"is a folder in the store: name its objects with a "
+                                                              f"glob, --input '{bucket}/{folder.rstrip('/')}/*'")):
+            inputs.list_inputs([f"{bucket}/{folder}"])
