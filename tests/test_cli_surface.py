@@ -5,6 +5,7 @@ and benchmarks that say which data argument they need."""
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from importlib import metadata
@@ -51,6 +52,28 @@ def test_every_option_says_what_it_does_and_its_default_and_every_command_shows_
             if takes_value and not a.required and a not in grouped:
                 assert "default" in a.help, f"{where}: the help does not say its default"
         assert p.epilog and "example" in p.epilog and "kolectra" in p.epilog, f"kolectra {' '.join(path)}: no example"
+
+
+def test_every_example_in_the_help_is_one_line_that_parses():
+    """A reader copies an example line as it is shown: the default formatter wrapped `artifacts verify`'s,
+    leaving `kolectra artifacts verify` (no REF) alone on a line."""
+    from kolectra.pipeline.cli.options import relax
+
+    for path, p in _leaves(build_parser()):
+        shown = p.format_help()
+        lines = [ln.strip().removeprefix("example:").strip() for ln in shown[shown.index("example"):].splitlines()]
+        examples = [ln.split("  (")[0] for ln in lines if ln.startswith("kolectra ")]
+        assert examples, f"kolectra {' '.join(path)}: no example line"
+        for line in examples:
+            argv = shlex.split(line)[1:]
+            assert argv[:len(path)] == list(path), f"{line!r}: not an example of kolectra {' '.join(path)}"
+            parser = build_parser()
+            if "--print-config" in argv:
+                relax(parser)
+            try:
+                parser.parse_args(argv)
+            except SystemExit:
+                pytest.fail(f"kolectra {' '.join(path)} --help shows {line!r}, which does not parse")
 
 
 def test_print_config_resolves_without_inputs_and_builds_nothing(tmp_path, capsys):

@@ -34,19 +34,24 @@ MAX_OTHER = 4  # further differing settings shown per row; the rest is counted
 
 def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    # RawDescriptionHelpFormatter: each example stays one line a reader can copy (the default formatter
+    # wrapped verify's, leaving "kolectra artifacts verify" alone on a line, which lacks its REF)
+    raw = argparse.RawDescriptionHelpFormatter
     v = verbs.add_parser("list", help="every complete artifact under the root, with what tells them apart",
-                         epilog="example: kolectra artifacts list --kind checkpoint")
+                         formatter_class=raw, epilog="example:\n  kolectra artifacts list --kind checkpoint")
     common(v, with_config=False)
     v.add_argument("--kind", default=None, choices=KINDS, help="only this kind (default: every kind)")
     v = verbs.add_parser("show", help="manifest summary and lineage tree back to the raw inputs",
-                         epilog="example: kolectra artifacts show sample  (a name, id, id prefix or directory)")
+                         formatter_class=raw,
+                         epilog="example:\n  kolectra artifacts show sample  (a name, id, id prefix or directory)")
     common(v, with_config=False)
     v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
     v.add_argument("--json", action="store_true", help="print the whole manifest as JSON (default: a summary)")
     v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch",
-                         epilog="example: kolectra artifacts verify artifacts/checkpoint/sample-0123456789abcdef; "
-                                "on a bucket without downloading: kolectra artifacts verify --quick "
-                                "s3://bucket/kolectra/checkpoint/sample-0123456789abcdef")
+                         formatter_class=raw,
+                         epilog="example:\n  kolectra artifacts verify artifacts/checkpoint/sample-0123456789abcdef\n"
+                                "on a bucket, downloading nothing:\n"
+                                "  kolectra artifacts verify --quick s3://bucket/kolectra/checkpoint/sample-0123456789abcdef")
     common(v, with_config=False)
     v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
     v.add_argument("--quick", action="store_true",
@@ -55,7 +60,7 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
                         "recorded, the manifest's own digests and its parents, no object downloaded; for one in a "
                         "local directory the same as without it (default: every object or file read through SHA-256)")
     v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks",
-                         epilog="example: kolectra artifacts gc --dry-run")
+                         formatter_class=raw, epilog="example:\n  kolectra artifacts gc --dry-run")
     common(v, with_config=False)
     v.add_argument("--interrupted", action="store_true",
                    help="also remove interrupted pretraining runs (their checkpoints: --resume could continue them)")
