@@ -87,6 +87,29 @@ def test_kill_between_moving_the_old_copy_and_renaming_the_new_one(tmp_path):
     assert store.verify(art) == [] and _private(tmp_path)[".tmp"] == []
 
 
+@pytest.mark.parametrize("point", ["old_moved", "sealed"])
+def test_gc_publishes_a_complete_build_it_finds_unpublished(tmp_path, point, capsys):
+    """A kill between --force's two renames left the old copy and the new build in .tmp, both sealed;
+    `kolectra artifacts gc` (and any other build's sweep) deleted both: no copy of the artifact
+    remained. So did a plain build killed between sealing and publishing lose hours of work."""
+    assert child("toy", str(tmp_path), "none", "--text", "same").returncode == 0
+    store = Store(tmp_path)
+    (first,) = _no_half_artifact(store)
+    old_finished = first.manifest["provenance"]["finished"]
+    if point == "sealed":
+        shutil.rmtree(first.path)
+    time.sleep(1.1)  # the new build finishes in a later second
+    proc = child("toy", str(tmp_path), point, *(["--force"] if point == "old_moved" else []), "--text", "same")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert _no_half_artifact(store) == [] and len(_private(tmp_path)[".tmp"]) == (2 if point == "old_moved" else 1)
+    assert main(["artifacts", "gc", "--out", str(tmp_path), "--dry-run"]) == 0
+    assert "would publish" in capsys.readouterr().err and len(_private(tmp_path)[".tmp"]) >= 1
+    assert main(["artifacts", "gc", "--out", str(tmp_path)]) == 0
+    (published,) = _no_half_artifact(store)
+    assert published.manifest["provenance"]["finished"] > old_finished  # the newer build, not the copy it replaced
+    assert _private(tmp_path)[".tmp"] == []
+
+
 def test_identical_builds_racing_publish_once_and_all_get_it(tmp_path):
     calls, go = tmp_path / "calls.txt", tmp_path / "go"
     procs = [child("toy", str(tmp_path / "root"), "none", "--sleep", "1.5", "--calls", str(calls),
@@ -212,8 +235,10 @@ def test_gc_removes_dead_leftovers_and_reports_them(tmp_path, capsys):
     assert len(_private(tmp_path)[".tmp"]) == 1
     (tmp_path / ".locks" / "corpus-0123456789abcdef.lock").write_text(json.dumps({"pid": 1}))  # a dead holder's
     assert main(["artifacts", "gc", "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("removed ") == 2 and "corpus-0123456789abcdef.lock" in out
+    captured = capsys.readouterr()
+    # the sealed build is complete: published, not removed (test_gc_publishes_a_complete_build_...)
+    assert captured.out.count("removed ") == 1 and "corpus-0123456789abcdef.lock" in captured.out
+    assert "publishing" in captured.err and len(_no_half_artifact(Store(tmp_path))) == 1
     assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
 
 

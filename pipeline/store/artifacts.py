@@ -27,7 +27,8 @@ complete artifact or nothing under ``ROOT/<kind>/`` (private areas: :mod:`.works
 
 If the stage fails in 5, a ``.tmp`` directory is deleted, and a run is kept only if it holds
 working state to resume from (one line says where). What a kill leaves behind is private and
-is removed once provably dead (no process holds its lock; published since, or nothing to resume):
+is removed once provably dead (no process holds its lock; published since, or nothing to resume),
+a complete build of an id not published is published instead (:meth:`Store._salvage`):
 at the start of every build, and by ``kolectra artifacts gc``. Documented in docs/artifacts.md.
 
 Stage code never sees any of this; it writes files into the directory it is handed and returns
@@ -324,15 +325,18 @@ class Store(Catalog):
         write_json(out / MANIFEST, manifest_of(request, output, hash_tree(out), started, run))
 
     def _publish(self, out: Path, request: Request) -> Path:
+        return self._publish_as(out, request.kind, request.id(), request.name)
+
+    def _publish_as(self, out: Path, kind: str, aid: str, name: str) -> Path:
         """One rename into place, under the existing directory of this id if there is one."""
-        existing = self._dirs(request.kind, request.id())
-        final = existing[0] if existing else self.root / request.kind / f"{request.name}-{request.id()}"
+        existing = self._dirs(kind, aid)
+        final = existing[0] if existing else self.root / kind / f"{name}-{aid}"
         final.parent.mkdir(parents=True, exist_ok=True)
         replaced = None
         if final.is_symlink():  # put there by hand (refused by verify): the link goes, never what it leads to
             final.unlink()
         elif final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
-            replaced = workspace.private_dir(self.root, request.kind, request.id())
+            replaced = workspace.private_dir(self.root, kind, aid)
             os.replace(final, replaced)  # a directory may replace an empty one
         os.replace(out, final)
         workspace.unmark(final)
@@ -344,7 +348,28 @@ class Store(Catalog):
     def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
         """``kolectra artifacts gc``: remove what is provably dead (and, with ``interrupted``, runs
         that could be resumed); returns (removed, interrupted runs kept)."""
-        return workspace.sweep(self.root, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
+        return workspace.sweep(self.root, lambda k, i: self.find(k, i) is not None, interrupted, dry_run,
+                               salvage=self._salvage)
+
+    def _salvage(self, kind: str, aid: str, d: Path, dry_run: bool) -> bool:
+        """Publish ``d`` when no copy of ``aid`` is published and ``d`` is the newest complete build of
+        it in ``.tmp`` (called under the request's lock). A kill between ``--force``'s two renames left
+        the old copy and the new build there, both sealed; the sweep deleted both: no copy remained."""
+        if self.find(kind, aid) is not None:
+            return False
+        sealed = []
+        for c in workspace.leftovers(self.root, kind, aid) + ([d] if d.is_dir() else []):
+            with contextlib.suppress(ArtifactError, KeyError, TypeError):
+                manifest = read_manifest(c)
+                if manifest["id"] == aid and manifest["kind"] == kind and not verify_dir(c):
+                    sealed.append((str(manifest["provenance"]["finished"]), c.name, c, manifest["name"]))
+        if not sealed or max(sealed)[2] != d:
+            return False
+        progress(f"{kind}: {'would publish' if dry_run else 'publishing'} {d}, a complete build of {aid} whose "
+                 "run was stopped just before publishing it")
+        if not dry_run:
+            self._publish_as(d, kind, aid, str(max(sealed)[3]))
+        return True
 
 
 def _fsync_dir(path: Path) -> None:

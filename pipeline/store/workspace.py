@@ -26,7 +26,8 @@
 
 What is provably dead is removed whenever a build starts (:func:`sweep`): ``.tmp`` entries and
 ``.work`` runs nobody holds (neither their request's lock nor their own), when they cannot be
-resumed (no working state) or were published since; unheld lock files. ``kolectra artifacts gc``
+resumed (no working state) or were published since; unheld lock files. A complete ``.tmp`` build
+of an id not published is handed to the store to publish (``sweep``'s ``salvage``), not deleted. ``kolectra artifacts gc``
 runs the same sweep and can also remove interrupted runs (``--interrupted``). A private area that
 is a symlink (``.tmp`` on a scratch disk) is used but never swept: what is deleted must lie inside
 the root, and one line says what was left alone.
@@ -409,9 +410,13 @@ def _claimed(root: Path, d: Path, kind: str, aid: str, dry_run: bool) -> Iterato
 
 
 def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool = False,
-          dry_run: bool = False) -> tuple[list[Path], list[Run]]:
+          dry_run: bool = False, salvage: Callable[[str, str, Path, bool], bool] | None = None
+          ) -> tuple[list[Path], list[Run]]:
     """Remove what no live process holds and nothing can use: (removed paths, interrupted runs kept).
 
+    A dead ``.tmp`` entry that ``salvage`` publishes (a complete build of an id not published: its
+    run was stopped between sealing and publishing, or a ``--force`` between moving the old copy out
+    and the new one in) is kept as the artifact, not deleted.
     A ``.tmp`` entry is dead when neither its request's lock nor its own build lock is held; a lock
     file when it is not held. A ``.work`` run is dead when it is not held and was published since or
     holds no working state to resume from; with ``interrupted`` the others go too. A private area that
@@ -428,7 +433,7 @@ def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool =
         if m is None:
             continue  # not ours: left alone
         with _claimed(root, d, m["kind"], m["id"], dry_run) as dead:
-            if dead:
+            if dead and not (salvage is not None and salvage(m["kind"], m["id"], d, dry_run)):
                 _remove(d, dry_run, removed)
     for run in runs(root) if WORK not in skipped else []:
         kind, aid = run.kind, run.id
