@@ -76,6 +76,22 @@ def test_every_example_in_the_help_is_one_line_that_parses():
                 pytest.fail(f"kolectra {' '.join(path)} --help shows {line!r}, which does not parse")
 
 
+def test_the_beam_commands_help_names_kolectras_own_beam_options():
+    """corpus, vocab and examples read options of kolectra's own from the Beam arguments
+    (corpus/runners.py CorpusOptions); --local_memory_gb, read by all three, was named in no --help."""
+    from kolectra.corpus.runners import CorpusOptions
+
+    parser = argparse.ArgumentParser(add_help=False)
+    CorpusOptions._add_argparse_args(parser)
+    own = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    assert set(own) == {"--corpus_staging", "--local_memory_gb", "--analysis_threads"}, own
+    readers = {"corpus": own, "vocab": ["--local_memory_gb", "--corpus_staging"], "examples": ["--local_memory_gb"]}
+    for command, options in readers.items():
+        shown = build_parser()._subparsers._group_actions[0].choices[command].format_help()
+        for option in options:
+            assert option in shown, f"kolectra {command} --help does not name {option}"
+
+
 def test_print_config_resolves_without_inputs_and_builds_nothing(tmp_path, capsys):
     root = ["--out", str(tmp_path / "root")]
     assert main(["pretrain", "--print-config", "--preset", "small", "--steps", "7", "--set", "train.lr=1e-3"] + root) == 0

@@ -308,17 +308,21 @@ class Command:
 
 
 BEAM_NOTE = ("Any further --option is passed to Beam unchanged (e.g. --runner; --direct_num_workers N:\n"
-             "local worker processes, by default one per 2 CPUs above 4 MB of input).")
-CORPUS_NOTE = (BEAM_NOTE + "\nkolectra adds --analysis_threads N (Kiwi's threads a worker; default: a local\n"
-               "worker's share of the CPUs, 1 on other runners) and --corpus_staging DIR (where\n"
-               "remote workers write).")
+             "local worker processes, by default one per 2 CPUs above 4 MB of input).\n"
+             "kolectra's own, beside Beam's:\n"
+             "--local_memory_gb GB: the memory a local run may use (default: the machine's); a job\n"
+             "whose estimated peak is larger is refused before it starts.")
+STAGING_NOTE = "\n--corpus_staging DIR: where remote workers write."
+VOCAB_NOTE = BEAM_NOTE + STAGING_NOTE
+CORPUS_NOTE = (BEAM_NOTE + "\n--analysis_threads N: Kiwi's threads a worker (default: a local worker's share\n"
+               "of the CPUs, 1 on other runners)." + STAGING_NOTE)
 COMMANDS: dict[str, Command] = {
     "corpus": Command("clean, deduplicate and segment raw text (Apache Beam)", add_corpus, run_corpus,
                       description=CORPUS_NOTE, config=config_corpus, set_example="min_chars=20", code="corpus/",
                       loads="Apache Beam, kiwipiepy",
                       example="kolectra corpus --input 'raw/*.jsonl.gz' --preset production --name web"),
     "vocab": Command("learn a morpheme-aware WordPiece vocabulary from a corpus (words counted by Apache Beam)",
-                     add_vocab, run_vocab, description=BEAM_NOTE, config=config_vocab, set_example="min_frequency=3",
+                     add_vocab, run_vocab, description=VOCAB_NOTE, config=config_vocab, set_example="min_frequency=3",
                      loads="Apache Beam, tokenizers", code="vocab/",
                      example="kolectra vocab --corpus web --vocab-size 35000"),
     "examples": Command("build fixed-length pretraining examples (Apache Beam)", add_examples, run_examples,
