@@ -161,6 +161,35 @@ def test_korquad_items_that_are_not_objects_name_their_json_path(tmp_path):
             read_squad(_squad(tmp_path, data))
 
 
+def test_korquad_answers_and_keys_that_are_missing_or_not_what_they_say_are_refused(tmp_path):
+    """A null text had been read as the answer "None", answer_start true as 1 and 5.7 as 5 (a
+    match), 1e999 stopped the run with an OverflowError; an article without paragraphs or a
+    paragraph without qas was read as holding no questions, silently."""
+    def doc(answer=None, para=None, article=None):
+        qa = {"id": "a", "question": "호수는?", "answers": [answer or {"text": "천지", "answer_start": 5}]}
+        return [article if article is not None else
+                {"title": "t", "paragraphs": [para if para is not None else {"context": "백두산의 천지", "qas": [qa]}]},
+                {"title": "u", "paragraphs": [{"context": "한라산의 백록담", "qas": [
+                    {"id": "b", "question": "호수는?", "answers": [{"text": "백록담", "answer_start": 5}]}]}]}]
+    bad = {
+        r"answers need 'text' \(a string\) and integer 'answer_start' \(text null\)": doc({"text": None, "answer_start": 5}),
+        r"answers need .* \(text \[\"천지\"\]\)": doc({"text": ["천지"], "answer_start": 5}),
+        r"answers need .* \(answer_start true\)": doc({"text": "천지", "answer_start": True}),
+        r"answers need .* \(answer_start 5\.7\)": doc({"text": "천지", "answer_start": 5.7}),
+        r"answers need .* \(answer_start Infinity\)": doc({"text": "천지", "answer_start": float("inf")}),
+        r"data\[0\]: no 'paragraphs' list": doc(article={"title": "t"}),
+        r"data\[0\]\.paragraphs\[0\]: no 'qas' list": doc(para={"context": "백두산의 천지"}),
+    }
+    for message, data in bad.items():
+        with pytest.raises(FinetuneError, match=rf"bad\.json: .*{message}"):
+            read_squad(_squad(tmp_path, data))
+    # a whole number written as a float, an empty list of paragraphs or questions: read as before
+    questions, stats = read_squad(_squad(tmp_path, doc({"text": "천지", "answer_start": 5.0})
+                                         + [{"title": "v", "paragraphs": []}, {"title": "w", "paragraphs": [
+                                             {"context": "x", "qas": []}]}]))
+    assert [q.answers for q in questions] == [(("천지", 5),), (("백록담", 5),)] and stats["bad_answer_starts"] == 0
+
+
 def test_korquad_training_data_without_a_matching_answer_is_refused(tiny_model, tmp_path):
     doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
     for article in doc["data"]:

@@ -104,3 +104,55 @@ def test_a_decomposed_context_read_by_an_nfc_tokenizer_gives_whole_syllables():
     ends = [np.where(np.arange(len(ids)) == e, 10.0, 0.0) for ids, e in zip(w.input_ids, w.end_positions)]
     assert decode(questions, w, starts, ends, n_best=5, max_answer_length=10) == {
         "who": nfd("임수경"), "end": nfd("갔다")}
+
+
+def test_answers_read_by_a_sentencepiece_tokenizer_keep_no_edge_whitespace():
+    # kolectra's sp_unigram/sp_bpe tokenizers (Metaspace) give a word-initial piece "▁임수경" the span
+    # of the space before it too: 4,523 of 5,774 oracle answers on a dev set came back as " 임수경"
+    import io
+
+    import sentencepiece
+
+    from kolectra.core.tokens import SPECIALS
+    from kolectra.finetune.readers.korquad import decode, make_windows
+    from kolectra.vocab import spm
+
+    context = "1989년 임수경 씨는 평양에 갔다.  그해 여름\n서울로 돌아왔다."
+    names, places, times = ["임수경", "김철수", "박영희", "이민호"], ["평양", "서울", "부산", "대구"], ["그해 여름", "1989년"]
+    sentences = [f"{t} {n} 씨는 {p}에 갔다가 {b}로 돌아왔다." for n in names for p in places for b in places for t in times]
+    model = io.BytesIO()
+    sentencepiece.set_random_generator_seed(0)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, model_type="unigram", vocab_size=100,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece=SPECIALS[0], unk_piece=SPECIALS[1],
+        control_symbols=list(SPECIALS[2:]), normalization_rule_name="identity", byte_fallback=False,
+        hard_vocab_limit=False, minloglevel=2)
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=spm.make_tokenizer(model.getvalue(), "sp_unigram"),
+                                  unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                  mask_token="[MASK]")
+    gold = {"who": "임수경", "to": "평양", "back": "서울로"}  # "▁평양" spans " 평양", "▁서울" "\n서울"
+    questions = [Question(k, q, context, ((gold[k], context.index(gold[k])),))
+                 for k, q in (("who", "누가 갔나?"), ("to", "어디에 갔나?"), ("back", "어디로 돌아왔나?"))]
+    w = make_windows(tok, questions, max_length=64, doc_stride=16, max_query_length=16)
+    assert all(s > 0 for s in w.start_positions)
+    assert any(context[w.offsets[r][s][0]] in " \n" for r, s in enumerate(w.start_positions))  # the spans' edge
+    starts = [np.where(np.arange(len(ids)) == s, 10.0, 0.0) for ids, s in zip(w.input_ids, w.start_positions)]
+    ends = [np.where(np.arange(len(ids)) == e, 10.0, 0.0) for ids, e in zip(w.input_ids, w.end_positions)]
+    nbest = nbest_spans(questions, w, starts, ends, n_best=5, max_answer_length=10)
+    assert decode(questions, w, starts, ends, n_best=5, max_answer_length=10) == gold
+    assert all(context[s["start_char"]:].startswith(s["text"]) and s["text"] == s["text"].strip()
+               for spans in nbest.values() for s in spans)
+
+
+def test_a_span_of_whitespace_alone_is_no_answer():
+    context = "ab  cd"
+    offs = [None, (0, 2), (2, 3), (3, 4), (4, 6), None]  # a token of each space, as a lone "▁" is
+    w = Windows(input_ids=[[0] * 6], token_type_ids=[[0] * 6], offsets=[offs], question_index=[0],
+                start_positions=[0], end_positions=[0], max_context=mark_max_context([offs]))
+    q = [Question("q", "?", context, (("cd", 4),))]
+    starts, ends = np.array([0, 1, 9, 0, 5, 0.0]), np.array([0, 1, 0, 9, 5, 0.0])
+    spans = nbest_spans(q, w, [starts], [ends], n_best=20, max_answer_length=30)["q"]
+    assert [(s["text"], s["start_char"]) for s in spans][:2] == [("cd", 4), ("ab", 0)]
+    assert all(s["text"] == s["text"].strip() and s["text"] for s in spans)

@@ -18,7 +18,8 @@ Feeds ``finetune.korquad`` (last stage of the chain).  Pure functions:
   allowed to start a span there (BERT's max-context rule).
 * :func:`nbest_spans` takes the n-best start and end logits of every window, keeps spans inside
   the context with ``start <= end``, at most ``max_answer_length`` tokens and a max-context
-  start, and maps them back to slices of the original context through the offset mapping;
+  start, and maps them back to slices of the original context through the offset mapping
+  (whitespace at a slice's edges left out: a SentencePiece token's span holds the space before it);
   :func:`decode` keeps the best one per question.
 """
 
@@ -81,6 +82,29 @@ def _items(obj, key: str, where: str) -> list:
     return items
 
 
+def _answer(x: dict) -> tuple[str, int]:
+    """One answer's ``(text, answer_start)``. A text that is not a string (``null`` had been read as
+    the answer "None") and an ``answer_start`` that is no whole number (``true`` was 1, ``5.7`` was 5,
+    ``1e999`` stopped the run with an OverflowError) raise ValueError naming the value."""
+    text, start = x["text"], x["answer_start"]
+    if not isinstance(text, str):
+        raise ValueError(f"text {json.dumps(text, ensure_ascii=False)[:40]}")
+    if isinstance(start, bool) or (isinstance(start, float) and not start.is_integer()):
+        raise ValueError(f"answer_start {json.dumps(start)[:40]}")
+    return text, int(start)
+
+
+def _required(obj: dict, key: str, where: str) -> list:
+    """``obj[key]`` as a list; an absent key refuses the file (the official evaluation script stops
+    on it too), where an article without ``paragraphs`` or a paragraph without ``qas`` had been
+    read as holding no questions, silently."""
+    if isinstance(obj, dict) and key not in obj:
+        raise FinetuneError(f"{where}: no '{key}' list (a SQuAD-format "
+                            + ("article holds its paragraphs there)" if key == "paragraphs" else
+                               "paragraph holds its questions there)"))
+    return _items(obj, key, where)
+
+
 def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dict]:
     """Flatten articles -> questions; returns them with counts of what was checked.
 
@@ -89,9 +113,9 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
     seen: set[str] = set()
     bad_starts = 0
     for a_i, article in enumerate(doc["data"]):
-        for p_i, para in enumerate(_items(article, "paragraphs", f"{source}: data[{a_i}]")):
+        for p_i, para in enumerate(_required(article, "paragraphs", f"{source}: data[{a_i}]")):
             at = f"data[{a_i}].paragraphs[{p_i}]"
-            qas = _items(para, "qas", f"{source}: {at}")
+            qas = _required(para, "qas", f"{source}: {at}")
             context = para.get("context")
             if not isinstance(context, str):
                 raise FinetuneError(f"{source}: {at} has no context string")
@@ -108,9 +132,10 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                 seen.add(qa["id"])
                 answers = qa.get("answers") or []
                 try:
-                    pairs = tuple((str(x["text"]), int(x["answer_start"])) for x in answers)
-                except (KeyError, TypeError, ValueError):
-                    raise FinetuneError(f"{where}: answers need 'text' and integer 'answer_start'") from None
+                    pairs = tuple(_answer(x) for x in answers)
+                except (KeyError, TypeError, ValueError) as e:
+                    raise FinetuneError(f"{where}: answers need 'text' (a string) and integer 'answer_start'"
+                                        + (f" ({e.args[0]})" if isinstance(e, ValueError) else "")) from None
                 if not pairs:
                     raise FinetuneError(f"{where}: no answers (KorQuAD 1.0 has no unanswerable questions)")
                 if any(not text.strip() for text, _ in pairs):  # no span to learn, no gold to score against
@@ -283,7 +308,9 @@ def nbest_spans(questions: list[Question], windows: Windows, start_logits: list[
 
     Candidates: the top ``n_best`` start and end tokens of every window, inside the context,
     ``start <= end``, at most ``max_answer_length`` tokens, starting at a token whose max-context
-    window this is.  Score = start logit + end logit; equal texts from several windows keep the
+    window this is.  The text is the context's slice from the start token's first character to the
+    end token's last, whitespace at either edge left out (a span of whitespace alone is no
+    candidate).  Score = start logit + end logit; equal texts from several windows keep the
     best; ``probability`` is a softmax over the kept scores.  No valid span -> one empty answer.
     """
     cands: dict[int, list[tuple[float, int, int, int, float, float]]] = {}
@@ -308,11 +335,15 @@ def nbest_spans(questions: list[Question], windows: Windows, start_logits: list[
         for score, r, s, e, sl, el in sorted(cands.get(qi, []), key=lambda c: (-c[0], c[1], c[2], c[3])):
             offs = windows.offsets[r]
             text = q.context[offs[s][0]:offs[e][1]]
-            if text in seen:
+            # whitespace at the edges is no part of an answer: a SentencePiece (Metaspace) token's span
+            # takes in the space before it ("▁임수경": " 임수경"), a lone "▁" is only a space
+            start_char = offs[s][0] + len(text) - len(text.lstrip())
+            text = text.strip()
+            if not text or text in seen:
                 continue
             seen.add(text)
             kept.append({"text": text, "score": score, "start_logit": sl, "end_logit": el,
-                         "start_char": offs[s][0]})
+                         "start_char": start_char})
             if len(kept) == n_best:
                 break
         if not kept:
