@@ -236,7 +236,8 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     shared = (docs | "IdBuckets" >> beam.ParDo(IdBuckets(buckets)) | "GroupIds" >> beam.GroupByKey()
               | "SharedIds" >> beam.FlatMap(shared_ids))
     tallies.append(shared)
-    placed = docs | "AnalyseAndPlace" >> beam.ParDo(AnalyseAndPlace(cfg, progress_dir, threads)).with_outputs(TALLY, SAMPLES, main="docs")
+    placed = docs | "AnalyseAndPlace" >> beam.ParDo(AnalyseAndPlace(cfg, progress_dir, threads)).with_outputs(
+        TALLY, SAMPLES, REJECTED, main="docs")
     dropped_samples = (
         tuple(samples)
         | "DroppedSamples" >> beam.Flatten()
@@ -267,6 +268,7 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     # streamed; stats.json gets the totals and the first STATS_SOURCES files' rows by name
     written_lines = (
         (read[REJECTED] | "RejectLines" >> beam.Map(outputs.reject_item),
+         placed[REJECTED] | "AnalysisRejectLines" >> beam.Map(outputs.reject_item),  # documents Kiwi failed on
          file_rows | "FileLines" >> beam.Map(outputs.file_item),
          p | "NoRejects" >> beam.Create([(REJECTS_FILE, [])]))  # the file is written when nothing was rejected too
         | "AllLines" >> beam.Flatten()

@@ -311,6 +311,8 @@ def _reject_hint(reason: str, path: str) -> str:
     """What to do about the most common reject reason: a file that is not UTF-8 is fixed by converting
     it, not by --format or --text-field (a Korean file saved on Windows is cp949, every line a reject).
     The converted copy keeps the file's extensions, so --format auto reads it as it read the original."""
+    if reason == "analysis_failed":  # not the input's format: the analyser raised on these documents
+        return "The analyser raised an error on these documents (each reject's detail names it)"
     if reason != "invalid_utf8":
         return "Check --format/--text-field"
     base = path.rsplit("/", 1)[-1]

@@ -148,6 +148,36 @@ class Segmenter:
         return [spans_from_sentences(t, sents) if sents is not None else ([], []) for t, sents in zip(texts, analysed)]
 
 
+def segment_each(segmenter, texts: Sequence[str]) -> list:
+    """``segmenter.segment_many(texts)``, where a text the analyser raises an error on gets that
+    error in its place instead of failing the batch: after a failed batch each text is analysed
+    alone (the same spans as in a batch), so one bad text costs the job one dead letter
+    (corpus/steps.py: ``analysis_failed``), never the bundle. An error that carries a Ctrl-C
+    (Beam and kiwipiepy may re-raise it wrapped: corpus/interruption.py) is raised, never caught."""
+    try:
+        return segmenter.segment_many(texts)
+    except Exception as e:  # noqa: BLE001 - analysed again text by text below
+        _raise_if_interrupted(e)
+    out: list = []
+    for text in texts:
+        try:
+            out.append(segmenter.segment(text))
+        except Exception as e:  # noqa: BLE001 - this text's dead letter
+            _raise_if_interrupted(e)
+            out.append(e)
+    return out
+
+
+def _raise_if_interrupted(error: BaseException) -> None:
+    seen: BaseException | None = error
+    for _ in range(64):  # the chain of causes (bounded: a chain can be made circular)
+        if seen is None:
+            return
+        if isinstance(seen, KeyboardInterrupt) or "KeyboardInterrupt" in repr(seen):
+            raise error
+        seen = seen.__cause__ or seen.__context__
+
+
 def spans_from_sentences(text: str, sents) -> tuple[list[list[int]], list[list]]:
     """kiwipiepy ``Sentence`` objects (with tokens) -> covered sentence spans and surface morphs."""
     sentences = cover_sentences(text, [(s.start, s.end) for s in sents])

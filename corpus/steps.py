@@ -28,12 +28,13 @@ from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
 from kolectra.corpus.runners import tune_gc
-from kolectra.corpus.segment import make_segmenter
+from kolectra.corpus.segment import make_segmenter, segment_each
 from kolectra.corpus.shards import value_kind
 
 TALLY = neardup.TALLY  # the tag of (counter, n) side outputs
 SAMPLES = neardup.SAMPLES  # the tag of (reason, (rank, JSON row)) side outputs
 REJECTED = "rejected"
+ANALYSIS_FAILED = "analysis_failed"  # the reject of a document the analyser (Kiwi) raised an error on
 FILES = "files"  # the tag of (source, {records_in, rejected, bytes, sha256, damaged?, changed?}) per input file
 DROPPED = "dropped"
 SHARED_ID = ("ids", "duplicate_id_different_text")  # the tally of kept documents whose id is not unique
@@ -291,6 +292,7 @@ class AnalyseAndPlace(beam.DoFn):
         self.sample: list = []  # the SAMPLES_KEPT smallest (rank, row) of this bundle
         self.missing = [0] * len(self.cfg.keep_fields)  # documents of this bundle without each kept field
         self.kinds: list[dict] = [{} for _ in self.cfg.keep_fields]  # each kept field's values by kind
+        self.failed = 0  # documents of this bundle the analyser failed on (dead letters: ANALYSIS_FAILED)
 
     def process(self, docs: list):
         for keyed in docs:
@@ -301,7 +303,12 @@ class AnalyseAndPlace(beam.DoFn):
 
     def finish_bundle(self):
         for item in self._flush():
-            yield GlobalWindows.windowed_value(item)
+            if isinstance(item, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(item.tag, GlobalWindows.windowed_value(item.value))
+            else:
+                yield GlobalWindows.windowed_value(item)
+        if self.failed:
+            yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value((("rejected", ANALYSIS_FAILED), self.failed)))
         for place, chunk in self.chunks.drain():
             yield GlobalWindows.windowed_value((place, outputs.pack_chunk(chunk)))
         for split, counts in sorted(self.counts.items()):
@@ -321,9 +328,16 @@ class AnalyseAndPlace(beam.DoFn):
         batch, self.batch, self.batch_chars = self.batch, [], 0
         if not batch:
             return
-        analysed = self.segmenter.segment_many([rec["text"] for _, rec in batch])
+        analysed = segment_each(self.segmenter, [rec["text"] for _, rec in batch])
         cfg = self.cfg
-        for (key, rec), (sentences, morphs) in zip(batch, analysed):
+        for (key, rec), result in zip(batch, analysed):
+            if isinstance(result, Exception):  # a dead letter naming the error, never the bundle's end
+                self.failed += 1
+                yield beam.pvalue.TaggedOutput(REJECTED, {
+                    "source": rec["source"], "line": rec["line"], "reason": ANALYSIS_FAILED,
+                    "detail": reader.error_text(result)[:300]})
+                continue
+            sentences, morphs = result
             doc = {**rec, "sentences": sentences, "morphs": morphs}
             split = outputs.split_of(doc["text"], cfg.seed, cfg.valid_fraction)
             counts = self.counts.setdefault(split, [0, 0, 0, 0])  # SPLIT_COUNTS of this bundle

@@ -1,8 +1,13 @@
 """Sentence and morpheme spans (corpus/segment.py): pure span rules, then real Kiwi."""
 
+import dataclasses
+import gzip
+import json
+
 import pytest
 
-from kolectra.corpus import segment
+from kolectra.corpus import build, segment
+from kolectra.corpus.config import default_config
 
 
 def test_merge_morphs_joins_tokens_sharing_a_character():
@@ -102,3 +107,70 @@ def test_span_fast_path_equals_the_general_rules(sents):
     tokens = [(t.start, t.len, t.tag) for s in sents for t in (s.tokens or ())]
     want = segment.clip_morphs(segment.merge_morphs(tokens), sentences)
     assert segment.spans_from_sentences(text, sents) == (sentences, want)
+
+
+# ---------------------------------------------------------------- the analyser's errors
+
+class _FailsOn:
+    """A segmenter whose analyser raises on texts holding ``mark``, in a batch and alone."""
+
+    def __init__(self, mark, error=RuntimeError("kiwi: cannot analyse")):
+        self.mark, self.error, self.alone = mark, error, []
+
+    def segment_many(self, texts):
+        if any(self.mark in t for t in texts):
+            raise self.error
+        return [([[0, len(t)]], []) for t in texts]
+
+    def segment(self, text):
+        self.alone.append(text)
+        return self.segment_many([text])[0]
+
+
+def test_segment_each_puts_the_error_in_place_of_the_text_it_failed_on():
+    seg = _FailsOn("폭탄")
+    out = segment.segment_each(seg, ["가나", "폭탄 문서", "다라마"])
+    assert out[0] == ([[0, 2]], []) and out[2] == ([[0, 3]], [])
+    assert isinstance(out[1], RuntimeError) and seg.alone == ["가나", "폭탄 문서", "다라마"]
+    assert segment.segment_each(seg, ["가나"]) == [([[0, 2]], [])] and len(seg.alone) == 3  # no failure: one batch
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("KeyboardInterrupt [while running 'AnalyseAndPlace']")])
+def test_segment_each_never_swallows_a_ctrl_c(error):
+    with pytest.raises(type(error)):
+        segment.segment_each(_FailsOn("폭탄", error), ["가나", "폭탄"])
+
+
+class _KiwiFailingOn:
+    """A real Kiwi but for texts holding ``mark``, on which it raises (as a C++ error surfaces)."""
+
+    def __init__(self, kiwi, mark):
+        self.kiwi, self.mark, self.num_workers = kiwi, mark, kiwi.num_workers
+
+    def split_into_sents(self, text, **kw):
+        texts = [text] if isinstance(text, str) else list(text)
+        if any(self.mark in t for t in texts):
+            raise RuntimeError("invalid Hangul composition")
+        return self.kiwi.split_into_sents(text if isinstance(text, str) else texts, **kw)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_document_the_analyser_fails_on_is_a_named_dead_letter(tmp_path, monkeypatch, threads):
+    """Before: the analyser's error ended the bundle, and the job with it (RuntimeError out of build)."""
+    real = segment.load_kiwi
+    monkeypatch.setattr(segment, "load_kiwi", lambda n: _KiwiFailingOn(real(n), "폭탄"))
+    src = tmp_path / "in.txt"
+    lines = ["이 영화 정말 재밌었어요. 최고!", "폭탄 같은 리뷰 하나 있습니다", "배우들 연기가 좋았고 음악도 좋았다", "ㅋㅋㅋ 웃긴 영화 추천합니다"]
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = dataclasses.replace(default_config(), max_reject_ratio=0.5, num_shards=1)
+    stats = build.build(cfg, [str(src)], out, [f"--analysis_threads={threads}"]).stats
+    assert stats["rejected_reasons"]["analysis_failed"] == 1 and stats["rejected"] == 1
+    assert stats["records_out"] == 3 and stats["records_in"] == 4
+    rejects = [json.loads(l) for l in (out / "rejects" / "rejects.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rejects == [{"source": "in.txt", "line": 2, "reason": "analysis_failed",
+                        "detail": "RuntimeError: invalid Hangul composition"}]
+    texts = {json.loads(l)["text"] for f in sorted((out / "data").glob("*.jsonl.gz"))
+             for l in gzip.open(f, "rt", encoding="utf-8")}
+    assert texts == {lines[0], lines[2], lines[3]}
