@@ -135,6 +135,9 @@ def test_answers_read_by_a_sentencepiece_tokenizer_keep_no_edge_whitespace():
     gold = {"who": "임수경", "to": "평양", "back": "서울로"}  # "▁평양" spans " 평양", "▁서울" "\n서울"
     questions = [Question(k, q, context, ((gold[k], context.index(gold[k])),))
                  for k, q in (("who", "누가 갔나?"), ("to", "어디에 갔나?"), ("back", "어디로 돌아왔나?"))]
+    # a gold answer written with a space at its end: "▁평양", which starts at that space, was its last token
+    questions.append(Question("spaced", "누가 갔나?", context, (("임수경 씨는 ", context.index("임수경")),)))
+    gold["spaced"] = "임수경 씨는"
     w = make_windows(tok, questions, max_length=64, doc_stride=16, max_query_length=16)
     assert all(s > 0 for s in w.start_positions)
     assert any(context[w.offsets[r][s][0]] in " \n" for r, s in enumerate(w.start_positions))  # the spans' edge

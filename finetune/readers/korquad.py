@@ -278,7 +278,10 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
                         stride=overlap, return_overflowing_tokens=True, return_offsets_mapping=True,
                         return_token_type_ids=True)
         text, a_start = q.answers[0]
-        a_end = a_start + len(text)  # exclusive char end
+        # the answer's own characters: whitespace at its edges is in no answer (decoding strips it), and a
+        # SentencePiece token starting at a space after the answer ("▁평양" of " 평양") was taken as its last
+        a_start += len(text) - len(text.lstrip())
+        a_end = a_start + len(text.strip())  # exclusive char end
         decomposed = not unicodedata.is_normalized("NFC", context)  # NFC text: no syllable to complete
         trainable = q.span_ok(0) and len(text) > 0
         for k in range(len(enc["input_ids"])):
