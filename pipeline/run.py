@@ -59,16 +59,19 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
 
 
 def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> Artifact:
-    """``fn(...)``'s artifact, its wall time added to ``timings``. Interrupted, it says which stages were
-    done and kept: the command's last line said "nothing was published" when three stages had been."""
+    """``fn(...)``'s artifact, its wall time added to ``timings``. Interrupted or failed, it says which
+    stages were done and kept: the command's last line said "nothing was published" when three stages
+    had been (a failure's line named neither the stage nor what was kept)."""
     progress(f"run: {stage} ...")
     t0 = time.perf_counter()
     try:
         art = fn(*args, **kwargs)
-    except KeyboardInterrupt as e:
+    except (KeyboardInterrupt, Exception) as e:
+        if isinstance(e, KeyboardInterrupt) and timings and not str(e) and not getattr(e, "__notes__", None):
+            e.add_note(f"{stage}: nothing published")
+        elif not isinstance(e, KeyboardInterrupt):
+            e.add_note(f"kolectra run stopped at {stage}")
         if timings:
-            if not str(e) and not getattr(e, "__notes__", None):
-                e.add_note(f"{stage}: nothing published")
             e.add_note(f"done before it and kept: {', '.join(timings)} (kolectra run again reuses them)")
         raise
     timings[stage] = time.perf_counter() - t0
@@ -161,9 +164,13 @@ def _ancestry(store: Store, art: Artifact) -> list[Artifact]:
 def next_steps(store: Store, checkpoint: Artifact) -> list[str]:
     """Where the usable model is, and the commands a user runs next."""
     out = "" if store.root == default_root() else f" --out {store.root}"
-    return ["", "== the model ==",
-            f"  {checkpoint.path / 'hf' / 'discriminator'}",
-            "  a Hugging Face ELECTRA discriminator: transformers' AutoModel.from_pretrained(<that directory>) loads it",
+    model = [f"  {checkpoint.path / 'hf' / 'discriminator'}",
+             "  a Hugging Face ELECTRA discriminator: transformers' AutoModel.from_pretrained(<that directory>) loads it"]
+    if not isinstance(checkpoint.path, Path):  # in a bucket: from_pretrained does not read a store URL
+        model = [f"  {checkpoint.path}/hf/discriminator (in the store)",
+                 f"  a Hugging Face ELECTRA discriminator: kolectra export {checkpoint.id} --to DIR{out} writes it to a "
+                 "local folder, which transformers' AutoModel.from_pretrained(DIR) loads"]
+    return ["", "== the model ==", *model,
             "", "== next ==",
             f"  kolectra report {checkpoint.id}{out}",
             "      its training curves, compute and lineage as Markdown with plots",

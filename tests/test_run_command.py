@@ -1,0 +1,70 @@
+"""``kolectra run``'s own words: the line a failed run ends with, and the model it points to on a bucket.
+
+The chain itself runs in tests/test_end_to_end.py; here its stages are stand-ins, so each test takes
+a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline import stages
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.run import next_steps, timed_stage
+from kolectra.pipeline.store.artifacts import ArtifactError, Request
+from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+
+def _standin(store, kind: str, name: str, parents: tuple = ()):
+    def produce(out: Path) -> StageOutput:
+        (out / "stats.json").write_text("{}")
+        return StageOutput(stats={})
+    return store.build(Request(kind=kind, name=name, stage_version=1, config={}, parents=parents), produce)
+
+
+@pytest.mark.parametrize("failure, says", [
+    (OSError(errno.ENOSPC, "No space left on device", "/x/shard"), "no space left on the device"),
+    (ArtifactError("examples: refused"), "examples: refused"),
+])
+def test_a_run_failing_midway_names_the_stage_and_what_it_kept(tmp_path, monkeypatch, capsys, failure, says):
+    monkeypatch.setattr(stages, "corpus", lambda store, *a, **k: _standin(store, "corpus", "sample"))
+    monkeypatch.setattr(stages, "vocab", lambda store, corpus, **k: _standin(store, "vocab", "sample", (corpus,)))
+
+    def examples(*a, **k):
+        raise failure
+
+    monkeypatch.setattr(stages, "examples", examples)
+    assert main(["run", "--out", str(tmp_path)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    # the line named neither the stage that failed nor the two kept: a failure is no interrupt
+    assert line.startswith("kolectra run: error: ") and says in line
+    assert "kolectra run stopped at examples; done before it and kept: corpus, vocab (kolectra run again reuses them)" \
+        in line
+
+
+def test_a_failure_in_the_first_stage_names_it_and_keeps_nothing():
+    def failing():
+        raise ArtifactError("no input")
+
+    with pytest.raises(ArtifactError) as e:
+        timed_stage({}, "corpus", failing)
+    assert e.value.__notes__ == ["kolectra run stopped at corpus"]
+
+
+def test_the_model_in_a_bucket_is_pointed_to_through_export(bucket, monkeypatch, tmp_path):
+    """from_pretrained reads no s3:// URL: the summary said it would load the bucket's folder."""
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    store = open_store(f"{bucket}/r")
+    ckpt = _standin(store, "checkpoint", "sample")
+    text = "\n".join(next_steps(store, ckpt))
+    assert f"{ckpt.path}/hf/discriminator (in the store)" in text
+    assert f"kolectra export {ckpt.id} --to DIR --out {bucket}/r writes it to a local folder" in text
+    assert "from_pretrained(<that directory>)" not in text
+    local = open_store(tmp_path / "root")
+    text = "\n".join(next_steps(local, _standin(local, "checkpoint", "sample")))
+    assert "from_pretrained(<that directory>) loads it" in text and "kolectra export" not in text
