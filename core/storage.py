@@ -346,8 +346,15 @@ def age(location: str, found: dict | None = None) -> float | None:
     return None if then is None or now is None else now - then
 
 
+def _marker(name: str) -> bool:
+    """Whether a key is a folder marker: a key ending in ``/`` (the zero-byte objects that S3's and
+    GCS's consoles, FUSE mounts and Hadoop's s3a make for a folder), which no file can be."""
+    return name.endswith("/")
+
+
 def listing(prefix: str) -> dict[str, dict]:
-    """Every object under ``prefix`` (recursively): relative path -> its info (size, checksum)."""
+    """Every object under ``prefix`` (recursively): relative path -> its info (size, checksum).
+    Folders and folder markers are none (a local root lists no directory either)."""
     fs, path = filesystem(prefix)
     with translated(prefix):
         try:
@@ -355,17 +362,20 @@ def listing(prefix: str) -> dict[str, dict]:
         except FileNotFoundError:
             return {}
     base = path.rstrip("/") + "/"
-    return {name[len(base):]: meta for name, meta in found.items() if name.startswith(base) and meta.get("type") != "directory"}
+    return {name[len(base):]: meta for name, meta in found.items() if name.startswith(base) and meta.get("type") != "directory"
+            and not _marker(name) and not _marker(str(meta.get("Key", "")))}
 
 
 def children(prefix: str) -> list[str]:
-    """The names directly under ``prefix`` (objects and common prefixes)."""
+    """The names directly under ``prefix`` (objects and common prefixes; not the folder marker of
+    ``prefix`` itself)."""
     fs, path = filesystem(prefix)
     with translated(prefix):
         try:
-            return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path.rstrip("/"), detail=False))
+            found = fs.ls(path.rstrip("/"), detail=False)
         except FileNotFoundError:
             return []
+    return sorted({p.rstrip("/").rsplit("/", 1)[-1] for p in found if p.rstrip("/") != path.rstrip("/")})
 
 
 def iter_glob(pattern: str) -> Iterator[tuple[str, int, str | None]]:

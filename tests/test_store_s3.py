@@ -342,3 +342,31 @@ def test_corpus_inputs_may_be_globs_in_the_bucket(bucket):
     corpus = stages.corpus(open_store(f"{bucket}/g2"), [f"{bucket}/raw/*.jsonl.gz"], sets=["min_chars=10"])
     assert [i["path"] for i in corpus.manifest["inputs"]] == [f"{bucket}/raw/a.jsonl.gz"]
     assert corpus.manifest["stats"]["records_in"] == 300
+
+
+def test_folder_markers_in_the_bucket_are_no_objects(bucket, capsys):
+    # a root copied through a FUSE mount or a console gets a zero-byte "dir/" key for each folder:
+    # they made every artifact damaged (rebuilt, named by verify), a kind's marker an incomplete
+    # artifact in the list, and gc named it for removal
+    from kolectra.core.stage import StageOutput
+    from tests.fault_child import toy_request
+
+    def produce(out: Path) -> StageOutput:
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text("markers")
+        return StageOutput(stats={"n": 7})
+
+    store = open_store(f"{bucket}/m")
+    art = store.build(toy_request("markers"), produce)
+    fs, path = storage.filesystem(str(art.path))
+    name, _, key = path.partition("/")
+    for marker in ("m/", "m/corpus/", "m/.locks/", f"{key}/", f"{key}/data/"):
+        fs.call_s3("put_object", Bucket=name, Key=marker, Body=b"")
+    assert sorted(storage.listing(str(art.path))) == ["data/a.txt", "manifest.json"]
+    assert storage.children(f"{bucket}/m/corpus") == [art.path.name]
+    assert store.verify(art) == [] and store.verify(art, quick=True) == []
+    assert store.scan() == ([art], [])
+    capsys.readouterr()
+    again = store.build(toy_request("markers"), produce)
+    assert again == art and "reusing" in capsys.readouterr().err
+    assert store.collect(dry_run=True) == ([], [])
