@@ -43,7 +43,7 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     v.add_argument("--kind", default=None, choices=KINDS, help="only this kind (default: every kind)")
     v = verbs.add_parser("show", help="manifest summary and lineage tree back to the raw inputs",
                          formatter_class=raw,
-                         epilog="example:\n  kolectra artifacts show sample  (a name, id, id prefix or directory)")
+                         epilog="example:\n  kolectra artifacts show sample-nsmc  (a name, id, id prefix or directory)")
     common(v, with_config=False)
     v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
     v.add_argument("--json", action="store_true", help="print the whole manifest as JSON (default: a summary)")
