@@ -163,7 +163,8 @@ def test_korquad_items_that_are_not_objects_name_their_json_path(tmp_path):
 
 def test_korquad_answers_and_keys_that_are_missing_or_not_what_they_say_are_refused(tmp_path):
     """A null text had been read as the answer "None", answer_start true as 1 and 5.7 as 5 (a
-    match), 1e999 stopped the run with an OverflowError; an article without paragraphs or a
+    match), 1e999 and 10**20 (past int64, counted as a mismatch and then stored) stopped the run with an
+    OverflowError; an article without paragraphs or a
     paragraph without qas was read as holding no questions, silently."""
     def doc(answer=None, para=None, article=None):
         qa = {"id": "a", "question": "호수는?", "answers": [answer or {"text": "천지", "answer_start": 5}]}
@@ -177,6 +178,8 @@ def test_korquad_answers_and_keys_that_are_missing_or_not_what_they_say_are_refu
         r"answers need .* \(answer_start true\)": doc({"text": "천지", "answer_start": True}),
         r"answers need .* \(answer_start 5\.7\)": doc({"text": "천지", "answer_start": 5.7}),
         r"answers need .* \(answer_start Infinity\)": doc({"text": "천지", "answer_start": float("inf")}),
+        r"answers need .* \(answer_start 100000000000000000000, past any context\)": doc(
+            {"text": "천지", "answer_start": 10**20}),
         r"data\[0\]: no 'paragraphs' list": doc(article={"title": "t"}),
         r"data\[0\]\.paragraphs\[0\]: no 'qas' list": doc(para={"context": "백두산의 천지"}),
     }

@@ -91,6 +91,8 @@ def _answer(x: dict) -> tuple[str, int]:
         raise ValueError(f"text {json.dumps(text, ensure_ascii=False)[:40]}")
     if isinstance(start, bool) or (isinstance(start, float) and not start.is_integer()):
         raise ValueError(f"answer_start {json.dumps(start)[:40]}")
+    if not -2**63 <= int(start) < 2**63:  # the rows' int64 column (10**20 stopped the run with an OverflowError)
+        raise ValueError(f"answer_start {str(start)[:40]}, past any context")
     return text, int(start)
 
 
