@@ -12,6 +12,8 @@ Two adjustments make the spans a clean partition (pure functions below, tested w
   (``[0, 1, "VV+EP"]`` for 했), so morph spans are sorted and disjoint.
 - :func:`cover_sentences` makes sentence spans sorted and disjoint, and attaches any non-space
   text Kiwi left between sentences to the previous sentence, so sentences cover the text.
+- :func:`split_at_line_breaks` ends a sentence at every line break that no morph spans (Kiwi
+  ends one only where its grammar does: a list of lines without marks was one sentence).
 
 The Beam wrapper builds one Kiwi per worker in ``DoFn.setup`` (loading the model takes seconds and
 about half a gigabyte of resident memory; measured in docs/corpus.md). A language whose profile (``corpus/languages.py``)
@@ -22,6 +24,7 @@ marks ``W``, digits ``N``) or single punctuation ``P`` / symbol ``S`` characters
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 import warnings
@@ -186,7 +189,31 @@ def spans_from_sentences(text: str, sents) -> tuple[list[list[int]], list[list]]
         morphs = merge_morphs((t.start, t.len, t.tag) for s in sents for t in (s.tokens or ()))
     if len(sentences) != 1 or morphs and (morphs[0][0] < sentences[0][0] or morphs[-1][1] > sentences[0][1]):
         morphs = clip_morphs(morphs, sentences)
+    if "\n" in text:
+        sentences = split_at_line_breaks(text, sentences, morphs)
     return sentences, morphs
+
+
+def split_at_line_breaks(text: str, sentences: list[list[int]], morphs: list[list]) -> list[list[int]]:
+    """Sentences cut at every line break inside them, as :class:`RuleSegmenter`'s end at one.
+
+    Kiwi ends a sentence at a line break only where its grammar does (``제목\n본문이다.`` was one
+    sentence, a list of lines without marks one sentence); cleaning leaves a line break only where
+    the input had one (a title, a list item, a paragraph). A line break inside a morph (Kiwi's
+    multi-word names: ``휴\n그랜트``) cuts nothing, so every morph stays inside one sentence.
+    """
+    starts = [m[0] for m in morphs]
+    out: list[list[int]] = []
+    for s, e in sentences:
+        at = text.find("\n", s, e)
+        while at != -1:
+            i = bisect.bisect_right(starts, at) - 1
+            if i < 0 or morphs[i][1] <= at:  # in no morph: a boundary
+                out.append([s, at])
+                s = at + 1
+            at = text.find("\n", at + 1, e)
+        out.append([s, e])
+    return cover_sentences(text, out)  # trimmed of the spaces round a line break, none empty
 
 
 def _merge_in_order(sents) -> list[list] | None:

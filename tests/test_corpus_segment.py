@@ -174,3 +174,33 @@ def test_a_document_the_analyser_fails_on_is_a_named_dead_letter(tmp_path, monke
     texts = {json.loads(l)["text"] for f in sorted((out / "data").glob("*.jsonl.gz"))
              for l in gzip.open(f, "rt", encoding="utf-8")}
     assert texts == {lines[0], lines[2], lines[3]}
+
+
+# ---------------------------------------------------------------- line breaks
+
+def test_a_line_break_ends_a_sentence_unless_a_morph_holds_it():
+    # sentences [0, 9]: morphs 휴\n그랜트 (3-8) hold the break at 4; the break at 9 is free
+    text = "배우 휴\n그랜트\n좋다"
+    morphs = [[0, 2, "NNG"], [3, 8, "NNP"], [9, 10, "VA"], [10, 11, "EF"]]
+    assert segment.split_at_line_breaks(text, [[0, 11]], morphs) == [[0, 8], [9, 11]]
+    assert segment.split_at_line_breaks("가\n나", [[0, 3]], []) == [[0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize("lines", [
+    ["영화 제목", "감독 홍길동", "출연 김철수 이영희", "줄거리 두 사람이 만나 사랑에 빠진다"],  # Kiwi: one sentence
+    [f"- 항목 {i} 사과와 배" for i in range(300)],  # a list: one sentence of 4,389 characters
+])
+def test_kiwi_sentences_end_at_line_breaks(segmenter, lines):
+    """Kiwi ends a sentence at a line break only where its grammar does: a title, a list or a table
+    without marks was one sentence, which the examples stage cut to one sequence (the rest lost)."""
+    text = "\n".join(lines)
+    sentences, morphs = segmenter.segment(text)
+    assert [text[s:e] for s, e in sentences] == lines
+    assert "".join(text[s:e] for s, e, _ in morphs) == "".join(text.split())
+
+
+def test_a_line_break_inside_a_kiwi_name_stays_in_its_sentence(segmenter):
+    text = "배우 휴\n그랜트 좋다\n다음 줄"
+    sentences, morphs = segmenter.segment(text)
+    assert any(text[s:e] == "휴\n그랜트" for s, e, _ in morphs)  # Kiwi's multi-word name, across the break
+    assert [text[s:e] for s, e in sentences] == ["배우 휴\n그랜트 좋다", "다음 줄"]
