@@ -179,11 +179,25 @@ def check_bucket(url: str) -> None:
         raise StoreError(f"{url!r} names no bucket: give the root as {scheme(url)}://BUCKET/PREFIX")
     with translated(url):
         try:
-            found = fs.exists(bucket) if scheme(url) not in ("s3", "s3a") else bool(fs.call_s3("head_bucket", Bucket=bucket))
+            found = fs.exists(bucket) if scheme(url) not in ("s3", "s3a") else _s3_bucket_found(fs, path)
         except FileNotFoundError:
             found = False
     if not found:
         raise StoreError(f"{url}: the bucket {bucket!r} does not exist (create it first, or check the name)")
+
+
+def _s3_bucket_found(fs, path: str) -> bool:
+    """Whether the bucket of ``path`` (``bucket/prefix``) is there: a HEAD of the bucket, or where
+    that is refused, a one-key listing of the prefix. A HEAD needs ``s3:ListBucket`` on the whole
+    bucket, which credentials confined to a prefix (an ``s3:prefix`` condition, a shared bucket's
+    usual grant) are refused, though they list, read and write all the store does."""
+    bucket, _, prefix = path.partition("/")
+    try:
+        return bool(fs.call_s3("head_bucket", Bucket=bucket))
+    except PermissionError:
+        prefix = prefix.strip("/")
+        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1)
+        return True
 
 
 # ---- reading and writing --------------------------------------------------------------------------
