@@ -39,18 +39,39 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 FILL = {"labels": -100}
 
 
-def split_dev(rows: Sequence, dev_fraction: float, seed: int) -> tuple[list, list]:
+def split_dev(rows: Sequence, dev_fraction: float, seed: int,
+              key: Callable[[object], object] = lambda row: None) -> tuple[list, list]:
     """Seeded shuffle of the train rows; the first ``dev_fraction`` become dev (in file order).
 
+    Rows with the same ``key`` (their normalised text: :func:`finetune.leakage.text_key`) fall on
+    one side together: a text repeated in the file (NSMC repeats reviews) otherwise lands in both,
+    and the epoch is chosen partly on rows the model trained on.  ``None`` keys stand alone.
     The train side keeps the shuffled order, so ``max_train_examples`` takes a random subset."""
     if not 0.0 < dev_fraction < 1.0:
         raise FinetuneError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
-    order = list(range(len(rows)))
+    groups: dict[object, list[int]] = {}
+    for i, row in enumerate(rows):
+        k = key(row)
+        groups.setdefault(("row", i) if k is None else ("text", k), []).append(i)
+    order = list(groups.values())  # first-seen order, then a seeded shuffle: the same carve every run
     random.Random(seed).shuffle(order)
     n_dev = max(1, int(round(dev_fraction * len(rows))))
-    if n_dev >= len(rows):
-        raise FinetuneError(f"train file has {len(rows)} rows: too few to carve a dev set")
-    return [rows[i] for i in order[n_dev:]], [rows[i] for i in sorted(order[:n_dev])]
+    dev, train, held = [], [], 0
+    for group in order:  # a group that would overshoot n_dev stays in train (repeats are rare in real files)
+        if held + len(group) <= n_dev:
+            dev.append(group)
+            held += len(group)
+        else:
+            train.append(group)
+    if not dev and len(train) > 1:  # every text repeated more than n_dev times: the smallest group
+        dev.append(train.pop(min(range(len(train)), key=lambda g: len(train[g]))))
+    if not dev or not train:
+        raise FinetuneError(f"train file has {len(rows)} rows{_distinct(order, rows)}: too few to carve a dev set")
+    return [rows[i] for group in train for i in group], [rows[i] for i in sorted(i for g in dev for i in g)]
+
+
+def _distinct(groups: list, rows: Sequence) -> str:
+    return "" if len(groups) == len(rows) else f" ({len(groups)} distinct texts)"
 
 
 def rows(columns: dict[str, list]):

@@ -21,6 +21,12 @@ def _normalise(value) -> str:
     return " ".join(unicodedata.normalize("NFC", "" if value is None else str(value)).split())
 
 
+def text_key(row: dict) -> tuple[str, ...] | None:
+    """A row's normalised text columns (None for a row without text): the unit a dev split is carved by."""
+    key = tuple(_normalise(row[c]) for c in TEXT_COLUMNS if c in row)
+    return key if any(key) else None
+
+
 def _keys(ds) -> list[tuple[str, ...]]:
     cols = [c for c in TEXT_COLUMNS if c in ds.column_names]
     return [tuple(_normalise(v) for v in row) for row in zip(*(ds[c] for c in cols))] if cols else []

@@ -24,7 +24,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:

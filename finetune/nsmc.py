@@ -19,12 +19,13 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import rows, split_dev
 from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.report import nsmc_table
 
 __all__ = ["run", "split_dev", "Nsmc"]
 
-STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 class Nsmc(skeleton.Task):
@@ -34,7 +35,7 @@ class Nsmc(skeleton.Task):
 
     def read(self, cfg, train_file, eval_file):
         train_src, test_src = read_nsmc(train_file, cfg.max_bad_fraction), read_nsmc(eval_file, cfg.max_bad_fraction)
-        train, dev = split_dev(train_src.rows, cfg.dev_fraction, cfg.seed)
+        train, dev = split_dev(train_src.rows, cfg.dev_fraction, cfg.seed, key=lambda r: text_key({"text": r.document}))
         test = test_src.rows
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]

@@ -192,7 +192,7 @@ def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> l
     seen, scored = ([data.train, data.dev], data.test) if data.test is not None else ([data.train], data.dev)
     n, total = overlap(seen, scored)
     if not n:
-        return []
+        return warn_dev_overlap(task, data, train_file)
     dev_file = getattr(task, "dev_file", None) if data.test is not None else None
     if dev_file is not None and overlap([data.train], scored)[0] < n:  # some only in the --dev file
         where = f"training file {train_file} or the dev file {dev_file}"
@@ -201,6 +201,21 @@ def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> l
     text = (f"{task.name}: {n} of {total} scored rows ({n / total:.1%}) of {eval_file} also appear in the "
             f"{where} (same text after NFC and whitespace normalisation): the score "
             "overstates what the model learned; remove them from one of the files")
+    warn(text)
+    return [text] + warn_dev_overlap(task, data, train_file)
+
+
+def warn_dev_overlap(task: Task, data: Data, train_file: Path) -> list[str]:
+    """One warning when a ``--dev`` file's rows are also training rows: the epoch is then chosen partly
+    on memorised rows (a carved dev split keeps every text on one side: ``features.split_dev``)."""
+    if data.test is None or not task.select:
+        return []
+    n, total = overlap([data.train], data.dev)
+    if not n:
+        return []
+    text = (f"{task.name}: {n} of {total} dev rows ({n / total:.1%}) also appear in the training file {train_file} "
+            "(same text after NFC and whitespace normalisation): the epoch is chosen partly on rows the model "
+            "trained on; remove them from one of the files")
     warn(text)
     return [text]
 

@@ -23,6 +23,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import rows, split_dev
 from kolectra.finetune.files import FinetuneError, same_content
+from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.tables import Table, check_bad, read_table
 
 
@@ -58,7 +59,7 @@ class TextTask(skeleton.Task):
             dev_set = t_dev.path.name
         else:
             try:
-                (train, dev), t_dev = split_dev(train, cfg.dev_fraction, cfg.seed), None
+                (train, dev), t_dev = split_dev(train, cfg.dev_fraction, cfg.seed, key=text_key), None
             except FinetuneError as e:  # too few rows: name the file, and the way out
                 raise FinetuneError(f"{t_train.path}: {e}; or pass --dev FILE") from None
             dev_set = f"{cfg.dev_fraction:g} of {t_train.path.name}, carved with seed {cfg.seed}"

@@ -173,6 +173,20 @@ def test_overlap_with_the_dev_file_names_the_dev_file(tmp_path, capsys):
     assert "dev file" not in said[0]
 
 
+def test_dev_file_rows_in_the_training_file_warn(tmp_path):
+    """A --dev file sharing rows with the training file chose the epoch on memorised rows, unsaid."""
+    from kolectra.finetune import classify, skeleton
+    from kolectra.finetune.features import rows
+
+    task = classify.Classify(tmp_path / "dev.tsv")
+    data = skeleton.Data(rows({"text": ["가", "나", "다"]}), rows({"text": ["나 ", "라", "마", "바"]}),
+                         rows({"text": ["사"]}), {})
+    said = skeleton.warn_overlap(task, data, tmp_path / "train.tsv", tmp_path / "test.tsv")
+    assert len(said) == 1 and "1 of 4 dev rows (25.0%) also appear in the training file" in said[0]
+    clean = skeleton.Data(data.train, rows({"text": ["라", "마"]}), data.test, {})
+    assert skeleton.warn_overlap(task, clean, tmp_path / "train.tsv", tmp_path / "test.tsv") == []
+
+
 def test_no_overlap_no_warning(tiny_model, tmp_path, capsys):
     nsmc_file(tmp_path / "train.txt", 60, 0)
     (tmp_path / "test.txt").write_text("id\tdocument\tlabel\n" + "".join(

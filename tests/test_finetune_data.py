@@ -80,6 +80,40 @@ def test_nsmc_dev_split_is_seeded_and_disjoint(tmp_path):
     assert [r.id for r in split_dev(rows, 0.1, seed=8)[1]] != [r.id for r in dev]
 
 
+def test_a_carved_dev_split_keeps_each_text_on_one_side(tmp_path):
+    """NSMC repeats reviews: the carve put 3.2 % of its dev rows' texts in train too (the epoch was
+    chosen partly on memorised rows). Repeats, also after NFC and whitespace changes, now go together."""
+    import unicodedata
+
+    texts = [f"리뷰 {i % 40}" for i in range(120)]  # every text three times
+    texts = [unicodedata.normalize("NFD", t) if i % 3 == 1 else t.replace(" ", "  ") if i % 3 == 2 else t
+             for i, t in enumerate(texts)]
+    lines = "".join(f"{i}\t{t}\t{i % 2}\n" for i, t in enumerate(texts))
+    rows = read_nsmc(write(tmp_path, "id\tdocument\tlabel\n" + lines)).rows
+    key = lambda r: " ".join(unicodedata.normalize("NFC", r.document).split())  # noqa: E731
+    for seed in range(5):
+        train, dev = nsmc_split(rows, seed)
+        assert not {key(r) for r in train} & {key(r) for r in dev}
+        assert len(dev) == 12 and len(train) + len(dev) == 120
+
+
+def nsmc_split(rows, seed):
+    from kolectra.finetune.leakage import text_key
+
+    return split_dev(rows, 0.1, seed, key=lambda r: text_key({"text": r.document}))
+
+
+def test_the_nsmc_task_carves_by_text(tmp_path):
+    """The task itself passes the text key (the test above checks the carve)."""
+    from kolectra.finetune import nsmc
+    from kolectra.finetune.config import NsmcConfig
+
+    lines = "".join(f"{i}\t리뷰 {i % 30}\t{i % 2}\n" for i in range(90))
+    path = write(tmp_path, "id\tdocument\tlabel\n" + lines)
+    data = nsmc.Nsmc().read(NsmcConfig(dev_fraction=0.2), path, path)
+    assert not set(data.train["text"]) & set(data.dev["text"]) and len(data.dev) == 18
+
+
 def test_config_overrides_reach_nested_optim():
     cfg = override(NsmcConfig(), ["optim.layerwise_lr_decay=0.8", "epochs=2"])
     assert cfg.optim.layerwise_lr_decay == 0.8 and cfg.epochs == 2 and cfg.seed == 42

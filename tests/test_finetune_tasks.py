@@ -59,7 +59,9 @@ def write(path: Path, lines: list[str]) -> Path:
 def topics_tsv(path: Path, n: int, offset: int) -> Path:
     names = list(TOPICS)
     rows = [(names[(i + offset) % 3], (i * 5 + offset) % 4) for i in range(n)]
-    return write(path, ["id\ttext\tlabel"] + [f"{i}\t{TOPICS[lab][k]}\t{lab}" for i, (lab, k) in enumerate(rows)])
+    # a row number makes each text its own: a carved dev split keeps repeated texts on one side
+    return write(path, ["id\ttext\tlabel"] + [f"{i}\t{TOPICS[lab][k]} {offset * 1000 + i}\t{lab}"
+                                               for i, (lab, k) in enumerate(rows)])
 
 
 def nli_rows(n: int, offset: int) -> list[tuple[str, str, str]]:
@@ -79,7 +81,7 @@ def sts_tsv(path: Path, n: int, offset: int) -> Path:
         s1 = (SIMILAR if similar else UNRELATED)[(i + offset) % 3]
         score = (4.0 if similar else 0.5) + 0.25 * ((i + offset) % 3)  # each sentence its own score
         lines.append(f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score:.3f}\t{s1}\t"
-                     + ('"따옴표 하나' if i == 3 else "비교 문장"))
+                     + ('"따옴표 하나' if i == 3 else f"비교 문장 {offset * 1000 + i}"))  # each pair its own
     return write(path, lines)
 
 
