@@ -186,6 +186,14 @@ def test_korquad_answers_and_keys_that_are_missing_or_not_what_they_say_are_refu
     for message, data in bad.items():
         with pytest.raises(FinetuneError, match=rf"bad\.json: .*{message}"):
             read_squad(_squad(tmp_path, data))
+    # a lone surrogate, valid JSON ("\\ud800") that no UTF-8 text can hold: an internal UnicodeEncodeError
+    for message, data in {r"data\[0\]\.paragraphs\[0\]: its context has a lone surrogate .* at character 7":
+                          doc(para={"context": "백두산의 천지\ud800", "qas": []}),
+                          r"question 'a' \(data\[0\]\.paragraphs\[0\]\): its answers\[0\]\.text has a lone surrogate":
+                          doc({"text": "\udc00천지", "answer_start": 5})}.items():
+        (tmp_path / "bad.json").write_text(json.dumps({"data": data}), encoding="utf-8")  # escaped: ASCII
+        with pytest.raises(FinetuneError, match=rf"bad\.json: {message}"):
+            read_squad(tmp_path / "bad.json")
     # a whole number written as a float, an empty list of paragraphs or questions: read as before
     questions, stats = read_squad(_squad(tmp_path, doc({"text": "천지", "answer_start": 5.0})
                                          + [{"title": "v", "paragraphs": []}, {"title": "w", "paragraphs": [

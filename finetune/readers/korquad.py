@@ -107,6 +107,17 @@ def _required(obj: dict, key: str, where: str) -> list:
     return _items(obj, key, where)
 
 
+def _utf8(where: str, fields: dict[str, str]) -> None:
+    """Refuse a lone surrogate: ``json.load`` reads ``"\\ud800"`` into a string no UTF-8 text can hold,
+    and storing the questions as rows had stopped the run with an internal UnicodeEncodeError."""
+    for name, value in fields.items():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise FinetuneError(f"{where}: its {name} has a lone surrogate (a JSON escape such as \\ud800 that no "
+                                f"UTF-8 text can hold) at character {e.start}; remove it") from None
+
+
 def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dict]:
     """Flatten articles -> questions; returns them with counts of what was checked.
 
@@ -115,12 +126,16 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
     seen: set[str] = set()
     bad_starts = 0
     for a_i, article in enumerate(doc["data"]):
-        for p_i, para in enumerate(_required(article, "paragraphs", f"{source}: data[{a_i}]")):
+        paragraphs = _required(article, "paragraphs", f"{source}: data[{a_i}]")
+        title = str(article.get("title", ""))
+        _utf8(f"{source}: data[{a_i}]", {"title": title})
+        for p_i, para in enumerate(paragraphs):
             at = f"data[{a_i}].paragraphs[{p_i}]"
             qas = _required(para, "qas", f"{source}: {at}")
             context = para.get("context")
             if not isinstance(context, str):
                 raise FinetuneError(f"{source}: {at} has no context string")
+            _utf8(f"{source}: {at}", {"context": context})
             for q_i, qa in enumerate(qas):
                 if not isinstance(qa, dict):
                     raise FinetuneError(f"{source}: {at}.qas[{q_i}]: expected an object, got {type(qa).__name__}")
@@ -142,8 +157,9 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                     raise FinetuneError(f"{where}: no answers (KorQuAD 1.0 has no unanswerable questions)")
                 if any(not text.strip() for text, _ in pairs):  # no span to learn, no gold to score against
                     raise FinetuneError(f"{where}: an answer's text is empty; write it in or remove that answer")
-                q = Question(qa["id"], qa["question"], context, pairs,
-                             str(article.get("title", "")))
+                _utf8(where, {"id": qa["id"], "question": qa["question"]}
+                      | {f"answers[{k}].text": text for k, (text, _) in enumerate(pairs)})
+                q = Question(qa["id"], qa["question"], context, pairs, title)
                 bad_starts += sum(1 for k in range(len(pairs)) if not q.span_ok(k))
                 out.append(q)
     stats = {"articles": len(doc["data"]), "questions": len(out), "bad_answer_starts": bad_starts,
