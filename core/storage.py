@@ -287,7 +287,7 @@ def object_info(location: str) -> dict | None:
     the HEAD finds nothing); the key is taken as it is, ``*``, ``?`` and ``[`` included."""
     fs, path = filesystem(location)
     bucket, _, key = path.partition("/")
-    if not bucket or not key or key.endswith("/"):
+    if _marker(location) or (scheme(location) in ROOT_SCHEMES and not (bucket and key)):
         return None
     with translated(location):
         try:

@@ -152,3 +152,14 @@ def test_a_key_with_glob_characters_is_that_object_and_a_folder_is_named(bucket,
         with pytest.raises(inputs.InputError, match=re.escape(f"is a folder in the store: name its objects with a "
                                                               f"glob, --input '{bucket}/{folder.rstrip('/')}/*'")):
             inputs.list_inputs([f"{bucket}/{folder}"])
+    # any fsspec store, not only a bucket
+    import fsspec
+
+    memory = fsspec.filesystem("memory")
+    memory.pipe("/hT-inputs/data[1].txt", b"x\n")
+    memory.pipe("/hT-inputs/data1.txt", b"yy\n")
+    try:
+        assert [f.path for f in inputs.list_inputs(["memory://hT-inputs/data[1].txt"])] == \
+            ["memory://hT-inputs/data[1].txt"]
+    finally:
+        memory.rm("/hT-inputs", recursive=True)
