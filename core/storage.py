@@ -149,7 +149,9 @@ def describe_failure(url: str, e: BaseException) -> str:
     if "NoCredentials" in name or "Unable to locate credentials" in text or "DefaultCredentialsError" in name:
         return (f"{url}: no credentials found (S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile; "
                 f"GCS: GOOGLE_APPLICATION_CREDENTIALS): {text}")
-    if "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text or "invalid_grant" in text:
+    # S3's codes, or its words for them where the client kept only the message (s3fs's PermissionError)
+    if any(w in text for w in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "invalid_grant",
+                               "signature we calculated does not match", "Access Key Id you provided does not exist")):
         return f"{url}: the store refused the credentials (check the access key and secret): {text}"
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         return f"{url}: the bucket does not exist (create it first, or check the name): {text}"

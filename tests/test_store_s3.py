@@ -265,6 +265,11 @@ def test_credentials_confined_to_the_roots_prefix_open_it(tmp_path):
         other = _cli("artifacts", "list", "--out", "s3://elsewhere/k", env=env)
         assert other.returncode == 2 and other.stderr.count("\n") == 1 and "s3://elsewhere/k" in other.stderr
         assert "permission refused" in other.stderr
+        # a wrong secret or an unknown key is named as such, not as a permission refused
+        for wrong in ({"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, {"AWS_ACCESS_KEY_ID": "AKIANOSUCHKEY0000000"}):
+            refused = _cli("artifacts", "list", "--out", "s3://shared/team/kolectra", env={**env, **wrong})
+            assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+            assert "refused the credentials (check the access key and secret)" in refused.stderr
     finally:
         server.terminate()
         server.wait(timeout=30)
