@@ -180,6 +180,8 @@ def test_korquad_answers_and_keys_that_are_missing_or_not_what_they_say_are_refu
         r"answers need .* \(answer_start Infinity\)": doc({"text": "천지", "answer_start": float("inf")}),
         r"answers need .* \(answer_start 100000000000000000000, past any context\)": doc(
             {"text": "천지", "answer_start": 10**20}),
+        r"an answer's text is empty \(or only whitespace and invisible characters\)": doc(
+            {"text": "\u200b\x07", "answer_start": 4}),  # in no token: its target started after it ended
         r"data\[0\]: no 'paragraphs' list": doc(article={"title": "t"}),
         r"data\[0\]\.paragraphs\[0\]: no 'qas' list": doc(para={"context": "백두산의 천지"}),
     }

@@ -107,6 +107,13 @@ def _required(obj: dict, key: str, where: str) -> list:
     return _items(obj, key, where)
 
 
+def _visible(text: str) -> bool:
+    """Whether ``text`` has a character besides whitespace, controls and format characters (U+200B...),
+    which tokenizers drop: an answer of those alone is in no token, and its training target had
+    started after it ended."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+
+
 def _utf8(where: str, fields: dict[str, str]) -> None:
     """Refuse a lone surrogate: ``json.load`` reads ``"\\ud800"`` into a string no UTF-8 text can hold,
     and storing the questions as rows had stopped the run with an internal UnicodeEncodeError."""
@@ -155,8 +162,9 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
                                         + (f" ({e.args[0]})" if isinstance(e, ValueError) else "")) from None
                 if not pairs:
                     raise FinetuneError(f"{where}: no answers (KorQuAD 1.0 has no unanswerable questions)")
-                if any(not text.strip() for text, _ in pairs):  # no span to learn, no gold to score against
-                    raise FinetuneError(f"{where}: an answer's text is empty; write it in or remove that answer")
+                if any(not _visible(text) for text, _ in pairs):  # no span to learn, no gold to score against
+                    raise FinetuneError(f"{where}: an answer's text is empty (or only whitespace and invisible "
+                                        f"characters); write it in or remove that answer")
                 _utf8(where, {"id": qa["id"], "question": qa["question"]}
                       | {f"answers[{k}].text": text for k, (text, _) in enumerate(pairs)})
                 q = Question(qa["id"], qa["question"], context, pairs, title)
