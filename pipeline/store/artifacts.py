@@ -12,7 +12,8 @@ complete artifact or nothing under ``ROOT/<kind>/`` (private areas: :mod:`.works
 1. check    kind known; every parent intact, and unchanged since its own children recorded it.
 2. reserve  lock ``ROOT/.locks/<kind>-<id>.lock``: one builder per request; a second identical
             run waits (saying for whom) and then joins the first one's result.
-3. join     the artifact exists: reuse it. A build of this request that was sealed but killed
+3. join     the artifact exists, built from the parents as they are now: reuse it (one built from
+            another build of a parent is rebuilt). A build of this request that was sealed but killed
             before its rename is published as it is; earlier attempts' directories are deleted.
 4. prepare  a private directory: a new ``ROOT/.tmp/<kind>-<id>-<hex8>/``, or for a resumable stage
             (pretraining) its run ``ROOT/.work/<kind>-<id>/out/``; with ``resume`` the interrupted
@@ -50,7 +51,7 @@ from typing import Callable, Collection, Iterable
 
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
-from kolectra.pipeline.store.catalog import Artifact, Catalog, default_root, load
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, default_root, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
     MANIFEST,
@@ -252,13 +253,19 @@ class Store(Catalog):
         """A data-parallel rank after the first: no lock, no publishing. It trains in rank 0's run
         directory (once rank 0 has prepared it) and returns what rank 0 publishes."""
         kind, aid = request.kind, request.id()
-        if not force and (found := self.find(kind, aid)) is not None:
+        if not force and (found := self._current(request)) is not None:
             return found  # rank 0 reuses it too
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         followers.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file(), rank)
         followers.wait_for_rank_0_group(rank)
         produce(run.out)
-        return followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid), rank)
+        return followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self._current(request), rank)
+
+    def _current(self, request: Request) -> Artifact | None:
+        """The published artifact of ``request`` if it was built from the request's parents as they are
+        now (what rank 0's :meth:`_published` reuses; a rank that took a stale one would not train)."""
+        found = self.find(request.kind, request.id())
+        return None if found is None or built_from_others(found.manifest, request.parents) else found
 
     def _join(self, request: Request, reuse: bool) -> Artifact | None:
         """The published artifact, or a sealed but unpublished build of it (then published now).
@@ -271,7 +278,8 @@ class Store(Catalog):
         unheld = [] if run.live() else [run.out]  # a root sharing .work may be building this request now
         for d in [] if found or not reuse else [*workspace.leftovers(self.root, kind, aid), *unheld]:
             with contextlib.suppress(ArtifactError):
-                if read_manifest(d)["id"] == aid and not verify_dir(d):
+                if (m := read_manifest(d))["id"] == aid and not verify_dir(d) and \
+                        not built_from_others(m, request.parents):
                     progress(f"{kind}: publishing {d}, a complete build of this request whose run was stopped "
                              "just before publishing it")
                     found = load(self._publish(d, request))
@@ -284,6 +292,9 @@ class Store(Catalog):
     def _published(self, request: Request) -> Artifact | None:
         for d in self._dirs(request.kind, request.id()):
             problems = verify_dir(d)
+            if not problems and (stale := built_from_others(load(d).manifest, request.parents)):
+                progress(f"{request.kind}: existing {d} {stale}; rebuilding")
+                continue
             if not problems:
                 note = "" if d.name == f"{request.name}-{request.id()}" else (
                     f"; the id is the identity, --name {request.name} names only new builds")

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
@@ -225,8 +225,8 @@ class Catalog:
             elif ref.get("fields_digest") and parent.manifest.get("fields_digest") != ref["fields_digest"]:
                 problems.append(
                     f"{parent.path / MANIFEST}: its fields (config, stats, parents ...) differ from those "
-                    f"{art.path} was built from (fields_digest recorded then): the parent's manifest was edited "
-                    f"since (rebuild {art.kind} {art.path.name} with --force)")
+                    f"{art.path} was built from (fields_digest recorded then): the parent was rebuilt or its "
+                    f"manifest edited since (rebuild {art.kind} {art.path.name} with --force)")
         return problems
 
     def _unreadable(self, art: Artifact, ref: dict) -> list[str]:
@@ -345,6 +345,22 @@ def ref_matches(ref: str, kind: str | None, names: Callable[[str], list[str]]) -
             elif name == ref:
                 by_name.append((k, n))
     return exact or by_name
+
+
+def built_from_others(manifest: dict, parents: Iterable[Artifact]) -> str | None:
+    """Why a published build of a request is not what the request's ``parents`` make now, or None: a
+    parent whose ``digest`` or ``fields_digest`` differs from the one the build recorded in its
+    ``parent_refs`` was rebuilt (``--force``: its provenance, at least, is new) or rewritten since. Such
+    a build is not reused: its children refuse it (:meth:`Catalog.changed_parents`), so reusing it
+    ended the next stage with "rebuild it with --force"; the store rebuilds it in its place."""
+    refs = {r.get("id"): r for r in manifest.get("parent_refs", []) if isinstance(r, dict)}
+    for p in parents:
+        ref = refs.get(p.id) or {}
+        if (ref.get("digest") and ref["digest"] != p.manifest.get("digest")) or (
+                ref.get("fields_digest") and ref["fields_digest"] != p.manifest.get("fields_digest")):
+            return (f"was built from another build of its parent {p.kind}/{p.path.name} (rebuilt or rewritten "
+                    "since)")
+    return None
 
 
 def recorded_store(url: str) -> bool:

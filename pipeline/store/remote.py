@@ -58,7 +58,7 @@ from kolectra.core import conditional, scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
-from kolectra.pipeline.store.catalog import Artifact, Catalog, recorded_store
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, recorded_store
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -333,6 +333,10 @@ class RemoteStore(StoreRuns, Store):
             except ArtifactError:
                 continue  # no manifest: an interrupted build, absent
             problems = remote_problems(art, content=False)
+            if not problems and (stale := built_from_others(art.manifest, request.parents)):
+                if not quiet:
+                    progress(f"{request.kind}: existing {d} {stale}; rebuilding")
+                continue
             if not problems:
                 progress(f"{request.kind}: reusing {d} (same request; --force rebuilds)")
                 return art

@@ -47,7 +47,7 @@ class StoreRuns:
         the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
         the store beside rank 0's, and ``--resume`` fetches the run from there."""
         kind, aid = request.kind, request.id()
-        if not force and (found := self.find(kind, aid)) is not None:
+        if not force and (found := self._current(request)) is not None:
             return found
         run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
         remote_run = storage.join(self.url, WORK, f"{kind}-{aid}")
@@ -64,7 +64,7 @@ class StoreRuns:
             produce(run.out)
         finally:
             self._run_url, self._run_rank = None, 0
-        found = followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self.find(kind, aid), rank)
+        found = followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self._current(request), rank)
         shutil.rmtree(run.path, ignore_errors=True)
         return found
 
