@@ -35,10 +35,16 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
     reused: set[str] = set()
 
     def timed(stage: str, fn, *args, **kwargs) -> Artifact:
+        # what this stage builds, apart from what the store built before: an id built earlier in this
+        # process (a second run_sample on the same store, --force) is built again, not found
         before = set(store.built_here)
-        art = timed_stage(timings, stage, fn, *args, **kwargs)
-        if art.id not in store.built_here - before:  # not built by this stage: found
-            reused.add(stage)
+        store.built_here.clear()
+        try:
+            art = timed_stage(timings, stage, fn, *args, **kwargs)
+            if art.id not in store.built_here:  # not built by this stage: found
+                reused.add(stage)
+        finally:
+            store.built_here.update(before)
         return art
 
     corpus = timed("corpus", stages.corpus, store, [str(SAMPLE / "reviews.jsonl.gz")], name="sample", force=force)

@@ -68,3 +68,30 @@ def test_the_model_in_a_bucket_is_pointed_to_through_export(bucket, monkeypatch,
     local = open_store(tmp_path / "root")
     text = "\n".join(next_steps(local, _standin(local, "checkpoint", "sample")))
     assert "from_pretrained(<that directory>) loads it" in text and "kolectra export" not in text
+
+
+def test_a_forced_rerun_on_the_same_store_is_not_called_reused(tmp_path, monkeypatch, capsys):
+    """run_sample twice on one Store object (a library caller, a test), the second with force: every
+    stage was built again, and the summary marked each "reused" (its id was built before, in the process)."""
+    from kolectra.pipeline import run
+
+    def standin(kind):
+        def stage(store, *args, force=False, name=None, **kwargs):
+            parents = tuple(a for a in args if hasattr(a, "manifest"))
+
+            def produce(out: Path) -> StageOutput:
+                (out / "metrics.json").write_text('{"task": "nsmc", "accuracy_pct": 50.0}')
+                return StageOutput(stats={})
+            return store.build(Request(kind=kind, name=name or "sample", stage_version=1, config={"k": name},
+                                       parents=parents), produce, force)
+        return stage
+
+    for fn, kind in (("corpus", "corpus"), ("vocab", "vocab"), ("examples", "examples"),
+                     ("pretrain", "checkpoint"), ("finetune", "eval")):
+        monkeypatch.setattr(stages, fn, standin(kind))
+    monkeypatch.setattr(run, "demo_budget", lambda sets: "")
+    store = open_store(tmp_path)
+    for force, reused in ((False, 0), (False, 6), (True, 0)):
+        run.run_sample(store, force=force)
+        times = capsys.readouterr().out.split("== wall time")[1].split("\n\n")[0].splitlines()[1:]
+        assert len(times) == 6 and sum("reused" in line for line in times) == reused, (force, times)
