@@ -226,3 +226,28 @@ def test_verify_quick_says_which_objects_it_could_check_by_size_only(bucket):
     quick = _verify("--quick", str(art.path))
     assert quick.returncode == 0 and "note: 1 object(s)" in quick.stderr and "sizes were checked" in quick.stderr
     assert _verify(str(art.path)).returncode == 1  # the full check hashes it
+
+
+def test_the_full_verify_passes_an_object_copied_with_a_new_store_checksum(bucket):
+    # `aws s3 cp` / `sync` copy an object over 8 MB in parts: the same bytes get another ETag
+    # ("md5-N"). The full verify reads every byte, yet named such a copy "rewritten after publishing"
+    # without reading it; the checks that read nothing (--quick, a stage's) still name it
+    import boto3
+    from boto3.s3.transfer import TransferConfig
+
+    art = _standin(open_store(f"{bucket}/old"), "corpus", "big", files={"data/big.bin": os.urandom(6 << 20)})
+    name = bucket.removeprefix("s3://")
+    parts = TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20)
+    for rel in storage.listing(str(art.path)):
+        key = f"old/corpus/{art.path.name}/{rel}"
+        boto3.client("s3").copy({"Bucket": name, "Key": key}, name, "new" + key.removeprefix("old"), Config=parts)
+    store = open_store(f"{bucket}/new")
+    [copied] = store.list("corpus")
+    copy_checksum = storage.checksum_of(storage.info(f"{copied.path}/data/big.bin"))
+    [entry] = [e for e in copied.manifest["files"] if e["path"] == "data/big.bin"]
+    assert copy_checksum != entry["checksum"] and copy_checksum.endswith("-2")  # two parts: a new ETag
+    assert store.verify(copied) == []
+    assert [p.split(": ", 1)[1] for p in store.verify(copied, quick=True)] == \
+        ["rewritten after publishing (store checksum differs from the manifest)"]
+    storage.write_bytes(f"{copied.path}/data/big.bin", os.urandom(6 << 20))  # other bytes: the full check says so
+    assert store.verify(copied) == [f"{copied.path}/data/big.bin: sha256 differs from manifest"]
