@@ -19,6 +19,12 @@ runner holds at its peak"). Beam 2.77, and what each replacement does instead:
 - ``InMemoryDataChannel.input_elements`` (in-process worker and runner) keeps every message until
   the last is read; here each is let go once read.
 
+A job stopped while such a send waits on a full channel (a worker process died, or Ctrl-C) would then
+hang: Beam's teardown closes each channel by queueing one more message behind the send's, which
+nobody reads any more. :func:`give_up_sends` (called by the runner's :class:`~kolectra.corpus.
+interruption.Interruption` once the job is stopped) ends those sends and discards what waits in their
+channels.
+
 The elements, their order and so every byte a job writes are the same (tests/test_beam_local.py).
 :func:`install` is called by ``corpus/runners.LocalRunner`` before each local job; it patches once
 per process, and only when Beam is the version these were written against (:data:`BEAM_VERSION`,
@@ -34,7 +40,9 @@ import contextlib
 import hashlib
 import inspect
 import logging
+import queue
 import threading
+import weakref
 
 _log = logging.getLogger(__name__)
 
@@ -47,8 +55,12 @@ FINGERPRINTS = {
 }
 # sha256 of the Beam 2.77.0 methods whose behaviour the threaded send relies on, not replaced: the
 # runner's output stream flushes on a timer under `_flush_lock` (made in `__init__`), handing its
-# bytes to the channel and only then clearing them (_send_input_to_worker)
+# bytes to the channel and only then clearing them (_send_input_to_worker); a channel's close queues
+# its end mark behind the queued messages, and one forwarding thread moves them from that queue to
+# the one gRPC reads, marking it closed once the mark is through (give_up_sends)
 RELIED_ON = {
+    "_GrpcDataChannel.close": "830f00687460621fa95e1a2d3bb6ed9beabadf2baea1a13158111b922b81d158",
+    "_GrpcDataChannel._forward_pending_to_send": "4892ac900a21c000fd1ead60dbe0771eba756a7a9e5e372952ecfe782df2dbaf",
     "SizeBasedBufferingClosableOutputStream.flush": "12bff9f0f2557fc8251ec75303c6235857916750a917649467e29cb27f781c4c",
     "TimeBasedBufferingClosableOutputStream.__init__": "9e40ab041d65de7e8673184b89287879acbf57348fd11a0ead7aca657afdcdbd",
     "TimeBasedBufferingClosableOutputStream.flush": "1b8351f3ec918ad54aa32190956a49754e1a546d640b1468f49b37a0b6dfbc93",
@@ -59,6 +71,10 @@ PARTITION_STREAM_BYTES = 1 << 20
 SEND_MESSAGE_BYTES = 10 << 20
 
 _originals: dict = {}  # qualified name -> Beam's method, while patched
+# the runner's data channels to worker processes that a send thread wrote to, and those given up
+_sent_to: weakref.WeakSet = weakref.WeakSet()
+_given_up: weakref.WeakSet = weakref.WeakSet()
+_sends_lock = threading.Lock()
 
 
 def _targets() -> dict:
@@ -165,6 +181,8 @@ def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, 
 
     def send() -> None:
         for byte_stream in byte_streams or []:
+            if channel in _given_up:  # the job was stopped: the rest would go nowhere
+                return
             with written:
                 data_out.write(byte_stream)
             if data_out.size() >= SEND_MESSAGE_BYTES:  # each byte stream ends on an element
@@ -176,8 +194,47 @@ def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, 
         return
     # a worker process: the bundle starts while its input is sent, and the worker's reading lets the
     # channel's bounded queues drain; once the worker has the last message the thread is done (a
-    # worker that dies leaves it waiting, with the job failed by then: corpus/worker_watch.py)
+    # worker that dies leaves it waiting, with the job failed by then, until give_up_sends)
+    with _sends_lock:
+        _sent_to.add(channel)
     threading.Thread(target=send, name=f"kolectra-send-{process_bundle_id}", daemon=True).start()
+
+
+def give_up_sends() -> None:
+    """The job was stopped (a worker process died, or Ctrl-C; called again until Beam's teardown
+    ends): the sends to worker processes stop, and what waits in their channels is read and dropped.
+    Otherwise a send to a worker that no longer reads keeps the channel's queues full, and Beam's
+    teardown, which closes each channel by queueing one more message behind it, waits for ever (a
+    worker killed during a shuffle's send over the channel's 200 MB: tests/test_local_worker_channel.py).
+    Each channel gets a thread of its own that reads it until Beam has closed it."""
+    with _sends_lock:
+        new = [channel for channel in _sent_to if channel not in _given_up and _forwarding(channel)]
+        for channel in new:
+            _given_up.add(channel)
+    for channel in new:
+        threading.Thread(target=_discard, args=(channel,), name="kolectra-discard", daemon=True).start()
+
+
+def _forwarding(channel) -> bool:
+    """Whether the channel's forwarding thread still runs: it ends once the channel's close is through."""
+    forwarder = channel._send_forwarder  # noqa: SLF001 - Beam 2.77's channel (fingerprinted)
+    return forwarder is not None and forwarder.is_alive()
+
+
+def _discard(channel) -> None:
+    """Read the runner's messages to a stopped worker and drop them, in the stopped worker's place,
+    until the channel's close is through; the end-of-stream mark that closing queues is put back for
+    gRPC's writer (this reader takes from the same queue; the forwarder that queued it has returned)."""
+    to_send, finished = channel._to_send, channel._WRITES_FINISHED  # noqa: SLF001 - Beam 2.77's channel (fingerprinted)
+    while _forwarding(channel):
+        try:
+            message = to_send.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if message is finished:
+            with contextlib.suppress(queue.Full):
+                to_send.put(message, 0, block=False)
+            return
 
 
 def _input_elements(self, instruction_id, unused_expected_inputs, abort_callback=None):

@@ -51,8 +51,9 @@ class Interruption:
     ``finally`` runs, removes it too while a Ctrl-C can still quit: until the relay that counts
     them is closed (its thread joined), which for a nested Interruption is its enclosing one's."""
 
-    def __init__(self, owns: str | None = None):
+    def __init__(self, owns: str | None = None, on_stop=None):
         self.owns = owns
+        self.on_stop = on_stop  # called once the job is stopped, and again at each sweep until it ends
         self.happened = False
         self.failure: BaseException | None = None
         self._previous = None
@@ -131,6 +132,8 @@ class Interruption:
         :meth:`__exit__`, which comes only after Beam's teardown."""
         quiet_beam_threads()
         stop_local_workers()
+        if self.on_stop is not None:
+            self.on_stop()
         with self._sweeper_lock:
             if self._sweeper is None:
                 self._sweeper = threading.Thread(target=self._sweep, name="kolectra-stop-workers", daemon=True)
@@ -139,6 +142,8 @@ class Interruption:
     def _sweep(self) -> None:
         while not self._ended.wait(STOP_SWEEP_S):
             stop_local_workers()
+            if self.on_stop is not None:
+                self.on_stop()
 
     def __exit__(self, *exc) -> None:
         self._leaving = True

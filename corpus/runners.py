@@ -307,7 +307,9 @@ class LocalRunner(FnApiRunner):
         try:
             # Ctrl-C: stop the workers now, for any job run here (examples too); a worker that
             # dies fails the job at once instead of leaving the runner waiting for it
-            with Interruption() as stop, WorkerWatch(stop.fail, verbosity() >= VERBOSE) as watch:
+            # (and the sends to them give up, or Beam's teardown would wait to close their channels)
+            with Interruption(on_stop=beam_local.give_up_sends) as stop, \
+                    WorkerWatch(stop.fail, verbosity() >= VERBOSE) as watch:
                 try:
                     return super().run_pipeline(pipeline, options)
                 except BaseException:

@@ -8,7 +8,10 @@
   what the send thread wrote meanwhile was cleared unsent, whole groups of a shuffle lost without
   an error. Found with the corpus job on 128 review files (16 copies of 8) on 2 worker processes:
   2 of 512 dedup groups lost (2,612 documents and their 39,708 copies), and the job stopped at its
-  count check (docs/scale.md). Each write now takes the flush's lock."""
+  count check (docs/scale.md). Each write now takes the flush's lock;
+- a job stopped while that send waits on a full channel (its worker killed, or Ctrl-C) ends: Beam's
+  teardown closes the channel by queueing one more message behind the send's, and it waited for
+  ever for the stopped worker to read them."""
 
 from __future__ import annotations
 
@@ -16,8 +19,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from kolectra.corpus import interruption
 from tests import local_flush_job, local_send_job
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,3 +56,33 @@ def test_every_group_reaches_a_worker_whose_channel_is_full_while_the_timed_flus
     groups = local_flush_job.GROUPS
     assert len(sizes) == groups, f"{groups - len(sizes)} of {groups} groups lost"
     assert sizes == [f"{k} {local_flush_job.GROUP_BYTES}" for k in range(groups)]
+
+
+@pytest.mark.parametrize("stop", ["kill -9", "Ctrl-C"])
+def test_a_job_stopped_while_its_send_waits_on_a_full_channel_ends(tmp_path, stop):
+    out = tmp_path / "sizes.txt"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.local_stop_job", str(out)], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 150
+        while not Path(f"{out}.started").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = interruption._proc_children(proc.pid)  # noqa: SLF001 - the runner's own way of finding them
+        assert workers and proc.poll() is None, "the worker never read a group"
+        if stop == "kill -9":
+            os.kill(workers[0], signal.SIGKILL)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=45)  # 1-2 s; before: no end (Beam's teardown waited for the channel)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the job did not end after {stop} during its send") from None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    last = err.strip().splitlines()[-1]
+    assert proc.returncode != 0
+    assert last.startswith("KeyboardInterrupt" if stop == "Ctrl-C" else "kolectra.corpus.worker_watch.WorkerDied"), last
+    assert not out.exists()  # nothing written: the job stopped in the middle of its one stage
