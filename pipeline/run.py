@@ -123,7 +123,11 @@ def summary(store: Store, evals: list[Artifact], timings: dict[str, float], chec
     lines += metric_lines(evals)
     found = warning_lines(store, evals, checkpoint)
     if found:
-        lines += ["", f"== warnings: {len(found)} (printed above as they happened) =="] + found
+        # a reused artifact's warnings were printed when it was built, not in this run
+        when = ("printed above as they happened" if not reused
+                else "recorded when they were built: this run reused every stage" if set(timings) <= set(reused)
+                else "recorded by the artifacts; a stage built in this run printed its own above")
+        lines += ["", f"== warnings: {len(found)} ({when}) =="] + found
     total = sum(timings.values())
     lines += ["", f"== wall time {total:.1f} s =="]
     for stage, secs in timings.items():

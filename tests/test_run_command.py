@@ -95,3 +95,26 @@ def test_a_forced_rerun_on_the_same_store_is_not_called_reused(tmp_path, monkeyp
         run.run_sample(store, force=force)
         times = capsys.readouterr().out.split("== wall time")[1].split("\n\n")[0].splitlines()[1:]
         assert len(times) == 6 and sum("reused" in line for line in times) == reused, (force, times)
+
+
+def test_the_warnings_header_says_when_they_were_printed(tmp_path):
+    """A rerun reuses every stage and prints none of their warnings, yet the header said "printed above"."""
+    from kolectra.pipeline.run import summary
+
+    store = open_store(tmp_path)
+
+    def art(kind, name, parents=(), stats=None, files=None):
+        def produce(out: Path) -> StageOutput:
+            for rel, text in (files or {"stats.json": "{}"}).items():
+                (out / rel).write_text(text)
+            return StageOutput(stats=stats or {})
+        return store.build(Request(kind=kind, name=name, stage_version=1, config={}, parents=parents), produce)
+
+    ckpt = art("checkpoint", "sample", stats={"warnings": ["the loss rose"]})
+    nsmc = art("eval", "sample-nsmc", (ckpt,), files={"metrics.json": '{"task": "nsmc", "accuracy_pct": 50.0}'})
+    timings = {"pretrain": 1.0, "finetune nsmc": 1.0}
+    for reused, says in ((set(), "(printed above as they happened)"),
+                         (set(timings), "(recorded when they were built: this run reused every stage)"),
+                         ({"pretrain"}, "(recorded by the artifacts; a stage built in this run printed its own above)")):
+        text = summary(store, [nsmc], timings, ckpt, reused)
+        assert f"== warnings: 1 {says} ==" in text and "checkpoint sample: the loss rose" in text
