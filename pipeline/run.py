@@ -60,7 +60,12 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
                     SAMPLE / "korquad_dev.json", preset="sample", sets=sets["korquad"], name="sample-korquad",
                     force=force)
 
-    print(summary(store, [nsmc, korquad], timings, ckpt, reused))
+    try:  # reading the lineage back (over the network, on a bucket) takes a moment
+        print(summary(store, [nsmc, korquad], timings, ckpt, reused))
+    except KeyboardInterrupt as e:  # the command's line said "interrupted; nothing was published"
+        e.add_note(f"while writing the summary; every stage was done and kept: {', '.join(timings)} "
+                   "(kolectra run again reuses them)")
+        raise
     return korquad
 
 

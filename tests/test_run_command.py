@@ -47,6 +47,22 @@ def test_a_run_failing_midway_names_the_stage_and_what_it_kept(tmp_path, monkeyp
         in line
 
 
+def test_an_interrupt_during_the_summary_says_every_stage_was_kept(tmp_path, monkeypatch):
+    from kolectra.pipeline import run
+
+    _standins(monkeypatch)
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "summary", interrupted)
+    # in this process, not through main: the command's handler silences threads for the rest of the process
+    with pytest.raises(KeyboardInterrupt) as e:  # the command's line said "interrupted; nothing was published"
+        run.run_sample(open_store(tmp_path))
+    assert e.value.__notes__ == ["while writing the summary; every stage was done and kept: corpus, vocab, examples, "
+                                 "pretrain, finetune nsmc, finetune korquad (kolectra run again reuses them)"]
+
+
 def test_a_failure_in_the_first_stage_names_it_and_keeps_nothing():
     def failing():
         raise ArtifactError("no input")
@@ -70,9 +86,8 @@ def test_the_model_in_a_bucket_is_pointed_to_through_export(bucket, monkeypatch,
     assert "from_pretrained(<that directory>) loads it" in text and "kolectra export" not in text
 
 
-def test_a_forced_rerun_on_the_same_store_is_not_called_reused(tmp_path, monkeypatch, capsys):
-    """run_sample twice on one Store object (a library caller, a test), the second with force: every
-    stage was built again, and the summary marked each "reused" (its id was built before, in the process)."""
+def _standins(monkeypatch) -> None:
+    """Every stage of run_sample replaced by one that writes a file (an eval's metrics.json)."""
     from kolectra.pipeline import run
 
     def standin(kind):
@@ -90,6 +105,14 @@ def test_a_forced_rerun_on_the_same_store_is_not_called_reused(tmp_path, monkeyp
                      ("pretrain", "checkpoint"), ("finetune", "eval")):
         monkeypatch.setattr(stages, fn, standin(kind))
     monkeypatch.setattr(run, "demo_budget", lambda sets: "")
+
+
+def test_a_forced_rerun_on_the_same_store_is_not_called_reused(tmp_path, monkeypatch, capsys):
+    """run_sample twice on one Store object (a library caller, a test), the second with force: every
+    stage was built again, and the summary marked each "reused" (its id was built before, in the process)."""
+    from kolectra.pipeline import run
+
+    _standins(monkeypatch)
     store = open_store(tmp_path)
     for force, reused in ((False, 0), (False, 6), (True, 0)):
         run.run_sample(store, force=force)
