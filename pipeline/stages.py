@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kolectra.core import storage
 from kolectra.core.config import ConfigError
@@ -214,24 +214,37 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
 # ---- finetune -------------------------------------------------------------------------------
 def resolve_model(store: Store, ref: str | Artifact) -> tuple[Path, tuple[Artifact, ...], tuple[dict, ...]]:
     """A checkpoint artifact (its discriminator) or any local HF ELECTRA directory (hashed as input)."""
+    fetch, parents, inputs = model_source(store, ref)
+    return fetch(), parents, inputs
+
+
+def model_source(store: Store, ref: str | Artifact) -> tuple[Callable[[], Path], tuple[Artifact, ...],
+                                                             tuple[dict, ...]]:
+    """:func:`resolve_model`, the directory handed back as a call that makes it local: a stage calls it
+    when it builds, so a reused eval fetches nothing (on a bucket it downloaded the whole checkpoint,
+    generator and logs too, or re-hashed its cached copy, to find the eval published); and only the
+    discriminator, all a task reads."""
+    def discriminator(art: Artifact) -> Callable[[], Path]:
+        return lambda: store.local(art, lambda f: f.startswith("hf/discriminator/")) / "hf" / "discriminator"
+
     if isinstance(ref, Artifact):
         art = store.require(ref, "checkpoint")
-        return store.local(art) / "hf" / "discriminator", (art,), ()
+        return discriminator(art), (art,), ()
     p = Path(ref)
     if p.name == "discriminator" and p.parent.name == "hf" and (p.parent.parent / "manifest.json").is_file():
         # a checkpoint artifact's own export, given by its folder: the artifact, so the eval keeps its
         # lineage and is the request ``--model NAME`` makes (as a raw folder it had no parent, another id)
         art = store.require(str(p.parent.parent), "checkpoint")
-        return store.local(art) / "hf" / "discriminator", (art,), ()
+        return discriminator(art), (art,), ()
     if p.is_dir() and (p / "config.json").is_file() and not (p / "manifest.json").exists():
-        return p, (), tuple(fingerprint_inputs([p]))
+        return lambda: p, (), tuple(fingerprint_inputs([p]))
     # a path (not a name such as "sample", which a folder in the working directory may share) to a folder
     # that is neither: else "not a complete artifact", which it never was
     if p.is_dir() and ("/" in str(ref) or p.is_absolute()) and not (p / "manifest.json").exists():
         raise ArtifactError(f"--model {p}: neither a checkpoint artifact (no manifest.json) nor a Hugging Face "
                             "model directory (no config.json)")
     art = store.require(ref, "checkpoint")
-    return store.local(art) / "hf" / "discriminator", (art,), ()
+    return discriminator(art), (art,), ()
 
 
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
@@ -240,7 +253,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     cfg, config = resolve("finetune", task=task, preset=preset, sets=sets, seed=seed)
     entry = FINETUNE_TASKS[task]
     task_module = entry.load()
-    model_dir, parents, model_inputs = resolve_model(store, model_ref)
+    model_dir, parents, model_inputs = model_source(store, model_ref)
     if dev_file is not None and not entry.dev_flag:
         raise ArtifactError(f"{task}: takes no --dev file")
     data_files = [Path(f) for f in (train_file, eval_file, dev_file) if f is not None]
@@ -256,7 +269,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     cache = store.cache_dir("finetune")
     extra = {"dev_file": Path(dev_file)} if dev_file is not None else {}
     return store.build(
-        req, lambda out: task_module.run(cfg, model_dir, Path(train_file), Path(eval_file), out, cache_dir=cache,
+        req, lambda out: task_module.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, cache_dir=cache,
                                          **extra),
         force)
 
@@ -267,7 +280,7 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
     from kolectra.finetune import probe as ft_probe  # noqa: PLC0415 - torch and scikit-learn: when a probe runs
 
     cfg, config = resolve("probe", sets=sets, seed=seed)
-    model_dir, parents, model_inputs = resolve_model(store, model_ref)
+    model_dir, parents, model_inputs = model_source(store, model_ref)
     for f in (train_file, eval_file):
         if problem := data_file_problem(Path(f)):
             raise ArtifactError(f"probe: data file {problem}: {f}")
@@ -275,7 +288,7 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
                   config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
                   libraries=LIBS_TORCH + ("tokenizers", "scikit-learn"))  # its fast tokenizer, as finetune's
-    return store.build(req, lambda out: ft_probe.run(cfg, model_dir, Path(train_file), Path(eval_file), out), force)
+    return store.build(req, lambda out: ft_probe.run(cfg, model_dir(), Path(train_file), Path(eval_file), out), force)
 
 
 def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,
