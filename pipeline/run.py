@@ -140,7 +140,7 @@ def summary(store: Store, evals: list[Artifact], timings: dict[str, float], chec
         lines.append(f"  {stage:<18} {secs:7.1f} s  {share:6.1%}"
                      + ("  reused (its time: finding it, and importing what the stage needs)" if stage in reused else ""))
     if checkpoint is not None:
-        lines += next_steps(store, checkpoint)
+        lines += next_steps(store, checkpoint, evals)
     lines.append("")
     return "\n".join(lines)
 
@@ -176,8 +176,9 @@ def _ancestry(store: Store, art: Artifact) -> list[Artifact]:
     return ancestors(store, art)
 
 
-def next_steps(store: Store, checkpoint: Artifact) -> list[str]:
-    """Where the usable model is, and the commands a user runs next."""
+def next_steps(store: Store, checkpoint: Artifact, evals: list[Artifact] | None = None) -> list[str]:
+    """Where the usable model is, and the commands a user runs next. The evals by id: their names
+    (sample-nsmc ...) are ambiguous once a root holds two runs of the demo, e.g. after an upgrade."""
     out = "" if store.root == default_root() else f" --out {store.root}"
     model = [f"  {checkpoint.path / 'hf' / 'discriminator'}",
              "  a Hugging Face ELECTRA discriminator: transformers' AutoModel.from_pretrained(<that directory>) loads it"]
@@ -189,6 +190,8 @@ def next_steps(store: Store, checkpoint: Artifact) -> list[str]:
             "", "== next ==",
             f"  kolectra report {checkpoint.id}{out}",
             "      its training curves, compute and lineage as Markdown with plots",
+            *([f"  kolectra report {' '.join(e.id for e in evals)}{out}",
+               "      the scores in one table, each with its test size and health"] if len(evals or ()) > 1 else []),
             f"  kolectra finetune nsmc --model {checkpoint.id} --train FILE --test FILE{out}",
             "      fine-tune it on your own NSMC-format files",
             f"  kolectra corpus --input 'your/*.jsonl.gz'{out}",

@@ -24,7 +24,8 @@ def _standin(store, kind: str, name: str, parents: tuple = ()):
     def produce(out: Path) -> StageOutput:
         (out / "stats.json").write_text("{}")
         return StageOutput(stats={})
-    return store.build(Request(kind=kind, name=name, stage_version=1, config={}, parents=parents), produce)
+    return store.build(Request(kind=kind, name=name, stage_version=1, config={"name": name}, parents=parents),
+                       produce)
 
 
 @pytest.mark.parametrize("failure, says", [
@@ -141,3 +142,15 @@ def test_the_warnings_header_says_when_they_were_printed(tmp_path):
                          ({"pretrain"}, "(recorded by the artifacts; a stage built in this run printed its own above)")):
         text = summary(store, [nsmc], timings, ckpt, reused)
         assert f"== warnings: 1 {says} ==" in text and "checkpoint sample: the loss rose" in text
+
+
+def test_the_next_steps_name_the_evals_by_id(tmp_path):
+    """README's `kolectra report sample-nsmc sample-korquad` is ambiguous once a root holds two demo runs
+    (another kolectra's stage versions): the summary gives the command that reports this run's evals."""
+    store = open_store(tmp_path)
+    ckpt = _standin(store, "checkpoint", "sample")
+    evals = [_standin(store, "eval", name, (ckpt,)) for name in ("sample-nsmc", "sample-korquad")]
+    text = "\n".join(next_steps(store, ckpt, evals))
+    assert f"kolectra report {evals[0].id} {evals[1].id} --out {tmp_path}" in text
+    assert "the scores in one table" in "\n".join(next_steps(store, ckpt, evals))
+    assert "the scores in one table" not in "\n".join(next_steps(store, ckpt))
