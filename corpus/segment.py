@@ -12,6 +12,8 @@ Two adjustments make the spans a clean partition (pure functions below, tested w
   (``[0, 1, "VV+EP"]`` for 했), so morph spans are sorted and disjoint.
 - :func:`cover_sentences` makes sentence spans sorted and disjoint, and attaches any non-space
   text Kiwi left between sentences to the previous sentence, so sentences cover the text.
+- :func:`fit_sentences_to_morphs` joins the sentences on either side of a boundary that Kiwi put
+  inside a morph (됍|니다), so no morph is lost and no word is cut in two sentences.
 - :func:`split_at_line_breaks` ends a sentence at every line break that no morph spans (Kiwi
   ends one only where its grammar does: a list of lines without marks was one sentence).
 
@@ -188,10 +190,34 @@ def spans_from_sentences(text: str, sents) -> tuple[list[list[int]], list[list]]
     if morphs is None:  # tokens out of text order: the general rules (never seen from Kiwi 0.24)
         morphs = merge_morphs((t.start, t.len, t.tag) for s in sents for t in (s.tokens or ()))
     if len(sentences) != 1 or morphs and (morphs[0][0] < sentences[0][0] or morphs[-1][1] > sentences[0][1]):
-        morphs = clip_morphs(morphs, sentences)
+        sentences = fit_sentences_to_morphs(text, sentences, morphs)
+        morphs = clip_morphs(morphs, sentences)  # a guard: none left out (every morph is inside a sentence now)
     if "\n" in text:
         sentences = split_at_line_breaks(text, sentences, morphs)
     return sentences, morphs
+
+
+def fit_sentences_to_morphs(text: str, sentences: list[list[int]], morphs: list[list]) -> list[list[int]]:
+    """Sentences joined so that no morph straddles two: a sentence that ends inside a morph is one
+    sentence with the next (a boundary inside a word is none).
+
+    Kiwi may end a sentence inside a syllable whose morphemes it split: 됍니다 is 되/VV+어/EF in one
+    sentence and ᆸ니다/EF in the next, both starting at 됍, so the two sentences overlapped, the merged
+    morph 됍니다 crossed the boundary and was dropped, and the word was cut in two sentences (됍 | 니다).
+    """
+    out = [list(span) for span in sentences]
+    j = 0
+    for ms, me, _ in morphs:
+        while j < len(out) and out[j][1] <= ms:
+            j += 1
+        if j == len(out):
+            break
+        if me <= out[j][1]:
+            continue
+        out[j][1] = me
+        while j + 1 < len(out) and out[j + 1][0] < out[j][1]:
+            out[j][1] = max(out[j][1], out.pop(j + 1)[1])
+    return out
 
 
 def split_at_line_breaks(text: str, sentences: list[list[int]], morphs: list[list]) -> list[list[int]]:

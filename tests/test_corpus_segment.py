@@ -204,3 +204,26 @@ def test_a_line_break_inside_a_kiwi_name_stays_in_its_sentence(segmenter):
     sentences, morphs = segmenter.segment(text)
     assert any(text[s:e] == "휴\n그랜트" for s, e, _ in morphs)  # Kiwi's multi-word name, across the break
     assert [text[s:e] for s, e in sentences] == ["배우 휴\n그랜트 좋다", "다음 줄"]
+
+
+# ---------------------------------------------------------------- a boundary inside a word
+
+def test_sentences_either_side_of_a_boundary_inside_a_morph_are_one():
+    # Kiwi's 됍니다: 되/VV+어/EF ending sentence (0, 6), ᆸ니다/EF starting the next at 5 (overlapping)
+    text = "보유해야 됍니다.. 그래"
+    morphs = [[0, 2, "NNG"], [2, 4, "XSV+EC"], [5, 8, "VV+EF+EF"], [8, 10, "SF"], [11, 13, "IC"]]
+    assert segment.fit_sentences_to_morphs(text, [[0, 6], [6, 10], [11, 13]], morphs) == [[0, 10], [11, 13]]
+    assert segment.fit_sentences_to_morphs(text, [[0, 10], [11, 13]], morphs) == [[0, 10], [11, 13]]  # nothing to do
+
+
+@pytest.mark.parametrize("text, want", [
+    ("보유해야 됍니다.. 그래", ["보유해야 됍니다..", "그래"]),
+    ("이미지로 펼쳐진달까. 그냥 무난하다.", ["이미지로 펼쳐진달까.", "그냥 무난하다."]),
+    ("말이 필요없다. 보면 됀다!!", ["말이 필요없다.", "보면 됀다!!"]),
+])
+def test_kiwi_never_cuts_a_word_in_two_sentences_nor_loses_its_morphs(segmenter, text, want):
+    """NSMC reviews (3 of 82,799 in one file): Kiwi ended a sentence inside 됍니다, 됀다, 펼쳐진달까;
+    the word was cut in two sentences and its morph, crossing the boundary, dropped."""
+    sentences, morphs = segmenter.segment(text)
+    assert [text[s:e] for s, e in sentences] == want
+    assert "".join(text[s:e] for s, e, _ in morphs) == "".join(text.split())
