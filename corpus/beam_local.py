@@ -69,6 +69,9 @@ RELIED_ON = {
 # copies are a small part of a stage's input, large enough that their count costs nothing
 PARTITION_STREAM_BYTES = 1 << 20
 SEND_MESSAGE_BYTES = 10 << 20
+# The name of each thread that sends a bundle's input to a worker process (and the bundle id): one
+# that dies of an error fails the job (corpus/worker_watch.py), or its worker would wait for ever
+SEND_THREAD = "kolectra-send-"
 
 _originals: dict = {}  # qualified name -> Beam's method, while patched
 # the runner's data channels to worker processes that a send thread wrote to, and those given up
@@ -197,7 +200,7 @@ def _send_input_to_worker(self, process_bundle_id: str, read_transform_id: str, 
     # worker that dies leaves it waiting, with the job failed by then, until give_up_sends)
     with _sends_lock:
         _sent_to.add(channel)
-    threading.Thread(target=send, name=f"kolectra-send-{process_bundle_id}", daemon=True).start()
+    threading.Thread(target=send, name=f"{SEND_THREAD}{process_bundle_id}", daemon=True).start()
 
 
 def give_up_sends() -> None:

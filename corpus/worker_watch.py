@@ -19,6 +19,8 @@ import signal
 import threading
 from typing import Callable
 
+from kolectra.corpus.beam_local import SEND_THREAD
+
 _EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
 _WHY = {signal.SIGKILL: "the kernel's out-of-memory killer, or kill -9",
         signal.SIGSEGV: "a crash in native code", signal.SIGABRT: "a crash in native code",
@@ -64,10 +66,12 @@ def _broken_channel(exc: BaseException | None) -> bool:
 class WorkerWatch:
     """Within ``with WorkerWatch(on_death):``, the first worker process that ends non-zero calls
     ``on_death(WorkerDied)`` from its thread; Beam's traceback of it is not printed (the one line
-    is the report), nor those of gRPC streams broken by it (``verbose`` prints them). Outside, or
-    once :meth:`__exit__` ran, the hook passes everything on."""
+    is the report), nor those of gRPC streams broken by it (``verbose`` prints them). A thread that
+    sends a bundle's input to a worker (``corpus/beam_local.py``) and dies of an error calls
+    ``on_death`` with that error, after its traceback. Outside, or once :meth:`__exit__` ran, the
+    hook passes everything on."""
 
-    def __init__(self, on_death: Callable[[WorkerDied], None], verbose: bool = False):
+    def __init__(self, on_death: Callable[[BaseException], None], verbose: bool = False):
         self.on_death = on_death
         self.verbose = verbose
         self.error: WorkerDied | None = None
@@ -87,6 +91,12 @@ class WorkerWatch:
             threading.excepthook = self._previous
 
     def _hook(self, args) -> None:
+        if self._active and args.thread is not None and args.thread.name.startswith(SEND_THREAD):
+            # a bundle's input stopped short of its end: its worker would wait for the rest for ever
+            self._previous(args)  # not a worker's death: the traceback says what went wrong
+            self.reported.set()
+            self.on_death(args.exc_value)
+            return
         code = worker_exit_code(args.exc_value)
         if not self._active or (code is None and not _broken_channel(args.exc_value)):
             self._previous(args)

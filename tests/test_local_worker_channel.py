@@ -11,7 +11,9 @@
   count check (docs/scale.md). Each write now takes the flush's lock;
 - a job stopped while that send waits on a full channel (its worker killed, or Ctrl-C) ends: Beam's
   teardown closes the channel by queueing one more message behind the send's, and it waited for
-  ever for the stopped worker to read them."""
+  ever for the stopped worker to read them;
+- an error in the thread that sends a bundle's input (a MemoryError, say) fails the job: the
+  worker waited for the rest of its input for ever, and the runner for the bundle."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.corpus import interruption
-from tests import local_flush_job, local_send_job
+from tests import local_flush_job, local_send_error_job, local_send_job
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -86,3 +88,20 @@ def test_a_job_stopped_while_its_send_waits_on_a_full_channel_ends(tmp_path, sto
     assert proc.returncode != 0
     assert last.startswith("KeyboardInterrupt" if stop == "Ctrl-C" else "kolectra.corpus.worker_watch.WorkerDied"), last
     assert not out.exists()  # nothing written: the job stopped in the middle of its one stage
+
+
+def test_an_error_in_the_send_to_a_worker_fails_the_job(tmp_path):
+    out = tmp_path / "sizes.txt"
+    proc = subprocess.Popen([sys.executable, "-m", "tests.local_send_error_job", str(out)], cwd=REPO,
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        _, err = proc.communicate(timeout=120)  # about 10 s; before: no end
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AssertionError("the job hung: its worker waits for the rest of the bundle's input") from None
+    assert proc.returncode != 0
+    assert err.strip().splitlines()[-1] == "TypeError: object of type 'NoneType' has no len()", err[-2000:]
+    assert not out.exists()
+    assert local_send_error_job.SENT < local_send_error_job.GROUPS
