@@ -229,6 +229,36 @@ def test_refused_and_interrupted_builds_leave_only_what_can_be_resumed(tmp_path)
     assert _private(tmp_path) == {".tmp": [], ".work": [], ".locks": []}
 
 
+def test_an_interrupted_forced_rebuild_keeps_its_checkpoints_past_gc(tmp_path):
+    """A --force'd (or stale-parent) rebuild of a published checkpoint, interrupted, holds the only
+    copy of its training so far; its id being published, every sweep (gc, or the start of any other
+    build on the root) deleted it as 'published since'."""
+    store = Store(tmp_path)
+    run = Resumable(family={"kind": "checkpoint", "examples": "e"}, scratch=("state",))
+    req = Request(kind="checkpoint", name="p", stage_version=1, config={"a": 1})
+
+    def finishes(out: Path) -> StageOutput:
+        (out / "model.txt").write_text("m")
+        return StageOutput(stats={})
+
+    def interrupted(out: Path) -> StageOutput:
+        (out / "state").mkdir(exist_ok=True)
+        (out / "state" / "step-1").write_text("s")
+        raise KeyboardInterrupt
+
+    published = store.build(req, finishes, resumable=run)
+    time.sleep(1.1)  # the rebuild starts in a later second than the copy finished
+    with pytest.raises(KeyboardInterrupt):
+        store.build(req, interrupted, resumable=run, force=True)
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]
+    store.build(Request(kind="corpus", name="other", stage_version=1, config={}), finishes)  # sweeps on start
+    assert main(["artifacts", "gc", "--out", str(tmp_path)]) == 0
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]  # kept, as any interrupted run
+    assert store.verify(published) == []
+    assert main(["artifacts", "gc", "--interrupted", "--out", str(tmp_path)]) == 0
+    assert _private(tmp_path)[".work"] == []
+
+
 def test_gc_removes_dead_leftovers_and_reports_them(tmp_path, capsys):
     for point in ("produced", "sealed"):  # the second build already sweeps the first one's leftovers
         assert child("toy", str(tmp_path), point, "--text", point).returncode == -signal.SIGKILL

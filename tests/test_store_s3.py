@@ -350,6 +350,37 @@ def test_gc_on_the_same_machine_leaves_a_live_runs_local_copy_alone(bucket, inte
     assert [f["path"] for f in art.manifest["files"]] == ["model.txt"]
 
 
+def test_gc_keeps_the_run_state_of_a_rebuild_started_after_the_published_copy(bucket):
+    """A --force'd (or stale-parent) pretraining rebuild, interrupted, mirrors the only copy of its
+    checkpoints to ROOT/.work; gc dropped them because a copy of the id was published. A run whose
+    request.json predates the published manifest is the published copy's own: dropped as before."""
+    import time
+
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.store import workspace
+    from kolectra.pipeline.store.artifacts import Request
+
+    root = f"{bucket}/rb"
+    store = open_store(root)
+    request = Request(kind="checkpoint", name="rb", stage_version=1, config={"steps": 1})
+    old_run = f"{root}/.work/checkpoint-{request.id()}"
+    storage.write_bytes(f"{old_run}/{workspace.REQUEST}", b"{}")  # a run older than the copy below
+    time.sleep(1.1)  # S3 times are whole seconds
+
+    def train(out: Path) -> StageOutput:
+        (out / "model.txt").write_text("trained")
+        return StageOutput(stats={})
+
+    store.build(request, train)
+    assert store.collect()[0] == [old_run]  # published since: dropped
+    time.sleep(1.1)
+    storage.write_bytes(f"{old_run}/{workspace.REQUEST}", b"{}")  # a rebuild's run, its mirrored checkpoint
+    storage.write_bytes(f"{old_run}/out/checkpoints/step-5/model.pt", b"w")
+    removed, kept = open_store(root).collect()
+    assert removed == [] and [r.path for r in kept] == [old_run]
+    assert open_store(root).collect(interrupted=True)[0] == [old_run]
+
+
 def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     """An examples artifact whose index names a shard the manifest never listed fails verify there."""
     store = open_store(f"{bucket}/l")

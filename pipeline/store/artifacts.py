@@ -359,8 +359,7 @@ class Store(Catalog):
     def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
         """``kolectra artifacts gc``: remove what is provably dead (and, with ``interrupted``, runs
         that could be resumed); returns (removed, interrupted runs kept)."""
-        return workspace.sweep(self.root, lambda k, i: self.find(k, i) is not None, interrupted, dry_run,
-                               salvage=self._salvage)
+        return workspace.sweep(self.root, self.published_at, interrupted, dry_run, salvage=self._salvage)
 
     def _salvage(self, kind: str, aid: str, d: Path, dry_run: bool) -> bool:
         """Publish ``d`` when no copy of ``aid`` is published and ``d`` is the newest complete build of

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
+from kolectra.core import storage
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 
@@ -123,6 +124,17 @@ class Catalog:
             with contextlib.suppress(ArtifactError):
                 return self._load(d)
         return None
+
+    def published_at(self, kind: str, artifact_id: str) -> float | None:
+        """When the published copy of ``artifact_id`` was written (its manifest's modification time, by
+        the clock of the disk or store that holds it), or None if none is published; a copy whose time
+        cannot be read counts as written last."""
+        found = self.find(kind, artifact_id)
+        if found is None:
+            return None
+        at = written_at(storage.join(str(found.path), MANIFEST) if storage.is_url(str(found.path))
+                        else Path(found.path) / MANIFEST)
+        return float("inf") if at is None else at
 
     def _named_then_listed(self, kind: str, aid: str, name: str | None):
         if isinstance(name, str) and name and "/" not in name and name not in (".", ".."):
@@ -345,6 +357,15 @@ def ref_matches(ref: str, kind: str | None, names: Callable[[str], list[str]]) -
             elif name == ref:
                 by_name.append((k, n))
     return exact or by_name
+
+
+def written_at(location: str | Path) -> float | None:
+    """A file's or an object's modification time (seconds since the epoch, its own disk's or store's clock)."""
+    with contextlib.suppress(Exception):
+        if storage.is_url(str(location)):
+            return storage.modified(storage.info(str(location)))
+        return os.stat(location).st_mtime
+    return None
 
 
 def built_from_others(manifest: dict, parents: Iterable[Artifact]) -> str | None:

@@ -58,7 +58,7 @@ from kolectra.core import conditional, scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
-from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, recorded_store
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, recorded_store, written_at
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -453,7 +453,9 @@ class RemoteStore(StoreRuns, Store):
             kind, _, aid = name.rpartition("-")
             if leased(kind, aid):
                 continue
-            if interrupted or self.find(kind, aid) is not None:
+            at = self.published_at(kind, aid)  # a run started after the published copy is a rebuild's: kept
+            started = written_at(storage.join(self.url, WORK, name, workspace.REQUEST)) or 0.0
+            if interrupted or (at is not None and at >= started):
                 drop(storage.join(self.url, WORK, name))
             else:
                 kept.append(RemoteRun(storage.join(self.url, WORK, name)))
@@ -467,7 +469,7 @@ class RemoteStore(StoreRuns, Store):
                     removed.append(url)
         local = self._local_root()
         if local.is_dir():
-            gone, _ = workspace.sweep(local, lambda k, i: self.find(k, i) is not None, interrupted, dry_run)
+            gone, _ = workspace.sweep(local, self.published_at, interrupted, dry_run)
             removed += [str(p) for p in gone]
         return removed, kept
 

@@ -265,6 +265,13 @@ class Run:
         return [d / n for d in (self.out, self.kept) for n in names
                 if (d / n).is_file() or ((d / n).is_dir() and any((d / n).iterdir()))]
 
+    def started(self) -> float:
+        """When this run was created (``request.json`` written, by the disk's clock); 0 for a run of an
+        older kolectra without one."""
+        with contextlib.suppress(OSError):
+            return (self.path / REQUEST).stat().st_mtime
+        return 0.0
+
     def live(self) -> bool:
         """Whether a process (of any root sharing this ``.work``) is building in it right now."""
         return live(self.path)
@@ -409,7 +416,7 @@ def _claimed(root: Path, d: Path, kind: str, aid: str, dry_run: bool) -> Iterato
                     os.close(fd)
 
 
-def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool = False,
+def sweep(root: Path, published: Callable[[str, str], float | None], interrupted: bool = False,
           dry_run: bool = False, salvage: Callable[[str, str, Path, bool], bool] | None = None
           ) -> tuple[list[Path], list[Run]]:
     """Remove what no live process holds and nothing can use: (removed paths, interrupted runs kept).
@@ -418,8 +425,10 @@ def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool =
     run was stopped between sealing and publishing, or a ``--force`` between moving the old copy out
     and the new one in) is kept as the artifact, not deleted.
     A ``.tmp`` entry is dead when neither its request's lock nor its own build lock is held; a lock
-    file when it is not held. A ``.work`` run is dead when it is not held and was published since or
-    holds no working state to resume from; with ``interrupted`` the others go too. A private area that
+    file when it is not held. A ``.work`` run is dead when it is not held and was published since
+    (``published`` gives when the published copy was written, or None; a run started after that is a
+    rebuild, ``--force``d or of a stale artifact, and its checkpoints are in no copy) or holds no
+    working state to resume from; with ``interrupted`` the others go too. A private area that
     leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
     what is not the store's."""
     removed: list[Path] = []
@@ -442,7 +451,7 @@ def sweep(root: Path, published: Callable[[str, str], bool], interrupted: bool =
         with _claimed(root, run.path, kind, aid, dry_run) as dead:
             if not dead:
                 continue
-            if interrupted or published(kind, aid) or not run.state():
+            if interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
                 _remove(run.path, dry_run, removed)
             else:
                 kept.append(run)
