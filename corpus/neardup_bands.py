@@ -60,10 +60,15 @@ def _sort(recs: np.ndarray) -> np.ndarray:
 
 class SortedRuns:
     """Packed chunks in, (bucket, id)-sorted blocks out, holding at most ``run_records`` records
-    (and a block of each spilled run while merging)."""
+    (and a block of each spilled run while merging). Runs spill into ``folder``; without one, into
+    a temporary folder made at the first spill and removed by :meth:`close`: nearly every coarse
+    group is sorted in memory, and a folder made and removed for each of the job's 4,096 groups
+    cost about 1 CPU s and 13 s of wall time a job on a loaded disk (docs/benchmarks.md)."""
 
-    def __init__(self, folder: Path, run_records: int | None = None):
-        self.folder, self.run_records = Path(folder), run_records or RUN_RECORDS  # read when made: tests lower it
+    def __init__(self, folder: Path | None = None, run_records: int | None = None):
+        self.folder = None if folder is None else Path(folder)
+        self.run_records = run_records or RUN_RECORDS  # read when made: tests lower it
+        self.made = None  # the temporary folder made for the spilled runs, when no folder was given
         self.pending: list[np.ndarray] = []
         self.held = 0
         self.runs: list[Path] = []
@@ -81,6 +86,9 @@ class SortedRuns:
         return recs
 
     def _spill(self) -> None:
+        if self.folder is None:
+            self.made = scratch.temporary_directory("bands")
+            self.folder = Path(self.made.name)
         path = self.folder / f"run-{len(self.runs):05d}.npy"
         np.save(path, self._take())
         self.runs.append(path)
@@ -95,6 +103,12 @@ class SortedRuns:
         merged = heapq.merge(*(_records(np.load(p, mmap_mode="r"), step) for p in self.runs))
         while block := list(itertools.islice(merged, BLOCK)):
             yield np.array(block, RECORD)
+
+    def close(self) -> None:
+        """Remove the temporary folder of the spilled runs, if one was made."""
+        if self.made is not None:
+            self.made.cleanup()
+            self.made = None
 
 
 def _records(run: np.ndarray, step: int) -> Iterator[tuple[int, int]]:
@@ -161,15 +175,18 @@ class Walk:
 def group_pairs(chunks: Iterable[bytes], chain_limit: int, run_records: int | None = None
                 ) -> tuple[Iterator[tuple[int, int]], Walk]:
     """A coarse group's packed chunks -> (its candidate pairs, the walk: read ``stars`` after the
-    pairs are consumed). Spilled runs live in a temporary folder removed when the pairs end."""
+    pairs are consumed). Spilled runs live in a temporary folder, made at the first spill and removed
+    when the pairs end."""
 
     walk = Walk(chain_limit)
 
     def pairs():
-        with scratch.temporary_directory("bands") as folder:
-            runs = SortedRuns(Path(folder), run_records)
+        runs = SortedRuns(None, run_records)
+        try:
             for chunk in chunks:
                 runs.add(chunk)
             yield from walk.pairs(runs.blocks())
+        finally:
+            runs.close()
 
     return pairs(), walk

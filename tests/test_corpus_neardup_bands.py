@@ -102,3 +102,29 @@ def test_a_source_rank_that_would_not_fit_a_packed_id_is_refused_with_the_file_c
     step.start_bundle()
     with pytest.raises(ValueError, match="more than 16,777,216 input files"):
         next(step.process(doc, {"f.jsonl": [fits]}))
+
+
+def test_a_group_sorted_in_memory_makes_no_folder_and_a_spilled_one_removes_its_own(monkeypatch, tmp_path):
+    """Nearly every coarse group fits in memory: a temporary folder made and removed for each of a
+    job's 4,096 groups cost about 1 CPU s and 13 s of wall time (docs/benchmarks.md). The folder is
+    made at the first spill only, and removed when the pairs end, or are dropped unread."""
+    from kolectra.core import scratch
+
+    made = []
+    real = scratch.temporary_directory
+
+    def counted(kind, dir=None):
+        made.append(real(kind, dir=tmp_path))
+        return made[-1]
+
+    monkeypatch.setattr(scratch, "temporary_directory", counted)
+    records = [(5, i) for i in range(40)] + [(9, 1), (9, 2)]
+    assert _walked(records, 10, chunk=8) == _expected(records, 10)
+    assert made == []  # in memory: no folder
+    assert _walked(records, 10, chunk=8, run_records=16) == _expected(records, 10)
+    assert len(made) == 1 and list(tmp_path.iterdir()) == []  # spilled: one folder, removed at the end
+    chunks = [c for _, c in neardup_bands.pack([5] * 40, list(range(40)))]
+    pairs, _ = neardup_bands.group_pairs(chunks, 10, run_records=16)
+    next(pairs)
+    pairs.close()  # a step stopped midway
+    assert len(made) == 2 and list(tmp_path.iterdir()) == []
