@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections import Counter
 from typing import Callable
 
 from kolectra.corpus import languages
@@ -65,13 +66,37 @@ def letter_weight(c: str) -> int:
     return (3 if o % 28 else 2) if 0 <= o < 11172 else 1
 
 
+class _CharTable(dict):
+    """A per-character rule's value, computed on a character's first lookup and kept: ``sum(map(
+    table.__getitem__, text))`` then walks a text in C (dict lookups), where a generator calling the
+    rule on each character took most of the filters' time (docs/benchmarks.md, "The data stages'
+    CPU, step by step"). Holds at most ``LIMIT`` characters (a few MB); past that, the rest are
+    computed each time."""
+
+    LIMIT = 1 << 16
+
+    def __init__(self, rule: Callable[[str], int]):
+        super().__init__()
+        self.rule = rule
+
+    def __missing__(self, c: str) -> int:
+        value = self.rule(c)
+        if len(self) < self.LIMIT:
+            self[c] = value
+        return value
+
+
+# a character's letters as :func:`script_share` counts them: 0 for a non-letter
+_LETTERS = _CharTable(lambda c: letter_weight(c) if c.isalpha() else 0)
+
+
 def script_share(text: str, script: str) -> float:
     """Share of the letters (``str.isalpha``, weighted by :func:`letter_weight`) of ``text`` that
     belong to ``script``."""
-    letters = sum(letter_weight(c) for c in text if c.isalpha())
+    letters = sum(map(_LETTERS.__getitem__, text))
     if not letters:
         return 0.0
-    inside = sum(letter_weight(c) for c in _script_class(script).findall(text) if c.isalpha())  # × ÷ sit in Latin-1
+    inside = sum(map(_LETTERS.__getitem__, _script_class(script).findall(text)))  # × ÷ sit in Latin-1
     return inside / letters
 
 
@@ -101,6 +126,9 @@ def _emoji_head(match: re.Match) -> str:
     return match.group("flag") or ""
 
 
+_SYMBOLS = _CharTable(lambda c: int(c != "~" and unicodedata.category(c)[0] == "S"))  # 1 for a symbol
+
+
 def symbol_share(text: str) -> float:
     """Share of characters that are Unicode symbols (categories S*: ★ ♥ ^ emoji ...), except '~',
     which Korean comments use as punctuation (재밌다~). Ordinary punctuation (.!?) is not counted:
@@ -108,14 +136,18 @@ def symbol_share(text: str) -> float:
     text = _EMOJI_TAIL.sub(_emoji_head, text)
     if not text:
         return 0.0
-    n = sum(1 for c in text if c != "~" and unicodedata.category(c)[0] == "S")
-    return n / len(text)
+    return sum(map(_SYMBOLS.__getitem__, text)) / len(text)
 
 
 def symbols(text: str, cfg: CorpusConfig) -> str | None:
     if cfg.max_symbol_ratio >= 1.0:
         return None
     return "symbols" if symbol_share(text) > cfg.max_symbol_ratio else None
+
+
+# str.isalnum as one C scan: re's word class is Py_UNICODE_ISALNUM or "_" (CPython's _sre), so a
+# word character other than "_" is exactly an isalnum one (tests/test_corpus_filters_fast.py)
+_ALNUM = re.compile(r"[^\W_]")
 
 
 def repeated_ngram_share(text: str, n: int = 2, min_count: int = 3) -> float:
@@ -125,13 +157,15 @@ def repeated_ngram_share(text: str, n: int = 2, min_count: int = 3) -> float:
     catches "핵노잼 핵노잼 핵노잼 핵노잼" (the bigram 핵노잼 핵노잼 three times; said three times, a word
     makes the bigram twice). Eojeol are the tokens holding a letter or digit: a spaced ellipsis
     or run of marks ("재밌었어요 . . . .", "~ ~ ~") is not a repeated word."""
-    words = [w for w in text.split() if any(c.isalnum() for c in w)]
+    words = [w for w in text.split() if _ALNUM.search(w)]
     if len(words) < n:
         return 0.0
-    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-    counts: dict[tuple, int] = {}
-    for g in grams:
-        counts[g] = counts.get(g, 0) + 1
+    grams = list(zip(*(words[i:] for i in range(n))))  # the n-grams, as tuples of n words
+    if not grams or len(grams) < min_count:  # no n-gram can occur min_count times: the usual short review
+        return 0.0
+    counts = Counter(grams)
+    if max(counts.values()) < min_count:
+        return 0.0
     dup = [False] * len(words)
     for i, g in enumerate(grams):
         if counts[g] >= min_count:
@@ -203,4 +237,13 @@ def judge(text: str, cfg: CorpusConfig) -> tuple[str, str | None]:
     kept, removed = strip_boilerplate(text, cfg)
     if removed and len(kept) < max(cfg.min_chars, 1):
         return kept, "boilerplate"
-    return kept, first_failure(kept, cfg, active(cfg))
+    return kept, first_failure(kept, cfg, _after_strip(cfg))
+
+
+@functools.lru_cache(maxsize=16)
+def _after_strip(cfg: CorpusConfig) -> tuple[Filter, ...]:
+    """:func:`active` without :func:`boilerplate`, for a text :func:`strip_boilerplate` already
+    went through: what it keeps are the lines no phrase or pattern matched (the first and last
+    stripped of spaces, which can neither add a phrase nor change a stripped line's match), so a
+    second pass finds none, and running it cost a tenth of the filters."""
+    return tuple(f for f in active(cfg) if f is not boilerplate)

@@ -146,8 +146,9 @@ def clean(text: str, *, strip_html: bool = False, mask_pii: bool = False, max_re
         return normalize(text)
     out = nfc(fold_width(strip_invisible(text)))
     if strip_html:
-        out = webtext.strip_html(out)
-        out = nfc(fold_width(strip_invisible(out)))  # entities may decode to invisible, full-width or decomposed text
+        stripped = webtext.strip_html(out)
+        if stripped is not out:  # the same object: no tag or entity, and these rules would give it back unchanged
+            out = nfc(fold_width(strip_invisible(stripped)))  # entities may decode to invisible, full-width or decomposed text
     if mask_pii:
         out = webtext.mask_pii(out, language)
     if max_repeat:
