@@ -259,6 +259,30 @@ def test_an_interrupted_forced_rebuild_keeps_its_checkpoints_past_gc(tmp_path):
     assert _private(tmp_path)[".work"] == []
 
 
+def test_a_follower_rank_never_takes_a_damaged_copy_that_rank_0_rebuilds(tmp_path, monkeypatch, capsys):
+    """Ranks after the first decide as rank 0 does: a damaged published copy (which rank 0 rebuilds)
+    was returned to them at once, untrained, and rank 0 waited for them in the training's collectives;
+    after training they wait for the copy rank 0 publishes, not the older one still in place."""
+    from kolectra.pipeline.store import followers, workspace
+    from kolectra.pipeline.store.manifest import ArtifactError
+
+    store = Store(tmp_path)
+    req = Request(kind="checkpoint", name="p", stage_version=1, config={"a": 1})
+    art = store.build(req, _writes("m", []))
+    capsys.readouterr()
+    assert store._follow(req, _writes("x", []), force=False, rank=1).path == art.path  # intact: reused
+    assert "reusing" not in capsys.readouterr().err  # quiet: rank 0 says it
+    (art.path / "data" / "a.txt").write_text("damaged")
+    time.sleep(0.05)
+    workspace.Run(tmp_path / ".work" / f"checkpoint-{req.id()}").create({"kind": "checkpoint"})  # rank 0's rebuild
+    wait = followers.wait_for
+    monkeypatch.setattr(followers, "wait_for", lambda what, ready, rank, seconds=0: wait(what, ready, rank, 1.0))
+    trained = []
+    with pytest.raises(ArtifactError, match="waiting for rank 0 to publish"):
+        store._follow(req, _writes("x", trained), force=False, rank=1)
+    assert trained  # it trained beside rank 0, and did not take the damaged copy afterwards
+
+
 def test_gc_removes_dead_leftovers_and_reports_them(tmp_path, capsys):
     for point in ("produced", "sealed"):  # the second build already sweeps the first one's leftovers
         assert child("toy", str(tmp_path), point, "--text", point).returncode == -signal.SIGKILL

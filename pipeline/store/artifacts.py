@@ -253,17 +253,23 @@ class Store(Catalog):
         """A data-parallel rank after the first: no lock, no publishing. It trains in rank 0's run
         directory (once rank 0 has prepared it) and returns what rank 0 publishes."""
         kind, aid = request.kind, request.id()
-        if not force and (found := self._current(request)) is not None:
+        # decided as rank 0 decides (:meth:`_published`): a rank that took a stale or damaged copy, which rank
+        # 0 rebuilds, returned at once and left rank 0 waiting for it in the training's collectives
+        if not force and (found := self._published(request, quiet=True)) is not None:
             return found  # rank 0 reuses it too
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         followers.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file(), rank)
         followers.wait_for_rank_0_group(rank)
         produce(run.out)
-        return followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self._current(request), rank)
+        started = run.started()  # the copy rank 0 publishes is written after its run began: not an older one
+
+        def published() -> Artifact | None:
+            return self._current(request) if (self.published_at(kind, aid) or 0.0) >= started else None
+        return followers.wait_for(f"rank 0 to publish {kind} {aid}", published, rank)
 
     def _current(self, request: Request) -> Artifact | None:
         """The published artifact of ``request`` if it was built from the request's parents as they are
-        now (what rank 0's :meth:`_published` reuses; a rank that took a stale one would not train)."""
+        now: what rank 0 publishes, and a follower waits for (sealed by rank 0: not hashed again)."""
         found = self.find(request.kind, request.id())
         return None if found is None or built_from_others(found.manifest, request.parents) else found
 
@@ -289,18 +295,19 @@ class Store(Catalog):
         self.collect()
         return found
 
-    def _published(self, request: Request) -> Artifact | None:
+    def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
+        say = (lambda line: None) if quiet else progress
         for d in self._dirs(request.kind, request.id()):
             problems = verify_dir(d)
             if not problems and (stale := built_from_others(load(d).manifest, request.parents)):
-                progress(f"{request.kind}: existing {d} {stale}; rebuilding")
+                say(f"{request.kind}: existing {d} {stale}; rebuilding")
                 continue
             if not problems:
                 note = "" if d.name == f"{request.name}-{request.id()}" else (
                     f"; the id is the identity, --name {request.name} names only new builds")
-                progress(f"{request.kind}: reusing {d} (same request{note}; --force rebuilds)")
+                say(f"{request.kind}: reusing {d} (same request{note}; --force rebuilds)")
                 return load(d)
-            progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
+            say(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
         return None
 
     def _prepare(self, request: Request, resumable: bool | Resumable, resume: bool | str,

@@ -339,7 +339,8 @@ class RemoteStore(StoreRuns, Store):
                     progress(f"{request.kind}: existing {d} {stale}; rebuilding")
                 continue
             if not problems:
-                progress(f"{request.kind}: reusing {d} (same request; --force rebuilds)")
+                if not quiet:
+                    progress(f"{request.kind}: reusing {d} (same request; --force rebuilds)")
                 return art
             if not quiet:
                 progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")

@@ -47,7 +47,7 @@ class StoreRuns:
         the run: it may be another machine than rank 0's. Its part of each checkpoint is mirrored to
         the store beside rank 0's, and ``--resume`` fetches the run from there."""
         kind, aid = request.kind, request.id()
-        if not force and (found := self._current(request)) is not None:
+        if not force and (found := self._published(request, quiet=True)) is not None:  # as rank 0 decides
             return found
         run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
         remote_run = storage.join(self.url, WORK, f"{kind}-{aid}")
