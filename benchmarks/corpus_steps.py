@@ -2,8 +2,8 @@
 ``kolectra corpus --preset production`` runs on a document, each step alone in one process on the
 same documents, outside Beam: reading (gunzip, the file's sha256, JSON, ids), the cleaning rules
 (Unicode, HTML, personal data, repeats), the filters, the id's personal-data check, the exact-dedup
-key and chunks, MinHash (signature, band keys), Kiwi (``split_into_sents`` alone: the analyser
-and kiwipiepy's wrapper), the spans kolectra makes of Kiwi's sentences (``corpus/segment.py``), and
+key and chunks, MinHash (signature, band keys), Kiwi (``tokenize(split_sents=True)`` alone, as
+``corpus/segment.py`` calls it: the analyser and kiwipiepy's wrapper), the spans kolectra makes of Kiwi's sentences (``corpus/segment.py``), and
 placing and writing the shard lines. Each step's time is the smallest of ``--repeats`` runs of
 process CPU time (Kiwi's: one run, after a warm-up), with the analysing worker's garbage-collector
 setting (``corpus/runners.py: tune_gc``).
@@ -107,10 +107,10 @@ def main(argv: list[str] | None = None) -> dict:
     step("minhash_band_keys", lambda: [(neardup.band_keys(s, bands, rows), neardup.sig_bytes(s)) for s in sigs])
 
     analyser = Segmenter(1)
-    split = analyser.kiwi.split_into_sents
+    split = analyser.kiwi.tokenize
     for d in docs[:200]:  # Kiwi's lazy first analyses: one-off costs, not per document
-        split(d[4], return_tokens=True, return_sub_sents=False)
-    analysed = step("kiwi", lambda: [split(d[4], return_tokens=True, return_sub_sents=False) for d in docs], repeats=1)
+        split(d[4], split_sents=True)
+    analysed = step("kiwi", lambda: [split(d[4], split_sents=True) for d in docs], repeats=1)
     spans = step("spans", lambda: [spans_from_sentences(d[4], s) for d, s in zip(docs, analysed)])
 
     def placed():

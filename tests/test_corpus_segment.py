@@ -82,31 +82,37 @@ def test_irregular_forms_keep_the_surface(segmenter):
 
 class _Tok:
     def __init__(self, start, length, tag):
-        self.start, self.len, self.tag = start, length, tag
-
-
-class _Sent:
-    def __init__(self, start, end, tokens):
-        self.start, self.end, self.tokens = start, end, tokens
+        self.start, self.len, self.tag, self.end = start, length, tag, start + length
 
 
 @pytest.mark.parametrize(
-    "sents",
+    "sents",  # Kiwi's tokenize(split_sents=True): a list of tokens per sentence
     [
-        [_Sent(0, 3, [_Tok(0, 1, "VV"), _Tok(0, 1, "EP"), _Tok(1, 2, "EC")]), _Sent(4, 6, [_Tok(4, 2, "NNG")])],
-        [_Sent(0, 3, [_Tok(0, 2, "A"), _Tok(0, 1, "B"), _Tok(2, 1, "C")])],  # same start, shorter second
-        [_Sent(0, 6, [_Tok(4, 2, "NNG"), _Tok(0, 3, "VV"), _Tok(3, 0, "JX")])],  # out of text order
-        [_Sent(0, 6, [_Tok(0, 2, "NNG"), _Tok(1, 4, "XSN")]), _Sent(5, 6, [_Tok(5, 1, "SF")])],  # overlapping, longer
-        [_Sent(1, 3, [_Tok(0, 1, "SW"), _Tok(1, 2, "NNG")]), _Sent(3, 6, None)],
+        [[_Tok(0, 1, "VV"), _Tok(0, 1, "EP"), _Tok(1, 2, "EC")], [_Tok(4, 2, "NNG")]],
+        [[_Tok(0, 2, "A"), _Tok(0, 1, "B"), _Tok(2, 1, "C")]],  # same start, shorter second
+        [[_Tok(4, 2, "NNG"), _Tok(0, 3, "VV"), _Tok(3, 0, "JX")]],  # out of text order
+        [[_Tok(0, 2, "NNG"), _Tok(1, 4, "XSN")], [_Tok(5, 1, "SF")]],  # overlapping, longer
+        [[_Tok(0, 1, "SW"), _Tok(1, 2, "NNG")], [_Tok(3, 3, "NNG")]],
     ],
 )
 def test_span_fast_path_equals_the_general_rules(sents):
     """spans_from_sentences' one-pass merge gives exactly merge_morphs + clip_morphs."""
     text = "가나다 라마"[:6].ljust(6, "바")
-    sentences = segment.cover_sentences(text, [(s.start, s.end) for s in sents])
-    tokens = [(t.start, t.len, t.tag) for s in sents for t in (s.tokens or ())]
+    sentences = segment.cover_sentences(text, [(s[0].start, s[-1].end) for s in sents])
+    tokens = [(t.start, t.len, t.tag) for s in sents for t in s]
     want = segment.clip_morphs(segment.merge_morphs(tokens), sentences)
     assert segment.spans_from_sentences(text, sents) == (sentences, want)
+
+
+def test_kiwi_tokenize_gives_split_into_sents_spans():
+    """The segmenter reads tokenize(split_sents=True), which kiwipiepy's split_into_sents wraps: the
+    same sentences (first token's start to last token's end) and the same tokens."""
+    kiwi = segment.load_kiwi(1)
+    for text in ["여러 문장으로 구성된 텍스트네 이걸 분리해줘", "됍니다. 좋아요!! ㅋㅋ\n제목\n본문이다", "영화 ost 좋다 ^^"]:
+        want = [(s.start, s.end, [(t.start, t.len, t.tag) for t in s.tokens])
+                for s in kiwi.split_into_sents(text, return_tokens=True, return_sub_sents=False)]
+        got = [(s[0].start, s[-1].end, [(t.start, t.len, t.tag) for t in s]) for s in kiwi.tokenize(text, split_sents=True)]
+        assert got == want
 
 
 # ---------------------------------------------------------------- the analyser's errors
@@ -147,11 +153,11 @@ class _KiwiFailingOn:
     def __init__(self, kiwi, mark):
         self.kiwi, self.mark, self.num_workers = kiwi, mark, kiwi.num_workers
 
-    def split_into_sents(self, text, **kw):
+    def tokenize(self, text, **kw):
         texts = [text] if isinstance(text, str) else list(text)
         if any(self.mark in t for t in texts):
             raise RuntimeError("invalid Hangul composition")
-        return self.kiwi.split_into_sents(text if isinstance(text, str) else texts, **kw)
+        return self.kiwi.tokenize(text if isinstance(text, str) else texts, **kw)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
