@@ -58,3 +58,16 @@ def test_report_published_prints_the_docs_table(capsys):
     assert main(["report"]) == 2  # neither an artifact nor --published: one line, exit 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--published" in err[0]
+
+
+@pytest.mark.parametrize("command", [c for c, cmd in COMMANDS.items() if cmd.common == "stage"])
+def test_the_command_a_help_sends_for_the_set_keys_lists_them(capsys, command):
+    """study's --set help said '--print-config keys lists them', an option study refuses: it names the
+    command whose keys its --set takes (pretrain's), and that command lists them."""
+    text = _help(capsys, [command]).replace("--print- config", "--print-config")  # argparse breaks at a hyphen
+    sent = re.search(r"; (kolectra (\w+) )?--print-config keys lists them", text)
+    assert sent, text[:400]
+    argv = [sent.group(2)] if sent.group(2) else [command]
+    assert _keys(capsys, argv) and "train.lr" in _keys(capsys, ["pretrain"])
+    if command == "study":
+        assert argv == ["pretrain"] and "--print-config" not in text.replace("kolectra pretrain --print-config", "")

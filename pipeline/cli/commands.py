@@ -301,6 +301,7 @@ class Command:
     example: str | None = None  # shown under --help
     config: Callable[[argparse.Namespace], tuple] | None = None  # the resolved config: --print-config
     set_example: str = "train.lr=1e-3"  # a --set this command accepts, for its help
+    keys_from: str = "--print-config keys"  # what lists its --set keys, for its help
     code: str = ""  # where the command's stage lives, shown under --help (the README's code map says the same)
     # The heavy libraries the command imports before its first line of progress, named in a
     # "starting" line: on a busy machine, importing them was the longest silence (docs/pretraining.md).
@@ -343,7 +344,8 @@ COMMANDS: dict[str, Command] = {
     "study": Command("which pretraining buys the better encoder per FLOP: arms (ELECTRA, MLM, GDES, ...) at equal "
                      "budgets against an untrained floor, read out on held-out NSMC rows with intervals",
                      add_study, run_study_command, code="pipeline/study/", loads="Apache Beam, torch, transformers",
-                     example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3"),
+                     example="kolectra study --corpus web --nsmc-train ratings_train.txt --flops 1e14 --points 3",
+                     keys_from="kolectra pretrain --print-config keys"),  # its --set is every arm's pretraining
     "report": Command("render an artifact's lineage, stats and metrics as Markdown with plots", add_report,
                       run_report, common="out", code="pipeline/report.py, pipeline/scores.py",
                       example="kolectra report sample-nsmc sample-korquad --published"),
@@ -370,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=cmd.help, description=cmd.description, epilog=epilog or None,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if cmd.common != "none":
-            _common(p, with_config=cmd.common == "stage", set_example=cmd.set_example)
+            _common(p, with_config=cmd.common == "stage", set_example=cmd.set_example, keys_from=cmd.keys_from)
         if cmd.config is not None:
             _print_config_flag(p)
         cmd.add(p)

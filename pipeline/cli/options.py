@@ -19,10 +19,11 @@ import sys
 
 
 def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3",
-           seed_default: int = 0) -> None:
+           seed_default: int = 0, keys_from: str = "--print-config keys") -> None:
     """``set_example``: a key=value this command accepts, for its --set help (a test holds every
     help example to the command's --print-config keys); ``seed_default``: its config's seed, for the
-    --seed help (the fine-tuning presets' is 42)."""
+    --seed help (the fine-tuning presets' is 42); ``keys_from``: what lists the --set keys (a command
+    without --print-config names the one that has its keys)."""
     # a string, not a Path: Path("") is ".", and an empty --out is refused (pipeline/cli/checks.py);
     # a store URL stays a URL
     p.add_argument("--out", default=None, metavar="ROOT",
@@ -35,7 +36,7 @@ def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: st
     if with_config:
         p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, repeatable (dotted keys; unknown keys are errors; default: "
-                            f"the preset's values; e.g. --set {set_example}; --print-config keys lists them)")
+                            f"the preset's values; e.g. --set {set_example}; {keys_from} lists them)")
         p.add_argument("--config", dest="config_file", default=None, metavar="FILE",
                        help="settings from a TOML file (or YAML with PyYAML installed): the --set keys, nested "
                             "tables as dotted keys ([train] lr = 1e-3 is train.lr); --set and the command's flags "
