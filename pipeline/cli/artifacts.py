@@ -57,7 +57,8 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     v.add_argument("--quick", action="store_true",
                    help="check what a stage checks before reading an artifact: for one kept in a store (s3://, "
                         "gs://) one listing against the sizes and store checksums (ETag, generation) its manifest "
-                        "recorded, the manifest's own digests and its parents, no object downloaded; for one in a "
+                        "recorded, the manifest's own digests and its parents, downloading only an object whose checksum "
+                        "differs (a copy's: its bytes decide); for one in a "
                         "local directory the same as without it (default: every object or file read through SHA-256)")
     v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks",
                          formatter_class=raw, epilog="example:\n  kolectra artifacts gc --dry-run")
