@@ -31,6 +31,7 @@ REJECTS_FILE = "rejects/rejects.jsonl"
 # one JSON line per input file (source, records_in, rejected, bytes, sha256, damaged?, changed?),
 # sorted by source name; streamed like the rejects, so no worker holds a table of every input file
 FILES_FILE = "stats/files.jsonl"
+ANALYSER_PROBE = "kiwi_probe"  # the tally of the workers' Kiwi probe hashes (corpus/segment.py: probe_hash)
 # stats.json -> sources repeats files.jsonl's first STATS_SOURCES rows by name (their count and
 # how many are left out beside them): a bounded table, whatever the number of input files
 STATS_SOURCES = 1000
@@ -242,6 +243,10 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         "sources_count": count,
         "sources_file": FILES_FILE,
         "sources_truncated": count - len(files),
+        # the code path each worker's Kiwi analysed on, as its analysis of fixed sentences tells it: one
+        # hash when the job is consistent, whatever the number of workers (a Korean corpus only)
+        **({"kiwi_probe": probes} if (probes := sorted(k[1] for k, n in tally.items() if k[0] == ANALYSER_PROBE and n))
+           else {}),
     }
 
 
@@ -266,6 +271,12 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
     source names back to inputs, ``rejects`` is where the failed run's dead letters are kept,
     ``rows`` every input file's (source, row) (:func:`read_file_rows`; stats.json's own
     ``sources`` without it)."""
+    if len(stats.get("kiwi_probe", [])) > 1:
+        raise CorpusError(
+            f"corpus: the job's workers analysed Korean differently: Kiwi's analysis of fixed sentences hashed to "
+            f"{', '.join(stats['kiwi_probe'])}, so Kiwi ran on different code paths (machines of other CPU kinds, "
+            "ARM and x86, or KIWI_ARCH_TYPE set on some): their documents' morphs would differ under one corpus "
+            "id; run the job on one kind of machine, or set KIWI_ARCH_TYPE alike on every worker")
     accounted = stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
     if stats["records_in"] != accounted:
         raise CorpusError(

@@ -27,6 +27,8 @@ marks ``W``, digits ``N``) or single punctuation ``P`` / symbol ``S`` characters
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import re
 import unicodedata
 import warnings
@@ -126,6 +128,25 @@ def load_kiwi(threads: int):
         return Kiwi(num_workers=threads if threads > 1 else 0)
 
 
+# Sentences written for kolectra (no corpus's): Kiwi's analysis of them names the code path it runs
+# on. Its SIMD paths (sse2, avx2, avx512bw and the default on a Zen 4) agree on them and on 10,000
+# NSMC reviews; KIWI_ARCH_TYPE=none changes the morphs of 43 % of those reviews and this probe's
+# hash, and ARM's neon path was not tried. Workers of one job on other paths would write other
+# bytes under one corpus id: the job compares their probes (corpus/outputs.py: check_stats).
+PROBE = ("어제 본 영화는 생각보다 훨씬 재미있었어요.", "배우들의 연기가 자연스럽고 음악도 좋았다!", "시간 가는 줄 모르고 봤네요 ㅋㅋ",
+         "이 감독의 다음 작품이 벌써 기다려집니다", "줄거리가 너무 뻔해서 중간에 졸았음", "가족들이랑 같이 보기에 딱 좋은 영화였어요",
+         "원작 소설을 읽고 봐서 그런지 아쉬운 점이 많았다.", "결말이 좀 허무하긴 했지만 전체적으로 괜찮았어",
+         "초반 30분은 지루했는데 후반부가 대박이었음", "CG가 어색해서 몰입이 안 됐어요", "주인공이 왜 그런 선택을 했는지 이해가 안 간다",
+         "OST 듣다가 눈물 날 뻔", "평점이 왜 이렇게 낮은지 모르겠네요", "연출은 좋았는데 각본이 약했다", "명작은 시간이 지나도 명작이구나")
+
+
+def probe_hash(kiwi) -> str:
+    """16 hex digits of sha256 over Kiwi's tokens of :data:`PROBE` (start, length, tag, form)."""
+    tokens = [[(t.start, t.len, t.tag, t.form) for t in sent] for text in PROBE
+              for sent in kiwi.tokenize(text, split_sents=True)]
+    return hashlib.sha256(json.dumps(tokens, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
+
+
 class Segmenter:
     """Kiwi, configured once; :meth:`segment` returns ``(sentences, morphs)`` for a text.
 
@@ -137,6 +158,7 @@ class Segmenter:
     def __init__(self, threads: int = 1) -> None:
         self.threads = max(1, threads)
         self.kiwi = load_kiwi(self.threads)
+        self.probe = probe_hash(self.kiwi)  # the code path Kiwi analyses on, as its output tells it
 
     def segment(self, text: str) -> tuple[list[list[int]], list[list]]:
         return self.segment_many([text])[0]

@@ -25,7 +25,7 @@ from kolectra.corpus import filters, inputs, neardup, outputs, piece_reader, pie
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.chunks import KeyedChunks, value_size
 from kolectra.corpus.config import CorpusConfig
-from kolectra.corpus.outputs import SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
+from kolectra.corpus.outputs import ANALYSER_PROBE, SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
 from kolectra.corpus.runners import tune_gc
 from kolectra.corpus.segment import make_segmenter, segment_each
@@ -283,6 +283,7 @@ class AnalyseAndPlace(beam.DoFn):
         tune_gc()
         self.segmenter = make_segmenter(self.cfg.language, self.threads)
         self.progress = WorkerCounts(self.progress_dir)
+        self.probe = getattr(self.segmenter, "probe", None)  # said once by each instance (ANALYSER_PROBE)
 
     def start_bundle(self):
         self.batch: list = []
@@ -309,6 +310,9 @@ class AnalyseAndPlace(beam.DoFn):
                 yield GlobalWindows.windowed_value(item)
         if self.failed:
             yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value((("rejected", ANALYSIS_FAILED), self.failed)))
+        if self.probe is not None:  # which code path this worker's Kiwi runs on: one tally key per path
+            yield beam.pvalue.TaggedOutput(TALLY, GlobalWindows.windowed_value(((ANALYSER_PROBE, self.probe), 1)))
+            self.probe = None
         for place, chunk in self.chunks.drain():
             yield GlobalWindows.windowed_value((place, outputs.pack_chunk(chunk)))
         for split, counts in sorted(self.counts.items()):
