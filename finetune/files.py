@@ -47,9 +47,11 @@ def finite(obj):
     return obj
 
 
-def write_json(path: Path, obj) -> None:
-    """Sorted keys, UTF-8, trailing newline: the same result gives the same bytes."""
-    Path(path).write_text(json.dumps(finite(obj), ensure_ascii=False, indent=2, sort_keys=True,
+def write_json(path: Path, obj, ascii_only: bool = False) -> None:
+    """Sorted keys, UTF-8, trailing newline: the same result gives the same bytes. ``ascii_only``:
+    every other character as a ``\\uXXXX`` escape, for a file another program opens in its locale's
+    encoding (the official KorQuAD script opens its prediction file so)."""
+    Path(path).write_text(json.dumps(finite(obj), ensure_ascii=ascii_only, indent=2, sort_keys=True,
                                      allow_nan=False) + "\n", encoding="utf-8")
 
 

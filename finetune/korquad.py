@@ -164,7 +164,10 @@ class Korquad(skeleton.Task):
                 "dev_windows": len(splits["dev"].feats)}
 
     def write(self, out_dir, splits, fit):
-        write_json(out_dir / "predictions.json", {qid: s[0]["text"] for qid, s in fit.final.predictions.items()})
+        # ASCII with escapes, as the official dev file is: the official script opens it in the locale's encoding,
+        # and Korean in UTF-8 read as cp949 (Windows in Korea) or ASCII (a C locale) scores as other text or fails
+        write_json(out_dir / "predictions.json", {qid: s[0]["text"] for qid, s in fit.final.predictions.items()},
+                   ascii_only=True)
         write_json(out_dir / "nbest_predictions.json", rounded_nbest(fit.final.predictions))
 
     def table(self, metrics):

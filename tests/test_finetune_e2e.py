@@ -149,3 +149,6 @@ def test_korquad_on_a_by_article_split(tiny_model, tmp_path):
     assert 0.0 <= m["exact_match"] <= 100.0 and 0.0 <= m["f1"] <= 100.0
     assert set(json.loads((out / "predictions.json").read_text(encoding="utf-8"))) == {
         q["id"] for a in dev_doc["data"] for p in a["paragraphs"] for q in p["qas"]}
+    # ASCII, as the official dev file is: the official script reads it in any locale's encoding
+    raw = (out / "predictions.json").read_bytes()
+    assert raw.isascii() and json.loads(raw.decode("cp949")) == json.loads(raw.decode("utf-8"))
