@@ -6,10 +6,8 @@ MemoryError), so the bundle's input stops short of its end. The job must fail wi
 
 import sys
 
-import apache_beam as beam
-
 from kolectra.corpus import beam_local
-from kolectra.corpus.runners import new_pipeline, pipeline_options
+from tests.local_send_job import run_groups
 
 GROUPS = 16
 GROUP_BYTES = 64 << 10
@@ -27,13 +25,7 @@ def main(out: str) -> None:
         return parts
 
     beam_local._partition = breaks_after_a_few
-    opts = pipeline_options(["--direct_num_workers=1", "--direct_running_mode=multi_processing"])
-    with new_pipeline(opts) as p:
-        _ = (p | beam.Create(range(GROUPS))
-             | beam.Map(lambda k: (k, bytes([k]) * GROUP_BYTES))
-             | beam.GroupByKey()
-             | beam.MapTuple(lambda k, values: f"{k} {sum(map(len, values))}")
-             | beam.io.WriteToText(out, shard_name_template=""))
+    run_groups(out, GROUPS, GROUP_BYTES)
 
 
 if __name__ == "__main__":

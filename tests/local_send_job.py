@@ -21,10 +21,15 @@ def main(out: str) -> None:
     data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES = SEND_QUEUE_BYTES  # read as the runner makes each channel
     beam_local.PARTITION_STREAM_BYTES = 1  # a stream a group
     beam_local.SEND_MESSAGE_BYTES = GROUP_BYTES // 4  # and a message a group
+    run_groups(out, GROUPS, GROUP_BYTES)
+
+
+def run_groups(out: str, groups: int, group_bytes: int) -> None:
+    """``groups`` groups of ``group_bytes`` through one worker process; each key and size to ``out``."""
     opts = pipeline_options(["--direct_num_workers=1", "--direct_running_mode=multi_processing"])
     with new_pipeline(opts) as p:
-        _ = (p | beam.Create(range(GROUPS))
-             | beam.Map(lambda k: (k, bytes([k]) * GROUP_BYTES))
+        _ = (p | beam.Create(range(groups))
+             | beam.Map(lambda k: (k, bytes([k]) * group_bytes))
              | beam.GroupByKey()
              | beam.MapTuple(lambda k, values: f"{k} {sum(map(len, values))}")
              | beam.io.WriteToText(out, shard_name_template=""))
