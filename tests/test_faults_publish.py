@@ -254,7 +254,20 @@ def test_an_interrupted_forced_rebuild_keeps_its_checkpoints_past_gc(tmp_path):
     store.build(Request(kind="corpus", name="other", stage_version=1, config={}), finishes)  # sweeps on start
     assert main(["artifacts", "gc", "--out", str(tmp_path)]) == 0
     assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]  # kept, as any interrupted run
+    assert store.build(req, finishes, resumable=run).path == published.path  # a plain build reuses the copy ...
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]  # ... and leaves the rebuild's run
     assert store.verify(published) == []
+
+    def resumes(out: Path) -> StageOutput:
+        assert (out / "state" / "step-1").read_text() == "s"  # the interrupted rebuild's state, handed back
+        return finishes(out)
+
+    rebuilt = store.build(req, resumes, resumable=run, force=True, resume=True)
+    assert rebuilt.manifest["provenance"]["finished"] >= published.manifest["provenance"]["finished"]
+    assert _private(tmp_path)[".work"] == []
+    # and an interrupted rebuild of a copy written since: left to --interrupted
+    with pytest.raises(KeyboardInterrupt):
+        store.build(req, interrupted, resumable=run, force=True)
     assert main(["artifacts", "gc", "--interrupted", "--out", str(tmp_path)]) == 0
     assert _private(tmp_path)[".work"] == []
 

@@ -290,7 +290,10 @@ class Store(Catalog):
                              "just before publishing it")
                     found = load(self._publish(d, request))
                     break
-        dead = workspace.leftovers(self.root, kind, aid) + ([run.path] if found and unheld else [])
+        # a run started after the copy found was written is a rebuild's (--force, or of a stale copy): its
+        # checkpoints are in no copy, kept for --force --resume (as the sweep keeps them)
+        done = found and unheld and (self.published_at(kind, aid) or 0.0) >= run.started()
+        dead = workspace.leftovers(self.root, kind, aid) + ([run.path] if done else [])
         workspace.discard(self.root, dead)
         self.collect()
         return found
