@@ -104,25 +104,41 @@ LARGE = "large"  # the tag of the listing's files read in pieces
 # at 8); on Beam's own runner 0.85 GB + 10.9 over 1-8 files (the peak at its shard shuffle's send),
 # under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over at 1-4 files (50 % at 8).
 # Each worker process beside the launcher (multi_processing: corpus/local_memory.py) holds its own
-# Kiwi, harness and budgeted chunks: 0.75-0.87 GB measured at 1-2 review files, the input's size or
-# Kiwi's threads moving it little (docs/scale.md, "The local runner's worker processes"); 1.1 GB is
-# 27 % over the highest. With near-dup on (its Kiwi stage takes documents joined to their marks)
-# 0.98 GB measured at 2 files; 1.3 GB is 33 % over it.
-LOCAL_WORKER_MB = 1100
-LOCAL_WORKER_MB_NEAR_DUP = 1300
+# Kiwi, harness and budgeted chunks, about 1.0 GB (1.2 with near-dup on, whose Kiwi stage takes the
+# documents joined to their marks), and in the shard stage up to five shard-sized buffers (the group
+# being written three times in Beam's channel and two waiting): bounded by the shard's size, a
+# setting, not by the input (docs/scale.md, "The local runner's worker processes").
+LOCAL_WORKER_BASE_MB, LOCAL_WORKER_BASE_MB_NEAR_DUP = 1000, 1200
+SHARD_BUFFERS = 5  # shard-sized buffers a worker holds at most in the shard stage
+
+
+def local_worker_mb(shard_json_bytes: float, near_dup: bool) -> float:
+    """A corpus worker process's allowance for shards of ``shard_json_bytes`` of JSON."""
+    return (LOCAL_WORKER_BASE_MB_NEAR_DUP if near_dup else LOCAL_WORKER_BASE_MB) + SHARD_BUFFERS * shard_json_bytes / 1e6
+
+
+LOCAL_WORKER_MB = local_worker_mb(CorpusConfig.shard_bytes, near_dup=False)  # at the default shard_bytes: 2.0 GB
+LOCAL_WORKER_MB_NEAR_DUP = local_worker_mb(CorpusConfig.shard_bytes, near_dup=True)
 LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5, worker_mb=LOCAL_WORKER_MB)
 LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0, worker_mb=LOCAL_WORKER_MB)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
 LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
 
 
-def local_memory_model(cfg: CorpusConfig, runner: str) -> MemoryModel:
+def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None = None) -> MemoryModel:
     """The fitted peak for this job, with near-dup or without, on the local runner with or without
-    corpus/beam_local.py's changes (applied here, as the runner would before the job)."""
+    corpus/beam_local.py's changes (applied here, as the runner would before the job); a worker
+    process's term for this job's shards (``json_bytes`` of JSON over ``cfg.num_shards`` a split:
+    a few shards of a small input are small, a ``num_shards`` set low makes them large)."""
     changed = runner == LOCAL_RUNNER and beam_local.install()
-    if cfg.near_dup_threshold > 0:
-        return LOCAL_MEMORY_NEAR_DUP if changed else LOCAL_MEMORY_NEAR_DUP_BEAM_OWN
-    return LOCAL_MEMORY if changed else LOCAL_MEMORY_BEAM_OWN
+    near_dup = cfg.near_dup_threshold > 0
+    if near_dup:
+        model = LOCAL_MEMORY_NEAR_DUP if changed else LOCAL_MEMORY_NEAR_DUP_BEAM_OWN
+    else:
+        model = LOCAL_MEMORY if changed else LOCAL_MEMORY_BEAM_OWN
+    shard = json_bytes / cfg.num_shards if json_bytes is not None and cfg.num_shards > 0 else cfg.shard_bytes
+    worker = local_worker_mb(shard, near_dup)
+    return model if worker == model.worker_mb else dataclasses.replace(model, worker_mb=worker)
 
 
 class CorpusInterrupted(KeyboardInterrupt):
@@ -311,7 +327,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     cfg = resolve_shards(cfg, listed)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
-    peak = check_local_memory(options, "corpus", outputs.expected_json_bytes(_sizes(listed)), local_memory_model(cfg, runner))
+    json_bytes = outputs.expected_json_bytes(_sizes(listed))
+    peak = check_local_memory(options, "corpus", json_bytes, local_memory_model(cfg, runner, json_bytes))
     threads = analysis_threads(options)  # after the check, which may take fewer workers
     shown = runner_label(options, peak)
     if languages.profile(cfg.language).analyser == "kiwi":

@@ -5,6 +5,7 @@ Beam's own option parsing (``runners.pipeline_options``) and each job's fitted m
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -97,3 +98,19 @@ def test_what_the_arguments_name_is_kept(monkeypatch, named):
     assert check_local_memory(options, "examples", SIZE, model) == pytest.approx(model.peak_bytes(SIZE, 1))
     direct = options.view_as(DirectOptions)
     assert (direct.direct_num_workers, direct.direct_running_mode) == (1, "multi_processing")
+
+
+def test_a_corpus_workers_allowance_follows_its_shards():
+    """A corpus worker holds about 1.0 GB (Kiwi, harness, chunks) and up to five shard-sized buffers in
+    the shard stage: 1.8-2.0 GB measured at the default shard_bytes, where the check counted 1.1 GB."""
+    from kolectra.corpus.config import default_config, production_config
+
+    cfg = default_config()
+    default = build.local_memory_model(cfg, build.LOCAL_RUNNER)
+    assert default.worker_mb == pytest.approx(1000 + 5 * (192 << 20) / 1e6) and default.worker_mb > 1990
+    small = build.local_memory_model(dataclasses.replace(cfg, num_shards=4), build.LOCAL_RUNNER, 40e6)
+    assert small.worker_mb == pytest.approx(1000 + 5 * 10) and small.base_mb == default.base_mb  # 10 MB shards
+    one_shard = build.local_memory_model(dataclasses.replace(cfg, num_shards=1), build.LOCAL_RUNNER, 2e9)
+    assert one_shard.worker_mb == pytest.approx(1000 + 5 * 2000)  # a num_shards set low: shards of 2 GB
+    near = build.local_memory_model(production_config(), build.LOCAL_RUNNER)
+    assert near.worker_mb == pytest.approx(default.worker_mb + 200)
