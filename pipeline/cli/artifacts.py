@@ -50,7 +50,7 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     v = verbs.add_parser("verify", help="re-hash every file; non-zero exit on any mismatch",
                          formatter_class=raw,
                          epilog="example:\n  kolectra artifacts verify artifacts/checkpoint/sample-0123456789abcdef\n"
-                                "on a bucket, downloading nothing:\n"
+                                "on a bucket, from one listing (reading only objects whose store checksum changed):\n"
                                 "  kolectra artifacts verify --quick s3://bucket/kolectra/checkpoint/sample-0123456789abcdef")
     common(v, with_config=False)
     v.add_argument("ref", help="the artifact: its directory, name-id, id, an unambiguous id prefix (6 characters or more) or its name")
