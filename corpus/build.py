@@ -90,19 +90,11 @@ OPERATIONAL = ("dedup_group_bytes", "split_bytes")
 LARGE = "large"  # the tag of the listing's files read in pieces
 
 
-# The local runner's peak RSS per MB of expected shard JSON (corpus/local_memory.py: MemoryModel).
-# With corpus/beam_local.py's changes to Beam's runner: 0.76 GB + 4.5 MB per MB of text, fitted by
-# benchmarks/local_peak.py over five runs on 1, 2 and 4 NSMC review files (docs/scale.md). The
-# expected JSON is 3.5 bytes an input byte (outputs.JSON_PER_INPUT_BYTE), so 1.5 per MB of it is
-# 5.25 per MB of plain text, above that slope; the estimate was 7-20 % over each measured peak.
-# Beam's own runner (the changes did not apply: another Beam under the pin's name) held 0.73 GB +
-# 7.8 MB per MB of text (more on the runs that caught its send's spike), under 3.0. Near-dup's
-# stages add their signature and packed band records (corpus/neardup_bands.py), and the Kiwi stage
-# takes the documents joined to their marks: the whole job with them, measured the same way over 1,
-# 2, 4 and 8 files, held 0.90 GB + 5.0 MB per MB of text with the changes, so 1.6 per MB of JSON
-# (5.6 per MB of plain text) on a base of 0.91 GB, 7-17 % over each measured peak at 1-4 files (30 %
-# at 8); on Beam's own runner 0.85 GB + 10.9 over 1-8 files (the peak at its shard shuffle's send),
-# under 3.5 (12.25) on a base of 0.83 GB, 8-31 % over at 1-4 files (50 % at 8).
+# The local runner's peak RSS per MB of expected shard JSON (corpus/local_memory.py: MemoryModel), fitted
+# by benchmarks/local_peak.py on 1-8 NSMC review files with corpus/beam_local.py's changes and on Beam's
+# own runner, near-dup off and on, each a little over every measured peak; an input byte is 3.5 bytes
+# of JSON (outputs.JSON_PER_INPUT_BYTE). The fits and their margins: docs/scale.md ("What a corpus
+# size needs").
 # Each worker process beside the launcher (multi_processing: corpus/local_memory.py) holds its own
 # Kiwi, harness and budgeted chunks, about 1.0 GB (1.2 with near-dup on, whose Kiwi stage takes the
 # documents joined to their marks), and in the shard stage up to five shard-sized buffers (the group
