@@ -29,7 +29,7 @@ complete artifact or nothing under ``ROOT/<kind>/`` (private areas: :mod:`.works
 If the stage fails in 5, a ``.tmp`` directory is deleted, and a run is kept only if it holds
 working state to resume from (one line says where). What a kill leaves behind is private and
 is removed once provably dead (no process holds its lock; published since, or nothing to resume),
-a complete build of an id not published is published instead (:meth:`Store._salvage`):
+a complete build of an id not published is published instead (:meth:`Store.collect`):
 at the start of every build, and by ``kolectra artifacts gc``. Documented in docs/artifacts.md.
 
 Stage code never sees any of this; it writes files into the directory it is handed and returns
@@ -282,14 +282,11 @@ class Store(Catalog):
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         found = self._published(request) if reuse else None
         unheld = [] if run.live() else [run.out]  # a root sharing .work may be building this request now
-        for d in [] if found or not reuse else [*workspace.leftovers(self.root, kind, aid), *unheld]:
-            with contextlib.suppress(ArtifactError):
-                if (m := read_manifest(d))["id"] == aid and not verify_dir(d) and \
-                        not built_from_others(m, request.parents):
-                    progress(f"{kind}: publishing {d}, a complete build of this request whose run was stopped "
-                             "just before publishing it")
-                    found = load(self._publish(d, request))
-                    break
+        if reuse and not found and (sealed := self._sealed(kind, aid, [*workspace.leftovers(self.root, kind, aid),
+                                                                        *unheld], request.parents)):
+            progress(f"{kind}: publishing {sealed[0]}, a complete build of this request whose run was stopped "
+                     "just before publishing it")
+            found = load(self._publish(sealed[0], request))
         # a run started after the copy found was written is a rebuild's (--force, or of a stale copy): its
         # checkpoints are in no copy, kept for --force --resume (as the sweep keeps them)
         done = found and unheld and (self.published_at(kind, aid) or 0.0) >= run.started()
@@ -368,28 +365,41 @@ class Store(Catalog):
 
     def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
         """``kolectra artifacts gc``: remove what is provably dead (and, with ``interrupted``, runs
-        that could be resumed); returns (removed, interrupted runs kept)."""
-        return workspace.sweep(self.root, self.published_at, interrupted, dry_run, salvage=self._salvage)
+        that could be resumed); returns (removed, interrupted runs kept). A complete build in ``.tmp``
+        of an id not published is published instead, the newest of them: a kill between ``--force``'s
+        two renames left the old copy and the new build there, both sealed, and the sweep deleted both."""
+        chosen: dict[tuple[str, str], tuple[Path, dict] | None] = {}  # (kind, id) -> the build to publish
 
-    def _salvage(self, kind: str, aid: str, d: Path, dry_run: bool) -> bool:
-        """Publish ``d`` when no copy of ``aid`` is published and ``d`` is the newest complete build of
-        it in ``.tmp`` (called under the request's lock). A kill between ``--force``'s two renames left
-        the old copy and the new build there, both sealed; the sweep deleted both: no copy remained."""
-        if self.find(kind, aid) is not None:
-            return False
-        sealed = []
-        for c in workspace.leftovers(self.root, kind, aid) + ([d] if d.is_dir() else []):
-            with contextlib.suppress(ArtifactError, KeyError, TypeError):
-                manifest = read_manifest(c)
-                if manifest["id"] == aid and manifest["kind"] == kind and not verify_dir(c):
-                    sealed.append((str(manifest["provenance"]["finished"]), c.name, c, manifest["name"]))
-        if not sealed or max(sealed)[2] != d:
-            return False
-        progress(f"{kind}: {'would publish' if dry_run else 'publishing'} {d}, a complete build of {aid} whose "
-                 "run was stopped just before publishing it")
-        if not dry_run:
-            self._publish_as(d, kind, aid, str(max(sealed)[3]))
-        return True
+        def salvage(kind: str, aid: str, d: Path, dry_run: bool) -> bool:  # called under the request's lock
+            if (kind, aid) not in chosen:  # once an id, whichever of its directories the sweep meets first
+                chosen[kind, aid] = None if self.find(kind, aid) is not None else \
+                    self._sealed(kind, aid, [*workspace.leftovers(self.root, kind, aid), d])
+            pick = chosen[kind, aid]
+            if pick is None or pick[0] != d:
+                return False
+            progress(f"{kind}: {'would publish' if dry_run else 'publishing'} {d}, a complete build of {aid} whose "
+                     "run was stopped just before publishing it")
+            if not dry_run:
+                self._publish_as(d, kind, aid, str(pick[1]["name"]))
+            return True
+
+        return workspace.sweep(self.root, self.published_at, interrupted, dry_run, salvage=salvage)
+
+    def _sealed(self, kind: str, aid: str, candidates: list[Path],
+                parents: Collection[Artifact] | None = None) -> tuple[Path, dict] | None:
+        """The newest complete build of ``aid`` among ``candidates`` (by its manifest's finishing time) and
+        its manifest: intact and, given the request's ``parents``, built from them as they are now. Every
+        candidate's manifest is read; the builds are hashed newest first, until one passes."""
+        found = []
+        for c in candidates:
+            with contextlib.suppress(ArtifactError, KeyError, TypeError, AttributeError):
+                m = read_manifest(c)
+                if m["id"] == aid and m["kind"] == kind:
+                    found.append((str((m.get("provenance") or {}).get("finished", "")), c.name, c, m))
+        for _, _, c, m in sorted(found, key=lambda f: f[:2], reverse=True):
+            if not verify_dir(c) and not (parents is not None and built_from_others(m, parents)):
+                return c, m
+        return None
 
 
 def _fsync_dir(path: Path) -> None:
