@@ -27,6 +27,7 @@ marks ``W``, digits ``N``) or single punctuation ``P`` / symbol ``S`` characters
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import json
 import re
@@ -158,7 +159,11 @@ class Segmenter:
     def __init__(self, threads: int = 1) -> None:
         self.threads = max(1, threads)
         self.kiwi = load_kiwi(self.threads)
-        self.probe = probe_hash(self.kiwi)  # the code path Kiwi analyses on, as its output tells it
+
+    @functools.cached_property
+    def probe(self) -> str:
+        """The code path this Kiwi analyses on, as its output tells it (:func:`probe_hash`), when asked."""
+        return probe_hash(self.kiwi)
 
     def segment(self, text: str) -> tuple[list[list[int]], list[list]]:
         return self.segment_many([text])[0]
