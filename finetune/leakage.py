@@ -27,13 +27,14 @@ def text_key(row: dict) -> tuple[str, ...] | None:
     return key if any(key) else None
 
 
-def _keys(ds) -> list[tuple[str, ...]]:
+def _keys(ds) -> list[tuple[str, ...] | None]:
+    """Every row's :func:`text_key`."""
     cols = [c for c in TEXT_COLUMNS if c in ds.column_names]
-    return [tuple(_normalise(v) for v in row) for row in zip(*(ds[c] for c in cols))] if cols else []
+    return [text_key(dict(zip(cols, row))) for row in zip(*(ds[c] for c in cols))] if cols else []
 
 
 def overlap(seen_in: list, scored) -> tuple[int, int]:
     """(scored rows whose normalised text is also a row of one of ``seen_in``'s, scored rows)."""
-    seen = {k for ds in seen_in for k in _keys(ds) if any(k)}
+    seen = {k for ds in seen_in for k in _keys(ds) if k}
     keys = _keys(scored)
-    return sum(1 for k in keys if any(k) and k in seen), len(keys)
+    return sum(1 for k in keys if k and k in seen), len(keys)
