@@ -68,6 +68,34 @@ def test_artifacts_list_show_verify(tmp_path, capsys):
     assert "stats.json" in capsys.readouterr().out
 
 
+def test_verify_lineage_rehashes_every_ancestor_once(tmp_path, capsys):
+    import shutil
+
+    store = Store(tmp_path / "root")
+    corpus = _artifact(store, "corpus", "c")
+    vocab = _artifact(store, "vocab", "v", parents=[corpus])
+    examples = _artifact(store, "examples", "e", parents=[vocab, corpus])  # the corpus twice in the lineage
+    root = ["--out", str(store.root)]
+
+    assert main(["artifacts", "verify", "--lineage", examples.id] + root) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in out] == [str(examples.path), str(vocab.path), str(corpus.path)]
+
+    # a parent's file rewritten under an unchanged manifest: its children's own check cannot see it
+    (corpus.path / "stats.json").write_text("tampered")
+    assert main(["artifacts", "verify", examples.id] + root) == 0
+    capsys.readouterr()
+    assert main(["artifacts", "verify", "--lineage", examples.id] + root) == 1
+    out = capsys.readouterr().out
+    assert out.count("MISMATCH") == 1 and f"{corpus.path / 'stats.json'}" in out
+
+    shutil.rmtree(corpus.path)  # a parent that is gone is named, not a mismatch
+    assert main(["artifacts", "verify", "--lineage", vocab.id] + root) == 0
+    captured = capsys.readouterr()
+    assert f"missing parent {corpus.id} of {vocab.path}" in captured.out
+    assert "2 artifact(s) verified" not in captured.err and "1 artifact(s) verified, 1 parent(s) not found" in captured.err
+
+
 def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
     root = ["--out", str(tmp_path)]
     assert main(["artifacts", "show", "nope"] + root) == 2

@@ -87,6 +87,11 @@ def test_whole_chain_on_s3_matches_local_digests(bucket, tmp_path):
     ok = _cli("artifacts", "verify", str(corpus.path), "--out", f"{bucket}/kolectra")
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith(f"ok {corpus.path}")
+    chain = _cli("artifacts", "verify", "--quick", "--lineage", str(remote.list("checkpoint")[0].path),
+                 "--out", f"{bucket}/kolectra")  # the checkpoint, its examples, their vocab and corpus
+    assert chain.returncode == 0, chain.stderr
+    kinds = [line.split()[1].split("/")[-2] for line in chain.stdout.splitlines()]
+    assert kinds[:2] == ["checkpoint", "examples"] and sorted(kinds[2:]) == ["corpus", "vocab"], chain.stdout
 
 
 def test_tampered_object_is_named_by_verify_and_refused(bucket):

@@ -60,6 +60,9 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
                         "recorded, the manifest's own digests and its parents, downloading only an object whose checksum "
                         "differs (a copy's: its bytes decide); for one in a "
                         "local directory the same as without it (default: every object or file read through SHA-256)")
+    v.add_argument("--lineage", action="store_true",
+                   help="also verify every artifact it was built from, back to the corpus (each once; a parent "
+                        "that is gone is named, not counted as a mismatch)")
     v = verbs.add_parser("gc", help="remove what killed or refused runs left in ROOT/.tmp, .work and .locks",
                          formatter_class=raw, epilog="example:\n  kolectra artifacts gc --dry-run")
     common(v, with_config=False)
@@ -189,17 +192,26 @@ def artifacts_show(args, store: Store) -> int:
 def artifacts_verify(args, store: Store) -> int:
     # a REF that names no artifact is a lookup error (one line, exit 2), not a MISMATCH (exit 1)
     art = store.resolve(args.ref)
-    problems = store.verify(art, quick=args.quick)
-    unhashed = [f for f in art.manifest["files"] if not f.get("checksum")]
-    if args.quick and unhashed and not isinstance(art.path, Path):  # a store that gave no checksum at publishing
-        print(f"note: {len(unhashed)} object(s) of {art.path} have no store checksum in the manifest: their sizes "
-              "were checked, not their bytes (without --quick every object is hashed)", file=sys.stderr)
-    for p in problems:
-        print(f"MISMATCH {p}")
+    ancestors, missing = store.ancestors(art) if args.lineage else ([], [])
+    problems = 0
+    for a in (art, *ancestors):
+        found = store.verify(a, quick=args.quick)
+        unhashed = [f for f in a.manifest["files"] if not f.get("checksum")]
+        if args.quick and unhashed and not isinstance(a.path, Path):  # a store that gave no checksum at publishing
+            print(f"note: {len(unhashed)} object(s) of {a.path} have no store checksum in the manifest: their sizes "
+                  "were checked, not their bytes (without --quick every object is hashed)", file=sys.stderr)
+        for p in found:
+            print(f"MISMATCH {p}")
+        if not found:
+            print(f"ok {a.path} ({len(a.manifest['files'])} files, digest {a.manifest['digest'][:16]})")
+        problems += len(found)
+    for m in missing:
+        print(f"missing {m}: not under this root nor where it was recorded, so not checked")
+    if args.lineage:
+        print(f"{1 + len(ancestors)} artifact(s) verified, {len(missing)} parent(s) not found", file=sys.stderr)
     if problems:
-        print(f"{len(problems)} problem(s)", file=sys.stderr)
+        print(f"{problems} problem(s)", file=sys.stderr)
         return 1
-    print(f"ok {art.path} ({len(art.manifest['files'])} files, digest {art.manifest['digest'][:16]})")
     return 0
 
 

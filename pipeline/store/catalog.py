@@ -297,6 +297,26 @@ class Catalog:
         self._checked.clear()
 
     # ---- lineage -------------------------------------------------------------------------
+    def ancestors(self, art: Artifact) -> tuple[list[Artifact], list[str]]:
+        """Every artifact ``art`` was built from, nearest first and each once (a vocab and its
+        examples share a corpus), and one line for each parent that was not found."""
+        found: list[Artifact] = []
+        missing: list[str] = []
+        seen, queue = {art.id}, [art]
+        while queue:
+            a = queue.pop(0)
+            for pid in a.parents:
+                if pid in seen:
+                    continue
+                seen.add(pid)
+                parent = self.parent(a, pid)
+                if parent is None:
+                    missing.append(f"parent {pid} of {a.path}")
+                else:
+                    found.append(parent)
+                    queue.append(parent)
+        return found, missing
+
     def lineage_lines(self, art: Artifact) -> list[str]:
         """The lineage tree back to the raw inputs, as text lines."""
         lines = [_label(art)]
