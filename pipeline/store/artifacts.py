@@ -209,6 +209,17 @@ class Store(Catalog):
         """Called after the trainer saved a checkpoint: a local root keeps it where it is."""
 
     # ---- building ------------------------------------------------------------------------
+    def _check(self, request: Request) -> str:
+        """The id of ``request`` once its kind is known and every parent passed :meth:`require`."""
+        if request.kind not in KINDS:
+            raise ArtifactError(f"unknown artifact kind {request.kind!r}")
+        try:
+            for parent in request.parents:
+                self.require(parent)
+        finally:
+            self._checks_done()
+        return request.id()
+
     def build(self, request: Request, produce: Callable[[Path], StageOutput], force: bool = False,
               resumable: bool | Resumable = False, resume: bool | str = False, in_place: bool = False) -> Artifact:
         """Return the artifact for ``request``, producing it (atomically) only if needed.
@@ -218,14 +229,7 @@ class Store(Catalog):
         with ``resume="exact"``) continues from the stage's own checkpoints; without it an
         interrupted run of the same request is discarded first. ``in_place`` (the Beam stages) says
         the stage can write where the artifact lives: on a store root; a local one ignores it."""
-        if request.kind not in KINDS:  # 1. check
-            raise ArtifactError(f"unknown artifact kind {request.kind!r}")
-        try:
-            for parent in request.parents:
-                self.require(parent)
-        finally:
-            self._checks_done()
-        aid = request.id()
+        aid = self._check(request)  # 1. check
         if rank := followers.follower_rank(resumable):
             return self._follow(request, produce, force, rank)
         with contextlib.ExitStack() as held:

@@ -270,14 +270,7 @@ class RemoteStore(StoreRuns, Store):
     # ---- building --------------------------------------------------------------------------
     def build(self, request: Request, produce: Callable, force: bool = False,
               resumable: bool | Resumable = False, resume: bool | str = False, in_place: bool = False) -> Artifact:
-        if request.kind not in KINDS:
-            raise ArtifactError(f"unknown artifact kind {request.kind!r}")
-        try:
-            for parent in request.parents:
-                self.require(parent)
-        finally:
-            self._checks_done()
-        aid = request.id()
+        aid = self._check(request)
         if rank := followers.follower_rank(resumable):
             return self._follow_remote(request, produce, force, resume, rank)
         if not force and (found := self._published(request)) is not None:
