@@ -5,7 +5,9 @@ fine-tune; ``--role generator`` for the masked LM): its weights (safetensors), c
 files and a model card whose metadata is valid for the Hugging Face Hub (:mod:`model.card`: Hub
 ids only, ``--dataset`` and ``--base-model`` when the user names them). The card's body, the
 training facts and lineage written at pretraining, is kept; a line says which artifact it came
-from. The artifact is verified before anything is copied; ``--to`` inside it, inside the root or
+from. A masked LM's folder (the generator, or an MLM ablation's discriminator), whose card's
+``pipeline_tag`` is fill-mask, reads ``[MASK]`` in text as the mask (:func:`mask_in_text`); every
+other folder keeps the vocabulary's "text is data". The artifact is verified before anything is copied; ``--to`` inside it, inside the root or
 the store cache is refused, and so is a ``--push`` id the Hub would refuse, before anything is written.
 
 ``--push REPO_ID`` uploads the folder with ``huggingface_hub``: one commit of
@@ -69,10 +71,27 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     text_is_data(dest / "tokenizer_config.json")
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
+    masked_lm = cls_name == "ElectraForMaskedLM"  # a generator, or an MLM ablation's discriminator
+    if masked_lm:
+        mask_in_text(dest / "tokenizer_config.json")
     objective = str(art.manifest.get("config", {}).get("objective", {}).get("objective", "electra"))
-    (dest / "README.md").write_text(card(src / "README.md", cls_name, objective, art, datasets, base_model),
-                                    encoding="utf-8")
+    (dest / "README.md").write_text(card(src / "README.md", cls_name, objective, art, datasets, base_model,
+                                         FILL_MASK if masked_lm else ""), encoding="utf-8")
     return art, dest
+
+
+FILL_MASK = ("In this folder `[MASK]` written in text is the mask token (its `tokenizer_config.json` says "
+             "`split_special_tokens: false`), so `pipeline(\"fill-mask\", model=path)` fills it; kolectra's own "
+             "tokenizers, and an exported discriminator's, read it as text.")
+
+
+def mask_in_text(path: Path) -> None:
+    """A masked LM's folder: ``[MASK]`` in text is the mask. Its card's ``pipeline_tag`` is fill-mask, and
+    with the vocabulary's ``split_special_tokens`` (text is data) ``pipeline("fill-mask")`` and the Hub's
+    widget found no mask in any input ("No mask_token ([MASK]) found on the input")."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["split_special_tokens"] = False
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def managed_folders(store: Store) -> list[Path]:
@@ -115,14 +134,16 @@ def text_is_data(path: Path) -> None:
 
 
 def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list[str] | None,
-         base_model: str | None) -> str:
-    """The pretraining card's body under fresh Hub metadata, with the artifact it was exported from."""
+         base_model: str | None, note: str = "") -> str:
+    """The pretraining card's body under fresh Hub metadata, with the artifact it was exported from (and
+    ``note``, a paragraph after that line)."""
     text = src.read_text(encoding="utf-8") if src.is_file() else ""
     if text.startswith("---\n"):  # the old front matter, replaced
         text = text.split("\n---\n", 1)[1] if "\n---\n" in text else ""
     origin = (f"\nExported by `kolectra export` from the checkpoint artifact `{art.kind}/{art.path.name}` "
               f"(digest `{art.manifest.get('digest', '')[:16]}`).\n")
-    return front_matter(cls_name, objective, datasets, base_model) + no_local_paths(text.rstrip("\n")) + "\n" + origin
+    return (front_matter(cls_name, objective, datasets, base_model) + no_local_paths(text.rstrip("\n")) + "\n"
+            + origin + (f"\n{note}\n" if note else ""))
 
 
 # an absolute or home-relative local path: starts a word with '/' or '~/' (a URL's or a Hub id's '/'

@@ -68,6 +68,22 @@ def test_export_writes_a_folder_transformers_loads_with_hub_metadata(checkpoint,
     assert ModelCard.load(dest / "README.md").data.datasets == ["e9t/nsmc"]
 
 
+def test_the_exported_generator_fills_masks_and_the_discriminator_keeps_text_as_data(checkpoint, tmp_path):
+    """The generator's card says ``pipeline_tag: fill-mask``; with the vocabulary's split_special_tokens its
+    tokenizer found no mask in any text ("No mask_token ([MASK]) found on the input")."""
+    from transformers import AutoTokenizer, pipeline
+
+    store, art = checkpoint
+    gen, disc = tmp_path / "gen", tmp_path / "disc"
+    assert main(["export", art.id, "--to", str(gen), "--out", str(store.root), "--role", "generator"]) == 0
+    assert main(["export", art.id, "--to", str(disc), "--out", str(store.root)]) == 0
+    assert _meta((gen / "README.md").read_text(encoding="utf-8"))["pipeline_tag"] == "fill-mask"
+    filled = pipeline("fill-mask", model=str(gen))("나는 정말 [MASK] 봤다.", top_k=3)
+    assert len(filled) == 3 and all(r["token"] not in (0, 4) for r in filled)
+    tok = AutoTokenizer.from_pretrained(str(disc))
+    assert tok.mask_token_id not in tok("나는 [MASK] 봤다.")["input_ids"]  # text is data for the encoder
+
+
 def test_push_dry_run_prints_the_commit_it_would_make(checkpoint, tmp_path, capsys):
     from kolectra.pipeline.hub import operations
 
