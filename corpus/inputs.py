@@ -250,12 +250,15 @@ def _local_matches(pattern: str) -> Iterator[str]:
         return
     if os.path.dirname(prefix) != prefix:
         prefix = os.path.dirname(prefix)
-    if not os.path.exists(prefix):
+    # a glob in the working directory itself (`*.jsonl.gz`, `**/*.txt`) has no folder before it: walk `.`
+    # and match the names as the pattern spells them (Beam's match finds nothing there: ./ works)
+    here = prefix == ""
+    if not os.path.exists(prefix or os.curdir):
         return
     match = re.compile(FileSystem.translate_pattern(pattern)).match
-    for folder, _, names in os.walk(prefix):
+    for folder, _, names in os.walk(prefix or os.curdir):
         for name in names:
-            path = os.path.join(folder, name)
+            path = os.path.join(folder, name)[2:] if here else os.path.join(folder, name)  # less `./`
             if match(path) and os.path.exists(path):  # as Beam: a link that leads nowhere is no file
                 yield path
 

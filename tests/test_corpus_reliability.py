@@ -166,6 +166,18 @@ def test_literal_path_wins_over_glob(tmp_path):
     assert inputs.expand([str(tmp_path / "x[12].txt")]) == [str(tmp_path / "x1.txt")]  # no such file: a glob
 
 
+def test_a_glob_in_the_working_directory_names_its_files(tmp_path, monkeypatch):
+    """`--input '*.jsonl.gz'` (no folder before the glob) matched no file; `./*.jsonl.gz` did."""
+    (tmp_path / "sub").mkdir()
+    for p in ("a.txt", "b.txt", "sub/c.txt"):
+        (tmp_path / p).write_text("x\n")
+    monkeypatch.chdir(tmp_path)
+    top = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    assert inputs.expand(["*.txt"]) == inputs.expand(["./*.txt"]) == inputs.expand([str(tmp_path / "*.txt")]) == top
+    assert inputs.expand(["a*"]) == top[:1]
+    assert inputs.expand(["**/*.txt"]) == inputs.expand([str(tmp_path / "**" / "*.txt")]) == [str(tmp_path / "sub" / "c.txt")]
+
+
 @pytest.mark.parametrize("name, kind", [("dump.tar.gz", "an archive of several files"),
                                         ("reviews.zip", "an archive of several files"),
                                         ("REVIEWS.TGZ", "an archive of several files"), ("part.jsonl.xz", "compressed as xz")])
