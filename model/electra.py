@@ -248,7 +248,9 @@ def flops_by_part(cfg: ModelConfig, vocab_size: int, seq_len: int, n_masked: int
                   objective: str = "electra") -> dict[str, int]:
     """Training FLOPs for one sequence, by where they go: 6 x matmul weights per token (forward 2 +
     backward 4) plus attention scores and weighted sums (2 x 2 x L x hidden per token per layer
-    forward, x3 for training), after Kaplan et al. 2020 / the ELECTRA paper's appendix D counting.
+    forward, x3 for training), Kaplan et al. 2020's convention. The ELECTRA reference's
+    ``flops_computation.py`` counts otherwise (backward = one forward, dense embedding lookups,
+    element-wise operations): docs/tpu.md compares the two on the paper's shapes.
 
     ``body``: both encoders (matmuls and attention); ``generator_head``: the generator's dense
     layer and vocabulary softmax, at the ``n_masked`` positions only; ``discriminator_head``: the
