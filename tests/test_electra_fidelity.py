@@ -127,3 +127,30 @@ def test_the_export_gives_what_the_pair_gives_on_padded_two_segment_rows(sharing
         torch.testing.assert_close(gen(**hf).logits[real], gen_ours[real], rtol=0, atol=1e-6)
     # the segment ids reach the model: the same rows as one segment give other logits
     assert not torch.allclose(disc(input_ids=ids, attention_mask=mask).logits[real], ours[real], atol=1e-4)
+
+
+def test_the_exported_tokenizer_gives_the_ids_the_examples_stage_trained_on(tmp_path):
+    """What the examples stage encodes with (tokenizer.json through ``tokenizers``, specials never matched
+    in text) and what a user of the exported folder gets from ``AutoTokenizer``: the same ids and segments."""
+    from transformers import AutoTokenizer
+
+    from kolectra.core.tokens import SPECIALS
+    from kolectra.corpus.examples import load_tokenizer
+    from kolectra.vocab.export import write_dir
+
+    chars = sorted(set("나는영화를정말좋아한다배우가어제봤다."))
+    vocab = [*SPECIALS, *chars, *(f"##{c}" for c in chars), "영화", "##를", "배우", "정말"]
+    (tmp_path / "vocab").mkdir()
+    write_dir(vocab, tmp_path / "vocab")
+    pair = ElectraPair(dataclasses.replace(config.tiny().model, max_position=32), len(vocab), 0)
+    hf_dir = export_pair(pair, tmp_path / "vocab", tmp_path / "hf", {"preset": "tiny"})["discriminator"]
+    trained, user = load_tokenizer(tmp_path / "vocab"), AutoTokenizer.from_pretrained(str(hf_dir))
+    for text, second in [
+        ("영화를 정말 좋아한다.", None),
+        ("[MASK] 배우가 [SEP] 봤다", "나는  어제\t봤다."),
+        ("영화 ⓐ", "정말"),
+    ]:
+        ours = trained.encode(text) if second is None else trained.encode(text, second)
+        theirs = user(text, second)
+        assert theirs["input_ids"] == ours.ids and theirs["token_type_ids"] == ours.type_ids, text
+        assert user.mask_token_id not in theirs["input_ids"]
