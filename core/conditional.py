@@ -53,7 +53,8 @@ def remove_if(location: str, version: str) -> bool:
                 return False
             raise
         except Exception as e:
-            if type(e).__name__ == "PreconditionFailed":  # google.api_core.exceptions
+            # google.api_core.exceptions: another version there (412), or none at all (404: removed meanwhile)
+            if type(e).__name__ in ("PreconditionFailed", "NotFound"):
                 return False
             raise
     fs.invalidate_cache()

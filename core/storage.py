@@ -33,6 +33,7 @@ import contextlib
 import datetime as _dt
 import errno
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -146,7 +147,9 @@ def describe_failure(url: str, e: BaseException) -> str:
             e, (ConnectionError, TimeoutError)):
         where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint and scheme(url).startswith("s3") else ""
         return f"{url}: cannot reach the store{where}: {text}"
-    if "NoCredentials" in name or "Unable to locate credentials" in text or "DefaultCredentialsError" in name:
+    # gcsfs, finding no credentials, asks anonymously: a private bucket answers "Anonymous caller ..."
+    if ("NoCredentials" in name or "Unable to locate credentials" in text or "DefaultCredentialsError" in name
+            or text.startswith("Anonymous caller")):
         return (f"{url}: no credentials found (S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile; "
                 f"GCS: GOOGLE_APPLICATION_CREDENTIALS): {text}")
     # S3's codes, or its words for them where the client kept only the message (s3fs's PermissionError)
@@ -181,7 +184,7 @@ def check_bucket(url: str) -> None:
         raise StoreError(f"{url!r} names no bucket: give the root as {scheme(url)}://BUCKET/PREFIX")
     with translated(url):
         try:
-            found = fs.exists(bucket) if scheme(url) not in ("s3", "s3a") else _s3_bucket_found(fs, path)
+            found = _s3_bucket_found(fs, path) if scheme(url) in ("s3", "s3a") else _gcs_bucket_found(fs, path)
         except FileNotFoundError:
             found = False
     if not found:
@@ -200,6 +203,17 @@ def _s3_bucket_found(fs, path: str) -> bool:
         prefix = prefix.strip("/")
         fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=f"{prefix}/" if prefix else "", MaxKeys=1)
         return True
+
+
+def _gcs_bucket_found(fs, path: str) -> bool:
+    """Whether the bucket of ``path`` is there: a one-object listing of the root's prefix (404: no
+    such bucket). Not a GET of the bucket: that needs ``storage.buckets.get``, which the object roles
+    (``roles/storage.objectAdmin``, ``objectUser``: a service account's usual grant on one bucket) do
+    not give; gcsfs then lists the bucket, and an empty one (a new root's) read as missing."""
+    bucket, _, prefix = path.partition("/")
+    prefix = prefix.strip("/")
+    fs.call("GET", "b/{}/o", bucket, prefix=f"{prefix}/" if prefix else None, maxResults=1, json_out=True)
+    return True
 
 
 # ---- reading and writing --------------------------------------------------------------------------
@@ -339,27 +353,32 @@ def age(location: str, found: dict | None = None) -> float | None:
     """Seconds since the object at ``location`` was last written, by the store's own clock (so a
     reader whose clock is off reads it right), or None when the store tells no times.
 
-    S3: one HEAD, its ``Date`` header minus ``Last-Modified``. Other stores: a small object written
-    beside it (``.clock``) gives the store's time now."""
+    S3: one HEAD, its ``Date`` header minus ``Last-Modified``; GCS: one metadata GET, its ``Date``
+    minus ``updated``. Nothing is written (GCS takes about one write a second to one object name).
+    Another store: a small object written beside it (``.clock``) gives the store's time now."""
     fs, path = filesystem(location)
+    bucket, _, key = path.partition("/")
     with translated(location):
-        if scheme(location) in ("s3", "s3a"):
-            bucket, _, key = path.partition("/")
-            try:
+        if scheme(location) not in ROOT_SCHEMES:
+            then = modified(found if found is not None else fs.info(path))
+            clock = path.rsplit("/", 1)[0] + "/.clock"
+            fs.pipe_file(clock, b"")
+            now = modified(fs.info(clock))
+            return None if then is None or now is None else now - then
+        try:
+            if scheme(location) in ("s3", "s3a"):
                 head = fs.call_s3("head_object", Bucket=bucket, Key=key)
-            except FileNotFoundError:
-                return None
-            date = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-            if date and isinstance(head.get("LastModified"), _dt.datetime):
-                from email.utils import parsedate_to_datetime  # noqa: PLC0415
-
-                return (parsedate_to_datetime(date) - head["LastModified"]).total_seconds()
+                date, then = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"), head.get("LastModified")
+            else:  # gcsfs: the (headers, body) of the object's metadata
+                headers, body = fs.call("GET", "b/{}/o/{}", bucket, key)
+                date, then = headers.get("Date"), modified(json.loads(body))
+        except FileNotFoundError:
             return None
-        then = modified(found if found is not None else fs.info(path))
-        clock = path.rsplit("/", 1)[0] + "/.clock"
-        fs.pipe_file(clock, b"")
-        now = modified(fs.info(clock))
-    return None if then is None or now is None else now - then
+    if not date or then is None:
+        return None
+    from email.utils import parsedate_to_datetime  # noqa: PLC0415
+
+    return parsedate_to_datetime(date).timestamp() - (then.timestamp() if isinstance(then, _dt.datetime) else then)
 
 
 def _marker(name: str) -> bool:

@@ -67,8 +67,8 @@ def iter_matches(fs, proto: str, path: str) -> Iterator[Listed]:
         listed = (_listed(m, p) for p, m in sorted(found.items()) if m.get("type") != "directory")
     elif proto in ("s3", "s3a"):
         listed = _s3_objects(fs, root, literal, depth)
-    else:
-        listed = (_listed(m, m["name"]) for _, _, files in fs.walk(root, maxdepth=depth, detail=True)
+    else:  # from the folder without its "/": gcsfs lists a folder marker ("raw/") as a folder inside "raw/"
+        listed = (_listed(m, m["name"]) for _, _, files in fs.walk(root.rstrip("/"), maxdepth=depth, detail=True)
                   for m in files.values() if m.get("type") != "directory")
     for found in listed:
         if matches(found.path):

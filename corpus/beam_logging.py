@@ -23,9 +23,16 @@ from kolectra.core.verbosity import set_level as _core_set_level
 _BEAM_LEVEL = {QUIET: logging.CRITICAL + 1, NORMAL: logging.CRITICAL + 1, VERBOSE: logging.WARNING, DEBUG: logging.INFO}
 
 
+# the GCS clients log as Beam does: gcsfs a traceback for each request it retries and a warning where
+# it cannot ask for the bucket's layout, google-auth one for each credential source it tried; their
+# failure reaches the user as kolectra's one line (kolectra.core.storage.describe_failure)
+_STORE_LOGGERS = ("gcsfs", "google.auth", "google.api_core", "google.cloud")
+
+
 def _from_beam(record: logging.LogRecord) -> bool:
     # Beam logs through its module loggers and, for some import-time warnings, the root logger
-    return record.name.startswith("apache_beam") or f"{os.sep}apache_beam{os.sep}" in (record.pathname or "")
+    return (record.name.startswith("apache_beam") or f"{os.sep}apache_beam{os.sep}" in (record.pathname or "")
+            or any(record.name == n or record.name.startswith(f"{n}.") for n in _STORE_LOGGERS))
 
 
 class _BeamFilter(logging.Filter):

@@ -1,0 +1,248 @@
+"""The artifact store and corpus inputs on Google Cloud Storage: ROOT is ``gs://bucket/prefix`` on
+fake-gcs-server (tests/gcs_support.py), reached through gcsfs and google-cloud-storage as a user's
+bucket is. tests/test_store_s3.py runs the same protocol on S3, with more of it (the whole chain,
+a pretraining run resumed from ``.work/``); what differs on GCS is tested here:
+
+- an object's store checksum is its generation (a rewrite of the same bytes is a new one), and the
+  lease is arbitrated by ``ifGenerationMatch``: publish, list, verify (full and ``--quick``), reuse,
+  a killed build taken over once its lease expired, two identical builds at once;
+- a lease's age is read from the store's clock without writing (GCS takes about one write a second
+  to one object name; a ``.clock`` object was written beside the leases by every waiting run);
+- a lease already removed is no error (google-cloud-storage raises NotFound, not FileNotFoundError);
+- folder markers (``dir/`` objects: the console's "Create folder", gcsfuse) are no objects, and a
+  ``**`` glob names each object once (gcsfs lists a folder's marker as a folder inside it);
+- a store failure is one line: the GCS clients' own logging (a warning per credential source tried,
+  gcsfs's retries) is not shown at the default verbosity.
+
+What fake-gcs-server does not model (IAM, a DELETE's ``ifGenerationMatch``) is said in
+docs/scale.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import conditional, storage
+from kolectra.pipeline.store.factory import open_store
+from tests.gcs_support import gcs_endpoint, gs_bucket, iam, no_credentials, object_roles_only  # noqa: F401
+
+FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "3", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+
+
+def _child(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.fault_child", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **FAST_LEASE, **(env or {})},
+        cwd=REPO,
+    )
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kolectra.pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _put(bucket: str, key: str, data: bytes = b"") -> None:
+    """An object written as Google's own client writes it (gcsfs drops a key's trailing "/")."""
+    from google.cloud import storage as gcs  # noqa: PLC0415
+
+    gcs.Client().bucket(bucket.removeprefix("gs://")).blob(key).upload_from_string(data)
+
+
+def test_an_artifact_on_gcs_is_published_listed_verified_and_reused(gs_bucket, tmp_path):
+    root, calls = f"{gs_bucket}/t", tmp_path / "calls"
+    built = _child("toy", root, "none", "--text", "on gcs", "--calls", str(calls))
+    assert built.returncode == 0, built.stderr
+    path = built.stdout.strip()
+    assert path.startswith(f"{root}/corpus/toy-")
+    store = open_store(root)
+    art = store.resolve("toy")
+    assert str(art.path) == path and art.read_bytes("data/a.txt") == b"on gcs"
+    # the store checksum the manifest records is the object's generation (what --quick compares)
+    found = storage.listing(path)
+    assert {f["path"]: f["checksum"] for f in art.manifest["files"]} == {
+        k: v["generation"] for k, v in found.items() if k != "manifest.json"
+    }
+    listed = _cli("artifacts", "list", "--out", root)
+    assert listed.returncode == 0 and art.path.name in listed.stdout, listed.stderr
+    for quick in ([], ["--quick"]):
+        ok = _cli("artifacts", "verify", path, *quick, "--out", root)
+        assert ok.returncode == 0 and ok.stdout.startswith(f"ok {path}"), ok.stderr
+    again = _child("toy", root, "none", "--text", "on gcs", "--calls", str(calls))
+    assert again.returncode == 0 and again.stdout == built.stdout, again.stderr
+    assert len(calls.read_text().split()) == 1  # reused, not built again
+    # the same bytes written again are a new generation: --quick reads that object, its bytes decide
+    storage.write_bytes(f"{path}/data/a.txt", b"on gcs")
+    assert store.verify(art, quick=True) == [] and store.verify(art) == []
+    storage.write_bytes(f"{path}/data/a.txt", b"on GCS")  # other bytes, the same size
+    for quick in (False, True):
+        assert any(f"{path}/data/a.txt" in p for p in store.verify(art, quick=quick)), quick
+
+
+def test_a_killed_build_is_taken_over_once_its_lease_expires_and_leaves_nothing_behind(gs_bucket):
+    root = f"{gs_bucket}/k"
+    killed = _child("toy", root, "uploaded1", "--text", "killed run")
+    assert killed.returncode == -9, killed.stderr
+    store = open_store(root)
+    assert store.list() == []
+    [orphan] = storage.children(f"{root}/corpus")
+    removed, _ = store.collect(dry_run=True)
+    assert not any(orphan in r for r in removed)  # its lease is live: a build may be running
+    time.sleep(3.2)  # its lease expires
+    done = _child("toy", root, "none", "--text", "killed run")
+    assert done.returncode == 0, done.stderr
+    assert "expired (its builder stopped renewing it); taking the build over" in done.stderr
+    art = store.resolve("toy")
+    assert art.read_bytes("data/a.txt") == b"killed run" and store.verify(art) == []
+    assert store.collect() == ([], [])
+    # the lease's age was read from the store's clock, nothing written for it: .locks is empty (a
+    # .clock object was left there, rewritten by every run that waited on a lease)
+    assert storage.children(f"{root}/.locks") == [] and storage.children(root) == ["corpus"]
+
+
+def test_gc_removes_an_orphaned_prefix_and_its_expired_lease(gs_bucket):
+    for point, left in (("leased", [".lease"]), ("uploaded1", ["", ".lease"])):
+        root = f"{gs_bucket}/{point}"
+        assert _child("toy", root, point).returncode == -9
+        time.sleep(3.2)  # its lease expires
+        removed, _ = open_store(root).collect()
+        assert sorted(r[-6:] if r.endswith(".lease") else "" for r in removed) == left, removed
+        assert storage.listing(root) == {}  # nothing left: no .clock beside the lease either
+
+
+def test_two_identical_builds_at_once_one_builds_the_other_joins(gs_bucket, tmp_path):
+    root, go, calls = f"{gs_bucket}/c", tmp_path / "go", tmp_path / "calls"
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.fault_child",
+                "toy",
+                root,
+                "none",
+                "--sleep",
+                "1",
+                "--calls",
+                str(calls),
+                "--start-after",
+                str(go),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **FAST_LEASE},
+            cwd=REPO,
+        )
+        for _ in range(2)
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready-*"))) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    go.touch()
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == outs[1][0]  # the same artifact
+    assert len(calls.read_text().split()) == 1  # built once
+    assert any("building the same request" in err for _, err in outs)
+    store = open_store(root)
+    assert len(store.list()) == 1 and store.verify(store.list()[0]) == []
+
+
+def test_the_lease_s_conditional_writes_and_a_lease_removed_meanwhile(gs_bucket):
+    url = f"{gs_bucket}/r/.locks/corpus-abc.lease"
+    first = conditional.create_exclusive(url, b"{}")
+    with pytest.raises(conditional.PreconditionFailed):  # ifGenerationMatch=0: one creator
+        conditional.create_exclusive(url, b"{}")
+    second = conditional.create_exclusive(url, b"{}", replacing=first)
+    assert second != first
+    with pytest.raises(conditional.PreconditionFailed):  # replaced only while it is still that version
+        conditional.create_exclusive(url, b"{}", replacing=first)
+    assert conditional.remove_if(url, second) is True
+    # removed meanwhile (another gc, the holder's own release): not there, so not removed; it was a
+    # StoreError naming a 404, which stopped gc and a build's release of its lease
+    assert conditional.remove_if(url, second) is False
+    with pytest.raises(conditional.PreconditionFailed):
+        conditional.create_exclusive(url, b"{}", replacing=second)
+
+
+def test_folder_markers_are_no_objects_and_a_glob_names_each_object_once(gs_bucket):
+    from kolectra.core.stage import StageOutput
+    from tests.fault_child import toy_request
+
+    def produce(out: Path) -> StageOutput:
+        (out / "data").mkdir()
+        (out / "data" / "a.txt").write_text("markers")
+        return StageOutput(stats={"n": 7})
+
+    store = open_store(f"{gs_bucket}/m")
+    art = store.build(toy_request("markers"), produce)
+    key = str(art.path).removeprefix(f"{gs_bucket}/")
+    for marker in ("m/", "m/corpus/", "m/.locks/", f"{key}/", f"{key}/data/"):
+        _put(gs_bucket, marker)
+    assert sorted(storage.listing(str(art.path))) == ["data/a.txt", "manifest.json"]
+    assert storage.children(f"{gs_bucket}/m/corpus") == [art.path.name]
+    assert store.verify(art) == [] and store.verify(art, quick=True) == []
+    assert store.scan() == ([art], [])
+    assert store.collect(dry_run=True) == ([], [])
+    # corpus inputs under markers: every object once (a "**" named each twice below a marked folder)
+    keys = ["raw/a.jsonl.gz", "raw/sub/b.jsonl", "raw/sub/deep/c.gz", "rawer/d.gz"]
+    for k in keys:
+        storage.write_bytes(f"{gs_bucket}/{k}", b"x\n")
+    for marker in ("raw/", "raw/sub/", "raw/sub/deep/"):
+        _put(gs_bucket, marker)
+    from fsspec.utils import glob_translate
+
+    name = gs_bucket.removeprefix("gs://")
+    for pattern in ("raw/**", "raw/**/*.gz", "raw/*", "raw/*/*", "raw*/**", "raw/sub/**"):
+        expected = [f"gs://{name}/{k}" for k in keys if re.match(glob_translate(f"{name}/{pattern}"), f"{name}/{k}")]
+        assert [u for u, _, _ in storage.iter_glob(f"{gs_bucket}/{pattern}")] == expected, pattern
+
+
+def test_a_missing_bucket_is_one_line(gcs_endpoint):
+    r = _cli("artifacts", "list", "--out", "gs://no-such-bucket-kolectra/x")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "does not exist" in r.stderr and "no-such-bucket" in r.stderr, r.stderr
+
+
+def test_a_service_account_with_only_the_object_roles_opens_a_new_root(gs_bucket, gcs_endpoint):
+    # roles/storage.objectAdmin on the bucket (no storage.buckets.get): the bucket check asked for the
+    # bucket's metadata, and gcsfs, refused, listed the bucket instead: a new, empty one read as missing
+    with iam(gcs_endpoint, object_roles_only) as front:
+        env = {"STORAGE_EMULATOR_HOST": front}
+        listed = _cli("artifacts", "list", "--out", f"{gs_bucket}/team", env=env)
+        assert listed.returncode == 0, listed.stderr
+        built = _child("toy", f"{gs_bucket}/team", "none", "--text", "object roles", env=env)
+        assert built.returncode == 0 and built.stdout.startswith(f"{gs_bucket}/team/corpus/toy-"), built.stderr
+        missing = _cli("artifacts", "list", "--out", "gs://no-such-bucket-kolectra/x", env=env)
+        assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "does not exist" in missing.stderr
+
+
+def test_no_credentials_are_named_as_such(gs_bucket, gcs_endpoint):
+    # gcsfs, finding no credentials, asks anonymously; the bucket's 401 was shown as "HttpError: ..."
+    with iam(gcs_endpoint, no_credentials) as front:
+        r = _cli("artifacts", "list", "--out", f"{gs_bucket}/x", env={"STORAGE_EMULATOR_HOST": front})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{gs_bucket}/x: no credentials found" in r.stderr and "GOOGLE_APPLICATION_CREDENTIALS" in r.stderr
