@@ -266,6 +266,10 @@ def _first_bytes(location: str, n: int) -> bytes | None:
             if e.errno == errno.EINVAL or "416" in str(e) or "range" in str(e).lower():
                 return None
             raise
+        except Exception as e:
+            if getattr(e, "code", None) == 416:  # gcsfs's HttpError, no OSError
+                return None
+            raise
 
 
 def read_bytes(location: str, limit: int | None = None) -> bytes:

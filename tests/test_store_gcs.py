@@ -246,3 +246,24 @@ def test_no_credentials_are_named_as_such(gs_bucket, gcs_endpoint):
         r = _cli("artifacts", "list", "--out", f"{gs_bucket}/x", env={"STORAGE_EMULATOR_HOST": front})
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert f"{gs_bucket}/x: no credentials found" in r.stderr and "GOOGLE_APPLICATION_CREDENTIALS" in r.stderr
+
+
+def test_an_empty_manifest_is_a_damaged_artifact_not_a_store_failure(gs_bucket):
+    # GCS answers a range of an empty object with 416, which gcsfs raises as its HttpError (no OSError,
+    # as s3fs's is): a manifest read (one ranged GET) of an empty manifest.json was a StoreError, and
+    # `artifacts list` of the whole root stopped on it
+    from kolectra.core.stage import StageOutput
+    from tests.fault_child import toy_request
+
+    def produce(out: Path) -> StageOutput:
+        (out / "a.txt").write_text("x")
+        return StageOutput(stats={})
+
+    store = open_store(f"{gs_bucket}/e")
+    art = store.build(toy_request("empty"), produce)
+    storage.write_bytes(f"{art.path}/manifest.json", b"")
+    found, damaged = open_store(f"{gs_bucket}/e").scan()
+    assert found == [] and len(damaged) == 1 and "manifest.json" in str(damaged[0]), damaged
+    listed = _cli("artifacts", "list", "--out", f"{gs_bucket}/e")
+    assert "manifest.json" in listed.stdout + listed.stderr and "StoreError" not in listed.stderr, listed.stderr
+    assert "416" not in listed.stderr, listed.stderr
