@@ -8,7 +8,8 @@ by the orchestration before the job, and by the job's reader for every file it o
   past :data:`NAME_RUN_BYTES`; an existing literal path wins
   over its reading as a glob (``data[1].txt`` is that file, never ``data1.txt``). Anything local
   that is not a regular file (a directory; a FIFO, device or socket, which would never end or hang
-  the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), is
+  the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), or whose
+  name is not ASCII while Python decodes names otherwise than as UTF-8 (a non-UTF-8 locale), is
   refused up front, naming it. The job's workers open local files with :func:`open_input`, which
   checks the kind again on what it opened: a file replaced since the listing (a log rotated into a
   pipe) is refused in the same words instead of hanging the worker.
@@ -24,12 +25,14 @@ by the orchestration before the job, and by the job's reader for every file it o
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import hashlib
 import json
 import os
 import re
 import stat
+import sys
 import time
 from typing import IO, Collection, Iterator
 
@@ -83,6 +86,10 @@ def _literal(pattern: str) -> str | None:
 
 def _unusable(path: str) -> str | None:
     """Why a listed path cannot be an input (None: it can)."""
+    if not path.isascii() and not is_remote(path) and (enc := _names_encoding()) != "utf-8":
+        return (f"input {path!r}: Python reads file names as {enc} here (the locale: LC_ALL, LC_CTYPE, LANG), "
+                "so a name that is not ASCII would go into the manifest and document ids spelt otherwise than under "
+                "a UTF-8 locale (another corpus id, other bytes); run with PYTHONUTF8=1 or a UTF-8 locale (C.UTF-8)")
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:  # os.fsdecode of a name that is not UTF-8: it cannot go into JSON
@@ -107,6 +114,12 @@ def _unusable(path: str) -> str | None:
                 "a corpus input must be a file that can be listed, sized and read to its end (copy a stream to "
                 "a file first)")
     return None
+
+
+def _names_encoding() -> str:
+    """The codec Python decodes local file names with: UTF-8 unless the locale says otherwise and
+    Python's UTF-8 mode is off (a ko_KR.EUC-KR locale read a UTF-8 리뷰.jsonl.gz as 由щ럭.jsonl.gz)."""
+    return codecs.lookup(sys.getfilesystemencoding()).name
 
 
 # Archives hold several files (a tar's headers and a zip's directory would become documents), and

@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -176,6 +177,35 @@ def test_a_glob_in_the_working_directory_names_its_files(tmp_path, monkeypatch):
     assert inputs.expand(["*.txt"]) == inputs.expand(["./*.txt"]) == inputs.expand([str(tmp_path / "*.txt")]) == top
     assert inputs.expand(["a*"]) == top[:1]
     assert inputs.expand(["**/*.txt"]) == inputs.expand([str(tmp_path / "**" / "*.txt")]) == [str(tmp_path / "sub" / "c.txt")]
+
+
+def _names_read_as(locale_env: dict, name: Path) -> subprocess.CompletedProcess:
+    code = ("import sys; from kolectra.corpus import inputs\n"
+            "try: print(ascii(inputs.expand([sys.argv[1]])))\n"
+            "except inputs.InputError as e: print('refused:', ascii(str(e)))")
+    env = {**os.environ, "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", **locale_env}
+    return subprocess.run([sys.executable, "-c", code, os.fsencode(name)], env=env, capture_output=True, text=True,
+                          errors="replace", check=True)
+
+
+def test_a_non_ascii_file_name_is_refused_where_python_reads_names_in_another_encoding(tmp_path):
+    """Under ko_KR.EUC-KR a UTF-8 리뷰.jsonl.gz was listed as 由щ럭.jsonl.gz: that spelling went into the
+    corpus id and every document's `source`; under LANG=C (UTF-8 mode off) it was called "not valid UTF-8"."""
+    name = tmp_path / "리뷰.txt"
+    name.write_text("x\n")
+    (tmp_path / "plain.txt").write_text("x\n")
+    out = _names_read_as({"LC_ALL": "C", "LANG": "C"}, name).stdout
+    assert out.startswith("refused:") and "as ascii here" in out and "PYTHONUTF8=1" in out, out
+    assert "not valid UTF-8" not in out
+    assert "plain.txt" in _names_read_as({"LC_ALL": "C", "LANG": "C"}, tmp_path / "plain.txt").stdout  # ASCII: read
+    built = subprocess.run(["localedef", "-i", "ko_KR", "-f", "EUC-KR", str(tmp_path / "ko_KR.euckr")],
+                           capture_output=True) if shutil.which("localedef") else None
+    if built is None or built.returncode != 0:
+        pytest.skip("no localedef with ko_KR and EUC-KR here: the ASCII case above stands for it")
+    euckr = {"LOCPATH": str(tmp_path), "LC_ALL": "ko_KR.euckr", "LANG": "ko_KR.euckr"}
+    out = _names_read_as(euckr, name).stdout
+    assert out.startswith("refused:") and "as euc_kr here" in out, out
+    assert "\\ub9ac\\ubdf0.txt" in _names_read_as({**euckr, "PYTHONUTF8": "1"}, name).stdout  # 리뷰, in UTF-8 mode
 
 
 @pytest.mark.parametrize("name, kind", [("dump.tar.gz", "an archive of several files"),
