@@ -39,9 +39,7 @@ def remove_if(location: str, version: str) -> bool:
             if proto in ("s3", "s3a"):
                 fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=f'"{version}"')
             elif proto in ("gs", "gcs"):
-                from google.cloud import storage as gcs  # noqa: PLC0415 - installed with gcsfs
-
-                gcs.Client().bucket(bucket).blob(key).delete(if_generation_match=int(version))
+                _gcs_client().bucket(bucket).blob(key).delete(if_generation_match=int(version))
             elif checksum_of(fs.info(path)) == version:
                 fs.rm(path)
             else:
@@ -91,14 +89,23 @@ def create_exclusive(location: str, data: bytes, replacing: str | None = None) -
             raise
 
 
+def _gcs_client():
+    """google-cloud-storage's client, with Application Default Credentials (gcsfs's default too) and
+    no project: writing an object needs none, and ``Client()`` refuses to start where none is set
+    (``GOOGLE_CLOUD_PROJECT``, the credentials, gcloud's config), as for a user's own credentials
+    from ``gcloud auth application-default login``."""
+    from google.cloud import storage as gcs  # noqa: PLC0415 - installed with gcsfs
+
+    return gcs.Client(project=None)
+
+
 def _gcs_create(path: str, data: bytes, replacing: str | None) -> str:
     """GCS: ``ifGenerationMatch=0`` creates only if absent, ``=<generation>`` replaces only that
     version; the object's version is its generation (what :func:`checksum_of` reads for GCS)."""
     from google.api_core import exceptions  # noqa: PLC0415 - installed with gcsfs
-    from google.cloud import storage as gcs  # noqa: PLC0415
 
     bucket, _, key = path.partition("/")
-    blob = gcs.Client().bucket(bucket).blob(key)
+    blob = _gcs_client().bucket(bucket).blob(key)
     try:
         blob.upload_from_string(data, if_generation_match=0 if replacing is None else int(replacing))
     except exceptions.PreconditionFailed:

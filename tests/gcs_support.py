@@ -115,6 +115,7 @@ BUCKET_GET_REFUSED = (
     "team@p.iam.gserviceaccount.com does not have storage.buckets.get access to the Google Cloud Storage "
     "bucket. Permission 'storage.buckets.get' denied on resource (or it may not exist).",
 )
+TOKEN = "kolectra-test-token"
 ANONYMOUS = (
     401,
     "Anonymous caller does not have storage.objects.list access to the Google Cloud Storage bucket. "
@@ -134,18 +135,25 @@ def no_credentials(method: str, path: str) -> tuple[int, str] | None:
 
 
 @contextlib.contextmanager
-def iam(endpoint: str, refuses) -> Iterator[str]:
+def iam(endpoint: str, refuses=lambda method, path: None) -> Iterator[http.server.ThreadingHTTPServer]:
     """A front for the server at ``endpoint`` that answers what ``refuses(method, path)`` names with
     GCS's refusal, (status, message), and passes every other request through: the IAM the server does
-    not model. Yields its URL, for ``STORAGE_EMULATOR_HOST``."""
+    not model. It also answers ``POST /token`` as Google's OAuth endpoint does (the ``token_uri`` of
+    a test's credentials file). Yields the front (``.url``, and ``.bearers``: each passed request's
+    Authorization header)."""
 
     class Front(http.server.BaseHTTPRequestHandler):
         def _any(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if refused := refuses(self.command, self.path):
+            if self.command == "POST" and self.path == "/token":  # Google's OAuth token endpoint, for a test's ADC
+                self.server.authorized = True
+                status, headers = 200, {"Content-Type": "application/json"}
+                answer = json.dumps({"access_token": TOKEN, "expires_in": 3600, "token_type": "Bearer"}).encode()
+            elif refused := refuses(self.command, self.path):
                 status, headers = refused[0], {"Content-Type": "application/json"}
                 answer = json.dumps({"error": {"code": refused[0], "message": refused[1]}}).encode()
             else:
+                self.server.bearers.append(self.headers.get("Authorization"))
                 ask = urllib.request.Request(
                     endpoint + self.path,
                     data=body or None,
@@ -171,10 +179,12 @@ def iam(endpoint: str, refuses) -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Front)
+    server.authorized, server.bearers = False, []  # whether a token was asked for; each request's Authorization
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        server.url = f"http://127.0.0.1:{server.server_address[1]}"
+        yield server
     finally:
         server.shutdown()
         server.server_close()

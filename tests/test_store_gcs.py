@@ -20,6 +20,7 @@ docs/scale.md.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -31,7 +32,7 @@ import pytest
 
 from kolectra.core import conditional, storage
 from kolectra.pipeline.store.factory import open_store
-from tests.gcs_support import gcs_endpoint, gs_bucket, iam, no_credentials, object_roles_only  # noqa: F401
+from tests.gcs_support import TOKEN, gcs_endpoint, gs_bucket, iam, no_credentials, object_roles_only  # noqa: F401
 
 FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "3", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
 REPO = Path(__file__).resolve().parents[1]
@@ -231,7 +232,7 @@ def test_a_service_account_with_only_the_object_roles_opens_a_new_root(gs_bucket
     # roles/storage.objectAdmin on the bucket (no storage.buckets.get): the bucket check asked for the
     # bucket's metadata, and gcsfs, refused, listed the bucket instead: a new, empty one read as missing
     with iam(gcs_endpoint, object_roles_only) as front:
-        env = {"STORAGE_EMULATOR_HOST": front}
+        env = {"STORAGE_EMULATOR_HOST": front.url}
         listed = _cli("artifacts", "list", "--out", f"{gs_bucket}/team", env=env)
         assert listed.returncode == 0, listed.stderr
         built = _child("toy", f"{gs_bucket}/team", "none", "--text", "object roles", env=env)
@@ -243,7 +244,7 @@ def test_a_service_account_with_only_the_object_roles_opens_a_new_root(gs_bucket
 def test_no_credentials_are_named_as_such(gs_bucket, gcs_endpoint):
     # gcsfs, finding no credentials, asks anonymously; the bucket's 401 was shown as "HttpError: ..."
     with iam(gcs_endpoint, no_credentials) as front:
-        r = _cli("artifacts", "list", "--out", f"{gs_bucket}/x", env={"STORAGE_EMULATOR_HOST": front})
+        r = _cli("artifacts", "list", "--out", f"{gs_bucket}/x", env={"STORAGE_EMULATOR_HOST": front.url})
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert f"{gs_bucket}/x: no credentials found" in r.stderr and "GOOGLE_APPLICATION_CREDENTIALS" in r.stderr
 
@@ -267,3 +268,51 @@ def test_an_empty_manifest_is_a_damaged_artifact_not_a_store_failure(gs_bucket):
     listed = _cli("artifacts", "list", "--out", f"{gs_bucket}/e")
     assert "manifest.json" in listed.stdout + listed.stderr and "StoreError" not in listed.stderr, listed.stderr
     assert "416" not in listed.stderr, listed.stderr
+
+
+def _service_account_file(path: Path, token_uri: str) -> Path:
+    """A service account's key file that names no project (a user's own credentials name none either),
+    its tokens asked for at ``token_uri``; a new RSA key, made here."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "client_email": "team@p.iam.gserviceaccount.com",
+                "private_key_id": "1",
+                "private_key": key.decode(),
+                "token_uri": token_uri,
+            }
+        )
+    )
+    return path
+
+
+def test_the_lease_s_writes_need_no_project(gs_bucket, gcs_endpoint, tmp_path):
+    # credentials that name no project (a user's own, from `gcloud auth application-default login`):
+    # writing an object needs none, but google-cloud-storage's Client() refused to start, "Project was
+    # not passed and could not be determined from the environment", so a build failed at its lease.
+    # Here the client goes to the server as to GCS, with those credentials (the emulator mode has a project)
+    with iam(gcs_endpoint) as front:
+        env = {k: v for k, v in os.environ.items() if k not in ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
+        adc = _service_account_file(tmp_path / "key.json", f"{front.url}/token")
+        env.update(
+            GOOGLE_APPLICATION_CREDENTIALS=str(adc),
+            API_ENDPOINT_OVERRIDE=front.url,
+            CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+        )
+        url = f"{gs_bucket}/p/.locks/corpus-abc.lease"
+        code = (
+            "import sys; from kolectra.core import conditional as c; v = c.create_exclusive(sys.argv[1], b'{}'); "
+            "print(v, c.remove_if(sys.argv[1], v))"
+        )
+        r = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+        version, removed = r.stdout.split()
+        assert version.isdigit() and removed == "True"
+        assert front.authorized and front.bearers and set(front.bearers) == {f"Bearer {TOKEN}"}
