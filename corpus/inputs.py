@@ -236,6 +236,10 @@ def _expand_one(pattern: str) -> Iterator[tuple[str, tuple]]:
         if is_remote(pattern) and _store_folder(pattern):
             raise InputError(f"input {pattern!r} is a folder in the store: name its objects with a glob, --input "
                              f"'{pattern.rstrip('/')}/*' (or '{pattern.rstrip('/')}/**' for every level below it)")
+        if not pattern.isascii() and not is_remote(pattern) and (enc := _names_encoding()) != "utf-8":
+            raise InputError(f"input {pattern!r} matches no file; Python reads file names and arguments as {enc} "
+                             "here (the locale), which can misspell a UTF-8 name: run with PYTHONUTF8=1 or a UTF-8 "
+                             "locale (C.UTF-8)")
         raise InputError(f"input {pattern!r} matches no file")
 
 

@@ -206,6 +206,10 @@ def test_a_non_ascii_file_name_is_refused_where_python_reads_names_in_another_en
     out = _names_read_as(euckr, name).stdout
     assert out.startswith("refused:") and "as euc_kr here" in out, out
     assert "\\ub9ac\\ubdf0.txt" in _names_read_as({**euckr, "PYTHONUTF8": "1"}, name).stdout  # 리뷰, in UTF-8 mode
+    other = tmp_path / "다른이름.txt"  # its bytes are no EUC-KR: the argument and the listing disagree, "no file"
+    other.write_text("x\n")
+    out = _names_read_as(euckr, other).stdout
+    assert out.startswith("refused:") and "matches no file; Python reads file names and arguments as euc_kr" in out, out
 
 
 @pytest.mark.parametrize("name, kind", [("dump.tar.gz", "an archive of several files"),
