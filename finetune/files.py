@@ -7,9 +7,11 @@ prints it as one line (``kolectra finetune: error: <file>:<line>: ...``).
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -32,6 +34,11 @@ def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
         return "is a folder, not a file"
     if path.exists():
         return "is not a regular file (a pipe, socket or device: reading it could block or never end)"
+    if not str(path).isascii() and codecs.lookup(sys.getfilesystemencoding()).name != "utf-8":
+        # a non-UTF-8 locale with Python's UTF-8 mode off: the argument is decoded by the C library and the
+        # file system's names by Python's codec, which disagree on a UTF-8 name (다른이름.tsv under EUC-KR)
+        return (f"not found; Python reads file names and arguments as {sys.getfilesystemencoding()} here (the "
+                "locale), which can misspell a UTF-8 name: run with PYTHONUTF8=1 or a UTF-8 locale (C.UTF-8)")
     return "not found"
 
 

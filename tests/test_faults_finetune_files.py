@@ -4,6 +4,9 @@ anything reads it (issue 43: a FIFO was "not found"; reading one blocks until a 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -41,3 +44,21 @@ def test_the_probe_refuses_a_fifo_the_same_way(tmp_path):
     os.mkfifo(tmp_path / "train.txt")
     with pytest.raises(ArtifactError, match="probe: data file is not a regular file"):
         stages.probe(Store(tmp_path / "r"), str(model), tmp_path / "train.txt", tmp_path / "train.txt")
+
+
+def test_a_hangul_file_name_the_locale_misspells_says_so(tmp_path):
+    """Under ko_KR.EUC-KR (Python's UTF-8 mode off) a UTF-8 다른이름.tsv given as --train was "not found" and
+    nothing more: Python decodes the argument with the C library, the file system's names with its codec."""
+    built = subprocess.run(["localedef", "-i", "ko_KR", "-f", "EUC-KR", str(tmp_path / "ko_KR.euckr")],
+                           capture_output=True) if shutil.which("localedef") else None
+    if built is None or built.returncode != 0:
+        pytest.skip("no localedef with ko_KR and EUC-KR here")
+    data = tmp_path / "다른이름.tsv"
+    data.write_text("id\tdocument\tlabel\n", encoding="utf-8")
+    code = "import sys; from pathlib import Path; from kolectra.finetune.files import data_file_problem as p; print(p(Path(sys.argv[1])))"
+    env = {**os.environ, "LOCPATH": str(tmp_path), "LC_ALL": "ko_KR.euckr", "LANG": "ko_KR.euckr", "PYTHONUTF8": "0"}
+    run = subprocess.run([sys.executable, "-c", code, os.fsencode(data)], env=env, capture_output=True, check=True)
+    assert run.stdout.startswith(b"not found; Python reads file names and arguments as euc_kr"), run.stdout
+    run = subprocess.run([sys.executable, "-c", code, os.fsencode(data)], env={**env, "PYTHONUTF8": "1"},
+                         capture_output=True, check=True)
+    assert run.stdout == b"None\n"  # in UTF-8 mode it is found
