@@ -167,24 +167,25 @@ def load_latest(out_dir: Path, rank: int = 0) -> tuple[Path, dict] | None:
 
 def trim_log(path: Path, step: int) -> None:
     """Keep the lines of ``metrics.jsonl`` up to ``step`` that parse: a line cut short by a kill or a
-    full disk is dropped (naming the file and line), not left to block the resume."""
+    full disk is dropped (naming the file and line), not left to block the resume. Read and written
+    a line at a time: a long run's log is never held whole."""
     if not path.is_file():
         return
-    kept, dropped = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        try:
-            row = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            dropped.append(number)
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
-            kept.append(line)
-        elif row is not None and not (isinstance(row, dict) and isinstance(row.get("step"), int)):
-            dropped.append(number)
+    dropped, tmp = [], path.with_name(path.name + ".part")
+    with path.open(encoding="utf-8", errors="replace") as lines, tmp.open("w", encoding="utf-8") as out:
+        for number, line in enumerate(lines, 1):
+            line = line.rstrip("\r\n")
+            try:
+                row = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                dropped.append(number)
+                continue
+            if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
+                out.write(line + "\n")
+            elif row is not None and not (isinstance(row, dict) and isinstance(row.get("step"), int)):
+                dropped.append(number)
     if dropped:
         progress(f"pretrain: {path}: line(s) {', '.join(map(str, dropped[:5]))} unreadable (cut short?); dropped")
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -40,6 +40,10 @@ import math
 from kolectra.model.config import RTD_OBJECTIVES  # noqa: F401  (the RTD family: the discriminator checks apply)
 
 ENDED_IN_WARMUP = "the run ended in warm-up"
+# The lines a verdict reads: the last two windows past warm-up and the line before them (where the
+# first of them starts). The trainer keeps only these (model.metrics.MetricsLog.lines), so a run's
+# memory and its per-line checks do not grow with its steps; a verdict on more lines is the same.
+LINES_READ = 3
 AUC_LEFT_PRIOR = 0.65  # above the identity-only plateau: the discriminator uses context (docs/studies.md)
 
 

@@ -41,16 +41,21 @@ throughput; without a terminal one ``[kolectra] pretrain ...`` line per written 
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import math
+import os
 import time
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 from torch.utils.tensorboard import SummaryWriter
 
 from kolectra.core.bars import Bar
+from kolectra.model.health import LINES_READ
 from kolectra.model.rtd import AUC_BINS
 
 # Per-step quantities, averaged over the steps of a window.
@@ -157,15 +162,14 @@ def scalars(line: dict) -> dict[str, float]:
 
 
 def wall_times(folder: Path) -> dict[int, float]:
-    """step -> wall time of the scalar events in ``folder``'s event files (read by TensorBoard's
-    own reader, which stops at a record cut short by a kill: the records before it still count)."""
+    """step -> wall time of the scalar events in ``folder``'s event files, read one event at a time
+    (TensorBoard's own reader, which stops at a record cut short by a kill: the records before it
+    still count). Only the step's first wall time is kept, not every event of a long run."""
     out: dict[int, float] = {}
     for path in sorted(folder.glob(EVENT_GLOB)):
-        acc = EventAccumulator(str(path), size_guidance={"scalars": 0})  # 0: keep every event
-        acc.Reload()
-        for tag in acc.Tags()["scalars"]:
-            for ev in acc.Scalars(tag):
-                out.setdefault(ev.step, ev.wall_time)
+        for event in LegacyEventFileLoader(str(path)).Load():
+            if event.summary.value:
+                out.setdefault(event.step, event.wall_time)
     return out
 
 
@@ -174,17 +178,43 @@ def write_scalars(writer: SummaryWriter, line: dict, wall_time: float) -> None:
         writer.add_scalar(tag, value, global_step=line["step"], walltime=wall_time)
 
 
-def restart_events(folder: Path, lines: list[dict]) -> SummaryWriter:
+def restart_events(folder: Path, lines: Iterable[dict]) -> SummaryWriter:
     """A new event file holding ``lines`` (those kept on resume), at the wall times the old file
     gives them; the old files are removed."""
-    old = wall_times(folder) if lines and folder.is_dir() else {}
+    lines = iter(lines)
+    first = next(lines, None)
+    old = wall_times(folder) if first is not None and folder.is_dir() else {}
     for path in folder.glob(EVENT_GLOB):
         path.unlink()
     writer = SummaryWriter(log_dir=str(folder))
-    for line in lines:
+    for line in itertools.chain([first], lines) if first is not None else ():
         write_scalars(writer, line, old.get(line["step"], time.time()))
     writer.flush()
     return writer
+
+
+def read_lines(path: Path) -> Iterator[dict]:
+    """The lines of a metrics.jsonl, parsed one at a time."""
+    with path.open(encoding="utf-8") as f:
+        for ln in f:
+            if ln.strip():
+                yield json.loads(ln)
+
+
+def keep_lines(path: Path, upto: int, tail: collections.deque) -> int:
+    """Rewrite ``path`` with its lines up to step ``upto`` (none for 0: a fresh run), a line at a
+    time, so a long run's log is never held whole; the last of them go into ``tail``. Their number."""
+    kept, tmp = 0, path.with_name(path.name + ".part")
+    with tmp.open("w", encoding="utf-8") as out:
+        if upto and path.is_file():
+            with path.open(encoding="utf-8") as f:
+                for ln in f:
+                    if ln.strip() and (row := json.loads(ln))["step"] <= upto:
+                        out.write(ln.rstrip("\r\n") + "\n")
+                        tail.append(row)
+                        kept += 1
+    os.replace(tmp, path)
+    return kept
 
 
 def close_events(writer: SummaryWriter, folder: Path) -> None:
@@ -198,22 +228,19 @@ def close_events(writer: SummaryWriter, folder: Path) -> None:
 class MetricsLog:
     def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0, flops_per_step: float = 0.0,
                  peak_flops: float = 0.0, on_line=None):
-        """``on_line(line, lines)``: called on rank 0 after each line is written, with all lines so far."""
+        """``on_line(line, lines)``: called on rank 0 after each line is written, with the last few lines
+        (:data:`model.health.LINES_READ`: what a health verdict reads)."""
         self.dev, self.on_line = dev, on_line
         self.flops_per_step, self.peak_flops = flops_per_step, peak_flops
-        kept = []
-        if dev.is_main:
-            # On resume keep the lines up to the checkpoint's step: later ones are logged again.
-            if resume_step and path.is_file():
-                kept = [ln for ln in path.read_text(encoding="utf-8").splitlines()
-                        if ln.strip() and json.loads(ln)["step"] <= resume_step]
-            path.write_text("".join(ln + "\n" for ln in kept), encoding="utf-8")
+        # the last lines of the run so far, all that is kept: a long run's lines are in the file alone
+        self.lines: collections.deque[dict] = collections.deque(maxlen=LINES_READ)
+        # On resume keep the lines up to the checkpoint's step: later ones are logged again.
+        kept = keep_lines(path, resume_step, self.lines) if dev.is_main else 0
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
         self.event_dir = path.parent / EVENT_DIR
-        self.events = restart_events(self.event_dir, [json.loads(ln) for ln in kept]) if dev.is_main else None
+        self.events = restart_events(self.event_dir, read_lines(path) if kept else ()) if dev.is_main else None
         self.bar = Bar("pretrain", total_steps, "step", initial=resume_step) if dev.is_main else None
         self.sums: dict[str, torch.Tensor] = {}
-        self.lines = [json.loads(ln) for ln in kept]  # every line of the run so far (small: one per window)
         self.tokens, self.steps, self.last = 0, 0, (self.lines[-1] if self.lines else {})
         # the run's non-padding tokens up to the last written line, all ranks, earlier processes included;
         # counted_from: the step they are counted from (a checkpoint written before the count: its resume step)
@@ -285,7 +312,7 @@ class MetricsLog:
             self.bar.report(progress_text(self.last), at=step)
             self.lines.append(self.last)
             if self.on_line is not None:
-                self.on_line(self.last, self.lines)
+                self.on_line(self.last, list(self.lines))
 
     def close(self) -> None:
         self.dev.flush()  # lines still waiting for their values

@@ -425,7 +425,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     seq_len = index.max_seq_length
     flops = t.steps * run.flops_per_step
     final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
-    verdict = health.verdict(run.log.lines, run.health_context())
+    verdict = health.verdict(list(run.log.lines), run.health_context())
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     if verdict["status"] == "unchecked" and dev.is_main and t.steps:
