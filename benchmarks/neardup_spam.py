@@ -40,7 +40,7 @@ class Group:
 
 
 def spam_chunks(n: int):
-    """A coarse group holding one bucket of n ids, as ``PackBands`` sends it: packed chunks of at
+    """A coarse group holding one bucket of n ids, as ``MinHash`` sends it: packed chunks of at
     most ``FLUSH_RECORDS`` records, made as they are read."""
     bucket = 0x5A << (neardup_bands.BUCKET_BITS - 8)
     for top in range(n, 0, -neardup_bands.FLUSH_RECORDS):
@@ -49,7 +49,7 @@ def spam_chunks(n: int):
 
 
 def streamed(n: int, chain_limit: int, run_records: int = neardup_bands.RUN_RECORDS) -> dict:
-    sig = (neardup_beam.SIG, bytes(512))
+    sig = (neardup_beam.SIG, bytes(512), 0)  # a signature and its group
     return {
         "LinkSorted (a coarse group)": lambda: neardup_bands.group_pairs(spam_chunks(n), chain_limit, run_records)[0],
         "SignPairs (a bucket's smallest)": lambda: neardup_beam._signed_pairs(0, Group(n, neardup_beam.PAIR, [sig])),

@@ -166,14 +166,6 @@ def _sizes(listed: list[inputs.InputFile]):
     return ((f.path, f.bytes) for f in listed)
 
 
-def _one_each(docs: list):
-    yield from docs
-
-
-def _as_list(keyed) -> list:
-    return [keyed]
-
-
 def _source_rank(rank: int, listed: tuple) -> tuple[int, str]:
     return rank, listed[1]
 
@@ -234,11 +226,10 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     )
     tallies, samples, docs = [*tallies, read[TALLY], unique[TALLY]], [read[SAMPLES], unique[SAMPLES]], unique.docs
     if cfg.near_dup_threshold > 0:
-        near = (docs | "OneEach" >> beam.FlatMap(_one_each)
-                | "NearDedup" >> neardup_beam.NearDedup(
-                    cfg.near_dup_threshold, cfg.seed, listing | "SourceRanks" >> beam.MapTuple(_source_rank),
-                    chain_limit=cfg.near_dup_chain_limit))
-        docs = near.docs | "AsLists" >> beam.Map(_as_list)
+        near = docs | "NearDedup" >> neardup_beam.NearDedup(
+            cfg.near_dup_threshold, cfg.seed, listing | "SourceRanks" >> beam.MapTuple(_source_rank),
+            chain_limit=cfg.near_dup_chain_limit, groups=buckets)  # lists of one dedup group in and out
+        docs = near.docs
         tallies.append(near[TALLY])
         samples.append(near[SAMPLES] | "RankNearSamples" >> beam.Map(_ranked, cfg.seed))
     shared = (docs | "IdBuckets" >> beam.ParDo(IdBuckets(buckets)) | "GroupIds" >> beam.GroupByKey()

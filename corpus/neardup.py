@@ -157,7 +157,7 @@ def bucket_links(ids) -> list[tuple]:
     return sorted({*zip(ids, ids[1:]), *((ids[0], b) for b in ids[2:])})
 
 
-def _reiterable(group: Iterable) -> Iterable:
+def reiterable(group: Iterable) -> Iterable:
     # A GroupByKey's values may be iterated more than once (Beam tests it: BEAM-8645), and runners
     # page a large group in from their shuffle as it is read (Dataflow, Flink, Spark): two passes
     # hold one value at a time, where a list would hold the whole group. A one-shot iterator
@@ -172,7 +172,7 @@ def bucket_candidates(ids: Iterable, chain_limit: int) -> Iterator[tuple]:
     bucket of up to that many; above it (template spam) each member is paired with the smallest
     only, in two streamed passes, so a bucket of millions costs the step no more memory than one
     of ``chain_limit``."""
-    ids = _reiterable(ids)
+    ids = reiterable(ids)
     head = list(itertools.islice(ids, chain_limit + 1))
     if len(head) <= chain_limit:
         yield from (bucket_links(head) if len(head) > 1 else ())
@@ -229,14 +229,14 @@ def jaccard(x: str, y: str) -> float:
 # practice. A round needs only one node's neighbours at a time; nothing holds all edges.
 
 
-# Each step reads its node's group in one or two streamed passes (see ``_reiterable``) and keeps
+# Each step reads its node's group in one or two streamed passes (see ``reiterable``) and keeps
 # no set: a round's edges are made distinct between steps instead (``StarComponents``), so a
 # component's centre, whose group is the whole component, costs a step no more than a leaf.
 
 
 def large_star(u, neighbours) -> Iterator[tuple]:
     """Every larger neighbour of ``u`` is linked to the smallest of ``u`` and its neighbours."""
-    neighbours = _reiterable(neighbours)
+    neighbours = reiterable(neighbours)
     m = min(min(neighbours), u)
     return ((m, v) for v in neighbours if v > u)
 
@@ -244,7 +244,7 @@ def large_star(u, neighbours) -> Iterator[tuple]:
 def small_star(u, smaller) -> Iterator[tuple]:
     """``u`` and its smaller neighbours are linked to the smallest of them (which drops ``u``'s
     links to the others)."""
-    smaller = _reiterable(smaller)
+    smaller = reiterable(smaller)
     m = min(smaller)
     yield m, u
     yield from ((m, v) for v in smaller if v != m)

@@ -1,5 +1,5 @@
 """Near-dup's band records in packed chunks, and a bucket walk over them (``corpus/neardup_beam.py``'s
-``PackBands`` -> ``GroupBands`` -> ``LinkSorted``).
+``MinHash`` -> ``GroupBands`` -> ``LinkSorted``).
 
 Each document sends one record per band (its 7-byte bucket and its compact id). Sent one element
 each and grouped by bucket, nearly every group is a single record, and each record costs a shuffle

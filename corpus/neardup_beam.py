@@ -4,12 +4,14 @@ C4 and NeMo Curator pipelines), so that no element and no worker holds the corpu
 step holds a group that grows with the data (a bucket or a cluster of template spam): a step
 reads its GroupByKey group in streamed passes, which runners page in from their shuffle.
 
-1. ``MinHash``: each document's signature, once; out go one *band record* per band (the bucket,
-   7 bytes (``neardup.BUCKET_BYTES``), and the document's compact id, an int) and one signature
-   record keyed by the id.
-2. ``PackBands`` -> ``GroupBands`` -> ``LinkSorted``: the band records go packed, 16 bytes each,
-   per coarse key (the bucket's top bits: :mod:`corpus.neardup_bands`, which says why), and the
-   step that reads a coarse group sorts them by (bucket, id) with bounded memory and walks the
+1. ``MinHash``: takes the corpus job's lists of documents (one dedup group each) and, for each
+   document, its compact id and signature, once; out go its *band records* (one per band: the
+   bucket, 7 bytes (``neardup.BUCKET_BYTES``), and the compact id), packed 16 bytes each per
+   coarse key (the bucket's top bits: :mod:`corpus.neardup_bands`, which says why) and sent every
+   ``FLUSH_RECORDS`` records and at the bundle's end; one signature record keyed by the id, with
+   the document's group; and the list itself, packed (:func:`outputs.pack_chunk`), to step 5.
+2. ``GroupBands`` -> ``LinkSorted``: the step that reads a coarse group sorts its records by
+   (bucket, id) with bounded memory and walks the
    buckets: a bucket's members in sorted order, each linked to the next and to the smallest
    (:func:`neardup.bucket_links`), ids only; a bucket of more than ``chain_limit`` members, each to
    the smallest only, in one pass (the rule of :func:`neardup.bucket_candidates`); ``DistinctPairs``.
@@ -24,8 +26,12 @@ reads its GroupByKey group in streamed passes, which runners page in from their 
    thousands long), nodes that still have a smaller neighbour are dropped for it and local minima
    are kept: no document is dropped wrongly, some clusters keep more than one copy, and the
    ``neardup/unconverged_nodes`` counter says how many nodes were left (and a warning, once a worker).
-5. ``JoinMarks``: documents meet their marks by id (without their source and line, which the id
-   holds); marked ones are counted and sampled.
+5. ``JoinMarks``: the packed lists meet their marks by group (the text key's dedup group: a node
+   carries its group from ``Verify`` through the rounds, ``(id, group)``, which sorts as the id
+   does), and ``KeepUnmarked`` reads a group's marks, then its lists, dropping, counting and
+   sampling the marked documents. The documents cross near-dup's steps as a few large elements,
+   not one each (one each, Beam's per-element cost was most of near-dup's CPU: docs/scale.md);
+   a group holds what its dedup group held, a setting's worth (``dedup_group_bytes``).
 
 The compact id is the source's rank among the job's sources above the line number, so sorting ids
 sorts by (source, line): each cluster keeps its smallest (source, line), as the in-memory method.
@@ -44,10 +50,11 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import neardup, neardup_bands
+from kolectra.corpus import neardup, neardup_bands, outputs
 
 TALLY, SAMPLES = neardup.TALLY, neardup.SAMPLES
 SIGS = "signatures"
+DOCS_OUT = "documents"  # the tag of the documents packed per group, on their way to their marks
 PLACE = ("source", "line")  # the fields a compact id holds
 ROUNDS = 8  # large+small star rounds: enough for a sorted chain of 200 near duplicates (docs/corpus.md)
 LINE_BITS = 40  # a compact id is source rank << 40 | line
@@ -77,24 +84,11 @@ class _Ranked(beam.DoFn):
         return self.memo[key]
 
 
-class _CompactIds(_Ranked):
-    """(text_key, document) -> (compact id, (text_key, document)); ``ranks``: source -> rank."""
-
-    def process(self, keyed, ranks):
-        source, line = keyed[1]["source"], keyed[1]["line"]
-        if not 0 <= line < 1 << LINE_BITS:
-            raise ValueError(f"near-dup: document ({source!r}, {line}) has a line number out of range")
-        rank = self.one(ranks, source)
-        if rank >= 1 << (64 - LINE_BITS):  # the packed band records hold an id in 64 bits
-            raise ValueError(f"near-dup: more than {1 << (64 - LINE_BITS):,} input files ({source!r} is number "
-                             f"{rank + 1:,}); merge them into fewer files")
-        yield rank << LINE_BITS | line, keyed
-
-
 class _KeepUnmarked(_Ranked):
-    """(id, {doc, mark}) -> the document, its source and line back from its id, unless marked:
-    then tallied and, with ``samples``, sampled with the kept copy's (source, line); ``names``:
-    rank -> source."""
+    """(group, tagged values) -> the group's documents in lists, minus the marked ones, which are
+    tallied and, with ``samples``, sampled with the kept copy's (source, line); ``names``: rank ->
+    source. Two passes over the group: its marks (at most one a document of the group) and then its
+    packed documents, a chunk at a time."""
 
     def __init__(self, samples: str | None = None):
         self.samples = samples
@@ -102,53 +96,76 @@ class _KeepUnmarked(_Ranked):
     def key(self, names, doc_id: int) -> tuple[str, int]:
         return self.one(names, doc_id >> LINE_BITS), doc_id & ((1 << LINE_BITS) - 1)
 
-    def process(self, joined, names):
-        doc_id, groups = joined
-        source, line = self.key(names, doc_id)
-        docs = [(key, {"source": source, "line": line, **rest}) for key, rest in groups["doc"]]
-        if groups["mark"]:
-            yield beam.pvalue.TaggedOutput(TALLY, (("dropped", "near_duplicate"), len(docs)))
-            if self.samples:
-                kept = list(self.key(names, groups["mark"][0]))
-                for _, doc in docs:
-                    yield beam.pvalue.TaggedOutput(self.samples, ("near_duplicate", {**doc, "kept": kept}))
-        else:
-            yield from docs
+    def process(self, grouped, names):
+        _, values = grouped
+        values = neardup.reiterable(values)
+        marks = {self.key(names, mark[0]): mark[1] for tag, mark in values if tag == MARK}
+        dropped = 0
+        for tag, chunk in values:
+            if tag != DOCS:
+                continue
+            docs = outputs.unpack_chunk(chunk)
+            if marks:
+                kept_docs = []
+                for keyed in docs:
+                    doc = keyed[1]
+                    mark = marks.get((doc["source"], doc["line"]))
+                    if mark is None:
+                        kept_docs.append(keyed)
+                        continue
+                    dropped += 1
+                    if self.samples:
+                        kept = list(self.key(names, mark))
+                        yield beam.pvalue.TaggedOutput(self.samples, ("near_duplicate", {**doc, "kept": kept}))
+                docs = kept_docs
+            if docs:
+                yield docs
+        if dropped:
+            yield beam.pvalue.TaggedOutput(TALLY, (("dropped", "near_duplicate"), dropped))
 
 
-class _Sign(beam.DoFn):
-    """(id, (text_key, document)) -> band records (bucket, id) and a ``SIGS`` record (id, signature)."""
+class _Sign(_Ranked):
+    """Lists of (text_key, document) -> each document's band records, packed per coarse key
+    (:mod:`corpus.neardup_bands`; sent every ``FLUSH_RECORDS`` records and at the bundle's end),
+    its ``SIGS`` record (id, (SIG, signature, group)), and the documents themselves, packed per
+    group (``DOCS``: (group, (DOCS, packed list))), where their marks will meet them. The group is
+    the text key's dedup group (:func:`outputs.bucket_of` over ``groups``), so the corpus job's
+    lists (one dedup group each) go on whole; ``ranks``: source -> rank, for the compact ids."""
 
-    def __init__(self, bands: int, rows: int, seed: int):
-        self.bands, self.rows, self.seed = bands, rows, seed
+    def __init__(self, bands: int, rows: int, seed: int, groups: int):
+        self.bands, self.rows, self.seed, self.groups = bands, rows, seed, groups
 
     def setup(self):
         self.perms = neardup.permutations(self.seed, self.bands * self.rows)
 
-    def process(self, keyed):
-        doc_id, (_, doc) = keyed
-        sig = neardup.signature(doc["text"], self.perms)
-        yield beam.pvalue.TaggedOutput(SIGS, (doc_id, neardup.sig_bytes(sig)))
-        for bucket in neardup.band_keys(sig, self.bands, self.rows):
-            yield bucket, doc_id
-
-
-NEAR = "near_dup"  # the first part of this step's tally keys: stats.json's "near_dup" block
-
-
-class _PackBands(beam.DoFn):
-    """(bucket, id) band records -> (coarse key, packed records) (:mod:`corpus.neardup_bands`), sent
-    every ``FLUSH_RECORDS`` records and at the bundle's end."""
-
     def start_bundle(self):
+        super().start_bundle()
         self.buckets, self.ids = [], []
 
-    def process(self, record):
-        bucket, doc_id = record
-        self.buckets.append(neardup_bands.bucket_int(bucket))
-        self.ids.append(doc_id)
-        if len(self.ids) >= neardup_bands.FLUSH_RECORDS:
-            yield from self._flush()
+    def compact_id(self, ranks, doc: dict) -> int:
+        source, line = doc["source"], doc["line"]
+        if not 0 <= line < 1 << LINE_BITS:
+            raise ValueError(f"near-dup: document ({source!r}, {line}) has a line number out of range")
+        rank = self.one(ranks, source)
+        if rank >= 1 << (64 - LINE_BITS):  # the packed band records hold an id in 64 bits
+            raise ValueError(f"near-dup: more than {1 << (64 - LINE_BITS):,} input files ({source!r} is number "
+                             f"{rank + 1:,}); merge them into fewer files")
+        return rank << LINE_BITS | line
+
+    def process(self, docs: list, ranks):
+        by_group: dict = {}
+        for keyed in docs:
+            doc_id = self.compact_id(ranks, keyed[1])
+            sig = neardup.signature(keyed[1]["text"], self.perms)
+            group = outputs.bucket_of(keyed[0], self.groups)
+            yield beam.pvalue.TaggedOutput(SIGS, (doc_id, (SIG, neardup.sig_bytes(sig), group)))
+            self.buckets.extend(map(neardup_bands.bucket_int, neardup.band_keys(sig, self.bands, self.rows)))
+            self.ids.extend([doc_id] * self.bands)
+            by_group.setdefault(group, []).append(keyed)
+            if len(self.ids) >= neardup_bands.FLUSH_RECORDS:
+                yield from self._flush()
+        for group, chunk in by_group.items():
+            yield beam.pvalue.TaggedOutput(DOCS_OUT, (group, (DOCS, outputs.pack_chunk(chunk))))
 
     def finish_bundle(self):
         for item in self._flush():
@@ -157,6 +174,9 @@ class _PackBands(beam.DoFn):
     def _flush(self):
         buckets, ids, self.buckets, self.ids = self.buckets, self.ids, [], []
         return neardup_bands.pack(buckets, ids) if ids else ()
+
+
+NEAR = "near_dup"  # the first part of this step's tally keys: stats.json's "near_dup" block
 
 
 class _Link(beam.DoFn):
@@ -177,27 +197,38 @@ class _Link(beam.DoFn):
 
 
 SIG, PAIR = 0, 1  # tags of a document's signature and of its candidate pairs' other ends, grouped by id
+DOCS, MARK = 0, 1  # tags of a group's packed documents and of its marks, grouped by group
 
 
 def _signed_pairs(doc_id, tagged):
     """A document's signature out to each candidate pair it is in, keyed by the pair. The group is
     read in two passes, never listed: the smallest member of a bucket of template spam is in a
     pair with every other member (a CoGroupByKey would list them all in one element)."""
-    sig = next((v for tag, v in tagged if tag == SIG), None)
-    if sig is None:  # every id of a pair comes from a signed document; this would be a bug upstream
+    signed = next((v for tag, *v in tagged if tag == SIG), None)
+    if signed is None:  # every id of a pair comes from a signed document; this would be a bug upstream
         raise ValueError(f"near-dup: document id {doc_id} is in candidate pairs but has no signature")
-    for tag, other in tagged:
+    sig, group = signed
+    for tag, other, *_ in tagged:
         if tag == PAIR:
-            yield (min(doc_id, other), max(doc_id, other)), sig
+            yield (min(doc_id, other), max(doc_id, other)), (doc_id, group, sig)
 
 
 def _verified(pair_sigs, threshold: float):
-    pair, sigs = pair_sigs
-    a, b = list(sigs)
+    """A candidate pair and its ends' (id, group, signature) -> an edge of (id, group) nodes if
+    their signatures agree enough. A node's group goes with it through the rounds to its mark;
+    ids are unique, so the nodes sort as their ids do."""
+    _, ends = pair_sigs
+    (a, group_a, sig_a), (b, group_b, sig_b) = sorted(ends)
     yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "candidate_pairs"), 1))
-    if neardup.estimated_jaccard(a, b) >= threshold:
+    if neardup.estimated_jaccard(sig_a, sig_b) >= threshold:
         yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "verified_pairs"), 1))
-        yield pair
+        yield (a, group_a), (b, group_b)
+
+
+def _mark_to_group(mark):
+    """((id, group), (kept id, kept group)) -> (group, (MARK, (id, kept id)))."""
+    (doc_id, group), (kept, _) = mark
+    return group, (MARK, (doc_id, kept))
 
 
 class _Marks(beam.DoFn):
@@ -264,26 +295,22 @@ class StarComponents(beam.PTransform):
         return Outputs(marks=marks.marks, **{TALLY: marks[TALLY]})
 
 
-def _without_place(doc_id, keyed):
-    """The document as it meets its mark: its source and line are in its id, so they do not cross
-    the shuffle (on short documents a quarter of the element: 197 -> 147 bytes for a review)."""
-    key, doc = keyed
-    return doc_id, (key, {k: v for k, v in doc.items() if k not in PLACE})
-
-
 class NearDedup(beam.PTransform):
-    """(text_key, document) -> ``.docs``, the same minus near duplicates; a ``TALLY`` output counts
-    the drops and what the stages did (``stats.json`` → ``near_dup``),
+    """Lists of (text_key, document) -> ``.docs``, lists of the same minus near duplicates; a
+    ``TALLY`` output counts the drops and what the stages did (``stats.json`` → ``near_dup``),
     a ``SAMPLES`` output carries the dropped documents (reason, document + the kept key) for the
     artifact's samples. ``sources``: every source the documents may carry, as a PCollection of
     (rank, source) whose rank order is the sources' order (the corpus job's listing), or as names
-    (ranked here; for tests and small jobs: the names are then in the pipeline's graph)."""
+    (ranked here; for tests and small jobs: the names are then in the pipeline's graph).
+    ``groups``: how many groups the documents wait in for their marks, by their text key's dedup
+    group (the corpus job's dedup groups: a group then holds what one of those holds); the
+    output does not depend on it."""
 
     def __init__(self, threshold: float, seed: int, sources, rounds: int = ROUNDS,
-                 chain_limit: int = neardup.CHAIN_LIMIT):
+                 chain_limit: int = neardup.CHAIN_LIMIT, groups: int = 16):
         super().__init__()
         self.threshold, self.seed, self.sources, self.rounds = threshold, seed, sources, rounds
-        self.chain_limit = chain_limit
+        self.chain_limit, self.groups = chain_limit, groups
 
     def expand(self, docs):
         if self.threshold <= 0:
@@ -292,12 +319,10 @@ class NearDedup(beam.PTransform):
         ranked = self.sources if isinstance(self.sources, beam.pvalue.PCollection) else (
             docs.pipeline | "RankSources" >> beam.Create(list(enumerate(sorted(set(self.sources))))))
         ranks = beam.pvalue.AsMultiMap(ranked | "ByName" >> beam.MapTuple(lambda rank, name: (name, rank)))
-        by_id = docs | "CompactIds" >> beam.ParDo(_CompactIds(), ranks)
-        signed = by_id | "MinHash" >> (beam.ParDo(_Sign(bands, rows, self.seed)).with_output_types(beam.typehints.KV[bytes, int])
-                  .with_outputs(SIGS, main="bands"))
+        signed = docs | "MinHash" >> beam.ParDo(_Sign(bands, rows, self.seed, self.groups), ranks).with_outputs(
+            SIGS, DOCS_OUT, main="bands")
         linked = (
             signed.bands
-            | "PackBands" >> beam.ParDo(_PackBands())
             | "GroupBands" >> beam.GroupByKey()
             | "LinkSorted" >> beam.ParDo(_Link(self.chain_limit)).with_outputs(TALLY, main="pairs")
         )
@@ -307,9 +332,8 @@ class NearDedup(beam.PTransform):
             | "PairEnds" >> beam.FlatMap(neardup.both_ways)
             | "TagPairs" >> beam.MapTuple(lambda doc_id, other: (doc_id, (PAIR, other)))
         )
-        sigs = signed[SIGS] | "TagSignatures" >> beam.MapTuple(lambda doc_id, sig: (doc_id, (SIG, sig)))
         verified = (
-            (sigs, pairs)
+            (signed[SIGS], pairs)
             | "SignaturesAndPairs" >> beam.Flatten()
             | "JoinSignatures" >> beam.GroupByKey()
             | "SignPairs" >> beam.FlatMapTuple(_signed_pairs)
@@ -318,8 +342,9 @@ class NearDedup(beam.PTransform):
         )
         components = verified.edges | "Components" >> StarComponents(self.rounds)
         kept = (
-            {"doc": by_id | "WithoutPlace" >> beam.MapTuple(_without_place), "mark": components.marks}
-            | "JoinMarks" >> beam.CoGroupByKey()
+            (signed[DOCS_OUT], components.marks | "MarksToGroups" >> beam.Map(_mark_to_group))
+            | "DocumentsAndMarks" >> beam.Flatten()
+            | "JoinMarks" >> beam.GroupByKey()
             | "KeepUnmarked" >> beam.ParDo(_KeepUnmarked(SAMPLES), beam.pvalue.AsMultiMap(ranked)).with_outputs(
                 TALLY, SAMPLES, main="docs")
         )

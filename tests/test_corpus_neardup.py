@@ -81,18 +81,34 @@ def test_band_keys_collide_only_for_similar_texts():
     assert not keys["a"] & keys["c"]
 
 
-def test_a_band_record_is_a_7_byte_key_and_its_id_on_the_wire():
-    """The shuffle carries (bucket, id) with the coders the runner gives KV[bytes, int]: 8 bytes of
-    key (a length byte and 7), where the band index and a 64-bit hash took 11."""
+def test_a_list_of_documents_is_signed_into_packed_band_records_a_signature_each_and_one_packed_chunk():
+    """MinHash takes the corpus job's lists: each document's band records go packed (16 bytes each:
+    the bucket and the compact id, per coarse key, at the bundle's end), each its signature record
+    keyed by its id with its group, and the list itself on to its marks as one packed chunk per
+    group, not an element a document (docs/scale.md, near-dup's per-document cost)."""
+    from kolectra.corpus import neardup_bands, outputs
+
     bands, rows = neardup.bands_rows(0.8)
-    sign = neardup_beam._Sign(bands, rows, seed=0)
+    sign = neardup_beam._Sign(bands, rows, seed=0, groups=4)
     sign.setup()
-    doc_id = 5 << neardup_beam.LINE_BITS | 123_456
-    records = [r for r in sign.process((doc_id, (A, {"text": A}))) if not isinstance(r, beam.pvalue.TaggedOutput)]
-    coder = beam.coders.registry.get_coder(beam.typehints.KV[bytes, int])
-    id_bytes = len(beam.coders.VarIntCoder().encode(doc_id))
-    assert len(records) == bands and len({b for b, _ in records}) == bands
-    assert [len(coder.encode_nested(r)) for r in records] == [8 + id_bytes] * bands
+    sign.start_bundle()
+    docs = [(outputs.text_key(t), {"source": "f.jsonl", "line": i, "text": t}) for i, t in enumerate((A, B, C))]
+    out = list(sign.process(docs, {"f.jsonl": [5]}))
+    out += [w.value for w in sign.finish_bundle()]
+    tagged = collections.defaultdict(list)
+    for item in out:
+        tag, value = (item.tag, item.value) if isinstance(item, beam.pvalue.TaggedOutput) else ("bands", item)
+        tagged[tag].append(value)
+    ids = [5 << neardup_beam.LINE_BITS | i for i in range(3)]
+    assert [(doc_id, tag) for doc_id, (tag, *_) in tagged[neardup_beam.SIGS]] == [(i, neardup_beam.SIG) for i in ids]
+    groups = [outputs.bucket_of(key, 4) for key, _ in docs]
+    assert [group for _, (_, _, group) in tagged[neardup_beam.SIGS]] == groups
+    records = [r for _, packed in tagged["bands"] for r in np.frombuffer(packed, neardup_bands.RECORD).tolist()]
+    assert sum(len(packed) for _, packed in tagged["bands"]) == 16 * 3 * bands
+    assert sorted(doc_id for _, doc_id in records) == sorted(ids * bands)
+    chunks = tagged[neardup_beam.DOCS_OUT]
+    assert len(chunks) == len(set(groups)) and all(tag == neardup_beam.DOCS for _, (tag, _) in chunks)
+    assert sorted(d for _, (_, packed) in chunks for d in outputs.unpack_chunk(packed)) == sorted(docs)
 
 
 def test_short_bucket_keys_give_the_pairs_of_the_bands_themselves():
@@ -216,12 +232,17 @@ def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bo
     """NearDedup alone on ``{(source, line): text}``: ({dropped: kept}, kept keys, {step: largest element});
     ``tallies``, when given, receives the summed ``near_dup`` tallies."""
     out = tmp_path / f"out-{workers}-{len(texts)}.json"
-    docs = [(t, {"source": s, "line": line, "text": t}) for (s, line), t in sorted(texts.items())]
+    # keys that put 20 documents in each group, in lists of one group each, as the corpus job's
+    # dedup groups are (its text keys' groups, about dedup_group_bytes each)
+    docs = [((i // 20).to_bytes(4, "big"), {"source": s, "line": line, "text": t})
+            for i, ((s, line), t) in enumerate(sorted(texts.items()))]
+    lists = [docs[i : i + 20] for i in range(0, len(docs), 20)]
+    groups = -(-len(docs) // 20)
     args = [f"--direct_num_workers={workers}"] + (["--direct_running_mode=multi_processing"] if workers > 1 else [])
     p = beam.Pipeline(runner="DirectRunner", options=PipelineOptions(args))
-    near = p | beam.Create(docs) | "NearDedup" >> neardup_beam.NearDedup(threshold, 0, {s for s, _ in texts},
-                                                                          chain_limit=chain_limit)
-    kept = near.docs | "KeptKeys" >> beam.Map(lambda kv: ["kept", kv[1]["source"], kv[1]["line"]])
+    near = p | beam.Create(lists) | "NearDedup" >> neardup_beam.NearDedup(threshold, 0, {s for s, _ in texts},
+                                                                           chain_limit=chain_limit, groups=groups)
+    kept = near.docs | "KeptKeys" >> beam.FlatMap(lambda docs: [["kept", d["source"], d["line"]] for _, d in docs])
     drops = near[neardup_beam.SAMPLES] | "Drops" >> beam.Map(lambda rd: ["drop", rd[1]["source"], rd[1]["line"], rd[1]["kept"]])
     _ = ((kept, drops) | beam.Flatten() | beam.combiners.ToList()
          | beam.Map(lambda rows: out.write_text(json.dumps(sorted(rows), ensure_ascii=False))))
@@ -265,7 +286,7 @@ def test_no_near_dup_step_holds_a_table_of_the_input_files():
     """What each worker unpickles for a step is the same at 10 and 5,000 input files (a table of
     the sources in the steps took 16 MB a step at 100,000: docs/scale.md)."""
     few, many = _near_dup_fn_payloads(10), _near_dup_fn_payloads(5000)
-    assert few.keys() == many.keys() and {"NearDedup/CompactIds", "NearDedup/KeepUnmarked/ParDo(_KeepUnmarked)"} <= few.keys()
+    assert few.keys() == many.keys() and {"NearDedup/MinHash/ParDo(_Sign)", "NearDedup/KeepUnmarked/ParDo(_KeepUnmarked)"} <= few.keys()
     assert max(many.values()) < 4000
     assert {k: many[k] - few[k] for k in few if many[k] != few[k]} == {}
 
@@ -317,7 +338,8 @@ def test_no_element_grows_with_the_input(tmp_path):
     assert len(dropped) >= 110 and set(at_small) == set(at_large)
     assert "NearDedup/MinHash" in at_large and "NearDedup/Components/MarkGroups" in at_large
     assert max(at_large.values()) <= 1.25 * max(at_small.values()), (at_small, at_large)
-    assert at_large["NearDedup/MinHash"] < 64  # a band record: bucket and compact id
+    assert at_large["NearDedup/MinHash"] < 1024  # packed band records of a coarse key: 16 bytes each
+    assert at_large["NearDedup/JoinMarks"] < 1.25 * at_small["NearDedup/JoinMarks"]  # a group: its documents
 
 
 def test_one_and_two_workers_drop_the_same(tmp_path):

@@ -94,14 +94,14 @@ def test_a_spam_bucket_costs_the_step_its_run_bound_not_its_size(monkeypatch):
 def test_a_source_rank_that_would_not_fit_a_packed_id_is_refused_with_the_file_count():
     from kolectra.corpus import neardup_beam
 
-    step = neardup_beam._CompactIds()
+    step = neardup_beam._Sign(11, 9, seed=0, groups=16)
     step.start_bundle()
-    doc = ("key", {"source": "f.jsonl", "line": 3})
+    doc = {"source": "f.jsonl", "line": 3}
     fits = 1 << (64 - neardup_beam.LINE_BITS)
-    assert next(step.process(doc, {"f.jsonl": [fits - 1]}))[0] == (fits - 1) << neardup_beam.LINE_BITS | 3
+    assert step.compact_id({"f.jsonl": [fits - 1]}, doc) == (fits - 1) << neardup_beam.LINE_BITS | 3
     step.start_bundle()
     with pytest.raises(ValueError, match="more than 16,777,216 input files"):
-        next(step.process(doc, {"f.jsonl": [fits]}))
+        step.compact_id({"f.jsonl": [fits]}, doc)
 
 
 def test_a_group_sorted_in_memory_makes_no_folder_and_a_spilled_one_removes_its_own(monkeypatch, tmp_path):
