@@ -27,6 +27,7 @@ from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.reinit import draw_afresh, stream_seed
 from kolectra.model.device import Device, compiled
 from kolectra.model.electra import count_parameters
+from kolectra.model.hf_folder import NO_CODE
 
 SHOWN = 3  # weight names quoted in an error message
 PICKLE_REFUSED = ("its weights are a pickle holding objects torch's weights_only loader refuses (loading it "
@@ -42,7 +43,7 @@ def load_tokenizer(model_dir: Path):
     # text is data: "[SEP]" in a sentence is not a segment boundary, an NER token "[PAD]" not padding;
     # [CLS] and [SEP] come from the post-processor, by id (tokenizer_config.json may say it too)
     try:
-        tok = AutoTokenizer.from_pretrained(str(model_dir), split_special_tokens=True)
+        tok = AutoTokenizer.from_pretrained(str(model_dir), split_special_tokens=True, **NO_CODE)
     except (OSError, ValueError, RuntimeError, TypeError) as e:  # ValueError: a tokenizer JSON file cut short or edited
         raise FinetuneError(f"{model_dir}: cannot load its tokenizer ({type(e).__name__}: "
                             f"{str(e).strip().splitlines()[0][:200]})") from None
@@ -61,7 +62,10 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     import transformers  # noqa: PLC0415 - heavy import
 
     model_dir = Path(model_dir)
-    config = transformers.AutoConfig.from_pretrained(str(model_dir), **config_kwargs)
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(model_dir), **config_kwargs, **NO_CODE)
+    except ValueError as e:  # a config.json naming code of its own (auto_map): refused, never asked about
+        raise FinetuneError(f"{model_dir}: cannot load its config.json ({str(e).strip().splitlines()[0][:200]})") from None
     check_fits(config, cfg, len(tokenizer), model_dir)
     auto = getattr(transformers, auto_class)
     dev.seed(cfg.seed)  # the new head's initialisation draws from the global generator
@@ -70,7 +74,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     try:
         # a task head of another size (a model fine-tuned on another task) is drawn afresh below, not refused
         model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True,
-                                           ignore_mismatched_sizes=True)
+                                           ignore_mismatched_sizes=True, **NO_CODE)
     except pickle.UnpicklingError:  # refused before anything in it ran: a refused input, not a bug
         raise FinetuneError(f"{model_dir}: {PICKLE_REFUSED}") from None
     except (OSError, RuntimeError, ValueError, SafetensorError) as e:  # SafetensorError: a damaged header

@@ -37,6 +37,7 @@ from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.skeleton import majority_check
+from kolectra.model.hf_folder import NO_CODE
 
 STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
 
@@ -83,7 +84,7 @@ def load_encoder(model_dir: Path):
     tok = load_tokenizer(Path(model_dir))
     try:
         with quiet_libraries():
-            encoder, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True)
+            encoder, info = AutoModel.from_pretrained(str(model_dir), output_loading_info=True, **NO_CODE)
     except (OSError, ValueError) as e:
         raise FinetuneError(f"{model_dir}: cannot load the encoder: {e}") from None
     # renamed or foreign weights left the encoder at its random initialisation, read without a word

@@ -21,6 +21,7 @@ from transformers import AutoConfig, ElectraForMaskedLM
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.model.electra import TABLES, ElectraPair, hf_configs, plain_state_dict
+from kolectra.model.hf_folder import NO_CODE
 from kolectra.model.pretrain_inputs import read_vocab, vocab_differences
 
 SHAPE_KEYS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -33,7 +34,7 @@ class InitError(UserInputError):
 
 def _check_shapes(path: Path, want) -> None:
     try:
-        have = AutoConfig.from_pretrained(str(path))
+        have = AutoConfig.from_pretrained(str(path), **NO_CODE)
     except (OSError, ValueError) as e:
         raise InitError(f"{path}: not a Hugging Face model directory: {e}") from None
     diff = [f"{k}: {getattr(have, k, None)} there, {getattr(want, k)} in this run" for k in SHAPE_KEYS

@@ -16,6 +16,7 @@ from kolectra.core.stage import progress
 from kolectra.core.tokens import SPECIALS_MAP
 from kolectra.model import data, rtd
 from kolectra.model.config import ModelConfig, PretrainConfig
+from kolectra.model.hf_folder import NO_CODE
 
 
 class PretrainInputError(UserInputError):
@@ -27,7 +28,7 @@ def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Special
     from transformers import AutoTokenizer  # noqa: PLC0415 - transformers: slow to import, only when a run starts
 
     try:
-        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        tok = AutoTokenizer.from_pretrained(str(tokenizer_dir), **NO_CODE)
     except Exception as e:  # noqa: BLE001 - tokenizers reports a garbled tokenizer.json as a bare Exception
         where = tokenizer_dir / "tokenizer.json" if (tokenizer_dir / "tokenizer.json").is_file() else tokenizer_dir
         raise PretrainInputError(f"{where}: not a loadable tokenizer ({str(e).splitlines()[0][:200]})") from None
@@ -53,7 +54,7 @@ def read_vocab(tokenizer_dir: Path) -> dict[str, int]:
     """The vocabulary (token -> id) of a tokenizer directory."""
     from transformers import AutoTokenizer  # noqa: PLC0415 - transformers: slow to import, only when a run starts
 
-    return AutoTokenizer.from_pretrained(str(tokenizer_dir)).get_vocab()
+    return AutoTokenizer.from_pretrained(str(tokenizer_dir), **NO_CODE).get_vocab()
 
 
 def vocab_fingerprint(tokenizer_dir: Path, vocab: dict[str, int] | None = None) -> str:
