@@ -23,6 +23,7 @@ mlm_then_rtd, whose ``hf/discriminator`` is a stock ``ElectraForPreTraining`` as
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -58,6 +59,23 @@ def _standalone(cls, hf_model):
     return model.eval()
 
 
+FILL_MASK = ("In this folder `[MASK]` written in text is the mask token (its `tokenizer_config.json` says "
+             "`split_special_tokens: false`), so `pipeline(\"fill-mask\", model=path)` fills it; kolectra's own "
+             "tokenizers, and an exported discriminator's, read it as text.")
+
+
+def mask_in_text(path: Path) -> None:
+    """A masked LM's folder: ``[MASK]`` in text is the mask. Its card's ``pipeline_tag`` is fill-mask, and
+    with the vocabulary's ``split_special_tokens`` (text is data) ``pipeline("fill-mask")`` and the Hub's
+    widget found no mask in any input ("No mask_token ([MASK]) found on the input"). Fine-tuning loads
+    ``hf/discriminator``, which keeps text as data."""
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["split_special_tokens"] = False
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
     found = [n for n in TOKENIZER_FILES if (Path(tokenizer_dir) / n).is_file()]
     if "tokenizer.json" not in found and "vocab.txt" not in found:
@@ -85,7 +103,8 @@ def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[
             f"Than Generators\") on Korean text, and loads with `transformers` alone:\n\n"
             f"```python\nfrom transformers import AutoTokenizer, {cls_name}\n"
             f"tokenizer = AutoTokenizer.from_pretrained(path)\nmodel = {cls_name}.from_pretrained(path)\n```\n\n"
-            f"## Training\n\n| | |\n| --- | --- |\n{rows}\n{tree}"
+            + (f"{FILL_MASK}\n\n" if role == "generator" else "")
+            + f"## Training\n\n| | |\n| --- | --- |\n{rows}\n{tree}"
             f"\n## Licence\n\n`{LICENSE}` above is kolectra's licence; the weights carry what their training "
             f"text allows, so change it when that text demands another.\n")
 
@@ -110,6 +129,8 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
             if bars:
                 hf_logging.enable_progress_bar()
         copy_tokenizer(tokenizer_dir, dest)
+        if role == "generator":
+            mask_in_text(dest / "tokenizer_config.json")
         card = {"class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
         title = f"kolectra ELECTRA {role} ({facts.get('preset', '')}, {facts.get('objective', 'electra')})"
         (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings), encoding="utf-8")

@@ -33,6 +33,7 @@ from kolectra.core import storage
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
+from kolectra.model.export import FILL_MASK, mask_in_text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 
 ROLES = ("discriminator", "generator")
@@ -80,18 +81,29 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     return art, dest
 
 
-FILL_MASK = ("In this folder `[MASK]` written in text is the mask token (its `tokenizer_config.json` says "
-             "`split_special_tokens: false`), so `pipeline(\"fill-mask\", model=path)` fills it; kolectra's own "
-             "tokenizers, and an exported discriminator's, read it as text.")
-
-
-def mask_in_text(path: Path) -> None:
-    """A masked LM's folder: ``[MASK]`` in text is the mask. Its card's ``pipeline_tag`` is fill-mask, and
-    with the vocabulary's ``split_special_tokens`` (text is data) ``pipeline("fill-mask")`` and the Hub's
-    widget found no mask in any input ("No mask_token ([MASK]) found on the input")."""
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["split_special_tokens"] = False
-    path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+def readable(src: Path) -> dict:
+    """``src``'s ``config.json`` (returned), ``tokenizer_config.json`` and ``README.md``, read and checked
+    before anything is written. A checkpoint from another root (a shared bucket, a download) passes
+    verification whatever these hold once its manifest was rewritten to match; such a file is one line
+    naming it, not an internal error after part of the folder was copied (a ``--to`` the next try refuses)."""
+    found: dict = {}
+    for name in ("config.json", "tokenizer_config.json", "README.md"):
+        path = src / name
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+            found[name] = text if name == "README.md" else json.loads(text)
+        except UnicodeDecodeError:
+            raise ArtifactError(f"export: {path}: not UTF-8 text") from None
+        except (ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep
+            raise ArtifactError(f"export: {path}: not readable JSON ({str(e).splitlines()[0][:120]})") from None
+        if name != "README.md" and not isinstance(found[name], dict):
+            raise ArtifactError(f"export: {path}: not a JSON object")
+    names = found["config.json"].get("architectures")
+    if names is not None and not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+        raise ArtifactError(f"export: {src / 'config.json'}: architectures {str(names)[:80]!r} is not a list of class names")
+    return found["config.json"]
 
 
 def managed_folders(store: Store) -> list[Path]:
@@ -143,7 +155,7 @@ def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list
     origin = (f"\nExported by `kolectra export` from the checkpoint artifact `{art.kind}/{art.path.name}` "
               f"(digest `{art.manifest.get('digest', '')[:16]}`).\n")
     return (front_matter(cls_name, objective, datasets, base_model) + no_local_paths(text.rstrip("\n")) + "\n"
-            + origin + (f"\n{note}\n" if note else ""))
+            + origin + (f"\n{note}\n" if note and note not in text else ""))
 
 
 # an absolute or home-relative local path: starts a word with '/' or '~/' (a URL's or a Hub id's '/'

@@ -5,6 +5,7 @@ that ``transformers`` loads alone, and the one commit a push would make, checked
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -82,6 +83,21 @@ def test_the_exported_generator_fills_masks_and_the_discriminator_keeps_text_as_
     assert len(filled) == 3 and all(r["token"] not in (0, 4) for r in filled)
     tok = AutoTokenizer.from_pretrained(str(disc))
     assert tok.mask_token_id not in tok("나는 [MASK] 봤다.")["input_ids"]  # text is data for the encoder
+    assert (gen / "README.md").read_text(encoding="utf-8").count("`[MASK]` written in text is the mask") == 1
+
+
+def test_the_checkpoints_own_generator_folder_fills_masks(checkpoint):
+    """The checkpoint's ``hf/generator`` card names fill-mask too (pretrain 16): it fills as it is, and
+    ``hf/discriminator``, which fine-tuning loads, keeps text as data."""
+    from transformers import pipeline
+
+    _, art = checkpoint
+    gen = art.path / "hf" / "generator"
+    assert "`[MASK]` written in text is the mask" in (gen / "README.md").read_text(encoding="utf-8")
+    assert len(pipeline("fill-mask", model=str(gen))("나는 정말 [MASK] 봤다.", top_k=2)) == 2
+    # the discriminator's tokenizer files are the vocabulary's as they were (this test's has no text-is-data key)
+    disc_config = json.loads((art.path / "hf" / "discriminator" / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert disc_config.get("split_special_tokens") is not False
 
 
 def test_push_dry_run_prints_the_commit_it_would_make(checkpoint, tmp_path, capsys):
