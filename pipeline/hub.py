@@ -62,6 +62,7 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     if not (src / "config.json").is_file():
         raise ArtifactError(f"export: {art.path} has no hf/{role}/config.json")
     dest = Path(dest)
+    config = readable(src)  # before anything is written: a half-written --to refuses the next try
     outside_roots(dest, [store.local(art), *managed_folders(store)])
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
@@ -70,7 +71,6 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
         if (src / name).is_file():
             shutil.copyfile(src / name, dest / name)
     text_is_data(dest / "tokenizer_config.json")
-    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
     masked_lm = cls_name == "ElectraForMaskedLM"  # a generator, or an MLM ablation's discriminator
     if masked_lm:
