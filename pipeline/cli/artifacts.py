@@ -16,6 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from kolectra.core.shown import shown
 from kolectra.core.stage import size_text
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
@@ -146,12 +147,18 @@ def artifacts_list(args, store: Store) -> int:
         rows = list_rows(arts)
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         for r in rows:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+            say("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     for problem in broken:  # one bad directory does not hide the others
-        print(f"skipped: {problem}", file=sys.stderr)
+        say(f"skipped: {problem}", file=sys.stderr)
     if not arts:
-        print(f"(no artifacts under {store.root})", file=sys.stderr)
+        say(f"(no artifacts under {store.root})", file=sys.stderr)
     return 0
+
+
+def say(line: str, file=None) -> None:
+    """One line of output. Names, paths and values come from manifests and directory or object names,
+    which a root from elsewhere fills: control characters are escaped (:func:`kolectra.core.shown.shown`)."""
+    print(shown(line), file=file or sys.stdout)
 
 
 # ---- show, verify, gc ---------------------------------------------------------------------------
@@ -159,33 +166,33 @@ def artifacts_gc(args, store: Store) -> int:
     removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for path in removed:
-        print(f"{verb} {path}")
+        say(f"{verb} {path}")
     for run in kept:
-        print(f"kept interrupted run {run.path} ({run.request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
+        say(f"kept interrupted run {run.path} ({run.request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
               "--resume continues it; gc --interrupted removes it")
-    print(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
+    say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
     return 0
 
 
 def artifacts_show(args, store: Store) -> int:
     art = store.resolve(args.ref)
     if args.json:
-        print(json.dumps(art.manifest, indent=2, ensure_ascii=False))
+        print(json.dumps(art.manifest, indent=2, ensure_ascii=False))  # JSON escapes control characters
         return 0
     m = art.manifest
-    print(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
+    say(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
     prov = m.get("provenance", {})
-    print(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
+    say(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
           f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
-    print(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
-    print(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
+    say(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
+    say(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
     for line in _verdict(m.get("stats") or {}):  # lists, which the headline leaves out: a model that learned
-        print(line)  # nothing, or a score the test rows in training inflate, must not read as all-clear
+        say(line)  # nothing, or a score the test rows in training inflate, must not read as all-clear
     if "compute" in m:
-        print(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
-    print("  lineage")
+        say(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
+    say("  lineage")
     for line in store.lineage_lines(art):
-        print("    " + line)
+        say("    " + line)
     return 0
 
 
@@ -198,19 +205,19 @@ def artifacts_verify(args, store: Store) -> int:
         found = store.verify(a, quick=args.quick)
         unhashed = [f for f in a.manifest["files"] if not f.get("checksum")]
         if args.quick and unhashed and not isinstance(a.path, Path):  # a store that gave no checksum at publishing
-            print(f"note: {len(unhashed)} object(s) of {a.path} have no store checksum in the manifest: their sizes "
+            say(f"note: {len(unhashed)} object(s) of {a.path} have no store checksum in the manifest: their sizes "
                   "were checked, not their bytes (without --quick every object is hashed)", file=sys.stderr)
         for p in found:
-            print(f"MISMATCH {p}")
+            say(f"MISMATCH {p}")
         if not found:
-            print(f"ok {a.path} ({len(a.manifest['files'])} files, digest {a.manifest['digest'][:16]})")
+            say(f"ok {a.path} ({len(a.manifest['files'])} files, digest {a.manifest['digest'][:16]})")
         problems += len(found)
     for m in missing:
-        print(f"missing {m}: not under this root nor where it was recorded, so not checked")
+        say(f"missing {m}: not under this root nor where it was recorded, so not checked")
     if args.lineage:
-        print(f"{1 + len(ancestors)} artifact(s) verified, {len(missing)} parent(s) not found", file=sys.stderr)
+        say(f"{1 + len(ancestors)} artifact(s) verified, {len(missing)} parent(s) not found", file=sys.stderr)
     if problems:
-        print(f"{problems} problem(s)", file=sys.stderr)
+        say(f"{problems} problem(s)", file=sys.stderr)
         return 1
     return 0
 

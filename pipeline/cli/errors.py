@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core.errors import KolectraError
+from kolectra.core.shown import shown
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
@@ -220,4 +221,5 @@ def _quiet_ctrl_c_at_exit() -> None:
 
 
 def _say(command: str, text: str) -> None:
-    print(f"kolectra {command}: {text}", file=sys.stderr, flush=True)
+    # a message may quote a manifest or a name from a root from elsewhere: its control characters escaped
+    print(f"kolectra {command}: {shown(text, lines=True)}", file=sys.stderr, flush=True)
