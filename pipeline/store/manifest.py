@@ -270,6 +270,11 @@ def parse_manifest(text: bytes, mp: Any) -> dict:
         raise ArtifactError(f"{mp}: not a manifest ({str(e).split(';')[0][:120]})") from None
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{mp}: not a JSON object")
+    try:  # JSON's "\\ud800" reads as a lone surrogate, which the digests (UTF-8) and a terminal cannot take
+        canonical(manifest)
+    except UnicodeEncodeError as e:
+        raise ArtifactError(f"{mp}: not a manifest (holds {e.object[e.start:e.end]!r}, a lone surrogate no UTF-8 "
+                            "text can hold)") from None
     for key in ("schema", "kind", "name", "id", "files", "digest"):
         if key not in manifest:
             raise ArtifactError(f"{mp}: lacks {key!r}")
@@ -292,7 +297,7 @@ def _entries_malformed(manifest: dict) -> str | None:
             return f"malformed file entry {json.dumps(e)[:80]}"
         why = unsafe_path(e.get("path"))
         if why or e["path"] in seen:
-            return f"file entry {e.get('path')!r} {why or 'is listed twice'}"
+            return f"file entry {repr(e.get('path'))[:200]} {why or 'is listed twice'}"
         seen.add(e["path"])
     # ids name directories (``*-<id>`` is globbed under a root): a "*" would find any artifact of a kind
     if not all(isinstance(p, str) and _ID.match(p) for p in manifest.get("parents", [])):

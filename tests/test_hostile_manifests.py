@@ -1,0 +1,58 @@
+"""Manifests from a root from elsewhere that no kolectra wrote, refused as one problem naming the
+manifest rather than failing inside whoever reads them: a lone surrogate (JSON's ``"\\ud800"``,
+which no UTF-8 text holds: the digests and a terminal fail on it) and a file name longer than any
+file system holds (``stat`` fails with "File name too long")."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Store, verify_dir
+from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
+
+
+def _build(root: Path):
+    def produce(out: Path) -> StageOutput:
+        (out / "a.txt").write_text("hello")
+        return StageOutput(stats={"n": 1})
+
+    return Store(root).build(Request(kind="corpus", name="demo", stage_version=1, config={"a": 1}), produce)
+
+
+def _edit(art, change) -> None:
+    """The manifest changed and resealed (digests recomputed where they can be), as a hostile root's."""
+    mp = art.path / "manifest.json"
+    m = json.loads(mp.read_text(encoding="utf-8"))
+    change(m)
+    try:
+        m.update(digest=digest(m["files"]), files_digest=files_digest(m["files"]))
+        m["fields_digest"] = fields_digest(m)
+    except UnicodeEncodeError:  # a lone surrogate: no digest can be taken, the manifest is written as it is
+        pass
+    mp.write_text(json.dumps(m), encoding="utf-8")  # ensure_ascii: the surrogate is written "\ud800"
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda m: m["stats"].update(note="\ud800"), "lone surrogate"),
+    (lambda m: m["files"].append({"path": "data/a\udcffb", "bytes": 1, "sha256": "0" * 64}), "lone surrogate"),
+    (lambda m: m["files"].append({"path": "x" * 300, "bytes": 1, "sha256": "0" * 64}), "longer than 255 bytes"),
+    (lambda m: m["files"].append({"path": "데" * 90 + "/a", "bytes": 1, "sha256": "0" * 64}), "longer than 255 bytes"),
+], ids=["surrogate in stats", "surrogate in a path", "long name", "long Korean folder"])
+def test_a_manifest_no_kolectra_wrote_is_one_problem_not_a_crash(tmp_path, capsys, change, said):
+    art = _build(tmp_path / "root")
+    _edit(art, change)
+    problems = verify_dir(art.path)
+    assert len(problems) == 1 and said in problems[0] and "manifest.json" in problems[0]
+    assert main(["artifacts", "verify", str(art.path), "--out", str(tmp_path / "root")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and said in err and "internal error" not in err and len(err) < 1000
+
+
+def test_a_store_key_with_a_name_over_255_bytes_is_not_written_locally(tmp_path):
+    with pytest.raises(storage.StoreError, match="longer than 255 bytes"):
+        storage.local_target(tmp_path, "a/" + "b" * 256, "s3://bucket/root")
+    assert storage.local_target(tmp_path, "a/" + "b" * 255) == tmp_path / "a" / ("b" * 255)
