@@ -62,15 +62,27 @@ class ExamplesIndex:
 
 
 def read_index(examples_dir: Path) -> ExamplesIndex:
-    """Parse and check ``index.json``; every problem is an :class:`ExamplesError` naming the file."""
+    """Parse and check ``index.json``; every problem is an :class:`ExamplesError` naming the file (an
+    artifact from another root passes verification whatever its index holds, its manifest rewritten
+    to match: a field of another type is named here, not a TypeError inside)."""
     path = Path(examples_dir) / "index.json"
     try:
         body = path.read_bytes()
         raw = json.loads(body.decode("utf-8"))
     except FileNotFoundError:
         raise ExamplesError(f"{path}: missing (is {examples_dir} an examples artifact?)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ExamplesError(f"{path}: not valid JSON: {e}") from None
+    except (ValueError, RecursionError) as e:  # ValueError: JSON's errors, UTF-8's, an integer of 4,300+ digits
+        raise ExamplesError(f"{path}: not valid JSON: {str(e)[:200]}") from None
+    try:
+        return _checked_index(path, raw, body)
+    except ExamplesError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as e:  # a field of another type than kolectra writes
+        raise ExamplesError(f"{path}: not an index of shards ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def _checked_index(path: Path, raw, body: bytes) -> ExamplesIndex:
+    examples_dir = path.parent
     need = ("format", "max_seq_length", "dtype", "vocab_size", "pad_id", "cls_id", "sep_id", "mask_id",
             "examples", "shards")
     missing = [k for k in need if k not in raw]

@@ -56,3 +56,26 @@ def test_a_store_key_with_a_name_over_255_bytes_is_not_written_locally(tmp_path)
     with pytest.raises(storage.StoreError, match="longer than 255 bytes"):
         storage.local_target(tmp_path, "a/" + "b" * 256, "s3://bucket/root")
     assert storage.local_target(tmp_path, "a/" + "b" * 255) == tmp_path / "a" / ("b" * 255)
+
+
+INDEX = {"format": 2, "max_seq_length": 16, "dtype": "uint16", "vocab_size": 100, "pad_id": 0, "cls_id": 2,
+         "sep_id": 3, "mask_id": 4, "examples": 3, "packing": "isolated",
+         "shards": [{"path": "data/shard-00000-0000.arrow", "examples": 3}]}
+
+
+@pytest.mark.parametrize("index", [
+    {**INDEX, "shards": 5},
+    {**INDEX, "shards": [{"path": "data/shard-00000-0000.arrow", "examples": "three"}]},
+    {**INDEX, "max_seq_length": None},
+    {**INDEX, "dtype": ["uint16"]},
+    7,
+    "[" * 100_000 + "]" * 100_000,
+], ids=["shards a number", "examples a word", "length null", "dtype a list", "a number", "nested too deep"])
+def test_an_examples_index_of_other_types_is_an_examples_error(tmp_path, index):
+    """What pretraining reads of an examples artifact whose index.json (and manifest, to match) was
+    rewritten: the store's layout check reads only the shard paths, the rest is checked here."""
+    from kolectra.model.data import ExamplesError, read_index
+
+    (tmp_path / "index.json").write_text(index if isinstance(index, str) else json.dumps(index), encoding="utf-8")
+    with pytest.raises(ExamplesError, match="index.json"):
+        read_index(tmp_path)
