@@ -38,7 +38,9 @@ import element_sizes
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from common import add_data_args, emit, parser, require_data
 
-from kolectra.corpus import neardup, neardup_beam
+from kolectra.corpus import neardup, neardup_beam, outputs
+from kolectra.corpus.build import dedup_buckets
+from kolectra.corpus.config import CorpusConfig
 
 THRESHOLD = 0.8  # --preset production's near_dup_threshold
 SEED = 0
@@ -79,10 +81,18 @@ def unique_reviews(files: list[str]) -> dict[tuple[str, int], str]:
 
 
 def _read(path: str):
+    """A file's documents as NearDedup takes them: lists of (text key, document), as the corpus
+    job's are (up to 1,024 a list)."""
+    docs = []
     with open(path, encoding="utf-8") as f:
         for row in f:
             doc = json.loads(row)
-            yield doc["text"], doc
+            docs.append((outputs.text_key(doc["text"]), doc))
+            if len(docs) == 1024:
+                yield docs
+                docs = []
+    if docs:
+        yield docs
 
 
 def staged(texts: dict, tmp: Path) -> tuple[dict, dict, float]:
@@ -97,10 +107,12 @@ def staged(texts: dict, tmp: Path) -> tuple[dict, dict, float]:
                     f.write(json.dumps({"source": s, "line": line, "text": text}, ensure_ascii=False) + "\n")
         paths.append(str(path))
     sink = tmp / "dropped.jsonl"
+    # as many groups as the corpus job would have dedup groups for these files (their JSONL bytes)
+    groups = dedup_buckets(sum(Path(path).stat().st_size for path in paths), CorpusConfig.dedup_group_bytes)
     t0 = cpu()
     p = beam.Pipeline(runner=FnApiRunner())
     near = (p | "Files" >> beam.Create(paths) | "Read" >> beam.FlatMap(_read)
-            | "NearDedup" >> neardup_beam.NearDedup(THRESHOLD, SEED, {s for s, _ in texts}))
+            | "NearDedup" >> neardup_beam.NearDedup(THRESHOLD, SEED, {s for s, _ in texts}, groups=groups))
     _ = (near[neardup_beam.SAMPLES]
          | "Drops" >> beam.Map(lambda rd: json.dumps([rd[1]["source"], rd[1]["line"], *rd[1]["kept"]]))
          | "Collect" >> beam.combiners.ToList()
