@@ -79,3 +79,36 @@ def test_an_examples_index_of_other_types_is_an_examples_error(tmp_path, index):
     (tmp_path / "index.json").write_text(index if isinstance(index, str) else json.dumps(index), encoding="utf-8")
     with pytest.raises(ExamplesError, match="index.json"):
         read_index(tmp_path)
+
+
+def test_gc_never_publishes_a_leftover_build_outside_the_root(tmp_path):
+    """A complete build left in ``.tmp`` is published by gc under its manifest's name: a name that is
+    a path ("../../elsewhere/corpus/demo") moved the build over a directory outside the root (another
+    root's artifact of that id), deleting what was there."""
+    art = _build(tmp_path / "root")
+    root, aid = tmp_path / "root", art.id
+    victim = tmp_path / "elsewhere" / "corpus" / f"demo-{aid}"
+    victim.mkdir(parents=True)
+    (victim / "precious.txt").write_text("keep me")
+    leftover = root / ".tmp" / f"corpus-demo-{aid}-0123abcd"
+    art.path.rename(leftover)
+    _edit(type(art)(path=leftover, manifest=art.manifest), lambda m: m.update(name="../../elsewhere/corpus/demo"))
+    Store(root).collect()
+    assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
+    assert not (root / "corpus").exists() or not any((root / "corpus").iterdir())
+
+
+def test_a_run_whose_scratch_names_lead_out_sets_nothing_aside(tmp_path):
+    """``.work/<kind>-<id>/request.json`` of a run in a root from elsewhere names its working state;
+    resumed, set_aside removed ``kept/NAME`` and moved ``out/NAME``: "../../../../x" is outside the root."""
+    from kolectra.pipeline.store import workspace
+
+    victim = tmp_path / "elsewhere"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("keep me")
+    run = workspace.Run(tmp_path / "root" / ".work" / "checkpoint-0123456789abcdef")
+    run.out.mkdir(parents=True)
+    (run.path / workspace.REQUEST).write_text(json.dumps({"scratch": ["../../../../elsewhere", "steps"]}))
+    assert "scratch" not in run.request
+    run.set_aside()
+    assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]

@@ -338,8 +338,10 @@ def _malformed(manifest: dict) -> str | None:
         return f"kind {manifest['kind']!r} is not one of {', '.join(KINDS)}"
     if not (isinstance(manifest["id"], str) and _ID.match(manifest["id"])):
         return f"id {manifest['id']!r} is not 16 hexadecimal digits"
-    if not (isinstance(manifest["name"], str) and manifest["name"]):
-        return f"name {manifest['name']!r} is not a name"
+    # the NAME of a directory NAME-ID (gc publishes a leftover build under it): one plain path part
+    if not (isinstance(manifest["name"], str) and relative_path_problem(manifest["name"], "") is None
+            and "/" not in manifest["name"]):
+        return f"name {str(manifest['name'])[:80]!r} is not a name (one part of a directory name)"
     for key in ("digest", "fields_digest", "files_digest"):
         if key in manifest and not (isinstance(manifest[key], str) and _SHA256.match(manifest[key])):
             return f"{key} {manifest[key]!r} is not a sha256"

@@ -50,6 +50,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
+from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import BUILD_LOCK, ArtifactError
 
@@ -241,7 +242,10 @@ class Run:
     def request(self) -> dict:
         """``request.json``: the fields of the types kolectra writes; a damaged one loses the others."""
         found = {k: v for k, v in holder(self.path / REQUEST).items() if isinstance(v, _REQUEST_FIELDS.get(k, object))}
-        if not all(isinstance(name, str) and name for name in found.get("scratch", [])):
+        # names of entries in out/ and kept/ (set_aside removes kept/NAME): one plain path part each, never
+        # "../x" (a run in a root from elsewhere, resumed, would delete what that leads to)
+        if not all(isinstance(name, str) and relative_path_problem(name, "") is None and "/" not in name
+                   for name in found.get("scratch", [])):
             del found["scratch"]
         return found
 
