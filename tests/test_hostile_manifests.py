@@ -36,12 +36,19 @@ def _edit(art, change) -> None:
     mp.write_text(json.dumps(m), encoding="utf-8")  # ensure_ascii: the surrogate is written "\ud800"
 
 
-@pytest.mark.parametrize(("change", "said"), [
-    (lambda m: m["stats"].update(note="\ud800"), "lone surrogate"),
-    (lambda m: m["files"].append({"path": "data/a\udcffb", "bytes": 1, "sha256": "0" * 64}), "lone surrogate"),
-    (lambda m: m["files"].append({"path": "x" * 300, "bytes": 1, "sha256": "0" * 64}), "longer than 255 bytes"),
-    (lambda m: m["files"].append({"path": "데" * 90 + "/a", "bytes": 1, "sha256": "0" * 64}), "longer than 255 bytes"),
-], ids=["surrogate in stats", "surrogate in a path", "long name", "long Korean folder"])
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda m: m["stats"].update(note="\ud800"), "lone surrogate"),
+        (lambda m: m["files"].append({"path": "data/a\udcffb", "bytes": 1, "sha256": "0" * 64}), "lone surrogate"),
+        (lambda m: m["files"].append({"path": "x" * 300, "bytes": 1, "sha256": "0" * 64}), "longer than 255 bytes"),
+        (
+            lambda m: m["files"].append({"path": "데" * 90 + "/a", "bytes": 1, "sha256": "0" * 64}),
+            "longer than 255 bytes",
+        ),
+    ],
+    ids=["surrogate in stats", "surrogate in a path", "long name", "long Korean folder"],
+)
 def test_a_manifest_no_kolectra_wrote_is_one_problem_not_a_crash(tmp_path, capsys, change, said):
     art = _build(tmp_path / "root")
     _edit(art, change)
@@ -58,19 +65,33 @@ def test_a_store_key_with_a_name_over_255_bytes_is_not_written_locally(tmp_path)
     assert storage.local_target(tmp_path, "a/" + "b" * 255) == tmp_path / "a" / ("b" * 255)
 
 
-INDEX = {"format": 2, "max_seq_length": 16, "dtype": "uint16", "vocab_size": 100, "pad_id": 0, "cls_id": 2,
-         "sep_id": 3, "mask_id": 4, "examples": 3, "packing": "isolated",
-         "shards": [{"path": "data/shard-00000-0000.arrow", "examples": 3}]}
+INDEX = {
+    "format": 2,
+    "max_seq_length": 16,
+    "dtype": "uint16",
+    "vocab_size": 100,
+    "pad_id": 0,
+    "cls_id": 2,
+    "sep_id": 3,
+    "mask_id": 4,
+    "examples": 3,
+    "packing": "isolated",
+    "shards": [{"path": "data/shard-00000-0000.arrow", "examples": 3}],
+}
 
 
-@pytest.mark.parametrize("index", [
-    {**INDEX, "shards": 5},
-    {**INDEX, "shards": [{"path": "data/shard-00000-0000.arrow", "examples": "three"}]},
-    {**INDEX, "max_seq_length": None},
-    {**INDEX, "dtype": ["uint16"]},
-    7,
-    "[" * 100_000 + "]" * 100_000,
-], ids=["shards a number", "examples a word", "length null", "dtype a list", "a number", "nested too deep"])
+@pytest.mark.parametrize(
+    "index",
+    [
+        {**INDEX, "shards": 5},
+        {**INDEX, "shards": [{"path": "data/shard-00000-0000.arrow", "examples": "three"}]},
+        {**INDEX, "max_seq_length": None},
+        {**INDEX, "dtype": ["uint16"]},
+        7,
+        "[" * 100_000 + "]" * 100_000,
+    ],
+    ids=["shards a number", "examples a word", "length null", "dtype a list", "a number", "nested too deep"],
+)
 def test_an_examples_index_of_other_types_is_an_examples_error(tmp_path, index):
     """What pretraining reads of an examples artifact whose index.json (and manifest, to match) was
     rewritten: the store's layout check reads only the shard paths, the rest is checked here."""

@@ -27,9 +27,12 @@ def _with_code(src: Path, dest: Path, config: bool, tokenizer: bool) -> Path:
     """A copy of ``src`` whose config.json and/or tokenizer_config.json name ``evil.py``, which would
     leave a file ``RAN`` beside it when imported."""
     shutil.copytree(src, dest)
-    (dest / "evil.py").write_text(f"open({str(dest / 'RAN')!r}, 'w').close()\n"
-                                  "from transformers import PretrainedConfig\n\n\n"
-                                  "class Evil(PretrainedConfig):\n    model_type = 'evil'\n", encoding="utf-8")
+    (dest / "evil.py").write_text(
+        f"open({str(dest / 'RAN')!r}, 'w').close()\n"
+        "from transformers import PretrainedConfig\n\n\n"
+        "class Evil(PretrainedConfig):\n    model_type = 'evil'\n",
+        encoding="utf-8",
+    )
     if config:
         c = json.loads((dest / "config.json").read_text(encoding="utf-8"))
         c.update(model_type="evil", auto_map={"AutoConfig": "evil.Evil", "AutoModel": "evil.Evil"})
@@ -83,12 +86,13 @@ def _reseal(art: Path, rel: str) -> None:
     (art / "manifest.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
-MALFORMED = {"config a list": ("config.json", b"[1, 2]", "not a JSON object"),
-             "architectures a string": ("config.json", None, "architectures"),
-             "tokenizer config cut short": ("tokenizer_config.json", b'{"a": ', "not readable JSON"),
-             "tokenizer config nested too deep": ("tokenizer_config.json", b"[" * 100_000 + b"]" * 100_000,
-                                                  "not readable JSON"),
-             "card not UTF-8": ("README.md", b"\xff\xfe card", "not UTF-8")}
+MALFORMED = {
+    "config a list": ("config.json", b"[1, 2]", "not a JSON object"),
+    "architectures a string": ("config.json", None, "architectures"),
+    "tokenizer config cut short": ("tokenizer_config.json", b'{"a": ', "not readable JSON"),
+    "tokenizer config nested too deep": ("tokenizer_config.json", b"[" * 100_000 + b"]" * 100_000, "not readable JSON"),
+    "card not UTF-8": ("README.md", b"\xff\xfe card", "not UTF-8"),
+}
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))

@@ -27,7 +27,9 @@ def test_artifacts_commands_escape_control_characters_from_manifests_and_names(t
     assert main(["artifacts", "list", "--out", str(root)]) == 0
     assert main(["artifacts", "verify", str(bad), "--out", str(root)]) == 2  # an error line naming it
     out, err = capsys.readouterr()
-    assert not any(c in out + err for c in RAW), [line for line in (out + err).splitlines() if any(c in line for c in RAW)]
+    assert not any(c in out + err for c in RAW), [
+        line for line in (out + err).splitlines() if any(c in line for c in RAW)
+    ]
     assert "w\\x1b]0;retitled\\x07" in out and "\\u202e" in out  # shown, escaped
     assert "x\\x1b]0;retitled" in err
 
