@@ -30,13 +30,13 @@ from kolectra.corpus import neardup, neardup_bands, neardup_beam
 class Group:
     """n ids, re-iterable, each made as it is read; smallest last (the worst order for a min)."""
 
-    def __init__(self, n: int, tag=None, head=()):
-        self.n, self.tag, self.head = n, tag, head
+    def __init__(self, n: int, tag: tuple = (), head=()):
+        self.n, self.tag, self.head = n, tag, head  # tag: what goes before each id in a value
 
     def __iter__(self):
         yield from self.head
         for v in range(self.n, 0, -1):
-            yield v if self.tag is None else (self.tag, v)
+            yield (*self.tag, v) if self.tag else v
 
 
 def spam_chunks(n: int):
@@ -49,10 +49,10 @@ def spam_chunks(n: int):
 
 
 def streamed(n: int, chain_limit: int, run_records: int = neardup_bands.RUN_RECORDS) -> dict:
-    sig = (neardup_beam.SIG, bytes(512), 0)  # a signature and its group
+    sigs = (neardup_beam.SIG, [(0, bytes(512), 0)])  # the smallest's signature (id, signature, group)
     return {
         "LinkSorted (a coarse group)": lambda: neardup_bands.group_pairs(spam_chunks(n), chain_limit, run_records)[0],
-        "SignPairs (a bucket's smallest)": lambda: neardup_beam._signed_pairs(0, Group(n, neardup_beam.PAIR, [sig])),
+        "SignPairs (a bucket's smallest)": lambda: neardup_beam._signed_pairs(0, Group(n, (neardup_beam.PAIR, 0), [sigs])),
         "LargeStar (a component's centre)": lambda: neardup.large_star(0, Group(n)),
         "SmallStar (a node of many smaller)": lambda: neardup.small_star(n + 1, Group(n)),
         "Marks (a component's centre)": lambda: [neardup.star_mark(0, Group(n))],

@@ -8,16 +8,19 @@ reads its GroupByKey group in streamed passes, which runners page in from their 
    document, its compact id and signature, once; out go its *band records* (one per band: the
    bucket, 7 bytes (``neardup.BUCKET_BYTES``), and the compact id), packed 16 bytes each per
    coarse key (the bucket's top bits: :mod:`corpus.neardup_bands`, which says why) and sent every
-   ``FLUSH_RECORDS`` records and at the bundle's end; one signature record keyed by the id, with
-   the document's group; and the list itself, packed (:func:`outputs.pack_chunk`), to step 5.
+   ``FLUSH_RECORDS`` records and at the bundle's end; its signature (with its id and group), in
+   chunks per *signature group* (:func:`sig_group`, a hash of the id), sent when full (``SIG_CHUNK``),
+   when the step's waiting signatures reach ``SIG_BUDGET`` and at the bundle's end; and the list
+   itself, packed (:func:`outputs.pack_chunk`), to step 5.
 2. ``GroupBands`` -> ``LinkSorted``: the step that reads a coarse group sorts its records by
    (bucket, id) with bounded memory and walks the
    buckets: a bucket's members in sorted order, each linked to the next and to the smallest
    (:func:`neardup.bucket_links`), ids only; a bucket of more than ``chain_limit`` members, each to
    the smallest only, in one pass (the rule of :func:`neardup.bucket_candidates`); ``DistinctPairs``.
-3. ``JoinSignatures`` -> ``GroupPairs`` -> ``Verify``: each candidate meets the two signatures by
-   id (one shuffle of the signatures, one of the candidates with theirs) and stays if their
-   agreement reaches the threshold.
+3. ``JoinSignatures`` -> ``GroupPairs`` -> ``Verify``: each candidate's ends meet their signatures
+   in their signature groups (one shuffle of the signature chunks and the pair ends; a group holds
+   at most the signatures its pair ends need, one a document of the group), the two signatures of
+   a pair meet by pair, and the pair stays if their agreement reaches the threshold.
 4. ``Components``: connected components in ``rounds`` rounds of large-star/small-star
    (:func:`neardup.large_star`), each a GroupByKey of the edges by node and a ``Distinct`` of the
    edges it gives (the steps keep no sets), then a check that every
@@ -45,12 +48,14 @@ or on the number of workers.
 from __future__ import annotations
 
 import logging
+import zlib
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from kolectra.core.errors import UserInputError
 from kolectra.corpus import neardup, neardup_bands, outputs
+from kolectra.corpus.chunks import KeyedChunks
 
 TALLY, SAMPLES = neardup.TALLY, neardup.SAMPLES
 SIGS = "signatures"
@@ -127,7 +132,8 @@ class _KeepUnmarked(_Ranked):
 class _Sign(_Ranked):
     """Lists of (text_key, document) -> each document's band records, packed per coarse key
     (:mod:`corpus.neardup_bands`; sent every ``FLUSH_RECORDS`` records and at the bundle's end),
-    its ``SIGS`` record (id, (SIG, signature, group)), and the documents themselves, packed per
+    its signature in ``SIGS`` chunks ((signature group, (SIG, [(id, signature, group), ...]))), and
+    the documents themselves, packed per
     group (``DOCS``: (group, (DOCS, packed list))), where their marks will meet them. The group is
     the text key's dedup group (:func:`outputs.bucket_of` over ``groups``), so the corpus job's
     lists (one dedup group each) go on whole; ``ranks``: source -> rank, for the compact ids."""
@@ -141,6 +147,7 @@ class _Sign(_Ranked):
     def start_bundle(self):
         super().start_bundle()
         self.buckets, self.ids = [], []
+        self.sigs = KeyedChunks(SIG_CHUNK, SIG_BUDGET)  # signature group -> [(id, signature, group)]
 
     def compact_id(self, ranks, doc: dict) -> int:
         source, line = doc["source"], doc["line"]
@@ -158,7 +165,9 @@ class _Sign(_Ranked):
             doc_id = self.compact_id(ranks, keyed[1])
             sig = neardup.signature(keyed[1]["text"], self.perms)
             group = outputs.bucket_of(keyed[0], self.groups)
-            yield beam.pvalue.TaggedOutput(SIGS, (doc_id, (SIG, neardup.sig_bytes(sig), group)))
+            packed = neardup.sig_bytes(sig)
+            for key, chunk in self.sigs.add(sig_group(doc_id, self.groups), (doc_id, packed, group), len(packed)):
+                yield beam.pvalue.TaggedOutput(SIGS, (key, (SIG, chunk)))
             self.buckets.extend(map(neardup_bands.bucket_int, neardup.band_keys(sig, self.bands, self.rows)))
             self.ids.extend([doc_id] * self.bands)
             by_group.setdefault(group, []).append(keyed)
@@ -170,6 +179,8 @@ class _Sign(_Ranked):
     def finish_bundle(self):
         for item in self._flush():
             yield GlobalWindows.windowed_value(item)
+        for key, chunk in self.sigs.drain():
+            yield beam.pvalue.TaggedOutput(SIGS, GlobalWindows.windowed_value((key, (SIG, chunk))))
 
     def _flush(self):
         buckets, ids, self.buckets, self.ids = self.buckets, self.ids, [], []
@@ -196,21 +207,46 @@ class _Link(beam.DoFn):
             yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "star_only_documents"), star_pairs + 1))
 
 
-SIG, PAIR = 0, 1  # tags of a document's signature and of its candidate pairs' other ends, grouped by id
+SIG, PAIR = 0, 1  # tags of a chunk of signatures and of a candidate pair's end, grouped by signature group
+SIG_CHUNK = 1024  # signatures an element at most
+SIG_BUDGET = 16 << 20  # bytes of signatures a MinHash step holds waiting, all groups together (corpus/chunks.py)
 DOCS, MARK = 0, 1  # tags of a group's packed documents and of its marks, grouped by group
 
 
-def _signed_pairs(doc_id, tagged):
-    """A document's signature out to each candidate pair it is in, keyed by the pair. The group is
-    read in two passes, never listed: the smallest member of a bucket of template spam is in a
-    pair with every other member (a CoGroupByKey would list them all in one element)."""
-    signed = next((v for tag, *v in tagged if tag == SIG), None)
-    if signed is None:  # every id of a pair comes from a signed document; this would be a bug upstream
-        raise ValueError(f"near-dup: document id {doc_id} is in candidate pairs but has no signature")
-    sig, group = signed
-    for tag, other, *_ in tagged:
-        if tag == PAIR:
-            yield (min(doc_id, other), max(doc_id, other)), (doc_id, group, sig)
+def sig_group(doc_id: int, groups: int) -> int:
+    """The group a document's signature and its candidate pairs' ends meet in: a hash of its id
+    (crc32: the same in every worker), so the ids of a file's lines spread over all groups."""
+    return zlib.crc32(doc_id.to_bytes(8, "big")) % groups
+
+
+def _pair_ends(pair, groups: int):
+    """A candidate pair -> each end to its signature group: (group, (PAIR, id, other id))."""
+    a, b = pair
+    return [(sig_group(a, groups), (PAIR, a, b)), (sig_group(b, groups), (PAIR, b, a))]
+
+
+def _signed_pairs(_, tagged):
+    """A signature group's signatures out to each candidate pair one of its documents is in, keyed by
+    the pair. The group is read in three passes, never listed: the ids its pair ends need, their
+    signatures (at most one a document of the group are held), then the ends again (the smallest
+    member of a bucket of template spam is in a pair with every other member)."""
+    tagged = neardup.reiterable(tagged)
+    needed = {value[1] for value in tagged if value[0] == PAIR}
+    if not needed:
+        return
+    sigs = {}
+    for value in tagged:
+        if value[0] == SIG:
+            for doc_id, sig, group in value[1]:
+                if doc_id in needed:
+                    sigs[doc_id] = (sig, group)
+    for value in tagged:
+        if value[0] == PAIR:
+            _, doc_id, other = value
+            signed = sigs.get(doc_id)
+            if signed is None:  # every id of a pair comes from a signed document; this would be a bug upstream
+                raise ValueError(f"near-dup: document id {doc_id} is in candidate pairs but has no signature")
+            yield (min(doc_id, other), max(doc_id, other)), (doc_id, signed[1], signed[0])
 
 
 def _verified(pair_sigs, threshold: float):
@@ -329,8 +365,7 @@ class NearDedup(beam.PTransform):
         pairs = (
             linked.pairs
             | "DistinctPairs" >> beam.Distinct()
-            | "PairEnds" >> beam.FlatMap(neardup.both_ways)
-            | "TagPairs" >> beam.MapTuple(lambda doc_id, other: (doc_id, (PAIR, other)))
+            | "PairEnds" >> beam.FlatMap(_pair_ends, self.groups)
         )
         verified = (
             (signed[SIGS], pairs)

@@ -83,9 +83,9 @@ def test_band_keys_collide_only_for_similar_texts():
 
 def test_a_list_of_documents_is_signed_into_packed_band_records_a_signature_each_and_one_packed_chunk():
     """MinHash takes the corpus job's lists: each document's band records go packed (16 bytes each:
-    the bucket and the compact id, per coarse key, at the bundle's end), each its signature record
-    keyed by its id with its group, and the list itself on to its marks as one packed chunk per
-    group, not an element a document (docs/scale.md, near-dup's per-document cost)."""
+    the bucket and the compact id, per coarse key, at the bundle's end), its signature (with its id
+    and group) in a chunk per signature group, and the list itself on to its marks as one packed
+    chunk per group: no element a document (docs/corpus.md, near duplicates)."""
     from kolectra.corpus import neardup_bands, outputs
 
     bands, rows = neardup.bands_rows(0.8)
@@ -94,21 +94,46 @@ def test_a_list_of_documents_is_signed_into_packed_band_records_a_signature_each
     sign.start_bundle()
     docs = [(outputs.text_key(t), {"source": "f.jsonl", "line": i, "text": t}) for i, t in enumerate((A, B, C))]
     out = list(sign.process(docs, {"f.jsonl": [5]}))
-    out += [w.value for w in sign.finish_bundle()]
+    out += [beam.pvalue.TaggedOutput(w.tag, w.value.value) if isinstance(w, beam.pvalue.TaggedOutput) else w.value
+            for w in sign.finish_bundle()]  # windowed values at the bundle's end
     tagged = collections.defaultdict(list)
     for item in out:
         tag, value = (item.tag, item.value) if isinstance(item, beam.pvalue.TaggedOutput) else ("bands", item)
         tagged[tag].append(value)
     ids = [5 << neardup_beam.LINE_BITS | i for i in range(3)]
-    assert [(doc_id, tag) for doc_id, (tag, *_) in tagged[neardup_beam.SIGS]] == [(i, neardup_beam.SIG) for i in ids]
     groups = [outputs.bucket_of(key, 4) for key, _ in docs]
-    assert [group for _, (_, _, group) in tagged[neardup_beam.SIGS]] == groups
+    sigs = tagged[neardup_beam.SIGS]  # (signature group, (SIG, [(id, signature, group), ...])), one per group
+    assert len(sigs) == len({neardup_beam.sig_group(i, 4) for i in ids}) and {tag for _, (tag, _) in sigs} == {neardup_beam.SIG}
+    signed = sorted((doc_id, key, group) for key, (_, chunk) in sigs for doc_id, _, group in chunk)
+    assert signed == sorted((i, neardup_beam.sig_group(i, 4), g) for i, g in zip(ids, groups))
     records = [r for _, packed in tagged["bands"] for r in np.frombuffer(packed, neardup_bands.RECORD).tolist()]
     assert sum(len(packed) for _, packed in tagged["bands"]) == 16 * 3 * bands
     assert sorted(doc_id for _, doc_id in records) == sorted(ids * bands)
     chunks = tagged[neardup_beam.DOCS_OUT]
     assert len(chunks) == len(set(groups)) and all(tag == neardup_beam.DOCS for _, (tag, _) in chunks)
     assert sorted(d for _, (_, packed) in chunks for d in outputs.unpack_chunk(packed)) == sorted(docs)
+
+
+def test_a_signature_group_gives_each_pair_end_its_signature_from_any_of_its_chunks():
+    """SignPairs reads a signature group's chunks and pair ends, in any order, and sends each end's
+    (id, group, signature) to its pair; an end without a signature is a bug upstream, said so."""
+    sig = {i: bytes([i]) * 4 for i in (1, 2, 5)}
+    values = [(neardup_beam.PAIR, 1, 9), (neardup_beam.SIG, [(1, sig[1], 3), (2, sig[2], 3)]),
+              (neardup_beam.PAIR, 2, 1), (neardup_beam.SIG, [(5, sig[5], 0)]), (neardup_beam.PAIR, 5, 1)]
+    assert sorted(neardup_beam._signed_pairs(7, values)) == [
+        ((1, 2), (2, 3, sig[2])), ((1, 5), (5, 0, sig[5])), ((1, 9), (1, 3, sig[1]))]
+    with pytest.raises(ValueError, match="no signature"):
+        list(neardup_beam._signed_pairs(7, [(neardup_beam.PAIR, 4, 1), (neardup_beam.SIG, [(5, sig[5], 0)])]))
+
+
+def test_signatures_sent_one_at_a_time_by_a_tiny_budget_drop_the_same(tmp_path, monkeypatch):
+    """The signatures wait in chunks up to a budget (``SIG_BUDGET``); at one byte each goes alone,
+    and the drops are still the exact method's."""
+    monkeypatch.setattr(neardup_beam, "SIG_BUDGET", 1)
+    docs, _ = _planted(bases=30, copies=10)
+    exact = neardup.find_near_duplicates(docs, 0.7, seed=0)
+    dropped, kept, _ = _stages(docs, 0.7, tmp_path)
+    assert dropped == exact and len(exact) >= 10
 
 
 def test_short_bucket_keys_give_the_pairs_of_the_bands_themselves():
