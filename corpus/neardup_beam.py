@@ -284,8 +284,10 @@ class _Marks(beam.DoFn):
             yield beam.pvalue.TaggedOutput(TALLY, ((NEAR, "unconverged_nodes"), 1))
             if not self.warned:  # once a worker; the counter has them all
                 self.warned = True
+                node = grouped[0]  # the corpus job's nodes are (id, group): the id is what it names
                 _log.warning("near-dup: a cluster did not become a star in %d rounds (document id %s); it may keep "
-                             "more than one copy (counter neardup/unconverged_nodes)", self.rounds, grouped[0])
+                             "more than one copy (counter neardup/unconverged_nodes)", self.rounds,
+                             node[0] if isinstance(node, tuple) else node)
         if mark:
             yield mark
 

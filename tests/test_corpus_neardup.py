@@ -136,6 +136,16 @@ def test_signatures_sent_one_at_a_time_by_a_tiny_budget_drop_the_same(tmp_path, 
     assert dropped == exact and len(exact) >= 10
 
 
+def test_the_warning_for_a_cluster_that_did_not_settle_names_the_document_id(caplog):
+    """The corpus job's nodes carry their group, ``(id, group)``; the warning names the id."""
+    marks = neardup_beam._Marks(rounds=2)
+    marks.setup()
+    with caplog.at_level("WARNING", logger=neardup_beam.__name__):
+        out = list(marks.process(((5 << neardup_beam.LINE_BITS | 7, 3), [(1, 0), (9 << neardup_beam.LINE_BITS, 2)])))
+    assert (5 << neardup_beam.LINE_BITS | 7, 3) == out[-1][0]  # marked for its smallest neighbour
+    assert f"(document id {5 << neardup_beam.LINE_BITS | 7})" in caplog.text
+
+
 def test_short_bucket_keys_give_the_pairs_of_the_bands_themselves():
     """Buckets keyed by the band's index and its rows (no hash, so no collision) give the same
     candidate pairs as the 7-byte keys on the planted set: the key's hash adds none."""
