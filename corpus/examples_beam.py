@@ -26,7 +26,7 @@ fixed overhead (coding, bundling), and with few large ones the job runs close to
 over the same functions (``benchmarks/examples.py``). The reader only decompresses and splits
 lines, so the parsing too runs on every worker.
 
-Counts, bad lines and the written pieces travel as small reports, collected once at the end
+Counts, bad lines and the written pieces travel as small reports, summed into one at the end
 (exact on any runner, unlike best-effort Beam metrics; one collecting step rather than one
 per kind keeps the graph, and its start-up, small).
 """
@@ -229,8 +229,8 @@ class TokenizeAndPack(beam.DoFn):
         for shard, path, part, parts in items:
             # A work item's reports go out once, at its end: its tallies summed, and of its bad
             # lines the count and the BAD_NAMED first by message (the job's first BAD_NAMED are
-            # among them), so CollectReports holds a few per work item, never one per batch or
-            # per bad line (a corpus without 'sentences' has nothing but bad lines).
+            # among them), so it sends a few, never one per batch or per bad line (a corpus
+            # without 'sentences' has nothing but bad lines); CollectReports sums them as they come.
             # Every work item reports, even an empty shard: CollectReports has no default for an empty job.
             if self.write and parts != 1:  # a programming error: recipe() writes in place only whole shards
                 raise ValueError(f"shard {shard}: a work item writes its shard only when it has all of it, "
@@ -350,14 +350,50 @@ def _write_json(out_dir: str, rel: str, obj) -> dict:
     return _write_bytes(out_dir, rel, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def write_index_and_stats(reports: list[tuple], job: Job) -> None:
-    """Every report of the job (in any order) -> ``index.json``, ``stats.json``, ``README.md``."""
-    tally: dict[str, int] = {}
-    for _, name, n in (r for r in reports if r[0] == "tally"):
-        tally[name] = tally.get(name, 0) + n
-    bad = sorted(r[1] for r in reports if r[0] == "bad")[:BAD_NAMED]  # the count is the bad_documents tally
-    pieces = [r[1:] for r in reports if r[0] == "piece"]
-    written = [r[1] for r in reports if r[0] == "file"]
+class CollectReports(beam.CombineFn):
+    """Every report of the job -> ``(tallies, bad, pieces, files)``, summed as they come: the tallies
+    added up, the ``BAD_NAMED`` first bad messages by text, each piece's index entry and each written
+    file's entry. What the worker that writes the index holds is a few tallies, ``BAD_NAMED``
+    messages and two entries a piece (the index itself), whatever the number of work items; a list of
+    every report held each work item's tallies and up to ``BAD_NAMED`` messages of its own."""
+
+    def create_accumulator(self):
+        return {}, [], [], []
+
+    def add_input(self, acc, report):
+        tally, bad, pieces, files = acc
+        kind = report[0]
+        if kind == "tally":
+            tally[report[1]] = tally.get(report[1], 0) + report[2]
+        elif kind == "bad":
+            keep_smallest(bad, report[1], BAD_NAMED)
+        elif kind == "piece":
+            pieces.append(report[1:])
+        elif kind == "file":
+            files.append(report[1])
+        else:  # a programming error: a report this step does not know would be lost
+            raise ValueError(f"unknown report {kind!r}")
+        return acc
+
+    def merge_accumulators(self, accs):
+        tally, bad, pieces, files = self.create_accumulator()
+        for t, b, p, f in accs:
+            for name, n in t.items():
+                tally[name] = tally.get(name, 0) + n
+            bad = sorted(bad + list(b))[:BAD_NAMED]
+            pieces += p
+            files += f
+        return tally, bad, pieces, files
+
+    def extract_output(self, acc):
+        return acc
+
+
+def write_index_and_stats(reports: tuple, job: Job) -> None:
+    """The job's reports, as :class:`CollectReports` sums them -> ``index.json``, ``stats.json``, ``README.md``."""
+    tally, bad, pieces, files = reports
+    bad = sorted(bad)[:BAD_NAMED]  # the count is the bad_documents tally
+    written = list(files)
     if bad:
         written.append(_write_json(job.out_dir, BAD_FILE, bad))
     cfg = job.cfg
@@ -400,6 +436,6 @@ def recipe(p: beam.Pipeline, job: Job, shard_paths: list[str], parts_per_shard: 
     _ = (
         (packed[REPORT], *written)
         | "AllReports" >> beam.Flatten()
-        | "CollectReports" >> beam.combiners.ToList().without_defaults()  # a few per work item and shard
+        | "CollectReports" >> beam.CombineGlobally(CollectReports()).without_defaults()  # summed as they come
         | "WriteIndexAndStats" >> beam.Map(write_index_and_stats, job)
     )

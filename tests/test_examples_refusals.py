@@ -13,6 +13,7 @@ from pathlib import Path
 
 import apache_beam as beam
 import pytest
+from apache_beam.testing.util import assert_that, equal_to
 from tokenizers import Tokenizer, models
 
 from kolectra.core.config import ConfigError, override
@@ -143,6 +144,39 @@ def test_a_work_items_reports_do_not_grow_with_its_documents_or_bad_lines(inputs
         build(CFG, corpus, inputs["vocab"], tmp_path / "out")
     assert len(json.loads((tmp_path / "out" / examples_beam.BAD_FILE).read_text())) == 3
 
+
+def _work_item_reports(item: int, bad: int) -> list[tuple]:
+    """What a work item that wrote one piece sends (TokenizeAndPack and write_shard's kinds)."""
+    path = f"data/shard-{item:05d}-0000.arrow"
+    return [("tally", "documents", 10), ("tally", "bad_documents", bad), ("tally", "examples", 4),
+            *(("bad", f"c/train-{item:05d}.jsonl.gz:{line}: no usable 'id'") for line in range(bad)),
+            ("piece", (item, 0), {"path": path, "examples": 4}), ("file", {"path": path, "bytes": 9, "sha256": "0" * 64})]
+
+
+def test_the_jobs_reports_are_summed_as_they_come_not_listed(monkeypatch):
+    # CollectReports was a list of every report on one worker: each work item's tallies and up to
+    # BAD_NAMED bad messages, so it grew with the work items (the corpus / shard_bytes). Summed as
+    # they come it holds the tallies once, BAD_NAMED messages and the index's two entries a piece.
+    monkeypatch.setattr(examples_beam, "BAD_NAMED", 3, raising=False)
+    reports = [r for item in range(40) for r in _work_item_reports(item, 5)]
+    fn = examples_beam.CollectReports()
+    held = fn.create_accumulator()
+    for report in reports:
+        held = fn.add_input(held, report)
+    tally, bad, pieces, files = held
+    assert tally == {"documents": 400, "bad_documents": 200, "examples": 160}
+    first = sorted(r[1] for r in reports if r[0] == "bad")[:3]
+    assert bad == first and len(pieces) == len(files) == 40
+    # the same through Beam, whose workers each sum a part and merge their sums
+    halves = [fn.create_accumulator(), fn.create_accumulator()]
+    for i, report in enumerate(reports):
+        halves[i % 2] = fn.add_input(halves[i % 2], report)
+    assert fn.merge_accumulators(halves)[:2] == (tally, bad)
+    with beam.Pipeline() as p:
+        summed = (p | beam.Create(reports)
+                  | beam.CombineGlobally(examples_beam.CollectReports()).without_defaults())
+        assert_that(summed | beam.Map(lambda t: (t[0], t[1], sorted(t[2]), sorted(f["path"] for f in t[3]))),
+                    equal_to([(tally, bad, sorted(pieces), sorted(f["path"] for f in files))]))
 
 def test_a_text_the_tokenizer_cannot_take_is_an_unreadable_document_named_by_line(inputs, tmp_path):
     # a 'text' that is a list was read as a pair of texts (["영화", "좋다"]: two "sentences" packed as
