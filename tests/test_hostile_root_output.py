@@ -3,6 +3,7 @@ its manifests' values and its directories' names reach the terminal with their c
 escaped, so that they cannot retitle the window, clear the screen, overwrite a line (a carriage
 return) or show a name backwards (a right-to-left override)."""
 
+import json
 from pathlib import Path
 
 from kolectra.core.shown import shown
@@ -32,6 +33,11 @@ def test_artifacts_commands_escape_control_characters_from_manifests_and_names(t
     ]
     assert "w\\x1b]0;retitled\\x07" in out and "\\u202e" in out  # shown, escaped
     assert "x\\x1b]0;retitled" in err
+
+    # --json: the same manifest, every such character a JSON escape (json.dumps leaves C1 and bidi raw)
+    assert main(["artifacts", "show", "--json", str(art.path), "--out", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in RAW) and json.loads(out)["config"]["note"] == ESC
 
 
 def test_shown_keeps_korean_text_and_tabs():

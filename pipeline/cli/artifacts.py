@@ -16,7 +16,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from kolectra.core.shown import shown
+from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
@@ -177,7 +177,7 @@ def artifacts_gc(args, store: Store) -> int:
 def artifacts_show(args, store: Store) -> int:
     art = store.resolve(args.ref)
     if args.json:
-        print(json.dumps(art.manifest, indent=2, ensure_ascii=False))  # JSON escapes control characters
+        print(shown_json(json.dumps(art.manifest, indent=2, ensure_ascii=False)))  # C1 and bidi escaped too
         return 0
     m = art.manifest
     say(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
