@@ -18,11 +18,8 @@ import http.server
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -31,7 +28,7 @@ from typing import Iterator
 import pytest
 
 from kolectra.core import storage
-from tests.s3_support import free_port
+from tests.s3_support import free_port, serving
 
 # google-auth reads these once, when imported: set before any test imports it (gcsfs's credential chain and
 # its storage-control client ask google-auth for default credentials, which would probe the metadata server)
@@ -54,50 +51,13 @@ def gcs_endpoint():
     from google.auth.compute_engine import _metadata  # noqa: PLC0415
 
     _metadata._NO_GCE_CHECK = True  # where google-auth was imported before this module set the variable
-    binary = server_binary()
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [
-            binary,
-            "-scheme",
-            "http",
-            "-backend",
-            "memory",
-            "-host",
-            "127.0.0.1",
-            "-port",
-            str(port),
-            "-external-url",
-            endpoint,
-            "-log-level",
-            "error",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "fake-gcs-server did not start"
-            time.sleep(0.1)
-    env = {"STORAGE_EMULATOR_HOST": endpoint, "GOOGLE_CLOUD_PROJECT": "kolectra-test"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    storage.reset()
-    yield endpoint
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    storage.reset()
-    server.terminate()
-    server.wait(timeout=30)
+    argv = [server_binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1", "-port", str(port),
+            "-external-url", endpoint, "-log-level", "error"]
+    with serving(argv, port, {"STORAGE_EMULATOR_HOST": endpoint, "GOOGLE_CLOUD_PROJECT": "kolectra-test"},
+                 "fake-gcs-server"):
+        yield endpoint
 
 
 @pytest.fixture()

@@ -31,37 +31,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory):
-    """The server's URL, with the environment pointing at it for the whole session."""
-    port = free_port()
-    recording = tmp_path_factory.mktemp("moto") / "requests.jsonl"  # what answered() reads; off until asked
-    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True, env={**os.environ, "MOTO_RECORDER_FILEPATH": str(recording)})
+@contextlib.contextmanager
+def serving(argv: list[str], port: int, setting: dict[str, str], what: str, **popen) -> Iterator[None]:
+    """A server process started from ``argv``, waited for on ``port``; meanwhile ``setting`` is in this
+    process's environment (children inherit it) and the store's clients start afresh; ``popen``: the
+    server's own ``subprocess.Popen`` arguments."""
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                              **popen)
     deadline = time.monotonic() + 60
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "moto server did not start"
-            time.sleep(0.2)
+            assert server.poll() is None and time.monotonic() < deadline, f"{what} did not start"
+            time.sleep(0.1)
+    saved = {k: os.environ.get(k) for k in setting}
+    os.environ.update(setting)
+    storage.reset()
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        storage.reset()
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory):
+    """The server's URL, with the environment pointing at it for the whole session."""
+    port = free_port()
+    recording = tmp_path_factory.mktemp("moto") / "requests.jsonl"  # what answered() reads; off until asked
     env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "kolectra-test",
            "AWS_SECRET_ACCESS_KEY": "kolectra-test", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_EC2_METADATA_DISABLED": "true"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    storage.reset()
-    yield env["AWS_ENDPOINT_URL"]
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    storage.reset()
-    server.terminate()
-    server.wait(timeout=30)
+    with serving([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1", "-p", str(port)],
+                 port, env, "moto server", env={**os.environ, "MOTO_RECORDER_FILEPATH": str(recording)}):
+        yield env["AWS_ENDPOINT_URL"]
 
 
 @pytest.fixture()
