@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Iterator, NamedTuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -82,6 +83,30 @@ def bucket(s3_endpoint) -> str:
     fs, _ = storage.filesystem(f"s3://{name}")
     fs.mkdir(name)
     return f"s3://{name}"
+
+
+def two_identical_builds_at_once(root: str, tmp_path, lease: dict[str, str]) -> None:
+    """Two processes build the same toy request on ``root`` at the same moment (with ``lease``'s short
+    lease settings): one builds, the other waits and joins its artifact; one artifact, intact."""
+    from kolectra.pipeline.store.factory import open_store  # noqa: PLC0415
+
+    go, calls = tmp_path / "go", tmp_path / "calls"
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.fault_child", "toy", root, "none", "--sleep", "1",
+                               "--calls", str(calls), "--start-after", str(go)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, **lease},
+                              cwd=Path(__file__).resolve().parents[1]) for _ in range(2)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("go.ready-*"))) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    go.touch()
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == outs[1][0]  # the same artifact
+    assert len(calls.read_text().split()) == 1  # built once
+    assert any("building the same request" in err for _, err in outs)
+    store = open_store(root)
+    assert len(store.list()) == 1 and store.verify(store.list()[0]) == []
 
 
 class Answered(NamedTuple):

@@ -33,6 +33,7 @@ import pytest
 from kolectra.core import conditional, storage
 from kolectra.pipeline.store.factory import open_store
 from tests.gcs_support import TOKEN, gcs_endpoint, gs_bucket, iam, no_credentials, object_roles_only  # noqa: F401
+from tests.s3_support import two_identical_builds_at_once
 
 FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "3", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
 REPO = Path(__file__).resolve().parents[1]
@@ -133,43 +134,7 @@ def test_gc_removes_an_orphaned_prefix_and_its_expired_lease(gs_bucket):
 
 
 def test_two_identical_builds_at_once_one_builds_the_other_joins(gs_bucket, tmp_path):
-    root, go, calls = f"{gs_bucket}/c", tmp_path / "go", tmp_path / "calls"
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.fault_child",
-                "toy",
-                root,
-                "none",
-                "--sleep",
-                "1",
-                "--calls",
-                str(calls),
-                "--start-after",
-                str(go),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **FAST_LEASE},
-            cwd=REPO,
-        )
-        for _ in range(2)
-    ]
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.ready-*"))) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    go.touch()
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    assert outs[0][0] == outs[1][0]  # the same artifact
-    assert len(calls.read_text().split()) == 1  # built once
-    assert any("building the same request" in err for _, err in outs)
-    store = open_store(root)
-    assert len(store.list()) == 1 and store.verify(store.list()[0]) == []
+    two_identical_builds_at_once(f"{gs_bucket}/c", tmp_path, FAST_LEASE)
 
 
 def test_the_lease_s_conditional_writes_and_a_lease_removed_meanwhile(gs_bucket):

@@ -28,7 +28,7 @@ from kolectra.pipeline.run import run_sample
 from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.remote import RemoteStore
-from tests.s3_support import bucket, free_port, s3_endpoint  # noqa: F401  (fixtures)
+from tests.s3_support import bucket, free_port, s3_endpoint, two_identical_builds_at_once  # noqa: F401  (fixtures)
 from tests.test_end_to_end import TINY
 
 FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "3", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
@@ -181,23 +181,7 @@ def test_a_lease_renewed_while_a_waiting_run_reads_it_is_read_again(bucket, monk
 
 
 def test_two_identical_builds_at_once_one_builds_the_other_joins(bucket, tmp_path):
-    root, go, calls = f"{bucket}/c", tmp_path / "go", tmp_path / "calls"
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.fault_child", "toy", root, "none", "--sleep", "1",
-                               "--calls", str(calls), "--start-after", str(go)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**os.environ, **FAST_LEASE},
-                              cwd=Path(__file__).resolve().parents[1]) for _ in range(2)]
-    deadline = time.monotonic() + 120
-    while len(list(tmp_path.glob("go.ready-*"))) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    go.touch()
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
-    assert outs[0][0] == outs[1][0]  # the same artifact
-    assert len(calls.read_text().split()) == 1  # built once
-    assert any("building the same request" in err for _, err in outs)
-    store = open_store(root)
-    assert len(store.list()) == 1 and store.verify(store.list()[0]) == []
+    two_identical_builds_at_once(f"{bucket}/c", tmp_path, FAST_LEASE)
 
 
 # ---- failures -------------------------------------------------------------------------------------
