@@ -6,10 +6,15 @@ the score measured memorisation. Rows are compared on their text columns after N
 every run of whitespace (CR and LF included) made one space, so such copies match; labels and
 ids are left out (a copied review under another id is still the same review). Empty texts never
 count as overlap.
+
+A row's key is a 16-byte hash of those normalised texts, not the texts: the carve and the check
+hold one key per row of the whole file (a tuple of the normalised texts was a second copy of the
+file, about 500 bytes a KorNLI-sized pair against 49; docs/finetune.md, "Memory and large task files").
 """
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 
 TEXT_COLUMNS = ("text", "text_pair", "tokens", "question", "context")  # what the tasks' readers produce
@@ -21,13 +26,17 @@ def _normalise(value) -> str:
     return " ".join(unicodedata.normalize("NFC", "" if value is None else str(value)).split())
 
 
-def text_key(row: dict) -> tuple[str, ...] | None:
-    """A row's normalised text columns (None for a row without text): the unit a dev split is carved by."""
-    key = tuple(_normalise(row[c]) for c in TEXT_COLUMNS if c in row)
-    return key if any(key) else None
+def text_key(row: dict) -> bytes | None:
+    """A row's normalised text columns as a 128-bit blake2b hash (None for a row without text): the
+    unit a dev split is carved by.  Joined by a tab, which no normalised text holds, so two rows have
+    one key exactly when their normalised columns are equal (up to hash collisions, negligible)."""
+    key = [_normalise(row[c]) for c in TEXT_COLUMNS if c in row]
+    if not any(key):
+        return None
+    return hashlib.blake2b("\t".join(key).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def _keys(ds) -> list[tuple[str, ...] | None]:
+def _keys(ds) -> list[bytes | None]:
     """Every row's :func:`text_key`."""
     cols = [c for c in TEXT_COLUMNS if c in ds.column_names]
     return [text_key(dict(zip(cols, row))) for row in zip(*(ds[c] for c in cols))] if cols else []

@@ -76,7 +76,16 @@ class TextTask(skeleton.Task):
         progress(f"{self.name}: {len(train)} train / {len(dev)} dev / {len(test)} test rows")
         facts = {"train_file": t_train.stats() | self.counts(train), "test_file": t_test.stats() | self.counts(test),
                  **({"dev_file": t_dev.stats() | self.counts(dev)} if t_dev else {}), "dev_set": dev_set}
-        return skeleton.Data(*(rows(self.columns(part)) for part in (train, dev, test)), facts=facts)
+        parts, train, dev, test = [train, dev, test], None, None, None
+        return skeleton.Data(*self.datasets(parts), facts=facts)
+
+    def datasets(self, parts: list[list[dict]]) -> list:
+        """Each part as a ``datasets.Dataset``, emptying ``parts``: a part's row dicts are dropped
+        before its Arrow copy is made, not held beside it (docs/finetune.md, "Memory and large task files")."""
+        out = []
+        while parts:
+            out.append(rows(self.columns(parts.pop(0))))
+        return out
 
     def load(self, path: Path, cfg) -> tuple[list[dict], Table]:
         """The usable rows of one file: ``line``, ``text`` (, ``text_pair``), ``label`` (as :meth:`target` made it)."""
@@ -91,10 +100,12 @@ class TextTask(skeleton.Task):
                 if isinstance(row, str):
                     raise BadRow(row)
                 out.append({**row, "line": n, "label": self.target(row["label"])})
-                kept.append((n, record))
+                kept.append((n, None))
             except BadRow as e:
                 table.bad.append((n, str(e)))
-        table.records = kept  # the counts in metrics.json: rows used, rows bad
+        # the counts in metrics.json (rows used, rows bad): the records themselves are not kept, their
+        # values are in ``out`` (a file's records beside its rows were one more dict a row)
+        table.records = kept
         table.bad.sort()
         check_bad(table, cfg.max_bad_fraction)
         if not out:

@@ -114,6 +114,53 @@ def test_the_nsmc_task_carves_by_text(tmp_path):
     assert not set(data.train["text"]) & set(data.dev["text"]) and len(data.dev) == 18
 
 
+def test_the_carve_and_overlap_key_is_16_bytes_whatever_the_texts_length():
+    """The carve (split_dev) and the overlap check hold one key per row of the whole file: a tuple of
+    the normalised texts was a second copy of the file in memory; the key is a 16-byte hash of them."""
+    import unicodedata
+
+    from kolectra.finetune.leakage import text_key
+
+    row = {"text": "가나다 라마 " * 2000, "text_pair": "바사아 " * 2000}
+    key = text_key(row)
+    assert isinstance(key, bytes) and len(key) == 16
+    # equal after NFC and whitespace: one key; a column moved across the pair boundary or emptied: another
+    assert text_key({"text": unicodedata.normalize("NFD", row["text"]) + "\r\n", "text_pair": "  " + row["text_pair"]}) == key
+    assert text_key({"text": row["text"] + row["text_pair"], "text_pair": ""}) != key
+    assert text_key({"text": "a b", "text_pair": "c"}) != text_key({"text": "a", "text_pair": "b c"})
+    assert text_key({"text": " ", "text_pair": ""}) is None
+
+
+def test_a_text_task_keeps_no_python_rows_beside_their_arrow_copy(tmp_path, monkeypatch):
+    """Reading a file, its records are not kept (only their count), and each part's row dicts are
+    dropped before its ``datasets.Dataset`` is built (both sat beside the Arrow copy: the peak memory)."""
+    import weakref
+
+    from kolectra.finetune import text_task
+    from kolectra.finetune.classify import Classify
+    from kolectra.finetune.config import ClassifyConfig
+
+    path = write(tmp_path, "id\ttext\tlabel\n" + "".join(f"{i}\t문장 {i}\t{i % 2}\n" for i in range(6)), "t.tsv")
+    rows, table = Classify().load(path, ClassifyConfig())
+    assert len(table.records) == 6 and all(record is None for _, record in table.records)
+
+    class Row(dict):  # a dict that a weak reference can follow
+        pass
+
+    parts = [[Row(line=i, text=f"문장 {i}", label=i % 2) for i in range(k, k + 3)] for k in (0, 3)]
+    refs = [[weakref.ref(r) for r in part] for part in parts]
+    alive, real_rows = [], text_task.rows
+
+    def counting_rows(columns):
+        alive.append(sum(r() is not None for part in refs for r in part))
+        return real_rows(columns)
+
+    monkeypatch.setattr(text_task, "rows", counting_rows)
+    out = Classify().datasets(parts)
+    assert [len(d) for d in out] == [3, 3] and out[1]["text"] == ["문장 3", "문장 4", "문장 5"]
+    assert alive == [3, 0]  # the first part's rows gone before its Arrow copy, then the second's
+
+
 def test_config_overrides_reach_nested_optim():
     cfg = override(NsmcConfig(), ["optim.layerwise_lr_decay=0.8", "epochs=2"])
     assert cfg.optim.layerwise_lr_decay == 0.8 and cfg.epochs == 2 and cfg.seed == 42
