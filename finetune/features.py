@@ -1,6 +1,6 @@
 """Fine-tuning data as ``datasets.Dataset``: rows from a task's reader, tokenised with ``map``, padded once.
 
-A task reads its files into rows (``Dataset.from_dict``), :func:`split_dev` carves a seeded dev
+A task reads its files into rows (:func:`rows`), :func:`split_dev` carves a seeded dev
 set where the task has none, and :func:`tokenize` runs the task's tokenising function with
 ``Dataset.map(batched=True)``.  Given a cache folder (the stage passes ``ROOT/.cache/finetune``,
 outside every hashed artifact), ``map`` writes its result there as an Arrow file named by a key
@@ -75,21 +75,38 @@ def _distinct(groups: list, rows: Sequence) -> str:
 
 
 def rows(columns: dict[str, list]):
-    """A task's rows as an in-memory ``datasets.Dataset``."""
-    import datasets  # noqa: PLC0415 - heavy import
+    """A task's rows as an in-memory ``datasets.Dataset``.
 
-    return datasets.Dataset.from_dict(columns)
+    Columns of plain values (every value an ``int``, every one a ``float`` or every one a ``str``: the
+    text tasks' ``line``, texts and labels) become Arrow arrays directly, the types ``from_dict``
+    infers for them (int64, double, string), and the dataset is named by the sha256 of its Arrow
+    bytes: ``from_dict`` names it by hashing a pickled copy of the table, which held over three times
+    the table's bytes at the peak of reading a large file (docs/finetune.md, "Memory and large task
+    files").  Other columns (nested lists, answers) go through ``from_dict``."""
+    import datasets  # noqa: PLC0415 - heavy import
+    import pyarrow as pa  # noqa: PLC0415
+
+    types = {int: pa.int64(), float: pa.float64(), str: pa.string()}
+    kinds = {name: {type(v) for v in values} for name, values in columns.items()}
+    if not all(len(k) == 1 and next(iter(k)) in types for k in kinds.values()):
+        return datasets.Dataset.from_dict(columns)
+    table = pa.table({name: pa.array(values, types[next(iter(kinds[name]))]) for name, values in columns.items()})
+    return datasets.Dataset(table, fingerprint=_table_sha256(table)[:32])
+
+
+def _table_sha256(table) -> str:
+    """sha256 of an Arrow table's IPC stream (hashed from Arrow's buffer, not a Python copy of it)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
 
 
 def content_key(ds) -> str:
     """sha256 of the dataset's Arrow bytes: equal rows, equal key."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    sink = pa.BufferOutputStream()
-    table = ds.data.table
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+    return _table_sha256(ds.data.table)
 
 
 def tokenizer_key(model_dir: Path) -> str:
