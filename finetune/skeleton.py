@@ -33,7 +33,7 @@ from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.features import Features, tokenize, tokenizer_key
 from kolectra.finetune.files import FinetuneError, same_content, write_json
-from kolectra.finetune.leakage import overlap
+from kolectra.finetune.leakage import Keys, overlap
 from kolectra.finetune.loading import compute_record, load_model, load_tokenizer
 from kolectra.finetune.loop import TrainLog, predict, train_epochs
 from kolectra.finetune.progress import quiet_libraries
@@ -190,11 +190,12 @@ def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> l
     returned too, for the artifact's stats (``kolectra run``'s summary lists them)."""
     # with a test split, the dev rows were read for training too (carved from the training file or a --dev file)
     seen, scored = ([data.train, data.dev], data.test) if data.test is not None else ([data.train], data.dev)
-    n, total = overlap(seen, scored)
+    keys = Keys()
+    n, total = overlap(seen, scored, keys)
     if not n:
-        return warn_dev_overlap(task, data, train_file)
+        return warn_dev_overlap(task, data, train_file, keys)
     dev_file = getattr(task, "dev_file", None) if data.test is not None else None
-    if dev_file is not None and overlap([data.train], scored)[0] < n:  # some only in the --dev file
+    if dev_file is not None and overlap([data.train], scored, keys)[0] < n:  # some only in the --dev file
         where = f"training file {train_file} or the dev file {dev_file}"
     else:
         where = f"training file {train_file}"
@@ -202,15 +203,15 @@ def warn_overlap(task: Task, data: Data, train_file: Path, eval_file: Path) -> l
             f"{where} (same text after NFC and whitespace normalisation): the score "
             "overstates what the model learned; remove them from one of the files")
     warn(text)
-    return [text] + warn_dev_overlap(task, data, train_file)
+    return [text] + warn_dev_overlap(task, data, train_file, keys)
 
 
-def warn_dev_overlap(task: Task, data: Data, train_file: Path) -> list[str]:
+def warn_dev_overlap(task: Task, data: Data, train_file: Path, keys: Keys | None = None) -> list[str]:
     """One warning when a ``--dev`` file's rows are also training rows: the epoch is then chosen partly
     on memorised rows (a carved dev split keeps every text on one side: ``features.split_dev``)."""
     if data.test is None or not task.select:
         return []
-    n, total = overlap([data.train], data.dev)
+    n, total = overlap([data.train], data.dev, keys or Keys())
     if not n:
         return []
     text = (f"{task.name}: {n} of {total} dev rows ({n / total:.1%}) also appear in the training file {train_file} "

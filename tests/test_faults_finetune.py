@@ -187,6 +187,21 @@ def test_dev_file_rows_in_the_training_file_warn(tmp_path):
     assert skeleton.warn_overlap(task, clean, tmp_path / "train.tsv", tmp_path / "test.tsv") == []
 
 
+def test_the_overlap_checks_normalise_each_row_once(tmp_path, monkeypatch):
+    """Test against train+dev, then dev against train (and, with --dev, test against train alone):
+    the training rows were normalised and hashed once per check, the checks' main cost on a large file."""
+    from kolectra.finetune import classify, leakage, skeleton
+    from kolectra.finetune.features import rows
+
+    data = skeleton.Data(rows({"text": ["가", "나", "다"]}), rows({"text": ["나 ", "라"]}), rows({"text": ["가", "사"]}), {})
+    real, calls = leakage.text_key, []
+    monkeypatch.setattr(leakage, "text_key", lambda row: calls.append(row) or real(row))
+    said = skeleton.warn_overlap(classify.Classify(tmp_path / "dev.tsv"), data, tmp_path / "train.tsv",
+                                 tmp_path / "test.tsv")
+    assert len(said) == 2 and "1 of 2 scored rows" in said[0] and "1 of 2 dev rows" in said[1]
+    assert len(calls) == 3 + 2 + 2  # each row of train, dev and test once
+
+
 def test_no_overlap_no_warning(tiny_model, tmp_path, capsys):
     nsmc_file(tmp_path / "train.txt", 60, 0)
     (tmp_path / "test.txt").write_text("id\tdocument\tlabel\n" + "".join(
