@@ -38,6 +38,9 @@ python -m pip download -q --no-deps --only-binary=:all: --python-version "$py" -
   -d "$dir/wheels" "$(pins transformers)" "$(pins tokenizers)" "$(pins universal_pathlib)" "$(pins zstandard)" \
   "pathlib-abc>=0.5.1,<0.6"
 python -m pip wheel -q --no-deps --no-build-isolation -w "$dir/wheels" "$repo"
+# built whole each time: an earlier bundle's vocab (its corpus removed below) would stay beside the new
+# one, and the name gpu-check would name two
+rm -rf "$dir/store"
 python -m kolectra.pipeline.cli corpus --input "$input" --out "$dir/store" --name gpu-check -q
 python -m kolectra.pipeline.cli vocab --corpus gpu-check --vocab-size 8000 --out "$dir/store" --name gpu-check -q
 python -m kolectra.pipeline.cli examples --corpus gpu-check --vocab gpu-check --max-seq-length 128 \
