@@ -206,7 +206,7 @@ def artifacts_verify(args, store: Store) -> int:
         unhashed = [f for f in a.manifest["files"] if not f.get("checksum")]
         if args.quick and unhashed and not isinstance(a.path, Path):  # a store that gave no checksum at publishing
             say(f"note: {len(unhashed)} object(s) of {a.path} have no store checksum in the manifest: their sizes "
-                  "were checked, not their bytes (without --quick every object is hashed)", file=sys.stderr)
+                "were checked, not their bytes (without --quick every object is hashed)", file=sys.stderr)
         for p in found:
             say(f"MISMATCH {p}")
         if not found:
