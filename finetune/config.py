@@ -61,6 +61,13 @@ class TaskConfig:
     # fine-tuning: an early ELECTRA discriminator's top layers are specialised to replaced-token
     # detection and fine-tune worse than fresh ones (docs/finetune.md#reinit; finetune/reinit.py).
     reinit_top_layers: int = 0
+    # Dropout while fine-tuning: -1 keeps the model's config.json (hidden_dropout_prob,
+    # attention_probs_dropout_prob); 0-<1 sets it. ELECTRA fine-tunes with 0.1 (Clark et al. 2020,
+    # appendix); a checkpoint pretrained without dropout (`mini`) carries 0. `dropout` is the
+    # hidden layers' and the task head's, `attention_dropout` the attention probabilities'.
+    # Recorded only when set, so earlier requests keep their ids.
+    dropout: float = dataclasses.field(default=-1.0, metadata={"recorded": "unless default"})
+    attention_dropout: float = dataclasses.field(default=-1.0, metadata={"recorded": "unless default"})
     # Allow the training file to be the scored file (a memorisation check); otherwise an error.
     train_on_eval: bool = False
     max_length: int = 128
@@ -80,6 +87,9 @@ class TaskConfig:
              "true, false or auto (on xla, torch-xla compiles the step itself: not true)"),
             ("cpu_threads", self.cpu_threads >= 0, "0 (torch's default) or more"),
             ("reinit_top_layers", self.reinit_top_layers >= 0, "0 (none) or more"),
+            ("dropout", self.dropout == -1 or 0 <= self.dropout < 1, "-1 (the model's config.json) or in [0, 1)"),
+            ("attention_dropout", self.attention_dropout == -1 or 0 <= self.attention_dropout < 1,
+             "-1 (the model's config.json) or in [0, 1)"),
             ("max_length", self.max_length >= 3, "at least 3 ([CLS], one token, [SEP])"),
             ("batch_size", self.batch_size >= 1, "at least 1"),
             ("eval_batch_size", self.eval_batch_size >= 1, "at least 1"),

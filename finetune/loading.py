@@ -62,11 +62,15 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     import transformers  # noqa: PLC0415 - heavy import
 
     model_dir = Path(model_dir)
+    config_kwargs = {**config_kwargs, **dropout_settings(cfg)}
     try:
         config = transformers.AutoConfig.from_pretrained(str(model_dir), **config_kwargs, **NO_CODE)
     except ValueError as e:  # a config.json naming code of its own (auto_map): refused, never asked about
         raise FinetuneError(f"{model_dir}: cannot load its config.json ({str(e).strip().splitlines()[0][:200]})") from None
     check_fits(config, cfg, len(tokenizer), model_dir)
+    if cfg.dropout < 0 and getattr(config, "hidden_dropout_prob", None) == 0:
+        progress(f"{model_dir / 'config.json'} sets no dropout (a checkpoint pretrained without it): fine-tuning "
+                 "runs without; ELECTRA fine-tunes with 0.1 (--set dropout=0.1 --set attention_dropout=0.1)")
     auto = getattr(transformers, auto_class)
     dev.seed(cfg.seed)  # the new head's initialisation draws from the global generator
     if cfg.random_init:
@@ -87,6 +91,18 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
         progress(f"{model_dir} holds a task head ({', '.join(name for name, _ in head)}): drawn afresh from the "
                  f"seed {cfg.seed}, as for a discriminator")
     return compile_forward(dev.place(model), dev, cfg)
+
+
+def dropout_settings(cfg: TaskConfig) -> dict:
+    """The config.json values ``cfg`` sets in place of the model's own: ``dropout`` is the hidden
+    layers' and the task head's (transformers' ELECTRA heads read ``classifier_dropout``, falling
+    back to the hidden layers'), ``attention_dropout`` the attention probabilities'."""
+    out = {}
+    if cfg.dropout >= 0:
+        out["hidden_dropout_prob"] = out["classifier_dropout"] = cfg.dropout
+    if cfg.attention_dropout >= 0:
+        out["attention_probs_dropout_prob"] = cfg.attention_dropout
+    return out
 
 
 def loaded_head(model: torch.nn.Module, info: dict) -> list[tuple[str, torch.nn.Module]]:

@@ -271,3 +271,30 @@ def test_a_diverged_run_says_so_and_writes_strict_json(tiny_model, tmp_path):
     assert metrics["epochs"][0]["train_loss"] is None
     assert metrics["health"]["status"] == "not_learning"
     assert metrics["health"]["problems"][0].startswith("training diverged")
+
+
+def test_dropout_keys_set_the_models_dropout_and_are_recorded_only_when_set(tiny_model, tmp_path):
+    from kolectra.core.config import to_dict
+    from kolectra.finetune.loading import load_model, load_tokenizer
+    from kolectra.model import runtime
+
+    dev, tok = runtime.resolve("cpu", False, 1), load_tokenizer(tiny_model)
+    kept = json.loads((tiny_model / "config.json").read_text())
+
+    def rates(cfg):
+        model = load_model("AutoModelForSequenceClassification", tiny_model, cfg, dev, tok, num_labels=2)
+        hidden = model.electra.encoder.layer[0].output.dropout.p
+        attention = model.electra.encoder.layer[0].attention.self.dropout.p
+        return hidden, model.classifier.dropout.p, attention
+
+    # -1 (the default) keeps config.json's; a value sets the hidden layers and the head, or attention
+    assert rates(small_nsmc()) == (kept["hidden_dropout_prob"], kept["hidden_dropout_prob"],
+                                   kept["attention_probs_dropout_prob"])
+    assert rates(small_nsmc(dropout=0.3)) == (0.3, 0.3, kept["attention_probs_dropout_prob"])
+    assert rates(small_nsmc(attention_dropout=0.2, dropout=0.0)) == (0.0, 0.0, 0.2)
+    # earlier requests keep their ids: the keys are in the request only when set
+    assert "dropout" not in to_dict(small_nsmc()) and "attention_dropout" not in to_dict(small_nsmc())
+    assert to_dict(small_nsmc(dropout=0.1))["dropout"] == 0.1
+    for key in ("dropout", "attention_dropout"):
+        with pytest.raises(ConfigError, match=rf"^{key}: must be -1 \(the model's config.json\) or in \[0, 1\)"):
+            override(NsmcConfig(), [f"{key}=1.0"])
