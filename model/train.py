@@ -148,7 +148,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     if dev.is_main and dev.world_size > 1:
         progress("pretrain: " + shard_order.deal_note(inputs.index.shards, cfg.seed, dev.world_size))
     if dev.is_main:
-        precision = "bf16 autocast (train.bf16=false: float32)" if t.bf16 else "float32"
+        precision = "bf16 autocast (--set train.bf16=false: float32)" if t.bf16 else "float32"
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where} in {precision}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
                  f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")

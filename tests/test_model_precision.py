@@ -59,7 +59,7 @@ def test_fit_precision_leaves_an_explicit_choice_alone():
     assert config.fit_precision(cpu, explicit=False, native=None) == cpu
 
 
-@pytest.mark.parametrize("bf16, said", [(True, "in bf16 autocast (train.bf16=false: float32)"), (False, "in float32")])
+@pytest.mark.parametrize("bf16, said", [(True, "in bf16 autocast (--set train.bf16=false: float32)"), (False, "in float32")])
 def test_the_trainer_names_its_precision(tmp_path, capsys, bf16, said):
     from kolectra.model import train
     from tests.model_support import build_examples, build_tokenizer
