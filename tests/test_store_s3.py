@@ -395,15 +395,19 @@ def test_a_kinds_layout_is_checked_on_the_store_too(bucket):
     assert any("shard-99999-0000.arrow: missing" in p for p in problems), problems
 
 
-def test_a_local_root_takes_a_parent_kept_in_the_bucket_by_its_url(bucket, tmp_path):
+def test_a_local_root_takes_a_parent_kept_in_the_bucket_by_its_url(bucket, tmp_path, monkeypatch):
     """A full artifact URL is a ref anywhere: a local root builds from a corpus kept in the bucket,
-    and records where it came from."""
+    and records where it came from; that record is followed once the user names the bucket's root
+    (KOLECTRA_PARENT_ROOTS: a manifest alone sends no request to another root, test_store_foreign_parents.py)."""
     sample = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
     corpus = stages.corpus(open_store(f"{bucket}/u"), [str(sample)], sets=["min_chars=10"])
     local = open_store(tmp_path / "root")  # a root opened as the CLI does: it follows parents into a bucket
     vocab = stages.vocab(local, str(corpus.path), sets=TINY["vocab"])
     assert vocab.parents == [corpus.id]
     assert vocab.manifest["parent_refs"][0]["path"] == str(corpus.path)
+    assert f"MISSING parent {corpus.id} (recorded in {bucket}/u" in "\n".join(local.lineage_lines(vocab))
+    monkeypatch.setenv("KOLECTRA_PARENT_ROOTS", f"{bucket}/u")
+    local = open_store(tmp_path / "root")
     assert local.verify(vocab) == []
     assert "corpus/" + corpus.path.name in "\n".join(local.lineage_lines(vocab))
 

@@ -213,7 +213,7 @@ def artifacts_verify(args, store: Store) -> int:
             say(f"ok {a.path} ({len(a.manifest['files'])} files, digest {a.manifest['digest'][:16]})")
         problems += len(found)
     for m in missing:
-        say(f"missing {m}: not under this root nor where it was recorded, so not checked")
+        say(f"missing {m}; not checked")
     if args.lineage:
         say(f"{1 + len(ancestors)} artifact(s) verified, {len(missing)} parent(s) not found", file=sys.stderr)
     if problems:

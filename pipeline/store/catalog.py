@@ -86,8 +86,11 @@ class Artifact:
                 if changed:
                     raise ArtifactError(changed[0])
                 return parent
+        why = next((w for r in self.manifest.get("parent_refs", []) if r.get("kind") == kind
+                    and (w := store.unfollowed(self, r))), "")
         raise ArtifactError(f"{self.path}: has no {kind} parent under {store.root}"
-                            + (f" or {self.root}" if self.root and self.root != store.root else ""))
+                            + (f" or {self.root}" if self.root and self.root != store.root else "")
+                            + (f"; its {kind} was {why}" if why else ""))
 
 
 class Catalog:
@@ -207,13 +210,19 @@ class Catalog:
                 if found is not None:
                     return found
         with contextlib.suppress(ArtifactError, OSError, ValueError):
-            if ref.get("path") and "://" in ref["path"]:  # recorded in a store: only one kolectra keeps roots on
-                if not recorded_store(ref["path"]) or len(kinds) != 1:
+            if ref.get("path") and "://" in ref["path"]:  # recorded in a store: followed on the terms of unfollowed
+                if self.unfollowed(art, ref) or len(kinds) != 1:
                     return None
                 return self.catalogs(ref["path"].rsplit("/", 2)[0]).find(kinds[0], pid)
             recorded = load(Path(ref["path"])) if ref.get("path") else None
             return recorded if recorded is not None and recorded.id == pid else None
         return None
+
+    def unfollowed(self, art: Artifact, ref: dict) -> str | None:
+        """Why the store URL at which ``art`` recorded a parent (``ref``, one of its ``parent_refs``) is
+        not looked at, or None (a local path, or a URL in a root this command may read): see
+        :func:`unfollowed`. The roots it may read are ``art``'s own and this catalog's."""
+        return unfollowed(ref.get("path"), [r for r in (art.root, self.root) if r is not None])
 
     # ---- checking ------------------------------------------------------------------------
     def changed_parents(self, art: Artifact, only: Artifact | None = None) -> list[str]:
@@ -311,7 +320,9 @@ class Catalog:
                 seen.add(pid)
                 parent = self.parent(a, pid)
                 if parent is None:
-                    missing.append(f"parent {pid} of {a.path}")
+                    ref = next((r for r in a.manifest.get("parent_refs", []) if r.get("id") == pid), {})
+                    why = self.unfollowed(a, ref) or "not under this root nor where it was recorded"
+                    missing.append(f"parent {pid} of {a.path}: {why}")
                 else:
                     found.append(parent)
                     queue.append(parent)
@@ -329,7 +340,9 @@ class Catalog:
                 if parent is None:  # a directory that is there but does not load is not "missing"
                     ref = next((r for r in a.manifest.get("parent_refs", []) if r.get("id") == pid), {"id": pid})
                     unreadable = self._unreadable(a, {**ref, "id": pid})
-                    children.append(("unreadable", unreadable[0]) if unreadable else ("missing", pid))
+                    why = self.unfollowed(a, ref)
+                    children.append(("unreadable", unreadable[0]) if unreadable else
+                                    ("missing", pid + (f" ({why})" if why else "")))
                     continue
                 children.append(("artifact", parent))
             head, count = inputs.shown(a.manifest)
@@ -402,6 +415,46 @@ def built_from_others(manifest: dict, parents: Iterable[Artifact]) -> str | None
             return (f"was built from another build of its parent {p.kind}/{p.path.name} (rebuilt or rewritten "
                     "since)")
     return None
+
+
+PARENT_ROOTS = "KOLECTRA_PARENT_ROOTS"
+
+
+def unfollowed(path: object, own: Iterable[Path | str]) -> str | None:
+    """Why a parent that a manifest records at ``path`` is not looked for there, or None where it may be.
+
+    A manifest is data (a root copied from elsewhere, a shared bucket): a parent recorded on a store is
+    read with the user's credentials, so it is followed only inside a root the user named, never on the
+    manifest's word alone: the root of the artifact itself, the command's root (``own``), or one listed
+    in ``$KOLECTRA_PARENT_ROOTS`` (comma-separated roots, ``s3://bucket/prefix``; a bucket alone names
+    all of it). Same scheme (``s3a`` is ``s3``, ``gcs`` is ``gs``), bucket and prefix. A local path is
+    followed (it is read on this machine, with no credentials); another protocol never is."""
+    if not isinstance(path, str) or "://" not in path:
+        return None
+    if not recorded_store(path):
+        return f"recorded at {path[:200]}, a location kolectra never contacts for a manifest (not s3:// or gs://)"
+    root = path.rstrip("/").rsplit("/", 2)[0]
+    key = _root_key(root)
+    named = [r.strip() for r in os.environ.get(PARENT_ROOTS, "").split(",") if r.strip()]
+    for r in [*map(str, own), *named]:
+        mine = _root_key(r)
+        if key and mine and key[0] == mine[0] and (key[1] + "/").startswith(mine[1] + "/"):
+            return None
+    return (f"recorded in {root[:200]}, outside the roots this command reads: not fetched on a manifest's word "
+            f"(the requests would carry your credentials); if you trust that root: {PARENT_ROOTS}={root[:200]}")
+
+
+def _root_key(url: str) -> tuple[str, str] | None:
+    """(scheme, ``bucket/prefix``) of a store root's URL, or None for a local path or a URL with an empty,
+    ``.`` or ``..`` part (which names no root plainly)."""
+    from kolectra.core import storage  # noqa: PLC0415
+
+    if not storage.is_url(url):
+        return None
+    where = url.split("://", 1)[1].rstrip("/")
+    if not where or any(part in ("", ".", "..") for part in where.split("/")):
+        return None
+    return {"s3a": "s3", "gcs": "gs"}.get(storage.scheme(url), storage.scheme(url)), where
 
 
 def recorded_store(url: str) -> bool:

@@ -58,7 +58,7 @@ from kolectra.core import conditional, scratch, storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
-from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, recorded_store, written_at
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, unfollowed, written_at
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -210,8 +210,8 @@ class RemoteStore(StoreRuns, Store):
                     return found
         with contextlib.suppress(ArtifactError, OSError, storage.StoreError):
             where = ref.get("path")
-            if storage.is_url(where) and not recorded_store(where):
-                return None  # a manifest is data: no other protocol is contacted on its word
+            if unfollowed(where, roots):
+                return None  # a manifest is data: no other root or protocol is contacted on its word
             recorded = (load_remote(upath(where)) if storage.is_url(where) else Catalog(catalogs=self.catalogs).resolve(Path(where))) \
                 if where else None
             return recorded if recorded is not None and recorded.id == pid else None
