@@ -115,6 +115,7 @@ class Answered(NamedTuple):
     operation: str  # ListObjectsV2, HeadObject, GetObject, PutObject, DeleteObject, HeadBucket, ...
     key: str  # "bucket/key"; for a listing "bucket/prefix"
     query: dict
+    sent: int = 0  # the bytes of the object (or body) the client sent: a PutObject's size
 
 
 def _operation(method: str, path: str, query: dict) -> str:
@@ -152,4 +153,6 @@ def answered(endpoint: str) -> Iterator[list[Answered]]:
             key = unquote(url.path).lstrip("/")
             if operation.startswith("ListObjects"):
                 key = f"{key.rstrip('/')}/{query.get('prefix', '')}"
-            found.append(Answered(operation, key, query))
+            headers = {k.lower(): v for k, v in entry.get("headers", {}).items()}
+            sent = int(headers.get("x-amz-decoded-content-length") or headers.get("content-length") or 0)
+            found.append(Answered(operation, key, query, sent))

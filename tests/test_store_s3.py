@@ -299,6 +299,7 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     assert store.list("checkpoint") == []
     kept = storage.listing(f"{root}/.work")
     assert any("/out/checkpoints/step-00000008/manifest.json" in k for k in kept), sorted(kept)
+    assert any("/parts/metrics.jsonl/" in k for k in kept), sorted(kept)  # the log, a part a save
 
     os.environ["KOLECTRA_CACHE"] = str(tmp_path / "another-machine")  # nothing local: all from the bucket
     capsys.readouterr()
@@ -308,6 +309,11 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     assert art.manifest["stats"]["resumed_from_step"] == 8
     assert art.read_bytes("hf/discriminator/model.safetensors") == \
         (straight.path / "hf" / "discriminator" / "model.safetensors").read_bytes()
+
+    def logged(data: bytes) -> list[dict]:  # the lines but their timings
+        return [{k: v for k, v in json.loads(x).items() if k not in ("tokens_per_s", "mfu")} for x in data.splitlines()]
+
+    assert logged(art.read_bytes("metrics.jsonl")) == logged((straight.path / "metrics.jsonl").read_bytes())
     assert storage.children(f"{root}/.work") == []  # published: the run's state in the store is gone
     assert store.verify(art) == []
 

@@ -4,8 +4,9 @@ Mixed into :class:`kolectra.pipeline.store.remote.RemoteStore`. The run itself w
 (``$KOLECTRA_CACHE/roots/<root hash>/.work/<kind>-<id>/``, the local protocol of
 :mod:`.workspace`); each checkpoint the trainer completes is mirrored to
 ``ROOT/.work/<kind>-<id>/out/checkpoints/step-N/`` (files first, its manifest last; older steps
-dropped), with ``request.json`` and ``metrics.jsonl`` beside it. ``--resume`` on a machine that
-has nothing local fetches the newest mirrored step. Ranks after the first of a data-parallel run
+dropped), with ``request.json`` beside it and ``metrics.jsonl`` as parts, each checkpoint's new
+lines one more (:mod:`.log_parts`). ``--resume`` on a machine that has nothing local fetches the
+newest mirrored step and the log. Ranks after the first of a data-parallel run
 (:attr:`.workspace.Resumable.rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
 return what rank 0 publishes.
 """
@@ -22,7 +23,7 @@ from typing import Callable
 
 from kolectra.core import storage
 from kolectra.core.stage import progress
-from kolectra.pipeline.store import followers, workspace
+from kolectra.pipeline.store import followers, log_parts, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable
 from kolectra.pipeline.store.catalog import Artifact
 from kolectra.pipeline.store.manifest import MANIFEST
@@ -40,6 +41,7 @@ class StoreRuns:
     """The run-keeping half of a store root (needs ``url``, ``find`` and ``_run_url``)."""
 
     _run_rank = 0  # the rank of this process in the build whose run is _run_url (a follower's: its own)
+    _logs: dict[str, log_parts.Mirror] = {}  # the build's growing files mirrored as parts, by name
 
     def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str,
                        rank: int) -> Artifact:
@@ -82,6 +84,7 @@ class StoreRuns:
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config}
         opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
+        self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()
             storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
@@ -115,6 +118,7 @@ class StoreRuns:
         storage.download(storage.join(remote_run, workspace.REQUEST), str(run.path / workspace.REQUEST))
         for rel, target in zip(wanted, targets):
             storage.download(storage.join(remote_run, rel), str(target))
+        log_parts.fetch(remote_run, objects, run.out)
 
     def checkpoint_saved(self, step_dir: Path) -> None:
         """Mirror a checkpoint the trainer just wrote (its files, then its manifest) into the store's
@@ -129,14 +133,13 @@ class StoreRuns:
                                     step_dir.with_name(f".tmp-{step_dir.name}") / f"rank-{rank}.pt") if p.is_file())
             storage.upload(str(part), storage.join(target, part.name))
             return
+        for log in self._logs.values():  # the lines new since the last save; first: a kill leaves them ahead
+            log.sync()
         for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
             storage.upload(str(f), storage.join(target, f.name))
         for rel in {r.split("/")[0] for r in storage.listing(base)}:
             if rel != step_dir.name and rel.startswith("step-"):
                 storage.remove(storage.join(base, rel), recursive=True)
-        for name in ("metrics.jsonl",):  # the log the trainer trims back to the checkpoint on resume
-            if (step_dir.parent.parent / name).is_file():
-                storage.upload(str(step_dir.parent.parent / name), storage.join(self._run_url, "out", name))
 
 
 class RemoteRun:

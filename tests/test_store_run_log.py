@@ -1,0 +1,183 @@
+"""A pretraining run's metrics.jsonl on a bucket root (pipeline/store/log_parts.py), on moto's S3
+server (tests/s3_support.py): each checkpoint uploads only the lines written since the one before
+(before, the whole file, so a run's uploads grew with the square of its lines); ``--resume`` on a
+machine without the run reads the parts back as the one file; the published artifact holds
+``metrics.jsonl`` whole, in its manifest, verified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.store import log_parts
+from kolectra.pipeline.store.artifacts import Request, Resumable
+from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+RESUMABLE = Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",))
+WEIGHTS = 4096  # bytes of a checkpoint's model file here
+
+
+def lines(first: int, n: int) -> bytes:
+    """``n`` metrics lines from step ``first``, as long as the trainer's (about 440 bytes)."""
+    return b"".join(
+        json.dumps(
+            {
+                "step": s,
+                "loss": 10.5 - s * 1e-6,
+                "gen_loss": 6.25,
+                "disc_loss": 0.0831,
+                "grad_norm": 1.37,
+                "gen_acc": 0.31,
+                "replaced_share": 0.85,
+                "disc_acc": 0.94,
+                "disc_precision": 0.71,
+                "disc_recall": 0.42,
+                "replaced_token_share": 0.12,
+                "disc_auc": 0.9123456789,
+                "lr": 0.000123456789,
+                "tokens_per_s": 12345.678,
+                "nonpad_tokens": s * 4096,
+                "padding": "x" * 120,
+            }
+        ).encode()
+        + b"\n"
+        for s in range(first, first + n)
+    )
+
+
+def save(out: Path, step: int) -> Path:
+    """A checkpoint as the trainer leaves it: ``checkpoints/step-N/`` with its files, the manifest last."""
+    step_dir = out / "checkpoints" / f"step-{step:08d}"
+    step_dir.mkdir(parents=True)
+    (step_dir / "model.pt").write_bytes(bytes(WEIGHTS))
+    (step_dir / "manifest.json").write_text(json.dumps({"step": step}))
+    return step_dir
+
+
+def append(out: Path, data: bytes) -> None:
+    with (out / "metrics.jsonl").open("ab") as f:
+        f.write(data)
+
+
+def test_a_checkpoint_uploads_the_new_lines_whatever_came_before(bucket, s3_endpoint, tmp_path, monkeypatch):
+    """The bytes a save uploads are the checkpoint's files and the lines new since the save before,
+    the same after 1,000 earlier lines as after 10,000 (the whole file before: 0.5 MB against 4.8 MB);
+    published, the artifact holds metrics.jsonl whole, listed in its manifest, and verifies."""
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    store = open_store(f"{bucket}/grow")
+    sent: dict[int, list] = {}
+
+    def train(out: Path) -> StageOutput:
+        step = 0
+        for earlier in (1_000, 10_000):
+            append(out, lines(step, earlier - step))
+            step = earlier
+            store.checkpoint_saved(save(out, step))  # what came before this save
+            append(out, lines(step, 100))
+            step += 100
+            with answered(s3_endpoint) as found:
+                store.checkpoint_saved(save(out, step))
+            sent[earlier] = [a for a in found if a.operation == "PutObject" and "/.work/" in a.key]  # no lease renewal
+        return StageOutput(stats={})
+
+    request = Request(kind="checkpoint", name="grow", stage_version=1, config={})
+    art = store.build(request, train, resumable=RESUMABLE)
+    total = {earlier: sum(a.sent for a in puts) for earlier, puts in sent.items()}
+    assert abs(total[10_000] - total[1_000]) < 1_000, total  # ~50 kB each; the old code: 4.2 MB more
+    for earlier, puts in sent.items():
+        log = sum(a.sent for a in puts if f"/{log_parts.PARTS}/metrics.jsonl/" in a.key)
+        rest = sum(a.sent for a in puts if f"/{log_parts.PARTS}/" not in a.key)
+        assert log == len(lines(earlier, 100)) < 50_000, (earlier, puts)  # 100 lines, not 1,000 or 10,000
+        assert rest == WEIGHTS + len(json.dumps({"step": earlier + 100})), (earlier, puts)
+    files = {f["path"]: f["bytes"] for f in art.manifest["files"]}
+    assert files == {"metrics.jsonl": len(lines(0, 10_100))}
+    assert art.read_bytes("metrics.jsonl") == lines(0, 10_100)
+    assert store.verify(art) == []
+    assert storage.children(f"{bucket}/grow/.work") == []
+
+
+def test_resume_on_another_machine_reads_the_parts_back_as_the_log(bucket, tmp_path, monkeypatch):
+    """A run stopped after its saves is resumed on a machine without it: metrics.jsonl arrives as the
+    store kept it at the last save (lines written after it are not there). The resumed run trims it
+    back inside a part (as the trainer does to an earlier checkpoint's step) and logs other lines:
+    the store's parts past that point are replaced, and the next machine, and the published
+    artifact, get exactly the resumed run's file."""
+    root = f"{bucket}/resume"
+    request = Request(kind="checkpoint", name="resume", stage_version=1, config={})
+    seen: dict[str, bytes] = {}
+
+    def first(out: Path) -> StageOutput:
+        for step in (100, 200, 300):
+            append(out, lines(step - 100, 100))
+            store_1.checkpoint_saved(save(out, step))
+        append(out, lines(300, 7))  # after the last save: never uploaded
+        raise RuntimeError("killed")
+
+    def second(out: Path) -> StageOutput:
+        seen["fetched"] = (out / "metrics.jsonl").read_bytes()
+        kept = lines(0, 150)  # the trainer trims back into the second save's part
+        (out / "metrics.jsonl").write_bytes(kept + lines(150, 100).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75'))
+        store_2.checkpoint_saved(save(out, 400))
+        seen["second"] = (out / "metrics.jsonl").read_bytes()
+        raise RuntimeError("killed again")
+
+    def third(out: Path) -> StageOutput:
+        seen["third"] = (out / "metrics.jsonl").read_bytes()
+        return StageOutput(stats={})
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-1"))
+    store_1 = open_store(root)
+    with pytest.raises(RuntimeError, match="killed"):
+        store_1.build(request, first, resumable=RESUMABLE)
+    run = f"{root}/.work/checkpoint-{request.id()}"
+    names = sorted(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
+    assert len(names) == 3 and [p[:2] for p in log_parts.chain(names)] == [
+        (0, len(lines(0, 100))),
+        (len(lines(0, 100)), len(lines(0, 200))),
+        (len(lines(0, 200)), len(lines(0, 300))),
+    ]
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-2"))
+    store_2 = open_store(root)
+    with pytest.raises(RuntimeError, match="killed again"):
+        store_2.build(request, second, resumable=RESUMABLE, resume=True)
+    assert seen["fetched"] == lines(0, 300)
+    chained = log_parts.chain(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
+    assert [p[:2] for p in chained] == [(0, len(lines(0, 100))), (len(lines(0, 100)), len(seen["second"]))]
+    assert len(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl")) == 2  # the stale ones removed
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-3"))
+    art = open_store(root).build(request, third, resumable=RESUMABLE, resume=True)
+    assert seen["third"] == seen["second"] == art.read_bytes("metrics.jsonl")
+    assert open_store(root).verify(art) == []
+
+
+def test_a_part_that_does_not_match_its_name_ends_the_log_read_back(bucket, tmp_path):
+    """A part altered in the store (or cut short) is not taken: the log read back ends before it, as a
+    log cut by a kill does; keys that are no parts are ignored."""
+    run = f"{bucket}/parts/.work/checkpoint-x"
+    local = tmp_path / "out" / "metrics.jsonl"
+    local.parent.mkdir()
+    mirror = log_parts.Mirror(run, local)
+    for k in range(3):
+        append(local.parent, lines(k * 10, 10) + (b'{"step": 99, "lo' if k == 2 else b""))
+        mirror.sync()
+    assert local.read_bytes().startswith(lines(0, 30)) and len(local.read_bytes()) > len(lines(0, 30))
+    parts = log_parts.chain(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
+    assert parts[-1][1] == len(lines(0, 30))  # whole lines only: the one being written waits for the next save
+    storage.write_bytes(f"{run}/{log_parts.PARTS}/metrics.jsonl/notes.txt", b"not a part")
+    listing = storage.listing(run)
+    back = tmp_path / "back"
+    log_parts.fetch(run, listing, back)
+    assert (back / "metrics.jsonl").read_bytes() == lines(0, 30)
+    storage.write_bytes(
+        f"{run}/{log_parts.PARTS}/metrics.jsonl/{log_parts.part_name(parts[1])}",
+        lines(10, 10).replace(b"6.25", b"6.26"),
+    )
+    log_parts.fetch(run, listing, back)
+    assert (back / "metrics.jsonl").read_bytes() == lines(0, 10)
