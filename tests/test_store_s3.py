@@ -284,12 +284,13 @@ def test_stage_outputs_on_s3_are_read_by_datasets_and_transformers_from_the_loca
 
 
 # ---- pretraining resumes from the store -------------------------------------------------------------
-def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(bucket, tmp_path, capsys):
+def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(bucket, tmp_path, capsys, monkeypatch):
     from tests.model_support import small_chain
     from tests.test_faults_pretrain import SETS
 
     root = f"{bucket}/p"
     store = open_store(root)
+    monkeypatch.setenv("KOLECTRA_PARENT_ROOTS", root)  # the local straight run's parents are the bucket's
 
     _, _, ex = small_chain(store)
     straight = stages.pretrain(open_store(tmp_path / "local"), str(store.local(ex)), preset="tiny", sets=SETS)
