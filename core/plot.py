@@ -162,6 +162,53 @@ def finite(points: Sequence[Point], logx: bool = False) -> list[Point]:
     return out
 
 
+# Columns of a thinned series (:class:`Thinned`): a long run's curve keeps at most four points in each,
+# more than the pixels across a report's panel (about 430), so its drawing does not change.
+COLUMNS = 1024
+
+
+class Thinned:
+    """A series fed one point at a time that keeps what a plot of it shows, in memory bounded
+    whatever its length: its points split, in order, into at most :data:`COLUMNS` runs of equal
+    count, each kept as its first, lowest, highest and last point (min/max decimation, "M4": the
+    line drawn through them covers the same pixels as one through every point, a single spike
+    included). A series of up to ``columns`` points keeps every point. When the runs outnumber
+    ``columns``, neighbours merge two by two: the result depends on the points alone."""
+
+    def __init__(self, columns: int = COLUMNS):
+        self.columns, self.width, self.count = columns, 1, 0
+        # one per run: [first, lowest, highest, last], each (index, x, y); the last run may be short
+        self.runs: list[list[tuple[int, float, float]]] = []
+
+    def add(self, x, y) -> None:
+        """Add the next point; a None or non-finite value is left out, as :func:`finite` leaves it."""
+        if x is None or y is None or not (math.isfinite(x := float(x)) and math.isfinite(y := float(y))):
+            return
+        p = (self.count, x, y)
+        if self.count % self.width:
+            run = self.runs[-1]
+            if y < run[1][2]:
+                run[1] = p
+            if y > run[2][2]:
+                run[2] = p
+            run[3] = p
+        else:
+            self.runs.append([p, p, p, p])
+            if len(self.runs) > self.columns:
+                self.runs = [self._merged(self.runs[i:i + 2]) for i in range(0, len(self.runs), 2)]
+                self.width *= 2
+        self.count += 1
+
+    @staticmethod
+    def _merged(pair: list[list[tuple[int, float, float]]]) -> list[tuple[int, float, float]]:
+        a, b = pair[0], pair[-1]
+        return [a[0], b[1] if b[1][2] < a[1][2] else a[1], b[2] if b[2][2] > a[2][2] else a[2], b[3]]
+
+    def points(self) -> list[Point]:
+        """The points kept, in the order they came."""
+        return [(x, y) for _, x, y in sorted({p for run in self.runs for p in run})]
+
+
 def draw_panel(ax, panel: Panel) -> None:
     data = {name: finite(pts, panel.logx) for name, pts in panel.series.items()}
     show_markers = panel.markers if panel.markers is not None else all(len(p) <= 40 for p in data.values())

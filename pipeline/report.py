@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from kolectra.core import plot
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
@@ -148,52 +148,72 @@ def examples_section(a: Artifact, dest: Path) -> list[str]:
     return table(["figure", "value"], [[k, v] for k, v in s.items() if isinstance(v, (int, float))])
 
 
-def _series(rows: list[dict], key: str) -> list[tuple[float, float]]:
-    return [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+# the pretraining curves a person checks: (metric -> legend label, title, y label, Panel options), each
+# loss on its own axis (the total is generator + 50 x discriminator: on one axis the weighted total
+# hides both terms)
+CURVES = [
+    ({"loss": "total"}, "total loss (generator + disc_weight x discriminator)", "loss", {}),
+    ({"gen_loss": "generator (MLM at masked slots)"}, "generator loss", "loss", {}),
+    ({"disc_loss": "discriminator (per token)"}, "discriminator loss", "loss", {}),
+    ({"mlm_loss": "MLM"}, "MLM loss", "loss", {}),
+    # a run that learned nothing shows here: AUC at 0.5, recall or precision at 0
+    ({"disc_auc": "AUC", "disc_precision": "precision (replaced)", "disc_recall": "recall (replaced)",
+      "disc_acc": "accuracy", "replaced_token_share": "replaced share of tokens (precision at chance)"},
+     "discriminator: replaced-token detection", "share",
+     {"hlines": {"chance AUC": 0.5}, "ylim": (0, 1.02), "legend": "below"}),
+    ({"gen_acc": "generator accuracy", "replaced_share": "replaced share of masked", "mlm_acc": "MLM accuracy"},
+     "generator", "share", {"ylim": (0, 1.02), "legend": "below"}),
+    ({"lr": "learning rate"}, "learning rate", "lr", {}),
+    ({"tokens_per_s": "tokens/s"}, "throughput", "tokens/s", {}),
+]
 
 
-def training_panels(rows: list[dict]) -> list[plot.Panel]:
-    """The pretraining curves a person checks, each loss on its own axis (the total is
-    generator + 50 x discriminator: on one axis the weighted total hides both terms)."""
-    def panel(keys: dict[str, str], title: str, ylabel: str, **kw) -> plot.Panel | None:
-        series = {label: _series(rows, k) for k, label in keys.items()}
-        series = {label: pts for label, pts in series.items() if pts}
-        return plot.Panel(series, title, "step", ylabel, **kw) if series else None
+def training_panels(rows: Iterable[dict]) -> list[plot.Panel]:
+    """The panels of :data:`CURVES` that have data, ``rows`` (metrics lines) read once. Each series is
+    thinned as it comes (:class:`core.plot.Thinned`): a run of any length is drawn from at most a few
+    thousand points a series, its spikes kept; one of up to :data:`core.plot.COLUMNS` lines from all."""
+    series = {k: plot.Thinned() for keys, *_ in CURVES for k in keys}
+    for r in rows:
+        step = r.get("step")
+        for k, thinned in series.items():
+            if (v := r.get(k)) is not None:
+                thinned.add(step, v)
+    panels = []
+    for keys, title, ylabel, kw in CURVES:
+        drawn = {label: pts for k, label in keys.items() if (pts := series[k].points())}
+        if drawn:
+            panels.append(plot.Panel(drawn, title, "step", ylabel, **kw))
+    return panels
 
-    panels = [
-        panel({"loss": "total"}, "total loss (generator + disc_weight x discriminator)", "loss"),
-        panel({"gen_loss": "generator (MLM at masked slots)"}, "generator loss", "loss"),
-        panel({"disc_loss": "discriminator (per token)"}, "discriminator loss", "loss"),
-        panel({"mlm_loss": "MLM"}, "MLM loss", "loss"),
-        # a run that learned nothing shows here: AUC at 0.5, recall or precision at 0
-        panel({"disc_auc": "AUC", "disc_precision": "precision (replaced)", "disc_recall": "recall (replaced)",
-               "disc_acc": "accuracy", "replaced_token_share": "replaced share of tokens (precision at chance)"},
-              "discriminator: replaced-token detection", "share",
-              hlines={"chance AUC": 0.5}, ylim=(0, 1.02), legend="below"),
-        panel({"gen_acc": "generator accuracy", "replaced_share": "replaced share of masked", "mlm_acc": "MLM accuracy"},
-              "generator", "share", ylim=(0, 1.02), legend="below"),
-        panel({"lr": "learning rate"}, "learning rate", "lr"),
-        panel({"tokens_per_s": "tokens/s"}, "throughput", "tokens/s"),
-    ]
-    return [p for p in panels if p is not None]
+
+def metrics_lines(path: Path) -> Iterator[dict]:
+    """A metrics.jsonl's lines, parsed one at a time: a long run's log is never held whole."""
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
 
 
 def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
     path = a.path / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if path.is_file() else []
+    last: list[dict] = []
+
+    def keeping_the_last(rows: Iterator[dict]) -> Iterator[dict]:
+        for r in rows:
+            last[:] = [r]
+            yield r
+
+    panels = training_panels(keeping_the_last(metrics_lines(path))) if path.is_file() else []
     out = []
     compute = a.manifest.get("compute", {})
     if compute:
         out += table(["compute", "value"], [[k, v] for k, v in compute.items() if isinstance(v, (int, float, str))])
         out.append("")
-    if rows:
+    if last:
         png = dest / f"{a.path.name}-training.png"
-        panels = training_panels(rows)
         plot.chart(png, panels, width=960, panel_height=300, columns=2)
         out += [f"![training curves]({png.name})", ""]
-        last = rows[-1]
-        out += table(["last logged step", "value"], [[k, v] for k, v in last.items() if isinstance(v, (int, float))])
+        out += table(["last logged step", "value"], [[k, v] for k, v in last[0].items() if isinstance(v, (int, float))])
     return out
 
 
