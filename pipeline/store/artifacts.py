@@ -49,6 +49,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, Collection, Iterable
 
+from kolectra.core import storage
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, default_root, load
@@ -213,12 +214,23 @@ class Store(Catalog):
         """The id of ``request`` once its kind is known and every parent passed :meth:`require`."""
         if request.kind not in KINDS:
             raise ArtifactError(f"unknown artifact kind {request.kind!r}")
+        if why := self._kind_leads_out(request.kind):
+            raise ArtifactError(f"{why}: kolectra publishes artifacts only in their root's own folders (and refuses "
+                                "one found through a link); to keep artifacts on another disk, make the root a "
+                                f"folder there (--out /disk2/kolectra; the root itself may be a link) or move the "
+                                f"{request.kind} folder back into the root")
         try:
             for parent in request.parents:
                 self.require(parent)
         finally:
             self._checks_done()
         return request.id()
+
+    def _kind_leads_out(self, kind: str) -> str | None:
+        """Why ``ROOT/<kind>`` may not receive an artifact, or None: a symlink, or a folder resolving outside
+        the root (a build would be published through it, and the store refuses every artifact found through
+        a link). The root itself may be a link: it is the folder the user named."""
+        return None if storage.is_url(str(self.root)) else workspace.symlinked(Path(self.root), kind)
 
     def build(self, request: Request, produce: Callable[[Path], StageOutput], force: bool = False,
               resumable: bool | Resumable = False, resume: bool | str = False, in_place: bool = False) -> Artifact:
@@ -381,6 +393,9 @@ class Store(Catalog):
             pick = chosen[kind, aid]
             if pick is None or pick[0] != d:
                 return False
+            if why := self._kind_leads_out(kind):  # kept in .tmp for when the kind folder is a folder again
+                progress(f"{kind}: not publishing {d}, a complete build of {aid}: {why}; kept until that is a folder")
+                return True
             progress(f"{kind}: {'would publish' if dry_run else 'publishing'} {d}, a complete build of {aid} whose "
                      "run was stopped just before publishing it")
             if not dry_run:
