@@ -21,7 +21,7 @@ RUN pip install --no-cache-dir \
         "apache-beam[${BEAM_EXTRAS}]==${BEAM_VERSION}" \
         kiwipiepy==0.24.1 kiwipiepy_model==0.24.0 zstandard==0.25.0 numpy==2.4.6 tokenizers==0.23.3
 
-COPY pyproject.toml README.md /src/kolectra/
+COPY pyproject.toml README.md LICENSE MANIFEST.in /src/kolectra/
 COPY core /src/kolectra/core
 COPY corpus /src/kolectra/corpus
 COPY vocab /src/kolectra/vocab
