@@ -72,7 +72,8 @@ def _runtime(xla_cache_dir: str = ""):
         raise EnvironmentProblem(
             f"train.device=xla needs torch-xla, which does not load here ({type(e).__name__}: "
             f"{str(e).splitlines()[0][:200]}; torch {torch.__version__}): install the `xla` extra, "
-            "pip install -e '.[xla]', which pins torch 2.9.0 and torch-xla 2.9.0 (docs/tpu.md)") from None
+            "pip install 'kolectra[xla]' (in a clone: pip install -e '.[xla]'), which pins torch 2.9.0 and "
+            "torch-xla 2.9.0 (docs/tpu.md)") from None
 
     if xla_cache_dir:
         if torch_xla._XLAC._xla_computation_cache_is_initialized():

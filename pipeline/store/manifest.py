@@ -84,13 +84,19 @@ def kolectra_version() -> str:
 
 
 def _git_commit() -> str | None:
-    here = Path(__file__).resolve().parent.parent
+    """The commit of the checkout this code runs from, or None: an install (a wheel in site-packages)
+    has none, even inside a git repository of its own (a project's venv) whose commit says nothing of
+    kolectra's code, so the commit counts only where git tracks this very file."""
+    here = Path(__file__).resolve()
     try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=5, check=False)
+        for args in (["ls-files", "--error-unmatch", "--", here.name], ["rev-parse", "HEAD"]):
+            out = subprocess.run(["git", "-C", str(here.parent), *args],
+                                 capture_output=True, text=True, timeout=5, check=False)
+            if out.returncode != 0:
+                return None
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return out.stdout.strip() or None
 
 
 def provenance(libraries: Iterable[str], started: str, finished: str) -> dict:
