@@ -41,6 +41,7 @@ from typing import IO, Any, Iterator
 
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.keys import relative_path_problem
+from kolectra.core.store_clients import GCS_OPEN_SECONDS, client_options, endpoint_and_retries
 
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
 _CHUNK = 1 << 20
@@ -133,7 +134,7 @@ def filesystem(url: str):
             extra = EXTRAS.get(proto)
             hint = f"pip install '{extra}'" if extra else f"install the fsspec implementation of {proto}://"
             raise StoreError(f"{url}: no filesystem for {proto}:// on this machine ({hint}): {e}") from None
-        fs = cls(use_listings_cache=False, skip_instance_cache=True)
+        fs = cls(use_listings_cache=False, skip_instance_cache=True, **client_options(proto))
         _FILESYSTEMS[proto] = fs
     return fs, fs._strip_protocol(url)
 
@@ -142,11 +143,9 @@ def describe_failure(url: str, e: BaseException) -> str:
     """One line for a store failure: what failed and what to check."""
     text = str(e).splitlines()[0][:240] if str(e) else type(e).__name__
     name = type(e).__name__
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if "Could not connect" in text or "Connect" in name or "EndpointConnection" in name or isinstance(
             e, (ConnectionError, TimeoutError)):
-        where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint and scheme(url).startswith("s3") else ""
-        return f"{url}: cannot reach the store{where}: {text}"
+        return f"{url}: cannot reach the store{endpoint_and_retries(url)}: {text}"
     # gcsfs, finding no credentials, asks anonymously: a private bucket answers "Anonymous caller ..."
     if ("NoCredentials" in name or "Unable to locate credentials" in text or "DefaultCredentialsError" in name
             or text.startswith("Anonymous caller")):
@@ -212,7 +211,11 @@ def _gcs_bucket_found(fs, path: str) -> bool:
     not give; gcsfs then lists the bucket, and an empty one (a new root's) read as missing."""
     bucket, _, prefix = path.partition("/")
     prefix = prefix.strip("/")
-    fs.call("GET", "b/{}/o", bucket, prefix=f"{prefix}/" if prefix else None, maxResults=1, json_out=True)
+    try:  # timeout: fsspec's bound on the whole call, gcsfs's retries in it
+        fs.call("GET", "b/{}/o", bucket, prefix=f"{prefix}/" if prefix else None, maxResults=1, json_out=True,
+                timeout=GCS_OPEN_SECONDS)
+    except TimeoutError:  # fsspec's FSTimeoutError: gcsfs still retrying
+        raise TimeoutError(f"no answer within {GCS_OPEN_SECONDS} s") from None
     return True
 
 

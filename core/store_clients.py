@@ -1,0 +1,79 @@
+"""How long a store's client tries a store that does not answer, through the clients' own settings (no
+retry loop of kolectra's): the storage options :func:`kolectra.core.storage.filesystem` gives s3fs and
+gcsfs, and the words a failure to reach a store ends with (docs/scale.md, "A store that does not answer").
+
+- S3 (s3fs on botocore): where the user set no retries (``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE``, or
+  ``max_attempts``/``retry_mode`` in the profile), botocore's ``standard`` mode with :data:`S3_ATTEMPTS`
+  attempts in all (its ``legacy`` default: 5, about 10 s of waits); what the user set is kept. Each
+  connection attempt waits s3fs's ``connect_timeout``, 5 s.
+- GCS (gcsfs on aiohttp): each connection attempt waits at most :data:`CONNECT_SECONDS` (aiohttp's
+  ``sock_connect``, through gcsfs's ``requests_timeout``; none before: the system's, about 2 minutes);
+  gcsfs retries a request 6 times, about 35 s of waits, and has no setting for that count, so opening a
+  root (its first request) is bounded at :data:`GCS_OPEN_SECONDS` by fsspec's own call timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+CONNECT_SECONDS = 5  # each connection attempt under gcsfs (aiohttp's sock_connect): s3fs's own connect_timeout
+S3_ATTEMPTS = 3  # botocore's standard mode, where neither AWS_MAX_ATTEMPTS/AWS_RETRY_MODE nor the profile sets one
+# opening a gs:// root (its first request, check_bucket) waits at most this: gcsfs retries a request 6 times
+# (about 35 s of waits, the count fixed in gcsfs: it has no setting for it); fsspec's own call timeout bounds it
+GCS_OPEN_SECONDS = 15
+
+
+def _s3_retries_set() -> str | None:
+    """The retry setting the user gave botocore (its environment or the profile's config file), or None."""
+    import botocore.session  # noqa: PLC0415 - only for s3:// roots
+
+    session = botocore.session.Session()
+    attempts = session.get_config_variable("max_attempts")
+    if attempts is not None:
+        return f"max_attempts={attempts}"
+    mode = os.environ.get("AWS_RETRY_MODE")
+    with contextlib.suppress(Exception):  # a profile that is not there is botocore's to report, at the request
+        mode = mode or session.get_scoped_config().get("retry_mode")
+    return f"retry_mode={mode}" if mode else None
+
+
+def client_options(proto: str) -> dict:
+    """The storage options kolectra gives a store's fsspec filesystem: on S3, where the user set none,
+    botocore's standard retries; on GCS a bound on each connection attempt."""
+    if proto in ("s3", "s3a"):
+        if _s3_retries_set() is None:  # "total": the first attempt included
+            return {"config_kwargs": {"retries": {"mode": "standard", "total_max_attempts": S3_ATTEMPTS}}}
+        return {}
+    if proto in ("gs", "gcs"):
+        import aiohttp  # noqa: PLC0415 - gcsfs's HTTP client
+
+        return {"requests_timeout": aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_SECONDS)}
+    return {}
+
+
+def endpoint_and_retries(url: str) -> str:
+    """' at ENDPOINT (the variable naming it), after what retries (their setting)', for a store that did
+    not answer."""
+    if _scheme(url) in ("s3", "s3a"):
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint else ""
+        with contextlib.suppress(Exception):
+            given = _s3_retries_set()
+            tries = (
+                f" (botocore's retries: {given}, as you set them)"
+                if given
+                else (f" after {S3_ATTEMPTS} attempts (AWS_MAX_ATTEMPTS sets them)")
+            )
+            return where + tries
+        return where
+    if _scheme(url) in ("gs", "gcs"):
+        endpoint = os.environ.get("STORAGE_EMULATOR_HOST")
+        where = f" at {endpoint} (STORAGE_EMULATOR_HOST;" if endpoint else " at https://storage.googleapis.com ("
+        return where + " gcsfs retries a request 6 times over about 35 s and has no setting for it)"
+    return ""
+
+
+def _scheme(url: str) -> str:
+    head, sep, _ = url.partition("://")
+    return head.lower() if sep else "file"

@@ -1,0 +1,68 @@
+"""A store endpoint that does not answer (a closed port on 127.0.0.1) fails in one line that names the
+endpoint and the setting of the client's retries, within a bound the clients' own settings give
+(core/store_clients.py): botocore's standard retries (3 attempts, ``AWS_MAX_ATTEMPTS`` kept when the
+user sets it) for S3 (s3fs keeps its 5 s connect timeout); aiohttp's connect timeout under gcsfs, and fsspec's call
+timeout on opening a gs:// root, for GCS (gcsfs's retry count has no setting). No timed asserts."""
+
+from __future__ import annotations
+
+import pytest
+
+from kolectra.core import storage, store_clients
+from tests.gcs_support import NO_METADATA  # noqa: F401  (imported first: google-auth never probes a metadata server)
+from tests.s3_support import free_port
+
+
+@pytest.fixture()
+def closed(monkeypatch, tmp_path):
+    """The URL of a port nobody listens on, and the store clients made afresh around the test."""
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "kolectra-test",
+        "AWS_SECRET_ACCESS_KEY": "kolectra-test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_ENDPOINT_URL": endpoint,
+        "STORAGE_EMULATOR_HOST": endpoint,
+        "GOOGLE_CLOUD_PROJECT": "kolectra-test",
+    }.items():
+        monkeypatch.setenv(k, v)
+    for k in ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(k, raising=False)
+    storage.reset()
+    yield endpoint
+    storage.reset()
+
+
+def test_s3_tries_three_times_and_says_which_setting_sets_that(closed):
+    with pytest.raises(storage.StoreError) as failed:
+        storage.check_bucket("s3://b/x")
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith("s3://b/x: cannot reach the store"), message
+    assert f"at {closed} (AWS_ENDPOINT_URL) after 3 attempts (AWS_MAX_ATTEMPTS sets them)" in message
+    config = storage.filesystem("s3://b")[0].s3.meta.config  # what the client that failed was given
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
+    assert config.connect_timeout == 5  # s3fs's own
+
+
+def test_s3_keeps_the_retries_the_user_set(closed, monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(storage.StoreError, match=r"\(botocore's retries: max_attempts=1, as you set them\)"):
+        storage.check_bucket("s3://b/x")
+    fs = storage.filesystem("s3://b")[0]
+    assert "retries" not in fs.config_kwargs  # none of kolectra's
+    assert fs.s3.meta.config.retries == {"total_max_attempts": 1, "mode": "legacy"}  # botocore's, from the variable
+
+
+def test_opening_a_gcs_root_is_bounded_by_fsspec_s_timeout_and_names_the_endpoint(closed, monkeypatch):
+    monkeypatch.setattr(storage, "GCS_OPEN_SECONDS", 2)  # gcsfs's own retries would go on about 35 s
+    with pytest.raises(storage.StoreError) as failed:
+        storage.check_bucket("gs://b/x")
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith("gs://b/x: cannot reach the store"), message
+    assert f"at {closed} (STORAGE_EMULATOR_HOST; gcsfs retries a request 6 times" in message, message
+    assert message.endswith("no answer within 2 s"), message
+    fs = storage.filesystem("gs://b")[0]
+    assert fs.requests_timeout.sock_connect == store_clients.CONNECT_SECONDS and fs.requests_timeout.total is None
