@@ -26,3 +26,9 @@ class UserInputError(KolectraError):
 
 class EnvironmentProblem(KolectraError):
     """The machine or a service it needs: credentials, a store, a runner, a package, a device."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a scheduler's or a preempted machine's stop), turned into an exception so that
+    clean-up (``finally``) runs as for Ctrl-C; the command ends with status 143 (128 + 15), which
+    schedulers read as stopped from outside, not failed."""

@@ -41,6 +41,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
 from kolectra.core import scratch, storage
+from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import beam_local, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
@@ -135,6 +136,10 @@ def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None 
 
 class CorpusInterrupted(KeyboardInterrupt):
     """Ctrl-C during the job; the message says how far it got and that nothing was kept."""
+
+
+class CorpusTerminated(CorpusInterrupted, Terminated):
+    """SIGTERM during the job (exit status 143); the message as :class:`CorpusInterrupted`'s."""
 
 
 # The most exact-dedup groups: at the default 4 MB each, 4 TB of uncompressed input before a group
@@ -346,12 +351,12 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
                 _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, copies_at if split else None)
             ran = True
     except BaseException:
-        if not ctrl_c.happened:
+        if not (ctrl_c.happened or ctrl_c.terminated):
             raise
         done = describe(read_counts(progress_dir), total) if progress_dir else "progress unknown"
-        raise CorpusInterrupted(
-            f"interrupted ({done}); nothing was kept: a corpus artifact appears only when complete, "
-            "run the same command again to start over") from None
+        raise (CorpusTerminated if ctrl_c.terminated else CorpusInterrupted)(
+            f"{'terminated' if ctrl_c.terminated else 'interrupted'} ({done}); nothing was kept: a corpus artifact "
+            "appears only when complete, run the same command again to start over") from None
     finally:
         gc.set_threshold(*threshold)
         if progress_dir:

@@ -8,7 +8,10 @@ and in-process bundles re-raise a KeyboardInterrupt wrapped in other errors. Her
 stops the local workers (found in /proc by parent pid and module: :func:`stop_local_workers`) and
 ends the job as one ``KeyboardInterrupt``; the second says the workers are being stopped; the third
 kills them and quits at once (:func:`quit_at_once`), for a stop that hangs. Beam's and gRPC's
-threads then die quietly (:func:`quiet_beam_threads`).
+threads then die quietly (:func:`quiet_beam_threads`). A SIGTERM (a scheduler's stop, a preempted
+machine's, ``kill``) stops the job the same way and ends it as one
+:class:`~kolectra.core.errors.Terminated` (exit status 143), also when it reached the workers too
+(a process group's, Slurm's, a shutting-down machine's) and one of them died of it first.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 import traceback
 from typing import Iterator
 
+from kolectra.core.errors import Terminated
 from kolectra.core.verbosity import VERBOSE
 from kolectra.corpus.beam_logging import verbosity
 from kolectra.corpus.sigint_relay import SigintRelay
@@ -57,6 +61,8 @@ class Interruption:
         self.happened = False
         self.failure: BaseException | None = None
         self._previous = None
+        self._previous_term = None  # the SIGTERM handler put back on leaving (the command's)
+        self._terminated = False
         self._ended = threading.Event()
         self._sweeper: threading.Thread | None = None
         self._sweeper_lock = threading.Lock()
@@ -68,7 +74,26 @@ class Interruption:
         self._leaving = False  # __exit__ under way: a Ctrl-C now waits for its clean-up (_held_back)
         self._held_back: tuple | None = None
 
+    @property
+    def terminated(self) -> bool:
+        """A SIGTERM came during the job (seen by its handler, or by the relay's thread, which
+        sees it at once whichever thread the kernel gave it to)."""
+        return self._terminated or (self._relay is not None and self._relay.terminated.is_set())
+
+    def stopped(self, what: str) -> KeyboardInterrupt:
+        """The exception that ends a job stopped from outside: :class:`Terminated` after a SIGTERM
+        (``what`` then says "terminated"), else KeyboardInterrupt."""
+        return Terminated(what.replace("interrupted", "terminated", 1)) if self.terminated else KeyboardInterrupt(what)
+
+    def terminated_soon(self, timeout: float) -> bool:
+        """Whether a SIGTERM came, waiting up to ``timeout`` for one: a worker killed by SIGTERM was
+        most likely stopped with the launcher (a process group's signal), whose own may be read a
+        moment after the worker's death was."""
+        return self.terminated or (self._relay is not None and self._relay.terminated.wait(timeout))
+
     def _handler(self, signum, frame):
+        if signum == signal.SIGTERM:
+            self._terminated = True
         if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
             return
         if self._leaving:  # raised here it would cut __exit__ short: the handler stayed, the relay ran on
@@ -76,23 +101,26 @@ class Interruption:
                 self._held_back, self.happened = self._held_back or (signum, frame), True
             return
         self._raised = True
+        term = self.terminated
         if self._relay is not None:
-            self._relay.acted(on_ctrl_c=self.failure is None)
-        if self.failure is not None:  # sent by fail(): the workers are stopped already
+            self._relay.acted(on_ctrl_c=self.failure is None and not term)
+        if self.failure is not None and not term:  # sent by fail(): the workers are stopped already
             raise self.failure
         self.happened = True
         # Local workers ignore SIGINT (corpus/worker.py) and would finish their bundle (up to a
         # whole stage) before the runner could tear down: stop them now, quietly
         self._stop_workers()
-        if callable(self._previous) and self._previous is not signal.default_int_handler:
-            self._previous(signum, frame)  # an enclosing Interruption: its flag too
-        raise KeyboardInterrupt
+        previous = self._previous_term if signum == signal.SIGTERM else self._previous
+        if isinstance(getattr(previous, "__self__", None), Interruption) or (
+                signum == signal.SIGINT and callable(previous) and previous is not signal.default_int_handler):
+            previous(signum, frame)  # an enclosing Interruption: its flag too
+        raise Terminated() if term else KeyboardInterrupt
 
     def fail(self, error: BaseException) -> None:
         """Stop the job with ``error`` (from any thread): the other local workers are stopped and
         the main thread, wherever Beam has it wait, is woken by a SIGINT that this handler turns
-        into ``error``. Ignored after Ctrl-C or a first failure."""
-        if self.happened or self.failure is not None:
+        into ``error``. Ignored after Ctrl-C, SIGTERM or a first failure."""
+        if self.happened or self.terminated or self.failure is not None:
             return
         self.failure = error
         self._stop_workers()
@@ -116,6 +144,7 @@ class Interruption:
             _OWNED.add(self.owns)
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._previous_term = signal.signal(signal.SIGTERM, self._handler)
             outer = getattr(self._previous, "__self__", None)
             if isinstance(outer, Interruption) and outer._relay is not None:  # noqa: SLF001 - same class
                 self._relay = outer._relay  # noqa: SLF001 - same class
@@ -162,8 +191,11 @@ class Interruption:
             self._sweeper.join()
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
-        if self._held_back and callable(self._previous):  # a Ctrl-C while the job was left: the handler
-            self._previous(*self._held_back)  # put back gets it, as a moment later (no byte for a shared relay)
+        if self._previous_term is not None:
+            signal.signal(signal.SIGTERM, self._previous_term)
+        held = self._held_back and (self._previous_term if self._held_back[0] == signal.SIGTERM else self._previous)
+        if held and callable(held):  # a Ctrl-C (SIGTERM) while the job was left: the handler put back
+            held(*self._held_back)  # gets it, as a moment later (no byte for a shared relay)
 
 
 @contextlib.contextmanager
@@ -175,9 +207,9 @@ def interruptible(what: str) -> Iterator[Interruption]:
         try:
             yield ctrl_c
         except BaseException:
-            if not ctrl_c.happened:
+            if not (ctrl_c.happened or ctrl_c.terminated):
                 raise
-            raise KeyboardInterrupt(what) from None
+            raise ctrl_c.stopped(what) from None
 
 
 WORKER_MODULE = "kolectra.corpus.worker"

@@ -207,7 +207,8 @@ def _raise_if_interrupted(error: BaseException) -> None:
     for _ in range(64):  # the chain of causes (bounded: a chain can be made circular)
         if seen is None:
             return
-        if isinstance(seen, KeyboardInterrupt) or "KeyboardInterrupt" in repr(seen):
+        # (a SIGTERM, kolectra.core.errors.Terminated, is one: Beam re-raises it by that name)
+        if isinstance(seen, KeyboardInterrupt) or any(n in repr(seen) for n in ("KeyboardInterrupt", "errors.Terminated")):
             raise error
         seen = seen.__cause__ or seen.__context__
 

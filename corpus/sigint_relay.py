@@ -25,6 +25,10 @@ that was no Ctrl-C (``acted(on_ctrl_c=False)``) owes none. No SIGINT is sent whi
 sent is still pending in the main thread (:func:`_pending_in`): the kernel keeps one pending signal
 of a kind per thread, so merged sends would come back as one byte, and each one counted but never
 read would take one of the user's later presses for it.
+
+A SIGTERM (a scheduler's stop, a preempted machine's, ``kill``) is relayed the same way, through
+the same SIGINT to the main thread, once :attr:`SigintRelay.terminated` is set: the handler that
+runs then stops the job as for Ctrl-C and says it was terminated. It is never counted as a press.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class SigintRelay:
         self._main = threading.main_thread().ident
         self._main_tid = threading.main_thread().native_id
         self._acted = threading.Event()
+        self.terminated = threading.Event()  # a SIGTERM came (set before the main thread is woken for it)
         self._closed = threading.Event()
         self._sent = 0  # SIGINTs sent by wake() whose byte has not been read yet
         self._sent_lock = threading.Lock()
@@ -88,10 +93,14 @@ class SigintRelay:
 
     def _relay(self) -> None:
         while data := self._read.recv(64):  # b"" once close() closed the other end
-            for _ in range(data.count(int(signal.SIGINT))):
+            for byte in data:
+                if byte not in (signal.SIGINT, signal.SIGTERM):
+                    continue
                 if self._closed.is_set():
                     return
-                users = self._users()
+                if byte == signal.SIGTERM:
+                    self.terminated.set()
+                users = byte == signal.SIGINT and self._users()
                 while not (self._acted.is_set() or self._closed.is_set()):
                     self.wake()  # its byte comes back here: one of ours
                     self._acted.wait(self.every)

@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 
 from kolectra.core.config import to_dict
-from kolectra.core.errors import KolectraError
+from kolectra.core.errors import KolectraError, Terminated
 from kolectra.core.stage import StageOutput, progress
 from kolectra.model import card, checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
@@ -39,6 +39,7 @@ from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device, compiled
 from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
+from kolectra.model.preempt import StopAtStepEnd
 
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
@@ -317,23 +318,29 @@ def train_loop(run: Run, out_dir: Path, steps: range,
     checkpoint every ``save_every``. Between log steps nothing here waits for the device (no host
     sync: tests/test_model_loop_syncs.py), so on a GPU the host runs ahead queueing the next steps."""
     t = run.cfg.train
-    for step in steps:
-        try:
-            if step == run.first_step:
-                first_step(run, step)
-            else:
-                train_step(run, step)
-        except (RuntimeError, IndexError, TypeError) as e:  # NaN makes garbage indices, None loss lines
-            if (error := diverged(run, step + 1, probe=True)) is None:
-                raise
-            raise error from e
-        done = step + 1
-        if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
-            raise diverged(run, done)
-        if t.save_every and done % t.save_every == 0 and done < t.steps:
-            saved = save_checkpoint(run, out_dir, done)
-            if checkpoint_saved is not None:
-                checkpoint_saved(saved)
+    with StopAtStepEnd(run.dev) as sigterm:  # a SIGTERM ends the step, saves it, then stops
+        for step in steps:
+            try:
+                if step == run.first_step:
+                    first_step(run, step, done=sigterm.armed)
+                else:
+                    train_step(run, step)
+            except (RuntimeError, IndexError, TypeError) as e:  # NaN makes garbage indices, None loss lines
+                if (error := diverged(run, step + 1, probe=True)) is None:
+                    raise
+                raise error from e
+            sigterm.armed()
+            done = step + 1
+            if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
+                raise diverged(run, done)
+            stop = sigterm.agreed()
+            if (t.save_every and done % t.save_every == 0 and done < t.steps) or stop:
+                saved = save_checkpoint(run, out_dir, done)
+                if checkpoint_saved is not None:
+                    checkpoint_saved(saved)
+            if stop:
+                raise Terminated(f"terminated (SIGTERM) after step {done} of {t.steps}, saved as the "
+                                 f"checkpoint {saved.name}")
 
 
 def examples_unchanged(run: Run) -> None:
@@ -352,7 +359,7 @@ def examples_unchanged(run: Run) -> None:
                                  "file); nothing is exported: `kolectra artifacts verify` them, then --resume")
 
 
-def first_step(run: Run, step: int) -> None:
+def first_step(run: Run, step: int, done: Callable[[], None] | None = None) -> None:
     """The run's first step, timed (one wait for the device, once per run): a line within seconds
     says it trains and how long a step takes, instead of silence until the first log line (on a
     busy CPU that was minutes). On XLA, and with a compiled step (``train.compile``), the first step
@@ -373,6 +380,8 @@ def first_step(run: Run, step: int) -> None:
     train_step(run, step)
     run.dev.synchronize()
     seconds = time.perf_counter() - t0
+    if done is not None:  # before the line that says the run trains
+        done()
     nxt = min(t.steps, (step // t.log_every + 1) * t.log_every)
     if run.dev.is_main:
         progress(f"pretrain: step {step + 1} took {seconds:.2f} s"

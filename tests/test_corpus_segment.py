@@ -141,7 +141,8 @@ def test_segment_each_puts_the_error_in_place_of_the_text_it_failed_on():
     assert segment.segment_each(seg, ["가나"]) == [([[0, 2]], [])] and len(seg.alone) == 3  # no failure: one batch
 
 
-@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("KeyboardInterrupt [while running 'AnalyseAndPlace']")])
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("KeyboardInterrupt [while running 'AnalyseAndPlace']"),
+                                   RuntimeError("kolectra.core.errors.Terminated [while running 'AnalyseAndPlace']")])
 def test_segment_each_never_swallows_a_ctrl_c(error):
     with pytest.raises(type(error)):
         segment.segment_each(_FailsOn("폭탄", error), ["가나", "폭탄"])

@@ -33,7 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kolectra.core.errors import KolectraError
+from kolectra.core.errors import KolectraError, Terminated
 from kolectra.core.shown import shown
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
@@ -42,10 +42,6 @@ EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other 
 _OS = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "the file-size limit was reached",
        errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "is a directory, not a file",
        errno.ENOTDIR: "is not a directory", errno.EACCES: "permission denied", errno.EROFS: "read-only file system"}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an exception so that clean-up (``finally``) runs as for Ctrl-C."""
 
 
 # How libraries that do not raise OSError (safetensors, torch's zip writer) word a full disk.

@@ -1,0 +1,68 @@
+"""SIGTERM during pretraining: finish the step, save a checkpoint of it, end as :class:`Terminated`.
+
+A scheduler or a preempted machine sends SIGTERM and, after a grace period (30 s on GCE and TPU
+VMs, Kubernetes' default, Slurm's ``KillWait``), SIGKILL. Raised at once, as the command's own
+handler did (``pipeline/cli/errors.py``), SIGTERM lost every step since the last ``save_every``
+checkpoint. Inside :class:`StopAtStepEnd` the first SIGTERM only asks for a stop: the loop (model/
+train.py) finishes the step it is in, saves a checkpoint of it (atomic, as every checkpoint:
+model/checkpoint.py) and raises Terminated, so ``--resume`` goes on from that very step. A step
+or a save longer than the grace is cut by the SIGKILL, which leaves the previous checkpoint as it
+was. Raised at once, as before, are a second SIGTERM, one before this process finished a step (it
+has nothing newer than its checkpoint to save) and one on several hosts that cannot agree on a
+step between them (XLA pods: see :meth:`kolectra.model.device.Device.any_rank`).
+
+Ranks: every rank of a torchrun job checks, after each step, whether any rank was asked to stop
+(one all-reduce of a flag on the host: no device sync), so they stop at the same step and write
+one checkpoint together, whether all got the signal (one machine's torchrun forwards it to its
+ranks) or only one machine's ranks did (that machine was preempted).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from kolectra.core.errors import Terminated
+
+
+class StopAtStepEnd:
+    """``with StopAtStepEnd(dev) as stop:`` around the training steps; :meth:`armed` once a step of
+    this process is done, :meth:`agreed` after each step (every rank calls it: collective)."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.requested = False
+        self._armed = False
+        self._previous = None
+        self._installed = False
+
+    def __enter__(self) -> "StopAtStepEnd":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handler)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+
+    def armed(self) -> None:
+        """A step of this process is done: from now on a SIGTERM waits for the step's end (where
+        the ranks can agree on one)."""
+        self._armed = self.dev.ranks_can_agree
+
+    def _handler(self, signum, frame) -> None:
+        if self._armed and not self.requested:
+            self.requested = True  # nothing printed here: a handler may interrupt a print of the main thread
+            return
+        raise Terminated()
+
+    def agreed(self) -> bool:
+        """Whether the run stops after this step: a SIGTERM reached this rank or another."""
+        agreed = self.dev.any_rank(self.requested)
+        if agreed is None:  # the ranks cannot agree: a SIGTERM pending here is raised now, as before
+            self._armed = False
+            if self.requested:
+                raise Terminated()
+            return False
+        return agreed
