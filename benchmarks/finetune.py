@@ -100,7 +100,7 @@ def encode(task, tokenizer, table, cfg) -> tuple[Features, dict[str, np.ndarray]
     enc = tokenize(table, task.encoder(tokenizer, cfg), desc="tokenising", settings={}, cache_dir=None)
     feats = Features.of(enc, tokenizer.pad_token_id, task.per_token, task.per_row)
     full = {k: torch.from_numpy(np.pad(a[:, :cfg.max_length], ((0, 0), (0, max(0, cfg.max_length - a.shape[1])))))
-            for k, a in feats.per_token.items()}
+            for k, a in ((k, feats.padded(k)) for k in feats.per_token)}
     full["attention_mask"] = (full["input_ids"] != tokenizer.pad_token_id).long()
     full.update({k: torch.from_numpy(a) for k, a in feats.per_row.items()})
     return feats, full

@@ -65,21 +65,21 @@ class Classify(TextTask):
         return label_text(value)
 
     def fit(self, train, table):
-        self.labels = label_order(r["label"] for r in train)
+        self.labels = label_order(train["label"])
         if len(self.labels) < 2:
             raise FinetuneError(f"{table.path}: every training row has the label {self.labels[0]!r}; "
                                 "classification needs at least two")
 
     def convert(self, part, table):
         ids = {label: i for i, label in enumerate(self.labels)}
-        for r in part:
-            if r["label"] not in ids:
-                raise FinetuneError(f"{table.where(r['line'])}: label {r['label']!r} is not among the training "
+        for n, label in zip(part["line"], part["label"]):
+            if label not in ids:
+                raise FinetuneError(f"{table.where(n)}: label {label!r} is not among the training "
                                     f"labels ({', '.join(self.labels)})")
-        return [{**r, "label": ids[r["label"]]} for r in part]
+        return part.replace("label", [ids[label] for label in part["label"]])
 
     def counts(self, part):
-        ids, n = np.unique(np.array([r["label"] for r in part], dtype=np.int64), return_counts=True)
+        ids, n = np.unique(np.array(part["label"], dtype=np.int64), return_counts=True)
         return super().counts(part) | {"labels": {self.labels[i]: int(c) for i, c in zip(ids, n)}}
 
     def model_config(self, data):

@@ -13,8 +13,10 @@ it, and a file whose bytes no longer match (labels edited, cut short, or written
 checksum existed) is deleted and tokenised again, said in one line.  Without a cache folder
 (tests) everything stays in memory.  Either way the values are the same.
 
-:class:`Features` then pads the tokenised columns into numpy arrays once, so a training batch is
-a row selection and a column cut (no Python loop per batch).
+:class:`Features` then reads a batch's rows from the tokenised Arrow columns in place (memory-mapped
+from the cache file, when there is one) and pads them per batch: the split is not held a second time
+as padded arrays (``[N, longest]``, 1 KiB a row at 128 tokens; docs/finetune.md, "Memory and large
+task files").
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import random
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -47,15 +49,22 @@ def split_dev(rows: Sequence, dev_fraction: float, seed: int,
     one side together: a text repeated in the file (NSMC repeats reviews) otherwise lands in both,
     and the epoch is chosen partly on rows the model trained on.  ``None`` keys stand alone.
     The train side keeps the shuffled order, so ``max_train_examples`` takes a random subset."""
+    train, dev = carve((key(row) for row in rows), len(rows), dev_fraction, seed)
+    return [rows[i] for i in train], [rows[i] for i in dev]
+
+
+def carve(keys: Iterable, n: int, dev_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """:func:`split_dev` by row index: (train indices in the shuffled order, dev indices in file order)
+    from the ``n`` rows' keys (bytes, as :func:`finetune.leakage.text_key` gives, or None; a task that
+    holds its rows as columns takes them with these)."""
     if not 0.0 < dev_fraction < 1.0:
         raise FinetuneError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
     groups: dict[object, list[int]] = {}
-    for i, row in enumerate(rows):
-        k = key(row)
-        groups.setdefault(("row", i) if k is None else ("text", k), []).append(i)
+    for i, k in enumerate(keys):  # a key is bytes (a text) or the row's own index (None: it stands alone)
+        groups.setdefault(i if k is None else k, []).append(i)
     order = list(groups.values())  # first-seen order, then a seeded shuffle: the same carve every run
     random.Random(seed).shuffle(order)
-    n_dev = max(1, int(round(dev_fraction * len(rows))))
+    n_dev = max(1, int(round(dev_fraction * n)))
     dev, train, held = [], [], 0
     for group in order:  # a group that would overshoot n_dev stays in train (repeats are rare in real files)
         if held + len(group) <= n_dev:
@@ -66,12 +75,12 @@ def split_dev(rows: Sequence, dev_fraction: float, seed: int,
     if not dev and len(train) > 1:  # every text repeated more than n_dev times: the smallest group
         dev.append(train.pop(min(range(len(train)), key=lambda g: len(train[g]))))
     if not dev or not train:
-        raise FinetuneError(f"train file has {len(rows)} rows{_distinct(order, rows)}: too few to carve a dev set")
-    return [rows[i] for group in train for i in group], [rows[i] for i in sorted(i for g in dev for i in g)]
+        raise FinetuneError(f"train file has {n} rows{_distinct(order, n)}: too few to carve a dev set")
+    return [i for group in train for i in group], sorted(i for g in dev for i in g)
 
 
-def _distinct(groups: list, rows: Sequence) -> str:
-    return "" if len(groups) == len(rows) else f" ({len(groups)} distinct texts)"
+def _distinct(groups: list, n: int) -> str:
+    return "" if len(groups) == n else f" ({len(groups)} distinct texts)"
 
 
 def rows(columns: dict[str, list]):
@@ -90,18 +99,53 @@ def rows(columns: dict[str, list]):
     kinds = {name: {type(v) for v in values} for name, values in columns.items()}
     if not all(len(k) == 1 and next(iter(k)) in types for k in kinds.values()):
         return datasets.Dataset.from_dict(columns)
-    table = pa.table({name: pa.array(values, types[next(iter(kinds[name]))]) for name, values in columns.items()})
+    table = pa.table({name: _strings(values) if str in kinds[name] else pa.array(values, types[next(iter(kinds[name]))])
+                      for name, values in columns.items()})
     return datasets.Dataset(table, fingerprint=_table_sha256(table)[:32])
 
 
-def _table_sha256(table) -> str:
-    """sha256 of an Arrow table's IPC stream (hashed from Arrow's buffer, not a Python copy of it)."""
+def _strings(values: list[str], block: int = 1 << 16):
+    """A column of str as an Arrow string array, encoded a block at a time: ``pa.array`` on the strs
+    leaves a UTF-8 copy of each non-ASCII one cached inside it for as long as it lives (the text
+    again, beside its Arrow copy).  The same array as ``pa.array(values, pa.string())``."""
     import pyarrow as pa  # noqa: PLC0415
 
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    parts = []
+    for i in range(0, len(values), block):
+        try:
+            encoded = [v.encode("utf-8") for v in values[i:i + block]]
+        except UnicodeEncodeError:  # a lone surrogate (a JSON escape): as pa.array takes it, or refuses it
+            return pa.array(values, pa.string())
+        parts.append(pa.array(encoded, pa.binary()).cast(pa.string()))
+    return pa.concat_arrays(parts) if len(parts) > 1 else parts[0] if parts else pa.array([], pa.string())
+
+
+def _table_sha256(table) -> str:
+    """sha256 of an Arrow table's IPC stream, hashed as it is written: the stream is never held (a
+    second copy of the table at the peak of reading a large file)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    sink = _HashSink()
+    with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), table.schema) as writer:
         writer.write_table(table)
-    return hashlib.sha256(sink.getvalue()).hexdigest()
+    return sink.hash.hexdigest()
+
+
+class _HashSink:
+    """A write-only file that keeps only the sha256 of what is written to it."""
+
+    def __init__(self):
+        self.hash, self.closed = hashlib.sha256(), False
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def content_key(ds) -> str:
@@ -153,24 +197,65 @@ def _intact(path: Path, stamp: Path) -> bool:
         return False
 
 
+class TokenColumn:
+    """A tokenised list column (``input_ids``, per-token labels) read in place from its Arrow chunks:
+    numpy views of each chunk's offsets and values (memory-mapped when the dataset is a cache file),
+    and per row its chunk, start and length (20 bytes a row); :meth:`rows` pads a batch's rows."""
+
+    def __init__(self, column):
+        chunks = [c for c in column.chunks if len(c)]
+        self.values = [c.values.to_numpy(zero_copy_only=False) for c in chunks]  # the whole child array: no copy
+        offsets = [c.offsets.to_numpy(zero_copy_only=False) for c in chunks]  # this chunk's rows, into values
+        self.chunk = np.concatenate([np.full(len(c), k, np.int32) for k, c in enumerate(chunks)] or
+                                    [np.zeros(0, np.int32)])
+        self.starts = np.concatenate([o[:-1].astype(np.int64) for o in offsets] or [np.zeros(0, np.int64)])
+        self.lengths = np.concatenate([np.diff(o).astype(np.int64) for o in offsets] or [np.zeros(0, np.int64)])
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def rows(self, idx: np.ndarray, width: int, fill: int) -> np.ndarray:
+        """Rows ``idx`` as ``[len(idx), width]`` int64: each row's values cut to ``width``, ``fill`` after its end."""
+        n = np.minimum(self.lengths[idx], width)
+        parts = [self.values[c][s:s + k] for c, s, k in zip(self.chunk[idx].tolist(), self.starts[idx].tolist(),
+                                                             n.tolist())]
+        out = np.full((len(n), width), fill, dtype=np.int64)
+        if parts:
+            out[np.arange(width)[None, :] < n[:, None]] = np.concatenate(parts)
+        return out
+
+    def padded(self, fill: int) -> np.ndarray:
+        """Every row, ``[N, longest]`` (at least one column)."""
+        return self.rows(np.arange(len(self)), max(1, int(self.lengths.max(initial=1))), fill)
+
+
 @dataclasses.dataclass
 class Features:
-    """A tokenised split as padded arrays: per-token ``[N, W]`` (W = the longest row) and per-row ``[N]``.
+    """A tokenised split: per-token columns (:class:`TokenColumn`, read in place; or ``[N, W]`` arrays, W =
+    the longest row) and per-row ``[N]`` arrays.
 
-    ``batch(idx, width)`` cuts (or pads) the per-token arrays to ``width`` columns and adds the
-    attention mask from the row lengths."""
+    ``batch(idx, width)`` gives the per-token columns of rows ``idx`` cut (or padded) to ``width``
+    columns and adds the attention mask from the row lengths."""
 
-    per_token: dict[str, np.ndarray]
+    per_token: dict[str, TokenColumn | np.ndarray]
     per_row: dict[str, np.ndarray]
     lengths: np.ndarray
     pad_id: int
 
     @classmethod
     def of(cls, ds, pad_id: int, per_token: Sequence[str], per_row: Sequence[str] = ()) -> "Features":
-        lengths = padded_column(ds, "input_ids", 0)[1]
-        tok = {k: padded_column(ds, k, pad_id if k == "input_ids" else FILL.get(k, 0))[0] for k in per_token}
+        tok = {k: TokenColumn(ds.data.table.column(k)) for k in per_token}  # input_ids among them: every task's
+        lengths = tok["input_ids"].lengths
         row = {k: _row_array(ds, k) for k in per_row}
         return cls(tok, row, lengths, pad_id)
+
+    def fill(self, name: str) -> int:
+        return self.pad_id if name == "input_ids" else FILL.get(name, 0)
+
+    def padded(self, name: str) -> np.ndarray:
+        """A per-token column as ``[N, longest]`` (e.g. for a baseline that pads everything itself)."""
+        a = self.per_token[name]
+        return a.padded(self.fill(name)) if isinstance(a, TokenColumn) else a
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -184,26 +269,17 @@ class Features:
         for k, a in self.per_token.items():
             if not labels and k not in MODEL_INPUTS:
                 continue
-            v = a[idx, :width].astype(np.int64)  # kept as int32: half the memory of a large split
+            if isinstance(a, TokenColumn):
+                out[k] = a.rows(idx, width, self.fill(k))
+                continue
+            v = a[idx, :width].astype(np.int64)
             if v.shape[1] < width:  # a fixed width (static shapes) wider than the longest row
-                fill = self.pad_id if k == "input_ids" else FILL.get(k, 0)
-                v = np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=fill)
+                v = np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=self.fill(k))
             out[k] = v
         out["attention_mask"] = (np.arange(width)[None, :] < self.lengths[idx, None]).astype(np.int64)
         if labels:
             out.update({k: a[idx] for k, a in self.per_row.items()})
         return out
-
-
-def padded_column(ds, name: str, fill: int) -> tuple[np.ndarray, np.ndarray]:
-    """A list column as ``[N, longest]`` int32 (``fill`` after each row's end) and its row lengths."""
-    col = ds.data.table.column(name).combine_chunks()
-    offsets = col.offsets.to_numpy()
-    lengths = np.diff(offsets).astype(np.int64)
-    values = col.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
-    out = np.full((len(lengths), max(1, int(lengths.max(initial=1)))), fill, dtype=np.int32)
-    out[np.arange(out.shape[1])[None, :] < lengths[:, None]] = values
-    return out, lengths
 
 
 def _row_array(ds, name: str) -> np.ndarray:

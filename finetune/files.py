@@ -13,7 +13,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from kolectra.core import filehash
 from kolectra.core.errors import UserInputError
@@ -97,18 +97,35 @@ def text_lines(path: Path) -> list[str]:
 
     A byte-order mark opening the file (Windows editors write one) is dropped: left in, it would be
     part of the first JSON line (invalid) or of the first CoNLL token."""
+    return list(iter_text_lines(path))
+
+
+def iter_text_lines(path: Path) -> Iterator[str]:
+    """:func:`text_lines` one at a time, read as they are asked for: a reader that keeps only what it
+    needs of each line holds no list of the file's lines (docs/finetune.md, "Memory and large task files")."""
     try:
+        _decode_all(path)  # a file that is not UTF-8 is refused before its first line, as when read whole
         with open(path, encoding="utf-8", newline="\n") as f:
-            lines = f.read().split("\n")
+            first = True
+            for line in f:
+                if line.endswith("\n"):
+                    line = line[:-1]
+                if first:
+                    line, first = line.removeprefix("\ufeff"), False
+                yield line[:-1] if line.endswith("\r") else line
     except UnicodeDecodeError:
         raise not_utf8(path) from None
     except OSError as e:
         raise FinetuneError(f"{path}: cannot read ({e})") from None
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:]
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _decode_all(path: Path) -> None:
+    """Decode the file in 1 MiB blocks, keeping nothing: UnicodeDecodeError if it is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            decoder.decode(block)
+    decoder.decode(b"", final=True)
 
 
 def not_utf8(path: Path) -> FinetuneError:

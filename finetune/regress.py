@@ -71,13 +71,13 @@ class Regress(TextTask):
         return score_value(value)
 
     def fit(self, train, table):
-        scores = {r["label"] for r in train}
+        scores = set(train["label"])
         if len(scores) < 2:  # nothing to rank: every correlation would be undefined
             raise FinetuneError(f"{table.path}: every training row has the score {next(iter(scores)):g}; "
                                 "regression needs at least two different scores")
 
     def counts(self, part):
-        scores = [r["label"] for r in part]
+        scores = part["label"]
         return super().counts(part) | {"score_min": min(scores), "score_max": max(scores)}
 
     def model_config(self, data):

@@ -21,10 +21,50 @@ from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
-from kolectra.finetune.features import rows, split_dev
+from kolectra.finetune.features import carve, rows
 from kolectra.finetune.files import FinetuneError, same_content
 from kolectra.finetune.leakage import text_key
-from kolectra.finetune.readers.tables import Table, check_bad, read_table
+from kolectra.finetune.readers.tables import Table, check_bad, open_table
+
+
+class Rows:
+    """A text task's rows as columns: equal-length lists by name (``line``, ``text`` (, ``text_pair``),
+    ``label``), not a dict a row (docs/finetune.md, "Memory and large task files").  ``rows["label"]`` is
+    a column; ``rows[a:b]`` and :meth:`take` select rows, in the order given."""
+
+    def __init__(self, columns: dict[str, list]):
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(self.columns["line"])
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return self.columns[key]
+        return Rows({k: v[key] for k, v in self.columns.items()})
+
+    def take(self, indices) -> "Rows":
+        return Rows({k: [v[i] for i in indices] for k, v in self.columns.items()})
+
+    def replace(self, name: str, values: list) -> "Rows":
+        """The same rows with ``name``'s values replaced (the other columns shared, not copied)."""
+        return Rows({k: values if k == name else v for k, v in self.columns.items()})
+
+
+def take(part, indices):
+    """The rows of ``part`` (:class:`Rows`, or a list of row dicts: NER's sentences) at ``indices``."""
+    return part.take(indices) if isinstance(part, Rows) else [part[i] for i in indices]
+
+
+def row_keys(part):
+    """Each row's :func:`finetune.leakage.text_key` (the unit the dev carve keeps on one side)."""
+    if not isinstance(part, Rows):
+        return (text_key(r) for r in part)
+    pairs = part["text_pair"] if "text_pair" in part else [None] * len(part)
+    return (text_key({"text": t} if b is None else {"text": t, "text_pair": b}) for t, b in zip(part["text"], pairs))
 
 
 class TextTask(skeleton.Task):
@@ -41,10 +81,10 @@ class TextTask(skeleton.Task):
         """A label as read -> the value kept; :class:`BadRow` when it cannot be one."""
         raise NotImplementedError
 
-    def fit(self, train: list[dict], table: Table) -> None:
+    def fit(self, train: Rows, table: Table) -> None:
         """Learn what the training labels are (e.g. the class list)."""
 
-    def convert(self, part: list[dict], table: Table) -> list[dict]:
+    def convert(self, part: Rows, table: Table) -> Rows:
         """The rows with their labels as the model takes them (e.g. class ids)."""
         return part
 
@@ -59,7 +99,8 @@ class TextTask(skeleton.Task):
             dev_set = t_dev.path.name
         else:
             try:
-                (train, dev), t_dev = split_dev(train, cfg.dev_fraction, cfg.seed, key=text_key), None
+                (train_at, dev_at), t_dev = carve(row_keys(train), len(train), cfg.dev_fraction, cfg.seed), None
+                train, dev = take(train, train_at), take(train, dev_at)
             except FinetuneError as e:  # too few rows: name the file, and the way out
                 raise FinetuneError(f"{t_train.path}: {e}; or pass --dev FILE") from None
             dev_set = f"{cfg.dev_fraction:g} of {t_train.path.name}, carved with seed {cfg.seed}"
@@ -69,7 +110,7 @@ class TextTask(skeleton.Task):
             # a seeded sample (in file order), as the carve's shuffle gives without --dev: the file's first
             # rows are one class of a file sorted by label
             keep = sorted(random.Random(cfg.seed).sample(range(len(train)), cfg.max_train_examples))
-            train = [train[i] for i in keep]
+            train = take(train, keep)
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]
         dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
@@ -79,48 +120,58 @@ class TextTask(skeleton.Task):
         parts, train, dev, test = [train, dev, test], None, None, None
         return skeleton.Data(*self.datasets(parts), facts=facts)
 
-    def datasets(self, parts: list[list[dict]]) -> list:
-        """Each part as a ``datasets.Dataset``, emptying ``parts``: a part's row dicts are dropped
-        before its Arrow copy is made, not held beside it (docs/finetune.md, "Memory and large task files")."""
+    def datasets(self, parts: list) -> list:
+        """Each part as a ``datasets.Dataset``, emptying ``parts``: a part's rows are dropped before
+        the next part's Arrow copy is made (docs/finetune.md, "Memory and large task files")."""
         out = []
         while parts:
             out.append(rows(self.columns(parts.pop(0))))
         return out
 
-    def load(self, path: Path, cfg) -> tuple[list[dict], Table]:
-        """The usable rows of one file: ``line``, ``text`` (, ``text_pair``), ``label`` (as :meth:`target` made it)."""
-        table = read_table(Path(path), cfg.format)
-        text = table.column(cfg.text_column, "text_column")
-        pair = table.column(cfg.text_pair_column, "text_pair_column") if cfg.text_pair_column else None
-        label = table.column(cfg.label_column, "label_column")
-        out, kept = [], []
+    def load(self, path: Path, cfg) -> tuple[Rows, Table]:
+        """The usable rows of one file: ``line``, ``text`` (, ``text_pair``), ``label`` (as :meth:`target` made it).
+
+        The file is read a record at a time (:func:`open_table`) and only these values are kept."""
+        table = open_table(Path(path), cfg.format)
+        names = (cfg.text_column, cfg.text_pair_column or None, cfg.label_column)
+        if table.complete:  # a JSONL file's columns are known once it is read
+            check_columns(table, cfg)
+        keys = ("line", "text", "text_pair", "label") if names[1] else ("line", "text", "label")
+        columns, labels = {k: [] for k in keys}, {}
+        line, text, pair, label = (columns.get(k, []).append for k in ("line", "text", "text_pair", "label"))
         for n, record in table.records:
-            row = row_of(record, text, pair, label)
+            row = row_of(record, *names)
             try:
                 if isinstance(row, str):
                     raise BadRow(row)
-                out.append({**row, "line": n, "label": self.target(row["label"])})
-                kept.append((n, None))
+                value = self.target(row["label"])
             except BadRow as e:
                 table.bad.append((n, str(e)))
+                continue
+            line(n)
+            text(row["text"])
+            label(labels.setdefault(value, value) if type(value) is str else value)  # one object a class
+            if names[1]:
+                pair(row["text_pair"])
+        check_columns(table, cfg)
         # the counts in metrics.json (rows used, rows bad): the records themselves are not kept, their
-        # values are in ``out`` (a file's records beside its rows were one more dict a row)
-        table.records = kept
+        # values are in the columns (a file's records beside its rows were one more dict a row)
+        table.records, table.taken = [], len(columns["line"])
         table.bad.sort()
         check_bad(table, cfg.max_bad_fraction)
-        if not out:
+        if not table.taken:
             raise FinetuneError(f"{table.path}: no usable rows")
-        return out, table
+        return Rows(columns), table
 
-    def counts(self, part: list[dict]) -> dict:
+    def counts(self, part: Rows) -> dict:
         """Reader counts of a file's usable rows, for ``metrics.json``."""
-        return {"empty_texts": sum(1 for r in part if not r["text"].strip()
-                                   or ("text_pair" in r and not r["text_pair"].strip()))}
+        pairs = part["text_pair"] if "text_pair" in part else ()
+        return {"empty_texts": sum(1 for i, t in enumerate(part["text"])
+                                   if not t.strip() or (pairs and not pairs[i].strip()))}
 
-    def columns(self, part: list[dict]) -> dict[str, list]:
+    def columns(self, part: Rows) -> dict[str, list]:
         """The rows as the columns of a ``datasets.Dataset`` (what :meth:`encoder` reads)."""
-        names = ("line", "text", "text_pair", "label") if part and "text_pair" in part[0] else ("line", "text", "label")
-        return {k: [r[k] for r in part] for k in names}
+        return part.columns
 
     # ---- tokenising, selection, the run's figures ----------------------------------------------
     def encoder(self, tokenizer, cfg):
@@ -153,6 +204,14 @@ def check_dev(dev_file: Path | None, train_file: Path, eval_file: Path) -> None:
             raise FinetuneError(f"--dev {dev_file} is {what} {other}: choosing the epoch on it would "
                                 f"{'overstate the score' if other == eval_file else 'reward memorisation'}; "
                                 "leave --dev out to carve a dev set from the training rows")
+
+
+def check_columns(table: Table, cfg) -> None:
+    """The task's columns are the table's (else an error naming the setting and the columns it has)."""
+    table.column(cfg.text_column, "text_column")
+    if cfg.text_pair_column:
+        table.column(cfg.text_pair_column, "text_pair_column")
+    table.column(cfg.label_column, "label_column")
 
 
 class BadRow(UserInputError):

@@ -132,8 +132,8 @@ def test_the_carve_and_overlap_key_is_16_bytes_whatever_the_texts_length():
 
 
 def test_a_text_task_keeps_no_python_rows_beside_their_arrow_copy(tmp_path, monkeypatch):
-    """Reading a file, its records are not kept (only their count), and each part's row dicts are
-    dropped before its ``datasets.Dataset`` is built (both sat beside the Arrow copy: the peak memory)."""
+    """Reading a file, its records are not kept (only their count), and each part's columns are
+    dropped before the next part's ``datasets.Dataset`` is built (both sat beside the Arrow copy: the peak memory)."""
     import weakref
 
     from kolectra.finetune import text_task
@@ -142,23 +142,26 @@ def test_a_text_task_keeps_no_python_rows_beside_their_arrow_copy(tmp_path, monk
 
     path = write(tmp_path, "id\ttext\tlabel\n" + "".join(f"{i}\t문장 {i}\t{i % 2}\n" for i in range(6)), "t.tsv")
     rows, table = Classify().load(path, ClassifyConfig())
-    assert len(table.records) == 6 and all(record is None for _, record in table.records)
+    assert table.records == [] and table.taken == 6 and table.stats()["rows"] == 6
+    assert rows.columns == {"line": list(range(2, 8)), "text": [f"문장 {i}" for i in range(6)],
+                            "label": [str(i % 2) for i in range(6)]}
 
-    class Row(dict):  # a dict that a weak reference can follow
+    class Column(list):  # a list that a weak reference can follow
         pass
 
-    parts = [[Row(line=i, text=f"문장 {i}", label=i % 2) for i in range(k, k + 3)] for k in (0, 3)]
-    refs = [[weakref.ref(r) for r in part] for part in parts]
+    parts = [text_task.Rows({"line": Column(range(k, k + 3)), "text": Column(f"문장 {i}" for i in range(k, k + 3)),
+                             "label": Column(i % 2 for i in range(k, k + 3))}) for k in (0, 3)]
+    refs = [[weakref.ref(c) for c in part.columns.values()] for part in parts]
     alive, real_rows = [], text_task.rows
 
     def counting_rows(columns):
-        alive.append(sum(r() is not None for part in refs for r in part))
+        alive.append([sum(r() is not None for r in part) for part in refs])
         return real_rows(columns)
 
     monkeypatch.setattr(text_task, "rows", counting_rows)
     out = Classify().datasets(parts)
     assert [len(d) for d in out] == [3, 3] and out[1]["text"] == ["문장 3", "문장 4", "문장 5"]
-    assert alive == [3, 0]  # the first part's rows gone before its Arrow copy, then the second's
+    assert alive == [[3, 3], [0, 3]]  # the first part's columns gone before the second's Arrow copy
 
 
 def test_rows_become_a_dataset_without_a_python_copy_of_the_table():

@@ -3,7 +3,9 @@
 Feeds the file-driven tasks of the last stage (``finetune.classify``, ``finetune.regress``,
 ``finetune.ner``).  :func:`read_table` turns one file into :class:`Table` records (column name ->
 value, each with its line number) and counts the rows that cannot be read; the task then takes its
-columns with :meth:`Table.column` (a wrong name lists the columns the file has).
+columns with :meth:`Table.column` (a wrong name lists the columns the file has).  :func:`open_table`
+gives the same records one at a time, read as they are asked for (a task that keeps a few values of
+each row holds neither the file's lines nor its records).
 
 Why not ``datasets.load_dataset("csv", ...)`` for the text formats: it reads through pandas, which
 turns ``NA``/``null`` into missing values, merges rows across a stray ``"`` (KorSTS and KorNLI
@@ -33,9 +35,10 @@ import csv
 import dataclasses
 import json
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from kolectra.core.config_file import nested_deeper
-from kolectra.finetune.files import FinetuneError, bad_limit, not_utf8, text_lines
+from kolectra.finetune.files import FinetuneError, bad_limit, iter_text_lines, not_utf8
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -46,10 +49,19 @@ SHOWN_BAD = 20  # bad lines listed in metrics.json
 class Table:
     path: Path
     columns: list[str]
-    records: list[tuple[int, dict]]  # (line in the file, or row of a saved dataset, from 1; values by column)
+    # (line in the file, or row of a saved dataset, from 1; values by column); from :func:`open_table`, an
+    # iterator that reads the file as it is consumed, adding to ``bad`` and ``blank`` (and for JSONL ``columns``)
+    records: list[tuple[int, dict]] | Iterator[tuple[int, dict]]
     bad: list[tuple[int, str]]  # (line, why) of the rows that could not be read
     unit: str = "line"  # "line": a text file; "row": a saved dataset
     blank: int | None = None  # empty lines skipped (TSV, CSV, JSONL): lines = (header) + rows + bad + blank
+    complete: bool = True  # whether ``columns`` names them all (JSONL's, from open_table: only once read)
+    taken: int | None = None  # a task that consumed ``records`` without keeping them: how many it took
+
+    @property
+    def rows(self) -> int:
+        """Readable rows: ``records``, or those a task took from them."""
+        return self.taken if self.taken is not None else len(self.records)
 
     def where(self, n: int) -> str:
         """``file:12`` for a line of a text file, ``folder row 12`` for a saved dataset."""
@@ -63,7 +75,7 @@ class Table:
         return name
 
     def stats(self) -> dict:
-        return {"path": self.path.name, "rows": len(self.records), "bad_rows": len(self.bad),
+        return {"path": self.path.name, "rows": self.rows, "bad_rows": len(self.bad),
                 "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]],
                 **({"blank_lines": self.blank} if self.blank is not None else {})}
 
@@ -81,11 +93,42 @@ def detect(path: Path, fmt: str = "auto") -> str:
 
 
 def read_table(path: Path, fmt: str = "auto") -> Table:
+    """The file's table, its records read whole (a list)."""
+    return _whole(open_table(path, fmt))
+
+
+def _whole(table: Table) -> Table:
+    table.records = list(table.records)
+    table.complete = True
+    return table
+
+
+def read_tsv(path: Path) -> Table:
+    return _whole(open_tsv(path))
+
+
+def read_csv(path: Path) -> Table:
+    return _whole(open_csv(path))
+
+
+def read_jsonl(path: Path) -> Table:
+    return _whole(open_jsonl(path))
+
+
+def read_saved(path: Path) -> Table:
+    return _whole(open_saved(path))
+
+
+def open_table(path: Path, fmt: str = "auto") -> Table:
+    """The file's table with ``records`` an iterator: each record is read when asked for, so a reader
+    that keeps only some of each row's values never holds the file's lines or records (docs/finetune.md,
+    "Memory and large task files").  Its counts (``bad``, ``blank``) are final once it is exhausted;
+    so is a JSONL file's ``columns`` (``complete``).  The header (or saved dataset) is read at once."""
     path = Path(path)
     if not path.exists():
         raise FinetuneError(f"{path}: no such file or folder")
     kind = detect(path, fmt)
-    readers = {"tsv": read_tsv, "csv": read_csv, "jsonl": read_jsonl, "datasets": read_saved}
+    readers = {"tsv": open_tsv, "csv": open_csv, "jsonl": open_jsonl, "datasets": open_saved}
     if kind not in readers:
         raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {kind!r}")
     if kind != "datasets" and path.is_dir():
@@ -117,43 +160,58 @@ def _without_trailing_empties(fields: list[str], width: int) -> list[str]:
     return fields
 
 
-def read_tsv(path: Path) -> Table:
-    lines = text_lines(path)
-    if not lines:
+def open_tsv(path: Path) -> Table:
+    lines = iter_text_lines(path)
+    header = next(lines, None)
+    if header is None:
         raise FinetuneError(f"{path}: empty file (expected a header line naming the columns)")
-    columns = _header(path, lines[0].split("\t"))
-    records, bad, blank = [], [], 0
-    for n, line in enumerate(lines[1:], start=2):
+    table = Table(path, _header(path, header.split("\t")), [], [], blank=0)
+    table.records = _tsv_records(table, lines)
+    return table
+
+
+def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict]]:
+    columns = table.columns
+    for n, line in enumerate(lines, start=2):
         fields = _without_trailing_empties(line.split("\t"), len(columns))
         if line == "":  # no row: every task reads two columns at least
-            blank += 1
+            table.blank += 1
         elif len(fields) != len(columns):
-            bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
+            table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
         else:
-            records.append((n, dict(zip(columns, fields))))
-    return Table(path, columns, records, bad, blank=blank)
+            yield n, dict(zip(columns, fields))
 
 
-def read_csv(path: Path) -> Table:
+def open_csv(path: Path) -> Table:
+    table = Table(path, [], [], [], blank=0)
+    records = _csv_records(table)
+    next(records)  # the header, read now: table.columns
+    table.records = records
+    return table
+
+
+def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
+    """Yields None once the header is read (``table.columns``), then the records."""
+    path = table.path
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
-            columns = _header(path, next(reader, []))
-            records, bad, start, blank = [], [], reader.line_num + 1, 0
+            columns = table.columns = _header(path, next(reader, []))
+            yield None
+            start = reader.line_num + 1
             for fields in reader:
                 fields = _without_trailing_empties(fields, len(columns))
                 if not fields:  # an empty line, as in TSV
-                    blank += 1
+                    table.blank += 1
                 elif len(fields) != len(columns):
-                    bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"))
+                    table.bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"))
                 else:
-                    records.append((start, dict(zip(columns, fields))))
+                    yield start, dict(zip(columns, fields))
                 start = reader.line_num + 1
     except UnicodeDecodeError:
         raise not_utf8(path) from None
     except csv.Error as e:
         raise FinetuneError(f"{path}:{reader.line_num}: cannot read as CSV ({e})") from None
-    return Table(path, columns, records, bad, blank=blank)
 
 
 # Objects and lists a JSON Lines row may nest (a task's row needs a few): deeper is a bad row.
@@ -171,11 +229,17 @@ def flatten(obj: dict, prefix: str = "") -> dict:
     return out
 
 
-def read_jsonl(path: Path) -> Table:
-    records, bad, columns, blank = [], [], {}, 0
-    for n, line in enumerate(text_lines(path), start=1):
+def open_jsonl(path: Path) -> Table:
+    table = Table(path, [], [], [], blank=0, complete=False)
+    table.records = _jsonl_records(table)
+    return table
+
+
+def _jsonl_records(table: Table) -> Iterator[tuple[int, dict]]:
+    path, bad, columns, found = table.path, table.bad, {}, False
+    for n, line in enumerate(iter_text_lines(path), start=1):
         if not line.strip():
-            blank += 1
+            table.blank += 1
             continue
         # A row the parser refuses is a bad row like any other, counted against max_bad_fraction:
         # besides malformed JSON (JSONDecodeError), an integer of more than 4,300 digits (ValueError:
@@ -202,15 +266,16 @@ def read_jsonl(path: Path) -> Table:
         # the columns: every key of every object, in the order first seen (an optional field may be
         # missing from the first object; a row without a column the task reads is a bad row)
         columns.update(dict.fromkeys(values))
-        records.append((n, values))
-    if not records:  # a JSON array, or objects spread over several lines: JSON, not JSON Lines
+        found = True
+        yield n, values
+    if not found:  # a JSON array, or objects spread over several lines: JSON, not JSON Lines
         first = f"; line {bad[0][0]}: {bad[0][1]}" if bad else ""
         raise FinetuneError(f"{path}: no line holds a JSON object (JSON Lines: one object per line; a JSON "
                             f"array or an object over several lines is not read){first}")
-    return Table(path, list(columns), records, bad, blank=blank)
+    table.columns, table.complete = list(columns), True
 
 
-def read_saved(path: Path) -> Table:
+def open_saved(path: Path) -> Table:
     import datasets  # noqa: PLC0415 - heavy import
 
     from kolectra.finetune.progress import quiet_libraries  # noqa: PLC0415
@@ -224,14 +289,16 @@ def read_saved(path: Path) -> Table:
         raise FinetuneError(f"{path}: holds several splits ({', '.join(ds)}); name one, e.g. "
                             f"{path / next(iter(ds))}")
     ds = ds.flatten()
+    return Table(path, list(ds.column_names), _saved_records(ds), [], unit="row")
+
+
+def _saved_records(ds) -> Iterator[tuple[int, dict]]:
     names = {c: _class_names(f) for c, f in ds.features.items()}
-    records = []
     for i, row in enumerate(ds, start=1):
         for c, cls in names.items():
             if cls is not None and row[c] is not None:
                 row[c] = [_name(cls, v) for v in row[c]] if isinstance(row[c], list) else _name(cls, row[c])
-        records.append((i, row))
-    return Table(path, list(ds.column_names), records, [], unit="row")
+        yield i, row
 
 
 def _name(names: list[str], code: int) -> str | None:
@@ -249,7 +316,7 @@ def _class_names(feature) -> list[str] | None:
 
 def check_bad(table: Table, max_bad_fraction: float, what: str = "rows") -> None:
     """Refuse the file when more than ``max_bad_fraction`` of its rows (``what``) are bad, naming the first five."""
-    total = len(table.records) + len(table.bad)
+    total = table.rows + len(table.bad)
     if table.bad and len(table.bad) > max_bad_fraction * total:
         shown = "; ".join(f"{table.unit} {n}: {why}" for n, why in table.bad[:5])
         raise FinetuneError(f"{table.path}: {len(table.bad)} of {total} {what} are malformed "
