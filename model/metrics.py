@@ -42,10 +42,12 @@ throughput; without a terminal one ``[kolectra] pretrain ...`` line per written 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -225,6 +227,34 @@ def close_events(writer: SummaryWriter, folder: Path) -> None:
         files[0].replace(folder / EVENT_FILE.name)
 
 
+def _quiet_event_writer_thread() -> None:
+    """TensorBoard writes events from a thread of its own, which dies of a full disk printing its
+    traceback; the next write re-raises that error in the main thread (named there: :func:`named`),
+    so that thread's OSError prints nothing. Other threads' exceptions print as before."""
+    previous = threading.excepthook
+    if getattr(previous, "kolectra_events", False):
+        return
+
+    def hook(args):
+        if not (type(args.thread).__name__ == "_AsyncWriterThread" and isinstance(args.exc_value, OSError)):
+            previous(args)
+
+    hook.kolectra_events = True
+    threading.excepthook = hook
+
+
+@contextlib.contextmanager
+def named(path) -> Iterator[None]:
+    """An OSError inside (a full disk, a file-size limit) as one naming ``path``: a write() and a
+    flush() report it without the file's name."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename or not e.errno:
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from e
+
+
 class MetricsLog:
     def __init__(self, path: Path, dev, total_steps: int, resume_step: int = 0, flops_per_step: float = 0.0,
                  peak_flops: float = 0.0, on_line=None):
@@ -239,6 +269,8 @@ class MetricsLog:
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
         self.event_dir = path.parent / EVENT_DIR
         self.events = restart_events(self.event_dir, read_lines(path) if kept else ()) if dev.is_main else None
+        if dev.is_main:
+            _quiet_event_writer_thread()
         self.bar = Bar("pretrain", total_steps, "step", initial=resume_step) if dev.is_main else None
         self.sums: dict[str, torch.Tensor] = {}
         self.tokens, self.steps, self.last = 0, 0, (self.lines[-1] if self.lines else {})
@@ -305,10 +337,12 @@ class MetricsLog:
         line = {**line, **window["extra"]}
         self.last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in line.items()}
         if self.file is not None:
-            self.file.write(json.dumps(self.last) + "\n")
-            self.file.flush()
-            write_scalars(self.events, self.last, time.time())
-            self.events.flush()
+            with named(self.file.name):  # a full disk: the line names the file, as every stage's writes do
+                self.file.write(json.dumps(self.last) + "\n")
+                self.file.flush()
+            with named(self.event_dir):  # (the event file's name is TensorBoard's until it is closed)
+                write_scalars(self.events, self.last, time.time())
+                self.events.flush()
             self.bar.report(progress_text(self.last), at=step)
             self.lines.append(self.last)
             if self.on_line is not None:

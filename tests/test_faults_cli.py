@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import resource
 import shutil
 import signal
@@ -63,6 +64,18 @@ def test_disk_full_while_pretraining_is_one_line_naming_the_file(chain, tmp_path
     line = _one_line(proc.stderr, "pretrain")
     assert "the file-size limit was reached" in line and "checkpoints/.tmp-step-00000004/" in line
     assert _no_half_artifact(store) and _private(store.root)[".work"] == []  # nothing to resume: removed
+
+
+def test_disk_full_while_logging_metrics_is_one_line_naming_the_folder(chain, tmp_path):  # noqa: F811
+    """TensorBoard's event file fills first; its writer's thread died with a traceback and the line named
+    no file ("error: the file-size limit was reached")."""
+    store, ex = _copy(chain, tmp_path / "root")
+    flags = [f for f in FLAGS if "save_every" not in f and "steps=" not in f]
+    proc = kolectra("pretrain", "--examples", ex, "--out", str(store.root), *flags, "--steps", "60",
+                    "--save-every", "0", fsize=3000)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Exception in" not in proc.stderr, proc.stderr
+    line = _one_line(proc.stderr, "pretrain")
+    assert re.search(r"error: \S+/out/tensorboard: the file-size limit was reached; ", line), line
 
 
 def test_disk_full_while_exporting_is_one_line(chain, tmp_path, capsys):  # noqa: F811
