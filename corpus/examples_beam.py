@@ -103,31 +103,56 @@ def _open(path: str):
     return gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
 
 
-def read_lines(path: str, batch: int, part: int = 0, parts: int = 1):
-    """Batches of ``batch`` raw lines of a corpus shard: ``(first line number, [line, ...])``, only
-    every ``parts``-th batch from the ``part``-th on. Whole decompressed blocks are split into
-    lines (no Python ``readline`` per line); skipped batches cost only their decompression. A
-    block's batches are taken at an index and the rest kept once a block: cutting the front off
-    the list at each batch copied the rest each time, quadratic in a block's lines."""
-    b, first, lines, tail = 0, 1, [], b""
+def read_lines(path: str, batch: int, part: int = 0, parts: int = 1, batch_bytes: int | None = None):
+    """Batches of raw lines of a corpus shard: ``(first line number, [line, ...])``, each of
+    ``batch`` lines or, where they come first, of ``batch_bytes`` bytes or more (a batch is held
+    tokenised, so its size in bytes is what a worker holds: long documents made a batch of
+    ``batch`` lines gigabytes); only every ``parts``-th batch from the ``part``-th on. Whole
+    decompressed blocks are split into lines (no Python ``readline`` per line); skipped batches
+    cost only their decompression. A block's batches are taken at an index and the rest kept once
+    a block: cutting the front off the list at each batch copied the rest each time, quadratic in a
+    block's lines. A line longer than a block is gathered in parts and joined once."""
+    b, first, lines, tail = 0, 1, [], []
     with _open(path) as f:
         while True:
             block = _read_block(f, path)
             if not block:
                 break
-            pieces = (tail + block).split(b"\n")
-            tail = pieces.pop()
+            if b"\n" not in block:
+                tail.append(block)
+                continue
+            pieces = (b"".join((*tail, block)) if tail else block).split(b"\n")
+            tail = [pieces.pop()]
             lines += pieces
             at = 0
-            while len(lines) - at >= batch:
+            while True:
+                end = _batch_end(lines, at, batch, batch_bytes)
+                if end is None:
+                    break
                 if b % parts == part:
-                    yield first, lines[at:at + batch]
-                b, first, at = b + 1, first + batch, at + batch
+                    yield first, lines[at:end]
+                b, first, at = b + 1, first + end - at, end
             del lines[:at]
-    if tail:
+    if tail := b"".join(tail):
         lines.append(tail)
-    if lines and b % parts == part:
-        yield first, lines
+    while lines:
+        end = _batch_end(lines, 0, batch, batch_bytes) or len(lines)
+        if b % parts == part:
+            yield first, lines[:end]
+        b, first, lines = b + 1, first + end, lines[end:]
+
+
+def _batch_end(lines: list[bytes], at: int, batch: int, batch_bytes: int | None) -> int | None:
+    """Where the batch that starts at ``lines[at]`` ends: after ``batch`` lines, or after the line
+    that brings it to ``batch_bytes`` (a line's newline counted); None while ``lines`` has neither."""
+    end = min(at + batch, len(lines))
+    if batch_bytes is not None:
+        size = 0
+        for i in range(at, end):
+            size += len(lines[i]) + 1
+            if size >= batch_bytes:
+                return i + 1
+    return end if end - at == batch else None
 
 
 def _read_block(f, path: str) -> bytes:
@@ -236,7 +261,7 @@ class TokenizeAndPack(beam.DoFn):
                 raise ValueError(f"shard {shard}: a work item writes its shard only when it has all of it, "
                                  f"not part {part} of {parts}")
             tally, bad, blocks = Counter(documents=0), [], []
-            for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts):
+            for first, lines in read_lines(path, self.job.cfg.batch_documents, part, parts, self.job.cfg.batch_bytes):
                 for shard_block in self._batch(shard, path, first, lines, tally, bad):
                     if self.write:
                         blocks.append(shard_block[1])

@@ -45,6 +45,11 @@ class ExamplesConfig:
     # documents per work item and tokenizer batch (encode_batch): large, since every element
     # between Beam steps costs a fixed overhead (benchmarks/examples.py)
     batch_documents: int = 4096
+    # ... and at most about this many bytes of corpus lines a batch, whichever comes first: a worker
+    # holds a batch tokenised, many times its lines' bytes, so 4,096 long documents were gigabytes
+    # (docs/scale.md, "Skewed inputs"); short documents fill batch_documents first. The same shards
+    # at any value: recorded only when set, and left out of the id.
+    batch_bytes: int = dataclasses.field(default=4 << 20, metadata={"recorded": "unless default"})
     split: str = "train"
     # The vocab artifact must have been learned from this corpus (its manifest lists the corpus
     # among its parents); set to use a vocab from another corpus on purpose.
@@ -66,6 +71,8 @@ class ExamplesConfig:
             raise ConfigError(f"shard_size: must be >= 1, got {self.shard_size}")
         if self.batch_documents < 1:
             raise ConfigError(f"batch_documents: must be >= 1, got {self.batch_documents}")
+        if self.batch_bytes < 1:
+            raise ConfigError(f"batch_bytes: must be >= 1, got {self.batch_bytes}")
         if self.packing not in ("isolated", "none", "stream"):
             raise ConfigError(f"packing: expected 'isolated', 'none' or 'stream', got {self.packing!r}")
         if self.split not in ("train", "valid"):

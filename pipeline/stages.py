@@ -40,9 +40,10 @@ LIBS_TORCH = ("torch", "transformers", "safetensors", "numpy")
 LIBS_FINETUNE = LIBS_TORCH + ("tokenizers", "datasets")
 
 # Examples settings that do not change the bytes, recorded but left out of the id (Request.operational):
-# how many documents a work item batches (tests/test_examples.py: the same bytes at any value), and the
-# holdout list's path, whose content is the request's input (the study writes it under the store's root).
-OPERATIONAL_EXAMPLES = ("batch_documents", "holdout_ids")
+# how many documents (and bytes of lines) a work item batches (tests/test_examples.py: the same bytes at any
+# value), and the holdout list's path, whose content is the request's input (the study writes it under the
+# store's root).
+OPERATIONAL_EXAMPLES = ("batch_documents", "batch_bytes", "holdout_ids")
 
 
 NAME_MAX = 48

@@ -260,7 +260,7 @@ def test_large_vocab_gets_int32(inputs, tmp_path):
 def test_same_bytes_whatever_the_workers_and_batching(inputs):
     corpus = _resharded(inputs, 3)
     one, stats = _build(CFG, inputs, "w1", corpus, ["--direct_num_workers=1"])
-    many, _ = _build(override(CFG, ["batch_documents=4"]), inputs, "w3", corpus,
+    many, _ = _build(override(CFG, ["batch_documents=4", "batch_bytes=700"]), inputs, "w3", corpus,
                      ["--direct_num_workers=3", "--direct_running_mode=multi_threading"])
     assert _files(one) == _files(many)
     index, ids, _ = _load(one)

@@ -7,6 +7,7 @@ whose corpus and vocab fixture these share."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -230,6 +231,46 @@ def test_a_shard_read_in_small_batches_gives_every_line_once_in_order(tmp_path, 
     for batch, part, parts in ((7, 0, 1), (7, 2, 3), (5000, 1, 2), (4999, 1, 2), (3000, 0, 1)):
         want = [(k + 1, lines[k:min(k + batch, 5000)]) for k in range(0, 5000, batch) if k // batch % parts == part]
         assert list(examples_beam.read_lines(str(path), batch, part, parts)) == want, (batch, part, parts)
+
+
+def test_a_batch_closes_at_batch_bytes_so_long_documents_are_not_held_batch_documents_at_a_time(inputs, tmp_path,
+                                                                                                 monkeypatch):
+    # a batch is held tokenised (about 30 bytes a byte of its lines): 4,096 documents of 10,000
+    # characters held 3.5 GB (docs/scale.md, "Skewed inputs"); it now closes at batch_bytes too
+    lines = [b'{"id": "%d", "text": "%s"}' % (i, b"x" * (100 * (i % 7) + 900)) for i in range(300)]
+    path = tmp_path / "train-00000-of-00001.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(lines)))
+    monkeypatch.setattr(examples_beam, "READ_BYTES", 4096)  # blocks that cut lines in two
+    for part, parts in ((0, 1), (1, 3)):
+        got = list(examples_beam.read_lines(str(path), 4096, part, parts, batch_bytes=8000))
+        batches = list(examples_beam.read_lines(str(path), 4096, 0, 1, batch_bytes=8000))
+        assert got == batches[part::parts]
+    assert [line for _, batch in batches for line in batch] == lines  # every line once, in order
+    assert [first for first, _ in batches] == list(itertools.accumulate([1] + [len(b) for _, b in batches[:-1]]))
+    for _, batch in batches[:-1]:  # at batch_bytes or just past it, by one line
+        size = sum(len(line) + 1 for line in batch)
+        assert 8000 <= size < 8000 + len(batch[-1]) + 1
+    assert list(examples_beam.read_lines(str(path), 7, batch_bytes=10**9)) == list(examples_beam.read_lines(str(path), 7))
+    # the step: a shard of long documents is tokenised a few at a time
+    assert CFG.batch_bytes == 4 << 20  # the default
+    doc = json.loads(gzip.open(inputs["corpus"] / "data" / "train-00000-of-00001.jsonl.gz").readline())
+    text = " ".join([doc["text"]] * (20_000 // len(doc["text"])))  # about 20,000 characters
+    shard = tmp_path / "long.jsonl.gz"
+    with gzip.open(shard, "wt", encoding="utf-8") as f:
+        for i in range(30):
+            f.write(json.dumps({"id": str(i), "text": text, "sentences": [[0, len(text)]]}, ensure_ascii=False) + "\n")
+    cfg = override(CFG, ["batch_bytes=200000"])
+    job = examples_beam.Job(cfg=cfg, tokenizer_path=str(inputs["vocab"] / "tokenizer.json"), dtype="uint16",
+                            vocab_size=1000, out_dir=str(tmp_path))
+    step, sizes = examples_beam.TokenizeAndPack(job), []
+    step.setup()
+    batch = step._batch
+    monkeypatch.setattr(step, "_batch", lambda shard, path, first, lines, *a: sizes.append(len(lines)) or batch(
+        shard, path, first, lines, *a))
+    tally = {o.value[1]: o.value[2] for o in step.process((0, [(0, str(shard), 0, 1)]))
+             if isinstance(o, beam.pvalue.TaggedOutput) and o.value[0] == "tally"}
+    assert tally["documents"] == 30 and sum(sizes) == 30
+    assert max(sizes) <= -(-cfg.batch_bytes // len(text.encode())) < 30 < cfg.batch_documents
 
 
 def test_a_remote_runner_is_refused_what_its_workers_cannot_reach(inputs, tmp_path):

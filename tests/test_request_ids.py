@@ -50,6 +50,8 @@ def test_the_examples_id_hashes_the_holdout_lists_content_not_its_path_nor_the_b
     # the batching is the same bytes (tests/test_examples.py), so the same request; the packing is not
     assert request("batch_documents=64").id() == plain.id()
     assert request("batch_documents=64").config["batch_documents"] == 64
+    assert request("batch_bytes=65536").id() == plain.id() and "batch_bytes" not in plain.config
+    assert request("batch_bytes=65536").config["batch_bytes"] == 65536
     assert request("packing=none").id() != plain.id()
 
 
