@@ -59,24 +59,47 @@ def carve(keys: Iterable, n: int, dev_fraction: float, seed: int) -> tuple[list[
     holds its rows as columns takes them with these)."""
     if not 0.0 < dev_fraction < 1.0:
         raise FinetuneError(f"dev_fraction must be in (0, 1), got {dev_fraction}")
-    groups: dict[object, list[int]] = {}
+    # a group is its row's index while it has one row (most do), a list of them once repeated: a list a
+    # row was the carve's largest cost in memory
+    groups: dict[object, int | list[int]] = {}
     for i, k in enumerate(keys):  # a key is bytes (a text) or the row's own index (None: it stands alone)
-        groups.setdefault(i if k is None else k, []).append(i)
+        k = i if k is None else k
+        group = groups.setdefault(k, i)
+        if group != i:
+            if type(group) is int:
+                group = groups[k] = [group]
+            group.append(i)
     order = list(groups.values())  # first-seen order, then a seeded shuffle: the same carve every run
+    del groups
     random.Random(seed).shuffle(order)
     n_dev = max(1, int(round(dev_fraction * n)))
     dev, train, held = [], [], 0
     for group in order:  # a group that would overshoot n_dev stays in train (repeats are rare in real files)
-        if held + len(group) <= n_dev:
+        size = _size(group)
+        if held + size <= n_dev:
             dev.append(group)
-            held += len(group)
+            held += size
         else:
             train.append(group)
     if not dev and len(train) > 1:  # every text repeated more than n_dev times: the smallest group
-        dev.append(train.pop(min(range(len(train)), key=lambda g: len(train[g]))))
+        dev.append(train.pop(min(range(len(train)), key=lambda g: _size(train[g]))))
     if not dev or not train:
         raise FinetuneError(f"train file has {n} rows{_distinct(order, n)}: too few to carve a dev set")
-    return [i for group in train for i in group], sorted(i for g in dev for i in g)
+    return _flat(train), sorted(_flat(dev))
+
+
+def _size(group: int | list[int]) -> int:
+    return 1 if type(group) is int else len(group)
+
+
+def _flat(groups: list) -> list[int]:
+    out = []
+    for group in groups:
+        if type(group) is int:
+            out.append(group)
+        else:
+            out.extend(group)
+    return out
 
 
 def _distinct(groups: list, n: int) -> str:

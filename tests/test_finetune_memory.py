@@ -134,3 +134,19 @@ def test_the_reader_still_refuses_what_it_refused(tmp_path):
     t.write_text("id\ttext\tlabl\n1\t가\t나\n", encoding="utf-8")
     with pytest.raises(FinetuneError, match=r"no column 'label' \(label_column\); its columns are: id, text, labl"):
         Classify().load(t, ClassifyConfig())
+
+
+def test_the_dev_carve_holds_no_list_or_tuple_a_row():
+    """The carve's groups: a row's index while the text is seen once (a list and a key tuple a row before)."""
+    import hashlib
+
+    from kolectra.finetune.features import split_dev
+
+    n = 20000
+    keys = [hashlib.blake2b(str(i % 15000).encode(), digest_size=16).digest() for i in range(n)]  # 5,000 repeated
+    (train, dev), peak = traced(lambda: split_dev(range(n), 0.1, 1, key=keys.__getitem__))
+    assert peak < 140 * n, peak / n  # about 93 bytes a row; 187 with a list and a tuple a row
+    assert sorted(train + dev) == list(range(n)) and dev == sorted(dev) and 1900 <= len(dev) <= 2000
+    side = {keys[i]: "dev" for i in dev}
+    assert all(keys[i] not in side for i in train)  # a repeated text on one side only
+    assert (train, dev) == split_dev(range(n), 0.1, 1, key=keys.__getitem__)
