@@ -150,3 +150,16 @@ def test_the_dev_carve_holds_no_list_or_tuple_a_row():
     side = {keys[i]: "dev" for i in dev}
     assert all(keys[i] not in side for i in train)  # a repeated text on one side only
     assert (train, dev) == split_dev(range(n), 0.1, 1, key=keys.__getitem__)
+
+
+def test_a_conll_file_is_read_without_a_list_of_its_lines(tmp_path):
+    from kolectra.finetune.readers.ner import read_sentences
+
+    path = tmp_path / "train.conll"
+    sentence = "\n".join(f"토큰{j}\t{'B-PER' if j == 0 else 'O'}" for j in range(12))
+    path.write_text("\n\n".join(sentence for _ in range(5000)) + "\n", encoding="utf-8")
+    table, peak = traced(lambda: read_sentences(path))
+    assert len(table.records) == 5000 and table.records[1][0] == 14 and table.bad == []
+    # the sentences (a token, a tag and a line number a token) are about 18 times the file's bytes; with the
+    # file's lines held beside them, 27 times
+    assert peak < 21 * path.stat().st_size, peak / path.stat().st_size

@@ -24,10 +24,12 @@ line that has no tag, a tag that is not BIO, unequal word and tag counts, or onl
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Iterable
 
 from kolectra.finetune.entities import split_tag
-from kolectra.finetune.files import FinetuneError, text_lines
+from kolectra.finetune.files import FinetuneError, iter_text_lines
 from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")
@@ -49,9 +51,11 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
     elif path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")
     else:
-        lines = text_lines(path)
+        lines = iter_text_lines(path)  # read as the sentences are built: the file's lines are not held
+        first = list(itertools.islice(lines, 1000))
         if fmt == "auto":
-            fmt = "lines" if any(holds_sentence(line) for line in lines[:1000]) else "conll"
+            fmt = "lines" if any(holds_sentence(line) for line in first) else "conll"
+        lines = itertools.chain(first, lines)
         table = Table(path, ["tokens", "tags"], *(conll_sentences if fmt == "conll" else line_sentences)(lines))
     for n, sentence in table.records:
         sentence["dropped"] = drop_blank(sentence)
@@ -70,10 +74,10 @@ def holds_sentence(line: str) -> bool:
     return len(fields) == 2 and len(fields[1].split()) > 1
 
 
-def conll_sentences(lines: list[str]) -> tuple[list, list]:
+def conll_sentences(lines: Iterable[str]) -> tuple[list, list]:
     """``token<TAB>tag`` lines, sentences split by blank lines -> (records, bad)."""
     records, bad, current, problem = [], [], None, None
-    for n, line in enumerate([*lines, ""], start=1):  # the sentinel blank line closes the last sentence
+    for n, line in enumerate(itertools.chain(lines, [""]), start=1):  # a sentinel blank line closes the last sentence
         if not line.strip() or line.startswith(DOCSTART):
             if current is not None:
                 (bad if problem else records).append(problem or (current["at"][0], current))
@@ -91,7 +95,7 @@ def conll_sentences(lines: list[str]) -> tuple[list, list]:
     return records, bad
 
 
-def line_sentences(lines: list[str]) -> tuple[list, list]:
+def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
     """``words<TAB>tags`` lines, one sentence each -> (records, bad)."""
     records, bad = [], []
     for n, line in enumerate(lines, start=1):
