@@ -18,7 +18,7 @@ import contextlib
 import os
 
 CONNECT_SECONDS = 5  # each connection attempt under gcsfs (aiohttp's sock_connect): s3fs's own connect_timeout
-S3_ATTEMPTS = 3  # botocore's standard mode, where neither AWS_MAX_ATTEMPTS/AWS_RETRY_MODE nor the profile sets one
+S3_ATTEMPTS = 5  # botocore's standard mode, where neither AWS_MAX_ATTEMPTS/AWS_RETRY_MODE nor the profile sets one: legacy's count, so a long run's uploads ride out a throttling burst as before
 # opening a gs:// root (its first request, check_bucket) waits at most this: gcsfs retries a request 6 times
 # (about 35 s of waits, the count fixed in gcsfs: it has no setting for it); fsspec's own call timeout bounds it
 GCS_OPEN_SECONDS = 15

@@ -1,6 +1,6 @@
 """A store endpoint that does not answer (a closed port on 127.0.0.1) fails in one line that names the
 endpoint and the setting of the client's retries, within a bound the clients' own settings give
-(core/store_clients.py): botocore's standard retries (3 attempts, ``AWS_MAX_ATTEMPTS`` kept when the
+(core/store_clients.py): botocore's standard retries (5 attempts, ``AWS_MAX_ATTEMPTS`` kept when the
 user sets it) for S3 (s3fs keeps its 5 s connect timeout); aiohttp's connect timeout under gcsfs, and fsspec's call
 timeout on opening a gs:// root, for GCS (gcsfs's retry count has no setting). No timed asserts."""
 
@@ -36,14 +36,14 @@ def closed(monkeypatch, tmp_path):
     storage.reset()
 
 
-def test_s3_tries_three_times_and_says_which_setting_sets_that(closed):
+def test_s3_tries_five_times_and_says_which_setting_sets_that(closed):
     with pytest.raises(storage.StoreError) as failed:
         storage.check_bucket("s3://b/x")
     message = str(failed.value)
     assert "\n" not in message and message.startswith("s3://b/x: cannot reach the store"), message
-    assert f"at {closed} (AWS_ENDPOINT_URL) after 3 attempts (AWS_MAX_ATTEMPTS sets them)" in message
+    assert f"at {closed} (AWS_ENDPOINT_URL) after 5 attempts (AWS_MAX_ATTEMPTS sets them)" in message
     config = storage.filesystem("s3://b")[0].s3.meta.config  # what the client that failed was given
-    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
+    assert config.retries == {"mode": "standard", "total_max_attempts": 5}
     assert config.connect_timeout == 5  # s3fs's own
 
 
