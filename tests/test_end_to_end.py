@@ -243,6 +243,7 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
     held = doc["holdout"]
     assert held["dev_rows"] > 0 and "dev_rows_in_pretraining_corpus" in held
     assert (study.path / "probe_vs_flops.png").read_bytes()[:4] == b"\x89PNG"
+    assert (study.path / "disc_auc.png").read_bytes()[:4] == b"\x89PNG"  # the arms' logs, read a line at a time
     report_md = (study.path / "report.md").read_text()
     assert "floor" in report_md and "95 %" in report_md
     assert main(["report", study.id, "--out", str(store.root)]) == 0

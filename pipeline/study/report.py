@@ -179,10 +179,13 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
         if p["flops"] != top or p["pretrain_seed"] != 1:
             continue
         ckpt = store.resolve(p["checkpoint"])
-        logged = [json.loads(x) for x in (ckpt.path / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x]
         per_step = p["flops"] / max(p["steps"], 1)
-        pts = [(m["step"] * per_step, m["disc_auc"]) for m in logged if m.get("disc_auc") is not None]
-        if pts:
+        auc = plot.Thinned()  # read a line at a time, kept bounded: an arm's log is never held whole
+        with (ckpt.path / "metrics.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip() and (m := json.loads(line)).get("disc_auc") is not None:
+                    auc.add(m["step"] * per_step, m["disc_auc"])
+        if pts := auc.points():
             curves[p["objective"]] = pts
     if curves:
         # one curve has no legend (core.plot): the title names its arm, and the seed every curve is of
