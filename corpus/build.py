@@ -343,10 +343,15 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     copies_at = storage.join(job_dir, "pieces")
     threshold = gc.get_threshold()  # an in-process worker tunes this process's GC: restore it after
     ran = False
+    # nothing is written in the job's folder before the runner's checks pass: a launch refused by them
+    # (a missing extra, no credentials) spent up to a minute removing the folder it never made, in the
+    # store client's own search for credentials (gcsfs asks the GCE metadata server, with back-off)
+    job_started = False
     try:
         with Interruption(owns=progress_dir) as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL):
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
+                job_started = True
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
                 _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, copies_at if split else None)
             ran = True
@@ -361,7 +366,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
         gc.set_threshold(*threshold)
         if progress_dir:
             shutil.rmtree(progress_dir, ignore_errors=True)
-        if job_dir != progress_dir:  # on the store: the listing and any copies, whether the job ended well or not
+        if job_dir != progress_dir and job_started:  # on the store: the listing and any copies, however it ended
             _remove_job_dir(job_dir, quiet=not ran)
     if staging:
         outputs.fetch_outputs(out, str(out_dir), cfg.num_shards)

@@ -172,6 +172,13 @@ def runner_setup_problem(e: BaseException, runner: str) -> str | None:
     if "apache_beam[gcp]" in text or "apache-beam[gcp]" in text:
         return (f"{runner} needs Google Cloud's libraries on this launcher: pip install 'kolectra[gcp]' "
                 "(Beam's GCP extra and gcsfs), then run the same command again")
+    if runner in REMOTE_RUNNERS and type(e).__module__.startswith(("google.api_core", "google.auth")):
+        # Google's client refused or gave up (Beam's checks of the options, staging, submitting): after
+        # retrying for minutes where the launcher cannot reach Google, this was an "internal error"
+        said = text.splitlines()[0][:300] if text else type(e).__name__
+        return (f"{runner}: Google Cloud did not answer this launcher as needed ({type(e).__name__}: {said}); "
+                "check that it reaches *.googleapis.com, its credentials, --project, --region and "
+                "--temp_location, then run the same command again")
     if "job server jar" in text:
         spark = "spark" in text.lower()
         flag = "--spark_job_server_jar" if spark else "--flink_job_server_jar"
@@ -187,6 +194,9 @@ def _dataflow_credentials(runner: str) -> None:
     """Dataflow submits with Google's application-default credentials; without them Beam retries for
     minutes, then goes on anonymously and fails at submission. Refuse before the job instead."""
     try:
+        # Beam's Dataflow client first: kolectra[gcs] alone brings google.auth (gcsfs's) but not Beam's GCP
+        # extra, and was told about credentials, then after setting them up, about the extra
+        import apache_beam.runners.dataflow.internal.apiclient  # noqa: F401, PLC0415 - installed by kolectra[gcp]
         import google.auth  # noqa: PLC0415 - installed by kolectra[gcp]
         from google.auth.exceptions import DefaultCredentialsError  # noqa: PLC0415
     except ImportError:
@@ -207,7 +217,7 @@ def runner_setup(options: PipelineOptions) -> Iterator[None]:
         _dataflow_credentials(runner)
     try:
         yield
-    except (ImportError, RuntimeError, ValueError, OSError) as e:
+    except Exception as e:  # noqa: BLE001 - what runner_setup_problem does not name is raised as it is
         why = runner_setup_problem(e, options.view_as(StandardOptions).runner or "the runner")
         if why is None:
             raise
@@ -301,6 +311,7 @@ class LocalRunner(FnApiRunner):
             return super().run_pipeline(pipeline, options)
         self._default_environment = SubprocessSDKEnvironment.from_command_string(
             f"exec {sys.executable} -m {interruption.WORKER_MODULE}")  # exec: no shell that Ctrl-C would kill
+        os.environ["KOLECTRA_LAUNCHER_PID"] = str(os.getpid())  # the workers end with it (corpus/worker.py)
         # FnApiRunner would replace that environment in multi_processing mode; the worker count
         # (direct_num_workers) is what makes it parallel, whatever the mode's name
         direct.direct_running_mode = "in_memory"

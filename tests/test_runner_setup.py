@@ -42,3 +42,21 @@ def test_spark_without_its_job_server_jar_names_sparks_flags_not_flinks(tmp_path
 def test_an_unknown_flink_version_lists_the_known_ones(tmp_path):
     r = _corpus(tmp_path, "--runner", "FlinkRunner", "--flink_version", "0.1")
     assert r.returncode == 2 and "1.20" in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
+def test_google_failing_a_dataflow_launch_is_one_line_not_an_internal_error():
+    """Beam checks Dataflow's options (the --temp_location bucket) through Google's client before any
+    job. A launcher that cannot reach Google (kolectra[gcp], credentials set, no route) retried for
+    about 4 minutes, then ended in ``internal error: RetryError`` (exit 1): now one line, exit 2."""
+    from google.api_core.exceptions import RetryError
+
+    from kolectra.corpus.runners import runner_setup_problem
+
+    cause = ConnectionError("Failed to resolve 'oauth2.googleapis.com'")
+    e = RetryError("Timeout of 120.0s exceeded, last exception: HTTPSConnectionPool(host='oauth2.googleapis.com', "
+                   "port=443): Max retries exceeded with url: /token", cause)
+    why = runner_setup_problem(e, "DataflowRunner")
+    assert why is not None and "\n" not in why, why
+    assert why.startswith("DataflowRunner: Google Cloud did not answer this launcher") and "oauth2.googleapis.com" in why
+    assert "--temp_location" in why
+    assert runner_setup_problem(e, "the runner") is None  # a local job's own failures are not the runner's setup
