@@ -8,14 +8,35 @@ but importing ``apache_beam`` logs a warning on the root logger first, which ins
 the worker's stderr, so every worker would also print its harness INFO lines to the terminal.
 Here the root logger gets a handler that drops them before Beam is imported; the runner still
 receives the logs and shows them at ``KOLECTRA_VERBOSITY=3``, where this worker also prints them.
+
+And it ends with its launcher (Linux: ``PR_SET_PDEATHSIG``): a launcher killed outright (``kill -9``,
+the out-of-memory killer, a scheduler's SIGKILL once a SIGTERM's grace ran out) left its workers
+waiting for a runner that was gone, for good. The signal is tied to the launcher's thread that
+started the worker, which Beam keeps waiting for the worker until it ends.
 """
 
+import ctypes
 import logging
 import os
 import signal
 import sys
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _end_with_the_launcher() -> None:
+    # the launcher names itself (corpus/runners.py): one killed while this process started is no parent now
+    parent = int(os.environ.get("KOLECTRA_LAUNCHER_PID") or os.getppid())
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG (prctl(2))
+    except (OSError, AttributeError):  # not Linux: the worker outlives a killed launcher, as Beam's own
+        return
+    if os.getppid() != parent:  # the launcher ended before the line above
+        os._exit(1)
+
+
+_end_with_the_launcher()
 if os.environ.get("KOLECTRA_VERBOSITY", "1").strip() != "3":  # 0-2, or a value the launcher refused
     logging.getLogger().addHandler(logging.NullHandler())
 

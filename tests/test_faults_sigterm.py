@@ -205,3 +205,28 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_one_checkpoint(cha
     assert m0 and m1 and m0.group(1) == m1.group(1), line0 + "\n" + line1
     saved = checkpoint.latest(Path(m0.group(3)) / "out")
     assert saved.name == f"step-{int(m0.group(1)):08d}" and (saved / "rank-1.pt").is_file()
+
+
+def test_workers_end_with_a_launcher_killed_outright(many_documents):  # noqa: F811
+    """SIGKILL once the grace ran out (or kill -9, the OOM killer): no handler runs in the launcher.
+    Before, its worker processes lived on (still there 30 s later, waiting for a runner that was gone)."""
+    store, corpus, vocab = many_documents
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "examples", "--corpus", str(corpus.path), "--vocab",
+           str(vocab.path), "--out", str(store.root), "--force", "--direct_num_workers=2"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers := _workers(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(workers) == 2, "the workers did not start"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30  # a bound, not a measurement: the kernel signals them as it reaps
+        while _in_session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = {p: open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ")[:200] for p in _in_session(proc.pid)}
+        assert left == {}, "a worker outlived its launcher"
+    finally:
+        for pid in _in_session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
