@@ -120,10 +120,10 @@ def iter_text_lines(path: Path) -> Iterator[str]:
 
 
 def _decode_all(path: Path) -> None:
-    """Decode the file in 1 MiB blocks, keeping nothing: UnicodeDecodeError if it is not UTF-8."""
+    """Decode the file in 64 KiB blocks, keeping nothing: UnicodeDecodeError if it is not UTF-8."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     with open(path, "rb") as f:
-        while block := f.read(1 << 20):
+        while block := f.read(1 << 16):
             decoder.decode(block)
     decoder.decode(b"", final=True)
 
