@@ -223,7 +223,29 @@ def _written(path: Path, write) -> None:
             errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
             errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO)
         shutil.rmtree(path.parent, ignore_errors=True)  # the partial step directory: free what it took
-        raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
+        error = CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path))
+        if note := _space_note(code, path.parent.parent, soft_limit):
+            error.add_note(note)
+        raise error from e
+
+
+def _space_note(code: int, root: Path, soft_limit: int) -> str | None:
+    """What the disk (or the size limit) has against what a checkpoint takes: the newest complete one's bytes."""
+    try:
+        steps = sorted(p for p in root.iterdir() if STEP_DIR.match(p.name))
+        took = f"; the last checkpoint ({steps[-1].name}) took {_mb(sum(f.stat().st_size for f in steps[-1].iterdir()))}" \
+            if steps else ""
+        if code == errno.EFBIG and soft_limit != resource.RLIM_INFINITY:
+            return f"checkpoint not written: the file-size limit (ulimit -f) is {_mb(soft_limit)} a file{took}"
+        if code in (errno.ENOSPC, errno.EDQUOT):
+            return f"checkpoint not written: {_mb(shutil.disk_usage(root).free)} free on that disk{took}"
+    except OSError:  # the figures are a help; the error is the report
+        pass
+    return None
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
 
 
 def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: dict | None, shared: dict | None,

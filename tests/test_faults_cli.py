@@ -63,6 +63,7 @@ def test_disk_full_while_pretraining_is_one_line_naming_the_file(chain, tmp_path
     assert proc.returncode == 2
     line = _one_line(proc.stderr, "pretrain")
     assert "the file-size limit was reached" in line and "checkpoints/.tmp-step-00000004/" in line
+    assert "; checkpoint not written: the file-size limit (ulimit -f) is 0.2 MB a file" in line
     assert _no_half_artifact(store) and _private(store.root)[".work"] == []  # nothing to resume: removed
 
 

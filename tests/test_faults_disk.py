@@ -51,3 +51,28 @@ def test_the_beam_jobs_writers_name_the_file_over_the_size_limit(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.split("\n")[:2] == [f"{errno.EFBIG} {tmp_path / 'data' / 'shard.jsonl.gz'}",
                                            f"{errno.EFBIG} {tmp_path / 'rows.arrow'}"], proc.stderr[-2000:]
+
+
+def test_a_checkpoint_the_disk_cannot_hold_leaves_the_previous_one_and_says_what_it_took(tmp_path):
+    """A full disk at the second save (torch's writer failing with ENOSPC): the one line names the
+    file, the space free and what the last checkpoint took; that one stays intact and is resumed."""
+    import torch
+
+    from kolectra.model import checkpoint
+
+    def save(step, save_fn=torch.save):
+        return checkpoint.save(tmp_path, step, {"w": torch.ones(1000)}, {"state": {}}, {"config": {}},
+                               {"rng": torch.zeros(4)}, save_fn=save_fn, keep=1)
+
+    def full(obj, path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    first = save(4)
+    with pytest.raises(checkpoint.CheckpointWriteError) as failed:
+        save(8, save_fn=full)
+    line = describe(failed.value)
+    assert line.startswith(f"{tmp_path / 'checkpoints' / '.tmp-step-00000008' / 'rank-0.pt'}: no space left on the device; "
+                           "checkpoint not written: "), line
+    assert " MB free on that disk; the last checkpoint (step-00000004) took 0." in line  # before: no figures
+    assert checkpoint.latest(tmp_path) == first and checkpoint.problems(first) == []
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000004"]
