@@ -325,6 +325,24 @@ def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):
         {"line": 2, "reason": "score must be finite, got an integer of 401 digits"}]
 
 
+def test_a_lone_surrogate_in_a_jsonl_row_is_a_counted_bad_row(tmp_path):
+    """JSON's "\\ud800" parses into a string Arrow and UTF-8 refuse: it was a UnicodeEncodeError traceback
+    from pyarrow after the file was read; an escaped pair (an emoji) is one character and is read."""
+    rows = [{"text": "좋아요 \ud83d\ude00", "label": "pos"}, {"text": "별로\ud800", "label": "neg"}]
+    rows += [{"text": f"문장 {i}", "label": ["pos", "neg"][i % 2]} for i in range(10)]
+    # json.dumps writes the escapes as they are: \ud83d\ude00 (a pair) and \ud800 (lone)
+    train = write(tmp_path / "tr.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    test = write(tmp_path / "te.jsonl", "".join(json.dumps(r) + "\n" for r in rows[2:6]))
+    cfg = dataclasses.replace(config.sample_classify(), max_bad_fraction=0.5)
+    facts = Classify().read(cfg, train, test).facts["train_file"]
+    assert facts["rows"] == 11 and [b["line"] for b in facts["bad_lines"]] == [2]
+    assert facts["bad_lines"][0]["reason"].startswith("'text' has a lone surrogate")
+    tokens = write(tmp_path / "ner.jsonl", json.dumps({"tokens": ["서울", "\udc00"], "ner_tags": ["B-LOC", "O"]}) + "\n"
+                   + json.dumps({"tokens": ["부산"], "ner_tags": ["B-LOC"]}) + "\n")
+    table = read_sentences(tokens, max_bad_fraction=0.5)
+    assert [n for n, _ in table.records] == [2] and table.bad[0][0] == 1 and "'tokens'[1] has a lone" in table.bad[0][1]
+
+
 def test_ner_refuses_a_training_file_without_an_entity(tmp_path):
     outside = write(tmp_path / "o.conll", "김민수\tO\n씨\tO\n\n서울\tO\n에\tO\n\n부산\tO\n")
     with pytest.raises(FinetuneError, match=r"o\.conll: every training tag is 'O': no entity to learn from"):

@@ -229,6 +229,31 @@ def flatten(obj: dict, prefix: str = "") -> dict:
     return out
 
 
+def lone_surrogate(values: dict) -> str | None:
+    """The first field (``'text'``, ``'tokens[3]'``, or a key itself) holding a lone surrogate: JSON's
+    ``"\\ud800"`` parses into a string that Arrow, the tokenizer and UTF-8 output refuse (a traceback
+    later, where the row was no longer named). A pair (an escaped emoji) is one character and passes."""
+    def bad(s) -> bool:
+        if not isinstance(s, str) or s.isascii():
+            return False
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    for key, value in values.items():
+        if bad(key):
+            return f"a key ({ascii(key)})"
+        if bad(value):
+            return repr(key)
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if bad(item):
+                    return f"{key!r}[{i}]"
+    return None
+
+
 def open_jsonl(path: Path) -> Table:
     table = Table(path, [], [], [], blank=0, complete=False)
     table.records = _jsonl_records(table)
@@ -262,6 +287,10 @@ def _jsonl_records(table: Table) -> Iterator[tuple[int, dict]]:
             continue
         if values is None:
             bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
+            continue
+        if ("\\ud" in line or "\\uD" in line) and (where := lone_surrogate(values)):
+            bad.append((n, f"{where} has a lone surrogate (a JSON escape such as \\ud800 that no UTF-8 text can "
+                           "hold; half of a character cut in two?)"))
             continue
         # the columns: every key of every object, in the order first seen (an optional field may be
         # missing from the first object; a row without a column the task reads is a bad row)
