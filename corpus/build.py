@@ -44,7 +44,7 @@ from kolectra.core import scratch, storage
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.verbosity import NORMAL
-from kolectra.corpus import beam_local, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
+from kolectra.corpus import beam_local, drops, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.local_memory import MemoryModel, check_local_memory
@@ -210,11 +210,12 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
         )
         work = (files.whole, planned.work) | "AllWork" >> beam.Flatten()
         tallies.append(planned[TALLY])
+    dropping = (drops.DROPS,) if cfg.write_dropped else ()  # every drop written (corpus/drops.py)
     read = (
         work
         | "SpreadFiles" >> beam.GroupByKey()  # one file (or piece) per worker at a time, not all in one bundle
         | "ReadAndClean" >> beam.ParDo(ReadAndClean(cfg, buckets, progress_dir)).with_outputs(
-            REJECTED, TALLY, SAMPLES, FILES, pieces.PIECE_ROWS, main="chunks")
+            REJECTED, TALLY, SAMPLES, FILES, pieces.PIECE_ROWS, *dropping, main="chunks")
     )
     file_rows = read[FILES]
     if copies:  # each large file's one row, from its plan's and its pieces' parts
@@ -227,9 +228,12 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     unique = (
         read.chunks
         | "GroupBuckets" >> beam.GroupByKey()
-        | "KeepFirstCopies" >> beam.ParDo(KeepFirstCopies(cfg.seed, progress_dir)).with_outputs(TALLY, SAMPLES, main="docs")
+        | "KeepFirstCopies" >> beam.ParDo(KeepFirstCopies(cfg.seed, progress_dir, cfg.num_shards if dropping else 0,
+                                                           cfg.samples_per_reason))
+        .with_outputs(TALLY, SAMPLES, *dropping, main="docs")
     )
     tallies, samples, docs = [*tallies, read[TALLY], unique[TALLY]], [read[SAMPLES], unique[SAMPLES]], unique.docs
+    dropped = [read[tag] for tag in dropping] + [unique[tag] for tag in dropping]
     if cfg.near_dup_threshold > 0:
         near = docs | "NearDedup" >> neardup_beam.NearDedup(
             cfg.near_dup_threshold, cfg.seed, listing | "SourceRanks" >> beam.MapTuple(_source_rank),
@@ -237,6 +241,8 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
         docs = near.docs
         tallies.append(near[TALLY])
         samples.append(near[SAMPLES] | "RankNearSamples" >> beam.Map(_ranked, cfg.seed))
+        if dropping:  # each near duplicate is an element already (its sample's)
+            dropped.append(near[SAMPLES] | "NearDrops" >> beam.Map(drops.packed_item, cfg.num_shards))
     shared = (docs | "IdBuckets" >> beam.ParDo(IdBuckets(buckets)) | "GroupIds" >> beam.GroupByKey()
               | "SharedIds" >> beam.FlatMap(shared_ids))
     tallies.append(shared)
@@ -245,7 +251,7 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
     dropped_samples = (
         tuple(samples)
         | "DroppedSamples" >> beam.Flatten()
-        | "FewPerReason" >> beam.combiners.Top.SmallestPerKey(SAMPLES_PER_REASON)
+        | "FewPerReason" >> beam.combiners.Top.SmallestPerKey(cfg.samples_per_reason)
     )
     kept_samples = placed[SAMPLES] | "FewKept" >> beam.combiners.Top.SmallestPerKey(SAMPLES_KEPT)
     written_samples = (
@@ -285,8 +291,10 @@ def _recipe(p: beam.Pipeline, cfg: CorpusConfig, listed_at: str, out_dir: str, b
         | "CollectTallies" >> beam.combiners.ToList().without_defaults()
         | "WriteStats" >> beam.Map(outputs.write_stats, out_dir, cfg, beam.pvalue.AsSingleton(shown))
     )
+    written_drops = [tuple(dropped) | "AllDrops" >> beam.Flatten() | "GroupDrops" >> beam.GroupByKey()
+                     | "WriteDrops" >> beam.Map(drops.write_part, out_dir)] if dropping else []
     _ = (
-        (written_samples, written_shards, written_lines, written_stats)
+        (written_samples, written_shards, written_lines, written_stats, *written_drops)
         | "AllWritten" >> beam.Flatten()
         | "CollectWritten" >> beam.combiners.ToList().without_defaults()
         | "ReportWritten" >> beam.Map(outputs.write_report, out_dir)

@@ -20,6 +20,9 @@ DOCUMENT_KEYS = ("id", "source", "text", "sentences", "morphs")
 # and a count in stats.json; far above the few a corpus carries (a rating, a date, a URL), and small
 # enough that what names them stays a readable line (3,000 names made a refusal one line of 17 kB).
 MAX_KEEP_FIELDS = 128
+# samples_per_reason at most: one element (samples/dropped.jsonl's rows, up to 400 characters each)
+# holds them all; every drop goes to its own files with write_dropped (corpus/drops.py)
+MAX_SAMPLES_PER_REASON = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,13 @@ class CorpusConfig:
     # (corpus/outputs.py: shards_for; the count used is in stats.json and the manifest)
     num_shards: int = 0
     shard_bytes: int = 192 << 20
+    # every dropped document (reason, source, line, id, the text as its rule saw it) written to
+    # dropped/<reason>-NNNNN-of-NNNNN.jsonl.gz, num_shards files a reason at most (corpus/drops.py);
+    # samples/dropped.jsonl shows only a few a reason. Recorded, and hashed into the id, only when set
+    write_dropped: bool = dataclasses.field(default=False, metadata={"recorded": "unless default"})
+    # dropped documents shown per reason in samples/dropped.jsonl (the smallest salted hashes of
+    # (source, line)); recorded, and hashed into the id, only when set
+    samples_per_reason: int = dataclasses.field(default=5, metadata={"recorded": "unless default"})
     # a job whose rejected share (malformed input) exceeds this fails, naming the worst file
     max_reject_ratio: float = 0.05
     # damaged input files (truncated or corrupted archives) accepted with what could be read of them
@@ -118,6 +128,9 @@ class CorpusConfig:
             raise ConfigError(f"language must be one of {sorted(PROFILES)}, got {self.language!r}")
         if self.script and self.script not in SCRIPTS:
             raise ConfigError(f"script must be one of {sorted(SCRIPTS)}, got {self.script!r}")
+        if not 1 <= self.samples_per_reason <= MAX_SAMPLES_PER_REASON:
+            raise ConfigError(f"samples_per_reason must be in [1, {MAX_SAMPLES_PER_REASON}], got {self.samples_per_reason} "
+                              "(every drop: --set write_dropped=true)")
         if self.max_damaged_files < 0:
             raise ConfigError(f"max_damaged_files must be >= 0, got {self.max_damaged_files}")
         if not 0.0 <= self.max_reject_ratio <= 1.0:

@@ -38,7 +38,7 @@ STATS_SOURCES = 1000
 REPORT_FILE = ".written.json"  # the workers' file entries, for the launcher; never part of the artifact
 STATS_FILE = "stats.json"
 SAMPLES_DIR = "samples"
-SAMPLES_PER_REASON = 5  # dropped documents shown per reason in samples/dropped.jsonl
+SAMPLES_PER_REASON = CorpusConfig.samples_per_reason  # dropped documents shown per reason by default
 SAMPLES_KEPT = 20  # kept documents in samples/kept.jsonl
 SAMPLE_CHARS = 400  # texts in samples are cut to this many characters
 SPLIT_COUNTS = ("documents", "sentences", "morphs", "chars")  # per split in stats.json
@@ -459,8 +459,12 @@ def output_files(num_shards: int) -> list[str]:
 
 
 def fetch_outputs(staged: str, out_dir: str, num_shards: int) -> None:
-    """Copy a staged run's files into the local artifact directory, then delete the staging copy."""
-    for rel in [*output_files(num_shards), REPORT_FILE]:
+    """Copy a staged run's files into the local artifact directory, then delete the staging copy;
+    beside the files every run writes, those its report names (``dropped/``: corpus/drops.py)."""
+    storage.download(storage.join(staged, REPORT_FILE), str(Path(out_dir, REPORT_FILE)))
+    fixed = output_files(num_shards)
+    reported = json.loads(Path(out_dir, REPORT_FILE).read_bytes().decode("utf-8"))
+    for rel in [*fixed, *sorted({e["path"] for e in reported} - set(fixed))]:
         storage.download(storage.join(staged, rel), str(Path(out_dir, rel)))
     storage.remove(staged, recursive=True)
 

@@ -25,6 +25,7 @@ from kolectra.corpus import filters, inputs, neardup, outputs, piece_reader, pie
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.chunks import KeyedChunks, value_size
 from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.drops import DROPS, DropChunks
 from kolectra.corpus.outputs import ANALYSER_PROBE, SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
 from kolectra.corpus.runners import tune_gc
@@ -46,12 +47,12 @@ def _count(tally: dict, key, n: int = 1) -> None:
     tally[key] = tally.get(key, 0) + n
 
 
-def _offer(samples: dict, reason: str, doc: dict, seed: int) -> None:
-    """Keep ``doc`` among this worker's few smallest-ranked samples of ``reason``."""
+def _offer(samples: dict, reason: str, doc: dict, seed: int, n: int) -> None:
+    """Keep ``doc`` among this worker's ``n`` (``samples_per_reason``) smallest-ranked samples of ``reason``."""
     rows = samples.setdefault(reason, [])
     rank = outputs.sample_rank(doc, seed)
-    if len(rows) < SAMPLES_PER_REASON or rank < rows[-1][0]:
-        outputs.keep_smallest(rows, outputs.sample_item(reason, doc, seed)[1], SAMPLES_PER_REASON)
+    if len(rows) < n or rank < rows[-1][0]:
+        outputs.keep_smallest(rows, outputs.sample_item(reason, doc, seed)[1], n)
 
 
 # ---------------------------------------------------------------- Beam steps
@@ -89,6 +90,7 @@ class ReadAndClean(beam.DoFn):
         tally: dict = {}
         samples: dict = {}
         chunks = KeyedChunks(self.CHUNK)  # waiting chunks: at most chunks.BUDGET, whatever the file or bucket count
+        drops = DropChunks(cfg.num_shards) if cfg.write_dropped else None  # every drop (corpus/drops.py)
         digest: dict = {}
         damaged = None
         lines = kept = rejected = reported = sent_bytes = 0
@@ -112,11 +114,12 @@ class ReadAndClean(beam.DoFn):
             text, reason = filters.judge(cleaned, cfg)
             if reason is not None:
                 _count(tally, (DROPPED, reason))
-                _offer(samples, reason, {**rec, "text": cleaned}, cfg.seed)  # cleaned: never unmasked text
+                _offer(samples, reason, {**rec, "text": cleaned}, cfg.seed, cfg.samples_per_reason)  # cleaned: never unmasked text
+                if drops:  # its id as a kept document's would be
+                    for item in drops.add(reason, {**rec, "id": self._id(rec, source), "text": cleaned}):
+                        yield beam.pvalue.TaggedOutput(DROPS, item)
                 continue
-            doc_id = rec["id"]
-            if cfg.mask_pii and webtext.mask_pii(doc_id, cfg.language) != doc_id:
-                doc_id = f"{source}:{rec['line']}"  # an id that is personal data is not kept either
+            doc_id = self._id(rec, source)
             key = outputs.text_key(text)
             bucket = outputs.bucket_of(key, self.buckets)
             # the fields ride along only when asked for: without them the elements are as before
@@ -131,6 +134,7 @@ class ReadAndClean(beam.DoFn):
                 self.counts.add(read=lines - reported, kept=kept, bytes=now - sent_bytes)
                 reported, kept, sent_bytes = lines, 0, now
         yield from ((bucket, outputs.pack_chunk(chunk)) for bucket, chunk in chunks.drain())
+        yield from (beam.pvalue.TaggedOutput(DROPS, item) for item in (drops.drain() if drops else ()))
         self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
         self.counts.flush()
         # totals only: the file's own counts ride in its row, so no tally key is per file
@@ -155,6 +159,13 @@ class ReadAndClean(beam.DoFn):
             yield beam.pvalue.TaggedOutput(pieces.PIECE_ROWS, (source, row))
 
 
+    def _id(self, rec: dict, source: str) -> str:
+        doc_id = rec["id"]
+        if self.cfg.mask_pii and webtext.mask_pii(doc_id, self.cfg.language) != doc_id:
+            doc_id = f"{source}:{rec['line']}"  # an id that is personal data is not kept either
+        return doc_id
+
+
 def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) -> dict:
     record = {"bytes": digest.get("bytes", 0), "sha256": digest.get("sha256")}
     if damaged:
@@ -169,13 +180,16 @@ class KeepFirstCopies(beam.DoFn):
     """(bucket, chunks) -> lists of (key, document) with one copy of each text: the one with the
     smallest (source, line), whose kept fields (``keep_fields``) are the ones written; the other
     copies are tallied as ``duplicate`` and the runner-up of a few shown in the samples. The survivor depends on the data only, never on bundling or
-    worker count. Memory: the bucket's unique documents."""
+    worker count. Memory: the bucket's unique documents. With ``parts`` (``write_dropped``: the
+    drop files a reason, corpus/drops.py), every other copy goes to the ``DROPS`` output as it loses."""
 
     BATCH = 1024
 
-    def __init__(self, seed: int, progress_dir: str | None):
+    def __init__(self, seed: int, progress_dir: str | None, parts: int = 0, samples: int = SAMPLES_PER_REASON):
         self.seed = seed
         self.progress_dir = progress_dir
+        self.parts = parts
+        self.samples = samples  # samples_per_reason
 
     def setup(self):
         self.counts = WorkerCounts(self.progress_dir)
@@ -183,6 +197,7 @@ class KeepFirstCopies(beam.DoFn):
     def process(self, item):
         _, chunks = item
         best: dict = {}  # key -> [first, second, copies]
+        drops = DropChunks(self.parts) if self.parts else None
         for chunk in map(outputs.unpack_chunk, chunks):
             for doc in chunk:
                 entry = best.get(doc[0])
@@ -194,13 +209,18 @@ class KeepFirstCopies(beam.DoFn):
                     entry[0], entry[1] = doc, entry[0]
                 elif entry[1] is None or doc[1:3] < entry[1][1:3]:
                     entry[1] = doc
+                if drops:  # the copy that lost: the new one, or the first until now
+                    lost = entry[1] if entry[0] is doc else doc
+                    yield from (beam.pvalue.TaggedOutput(DROPS, item) for item in drops.add("duplicate", _as_doc(lost)))
+        if drops:
+            yield from (beam.pvalue.TaggedOutput(DROPS, item) for item in drops.drain())
         duplicates = 0
         samples: dict = {}
         batch = []
         for key, (first, second, copies) in best.items():
             if copies > 1:
                 duplicates += copies - 1
-                _offer(samples, "duplicate", {**_as_doc(second), "kept": list(first[1:3])}, self.seed)
+                _offer(samples, "duplicate", {**_as_doc(second), "kept": list(first[1:3])}, self.seed, self.samples)
             batch.append((key, _as_doc(first)))
             if len(batch) >= self.BATCH:
                 yield batch
