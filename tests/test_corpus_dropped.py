@@ -98,6 +98,11 @@ def test_every_drop_is_written_and_counts_reconcile(made, capsys, tmp_path):
     # samples_per_reason: 2 of the 6 too_short drops in samples/dropped.jsonl, each one of the written drops
     samples = [json.loads(x) for x in (art / "samples" / "dropped.jsonl").read_text(encoding="utf-8").splitlines()]
     assert per_reason["too_short"] == 6 and sum(r["reason"] == "too_short" for r in samples) == 2
+    # an id that is personal data shows in the samples as a kept document's would (corpus 18 showed it unmasked)
+    samples_all = [json.loads(x) for x in (_corpus(capsys, ["--input", str(jsonl), "--preset", "production", "--out",
+                   str(root / "store"), "--set", "num_shards=2", "--set", "samples_per_reason=1000"])
+                   / "samples" / "dropped.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {"reviews.jsonl:43"} <= {r["id"] for r in samples_all} and not any("1234" in r["id"] for r in samples_all)
     at = {(r["source"], r["line"]): r for r in rows.values()}
     assert all(at[r["source"], r["line"]]["reason"] == r["reason"] and at[r["source"], r["line"]]["text"] == r["text"]
                for r in samples)
