@@ -112,7 +112,6 @@ class Device:
             torch.set_num_threads(cpu_threads)
         self.rank, self.world_size = launcher_rank_and_world()
         self._own_group = False
-        self._flags = None  # the host group any_rank all-reduces in (made at its first call)
         if self.world_size > 1 and not dist.is_initialized():
             dist.init_process_group(self.backend)
             self._own_group = True
@@ -194,17 +193,17 @@ class Device:
 
     def any_rank(self, flag: bool) -> bool | None:
         """Whether ``flag`` is set on any rank; collective (every rank calls it, at the same step).
-        One all-reduce of one number on the host, so no device sync: in the default group where it
-        is gloo, else in a gloo group of its own, made at the first call (NCCL's would need a device
-        tensor read back). None where the ranks cannot agree (:attr:`ranks_can_agree`)."""
+        One all-reduce of one number in the job's own group (on NCCL a device tensor, read back:
+        callers ask at log steps, where the loss is read back anyway; no second group, so nothing
+        beyond what the job's backend already connects). None where the ranks cannot agree
+        (:attr:`ranks_can_agree`)."""
         if self.world_size == 1:
             return flag
         if not self.ranks_can_agree:
             return None
-        if self._flags is None:
-            self._flags = dist.group.WORLD if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
-        value = torch.tensor([int(flag)])
-        dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self._flags)
+        on = torch.device("cpu") if dist.get_backend() == "gloo" else self.torch_device
+        value = torch.tensor([int(flag)], device=on)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return bool(value.item())
 
     def seed(self, seed: int) -> None:

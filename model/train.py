@@ -333,7 +333,7 @@ def train_loop(run: Run, out_dir: Path, steps: range,
             done = step + 1
             if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
                 raise diverged(run, done)
-            stop = sigterm.agreed()
+            stop = sigterm.agreed(log_step=done % t.log_every == 0 or done == t.steps)
             if (t.save_every and done % t.save_every == 0 and done < t.steps) or stop:
                 saved = save_checkpoint(run, out_dir, done)
                 if checkpoint_saved is not None:
