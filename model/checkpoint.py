@@ -36,7 +36,7 @@ import re
 import resource
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -210,7 +210,7 @@ def synced(path: Path) -> None:
 def _written(path: Path, write) -> None:
     """``write(path)`` and its bytes synced to the disk; its failure as an OSError naming the file:
     torch and safetensors report a full disk as RuntimeError or SafetensorError, without the
-    file's name."""
+    file's name. The partial step directory is removed by :func:`save`, once every rank knows."""
     try:
         write(path)
         synced(path)
@@ -222,11 +222,11 @@ def _written(path: Path, write) -> None:
             # torch's zip writer only says "file write failed": a full disk, or the file-size limit
             errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
             errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO)
-        shutil.rmtree(path.parent, ignore_errors=True)  # the partial step directory: free what it took
-        error = CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path))
-        if note := _space_note(code, path.parent.parent, soft_limit):
-            error.add_note(note)
-        raise error from e
+        raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
+
+
+class CheckpointNotWritten(EnvironmentProblem):
+    """Another rank's part of a checkpoint failed (its own error says why): this rank ends too."""
 
 
 def _space_note(code: int, root: Path, soft_limit: int) -> str | None:
@@ -249,21 +249,60 @@ def _mb(n: int) -> str:
 
 
 def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: dict | None, shared: dict | None,
-         own: dict, rank: int = 0, barrier=lambda: None, save_fn=torch.save, keep: int = 2) -> Path:
+         own: dict, rank: int = 0, barrier=lambda: None, save_fn=torch.save, keep: int = 2,
+         agree: Callable[[bool], list[int] | None] | None = None) -> Path:
     """Collective: every rank calls it with its ``own`` state; rank 0 passes the rest and makes the
-    directory appear (manifest last, then an atomic rename)."""
+    directory appear (manifest last, then an atomic rename).
+
+    Every rank ends the same way: after each part (rank 0 makes the directory; each rank writes its
+    file; rank 0 the rest) ``agree(failed)`` (collective: the ranks where it failed, also the
+    barrier) tells every rank whether one failed; then the partial ``.tmp-step-N`` is removed, the
+    failing rank raises its error (the file, and the space: :func:`_space_note`) and the others
+    :class:`CheckpointNotWritten` naming it. Before, a rank whose disk was full left the others
+    waiting at the next barrier until torch.distributed's timeout (30 min). Without ``agree``, or
+    where it returns None (an XLA pod's hosts have no host group), ``barrier`` separates the parts
+    and a failure is raised where it happened."""
     root = checkpoints_dir(out_dir)
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-step-{step:08d}"
-    if rank == 0:
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-    barrier()
-    tmp.mkdir(parents=True, exist_ok=True)  # a rank on another machine than rank 0 writes its part there
-    _written(tmp / f"rank-{rank}.pt", lambda path: save_fn(encode(own), path))
-    barrier()
-    if rank == 0:
+
+    def part(work: Callable[[], None]) -> None:
+        error = None
+        try:
+            work()
+        except Exception as e:  # noqa: BLE001 - raised below, once every rank knows
+            error = e
+        failed = agree(error is not None) if agree is not None else None
+        if failed is None:
+            failed = [rank] if error is not None else []
+            if not failed:
+                barrier()
+        if not failed:
+            return
+        shutil.rmtree(tmp, ignore_errors=True)  # the partial step directory: free what it took
+        if error is None:
+            newest = max((p.name for p in root.iterdir() if STEP_DIR.match(p.name)), default=None)
+            raise CheckpointNotWritten(
+                f"checkpoint {final.name} not written: rank {', '.join(map(str, failed))} could not write its part "
+                f"(its own line says why); {f'the newest checkpoint is {newest}' if newest else 'no earlier checkpoint'}")
+        if isinstance(error, CheckpointWriteError) and (
+                note := _space_note(error.errno, root, resource.getrlimit(resource.RLIMIT_FSIZE)[0])):
+            error.add_note(note)
+        raise error
+
+    def make_dir() -> None:
+        if rank == 0:
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+
+    def own_part() -> None:
+        tmp.mkdir(parents=True, exist_ok=True)  # a rank on another machine than rank 0 writes its part there
+        _written(tmp / f"rank-{rank}.pt", lambda path: save_fn(encode(own), path))
+
+    def publish() -> None:
+        if rank != 0:
+            return
         unique, aliases = split_shared(model_state)
         _written(tmp / "model.safetensors", lambda path: save_file(
             unique, str(path), metadata={"format": str(FORMAT), "step": str(step)}))
@@ -273,7 +312,7 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
         files = {p.name: {"bytes": p.stat().st_size, "sha256": filehash.sha256(p)} for p in sorted(tmp.iterdir())}
         _written(tmp / MANIFEST, lambda path: path.write_text(
             json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1), encoding="utf-8"))
-        synced(tmp)  # the directory's entries (every rank's file is in by the barrier above)
+        synced(tmp)  # the directory's entries (every rank's file is in by the previous part's end)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         synced(root)  # the rename, before older checkpoints go
@@ -288,7 +327,9 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
                      "no longer counted toward train.keep_checkpoints")
         for old in steps[:steps.index(final) + 1][:-keep]:
             shutil.rmtree(old)
-    barrier()
+
+    for work in (make_dir, own_part, publish):
+        part(work)
     return final
 
 

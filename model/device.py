@@ -206,6 +206,20 @@ class Device:
         dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return bool(value.item())
 
+    def ranks_with(self, flag: bool) -> list[int] | None:
+        """The ranks where ``flag`` is set (a checkpoint save that failed there); collective, as
+        :meth:`any_rank`, whose all-reduce it is with one number a rank. None where the ranks cannot
+        agree (:attr:`ranks_can_agree`)."""
+        if self.world_size == 1:
+            return [self.rank] if flag else []
+        if not self.ranks_can_agree:
+            return None
+        on = torch.device("cpu") if dist.get_backend() == "gloo" else self.torch_device
+        value = torch.zeros(self.world_size, dtype=torch.int32, device=on)
+        value[self.rank] = int(flag)
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return [r for r, v in enumerate(value.tolist()) if v]
+
     def seed(self, seed: int) -> None:
         random.seed(seed)
         np.random.seed(seed % 2**32)

@@ -272,7 +272,8 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
          "schedule": {"next_step": done, "next_lr": lr_at(done, t)}, "wall_seconds": run.wall_seconds()}
         if main else None,
         {"rng": run.dev.rng_state(), "log": run.log.state_dict()},
-        rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints)
+        rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints,
+        agree=run.dev.ranks_with)  # a rank whose part fails ends every rank, at once
 
 
 def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_dir: Path,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from tests.test_corpus_reliability import _in_session
 from tests.test_faults_corpus_workers import _workers
 from tests.test_faults_interrupts import REPO, many_documents  # noqa: F401  (the fixture)
 from tests.test_faults_pretrain import SETS, _copy, chain  # noqa: F401  (the chain fixture)
+from tests.test_finetune_e2e import nsmc_file, tiny_model  # noqa: F401  (the fixture)
 from tests.test_model_ddp import _free_port
 
 
@@ -144,11 +146,11 @@ def test_a_sigterm_that_another_thread_received_wakes_the_main_thread():
 
 # --- pretraining: the step ends, its checkpoint is saved, the ranks agree ---------------------------
 
-def _pretrain(root: Path, ex: str, env: dict | None = None) -> subprocess.Popen:
+def _pretrain(root: Path, ex: str, env: dict | None = None, save_every: int = 50000) -> subprocess.Popen:
     """``kolectra pretrain`` in a child: a long run with no periodic checkpoint before the signal."""
     flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
     cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out", str(root), *flags,
-           "--steps", "100000", "--save-every", "50000"]
+           "--steps", "100000", "--save-every", str(save_every)]
     return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -207,6 +209,40 @@ def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_one_checkpoint(cha
     assert saved.name == f"step-{int(m0.group(1)):08d}" and (saved / "rank-1.pt").is_file()
 
 
+def test_a_checkpoint_one_rank_cannot_write_ends_every_rank_in_one_line(chain, tmp_path):  # noqa: F811
+    """Rank 1's disk is full (its file-size limit, set on that process alone once a first checkpoint
+    is on the disk): both ranks end with one line and status 2 at the next save, rank 1 naming its
+    file and the limit, rank 0 naming rank 1; the first checkpoint stays, the partial one goes.
+    Before, rank 0 went on to the barrier after its part and waited there for rank 1 (gloo's and
+    NCCL's timeout: 30 min), or failed as an internal error once rank 1's connection closed."""
+    store, ex = _copy(chain, tmp_path / "root")
+    port = _free_port()
+    ranks = [_pretrain(store.root, ex, {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(r),
+                                         "WORLD_SIZE": "2", "LOCAL_RANK": str(r)}, save_every=5) for r in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        while not list(store.root.glob("**/checkpoints/step-00000005/manifest.json")) and time.monotonic() < deadline:
+            assert ranks[0].poll() is None and ranks[1].poll() is None, ranks[0].communicate()[1][-2000:]
+            time.sleep(0.02)
+        # a real EFBIG on rank 1's next write (Python ignores SIGXFSZ); rank 0 keeps the disk as it is
+        resource.prlimit(ranks[1].pid, resource.RLIMIT_FSIZE, (1000, 1000))
+    finally:
+        (code0, err0), (code1, err1) = _ended(ranks[0], ""), _ended(ranks[1], "")
+    line0, line1 = _one_line(err0), _one_line(err1)
+    assert (code0, code1) == (2, 2), err0[-2000:] + err1[-2000:]
+    m1 = re.match(r"kolectra pretrain: error: (\S+)/checkpoints/\.tmp-step-(\d{8})/rank-1\.pt: the file-size limit "
+                  r"was reached; checkpoint not written: the file-size limit \(ulimit -f\) is 0\.0 MB a file; the last "
+                  r"checkpoint \(step-(\d{8})\) took", line1)
+    assert m1, line1
+    failed, kept = m1.group(2), m1.group(3)
+    assert int(kept) >= 5 and int(failed) == int(kept) + 5, line1
+    assert line0 == (f"kolectra pretrain: error: checkpoint step-{failed} not written: rank 1 could not write its "
+                     f"part (its own line says why); the newest checkpoint is step-{kept}"), line0
+    out = Path(m1.group(1))
+    assert checkpoint.latest(out).name == f"step-{kept}" and not (out / "checkpoints" / f".tmp-step-{failed}").exists()
+    assert (checkpoint.latest(out) / "rank-1.pt").is_file()
+
+
 def test_workers_end_with_a_launcher_killed_outright(many_documents):  # noqa: F811
     """SIGKILL once the grace ran out (or kill -9, the OOM killer): no handler runs in the launcher.
     Before, its worker processes lived on (still there 30 s later, waiting for a runner that was gone)."""
@@ -230,3 +266,24 @@ def test_workers_end_with_a_launcher_killed_outright(many_documents):  # noqa: F
     finally:
         for pid in _in_session(proc.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_while_finetuning_is_one_line_with_status_143_and_publishes_nothing(tiny_model, tmp_path):  # noqa: F811
+    """Fine-tuning keeps no checkpoints: SIGTERM stops it at once (the command's handler); the eval
+    build in .tmp is removed, nothing appears under eval/."""
+    train, test = nsmc_file(tmp_path / "train.txt", 160, 0), nsmc_file(tmp_path / "test.txt", 40, 1)
+    root = tmp_path / "root"
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "finetune", "nsmc", "--model", str(tiny_model), "--train",
+           str(train), "--test", str(test), "--out", str(root), "--epochs", "100000", "--set", "max_length=32"]
+
+    def started(proc):
+        seen = ""
+        while "epoch 2: " not in seen and proc.poll() is None:  # training, with a dev score written per epoch
+            seen = proc.stderr.readline()
+
+    code, err = _stop(cmd, started, group=False)
+    line = _one_line(err)
+    assert code == 143, err[-3000:]
+    assert re.fullmatch(r"kolectra finetune nsmc: terminated; eval: nothing published; its partial build in \S+/\.tmp/"
+                        r"eval-[0-9a-f]+-[0-9a-f]+ was removed", line), line
+    assert not list((root / ".tmp").iterdir()) and not list(root.glob("eval/*"))
