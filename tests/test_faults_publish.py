@@ -8,6 +8,7 @@ request must then reuse, recover or rebuild, and never find half an artifact.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
+from kolectra.model.checkpoint import CheckpointWriteError
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store
 from tests.fault_child import toy_request
@@ -204,6 +206,16 @@ def test_refused_and_interrupted_builds_leave_only_what_can_be_resumed(tmp_path)
     with pytest.raises(KeyboardInterrupt) as stopped:
         store.build(req, interrupted, resumable=run)
     assert "kept in" in stopped.value.__notes__[0] and "--resume continues it" in stopped.value.__notes__[0]
+    assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]
+
+    def disk_full(out: Path) -> StageOutput:  # the environment failed, not the request: worth resuming once mended
+        raise CheckpointWriteError(errno.ENOSPC, "no space left on the device (checkpoint not written)",
+                                   str(out / "state" / "step-2"))
+
+    with pytest.raises(CheckpointWriteError) as full:
+        store.build(req, disk_full, resumable=run, resume=True)
+    # was: no note (a KolectraError is a ValueError, taken for a refused request), though the state was kept
+    assert "kept in" in full.value.__notes__[0] and "--resume continues it" in full.value.__notes__[0]
     assert _private(tmp_path)[".work"] == [f"checkpoint-{req.id()}"]
 
     # gc keeps what --resume could continue unless told; --dry-run removes nothing

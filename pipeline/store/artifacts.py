@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Callable, Collection, Iterable
 
 from kolectra.core import storage
+from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, default_root, load
@@ -340,7 +341,9 @@ class Store(Catalog):
 
     def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:
         """After a failed step 5-7: delete what cannot be resumed; say (as a note) what was kept."""
-        refused = isinstance(e, (ValueError, ArtifactError))  # the message says why; nothing to add
+        # a refused request: the message says why, nothing to add; the environment's failure (a full
+        # disk, a store that went away) is worth resuming once mended, so it is told what was kept
+        refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)
         if run is not None and run.state():
             if not refused:
                 e.add_note(f"{request.kind}: its working state is kept in {run.path}; --resume continues it")

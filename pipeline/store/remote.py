@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Callable
 
 from kolectra.core import conditional, scratch, storage
+from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
@@ -414,7 +415,7 @@ class RemoteStore(StoreRuns, Store):
 
     def _abandon(self, request: Request, out: str, final: str, run: workspace.Run | None, in_place: bool,
                  e: BaseException, lease: Lease) -> None:
-        refused = isinstance(e, (ValueError, ArtifactError))
+        refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
         if run is not None and run.state():
             if not refused:
                 e.add_note(f"{request.kind}: its working state is kept in {run.path} and "
