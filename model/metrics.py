@@ -57,6 +57,7 @@ from tensorboard.backend.event_processing.event_file_loader import LegacyEventFi
 from torch.utils.tensorboard import SummaryWriter
 
 from kolectra.core.bars import Bar
+from kolectra.core.jsonl import read_lines
 from kolectra.model.health import LINES_READ
 from kolectra.model.rtd import AUC_BINS
 
@@ -193,14 +194,6 @@ def restart_events(folder: Path, lines: Iterable[dict]) -> SummaryWriter:
         write_scalars(writer, line, old.get(line["step"], time.time()))
     writer.flush()
     return writer
-
-
-def read_lines(path: Path) -> Iterator[dict]:
-    """The lines of a metrics.jsonl, parsed one at a time."""
-    with path.open(encoding="utf-8") as f:
-        for ln in f:
-            if ln.strip():
-                yield json.loads(ln)
 
 
 def keep_lines(path: Path, upto: int, tail: collections.deque) -> int:

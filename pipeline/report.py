@@ -11,12 +11,12 @@ tasks as columns.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from kolectra.core import plot
+from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
@@ -186,14 +186,6 @@ def training_panels(rows: Iterable[dict]) -> list[plot.Panel]:
     return panels
 
 
-def metrics_lines(path: Path) -> Iterator[dict]:
-    """A metrics.jsonl's lines, parsed one at a time: a long run's log is never held whole."""
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)
-
-
 def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
     path = a.path / "metrics.jsonl"
     last: list[dict] = []
@@ -203,7 +195,7 @@ def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
             last[:] = [r]
             yield r
 
-    panels = training_panels(keeping_the_last(metrics_lines(path))) if path.is_file() else []
+    panels = training_panels(keeping_the_last(read_lines(path))) if path.is_file() else []
     out = []
     compute = a.manifest.get("compute", {})
     if compute:

@@ -12,6 +12,7 @@ import tracemalloc
 from pathlib import Path
 
 from kolectra.core import plot
+from kolectra.core.jsonl import read_lines
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import report
 from kolectra.pipeline.store.artifacts import Request, Store
@@ -84,7 +85,7 @@ def test_the_reports_memory_does_not_grow_with_the_lines(tmp_path):
     for n in (2_000, 6_000):
         art = _checkpoint(store, n)
         tracemalloc.start()
-        panels = report.training_panels(report.metrics_lines(art.path / "metrics.jsonl"))
+        panels = report.training_panels(read_lines(art.path / "metrics.jsonl"))
         peaks[n] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert panels[0].series["total"][-1][0] == n * 10

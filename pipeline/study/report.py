@@ -9,13 +9,13 @@ interval beside them (:mod:`kolectra.pipeline.study.stats`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from kolectra.core import plot
 from kolectra.core.config import override
+from kolectra.core.jsonl import read_lines
 from kolectra.finetune.config import NSMC_PRESETS
 from kolectra.pipeline.markdown import code, text
 from kolectra.pipeline.store.artifacts import Store
@@ -181,10 +181,8 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
         ckpt = store.resolve(p["checkpoint"])
         per_step = p["flops"] / max(p["steps"], 1)
         auc = plot.Thinned()  # read a line at a time, kept bounded: an arm's log is never held whole
-        with (ckpt.path / "metrics.jsonl").open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip() and (m := json.loads(line)).get("disc_auc") is not None:
-                    auc.add(m["step"] * per_step, m["disc_auc"])
+        for m in read_lines(ckpt.path / "metrics.jsonl"):
+            auc.add(m["step"] * per_step, m.get("disc_auc"))
         if pts := auc.points():
             curves[p["objective"]] = pts
     if curves:

@@ -1,0 +1,17 @@
+"""Reading a JSON Lines file one object at a time (a run's ``metrics.jsonl``): a long run's log is
+never held whole, and a blank line is skipped. Shared by the trainer's resume, ``kolectra report``
+and the study report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+
+def read_lines(path: Path) -> Iterator[dict]:
+    """The objects of the JSON Lines file at ``path``, parsed one at a time."""
+    with Path(path).open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
