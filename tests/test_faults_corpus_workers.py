@@ -22,13 +22,19 @@ def _workers(parent: int) -> list[int]:
     return interruption._proc_children(parent)  # noqa: SLF001 - the runner's own way of finding them
 
 
-@pytest.mark.parametrize("when", [0.0, 4.0])  # seconds after the first worker appeared
-def test_a_dead_worker_fails_the_job_in_one_line(tmp_path, when):
+def corpus_on_two_workers(tmp_path) -> list[str]:
+    """A `kolectra corpus` command over 60,000 reviews written for it, on two local worker processes:
+    long enough to be stopped or to lose a worker while it runs."""
     src = tmp_path / "many.txt"
     src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 배우들 연기도 최고 {i}\n" for i in range(60_000)),
                    encoding="utf-8")
-    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
-           "--direct_num_workers", "2"]
+    return [sys.executable, "-m", "kolectra.pipeline.cli", "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
+            "--direct_num_workers", "2"]
+
+
+@pytest.mark.parametrize("when", [0.0, 4.0])  # seconds after the first worker appeared
+def test_a_dead_worker_fails_the_job_in_one_line(tmp_path, when):
+    cmd = corpus_on_two_workers(tmp_path)
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120

@@ -23,7 +23,7 @@ import pytest
 from kolectra.model import checkpoint
 from kolectra.pipeline import stages
 from tests.test_corpus_reliability import _in_session
-from tests.test_faults_corpus_workers import _workers
+from tests.test_faults_corpus_workers import _workers, corpus_on_two_workers
 from tests.test_faults_interrupts import REPO, many_documents  # noqa: F401  (the fixture)
 from tests.test_faults_pretrain import SETS, _copy, chain  # noqa: F401  (the chain fixture)
 from tests.test_finetune_e2e import nsmc_file, tiny_model  # noqa: F401  (the fixture)
@@ -80,11 +80,7 @@ def test_sigterm_during_the_examples_job_is_one_line_with_status_143(many_docume
 
 @pytest.mark.parametrize("group", [False, True])
 def test_sigterm_during_the_corpus_job_is_one_line_with_status_143(tmp_path, group):
-    src = tmp_path / "many.txt"
-    src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 배우들 연기도 최고 {i}\n" for i in range(60_000)),
-                   encoding="utf-8")
-    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "corpus", "--input", str(src), "--out", str(tmp_path / "a"),
-           "--direct_num_workers", "2"]
+    cmd = corpus_on_two_workers(tmp_path)
 
     def started(proc):
         deadline = time.monotonic() + 120
