@@ -29,11 +29,12 @@ def _s3_retries_set() -> str | None:
     import botocore.session  # noqa: PLC0415 - only for s3:// roots
 
     session = botocore.session.Session()
-    attempts = session.get_config_variable("max_attempts")
-    if attempts is not None:
-        return f"max_attempts={attempts}"
-    mode = os.environ.get("AWS_RETRY_MODE")
     with contextlib.suppress(Exception):  # a profile that is not there is botocore's to report, at the request
+        attempts = session.get_config_variable("max_attempts")
+        if attempts is not None:
+            return f"max_attempts={attempts}"
+    mode = os.environ.get("AWS_RETRY_MODE")
+    with contextlib.suppress(Exception):  # (as above)
         mode = mode or session.get_scoped_config().get("retry_mode")
     return f"retry_mode={mode}" if mode else None
 

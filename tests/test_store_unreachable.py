@@ -66,3 +66,12 @@ def test_opening_a_gcs_root_is_bounded_by_fsspec_s_timeout_and_names_the_endpoin
     assert message.endswith("no answer within 2 s"), message
     fs = storage.filesystem("gs://b")[0]
     assert fs.requests_timeout.sock_connect == store_clients.CONNECT_SECONDS and fs.requests_timeout.total is None
+
+
+def test_a_profile_that_is_not_there_is_one_store_line_as_before(closed, monkeypatch):
+    """AWS_PROFILE naming no profile (a typo): botocore reports it at the request, which the store
+    says in one line; the retry setting looked up beside it must not raise it first, unnamed (the
+    command ended in 'internal error', exit 1)."""
+    monkeypatch.setenv("AWS_PROFILE", "kolectra-no-such-profile")
+    with pytest.raises(storage.StoreError, match=r"^s3://b/x: ProfileNotFound: .*kolectra-no-such-profile"):
+        storage.read_bytes("s3://b/x")
