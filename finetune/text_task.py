@@ -132,8 +132,8 @@ class TextTask(skeleton.Task):
         """The usable rows of one file: ``line``, ``text`` (, ``text_pair``), ``label`` (as :meth:`target` made it).
 
         The file is read a record at a time (:func:`open_table`) and only these values are kept."""
-        table = open_table(Path(path), cfg.format)
         names = (cfg.text_column, cfg.text_pair_column or None, cfg.label_column)
+        table = open_table(Path(path), cfg.format, read=[n for n in names if n])
         if table.complete:  # a JSONL file's columns are known once it is read
             check_columns(table, cfg)
         keys = ("line", "text", "text_pair", "label") if names[1] else ("line", "text", "label")

@@ -343,6 +343,21 @@ def test_a_lone_surrogate_in_a_jsonl_row_is_a_counted_bad_row(tmp_path):
     assert [n for n, _ in table.records] == [2] and table.bad[0][0] == 1 and "'tokens'[1] has a lone" in table.bad[0][1]
 
 
+def test_a_lone_surrogate_in_a_field_the_task_does_not_read_leaves_the_row_usable(tmp_path):
+    """Only the fields a task reads are checked for a lone surrogate: a row whose other field (here
+    "meta") holds one was used before the check came, and Arrow never sees that field."""
+    rows = [{"text": f"문장 {i}", "label": ["pos", "neg"][i % 2], "meta": "x"} for i in range(12)]
+    rows[1]["meta"] = "깨진\ud800"
+    train = write(tmp_path / "tr.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    test = write(tmp_path / "te.jsonl", "".join(json.dumps(r) + "\n" for r in rows[4:8]))
+    facts = Classify().read(config.sample_classify(), train, test).facts["train_file"]
+    assert facts["rows"] == 12 and facts["bad_rows"] == 0
+    tokens = write(tmp_path / "ner.jsonl", json.dumps({"tokens": ["서울"], "ner_tags": ["B-LOC"], "meta": "\udc00"})
+                   + "\n" + json.dumps({"tokens": ["부산"], "ner_tags": ["B-LOC"]}) + "\n")
+    table = read_sentences(tokens)
+    assert [n for n, _ in table.records] == [1, 2] and not table.bad
+
+
 def test_ner_refuses_a_training_file_without_an_entity(tmp_path):
     outside = write(tmp_path / "o.conll", "김민수\tO\n씨\tO\n\n서울\tO\n에\tO\n\n부산\tO\n")
     with pytest.raises(FinetuneError, match=r"o\.conll: every training tag is 'O': no entity to learn from"):

@@ -47,7 +47,7 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
     json_name = SUFFIXES.get(path.suffix.lower()) == "jsonl"
     if fmt in ("jsonl", "datasets") or (fmt == "auto" and (path.is_dir() or json_name)):
         kind = fmt if fmt != "auto" else "datasets" if path.is_dir() else "jsonl"  # read_table names a mismatch
-        table = from_records(read_table(path, kind), tokens_column, tags_column)
+        table = from_records(read_table(path, kind, read=(tokens_column, tags_column)), tokens_column, tags_column)
     elif path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")
     else:

@@ -92,9 +92,9 @@ def detect(path: Path, fmt: str = "auto") -> str:
     return found
 
 
-def read_table(path: Path, fmt: str = "auto") -> Table:
-    """The file's table, its records read whole (a list)."""
-    return _whole(open_table(path, fmt))
+def read_table(path: Path, fmt: str = "auto", read: Iterable[str] | None = None) -> Table:
+    """The file's table, its records read whole (a list); ``read``: as for :func:`open_table`."""
+    return _whole(open_table(path, fmt, read))
 
 
 def _whole(table: Table) -> Table:
@@ -119,11 +119,13 @@ def read_saved(path: Path) -> Table:
     return _whole(open_saved(path))
 
 
-def open_table(path: Path, fmt: str = "auto") -> Table:
+def open_table(path: Path, fmt: str = "auto", read: Iterable[str] | None = None) -> Table:
     """The file's table with ``records`` an iterator: each record is read when asked for, so a reader
     that keeps only some of each row's values never holds the file's lines or records (docs/finetune.md,
     "Memory and large task files").  Its counts (``bad``, ``blank``) are final once it is exhausted;
-    so is a JSONL file's ``columns`` (``complete``).  The header (or saved dataset) is read at once."""
+    so is a JSONL file's ``columns`` (``complete``).  The header (or saved dataset) is read at once.
+    ``read``: the columns the task reads (None: all), the only values of a JSONL row checked for a
+    lone surrogate (:func:`lone_surrogate`)."""
     path = Path(path)
     if not path.exists():
         raise FinetuneError(f"{path}: no such file or folder")
@@ -135,7 +137,7 @@ def open_table(path: Path, fmt: str = "auto") -> Table:
         raise FinetuneError(f"{path}: a folder, but format={kind} reads a file")
     if kind == "datasets" and not path.is_dir():
         raise FinetuneError(f"{path}: a file, but format=datasets reads a folder written by save_to_disk")
-    return readers[kind](path)
+    return open_jsonl(path, read) if kind == "jsonl" else readers[kind](path)
 
 
 def _header(path: Path, fields: list[str]) -> list[str]:
@@ -229,10 +231,12 @@ def flatten(obj: dict, prefix: str = "") -> dict:
     return out
 
 
-def lone_surrogate(values: dict) -> str | None:
+def lone_surrogate(values: dict, read: Iterable[str] | None = None) -> str | None:
     """The first field (``'text'``, ``'tokens[3]'``, or a key itself) holding a lone surrogate: JSON's
     ``"\\ud800"`` parses into a string that Arrow, the tokenizer and UTF-8 output refuse (a traceback
-    later, where the row was no longer named). A pair (an escaped emoji) is one character and passes."""
+    later, where the row was no longer named). A pair (an escaped emoji) is one character and passes.
+    Only the values of the columns in ``read`` (None: every column) are checked: Arrow never sees the
+    others, and a row with a broken field the task does not read was used before the check came."""
     def bad(s) -> bool:
         if not isinstance(s, str) or s.isascii():
             return False
@@ -245,6 +249,8 @@ def lone_surrogate(values: dict) -> str | None:
     for key, value in values.items():
         if bad(key):
             return f"a key ({ascii(key)})"
+        if read is not None and key not in read:
+            continue
         if bad(value):
             return repr(key)
         if isinstance(value, list):
@@ -254,13 +260,13 @@ def lone_surrogate(values: dict) -> str | None:
     return None
 
 
-def open_jsonl(path: Path) -> Table:
+def open_jsonl(path: Path, read: Iterable[str] | None = None) -> Table:
     table = Table(path, [], [], [], blank=0, complete=False)
-    table.records = _jsonl_records(table)
+    table.records = _jsonl_records(table, None if read is None else frozenset(read))
     return table
 
 
-def _jsonl_records(table: Table) -> Iterator[tuple[int, dict]]:
+def _jsonl_records(table: Table, read: frozenset[str] | None = None) -> Iterator[tuple[int, dict]]:
     path, bad, columns, found = table.path, table.bad, {}, False
     for n, line in enumerate(iter_text_lines(path), start=1):
         if not line.strip():
@@ -288,7 +294,7 @@ def _jsonl_records(table: Table) -> Iterator[tuple[int, dict]]:
         if values is None:
             bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
             continue
-        if ("\\ud" in line or "\\uD" in line) and (where := lone_surrogate(values)):
+        if ("\\ud" in line or "\\uD" in line) and (where := lone_surrogate(values, read)):
             bad.append((n, f"{where} has a lone surrogate (a JSON escape such as \\ud800 that no UTF-8 text can "
                            "hold; half of a character cut in two?)"))
             continue
