@@ -281,7 +281,8 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
             return
         shutil.rmtree(tmp, ignore_errors=True)  # the partial step directory: free what it took
         if error is None:
-            newest = max((p.name for p in root.iterdir() if STEP_DIR.match(p.name)), default=None)
+            newest = max((p.name for p in root.iterdir() if STEP_DIR.match(p.name)), default=None) \
+                if root.is_dir() else None  # none: rank 0 could not make it (this run's first save)
             raise CheckpointNotWritten(
                 f"checkpoint {final.name} not written: rank {', '.join(map(str, failed))} could not write its part "
                 f"(its own line says why); {f'the newest checkpoint is {newest}' if newest else 'no earlier checkpoint'}")

@@ -330,3 +330,12 @@ def test_checkpoints_skipped_on_resume_are_set_aside_and_do_not_push_out_intact_
     assert sorted(p.name for p in checkpoint.checkpoints_dir(tmp_path).iterdir()) == [
         "step-00000016", "step-00000018.skipped", "step-00000020"]
     assert checkpoint.latest(tmp_path).name == "step-00000020"
+
+
+def test_a_rank_told_that_rank_0_could_not_make_the_first_checkpoint_folder_says_so(tmp_path):
+    """Rank 0 failing to make ``checkpoints/`` at the run's first save (a full disk, no permission):
+    the other ranks, told so by the collective (``agree``: the ranks where the part failed), end with
+    the one line naming rank 0, not a FileNotFoundError of the folder that was never made."""
+    with pytest.raises(checkpoint.CheckpointNotWritten, match=r"rank 0 could not write its part .*no earlier checkpoint"):
+        checkpoint.save(tmp_path, 5, None, None, None, {"x": 1}, rank=1, agree=lambda failed: [0])
+    assert not (tmp_path / "checkpoints").exists()
