@@ -70,8 +70,8 @@ def endpoint_and_retries(url: str) -> str:
         return where
     if _scheme(url) in ("gs", "gcs"):
         endpoint = os.environ.get("STORAGE_EMULATOR_HOST")
-        where = f" at {endpoint} (STORAGE_EMULATOR_HOST;" if endpoint else " at https://storage.googleapis.com ("
-        return where + " gcsfs retries a request 6 times over about 35 s and has no setting for it)"
+        where = f" at {endpoint} (STORAGE_EMULATOR_HOST; " if endpoint else " at https://storage.googleapis.com ("
+        return where + "gcsfs retries a request 6 times over about 35 s and has no setting for it)"
     return ""
 
 

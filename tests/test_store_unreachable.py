@@ -75,3 +75,9 @@ def test_a_profile_that_is_not_there_is_one_store_line_as_before(closed, monkeyp
     monkeypatch.setenv("AWS_PROFILE", "kolectra-no-such-profile")
     with pytest.raises(storage.StoreError, match=r"^s3://b/x: ProfileNotFound: .*kolectra-no-such-profile"):
         storage.read_bytes("s3://b/x")
+
+
+def test_the_gcs_line_without_an_emulator_names_google_s_endpoint(monkeypatch):
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    assert store_clients.endpoint_and_retries("gs://b/x") == (
+        " at https://storage.googleapis.com (gcsfs retries a request 6 times over about 35 s and has no setting for it)")
