@@ -37,7 +37,14 @@ python -m pip download -q --no-deps --only-binary=:all: --python-version "$py" -
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$dir/wheels" "$(pins transformers)" "$(pins tokenizers)" "$(pins universal_pathlib)" "$(pins zstandard)" \
   "pathlib-abc>=0.5.1,<0.6"
-python -m pip wheel -q --no-deps --no-build-isolation -w "$dir/wheels" "$repo"
+# kolectra's wheel from a copy of the working tree's files (tracked and new, not ignored): built in the
+# tree itself, setuptools' build/lib would carry modules deleted since an earlier build into the wheel
+src=$(mktemp -d)
+trap 'rm -rf "$src"' EXIT
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null) \
+  | tar -xf - -C "$src"
+rm -f "$dir"/wheels/kolectra-*.whl
+python -m pip wheel -q --no-deps --no-build-isolation -w "$dir/wheels" "$src"
 # built whole each time: an earlier bundle's vocab (its corpus removed below) would stay beside the new
 # one, and the name gpu-check would name two
 rm -rf "$dir/store"
