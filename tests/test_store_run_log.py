@@ -181,3 +181,13 @@ def test_a_part_that_does_not_match_its_name_ends_the_log_read_back(bucket, tmp_
     )
     log_parts.fetch(run, listing, back)
     assert (back / "metrics.jsonl").read_bytes() == lines(0, 10)
+
+
+def test_a_key_in_other_digits_is_no_part():
+    """A key of the part form in non-ASCII digits (no kolectra writes one; whoever may write the bucket
+    may) is not a part: read back under the name kolectra gives a part, it was a key that is not there,
+    and --resume on another machine ended in FileNotFoundError."""
+    digest = "a" * 64
+    arabic = "\u0660" * 16 + "-" + "\u0660" * 15 + "\u0669" + "-" + digest
+    assert log_parts.chain([arabic]) == []
+    assert log_parts.chain([arabic, f"{0:016d}-{5:016d}-{digest}"]) == [(0, 5, digest)]

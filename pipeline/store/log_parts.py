@@ -34,7 +34,7 @@ from kolectra.core.stage import progress
 
 PARTS = "parts"  # RUN/parts/<name>/<part>
 GROWING = ("metrics.jsonl",)  # the run's files that grow with the steps, mirrored a part at a time
-_PART = re.compile(r"(\d{16})-(\d{16})-([0-9a-f]{64})")
+_PART = re.compile(r"(\d{16})-(\d{16})-([0-9a-f]{64})", re.ASCII)  # ASCII digits: the names part_name gives
 _CHUNK = 1 << 20
 
 Part = tuple[int, int, str]  # start, end, sha256 of the bytes [start, end)
