@@ -191,3 +191,42 @@ def test_a_key_in_other_digits_is_no_part():
     arabic = "\u0660" * 16 + "-" + "\u0660" * 15 + "\u0669" + "-" + digest
     assert log_parts.chain([arabic]) == []
     assert log_parts.chain([arabic, f"{0:016d}-{5:016d}-{digest}"]) == [(0, 5, digest)]
+
+
+def test_resume_takes_the_store_s_newer_checkpoint_over_this_machine_s_older_copy(bucket, tmp_path, monkeypatch):
+    """Machine 1 stops at step 300; machine 2 resumes from the store and goes on to 500; machine 1,
+    resumed again, holds its own copy at 300. It resumes from the store's 500 (and its log), not its
+    own 300: before, it went on from 300 and its first save removed steps 400-500 and their log parts
+    from the store (the work of machine 2 lost)."""
+    root = f"{bucket}/ahead"
+    request = Request(kind="checkpoint", name="ahead", stage_version=1, config={})
+    seen: dict[str, object] = {}
+
+    def first(out: Path) -> StageOutput:
+        for step in (100, 200, 300):
+            append(out, lines(step - 100, 100))
+            store_1.checkpoint_saved(save(out, step))
+        raise RuntimeError("killed")
+
+    def second(out: Path) -> StageOutput:
+        for step in (400, 500):
+            append(out, lines(step - 100, 100))
+            store_2.checkpoint_saved(save(out, step))
+        raise RuntimeError("preempted")
+
+    def third(out: Path) -> StageOutput:
+        seen["steps"] = sorted(p.name for p in (out / "checkpoints").iterdir())
+        seen["log"] = (out / "metrics.jsonl").read_bytes()
+        return StageOutput(stats={})
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-1"))
+    store_1 = open_store(root)
+    with pytest.raises(RuntimeError, match="killed"):
+        store_1.build(request, first, resumable=RESUMABLE)
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-2"))
+    store_2 = open_store(root)
+    with pytest.raises(RuntimeError, match="preempted"):
+        store_2.build(request, second, resumable=RESUMABLE, resume=True)
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-1"))
+    open_store(root).build(request, third, resumable=RESUMABLE, resume=True)
+    assert seen["steps"] == ["step-00000500"] and seen["log"] == lines(0, 500), seen["steps"]

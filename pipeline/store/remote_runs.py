@@ -53,7 +53,7 @@ class StoreRuns:
             return found
         run = workspace.Run(self._local_root() / workspace.WORK / f"{kind}-{aid}-rank{rank}")
         remote_run = storage.join(self.url, WORK, f"{kind}-{aid}")
-        if not (resume and run.state()):
+        if not (resume and run.state()) or self._store_ahead(remote_run, run):
             shutil.rmtree(run.path, ignore_errors=True)
             if resume:
                 followers.wait_for(f"rank 0 to prepare {remote_run}",
@@ -79,7 +79,7 @@ class StoreRuns:
         local_root = self._local_root()
         run = workspace.Run(local_root / workspace.WORK / f"{request.kind}-{request.id()}")
         remote_run = storage.join(self.url, WORK, f"{request.kind}-{request.id()}")
-        if resume and not run.state():
+        if resume and (not run.state() or self._store_ahead(remote_run, run)):
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config}
@@ -100,25 +100,47 @@ class StoreRuns:
     def _local_root(self) -> Path:
         return cache_root() / "roots" / hashlib.sha256(self.url.encode()).hexdigest()[:16]
 
+    @staticmethod
+    def _steps(objects) -> list[str]:
+        """The store's complete checkpoints of a run (their manifest written last), oldest first."""
+        return sorted({rel.split("/")[2] for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/step-")
+                       and rel.endswith("/" + MANIFEST) and rel.count("/") == 3})
+
+    def _store_ahead(self, remote_run: str, run: workspace.Run) -> bool:
+        """Whether the store holds a newer complete checkpoint of the run than this machine's copy:
+        another machine went on from here (or this copy's fetch was cut short). Resumed from the older
+        copy, the run's first save would remove the newer steps from the store."""
+        local = sorted(p.name for p in (run.out / CHECKPOINTS).glob("step-*") if (p / MANIFEST).is_file())
+        remote = self._steps(storage.listing(remote_run))
+        if remote and (not local or remote[-1] > local[-1]):
+            progress(f"checkpoint: {remote_run} holds {remote[-1]}, newer than this machine's copy of the run "
+                     f"({local[-1] if local else 'no complete checkpoint'}): resuming from the store's")
+            return True
+        return False
+
     def _fetch_run(self, remote_run: str, run: workspace.Run) -> None:
         """The newest intact checkpoint of this request kept in the store, into the local run."""
         objects = storage.listing(remote_run)
-        steps = sorted({rel.split("/")[2] for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/step-")
-                        and rel.endswith("/" + MANIFEST) and rel.count("/") == 3})
+        steps = self._steps(objects)
         if not steps or workspace.REQUEST not in objects:
             return
         newest = steps[-1]
         progress(f"checkpoint: fetching the interrupted run's {newest} from {remote_run}")
-        wanted = [rel for rel in sorted(objects) if rel.startswith(f"out/{CHECKPOINTS}/{newest}/")
-                  or (rel.startswith("out/") and not rel.startswith(f"out/{CHECKPOINTS}/"))]
+        # the log first and the checkpoint's manifest last: a fetch cut short leaves no complete
+        # checkpoint here, so the next --resume fetches again (a step without its log, kept, was resumed
+        # with an empty log whose first save removed the store's)
+        as_parts = {f"out/{name}" for name in log_parts.GROWING if log_parts.chain(log_parts.parts_in(objects, name))}
+        wanted = sorted((rel for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/{newest}/")
+                         or (rel.startswith("out/") and not rel.startswith(f"out/{CHECKPOINTS}/") and rel not in as_parts)),
+                        key=lambda rel: (rel.endswith("/" + MANIFEST), rel))
         # keys are data (anyone who may write the bucket's .work/ wrote them): each checked before it
         # names a local file, all of them before anything is written
         targets = [storage.local_target(run.path, rel, remote_run) for rel in wanted]
         shutil.rmtree(run.path, ignore_errors=True)
         storage.download(storage.join(remote_run, workspace.REQUEST), str(run.path / workspace.REQUEST))
+        log_parts.fetch(remote_run, objects, run.out)
         for rel, target in zip(wanted, targets):
             storage.download(storage.join(remote_run, rel), str(target))
-        log_parts.fetch(remote_run, objects, run.out)
 
     def checkpoint_saved(self, step_dir: Path) -> None:
         """Mirror a checkpoint the trainer just wrote (its files, then its manifest) into the store's
