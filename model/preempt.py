@@ -45,9 +45,11 @@ class StopAtStepEnd:
             self._installed = True
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, *exc) -> None:
         if self._installed:
             signal.signal(signal.SIGTERM, self._previous)
+        if self.requested and kind is None:  # came after the last step's check: not lost, raised here
+            raise Terminated()
 
     def armed(self) -> None:
         """A step of this process is done: from now on a SIGTERM waits for the step's end (where

@@ -285,3 +285,20 @@ def test_sigterm_while_finetuning_is_one_line_with_status_143_and_publishes_noth
     assert re.fullmatch(r"kolectra finetune nsmc: terminated; eval: nothing published; its partial build in \S+/\.tmp/"
                         r"eval-[0-9a-f]+-[0-9a-f]+ was removed", line), line
     assert not list((root / ".tmp").iterdir()) and not list(root.glob("eval/*"))
+
+
+def test_a_sigterm_after_the_last_check_is_not_lost():
+    """A SIGTERM that lands after the loop's last agreement (a few bytecodes before the export) was
+    recorded and then dropped with the handler: the run went on to export as if never asked to stop."""
+    from kolectra.core.errors import Terminated
+    from kolectra.model import runtime
+    from kolectra.model.preempt import StopAtStepEnd
+
+    dev = runtime.resolve("cpu", False, 1)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        with StopAtStepEnd(dev) as stop:
+            stop.armed()  # a step of this process is done
+            os.kill(os.getpid(), signal.SIGTERM)  # recorded, waiting for a step's end that never comes
+            assert stop.requested
+    assert signal.getsignal(signal.SIGTERM) is before
