@@ -145,7 +145,7 @@ def describe_failure(url: str, e: BaseException) -> str:
     name = type(e).__name__
     if "Could not connect" in text or "Connect" in name or "EndpointConnection" in name or isinstance(
             e, (ConnectionError, TimeoutError)):
-        return f"{url}: cannot reach the store{endpoint_and_retries(url)}: {text}"
+        return f"{url}: cannot reach the store{endpoint_and_retries(scheme(url))}: {text}"
     # gcsfs, finding no credentials, asks anonymously: a private bucket answers "Anonymous caller ..."
     if ("NoCredentials" in name or "Unable to locate credentials" in text or "DefaultCredentialsError" in name
             or text.startswith("Anonymous caller")):

@@ -53,10 +53,10 @@ def client_options(proto: str) -> dict:
     return {}
 
 
-def endpoint_and_retries(url: str) -> str:
-    """' at ENDPOINT (the variable naming it), after what retries (their setting)', for a store that did
-    not answer."""
-    if _scheme(url) in ("s3", "s3a"):
+def endpoint_and_retries(proto: str) -> str:
+    """' at ENDPOINT (the variable naming it), after what retries (their setting)', for a store of
+    protocol ``proto`` that did not answer."""
+    if proto in ("s3", "s3a"):
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         where = f" at {endpoint} (AWS_ENDPOINT_URL)" if endpoint else ""
         with contextlib.suppress(Exception):
@@ -68,13 +68,8 @@ def endpoint_and_retries(url: str) -> str:
             )
             return where + tries
         return where
-    if _scheme(url) in ("gs", "gcs"):
+    if proto in ("gs", "gcs"):
         endpoint = os.environ.get("STORAGE_EMULATOR_HOST")
         where = f" at {endpoint} (STORAGE_EMULATOR_HOST; " if endpoint else " at https://storage.googleapis.com ("
         return where + "gcsfs retries a request 6 times over about 35 s and has no setting for it)"
     return ""
-
-
-def _scheme(url: str) -> str:
-    head, sep, _ = url.partition("://")
-    return head.lower() if sep else "file"

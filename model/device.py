@@ -197,19 +197,13 @@ class Device:
         callers ask at log steps, where the loss is read back anyway; no second group, so nothing
         beyond what the job's backend already connects). None where the ranks cannot agree
         (:attr:`ranks_can_agree`)."""
-        if self.world_size == 1:
-            return flag
-        if not self.ranks_can_agree:
-            return None
-        on = torch.device("cpu") if dist.get_backend() == "gloo" else self.torch_device
-        value = torch.tensor([int(flag)], device=on)
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return bool(value.item())
+        found = self.ranks_with(flag)
+        return None if found is None else bool(found)
 
     def ranks_with(self, flag: bool) -> list[int] | None:
-        """The ranks where ``flag`` is set (a checkpoint save that failed there); collective, as
-        :meth:`any_rank`, whose all-reduce it is with one number a rank. None where the ranks cannot
-        agree (:attr:`ranks_can_agree`)."""
+        """The ranks where ``flag`` is set (a checkpoint save that failed there); collective: one
+        all-reduce of one number a rank in the job's own group. None where the ranks cannot agree
+        (:attr:`ranks_can_agree`)."""
         if self.world_size == 1:
             return [self.rank] if flag else []
         if not self.ranks_can_agree:

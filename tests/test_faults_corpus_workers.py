@@ -136,9 +136,11 @@ def test_a_worker_started_after_the_job_was_stopped_is_stopped_too(tmp_path, sto
 # just as the main thread goes to sleep; Python runs the handler only in the main thread, once that
 # runs again. Beam keeps it in untimed waits for a bundle's results: under load the Ctrl-C case
 # above hung so (2 runs in 60), its main thread waiting for a bundle of the worker not yet started.
-# Here the SIGINT lands on a second thread once the main thread sleeps in a lock's wait, which only
-# the test's bound releases (20 s).
-_CTRL_C_ON_ANOTHER_THREAD = """
+# Here the signal lands on a second thread once the main thread sleeps in a lock's wait, which only
+# the test's bound releases (20 s): the child's first part, for SIGINT here and SIGTERM in
+# test_faults_sigterm.py (the main thread sets `ready` once it is about to wait).
+def signal_on_another_thread(name: str) -> str:
+    return """
 import signal, threading, time
 from kolectra.corpus import interruption
 lock, ready, woken, bound = threading.Lock(), threading.Event(), threading.Event(), threading.Event()
@@ -152,12 +154,16 @@ def other_thread():
     while looks < 3:  # asleep at three looks 20 ms apart: in the lock's wait, not the GIL's
         time.sleep(0.02)
         looks = looks + 1 if main_asleep() else 0
-    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # the handler is the main thread's
+    signal.pthread_kill(threading.get_ident(), signal.SIGNAL_NAME)  # the handler is the main thread's
     if not woken.wait(20):
         bound.set()
         lock.release()
 thread = threading.Thread(target=other_thread)
 thread.start()
+""".replace("SIGNAL_NAME", name)
+
+
+_CTRL_C_ON_ANOTHER_THREAD = signal_on_another_thread("SIGINT") + """
 try:
     with interruption.Interruption() as ctrl_c:
         ready.set()

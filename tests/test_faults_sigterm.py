@@ -23,7 +23,7 @@ import pytest
 from kolectra.model import checkpoint
 from kolectra.pipeline import stages
 from tests.test_corpus_reliability import _in_session
-from tests.test_faults_corpus_workers import _workers, corpus_on_two_workers
+from tests.test_faults_corpus_workers import _workers, corpus_on_two_workers, signal_on_another_thread
 from tests.test_faults_interrupts import REPO, many_documents  # noqa: F401  (the fixture)
 from tests.test_faults_pretrain import SETS, _copy, chain  # noqa: F401  (the chain fixture)
 from tests.test_finetune_e2e import nsmc_file, tiny_model  # noqa: F401  (the fixture)
@@ -97,30 +97,11 @@ def test_sigterm_during_the_corpus_job_is_one_line_with_status_143(tmp_path, gro
 # The kernel may hand the launcher's SIGTERM to any of its threads; Python runs the handler only in
 # the main thread, once it runs again, and Beam keeps it in untimed waits (a bundle's results).
 # Here the main thread sleeps in a lock's wait that only the test's bound (20 s) releases.
-_SIGTERM_ON_ANOTHER_THREAD = """
-import signal, threading, time
+_SIGTERM_ON_ANOTHER_THREAD = signal_on_another_thread("SIGTERM") + """
 from kolectra.core.errors import Terminated
-from kolectra.corpus import interruption
-lock, ready, woken, bound = threading.Lock(), threading.Event(), threading.Event(), threading.Event()
-lock.acquire()
 def command(signum, frame):  # as the command's own (pipeline/cli/errors.py)
     raise Terminated()
 signal.signal(signal.SIGTERM, command)
-def main_asleep():
-    with open(f"/proc/self/task/{threading.main_thread().native_id}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "S"
-def other_thread():
-    ready.wait()
-    looks = 0
-    while looks < 3:
-        time.sleep(0.02)
-        looks = looks + 1 if main_asleep() else 0
-    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
-    if not woken.wait(20):
-        bound.set()
-        lock.release()
-thread = threading.Thread(target=other_thread)
-thread.start()
 try:
     with interruption.interruptible("interrupted during the job") as ctrl_c:
         ready.set()

@@ -79,5 +79,5 @@ def test_a_profile_that_is_not_there_is_one_store_line_as_before(closed, monkeyp
 
 def test_the_gcs_line_without_an_emulator_names_google_s_endpoint(monkeypatch):
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
-    assert store_clients.endpoint_and_retries("gs://b/x") == (
+    assert store_clients.endpoint_and_retries("gs") == (
         " at https://storage.googleapis.com (gcsfs retries a request 6 times over about 35 s and has no setting for it)")

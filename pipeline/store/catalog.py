@@ -34,8 +34,6 @@ def default_root() -> Path | str:
 
 def as_root(location: str | Path) -> Path | str:
     """A root as the store takes it: a store URL stays a string (``file://`` is a local path)."""
-    from kolectra.core import storage  # noqa: PLC0415
-
     text = str(location)
     if storage.is_url(text):
         return text if text.endswith("://") else text.rstrip("/")  # s3:// alone is refused when opened
@@ -45,8 +43,6 @@ def as_root(location: str | Path) -> Path | str:
 def local_catalog(root: Path | str) -> "Catalog":
     """The catalog of another local root; a store URL is opened by :func:`.factory.catalog_for` (the
     catalogs it opens follow parents into a bucket: this module cannot know the remote store, built on it)."""
-    from kolectra.core import storage  # noqa: PLC0415
-
     if storage.is_url(str(root)):
         raise ArtifactError(f"{root}: a root on a store, followed only from a root opened by "
                             "kolectra.pipeline.store.factory.open_store")
@@ -64,8 +60,6 @@ class Artifact:
 
     def read_bytes(self, rel: str) -> bytes:
         """One of its files, wherever it lives (a local root or a store)."""
-        from kolectra.core import storage  # noqa: PLC0415
-
         return storage.read_bytes(storage.join(str(self.path), rel))
 
     @property
@@ -447,8 +441,6 @@ def unfollowed(path: object, own: Iterable[Path | str]) -> str | None:
 def _root_key(url: str) -> tuple[str, str] | None:
     """(scheme, ``bucket/prefix``) of a store root's URL, or None for a local path or a URL with an empty,
     ``.`` or ``..`` part (which names no root plainly)."""
-    from kolectra.core import storage  # noqa: PLC0415
-
     if not storage.is_url(url):
         return None
     where = url.split("://", 1)[1].rstrip("/")
@@ -461,14 +453,10 @@ def recorded_store(url: str) -> bool:
     """Whether a parent path a manifest records as a URL may be followed: on a store kolectra keeps
     roots on (S3, GCS), never another protocol (a manifest is data: an ``http://`` parent would make
     ``verify`` contact whatever host it names)."""
-    from kolectra.core import storage  # noqa: PLC0415
-
     return storage.scheme(url) in storage.ROOT_SCHEMES
 
 
 def storage_local(location: str) -> str:
-    from kolectra.core import storage  # noqa: PLC0415
-
     return storage.local_path(location)
 
 
