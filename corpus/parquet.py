@@ -6,8 +6,13 @@ A page that fails to decode loses the rest of its row group, not of the file: th
 (the reader dead-letters each such group), so a file read whole and read as pieces of whole row
 groups (``corpus/pieces.py``) give the same records, however the pieces are cut.
 
-Memory: only the named columns that the file has are read, one row group at a time, in batches of
-:data:`BATCH_ROWS` rows (``pyarrow.parquet.ParquetFile.iter_batches``), never the whole file. A file
+Memory: only the named columns that the file has are read, one row group at a time, in batches
+(``pyarrow.parquet.ParquetFile.iter_batches``) of :data:`BATCH_ROWS` rows, or fewer where the row
+group's read columns (their uncompressed bytes in the footer) would make a batch larger than
+:data:`BATCH_BYTES` (rows of 300 kB: 27 a batch), never the whole file nor a whole row group: pages
+are read through a :data:`READ_BUFFER` buffer, not each column chunk in one read. What pyarrow
+cannot split is a page, read and decompressed whole (its writer puts up to 1,024 rows in a page):
+docs/corpus.md has the numbers. A file
 is opened for random access (Parquet's footer is at its end) by ``corpus/inputs.py``: a local path
 only while it is a regular file, a store URL through :mod:`kolectra.core.storage` (fsspec, the
 artifact store's credentials).
@@ -26,7 +31,9 @@ from typing import IO, Iterator, Sequence
 
 from kolectra.corpus.inputs import open_input
 
-BATCH_ROWS = 1024  # rows a batch: a few MB of web text (a row group is decoded once, whatever its size)
+BATCH_ROWS = 1024  # rows a batch at most: a few MB of web text
+BATCH_BYTES = 8 << 20  # a batch's share of its row group's uncompressed bytes (read columns), at least a row
+READ_BUFFER = 1 << 20  # pages are read through a buffer of this size (0, pyarrow's default, read a column chunk at once)
 SUFFIXES = (".parquet", ".pq")
 
 
@@ -43,7 +50,7 @@ def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None =
     group before it. A file with none of the columns still yields one empty row for each row."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
 
-    pf = pq.ParquetFile(f)
+    pf = pq.ParquetFile(f, buffer_size=READ_BUFFER, pre_buffer=False)
     schema = pf.schema_arrow
     wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
     groups = range(pf.num_row_groups) if row_groups is None else row_groups
@@ -67,13 +74,27 @@ def column_names(f: IO[bytes]) -> list[str]:
 
 
 def _group_rows(pf, wanted: list[str], group: int) -> Iterator[dict]:
+    meta = pf.metadata.row_group(group)
     if not wanted:
-        yield from ({} for _ in range(pf.metadata.row_group(group).num_rows))
+        yield from ({} for _ in range(meta.num_rows))
         return
-    for batch in pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=wanted, use_threads=False):
+    for batch in pf.iter_batches(batch_size=batch_rows(pf, wanted, group), row_groups=[group], columns=wanted,
+                                 use_threads=False):
         values = [_values(batch.column(c)) for c in wanted]
         for i in range(batch.num_rows):
             yield {c: column[i] for c, column in zip(wanted, values)}
+
+
+def batch_rows(pf, wanted: list[str], group: int) -> int:
+    """Rows a batch of ``group``: :data:`BATCH_ROWS`, or as many as hold :data:`BATCH_BYTES` of the
+    ``wanted`` columns' uncompressed bytes at the group's mean row size (the footer's sizes; at
+    least 1). Where a group's batches fall changes only what a damaged page loses of its group
+    (the batch it is in)."""
+    meta = pf.metadata.row_group(group)
+    top = set(wanted)
+    size = sum(meta.column(j).total_uncompressed_size
+               for j, path in enumerate(pf.reader.column_paths) if path[0] in top)
+    return max(1, min(BATCH_ROWS, BATCH_BYTES * meta.num_rows // max(size, 1)))
 
 
 class NotUtf8:

@@ -18,6 +18,7 @@ import datetime
 import decimal
 import gzip
 import json
+import tracemalloc
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kolectra.core import storage, verbosity
-from kolectra.corpus import reader
+from kolectra.corpus import parquet, reader
 from kolectra.pipeline.cli import main
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -139,6 +140,33 @@ def test_parquet_rows_are_read_a_row_group_at_a_time(tmp_path):
         n += 1
         peak = max(peak, pa.total_allocated_bytes())
     assert n == rows * groups and peak < total / 20, (peak, total)
+
+
+def test_a_row_group_of_large_rows_is_read_in_batches_of_bytes_not_whole(tmp_path, monkeypatch):
+    """One row group of 240 rows of 24 kB (5.8 MB of text, pages of one row): the rows are decoded
+    in batches of ``BATCH_BYTES`` (here 256 kB: 10 rows) and the pages read through ``READ_BUFFER``,
+    so neither Arrow's memory nor Python's (the column chunk read at once) reaches a row group's
+    worth; the records are the rows, in order. (Before: batches of 1,024 rows, the group decoded
+    whole, and its column chunk read in one piece: both peaks over the group's bytes.)"""
+    monkeypatch.setattr(parquet, "BATCH_BYTES", 256 << 10, raising=False)
+    texts = [f"{i:04d} " + "가나다라마바사아자차카타파하" * 570 for i in range(240)]
+    path = tmp_path / "large_rows.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(240)], "text": texts}), path, row_group_size=240,
+                   write_batch_size=1, data_page_size=1 << 16, use_dictionary=False, compression="zstd")
+    total = sum(len(t.encode("utf-8")) for t in texts)
+    pf = pq.ParquetFile(path)
+    assert pf.num_row_groups == 1 and parquet.batch_rows(pf, ["id", "text"], 0) == 10
+    peak_arrow, out = 0, []
+    tracemalloc.start()
+    try:
+        for rec in reader.read_file(str(path), "large_rows.parquet", "auto", "text", "id", 1 << 20):
+            out.append(rec["id"] if rec.get("text") == texts[len(out)] else rec)  # not the text: it would count
+            peak_arrow = max(peak_arrow, pa.total_allocated_bytes())
+        peak_python = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out == [f"d{i}" for i in range(240)]
+    assert peak_arrow < total / 3 and peak_python < total / 3, (peak_arrow, peak_python, total)
 
 
 def test_a_parquet_string_that_is_not_utf8_is_its_rows_reject_not_its_row_groups_loss(tmp_path):
