@@ -15,7 +15,7 @@ ARG BEAM_VERSION
 # aws = s3://, hadoop = hdfs:// (comma-separated)
 ARG BEAM_EXTRAS=gcp,aws
 
-# The worker-side dependencies, pinned as in pyproject.toml. torch, transformers and the rest of
+# The worker-side dependencies at the tested versions (requirements/ci.txt). torch, transformers and the rest of
 # kolectra's dependencies are for training and are not installed here (--no-deps below).
 RUN pip install --no-cache-dir \
         "apache-beam[${BEAM_EXTRAS}]==${BEAM_VERSION}" \
@@ -28,6 +28,7 @@ COPY vocab /src/kolectra/vocab
 COPY model /src/kolectra/model
 COPY finetune /src/kolectra/finetune
 COPY pipeline /src/kolectra/pipeline
+COPY kolectra /src/kolectra/kolectra
 RUN pip install --no-cache-dir --no-deps /src/kolectra \
     && python -c "import kolectra.corpus.build, kolectra.corpus.examples_beam, kiwipiepy; kiwipiepy.Kiwi()"
 

@@ -142,6 +142,28 @@ def test_the_wheel_is_the_same_bytes_twice_under_source_date_epoch(built):
     assert first.read_bytes() == second.read_bytes()
 
 
+def test_python_m_kolectra_runs_the_command_from_the_wheel(built, tmp_path):
+    """``python -m kolectra`` (no script on the PATH): ``kolectra`` is a namespace package, and
+    ``kolectra/__main__.py``, the one file of the repository's kolectra/ folder, is its ``__main__``.
+    Run from the unpacked wheel, first on the path, in an empty folder."""
+    _, _, wheel, _ = built
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    assert not (site / "kolectra" / "__init__.py").exists()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    r = subprocess.run([sys.executable, "-m", "kolectra", "--help"], cwd=cwd, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("usage: kolectra "), r.stderr[-2000:]
+    where = subprocess.run([sys.executable, "-c", "import kolectra.__main__ as m, kolectra.pipeline.cli as c; "
+                            "print(m.__file__); print(c.__file__)"], cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert where.returncode == 0, where.stderr[-2000:]
+    assert all(Path(f).is_relative_to(site) for f in where.stdout.split()), where.stdout
+
+
 def test_the_build_backends_floor_reads_this_pyproject():
     """``project.license`` as an SPDX expression (PEP 639) is read by setuptools 77 and later;
     68 to 76 refuse the whole file ("`project.license` must be valid exactly by one definition"),
