@@ -169,6 +169,28 @@ def test_a_row_group_of_large_rows_is_read_in_batches_of_bytes_not_whole(tmp_pat
     assert peak_arrow < total / 3 and peak_python < total / 3, (peak_arrow, peak_python, total)
 
 
+def test_a_damaged_page_of_large_rows_loses_its_batch_and_the_rest_of_its_group(tmp_path, monkeypatch):
+    """Two row groups of 120 rows of 24 kB, pages of a row, a page two thirds into the first garbled:
+    the rows of the batches before it are read (70 at 10 rows a batch), then one ``damaged_file``
+    at the first row not read, and the second group whole. (Before: batches of 1,024 rows, so the
+    group's first rows went with the damage: 120 read, the dead letter at row 0.)"""
+    monkeypatch.setattr(parquet, "BATCH_BYTES", 256 << 10, raising=False)
+    path = tmp_path / "damaged.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(240)],
+                             "text": [f"{i:04d} " + "가나다라마바사아자차카타파하" * 570 for i in range(240)]}),
+                   path, row_group_size=120, write_batch_size=1, data_page_size=1 << 16, use_dictionary=False,
+                   compression="zstd")
+    data = bytearray(path.read_bytes())
+    text = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    at = text.data_page_offset + text.total_compressed_size * 2 // 3
+    data[at:at + 200] = bytes(b ^ 0x5A for b in data[at:at + 200])
+    path.write_bytes(bytes(data))
+    out = list(reader.read_file(str(path), "damaged.parquet", "auto", "text", "id", 1 << 20))
+    damage = [(r["row"], r["reason"]) for r in out if "reason" in r]
+    assert damage == [(70, "damaged_file")] and [r["id"] for r in out if "reason" not in r] == [
+        f"d{i}" for i in (*range(70), *range(120, 240))]
+
+
 def test_a_parquet_string_that_is_not_utf8_is_its_rows_reject_not_its_row_groups_loss(tmp_path):
     """A writer that does not check its strings can store bytes that are not UTF-8 in a string column
     (here a binary array viewed as strings). Such a row is an ``invalid_utf8`` reject naming the
