@@ -8,6 +8,9 @@ which ``str.splitlines`` would split on) stay inside the document.  Empty docume
 (a test set is scored on all its rows) and counted.  A row with the wrong column count or a
 label other than 0/1 is a *bad row*: counted with its line number, and if more than
 ``max_bad_fraction`` of the rows are bad the file is rejected with the first offenders named.
+
+The file is read a line at a time (:func:`finetune.files.iter_text_lines`): what is held is the
+rows (a slotted :class:`NsmcRow` each) and the counts, never the list of its lines beside them.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kolectra.finetune.files import FinetuneError, bad_limit, text_lines
+from kolectra.finetune.files import FinetuneError, bad_limit, iter_text_lines
 
 HEADER = ("id", "document", "label")
 _SHOWN_BAD = 20  # line numbers listed in the stats / error message
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)  # slots: no __dict__ a row
 class NsmcRow:
     line: int  # 1-based line number in the file (the header is line 1)
     id: str
@@ -50,36 +53,42 @@ def parse_line(text: str, line: int) -> NsmcRow | str:
 
 def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     path = Path(path)
-    lines = text_lines(path)  # LF only: a stray CR or U+2028 inside a review stays in it
-    if not lines:
+    lines = iter_text_lines(path)  # LF only: a stray CR or U+2028 inside a review stays in it
+    header = next(lines, None)
+    if header is None:
         raise FinetuneError(f"{path}: empty file (expected header 'id\\tdocument\\tlabel')")
-    header = lines[0].lstrip("\ufeff")
+    header = header.lstrip("\ufeff")
     if tuple(header.split("\t")) != HEADER:
         raise FinetuneError(f"{path}:1: expected header 'id\\tdocument\\tlabel', got {header[:80]!r}")
 
-    if len(lines) == 1:
-        raise FinetuneError(f"{path}: a header and no rows (expected 'id\\tdocument\\tlabel' lines after it)")
     rows: list[NsmcRow] = []
     bad: list[tuple[int, str]] = []
-    for lineno, text in enumerate(lines[1:], start=2):
-        parsed = parse_line(text, lineno)
+    n_data = empty = positive = 0
+    ids: set[str] = set()
+    for n_data, text in enumerate(lines, start=1):
+        parsed = parse_line(text, n_data + 1)
         if isinstance(parsed, str):
-            bad.append((lineno, parsed))
-        else:
-            rows.append(parsed)
-    n_data = len(lines) - 1
-    if bad and len(bad) > max_bad_fraction * n_data:
+            if len(bad) <= _SHOWN_BAD:  # the count is n_data less the rows: the first offenders are all shown
+                bad.append((n_data + 1, parsed))
+            continue
+        rows.append(parsed)
+        ids.add(parsed.id)
+        empty += not parsed.document.strip()
+        positive += parsed.label
+    if not n_data:
+        raise FinetuneError(f"{path}: a header and no rows (expected 'id\\tdocument\\tlabel' lines after it)")
+    n_bad = n_data - len(rows)
+    if n_bad and n_bad > max_bad_fraction * n_data:
         shown = "; ".join(f"line {ln}: {why}" for ln, why in bad[:5])
-        raise FinetuneError(f"{path}: {len(bad)} of {n_data} rows are malformed "
-                            f"({bad_limit(max_bad_fraction, len(bad), n_data)}): {shown}")
-    ids = [r.id for r in rows]
+        raise FinetuneError(f"{path}: {n_bad} of {n_data} rows are malformed "
+                            f"({bad_limit(max_bad_fraction, n_bad, n_data)}): {shown}")
     stats = {
         "lines": n_data,
         "rows": len(rows),
-        "bad_rows": len(bad),
+        "bad_rows": n_bad,
         "bad_lines": [{"line": ln, "reason": why} for ln, why in bad[:_SHOWN_BAD]],
-        "empty_documents": sum(1 for r in rows if not r.document.strip()),
-        "duplicate_ids": len(ids) - len(set(ids)),
-        "labels": {"0": sum(1 for r in rows if r.label == 0), "1": sum(1 for r in rows if r.label == 1)},
+        "empty_documents": empty,
+        "duplicate_ids": len(rows) - len(ids),
+        "labels": {"0": len(rows) - positive, "1": positive},
     }
     return NsmcFile(rows=rows, stats=stats)
