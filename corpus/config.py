@@ -39,8 +39,11 @@ class CorpusConfig:
     # counted per field in stats.json -> missing_fields). Recorded, and hashed into the id, only
     # when set (core.config.to_dict), so the corpora made before it keep their ids.
     keep_fields: tuple[str, ...] = dataclasses.field(default=(), metadata={"recorded": "unless default"})
-    # filters, on the normalised text (lengths in Unicode code points)
-    min_chars: int = 5
+    # filters, on the normalised text. min_chars counts letters and numbers (a Hangul syllable or jamo
+    # is one; spaces, punctuation and symbols none: filters.content_length), so 재밌어요 (4) is kept
+    # and 최고..... (2) is not; until corpus 21 it counted code points at 5 (docs/corpus.md, "Read
+    # on real reviews"). max_chars bounds the work a document makes: code points, all of them
+    min_chars: int = 4
     max_chars: int = 100_000
     # web-text cleaning (corpus/webtext.py), off here, on in production_config()
     strip_html: bool = False  # drop tags, unescape entities

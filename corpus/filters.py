@@ -35,13 +35,42 @@ def invisible(text: str, cfg: CorpusConfig) -> str | None:
     return "invisible" if is_blank(text) else None
 
 
+# what a text's length counts: a letter or number (str.isalnum: Unicode categories L and N; a
+# Hangul syllable and a jamo are letters), not a space, punctuation or symbol, nor a Hangul filler
+# (a letter to Unicode that draws nothing; cleaning folds U+FFA0 to U+3164)
+_FILLERS = "\u115f\u1160\u3164\uffa0"
+_CONTENT = re.compile(f"[^\\W_{_FILLERS}]")
+
+
+def content_length(text: str) -> int:
+    """How many letters and numbers ``text`` holds (:data:`_CONTENT`): the length ``min_chars``
+    judges. In code points, ``최고.....`` (2 letters, 5 dots) was longer than ``재밌어요`` and kept
+    where ``재밌어요`` was dropped (hY7's read of the NSMC reviews)."""
+    return len(_CONTENT.findall(text))
+
+
+@functools.lru_cache(maxsize=16)
+def _n_content(n: int) -> re.Pattern:
+    # n times: what is not content, then one content character (disjoint classes: no backtracking)
+    return re.compile(f"(?:[\\W_{_FILLERS}]*[^\\W_{_FILLERS}]){{{n}}}")
+
+
+def has_content(text: str, n: int) -> bool:
+    """``content_length(text) >= n``, in one C scan that stops at the n-th letter or number."""
+    return n <= 0 or _n_content(n).match(text) is not None
+
+
 def too_short(text: str, cfg: CorpusConfig) -> str | None:
-    return "too_short" if len(text) < cfg.min_chars else None
+    """Fewer than ``min_chars`` letters and numbers (:func:`content_length`): punctuation, symbols
+    and spaces make no text longer (Gopher's word count leaves out the words of punctuation alone,
+    Rae et al. 2021, App. A, as datatrove's ``GopherQualityFilter`` counts ``non_symbol_words``)."""
+    return "too_short" if not has_content(text, cfg.min_chars) else None
 
 
 def too_long(text: str, cfg: CorpusConfig) -> str | None:
     # Very long "documents" are usually concatenation accidents (a whole dump on one line) and
-    # make Kiwi's per-document work unbounded.
+    # make Kiwi's per-document work unbounded: every code point counts here, since each costs
+    # Kiwi and the shards alike, punctuation or not.
     return "too_long" if len(text) > cfg.max_chars else None
 
 
@@ -106,6 +135,26 @@ def no_letters(text: str, cfg: CorpusConfig) -> str | None:
     if cfg.min_script_share <= 0.0:
         return None
     return "no_letters" if not any(c.isalpha() for c in text) else None
+
+
+# Hangul letters that are not a syllable: compatibility jamo (ㅋ ㅠ ㅡ ㄱ ...), conjoining jamo and
+# their extensions; a syllable written as conjoining jamo (archaic Hangul, ᄆᆞᄅᆞᆷ: NFC has no
+# precomposed form for it) starts with a leading consonant followed by a vowel
+_JAMO = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\ud7b0-\ud7ff]")
+_JAMO_SYLLABLE = re.compile("[\u1100-\u115e\ua960-\ua97c][\u1161-\u11a7\ud7b0-\ud7c6]")
+
+
+def jamo_only(text: str, cfg: CorpusConfig) -> str | None:
+    """With the script check on, a text whose letters are all Hangul jamo, without a syllable or
+    another letter (``ㅋㅋㅋㅋㅋ``, ``ㅠㅠ ㅠㅠ``, ``ㅁㄴㅇㄹ``, numbers beside them or not): laughter,
+    crying or keyboard mash, with no word for a model to learn (the jamo count as Hangul, so
+    ``low_script_share`` kept them). Jamo beside a word (``ㅋㅋ 웃기다``) stay: KoELECTRA's cleaning
+    removed every jamo (docs/corpus.md, "Read on real reviews")."""
+    if cfg.min_script_share <= 0.0 or _JAMO.search(text) is None:  # most texts: one C scan
+        return None
+    if _JAMO_SYLLABLE.search(text) is not None or any(map(str.isalpha, _JAMO.sub("", text))):
+        return None
+    return "jamo_only"
 
 
 def low_script_share(text: str, cfg: CorpusConfig) -> str | None:
@@ -209,8 +258,8 @@ def boilerplate(text: str, cfg: CorpusConfig) -> str | None:
     return "boilerplate" if strip_boilerplate(text, cfg)[1] else None
 
 
-FILTERS: tuple[Filter, ...] = (empty, invisible, too_short, too_long, no_letters, low_script_share, symbols, repetitive,
-                               boilerplate)
+FILTERS: tuple[Filter, ...] = (empty, invisible, too_short, too_long, no_letters, jamo_only, low_script_share, symbols,
+                               repetitive, boilerplate)
 # exact duplicates (steps.py, KeepFirstCopies) and near duplicates (neardup.py) are counted with the filters
 DROP_REASONS: tuple[str, ...] = tuple(f.__name__ for f in FILTERS) + ("duplicate", "near_duplicate")
 
@@ -226,16 +275,18 @@ def first_failure(text: str, cfg: CorpusConfig, filters: tuple[Filter, ...] = FI
 @functools.lru_cache(maxsize=16)
 def active(cfg: CorpusConfig) -> tuple[Filter, ...]:
     """The filters ``cfg`` switches on, in order (the others would return None on every text)."""
-    off = {no_letters: cfg.min_script_share <= 0.0, low_script_share: cfg.min_script_share <= 0.0, symbols: cfg.max_symbol_ratio >= 1.0,
+    no_script = cfg.min_script_share <= 0.0
+    off = {no_letters: no_script, jamo_only: no_script, low_script_share: no_script, symbols: cfg.max_symbol_ratio >= 1.0,
            repetitive: cfg.max_repetition >= 1.0, boilerplate: not cfg.drop_boilerplate}
     return tuple(f for f in FILTERS if not off.get(f, False))
 
 
 def judge(text: str, cfg: CorpusConfig) -> tuple[str, str | None]:
     """``(text to keep, None)`` or ``(text, drop reason)``: boilerplate lines removed first; a
-    document that had some and is empty (or too short) without them is ``boilerplate``."""
+    document that had some and is empty (or too short, in :func:`content_length`) without them is
+    ``boilerplate``."""
     kept, removed = strip_boilerplate(text, cfg)
-    if removed and len(kept) < max(cfg.min_chars, 1):
+    if removed and not has_content(kept, max(cfg.min_chars, 1)):
         return kept, "boilerplate"
     return kept, first_failure(kept, cfg, _after_strip(cfg))
 

@@ -42,7 +42,7 @@ def _rows() -> list[dict]:
         {"id": "long", "text": LONG},
         {"id": "near", "text": LONG + "!"},  # near duplicate of "long"
         {"id": "english", "text": "This movie was really great, I loved every minute of it 좋아"},  # low_script_share
-        {"id": "stars", "text": "★★★★★♥♥♥♥ 최고"},  # symbols
+        {"id": "stars", "text": "★★★★★♥♥♥♥☆☆☆ 최고 영화"},  # symbols (최고 alone: too_short since corpus 21, 2 letters)
     ]
     rows += [{"id": f"short{i}", "text": w} for i, w in enumerate(["좋아", "별로", "최고!", "음"])]  # too_short
     rows.append({"id": "010-1234-5678", "text": "네"})  # too_short, its id personal data (line 43)

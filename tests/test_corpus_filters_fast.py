@@ -55,7 +55,8 @@ def old_repeated_ngram_share(text: str, n: int = 2, min_count: int = 3) -> float
 
 def old_judge(text: str, cfg) -> tuple[str, str | None]:
     kept, removed = filters.strip_boilerplate(text, cfg)
-    if removed and len(kept) < max(cfg.min_chars, 1):
+    # what the boilerplate lines leave, by letters and numbers (corpus 21; code points before)
+    if removed and filters.content_length(kept) < max(cfg.min_chars, 1):
         return kept, "boilerplate"
     return kept, filters.first_failure(kept, cfg, filters.active(cfg))
 
@@ -116,6 +117,16 @@ def test_character_tables_match_the_rules_on_every_code_point():
 
 def test_alnum_pattern_is_str_isalnum_on_every_code_point():
     assert [filters._ALNUM.search(c) is not None for c in ALL_CHARS] == [c.isalnum() for c in ALL_CHARS]
+
+
+def test_content_is_a_letter_or_number_on_every_code_point_and_has_content_counts_it():
+    fillers = "\u115f\u1160\u3164\uffa0"  # letters to Unicode that draw nothing
+    assert [filters.content_length(c) for c in ALL_CHARS] == [int(c.isalnum() and c not in fillers) for c in ALL_CHARS]
+    for t in texts(5, 1500):
+        n = sum(c.isalnum() and c not in fillers for c in t)
+        assert filters.content_length(t) == n, t
+        for k in (0, 1, 4, n, n + 1):
+            assert filters.has_content(t, k) == (n >= k), (t, k)
 
 
 @pytest.mark.parametrize("script", sorted(filters.SCRIPTS))

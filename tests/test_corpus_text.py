@@ -7,7 +7,7 @@ import pytest
 
 from kolectra.core.config import ConfigError, override
 from kolectra.corpus import filters, text
-from kolectra.corpus.config import CorpusConfig, default_config
+from kolectra.corpus.config import CorpusConfig, default_config, production_config
 
 HAN_NFC = "한국어 텍스트"
 HAN_NFD = unicodedata.normalize("NFD", HAN_NFC)
@@ -74,6 +74,59 @@ def _cfg(**kw) -> CorpusConfig:
 )
 def test_filters(doc, expected):
     assert filters.first_failure(doc, _cfg(min_chars=5, max_chars=20)) == expected
+
+
+@pytest.mark.parametrize(
+    "doc, expected",
+    [
+        # min_chars counts letters and numbers, not punctuation, symbols or spaces (hY7's read of the
+        # NSMC reviews: in code points 최고..... was kept and 재밌어요 dropped)
+        ("재밌어요", None),
+        ("최고.....", "too_short"),
+        ("별로 ^^ ~~ !!", "too_short"),
+        ("굿 굿 굿", "too_short"),
+        ("2015", None),  # numbers count
+        ("ㅋ" + "\u3164" * 6, "too_short"),  # a Hangul filler is a letter to Unicode that draws nothing
+        ("a_b_c", "too_short"),  # \w's underscore is no letter
+        (".....", "too_short"),
+    ],
+)
+def test_min_chars_counts_letters_and_numbers(doc, expected):
+    assert filters.first_failure(doc, _cfg(min_chars=4)) == expected
+
+
+def test_the_default_min_chars_is_four_letters():
+    assert default_config().min_chars == production_config().min_chars == 4
+    assert filters.content_length("재밌어요!!! ^^") == 4 and filters.content_length("") == 0
+    assert [filters.has_content("최고.....", n) for n in (0, 1, 2, 3)] == [True, True, True, False]
+
+
+def test_boilerplate_leaves_too_little_by_letters():
+    # what boilerplate lines leave is judged by letters too: a line of marks is no document
+    cfg = production_config()
+    assert filters.judge("본문.\n무단 전재 및 재배포 금지", cfg) == ("본문.", "boilerplate")
+    assert filters.judge("★★★★★★★\n무단 전재 및 재배포 금지", cfg) == ("★★★★★★★", "boilerplate")
+    assert filters.judge("재밌어요\n무단 전재 및 재배포 금지", cfg) == ("재밌어요", None)
+
+
+@pytest.mark.parametrize(
+    "doc, expected",
+    [
+        ("ㅋㅋㅋㅋㅋ", "jamo_only"),
+        ("ㅠㅠ ㅠㅠ ㅠㅠ", "jamo_only"),
+        ("ㅁㄴㅇㄹㅁㄴㅇㄹ", "jamo_only"),
+        ("ㅇㅇ ㅋㅋ 10점", None),  # 점 is a syllable
+        ("4.44 ㄱㄱㄱㄱ", "jamo_only"),  # numbers beside jamo are no word
+        ("ᄏᄏᄏᄏ", "jamo_only"),  # conjoining jamo on their own
+        ("ᄆᆞᄅᆞᆷ ᄆᆞᄅᆞᆷ", None),  # archaic Hangul: syllables written in conjoining jamo
+        ("ㅋㅋㅋㅋ 웃기다", None),
+        ("ㅋㅋㅋ good", "low_script_share"),  # another letter: the script share judges it
+    ],
+)
+def test_a_text_of_jamo_alone_is_dropped_where_the_script_check_is_on(doc, expected):
+    assert filters.first_failure(doc, production_config()) == expected
+    assert filters.first_failure(doc, default_config()) is None  # off by default, as no_letters
+    assert "jamo_only" in filters.DROP_REASONS
 
 
 def test_each_filter_reason_is_a_stats_counter():
@@ -164,14 +217,16 @@ def test_web_rules_are_off_by_default():
         ("just for 킬링타임~", None),
         ("very good movie 굿", "low_script_share"),
         ("2015.01.28 !!", "no_letters"),  # no script share to judge: it was low_script_share
-        ("★★★★★♥♥♥ ^^ 좋아", "symbols"),
+        ("★★★★★♥♥♥ ^^ 정말 좋아요", "symbols"),  # with 좋아 alone too short since corpus 21: 2 letters
         ("재밌다~! 솔까 좀 별로다.....", None),  # punctuation and ~ are not symbols
         ("정말 최고 영화 정말 최고 영화 정말 최고 영화 정말 최고 영화", "repetitive"),
         ("핵노잼 핵노잼 핵노잼 핵노잼", "repetitive"),
         ("핵노잼 핵노잼 핵노잼", None),  # the bigram twice (documented: a word said four times)
         ("너무 재미있었어요 . . . .", None),  # a spaced ellipsis is not a repeated word
         ("아름다운 영화 ~ ~ ~ ~", None),
-        ("최고 👍🏻👍🏻", None),  # as "최고 👍👍": a skin tone does not make an emoji two symbols
+        # as "재밌다 최고 👍👍👍👍" (4 symbols in 11): a skin tone does not make an emoji two symbols (8 in
+        # 15); "최고 👍🏻👍🏻" was the case until corpus 21, when its 2 letters made it too short
+        ("재밌다 최고 👍🏻👍🏻👍🏻👍🏻", None),
         ("모르고 지나친 마음을 알게 된 여자와 몰랐다면 좋았을 마음을 알게 된 여자", None),  # said twice: style
         ("기사 본문입니다. 무단 전재 및 재배포 금지", "boilerplate"),
     ],
