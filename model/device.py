@@ -38,7 +38,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
-from kolectra.model import cpu_dropout, cpu_memory, step_graph
+from kolectra.model import cpu_dropout, cpu_memory, rank_failures, step_graph
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
 # tensor cores, which CudaDevice turns on); SXM parts unless named. Matched as whole words of the
@@ -151,7 +151,7 @@ class Device:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = _flatten_dense_tensors(grads)
-        dist.all_reduce(flat)
+        self._collective(dist.all_reduce, flat, doing="during a training step")
         flat /= self.world_size
         for p, g in zip(params, _unflatten_dense_tensors(flat, grads)):
             if p.grad is None:
@@ -178,12 +178,23 @@ class Device:
             return values
         keys = sorted(values)
         stacked = torch.stack([torch.as_tensor(values[k], device=self.torch_device).float() for k in keys])
-        dist.all_reduce(stacked)
+        self._collective(dist.all_reduce, stacked)
         return dict(zip(keys, stacked / self.world_size))
 
     def barrier(self) -> None:
         if self.world_size > 1:
-            dist.barrier()
+            self._collective(dist.barrier)
+
+    @staticmethod
+    def _collective(call: Callable, *args, doing: str = "", **kwargs) -> None:
+        """``call(*args, **kwargs)``, a collective; where another rank's process ended (a failure of its
+        own inside a step, a kill), gloo's error as one line saying so (NCCL waits for its timeout)."""
+        try:
+            call(*args, **kwargs)
+        except RuntimeError as e:
+            if (gone := rank_failures.peer_gone(e, doing)) is not None:
+                raise gone from e
+            raise
 
     @property
     def ranks_can_agree(self) -> bool:
@@ -204,15 +215,22 @@ class Device:
         """The ranks where ``flag`` is set (a checkpoint save that failed there); collective: one
         all-reduce of one number a rank in the job's own group. None where the ranks cannot agree
         (:attr:`ranks_can_agree`)."""
+        states = self.rank_states(int(flag))
+        return None if states is None else [r for r, v in enumerate(states) if v]
+
+    def rank_states(self, state: int) -> list[int] | None:
+        """Every rank's ``state`` (small flags: a SIGTERM, a failure; :mod:`model.rank_failures`), by
+        rank; collective: one all-reduce (MAX) of a world-size int vector in the job's own group (a
+        CPU tensor on gloo, else a device tensor, read back). None where the ranks cannot agree."""
         if self.world_size == 1:
-            return [self.rank] if flag else []
+            return [state]
         if not self.ranks_can_agree:
             return None
         on = torch.device("cpu") if dist.get_backend() == "gloo" else self.torch_device
         value = torch.zeros(self.world_size, dtype=torch.int32, device=on)
-        value[self.rank] = int(flag)
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return [r for r, v in enumerate(value.tolist()) if v]
+        value[self.rank] = int(state)
+        self._collective(dist.all_reduce, value, op=dist.ReduceOp.MAX)
+        return value.tolist()
 
     def seed(self, seed: int) -> None:
         random.seed(seed)

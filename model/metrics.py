@@ -272,6 +272,9 @@ class MetricsLog:
         self.nonpad_tokens = int(self.last.get("nonpad_tokens", 0))
         self.counted_from = 0 if "nonpad_tokens" in self.last or not resume_step else resume_step
         self.t_window = time.perf_counter()
+        # rank 0's failure to write a line (a full disk): kept, not raised in the middle of a step's
+        # collectives; the loop raises it where every rank learns of it (StopAtStepEnd.agreed), else close()
+        self.failed: Exception | None = None
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -329,21 +332,31 @@ class MetricsLog:
             line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.chips)
         line = {**line, **window["extra"]}
         self.last = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in line.items()}
-        if self.file is not None:
-            with named(self.file.name):  # a full disk: the line names the file, as every stage's writes do
-                self.file.write(json.dumps(self.last) + "\n")
-                self.file.flush()
-            with named(self.event_dir):  # (the event file's name is TensorBoard's until it is closed)
-                write_scalars(self.events, self.last, time.time())
-                self.events.flush()
-            self.bar.report(progress_text(self.last), at=step)
-            self.lines.append(self.last)
-            if self.on_line is not None:
-                self.on_line(self.last, list(self.lines))
+        if self.file is not None and self.failed is None:
+            try:
+                self._write_line(step)
+            except Exception as e:  # noqa: BLE001 - raised where the ranks agree (model.rank_failures)
+                self.failed = e
+
+    def _write_line(self, step: int) -> None:
+        """Rank 0's part of a line: the files, the bar, the health watch."""
+        with named(self.file.name):  # a full disk: the line names the file, as every stage's writes do
+            self.file.write(json.dumps(self.last) + "\n")
+            self.file.flush()
+        with named(self.event_dir):  # (the event file's name is TensorBoard's until it is closed)
+            write_scalars(self.events, self.last, time.time())
+            self.events.flush()
+        self.bar.report(progress_text(self.last), at=step)
+        self.lines.append(self.last)
+        if self.on_line is not None:
+            self.on_line(self.last, list(self.lines))
 
     def close(self) -> None:
+        """Close the files; a line that failed (:attr:`failed`) and was not raised yet is raised here."""
         self.dev.flush()  # lines still waiting for their values
         if self.file is not None:
             self.file.close()
             close_events(self.events, self.event_dir)
             self.bar.close()
+        if self.failed is not None:
+            raise self.failed

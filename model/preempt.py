@@ -17,7 +17,8 @@ loss is read back anyway: no host sync between log steps, no second process grou
 the same step and write one checkpoint together, whether all got the signal (one machine's torchrun
 forwards it to its ranks) or only one machine's ranks did (that machine was preempted). The grace
 must therefore hold ``log_every`` steps and a save (base on an H200: 100 steps of 66 ms); one
-process checks after every step.
+process checks after every step. The same all-reduce tells every rank whether one failed in its
+work of that log step (rank 0's metrics lines: :mod:`model.rank_failures`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import signal
 import threading
 
 from kolectra.core.errors import Terminated
+from kolectra.model.rank_failures import FAILED, settle
 
 
 class StopAtStepEnd:
@@ -62,15 +64,22 @@ class StopAtStepEnd:
             return
         raise Terminated()
 
-    def agreed(self, log_step: bool) -> bool:
+    def agreed(self, log_step: bool, failed: Exception | None = None, doing: str = "") -> bool:
         """Whether the run stops after this step: a SIGTERM reached this rank or another. Several
-        ranks agree at log steps only (``log_step``, the same steps on every rank)."""
+        ranks agree at log steps only (``log_step``, the same steps on every rank). ``failed``: this
+        rank's failure in the step's own work (rank 0's metrics lines), told to every rank in the
+        same all-reduce: this rank raises it, the others :class:`~kolectra.model.rank_failures.
+        AnotherRankFailed` naming it and what it was ``doing``."""
         if self.dev.world_size > 1 and not log_step:
+            if failed is not None:  # (lines are written at log steps only: no rank waits for this one)
+                raise failed
             return False
-        agreed = self.dev.any_rank(self.requested)
-        if agreed is None:  # the ranks cannot agree: a SIGTERM pending here is raised now, as before
+        states = self.dev.rank_states(int(self.requested) | (FAILED if failed is not None else 0))
+        if states is None:  # the ranks cannot agree: a SIGTERM pending here is raised now, as before
             self._armed = False
+            if failed is not None:
+                raise failed
             if self.requested:
                 raise Terminated()
             return False
-        return agreed
+        return any(s & 1 for s in settle(states, failed, doing))

@@ -12,7 +12,7 @@ as a CUDA graph and replayed, :mod:`model.step_graph`), metrics every ``log_ever
 checkpoints every ``save_every`` (:mod:`model.checkpoint`), a last check that the examples did not
 change under the run (:mod:`model.shard_guard`) and the Hugging Face export
 (:mod:`model.export`). Which accelerator it runs on, and how many ranks, is
-:mod:`model.device`'s business alone.
+:mod:`model.device`'s business alone; work one rank may fail alone ends every rank (:mod:`model.rank_failures`).
 
 ``out_dir`` may be a lasting work directory: with ``resume`` the run continues from
 ``out_dir/checkpoints/``; everything else in it (metrics.jsonl beyond the checkpoint's step, a
@@ -43,6 +43,7 @@ from kolectra.model.preempt import StopAtStepEnd
 
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
 from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
+from kolectra.model.rank_failures import together
 from kolectra.model.resume import lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
@@ -100,6 +101,9 @@ class Run:
     # one update's device work, micro-batches -> (each one's metric sums, the update's): device_step,
     # or with train.compile_mode=whole-step that recorded once as a CUDA graph (model/step_graph.py)
     device_step: Callable | None = None
+    # a resume at the run's last step, between log steps: the open window's rate, written as the run's
+    # last line once every rank has started (the line's values are averaged over the ranks: a collective)
+    last_window_lr: float | None = None
 
     def wall_seconds(self) -> float:
         """The whole run's wall time so far, earlier processes of a resumed run included."""
@@ -180,16 +184,16 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     peak_flops = t.peak_tflops * 1e12 or dev.peak_flops()
     log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=first, flops_per_step=flops_per_step,
                      peak_flops=peak_flops)
-    if log_state is not None:
-        log.load_state_dict(log_state)
-        if first == t.steps and log.steps:  # forced to end at the checkpoint's step, between log steps:
-            # its open window is the run's last line, at the rate of its last update (the saved schedule's)
-            log.end_window(first, lr_at(first - 1, saved_schedule(found[1]["state"]["config"].get("train", {}), t)))
     run = Run(cfg, inputs, dev, model, loader, batches, optimizer,
               [p for g in optimizer.param_groups for p in g["params"]],
               compiled(step_fn, compile_mode) if compile_mode else step_fn, log, first, flops_per_step, share,
               peak_flops, where, compile_mode, t_start=t_start or time.perf_counter(),
               wall_before=wall_before)
+    if log_state is not None:
+        log.load_state_dict(log_state)
+        if first == t.steps and log.steps:  # forced to end at the checkpoint's step, between log steps:
+            # its open window is the run's last line, at the rate of its last update (the saved schedule's)
+            run.last_window_lr = lr_at(first - 1, saved_schedule(found[1]["state"]["config"].get("train", {}), t))
     if objectives.knobs(obj, torch.zeros(()), max(t.steps, 1)) is not None:
         run.step_t = torch.full((), float(first), device=dev.torch_device)
     if obj.objective == "mlm_then_rtd" and dev.is_main:
@@ -300,13 +304,19 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
     dev = runtime.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     try:
         # dev.rank and dev.world_size: a torchrun rank, or an XLA host's process index and count (model.xla)
-        examples_dir = fetch_examples(examples, shard_order.rank_files(inputs.index.shards, cfg.seed, dev.rank,
-                                                                       dev.world_size).__contains__)
-        run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
+        # what one rank may fail alone (its shards, its part of the checkpoint, rank 0's metrics log)
+        # ends every rank here, not in the first step's all-reduce (model/rank_failures.py)
+        with together(dev, "to start (its shards, checkpoint or metrics log)"):
+            examples_dir = fetch_examples(examples, shard_order.rank_files(inputs.index.shards, cfg.seed, dev.rank,
+                                                                           dev.world_size).__contains__)
+            run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
         run.expected_untrained = expected_untrained
+        if run.last_window_lr is not None:
+            run.log.end_window(run.first_step, run.last_window_lr)
         train_loop(run, out_dir, range(run.first_step, t.steps), checkpoint_saved)
-        run.log.close()
-        run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
+        with together(dev, "to close its metrics log"):
+            run.log.close()
+            run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
         examples_unchanged(run)
         return finish(run, tokenizer_dir, out_dir, lineage, clear_checkpoints)
     finally:
@@ -334,11 +344,14 @@ def train_loop(run: Run, out_dir: Path, steps: range,
             done = step + 1
             if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
                 raise diverged(run, done)
-            stop = sigterm.agreed(log_step=done % t.log_every == 0 or done == t.steps)
+            # rank 0's lines of a log step (a full disk) failed: every rank learns it here, where they agree anyway
+            stop = sigterm.agreed(log_step=done % t.log_every == 0 or done == t.steps, failed=run.log.failed,
+                                  doing=f"to log step {done} (metrics.jsonl, TensorBoard's events)")
             if (t.save_every and done % t.save_every == 0 and done < t.steps) or stop:
                 saved = save_checkpoint(run, out_dir, done)
-                if checkpoint_saved is not None:
-                    checkpoint_saved(saved)
+                if checkpoint_saved is not None:  # (mirrored to a store root: each rank its part)
+                    with together(run.dev, f"to copy checkpoint {saved.name} to the store"):
+                        checkpoint_saved(saved)
             if stop:
                 raise Terminated(f"terminated (SIGTERM) after step {done} of {t.steps}, saved as the "
                                  f"checkpoint {saved.name}")
@@ -450,12 +463,12 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         warnings.append(health.unchecked_text(verdict, run.health_context()))
     if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN
         raise error
-    if dev.is_main:
-        model.eval()
-        export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage, warnings)
-        if clear_checkpoints:
-            checkpoint.clear(out_dir)
-    dev.barrier()
+    with together(dev, "to export the model (hf/)"):  # the others do not wait in a barrier for a failed export
+        if dev.is_main:
+            model.eval()
+            export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage, warnings)
+            if clear_checkpoints:
+                checkpoint.clear(out_dir)
     stats = {
         "steps": t.steps, "objective": cfg.objective.objective, "recipe": recipe, "final": final,
         "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
