@@ -172,18 +172,23 @@ def trim_log(path: Path, step: int) -> None:
     if not path.is_file():
         return
     dropped, tmp = [], path.with_name(path.name + ".part")
-    with path.open(encoding="utf-8", errors="replace") as lines, tmp.open("w", encoding="utf-8") as out:
-        for number, line in enumerate(lines, 1):
-            line = line.rstrip("\r\n")
-            try:
-                row = json.loads(line) if line.strip() else None
-            except json.JSONDecodeError:
-                dropped.append(number)
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
-                out.write(line + "\n")
-            elif row is not None and not (isinstance(row, dict) and isinstance(row.get("step"), int)):
-                dropped.append(number)
+    try:
+        with path.open(encoding="utf-8", errors="replace") as lines, tmp.open("w", encoding="utf-8") as out:
+            for number, line in enumerate(lines, 1):
+                line = line.rstrip("\r\n")
+                try:
+                    row = json.loads(line) if line.strip() else None
+                except json.JSONDecodeError:
+                    dropped.append(number)
+                    continue
+                if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] <= step:
+                    out.write(line + "\n")
+                elif row is not None and not (isinstance(row, dict) and isinstance(row.get("step"), int)):
+                    dropped.append(number)
+    except OSError as e:  # a full disk: write() and close() say so without the file's name
+        if e.filename or not e.errno:
+            raise
+        raise OSError(e.errno, e.strerror, str(tmp)) from e
     if dropped:
         progress(f"pretrain: {path}: line(s) {', '.join(map(str, dropped[:5]))} unreadable (cut short?); dropped")
     os.replace(tmp, path)

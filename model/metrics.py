@@ -200,7 +200,7 @@ def keep_lines(path: Path, upto: int, tail: collections.deque) -> int:
     """Rewrite ``path`` with its lines up to step ``upto`` (none for 0: a fresh run), a line at a
     time, so a long run's log is never held whole; the last of them go into ``tail``. Their number."""
     kept, tmp = 0, path.with_name(path.name + ".part")
-    with tmp.open("w", encoding="utf-8") as out:
+    with named(tmp), tmp.open("w", encoding="utf-8") as out:  # a full disk: the line names the file
         if upto and path.is_file():
             with path.open(encoding="utf-8") as f:
                 for ln in f:
