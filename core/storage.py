@@ -220,13 +220,14 @@ def _gcs_bucket_found(fs, path: str) -> bool:
 
 
 # ---- reading and writing --------------------------------------------------------------------------
-def open_file(location: str, mode: str = "rb") -> IO:
-    """A file object on a local path or a URL (binary modes)."""
+def open_file(location: str, mode: str = "rb", cache_type: str | None = None) -> IO:
+    """A file object on a local path or a URL (binary modes). ``cache_type``: fsspec's cache of a
+    URL's reads (default: the filesystem's, s3fs's one read-ahead region of 50 MB)."""
     if not is_url(location):
         return open(local_path(location), mode)  # noqa: SIM115 - the caller closes it
     fs, path = filesystem(location)
     with translated(location):
-        return fs.open(path, mode)
+        return fs.open(path, mode, **({"cache_type": cache_type} if cache_type else {}))
 
 
 def write_bytes(location: str, data: bytes) -> dict:
