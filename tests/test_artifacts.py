@@ -176,3 +176,15 @@ def test_lineage_calls_a_corrupt_parent_unreadable_not_missing(tmp_path):
     import shutil
     shutil.rmtree(corpus.path)
     assert f"MISSING parent {corpus.id}" in "\n".join(store.lineage_lines(vocab))
+
+
+def test_a_parents_id_is_part_of_the_id(tmp_path):
+    # two vocabularies of the same config from different corpora are different artifacts: the id
+    # holds each parent's id, not only its kind (or a vocab of one corpus is reused for another)
+    store = Store(tmp_path)
+    one = store.build(Request(kind="corpus", name="c", stage_version=1, config={"a": 1}), _produce("a", []))
+    two = store.build(Request(kind="corpus", name="c", stage_version=1, config={"a": 2}), _produce("b", []))
+    assert one.id != two.id
+    of = [Request(kind="vocab", name="v", stage_version=1, config={}, parents=(p,)) for p in (one, two)]
+    assert of[0].id() != of[1].id()
+    assert of[0].id() == Request(kind="vocab", name="v", stage_version=1, config={}, parents=(one,)).id()

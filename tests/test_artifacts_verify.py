@@ -137,3 +137,14 @@ def test_a_store_checksum_removed_from_the_manifest_fails_verify(bucket, tmp_pat
     with pytest.raises(ArtifactError, match="files_digest"):
         open_store(f"{bucket}/root").require(str(art.path))
 
+
+
+def test_the_digest_binds_each_files_hash_to_its_path():
+    # the digest is all a remote read (store/remote.py) and a manifest older than files_digest are
+    # checked by: a file renamed in the list, or two files' names swapped, must change the digest
+    one, two = "1" * 64, "2" * 64
+    files = [{"path": "data/a", "sha256": one, "bytes": 1}, {"path": "data/b", "sha256": two, "bytes": 1}]
+    swapped = [{"path": "data/a", "sha256": two, "bytes": 1}, {"path": "data/b", "sha256": one, "bytes": 1}]
+    renamed = [{"path": "data/c", "sha256": one, "bytes": 1}, {"path": "data/d", "sha256": two, "bytes": 1}]
+    assert len({digest(files), digest(swapped), digest(renamed)}) == 3
+    assert digest(files) == digest(files[::-1])  # the list's order does not matter

@@ -488,3 +488,25 @@ def test_the_corpus_job_reports_template_spam_linked_as_stars(tmp_path, capsys):
     assert near["star_only_buckets"] > 0 and near["star_only_documents"] > 4 * near["star_only_buckets"]
     assert result.stats["dropped"]["near_duplicate"] >= 20
     assert "linked as stars only" in capsys.readouterr().err
+
+
+def test_shingles_are_every_character_5_gram_spaces_ignored():
+    # n characters give n - 4 shingles: the last one counts (a change at the end of a text moves
+    # its Jaccard); fewer than 5 characters give the text itself as one shingle
+    assert len(neardup.shingles("abcdef")) == 2
+    assert len(neardup.shingles("ab cd ef")) == 2  # spaces are dropped before cutting
+    assert len(neardup.shingles("abcde")) == len(neardup.shingles("ab")) == 1
+    assert neardup.jaccard("abcdefgh", "abcdefgX") == pytest.approx(3 / 5)
+
+
+def test_an_edge_is_made_where_the_estimate_reaches_the_threshold():
+    # "reaches": an estimate equal to the threshold verifies (identical signatures at threshold 1.0)
+    sig = neardup.sig_bytes(neardup.signature(A, neardup.permutations(0)))
+    assert neardup.estimated_jaccard(sig, sig) == 1.0
+    assert neardup.verified_edges([(("s", 1), sig), (("s", 2), sig)], 1.0) == [(("s", 1), ("s", 2))]
+
+
+def test_bucket_links_are_the_chain_and_the_star_around_the_smallest():
+    # every member is checked against the copy that would survive (the star) and its neighbour (the chain)
+    assert neardup.bucket_links([4, 2, 3, 1, 3]) == [(1, 2), (1, 3), (1, 4), (2, 3), (3, 4)]
+    assert neardup.bucket_links([2, 1]) == [(1, 2)]

@@ -137,3 +137,17 @@ def test_a_documents_draws_are_its_hash_read_little_endian_on_any_host():
     block = hashlib.sha256(key + (1).to_bytes(8, "little")).digest()
     want = [int.from_bytes(d[i:i + 8], "little") for d in (key, block) for i in (24, 16, 8, 0)]
     assert [rng._next() for _ in range(8)] == want
+
+
+def test_a_two_segment_pair_splits_at_every_inner_sentence_boundary_and_never_at_an_end():
+    # BERT's A/B split: k uniform in 1 .. len(chunk) - 1, so neither segment is empty; one draw
+    # (test_pack_document_rules) cannot tell k = len(chunk) (an empty B) from a good split
+    cfg = ExamplesConfig(max_seq_length=32, short_seq_prob=0.0, single_segment_prob=0.0)
+    sents = [[10 + i] * 3 for i in range(4)]  # 12 tokens: one chunk of four sentences
+    splits = set()
+    for seed in range(60):
+        (pair,), _ = pack_document(sents, cfg, random.Random(seed))
+        a, b = pair
+        assert a and b and a + b == [t for s in sents for t in s]
+        splits.add(len(a) // 3)
+    assert splits == {1, 2, 3}

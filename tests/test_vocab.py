@@ -17,7 +17,7 @@ from kolectra.core.config import ConfigError, override
 from kolectra.vocab import trainer
 from kolectra.vocab.build import build
 from kolectra.vocab.config import VocabConfig
-from kolectra.vocab.words import morph_cuts
+from kolectra.vocab.words import WordSplitter, doc_words, morph_cuts
 from tests.test_vocab_corpus import small_corpus, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,6 +153,8 @@ def test_trainer_never_merges_across_a_morpheme_boundary():
     assert learn(table, respect_morphs=True, cross_morph="none") == []
     # min_frequency stops merging; the budget counts the alphabet (room for exactly one piece)
     assert trainer.learn_pieces(table, respect_morphs=False, budget=10, initial=initial, min_frequency=11)[0] == []
+    # a pair seen exactly min_frequency times is still learned (min_frequency is a floor, not a bar to pass)
+    assert trainer.learn_pieces(table, respect_morphs=False, budget=10, initial=initial, min_frequency=10)[0] != []
     assert trainer.learn_pieces(table, respect_morphs=False, budget=4, initial=initial, min_frequency=1)[0] == ["##나다"]
     # a word the alphabet cannot spell is left out and counted
     pieces, stats = trainer.learn_pieces({("가라", ()): 5}, respect_morphs=False, budget=10, initial=initial,
@@ -316,3 +318,10 @@ def test_report_falls_back_to_train_without_valid_split(tmp_path):
     corpus = write_corpus(tmp_path / "c", {"train": [["영화가 정말 좋았다.", "배우가 연기를 잘했다."]] * 3})
     _, stats = _build(VocabConfig(vocab_size=200, num_unused=0, min_frequency=1), corpus, tmp_path / "o")
     assert stats["report_split"] == "train" and stats["unk_rate"] == 0.0
+
+
+def test_a_words_cuts_are_inside_it_never_at_its_ends():
+    # a word type's cuts are offsets 0 < cut < len (vocab/words.py): a morpheme starting the word
+    # or ending it gives no cut, or the same word would be counted under two keys
+    doc = {"id": "d", "text": "영화를 봤다", "morphs": [[0, 2, "NNG"], [2, 3, "JKO"], [4, 6, "VV+EF"]]}
+    assert doc_words(doc, WordSplitter()) == ([("영화를", (2,)), ("봤다", ())], 0)
