@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.tiny_model import build_tiny_model_dir
@@ -392,3 +393,11 @@ def test_a_model_folder_that_is_neither_artifact_nor_hf_directory_says_so(tmp_pa
 
 if __name__ == "__main__":  # the subprocess side of test_ner_on_xla: its report as the last stdout line
     print(json.dumps(_xla_ner(json.loads(sys.argv[1]))))
+
+
+def test_classification_macro_f1_is_the_mean_of_per_class_f1():
+    # macro, not micro (micro F1 is the accuracy for one label a row): a classifier that always
+    # says the majority class scores 0 F1 on the others, which the macro mean shows
+    scores = classify.classification_scores(np.array([0, 0, 0, 1]), np.array([0, 0, 0, 0]))
+    assert scores["accuracy"] == 0.75
+    assert scores["macro_f1"] == pytest.approx((2 * 0.75 / 1.75 + 0.0) / 2)
