@@ -255,6 +255,9 @@ def test_resume_rejects_different_layout(tmp_path):
     state = ExampleLoader(root, 8, seed=0).state_dict()
     with pytest.raises(ValueError, match="batch_size"):
         ExampleLoader(root, 4, seed=0).load_state_dict(state)
+    # another seed is another order: the same position would name other batches
+    with pytest.raises(ValueError, match="seed=0, this loader has seed=1"):
+        ExampleLoader(root, 8, seed=1).load_state_dict(state)
 
 
 def test_bad_artifacts_give_clear_errors(tmp_path):
