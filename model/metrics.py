@@ -272,8 +272,9 @@ class MetricsLog:
         self.nonpad_tokens = int(self.last.get("nonpad_tokens", 0))
         self.counted_from = 0 if "nonpad_tokens" in self.last or not resume_step else resume_step
         self.t_window = time.perf_counter()
-        # rank 0's failure to write a line (a full disk): kept, not raised in the middle of a step's
-        # collectives; the loop raises it where every rank learns of it (StopAtStepEnd.agreed), else close()
+        # rank 0's failure to write a line (a full disk), where several ranks agree: kept, not raised in the
+        # middle of a step's collectives; the loop raises it where every rank learns of it (StopAtStepEnd.agreed),
+        # else close(). One process and an XLA pod's hosts raise it at once.
         self.failed: Exception | None = None
 
     # -- resume -----------------------------------------------------------------------------
@@ -336,6 +337,8 @@ class MetricsLog:
             try:
                 self._write_line(step)
             except Exception as e:  # noqa: BLE001 - raised where the ranks agree (model.rank_failures)
+                if self.dev.world_size == 1 or not self.dev.ranks_can_agree:
+                    raise  # nothing to agree on (one process, an XLA pod's hosts): raised at once, as before
                 self.failed = e
 
     def _write_line(self, step: int) -> None:

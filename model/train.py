@@ -469,6 +469,8 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
             export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage, warnings)
             if clear_checkpoints:
                 checkpoint.clear(out_dir)
+    if not dev.ranks_can_agree:  # an XLA pod's hosts (no host group): they wait for rank 0's export, as before
+        dev.barrier()
     stats = {
         "steps": t.steps, "objective": cfg.objective.objective, "recipe": recipe, "final": final,
         "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
