@@ -251,3 +251,13 @@ def test_script_share_is_parameterised():
     assert filters.script_share("12 !!", "hangul") == 0.0
     with pytest.raises(ConfigError):
         override(default_config(), ["script=klingon"])
+
+
+def test_composing_nfd_hangul_leaves_compatibility_characters_as_they_are():
+    # nfc() rewrites only text that is not NFC already: a document with decomposed Hangul goes
+    # through the normaliser, and there compatibility jamo (laughter, crying), circled numbers,
+    # ligatures and superscripts must come out unchanged (NFKC would fold every one of them)
+    han_nfd = unicodedata.normalize("NFD", "한국어")
+    others = "ㅋㅋ ㅠㅠ ① ﬁ x²"
+    assert text.normalize(han_nfd + " " + others) == "한국어 " + others
+    assert text.nfc(han_nfd + others) == "한국어" + others
