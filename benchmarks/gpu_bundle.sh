@@ -32,11 +32,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 mkdir -p "$dir/wheels" "$dir/cache"
-pins() { sed -n "s/^ *\"\($1==[^\"]*\)\".*/\1/p" "$repo/pyproject.toml"; }
+# the tested versions (requirements/ci.txt, the set CI installs: pyproject.toml holds ranges); a name
+# the file lacks stops the script here rather than downloading whatever is newest
+pins() {
+  local line
+  line=$(grep -m1 -i "^$1==" "$repo/requirements/ci.txt") || { echo "gpu_bundle.sh: $1 is not in requirements/ci.txt" >&2; exit 2; }
+  echo "$line"
+}
 python -m pip download -q --no-deps --only-binary=:all: --python-version "$py" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$dir/wheels" "$(pins transformers)" "$(pins tokenizers)" "$(pins universal_pathlib)" "$(pins zstandard)" \
-  "pathlib-abc>=0.5.1,<0.6"
+  -d "$dir/wheels" "$(pins transformers)" "$(pins tokenizers)" "$(pins universal-pathlib)" "$(pins zstandard)" \
+  "$(pins pathlib-abc)"
 # kolectra's wheel from a copy of the working tree's files (tracked and new, not ignored): built in the
 # tree itself, setuptools' build/lib would carry modules deleted since an earlier build into the wheel
 src=$(mktemp -d)
