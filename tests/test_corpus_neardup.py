@@ -1,6 +1,6 @@
 """MinHash-LSH near duplicates: the method's pure functions (corpus/neardup.py) and its Beam stages
-(corpus/neardup_beam.py) against the exact in-memory method; the whole corpus job runs it in
-test_corpus_pipeline."""
+(corpus/neardup_beam.py) against the exact in-memory method; template spam and the chain limit:
+test_corpus_neardup_spam.py; the whole corpus job runs it in test_corpus_pipeline."""
 
 import collections
 import hashlib
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from benchmarks import element_sizes, neardup_spam
+from benchmarks import element_sizes
 from kolectra.corpus import neardup, neardup_beam
 
 A = "주인공이 왜 그랬는지 이해가 안 된다 했는데 결말 보고 납득함. 배우들 연기는 좋았다"
@@ -182,6 +182,28 @@ def test_candidates_are_verified_by_estimated_jaccard():
     assert neardup.verified_edges(members, 0.8) == [(1, 2)]  # (1, 3), (2, 3) are candidates, not edges
     big = [(i, members[0][1]) for i in range(neardup.MAX_BUCKET_PAIRS + 10)]
     assert len(neardup.candidate_pairs(big)) == len(big) - 1  # star, not quadratic
+
+
+def test_shingles_are_every_character_5_gram_spaces_ignored():
+    # n characters give n - 4 shingles: the last one counts (a change at the end of a text moves
+    # its Jaccard); fewer than 5 characters give the text itself as one shingle
+    assert len(neardup.shingles("abcdef")) == 2
+    assert len(neardup.shingles("ab cd ef")) == 2  # spaces are dropped before cutting
+    assert len(neardup.shingles("abcde")) == len(neardup.shingles("ab")) == 1
+    assert neardup.jaccard("abcdefgh", "abcdefgX") == pytest.approx(3 / 5)
+
+
+def test_an_edge_is_made_where_the_estimate_reaches_the_threshold():
+    # "reaches": an estimate equal to the threshold verifies (identical signatures at threshold 1.0)
+    sig = neardup.sig_bytes(neardup.signature(A, neardup.permutations(0)))
+    assert neardup.estimated_jaccard(sig, sig) == 1.0
+    assert neardup.verified_edges([(("s", 1), sig), (("s", 2), sig)], 1.0) == [(("s", 1), ("s", 2))]
+
+
+def test_bucket_links_are_the_chain_and_the_star_around_the_smallest():
+    # every member is checked against the copy that would survive (the star) and its neighbour (the chain)
+    assert neardup.bucket_links([4, 2, 3, 1, 3]) == [(1, 2), (1, 3), (1, 4), (2, 3), (3, 4)]
+    assert neardup.bucket_links([2, 1]) == [(1, 2)]
 
 
 def test_signatures_keep_8_bits_a_value_and_the_estimate_takes_chance_agreement_out():
@@ -404,109 +426,3 @@ def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tm
     counters = result.metrics().query(beam.metrics.MetricsFilter().with_name("unconverged_nodes"))["counters"]
     assert sum(c.committed for c in counters) == unconverged
     assert json.loads(tallied.read_text()) == [[["near_dup", "unconverged_nodes"], unconverged]]  # for stats.json
-
-
-# ---------------------------------------------------------------- groups that grow with template spam
-
-
-def test_no_step_holds_a_group_that_grows_with_template_spam():
-    """A bucket or cluster of n near copies costs each per-group step the same memory at n = 2,000
-    and n = 200,000 (listing the group, as the steps did, held about 8 MB at 200,000). LinkSorted
-    sorts a coarse group's records up to a run bound, then spills: its peak, flat past that bound,
-    is tested in test_corpus_neardup_bands.py."""
-    small, large = neardup_spam.streamed(2_000, 16), neardup_spam.streamed(200_000, 16)
-    for name in [name for name in small if not name.startswith("LinkSorted")]:
-        at_small, at_large = neardup_spam.peak_bytes(small[name]), neardup_spam.peak_bytes(large[name])
-        assert at_large < at_small + 16_384, (name, at_small, at_large)
-        assert at_large < 64_000, (name, at_large)  # bounded by chain_limit (16 here), not by n
-
-
-def test_a_group_read_twice_must_be_re_iterable():
-    with pytest.raises(TypeError, match="re-iterable"):
-        list(neardup.bucket_candidates(iter(range(5)), 2))
-    with pytest.raises(TypeError, match="re-iterable"):
-        list(neardup.large_star(0, iter(range(1, 5))))
-
-
-def test_a_bucket_over_the_chain_limit_is_a_star_and_its_cluster_still_keeps_one_copy(tmp_path):
-    """Template spam: 90 variants of one review (one word of 30 replaced each) crowd the same
-    buckets. Over ``chain_limit`` the bucket is linked as a star only; the Beam stages still equal
-    their in-memory form with the same limit, and the cluster keeps only its smallest copy."""
-    rng = np.random.default_rng(7)
-    syllables = [chr(c) for c in range(0xAC00, 0xAC00 + 2000)]
-    template = ["".join(rng.choice(syllables, size=3)) for _ in range(30)]
-    docs = {}
-    for i in range(90):
-        words = list(template)
-        words[int(rng.integers(30))] = "".join(rng.choice(syllables, size=3))
-        docs[("spam", i)] = " ".join(words)
-    docs.update({("other", i): t for i, t in enumerate(_planted(seed=4, bases=20, copies=0)[0].values())})
-    bands, rows = neardup.bands_rows(0.7)
-    perms = neardup.permutations(0, bands * rows)
-    sizes = collections.Counter(b for t in docs.values() for b in neardup.band_keys(neardup.signature(t, perms), bands, rows))
-    assert sum(n > 8 for n in sizes.values()) >= 5  # the limit below is crossed, by buckets of up to 40
-    staged, unconverged = neardup.find_near_duplicates_staged(docs, 0.7, seed=0, chain_limit=8)
-    tallies = {}
-    dropped, kept, _ = _stages(docs, 0.7, tmp_path, workers=2, chain_limit=8, tallies=tallies)  # re-read in workers
-    assert (dropped, unconverged) == (staged, 0)
-    over = [n for n in sizes.values() if n > 8]
-    assert tallies["star_only_buckets"] == len(over) and tallies["star_only_documents"] == sum(over)  # for stats.json
-    assert tallies["verified_pairs"] <= tallies["candidate_pairs"] and "unconverged_nodes" not in tallies
-    assert set(dropped) == {("spam", i) for i in range(1, 90)} and set(dropped.values()) == {("spam", 0)}
-    assert kept == sorted([("spam", 0)] + [k for k in docs if k[0] == "other"])
-
-
-def test_the_chain_limit_is_a_setting_refused_below_two():
-    from kolectra.core.config import ConfigError, override
-    from kolectra.corpus.config import production_config
-
-    assert override(production_config(), ["near_dup_chain_limit=50"]).near_dup_chain_limit == 50
-    with pytest.raises(ConfigError, match="near_dup_chain_limit must be >= 2"):
-        override(production_config(), ["near_dup_chain_limit=1"])
-
-
-def test_the_corpus_job_reports_template_spam_linked_as_stars(tmp_path, capsys):
-    """The whole corpus job with a small chain limit: stats.json's ``near_dup`` counts the buckets
-    linked as stars only, and the run says so where the user looks (stderr)."""
-    import dataclasses
-
-    from kolectra.corpus import build
-    from kolectra.corpus.config import default_config
-
-    rng = np.random.default_rng(5)
-    template = "이번 영화 정말 재미있게 봤습니다 배우들 연기가 좋았고 음악도 훌륭했어요 가족과 함께 보기 좋은 영화 추천합니다".split()
-    lines = []
-    for i in range(30):
-        words = list(template)
-        words[int(rng.integers(len(words)))] = f"{i}번째"
-        lines.append(" ".join(words))
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "spam.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    cfg = dataclasses.replace(default_config(), near_dup_threshold=0.7, near_dup_chain_limit=4, num_shards=1)
-    result = build.build(cfg, [str(tmp_path / "in" / "*")], tmp_path / "out", [])
-    near = result.stats["near_dup"]
-    assert near["star_only_buckets"] > 0 and near["star_only_documents"] > 4 * near["star_only_buckets"]
-    assert result.stats["dropped"]["near_duplicate"] >= 20
-    assert "linked as stars only" in capsys.readouterr().err
-
-
-def test_shingles_are_every_character_5_gram_spaces_ignored():
-    # n characters give n - 4 shingles: the last one counts (a change at the end of a text moves
-    # its Jaccard); fewer than 5 characters give the text itself as one shingle
-    assert len(neardup.shingles("abcdef")) == 2
-    assert len(neardup.shingles("ab cd ef")) == 2  # spaces are dropped before cutting
-    assert len(neardup.shingles("abcde")) == len(neardup.shingles("ab")) == 1
-    assert neardup.jaccard("abcdefgh", "abcdefgX") == pytest.approx(3 / 5)
-
-
-def test_an_edge_is_made_where_the_estimate_reaches_the_threshold():
-    # "reaches": an estimate equal to the threshold verifies (identical signatures at threshold 1.0)
-    sig = neardup.sig_bytes(neardup.signature(A, neardup.permutations(0)))
-    assert neardup.estimated_jaccard(sig, sig) == 1.0
-    assert neardup.verified_edges([(("s", 1), sig), (("s", 2), sig)], 1.0) == [(("s", 1), ("s", 2))]
-
-
-def test_bucket_links_are_the_chain_and_the_star_around_the_smallest():
-    # every member is checked against the copy that would survive (the star) and its neighbour (the chain)
-    assert neardup.bucket_links([4, 2, 3, 1, 3]) == [(1, 2), (1, 3), (1, 4), (2, 3), (3, 4)]
-    assert neardup.bucket_links([2, 1]) == [(1, 2)]
