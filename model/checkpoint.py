@@ -197,7 +197,7 @@ def trim_log(path: Path, step: int) -> None:
 # --- save / load --------------------------------------------------------------------------------
 
 class CheckpointWriteError(OSError, EnvironmentProblem):
-    """A checkpoint file could not be written (a full disk, a file-size limit); names the file."""
+    """A checkpoint's (or the export's) file could not be written (a full disk, a file-size limit); names it."""
 
 
 def synced(path: Path) -> None:
@@ -212,10 +212,10 @@ def synced(path: Path) -> None:
         os.close(fd)
 
 
-def _written(path: Path, write) -> None:
-    """``write(path)`` and its bytes synced to the disk; its failure as an OSError naming the file:
-    torch and safetensors report a full disk as RuntimeError or SafetensorError, without the
-    file's name. The partial step directory is removed by :func:`save`, once every rank knows."""
+def written(path: Path, write, what: str = "checkpoint") -> None:
+    """``write(path)`` and its bytes synced to the disk; its failure as an OSError naming the file
+    (or folder): torch and safetensors report a full disk as RuntimeError or SafetensorError, without
+    the file's name. The partial step directory is removed by :func:`save`, once every rank knows."""
     try:
         write(path)
         synced(path)
@@ -227,7 +227,7 @@ def _written(path: Path, write) -> None:
             # torch's zip writer only says "file write failed": a full disk, or the file-size limit
             errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
             errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO)
-        raise CheckpointWriteError(code, f"{os.strerror(code)} (checkpoint not written)", str(path)) from e
+        raise CheckpointWriteError(code, f"{os.strerror(code)} ({what} not written)", str(path)) from e
 
 
 class CheckpointNotWritten(EnvironmentProblem):
@@ -304,19 +304,19 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
 
     def own_part() -> None:
         tmp.mkdir(parents=True, exist_ok=True)  # a rank on another machine than rank 0 writes its part there
-        _written(tmp / f"rank-{rank}.pt", lambda path: save_fn(encode(own), path))
+        written(tmp / f"rank-{rank}.pt", lambda path: save_fn(encode(own), path))
 
     def publish() -> None:
         if rank != 0:
             return
         unique, aliases = split_shared(model_state)
-        _written(tmp / "model.safetensors", lambda path: save_file(
+        written(tmp / "model.safetensors", lambda path: save_file(
             unique, str(path), metadata={"format": str(FORMAT), "step": str(step)}))
-        _written(tmp / "optimizer.pt", lambda path: save_fn(optimizer_state, path))
-        _written(tmp / "state.pt", lambda path: save_fn(
+        written(tmp / "optimizer.pt", lambda path: save_fn(optimizer_state, path))
+        written(tmp / "state.pt", lambda path: save_fn(
             encode({**shared, "step": step, "aliases": aliases, "format": FORMAT}), path))
         files = {p.name: {"bytes": p.stat().st_size, "sha256": filehash.sha256(p)} for p in sorted(tmp.iterdir())}
-        _written(tmp / MANIFEST, lambda path: path.write_text(
+        written(tmp / MANIFEST, lambda path: path.write_text(
             json.dumps({"format": FORMAT, "step": step, "files": files}, indent=1), encoding="utf-8"))
         synced(tmp)  # the directory's entries (every rank's file is in by the previous part's end)
         shutil.rmtree(final, ignore_errors=True)

@@ -32,6 +32,7 @@ from transformers import ElectraForMaskedLM
 from transformers.utils import logging as hf_logging
 
 from kolectra.model.card import LICENSE, front_matter
+from kolectra.model.checkpoint import written
 from kolectra.model.electra import ElectraPair, count_parameters, plain_state_dict
 
 ROLE_TEXT = {
@@ -123,8 +124,8 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # stderr carries kolectra's own progress lines
         try:
-            with torch.no_grad():
-                standalone.save_pretrained(dest, safe_serialization=True)
+            with torch.no_grad():  # a full disk names the folder (safetensors' own error names no file)
+                written(dest, lambda path: standalone.save_pretrained(path, safe_serialization=True), "export")
         finally:
             if bars:
                 hf_logging.enable_progress_bar()

@@ -80,7 +80,9 @@ def test_disk_full_while_logging_metrics_is_one_line_naming_the_folder(chain, tm
 
 
 def test_disk_full_while_exporting_is_one_line(chain, tmp_path, capsys):  # noqa: F811
-    """safetensors reports a full disk as its own error type: still one line, not a bug report."""
+    """safetensors reports a full disk as its own error type, naming no file: still one line, not a bug
+    report, and it names the export's folder (before: "the file-size limit was reached (while writing:
+    SafetensorError ...)")."""
     store, ex = _copy(chain, tmp_path / "root")
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
@@ -90,7 +92,8 @@ def test_disk_full_while_exporting_is_one_line(chain, tmp_path, capsys):  # noqa
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert code == 2
     line = _one_line(capsys.readouterr().err, "pretrain")
-    assert "the file-size limit was reached (while writing: SafetensorError" in line and "nothing published" in line
+    assert re.search(r"error: \S+/out/hf/discriminator: the file-size limit was reached; ", line), line
+    assert "nothing published" in line, line
     assert _no_half_artifact(store) and _private(store.root) == {".tmp": [], ".work": [], ".locks": []}
 
 
