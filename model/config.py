@@ -15,6 +15,7 @@ import math
 from typing import Callable, Literal, Sequence
 
 from kolectra.core.config import ConfigError
+from kolectra.model.schedule import warmup_end
 
 # The paper's efficiency ablations (section 3.2, table 5) next to ELECTRA itself:
 #   electra         replaced token detection on all tokens (the method)
@@ -341,8 +342,8 @@ def warmup_warning(t: TrainConfig) -> str | None:
     if not warmup_too_long(t):
         return None
     if t.warmup_steps >= t.steps:
-        return (f"WARNING: warm-up ({t.warmup_steps} steps) is not shorter than the run ({t.steps} steps): it "
-                f"ends at the peak learning rate, before any decay, and its health goes unchecked; lower "
+        return (f"WARNING: warm-up ({t.warmup_steps} steps) is not shorter than the run ({t.steps} steps): "
+                f"{warmup_end(t.warmup_steps, t.steps, t.schedule)}, and its health goes unchecked; lower "
                 f"train.warmup_steps (e.g. {max(1, t.steps // 10)})")
     return (f"WARNING: warm-up ({t.warmup_steps} steps) covers {t.warmup_steps / t.steps:.0%} of the run "
             f"({t.steps} steps), more than a fifth; consider train.warmup_steps={max(1, t.steps // 10)}")

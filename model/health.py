@@ -22,6 +22,8 @@ steps):
   context climbs past it while its recall at the 0.5 threshold stays low (few tokens are replaced).
   Where the plateau and the line were measured: docs/studies.md, "Where the discriminator leaves
   the prior".
+- discriminator not even at the prior: loss above the prior's entropy and AUC below 0.65, whatever
+  its recall (a run of a few steps: every token scored near 0.5, loss about ln 2, recall arbitrary).
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -38,6 +40,7 @@ import dataclasses
 import math
 
 from kolectra.model.config import RTD_OBJECTIVES  # noqa: F401  (the RTD family: the discriminator checks apply)
+from kolectra.model.schedule import warmup_end
 
 ENDED_IN_WARMUP = "the run ended in warm-up"
 # The lines a verdict reads: the last two windows past warm-up and the line before them (where the
@@ -66,6 +69,7 @@ class Context:
     nonpad_tokens: int = 0  # seen so far by the whole run: all ranks, earlier processes of a resumed run
     padding_share: float = 0.0  # of every global batch's slots up to the last logged step
     dropout: float = 0.0  # the model's hidden dropout
+    schedule: str = "warmup_then_decay"  # train.schedule: where a run that ends in warm-up leaves the rate
 
 
 def _mean(lines: list[dict], weights: list[int], key: str) -> float | None:
@@ -112,6 +116,12 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
             out.append(f"the discriminator sits at the class prior: it calls nearly every token {called} "
                        f"({rare} {recall:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
+        elif m["disc_loss"] > prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR:
+            # not even at the prior: a discriminator a few steps from its initialisation scores every token
+            # near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says nothing
+            out.append(f"the discriminator has not learned even the share of replaced tokens (loss "
+                       f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior; AUC "
+                       f"{m['disc_auc'] or 0.5:.3f})")
     if m["gen_loss"] is not None and m["gen_loss"] > 0.9 * uniform and (m["gen_acc"] or 0.0) < 0.02:
         out.append(f"the generator has not left uniform guessing (loss {m['gen_loss']:.2f} of ln|V| = "
                    f"{uniform:.2f}, accuracy {m['gen_acc'] or 0:.3f})")
@@ -181,8 +191,8 @@ def unchecked_text(health: dict, ctx: Context) -> str:
     """The one line a run whose health went unchecked ends with."""
     if health.get("reason") == ENDED_IN_WARMUP:
         return (f"WARNING: training health unchecked: the run ended in warm-up ({ctx.total_steps} steps, warm-up "
-                f"{ctx.warmup_steps}): it stopped at its peak learning rate, and whether the model learned was not "
-                f"checked; give more steps or a shorter train.warmup_steps")
+                f"{ctx.warmup_steps}): {warmup_end(ctx.warmup_steps, ctx.total_steps, ctx.schedule)}, and whether "
+                f"the model learned was not checked; give more steps or a shorter train.warmup_steps")
     return f"training health unchecked: {health.get('reason', 'no metrics')}"
 
 

@@ -34,6 +34,7 @@ import re
 import torch
 
 from kolectra.model.config import SCHEDULES  # noqa: F401  (the schedules lr_scale knows)
+from kolectra.model.schedule import lr_scale  # noqa: F401  (torch-free, beside what it reaches in a run)
 
 _LAYER_RE = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
 
@@ -88,15 +89,6 @@ def build(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[f
             g["lr"] = torch.tensor(g["lr"], dtype=torch.float32, device=lr_on)
     flags = {**({"fused": True} if fused else {}), **({"capturable": True} if lr_on is not None else {})}
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, **flags)
-
-
-def lr_scale(step: int, warmup: int, total: int, schedule: str = "warmup_then_decay") -> float:
-    """The schedule's factor for optimizer update ``step`` (0-based) of ``total``."""
-    if schedule == "warmup_times_decay":  # the reference: both factors at once
-        return min(1.0, (step + 1) / warmup if warmup else 1.0) * max(0.0, 1.0 - step / max(1, total))
-    if step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
 
 
 def set_lr(optimizer: torch.optim.Optimizer, step: int, scale: float, bias_correction: bool = True) -> None:

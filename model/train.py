@@ -47,7 +47,7 @@ from kolectra.model.rank_failures import together
 from kolectra.model.resume import lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
-STAGE_VERSION = 16  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 17  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
@@ -119,7 +119,7 @@ class Run:
         return health.Context(self.cfg.objective.objective, self.inputs.specials.vocab_size, t.warmup_steps,
                               t.steps, t.lr, nonpad_tokens=nonpad,
                               padding_share=max(0.0, 1.0 - nonpad / slots) if nonpad else 0.0,
-                              dropout=self.cfg.model.dropout)
+                              dropout=self.cfg.model.dropout, schedule=t.schedule)
 
 
 def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,

@@ -159,3 +159,18 @@ def test_a_short_last_window_weighs_by_its_steps():
     stuck = [_line(s, disc_loss=0.3447, disc_auc=a) for s, a in ((990, 0.6352), (1045, 0.6484), (1100, 0.6473))]
     v = health.verdict(stuck, ctx)
     assert v["status"] == "not_learning" and "AUC 0.648," in v["problems"][0]
+
+
+def test_a_discriminator_worse_than_the_prior_has_learned_nothing():
+    # tiny, 3 steps of 16 on the sample (k4): every token scored near 0.5, loss about ln 2, so the recall at
+    # the 0.5 threshold is arbitrary (0.23); the generator's 3 % accuracy passes its check. Was "ok".
+    three_steps = [_line(3, disc_loss=0.6813, disc_auc=0.5064, disc_recall=0.2253, disc_acc=0.6779,
+                         replaced_token_share=0.1297, gen_loss=9.1389, gen_acc=0.0316, replaced_share=1.0)]
+    v = health.verdict(three_steps, _ctx(warmup_steps=0, total_steps=3, vocab_size=9891))
+    assert v["status"] == "not_learning"
+    assert v["problems"] == ["the discriminator has not learned even the share of replaced tokens (loss 0.681, "
+                             "above the 0.386 of always guessing the prior; AUC 0.506)"]
+    # above the prior but past the plateau's AUC: it uses context (ok); below the prior at the plateau: the
+    # "at the prior" check's business, unchanged (its recall here is too high for it: ok)
+    assert health.verdict([{**three_steps[0], "disc_auc": 0.7}], _ctx(warmup_steps=0))["status"] == "ok"
+    assert health.verdict([{**three_steps[0], "disc_loss": 0.38}], _ctx(warmup_steps=0))["status"] == "ok"

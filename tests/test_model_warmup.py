@@ -54,3 +54,29 @@ def test_a_run_that_ends_in_warm_up_warns_and_records_why_health_is_unchecked(tm
     card = (tmp_path / "out" / "hf" / "discriminator" / "README.md").read_text()
     assert "| training health | unchecked: the run ended in warm-up |" in card
     assert json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 4
+
+
+def test_a_warm_up_longer_than_the_run_says_the_rate_never_peaks():
+    """3 steps with warm-up 100 train at 1-3 % of train.lr (k4: the last logged lr 6.0e-05 of 2e-3): both lines
+    said the run ended at its peak learning rate. Only a warm-up exactly as long as the run ends there, and
+    only under warmup_then_decay (the reference schedule multiplies the decay in)."""
+    from kolectra.model import health, optim
+
+    t = dataclasses.replace(config.tiny().train, steps=3, warmup_steps=100)
+    line = config.warmup_warning(t)
+    assert "its learning rate never reaches train.lr (at most 3% of it), and its health goes unchecked" in line
+    assert "peak" not in line
+    assert max(optim.lr_scale(s, 100, 3) for s in range(3)) == 0.03
+    ctx = dict(objective="electra", vocab_size=8000, warmup_steps=100, total_steps=3, lr=2e-3)
+    v = {"status": "unchecked", "reason": health.ENDED_IN_WARMUP}
+    text = health.unchecked_text(v, health.Context(**ctx))
+    assert "(3 steps, warm-up 100): its learning rate never reaches train.lr (at most 3% of it)" in text
+    assert "peak" not in text
+    # a warm-up as long as the run: its last step is at the peak, as before
+    assert "its last step is at the peak learning rate" in config.warmup_warning(dataclasses.replace(t, warmup_steps=3))
+    # the reference schedule never gets there: its largest factor over 4 steps is 2/4 x 3/4 (steps 1 and 2)
+    ref = dataclasses.replace(t, steps=4, warmup_steps=4, schedule="warmup_times_decay")
+    assert max(optim.lr_scale(s, 4, 4, "warmup_times_decay") for s in range(4)) == 0.375
+    assert "never reaches train.lr (at most 38% of it)" in config.warmup_warning(ref)
+    ctx.update(warmup_steps=4, total_steps=4)
+    assert "at most 38% of it" in health.unchecked_text(v, health.Context(**ctx, schedule="warmup_times_decay"))
