@@ -320,6 +320,18 @@ def test_report_falls_back_to_train_without_valid_split(tmp_path):
     assert stats["report_split"] == "train" and stats["unk_rate"] == 0.0
 
 
+def test_a_corpus_too_small_for_vocab_size_says_so(tmp_path, capsys):
+    """vocab_size is a ceiling: a one-document corpus asked for 64,000 learned 131 entries and said nothing of
+    the 63,869 it could not learn (k4); 128,000 on the 4,000-review sample gave 9,891 just as quietly."""
+    corpus = write_corpus(tmp_path / "c", {"train": [["영화가 정말 좋았다.", "배우가 연기를 잘했다."]] * 3})
+    _, stats = _build(VocabConfig(vocab_size=64_000, num_unused=0, report_baseline=False), corpus, tmp_path / "o")
+    err = capsys.readouterr().err
+    assert (f"vocab: morph_wordpiece learned {stats['vocab_size']:,} entries, fewer than vocab_size=64,000: the corpus "
+            "has no more (no pair it may merge occurs min_frequency=2 times or more in its words)") in err
+    _build(VocabConfig(vocab_size=stats["vocab_size"], num_unused=0, report_baseline=False), corpus, tmp_path / "o2")
+    assert "fewer than vocab_size" not in capsys.readouterr().err  # reached: nothing to say
+
+
 def test_a_words_cuts_are_inside_it_never_at_its_ends():
     # a word type's cuts are offsets 0 < cut < len (vocab/words.py): a morpheme starting the word
     # or ending it gives no cut, or the same word would be counted under two keys

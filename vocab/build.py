@@ -87,6 +87,8 @@ def build(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, beam_args: list[str
     seconds: dict = {}
     where = {"beam_args": list(beam_args), "train_shards": train_shards}
     tokenizers, learn_stats, counts = _learn_recipes(cfg, corpus_dir, out_dir, seconds, where)
+    if line := short_of_size(cfg, learn_stats[cfg.recipe]["vocab_size"]):
+        progress(line)
     measured, split = _report(cfg, corpus_dir, out_dir, tokenizers, learn_stats, counts, seconds)
     seconds["total"] = round(time.perf_counter() - t_start, 2)
     stats = _headline(cfg, learn_stats, measured, counts, split)
@@ -192,6 +194,17 @@ def _report(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, tokenizers: dict,
     for line in table.format_report(doc).splitlines():
         progress(line)
     return measured, split
+
+
+def short_of_size(cfg: VocabConfig, size: int) -> str | None:
+    """One line when the corpus held fewer pieces than ``vocab_size`` asks for (a ceiling, not a target
+    it pads to): the size learned is what the examples and the model get."""
+    if size >= cfg.vocab_size:
+        return None
+    why = (f"no pair it may merge occurs min_frequency={cfg.min_frequency} times or more in its words"
+           if cfg.recipe in WORDPIECE_RECIPES else "SentencePiece found no more pieces in it")
+    return (f"vocab: {cfg.recipe} learned {size:,} entries, fewer than vocab_size={cfg.vocab_size:,}: the corpus has "
+            f"no more ({why}); the examples and the model take the {size:,}, and a larger corpus gives more")
 
 
 def fit_warnings(vocab_size: int, figures: dict, split: str) -> list[str]:
