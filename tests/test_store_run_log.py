@@ -1,12 +1,14 @@
 """A pretraining run's metrics.jsonl on a bucket root (pipeline/store/log_parts.py), on moto's S3
-server (tests/s3_support.py): each checkpoint uploads only the lines written since the one before
-(before, the whole file, so a run's uploads grew with the square of its lines); ``--resume`` on a
-machine without the run reads the parts back as the one file; the published artifact holds
-``metrics.jsonl`` whole, in its manifest, verified."""
+server (tests/s3_support.py): each checkpoint uploads the lines written since the one before
+(before, the whole file, so a run's uploads grew with the square of its lines), as a part that takes
+in the newest parts like a binary counter (their number logarithmic in the saves; before, one more a
+save, never merged); ``--resume`` on a machine without the run reads the parts back as the one file;
+the published artifact holds ``metrics.jsonl`` whole, in its manifest, verified."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -65,9 +67,10 @@ def append(out: Path, data: bytes) -> None:
 
 
 def test_a_checkpoint_uploads_the_new_lines_whatever_came_before(bucket, s3_endpoint, tmp_path, monkeypatch):
-    """The bytes a save uploads are the checkpoint's files and the lines new since the save before,
-    the same after 1,000 earlier lines as after 10,000 (the whole file before: 0.5 MB against 4.8 MB);
-    published, the artifact holds metrics.jsonl whole, listed in its manifest, and verifies."""
+    """The bytes a save uploads are the checkpoint's files and the lines new since the save before
+    (no merge here: 100 lines, less than the part before them), the same after 1,000 earlier lines as
+    after 10,000 (the whole file before: 0.5 MB against 4.8 MB); published, the artifact holds
+    metrics.jsonl whole, listed in its manifest, and verifies."""
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
     store = open_store(f"{bucket}/grow")
     sent: dict[int, list] = {}
@@ -136,9 +139,8 @@ def test_resume_on_another_machine_reads_the_parts_back_as_the_log(bucket, tmp_p
         store_1.build(request, first, resumable=RESUMABLE)
     run = f"{root}/.work/checkpoint-{request.id()}"
     names = sorted(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
-    assert len(names) == 3 and [p[:2] for p in log_parts.chain(names)] == [
-        (0, len(lines(0, 100))),
-        (len(lines(0, 100)), len(lines(0, 200))),
+    assert len(names) == 2 and [p[:2] for p in log_parts.chain(names)] == [  # the second save took in the first
+        (0, len(lines(0, 200))),
         (len(lines(0, 200)), len(lines(0, 300))),
     ]
 
@@ -148,8 +150,8 @@ def test_resume_on_another_machine_reads_the_parts_back_as_the_log(bucket, tmp_p
         store_2.build(request, second, resumable=RESUMABLE, resume=True)
     assert seen["fetched"] == lines(0, 300)
     chained = log_parts.chain(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
-    assert [p[:2] for p in chained] == [(0, len(lines(0, 100))), (len(lines(0, 100)), len(seen["second"]))]
-    assert len(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl")) == 2  # the stale ones removed
+    assert [p[:2] for p in chained] == [(0, len(seen["second"]))]  # the first part differs from byte 150's line
+    assert len(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl")) == 1  # the stale ones removed
 
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-3"))
     art = open_store(root).build(request, third, resumable=RESUMABLE, resume=True)
@@ -170,6 +172,7 @@ def test_a_part_that_does_not_match_its_name_ends_the_log_read_back(bucket, tmp_
     assert local.read_bytes().startswith(lines(0, 30)) and len(local.read_bytes()) > len(lines(0, 30))
     parts = log_parts.chain(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
     assert parts[-1][1] == len(lines(0, 30))  # whole lines only: the one being written waits for the next save
+    assert [p[:2] for p in parts] == [(0, len(lines(0, 20))), (len(lines(0, 20)), len(lines(0, 30)))]
     storage.write_bytes(f"{run}/{log_parts.PARTS}/metrics.jsonl/notes.txt", b"not a part")
     listing = storage.listing(run)
     back = tmp_path / "back"
@@ -177,10 +180,10 @@ def test_a_part_that_does_not_match_its_name_ends_the_log_read_back(bucket, tmp_
     assert (back / "metrics.jsonl").read_bytes() == lines(0, 30)
     storage.write_bytes(
         f"{run}/{log_parts.PARTS}/metrics.jsonl/{log_parts.part_name(parts[1])}",
-        lines(10, 10).replace(b"6.25", b"6.26"),
+        lines(20, 10).replace(b"6.25", b"6.26"),
     )
     log_parts.fetch(run, listing, back)
-    assert (back / "metrics.jsonl").read_bytes() == lines(0, 10)
+    assert (back / "metrics.jsonl").read_bytes() == lines(0, 20)
 
 
 def test_a_key_in_other_digits_is_no_part():
@@ -230,3 +233,106 @@ def test_resume_takes_the_store_s_newer_checkpoint_over_this_machine_s_older_cop
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-1"))
     open_store(root).build(request, third, resumable=RESUMABLE, resume=True)
     assert seen["steps"] == ["step-00000500"] and seen["log"] == lines(0, 500), seen["steps"]
+
+
+def test_parts_stay_logarithmic_in_the_saves_and_each_byte_goes_up_a_few_times(bucket, s3_endpoint, tmp_path):
+    """64 saves of 1 to 3 lines: the store holds at most 1 + log2(file / newest part) parts after
+    every save (each larger than all after it together), 5 at most here, read back as the file; the
+    bytes PUT in all are at most 1 + log2(saves) times the file (3.4 here), and each merge's replaced
+    parts are deleted. Before, one part a save, never merged: 64 parts (a resume's 64 GETs)."""
+    run = f"{bucket}/many/.work/checkpoint-x"
+    local = tmp_path / "out" / "metrics.jsonl"
+    local.parent.mkdir()
+    mirror = log_parts.Mirror(run, local)
+    saves, step, most = 64, 0, 0
+    with answered(s3_endpoint) as found:
+        for k in range(saves):
+            append(local.parent, lines(step, 1 + k % 3))
+            step += 1 + k % 3
+            mirror.sync()
+            mirror.prune()
+            names = list(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))
+            parts = log_parts.chain(names)
+            assert len(names) == len(parts) and parts[-1][1] == local.stat().st_size, (k, names)
+            sizes = [e - s for s, e, _ in parts]
+            assert all(size > sum(sizes[i + 1 :]) for i, size in enumerate(sizes)), (k, sizes)
+            assert len(parts) < 1 + math.log2(sum(sizes) / sizes[-1]) or len(parts) == 1, (k, sizes)
+            most = max(most, len(parts))
+    assert most <= 1 + math.log2(saves), (most, sizes)  # 5 here; before, 64
+    put = sum(a.sent for a in found if a.operation == "PutObject")
+    assert local.stat().st_size < put <= local.stat().st_size * (1 + math.log2(saves)), put
+    puts, deletes = (sum(a.operation == op for a in found) for op in ("PutObject", "DeleteObjects"))
+    assert puts == saves and deletes == saves - len(parts), (puts, deletes)  # each replaced part once (a key a request)
+    log_parts.fetch(run, storage.listing(run), tmp_path / "back")
+    assert (tmp_path / "back" / "metrics.jsonl").read_bytes() == lines(0, step)
+
+
+@pytest.mark.parametrize("killed", ["before the checkpoint", "after the checkpoint"])
+def test_a_kill_between_a_merge_and_its_deletes_leaves_the_whole_log_once(bucket, tmp_path, monkeypatch, killed):
+    """The fourth save merges the store's two parts and its new lines into one part, written before
+    the two are deleted (after the checkpoint's manifest). Killed in between (before the checkpoint's
+    first file: no step 400; or after its manifest), the store holds all three: the log read back is
+    every line once (the chain takes the longer part). The run resumed on another machine trims back
+    to its checkpoint; its first save keeps the replaced parts where the merged one went past that
+    checkpoint, and the published artifact holds exactly the resumed run's file."""
+    root = f"{bucket}/merge"
+    request = Request(kind="checkpoint", name="merge", stage_version=1, config={})
+    run = f"{root}/.work/checkpoint-{request.id()}"
+    parts_url = f"{run}/{log_parts.PARTS}/metrics.jsonl"
+    seen: dict[str, object] = {}
+    real_upload, real_remove = storage.upload, storage.remove
+
+    def upload(src: str, location: str) -> None:  # the kill: at the checkpoint's first file after the merge
+        if killed == "before the checkpoint" and "/step-00000400/" in location:
+            raise RuntimeError("killed")
+        real_upload(src, location)
+
+    def remove(location: str, recursive: bool = False) -> None:  # or at the merge's first delete
+        if killed == "after the checkpoint" and f"/{log_parts.PARTS}/" in location:
+            raise RuntimeError("killed")
+        real_remove(location, recursive)
+
+    def first(out: Path) -> StageOutput:
+        for step in (100, 200, 300, 400):
+            append(out, lines(step - 100, 100))
+            if step == 400:  # the store holds [0, 200 lines) and [200, 300): both taken in
+                monkeypatch.setattr(storage, "upload", upload)
+                monkeypatch.setattr(storage, "remove", remove)
+            store_1.checkpoint_saved(save(out, step))
+        raise AssertionError("not killed")
+
+    def second(out: Path) -> StageOutput:
+        step = int(max(p.name for p in (out / "checkpoints").iterdir()).removeprefix("step-"))
+        seen["step"], seen["fetched"] = step, (out / "metrics.jsonl").read_bytes()
+        (out / "metrics.jsonl").write_bytes(lines(0, step))  # the trainer's trim, to its checkpoint
+        append(out, lines(step, 50).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75'))
+        store_2.checkpoint_saved(save(out, step + 50))
+        seen["log"] = (out / "metrics.jsonl").read_bytes()
+        seen["ends"] = [end for _, end, _ in log_parts.chain(storage.listing(parts_url))]
+        seen["keys"] = len(storage.listing(parts_url))
+        return StageOutput(stats={})
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-1"))
+    store_1 = open_store(root)
+    with pytest.raises(RuntimeError, match="killed"):
+        store_1.build(request, first, resumable=RESUMABLE)
+    monkeypatch.setattr(storage, "upload", real_upload)
+    monkeypatch.setattr(storage, "remove", real_remove)
+    names = storage.listing(parts_url)
+    assert sorted(p[:2] for p in map(log_parts.parse, names)) == [
+        (0, len(lines(0, 200))), (0, len(lines(0, 400))), (len(lines(0, 200)), len(lines(0, 300)))]
+    log_parts.fetch(run, storage.listing(run), tmp_path / "back")
+    assert (tmp_path / "back" / "metrics.jsonl").read_bytes() == lines(0, 400)  # every line, once
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "machine-2"))
+    store_2 = open_store(root)
+    art = store_2.build(request, second, resumable=RESUMABLE, resume=True)
+    assert seen["fetched"] == lines(0, 400)
+    assert seen["step"] == (300 if killed == "before the checkpoint" else 400)
+    # the save's PUT was its 50 new lines: the parts the resumed file starts with were kept (before the
+    # checkpoint, the replaced ones: the merged part holds lines past step 300 that the trim dropped)
+    ends = [200, 300, 350] if killed == "before the checkpoint" else [400, 450]
+    assert seen["ends"] == [len(lines(0, n)) for n in ends] and seen["keys"] == len(ends), seen
+    assert art.read_bytes("metrics.jsonl") == seen["log"]
+    assert seen["log"] == lines(0, seen["step"]) + lines(seen["step"], 50).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75')
+    assert store_2.verify(art) == []

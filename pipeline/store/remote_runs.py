@@ -5,8 +5,8 @@ Mixed into :class:`kolectra.pipeline.store.remote.RemoteStore`. The run itself w
 :mod:`.workspace`); each checkpoint the trainer completes is mirrored to
 ``ROOT/.work/<kind>-<id>/out/checkpoints/step-N/`` (files first, its manifest last; older steps
 dropped), with ``request.json`` beside it and ``metrics.jsonl`` as parts, each checkpoint's new
-lines one more (:mod:`.log_parts`). ``--resume`` on a machine that has nothing local fetches the
-newest mirrored step and the log. Ranks after the first of a data-parallel run
+lines one more, merged like a binary counter (:mod:`.log_parts`). ``--resume`` on a machine that has
+nothing local fetches the newest mirrored step and the log. Ranks after the first of a data-parallel run
 (:attr:`.workspace.Resumable.rank`) keep their own local copy, mirror only their ``rank-R.pt`` and
 return what rank 0 publishes.
 """
@@ -162,6 +162,8 @@ class StoreRuns:
         for rel in {r.split("/")[0] for r in storage.listing(base)}:
             if rel != step_dir.name and rel.startswith("step-"):
                 storage.remove(storage.join(base, rel), recursive=True)
+        for log in self._logs.values():  # the parts a merge replaced: once the checkpoint past them is complete
+            log.prune()
 
 
 class RemoteRun:
