@@ -77,6 +77,20 @@ def mask_in_text(path: Path) -> None:
     path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def fit_max_length(path: Path, positions: int) -> None:
+    """The tokenizer's ``model_max_length`` at most the model's ``positions``: a vocabulary says 512 (or
+    nothing), and a model pretrained with a smaller ``model.max_position`` then got inputs of 512 tokens
+    from ``tokenizer(text, truncation=True)`` and failed inside its embeddings (a tensor size mismatch)."""
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    limit = config.get("model_max_length") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or (isinstance(limit, (int, float)) and limit <= positions):
+        return
+    config["model_max_length"] = positions
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
     found = [n for n in TOKENIZER_FILES if (Path(tokenizer_dir) / n).is_file()]
     if "tokenizer.json" not in found and "vocab.txt" not in found:
@@ -130,6 +144,7 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
             if bars:
                 hf_logging.enable_progress_bar()
         copy_tokenizer(tokenizer_dir, dest)
+        fit_max_length(dest / "tokenizer_config.json", standalone.config.max_position_embeddings)
         if role == "generator":
             mask_in_text(dest / "tokenizer_config.json")
         card = {"class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}

@@ -33,7 +33,7 @@ from kolectra.core import storage
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
-from kolectra.model.export import FILL_MASK, mask_in_text
+from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 
 ROLES = ("discriminator", "generator")
@@ -71,6 +71,9 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
         if (src / name).is_file():
             shutil.copyfile(src / name, dest / name)
     text_is_data(dest / "tokenizer_config.json")
+    positions = config.get("max_position_embeddings")  # a checkpoint before 18 said the vocabulary's 512
+    if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0:
+        fit_max_length(dest / "tokenizer_config.json", positions)
     cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
     masked_lm = cls_name == "ElectraForMaskedLM"  # a generator, or an MLM ablation's discriminator
     if masked_lm:

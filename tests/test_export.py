@@ -221,3 +221,30 @@ def test_dry_run_warns_of_no_token_and_of_a_public_push_of_a_model_that_learned_
     done = _kolectra(["export", ckpt.id, "--to", str(tmp_path / "p"), *out, "--push", "me/k", "--dry-run",
                       "--private"], tmp_path, HF_TOKEN="hf_" + "x" * 34)
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+
+
+def test_a_model_with_fewer_positions_than_the_vocabulary_says_exports_a_tokenizer_that_fits(tmp_path):
+    """model.max_position 32 under a vocabulary saying 512 (k4): the folder's tokenizer cut inputs at 512 with
+    truncation=True and the model failed in its embeddings ('size of tensor a (202) must match ... (64)')."""
+    from transformers import AutoTokenizer, ElectraForPreTraining
+
+    tok = build_tokenizer(tmp_path / "tok")
+    conf_path = tok / "tokenizer_config.json"
+    conf_path.write_text(json.dumps({**json.loads(conf_path.read_text()), "model_max_length": 512}))
+    examples = build_examples(tmp_path / "examples", tok, n=16, seq_len=32)
+    base = config.tiny()
+    cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, max_position=32),
+                              train=dataclasses.replace(base.train, steps=1, batch_size=8, warmup_steps=0,
+                                                        cpu_threads=1))
+    store = Store(tmp_path / "store")
+    art = store.build(Request(kind="checkpoint", name="p32", stage_version=train.STAGE_VERSION, config=to_dict(cfg)),
+                      lambda out: train.pretrain(cfg, examples, tok, out))
+    for role in ("discriminator", "generator"):
+        assert json.loads((art.path / "hf" / role / "tokenizer_config.json").read_text())["model_max_length"] == 32
+    folder = art.path / "hf" / "discriminator"
+    enc = AutoTokenizer.from_pretrained(folder)("나는 정말 영화를 봤다. " * 40, truncation=True, return_tensors="pt")
+    assert enc["input_ids"].shape[1] == 32
+    assert ElectraForPreTraining.from_pretrained(folder)(**enc).logits.shape == (1, 32)
+    dest = tmp_path / "hub"
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+    assert json.loads((dest / "tokenizer_config.json").read_text())["model_max_length"] == 32
