@@ -28,6 +28,21 @@ __all__ = ["run", "split_dev", "Nsmc"]
 STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
+def one_class(path, read: list, train: list, cfg) -> None:
+    """Refuse training rows of one label: the classifier can only learn to say it (a file of positive reviews
+    trained to 100 % dev accuracy, every dev row carved from it positive too, and scored chance on the test)."""
+    labels = {r.label for r in train}
+    if len(labels) > 1 or not train:
+        return
+    label = next(iter(labels))
+    if len({r.label for r in read}) == 1:
+        raise FinetuneError(f"{path}: every training row has the label {label}; NSMC's classifier needs both 0 and 1")
+    left_by = (f"max_train_examples={cfg.max_train_examples} and the dev split" if cfg.max_train_examples
+               else f"the dev split (dev_fraction={cfg.dev_fraction})")
+    raise FinetuneError(f"{path}: the {len(train)} training row(s) left by {left_by} all have the label {label}; "
+                        "NSMC's classifier needs both 0 and 1")
+
+
 class Nsmc(skeleton.Task):
     name = "nsmc"
     stats = ("accuracy", "accuracy_pct", "best_epoch", "dev_accuracy", "train_examples", "dev_examples",
@@ -39,6 +54,7 @@ class Nsmc(skeleton.Task):
         test = test_src.rows
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]
+        one_class(train_file, train_src.rows, train, cfg)
         dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
         if not test:
             raise FinetuneError(f"{eval_file}: no usable rows")

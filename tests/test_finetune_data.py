@@ -114,6 +114,31 @@ def test_the_nsmc_task_carves_by_text(tmp_path):
     assert not set(data.train["text"]) & set(data.dev["text"]) and len(data.dev) == 18
 
 
+def test_nsmc_training_rows_of_one_label_are_refused(tmp_path):
+    """200 positive reviews trained to 100 % dev accuracy (the dev rows carved from them positive too) and
+    scored chance on the test, with a warning that named no cause (k4); classify already refused this."""
+    import pytest
+
+    from kolectra.finetune import nsmc
+    from kolectra.finetune.config import NsmcConfig
+    from kolectra.finetune.files import FinetuneError
+
+    test = write(tmp_path, "id\tdocument\tlabel\n" + "".join(f"{i}\t시험 {i}\t{i % 2}\n" for i in range(20)), "t.txt")
+    one = write(tmp_path, "id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t1\n" for i in range(40)), "one.txt")
+    with pytest.raises(FinetuneError, match=r"one\.txt: every training row has the label 1; NSMC's classifier needs "
+                                            r"both 0 and 1$"):
+        nsmc.Nsmc().read(NsmcConfig(), one, test)
+    # both labels in the file, one left by the cap
+    mixed = write(tmp_path, "id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t{int(i == 0)}\n" for i in range(40)),
+                  "mixed.txt")
+    with pytest.raises(FinetuneError, match=r"the 1 training row\(s\) left by max_train_examples=1 and the dev split "
+                                            r"all have the label [01]"):
+        nsmc.Nsmc().read(NsmcConfig(max_train_examples=1), mixed, test)
+    assert len(nsmc.Nsmc().read(NsmcConfig(max_train_examples=0), write(
+        tmp_path, "id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(40)), "ok.txt"),
+        test).train) == 36
+
+
 def test_the_carve_and_overlap_key_is_16_bytes_whatever_the_texts_length():
     """The carve (split_dev) and the overlap check hold one key per row of the whole file: a tuple of
     the normalised texts was a second copy of the file in memory; the key is a 16-byte hash of them."""

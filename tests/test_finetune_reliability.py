@@ -236,10 +236,12 @@ def test_korquad_training_questions_whose_answer_misses_its_start_are_left_out_a
 
 
 def test_a_run_that_learned_nothing_says_so(tiny_model, tmp_path, capsys):
-    # every training review is positive: the model can only learn to say "positive"
+    # all but 3 training reviews positive: the model learns to say "positive" (a file of one label is refused:
+    # test_finetune_data)
     src = nsmc_file(tmp_path / "src.txt", 60, 0).read_text(encoding="utf-8").splitlines()
     train = tmp_path / "train.txt"
-    train.write_text("\n".join([src[0]] + [r.rsplit("\t", 1)[0] + "\t1" for r in src[1:]]) + "\n", encoding="utf-8")
+    train.write_text("\n".join([src[0]] + [r.rsplit("\t", 1)[0] + f"\t{int(i > 3)}" for i, r in enumerate(src[1:], 1)])
+                     + "\n", encoding="utf-8")
     test = nsmc_file(tmp_path / "test.txt", 20, 1)
     out = tmp_path / "out"
     nsmc.run(small_nsmc(epochs=2, optim=dataclasses.replace(sample_nsmc().optim, lr=1e-3)), tiny_model, train,
