@@ -26,6 +26,7 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
+from kolectra.pipeline.stage_versions import note_other_version
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
 from kolectra.pipeline.store.inputs import RecordFile
 from kolectra.pipeline.store.inputs import head as inputs_head
@@ -112,6 +113,7 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
           name: str | None = None, force: bool = False, beam_args: Sequence[str] = ()) -> Artifact:
     cfg, config = resolve("vocab", sets=sets, seed=seed)
     parent = store.require(corpus_ref, "corpus")
+    note_other_version(parent)
     req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
                   config=config, parents=(parent,), libraries=LIBS_VOCAB)
     # on a store root the word count's Beam job reads the train shards where they are; only the rest
@@ -138,6 +140,8 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
     check_vocab_lineage(corpus_art, vocab_art, cfg.allow_other_corpus_vocab)
+    for parent in (corpus_art, vocab_art):
+        note_other_version(parent)
     # a holdout list is a raw input: its content, not its path, belongs to the request
     if cfg.holdout_ids:  # checked here: inside the Beam workers a bad file was an internal error
         check_holdout(Path(cfg.holdout_ids))
@@ -185,6 +189,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     rank, world = runtime.rank_and_world(cfg.train.device, cfg.train.xla_cache_dir)
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
+    note_other_version(ex)
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
@@ -226,6 +231,7 @@ def model_source(store: Store, ref: str | Artifact) -> tuple[Callable[[], Path],
     generator and logs too, or re-hashed its cached copy, to find the eval published); and only the
     discriminator, all a task reads."""
     def discriminator(art: Artifact) -> Callable[[], Path]:
+        note_other_version(art)
         return lambda: store.local(art, lambda f: f.startswith("hf/discriminator/")) / "hf" / "discriminator"
 
     if isinstance(ref, Artifact):

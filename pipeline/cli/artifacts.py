@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
+from kolectra.pipeline import stage_versions
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 
@@ -184,6 +185,7 @@ def artifacts_show(args, store: Store) -> int:
     prov = m.get("provenance", {})
     say(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
           f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
+    say(f"  version   {_version_line(m)}")
     say(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
     say(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
     for line in _verdict(m.get("stats") or {}):  # lists, which the headline leaves out: a model that learned
@@ -194,6 +196,19 @@ def artifacts_show(args, store: Store) -> int:
     for line in store.lineage_lines(art):
         say("    " + line)
     return 0
+
+
+def _version_line(m: dict) -> str:
+    """The stage version that built it, against the one this kolectra builds (an artifact kept across
+    an upgrade is used as it was built: docs/artifacts.md, "Upgrading kolectra")."""
+    then, now = m.get("stage_version"), stage_versions.current(m["kind"])
+    if then is None:
+        return "no stage version recorded"
+    line = f"{m['kind']} stage version {then}"
+    if now is None or then == now:
+        return line + (" (this kolectra's)" if now is not None else "")
+    return line + (f" (this kolectra builds {now}: {'an earlier' if then < now else 'a newer'} kolectra built it; "
+                   "docs/artifacts.md, 'Stage versions', says what changed)")
 
 
 def artifacts_verify(args, store: Store) -> int:

@@ -1,0 +1,77 @@
+"""Which stage version this kolectra builds for each kind, and the one line a stage writes when it
+reads a parent built by another version (an upgrade over a store of older artifacts).
+
+An artifact is never rebuilt behind the user's back: a parent published by an earlier kolectra is
+used as it is, with the rules of the version that built it (its tokenisation, filters, format),
+since its id, and its children's, name that build. So the stage says so, once per artifact and
+process: which kind and version it is, which this kolectra builds, and the command that rebuilds
+it under the current rules (docs/artifacts.md, "Upgrading kolectra").
+
+The current versions are read from the stage modules' ``STAGE_VERSION = N`` lines without
+importing them when they are not loaded yet: the corpus and examples modules import Beam (4-5 s),
+which pretraining never needs (``tests/test_stage_versions.py`` checks the reading against the
+imported constants).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+from kolectra.core.stage import warn
+
+# the module whose STAGE_VERSION a kind's request records (pipeline/stages.py)
+MODULES = {"corpus": "kolectra.corpus.build", "vocab": "kolectra.vocab.build",
+           "examples": "kolectra.corpus.examples", "checkpoint": "kolectra.model.train"}
+_LINE = re.compile(r"^STAGE_VERSION = (\d+)\b", re.MULTILINE)
+_said: set[tuple[str, str]] = set()  # (kind, id) told about in this process
+
+
+def current(kind: str) -> int | None:
+    """The stage version this kolectra's ``kind`` stage builds (None for a kind without one here)."""
+    name = MODULES.get(kind)
+    if name is None:
+        return None
+    module = sys.modules.get(name)
+    if module is not None:
+        return int(module.STAGE_VERSION)
+    spec = importlib.util.find_spec(name)
+    found = _LINE.search(Path(spec.origin).read_text(encoding="utf-8")) if spec and spec.origin else None
+    if found is None:  # not a source file (a frozen or compiled-only install): the module itself
+        return int(importlib.import_module(name).STAGE_VERSION)
+    return int(found[1])
+
+
+def rebuild_hint(art) -> str:
+    """The command that builds ``art``'s request under this kolectra's rules, from its own parents."""
+    parents = {}
+    for ref in art.manifest.get("parent_refs", []):
+        if isinstance(ref, dict) and isinstance(ref.get("kind"), str) and isinstance(ref.get("id"), str):
+            parents.setdefault(ref["kind"], ref["id"])
+    if art.kind == "corpus":
+        return "kolectra corpus --input on its inputs (kolectra artifacts show lists them)"
+    if art.kind == "vocab":
+        return f"kolectra vocab --corpus {parents.get('corpus', 'CORPUS')}"
+    if art.kind == "examples":
+        return f"kolectra examples --corpus {parents.get('corpus', 'CORPUS')} --vocab {parents.get('vocab', 'VOCAB')}"
+    return f"kolectra pretrain --examples {parents.get('examples', 'EXAMPLES')}"
+
+
+def note_other_version(art) -> None:
+    """One line when ``art`` (a parent a stage is about to read) was built by another stage version
+    than this kolectra's; nothing for the current one, an eval, or a directory other code built."""
+    now, then = current(art.kind), art.manifest.get("stage_version")
+    if now is None or not isinstance(then, int) or then == now or (art.kind, art.id) in _said:
+        return
+    _said.add((art.kind, art.id))
+    if then < now:
+        warn(f"{art.kind}/{art.path.name} was built by an earlier kolectra ({art.kind} stage version {then}; "
+             f"this one builds {now}): used as it is, with the rules it was built with (docs/artifacts.md, "
+             f"'Stage versions', says what changed since); to rebuild it under this version's rules: "
+             f"{rebuild_hint(art)} with its settings (kolectra artifacts show {art.id}), then build on the new one")
+    else:
+        warn(f"{art.kind}/{art.path.name} was built by a newer kolectra ({art.kind} stage version {then}; "
+             f"this one builds {now}): used as it is, but this kolectra may not read everything it holds; "
+             "upgrade kolectra to the version that built it")

@@ -1,0 +1,105 @@
+"""After an upgrade: a stage reading a parent that an earlier kolectra built (another stage version)
+says so in one line, naming both versions and the command that rebuilds it; the parent is used as it
+is (its id, and its children's, name that build). The old artifacts are written here, through the
+store, with the stage version an earlier kolectra recorded (no git history, no shared data)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline import stage_versions
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Request, Store
+from tests.model_support import build_examples, build_tokenizer
+
+FLAGS = ["--set=train.steps=1", "--set=train.batch_size=8", "--set=train.warmup_steps=0", "--set=train.cpu_threads=1",
+         "--preset", "tiny", "-q"]
+
+
+def test_the_versions_read_without_importing_are_the_modules_own():
+    for kind, module in stage_versions.MODULES.items():
+        assert stage_versions.current(kind) == importlib.import_module(module).STAGE_VERSION, kind
+    assert stage_versions.current("eval") is None
+
+
+def _chain(store: Store, examples_version: int):
+    """corpus -> vocab -> examples, the examples recorded under ``examples_version``."""
+    def writes(fn):
+        def produce(out: Path) -> StageOutput:
+            fn(out)
+            return StageOutput(stats={})
+        return produce
+
+    now = stage_versions.current
+    corpus = store.build(Request(kind="corpus", name="c", stage_version=now("corpus"), config={}),
+                         writes(lambda out: (out / "stats.json").write_text("{}")))
+    vocab = store.build(Request(kind="vocab", name="v", stage_version=now("vocab"), config={}, parents=(corpus,)),
+                        writes(build_tokenizer))
+    examples = store.build(Request(kind="examples", name="e", stage_version=examples_version, config={},
+                                   parents=(corpus, vocab)),
+                           writes(lambda out: build_examples(out, store.local(vocab), n=32, seq_len=32, shard_size=50)))
+    return corpus, vocab, examples
+
+
+def _pretrain(store: Store, examples, capsys) -> list[str]:
+    assert main(["pretrain", "--examples", str(examples.path), *FLAGS, "--out", str(store.root)]) == 0
+    return [line for line in capsys.readouterr().err.splitlines() if "stage version" in line]
+
+
+def test_pretraining_on_examples_of_an_earlier_version_says_so_in_one_line(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    old = stage_versions.current("examples") - 1
+    corpus, vocab, examples = _chain(store, old)
+    assert json.loads((examples.path / "manifest.json").read_text())["stage_version"] == old
+    lines = _pretrain(store, examples, capsys)
+    assert len(lines) == 1, lines
+    now = stage_versions.current("examples")
+    assert (f"examples/{examples.path.name} was built by an earlier kolectra (examples stage version {old}; "
+            f"this one builds {now})") in lines[0]
+    assert f"kolectra examples --corpus {corpus.id} --vocab {vocab.id}" in lines[0], lines[0]
+    assert "WARNING" in lines[0]  # shown at -q too
+
+
+def test_a_parent_of_this_version_is_read_without_a_line(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    examples = _chain(store, stage_versions.current("examples"))[2]
+    assert _pretrain(store, examples, capsys) == []
+
+
+def test_a_parent_of_a_newer_version_says_to_upgrade(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    newer = stage_versions.current("examples") + 1
+    examples = _chain(store, newer)[2]
+    lines = _pretrain(store, examples, capsys)
+    assert len(lines) == 1 and f"built by a newer kolectra (examples stage version {newer}" in lines[0], lines
+
+
+def test_show_names_the_version_that_built_it_and_this_kolectras(tmp_path, capsys):
+    store = Store(tmp_path / "root")
+    old = stage_versions.current("examples") - 1
+    corpus, _, examples = _chain(store, old)
+    out = ["--out", str(store.root)]
+    assert main(["artifacts", "show", examples.id, *out]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  version"))
+    assert line == (f"  version   examples stage version {old} (this kolectra builds {old + 1}: an earlier kolectra "
+                    "built it; docs/artifacts.md, 'Stage versions', says what changed)")
+    assert main(["artifacts", "show", corpus.id, *out]) == 0
+    assert f"  version   corpus stage version {stage_versions.current('corpus')} (this kolectra's)" in capsys.readouterr().out
+
+
+def test_show_of_a_manifest_without_a_stage_version_says_none_was_recorded(tmp_path, capsys):
+    """An optional field (a manifest written by other code through the store): one line, no TypeError."""
+    from kolectra.pipeline.store import manifest as mf
+
+    store = Store(tmp_path / "root")
+    examples = _chain(store, stage_versions.current("examples"))[2]
+    path = examples.path / "manifest.json"
+    m = json.loads(path.read_text(encoding="utf-8"))
+    del m["stage_version"]
+    m["fields_digest"] = mf.fields_digest(m)
+    mf.write_json(path, m)
+    assert main(["artifacts", "show", examples.id, "--out", str(store.root)]) == 0
+    assert "  version   no stage version recorded" in capsys.readouterr().out
