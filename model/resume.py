@@ -29,9 +29,17 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
     if state.get("vocab") != fingerprint:
         diffs.append(f"vocabulary: sha256 {str(state.get('vocab'))[:12]}... -> {fingerprint[:12]}...")
     saved_order = state.get("loader", {}).get("order", "one permutation of all rows")
+    settings_differ = bool(diffs)
     if saved_order != data.ORDER:  # its position names other batches in this order
         diffs.append(f"training order: {saved_order} -> {data.ORDER} "
                      "(the same position, other batches)")
+    if diffs and not cfg.train.force_resume and not settings_differ:
+        # the same settings: another kolectra's checkpoint (one permutation of all rows: stage version 9 or before)
+        raise PretrainInputError(
+            f"{step_dir}: written by an earlier kolectra, whose training order was {saved_order} (this one's: "
+            f"{data.ORDER}), so its data position names other batches here: "
+            "set train.force_resume=true to go on from its weights in this version's order, or leave out "
+            "--resume to start over")
     if diffs and not cfg.train.force_resume:
         raise PretrainInputError(f"{step_dir}: written by a run with other settings, cannot resume: "
                                  + "; ".join(diffs) + " (set train.force_resume=true to resume anyway)")

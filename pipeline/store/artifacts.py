@@ -335,8 +335,8 @@ class Store(Catalog):
         spec = resumable if isinstance(resumable, Resumable) else Resumable(
             {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
-                  "scratch": list(spec.scratch), "config": request.config}
-        run = workspace.open_run(self.root, record, resume, held)
+                  "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
+        run = workspace.open_run(self.root, record, resume, held, request.operational)
         return run.out, run
 
     def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:

@@ -58,7 +58,8 @@ LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 _TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
 REQUEST = "request.json"
-_REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str}
+_REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str,
+                   "stage_version": int}
 
 
 def now() -> str:
@@ -342,12 +343,14 @@ class Resumable:
     rank: int = 0
 
 
-def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack) -> Run:
+def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack,
+             operational: tuple[str, ...] = ()) -> Run:
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
     With ``resume``: this request's interrupted run, else (unless ``resume == "exact"``) the newest
     interrupted run of its family (the stage then checks its own state's settings); else a fresh
-    run, discarding an interrupted one of this request."""
+    run, discarding an interrupted one of this request. ``operational``: the dotted config keys
+    the request's id leaves out, left out when saying whether that run had other settings."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
@@ -364,8 +367,9 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
             raise ArtifactError(f"{kind}: the interrupted run {run.path} is running right now; wait for it "
                                 "or stop it before resuming it with other settings")
         held.enter_context(_held_mark(run.path, fd))
-        progress(f"{kind}: no interrupted run of this exact request; the newest of the same inputs with other "
-                 f"settings is {run.path} (request {run.id}): continuing it if its checkpoint's settings allow")
+        progress(f"{kind}: no interrupted run of this exact request; the newest of the same inputs "
+                 f"{_how_other(run.request, record, operational)} is {run.path} (request {run.id}): continuing "
+                 "it if its checkpoint's settings allow")
         run.restore()
         return run
     if resume:
@@ -379,6 +383,31 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     exact.hold(held)
     exact.create({**record, "created": now()})
     return exact
+
+
+def _settings(config: object, operational: tuple[str, ...], prefix: str = "") -> dict:
+    """``config`` as dotted keys, less the ``operational`` ones."""
+    out = {}
+    for k, v in (config.items() if isinstance(config, dict) else ()):
+        out.update(_settings(v, operational, f"{prefix}{k}.") if isinstance(v, dict) else
+                   {} if f"{prefix}{k}" in operational else {f"{prefix}{k}": v})
+    return out
+
+
+def _how_other(found: dict, record: dict, operational: tuple[str, ...]) -> str:
+    """How an interrupted run of the family differs from this request: other settings, or the same
+    settings under another id (the run of an earlier kolectra, after an upgrade)."""
+    if _settings(found.get("config"), operational) != _settings(record.get("config"), operational):
+        return "with other settings"
+    then, now_ = found.get("stage_version"), record.get("stage_version")
+    if then is not None and then != now_:
+        return (f"with the same settings, written by {record['kind']} stage version {then} "
+                f"(this kolectra builds {now_})")
+    if then is not None:
+        return ("with the same settings and stage version under another request id (other versions of the "
+                "libraries the id names, or other raw inputs)")
+    return ("with the same settings under another request id (written by an earlier kolectra, whose stage "
+            "version or libraries' versions the id names, or other raw inputs)")
 
 
 def _running(root: Path, run: Run) -> bool:
