@@ -94,6 +94,10 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
     if seq_len != cfg.max_seq_length:
         progress(f"pretrain: note — examples have {seq_len} tokens, preset {cfg.preset} was laid out for "
                  f"{cfg.max_seq_length}")
+    if cfg.objective.mask_prob * seq_len < 0.5:  # rtd.num_slots: at least one slot a row
+        progress(f"pretrain: note — objective.mask_prob {cfg.objective.mask_prob:g} of a row's {seq_len} tokens rounds "
+                 f"to no masked position, so every row masks one (at least one, as BERT and ELECTRA do): "
+                 f"{1 / seq_len:.2%} of a full row's tokens, more than asked (stats.masked_slots: 1)")
     vocab = read_vocab(tokenizer_dir)
     return Inputs(index, specials, vocab_fingerprint(tokenizer_dir, vocab),
                   dataclasses.replace(cfg.model, vocab_size=specials.vocab_size), vocab)

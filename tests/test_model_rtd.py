@@ -63,6 +63,27 @@ def test_sequence_without_candidates_masks_nothing():
     assert torch.equal(masked, ids)
 
 
+def test_a_mask_prob_that_rounds_to_no_slot_masks_one_and_says_so(tmp_path, capsys):
+    """mask_prob 0.001 of 128 tokens masked 1 a row (0.8 %, 8x the setting) and nothing said so (k4)."""
+    from kolectra.model.pretrain_inputs import read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    assert rtd.num_slots(0.001, 128) == 1 and rtd.num_slots(0.999, 128) == 128
+    ids = torch.tensor([[2] + [10] * 126 + [3]])
+    _, weights = rtd.choose_positions(ids, rtd.Specials(vocab_size=50), 0.001)
+    assert weights.sum() == 1
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "ex", tok, n=4, seq_len=32)
+    cfg = config.tiny()
+    low = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, mask_prob=0.01))
+    read_inputs(low, examples, tok)
+    err = capsys.readouterr().err
+    assert ("note — objective.mask_prob 0.01 of a row's 32 tokens rounds to no masked position, so every row masks "
+            "one (at least one, as BERT and ELECTRA do): 3.12% of a full row's tokens") in err
+    read_inputs(dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, mask_prob=0.016)), examples, tok)
+    assert "mask_prob" not in capsys.readouterr().err  # 0.512 slots round to one: as asked
+
+
 def test_mask_keep_random_split_follows_config():
     torch.manual_seed(0)
     ids = torch.randint(5, 30000, (400, 128))
