@@ -110,6 +110,8 @@ def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), 
         from kolectra.model.config import requested_preset
 
         preset = requested_preset(preset, sets)
+    if stage in ("finetune", "probe"):
+        sets = without_labels(sets, {"task": task or stage, **({"preset": preset} if stage == "finetune" else {})})
     cfg = configure(_base(stage, preset, task), sets, seed)
     if stage == "pretrain":
         from kolectra.model.config import check_applied
@@ -125,6 +127,25 @@ def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), 
     if stage == "probe":
         return cfg, {"task": "probe", **to_dict(cfg)}
     return cfg, to_dict(cfg)
+
+
+def without_labels(sets: Sequence[str], labels: dict) -> list[str]:
+    """``sets`` less the labels a fine-tuning config records beside its settings (``task`` and
+    ``preset``, as ``--print-config`` prints them, so a saved one reads back as a ``--config`` file):
+    the command's own are left out, another is refused (the command's task and ``--preset`` choose)."""
+    kept = []
+    for s in sets:
+        key, _, value = str(s).partition("=")
+        if key.strip() not in labels:
+            kept.append(s)
+            continue
+        if value.strip() != labels[key.strip()]:
+            source = getattr(s, "source", None)  # a --config file's line names its file
+            flag = "the command's task" if key.strip() == "task" else "--preset"
+            raise ConfigError(f"{source + ': ' if source else ''}{key.strip()} = {value.strip()!r}, but this command "
+                              f"runs {labels[key.strip()]!r} ({flag} chooses it): leave the key out, or run that one")
+        # the command's own: a label, recorded as it is, not a setting
+    return kept
 
 
 def type_name(tp: Any) -> str:
