@@ -89,6 +89,11 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
     if seq_len > cfg.model.max_position:
         raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
                                  f"model.max_position {cfg.model.max_position}")
+    t = cfg.train
+    if index.examples < t.batch_size:  # the loader checks one micro-batch: with grad_accum a step repeated rows
+        raise PretrainInputError(f"{index.root / 'index.json'}: {index.examples:,} examples cannot fill one step's batch "
+                                 f"of {t.batch_size:,} (train.batch_size, in {t.grad_accum} micro-batch(es)); set "
+                                 f"train.batch_size to at most {index.examples:,}, or build examples from more text")
     if cfg.model.vocab_size not in (0, specials.vocab_size):
         raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
     if seq_len != cfg.max_seq_length:

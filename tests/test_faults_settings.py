@@ -47,3 +47,23 @@ def test_a_vocab_of_mostly_unknown_tokens_or_tiny_is_warned_and_recorded(tmp_pat
     stats = build(VocabConfig(vocab_size=200, num_unused=0, min_frequency=1, report_baseline=False), known,
                   tmp_path / "good").stats
     assert stats["unk_rate"] == 0.0 and not any("[UNK]" in w for w in stats["warnings"])
+
+
+def test_a_step_batch_larger_than_the_examples_is_refused_with_grad_accum_too(tmp_path):
+    """144 examples, train.batch_size 512: refused with grad_accum 1 ('cannot fill one batch'), but with
+    grad_accum 4 the loader checked one micro-batch of 128 and every step held each example 3-4 times (k4)."""
+    import dataclasses
+
+    from kolectra.model.config import tiny
+    from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "ex", tok, n=12, seq_len=32)
+    cfg = tiny()
+    for accum in (1, 4):
+        big = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=16, grad_accum=accum))
+        with pytest.raises(PretrainInputError, match=r"12 examples cannot fill one step's batch of 16 \(train.batch_size, "
+                                                     rf"in {accum} micro-batch\(es\)\); set train.batch_size to at most 12"):
+            read_inputs(big, examples, tok)
+    read_inputs(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=12, grad_accum=4)), examples, tok)
