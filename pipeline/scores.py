@@ -11,7 +11,10 @@ import hashlib
 import re
 from pathlib import Path
 
+from kolectra.core.shown import shown
+from kolectra.core.stage import warn
 from kolectra.pipeline.markdown import code, table, text
+from kolectra.pipeline.stage_versions import older_evals
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import article
 from kolectra.pipeline.verdicts import health_of, read_json, verdict_text
@@ -33,7 +36,14 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None,
     dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / "report.md"
+    # an earlier kolectra's evals in one table with this one's: said, not mixed silently
+    older = [(a.path.name, f" was built by an earlier kolectra ({task} stage version {then}; this one builds {now}): "
+              "its score and its health check follow that version's rules (docs/artifacts.md, 'Stage versions', "
+              "says what changed); fine-tune again for this version's") for a, task, then, now in older_evals(arts)]
+    for name, why in older:
+        warn(f"report: eval/{shown(name)}{why}")
     out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
+                              *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
                               "Sources:", "", *sources]) + "\n", encoding="utf-8")
     return out, "\n".join(lines)
 

@@ -20,18 +20,21 @@ import re
 import sys
 from pathlib import Path
 
+from kolectra.core.shown import shown
 from kolectra.core.stage import warn
 
 # the module whose STAGE_VERSION a kind's request records (pipeline/stages.py)
 MODULES = {"corpus": "kolectra.corpus.build", "vocab": "kolectra.vocab.build",
            "examples": "kolectra.corpus.examples", "checkpoint": "kolectra.model.train"}
+EVAL_TASKS = ("nsmc", "korquad", "classify", "regress", "ner", "probe")  # an eval's version is its task module's
 _LINE = re.compile(r"^STAGE_VERSION = (\d+)\b", re.MULTILINE)
 _said: set[tuple[str, str]] = set()  # (kind, id) told about in this process
 
 
-def current(kind: str) -> int | None:
-    """The stage version this kolectra's ``kind`` stage builds (None for a kind without one here)."""
-    name = MODULES.get(kind)
+def current(kind: str, task: object = None) -> int | None:
+    """The stage version this kolectra's ``kind`` stage builds (an eval's: its ``task``'s; None for a
+    kind or task without one here)."""
+    name = MODULES.get(kind) or (f"kolectra.finetune.{task}" if kind == "eval" and task in EVAL_TASKS else None)
     if name is None:
         return None
     module = sys.modules.get(name)
@@ -59,6 +62,19 @@ def rebuild_hint(art) -> str:
     return f"kolectra pretrain --examples {parents.get('examples', 'EXAMPLES')}"
 
 
+def older_evals(arts) -> list[tuple]:
+    """``(artifact, task, its version, this kolectra's)`` for each eval among ``arts`` that an earlier
+    kolectra's task built (a ``--seeds`` summary aside: its runs are evals of their own)."""
+    out = []
+    for a in arts:
+        config = a.manifest.get("config") or {}
+        task, then = config.get("task"), a.manifest.get("stage_version")
+        now = current("eval", task) if "seeds" not in config else None
+        if now is not None and isinstance(then, int) and then < now:
+            out.append((a, task, then, now))
+    return out
+
+
 def note_other_version(art) -> None:
     """One line when ``art`` (a parent a stage is about to read) was built by another stage version
     than this kolectra's; nothing for the current one, an eval, or a directory other code built."""
@@ -67,11 +83,11 @@ def note_other_version(art) -> None:
         return
     _said.add((art.kind, art.id))
     if then < now:
-        warn(f"{art.kind}/{art.path.name} was built by an earlier kolectra ({art.kind} stage version {then}; "
+        warn(f"{art.kind}/{shown(art.path.name)} was built by an earlier kolectra ({art.kind} stage version {then}; "
              f"this one builds {now}): used as it is, with the rules it was built with (docs/artifacts.md, "
              f"'Stage versions', says what changed since); to rebuild it under this version's rules: "
              f"{rebuild_hint(art)} with its settings (kolectra artifacts show {art.id}), then build on the new one")
     else:
-        warn(f"{art.kind}/{art.path.name} was built by a newer kolectra ({art.kind} stage version {then}; "
+        warn(f"{art.kind}/{shown(art.path.name)} was built by a newer kolectra ({art.kind} stage version {then}; "
              f"this one builds {now}): used as it is, but this kolectra may not read everything it holds; "
              "upgrade kolectra to the version that built it")

@@ -22,7 +22,9 @@ FLAGS = ["--set=train.steps=1", "--set=train.batch_size=8", "--set=train.warmup_
 def test_the_versions_read_without_importing_are_the_modules_own():
     for kind, module in stage_versions.MODULES.items():
         assert stage_versions.current(kind) == importlib.import_module(module).STAGE_VERSION, kind
-    assert stage_versions.current("eval") is None
+    for task in stage_versions.EVAL_TASKS:
+        assert stage_versions.current("eval", task) == importlib.import_module(f"kolectra.finetune.{task}").STAGE_VERSION
+    assert stage_versions.current("eval") is None and stage_versions.current("eval", "nope") is None
 
 
 def _chain(store: Store, examples_version: int):
@@ -103,3 +105,33 @@ def test_show_of_a_manifest_without_a_stage_version_says_none_was_recorded(tmp_p
     mf.write_json(path, m)
     assert main(["artifacts", "show", examples.id, "--out", str(store.root)]) == 0
     assert "  version   no stage version recorded" in capsys.readouterr().out
+
+
+def _eval(store: Store, name: str, version: int, tmp_path):
+    folder = tmp_path / f"model-{name}"  # a Hugging Face folder fine-tuned: the model's row
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    from kolectra.pipeline.store.artifacts import fingerprint_inputs
+
+    def produce(out: Path) -> StageOutput:
+        metrics = {"task": "korquad", "exact_match": 0.0, "f1": 5.44, "questions": 12, "health": {"status": "ok"}}
+        (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+        (out / "predictions.json").write_text("{}", encoding="utf-8")
+        return StageOutput(stats={"task": "korquad", "health": {"status": "ok"}})
+    return store.build(Request(kind="eval", name=name, stage_version=version, config={"task": "korquad"},
+                               inputs=tuple(fingerprint_inputs([folder]))), produce)
+
+
+def test_a_score_table_says_which_evals_an_earlier_kolectra_built(tmp_path, capsys):
+    """A KorQuAD eval of version 2 recorded `ok` for a chance-level F1, which today's check flags: in one
+    table with today's evals it is named, with both versions (report.md and stderr), not shown as equal."""
+    store = Store(tmp_path / "root")
+    now = stage_versions.current("eval", "korquad")
+    old, new = _eval(store, "old", 2, tmp_path), _eval(store, "new", now, tmp_path)
+    assert main(["report", old.id, new.id, "--dest", str(tmp_path / "t"), "--out", str(store.root)]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "earlier kolectra" in x]
+    assert len(err) == 1 and f"eval/{old.path.name} was built by an earlier kolectra (korquad stage version 2; " \
+                              f"this one builds {now})" in err[0], err
+    report = (tmp_path / "t" / "report.md").read_text(encoding="utf-8")
+    assert f"- `eval/{old.path.name}` was built by an earlier kolectra" in report
+    assert new.path.name not in report.split("Sources:")[0]
