@@ -28,7 +28,7 @@ MODULES = {"corpus": "kolectra.corpus.build", "vocab": "kolectra.vocab.build",
            "examples": "kolectra.corpus.examples", "checkpoint": "kolectra.model.train"}
 EVAL_TASKS = ("nsmc", "korquad", "classify", "regress", "ner", "probe")  # an eval's version is its task module's
 _LINE = re.compile(r"^STAGE_VERSION = (\d+)\b", re.MULTILINE)
-_said: set[tuple[str, str]] = set()  # (kind, id) told about in this process
+_said: set[str] = set()  # the artifacts (their directories) told about in this process
 
 
 def current(kind: str, task: object = None) -> int | None:
@@ -79,9 +79,9 @@ def note_other_version(art) -> None:
     """One line when ``art`` (a parent a stage is about to read) was built by another stage version
     than this kolectra's; nothing for the current one, an eval, or a directory other code built."""
     now, then = current(art.kind), art.manifest.get("stage_version")
-    if now is None or not isinstance(then, int) or then == now or (art.kind, art.id) in _said:
+    if now is None or not isinstance(then, int) or then == now or str(art.path) in _said:
         return
-    _said.add((art.kind, art.id))
+    _said.add(str(art.path))
     if then < now:
         warn(f"{art.kind}/{shown(art.path.name)} was built by an earlier kolectra ({art.kind} stage version {then}; "
              f"this one builds {now}): used as it is, with the rules it was built with (docs/artifacts.md, "
