@@ -119,9 +119,9 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
         elif m["disc_loss"] > prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR:
             # not even at the prior: a discriminator a few steps from its initialisation scores every token
             # near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says nothing
+            auc = f"; AUC {m['disc_auc']:.3f}" if m["disc_auc"] is not None else ""  # none: one class scored
             out.append(f"the discriminator has not learned even the share of replaced tokens (loss "
-                       f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior; AUC "
-                       f"{m['disc_auc'] or 0.5:.3f})")
+                       f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior{auc})")
     if m["gen_loss"] is not None and m["gen_loss"] > 0.9 * uniform and (m["gen_acc"] or 0.0) < 0.02:
         out.append(f"the generator has not left uniform guessing (loss {m['gen_loss']:.2f} of ln|V| = "
                    f"{uniform:.2f}, accuracy {m['gen_acc'] or 0:.3f})")

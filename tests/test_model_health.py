@@ -174,3 +174,8 @@ def test_a_discriminator_worse_than_the_prior_has_learned_nothing():
     # "at the prior" check's business, unchanged (its recall here is too high for it: ok)
     assert health.verdict([{**three_steps[0], "disc_auc": 0.7}], _ctx(warmup_steps=0))["status"] == "ok"
     assert health.verdict([{**three_steps[0], "disc_loss": 0.38}], _ctx(warmup_steps=0))["status"] == "ok"
+    # electra15 at mask_prob 0.999: every scored token replaced, so no AUC; none is quoted
+    v = health.verdict([{**three_steps[0], "disc_auc": None, "replaced_token_share": 1.0, "disc_loss": 0.623}],
+                       _ctx(warmup_steps=0, objective="electra15"))
+    assert v["problems"] == ["the discriminator has not learned even the share of replaced tokens (loss 0.623, "
+                             "above the 0.000 of always guessing the prior)"]
