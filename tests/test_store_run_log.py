@@ -336,3 +336,57 @@ def test_a_kill_between_a_merge_and_its_deletes_leaves_the_whole_log_once(bucket
     assert art.read_bytes("metrics.jsonl") == seen["log"]
     assert seen["log"] == lines(0, seen["step"]) + lines(seen["step"], 50).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75')
     assert store_2.verify(art) == []
+
+
+def test_a_resume_shorter_than_a_merged_part_keeps_the_store_s_lines_until_its_own_are_up(bucket, s3_endpoint, tmp_path, monkeypatch):
+    """Machine 1's third save merges [0, 100) and [100, 110) into [0, 210) and is killed before the
+    checkpoint's manifest (the store's checkpoint: step 110); resumed on machine 1 from its own step
+    210, its first save is killed before the manifest too. The store's step 110 still needs lines
+    100-110: the replaced parts wait for a manifest past them (that save PUTs only its new lines);
+    machine 2, resumed from step 110 (the merged part past its trimmed log), finds them: a kill at its
+    PUT leaves every line its checkpoint needs, and not killed it PUTs only its 5 new lines (before:
+    the first resume deleted the replaced parts, the second the merged part, and the kill left no log)."""
+    run = f"{bucket}/short/.work/checkpoint-x"
+    parts_url = f"{run}/{log_parts.PARTS}/metrics.jsonl"
+
+    def machine(name: str, data: bytes) -> log_parts.Mirror:
+        local = tmp_path / name / "out" / "metrics.jsonl"
+        local.parent.mkdir(parents=True)
+        local.write_bytes(data)
+        return log_parts.Mirror(run, local)
+
+    one = machine("one", b"")
+    for first, n in ((0, 100), (100, 10), (110, 100)):
+        append(one.local.parent, lines(first, n))
+        one.sync()
+        if first < 110:  # the third save's checkpoint is never complete: no prune
+            one.prune()
+    assert sorted(p[:2] for p in map(log_parts.parse, storage.listing(parts_url))) == [
+        (0, len(lines(0, 100))), (0, len(lines(0, 210))), (len(lines(0, 100)), len(lines(0, 110)))]
+
+    again = machine("again", lines(0, 210) + lines(210, 10))  # machine 1 resumed from its step 210
+    with answered(s3_endpoint) as found:
+        again.sync()  # killed before its checkpoint's manifest: no prune
+    assert sum(a.sent for a in found if a.operation == "PutObject") == len(lines(210, 10))
+    log_parts.fetch(run, storage.listing(run), tmp_path / "back")
+    assert (tmp_path / "back" / "metrics.jsonl").read_bytes() == lines(0, 220)
+
+    def killed(src: str, location: str) -> None:
+        raise RuntimeError("killed")
+
+    resumed = lines(0, 110) + lines(110, 5).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75')
+    three = machine("three", resumed)  # machine 2 from the store's step 110, killed at its first PUT
+    monkeypatch.setattr(storage, "upload", killed)
+    with pytest.raises(RuntimeError, match="killed"):
+        three.sync()
+    monkeypatch.undo()
+    log_parts.fetch(run, storage.listing(run), tmp_path / "back-2")
+    assert (tmp_path / "back-2" / "metrics.jsonl").read_bytes()[: len(lines(0, 110))] == lines(0, 110)
+
+    two = machine("two", resumed)  # and again, not killed: the replaced parts serve, only 5 lines go up
+    with answered(s3_endpoint) as found:
+        two.sync()
+        two.prune()
+    assert sum(a.sent for a in found if a.operation == "PutObject") == len(lines(110, 5))
+    log_parts.fetch(run, storage.listing(run), tmp_path / "back-3")
+    assert (tmp_path / "back-3" / "metrics.jsonl").read_bytes() == resumed

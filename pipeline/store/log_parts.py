@@ -31,7 +31,8 @@ so the replaced parts serve it if the merged one went past the checkpoint it res
 
 A build's first upload compares the local file (trimmed back to the checkpoint it resumed from) with
 the store's parts, reading each part's range of the local file once; the parts from the first offset
-where none matches on are removed and everything after the matching ones goes up (merged as above).
+where none matches on are removed (a shorter part inside the kept ones waits for :meth:`Mirror.prune`)
+and everything after the matching ones goes up (merged as above).
 Only :data:`GROWING` names are kept this way, and only keys of the part form are read or removed (the
 keys under a run are data: whoever may write the bucket wrote them).
 """
@@ -188,7 +189,9 @@ class Mirror:
 
     def _compare(self) -> list[Part]:
         """The store's parts that the local file starts with, from byte 0, at each offset the longest
-        that matches; the others are removed."""
+        that matches. A shorter one inside them (replaced by a merge whose checkpoint may not be
+        complete in the store: the store's checkpoint may need it) waits for :meth:`prune`; the
+        others (past the file, or not its bytes) are removed."""
         names = list(storage.listing(self.url))
         starting: dict[int, list[Part]] = {}
         for part in filter(None, map(parse, names)):
@@ -201,9 +204,12 @@ class Mirror:
                                  if p[1] <= size and self._matches(f, p)), None):
                 same.append(found)
                 at = found[1]
-        kept = {part_name(p) for p in same}
+        kept, longest = {part_name(p) for p in same}, {s: e for s, e, _ in same}
         for name in names:
             if _PART.fullmatch(name) and name not in kept:
+                if (p := parse(name)) and p[1] <= at and p[1] < longest.get(p[0], at + 1):
+                    self.replaced.append(p)  # never in the chain (a longer kept part at its offset, or none)
+                    continue
                 with contextlib.suppress(FileNotFoundError):
                     storage.remove(storage.join(self.url, name))
         return same
