@@ -37,7 +37,7 @@ from kolectra.model import card, checkpoint, data, export, health, init, objecti
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device, compiled
-from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part
+from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part, flops_line
 from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.model.preempt import StopAtStepEnd
 
@@ -179,8 +179,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     flops_per_step = t.batch_size * sum(parts.values())
     share = {k: round(v / sum(parts.values()), 4) for k, v in parts.items() if v}
     if dev.is_main:
-        progress("pretrain: FLOPs per step " + ", ".join(f"{v:.0%} {k.replace('_', ' ')}" for k, v in share.items())
-                 + (" (a small vocabulary moves compute into the body)" if share.get("generator_head", 0) > 0.3 else ""))
+        progress("pretrain: " + flops_line(share, specials.vocab_size))
     peak_flops = t.peak_tflops * 1e12 or dev.peak_flops()
     log = MetricsLog(out_dir / "metrics.jsonl", dev, t.steps, resume_step=first, flops_per_step=flops_per_step,
                      peak_flops=peak_flops)

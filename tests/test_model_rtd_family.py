@@ -14,7 +14,7 @@ from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
 from kolectra.core.config import ConfigError, override
 from kolectra.model import config, objectives, rtd, train
-from kolectra.model.electra import ElectraPair, flops_by_part, train_flops_per_sequence
+from kolectra.model.electra import ElectraPair, flops_by_part, flops_line, train_flops_per_sequence
 from kolectra.pipeline.study.plan import StudyPlan, arm_sets, parse_arm
 from tests.model_support import build_examples, build_tokenizer, stop_in_step
 from tests.test_model_rtd import SP, _batch
@@ -319,3 +319,17 @@ def test_resume_continues_the_schedules_exactly(inputs, tmp_path, monkeypatch):
     for role in ("discriminator", "generator"):
         assert (straight / "hf" / role / "model.safetensors").read_bytes() == \
             (cut / "hf" / role / "model.safetensors").read_bytes()
+
+
+def test_the_flops_line_says_a_large_vocabulary_takes_the_compute():
+    """tiny at 64 tokens with a 79,891-entry vocabulary: 84 % in the generator's head, and the line added
+    "(a small vocabulary moves compute into the body)" (k4)."""
+    m = config.tiny().model
+    parts = flops_by_part(m, 79_891, 64, 10)
+    share = {k: round(v / sum(parts.values()), 4) for k, v in parts.items() if v}
+    line = flops_line(share, 79_891)
+    assert line.startswith("FLOPs per step 16% body, 84% generator head")
+    assert line.endswith("(the generator's softmax over 79,891 entries: a smaller vocabulary, kolectra vocab "
+                         "--vocab-size, moves compute into the body)")
+    small = flops_by_part(m, 300, 64, 10)
+    assert "softmax" not in flops_line({k: v / sum(small.values()) for k, v in small.items() if v}, 300)
