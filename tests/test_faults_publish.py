@@ -343,7 +343,8 @@ def test_resume_finds_the_family_s_interrupted_run_unless_exact(tmp_path, capsys
         store.build(first, interrupted, resumable=run)
     store.build(other, finishes, resumable=run, resume="exact")  # a study's points: only their own runs
     assert seen == [[]] and _private(tmp_path)[".work"] == [f"checkpoint-{first.id()}"]
-    assert "1 interrupted run(s) of the same inputs with other settings kept" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "1 interrupted run(s) of the same inputs kept" in err and "the newest with other settings" in err, err
     art = store.build(Request(kind="checkpoint", name="p", stage_version=1, config={"steps": 20}), finishes,
                       resumable=run, resume=True)  # --resume: the family's interrupted run, whatever changed
     assert seen[-1] == ["step-8"] and art.manifest["provenance"]["continued_from"]["request"] == first.id()

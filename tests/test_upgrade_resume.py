@@ -106,3 +106,19 @@ def test_a_checkpoint_of_the_earlier_training_order_says_an_earlier_kolectra_wro
     # forced, it goes on from the step-2 weights in this version's order
     result = train.pretrain(_cfg(force_resume=True), examples, tok, out, resume=True)
     assert result.stats["resumed_from_step"] == 2
+
+
+@pytest.mark.parametrize("resume", [False, "exact"])
+def test_a_kept_run_of_an_earlier_kolectra_is_not_called_one_of_other_settings(tmp_path, capsys, resume):
+    """Without --resume (or where only this request's run may be resumed), the line that counts the
+    family's interrupted runs kept beside the fresh one says how the newest differs, as --resume's
+    line does: before, 'of the same inputs with other settings' for an earlier kolectra's run of the
+    very settings asked for."""
+    _interrupted(tmp_path, "a" * 16, CONFIG)
+    record = {"id": "b" * 16, "kind": "checkpoint", "name": "new", "family": FAMILY, "scratch": ["checkpoints"],
+              "config": CONFIG, "stage_version": 16}
+    with contextlib.ExitStack() as held:
+        workspace.open_run(tmp_path, record, resume, held, ("train.compile",))
+    line = next(x for x in capsys.readouterr().err.splitlines() if "interrupted run(s) of the same inputs" in x)
+    assert "with the same settings under another request id (written by an earlier kolectra" in line, line
+    assert "other settings" not in line, line

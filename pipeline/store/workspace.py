@@ -378,8 +378,9 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
         progress(f"{kind}: discarding the interrupted run in {exact.path} (--resume would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
     if idle and (not resume or resume == "exact"):
-        progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs with other settings kept in "
-                 f"{root / WORK} (--resume continues the newest; `kolectra artifacts gc --interrupted` removes them)")
+        progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {root / WORK}, the newest "
+                 f"{_how_other(idle[0].request, record, operational)} (--resume continues it; "
+                 "`kolectra artifacts gc --interrupted` removes them)")
     exact.hold(held)
     exact.create({**record, "created": now()})
     return exact
