@@ -22,6 +22,7 @@ steps):
   context climbs past it while its recall at the 0.5 threshold stays low (few tokens are replaced).
   Where the plateau and the line were measured: docs/studies.md, "Where the discriminator leaves
   the prior".
+- gradient norm not finite in every window read (logged null): clipping zeroed the updates.
 - discriminator not even at the prior: loss above the prior's entropy and AUC below 0.65, whatever
   its recall (a run of a few steps: every token scored near 0.5, loss about ln 2, recall arbitrary).
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
@@ -122,6 +123,11 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
             auc = f"; AUC {m['disc_auc']:.3f}" if m["disc_auc"] is not None else ""  # none: one class scored
             out.append(f"the discriminator has not learned even the share of replaced tokens (loss "
                        f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior{auc})")
+    if all("grad_norm" in ln and ln["grad_norm"] is None for ln in past):
+        # logged null: not finite. With train.clip > 0 torch scales every gradient by max_norm / inf = 0, so the
+        # weights did not move while the loss stayed finite (objective.disc_weight=1e30: 4 steps, no change)
+        out.append("the gradient norm was not finite (logged null) in the last windows: clipping scaled every "
+                   "gradient to 0, so those steps changed nothing (an extreme objective.disc_weight?)")
     if m["gen_loss"] is not None and m["gen_loss"] > 0.9 * uniform and (m["gen_acc"] or 0.0) < 0.02:
         out.append(f"the generator has not left uniform guessing (loss {m['gen_loss']:.2f} of ln|V| = "
                    f"{uniform:.2f}, accuracy {m['gen_acc'] or 0:.3f})")

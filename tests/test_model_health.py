@@ -179,3 +179,17 @@ def test_a_discriminator_worse_than_the_prior_has_learned_nothing():
                        _ctx(warmup_steps=0, objective="electra15"))
     assert v["problems"] == ["the discriminator has not learned even the share of replaced tokens (loss 0.623, "
                              "above the 0.000 of always guessing the prior)"]
+
+
+def test_a_gradient_norm_that_is_not_finite_says_the_steps_changed_nothing():
+    # objective.disc_weight=1e30 (k4): the norm overflowed, clipping scaled the gradients by 0; losses stayed
+    # finite and unchanged, grad_norm logged null in every line
+    good = dict(disc_loss=0.2, disc_auc=0.9, disc_recall=0.5)
+    stuck = [_line(s, grad_norm=None, **good) for s in (2400, 2500)]
+    v = health.verdict(stuck, _ctx())
+    assert v["status"] == "not_learning" and v["problems"] == [
+        "the gradient norm was not finite (logged null) in the last windows: clipping scaled every gradient to 0, "
+        "so those steps changed nothing (an extreme objective.disc_weight?)"]
+    # one window with an overflow among finite ones, or lines without the key (older logs): no finding
+    assert health.verdict([_line(2400, grad_norm=1.5, **good), stuck[1]], _ctx())["status"] == "ok"
+    assert health.verdict([_line(s, **good) for s in (2400, 2500)], _ctx())["status"] == "ok"
