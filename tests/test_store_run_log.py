@@ -390,3 +390,44 @@ def test_a_resume_shorter_than_a_merged_part_keeps_the_store_s_lines_until_its_o
     assert sum(a.sent for a in found if a.operation == "PutObject") == len(lines(110, 5))
     log_parts.fetch(run, storage.listing(run), tmp_path / "back-3")
     assert (tmp_path / "back-3" / "metrics.jsonl").read_bytes() == resumed
+
+
+def test_a_resume_from_a_checkpoint_older_than_the_store_s_removes_the_merged_part_only_once_its_own_is_up(
+        bucket, tmp_path, monkeypatch):
+    """The store's checkpoint is step 300, its log one merged part [0, 300) (its replaced parts pruned);
+    this machine resumes from its step 200 (its step 300 does not load: the trainer takes the one
+    before). The merged part goes past the trimmed log and is removed, but only after the resumed
+    lines are up: a kill at that PUT leaves the store's step 300 its 300 lines (before, removed first:
+    no log left at all)."""
+    run = f"{bucket}/older/.work/checkpoint-x"
+    first = tmp_path / "one" / "out" / "metrics.jsonl"
+    first.parent.mkdir(parents=True)
+    one = log_parts.Mirror(run, first)
+    for start, n in ((0, 100), (100, 50), (150, 150)):
+        append(first.parent, lines(start, n))
+        one.sync()
+        one.prune()
+    assert [p[:2] for p in log_parts.chain(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl"))] == [
+        (0, len(lines(0, 300)))]
+
+    resumed = lines(0, 200) + lines(200, 5).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75')
+    real_upload = storage.upload
+
+    def killed(src: str, location: str) -> None:
+        raise RuntimeError("killed")
+
+    for name, kill in (("two", True), ("three", False)):
+        local = tmp_path / name / "out" / "metrics.jsonl"
+        local.parent.mkdir(parents=True)
+        local.write_bytes(resumed)
+        mirror = log_parts.Mirror(run, local)
+        monkeypatch.setattr(storage, "upload", killed if kill else real_upload)
+        if kill:
+            with pytest.raises(RuntimeError, match="killed"):
+                mirror.sync()
+        else:
+            mirror.sync()
+            mirror.prune()
+        log_parts.fetch(run, storage.listing(run), tmp_path / f"back-{name}")
+        assert (tmp_path / f"back-{name}" / "metrics.jsonl").read_bytes() == (lines(0, 300) if kill else resumed)
+    assert len(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl")) == 1

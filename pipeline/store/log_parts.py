@@ -137,6 +137,7 @@ class Mirror:
         self.url, self.local = storage.join(run_url, PARTS, local.name), local
         self.parts: list[Part] | None = None  # the store's parts from byte 0, once compared with the file
         self.replaced: list[Part] = []  # parts merged into a newer one, deleted by prune()
+        self.stale: list[str] = []  # parts the local file does not start with, deleted once its part is up
 
     def sync(self) -> int:
         """Upload the whole lines written since the last call (the first: since what the store holds
@@ -156,7 +157,9 @@ class Mirror:
                     end = at + nl + 1
                 at += len(chunk)
         if end == start:
+            self._drop_stale()
             return 0
+        self._drop_stale(lambda p: p is None or p[0] >= end)  # the chain would join them after the new part
         first = merge_from([e - s for s, e, _ in self.parts], end - start)
         begin = self.parts[first][0] if first < len(self.parts) else start
         # through a local copy of the range: storage.upload streams it (one PUT, or a multipart upload
@@ -173,6 +176,7 @@ class Mirror:
             tmp.flush()
             part = (begin, end, h.hexdigest())
             storage.upload(tmp.name, storage.join(self.url, part_name(part)))
+        self._drop_stale()  # after: the store's checkpoint may need their lines until this part holds them
         self.replaced += self.parts[first:]
         self.parts[first:] = [part]
         return end - begin
@@ -191,7 +195,8 @@ class Mirror:
         """The store's parts that the local file starts with, from byte 0, at each offset the longest
         that matches. A shorter one inside them (replaced by a merge whose checkpoint may not be
         complete in the store: the store's checkpoint may need it) waits for :meth:`prune`; the
-        others (past the file, or not its bytes) are removed."""
+        others (past the file, or not its bytes) are removed by :meth:`sync` once its part is up
+        (a merged part past a checkpoint older than the store's may hold lines that checkpoint needs)."""
         names = list(storage.listing(self.url))
         starting: dict[int, list[Part]] = {}
         for part in filter(None, map(parse, names)):
@@ -209,10 +214,16 @@ class Mirror:
             if _PART.fullmatch(name) and name not in kept:
                 if (p := parse(name)) and p[1] <= at and p[1] < longest.get(p[0], at + 1):
                     self.replaced.append(p)  # never in the chain (a longer kept part at its offset, or none)
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    storage.remove(storage.join(self.url, name))
+                else:
+                    self.stale.append(name)
         return same
+
+    def _drop_stale(self, which=lambda part: True) -> None:
+        """Remove the stale parts (:meth:`_compare`) that ``which`` picks (given the part, or None)."""
+        for name in [n for n in self.stale if which(parse(n))]:
+            with contextlib.suppress(FileNotFoundError):
+                storage.remove(storage.join(self.url, name))
+            self.stale.remove(name)
 
     @staticmethod
     def _matches(f, part: Part) -> bool:
