@@ -10,7 +10,9 @@ Memory: only the named columns that the file has are read, one row group at a ti
 (``pyarrow.parquet.ParquetFile.iter_batches``) of :data:`BATCH_ROWS` rows, or fewer where the row
 group's read columns (their uncompressed bytes in the footer) would make a batch larger than
 :data:`BATCH_BYTES` (rows of 300 kB: 27 a batch), never the whole file nor a whole row group: pages
-are read through a :data:`READ_BUFFER` buffer, not each column chunk in one read. What pyarrow
+are read through a :data:`READ_BUFFER` buffer, not each column chunk in one read. A
+dictionary-encoded string column, which the footer counts by its distinct values, is read as its
+dictionary or in batches of its longest value (:func:`plan`). What pyarrow
 cannot split is a page, read and decompressed whole (its writer puts up to 1,024 rows in a page):
 docs/corpus.md has the numbers. A file
 is opened for random access (Parquet's footer is at its end) by ``corpus/inputs.py``: a local path
@@ -35,7 +37,9 @@ from kolectra.corpus.inputs import is_remote, open_input
 BATCH_ROWS = 1024  # rows a batch at most: a few MB of web text
 BATCH_BYTES = 8 << 20  # a batch's share of its row group's uncompressed bytes (read columns), at least a row
 READ_BUFFER = 1 << 20  # pages are read through a buffer of this size (0, pyarrow's default, read a column chunk at once)
+DICTIONARY_COPIES, DICTIONARY_ENTRY = 3, 200  # Arrow holds a column read as a dictionary at up to 3 times its bytes and 200 a row
 REMOTE_READ_BUFFER = 8 << 20  # the same for a store's object: each fill is one ranged GET
+PROBE_BUFFER = 2 << 20  # a dictionary page and the first data page (writers close each near 1 MB): one read
 SUFFIXES = (".parquet", ".pq")
 
 
@@ -64,8 +68,13 @@ def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None =
     schema = pf.schema_arrow
     wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
     groups = range(pf.num_row_groups) if row_groups is None else row_groups
+
+    def reader(dictionary: Sequence[str] = (), size: int = buffer):  # the footer is not read again
+        return pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=list(dictionary) or None,
+                              buffer_size=size, pre_buffer=False)
+
     return ({c: str(schema.field(c).type) for c in wanted},
-            ((pf.metadata.row_group(g).num_rows, _group_rows(pf, wanted, g)) for g in groups))
+            ((pf.metadata.row_group(g).num_rows, _group_rows(pf, reader, wanted, g)) for g in groups))
 
 
 def row_groups(f: IO[bytes]) -> list[tuple[int, int]]:
@@ -83,28 +92,76 @@ def column_names(f: IO[bytes]) -> list[str]:
     return list(pq.ParquetFile(f).schema_arrow.names)
 
 
-def _group_rows(pf, wanted: list[str], group: int) -> Iterator[dict]:
+def _group_rows(pf, reader, wanted: list[str], group: int) -> Iterator[dict]:
     meta = pf.metadata.row_group(group)
     if not wanted:
         yield from ({} for _ in range(meta.num_rows))
         return
-    for batch in pf.iter_batches(batch_size=batch_rows(pf, wanted, group), row_groups=[group], columns=wanted,
-                                 use_threads=False):
+    rows, dictionary = plan(pf, reader, wanted, group)
+    source = reader(dictionary) if dictionary else pf
+    for batch in source.iter_batches(batch_size=rows, row_groups=[group], columns=wanted, use_threads=False):
         values = [_values(batch.column(c)) for c in wanted]
         for i in range(batch.num_rows):
             yield {c: column[i] for c, column in zip(wanted, values)}
 
 
 def batch_rows(pf, wanted: list[str], group: int) -> int:
-    """Rows a batch of ``group``: :data:`BATCH_ROWS`, or as many as hold :data:`BATCH_BYTES` of the
-    ``wanted`` columns' uncompressed bytes at the group's mean row size (the footer's sizes; at
-    least 1). Where a group's batches fall changes only what a damaged page loses of its group
+    """Rows a batch of ``group`` by its footer: :data:`BATCH_ROWS`, or as many as hold
+    :data:`BATCH_BYTES` of the ``wanted`` columns' uncompressed bytes at the group's mean row size
+    (at least 1). Where a group's batches fall changes only what a damaged page loses of its group
     (the batch it is in)."""
     meta = pf.metadata.row_group(group)
     top = set(wanted)
     size = sum(meta.column(j).total_uncompressed_size
                for j, path in enumerate(pf.reader.column_paths) if path[0] in top)
     return max(1, min(BATCH_ROWS, BATCH_BYTES * meta.num_rows // max(size, 1)))
+
+
+def plan(pf, reader, wanted: list[str], group: int) -> tuple[int, list[str]]:
+    """(rows a batch of ``group``, the ``wanted`` columns read as dictionaries). The footer counts a
+    dictionary-encoded column's distinct values once, its rows as indices: 1,000 rows of one 300 kB
+    string are 300 kB there and 300 MB decoded. So a string or binary column with a dictionary page
+    is read as its dictionary and indices (``read_dictionary``; a row's value is made when its batch
+    is, one Python object a distinct value) while what Arrow may hold for such columns adds up to
+    :data:`BATCH_BYTES`: it hashes pages that fell back to plain into the same dictionary and keeps
+    it for the whole group, a copy in each batch (:data:`DICTIONARY_COPIES` times the footer's
+    bytes, :data:`DICTIONARY_ENTRY` a row). Another such column is decoded, in batches of at most
+    :data:`BATCH_BYTES` over its dictionary's longest value (:func:`longest_value`) as well as
+    :func:`batch_rows`' share."""
+    meta = pf.metadata.row_group(group)
+    rows, top, schema = batch_rows(pf, wanted, group), set(wanted), pf.schema_arrow
+    held, dictionary, longest = 0, [], 0
+    for j, path in enumerate(pf.reader.column_paths):
+        column = meta.column(j)
+        if len(path) != 1 or path[0] not in top or not column.has_dictionary_page or not _bytes(
+                schema.field(path[0]).type):
+            continue
+        cost = DICTIONARY_COPIES * column.total_uncompressed_size + DICTIONARY_ENTRY * column.num_values
+        if held + cost <= BATCH_BYTES:
+            held += cost
+            dictionary.append(path[0])
+        else:
+            longest += longest_value(reader, path[0], group)
+    return (max(1, min(rows, BATCH_BYTES // longest)) if longest else rows), dictionary
+
+
+def longest_value(reader, column: str, group: int) -> int:
+    """Bytes of the longest value in ``column``'s dictionary page in ``group``: the page and the
+    group's first row are read (through a buffer of :data:`PROBE_BUFFER`), nothing else."""
+    import pyarrow.compute as pc  # noqa: PLC0415 - only Parquet inputs need it
+
+    first = next(reader((column,), PROBE_BUFFER).iter_batches(batch_size=1, row_groups=[group], columns=[column],
+                                                            use_threads=False), None)
+    if first is None:
+        return 0
+    return pc.max(pc.binary_length(first.column(0).dictionary)).as_py() or 0
+
+
+def _bytes(kind) -> bool:
+    import pyarrow as pa  # noqa: PLC0415 - only Parquet inputs need it
+
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(
+        kind) or pa.types.is_large_binary(kind)
 
 
 class NotUtf8:
@@ -121,6 +178,14 @@ class NotUtf8:
 def _values(column) -> list:
     """A batch's column as Python values; a string value that is not UTF-8 is a :class:`NotUtf8`
     (``to_pylist`` fails on the whole batch for one, which lost the rest of its row group)."""
+    if hasattr(column, "dictionary"):  # read as its dictionary: a distinct value made once, shared by its rows
+        import pyarrow.compute as pc  # noqa: PLC0415 - only Parquet inputs need it
+
+        used = pc.unique(column.indices).drop_null()
+        value = dict(zip(used.to_pylist(), _values(column.dictionary.take(used))))
+        if column.null_count:
+            return [None if i is None else value[i] for i in column.indices.to_pylist()]
+        return list(map(value.__getitem__, column.indices.to_pylist()))
     try:
         return column.to_pylist()
     except UnicodeDecodeError:
