@@ -31,8 +31,8 @@ so the replaced parts serve it if the merged one went past the checkpoint it res
 
 A build's first upload compares the local file (trimmed back to the checkpoint it resumed from) with
 the store's parts, reading each part's range of the local file once; the parts from the first offset
-where none matches on are removed (a shorter part inside the kept ones waits for :meth:`Mirror.prune`)
-and everything after the matching ones goes up (merged as above).
+where none matches on are removed once the new part is up (a shorter part inside the kept ones waits
+for :meth:`Mirror.prune`), and everything after the matching ones goes up (merged as above).
 Only :data:`GROWING` names are kept this way, and only keys of the part form are read or removed (the
 keys under a run are data: whoever may write the bucket wrote them).
 """
