@@ -16,6 +16,7 @@ from kolectra.core import filehash
 from kolectra.model import checkpoint, config, train
 from kolectra.pipeline.store import workspace
 from tests.model_support import build_examples, build_tokenizer, stop_in_step
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 CONFIG = {"preset": "tiny", "train": {"lr": 0.001, "steps": 400, "compile": "auto"}}
 FAMILY = {"kind": "checkpoint", "examples": "e" * 16, "preset": "tiny"}
@@ -122,3 +123,40 @@ def test_a_kept_run_of_an_earlier_kolectra_is_not_called_one_of_other_settings(t
     line = next(x for x in capsys.readouterr().err.splitlines() if "interrupted run(s) of the same inputs" in x)
     assert "with the same settings under another request id (written by an earlier kolectra" in line, line
     assert "other settings" not in line, line
+
+
+def test_on_a_bucket_root_the_kept_run_is_named_by_its_stage_version_and_not_said_to_resume(
+        bucket, tmp_path, monkeypatch, capsys):
+    """A store root's run records its stage version as a disk root's does (its line named a run of this
+    kolectra 'written by an earlier kolectra'), and there --resume continues only this request's run
+    (the line said '--resume continues it' while --resume had just started fresh beside it)."""
+    from pathlib import Path
+
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.store.artifacts import Request, Resumable
+    from kolectra.pipeline.store.factory import open_store
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    run = Resumable(family=FAMILY, scratch=("state",))
+
+    def interrupted(out: Path) -> StageOutput:
+        (out / "state").mkdir()
+        (out / "state" / "step-8").write_text("x")
+        raise KeyboardInterrupt
+
+    def finishes(out: Path) -> StageOutput:
+        seen.append((out / "state").is_dir())
+        (out / "model.txt").write_text("m")
+        return StageOutput(stats={})
+
+    seen: list[bool] = []
+    with pytest.raises(KeyboardInterrupt):
+        open_store(f"{bucket}/family").build(Request(kind="checkpoint", name="p", stage_version=15, config=CONFIG),
+                                             interrupted, resumable=run)
+    capsys.readouterr()
+    open_store(f"{bucket}/family").build(Request(kind="checkpoint", name="p", stage_version=16, config=CONFIG),
+                                         finishes, resumable=run, resume=True)
+    line = next(x for x in capsys.readouterr().err.splitlines() if "interrupted run(s) of the same inputs" in x)
+    assert seen == [False]  # started fresh
+    assert "the newest with the same settings, written by checkpoint stage version 15 (this kolectra builds 16)" in line
+    assert "--resume continues" not in line and "only this request's run is resumed here" in line, line

@@ -82,8 +82,10 @@ class StoreRuns:
         if resume and (not run.state() or self._store_ahead(remote_run, run)):
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
-                  "scratch": list(spec.scratch), "config": request.config}
-        opened = workspace.open_run(local_root, record, "exact" if resume else False, held)
+                  "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
+        # only this request's run: another's, kept in this machine's cache, is not the store's
+        opened = workspace.open_run(local_root, record, "exact" if resume else False, held, request.operational,
+                                    family_resume=False)
         self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()

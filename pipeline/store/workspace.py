@@ -344,13 +344,15 @@ class Resumable:
 
 
 def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack,
-             operational: tuple[str, ...] = ()) -> Run:
+             operational: tuple[str, ...] = (), family_resume: bool = True) -> Run:
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
     With ``resume``: this request's interrupted run, else (unless ``resume == "exact"``) the newest
     interrupted run of its family (the stage then checks its own state's settings); else a fresh
     run, discarding an interrupted one of this request. ``operational``: the dotted config keys
-    the request's id leaves out, left out when saying whether that run had other settings."""
+    the request's id leaves out, left out when saying whether that run had other settings;
+    ``family_resume``: whether ``--resume`` here may continue a run of the family (not on a store
+    root, whose ``--resume`` is ``"exact"``), as the line counting them says."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
@@ -379,8 +381,10 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
     if idle and (not resume or resume == "exact"):
         progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {root / WORK}, the newest "
-                 f"{_how_other(idle[0].request, record, operational)} (--resume continues it; "
-                 "`kolectra artifacts gc --interrupted` removes them)")
+                 f"{_how_other(idle[0].request, record, operational)} ("
+                 + ("--resume continues it" if family_resume and resume != "exact"
+                    else "only this request's run is resumed here")
+                 + "; `kolectra artifacts gc --interrupted` removes them)")
     exact.hold(held)
     exact.create({**record, "created": now()})
     return exact
