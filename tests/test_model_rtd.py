@@ -73,7 +73,7 @@ def test_a_mask_prob_that_rounds_to_no_slot_masks_one_and_says_so(tmp_path, caps
     _, weights = rtd.choose_positions(ids, rtd.Specials(vocab_size=50), 0.001)
     assert weights.sum() == 1
     tok = build_tokenizer(tmp_path / "tok")
-    examples = build_examples(tmp_path / "ex", tok, n=4, seq_len=32)
+    examples = build_examples(tmp_path / "ex", tok, n=16, seq_len=32)
     cfg = config.tiny()
     low = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, mask_prob=0.01))
     read_inputs(low, examples, tok)
