@@ -52,7 +52,7 @@ from typing import Callable, Collection, Iterable
 from kolectra.core import storage
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, inputs, layout, workspace
+from kolectra.pipeline.store import followers, inputs, layout, sweep, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, default_root, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -405,7 +405,7 @@ class Store(Catalog):
                 self._publish_as(d, kind, aid, str(pick[1]["name"]))
             return True
 
-        return workspace.sweep(self.root, self.published_at, interrupted, dry_run, salvage=salvage)
+        return sweep.sweep(self.root, self.published_at, interrupted, dry_run, salvage=salvage)
 
     def _sealed(self, kind: str, aid: str, candidates: list[Path],
                 parents: Collection[Artifact] | None = None) -> tuple[Path, dict] | None:

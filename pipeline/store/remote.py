@@ -57,7 +57,7 @@ from typing import Callable
 from kolectra.core import conditional, scratch, storage
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, inputs, layout, workspace
+from kolectra.pipeline.store import followers, inputs, layout, sweep, workspace
 from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, unfollowed, written_at
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
@@ -472,7 +472,7 @@ class RemoteStore(StoreRuns, Store):
                     removed.append(url)
         local = self._local_root()
         if local.is_dir():
-            gone, _ = workspace.sweep(local, self.published_at, interrupted, dry_run)
+            gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run)
             removed += [str(p) for p in gone]
         return removed, kept
 

@@ -24,7 +24,7 @@
     request and family (same examples and preset) it belongs to, so ``--resume`` finds the
     interrupted run of a family even when the config changed.
 
-What is provably dead is removed whenever a build starts (:func:`sweep`): ``.tmp`` entries and
+What is provably dead is removed whenever a build starts (:func:`.sweep.sweep`, beside this module): ``.tmp`` entries and
 ``.work`` runs nobody holds (neither their request's lock nor their own), when they cannot be
 resumed (no working state) or were published since; unheld lock files. A complete ``.tmp`` build
 of an id not published is handed to the store to publish (``sweep``'s ``salvage``), not deleted. ``kolectra artifacts gc``
@@ -423,83 +423,6 @@ def _running(root: Path, run: Run) -> bool:
         return False
     with try_lock(root, run.kind, run.id) as free:
         return not free
-
-
-# ---- clean-up -------------------------------------------------------------------------------------
-def _remove(path: Path, dry_run: bool, removed: list[Path]) -> None:
-    removed.append(path)
-    if not dry_run:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _claimed(root: Path, d: Path, kind: str, aid: str, dry_run: bool) -> Iterator[bool]:
-    """Whether ``d`` is dead, held while the caller deletes it: no process of this root holds its
-    request's lock and no process of any root holds ``d``'s own build lock (taken here, so a builder
-    starting in ``d`` right now backs off instead of losing it)."""
-    with try_lock(root, kind, aid) as free:
-        if not free:
-            yield False
-        elif dry_run or not d.is_dir() or d.is_symlink():
-            yield not live(d)
-        else:
-            fd = _mark(d)
-            try:
-                yield fd is not None
-            finally:
-                if fd is not None:
-                    os.close(fd)
-
-
-def sweep(root: Path, published: Callable[[str, str], float | None], interrupted: bool = False,
-          dry_run: bool = False, salvage: Callable[[str, str, Path, bool], bool] | None = None
-          ) -> tuple[list[Path], list[Run]]:
-    """Remove what no live process holds and nothing can use: (removed paths, interrupted runs kept).
-
-    A dead ``.tmp`` entry that ``salvage`` publishes (a complete build of an id not published: its
-    run was stopped between sealing and publishing, or a ``--force`` between moving the old copy out
-    and the new one in) is kept as the artifact, not deleted.
-    A ``.tmp`` entry is dead when neither its request's lock nor its own build lock is held; a lock
-    file when it is not held. A ``.work`` run is dead when it is not held and was published since
-    (``published`` gives when the published copy was written, or None; a run started after that is a
-    rebuild, ``--force``d or of a stale artifact, and its checkpoints are in no copy) or holds no
-    working state to resume from; with ``interrupted`` the others go too. A private area that
-    leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
-    what is not the store's."""
-    removed: list[Path] = []
-    kept: list[Run] = []
-    skipped = {area: why for area in (TMP, WORK, LOCKS) if (why := symlinked(root, area))}
-    for why in skipped.values():
-        progress(f"{why}: not swept (kolectra deletes nothing outside {root}); remove dead entries there by hand")
-    tmp = root / TMP
-    for d in sorted(tmp.iterdir()) if tmp.is_dir() and TMP not in skipped else []:
-        m = _TMP_NAME.match(d.name)
-        if m is None:
-            continue  # not ours: left alone
-        with _claimed(root, d, m["kind"], m["id"], dry_run) as dead:
-            if dead and not (salvage is not None and salvage(m["kind"], m["id"], d, dry_run)):
-                _remove(d, dry_run, removed)
-    for run in runs(root) if WORK not in skipped else []:
-        kind, aid = run.kind, run.id
-        if kind is None or aid is None:
-            continue
-        with _claimed(root, run.path, kind, aid, dry_run) as dead:
-            if not dead:
-                continue
-            if interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
-                _remove(run.path, dry_run, removed)
-            else:
-                kept.append(run)
-    locks = root / LOCKS
-    for f in sorted(locks.glob("*.lock")) if locks.is_dir() and LOCKS not in skipped else []:
-        fd = _try_flock(f, wait=False)
-        if fd is not None:
-            removed.append(f)
-            _release(f, fd) if not dry_run else os.close(fd)
-    return removed, kept
 
 
 def is_disk_full(e: BaseException) -> bool:
