@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import socket
 import subprocess
 import sys
 import time
@@ -317,3 +318,26 @@ def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_v
     }
     print(json.dumps(result, ensure_ascii=False))
     return result
+
+
+def moto_server(who: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """moto's S3 server on a free port of 127.0.0.1 (what the tests use), its endpoint in this process's
+    AWS environment: (the server, its endpoint URL). ``env``: more variables for the server's process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
+                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, **(env or {})})
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{who}: moto's server did not start (pip install 'moto[server]')")
+            time.sleep(0.2)
+    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
+                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    return server, f"http://127.0.0.1:{port}"

@@ -35,35 +35,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import SAMPLE_REVIEWS, add_data_args, data_path, emit, parser
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("benchmarks/store.py: moto's server did not start (pip install 'moto[server]')")
-            time.sleep(0.2)
-    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
-                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
-    return server, f"http://127.0.0.1:{port}"
+from common import SAMPLE_REVIEWS, add_data_args, data_path, emit, moto_server, parser
 
 
 def input_file(args, tmp: Path) -> str:
@@ -158,7 +135,7 @@ def main() -> None:
     args = p.parse_args()
     rounds = args.rounds or (3 if args.quick else 5)
     os.environ.setdefault("KOLECTRA_VERBOSITY", "0")
-    server, endpoint = start_server()
+    server, endpoint = moto_server("benchmarks/store.py")
     tmp = Path(tempfile.mkdtemp(prefix="kolectra-bench-store-"))
     try:
         from kolectra.core import storage

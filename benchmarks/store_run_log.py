@@ -23,8 +23,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,28 +31,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from common import emit, parser
-
-
-def start_server(recording: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "MOTO_RECORDER_FILEPATH": str(recording)})
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("benchmarks/store_run_log.py: moto's server did not start (pip install 'moto[server]')")
-            time.sleep(0.2)
-    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
-                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
-    return server, f"http://127.0.0.1:{port}"
+from common import emit, moto_server, parser
 
 
 class Recorder:
@@ -186,7 +163,8 @@ def main() -> None:
     args = p.parse_args()
     counts = [int(n) for n in (args.saves or ("10,100" if args.quick else "10,100,1000")).split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        server, endpoint = start_server(Path(tmp) / "requests.jsonl")
+        server, endpoint = moto_server("benchmarks/store_run_log.py",
+                                       {"MOTO_RECORDER_FILEPATH": str(Path(tmp) / "requests.jsonl")})
         try:
             from kolectra.core import storage
 
