@@ -189,7 +189,8 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     rank, world = runtime.rank_and_world(cfg.train.device, cfg.train.xla_cache_dir)
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
-    note_other_version(ex)
+    if rank == 0:  # one line for the job, as the trainer's notices (its device's is_main): not one a rank
+        note_other_version(ex)
     objective = cfg.objective.objective
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()

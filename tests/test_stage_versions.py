@@ -65,6 +65,37 @@ def test_pretraining_on_examples_of_an_earlier_version_says_so_in_one_line(tmp_p
     assert "WARNING" in lines[0]  # shown at -q too
 
 
+def test_two_ranks_pretraining_on_examples_of_an_earlier_version_say_so_once(tmp_path):
+    """Under torchrun (RANK/WORLD_SIZE, gloo) the note is one line for the job, from rank 0, as the run's
+    other notices are: every rank wrote it (the device layer's rank, asked a line above, was not used)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_faults_interrupts import REPO
+    from tests.test_model_ddp import _free_port
+
+    store = Store(tmp_path / "root")
+    examples = _chain(store, stage_versions.current("examples") - 1)[2]
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", str(examples.path), *FLAGS,
+           "--out", str(store.root)]
+    port = str(_free_port())
+    ranks = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                                   "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank)}) for rank in (0, 1)]
+    try:
+        errs = [proc.communicate(timeout=300)[1] for proc in ranks]
+    finally:
+        for proc in ranks:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in ranks] == [0, 0], "".join(e[-2000:] for e in errs)
+    lines = [[x for x in err.splitlines() if "stage version" in x] for err in errs]
+    assert len(lines[0]) == 1 and "was built by an earlier kolectra" in lines[0][0], lines
+    assert lines[1] == [], lines[1]  # before: the same WARNING from rank 1 too
+
+
 def test_a_parent_of_this_version_is_read_without_a_line(tmp_path, capsys):
     store = Store(tmp_path / "root")
     examples = _chain(store, stage_versions.current("examples"))[2]
