@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator
 from kolectra.core import plot
 from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
-from kolectra.pipeline.scores import BY_ARTICLE, by_article, score_table, test_size
+from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.verdicts import health_lines, read_json
 
@@ -50,13 +50,16 @@ def render(store: Store, ref: str | Path, dest: Path | None = None, published: b
     problems = store.verify(art)
     if problems:
         lines += ["", "**Verification failed:**", ""] + [f"- {text(p)}" for p in problems]
-    verdicts = health_lines(ancestors(store, art))
+    family = ancestors(store, art)
+    verdicts = health_lines(family)
     if verdicts:
         lines += ["", "## Health", "", *verdicts]
-    for a in ancestors(store, art):
+    older = dict(older_eval_notes(family))  # as a score table names them (scores.render_table)
+    for a in family:
         section = SECTIONS.get(a.kind)
         if section:
-            lines += ["", f"## {text(a.kind)}: {code(a.path.name)}", ""] + section(a, dest)
+            note = [f"{code(f'eval/{a.path.name}')}{text(older[a.path.name])}.", ""] if a.path.name in older else []
+            lines += ["", f"## {text(a.kind)}: {code(a.path.name)}", "", *note] + section(a, dest)
     if published:
         lines += ["", "## Against published models", ""] + published_section(store, art)
     out = dest / "report.md"

@@ -37,15 +37,22 @@ def render_table(store: Store, refs: list[str], dest: Path | None = None,
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / "report.md"
     # an earlier kolectra's evals in one table with this one's: said, not mixed silently
+    older = older_eval_notes(arts)
+    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
+                              *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
+                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
+    return out, "\n".join(lines)
+
+
+def older_eval_notes(arts: list[Artifact]) -> list[tuple[str, str]]:
+    """``(name, why)`` for each eval among ``arts`` that an earlier kolectra's task built, each said on
+    stderr too: a report (a table's or one eval's) names it in report.md, not shown as this version's."""
     older = [(a.path.name, f" was built by an earlier kolectra ({task} stage version {then}; this one builds {now}): "
               "its score and its health check follow that version's rules (docs/artifacts.md, 'Stage versions', "
               "says what changed); fine-tune again for this version's") for a, task, then, now in older_evals(arts)]
     for name, why in older:
         warn(f"report: eval/{shown(name)}{why}")
-    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
-                              *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
-                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
-    return out, "\n".join(lines)
+    return older
 
 
 TABLE_NOTE = ("Scores in percent; a `--seeds` summary shows the median over its seeds. "

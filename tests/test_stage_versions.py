@@ -166,3 +166,20 @@ def test_a_score_table_says_which_evals_an_earlier_kolectra_built(tmp_path, caps
     report = (tmp_path / "t" / "report.md").read_text(encoding="utf-8")
     assert f"- `eval/{old.path.name}` was built by an earlier kolectra" in report
     assert new.path.name not in report.split("Sources:")[0]
+
+
+def test_the_report_of_one_eval_says_an_earlier_kolectra_built_it(tmp_path, capsys):
+    """`kolectra report EVAL` named nothing (its health line read `ok` under korquad 2's rules), where the
+    score table of several evals names it: the same line on stderr and in the eval's section of report.md."""
+    store = Store(tmp_path / "root")
+    now = stage_versions.current("eval", "korquad")
+    old, new = _eval(store, "old", 2, tmp_path), _eval(store, "new", now, tmp_path)
+    assert main(["report", old.id, "--dest", str(tmp_path / "old"), "--out", str(store.root)]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "earlier kolectra" in x]
+    said = f" was built by an earlier kolectra (korquad stage version 2; this one builds {now})"
+    assert len(err) == 1 and f"eval/{old.path.name}{said}" in err[0], err
+    section = (tmp_path / "old" / "report.md").read_text(encoding="utf-8").split(f"## eval: `{old.path.name}`")[1]
+    assert section.lstrip().startswith(f"`eval/{old.path.name}`{said}: its score and its health check follow"), section
+    assert main(["report", new.id, "--dest", str(tmp_path / "new"), "--out", str(store.root)]) == 0
+    assert "earlier kolectra" not in capsys.readouterr().err
+    assert "earlier kolectra" not in (tmp_path / "new" / "report.md").read_text(encoding="utf-8")
