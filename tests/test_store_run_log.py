@@ -7,6 +7,7 @@ the published artifact holds ``metrics.jsonl`` whole, in its manifest, verified.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -18,6 +19,7 @@ from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store import log_parts
 from kolectra.pipeline.store.artifacts import Request, Resumable
 from kolectra.pipeline.store.factory import open_store
+from tests.gcs_support import gcs_endpoint, gs_bucket  # noqa: F401  (fixtures)
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 RESUMABLE = Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",))
@@ -431,3 +433,41 @@ def test_a_resume_from_a_checkpoint_older_than_the_store_s_removes_the_merged_pa
         log_parts.fetch(run, storage.listing(run), tmp_path / f"back-{name}")
         assert (tmp_path / f"back-{name}" / "metrics.jsonl").read_bytes() == (lines(0, 300) if kill else resumed)
     assert len(storage.listing(f"{run}/{log_parts.PARTS}/metrics.jsonl")) == 1
+
+
+@pytest.mark.parametrize("root", ["bucket", "gs_bucket"])
+def test_a_part_already_gone_is_no_error_to_prune_or_to_drop_as_stale(root, request, tmp_path):
+    """A replaced part (prune, after the checkpoint's manifest) or a stale one (the first sync) that is
+    no longer there, removed meanwhile by another process (a gc, the other machine of a resume): the
+    save goes on, on S3 (moto) and on GCS (fake-gcs-server: gcsfs raises FileNotFoundError for a key
+    gone, S3 deletes it without a word; storage.remove takes both). Real GCS deletes through gcsfs's
+    batch request, which no emulator answers: untested (its 404 reads "No such object", which gcsfs
+    turns into FileNotFoundError)."""
+    run = f"{request.getfixturevalue(root)}/gone/.work/checkpoint-x"
+    parts = f"{run}/{log_parts.PARTS}/metrics.jsonl"
+    local = tmp_path / "out" / "metrics.jsonl"
+    local.parent.mkdir()
+    mirror = log_parts.Mirror(run, local)
+    for start in (0, 2):  # two saves of 2 lines: the second merges the first part into [0, 4 lines)
+        append(local.parent, lines(start, 2))
+        mirror.sync()
+    assert len(mirror.replaced) == 1
+    storage.remove(storage.join(parts, log_parts.part_name(mirror.replaced[0])))
+    mirror.prune()
+    assert log_parts.chain(storage.listing(parts)) == mirror.parts and not mirror.replaced
+
+    # a part past the store's log, which the next machine's file does not hold: stale
+    at, stale = local.stat().st_size, lines(4, 1).replace(b'"gen_loss": 6.25', b'"gen_loss": 5.75')
+    key = storage.join(parts, log_parts.part_name((at, at + len(stale), hashlib.sha256(stale).hexdigest())))
+    with storage.open_file(key, "wb") as f:
+        f.write(stale)
+    other = log_parts.Mirror(run, tmp_path / "other" / "out" / "metrics.jsonl")
+    other.local.parent.mkdir(parents=True)
+    other.local.write_bytes(local.read_bytes() + lines(4, 1))
+    other.parts = other._compare()
+    assert other.stale == [key.rsplit("/", 1)[1]]
+    storage.remove(key)
+    other.sync()
+    other.prune()
+    log_parts.fetch(run, storage.listing(run), tmp_path / "back")
+    assert (tmp_path / "back" / "metrics.jsonl").read_bytes() == lines(0, 5)

@@ -39,7 +39,6 @@ keys under a run are data: whoever may write the bucket wrote them).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -184,7 +183,8 @@ class Mirror:
     def prune(self) -> None:
         """Delete the parts merged into newer ones (after the checkpoint that needs the newer ones is
         complete: a kill before leaves both, and a resume from the checkpoint before still finds its
-        lines in the replaced parts)."""
+        lines in the replaced parts). A part already gone (a gc, another machine's prune) is no error:
+        :func:`storage.remove` takes gcsfs's FileNotFoundError as it takes S3's silence."""
         kept = {part_name(p) for p in self.parts or ()}
         for part in self.replaced:
             if (name := part_name(part)) not in kept:
@@ -221,8 +221,7 @@ class Mirror:
     def _drop_stale(self, which=lambda part: True) -> None:
         """Remove the stale parts (:meth:`_compare`) that ``which`` picks (given the part, or None)."""
         for name in [n for n in self.stale if which(parse(n))]:
-            with contextlib.suppress(FileNotFoundError):
-                storage.remove(storage.join(self.url, name))
+            storage.remove(storage.join(self.url, name))  # one already gone: no error, as in prune()
             self.stale.remove(name)
 
     @staticmethod
