@@ -5,6 +5,7 @@ and benchmarks that say which data argument they need."""
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -149,6 +150,31 @@ def test_artifacts_list_shows_what_tells_same_name_artifacts_apart(tmp_path, cap
         assert f"examples:seq128-{ex.id[:6]}" in row and "train.steps=600" in row and lr in row
     assert "5.0 kB" in rows[b.path.name]
     assert "packing=\"isolated\"" in rows[ex.path.name]
+
+
+def test_the_refs_a_help_offers_as_examples_resolve_in_the_root_kolectra_run_leaves(tmp_path):
+    """After the demo `sample` names a corpus, a vocab, examples and a checkpoint: report's help offered
+    `(e.g. sample)`, which `kolectra report` (any kind) refuses as ambiguous; export's, of one kind, is fine."""
+    store = Store(tmp_path)
+    corpus = _build(store, "corpus", "sample", {})
+    vocab = _build(store, "vocab", "sample", {}, [corpus])
+    examples = _build(store, "examples", "sample", {}, [corpus, vocab])
+    ckpt = _build(store, "checkpoint", "sample", {}, [examples])
+    for task in ("nsmc", "korquad"):
+        _build(store, "eval", f"sample-{task}", {"task": task}, [ckpt])
+    for path, kind in ((("report",), None), (("export",), "checkpoint"), (("artifacts", "show"), None)):
+        p = dict(_leaves(build_parser()))[path]
+        ref = next(a for a in p._actions if a.dest == "ref")
+        offered = [re.match(r"[\w.+-]*", w).group() for w in ref.help.split("e.g. ")[1:2]]
+        shown = p.format_help()
+        for line in shown[shown.index("example"):].splitlines():
+            line = line.strip().removeprefix("example:").strip().split("  (")[0]
+            if line.startswith("kolectra "):
+                refs = build_parser().parse_args(shlex.split(line)[1:]).ref
+                offered += refs if isinstance(refs, list) else [refs]
+        assert offered, f"kolectra {' '.join(path)}: no example ref"
+        for name in offered:
+            assert store.resolve(name, kind).kind in (kind or "eval checkpoint"), (path, name)
 
 
 def test_the_run_summary_names_each_figure_in_percent_and_ends_with_the_model_and_next_steps(tmp_path):

@@ -207,7 +207,7 @@ def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
 
 
 def add_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ref", nargs="*", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample); "
+    p.add_argument("ref", nargs="*", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample-nsmc); "
                    "several eval artifacts: one table of their scores, models as rows and tasks as columns")
     p.add_argument("--published", action="store_true", help="published Korean models' NSMC and KorQuAD figures, with "
                    "their sources and splits (docs/published.md): alone, printed; with REF, rows of report.md's score "

@@ -320,8 +320,10 @@ class Store(Catalog):
                 say(f"{request.kind}: existing {d} {stale}; rebuilding")
                 continue
             if not problems:
+                # request.name is --name's or the stage's default (a run without --name names no flag)
                 note = "" if d.name == f"{request.name}-{request.id()}" else (
-                    f"; the id is the identity, --name {request.name} names only new builds")
+                    f"; the id is the identity: the name {request.name} (--name, else the stage's default) "
+                    "names only new builds")
                 say(f"{request.kind}: reusing {d} (same request{note}; --force rebuilds)")
                 return load(d)
             say(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
