@@ -5,13 +5,15 @@ and the study report."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Iterator
 
 
 def read_lines(path: Path) -> Iterator[dict]:
-    """The objects of the JSON Lines file at ``path``, parsed one at a time."""
-    with Path(path).open(encoding="utf-8") as f:
+    """The objects of the JSON Lines file at ``path`` (a local path, or a store's path object: an
+    artifact kept in s3:// or gs://), parsed one at a time."""
+    with (Path(path) if isinstance(path, (str, os.PathLike)) else path).open(encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 yield json.loads(line)

@@ -11,11 +11,11 @@ tasks as columns.
 
 from __future__ import annotations
 
-import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kolectra.core import plot
+from kolectra.core import plot, storage
 from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, score_table, test_size
@@ -25,10 +25,22 @@ from kolectra.pipeline.verdicts import health_lines, read_json
 
 def render(store: Store, ref: str | Path, dest: Path | None = None, published: bool = False) -> Path:
     """Write ``report.md`` (and its PNGs) for ``ref``; return the Markdown file's path. ``published``:
-    a last section placing an eval's scores in one table with the published models' figures."""
+    a last section placing an eval's scores in one table with the published models' figures. On a
+    store root (s3://, gs://) without ``dest`` the files are drawn in a local folder (matplotlib
+    writes files) and uploaded to ``ROOT/reports/...``; the artifacts' files are read where they are."""
     art = store.resolve(ref)
-    dest = Path(dest) if dest else store.root / "reports" / f"{art.kind}-{art.path.name}"
-    dest.mkdir(parents=True, exist_ok=True)
+    where = Path(dest) if dest else store.root / "reports" / f"{art.kind}-{art.path.name}"
+    if isinstance(where, Path):
+        where.mkdir(parents=True, exist_ok=True)
+        return _render(store, art, where, published)
+    with tempfile.TemporaryDirectory(prefix="kolectra-report-") as tmp:
+        _render(store, art, Path(tmp), published)
+        for f in sorted(Path(tmp).iterdir()):
+            storage.upload(str(f), f"{where}/{f.name}")
+    return where / "report.md"
+
+
+def _render(store: Store, art: Artifact, dest: Path, published: bool) -> Path:
     m = art.manifest
     prov = m.get("provenance", {})
     lines = [
@@ -229,7 +241,7 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     curve = a.path / "learning_curve.png"  # drawn by the fine-tuning stage: loss and dev metric, test score
     if curve.is_file():
         png = dest / f"{a.path.name}-curve.png"
-        shutil.copyfile(curve, png)
+        png.write_bytes(curve.read_bytes())  # the artifact may be in a store (a.path an s3:// or gs:// path)
         out += ["", f"![learning curve]({png.name})"]
     return out
 

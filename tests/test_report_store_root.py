@@ -1,0 +1,58 @@
+"""``kolectra report REF`` on a store root (moto's S3 server, tests/s3_support.py): the command
+`kolectra run --out s3://...` prints as its next step ended in an internal error (TypeError: the
+plots and the copied learning curve took the artifact's s3:// path for a local one), with or without
+``--dest``. Now the report is drawn locally and uploaded to ``ROOT/reports/...``, or written to
+``--dest``, reading the artifacts' files where they are."""
+
+from __future__ import annotations
+
+import json
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.report import render
+from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+
+def _build(store, kind, name, files, parents=()):
+    def produce(out):
+        for rel, data in files.items():
+            (out / rel).write_bytes(data)
+        return StageOutput(stats={})
+    return store.build(Request(kind=kind, name=name, stage_version=1, config={"n": name}, parents=tuple(parents)),
+                       produce)
+
+
+def _lineage(store):
+    stats = {"records_in": 10, "records_out": 8, "rejected": 1, "dropped": {"too_short": 1}}
+    corpus = _build(store, "corpus", "toy", {"stats.json": json.dumps(stats).encode()})
+    log = "".join(json.dumps({"step": s, "loss": 20.0 - s, "disc_auc": 0.5 + s / 100}) + "\n" for s in (1, 2, 3))
+    ckpt = _build(store, "checkpoint", "toy", {"metrics.jsonl": log.encode()}, [corpus])
+    return _build(store, "eval", "toy-nsmc", {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.6}).encode(),
+                                              "learning_curve.png": b"\x89PNG curve"}, [ckpt])
+
+
+def test_the_report_of_an_artifact_in_a_bucket_is_uploaded_beside_the_artifacts(bucket, tmp_path, capsys):  # noqa: F811
+    root = f"{bucket}/k"
+    store = open_store(root)
+    ev = _lineage(store)
+    out = render(store, ev.id)
+    where = f"{root}/reports/eval-{ev.path.name}"
+    assert str(out) == f"{where}/report.md"
+    ckpt = store.resolve(ev.parents[0])
+    corpus = store.resolve(ckpt.parents[0])
+    names = sorted(k.rsplit("/", 1)[-1] for k in storage.listing(where))
+    assert names == sorted(["report.md", f"{ckpt.path.name}-training.png", f"{corpus.path.name}-funnel.png",
+                            f"{ev.path.name}-curve.png"])
+    text = storage.read_bytes(f"{where}/report.md").decode()
+    assert "## corpus" in text and "## checkpoint" in text and "## eval" in text
+    assert storage.read_bytes(f"{where}/{ev.path.name}-curve.png") == b"\x89PNG curve"
+    # the command the run summary prints, and --dest, a local folder
+    assert main(["report", ev.id, "--out", root]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"{where}/report.md"
+    assert main(["report", ev.id, "--out", root, "--dest", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / f"{ev.path.name}-curve.png").is_file()
+    assert len(list((tmp_path / "r").glob("*.png"))) == 3
