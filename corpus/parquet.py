@@ -160,8 +160,8 @@ def longest_value(reader, column: str, group: int) -> int:
 def _bytes(kind) -> bool:
     import pyarrow as pa  # noqa: PLC0415 - only Parquet inputs need it
 
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(
-        kind) or pa.types.is_large_binary(kind)
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+            or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind))
 
 
 class NotUtf8:
