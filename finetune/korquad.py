@@ -20,9 +20,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
+
 from kolectra.core.stage import progress, warn
 from kolectra.finetune import skeleton
-from kolectra.finetune.features import rows
+from kolectra.finetune.features import TokenColumn, rows
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.korquad_metric import chance_f1, evaluate
 from kolectra.finetune.readers.korquad import (
@@ -105,6 +107,15 @@ class Korquad(skeleton.Task):
             warn(f"korquad: contexts longer than max_windows={cfg.max_windows} windows were cut there: "
                  + ", ".join(f"{len(n)} {name} question(s), {sum(n)} windows dropped" for name, n in cut.items() if n)
                  + " (an answer past the cut is not found); raise max_windows (0: no bound) to keep them")
+        if cfg.doc_stride > cfg.max_length - cfg.max_query_length - 3:  # else every question leaves room for it
+            capped = {name: stride_capped(splits[name].encoded, cfg.doc_stride, cfg.max_length)
+                      for name in ("train", "dev")}
+            if any(capped.values()):
+                progress(f"korquad: note — doc_stride={cfg.doc_stride} is more than the context a window holds "
+                         "after the question (max_length less its tokens and 3) for "
+                         + ", ".join(f"{n} {name} question(s)" for name, n in capped.items() if n)
+                         + ": their windows follow one another without overlap, a step of that context (none "
+                           "skipped), not of doc_stride")
         with_answer = int((splits["train"].feats.per_row["start_positions"] > 0).sum())
         progress(f"korquad: {len(data.train)} train questions -> {len(splits['train'].feats)} windows "
                  f"({with_answer} holding the answer); {len(data.dev)} dev questions -> "
@@ -172,6 +183,18 @@ class Korquad(skeleton.Task):
 
     def table(self, metrics):
         return korquad_table(metrics)
+
+
+def stride_capped(encoded, doc_stride: int, max_length: int) -> int:
+    """How many questions of ``encoded`` (windows, a question's in a row) have more than one window and
+    less context in their first one than ``doc_stride`` (:func:`make_windows` then steps by that room:
+    BERT's loop takes the smaller). Read in place from the Arrow columns, 1,024 first windows at a time."""
+    index = encoded.data.table.column("question_index").to_numpy()
+    first = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    several = first[np.diff(np.r_[first, len(index)]) > 1]
+    offsets = TokenColumn(encoded.data.table.column("offset_start"))  # -1 off the context
+    return sum(int(((offsets.rows(several[i:i + 1024], max_length, -1) >= 0).sum(axis=1) < doc_stride).sum())
+               for i in range(0, len(several), 1024))
 
 
 def run(cfg, model_dir, train_file, dev_file, out_dir, cache_dir=None):
