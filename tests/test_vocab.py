@@ -337,3 +337,17 @@ def test_a_words_cuts_are_inside_it_never_at_its_ends():
     # or ending it gives no cut, or the same word would be counted under two keys
     doc = {"id": "d", "text": "영화를 봤다", "morphs": [[0, 2, "NNG"], [2, 3, "JKO"], [4, 6, "VV+EF"]]}
     assert doc_words(doc, WordSplitter()) == ([("영화를", (2,)), ("봤다", ())], 0)
+
+
+def test_the_table_printed_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`python -m kolectra.vocab.table DIR | head -1` (docs/vocab.md): a reader that stops early left a
+    BrokenPipeError traceback, where every kolectra command ends quietly (m4)."""
+    fig = {"learning": {"vocab_size": 100}, "unk_rate": 0.0, "tokens_per_eojeol": 2.0, "chars_per_token": 1.5,
+           "morph_boundary_share": 0.7, "words_kept_whole": 0.5,
+           "most_fragmented": [{"word": "가나", "count": 2, "pieces": ["가", "##나"]}]}
+    (tmp_path / "report.json").write_text(json.dumps({"chosen": "wordpiece", "split": "valid", "recipes": {"wordpiece": fig}}))
+    p = subprocess.Popen([sys.executable, "-m", "kolectra.vocab.table", str(tmp_path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=ROOT)
+    p.stdout.close()  # the reader is gone before the table is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0 and "Traceback" not in err, err

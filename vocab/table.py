@@ -7,6 +7,7 @@ prints the table to stdout.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args[0])
     if path.is_dir():
         path = path / "report.json"
-    print(format_report(json.loads(path.read_text(encoding="utf-8"))))
+    try:
+        print(format_report(json.loads(path.read_text(encoding="utf-8"))), flush=True)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted (a traceback before)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - no second error when Python flushes at exit
     return 0
 
 
