@@ -127,3 +127,21 @@ def test_a_bad_verbosity_is_refused_in_a_fresh_process(tmp_path, level):
                           env={**os.environ, "PYTHONPATH": str(REPO), "KOLECTRA_VERBOSITY": level})
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert f"KOLECTRA_VERBOSITY='{level}': expected one of 0" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["line", "none"])
+def test_a_misspelt_progress_setting_is_refused(tmp_path, value):
+    """KOLECTRA_PROGRESS=line (for lines) was taken silently as unset: bars on a terminal (m4)."""
+    from kolectra.core import bars
+    from kolectra.pipeline.cli import checks
+
+    assert checks.PROGRESS_ENV == bars.ENV  # the check names the variable core/bars reads
+    proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out",
+                           str(tmp_path / "root")], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "KOLECTRA_PROGRESS": value})
+    assert proc.returncode == 2 and f"KOLECTRA_PROGRESS='{value}': expected lines" in proc.stderr, proc.stderr
+    for fine in ("lines", "BAR", ""):
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out",
+                               str(tmp_path / "root")], capture_output=True, text=True, cwd=REPO, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO), "KOLECTRA_PROGRESS": fine})
+        assert proc.returncode == 0, (fine, proc.stderr)

@@ -2,7 +2,7 @@
 that would otherwise be taken silently as something else.
 
 - the environment: ``KOLECTRA_HOME`` set but empty (the artifact root would be the current
-  directory), ``KOLECTRA_VERBOSITY`` not one of 0-3;
+  directory), ``KOLECTRA_VERBOSITY`` not one of 0-3, ``KOLECTRA_PROGRESS`` not ``lines`` or ``bar``;
 - ``--out ''`` (the same) or a path through a regular file, ``--name`` that is not a valid artifact name as given
   (:func:`pipeline.stages.artifact_name`'s rule), a ``--set`` key given twice;
 - on the Beam commands (``corpus``, ``vocab``, ``examples``), every argument kolectra does not know goes to
@@ -24,6 +24,9 @@ from typing import Mapping
 from kolectra.core.config import ConfigError
 from kolectra.core.verbosity import DEBUG, ENV, QUIET
 
+PROGRESS_ENV = "KOLECTRA_PROGRESS"  # core/bars.ENV
+PROGRESS_VALUES = {"", "lines", "bar", "bars"}
+
 
 class UnknownOption(ConfigError):
     """An argument neither kolectra nor Beam knows; names it and the closest known option."""
@@ -39,6 +42,11 @@ def check_environment(environ: Mapping[str, str]) -> None:
     if level is not None and level.strip() not in {str(n) for n in range(QUIET, DEBUG + 1)}:
         raise ConfigError(f"{ENV}={level!r}: expected one of 0 (errors only), 1 (progress, the default), "
                           "2 (also the libraries' warnings), 3 (also their INFO logging)")
+    # read by core/bars.use_bars (not imported here: it imports tqdm); any other value meant the terminal's choice
+    progress = environ.get(PROGRESS_ENV)
+    if progress is not None and progress.strip().lower() not in PROGRESS_VALUES:
+        raise ConfigError(f"{PROGRESS_ENV}={progress!r}: expected lines (one line a report) or bar (progress bars); "
+                          "unset, the terminal decides")
 
 
 def check_out(out: str | None) -> None:
