@@ -24,7 +24,8 @@ steps):
   the prior".
 - gradient norm not finite in every window read (logged null): clipping zeroed the updates.
 - discriminator not even at the prior: loss above the prior's entropy and AUC below 0.65, whatever
-  its recall (a run of a few steps: every token scored near 0.5, loss about ln 2, recall arbitrary).
+  its recall (a run of a few steps: every token scored near 0.5, loss about ln 2, recall arbitrary);
+  only where both classes were scored (a window of replaced tokens only has no AUC, and a prior of 0).
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -117,12 +118,14 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
             out.append(f"the discriminator sits at the class prior: it calls nearly every token {called} "
                        f"({rare} {recall:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
-        elif m["disc_loss"] > prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR:
+        elif m["disc_loss"] > prior and m["disc_auc"] is not None and m["disc_auc"] < AUC_LEFT_PRIOR:
             # not even at the prior: a discriminator a few steps from its initialisation scores every token
-            # near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says nothing
-            auc = f"; AUC {m['disc_auc']:.3f}" if m["disc_auc"] is not None else ""  # none: one class scored
+            # near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says nothing. Only where both
+            # classes were scored (an AUC): with every scored token replaced (electra15's first windows) the
+            # prior's loss is 0, so any loss is above it, even one calling every token replaced (recall 1.00)
             out.append(f"the discriminator has not learned even the share of replaced tokens (loss "
-                       f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior{auc})")
+                       f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior; AUC "
+                       f"{m['disc_auc']:.3f})")
     if all("grad_norm" in ln and ln["grad_norm"] is None for ln in past):
         # logged null: not finite. With train.clip > 0 torch scales every gradient by max_norm / inf = 0, so the
         # weights did not move while the loss stayed finite (objective.disc_weight=1e30: 4 steps, no change)

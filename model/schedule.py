@@ -4,6 +4,8 @@ share one formula. The schedules are described in :mod:`model.optim`."""
 
 from __future__ import annotations
 
+import math
+
 
 def lr_scale(step: int, warmup: int, total: int, schedule: str = "warmup_then_decay") -> float:
     """The schedule's factor for optimizer update ``step`` (0-based) of ``total``."""
@@ -30,4 +32,13 @@ def warmup_end(warmup: int, total: int, schedule: str = "warmup_then_decay") -> 
     share = peak_scale(warmup, total, schedule)
     if share >= 1.0:
         return "its last step is at the peak learning rate, before any decay"
-    return f"its learning rate never reaches train.lr (at most {100 * share:.2g}% of it)"
+    return f"its learning rate never reaches train.lr (at most {percent_below_one(share)} of it)"
+
+
+def percent_below_one(share: float) -> str:
+    """``share`` (0 < share < 1) in percent, two significant digits, never written as 100 %: 199 steps
+    of a 200-step warm-up reach 99.5 % of the rate, which ``.2g`` printed as "1e+02%"."""
+    pct = 100 * share
+    if pct >= 99.5:  # two digits would round it to 100: to the hundredth above it, at most 99.99
+        return f"{min(math.ceil(pct * 100) / 100, 99.99):g}%"
+    return f"{pct:.2g}%"

@@ -174,11 +174,23 @@ def test_a_discriminator_worse_than_the_prior_has_learned_nothing():
     # "at the prior" check's business, unchanged (its recall here is too high for it: ok)
     assert health.verdict([{**three_steps[0], "disc_auc": 0.7}], _ctx(warmup_steps=0))["status"] == "ok"
     assert health.verdict([{**three_steps[0], "disc_loss": 0.38}], _ctx(warmup_steps=0))["status"] == "ok"
-    # electra15 at mask_prob 0.999: every scored token replaced, so no AUC; none is quoted
-    v = health.verdict([{**three_steps[0], "disc_auc": None, "replaced_token_share": 1.0, "disc_loss": 0.623}],
-                       _ctx(warmup_steps=0, objective="electra15"))
-    assert v["problems"] == ["the discriminator has not learned even the share of replaced tokens (loss 0.623, "
-                             "above the 0.000 of always guessing the prior)"]
+
+
+def test_a_window_of_replaced_tokens_only_is_not_worse_than_the_prior():
+    """electra15, tiny, 30 steps on the sample (m1): its first windows past warm-up scored replaced tokens only
+    (the generator replaced every masked slot), so no AUC and a prior of loss 0: loss 0.554 then 0.191, calling
+    96 % then 100 % of them replaced, read 'has not learned even the share of replaced tokens (loss 0.373, above
+    the 0.000 of always guessing the prior)', a warning mid-run and, for a run ending there, the verdict."""
+    gen = dict(gen_loss=8.8, gen_acc=0.078, replaced_share=1.0, replaced_token_share=1.0, disc_auc=None)
+    windows = [_line(10, disc_loss=0.5542, disc_acc=0.9611, disc_recall=0.9611, **gen),
+               _line(20, disc_loss=0.1913, disc_acc=1.0, disc_recall=1.0, **gen)]
+    ctx = _ctx(objective="electra15", vocab_size=9891, warmup_steps=3, total_steps=30)
+    assert health.verdict(windows[:1], ctx)["status"] == "ok"
+    assert health.verdict(windows, ctx)["status"] == "ok"
+    # a window with an original token among them has an AUC, and the checks read it
+    v = health.verdict([windows[0], {**windows[1], "disc_auc": 0.4375, "replaced_token_share": 0.9996,
+                                     "disc_loss": 0.0634, "disc_acc": 0.9996}], ctx)
+    assert v["status"] == "not_learning" and v["problems"][0].startswith("the discriminator sits at the class prior")
 
 
 def test_a_gradient_norm_that_is_not_finite_says_the_steps_changed_nothing():

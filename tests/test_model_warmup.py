@@ -80,3 +80,15 @@ def test_a_warm_up_longer_than_the_run_says_the_rate_never_peaks():
     assert "never reaches train.lr (at most 38% of it)" in config.warmup_warning(ref)
     ctx.update(warmup_steps=4, total_steps=4)
     assert "at most 38% of it" in health.unchecked_text(v, health.Context(**ctx, schedule="warmup_times_decay"))
+
+
+def test_a_warm_up_a_step_longer_than_the_run_is_not_at_1e_02_percent():
+    """199 steps of a 200-step warm-up reach 99.5 % of train.lr: both lines said 'at most 1e+02% of it' (m1)."""
+    from kolectra.model import health
+
+    t = dataclasses.replace(config.tiny().train, steps=199, warmup_steps=200)
+    assert "its learning rate never reaches train.lr (at most 99.5% of it)" in config.warmup_warning(t)
+    ctx = health.Context(objective="electra", vocab_size=8000, warmup_steps=1001, total_steps=1000, lr=2e-3)
+    text = health.unchecked_text({"status": "unchecked", "reason": health.ENDED_IN_WARMUP}, ctx)
+    assert "(at most 99.91% of it)" in text  # 99.9001 %: the hundredth above, never 100
+    assert "e+02" not in text
