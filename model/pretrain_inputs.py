@@ -91,9 +91,12 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
                                  f"model.max_position {cfg.model.max_position}")
     t = cfg.train
     if index.examples < t.batch_size:  # the loader checks one micro-batch: with grad_accum a step repeated rows
+        fit = index.examples // t.grad_accum * t.grad_accum  # train.batch_size must divide by train.grad_accum
+        size = (f"to at most {fit:,} (a multiple of train.grad_accum {t.grad_accum})" if t.grad_accum > 1 and fit
+                else f"to at most {index.examples:,}" + (" and train.grad_accum to 1" if t.grad_accum > 1 else ""))
         raise PretrainInputError(f"{index.root / 'index.json'}: {index.examples:,} examples cannot fill one step's batch "
                                  f"of {t.batch_size:,} (train.batch_size, in {t.grad_accum} micro-batch(es)); set "
-                                 f"train.batch_size to at most {index.examples:,}, or build examples from more text")
+                                 f"train.batch_size {size}, or build examples from more text")
     if cfg.model.vocab_size not in (0, specials.vocab_size):
         raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
     if seq_len != cfg.max_seq_length:

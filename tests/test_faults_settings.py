@@ -67,3 +67,24 @@ def test_a_step_batch_larger_than_the_examples_is_refused_with_grad_accum_too(tm
                                                      rf"in {accum} micro-batch\(es\)\); set train.batch_size to at most 12"):
             read_inputs(big, examples, tok)
     read_inputs(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=12, grad_accum=4)), examples, tok)
+
+
+def test_the_batch_size_a_refusal_offers_divides_by_grad_accum(tmp_path):
+    """13 examples, grad_accum 4: the refusal offered train.batch_size 13, which the config then refused as not
+    divisible by train.grad_accum (m1); it offers 12. Fewer examples than grad_accum: grad_accum 1."""
+    import dataclasses
+    import re
+
+    from kolectra.model.config import tiny
+    from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    tok = build_tokenizer(tmp_path / "tok")
+    cfg = tiny()
+    for n, accum, offer in ((13, 4, "at most 12 (a multiple of train.grad_accum 4), or"),
+                            (3, 4, "at most 3 and train.grad_accum to 1, or"), (13, 1, "at most 13, or")):
+        examples = build_examples(tmp_path / f"ex{n}", tok, n=n, seq_len=32)
+        big = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=16, grad_accum=accum))
+        with pytest.raises(PretrainInputError, match=rf"set train.batch_size to {re.escape(offer)}"):
+            read_inputs(big, examples, tok)
+    dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=12, grad_accum=4)).validate()  # offered
