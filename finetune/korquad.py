@@ -28,6 +28,7 @@ from kolectra.finetune.features import TokenColumn, rows
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.korquad_metric import chance_f1, evaluate
 from kolectra.finetune.readers.korquad import (
+    SpanIndex,
     make_windows,
     nbest_spans,
     question_columns,
@@ -36,7 +37,6 @@ from kolectra.finetune.readers.korquad import (
     rounded_nbest,
     split_by_article,
     window_columns,
-    windows_from,
 )
 from kolectra.finetune.report import korquad_table
 
@@ -127,7 +127,7 @@ class Korquad(skeleton.Task):
     def score(self, split, outputs, cfg):
         if "questions" not in split.derived:  # built once per split, reused every epoch
             split.derived.update(questions=questions_from(split.rows.to_dict()),
-                                 windows=windows_from(split.encoded.to_dict()))
+                                 windows=SpanIndex.of_table(split.encoded.data.table))
         questions = split.derived["questions"]
         nbest = nbest_spans(questions, split.derived["windows"], outputs["start_logits"], outputs["end_logits"],
                             cfg.n_best, cfg.max_answer_length)

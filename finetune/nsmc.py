@@ -17,11 +17,12 @@ import numpy as np
 from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
-from kolectra.finetune.features import rows, split_dev
+from kolectra.finetune.features import carve, rows, split_dev
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.report import nsmc_table
+from kolectra.finetune.text_task import Rows
 
 __all__ = ["run", "split_dev", "Nsmc"]
 
@@ -30,12 +31,13 @@ STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/ar
 
 def one_class(path, read: list, train: list, cfg) -> None:
     """Refuse training rows of one label: the classifier can only learn to say it (a file of positive reviews
-    trained to 100 % dev accuracy, every dev row carved from it positive too, and scored chance on the test)."""
-    labels = {r.label for r in train}
+    trained to 100 % dev accuracy, every dev row carved from it positive too, and scored chance on the test).
+    ``read``, ``train``: the labels of the file's rows and of the training rows."""
+    labels = set(train)
     if len(labels) > 1 or not train:
         return
     label = next(iter(labels))
-    if len({r.label for r in read}) == 1:
+    if len(set(read)) == 1:
         raise FinetuneError(f"{path}: every training row has the label {label}; NSMC's classifier needs both 0 and 1")
     left_by = (f"max_train_examples={cfg.max_train_examples} and the dev split" if cfg.max_train_examples
                else f"the dev split (dev_fraction={cfg.dev_fraction})")
@@ -49,20 +51,26 @@ class Nsmc(skeleton.Task):
              "test_examples")
 
     def read(self, cfg, train_file, eval_file):
+        # the files' rows as columns (id, text, label, line), carved and cut by row index (features.carve:
+        # split_dev's carve), as the file tasks' are: no object a row (docs/finetune.md, "Memory and large task files")
         train_src, test_src = read_nsmc(train_file, cfg.max_bad_fraction), read_nsmc(eval_file, cfg.max_bad_fraction)
-        train, dev = split_dev(train_src.rows, cfg.dev_fraction, cfg.seed, key=lambda r: text_key({"text": r.document}))
-        test = test_src.rows
+        read = Rows(train_src.columns)
+        train_at, dev_at = carve((text_key({"text": t}) for t in read["text"]), len(read), cfg.dev_fraction, cfg.seed)
+        train, dev, test = read.take(train_at), read.take(dev_at), Rows(test_src.columns)
         if cfg.max_train_examples:
             train = train[:cfg.max_train_examples]
-        one_class(train_file, train_src.rows, train, cfg)
+        one_class(train_file, read["label"], train["label"], cfg)
         dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
         if not test:
             raise FinetuneError(f"{eval_file}: no usable rows")
         progress(f"nsmc: {len(train)} train / {len(dev)} dev / {len(test)} test rows")
-        as_rows = [rows({"id": [r.id for r in part], "text": [r.document for r in part],
-                         "label": [r.label for r in part], "line": [r.line for r in part]})
-                   for part in (train, dev, test)]
-        return skeleton.Data(*as_rows, facts={"train_file": train_src.stats, "test_file": test_src.stats})
+        facts = {"train_file": train_src.stats, "test_file": test_src.stats}
+        # each part's Python columns are dropped before the next part's Arrow copy is made
+        parts, read, train, dev, test, train_src.columns, test_src.columns = [train, dev, test], *[None] * 6
+        as_rows = []
+        while parts:
+            as_rows.append(rows(parts.pop(0).columns))
+        return skeleton.Data(*as_rows, facts=facts)
 
     def encoder(self, tokenizer, cfg):
         def encode(batch: dict, indices: list[int]) -> dict:

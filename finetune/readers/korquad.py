@@ -21,6 +21,8 @@ Feeds ``finetune.korquad`` (last stage of the chain).  Pure functions:
   start, and maps them back to slices of the original context through the offset mapping
   (whitespace at a slice's edges left out: a SentencePiece token's span holds the space before it);
   :func:`decode` keeps the best one per question.
+* :class:`SpanIndex` holds what decoding reads of the windows (character offsets and max-context marks)
+  as flat arrays, read from the tokenised split's Arrow columns.
 """
 
 from __future__ import annotations
@@ -331,7 +333,7 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
     return w
 
 
-def nbest_spans(questions: list[Question], windows: Windows, start_logits: list[np.ndarray],
+def nbest_spans(questions: list[Question], windows: "Windows | SpanIndex", start_logits: list[np.ndarray],
                 end_logits: list[np.ndarray], n_best: int, max_answer_length: int) -> dict[str, list[dict]]:
     """Per question id, up to ``n_best`` distinct answer texts, best first (BERT's n-best list).
 
@@ -341,32 +343,37 @@ def nbest_spans(questions: list[Question], windows: Windows, start_logits: list[
     end token's last, whitespace at either edge left out (a span of whitespace alone is no
     candidate).  Score = start logit + end logit; equal texts from several windows keep the
     best; ``probability`` is a softmax over the kept scores.  No valid span -> one empty answer.
+    A question's candidates are gathered and cut to its n-best before the next question's.
     """
-    cands: dict[int, list[tuple[float, int, int, int, float, float]]] = {}
-    for r, qi in enumerate(windows.question_index):
-        offs = windows.offsets[r]
-        maxc = windows.max_context[r] if r < len(windows.max_context) else [o is not None for o in offs]
-        s_log, e_log = start_logits[r], end_logits[r]
-        n = len(offs)
-        s_top = [i for i in np.argsort(-s_log[:n], kind="stable")[:n_best] if offs[i] is not None and maxc[i]]
-        e_top = [i for i in np.argsort(-e_log[:n], kind="stable")[:n_best] if offs[i] is not None]
-        for s in s_top:
-            for e in e_top:
-                if e < s or e - s + 1 > max_answer_length:
-                    continue
-                sl, el = float(s_log[s]), float(e_log[e])
-                cands.setdefault(qi, []).append((sl + el, r, int(s), int(e), sl, el))
+    spans = SpanIndex.of(windows)
+    order = np.argsort(spans.question_index, kind="stable")  # each question's windows, in row order
+    cuts = np.searchsorted(spans.question_index[order], np.arange(len(questions) + 1)).tolist()
     out: dict[str, list[dict]] = {}
     for qi, q in enumerate(questions):
+        cands: list[tuple[float, int, int, int, float, float]] = []
+        for r in order[cuts[qi]:cuts[qi + 1]].tolist():
+            lo, hi = int(spans.bounds[r]), int(spans.bounds[r + 1])
+            starts, maxc = spans.start[lo:hi], spans.max_context[lo:hi]  # start -1: not a context token
+            s_log, e_log = start_logits[r], end_logits[r]
+            n = hi - lo
+            s_top = [i for i in np.argsort(-s_log[:n], kind="stable")[:n_best] if starts[i] >= 0 and maxc[i]]
+            e_top = [i for i in np.argsort(-e_log[:n], kind="stable")[:n_best] if starts[i] >= 0]
+            for s in s_top:
+                for e in e_top:
+                    if e < s or e - s + 1 > max_answer_length:
+                        continue
+                    sl, el = float(s_log[s]), float(e_log[e])
+                    cands.append((sl + el, r, int(s), int(e), sl, el))
         kept: list[dict] = []
         seen: set[str] = set()
         # best score first; ties keep discovery order (window, start, end) for determinism
-        for score, r, s, e, sl, el in sorted(cands.get(qi, []), key=lambda c: (-c[0], c[1], c[2], c[3])):
-            offs = windows.offsets[r]
-            text = q.context[offs[s][0]:offs[e][1]]
+        for score, r, s, e, sl, el in sorted(cands, key=lambda c: (-c[0], c[1], c[2], c[3])):
+            lo = int(spans.bounds[r])
+            first = int(spans.start[lo + s])
+            text = q.context[first:int(spans.end[lo + e])]
             # whitespace at the edges is no part of an answer: a SentencePiece (Metaspace) token's span
             # takes in the space before it ("▁임수경": " 임수경"), a lone "▁" is only a space
-            start_char = offs[s][0] + len(text) - len(text.lstrip())
+            start_char = first + len(text) - len(text.lstrip())
             text = text.strip()
             if not text or text in seen:
                 continue
@@ -423,8 +430,41 @@ def window_columns(w: Windows, first_question: int) -> dict[str, list]:
             "max_context": w.max_context, "windows_dropped": w.windows_dropped}
 
 
-def windows_from(columns: dict[str, list]) -> Windows:
-    offsets = [[(s, e) if s >= 0 else None for s, e in zip(ss, es)]
-               for ss, es in zip(columns["offset_start"], columns["offset_end"])]
-    return Windows(columns["input_ids"], columns["token_type_ids"], offsets, columns["question_index"],
-                   columns["start_positions"], columns["end_positions"], columns["max_context"])
+@dataclasses.dataclass
+class SpanIndex:
+    """What :func:`nbest_spans` reads of the windows, as flat arrays: 17 bytes a token. The scored split's
+    windows as :class:`Windows` (a list, a tuple and Python ints a token: about 160 bytes a token) held
+    250 MB for a file the size of KorQuAD's dev set, for the whole run (docs/finetune.md, "Memory and large
+    task files")."""
+
+    question_index: np.ndarray  # [windows]
+    bounds: np.ndarray  # [windows + 1]: window r's tokens are [bounds[r], bounds[r + 1]) of the arrays below
+    start: np.ndarray  # [tokens] the token's first context character; -1 off-context
+    end: np.ndarray  # [tokens] its end (exclusive); -1 off-context
+    max_context: np.ndarray  # [tokens] bool (see mark_max_context)
+
+    @classmethod
+    def of(cls, w: "Windows | SpanIndex") -> "SpanIndex":
+        """From :class:`Windows` (a window without ``max_context`` marks: each context token its own)."""
+        if isinstance(w, SpanIndex):
+            return w
+        flat = [o for offs in w.offsets for o in offs]
+        maxc = [m for r, offs in enumerate(w.offsets) for m in (
+            w.max_context[r] if r < len(w.max_context) else [o is not None for o in offs])]
+        lengths = np.array([len(offs) for offs in w.offsets], dtype=np.int64)
+        return cls(np.asarray(w.question_index, dtype=np.int64), np.concatenate([[0], np.cumsum(lengths)]),
+                   np.array([o[0] if o is not None else -1 for o in flat], dtype=np.int64),
+                   np.array([o[1] if o is not None else -1 for o in flat], dtype=np.int64),
+                   np.array(maxc, dtype=bool))
+
+    @classmethod
+    def of_table(cls, table) -> "SpanIndex":
+        """From the tokenised split's Arrow table (:func:`window_columns`' columns), with no Python object a token."""
+        def flat(name: str, dtype) -> np.ndarray:
+            chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in table.column(name).chunks]
+            return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
+        lengths = np.concatenate([c.value_lengths().to_numpy(zero_copy_only=False)
+                                  for c in table.column("offset_start").chunks] or [np.zeros(0, np.int64)])
+        return cls(table.column("question_index").to_numpy().astype(np.int64),
+                   np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), flat("offset_start", np.int64),
+                   flat("offset_end", np.int64), flat("max_context", bool))

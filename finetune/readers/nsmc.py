@@ -10,7 +10,9 @@ label other than 0/1 is a *bad row*: counted with its line number, and if more t
 ``max_bad_fraction`` of the rows are bad the file is rejected with the first offenders named.
 
 The file is read a line at a time (:func:`finetune.files.iter_text_lines`): what is held is the
-rows (a slotted :class:`NsmcRow` each) and the counts, never the list of its lines beside them.
+rows as columns (a list each of ids, reviews, labels and line numbers: no object a row) and the
+counts, never the list of its lines beside them.  :attr:`NsmcFile.rows` gives them as
+:class:`NsmcRow` objects for callers that want one a row.
 """
 
 from __future__ import annotations
@@ -34,12 +36,20 @@ class NsmcRow:
 
 @dataclasses.dataclass
 class NsmcFile:
-    rows: list[NsmcRow]
+    # the usable rows in file order: "id", "text" (the review), "label" (0/1), "line" (1-based, the header line 1),
+    # a list each, in the order of the task's Arrow columns
+    columns: dict[str, list]
     stats: dict
 
+    @property
+    def rows(self) -> list[NsmcRow]:
+        """The rows as :class:`NsmcRow` objects (made on each call; the task reads :attr:`columns`)."""
+        c = self.columns
+        return [NsmcRow(line=n, id=i, document=t, label=y) for i, t, y, n in zip(c["id"], c["text"], c["label"], c["line"])]
 
-def parse_line(text: str, line: int) -> NsmcRow | str:
-    """One data line -> a row, or the reason it is bad."""
+
+def parse_fields(text: str) -> tuple[str, str, int] | str:
+    """One data line -> (id, review, label), or the reason it is bad."""
     fields = text.split("\t")
     if len(fields) != 3:
         return f"expected 3 tab-separated columns, got {len(fields)}"
@@ -48,7 +58,13 @@ def parse_line(text: str, line: int) -> NsmcRow | str:
         return f"label must be 0 or 1, got {label!r}"
     if not rid.strip():
         return "empty id"
-    return NsmcRow(line=line, id=rid, document=document, label=int(label))
+    return rid, document, int(label)
+
+
+def parse_line(text: str, line: int) -> NsmcRow | str:
+    """One data line -> a row, or the reason it is bad."""
+    parsed = parse_fields(text)
+    return parsed if isinstance(parsed, str) else NsmcRow(line, *parsed)
 
 
 def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
@@ -61,34 +77,40 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     if tuple(header.split("\t")) != HEADER:
         raise FinetuneError(f"{path}:1: expected header 'id\\tdocument\\tlabel', got {header[:80]!r}")
 
-    rows: list[NsmcRow] = []
+    columns: dict[str, list] = {"id": [], "text": [], "label": [], "line": []}
+    add_id, add_text, add_label, add_line = (columns[k].append for k in ("id", "text", "label", "line"))
     bad: list[tuple[int, str]] = []
     n_data = empty = positive = 0
     ids: set[str] = set()
     for n_data, text in enumerate(lines, start=1):
-        parsed = parse_line(text, n_data + 1)
+        parsed = parse_fields(text)
         if isinstance(parsed, str):
             if len(bad) <= _SHOWN_BAD:  # the count is n_data less the rows: the first offenders are all shown
                 bad.append((n_data + 1, parsed))
             continue
-        rows.append(parsed)
-        ids.add(parsed.id)
-        empty += not parsed.document.strip()
-        positive += parsed.label
+        rid, document, label = parsed
+        add_id(rid)
+        add_text(document)
+        add_label(label)
+        add_line(n_data + 1)
+        ids.add(rid)
+        empty += not document.strip()
+        positive += label
+    n_rows = len(columns["line"])
     if not n_data:
         raise FinetuneError(f"{path}: a header and no rows (expected 'id\\tdocument\\tlabel' lines after it)")
-    n_bad = n_data - len(rows)
+    n_bad = n_data - n_rows
     if n_bad and n_bad > max_bad_fraction * n_data:
         shown = "; ".join(f"line {ln}: {why}" for ln, why in bad[:5])
         raise FinetuneError(f"{path}: {n_bad} of {n_data} rows are malformed "
                             f"({bad_limit(max_bad_fraction, n_bad, n_data)}): {shown}")
     stats = {
         "lines": n_data,
-        "rows": len(rows),
+        "rows": n_rows,
         "bad_rows": n_bad,
         "bad_lines": [{"line": ln, "reason": why} for ln, why in bad[:_SHOWN_BAD]],
         "empty_documents": empty,
-        "duplicate_ids": len(rows) - len(ids),
-        "labels": {"0": len(rows) - positive, "1": positive},
+        "duplicate_ids": n_rows - len(ids),
+        "labels": {"0": n_rows - positive, "1": positive},
     }
-    return NsmcFile(rows=rows, stats=stats)
+    return NsmcFile(columns=columns, stats=stats)
