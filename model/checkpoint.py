@@ -28,6 +28,7 @@ aside while it publishes the artifact and deletes it only after (a direct caller
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -228,6 +229,25 @@ def written(path: Path, write, what: str = "checkpoint") -> None:
             errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
             errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO)
         raise CheckpointWriteError(code, f"{os.strerror(code)} ({what} not written)", str(path)) from e
+
+
+FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a full disk, the file-size limit, the disk quota
+
+
+@contextlib.contextmanager
+def writing_into(folder: Path, what: str = "export") -> Iterator[None]:
+    """A full disk, the file-size limit or the quota met inside the block as a
+    :class:`CheckpointWriteError` naming ``folder``: ``shutil.copyfile`` names its source (the
+    tokenizer's or the store's file, on another disk), ``Path.write_text`` no file. Other errors
+    (a source that cannot be read) pass as they are."""
+    try:
+        yield
+    except CheckpointWriteError:
+        raise
+    except OSError as e:
+        if e.errno not in FULL:
+            raise
+        raise CheckpointWriteError(e.errno, f"{os.strerror(e.errno)} ({what} not written)", str(folder)) from e
 
 
 class CheckpointNotWritten(EnvironmentProblem):

@@ -32,7 +32,7 @@ from transformers import ElectraForMaskedLM
 from transformers.utils import logging as hf_logging
 
 from kolectra.model.card import LICENSE, front_matter
-from kolectra.model.checkpoint import written
+from kolectra.model.checkpoint import writing_into, written
 from kolectra.model.electra import ElectraPair, count_parameters, plain_state_dict
 
 ROLE_TEXT = {
@@ -143,12 +143,14 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
-        copy_tokenizer(tokenizer_dir, dest)
-        fit_max_length(dest / "tokenizer_config.json", standalone.config.max_position_embeddings)
-        if role == "generator":
-            mask_in_text(dest / "tokenizer_config.json")
         card = {"class": cls.__name__, "parameters": f"{count_parameters(standalone):,}", **facts}
         title = f"kolectra ELECTRA {role} ({facts.get('preset', '')}, {facts.get('objective', 'electra')})"
-        (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings), encoding="utf-8")
+        with writing_into(dest, "export"):  # a full disk here names the folder too, not the tokenizer's source
+            copy_tokenizer(tokenizer_dir, dest)
+            fit_max_length(dest / "tokenizer_config.json", standalone.config.max_position_embeddings)
+            if role == "generator":
+                mask_in_text(dest / "tokenizer_config.json")
+            (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings),
+                                            encoding="utf-8")
         out[role] = dest
     return out

@@ -24,6 +24,7 @@ published card names such a folder by its last part only (:func:`no_local_paths`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -33,6 +34,7 @@ from kolectra.core import storage
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
+from kolectra.model.checkpoint import CheckpointWriteError, writing_into
 from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 
@@ -66,7 +68,27 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     outside_roots(dest, [store.local(art), *managed_folders(store)])
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
+    created = not dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
+    cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
+    masked_lm = cls_name == "ElectraForMaskedLM"  # a generator, or an MLM ablation's discriminator
+    objective = str(art.manifest.get("config", {}).get("objective", {}).get("objective", "electra"))
+    try:
+        with writing_into(dest, "export"):  # names --to, not the store's file shutil.copyfile names
+            _write(src, dest, config, cls_name, masked_lm, card(src / "README.md", cls_name, objective, art,
+                                                                datasets, base_model, FILL_MASK if masked_lm else ""))
+    except CheckpointWriteError as e:  # what was written goes, so that the same command can be run again
+        with contextlib.suppress(OSError):
+            for name in (*FILES, "README.md"):
+                (dest / name).unlink(missing_ok=True)
+            if created:
+                dest.rmdir()
+        e.add_note("the files written into --to were removed, so the same command can run again")
+        raise
+    return art, dest
+
+
+def _write(src: Path, dest: Path, config: dict, cls_name: str, masked_lm: bool, readme: str) -> None:
     for name in FILES:
         if (src / name).is_file():
             shutil.copyfile(src / name, dest / name)
@@ -74,14 +96,9 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     positions = config.get("max_position_embeddings")  # a checkpoint before 18 said the vocabulary's 512
     if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0:
         fit_max_length(dest / "tokenizer_config.json", positions)
-    cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
-    masked_lm = cls_name == "ElectraForMaskedLM"  # a generator, or an MLM ablation's discriminator
     if masked_lm:
         mask_in_text(dest / "tokenizer_config.json")
-    objective = str(art.manifest.get("config", {}).get("objective", {}).get("objective", "electra"))
-    (dest / "README.md").write_text(card(src / "README.md", cls_name, objective, art, datasets, base_model,
-                                         FILL_MASK if masked_lm else ""), encoding="utf-8")
-    return art, dest
+    (dest / "README.md").write_text(readme, encoding="utf-8")
 
 
 def readable(src: Path) -> dict:

@@ -248,3 +248,52 @@ def test_a_model_with_fewer_positions_than_the_vocabulary_says_exports_a_tokeniz
     dest = tmp_path / "hub"
     assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
     assert json.loads((dest / "tokenizer_config.json").read_text())["model_max_length"] == 32
+
+
+def _limited(size: int, run):
+    """``run()`` under a file-size limit of ``size`` bytes (Python ignores SIGXFSZ: a write past it fails
+    with EFBIG, as a full disk fails with ENOSPC)."""
+    import resource  # noqa: PLC0415
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+    try:
+        return run()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_an_export_meeting_the_file_size_limit_names_to_and_can_run_again(checkpoint, tmp_path, capsys):
+    """``--to`` on a disk that fills (here the file-size limit, 200 kB): the line named the checkpoint's
+    own file in the store, which ``shutil.copyfile`` names ('.../hf/discriminator/model.safetensors: the
+    file-size limit was reached'), pointing at the store's disk, and left a truncated model.safetensors
+    in ``--to``, so the same command, once there was room, was refused ('exists and is not an empty
+    folder'). Now the line names ``--to``, what was written goes, and the command runs again."""
+    store, art = checkpoint
+    dest = tmp_path / "out"
+    code = _limited(200_000, lambda: main(["export", art.id, "--to", str(dest), "--out", str(store.root)]))
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2 and line.startswith(f"kolectra export: error: {dest}: the file-size limit was reached; "), line
+    assert str(store.root) not in line and "run again" in line and not dest.exists(), line
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+    assert (dest / "model.safetensors").read_bytes() == (art.path / "hf" / "discriminator" / "model.safetensors"
+                                                          ).read_bytes()
+
+
+def test_pretraining_s_export_meeting_a_full_disk_past_the_weights_names_its_folder(tmp_path):
+    """The export's weights fit, then the tokenizer's copy meets the limit (a tokenizer.json of 700 kB
+    against 600 kB; a full disk does so at any file): the line named the vocabulary's own tokenizer.json
+    ('.../tok/tokenizer.json: the file-size limit was reached'), shutil.copyfile's source, as the disk
+    that was full. Now it names the export's folder, as a full disk meeting the weights does (bbfb79b)."""
+    from kolectra.model.electra import ElectraPair  # noqa: PLC0415
+    from kolectra.model.export import export_pair  # noqa: PLC0415
+    from kolectra.pipeline.cli.errors import describe  # noqa: PLC0415
+
+    tok = build_tokenizer(tmp_path / "tok")
+    with open(tok / "tokenizer.json", "ab") as f:
+        f.write(b" " * 700_000)  # trailing space: still the same JSON
+    pair = ElectraPair(dataclasses.replace(config.tiny().model, max_position=32), 300, 0)
+    with pytest.raises(OSError) as caught:
+        _limited(600_000, lambda: export_pair(pair, tok, tmp_path / "hf", {"preset": "tiny"}))
+    assert (tmp_path / "hf" / "discriminator" / "model.safetensors").stat().st_size < 600_000
+    assert describe(caught.value) == f"{tmp_path / 'hf' / 'discriminator'}: the file-size limit was reached"
