@@ -69,9 +69,14 @@ def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None =
     wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
     groups = range(pf.num_row_groups) if row_groups is None else row_groups
 
+    readers: dict = {}
+
     def reader(dictionary: Sequence[str] = (), size: int = buffer):  # the footer is not read again
-        return pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=list(dictionary) or None,
-                              buffer_size=size, pre_buffer=False)
+        key = (tuple(dictionary), size)  # one a kind: a file of many small groups opened one a group
+        if key not in readers:
+            readers[key] = pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=list(dictionary) or None,
+                                          buffer_size=size, pre_buffer=False)
+        return readers[key]
 
     return ({c: str(schema.field(c).type) for c in wanted},
             ((pf.metadata.row_group(g).num_rows, _group_rows(pf, reader, wanted, g)) for g in groups))
