@@ -437,15 +437,19 @@ def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_tex
                         done += 1
                         yield rec
                 except Exception as e:  # noqa: BLE001 - a page of this group that fails to decode
-                    yield _parquet_damage(source, done, e)
+                    yield _parquet_damage(source, done, e, end - done)
                 done = end
     except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a footer that cannot be read
         yield _parquet_damage(source, done, e)
 
 
-def _parquet_damage(source: str, done: int, e: Exception) -> dict:
+def _parquet_damage(source: str, done: int, e: Exception, lost: int | None = None) -> dict:
+    """The dead letter of a file (``lost`` None: its footer, or the file, could not be read) or of
+    a row group whose page failed to decode: it names the rows of the group not read (the footer
+    counts them), so the file's rows add up: records and rejects, plus these."""
+    rows = "" if lost is None else f" ({lost:,} row(s) of its row group not read: rows {done}-{done + lost - 1})"
     return {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
-            "detail": f"parquet error after row {done}: {error_text(e)[:300]}"}
+            "detail": f"parquet error after row {done}{rows}: {error_text(e)[:300]}"}
 
 
 def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field: str, id_field: str,

@@ -206,7 +206,8 @@ def test_a_row_group_of_large_rows_is_read_in_batches_of_bytes_not_whole(tmp_pat
 def test_a_damaged_page_of_large_rows_loses_its_batch_and_the_rest_of_its_group(tmp_path, monkeypatch):
     """Two row groups of 120 rows of 24 kB, pages of a row, a page two thirds into the first garbled:
     the rows of the batches before it are read (70 at 10 rows a batch), then one ``damaged_file``
-    at the first row not read, and the second group whole. (Before: batches of 1,024 rows, so the
+    at the first row not read, naming the rows not read (corpus 23: before, only where reading
+    stopped), and the second group whole. (Before: batches of 1,024 rows, so the
     group's first rows went with the damage: 120 read, the dead letter at row 0.)"""
     monkeypatch.setattr(parquet, "BATCH_BYTES", 256 << 10, raising=False)
     path = tmp_path / "damaged.parquet"
@@ -223,6 +224,9 @@ def test_a_damaged_page_of_large_rows_loses_its_batch_and_the_rest_of_its_group(
     damage = [(r["row"], r["reason"]) for r in out if "reason" in r]
     assert damage == [(70, "damaged_file")] and [r["id"] for r in out if "reason" not in r] == [
         f"d{i}" for i in (*range(70), *range(120, 240))]
+    # the rows lost are counted (the footer knows the group's rows): read 190 + not read 50 = the file's 240
+    (detail,) = [r["detail"] for r in out if "reason" in r]
+    assert detail.startswith("parquet error after row 70 (50 row(s) of its row group not read: rows 70-119): "), detail
 
 
 def test_a_parquet_string_that_is_not_utf8_is_its_rows_reject_not_its_row_groups_loss(tmp_path):
