@@ -29,19 +29,23 @@ __all__ = ["run", "split_dev", "Nsmc"]
 STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
-def one_class(path, read: list, train: list, cfg) -> None:
+def one_class(path, read: list, carved: list, train: list, cfg) -> None:
     """Refuse training rows of one label: the classifier can only learn to say it (a file of positive reviews
     trained to 100 % dev accuracy, every dev row carved from it positive too, and scored chance on the test).
-    ``read``, ``train``: the labels of the file's rows and of the training rows."""
+    ``read``, ``carved``, ``train``: the labels of the file's rows, of those the dev split left, and of the
+    training rows (``carved`` cut to ``max_train_examples``). The cap is named only where it cut rows of both
+    labels to one: a cap that cut nothing, or rows of the one label the dev split left, is no cause."""
     labels = set(train)
     if len(labels) > 1 or not train:
         return
     label = next(iter(labels))
     if len(set(read)) == 1:
         raise FinetuneError(f"{path}: every training row has the label {label}; NSMC's classifier needs both 0 and 1")
-    left_by = (f"max_train_examples={cfg.max_train_examples} and the dev split" if cfg.max_train_examples
-               else f"the dev split (dev_fraction={cfg.dev_fraction})")
-    raise FinetuneError(f"{path}: the {len(train)} training row(s) left by {left_by} all have the label {label}; "
+    if len(set(carved)) > 1:
+        n, left_by = len(train), f"max_train_examples={cfg.max_train_examples} and the dev split"
+    else:
+        n, left_by = len(carved), f"the dev split (dev_fraction={cfg.dev_fraction})"
+    raise FinetuneError(f"{path}: the {n} training row(s) left by {left_by} all have the label {label}; "
                         "NSMC's classifier needs both 0 and 1")
 
 
@@ -56,10 +60,10 @@ class Nsmc(skeleton.Task):
         train_src, test_src = read_nsmc(train_file, cfg.max_bad_fraction), read_nsmc(eval_file, cfg.max_bad_fraction)
         read = Rows(train_src.columns)
         train_at, dev_at = carve((text_key({"text": t}) for t in read["text"]), len(read), cfg.dev_fraction, cfg.seed)
-        train, dev, test = read.take(train_at), read.take(dev_at), Rows(test_src.columns)
-        if cfg.max_train_examples:
-            train = train[:cfg.max_train_examples]
-        one_class(train_file, read["label"], train["label"], cfg)
+        carved, dev, test = read.take(train_at), read.take(dev_at), Rows(test_src.columns)
+        train = carved[:cfg.max_train_examples] if cfg.max_train_examples else carved
+        one_class(train_file, read["label"], carved["label"], train["label"], cfg)
+        carved = None
         dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
         if not test:
             raise FinetuneError(f"{eval_file}: no usable rows")

@@ -139,6 +139,34 @@ def test_nsmc_training_rows_of_one_label_are_refused(tmp_path):
         test).train) == 36
 
 
+def test_the_nsmc_one_label_refusal_names_max_train_examples_only_where_the_cap_cut_both_labels_to_one(tmp_path):
+    """The line named max_train_examples whenever it was set (m1): a cap of 1000 on a 40-row file, or one that
+    cut rows the dev split had already left of one label, is no cause; the dev split alone is named."""
+    from kolectra.finetune import nsmc
+    from kolectra.finetune.features import carve
+    from kolectra.finetune.leakage import text_key
+
+    texts = [f"리뷰 {i}" for i in range(40)]
+    train_at, dev_at = carve((text_key({"text": t}) for t in texts), 40, 0.1, NsmcConfig().seed)
+
+    def one_zero_at(i: int, name: str):
+        return write(tmp_path, "id\tdocument\tlabel\n" + "".join(f"{k}\t{t}\t{int(k != i)}\n"
+                                                                   for k, t in enumerate(texts)), name)
+
+    test = write(tmp_path, "id\tdocument\tlabel\n" + "".join(f"{i}\t시험 {i}\t{i % 2}\n" for i in range(20)), "t.txt")
+    in_dev, in_train = one_zero_at(dev_at[0], "in_dev.txt"), one_zero_at(train_at[-1], "in_train.txt")
+    dev_split_only = (r"in_dev\.txt: the 36 training row\(s\) left by the dev split \(dev_fraction=0\.1\) all have "
+                      r"the label 1; NSMC's classifier needs both 0 and 1$")
+    for cap in (0, 1000, 36, 5):  # none, cutting nothing, cutting nothing at the count, cutting one label's rows
+        with pytest.raises(FinetuneError, match=dev_split_only):
+            nsmc.Nsmc().read(NsmcConfig(max_train_examples=cap), in_dev, test)
+    # the dev split left both labels; the cap of 5 took the first 5 of the shuffled order, all 1s
+    with pytest.raises(FinetuneError, match=r"in_train\.txt: the 5 training row\(s\) left by max_train_examples=5 "
+                                            r"and the dev split all have the label 1; "):
+        nsmc.Nsmc().read(NsmcConfig(max_train_examples=5), in_train, test)
+    assert len(nsmc.Nsmc().read(NsmcConfig(max_train_examples=36), in_train, test).train) == 36
+
+
 def test_the_carve_and_overlap_key_is_16_bytes_whatever_the_texts_length():
     """The carve (split_dev) and the overlap check hold one key per row of the whole file: a tuple of
     the normalised texts was a second copy of the file in memory; the key is a 16-byte hash of them."""
