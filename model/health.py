@@ -25,7 +25,8 @@ steps):
 - gradient norm not finite in every window read (logged null): clipping zeroed the updates.
 - discriminator not even at the prior: loss above the prior's entropy and AUC below 0.65, whatever
   its recall (a run of a few steps: every token scored near 0.5, loss about ln 2, recall arbitrary);
-  only where both classes were scored (a window of replaced tokens only has no AUC, and a prior of 0).
+  judged on the windows that scored both classes alone (a window of replaced tokens only has no AUC, and a
+  prior of 0).
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -90,6 +91,27 @@ def _last_windows(lines: list[dict], warmup_steps: int) -> tuple[list[dict], lis
     return [lines[i] for i in past], steps
 
 
+def _worse_than_prior(past: list[dict], weights: list[int]) -> str | None:
+    """Not even at the prior: loss above the prior's and AUC below 0.65. A discriminator a few steps from its
+    initialisation scores every token near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says
+    nothing. Judged on the windows that scored both classes (an AUC) alone: with every scored token replaced
+    (electra15's first windows) the prior's loss is 0, so any loss is above it, even one calling every token
+    replaced (recall 1.00); averaged in beside a window with an AUC, such a window's loss was set against a
+    prior that its share of 1 had lowered too."""
+    scored = [(ln, w) for ln, w in zip(past, weights) if isinstance(ln.get("disc_auc"), (int, float))]
+    if not scored:
+        return None
+    lines, steps = [ln for ln, _ in scored], [w for _, w in scored]
+    loss, auc, share = (_mean(lines, steps, k) for k in ("disc_loss", "disc_auc", "replaced_token_share"))
+    if loss is None or not share:
+        return None
+    prior = binary_entropy(share)
+    if loss <= prior or auc >= AUC_LEFT_PRIOR:
+        return None
+    return (f"the discriminator has not learned even the share of replaced tokens (loss {loss:.3f}, above the "
+            f"{prior:.3f} of always guessing the prior; AUC {auc:.3f})")
+
+
 def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     """Problems (plain sentences) seen in the last two windows past warm-up, and the figures used."""
     past, weights = _last_windows(lines, ctx.warmup_steps)
@@ -118,14 +140,8 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
             out.append(f"the discriminator sits at the class prior: it calls nearly every token {called} "
                        f"({rare} {recall:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
-        elif m["disc_loss"] > prior and m["disc_auc"] is not None and m["disc_auc"] < AUC_LEFT_PRIOR:
-            # not even at the prior: a discriminator a few steps from its initialisation scores every token
-            # near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says nothing. Only where both
-            # classes were scored (an AUC): with every scored token replaced (electra15's first windows) the
-            # prior's loss is 0, so any loss is above it, even one calling every token replaced (recall 1.00)
-            out.append(f"the discriminator has not learned even the share of replaced tokens (loss "
-                       f"{m['disc_loss']:.3f}, above the {prior:.3f} of always guessing the prior; AUC "
-                       f"{m['disc_auc']:.3f})")
+        elif (worse := _worse_than_prior(past, weights)) is not None:
+            out.append(worse)
     if all("grad_norm" in ln and ln["grad_norm"] is None for ln in past):
         # logged null: not finite. With train.clip > 0 torch scales every gradient by max_norm / inf = 0, so the
         # weights did not move while the loss stayed finite (objective.disc_weight=1e30: 4 steps, no change)
@@ -221,6 +237,15 @@ def warning_text(health: dict, expected: str | None = None) -> str:
         lines.append("Likely causes: " + "; ".join(health["likely_causes"]) + ".")
     lines.append("Fine-tuning this model will likely score near chance.")
     return " ".join(lines)
+
+
+def withdraws(health: dict) -> bool:
+    """Whether ``health`` withdraws a standing warning: ok, and the discriminator judged where it was scored.
+    Windows whose scored tokens were all replaced (electra15, a generator that replaced every masked slot: no
+    AUC) leave its checks unmade, so they show no learning: a batch-2 run's windows of that kind said
+    "learning now" three times in 120 steps between warnings (m8)."""
+    f = health["figures"]
+    return health["status"] == "ok" and ("disc_loss" not in f or "disc_auc" in f)
 
 
 def recovery_text(health: dict) -> str:

@@ -213,7 +213,7 @@ def watch_health(run: Run, lines: list[dict]) -> None:
     if verdict["status"] == "not_learning" and not run.warned:
         run.warned = True
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
-    elif verdict["status"] == "ok" and run.warned:
+    elif run.warned and health.withdraws(verdict):
         run.warned = False
         progress("pretrain: " + health.recovery_text(verdict))
 

@@ -193,6 +193,52 @@ def test_a_window_of_replaced_tokens_only_is_not_worse_than_the_prior():
     assert v["status"] == "not_learning" and v["problems"][0].startswith("the discriminator sits at the class prior")
 
 
+def test_a_window_of_replaced_tokens_only_beside_one_with_an_auc_is_left_out_of_the_prior_check():
+    """Only the windows with an AUC are set against the prior (m8): beside a window of replaced tokens only
+    (loss 0.300, its prior 0), a window that beat its prior (loss 0.090 against H(0.98) = 0.098, AUC 0.55,
+    a quarter of the originals called original) read 'has not learned even the share of replaced tokens
+    (loss 0.195, above the 0.056 ...)': the two windows' mean loss against the prior of their mean share."""
+    gen = dict(gen_loss=5.0, gen_acc=0.2, replaced_share=0.99)
+    one_class = _line(20, disc_loss=0.30, disc_auc=None, replaced_token_share=1.0, disc_acc=0.99, disc_recall=0.99, **gen)
+    both = _line(40, disc_loss=0.09, disc_auc=0.55, replaced_token_share=0.98, disc_acc=0.97, disc_recall=0.985, **gen)
+    ctx = _ctx(objective="electra15", vocab_size=9891, warmup_steps=3, total_steps=40)
+    assert health.verdict([both], ctx)["status"] == "ok"
+    assert health.verdict([one_class, both], ctx)["status"] == "ok"  # before: not_learning
+    worse = {**both, "disc_loss": 0.12}  # above its own prior: found, with that window's figures
+    v = health.verdict([one_class, worse], ctx)
+    assert v["problems"] == ["the discriminator has not learned even the share of replaced tokens (loss 0.120, "
+                             "above the 0.098 of always guessing the prior; AUC 0.550)"], v
+
+
+def test_windows_of_replaced_tokens_only_do_not_withdraw_a_warning(capsys):
+    """electra15, tiny, batch 2, log every 3 steps on the sample (m8): between windows with an AUC came windows
+    whose scored tokens were all replaced (no AUC, loss 0.000-0.001); each pair of them read ok, so a warning
+    standing since step 60 was withdrawn at 63 ('learning now') and given again at 72: 11 such lines in 120
+    steps. Such windows show no learning; a window with an AUC past the plateau withdraws it."""
+    from types import SimpleNamespace
+
+    from kolectra.model.train import watch_health
+
+    ctx = _ctx(objective="electra15", vocab_size=9891, warmup_steps=3, total_steps=120)
+    run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(warmup_steps=3)), warned=False,
+                          expected_untrained=None, health_context=lambda: ctx)
+    gen = dict(gen_loss=7.9, gen_acc=0.05, disc_recall=1.0)
+    one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, replaced_share=1.0, **gen)
+    lines = []
+    for line in [_line(57, disc_loss=0.3797, disc_auc=0.5076, replaced_token_share=0.9588, disc_acc=0.9588,
+                       replaced_share=0.9588, **gen),
+                 _line(60, disc_loss=0.0002, **one_class), _line(63, disc_loss=0.0006, **one_class)]:
+        lines.append(line)
+        watch_health(run, lines[-3:])
+    err = capsys.readouterr().err
+    assert err.count("WARNING: this run has not learned") == 1 and "learning now" not in err and run.warned, err
+    lines.append(_line(66, disc_loss=0.04, disc_auc=0.75, replaced_token_share=0.99, disc_acc=0.995,
+                       replaced_share=0.99, **gen))
+    watch_health(run, lines[-3:])
+    assert "learning now (step 66): the earlier warning no longer holds (disc AUC 0.75)." in capsys.readouterr().err
+    assert not run.warned
+
+
 def test_a_gradient_norm_that_is_not_finite_says_the_steps_changed_nothing():
     # objective.disc_weight=1e30 (k4): the norm overflowed, clipping scaled the gradients by 0; losses stayed
     # finite and unchanged, grad_norm logged null in every line
