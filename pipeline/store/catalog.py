@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kolectra.core import storage
-from kolectra.pipeline.store import inputs
+from kolectra.pipeline.store import inputs, named
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 
 
@@ -143,7 +143,8 @@ class Catalog:
         return load(path)  # a store root's catalog (remote.RemoteStore) reads its manifests over the store
 
     def resolve(self, ref: str | Path, kind: str | None = None) -> Artifact:
-        """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous."""
+        """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous
+        (a name a ``--seeds`` summary shares with only its runs stands for the summary: :mod:`.named`)."""
         if "://" in str(ref) and not str(ref).lower().startswith("file://"):  # an artifact kept in a store
             return self.catalogs(str(ref).rstrip("/").rsplit("/", 2)[0]).resolve(str(ref), kind)
         p = Path(storage_local(str(ref))) if str(ref).lower().startswith("file://") else Path(ref)
@@ -161,8 +162,10 @@ class Catalog:
             where = f"{self.root}/{kind}" if kind else str(self.root)
             raise ArtifactError(f"no artifact {ref!r} under {where}" + self._near_miss(ref, kind))
         if len({a.id for a in hits}) > 1:  # one id under two names is one artifact
-            raise ArtifactError(f"{ref!r} is ambiguous: " + ", ".join(sorted(str(a.path) for a in hits))
-                                + "; give more of the id, or the artifact's directory")
+            summary = named.summary_named(ref, hits)  # --seeds runs and their summary: the summary
+            if summary is None:
+                raise ArtifactError(named.ambiguous(ref, hits))
+            return summary
         return min(hits, key=lambda a: str(a.path))
 
     def _names(self, kind: str) -> list[str]:
