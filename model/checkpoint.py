@@ -213,6 +213,13 @@ def synced(path: Path) -> None:
         os.close(fd)
 
 
+# How a write that did not reach the disk is worded by torch's zip writer (inline_container.cc:
+# "file write failed", or "unexpected pos" under a file-size limit), safetensors ("I/O error: ... (os
+# error 28)") and the OS; any other RuntimeError (transformers' shared-tensor refusal, a bug) is no disk's.
+WRITE_FAILED = ("inline_container.cc", "write failed", "I/O error", "IoError", "os error", "No space left",
+                "too large", "Quota exceeded")
+
+
 def written(path: Path, write, what: str = "checkpoint") -> None:
     """``write(path)`` and its bytes synced to the disk; its failure as an OSError naming the file
     (or folder): torch and safetensors report a full disk as RuntimeError or SafetensorError, without
@@ -222,6 +229,8 @@ def written(path: Path, write, what: str = "checkpoint") -> None:
         synced(path)
     except (OSError, RuntimeError, SafetensorError) as e:
         text, soft_limit = str(e), resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if not isinstance(e, OSError) and not any(w in text for w in WRITE_FAILED):
+            raise  # not a write that failed (transformers' shared-tensor refusal, a bug): as it is
         code = e.errno if isinstance(e, OSError) and e.errno else (
             errno.ENOSPC if "No space left" in text or "error 28" in text or "code: 28" in text else
             errno.EFBIG if "too large" in text or "error 27" in text or "code: 27" in text else

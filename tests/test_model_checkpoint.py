@@ -281,6 +281,30 @@ def test_a_full_disk_while_saving_names_the_file_and_leaves_no_partial_step(tmp_
     assert list(checkpoint.checkpoints_dir(tmp_path).iterdir()) == []
 
 
+def test_only_a_write_that_failed_is_called_a_full_disk(tmp_path):
+    """torch's zip writer under the file-size limit says only "unexpected pos": a write error naming
+    the file. A RuntimeError that is no write's (transformers refuses tensors sharing memory so) passes
+    as it is: called an input/output error it would send a user to their disk for a bug."""
+    import errno
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, hard))
+    try:
+        with pytest.raises(checkpoint.CheckpointWriteError) as e:
+            checkpoint.written(tmp_path / "optimizer.pt", lambda path: torch.save({"w": torch.ones(100_000)}, path))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert e.value.errno == errno.EFBIG and e.value.filename == str(tmp_path / "optimizer.pt")
+
+    def shared(path):
+        raise RuntimeError("Some tensors share memory, this will lead to duplicate memory on disk")
+
+    with pytest.raises(RuntimeError) as e:
+        checkpoint.written(tmp_path / "hf", shared, "export")
+    assert not isinstance(e.value, OSError) and "share memory" in str(e.value)
+
+
 def test_a_metrics_line_cut_short_is_dropped_naming_the_file(tmp_path, capsys):
     log = tmp_path / "metrics.jsonl"
     log.write_text('{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.5}\nnot json\n{"step": 3, "loss": 2.0}\n'
