@@ -182,11 +182,14 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
 
     # a bad setting is refused first, before anything is read, reserved or written
-    cfg, config = resolve("pretrain", preset=preset, sets=sets, seed=seed, say=progress)
+    adjusted: list[str] = []  # said below by rank 0 alone (a scaled warm-up), once the rank is known
+    cfg, config = resolve("pretrain", preset=preset, sets=sets, seed=seed, say=adjusted.append)
     # which rank reserves and publishes the build, which follow: the device layer's answer (torchrun's
     # RANK, a TPU pod host's index in the XLA runtime), before any device is built; an XLA run under
     # torchrun is refused here
     rank, world = runtime.rank_and_world(cfg.train.device, cfg.train.xla_cache_dir)
+    for line in adjusted if rank == 0 else ():  # one line for the job, as the trainer's notices (is_main)
+        progress(line)
     ex = store.require(examples_ref, "examples")
     voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     if rank == 0:  # one line for the job, as the trainer's notices (its device's is_main): not one a rank

@@ -77,7 +77,9 @@ def test_two_ranks_pretraining_on_examples_of_an_earlier_version_say_so_once(tmp
 
     store = Store(tmp_path / "root")
     examples = _chain(store, stage_versions.current("examples") - 1)[2]
-    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", str(examples.path), *FLAGS,
+    # a warm-up scaled to the run (the preset's, not 0) is said before the rank is known: rank 0's too (m8)
+    flags = [f for f in FLAGS if f not in ("-q", "--set=train.warmup_steps=0")]
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", str(examples.path), *flags,
            "--out", str(store.root)]
     port = str(_free_port())
     ranks = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -94,6 +96,8 @@ def test_two_ranks_pretraining_on_examples_of_an_earlier_version_say_so_once(tmp
     lines = [[x for x in err.splitlines() if "stage version" in x] for err in errs]
     assert len(lines[0]) == 1 and "was built by an earlier kolectra" in lines[0][0], lines
     assert lines[1] == [], lines[1]  # before: the same WARNING from rank 1 too
+    scaled = [[x for x in err.splitlines() if "warm-up scaled" in x] for err in errs]
+    assert len(scaled[0]) == 1 and scaled[1] == [], scaled  # before: rank 1's line too
 
 
 def test_a_parent_of_this_version_is_read_without_a_line(tmp_path, capsys):
