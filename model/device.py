@@ -79,7 +79,12 @@ def launcher_rank_and_world() -> tuple[int, int]:
             values[key] = int(raw)
         except ValueError:
             raise UserInputError(f"{key}={raw!r} in the environment is not a whole number (torchrun sets it)") from None
-    return values["RANK"], values["WORLD_SIZE"]
+    rank, world = values["RANK"], values["WORLD_SIZE"]
+    if world < 1 or not 0 <= rank < world:  # a RANK left in the environment without its WORLD_SIZE: an IndexError
+        shown = "unset: 1" if "WORLD_SIZE" not in os.environ else repr(os.environ["WORLD_SIZE"])
+        raise UserInputError(f"RANK={rank} with WORLD_SIZE={world} ({shown}) in the environment: a rank is one of 0 to "
+                             "WORLD_SIZE - 1 (torchrun sets both); unset RANK to run as one process")
+    return rank, world
 
 
 class Device:

@@ -58,6 +58,26 @@ def test_on_the_cpu_the_rank_is_torchruns(monkeypatch):
         runtime.rank_and_world("cpu")
 
 
+def test_a_rank_outside_the_world_size_is_refused_before_the_store_sees_it(tmp_path, monkeypatch):
+    """RANK=1 left in the environment without WORLD_SIZE (1) ended in an internal error, an IndexError in
+    shard_order.rank_files after the build was reserved (m8); refused in one line, nothing reserved."""
+    from kolectra.model import runtime
+    from kolectra.pipeline import stages
+
+    for key in LAUNCHER:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(UserInputError, match=r"RANK=1 with WORLD_SIZE=1 \(unset: 1\) in the environment: a rank is "
+                                             r"one of 0 to WORLD_SIZE - 1 \(torchrun sets both\)"):
+        stages.pretrain(Store(tmp_path), "examples/none")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    for rank, world in (("2", "2"), ("-1", "2"), ("0", "0")):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", world)
+        with pytest.raises(UserInputError, match=f"RANK={rank} with WORLD_SIZE={world} \\('{world}'\\)"):
+            runtime.rank_and_world("cpu")
+
+
 def test_an_xla_run_under_torchrun_is_refused_before_the_store_sees_it(tmp_path, monkeypatch):
     """The stage asks the device layer first. Before, nothing asked it until the build: the store
     took this RANK=1 for a follower and waited for a rank 0 (15 minutes by default), and only the
