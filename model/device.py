@@ -84,7 +84,15 @@ def launcher_rank_and_world() -> tuple[int, int]:
         shown = "unset: 1" if "WORLD_SIZE" not in os.environ else repr(os.environ["WORLD_SIZE"])
         raise UserInputError(f"RANK={rank} with WORLD_SIZE={world} ({shown}) in the environment: a rank is one of 0 to "
                              "WORLD_SIZE - 1 (torchrun sets both); unset RANK to run as one process")
+    if world > 1 and not os.environ.get("RANK", "").strip():  # every process rank 0; torch: 'RANK expected'
+        raise rendezvous_missing(world, ["RANK"])
     return rank, world
+
+
+def rendezvous_missing(world: int, missing: list[str]) -> UserInputError:
+    """WORLD_SIZE without the rest of torchrun's variables: init_process_group failed as an internal error."""
+    return UserInputError(f"WORLD_SIZE={world} in the environment without {', '.join(missing)}: a run of several "
+                          "processes is started by torchrun, which sets them all; unset WORLD_SIZE to run as one process")
 
 
 class Device:
@@ -118,6 +126,8 @@ class Device:
         self.rank, self.world_size = launcher_rank_and_world()
         self._own_group = False
         if self.world_size > 1 and not dist.is_initialized():
+            if missing := [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k, "").strip()]:
+                raise rendezvous_missing(self.world_size, missing)  # env://'s own words: an internal error
             dist.init_process_group(self.backend)
             self._own_group = True
 

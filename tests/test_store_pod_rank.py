@@ -60,7 +60,8 @@ def test_on_the_cpu_the_rank_is_torchruns(monkeypatch):
 
 def test_a_rank_outside_the_world_size_is_refused_before_the_store_sees_it(tmp_path, monkeypatch):
     """RANK=1 left in the environment without WORLD_SIZE (1) ended in an internal error, an IndexError in
-    shard_order.rank_files after the build was reserved (m8); refused in one line, nothing reserved."""
+    shard_order.rank_files after the build was reserved (m8); WORLD_SIZE=2 alone in torch's rendezvous
+    ('environment variable RANK expected'); both refused in one line, nothing reserved."""
     from kolectra.model import runtime
     from kolectra.pipeline import stages
 
@@ -76,6 +77,16 @@ def test_a_rank_outside_the_world_size_is_refused_before_the_store_sees_it(tmp_p
         monkeypatch.setenv("WORLD_SIZE", world)
         with pytest.raises(UserInputError, match=f"RANK={rank} with WORLD_SIZE={world} \\('{world}'\\)"):
             runtime.rank_and_world("cpu")
+    # WORLD_SIZE without the rest of torchrun's variables: torch's rendezvous failed as an internal error
+    monkeypatch.delenv("RANK")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(UserInputError, match="WORLD_SIZE=2 in the environment without RANK: a run of several processes "
+                                             "is started by torchrun, which sets them all"):
+        stages.pretrain(Store(tmp_path), "examples/none")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.setenv("RANK", "0")  # the rendezvous address, read where the device joins the group
+    with pytest.raises(UserInputError, match="WORLD_SIZE=2 in the environment without MASTER_ADDR, MASTER_PORT:"):
+        runtime.resolve("cpu", False, 1)
 
 
 def test_an_xla_run_under_torchrun_is_refused_before_the_store_sees_it(tmp_path, monkeypatch):
