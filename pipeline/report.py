@@ -18,18 +18,19 @@ from typing import Callable, Iterable, Iterator
 from kolectra.core import plot, storage
 from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
-from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, score_table, test_size
+from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.verdicts import health_lines, read_json
 
 
-def render(store: Store, ref: str | Path, dest: Path | None = None, published: bool = False) -> Path:
-    """Write ``report.md`` (and its PNGs) for ``ref``; return the Markdown file's path. ``published``:
-    a last section placing an eval's scores in one table with the published models' figures. On a
-    store root (s3://, gs://) without ``dest`` the files are drawn in a local folder (matplotlib
-    writes files) and uploaded to ``ROOT/reports/...``; the artifacts' files are read where they are."""
+def render(store: Store, ref: str | Path, dest: str | Path | None = None, published: bool = False) -> Path | str:
+    """Write ``report.md`` (and its PNGs) for ``ref``; return the Markdown file's path (a store URL for a
+    report in a store). ``published``: a last section placing an eval's scores in one table with the
+    published models' figures. ``dest``: :func:`pipeline.scores.report_place`. A report going to a store
+    (``dest`` there, or ROOT/reports/... of a store root) is drawn in a local folder (matplotlib writes
+    files) and uploaded; the artifacts' files are read where they are."""
     art = store.resolve(ref)
-    where = Path(dest) if dest else store.root / "reports" / f"{art.kind}-{art.path.name}"
+    where = report_place(store, dest, f"{art.kind}-{art.path.name}")
     if isinstance(where, Path):
         where.mkdir(parents=True, exist_ok=True)
         return _render(store, art, where, published)
@@ -37,7 +38,7 @@ def render(store: Store, ref: str | Path, dest: Path | None = None, published: b
         _render(store, art, Path(tmp), published)
         for f in sorted(Path(tmp).iterdir()):
             storage.upload(str(f), f"{where}/{f.name}")
-    return where / "report.md"
+    return f"{where}/report.md"
 
 
 def _render(store: Store, art: Artifact, dest: Path, published: bool) -> Path:

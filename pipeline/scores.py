@@ -11,6 +11,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from kolectra.core import storage
 from kolectra.core.shown import shown
 from kolectra.core.stage import warn
 from kolectra.pipeline.markdown import code, table, text
@@ -23,25 +24,44 @@ METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1":
                  "pearson": "Pearson", "precision": "P", "recall": "R"}
 
 
-def render_table(store: Store, refs: list[str], dest: Path | None = None,
-                 published: bool = False) -> tuple[Path, str]:
+def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
+                 published: bool = False) -> tuple[Path | str, str]:
     """``kolectra report REF REF ...``: the eval artifacts' headline scores in one Markdown table,
     a row per model (the checkpoint, or the HF directory fine-tuned) and a column per task (the
     artifact's name: ``--name kornli``), as KoELECTRA's README shows its results.  Writes
-    ``report.md`` (the table and where each cell comes from); returns its path and the table.
+    ``report.md`` (the table and where each cell comes from; ``dest``: :func:`report_place`); returns its
+    path (a store URL for a report in a store) and the table.
     ``published``: the published models' figures as rows of the same table, with a split column."""
     arts = evals(store, refs)
     lines, sources = score_table(store, arts, published)
     ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
-    dest = Path(dest) if dest else store.root / "reports" / f"table-{ids}"
-    dest.mkdir(parents=True, exist_ok=True)
-    out = dest / "report.md"
+    where = report_place(store, dest, f"table-{ids}")
     # an earlier kolectra's evals in one table with this one's: said, not mixed silently
     older = older_eval_notes(arts)
-    out.write_text("\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
-                              *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
-                              "Sources:", "", *sources]) + "\n", encoding="utf-8")
-    return out, "\n".join(lines)
+    body = "\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
+                      *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
+                      "Sources:", "", *sources]) + "\n"
+    if isinstance(where, Path):
+        where.mkdir(parents=True, exist_ok=True)
+        out = where / "report.md"
+        out.write_text(body, encoding="utf-8")
+        return out, "\n".join(lines)
+    storage.write_bytes(f"{where}/report.md", body.encode("utf-8"))
+    return f"{where}/report.md", "\n".join(lines)
+
+
+def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str:
+    """Where a report goes: ``dest`` (a local folder, or a folder in a store: ``s3://``, ``gs://``), else
+    ``ROOT/reports/<name>``. A local :class:`Path`, or a store URL (no trailing ``/``), its bucket checked
+    first (a missing one refused in one line, before anything is drawn)."""
+    if dest is None:
+        where = store.root / "reports" / name
+        return where if isinstance(where, Path) else str(where)
+    if storage.is_url(dest):
+        url = str(dest).rstrip("/")
+        storage.check_bucket(url)
+        return url
+    return Path(storage.local_path(dest))
 
 
 def older_eval_notes(arts: list[Artifact]) -> list[tuple[str, str]]:

@@ -56,3 +56,33 @@ def test_the_report_of_an_artifact_in_a_bucket_is_uploaded_beside_the_artifacts(
     assert main(["report", ev.id, "--out", root, "--dest", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "report.md").is_file() and (tmp_path / "r" / f"{ev.path.name}-curve.png").is_file()
     assert len(list((tmp_path / "r").glob("*.png"))) == 3
+
+
+def test_a_dest_in_a_bucket_is_where_the_report_goes_not_a_local_folder_named_s3(bucket, tmp_path, monkeypatch,  # noqa: F811
+                                                                                 capsys):
+    """``--dest s3://...`` was made a local path by the command line ('s3:/bucket/...'): report.md and its PNGs
+    went to ./s3:/bucket/... in the working folder, that path was printed and nothing reached the bucket, from a
+    disk root as from a store root, for one artifact and for a score table. Now they go to the bucket; a bucket
+    that does not exist is refused in one line before anything is drawn."""
+    monkeypatch.chdir(tmp_path)
+    for root in (str(tmp_path / "root"), f"{bucket}/k"):
+        store = open_store(root)
+        ev = _lineage(store)
+        ckpt = store.resolve(ev.parents[0])
+        other = _build(store, "eval", "toy-korquad", {"metrics.json": json.dumps(
+            {"task": "korquad", "exact_match": 10.0, "f1": 20.0}).encode()}, [ckpt])
+        mine = f"{bucket}/mine/{'disk' if root.startswith('/') else 'store'}"
+        assert main(["report", ev.id, "--out", root, "--dest", f"{mine}/one"]) == 0
+        assert capsys.readouterr().out.strip().splitlines()[-1] == f"{mine}/one/report.md"
+        names = sorted(k.rsplit("/", 1)[-1] for k in storage.listing(f"{mine}/one"))
+        assert "report.md" in names and f"{ev.path.name}-curve.png" in names and len(names) == 4
+        assert "## eval" in storage.read_bytes(f"{mine}/one/report.md").decode()
+        assert main(["report", ev.id, other.id, "--out", root, "--dest", f"{mine}/table/"]) == 0
+        assert capsys.readouterr().out.strip().splitlines()[-1] == f"{mine}/table/report.md"
+        assert "2 evaluations" in storage.read_bytes(f"{mine}/table/report.md").decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]  # no ./s3: folder
+    for refs in ([ev.id], [ev.id, other.id]):
+        assert main(["report", *refs, "--out", f"{bucket}/k", "--dest", "s3://kolectra-no-such-bucket-m6/r"]) != 0
+        err = capsys.readouterr().err
+        assert "kolectra-no-such-bucket-m6" in err and "does not exist" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]

@@ -212,8 +212,9 @@ def add_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--published", action="store_true", help="published Korean models' NSMC and KorQuAD figures, with "
                    "their sources and splits (docs/published.md): alone, printed; with REF, rows of report.md's score "
                    "table beside yours, in percent, with the split each figure used")
-    p.add_argument("--dest", type=Path, default=None, help="folder for report.md and its PNGs "
-                   "(default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts ROOT/reports/table-<hash>)")
+    p.add_argument("--dest", default=None, help="folder for report.md and its PNGs, local or in a store "
+                   "(s3://, gs://) (default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts "
+                   "ROOT/reports/table-<hash>)")
 
 
 def run_report(args, store: Store, beam_args: list[str]) -> int:
