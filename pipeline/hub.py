@@ -9,6 +9,9 @@ from. A masked LM's folder (the generator, or an MLM ablation's discriminator), 
 ``pipeline_tag`` is fill-mask, reads ``[MASK]`` in text as the mask (:func:`mask_in_text`); every
 other folder keeps the vocabulary's "text is data". The artifact is verified before anything is copied; ``--to`` inside it, inside the root or
 the store cache is refused, and so is a ``--push`` id the Hub would refuse, before anything is written.
+``--to`` in a store (``s3://``, ``gs://``: :func:`exported`) is written in a local scratch folder and
+uploaded; its bucket is checked and a folder holding objects refused first, and what was uploaded goes
+if the upload fails.
 
 ``--push REPO_ID`` uploads the folder with ``huggingface_hub``: one commit of
 ``CommitOperationAdd`` per file (:func:`operations`), the repository created if absent.
@@ -29,8 +32,9 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Iterator
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
@@ -86,6 +90,60 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
         e.add_note("the files written into --to were removed, so the same command can run again")
         raise
     return art, dest
+
+
+@contextlib.contextmanager
+def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator", datasets: list[str] | None = None,
+             base_model: str | None = None, push: str | None = None) -> Iterator[tuple[Artifact, Path, Path | str]]:
+    """:func:`export` to ``to``: a local folder, or a folder in a store (``s3://``, ``gs://``), which is
+    checked first (:func:`store_folder`), written in a local scratch folder and uploaded
+    (:func:`upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
+    URL); a push in the block reads the local folder, which for a store is removed after it."""
+    if not storage.is_url(to):
+        art, folder = export(store, ref, Path(storage.local_path(to)), role, datasets, base_model, push)
+        yield art, folder, folder
+        return
+    url = store_folder(store, str(to))
+    with scratch.temporary_directory("export") as tmp:
+        try:
+            art, folder = export(store, ref, Path(tmp) / "export", role, datasets, base_model, push)
+        except CheckpointWriteError as e:  # the line names the scratch folder, not --to
+            e.add_note(f"--to {to} is written in that local scratch folder first, then uploaded: point TMPDIR "
+                       "at a disk with room")
+            raise
+        upload_folder(folder, url)
+        yield art, folder, url
+
+
+def store_folder(store: Store, to: str) -> str:
+    """``--to`` in a store, without a trailing ``/``, refused in one line before anything is written: a
+    missing bucket (or a scheme kolectra has no store for), a folder already holding objects (the
+    export never overwrites), or one inside a store root kolectra manages."""
+    url = to.rstrip("/")
+    storage.check_bucket(url)
+    root = str(store.root).rstrip("/")
+    if storage.is_url(root) and (url == root or url.startswith(f"{root}/")):
+        raise ConfigError(f"--to {to}: inside {root}, which kolectra manages (an artifact, a root or its cache): "
+                          "write the export somewhere else")
+    if storage.listing(url) or storage.object_info(url) is not None:
+        raise ConfigError(f"--to {to}: exists and is not an empty folder (the export never overwrites)")
+    return url
+
+
+def upload_folder(folder: Path, url: str) -> None:
+    """Upload ``folder``'s files to ``url``/NAME; on any failure (Ctrl-C too) those uploaded go, so that
+    the same command can run again (the folder was empty: :func:`store_folder`)."""
+    done: list[str] = []
+    try:
+        for f in sorted(folder.iterdir()):
+            done.append(f"{url}/{f.name}")
+            storage.upload(str(f), done[-1])
+    except BaseException as e:
+        with contextlib.suppress(Exception):
+            for key in done:
+                storage.remove(key)
+        e.add_note(f"the files uploaded to {url} were removed, so the same command can run again")
+        raise
 
 
 def _write(src: Path, dest: Path, config: dict, cls_name: str, masked_lm: bool, readme: str) -> None:

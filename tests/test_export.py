@@ -9,15 +9,18 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import yaml
 
-from kolectra.core.config import to_dict
+from kolectra.core import scratch, storage
+from kolectra.core.config import ConfigError, to_dict
 from kolectra.model import config, train
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Request, Store
 from tests.model_support import build_examples, build_tokenizer, small_chain
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_faults_pretrain import SETS
 
 
@@ -161,6 +164,65 @@ def test_an_invalid_push_id_is_refused_before_the_folder_is_written(checkpoint, 
     assert main(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), "--push", "a//b"]) == 2
     assert "--push: 'a//b' is not a Hugging Face Hub id" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_export_to_a_bucket_is_uploaded_there_not_to_a_local_folder_named_s3(checkpoint, bucket, tmp_path,  # noqa: F811
+                                                                               capsys, monkeypatch):
+    """``--to s3://...`` was made a local path by the command line ('s3:/bucket/...'): the folder went to
+    ./s3:/bucket/... in the working folder, that path was printed and nothing reached the bucket. Now the
+    export is written in a local scratch folder and uploaded; a folder holding objects, a missing bucket and
+    one inside a store root are refused before anything is written, and an upload that fails removes what it
+    uploaded, so the same command runs again."""
+    from kolectra.pipeline import hub
+    from kolectra.pipeline.store.factory import open_store
+
+    store, art = checkpoint
+    monkeypatch.chdir(tmp_path)
+    src = art.path / "hf" / "discriminator"
+    to = f"{bucket}/models/tiny"
+    export = ["export", art.id, "--to", to, "--out", str(store.root)]
+    assert main([*export, "--push", "me/kolectra-tiny", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == to and "would upload" in out
+    names = sorted(storage.listing(to))
+    assert names == sorted({*(p.name for p in src.iterdir() if p.name in hub.FILES), "README.md"}), names
+    assert storage.read_bytes(f"{to}/model.safetensors") == (src / "model.safetensors").read_bytes()
+    assert f"checkpoint artifact `checkpoint/{art.path.name}`" in storage.read_bytes(f"{to}/README.md").decode()
+    assert all(f"  {name}  " in out for name in names)  # the dry run's commit: the same files
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no ./s3: folder, no scratch left here
+    # the export never overwrites; a missing bucket; a folder inside a store root: one line, nothing written
+    for dest, expected in ((to, "exists and is not an empty folder"), (f"{to}/", "exists and is not an empty folder"),
+                           ("s3://kolectra-no-such-bucket-m9/x", "does not exist")):
+        assert main(["export", art.id, "--to", dest, "--out", str(store.root)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0] and dest.rstrip("/") in err[0], err
+    assert sorted(storage.listing(to)) == names and len(storage.listing(bucket)) == len(names)
+    with pytest.raises(ConfigError, match=f"inside {bucket}/k, which kolectra manages"):
+        hub.store_folder(open_store(f"{bucket}/k"), f"{bucket}/k/exports/x")
+    # an upload that fails (here Ctrl-C at the third file) takes what it uploaded back; the command runs again
+    other, real, sent = f"{bucket}/again", storage.upload, []
+
+    def upload(src: str, location: str) -> None:
+        if len(sent) == 2:
+            raise KeyboardInterrupt
+        real(src, location)
+        sent.append(location)
+
+    monkeypatch.setattr(storage, "upload", upload)
+    assert main(["export", art.id, "--to", other, "--out", str(store.root)]) == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"the files uploaded to {other} were removed, so the same command can run again" in line, line
+    assert len(sent) == 2 and storage.listing(other) == {}
+    monkeypatch.setattr(storage, "upload", real)
+    assert main(["export", art.id, "--to", other, "--out", str(store.root)]) == 0
+    assert sorted(storage.listing(other)) == names
+    # the local scratch folder's disk fills (here the file-size limit): that folder named, TMPDIR the remedy
+    third = f"{bucket}/third"
+    assert _limited(200_000, lambda: main(["export", art.id, "--to", third, "--out", str(store.root)])) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "the file-size limit was reached" in line and f"--to {third} is written in that local scratch" in line
+    assert "TMPDIR" in line and storage.listing(third) == {}, line
+    assert not [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(scratch.prefix("export"))]
 
 
 def _kolectra(args: list[str], tmp_path, **env) -> subprocess.CompletedProcess:

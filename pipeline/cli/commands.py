@@ -241,8 +241,9 @@ def run_report(args, store: Store, beam_args: list[str]) -> int:
 # ---- export -------------------------------------------------------------------------------------
 def add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("ref", help="the checkpoint artifact: directory, name-id, id, id prefix or name (e.g. sample)")
-    p.add_argument("--to", required=True, type=Path, metavar="DIR",
-                   help="the folder to write: new or empty (required, no default; e.g. --to koelectra-small-mine)")
+    p.add_argument("--to", required=True, metavar="DIR",
+                   help="the folder to write, new or empty: local, or in a store (s3://, gs://; written locally "
+                        "and uploaded) (required, no default; e.g. --to koelectra-small-mine)")
     p.add_argument("--role", default="discriminator", choices=["discriminator", "generator"],
                    help="which network: the discriminator to fine-tune, or the generator, a masked LM "
                         "(default discriminator)")
@@ -268,15 +269,16 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
 
     if (args.dry_run or args.private) and not args.push:
         raise ConfigError("--dry-run and --private go with --push REPO_ID")
-    art, folder = hub.export(store, args.ref, args.to, args.role, args.datasets, args.base_model, args.push)
-    for op in hub.operations(folder):
-        print(f"  {op.path_in_repo}")
-    if args.push:
-        if args.dry_run:
-            for line in hub.warnings(art, args.private):
-                print(f"kolectra export: warning: {line}", file=sys.stderr)
-        print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
-    print(folder)
+    with hub.exported(store, args.ref, args.to, args.role, args.datasets, args.base_model, args.push) as (
+            art, folder, where):
+        for op in hub.operations(folder):
+            print(f"  {op.path_in_repo}")
+        if args.push:
+            if args.dry_run:
+                for line in hub.warnings(art, args.private):
+                    print(f"kolectra export: warning: {line}", file=sys.stderr)
+            print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
+    print(where)
     return 0
 
 
