@@ -65,8 +65,14 @@ READOUT_KEYS = {"seed": "--finetune-seeds (1, 2, ...)", "max_train_examples": "-
 
 
 def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
+    from kolectra.core import storage
     from kolectra.pipeline.study.runner import StudyPlan, run_study
 
+    if storage.is_url(str(store.root)):  # before anything is built: it ended in 'TypeError: ... S3Path'
+        given = f"--out {args.out}" if args.out else f"the root {store.root} (KOLECTRA_HOME)"
+        raise ConfigError(f"study: {given}: a study runs on a disk root, not in a store: its NSMC splits and "
+                          "held-out ids are files under the root that its examples and readouts name by path, "
+                          "and it reads the corpus and its runs' files from disk; give --out a local directory")
     if not math.isfinite(args.flops) or args.flops <= 0:
         raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")
     if args.points < 1:
