@@ -11,6 +11,7 @@ import codecs
 import hashlib
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -34,6 +35,9 @@ def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
         return "is a folder, not a file"
     if path.exists():
         return "is not a regular file (a pipe, socket or device: reading it could block or never end)"
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(path)):  # s3://b/k made a Path (s3:/b/k): "not found" misled
+        return ("is a URL, and a task's data files are read from this machine's disk (the store root may be a "
+                "bucket, its inputs not): copy the file here first")
     if not str(path).isascii() and codecs.lookup(sys.getfilesystemencoding()).name != "utf-8":
         # a non-UTF-8 locale with Python's UTF-8 mode off: the argument is decoded by the C library and the
         # file system's names by Python's codec, which disagree on a UTF-8 name (다른이름.tsv under EUC-KR)

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +45,21 @@ def test_the_probe_refuses_a_fifo_the_same_way(tmp_path):
     os.mkfifo(tmp_path / "train.txt")
     with pytest.raises(ArtifactError, match="probe: data file is not a regular file"):
         stages.probe(Store(tmp_path / "r"), str(model), tmp_path / "train.txt", tmp_path / "train.txt")
+
+
+def test_a_bucket_url_as_a_data_file_says_the_files_are_read_from_disk(tmp_path):
+    """--train s3://bucket/train.txt was "not found: s3:/bucket/train.txt" (argparse's Path folds the //),
+    as if the object were missing; the task's files are read from this machine's disk."""
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.store.artifacts import ArtifactError, Store
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "test.txt").write_text("id\tdocument\tlabel\n", encoding="utf-8")
+    for url in ("s3://bucket/ratings_train.txt", "gs://bucket/ratings_train.txt"):
+        with pytest.raises(ArtifactError, match="is a URL, and a task's data files are read from this machine's disk"):
+            stages.probe(Store(tmp_path / "r"), str(model), Path(url), tmp_path / "test.txt")
 
 
 def test_a_hangul_file_name_the_locale_misspells_says_so(tmp_path):
