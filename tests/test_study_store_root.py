@@ -30,3 +30,15 @@ def test_a_study_on_a_bucket_root_is_refused_in_one_line_before_anything_is_buil
         assert "a study runs on a disk root" in line and "give --out a local directory" in line, line
         assert storage.listing(bucket) == {}  # nothing written to the bucket
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ratings.txt"]  # nor here
+
+
+def test_a_bucket_url_as_nsmc_train_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    """--nsmc-train s3://bucket/ratings.txt was read as the local path s3:/bucket/ratings.txt (argparse's
+    Path folds the //): 'No such file or directory', as if the object were missing."""
+    monkeypatch.chdir(tmp_path)
+    args = ["study", "--corpus", "sample", "--nsmc-train", "s3://bucket/ratings.txt", "--flops", "1e9",
+            "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--nsmc-train is a URL, and a task's data files are read from this machine's disk" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing built
