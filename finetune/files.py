@@ -24,6 +24,15 @@ class FinetuneError(UserInputError):
     """Bad input to the fine-tuning stage; the message names the file (and line or JSON path)."""
 
 
+URL_FILE = ("is a URL, and a task's data files are read from this machine's disk (the store root may be a "
+            "bucket, its inputs not): copy the file here first")
+
+
+def folded_url(path: str | Path) -> bool:
+    """Whether ``path`` is a URL made a Path: argparse's ``type=Path`` folds ``s3://b/k`` into ``s3:/b/k``."""
+    return re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(path)) is not None
+
+
 def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
     """Why ``path`` cannot be a task's data file, worded to follow "data file" (None: it can): a
     FIFO or device would block the reader or never end; a folder is data only where a saved
@@ -35,9 +44,8 @@ def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
         return "is a folder, not a file"
     if path.exists():
         return "is not a regular file (a pipe, socket or device: reading it could block or never end)"
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(path)):  # s3://b/k made a Path (s3:/b/k): "not found" misled
-        return ("is a URL, and a task's data files are read from this machine's disk (the store root may be a "
-                "bucket, its inputs not): copy the file here first")
+    if folded_url(path):  # "not found" misled: as if the object were missing
+        return URL_FILE
     if not str(path).isascii() and codecs.lookup(sys.getfilesystemencoding()).name != "utf-8":
         # a non-UTF-8 locale with Python's UTF-8 mode off: the argument is decoded by the C library and the
         # file system's names by Python's codec, which disagree on a UTF-8 name (다른이름.tsv under EUC-KR)

@@ -73,10 +73,6 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
         raise ConfigError(f"study: {given}: a study runs on a disk root, not in a store: its NSMC splits and "
                           "held-out ids are files under the root that its examples and readouts name by path, "
                           "and it reads the corpus and its runs' files from disk; give --out a local directory")
-    from kolectra.finetune.files import data_file_problem  # torch-free
-
-    if problem := data_file_problem(Path(args.nsmc_train)):  # a URL read as a local path: 'No such file'
-        raise ConfigError(f"study: --nsmc-train {problem}: {args.nsmc_train}")
     if not math.isfinite(args.flops) or args.flops <= 0:
         raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")
     if args.points < 1:

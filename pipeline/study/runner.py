@@ -51,6 +51,7 @@ from kolectra.core.bars import Bar
 from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import shards
+from kolectra.finetune.files import URL_FILE, folded_url
 from kolectra.model import rtd
 from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
@@ -243,6 +244,8 @@ def health_of(ckpt: Artifact) -> dict:
 def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: str | None = None,
               examples_ref: str | None = None, name: str | None = None, force: bool = False) -> Artifact:
     plan.validate()
+    if folded_url(nsmc_train):  # read as the local path s3:/b/k: 'No such file', as if the object were missing
+        raise ConfigError(f"study: --nsmc-train {URL_FILE}: {nsmc_train}")
     splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
     examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
     for arm in plan.arms:  # under half a step, round() gives 0 and the arm trained 1 step: over twice its budget
