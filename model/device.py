@@ -16,9 +16,9 @@ padding masks reach it as additive masks) and has the allocator keep freed memor
 step (:mod:`model.cpu_memory`). ``static_shapes`` tells a loop whether to pad every batch to one
 width (XLA).
 
-Data parallelism: under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK in the environment) the
-device joins a process group (gloo on CPU, nccl on CUDA) and ``all_reduce_grads`` averages the
-gradients in one flat collective after the backward passes of a step. That is plain synchronous
+Data parallelism: under ``torchrun`` (RANK / WORLD_SIZE / LOCAL_RANK in the environment, read by
+:mod:`model.launcher`) the device joins a process group (gloo on CPU, nccl on CUDA) and
+``all_reduce_grads`` averages the gradients in one flat collective after the backward passes of a step. That is plain synchronous
 data parallelism, the same maths as DDP without its hooks, so the loop keeps calling the
 generator and discriminator directly.
 """
@@ -39,6 +39,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory, rank_failures, step_graph
+from kolectra.model.launcher import check_rendezvous, launcher_rank_and_world
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
 # tensor cores, which CudaDevice turns on); SXM parts unless named. Matched as whole words of the
@@ -68,31 +69,6 @@ def slow_cpu_bf16_note() -> str | None:
         return None
     return ("WARNING: bf16 was asked for, but this CPU has no native bf16 (AVX-512 BF16 or AMX): its bf16 "
             "matmuls run tens of times slower than float32. Set bf16=false on this machine.")
-
-
-def launcher_rank_and_world() -> tuple[int, int]:
-    """(RANK, WORLD_SIZE) as ``torchrun`` (or any ``env://`` launcher) sets them; (0, 1) without one."""
-    values = {}
-    for key, default in (("RANK", "0"), ("WORLD_SIZE", "1")):
-        raw = os.environ.get(key, default)
-        try:
-            values[key] = int(raw)
-        except ValueError:
-            raise UserInputError(f"{key}={raw!r} in the environment is not a whole number (torchrun sets it)") from None
-    rank, world = values["RANK"], values["WORLD_SIZE"]
-    if world < 1 or not 0 <= rank < world:  # a RANK left in the environment without its WORLD_SIZE: an IndexError
-        shown = "unset: 1" if "WORLD_SIZE" not in os.environ else repr(os.environ["WORLD_SIZE"])
-        raise UserInputError(f"RANK={rank} with WORLD_SIZE={world} ({shown}) in the environment: a rank is one of 0 to "
-                             "WORLD_SIZE - 1 (torchrun sets both); unset RANK to run as one process")
-    if world > 1 and not os.environ.get("RANK", "").strip():  # every process rank 0; torch: 'RANK expected'
-        raise rendezvous_missing(world, ["RANK"])
-    return rank, world
-
-
-def rendezvous_missing(world: int, missing: list[str]) -> UserInputError:
-    """WORLD_SIZE without the rest of torchrun's variables: init_process_group failed as an internal error."""
-    return UserInputError(f"WORLD_SIZE={world} in the environment without {', '.join(missing)}: a run of several "
-                          "processes is started by torchrun, which sets them all; unset WORLD_SIZE to run as one process")
 
 
 class Device:
@@ -126,8 +102,7 @@ class Device:
         self.rank, self.world_size = launcher_rank_and_world()
         self._own_group = False
         if self.world_size > 1 and not dist.is_initialized():
-            if missing := [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k, "").strip()]:
-                raise rendezvous_missing(self.world_size, missing)  # env://'s own words: an internal error
+            check_rendezvous(self.world_size)  # env://'s own words were an internal error
             dist.init_process_group(self.backend)
             self._own_group = True
 

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from kolectra.core.errors import EnvironmentProblem, UserInputError
-from kolectra.model.device import Device, launcher_rank_and_world, unpack
+from kolectra.model.device import Device, unpack
+from kolectra.model.launcher import launcher_rank_and_world
 
 
 def counters() -> dict[str, int]:
