@@ -482,3 +482,19 @@ def upload(src: str, location: str) -> None:
     fs, path = filesystem(location)
     with translated(location):
         fs.put_file(src, path)
+
+
+def upload_folder(folder: str | os.PathLike, url: str) -> None:
+    """Upload ``folder``'s files to ``url``/NAME (an export, a report drawn locally); on any failure
+    (Ctrl-C too) those uploaded go, so that the same command can run again."""
+    done: list[str] = []
+    try:
+        for f in sorted(Path(folder).iterdir()):
+            done.append(f"{url}/{f.name}")
+            upload(str(f), done[-1])
+    except BaseException as e:
+        with contextlib.suppress(Exception):
+            for key in done:
+                remove(key)
+        e.add_note(f"the files uploaded to {url} were removed, so the same command can run again")
+        raise

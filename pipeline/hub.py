@@ -97,7 +97,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
              base_model: str | None = None, push: str | None = None) -> Iterator[tuple[Artifact, Path, Path | str]]:
     """:func:`export` to ``to``: a local folder, or a folder in a store (``s3://``, ``gs://``), which is
     checked first (:func:`store_folder`), written in a local scratch folder and uploaded
-    (:func:`upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
+    (:func:`core.storage.upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
     URL); a push in the block reads the local folder, which for a store is removed after it."""
     if not storage.is_url(to):
         art, folder = export(store, ref, Path(storage.local_path(to)), role, datasets, base_model, push)
@@ -111,7 +111,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
             e.add_note(f"--to {to} is written in that local scratch folder first, then uploaded: point TMPDIR "
                        "at a disk with room")
             raise
-        upload_folder(folder, url)
+        storage.upload_folder(folder, url)  # the folder was empty (store_folder): what fails is removed
         yield art, folder, url
 
 
@@ -128,22 +128,6 @@ def store_folder(store: Store, to: str) -> str:
     if storage.listing(url) or storage.object_info(url) is not None:
         raise ConfigError(f"--to {to}: exists and is not an empty folder (the export never overwrites)")
     return url
-
-
-def upload_folder(folder: Path, url: str) -> None:
-    """Upload ``folder``'s files to ``url``/NAME; on any failure (Ctrl-C too) those uploaded go, so that
-    the same command can run again (the folder was empty: :func:`store_folder`)."""
-    done: list[str] = []
-    try:
-        for f in sorted(folder.iterdir()):
-            done.append(f"{url}/{f.name}")
-            storage.upload(str(f), done[-1])
-    except BaseException as e:
-        with contextlib.suppress(Exception):
-            for key in done:
-                storage.remove(key)
-        e.add_note(f"the files uploaded to {url} were removed, so the same command can run again")
-        raise
 
 
 def _write(src: Path, dest: Path, config: dict, cls_name: str, masked_lm: bool, readme: str) -> None:

@@ -11,11 +11,10 @@ tasks as columns.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kolectra.core import plot, storage
+from kolectra.core import plot, scratch, storage
 from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
@@ -34,10 +33,9 @@ def render(store: Store, ref: str | Path, dest: str | Path | None = None, publis
     if isinstance(where, Path):
         where.mkdir(parents=True, exist_ok=True)
         return _render(store, art, where, published)
-    with tempfile.TemporaryDirectory(prefix="kolectra-report-") as tmp:
+    with scratch.temporary_directory("report") as tmp:  # swept if the process is killed
         _render(store, art, Path(tmp), published)
-        for f in sorted(Path(tmp).iterdir()):
-            storage.upload(str(f), f"{where}/{f.name}")
+        storage.upload_folder(tmp, where)
     return f"{where}/report.md"
 
 
