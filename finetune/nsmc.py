@@ -69,8 +69,10 @@ class Nsmc(skeleton.Task):
             raise FinetuneError(f"{eval_file}: no usable rows")
         progress(f"nsmc: {len(train)} train / {len(dev)} dev / {len(test)} test rows")
         facts = {"train_file": train_src.stats, "test_file": test_src.stats}
-        # each part's Python columns are dropped before the next part's Arrow copy is made
-        parts, read, train, dev, test, train_src.columns, test_src.columns = [train, dev, test], *[None] * 6
+        # each part's Python columns are dropped before the next part's Arrow copy is made (the read's peak)
+        parts = [train, dev, test]
+        del read, train, dev, test
+        train_src.columns = test_src.columns = None
         as_rows = []
         while parts:
             as_rows.append(rows(parts.pop(0).columns))
