@@ -116,6 +116,12 @@ def _visible(text: str) -> bool:
     return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
 
 
+def visible_span(text: str) -> tuple[int, int]:
+    """The first visible character of ``text`` and the end of its last (:func:`_visible`'s sense); (0, 0) if none."""
+    seen = [i for i, c in enumerate(text) if _visible(c)]
+    return (seen[0], seen[-1] + 1) if seen else (0, 0)
+
+
 def _utf8(where: str, fields: dict[str, str]) -> None:
     """Refuse a lone surrogate: ``json.load`` reads ``"\\ud800"`` into a string no UTF-8 text can hold,
     and storing the questions as rows had stopped the run with an internal UnicodeEncodeError."""
@@ -310,6 +316,12 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
         # SentencePiece token starting at a space after the answer ("▁평양" of " 평양") was taken as its last
         a_start += len(text) - len(text.lstrip())
         a_end = a_start + len(text.strip())  # exclusive char end
+        # a window holds the answer when it holds its visible characters: a tokenizer that drops format and
+        # control characters (WordPiece's clean_text: U+200B...) has no token of one at the answer's edge, and
+        # an answer ending in one at the context's end ("갔다\u200b") was in no window, every window of its
+        # question trained as "no answer here"
+        lo, hi = visible_span(text.strip())
+        v_start, v_end = a_start + lo, a_start + hi
         decomposed = not unicodedata.is_normalized("NFC", context)  # NFC text: no syllable to complete
         trainable = q.span_ok(0) and len(text) > 0
         for k in range(len(enc["input_ids"])):
@@ -319,7 +331,7 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
             start_tok = end_tok = 0
             if trainable:
                 ctx = [i for i, o in enumerate(offs) if o is not None]
-                if ctx and offs[ctx[0]][0] <= a_start and offs[ctx[-1]][1] >= a_end:
+                if ctx and offs[ctx[0]][0] <= v_start and offs[ctx[-1]][1] >= v_end:
                     start_tok = next(i for i in ctx if offs[i][1] > a_start)
                     end_tok = next(i for i in reversed(ctx) if offs[i][0] < a_end)
             w.input_ids.append(enc["input_ids"][k])
