@@ -214,10 +214,41 @@ def synced(path: Path) -> None:
 
 
 # How a write that did not reach the disk is worded by torch's zip writer (inline_container.cc:
-# "file write failed", or "unexpected pos" under a file-size limit), safetensors ("I/O error: ... (os
-# error 28)") and the OS; any other RuntimeError (transformers' shared-tensor refusal, a bug) is no disk's.
-WRITE_FAILED = ("inline_container.cc", "write failed", "I/O error", "IoError", "os error", "No space left",
-                "too large", "Quota exceeded")
+# "file write failed", or "unexpected pos" under a file-size limit; a file that fits its 64 kB buffer,
+# as rank-R.pt and state.pt do, fails at the buffer's flush: "basic_ios::clear: iostream error"),
+# safetensors ("I/O error: ... (os error 28)") and the OS; any other RuntimeError (transformers'
+# shared-tensor refusal, a bug) is no disk's.
+WRITE_FAILED = ("inline_container.cc", "write failed", "iostream error", "I/O error", "IoError", "os error",
+                "No space left", "too large", "Quota exceeded")
+# the errno a library's words carry: safetensors' "(os error 122)" (Rust's io::Error), its debug form
+# "code: 122", torch's "open file failed with strerror: Read-only file system"
+_ERRNO_SAID = re.compile(r"\(os error (\d+)\)|\bcode: (\d+)|strerror: ([^\n.]+)")
+_STRERROR = {os.strerror(n): n for n in sorted(errno.errorcode, reverse=True)}  # the smallest number a text has
+
+
+def said_errno(text: str) -> int | None:
+    """The errno a library's message names (a quota, a read-only disk, permissions as well as a full disk), or None."""
+    found = _ERRNO_SAID.search(text)
+    if found is None:
+        return None
+    number, words = found.group(1) or found.group(2), found.group(3)
+    return int(number) if number else _STRERROR.get(words.strip())
+
+
+def refused_with(path: Path) -> int | None:
+    """The errno the disk gives 64 kB more written to ``path``, a file whose write failed and which is
+    discarded (torch's zip writer says only "unexpected pos" or "iostream error": a disk quota on a
+    roomy disk read as an input/output error); None where the disk takes them, or ``path`` is no file."""
+    try:
+        if not path.is_file():
+            return None
+        with path.open("ab") as f:
+            f.write(bytes(1 << 16))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        return e.errno or None
+    return None
 
 
 def written(path: Path, write, what: str = "checkpoint") -> None:
@@ -231,12 +262,13 @@ def written(path: Path, write, what: str = "checkpoint") -> None:
         text, soft_limit = str(e), resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         if not isinstance(e, OSError) and not any(w in text for w in WRITE_FAILED):
             raise  # not a write that failed (transformers' shared-tensor refusal, a bug): as it is
-        code = e.errno if isinstance(e, OSError) and e.errno else (
+        code = e.errno if isinstance(e, OSError) and e.errno else said_errno(text) or (
             errno.ENOSPC if "No space left" in text or "error 28" in text or "code: 28" in text else
             errno.EFBIG if "too large" in text or "error 27" in text or "code: 27" in text else
-            # torch's zip writer only says "file write failed": a full disk, or the file-size limit
-            errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
-            errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO)
+            # torch's zip writer only says its write failed: the disk, asked again, says why; else
+            # a full disk, or the file-size limit
+            refused_with(path) or (errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
+                                   errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO))
         raise CheckpointWriteError(code, f"{os.strerror(code)} ({what} not written)", str(path)) from e
 
 

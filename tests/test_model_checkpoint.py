@@ -363,3 +363,40 @@ def test_a_rank_told_that_rank_0_could_not_make_the_first_checkpoint_folder_says
     with pytest.raises(checkpoint.CheckpointNotWritten, match=r"rank 0 could not write its part .*no earlier checkpoint"):
         checkpoint.save(tmp_path, 5, None, None, None, {"x": 1}, rank=1, agree=lambda failed: [0])
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_a_small_file_the_disk_refuses_is_a_write_error_not_a_bug(tmp_path):
+    """torch's writer says "basic_ios::clear: iostream error" where a file that fits its 64 kB buffer
+    (rank-R.pt, state.pt: the first files a save writes) fails at the flush: a0f3f02's list of a write's
+    words lacked it, so a full disk at a save ended in 'internal error: RuntimeError' (exit 1). And
+    safetensors' "(os error N)" is that errno: a quota, a read-only disk, permissions were each called
+    'Input/output error' (the words as safetensors 0.8 says them, seen with the syscall failed by strace)."""
+    import errno
+    import resource
+
+    from safetensors import SafetensorError
+
+    from kolectra.pipeline.cli.errors import describe
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (500, hard))  # the 1.5 kB file fails at the buffer's flush
+    try:
+        with pytest.raises(checkpoint.CheckpointWriteError) as e:
+            checkpoint.written(tmp_path / "rank-0.pt", lambda path: torch.save({"rng": torch.zeros(10)}, path))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert "iostream error" in str(e.value.__cause__)
+    assert e.value.errno == errno.EFBIG and e.value.filename == str(tmp_path / "rank-0.pt")
+
+    for code, words, said in ((errno.EDQUOT, "Disk quota exceeded", "the disk quota is exceeded"),
+                              (errno.EROFS, "Read-only file system", "read-only file system"),
+                              (errno.EACCES, "Permission denied", "permission denied"),
+                              (errno.ENOSPC, "No space left on device", "no space left on the device")):
+        def refused(path, words=words, code=code):
+            raise SafetensorError(f"Error while serializing: I/O error: {words} (os error {code})")
+
+        with pytest.raises(checkpoint.CheckpointWriteError) as e:
+            checkpoint.written(tmp_path / "model.safetensors", refused)
+        assert e.value.errno == code and describe(e.value) == f"{tmp_path / 'model.safetensors'}: {said}"
+    assert checkpoint.said_errno("[enforce fail at inline_container.cc:746] . open file failed with strerror: "
+                                 "Read-only file system") == errno.EROFS
