@@ -81,12 +81,15 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
         with writing_into(dest, "export"):  # names --to, not the store's file shutil.copyfile names
             _write(src, dest, config, cls_name, masked_lm, card(src / "README.md", cls_name, objective, art,
                                                                 datasets, base_model, FILL_MASK if masked_lm else ""))
-    except CheckpointWriteError as e:  # what was written goes, so that the same command can be run again
+    except BaseException as e:  # a full disk, an I/O error, Ctrl-C: what was written goes, so that the same
+        # command can be run again (a half-written --to, weights without a tokenizer, was refused by it)
         with contextlib.suppress(OSError):
             for name in (*FILES, "README.md"):
                 (dest / name).unlink(missing_ok=True)
             if created:
                 dest.rmdir()
+        if isinstance(e, OSError) and not e.filename:  # shutil's copy names no file where a write fails
+            e.add_note(f"while writing the export into {dest}")
         e.add_note("the files written into --to were removed, so the same command can run again")
         raise
     return art, dest
@@ -111,7 +114,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
             e.add_note(f"--to {to} is written in that local scratch folder first, then uploaded: point TMPDIR "
                        "at a disk with room")
             raise
-        storage.upload_folder(folder, url)  # the folder was empty (store_folder): what fails is removed
+        storage.upload_folder(folder, url, last="config.json")  # the folder was empty (store_folder)
         yield art, folder, url
 
 
@@ -119,8 +122,8 @@ def store_folder(store: Store, to: str) -> str:
     """``--to`` in a store, without a trailing ``/``, refused in one line before anything is written: a
     missing bucket (or a scheme kolectra has no store for), a folder already holding objects (the
     export never overwrites), or one inside a store root kolectra manages."""
+    storage.check_bucket(to)  # before the '/' goes: 's3://' stripped is 's3:', a local path
     url = to.rstrip("/")
-    storage.check_bucket(url)
     root = str(store.root).rstrip("/")
     if storage.is_url(root) and (url == root or url.startswith(f"{root}/")):
         raise ConfigError(f"--to {to}: inside {root}, which kolectra manages (an artifact, a root or its cache): "

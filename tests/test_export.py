@@ -5,6 +5,7 @@ that ``transformers`` loads alone, and the one commit a push would make, checked
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import subprocess
@@ -359,3 +360,34 @@ def test_pretraining_s_export_meeting_a_full_disk_past_the_weights_names_its_fol
         _limited(600_000, lambda: export_pair(pair, tok, tmp_path / "hf", {"preset": "tiny"}))
     assert (tmp_path / "hf" / "discriminator" / "model.safetensors").stat().st_size < 600_000
     assert describe(caught.value) == f"{tmp_path / 'hf' / 'discriminator'}: the file-size limit was reached"
+
+
+@pytest.mark.parametrize("failure", ["ctrl-c", "an I/O error"])
+def test_an_export_stopped_by_ctrl_c_or_an_io_error_leaves_no_half_folder(checkpoint, tmp_path, capsys, monkeypatch,
+                                                                          failure):
+    """da5aefd removed what was written into ``--to`` for a full disk only: a Ctrl-C, or an I/O error
+    (strace -e inject=write:error=EIO on tokenizer.json: 'kolectra export: error: Input/output error',
+    naming nothing), left config.json and the weights there (a folder AutoModel loads, without its
+    tokenizer or card), and the same command was refused ('exists and is not an empty folder'). Here the
+    failure comes as the copied tokenizer's config is read back, past the weights."""
+    from kolectra.pipeline import hub
+
+    store, art = checkpoint
+    dest = tmp_path / "out"
+
+    def stopped(path):
+        assert (dest / "model.safetensors").is_file()  # the weights are in
+        if failure == "ctrl-c":
+            raise KeyboardInterrupt
+        raise OSError(errno.EIO, os.strerror(errno.EIO))  # as shutil's copyfileobj raises it: no file named
+
+    monkeypatch.setattr(hub, "text_is_data", stopped)
+    code = main(["export", art.id, "--to", str(dest), "--out", str(store.root)])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == (130 if failure == "ctrl-c" else 2) and not dest.exists(), (line, sorted(os.listdir(dest)))
+    assert line.endswith("the files written into --to were removed, so the same command can run again"), line
+    if failure != "ctrl-c":
+        assert line == (f"kolectra export: error: Input/output error; while writing the export into {dest}; the files "
+                        "written into --to were removed, so the same command can run again")
+    monkeypatch.undo()
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
