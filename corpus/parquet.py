@@ -12,7 +12,8 @@ group's read columns (their uncompressed bytes in the footer) would make a batch
 :data:`BATCH_BYTES` (rows of 300 kB: 27 a batch), never the whole file nor a whole row group: pages
 are read through a :data:`READ_BUFFER` buffer, not each column chunk in one read. A
 dictionary-encoded string column, which the footer counts by its distinct values, is read as its
-dictionary or in batches of its longest value (:func:`plan`). What pyarrow
+dictionary or in batches of its longest value (:func:`plan`); a column whose Arrow type is a
+dictionary (pandas' category) as its values, planned so too (:func:`read_groups`). What pyarrow
 cannot split is a page, read and decompressed whole (its writer puts up to 1,024 rows in a page):
 docs/corpus.md has the numbers. A file
 is opened for random access (Parquet's footer is at its end) by ``corpus/inputs.py``: a local path
@@ -66,20 +67,33 @@ def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None =
     buffer = REMOTE_READ_BUFFER if isinstance(f, AbstractBufferedFile) else READ_BUFFER
     pf = pq.ParquetFile(f, buffer_size=buffer, pre_buffer=False)
     schema = pf.schema_arrow
-    wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
     groups = range(pf.num_row_groups) if row_groups is None else row_groups
+    wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
+    for c in wanted:  # pyarrow writes such a file; reading it said 'Column text does not exist in schema'
+        if (n := len(schema.get_all_field_indices(c))) > 1:
+            raise Unreadable(f"{n} columns of the file are named {c!r}: which one to read is not known",
+                             sum(pf.metadata.row_group(g).num_rows for g in groups))
 
     readers: dict = {}
+    # a category column (pandas' category: the Arrow schema stored in the footer types it a dictionary)
+    # is read as its values by a reader over the footer without that schema: read as a dictionary,
+    # Arrow hashed the dictionary page (every distinct value of the group: pyarrow writes a category's
+    # values as one page, whatever its size) into a table and copied it into each batch, 5.5 times
+    # the page held where a page read as values holds 2 (docs/corpus.md)
+    categories = [c for c in wanted if _category(schema.field(c).type)]
+    footers = {False: pf.metadata, True: _without_arrow_schema(pf, categories) if categories else None}
+    if footers[True] is None:
+        categories = []
 
-    def reader(dictionary: Sequence[str] = (), size: int = buffer):  # the footer is not read again
-        key = (tuple(dictionary), size)  # one a kind: a file of many small groups opened one a group
+    def reader(dictionary: Sequence[str] = (), size: int = buffer, values: bool = False):  # the footer is not read again
+        key = (tuple(dictionary), size, values)  # one a kind: a file of many small groups opened one a group
         if key not in readers:
-            readers[key] = pq.ParquetFile(f, metadata=pf.metadata, read_dictionary=list(dictionary) or None,
+            readers[key] = pq.ParquetFile(f, metadata=footers[values], read_dictionary=list(dictionary) or None,
                                           buffer_size=size, pre_buffer=False)
         return readers[key]
 
     return ({c: str(schema.field(c).type) for c in wanted},
-            ((pf.metadata.row_group(g).num_rows, _group_rows(pf, reader, wanted, g)) for g in groups))
+            ((pf.metadata.row_group(g).num_rows, _group_rows(pf, reader, wanted, g, categories)) for g in groups))
 
 
 def row_groups(f: IO[bytes]) -> list[tuple[int, int]]:
@@ -97,17 +111,36 @@ def column_names(f: IO[bytes]) -> list[str]:
     return list(pq.ParquetFile(f).schema_arrow.names)
 
 
-def _group_rows(pf, reader, wanted: list[str], group: int) -> Iterator[dict]:
+def _group_rows(pf, reader, wanted: list[str], group: int, categories: Sequence[str] = ()) -> Iterator[dict]:
     meta = pf.metadata.row_group(group)
     if not wanted:
         yield from ({} for _ in range(meta.num_rows))
         return
-    rows, dictionary = plan(pf, reader, wanted, group)
-    source = reader(dictionary) if dictionary else pf
-    for batch in source.iter_batches(batch_size=rows, row_groups=[group], columns=wanted, use_threads=False):
-        values = [_values(batch.column(c)) for c in wanted]
+    if not categories:
+        rows, dictionary = plan(pf, reader, wanted, group)
+        yield from _rows(reader(dictionary) if dictionary else pf, wanted, rows, group)
+        return
+    # the category columns as their values (planned as any string column), the others as before; the
+    # two readers' rows, batches of the same size over the same group, are zipped back together
+    rows, dictionary = plan(reader(values=True), reader, wanted, group, categories)
+    others = [c for c in wanted if c not in categories]
+    indexed = [c for c in dictionary if c in others]
+    parts = [_rows(reader(indexed) if indexed else pf, others, rows, group),
+             _rows(reader([c for c in dictionary if c in categories], values=True), list(categories), rows, group)]
+    for left, right in zip(*parts):
+        left.update(right)
+        yield {c: left[c] for c in wanted}
+
+
+def _rows(source, columns: list[str], rows: int, group: int) -> Iterator[dict]:
+    """``columns``' rows of ``group`` as ``{column: value}``, decoded ``rows`` at a time (none: empty rows)."""
+    if not columns:
+        yield from ({} for _ in range(source.metadata.row_group(group).num_rows))
+        return
+    for batch in source.iter_batches(batch_size=rows, row_groups=[group], columns=columns, use_threads=False):
+        values = [_values(batch.column(c)) for c in columns]
         for i in range(batch.num_rows):
-            yield {c: column[i] for c, column in zip(wanted, values)}
+            yield {c: column[i] for c, column in zip(columns, values)}
 
 
 def batch_rows(pf, wanted: list[str], group: int) -> int:
@@ -122,7 +155,7 @@ def batch_rows(pf, wanted: list[str], group: int) -> int:
     return max(1, min(BATCH_ROWS, BATCH_BYTES * meta.num_rows // max(size, 1)))
 
 
-def plan(pf, reader, wanted: list[str], group: int) -> tuple[int, list[str]]:
+def plan(pf, reader, wanted: list[str], group: int, categories: Sequence[str] = ()) -> tuple[int, list[str]]:
     """(rows a batch of ``group``, the ``wanted`` columns read as dictionaries). The footer counts a
     dictionary-encoded column's distinct values once, its rows as indices: 1,000 rows of one 300 kB
     string are 300 kB there and 300 MB decoded. So a string or binary column with a dictionary page
@@ -132,7 +165,10 @@ def plan(pf, reader, wanted: list[str], group: int) -> tuple[int, list[str]]:
     it for the whole group, a copy in each batch (:data:`DICTIONARY_COPIES` times the footer's
     bytes, :data:`DICTIONARY_ENTRY` a row). Another such column is decoded, in batches of at most
     :data:`BATCH_BYTES` over its dictionary's longest value (:func:`longest_value`) as well as
-    :func:`batch_rows`' share."""
+    :func:`batch_rows`' share. ``pf`` types the ``categories`` (pandas' category columns, which
+    ``pf``'s reader reads as their values) as strings: their longest value is bounded by their bytes
+    in the footer, not read (their dictionary page holds every distinct value of the group, and
+    reading it as a dictionary costs what :func:`read_groups` avoids)."""
     meta = pf.metadata.row_group(group)
     rows, top, schema = batch_rows(pf, wanted, group), set(wanted), pf.schema_arrow
     held, dictionary, longest = 0, [], 0
@@ -146,7 +182,7 @@ def plan(pf, reader, wanted: list[str], group: int) -> tuple[int, list[str]]:
             held += cost
             dictionary.append(path[0])
         else:
-            longest += longest_value(reader, path[0], group)
+            longest += column.total_uncompressed_size if path[0] in categories else longest_value(reader, path[0], group)
     return (max(1, min(rows, BATCH_BYTES // longest)) if longest else rows), dictionary
 
 
@@ -167,6 +203,44 @@ def _bytes(kind) -> bool:
 
     return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
             or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind))
+
+
+def _category(kind) -> bool:
+    """Whether an Arrow type is a dictionary of strings or bytes (pandas' category of text)."""
+    import pyarrow as pa  # noqa: PLC0415 - only Parquet inputs need it
+
+    return pa.types.is_dictionary(kind) and _bytes(kind.value_type)
+
+
+ARROW_SCHEMA_KEY = b"\x18\x0cARROW:schema"  # its key in the footer's Thrift: field 1, a binary of 12 bytes
+
+
+def _without_arrow_schema(pf, categories: Sequence[str]):
+    """``pf``'s footer with the Arrow schema pyarrow stored in it renamed, so that a reader over it
+    types each column by its Parquet type alone: the ``categories`` as strings (or binary). The
+    footer is pickled to its Thrift bytes and the key's name swapped for another of its length. None
+    where that does not give those columns as values (the key not there once): they are read as
+    dictionaries then."""
+    import pyarrow as pa  # noqa: PLC0415 - only Parquet inputs need it
+
+    try:
+        rebuild, (footer,) = pf.metadata.__reduce__()
+        data = footer.to_pybytes()
+        if data.count(ARROW_SCHEMA_KEY) != 1:
+            return None
+        metadata = rebuild(pa.py_buffer(data.replace(ARROW_SCHEMA_KEY, b"\x18\x0cARROW:unused")))
+        schema = metadata.schema.to_arrow_schema()
+    except Exception:  # noqa: BLE001 - a footer pyarrow read but would not write back: read as before
+        return None
+    return metadata if all(_bytes(schema.field(c).type) for c in categories) else None
+
+
+class Unreadable(ValueError):
+    """A file whose footer was read but whose rows cannot be: ``rows``, the rows it would have given."""
+
+    def __init__(self, message: str, rows: int):
+        super().__init__(message)
+        self.rows = rows
 
 
 class NotUtf8:

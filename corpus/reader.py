@@ -338,7 +338,10 @@ def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: 
 
 
 def error_text(e: BaseException) -> str:
-    return f"{type(e).__name__}: {e}"
+    """``Type: message`` on one line: Arrow's Thrift errors end in newlines and quote a byte raw
+    (``don't know what type: \\x0f``), and the detail is printed in the run's error line."""
+    text = re.sub(r"\s*[\r\n]+\s*", " ", f"{type(e).__name__}: {e}".strip())
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
@@ -439,15 +442,17 @@ def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_tex
                 except Exception as e:  # noqa: BLE001 - a page of this group that fails to decode
                     yield _parquet_damage(source, done, e, end - done)
                 done = end
+    except parquet.Unreadable as e:  # its footer read, its columns not: the rows it would give are known
+        yield _parquet_damage(source, done, e, e.rows, "the file")
     except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a footer that cannot be read
         yield _parquet_damage(source, done, e)
 
 
-def _parquet_damage(source: str, done: int, e: Exception, lost: int | None = None) -> dict:
+def _parquet_damage(source: str, done: int, e: Exception, lost: int | None = None, whose: str = "its row group") -> dict:
     """The dead letter of a file (``lost`` None: its footer, or the file, could not be read) or of
     a row group whose page failed to decode: it names the rows of the group not read (the footer
     counts them), so the file's rows add up: records and rejects, plus these."""
-    rows = "" if lost is None else f" ({lost:,} row(s) of its row group not read: rows {done}-{done + lost - 1})"
+    rows = "" if not lost else f" ({lost:,} row(s) of {whose} not read: rows {done}-{done + lost - 1})"
     return {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
             "detail": f"parquet error after row {done}{rows}: {error_text(e)[:300]}"}
 

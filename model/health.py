@@ -27,6 +27,10 @@ steps):
   its recall (a run of a few steps: every token scored near 0.5, loss about ln 2, recall arbitrary);
   judged on the windows that scored both classes alone (a window of replaced tokens only has no AUC, and a
   prior of 0).
+- ``mlm_then_rtd``: its discriminator starts RTD when its MLM phase ends, with a binary head that was idle
+  until then, so the discriminator checks above wait the run's warm-up again from there (as a plain run's
+  first RTD steps are not judged); a run that ends inside that wait is ``unchecked`` unless another check
+  failed.
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -46,6 +50,7 @@ from kolectra.model.config import RTD_OBJECTIVES  # noqa: F401  (the RTD family:
 from kolectra.model.schedule import warmup_end
 
 ENDED_IN_WARMUP = "the run ended in warm-up"
+ENDED_IN_RTD_WARMUP = "the run ended in the warm-up of its RTD phase"  # mlm_then_rtd (rtd_judged_from)
 # The lines a verdict reads: the last two windows past warm-up and the line before them (where the
 # first of them starts). The trainer keeps only these (model.metrics.MetricsLog.lines), so a run's
 # memory and its per-line checks do not grow with its steps; a verdict on more lines is the same.
@@ -73,6 +78,19 @@ class Context:
     padding_share: float = 0.0  # of every global batch's slots up to the last logged step
     dropout: float = 0.0  # the model's hidden dropout
     schedule: str = "warmup_then_decay"  # train.schedule: where a run that ends in warm-up leaves the rate
+    rtd_from: int = 0  # mlm_then_rtd: the step its RTD phase starts (objectives.mlm_steps); 0: RTD from the start
+
+
+# The discriminator's RTD figures (mlm_then_rtd: read from the windows past rtd_judged_from alone).
+DISC_KEYS = ("disc_loss", "disc_auc", "disc_recall", "disc_acc", "replaced_token_share")
+
+
+def rtd_judged_from(ctx: Context) -> int:
+    """The step after which the discriminator's RTD is judged: warm-up, counted again from the start of
+    mlm_then_rtd's RTD phase. Its first RTD windows came straight after the phase change, from a binary
+    head idle until then: a tiny run's first one (10 RTD steps) read 'has not learned even the share of
+    replaced tokens (loss 0.584 ...)', which a plain run's first RTD steps, inside warm-up, never say."""
+    return ctx.rtd_from + ctx.warmup_steps if ctx.rtd_from else ctx.warmup_steps
 
 
 def _mean(lines: list[dict], weights: list[int], key: str) -> float | None:
@@ -120,6 +138,10 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     m = {k: _mean(past, weights, k) for k in ("disc_loss", "disc_auc", "disc_recall", "disc_acc",
                                                "replaced_token_share", "gen_loss", "gen_acc", "replaced_share",
                                                "mlm_loss", "input_replaced_share")}
+    disc_past, disc_weights = past, weights
+    if ctx.rtd_from:  # mlm_then_rtd: the discriminator's windows past the warm-up of its RTD phase alone
+        disc_past, disc_weights = _last_windows(lines, rtd_judged_from(ctx))
+        m.update({k: _mean(disc_past, disc_weights, k) for k in DISC_KEYS})
     figures = {"step": past[-1]["step"], **{k: round(v, 4) for k, v in m.items() if v is not None}}
     out = []
     uniform = math.log(max(ctx.vocab_size, 2))
@@ -140,7 +162,7 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
             out.append(f"the discriminator sits at the class prior: it calls nearly every token {called} "
                        f"({rare} {recall:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
                        f"against {prior:.3f} for always guessing the prior)")
-        elif (worse := _worse_than_prior(past, weights)) is not None:
+        elif (worse := _worse_than_prior(disc_past, disc_weights)) is not None:
             out.append(worse)
     if all("grad_norm" in ln and ln["grad_norm"] is None for ln in past):
         # logged null: not finite. With train.clip > 0 torch scales every gradient by max_norm / inf = 0, so the
@@ -200,6 +222,9 @@ def verdict(lines: list[dict], ctx: Context) -> dict:
     if not figures:
         reason = ENDED_IN_WARMUP if 0 < ctx.total_steps <= ctx.warmup_steps else "no metrics logged after warm-up"
         return {"status": "unchecked", "reason": reason, "figures": {}}
+    if not found and ctx.objective in RTD_OBJECTIVES and ctx.rtd_from and figures["step"] <= rtd_judged_from(ctx):
+        # the checks made passed; the discriminator's RTD was not judged yet (withdraws: such a verdict does)
+        return {"status": "unchecked", "reason": ENDED_IN_RTD_WARMUP, "figures": figures}
     if not found:
         return {"status": "ok", "figures": figures}
     return {"status": "not_learning", "problems": found, "likely_causes": likely_causes(ctx), "figures": figures}
@@ -218,6 +243,11 @@ def unchecked_text(health: dict, ctx: Context) -> str:
         return (f"WARNING: training health unchecked: the run ended in warm-up ({ctx.total_steps} steps, warm-up "
                 f"{ctx.warmup_steps}): {warmup_end(ctx.warmup_steps, ctx.total_steps, ctx.schedule)}, and whether "
                 f"the model learned was not checked; give more steps or a shorter train.warmup_steps")
+    if health.get("reason") == ENDED_IN_RTD_WARMUP:
+        return (f"WARNING: training health unchecked: the discriminator's RTD phase began after step {ctx.rtd_from} "
+                f"and its checks wait the warm-up's {ctx.warmup_steps} steps from there, to step "
+                f"{rtd_judged_from(ctx)}; the run ended at step {ctx.total_steps}, so whether its discriminator "
+                f"learned RTD was not checked; give more steps or a smaller objective.mlm_phase")
     return f"training health unchecked: {health.get('reason', 'no metrics')}"
 
 
@@ -233,6 +263,8 @@ def warning_text(health: dict, expected: str | None = None) -> str:
                 + "; ".join(health["problems"]) + f". Expected here: {expected}.")
     lines = [f"WARNING: this run has not learned what it should (step {step}): "
              + "; ".join(health["problems"]) + "."]
+    if health.get("stands"):
+        lines.append(health["stands"])
     if health.get("likely_causes"):
         lines.append("Likely causes: " + "; ".join(health["likely_causes"]) + ".")
     lines.append("Fine-tuning this model will likely score near chance.")
@@ -243,9 +275,25 @@ def withdraws(health: dict) -> bool:
     """Whether ``health`` withdraws a standing warning: ok, and the discriminator judged where it was scored.
     Windows whose scored tokens were all replaced (electra15, a generator that replaced every masked slot: no
     AUC) leave its checks unmade, so they show no learning: a batch-2 run's windows of that kind said
-    "learning now" three times in 120 steps between warnings (m8)."""
+    "learning now" three times in 120 steps between warnings (m8). mlm_then_rtd's windows in the warm-up of
+    its RTD phase passed every check made (a warning standing then came from the generator's)."""
     f = health["figures"]
-    return health["status"] == "ok" and ("disc_loss" not in f or "disc_auc" in f)
+    judged = health["status"] == "ok" or health.get("reason") == ENDED_IN_RTD_WARMUP
+    return judged and ("disc_loss" not in f or "disc_auc" in f)
+
+
+def final(health: dict, standing: dict | None) -> dict:
+    """The run's verdict at its end, ``health`` (its last windows'), where ``standing`` is the verdict of a
+    warning printed and never withdrawn (None: none stands). Last windows that leave the discriminator
+    unjudged do not withdraw it (:func:`withdraws`), so they do not clear it at the end either: electra15,
+    tiny, batch 2, 42 steps on the sample warned at step 36 and ended 'ok' in its stats and both cards, its
+    windows at 39 and 42 having scored replaced tokens only. The warning's verdict stands, saying so."""
+    if standing is None or health["status"] == "not_learning" or withdraws(health):
+        return health
+    since, last = standing["figures"].get("step"), health["figures"].get("step")
+    why = health.get("reason") or "every token they scored was replaced: no AUC"
+    return {**standing, "stands": f"It stands at the end: the windows after step {since}, to step {last}, did not "
+                                  f"judge the discriminator again ({why})."}
 
 
 def recovery_text(health: dict) -> str:

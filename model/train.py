@@ -47,7 +47,7 @@ from kolectra.model.rank_failures import together
 from kolectra.model.resume import lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
-STAGE_VERSION = 19  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 20  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
@@ -91,6 +91,7 @@ class Run:
     where: str
     compile_mode: str | None  # torch.compile's mode for the step (the device's choice for "auto"), None: eager
     warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
+    standing: dict | None = None  # the verdict that gave the warning standing (health.final)
     expected_untrained: str | None = None  # why the caller expects it not to learn (health.warning_text)
     # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
     # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
@@ -116,10 +117,12 @@ class Run:
         done = max(1, log.last.get("step", 0) - log.counted_from)
         slots = done * t.batch_size * index.max_seq_length
         nonpad = log.nonpad_tokens
-        return health.Context(self.cfg.objective.objective, self.inputs.specials.vocab_size, t.warmup_steps,
+        obj = self.cfg.objective
+        return health.Context(obj.objective, self.inputs.specials.vocab_size, t.warmup_steps,
                               t.steps, t.lr, nonpad_tokens=nonpad,
                               padding_share=max(0.0, 1.0 - nonpad / slots) if nonpad else 0.0,
-                              dropout=self.cfg.model.dropout, schedule=t.schedule)
+                              dropout=self.cfg.model.dropout, schedule=t.schedule,
+                              rtd_from=objectives.mlm_steps(obj, t.steps) if obj.objective == "mlm_then_rtd" else 0)
 
 
 def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,
@@ -211,10 +214,10 @@ def watch_health(run: Run, lines: list[dict]) -> None:
         return
     verdict = health.verdict(lines, run.health_context())
     if verdict["status"] == "not_learning" and not run.warned:
-        run.warned = True
+        run.warned, run.standing = True, verdict
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     elif run.warned and health.withdraws(verdict):
-        run.warned = False
+        run.warned, run.standing = False, None
         progress("pretrain: " + health.recovery_text(verdict))
 
 
@@ -447,7 +450,9 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     seq_len = index.max_seq_length
     flops = t.steps * run.flops_per_step
     final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
-    verdict = health.verdict(list(run.log.lines), run.health_context())
+    # a warning printed and not withdrawn stands in the verdict, where the last windows did not judge again
+    verdict = health.final(health.verdict(list(run.log.lines), run.health_context()),
+                           run.standing if run.warned else None)
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     if verdict["status"] == "unchecked" and dev.is_main and t.steps:
@@ -458,7 +463,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
                        where=run.where, final=final, first_step=run.first_step, flops_share=run.flops_share,
                        verdict=verdict)
     warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
-    if verdict.get("reason") == health.ENDED_IN_WARMUP:
+    if verdict.get("reason") in (health.ENDED_IN_WARMUP, health.ENDED_IN_RTD_WARMUP):
         warnings.append(health.unchecked_text(verdict, run.health_context()))
     if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN
         raise error

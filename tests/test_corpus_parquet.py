@@ -302,3 +302,97 @@ def test_a_large_dictionary_column_is_decoded_in_batches_of_its_longest_value(tm
     peak_arrow, peak_python = _peaks(path, texts)
     bound = parquet.READ_BUFFER + (1 << 20)
     assert peak_arrow < bound and peak_python < bound, (peak_arrow, peak_python, bound)
+
+
+def test_a_category_column_is_read_as_its_values_not_hashed_into_a_dictionary(tmp_path, monkeypatch):
+    """A column whose Arrow type is a dictionary (pandas' category; pyarrow stores the type in the
+    footer and reads it back so) of 3,000 distinct texts of 1.8 kB: pyarrow writes a dictionary
+    array's values as one dictionary page, whatever ``dictionary_pagesize_limit`` says, so that page
+    holds the whole group's text. Read as a dictionary, Arrow hashed the page into a table and copied
+    it into each batch: 4.4 times the text (24 MB) held at once, however small the batches. Read as
+    its values (over the footer without the stored Arrow schema), in batches of ``BATCH_BYTES``
+    (here 256 kB) over its footer bytes: 2.1 times (the page, and its values decoded once); the
+    records are the same."""
+    monkeypatch.setattr(parquet, "BATCH_BYTES", 256 << 10, raising=False)
+    texts = [f"{i:04d} " + "가나다라마바사아자차카타파하"[i % 14:] * 80 for i in range(3000)]
+    path = tmp_path / "category.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(3000)], "text": pa.array(texts).dictionary_encode()}),
+                   path)
+    assert pa.types.is_dictionary(pq.ParquetFile(path).schema_arrow.field("text").type)
+    total = sum(len(t.encode("utf-8")) for t in texts)
+    peak_arrow, peak_python = _peaks(path, texts)
+    assert peak_arrow < 3 * total and peak_python < parquet.READ_BUFFER + (1 << 20), (peak_arrow, peak_python, total)
+
+
+def test_a_category_column_gives_the_values_a_string_column_gives(tmp_path):
+    """Categories of each index width, with nulls, bytes that are not UTF-8, a kept category of
+    labels and a kept timestamp beside them (read by the other reader, its zone kept): the records
+    and rejects of the string columns they encode. (Before: a category of 8-, 16- or 64-bit indices
+    holding a value that is not UTF-8 lost each row group, 'ArrowInvalid: Invalid UTF8 payload',
+    where the string column gave that row's ``invalid_utf8`` reject.)"""
+    n = 40
+    texts = [None if i % 9 == 4 else f"리뷰 {i % 7}" for i in range(n)]
+    raw = [None if t is None else t.encode() + (b"\xff" if i % 13 == 0 else b"") for i, t in enumerate(texts)]
+    labels = [None if i % 5 == 0 else ("pos", "neg")[i % 2] for i in range(n)]
+    when = pa.array([1_600_000_000_000_000 + i for i in range(n)], pa.timestamp("us", tz="Asia/Seoul"))
+    plain = pa.table({"id": list(range(n)), "text": pa.array(raw, pa.binary()).view(pa.string()),
+                      "label": labels, "when": when})
+    pq.write_table(plain, tmp_path / "plain.parquet", row_group_size=15)
+    out = {}
+    for width in (pa.int8(), pa.int16(), pa.int32(), pa.int64()):
+        table = plain.set_column(1, "text", plain.column("text").dictionary_encode().cast(pa.dictionary(width, pa.string())))
+        table = table.set_column(2, "label", table.column("label").dictionary_encode().cast(pa.dictionary(width, pa.string())))
+        pq.write_table(table, tmp_path / "category.parquet", row_group_size=15)
+        assert pq.ParquetFile(tmp_path / "category.parquet").schema_arrow.field("text").type.index_type == width
+        for name in ("plain.parquet", "category.parquet"):
+            out[name] = list(reader.read_file(str(tmp_path / name), "x", "auto", "text", "id", 1 << 20,
+                                              keep_fields=("label", "when")))
+        assert out["category.parquet"] == out["plain.parquet"], width
+    reasons = [r.get("reason") for r in out["plain.parquet"]]
+    assert reasons.count("missing_text") == 4 and reasons.count("invalid_utf8") == 3
+    assert out["plain.parquet"][1]["fields"] == ("neg", "2020-09-13T21:26:40.000001+09:00")
+
+
+def test_a_damaged_parquet_files_dead_letter_is_one_printable_line(tmp_path, capsys):
+    """Arrow's Thrift errors end in newlines and quote the byte they stopped at raw: a garbled page
+    header's dead letter read 'OSError: Couldn't deserialize thrift: No more data to read.\\n
+    Deserializing page header failed.\\n', a garbled footer's '... don't know what type: \\x0f\\n', and
+    the run's error line, which names each damaged file's dead letter, broke over three lines. Each
+    is now one line, the byte escaped."""
+    path = tmp_path / "pages.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(50)], "text": [f"문장 {i} 입니다" for i in range(50)]}),
+                   path, row_group_size=20)
+    data = bytearray(path.read_bytes())
+    at = pq.ParquetFile(path).metadata.row_group(1).column(1).data_page_offset + 5
+    data[at:at + 30] = b"\x5a" * 30  # the second row group's page header
+    path.write_bytes(bytes(data))
+    footer = tmp_path / "footer.parquet"
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - size // 2
+    data[start:start + 20] = b"\xff" * 20
+    footer.write_bytes(bytes(data))
+    details = [r["detail"] for name in (path, footer)
+               for r in reader.read_file(str(name), name.name, "auto", "text", "id", 1 << 20) if "reason" in r]
+    assert details == [
+        "parquet error after row 20 (20 row(s) of its row group not read: rows 20-39): OSError: Couldn't deserialize "
+        "thrift: No more data to read. Deserializing page header failed.",
+        "parquet error after row 0: OSError: Couldn't deserialize thrift: don't know what type: \\x0f"], details
+    argv = ["corpus", "--input", str(tmp_path / "*.parquet"), "--text-field", "text", "--id-field", "id",
+            "--set", "num_shards=1", "--set", "valid_fraction=0", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("kolectra corpus: error: 2 damaged input file(s)") and all(d in line for d in details)
+
+
+def test_two_columns_of_the_text_fields_name_are_one_dead_letter_saying_so(tmp_path):
+    """pyarrow writes a table with two columns of one name; the file's dead letter said
+    "KeyError: 'Column text does not exist in schema'" and counted none of its rows. It says what
+    is wrong and counts the rows not read (the footer knows them)."""
+    path = tmp_path / "twice.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["a", "b", "c"]), pa.array(["가", "나", "다"]),
+                                         pa.array(["라", "마", "바"])], names=["id", "text", "text"]), path)
+    out = list(reader.read_file(str(path), "twice.parquet", "auto", "text", "id", 1 << 20))
+    assert out == [{"source": "twice.parquet", "line": 1, "row": 0, "reason": "damaged_file",
+                    "detail": "parquet error after row 0 (3 row(s) of the file not read: rows 0-2): Unreadable: 2 "
+                              "columns of the file are named 'text': which one to read is not known"}]

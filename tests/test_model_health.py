@@ -251,3 +251,48 @@ def test_a_gradient_norm_that_is_not_finite_says_the_steps_changed_nothing():
     # one window with an overflow among finite ones, or lines without the key (older logs): no finding
     assert health.verdict([_line(2400, grad_norm=1.5, **good), stuck[1]], _ctx())["status"] == "ok"
     assert health.verdict([_line(s, **good) for s in (2400, 2500)], _ctx())["status"] == "ok"
+
+
+def test_mlm_then_rtd_ending_in_the_warm_up_of_its_rtd_phase_is_unchecked():
+    """mlm_then_rtd's RTD is judged past the warm-up counted again from its phase's start (n2): its first RTD
+    window (2 steps, loss 0.696 against H(0.11) = 0.35) read 'has not learned even the share of replaced tokens'.
+    A run ending before that is unchecked, saying why; the checks made there (the generator's) still count."""
+    mlm = dict(disc_loss=None, disc_auc=None, disc_recall=None, replaced_token_share=None, disc_mlm_loss=3.3)
+    first_rtd = dict(disc_loss=0.696, disc_auc=0.524, disc_recall=0.698, replaced_token_share=0.111, disc_acc=0.35)
+    lines = [{k: v for k, v in _line(s, **mlm).items() if v is not None} for s in (18, 20)] + [_line(22, **first_rtd)]
+    ctx = _ctx(objective="mlm_then_rtd", vocab_size=100, warmup_steps=4, total_steps=22, rtd_from=20)
+    v = health.verdict(lines, ctx)
+    assert v["status"] == "unchecked" and v["reason"] == health.ENDED_IN_RTD_WARMUP, v  # before: not_learning
+    assert "disc_loss" not in v["figures"] and health.withdraws(v)  # a generator's warning from the MLM phase goes
+    assert health.unchecked_text(v, ctx) == (
+        "WARNING: training health unchecked: the discriminator's RTD phase began after step 20 and its checks wait "
+        "the warm-up's 4 steps from there, to step 24; the run ended at step 22, so whether its discriminator "
+        "learned RTD was not checked; give more steps or a smaller objective.mlm_phase")
+    stuck_generator = [{**ln, "gen_loss": 4.6, "gen_acc": 0.001} for ln in lines]
+    assert health.verdict(stuck_generator, ctx)["status"] == "not_learning"
+    # past step 24 the same window is judged; a plain run (rtd_from 0) judges it past warm-up alone
+    later = [*lines[:2], {**lines[2], "step": 26}]
+    assert health.verdict(later, _ctx(objective="mlm_then_rtd", vocab_size=100, warmup_steps=4, total_steps=40,
+                                      rtd_from=20))["status"] == "not_learning"
+    assert health.verdict(lines, _ctx(objective="electra", vocab_size=100, warmup_steps=4))["status"] == "not_learning"
+
+
+def test_a_standing_warning_is_the_verdict_where_the_last_windows_judged_nothing():
+    """health.final (n2): a warning printed and not withdrawn stands at the end where the last windows did not
+    judge the discriminator (no AUC), and says so; a verdict that withdraws it, or finds a problem, is the end's."""
+    one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
+    ctx = _ctx(objective="electra15", vocab_size=100, warmup_steps=4, total_steps=39)
+    stuck = _line(27, disc_loss=0.3, disc_auc=0.45, replaced_token_share=0.95, disc_acc=0.95, disc_recall=1.0)
+    standing = health.verdict([stuck], ctx)
+    assert standing["status"] == "not_learning"
+    end = health.verdict([stuck, _line(36, disc_loss=0.003, **one_class), _line(39, disc_loss=0.002, **one_class)], ctx)
+    assert end["status"] == "ok" and not health.withdraws(end)
+    v = health.final(end, standing)
+    assert v["status"] == "not_learning" and v["problems"] == standing["problems"] and v["figures"]["step"] == 27
+    assert v["stands"] == ("It stands at the end: the windows after step 27, to step 39, did not judge the "
+                           "discriminator again (every token they scored was replaced: no AUC).")
+    assert v["stands"] in health.warning_text(v)
+    assert health.final(end, None) == end
+    recovered = health.verdict([_line(36, disc_loss=0.05, disc_auc=0.8, replaced_token_share=0.95, disc_acc=0.97,
+                                      disc_recall=1.0)], ctx)
+    assert health.final(recovered, standing) == recovered

@@ -1,0 +1,79 @@
+"""The training-health verdict at the end of a real run agrees with what the run printed (model/health.py,
+model/train.py): short ``kolectra pretrain`` runs of the tiny preset on the small templated examples.
+
+- electra15 with a batch of 2: windows whose scored tokens were all replaced (no AUC) judge nothing, so
+  they neither withdraw a warning nor, at the end, turn it into ``ok``.
+- mlm_then_rtd: the discriminator's RTD is judged past the warm-up counted from the start of its RTD
+  phase, not at its first RTD window (a false alarm at the phase change), and a stuck one is still
+  found before the end."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Store
+from tests.model_support import small_chain
+
+WARNED = re.compile(r"WARNING: this run has not learned what it should \(step (\d+)\)")
+WITHDRAWN = re.compile(r"learning now \(step (\d+)\)")
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("health-runs")
+    store = Store(root)
+    small_chain(store)
+    return root, str(store.list("examples")[0].path)
+
+
+def _run(examples, capsys, objective: str, *sets: str) -> tuple[str, Path]:
+    root, ex = examples
+    flags = [f"--set={s}" for s in ("train.lr=3e-3", "train.cpu_threads=1", *sets)]
+    assert main(["pretrain", "--examples", ex, "--out", str(root), "--preset", "tiny", "--objective", objective,
+                 "--force", *flags]) == 0
+    out = capsys.readouterr()
+    return out.err, Path(out.out.strip().splitlines()[-1])
+
+
+def _events(err: str) -> list[tuple[int, str]]:
+    """The warnings and 'learning now' lines a run printed, in order: (step, 'warned' / 'withdrawn')."""
+    found = [(m.start(), int(m[1]), "warned") for m in WARNED.finditer(err)]
+    found += [(m.start(), int(m[1]), "withdrawn") for m in WITHDRAWN.finditer(err)]
+    return [(step, what) for _, step, what in sorted(found)]
+
+
+def test_a_warning_never_withdrawn_is_not_ended_ok_by_windows_of_replaced_tokens_only(examples, capsys):
+    """electra15, 39 steps of 2 rows, a line every 3 (n2): warned at step 27, its windows at 33, 36 and 39 scored
+    replaced tokens only (no AUC: nothing judged, nothing withdrawn), and the run ended 'training health | ok' in
+    both cards and stats.health, under the warning it had printed. Now the warning's verdict stands, saying so."""
+    err, art = _run(examples, capsys, "electra15", "train.steps=39", "train.batch_size=2", "train.warmup_steps=4",
+                    "train.log_every=3")
+    events = _events(err)
+    lines = [json.loads(ln) for ln in (art / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    # the case itself: a warning stands at the end, and the last two windows have no AUC
+    assert events and events[-1][1] == "warned", err
+    assert not any("disc_auc" in ln for ln in lines[-2:]), lines[-2:]
+    verdict = json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"]
+    assert verdict["status"] == "not_learning", verdict  # before: ok
+    assert verdict["figures"]["step"] == events[-1][0]
+    assert verdict["stands"].startswith(f"It stands at the end: the windows after step {events[-1][0]}, to step 39,")
+    card = (art / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
+    assert "| training health | not_learning |" in card and "It stands at the end" in card
+
+
+def test_mlm_then_rtd_is_not_judged_at_its_phase_change_but_a_stuck_discriminator_is_found(examples, capsys):
+    """mlm_then_rtd, 40 steps of 8 rows, MLM for the first 20, warm-up 4, a line every 2 (n2): the first RTD
+    window (steps 21-22, a binary head idle until then) read 'has not learned even the share of replaced tokens
+    (loss 0.696, above the 0.349 ...)' at step 22. Its RTD is judged past step 24 (the warm-up again from the
+    phase's start), as a plain run's first steps are; a discriminator still at the prior is found then."""
+    err, art = _run(examples, capsys, "mlm_then_rtd", "train.steps=40", "train.batch_size=8", "train.warmup_steps=4",
+                    "train.log_every=2", "objective.mlm_phase=0.5")
+    events = _events(err)
+    assert events and all(step > 24 for step, _ in events), err  # before: warned at step 22
+    verdict = json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"]
+    assert verdict["status"] == "not_learning" and "class prior" in verdict["problems"][0], verdict
