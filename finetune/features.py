@@ -110,37 +110,63 @@ def rows(columns: dict[str, list]):
     """A task's rows as an in-memory ``datasets.Dataset``.
 
     Columns of plain values (every value an ``int``, every one a ``float`` or every one a ``str``: the
-    text tasks' ``line``, texts and labels) become Arrow arrays directly, the types ``from_dict``
-    infers for them (int64, double, string), and the dataset is named by the sha256 of its Arrow
-    bytes: ``from_dict`` names it by hashing a pickled copy of the table, which held over three times
-    the table's bytes at the peak of reading a large file (docs/finetune.md, "Memory and large task
-    files").  Other columns (nested lists, answers) go through ``from_dict``."""
+    text tasks' ``line``, texts and labels) and of lists of ints or of strs (KorQuAD's answers) become
+    Arrow arrays directly, the types ``from_dict`` infers for them (int64, double, string, lists of
+    them), and the dataset is named by the sha256 of its Arrow bytes: ``from_dict`` names it by hashing
+    a pickled copy of the table, which held over three times the table's bytes at the peak of reading a
+    large file (docs/finetune.md, "Memory and large task files").  Other columns go through ``from_dict``."""
     import datasets  # noqa: PLC0415 - heavy import
     import pyarrow as pa  # noqa: PLC0415
 
-    types = {int: pa.int64(), float: pa.float64(), str: pa.string()}
-    kinds = {name: {type(v) for v in values} for name, values in columns.items()}
-    if not all(len(k) == 1 and next(iter(k)) in types for k in kinds.values()):
+    kinds = {name: _arrow_type(values) for name, values in columns.items()}
+    if not all(kinds.values()):
         return datasets.Dataset.from_dict(columns)
-    table = pa.table({name: _strings(values) if str in kinds[name] else pa.array(values, types[next(iter(kinds[name]))])
+    table = pa.table({name: _strings(values) if kinds[name] == pa.string() else pa.array(values, kinds[name])
                       for name, values in columns.items()})
     return datasets.Dataset(table, fingerprint=_table_sha256(table)[:32])
 
 
-def _strings(values: list[str], block: int = 1 << 16):
-    """A column of str as an Arrow string array, encoded a block at a time: ``pa.array`` on the strs
-    leaves a UTF-8 copy of each non-ASCII one cached inside it for as long as it lives (the text
-    again, beside its Arrow copy).  The same array as ``pa.array(values, pa.string())``."""
+def _arrow_type(values: list):
+    """The Arrow type ``from_dict`` infers for a column whose values are all ints, all floats, all strs, or
+    all lists of ints or of strs (one kind, at least one value); None for any other column."""
     import pyarrow as pa  # noqa: PLC0415
 
-    parts = []
-    for i in range(0, len(values), block):
-        try:
-            encoded = [v.encode("utf-8") for v in values[i:i + block]]
-        except UnicodeEncodeError:  # a lone surrogate (a JSON escape): as pa.array takes it, or refuses it
-            return pa.array(values, pa.string())
-        parts.append(pa.array(encoded, pa.binary()).cast(pa.string()))
-    return pa.concat_arrays(parts) if len(parts) > 1 else parts[0] if parts else pa.array([], pa.string())
+    types = {int: pa.int64(), float: pa.float64(), str: pa.string()}
+    kinds = {type(v) for v in values}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is not list:
+        return types.get(kind)
+    inner = {type(x) for v in values for x in v}
+    return pa.list_(types[inner.pop()]) if inner in ({int}, {str}) else None
+
+
+def _strings(values: list[str], block: int = 4096):
+    """A column of str as an Arrow string array, the same as ``pa.array(values, pa.string())``, which
+    leaves a UTF-8 copy of each non-ASCII str cached inside it for as long as it lives (the text again,
+    beside its Arrow copy).  Two passes: the first measures each string's UTF-8 length (the offsets),
+    the second writes the bytes into one buffer of that size, a string at a time.  Arrays of blocks
+    joined by ``concat_arrays`` were copied whole into a new buffer while the blocks lived: 0.8 times
+    the texts' bytes more at the peak of a read (docs/finetune.md, "Memory and large task files")."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    try:
+        for i in range(0, len(values), block):
+            offsets[i + 1:i + 1 + block] = [len(v.encode("utf-8")) for v in values[i:i + block]]
+    except UnicodeEncodeError:  # a lone surrogate (a JSON escape): as pa.array takes it, or refuses it
+        return pa.array(values, pa.string())
+    np.cumsum(offsets, out=offsets)
+    if offsets[-1] >= 2**31:  # past a string array's int32 offsets: pa.array makes chunks of it
+        return pa.array(values, pa.string())
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    into = memoryview(data)
+    for i in range(0, len(values), block):  # a string at a time: nothing but the one string's bytes beside it
+        for v, start, end in zip(values[i:i + block], offsets[i:i + block].tolist(), offsets[i + 1:i + 1 + block].tolist()):
+            into[start:end] = v.encode("utf-8")
+    into.release()
+    return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
 
 
 def _table_sha256(table) -> str:
