@@ -23,7 +23,7 @@ artifact store's credentials).
 Values (:func:`plain`): nested lists and structs become arrays and objects, a map a list of
 ``[key, value]`` pairs, timestamps, dates and times ISO 8601 strings, durations seconds, decimals
 their exact digits in a string (a float would round them), binary UTF-8 text (bytes that are not
-UTF-8 replaced, and said so).
+UTF-8 replaced, and said so), anything else (a UUID, of the arrow.uuid type) its text.
 """
 
 from __future__ import annotations
@@ -298,4 +298,8 @@ def plain(value) -> tuple[object, bool]:
     if isinstance(value, dict):
         items = {str(k): plain(v) for k, v in value.items()}
         return {k: v for k, (v, _) in items.items()}, any(lossy for _, lossy in items.values())
-    return value, False
+    if value is None or isinstance(value, (str, int, float)):
+        return value, False
+    # an extension type's object: pyarrow reads the arrow.uuid type as uuid.UUID, which ended the job
+    # in 'internal error: TypeError: Object of type UUID is not JSON serializable'; its text instead
+    return str(value), False

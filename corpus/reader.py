@@ -37,6 +37,7 @@ import math
 import os
 import posixpath
 import re
+import uuid
 from typing import IO, Callable, Iterable, Iterator
 
 from kolectra.corpus import compress, parquet
@@ -475,7 +476,7 @@ def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field
         return {**where, "row": offset, "reason": "line_too_long", "detail": f"the text is over {max_text_bytes} bytes"}
     doc_id = row.get(id_field)
     if doc_id is not None and not isinstance(doc_id, str):
-        doc_id = canonical_id(doc_id)
+        doc_id = str(doc_id) if isinstance(doc_id, uuid.UUID) else canonical_id(doc_id)  # arrow.uuid: its text
         if doc_id is None:
             return {**where, "row": offset, "reason": "invalid_id",
                     "detail": f"{id_field!r} is a Parquet {types[id_field]}; an id must be a string or a number"}

@@ -396,3 +396,24 @@ def test_two_columns_of_the_text_fields_name_are_one_dead_letter_saying_so(tmp_p
     assert out == [{"source": "twice.parquet", "line": 1, "row": 0, "reason": "damaged_file",
                     "detail": "parquet error after row 0 (3 row(s) of the file not read: rows 0-2): Unreadable: 2 "
                               "columns of the file are named 'text': which one to read is not known"}]
+
+
+def test_a_uuid_column_is_an_id_and_a_kept_field_as_its_text(tmp_path, capsys):
+    """pyarrow reads a column of the arrow.uuid type as ``uuid.UUID`` objects: kept with
+    ``--keep-fields`` it ended the job in 'internal error: TypeError: Object of type UUID is not JSON
+    serializable' (exit 1), and as ``--id-field`` every row was an ``invalid_id`` reject. Both are
+    the UUID's text now, as a string column of them would be."""
+    import uuid  # noqa: PLC0415
+
+    ids = [uuid.UUID(int=i * 7919 + 1) for i in range(N)]
+    path = tmp_path / "in" / "uuid.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({"review_id": pa.array([u.bytes for u in ids], pa.uuid()),
+                             "body": [_text(i) for i in range(N)], "movie": pa.array([u.bytes for u in ids], pa.uuid())}),
+                   path)
+    assert pq.ParquetFile(path).schema_arrow.field("movie").type == pa.uuid()
+    argv = ["corpus", "--input", str(path), "--text-field", "body", "--id-field", "review_id", "--keep-fields", "movie",
+            "--set", "num_shards=1", "--set", "valid_fraction=0", "--out", str(tmp_path / "store")]
+    assert main(argv) == 0, capsys.readouterr().err
+    docs = _documents(capsys.readouterr().out.strip().splitlines()[-1])
+    assert sorted((d["id"], d["movie"]) for d in docs) == sorted((str(u), str(u)) for u in ids)
