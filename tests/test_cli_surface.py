@@ -226,3 +226,24 @@ def test_a_command_that_loads_heavy_libraries_says_so_first_and_quiet_keeps_it_s
     assert "starting" not in capsys.readouterr().err
     assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0  # loads nothing heavy: no line
     assert "starting" not in capsys.readouterr().err
+
+
+def test_a_name_the_demo_gives_four_kinds_is_refused_naming_kind_slash_name(tmp_path, capsys):
+    """After `kolectra run`, `kolectra report sample` is refused as ambiguous (a corpus, a vocab, examples
+    and a checkpoint): the line offered ids and directories only, though `checkpoint/sample` (cli.md's
+    kind/name) picks one. A name shared within one kind gets no such hint."""
+    store = Store(tmp_path)
+    corpus = _build(store, "corpus", "sample", {})
+    vocab = _build(store, "vocab", "sample", {}, [corpus])
+    ckpt = _build(store, "checkpoint", "sample", {}, [_build(store, "examples", "sample", {}, [corpus, vocab])])
+    assert main(["artifacts", "show", "sample", "--out", str(tmp_path)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    hint = "; or name its kind: checkpoint/sample, corpus/sample, examples/sample, vocab/sample"
+    assert line.endswith("give more of the id, or the artifact's directory" + hint), line
+    for ref in hint.split(": ")[1].split(", "):
+        assert store.resolve(ref).kind == ref.split("/")[0]
+    assert main(["artifacts", "show", "checkpoint/sample", "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == ckpt.id
+    _build(store, "corpus", "sample", {"other": True})  # two corpora: kind/name alone is ambiguous too
+    assert main(["artifacts", "show", "sample", "--out", str(tmp_path)]) == 2
+    assert "name its kind" not in capsys.readouterr().err

@@ -42,6 +42,9 @@ def ambiguous(ref: str, hits: list) -> str:
     summary is among them, why the name does not stand for it."""
     line = (f"{ref!r} is ambiguous: " + ", ".join(sorted(str(a.path) for a in hits))
             + "; give more of the id, or the artifact's directory")
+    if "/" not in ref and by_name(ref, hits) and len({a.kind for a in hits}) == len(hits):
+        # one name, one artifact of each kind (the demo's 'sample'): kind/name picks one, and reads better than an id
+        line += f"; or name its kind: {', '.join(sorted(f'{a.kind}/{ref}' for a in hits))}"
     summaries = _summaries(hits)
     if not summaries or not by_name(ref, hits):
         return line
