@@ -29,7 +29,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
-from kolectra.core import storage
+from kolectra.core import scratch, storage
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.verbosity import VERBOSE
 from kolectra.corpus import beam_local, interruption
@@ -148,13 +148,18 @@ def new_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
 
     Beam removes the pipeline's local temp folder (``beam-pipeline-temp*`` in the system's temp
     directory) only in ``run()``, so a job stopped before it runs (bad input found while the graph
-    is built, Ctrl-C) would leave one behind each time: it is removed here however the block ends."""
+    is built, Ctrl-C) would leave one behind each time: it is removed here however the block ends.
+    After ``kill -9``, an OOM kill or the third Ctrl-C nothing runs, and no sweep knew Beam's name: the
+    folder is a kolectra scratch folder instead (``kolectra-beam-<pid>-...``, core/scratch.py), which
+    the next command's sweep removes once this process is gone."""
     try:
         p = beam.Pipeline(options=options)
     except ValueError as e:
         said = "; ".join(line.strip().rstrip(".:") for line in str(e).splitlines() if line.strip())
         raise BeamOptionError(f"Beam refused the pipeline options: {said}") from None
     try:
+        shutil.rmtree(p.local_tempdir, ignore_errors=True)  # Beam's, empty: nothing used it yet
+        p.local_tempdir = scratch.mkdtemp("beam")
         with p:
             yield p
     finally:

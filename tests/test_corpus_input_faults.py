@@ -18,6 +18,7 @@ import apache_beam as beam
 import pytest
 import zstandard
 
+from kolectra.core import scratch
 from kolectra.corpus import build, examples_beam, inputs, reader, runners
 from kolectra.corpus.config import default_config
 
@@ -90,15 +91,20 @@ def test_a_job_stopped_before_it_runs_leaves_no_beam_temp_folder(tmp_path, monke
     # Beam makes a beam-pipeline-temp* folder in the system's temp directory for each pipeline and
     # removes it only when the pipeline runs: bad input found while the graph is built (or Ctrl-C
     # then) must not leave one behind per attempt.
+    # It is a kolectra scratch folder (Beam's beam-pipeline-temp* was never swept after a kill -9:
+    # tests/test_scratch.py), and Beam's own is gone as soon as the pipeline is made.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(inputs.InputError, match="found while"), \
             runners.new_pipeline(runners.pipeline_options([])) as p:
         assert os.path.dirname(p.local_tempdir) == str(tmp_path) and os.path.isdir(p.local_tempdir)
+        assert scratch.owner(os.path.basename(p.local_tempdir)) == (
+            "beam", os.getpid(), scratch._own_start(), scratch.HOST)
+        assert os.listdir(tmp_path) == [os.path.basename(p.local_tempdir)]
         _ = p | beam.Create(["문장"])
         raise inputs.InputError("found while the graph is built")
     with runners.new_pipeline(runners.pipeline_options([])) as p:  # a job that runs, as before
         _ = p | beam.Create(["문장"]) | beam.Map(len)
-    assert list(tmp_path.glob("beam-pipeline-temp*")) == []
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_inputs_without_a_record_are_named_in_words_a_few_of_them():

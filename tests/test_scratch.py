@@ -171,7 +171,9 @@ def test_once_a_process_with_one_line_saying_what_went(tmp_path):
 
 def test_a_corpus_command_killed_hard_leaves_nothing_once_the_next_has_run(tmp_path):
     """The real ``kolectra corpus`` (in-process Beam), SIGKILLed while its job runs: its progress and
-    listing folder stays (nothing runs after SIGKILL); the next command's sweep removes it."""
+    listing folder and its Beam job's folder stay (nothing runs after SIGKILL); the next command's
+    sweep removes them. Beam's folder was its own ``beam-pipeline-temp*``, which no sweep knew: each
+    killed job left one for good."""
     src = tmp_path / "many.txt"
     src.write_text("".join(f"{i}번째 리뷰입니다 이 영화 정말 재밌었어요 {i}\n" for i in range(20_000)), encoding="utf-8")
     tmp = tmp_path / "tmp"
@@ -182,7 +184,8 @@ def test_a_corpus_command_killed_hard_leaves_nothing_once_the_next_has_run(tmp_p
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not list(tmp.glob("kolectra-progress-*")) and proc.poll() is None and time.monotonic() < deadline:
+        while not (list(tmp.glob("kolectra-progress-*")) and list(tmp.glob("*beam*"))) and proc.poll() is None \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
         assert list(tmp.glob("kolectra-progress-*")), f"no progress folder: {proc.poll()} {proc.stderr.read()[-2000:]}"
     finally:
@@ -191,10 +194,29 @@ def test_a_corpus_command_killed_hard_leaves_nothing_once_the_next_has_run(tmp_p
         proc.wait(timeout=30)
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
-    left = sorted(p.name for p in tmp.glob("kolectra-*"))  # Beam's own (an empty beam-pipeline-temp*) is not ours
-    assert any(n.startswith("kolectra-progress-") for n in left), left
+    left = sorted(p.name for p in tmp.iterdir())
+    assert any(n.startswith("kolectra-progress-") for n in left) and any("beam" in n for n in left), left
     nxt = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "vocab", "--corpus", "absent", "--out",
                           str(tmp_path / "a")], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert nxt.returncode != 0 and "absent" in nxt.stderr.splitlines()[-1], nxt.stderr[-2000:]
     assert nxt.stderr.splitlines()[0].startswith(f"[kolectra] vocab: removed {len(left)} scratch "), nxt.stderr
-    assert list(tmp.glob("kolectra-*")) == []
+    assert list(tmp.iterdir()) == []
+
+
+def test_the_suite_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """Tests run by pytest as the suite runs them (tests/conftest.py): one that builds a Beam graph to
+    read it, never running it, left Beam's ``beam-pipeline-temp*`` folder; one that ran a pipeline on
+    Beam's DirectRunner had it try Prism first, leaving its job server's folders (``beam-temp*``,
+    ``tmp*``, ``beam-requirements-cache``) and ``~/.apache_beam``; what a command the suite killed left
+    (here planted: a gone process's entry) stayed too. None of it is left once the session ends."""
+    tmp, home = tmp_path / "tmp", tmp_path / "home"
+    tmp.mkdir()
+    home.mkdir()
+    (tmp / _name("beam", _gone_pid(), 5)).mkdir()
+    tests = ["tests/test_corpus_shard_shuffle.py::test_the_shard_shuffle_takes_the_analysed_documents_straight",
+             "tests/test_corpus_neardup.py::test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
+                           str(tmp_path / "base"), *tests], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(tmp), "HOME": str(home)})
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert sorted(p.name for p in tmp.iterdir()) == [] and list(home.iterdir()) == []
