@@ -11,6 +11,13 @@ in its processes, each of whose model loads took 1.5-2 s. A Kiwi is the same ana
 job calls it (kolectra never changes one after it is made); each thread keeps its own, as Beam's
 harness threads do, so no two threads share one.
 
+Beam makes a folder (``beam-pipeline-temp*``) in the temporary folder for every pipeline and removes
+it only when the pipeline runs: a test that builds a graph to read it, never running it, left one
+behind each time (kolectra's own jobs put a scratch folder in its place: corpus/runners.new_pipeline).
+The fixture ``_beam_folders_removed`` removes those of the pipelines a test made. What the suite's
+commands killed on purpose left (their scratch entries, core/scratch.py) is swept when the session
+ends, as the next kolectra command would (the suite turns that sweep off while it runs).
+
 A command run in-process with ``-q`` or ``-v`` sets ``KOLECTRA_VERBOSITY`` for its process and
 children (core/verbosity.py): the fixture below puts it back after every test, so one test's
 ``-q`` cannot silence the progress lines a later test reads.
@@ -20,6 +27,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import sys
 import threading
 
 import pytest
@@ -46,6 +55,32 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("xla") is not None:
             item.add_marker(skip)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from kolectra.core import scratch
+
+    scratch.sweep()  # only entries whose process has ended: a live run's, the suite's other workers', stay
+
+
+@pytest.fixture(autouse=True)
+def _beam_folders_removed():
+    pipeline = sys.modules.get("apache_beam.pipeline")
+    if pipeline is None:  # Beam is imported by the test modules that build pipelines, at collection
+        yield
+        return
+    made = []
+    init = pipeline.Pipeline.__init__
+
+    def recorded(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self.local_tempdir)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline.Pipeline, "__init__", recorded)
+        yield
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

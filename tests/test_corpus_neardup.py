@@ -11,10 +11,9 @@ import tracemalloc
 import apache_beam as beam
 import numpy as np
 import pytest
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from benchmarks import element_sizes
-from kolectra.corpus import neardup, neardup_beam
+from kolectra.corpus import neardup, neardup_beam, runners
 
 A = "주인공이 왜 그랬는지 이해가 안 된다 했는데 결말 보고 납득함. 배우들 연기는 좋았다"
 B = A + " ㅎㅎ"
@@ -296,7 +295,9 @@ def _stages(texts: dict, threshold: float, tmp_path, workers: int = 1, probe: bo
     lists = [docs[i : i + 20] for i in range(0, len(docs), 20)]
     groups = -(-len(docs) // 20)
     args = [f"--direct_num_workers={workers}"] + (["--direct_running_mode=multi_processing"] if workers > 1 else [])
-    p = beam.Pipeline(runner="DirectRunner", options=PipelineOptions(args))
+    # kolectra's local runner, as a corpus job's: Beam's DirectRunner tried Prism first (a download; its
+    # job server's folders left in the temporary folder each time) before falling back to the FnApiRunner
+    p = beam.Pipeline(options=runners.pipeline_options(args))
     near = p | beam.Create(lists) | "NearDedup" >> neardup_beam.NearDedup(threshold, 0, {s for s, _ in texts},
                                                                            chain_limit=chain_limit, groups=groups)
     kept = near.docs | "KeptKeys" >> beam.FlatMap(lambda docs: [["kept", d["source"], d["line"]] for _, d in docs])
@@ -414,7 +415,7 @@ def test_beam_rounds_are_the_in_memory_rounds_and_count_what_did_not_converge(tm
     expected, unconverged = neardup.star_rounds(path, 2)
     assert unconverged > 0
     out = tmp_path / "marks.json"
-    p = beam.Pipeline(runner="DirectRunner")
+    p = beam.Pipeline(options=runners.pipeline_options(["--direct_num_workers=1"]))
     tallied = tmp_path / "tally.json"
     components = p | beam.Create(path) | "Components" >> neardup_beam.StarComponents(rounds=2)
     _ = components.marks | beam.combiners.ToList() | beam.Map(lambda marks: out.write_text(json.dumps(sorted(marks))))
