@@ -484,17 +484,30 @@ def upload(src: str, location: str) -> None:
         fs.put_file(src, path)
 
 
-def upload_folder(folder: str | os.PathLike, url: str) -> None:
-    """Upload ``folder``'s files to ``url``/NAME (an export, a report drawn locally); on any failure
-    (Ctrl-C too) those uploaded go, so that the same command can run again."""
-    done: list[str] = []
+def upload_folder(folder: str | os.PathLike, url: str, last: str | None = None) -> None:
+    """Upload ``folder``'s files to ``url``/NAME (an export, a report drawn locally), ``last`` (the file
+    that makes the folder what it is: a report's report.md, an export's config.json) after the others, so
+    that a process killed midway never leaves it beside files still missing. On any failure (Ctrl-C too)
+    the files this upload added go, so that the same command can run again; those it replaced stay (a
+    report drawn again over an older one: removing them took the older report's files), and one that
+    cannot be removed (the store no longer answering) is named, never said removed."""
+    before = set(listing(url))
+    files = sorted(Path(folder).iterdir(), key=lambda f: (f.name == last, f.name))
+    sent: list[str] = []
     try:
-        for f in sorted(Path(folder).iterdir()):
-            done.append(f"{url}/{f.name}")
-            upload(str(f), done[-1])
+        for f in files:
+            sent.append(f.name)
+            upload(str(f), f"{url}/{f.name}")
     except BaseException as e:
-        with contextlib.suppress(Exception):
-            for key in done:
-                remove(key)
-        e.add_note(f"the files uploaded to {url} were removed, so the same command can run again")
+        added = [name for name in sent if name not in before]
+        for i, name in enumerate(added):
+            try:
+                remove(f"{url}/{name}")
+            except Exception as why:  # noqa: BLE001 - the store's own words go into the note
+                reason = " ".join(str(why).split())[:160]
+                e.add_note(f"what was uploaded to {url} could not be removed ({reason}): {', '.join(added[i:])} "
+                           "may be there still; remove them before the same command runs again")
+                break  # the store stopped answering: each of the rest would wait as long
+        else:
+            e.add_note(f"the files uploaded to {url} were removed, so the same command can run again")
         raise

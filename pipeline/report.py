@@ -35,7 +35,7 @@ def render(store: Store, ref: str | Path, dest: str | Path | None = None, publis
         return _render(store, art, where, published)
     with scratch.temporary_directory("report") as tmp:  # swept if the process is killed
         _render(store, art, Path(tmp), published)
-        storage.upload_folder(tmp, where)
+        storage.upload_folder(tmp, where, last="report.md")
     return f"{where}/report.md"
 
 

@@ -1,0 +1,93 @@
+"""Store URLs (``s3://``, ``gs://``) given where a command takes a path, swept option by option (moto's S3
+server, tests/s3_support.py): a URL too short to be an artifact's ended in Python's recursion limit; a
+Hugging Face folder in a bucket as ``--model`` too; ``--config s3://...`` said 'No such file or
+directory' of ``s3:/...``; ``--to s3://`` and ``--dest s3://`` advised ``file://BUCKET/PREFIX``; a
+``--dest`` that is a file, not a folder, put report.md below the object. And the upload of a local
+folder (an export, a report) said what it uploaded was removed when the store no longer answered, and
+took an older report's files when a report drawn again over it failed midway."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kolectra.core import storage
+from kolectra.core.stage import StageOutput
+from kolectra.core.storage import StoreError
+from kolectra.pipeline.report import render
+from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+
+def _build(store, kind, name, files, parents=()):
+    def produce(out):
+        for rel, data in files.items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_bytes(data)
+        return StageOutput(stats={})
+    return store.build(Request(kind=kind, name=name, stage_version=1, config={"n": name}, parents=tuple(parents)),
+                       produce)
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0] and "internal error" not in err[0], err
+    return err[0]
+
+
+def test_an_upload_that_fails_names_what_it_could_not_remove(bucket, tmp_path, monkeypatch):  # noqa: F811
+    """The store stops answering midway (here at the third file, and for the removals): the note said the
+    files uploaded 'were removed, so the same command can run again', and they were all still there, so
+    the export's next run was refused ('exists and is not an empty folder')."""
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for name in ("README.md", "config.json", "model.safetensors", "vocab.txt"):
+        (folder / name).write_bytes(name.encode())
+    real, sent = storage.upload, []
+
+    def upload(src: str, location: str) -> None:
+        if len(sent) == 2:
+            raise StoreError(f"{location}: cannot reach the store")
+        real(src, location)
+        sent.append(location.rsplit("/", 1)[-1])
+
+    def remove(location: str, recursive: bool = False) -> None:
+        raise StoreError(f"{location}: cannot reach the store")
+
+    monkeypatch.setattr(storage, "upload", upload)
+    monkeypatch.setattr(storage, "remove", remove)
+    with pytest.raises(StoreError) as e:
+        storage.upload_folder(folder, f"{bucket}/x", last="config.json")
+    notes = " ".join(e.value.__notes__)
+    assert "were removed" not in notes, notes
+    assert "could not be removed" in notes and "README.md, model.safetensors, vocab.txt may be there still" in notes
+    assert sent == ["README.md", "model.safetensors"]  # config.json, which makes it a model folder, goes last
+    assert sorted(storage.listing(f"{bucket}/x")) == sent
+
+
+def test_a_report_drawn_again_over_an_older_one_keeps_it_when_the_upload_fails(bucket, tmp_path,  # noqa: F811
+                                                                               monkeypatch):
+    """A report is drawn again over the one there (kolectra report REF, again): an upload failing midway
+    removed the files it had sent, which had replaced the older report's, report.md first (sorted before
+    a name in s..z), so the older report was left without its report.md. Now report.md goes last and only
+    files the upload added are removed: the older report is whole."""
+    store = open_store(f"{bucket}/k")
+    log = "".join(json.dumps({"step": s, "loss": 20.0 - s}) + "\n" for s in (1, 2, 3))
+    ckpt = _build(store, "checkpoint", "toy", {"metrics.jsonl": log.encode()})
+    where = f"{bucket}/k/reports/checkpoint-{ckpt.path.name}"
+    render(store, ckpt.id)
+    older = {k: storage.read_bytes(f"{where}/{k}") for k in storage.listing(where)}
+    assert "report.md" in older and len(older) == 2
+    real = storage.upload
+
+    def upload(src: str, location: str) -> None:
+        if location.endswith("report.md"):
+            raise KeyboardInterrupt
+        real(src, location)
+
+    monkeypatch.setattr(storage, "upload", upload)
+    with pytest.raises(KeyboardInterrupt):
+        render(store, ckpt.id)
+    assert sorted(storage.listing(where)) == sorted(older)  # report.md and its PNG, still there
