@@ -303,7 +303,9 @@ def _space_note(code: int, root: Path, soft_limit: int) -> str | None:
             if steps else ""
         if code == errno.EFBIG and soft_limit != resource.RLIM_INFINITY:
             return f"checkpoint not written: the file-size limit (ulimit -f) is {_mb(soft_limit)} a file{took}"
-        if code in (errno.ENOSPC, errno.EDQUOT):
+        if code == errno.EDQUOT:  # the disk's free space says nothing of a user's quota
+            return f"checkpoint not written: your quota on that disk is used up (quota -s shows it){took}"
+        if code == errno.ENOSPC:
             return f"checkpoint not written: {_mb(shutil.disk_usage(root).free)} free on that disk{took}"
     except OSError:  # the figures are a help; the error is the report
         pass

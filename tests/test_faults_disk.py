@@ -76,3 +76,24 @@ def test_a_checkpoint_the_disk_cannot_hold_leaves_the_previous_one_and_says_what
     assert " MB free on that disk; the last checkpoint (step-00000004) took 0." in line  # before: no figures
     assert checkpoint.latest(tmp_path) == first and checkpoint.problems(first) == []
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000004"]
+
+
+def test_a_checkpoint_over_the_disk_quota_says_the_quota_not_the_disk_s_free_space(tmp_path):
+    """EDQUOT (a shared machine's quota; safetensors says 'Disk quota exceeded (os error 122)') was followed
+    by '12,345.6 MB free on that disk': room, read beside 'the disk quota is exceeded', where the
+    user's quota is what is used up."""
+    import torch
+
+    from kolectra.model import checkpoint
+
+    def over_quota(obj, path):
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
+
+    checkpoint.save(tmp_path, 4, {"w": torch.ones(1000)}, {"state": {}}, {"config": {}}, {"rng": torch.zeros(4)})
+    with pytest.raises(checkpoint.CheckpointWriteError) as failed:
+        checkpoint.save(tmp_path, 8, {"w": torch.ones(1000)}, {"state": {}}, {"config": {}}, {"rng": torch.zeros(4)},
+                        save_fn=over_quota)
+    line = describe(failed.value)
+    assert line == (f"{tmp_path / 'checkpoints' / '.tmp-step-00000008' / 'rank-0.pt'}: the disk quota is exceeded; "
+                    "checkpoint not written: your quota on that disk is used up (quota -s shows it); the last "
+                    "checkpoint (step-00000004) took 0.0 MB"), line
