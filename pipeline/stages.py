@@ -241,6 +241,17 @@ def model_source(store: Store, ref: str | Artifact) -> tuple[Callable[[], Path],
     if isinstance(ref, Artifact):
         art = store.require(ref, "checkpoint")
         return discriminator(art), (art,), ()
+    if storage.is_url(str(ref)):  # a checkpoint kept in a store, or its hf/discriminator folder there
+        url = str(ref).rstrip("/")
+        artifact_url = url[:-len("/hf/discriminator")] if url.endswith("/hf/discriminator") else url
+        try:
+            art = store.require(artifact_url, "checkpoint")
+        except ArtifactError:  # a model folder in a bucket: 'incomplete artifact', or Python's recursion limit
+            if storage.object_info(f"{artifact_url}/manifest.json") is not None:
+                raise  # an artifact: of another kind, or damaged, in its own words
+            raise ArtifactError(f"--model {ref}: no checkpoint artifact there, and a Hugging Face model directory "
+                                "is read from this machine's disk: copy it here first") from None
+        return discriminator(art), (art,), ()
     p = Path(ref)
     if p.name == "discriminator" and p.parent.name == "hf" and (p.parent.parent / "manifest.json").is_file():
         # a checkpoint artifact's own export, given by its folder: the artifact, so the eval keeps its

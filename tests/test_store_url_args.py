@@ -15,8 +15,10 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.core.storage import StoreError
+from kolectra.pipeline import stages
+from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render
-from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.artifacts import ArtifactError, Request
 from kolectra.pipeline.store.factory import open_store
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -35,6 +37,42 @@ def _one_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in err[0] and "internal error" not in err[0], err
     return err[0]
+
+
+def test_a_store_url_that_holds_no_artifact_is_refused_in_one_line(bucket, tmp_path, capsys):  # noqa: F811
+    """``--corpus s3://bucket/x`` (or a root, or ``gs://bucket``) ended in 'internal error: RecursionError': the
+    URL's root was taken as its first two parts, ``s3:/``, a local folder whose catalog sent it back."""
+    root = str(tmp_path / "root")
+    for ref in (f"{bucket}/x", bucket, f"{bucket}/", "gs://some-bucket", f"{bucket}/k"):
+        for argv in (["artifacts", "show", ref], ["artifacts", "verify", ref], ["report", ref],
+                     ["vocab", "--corpus", ref]):
+            assert main([*argv, "--out", root]) == 2, argv
+            line = _one_line(capsys)
+            assert f"{ref}: not an artifact's URL: an artifact in a store is ROOT/KIND/NAME-ID" in line, line
+    # a URL in the form of one where nothing is: not "manifest.json: missing (incomplete artifact)"
+    assert main(["artifacts", "show", f"{bucket}/k/corpus/toy-0123456789abcdef", "--out", root]) == 2
+    assert f"no artifact at {bucket}/k/corpus/toy-0123456789abcdef: nothing is stored under it" in _one_line(capsys)
+    assert main(["artifacts", "show", "s3://kolectra-no-such-bucket-n1/k/corpus/x", "--out", root]) == 2
+    assert "the bucket 'kolectra-no-such-bucket-n1' does not exist" in _one_line(capsys)
+
+
+def test_a_model_in_a_bucket_is_a_checkpoint_artifact_or_refused_in_one_line(bucket, tmp_path, capsys):  # noqa: F811
+    """``--model`` takes a checkpoint in a store by its URL, and by its hf/discriminator folder's URL as on a
+    disk; a Hugging Face folder in a bucket (read from this machine's disk only) ended in a RecursionError."""
+    store = open_store(f"{bucket}/k")
+    ckpt = _build(store, "checkpoint", "toy", {"hf/discriminator/config.json": b"{}"})
+    local = open_store(tmp_path / "root")
+    for ref in (str(ckpt.path), f"{ckpt.path}/hf/discriminator", f"{ckpt.path}/hf/discriminator/"):
+        _, parents, inputs = stages.model_source(local, ref)
+        assert [p.id for p in parents] == [ckpt.id] and inputs == (), ref
+    storage.write_bytes(f"{bucket}/models/hf/config.json", b"{}")
+    for ref in (f"{bucket}/models/hf", f"{bucket}/hf", f"{bucket}/k/checkpoint/toy-0123456789abcdef/hf/discriminator"):
+        with pytest.raises(ArtifactError, match="no checkpoint artifact there, and a Hugging Face model directory "
+                                                "is read from this machine's disk: copy it here first"):
+            stages.model_source(local, ref)
+    corpus = _build(store, "corpus", "toy", {"stats.json": b"{}"})
+    with pytest.raises(ArtifactError, match="is a corpus artifact, expected checkpoint"):  # its own words
+        stages.model_source(local, str(corpus.path))
 
 
 def test_an_upload_that_fails_names_what_it_could_not_remove(bucket, tmp_path, monkeypatch):  # noqa: F811

@@ -146,7 +146,7 @@ class Catalog:
         """An artifact directory (in any root), ``name-id``, an id, an id prefix (>= 6) or a name, if unambiguous
         (a name a ``--seeds`` summary shares with only its runs stands for the summary: :mod:`.named`)."""
         if "://" in str(ref) and not str(ref).lower().startswith("file://"):  # an artifact kept in a store
-            return self.catalogs(str(ref).rstrip("/").rsplit("/", 2)[0]).resolve(str(ref), kind)
+            return self.catalogs(store_root_of(str(ref))).resolve(str(ref), kind)
         p = Path(storage_local(str(ref))) if str(ref).lower().startswith("file://") else Path(ref)
         if p.is_dir() and (p / MANIFEST).is_file():
             return load(p)
@@ -457,6 +457,17 @@ def recorded_store(url: str) -> bool:
     roots on (S3, GCS), never another protocol (a manifest is data: an ``http://`` parent would make
     ``verify`` contact whatever host it names)."""
     return storage.scheme(url) in storage.ROOT_SCHEMES
+
+
+def store_root_of(url: str) -> str:
+    """The root of the artifact at store URL ``url`` (``ROOT/KIND/NAME-ID``), or an ArtifactError in one
+    line when ``url`` is too short to be one: ``s3://bucket/x`` or a root itself has no root to open (read
+    as the local folder ``s3:/``, whose catalog sent the URL back here until Python's recursion limit)."""
+    root = url.rstrip("/").rsplit("/", 2)[0]
+    if not storage.is_url(root) or not root.split("://", 1)[1]:
+        raise ArtifactError(f"{url}: not an artifact's URL: an artifact in a store is ROOT/KIND/NAME-ID "
+                            "(s3://BUCKET/PREFIX/checkpoint/NAME-ID; kolectra artifacts list --out ROOT shows them)")
+    return root
 
 
 def storage_local(location: str) -> str:

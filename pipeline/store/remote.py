@@ -177,7 +177,13 @@ class RemoteStore(StoreRuns, Store):
 
     def resolve(self, ref, kind: str | None = None) -> Artifact:
         if storage.is_url(str(ref)):
-            return load_remote(upath(str(ref)))
+            try:
+                return load_remote(upath(str(ref)))
+            except ArtifactError:
+                if not storage.listing(str(ref)):  # not "incomplete": nothing is there (or no such bucket)
+                    storage.check_bucket(str(ref))
+                    raise ArtifactError(f"no artifact at {ref}: nothing is stored under it") from None
+                raise
         p = Path(str(ref))
         if p.is_dir() and (p / MANIFEST).is_file():
             return Catalog(p.parent.parent, self.catalogs).resolve(p)
