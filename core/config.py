@@ -193,9 +193,13 @@ def read_config_file(path: str | Path) -> list[str]:
     ``--set`` name a setting the same way; each value is written back as ``--set`` would spell it
     and parsed by the field's type, so the two paths cannot disagree. What a file may hold (kind,
     size, no YAML aliases or duplicate keys) is :mod:`kolectra.core.config_file`'s."""
+    from kolectra.core import storage  # noqa: PLC0415 - light: no store client until a URL is opened
     from kolectra.core.config_file import read_table  # noqa: PLC0415 - its bounds and parsers
 
-    path = Path(path)
+    if storage.is_url(path):  # read as the local path s3:/b/k, it said 'No such file or directory'
+        raise ConfigError(f"--config {path}: a URL, and a settings file is read from this machine's disk: "
+                          "copy it here first")
+    path = Path(storage.local_path(path))
     doc = read_table(path, ConfigError)
     pairs = list(_flatten(doc, ""))
     seen: set[str] = set()

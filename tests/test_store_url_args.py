@@ -75,6 +75,19 @@ def test_a_model_in_a_bucket_is_a_checkpoint_artifact_or_refused_in_one_line(buc
         stages.model_source(local, str(corpus.path))
 
 
+def test_a_config_file_given_as_a_url_says_it_is_read_from_disk(tmp_path, capsys):
+    """``--config s3://b/x.toml`` said '--config s3:/b/x.toml: No such file or directory', as if the object
+    were missing; ``file://`` read nothing either."""
+    for url in ("s3://b/pretrain.toml", "gs://b/pretrain.toml"):
+        assert main(["vocab", "--corpus", "x", "--out", str(tmp_path), "--config", url, "--print-config"]) == 2
+        line = _one_line(capsys)
+        assert f"--config {url}: a URL, and a settings file is read from this machine's disk" in line, line
+    (tmp_path / "v.toml").write_text("vocab_size = 900\n", encoding="utf-8")
+    assert main(["vocab", "--corpus", "x", "--out", str(tmp_path), "--config", f"file://{tmp_path}/v.toml",
+                 "--print-config"]) == 0
+    assert '"vocab_size": 900' in capsys.readouterr().out
+
+
 def test_an_upload_that_fails_names_what_it_could_not_remove(bucket, tmp_path, monkeypatch):  # noqa: F811
     """The store stops answering midway (here at the third file, and for the removals): the note said the
     files uploaded 'were removed, so the same command can run again', and they were all still there, so
