@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from kolectra.core import storage
+from kolectra.core.config import ConfigError
 from kolectra.core.shown import shown
 from kolectra.core.stage import warn
 from kolectra.pipeline.markdown import code, table, text
@@ -58,10 +59,15 @@ def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str
         where = store.root / "reports" / name
         return where if isinstance(where, Path) else str(where)
     if storage.is_url(dest):
+        storage.check_bucket(str(dest))  # before the '/' goes: 's3://' stripped is 's3:', a local path
         url = str(dest).rstrip("/")
-        storage.check_bucket(url)
+        if storage.object_info(url) is not None:  # report.md went below the object, as s3://b/k/report.md
+            raise ConfigError(f"--dest {dest}: a file, not a folder")
         return url
-    return Path(storage.local_path(dest))
+    where = Path(storage.local_path(dest))
+    if where.exists() and not where.is_dir():  # mkdir said only '...: File exists'
+        raise ConfigError(f"--dest {dest}: a file, not a folder")
+    return where
 
 
 def older_eval_notes(arts: list[Artifact]) -> list[tuple[str, str]]:

@@ -88,6 +88,25 @@ def test_a_config_file_given_as_a_url_says_it_is_read_from_disk(tmp_path, capsys
     assert '"vocab_size": 900' in capsys.readouterr().out
 
 
+def test_a_dest_or_to_naming_no_bucket_or_a_file_is_refused_saying_so(bucket, tmp_path, capsys):  # noqa: F811
+    """``--dest s3://`` and ``--to s3://`` said "'s3:' names no bucket: give the root as file://BUCKET/PREFIX"
+    (the URL's slashes stripped first); a ``--dest`` that is an object put report.md below it, one that is a
+    local file said only 'File exists'."""
+    root = str(tmp_path / "root")
+    store = open_store(root)
+    ev = _build(store, "eval", "toy", {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()})
+    for argv in (["report", ev.id, "--dest", "s3://"], ["export", ev.id, "--to", "s3://"]):
+        assert main([*argv, "--out", root]) == 2
+        line = _one_line(capsys)
+        assert "'s3://' names no bucket" in line and "s3://BUCKET/PREFIX" in line and "file://" not in line, line
+    storage.write_bytes(f"{bucket}/taken", b"x")
+    (tmp_path / "taken").write_bytes(b"x")
+    for dest in (f"{bucket}/taken", str(tmp_path / "taken")):
+        assert main(["report", ev.id, "--out", root, "--dest", dest]) == 2
+        assert f"--dest {dest}: a file, not a folder" in _one_line(capsys)
+    assert sorted(storage.listing(bucket)) == ["taken"]
+
+
 def test_an_upload_that_fails_names_what_it_could_not_remove(bucket, tmp_path, monkeypatch):  # noqa: F811
     """The store stops answering midway (here at the third file, and for the removals): the note said the
     files uploaded 'were removed, so the same command can run again', and they were all still there, so
