@@ -98,8 +98,13 @@ def _unusable(path: str) -> str | None:
     name = path.rsplit("/", 1)[-1].lower()
     if kind := next((k for suffix, k in _NOT_ONE_STREAM if name.endswith(suffix)), None):
         return (f"input {path!r} is {kind}, which the corpus stage does not read (it would take its bytes for "
-                "text): unpack or recompress it to JSONL, text or Parquet files, optionally .gz, .bz2 or .zst, "
-                "and name those in --input")
+                "text): unpack or recompress it to JSONL or text files (optionally .gz, .bz2 or .zst) or Parquet "
+                "files, and name those in --input")
+    if whole := _compressed_parquet(name):
+        return (f"input {path!r} is a Parquet file compressed whole ({whole}), which the corpus stage cannot read: "
+                "Parquet's footer is at the file's end, which a compressed stream reaches only by decompressing "
+                "all of it (read as text, its bytes were taken for lines); decompress it, and name the Parquet "
+                "file in --input (Parquet compresses inside the file)")
     if is_remote(path):
         return None
     try:
@@ -127,6 +132,14 @@ def _names_encoding() -> str:
 _NOT_ONE_STREAM = tuple((s, "an archive of several files") for s in (
     ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.zst", ".tar.xz", ".txz", ".zip", ".7z", ".rar")) + tuple(
     (s, f"compressed as {k}") for s, k in ((".xz", "xz"), (".lzma", "lzma"), (".lz4", "lz4"), (".br", "brotli")))
+
+def _compressed_parquet(name: str) -> str | None:
+    """The codec of a file name such as ``x.parquet.gz`` (None for any other name)."""
+    from kolectra.corpus import compress, parquet  # noqa: PLC0415 - both import this module
+
+    return next((codec for suffix, codec in compress.SUFFIXES.items()
+                 if name.endswith(suffix) and name[: -len(suffix)].endswith(parquet.SUFFIXES)), None)
+
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}

@@ -417,3 +417,21 @@ def test_a_uuid_column_is_an_id_and_a_kept_field_as_its_text(tmp_path, capsys):
     assert main(argv) == 0, capsys.readouterr().err
     docs = _documents(capsys.readouterr().out.strip().splitlines()[-1])
     assert sorted((d["id"], d["movie"]) for d in docs) == sorted((str(u), str(u)) for u in ids)
+
+
+def test_a_parquet_file_compressed_whole_is_refused_by_name(tmp_path, capsys):
+    """``reviews.parquet.gz`` was read as a gzipped text file (``auto`` takes the name under the
+    compression for ``reviews.parquet``, not JSONL: text), its Parquet bytes as lines: the run
+    failed saying the file was not UTF-8 and to convert it from cp949. It is refused while the
+    inputs are listed, saying what it is and to decompress it."""
+    path = tmp_path / "reviews.parquet"
+    pq.write_table(pa.table({"text": [_text(i) for i in range(N)]}), path, compression="none")
+    packed = tmp_path / "reviews.parquet.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+    assert main(["corpus", "--input", str(packed), "--out", str(tmp_path / "store")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"kolectra corpus: error: input {str(packed)!r} is a Parquet file compressed whole (gzip), which "
+                       "the corpus stage cannot read: Parquet's footer is at the file's end, which a compressed stream "
+                       "reaches only by decompressing all of it (read as text, its bytes were taken for lines); "
+                       "decompress it, and name the Parquet file in --input (Parquet compresses inside the file)"), err
