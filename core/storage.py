@@ -66,6 +66,27 @@ def is_url(location: str | os.PathLike) -> bool:
     return bool(m) and m["scheme"].lower() != "file"
 
 
+_ONE_SLASH = re.compile(r"^(?P<scheme>s3a?|gs|gcs|file|hdfs|https?):/(?!/)", re.IGNORECASE)
+
+
+def one_slash_url(location: str | os.PathLike) -> str | None:
+    """The store URL a local path given for a place to write was meant to be, or None: ``s3:/bucket/x``
+    (one slash: a typo, or a tool that folded ``//``) would make a folder named ``s3:`` here, as the
+    command line's ``type=Path`` did of ``s3://`` (872ffaf, 233086f). ``./s3:/x`` is a local path."""
+    m = _ONE_SLASH.match(str(location))
+    return None if m is None else f"{m['scheme']}://{str(location)[m.end():]}"
+
+
+def one_slash_problem(location: str | os.PathLike, flag: str) -> str | None:
+    """The one line refusing ``location`` (:func:`one_slash_url`), naming ``flag``; None if it is not one."""
+    meant = one_slash_url(location)
+    if meant is None:
+        return None
+    folder = str(location).split("/", 1)[0]
+    return (f"{flag} {location}: a local folder named '{folder}' here, not a store: did you mean {meant}? (a local "
+            f"folder of that name: ./{location})")
+
+
 def scheme(url: str) -> str:
     m = _SCHEME.match(url)
     return m["scheme"].lower() if m else "file"

@@ -103,6 +103,8 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
     (:func:`core.storage.upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
     URL); a push in the block reads the local folder, which for a store is removed after it."""
     if not storage.is_url(to):
+        if why := storage.one_slash_problem(to, "--to"):  # s3:/b/x: written to ./s3:/b/x, exit 0
+            raise ConfigError(why)
         art, folder = export(store, ref, Path(storage.local_path(to)), role, datasets, base_model, push)
         yield art, folder, folder
         return

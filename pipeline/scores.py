@@ -64,6 +64,8 @@ def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str
         if storage.object_info(url) is not None:  # report.md went below the object, as s3://b/k/report.md
             raise ConfigError(f"--dest {dest}: a file, not a folder")
         return url
+    if why := storage.one_slash_problem(dest, "--dest"):  # s3:/b/x: drawn in ./s3:/b/x, exit 0
+        raise ConfigError(why)
     where = Path(storage.local_path(dest))
     if where.exists() and not where.is_dir():  # mkdir said only '...: File exists'
         raise ConfigError(f"--dest {dest}: a file, not a folder")

@@ -161,3 +161,27 @@ def test_a_report_drawn_again_over_an_older_one_keeps_it_when_the_upload_fails(b
     with pytest.raises(KeyboardInterrupt):
         render(store, ckpt.id)
     assert sorted(storage.listing(where)) == sorted(older)  # report.md and its PNG, still there
+
+
+def test_a_store_url_with_one_slash_is_not_made_a_local_folder(tmp_path, capsys, monkeypatch):
+    """``--to s3:/bucket/x`` (one slash: a typo, or a tool that folded ``//``) wrote the export to ./s3:/bucket/x
+    and printed that, exit 0, as ``type=Path`` did of ``s3://``; ``--dest``, ``--out`` and ``KOLECTRA_HOME`` made
+    the same local folder. Now each is refused in one line naming the URL meant; ``./s3:/x`` is a local folder."""
+    monkeypatch.chdir(tmp_path)
+    root = str(tmp_path / "root")
+    ev = _build(open_store(root), "eval", "toy", {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()})
+    for argv, flag in ((["report", ev.id, "--out", root, "--dest", "s3:/b/r"], "--dest s3:/b/r"),
+                       (["export", ev.id, "--out", root, "--to", "gs:/b/m"], "--to gs:/b/m"),
+                       (["artifacts", "list", "--out", "S3:/b/k"], "--out S3:/b/k"),
+                       (["vocab", "--corpus", "x", "--out", "file:/b/k"], "--out file:/b/k")):
+        assert main(argv) == 2, argv
+        line = _one_line(capsys)
+        scheme, rest = flag.split(" ")[1].split(":/", 1)
+        assert f"{flag}: a local folder named '{scheme}:' here, not a store: did you mean {scheme}://{rest}?" in line
+    monkeypatch.setenv("KOLECTRA_HOME", "s3:/b/k")
+    assert main(["artifacts", "list"]) == 2
+    assert "KOLECTRA_HOME=s3:/b/k: a local folder named 's3:' here" in _one_line(capsys)
+    monkeypatch.delenv("KOLECTRA_HOME")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]  # no ./s3: or ./gs: folder
+    assert main(["report", ev.id, "--out", root, "--dest", "./s3:/b/r"]) == 0  # a local folder, said so
+    assert (tmp_path / "s3:" / "b" / "r" / "report.md").is_file()

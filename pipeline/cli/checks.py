@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 from kolectra.core.config import ConfigError
+from kolectra.core.storage import one_slash_problem
 from kolectra.core.verbosity import DEBUG, ENV, QUIET
 
 PROGRESS_ENV = "KOLECTRA_PROGRESS"  # core/bars.ENV
@@ -38,6 +39,8 @@ def check_environment(environ: Mapping[str, str]) -> None:
     if home is not None and not home.strip():
         raise ConfigError("KOLECTRA_HOME is set but empty, which would put the artifact root in the current "
                           "directory: unset it (the root is then ./artifacts) or name a directory")
+    if home is not None and (why := one_slash_problem(home, "KOLECTRA_HOME=")):
+        raise ConfigError(why.replace("= ", "=", 1))
     level = environ.get(ENV)
     if level is not None and level.strip() not in {str(n) for n in range(QUIET, DEBUG + 1)}:
         raise ConfigError(f"{ENV}={level!r}: expected one of 0 (errors only), 1 (progress, the default), "
@@ -55,6 +58,8 @@ def check_out(out: str | None) -> None:
                           "name a directory (e.g. --out ./artifacts)")
     if out is None or "://" in out:
         return
+    if why := one_slash_problem(out, "--out"):  # s3:/b/x: the root was ./s3:/b/x, built there silently
+        raise ConfigError(why)
     # a regular file at or above the root: the store's first write said "ROOT/.locks: is not a directory"
     for above in (Path(out), *Path(out).parents):
         if above.exists():
