@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import platform
+import re
 import resource
 import socket
 import subprocess
@@ -223,10 +224,29 @@ def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, float, Any]:
     return time.perf_counter() - t0, cpu_seconds() - c0, out
 
 
+def local_path(text: str) -> Path:
+    """``type=Path`` for a benchmark's files and folders, which are on this machine's disk: a URL, which
+    ``Path`` folds into a local path (``s3://b/k`` is ``s3:/b/k``: a folder named ``s3:`` written here, or
+    an empty corpus counted), is refused by argparse in one line (exit 2)."""
+    if re.match(r"[A-Za-z][\w+.-]*:/", text):
+        raise argparse.ArgumentTypeError(f"{text}: a URL, and a benchmark reads and writes this machine's disk "
+                                         "only: copy it here (or name a local folder)")
+    return Path(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every ``type=Path`` argument is :func:`local_path`."""
+
+    def add_argument(self, *args, **kwargs):
+        if kwargs.get("type") is Path:
+            kwargs["type"] = local_path
+        return super().add_argument(*args, **kwargs)
+
+
 def parser(doc: str, full: str) -> argparse.ArgumentParser:
     """The benchmark's parser: its docstring as the description, ``--quick``, and the full size's
-    expected duration (``full``) in the help."""
-    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    expected duration (``full``) in the help. A ``type=Path`` argument refuses a URL (:func:`local_path`)."""
+    p = _Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help=f"reduced size, about a minute on 2 cores (without it: the full size, {full})")
     return p
