@@ -130,7 +130,12 @@ def store_folder(store: Store, to: str) -> str:
     if storage.is_url(root) and (url == root or url.startswith(f"{root}/")):
         raise ConfigError(f"--to {to}: inside {root}, which kolectra manages (an artifact, a root or its cache): "
                           "write the export somewhere else")
-    if storage.listing(url) or storage.object_info(url) is not None:
+    if held := storage.listing(url):
+        # config.json goes last (storage.upload_folder): without it, what an export killed midway left
+        killed = "" if "config.json" in held else (f"; it holds {len(held)} file(s) and no config.json, as an export "
+                                                   "killed midway leaves: remove them, or choose another --to")
+        raise ConfigError(f"--to {to}: exists and is not an empty folder (the export never overwrites){killed}")
+    if storage.object_info(url) is not None:
         raise ConfigError(f"--to {to}: exists and is not an empty folder (the export never overwrites)")
     return url
 

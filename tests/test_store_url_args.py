@@ -185,3 +185,21 @@ def test_a_store_url_with_one_slash_is_not_made_a_local_folder(tmp_path, capsys,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]  # no ./s3: or ./gs: folder
     assert main(["report", ev.id, "--out", root, "--dest", "./s3:/b/r"]) == 0  # a local folder, said so
     assert (tmp_path / "s3:" / "b" / "r" / "report.md").is_file()
+
+
+def test_an_export_killed_midway_is_named_as_such_when_the_same_command_is_refused(bucket, tmp_path,  # noqa: F811
+                                                                                    capsys):
+    """A process killed during the upload (SIGKILL, an OOM kill: no clean-up runs) leaves some files and, since
+    config.json goes last, no config.json; the same command was refused only as 'exists and is not an empty
+    folder', as over a finished export. Now the line says what it holds and to remove it."""
+    store = open_store(tmp_path / "root")
+    ev = _build(store, "eval", "toy", {"metrics.json": b"{}"})
+    for name in ("README.md", "model.safetensors"):
+        storage.write_bytes(f"{bucket}/models/m/{name}", b"x")
+    storage.write_bytes(f"{bucket}/models/done/config.json", b"{}")
+    assert main(["export", ev.id, "--to", f"{bucket}/models/m", "--out", str(store.root)]) == 2
+    line = _one_line(capsys)
+    assert ("exists and is not an empty folder (the export never overwrites); it holds 2 file(s) and no config.json, "
+            "as an export killed midway leaves: remove them, or choose another --to") in line, line
+    assert main(["export", ev.id, "--to", f"{bucket}/models/done", "--out", str(store.root)]) == 2
+    assert _one_line(capsys).endswith("exists and is not an empty folder (the export never overwrites)")
