@@ -25,7 +25,7 @@ import numpy as np
 from kolectra.core.stage import progress, warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.features import TokenColumn, rows
-from kolectra.finetune.files import FinetuneError, write_json
+from kolectra.finetune.files import FinetuneError, finite, write_json
 from kolectra.finetune.korquad_metric import chance_f1, evaluate
 from kolectra.finetune.readers.korquad import (
     SpanIndex,
@@ -126,7 +126,8 @@ class Korquad(skeleton.Task):
 
     def score(self, split, outputs, cfg):
         if "questions" not in split.derived:  # built once per split, reused every epoch
-            split.derived.update(questions=questions_from(split.rows.to_dict()),
+            # a batch of rows at a time: the whole table as Python lists held every context once a question
+            split.derived.update(questions=[q for batch in split.rows.iter(batch_size=1024) for q in questions_from(batch)],
                                  windows=SpanIndex.of_table(split.encoded.data.table))
         questions = split.derived["questions"]
         nbest = nbest_spans(questions, split.derived["windows"], outputs["start_logits"], outputs["end_logits"],
@@ -179,10 +180,24 @@ class Korquad(skeleton.Task):
         # and Korean in UTF-8 read as cp949 (Windows in Korea) or ASCII (a C locale) scores as other text or fails
         write_json(out_dir / "predictions.json", {qid: s[0]["text"] for qid, s in fit.final.predictions.items()},
                    ascii_only=True)
-        write_json(out_dir / "nbest_predictions.json", rounded_nbest(fit.final.predictions))
+        write_nbest(out_dir / "nbest_predictions.json", fit.final.predictions)
 
     def table(self, metrics):
         return korquad_table(metrics)
+
+
+def write_nbest(path: Path, nbest) -> None:
+    """``nbest_predictions.json``: the bytes ``write_json(path, rounded_nbest(nbest))`` writes (sorted keys,
+    indent 2, UTF-8), written a question at a time: the rounded dicts of every question and the whole
+    text beside them were the largest part of the run's last step (docs/finetune.md)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("{")
+        for n, qid in enumerate(sorted(nbest)):
+            spans = json.dumps(finite(rounded_nbest({qid: nbest[qid]})[qid]), ensure_ascii=False, indent=2,
+                               sort_keys=True, allow_nan=False)
+            f.write(("\n  " if n == 0 else ",\n  ") + json.dumps(qid, ensure_ascii=False) + ": "
+                    + spans.replace("\n", "\n  "))
+        f.write("\n}\n" if nbest else "}\n")
 
 
 def stride_capped(encoded, doc_stride: int, max_length: int) -> int:

@@ -31,6 +31,7 @@ import dataclasses
 import json
 import random
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -345,8 +346,40 @@ def make_windows(tokenizer, questions: list[Question], max_length: int, doc_stri
     return w
 
 
+class NBest(Mapping):
+    """:func:`nbest_spans`' answer: per question id, its n-best spans as dicts (``text``, ``score``,
+    ``start_logit``, ``end_logit``, ``start_char``, ``probability``), made when asked. Held as six numbers
+    a span (one array a question) beside the questions, whose contexts give the texts: the dicts, kept
+    for ``nbest_predictions.json`` for the whole run, were about 10 KiB a question at ``n_best=20``
+    (docs/finetune.md, "Memory and large task files")."""
+
+    def __init__(self, questions: list[Question]):
+        self._questions = questions
+        self._index: dict[str, int] = {}
+        self._spans: list[np.ndarray] = []  # [k, 6]: score, start_logit, end_logit, probability, start, end char
+
+    def add(self, qi: int, spans: list[dict]) -> None:
+        """Question ``qi``'s spans (each question's in turn, from the first)."""
+        self._spans.append(np.array([(k["score"], k["start_logit"], k["end_logit"], k["probability"], k["start_char"],
+                                      k["start_char"] + len(k["text"])) for k in spans], dtype=np.float64))
+        self._index[self._questions[qi].id] = qi
+
+    def __getitem__(self, qid: str) -> list[dict]:
+        qi = self._index[qid]
+        context = self._questions[qi].context
+        return [{"text": context[int(start):int(end)] if start >= 0 else "", "score": score, "start_logit": sl,
+                 "end_logit": el, "start_char": int(start), "probability": p}
+                for score, sl, el, p, start, end in self._spans[qi].tolist()]
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
 def nbest_spans(questions: list[Question], windows: "Windows | SpanIndex", start_logits: list[np.ndarray],
-                end_logits: list[np.ndarray], n_best: int, max_answer_length: int) -> dict[str, list[dict]]:
+                end_logits: list[np.ndarray], n_best: int, max_answer_length: int) -> NBest:
     """Per question id, up to ``n_best`` distinct answer texts, best first (BERT's n-best list).
 
     Candidates: the top ``n_best`` start and end tokens of every window, inside the context,
@@ -355,12 +388,13 @@ def nbest_spans(questions: list[Question], windows: "Windows | SpanIndex", start
     end token's last, whitespace at either edge left out (a span of whitespace alone is no
     candidate).  Score = start logit + end logit; equal texts from several windows keep the
     best; ``probability`` is a softmax over the kept scores.  No valid span -> one empty answer.
-    A question's candidates are gathered and cut to its n-best before the next question's.
+    A question's candidates are gathered and cut to its n-best before the next question's, and kept as
+    numbers (:class:`NBest`).
     """
     spans = SpanIndex.of(windows)
     order = np.argsort(spans.question_index, kind="stable")  # each question's windows, in row order
     cuts = np.searchsorted(spans.question_index[order], np.arange(len(questions) + 1)).tolist()
-    out: dict[str, list[dict]] = {}
+    out = NBest(questions)
     for qi, q in enumerate(questions):
         cands: list[tuple[float, int, int, int, float, float]] = []
         for r in order[cuts[qi]:cuts[qi + 1]].tolist():
@@ -400,7 +434,7 @@ def nbest_spans(questions: list[Question], windows: "Windows | SpanIndex", start
         weights = [float(np.exp(k["score"] - top)) for k in kept]
         for k, wgt in zip(kept, weights):
             k["probability"] = wgt / sum(weights)
-        out[q.id] = kept
+        out.add(qi, kept)
     return out
 
 
@@ -427,9 +461,15 @@ def question_columns(questions: list[Question]) -> dict[str, list]:
 
 
 def questions_from(columns: dict[str, list]) -> list[Question]:
-    return [Question(i, q, c, tuple(zip(texts, starts)), t) for i, q, c, t, texts, starts in zip(
-        columns["id"], columns["question"], columns["context"], columns["title"], columns["answer_texts"],
-        columns["answer_starts"])]
+    """The questions of :func:`question_columns`' columns; a context equal to the row before's is that row's
+    str, as it was read (a paragraph's questions share one): the rows repeat it in each of its questions."""
+    out: list[Question] = []
+    context = None
+    for i, q, c, t, texts, starts in zip(columns["id"], columns["question"], columns["context"], columns["title"],
+                                         columns["answer_texts"], columns["answer_starts"]):
+        context = context if c == context else c
+        out.append(Question(i, q, context, tuple(zip(texts, starts)), t))
+    return out
 
 
 def window_columns(w: Windows, first_question: int) -> dict[str, list]:
