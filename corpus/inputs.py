@@ -253,6 +253,11 @@ def _expand_one(pattern: str) -> Iterator[tuple[str, tuple]]:
             raise InputError(f"input {pattern!r} matches no file; Python reads file names and arguments as {enc} "
                              "here (the locale), which can misspell a UTF-8 name: run with PYTHONUTF8=1 or a UTF-8 "
                              "locale (C.UTF-8)")
+        if is_remote(pattern) and storage.scheme(pattern) in storage.ROOT_SCHEMES:
+            try:  # a misspelt bucket read as a missing key: "matches no file" sent the user to the key
+                storage.check_bucket(pattern)
+            except storage.StoreError as e:
+                raise InputError(f"input {pattern!r} matches no file: {e}") from None
         raise InputError(f"input {pattern!r} matches no file")
 
 

@@ -203,3 +203,14 @@ def test_an_export_killed_midway_is_named_as_such_when_the_same_command_is_refus
             "as an export killed midway leaves: remove them, or choose another --to") in line, line
     assert main(["export", ev.id, "--to", f"{bucket}/models/done", "--out", str(store.root)]) == 2
     assert _one_line(capsys).endswith("exists and is not an empty folder (the export never overwrites)")
+
+
+def test_an_input_in_a_bucket_that_does_not_exist_says_so(bucket, tmp_path, capsys):  # noqa: F811
+    """``kolectra corpus --input s3://misspelt-bucket/raw.jsonl`` said only 'matches no file', sending the user to
+    the key; a glob there named the bucket already (the listing's error)."""
+    missing = "s3://kolectra-no-such-bucket-n1/raw.jsonl"
+    assert main(["corpus", "--input", missing, "--out", str(tmp_path / "root")]) == 2
+    line = _one_line(capsys)
+    assert f"input '{missing}' matches no file: {missing}: the bucket 'kolectra-no-such-bucket-n1' does not exist" in line
+    assert main(["corpus", "--input", f"{bucket}/raw.jsonl", "--out", str(tmp_path / "root")]) == 2
+    assert _one_line(capsys).endswith(f"input '{bucket}/raw.jsonl' matches no file")
