@@ -37,8 +37,11 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
     lines, sources = score_table(store, arts, published)
     ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
     where = report_place(store, dest, f"table-{ids}")
-    # an earlier kolectra's evals in one table with this one's: said, not mixed silently
-    older = older_eval_notes(arts)
+    # an earlier kolectra's evals in one table with this one's: said, not mixed silently; a --seeds
+    # summary's runs too (its cell is their median, and takes their sizes and health: _cell_note)
+    summary_of = {pid: a for a in arts if "seeds" in (a.manifest.get("config") or {}) for pid in a.parents}
+    runs = [r for pid, a in summary_of.items() if pid not in {x.id for x in arts} and (r := store.parent(a, pid)) is not None]
+    older = older_eval_notes([*arts, *runs], summary_of)
     body = "\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
                       *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
                       "Sources:", "", *sources]) + "\n"
@@ -72,10 +75,15 @@ def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str
     return where
 
 
-def older_eval_notes(arts: list[Artifact]) -> list[tuple[str, str]]:
+def older_eval_notes(arts: list[Artifact], summary_of: dict[str, Artifact] | None = None) -> list[tuple[str, str]]:
     """``(name, why)`` for each eval among ``arts`` that an earlier kolectra's task built, each said on
-    stderr too: a report (a table's or one eval's) names it in report.md, not shown as this version's."""
-    older = [(a.path.name, f" was built by an earlier kolectra ({task} stage version {then}; this one builds {now}): "
+    stderr too: a report (a table's or one eval's) names it in report.md, not shown as this version's.
+    ``summary_of``: a run's id -> the ``--seeds`` summary a table shows in its place, which ``why`` names."""
+    def of(a: Artifact) -> str:
+        summary = (summary_of or {}).get(a.id)
+        return f", a run of the --seeds summary eval/{summary.path.name}," if summary is not None else ""
+
+    older = [(a.path.name, f"{of(a)} was built by an earlier kolectra ({task} stage version {then}; this one builds {now}): "
               "its score and its health check follow that version's rules (docs/artifacts.md, 'Stage versions', "
               "says what changed); fine-tune again for this version's") for a, task, then, now in older_evals(arts)]
     for name, why in older:

@@ -187,3 +187,38 @@ def test_the_report_of_one_eval_says_an_earlier_kolectra_built_it(tmp_path, caps
     assert main(["report", new.id, "--dest", str(tmp_path / "new"), "--out", str(store.root)]) == 0
     assert "earlier kolectra" not in capsys.readouterr().err
     assert "earlier kolectra" not in (tmp_path / "new" / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_score_table_of_a_seeds_summary_names_its_runs_an_earlier_kolectra_built(tmp_path, capsys):
+    """A `--seeds` summary is the median of its runs (its own stage version is the summary's, 1): in a
+    table, the runs an earlier kolectra's task built went unnamed (older_evals leaves summaries to their
+    runs, which a table does not hold), where the summary's own report and a table of the runs name them;
+    the table takes the runs' sizes and health for the summary's cell already."""
+    from kolectra.pipeline.store.artifacts import fingerprint_inputs
+
+    store = Store(tmp_path / "root")
+    now = stage_versions.current("eval", "korquad")
+    folder = tmp_path / "model-kq"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+
+    def built(config: dict, version: int, files: dict, parents=()):
+        def produce(out: Path) -> StageOutput:
+            for name, doc in files.items():
+                (out / name).write_text(json.dumps(doc), encoding="utf-8")
+            return StageOutput(stats={"task": "korquad"})
+        return store.build(Request(kind="eval", name="kq", stage_version=version, config=config, parents=parents,
+                                   inputs=() if parents else tuple(fingerprint_inputs([folder]))), produce)
+
+    metrics = {"task": "korquad", "exact_match": 0.0, "f1": 0.0544, "questions": 12, "health": {"status": "ok"}}
+    runs = [built({"task": "korquad", "seed": s}, 2, {"metrics.json": metrics, "predictions.json": {}}) for s in (1, 2)]
+    summary = built({"task": "korquad", "seeds": [1, 2]}, 1, {"metrics.json": {"task": "korquad", "seeds": [1, 2],
+                    "exact_match": 0.0, "f1": 0.0544}, "seeds.json": {}}, tuple(runs))
+    new = _eval(store, "new", now, tmp_path)
+    assert main(["report", "kq", new.id, "--dest", str(tmp_path / "t"), "--out", str(store.root)]) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if "earlier kolectra" in x]
+    said = (f", a run of the --seeds summary eval/{summary.path.name}, was built by an earlier kolectra (korquad "
+            f"stage version 2; this one builds {now})")
+    assert len(err) == 2 and all(any(f"eval/{r.path.name}{said}" in x for x in err) for r in runs), err
+    report = (tmp_path / "t" / "report.md").read_text(encoding="utf-8")
+    assert all(f"- `eval/{r.path.name}`{said}" in report for r in runs), report
