@@ -214,3 +214,22 @@ def test_an_input_in_a_bucket_that_does_not_exist_says_so(bucket, tmp_path, caps
     assert f"input '{missing}' matches no file: {missing}: the bucket 'kolectra-no-such-bucket-n1' does not exist" in line
     assert main(["corpus", "--input", f"{bucket}/raw.jsonl", "--out", str(tmp_path / "root")]) == 2
     assert _one_line(capsys).endswith(f"input '{bucket}/raw.jsonl' matches no file")
+
+
+def test_a_study_on_a_disk_root_reads_a_corpus_kept_in_a_store(bucket, tmp_path, capsys):  # noqa: F811
+    """``kolectra study --out DIR --corpus s3://.../corpus/NAME-ID`` (or ``--examples`` whose corpus is in a
+    bucket) ended in 'internal error: TypeError: expected str, bytes or os.PathLike object, not S3Path': the
+    held-out rows' overlap read the corpus's shards at its store path. Now from the store's checked local copy,
+    as the stages read a parent kept in a store (here up to the refusal of a budget below one step)."""
+    from kolectra.pipeline.run import SAMPLE
+
+    store = open_store(f"{bucket}/k")
+    doc = json.dumps({"id": "9999999", "text": "최고의 영화"}, ensure_ascii=False) + "\n"
+    corpus = _build(store, "corpus", "toy", {"data/train-00000-of-00001.jsonl": doc.encode(), "stats.json": b"{}"})
+    index = json.dumps({"max_seq_length": 128, "vocab_size": 8000}).encode()
+    examples = _build(store, "examples", "toy", {"index.json": index}, [corpus])
+    assert main(["study", "--out", str(tmp_path / "root"), "--examples", str(examples.path), "--nsmc-train",
+                 str(SAMPLE / "nsmc_train.txt"), "--flops", "1e10", "--points", "1", "--arms", "electra",
+                 "--readouts", "probe", "--pretrain-seeds", "1", "--finetune-seeds", "1"]) == 2
+    line = _one_line(capsys)
+    assert "a step of electra takes" in line and "more than twice the smallest budget" in line, line

@@ -130,7 +130,7 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     if examples_ref is not None:
         examples = store.require(examples_ref, "examples")
         corpus = examples.parent_of_kind(store, "corpus")
-        overlap = dev_overlap(corpus.path, splits, held_out=False)
+        overlap = dev_overlap(store.local(corpus), splits, held_out=False)  # kept in a store: a local copy
         return examples, {"held_out_from_pretraining": overlap["dev_rows_in_pretraining_corpus"] == 0,
                           "dev_rows": len(splits.dev_ids), **overlap}
     if corpus_ref is None:
@@ -142,7 +142,7 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}", f"holdout_ids={holdout}"])
     return examples, {"held_out_from_pretraining": True, "dev_rows": len(splits.dev_ids),
                       "held_out_documents": examples.manifest.get("stats", {}).get("held_out_documents"),
-                      **dev_overlap(corpus.path, splits, held_out=True)}
+                      **dev_overlap(store.local(corpus), splits, held_out=True)}
 
 
 def _same_text(text: str) -> str:
