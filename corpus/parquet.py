@@ -165,10 +165,12 @@ def plan(pf, reader, wanted: list[str], group: int, categories: Sequence[str] = 
     it for the whole group, a copy in each batch (:data:`DICTIONARY_COPIES` times the footer's
     bytes, :data:`DICTIONARY_ENTRY` a row). Another such column is decoded, in batches of at most
     :data:`BATCH_BYTES` over its dictionary's longest value (:func:`longest_value`) as well as
-    :func:`batch_rows`' share. ``pf`` types the ``categories`` (pandas' category columns, which
-    ``pf``'s reader reads as their values) as strings: their longest value is bounded by their bytes
-    in the footer, not read (their dictionary page holds every distinct value of the group, and
-    reading it as a dictionary costs what :func:`read_groups` avoids)."""
+    :func:`batch_rows`' share. Where that page is over :data:`PROBE_BUFFER` (pyarrow's writer
+    closes a string column's near 1 MB, but writes a dictionary array's values, pandas' category,
+    as one page of every distinct value of the group, and so does a category written without its
+    Arrow schema), or the column is one of the ``categories`` (which ``pf`` types as strings), its
+    longest value is bounded by the column's bytes in the footer instead: read as a dictionary, as
+    the probe reads it, such a page was held about five times over (60 MB: 270 MiB of Arrow memory)."""
     meta = pf.metadata.row_group(group)
     rows, top, schema = batch_rows(pf, wanted, group), set(wanted), pf.schema_arrow
     held, dictionary, longest = 0, [], 0
@@ -182,8 +184,15 @@ def plan(pf, reader, wanted: list[str], group: int, categories: Sequence[str] = 
             held += cost
             dictionary.append(path[0])
         else:
-            longest += column.total_uncompressed_size if path[0] in categories else longest_value(reader, path[0], group)
+            bound = path[0] in categories or _dictionary_page(column) > PROBE_BUFFER
+            longest += column.total_uncompressed_size if bound else longest_value(reader, path[0], group)
     return (max(1, min(rows, BATCH_BYTES // longest)) if longest else rows), dictionary
+
+
+def _dictionary_page(column) -> int:
+    """The stored bytes of a column chunk's dictionary page, from the footer (it precedes the data pages)."""
+    start = column.dictionary_page_offset
+    return column.data_page_offset - start if start else 0
 
 
 def longest_value(reader, column: str, group: int) -> int:

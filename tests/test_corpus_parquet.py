@@ -304,24 +304,63 @@ def test_a_large_dictionary_column_is_decoded_in_batches_of_its_longest_value(tm
     assert peak_arrow < bound and peak_python < bound, (peak_arrow, peak_python, bound)
 
 
-def test_a_category_column_is_read_as_its_values_not_hashed_into_a_dictionary(tmp_path, monkeypatch):
+_PEAK = """
+import sys, pyarrow as pa
+from kolectra.corpus import parquet, reader
+parquet.BATCH_BYTES = 256 << 10
+texts = sys.stdin.read().split("\\n")
+for n, rec in enumerate(reader.read_file(sys.argv[1], "x", "auto", "text", "id", 1 << 20)):
+    assert rec.get("text") == texts[n] and rec["id"] == f"d{n}", n
+assert n + 1 == len(texts)
+print(pa.default_memory_pool().max_memory())
+"""
+
+
+def _arrow_peak(path: Path, texts: list[str]) -> int:
+    """Arrow's peak allocation, passing ones included, while a fresh process reads every record of
+    ``path`` (its texts ``texts``, in order) with ``BATCH_BYTES`` 256 kB."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    done = subprocess.run([sys.executable, "-c", _PEAK, str(path)], input="\n".join(texts), capture_output=True,
+                          text=True, check=True)
+    return int(done.stdout)
+
+
+_TEXTS = [f"{i:04d} " + "가나다라마바사아자차카타파하"[i % 14:] * 80 for i in range(3000)]
+
+
+def test_a_category_column_is_read_as_its_values_not_hashed_into_a_dictionary(tmp_path):
     """A column whose Arrow type is a dictionary (pandas' category; pyarrow stores the type in the
     footer and reads it back so) of 3,000 distinct texts of 1.8 kB: pyarrow writes a dictionary
     array's values as one dictionary page, whatever ``dictionary_pagesize_limit`` says, so that page
     holds the whole group's text. Read as a dictionary, Arrow hashed the page into a table and copied
-    it into each batch: 4.4 times the text (24 MB) held at once, however small the batches. Read as
+    it into each batch: 5.4 times the text (29 MB) at its peak, however small the batches. Read as
     its values (over the footer without the stored Arrow schema), in batches of ``BATCH_BYTES``
-    (here 256 kB) over its footer bytes: 2.1 times (the page, and its values decoded once); the
-    records are the same."""
-    monkeypatch.setattr(parquet, "BATCH_BYTES", 256 << 10, raising=False)
-    texts = [f"{i:04d} " + "가나다라마바사아자차카타파하"[i % 14:] * 80 for i in range(3000)]
+    (here 256 kB) over its footer bytes, and its page not probed as a dictionary first: 2.1 times
+    (the page, and its values decoded once); the records are the same."""
     path = tmp_path / "category.parquet"
-    pq.write_table(pa.table({"id": [f"d{i}" for i in range(3000)], "text": pa.array(texts).dictionary_encode()}),
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(3000)], "text": pa.array(_TEXTS).dictionary_encode()}),
                    path)
     assert pa.types.is_dictionary(pq.ParquetFile(path).schema_arrow.field("text").type)
-    total = sum(len(t.encode("utf-8")) for t in texts)
-    peak_arrow, peak_python = _peaks(path, texts)
-    assert peak_arrow < 3 * total and peak_python < parquet.READ_BUFFER + (1 << 20), (peak_arrow, peak_python, total)
+    total = sum(len(t.encode("utf-8")) for t in _TEXTS)
+    assert _arrow_peak(path, _TEXTS) < 3 * total, total
+
+
+def test_a_string_column_of_one_large_dictionary_page_is_not_probed_as_a_dictionary(tmp_path):
+    """The same texts as a ``string`` column whose dictionary page holds them all (a dictionary array
+    written without its Arrow schema: other writers too need not close a page near 1 MB), stored
+    uncompressed (5.4 MB, over ``PROBE_BUFFER``). The probe for its longest value read that page as
+    a dictionary: Arrow's peak 3.7 times the text (20 MB). Its longest value is bounded by its footer
+    bytes instead: 2.2 times."""
+    path = tmp_path / "one_page.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(3000)], "text": pa.array(_TEXTS).dictionary_encode()}),
+                   path, store_schema=False, compression="none")
+    column = pq.ParquetFile(path).metadata.row_group(0).column(1)
+    assert pq.ParquetFile(path).schema_arrow.field("text").type == pa.string()
+    assert column.data_page_offset - column.dictionary_page_offset > parquet.PROBE_BUFFER
+    total = sum(len(t.encode("utf-8")) for t in _TEXTS)
+    assert _arrow_peak(path, _TEXTS) < 3 * total, total
 
 
 def test_a_category_column_gives_the_values_a_string_column_gives(tmp_path):
