@@ -263,6 +263,11 @@ class TokenColumn:
     def __len__(self) -> int:
         return len(self.lengths)
 
+    def row(self, r: int) -> np.ndarray:
+        """Row ``r``'s values, a view of its chunk's."""
+        start = int(self.starts[r])
+        return self.values[self.chunk[r]][start:start + int(self.lengths[r])]
+
     def rows(self, idx: np.ndarray, width: int, fill: int) -> np.ndarray:
         """Rows ``idx`` as ``[len(idx), width]`` int64: each row's values cut to ``width``, ``fill`` after its end."""
         n = np.minimum(self.lengths[idx], width)

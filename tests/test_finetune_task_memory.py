@@ -1,7 +1,8 @@
 """What NSMC's and KorQuAD's own tasks hold in memory, and that holding less changed none of their values.
 
 docs/finetune.md, "Memory and large task files".  NSMC's rows are columns carved by row index (no object a
-row); KorQuAD's scored windows are flat arrays (:class:`SpanIndex`), not a list and a tuple a token.
+row); KorQuAD's scored windows are read in place from their Arrow columns (:class:`SpanIndex`), not a list
+and a tuple a token.
 Bounds are generous multiples (tracemalloc, not timings).
 """
 
@@ -150,8 +151,10 @@ def test_the_scored_windows_as_arrays_give_the_same_n_best_lists(tokenizer):
     from_lists = nbest_spans(questions, w, starts, ends, n_best=20, max_answer_length=30)
     for t in (table, chunked):
         spans = SpanIndex.of_table(t)
-        assert all(np.array_equal(getattr(spans, k), getattr(SpanIndex.of(w), k))
-                   for k in ("question_index", "bounds", "start", "end", "max_context"))
+        lists = SpanIndex.of(w)
+        assert np.array_equal(spans.question_index, lists.question_index)
+        assert all(np.array_equal(getattr(spans, k).row(r), getattr(lists, k).row(r))
+                   for k in ("start", "end", "max_context") for r in range(len(w.input_ids)))
         assert nbest_spans(questions, spans, starts, ends, n_best=20, max_answer_length=30) == from_lists
     # the answers themselves, as the lists give them: peaked logits at the gold tokens
     peaked = [np.where(np.arange(len(ids)) == s, 10.0, 0.0) for ids, s in zip(w.input_ids, w.start_positions)]
@@ -162,7 +165,7 @@ def test_the_scored_windows_as_arrays_give_the_same_n_best_lists(tokenizer):
 
 def test_the_scored_split_s_windows_are_held_as_arrays_not_a_tuple_a_token(tokenizer):
     """KorQuAD's dev set held 250 MB as a list and a tuple a token (about 190 bytes a token) for the whole run;
-    as flat arrays, 17 bytes a token (plus the questions)."""
+    as flat arrays, 17 bytes a token; read in place, a bool a token (plus the questions)."""
     cfg = KorquadConfig(max_length=64, doc_stride=16, max_query_length=16)
     questions = squad_questions(120, seed=1)
     ds, enc = encoded(tokenizer, questions, cfg)

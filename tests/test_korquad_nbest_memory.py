@@ -73,3 +73,29 @@ def test_the_scored_questions_share_their_paragraph_s_context():
     back = [q for batch in ds.iter(batch_size=5) for q in questions_from(batch)]
     assert back == shared
     assert len({id(q.context) for q in back}) <= 4 + 2  # a context a paragraph (and one a batch it straddles)
+
+
+def test_the_scored_windows_are_read_in_place_from_their_arrow_columns(tmp_path):
+    """``SpanIndex.of_table`` copied the offsets into flat int64 arrays: 17 bytes a token for the whole run.
+    It now reads each window's offsets from the Arrow columns (memory-mapped from the tokenisation cache in a
+    CLI run) and copies only the max-context marks: a bool a token."""
+    from kolectra.finetune.config import KorquadConfig
+    from kolectra.finetune.features import tokenize
+    from kolectra.finetune.korquad import Korquad
+
+    questions = squad_questions(60, seed=3)
+    tok = train_wordpiece([q.context for q in questions], vocab_size=300)
+    cfg = KorquadConfig(max_length=64, doc_stride=16, max_query_length=16)
+    enc = tokenize(rows(question_columns(questions)), Korquad().encoder(tok, cfg), desc="t", settings={},
+                   cache_dir=tmp_path)
+    tokens = sum(len(ids) for ids in enc["input_ids"])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        spans = SpanIndex.of_table(enc.data.table)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held / tokens < 4, held / tokens
+    w = make_windows(tok, questions, 64, 16, 16)
+    assert all(np.array_equal(spans.start.row(r), [o[0] if o else -1 for o in offs]) for r, offs in enumerate(w.offsets))

@@ -21,8 +21,8 @@ Feeds ``finetune.korquad`` (last stage of the chain).  Pure functions:
   start, and maps them back to slices of the original context through the offset mapping
   (whitespace at a slice's edges left out: a SentencePiece token's span holds the space before it);
   :func:`decode` keeps the best one per question.
-* :class:`SpanIndex` holds what decoding reads of the windows (character offsets and max-context marks)
-  as flat arrays, read from the tokenised split's Arrow columns.
+* :class:`SpanIndex` holds what decoding reads of the windows (character offsets and max-context marks),
+  read in place from the tokenised split's Arrow columns.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kolectra.finetune.features import TokenColumn
 from kolectra.finetune.files import FinetuneError, not_utf8
 
 
@@ -398,10 +399,9 @@ def nbest_spans(questions: list[Question], windows: "Windows | SpanIndex", start
     for qi, q in enumerate(questions):
         cands: list[tuple[float, int, int, int, float, float]] = []
         for r in order[cuts[qi]:cuts[qi + 1]].tolist():
-            lo, hi = int(spans.bounds[r]), int(spans.bounds[r + 1])
-            starts, maxc = spans.start[lo:hi], spans.max_context[lo:hi]  # start -1: not a context token
+            starts, maxc = spans.start.row(r), spans.max_context.row(r)  # start -1: not a context token
             s_log, e_log = start_logits[r], end_logits[r]
-            n = hi - lo
+            n = len(starts)
             s_top = [i for i in np.argsort(-s_log[:n], kind="stable")[:n_best] if starts[i] >= 0 and maxc[i]]
             e_top = [i for i in np.argsort(-e_log[:n], kind="stable")[:n_best] if starts[i] >= 0]
             for s in s_top:
@@ -414,9 +414,8 @@ def nbest_spans(questions: list[Question], windows: "Windows | SpanIndex", start
         seen: set[str] = set()
         # best score first; ties keep discovery order (window, start, end) for determinism
         for score, r, s, e, sl, el in sorted(cands, key=lambda c: (-c[0], c[1], c[2], c[3])):
-            lo = int(spans.bounds[r])
-            first = int(spans.start[lo + s])
-            text = q.context[first:int(spans.end[lo + e])]
+            first = int(spans.start.row(r)[s])
+            text = q.context[first:int(spans.end.row(r)[e])]
             # whitespace at the edges is no part of an answer: a SentencePiece (Metaspace) token's span
             # takes in the space before it ("▁임수경": " 임수경"), a lone "▁" is only a space
             start_char = first + len(text) - len(text.lstrip())
@@ -484,39 +483,38 @@ def window_columns(w: Windows, first_question: int) -> dict[str, list]:
 
 @dataclasses.dataclass
 class SpanIndex:
-    """What :func:`nbest_spans` reads of the windows, as flat arrays: 17 bytes a token. The scored split's
-    windows as :class:`Windows` (a list, a tuple and Python ints a token: about 160 bytes a token) held
-    250 MB for a file the size of KorQuAD's dev set, for the whole run (docs/finetune.md, "Memory and large
-    task files")."""
+    """What :func:`nbest_spans` reads of the windows: per window its tokens' first context character and end
+    (-1 off the context) and max-context marks, read in place from the tokenised split's Arrow columns
+    (:class:`finetune.features.TokenColumn`: memory-mapped from the cache file, when there is one), with a
+    bool a token copied. Flat int64 copies of the offsets held 17 bytes a token, and the windows as
+    :class:`Windows` (a list, a tuple and Python ints a token: about 160 bytes a token) 250 MB for a file
+    the size of KorQuAD's dev set, for the whole run (docs/finetune.md, "Memory and large task files")."""
 
     question_index: np.ndarray  # [windows]
-    bounds: np.ndarray  # [windows + 1]: window r's tokens are [bounds[r], bounds[r + 1]) of the arrays below
-    start: np.ndarray  # [tokens] the token's first context character; -1 off-context
-    end: np.ndarray  # [tokens] its end (exclusive); -1 off-context
-    max_context: np.ndarray  # [tokens] bool (see mark_max_context)
+    start: TokenColumn  # .row(r): window r's tokens' first context character; -1 off-context
+    end: TokenColumn  # their ends (exclusive); -1 off-context
+    max_context: TokenColumn  # bool (see mark_max_context)
 
     @classmethod
     def of(cls, w: "Windows | SpanIndex") -> "SpanIndex":
         """From :class:`Windows` (a window without ``max_context`` marks: each context token its own)."""
         if isinstance(w, SpanIndex):
             return w
-        flat = [o for offs in w.offsets for o in offs]
-        maxc = [m for r, offs in enumerate(w.offsets) for m in (
-            w.max_context[r] if r < len(w.max_context) else [o is not None for o in offs])]
-        lengths = np.array([len(offs) for offs in w.offsets], dtype=np.int64)
-        return cls(np.asarray(w.question_index, dtype=np.int64), np.concatenate([[0], np.cumsum(lengths)]),
-                   np.array([o[0] if o is not None else -1 for o in flat], dtype=np.int64),
-                   np.array([o[1] if o is not None else -1 for o in flat], dtype=np.int64),
-                   np.array(maxc, dtype=bool))
+        import pyarrow as pa  # noqa: PLC0415
+
+        maxc = [w.max_context[r] if r < len(w.max_context) else [o is not None for o in offs]
+                for r, offs in enumerate(w.offsets)]
+        return cls.of_table(pa.table({
+            "question_index": pa.array(w.question_index, pa.int64()),
+            "offset_start": pa.array([[o[0] if o is not None else -1 for o in offs] for offs in w.offsets],
+                                     pa.list_(pa.int64())),
+            "offset_end": pa.array([[o[1] if o is not None else -1 for o in offs] for offs in w.offsets],
+                                   pa.list_(pa.int64())),
+            "max_context": pa.array(maxc, pa.list_(pa.bool_()))}))
 
     @classmethod
     def of_table(cls, table) -> "SpanIndex":
         """From the tokenised split's Arrow table (:func:`window_columns`' columns), with no Python object a token."""
-        def flat(name: str, dtype) -> np.ndarray:
-            chunks = [c.flatten().to_numpy(zero_copy_only=False) for c in table.column(name).chunks]
-            return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
-        lengths = np.concatenate([c.value_lengths().to_numpy(zero_copy_only=False)
-                                  for c in table.column("offset_start").chunks] or [np.zeros(0, np.int64)])
-        return cls(table.column("question_index").to_numpy().astype(np.int64),
-                   np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), flat("offset_start", np.int64),
-                   flat("offset_end", np.int64), flat("max_context", bool))
+        return cls(np.asarray(table.column("question_index").to_numpy(), dtype=np.int64),
+                   TokenColumn(table.column("offset_start")), TokenColumn(table.column("offset_end")),
+                   TokenColumn(table.column("max_context")))
