@@ -233,3 +233,24 @@ def test_a_study_on_a_disk_root_reads_a_corpus_kept_in_a_store(bucket, tmp_path,
                  "--readouts", "probe", "--pretrain-seeds", "1", "--finetune-seeds", "1"]) == 2
     line = _one_line(capsys)
     assert "a step of electra takes" in line and "more than twice the smallest budget" in line, line
+
+
+def test_the_vocab_table_reads_a_vocab_kept_in_a_store_and_refuses_a_wrong_path_in_one_line(bucket, tmp_path,  # noqa: F811
+                                                                                              capsys):
+    """``python -m kolectra.vocab.table DIR`` (docs/vocab.md) on a vocab artifact kept in a bucket ended in a
+    traceback, 'FileNotFoundError: ... 's3:/bucket/...'' (the URL read as a local path), as did a path that is
+    not there or not a report ('JSONDecodeError'). Now the bucket's report.json is read, and the rest is one
+    line, exit 2."""
+    from kolectra.vocab.table import main as table
+
+    report = {"recipes": {"wordpiece": {"learning": {"vocab_size": 900}, "unk_rate": 0.01}}, "chosen": "wordpiece",
+              "split": "valid", "documents": 3, "eojeols": 9}
+    storage.write_bytes(f"{bucket}/k/vocab/toy-0123456789abcdef/report.json", json.dumps(report).encode())
+    assert table([f"{bucket}/k/vocab/toy-0123456789abcdef/"]) == 0
+    assert "vocab size" in capsys.readouterr().out
+    (tmp_path / "not.json").write_text("vocab", encoding="utf-8")
+    for where, why in ((f"{bucket}/k/vocab/none", "not found"), (str(tmp_path / "none"), "not found"),
+                       (str(tmp_path / "not.json"), "Expecting value")):
+        assert table([where]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"kolectra.vocab.table: error: {where}: {why}"), err

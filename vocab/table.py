@@ -53,14 +53,31 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m kolectra.vocab.table VOCAB_DIR_OR_REPORT_JSON", file=sys.stderr)
         return 2
-    path = Path(args[0])
-    if path.is_dir():
-        path = path / "report.json"
     try:
-        print(format_report(json.loads(path.read_text(encoding="utf-8"))), flush=True)
+        table = format_report(json.loads(_report_bytes(args[0])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:  # one line, not a traceback
+        why = ("not found" if isinstance(e, FileNotFoundError) else f"no {e} field" if isinstance(e, KeyError)
+               else e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:200])
+        print(f"kolectra.vocab.table: error: {args[0]}: {why or type(e).__name__} (expected a vocab artifact's "
+              "folder or its report.json)", file=sys.stderr)
+        return 2
+    try:
+        print(table, flush=True)
     except BrokenPipeError:  # `| head`: the reader has what it wanted (a traceback before)
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - no second error when Python flushes at exit
     return 0
+
+
+def _report_bytes(where: str) -> bytes:
+    """The report.json of a vocab folder (or the file itself), on this disk or in a store (``s3://``,
+    ``gs://``: a vocab artifact kept there; read as a local path it was 'No such file: s3:/...')."""
+    from kolectra.core import storage  # noqa: PLC0415 - no store client unless a URL is given
+
+    if storage.is_url(where):
+        url = where.rstrip("/")
+        return storage.read_bytes(url if url.endswith(".json") else f"{url}/report.json")
+    path = Path(storage.local_path(where))
+    return (path / "report.json" if path.is_dir() else path).read_bytes()
 
 
 if __name__ == "__main__":
