@@ -512,7 +512,7 @@ def upload_folder(folder: str | os.PathLike, url: str, last: str | None = None) 
     the files this upload added go, so that the same command can run again; those it replaced stay (a
     report drawn again over an older one: removing them took the older report's files), and one that
     cannot be removed (the store no longer answering) is named, never said removed."""
-    before = set(listing(url))
+    before = set(children(url))  # its own level only: a --dest at a bucket's top lists no more than that
     files = sorted(Path(folder).iterdir(), key=lambda f: (f.name == last, f.name))
     sent: list[str] = []
     try:
