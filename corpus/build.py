@@ -442,11 +442,15 @@ def _check_keep_fields(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> Non
 def _check_text_field(cfg: CorpusConfig, first: str) -> None:
     """A text_field that the first input's records do not have is refused before the job (which would
     reject every record of it as missing_text), naming the fields they have (field_check.text_field_problem);
-    and a JSONL file that --format auto would read as text (field_check.jsonl_as_text_problem)."""
+    and a JSONL or Parquet file that --format auto would read as text (field_check.jsonl_as_text_problem,
+    parquet_as_text_problem)."""
     problem = field_check.text_field_problem(first, cfg.format, cfg.text_field, cfg.max_line_bytes)
     if problem:
         raise CorpusError(f"text_field {cfg.text_field!r}: {problem} (--text-field NAME sets another)")
     problem = field_check.jsonl_as_text_problem(first, cfg.format, cfg.max_line_bytes)
+    if problem:
+        raise CorpusError(problem)
+    problem = field_check.parquet_as_text_problem(first, cfg.format)
     if problem:
         raise CorpusError(problem)
 

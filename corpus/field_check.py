@@ -75,6 +75,34 @@ def jsonl_as_text_problem(path: str, fmt: str, max_line_bytes: int) -> str | Non
             "--text-field, default text), or --format text to keep the lines as they are")
 
 
+def parquet_as_text_problem(path: str, fmt: str) -> str | None:
+    """Before the job: one line if ``--format auto`` reads ``path`` as text or JSONL (its name does not
+    end in ``.parquet`` or ``.pq``: a Hive table's files are named ``000000_0``) while its bytes, once
+    decompressed, open with Parquet's magic ``PAR1``: each stretch of its pages between two newline
+    bytes would be a document, control bytes cleaned away, and nothing would say so (2,000 rows of
+    reviews became 2,000 documents such as '다음 줄 9Z정말 재밌는 ...', exit 0). None otherwise, and
+    whenever it cannot tell."""
+    if fmt != "auto" or reader.resolve_format(path, fmt) == "parquet":
+        return None
+    try:  # without fsspec's read-ahead (50 MB from s3fs for four bytes)
+        with parquet.open_seekable(path) as raw, compress.decompress(raw, path) as stream:
+            head = stream.read(len(PARQUET_MAGIC))
+    except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
+        return None
+    if head != PARQUET_MAGIC:
+        return None
+    if codec := compress.codec_of(path):
+        return (f"{path} is a Parquet file compressed whole ({codec}), which --format auto would read as "
+                f"{reader.resolve_format(path, fmt)}, a document a line of its raw pages: decompress it and name "
+                "it *.parquet (Parquet compresses inside the file)")
+    return (f"{path} is a Parquet file (its bytes open with Parquet's magic PAR1), but --format auto reads a file "
+            f"named so as {reader.resolve_format(path, fmt)}, a document a line of its raw pages: use --format "
+            "parquet (with --text-field naming its text column), or name its files *.parquet")
+
+
+PARQUET_MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
+
+
 def _first_lines(path: str, max_line_bytes: int) -> Iterator[dict | None]:
     """The file's non-blank lines as the job's reader splits them (decompressed, the BOM dropped), each
     the JSON object it holds, or None (not an object, or over ``max_line_bytes``)."""
