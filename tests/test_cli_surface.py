@@ -247,3 +247,23 @@ def test_a_name_the_demo_gives_four_kinds_is_refused_naming_kind_slash_name(tmp_
     _build(store, "corpus", "sample", {"other": True})  # two corpora: kind/name alone is ambiguous too
     assert main(["artifacts", "show", "sample", "--out", str(tmp_path)]) == 2
     assert "name its kind" not in capsys.readouterr().err
+
+
+def test_a_name_that_starts_another_artifact_s_id_is_refused_naming_both_ways(tmp_path, capsys):
+    """A hex ``--name`` of 6+ characters that begins another artifact's id was taken as that id
+    silently: `kolectra artifacts show 4a51d1` showed the checkpoint sample-4a51d1fe..., not the eval
+    named 4a51d1. Now refused in one line saying which is which and a ref for each."""
+    store = Store(tmp_path)
+    ckpt = _build(store, "checkpoint", "sample", {})
+    prefix = ckpt.id[:6]
+    named = _build(store, "eval", prefix, {})
+    assert named.id != ckpt.id and not named.id.startswith(prefix)
+    assert main(["artifacts", "show", prefix, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"kolectra artifacts show: error: {prefix!r} is ambiguous: the name of eval/{named.path.name} and "
+                   f"the start of the id of checkpoint/{ckpt.path.name}; say eval/{prefix} for the name, or "
+                   f"{ckpt.id} for the id"], err
+    for ref, art in ((f"eval/{prefix}", named), (ckpt.id, ckpt), (f"checkpoint/{prefix}", ckpt)):
+        assert main(["artifacts", "show", ref, "--out", str(tmp_path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["id"] == art.id, ref
+    assert store.resolve(prefix, "eval").id == named.id  # a kind asked for: only the eval is one

@@ -372,21 +372,25 @@ class Catalog:
 
 def ref_matches(ref: str, kind: str | None, names: Callable[[str], list[str]]) -> list[tuple[str, str]]:
     """``(kind, directory name)`` of each directory that ``ref`` names among ``names(kind)``: by
-    ``name-id``, id or id prefix (6 or more characters), else by name. ``kind/name-id``, as lineage
+    ``name-id``, id or id prefix (6 or more characters), else by name; a ref that is an id (prefix) of
+    some and the name of others names them all, so that the caller refuses it as ambiguous (a hex
+    ``--name 4a51d1`` was silently shadowed by an id starting so). ``kind/name-id``, as lineage
     and ``artifacts list`` show an artifact, looks in that kind only."""
     kinds = [kind] if kind else list(KINDS)
     head, slash, rest = ref.partition("/")
     if slash and head in KINDS and rest and "/" not in rest:
         kinds, ref = [k for k in kinds if k == head], rest
-    exact, by_name = [], []
+    exact, by_id, by_name = [], [], []
     for k in kinds:
         for n in names(k):
             name, _, aid = n.rpartition("-")
-            if n == ref or aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
+            if n == ref:
                 exact.append((k, n))
+            elif aid == ref or (len(ref) >= 6 and aid.startswith(ref)):
+                by_id.append((k, n))
             elif name == ref:
                 by_name.append((k, n))
-    return exact or by_name
+    return exact or by_id + by_name
 
 
 def written_at(location: str | Path) -> float | None:

@@ -39,7 +39,10 @@ def _summaries(hits: list) -> list:
 
 def ambiguous(ref: str, hits: list) -> str:
     """The refusal of ``ref`` naming ``hits`` (several ids): each directory, and where a ``--seeds``
-    summary is among them, why the name does not stand for it."""
+    summary is among them, why the name does not stand for it; a ref that is the name of some and
+    an id prefix of others, how to say each (:func:`name_or_id`)."""
+    if line := name_or_id(ref, hits):
+        return line
     line = (f"{ref!r} is ambiguous: " + ", ".join(sorted(str(a.path) for a in hits))
             + "; give more of the id, or the artifact's directory")
     if "/" not in ref and by_name(ref, hits) and len({a.kind for a in hits}) == len(hits):
@@ -59,3 +62,23 @@ def ambiguous(ref: str, hits: list) -> str:
         why = (f"{', '.join(others)} {'is not one' if len(others) == 1 else 'are not'} of the runs "
                f"{summaries[0].kind}/{summaries[0].path.name} summarises")
     return f"{line} ({rule}; here {why})"
+
+
+def name_or_id(ref: str, hits: list) -> str | None:
+    """The refusal of ``ref`` when it is the name of some of ``hits`` and the start of the others' ids
+    (``--name 4a51d1`` beside a checkpoint whose id starts so, which the id took silently): which is
+    which, and a ref for each that is not ambiguous (``kind/name``, or the whole ``kind/name-id`` where
+    that kind also holds an id hit or the name twice; the whole id). None for any other ambiguity."""
+    name = ref.rpartition("/")[2]
+    named = sorted((a for a in hits if a.path.name.rpartition("-")[0] == name), key=lambda a: str(a.path))
+    by_id = sorted((a for a in hits if a.path.name.rpartition("-")[0] != name), key=lambda a: str(a.path))
+    if not named or not by_id:
+        return None
+    kinds = [a.kind for a in named] + [a.kind for a in by_id]
+
+    def said(a) -> str:
+        return f"{a.kind}/{name}" if kinds.count(a.kind) == 1 else f"{a.kind}/{a.path.name}"
+
+    return (f"{ref!r} is ambiguous: the name of {', '.join(f'{a.kind}/{a.path.name}' for a in named)} and the start "
+            f"of the id of {', '.join(f'{a.kind}/{a.path.name}' for a in by_id)}; say "
+            f"{', '.join(said(a) for a in named)} for the name, or {', '.join(a.id for a in by_id)} for the id")
