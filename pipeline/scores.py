@@ -19,6 +19,7 @@ from kolectra.pipeline.markdown import code, table, text
 from kolectra.pipeline.stage_versions import older_evals
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import article
+from kolectra.pipeline.store.manifest import MANIFEST
 from kolectra.pipeline.verdicts import health_of, read_json, verdict_text
 
 METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1", "spearman": "Spearman",
@@ -57,22 +58,60 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
 def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str:
     """Where a report goes: ``dest`` (a local folder, or a folder in a store: ``s3://``, ``gs://``), else
     ``ROOT/reports/<name>``. A local :class:`Path`, or a store URL (no trailing ``/``), its bucket checked
-    first (a missing one refused in one line, before anything is drawn)."""
+    first (a missing one refused in one line, before anything is drawn); a ``dest`` inside the root (but
+    for ``ROOT/reports``) or inside an artifact of any root is refused: its files went into a published
+    artifact, which ``verify`` then found changed ('not in manifest (added after publishing)')."""
     if dest is None:
         where = store.root / "reports" / name
         return where if isinstance(where, Path) else str(where)
     if storage.is_url(dest):
         storage.check_bucket(str(dest))  # before the '/' goes: 's3://' stripped is 's3:', a local path
         url = str(dest).rstrip("/")
+        _refuse_managed(dest, url, store)
         if storage.object_info(url) is not None:  # report.md went below the object, as s3://b/k/report.md
             raise ConfigError(f"--dest {dest}: a file, not a folder")
         return url
     if why := storage.one_slash_problem(dest, "--dest"):  # s3:/b/x: drawn in ./s3:/b/x, exit 0
         raise ConfigError(why)
     where = Path(storage.local_path(dest))
+    _refuse_managed(dest, where, store)
     if where.exists() and not where.is_dir():  # mkdir said only '...: File exists'
         raise ConfigError(f"--dest {dest}: a file, not a folder")
     return where
+
+
+def _refuse_managed(dest: str | Path, where: str | Path, store: Store) -> None:
+    def within(place: str | Path, folder: str | Path) -> bool:
+        if storage.is_url(str(place)) != storage.is_url(str(folder)):
+            return False
+        if storage.is_url(str(place)):
+            a, b = str(place).rstrip("/"), str(folder).rstrip("/")
+            return a == b or a.startswith(f"{b}/")
+        a, b = Path(place).expanduser().resolve(), Path(folder).expanduser().resolve()
+        return a == b or b in a.parents
+
+    root = store.root
+    managed = [artifact] if (artifact := _artifact_around(where)) is not None else []  # the nearer first
+    managed += [root] if not within(where, storage.join(str(root), "reports")) else []
+    for folder in managed:
+        if within(where, folder):
+            raise ConfigError(f"--dest {dest}: inside {folder}, which kolectra manages (an artifact, a root or its "
+                              f"cache): a report goes in {storage.join(str(root), 'reports')} (the default) or "
+                              "outside the root")
+
+
+def _artifact_around(where: str | Path) -> str | Path | None:
+    """The artifact folder (of any root) that ``where`` is or lies in: the nearest holding a manifest."""
+    if storage.is_url(str(where)):
+        head, _, rest = str(where).rstrip("/").partition("://")
+        parts = rest.split("/")
+        for n in range(len(parts), 1, -1):  # the bucket's own top holds no artifact
+            folder = f"{head}://{'/'.join(parts[:n])}"
+            if storage.object_info(f"{folder}/{MANIFEST}") is not None:
+                return folder
+        return None
+    place = Path(where).expanduser().resolve()
+    return next((d for d in (place, *place.parents) if (d / MANIFEST).is_file()), None)
 
 
 def older_eval_notes(arts: list[Artifact], summary_of: dict[str, Artifact] | None = None) -> list[tuple[str, str]]:

@@ -254,3 +254,25 @@ def test_the_vocab_table_reads_a_vocab_kept_in_a_store_and_refuses_a_wrong_path_
         assert table([where]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"kolectra.vocab.table: error: {where}: {why}"), err
+
+
+def test_a_dest_inside_an_artifact_or_the_root_is_refused_before_anything_is_drawn(bucket, tmp_path,  # noqa: F811
+                                                                                    capsys):
+    """``--dest`` inside an artifact (the one reported, or any root's, local or in a bucket) put report.md and its
+    PNGs into the published artifact, which ``artifacts verify`` then found changed ('not in manifest (added after
+    publishing)'); inside the root elsewhere than ROOT/reports, among its kinds and cache. Both now one line;
+    ROOT/reports/... (the default's folder) and a place outside the root are as before."""
+    elsewhere = _build(open_store(f"{bucket}/other"), "corpus", "toy", {"stats.json": b"{}"})
+    for root in (str(tmp_path / "root"), f"{bucket}/k"):
+        store = open_store(root)
+        ev = _build(store, "eval", "toy", {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()})
+        capsys.readouterr()
+        for dest, inside in ((f"{ev.path}", ev.path), (f"{ev.path}/mine", ev.path), (f"{root}/eval", root),
+                             (root, root), (f"{elsewhere.path}/", elsewhere.path)):
+            assert main(["report", ev.id, "--out", root, "--dest", dest]) == 2, dest
+            line = _one_line(capsys)
+            assert f"--dest {dest}: inside {inside}, which kolectra manages" in line, line
+        assert store.verify(ev) == [] and open_store(f"{bucket}/other").verify(elsewhere) == []
+        assert main(["report", ev.id, "--out", root, "--dest", f"{root}/reports/mine"]) == 0
+        assert main(["report", ev.id, "--out", root, "--dest", str(tmp_path / "mine")]) == 0
+        capsys.readouterr()
