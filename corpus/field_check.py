@@ -86,10 +86,10 @@ def parquet_as_text_problem(path: str, fmt: str) -> str | None:
         return None
     try:  # without fsspec's read-ahead (50 MB from s3fs for four bytes)
         with parquet.open_seekable(path) as raw, compress.decompress(raw, path) as stream:
-            head = stream.read(len(PARQUET_MAGIC))
+            head = stream.read(len(parquet.MAGIC))
     except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
         return None
-    if head != PARQUET_MAGIC:
+    if head != parquet.MAGIC:
         return None
     if codec := compress.codec_of(path):
         return (f"{path} is a Parquet file compressed whole ({codec}), which --format auto would read as "
@@ -98,9 +98,6 @@ def parquet_as_text_problem(path: str, fmt: str) -> str | None:
     return (f"{path} is a Parquet file (its bytes open with Parquet's magic PAR1), but --format auto reads a file "
             f"named so as {reader.resolve_format(path, fmt)}, a document a line of its raw pages: use --format "
             "parquet (with --text-field naming its text column), or name its files *.parquet")
-
-
-PARQUET_MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 
 
 def _first_lines(path: str, max_line_bytes: int) -> Iterator[dict | None]:

@@ -42,6 +42,7 @@ DICTIONARY_COPIES, DICTIONARY_ENTRY = 3, 200  # Arrow holds a column read as a d
 REMOTE_READ_BUFFER = 8 << 20  # the same for a store's object: each fill is one ranged GET
 PROBE_BUFFER = 2 << 20  # a dictionary page and the first data page (writers close each near 1 MB): one read
 SUFFIXES = (".parquet", ".pq")
+MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 
 
 def open_seekable(path: str) -> IO[bytes]:

@@ -295,6 +295,7 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     fields). ``digest``, if given, receives the
     ``bytes`` and ``sha256`` of the raw (still compressed) bytes read, the whole file even when
     its decompression failed (and, while reading, ``raw``: the hashing stream, for progress)."""
+    by_name = fmt == "auto"
     fmt = resolve_format(path, fmt)
     if fmt == "parquet":
         yield from _read_parquet(path, source, text_field, id_field, max_line_bytes, digest, keep_fields)
@@ -308,13 +309,47 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
         digest["raw"] = raw
     with raw:
         with stream:
-            yield from read_lines(stream, path, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
+            try:  # a Parquet file named otherwise (Hive's 000000_0) would be read as lines of its pages
+                head = stream.read(len(parquet.MAGIC)) if by_name else b""
+            except Exception as e:  # noqa: BLE001 - a damaged archive: as read_lines says it
+                head = None
+                yield {"source": source, "line": 1, "reason": "damaged_file",
+                       "detail": f"{compress.codec_of(path) or 'read'} error after line 0: {error_text(e)}"}
+            if head == parquet.MAGIC:
+                yield {"source": source, "line": 1, "reason": "damaged_file",
+                       "detail": f"a Parquet file (it opens with {parquet.MAGIC.decode()}), which --format auto reads "
+                                 f"as {fmt} by its name: give --format parquet, or name it *.parquet"}
+            elif head is not None:
+                yield from read_lines(_Replayed(head, stream) if head else stream, path, source, fmt, text_field,
+                                      id_field, max_line_bytes, keep_fields)
             raw.drain()
     if digest is not None:
         digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
         if (pinned := raw.pinned_identity(path)) is not None:  # the version every read was pinned to (S3)
             digest["identity"] = pinned
         del digest["raw"]
+
+
+class _Replayed:
+    """A stream whose first bytes (``head``) were read already, given back before the rest."""
+
+    def __init__(self, head: bytes, stream: IO[bytes]):
+        self.head, self.stream = head, stream
+
+    def read1(self, size: int = -1) -> bytes:
+        if self.head:
+            out, self.head = self.head, b""
+            return out
+        return getattr(self.stream, "read1", self.stream.read)(size)
+
+    def read(self, size: int = -1) -> bytes:
+        out, self.head = self.head, b""
+        if size < 0:
+            return out + self.stream.read()
+        if size <= len(out):
+            out, self.head = out[:size], out[size:]
+            return out
+        return out + self.stream.read(size - len(out))
 
 
 def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: str, id_field: str,

@@ -497,3 +497,27 @@ def test_a_parquet_file_not_named_so_is_refused_not_read_as_text(tmp_path, capsy
                  "num_shards=1", "--set", "valid_fraction=0", "--out", str(tmp_path / "store")]) == 0
     docs = _documents(capsys.readouterr().out.strip().splitlines()[-1])
     assert sorted(d["text"] for d in docs) == sorted(_text(i) + f"\n다음 줄 {i}" for i in range(N))
+
+
+def test_a_later_parquet_file_not_named_so_is_a_damaged_file_not_lines(tmp_path, capsys):
+    """The check before the job reads the first input only: a Parquet file named otherwise after a
+    text file was still read as lines of its pages (here 32 of its 35 'lines' became documents such
+    as '다음 줄 9Z영화 ...'). The reader sees its first bytes too: one ``damaged_file`` dead letter
+    saying what it is, and the run stops naming it (``max_damaged_files`` 0); the text file's lines
+    are read as before."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a_reviews.txt").write_text("".join(_text(i) + "\n" for i in range(N)), encoding="utf-8")
+    pq.write_table(pa.table({"body": [_text(i) + f"\n다음 줄 {i}" for i in range(N)]}), folder / "b_000000_0",
+                   compression="none", use_dictionary=False)
+    out = list(reader.read_file(str(folder / "b_000000_0"), "b_000000_0", "auto", "text", "id", 1 << 20))
+    assert out == [{"source": "b_000000_0", "line": 1, "reason": "damaged_file",
+                    "detail": "a Parquet file (it opens with PAR1), which --format auto reads as text by its name: "
+                              "give --format parquet, or name it *.parquet"}]
+    texts = [r["text"] for r in reader.read_file(str(folder / "a_reviews.txt"), "a", "auto", "text", "id", 1 << 20)]
+    assert texts == [_text(i) for i in range(N)]
+    assert main(["corpus", "--input", str(folder / "*"), "--set", "num_shards=1", "--set", "valid_fraction=0",
+                 "--out", str(tmp_path / "store")]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("kolectra corpus: error: 1 damaged input file(s) (over max_damaged_files=0): ") and \
+        f"{folder / 'b_000000_0'}: a Parquet file (it opens with PAR1)" in line, line
