@@ -117,7 +117,9 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
     ``counts`` as ``indexed`` (progress; for a Parquet or compressed file as ``bytes``, the read's own,
     since its pieces' reads count none). A compressed file's pieces are copies written under
     ``copies``, named from ``stem``. Raises what opening or reading raised: the caller then reads
-    the file whole, which dead-letters it the usual way."""
+    the file whole, which dead-letters it the usual way (a Parquet file that ``fmt`` auto takes for
+    lines by its name, Hive's ``000000_0``, raises so: ``reader.read_file`` says what it is)."""
+    by_name = fmt == "auto"
     fmt = reader.resolve_format(listed.path, fmt)
     if compress.codec_of(listed.path) is not None:
         if copies is None:
@@ -131,6 +133,8 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
 
     def chunks() -> Iterator[bytes]:
         while chunk := raw.read(PLAN_CHUNK):
+            if by_name and fmt != "parquet" and raw.bytes == len(chunk) and chunk.startswith(parquet.MAGIC):
+                raise ValueError(f"{listed.path}: a Parquet file, which --format auto reads as {fmt} by its name")
             if counts is not None:
                 counts.add(**{counter: len(chunk)})
             yield chunk

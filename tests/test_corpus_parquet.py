@@ -504,7 +504,8 @@ def test_a_later_parquet_file_not_named_so_is_a_damaged_file_not_lines(tmp_path,
     text file was still read as lines of its pages (here 32 of its 35 'lines' became documents such
     as '다음 줄 9Z영화 ...'). The reader sees its first bytes too: one ``damaged_file`` dead letter
     saying what it is, and the run stops naming it (``max_damaged_files`` 0); the text file's lines
-    are read as before."""
+    are read as before. Over ``split_bytes`` it is not cut into pieces of lines either (before: read
+    so, piece by piece): read whole, it is that dead letter."""
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "a_reviews.txt").write_text("".join(_text(i) + "\n" for i in range(N)), encoding="utf-8")
@@ -516,8 +517,10 @@ def test_a_later_parquet_file_not_named_so_is_a_damaged_file_not_lines(tmp_path,
                               "give --format parquet, or name it *.parquet"}]
     texts = [r["text"] for r in reader.read_file(str(folder / "a_reviews.txt"), "a", "auto", "text", "id", 1 << 20)]
     assert texts == [_text(i) for i in range(N)]
-    assert main(["corpus", "--input", str(folder / "*"), "--set", "num_shards=1", "--set", "valid_fraction=0",
-                 "--out", str(tmp_path / "store")]) == 2
-    line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("kolectra corpus: error: 1 damaged input file(s) (over max_damaged_files=0): ") and \
-        f"{folder / 'b_000000_0'}: a Parquet file (it opens with PAR1)" in line, line
+    assert (folder / "b_000000_0").stat().st_size > 1024
+    for split in ([], ["--set", "split_bytes=1024"]):  # read whole; in pieces (planned as text, it is read whole)
+        assert main(["corpus", "--input", str(folder / "*"), "--set", "num_shards=1", "--set", "valid_fraction=0",
+                     *split, "--out", str(tmp_path / "store")]) == 2
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert line.startswith("kolectra corpus: error: 1 damaged input file(s) (over max_damaged_files=0): ") and \
+            f"{folder / 'b_000000_0'}: a Parquet file (it opens with PAR1)" in line, (split, line)
