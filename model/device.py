@@ -26,7 +26,6 @@ generator and discriminator directly.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import re
 from typing import Callable
@@ -39,7 +38,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory, rank_failures, step_graph
-from kolectra.model.launcher import check_rendezvous, launcher_rank_and_world
+from kolectra.model.launcher import check_rendezvous, launcher_rank_and_world, local_rank
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
 # tensor cores, which CudaDevice turns on); SXM parts unless named. Matched as whole words of the
@@ -357,8 +356,9 @@ class CudaDevice(Device):
         if not torch.cuda.is_available():
             raise EnvironmentProblem("device cuda asked for, but torch sees no CUDA device (install a CUDA build of "
                              "torch on a machine with a GPU, or use --device cpu)")
+        local = local_rank(torch.cuda.device_count())  # before a process group is joined
         super().__init__(bf16, cpu_threads)
-        self.torch_device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        self.torch_device = torch.device("cuda", local)
         torch.cuda.set_device(self.torch_device)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

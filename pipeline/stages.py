@@ -25,6 +25,7 @@ from kolectra.core.config import ConfigError
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
+from kolectra.model.launcher import one_process  # light: no torch
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.stage_versions import note_other_version
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
@@ -273,6 +274,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
              preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
              force: bool = False, dev_file: str | Path | None = None) -> Artifact:
     cfg, config = resolve("finetune", task=task, preset=preset, sets=sets, seed=seed)
+    one_process(f"fine-tuning ({task})")  # under torchrun every rank built a device and waited for the others
     entry = FINETUNE_TASKS[task]
     task_module = entry.load()
     model_dir, parents, model_inputs = model_source(store, model_ref)

@@ -1,0 +1,97 @@
+"""torchrun's environment as a user's shell holds it (model/launcher.py): what torchrun sets is taken, a
+variable set to nothing is unset, and a malformed MASTER_PORT or LOCAL_RANK, or fine-tuning started by
+torchrun, is refused in one line, not met as an internal error or a hang."""
+
+from __future__ import annotations
+
+import pytest
+
+from kolectra.core.errors import UserInputError
+from kolectra.model import launcher
+from kolectra.pipeline import stages
+from kolectra.pipeline.store.artifacts import Store
+
+LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+            "CUDA_VISIBLE_DEVICES")
+
+
+@pytest.fixture
+def env(monkeypatch):
+    for key in LAUNCHER:
+        monkeypatch.delenv(key, raising=False)
+    return monkeypatch
+
+
+def test_torchruns_own_variables_pass(env):
+    """A rank of `torchrun --nproc_per_node 2` (its variables, the elastic agent's, SLURM's and Open MPI's
+    leftovers beside them): nothing refused."""
+    for key, value in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2", GROUP_RANK="0",
+                           ROLE_RANK="1", TORCHELASTIC_RUN_ID="none", TORCHELASTIC_RESTART_COUNT="0",
+                           TORCHELASTIC_MAX_RESTARTS="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500",
+                           SLURM_PROCID="3", SLURM_NTASKS="4", OMPI_COMM_WORLD_RANK="3").items():
+        env.setenv(key, value)
+    assert launcher.launcher_rank_and_world() == (1, 2)
+    launcher.check_rendezvous(2)
+    assert launcher.local_rank(2) == 1
+    env.setenv("RANK", "0")
+    env.setenv("WORLD_SIZE", "1")  # --nproc_per_node 1: one process, no group
+    assert launcher.launcher_rank_and_world() == (0, 1)
+
+
+def test_a_variable_set_to_nothing_is_unset(env):
+    """`RANK= WORLD_SIZE= kolectra pretrain ...` (the shell's way to clear a variable for one command, as the
+    refusals' 'unset RANK' invite) was refused: "RANK='' in the environment is not a whole number" (n2)."""
+    env.setenv("RANK", "")
+    env.setenv("WORLD_SIZE", " ")
+    env.setenv("LOCAL_RANK", "")
+    assert launcher.launcher_rank_and_world() == (0, 1)  # before: UserInputError
+    assert launcher.local_rank(1) == 0
+    env.setenv("WORLD_SIZE", "2")  # a blank RANK beside a WORLD_SIZE is a missing one
+    with pytest.raises(UserInputError, match="WORLD_SIZE=2 in the environment without RANK: "):
+        launcher.launcher_rank_and_world()
+
+
+@pytest.mark.parametrize("port", ["abc", "99999", "0", "-1"])
+def test_a_master_port_that_is_no_port_is_refused_in_one_line(env, port):
+    """WORLD_SIZE=2 RANK=0 MASTER_ADDR=localhost MASTER_PORT=abc kolectra pretrain ...: 'internal error:
+    ValueError: invalid literal for int() with base 10: 'abc'' (99999: 'port must have value from 0 to
+    65535'), from torch's rendezvous inside the device (n2)."""
+    from kolectra.model import runtime
+
+    for key, value in dict(RANK="0", WORLD_SIZE="2", MASTER_ADDR="localhost", MASTER_PORT=port).items():
+        env.setenv(key, value)
+    with pytest.raises(UserInputError, match=f"MASTER_PORT='{port}' in the environment is not a port "):
+        launcher.check_rendezvous(2)
+    if port == "abc":  # where the device joins the group (0 and -1 sent torch's rendezvous waiting for rank 1)
+        with pytest.raises(UserInputError, match="MASTER_PORT='abc' in the environment is not a port "):
+            runtime.resolve("cpu", False, 1)
+
+
+def test_a_local_rank_without_its_gpu_is_refused_in_one_line(env):
+    """torchrun --nproc_per_node 2 on a machine with one GPU (or LOCAL_RANK=1 left in the environment): the
+    CUDA device's torch.cuda.set_device(cuda:1) said 'CUDA error: invalid device ordinal', an internal
+    error; LOCAL_RANK=x an int() ValueError (n2). The CUDA device asks local_rank first."""
+    env.setenv("LOCAL_RANK", "1")
+    with pytest.raises(UserInputError, match=r"LOCAL_RANK=1 in the environment, but this process sees 1 CUDA device: "
+                                             r"one process a GPU, so torchrun's --nproc_per_node is at most"):
+        launcher.local_rank(1)
+    env.setenv("CUDA_VISIBLE_DEVICES", "3")
+    with pytest.raises(UserInputError, match=r"sees 1 CUDA device \(CUDA_VISIBLE_DEVICES='3'\)"):
+        launcher.local_rank(1)
+    assert launcher.local_rank(2) == 1
+    env.setenv("LOCAL_RANK", "x")
+    with pytest.raises(UserInputError, match="LOCAL_RANK='x' in the environment is not a whole number"):
+        launcher.local_rank(2)
+
+
+def test_fine_tuning_under_torchrun_is_refused_before_the_store_sees_it(env, tmp_path):
+    """torchrun --nproc_per_node 2 --no-python kolectra finetune nsmc ... (the sample, 64 rows) hung: rank 0
+    reserved the eval and waited in the process group its device joined for rank 1, which waited for rank 0's
+    build ('another run ... is building the same request; waiting'), until torchrun was killed at 300 s (n2).
+    Now every rank refuses at once; here the missing model would otherwise be named first."""
+    for key, value in dict(RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
+        env.setenv(key, value)
+    with pytest.raises(UserInputError, match=r"fine-tuning \(nsmc\) runs as one process, but WORLD_SIZE=2 in the "
+                                             r"environment .*start it without torchrun"):
+        stages.finetune(Store(tmp_path), "nsmc", "checkpoint/none", tmp_path / "train.txt", tmp_path / "test.txt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
