@@ -18,8 +18,7 @@ from kolectra.core.stage import warn
 from kolectra.pipeline.markdown import code, table, text
 from kolectra.pipeline.stage_versions import older_evals
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
-from kolectra.pipeline.store.catalog import article
-from kolectra.pipeline.store.manifest import MANIFEST
+from kolectra.pipeline.store.catalog import article, artifact_around
 from kolectra.pipeline.verdicts import health_of, read_json, verdict_text
 
 METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1", "spearman": "Spearman",
@@ -91,27 +90,13 @@ def _refuse_managed(dest: str | Path, where: str | Path, store: Store) -> None:
         return a == b or b in a.parents
 
     root = store.root
-    managed = [artifact] if (artifact := _artifact_around(where)) is not None else []  # the nearer first
+    managed = [artifact] if (artifact := artifact_around(where)) is not None else []  # the nearer first
     managed += [root] if not within(where, storage.join(str(root), "reports")) else []
     for folder in managed:
         if within(where, folder):
             raise ConfigError(f"--dest {dest}: inside {folder}, which kolectra manages (an artifact, a root or its "
                               f"cache): a report goes in {storage.join(str(root), 'reports')} (the default) or "
                               "outside the root")
-
-
-def _artifact_around(where: str | Path) -> str | Path | None:
-    """The artifact folder (of any root) that ``where`` is or lies in: the nearest holding a manifest."""
-    if storage.is_url(str(where)):
-        head, _, rest = str(where).rstrip("/").partition("://")
-        parts = rest.split("/")
-        for n in range(len(parts), 1, -1):  # the bucket's own top holds no artifact
-            folder = f"{head}://{'/'.join(parts[:n])}"
-            if storage.object_info(f"{folder}/{MANIFEST}") is not None:
-                return folder
-        return None
-    place = Path(where).expanduser().resolve()
-    return next((d for d in (place, *place.parents) if (d / MANIFEST).is_file()), None)
 
 
 def older_eval_notes(arts: list[Artifact], summary_of: dict[str, Artifact] | None = None) -> list[tuple[str, str]]:

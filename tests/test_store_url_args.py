@@ -276,3 +276,22 @@ def test_a_dest_inside_an_artifact_or_the_root_is_refused_before_anything_is_dra
         assert main(["report", ev.id, "--out", root, "--dest", f"{root}/reports/mine"]) == 0
         assert main(["report", ev.id, "--out", root, "--dest", str(tmp_path / "mine")]) == 0
         capsys.readouterr()
+
+
+def test_an_export_into_another_root_s_artifact_is_refused(bucket, tmp_path, capsys):  # noqa: F811
+    """``--to`` inside an artifact of a root other than the command's (a disk root's, or one in a bucket) was
+    written: the export's files went into the published artifact, which verify then failed ('not in manifest
+    (added after publishing)'; 7 problems). The command's own root and the exported artifact were refused
+    already. Now any artifact around --to is, in one line."""
+    store = open_store(tmp_path / "root")
+    config = json.dumps({"architectures": ["ElectraForPreTraining"], "model_type": "electra"}).encode()
+    ev = _build(store, "checkpoint", "toy", {"hf/discriminator/config.json": config,
+                                             "hf/discriminator/README.md": b"---\n---\n"})
+    other_disk = _build(open_store(tmp_path / "other"), "corpus", "toy", {"stats.json": b"{}"})
+    other_bucket = _build(open_store(f"{bucket}/other"), "corpus", "toy", {"stats.json": b"{}"})
+    capsys.readouterr()
+    for inside in (other_disk.path, other_bucket.path):
+        assert main(["export", ev.id, "--to", f"{inside}/model", "--out", str(store.root)]) == 2
+        assert f"--to {inside}/model: inside {inside}, which kolectra manages" in _one_line(capsys)
+    assert open_store(tmp_path / "other").verify(other_disk) == []
+    assert open_store(f"{bucket}/other").verify(other_bucket) == []

@@ -463,6 +463,22 @@ def recorded_store(url: str) -> bool:
     return storage.scheme(url) in storage.ROOT_SCHEMES
 
 
+def artifact_around(where: str | Path) -> str | Path | None:
+    """The artifact folder (of any root, on a disk or in a store) that ``where`` is or lies in: the nearest
+    holding a manifest; None if none does. A place to write (report --dest, export --to) there put files
+    into a published artifact, which verify then found changed ('not in manifest (added after publishing)')."""
+    if storage.is_url(str(where)):
+        head, _, rest = str(where).rstrip("/").partition("://")
+        parts = rest.split("/")
+        for n in range(len(parts), 1, -1):  # the bucket's own top holds no artifact
+            folder = f"{head}://{'/'.join(parts[:n])}"
+            if storage.object_info(f"{folder}/{MANIFEST}") is not None:
+                return folder
+        return None
+    place = Path(storage.local_path(where)).expanduser().resolve()
+    return next((d for d in (place, *place.parents) if (d / MANIFEST).is_file()), None)
+
+
 def store_root_of(url: str) -> str:
     """The root of the artifact at store URL ``url`` (``ROOT/KIND/NAME-ID``), or an ArtifactError in one
     line when ``url`` is too short to be one: ``s3://bucket/x`` or a root itself has no root to open (read
