@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from kolectra.core.stage import progress
+from kolectra.model.launcher import one_process
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, Store, default_root
 
@@ -30,6 +31,7 @@ SAMPLE_SETS = {
 
 
 def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | None = None) -> Artifact:
+    one_process("kolectra run")  # its fine-tuning stages would be refused after its pretraining
     sets = {**SAMPLE_SETS, **(sets or {})}
     timings: dict[str, float] = {}
     reused: set[str] = set()

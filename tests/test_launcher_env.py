@@ -95,3 +95,21 @@ def test_fine_tuning_under_torchrun_is_refused_before_the_store_sees_it(env, tmp
                                              r"environment .*start it without torchrun"):
         stages.finetune(Store(tmp_path), "nsmc", "checkpoint/none", tmp_path / "train.txt", tmp_path / "test.txt")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_study_and_the_demo_under_torchrun_are_refused_before_anything_is_built(env, tmp_path, capsys):
+    """A study's readouts and `kolectra run`'s evaluations fine-tune: under torchrun they reached the same wait
+    after pretraining (the study's NSMC splits written by both ranks first). Refused at once (n2)."""
+    from kolectra.pipeline.cli import main
+
+    for key, value in dict(RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
+        env.setenv(key, value)
+    env.chdir(tmp_path)
+    nsmc = tmp_path / "ratings.txt"
+    nsmc.write_text("id\tdocument\tlabel\n1\t좋다\t1\n", encoding="utf-8")
+    for args in (["study", "--corpus", "sample", "--nsmc-train", str(nsmc), "--flops", "1e9", "--out", "r"],
+                 ["run", "--out", "r"]):
+        assert main(args) == 2
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "runs as one process, but WORLD_SIZE=2 in the environment" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ratings.txt"]  # nothing built

@@ -55,6 +55,7 @@ from kolectra.finetune.files import URL_FILE, folded_url
 from kolectra.model import rtd
 from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
+from kolectra.model.launcher import one_process
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study import report as study_report
@@ -246,6 +247,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     plan.validate()
     if folded_url(nsmc_train):  # read as the local path s3:/b/k: 'No such file', as if the object were missing
         raise ConfigError(f"study: --nsmc-train {URL_FILE}: {nsmc_train}")
+    one_process("a study")  # its readouts fine-tune (stages.finetune): refused before an arm is pretrained
     splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
     examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
     for arm in plan.arms:  # under half a step, round() gives 0 and the arm trained 1 step: over twice its budget
