@@ -276,6 +276,12 @@ def test_a_dest_inside_an_artifact_or_the_root_is_refused_before_anything_is_dra
         assert main(["report", ev.id, "--out", root, "--dest", f"{root}/reports/mine"]) == 0
         assert main(["report", ev.id, "--out", root, "--dest", str(tmp_path / "mine")]) == 0
         capsys.readouterr()
+    # another program's manifest.json (a web app's) makes no artifact: a report may go below it
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "manifest.json").write_text('{"name": "my app", "start_url": "."}', encoding="utf-8")
+    storage.write_bytes(f"{bucket}/site/manifest.json", b'{"name": "my app"}')
+    for dest in (str(tmp_path / "site" / "reports"), f"{bucket}/site/reports"):
+        assert main(["report", ev.id, "--out", root, "--dest", dest]) == 0, capsys.readouterr().err
 
 
 def test_an_export_into_another_root_s_artifact_is_refused(bucket, tmp_path, capsys):  # noqa: F811

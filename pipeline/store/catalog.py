@@ -19,7 +19,16 @@ from typing import Callable, Iterable
 
 from kolectra.core import storage
 from kolectra.pipeline.store import inputs, named
-from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
+from kolectra.pipeline.store.manifest import (
+    KINDS,
+    MANIFEST,
+    MAX_MANIFEST,
+    ArtifactError,
+    misplaced,
+    parse_manifest,
+    read_manifest,
+    verify_dir,
+)
 
 
 def article(kind: str) -> str:
@@ -465,18 +474,26 @@ def recorded_store(url: str) -> bool:
 
 def artifact_around(where: str | Path) -> str | Path | None:
     """The artifact folder (of any root, on a disk or in a store) that ``where`` is or lies in: the nearest
-    holding a manifest; None if none does. A place to write (report --dest, export --to) there put files
-    into a published artifact, which verify then found changed ('not in manifest (added after publishing)')."""
+    holding a kolectra manifest (another program's manifest.json, a web app's, is none); None if none does.
+    A place to write (report --dest, export --to) there put files into a published artifact, which verify
+    then found changed ('not in manifest (added after publishing)')."""
+    def kolectra_manifest(folder: str | Path) -> bool:
+        with contextlib.suppress(ArtifactError, OSError, ValueError):  # not one, or unreadable: not an artifact
+            if not storage.is_url(str(folder)):
+                return (Path(folder) / MANIFEST).is_file() and bool(read_manifest(Path(folder)))
+            url = f"{folder}/{MANIFEST}"
+            return storage.object_info(url) is not None and bool(parse_manifest(
+                storage.read_bytes(url, limit=MAX_MANIFEST), url))
+        return False
+
     if storage.is_url(str(where)):
         head, _, rest = str(where).rstrip("/").partition("://")
         parts = rest.split("/")
-        for n in range(len(parts), 1, -1):  # the bucket's own top holds no artifact
-            folder = f"{head}://{'/'.join(parts[:n])}"
-            if storage.object_info(f"{folder}/{MANIFEST}") is not None:
-                return folder
-        return None
-    place = Path(storage.local_path(where)).expanduser().resolve()
-    return next((d for d in (place, *place.parents) if (d / MANIFEST).is_file()), None)
+        folders: list[str | Path] = [f"{head}://{'/'.join(parts[:n])}" for n in range(len(parts), 1, -1)]
+    else:  # the bucket's own top holds no artifact; on a disk every folder up to /
+        place = Path(storage.local_path(where)).expanduser().resolve()
+        folders = [place, *place.parents]
+    return next((f for f in folders if kolectra_manifest(f)), None)
 
 
 def store_root_of(url: str) -> str:
