@@ -9,9 +9,12 @@ from. A masked LM's folder (the generator, or an MLM ablation's discriminator), 
 ``pipeline_tag`` is fill-mask, reads ``[MASK]`` in text as the mask (:func:`mask_in_text`); every
 other folder keeps the vocabulary's "text is data". The artifact is verified before anything is copied; ``--to`` inside it, inside the root or
 the store cache is refused, and so is a ``--push`` id the Hub would refuse, before anything is written.
+A local ``--to`` is written beside itself and renamed into place whole (:func:`staged`): a process killed
+midway leaves no ``--to``, and the next export there sweeps what it wrote.
 ``--to`` in a store (``s3://``, ``gs://``: :func:`exported`) is written in a local scratch folder and
 uploaded; its bucket is checked and a folder holding objects refused first, and what was uploaded goes
-if the upload fails.
+if the upload fails. A bucket has no rename: a kill during the upload leaves the files sent so far, but
+never config.json (sent last), and the next export's refusal says so.
 
 ``--push REPO_ID`` uploads the folder with ``huggingface_hub``: one commit of
 ``CommitOperationAdd`` per file (:func:`operations`), the repository created if absent.
@@ -29,8 +32,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -72,26 +77,29 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     outside_roots(dest, [store.local(art), *managed_folders(store)])
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
-    created = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
     cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
     masked_lm = cls_name == "ElectraForMaskedLM"  # a generator, or an MLM ablation's discriminator
     objective = str(art.manifest.get("config", {}).get("objective", {}).get("objective", "electra"))
+    folder, side = staged(dest)
     try:
         with writing_into(dest, "export"):  # names --to, not the store's file shutil.copyfile names
-            _write(src, dest, config, cls_name, masked_lm, card(src / "README.md", cls_name, objective, art,
-                                                                datasets, base_model, FILL_MASK if masked_lm else ""))
+            _write(src, folder, config, cls_name, masked_lm, card(src / "README.md", cls_name, objective, art,
+                                                                  datasets, base_model, FILL_MASK if masked_lm else ""))
+        if side is not None:
+            into_place(folder, dest)
     except BaseException as e:  # a full disk, an I/O error, Ctrl-C: what was written goes, so that the same
         # command can be run again (a half-written --to, weights without a tokenizer, was refused by it)
-        with contextlib.suppress(OSError):
-            for name in (*FILES, "README.md"):
-                (dest / name).unlink(missing_ok=True)
-            if created:
-                dest.rmdir()
+        if side is None:
+            with contextlib.suppress(OSError):
+                for name in (*FILES, "README.md"):
+                    (folder / name).unlink(missing_ok=True)
         if isinstance(e, OSError) and not e.filename:  # shutil's copy names no file where a write fails
             e.add_note(f"while writing the export into {dest}")
         e.add_note("the files written into --to were removed, so the same command can run again")
         raise
+    finally:
+        if side is not None:  # empty once the export is in place; else what was written
+            shutil.rmtree(side, ignore_errors=True)
     return art, dest
 
 
@@ -118,6 +126,48 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
             raise
         storage.upload_folder(folder, url, last="config.json")  # the folder was empty (store_folder)
         yield art, folder, url
+
+
+def staged(dest: Path) -> tuple[Path, Path | None]:
+    """(the folder to write the export of ``--to`` ``dest`` in, the scratch folder beside ``dest`` that
+    holds it, or None where it is ``dest`` itself). The export is written beside ``dest``, on its disk,
+    and renamed into place whole (:func:`into_place`): a process killed midway (``kill -9``, an OOM kill:
+    no clean-up runs) left config.json and the weights without the tokenizer in ``dest``, a folder
+    ``AutoModel`` loads; now it leaves a ``kolectra-export-<pid>-...`` folder beside it, which the next
+    export there sweeps (:func:`core.scratch.sweep_once`). An empty folder that is a mount point (no
+    rename onto it) or whose parent refuses the scratch folder (read-only, not ours) is written in place."""
+    where = dest.resolve()  # through a link to an empty folder, where the files went before
+    if where.is_dir() and os.path.ismount(where):
+        return dest, None
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        scratch.sweep_once(where.parent, label="export")
+        side = Path(scratch.mkdtemp("export", dir=where.parent))
+    except OSError as e:
+        if where.is_dir():
+            return dest, None
+        if e.filename and Path(e.filename).parent == where.parent:  # the scratch folder's name: say --to's
+            raise type(e)(e.errno, e.strerror, str(dest)) from None
+        raise
+    folder = side / "export"
+    try:
+        folder.mkdir()  # mkdtemp's folder is private (0700); this one takes the umask, as a new --to did
+    except BaseException:
+        shutil.rmtree(side, ignore_errors=True)
+        raise
+    return folder, side
+
+
+def into_place(folder: Path, dest: Path) -> None:
+    """Rename the written export ``folder`` to ``dest`` at once: a new name, or over the empty folder
+    given (its permissions kept); a folder that filled meanwhile refuses it (its files stay)."""
+    where = dest.resolve()
+    if where.is_dir():
+        os.chmod(folder, stat.S_IMODE(where.stat().st_mode))
+    try:
+        os.rename(folder, where)
+    except OSError as e:  # names the scratch folder and --to: say --to
+        raise type(e)(e.errno, e.strerror, str(dest)) from None
 
 
 def store_folder(store: Store, to: str) -> str:

@@ -376,7 +376,7 @@ def test_an_export_stopped_by_ctrl_c_or_an_io_error_leaves_no_half_folder(checkp
     dest = tmp_path / "out"
 
     def stopped(path):
-        assert (dest / "model.safetensors").is_file()  # the weights are in
+        assert (path.parent / "model.safetensors").is_file()  # the weights are in (beside --to, since n7)
         if failure == "ctrl-c":
             raise KeyboardInterrupt
         raise OSError(errno.EIO, os.strerror(errno.EIO))  # as shutil's copyfileobj raises it: no file named
@@ -384,10 +384,64 @@ def test_an_export_stopped_by_ctrl_c_or_an_io_error_leaves_no_half_folder(checkp
     monkeypatch.setattr(hub, "text_is_data", stopped)
     code = main(["export", art.id, "--to", str(dest), "--out", str(store.root)])
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code == (130 if failure == "ctrl-c" else 2) and not dest.exists(), (line, sorted(os.listdir(dest)))
+    assert code == (130 if failure == "ctrl-c" else 2) and os.listdir(tmp_path) == [], (line, os.listdir(tmp_path))
     assert line.endswith("the files written into --to were removed, so the same command can run again"), line
     if failure != "ctrl-c":
         assert line == (f"kolectra export: error: Input/output error; while writing the export into {dest}; the files "
                         "written into --to were removed, so the same command can run again")
     monkeypatch.undo()
     assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+
+
+# The export stopped for good once the weights and the tokenizer are written, before the card: the
+# test's own pause in a real kolectra process, which the test then kills with SIGKILL.
+_PAUSED = """
+import sys, time
+from kolectra.pipeline import hub
+from kolectra.pipeline.cli import main
+
+def paused(path):
+    print(sorted(p.name for p in path.parent.iterdir()), flush=True)
+    time.sleep(120)
+
+hub.text_is_data = paused
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_an_export_killed_midway_leaves_no_to_and_the_next_export_sweeps_what_it_wrote(checkpoint, tmp_path, capsys,
+                                                                                        monkeypatch):
+    """kill -9 or an OOM kill during the export (no clean-up runs; c400d8e's covers Ctrl-C and errors) left
+    config.json, the weights and the tokenizer in ``--to`` without its card: a folder ``AutoModel`` loads,
+    incomplete, which the same command then refused ('exists and is not an empty folder'). Now the export is
+    written beside ``--to`` and renamed into place whole: the kill leaves no ``--to``, and a scratch folder
+    that the next export there sweeps."""
+    store, art = checkpoint
+    dest = tmp_path / "models" / "tiny"
+    proc = subprocess.Popen([sys.executable, "-c", _PAUSED, "export", art.id, "--to", str(dest), "--out", str(store.root)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, scratch.SWITCH: "0"})
+    try:
+        written = proc.stdout.readline()
+    finally:
+        proc.kill()  # SIGKILL
+        proc.wait()
+    assert "model.safetensors" in written and "tokenizer.json" in written, (written, proc.stderr.read())
+    left = os.listdir(tmp_path / "models")
+    assert not dest.exists() and len(left) == 1 and scratch.owner(left[0]).kind == "export", left
+    monkeypatch.setenv(scratch.SWITCH, "1")
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+    assert "export: removed 1 scratch entry (" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "models") == ["tiny"]
+    assert sorted(os.listdir(dest)) == sorted(os.listdir(art.path / "hf" / "discriminator"))
+
+
+def test_an_empty_folder_given_as_to_is_filled_keeping_its_permissions(checkpoint, tmp_path):
+    """The export renamed over an empty ``--to`` (a folder the user made first) keeps that folder's mode."""
+    store, art = checkpoint
+    dest = tmp_path / "mine"
+    dest.mkdir()
+    dest.chmod(0o750)
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+    assert (dest.stat().st_mode & 0o777) == 0o750 and (dest / "model.safetensors").is_file()
+    assert os.listdir(tmp_path) == ["mine"]
