@@ -31,6 +31,7 @@ published card names such a folder by its last part only (:func:`no_local_paths`
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -93,6 +94,8 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
             with contextlib.suppress(OSError):
                 for name in (*FILES, "README.md"):
                     (folder / name).unlink(missing_ok=True)
+        if isinstance(e, ConfigError):  # --to filled meanwhile (into_place): what is there is not ours
+            raise
         if isinstance(e, OSError) and not e.filename:  # shutil's copy names no file where a write fails
             e.add_note(f"while writing the export into {dest}")
         e.add_note("the files written into --to were removed, so the same command can run again")
@@ -167,6 +170,8 @@ def into_place(folder: Path, dest: Path) -> None:
     try:
         os.rename(folder, where)
     except OSError as e:  # names the scratch folder and --to: say --to
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another process wrote there meanwhile
+            raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)") from None
         raise type(e)(e.errno, e.strerror, str(dest)) from None
 
 

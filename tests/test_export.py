@@ -445,3 +445,25 @@ def test_an_empty_folder_given_as_to_is_filled_keeping_its_permissions(checkpoin
     assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
     assert (dest.stat().st_mode & 0o777) == 0o750 and (dest / "model.safetensors").is_file()
     assert os.listdir(tmp_path) == ["mine"]
+
+
+def test_a_to_filled_by_another_process_during_the_export_is_refused_and_kept(checkpoint, tmp_path, capsys,
+                                                                               monkeypatch):
+    """``--to`` empty when checked, written by someone else before the export is renamed into place (two
+    exports to one folder at once): the rename is refused, as a full ``--to`` is, and what is there stays."""
+    from kolectra.pipeline import hub
+
+    store, art = checkpoint
+    dest = tmp_path / "out"
+    real = hub.text_is_data
+
+    def meanwhile(path):
+        dest.mkdir()
+        (dest / "theirs.txt").write_text("x", encoding="utf-8")
+        real(path)
+
+    monkeypatch.setattr(hub, "text_is_data", meanwhile)
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"kolectra export: error: --to {dest}: exists and is not an empty folder (the export never overwrites)"]
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(dest) == ["theirs.txt"]
