@@ -72,6 +72,7 @@ class Interruption:
         self._again_count = 0
         self._released: list[str] = []  # folders let go when the relay closes (nested ones' owns)
         self._leaving = False  # __exit__ under way: a Ctrl-C now waits for its clean-up (_held_back)
+        self._entering = False  # __enter__ under way: a signal waits until the handlers and relay are all set
         self._held_back: tuple | None = None
 
     @property
@@ -96,9 +97,11 @@ class Interruption:
             self._terminated = True
         if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
             return
-        if self._leaving:  # raised here it would cut __exit__ short: the handler stayed, the relay ran on
+        if self._entering or self._leaving:  # raised here it would leave the handlers and the relay in place
             if self.failure is None:  # the user's (else fail()'s wake: the job has ended already)
-                self._held_back, self.happened = self._held_back or (signum, frame), True
+                # a SIGTERM wins: the relay wakes this thread for one with a SIGINT, whose handler runs first
+                self._held_back = (signal.SIGTERM, frame) if self.terminated else self._held_back or (signum, frame)
+                self.happened = True
             return
         self._raised = True
         term = self.terminated
@@ -143,6 +146,10 @@ class Interruption:
         if self.owns:
             _OWNED.add(self.owns)
         if threading.current_thread() is threading.main_thread():
+            # A signal now is held back until all is set, then raised as one on leaving is: raised in the
+            # middle, the handlers stayed installed and the relay ran on (no __exit__), and a SIGTERM whose
+            # relayed SIGINT came before the relay was ours was taken for a Ctrl-C (exit 130, "interrupted")
+            self._entering = True
             self._previous = signal.signal(signal.SIGINT, self._handler)
             self._previous_term = signal.signal(signal.SIGTERM, self._handler)
             outer = getattr(self._previous, "__self__", None)
@@ -151,6 +158,12 @@ class Interruption:
                 self._released = outer._released  # noqa: SLF001 - its relay closes: then ours go too
             else:
                 self._relay, self._own_relay = SigintRelay(STOP_SWEEP_S, again=self._again), True
+            self._entering = False
+            if self._held_back is not None:  # stopped before the job began: all undone, then raised as on leaving
+                term = self.terminated  # (the relay's flag: its SIGINT may have come before the SIGTERM's handler)
+                self._held_back = (signal.SIGTERM if term else signal.SIGINT, self._held_back[1])
+                self.__exit__(None, None, None)  # the handler put back raises it (the command's, an enclosing one's)
+                raise Terminated() if term else KeyboardInterrupt  # one that raises nothing (SIG_DFL, SIG_IGN)
         return self
 
     def _stop_workers(self) -> None:

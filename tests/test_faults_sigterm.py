@@ -283,3 +283,62 @@ def test_a_sigterm_after_the_last_check_is_not_lost():
             os.kill(os.getpid(), signal.SIGTERM)  # recorded, waiting for a step's end that never comes
             assert stop.requested
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+# A SIGTERM while a job's Interruption is being entered (its handlers are in, its relay's thread has
+# started, the relay is not yet the Interruption's) or left (its relay still open). The relay's thread
+# reads the SIGTERM and wakes the main thread with a SIGINT, whose handler Python runs first (signals
+# run in number order).
+_SIGTERM_WHILE_THE_JOB_STARTS_OR_ENDS = """
+import signal, sys, threading, time
+from kolectra.core.errors import Terminated
+from kolectra.corpus import interruption, sigint_relay
+def command(signum, frame):  # as the command's own (pipeline/cli/errors.py)
+    raise Terminated()
+signal.signal(signal.SIGTERM, command)
+def main_asleep():
+    with open(f"/proc/self/task/{threading.main_thread().native_id}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "S"
+held = threading.Lock()
+held.acquire()
+def scheduler(relay):
+    looks = 0
+    while looks < 3:  # asleep at three looks 20 ms apart: in the lock's wait, not the GIL's
+        time.sleep(0.02)
+        looks = looks + 1 if main_asleep() else 0
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # a thread other than the main one gets it
+    relay.terminated.wait(10)  # the relay read it and wakes the main thread
+    time.sleep(0.3)
+    held.release()
+def sigterm_now(relay):
+    threading.Thread(target=scheduler, args=(relay,)).start()
+    held.acquire(timeout=20)  # asleep (as a thread starting is) in __enter__, or in __exit__
+made, close = sigint_relay.SigintRelay.__init__, sigint_relay.SigintRelay.close
+if sys.argv[1] == "starts":
+    def patched(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        sigterm_now(self)
+    sigint_relay.SigintRelay.__init__ = patched
+else:
+    def patched(self):
+        sigterm_now(self)
+        close(self)
+    sigint_relay.SigintRelay.close = patched
+try:
+    with interruption.interruptible("interrupted during the job"):
+        print("the job ran")
+except KeyboardInterrupt as e:
+    print(type(e).__name__)
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, signal.getsignal(signal.SIGTERM) is command,
+      signal.set_wakeup_fd(-1))
+"""
+
+
+@pytest.mark.parametrize("when, ran", [("starts", []), ("ends", ["the", "job", "ran"])])
+def test_a_sigterm_while_the_job_starts_or_ends_is_a_sigterm_and_puts_the_handlers_back(when, ran):
+    proc = subprocess.run([sys.executable, "-c", _SIGTERM_WHILE_THE_JOB_STARTS_OR_ENDS, when], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    # before: "KeyboardInterrupt" (kolectra examples: interrupted, exit 130, 3 of 8 SIGTERMs as the job
+    # began); as it started, also "False False 4": the Interruption's handlers and its relay's wakeup fd
+    # stayed, so later signals went to a job long gone
+    assert proc.stdout.split() == [*ran, "Terminated", "True", "True", "-1"], proc.stdout + proc.stderr[-2000:]
