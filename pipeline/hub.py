@@ -47,6 +47,7 @@ from kolectra.model.card import front_matter, hub_id
 from kolectra.model.checkpoint import CheckpointWriteError, writing_into
 from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.catalog import artifact_around
 
 ROLES = ("discriminator", "generator")
 # what a Hub model folder needs; anything else in hf/<role> (none today) stays behind
@@ -112,7 +113,11 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
     """:func:`export` to ``to``: a local folder, or a folder in a store (``s3://``, ``gs://``), which is
     checked first (:func:`store_folder`), written in a local scratch folder and uploaded
     (:func:`core.storage.upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
-    URL); a push in the block reads the local folder, which for a store is removed after it."""
+    URL); a push in the block reads the local folder, which for a store is removed after it. ``to`` inside
+    an artifact of any root (its files would go into a published artifact) is refused first."""
+    if (inside := artifact_around(to)) is not None:
+        raise ConfigError(f"--to {to}: inside {inside}, which kolectra manages (an artifact, a root or its cache): "
+                          "write the export somewhere else")
     if not storage.is_url(to):
         if why := storage.one_slash_problem(to, "--to"):  # s3:/b/x: written to ./s3:/b/x, exit 0
             raise ConfigError(why)

@@ -38,7 +38,7 @@ from kolectra.pipeline.cli.options import flag_sets as _flag_sets
 from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
 from kolectra.pipeline.cli.study import add_study, run_study_command
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root
-from kolectra.pipeline.store.catalog import artifact_around, as_root
+from kolectra.pipeline.store.catalog import as_root
 from kolectra.pipeline.store.factory import open_store
 
 BEAM_COMMANDS = ("corpus", "vocab", "examples")  # any other --option of theirs goes to Beam
@@ -269,9 +269,6 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
 
     if (args.dry_run or args.private) and not args.push:
         raise ConfigError("--dry-run and --private go with --push REPO_ID")
-    if (inside := artifact_around(args.to)) is not None:  # any root's: the export's files went into it
-        raise ConfigError(f"--to {args.to}: inside {inside}, which kolectra manages (an artifact, a root or its "
-                          "cache): write the export somewhere else")
     with hub.exported(store, args.ref, args.to, args.role, args.datasets, args.base_model, args.push) as (
             art, folder, where):
         for op in hub.operations(folder):
