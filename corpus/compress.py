@@ -16,9 +16,10 @@ import bz2
 import gzip
 from typing import IO, Any, Callable, Generator, Iterator
 
+from kolectra.corpus import suffixes
 from kolectra.corpus.inputs import HashingReader, open_input
 
-SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
+SUFFIXES = suffixes.COMPRESSED
 
 
 def codec_of(path: str) -> str | None:

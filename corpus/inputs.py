@@ -41,7 +41,7 @@ from apache_beam.io.filesystem import FileSystem
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
-from kolectra.corpus import sorted_files
+from kolectra.corpus import sorted_files, suffixes
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
@@ -128,17 +128,15 @@ def _names_encoding() -> str:
 
 
 # Archives hold several files (a tar's headers and a zip's directory would become documents), and
-# compressions other than compress.SUFFIXES are unread bytes: refused by name, before the job starts.
+# compressions other than suffixes.COMPRESSED are unread bytes: refused by name, before the job starts.
 _NOT_ONE_STREAM = tuple((s, "an archive of several files") for s in (
     ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.zst", ".tar.xz", ".txz", ".zip", ".7z", ".rar")) + tuple(
     (s, f"compressed as {k}") for s, k in ((".xz", "xz"), (".lzma", "lzma"), (".lz4", "lz4"), (".br", "brotli")))
 
 def _compressed_parquet(name: str) -> str | None:
     """The codec of a file name such as ``x.parquet.gz`` (None for any other name)."""
-    from kolectra.corpus import compress, parquet  # noqa: PLC0415 - both import this module
-
-    return next((codec for suffix, codec in compress.SUFFIXES.items()
-                 if name.endswith(suffix) and name[: -len(suffix)].endswith(parquet.SUFFIXES)), None)
+    return next((codec for suffix, codec in suffixes.COMPRESSED.items()
+                 if name.endswith(suffix) and name[: -len(suffix)].endswith(suffixes.PARQUET)), None)
 
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",

@@ -33,6 +33,7 @@ import decimal
 from typing import IO, Iterator, Sequence
 
 from kolectra.core import storage
+from kolectra.corpus import suffixes
 from kolectra.corpus.inputs import is_remote, open_input
 
 BATCH_ROWS = 1024  # rows a batch at most: a few MB of web text
@@ -41,7 +42,7 @@ READ_BUFFER = 1 << 20  # pages are read through a buffer of this size (0, pyarro
 DICTIONARY_COPIES, DICTIONARY_ENTRY = 3, 200  # Arrow holds a column read as a dictionary at up to 3 times its bytes and 200 a row
 REMOTE_READ_BUFFER = 8 << 20  # the same for a store's object: each fill is one ranged GET
 PROBE_BUFFER = 2 << 20  # a dictionary page and the first data page (writers close each near 1 MB): one read
-SUFFIXES = (".parquet", ".pq")
+SUFFIXES = suffixes.PARQUET
 MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
 
 
