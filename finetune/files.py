@@ -33,6 +33,12 @@ def folded_url(path: str | Path) -> bool:
     return re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(path)) is not None
 
 
+def as_given(path: str | Path) -> str:
+    """``path`` as the user typed it: a URL that ``type=Path`` folded (``s3:/b/k``) with its ``//`` back."""
+    text = str(path)
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)", r"\1://", text) if folded_url(text) else text
+
+
 def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
     """Why ``path`` cannot be a task's data file, worded to follow "data file" (None: it can): a
     FIFO or device would block the reader or never end; a folder is data only where a saved

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 from kolectra.core import storage
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import StageOutput, progress
-from kolectra.finetune.files import data_file_problem  # light: no torch
+from kolectra.finetune.files import as_given, data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.model.launcher import one_process  # light: no torch
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
@@ -283,7 +283,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     data_files = [Path(f) for f in (train_file, eval_file, dev_file) if f is not None]
     for f in data_files:  # a saved datasets folder is data too (classify, regress, ner)
         if problem := data_file_problem(f, folder_ok=entry.dev_flag):
-            raise ArtifactError(f"{task}: data file {problem}: {f}")
+            raise ArtifactError(f"{task}: data file {problem}: {as_given(f)}")
     # the model's inputs come first: `kolectra report` reads the model of an eval from there
     inputs = model_inputs + tuple(fingerprint_inputs(data_files))
     req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
@@ -307,7 +307,7 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
     model_dir, parents, model_inputs = model_source(store, model_ref)
     for f in (train_file, eval_file):
         if problem := data_file_problem(Path(f)):
-            raise ArtifactError(f"probe: data file {problem}: {f}")
+            raise ArtifactError(f"probe: data file {problem}: {as_given(f)}")
     req = Request(kind="eval", name=artifact_name(name, "probe"), stage_version=ft_probe.STAGE_VERSION,
                   config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
@@ -355,4 +355,4 @@ def check_holdout(path: Path) -> None:
         except UnicodeDecodeError as e:
             problem = f"is not UTF-8 ({e.reason} at byte {e.start})"
     if problem:
-        raise ConfigError(f"holdout_ids: {path} {problem} (expected a UTF-8 text file of document ids, one a line)")
+        raise ConfigError(f"holdout_ids: {as_given(path)} {problem} (expected a UTF-8 text file of document ids, one a line)")

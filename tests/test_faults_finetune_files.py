@@ -58,8 +58,9 @@ def test_a_bucket_url_as_a_data_file_says_the_files_are_read_from_disk(tmp_path)
     (model / "config.json").write_text("{}", encoding="utf-8")
     (tmp_path / "test.txt").write_text("id\tdocument\tlabel\n", encoding="utf-8")
     for url in ("s3://bucket/ratings_train.txt", "gs://bucket/ratings_train.txt"):
-        with pytest.raises(ArtifactError, match="is a URL, and a task's data files are read from this machine's disk"):
+        with pytest.raises(ArtifactError, match="is a URL, and a task's data files are read from this machine's disk") as e:
             stages.probe(Store(tmp_path / "r"), str(model), Path(url), tmp_path / "test.txt")
+        assert str(e.value).endswith(f": {url}"), e.value  # as typed, not folded to s3:/bucket/...
 
 
 def test_a_hangul_file_name_the_locale_misspells_says_so(tmp_path):

@@ -41,4 +41,5 @@ def test_a_bucket_url_as_nsmc_train_is_refused_in_one_line(tmp_path, capsys, mon
     assert main(args) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--nsmc-train is a URL, and a task's data files are read from this machine's disk" in line, line
+    assert line.endswith(": s3://bucket/ratings.txt"), line  # as typed, not folded to s3:/bucket/...
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing built

@@ -51,7 +51,7 @@ from kolectra.core.bars import Bar
 from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import shards
-from kolectra.finetune.files import URL_FILE, folded_url
+from kolectra.finetune.files import URL_FILE, as_given, folded_url
 from kolectra.model import rtd
 from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
@@ -246,7 +246,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
               examples_ref: str | None = None, name: str | None = None, force: bool = False) -> Artifact:
     plan.validate()
     if folded_url(nsmc_train):  # read as the local path s3:/b/k: 'No such file', as if the object were missing
-        raise ConfigError(f"study: --nsmc-train {URL_FILE}: {nsmc_train}")
+        raise ConfigError(f"study: --nsmc-train {URL_FILE}: {as_given(nsmc_train)}")
     one_process("a study")  # its readouts fine-tune (stages.finetune): refused before an arm is pretrained
     splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
     examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
