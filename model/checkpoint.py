@@ -6,7 +6,8 @@ Every ``save_every`` steps the loop writes ``out_dir/checkpoints/step-NNNNNNNN/`
   tied output layer are the discriminator's; ``state.pt`` lists the aliases);
 - ``optimizer.pt``: AdamW's moments and step counts;
 - ``state.pt``: step, the learning-rate schedule's position, loader position, the resolved
-  config and a fingerprint of the vocabulary (written by rank 0);
+  config, a fingerprint of the vocabulary and the not-learning warning standing then, if one does
+  (``health``: a resumed run ends with the straight run's verdict; written by rank 0);
 - ``rank-R.pt``: each rank's RNG states (torch, numpy, python, and the accelerator's) and its
   open metrics window, so a resumed run continues with the very batches, masks and samples the
   uninterrupted run would have used;

@@ -163,13 +163,17 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         if note := dev.speed_note(compile_mode is not None):
             progress(f"pretrain: {note}")
 
-    first, log_state, wall_before = 0, None, 0.0
+    first, log_state, wall_before, standing = 0, None, 0.0, None
     found = checkpoint.load_latest(out_dir, dev.rank) if resume else None
     if found is not None:
         first, log_state = restore(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
         wall_before = float(found[1]["state"].get("wall_seconds", 0.0))  # absent in older checkpoints
+        standing = saved_standing(found[1]["state"])
         if dev.is_main:
             progress(f"pretrain: resuming at step {first} from {found[0]}")
+            if standing is not None:  # printed by an earlier process: this one's output says it too
+                progress(f"pretrain: the warning printed at step {standing['figures'].get('step')}, before this "
+                         f"checkpoint, stands until the checks pass again: " + "; ".join(standing["problems"]))
             checkpoint.trim_log(out_dir / "metrics.jsonl", first)
     elif dev.is_main:
         if resume and checkpoint.checkpoints_dir(out_dir).is_dir():  # a new run's folder: the store said so
@@ -190,7 +194,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
               [p for g in optimizer.param_groups for p in g["params"]],
               compiled(step_fn, compile_mode) if compile_mode else step_fn, log, first, flops_per_step, share,
               peak_flops, where, compile_mode, t_start=t_start or time.perf_counter(),
-              wall_before=wall_before)
+              wall_before=wall_before, warned=standing is not None, standing=standing)
     if log_state is not None:
         log.load_state_dict(log_state)
         if first == t.steps and log.steps:  # forced to end at the checkpoint's step, between log steps:
@@ -205,6 +209,18 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     update = functools.partial(device_step, run)
     run.device_step = dev.whole_step(update) if whole else update
     return run
+
+
+def saved_standing(state: dict) -> dict | None:
+    """The verdict of a warning a checkpoint's run had printed and not withdrawn (:func:`watch_health`), or None.
+    Saved so that a resumed run ends with the verdict the straight run gives (:func:`model.health.final`): kept
+    per process before 2026-12-01, a warning at step 27 of electra15 (tiny, batch 2) was lost by a
+    resume from step 30, whose windows of replaced tokens only judged nothing, and the run ended ``ok``. A
+    checkpoint written before it has no ``health``: nothing stands."""
+    standing = (state.get("health") or {}).get("standing")
+    if isinstance(standing, dict) and standing.get("status") == "not_learning" and standing.get("problems"):
+        return standing
+    return None
 
 
 def watch_health(run: Run, lines: list[dict]) -> None:
@@ -275,7 +291,8 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
         out_dir, done,
         run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,
         {"config": to_dict(run.cfg), "vocab": run.inputs.fingerprint, "loader": run.batches.state_dict(),
-         "schedule": {"next_step": done, "next_lr": lr_at(done, t)}, "wall_seconds": run.wall_seconds()}
+         "schedule": {"next_step": done, "next_lr": lr_at(done, t)}, "wall_seconds": run.wall_seconds(),
+         "health": {"standing": run.standing if run.warned else None}}  # (saved_standing)
         if main else None,
         {"rng": run.dev.rng_state(), "log": run.log.state_dict()},
         rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints,

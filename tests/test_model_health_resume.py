@@ -1,0 +1,141 @@
+"""A resumed run ends with the training-health verdict of the straight run of the same steps (model/train.py's
+``saved_standing``, model/health.py's ``final``): ``kolectra pretrain`` runs of the tiny preset on the small
+templated examples, stopped inside a step (Ctrl-C: the CLI keeps the working state) after a checkpoint, then
+``--resume``.
+
+- electra15 with a batch of 2 warns at step 27, and its windows after the checkpoint at step 30 score replaced
+  tokens only (no AUC): nothing judged, so the warning stands at the end. The warning lived in the process that
+  printed it: the resumed process ended ``ok``. The checkpoint now saves it; one written before has none, and
+  still resumes (nothing stands).
+- mlm_then_rtd resumed inside the warm-up of its RTD phase waits the same warm-up as the straight run."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from kolectra.core import filehash
+from kolectra.model import checkpoint
+from kolectra.pipeline.cli import main
+from kolectra.pipeline.store.artifacts import Store
+from tests.model_support import small_chain, stop_in_step
+
+WARNED = re.compile(r"WARNING: this run has not learned what it should \(step (\d+)\)")
+WITHDRAWN = re.compile(r"learning now \(step (\d+)\)")
+ELECTRA15 = ("electra15", "train.steps=39", "train.batch_size=2", "train.warmup_steps=4", "train.log_every=3",
+             "train.save_every=30")
+TIMINGS = ("tokens_per_s", "mfu")  # the clock's, not the run's
+MLM_THEN_RTD = ("mlm_then_rtd", "train.steps=40", "train.batch_size=8", "train.warmup_steps=4", "train.log_every=2",
+                "objective.mlm_phase=0.5", "train.save_every=11")
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("health-resume")
+    small_chain(Store(root))
+    return root
+
+
+def _root(chain: Path, dest: Path) -> tuple[Path, str]:
+    shutil.copytree(chain, dest)
+    return dest, str(Store(dest).list("examples")[0].path)
+
+
+def _pretrain(root: Path, ex: str, capsys, run: tuple[str, ...], *extra: str) -> tuple[int, str, str]:
+    flags = [f"--set={s}" for s in ("train.lr=3e-3", "train.cpu_threads=1", *run[1:])]
+    rc = main(["pretrain", "--examples", ex, "--out", str(root), "--preset", "tiny", "--objective", run[0],
+               *flags, *extra])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _events(err: str) -> list[tuple[int, str]]:
+    """The warnings and 'learning now' lines a run printed, in order: (step, 'warned' / 'withdrawn')."""
+    found = [(m.start(), int(m[1]), "warned") for m in WARNED.finditer(err)]
+    found += [(m.start(), int(m[1]), "withdrawn") for m in WITHDRAWN.finditer(err)]
+    return [(step, what) for _, step, what in sorted(found)]
+
+
+def _result(out: str) -> tuple[dict, list[dict]]:
+    art = Path(out.strip().splitlines()[-1])
+    lines = [json.loads(ln) for ln in (art / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = [{k: v for k, v in ln.items() if k not in TIMINGS} for ln in lines]
+    return json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"], lines
+
+
+def _straight(chain: Path, tmp_path: Path, capsys, run: tuple[str, ...]) -> tuple[dict, list, list]:
+    root, ex = _root(chain, tmp_path / "straight")
+    rc, out, err = _pretrain(root, ex, capsys, run)
+    assert rc == 0, err[-3000:]
+    return (*_result(out), _events(err))
+
+
+def _stopped(chain: Path, tmp_path: Path, capsys, monkeypatch, run: tuple[str, ...], step: int):
+    """The run stopped (Ctrl-C) inside ``step``: (its root, examples, what it printed, its last checkpoint)."""
+    root, ex = _root(chain, tmp_path / "resumed")
+    carry_on = stop_in_step(monkeypatch, step, KeyboardInterrupt(), run[0])
+    rc, _, err = _pretrain(root, ex, capsys, run)
+    carry_on()
+    assert rc == 130 and "--resume continues it" in err, err[-3000:]
+    [saved] = [checkpoint.latest(run_dir / "out") for run_dir in (root / ".work").glob("checkpoint-*")]
+    return root, ex, err, saved
+
+
+def test_a_warning_standing_at_the_checkpoint_stands_at_the_end_of_the_resumed_run(chain, tmp_path, capsys,
+                                                                                    monkeypatch):
+    """electra15, 39 steps of 2 rows: warned at step 27, stopped in step 31, resumed from step 30. Its windows
+    at 33, 36 and 39 scored replaced tokens only, as the straight run's did: the straight run ended
+    not_learning ('It stands at the end'), the resumed one 'ok' (the warning was the first process's alone)."""
+    want, want_lines, want_events = _straight(chain, tmp_path, capsys, ELECTRA15)
+    assert want["status"] == "not_learning" and "stands" in want and want_events == [(27, "warned")], want
+    root, ex, first, saved = _stopped(chain, tmp_path, capsys, monkeypatch, ELECTRA15, 31)
+    assert saved.name == "step-00000030" and _events(first) == [(27, "warned")]
+    rc, out, err = _pretrain(root, ex, capsys, ELECTRA15, "--resume")
+    assert rc == 0, err[-3000:]
+    got, lines = _result(out)
+    assert lines == want_lines  # the same steps, the same windows
+    assert got == want  # before: {'status': 'ok', ...}
+    assert _events(err) == []  # not printed again as new, but said at the resume:
+    assert "the warning printed at step 27, before this checkpoint, stands until the checks pass again: " \
+           "the discriminator sits at the class prior" in err
+
+
+def _as_before_the_standing_warning_was_saved(step_dir: Path) -> None:
+    """Rewrite a checkpoint's state.pt as kolectra wrote it before 2026-12-01: no ``health``."""
+    path = step_dir / "state.pt"
+    state = checkpoint.decode(torch.load(path, map_location="cpu", weights_only=True))
+    assert state.pop("health")["standing"]["status"] == "not_learning"
+    torch.save(checkpoint.encode(state), path)
+    manifest = json.loads((step_dir / checkpoint.MANIFEST).read_text(encoding="utf-8"))
+    manifest["files"]["state.pt"] = {"bytes": path.stat().st_size, "sha256": filehash.sha256(path)}
+    (step_dir / checkpoint.MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+
+
+def test_a_checkpoint_written_before_the_warning_was_saved_still_resumes_with_nothing_standing(
+        chain, tmp_path, capsys, monkeypatch):
+    root, ex, _, saved = _stopped(chain, tmp_path, capsys, monkeypatch, ELECTRA15, 31)
+    _as_before_the_standing_warning_was_saved(saved)
+    rc, out, err = _pretrain(root, ex, capsys, ELECTRA15, "--resume")
+    assert rc == 0, err[-3000:]
+    assert f"resuming at step 30 from {saved}" in err and "stands until" not in err
+    got, _ = _result(out)
+    assert got["status"] == "ok" and got["figures"]["step"] == 39  # what such a checkpoint knows: nothing stood
+
+
+def test_mlm_then_rtd_resumed_inside_the_warm_up_of_its_rtd_phase_waits_as_the_straight_run(
+        chain, tmp_path, capsys, monkeypatch):
+    """mlm_then_rtd, 40 steps of 8 rows, RTD from step 20, judged past step 24: stopped in step 23, resumed from
+    the checkpoint at step 22, inside that wait. The resumed run says what the straight one says, when it does."""
+    want, want_lines, want_events = _straight(chain, tmp_path, capsys, MLM_THEN_RTD)
+    assert want["status"] == "not_learning" and want_events and all(step > 24 for step, _ in want_events)
+    root, ex, first, saved = _stopped(chain, tmp_path, capsys, monkeypatch, MLM_THEN_RTD, 23)
+    assert saved.name == "step-00000022" and _events(first) == []
+    rc, out, err = _pretrain(root, ex, capsys, MLM_THEN_RTD, "--resume")
+    assert rc == 0, err[-3000:]
+    got, lines = _result(out)
+    assert lines == want_lines and got == want and _events(err) == want_events
