@@ -25,6 +25,7 @@ stage, its input and output bytes and the RSS before, after and at most during i
 
     python benchmarks/local_peak.py [--files 1] [--preset default|production] [--tracemalloc] [--beam-own] [--reviews GLOB | --data DIR]
     python benchmarks/local_peak.py --workers 2 ...
+    python benchmarks/local_peak.py --set write_dropped=true ...   (the corpus job's settings, as kolectra corpus --set)
     python benchmarks/local_peak.py --job examples --corpus CORPUS_DIR --shards 4 --vocab VOCAB_DIR [--workers 2]
 
 ``--beam-own``: Beam's own local runner, without ``corpus/beam_local.py``'s changes (the A/B of them).
@@ -218,18 +219,21 @@ class Segments:
 
 
 def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: bool = False,
-              workers: int = 1, examples: tuple[Path, Path] | None = None, threads: int | None = None) -> dict:
+              workers: int = 1, examples: tuple[Path, Path] | None = None, threads: int | None = None,
+              sets: tuple[str, ...] = ()) -> dict:
     """The corpus job on ``files``, or with ``examples`` (corpus shards' folder, vocab) the examples
     job, into ``out``, on ``workers`` workers."""
     from apache_beam.runners.portability.fn_api_runner import execution, fn_runner, worker_handlers
     from vocab_counting import PeakWatch
 
+    from kolectra.core.config import override
     from kolectra.corpus import beam_local, build
     from kolectra.corpus import config as corpus_config
     from kolectra.corpus import examples as examples_job
     from kolectra.corpus.examples_config import ExamplesConfig
 
     cfg = dataclasses.replace(getattr(corpus_config, f"{preset}_config")(), shard_bytes=16 << 20)  # as scale.py
+    cfg = override(cfg, sets)  # --set KEY=VALUE, as kolectra corpus takes it
     if beam_own:  # a fingerprint no method has: the local runner keeps Beam's own (corpus/beam_local.py)
         beam_local.FINGERPRINTS = dict.fromkeys(beam_local.FINGERPRINTS, "beam's own")
     probe = Probe(traced)
@@ -269,11 +273,16 @@ def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: 
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             **watch.by_process(), "all_processes_mb": round(sum(watch.peaks.values()) * 1.024e-3),
             "documents": result.stats.get("records_out", result.stats.get("documents")),
+            "dropped": sum(result.stats.get("dropped", {}).values()),
             "peak": probe.peak, "bundles": probe.bundles,
             "segments": [r for r in segments.rows if r["traced_peak_mb"] - r["traced_end_mb"] > 1 or "worker" in r["segment"]]}
 
 
 def text_mb(path: str) -> float:
+    """The text of a review file (gzipped JSONL), or of a plain text file's lines (a document each)."""
+    if path.endswith(".txt"):
+        with open(path, encoding="utf-8") as f:
+            return sum(len(line.rstrip("\n").encode("utf-8")) for line in f) / 1e6
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return sum(len(json.loads(line).get("text", "").encode("utf-8")) for line in f) / 1e6
 
@@ -288,6 +297,8 @@ def main() -> None:
     p.add_argument("--tracemalloc", action="store_true", help="also split Python's traced memory from the rest (slower)")
     p.add_argument("--workers", type=int, default=1, help="--direct_num_workers (over 1: worker processes)")
     p.add_argument("--analysis-threads", type=int, help="--analysis_threads: Kiwi's threads a worker (default: its share of the CPUs)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="the corpus job's settings, as `kolectra corpus --set` (e.g. write_dropped=true)")
     p.add_argument("--job", choices=("corpus", "examples"), default="corpus")
     p.add_argument("--corpus", type=Path, help="--job examples: a corpus artifact")
     p.add_argument("--shards", type=int, default=1, help="--job examples: its first N train shards")
@@ -302,11 +313,11 @@ def main() -> None:
             files = sorted(glob.glob(reviews_source(args, WHO)))[:args.files]
             mb = sum(map(text_mb, files))
             row = run_child(files, args.out or Path(tmp) / "corpus", args.preset, args.tracemalloc, args.beam_own, args.workers,
-                            threads=args.analysis_threads)
+                            threads=args.analysis_threads, sets=tuple(args.sets))
             base, slope = (FIT_BEAM_OWN if args.beam_own else FIT)[args.preset]
             baseline = round(base + slope * mb, 1)
             config = {"files": args.files, "text_mb": round(mb, 2), "preset": args.preset,
-                      "tracemalloc": args.tracemalloc, "beam_own": args.beam_own}
+                      "tracemalloc": args.tracemalloc, "beam_own": args.beam_own, "sets": args.sets}
     for b in row["bundles"] + row["segments"]:
         print(json.dumps(b), file=sys.stderr)
     print(json.dumps(row["peak"]), file=sys.stderr)

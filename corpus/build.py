@@ -116,13 +116,23 @@ LOCAL_MEMORY = MemoryModel(base_mb=760, per_mb=1.5, worker_mb=LOCAL_WORKER_MB)
 LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0, worker_mb=LOCAL_WORKER_MB)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
 LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
+# write_dropped (corpus/drops.py) sends every drop through a shuffle of its own, which the local runner
+# holds whole, and the process writing a (reason, part) file sorts up to sorted_files.RUN_BYTES of its
+# lines. A drop costs its row's fields whatever its text, so input that is nearly all tiny records costs
+# far more than the fits above: 3 M lines of 1-2 syllables, all too_short, peaked at 1,099 MB with it
+# and 759 without, 30 % over the estimate (docs/scale.md, "Every drop written"). These terms bound it
+# for records of 5 bytes or more; a drop is cheaper than the kept document it replaces, so review-like
+# input stays well under.
+DROPS_BASE_MB = 130  # the drop writer's sorted run (a worker process's, or the launcher's in process)
+DROPS_PER_MB = 2.6  # MB per MB of expected shard JSON: the drops' shuffle, held and sent
 
 
 def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None = None) -> MemoryModel:
     """The fitted peak for this job, with near-dup or without, on the local runner with or without
     corpus/beam_local.py's changes (applied here, as the runner would before the job); a worker
     process's term for this job's shards (``json_bytes`` of JSON over ``cfg.num_shards`` a split:
-    a few shards of a small input are small, a ``num_shards`` set low makes them large)."""
+    a few shards of a small input are small, a ``num_shards`` set low makes them large); with
+    ``write_dropped``, the drops' shuffle and writer on top (:data:`DROPS_PER_MB`)."""
     changed = runner == LOCAL_RUNNER and beam_local.install()
     near_dup = cfg.near_dup_threshold > 0
     if near_dup:
@@ -131,6 +141,9 @@ def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None 
         model = LOCAL_MEMORY if changed else LOCAL_MEMORY_BEAM_OWN
     shard = json_bytes / cfg.num_shards if json_bytes is not None and cfg.num_shards > 0 else cfg.shard_bytes
     worker = local_worker_mb(shard, near_dup)
+    if cfg.write_dropped:  # every drop shuffled and written: held beside the rest (above)
+        return dataclasses.replace(model, base_mb=model.base_mb + DROPS_BASE_MB, per_mb=model.per_mb + DROPS_PER_MB,
+                                   worker_mb=worker + DROPS_BASE_MB, measure=f"{model.measure}, every drop written")
     return model if worker == model.worker_mb else dataclasses.replace(model, worker_mb=worker)
 
 

@@ -114,3 +114,21 @@ def test_a_corpus_workers_allowance_follows_its_shards():
     assert one_shard.worker_mb == pytest.approx(1000 + 5 * 2000)  # a num_shards set low: shards of 2 GB
     near = build.local_memory_model(production_config(), build.LOCAL_RUNNER)
     assert near.worker_mb == pytest.approx(default.worker_mb + 200)
+
+
+def test_written_drops_are_counted_in_a_corpus_estimate():
+    """write_dropped sends every drop through a shuffle the local runner holds whole, a drop costing its
+    row's fields whatever its text: 3 M lines of 1-2 syllables (16.7 MB, all too_short) peaked at 1,099 MB
+    with it and 759 without, where the check estimated 848 MB for both (docs/scale.md, "Every drop written")."""
+    from kolectra.corpus.config import default_config
+
+    cfg = dataclasses.replace(default_config(), num_shards=4)
+    json_bytes = 16.68e6 * 3.5  # the tiny lines' expected shard JSON (outputs.JSON_PER_INPUT_BYTE)
+    kept = build.local_memory_model(cfg, build.LOCAL_RUNNER, json_bytes)
+    every = build.local_memory_model(dataclasses.replace(cfg, write_dropped=True), build.LOCAL_RUNNER, json_bytes)
+    assert kept.peak_bytes(json_bytes) < 1099e6 <= every.peak_bytes(json_bytes)
+    assert every.worker_mb > kept.worker_mb  # the process writing a drops file sorts a run of them
+    options = pipeline_options(["--local_memory_gb", "1.0"])
+    check_local_memory(options, "corpus", json_bytes, kept)
+    with pytest.raises(LocalMemoryError, match="every drop written"):
+        check_local_memory(options, "corpus", json_bytes, every)
