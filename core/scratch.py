@@ -135,6 +135,11 @@ def alive(who: Owner) -> bool:
     return True
 
 
+def me(kind: str) -> Owner:
+    """This process as the owner of something of ``kind`` (a store lease records it: pipeline/store/lease.py)."""
+    return Owner(kind, os.getpid(), _own_start(), HOST)
+
+
 def prefix(kind: str) -> str:
     """The name's start for scratch of ``kind`` made by this process (``tempfile`` adds the rest)."""
     if not KIND.fullmatch(kind):

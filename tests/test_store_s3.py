@@ -131,6 +131,35 @@ def test_a_kill_at_each_publish_step_leaves_nothing_that_looks_complete(bucket, 
     assert storage.children(f"{root}/.locks") == []
 
 
+def test_the_next_build_here_takes_over_at_once_the_lease_of_a_killed_build_of_this_machine(bucket):
+    root, lease = f"{bucket}/h", {"KOLECTRA_LEASE_SECONDS": "30"}  # the default is 120 s
+    assert _child("toy", root, "uploaded1", "--text", "killed run", env=lease).returncode == -9
+    started = time.monotonic()
+    done = _child("toy", root, "none", "--text", "killed run", env=lease)
+    # before: 'another run (pid N on HOST since ...) is building the same request ...; waiting', the lease
+    # of the dead pid waited out (30 s here, 2 minutes by default), then 'expired ...; taking the build over'
+    assert done.returncode == 0 and time.monotonic() - started < 20, done.stderr
+    assert "is held by no process: that process of this machine has ended" in done.stderr, done.stderr
+    assert "is building the same request" not in done.stderr
+    store = open_store(root)
+    art = store.resolve("toy")
+    assert art.read_bytes("data/a.txt") == b"killed run" and store.verify(art) == []
+    assert storage.children(f"{root}/.locks") == []
+
+
+def test_a_lease_of_another_machine_or_a_live_process_is_not_taken_over():
+    from kolectra.core import scratch
+    from kolectra.pipeline.store.lease import ended_here
+    me = scratch.me("lease")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = int(dead.stdout)
+    assert ended_here({"owner": {"pid": gone, "start": 1, "host": me.host}})
+    assert not ended_here({"owner": {"pid": me.pid, "start": me.start, "host": me.host}})  # alive
+    assert not ended_here({"owner": {"pid": gone, "start": 1, "host": "0badcafe"}})  # another machine's
+    assert not ended_here({"pid": gone, "host": "vm"})  # an earlier kolectra's lease: no owner
+    assert not ended_here({"owner": {"pid": True, "start": "1", "host": me.host}})  # not a kolectra holder's
+
+
 def test_a_kill_after_the_manifest_leaves_a_complete_artifact_and_gc_clears_the_lease(bucket):
     root = f"{bucket}/m"
     assert _child("toy", root, "manifest").returncode == -9

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 
-from kolectra.core import conditional, storage
+from kolectra.core import conditional, scratch, storage
 from kolectra.core.stage import progress
 from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.manifest import ArtifactError
@@ -71,6 +71,25 @@ def expired(body: dict, found: dict, url: str) -> bool:
     return min(claimed, time.time() + seconds) < time.time()
 
 
+def ended_here(body: dict) -> bool:
+    """Whether the lease's holder was a process of this machine (its boot and pid namespace) that has
+    ended: one killed outright (kill -9, the out-of-memory killer, a SIGTERM's grace run out) renews
+    nothing, and its lease held the same request's next build here for a whole lease time (2 minutes),
+    saying that another run was building it. A holder of another machine, or a lease without an owner
+    (an earlier kolectra's), waits for the store's clock as before."""
+    who = body.get("owner")
+    if not isinstance(who, dict) or who.get("host") != scratch.HOST:
+        return False
+    pid, start = who.get("pid"), who.get("start")
+    if not (_whole(pid) and _whole(start)) or pid <= 0 or start < 0:
+        return False
+    return not scratch.alive(scratch.Owner("lease", pid, start, scratch.HOST))
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -90,7 +109,9 @@ class Lease:
         self.token = uuid.uuid4().hex
 
     def _body(self) -> bytes:
+        me = scratch.me("lease")
         return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": workspace.now(),
+                           "owner": {"pid": me.pid, "start": me.start, "host": me.host},
                            "expires": time.time() + lease_seconds(), "seconds": lease_seconds(), "token": self.token,
                            "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode()
 
@@ -132,14 +153,17 @@ class Lease:
             except conditional.PreconditionFailed:
                 pass
             held, version, found = self._read()
-            if version is not None and expired(held, found, self.url):
+            timed_out = version is not None and expired(held, found, self.url)
+            if version is not None and (timed_out or ended_here(held)):
                 started = time.monotonic()
                 try:  # whoever replaces it first wins
                     self.version = conditional.create_exclusive(self.url, self._body(), replacing=version)
                 except (conditional.PreconditionFailed, FileNotFoundError):
                     continue
                 progress(f"{self.kind}: the lease of {_who(held)} expired (its builder stopped renewing it); "
-                         "taking the build over")
+                         "taking the build over" if timed_out else
+                         f"{self.kind}: the lease of {_who(held)} is held by no process: that process of this "
+                         "machine has ended (killed: kill -9, out of memory); taking the build over")
                 break
             if not said and version is not None:
                 progress(f"{self.kind}: another run ({_who(held)} since {_short(held.get('since'))}) is building "
