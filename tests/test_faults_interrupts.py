@@ -52,6 +52,24 @@ def test_a_thread_left_hanging_by_an_interrupt_does_not_hang_the_exit():
     assert proc.stderr.strip() == "kolectra examples: interrupted during the job"
 
 
+def test_a_ctrl_c_while_the_command_starts_is_one_line_not_a_traceback():
+    # the installed script imports kolectra.pipeline.cli, then calls main: a Ctrl-C in the first half
+    # second (the commands' imports, the parser) came before any handler of the command's
+    proc = _python("""
+        import importlib.abc, os, signal, sys
+        class CtrlC(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "kolectra.pipeline.cli.commands":
+                    os.kill(os.getpid(), signal.SIGINT)  # pressed as the command's modules load
+                return None
+        sys.meta_path.insert(0, CtrlC())
+        from kolectra.pipeline.cli import main  # as the installed script does
+        sys.exit(main(["artifacts", "list"]))
+    """)
+    # before: a KeyboardInterrupt traceback from the import machinery, status 1
+    assert (proc.returncode, proc.stderr) == (130, "kolectra: interrupted while starting; nothing was done\n")
+
+
 def test_threads_dying_after_the_interrupt_print_nothing():
     proc = _python("""
         import sys, threading, time

@@ -38,6 +38,7 @@ from kolectra.core.shown import shown
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
+ENTERED = False  # a command's handled() has begun: a Ctrl-C from then on is its to report
 
 _OS = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "the file-size limit was reached",
        errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "is a directory, not a file",
@@ -121,6 +122,8 @@ def _interrupts() -> Iterator[None]:
 
 def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
     """``run()``'s exit code, or a one-line report and a non-zero code for any failure."""
+    global ENTERED
+    ENTERED = True
     try:
         with _interrupts():
             code = run()
