@@ -86,10 +86,10 @@ def parquet_as_text_problem(path: str, fmt: str) -> str | None:
         return None
     try:  # without fsspec's read-ahead (50 MB from s3fs for four bytes)
         with parquet.open_seekable(path) as raw, compress.decompress(raw, path) as stream:
-            head = stream.read(len(parquet.MAGIC))
+            head = stream.read(parquet.HEAD)
     except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
         return None
-    if head != parquet.MAGIC:
+    if not parquet.opens_parquet(head):
         return None
     if codec := compress.codec_of(path):
         return (f"{path} is a Parquet file compressed whole ({codec}), which --format auto would read as "

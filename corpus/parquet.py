@@ -44,6 +44,15 @@ REMOTE_READ_BUFFER = 8 << 20  # the same for a store's object: each fill is one 
 PROBE_BUFFER = 2 << 20  # a dictionary page and the first data page (writers close each near 1 MB): one read
 SUFFIXES = suffixes.PARQUET
 MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
+HEAD = 5  # the first bytes that tell a Parquet file from a text file (:func:`opens_parquet`)
+
+
+def opens_parquet(head: bytes) -> bool:
+    """Whether a file's first :data:`HEAD` bytes are a Parquet file's: its magic ``PAR1``, then the
+    Thrift header of its first page (or of its footer, where no row was written), whose first byte
+    is 0x15 (field 1, an i32) whoever wrote it. A text file whose first word is PAR1 (a part number)
+    is text: taken for Parquet by the magic alone, it was refused before the job, or dead-lettered."""
+    return head[: len(MAGIC)] == MAGIC and head[len(MAGIC): HEAD] == b"\x15"
 
 
 def open_seekable(path: str) -> IO[bytes]:

@@ -125,6 +125,8 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
         if copies is None:
             raise ValueError("a compressed file's pieces need a folder for their copies")
         cut = functools.partial(cuts, every=split_bytes, blocks=fmt == "blocks", blank_max=min(BLANK_MAX, max_line_bytes))
+        if by_name:  # Hive's 000000_0.gz: its decompressed pages were copied as lines (exit 0)
+            cut = functools.partial(_lines_of, cut, listed.path, fmt)
         digest, done = piece_copies.spill(listed, cut, copies, stem, counts)
         return digest, [Piece(i, start, end, line, copy=path) for i, (start, end, line, path) in enumerate(done)]
     raw, _ = compress.open_hashed(listed.path)
@@ -133,7 +135,7 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
 
     def chunks() -> Iterator[bytes]:
         while chunk := raw.read(PLAN_CHUNK):
-            if by_name and fmt != "parquet" and raw.bytes == len(chunk) and chunk.startswith(parquet.MAGIC):
+            if by_name and fmt != "parquet" and raw.bytes == len(chunk) and parquet.opens_parquet(chunk):
                 raise ValueError(f"{listed.path}: a Parquet file, which --format auto reads as {fmt} by its name")
             if counts is not None:
                 counts.add(**{counter: len(chunk)})
@@ -154,6 +156,20 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
     starts = [(0, 1), *found]
     ends = [offset for offset, _ in found] + [raw.bytes]
     return digest, [Piece(i, start, end, line) for i, ((start, line), end) in enumerate(zip(starts, ends))]
+
+
+def _lines_of(cut, path: str, fmt: str, chunks: Iterator[bytes]):
+    """``cut(chunks)``, once the first chunk is seen not to open a Parquet file (raised: the file
+    is then read whole, and ``reader.read_file`` says what it is)."""
+    def checked() -> Iterator[bytes]:
+        first = True
+        for chunk in chunks:
+            if first and parquet.opens_parquet(chunk):
+                raise ValueError(f"{path}: a Parquet file, which --format auto reads as {fmt} by its name")
+            first = False
+            yield chunk
+
+    return cut(checked())
 
 
 def row_group_pieces(groups: list[tuple[int, int]], split_bytes: int) -> list[Piece]:

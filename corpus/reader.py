@@ -310,15 +310,17 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     with raw:
         with stream:
             try:  # a Parquet file named otherwise (Hive's 000000_0) would be read as lines of its pages
-                head = stream.read(len(parquet.MAGIC)) if by_name else b""
+                head = stream.read(parquet.HEAD) if by_name else b""
             except Exception as e:  # noqa: BLE001 - a damaged archive: as read_lines says it
                 head = None
                 yield {"source": source, "line": 1, "reason": "damaged_file",
                        "detail": f"{compress.codec_of(path) or 'read'} error after line 0: {error_text(e)}"}
-            if head == parquet.MAGIC:
+            if head is not None and parquet.opens_parquet(head):
+                remedy = ("give --format parquet, or name it *.parquet" if not (codec := compress.codec_of(path)) else
+                          f"compressed whole ({codec}), which no format reads: decompress it, and name it *.parquet")
                 yield {"source": source, "line": 1, "reason": "damaged_file",
                        "detail": f"a Parquet file (it opens with {parquet.MAGIC.decode()}), which --format auto reads "
-                                 f"as {fmt} by its name: give --format parquet, or name it *.parquet"}
+                                 f"as {fmt} by its name: {remedy}"}
             elif head is not None:
                 yield from read_lines(_Replayed(head, stream) if head else stream, path, source, fmt, text_field,
                                       id_field, max_line_bytes, keep_fields)

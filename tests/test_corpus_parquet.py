@@ -524,3 +524,46 @@ def test_a_later_parquet_file_not_named_so_is_a_damaged_file_not_lines(tmp_path,
         line = capsys.readouterr().err.strip().splitlines()[-1]
         assert line.startswith("kolectra corpus: error: 1 damaged input file(s) (over max_damaged_files=0): ") and \
             f"{folder / 'b_000000_0'}: a Parquet file (it opens with PAR1)" in line, (split, line)
+
+
+def test_a_text_file_whose_first_word_is_par1_is_read_as_text(tmp_path, capsys):
+    """A text file may open with the letters PAR1 (a part number, a code): taken for Parquet by those
+    four bytes alone, as the first input it was refused before the job ('is a Parquet file ... use
+    --format parquet'), and as a later one, read whole or in pieces, it was a damaged_file that
+    stopped the run. A Parquet file's magic is followed by its first Thrift header (byte 0x15): this
+    one is read as the text it is."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [f"PAR1-{i:03d} 부품은 " + _text(i) for i in range(N)]
+    (folder / "a_parts.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (folder / "b_reviews.txt").write_text("".join(_text(i) + "\n" for i in range(N)), encoding="utf-8")
+    assert (folder / "a_parts.txt").stat().st_size > 1024
+    texts = [r.get("text") for r in reader.read_file(str(folder / "a_parts.txt"), "a", "auto", "text", "id", 1 << 20)]
+    assert texts == lines
+    for inputs in ([str(folder / "a_parts.txt")], [str(folder / "b_reviews.txt"), "--input", str(folder / "a_parts.txt")]):
+        for split in ([], ["--set", "split_bytes=1024"]):
+            assert main(["corpus", "--input", *inputs, "--set", "num_shards=1", "--set", "valid_fraction=0",
+                         *split, "--out", str(tmp_path / "store"), "--force"]) == 0, capsys.readouterr().err
+            docs = _documents(capsys.readouterr().out.strip().splitlines()[-1])
+            assert set(lines) <= {d["text"] for d in docs}, (inputs, split)
+
+
+def test_a_later_parquet_file_not_named_so_and_compressed_whole_is_a_damaged_file_in_pieces_too(tmp_path, capsys):
+    """Hive's ``000000_0.gz`` after a text file: over 8 times split_bytes decompressed, it was cut
+    into copies of its lines without a look at its first bytes, and its pages became documents
+    ('다음 줄 95H감동 ...', exit 0); read whole, its dead letter said to give --format parquet, which
+    does not read a compressed file. Both ways it is now one damaged_file saying to decompress it."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a_reviews.txt").write_text("".join(_text(i) + "\n" for i in range(N)), encoding="utf-8")
+    table = pa.table({"body": [_text(i) + f"\n다음 줄 {i}" for i in range(400)]})
+    pq.write_table(table, tmp_path / "b.parquet", compression="none", use_dictionary=False)
+    (folder / "b_000000_0.gz").write_bytes(gzip.compress((tmp_path / "b.parquet").read_bytes(), 1))
+    assert (tmp_path / "b.parquet").stat().st_size > 8 * 1024
+    for split in ([], ["--set", "split_bytes=1024"]):
+        assert main(["corpus", "--input", str(folder / "*"), "--set", "num_shards=1", "--set", "valid_fraction=0",
+                     *split, "--out", str(tmp_path / "store")]) == 2, split
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert (f"{folder / 'b_000000_0.gz'}: a Parquet file (it opens with PAR1), which --format auto reads as text "
+                "by its name: compressed whole (gzip), which no format reads: decompress it, and name it *.parquet"
+                ) in line, (split, line)
