@@ -168,7 +168,8 @@ def staged(dest: Path) -> tuple[Path, Path | None]:
 
 def into_place(folder: Path, dest: Path) -> None:
     """Rename the written export ``folder`` to ``dest`` at once: a new name, or over the empty folder
-    given (its permissions kept); a folder that filled meanwhile refuses it (its files stay)."""
+    given (its permissions kept); a folder that filled meanwhile refuses it (its files stay). An empty
+    folder the rename may not replace (:data:`UNRENAMABLE`) is filled file by file (:func:`filled`)."""
     where = dest.resolve()
     if where.is_dir():
         os.chmod(folder, stat.S_IMODE(where.stat().st_mode))
@@ -177,7 +178,35 @@ def into_place(folder: Path, dest: Path) -> None:
     except OSError as e:  # names the scratch folder and --to: say --to
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another process wrote there meanwhile
             raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)") from None
+        if e.errno in UNRENAMABLE and where.is_dir():
+            filled(folder, dest, where)
+            return
         raise type(e)(e.errno, e.strerror, str(dest)) from None
+
+
+# what a rename onto an empty --to meets where the folder itself may not be replaced, though files may be
+# written into it: a mount point os.path.ismount misses (a bind mount of a folder of the same disk: EBUSY),
+# another disk (EXDEV), a sticky folder's entry made by another user (EPERM)
+UNRENAMABLE = (errno.EBUSY, errno.EXDEV, errno.EPERM, errno.EACCES)
+
+
+def filled(folder: Path, dest: Path, where: Path) -> None:
+    """Move the written export's files from ``folder`` into the empty folder ``where`` (``--to``, which
+    cannot be replaced by a rename), config.json last; on any failure what was moved in goes."""
+    if any(where.iterdir()):  # another process wrote there meanwhile
+        raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
+    moved: list[Path] = []
+    try:
+        for f in sorted(folder.iterdir(), key=lambda f: (f.name == "config.json", f.name)):
+            moved.append(where / f.name)
+            shutil.move(f, where / f.name)  # a rename on one disk, a copy across two
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            for path in moved:
+                path.unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename and Path(e.filename).is_relative_to(folder):
+            raise type(e)(e.errno, e.strerror, str(dest)) from None
+        raise
 
 
 def store_folder(store: Store, to: str) -> str:

@@ -467,3 +467,26 @@ def test_a_to_filled_by_another_process_during_the_export_is_refused_and_kept(ch
     assert capsys.readouterr().err.strip().splitlines() == [
         f"kolectra export: error: --to {dest}: exists and is not an empty folder (the export never overwrites)"]
     assert os.listdir(tmp_path) == ["out"] and os.listdir(dest) == ["theirs.txt"]
+
+
+@pytest.mark.parametrize("refusal", [errno.EBUSY, errno.EPERM])
+def test_an_empty_to_that_the_rename_may_not_replace_is_filled_in_place(checkpoint, tmp_path, capsys, monkeypatch,
+                                                                         refusal):
+    """An empty ``--to`` that is a bind mount of a folder of the same disk (os.path.ismount says no; ``mount
+    --bind`` then the CLI: 'kolectra export: error: DIR: Device or resource busy') or another user's folder in
+    a sticky /tmp (EPERM) was refused once 988d293 renamed the export onto it; the export is written into it,
+    as before 988d293. The rename is answered here as the kernel answers it for those two."""
+    store, art = checkpoint
+    dest = tmp_path / "mounted"
+    dest.mkdir()
+    real = os.rename
+
+    def rename(src, dst, *args, **kwargs):
+        if os.fspath(dst) == str(dest.resolve()):
+            raise OSError(refusal, os.strerror(refusal), os.fspath(src), None, os.fspath(dst))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", rename)
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0, capsys.readouterr().err
+    assert sorted(os.listdir(dest)) == sorted(os.listdir(art.path / "hf" / "discriminator"))
+    assert os.listdir(tmp_path) == ["mounted"]  # no scratch folder left beside it
