@@ -82,8 +82,10 @@ def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None =
     wanted = [c for c in dict.fromkeys(columns) if c in schema.names]
     for c in wanted:  # pyarrow writes such a file; reading it said 'Column text does not exist in schema'
         if (n := len(schema.get_all_field_indices(c))) > 1:
+            if groups.start:  # a later piece of the file (corpus/pieces.py): the first piece's dead letter is
+                return {}, iter(())  # the file's, as its whole read's (one a piece failed max_reject_ratio)
             raise Unreadable(f"{n} columns of the file are named {c!r}: which one to read is not known",
-                             sum(pf.metadata.row_group(g).num_rows for g in groups))
+                             pf.metadata.num_rows)
 
     readers: dict = {}
     # a category column (pandas' category: the Arrow schema stored in the footer types it a dictionary)
