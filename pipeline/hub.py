@@ -115,6 +115,8 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
     (:func:`core.storage.upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
     URL); a push in the block reads the local folder, which for a store is removed after it. ``to`` inside
     an artifact of any root (its files would go into a published artifact) is refused first."""
+    if storage.is_url(to):  # before artifact_around's request a level: a store not answering waited each out
+        storage.check_bucket(str(to))
     if (inside := artifact_around(to)) is not None:
         raise ConfigError(f"--to {to}: inside {inside}, which kolectra manages (an artifact, a root or its cache): "
                           "write the export somewhere else")

@@ -20,7 +20,7 @@ from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render
 from kolectra.pipeline.store.artifacts import ArtifactError, Request
 from kolectra.pipeline.store.factory import open_store
-from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
 def _build(store, kind, name, files, parents=()):
@@ -301,3 +301,16 @@ def test_an_export_into_another_root_s_artifact_is_refused(bucket, tmp_path, cap
         assert f"--to {inside}/model: inside {inside}, which kolectra manages" in _one_line(capsys)
     assert open_store(tmp_path / "other").verify(other_disk) == []
     assert open_store(f"{bucket}/other").verify(other_bucket) == []
+
+
+def test_an_export_to_a_store_checks_its_bucket_before_asking_for_manifests(s3_endpoint, tmp_path,  # noqa: F811
+                                                                            capsys):
+    """``export --to s3://b/a/b/c/m`` asked for a manifest at each level of --to (3c6e5ab's artifact around it)
+    before checking the bucket: with the store not answering (AWS_ENDPOINT_URL at a closed port) each level waited
+    out its retries, 59 s for that --to before the one line the bucket check gave in 12 s. Now the bucket first:
+    here a missing bucket is refused with no object asked for."""
+    to = "s3://kolectra-no-such-bucket-n12/a/b/c/m"
+    with answered(s3_endpoint) as requests:
+        assert main(["export", "sample", "--to", to, "--out", str(tmp_path / "root")]) == 2
+    assert "the bucket 'kolectra-no-such-bucket-n12' does not exist" in _one_line(capsys)
+    assert [r for r in requests if r.operation == "HeadObject"] == [], requests
