@@ -74,7 +74,10 @@ def one_slash_url(location: str | os.PathLike) -> str | None:
     (one slash: a typo, or a tool that folded ``//``) would make a folder named ``s3:`` here, as the
     command line's ``type=Path`` did of ``s3://`` (872ffaf, 233086f). ``./s3:/x`` is a local path."""
     m = _ONE_SLASH.match(str(location))
-    return None if m is None else f"{m['scheme']}://{str(location)[m.end():]}"
+    if m is None:
+        return None
+    # file:/a/b names /a/b (RFC 8089's short form): file:///a/b; file://a/b is read as the relative a/b
+    return f"{m['scheme']}://{'/' if m['scheme'].lower() == 'file' else ''}{str(location)[m.end():]}"
 
 
 def one_slash_problem(location: str | os.PathLike, flag: str) -> str | None:
