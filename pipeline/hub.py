@@ -9,8 +9,9 @@ from. A masked LM's folder (the generator, or an MLM ablation's discriminator), 
 ``pipeline_tag`` is fill-mask, reads ``[MASK]`` in text as the mask (:func:`mask_in_text`); every
 other folder keeps the vocabulary's "text is data". The artifact is verified before anything is copied; ``--to`` inside it, inside the root or
 the store cache is refused, and so is a ``--push`` id the Hub would refuse, before anything is written.
-A local ``--to`` is written beside itself and renamed into place whole (:func:`staged`): a process killed
-midway leaves no ``--to``, and the next export there sweeps what it wrote.
+A local ``--to`` is written beside itself and renamed into place whole (:func:`staged`), or into an empty
+``--to`` given moved file by file, config.json last: a process killed midway leaves no ``--to`` (no
+config.json in one given), and the next export there sweeps what it wrote.
 ``--to`` in a store (``s3://``, ``gs://``: :func:`exported`) is written in a local scratch folder and
 uploaded; its bucket is checked and a folder holding objects refused first, and what was uploaded goes
 if the upload fails. A bucket has no rename: a kill during the upload leaves the files sent so far, but
@@ -36,7 +37,6 @@ import json
 import os
 import re
 import shutil
-import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -141,7 +141,8 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
 def staged(dest: Path) -> tuple[Path, Path | None]:
     """(the folder to write the export of ``--to`` ``dest`` in, the scratch folder beside ``dest`` that
     holds it, or None where it is ``dest`` itself). The export is written beside ``dest``, on its disk,
-    and renamed into place whole (:func:`into_place`): a process killed midway (``kill -9``, an OOM kill:
+    and renamed into place whole, or moved into the empty folder given, config.json last (:func:`into_place`):
+    a process killed midway (``kill -9``, an OOM kill:
     no clean-up runs) left config.json and the weights without the tokenizer in ``dest``, a folder
     ``AutoModel`` loads; now it leaves a ``kolectra-export-<pid>-...`` folder beside it, which the next
     export there sweeps (:func:`core.scratch.sweep_once`). An empty folder that is a mount point (no
@@ -169,32 +170,26 @@ def staged(dest: Path) -> tuple[Path, Path | None]:
 
 
 def into_place(folder: Path, dest: Path) -> None:
-    """Rename the written export ``folder`` to ``dest`` at once: a new name, or over the empty folder
-    given (its permissions kept); a folder that filled meanwhile refuses it (its files stay). An empty
-    folder the rename may not replace (:data:`UNRENAMABLE`) is filled file by file (:func:`filled`)."""
+    """Put the written export ``folder`` at ``dest``: renamed there whole where ``dest`` is a new name;
+    moved into the empty folder given file by file (:func:`filled`), not renamed over it: replacing the
+    folder left whoever was in it in a deleted one (``--to .``: the shell's ``ls`` showed nothing, each
+    command said 'getcwd: cannot access parent directories'), and a bind mount of the same disk refused
+    the rename ('Device or resource busy'). A folder that filled meanwhile refuses it (its files stay)."""
     where = dest.resolve()
     if where.is_dir():
-        os.chmod(folder, stat.S_IMODE(where.stat().st_mode))
+        filled(folder, dest, where)
+        return
     try:
         os.rename(folder, where)
     except OSError as e:  # names the scratch folder and --to: say --to
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another process wrote there meanwhile
             raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)") from None
-        if e.errno in UNRENAMABLE and where.is_dir():
-            filled(folder, dest, where)
-            return
         raise type(e)(e.errno, e.strerror, str(dest)) from None
 
 
-# what a rename onto an empty --to meets where the folder itself may not be replaced, though files may be
-# written into it: a mount point os.path.ismount misses (a bind mount of a folder of the same disk: EBUSY),
-# another disk (EXDEV), a sticky folder's entry made by another user (EPERM)
-UNRENAMABLE = (errno.EBUSY, errno.EXDEV, errno.EPERM, errno.EACCES)
-
-
 def filled(folder: Path, dest: Path, where: Path) -> None:
-    """Move the written export's files from ``folder`` into the empty folder ``where`` (``--to``, which
-    cannot be replaced by a rename), config.json last; on any failure what was moved in goes."""
+    """Move the written export's files from ``folder`` into the empty folder ``where`` (``--to`` given),
+    config.json last (a kill midway leaves no folder AutoModel loads); on any failure what was moved in goes."""
     if any(where.iterdir()):  # another process wrote there meanwhile
         raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
     moved: list[Path] = []

@@ -490,3 +490,17 @@ def test_an_empty_to_that_the_rename_may_not_replace_is_filled_in_place(checkpoi
     assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0, capsys.readouterr().err
     assert sorted(os.listdir(dest)) == sorted(os.listdir(art.path / "hf" / "discriminator"))
     assert os.listdir(tmp_path) == ["mounted"]  # no scratch folder left beside it
+
+
+def test_an_export_to_the_empty_folder_one_is_in_is_seen_there(checkpoint, tmp_path, monkeypatch):
+    """``mkdir m && cd m && kolectra export REF --to .``: 988d293 renamed the written export over the folder,
+    so the shell was left in a deleted one (its ``ls`` showed nothing, each next command said 'getcwd: cannot
+    access parent directories'). The files now go into the folder given, the same folder."""
+    store, art = checkpoint
+    here = tmp_path / "m"
+    here.mkdir()
+    inode = here.stat().st_ino
+    monkeypatch.chdir(here)
+    assert main(["export", art.id, "--to", ".", "--out", str(store.root)]) == 0
+    assert sorted(os.listdir(".")) == sorted(os.listdir(art.path / "hf" / "discriminator"))
+    assert here.stat().st_ino == inode and os.listdir(tmp_path) == ["m"]
