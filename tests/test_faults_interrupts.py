@@ -70,6 +70,27 @@ def test_a_ctrl_c_while_the_command_starts_is_one_line_not_a_traceback():
     assert (proc.returncode, proc.stderr) == (130, "kolectra: interrupted while starting; nothing was done\n")
 
 
+def test_a_second_sigterm_during_the_clean_up_keeps_the_first_ones_line():
+    proc = _python("""
+        import sys
+        from pathlib import Path
+        from kolectra.core.errors import Terminated
+        from kolectra.pipeline.cli import errors
+        def run():
+            try:
+                raise Terminated("terminated (SIGTERM) after step 2 of 20, saved as the checkpoint step-00000002")
+            except Terminated as e:  # the store's clean-up (Store._abandon), which notes what it kept
+                e.add_note("checkpoint: its working state is kept in ROOT/.work/x; --resume continues it")
+                raise Terminated()  # the second SIGTERM's handler raised it there
+        sys.exit(errors.handled("pretrain", lambda: Path("/tmp"), run))
+    """)
+    # before: 'kolectra pretrain: terminated; nothing was published' (a real run: TERM twice 0.1 s apart at
+    # step 1, its step-00000002 kept in .work, which the next plain run discarded as an interrupted run)
+    assert (proc.returncode, proc.stderr) == (143, "kolectra pretrain: terminated (SIGTERM) after step 2 of 20, "
+                                              "saved as the checkpoint step-00000002; checkpoint: its working "
+                                              "state is kept in ROOT/.work/x; --resume continues it\n")
+
+
 def test_threads_dying_after_the_interrupt_print_nothing():
     proc = _python("""
         import sys, threading, time

@@ -130,6 +130,7 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
             sys.stdout.flush()  # here, so that a reader gone (`| head`) is seen below, not at exit
             return code
     except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
+        e = _first_interrupt(e)
         why = str(e) or ("terminated" if isinstance(e, Terminated) else "interrupted")
         notes = getattr(e, "__notes__", []) or ([] if str(e) else ["nothing was published"])
         _say(command, "; ".join([why, *notes]))
@@ -147,6 +148,21 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
         first = (str(e).strip().splitlines() or [""])[0][:300]
         _say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})")
         return EXIT_BUG
+
+
+def _first_interrupt(e: KeyboardInterrupt) -> KeyboardInterrupt:
+    """The interrupt that stopped the command, when a second one (Ctrl-C or SIGTERM again) came while the
+    store was cleaning up after it: raised there, the second carried neither how far the stage got nor
+    what the store kept (pretrain said 'terminated; nothing was published' with its checkpoint kept for
+    --resume). The second only cut that clean-up short, which the next build's sweep finishes. Only a
+    bare interrupt (a handler's: no message, no notes) gives way, never to a context it suppressed
+    (``raise ... from None``: a job's one interrupt made of Beam's wrapped ones)."""
+    first, seen = e, {id(e)}
+    while (not str(first) and not getattr(first, "__notes__", None) and not first.__suppress_context__
+           and isinstance(first.__context__, KeyboardInterrupt) and id(first.__context__) not in seen):
+        first = first.__context__
+        seen.add(id(first))
+    return first
 
 
 def _stdout_gone() -> bool:
