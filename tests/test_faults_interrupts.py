@@ -91,6 +91,34 @@ def test_a_second_sigterm_during_the_clean_up_keeps_the_first_ones_line():
                                               "state is kept in ROOT/.work/x; --resume continues it\n")
 
 
+def test_a_sigterm_while_the_command_starts_is_one_line_and_the_default_comes_back(tmp_path):
+    # a scheduler's stop as the job starts: before, the process ended by the signal (143 in a shell) with
+    # nothing written, no trace in the job's log
+    proc = _python("""
+        import importlib.abc, os, signal, sys
+        class Stop(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "kolectra.pipeline.cli.commands":
+                    os.kill(os.getpid(), signal.SIGTERM)  # as the command's modules load
+                return None
+        sys.meta_path.insert(0, Stop())
+        from kolectra.pipeline.cli import main  # as the installed script does
+        sys.exit(main(["artifacts", "list"]))
+    """)
+    assert (proc.returncode, proc.stderr) == (143, "kolectra: terminated while starting; nothing was done\n")
+    # a command that ran puts SIGTERM's default back, and an ignored SIGTERM is left ignored
+    proc = _python(f"""
+        import signal, sys
+        from kolectra.pipeline.cli import main
+        code = main(["artifacts", "list", "--out", {str(tmp_path / "a")!r}])
+        print(code, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        code = main(["artifacts", "list", "--out", {str(tmp_path / "b")!r}])
+        print(code, signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)
+    """)
+    assert proc.stdout.split() == ["0", "True", "0", "True"], proc.stderr
+
+
 def test_threads_dying_after_the_interrupt_print_nothing():
     proc = _python("""
         import sys, threading, time

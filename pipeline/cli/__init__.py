@@ -4,32 +4,61 @@ surface) and its ``main``; :mod:`.options` the options they share, :mod:`.finetu
 command runs, and :mod:`.errors` how a command ends when something goes wrong.
 
 ``kolectra`` (the installed script) and ``python -m kolectra.pipeline.cli`` both call :func:`main`.
-This module imports nothing of kolectra until then: the installed script imports it before it calls
-:func:`main`, and a Ctrl-C during :mod:`.commands`' imports and its parser (about 0.5 s, before a
-command's own handler is in place) printed a KeyboardInterrupt traceback from the import machinery.
+This module imports nothing of kolectra's until then (but :mod:`kolectra.core.errors`, which imports
+nothing): the installed script imports it before it calls :func:`main`, and a Ctrl-C during
+:mod:`.commands`' imports and its parser (about 0.5 s, before a command's own handler is in place)
+printed a KeyboardInterrupt traceback from the import machinery.
+A SIGTERM then (a scheduler's stop as the job starts) ended the process by the signal with nothing
+written, so the job's log had no trace of it: :func:`main` turns it into :class:`Terminated` until
+the command's handler takes over, and puts the disposition it found back when it returns.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+
+from kolectra.core.errors import Terminated  # no import of its own: the handler needs it at once
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 STARTING_LINE = "kolectra: interrupted while starting; nothing was done"
+TERMINATED_LINE = "kolectra: terminated while starting; nothing was done"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command's exit status (:func:`kolectra.pipeline.cli.commands.main`); a Ctrl-C before the
-    command's handler is in place (:func:`kolectra.pipeline.cli.errors.handled`) is one line, 130."""
+    """The command's exit status (:func:`kolectra.pipeline.cli.commands.main`); a Ctrl-C or a SIGTERM
+    before the command's handler is in place (:func:`kolectra.pipeline.cli.errors.handled`) is one
+    line, 130 or 143."""
+    found = _terminated_while_starting()
     try:
         from kolectra.pipeline.cli import commands  # noqa: PLC0415 - here, so that a Ctrl-C in it is caught
 
         return commands.main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Terminated too (a KeyboardInterrupt, so that clean-up runs)
         errors = sys.modules.get("kolectra.pipeline.cli.errors")  # imported by then, unless cut short itself
         if not getattr(errors, "ENTERED", False):  # else its line is out (Ctrl-C again as it was said)
-            print(STARTING_LINE, file=sys.stderr, flush=True)
-        return 130  # errors.EXIT_INTERRUPTED
+            print(TERMINATED_LINE if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130  # errors.EXIT_INTERRUPTED
+    finally:
+        if found is not None:
+            signal.signal(signal.SIGTERM, found)
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+def _terminated_while_starting():
+    """SIGTERM raises :class:`Terminated` from now on (``handled`` puts this back when its command is
+    done, and :func:`main` the disposition found); the disposition found, or None where it is left
+    alone: a thread other than the main one cannot set handlers, and an ignored SIGTERM (or a
+    handler of a caller's own, kolectra called as a library) is the caller's choice."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
 
 
 def __getattr__(name: str):
