@@ -17,10 +17,31 @@ from kolectra.core.tokens import SPECIALS_MAP
 from kolectra.model import data, rtd
 from kolectra.model.config import ModelConfig, PretrainConfig
 from kolectra.model.hf_folder import NO_CODE
+from kolectra.model.launcher import launcher_rank_and_world
 
 
 class PretrainInputError(UserInputError):
     """Examples and tokenizer do not fit together or with the config; the message names the file."""
+
+
+def batch_offer(examples: int, grad_accum: int, device: str) -> str:
+    """What train.batch_size may be with ``examples`` rows: at most them, and divisible by train.grad_accum
+    times the devices a micro-batch is split over (:func:`kolectra.model.train.start`). Those are the
+    launcher's ranks (torchrun's WORLD_SIZE, known before the device is built) on the CPU and CUDA; under
+    2 ranks the offer was refused next ('not divisible by grad_accum 1 x 2 devices'). An XLA mesh's
+    devices are known only once it is built: the offer says so."""
+    ranks = launched = 1 if device == "xla" else launcher_rank_and_world()[1]
+    accum = grad_accum
+    if not (fit := examples // (accum * ranks) * accum * ranks):
+        accum, fit = 1, examples // ranks * ranks  # too few for a row a micro-batch and rank: no accumulation
+    if not fit:  # fewer examples than ranks: not a row each
+        ranks = fit = examples
+    what = " x ".join([f"train.grad_accum {accum}"] * (accum > 1) + [f"{ranks} ranks"] * (ranks > 1))
+    said = "; ".join([f"a multiple of {what}"] * bool(what)
+                     + [f"on XLA also of {'train.grad_accum x ' * (accum > 1)}the mesh's devices"] * (device == "xla"))
+    return (f"to at most {fit:,}" + (f" ({said})" if said else "")
+            + (" and train.grad_accum to 1" if accum < grad_accum else "")
+            + (f" and run on at most {ranks} rank(s)" if ranks < launched else ""))
 
 
 def read_specials(tokenizer_dir: Path, index: data.ExamplesIndex) -> rtd.Specials:
@@ -91,12 +112,10 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
                                  f"model.max_position {cfg.model.max_position}")
     t = cfg.train
     if index.examples < t.batch_size:  # the loader checks one micro-batch: with grad_accum a step repeated rows
-        fit = index.examples // t.grad_accum * t.grad_accum  # train.batch_size must divide by train.grad_accum
-        size = (f"to at most {fit:,} (a multiple of train.grad_accum {t.grad_accum})" if t.grad_accum > 1 and fit
-                else f"to at most {index.examples:,}" + (" and train.grad_accum to 1" if t.grad_accum > 1 else ""))
         raise PretrainInputError(f"{index.root / 'index.json'}: {index.examples:,} examples cannot fill one step's batch "
                                  f"of {t.batch_size:,} (train.batch_size, in {t.grad_accum} micro-batch(es)); set "
-                                 f"train.batch_size {size}, or build examples from more text")
+                                 f"train.batch_size {batch_offer(index.examples, t.grad_accum, t.device)}, or build "
+                                 "examples from more text")
     if cfg.model.vocab_size not in (0, specials.vocab_size):
         raise PretrainInputError(f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {specials.vocab_size}")
     if seq_len != cfg.max_seq_length:

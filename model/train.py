@@ -132,9 +132,10 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     where = dev.describe() + (f" x {dev.world_size} ranks" if dev.world_size > 1 else "")
     # every micro-batch is split over the devices (on XLA the mesh's; a row count not divisible by
     # theirs aborted the process in XLA's SPMD partitioner)
-    if t.batch_size % (t.grad_accum * dev.chips):
+    if t.batch_size % (unit := t.grad_accum * dev.chips):
         raise PretrainInputError(f"train.batch_size {t.batch_size} is not divisible by grad_accum "
-                                 f"{t.grad_accum} x {dev.chips} devices ({dev.world_size} ranks)")
+                                 f"{t.grad_accum} x {dev.chips} devices ({dev.world_size} ranks); "
+                                 + nearest_batch(t.batch_size, unit, inputs.index.examples))
     dev.seed(cfg.seed)  # the same initial weights on every rank
     model = ElectraPair(inputs.model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
     if t.init_from:
@@ -279,6 +280,16 @@ def device_step(run: Run, micro: list[dict[str, torch.Tensor]]) -> tuple[list[di
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     return micro_sums, step_sums
+
+
+def nearest_batch(batch_size: int, unit: int, examples: int) -> str:
+    """The sizes next to ``batch_size`` that divide by ``unit`` (grad_accum x devices) and fit the examples
+    (:func:`kolectra.model.pretrain_inputs.batch_offer`): the refusal named only the rule to meet."""
+    sizes = [n for n in (batch_size // unit * unit, batch_size // unit * unit + unit) if 0 < n <= examples]
+    if not sizes:
+        return (f"{examples:,} examples cannot fill {unit:,} rows (one a micro-batch and device): build examples "
+                "from more text, or use fewer devices")
+    return f"set train.batch_size to {' or '.join(f'{n:,}' for n in sizes)} (a multiple of {unit})"
 
 
 def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:

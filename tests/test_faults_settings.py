@@ -88,3 +88,48 @@ def test_the_batch_size_a_refusal_offers_divides_by_grad_accum(tmp_path):
         with pytest.raises(PretrainInputError, match=rf"set train.batch_size to {re.escape(offer)}"):
             read_inputs(big, examples, tok)
     dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=12, grad_accum=4)).validate()  # offered
+
+
+def test_the_batch_size_a_refusal_offers_divides_by_the_launcher_s_ranks(tmp_path, monkeypatch):
+    """Under torchrun's 2 ranks, 13 examples with grad_accum 4 offered 12, which start() then refused ('not
+    divisible by grad_accum 4 x 2 devices'), and that refusal named no size (n2). Now 8, and start's
+    refusal names the multiples next to the size. An XLA mesh's devices are unknown before it is built."""
+    import dataclasses
+    import re
+
+    from kolectra.model import train
+    from kolectra.model.config import tiny
+    from kolectra.model.device import Device
+    from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "ex", tok, n=13, seq_len=32)
+    cfg = tiny()
+    for accum, device, offer in ((4, "cpu", "at most 8 (a multiple of train.grad_accum 4 x 2 ranks), or"),
+                                 (1, "cpu", "at most 12 (a multiple of 2 ranks), or"),
+                                 (8, "cpu", "at most 12 (a multiple of 2 ranks) and train.grad_accum to 1, or"),
+                                 (4, "xla", "at most 12 (a multiple of train.grad_accum 4; on XLA also of "
+                                            "train.grad_accum x the mesh's devices), or")):
+        big = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=16, grad_accum=accum,
+                                                                 device=device))
+        with monkeypatch.context() as env:
+            env.setenv("WORLD_SIZE", "2")
+            env.setenv("RANK", "0")
+            with pytest.raises(PretrainInputError, match=rf"set train.batch_size to {re.escape(offer)}"):
+                read_inputs(big, examples, tok)
+
+    class TwoRanks(Device):  # rank 0 of 2, as start() sees it (no process group needed to refuse)
+        def __init__(self):
+            super().__init__()
+            self.world_size = 2
+
+    for size, accum, offer in ((10, 4, "8 (a multiple of 8)"), (6, 2, "4 or 8 (a multiple of 4)"),
+                               (12, 4, "8 (a multiple of 8)")):  # 16 would be more than the 13 examples
+        odd = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=size, grad_accum=accum))
+        with pytest.raises(PretrainInputError, match=re.escape(f"x 2 devices (2 ranks); set train.batch_size to {offer}")):
+            train.start(odd, read_inputs(odd, examples, tok), examples, tmp_path / f"out{size}", TwoRanks(), resume=False)
+    many = build_examples(tmp_path / "many", tok, n=40, seq_len=32)
+    odd = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=20, grad_accum=4))
+    with pytest.raises(PretrainInputError, match=re.escape("set train.batch_size to 16 or 24 (a multiple of 8)")):
+        train.start(odd, read_inputs(odd, many, tok), many, tmp_path / "out", TwoRanks(), resume=False)
