@@ -30,7 +30,9 @@ steps):
 - ``mlm_then_rtd``: its discriminator starts RTD when its MLM phase ends, with a binary head that was idle
   until then, so the discriminator checks above wait the run's warm-up again from there (as a plain run's
   first RTD steps are not judged); a run that ends inside that wait is ``unchecked`` unless another check
-  failed.
+  failed. Until then its discriminator is judged as the masked LM it was in its MLM phase, on the last two
+  windows past warm-up that scored that phase (as the generator): stuck where its loss is above 90 % of
+  ln|V| and its accuracy below 2 % (objective.disc_mlm_weight=0 leaves its vocabulary head untrained).
 - generator stuck: loss above 90 % of ln|V| (uniform guessing) and accuracy below 2 %.
 - generator too good: fewer than 2 % of masked slots replaced, so the discriminator sees almost no
   positives (the paper, section 3.2: a generator as strong as the discriminator hurts).
@@ -79,6 +81,7 @@ class Context:
     dropout: float = 0.0  # the model's hidden dropout
     schedule: str = "warmup_then_decay"  # train.schedule: where a run that ends in warm-up leaves the rate
     rtd_from: int = 0  # mlm_then_rtd: the step its RTD phase starts (objectives.mlm_steps); 0: RTD from the start
+    disc_mlm_weight: float = 1.0  # objective.disc_mlm_weight: mlm_then_rtd's MLM phase learns nothing at 0
 
 
 # The discriminator's RTD figures (mlm_then_rtd: read from the windows past rtd_judged_from alone).
@@ -91,6 +94,28 @@ def rtd_judged_from(ctx: Context) -> int:
     head idle until then: a tiny run's first one (10 RTD steps) read 'has not learned even the share of
     replaced tokens (loss 0.584 ...)', which a plain run's first RTD steps, inside warm-up, never say."""
     return ctx.rtd_from + ctx.warmup_steps if ctx.rtd_from else ctx.warmup_steps
+
+
+# How the MLM-phase finding opens: a warning it gave stands until the discriminator is judged again (withdraws).
+DISC_MLM_STUCK = "the discriminator's masked LM (its MLM phase"
+
+
+def _mlm_phase(lines: list[dict], ctx: Context) -> tuple[float | None, float | None]:
+    """mlm_then_rtd: the discriminator's MLM loss and accuracy on the last two windows past warm-up that
+    scored its MLM phase, each weighted by its MLM steps (a window across the phase change averages its
+    MLM steps alone), while its RTD is not judged yet; (None, None) where nothing is judged. Before,
+    ``disc_mlm_loss`` was never read: objective.disc_mlm_weight=0 kept it at ln|V| through the phase (tiny,
+    40 steps, MLM for 20, warm-up 4) and the first warning came at step 26, six steps into RTD."""
+    if not ctx.rtd_from or not lines or lines[-1].get("step", 0) > rtd_judged_from(ctx):
+        return None, None
+    past, weights = _last_windows(lines, ctx.warmup_steps)
+    starts = [ln["step"] - w for ln, w in zip(past, weights)]
+    phase = [(ln, max(1, min(ln["step"], ctx.rtd_from) - start)) for ln, start in zip(past, starts)
+             if isinstance(ln.get("disc_mlm_loss"), (int, float))]
+    if not phase:
+        return None, None
+    mlm_lines, mlm_steps = [ln for ln, _ in phase], [w for _, w in phase]
+    return _mean(mlm_lines, mlm_steps, "disc_mlm_loss"), _mean(mlm_lines, mlm_steps, "disc_mlm_acc")
 
 
 def _mean(lines: list[dict], weights: list[int], key: str) -> float | None:
@@ -172,6 +197,15 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     if m["gen_loss"] is not None and m["gen_loss"] > 0.9 * uniform and (m["gen_acc"] or 0.0) < 0.02:
         out.append(f"the generator has not left uniform guessing (loss {m['gen_loss']:.2f} of ln|V| = "
                    f"{uniform:.2f}, accuracy {m['gen_acc'] or 0:.3f})")
+    mlm_loss, mlm_acc = _mlm_phase(lines, ctx)
+    if mlm_loss is not None:
+        figures.update(disc_mlm_loss=round(mlm_loss, 4), **({} if mlm_acc is None else
+                                                          {"disc_mlm_acc": round(mlm_acc, 4)}))
+        if mlm_loss > 0.9 * uniform and (mlm_acc or 0.0) < 0.02:
+            unused = " (objective.disc_mlm_weight is 0: its vocabulary head gets no gradient)" \
+                if ctx.disc_mlm_weight == 0 else ""
+            out.append(f"{DISC_MLM_STUCK}, to step {ctx.rtd_from}) has not left uniform guessing (loss "
+                       f"{mlm_loss:.2f} of ln|V| = {uniform:.2f}, accuracy {mlm_acc or 0:.3f}){unused}")
     if ctx.objective in RTD_OBJECTIVES and m["replaced_share"] is not None and m["replaced_share"] < 0.02:
         out.append(f"the generator reproduces the original at {1 - m['replaced_share']:.0%} of masked slots, so "
                    f"the discriminator sees almost no replaced tokens (generator too strong?)")
@@ -271,14 +305,18 @@ def warning_text(health: dict, expected: str | None = None) -> str:
     return " ".join(lines)
 
 
-def withdraws(health: dict) -> bool:
-    """Whether ``health`` withdraws a standing warning: ok, and the discriminator judged where it was scored.
-    Windows whose scored tokens were all replaced (electra15, a generator that replaced every masked slot: no
-    AUC) leave its checks unmade, so they show no learning: a batch-2 run's windows of that kind said
-    "learning now" three times in 120 steps between warnings (m8). mlm_then_rtd's windows in the warm-up of
-    its RTD phase passed every check made (a warning standing then came from the generator's)."""
+def withdraws(health: dict, standing: dict | None = None) -> bool:
+    """Whether ``health`` withdraws a standing warning (``standing``, the verdict that gave it): ok, and the
+    discriminator judged where it was scored. Windows whose scored tokens were all replaced (electra15, a
+    generator that replaced every masked slot: no AUC) leave its checks unmade, so they show no learning: a
+    batch-2 run's windows of that kind said "learning now" three times in 120 steps between warnings (m8).
+    mlm_then_rtd's windows before its RTD is judged passed every check made; a warning about its MLM phase
+    is withdrawn only by windows that judged the discriminator again, its MLM phase's or its RTD's (the
+    first RTD windows, in that phase's warm-up, judge neither)."""
     f = health["figures"]
     judged = health["status"] == "ok" or health.get("reason") == ENDED_IN_RTD_WARMUP
+    if standing and any(p.startswith(DISC_MLM_STUCK) for p in standing.get("problems", ())):
+        judged = judged and ("disc_mlm_loss" in f or "disc_auc" in f)
     return judged and ("disc_loss" not in f or "disc_auc" in f)
 
 
@@ -288,7 +326,7 @@ def final(health: dict, standing: dict | None) -> dict:
     unjudged do not withdraw it (:func:`withdraws`), so they do not clear it at the end either: electra15,
     tiny, batch 2, 42 steps on the sample warned at step 36 and ended 'ok' in its stats and both cards, its
     windows at 39 and 42 having scored replaced tokens only. The warning's verdict stands, saying so."""
-    if standing is None or health["status"] == "not_learning" or withdraws(health):
+    if standing is None or health["status"] == "not_learning" or withdraws(health, standing):
         return health
     since, last = standing["figures"].get("step"), health["figures"].get("step")
     why = health.get("reason") or "every token they scored was replaced: no AUC"

@@ -122,7 +122,8 @@ class Run:
                               t.steps, t.lr, nonpad_tokens=nonpad,
                               padding_share=max(0.0, 1.0 - nonpad / slots) if nonpad else 0.0,
                               dropout=self.cfg.model.dropout, schedule=t.schedule,
-                              rtd_from=objectives.mlm_steps(obj, t.steps) if obj.objective == "mlm_then_rtd" else 0)
+                              rtd_from=objectives.mlm_steps(obj, t.steps) if obj.objective == "mlm_then_rtd" else 0,
+                              disc_mlm_weight=obj.disc_mlm_weight)
 
 
 def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,
@@ -233,7 +234,7 @@ def watch_health(run: Run, lines: list[dict]) -> None:
     if verdict["status"] == "not_learning" and not run.warned:
         run.warned, run.standing = True, verdict
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
-    elif run.warned and health.withdraws(verdict):
+    elif run.warned and health.withdraws(verdict, run.standing):
         run.warned, run.standing = False, None
         progress("pretrain: " + health.recovery_text(verdict))
 

@@ -2,6 +2,7 @@
 the review corpus: the identity-only plateau (AUC 0.58) is "at the prior", a discriminator that has
 climbed past it is not, and the generator checks fire on their own figures."""
 
+import dataclasses
 import math
 
 from kolectra.model import health
@@ -296,3 +297,35 @@ def test_a_standing_warning_is_the_verdict_where_the_last_windows_judged_nothing
     recovered = health.verdict([_line(36, disc_loss=0.05, disc_auc=0.8, replaced_token_share=0.95, disc_acc=0.97,
                                       disc_recall=1.0)], ctx)
     assert health.final(recovered, standing) == recovered
+
+
+def test_mlm_then_rtd_judges_its_mlm_phase_until_its_rtd_is_judged():
+    """mlm_then_rtd's discriminator MLM (n14): never read before, so a head left at ln|V| through its MLM phase
+    was not warned. Judged as the generator is (above 90 % of ln|V|, accuracy under 2 %) on the last windows
+    past warm-up that scored the phase, weighted by their MLM steps, until the RTD is judged; a warning it gave
+    is withdrawn by windows that judge the discriminator again, not by the RTD warm-up's."""
+    ctx = _ctx(objective="mlm_then_rtd", vocab_size=100, warmup_steps=4, total_steps=40, rtd_from=21)
+    rtd = dict(disc_loss=None, disc_auc=None, disc_recall=None, replaced_token_share=None)
+    mlm = [{k: v for k, v in _line(s, **rtd, disc_mlm_loss=4.5, disc_mlm_acc=0.0).items() if v is not None}
+           for s in (6, 8)]
+    stuck = health.verdict(mlm, ctx)
+    assert stuck["status"] == "not_learning", stuck  # before: unchecked
+    assert stuck["problems"] == ["the discriminator's masked LM (its MLM phase, to step 21) has not left uniform "
+                                 "guessing (loss 4.50 of ln|V| = 4.61, accuracy 0.000)"]
+    in_warm_up = health.Context(**{**dataclasses.asdict(ctx), "warmup_steps": 8})
+    assert health.verdict(mlm, in_warm_up)["status"] == "unchecked"  # no false alarm inside warm-up
+    learnt = [{**ln, "disc_mlm_loss": 3.0, "disc_mlm_acc": 0.2} for ln in mlm]
+    assert health.verdict(learnt, ctx)["status"] == "unchecked"
+    assert health.withdraws(health.verdict(learnt, ctx), stuck)
+    # a window across the phase change (steps 21-24: one MLM step) weighs 1 beside the last MLM window's 10
+    across = [{**learnt[0], "step": 10}, {**learnt[0], "step": 20},
+              {**_line(24, disc_loss=0.69, disc_auc=None), "disc_mlm_loss": 4.6, "disc_mlm_acc": 0.0}]
+    assert health.verdict(across, ctx)["figures"]["disc_mlm_loss"] == round((3.0 * 10 + 4.6) / 11, 4)
+    # RTD warm-up windows judge neither phase: they keep the warning (a generator's warning goes, as before)
+    warm = [{k: v for k, v in _line(s, **rtd).items() if v is not None} for s in (22, 24)]
+    assert not health.withdraws(health.verdict(warm, ctx), stuck)
+    assert health.final(health.verdict(warm, ctx), stuck)["status"] == "not_learning"
+    assert health.withdraws(health.verdict(warm, ctx), health.verdict([{**learnt[0], "gen_loss": 4.6, "gen_acc": 0}], ctx))
+    # past step 25 the RTD decides: a stuck MLM line there is not read
+    judged = [{**_line(s, disc_auc=0.8, disc_recall=0.3), "disc_mlm_loss": 4.6, "disc_mlm_acc": 0.0} for s in (28, 30)]
+    assert health.verdict(judged, ctx)["status"] == "ok" and health.withdraws(health.verdict(judged, ctx), stuck)

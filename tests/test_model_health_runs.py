@@ -77,3 +77,39 @@ def test_mlm_then_rtd_is_not_judged_at_its_phase_change_but_a_stuck_discriminato
     assert events and all(step > 24 for step, _ in events), err  # before: warned at step 22
     verdict = json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"]
     assert verdict["status"] == "not_learning" and "class prior" in verdict["problems"][0], verdict
+
+
+def _verdict(art: Path) -> dict:
+    return json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"]
+
+
+MLM_PHASE_RUN = ("train.steps=40", "train.batch_size=8", "train.warmup_steps=4", "train.log_every=2",
+                 "objective.mlm_phase=0.9")  # MLM to step 36, RTD judged past step 40: ends in its warm-up
+
+
+def test_mlm_then_rtd_with_its_mlm_phase_stuck_is_warned_in_that_phase_and_the_warning_stands(examples, capsys):
+    """mlm_then_rtd whose discriminator's vocabulary head gets no gradient (objective.disc_mlm_weight=0): its
+    disc_mlm_loss sat at ln|V| (5.05 of 4.91, accuracy 0) through its MLM phase, which no check read: no warning
+    at all, and the run, ending in its RTD warm-up, was 'unchecked' (n14). Now warned past warm-up, as a plain
+    mlm run is, and the first RTD windows (judging nothing) neither withdraw it nor clear it at the end."""
+    err, art = _run(examples, capsys, "mlm_then_rtd", *MLM_PHASE_RUN, "objective.disc_mlm_weight=0")
+    events = _events(err)
+    assert events == [(6, "warned")], err  # before: []
+    assert "the discriminator's masked LM (its MLM phase, to step 36) has not left uniform guessing" in err
+    assert "objective.disc_mlm_weight is 0" in err
+    verdict = _verdict(art)
+    assert verdict["status"] == "not_learning", verdict  # before: unchecked
+    assert verdict["problems"][0].startswith("the discriminator's masked LM"), verdict
+    assert verdict["stands"].startswith("It stands at the end: the windows after step 6, to step 40,"), verdict
+    card = (art / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
+    assert "| training health | not_learning |" in card
+
+
+def test_mlm_then_rtd_whose_mlm_phase_learns_is_not_warned(examples, capsys):
+    """The same run with the head trained: its MLM loss falls below 90 % of ln|V| (accuracy ~0.15 from the
+    first window past warm-up), so nothing is said, and the verdict is the RTD warm-up's 'unchecked'."""
+    err, art = _run(examples, capsys, "mlm_then_rtd", *MLM_PHASE_RUN)
+    assert _events(err) == [], err
+    verdict = _verdict(art)
+    assert verdict["status"] == "unchecked" and verdict["reason"] == "the run ended in the warm-up of its RTD phase"
+    assert "disc_mlm_loss" not in verdict["figures"]  # the last windows are RTD's: the figures are as before
