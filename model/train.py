@@ -382,7 +382,13 @@ def train_loop(run: Run, out_dir: Path, steps: range,
                 saved = save_checkpoint(run, out_dir, done)
                 if checkpoint_saved is not None:  # (mirrored to a store root: each rank its part)
                     with together(run.dev, f"to copy checkpoint {saved.name} to the store"):
-                        checkpoint_saved(saved)
+                        try:
+                            checkpoint_saved(saved)
+                        except Terminated as e:  # a second SIGTERM (bare): the step is saved here all the same
+                            if str(e):
+                                raise
+                            raise Terminated(f"terminated (SIGTERM) after step {done} of {t.steps}, saved as the "
+                                             f"checkpoint {saved.name}") from None
             if stop:
                 raise Terminated(f"terminated (SIGTERM) after step {done} of {t.steps}, saved as the "
                                  f"checkpoint {saved.name}")

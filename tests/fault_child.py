@@ -5,7 +5,9 @@
     a small stage through :meth:`Store.build` (plain files, no training);
 ``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
     :func:`kolectra.pipeline.stages.pretrain`, the real trainer (POINT ``truncateN``: through the
-    command line, cutting the examples' shards short in place at training step N instead of dying).
+    command line, cutting the examples' shards short in place at training step N instead of dying;
+    ``termN``: through the command line, a SIGTERM in training step N and a second one once the
+    first file of the checkpoint it then saves is in the store, cutting that copy short).
 
 POINT names where the process kills itself with SIGKILL (no ``finally``, no clean-up, exactly as
 ``kill -9`` or a power cut would): right after the store's step of that name returned, e.g.
@@ -162,6 +164,28 @@ def toy(args) -> None:
     print(art.path)
 
 
+def terminate_twice(n: int) -> None:
+    """A SIGTERM in training step ``n`` (the run saves that step and stops), then another right after
+    the first file of the checkpoint's copy to the store is uploaded (as a second ``kill`` does)."""
+    from kolectra.model import objectives
+
+    real_step, real_upload, calls = objectives.STEPS["electra"], storage.upload, []
+
+    def stepping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_step(*args, **kwargs)
+
+    def upload(local, url, *args, **kwargs):
+        out = real_upload(local, url, *args, **kwargs)
+        if len(calls) >= n and "/out/checkpoints/step-" in str(url):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out
+
+    objectives.STEPS["electra"], storage.upload = stepping, upload
+
+
 def pretrain(args) -> None:
     from kolectra.model import train
     from kolectra.pipeline import stages
@@ -170,10 +194,13 @@ def pretrain(args) -> None:
         kill_after(train, "pretrain")
     elif args.point.startswith("step"):
         kill_in_training_step(int(args.point[4:]))
-    elif args.point.startswith("truncate"):  # through the command line: how the user sees it end
+    elif args.point.startswith(("truncate", "term")):  # through the command line: how the user sees it end
         from kolectra.pipeline.cli import main as cli
 
-        truncate_in_training_step(int(args.point[8:]), args.examples)
+        if args.point.startswith("term"):
+            terminate_twice(int(args.point[4:]))
+        else:
+            truncate_in_training_step(int(args.point[8:]), args.examples)
         sys.exit(cli(["pretrain", "--examples", args.examples, "--out", args.root, "--preset", "tiny",
                       *(f"--set={s}" for s in args.sets)]))
     art = stages.pretrain(open_store(args.root), args.examples, preset="tiny", sets=args.sets, resume=args.resume)

@@ -348,6 +348,40 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     assert store.verify(art) == []
 
 
+@pytest.mark.parametrize("at, in_store", [(2, None), (6, "step-00000004")])
+def test_a_second_sigterm_during_the_copy_to_the_store_says_which_checkpoint_the_store_holds(bucket, tmp_path, at,
+                                                                                             in_store):
+    """SIGTERM at a step, then again while its checkpoint is copied to the store: the line said the
+    state was kept here `and s3://.../.work; --resume continues it` while the store held no complete
+    checkpoint (--resume on another machine: 'nothing to resume; starting fresh'). The copy before
+    (step 4, saved every 4) stays complete in the store until the new one is; the line names it."""
+    from tests.model_support import small_chain
+    from tests.test_faults_pretrain import SETS
+
+    root = f"{bucket}/t{at}"
+    _, _, ex = small_chain(open_store(root))
+    stopped = _child("pretrain", root, str(ex.path), f"term{at}", *(f"--set={s}" for s in SETS))
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    line = stopped.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"kolectra pretrain: terminated (SIGTERM) after step {at} of 12, saved as the checkpoint "
+                           f"step-{at:08d}; checkpoint: its working state is kept in "), line
+    kept = storage.listing(f"{root}/.work")
+    assert any(f"/out/checkpoints/step-{at:08d}/" in k for k in kept)  # a part of its copy: cut short
+    assert sorted(k.split("/")[3] for k in kept if k.endswith("/manifest.json")) == ([in_store] if in_store else [])
+    if in_store is None:
+        assert f"only: the store holds no complete checkpoint of it (step-{at:08d}'s copy to " in line, line
+        assert line.endswith("did not complete); --resume continues it on this machine only"), line
+    else:
+        assert f"holds {in_store} only (step-{at:08d}'s copy to it did not complete); --resume continues from " \
+               f"step-{at:08d} on this machine, from {in_store} on another" in line, line
+    # as the line says, on another machine
+    again = _child("pretrain", root, str(ex.path), "none", "--resume", *(f"--set={s}" for s in SETS),
+                   env={"KOLECTRA_CACHE": str(tmp_path / "another-machine")})
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (f"fetching the interrupted run's {in_store}" in again.stderr if in_store
+            else "nothing to resume for this request; starting fresh" in again.stderr), again.stderr[-3000:]
+
+
 @pytest.mark.parametrize("interrupted", [False, True])
 def test_gc_on_the_same_machine_leaves_a_live_runs_local_copy_alone(bucket, interrupted):
     """A pretraining build on a bucket works in a local run under the cache, which ``gc`` of that root

@@ -424,8 +424,8 @@ class RemoteStore(StoreRuns, Store):
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
         if run is not None and run.state():
             if not refused:
-                e.add_note(f"{request.kind}: its working state is kept in {run.path} and "
-                           f"{storage.join(self.url, WORK)}; --resume continues it")
+                e.add_note(self._kept_note(request.kind, storage.join(self.url, WORK, f"{request.kind}-{request.id()}"),
+                                          run))
             return
         with contextlib.suppress(Exception):
             if in_place and not isinstance(e, LeaseLost) and lease.holds():

@@ -42,6 +42,9 @@ class StoreRuns:
 
     _run_rank = 0  # the rank of this process in the build whose run is _run_url (a follower's: its own)
     _logs: dict[str, log_parts.Mirror] = {}  # the build's growing files mirrored as parts, by name
+    # the newest checkpoint of the build's run complete in the store (its manifest there), as this
+    # process last saw or wrote it: what an interrupt's line names, with no listing while it stops
+    _in_store: str | None = None
 
     def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str,
                        rank: int) -> Artifact:
@@ -79,6 +82,7 @@ class StoreRuns:
         local_root = self._local_root()
         run = workspace.Run(local_root / workspace.WORK / f"{request.kind}-{request.id()}")
         remote_run = storage.join(self.url, WORK, f"{request.kind}-{request.id()}")
+        self._in_store = None  # (set by the listings below when resuming)
         if resume and (not run.state() or self._store_ahead(remote_run, run)):
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
@@ -92,6 +96,21 @@ class StoreRuns:
             storage.remove(remote_run, recursive=True)  # a fresh run: the store's old state is discarded too
         storage.write_bytes(storage.join(remote_run, workspace.REQUEST), (opened.path / workspace.REQUEST).read_bytes())
         return str(opened.out), opened
+
+    def _kept_note(self, kind: str, remote_run: str, run: workspace.Run) -> str:
+        """What an interrupted or failed build says it kept: the run on this machine, and in the store
+        the newest checkpoint whose copy completed (a copy cut short leaves the one before, or none)."""
+        local = max((p.parent.name for d in (run.out, run.kept) for p in (d / CHECKPOINTS).glob(f"step-*/{MANIFEST}")),
+                    default=None)
+        if local is None or self._in_store == local:
+            return f"{kind}: its working state is kept in {run.path} and {remote_run}; --resume continues it"
+        if self._in_store is None:
+            return (f"{kind}: its working state is kept in {run.path} only: the store holds no complete checkpoint "
+                    f"of it ({local}'s copy to {remote_run} did not complete); --resume continues it on this "
+                    "machine only")
+        return (f"{kind}: its working state is kept in {run.path} ({local}); {remote_run} holds {self._in_store} "
+                f"only ({local}'s copy to it did not complete); --resume continues from {local} on this machine, "
+                f"from {self._in_store} on another")
 
     def _owned(self) -> None:
         """Raise LeaseLost unless the build in progress provably holds its lease (ranks after the
@@ -114,6 +133,7 @@ class StoreRuns:
         copy, the run's first save would remove the newer steps from the store."""
         local = sorted(p.name for p in (run.out / CHECKPOINTS).glob("step-*") if (p / MANIFEST).is_file())
         remote = self._steps(storage.listing(remote_run))
+        self._in_store = remote[-1] if remote else None
         if remote and (not local or remote[-1] > local[-1]):
             progress(f"checkpoint: {remote_run} holds {remote[-1]}, newer than this machine's copy of the run "
                      f"({local[-1] if local else 'no complete checkpoint'}): resuming from the store's")
@@ -124,6 +144,7 @@ class StoreRuns:
         """The newest intact checkpoint of this request kept in the store, into the local run."""
         objects = storage.listing(remote_run)
         steps = self._steps(objects)
+        self._in_store = steps[-1] if steps else None
         if not steps or workspace.REQUEST not in objects:
             return
         newest = steps[-1]
@@ -161,6 +182,7 @@ class StoreRuns:
             log.sync()
         for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
             storage.upload(str(f), storage.join(target, f.name))
+        self._in_store = step_dir.name  # complete there: only now are the older steps removed
         for rel in {r.split("/")[0] for r in storage.listing(base)}:
             if rel != step_dir.name and rel.startswith("step-"):
                 storage.remove(storage.join(base, rel), recursive=True)
