@@ -31,18 +31,16 @@ the line where reading stopped, reason ``damaged_file``; the bytes before it are
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import os
-import posixpath
 import re
 import uuid
-from typing import IO, Callable, Iterable, Iterator
+from typing import IO, Iterator
 
 from kolectra.corpus import compress, parquet
 from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
+from kolectra.corpus.source_names import source_namer, source_names  # noqa: F401  (this module's API)
 
 REJECT_REASONS = (
     "line_too_long",
@@ -84,65 +82,6 @@ def resolve_format(path: str, fmt: str) -> str:
 def expand_inputs(patterns: list[str]) -> list[str]:
     """Every file the paths/globs name (an existing literal path wins), sorted; see ``corpus/inputs.py``."""
     return expand(patterns)
-
-
-def source_names(files: list[str]) -> dict[str, str]:
-    """Each path's source name (:func:`source_namer`), as a table."""
-    name_of = source_namer(files)
-    return {f: name_of(f) for f in files}
-
-
-def source_namer(files: Iterable[str]) -> Callable[[str], str]:
-    """Short, location-independent names: each path relative to the inputs' common directory.
-
-    The names go into document ids and ``rejects/``; making them relative keeps the output bytes
-    the same wherever the corpus lives, while still unique across the inputs. Local paths are
-    made absolute first; remote ones (``gs://bucket/...``) are compared within their scheme.
-    ``files`` is read once, holding only the common directory: the name of any of them is worked
-    out when asked (a table of a million names held 120 MB in the launcher).
-    """
-    schemes: set[str] = set()
-    common: str | None = None
-    count = 0
-    mixed = None  # absolute and relative paths in one scheme (s3:///a, s3://b): raised as commonpath did
-    for f in files:
-        scheme, rest = _split(f)
-        schemes.add(scheme)
-        count += 1
-        try:  # the common path of all, one path at a time (as posixpath.commonpath of the list gives it)
-            common = rest if common is None else posixpath.commonpath([common, rest]) if len(schemes) == 1 else common
-        except ValueError as e:
-            mixed = e
-    if len(schemes) != 1:
-        return _same  # mixed schemes (or none): no common directory
-    if mixed is not None:
-        raise mixed
-    if count == 1:
-        common = posixpath.dirname(common)
-    return functools.partial(_relative, common)
-
-
-_URL = re.compile(r"^([A-Za-z][\w+.-]*://)(.*)$")
-
-
-def _split(path: str) -> tuple[str, str]:
-    m = _URL.match(path)
-    if m:
-        return m.group(1), m.group(2)
-    return "", os.path.abspath(path).replace(os.sep, "/")
-
-
-def _same(path: str) -> str:
-    return path
-
-
-def _relative(common: str, path: str) -> str:
-    rest = _split(path)[1]
-    # relpath of a normal path below ``common`` is its tail: 1 us where relpath takes 20 (it makes both
-    # absolute, a getcwd for a store's key); anything it would normalise ("//", "/./", "/..") goes to it
-    if rest.startswith(common + "/") and "//" not in rest and "/." not in rest and not rest.endswith("/"):
-        return rest[len(common) + 1:]
-    return posixpath.relpath(rest, common) if common else rest
 
 
 def iter_lines(stream: IO[bytes], max_line_bytes: int, chunk_bytes: int = 1 << 16,
