@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from kolectra.core import filehash
+from kolectra.core import filehash, storage
 from kolectra.core.errors import UserInputError
 
 
@@ -34,9 +34,8 @@ def folded_url(path: str | Path) -> bool:
 
 
 def as_given(path: str | Path) -> str:
-    """``path`` as the user typed it: a URL that ``type=Path`` folded (``s3:/b/k``) with its ``//`` back."""
-    text = str(path)
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)", r"\1://", text) if folded_url(text) else text
+    """``path`` as the user typed it: a store URL that ``type=Path`` folded (``s3:/b/k``) with its ``//`` back."""
+    return storage.one_slash_url(path) or str(path)
 
 
 def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
