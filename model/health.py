@@ -339,3 +339,15 @@ def recovery_text(health: dict) -> str:
     f = health["figures"]
     auc = f" (disc AUC {f['disc_auc']:.2f})" if "disc_auc" in f else ""
     return f"learning now (step {f.get('step')}): the earlier warning no longer holds{auc}."
+
+
+def saved_standing(state: dict) -> dict | None:
+    """The verdict of a warning a checkpoint's run had printed and not withdrawn (``model.train.watch_health``), or None.
+    Saved so that a resumed run ends with the verdict the straight run gives (:func:`final`): kept
+    per process before 2026-12-01, a warning at step 27 of electra15 (tiny, batch 2) was lost by a
+    resume from step 30, whose windows of replaced tokens only judged nothing, and the run ended ``ok``. A
+    checkpoint written before it has no ``health``: nothing stands."""
+    standing = (state.get("health") or {}).get("standing")
+    if isinstance(standing, dict) and standing.get("status") == "not_learning" and standing.get("problems"):
+        return standing
+    return None

@@ -103,6 +103,16 @@ class Inputs:
     vocab: dict[str, int] = dataclasses.field(default_factory=dict)  # token -> id, checked against init_from
 
 
+def nearest_batch(batch_size: int, unit: int, examples: int) -> str:
+    """The sizes next to ``batch_size`` that divide by ``unit`` (grad_accum x devices) and fit the examples
+    (:func:`batch_offer`): the refusal named only the rule to meet."""
+    sizes = [n for n in (batch_size // unit * unit, batch_size // unit * unit + unit) if 0 < n <= examples]
+    if not sizes:
+        return (f"{examples:,} examples cannot fill {unit:,} rows (one a micro-batch and device): build examples "
+                "from more text, or use fewer devices")
+    return f"set train.batch_size to {' or '.join(f'{n:,}' for n in sizes)} (a multiple of {unit})"
+
+
 def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
     index = data.read_index(examples_dir)
     specials = read_specials(tokenizer_dir, index)

@@ -42,7 +42,14 @@ from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
 from kolectra.model.preempt import StopAtStepEnd
 
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
-from kolectra.model.pretrain_inputs import Inputs, PretrainInputError, read_inputs, read_specials, vocab_fingerprint  # noqa: F401
+from kolectra.model.pretrain_inputs import (  # noqa: F401
+    Inputs,
+    PretrainInputError,
+    nearest_batch,
+    read_inputs,
+    read_specials,
+    vocab_fingerprint,
+)
 from kolectra.model.rank_failures import together
 from kolectra.model.resume import lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
@@ -170,7 +177,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     if found is not None:
         first, log_state = restore(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
         wall_before = float(found[1]["state"].get("wall_seconds", 0.0))  # absent in older checkpoints
-        standing = saved_standing(found[1]["state"])
+        standing = health.saved_standing(found[1]["state"])
         if dev.is_main:
             progress(f"pretrain: resuming at step {first} from {found[0]}")
             if standing is not None:  # printed by an earlier process: this one's output says it too
@@ -211,18 +218,6 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     update = functools.partial(device_step, run)
     run.device_step = dev.whole_step(update) if whole else update
     return run
-
-
-def saved_standing(state: dict) -> dict | None:
-    """The verdict of a warning a checkpoint's run had printed and not withdrawn (:func:`watch_health`), or None.
-    Saved so that a resumed run ends with the verdict the straight run gives (:func:`model.health.final`): kept
-    per process before 2026-12-01, a warning at step 27 of electra15 (tiny, batch 2) was lost by a
-    resume from step 30, whose windows of replaced tokens only judged nothing, and the run ended ``ok``. A
-    checkpoint written before it has no ``health``: nothing stands."""
-    standing = (state.get("health") or {}).get("standing")
-    if isinstance(standing, dict) and standing.get("status") == "not_learning" and standing.get("problems"):
-        return standing
-    return None
 
 
 def watch_health(run: Run, lines: list[dict]) -> None:
@@ -283,16 +278,6 @@ def device_step(run: Run, micro: list[dict[str, torch.Tensor]]) -> tuple[list[di
     return micro_sums, step_sums
 
 
-def nearest_batch(batch_size: int, unit: int, examples: int) -> str:
-    """The sizes next to ``batch_size`` that divide by ``unit`` (grad_accum x devices) and fit the examples
-    (:func:`kolectra.model.pretrain_inputs.batch_offer`): the refusal named only the rule to meet."""
-    sizes = [n for n in (batch_size // unit * unit, batch_size // unit * unit + unit) if 0 < n <= examples]
-    if not sizes:
-        return (f"{examples:,} examples cannot fill {unit:,} rows (one a micro-batch and device): build examples "
-                "from more text, or use fewer devices")
-    return f"set train.batch_size to {' or '.join(f'{n:,}' for n in sizes)} (a multiple of {unit})"
-
-
 def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
     """Every rank's RNG and log state; rank 0 also the weights, the optimizer and the loader position."""
     main, t = run.dev.is_main, run.cfg.train
@@ -304,7 +289,7 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
         run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,
         {"config": to_dict(run.cfg), "vocab": run.inputs.fingerprint, "loader": run.batches.state_dict(),
          "schedule": {"next_step": done, "next_lr": lr_at(done, t)}, "wall_seconds": run.wall_seconds(),
-         "health": {"standing": run.standing if run.warned else None}}  # (saved_standing)
+         "health": {"standing": run.standing if run.warned else None}}  # (health.saved_standing)
         if main else None,
         {"rng": run.dev.rng_state(), "log": run.log.state_dict()},
         rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints,
