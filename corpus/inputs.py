@@ -133,6 +133,7 @@ _NOT_ONE_STREAM = tuple((s, "an archive of several files") for s in (
     ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.zst", ".tar.xz", ".txz", ".zip", ".7z", ".rar")) + tuple(
     (s, f"compressed as {k}") for s, k in ((".xz", "xz"), (".lzma", "lzma"), (".lz4", "lz4"), (".br", "brotli")))
 
+
 def _compressed_parquet(name: str) -> str | None:
     """The codec of a file name such as ``x.parquet.gz`` (None for any other name)."""
     return next((codec for suffix, codec in suffixes.COMPRESSED.items()
