@@ -123,11 +123,18 @@ def alive(who: Owner) -> bool:
             fields = _stat_fields(who.pid)
         except (OSError, ValueError, IndexError):  # unreadable, or a format not known: kept, as a live one's
             return True
-        if fields is None or fields[0] in "ZXx":
+        if fields is None:  # gone, or another user's that /proc hides (hidepid=2): kill(pid, 0) tells them apart
+            return _exists(who.pid)
+        if fields[0] in "ZXx":
             return False
         return who.start in (0, fields[1])
+    return _exists(who.pid)
+
+
+def _exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists, by ``kill(pid, 0)``: EPERM is another user's (its start unknown)."""
     try:
-        os.kill(who.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # another user's process (EPERM): it exists

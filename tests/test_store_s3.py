@@ -15,6 +15,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -516,3 +518,39 @@ def test_folder_markers_in_the_bucket_are_no_objects(bucket, capsys):
     again = store.build(toy_request("markers"), produce)
     assert again == art and "reusing" in capsys.readouterr().err
     assert store.collect(dry_run=True) == ([], [])
+
+
+_HIDDEN_HOLDER = """
+import sys
+from kolectra.core import scratch
+from kolectra.pipeline.store.lease import ended_here
+pid, start = int(sys.argv[1]), int(sys.argv[2])
+print(ended_here({"owner": {"pid": pid, "start": start, "host": scratch.HOST}}),
+      scratch.alive(scratch.Owner("lease", pid, start, scratch.HOST)))
+"""
+
+
+@pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("unshare")
+                         and shutil.which("setpriv")), reason="needs root, unshare and setpriv (util-linux)")
+def test_a_live_build_of_another_user_hidden_by_proc_s_hidepid_keeps_its_lease():
+    """/proc mounted with hidepid=2 (hardened and multi-user machines, HPC login nodes) shows each user
+    only their own processes: another user's live build of the same request on this machine has no
+    /proc entry, and its lease was taken over at once as if its process had ended (the build then lost
+    it: 'lost the lease ... to another run'). Such a holder exists (kill(pid, 0) says EPERM)."""
+    def as_user(uid: int) -> list[str]:
+        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+    holder = subprocess.Popen([*as_user(54321), "sleep", "60"])  # another user's live build
+    try:
+        start = int(Path(f"/proc/{holder.pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[19])
+        check = shlex.join([*as_user(54322), sys.executable, "-c", _HIDDEN_HOLDER, str(holder.pid), str(start)])
+        proc = subprocess.run(["unshare", "-m", "sh", "-c", f"mount -t proc -o hidepid=2 proc /proc && exec {check}"],
+                              capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        if "mount" in proc.stderr and proc.returncode != 0:
+            pytest.skip(f"cannot mount a private /proc here: {proc.stderr.strip()[:200]}")
+        # before: 'True False' (taken over at once, the live holder counted as ended)
+        assert proc.stdout.split() == ["False", "True"], proc.stderr
+    finally:
+        holder.kill()
+        holder.wait()
