@@ -133,10 +133,19 @@ def chain(tmp_path_factory):
     return store.root, corpus, vocab, examples, other
 
 
-@pytest.mark.parametrize("case", ["vocab for corpus", "checkpoint wanted", "short prefix", "ambiguous name"])
+@pytest.mark.parametrize("case", ["vocab for corpus", "checkpoint wanted", "short prefix", "ambiguous name",
+                                  "checkpoint wanted, two of another kind"])
 def test_a_ref_that_finds_nothing_says_what_it_does_find(chain, capsys, case):
+    """A ref naming two artifacts of other kinds (here the two corpora named c, for --model) lost the hint
+    one of them gets ('is a corpus artifact ..., where a checkpoint one is needed'): the line was only
+    'no artifact 'c' under ROOT/checkpoint'."""
     root, corpus, vocab, examples, other = chain
+    both = ", ".join(sorted(str(a.path) for a in (corpus, other)))
     argv, command, expected = {
+        "checkpoint wanted, two of another kind": (
+            ["finetune", "nsmc", "--model", "c", "--train", "a", "--test", "b"], "finetune nsmc",
+            f"no artifact 'c' under {root}/checkpoint: 'c' is 2 corpus artifacts ({both}), where a checkpoint one "
+            "is needed"),
         "vocab for corpus": (["vocab", "--corpus", vocab.id[:8]], "vocab",
                              f"is a vocab artifact ({vocab.path}), where a corpus one is needed"),
         "checkpoint wanted": (["finetune", "nsmc", "--model", examples.id, "--train", "a", "--test", "b"],

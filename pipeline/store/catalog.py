@@ -36,6 +36,14 @@ def article(kind: str) -> str:
     return ("an " if kind[:1] in "aeiou" else "a ") + kind
 
 
+def _kinds_of(arts: list) -> str:
+    """"a corpus artifact (P) and 2 vocab artifacts (P, Q)": what a ref naming several artifacts names, by kind."""
+    kinds = sorted({a.kind for a in arts}, key=KINDS.index)
+    return " and ".join(
+        (article(k) + " artifact" if len(paths) == 1 else f"{len(paths)} {k} artifacts") + f" ({', '.join(paths)})"
+        for k in kinds for paths in [sorted({str(a.path) for a in arts if a.kind == k})])
+
+
 def default_root() -> Path | str:
     """``$KOLECTRA_HOME`` (a directory or a store URL such as ``s3://bucket/prefix``), else ``./artifacts``."""
     return as_root(os.environ.get("KOLECTRA_HOME", "artifacts"))
@@ -201,6 +209,9 @@ class Catalog:
             with contextlib.suppress(ArtifactError, OSError, ValueError):
                 other = self.resolve(ref)
                 return f": {ref!r} is {article(other.kind)} artifact ({other.path}), where {article(kind)} one is needed"
+            with contextlib.suppress(ArtifactError, OSError, ValueError):  # several of other kinds: resolve refused it
+                if others := self._complete(ref_matches(ref, None, self._names)):
+                    return f": {ref!r} is {_kinds_of(others)}, where {article(kind)} one is needed"
         if len(ref) < 6 and any(n.rpartition("-")[2].startswith(ref) for k in ([kind] if kind else KINDS)
                                 for n in self._names(k)):
             return f" (an id prefix needs 6 or more characters; {ref!r} has {len(ref)})"
