@@ -17,6 +17,7 @@ over the classes present in the gold or predicted labels).
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import numpy as np
 from sklearn.metrics import f1_score
@@ -25,13 +26,17 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def label_text(value) -> str:
-    """A label as the text it is compared by: ``1`` and ``"1"`` are one class, ``true``/``1.5`` are refused."""
+    """A label as the text it is compared by: ``1`` and ``"1"`` are one class, ``true``/``1.5`` are refused.
+
+    NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
+    the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
+    alike, and an NFD test label "not among the training labels (스포츠, ...)"."""
     if isinstance(value, str) and value.strip():
-        return value.strip()
+        return unicodedata.normalize("NFC", value.strip())
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not value.strip())
