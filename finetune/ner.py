@@ -5,8 +5,12 @@ A task of the last stage: ``kolectra finetune ner``.  Reads sentences of tokens 
 error naming the tag, file and line.  Each token is tokenised into sub-tokens
 (``is_split_into_words``); its tag is the target of its first sub-token, every other sub-token
 and the special tokens get -100 (no loss), so the model predicts one tag per token.  A token
-with no sub-token (cut off by ``max_length``, or one the tokenizer drops) is predicted ``O`` and
-counted (``words_without_prediction``).  Fine-tunes ``AutoModelForTokenClassification``, keeps
+with no sub-token is counted (``words_without_prediction``) and scored, never left out of the
+sentence: one cut off by ``max_length`` (``words_past_max_length``) is predicted ``O``; one the
+tokenizer drops (a zero-width space, a soft hyphen, a control character: WordPiece's normaliser
+removes them) between two words that have sub-tokens continues the entity around it when the
+word after it is predicted its ``I-`` (else ``O``): predicted ``O`` there, it split every entity
+it stood in, which the model could then never get right (:func:`word_tags`).  Fine-tunes ``AutoModelForTokenClassification``, keeps
 the epoch with the best dev entity F1, scores the test file once with :mod:`finetune.entities`
 (entity-level, CoNLL chunk rules).  Writes ``metrics.json`` (``f1``, ``precision``, ``recall`` as
 fractions, entity counts, ``per_type``; ``health``: ``not_learning`` when no entity is predicted
@@ -24,7 +28,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:
@@ -75,6 +79,8 @@ class Ner(TextTask):
                 "label2id": {t: i for i, t in enumerate(self.labels)}}
 
     def encoder(self, tokenizer, cfg):
+        self.max_length = cfg.max_length  # for the count of words it cuts (metrics)
+
         def encode(batch: dict, indices: list[int]) -> dict:
             enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=cfg.max_length,
                             return_token_type_ids=True)
@@ -100,7 +106,7 @@ class Ner(TextTask):
         predicted = []
         for starts, logits in zip(split.derived["starts"], outputs["logits"]):
             best = logits.argmax(-1)  # [sub-tokens]: a tag id per position; a token reads its first sub-token's
-            predicted.append([self.labels[best[s]] if s >= 0 else OUTSIDE for s in starts])
+            predicted.append(word_tags([self.labels[best[s]] if s >= 0 else None for s in starts]))
         scores = entity_scores(split.derived["gold"], predicted)
         return {k: scores[k] for k in self.figures}, {"predicted": predicted, "entities": scores}
 
@@ -118,10 +124,12 @@ class Ner(TextTask):
 
     def metrics(self, data, splits, fit):
         e = fit.final.predictions["entities"]
-        missed = sum(int(np.sum(np.asarray(s) < 0)) for s in splits["test"].derived["starts"])
+        starts, ids = splits["test"].derived["starts"], splits["test"].encoded["input_ids"]
+        missed = sum(int(np.sum(np.asarray(s) < 0)) for s in starts)
+        cut = sum(past_end(s, len(i), self.max_length) for s, i in zip(starts, ids))
         return {**super().metrics(data, splits, fit), "tags": self.labels, "metric": "entity-level, CoNLL chunks",
                 **{k: e[k] for k in ("gold_entities", "predicted_entities", "correct_entities", "per_type")},
-                "words_without_prediction": missed}
+                "words_without_prediction": missed, "words_past_max_length": cut}
 
     def write(self, out_dir, splits, fit):
         test = splits["test"]
@@ -129,6 +137,37 @@ class Ner(TextTask):
             {"line": n, "tokens": tokens, "tags": gold, "predicted": predicted}
             for n, tokens, gold, predicted in zip(test.rows["line"], test.rows["tokens"], test.derived["gold"],
                                                   fit.final.predictions["predicted"])))
+
+
+def past_end(starts, length: int, max_length: int) -> int:
+    """How many of a sentence's words ``max_length`` cut: those after its last word with a sub-token, when
+    its input (``length`` ids) is full (else they are words the tokenizer dropped at its end)."""
+    if length < max_length:
+        return 0
+    n = len(starts)
+    while n and starts[n - 1] < 0:
+        n -= 1
+    return len(starts) - n
+
+
+def word_tags(tags: list) -> list[str]:
+    """A sentence's predicted tags, one per word, ``None`` for a word without a sub-token -> tags.
+
+    A word without one after the last word with one was cut by ``max_length``: ``O`` (its gold tag is
+    still scored). One between two words with sub-tokens is a word the tokenizer dropped (``\u200b``):
+    it takes the tag of the word after it where that tag continues the entity before it (``B-ORG``,
+    ``None``, ``I-ORG``: one entity of three words, as the gold ``B-ORG I-ORG I-ORG`` is), else ``O``."""
+    out, following = [], None
+    after = [None] * len(tags)  # the tag of the next word with a sub-token
+    for i in range(len(tags) - 1, -1, -1):
+        after[i] = following
+        following = tags[i] if tags[i] is not None else following
+    for tag, nxt in zip(tags, after):
+        if tag is None:
+            before = split_tag(out[-1]) if out else (OUTSIDE, "")
+            tag = nxt if nxt is not None and before[0] != OUTSIDE and split_tag(nxt) == ("I", before[1]) else OUTSIDE
+        out.append(tag)
+    return out
 
 
 def run(cfg, model_dir, train_file, test_file, out_dir, cache_dir=None, dev_file=None):

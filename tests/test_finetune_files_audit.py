@@ -11,17 +11,23 @@ here and checks ``metrics.json`` against the reference over ``predictions.jsonl`
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import random
 import unicodedata
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from kolectra.finetune import config
+from benchmarks.tiny_model import build_tiny_model_dir
+from kolectra.finetune import config, ner
 from kolectra.finetune.classify import Classify, classification_scores
+from kolectra.finetune.config import OptimConfig
 from kolectra.finetune.entities import entity_scores
 from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.ner import Ner, word_tags
 from kolectra.finetune.regress import regression_scores
 
 
@@ -137,3 +143,77 @@ def test_a_label_in_decomposed_hangul_is_the_class_of_its_composed_spelling(tmp_
         other = tmp_path / "other.tsv"
         other.write_text("text\tlabel\n농구 경기\t기타\n", "utf-8")
         Classify().read(cfg, train, other)
+
+
+# ---- words without a sub-token ----------------------------------------------------------------------------
+def test_a_dropped_word_inside_an_entity_continues_it_and_one_outside_is_outside():
+    assert word_tags(["B-OG", None, "I-OG", "O"]) == ["B-OG", "I-OG", "I-OG", "O"]
+    assert word_tags(["B-OG", None, None, "I-OG"]) == ["B-OG", "I-OG", "I-OG", "I-OG"]
+    assert word_tags(["OG-B", None, "OG-I"]) == ["OG-B", "OG-I", "OG-I"]  # Naver's spelling
+    assert word_tags(["B-OG", None, "B-OG"]) == ["B-OG", "O", "B-OG"]  # two entities: nothing continues
+    assert word_tags(["B-PS", None, "I-OG"]) == ["B-PS", "O", "I-OG"]
+    assert word_tags([None, "I-OG"]) == ["O", "I-OG"]
+    assert word_tags(["B-PS", None, None]) == ["B-PS", "O", "O"]  # cut by max_length: O, still scored
+
+
+def test_ner_scores_an_entity_with_a_zero_width_space_inside_as_one():
+    """Ner.score on the sentence 삼성 \\u200b 전자 직원 (gold B-OG I-OG I-OG O), the model right on every
+    word it sees: the entity is found. Before, the dropped word was O and split it in two wrong ones."""
+    task = Ner()
+    task.labels = ["O", "B-OG", "I-OG"]
+    logits = np.full((6, 3), -5.0, np.float32)  # [CLS] 삼성 전자 직원 [SEP] + one spare row
+    for position, tag in ((1, 1), (2, 2), (3, 0), (0, 0), (4, 0)):
+        logits[position, tag] = 5.0
+    split = SimpleNamespace(derived={}, rows={"tags": [[1, 2, 2, 0]]}, encoded={"word_starts": [[1, -1, 2, 3]]})
+    scores, predictions = task.score(split, {"logits": [logits]}, None)
+    assert predictions["predicted"] == [["B-OG", "I-OG", "I-OG", "O"]]
+    assert scores["f1"] == 1.0  # was 0.0: ORG(0,1) and ORG(2,3) predicted, ORG(0,3) missed
+
+
+# ---- a real fine-tune, reconciled with the reference -------------------------------------------------------
+PER, LOC = ["김민수", "이영희", "박철수"], ["서울", "부산", "대구"]
+
+
+def sentence(i: int) -> list[tuple[str, str]]:
+    p, loc = PER[i % 3], LOC[(i * 2) % 3]
+    if i % 2:
+        return [(p, "B-PER"), ("씨는", "O"), (loc, "B-LOC"), ("에서", "O"), ("일한다", "O")]
+    return [("삼성", "B-ORG"), ("전자", "I-ORG"), ("직원", "O"), (p, "B-PER"), ("이", "O"), ("왔다", "O")]
+
+
+def conll(path: Path, sentences, newline: str = "\n", bom: bool = False) -> Path:
+    text = (newline * 2).join(newline.join(f"{t}\t{g}" for t, g in s) for s in sentences) + newline
+    path.write_bytes((("\ufeff" if bom else "") + text).encode("utf-8"))
+    return path
+
+
+def test_ner_fine_tune_scores_every_word_and_its_figures_reconcile(tmp_path):
+    model = build_tiny_model_dir(tmp_path / "model", [" ".join(t for t, _ in sentence(i)) for i in range(6)],
+                                 seed=0, hidden=64, layers=2, heads=2, vocab_size=200, max_position=64)
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(80)], newline="\r\n", bom=True)
+    dev = conll(tmp_path / "dev.conll", [sentence(i) for i in range(3, 13)])
+    test_sentences = [sentence(i) for i in range(12)] + [
+        [("삼성", "B-ORG"), ("\u200b", "I-ORG"), ("전자", "I-ORG"), ("직원", "O")],  # a word WordPiece drops
+        [("김민수", "B-PER"), ("서울", "B-LOC"), ("부산", "B-LOC"), ("에서", "O")],  # adjacent entities
+        [("왔다", "O")] * 40 + [("김민수", "B-PER")],  # an entity past max_length 32
+        [("직원", "I-ORG"), ("전자", "I-ORG")],  # an I- with no B-
+    ]
+    test = conll(tmp_path / "test.conll", test_sentences)
+    cfg = dataclasses.replace(config.sample_ner(), max_length=32, epochs=12,
+                              optim=OptimConfig(lr=5e-3, warmup_fraction=0.1, layerwise_lr_decay=0.9))
+    ner.run(cfg, model, train, test, tmp_path / "out", dev_file=dev)
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    predictions = [json.loads(line) for line in (tmp_path / "out" / "predictions.jsonl").read_text("utf-8").splitlines()]
+    gold = [[g for _, g in s] for s in test_sentences]
+    assert [p["tags"] for p in predictions] == gold  # every word of every sentence, the cut ones too
+    assert all(len(p["predicted"]) == len(p["tags"]) for p in predictions)
+    correct, n_gold, n_predicted, f1 = reference_prf(gold, [p["predicted"] for p in predictions])
+    assert (m["correct_entities"], m["gold_entities"], m["predicted_entities"]) == (correct, n_gold, n_predicted)
+    assert m["f1"] == pytest.approx(f1, abs=1e-12) and n_gold == 12 * 2 + 1 + 3 + 1 + 1
+    assert m["train_file"]["rows"] == 80 and m["train_file"]["bad_rows"] == 0  # CRLF and a BOM
+    assert m["words_without_prediction"] == 11 + 1 and m["words_past_max_length"] == 11  # 30 of 41 fit
+    cut = predictions[14]
+    assert cut["predicted"][-1] == "O" and cut["tags"][-1] == "B-PER"  # scored as missed, not left out
+    assert m["health"]["status"] == "ok" and m["f1"] >= 0.8, m
+    # right on the words it sees, so the entity is whole (the dropped word was O: two wrong entities, one missed)
+    assert predictions[12]["predicted"] == ["B-ORG", "I-ORG", "I-ORG", "O"]
