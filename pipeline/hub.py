@@ -44,7 +44,7 @@ from kolectra.core import scratch, storage
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
-from kolectra.model.checkpoint import CheckpointWriteError, writing_into
+from kolectra.model.checkpoint import CheckpointWriteError, synced, writing_into
 from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import artifact_around
@@ -56,9 +56,11 @@ FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenize
 
 
 def export(store: Store, ref: str, dest: Path, role: str = "discriminator", datasets: list[str] | None = None,
-           base_model: str | None = None, push: str | None = None) -> tuple[Artifact, Path]:
+           base_model: str | None = None, push: str | None = None, durable: bool = True) -> tuple[Artifact, Path]:
     """Write the Hub-ready folder ``dest`` from checkpoint ``ref``; returns (the artifact, ``dest``).
-    ``push``, the repository a push will go to, is checked first, like every Hub id."""
+    ``push``, the repository a push will go to, is checked first, like every Hub id. ``durable``: its files
+    and folder are on the disk (``fsync``) before it is renamed into place (:func:`on_disk`); False for a
+    scratch folder that is uploaded."""
     if role not in ROLES:
         raise ConfigError(f"--role: expected one of {', '.join(ROLES)}, got {role!r}")
     for d in datasets or []:
@@ -87,8 +89,13 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
         with writing_into(dest, "export"):  # names --to, not the store's file shutil.copyfile names
             _write(src, folder, config, cls_name, masked_lm, card(src / "README.md", cls_name, objective, art,
                                                                   datasets, base_model, FILL_MASK if masked_lm else ""))
+            if durable:
+                on_disk(folder)
         if side is not None:
-            into_place(folder, dest)
+            changed = into_place(folder, dest)
+            if durable:  # the rename itself, or the files moved into the --to given (copied where on a bind mount)
+                with contextlib.suppress(OSError):  # in place already: not to be removed as a failed write
+                    on_disk(changed, files=changed == dest.resolve())
     except BaseException as e:  # a full disk, an I/O error, Ctrl-C: what was written goes, so that the same
         # command can be run again (a half-written --to, weights without a tokenizer, was refused by it)
         if side is None:
@@ -129,7 +136,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
     url = store_folder(store, str(to))
     with scratch.temporary_directory("export") as tmp:
         try:
-            art, folder = export(store, ref, Path(tmp) / "export", role, datasets, base_model, push)
+            art, folder = export(store, ref, Path(tmp) / "export", role, datasets, base_model, push, durable=False)
         except CheckpointWriteError as e:  # the line names the scratch folder, not --to
             e.add_note(f"--to {to} is written in that local scratch folder first, then uploaded: point TMPDIR "
                        "at a disk with room")
@@ -174,17 +181,34 @@ def into_place(folder: Path, dest: Path) -> None:
     moved into the empty folder given file by file (:func:`filled`), not renamed over it: replacing the
     folder left whoever was in it in a deleted one (``--to .``: the shell's ``ls`` showed nothing, each
     command said 'getcwd: cannot access parent directories'), and a bind mount of the same disk refused
-    the rename ('Device or resource busy'). A folder that filled meanwhile refuses it (its files stay)."""
+    the rename ('Device or resource busy'). A folder that filled meanwhile refuses it (its files stay).
+    Returns the folder whose entries changed: ``dest``'s parent, or ``dest`` filled."""
     where = dest.resolve()
     if where.is_dir():
         filled(folder, dest, where)
-        return
+        return where
     try:
         os.rename(folder, where)
     except OSError as e:  # names the scratch folder and --to: say --to
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST):  # another process wrote there meanwhile
             raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)") from None
         raise type(e)(e.errno, e.strerror, str(dest)) from None
+    return where.parent
+
+
+def on_disk(folder: Path, files: bool = True) -> None:
+    """Every file of the written export ``folder`` and the folder's entries flushed to the disk before it is
+    renamed into place, as a checkpoint's step folder is (:func:`model.checkpoint.synced`): a rename is
+    atomic against a kill, not against a power loss, after which the rename can be on the disk and the files
+    not (ext4's delayed allocation: empty or zeroed weights in a folder AutoModel loads; an export has no
+    manifest whose hashes would catch it). Measured on a 440 MB model.safetensors (ELECTRA-Base's
+    discriminator): 0.21-0.27 s more on a copy of 0.93 s. ``files`` False: the folder's entries only (a
+    rename into it). A disk that refuses to sync a folder (some network and FUSE file systems: EINVAL) is
+    left as it is, as the artifact store does (a file's sync failing is a write failing)."""
+    for f in sorted(folder.iterdir()) if files else ():
+        synced(f)
+    with contextlib.suppress(OSError):
+        synced(folder)
 
 
 def filled(folder: Path, dest: Path, where: Path) -> None:

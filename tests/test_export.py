@@ -504,3 +504,35 @@ def test_an_export_to_the_empty_folder_one_is_in_is_seen_there(checkpoint, tmp_p
     assert main(["export", art.id, "--to", ".", "--out", str(store.root)]) == 0
     assert sorted(os.listdir(".")) == sorted(os.listdir(art.path / "hf" / "discriminator"))
     assert here.stat().st_ino == inode and os.listdir(tmp_path) == ["m"]
+
+
+def test_a_local_export_is_on_the_disk_before_it_is_renamed_into_place(checkpoint, tmp_path, monkeypatch):
+    """A local export was renamed into place with nothing flushed: after a power loss the rename could be on
+    the disk and the files not (empty or zeroed weights in a folder AutoModel loads; an export has no manifest
+    to catch it). Now, as a checkpoint's step folder: every file and the folder synced before the rename, the
+    parent after it; into an empty --to given, its files and the folder after the moves."""
+    store, art = checkpoint
+    seen: list[tuple[str, str]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd):
+        seen.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def rename(src, dst, *args, **kwargs):
+        seen.append(("rename", os.fspath(dst)))
+        return real_rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    dest = tmp_path / "new"
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+    placed = seen.index(("rename", str(dest)))
+    synced = {os.path.basename(p) for event, p in seen[:placed] if event == "fsync"}
+    assert set(os.listdir(dest)) | {"export"} <= synced, seen  # the files and their folder, then the rename
+    assert ("fsync", str(tmp_path)) in seen[placed:], seen
+    given = tmp_path / "given"
+    given.mkdir()
+    seen.clear()
+    assert main(["export", art.id, "--to", str(given), "--out", str(store.root)]) == 0
+    assert {("fsync", str(given / name)) for name in os.listdir(given)} | {("fsync", str(given))} <= set(seen), seen
