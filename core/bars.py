@@ -24,7 +24,7 @@ from typing import Iterable, Iterator, TextIO, TypeVar
 
 from tqdm import tqdm
 
-from kolectra.core import verbosity
+from kolectra.core import streams, verbosity
 
 ENV = "KOLECTRA_PROGRESS"
 LINE = "{n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
@@ -35,9 +35,13 @@ QUIET_SECONDS = 10.0
 
 
 def write(line: str) -> None:
-    """One line on stderr, above any progress bar there (tqdm clears and redraws them)."""
-    tqdm.write(line, file=sys.stderr)
-    sys.stderr.flush()
+    """One line on stderr, above any progress bar there (tqdm clears and redraws them); a reader gone
+    (``2>&1 | tee`` with tee stopped) loses the line, not the command (:mod:`core.streams`)."""
+    try:
+        tqdm.write(line, file=sys.stderr)
+        sys.stderr.flush()
+    except BrokenPipeError:
+        streams.lost(sys.stderr)
 
 
 def use_bars(stream: TextIO) -> bool:

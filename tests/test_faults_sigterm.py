@@ -169,6 +169,38 @@ def test_sigterm_while_pretraining_saves_the_step_it_ends_and_resume_goes_on_fro
     assert art.manifest["stats"]["resumed_from_step"] == step and store.verify(art) == []
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["2>&1 | tee", "2>| tee"])
+def test_sigterm_with_the_log_s_reader_gone_still_saves_the_step_and_ends_143(chain, tmp_path, shared):  # noqa: F811
+    """``kolectra pretrain ... 2>&1 | tee log`` stopped by its group's SIGTERM (systemd's or Slurm's stop, a
+    Ctrl-C: tee ends with it): the progress lines met a closed pipe. Before, the BrokenPipeError raised
+    in the step's log line replaced the stop: no checkpoint of the step, and status 0 (stdout the same
+    pipe: taken for a reader of `| head` done) or 1 (a traceback nobody saw), so the scheduler read a
+    finished job. Diagnostics lost are only that: the step is saved and the status is 143."""
+    store, ex = _copy(chain, tmp_path / "root")
+    reader, writer = os.pipe()
+    flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
+    with open(tmp_path / "stdout", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out",
+                                 str(store.root), *flags, "--steps", "100000", "--save-every", "50000"],
+                                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                                stdout=writer if shared else out, stderr=writer)
+    os.close(writer)
+    seen = b""
+    with open(reader, "rb", buffering=0) as log:  # tee
+        while b"pretrain 3/" not in seen and proc.poll() is None:
+            seen += log.read(4096) or b""
+    proc.send_signal(signal.SIGTERM)  # tee is gone by now
+    try:
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    work = [p for p in (store.root / ".work").glob("checkpoint-*/out") if checkpoint.latest(p) is not None]
+    assert code == 143 and len(work) == 1, (code, seen[-2000:])  # before: 0 or 1, no checkpoint
+    assert int(checkpoint.latest(work[0]).name.removeprefix("step-")) >= 3
+
+
 def test_sigterm_to_one_rank_stops_both_at_the_same_step_with_one_checkpoint(chain, tmp_path):  # noqa: F811
     """One machine of a multi-machine run preempted: only its ranks get SIGTERM."""
     store, ex = _copy(chain, tmp_path / "root")

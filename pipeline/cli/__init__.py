@@ -39,7 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:  # Terminated too (a KeyboardInterrupt, so that clean-up runs)
         errors = sys.modules.get("kolectra.pipeline.cli.errors")  # imported by then, unless cut short itself
         if not getattr(errors, "ENTERED", False):  # else its line is out (Ctrl-C again as it was said)
-            print(TERMINATED_LINE if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
+            try:
+                print(TERMINATED_LINE if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
+            except BrokenPipeError:  # stderr's reader is gone: the status still says it
+                from kolectra.core import streams  # noqa: PLC0415
+
+                streams.lost(sys.stderr)
         return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130  # errors.EXIT_INTERRUPTED
     finally:
         if found is not None:

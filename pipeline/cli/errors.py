@@ -33,6 +33,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
+from kolectra.core import streams
 from kolectra.core.errors import KolectraError, Terminated
 from kolectra.core.shown import shown
 
@@ -237,4 +238,7 @@ def _quiet_ctrl_c_at_exit() -> None:
 
 def _say(command: str, text: str) -> None:
     # a message may quote a manifest or a name from a root from elsewhere: its control characters escaped
-    print(f"kolectra {command}: {shown(text, lines=True)}", file=sys.stderr, flush=True)
+    try:
+        print(f"kolectra {command}: {shown(text, lines=True)}", file=sys.stderr, flush=True)
+    except BrokenPipeError:  # stderr's reader is gone (`2>&1 | tee`, tee stopped with it): the status still says it
+        streams.lost(sys.stderr)

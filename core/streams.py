@@ -1,0 +1,27 @@
+"""stderr whose reader is gone: the diagnostics are lost, never the command's work or its status.
+
+``kolectra pretrain ... 2>&1 | tee log`` stopped by its process group's SIGTERM (systemd's stop, Slurm's,
+a Ctrl-C at the terminal: tee ends with kolectra) writes its next progress line to a pipe nobody reads.
+Python ignores SIGPIPE, so the write raised BrokenPipeError wherever the line was written: in the
+training step's log line, before the step SIGTERM asked for was saved, ending the command with status 0
+or 1 instead of 143. :func:`lost` points the stream's file descriptor at the null device, so that this
+line, what is still buffered and every later one (other threads', the interpreter's flush at exit) go
+nowhere, and the command goes on as it would with a reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+def lost(stream) -> None:
+    """``stream`` (sys.stderr) from now on writes to the null device: its reader has closed the pipe."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no descriptor (a test's capture): nothing
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()  # what the failed write left buffered goes to the null device
