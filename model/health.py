@@ -96,6 +96,8 @@ def rtd_judged_from(ctx: Context) -> int:
     return ctx.rtd_from + ctx.warmup_steps if ctx.rtd_from else ctx.warmup_steps
 
 
+# How the generator's findings open: a warning of theirs alone is withdrawn by windows judging the generator again.
+GENERATOR_FINDING = "the generator "
 # How the MLM-phase finding opens: a warning it gave stands until the discriminator is judged again (withdraws).
 DISC_MLM_STUCK = "the discriminator's masked LM (its MLM phase"
 
@@ -312,9 +314,17 @@ def withdraws(health: dict, standing: dict | None = None) -> bool:
     batch-2 run's windows of that kind said "learning now" three times in 120 steps between warnings (m8).
     mlm_then_rtd's windows before its RTD is judged passed every check made; a warning about its MLM phase
     is withdrawn only by windows that judged the discriminator again, its MLM phase's or its RTD's (the
-    first RTD windows, in that phase's warm-up, judge neither)."""
+    first RTD windows, in that phase's warm-up, judge neither). A warning about the generator alone is
+    withdrawn by windows that judge the generator again (its figures are in every line), whatever the
+    discriminator's scored: electra15, tiny, batch 2, lr 5e-4 warned 'the generator has not left uniform
+    guessing (loss 4.90, accuracy 0.000)' at step 6, and with its accuracy at 0.05-0.35 from step 9 on, windows of
+    replaced tokens only kept the warning, which ended the run as its verdict, 'stands ... did not judge the
+    discriminator again', of a generator that had left uniform guessing and a discriminator never warned of."""
     f = health["figures"]
     judged = health["status"] == "ok" or health.get("reason") == ENDED_IN_RTD_WARMUP
+    problems = tuple(standing.get("problems", ())) if standing else ()
+    if problems and all(p.startswith(GENERATOR_FINDING) for p in problems):
+        return judged and "gen_loss" in f
     if standing and any(p.startswith(DISC_MLM_STUCK) for p in standing.get("problems", ())):
         judged = judged and ("disc_mlm_loss" in f or "disc_auc" in f)
     return judged and ("disc_loss" not in f or "disc_auc" in f)

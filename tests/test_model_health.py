@@ -329,3 +329,24 @@ def test_mlm_then_rtd_judges_its_mlm_phase_until_its_rtd_is_judged():
     # past step 25 the RTD decides: a stuck MLM line there is not read
     judged = [{**_line(s, disc_auc=0.8, disc_recall=0.3), "disc_mlm_loss": 4.6, "disc_mlm_acc": 0.0} for s in (28, 30)]
     assert health.verdict(judged, ctx)["status"] == "ok" and health.withdraws(health.verdict(judged, ctx), stuck)
+
+
+def test_a_warning_about_the_generator_alone_is_withdrawn_by_windows_judging_the_generator():
+    """electra15, tiny, batch 2, lr 5e-4 (q2): warned at step 6 that the generator had not left uniform guessing;
+    from step 9 its accuracy was 0.05-0.35, but its windows scored replaced tokens only (no AUC), which do not
+    withdraw a warning, so the run ended not_learning on the generator's problem of step 6 ('stands ... did not
+    judge the discriminator again'). The generator is judged in every window: a warning of its alone goes once
+    its checks pass; one naming the discriminator too still waits for an AUC."""
+    one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
+    ctx = _ctx(objective="electra15", vocab_size=135, warmup_steps=4, total_steps=60)
+    uniform = dict(gen_loss=4.9, gen_acc=0.0, disc_loss=0.68, disc_auc=0.89, replaced_token_share=0.95,
+                   disc_acc=0.95, disc_recall=1.0, replaced_share=0.95)
+    standing = health.verdict([_line(3, **uniform), _line(6, **uniform)], ctx)
+    assert standing["problems"][0].startswith("the generator has not left uniform guessing"), standing
+    end = health.verdict([_line(s, disc_loss=0.58, gen_loss=4.4, gen_acc=0.2, **one_class) for s in (57, 60)], ctx)
+    assert end["status"] == "ok" and health.withdraws(end, standing)  # before: False
+    assert health.final(end, standing) == end  # before: not_learning, 'It stands at the end'
+    both = {**standing, "problems": [*standing["problems"], "the discriminator sits at the class prior: ..."]}
+    assert not health.withdraws(end, both) and health.final(end, both)["status"] == "not_learning"
+    still = health.verdict([_line(s, disc_loss=0.58, gen_loss=4.9, gen_acc=0.0, **one_class) for s in (57, 60)], ctx)
+    assert still["status"] == "not_learning" and not health.withdraws(still, standing)
