@@ -3,8 +3,8 @@ shuffle in one process, so its peak grows with the input (docs/scale.md, "What a
 needs"), and each of its worker processes (``multi_processing``) holds its own Kiwi, tokenizer or
 tables beside it. A worker count kolectra chose is lowered until the job fits (:func:`fit_workers`);
 a job that still would not fit is refused in one line naming a distributed runner,
-``--direct_num_workers`` and ``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel` (``corpus/build.py``,
-``corpus/examples.py``, ``vocab/count.py``); ``corpus/runners.py`` owns the runner and the option."""
+``--direct_num_workers`` and ``--local_memory_gb``. Each job brings its fitted :class:`MemoryModel`
+(``corpus/memory_model.py``, ``corpus/examples.py``, ``vocab/count.py``); ``corpus/runners.py`` owns the runner and the option."""
 
 from __future__ import annotations
 
@@ -29,15 +29,20 @@ class MemoryModel:
     job: the input's expected shard JSON, ``corpus.outputs.expected_json_bytes``; the examples
     job and the vocab stage's word count: the gzipped corpus shards they read), plus ``worker_mb``
     for each worker process: the launcher's peak (one in-process worker included) and a worker
-    process's, which its settings bound, not its input; fitted on the NSMC reviews (docs/scale.md)."""
+    process's, which its settings bound, not its input; fitted on the NSMC reviews (docs/scale.md).
+    ``per_record`` bytes for each of the input's ``records``, counted before the job, where a part
+    follows the records whatever their size (the corpus job's drops: ``corpus/memory_model.py``)."""
 
     base_mb: float
     per_mb: float
     measure: str = "expected shard JSON"
     worker_mb: float = 0.0
+    records: int = 0
+    per_record: float = 0.0
 
     def peak_bytes(self, json_bytes: float, workers: int = 0) -> float:
-        return (self.base_mb + self.per_mb * json_bytes / 1e6 + self.worker_mb * workers) * 1e6
+        return ((self.base_mb + self.per_mb * json_bytes / 1e6 + self.worker_mb * workers) * 1e6
+                + self.per_record * self.records)
 
 
 def worker_processes(options: PipelineOptions) -> int:
@@ -84,9 +89,10 @@ def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, m
             each = (f" + {workers} worker processes x {model.worker_mb / 1e3:.1f} GB, each with its own copy of the "
                     f"job's models: fewer workers need less, --direct_num_workers 1 (in this process) about "
                     f"{fewer / 1e9:,.1f} GB")
+        records = f" + {model.per_record:g} bytes for each of its {model.records:,} records" if model.per_record else ""
         raise LocalMemoryError(
             f"{what}: a local run of this input needs about {need / 1e9:,.1f} GB of memory ({model.base_mb / 1e3:.1f} GB + "
-            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}{each}), over {whose} "
+            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}{records}{each}), over {whose} "
             f"({have / 1e9:,.1f} GB): Beam's local runner holds every shuffle in memory. Run it on a distributed "
             f"runner (--runner DataflowRunner, FlinkRunner or SparkRunner: docs/scale.md), or pass "
             f"--local_memory_gb {math.ceil(need / 1e9)} to run it here anyway")

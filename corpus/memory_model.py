@@ -9,9 +9,11 @@ are in docs/scale.md ("What a corpus size needs", "Every drop written")."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
-from kolectra.corpus import beam_local
+from kolectra.corpus import beam_local, compress, parquet, reader
 from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.inputs import InputFile
 from kolectra.corpus.local_memory import MemoryModel
 from kolectra.corpus.runners import LOCAL_RUNNER
 
@@ -42,21 +44,26 @@ LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6, worker_mb=LOCAL_WOR
 LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
 # write_dropped (corpus/drops.py) sends every drop through a shuffle of its own, which the local runner
 # holds whole, and the process writing a (reason, part) file sorts up to sorted_files.RUN_BYTES of its
-# lines. A drop costs its row's fields whatever its text, so input that is nearly all tiny records costs
-# far more than the fits above: 3 M lines of 1-2 syllables, all too_short, peaked at 1,099 MB with it
-# and 759 without, 30 % over the estimate (docs/scale.md, "Every drop written"). These terms bound it
-# for records of 5 bytes or more; a drop is cheaper than the kept document it replaces, so review-like
-# input stays well under.
+# lines. A drop costs its row's fields whatever its text, so what the shuffle holds follows the records,
+# not the bytes: 3 M lines of 1-2 syllables, all too_short, peaked at 1,099 MB with it and 759 without
+# (75 bytes a line), 3 M blank lines at 987 MB (51 bytes a line, one byte of input each), where a term
+# per MB of JSON, fitted on the syllables, was 5 % under the blank lines and 33-74 % over reviews
+# (docs/scale.md, "Every drop written"). So the input's records are counted before the job
+# (:func:`input_records`) and each is taken to be dropped; a long drop costs less than the kept
+# document it replaces, which the fits above count.
 DROPS_BASE_MB = 130  # the drop writer's sorted run (a worker process's, or the launcher's in process)
-DROPS_PER_MB = 2.6  # MB per MB of expected shard JSON: the drops' shuffle, held and sent
+DROP_BYTES = 80  # bytes held for each record's drop in the launcher's shuffle: 75 measured, rounded up
+DROPS_PER_MB = 2.6  # MB per MB of expected shard JSON, where the records were not counted
 
 
-def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None = None) -> MemoryModel:
+def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None = None,
+                       records: int | None = None) -> MemoryModel:
     """The fitted peak for this job, with near-dup or without, on the local runner with or without
     corpus/beam_local.py's changes (applied here, as the runner would before the job); a worker
     process's term for this job's shards (``json_bytes`` of JSON over ``cfg.num_shards`` a split:
     a few shards of a small input are small, a ``num_shards`` set low makes them large); with
-    ``write_dropped``, the drops' shuffle and writer on top (:data:`DROPS_PER_MB`)."""
+    ``write_dropped``, the drops' shuffle and writer on top: :data:`DROP_BYTES` for each of the
+    input's ``records`` (:func:`input_records`), or :data:`DROPS_PER_MB` when they were not counted."""
     changed = runner == LOCAL_RUNNER and beam_local.install()
     near_dup = cfg.near_dup_threshold > 0
     if near_dup:
@@ -66,6 +73,33 @@ def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None 
     shard = json_bytes / cfg.num_shards if json_bytes is not None and cfg.num_shards > 0 else cfg.shard_bytes
     worker = local_worker_mb(shard, near_dup)
     if cfg.write_dropped:  # every drop shuffled and written: held beside the rest (above)
-        return dataclasses.replace(model, base_mb=model.base_mb + DROPS_BASE_MB, per_mb=model.per_mb + DROPS_PER_MB,
-                                   worker_mb=worker + DROPS_BASE_MB, measure=f"{model.measure}, every drop written")
+        if records is not None:
+            counted = {"records": records, "per_record": DROP_BYTES}
+        else:
+            counted = {"per_mb": model.per_mb + DROPS_PER_MB}
+        return dataclasses.replace(model, base_mb=model.base_mb + DROPS_BASE_MB, worker_mb=worker + DROPS_BASE_MB,
+                                   measure=f"{model.measure}, every drop written", **counted)
     return model if worker == model.worker_mb else dataclasses.replace(model, worker_mb=worker)
+
+
+def input_records(listed: Iterable[InputFile], fmt: str) -> int:
+    """The records of these input files, as the drops' term counts them: a text or JSONL file's
+    lines (a blocks file's records are fewer: its lines bound them), a Parquet file's rows from its
+    footer. Read once more before the job, decompressed 64 KiB at a time: 0.2 CPU s for the first 4
+    NSMC review files (57 MB of JSONL), which the job then takes 30-40 CPU s a file to analyse.
+    A file that cannot be read counts what was read of it (the job dead-letters it, ``damaged_file``)."""
+    return sum(_records(f.path, fmt) for f in listed)
+
+
+def _records(path: str, fmt: str) -> int:
+    lines, last = 0, b"\n"
+    try:
+        if reader.resolve_format(path, fmt) == "parquet":
+            with parquet.open_seekable(path) as f:
+                return sum(rows for rows, _ in parquet.row_groups(f))
+        with compress.open_decompressed(path) as stream:
+            while block := stream.read(1 << 16):
+                lines, last = lines + block.count(b"\n"), block[-1:]
+    except Exception:  # noqa: BLE001 - damaged or gone: the job says so, the estimate keeps what it read
+        return lines
+    return lines + (last != b"\n")  # a last line without its newline is a record too
