@@ -21,7 +21,9 @@ A store failure (an unreachable endpoint, missing or refused credentials, a miss
 :class:`StoreError`: one line naming the URL and what to check, never a traceback.
 
 Writes that the store arbitrates between concurrent writers (a lease, a manifest published once)
-are :mod:`core.conditional`'s.
+are :mod:`core.conditional`'s. What a location names, told from its text alone (:func:`is_url`,
+:func:`scheme`, :func:`local_path`, :func:`join`, and the store URL a one-slash ``s3:/bucket/x`` was meant
+to be: ``one_slash_url``, ``one_slash_problem``) is :mod:`core.locations`'s, re-exported here.
 
 A key read from a store is data: before it names a local file it is checked as a manifest entry
 is (:func:`local_target`), so an object named ``out/../../.bashrc`` is refused, not written.
@@ -35,15 +37,14 @@ import errno
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import IO, Any, Iterator
 
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.keys import relative_path_problem
+from kolectra.core.locations import is_url, join, local_path, one_slash_problem, one_slash_url, scheme  # noqa: F401
 from kolectra.core.store_clients import GCS_OPEN_SECONDS, client_options, endpoint_and_retries
 
-_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
 _CHUNK = 1 << 20
 # the protocol extra that installs each store's fsspec implementation
 EXTRAS = {"s3": "kolectra[s3]", "s3a": "kolectra[s3]", "gs": "kolectra[gcs]", "gcs": "kolectra[gcs]"}
@@ -58,41 +59,6 @@ class StoreError(EnvironmentProblem):
 
 class PreconditionFailed(Exception):
     """A conditional write found the object already there (or changed since it was read)."""
-
-
-def is_url(location: str | os.PathLike) -> bool:
-    """Whether ``location`` names an object store (``file://`` is a local path)."""
-    m = _SCHEME.match(str(location))
-    return bool(m) and m["scheme"].lower() != "file"
-
-
-_ONE_SLASH = re.compile(r"^(?P<scheme>s3a?|gs|gcs|file|hdfs|https?):/(?!/)", re.IGNORECASE)
-
-
-def one_slash_url(location: str | os.PathLike) -> str | None:
-    """The store URL a local path given for a place to write was meant to be, or None: ``s3:/bucket/x``
-    (one slash: a typo, or a tool that folded ``//``) would make a folder named ``s3:`` here, as the
-    command line's ``type=Path`` did of ``s3://`` (872ffaf, 233086f). ``./s3:/x`` is a local path."""
-    m = _ONE_SLASH.match(str(location))
-    if m is None:
-        return None
-    # file:/a/b names /a/b (RFC 8089's short form): file:///a/b; file://a/b is read as the relative a/b
-    return f"{m['scheme']}://{'/' if m['scheme'].lower() == 'file' else ''}{str(location)[m.end():]}"
-
-
-def one_slash_problem(location: str | os.PathLike, flag: str) -> str | None:
-    """The one line refusing ``location`` (:func:`one_slash_url`), naming ``flag``; None if it is not one."""
-    meant = one_slash_url(location)
-    if meant is None:
-        return None
-    folder = str(location).split("/", 1)[0]
-    return (f"{flag} {location}: a local folder named '{folder}' here, not a store: did you mean {meant}? (a local "
-            f"folder of that name: ./{location})")
-
-
-def scheme(url: str) -> str:
-    m = _SCHEME.match(url)
-    return m["scheme"].lower() if m else "file"
 
 
 def check_root(url: str) -> None:
@@ -119,19 +85,6 @@ def local_target(base: str | os.PathLike, key: Any, source: str = "") -> Path:
         raise StoreError(f"{source or 'the store'}: the key {str(key)[:200]!r} {why}; refusing to write it "
                          f"under {base}")
     return target
-
-
-def local_path(location: str | os.PathLike) -> str:
-    """A local location as a plain path (``file:///a/b`` -> ``/a/b``)."""
-    text = str(location)
-    return text[len("file://"):] if text.lower().startswith("file://") else text
-
-
-def join(base: str, *parts: str) -> str:
-    """``base/part/...`` for URLs (always ``/``) and for local paths."""
-    if not is_url(base):
-        return os.path.join(local_path(base), *parts)
-    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p)])
 
 
 _FILESYSTEMS: dict[str, Any] = {}
