@@ -91,13 +91,10 @@ def parquet_as_text_problem(path: str, fmt: str) -> str | None:
         return None
     if not parquet.opens_parquet(head):
         return None
-    if codec := compress.codec_of(path):
-        return (f"{path} is a Parquet file compressed whole ({codec}), which --format auto would read as "
-                f"{reader.resolve_format(path, fmt)}, a document a line of its raw pages: decompress it and name "
-                "it *.parquet (Parquet compresses inside the file)")
-    return (f"{path} is a Parquet file (its bytes open with Parquet's magic PAR1), but --format auto reads a file "
-            f"named so as {reader.resolve_format(path, fmt)}, a document a line of its raw pages: use --format "
-            "parquet (with --text-field naming its text column), or name its files *.parquet")
+    codec = compress.codec_of(path)
+    remedy = (f"{parquet.compressed_whole(codec)} (Parquet compresses inside the file)" if codec else
+              "use --format parquet (with --text-field naming its text column), or name its files *.parquet")
+    return f"{path} is {parquet.misnamed(reader.resolve_format(path, fmt))}, a document a line of its raw pages: {remedy}"
 
 
 def _first_lines(path: str, max_line_bytes: int) -> Iterator[dict | None]:

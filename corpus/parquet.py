@@ -55,6 +55,19 @@ def opens_parquet(head: bytes) -> bool:
     return head[: len(MAGIC)] == MAGIC and head[len(MAGIC): HEAD] == b"\x15"
 
 
+def misnamed(fmt: str) -> str:
+    """What a file is that :func:`opens_parquet` finds Parquet while ``--format auto`` takes it for ``fmt``
+    by its name (Hive's ``000000_0``): the one sentence the check before the job (``corpus/field_check.py``),
+    the reader's ``damaged_file`` dead letter and the pieces' plan say it in, each followed by its remedy."""
+    return f"a Parquet file (it opens with {MAGIC.decode()}), which --format auto reads as {fmt} by its name"
+
+
+def compressed_whole(codec: str) -> str:
+    """The remedy after :func:`misnamed` where the file is compressed whole (Hive's ``000000_0.gz``), which
+    ``--format parquet`` would not read either (its footer is at the end of the decompressed stream)."""
+    return f"compressed whole ({codec}), which no format reads: decompress it, and name it *.parquet"
+
+
 def open_seekable(path: str) -> IO[bytes]:
     """``path`` opened for random access: a local path only while it is a regular file (a FIFO would
     hang the read); a store's object without fsspec's read-ahead cache, which keeps one region of

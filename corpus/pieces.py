@@ -136,7 +136,7 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
     def chunks() -> Iterator[bytes]:
         while chunk := raw.read(PLAN_CHUNK):
             if by_name and fmt != "parquet" and raw.bytes == len(chunk) and parquet.opens_parquet(chunk):
-                raise ValueError(f"{listed.path}: a Parquet file, which --format auto reads as {fmt} by its name")
+                raise ValueError(f"{listed.path}: {parquet.misnamed(fmt)}")
             if counts is not None:
                 counts.add(**{counter: len(chunk)})
             yield chunk
@@ -165,7 +165,7 @@ def _lines_of(cut, path: str, fmt: str, chunks: Iterator[bytes]):
         first = True
         for chunk in chunks:
             if first and parquet.opens_parquet(chunk):
-                raise ValueError(f"{path}: a Parquet file, which --format auto reads as {fmt} by its name")
+                raise ValueError(f"{path}: {parquet.misnamed(fmt)}")
             first = False
             yield chunk
 

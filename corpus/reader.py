@@ -256,10 +256,9 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
                        "detail": f"{compress.codec_of(path) or 'read'} error after line 0: {error_text(e)}"}
             if head is not None and parquet.opens_parquet(head):
                 remedy = ("give --format parquet, or name it *.parquet" if not (codec := compress.codec_of(path)) else
-                          f"compressed whole ({codec}), which no format reads: decompress it, and name it *.parquet")
+                          parquet.compressed_whole(codec))
                 yield {"source": source, "line": 1, "reason": "damaged_file",
-                       "detail": f"a Parquet file (it opens with {parquet.MAGIC.decode()}), which --format auto reads "
-                                 f"as {fmt} by its name: {remedy}"}
+                       "detail": f"{parquet.misnamed(fmt)}: {remedy}"}
             elif head is not None:
                 yield from read_lines(_Replayed(head, stream) if head else stream, path, source, fmt, text_field,
                                       id_field, max_line_bytes, keep_fields)

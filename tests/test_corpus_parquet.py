@@ -490,13 +490,42 @@ def test_a_parquet_file_not_named_so_is_refused_not_read_as_text(tmp_path, capsy
     assert main(["corpus", "--input", str(path), "--set", "num_shards=1", "--set", "valid_fraction=0",
                  "--out", str(tmp_path / "store")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"kolectra corpus: error: {path} is a Parquet file (its bytes open with Parquet's magic PAR1), but --format "
-        "auto reads a file named so as text, a document a line of its raw pages: use --format parquet (with "
-        "--text-field naming its text column), or name its files *.parquet")
+        f"kolectra corpus: error: {path} is a Parquet file (it opens with PAR1), which --format auto reads as text by "
+        "its name, a document a line of its raw pages: use --format parquet (with --text-field naming its text "
+        "column), or name its files *.parquet")
     assert main(["corpus", "--input", str(path), "--format", "parquet", "--text-field", "body", "--set",
                  "num_shards=1", "--set", "valid_fraction=0", "--out", str(tmp_path / "store")]) == 0
     docs = _documents(capsys.readouterr().out.strip().splitlines()[-1])
     assert sorted(d["text"] for d in docs) == sorted(_text(i) + f"\n다음 줄 {i}" for i in range(N))
+
+
+def test_a_parquet_file_not_named_so_is_said_in_one_sentence_before_the_job_in_its_dead_letter_and_its_plan(
+        tmp_path, capsys):
+    """One file, three wordings: before the job 'is a Parquet file (its bytes open with Parquet's magic PAR1), but
+    --format auto reads a file named so as text' (compressed whole: 'is a Parquet file compressed whole (gzip),
+    which --format auto would read as text'), its dead letter 'a Parquet file (it opens with PAR1), which --format
+    auto reads as text by its name', the pieces' plan 'a Parquet file, which ...'. Now the three say it in one
+    sentence (parquet.misnamed), each followed by its own remedy; compressed whole, the same remedy before the job
+    as in the dead letter (parquet.compressed_whole)."""
+    from kolectra.corpus import inputs, pieces
+
+    said = "a Parquet file (it opens with PAR1), which --format auto reads as text by its name"
+    assert parquet.misnamed("text") == said
+    table = pa.table({"body": [_text(i) + f"\n다음 줄 {i}" for i in range(N)]})
+    pq.write_table(table, tmp_path / "b.parquet", compression="none", use_dictionary=False)
+    path = tmp_path / "000000_0.gz"
+    path.write_bytes(gzip.compress((tmp_path / "b.parquet").read_bytes(), 1))
+    assert main(["corpus", "--input", str(path), "--out", str(tmp_path / "store")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"kolectra corpus: error: {path} is {said}, a document a line of its raw pages: compressed whole (gzip), "
+        "which no format reads: decompress it, and name it *.parquet (Parquet compresses inside the file)")
+    (dead,) = reader.read_file(str(path), "000000_0.gz", "auto", "text", "id", 1 << 20)
+    assert dead["detail"] == f"{said}: compressed whole (gzip), which no format reads: decompress it, and name it *.parquet"
+    plain = tmp_path / "000000_0"
+    plain.write_bytes((tmp_path / "b.parquet").read_bytes())
+    with pytest.raises(ValueError) as e:
+        pieces.plan(inputs.InputFile(str(plain), plain.stat().st_size, "x"), 1024, "auto", 1 << 20)
+    assert str(e.value) == f"{plain}: {said}"
 
 
 def test_a_later_parquet_file_not_named_so_is_a_damaged_file_not_lines(tmp_path, capsys):
