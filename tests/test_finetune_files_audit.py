@@ -217,3 +217,28 @@ def test_ner_fine_tune_scores_every_word_and_its_figures_reconcile(tmp_path):
     assert m["health"]["status"] == "ok" and m["f1"] >= 0.8, m
     # right on the words it sees, so the entity is whole (the dropped word was O: two wrong entities, one missed)
     assert predictions[12]["predicted"] == ["B-ORG", "I-ORG", "I-ORG", "O"]
+
+
+# ---- two files joined, each with its header ----------------------------------------------------------------
+def test_a_repeated_header_is_a_counted_bad_row_not_a_class_or_a_score(tmp_path):
+    """KorNLI's SNLI and MNLI training files joined with cat: the second header had been one more
+    training row, its label the class 'gold_label'."""
+    header = "\ufeffsentence1\tsentence2\tgold_label\n"
+    labels = ["entailment", "neutral", "contradiction"]
+    part = [header + "".join(f"문장 {k}{i}\t가설 {k}{i}\t{labels[i % 3]}\n" for i in range(600)) for k in "ab"]
+    train, test = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    train.write_text(part[0] + part[1], encoding="utf-8")
+    test.write_text(part[0], encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), text_column="sentence1", text_pair_column="sentence2",
+                              label_column="gold_label")
+    task = Classify()
+    facts = task.read(cfg, train, test).facts["train_file"]
+    assert task.labels == ["contradiction", "entailment", "neutral"]  # was also 'gold_label', one row
+    assert facts["rows"] == 1200 and facts["bad_rows"] == 1 and facts["bad_lines"] == [
+        {"line": 602, "reason": "repeats the header line (files joined with their headers, as `cat a.tsv b.tsv` does?)"}]
+    # CSV alike (an unnamed column included); in a small file the one row is over max_bad_fraction: refused, named
+    csv = tmp_path / "small.csv"
+    csv.write_text("text,,label\n가,x,1\n나,y,2\n다,z,1\ntext,,label\n라,w,2\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"small\.csv: 1 of 5 rows are malformed .*line 5: repeats the header "
+                                            r"line \(files joined with their headers, as `cat a\.csv b\.csv` does\?\)"):
+        Classify().read(cfg.__class__(), csv, test)

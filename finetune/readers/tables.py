@@ -24,7 +24,8 @@ have such rows) and reports neither the line of a bad row nor how many were drop
   struct columns are flattened to dotted names (KLUE-STS's ``labels.label``) and class-label
   columns give their names (KLUE-YNAT's topics, KLUE-NER's tags), not their integer codes.
 
-A row with the wrong number of fields (or a JSONL line that is not an object) is a *bad row*:
+A row with the wrong number of fields (or a JSONL line that is not an object), or one that repeats
+the header (two files joined with ``cat``), is a *bad row*:
 counted, its line kept for ``metrics.json``; above ``max_bad_fraction`` of the rows the file is
 refused with the first offenders named (:func:`check_bad`).
 """
@@ -162,6 +163,20 @@ def _without_trailing_empties(fields: list[str], width: int) -> list[str]:
     return fields
 
 
+REPEATED_HEADER = "repeats the header line (files joined with their headers, as `cat a.tsv b.tsv` does?)"
+
+
+def repeats_header(fields: list[str], columns: list[str]) -> bool:
+    """Whether a row is the header again: two files joined whole (KorNLI's SNLI and MNLI training files,
+    each with its header) put the second header among the rows, where its label column's name read as
+    one more class (``gold_label``, one row) or its score column's as a score that is no number."""
+    if len(fields) != len(columns):
+        return False
+    names = [f.strip() for f in fields]
+    names[0] = names[0].lstrip("\ufeff")
+    return all(f == c or (not f and c == f"column_{i}") for i, (f, c) in enumerate(zip(names, columns), start=1))
+
+
 def open_tsv(path: Path) -> Table:
     lines = iter_text_lines(path)
     header = next(lines, None)
@@ -180,6 +195,8 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
             table.blank += 1
         elif len(fields) != len(columns):
             table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
+        elif repeats_header(fields, columns):
+            table.bad.append((n, REPEATED_HEADER))
         else:
             yield n, dict(zip(columns, fields))
 
@@ -207,6 +224,8 @@ def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
                     table.blank += 1
                 elif len(fields) != len(columns):
                     table.bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"))
+                elif repeats_header(fields, columns):
+                    table.bad.append((start, REPEATED_HEADER.replace(".tsv", ".csv")))
                 else:
                     yield start, dict(zip(columns, fields))
                 start = reader.line_num + 1
