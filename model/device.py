@@ -38,7 +38,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
 from kolectra.model import cpu_dropout, cpu_memory, rank_failures, step_graph
-from kolectra.model.launcher import check_rendezvous, launcher_rank_and_world, local_rank
+from kolectra.model.launcher import check_rendezvous, launcher_rank_and_world, local_rank, not_one_of_tasks
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
 # tensor cores, which CudaDevice turns on); SXM parts unless named. Matched as whole words of the
@@ -110,7 +110,8 @@ class Device:
         """This process's (rank, number of ranks) in a data-parallel run on this device, known before
         the device is built: the store decides from it, before training starts, which process reserves
         and publishes a build and which follow it (``pipeline/store/followers.py``). CPU and CUDA: the
-        launcher's (``torchrun``)."""
+        launcher's (``torchrun``); a task of ``srun`` or ``mpirun`` without it is refused."""
+        not_one_of_tasks()
         return launcher_rank_and_world()
 
     @property

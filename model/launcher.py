@@ -74,6 +74,33 @@ def local_rank(devices: int) -> int:
     return local
 
 
+# launchers that start several copies of one command with variables of their own, not torchrun's: (the
+# launcher, its number of tasks, the task's index). Not SLURM_NTASKS: an sbatch script has it, one process.
+OTHER_LAUNCHERS = (("srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"),
+                   ("mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),
+                   ("mpirun (MPICH, Intel MPI)", "PMI_SIZE", "PMI_RANK"))
+
+
+def not_one_of_tasks() -> None:
+    """Refuse pretraining started as one of several tasks by ``srun`` or ``mpirun`` without torchrun's
+    RANK and WORLD_SIZE: each task took itself for a run of one process, exit 0: on one root the first
+    trained and the others waited for it and reused its artifact, on a disk of each machine N copies of
+    one run trained alone; a job of N GPUs trained on one each. With WORLD_SIZE given (torchrun under
+    srun, one a machine; or WORLD_SIZE=1, each task alone on purpose) nothing is refused."""
+    if _given("WORLD_SIZE") is not None:
+        return
+    for launcher, size_key, rank_key in OTHER_LAUNCHERS:
+        size = (_given(size_key) or "").strip()
+        if size.isdigit() and int(size) > 1:
+            task = (_given(rank_key) or "?").strip()
+            raise UserInputError(
+                f"this process is task {task} of {size} that {launcher} started ({rank_key}={task}, {size_key}="
+                f"{size}) without torchrun's RANK and WORLD_SIZE: each task would pretrain alone, not one run over "
+                f"{size} processes; start torchrun instead, one a machine (srun --ntasks-per-node=1 torchrun "
+                "--nnodes ... --nproc_per_node GPUS ...: docs/pretraining.md, Multi-GPU), or set WORLD_SIZE=1 to "
+                "pretrain in each task alone")
+
+
 def one_process(what: str) -> None:
     """Refuse a command that runs as one process when a launcher started several (WORLD_SIZE above 1):
     ``torchrun ... kolectra finetune`` hung, every rank joining a process group nothing used while rank 1

@@ -12,7 +12,8 @@ from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Store
 
 LAUNCHER = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-            "CUDA_VISIBLE_DEVICES")
+            "CUDA_VISIBLE_DEVICES", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK")
 
 
 @pytest.fixture
@@ -113,3 +114,38 @@ def test_a_study_and_the_demo_under_torchrun_are_refused_before_anything_is_buil
         line = capsys.readouterr().err.strip().splitlines()[-1]
         assert "runs as one process, but WORLD_SIZE=2 in the environment" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ratings.txt"]  # nothing built
+
+
+@pytest.mark.parametrize("launched", [dict(SLURM_STEP_NUM_TASKS="4", SLURM_PROCID="2", SLURM_NTASKS="4"),
+                                      dict(OMPI_COMM_WORLD_SIZE="4", OMPI_COMM_WORLD_RANK="2"),
+                                      dict(PMI_SIZE="4", PMI_RANK="2")])
+def test_pretraining_as_a_task_of_srun_or_mpirun_without_torchrun_is_refused(env, tmp_path, capsys, launched):
+    """`srun -n 4 kolectra pretrain ...` (or mpirun -np 4): SLURM_PROCID/SLURM_STEP_NUM_TASKS, not torchrun's RANK
+    and WORLD_SIZE, so each task was a run of one process, exit 0: on one root the first trained and the others
+    waited for it and reused its artifact (two tasks on the sample, n12's demo root: 'another run ... is building
+    the same request; waiting', then 'reusing'), on a disk of each machine 4 copies trained alone. Now one line
+    before anything is read; WORLD_SIZE given (torchrun's under srun, or 1: each task alone on purpose) or an
+    sbatch script's own environment (SLURM_NTASKS, no step) passes on to the examples, here missing."""
+    from kolectra.pipeline.cli import main
+
+    def line() -> str:
+        assert main(["pretrain", "--examples", "nothing", "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "Traceback" not in err[0], err
+        return err[0]
+
+    for key, value in launched.items():
+        env.setenv(key, value)
+    size_key, rank_key = [k for k in launched if k != "SLURM_NTASKS"]
+    said = line()
+    assert f"this process is task 2 of 4 that {'srun' if 'SLURM' in size_key else 'mpirun'}" in said, said
+    assert f"({rank_key}=2, {size_key}=4) without torchrun's RANK and WORLD_SIZE" in said, said
+    assert "set WORLD_SIZE=1 to pretrain in each task alone" in said, said
+    assert not (tmp_path / "r").exists()
+    env.setenv("WORLD_SIZE", "1")
+    assert "no artifact 'nothing'" in line()
+    env.delenv("WORLD_SIZE")
+    if "SLURM_NTASKS" in launched:  # the batch script of `sbatch --ntasks 4`: one process, SLURM_PROCID 0
+        env.delenv("SLURM_STEP_NUM_TASKS")
+        env.setenv("SLURM_PROCID", "0")
+        assert "no artifact 'nothing'" in line()
