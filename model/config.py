@@ -223,7 +223,8 @@ class PretrainConfig:
             if getattr(t, key) < 1:
                 raise ConfigError(f"train.{key}: must be >= 1, got {getattr(t, key)}")
         if t.batch_size % t.grad_accum:
-            raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum ({t.grad_accum})")
+            raise ConfigError(f"train.batch_size ({t.batch_size}) must be divisible by train.grad_accum "
+                              f"({t.grad_accum}){batch_sizes_near(t)}")
         if t.save_every < 0:
             raise ConfigError(f"train.save_every: must be >= 0 (0: no periodic checkpoints), got {t.save_every}")
         if not (math.isfinite(t.peak_tflops) and t.peak_tflops >= 0):  # NaN passed a "< 0" test
@@ -467,6 +468,24 @@ def preset(name: str) -> PretrainConfig:
         raise ConfigError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
     return PRESETS[name]()
 
+
+def batch_sizes_near(t: TrainConfig) -> str:
+    """The sizes next to ``t.batch_size`` that train.grad_accum divides, and so do the launcher's ranks (torchrun's
+    WORLD_SIZE; each micro-batch is split over them, :func:`kolectra.model.train.start`): the refusal named the
+    rule alone, so under 2 ranks batch 10 with grad_accum 4 was refused, then the 12 that fits the rule was refused
+    again ('not divisible by grad_accum 4 x 2 devices'). An XLA mesh's devices are known only once it is built."""
+    from kolectra.core.errors import UserInputError  # noqa: PLC0415 - as the launcher raises it
+    from kolectra.model.launcher import launcher_rank_and_world  # noqa: PLC0415 - the environment, read at the refusal
+
+    try:
+        ranks = 1 if t.device == "xla" else launcher_rank_and_world()[1]
+    except UserInputError:  # a broken launcher environment: its own refusal comes when the run starts
+        ranks = 1
+    unit = t.grad_accum * ranks
+    sizes = [n for n in (t.batch_size // unit * unit, (t.batch_size // unit + 1) * unit) if n > 0]
+    what = f"train.grad_accum {t.grad_accum}" + (f" x {ranks} ranks" if ranks > 1 else "")
+    also = "; on XLA also of train.grad_accum x the mesh's devices" if t.device == "xla" else ""
+    return f": set it to {' or '.join(f'{n:,}' for n in sizes)} (a multiple of {what}{also})"
 
 def requested_preset(default: str | None, sets: Sequence[str]) -> str:
     """The preset a pretrain request names: the last ``preset=NAME`` among ``sets`` (a ``--config``

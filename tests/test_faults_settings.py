@@ -133,3 +133,58 @@ def test_the_batch_size_a_refusal_offers_divides_by_the_launcher_s_ranks(tmp_pat
     odd = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=20, grad_accum=4))
     with pytest.raises(PretrainInputError, match=re.escape("set train.batch_size to 16 or 24 (a multiple of 8)")):
         train.start(odd, read_inputs(odd, many, tok), many, tmp_path / "out", TwoRanks(), resume=False)
+
+
+def test_a_batch_size_grad_accum_does_not_divide_is_refused_naming_sizes_the_ranks_divide_too(tmp_path, monkeypatch):
+    """Under torchrun's 2 ranks, train.batch_size 10 with grad_accum 4 was refused naming the rule alone ('must be
+    divisible by train.grad_accum (4)'), so the 12 that meets it was refused next by start() ('not divisible by
+    grad_accum 4 x 2 devices') (q2). The refusal now names the sizes next to it that the ranks divide too, and the
+    size it names starts; one process, or XLA (its mesh unknown yet), names multiples of grad_accum."""
+    import dataclasses
+    import re
+
+    from kolectra.core.config import ConfigError
+    from kolectra.model import train
+    from kolectra.model.config import tiny
+    from kolectra.model.device import Device
+    from kolectra.model.pretrain_inputs import read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    cfg = tiny()
+
+    def sized(size, device="cpu"):
+        return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=size, grad_accum=4,
+                                                                  device=device))
+
+    with monkeypatch.context() as env:
+        env.setenv("WORLD_SIZE", "2")
+        env.setenv("RANK", "0")
+        with pytest.raises(ConfigError, match=re.escape(
+                "train.batch_size (10) must be divisible by train.grad_accum (4): set it to 8 or 16 (a multiple of "
+                "train.grad_accum 4 x 2 ranks)")):  # before: '... train.grad_accum (4)', and 12 refused next
+            sized(10).validate()
+        with pytest.raises(ConfigError, match=re.escape("set it to 8 or 12 (a multiple of train.grad_accum 4; on XLA "
+                                                        "also of train.grad_accum x the mesh's devices)")):
+            sized(10, "xla").validate()
+        with pytest.raises(ConfigError, match=re.escape("set it to 8 (a multiple of train.grad_accum 4 x 2 ranks)")):
+            sized(6).validate()
+        env.setenv("RANK", "5")  # a broken launcher environment: the launcher's own refusal comes later
+        with pytest.raises(ConfigError, match=re.escape("set it to 8 or 12 (a multiple of train.grad_accum 4)")):
+            sized(10).validate()
+    with pytest.raises(ConfigError, match=re.escape("set it to 8 or 12 (a multiple of train.grad_accum 4)")):
+        sized(10).validate()
+
+    class TwoRanks(Device):  # rank 0 of 2, as start() sees it
+        def __init__(self):
+            super().__init__()
+            self.world_size = 2
+
+    tok = build_tokenizer(tmp_path / "tok")
+    many = build_examples(tmp_path / "many", tok, n=40, seq_len=32)
+    offered = sized(16)
+    offered.validate()
+    (tmp_path / "out").mkdir()
+    run = train.start(offered, read_inputs(offered, many, tok), many, tmp_path / "out", TwoRanks(), resume=False)
+    assert run.cfg.train.batch_size == 16
+    run.loader.close()
+    run.log.close()
