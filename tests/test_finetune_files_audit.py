@@ -242,3 +242,37 @@ def test_a_repeated_header_is_a_counted_bad_row_not_a_class_or_a_score(tmp_path)
     with pytest.raises(FinetuneError, match=r"small\.csv: 1 of 5 rows are malformed .*line 5: repeats the header "
                                             r"line \(files joined with their headers, as `cat a\.csv b\.csv` does\?\)"):
         Classify().read(cfg.__class__(), csv, test)
+
+
+# ---- CSV rows over several lines, long fields ----------------------------------------------------------------
+def test_csv_rows_merged_by_a_stray_quote_are_counted_and_the_lines_add_up(tmp_path, capsys):
+    rows = [f"문장 {i} 입니다,{i % 2}" for i in range(200)]
+    rows[10] = '"그렇다고 말했다,1'  # a quote opening the field, closed ten lines on: rows 10-20 are one row
+    rows[20] = '끝" 문장,0'
+    train, test = tmp_path / "train.csv", tmp_path / "test.csv"
+    train.write_text("text,label\n" + "\n".join(rows) + "\n\n", encoding="utf-8")
+    test.write_text("text,label\n가,0\n나,1\n", encoding="utf-8")
+    facts = Classify().read(config.sample_classify(), train, test).facts["train_file"]
+    lines = len(train.read_text(encoding="utf-8").splitlines())
+    assert facts["rows"] == 190 and facts["multiline_rows"] == 1 and facts["continued_lines"] == 10  # were absent
+    assert 1 + facts["rows"] + facts["bad_rows"] + facts["blank_lines"] + facts["continued_lines"] == lines
+    assert "train.csv: 1 row(s) read over several lines (10 line(s) past their first; the first row, lines 12-22)" \
+        in capsys.readouterr().err
+    assert "multiline_rows" not in Classify().read(config.sample_classify(), test, train).facts["train_file"]
+
+
+def test_a_csv_quote_never_closed_is_named_where_it_opens_and_a_long_field_is_read(tmp_path):
+    test = tmp_path / "test.csv"
+    test.write_text("text,label\n가,0\n나,1\n", encoding="utf-8")
+    rows = [f"문장 {i} 입니다 그리고 조금 더 긴 문장을 써 봅니다,{i % 2}" for i in range(5000)]
+    rows[10] = '"따옴표로 시작하는 문장,1'
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    # was: "train.csv:3788: cannot read as CSV (field larger than field limit (131072))"
+    with pytest.raises(FinetuneError, match=r"train\.csv: 1 of 11 rows are malformed .*line 12: expected 2 "
+                                            r"comma-separated columns, got 1 \(read over lines 12-5001: a \" never closed\?\)"):
+        Classify().read(config.sample_classify(), train, test)
+    long = tmp_path / "long.csv"
+    long.write_text("text,label\n" + "가" * 140_000 + ",1\n나,0\n다,1\n라,0\n", encoding="utf-8")
+    data = Classify().read(dataclasses.replace(config.sample_classify(), dev_fraction=0.25), long, test)
+    assert data.facts["train_file"]["rows"] == 4  # was refused: "field larger than field limit (131072)"

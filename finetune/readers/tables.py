@@ -58,6 +58,11 @@ class Table:
     blank: int | None = None  # empty lines skipped (TSV, CSV, JSONL): lines = (header) + rows + bad + blank
     complete: bool = True  # whether ``columns`` names them all (JSONL's, from open_table: only once read)
     taken: int | None = None  # a task that consumed ``records`` without keeping them: how many it took
+    # CSV rows read over several lines (a quoted field holding line breaks, or a " that opens a field and is
+    # never closed), the lines they took past their first, and the first such row's (first, last) line
+    multiline: int = 0
+    continued: int = 0
+    first_multiline: tuple[int, int] | None = None
 
     @property
     def rows(self) -> int:
@@ -78,7 +83,18 @@ class Table:
     def stats(self) -> dict:
         return {"path": self.path.name, "rows": self.rows, "bad_rows": len(self.bad),
                 "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]],
-                **({"blank_lines": self.blank} if self.blank is not None else {})}
+                **({"blank_lines": self.blank} if self.blank is not None else {}),
+                **({"multiline_rows": self.multiline, "continued_lines": self.continued} if self.multiline else {})}
+
+    def multiline_note(self) -> str | None:
+        """One line on the rows read over several lines (None: there were none): a quote a text opens
+        with and never closes runs the field on through the lines after it, merging rows unseen."""
+        if not self.multiline:
+            return None
+        first, last = self.first_multiline
+        return (f"{self.path.name}: {self.multiline} row(s) read over several lines ({self.continued} line(s) past "
+                f"their first; the first row, lines {first}-{last}): a quoted field holding line breaks, or a \" "
+                "opening a field and never closed; a file without CSV quoting reads as TSV: --set format=tsv")
 
 
 def detect(path: Path, fmt: str = "auto") -> str:
@@ -201,6 +217,11 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
             yield n, dict(zip(columns, fields))
 
 
+# The longest CSV field read (characters): the csv module's default, 131,072, refused a long document that
+# TSV reads; a bound still, for a " never closed runs a field on to the end of the file.
+FIELD_LIMIT = 1 << 24
+
+
 def open_csv(path: Path) -> Table:
     table = Table(path, [], [], [], blank=0)
     records = _csv_records(table)
@@ -212,6 +233,7 @@ def open_csv(path: Path) -> Table:
 def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
     """Yields None once the header is read (``table.columns``), then the records."""
     path = table.path
+    limit = csv.field_size_limit(FIELD_LIMIT)  # the module's is process-wide: put back when done
     try:
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.reader(f)
@@ -220,10 +242,17 @@ def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
             start = reader.line_num + 1
             for fields in reader:
                 fields = _without_trailing_empties(fields, len(columns))
+                if reader.line_num > start:  # counted, so the lines add up: a stray " merges rows unseen
+                    table.multiline += 1
+                    table.continued += reader.line_num - start
+                    table.first_multiline = table.first_multiline or (start, reader.line_num)
                 if not fields:  # an empty line, as in TSV
                     table.blank += 1
                 elif len(fields) != len(columns):
-                    table.bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"))
+                    spans = f" (read over lines {start}-{reader.line_num}: a \" never closed?)" \
+                        if reader.line_num > start else ""
+                    table.bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"
+                                             f"{spans}"))
                 elif repeats_header(fields, columns):
                     table.bad.append((start, REPEATED_HEADER.replace(".tsv", ".csv")))
                 else:
@@ -232,7 +261,15 @@ def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
     except UnicodeDecodeError:
         raise not_utf8(path) from None
     except csv.Error as e:
+        if "field limit" in str(e):  # the line the reader reached says nothing: name where the row began
+            why = (f"read up to line {reader.line_num}: a \" opening a field and never closed runs it on through "
+                   "the lines after it; a file without CSV quoting reads as TSV: --set format=tsv"
+                   if reader.line_num > start else "a TSV file has no such limit")
+            raise FinetuneError(f"{path}:{start}: the row starting here has a field of more than "
+                                f"{FIELD_LIMIT:,} characters ({why})") from None
         raise FinetuneError(f"{path}:{reader.line_num}: cannot read as CSV ({e})") from None
+    finally:
+        csv.field_size_limit(limit)
 
 
 # Objects and lists a JSON Lines row may nest (a task's row needs a few): deeper is a bad row.
