@@ -7,7 +7,8 @@
     :func:`kolectra.pipeline.stages.pretrain`, the real trainer (POINT ``truncateN``: through the
     command line, cutting the examples' shards short in place at training step N instead of dying;
     ``termN``: through the command line, a SIGTERM in training step N and a second one once the
-    first file of the checkpoint it then saves is in the store, cutting that copy short).
+    first file of the checkpoint it then saves is in the store, cutting that copy short; ``termlastN``:
+    the second once its manifest is in the store, before the upload call returned).
 
 POINT names where the process kills itself with SIGKILL (no ``finally``, no clean-up, exactly as
 ``kill -9`` or a power cut would): right after the store's step of that name returned, e.g.
@@ -164,9 +165,10 @@ def toy(args) -> None:
     print(art.path)
 
 
-def terminate_twice(n: int) -> None:
+def terminate_twice(n: int, last: bool = False) -> None:
     """A SIGTERM in training step ``n`` (the run saves that step and stops), then another right after
-    the first file of the checkpoint's copy to the store is uploaded (as a second ``kill`` does)."""
+    the first file of the checkpoint's copy to the store is uploaded (as a second ``kill`` does); with
+    ``last``, right after its manifest, the copy's last file, is (the store has it, the call not returned)."""
     from kolectra.model import objectives
 
     real_step, real_upload, calls = objectives.STEPS["electra"], storage.upload, []
@@ -179,7 +181,7 @@ def terminate_twice(n: int) -> None:
 
     def upload(local, url, *args, **kwargs):
         out = real_upload(local, url, *args, **kwargs)
-        if len(calls) >= n and "/out/checkpoints/step-" in str(url):
+        if len(calls) >= n and "/out/checkpoints/step-" in str(url) and (not last or str(url).endswith("/manifest.json")):
             os.kill(os.getpid(), signal.SIGTERM)
         return out
 
@@ -197,7 +199,9 @@ def pretrain(args) -> None:
     elif args.point.startswith(("truncate", "term")):  # through the command line: how the user sees it end
         from kolectra.pipeline.cli import main as cli
 
-        if args.point.startswith("term"):
+        if args.point.startswith("termlast"):
+            terminate_twice(int(args.point[8:]), last=True)
+        elif args.point.startswith("term"):
             terminate_twice(int(args.point[4:]))
         else:
             truncate_in_training_step(int(args.point[8:]), args.examples)

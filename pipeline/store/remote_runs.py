@@ -45,6 +45,8 @@ class StoreRuns:
     # the newest checkpoint of the build's run complete in the store (its manifest there), as this
     # process last saw or wrote it: what an interrupt's line names, with no listing while it stops
     _in_store: str | None = None
+    # the checkpoint whose manifest was being uploaded: a stop then may come after the store has it
+    _landing: str | None = None
 
     def _follow_remote(self, request: Request, produce: Callable, force: bool, resume: bool | str,
                        rank: int) -> Artifact:
@@ -82,7 +84,7 @@ class StoreRuns:
         local_root = self._local_root()
         run = workspace.Run(local_root / workspace.WORK / f"{request.kind}-{request.id()}")
         remote_run = storage.join(self.url, WORK, f"{request.kind}-{request.id()}")
-        self._in_store = None  # (set by the listings below when resuming)
+        self._in_store = self._landing = None  # (set by the listings below when resuming)
         if resume and (not run.state() or self._store_ahead(remote_run, run)):
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
@@ -99,11 +101,18 @@ class StoreRuns:
 
     def _kept_note(self, kind: str, remote_run: str, run: workspace.Run) -> str:
         """What an interrupted or failed build says it kept: the run on this machine, and in the store
-        the newest checkpoint whose copy completed (a copy cut short leaves the one before, or none)."""
+        the newest checkpoint whose copy completed (a copy cut short leaves the one before, or none; one
+        stopped as its manifest was written may be complete there: the store is not asked while stopping)."""
         local = max((p.parent.name for d in (run.out, run.kept) for p in (d / CHECKPOINTS).glob(f"step-*/{MANIFEST}")),
                     default=None)
         if local is None or self._in_store == local:
             return f"{kind}: its working state is kept in {run.path} and {remote_run}; --resume continues it"
+        if self._landing == local:  # stopped as its manifest was written: the store may have it (not asked now)
+            before = f"holds {self._in_store}, and {local} too" if self._in_store else f"holds {local}"
+            return (f"{kind}: its working state is kept in {run.path} ({local}); {remote_run} {before} unless its "
+                    f"copy was cut short as its manifest was written; --resume continues from {local} on this "
+                    "machine, from " + ("the newer of the two there on another" if self._in_store else
+                                        f"{local} on another if its copy is there (else nothing to resume there)"))
         if self._in_store is None:
             return (f"{kind}: its working state is kept in {run.path} only: the store holds no complete checkpoint "
                     f"of it ({local}'s copy to {remote_run} did not complete); --resume continues it on this "
@@ -181,6 +190,8 @@ class StoreRuns:
         for log in self._logs.values():  # the lines new since the last save; first: a kill leaves them ahead
             log.sync()
         for f in sorted(step_dir.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
+            if f.name == MANIFEST:
+                self._landing = step_dir.name
             storage.upload(str(f), storage.join(target, f.name))
         self._in_store = step_dir.name  # complete there: only now are the older steps removed
         for rel in {r.split("/")[0] for r in storage.listing(base)}:
