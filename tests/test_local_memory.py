@@ -160,14 +160,14 @@ def test_every_drop_written_is_counted_by_the_input_s_records(tmp_path, lines, p
 def test_reviews_with_every_drop_written_are_not_estimated_far_over_their_peak():
     """The first 1, 2 and 4 NSMC review files with write_dropped (49.6 / 99.5 / 198.9 MB of expected JSON,
     82,801 records a file) peaked at 822 / 861 / 981 MB; a term per MB of JSON said 1,093 / 1,298 /
-    1,706 (33-74 % over), the records' term says 20-25 % over, never under."""
+    1,706 (33-74 % over), the records' term says 23-28 % over, never under."""
     from kolectra.corpus.config import default_config
 
     cfg = dataclasses.replace(default_config(), write_dropped=True, num_shards=3)
     for files, json_bytes, peak_mb in ((1, 49.6e6, 822), (2, 99.5e6, 861), (4, 198.9e6, 981)):
         model = build.local_memory_model(dataclasses.replace(cfg, num_shards=3 * files), build.LOCAL_RUNNER,
                                          json_bytes, records=82_801 * files)
-        assert peak_mb * 1e6 < model.peak_bytes(json_bytes) < 1.25 * peak_mb * 1e6
+        assert peak_mb * 1e6 < model.peak_bytes(json_bytes) < 1.3 * peak_mb * 1e6
 
 
 def test_the_records_counted_are_lines_or_parquet_rows(tmp_path):
@@ -190,3 +190,11 @@ def test_the_records_counted_are_lines_or_parquet_rows(tmp_path):
     assert {k: v for k, v in counted.items() if k != "d.txt.gz"} == {"a.txt": 4, "b.jsonl.gz": 1000, "c.parquet": 30}
     assert 0 < counted["d.txt.gz"] < 100_000
     assert input_records(listed, "auto") == sum(counted.values())
+
+
+def test_the_corpus_estimate_is_over_the_peaks_measured_at_head():
+    """The job in one process at 96df5ce (2026-12-01), the first 1 / 2 / 4 review files (49.6 / 99.5 /
+    198.9 MB of expected JSON): 835 and 800 / 852 / 944 and 973 MB, where 0.76 GB + 1.5 MB per MB said
+    834 at 1 file, under its first run (docs/scale.md, "What the local runner holds at its peak")."""
+    for json_bytes, peaks in ((49.6e6, (835, 800)), (99.5e6, (852,)), (198.9e6, (944, 973))):
+        assert max(peaks) * 1.04e6 < build.LOCAL_MEMORY.peak_bytes(json_bytes)
