@@ -28,6 +28,7 @@ from kolectra.finetune.config import OptimConfig
 from kolectra.finetune.entities import entity_scores
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.ner import Ner, word_tags
+from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.regress import regression_scores
 
 
@@ -276,3 +277,18 @@ def test_a_csv_quote_never_closed_is_named_where_it_opens_and_a_long_field_is_re
     long.write_text("text,label\n" + "가" * 140_000 + ",1\n나,0\n다,1\n라,0\n", encoding="utf-8")
     data = Classify().read(dataclasses.replace(config.sample_classify(), dev_fraction=0.25), long, test)
     assert data.facts["train_file"]["rows"] == 4  # was refused: "field larger than field limit (131072)"
+
+
+# ---- NER file format guess ----------------------------------------------------------------------------------
+def test_one_conll_line_of_two_words_does_not_make_the_file_sentence_per_line(tmp_path):
+    sentences = [sentence(i) for i in range(30)]
+    sentences[5] = [("전자 회사", "O O"), ("직원", "O")]  # a stray line: two words, two tags
+    path = conll(tmp_path / "train.conll", sentences)
+    table = read_sentences(path, max_bad_fraction=0.1)
+    # was: read as one sentence a line, 162 sentences of one word, none bad
+    assert table.rows == 29 and table.bad == [(sum(len(s) + 1 for s in sentences[:5]) + 1,
+                                               "tag 'O O' is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")]
+    assert [s["tokens"] for _, s in table.records][:2] == [[t for t, _ in sentences[0]], [t for t, _ in sentences[1]]]
+    lines = tmp_path / "naver.tsv"  # a sentence-per-line file with some one-word sentences stays one
+    lines.write_text("김민수 씨는 서울 에서\tPER-B O LOC-B O\n부산\tLOC-B\n삼성 전자 직원\tORG-B ORG-I O\n", encoding="utf-8")
+    assert read_sentences(lines).rows == 3

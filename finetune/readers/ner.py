@@ -8,8 +8,8 @@ Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives 
   lines are skipped, as CoNLL-2003 files have them).
 * ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
   tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
-* ``auto`` for a text file: ``lines`` when a line's tag field holds several space-separated tags,
-  else ``conll``.  A ``.jsonl`` (``.json``, ``.ndjson``) file or a folder: rows with a list of
+* ``auto`` for a text file: ``lines`` when more of its first 1,000 lines hold several
+  space-separated tags (as many as words) than hold one, else ``conll`` (:func:`guess_format`).  A ``.jsonl`` (``.json``, ``.ndjson``) file or a folder: rows with a list of
   tokens (``tokens_column``) and a list of tags (``tags_column``; class-label codes of a saved
   dataset are read as their names), e.g. KLUE-NER saved with ``save_to_disk``.
 
@@ -54,7 +54,7 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         lines = iter_text_lines(path)  # read as the sentences are built: the file's lines are not held
         first = list(itertools.islice(lines, 1000))
         if fmt == "auto":
-            fmt = "lines" if any(holds_sentence(line) for line in first) else "conll"
+            fmt = guess_format(first)
         lines = itertools.chain(first, lines)
         table = Table(path, ["tokens", "tags"], *(conll_sentences if fmt == "conll" else line_sentences)(lines))
     for n, sentence in table.records:
@@ -69,9 +69,20 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
 
 
 def holds_sentence(line: str) -> bool:
-    """``words<TAB>tags`` with several tags: a sentence-per-line file, not a CoNLL token line."""
+    """``words<TAB>tags`` with several tags, as many as words: a sentence-per-line file's line, not a CoNLL token line."""
     fields = line.split("\t")
-    return len(fields) == 2 and len(fields[1].split()) > 1
+    return len(fields) == 2 and len(fields[1].split()) > 1 and len(fields[0].split()) == len(fields[1].split())
+
+
+def guess_format(lines: list[str]) -> str:
+    """``lines`` when more of the (first) lines hold a sentence than a single tag, else ``conll``.
+
+    By the majority, not by any line: one CoNLL line holding two words and two tags (``전자 회사<TAB>O O``)
+    had made the whole file a sentence-per-line one, each token line read as a sentence of one word,
+    unseen (the stray line is a bad sentence of the CoNLL file instead)."""
+    sentences = sum(1 for line in lines if holds_sentence(line))
+    single = sum(1 for line in lines if len(fields := line.split("\t")) == 2 and len(fields[1].split()) == 1)
+    return "lines" if sentences > single else "conll"
 
 
 def conll_sentences(lines: Iterable[str]) -> tuple[list, list]:
