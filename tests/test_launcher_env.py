@@ -4,6 +4,8 @@ torchrun, is refused in one line, not met as an internal error or a hang."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kolectra.core.errors import UserInputError
@@ -149,3 +151,29 @@ def test_pretraining_as_a_task_of_srun_or_mpirun_without_torchrun_is_refused(env
         env.delenv("SLURM_STEP_NUM_TASKS")
         env.setenv("SLURM_PROCID", "0")
         assert "no artifact 'nothing'" in line()
+
+
+def test_a_refusal_under_torchrun_is_what_its_summary_of_failed_ranks_shows(tmp_path):
+    """`torchrun --nproc_per_node 2 -m kolectra.pipeline.cli finetune ...` (real torchrun, 2 ranks on the CPU):
+    after rank 0's one line, torchrun printed its ChildFailedError summary, whose entry for that rank said only
+    'traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html', and rank 1, stopped
+    by torchrun while it loaded, 'kolectra: terminated while starting; nothing was done', naming no cause. The
+    refusal is now in torchrun's error file, so the summary shows it; a rank stopped so says torchrun did."""
+    import subprocess
+    import sys
+
+    from kolectra.pipeline.cli import BY_TORCHRUN, TERMINATED_LINE
+    from tests.s3_support import free_port
+
+    environ = {k: v for k, v in os.environ.items() if k not in LAUNCHER and not k.startswith("TORCHELASTIC")}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master-port",
+                           str(free_port()), "-m", "kolectra.pipeline.cli", "finetune", "nsmc", "--model", "none",
+                           "--train", "a", "--test", "b", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=300, env=environ, cwd=tmp_path)
+    refusal = "kolectra finetune nsmc: error: fine-tuning (nsmc) runs as one process, but WORLD_SIZE=2 in the environment"
+    assert proc.returncode == 1 and "ChildFailedError" in proc.stderr, proc.stderr[-3000:]
+    summary = proc.stderr.split("ChildFailedError")[-1]
+    assert f"traceback : {refusal}" in summary, summary
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("kolectra") and "FAILED" not in line]
+    stopped = (TERMINATED_LINE + BY_TORCHRUN, f"kolectra finetune nsmc: terminated{BY_TORCHRUN}; nothing was published")
+    assert ours and all(line.startswith(refusal) or line in stopped for line in ours), ours  # as far as rank 1 got

@@ -15,6 +15,7 @@ the command's handler takes over, and puts the disposition it found back when it
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -25,6 +26,8 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 STARTING_LINE = "kolectra: interrupted while starting; nothing was done"
 TERMINATED_LINE = "kolectra: terminated while starting; nothing was done"
+# a rank of torchrun's is stopped so when another ends first (a refusal on rank 0 while rank 1 still loads)
+BY_TORCHRUN = " (torchrun stops every rank once one ends: that rank's line says why)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         errors = sys.modules.get("kolectra.pipeline.cli.errors")  # imported by then, unless cut short itself
         if not getattr(errors, "ENTERED", False):  # else its line is out (Ctrl-C again as it was said)
             try:
-                print(TERMINATED_LINE if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
+                print(TERMINATED_LINE + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
+                      if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
             except BrokenPipeError:  # stderr's reader is gone: the status still says it
                 from kolectra.core import streams  # noqa: PLC0415
 

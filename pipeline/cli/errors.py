@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import errno
+import json
 import logging
 import os
 import pickle
@@ -36,6 +37,7 @@ from typing import Callable, Iterator
 from kolectra.core import streams
 from kolectra.core.errors import KolectraError, Terminated
 from kolectra.core.shown import shown
+from kolectra.pipeline.cli import BY_TORCHRUN
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
@@ -132,7 +134,8 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
             return code
     except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
         e = _first_interrupt(e)
-        why = str(e) or ("terminated" if isinstance(e, Terminated) else "interrupted")
+        why = str(e) or ("terminated" + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
+                         if isinstance(e, Terminated) else "interrupted")
         notes = getattr(e, "__notes__", []) or ([] if str(e) else ["nothing was published"])
         _say(command, "; ".join([why, *notes]))
         code = 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
@@ -143,11 +146,11 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
             return _quiet_end()
         line = describe(e)
         if line is not None:
-            _say(command, f"error: {line}")
+            torchrun_told(_say(command, f"error: {line}"))
             return EXIT_REFUSED
         path = write_trace(root(), command, e)
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        _say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})")
+        torchrun_told(_say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})"))
         return EXIT_BUG
 
 
@@ -236,9 +239,28 @@ def _quiet_ctrl_c_at_exit() -> None:
     signal.signal(signal.SIGINT, at_exit)
 
 
-def _say(command: str, text: str) -> None:
+def _say(command: str, text: str) -> str:
     # a message may quote a manifest or a name from a root from elsewhere: its control characters escaped
+    line = f"kolectra {command}: {shown(text, lines=True)}"
     try:
-        print(f"kolectra {command}: {shown(text, lines=True)}", file=sys.stderr, flush=True)
+        print(line, file=sys.stderr, flush=True)
     except BrokenPipeError:  # stderr's reader is gone (`2>&1 | tee`, tee stopped with it): the status still says it
         streams.lost(sys.stderr)
+    return line
+
+
+def torchrun_told(line: str) -> None:
+    """Hand the line this process ends with to torchrun, in the error file it names each rank
+    (``TORCHELASTIC_ERROR_FILE``, torch's ``@record`` format): its summary of the failed ranks, printed
+    after them, showed 'traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html'
+    for the rank that refused; it now shows the line (on each machine, for its first failed rank). An
+    interrupt's line is not handed over: torchrun takes the failure of the earliest second for the root
+    cause, and a rank it stopped in that second would stand for the one that failed. Nothing without
+    torchrun."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    with contextlib.suppress(OSError):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"message": {"message": line, "extraInfo": {"py_callstack": line,
+                                                                  "timestamp": str(int(time.time()))}}}, f)
