@@ -28,6 +28,11 @@ class EnvironmentProblem(KolectraError):
     """The machine or a service it needs: credentials, a store, a runner, a package, a device."""
 
 
+# what a rank of torchrun's adds to its line when stopped (TORCHELASTIC_RUN_ID set): torchrun stops every
+# rank once one ends (a refusal on rank 0 while rank 1 still loads)
+BY_TORCHRUN = " (torchrun stops every rank once one ends: that rank's line says why)"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a scheduler's or a preempted machine's stop), turned into an exception so that
     clean-up (``finally``) runs as for Ctrl-C; the command ends with status 143 (128 + 15), which

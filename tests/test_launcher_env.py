@@ -162,7 +162,8 @@ def test_a_refusal_under_torchrun_is_what_its_summary_of_failed_ranks_shows(tmp_
     import subprocess
     import sys
 
-    from kolectra.pipeline.cli import BY_TORCHRUN, TERMINATED_LINE
+    from kolectra.core.errors import BY_TORCHRUN
+    from kolectra.pipeline.cli import TERMINATED_LINE
     from tests.s3_support import free_port
 
     environ = {k: v for k, v in os.environ.items() if k not in LAUNCHER and not k.startswith("TORCHELASTIC")}

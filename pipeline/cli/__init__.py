@@ -20,14 +20,12 @@ import signal
 import sys
 import threading
 
-from kolectra.core.errors import Terminated  # no import of its own: the handler needs it at once
+from kolectra.core.errors import BY_TORCHRUN, Terminated  # no import of its own: the handler needs it at once
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 STARTING_LINE = "kolectra: interrupted while starting; nothing was done"
 TERMINATED_LINE = "kolectra: terminated while starting; nothing was done"
-# a rank of torchrun's is stopped so when another ends first (a refusal on rank 0 while rank 1 still loads)
-BY_TORCHRUN = " (torchrun stops every rank once one ends: that rank's line says why)"
 
 
 def main(argv: list[str] | None = None) -> int:

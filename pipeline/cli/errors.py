@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core import streams
-from kolectra.core.errors import KolectraError, Terminated
+from kolectra.core.errors import BY_TORCHRUN, KolectraError, Terminated
 from kolectra.core.shown import shown
-from kolectra.pipeline.cli import BY_TORCHRUN
 
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
