@@ -292,3 +292,19 @@ def test_one_conll_line_of_two_words_does_not_make_the_file_sentence_per_line(tm
     lines = tmp_path / "naver.tsv"  # a sentence-per-line file with some one-word sentences stays one
     lines.write_text("김민수 씨는 서울 에서\tPER-B O LOC-B O\n부산\tLOC-B\n삼성 전자 직원\tORG-B ORG-I O\n", encoding="utf-8")
     assert read_sentences(lines).rows == 3
+
+
+def test_conll_spelt_with_spaces_or_a_trailing_tab_and_jsonl_tags_with_spaces_read_as_their_tags(tmp_path):
+    spaced = tmp_path / "spaced.conll"  # was: every line "no tag (expected token<TAB>tag)", the file refused
+    spaced.write_text("김민수 B-PER\n씨는 O\n\n서울  B-LOC\n에서 O\n", encoding="utf-8")
+    assert [s["tags"] for _, s in read_sentences(spaced).records] == [["B-PER", "O"], ["B-LOC", "O"]]
+    trailing = tmp_path / "trailing.conll"  # was: "3 tab-separated fields"
+    trailing.write_text("김민수\tB-PER\t\n씨는\tO\t\n", encoding="utf-8")
+    assert [s["tokens"] for _, s in read_sentences(trailing).records] == [["김민수", "씨는"]]
+    jsonl = tmp_path / "klue.jsonl"  # was: type 'PS ' beside 'PS', and a dev 'B-PS' not among the training tags
+    jsonl.write_text('{"tokens": ["김", "민수"], "ner_tags": ["B-PS ", " I-PS"]}\n', encoding="utf-8")
+    assert [s["tags"] for _, s in read_sentences(jsonl).records] == [["B-PS", "I-PS"]]
+    missing = tmp_path / "missing.conll"  # a word alone still says what is missing
+    missing.write_text("김민수\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"line 1: no tag \(expected token<TAB>tag\)"):
+        read_sentences(missing)

@@ -4,8 +4,8 @@ Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives 
 :class:`finetune.readers.tables.Table` whose records are sentences, ``{"tokens": [...], "tags": [...],
 "at": [line of each token]}``, keyed by the line (or saved-dataset row) the sentence starts on.
 
-* ``conll``: one ``token<TAB>tag`` per line, a blank line between sentences (``-DOCSTART-``
-  lines are skipped, as CoNLL-2003 files have them).
+* ``conll``: one ``token<TAB>tag`` per line (or ``token tag`` on a line without a tab), a blank
+  line between sentences (``-DOCSTART-`` lines are skipped, as CoNLL-2003 files have them).
 * ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
   tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
 * ``auto`` for a text file: ``lines`` when more of its first 1,000 lines hold several
@@ -95,7 +95,7 @@ def conll_sentences(lines: Iterable[str]) -> tuple[list, list]:
             current, problem = None, None
             continue
         current = current or {"tokens": [], "tags": [], "at": []}
-        fields = line.split("\t")
+        fields = token_and_tag(line)
         if len(fields) != 2 or not fields[1].strip():
             problem = problem or (n, "no tag (expected token<TAB>tag)" if len(fields) == 1 or not fields[1].strip()
                                   else f"{len(fields)} tab-separated fields (expected token<TAB>tag)")
@@ -104,6 +104,18 @@ def conll_sentences(lines: Iterable[str]) -> tuple[list, list]:
         current["tags"].append(fields[1].strip())
         current["at"].append(n)
     return records, bad
+
+
+def token_and_tag(line: str) -> list[str]:
+    """A CoNLL line's fields: split on tabs (a trailing tab names no field); a line without a tab, on its
+    whitespace when that gives two fields, ``token tag`` (many Korean NER files are so spelt: each had been
+    refused as "no tag" with its tag in plain sight)."""
+    fields = line.split("\t")
+    while len(fields) > 2 and not fields[-1].strip():
+        fields.pop()
+    if len(fields) == 1 and len(spaced := line.split()) == 2:
+        return spaced
+    return fields
 
 
 def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
@@ -136,8 +148,8 @@ def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
             bad.append((n, f"{len(words)} tokens but {len(labels)} tags"))
         elif not all(isinstance(x, str) for x in words + labels):
             bad.append((n, "tokens and tags must be text (tags may be a saved dataset's class labels)"))
-        else:
-            records.append((n, {"tokens": words, "tags": labels, "at": [n] * len(words)}))
+        else:  # a tag's edge whitespace is no part of it ("B-PS " would be a type of its own), as in a text file
+            records.append((n, {"tokens": words, "tags": [t.strip() for t in labels], "at": [n] * len(words)}))
     return Table(table.path, ["tokens", "tags"], records, bad, unit=table.unit, blank=table.blank)
 
 
