@@ -103,10 +103,17 @@ class Inputs:
     vocab: dict[str, int] = dataclasses.field(default_factory=dict)  # token -> id, checked against init_from
 
 
-def nearest_batch(batch_size: int, unit: int, examples: int) -> str:
-    """The sizes next to ``batch_size`` that divide by ``unit`` (grad_accum x devices) and fit the examples
-    (:func:`batch_offer`): the refusal named only the rule to meet."""
+def nearest_batch(batch_size: int, unit: int, examples: int, grad_accum: int = 1) -> str:
+    """The sizes next to ``batch_size`` that divide by ``unit`` (``grad_accum`` x devices) and fit the examples
+    (:func:`batch_offer`): the refusal named only the rule to meet. Where none fits but a row a device does,
+    without accumulation, it says so, as :func:`batch_offer` does: 3 examples, batch 2, grad_accum 2 on 2 ranks
+    was told only to build more text or use fewer devices, while grad_accum 1 runs it."""
     sizes = [n for n in (batch_size // unit * unit, batch_size // unit * unit + unit) if 0 < n <= examples]
+    devices = unit // grad_accum
+    if not sizes and grad_accum > 1 and (fit := examples // devices * devices):
+        return (f"{examples:,} examples cannot fill {unit:,} rows (one a micro-batch and device): set train.batch_size "
+                f"to at most {fit:,} (a multiple of {devices} devices) and train.grad_accum to 1, build examples from "
+                "more text, or use fewer devices")
     if not sizes:
         return (f"{examples:,} examples cannot fill {unit:,} rows (one a micro-batch and device): build examples "
                 "from more text, or use fewer devices")

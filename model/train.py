@@ -143,7 +143,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     if t.batch_size % (unit := t.grad_accum * dev.chips):
         raise PretrainInputError(f"train.batch_size {t.batch_size} is not divisible by grad_accum "
                                  f"{t.grad_accum} x {dev.chips} devices ({dev.world_size} ranks); "
-                                 + nearest_batch(t.batch_size, unit, inputs.index.examples))
+                                 + nearest_batch(t.batch_size, unit, inputs.index.examples, t.grad_accum))
     dev.seed(cfg.seed)  # the same initial weights on every rank
     model = ElectraPair(inputs.model_cfg, specials.vocab_size, specials.pad_id, obj.objective)
     if t.init_from:

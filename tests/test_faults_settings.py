@@ -188,3 +188,40 @@ def test_a_batch_size_grad_accum_does_not_divide_is_refused_naming_sizes_the_ran
     assert run.cfg.train.batch_size == 16
     run.loader.close()
     run.log.close()
+
+
+def test_examples_too_few_for_a_row_a_micro_batch_and_rank_are_offered_grad_accum_1(tmp_path):
+    """3 examples, train.batch_size 2 in grad_accum 2 under torchrun's 2 ranks: start() refused it saying only
+    '3 examples cannot fill 4 rows (one a micro-batch and device): build examples from more text, or use fewer
+    devices' (q2), while grad_accum 1 runs it, as read_inputs' offer says where the batch is over the examples.
+    It now offers that, and the size offered starts."""
+    import dataclasses
+    import re
+
+    from kolectra.model import train
+    from kolectra.model.config import tiny
+    from kolectra.model.device import Device
+    from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    class TwoRanks(Device):  # rank 0 of 2, as start() sees it
+        def __init__(self):
+            super().__init__()
+            self.world_size = 2
+
+    tok = build_tokenizer(tmp_path / "tok")
+    few = build_examples(tmp_path / "few", tok, n=3, seq_len=32)
+    cfg = tiny()
+    odd = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=2, grad_accum=2))
+    with pytest.raises(PretrainInputError, match=re.escape(
+            "3 examples cannot fill 4 rows (one a micro-batch and device): set train.batch_size to at most 2 (a "
+            "multiple of 2 devices) and train.grad_accum to 1, build examples from more text, or use fewer devices")):
+        train.start(odd, read_inputs(odd, few, tok), few, tmp_path / "odd", TwoRanks(), resume=False)
+    offered = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=2, grad_accum=1))
+    (tmp_path / "out").mkdir()
+    run = train.start(offered, read_inputs(offered, few, tok), few, tmp_path / "out", TwoRanks(), resume=False)
+    run.loader.close()
+    run.log.close()
+    one = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=1, grad_accum=1))
+    with pytest.raises(PretrainInputError, match=re.escape("set train.batch_size to 2 (a multiple of 2)")):
+        train.start(one, read_inputs(one, few, tok), few, tmp_path / "one", TwoRanks(), resume=False)
