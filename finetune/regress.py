@@ -11,7 +11,8 @@ gold scores), ``predictions.jsonl`` (per test row: ``line``, ``text`` (, ``text_
 ``label``, ``predicted``) and ``learning_curve.{png,json}``.
 
 A correlation with a constant is undefined (scipy gives NaN); it is reported as 0.0, which is what
-such a model is worth, and the health check says why.  So are the figures of a run whose training
+such a model is worth, and the health check says why.  Predictions equal up to float32 rounding are
+such a constant (:func:`constant`): their correlation would be that of the rounding noise.  So are the figures of a run whose training
 diverged (NaN or infinite predictions; ``mse`` and those predictions are written as null): NaN
 compares false with everything, so left as NaN it would pass every check, the health one too.
 """
@@ -47,10 +48,22 @@ def score_value(value) -> float:
     return x
 
 
+# Float32 outputs closer than this (relative to their size, at least 1) differ by rounding only: the same
+# input in batches of another width gives another last bit
+RESOLUTION = 1e-6
+
+
+def constant(predicted: np.ndarray) -> bool:
+    """Whether the predictions are one score up to float32 rounding: a head that ignores its input gave
+    0.044367 for every row, spread 5e-9 by the padding of each batch, and scipy correlated that noise
+    (test Pearson -0.16, dev 0.24, which chose the epoch) where predictions.jsonl holds one value."""
+    return float(np.ptp(predicted)) <= RESOLUTION * max(1.0, float(np.abs(predicted).max()))
+
+
 def correlation(fn, gold: np.ndarray, predicted: np.ndarray) -> float:
-    """``fn``'s coefficient (scipy ``pearsonr`` / ``spearmanr``); 0.0 where either side is constant or
-    a prediction is not a finite number."""
-    if len(gold) < 2 or not np.isfinite(predicted).all() or np.ptp(gold) == 0 or np.ptp(predicted) == 0:
+    """``fn``'s coefficient (scipy ``pearsonr`` / ``spearmanr``); 0.0 where either side is constant
+    (the predictions up to float32 rounding: :func:`constant`) or a prediction is not a finite number."""
+    if len(gold) < 2 or not np.isfinite(predicted).all() or np.ptp(gold) == 0 or constant(predicted):
         return 0.0
     return float(fn(gold, predicted)[0])
 

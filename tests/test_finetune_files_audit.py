@@ -126,6 +126,19 @@ def test_pearson_and_spearman_match_their_definitions_with_ties_and_constants():
     assert constant["pearson"] == constant["spearman"] == 0.0 and constant["mse"] == pytest.approx((0.25 + 2.25 + 6.25) / 3)
 
 
+def test_predictions_equal_up_to_float32_rounding_correlate_as_a_constant():
+    """A head that ignored its input gave 0.044367 for every row (predictions.jsonl), spread a few 1e-9 by
+    each batch's padding; scipy's Pearson of that noise was the run's figure (test -0.16, dev 0.24)."""
+    rng = np.random.default_rng(0)
+    gold = np.array([0.0, 2.5, 5.0] * 10)
+    noise = (np.float32(0.044367) + rng.normal(0, 1.2e-9, 30)).astype(np.float32).astype(np.float64)
+    assert np.ptp(noise) > 0
+    got = regression_scores(gold, noise)
+    assert got["pearson"] == got["spearman"] == 0.0  # were the noise's correlation
+    small = 2.0 + 1e-4 * gold  # a real spread, however small, is still read
+    assert regression_scores(gold, small)["pearson"] == pytest.approx(1.0)
+
+
 # ---- labels in decomposed Hangul ------------------------------------------------------------------------
 def test_a_label_in_decomposed_hangul_is_the_class_of_its_composed_spelling(tmp_path):
     sports, nfd = "스포츠", unicodedata.normalize("NFD", "스포츠")
