@@ -330,17 +330,20 @@ def withdraws(health: dict, standing: dict | None = None) -> bool:
     return judged and ("disc_loss" not in f or "disc_auc" in f)
 
 
-def final(health: dict, standing: dict | None) -> dict:
+def final(health: dict, standing: dict | None, end_step: int | None = None) -> dict:
     """The run's verdict at its end, ``health`` (its last windows'), where ``standing`` is the verdict of a
     warning printed and never withdrawn (None: none stands). Last windows that leave the discriminator
     unjudged do not withdraw it (:func:`withdraws`), so they do not clear it at the end either: electra15,
     tiny, batch 2, 42 steps on the sample warned at step 36 and ended 'ok' in its stats and both cards, its
-    windows at 39 and 42 having scored replaced tokens only. The warning's verdict stands, saying so."""
+    windows at 39 and 42 having scored replaced tokens only. The warning's verdict stands, saying so.
+    ``end_step``: the run's last step, said where no window past warm-up was read (a run resumed with
+    train.force_resume and a warm-up past its end read 'to step None')."""
     if standing is None or health["status"] == "not_learning" or withdraws(health, standing):
         return health
-    since, last = standing["figures"].get("step"), health["figures"].get("step")
+    since, last = standing["figures"].get("step"), health["figures"].get("step", end_step)
     why = health.get("reason") or "every token they scored was replaced: no AUC"
-    return {**standing, "stands": f"It stands at the end: the windows after step {since}, to step {last}, did not "
+    to = f", to step {last}," if last is not None else ""
+    return {**standing, "stands": f"It stands at the end: the windows after step {since}{to} did not "
                                   f"judge the discriminator again ({why})."}
 
 

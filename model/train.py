@@ -472,7 +472,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
     # a warning printed and not withdrawn stands in the verdict, where the last windows did not judge again
     verdict = health.final(health.verdict(list(run.log.lines), run.health_context()),
-                           run.standing if run.warned else None)
+                           run.standing if run.warned else None, t.steps)
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     if verdict["status"] == "unchecked" and dev.is_main and t.steps:

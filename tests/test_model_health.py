@@ -350,3 +350,18 @@ def test_a_warning_about_the_generator_alone_is_withdrawn_by_windows_judging_the
     assert not health.withdraws(end, both) and health.final(end, both)["status"] == "not_learning"
     still = health.verdict([_line(s, disc_loss=0.58, gen_loss=4.9, gen_acc=0.0, **one_class) for s in (57, 60)], ctx)
     assert still["status"] == "not_learning" and not health.withdraws(still, standing)
+
+
+def test_a_standing_warning_over_a_run_whose_last_windows_were_all_in_warm_up_names_the_run_s_end():
+    """A run resumed with train.force_resume and a warm-up past its end (q2): no window past warm-up was read, so
+    the verdict's 'stands' said 'the windows after step 27, to step None, did not judge ...' in stats.health and
+    both cards. It names the run's last step; without one, none."""
+    ctx = _ctx(objective="electra15", vocab_size=100, warmup_steps=50, total_steps=39)
+    standing = health.verdict([_line(27, disc_loss=0.3, disc_auc=0.45, replaced_token_share=0.95, disc_acc=0.95,
+                                     disc_recall=1.0)], _ctx(objective="electra15", vocab_size=100, warmup_steps=4))
+    end = health.verdict([_line(s) for s in (27, 30, 33, 36, 39)], ctx)
+    assert end["status"] == "unchecked" and end["figures"] == {} and end["reason"] == health.ENDED_IN_WARMUP
+    assert health.final(end, standing, 39)["stands"] == (
+        "It stands at the end: the windows after step 27, to step 39, did not judge the discriminator again (the "
+        "run ended in warm-up).")  # before: 'to step None'
+    assert "None" not in health.final(end, standing)["stands"]

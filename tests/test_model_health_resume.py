@@ -139,3 +139,21 @@ def test_mlm_then_rtd_resumed_inside_the_warm_up_of_its_rtd_phase_waits_as_the_s
     assert rc == 0, err[-3000:]
     got, lines = _result(out)
     assert lines == want_lines and got == want and _events(err) == want_events
+
+
+def test_a_warning_standing_over_a_resume_into_a_longer_warm_up_names_the_run_s_end(chain, tmp_path, capsys,
+                                                                                     monkeypatch):
+    """electra15 warned at step 27, resumed from step 30 with train.force_resume and train.warmup_steps=50 (past
+    its 39 steps): no window past warm-up is read, so the warning stands, and its 'stands' said 'to step None' in
+    stats.health and both cards (q2). It names the run's last step."""
+    root, ex, _, _ = _stopped(chain, tmp_path, capsys, monkeypatch, ELECTRA15, 31)
+    longer = (*ELECTRA15[:3], "train.warmup_steps=50", *ELECTRA15[4:], "train.force_resume=true")
+    rc, out, err = _pretrain(root, ex, capsys, longer, "--resume")
+    assert rc == 0, err[-3000:]
+    got, _ = _result(out)
+    want = ("It stands at the end: the windows after step 27, to step 39, did not judge the discriminator again "
+            "(the run ended in warm-up).")
+    assert got["status"] == "not_learning" and got["stands"] == want, got  # before: 'to step None'
+    art = Path(out.strip().splitlines()[-1])
+    for net in ("discriminator", "generator"):
+        assert want in (art / "hf" / net / "README.md").read_text(encoding="utf-8")
