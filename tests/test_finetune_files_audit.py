@@ -29,6 +29,7 @@ from kolectra.finetune.entities import entity_scores
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.ner import Ner, word_tags
 from kolectra.finetune.readers.ner import read_sentences
+from kolectra.finetune.readers.tables import read_table
 from kolectra.finetune.regress import regression_scores
 
 
@@ -321,3 +322,11 @@ def test_conll_spelt_with_spaces_or_a_trailing_tab_and_jsonl_tags_with_spaces_re
     missing.write_text("김민수\n", encoding="utf-8")
     with pytest.raises(FinetuneError, match=r"line 1: no tag \(expected token<TAB>tag\)"):
         read_sentences(missing)
+
+
+def test_a_byte_order_mark_before_a_quoted_csv_header_leaves_the_name_unquoted(tmp_path):
+    path = tmp_path / "excel.csv"  # pandas' to_csv(encoding="utf-8-sig", quoting=QUOTE_ALL), Excel's "CSV UTF-8"
+    path.write_bytes(b'\xef\xbb\xbf"text","label"\r\n"\xea\xb0\x80","1"\r\n')
+    table = read_table(path)
+    assert table.columns == ["text", "label"]  # was ['"text"', 'label']: "no column 'text' ... its columns are: "text", label"
+    assert table.records == [(2, {"text": "가", "label": "1"})]

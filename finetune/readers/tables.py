@@ -235,7 +235,9 @@ def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
     path = table.path
     limit = csv.field_size_limit(FIELD_LIMIT)  # the module's is process-wide: put back when done
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        # utf-8-sig: the byte-order mark goes before the parser sees it; left in front of a quoted first
+        # name (Excel's and pandas' utf-8-sig files quote it: \ufeff"text") the quotes stayed in the name
+        with open(path, encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             columns = table.columns = _header(path, next(reader, []))
             yield None
