@@ -330,3 +330,11 @@ def test_a_byte_order_mark_before_a_quoted_csv_header_leaves_the_name_unquoted(t
     table = read_table(path)
     assert table.columns == ["text", "label"]  # was ['"text"', 'label']: "no column 'text' ... its columns are: "text", label"
     assert table.records == [(2, {"text": "가", "label": "1"})]
+
+
+def test_a_tag_in_decomposed_hangul_is_its_composed_tag(tmp_path):
+    person, nfd = "B-인명", unicodedata.normalize("NFD", "B-인명")
+    train = tmp_path / "train.conll"
+    train.write_text(f"김민수\t{person}\n씨는\tO\n\n이영희\t{nfd}\n씨\tO\n\n서울\tO\n", encoding="utf-8")
+    table = read_sentences(train)
+    assert {t for _, s in table.records for t in s["tags"]} == {person, "O"}  # was three tags, two printed alike

@@ -25,6 +25,7 @@ line that has no tag, a tag that is not BIO, unequal word and tag counts, or onl
 from __future__ import annotations
 
 import itertools
+import unicodedata
 from pathlib import Path
 from typing import Iterable
 
@@ -59,6 +60,8 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         table = Table(path, ["tokens", "tags"], *(conll_sentences if fmt == "conll" else line_sentences)(lines))
     for n, sentence in table.records:
         sentence["dropped"] = drop_blank(sentence)
+        # NFC, as classify's labels: a tag typed in decomposed Hangul (B-인명 saved on macOS) is its composed one's
+        sentence["tags"] = [t if t.isascii() else unicodedata.normalize("NFC", t) for t in sentence["tags"]]
     problems = {n: found for n, s in table.records if (found := sentence_problem(n, s))}
     table.bad = sorted(table.bad + list(problems.values()))
     table.records = [(n, s) for n, s in table.records if n not in problems]
