@@ -38,7 +38,7 @@ instead, on the first ``--shards`` train shards of a corpus artifact, with the W
 ``--vocab`` (trained there on the first review file when it is missing, as ``benchmarks/scale.py``
 does); value and baseline as for the corpus job, against ``corpus/examples.py``'s model.
 
-About 1.5-3 CPU minutes a review file. value: the launcher's peak RSS, ``peak_rss_mb``, which is
+About 0.5-3 CPU minutes a review file (30-37 CPU s on 2026-12-01). value: the launcher's peak RSS, ``peak_rss_mb``, which is
 ``ru_maxrss`` in MiB (2^20 bytes) despite its name, kept because docs/scale.md quotes it so; the
 other memory figures (``launcher_peak_mb``, ``worker_peaks_mb``, ``all_processes_mb`` from
 ``VmHWM``, the sampler's ``rss_*``) are MB of 10^6 bytes, as is the examples job's baseline
