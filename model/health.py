@@ -307,6 +307,21 @@ def warning_text(health: dict, expected: str | None = None) -> str:
     return " ".join(lines)
 
 
+def warns_anew(health: dict, standing: dict | None) -> bool:
+    """Whether a not-learning ``health`` is warned of while ``standing`` (the verdict of the warning printed and
+    not withdrawn; None: none) stands: when none does, or the standing one is about mlm_then_rtd's MLM phase
+    alone and this names another problem. Such a warning silenced its RTD's: with objective.disc_mlm_weight=0
+    (tiny, 60 steps of 8, MLM to 24) the MLM phase was warned of at step 6, and the RTD discriminator at the
+    class prior, which the run was warned of at step 30 before that phase was judged (e196c85), was said
+    nowhere but the verdict; the MLM phase is never judged again once its RTD is (:func:`withdraws`)."""
+    if health["status"] != "not_learning":
+        return False
+    if standing is None:
+        return True
+    phase_only = all(p.startswith(DISC_MLM_STUCK) for p in standing.get("problems", ()))
+    return phase_only and any(not p.startswith(DISC_MLM_STUCK) for p in health.get("problems", ()))
+
+
 def withdraws(health: dict, standing: dict | None = None) -> bool:
     """Whether ``health`` withdraws a standing warning (``standing``, the verdict that gave it): ok, and the
     discriminator judged where it was scored. Windows whose scored tokens were all replaced (electra15, a

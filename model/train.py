@@ -226,7 +226,7 @@ def watch_health(run: Run, lines: list[dict]) -> None:
     if lines[-1]["step"] <= run.cfg.train.warmup_steps:
         return
     verdict = health.verdict(lines, run.health_context())
-    if verdict["status"] == "not_learning" and not run.warned:
+    if health.warns_anew(verdict, run.standing if run.warned else None):  # none stands, or the MLM phase's alone
         run.warned, run.standing = True, verdict
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     elif run.warned and health.withdraws(verdict, run.standing):

@@ -365,3 +365,35 @@ def test_a_standing_warning_over_a_run_whose_last_windows_were_all_in_warm_up_na
         "It stands at the end: the windows after step 27, to step 39, did not judge the discriminator again (the "
         "run ended in warm-up).")  # before: 'to step None'
     assert "None" not in health.final(end, standing)["stands"]
+
+
+def test_a_warning_about_the_mlm_phase_does_not_silence_the_rtd_s(capsys):
+    """mlm_then_rtd with objective.disc_mlm_weight=0 (q2): warned at step 6 that its MLM phase had not left uniform
+    guessing, the run never said that its RTD discriminator sat at the class prior (warned at step 30 before the
+    MLM phase was judged, e196c85): a standing warning silenced every later one, and the MLM phase is not judged
+    again once the RTD is. Another problem is now warned of; a standing warning of another kind still silences."""
+    from types import SimpleNamespace
+
+    from kolectra.model.train import watch_health
+
+    ctx = _ctx(objective="mlm_then_rtd", vocab_size=100, warmup_steps=4, total_steps=60, rtd_from=24,
+               disc_mlm_weight=0.0)
+    run = SimpleNamespace(cfg=SimpleNamespace(train=SimpleNamespace(warmup_steps=4)), warned=False, standing=None,
+                          expected_untrained=None, health_context=lambda: ctx)
+    rtd = dict(disc_loss=None, disc_auc=None, disc_recall=None, replaced_token_share=None)
+    lines = [{k: v for k, v in _line(s, **rtd, disc_mlm_loss=4.9, disc_mlm_acc=0.0).items() if v is not None}
+             for s in (6, 8)]
+    for n in (1, 2):
+        watch_health(run, lines[:n])
+    assert "(step 6): the discriminator's masked LM" in capsys.readouterr().err
+    at_prior = [_line(s, disc_loss=0.35, disc_auc=0.53, disc_recall=0.02) for s in (28, 30)]
+    for n in (1, 2):
+        watch_health(run, [*lines, *at_prior[:n]])
+    err = capsys.readouterr().err
+    assert "WARNING: this run has not learned what it should (step 30): the discriminator sits at the class prior" \
+           in err, err  # before: nothing
+    assert run.standing["problems"][0].startswith("the discriminator sits at the class prior")
+    watch_health(run, [*lines, *at_prior, _line(32, disc_loss=0.35, disc_auc=0.53, disc_recall=0.02, gen_loss=4.9,
+                                                gen_acc=0.0)])
+    assert capsys.readouterr().err == ""  # a warning standing about the RTD: not said again
+    assert not health.warns_anew(health.verdict(lines, ctx), health.verdict(lines, ctx))

@@ -128,3 +128,16 @@ def test_a_warning_about_the_generator_alone_goes_once_the_generator_learns(exam
     assert events[:2] == [(6, "warned"), (15, "withdrawn")], err  # before: [(6, 'warned')]
     verdict = _verdict(art)
     assert verdict["status"] == "ok" and "stands" not in verdict, verdict  # before: not_learning, stands
+
+
+def test_mlm_then_rtd_warned_of_its_mlm_phase_is_warned_of_its_rtd_at_the_prior_too(examples, capsys):
+    """objective.disc_mlm_weight=0, 60 steps of 8, MLM to step 24 (q2): warned at step 6 of its MLM phase, the run
+    said nothing more, though its verdict was 'the discriminator sits at the class prior' (warned at step 30 before
+    e196c85 judged the MLM phase): that warning silenced the RTD's. Both are said now, and the verdict is the RTD's."""
+    err, art = _run(examples, capsys, "mlm_then_rtd", "train.steps=60", "train.batch_size=8", "train.warmup_steps=4",
+                    "train.log_every=2", "objective.mlm_phase=0.4", "objective.disc_mlm_weight=0")
+    assert _events(err) == [(6, "warned"), (30, "warned")], err  # before: [(6, 'warned')]
+    assert "(step 30): the discriminator sits at the class prior" in err
+    verdict = _verdict(art)
+    assert verdict["status"] == "not_learning" and verdict["problems"][0].startswith(
+        "the discriminator sits at the class prior"), verdict
