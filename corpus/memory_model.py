@@ -1,7 +1,8 @@
 """The corpus job's memory on Beam's local runner, as fitted: the launcher's peak (one in-process
 worker included) per MB of the input's expected shard JSON, near-dup off and on, with
 ``corpus/beam_local.py``'s changes and on Beam's own runner; each worker process's term, which the
-job's shard size bounds; and the drops' shuffle and writer when ``write_dropped`` is set.
+job's shard size bounds; and the drops' shuffle and writer when ``write_dropped`` is set, which follow
+the input's records (:func:`input_records` counts them before the job).
 ``corpus/local_memory.py`` checks a job against it before the job (:func:`local_memory_model` gives
 the job's :class:`~kolectra.corpus.local_memory.MemoryModel`); the measurements behind each figure
 are in docs/scale.md ("What a corpus size needs", "Every drop written")."""
