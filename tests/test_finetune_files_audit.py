@@ -338,3 +338,16 @@ def test_a_tag_in_decomposed_hangul_is_its_composed_tag(tmp_path):
     train.write_text(f"김민수\t{person}\n씨는\tO\n\n이영희\t{nfd}\n씨\tO\n\n서울\tO\n", encoding="utf-8")
     table = read_sentences(train)
     assert {t for _, s in table.records for t in s["tags"]} == {person, "O"}  # was three tags, two printed alike
+
+
+def test_a_line_of_spaces_or_tabs_alone_is_blank_in_tsv_and_csv_as_in_jsonl(tmp_path):
+    test = tmp_path / "test.tsv"
+    test.write_text("text\tlabel\n가\t0\n나\t1\n", encoding="utf-8")
+    rows = "".join(f"문장 {i}\t{i % 2}\n" for i in range(200))
+    for name, text in (("train.tsv", "text\tlabel\n" + rows + "  \n\t\n"),
+                       ("train.csv", "text,label\n" + rows.replace("\t", ",") + "  \n , \n")):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        # was: "2 of 202 rows are malformed ... expected 2 tab-separated columns, got 1; ... empty label", refused
+        facts = Classify().read(config.sample_classify(), path, test).facts["train_file"]
+        assert (facts["rows"], facts["bad_rows"], facts["blank_lines"]) == (200, 0, 2), name

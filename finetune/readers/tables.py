@@ -12,8 +12,8 @@ turns ``NA``/``null`` into missing values, merges rows across a stray ``"`` (Kor
 have such rows) and reports neither the line of a bad row nor how many were dropped.  So:
 
 * **TSV** (``.tsv``, ``.txt``) is split on tab and LF only, like the NSMC reader: no quoting, a
-  quote is a character; a CR before the LF is dropped.  An empty line (a trailing one, say) holds
-  no row, as every task reads two columns at least: skipped and counted, ``blank_lines`` (CSV and
+  quote is a character; a CR before the LF is dropped.  An empty line (a trailing one, say; or one
+  of spaces and tabs alone, which an editor leaves) holds no row, as every task reads two columns at least: skipped and counted, ``blank_lines`` (CSV and
   JSONL too), not a malformed row.
 * **CSV** (``.csv``) goes through the standard library's ``csv`` module (RFC 4180 quoting, a
   quoted field may hold newlines); a row's number is the line it starts on.
@@ -207,7 +207,7 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
     columns = table.columns
     for n, line in enumerate(lines, start=2):
         fields = _without_trailing_empties(line.split("\t"), len(columns))
-        if line == "":  # no row: every task reads two columns at least
+        if not line.strip():  # no row (spaces or tabs alone too, as in JSONL): every task reads two columns at least
             table.blank += 1
         elif len(fields) != len(columns):
             table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
@@ -248,7 +248,7 @@ def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
                     table.multiline += 1
                     table.continued += reader.line_num - start
                     table.first_multiline = table.first_multiline or (start, reader.line_num)
-                if not fields:  # an empty line, as in TSV
+                if not any(f.strip() for f in fields) and reader.line_num == start:  # an empty line, as in TSV
                     table.blank += 1
                 elif len(fields) != len(columns):
                     spans = f" (read over lines {start}-{reader.line_num}: a \" never closed?)" \
