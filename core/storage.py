@@ -374,11 +374,17 @@ def _marker(name: str) -> bool:
 
 def listing(prefix: str) -> dict[str, dict]:
     """Every object under ``prefix`` (recursively): relative path -> its info (size, checksum).
-    Folders and folder markers are none (a local root lists no directory either)."""
+    Folders and folder markers are none (a local root lists no directory either). On S3 one listing of
+    the keys below it: s3fs's own finding nothing there asked for ``prefix`` itself as an object (a HEAD,
+    then a listing more), which nothing here reads (``export --to``'s check then asked again)."""
     fs, path = filesystem(prefix)
+    parent, _, last = path.rstrip("/").rpartition("/")
     with translated(prefix):
         try:
-            found = fs.find(path.rstrip("/") + "/", detail=True)
+            if scheme(prefix) in ("s3", "s3a") and parent and last:
+                found = fs.find(parent, detail=True, prefix=f"{last}/")  # the keys that begin LAST/ under the parent
+            else:
+                found = fs.find(path.rstrip("/") + "/", detail=True)
         except FileNotFoundError:
             return {}
     base = path.rstrip("/") + "/"

@@ -133,7 +133,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
         art, folder = export(store, ref, Path(storage.local_path(to)), role, datasets, base_model, push)
         yield art, folder, folder
         return
-    url = store_folder(store, str(to))
+    url = store_folder(store, str(to), bucket_checked=True)
     with scratch.temporary_directory("export") as tmp:
         try:
             art, folder = export(store, ref, Path(tmp) / "export", role, datasets, base_model, push, durable=False)
@@ -230,11 +230,12 @@ def filled(folder: Path, dest: Path, where: Path) -> None:
         raise
 
 
-def store_folder(store: Store, to: str) -> str:
+def store_folder(store: Store, to: str, bucket_checked: bool = False) -> str:
     """``--to`` in a store, without a trailing ``/``, refused in one line before anything is written: a
-    missing bucket (or a scheme kolectra has no store for), a folder already holding objects (the
-    export never overwrites), or one inside a store root kolectra manages."""
-    storage.check_bucket(to)  # before the '/' goes: 's3://' stripped is 's3:', a local path
+    missing bucket (or a scheme kolectra has no store for; ``bucket_checked``: the caller did), a folder
+    already holding objects (the export never overwrites), or one inside a store root kolectra manages."""
+    if not bucket_checked:
+        storage.check_bucket(to)  # before the '/' goes: 's3://' stripped is 's3:', a local path
     url = to.rstrip("/")
     root = str(store.root).rstrip("/")
     if storage.is_url(root) and (url == root or url.startswith(f"{root}/")):

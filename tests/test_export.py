@@ -536,3 +536,21 @@ def test_a_local_export_is_on_the_disk_before_it_is_renamed_into_place(checkpoin
     seen.clear()
     assert main(["export", art.id, "--to", str(given), "--out", str(store.root)]) == 0
     assert {("fsync", str(given / name)) for name in os.listdir(given)} | {("fsync", str(given))} <= set(seen), seen
+
+
+def test_an_export_to_a_bucket_asks_for_the_to_object_once(checkpoint, bucket, s3_endpoint):  # noqa: F811
+    """``export --to s3://B/a/models/tiny`` asked the store for the --to object twice (HeadObject of a/models/tiny:
+    the listing of a/models/tiny/ finding nothing had s3fs look the prefix up as an object, a HEAD and a listing
+    more whose answer nothing read, before the check for an object there asked again) and for the bucket twice
+    (before the artifact around --to was looked for, and in the check of the folder). Once each now."""
+    from tests.s3_support import answered
+
+    store, art = checkpoint
+    to = f"{bucket}/a/models/tiny"
+    with answered(s3_endpoint) as requests:
+        assert main(["export", art.id, "--to", to, "--out", str(store.root)]) == 0
+    key = to.removeprefix("s3://")
+    asked = [r.operation for r in requests if r.key == key]
+    assert asked == ["HeadObject"], requests
+    assert [r.operation for r in requests].count("HeadBucket") == 1, requests
+    assert [r for r in requests if r.operation.startswith("List") and r.key == f"{key}/"] != [], requests
