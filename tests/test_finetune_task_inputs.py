@@ -417,8 +417,7 @@ def test_a_trailing_separator_names_no_column_and_unnamed_columns_get_a_name(tmp
         text = f"text{sep}label{sep}\n좋다{sep}1{sep}\n싫다{sep}0\n{sep}{sep}\n"  # rows with and without it
         t = read_table(write(tmp_path / name, text))
         assert t.columns == ["text", "label"], name
-        assert [r for _, r in t.records] == [{"text": "좋다", "label": "1"}, {"text": "싫다", "label": "0"},
-                                           {"text": "", "label": ""}], name
-        assert t.bad == []
+        assert [r for _, r in t.records] == [{"text": "좋다", "label": "1"}, {"text": "싫다", "label": "0"}], name
+        assert t.bad == [] and t.blank == 1  # separators alone hold no row: a blank line (q6)
     t = read_table(write(tmp_path / "u.tsv", "id\t\tlabel\n7\t좋다\t1\n"))
     assert t.columns == ["id", "column_2", "label"] and t.records[0][1]["column_2"] == "좋다"
