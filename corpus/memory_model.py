@@ -2,7 +2,8 @@
 worker included) per MB of the input's expected shard JSON, near-dup off and on, with
 ``corpus/beam_local.py``'s changes and on Beam's own runner; each worker process's term, which the
 job's shard size bounds; and the drops' shuffle and writer when ``write_dropped`` is set, which follow
-the input's records (:func:`input_records` counts them before the job).
+the input's records (:func:`input_records` counts them before the job). A gzip input's size once
+decompressed is read from its trailer where that says more than the typical ratio (:func:`expected_json_bytes`).
 ``corpus/local_memory.py`` checks a job against it before the job (:func:`local_memory_model` gives
 the job's :class:`~kolectra.corpus.local_memory.MemoryModel`); the measurements behind each figure
 are in docs/scale.md ("What a corpus size needs", "Every drop written")."""
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
-from kolectra.corpus import beam_local, compress, parquet, reader
+from kolectra.core import storage
+from kolectra.corpus import beam_local, compress, outputs, parquet, reader
 from kolectra.corpus.config import CorpusConfig
-from kolectra.corpus.inputs import InputFile
+from kolectra.corpus.inputs import InputFile, is_remote, open_input
 from kolectra.corpus.local_memory import MemoryModel
 from kolectra.corpus.runners import LOCAL_RUNNER
 
@@ -106,3 +109,49 @@ def _records(path: str, fmt: str) -> int:
     except Exception:  # noqa: BLE001 - damaged or gone: the job says so, the estimate keeps what it read
         return lines
     return lines + (last != b"\n")  # a last line without its newline is a record too
+
+
+# A gzip member ends with ISIZE, its uncompressed size mod 2^32 (RFC 1952), so one read of a file's last 4
+# bytes (on a store, one ranged GET) gives a single-member file's size once decompressed, where the
+# stored bytes times outputs.EXPANSION's 3.1 (the reviews: 3.10) took 24 MB of numbered copies of one
+# review (0.55 MB gzipped, 43 times smaller) for 1.7 MB. The trailer can only say less than the truth
+# (a multi-member file's is its last member's; over 4 GiB, the size mod 2^32), never more, so the larger
+# of the two is taken: never under the ratio's estimate. A trailer over deflate's most (1,032 bytes out
+# for a byte in) is no trailer (a file cut off, or not gzip: the job dead-letters it) and is ignored.
+DEFLATE_MOST = 1032
+TRAILER_READERS = 8  # files on a store asked at once
+
+
+def expected_json_bytes(listed: Iterable[InputFile]) -> float:
+    """The shard JSON the local memory check counts for these inputs: ``outputs.expected_json_bytes``,
+    or a gzip file's trailer's size (:func:`gzip_size`) where that is more. One small read a gzip file."""
+    listed = list(listed)
+    with ThreadPoolExecutor(TRAILER_READERS) as pool:
+        sizes = pool.map(_expanded, listed)
+        return sum(size * outputs.JSON_PER_INPUT_BYTE for size in sizes)
+
+
+def _expanded(f: InputFile) -> float:
+    by_ratio = outputs.expected_input_bytes([(f.path, f.bytes)])
+    return max(by_ratio, gzip_size(f) or 0) if compress.codec_of(f.path) == "gzip" else by_ratio
+
+
+def gzip_size(f: InputFile) -> int | None:
+    """A gzip file's ISIZE (its last member's uncompressed size mod 2^32), or None where its last 4 bytes
+    cannot be read or cannot be one (over :data:`DEFLATE_MOST` times the file). On a store, one ranged
+    GET of those 4 bytes (the listing gave the size)."""
+    if f.bytes < 18:  # a gzip member's header and trailer alone take 18 bytes
+        return None
+    try:
+        if is_remote(f.path):
+            fs, path = storage.filesystem(f.path)
+            with storage.translated(f.path):
+                tail = fs.cat_file(path, start=f.bytes - 4, end=f.bytes)
+        else:
+            with open_input(f.path) as stream:
+                stream.seek(f.bytes - 4)
+                tail = stream.read(4)
+    except Exception:  # noqa: BLE001 - gone or unreadable: the job says so; the ratio's estimate stands
+        return None
+    size = int.from_bytes(tail, "little") if len(tail) == 4 else None
+    return size if size is not None and size <= DEFLATE_MOST * f.bytes else None

@@ -116,6 +116,7 @@ class Answered(NamedTuple):
     key: str  # "bucket/key"; for a listing "bucket/prefix"
     query: dict
     sent: int = 0  # the bytes of the object (or body) the client sent: a PutObject's size
+    range: str = ""  # a ranged GET's Range header ("bytes=N-M"), else empty
 
 
 def _operation(method: str, path: str, query: dict) -> str:
@@ -155,4 +156,4 @@ def answered(endpoint: str) -> Iterator[list[Answered]]:
                 key = f"{key.rstrip('/')}/{query.get('prefix', '')}"
             headers = {k.lower(): v for k, v in entry.get("headers", {}).items()}
             sent = int(headers.get("x-amz-decoded-content-length") or headers.get("content-length") or 0)
-            found.append(Answered(operation, key, query, sent))
+            found.append(Answered(operation, key, query, sent, headers.get("range", "")))

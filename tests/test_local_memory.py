@@ -17,6 +17,7 @@ from kolectra.corpus import build, examples, local_memory
 from kolectra.corpus.local_memory import LocalMemoryError, check_local_memory
 from kolectra.corpus.runners import pipeline_options
 from kolectra.vocab import count
+from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 MODELS = {"corpus": build.LOCAL_MEMORY, "corpus beam's own": build.LOCAL_MEMORY_BEAM_OWN,
           "corpus near-dup": build.LOCAL_MEMORY_NEAR_DUP, "corpus near-dup beam's own": build.LOCAL_MEMORY_NEAR_DUP_BEAM_OWN,
@@ -198,3 +199,72 @@ def test_the_corpus_estimate_is_over_the_peaks_measured_at_head():
     834 at 1 file, under its first run (docs/scale.md, "What the local runner holds at its peak")."""
     for json_bytes, peaks in ((49.6e6, (835, 800)), (99.5e6, (852,)), (198.9e6, (944, 973))):
         assert max(peaks) * 1.04e6 < build.LOCAL_MEMORY.peak_bytes(json_bytes)
+
+
+REVIEW = "배우들 연기가 정말 좋았고 마지막 장면이 오래 기억에 남는 영화였습니다"
+
+
+def _numbered_reviews(lines: int) -> bytes:
+    """Distinct lines (each kept), 40 times smaller gzipped than the reviews' 3.1."""
+    return "".join(f"{i}번째 관객: {REVIEW}\n" for i in range(lines)).encode()
+
+
+def _refused_json_mb(tmp_path, path) -> float:
+    """The MB of expected shard JSON the corpus job's refusal names (at 0.1 GB: before any Beam work)."""
+    from kolectra.corpus.config import default_config
+
+    with pytest.raises(LocalMemoryError) as e:
+        build.build(default_config(), [str(path)], tmp_path / "out", ["--local_memory_gb", "0.1", "--direct_num_workers", "1"])
+    return float(re.search(r"its ([\d,]+) MB of expected shard JSON", str(e.value)).group(1).replace(",", ""))
+
+
+def test_a_gzip_of_repetitive_text_counts_its_size_once_decompressed(tmp_path):
+    """12.2 MB of numbered copies of one review, all kept, gzipped to 0.3 MB: the check took the stored
+    bytes 3.1 times (3 MB of text, 11 MB of JSON) where the same text uncompressed counts 43 MB; the
+    gzip trailer's ISIZE gives the text's size, so the two count the same."""
+    text = _numbered_reviews(100_000)
+    (tmp_path / "plain.txt").write_bytes(text)
+    (tmp_path / "packed.txt.gz").write_bytes(gzip.compress(text))
+    plain = _refused_json_mb(tmp_path, tmp_path / "plain.txt")
+    assert plain == pytest.approx(len(text) * 3.5 / 1e6, abs=1)
+    assert _refused_json_mb(tmp_path, tmp_path / "packed.txt.gz") == plain
+
+
+def test_a_trailer_is_taken_only_where_it_says_more_than_the_ratio_and_could_be_one(tmp_path):
+    """A multi-member gzip's trailer is its last member's (here 10 bytes): the ratio's estimate stands,
+    never less; a file cut off ends in deflate data, here a claim of 4 GiB for 2 kB (over deflate's
+    1,032 to 1): ignored; the reviews' own (3.10) is a hair over the ratio (3.1)."""
+    from kolectra.corpus import inputs, outputs
+    from kolectra.corpus.memory_model import expected_json_bytes, gzip_size
+
+    text = _numbered_reviews(20_000)
+    (tmp_path / "members.txt.gz").write_bytes(gzip.compress(text) + gzip.compress(b"last line\n"))
+    whole = gzip.compress(os.urandom(3000))
+    (tmp_path / "cut.txt.gz").write_bytes(whole[:2000] + (2**32 - 1).to_bytes(4, "little"))
+    (tmp_path / "one.txt.gz").write_bytes(gzip.compress(text))
+    listed = {os.path.basename(f.path): f for f in inputs.list_inputs([str(tmp_path / "*.gz")])}
+    assert gzip_size(listed["members.txt.gz"]) == 10 and gzip_size(listed["cut.txt.gz"]) is None
+    assert gzip_size(listed["one.txt.gz"]) == len(text)
+    for name in ("members.txt.gz", "cut.txt.gz"):
+        f = listed[name]
+        assert expected_json_bytes([f]) == outputs.expected_json_bytes([(f.path, f.bytes)])
+    assert expected_json_bytes([listed["one.txt.gz"]]) == len(text) * outputs.JSON_PER_INPUT_BYTE
+    assert expected_json_bytes(listed.values()) == sum(expected_json_bytes([f]) for f in listed.values())
+
+
+def test_a_gzip_trailer_on_a_bucket_is_one_ranged_get_of_4_bytes(bucket, s3_endpoint):
+    """On a store each gzip file costs one GET of its last 4 bytes (the listing gave its size), never
+    its whole object: 3 files, 3 GETs, ranges ending at each size."""
+    from kolectra.core import storage
+    from kolectra.corpus import inputs
+    from kolectra.corpus.memory_model import expected_json_bytes
+
+    text = _numbered_reviews(20_000)
+    for i in range(3):
+        storage.write_bytes(f"{bucket}/in/part-{i}.txt.gz", gzip.compress(text[i:]))
+    listed = inputs.list_inputs([f"{bucket}/in/*.txt.gz"])
+    with answered(s3_endpoint) as seen:
+        got = expected_json_bytes(listed)
+    assert got == sum(len(text) - i for i in range(3)) * 3.5
+    assert sorted((r.operation, r.key.rsplit("/", 1)[1], r.range) for r in seen) == [
+        ("GetObject", f"part-{i}.txt.gz", f"bytes={f.bytes - 4}-{f.bytes - 1}") for i, f in enumerate(listed)]
