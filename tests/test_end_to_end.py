@@ -242,10 +242,13 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
             assert c["verdict"].startswith(("no winner", "electra"))
     held = doc["holdout"]
     assert held["dev_rows"] > 0 and "dev_rows_in_pretraining_corpus" in held
+    # the sample repeats a few reviews: each text stays on one side, none scored is trained on (study 9)
+    assert doc["split"]["repeated_rows"] > 0 and doc["split"]["dev_texts_in_training_rows"] == 0
     assert (study.path / "probe_vs_flops.png").read_bytes()[:4] == b"\x89PNG"
     assert (study.path / "disc_auc.png").read_bytes()[:4] == b"\x89PNG"  # the arms' logs, read a line at a time
     report_md = (study.path / "report.md").read_text()
     assert "floor" in report_md and "95 %" in report_md
+    assert "no held-out text is among the readouts' training rows" in report_md
     assert main(["report", study.id, "--out", str(store.root)]) == 0
     md = Path(capsys.readouterr().out.strip().splitlines()[-1]).read_text()
     assert "Equal-FLOPs study" in md

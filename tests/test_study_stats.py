@@ -113,7 +113,7 @@ def test_the_score_table_flags_readouts_that_learned_nothing_and_pretraining_nev
     assert "**The readout learned nothing in 3 of 4 floor runs**" in floor
     rows = {ln.split(" | ")[0][2:]: ln.split(" | ")[-1][:-2] for ln in lines if ln.startswith("| electra") or ln.startswith("| mlm")}
     assert rows == {"electra": "pretraining unchecked (seed 2); readout learned nothing in 1 of 4 runs",
-                    "mlm": "AT PRIOR (seed 2)"}
+                    "mlm": "NOT LEARNING (seed 2)"}  # a verdict that names no kind is not called "at the prior"
     # a study.json written before readouts recorded their health: nothing claimed either way
     old = {**doc, "points": [_point("mlm", 1, "ok", None)], "floor_points": [_point("floor", 1, "unchecked", None)],
            "comparisons": [{**cmp, "a": "mlm"}]}
@@ -228,3 +228,95 @@ def test_an_artifacts_report_shows_the_seeds_interval_beside_the_bootstraps(tmp_
     (tmp_path / "study.json").write_text(json.dumps({"comparisons": [cmp, {**cmp, "seed_t95": None}]}))
     lines = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
     assert r"\[+1.00, +3.00\]; seeds t \[-5.00, +9.00\] |" in lines and r"\[+1.00, +3.00\] |" in lines
+
+
+def _duplicated_nsmc(path):
+    """80 rows: '굿' 25 times, '최고' 6 times (twice decomposed, NFD, once with stray spaces), 49 other texts."""
+    import unicodedata
+
+    texts = ["굿"] * 25 + ["최고"] * 3 + [unicodedata.normalize("NFD", "최고")] * 2 + [" 최고  "]
+    texts += [f"리뷰 {i}" for i in range(49)]
+    path.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t{t}\t{i % 2}\n" for i, t in enumerate(texts)),
+                    encoding="utf-8")
+    return path
+
+
+def _texts(path):
+    import unicodedata
+
+    lines = path.read_text(encoding="utf-8").split("\n")[1:]
+    return [" ".join(unicodedata.normalize("NFC", ln.split("\t")[1]).split()) for ln in lines if ln.strip()]
+
+
+def test_no_held_out_text_occurs_in_a_readouts_training_rows(tmp_path):
+    """Drawn one row at a time, a repeated review ('굿') landed on both sides: 1-2 of the embedded sample's 300
+    held-out rows were in each readout's training file. Rows of one text (after NFC, spaces folded) now stay
+    on one side, the split is as seeded as before, and what the grouping did is counted."""
+    from kolectra.pipeline.study.plan import StudyPlan
+    from kolectra.pipeline.study.runner import make_splits
+
+    nsmc = _duplicated_nsmc(tmp_path / "train.txt")
+    for seed in range(4):
+        plan = StudyPlan(flops=1e12, dev_rows=20, finetune_seeds=3, probe_rows=30, lowdata_rows=40, seed=seed,
+                         readouts=("probe", "lowdata"))
+        splits = make_splits(nsmc, plan, tmp_path / f"cache{seed}")
+        dev = _texts(splits.dev)
+        for files in splits.train.values():
+            for f in files:
+                assert not set(dev) & set(_texts(f)), (seed, f.name)
+        assert len(dev) == 20 and "굿" not in dev  # 25 copies cannot fit in 20 rows: all train
+        g = splits.grouping
+        assert g["rows"] == 80 and g["repeated_rows"] == 24 + 5 and g["dev_texts_in_training_rows"] == 0
+        assert g["texts_too_frequent_for_dev"] == 1 and g["dev_texts"] == len(set(dev))
+        assert g["dev_rows_repeating_a_dev_text"] == len(dev) - len(set(dev))
+        assert dev.count("최고") in (0, 6)  # its NFD and spaced spellings go with it
+        again = make_splits(nsmc, plan, tmp_path / f"again{seed}")  # deterministic: the same bytes
+        assert again.dev.read_bytes() == splits.dev.read_bytes() and again.grouping == g
+        assert [f.read_bytes() for f in again.train["lowdata"]] == [f.read_bytes() for f in splits.train["lowdata"]]
+
+
+def test_a_file_without_repeated_texts_splits_as_before(tmp_path):
+    """Grouping by text changes nothing where every text is its own: the seed's first dev_rows rows are held out."""
+    import random
+
+    from kolectra.pipeline.study.plan import StudyPlan
+    from kolectra.pipeline.study.runner import make_splits
+
+    nsmc = tmp_path / "train.txt"
+    nsmc.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(40)), encoding="utf-8")
+    splits = make_splits(nsmc, StudyPlan(flops=1e12, dev_rows=10, finetune_seeds=1, probe_rows=5, seed=3), tmp_path)
+    order = list(range(40))
+    random.Random(3).shuffle(order)
+    assert splits.dev_ids == frozenset(str(i) for i in order[:10])
+    assert splits.grouping["repeated_rows"] == 0 and splits.grouping["dev_rows_repeating_a_dev_text"] == 0
+
+
+def test_a_point_that_learned_nothing_is_labelled_by_what_its_verdict_found():
+    """Every not-learning point read "AT PRIOR", a generator at uniform guessing or an MLM arm's masked LM
+    included; the label now says the verdict's kind, and "AT PRIOR" only where the discriminator sits there."""
+    from kolectra.model import health
+    from kolectra.pipeline.study.report import health_cell, problem_kind, split_text
+
+    def point(seed, problems):
+        kinds = list(dict.fromkeys(problem_kind(p) for p in problems))
+        return {"pretrain_seed": seed, "health": {"status": "not_learning", "left_prior": False,
+                                                  "problem_kinds": kinds}}
+
+    ctx = dict(vocab_size=8000, warmup_steps=250, total_steps=2500, lr=1e-3, nonpad_tokens=10_000_000,
+               padding_share=0.002)
+    gen = health.verdict([{"step": s, "disc_loss": 0.2, "disc_auc": 0.9, "disc_recall": 0.5,
+                           "replaced_token_share": 0.114, "gen_loss": 8.9, "gen_acc": 0.001, "replaced_share": 0.9}
+                          for s in (300, 400)], health.Context(objective="electra", **ctx))
+    mlm = health.verdict([{"step": s, "mlm_loss": 8.95} for s in (300, 400)], health.Context(objective="mlm", **ctx))
+    prior = health.verdict([{"step": s, "disc_loss": 0.3515, "disc_auc": 0.58, "disc_recall": 0.002,
+                             "replaced_token_share": 0.114, "gen_loss": 5.9, "gen_acc": 0.2, "replaced_share": 0.86}
+                            for s in (300, 400)], health.Context(objective="electra", **ctx))
+    assert health_cell([point(1, gen["problems"])], "lowdata") == "NOT LEARNING: generator at uniform guessing (seed 1)"
+    assert health_cell([point(2, mlm["problems"])], "lowdata") == "NOT LEARNING: masked LM at uniform guessing (seed 2)"
+    assert health_cell([point(1, prior["problems"]), point(2, prior["problems"])], "lowdata") == "AT PRIOR (seed 1, 2)"
+    both = point(3, [*prior["problems"], *gen["problems"]])
+    assert health_cell([both], "lowdata") == "AT PRIOR + generator at uniform guessing (seed 3)"
+    assert problem_kind("a sentence of no known kind") == "other"
+    said = split_text({"rows": 80, "repeated_rows": 29, "dev_texts": 18, "dev_rows_repeating_a_dev_text": 2,
+                       "texts_too_frequent_for_dev": 1, "dev_texts_in_training_rows": 0})
+    assert "29 of the train file's 80 rows repeat" in said and "no held-out text is among" in said

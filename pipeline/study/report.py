@@ -17,9 +17,33 @@ from kolectra.core import plot
 from kolectra.core.config import override
 from kolectra.core.jsonl import read_lines
 from kolectra.finetune.config import NSMC_PRESETS
+from kolectra.model import health
 from kolectra.pipeline.markdown import code, text
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.study.plan import readout_recipe
+
+# Each finding of the pretraining verdict (model/health.py ``findings``), by how its sentence opens, its kind and
+# the few words a health cell says it in: the report flagged every not-learning point "AT PRIOR", a stuck
+# generator or masked LM included (:func:`not_learning_label`).
+PROBLEM_KINDS = (("the discriminator sits at the class prior", "disc_at_prior", "discriminator at the class prior"),
+                 ("the discriminator has not learned even", "disc_below_prior", "discriminator worse than the class prior"),
+                 ("the gradient norm was not finite", "grad_not_finite", "gradient norm not finite"),
+                 ("the generator has not left uniform", "gen_uniform", "generator at uniform guessing"),
+                 (health.DISC_MLM_STUCK, "disc_mlm_uniform", "discriminator's MLM phase at uniform guessing"),
+                 ("the generator reproduces the original", "gen_too_strong", "generator too strong"),
+                 ("the all-tokens LM has learned no more", "copy_only", "all-tokens LM no better than copying"),
+                 ("the masked LM has not left uniform", "mlm_uniform", "masked LM at uniform guessing"))
+
+
+def problem_kind(problem: str) -> str:
+    """A finding's kind (``disc_at_prior``, ``gen_uniform``, ...; ``other`` for a sentence of no known kind)."""
+    return next((kind for opening, kind, _ in PROBLEM_KINDS if problem.startswith(opening)), "other")
+
+
+def problem_words(kind: str) -> str:
+    """A kind in a few words, for a table cell: ``gen_uniform`` -> "generator at uniform guessing"."""
+    return next((words for _, k, words in PROBLEM_KINDS if k == kind), "not learning")
+
 
 READOUT_TEXT = {"probe": "linear probe (frozen encoder)", "lowdata": "low-data fine-tuning",
                 "finetune": "fine-tuning"}
@@ -88,16 +112,28 @@ def learned_nothing(points: list[dict], readout: str) -> tuple[int, int]:
     return sum(1 for h in said if h == "not_learning"), len(said)
 
 
+def not_learning_label(point_health: dict) -> str:
+    """What a not-learning point's verdict found, in a few words: ``AT PRIOR`` where its discriminator sits
+    at the class prior (the only finding this label ever fitted; a stuck generator or masked LM read so
+    too), ``NOT LEARNING: generator at uniform guessing`` and the like for the others."""
+    kinds = point_health.get("problem_kinds") or []
+    words = [problem_words(k) for k in kinds if k != "disc_at_prior"]
+    if "disc_at_prior" in kinds:
+        return " + ".join(["AT PRIOR", *words])
+    return "NOT LEARNING" + (": " + ", ".join(words) if words else "")
+
+
 def health_cell(pts: list[dict], readout: str) -> str:
-    """``ok``, or what did not pass: pretraining seeds at the prior or never checked (a run that ended in
-    warm-up), and readouts that learned nothing."""
+    """``ok``, or what did not pass: pretraining seeds that learned nothing (what their verdict found) or were
+    never checked (a run that ended in warm-up), and readouts that learned nothing."""
     def seeds(ps: list[dict]) -> str:
         return "(seed " + ", ".join(str(p["pretrain_seed"]) for p in ps) + ")"
 
-    flags = []
-    at_prior = [p for p in pts if not p["health"]["left_prior"]]
-    if at_prior:
-        flags.append(f"AT PRIOR {seeds(at_prior)}")
+    flags, stuck = [], {}
+    for p in pts:
+        if not p["health"]["left_prior"]:
+            stuck.setdefault(not_learning_label(p["health"]), []).append(p)
+    flags += [f"{label} {seeds(ps)}" for label, ps in stuck.items()]
     unchecked = [p for p in pts if p["health"].get("status") == "unchecked"]
     if unchecked:
         flags.append(f"pretraining unchecked {seeds(unchecked)}")
@@ -194,6 +230,21 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
     return names
 
 
+def split_text(split: dict) -> str:
+    """How the held-out rows were carved by text (``make_splits``' counts), or nothing for a study.json without them."""
+    if not split:
+        return ""
+    said = (f"Rows of one text (NFC, spaces folded) stay on one side: {split['repeated_rows']} of the train file's "
+            f"{split['rows']} rows repeat an earlier row's text; {split['dev_rows_repeating_a_dev_text']} held-out rows "
+            f"repeat another held-out row's text")
+    if split.get("texts_too_frequent_for_dev"):
+        said += f"; {split['texts_too_frequent_for_dev']} texts too frequent to fit were left to the training side"
+    leaked = split.get("dev_texts_in_training_rows", 0)
+    said += ("; no held-out text is among the readouts' training rows. " if not leaked else
+             f"; **{leaked} held-out texts are among the readouts' training rows**. ")
+    return said
+
+
 def write(store: Store, out: Path, doc: dict) -> list[str]:
     """Write ``report.md`` and the plots; returns the lines worth printing (the verdicts)."""
     plan, holdout = doc["plan"], doc["holdout"]
@@ -212,7 +263,7 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
              f"Preset {code(plan['preset'])}; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
              f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "
              f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set). "
-             + held, "",
+             + split_text(doc.get("split") or {}) + held, "",
              "A winner is named only when the 95 % interval of the paired difference excludes zero (and, with two "
              "or more pretraining seeds, the seeds' own t-interval too: the bootstrap over so few seeds is too "
              "narrow) and both arms are above the untrained floor, both read by the same recipe; every recipe has "

@@ -14,14 +14,16 @@ numbers support:
 - **A floor**: the same model, randomly initialised and never trained, read out the same way.
   A readout that cannot separate pretrained models from the floor cannot rank objectives.
 - **Readouts** that see pretraining at small scale, each ``--finetune-seeds`` times, all scored on
-  the same held-out NSMC rows (carved from the train file with the seed; never the test set):
+  the same held-out NSMC rows (carved from the train file with the seed, rows of one text kept on one
+  side; never the test set):
   ``probe`` (frozen encoder, mean-pooled last layer, logistic regression on a few thousand rows:
   :mod:`kolectra.finetune.probe`), ``lowdata`` (fine-tuning on about a thousand rows) and
   ``finetune`` (fine-tuning on more rows); and recipes of them, read side by side on the same
   checkpoints and rows, each with its own floor (``probe-best-layer``, ``lowdata-reinit1``:
   :data:`study_plan.READOUT_SWITCHES`). Every pretraining point is trained once, whatever the recipes.
 - **Health** of each point: discriminator AUC, replaced share, generator accuracy and the
-  trainer's verdict (:mod:`kolectra.model.health`); points still at the prior are flagged.
+  trainer's verdict (:mod:`kolectra.model.health`); points that learned nothing are flagged with what
+  the verdict found (``AT PRIOR`` for a discriminator at its class prior).
 - **Comparisons**: paired differences between arms (and against the floor) at each budget with
   hierarchical bootstrap 95 % intervals (:mod:`kolectra.pipeline.study.stats`); a winner is named
   only when the interval excludes zero and both arms beat the floor.
@@ -63,7 +65,7 @@ from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study.stats import Runs, compare, verdict
 
-STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -74,6 +76,7 @@ class Splits:
     dev: Path
     dev_ids: frozenset[str]
     train: dict[str, list[Path]]  # readout -> one file per fine-tuning seed
+    grouping: dict = dataclasses.field(default_factory=dict)  # what keeping each text on one side did
 
 
 def _write_nsmc(path: Path, header: str, rows: Sequence[str]) -> Path:
@@ -92,29 +95,62 @@ def _write_whole(path: Path, data: bytes) -> Path:
     return path
 
 
+def _row_text(row: str) -> str:
+    """The text a row is grouped by: its review after NFC, spaces folded (a row without one: the line)."""
+    parts = row.split("\t")
+    return _same_text(parts[1]) if len(parts) >= 2 else row
+
+
 def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path) -> Splits:
     """Seeded, content-named NSMC files under ``cache``: dev first, then each readout's rows drawn
-    from the rest (a different sample per fine-tuning seed)."""
+    from the rest (a different sample per fine-tuning seed).
+
+    Rows of one text (NFC, spaces folded) stay on one side: NSMC repeats short reviews ("굿", "최고"),
+    and drawn one by one, 1-2 of the sample's 300 held-out rows were also in each readout's training
+    rows. The rows are read in the seed's order as before; the first row of a text decides its side,
+    and the text's rows all go to dev if they fit in what is left of ``dev_rows`` (else all stay out of
+    it). A file without repeated texts gives the same split as before."""
     raw = Path(nsmc_train).read_bytes()
     sizes = (plan.dev_rows, plan.probe_rows, plan.lowdata_rows, plan.finetune_rows, plan.finetune_seeds, plan.seed)
-    out = cache / f"nsmc-study-{hashlib.sha256(raw + repr(sizes).encode()).hexdigest()[:16]}"
+    # "by-text": files of the split by text are named apart from the row-by-row split's (same name, other bytes)
+    out = cache / f"nsmc-study-{hashlib.sha256(raw + repr(sizes).encode() + b'by-text').hexdigest()[:16]}"
     lines = raw.decode("utf-8").split("\n")
     header, rows = lines[0], [line for line in lines[1:] if line.strip()]
+    texts = [_row_text(r) for r in rows]
+    same: dict[str, list[int]] = {}
+    for i, t in enumerate(texts):
+        same.setdefault(t, []).append(i)
     order = list(range(len(rows)))
     random.Random(plan.seed).shuffle(order)
     n_dev = min(plan.dev_rows, len(rows) // 2)
-    dev_idx, pool = sorted(order[:n_dev]), order[n_dev:]
+    held, decided, left_out = set(), set(), 0
+    for i in order:
+        if len(held) >= n_dev:
+            break
+        if texts[i] in decided:
+            continue
+        decided.add(texts[i])
+        if len(same[texts[i]]) <= n_dev - len(held):
+            held.update(same[texts[i]])
+        else:  # its rows would overrun --dev-rows: all of them stay on the training side
+            left_out += 1
+    dev_idx, pool = sorted(held), [i for i in order if i not in held]
     out.mkdir(parents=True, exist_ok=True)
     dev = _write_nsmc(out / "dev.txt", header, [rows[i] for i in dev_idx])
     want = {"probe": plan.probe_rows, "lowdata": plan.lowdata_rows, "finetune": plan.finetune_rows}
     train: dict[str, list[Path]] = {}
+    dev_texts, leaked = {texts[i] for i in dev_idx}, 0
     for readout in dict.fromkeys(readout_recipe(r)[0] for r in plan.readouts):  # recipes of a readout share rows
         n = min(want[readout], len(pool))
-        train[readout] = [
-            _write_nsmc(out / f"{readout}-seed{f}.txt", header,
-                        [rows[i] for i in sorted(random.Random(f"{plan.seed}-{readout}-{f}").sample(pool, n))])
-            for f in range(1, plan.finetune_seeds + 1)]
-    return Splits(dev, frozenset(rows[i].split("\t", 1)[0] for i in dev_idx), train)
+        train[readout] = []
+        for f in range(1, plan.finetune_seeds + 1):
+            picked = sorted(random.Random(f"{plan.seed}-{readout}-{f}").sample(pool, n))
+            leaked += len(dev_texts & {texts[i] for i in picked})
+            train[readout].append(_write_nsmc(out / f"{readout}-seed{f}.txt", header, [rows[i] for i in picked]))
+    grouping = {"rows": len(rows), "repeated_rows": len(rows) - len(same),
+                "dev_texts": len(dev_texts), "dev_rows_repeating_a_dev_text": len(dev_idx) - len(dev_texts),
+                "texts_too_frequent_for_dev": left_out, "dev_texts_in_training_rows": leaked}
+    return Splits(dev, frozenset(rows[i].split("\t", 1)[0] for i in dev_idx), train, grouping)
 
 
 def holdout_ids_file(splits: Splits) -> Path:
@@ -237,7 +273,9 @@ def health_of(ckpt: Artifact) -> dict:
     out = {k: final.get(k) for k in ("disc_auc", "replaced_share", "gen_acc", "disc_recall", "mlm_acc")
            if final.get(k) is not None}
     out["status"] = verdict.get("status", "unchecked")
-    out["left_prior"] = out["status"] != "not_learning"
+    out["left_prior"] = out["status"] != "not_learning"  # kept as named; problem_kinds says what did not learn
+    if out["status"] == "not_learning":
+        out["problem_kinds"] = list(dict.fromkeys(study_report.problem_kind(p) for p in verdict.get("problems", ())))
     return out
 
 
@@ -290,7 +328,7 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     bar.close()
     comparisons = compare_all(plan, results)
     floor = {r: results[("floor", None, r)].scores.ravel().tolist() for r in plan.readouts}
-    doc = {"plan": dataclasses.asdict(plan), "examples": examples.id, "holdout": holdout,
+    doc = {"plan": dataclasses.asdict(plan), "examples": examples.id, "holdout": holdout, "split": splits.grouping,
            "floor": floor, "points": [p for p in points if p["objective"] != "floor"],
            "floor_points": [p for p in points if p["objective"] == "floor"], "comparisons": comparisons}
     request = Request(kind="study", name=stages.artifact_name(name, f"study-{plan.preset}"),
