@@ -1,8 +1,10 @@
 """Named-entity recognition from tagged files (Naver NER, KLUE-NER, any CoNLL-style BIO data).
 
 A task of the last stage: ``kolectra finetune ner``.  Reads sentences of tokens and BIO tags
-(:mod:`finetune.readers.ner`); the tag set is the training file's, and a dev or test tag outside it is an
-error naming the tag, file and line.  Each token is tokenised into sub-tokens
+(:mod:`finetune.readers.ner`); the tag set is the training file's.  A dev or test tag outside it is an
+error naming the tag, file and line when its entity type is not a training type; of a training type
+(``I-LOC`` where every training LOC was one word, or an IOB1 file's ``B-``) it is scored as gold, as
+conlleval scores any tag, said in one line and listed as ``gold_only_tags``.  Each token is tokenised into sub-tokens
 (``is_split_into_words``); its tag is the target of its first sub-token, every other sub-token
 and the special tokens get -100 (no loss), so the model predicts one tag per token.  A token
 with no sub-token is counted (``words_without_prediction``) and scored, never left out of the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.entities import OUTSIDE, entity_scores, split_tag
 from kolectra.finetune.files import FinetuneError, write_jsonl
@@ -54,17 +57,29 @@ class Ner(TextTask):
 
     def fit(self, train, table):
         self.labels = tag_order(t for r in train for t in r["tags"])
+        self.gold_only: list[str] = []  # dev or test tags of a training type the training file lacks
         if self.labels == [OUTSIDE]:  # as classify refuses one label: it trained, then said "learned nothing"
             raise FinetuneError(f"{table.path}: every training tag is {OUTSIDE!r}: no entity to learn from (check "
                                 "the tags column, or the file)")
 
     def convert(self, part, table):
-        ids = {tag: i for i, tag in enumerate(self.labels)}
+        names = [*self.labels, *self.gold_only]
+        ids = {tag: i for i, tag in enumerate(names)}
+        types = {split_tag(t)[1] for t in self.labels}
         for r in part:
             for tag, n in zip(r["tags"], r["at"]):
-                if tag not in ids:
+                if tag in ids:
+                    continue
+                if split_tag(tag)[1] not in types:  # a type never trained: a typo, or the wrong file
                     raise FinetuneError(f"{table.where(n)}: tag {tag!r} is not among the training tags "
                                         f"({', '.join(self.labels)})")
+                # a training type's other boundary (I-LOC where training had one-word LOC only; IOB1 files):
+                # scored as gold, as conlleval would, though the model cannot predict it; ids past the head's
+                # are never a target (evaluation feeds no labels)
+                ids[tag] = len(ids)
+                self.gold_only.append(tag)
+                warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, its type is: "
+                     "scored as gold (the model cannot predict it)")
         return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
 
     def counts(self, part):
@@ -101,7 +116,8 @@ class Ner(TextTask):
 
     def score(self, split, outputs, cfg):
         if "gold" not in split.derived:  # built once per split, reused every epoch
-            split.derived.update(gold=[[self.labels[t] for t in tags] for tags in split.rows["tags"]],
+            names = [*self.labels, *self.gold_only]
+            split.derived.update(gold=[[names[t] for t in tags] for tags in split.rows["tags"]],
                                  starts=split.encoded["word_starts"])
         predicted = []
         for starts, logits in zip(split.derived["starts"], outputs["logits"]):
@@ -129,7 +145,8 @@ class Ner(TextTask):
         cut = sum(past_end(s, len(i), self.max_length) for s, i in zip(starts, ids))
         return {**super().metrics(data, splits, fit), "tags": self.labels, "metric": "entity-level, CoNLL chunks",
                 **{k: e[k] for k in ("gold_entities", "predicted_entities", "correct_entities", "per_type")},
-                "words_without_prediction": missed, "words_past_max_length": cut}
+                "words_without_prediction": missed, "words_past_max_length": cut,
+                **({"gold_only_tags": self.gold_only} if self.gold_only else {})}
 
     def write(self, out_dir, splits, fit):
         test = splits["test"]

@@ -175,7 +175,7 @@ def test_ner_scores_an_entity_with_a_zero_width_space_inside_as_one():
     """Ner.score on the sentence 삼성 \\u200b 전자 직원 (gold B-OG I-OG I-OG O), the model right on every
     word it sees: the entity is found. Before, the dropped word was O and split it in two wrong ones."""
     task = Ner()
-    task.labels = ["O", "B-OG", "I-OG"]
+    task.labels, task.gold_only = ["O", "B-OG", "I-OG"], []
     logits = np.full((6, 3), -5.0, np.float32)  # [CLS] 삼성 전자 직원 [SEP] + one spare row
     for position, tag in ((1, 1), (2, 2), (3, 0), (0, 0), (4, 0)):
         logits[position, tag] = 5.0
@@ -351,3 +351,25 @@ def test_a_line_of_spaces_or_tabs_alone_is_blank_in_tsv_and_csv_as_in_jsonl(tmp_
         # was: "2 of 202 rows are malformed ... expected 2 tab-separated columns, got 1; ... empty label", refused
         facts = Classify().read(config.sample_classify(), path, test).facts["train_file"]
         assert (facts["rows"], facts["bad_rows"], facts["blank_lines"]) == (200, 0, 2), name
+
+
+def test_a_test_tag_of_a_training_type_is_scored_as_gold_and_an_unknown_type_refused(tmp_path, capsys):
+    """Training LOC entities were one word each, the test file has a two-word one (B-LOC I-LOC): it had been
+    refused ("tag 'I-LOC' is not among the training tags"); it is scored, as conlleval scores any tag."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(40)])
+    test = conll(tmp_path / "test.conll", [[("부산", "B-LOC"), ("광역시", "I-LOC"), ("에서", "O")], sentence(1)])
+    task = Ner()
+    data = task.read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, test)
+    assert task.gold_only == ["I-LOC"] and "I-LOC" not in task.labels  # the head has no output for it
+    assert "test.conll:2: tag 'I-LOC' is not among the training tags, its type is: scored as gold" in capsys.readouterr().err
+    gold = [task.labels.index("B-LOC"), task.labels.index("O")]
+    logits = np.full((5, len(task.labels)), -5.0, np.float32)  # [CLS] 부산 광역시 에서 [SEP]: B-LOC O O
+    for position, tag in enumerate([0, gold[0], gold[1], gold[1], 0]):
+        logits[position, tag] = 5.0
+    split = SimpleNamespace(derived={}, rows={"tags": [data.test["tags"][0]]}, encoded={"word_starts": [[1, 2, 3]]})
+    scores, predictions = task.score(split, {"logits": [logits]}, None)
+    assert split.derived["gold"] == [["B-LOC", "I-LOC", "O"]]
+    assert predictions["entities"]["gold_entities"] == 1 and scores["f1"] == 0.0  # LOC(0,2) missed, LOC(0,1) wrong
+    typo = conll(tmp_path / "typo.conll", [[("부산", "B-LCO")]])
+    with pytest.raises(FinetuneError, match=r"typo\.conll:1: tag 'B-LCO' is not among the training tags"):
+        Ner().read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, typo)
