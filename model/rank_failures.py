@@ -72,6 +72,8 @@ class together:  # noqa: N801 - used as a statement: ``with together(dev, "expor
     def __exit__(self, kind, error, tb) -> bool:
         if kind is not None and not issubclass(kind, Exception):  # Ctrl-C, SIGTERM raised at once: as before
             return False
+        if getattr(error, "agreed", False):  # the ranks agreed on it inside (model.resume.agreed_checkpoint)
+            return False
         states = self.dev.rank_states(FAILED if error is not None else 0)
         if error is not None:
             return False  # this rank's own error goes on, once every rank knows

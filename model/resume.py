@@ -6,12 +6,13 @@ stage (:mod:`kolectra.model.train`); the checkpoint files themselves are :mod:`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from kolectra.core.config import to_dict
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
-from kolectra.model import checkpoint, data, optim
+from kolectra.model import checkpoint, data, optim, rank_failures
 from kolectra.model.config import TrainConfig
 from kolectra.model.pretrain_inputs import PretrainInputError
 
@@ -73,6 +74,7 @@ def restore(cfg, fingerprint, step_dir, ck, dev, model, optimizer, loader) -> tu
     return int(state["step"]), ck["own"]["log"]
 
 
+STARTING = "to start (its shards, checkpoint or metrics log)"  # the pretrain stage's agreement at its start
 SCHEDULE = ("steps", "warmup_steps", "lr", "schedule")  # the train settings the learning rate follows
 
 
@@ -90,3 +92,60 @@ def schedule_change(saved: dict, t: TrainConfig, step: int) -> str | None:
     changed = ", ".join(f"{k} {getattr(ran, k)} -> {getattr(t, k)}" for k in SCHEDULE if getattr(ran, k) != getattr(t, k))
     return (f"schedule changed ({changed}): from step {step} the learning rate follows the new schedule "
             f"({t.schedule}), {after:.3g} there instead of {before:.3g}, reaching 0 at step {t.steps}")
+
+
+def _ranks_at(steps: list[int]) -> str:
+    """'step-00000008 on rank 0, none on ranks 1, 2': the checkpoint each rank found, by step."""
+    said = []
+    for step in sorted(set(steps), reverse=True):
+        ranks = [r for r, s in enumerate(steps) if s == step]
+        names = ", ".join(map(str, ranks[:4])) + (f" and {len(ranks) - 4} more" if len(ranks) > 4 else "")
+        said.append(f"{f'step-{step:08d}' if step >= 0 else 'none'} on rank{'s' * (len(ranks) > 1)} {names}")
+    return ", ".join(said)
+
+
+def agreed_checkpoint(out_dir, dev) -> tuple:
+    """(step directory, :func:`checkpoint.load`) of the checkpoint every rank resumes from, or None: the
+    newest one all ranks hold. Collective. Each rank reads its own folder, and on separate machines these
+    differ: a rank after the first holds only what it fetched from the store, so a copy to the store cut
+    short (a preemption, a second SIGTERM) left rank 0 a newer step of its own than the others'. Each rank
+    resumed from its newest, at different steps with different weights: the ranks paired steps they
+    did not share and, one done before the other, waited on each other for ever. Ranks holding nothing
+    in common start fresh together; a rank that no longer holds the common step is refused on all."""
+    found = checkpoint.load_latest(out_dir, dev.rank)  # a rank failing here meets the others below
+    # 3: none, 4 + step; never rank_failures.FAILED (2), which a rank that failed to start (its shards, its
+    # part of the checkpoint) sends from the start's agreement (model.rank_failures.together): it meets this one
+    states = dev.rank_states(3 if found is None else 4 + int(found[1]["state"]["step"]))
+    if states is None or len(set(states)) == 1:  # an XLA pod's hosts cannot agree: as before
+        return found
+    if rank_failures.FAILED in states:
+        try:
+            rank_failures.settle([rank_failures.FAILED * (s == rank_failures.FAILED) for s in states], None, STARTING)
+        except rank_failures.AnotherRankFailed as e:
+            e.agreed = True  # with the failing rank, which is gone: the start's agreement is not made again
+            raise
+    steps = [s - 4 for s in states]
+    common, held = min(steps), _ranks_at(steps)
+    if common < 0:
+        if dev.is_main:
+            progress(f"pretrain: the ranks' newest checkpoints differ ({held}); with none common to every rank, "
+                     f"every rank starts fresh (rank 0's are removed from {checkpoint.checkpoints_dir(out_dir)})")
+            checkpoint.clear(out_dir)  # as a fresh start does: no second line saying none was found
+        return None
+    if found is not None and int(found[1]["state"]["step"]) != common:
+        found = None
+        for d in checkpoint.intact(out_dir):
+            if d.name == f"step-{common:08d}":
+                with contextlib.suppress(Exception):  # as one not loading in load_latest: this rank lacks it
+                    found = d, checkpoint.load(d, dev.rank)
+    lacking = dev.ranks_with(found is None)
+    if lacking:
+        raise PretrainInputError(
+            f"cannot resume: the ranks' newest checkpoints differ ({held}) and rank{'s' * (len(lacking) > 1)} "
+            f"{', '.join(map(str, lacking))} no longer hold{'s' * (len(lacking) == 1)} step-{common:08d}, the "
+            "newest common to every rank; leave out --resume to start over")
+    if dev.is_main:
+        progress(f"pretrain: the ranks' newest checkpoints differ ({held}: a copy to the store cut short leaves "
+                 f"the other machines an older one); every rank resumes from step-{common:08d}, the newest they "
+                 "all hold")
+    return found

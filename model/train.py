@@ -51,7 +51,7 @@ from kolectra.model.pretrain_inputs import (  # noqa: F401
     vocab_fingerprint,
 )
 from kolectra.model.rank_failures import together
-from kolectra.model.resume import lr_at, restore, saved_schedule, schedule_change  # noqa: F401
+from kolectra.model.resume import agreed_checkpoint, lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
 STAGE_VERSION = 20  # bump when the same request's bytes change; history: docs/artifacts.md
@@ -173,7 +173,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
             progress(f"pretrain: {note}")
 
     first, log_state, wall_before, standing = 0, None, 0.0, None
-    found = checkpoint.load_latest(out_dir, dev.rank) if resume else None
+    found = agreed_checkpoint(out_dir, dev) if resume else None  # the newest every rank holds
     if found is not None:
         first, log_state = restore(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
         wall_before = float(found[1]["state"].get("wall_seconds", 0.0))  # absent in older checkpoints

@@ -263,3 +263,88 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
         weights[name] = art.read_bytes("hf/discriminator/model.safetensors")
     assert art.manifest["stats"]["resumed_from_step"] == 8
     assert weights["resumed"] == weights["straight"]
+
+
+def _resume_rank(rank: int, world: int, port: int, examples, tok, base: str, report: str) -> None:
+    """Trains straight (12 steps, saved every 4) in one folder, then resumes with each rank in a folder of
+    its own, as machines of a store root do (rank 1's holds only what it fetched from the store): rank 0
+    with steps 4 and 8, rank 1 with step 4, then with none. Reports each run's export and resumed step."""
+    import shutil
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    cfg = config.tiny()
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=2,
+                                                             log_every=4, save_every=4, lr=3e-3, cpu_threads=1))
+    base, got = Path(base), {}
+    try:
+        straight = train.pretrain(cfg, examples, tok, base / "straight", clear_checkpoints=False)
+        got["straight"] = straight.stats["resumed_from_step"]
+        for case, rank_1_holds in (("older", ["step-00000004"]), ("none", [])):
+            mine = base / case / f"rank-{rank}"
+            if rank == 0:
+                shutil.copytree(base / "straight" / "checkpoints", base / case / "rank-0" / "checkpoints")
+                for step in rank_1_holds:
+                    shutil.copytree(base / "straight" / "checkpoints" / step,
+                                    base / case / "rank-1" / "checkpoints" / step)
+            dist.barrier()
+            got[case] = train.pretrain(cfg, examples, tok, mine, resume=True).stats["resumed_from_step"]
+        # rank 1 fails before the agreement (its shards are missing): it meets rank 0's in the start's
+        mine, own = base / "shards" / f"rank-{rank}", examples
+        shutil.copytree(base / "straight" / "checkpoints", mine / "checkpoints")
+        if rank == 1:
+            own = shutil.copytree(examples, base / "shards" / "examples")
+            for f in (own / "data").iterdir():
+                f.unlink()
+        try:
+            train.pretrain(cfg, own, tok, mine, resume=True)
+        except Exception as e:  # noqa: BLE001 - the test compares the lines
+            got["shards"] = f"{type(e).__name__}: {e}"
+        got["kept"] = sorted(p.name for p in (mine / "checkpoints").iterdir())
+        (Path(report) / f"rank-{rank}.json").write_text(json.dumps(got))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_holding_different_checkpoints_resume_from_the_newest_they_all_hold(tmp_path, capfd):
+    """A copy to the store cut short (a preemption, a second SIGTERM) leaves rank 0's machine a newer
+    checkpoint than the store's, which the other machines fetch. Each rank resumed from its own newest:
+    rank 0 at step 8, rank 1 at step 4, with other weights; they paired steps they did not share and,
+    rank 0 done first, waited on each other for ever (seen on moto: 2 ranks, SIGTERM did not end them).
+    Now every rank resumes from step 4, the newest they all hold, to a straight run's weights; with
+    none in common every rank starts fresh; a rank failing before the agreement ends both in one line each."""
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "examples", tok, n=64, seq_len=32, shard_size=16)
+    report = tmp_path / "report"
+    report.mkdir()
+    port = _free_port()
+    procs = [mp.get_context("spawn").Process(target=_resume_rank, args=(r, 2, port, examples, tok, str(tmp_path),
+                                                                        str(report))) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    for p in procs:
+        if p.exitcode is None:
+            p.kill()
+    assert [p.exitcode for p in procs] == [0, 0]  # before: rank 1 still stepping, rank 0 waiting in the export
+    got = [json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    assert [{k: r.pop(k) for k in ("straight", "older", "none")} for r in got] == [
+        {"straight": 0, "older": 4, "none": 0}] * 2
+    assert got[0] == {"shards": "AnotherRankFailed: rank 1 of this run failed to start (its shards, checkpoint or "
+                                "metrics log) (its own line says why); this rank stops too",
+                      "kept": ["step-00000004", "step-00000008"]}, got[0]
+    assert got[1]["shards"].startswith("ExamplesError: ") and "missing" in got[1]["shards"], got[1]
+    weights = {case: (tmp_path / case / "rank-0" / "hf" / "discriminator" / "model.safetensors").read_bytes()
+               for case in ("older", "none")}
+    straight = (tmp_path / "straight" / "hf" / "discriminator" / "model.safetensors").read_bytes()
+    assert weights == {"older": straight, "none": straight}
+    err = capfd.readouterr().err
+    assert ("the ranks' newest checkpoints differ (step-00000008 on rank 0, step-00000004 on rank 1: a copy to the "
+            "store cut short leaves the other machines an older one); every rank resumes from step-00000004") in err
+    assert ("the ranks' newest checkpoints differ (step-00000008 on rank 0, none on rank 1); with none common to "
+            "every rank, every rank starts fresh") in err
