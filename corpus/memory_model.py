@@ -45,6 +45,8 @@ LOCAL_WORKER_MB_NEAR_DUP = local_worker_mb(CorpusConfig.shard_bytes, near_dup=Tr
 # 0.76 GB until 2026-12-01, when the job on the first review file peaked at 835 MB against 834: Beam
 # and kolectra's imports had grown by about 28 MB (226 MB before the first stage, 198 on 2026-11-29)
 LOCAL_MEMORY = MemoryModel(base_mb=800, per_mb=1.5, worker_mb=LOCAL_WORKER_MB)
+# near-dup and Beam's own, measured again on 2026-12-01 (c0bd6de): 6-14 % over their 1-2 file peaks
+# (Beam's own at 1 file the closest: 842 MB against 889), so they stand
 LOCAL_MEMORY_BEAM_OWN = MemoryModel(base_mb=740, per_mb=3.0, worker_mb=LOCAL_WORKER_MB)
 LOCAL_MEMORY_NEAR_DUP = MemoryModel(base_mb=910, per_mb=1.6, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
 LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5, worker_mb=LOCAL_WORKER_MB_NEAR_DUP)
