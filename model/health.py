@@ -7,8 +7,9 @@ gives, loss near the entropy of the replaced-token share) or the generator may n
 uniform guessing. Fine-tuning such a model gives chance-level scores with no hint why. This
 module reads the ``metrics.jsonl`` lines past warm-up and says so, naming likely causes from what
 the run knows (tokens seen, padding, learning rate, warm-up, dropout). The trainer prints a
-warning the first time a check fails and one more line if the checks pass again later; the final
-verdict goes into the artifact's stats (``health``) and the model cards.
+warning the first time a check of a part (the generator, the discriminator, ...) fails and one more line
+if that part's checks pass again later, each part on its own (:func:`watch`); the final verdict, naming
+every part still standing, goes into the artifact's stats (``health``) and the model cards.
 
 Thresholds (checked on the mean of the last two logged windows past warm-up, each weighted by its
 steps):
@@ -307,6 +308,91 @@ def warning_text(health: dict, expected: str | None = None) -> str:
     return " ".join(lines)
 
 
+# The part of the model each finding is about, by how its sentence opens (the first that fits), and the words a
+# line names it by: a warning of each part stands, and is withdrawn, on its own (:func:`watch`).
+PARTS = ((GENERATOR_FINDING, "generator", "the generator"),
+         (DISC_MLM_STUCK, "disc_mlm", "the discriminator's MLM phase"),
+         ("the discriminator ", "discriminator", "the discriminator"),
+         ("the gradient norm ", "grad_norm", "the gradient norm"),
+         ("", "lm", "the language model"))
+
+
+def part(problem: str) -> str:
+    """The part a finding is about: ``generator``, ``disc_mlm``, ``discriminator``, ``grad_norm`` or ``lm``."""
+    return next(name for opening, name, _ in PARTS if problem.startswith(opening))
+
+
+def _part_words(name: str) -> str:
+    return next(words for _, n, words in PARTS if n == name)
+
+
+def standing_since(standing: dict | None) -> dict[str, int | None]:
+    """Each part a standing warning names, and the step it was warned at. A standing saved before the parts stood
+    on their own (one verdict, no ``since``) maps each of its problems' parts to that verdict's step."""
+    if not standing:
+        return {}
+    since = standing.get("since") if isinstance(standing.get("since"), dict) else {}
+    step = standing.get("figures", {}).get("step")
+    return {part(p): since.get(part(p), step) for p in standing.get("problems", ())}
+
+
+def judges(health: dict, name: str) -> bool:
+    """Whether the windows of ``health`` judged the part ``name`` again, so that no finding of it there withdraws
+    a warning of it. The generator's figures are in every line past warm-up; the discriminator is judged where
+    it scored both classes (an AUC: windows whose scored tokens were all replaced, as electra15's with a generator
+    that replaced every masked slot, show no learning: a batch-2 run's said "learning now" three times in 120
+    steps between warnings, m8); mlm_then_rtd's MLM phase by windows that judge the discriminator again, its MLM
+    phase's or its RTD's (not the first RTD windows, in that phase's warm-up)."""
+    f = health["figures"]
+    if not f or health["status"] == "unchecked" and health.get("reason") != ENDED_IN_RTD_WARMUP:
+        return False
+    if name == "generator":
+        return "gen_loss" in f or "replaced_share" in f
+    if name == "disc_mlm":
+        return "disc_mlm_loss" in f or "disc_auc" in f
+    if name == "discriminator":
+        return "disc_loss" not in f or "disc_auc" in f
+    return True
+
+
+def _withdrawn(health: dict, since: dict[str, int | None]) -> list[str]:
+    """The standing parts that ``health`` withdraws: judged again, with no finding of theirs."""
+    found = {part(p) for p in health.get("problems", ())}
+    return [name for name in since if name not in found and judges(health, name)]
+
+
+def watch(health: dict, standing: dict | None, expected: str | None = None) -> tuple[dict | None, list[str]]:
+    """A logged window's verdict ``health`` against the warning standing (None: none): the standing after it, and
+    the lines to print. Each part (:data:`PARTS`) stands and is withdrawn on its own: a finding about a part
+    that no warning stands for is warned of, and a standing part that the window judged again without a finding
+    is withdrawn ("learning now"), the others standing. Before, a standing warning silenced every later one (but
+    the MLM phase's alone, b497c4e): electra15, tiny, lr 5e-4, warned at step 6 that its generator had not left
+    uniform guessing, never said that its discriminator sat at the class prior from step 9, which only the
+    verdict named; and a generator that learnt again was withdrawn only once the discriminator was judged ok."""
+    since = standing_since(standing)
+    gone = _withdrawn(health, since)
+    kept = {name: step for name, step in since.items() if name not in gone}
+    new = [p for p in health.get("problems", ()) if health["status"] == "not_learning" and part(p) not in kept]
+    said = []
+    # the MLM phase's warning gives way to one about its RTD, which judges the discriminator again: not learning
+    learnt = [n for n in gone if not (n == "disc_mlm" and any(part(p) == "discriminator" for p in new))]
+    if learnt and not kept and not new and learnt == list(since):
+        said.append(recovery_text(health))
+    elif learnt:
+        stands = f"; the one about {' and '.join(_part_words(n) for n in kept)} stands" if kept else ""
+        said.append(f"learning now (step {health['figures'].get('step')}): the earlier warning about "
+                    f"{' and '.join(_part_words(n) for n in learnt)} no longer holds{stands}.")
+    if new:
+        said.append(warning_text(health, expected))
+    if not kept and not new:
+        return None, said
+    base = health if new else standing
+    step = health["figures"].get("step")
+    problems = [p for p in (standing or {}).get("problems", ()) if part(p) in kept] + new
+    return {**{k: v for k, v in base.items() if k != "stands"}, "status": "not_learning", "problems": problems,
+            "since": {**kept, **{part(p): step for p in new}}}, said
+
+
 def warns_anew(health: dict, standing: dict | None) -> bool:
     """Whether a not-learning ``health`` is warned of while ``standing`` (the verdict of the warning printed and
     not withdrawn; None: none) stands: when none does, or the standing one is about mlm_then_rtd's MLM phase
@@ -346,20 +432,29 @@ def withdraws(health: dict, standing: dict | None = None) -> bool:
 
 
 def final(health: dict, standing: dict | None, end_step: int | None = None) -> dict:
-    """The run's verdict at its end, ``health`` (its last windows'), where ``standing`` is the verdict of a
-    warning printed and never withdrawn (None: none stands). Last windows that leave the discriminator
-    unjudged do not withdraw it (:func:`withdraws`), so they do not clear it at the end either: electra15,
-    tiny, batch 2, 42 steps on the sample warned at step 36 and ended 'ok' in its stats and both cards, its
-    windows at 39 and 42 having scored replaced tokens only. The warning's verdict stands, saying so.
-    ``end_step``: the run's last step, said where no window past warm-up was read (a run resumed with
-    train.force_resume and a warm-up past its end read 'to step None')."""
-    if standing is None or health["status"] == "not_learning" or withdraws(health, standing):
+    """The run's verdict at its end, ``health`` (its last windows'), where ``standing`` is the warning printed and
+    never withdrawn (None: none stands). Each part it names that the last windows neither withdrew nor found
+    again stands in the verdict beside theirs (:func:`watch`), ``stands`` saying why: electra15, tiny, batch 2,
+    42 steps on the sample warned at step 36 and ended 'ok' in its stats and both cards, its windows at 39 and
+    42 having scored replaced tokens only. ``end_step``: the run's last step, said where no window past warm-up
+    was read (a run resumed with train.force_resume and a warm-up past its end read 'to step None')."""
+    since = standing_since(standing)
+    gone = set(_withdrawn(health, since))
+    found = {part(p) for p in health.get("problems", ())} if health["status"] == "not_learning" else set()
+    kept = {name: step for name, step in since.items() if name not in gone and name not in found}
+    if not kept:
         return health
-    since, last = standing["figures"].get("step"), health["figures"].get("step", end_step)
+    steps = [s for s in kept.values() if s is not None]
+    first, last = (min(steps) if steps else None), health["figures"].get("step", end_step)
     why = health.get("reason") or "every token they scored was replaced: no AUC"
     to = f", to step {last}," if last is not None else ""
-    return {**standing, "stands": f"It stands at the end: the windows after step {since}{to} did not "
-                                  f"judge the discriminator again ({why})."}
+    words = " and ".join(dict.fromkeys("the discriminator" if n in ("discriminator", "disc_mlm") else _part_words(n)
+                                       for n in kept))
+    stands = f"It stands at the end: the windows after step {first}{to} did not judge {words} again ({why})."
+    problems = [p for p in standing["problems"] if part(p) in kept]
+    if found:
+        return {**health, "problems": [*health["problems"], *problems], "stands": stands}
+    return {**{k: v for k, v in standing.items() if k != "since"}, "problems": problems, "stands": stands}
 
 
 def recovery_text(health: dict) -> str:
@@ -374,7 +469,8 @@ def saved_standing(state: dict) -> dict | None:
     Saved so that a resumed run ends with the verdict the straight run gives (:func:`final`): kept
     per process before 2026-12-01, a warning at step 27 of electra15 (tiny, batch 2) was lost by a
     resume from step 30, whose windows of replaced tokens only judged nothing, and the run ended ``ok``. A
-    checkpoint written before it has no ``health``: nothing stands."""
+    checkpoint written before it has no ``health``: nothing stands; one written before each part stood on its
+    own has no ``since``: each part it names stands from its step (:func:`standing_since`)."""
     standing = (state.get("health") or {}).get("standing")
     if isinstance(standing, dict) and standing.get("status") == "not_learning" and standing.get("problems"):
         return standing

@@ -371,7 +371,8 @@ def test_a_warning_about_the_mlm_phase_does_not_silence_the_rtd_s(capsys):
     """mlm_then_rtd with objective.disc_mlm_weight=0 (q2): warned at step 6 that its MLM phase had not left uniform
     guessing, the run never said that its RTD discriminator sat at the class prior (warned at step 30 before the
     MLM phase was judged, e196c85): a standing warning silenced every later one, and the MLM phase is not judged
-    again once the RTD is. Another problem is now warned of; a standing warning of another kind still silences."""
+    again once the RTD is. Another problem is now warned of (and, q12, a problem of any part no warning stands
+    for: test_each_part_s_warning_stands_and_is_withdrawn_on_its_own)."""
     from types import SimpleNamespace
 
     from kolectra.model.train import watch_health
@@ -397,3 +398,74 @@ def test_a_warning_about_the_mlm_phase_does_not_silence_the_rtd_s(capsys):
                                                 gen_acc=0.0)])
     assert capsys.readouterr().err == ""  # a warning standing about the RTD: not said again
     assert not health.warns_anew(health.verdict(lines, ctx), health.verdict(lines, ctx))
+
+
+def _watched(run, lines: list[dict], ctx) -> list[str]:
+    """What the trainer does at each logged line (model.train.watch_health): the lines it prints."""
+    run.standing, said = health.watch(health.verdict(lines, ctx), run.standing)
+    return said
+
+
+def test_each_part_s_warning_stands_and_is_withdrawn_on_its_own():
+    """A generator warning standing silenced a later discriminator at the class prior (q2 noticed; q12): electra,
+    warned at step 6 that the generator had not left uniform guessing, said nothing when its discriminator sat
+    at the prior from step 12, which only the verdict named. Each part now stands and goes on its own: the
+    discriminator is warned of, the generator withdrawn once it learns while the discriminator's stands, and
+    the end's verdict names every part still standing."""
+    from types import SimpleNamespace
+
+    ctx = _ctx(vocab_size=100, warmup_steps=4, total_steps=40)
+    run, said = SimpleNamespace(standing=None), []
+    stuck_gen, gen_ok = dict(gen_loss=4.9, gen_acc=0.0), dict(gen_loss=3.0, gen_acc=0.3)
+    disc_ok, at_prior = dict(disc_auc=0.8, disc_recall=0.3, disc_loss=0.2), dict(disc_auc=0.53, disc_recall=0.02)
+    lines = []
+    for step, kw in ((6, {**stuck_gen, **disc_ok}), (8, {**stuck_gen, **disc_ok}), (10, {**stuck_gen, **at_prior}),
+                     (12, {**stuck_gen, **at_prior})):
+        lines.append(_line(step, **kw))
+        said += _watched(run, lines, ctx)
+    err = "\n".join(said)
+    assert "(step 6): the generator has not left uniform guessing" in err
+    assert "WARNING: this run has not learned what it should (step 12): the discriminator sits at the class " \
+           "prior" in err, err  # before: nothing after step 6
+    assert [health.part(p) for p in run.standing["problems"]] == ["generator", "discriminator"]
+    assert run.standing["since"] == {"generator": 6, "discriminator": 12}
+    said = []
+    for step in (14, 16):
+        lines.append(_line(step, **gen_ok, **at_prior))
+        said += _watched(run, lines, ctx)
+    assert said == ["learning now (step 14): the earlier warning about the generator no longer holds; the one "
+                    "about the discriminator stands."]
+    assert [health.part(p) for p in run.standing["problems"]] == ["discriminator"]
+    # windows of replaced tokens only (no AUC) judge the generator alone: a generator stuck again is warned of,
+    # and the end's verdict names it and the discriminator's warning, which they did not judge again
+    one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
+    last = health.verdict([_line(step, disc_loss=0.5, **stuck_gen, **one_class) for step in (18, 20)], ctx)
+    standing, said = health.watch(last, run.standing)
+    assert len(said) == 1 and "(step 20): the generator has not left uniform guessing" in said[0]
+    assert standing["since"] == {"discriminator": 12, "generator": 20}
+    end = health.final(last, standing, 20)
+    assert [health.part(p) for p in end["problems"]] == ["generator", "discriminator"], end  # before: generator
+    assert end["stands"] == ("It stands at the end: the windows after step 12, to step 20, did not judge the "
+                             "discriminator again (every token they scored was replaced: no AUC).")
+    # a standing saved before the parts stood alone (one verdict, no 'since') maps to its step
+    old = {k: v for k, v in standing.items() if k != "since"}
+    assert health.standing_since(old) == {"discriminator": 20, "generator": 20}
+    assert health.saved_standing({"health": {"standing": old}}) == old
+    assert health.watch(health.verdict(lines[:2], ctx), old)[0]["since"] == {"generator": 20}  # disc AUC 0.8
+
+
+def test_the_end_s_verdict_names_a_standing_part_its_last_windows_did_not_judge():
+    """electra15 (q12): a warning that the discriminator sat at the class prior stood (printed at step 12), and the
+    last windows, of replaced tokens only (no AUC), found the generator stuck: the verdict was theirs alone, the
+    generator's, and the discriminator's warning, never withdrawn, was said nowhere at the end."""
+    ctx = _ctx(objective="electra15", vocab_size=100, warmup_steps=4, total_steps=20)
+    standing = health.verdict([_line(s, disc_auc=0.53, disc_recall=0.02) for s in (10, 12)], ctx)  # as saved
+    assert standing["problems"][0].startswith("the discriminator sits at the class prior")
+    one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
+    last = health.verdict([_line(s, disc_loss=0.5, gen_loss=4.9, gen_acc=0.0, **one_class) for s in (18, 20)], ctx)
+    assert len(last["problems"]) == 1 and last["problems"][0].startswith("the generator has not left uniform")
+    end = health.final(last, standing, 20)
+    assert end["problems"] == [*last["problems"], standing["problems"][0]], end  # before: last["problems"]
+    assert end["stands"].startswith("It stands at the end: the windows after step 12, to step 20, did not judge "
+                                    "the discriminator again")
+    assert end["figures"] == last["figures"] and end["likely_causes"] == last["likely_causes"]
