@@ -120,40 +120,56 @@ def _records(path: str, fmt: str) -> int:
 # (a multi-member file's is its last member's; over 4 GiB, the size mod 2^32), never more, so the larger
 # of the two is taken: never under the ratio's estimate. A trailer over deflate's most (1,032 bytes out
 # for a byte in) is no trailer (a file cut off, or not gzip: the job dead-letters it) and is ignored.
+# A zstd frame's header (its first bytes, at most 18) holds its content size when the writer knew it
+# (the zstd tool on a file does; a stream's writer may not): the first frame's, less than the file's
+# when frames follow (pzstd), so again the larger; over zstd's most (an RLE block: 128 KiB for 4 bytes)
+# it is ignored.
 DEFLATE_MOST = 1032
-TRAILER_READERS = 8  # files on a store asked at once
+ZSTD_MOST = 1 << 15
+ZSTD_HEADER = 18  # a frame header's most bytes
+SIZE_READERS = 8  # files on a store asked at once
 
 
 def expected_json_bytes(listed: Iterable[InputFile]) -> float:
     """The shard JSON the local memory check counts for these inputs: ``outputs.expected_json_bytes``,
-    or a gzip file's trailer's size (:func:`gzip_size`) where that is more. One small read a gzip file."""
+    or the size a gzip file's trailer or a zstd file's frame header says (:func:`stated_size`) where
+    that is more. One small read a gzip or zstd file."""
     listed = list(listed)
-    with ThreadPoolExecutor(TRAILER_READERS) as pool:
+    with ThreadPoolExecutor(SIZE_READERS) as pool:
         sizes = pool.map(_expanded, listed)
         return sum(size * outputs.JSON_PER_INPUT_BYTE for size in sizes)
 
 
 def _expanded(f: InputFile) -> float:
-    by_ratio = outputs.expected_input_bytes([(f.path, f.bytes)])
-    return max(by_ratio, gzip_size(f) or 0) if compress.codec_of(f.path) == "gzip" else by_ratio
+    return max(outputs.expected_input_bytes([(f.path, f.bytes)]), stated_size(f) or 0)
 
 
-def gzip_size(f: InputFile) -> int | None:
-    """A gzip file's ISIZE (its last member's uncompressed size mod 2^32), or None where its last 4 bytes
-    cannot be read or cannot be one (over :data:`DEFLATE_MOST` times the file). On a store, one ranged
-    GET of those 4 bytes (the listing gave the size)."""
-    if f.bytes < 18:  # a gzip member's header and trailer alone take 18 bytes
-        return None
+def stated_size(f: InputFile) -> int | None:
+    """The size once decompressed that a gzip file's ISIZE (its last member's, mod 2^32) or a zstd
+    file's first frame header states; None where it states none, cannot be read, or cannot be true
+    (over :data:`DEFLATE_MOST` or :data:`ZSTD_MOST` times the file). On a store, one ranged GET of
+    those bytes (the listing gave the size)."""
+    codec = compress.codec_of(f.path)
     try:
-        if is_remote(f.path):
-            fs, path = storage.filesystem(f.path)
-            with storage.translated(f.path):
-                tail = fs.cat_file(path, start=f.bytes - 4, end=f.bytes)
+        if codec == "gzip" and f.bytes >= 18:  # a gzip member's header and trailer alone take 18 bytes
+            tail = _read(f, f.bytes - 4, f.bytes)
+            size, most = (int.from_bytes(tail, "little") if len(tail) == 4 else None), DEFLATE_MOST
+        elif codec == "zstd" and f.bytes > 0:
+            import zstandard  # noqa: PLC0415 - optional dependency; only .zst inputs need it
+
+            size, most = zstandard.frame_content_size(_read(f, 0, min(f.bytes, ZSTD_HEADER))), ZSTD_MOST
         else:
-            with open_input(f.path) as stream:
-                stream.seek(f.bytes - 4)
-                tail = stream.read(4)
-    except Exception:  # noqa: BLE001 - gone or unreadable: the job says so; the ratio's estimate stands
+            return None
+    except Exception:  # noqa: BLE001 - gone, unreadable, no header: the job says so; the ratio's estimate stands
         return None
-    size = int.from_bytes(tail, "little") if len(tail) == 4 else None
-    return size if size is not None and size <= DEFLATE_MOST * f.bytes else None
+    return size if size is not None and 0 <= size <= most * f.bytes else None
+
+
+def _read(f: InputFile, start: int, end: int) -> bytes:
+    if is_remote(f.path):
+        fs, path = storage.filesystem(f.path)
+        with storage.translated(f.path):
+            return fs.cat_file(path, start=start, end=end)
+    with open_input(f.path) as stream:
+        stream.seek(start)
+        return stream.read(end - start)
