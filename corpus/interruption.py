@@ -11,7 +11,10 @@ kills them and quits at once (:func:`quit_at_once`), for a stop that hangs. Beam
 threads then die quietly (:func:`quiet_beam_threads`). A SIGTERM (a scheduler's stop, a preempted
 machine's, ``kill``) stops the job the same way and ends it as one
 :class:`~kolectra.core.errors.Terminated` (exit status 143), also when it reached the workers too
-(a process group's, Slurm's, a shutting-down machine's) and one of them died of it first.
+(a process group's, Slurm's, a shutting-down machine's) and one of them died of it first. A SIGHUP
+(the terminal's hangup) is one too (status 129). A signal the caller ignores on entry (``nohup``,
+``trap '' TERM``, a script's ``&`` for SIGINT) stays ignored (:mod:`kolectra.core.stops`); the workers,
+which inherit an ignored SIGTERM, are then stopped with SIGKILL (:func:`stop_local_workers`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 import traceback
 from typing import Iterator
 
+from kolectra.core import stops
 from kolectra.core.errors import Terminated
 from kolectra.core.verbosity import VERBOSE
 from kolectra.corpus.beam_logging import verbosity
@@ -61,7 +65,8 @@ class Interruption:
         self.happened = False
         self.failure: BaseException | None = None
         self._previous = None
-        self._previous_term = None  # the SIGTERM handler put back on leaving (the command's)
+        self._previous_stops: dict = {}  # the SIGTERM and SIGHUP handlers put back on leaving (the command's)
+        self._ctrl_c = True  # a Ctrl-C stops the job (else the caller ignores SIGINT: only the relay's wakes do)
         self._terminated = False
         self._ended = threading.Event()
         self._sweeper: threading.Thread | None = None
@@ -84,7 +89,8 @@ class Interruption:
     def stopped(self, what: str) -> KeyboardInterrupt:
         """The exception that ends a job stopped from outside: :class:`Terminated` after a SIGTERM
         (``what`` then says "terminated"), else KeyboardInterrupt."""
-        return Terminated(what.replace("interrupted", "terminated", 1)) if self.terminated else KeyboardInterrupt(what)
+        return (Terminated(what.replace("interrupted", "terminated" + stops.why(), 1)) if self.terminated
+                else KeyboardInterrupt(what))
 
     def terminated_soon(self, timeout: float) -> bool:
         """Whether a SIGTERM came, waiting up to ``timeout`` for one: a worker killed by SIGTERM was
@@ -93,14 +99,17 @@ class Interruption:
         return self.terminated or (self._relay is not None and self._relay.terminated.wait(timeout))
 
     def _handler(self, signum, frame):
-        if signum == signal.SIGTERM:
+        if signum in stops.STOPS:
+            stops.note(signum)
             self._terminated = True
+        elif not self._ctrl_c and not self.terminated and self.failure is None:
+            return  # the caller ignores Ctrl-C: a SIGINT is the job's only as a wake (a stop signal, fail())
         if self._raised:  # the relay's repeat, or Ctrl-C again (counted by the relay: _again): unwinding already
             return
         if self._entering or self._leaving:  # raised here it would leave the handlers and the relay in place
             if self.failure is None:  # the user's (else fail()'s wake: the job has ended already)
                 # a SIGTERM wins: the relay wakes this thread for one with a SIGINT, whose handler runs first
-                self._held_back = (signal.SIGTERM, frame) if self.terminated else self._held_back or (signum, frame)
+                self._held_back = (stops.received(), frame) if self.terminated else self._held_back or (signum, frame)
                 self.happened = True
             return
         self._raised = True
@@ -113,7 +122,7 @@ class Interruption:
         # Local workers ignore SIGINT (corpus/worker.py) and would finish their bundle (up to a
         # whole stage) before the runner could tear down: stop them now, quietly
         self._stop_workers()
-        previous = self._previous_term if signum == signal.SIGTERM else self._previous
+        previous = self._previous_stops.get(signum) if signum in stops.STOPS else self._previous
         if isinstance(getattr(previous, "__self__", None), Interruption) or (
                 signum == signal.SIGINT and callable(previous) and previous is not signal.default_int_handler):
             previous(signum, frame)  # an enclosing Interruption: its flag too
@@ -150,18 +159,21 @@ class Interruption:
             # middle, the handlers stayed installed and the relay ran on (no __exit__), and a SIGTERM whose
             # relayed SIGINT came before the relay was ours was taken for a Ctrl-C (exit 130, "interrupted")
             self._entering = True
+            self._ctrl_c = not stops.ignored(signal.SIGINT)  # SIGINT's handler is set all the same: the wakes need it
             self._previous = signal.signal(signal.SIGINT, self._handler)
-            self._previous_term = signal.signal(signal.SIGTERM, self._handler)
+            self._previous_stops = stops.catch(self._handler)
             outer = getattr(self._previous, "__self__", None)
             if isinstance(outer, Interruption) and outer._relay is not None:  # noqa: SLF001 - same class
                 self._relay = outer._relay  # noqa: SLF001 - same class
                 self._released = outer._released  # noqa: SLF001 - its relay closes: then ours go too
+                self._ctrl_c = outer._ctrl_c  # noqa: SLF001 - what the caller's SIGINT was
             else:
-                self._relay, self._own_relay = SigintRelay(STOP_SWEEP_S, again=self._again), True
+                self._relay = SigintRelay(STOP_SWEEP_S, again=self._again, ctrl_c=self._ctrl_c)
+                self._own_relay = True
             self._entering = False
             if self._held_back is not None:  # stopped before the job began: all undone, then raised as on leaving
                 term = self.terminated  # (the relay's flag: its SIGINT may have come before the SIGTERM's handler)
-                self._held_back = (signal.SIGTERM if term else signal.SIGINT, self._held_back[1])
+                self._held_back = (stops.received() if term else signal.SIGINT, self._held_back[1])
                 self.__exit__(None, None, None)  # the handler put back raises it (the command's, an enclosing one's)
                 raise Terminated() if term else KeyboardInterrupt  # one that raises nothing (SIG_DFL, SIG_IGN)
         return self
@@ -204,9 +216,9 @@ class Interruption:
             self._sweeper.join()
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
-        if self._previous_term is not None:
-            signal.signal(signal.SIGTERM, self._previous_term)
-        held = self._held_back and (self._previous_term if self._held_back[0] == signal.SIGTERM else self._previous)
+        stops.put_back(self._previous_stops)
+        held = self._held_back and (self._previous_stops.get(self._held_back[0]) if self._held_back[0] in stops.STOPS
+                                    else self._previous)
         if held and callable(held):  # a Ctrl-C (SIGTERM) while the job was left: the handler put back
             held(*self._held_back)  # gets it, as a moment later (no byte for a shared relay)
 
@@ -282,8 +294,21 @@ def stop_local_workers(how: int = signal.SIGTERM) -> int:
     """Terminate this process's worker processes (``python -m kolectra.corpus.worker``), found
     in /proc by parent pid: after Ctrl-C, FnApiRunner tears down by waiting for each worker to
     finish its bundle, which can be the rest of a stage. Returns how many were stopped;
-    elsewhere than Linux, none (the workers then finish their bundles first)."""
-    return sum(_signalled(pid, how) for pid in _proc_children(os.getpid()))
+    elsewhere than Linux, none (the workers then finish their bundles first). A worker that
+    ignores ``how`` (it inherits a SIGTERM the caller ignored: ``trap '' TERM``) gets SIGKILL."""
+    return sum(_signalled(pid, signal.SIGKILL if _ignores(pid, how) else how) for pid in _proc_children(os.getpid()))
+
+
+def _ignores(pid: int, signum: int) -> bool:
+    """Whether ``pid`` ignores ``signum``: its ``SigIgn`` mask in /proc."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _proc_children(parent: int) -> list[int]:

@@ -333,9 +333,9 @@ class LocalRunner(FnApiRunner):
                         raise
                     # the runner may see the closed channel before the worker's thread reports
                     if watch.reported.wait(DEATH_REPORT_WAIT) or stop.failure is not None:
-                        # a worker killed by SIGTERM with the launcher (a process group's stop): terminated
-                        if stop.terminated_soon(DEATH_REPORT_WAIT if "SIGTERM" in str(stop.failure or watch.error)
-                                                else 0.0):
+                        # a worker killed by SIGTERM (SIGHUP) with the launcher (a process group's stop): terminated
+                        told = str(stop.failure or watch.error)
+                        if stop.terminated_soon(DEATH_REPORT_WAIT if "SIGTERM" in told or "SIGHUP" in told else 0.0):
                             raise stop.stopped("interrupted: the job's workers were stopped") from None
                         raise (stop.failure or watch.error) from None
                     raise

@@ -29,6 +29,11 @@ read would take one of the user's later presses for it.
 A SIGTERM (a scheduler's stop, a preempted machine's, ``kill``) is relayed the same way, through
 the same SIGINT to the main thread, once :attr:`SigintRelay.terminated` is set: the handler that
 runs then stops the job as for Ctrl-C and says it was terminated. It is never counted as a press.
+A SIGHUP (the terminal's hangup) is relayed as a SIGTERM is (:mod:`kolectra.core.stops`).
+
+Where the caller ignores Ctrl-C (SIG_IGN on entry: a script's ``kolectra corpus ... &``), the job still
+needs a SIGINT handler for the wakes (a SIGTERM, a worker that died), but a SIGINT of the user's is
+not relayed (``ctrl_c=False``): the job's handler then acts on the wakes alone.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import socket
 import threading
 from typing import Callable
 
+from kolectra.core import stops
+
 
 class SigintRelay:
     """From construction (in the main thread) until :meth:`close`, a SIGINT reaches the main
@@ -45,8 +52,9 @@ class SigintRelay:
     SIGINT after :meth:`acted` calls ``again`` (in this relay's thread). Another wakeup fd
     (asyncio's) is set aside meanwhile and put back by :meth:`close`."""
 
-    def __init__(self, every: float, again: Callable[[], None] | None = None):
+    def __init__(self, every: float, again: Callable[[], None] | None = None, ctrl_c: bool = True):
         self.every = every
+        self.ctrl_c = ctrl_c  # the user's SIGINTs are relayed (else the caller ignores them: only wakes are)
         self._again = again
         self._main = threading.main_thread().ident
         self._main_tid = threading.main_thread().native_id
@@ -94,13 +102,16 @@ class SigintRelay:
     def _relay(self) -> None:
         while data := self._read.recv(64):  # b"" once close() closed the other end
             for byte in data:
-                if byte not in (signal.SIGINT, signal.SIGTERM):
+                if byte != signal.SIGINT and byte not in stops.STOPS:
                     continue
                 if self._closed.is_set():
                     return
-                if byte == signal.SIGTERM:
+                if byte in stops.STOPS:
+                    stops.note(byte)
                     self.terminated.set()
                 users = byte == signal.SIGINT and self._users()
+                if users and not self.ctrl_c:  # the caller ignores Ctrl-C: not the job's to act on
+                    continue
                 while not (self._acted.is_set() or self._closed.is_set()):
                     self.wake()  # its byte comes back here: one of ours
                     self._acted.wait(self.every)

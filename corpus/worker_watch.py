@@ -24,7 +24,7 @@ from kolectra.corpus.beam_local import SEND_THREAD
 _EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
 _WHY = {signal.SIGKILL: "the kernel's out-of-memory killer, or kill -9",
         signal.SIGSEGV: "a crash in native code", signal.SIGABRT: "a crash in native code",
-        signal.SIGTERM: "stopped from outside"}
+        signal.SIGTERM: "stopped from outside", signal.SIGHUP: "its terminal hung up"}
 
 
 class WorkerDied(OSError):

@@ -11,6 +11,9 @@ was. Raised at once, as before, are a second SIGTERM, one before this process fi
 has nothing newer than its checkpoint to save) and one on several hosts that cannot agree on a
 step between them (XLA pods: see :meth:`kolectra.model.device.Device.any_rank`).
 
+A SIGHUP (the terminal's hangup: an SSH session that dropped) stops the run the same way, unless the
+caller ignores it (``nohup``), as an ignored SIGTERM stays ignored: :mod:`kolectra.core.stops`.
+
 Ranks: every rank of a torchrun job checks at each log step (every ``train.log_every`` steps)
 whether any rank was asked to stop (one all-reduce of a flag in the job's own group, where the
 loss is read back anyway: no host sync between log steps, no second process group), so they stop at
@@ -23,9 +26,9 @@ work of that log step (rank 0's metrics lines: :mod:`model.rank_failures`).
 
 from __future__ import annotations
 
-import signal
 import threading
 
+from kolectra.core import stops
 from kolectra.core.errors import Terminated
 from kolectra.model.rank_failures import FAILED, settle
 
@@ -38,18 +41,15 @@ class StopAtStepEnd:
         self.dev = dev
         self.requested = False
         self._armed = False
-        self._previous = None
-        self._installed = False
+        self._previous: dict = {}
 
     def __enter__(self) -> "StopAtStepEnd":
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handler)
-            self._installed = True
+            self._previous = stops.catch(self._handler)
         return self
 
     def __exit__(self, kind, *exc) -> None:
-        if self._installed:
-            signal.signal(signal.SIGTERM, self._previous)
+        stops.put_back(self._previous)
         if self.requested and kind is None:  # came after the last step's check: not lost, raised here
             raise Terminated()
 
@@ -59,6 +59,7 @@ class StopAtStepEnd:
         self._armed = self.dev.ranks_can_agree
 
     def _handler(self, signum, frame) -> None:
+        stops.note(signum)
         if self._armed and not self.requested:
             self.requested = True  # nothing printed here: a handler may interrupt a print of the main thread
             return

@@ -30,6 +30,7 @@ from typing import Callable
 
 import torch
 
+from kolectra.core import stops
 from kolectra.core.config import to_dict
 from kolectra.core.errors import KolectraError, Terminated
 from kolectra.core.stage import StageOutput, progress
@@ -345,7 +346,7 @@ def train_loop(run: Run, out_dir: Path, steps: range,
     checkpoint every ``save_every``. Between log steps nothing here waits for the device (no host
     sync: tests/test_model_loop_syncs.py), so on a GPU the host runs ahead queueing the next steps."""
     t = run.cfg.train
-    with StopAtStepEnd(run.dev) as sigterm:  # a SIGTERM ends the step, saves it, then stops
+    with StopAtStepEnd(run.dev) as sigterm:  # a SIGTERM (SIGHUP) ends the step, saves it, then stops
         for step in steps:
             try:
                 if step == run.first_step:
@@ -372,10 +373,10 @@ def train_loop(run: Run, out_dir: Path, steps: range,
                         except Terminated as e:  # a second SIGTERM (bare): the step is saved here all the same
                             if str(e):
                                 raise
-                            raise Terminated(f"terminated (SIGTERM) after step {done} of {t.steps}, saved as the "
+                            raise Terminated(f"terminated ({stops.name()}) after step {done} of {t.steps}, saved as the "
                                              f"checkpoint {saved.name}") from None
             if stop:
-                raise Terminated(f"terminated (SIGTERM) after step {done} of {t.steps}, saved as the "
+                raise Terminated(f"terminated ({stops.name()}) after step {done} of {t.steps}, saved as the "
                                  f"checkpoint {saved.name}")
 
 

@@ -11,15 +11,16 @@ printed a KeyboardInterrupt traceback from the import machinery.
 A SIGTERM then (a scheduler's stop as the job starts) ended the process by the signal with nothing
 written, so the job's log had no trace of it: :func:`main` turns it into :class:`Terminated` until
 the command's handler takes over, and puts the disposition it found back when it returns.
+A SIGHUP (the terminal's hangup) is one too, unless the caller ignores it (``nohup``): :mod:`kolectra.core.stops`.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 
+from kolectra.core import stops  # (imports nothing of kolectra's either)
 from kolectra.core.errors import BY_TORCHRUN, Terminated  # no import of its own: the handler needs it at once
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -31,7 +32,8 @@ TERMINATED_LINE = "kolectra: terminated while starting; nothing was done"
 def main(argv: list[str] | None = None) -> int:
     """The command's exit status (:func:`kolectra.pipeline.cli.commands.main`); a Ctrl-C or a SIGTERM
     before the command's handler is in place (:func:`kolectra.pipeline.cli.errors.handled`) is one
-    line, 130 or 143."""
+    line, 130 or 143 (129: a SIGHUP)."""
+    stops.forget()
     found = _terminated_while_starting()
     try:
         from kolectra.pipeline.cli import commands  # noqa: PLC0415 - here, so that a Ctrl-C in it is caught
@@ -41,31 +43,30 @@ def main(argv: list[str] | None = None) -> int:
         errors = sys.modules.get("kolectra.pipeline.cli.errors")  # imported by then, unless cut short itself
         if not getattr(errors, "ENTERED", False):  # else its line is out (Ctrl-C again as it was said)
             try:
-                print(TERMINATED_LINE + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
+                print(TERMINATED_LINE.replace("terminated", "terminated" + stops.why(), 1) + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
                       if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
             except BrokenPipeError:  # stderr's reader is gone: the status still says it
                 from kolectra.core import streams  # noqa: PLC0415
 
                 streams.lost(sys.stderr)
-        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130  # errors.EXIT_INTERRUPTED
+        return stops.status() if isinstance(e, Terminated) else 130  # errors.EXIT_INTERRUPTED
     finally:
-        if found is not None:
-            signal.signal(signal.SIGTERM, found)
+        stops.put_back(found)
 
 
 def _terminate(signum, frame):
+    stops.note(signum)
     raise Terminated()
 
 
 def _terminated_while_starting():
-    """SIGTERM raises :class:`Terminated` from now on (``handled`` puts this back when its command is
-    done, and :func:`main` the disposition found); the disposition found, or None where it is left
-    alone: a thread other than the main one cannot set handlers, and an ignored SIGTERM (or a
-    handler of a caller's own, kolectra called as a library) is the caller's choice."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None
-    return signal.signal(signal.SIGTERM, _terminate)
+    """SIGTERM and SIGHUP raise :class:`Terminated` from now on (``handled`` puts this back when its
+    command is done, and :func:`main` the dispositions found); the dispositions found, of those not left
+    alone: a thread other than the main one cannot set handlers, and an ignored signal (or a handler of
+    a caller's own, kolectra called as a library) is the caller's choice."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return stops.catch(_terminate, only_default=True)
 
 
 def __getattr__(name: str):

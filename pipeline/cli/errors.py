@@ -3,7 +3,7 @@
 :func:`handled` wraps a command. A *known* failure — one of kolectra's errors, decided by class
 (:class:`kolectra.core.errors.KolectraError`: a user input or the environment), the
 operating system saying no (disk full, a file-size limit, a directory where a file should be,
-permissions) or an interrupt (Ctrl-C, SIGTERM) — prints ``kolectra CMD: error: ...`` naming the
+permissions) or an interrupt (Ctrl-C, SIGTERM, SIGHUP) — prints ``kolectra CMD: error: ...`` naming the
 input, plus what the store kept or removed (the notes it attaches), and exits non-zero. Anything
 else is a bug: its traceback goes to ``ROOT/.logs/<time>-<command>.log`` and the one line says so.
 A reader that closes stdout early (``kolectra artifacts show X | head``) is no failure: the
@@ -34,7 +34,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kolectra.core import streams
+from kolectra.core import stops, streams
 from kolectra.core.errors import BY_TORCHRUN, KolectraError, Terminated
 from kolectra.core.shown import shown
 
@@ -100,13 +100,15 @@ def write_trace(root: Path, command: str, e: BaseException) -> Path:
 
 @contextlib.contextmanager
 def _interrupts() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated`; after an interrupt, other threads' tracebacks are dropped."""
+    """SIGTERM and SIGHUP raise :class:`Terminated` (but where the caller ignores them:
+    :mod:`kolectra.core.stops`); after an interrupt, other threads' tracebacks are dropped."""
     def terminate(signum, frame):
+        stops.note(signum)
         raise Terminated()
 
-    old, hook, interrupted = None, threading.excepthook, False
+    old, hook, interrupted = {}, threading.excepthook, False
     if threading.current_thread() is threading.main_thread():
-        old = signal.signal(signal.SIGTERM, terminate)
+        old = stops.catch(terminate)
     try:
         yield
     except KeyboardInterrupt:
@@ -115,8 +117,7 @@ def _interrupts() -> Iterator[None]:
         logging.disable(logging.CRITICAL)
         raise
     finally:
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
+        stops.put_back(old)
         if not interrupted:  # else the process is ending: Beam's threads die as it shuts down, after the line
             threading.excepthook = hook
         logging.disable(logging.NOTSET)
@@ -133,11 +134,11 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
             return code
     except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
         e = _first_interrupt(e)
-        why = str(e) or ("terminated" + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
+        why = str(e) or ("terminated" + stops.why() + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
                          if isinstance(e, Terminated) else "interrupted")
         notes = getattr(e, "__notes__", []) or ([] if str(e) else ["nothing was published"])
         _say(command, "; ".join([why, *notes]))
-        code = 128 + signal.SIGTERM if isinstance(e, Terminated) else EXIT_INTERRUPTED
+        code = stops.status() if isinstance(e, Terminated) else EXIT_INTERRUPTED
         _end_despite_threads(code)
         return code
     except Exception as e:  # noqa: BLE001 - the command's last handler: every failure becomes one line
