@@ -394,41 +394,21 @@ def watch(health: dict, standing: dict | None, expected: str | None = None) -> t
 
 
 def warns_anew(health: dict, standing: dict | None) -> bool:
-    """Whether a not-learning ``health`` is warned of while ``standing`` (the verdict of the warning printed and
-    not withdrawn; None: none) stands: when none does, or the standing one is about mlm_then_rtd's MLM phase
-    alone and this names another problem. Such a warning silenced its RTD's: with objective.disc_mlm_weight=0
-    (tiny, 60 steps of 8, MLM to 24) the MLM phase was warned of at step 6, and the RTD discriminator at the
-    class prior, which the run was warned of at step 30 before that phase was judged (e196c85), was said
-    nowhere but the verdict; the MLM phase is never judged again once its RTD is (:func:`withdraws`)."""
-    if health["status"] != "not_learning":
-        return False
-    if standing is None:
-        return True
-    phase_only = all(p.startswith(DISC_MLM_STUCK) for p in standing.get("problems", ()))
-    return phase_only and any(not p.startswith(DISC_MLM_STUCK) for p in health.get("problems", ()))
+    """Whether a not-learning ``health`` is warned of while ``standing`` stands (:func:`watch`): when it names a
+    part that no standing warning is about."""
+    return health["status"] == "not_learning" and any(
+        part(p) not in standing_since(standing) for p in health.get("problems", ()))
 
 
 def withdraws(health: dict, standing: dict | None = None) -> bool:
-    """Whether ``health`` withdraws a standing warning (``standing``, the verdict that gave it): ok, and the
-    discriminator judged where it was scored. Windows whose scored tokens were all replaced (electra15, a
-    generator that replaced every masked slot: no AUC) leave its checks unmade, so they show no learning: a
-    batch-2 run's windows of that kind said "learning now" three times in 120 steps between warnings (m8).
-    mlm_then_rtd's windows before its RTD is judged passed every check made; a warning about its MLM phase
-    is withdrawn only by windows that judged the discriminator again, its MLM phase's or its RTD's (the
-    first RTD windows, in that phase's warm-up, judge neither). A warning about the generator alone is
-    withdrawn by windows that judge the generator again (its figures are in every line), whatever the
-    discriminator's scored: electra15, tiny, batch 2, lr 5e-4 warned 'the generator has not left uniform
-    guessing (loss 4.90, accuracy 0.000)' at step 6, and with its accuracy at 0.05-0.35 from step 9 on, windows of
-    replaced tokens only kept the warning, which ended the run as its verdict, 'stands ... did not judge the
-    discriminator again', of a generator that had left uniform guessing and a discriminator never warned of."""
-    f = health["figures"]
-    judged = health["status"] == "ok" or health.get("reason") == ENDED_IN_RTD_WARMUP
-    problems = tuple(standing.get("problems", ())) if standing else ()
-    if problems and all(p.startswith(GENERATOR_FINDING) for p in problems):
-        return judged and "gen_loss" in f
-    if standing and any(p.startswith(DISC_MLM_STUCK) for p in standing.get("problems", ())):
-        judged = judged and ("disc_mlm_loss" in f or "disc_auc" in f)
-    return judged and ("disc_loss" not in f or "disc_auc" in f)
+    """Whether ``health`` withdraws the whole of a standing warning (``standing``, the verdict that gave it;
+    None: judged as one about the discriminator): every part it names judged again without a finding
+    (:func:`judges`). A warning about the generator alone is withdrawn by windows that judge the generator again,
+    whatever the discriminator's scored: electra15, tiny, batch 2, lr 5e-4 warned 'the generator has not left
+    uniform guessing (loss 4.90, accuracy 0.000)' at step 6, and with its accuracy at 0.05-0.35 from step 9 on,
+    windows of replaced tokens only kept the warning, which ended the run as its verdict."""
+    since = standing_since(standing) or {"discriminator": None}
+    return health["status"] != "not_learning" and len(_withdrawn(health, since)) == len(since)
 
 
 def final(health: dict, standing: dict | None, end_step: int | None = None) -> dict:

@@ -227,12 +227,11 @@ def watch_health(run: Run, lines: list[dict]) -> None:
     if lines[-1]["step"] <= run.cfg.train.warmup_steps:
         return
     verdict = health.verdict(lines, run.health_context())
-    if health.warns_anew(verdict, run.standing if run.warned else None):  # none stands, or the MLM phase's alone
-        run.warned, run.standing = True, verdict
-        progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
-    elif run.warned and health.withdraws(verdict, run.standing):
-        run.warned, run.standing = False, None
-        progress("pretrain: " + health.recovery_text(verdict))
+    # each part (generator, discriminator, ...) warned of and withdrawn on its own
+    run.standing, said = health.watch(verdict, run.standing if run.warned else None, run.expected_untrained)
+    run.warned = run.standing is not None
+    for line in said:
+        progress("pretrain: " + line)
 
 
 def train_step(run: Run, step: int) -> None:

@@ -47,7 +47,8 @@ def _root(chain: Path, dest: Path) -> tuple[Path, str]:
 
 
 def _pretrain(root: Path, ex: str, capsys, run: tuple[str, ...], *extra: str) -> tuple[int, str, str]:
-    flags = [f"--set={s}" for s in ("train.lr=3e-3", "train.cpu_threads=1", *run[1:])]
+    lr = () if any(s.startswith("train.lr=") for s in run[1:]) else ("train.lr=3e-3",)  # a rate given is the run's
+    flags = [f"--set={s}" for s in (*lr, "train.cpu_threads=1", *run[1:])]
     rc = main(["pretrain", "--examples", ex, "--out", str(root), "--preset", "tiny", "--objective", run[0],
                *flags, *extra])
     out = capsys.readouterr()
@@ -157,3 +158,33 @@ def test_a_warning_standing_over_a_resume_into_a_longer_warm_up_names_the_run_s_
     art = Path(out.strip().splitlines()[-1])
     for net in ("discriminator", "generator"):
         assert want in (art / "hf" / net / "README.md").read_text(encoding="utf-8")
+
+
+ELECTRA15_PARTS = ("electra15", "train.steps=60", "train.batch_size=2", "train.warmup_steps=4", "train.log_every=3",
+                   "train.lr=5e-4", "train.save_every=7")
+
+
+@pytest.mark.parametrize("stop, as_saved_before", [(8, False), (15, False), (15, True)])
+def test_each_part_s_warning_resumes_as_the_straight_run(chain, tmp_path, capsys, monkeypatch, stop, as_saved_before):
+    """electra15, 60 steps of 2 rows at lr 5e-4 (q12): the generator warned of at step 6, withdrawn at step 9, where
+    the discriminator at the class prior is warned of (a standing warning about the generator silenced it before).
+    Stopped with the generator's warning standing (checkpoint 7) or the discriminator's (14), the resumed run says
+    and ends as the straight one; a checkpoint whose standing has no parts' steps (saved before) resumes the same."""
+    want, want_lines, want_events = _straight(chain, tmp_path, capsys, ELECTRA15_PARTS)
+    assert want_events == [(6, "warned"), (9, "withdrawn"), (9, "warned")], want_events  # before: 6, then 15
+    root, ex, _, saved = _stopped(chain, tmp_path, capsys, monkeypatch, ELECTRA15_PARTS, stop)
+    if as_saved_before:  # one verdict standing, as written before each part stood on its own
+        path = saved / "state.pt"
+        state = checkpoint.decode(torch.load(path, map_location="cpu", weights_only=True))
+        assert state["health"]["standing"].pop("since") == {"discriminator": 9}
+        torch.save(checkpoint.encode(state), path)
+        manifest = json.loads((saved / checkpoint.MANIFEST).read_text(encoding="utf-8"))
+        manifest["files"]["state.pt"] = {"bytes": path.stat().st_size, "sha256": filehash.sha256(path)}
+        (saved / checkpoint.MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    rc, out, err = _pretrain(root, ex, capsys, ELECTRA15_PARTS, "--resume")
+    assert rc == 0, err[-3000:]
+    got, lines = _result(out)
+    assert lines == want_lines and got == want, got
+    assert _events(err) == [e for e in want_events if e[0] > stop - 1], err
+    standing = "the generator has not left" if stop == 8 else "the discriminator sits at the class prior"
+    assert "stands until the checks pass again: " + standing in err

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kolectra.model import health
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import small_chain
@@ -120,14 +121,21 @@ def test_a_warning_about_the_generator_alone_goes_once_the_generator_learns(exam
     """electra15, 60 steps of 2 rows at lr 5e-4 (q2): warned at step 6 that the generator had not left uniform
     guessing; its accuracy was 0.05-0.35 from step 12, but its windows scored replaced tokens only (no AUC), so
     nothing withdrew the warning and the run ended not_learning on the generator's step-6 figures ('It stands at
-    the end: ... did not judge the discriminator again'). Windows that judge the generator withdraw it."""
+    the end: ... did not judge the discriminator again'). Windows that judge the generator withdraw it, and (q12)
+    the discriminator at the class prior in the same window, which the generator's warning silenced, is warned of
+    then; no window after it scored both classes, so that warning, not the generator's, stands at the end."""
     err, art = _run(examples, capsys, "electra15", "train.steps=60", "train.batch_size=2", "train.warmup_steps=4",
                     "train.log_every=3", "train.lr=5e-4")
     assert "(step 6): the generator has not left uniform guessing" in err, err
     events = _events(err)
-    assert events[:2] == [(6, "warned"), (15, "withdrawn")], err  # before: [(6, 'warned')]
+    assert events == [(6, "warned"), (9, "withdrawn"), (9, "warned")], err  # before: [(6, 'warned')], then (15, ...)
+    assert "learning now (step 9): the earlier warning about the generator no longer holds." in err
+    assert "(step 9): the discriminator sits at the class prior" in err  # before: said nowhere but the verdict
     verdict = _verdict(art)
-    assert verdict["status"] == "ok" and "stands" not in verdict, verdict  # before: not_learning, stands
+    assert verdict["status"] == "not_learning", verdict  # before q2: on the generator's step 6
+    assert [health.part(p) for p in verdict["problems"]] == ["discriminator"], verdict
+    assert verdict["stands"].startswith("It stands at the end: the windows after step 9, to step 60, did not judge "
+                                        "the discriminator again"), verdict
 
 
 def test_mlm_then_rtd_warned_of_its_mlm_phase_is_warned_of_its_rtd_at_the_prior_too(examples, capsys):
