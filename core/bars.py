@@ -40,7 +40,9 @@ def write(line: str) -> None:
     try:
         tqdm.write(line, file=sys.stderr)
         sys.stderr.flush()
-    except BrokenPipeError:
+    except OSError as e:
+        if not streams.gone(e):
+            raise
         streams.lost(sys.stderr)
 
 
@@ -79,7 +81,7 @@ class Bar:
     def advance(self, n: int = 1) -> None:
         before, self.n = self.n, self.n + n
         if self.bar is not None:
-            self.bar.update(n)
+            self._drawn(self.bar.update, n)
         elif (self.every and (self.n - self.initial) // self.every > (before - self.initial) // self.every
               and time.monotonic() - self.last_line >= self.min_seconds):
             self._line()
@@ -89,9 +91,18 @@ class Bar:
         for reports that arrive after the loop moved on (XLA delivers a step's metrics later)."""
         self.text = text
         if self.bar is not None:
-            self.bar.set_postfix_str(text)
+            self._drawn(self.bar.set_postfix_str, text)
         else:
             self._line(at)
+
+    def _drawn(self, draw, *args) -> None:
+        """``draw(*args)`` on the bar; a terminal that hung up (EIO) loses the bar, not the command."""
+        try:
+            draw(*args)
+        except OSError as e:
+            if not streams.gone(e):
+                raise
+            streams.lost(self.stream)
 
     def line(self, at: int | None = None) -> str:
         """The line-mode text: ``desc n/total [elapsed<remaining, rate] text``."""
@@ -111,7 +122,7 @@ class Bar:
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.close()
+            self._drawn(self.bar.close)
             self.bar = None
         elif self.every and self.n != self.shown:  # the last stretch, shorter than ``every``
             self._line()

@@ -6,13 +6,22 @@ Python ignores SIGPIPE, so the write raised BrokenPipeError wherever the line wa
 training step's log line, before the step SIGTERM asked for was saved, ending the command with status 0
 or 1 instead of 143. :func:`lost` points the stream's file descriptor at the null device, so that this
 line, what is still buffered and every later one (other threads', the interpreter's flush at exit) go
-nowhere, and the command goes on as it would with a reader.
+nowhere, and the command goes on as it would with a reader. A terminal that hung up (an SSH session
+that dropped: its SIGHUP stops the command as SIGTERM does, :mod:`kolectra.core.stops`) is one too: a
+write to it fails with EIO, which ended ``kolectra pretrain`` with status 1 before its step was saved.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+
+
+def gone(e: BaseException) -> bool:
+    """A write failed because nobody can read the stream: a pipe whose reader closed it, a terminal
+    that hung up (EIO)."""
+    return isinstance(e, BrokenPipeError) or (isinstance(e, OSError) and e.errno == errno.EIO)
 
 
 def lost(stream) -> None:

@@ -9,7 +9,9 @@ stays ignored, and the corpus job's workers (which inherit it) are still stopped
 from __future__ import annotations
 
 import os
+import pty
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -56,6 +58,36 @@ def test_a_hangup_while_pretraining_saves_the_step_and_ends_129(chain, tmp_path)
     assert code == 129 and (m := _HUNG_UP.match(line)), err[-3000:]  # before: -1, no line, no checkpoint
     step = int(m.group(1))
     assert checkpoint.latest(Path(m.group(3)) / "out").name == f"step-{step:08d}"
+
+
+def test_a_terminal_that_hangs_up_while_pretraining_saves_the_step_and_ends_129(chain, tmp_path):  # noqa: F811
+    """The real thing: the command on a terminal of its own (its controlling one), whose other end closes
+    (an SSH session that drops). After the SIGHUP, every write to the terminal fails with EIO: the next
+    progress line's raised OSError and ended the command with status 1, no step saved (d2ae8ac)."""
+    store, ex = _copy(chain, tmp_path / "root")
+    flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
+    cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out", str(store.root),
+           *flags, "--steps", "100000", "--save-every", "50000"]
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: a session of its own, the terminal its controlling one
+        os.chdir(REPO)
+        os.execve(sys.executable, cmd, {**os.environ, "PYTHONPATH": str(REPO)})
+    seen, deadline = b"", time.monotonic() + 120
+    try:
+        while b"step 1 took" not in seen and time.monotonic() < deadline:
+            if select.select([terminal], [], [], 1.0)[0]:
+                seen += os.read(terminal, 4096)
+    finally:
+        os.close(terminal)  # the terminal hangs up: SIGHUP to its foreground group, EIO on every write
+    waited = time.monotonic() + 120
+    while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < waited:
+        time.sleep(0.1)
+    if ended[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        ended = os.waitpid(pid, 0)
+    assert b"step 1 took" in seen, seen[-2000:]
+    assert os.waitstatus_to_exitcode(ended[1]) == 129  # before: 1 (EIO), -1 (no handler)
+    assert [p.name for p in store.root.rglob("step-*")], "no checkpoint of the step"
 
 
 @pytest.mark.parametrize("ignored, sent", [((signal.SIGHUP,), signal.SIGHUP), ((signal.SIGTERM,), signal.SIGTERM)],

@@ -45,9 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 print(TERMINATED_LINE.replace("terminated", "terminated" + stops.why(), 1) + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
                       if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
-            except BrokenPipeError:  # stderr's reader is gone: the status still says it
+            except OSError as err:  # stderr's reader is gone (a terminal hung up): the status still says it
                 from kolectra.core import streams  # noqa: PLC0415
 
+                if not streams.gone(err):
+                    raise
                 streams.lost(sys.stderr)
         return stops.status() if isinstance(e, Terminated) else 130  # errors.EXIT_INTERRUPTED
     finally:

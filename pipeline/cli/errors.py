@@ -244,7 +244,9 @@ def _say(command: str, text: str) -> str:
     line = f"kolectra {command}: {shown(text, lines=True)}"
     try:
         print(line, file=sys.stderr, flush=True)
-    except BrokenPipeError:  # stderr's reader is gone (`2>&1 | tee`, tee stopped with it): the status still says it
+    except OSError as e:  # stderr's reader is gone (`2>&1 | tee`, tee stopped with it; a terminal hung up)
+        if not streams.gone(e):
+            raise
         streams.lost(sys.stderr)
     return line
 
