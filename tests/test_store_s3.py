@@ -580,3 +580,40 @@ def test_a_live_build_of_another_user_hidden_by_proc_s_hidepid_keeps_its_lease()
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_step_a_follower_s_part_never_reached_keeps_the_one_before_in_the_store(bucket, tmp_path):
+    """Each rank copies its own part of a checkpoint to the store, rank 0 the rest and the manifest, and
+    rank 0 then removed every older step. A follower whose part of step 8 lagged and whose machine went
+    (2 gloo ranks on moto, rank 1 killed before its upload) left the store step 8 without rank-1.pt and no
+    step 4: every --resume fetched step 8 and ended ('.../rank-1.pt: missing; was this checkpoint written
+    with another number of ranks?'), the run lost. Now the step before stays until the new one has as many
+    parts, and a step lacking one is not complete: --resume fetches step 4."""
+    store = open_store(f"{bucket}/parts")
+    store._run_url, store._logs = storage.join(store.url, ".work", "checkpoint-q7"), {}
+
+    def saved(rank: int, step: int) -> None:
+        step_dir = tmp_path / f"rank-{rank}" / "checkpoints" / f"step-{step:08d}"
+        step_dir.mkdir(parents=True)
+        names = [f"rank-{rank}.pt"] + ["model.safetensors", "state.pt", "manifest.json"] * (rank == 0)
+        for name in names:
+            (step_dir / name).write_text(f"{name} {step}")
+        store._run_rank = rank
+        store.checkpoint_saved(step_dir)
+
+    def steps() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for rel in storage.listing(f"{store._run_url}/out/checkpoints"):
+            found.setdefault(rel.split("/")[0], []).append(rel.split("/")[1])
+        return {step: sorted(names) for step, names in found.items()}
+
+    saved(0, 4), saved(1, 4)
+    saved(0, 8)  # rank 1's part of step 8 never comes
+    assert steps() == {"step-00000004": ["manifest.json", "model.safetensors", "rank-0.pt", "rank-1.pt", "state.pt"],
+                       "step-00000008": ["manifest.json", "model.safetensors", "rank-0.pt", "state.pt"]}
+    assert store._steps(storage.listing(store._run_url)) == ["step-00000004"]  # what --resume fetches
+    saved(1, 8)
+    saved(0, 12)  # step 8 complete now: step 4 goes, step 8 stays until step 12 has rank 1's part
+    assert sorted(steps()) == ["step-00000008", "step-00000012"]
+    saved(1, 12), saved(0, 16), saved(1, 16), saved(0, 20)
+    assert sorted(steps()) == ["step-00000016", "step-00000020"]

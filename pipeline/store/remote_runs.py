@@ -132,9 +132,13 @@ class StoreRuns:
 
     @staticmethod
     def _steps(objects) -> list[str]:
-        """The store's complete checkpoints of a run (their manifest written last), oldest first."""
-        return sorted({rel.split("/")[2] for rel in objects if rel.startswith(f"out/{CHECKPOINTS}/step-")
-                       and rel.endswith("/" + MANIFEST) and rel.count("/") == 3})
+        """The store's complete checkpoints of a run, oldest first (:func:`complete`)."""
+        files: dict[str, set[str]] = {}
+        for rel in objects:
+            if rel.startswith(f"out/{CHECKPOINTS}/step-") and rel.count("/") == 3:
+                step, name = rel.split("/")[2:]
+                files.setdefault(step, set()).add(name)
+        return complete(files)
 
     def _store_ahead(self, remote_run: str, run: workspace.Run) -> bool:
         """Whether the store holds a newer complete checkpoint of the run than this machine's copy:
@@ -194,11 +198,29 @@ class StoreRuns:
                 self._landing = step_dir.name
             storage.upload(str(f), storage.join(target, f.name))
         self._in_store = step_dir.name  # complete there: only now are the older steps removed
-        for rel in {r.split("/")[0] for r in storage.listing(base)}:
-            if rel != step_dir.name and rel.startswith("step-"):
+        files: dict[str, set[str]] = {}
+        for rel in storage.listing(base):
+            step, _, name = rel.partition("/")
+            files.setdefault(step, set()).add(name)
+        done = complete(files)  # the older one stays until the followers' parts of this one are in too
+        keep = {step_dir.name, *([] if step_dir.name in done or not done else [done[-1]])}
+        for rel in files:
+            if rel not in keep and rel.startswith("step-"):
                 storage.remove(storage.join(base, rel), recursive=True)
         for log in self._logs.values():  # the parts a merge replaced: once the checkpoint past them is complete
             log.prune()
+
+
+def complete(files: dict[str, set[str]]) -> list[str]:
+    """The steps of a run's checkpoints in the store (step -> its file names) that are complete, oldest
+    first: their manifest in (rank 0 writes it last) and as many ranks' parts (``rank-R.pt``) as the step
+    with the most. Each follower copies its own part beside rank 0's copy; one still on its way, or lost
+    with its machine, leaves the step without it, and a --resume from there ended every rank ('rank-1.pt:
+    missing') while rank 0 had already removed the step before, which had them all."""
+    parts = {step: sum(n.startswith("rank-") and n.endswith(".pt") for n in names)
+             for step, names in files.items() if step.startswith("step-") and MANIFEST in names}
+    most = max(parts.values(), default=0)
+    return sorted(step for step, n in parts.items() if n == most)
 
 
 class RemoteRun:
