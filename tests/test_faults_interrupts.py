@@ -188,15 +188,60 @@ def test_ctrl_c_during_the_examples_job_is_one_line(many_documents, workers):
     store, corpus, vocab = many_documents
     cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "examples", "--corpus", str(corpus.path), "--vocab",
            str(vocab.path), "--out", str(store.root), "--force", f"--direct_num_workers={workers}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = ""
-    while "examples: 1 train shard(s)" not in seen and proc.poll() is None:  # the job is starting ...
-        seen = proc.stderr.readline()
-    time.sleep(2.5)  # ... and running (about 5 s of work on one worker)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    # about 3 s of work on one worker: a loaded machine once let the job end (its artifact published) before
+    # the Ctrl-C, which is no failure of the Ctrl-C during the job; then it is tried again, sooner
+    for wait in (1.5, 0.5, 0.1):
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = ""
+        while "examples: 1 train shard(s)" not in seen and proc.poll() is None:  # the job is starting ...
+            seen = proc.stderr.readline()
+        time.sleep(wait)  # ... and running
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        after_the_job = out != "" or (proc.returncode == 130 and len(err.strip().splitlines()) == 1
+                                      and "during the examples job" not in err)
+        if not after_the_job:
+            break
     assert proc.returncode == 130 and out == "", err[-3000:]
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err[-3000:]
     assert err.startswith("kolectra examples: interrupted during the examples job") and "nothing published" in err
     assert not list((store.root / ".tmp").iterdir())
+
+
+def test_a_ctrl_c_while_the_process_exits_after_the_command_is_one_line():
+    # a Ctrl-C as the interpreter exits (kolectra examples had printed its artifact 0.4 s before):
+    # before, a KeyboardInterrupt traceback ('Exception ignored in atexit callback'), or the process
+    # ended by SIGINT itself (-2, no line) once Python had put the default disposition back
+    proc = _python("""
+        import atexit, os, signal, sys, time
+        from pathlib import Path
+        from kolectra.pipeline.cli import errors
+        def run():
+            print("/store/examples/x")
+            return 0
+        code = errors.handled("examples", lambda: Path("/tmp"), run)
+        def ctrl_c():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        atexit.register(ctrl_c)  # registered last: runs first, while the exit's Python code runs
+        sys.exit(code)
+    """)
+    assert (proc.returncode, proc.stdout) == (130, "/store/examples/x\n"), proc.stderr
+    assert proc.stderr == ("kolectra examples: interrupted while exiting, after the command had finished "
+                           "(what it printed above stands)\n")
+
+
+def test_a_ctrl_c_as_the_interpreter_frees_its_modules_does_not_kill_the_process_by_the_signal():
+    proc = _python("""
+        import os, signal, sys, time
+        from pathlib import Path
+        from kolectra.pipeline.cli import errors
+        class Late:
+            def __del__(self):  # freed with this module, after Python put SIGINT's default back
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)
+        late = Late()
+        sys.exit(errors.handled("examples", lambda: Path("/tmp"), lambda: 0))
+    """)
+    assert (proc.returncode, proc.stderr) == (0, "")  # before: -2, killed by SIGINT

@@ -17,6 +17,7 @@ waits for them ends the process at once, silently, with status 130.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as _dt
 import errno
@@ -124,7 +125,16 @@ def _interrupts() -> Iterator[None]:
 
 
 def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
-    """``run()``'s exit code, or a one-line report and a non-zero code for any failure."""
+    """``run()``'s exit code, or a one-line report and a non-zero code for any failure; a Ctrl-C
+    while the process then exits is one line too (:func:`_ctrl_c_while_exiting`)."""
+    if threading.current_thread() is threading.main_thread() and _ours(signal.getsignal(signal.SIGINT)):
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # an earlier command's, in this process
+    code = _handled(command, root, run)
+    _ctrl_c_while_exiting(command, said=code == EXIT_INTERRUPTED or code == stops.status())
+    return code
+
+
+def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
     global ENTERED
     ENTERED = True
     try:
@@ -236,7 +246,58 @@ def _quiet_ctrl_c_at_exit() -> None:
             raise KeyboardInterrupt
         os._exit(EXIT_INTERRUPTED)  # no exception can end the wait quietly; its threads are the stuck ones
 
+    at_exit.kolectra_exit = True
     signal.signal(signal.SIGINT, at_exit)
+    if not _EXIT_HOOKED:
+        _hook_the_end()
+
+
+def _ctrl_c_while_exiting(command: str, said: bool) -> None:
+    """A Ctrl-C after the command is done, while the interpreter exits (it joins threads, runs atexit
+    hooks, then frees every module: about 0.4 s after ``kolectra examples`` had printed its artifact),
+    printed nothing and ended the process *by* SIGINT (status -2 to its parent: Python puts SIGINT's
+    disposition back to the default before freeing the modules), or raised a KeyboardInterrupt traceback
+    from the exit's own code. Now, once the interpreter is shutting down, a Ctrl-C says so in one line
+    (which keeps what the command printed: it was done) and ends with 130, or ends quietly with 130
+    when the command's line is out already (``said``); for the last part of the exit, where no Python
+    code runs any more, SIGINT is ignored (the command's own status stands). Until the interpreter
+    ends (kolectra called as a library) a Ctrl-C raises KeyboardInterrupt, as Python's handler does; a
+    caller's own handler, or an ignored SIGINT, is left alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def at_exit(signum, frame):
+        if not _shutting_down():
+            raise KeyboardInterrupt
+        if not said:
+            _say(command, "interrupted while exiting, after the command had finished (what it printed above stands)")
+        os._exit(EXIT_INTERRUPTED)
+
+    at_exit.kolectra_exit = True
+    signal.signal(signal.SIGINT, at_exit)
+    if not _EXIT_HOOKED:
+        _hook_the_end()
+
+
+def _hook_the_end() -> None:
+    global _EXIT_HOOKED
+    _EXIT_HOOKED = True  # atexit's hooks run last to first: this one, registered early, runs near the end
+    atexit.register(_ignore_ctrl_c_from_now_on)
+
+
+_EXIT_HOOKED = False
+
+
+def _ours(handler: object) -> bool:
+    """``handler`` is one of this module's for a Ctrl-C at exit (not a caller's)."""
+    return getattr(handler, "kolectra_exit", False)
+
+
+def _ignore_ctrl_c_from_now_on() -> None:
+    """The interpreter's last step (freeing its modules) runs no Python handler: ignored, not fatal."""
+    if _ours(signal.getsignal(signal.SIGINT)):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _say(command: str, text: str) -> str:
