@@ -245,3 +245,33 @@ def test_a_ctrl_c_as_the_interpreter_frees_its_modules_does_not_kill_the_process
         sys.exit(errors.handled("examples", lambda: Path("/tmp"), lambda: 0))
     """)
     assert (proc.returncode, proc.stderr) == (0, "")  # before: -2, killed by SIGINT
+
+
+def test_a_ctrl_c_once_the_artifact_is_published_says_it_was(tmp_path, monkeypatch, capsys):
+    # --force's rename is done, the replaced copy is being removed (seconds for a large one) when the
+    # Ctrl-C comes: before, 'nothing published; its partial build in ... was removed', the artifact in place
+    from kolectra.pipeline.cli import errors
+    from kolectra.pipeline.store import artifacts
+
+    store = Store(tmp_path / "store")
+    req = Request(kind="corpus", name="c", stage_version=1, config={})
+
+    def produce(out: Path) -> StageOutput:
+        (out / "data").mkdir()
+        (out / "data" / "train-00000-of-00001.jsonl.gz").write_bytes(gzip.compress(b'{"id": "a", "text": "x"}\n'))
+        return StageOutput(stats={})
+
+    first = store.build(req, produce)
+    removing, pressed = artifacts.shutil.rmtree, []
+
+    def ctrl_c_while_removing(path, *a, **k):
+        removing(path, *a, **k)
+        if Path(path).parent == store.root / ".tmp" and not pressed:  # the replaced copy
+            pressed.append(path)
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(artifacts.shutil, "rmtree", ctrl_c_while_removing)
+    code = errors.handled("corpus", lambda: store.root, lambda: store.build(req, produce, force=True) and 0)
+    err = capsys.readouterr().err
+    assert code == 130 and (first.path / "manifest.json").is_file()
+    assert err == f"kolectra corpus: interrupted; corpus: published as {first.path} before the interrupt\n"

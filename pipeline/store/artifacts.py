@@ -258,13 +258,15 @@ class Store(Catalog):
                     run.set_aside()
                 self._seal(out, request, output, started, run)
                 final = self._publish(out, request)  # 7. publish
-                self.built_here.add(aid)
             except BaseException as e:
                 self._abandon(request, out, run, e)
                 raise
-            if run is not None:  # 8. clean
-                shutil.rmtree(run.path, ignore_errors=True)
-        return load(final)
+            with _said_published(request.kind, final):
+                self.built_here.add(aid)
+                if run is not None:  # 8. clean
+                    shutil.rmtree(run.path, ignore_errors=True)
+        with _said_published(request.kind, final):
+            return load(final)
 
     def _follow(self, request: Request, produce: Callable[[Path], StageOutput], force: bool, rank: int) -> Artifact:
         """A data-parallel rank after the first: no lock, no publishing. It trains in rank 0's run
@@ -343,6 +345,8 @@ class Store(Catalog):
 
     def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:
         """After a failed step 5-7: delete what cannot be resumed; say (as a note) what was kept."""
+        if getattr(e, PUBLISHED, False):  # it stopped after the rename: said so already, nothing to remove
+            return
         # a refused request: the message says why, nothing to add; the environment's failure (a full
         # disk, a store that went away) is worth resuming once mended, so it is told what was kept
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)
@@ -378,10 +382,11 @@ class Store(Catalog):
             replaced = workspace.private_dir(self.root, kind, aid)
             os.replace(final, replaced)  # a directory may replace an empty one
         os.replace(out, final)
-        workspace.unmark(final)
-        _fsync_dir(final.parent)
-        if replaced is not None:
-            shutil.rmtree(replaced, ignore_errors=True)
+        with _said_published(kind, final):
+            workspace.unmark(final)
+            _fsync_dir(final.parent)
+            if replaced is not None:  # --force on a large artifact: seconds, a Ctrl-C's likeliest moment
+                shutil.rmtree(replaced, ignore_errors=True)
         return final
 
     def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
@@ -424,6 +429,28 @@ class Store(Catalog):
             if not verify_dir(c) and not (parents is not None and built_from_others(m, parents)):
                 return c, m
         return None
+
+
+PUBLISHED = "kolectra_published"  # set on an exception raised once the artifact was in place
+
+
+@contextlib.contextmanager
+def _said_published(kind: str, final: Path):
+    """A failure or Ctrl-C after the artifact's rename into place (removing --force's old copy, the
+    run's checkpoints, the lock): its line said 'nothing published; its partial build in ... was
+    removed' (or, after the build returned, 'nothing was published') with the artifact published; it
+    now says where the artifact is, once."""
+    try:
+        yield
+    except BaseException as e:
+        if not getattr(e, PUBLISHED, False):
+            setattr(e, PUBLISHED, True)
+            e.add_note(f"{kind}: published as {final} before the {_stop_word(e)}")
+        raise
+
+
+def _stop_word(e: BaseException) -> str:
+    return "interrupt" if isinstance(e, KeyboardInterrupt) else "failure"
 
 
 def _fsync_dir(path: Path) -> None:
