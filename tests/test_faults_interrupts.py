@@ -232,21 +232,6 @@ def test_a_ctrl_c_while_the_process_exits_after_the_command_is_one_line():
                            "(what it printed above stands)\n")
 
 
-def test_a_ctrl_c_as_the_interpreter_frees_its_modules_does_not_kill_the_process_by_the_signal():
-    proc = _python("""
-        import os, signal, sys, time
-        from pathlib import Path
-        from kolectra.pipeline.cli import errors
-        class Late:
-            def __del__(self):  # freed with this module, after Python put SIGINT's default back
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.5)
-        late = Late()
-        sys.exit(errors.handled("examples", lambda: Path("/tmp"), lambda: 0))
-    """)
-    assert (proc.returncode, proc.stderr) == (0, "")  # before: -2, killed by SIGINT
-
-
 def test_a_ctrl_c_once_the_artifact_is_published_says_it_was(tmp_path, monkeypatch, capsys):
     # --force's rename is done, the replaced copy is being removed (seconds for a large one) when the
     # Ctrl-C comes: before, 'nothing published; its partial build in ... was removed', the artifact in place

@@ -17,7 +17,6 @@ waits for them ends the process at once, silently, with status 130.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import datetime as _dt
 import errno
@@ -248,8 +247,6 @@ def _quiet_ctrl_c_at_exit() -> None:
 
     at_exit.kolectra_exit = True
     signal.signal(signal.SIGINT, at_exit)
-    if not _EXIT_HOOKED:
-        _hook_the_end()
 
 
 def _ctrl_c_while_exiting(command: str, said: bool) -> None:
@@ -259,8 +256,9 @@ def _ctrl_c_while_exiting(command: str, said: bool) -> None:
     disposition back to the default before freeing the modules), or raised a KeyboardInterrupt traceback
     from the exit's own code. Now, once the interpreter is shutting down, a Ctrl-C says so in one line
     (which keeps what the command printed: it was done) and ends with 130, or ends quietly with 130
-    when the command's line is out already (``said``); for the last part of the exit, where no Python
-    code runs any more, SIGINT is ignored (the command's own status stands). Until the interpreter
+    when the command's line is out already (``said``). In the exit's last part (its modules freed, no
+    Python code runs any more) a Ctrl-C still ends the process by SIGINT, as a shell expects of a
+    program it stopped (130 to it; ``a && b`` stops): ignored, it would end 0. Until the interpreter
     ends (kolectra called as a library) a Ctrl-C raises KeyboardInterrupt, as Python's handler does; a
     caller's own handler, or an ignored SIGINT, is left alone."""
     if threading.current_thread() is not threading.main_thread() or \
@@ -276,28 +274,11 @@ def _ctrl_c_while_exiting(command: str, said: bool) -> None:
 
     at_exit.kolectra_exit = True
     signal.signal(signal.SIGINT, at_exit)
-    if not _EXIT_HOOKED:
-        _hook_the_end()
-
-
-def _hook_the_end() -> None:
-    global _EXIT_HOOKED
-    _EXIT_HOOKED = True  # atexit's hooks run last to first: this one, registered early, runs near the end
-    atexit.register(_ignore_ctrl_c_from_now_on)
-
-
-_EXIT_HOOKED = False
 
 
 def _ours(handler: object) -> bool:
     """``handler`` is one of this module's for a Ctrl-C at exit (not a caller's)."""
     return getattr(handler, "kolectra_exit", False)
-
-
-def _ignore_ctrl_c_from_now_on() -> None:
-    """The interpreter's last step (freeing its modules) runs no Python handler: ignored, not fatal."""
-    if _ours(signal.getsignal(signal.SIGINT)):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _say(command: str, text: str) -> str:
