@@ -1,10 +1,9 @@
 """The signals that stop a kolectra command from outside as SIGTERM does, and whose they are to handle.
 
 SIGTERM is a scheduler's, a preempted machine's or ``kill``'s stop; SIGHUP is the terminal's hangup (an
-SSH session that dropped, a closed terminal window). Before 2026-12-01 a hangup killed ``kolectra
-pretrain`` outright: no checkpoint of its step, no line, the build's lease and scratch recovered as
-after ``kill -9``. Both now stop a command the same way (pretrain saves its step); the status says
-which (143 = 128 + 15, 129 = 128 + 1).
+SSH session that dropped, a closed terminal window), which left to its default kills a command as
+``kill -9`` does (no checkpoint of its step, no line). Both stop a command the same way (pretrain saves
+its step); the status says which (143 = 128 + 15, 129 = 128 + 1).
 
 A signal the caller ignores on entry (``nohup``: SIGHUP; ``trap '' TERM``; a shell's ``&`` in a script:
 SIGINT) stays ignored for the whole command: POSIX's rule for a program that installs handlers, and

@@ -203,13 +203,12 @@ def _end_despite_threads(code: int) -> None:
     thread (Beam's in-process harness) waiting forever, and the interpreter's shutdown waits for it.
     If a thread that was running when the interrupt came is still alive :data:`EXIT_GRACE` seconds
     after the main thread has finished, a watchdog ends the process with ``code``; a Ctrl-C meanwhile
-    ends it at once (:func:`_quiet_ctrl_c_at_exit`). While the main thread runs (kolectra called
-    as a library) it does nothing; threads started later are not its business."""
+    ends it at once (:func:`_ctrl_c_while_exiting`, which :func:`handled` sets next). While the main
+    thread runs (kolectra called as a library) it does nothing; threads started later are not its business."""
     me = threading.current_thread()
     running = [t for t in threading.enumerate() if t is not me and not t.daemon]
     if not running:
         return
-    _quiet_ctrl_c_at_exit()
 
     def watch() -> None:
         while threading.main_thread().is_alive():
@@ -227,26 +226,6 @@ def _shutting_down() -> bool:
     """The interpreter is ending: it runs threading's exit hooks (which join executors' threads),
     then waits for the other threads; the main thread has no code of its own left to run."""
     return getattr(threading, "_SHUTTING_DOWN", False) or not threading.main_thread().is_alive()
-
-
-def _quiet_ctrl_c_at_exit() -> None:
-    """A Ctrl-C while the interpreter's exit waits for leftover threads (up to :data:`EXIT_GRACE`)
-    ends the process at once, with :data:`EXIT_INTERRUPTED` and nothing more printed: the line is
-    out already. Python's own handler (back since the job's Interruption ended) would raise
-    KeyboardInterrupt inside that wait, which Python prints as an "Exception ignored" traceback.
-    Until the interpreter ends (kolectra called as a library) a Ctrl-C raises KeyboardInterrupt,
-    as that handler does; a handler of the caller's own is left alone."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
-
-    def at_exit(signum, frame):
-        if not _shutting_down():
-            raise KeyboardInterrupt
-        os._exit(EXIT_INTERRUPTED)  # no exception can end the wait quietly; its threads are the stuck ones
-
-    at_exit.kolectra_exit = True
-    signal.signal(signal.SIGINT, at_exit)
 
 
 def _ctrl_c_while_exiting(command: str, said: bool) -> None:
