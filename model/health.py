@@ -365,10 +365,9 @@ def watch(health: dict, standing: dict | None, expected: str | None = None) -> t
     """A logged window's verdict ``health`` against the warning standing (None: none): the standing after it, and
     the lines to print. Each part (:data:`PARTS`) stands and is withdrawn on its own: a finding about a part
     that no warning stands for is warned of, and a standing part that the window judged again without a finding
-    is withdrawn ("learning now"), the others standing. Before, a standing warning silenced every later one (but
-    the MLM phase's alone, b497c4e): electra15, tiny, lr 5e-4, warned at step 6 that its generator had not left
-    uniform guessing, never said that its discriminator sat at the class prior from step 9, which only the
-    verdict named; and a generator that learnt again was withdrawn only once the discriminator was judged ok."""
+    is withdrawn ("learning now"), the others standing: a warning about the generator does not silence a later
+    one about the discriminator (electra15, tiny, lr 5e-4: the generator at uniform guessing at step 6, the
+    discriminator at the class prior from step 9), nor waits for the discriminator to be withdrawn itself."""
     since = standing_since(standing)
     gone = _withdrawn(health, since)
     kept = {name: step for name, step in since.items() if name not in gone}
@@ -447,7 +446,7 @@ def recovery_text(health: dict) -> str:
 def saved_standing(state: dict) -> dict | None:
     """The verdict of a warning a checkpoint's run had printed and not withdrawn (``model.train.watch_health``), or None.
     Saved so that a resumed run ends with the verdict the straight run gives (:func:`final`): kept
-    per process before 2026-12-01, a warning at step 27 of electra15 (tiny, batch 2) was lost by a
+    per process only, a warning at step 27 of electra15 (tiny, batch 2) was lost by a
     resume from step 30, whose windows of replaced tokens only judged nothing, and the run ended ``ok``. A
     checkpoint written before it has no ``health``: nothing stands; one written before each part stood on its
     own has no ``since``: each part it names stands from its step (:func:`standing_since`)."""
