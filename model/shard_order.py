@@ -67,14 +67,20 @@ def deal_note(shards: Sequence[dict], seed: int, world_size: int) -> str:
     """One line on how the shards are dealt, for the run's start."""
     parts = deal([int(s["examples"]) for s in shards], seed, world_size)
     files = [len({s for s, _, _ in p}) for p in parts]
+    rows = [sum(b - a for _, a, b in p) for p in parts]  # every rank's, not rank 0's alone: shares differ by a row
     line = (f"the examples' {len(shards)} shard(s) are dealt to {world_size} ranks: each reads "
-            f"{min(files)} to {max(files)} of them and {sum(b - a for _, a, b in parts[0]):,} of "
-            f"{sum(int(s['examples']) for s in shards):,} rows")
+            f"{_span(files)} of them and {_span(rows)} of {sum(rows):,} rows")
     if len(shards) < world_size:
         line += (f"; fewer shards than ranks, so ranks share shards by row ranges and each host fetches whole "
                  f"shards: rebuild the examples with a smaller shard_size (kolectra examples --set shard_size=N) "
                  f"for at least {world_size} shards")
     return line
+
+
+def _span(counts: Sequence[int]) -> str:
+    """``4`` when every rank's count is 4, else ``3 to 4``."""
+    lo, hi = min(counts), max(counts)
+    return f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
 
 
 class RankOrder:

@@ -495,9 +495,14 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
                 checkpoint.clear(out_dir)
     if not dev.ranks_can_agree:  # an XLA pod's hosts (no host group): they wait for rank 0's export, as before
         dev.barrier()
+    dealt = run.loader.batches_per_epoch * run.loader.global_batch  # all ranks' rows an epoch reads
     stats = {
         "steps": t.steps, "objective": cfg.objective.objective, "recipe": recipe, "final": final,
-        "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.batch_size / index.examples,
+        # passes over the data as the loader deals them: each rank drops the tail of its epoch's order that
+        # fills no batch, so an epoch reads fewer rows than the artifact holds and steps x batch / examples
+        # undercounts the passes
+        "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.grad_accum / run.loader.batches_per_epoch,
+        "examples_per_epoch": dealt, "examples_left_out_per_epoch": index.examples - dealt,
         "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len,
         # the whole run's, all ranks, earlier processes of a resumed run included (MetricsLog.nonpad_tokens)
         "nonpad_tokens_seen": run.log.nonpad_tokens, "health": verdict,

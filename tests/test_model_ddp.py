@@ -348,3 +348,39 @@ def test_ranks_holding_different_checkpoints_resume_from_the_newest_they_all_hol
             "store cut short leaves the other machines an older one); every rank resumes from step-00000004") in err
     assert ("the ranks' newest checkpoints differ (step-00000008 on rank 0, none on rank 1); with none common to "
             "every rank, every rank starts fresh") in err
+
+
+def _epochs_rank(rank: int, world: int, port: int, examples, tok, out: str, report: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK=str(rank))
+    dist.init_process_group("gloo")
+    try:
+        cfg = config.tiny()
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=10, batch_size=12, warmup_steps=2,
+                                                                 log_every=5, cpu_threads=1))
+        stats = train.pretrain(cfg, examples, tok, Path(out) / f"rank-{rank}").stats
+        (Path(report) / f"rank-{rank}.json").write_text(json.dumps(stats))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_epochs_count_the_passes_the_ranks_make_and_the_rows_each_epoch_leaves_out(tmp_path, capfd):
+    """103 rows on 3 ranks (34, 34 and 35 rows), batch 12 (4 a rank): each rank reads 8 batches of
+    its share an epoch, 96 rows in all, and drops the tail of its order, 7 rows. 10 steps are 1.25
+    passes; stats said 1.165 (steps x batch / rows), counted no tail, and the start's line gave
+    rank 0's share alone ("34 of 103 rows")."""
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "examples", tok, n=103, seq_len=32, shard_size=25)
+    report = tmp_path / "report"
+    report.mkdir()
+    mp.start_processes(_epochs_rank, args=(3, _free_port(), examples, tok, str(tmp_path / "out"), str(report)),
+                       nprocs=3, join=True, start_method="spawn")
+    for r in range(3):
+        stats = json.loads((report / f"rank-{r}.json").read_text())
+        assert stats["examples_seen"] == 120 and stats["epochs"] == 1.25, stats
+        assert stats["examples_per_epoch"] == 96 and stats["examples_left_out_per_epoch"] == 7, stats
+    err = capfd.readouterr().err
+    assert "the examples' 5 shard(s) are dealt to 3 ranks: each reads 2 to 3 of them and 34 to 35 of 103 rows" \
+        in err, err
