@@ -16,7 +16,9 @@ steps):
 
 - discriminator at the prior: loss within 10 % of the prior's entropy, AUC below 0.65 and recall
   below 0.05 (the replaced tokens' recall; where most tokens it scores were replaced, as in
-  ``electra15``, which scores only the masked slots, the original tokens'). A stuck
+  ``electra15``, which scores only the masked slots, the original tokens'), judged on the windows that
+  scored both classes alone (an AUC; a window of replaced tokens only, share 1.0, neither makes nor
+  withdraws it). A stuck
   discriminator's AUC is not 0.5: once the generator samples roughly by
   frequency, a replaced token can still be told apart a little by its identity alone, so a stuck
   discriminator sits on a plateau below 0.65 for thousands of steps, and one that starts using
@@ -137,6 +139,15 @@ def _last_windows(lines: list[dict], warmup_steps: int) -> tuple[list[dict], lis
     return [lines[i] for i in past], steps
 
 
+def _scored(past: list[dict], weights: list[int]) -> tuple[list[dict], list[int]]:
+    """The windows that scored both classes (an AUC) and their steps: the discriminator is judged on these alone.
+    A window whose scored tokens were all replaced (electra15's, with a generator that replaced every masked
+    slot) has share 1.0, recall 1.0 and no AUC: averaged in, it lowers the loss and blends the share with
+    which the other window is set against its prior."""
+    scored = [(ln, w) for ln, w in zip(past, weights) if isinstance(ln.get("disc_auc"), (int, float))]
+    return [ln for ln, _ in scored], [w for _, w in scored]
+
+
 def _worse_than_prior(past: list[dict], weights: list[int]) -> str | None:
     """Not even at the prior: loss above the prior's and AUC below 0.65. A discriminator a few steps from its
     initialisation scores every token near 0.5 (loss about ln 2), so its recall at the 0.5 threshold says
@@ -144,10 +155,9 @@ def _worse_than_prior(past: list[dict], weights: list[int]) -> str | None:
     (electra15's first windows) the prior's loss is 0, so any loss is above it, even one calling every token
     replaced (recall 1.00); averaged in beside a window with an AUC, such a window's loss was set against a
     prior that its share of 1 had lowered too."""
-    scored = [(ln, w) for ln, w in zip(past, weights) if isinstance(ln.get("disc_auc"), (int, float))]
-    if not scored:
+    lines, steps = _scored(past, weights)
+    if not lines:
         return None
-    lines, steps = [ln for ln, _ in scored], [w for _, w in scored]
     loss, auc, share = (_mean(lines, steps, k) for k in ("disc_loss", "disc_auc", "replaced_token_share"))
     if loss is None or not share:
         return None
@@ -156,6 +166,35 @@ def _worse_than_prior(past: list[dict], weights: list[int]) -> str | None:
         return None
     return (f"the discriminator has not learned even the share of replaced tokens (loss {loss:.3f}, above the "
             f"{prior:.3f} of always guessing the prior; AUC {auc:.3f})")
+
+
+def _at_prior(past: list[dict], weights: list[int], figures: dict) -> str | None:
+    """At the class prior: loss within 10 % of the prior's entropy, AUC below 0.65 and the rarer class's recall
+    below 0.05, on the windows that scored both classes alone (:func:`_scored`); where they are not all the
+    windows read, ``figures['disc_prior_loss']`` is their prior. Beside a window of replaced tokens only
+    (electra15: loss 0.001, share 1.0) a window at the prior (loss 0.325 against H(0.9) = 0.325, AUC 0.53) read
+    loss 0.163 against the 0.199 of the mean share 0.95, under 90 %: its warning was withdrawn ("learning now")."""
+    lines, steps = _scored(past, weights)
+    m = {k: _mean(lines, steps, k) for k in DISC_KEYS}
+    if m["disc_loss"] is None or m["disc_auc"] is None or not m["replaced_token_share"]:
+        return None
+    share = m["replaced_token_share"]
+    prior = binary_entropy(share)
+    figures["disc_prior_loss"] = round(prior, 4)
+    # At the prior it calls every token by the commoner class, so the rarer class's recall is near 0:
+    # the replaced tokens' where it scores every token, the originals' where most tokens it scores were
+    # replaced (electra15 scores the masked slots only; there a stuck one has recall 1): the originals
+    # it calls original are acc - recall x share of its tokens, of 1 - share originals.
+    called, rare = "original", "recall"
+    recall = m["disc_recall"] or 0.0
+    if share > 0.5 and m["disc_acc"] is not None and share < 1.0:
+        called, rare = "replaced", "recall of original tokens"
+        recall = max(0.0, m["disc_acc"] - recall * share) / (1.0 - share)
+    if not (m["disc_loss"] >= 0.9 * prior and m["disc_auc"] < AUC_LEFT_PRIOR and recall < 0.05):
+        return None
+    return (f"the discriminator sits at the class prior: it calls nearly every token {called} ({rare} "
+            f"{recall:.2f}, AUC {m['disc_auc']:.3f}, loss {m['disc_loss']:.3f} against {prior:.3f} for always "
+            f"guessing the prior)")
 
 
 def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
@@ -174,22 +213,10 @@ def findings(lines: list[dict], ctx: Context) -> tuple[list[str], dict]:
     out = []
     uniform = math.log(max(ctx.vocab_size, 2))
     if ctx.objective in RTD_OBJECTIVES and m["disc_loss"] is not None and m["replaced_token_share"]:
-        share = m["replaced_token_share"]
-        prior = binary_entropy(share)
-        figures["disc_prior_loss"] = round(prior, 4)
-        # At the prior it calls every token by the commoner class, so the rarer class's recall is near 0:
-        # the replaced tokens' where it scores every token, the originals' where most tokens it scores were
-        # replaced (electra15 scores the masked slots only; there a stuck one has recall 1): the originals
-        # it calls original are acc - recall x share of its tokens, of 1 - share originals.
-        called, rare = "original", "recall"
-        recall = m["disc_recall"] or 0.0
-        if share > 0.5 and m["disc_acc"] is not None and share < 1.0:
-            called, rare = "replaced", "recall of original tokens"
-            recall = max(0.0, m["disc_acc"] - recall * share) / (1.0 - share)
-        if m["disc_loss"] >= 0.9 * prior and (m["disc_auc"] or 0.5) < AUC_LEFT_PRIOR and recall < 0.05:
-            out.append(f"the discriminator sits at the class prior: it calls nearly every token {called} "
-                       f"({rare} {recall:.2f}, AUC {m['disc_auc'] or 0.5:.3f}, loss {m['disc_loss']:.3f} "
-                       f"against {prior:.3f} for always guessing the prior)")
+        figures["disc_prior_loss"] = round(binary_entropy(m["replaced_token_share"]), 4)
+        at_prior = _at_prior(disc_past, disc_weights, figures)
+        if at_prior is not None:
+            out.append(at_prior)
         elif (worse := _worse_than_prior(disc_past, disc_weights)) is not None:
             out.append(worse)
     if all("grad_norm" in ln and ln["grad_norm"] is None for ln in past):

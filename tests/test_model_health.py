@@ -469,3 +469,33 @@ def test_the_end_s_verdict_names_a_standing_part_its_last_windows_did_not_judge(
     assert end["stands"].startswith("It stands at the end: the windows after step 12, to step 20, did not judge "
                                     "the discriminator again")
     assert end["figures"] == last["figures"] and end["likely_causes"] == last["likely_causes"]
+
+
+def test_a_window_of_replaced_tokens_only_neither_makes_nor_withdraws_the_at_prior_warning():
+    """electra15 (q12 noticed; r1): the "at the class prior" check averaged the last two windows even where one had
+    scored replaced tokens only (no AUC, share 1.0, recall 1.0, loss near 0). Beside such a step-18 window the
+    step-16 window at the prior (loss 0.325 = H(0.9), AUC 0.53, every token called replaced) read loss 0.163
+    against the 0.199 of the mean share 0.95, under 90 %: its warning was withdrawn ("learning now"). It is now
+    judged on the windows that scored both classes alone, as the "worse than the prior" check is."""
+    ctx = _ctx(objective="electra15", vocab_size=100, warmup_steps=4, total_steps=40)
+    share = 0.9
+    at_prior = dict(disc_loss=health.binary_entropy(share), disc_auc=0.53, disc_recall=1.0, disc_acc=share,
+                    replaced_token_share=share)
+    one_class = dict(disc_loss=0.001, disc_auc=None, disc_recall=1.0, disc_acc=1.0, replaced_token_share=1.0)
+    standing = health.verdict([_line(s, **at_prior) for s in (14, 16)], ctx)
+    assert standing["problems"][0].startswith("the discriminator sits at the class prior")
+    lines = [_line(14, **at_prior), _line(16, **at_prior), _line(18, **one_class)]  # two windows of 2 steps
+    v = health.verdict(lines, ctx)
+    assert v["status"] == "not_learning", v  # before: ok, the mixed pair's loss 0.163 against 0.199
+    assert v["problems"] == ["the discriminator sits at the class prior: it calls nearly every token replaced "
+                             "(recall of original tokens 0.00, AUC 0.530, loss 0.325 against 0.325 for always "
+                             "guessing the prior)"], v
+    assert v["figures"]["disc_prior_loss"] == round(health.binary_entropy(share), 4)
+    assert v["figures"]["disc_loss"] == round((at_prior["disc_loss"] + 0.001) / 2, 4)  # the figures: both windows
+    kept, said = health.watch(v, health.watch(standing, None)[0])
+    assert said == [] and kept["since"] == {"discriminator": 16}, said  # before: "learning now (step 18): ..."
+    # nor does it make one: a window past the plateau beside it is ok, and two of them judge nothing
+    learnt = dict(disc_loss=0.25, disc_auc=0.80, disc_recall=0.95, disc_acc=0.95 * share + 0.6 * (1 - share),
+                  replaced_token_share=share)
+    assert health.verdict([_line(14, **learnt), _line(16, **learnt), _line(18, **one_class)], ctx)["status"] == "ok"
+    assert health.verdict([_line(s, **one_class) for s in (14, 16, 18)], ctx)["status"] == "ok"
