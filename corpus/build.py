@@ -60,6 +60,7 @@ from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stag
     LOCAL_WORKER_MB,
     LOCAL_WORKER_MB_NEAR_DUP,
     SHARD_BUFFERS,
+    expanded_sizes,
     expected_json_bytes,
     input_records,
     local_memory_model,
@@ -102,7 +103,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 24  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 25  # bump when the same request's bytes change; history: docs/artifacts.md
 # settings that decide how the job runs, not what it writes: left out of the artifact id
 OPERATIONAL = ("dedup_group_bytes", "split_bytes")
 LARGE = "large"  # the tag of the listing's files read in pieces
@@ -122,7 +123,7 @@ MAX_DEDUP_BUCKETS = 1 << 20
 
 
 def dedup_buckets(uncompressed: float, group_bytes: int) -> int:
-    """Dedup groups for ``uncompressed`` bytes of input (``outputs.expected_input_bytes``):
+    """Dedup groups for ``uncompressed`` bytes of input (``memory_model.expanded_sizes``, summed):
     about ``group_bytes`` each, a power of two in [16, :data:`MAX_DEDUP_BUCKETS`]. Many enough to
     spread Kiwi over every worker and to bound what one holds (a group's unique documents, held by
     one worker at a time), few enough for large elements. The output does not depend on it."""
@@ -132,17 +133,14 @@ def dedup_buckets(uncompressed: float, group_bytes: int) -> int:
     return n
 
 
-def resolve_shards(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> CorpusConfig:
-    """``num_shards=0``: the count for these inputs' size (``outputs.shards_for``), which the job
-    then uses and ``stats.json`` records; a count that was given stays."""
+def resolve_shards(cfg: CorpusConfig, listed: list[inputs.InputFile], json_bytes: float | None = None) -> CorpusConfig:
+    """``num_shards=0``: the count for these inputs' expected shard JSON (``json_bytes``, worked out
+    when not given: ``memory_model.expected_json_bytes``, a gzip trailer's size where it says more than
+    the ratio), which the job then uses and ``stats.json`` records; a count that was given stays."""
     if cfg.num_shards:
         return cfg
-    return dataclasses.replace(cfg, num_shards=outputs.shards_for(_sizes(listed), cfg.shard_bytes))
-
-
-def _sizes(listed: list[inputs.InputFile]):
-    """(path, bytes) a file, as the estimates take them: made as they are read, never a list."""
-    return ((f.path, f.bytes) for f in listed)
+    json_bytes = expected_json_bytes(listed) if json_bytes is None else json_bytes
+    return dataclasses.replace(cfg, num_shards=outputs.shards_for_json(json_bytes, cfg.shard_bytes))
 
 
 def _source_rank(rank: int, listed: tuple) -> tuple[int, str]:
@@ -293,12 +291,14 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     name_of = name_of or reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
     split = any(pieces.splittable(f, cfg.format, cfg.split_bytes) for f in listed)
-    buckets = dedup_buckets(outputs.expected_input_bytes(_sizes(listed)), cfg.dedup_group_bytes)
-    cfg = resolve_shards(cfg, listed)
+    # one plan for the shards, the dedup groups and the local check: a gzip file's trailer (a zstd file's
+    # frame header) says its size once decompressed, where it says more than the ratio (one small read)
+    expanded = expanded_sizes(listed)
+    buckets = dedup_buckets(sum(expanded, 0.0), cfg.dedup_group_bytes)
+    json_bytes = outputs.json_of(expanded)
+    cfg = resolve_shards(cfg, listed, json_bytes)
     options = pipeline_options(beam_args, total)
     runner = options.view_as(StandardOptions).runner
-    # the local check reads a gzip file's trailer (its size once decompressed); other runners check nothing
-    json_bytes = expected_json_bytes(listed) if runner == LOCAL_RUNNER else outputs.expected_json_bytes(_sizes(listed))
     # every drop written: the drops' shuffle follows the records, so the local runner's check counts them
     records = input_records(listed, cfg.format) if cfg.write_dropped and runner == LOCAL_RUNNER else None
     peak = check_local_memory(options, "corpus", json_bytes, local_memory_model(cfg, runner, json_bytes, records))

@@ -74,7 +74,7 @@ class CorpusConfig:
     # output
     valid_fraction: float = 0.01  # held out by a stable hash of the normalised text
     # shards per split; 0 = from the input's size, about shard_bytes of JSON each
-    # (corpus/outputs.py: shards_for; the count used is in stats.json and the manifest)
+    # (corpus/build.py: resolve_shards; the count used is in stats.json and the manifest)
     num_shards: int = 0
     shard_bytes: int = 192 << 20
     # every dropped document (reason, source, line, id, the text as its rule saw it) written to

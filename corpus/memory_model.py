@@ -3,7 +3,8 @@ worker included) per MB of the input's expected shard JSON, near-dup off and on,
 ``corpus/beam_local.py``'s changes and on Beam's own runner; each worker process's term, which the
 job's shard size bounds; and the drops' shuffle and writer when ``write_dropped`` is set, which follow
 the input's records (:func:`input_records` counts them before the job). A gzip input's size once
-decompressed is read from its trailer where that says more than the typical ratio (:func:`expected_json_bytes`).
+decompressed is read from its trailer where that says more than the typical ratio (:func:`expanded_sizes`,
+which the job's shard count and dedup groups take too).
 ``corpus/local_memory.py`` checks a job against it before the job (:func:`local_memory_model` gives
 the job's :class:`~kolectra.corpus.local_memory.MemoryModel`); the measurements behind each figure
 are in docs/scale.md ("What a corpus size needs", "Every drop written")."""
@@ -131,13 +132,20 @@ SIZE_READERS = 8  # files on a store asked at once
 
 
 def expected_json_bytes(listed: Iterable[InputFile]) -> float:
-    """The shard JSON the local memory check counts for these inputs: ``outputs.expected_json_bytes``,
+    """The shard JSON these inputs should give (:func:`expanded_sizes`), as the job plans its shards
+    and the local memory check counts it."""
+    return outputs.json_of(expanded_sizes(listed))
+
+
+def expanded_sizes(listed: Iterable[InputFile]) -> list[float]:
+    """Each input's bytes once decompressed (as JSONL for Parquet), by which the job plans its shards
+    and dedup groups and the local check counts its memory: ``outputs.expected_input_bytes``'s ratio,
     or the size a gzip file's trailer or a zstd file's frame header says (:func:`stated_size`) where
-    that is more. One small read a gzip or zstd file."""
+    that is more, so a corpus that compresses well still gets shards of about ``shard_bytes``. One
+    small read a gzip or zstd file, :data:`SIZE_READERS` at a time."""
     listed = list(listed)
     with ThreadPoolExecutor(SIZE_READERS) as pool:
-        sizes = pool.map(_expanded, listed)
-        return sum(size * outputs.JSON_PER_INPUT_BYTE for size in sizes)
+        return list(pool.map(_expanded, listed))
 
 
 def _expanded(f: InputFile) -> float:

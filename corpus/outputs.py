@@ -117,10 +117,11 @@ def shard_of(key: bytes, num_shards: int) -> int:
 # reviews' JSONL (their other fields are half of it), about 5 on plain text, since the sentence and
 # morpheme spans make a line about 5 times its text (docs/corpus.md, "Shards"); between the two,
 # so shard_bytes is met within a factor of 1.5 either way. Compressed inputs expand first, by
-# typical ratios for text (gzip: 3.1 on the reviews). Parquet's columns are compressed too (snappy
-# by default): the NSMC reviews written with pyarrow's defaults are 2.3-2.4 times smaller than their
-# JSONL (2.8 for the text column alone; docs/scale.md), so a Parquet file counts as the JSONL it
-# holds, for the dedup groups and the shards alike.
+# typical ratios for text (gzip: 3.1 on the reviews), or by the size a gzip trailer or zstd frame
+# header states where that is more (corpus/memory_model.py: expanded_sizes, which the job plans by).
+# Parquet's columns are compressed too (snappy by default): the NSMC reviews written with pyarrow's
+# defaults are 2.3-2.4 times smaller than their JSONL (2.8 for the text column alone; docs/scale.md),
+# so a Parquet file counts as the JSONL it holds, for the dedup groups and the shards alike.
 JSON_PER_INPUT_BYTE = 3.5
 # every suffix the reader decompresses (compress.SUFFIXES: .gzip and .zstd too, which counted as
 # uncompressed: a third of the shards and dedup groups they need, and of the local memory check's figure)
@@ -140,13 +141,23 @@ def expected_input_bytes(files: Iterable[tuple[str, int]]) -> float:
 
 def expected_json_bytes(files: Iterable[tuple[str, int]]) -> float:
     """The shard JSON that inputs of these (path, bytes) should give (an estimate; see above)."""
-    return sum((b * JSON_PER_INPUT_BYTE for b in _expanded(files)), 0.0)
+    return json_of(_expanded(files))
+
+
+def json_of(expanded: Iterable[float]) -> float:
+    """The shard JSON that inputs of these sizes once decompressed should give."""
+    return sum((b * JSON_PER_INPUT_BYTE for b in expanded), 0.0)
 
 
 def shards_for(files: Iterable[tuple[str, int]], shard_bytes: int) -> int:
     """Shards per split for inputs of these (path, bytes): about ``shard_bytes`` of JSON each, so
     that what one shard writer handles, and the shards' sizes, stay the same at any corpus size."""
-    return max(1, math.ceil(expected_json_bytes(files) / shard_bytes))
+    return shards_for_json(expected_json_bytes(files), shard_bytes)
+
+
+def shards_for_json(json_bytes: float, shard_bytes: int) -> int:
+    """Shards per split for ``json_bytes`` of expected shard JSON: about ``shard_bytes`` each."""
+    return max(1, math.ceil(json_bytes / shard_bytes))
 
 
 def shard_name(split: str, shard: int, num_shards: int) -> str:

@@ -6,6 +6,7 @@ would not fit the machine's memory is refused before it starts."""
 import dataclasses
 import gzip
 import json
+import math
 import random
 import sys
 import tracemalloc
@@ -269,3 +270,23 @@ def test_the_read_step_does_not_grow_with_the_input_files(tmp_path):
     # each file travels with its source name: a table of every file's name in the step was held by
     # every worker (about 240 bytes a file: 24 MB at 100,000 files)
     assert _read_step_bytes(2000, tmp_path) == _read_step_bytes(10, tmp_path)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst"])
+def test_a_corpus_that_compresses_well_gets_shards_of_about_shard_bytes(tmp_path, suffix):
+    """Numbered copies of one review compress about 27 times (gzip; zstd more), where the plan took
+    gzip at 3.1 and zstd at 3.3: 3 shards of about 9 times shard_bytes (a worker's memory following how
+    well the corpus compresses, not the setting). The job now plans by the size the gzip trailer or
+    the zstd frame header states, as the local memory check counts it: shards near shard_bytes."""
+    import zstandard
+
+    text = "".join(json.dumps({"id": str(i), "text": f"{i}번째 관객: 배우들 연기가 정말 좋았고 음악도 최고였다."},
+                              ensure_ascii=False) + "\n" for i in range(4000)).encode()
+    packed = gzip.compress(text) if suffix == ".gz" else zstandard.ZstdCompressor().compress(text)
+    assert len(text) > 15 * len(packed)
+    (tmp_path / f"reviews.jsonl{suffix}").write_bytes(packed)
+    cfg = dataclasses.replace(default_config(), shard_bytes=1 << 16, valid_fraction=0.0)
+    stats = build.build(cfg, [str(tmp_path / f"reviews.jsonl{suffix}")], tmp_path / "out", []).stats
+    assert stats["records_out"] == 4000, stats
+    assert stats["num_shards"] == math.ceil(len(text) * outputs.JSON_PER_INPUT_BYTE / cfg.shard_bytes), stats
+    assert _largest_shard(tmp_path / "out") < 2 * cfg.shard_bytes, stats["num_shards"]

@@ -309,3 +309,30 @@ def test_a_gzip_trailer_on_a_bucket_is_one_ranged_get_of_4_bytes(bucket, s3_endp
     assert sorted((r.operation, r.key.rsplit("/", 1)[1], r.range) for r in seen) == [
         ("GetObject", f"part-{i}.txt.gz", f"bytes={f.bytes - 4}-{f.bytes - 1}") for i, f in enumerate(listed[:3])
     ] + [("GetObject", "part-3.txt.zst", "bytes=0-17")]
+
+
+def test_the_job_s_plan_on_a_bucket_is_one_ranged_get_a_file(bucket, s3_endpoint):
+    """The shard count and the dedup groups take the gzip trailer's (zstd frame header's) size as the
+    local check does: one plan, read once, whatever the runner: 3 .gz + 1 .zst on a store, 4 small GETs,
+    and shards of about shard_bytes for text that compresses 40 times (the ratio's plan: a tenth)."""
+    import zstandard
+
+    from kolectra.core import storage
+    from kolectra.corpus import inputs, outputs
+    from kolectra.corpus.config import default_config
+    from kolectra.corpus.memory_model import expanded_sizes
+
+    text = _numbered_reviews(20_000)
+    for i in range(3):
+        storage.write_bytes(f"{bucket}/in/part-{i}.txt.gz", gzip.compress(text[i:]))
+    storage.write_bytes(f"{bucket}/in/part-3.txt.zst", zstandard.ZstdCompressor().compress(text[3:]))
+    listed = inputs.list_inputs([f"{bucket}/in/part-*"])
+    cfg = dataclasses.replace(default_config(), shard_bytes=1 << 20)
+    with answered(s3_endpoint) as seen:
+        planned = build.resolve_shards(cfg, listed)
+    assert len(seen) == 4 and all(r.operation == "GetObject" and r.range for r in seen), seen
+    expanded = expanded_sizes(listed)  # what build() reads once for the shards, the groups and the check
+    assert expanded == [len(text) - i for i in range(4)]
+    ratio_s = [(f.path, f.bytes) for f in listed]  # the stored sizes times the ratio: what the plan took
+    assert planned.num_shards == 32 > 10 * outputs.shards_for(ratio_s, cfg.shard_bytes)
+    assert build.dedup_buckets(sum(expanded), 1 << 18) == 64 > build.dedup_buckets(outputs.expected_input_bytes(ratio_s), 1 << 18)
