@@ -30,7 +30,7 @@ STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/ar
 
 
 def label_text(value) -> str:
-    """A label as the text it is compared by: ``1`` and ``"1"`` are one class, ``true``/``1.5`` are refused.
+    """A label as the text it is compared by: ``1``, ``1.0`` and ``"1"`` are one class, ``true``/``1.5`` are refused.
 
     NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
     the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
@@ -39,6 +39,8 @@ def label_text(value) -> str:
         return unicodedata.normalize("NFC", value.strip())
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
+    if isinstance(value, float) and value.is_integer():  # 1.0: pandas writes an int column with a gap as floats
+        return str(int(value))
     raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not value.strip())
                  else f"label must be text or an integer, got {value!r}")
 

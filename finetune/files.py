@@ -111,6 +111,7 @@ def tree_hash(folder: Path) -> str:
 
 def text_lines(path: Path) -> list[str]:
     """The file's lines, split on LF only (a CR before it dropped); other separators stay in the text.
+    A file with no LF at all and a CR is split on CR (old Mac line ends), its lines numbered as an editor shows them.
 
     A byte-order mark opening the file (Windows editors write one) is dropped: left in, it would be
     part of the first JSON line (invalid) or of the first CoNLL token."""
@@ -121,11 +122,12 @@ def iter_text_lines(path: Path) -> Iterator[str]:
     """:func:`text_lines` one at a time, read as they are asked for: a reader that keeps only what it
     needs of each line holds no list of the file's lines (docs/finetune.md, "Memory and large task files")."""
     try:
-        _decode_all(path)  # a file that is not UTF-8 is refused before its first line, as when read whole
-        with open(path, encoding="utf-8", newline="\n") as f:
+        # a file that is not UTF-8 is refused before its first line, as when read whole
+        end = "\r" if _decode_all(path) == "cr" else "\n"
+        with open(path, encoding="utf-8", newline=end) as f:
             first = True
             for line in f:
-                if line.endswith("\n"):
+                if line.endswith(end):
                     line = line[:-1]
                 if first:
                     line, first = line.removeprefix("\ufeff"), False
@@ -136,13 +138,21 @@ def iter_text_lines(path: Path) -> Iterator[str]:
         raise FinetuneError(f"{path}: cannot read ({e})") from None
 
 
-def _decode_all(path: Path) -> None:
-    """Decode the file in 64 KiB blocks, keeping nothing: UnicodeDecodeError if it is not UTF-8."""
+def _decode_all(path: Path) -> str:
+    """Decode the file in 64 KiB blocks, keeping nothing: UnicodeDecodeError if it is not UTF-8.
+
+    Returns its line ends: ``"cr"`` for a file with a CR and no LF at all (classic Mac OS, and Excel for
+    Mac's "CSV (Macintosh)" / tab-delimited text, end lines with CR alone), else ``"lf"``. Read by LF such
+    a file was one line: its header ran on through every row ("no column 'label'; its columns are: text,
+    label\r가..."). A CR inside an LF file stays text, as it always did."""
     decoder = codecs.getincrementaldecoder("utf-8")()
+    cr = lf = False
     with open(path, "rb") as f:
         while block := f.read(1 << 16):
             decoder.decode(block)
+            cr, lf = cr or b"\r" in block, lf or b"\n" in block
     decoder.decode(b"", final=True)
+    return "cr" if cr and not lf else "lf"
 
 
 def not_utf8(path: Path) -> FinetuneError:
@@ -155,7 +165,7 @@ def not_utf8(path: Path) -> FinetuneError:
         data.decode("utf-8")
         return FinetuneError(f"{path}: not UTF-8")  # the file changed since the reader refused it
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
+        line = data.count(b"\n" if b"\n" in data or b"\r" not in data else b"\r", 0, e.start) + 1  # CR-only: old Mac
         where = f"{path}:{line}: not UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at offset {e.start})"
     try:
         data.decode("cp949")

@@ -84,7 +84,8 @@ class Ner(TextTask):
 
     def counts(self, part):
         return {"tokens": sum(len(r["tokens"]) for r in part),
-                "blank_tokens_dropped": sum(r["dropped"] for r in part)}
+                "blank_tokens_dropped": sum(r["dropped"] for r in part),
+                "blank_entities_dropped": sum(r.get("entities_lost", 0) for r in part)}
 
     def columns(self, part):
         return {k: [r[k] for r in part] for k in ("line", "tokens", "tags")}

@@ -224,7 +224,9 @@ def row_of(record: dict, text: str, pair: str | None, label: str) -> dict | str:
     """The row's text(s) and raw label, or why it cannot be used."""
     for column in (text, pair, label):
         if column is not None and column not in record:
-            return f"no {column!r} field"
+            inside = [k for k in record if k.startswith(f"{column}.")]  # JSONL objects are flattened to dotted names
+            return (f"{column!r} is an object ({', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}): "
+                    f"a dotted name reaches a field of it, e.g. {inside[0]!r}") if inside else f"no {column!r} field"
     out = {"text": record[text], "label": record[label]}
     if pair is not None:
         out["text_pair"] = record[pair]

@@ -29,7 +29,7 @@ import unicodedata
 from pathlib import Path
 from typing import Iterable
 
-from kolectra.finetune.entities import split_tag
+from kolectra.finetune.entities import entities, split_tag
 from kolectra.finetune.files import FinetuneError, iter_text_lines
 from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table
 
@@ -149,19 +149,44 @@ def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
             bad.append((n, f"{tokens!r} and {tags!r} must be lists"))
         elif len(words) != len(labels):
             bad.append((n, f"{len(words)} tokens but {len(labels)} tags"))
+        elif labels and all(isinstance(x, int) and not isinstance(x, bool) for x in labels) and table.unit == "line":
+            bad.append((n, CODES))
         elif not all(isinstance(x, str) for x in words + labels):
             bad.append((n, "tokens and tags must be text (tags may be a saved dataset's class labels)"))
         else:  # a tag's edge whitespace is no part of it ("B-PS " would be a type of its own), as in a text file
             records.append((n, {"tokens": words, "tags": [t.strip() for t in labels], "at": [n] * len(words)}))
+    if not records and any(why == CODES for _, why in bad):  # one line with the way out, not five alike
+        raise FinetuneError(f"{table.path}: {tags!r} holds integers, not tag names: class-label codes, as a "
+                            "datasets Dataset's to_json writes them. Save the dataset with save_to_disk and pass "
+                            "its folder (its tag names are read from it), or write the names in a column of their own before "
+                            f"to_json: names = ds.features[{tags!r}].feature; ds.map(lambda r: {{'tags': "
+                            f"names.int2str(r[{tags!r}])}}, remove_columns=[{tags!r}]), then --tags-column tags "
+                            "(a map into the class-label column turns the names back into codes)")
     return Table(table.path, ["tokens", "tags"], records, bad, unit=table.unit, blank=table.blank)
 
 
+# A JSONL row whose tags are integers: Dataset.to_json writes a ClassLabel column's codes, not its names
+CODES = ("tags are integers, not tag names (class-label codes, as Dataset.to_json writes them: pass the "
+         "save_to_disk folder instead, or int2str them first)")
+
+
 def drop_blank(sentence: dict) -> int:
-    """Drop empty or whitespace-only tokens (with their tags); how many were dropped."""
+    """Drop empty or whitespace-only tokens (with their tags); how many were dropped.
+
+    Sets ``entities_lost``: gold entities the drop took away, one tagged on blank tokens alone (a JSONL
+    row's ``" "`` tagged ``B-PS``), or two joined where the blank token that began the second stood
+    between them; counted (``blank_entities_dropped``) so the gold entities add up to the file's."""
     keep = [i for i, t in enumerate(sentence["tokens"]) if t.strip()]
     dropped = len(sentence["tokens"]) - len(keep)
+    before = sentence["tags"]
     for key in ("tokens", "tags", "at"):
         sentence[key] = [sentence[key][i] for i in keep]
+    sentence["entities_lost"] = 0
+    if dropped:
+        try:
+            sentence["entities_lost"] = len(entities(before)) - len(entities(sentence["tags"]))
+        except ValueError:  # a tag that is not BIO: a bad sentence, named by sentence_problem
+            pass
     return dropped
 
 
