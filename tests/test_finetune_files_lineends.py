@@ -90,3 +90,13 @@ def test_a_label_that_is_an_object_names_its_dotted_fields():
     assert row_of(record, "text", None, "label") == \
         "'label' is an object (label.gold, label.votes): a dotted name reaches a field of it, e.g. 'label.gold'"
     assert row_of({"text": "가"}, "text", None, "label") == "no 'label' field"
+
+
+def test_cr_line_ends_with_a_stray_lf_say_so_in_the_column_error(tmp_path):
+    # one LF (the last line's, say) keeps the file read by LF: the header runs on through the rows
+    path = tmp_path / "train.tsv"
+    path.write_bytes("text\tlabel\r가\t1\r나\t0\n".encode())
+    with pytest.raises(FinetuneError) as e:
+        read_table(path).column("label", "label_column")
+    assert "its columns are: text, label\\r가, 1\\r나, 0; a column name holds a CR" in str(e.value)
+    assert "\r" not in str(e.value) and "tr '\\r' '\\n'" in str(e.value)

@@ -76,8 +76,13 @@ class Table:
     def column(self, name: str, key: str) -> str:
         """``name`` if the table has it; otherwise an error naming ``key`` (the setting) and the columns it has."""
         if name not in self.columns:
-            raise FinetuneError(f"{self.path}: no column {name!r} ({key}); its columns are: "
-                                f"{', '.join(self.columns) or '(none)'}")
+            # a CR within a name: lines ending in CR alone, with an LF somewhere (a CR-only file is split on CR),
+            # so the header ran on through the rows; shown as it was, the CR hid the rows behind the name
+            cr = any("\r" in c for c in self.columns)
+            shown = ", ".join(c.replace("\r", "\\r") for c in self.columns)
+            raise FinetuneError(f"{self.path}: no column {name!r} ({key}); its columns are: {shown or '(none)'}"
+                                + ("; a column name holds a CR (\\r): the file's lines end in CR alone, as old Mac "
+                                   "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else ""))
         return name
 
     def stats(self) -> dict:
