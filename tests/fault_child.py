@@ -1,7 +1,7 @@
 """A child process for the fault-injection tests: build one request, SIGKILL itself at a named step.
 
 ``python -m tests.fault_child toy ROOT POINT [--force] [--sleep S] [--calls FILE] [--text T] [--start-after F]
-    [--hold F] [--in-place]``
+    [--hold F] [--in-place] [--handled]``
     a small stage through :meth:`Store.build` (plain files, no training);
 ``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
     :func:`kolectra.pipeline.stages.pretrain`, the real trainer (POINT ``truncateN``: through the
@@ -91,6 +91,25 @@ def kill_at_call(owner, name: str, n: int, before: bool = False, only=lambda *a:
     setattr(owner, name, wrapped)
 
 
+def signal_at_call(owner, name: str, signum: int, before: bool = False, only=lambda *a: True) -> None:
+    """Send this process ``signum`` at the first call of ``owner.name`` that ``only`` accepts (before or
+    after it ran): a Ctrl-C or ``kill`` at that moment, its handler (if any) running as it would."""
+    real, sent = getattr(owner, name), []
+
+    def wrapped(*args, **kwargs):
+        hit = only(*args) and not sent
+        if hit:
+            sent.append(1)
+        if hit and before:
+            os.kill(os.getpid(), signum)
+        out = real(*args, **kwargs)
+        if hit and not before:
+            os.kill(os.getpid(), signum)
+        return out
+
+    setattr(owner, name, wrapped)
+
+
 def _is_manifest(url, *rest) -> bool:
     return str(url).endswith("/manifest.json")
 
@@ -101,6 +120,12 @@ REMOTE_POINTS = {
     "uploaded1": lambda: kill_at_call(storage, "upload", 1),
     "before_manifest": lambda: kill_at_call(conditional, "create_exclusive", 1, before=True, only=_is_manifest),
     "manifest": lambda: kill_at_call(conditional, "create_exclusive", 1, only=_is_manifest),
+    # a real signal (SIGINT = a Ctrl-C, SIGTERM) once the manifest is in the store (the call not returned),
+    # or as the lease is released at the end: the artifact published, the process stopping
+    "int_manifest": lambda: signal_at_call(conditional, "create_exclusive", signal.SIGINT, only=_is_manifest),
+    "term_manifest": lambda: signal_at_call(conditional, "create_exclusive", signal.SIGTERM, only=_is_manifest),
+    "int_release": lambda: signal_at_call(conditional, "remove_if", signal.SIGINT, before=True,
+                                          only=lambda url, *a: str(url).endswith(".lease")),
     "mirrored": lambda: kill_after(__import__("kolectra.pipeline.store.remote", fromlist=["RemoteStore"]).RemoteStore,
                                    "checkpoint_saved"),
 }
@@ -122,6 +147,18 @@ def truncate_in_training_step(n: int, examples: str) -> None:
     objectives.STEPS["electra"] = truncating
 
 
+def interrupt_when_renamed_into_place() -> None:
+    """A real SIGINT (a Ctrl-C) as the build's rename into place returns: its handler runs then."""
+    real = os.replace
+
+    def replace(src, dst):
+        real(src, dst)
+        if f"{os.sep}.tmp{os.sep}" in str(src) and f"{os.sep}.tmp{os.sep}" not in str(dst):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    os.replace = replace
+
+
 POINTS = {
     "none": lambda: None,
     "prepared": lambda: kill_after(Store, "_prepare"),
@@ -129,6 +166,7 @@ POINTS = {
     "sealed": lambda: kill_after(Store, "_seal"),
     "old_moved": kill_when_old_copy_moved,
     "published": lambda: kill_after(Store, "_publish"),
+    "int_renamed": interrupt_when_renamed_into_place,
 }
 
 
@@ -160,9 +198,16 @@ def toy(args) -> None:
         Path(f"{args.start_after}.ready-{os.getpid()}").touch()
         while not Path(args.start_after).exists():
             time.sleep(0.01)
-    art = open_store(args.root).build(toy_request(args.text), produce, force=args.force,
-                                            in_place=args.in_place)
-    print(art.path)
+    def build() -> int:
+        art = open_store(args.root).build(toy_request(args.text), produce, force=args.force, in_place=args.in_place)
+        print(art.path)
+        return 0
+
+    if args.handled:  # as the command line ends it: one line and a status for a failure or a signal
+        from kolectra.pipeline.cli import errors
+
+        sys.exit(errors.handled("corpus", lambda: Path(args.root), build))
+    build()
 
 
 def terminate_twice(n: int, last: bool = False) -> None:
@@ -225,6 +270,7 @@ def main() -> None:
     t.add_argument("--hold", default=None, help="a file to wait for before finishing the stage (holding 'fail': "
                    "the stage then fails)")
     t.add_argument("--in-place", action="store_true", help="write where the artifact lives (a store root)")
+    t.add_argument("--handled", action="store_true", help="end as the command line does (one line, a status)")
     q = sub.add_parser("pretrain")
     q.add_argument("root")
     q.add_argument("examples")

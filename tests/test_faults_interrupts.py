@@ -260,3 +260,21 @@ def test_a_ctrl_c_once_the_artifact_is_published_says_it_was(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert code == 130 and (first.path / "manifest.json").is_file()
     assert err == f"kolectra corpus: interrupted; corpus: published as {first.path} before the interrupt\n"
+
+
+def test_a_ctrl_c_as_the_rename_into_place_returns_says_published_and_the_artifact_serves(tmp_path):
+    # a real SIGINT whose handler ran as os.replace(out, final) returned (before the store's own
+    # 'published' guard was entered): before, 'interrupted; corpus: nothing published; its partial build in
+    # .../.tmp/... was removed' with the artifact in place (its build lock file left inside it)
+    from kolectra.pipeline.store.manifest import verify_dir
+    root = tmp_path / "store"
+    child = [sys.executable, "-m", "tests.fault_child", "toy", str(root)]
+    proc = subprocess.run([*child, "int_renamed", "--handled", "--text", "kept"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    (final,) = (root / "corpus").iterdir()
+    assert (proc.returncode, proc.stdout) == (130, ""), proc.stderr
+    assert proc.stderr == f"kolectra corpus: interrupted; corpus: published as {final} before the interrupt\n"
+    assert verify_dir(final) == [] and (final / "data" / "a.txt").read_text() == "kept"
+    again = subprocess.run([*child, "none", "--text", "kept"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (again.returncode, again.stdout.strip()) == (0, str(final)), again.stderr
+    assert "reusing" in again.stderr

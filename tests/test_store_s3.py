@@ -617,3 +617,23 @@ def test_a_step_a_follower_s_part_never_reached_keeps_the_one_before_in_the_stor
     assert sorted(steps()) == ["step-00000008", "step-00000012"]
     saved(1, 12), saved(0, 16), saved(1, 16), saved(0, 20)
     assert sorted(steps()) == ["step-00000016", "step-00000020"]
+
+
+@pytest.mark.parametrize("point,in_place", [("int_manifest", True), ("int_manifest", False), ("term_manifest", True),
+                                             ("int_release", False)])
+def test_a_signal_once_the_manifest_is_in_the_store_says_it_was_published_and_removes_nothing(bucket, point,
+                                                                                               in_place):
+    """A Ctrl-C or SIGTERM after the build's manifest landed in the bucket (reading the artifact back, the
+    run's clean-up, the lease's release): before, 'interrupted; corpus: nothing published under s3://...'
+    (or 'nothing was published'), and a Beam stage's (in place) data objects were removed as an unfinished
+    build's, the manifest left listing them: the published artifact damaged."""
+    root = f"{bucket}/sig-{point}-{in_place}"
+    proc = _child("toy", root, point, "--text", "stopped", "--handled", *(["--in-place"] if in_place else []))
+    signal_ = "SIGTERM" if point.startswith("term") else "SIGINT"
+    store = open_store(root)
+    art = store.resolve("toy")
+    assert store.verify(art) == [] and art.read_bytes("data/a.txt") == b"stopped", proc.stderr
+    word, code = ("terminated", 143) if signal_ == "SIGTERM" else ("interrupted", 130)
+    assert (proc.returncode, proc.stdout) == (code, ""), proc.stderr
+    assert proc.stderr == (f"kolectra corpus: {word}; corpus: published as {art.path} before the "
+                           f"{'interrupt' if code == 130 else 'stop'}\n")

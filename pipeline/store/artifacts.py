@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Callable, Collection, Iterable
 
 from kolectra.core import storage
-from kolectra.core.errors import EnvironmentProblem
+from kolectra.core.errors import EnvironmentProblem, Terminated
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, sweep, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, default_root, load
@@ -261,11 +261,11 @@ class Store(Catalog):
             except BaseException as e:
                 self._abandon(request, out, run, e)
                 raise
-            with _said_published(request.kind, final):
+            with said_published(request.kind, final):
                 self.built_here.add(aid)
                 if run is not None:  # 8. clean
                     shutil.rmtree(run.path, ignore_errors=True)
-        with _said_published(request.kind, final):
+        with said_published(request.kind, final):
             return load(final)
 
     def _follow(self, request: Request, produce: Callable[[Path], StageOutput], force: bool, rank: int) -> Artifact:
@@ -381,12 +381,19 @@ class Store(Catalog):
         elif final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
             replaced = workspace.private_dir(self.root, kind, aid)
             os.replace(final, replaced)  # a directory may replace an empty one
-        os.replace(out, final)
-        with _said_published(kind, final):
+        try:
+            os.replace(out, final)
             workspace.unmark(final)
             _fsync_dir(final.parent)
             if replaced is not None:  # --force on a large artifact: seconds, a Ctrl-C's likeliest moment
                 shutil.rmtree(replaced, ignore_errors=True)
+        except BaseException:
+            # a Ctrl-C's handler runs as the rename's call returns, before any ``with`` after it is entered:
+            # whether the build was published is what the disk says (its directory renamed away)
+            if out.exists():
+                raise
+            with said_published(kind, final):
+                raise
         return final
 
     def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
@@ -435,11 +442,12 @@ PUBLISHED = "kolectra_published"  # set on an exception raised once the artifact
 
 
 @contextlib.contextmanager
-def _said_published(kind: str, final: Path):
+def said_published(kind: str, final: Path | str):
     """A failure or Ctrl-C after the artifact's rename into place (removing --force's old copy, the
-    run's checkpoints, the lock): its line said 'nothing published; its partial build in ... was
-    removed' (or, after the build returned, 'nothing was published') with the artifact published; it
-    now says where the artifact is, once."""
+    run's checkpoints, the lock), or on a store root after its manifest landed in the bucket (reading it
+    back, the clean-up, the lease's release): its line said 'nothing published; its partial build in ...
+    was removed' (or, after the build returned, 'nothing was published') with the artifact published; it
+    now says where the artifact is, once, and marks the exception (:data:`PUBLISHED`): nothing is removed."""
     try:
         yield
     except BaseException as e:
@@ -450,6 +458,8 @@ def _said_published(kind: str, final: Path):
 
 
 def _stop_word(e: BaseException) -> str:
+    if isinstance(e, Terminated):  # SIGTERM, SIGHUP
+        return "stop"
     return "interrupt" if isinstance(e, KeyboardInterrupt) else "failure"
 
 

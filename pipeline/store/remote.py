@@ -58,7 +58,16 @@ from kolectra.core import conditional, scratch, storage
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, sweep, workspace
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store, check_layout, manifest_of, reserved
+from kolectra.pipeline.store.artifacts import (
+    PUBLISHED,
+    Request,
+    Resumable,
+    Store,
+    check_layout,
+    manifest_of,
+    reserved,
+    said_published,
+)
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, unfollowed, written_at
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import (
@@ -285,6 +294,7 @@ class RemoteStore(StoreRuns, Store):
         lease = Lease(self.url, request.kind, aid)
         lease.acquire()
         held = contextlib.ExitStack()  # a resumable build's local run, marked live until the build ends
+        published = None
         try:
             if not force and (found := self._published(request, quiet=True)) is not None:
                 return found  # published by the run this one waited for
@@ -311,18 +321,20 @@ class RemoteStore(StoreRuns, Store):
                 raise
             finally:
                 self._run_url = None
-            if run is not None:
-                shutil.rmtree(run.path, ignore_errors=True)
-                if lease.holds():  # the store's copy of the run: only while it is provably this build's
-                    storage.remove(storage.join(self.url, WORK, f"{request.kind}-{aid}"), recursive=True)
-            elif not in_place:
-                shutil.rmtree(out, ignore_errors=True)
-            self.built_here.add(aid)
+            with said_published(request.kind, final):  # a stop from here on: it is published all the same
+                self.built_here.add(aid)
+                if run is not None:
+                    shutil.rmtree(run.path, ignore_errors=True)
+                    if lease.holds():  # the store's copy of the run: only while it is provably this build's
+                        storage.remove(storage.join(self.url, WORK, f"{request.kind}-{aid}"), recursive=True)
+                elif not in_place:
+                    shutil.rmtree(out, ignore_errors=True)
             return published
         finally:
             self._lease = None
-            held.close()
-            lease.release()
+            with said_published(request.kind, final) if published is not None else contextlib.nullcontext():
+                held.close()
+                lease.release()
 
     def _final(self, request: Request) -> str:
         existing = self._dirs(request.kind, request.id())
@@ -395,7 +407,21 @@ class RemoteStore(StoreRuns, Store):
             conditional.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
         except (conditional.PreconditionFailed, FileNotFoundError):
             progress(f"{request.kind}: another run published {final} first; using it")
-        return load_remote(upath(final))
+        except BaseException:  # a Ctrl-C, SIGTERM or lost connection as the manifest went: it may have landed
+            if not self._landed(final, seen):
+                raise
+            with said_published(request.kind, final):  # its data objects are the artifact's now: kept
+                raise
+        with said_published(request.kind, final):
+            return load_remote(upath(final))
+
+    def _landed(self, final: str, seen: str | None) -> bool:
+        """A manifest other than the one this build found is under ``final`` (one request; False when
+        the store cannot tell, as before the commit)."""
+        try:
+            return self._manifest_version(final) not in (seen, None)
+        except Exception:  # noqa: BLE001 - the store unreachable: unknown, the build's own failure stands
+            return False
 
     @staticmethod
     def _upload_inputs(request: Request, final: str, lease: Lease) -> dict:
@@ -421,6 +447,8 @@ class RemoteStore(StoreRuns, Store):
 
     def _abandon(self, request: Request, out: str, final: str, run: workspace.Run | None, in_place: bool,
                  e: BaseException, lease: Lease) -> None:
+        if getattr(e, PUBLISHED, False):  # stopped once its manifest was in: said so, its objects are kept
+            return
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
         if run is not None and run.state():
             if not refused:
