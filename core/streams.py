@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 
 
 def gone(e: BaseException) -> bool:
@@ -34,3 +35,13 @@ def lost(stream) -> None:
             os.close(devnull)
     with contextlib.suppress(OSError, ValueError):
         stream.flush()  # what the failed write left buffered goes to the null device
+
+
+def say(line: str) -> None:
+    """``line`` on stderr, or nowhere once its reader is gone (:func:`gone`): never the command's failure."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError as e:
+        if not gone(e):
+            raise
+        lost(sys.stderr)

@@ -554,3 +554,22 @@ def test_an_export_to_a_bucket_asks_for_the_to_object_once(checkpoint, bucket, s
     assert asked == ["HeadObject"], requests
     assert [r.operation for r in requests].count("HeadBucket") == 1, requests
     assert [r for r in requests if r.operation.startswith("List") and r.key == f"{key}/"] != [], requests
+
+
+def test_a_dry_run_s_warning_to_a_log_whose_reader_is_gone_does_not_end_the_command(checkpoint, tmp_path):
+    """stderr a pipe nobody reads any more (``2> >(tee log)``, tee stopped; a hung-up terminal: EIO): the
+    warning's BrokenPipeError ended ``export --push --dry-run`` before it listed the commit (status 1 or 2);
+    the warning is lost, the command's output and status are not."""
+    store, art = checkpoint
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes its first line there
+    child = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    child.update(HF_HOME=str(tmp_path / "hf-home"))  # no token: a warning to write
+    try:
+        done = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "export", art.id, "--to",
+                               str(tmp_path / "o"), "--out", str(store.root), "--push", "me/k", "--dry-run"],
+                              stdout=subprocess.PIPE, stderr=write, text=True, env=child, timeout=600)
+    finally:
+        os.close(write)
+    assert done.returncode == 0
+    assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "o")

@@ -27,6 +27,7 @@ from typing import Callable
 
 import kolectra.pipeline.cli.artifacts as cli_artifacts
 import kolectra.pipeline.cli.checks as cli_checks
+from kolectra.core import streams
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
@@ -276,7 +277,7 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
         if args.push:
             if args.dry_run:
                 for line in hub.warnings(art, args.private):
-                    print(f"kolectra export: warning: {line}", file=sys.stderr)
+                    streams.say(f"kolectra export: warning: {line}")  # a log's reader gone: not the push's end
             print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
     print(where)
     return 0
