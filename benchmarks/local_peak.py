@@ -68,7 +68,9 @@ from common import add_data_args, emit, parser, reviews_source
 
 WHO = "benchmarks/local_peak.py"
 PAGE = os.sysconf("SC_PAGE_SIZE")
-FIT = {"default": (760.0, 4.5), "production": (900.0, 5.0)}  # docs/scale.md: MB + MB per MB of text
+# docs/scale.md: MB + MB per MB of text; the default preset's as measured on 2026-12-01 (its 2026-11-29
+# fit, 760 + 4.5, is not what the same commit gives on today's machine and packages: "Not a commit")
+FIT = {"default": (770.0, 6.6), "production": (900.0, 5.0)}
 FIT_BEAM_OWN = {"default": (730.0, 7.8), "production": (850.0, 10.9)}  # --beam-own
 
 
