@@ -40,7 +40,7 @@ from typing import Callable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import StandardOptions
 
-from kolectra.core import scratch, storage
+from kolectra.core import scratch, stops, storage
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.verbosity import NORMAL
@@ -345,7 +345,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
             raise
         done = describe(read_counts(progress_dir), total) if progress_dir else "progress unknown"
         raise (CorpusTerminated if ctrl_c.terminated else CorpusInterrupted)(
-            f"{'terminated' if ctrl_c.terminated else 'interrupted'} ({done}); nothing was kept: a corpus artifact "
+            f"{'terminated' + stops.why() if ctrl_c.terminated else 'interrupted'} ({done}); nothing was kept: a corpus artifact "
             "appears only when complete, run the same command again to start over") from None
     finally:
         gc.set_threshold(*threshold)
