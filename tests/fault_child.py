@@ -124,6 +124,10 @@ REMOTE_POINTS = {
     # or as the lease is released at the end: the artifact published, the process stopping
     "int_manifest": lambda: signal_at_call(conditional, "create_exclusive", signal.SIGINT, only=_is_manifest),
     "term_manifest": lambda: signal_at_call(conditional, "create_exclusive", signal.SIGTERM, only=_is_manifest),
+    # the same Ctrl-C, and a second one as the store is asked whether the manifest landed (an impatient user)
+    "int_manifest_twice": lambda: (signal_at_call(conditional, "create_exclusive", signal.SIGINT, only=_is_manifest),
+                                   signal_at_call(__import__("kolectra.pipeline.store.remote", fromlist=["RemoteStore"])
+                                                  .RemoteStore, "_landed", signal.SIGINT, before=True)),
     "int_release": lambda: signal_at_call(conditional, "remove_if", signal.SIGINT, before=True,
                                           only=lambda url, *a: str(url).endswith(".lease")),
     "mirrored": lambda: kill_after(__import__("kolectra.pipeline.store.remote", fromlist=["RemoteStore"]).RemoteStore,

@@ -619,6 +619,21 @@ def test_a_step_a_follower_s_part_never_reached_keeps_the_one_before_in_the_stor
     assert sorted(steps()) == ["step-00000016", "step-00000020"]
 
 
+def test_a_second_ctrl_c_while_asking_whether_the_manifest_landed_removes_nothing(bucket):
+    """A Ctrl-C as the manifest was written, then another while the store was asked whether it landed: the
+    first's clean-up (an in-place Beam stage's data objects removed as an unfinished build's) ran with the
+    manifest in the bucket, which then listed files that were gone. Nothing is removed now, and the line says
+    how to tell whether it was published."""
+    root = f"{bucket}/sig-twice"
+    proc = _child("toy", root, "int_manifest_twice", "--text", "stopped", "--handled", "--in-place")
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    assert "nothing was removed" in proc.stderr and "artifacts verify" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    store = open_store(root)
+    art = store.resolve("toy")  # it had landed: the artifact is whole
+    assert store.verify(art) == [] and art.read_bytes("data/a.txt") == b"stopped"
+
+
 @pytest.mark.parametrize("point,in_place", [("int_manifest", True), ("int_manifest", False), ("term_manifest", True),
                                              ("int_release", False)])
 def test_a_signal_once_the_manifest_is_in_the_store_says_it_was_published_and_removes_nothing(bucket, point,

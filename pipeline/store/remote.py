@@ -86,6 +86,9 @@ from kolectra.pipeline.store.manifest import (
 )
 from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
 
+# set on a second stop that came while the store was asked whether a build's manifest landed: unknown
+UNSURE = "kolectra_publish_unsure"
+
 
 def upath(url: str):
     from upath import UPath  # noqa: PLC0415 - only for store roots
@@ -408,7 +411,12 @@ class RemoteStore(StoreRuns, Store):
         except (conditional.PreconditionFailed, FileNotFoundError):
             progress(f"{request.kind}: another run published {final} first; using it")
         except BaseException:  # a Ctrl-C, SIGTERM or lost connection as the manifest went: it may have landed
-            if not self._landed(final, seen):
+            try:
+                landed = self._landed(final, seen)
+            except BaseException as again:  # a second Ctrl-C or SIGTERM during that one request: unknown
+                setattr(again, UNSURE, True)
+                raise
+            if not landed:
                 raise
             with said_published(request.kind, final):  # its data objects are the artifact's now: kept
                 raise
@@ -448,6 +456,12 @@ class RemoteStore(StoreRuns, Store):
     def _abandon(self, request: Request, out: str, final: str, run: workspace.Run | None, in_place: bool,
                  e: BaseException, lease: Lease) -> None:
         if getattr(e, PUBLISHED, False):  # stopped once its manifest was in: said so, its objects are kept
+            return
+        if getattr(e, UNSURE, False):  # stopped again while asking whether its manifest landed: none removed,
+            # for a published artifact's objects are its data (an unpublished prefix goes with `artifacts gc`)
+            e.add_note(f"{request.kind}: stopped as its manifest was written to {final}; nothing was removed: "
+                       f"`kolectra artifacts verify {final}` says whether it was published (if not, "
+                       "`kolectra artifacts gc` removes it once its lease expires)")
             return
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
         if run is not None and run.state():
