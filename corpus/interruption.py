@@ -33,7 +33,7 @@ from kolectra.core import stops
 from kolectra.core.errors import Terminated
 from kolectra.core.verbosity import VERBOSE
 from kolectra.corpus.beam_logging import verbosity
-from kolectra.corpus.sigint_relay import SigintRelay
+from kolectra.corpus.sigint_relay import SigintRelay, in_signal_mask
 
 # After a job was stopped, how often its worker processes are looked for again (a /proc scan):
 # the time a worker that Beam starts late may live before it is stopped.
@@ -301,14 +301,7 @@ def stop_local_workers(how: int = signal.SIGTERM) -> int:
 
 def _ignores(pid: int, signum: int) -> bool:
     """Whether ``pid`` ignores ``signum``: its ``SigIgn`` mask in /proc."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"SigIgn:"):
-                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
+    return in_signal_mask(f"/proc/{pid}/status", b"SigIgn:", signum)
 
 
 def _proc_children(parent: int) -> list[int]:

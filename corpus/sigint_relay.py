@@ -131,10 +131,16 @@ def _pending_in(tid: int, signum: int) -> bool:
     """Whether ``signum`` is pending in thread ``tid`` of this process (sent to that thread, as
     ``pthread_kill`` sends, and not yet taken): its ``SigPnd`` mask in /proc. Elsewhere than Linux,
     False."""
+    return in_signal_mask(f"/proc/self/task/{tid}/status", b"SigPnd:", signum)
+
+
+def in_signal_mask(status: str, field: bytes, signum: int) -> bool:
+    """Whether ``signum``'s bit is set in the signal mask ``field`` (``SigPnd:``, ``SigIgn:``, ...) of
+    the /proc ``status`` file named; False where it cannot be read (elsewhere than Linux)."""
     try:
-        with open(f"/proc/self/task/{tid}/status", "rb") as f:
+        with open(status, "rb") as f:
             for line in f:
-                if line.startswith(b"SigPnd:"):
+                if line.startswith(field):
                     return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
     except (OSError, ValueError, IndexError):
         pass
