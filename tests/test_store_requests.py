@@ -183,7 +183,7 @@ def test_a_local_root_lists_a_parent_in_the_bucket_rather_than_downloading_it(bu
 
 
 def test_a_manifest_is_one_get_and_an_empty_or_oversized_one_is_refused_in_one_line(bucket, s3_endpoint, monkeypatch):
-    from kolectra.pipeline.store import remote
+    from kolectra.pipeline.store import remote, remote_artifacts
 
     corpus = _standin(open_store(f"{bucket}/m"), "corpus", "c")
     with answered(s3_endpoint) as seen:
@@ -193,7 +193,7 @@ def test_a_manifest_is_one_get_and_an_empty_or_oversized_one_is_refused_in_one_l
     storage.write_bytes(mp, b"")  # an empty object refuses a ranged GET (HTTP 416): read as empty
     with pytest.raises(ArtifactError, match="manifest.json: not valid JSON"):
         remote.load_remote(corpus.path)
-    monkeypatch.setattr(remote, "MAX_MANIFEST", 100)
+    monkeypatch.setattr(remote_artifacts, "MAX_MANIFEST", 100)  # where load_remote reads it
     storage.write_bytes(mp, b" " * 101)
     with pytest.raises(ArtifactError, match="manifest.json: larger than 100 bytes"):
         remote.load_remote(corpus.path)
