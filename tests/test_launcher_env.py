@@ -178,3 +178,19 @@ def test_a_refusal_under_torchrun_is_what_its_summary_of_failed_ranks_shows(tmp_
     ours = [line for line in proc.stderr.splitlines() if line.startswith("kolectra") and "FAILED" not in line]
     stopped = (TERMINATED_LINE + BY_TORCHRUN, f"kolectra finetune nsmc: terminated{BY_TORCHRUN}; nothing was published")
     assert ours and all(line.startswith(refusal) or line in stopped for line in ours), ours  # as far as rank 1 got
+
+
+def test_a_bad_option_value_under_torchrun_is_in_its_error_file(tmp_path, monkeypatch):
+    """argparse's refusal (`--steps abc`) reached torchrun's summary of failed ranks as 'To enable traceback
+    see: ...': the line is now written to the error file torchrun names, as kolectra's own refusals are."""
+    import json
+
+    from kolectra.pipeline.cli import main
+
+    error_file = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(error_file))
+    with pytest.raises(SystemExit) as stop:
+        main(["pretrain", "--examples", "x", "--steps", "abc", "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    told = json.loads(error_file.read_text())["message"]["message"]
+    assert told == "kolectra pretrain: error: argument --steps: invalid int value: 'abc'", told

@@ -31,7 +31,7 @@ from kolectra.core import streams
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
-from kolectra.pipeline.cli.errors import handled
+from kolectra.pipeline.cli.errors import handled, torchrun_told
 from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
 from kolectra.pipeline.cli.options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli.options import common as _common
@@ -361,8 +361,18 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal (a bad option value: ``--steps abc``) is handed to torchrun too:
+    its summary of failed ranks said only 'To enable traceback see: ...' for it. Subcommands' parsers are
+    of this class as well (``add_subparsers`` makes its parent's kind)."""
+
+    def error(self, message: str):
+        torchrun_told(f"{self.prog}: error: {message}")
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kolectra",
         description="Korean ELECTRA pretraining: corpus -> vocab -> examples -> pretrain -> finetune.",
         epilog="Every command has its own --help. Start with: kolectra run",
