@@ -5,7 +5,9 @@ so the reader splits on tab and newline only: a stray ``"`` in a review stays a 
 (a CSV reader would merge rows up to the next quote), ``NA``/``null``/``nan`` stay text (pandas
 would turn them into missing values), and other Unicode line separators (U+2028, \\x0b, \\x1c,
 which ``str.splitlines`` would split on) stay inside the document.  Empty documents are kept
-(a test set is scored on all its rows) and counted.  A row with the wrong column count or a
+(a test set is scored on all its rows) and counted.  An empty line, or one of spaces and tabs alone
+(an editor's trailing line), holds no row: skipped and counted (``blank_lines``), as the file tasks'
+readers do, so ``lines`` = ``rows`` + ``bad_rows`` + ``blank_lines``.  A row with the wrong column count or a
 label other than 0/1 is a *bad row*: counted with its line number, and if more than
 ``max_bad_fraction`` of the rows are bad the file is rejected with the first offenders named.
 
@@ -80,9 +82,12 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     columns: dict[str, list] = {"id": [], "text": [], "label": [], "line": []}
     add_id, add_text, add_label, add_line = (columns[k].append for k in ("id", "text", "label", "line"))
     bad: list[tuple[int, str]] = []
-    n_data = empty = positive = 0
+    n_data = empty = positive = blank = 0
     ids: set[str] = set()
     for n_data, text in enumerate(lines, start=1):
+        if not text.strip():  # no row: a malformed one (3 columns expected, got 1) refused a small file at 0.001
+            blank += 1
+            continue
         parsed = parse_fields(text)
         if isinstance(parsed, str):
             if len(bad) <= _SHOWN_BAD:  # the count is n_data less the rows: the first offenders are all shown
@@ -97,18 +102,19 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
         empty += not document.strip()
         positive += label
     n_rows = len(columns["line"])
-    if not n_data:
+    if n_data == blank:
         raise FinetuneError(f"{path}: a header and no rows (expected 'id\\tdocument\\tlabel' lines after it)")
-    n_bad = n_data - n_rows
-    if n_bad and n_bad > max_bad_fraction * n_data:
+    n_bad = n_data - blank - n_rows
+    if n_bad and n_bad > max_bad_fraction * (n_data - blank):
         shown = "; ".join(f"line {ln}: {why}" for ln, why in bad[:5])
-        raise FinetuneError(f"{path}: {n_bad} of {n_data} rows are malformed "
-                            f"({bad_limit(max_bad_fraction, n_bad, n_data)}): {shown}")
+        raise FinetuneError(f"{path}: {n_bad} of {n_data - blank} rows are malformed "
+                            f"({bad_limit(max_bad_fraction, n_bad, n_data - blank)}): {shown}")
     stats = {
         "lines": n_data,
         "rows": n_rows,
         "bad_rows": n_bad,
         "bad_lines": [{"line": ln, "reason": why} for ln, why in bad[:_SHOWN_BAD]],
+        "blank_lines": blank,
         "empty_documents": empty,
         "duplicate_ids": n_rows - len(ids),
         "labels": {"0": n_rows - positive, "1": positive},
