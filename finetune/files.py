@@ -155,26 +155,80 @@ def _decode_all(path: Path) -> str:
     return "cr" if cr and not lf else "lf"
 
 
+PARQUET_HINT = ("Parquet is not read here: convert it with datasets, datasets.Dataset.from_parquet('{path}')"
+                ".save_to_disk('{folder}'), and pass that folder (class-label names in its metadata come along)")
+# Files that are not text at all, by their first bytes: what they are, and how to get a UTF-8 text file from them.
+# "not UTF-8 ... iconv -f <its encoding>" sent the user to look for a text encoding a gzip file or a workbook has not
+CONTAINERS = (
+    (b"\x1f\x8b", "gzip-compressed", "decompress it first: gunzip -k {path}"),
+    (b"BZh9", "bzip2-compressed", "decompress it first: bunzip2 -k {path}"),  # bzip2's default block size
+    (b"\xfd7zXZ\x00", "xz-compressed", "decompress it first: unxz -k {path}"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it first: unzstd {path}"),
+    (b"PAR1", "a Parquet file", PARQUET_HINT),
+    (b"PK\x03\x04", "a zip archive (an Excel .xlsx workbook is one)",
+     "unzip it, or save the sheet from Excel as 'CSV UTF-8 (Comma delimited) (*.csv)'"),
+    (b"\xd0\xcf\x11\xe0", "an Excel 97-2003 (.xls) workbook",
+     "save the sheet from Excel as 'CSV UTF-8 (Comma delimited) (*.csv)'"),
+)
+
+
+def container(path: Path, head: bytes | None = None) -> str | None:
+    """What a file that opens with ``head`` (None: its first bytes, read here) is and how to get text from it,
+    when it is no text file (else None)."""
+    if head is None:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(8)
+        except OSError:
+            return None
+    for magic, what, fix in CONTAINERS:
+        if head.startswith(magic):
+            return f"{path}: {what}, not a text file; " + fix.format(path=path, folder=path.with_suffix(""))
+    return None
+
+
+def utf16(head: bytes) -> str | None:
+    """``utf-16`` (or its byte order) when ``head`` looks like UTF-16: a byte-order mark FF FE / FE FF (Excel's
+    "Unicode Text" and Notepad's "Unicode" save so), or every other byte NUL (the mark left off); else None."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    # UTF-8 and cp949 text hold no NUL byte; UTF-16 has one in the high byte of every ASCII character (a
+    # space, tab, digit or line end: a share of Korean text too, whose syllables have none)
+    head = head[:4096]
+    even, odd = head[::2].count(0), head[1::2].count(0)
+    if len(head) >= 8 and max(even, odd) >= 0.05 * len(head) / 2 and min(even, odd) * 4 <= max(even, odd):
+        return "utf-16le" if odd > even else "utf-16be"
+    return None
+
+
 def not_utf8(path: Path) -> FinetuneError:
     """The error for a data file that is not UTF-8: the line and byte offset of the first bad
     sequence, and the command that converts it. A Korean file saved on Windows is usually cp949 (a
-    superset of EUC-KR): when the bytes read as cp949 the hint names it."""
+    superset of EUC-KR): when the bytes read as cp949 the hint names it; UTF-16 (Excel's "Unicode
+    Text") is named by its byte-order mark or its NUL bytes. A compressed file, a Parquet file or a
+    workbook is named as what it is, with what to do (:data:`CONTAINERS`)."""
     path = Path(path)
     data = path.read_bytes()
+    if found := container(path, data[:8]):
+        return FinetuneError(found)
     try:
         data.decode("utf-8")
         return FinetuneError(f"{path}: not UTF-8")  # the file changed since the reader refused it
     except UnicodeDecodeError as e:
         line = data.count(b"\n" if b"\n" in data or b"\r" not in data else b"\r", 0, e.start) + 1  # CR-only: old Mac
         where = f"{path}:{line}: not UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at offset {e.start})"
-    try:
-        data.decode("cp949")
-        encoding = "cp949"
-    except UnicodeDecodeError:
-        encoding = "<its encoding>"
+    said = ""
+    if encoding := utf16(data):
+        said = ("it is UTF-16 (Excel's 'Unicode Text' and Notepad's 'Unicode' save so): " if encoding == "utf-16"
+                else f"it reads as UTF-16 without a byte-order mark ({encoding}; NUL bytes beside its ASCII): ")
+    else:
+        try:
+            data.decode("cp949")
+            encoding, said = "cp949", "it reads as cp949 (EUC-KR, as Windows saves Korean text): "
+        except UnicodeDecodeError:
+            encoding = "<its encoding>"
     fix = f"iconv -f {encoding} -t utf-8 {path} > {path.with_name(path.stem + '.utf8' + path.suffix)}"
-    return FinetuneError(f"{where}; " + ("it reads as cp949 (EUC-KR, as Windows saves Korean text): "
-                                         if encoding == "cp949" else "") + f"convert it with: {fix}")
+    return FinetuneError(f"{where}; {said}convert it with: {fix}")
 
 
 def bad_limit(max_bad_fraction: float, bad: int, total: int) -> str:

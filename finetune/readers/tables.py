@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kolectra.core.config_file import nested_deeper
-from kolectra.finetune.files import FinetuneError, bad_limit, iter_text_lines, not_utf8
+from kolectra.finetune.files import FinetuneError, bad_limit, container, iter_text_lines, not_utf8
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -109,6 +109,8 @@ def detect(path: Path, fmt: str = "auto") -> str:
     if path.is_dir():
         return "datasets"
     found = SUFFIXES.get(path.suffix.lower())
+    if found is None and (what := container(path)):  # a .gz, .parquet or .xlsx: what it is, not "pass --set format"
+        raise FinetuneError(what)
     if found is None:
         raise FinetuneError(f"{path}: cannot tell its format from the name; pass --set format=tsv, csv or jsonl")
     return found
