@@ -169,7 +169,7 @@ class KorquadConfig(TaskConfig):
 class FileTaskConfig(TaskConfig):
     """What the tasks read from the user's own files (classify, regress, ner) share."""
 
-    # auto: by extension (.tsv/.txt, .csv, .jsonl) or a saved datasets folder; ner also reads conll / lines
+    # auto: by extension (.tsv/.txt, .csv, .jsonl, .parquet) or a saved datasets folder; ner also reads conll / lines
     format: str = "auto"
     # Without --dev, this share of the train rows (seeded shuffle) is the dev set epochs are chosen on.
     dev_fraction: float = 0.1
@@ -179,7 +179,7 @@ class FileTaskConfig(TaskConfig):
     # Rows that cannot be read are counted; above this fraction of a file's rows it is an error.
     max_bad_fraction: float = 0.001
 
-    formats = ("auto", "tsv", "csv", "jsonl", "datasets")
+    formats = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet")
 
     def task_checks(self):
         return [("format", self.format in self.formats, f"one of {', '.join(self.formats)}"),
@@ -222,7 +222,7 @@ class NerConfig(FileTaskConfig):
     tokens_column: str = "tokens"
     tags_column: str = "ner_tags"
 
-    formats = ("auto", "conll", "lines", "jsonl", "datasets")
+    formats = ("auto", "conll", "lines", "jsonl", "datasets", "parquet")
 
     def task_checks(self):
         return super().task_checks() + [

@@ -155,8 +155,7 @@ def _decode_all(path: Path) -> str:
     return "cr" if cr and not lf else "lf"
 
 
-PARQUET_HINT = ("Parquet is not read here: convert it with datasets, datasets.Dataset.from_parquet('{path}')"
-                ".save_to_disk('{folder}'), and pass that folder (class-label names in its metadata come along)")
+PARQUET_HINT = "read it as Parquet: name it .parquet, or pass --set format=parquet"
 # Files that are not text at all, by their first bytes: what they are, and how to get a UTF-8 text file from them.
 # "not UTF-8 ... iconv -f <its encoding>" sent the user to look for a text encoding a gzip file or a workbook has not
 CONTAINERS = (

@@ -4,11 +4,14 @@ line in, Excel's "Unicode Text" (UTF-16), gzip-compressed and Parquet files, lab
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 import lzma
 
 import pytest
 
+from kolectra.finetune import config
+from kolectra.finetune.classify import Classify
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.readers.nsmc import read_nsmc
@@ -66,3 +69,46 @@ def test_a_compressed_file_or_a_workbook_is_named_as_what_it_is(tmp_path, name, 
     if name.endswith(".gz"):
         with pytest.raises(FinetuneError, match=said):
             read_table(path, "tsv")
+
+
+def class_label_parquet(path, rows, names, column="label"):
+    import datasets  # noqa: PLC0415
+
+    features = datasets.Features({"text": datasets.Value("string"), column: datasets.ClassLabel(names=names)})
+    datasets.Dataset.from_dict({"text": [t for t, _ in rows], column: [y for _, y in rows]},
+                               features=features).to_parquet(str(path))
+    return path
+
+
+def test_parquet_files_are_read_with_their_class_label_names(tmp_path):
+    # was "cannot tell its format from the name; pass --set format=tsv, csv or jsonl", none of which reads it
+    rows = [(f"경기 결과 {i}" if i % 3 else f"주가 지수 {i}", int(i % 3 == 0)) for i in range(60)]
+    train = class_label_parquet(tmp_path / "train.parquet", rows, ["스포츠", "경제"])
+    test = class_label_parquet(tmp_path / "test.pq", rows[:6], ["스포츠", "경제"])
+    cfg = dataclasses.replace(config.sample_classify(), dev_fraction=0.25)
+    task = Classify()
+    data = task.read(cfg, train, test)
+    assert task.labels == ["경제", "스포츠"]  # the names to_parquet keeps in the metadata, not codes 0 and 1
+    assert data.facts["test_file"]["labels"] == {"경제": 2, "스포츠": 4} and data.facts["test_file"]["rows"] == 6
+    # pandas' to_parquet: plain columns, a struct reached by its dotted name
+    import pandas  # noqa: PLC0415
+
+    plain = tmp_path / "scores.parquet"
+    pandas.DataFrame({"s1": ["가", "나"], "s2": ["다", "라"], "labels": [{"score": 4.5}, {"score": 1.0}]}).to_parquet(plain)
+    assert [r for _, r in read_table(plain).records] == [{"s1": "가", "s2": "다", "labels.score": 4.5},
+                                                         {"s1": "나", "s2": "라", "labels.score": 1.0}]
+    # NER: a list of tokens and a list of class-label tags
+    import datasets  # noqa: PLC0415
+
+    tags = datasets.Sequence(datasets.ClassLabel(names=["O", "B-OG", "I-OG"]))
+    datasets.Dataset.from_dict({"tokens": [["삼성", "전자", "주가"]], "ner_tags": [[1, 2, 0]]}, features=datasets.Features(
+        {"tokens": datasets.Sequence(datasets.Value("string")), "ner_tags": tags})).to_parquet(str(tmp_path / "ner.parquet"))
+    assert [s["tags"] for _, s in read_sentences(tmp_path / "ner.parquet").records] == [["B-OG", "I-OG", "O"]]
+    # a Parquet file by another name, and one cut short
+    (tmp_path / "train.txt").write_bytes(train.read_bytes())
+    with pytest.raises(FinetuneError, match=r"train\.txt: a Parquet file, not a text file; .*--set format=parquet"):
+        read_table(tmp_path / "train.txt")
+    assert len(read_table(tmp_path / "train.txt", "parquet").records) == 60
+    (tmp_path / "cut.parquet").write_bytes(train.read_bytes()[:-20])
+    with pytest.raises(FinetuneError, match=r"cut\.parquet: cannot read as Parquet \(ArrowInvalid: "):
+        read_table(tmp_path / "cut.parquet")

@@ -9,8 +9,8 @@ Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives 
 * ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
   tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
 * ``auto`` for a text file: ``lines`` when more of its first 1,000 lines hold several
-  space-separated tags (as many as words) than hold one, else ``conll`` (:func:`guess_format`).  A ``.jsonl`` (``.json``, ``.ndjson``) file or a folder: rows with a list of
-  tokens (``tokens_column``) and a list of tags (``tags_column``; class-label codes of a saved
+  space-separated tags (as many as words) than hold one, else ``conll`` (:func:`guess_format`).  A ``.jsonl`` (``.json``, ``.ndjson``) or
+  ``.parquet`` file or a folder: rows with a list of tokens (``tokens_column``) and a list of tags (``tags_column``; class-label codes of a saved
   dataset are read as their names), e.g. KLUE-NER saved with ``save_to_disk``.
 
 Every tag must be BIO in either spelling (:func:`finetune.entities.split_tag`).  Tokens that are
@@ -33,7 +33,7 @@ from kolectra.finetune.entities import entities, split_tag
 from kolectra.finetune.files import FinetuneError, iter_text_lines
 from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table
 
-FORMATS = ("auto", "conll", "lines", "jsonl", "datasets")
+FORMATS = ("auto", "conll", "lines", "jsonl", "datasets", "parquet")
 DOCSTART = "-DOCSTART-"
 
 
@@ -44,10 +44,10 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         raise FinetuneError(f"{path}: no such file or folder")
     if fmt not in FORMATS:
         raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    # auto: the JSON suffixes the tables know (.jsonl, .json, .ndjson), a folder; else a text format
-    json_name = SUFFIXES.get(path.suffix.lower()) == "jsonl"
-    if fmt in ("jsonl", "datasets") or (fmt == "auto" and (path.is_dir() or json_name)):
-        kind = fmt if fmt != "auto" else "datasets" if path.is_dir() else "jsonl"  # read_table names a mismatch
+    # auto: the JSON suffixes the tables know (.jsonl, .json, .ndjson), .parquet, a folder; else a text format
+    named = SUFFIXES.get(path.suffix.lower()) if path.suffix.lower() != ".txt" else None
+    if fmt in ("jsonl", "datasets", "parquet") or (fmt == "auto" and (path.is_dir() or named in ("jsonl", "parquet"))):
+        kind = fmt if fmt != "auto" else "datasets" if path.is_dir() else named  # read_table names a mismatch
         table = from_records(read_table(path, kind, read=(tokens_column, tags_column)), tokens_column, tags_column)
     elif path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")

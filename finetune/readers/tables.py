@@ -20,6 +20,8 @@ have such rows) and reports neither the line of a bad row nor how many were drop
 * **JSONL** (``.jsonl``, ``.json``, ``.ndjson``): one object per line, blank lines skipped; nested
   objects are reachable with dotted names (``labels.label``); the columns are the keys of every
   object (an optional field may be missing from the first).
+* **Parquet** (``.parquet``, ``.pq``): read whole through Arrow, a row's number its row; the class-label
+  columns ``Dataset.to_parquet`` describes in the file's metadata give their names, as a saved dataset's do.
 * **A folder** written by ``Dataset.save_to_disk`` is read with ``datasets.load_from_disk``;
   struct columns are flattened to dotted names (KLUE-STS's ``labels.label``) and class-label
   columns give their names (KLUE-YNAT's topics, KLUE-NER's tags), not their integer codes.
@@ -41,8 +43,9 @@ from typing import Iterable, Iterator
 from kolectra.core.config_file import nested_deeper
 from kolectra.finetune.files import FinetuneError, bad_limit, container, iter_text_lines, not_utf8
 
-FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets")
-SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet")
+SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
+            ".parquet": "parquet", ".pq": "parquet"}
 SHOWN_BAD = 20  # bad lines listed in metrics.json
 
 
@@ -112,7 +115,7 @@ def detect(path: Path, fmt: str = "auto") -> str:
     if found is None and (what := container(path)):  # a .gz, .parquet or .xlsx: what it is, not "pass --set format"
         raise FinetuneError(what)
     if found is None:
-        raise FinetuneError(f"{path}: cannot tell its format from the name; pass --set format=tsv, csv or jsonl")
+        raise FinetuneError(f"{path}: cannot tell its format from the name; pass --set format=tsv, csv, jsonl or parquet")
     return found
 
 
@@ -143,6 +146,10 @@ def read_saved(path: Path) -> Table:
     return _whole(open_saved(path))
 
 
+def read_parquet(path: Path) -> Table:
+    return _whole(open_parquet(path))
+
+
 def open_table(path: Path, fmt: str = "auto", read: Iterable[str] | None = None) -> Table:
     """The file's table with ``records`` an iterator: each record is read when asked for, so a reader
     that keeps only some of each row's values never holds the file's lines or records (docs/finetune.md,
@@ -154,7 +161,7 @@ def open_table(path: Path, fmt: str = "auto", read: Iterable[str] | None = None)
     if not path.exists():
         raise FinetuneError(f"{path}: no such file or folder")
     kind = detect(path, fmt)
-    readers = {"tsv": open_tsv, "csv": open_csv, "jsonl": open_jsonl, "datasets": open_saved}
+    readers = {"tsv": open_tsv, "csv": open_csv, "jsonl": open_jsonl, "datasets": open_saved, "parquet": open_parquet}
     if kind not in readers:
         raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {kind!r}")
     if kind != "datasets" and path.is_dir():
@@ -388,6 +395,23 @@ def open_saved(path: Path) -> Table:
     if isinstance(ds, datasets.DatasetDict):
         raise FinetuneError(f"{path}: holds several splits ({', '.join(ds)}); name one, e.g. "
                             f"{path / next(iter(ds))}")
+    ds = ds.flatten()
+    return Table(path, list(ds.column_names), _saved_records(ds), [], unit="row")
+
+
+def open_parquet(path: Path) -> Table:
+    """A Parquet file (pandas' ``to_parquet``, datasets' ``Dataset.to_parquet``, a Hub dataset's files): read
+    whole through Arrow, as a saved dataset's rows; the class-label names datasets keeps in its schema
+    metadata are read as names (``to_json`` writes their codes instead)."""
+    import datasets  # noqa: PLC0415 - heavy import
+    import pyarrow  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    try:
+        ds = datasets.Dataset(pq.read_table(path))
+    except (pyarrow.ArrowException, OSError, ValueError, TypeError) as e:  # cut short, not Parquet, odd metadata
+        raise FinetuneError(f"{path}: cannot read as Parquet ({type(e).__name__}: "
+                            f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else 'no detail'})") from None
     ds = ds.flatten()
     return Table(path, list(ds.column_names), _saved_records(ds), [], unit="row")
 
