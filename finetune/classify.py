@@ -4,7 +4,8 @@ A task of the last stage: ``kolectra finetune classify``.  Reads TSV, CSV, JSONL
 ``datasets`` folder (:mod:`finetune.text_task`, :mod:`finetune.readers.tables`); the labels are the
 distinct values of ``label_column`` in the training file (strings or integers, compared as text,
 sorted: numerically when they all are integers); a dev or test label outside them is an error
-naming the label, file and line.  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the
+naming the label, file and line.  Integer labels that are class-label codes (``Dataset.to_json``
+writes a ``ClassLabel`` column's) are named by ``label_names`` (code ``k`` is the ``k``-th name).  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the
 best dev ``select_on`` figure (``accuracy`` or ``macro_f1``), scores the test file once.  Writes
 ``metrics.json`` (``accuracy``, ``macro_f1``, both fractions; ``labels``; per-epoch dev figures;
 reader counts; ``health``: ``not_learning`` when one class is predicted for every dev row or dev
@@ -63,13 +64,30 @@ def classification_scores(gold: np.ndarray, predicted: np.ndarray) -> dict:
             "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}
 
 
+def named(label: str, names: tuple[str, ...]) -> str:
+    """``label`` (as :func:`label_text` made it) through ``label_names``: a code ``k`` is ``names[k]``, a name
+    stays; else a bad row. Without names, the label itself."""
+    if not names:
+        return label
+    if re.fullmatch(r"[0-9]+", label) and int(label) < len(names):
+        return names[int(label)]
+    if label in names:
+        return label
+    raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
+
+
 class Classify(TextTask):
     name = "classify"
     figures = ("accuracy", "macro_f1")
     stats = ("accuracy", "macro_f1", *TextTask.stats)
+    names: tuple[str, ...] = ()  # label_names, NFC
+
+    def read(self, cfg, train_file, eval_file):
+        self.names = tuple(unicodedata.normalize("NFC", n.strip()) for n in getattr(cfg, "label_names", ()))
+        return super().read(cfg, train_file, eval_file)
 
     def target(self, value):
-        return label_text(value)
+        return named(label_text(value), self.names)
 
     def fit(self, train, table):
         self.labels = label_order(train["label"])

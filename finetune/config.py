@@ -194,6 +194,10 @@ class ClassifyConfig(FileTaskConfig):
     text_pair_column: str = ""  # "" = one text per row; else a pair, [CLS] a [SEP] b [SEP]
     label_column: str = "label"
     select_on: str = "accuracy"  # the dev figure the kept epoch is chosen by: accuracy | macro_f1
+    # The class names of integer labels that are class-label codes (Dataset.to_json writes a ClassLabel
+    # column's codes): label k is label_names[k]; a label that is already one of them stays. Empty: the
+    # labels as written. Recorded only when set, so earlier requests keep their ids.
+    label_names: tuple[str, ...] = dataclasses.field(default=(), metadata={"recorded": "unless default"})
 
     selectable = ("accuracy", "macro_f1")
 
@@ -206,7 +210,10 @@ class ClassifyConfig(FileTaskConfig):
              f"another column than text_column ({self.text_column!r})"),
             ("label_column", self.label_column not in (self.text_column, self.text_pair_column),
              "a column that is not a text column (text_column, text_pair_column)"),
-            ("select_on", self.select_on in self.selectable, f"one of {', '.join(self.selectable)}")]
+            ("select_on", self.select_on in self.selectable, f"one of {', '.join(self.selectable)}"),
+            ("label_names", all(isinstance(n, str) and n.strip() for n in self.label_names)
+             and len(set(self.label_names)) == len(self.label_names),
+             "names that are not empty, each once, in code order: --set label_names=neg,pos")]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +221,9 @@ class RegressConfig(ClassifyConfig):
     select_on: str = "spearman"  # spearman | pearson
 
     selectable = ("spearman", "pearson")
+
+    def task_checks(self):
+        return super().task_checks() + [("label_names", not self.label_names, "empty: regress reads scores, not classes")]
 
 
 @dataclasses.dataclass(frozen=True)

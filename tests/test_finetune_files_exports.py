@@ -112,3 +112,35 @@ def test_parquet_files_are_read_with_their_class_label_names(tmp_path):
     (tmp_path / "cut.parquet").write_bytes(train.read_bytes()[:-20])
     with pytest.raises(FinetuneError, match=r"cut\.parquet: cannot read as Parquet \(ArrowInvalid: "):
         read_table(tmp_path / "cut.parquet")
+
+
+def test_label_names_name_the_class_label_codes_to_json_wrote(tmp_path):
+    # Dataset.to_json writes a ClassLabel column's codes: the classes were '0', '1', '2' in metrics.json and
+    # predictions.jsonl, with no way to give their names short of rewriting the file
+    import datasets  # noqa: PLC0415
+
+    from kolectra.core.config import ConfigError, override  # noqa: PLC0415
+
+    names = ["IT과학", "경제", "사회"]
+    features = datasets.Features({"title": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
+    rows = {"title": [f"제목 {i}" for i in range(60)], "label": [i % 3 for i in range(60)]}
+    datasets.Dataset.from_dict(rows, features=features).to_json(str(tmp_path / "train.jsonl"), force_ascii=False)
+    assert '"label":0' in (tmp_path / "train.jsonl").read_text(encoding="utf-8")  # codes, not names
+    test = tmp_path / "test.tsv"  # a test file that spells the names, and one code past them
+    test.write_text("title\tlabel\n뉴스 1\t경제\n뉴스 2\t2\n" + "".join(f"뉴스 {i}\t0\n" for i in range(3, 1200))
+                    + "뉴스 0\t7\n", encoding="utf-8")
+    cfg = override(dataclasses.replace(config.sample_classify(), text_column="title", dev_fraction=0.25),
+                   ["label_names=IT과학,경제,사회"])
+    task = Classify()
+    data = task.read(cfg, tmp_path / "train.jsonl", test)
+    assert task.labels == ["IT과학", "경제", "사회"]
+    assert data.facts["test_file"]["labels"] == {"IT과학": 1197, "경제": 1, "사회": 1}
+    assert data.facts["test_file"]["bad_lines"] == [
+        {"line": 1201, "reason": "label '7' is neither a code of label_names (0 to 2) nor one of its names"}]
+    plain = Classify()
+    plain.read(dataclasses.replace(cfg, label_names=()), tmp_path / "train.jsonl", tmp_path / "train.jsonl")
+    assert plain.labels == ["0", "1", "2"]  # without the setting, as before
+    with pytest.raises(ConfigError, match="label_names: must be names that are not empty, each once"):
+        override(cfg, ["label_names=경제,경제"]).validate()
+    with pytest.raises(ConfigError, match="label_names: must be empty: regress reads scores"):
+        override(config.sample_regress(), ["label_names=a,b"]).validate()
