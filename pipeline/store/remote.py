@@ -357,6 +357,13 @@ class RemoteStore(StoreRuns, Store):
             return False
 
     @staticmethod
+    def _listed(final: str) -> set[str]:
+        """The objects the manifest under ``final`` lists (none without one; an unreadable one raises)."""
+        if RemoteStore._manifest_version(final) is None:
+            return set()
+        return {e["path"] for e in load_remote(upath(final)).manifest["files"]}
+
+    @staticmethod
     def _upload_inputs(request: Request, final: str, lease: Lease) -> dict:
         """The request's input records as INPUTS_FILE under ``final`` (:mod:`.inputs`): its entry."""
         cache_root().mkdir(parents=True, exist_ok=True)
@@ -394,15 +401,20 @@ class RemoteStore(StoreRuns, Store):
                 e.add_note(self._kept_note(request.kind, storage.join(self.url, WORK, f"{request.kind}-{request.id()}"),
                                           run))
             return
+        kept = None
         with contextlib.suppress(Exception):
             if in_place and not isinstance(e, LeaseLost) and lease.holds():
-                self._drop_unlisted(final, set(), lease)  # what its workers wrote; never a manifest
+                # what its workers wrote; never a manifest, nor an object of the copy published there (--force,
+                # a damaged one rebuilt): removing those left its manifest listing objects that were gone
+                kept = self._listed(final)
+                self._drop_unlisted(final, kept, lease)
             elif run is not None:
                 shutil.rmtree(run.path, ignore_errors=True)
             elif not in_place:
                 shutil.rmtree(out, ignore_errors=True)
         if not refused:
-            e.add_note(f"{request.kind}: nothing published under {final}")
+            e.add_note(f"{request.kind}: nothing published under {final}"
+                       + ("; the copy published there before is kept" if kept else ""))
 
     # ---- clean-up --------------------------------------------------------------------------
     def collect(self, interrupted: bool = False, dry_run: bool = False):
