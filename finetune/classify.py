@@ -27,7 +27,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def label_text(value) -> str:

@@ -22,7 +22,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.report import nsmc_table
-from kolectra.finetune.text_task import Rows
+from kolectra.finetune.text_task import Rows, past_max_length, say_truncated, truncated_rows
 
 __all__ = ["run", "split_dev", "Nsmc"]
 
@@ -81,8 +81,12 @@ class Nsmc(skeleton.Task):
     def encoder(self, tokenizer, cfg):
         def encode(batch: dict, indices: list[int]) -> dict:
             enc = tokenizer(batch["text"], truncation=True, max_length=cfg.max_length, return_token_type_ids=True)
-            return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": batch["label"]}
+            return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": batch["label"],
+                    "truncated": past_max_length(enc)}
         return encode
+
+    def check(self, splits, data, cfg):
+        say_truncated(self.name, splits, cfg)
 
     def model_config(self, data):
         # said, not inferred: a model directory's config.json naming another (a KorSTS model's "regression")
@@ -106,7 +110,7 @@ class Nsmc(skeleton.Task):
         accuracy = fit.final.scores["accuracy"]
         return {"accuracy": accuracy, "accuracy_pct": 100.0 * accuracy, "best_epoch": fit.epoch,
                 "dev_accuracy": fit.dev.scores["accuracy"], "train_examples": len(data.train),
-                "dev_examples": len(data.dev), "test_examples": len(data.test)}
+                "dev_examples": len(data.dev), "test_examples": len(data.test), **truncated_rows(splits)}
 
     def write(self, out_dir, splits, fit):
         test, p = splits["test"].rows, fit.final.predictions

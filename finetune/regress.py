@@ -28,7 +28,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 

@@ -180,8 +180,12 @@ class TextTask(skeleton.Task):
         def encode(batch: dict, indices: list[int]) -> dict:
             enc = tokenizer(batch["text"], batch.get("text_pair"), truncation=True, max_length=cfg.max_length,
                             return_token_type_ids=True)
-            return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": batch["label"]}
+            return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": batch["label"],
+                    "truncated": past_max_length(enc)}
         return encode
+
+    def check(self, splits, data, cfg):
+        say_truncated(self.name, splits, cfg)
 
     def selection(self, scores):
         return scores[self.select_on]
@@ -189,12 +193,41 @@ class TextTask(skeleton.Task):
     def metrics(self, data, splits, fit):
         return {**fit.final.scores, "best_epoch": fit.epoch, "selection": self.select_on,
                 **{f"dev_{k}": v for k, v in fit.dev.scores.items()},
-                "train_examples": len(data.train), "dev_examples": len(data.dev), "test_examples": len(data.test)}
+                "train_examples": len(data.train), "dev_examples": len(data.dev), "test_examples": len(data.test),
+                **truncated_rows(splits)}
 
     def table(self, metrics):
         from kolectra.finetune.report import file_task_table  # noqa: PLC0415
 
         return file_task_table(self.name, metrics, self.figures)
+
+
+def past_max_length(enc) -> list[bool]:
+    """Per row of a fast tokenizer's batch: whether ``max_length`` cut it (tokens past it overflowed; a row of
+    exactly ``max_length`` tokens was not cut)."""
+    return [bool(e.overflowing) for e in enc.encodings]
+
+
+def truncated_rows(splits) -> dict:
+    """``{"rows_past_max_length": {"train": n, "dev": n, "test": n}}``: the rows of each split that
+    ``max_length`` cut (their tokens past it never read); empty for a task whose encoder does not mark them."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    counts = {name: int(pc.sum(split.encoded.data.column("truncated")).as_py() or 0)
+              for name, split in splits.items() if "truncated" in split.encoded.column_names}
+    return {"rows_past_max_length": counts} if counts else {}
+
+
+def say_truncated(task: str, splits, cfg) -> None:
+    """One line when ``max_length`` cuts rows of a split: the text past it is never read (a news body at
+    the koelectra preset's 128 tokens), which no figure had said."""
+    counts = truncated_rows(splits).get("rows_past_max_length", {})
+    cut = [f"{n:,} of {len(splits[name].encoded):,} {name} rows ({n / len(splits[name].encoded):.1%})"
+           for name, n in counts.items() if n]
+    if cut:
+        progress(f"{task}: {', '.join(cut)} are longer than max_length={cfg.max_length} tokens and cut there "
+                 "(rows_past_max_length in metrics.json); --set max_length=N reads more of them, up to the "
+                 "model's positions")
 
 
 def check_dev(dev_file: Path | None, train_file: Path, eval_file: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import dataclasses
 import gzip
+import json
 import lzma
 
 import pytest
@@ -144,3 +145,36 @@ def test_label_names_name_the_class_label_codes_to_json_wrote(tmp_path):
         override(cfg, ["label_names=경제,경제"]).validate()
     with pytest.raises(ConfigError, match="label_names: must be empty: regress reads scores"):
         override(config.sample_regress(), ["label_names=a,b"]).validate()
+
+
+def test_rows_cut_at_max_length_are_counted_per_split_and_said(tmp_path, capsys):
+    # a long review or news body cut at max_length was read in part with nothing saying so (ner counts its
+    # cut words; classify, regress and nsmc counted nothing)
+    from benchmarks.tiny_model import build_tiny_model_dir  # noqa: PLC0415
+    from kolectra.finetune import classify, nsmc  # noqa: PLC0415
+    from kolectra.finetune.loading import load_tokenizer  # noqa: PLC0415
+
+    words = ["영화", "정말", "재미", "있다", "없다", "배우", "연기", "최고"]
+    texts = [" ".join(words[(i + k) % 8] for k in range(3 + (i * 7) % 29)) for i in range(60)]
+    model = build_tiny_model_dir(tmp_path / "model", texts, vocab_size=120, max_position=64)
+    tok = load_tokenizer(model)
+    train, test = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    train.write_text("text\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(texts)), encoding="utf-8")
+    test.write_text("text\tlabel\n" + "".join(f"{t} 끝\t{i % 2}\n" for i, t in enumerate(texts[:20])), encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), max_length=16, epochs=1, dev_fraction=0.25)
+    classify.run(cfg, model, train, test, tmp_path / "out")
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    longer = [len(tok(t)["input_ids"]) > 16 for t in texts]  # the reference: tokenised whole
+    test_longer = sum(len(tok(f"{t} 끝")["input_ids"]) > 16 for t in texts[:20])
+    cut = m["rows_past_max_length"]
+    assert cut["train"] + cut["dev"] == sum(longer) and cut["test"] == test_longer and 0 < cut["test"] < 20
+    said = capsys.readouterr().err
+    assert f"{cut['test']} of 20 test rows" in said and "longer than max_length=16 tokens" in said
+    # nsmc alike
+    for path, rows in ((train, texts), (test, texts[:20])):
+        path.with_suffix(".txt").write_text("id\tdocument\tlabel\n" + "".join(
+            f"{i}\t{t}\t{i % 2}\n" for i, t in enumerate(rows)), encoding="utf-8")
+    nsmc.run(dataclasses.replace(config.sample_nsmc(), max_length=16, epochs=1), model, train.with_suffix(".txt"),
+             test.with_suffix(".txt"), tmp_path / "nsmc")
+    m = json.loads((tmp_path / "nsmc" / "metrics.json").read_text(encoding="utf-8"))
+    assert sum(m["rows_past_max_length"].values()) == sum(longer) + sum(longer[:20])
