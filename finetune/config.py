@@ -179,7 +179,7 @@ class FileTaskConfig(TaskConfig):
     # Rows that cannot be read are counted; above this fraction of a file's rows it is an error.
     max_bad_fraction: float = 0.001
 
-    formats = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet")
+    formats = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet", "quoted_tsv")
 
     def task_checks(self):
         return [("format", self.format in self.formats, f"one of {', '.join(self.formats)}"),

@@ -154,8 +154,9 @@ class TextTask(skeleton.Task):
             if names[1]:
                 pair(row["text_pair"])
         check_columns(table, cfg)
-        if note := table.multiline_note():
-            progress(f"{self.name}: {note}")
+        for note in (table.multiline_note(), table.quoting_note()):
+            if note:
+                progress(f"{self.name}: {note}")
         # the counts in metrics.json (rows used, rows bad): the records themselves are not kept, their
         # values are in the columns (a file's records beside its rows were one more dict a row)
         table.records, table.taken = [], len(columns["line"])

@@ -178,3 +178,27 @@ def test_rows_cut_at_max_length_are_counted_per_split_and_said(tmp_path, capsys)
              test.with_suffix(".txt"), tmp_path / "nsmc")
     m = json.loads((tmp_path / "nsmc" / "metrics.json").read_text(encoding="utf-8"))
     assert sum(m["rows_past_max_length"].values()) == sum(longer) + sum(longer[:20])
+
+
+def test_a_tsv_written_by_pandas_is_said_to_be_quoted_and_read_with_format_quoted_tsv(tmp_path, capsys):
+    # pandas' to_csv(sep="\t") quotes a text holding a quote, a tab or a line break: read as TSV the quotes
+    # stayed in the text unsaid ('"그는 ""안녕""이라고"'), and the line break's second half was a row of its own
+    import pandas  # noqa: PLC0415
+
+    texts = ['그는 "안녕"이라고 말했다', "탭\t포함", "줄\n바꿈", '"인용된 리뷰"', "평범한 리뷰"] * 40
+    frame = pandas.DataFrame({"text": texts, "label": [i % 2 for i in range(len(texts))]})
+    path = tmp_path / "train.tsv"
+    frame.to_csv(path, sep="\t", index=False)
+    cfg = dataclasses.replace(config.sample_classify(), max_bad_fraction=0.5)
+    rows, table = Classify().load(path, cfg)
+    assert table.quoted == 80 and table.first_quoted == 2
+    assert "expected 2 tab-separated columns, got 3 (a quoted field holding a tab" in table.bad[0][1]
+    said = capsys.readouterr().err
+    assert "80 row(s) hold a field quoted as CSV writers quote" in said and "--set format=quoted_tsv" in said
+    rows, table = Classify().load(path, dataclasses.replace(cfg, format="quoted_tsv"))
+    assert rows["text"] == texts and rows["label"] == [str(i % 2) for i in range(len(texts))]
+    assert (table.bad, table.multiline, table.quoted) == ([], 40, 0)
+    # a TSV whose texts merely hold quotes (KorSTS's, NSMC's stray ones) is said nothing of
+    plain = tmp_path / "korsts.tsv"
+    plain.write_text('text\tlabel\n"따옴표로 시작\t1\n끝나는 따옴표"\t0\n"전부 인용"\t1\n', encoding="utf-8")
+    assert Classify().load(plain, cfg)[1].quoted == 0

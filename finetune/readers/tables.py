@@ -43,7 +43,7 @@ from typing import Iterable, Iterator
 from kolectra.core.config_file import nested_deeper
 from kolectra.finetune.files import FinetuneError, bad_limit, container, iter_text_lines, not_utf8
 
-FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet")
+FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet", "quoted_tsv")
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
             ".parquet": "parquet", ".pq": "parquet"}
 SHOWN_BAD = 20  # bad lines listed in metrics.json
@@ -66,6 +66,9 @@ class Table:
     multiline: int = 0
     continued: int = 0
     first_multiline: tuple[int, int] | None = None
+    # TSV rows with a field quoted as a CSV writer quotes it ("a ""b"""), read as text quotes and all, and the first's line
+    quoted: int = 0
+    first_quoted: int | None = None
 
     @property
     def rows(self) -> int:
@@ -93,6 +96,15 @@ class Table:
                 "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]],
                 **({"blank_lines": self.blank} if self.blank is not None else {}),
                 **({"multiline_rows": self.multiline, "continued_lines": self.continued} if self.multiline else {})}
+
+    def quoting_note(self) -> str | None:
+        """One line on a TSV file's rows whose fields are quoted as CSV writers quote them (None: none are)."""
+        if not self.quoted:
+            return None
+        return (f"{self.path.name}: {self.quoted} row(s) hold a field quoted as CSV writers quote a text holding a \" "
+                f"(\"a \"\"b\"\" c\"; the first on line {self.first_quoted}), as pandas' to_csv(sep='\\t') writes: "
+                "TSV is read without quoting, so the quotes stay in the text (and a quoted tab or line break splits "
+                "its row); --set format=quoted_tsv reads that quoting")
 
     def multiline_note(self) -> str | None:
         """One line on the rows read over several lines (None: there were none): a quote a text opens
@@ -161,7 +173,8 @@ def open_table(path: Path, fmt: str = "auto", read: Iterable[str] | None = None)
     if not path.exists():
         raise FinetuneError(f"{path}: no such file or folder")
     kind = detect(path, fmt)
-    readers = {"tsv": open_tsv, "csv": open_csv, "jsonl": open_jsonl, "datasets": open_saved, "parquet": open_parquet}
+    readers = {"tsv": open_tsv, "csv": open_csv, "jsonl": open_jsonl, "datasets": open_saved, "parquet": open_parquet,
+               "quoted_tsv": open_quoted_tsv}
     if kind not in readers:
         raise FinetuneError(f"format: must be one of {', '.join(FORMATS)}, got {kind!r}")
     if kind != "datasets" and path.is_dir():
@@ -224,11 +237,26 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
         if not line.strip():  # no row (spaces or tabs alone too, as in JSONL): every task reads two columns at least
             table.blank += 1
         elif len(fields) != len(columns):
-            table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"))
+            table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"
+                                 + (QUOTED_SPLIT if '"' in line else "")))
         elif repeats_header(fields, columns):
             table.bad.append((n, REPEATED_HEADER))
         else:
+            if '""' in line and any(csv_quoted(f) for f in fields):
+                table.quoted += 1
+                table.first_quoted = table.first_quoted or n
             yield n, dict(zip(columns, fields))
+
+
+QUOTED_SPLIT = (" (a quoted field holding a tab or line break, as pandas' to_csv(sep='\\t') writes? --set "
+                "format=quoted_tsv reads CSV quoting)")
+
+
+def csv_quoted(field: str) -> bool:
+    """Whether a TSV field is a text quoted as a CSV writer quotes one holding a quote: wrapped in quotes, each
+    quote inside doubled (``"a ""b"" c"``). A text that merely starts with a quote (KorSTS's, NSMC's) is not."""
+    return len(field) > 3 and field[0] == field[-1] == '"' and '""' in field[1:-1] and \
+        not field[1:-1].replace('""', "").count('"')
 
 
 # The longest CSV field read (characters): the csv module's default, 131,072, refused a long document that
@@ -236,23 +264,29 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
 FIELD_LIMIT = 1 << 24
 
 
-def open_csv(path: Path) -> Table:
+def open_csv(path: Path, delimiter: str = ",") -> Table:
     table = Table(path, [], [], [], blank=0)
-    records = _csv_records(table)
+    records = _csv_records(table, delimiter)
     next(records)  # the header, read now: table.columns
     table.records = records
     return table
 
 
-def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
+def open_quoted_tsv(path: Path) -> Table:
+    """Tab-separated with CSV's quoting (pandas' ``to_csv(sep="\\t")``): a field in quotes may hold tabs, line
+    breaks and doubled quotes; read as CSV is, its rows over several lines counted alike."""
+    return open_csv(path, "\t")
+
+
+def _csv_records(table: Table, delimiter: str = ",") -> Iterator[tuple[int, dict] | None]:
     """Yields None once the header is read (``table.columns``), then the records."""
-    path = table.path
+    path, sep = table.path, "comma" if delimiter == "," else "tab"
     limit = csv.field_size_limit(FIELD_LIMIT)  # the module's is process-wide: put back when done
     try:
         # utf-8-sig: the byte-order mark goes before the parser sees it; left in front of a quoted first
         # name (Excel's and pandas' utf-8-sig files quote it: \ufeff"text") the quotes stayed in the name
         with open(path, encoding="utf-8-sig", newline="") as f:
-            reader = csv.reader(f)
+            reader = csv.reader(f, delimiter=delimiter)
             columns = table.columns = _header(path, next(reader, []))
             yield None
             start = reader.line_num + 1
@@ -267,10 +301,10 @@ def _csv_records(table: Table) -> Iterator[tuple[int, dict] | None]:
                 elif len(fields) != len(columns):
                     spans = f" (read over lines {start}-{reader.line_num}: a \" never closed?)" \
                         if reader.line_num > start else ""
-                    table.bad.append((start, f"expected {len(columns)} comma-separated columns, got {len(fields)}"
+                    table.bad.append((start, f"expected {len(columns)} {sep}-separated columns, got {len(fields)}"
                                              f"{spans}"))
                 elif repeats_header(fields, columns):
-                    table.bad.append((start, REPEATED_HEADER.replace(".tsv", ".csv")))
+                    table.bad.append((start, REPEATED_HEADER.replace(".tsv", ".csv") if sep == "comma" else REPEATED_HEADER))
                 else:
                     yield start, dict(zip(columns, fields))
                 start = reader.line_num + 1
