@@ -5,7 +5,8 @@ the differences between pretrained models one wants to compare (Dodge et al. 202
 paper reports medians of 10 runs for that reason).  The CLI's ``--seeds`` runs one eval
 artifact per seed and reduces their ``metrics.json`` with :func:`summarize` (pure function, no
 I/O): median, spread (max - min), interquartile range, mean and standard deviation per metric.
-:func:`run_seeds` / :func:`write_summary` add the loop and ``seeds.json``; :func:`seeds_table`
+:func:`run_seeds` / :func:`write_summary` add the loop and ``seeds.json`` (with ``runs``, each seed's
+eval artifact, where its predictions are: the summary holds figures only); :func:`seeds_table`
 is the text table; :func:`parse_seeds` reads ``--seeds 1,2,3`` / ``1-5``.
 """
 
@@ -19,6 +20,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.finetune.tasks import TASKS
+
+# the --seeds summary's (pipeline/stages.py finetune_seeds); bump when its bytes change; history: docs/artifacts.md
+STAGE_VERSION = 2
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {name: task.metrics for name, task in TASKS.items()}
@@ -67,9 +71,14 @@ def seeds_table(summary: Mapping) -> str:
     return f"{summary['task']} over {n} seed{'s' if n != 1 else ''}\n" + format_table(header, rows)
 
 
-def write_summary(task: str, runs: Mapping[int, Mapping], out_path: Path) -> tuple[dict, str]:
-    """:func:`summarize` written to ``out_path`` (``seeds.json``); returns it and its table."""
+def write_summary(task: str, runs: Mapping[int, Mapping], out_path: Path,
+                  artifacts: Mapping[int, str] | None = None) -> tuple[dict, str]:
+    """:func:`summarize` written to ``out_path`` (``seeds.json``); returns it and its table. ``artifacts``:
+    seed -> its run's eval artifact (``eval/NAME-ID``), recorded as ``runs``: a KorQuAD summary holds no
+    ``predictions.json`` (a median has none), and the official evaluate script reads each run's."""
     summary = summarize(task, runs)
+    if artifacts is not None:
+        summary["runs"] = {str(s): artifacts[s] for s in summary["seeds"]}
     Path(out_path).write_text(json.dumps(summary, ensure_ascii=False, indent=2, sort_keys=True) + "\n",
                               encoding="utf-8")
     return summary, seeds_table(summary)

@@ -327,15 +327,20 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
     # the runs' resolved config but their seeds, not the --set text: a --config file, or 5e-4 spelled
     # 0.0005, summarises the same runs as the same artifact
     _, config = resolve("finetune", task=task, preset=preset, sets=sets)
-    req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=1,
+    req = Request(kind="eval", name=artifact_name(name, f"{task}-seeds"), stage_version=ft_seeds.STAGE_VERSION,
                   config={**{k: v for k, v in config.items() if k != "seed"}, "seeds": sorted(runs)},
                   parents=tuple(runs[s] for s in sorted(runs)))
 
     def produce(out: Path) -> StageOutput:
         metrics = {s: json.loads(a.read_bytes("metrics.json").decode("utf-8")) for s, a in runs.items()}
-        summary, table = ft_seeds.write_summary(task, metrics, out / "seeds.json")
+        where = {s: f"{a.kind}/{a.path.name}" for s, a in runs.items()}
+        summary, table = ft_seeds.write_summary(task, metrics, out / "seeds.json", where)
         for line in table.splitlines():
             progress(line)
+        # the summary holds medians; each run's predictions (KorQuAD's official script reads predictions.json) are its own
+        for s in sorted(runs):
+            held = {f.get("path") for f in runs[s].manifest.get("files", [])} & {"predictions.json", "predictions.jsonl"}
+            progress(f"seed {s}: {where[s]}" + (f" (its {' and '.join(sorted(held))})" if held else ""))
         # the headline figures are medians over seeds, as the ELECTRA paper reports them
         headline = {k: summary[k]["median"] for k in ft_seeds.TASK_METRICS[task]}
         spread = {f"{k}_spread": summary[k]["spread"] for k in ft_seeds.TASK_METRICS[task]}

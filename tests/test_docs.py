@@ -26,6 +26,7 @@ STAGES = {
     "eval: regress": "kolectra.finetune.regress",
     "eval: ner": "kolectra.finetune.ner",
     "eval: probe": "kolectra.finetune.probe",
+    "eval: --seeds summary": "kolectra.finetune.seeds",
     "study": "kolectra.pipeline.study.runner",
 }
 

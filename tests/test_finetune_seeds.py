@@ -67,3 +67,34 @@ def test_tables():
          "best_epoch": 2, "accuracy_pct": 84.5, "test_examples": 10, "dev_examples": 5}
     lines = nsmc_table(m).splitlines()
     assert lines[3].split() == ["2", "0.3000", "85.00", "*"] and "84.50%" in lines[-1]
+
+
+def test_a_korquad_seeds_summary_names_each_run_whose_predictions_the_official_script_reads(tmp_path, capsys,
+                                                                                              tiny_model):
+    """A KorQuAD --seeds summary holds medians, no predictions.json (what the official evaluate script reads):
+    its seeds.json and the command named no seed's run, so comparing the seeds' answers meant digging the runs
+    out of the manifest's parents. seeds.json's ``runs`` and a line per seed name them now."""
+    from kolectra.pipeline.cli import main
+    from kolectra.pipeline.store.artifacts import Store
+    from tests.test_finetune_e2e import FIXTURE
+
+    train, dev = FIXTURE.with_name("korquad_train.json"), FIXTURE.with_name("korquad_dev.json")
+    root = tmp_path / "root"
+    argv = ["finetune", "korquad", "--model", str(tiny_model), "--train", str(train), "--dev", str(dev),
+            "--preset", "sample", "--seeds", "1,2", "--out", str(root), "--set", "epochs=1", "--set", "max_length=64",
+            "--set", "doc_stride=32", "--set", "max_query_length=24"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    summary = Store(root).resolve(out.strip().splitlines()[-1])
+    assert not (summary.path / "predictions.json").exists()  # a median has no answers
+    runs = json.loads((summary.path / "seeds.json").read_text(encoding="utf-8"))["runs"]
+    assert set(runs) == {"1", "2"}
+    for seed, ref in runs.items():
+        run = Store(root).resolve(ref)
+        assert run.id in summary.parents and run.manifest["config"]["seed"] == int(seed)
+        assert (root / ref / "predictions.json").is_file()
+        assert f"seed {seed}: {ref} (its predictions.json)" in err
+
+
+# the tiny model the KorQuAD case fine-tunes (a fixture of test_finetune_e2e)
+from tests.test_finetune_e2e import tiny_model  # noqa: E402, F401
