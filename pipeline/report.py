@@ -19,6 +19,7 @@ from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.study.report import one_seed_note
 from kolectra.pipeline.verdicts import health_lines, read_json
 
 
@@ -248,6 +249,8 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
 def study_section(a: Artifact, dest: Path) -> list[str]:
     doc = read_json(a.path / "study.json")
     out = [f"Equal-FLOPs study; its own report with plots: {code(a.path / 'report.md')}.", ""]
+    note = one_seed_note(doc.get("plan") or {})  # the intervals leave out the pretraining runs' spread
+    out += [note, ""] if note else []
     out += table(["readout", "FLOPs", "a", "b", "a - b (points)", "95 % CI", "verdict"],
                   [[c["readout"], f"{c['flops']:.3g}", c["a"], c["b"], f"{100 * c['diff']:+.2f}",
                     f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]"

@@ -344,3 +344,29 @@ def test_a_text_is_held_out_as_often_whatever_its_count(tmp_path):
         held += dev.count("굿") > 0
     # each of the 191 texts has about a 40/191 = 21 % chance: 12.6 of 60 seeds (study 9: 45 of 60)
     assert 5 <= held <= 22, held
+
+
+def test_a_study_of_one_pretraining_seed_says_its_intervals_leave_out_the_runs_spread(tmp_path):
+    """With --pretrain-seeds 1 the intervals resample fine-tuning seeds and rows only (no seeds' t-interval
+    exists), yet report.md, its printed lines and `kolectra report` named winners and arms below the floor as
+    a study of several seeds does, without a word (the tiny study of docs/studies.md: 'electra is below the
+    random-init floor' from one pretraining run); they say it now, and a study of two seeds does not."""
+    from types import SimpleNamespace
+
+    from kolectra.pipeline.report import study_section
+    from kolectra.pipeline.study import report
+
+    cmp = {"readout": "probe", "flops": 1e12, "a": "electra", "b": "mlm", "diff": 0.05, "ci95": [0.01, 0.09],
+           "seed_t95": None, "verdict": "electra ahead of mlm"}
+    for seeds in (1, 2):
+        doc = {"plan": {"arms": ["electra", "mlm"], "preset": "tiny", "pretrain_seeds": seeds, "finetune_seeds": 2},
+               "holdout": {"dev_rows": 300, "held_out_from_pretraining": True}, "floor": {"probe": [0.5, 0.52]},
+               "points": [], "floor_points": [], "comparisons": [cmp]}
+        folder = tmp_path / str(seeds)
+        folder.mkdir()
+        printed = report.write(None, folder, doc)
+        (folder / "study.json").write_text(json.dumps(doc))
+        shown = "\n".join(study_section(SimpleNamespace(path=folder), folder))
+        said = [(folder / "report.md").read_text(encoding="utf-8"), "\n".join(printed), shown]
+        assert [("**One pretraining seed:**" in t and "not the spread between pretraining runs" in t) for t in said] \
+            == [seeds == 1] * 3, seeds

@@ -245,6 +245,18 @@ def split_text(split: dict) -> str:
     return said
 
 
+def one_seed_note(plan: dict) -> str | None:
+    """A sentence for a study of one pretraining seed: its intervals (:func:`stats.compare`) resample the
+    fine-tuning seeds and the held-out rows only, so its verdicts, named as a study of several seeds names
+    them, leave out the spread between pretraining runs."""
+    if plan.get("pretrain_seeds") != 1:
+        return None
+    return ("**One pretraining seed:** the intervals cover the fine-tuning seeds and the held-out rows, not the "
+            "spread between pretraining runs (initialisation, data order, masking), so a verdict here (a winner, "
+            "an arm above or below the floor) may hold for this one run and not for its objective; "
+            "--pretrain-seeds 2 or more measures that spread.")
+
+
 def write(store: Store, out: Path, doc: dict) -> list[str]:
     """Write ``report.md`` and the plots; returns the lines worth printing (the verdicts)."""
     plan, holdout = doc["plan"], doc["holdout"]
@@ -268,10 +280,13 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
              "or more pretraining seeds, the seeds' own t-interval too: the bootstrap over so few seeds is too "
              "narrow) and both arms are above the untrained floor, both read by the same recipe; every recipe has "
              "its own floor.", ""]
+    note = one_seed_note(plan)
+    lines += [note, ""] if note else []
     for readout in doc["floor"]:
         lines += score_table(doc, readout)
     lines += verdicts_by_recipe(doc)
     lines += ["## Comparisons", ""] + comparison_table(doc)
     lines += [f"![{n}]({n})" for n in plots(store, out, doc)] + [""]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return [ln for ln in lines if (ln.startswith("| ") and "---" not in ln) or "recipes disagree" in ln or "Not every recipe" in ln]
+    return [ln for ln in lines if (ln.startswith("| ") and "---" not in ln) or "recipes disagree" in ln
+            or "Not every recipe" in ln or ln == note]

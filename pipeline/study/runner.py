@@ -65,7 +65,7 @@ from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study.stats import Runs, compare, verdict
 
-STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
