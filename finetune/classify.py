@@ -23,6 +23,7 @@ import unicodedata
 import numpy as np
 from sklearn.metrics import f1_score
 
+from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
@@ -44,6 +45,16 @@ def label_text(value) -> str:
         return str(int(value))
     raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not value.strip())
                  else f"label must be text or an integer, got {value!r}")
+
+
+def alike_labels(labels: list[str]) -> str | None:
+    """The first labels equal but for case or width (``pos``, ``POS``, ``Ｐｏｓ``), quoted, else None: kept as
+    classes of their own, as they are (a label may be case-sensitive), but never without a word."""
+    groups: dict[str, list[str]] = {}
+    for label in labels:
+        groups.setdefault(unicodedata.normalize("NFKC", label).casefold(), []).append(label)
+    same = next((g for g in groups.values() if len(g) > 1), None)
+    return " and ".join(map(repr, same)) if same else None
 
 
 def label_order(labels) -> list[str]:
@@ -94,6 +105,9 @@ class Classify(TextTask):
         if len(self.labels) < 2:
             raise FinetuneError(f"{table.path}: every training row has the label {self.labels[0]!r}; "
                                 "classification needs at least two")
+        if alike := alike_labels(self.labels):
+            warn(f"{self.name}: {table.path}: the training labels {alike} differ only in case or width: each is a "
+                 "class of its own (a typo's class takes its rows from the other); if they are one, spell them alike")
 
     def convert(self, part, table):
         ids = {label: i for i, label in enumerate(self.labels)}

@@ -202,3 +202,19 @@ def test_a_tsv_written_by_pandas_is_said_to_be_quoted_and_read_with_format_quote
     plain = tmp_path / "korsts.tsv"
     plain.write_text('text\tlabel\n"따옴표로 시작\t1\n끝나는 따옴표"\t0\n"전부 인용"\t1\n', encoding="utf-8")
     assert Classify().load(plain, cfg)[1].quoted == 0
+
+
+def test_labels_alike_but_for_case_are_warned_of_and_an_empty_jsonl_file_is_called_empty(tmp_path, capsys):
+    # 'pos' and 'POS' (an export that upper-cased some rows) were two classes, unsaid
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\n" + "".join(f"리뷰 {i}\t{['pos', 'neg', 'POS'][i % 3]}\n" for i in range(60)),
+                     encoding="utf-8")
+    task = Classify()
+    task.read(config.sample_classify(), train, train)
+    assert task.labels == ["POS", "neg", "pos"]  # kept as they are
+    assert "WARNING: classify: " in (err := capsys.readouterr().err) and "'POS' and 'pos' differ only in case" in err
+    # a JSONL file of no lines had been told "no line holds a JSON object (... a JSON array ... is not read)"
+    for text in ("", "\n\n"):
+        (tmp_path / "train.jsonl").write_text(text, encoding="utf-8")
+        with pytest.raises(FinetuneError, match=r"train\.jsonl: empty file \(no JSON lines"):
+            read_table(tmp_path / "train.jsonl")

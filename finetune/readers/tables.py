@@ -409,6 +409,9 @@ def _jsonl_records(table: Table, read: frozenset[str] | None = None) -> Iterator
         columns.update(dict.fromkeys(values))
         found = True
         yield n, values
+    if not found and not bad:  # "no line holds a JSON object ... a JSON array ..." misled for a file of no lines
+        raise FinetuneError(f"{path}: empty file (no JSON lines" + (f", {table.blank} blank ones" if table.blank else "")
+                            + ")")
     if not found:  # a JSON array, or objects spread over several lines: JSON, not JSON Lines
         first = f"; line {bad[0][0]}: {bad[0][1]}" if bad else ""
         raise FinetuneError(f"{path}: no line holds a JSON object (JSON Lines: one object per line; a JSON "
