@@ -67,3 +67,49 @@ def test_a_stopped_force_rebuild_in_place_keeps_the_published_copy(request, tmp_
     assert art.read_bytes("data/a.txt") == b"published"
     if stop != "fails":
         assert f"nothing published under {art.path}; the copy published there before is kept" in err, err
+
+
+@pytest.mark.parametrize("resumable", [False, True], ids=["uploaded", "resumable"])
+def test_a_stopped_force_rebuild_that_began_replacing_the_objects_says_the_copy_may_be_damaged(bucket, resumable):
+    """A build uploaded to the store (fine-tuning, pretraining: bytes that differ run to run) writes its
+    objects over the copy it replaces, under the same keys: stopped after the first, that copy's manifest
+    lists bytes it no longer has, and the line said only 'nothing published under s3://...'."""
+    root = f"{bucket}/force-uploaded-{resumable}"
+    flag = ["--resumable"] if resumable else []
+    first = subprocess.run([sys.executable, "-m", "tests.test_store_force_stops", root, "old", "none", *flag],
+                           capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([sys.executable, "-m", "tests.test_store_force_stops", root, "new", "upload1", *flag],
+                           capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert again.returncode == 130 and "Traceback" not in again.stderr, again.stderr
+    art = open_store(root).resolve("toy")
+    assert str(art.path) == first.stdout.strip()
+    assert any("sha256 differs" in p for p in open_store(root).verify(art))  # the copy it replaced: damaged
+    assert (f"the copy published there before may be damaged: this build had begun to replace its objects "
+            f"(`kolectra artifacts verify {art.path}` says; the next build rebuilds it)") in again.stderr, again.stderr
+
+
+def _child(root: str, text: str, point: str, resumable: bool) -> None:
+    """Build the toy request (the same id whatever ``text``) with ``text`` as its bytes, ``--force``d unless
+    ``point`` is 'none'; 'upload1': a real SIGINT once the first object is uploaded."""
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.cli import errors
+    from tests.fault_child import signal_at_call, toy_request
+
+    def produce(out: Path) -> StageOutput:
+        (out / "data").mkdir(exist_ok=True)
+        (out / "data" / "a.txt").write_text(text)
+        (out / "data" / "b.txt").write_text(text * 2)
+        return StageOutput(stats={"n": len(text)})
+
+    def build() -> int:
+        print(open_store(root).build(toy_request("same"), produce, force=point != "none", resumable=resumable).path)
+        return 0
+
+    if point == "upload1":
+        signal_at_call(storage, "upload", signal.SIGINT, only=lambda local, url, *a: "/.work/" not in str(url))
+    sys.exit(errors.handled("corpus", lambda: root, build))
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:4], resumable="--resumable" in sys.argv)

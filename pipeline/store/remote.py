@@ -88,6 +88,7 @@ class RemoteStore(StoreRuns, Store):
         self.root = upath(self.url)
         self._run_url: str | None = None
         self._lease: Lease | None = None  # the lease of the build in progress (its run state is mirrored under it)
+        self._replacing: str | None = None  # the prefix whose published copy the build in progress began replacing
         # this run's checks (Catalog.require) and the parents they looked up: dropped once a build has
         # checked its parents (_checks_done)
         self._checked: dict[str, tuple] = {}
@@ -230,7 +231,7 @@ class RemoteStore(StoreRuns, Store):
             # the manifest there now (a --force'd or damaged copy) is replaced, conditionally, by the
             # new one; never deleted, so a build that lost its lease can destroy no published artifact
             seen = self._manifest_version(final)
-            self._lease = lease
+            self._lease, self._replacing = lease, None
             if in_place:  # the workers overwrite what they write; what they did not is removed before publishing
                 out, run = final, None
             elif resumable:
@@ -308,6 +309,7 @@ class RemoteStore(StoreRuns, Store):
         lease.check()
         if in_place:
             files = self._check_reported(final, output)
+            self._replacing = final if seen is not None else None  # its objects rewritten or removed from here on
             if inputs.spills(request.inputs):  # written here, uploaded beside what the workers wrote
                 files = sorted([*files, self._upload_inputs(request, final, lease)], key=lambda e: e["path"])
         else:
@@ -316,6 +318,7 @@ class RemoteStore(StoreRuns, Store):
             if inputs.spills(request.inputs):
                 inputs.write(request.inputs, Path(out))
             files = hash_tree(Path(out))
+            self._replacing = final if seen is not None else None  # its objects rewritten or removed from here on
             for e in files:  # data objects first, each while the lease is provably this build's
                 lease.check(recent=True)
                 storage.upload(str(Path(out) / e["path"]), storage.join(final, e["path"]))
@@ -396,10 +399,17 @@ class RemoteStore(StoreRuns, Store):
                        "`kolectra artifacts gc` removes it once its lease expires)")
             return
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
+        # its objects are written under the same keys as the copy's it replaces: 'nothing published' alone
+        # read as if that copy were as it was
+        damaged = (f"the copy published there before may be damaged: this build had begun to replace its objects "
+                   f"(`kolectra artifacts verify {final}` says; the next build rebuilds it)"
+                   if self._replacing == final and not isinstance(e, LeaseLost) else None)
         if run is not None and run.state():
             if not refused:
                 e.add_note(self._kept_note(request.kind, storage.join(self.url, WORK, f"{request.kind}-{request.id()}"),
                                           run))
+            if damaged:
+                e.add_note(f"{request.kind}: {damaged}")
             return
         kept = None
         with contextlib.suppress(Exception):
@@ -412,9 +422,9 @@ class RemoteStore(StoreRuns, Store):
                 shutil.rmtree(run.path, ignore_errors=True)
             elif not in_place:
                 shutil.rmtree(out, ignore_errors=True)
-        if not refused:
+        if not refused or damaged:
             e.add_note(f"{request.kind}: nothing published under {final}"
-                       + ("; the copy published there before is kept" if kept else ""))
+                       + (f"; {damaged}" if damaged else "; the copy published there before is kept" if kept else ""))
 
     # ---- clean-up --------------------------------------------------------------------------
     def collect(self, interrupted: bool = False, dry_run: bool = False):
