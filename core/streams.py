@@ -9,6 +9,9 @@ line, what is still buffered and every later one (other threads', the interprete
 nowhere, and the command goes on as it would with a reader. A terminal that hung up (an SSH session
 that dropped: its SIGHUP stops the command as SIGTERM does, :mod:`kolectra.core.stops`) is one too: a
 write to it fails with EIO, which ended ``kolectra pretrain`` with status 1 before its step was saved.
+
+A stream closed before the command started (``>&-``, ``2>&-``, ``<&-``) is one from the start:
+:func:`closed_to_null` gives its descriptor the null device before anything runs.
 """
 
 from __future__ import annotations
@@ -35,6 +38,32 @@ def lost(stream) -> None:
             os.close(devnull)
     with contextlib.suppress(OSError, ValueError):
         stream.flush()  # what the failed write left buffered goes to the null device
+
+
+_STANDARD = (("stdin", 0, os.O_RDONLY, "r"), ("stdout", 1, os.O_WRONLY, "w"), ("stderr", 2, os.O_WRONLY, "w"))
+
+
+def closed_to_null() -> None:
+    """A standard stream closed when the process started (``>&-``, ``2>&-``, ``<&-``; Python leaves
+    ``sys.stdout`` None then) reads or writes the null device, as a reader gone does: ``kolectra vocab
+    ... >&-`` built its vocab and ended 'internal error: AttributeError' (the flush of a stdout that
+    was None), and with ``2>&-`` every line written for stderr went to stdout (``print(file=None)``).
+    The descriptor itself is filled too, before anything opens a file: else the first file opened
+    takes its number, and a child (Beam's workers) inherits that file as its stdout. Call first."""
+    for name, fd, flags, mode in _STANDARD:
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+            continue  # open again since the start (not by kolectra): left as it is
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            null = os.open(os.devnull, flags)  # the lowest free number: fd, the lower ones filled already
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False))  # noqa: SIM115
 
 
 def say(line: str) -> None:

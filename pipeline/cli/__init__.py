@@ -12,6 +12,8 @@ A SIGTERM then (a scheduler's stop as the job starts) ended the process by the s
 written, so the job's log had no trace of it: :func:`main` turns it into :class:`Terminated` until
 the command's handler takes over, and puts the disposition it found back when it returns.
 A SIGHUP (the terminal's hangup) is one too, unless the caller ignores it (``nohup``): :mod:`kolectra.core.stops`.
+A standard stream closed on entry (``>&-``) is the null device from the first line of :func:`main`
+(:func:`kolectra.core.streams.closed_to_null`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import sys
 import threading
 
-from kolectra.core import stops  # (imports nothing of kolectra's either)
+from kolectra.core import stops, streams  # (import nothing of kolectra's either)
 from kolectra.core.errors import BY_TORCHRUN, Terminated  # no import of its own: the handler needs it at once
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -33,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command's exit status (:func:`kolectra.pipeline.cli.commands.main`); a Ctrl-C or a SIGTERM
     before the command's handler is in place (:func:`kolectra.pipeline.cli.errors.handled`) is one
     line, 130 or 143 (129: a SIGHUP)."""
+    streams.closed_to_null()
     stops.forget()
     found = _terminated_while_starting()
     try:
@@ -46,8 +49,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(TERMINATED_LINE.replace("terminated", "terminated" + stops.why(), 1) + (BY_TORCHRUN if os.environ.get("TORCHELASTIC_RUN_ID") else "")
                       if isinstance(e, Terminated) else STARTING_LINE, file=sys.stderr, flush=True)
             except OSError as err:  # stderr's reader is gone (a terminal hung up): the status still says it
-                from kolectra.core import streams  # noqa: PLC0415
-
                 if not streams.gone(err):
                     raise
                 streams.lost(sys.stderr)
