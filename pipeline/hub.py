@@ -50,6 +50,9 @@ from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import artifact_around
 
 ROLES = ("discriminator", "generator")
+# how a user stores a token: huggingface_hub's own command (`huggingface-cli` went in its 1.0; kolectra
+# takes >= 2.4); `kolectra export --help` names it too
+LOGIN = "hf auth login"
 # what a Hub model folder needs; anything else in hf/<role> (none today) stays behind
 FILES = ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
          "special_tokens_map.json", "vocab.txt")
@@ -360,7 +363,7 @@ def warnings(art: Artifact, private: bool) -> list[str]:
 
     out = []
     if not get_token():
-        out.append("no Hugging Face token found (HF_TOKEN or `huggingface-cli login`): the real push would fail")
+        out.append(f"no Hugging Face token found (HF_TOKEN or `{LOGIN}`): the real push would fail")
     health = (art.manifest.get("stats") or {}).get("health") or {}
     if health.get("status") == "not_learning" and not private:
         why = "; ".join(health.get("problems", []))[:300]
@@ -400,7 +403,7 @@ def push(folder: Path, repo_id: str, dry_run: bool, private: bool = False) -> li
         raise ConfigError("--push: HF_HUB_OFFLINE is set in the environment; unset it to upload (or use "
                           "--dry-run to see what would be uploaded)") from None
     except LocalTokenNotFoundError:
-        raise EnvironmentProblem("--push: no Hugging Face token: run `huggingface-cli login` or set HF_TOKEN") from None
+        raise EnvironmentProblem(f"--push: no Hugging Face token: run `{LOGIN}` or set HF_TOKEN") from None
     except httpx2.TransportError as e:  # refused, unreachable, DNS, timed out: the network, not the request
         raise EnvironmentProblem(f"--push: cannot reach the Hub at {api.endpoint} ({type(e).__name__}: "
                                  f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); check the network "

@@ -8,9 +8,11 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 
 import pytest
 import yaml
@@ -573,3 +575,28 @@ def test_a_dry_run_s_warning_to_a_log_whose_reader_is_gone_does_not_end_the_comm
         os.close(write)
     assert done.returncode == 0
     assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "o")
+
+
+def test_the_login_command_the_export_names_for_a_token_is_one_huggingface_hub_installs(checkpoint, tmp_path):
+    """The dry run's warning, the real push's error and ``--push``'s help named ``huggingface-cli login``,
+    which huggingface_hub 1.0 removed (kolectra takes >= 2.4: its command is ``hf``): a user without a
+    token was told to run a command that is not there. Each names one the installed library runs."""
+    from kolectra.pipeline import hub
+
+    store, art = checkpoint
+    dry = _kolectra(["export", art.id, "--out", str(store.root), "--push", "me/k", "--to", str(tmp_path / "d"),
+                     "--dry-run"], tmp_path)
+    helped = _kolectra(["export", "--help"], tmp_path)
+    assert dry.returncode == 0 and helped.returncode == 0, dry.stderr
+    said = {"dry run": re.findall(r"token found \(HF_TOKEN or `([^`]+)`\)", dry.stderr),
+            "help": re.findall(r"needs a token: ([a-z -]+?) or HF_TOKEN", " ".join(helped.stdout.split())),
+            "push": [hub.LOGIN]}  # the real push's line; its token check needs a Hub that answers
+    assert said["dry run"] == said["help"] == said["push"], (said, dry.stderr)
+    scripts = {e.name: e for e in metadata.distribution("huggingface_hub").entry_points
+               if e.group == "console_scripts"}
+    program, *words = hub.LOGIN.split()
+    assert program in scripts, f"`{hub.LOGIN}`: huggingface_hub installs no {program!r} ({sorted(scripts)})"
+    ran = subprocess.run([sys.executable, "-c", f"import sys; from {scripts[program].module} import "
+                          f"{scripts[program].attr} as m; sys.argv = {[program, *words, '--help']!r}; m()"],
+                         capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, f"`{hub.LOGIN} --help`: {ran.stderr[-300:]}"

@@ -257,7 +257,7 @@ def add_export(p: argparse.ArgumentParser) -> None:
                         "monologg/koelectra-small-v3-discriminator)")
     p.add_argument("--push", default=None, metavar="REPO_ID",
                    help="then upload the folder to this Hub model repository in one commit, creating it if "
-                        "absent (default: no upload; needs a token: huggingface-cli login or HF_TOKEN; "
+                        "absent (default: no upload; needs a token: hf auth login or HF_TOKEN; "
                         "e.g. --push me/kolectra-small)")
     p.add_argument("--private", action="store_true",
                    help="with --push: create the repository private (default: public)")
