@@ -231,6 +231,9 @@ class NerConfig(FileTaskConfig):
     # for .jsonl files and saved datasets: a list of tokens and a list of tags per row (KLUE-NER's names)
     tokens_column: str = "tokens"
     tags_column: str = "ner_tags"
+    # The tag names of integer tags that are class-label codes (Dataset.to_json writes a ClassLabel list's
+    # codes; KLUE-NER's: O is 12): tag k is tag_names[k]. Recorded only when set, so earlier requests keep their ids.
+    tag_names: tuple[str, ...] = dataclasses.field(default=(), metadata={"recorded": "unless default"})
 
     formats = ("auto", "conll", "lines", "jsonl", "datasets", "parquet")
 
@@ -240,7 +243,10 @@ class NerConfig(FileTaskConfig):
             ("tags_column", bool(self.tags_column), "a column name"),
             # the same column for both read every token as its own tag: all rows bad, blamed on the tags
             ("tags_column", self.tags_column != self.tokens_column,
-             f"another column than tokens_column ({self.tokens_column!r})")]
+             f"another column than tokens_column ({self.tokens_column!r})"),
+            ("tag_names", all(isinstance(n, str) and n.strip() for n in self.tag_names)
+             and len(set(self.tag_names)) == len(self.tag_names),
+             "tag names that are not empty, each once, in code order: --set tag_names=B-PS,I-PS,O")]
 
 
 # The `electra` presets' optimizer: the ELECTRA reference fine-tuning (google-research/electra,

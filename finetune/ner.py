@@ -31,7 +31,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:
@@ -52,7 +52,8 @@ class Ner(TextTask):
     stats = ("f1", "precision", "recall", *TextTask.stats)
 
     def load(self, path, cfg):
-        table = read_sentences(path, cfg.format, cfg.tokens_column, cfg.tags_column, cfg.max_bad_fraction)
+        table = read_sentences(path, cfg.format, cfg.tokens_column, cfg.tags_column, cfg.max_bad_fraction,
+                               getattr(cfg, "tag_names", ()))
         return [{"line": n, **s} for n, s in table.records], table
 
     def fit(self, train, table):

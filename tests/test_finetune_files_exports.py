@@ -218,3 +218,27 @@ def test_labels_alike_but_for_case_are_warned_of_and_an_empty_jsonl_file_is_call
         (tmp_path / "train.jsonl").write_text(text, encoding="utf-8")
         with pytest.raises(FinetuneError, match=r"train\.jsonl: empty file \(no JSON lines"):
             read_table(tmp_path / "train.jsonl")
+
+
+def test_tag_names_name_the_ner_tag_codes_to_json_wrote(tmp_path):
+    # KLUE-NER through Dataset.to_json: its tags are codes (O is 12); refused with no way to name them but a rewrite
+    from kolectra.core.config import ConfigError, override  # noqa: PLC0415
+    from kolectra.finetune.ner import Ner  # noqa: PLC0415
+
+    names = ["B-OG", "I-OG", "B-PS", "I-PS", "O"]
+    rows = [{"tokens": ["삼성", "전자", f"직원{i}", "김", "민수"], "ner_tags": [0, 1, 4, 2, 3]} for i in range(40)]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    test = tmp_path / "test.jsonl"  # one code past the names: a bad sentence naming it
+    test.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:9])
+                    + json.dumps({"tokens": ["가"], "ner_tags": [7]}) + "\n", encoding="utf-8")
+    cfg = override(dataclasses.replace(config.sample_ner(), max_bad_fraction=0.2), ["tag_names=B-OG,I-OG,B-PS,I-PS,O"])
+    with pytest.raises(FinetuneError, match="holds integers, not tag names.*--set tag_names="):
+        Ner().read(dataclasses.replace(cfg, tag_names=()), train, test)
+    task = Ner()
+    data = task.read(cfg, train, test)
+    assert task.labels == ["O", "B-OG", "I-OG", "B-PS", "I-PS"]
+    assert data.facts["test_file"]["bad_lines"] == [{"line": 10, "reason": "tag code 7 is not a code of tag_names (0 to 4)"}]
+    assert read_sentences(train, tag_names=tuple(names)).records[0][1]["tags"] == ["B-OG", "I-OG", "O", "B-PS", "I-PS"]
+    with pytest.raises(ConfigError, match="tag_names: must be tag names that are not empty, each once"):
+        override(cfg, ["tag_names=O,O"]).validate()

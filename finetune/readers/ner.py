@@ -38,7 +38,8 @@ DOCSTART = "-DOCSTART-"
 
 
 def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens", tags_column: str = "ner_tags",
-                   max_bad_fraction: float = 0.001) -> Table:
+                   max_bad_fraction: float = 0.001, tag_names: tuple[str, ...] = ()) -> Table:
+    """The file's sentences; ``tag_names``: the names of integer tags that are class-label codes (tag k is the k-th)."""
     path = Path(path)
     if not path.exists():
         raise FinetuneError(f"{path}: no such file or folder")
@@ -48,7 +49,8 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
     named = SUFFIXES.get(path.suffix.lower()) if path.suffix.lower() != ".txt" else None
     if fmt in ("jsonl", "datasets", "parquet") or (fmt == "auto" and (path.is_dir() or named in ("jsonl", "parquet"))):
         kind = fmt if fmt != "auto" else "datasets" if path.is_dir() else named  # read_table names a mismatch
-        table = from_records(read_table(path, kind, read=(tokens_column, tags_column)), tokens_column, tags_column)
+        table = from_records(read_table(path, kind, read=(tokens_column, tags_column)), tokens_column, tags_column,
+                             tag_names)
     elif path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")
     else:
@@ -139,17 +141,26 @@ def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
     return records, bad
 
 
-def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
-    """Rows of a JSONL file or saved dataset with a token list and a tag list -> sentences."""
+def from_records(table: Table, tokens_column: str, tags_column: str, tag_names: tuple[str, ...] = ()) -> Table:
+    """Rows of a JSONL file or saved dataset with a token list and a tag list -> sentences (integer tags
+    named by ``tag_names``, when given)."""
     tokens, tags = table.column(tokens_column, "tokens_column"), table.column(tags_column, "tags_column")
     records, bad = [], list(table.bad)
     for n, row in table.records:
         words, labels = row.get(tokens), row.get(tags)
+        codes = isinstance(labels, list) and labels and all(isinstance(x, int) and not isinstance(x, bool)
+                                                            for x in labels)
+        if codes and tag_names:
+            outside = next((x for x in labels if not 0 <= x < len(tag_names)), None)
+            labels = labels if outside is not None else [tag_names[x] for x in labels]
+            if outside is not None:
+                bad.append((n, f"tag code {outside} is not a code of tag_names (0 to {len(tag_names) - 1})"))
+                continue
         if not isinstance(words, list) or not isinstance(labels, list):
             bad.append((n, f"{tokens!r} and {tags!r} must be lists"))
         elif len(words) != len(labels):
             bad.append((n, f"{len(words)} tokens but {len(labels)} tags"))
-        elif labels and all(isinstance(x, int) and not isinstance(x, bool) for x in labels) and table.unit == "line":
+        elif codes and not tag_names:
             bad.append((n, CODES))
         elif not all(isinstance(x, str) for x in words + labels):
             bad.append((n, "tokens and tags must be text (tags may be a saved dataset's class labels)"))
@@ -157,8 +168,10 @@ def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
             records.append((n, {"tokens": words, "tags": [t.strip() for t in labels], "at": [n] * len(words)}))
     if not records and any(why == CODES for _, why in bad):  # one line with the way out, not five alike
         raise FinetuneError(f"{table.path}: {tags!r} holds integers, not tag names: class-label codes, as a "
-                            "datasets Dataset's to_json writes them. Save the dataset with save_to_disk and pass "
-                            "its folder (its tag names are read from it), or write the names in a column of their own before "
+                            "datasets Dataset's to_json writes them. Name them in code order with --set "
+                            f"tag_names=B-PS,I-PS,...,O (ds.features[{tags!r}].feature.names), or save the dataset "
+                            "with save_to_disk (pass its folder) or to_parquet (pass the file): their tag names are "
+                            "read from it; or write the names in a column of their own before "
                             f"to_json: names = ds.features[{tags!r}].feature; ds.map(lambda r: {{'tags': "
                             f"names.int2str(r[{tags!r}])}}, remove_columns=[{tags!r}]), then --tags-column tags "
                             "(a map into the class-label column turns the names back into codes)")
@@ -166,8 +179,8 @@ def from_records(table: Table, tokens_column: str, tags_column: str) -> Table:
 
 
 # A JSONL row whose tags are integers: Dataset.to_json writes a ClassLabel column's codes, not its names
-CODES = ("tags are integers, not tag names (class-label codes, as Dataset.to_json writes them: pass the "
-         "save_to_disk folder instead, or int2str them first)")
+CODES = ("tags are integers, not tag names (class-label codes, as Dataset.to_json writes them: name them with "
+         "--set tag_names=..., pass the save_to_disk folder instead, or int2str them first)")
 
 
 def drop_blank(sentence: dict) -> int:
