@@ -89,9 +89,25 @@ def test_a_stopped_force_rebuild_that_began_replacing_the_objects_says_the_copy_
             f"(`kolectra artifacts verify {art.path}` says; the next build rebuilds it)") in again.stderr, again.stderr
 
 
+def test_a_connection_lost_as_the_manifest_went_and_still_lost_says_it_may_have_landed(bucket):
+    """The manifest's PUT reached the store, its answer did not (a dropped connection), and the one request
+    asking whether it landed failed too: the line said 'nothing published under s3://...' with the artifact
+    published. It says now that the store could not tell, nothing removed, and how to find out."""
+    root = f"{bucket}/lost"
+    proc = subprocess.run([sys.executable, "-m", "tests.test_store_force_stops", root, "lost", "lost"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    art = open_store(root).resolve("toy")  # it had landed
+    assert open_store(root).verify(art) == []
+    assert "nothing published" not in proc.stderr, proc.stderr
+    assert (f"corpus: failed as its manifest was written to {art.path}; nothing was removed: `kolectra artifacts "
+            f"verify {art.path}` says whether it was published") in proc.stderr, proc.stderr
+
+
 def _child(root: str, text: str, point: str, resumable: bool) -> None:
     """Build the toy request (the same id whatever ``text``) with ``text`` as its bytes, ``--force``d unless
-    ``point`` is 'none'; 'upload1': a real SIGINT once the first object is uploaded."""
+    ``point`` is 'none'; 'upload1': a real SIGINT once the first object is uploaded; 'lost': the manifest's
+    answer lost, then the one request after it failing."""
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.cli import errors
     from tests.fault_child import signal_at_call, toy_request
@@ -103,11 +119,28 @@ def _child(root: str, text: str, point: str, resumable: bool) -> None:
         return StageOutput(stats={"n": len(text)})
 
     def build() -> int:
-        print(open_store(root).build(toy_request("same"), produce, force=point != "none", resumable=resumable).path)
+        print(open_store(root).build(toy_request("same"), produce, force=point not in ("none", "lost"), resumable=resumable).path)
         return 0
 
     if point == "upload1":
         signal_at_call(storage, "upload", signal.SIGINT, only=lambda local, url, *a: "/.work/" not in str(url))
+    if point == "lost":  # the manifest written, its answer lost; the store not answering the question after it
+        from kolectra.core import conditional
+        from kolectra.pipeline.store.remote import RemoteStore
+        real_create, real_version = conditional.create_exclusive, RemoteStore._manifest_version
+
+        def create_exclusive(url, *args, **kwargs):
+            out = real_create(url, *args, **kwargs)
+            if str(url).endswith("/manifest.json"):
+                RemoteStore._manifest_version = staticmethod(unreachable)
+                raise storage.StoreError(f"{url}: the connection was lost")
+            return out
+
+        def unreachable(prefix):
+            RemoteStore._manifest_version = staticmethod(real_version)
+            raise storage.StoreError(f"{prefix}: the store cannot be reached")
+
+        conditional.create_exclusive = create_exclusive
     sys.exit(errors.handled("corpus", lambda: root, build))
 
 

@@ -74,7 +74,8 @@ from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, has
 from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
 from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
 
-# set on a second stop that came while the store was asked whether a build's manifest landed: unknown
+# set on a second stop that came while the store was asked whether a build's manifest landed, or on the
+# failure of its write when the store could not be asked: unknown
 UNSURE = "kolectra_publish_unsure"
 
 
@@ -338,12 +339,14 @@ class RemoteStore(StoreRuns, Store):
             conditional.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
         except (conditional.PreconditionFailed, FileNotFoundError):
             progress(f"{request.kind}: another run published {final} first; using it")
-        except BaseException:  # a Ctrl-C, SIGTERM or lost connection as the manifest went: it may have landed
+        except BaseException as failure:  # a Ctrl-C, SIGTERM or lost connection as the manifest went: it may have landed
             try:
                 landed = self._landed(final, seen)
             except BaseException as again:  # a second Ctrl-C or SIGTERM during that one request: unknown
                 setattr(again, UNSURE, True)
                 raise
+            if landed is None:  # the store could not tell either (still unreachable): unknown, as above
+                setattr(failure, UNSURE, True)
             if not landed:
                 raise
             with said_published(request.kind, final):  # its data objects are the artifact's now: kept
@@ -351,13 +354,13 @@ class RemoteStore(StoreRuns, Store):
         with said_published(request.kind, final):
             return load_remote(upath(final))
 
-    def _landed(self, final: str, seen: str | None) -> bool:
-        """A manifest other than the one this build found is under ``final`` (one request; False when
-        the store cannot tell, as before the commit)."""
+    def _landed(self, final: str, seen: str | None) -> bool | None:
+        """A manifest other than the one this build found is under ``final`` (one request; None when the
+        store cannot tell: its answer to the manifest's write lost, the write may have landed)."""
         try:
             return self._manifest_version(final) not in (seen, None)
         except Exception:  # noqa: BLE001 - the store unreachable: unknown, the build's own failure stands
-            return False
+            return None
 
     @staticmethod
     def _listed(final: str) -> set[str]:
@@ -392,9 +395,11 @@ class RemoteStore(StoreRuns, Store):
                  e: BaseException, lease: Lease) -> None:
         if getattr(e, PUBLISHED, False):  # stopped once its manifest was in: said so, its objects are kept
             return
-        if getattr(e, UNSURE, False):  # stopped again while asking whether its manifest landed: none removed,
-            # for a published artifact's objects are its data (an unpublished prefix goes with `artifacts gc`)
-            e.add_note(f"{request.kind}: stopped as its manifest was written to {final}; nothing was removed: "
+        if getattr(e, UNSURE, False):  # stopped again (or the store unreachable) while asking whether its manifest
+            # landed: none removed, for a published artifact's objects are its data (an unpublished prefix goes
+            # with `artifacts gc`)
+            e.add_note(f"{request.kind}: {'stopped' if isinstance(e, KeyboardInterrupt) else 'failed'} as its "
+                       f"manifest was written to {final}; nothing was removed: "
                        f"`kolectra artifacts verify {final}` says whether it was published (if not, "
                        "`kolectra artifacts gc` removes it once its lease expires)")
             return
