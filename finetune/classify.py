@@ -37,24 +37,44 @@ def label_text(value) -> str:
     NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
     the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
     alike, and an NFD test label "not among the training labels (스포츠, ...)"."""
-    if isinstance(value, str) and value.strip():
-        return unicodedata.normalize("NFC", value.strip())
+    if isinstance(value, str) and (text := visible_edges(value)):
+        return unicodedata.normalize("NFC", text)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and value.is_integer():  # 1.0: pandas writes an int column with a gap as floats
         return str(int(value))
-    raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not value.strip())
+    raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not visible_edges(value))
                  else f"label must be text or an integer, got {value!r}")
 
 
+def visible_edges(text: str) -> str:
+    """``text`` without whitespace or invisible format characters (Unicode Cf: a zero-width space, a
+    byte-order mark, a direction mark, a soft hyphen) at its ends: ``pos\u200b`` (copied from a web page)
+    had been a class of its own, printed as ``pos`` beside ``pos``."""
+    start, end = 0, len(text)
+    while start < end and (text[start].isspace() or unicodedata.category(text[start]) == "Cf"):
+        start += 1
+    while end > start and (text[end - 1].isspace() or unicodedata.category(text[end - 1]) == "Cf"):
+        end -= 1
+    return text[start:end]
+
+
 def alike_labels(labels: list[str]) -> str | None:
-    """The first labels equal but for case or width (``pos``, ``POS``, ``Ｐｏｓ``), quoted, else None: kept as
+    """The first labels equal but for case, width or an invisible character inside (``pos``, ``POS``, ``Ｐｏｓ``,
+    ``p\u200bos``), quoted (the invisible shown as escapes), else None: kept as
     classes of their own, as they are (a label may be case-sensitive), but never without a word."""
     groups: dict[str, list[str]] = {}
     for label in labels:
-        groups.setdefault(unicodedata.normalize("NFKC", label).casefold(), []).append(label)
+        key = "".join(c for c in unicodedata.normalize("NFKC", label) if unicodedata.category(c) != "Cf")
+        groups.setdefault(key.casefold(), []).append(label)
     same = next((g for g in groups.values() if len(g) > 1), None)
-    return " and ".join(map(repr, same)) if same else None
+    return " and ".join(f"'{invisible_shown(x)}'" for x in same) if same else None
+
+
+def invisible_shown(label: str) -> str:
+    """``label`` with its invisible format characters (Cf) written as escapes (``p\u200bos``), so two labels
+    that print alike do not read alike."""
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in label)
 
 
 def label_order(labels) -> list[str]:
@@ -106,7 +126,8 @@ class Classify(TextTask):
             raise FinetuneError(f"{table.path}: every training row has the label {self.labels[0]!r}; "
                                 "classification needs at least two")
         if alike := alike_labels(self.labels):
-            warn(f"{self.name}: {table.path}: the training labels {alike} differ only in case or width: each is a "
+            warn(f"{self.name}: {table.path}: the training labels {alike} differ only in case, width or an invisible "
+                 "character: each is a "
                  "class of its own (a typo's class takes its rows from the other); if they are one, spell them alike")
 
     def convert(self, part, table):

@@ -242,3 +242,22 @@ def test_tag_names_name_the_ner_tag_codes_to_json_wrote(tmp_path):
     assert read_sentences(train, tag_names=tuple(names)).records[0][1]["tags"] == ["B-OG", "I-OG", "O", "B-PS", "I-PS"]
     with pytest.raises(ConfigError, match="tag_names: must be tag names that are not empty, each once"):
         override(cfg, ["tag_names=O,O"]).validate()
+
+
+def test_a_label_with_a_zero_width_space_at_its_end_is_its_visible_class(tmp_path, capsys):
+    # 'pos\u200b' (copied from a web page) was a third class printed as 'pos' beside 'pos' ({'neg', 'pos', 'pos'}),
+    # and a test label so spelt went to it; a zero-width character inside a label is warned of, shown escaped
+    labels = ["pos", "neg", "pos\u200b", "\ufeffneg"]
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\n" + "".join(f"리뷰 {i}\t{labels[i % 4]}\n" for i in range(60)), encoding="utf-8")
+    test = tmp_path / "test.tsv"
+    test.write_text("text\tlabel\n좋다\tpos\u200b\n별로\tneg\u200e\n", encoding="utf-8")
+    task = Classify()
+    data = task.read(config.sample_classify(), train, test)
+    assert task.labels == ["neg", "pos"] and data.facts["test_file"]["labels"] == {"neg": 1, "pos": 1}
+    assert "differ only" not in capsys.readouterr().err
+    inside = ["pos", "neg", "p\u200bos"]
+    train.write_text("text\tlabel\n" + "".join(f"리뷰 {i}\t{inside[i % 3]}\n" for i in range(60)), encoding="utf-8")
+    Classify().read(config.sample_classify(), train, train)
+    assert "the training labels 'pos' and 'p\\u200bos' differ only in case, width or an invisible character" in \
+        capsys.readouterr().err
