@@ -319,11 +319,29 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
                    eval_file: str | Path, seeds: Sequence[int], *, preset: str = "koelectra",
                    sets: Sequence[str] = (), name: str | None = None, force: bool = False,
                    dev_file: str | Path | None = None) -> Artifact:
-    """One eval artifact per seed, then a summary eval artifact (median and spread) over them."""
+    """One eval artifact per seed, then a summary eval artifact (median and spread) over them. Stopped or
+    failed, the line names the seeds done and kept: it said 'eval: nothing published' (the seed under
+    way's) with the earlier seeds' artifacts published, which the same command again reuses."""
+    runs: dict[int, Artifact] = {}
+    try:
+        return _finetune_seeds(store, task, model_ref, train_file, eval_file, seeds, runs, preset=preset, sets=sets,
+                               name=name, force=force, dev_file=dev_file)
+    except (KeyboardInterrupt, Exception) as e:
+        if runs:
+            done = "every seed was" if len(runs) == len(seeds) else f"seed{'s' * (len(runs) > 1)} {', '.join(map(str, runs))}"
+            e.add_note(f"{done} done before it and kept: {', '.join(f'{a.kind}/{a.path.name}' for a in runs.values())} "
+                       "(the same command again reuses them)")
+        raise
+
+
+def _finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,
+                    eval_file: str | Path, seeds: Sequence[int], runs: dict[int, Artifact], *, preset: str,
+                    sets: Sequence[str], name: str | None, force: bool, dev_file: str | Path | None) -> Artifact:
     from kolectra.finetune import seeds as ft_seeds  # noqa: PLC0415
 
-    runs = {int(s): finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
-                             name=name, force=force, dev_file=dev_file) for s in seeds}
+    for s in seeds:  # each one in runs as soon as it is published
+        runs[int(s)] = finetune(store, task, model_ref, train_file, eval_file, preset=preset, sets=sets, seed=int(s),
+                                name=name, force=force, dev_file=dev_file)
     # the runs' resolved config but their seeds, not the --set text: a --config file, or 5e-4 spelled
     # 0.0005, summarises the same runs as the same artifact
     _, config = resolve("finetune", task=task, preset=preset, sets=sets)
