@@ -216,3 +216,30 @@ def test_the_stage_gives_the_same_files_on_one_worker_and_on_two(corpora, tmp_pa
     report = json.loads((alone / "report.json").read_text(encoding="utf-8"))
     assert report["train_corpus"]["counting"]["method"] == "exact_top_k"
     assert report["train_corpus"]["word_types"] == len(corpora["stream"])
+
+
+def test_a_flush_table_holds_the_setting_and_one_document_however_long_the_documents(tmp_path):
+    """Web text's long documents of distinct words (numbers, hashes, names): the table was checked
+    against ``count_flush_types`` once a batch of 1,000 documents, so 40 documents of 2,000 distinct
+    words each went on as one table of 80,000 types, 80 times the setting; now after each document."""
+    rng = random.Random(7)
+    docs = []
+    for i in range(40):
+        text = " ".join("".join(chr(0xAC00 + rng.randrange(11172)) for _ in range(4)) for _ in range(2000))
+        docs.append({"id": f"d{i}", "text": text, "morphs": []})
+    shard = tmp_path / "train-00000-of-00001.jsonl.gz"
+    with gzip.open(shard, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
+    step = count.CountWords(count.Job(max_word_types=10**6, flush_types=1000, result_path=""))
+    step.setup()
+    tables_sent, summed, documents = [0], Counter(), 0
+    for out in step.process((0, [(str(shard), 0, 1)])):
+        if getattr(out, "tag", None) == "totals":
+            tables_sent.append(0)
+            documents += out.value["tallies"]["documents"]
+        else:
+            tables_sent[-1] += 1
+            summed[out[0]] += out[1]
+    assert max(tables_sent) <= 1000 + 2000, f"a flush table of {max(tables_sent)} types"
+    assert documents == 40 and summed == Counter(
+        tables.type_key((w, ())) for d in docs for w in d["text"].split(" "))

@@ -8,7 +8,8 @@ files or store URLs, never downloading the artifact. Graph (:func:`recipe`):
     shard paths -> spread over the workers (a GroupByKey on each work item's index)
     -> CountWords: batches of lines -> documents -> words with their morpheme cuts
        (:func:`vocab.words.doc_words`), summed in one table per worker that is passed on whenever
-       it holds ``count_flush_types`` types, with its exact character table and counters
+       it holds ``count_flush_types`` types (checked after each document, and a batch's raw lines
+       held up to :data:`BATCH_BYTES`), with its exact character table and counters
     -> SumPerType (a combiner: each worker adds up its own share first) -> the exact count of every type
     -> MostFrequent: the ``max_word_types`` most frequent types, ties by text (:class:`tables.TopTypes`)
     -> one JSON file the launcher reads back, with the characters and counters summed beside.
@@ -52,6 +53,9 @@ from kolectra.corpus.runners import (
 from kolectra.vocab import tables, words
 
 BATCH_LINES = 1000  # documents parsed at a time (read_lines splits whole decompressed blocks)
+# ... or fewer, where their lines come to this many bytes first: a batch's raw lines are held while it is
+# counted, and 1,000 documents of the corpus stage's max_chars (100,000) are about 1 GB of shard JSON
+BATCH_BYTES = 4 << 20
 RESULT_FILE = "vocab-counts-{}.json"
 # The local runner's peak RSS per MB of gzipped corpus shards counted (corpus/local_memory.py: MemoryModel):
 # benchmarks/vocab_counting.py --sizes over the first 2, 4, 8, 16 of 16 NSMC review shards (12-94 MB,
@@ -103,13 +107,16 @@ class CountWords(beam.DoFn):
         for path, part, parts in items:
             table: Counter = Counter()
             tally, bad = Counter(), BadLines()
-            for first, lines in read_lines(path, BATCH_LINES, part, parts):
+            for first, lines in read_lines(path, BATCH_LINES, part, parts, BATCH_BYTES):
                 for line_no, raw in enumerate(lines, start=first):
-                    if raw.strip():
-                        self._count_line(path, line_no, raw, table, tally, bad)
-                if len(table) >= self.job.flush_types:
-                    yield from self._flush(table, tally, bad)
-                    table, tally, bad = Counter(), Counter(), BadLines()
+                    if not raw.strip():
+                        continue
+                    self._count_line(path, line_no, raw, table, tally, bad)
+                    # after each document, not each batch: a batch of long documents of distinct words
+                    # (web text's numbers, hashes, names) took the table millions of types past the setting
+                    if len(table) >= self.job.flush_types:
+                        yield from self._flush(table, tally, bad)
+                        table, tally, bad = Counter(), Counter(), BadLines()
             yield from self._flush(table, tally, bad)
 
     def _count_line(self, path: str, line_no: int, raw: bytes, table: Counter, tally: Counter,
