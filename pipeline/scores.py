@@ -150,7 +150,7 @@ def score_table(store: Store, arts: list[Artifact], published: bool = False) -> 
         headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
         tasks.setdefault(column, task)
         cells[model, column] = (_cell(m, names, scale) + _cell_note(store, a, m), a)
-        splits.setdefault(model, []).append(f"{column}: {split_of(m) or '?'}")
+        splits.setdefault(model, []).append(f"{column}: {_split(store, a, m) or '?'}")
         model_names.setdefault(model, name + _pretraining_note(store, a))
     label = row_labels(model_names)
     rows = [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)] for model in model_names]
@@ -182,6 +182,19 @@ def split_of(m: dict) -> str:
     facts = (m.get("dev_file") if isinstance(m.get("questions"), int) else m.get("test_file")) or {}
     path = facts.get("path") if isinstance(facts, dict) else None
     return size + (f" of {Path(path).name}" if size and isinstance(path, str) else "")
+
+
+def _split(store: Store, a: Artifact, m: dict) -> str:
+    """:func:`split_of` for the table's split column; a ``--seeds`` summary records no test file of its
+    own, so its runs say (it read ``?`` before)."""
+    if "seeds" not in m:
+        return split_of(m)
+    return " / ".join(sorted({split_of(r) for r in _runs(store, a)} - {""}))
+
+
+def _runs(store: Store, a: Artifact) -> list[dict]:
+    """The metrics of a ``--seeds`` summary's runs, its parents."""
+    return [read_json(p.path / "metrics.json") for p in (store.parent(a, pid) for pid in a.parents) if p]
 
 
 def evals(store: Store, refs: list[str]) -> list[Artifact]:
@@ -251,7 +264,7 @@ def _cell_note(store: Store, a: Artifact, m: dict) -> str:
     a ``--seeds`` summary takes both from its runs."""
     runs = [m]
     if "seeds" in m:
-        runs = [read_json(p.path / "metrics.json") for p in (store.parent(a, pid) for pid in a.parents) if p]
+        runs = _runs(store, a)
     sizes = {test_size(r) for r in runs} - {""}
     failed = sum(1 for r in runs if (r.get("health") or {}).get("status") == "not_learning")
     notes = [" / ".join(sorted(sizes))] if sizes else []

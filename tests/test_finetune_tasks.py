@@ -289,6 +289,10 @@ def test_seeds_summary_and_one_table_across_tasks(tiny, tmp_path):
     assert cells[2].rstrip(" |") == f"{100 * sts_metrics['spearman']:.2f} (10 test rows{flag})"
     assert "test rows" in cells[1]  # a --seeds summary takes them from its runs
     assert path.read_text(encoding="utf-8").count(str(sts.path)) == 1  # each cell's source is listed
+    # --published's split column: the summary's from its runs too (it read 'topics: ?')
+    split = render_table(store, [summary.path.name, str(sts.path)], dest=tmp_path / "published",
+                         published=True)[1].splitlines()[2].split(" | ")[-1].rstrip(" |")
+    assert split == "topics: 15 test rows of test.tsv; korsts: 10 test rows of b.tsv", split
 
 
 def test_cli_flags_dev_file_and_report_of_several(tiny, tmp_path, capsys):
