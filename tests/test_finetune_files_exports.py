@@ -261,3 +261,19 @@ def test_a_label_with_a_zero_width_space_at_its_end_is_its_visible_class(tmp_pat
     Classify().read(config.sample_classify(), train, train)
     assert "the training labels 'pos' and 'p\\u200bos' differ only in case, width or an invisible character" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "text", "said"), [
+    ("train.txt", "text,label\n가,1\n", r"its columns are: text,label; the header line splits on commas: a CSV file, "
+                                        r"read with --set format=csv"),
+    ("train.csv", "text\tlabel\n가\t1\n", r"its columns are: text\\tlabel; the header line splits on tabs: a TSV file"),
+    ("train.txt", '{"text": "가", "label": 1}\n', r"the first line is a JSON object: JSON Lines, read with --set "
+                                                 r"format=jsonl"),
+    ("train.csv", "text;label\n가;1\n", r"splits on semicolons, which no format here reads"),
+])
+def test_a_header_of_another_format_says_which(tmp_path, name, text, said):
+    # the error had listed the whole header line as the one column ('its columns are: text,label'), a tab unescaped
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"no column 'text' \(text_column\); .*" + said):
+        Classify().load(path, config.sample_classify())

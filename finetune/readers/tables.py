@@ -85,10 +85,11 @@ class Table:
             # a CR within a name: lines ending in CR alone, with an LF somewhere (a CR-only file is split on CR),
             # so the header ran on through the rows; shown as it was, the CR hid the rows behind the name
             cr = any("\r" in c for c in self.columns)
-            shown = ", ".join(c.replace("\r", "\\r") for c in self.columns)
+            shown = ", ".join(c.replace("\r", "\\r").replace("\t", "\\t") for c in self.columns)
             raise FinetuneError(f"{self.path}: no column {name!r} ({key}); its columns are: {shown or '(none)'}"
                                 + ("; a column name holds a CR (\\r): the file's lines end in CR alone, as old Mac "
-                                   "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else ""))
+                                   "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else
+                                   other_format(self.columns, name)))
         return name
 
     def stats(self) -> dict:
@@ -115,6 +116,23 @@ class Table:
         return (f"{self.path.name}: {self.multiline} row(s) read over several lines ({self.continued} line(s) past "
                 f"their first; the first row, lines {first}-{last}): a quoted field holding line breaks, or a \" "
                 "opening a field and never closed; a file without CSV quoting reads as TSV: --set format=tsv")
+
+
+def other_format(columns: list[str], name: str) -> str:
+    """Why a header of one column lacks ``name``, when it is another format's header (else ""): a CSV file
+    named ``.txt`` (read as TSV), a TSV file named ``.csv``, JSON Lines named ``.txt``, a semicolon-separated
+    CSV (Excel in locales whose decimal mark is a comma). The error had listed the whole line as one column."""
+    if len(columns) != 1:
+        return ""
+    header = columns[0]
+    if header.lstrip().startswith("{"):
+        return "; the first line is a JSON object: JSON Lines, read with --set format=jsonl (or a .jsonl name)"
+    for sep, what in ((",", "commas: a CSV file, read with --set format=csv (or a .csv name)"),
+                      ("\t", "tabs: a TSV file, read with --set format=tsv (or a .tsv name)"),
+                      (";", "semicolons, which no format here reads: save it comma-separated (CSV) or as TSV")):
+        if name in (part.strip().strip('"') for part in header.split(sep)):
+            return f"; the header line splits on {what}"
+    return ""
 
 
 def detect(path: Path, fmt: str = "auto") -> str:
