@@ -31,7 +31,8 @@ class MemoryModel:
     for each worker process: the launcher's peak (one in-process worker included) and a worker
     process's, which its settings bound, not its input; fitted on the NSMC reviews (docs/scale.md).
     ``per_record`` bytes for each of the input's ``records``, counted before the job, where a part
-    follows the records whatever their size (the corpus job's drops: ``corpus/memory_model.py``)."""
+    follows the records whatever their size (the corpus job's drops: ``corpus/memory_model.py``);
+    ``records_are`` names them in the refusal (the word count's: its word types, estimated)."""
 
     base_mb: float
     per_mb: float
@@ -39,6 +40,7 @@ class MemoryModel:
     worker_mb: float = 0.0
     records: int = 0
     per_record: float = 0.0
+    records_are: str = "records"
 
     def peak_bytes(self, json_bytes: float, workers: int = 0) -> float:
         return ((self.base_mb + self.per_mb * json_bytes / 1e6 + self.worker_mb * workers) * 1e6
@@ -89,10 +91,14 @@ def check_local_memory(options: PipelineOptions, what: str, json_bytes: float, m
             each = (f" + {workers} worker processes x {model.worker_mb / 1e3:.1f} GB, each with its own copy of the "
                     f"job's models: fewer workers need less, --direct_num_workers 1 (in this process) about "
                     f"{fewer / 1e9:,.1f} GB")
-        records = f" + {model.per_record:g} bytes for each of its {model.records:,} records" if model.per_record else ""
+        records = f" + {model.per_record:g} bytes for each of its {model.records:,} {model.records_are}" if model.per_record else ""
+        measured = f"its {json_bytes / 1e6:,.0f} MB of {model.measure}"
+        per_mb = f" + {model.per_mb:g} MB per MB of {measured}" if model.per_mb else ""
+        if not model.per_mb:
+            records += f" in {measured}"
         raise LocalMemoryError(
-            f"{what}: a local run of this input needs about {need / 1e9:,.1f} GB of memory ({model.base_mb / 1e3:.1f} GB + "
-            f"{model.per_mb:g} MB per MB of its {json_bytes / 1e6:,.0f} MB of {model.measure}{records}{each}), over {whose} "
+            f"{what}: a local run of this input needs about {need / 1e9:,.1f} GB of memory ({model.base_mb / 1e3:.1f} GB"
+            f"{per_mb}{records}{each}), over {whose} "
             f"({have / 1e9:,.1f} GB): Beam's local runner holds every shuffle in memory. Run it on a distributed "
             f"runner (--runner DataflowRunner, FlinkRunner or SparkRunner: docs/scale.md), or pass "
             f"--local_memory_gb {math.ceil(need / 1e9)} to run it here anyway")

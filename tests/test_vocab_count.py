@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import random
 import shutil
 import tracemalloc
@@ -18,9 +19,9 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import examples_beam, local_memory, shards
+from kolectra.corpus import examples_beam, local_memory, runners, shards
 from kolectra.corpus.local_memory import LocalMemoryError
-from kolectra.vocab import beside, count, tables, trainer, words
+from kolectra.vocab import beside, count, heaps, tables, trainer, words
 from kolectra.vocab import build as stage
 from kolectra.vocab.config import VocabConfig
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
@@ -243,3 +244,61 @@ def test_a_flush_table_holds_the_setting_and_one_document_however_long_the_docum
     assert max(tables_sent) <= 1000 + 2000, f"a flush table of {max(tables_sent)} types"
     assert documents == 40 and summed == Counter(
         tables.type_key((w, ())) for d in docs for w in d["text"].split(" "))
+
+
+def distinct_words_shards(dest: Path, shards_n: int, words_each: int, seed: int = 3) -> list[str]:
+    """Shards of documents of 50 random 4-syllable words each: nearly every word a type of its own,
+    as web text's numbers, hashes and names are."""
+    rng = random.Random(seed)
+    dest.mkdir(parents=True)
+    paths = []
+    for s in range(shards_n):
+        paths.append(str(dest / f"train-{s:05d}-of-{shards_n:05d}.jsonl.gz"))
+        with gzip.open(paths[-1], "wt", encoding="utf-8") as f:
+            for i in range(words_each // 50):
+                text = " ".join("".join(chr(0xAC00 + rng.randrange(11172)) for _ in range(4)) for _ in range(50))
+                f.write(json.dumps({"id": f"{s}-{i}", "text": text, "morphs": []}, ensure_ascii=False) + "\n")
+    return paths
+
+
+def test_a_local_count_of_many_distinct_words_is_refused_by_its_word_types(tmp_path, monkeypatch):
+    """The check's line in gzipped bytes was fitted on reviews (9,300 types a MB): 100,000 distinct
+    words in 0.45 MB gave 0.30 GB and the job started where the launcher holds 0.6 kB a type
+    (docs/scale.md, "Many distinct words"). The types, estimated from a sample, now count too."""
+    paths = distinct_words_shards(tmp_path / "data", 2, 50_000)
+    monkeypatch.setattr(count, "recipe", lambda *a, **k: pytest.fail("the job started"))
+    with pytest.raises(LocalMemoryError) as e:
+        count.count_split(paths, 10**6, 10**6, ["--local_memory_gb=0.34"])
+    said = str(e.value)
+    assert said.startswith("vocab: a local run of this input needs about 0.4 GB") and "\n" not in said
+    assert "0.3 GB + 650 bytes for each of its 100,000 word types (Heaps' law over a sample) in its " in said
+    assert "MB of gzipped corpus shards)" in said
+
+
+def test_word_types_are_estimated_from_a_sample_by_heaps_law(corpora, tmp_path):
+    paths = distinct_words_shards(tmp_path / "data", 4, 20_000)
+    size = runners.input_bytes(paths)
+    assert heaps.estimate_types(paths, size) == len(set(w for p in paths for w in all_words(p)))  # all read: exact
+    guess = heaps.estimate_types(paths, size, sample_bytes=120_000)  # a tenth of the words: extrapolated
+    assert 0.9 * 80_000 < guess < 1.1 * 80_000
+    reviews = train_paths(corpora["four"])
+    assert heaps.estimate_types(reviews, runners.input_bytes(reviews)) == len(corpora["stream"])
+    assert heaps.extrapolate(1000, 2000, 10, (600, 1000)) == int(1000 * 10 ** (math.log(1000 / 600) / math.log(2)))
+    assert heaps.extrapolate(1000, 2000, 10, (1000, 1000)) == int(1000 * 10 ** 0.5)  # clipped to 0.5
+    assert heaps.extrapolate(1000, 1000, 10, (500, 500)) == 10_000  # beta 1, never more types than words
+
+
+def all_words(path: str) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [w for line in f for w in json.loads(line)["text"].split(" ")]
+
+
+def test_a_damaged_shard_is_named_by_the_count_not_guessed_at_by_the_sample(tmp_path):
+    """The sample of the memory check stops at a shard it cannot read: it extrapolated from the
+    bytes before it as if they were none ('about 14.9 GB at its peak' for a 30 kB shard)."""
+    [path] = distinct_words_shards(tmp_path / "data", 1, 5000)
+    whole = Path(path).read_bytes()
+    Path(path).write_bytes(whole[:len(whole) // 2])
+    assert heaps.estimate_types([path], len(whole) // 2) < 5000
+    with pytest.raises(UserInputError, match="damaged corpus shard"):
+        count.count_split([path], 10**6, 10**6, ["--local_memory_gb=1"])

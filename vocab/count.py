@@ -19,7 +19,8 @@ last one kept (``dropped_max_count`` in report.json); the character table (the a
 counted over every word, kept or not. A worker's memory is its flush table and 2 x
 ``max_word_types`` pairs: settings, never the corpus's size. Beam's local runner is the exception:
 it holds the shuffle in the launcher's process, whose memory grows with the corpus, so a local
-count that would not fit is refused before it starts (:data:`LOCAL_MEMORY`). Nothing in the result
+count that would not fit is refused before it starts (:func:`local_model`: a line in the shards'
+gzipped bytes, or their word types estimated from a sample, whichever says more). Nothing in the result
 depends on the number of workers or on how Beam bundled the work (:mod:`vocab.tables`).
 """
 
@@ -38,9 +39,10 @@ from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.corpus.examples import parts_per_shard
 from kolectra.corpus.examples_beam import read_lines
-from kolectra.corpus.local_memory import MemoryModel, check_local_memory
+from kolectra.corpus.local_memory import MemoryModel, check_local_memory, worker_processes
 from kolectra.corpus.outputs import keep_smallest
 from kolectra.corpus.runners import (
+    LOCAL_RUNNER,
     REMOTE_RUNNERS,
     CorpusOptions,
     input_bytes,
@@ -50,7 +52,7 @@ from kolectra.corpus.runners import (
     runner_label,
     runner_setup,
 )
-from kolectra.vocab import tables, words
+from kolectra.vocab import heaps, tables, words
 
 BATCH_LINES = 1000  # documents parsed at a time (read_lines splits whole decompressed blocks)
 # ... or fewer, where their lines come to this many bytes first: a batch's raw lines are held while it is
@@ -68,6 +70,20 @@ RESULT_FILE = "vocab-counts-{}.json"
 # (docs/scale.md, "The local runner's worker processes"); 0.8 GB is 31 % over a worker's largest
 # share of the measured totals, 10 % over the largest worker.
 LOCAL_MEMORY = MemoryModel(base_mb=300, per_mb=6.0, measure="gzipped corpus shards", worker_mb=800)
+# The launcher's peak against the word types instead (docs/scale.md, "Many distinct words"): text of
+# distinct words (85,000 types a MB gzipped, as web text's numbers, hashes and names make) took it to
+# 527 / 824 / 1,053 MB at 0.5 / 1 / 2 M types (5.9 / 11.7 / 23.5 MB), where the line above said 335 /
+# 370 / 441. Each type costs the shuffle about 230 bytes, and each type read back (at most
+# max_word_types) about 365 more; rounded up, 250 and 400, over 300 MB: 14-19 % over those three and
+# over reviews' 760 MB at 879,095 types. The check takes whichever of the two says more, the types
+# estimated before the job from a sample of the shards (vocab.heaps).
+SHUFFLE_BYTES_PER_TYPE, KEPT_BYTES_PER_TYPE = 250, 400
+# With worker processes each also holds its share of the types: the local runner hands a worker its whole
+# partition of the shuffle's grouped output as one bundle's input. Two workers of that text peaked at 1,155
+# and 745 MB at 2 M types (23.5 MB), 1,816 and 1,073 at 4 M (47.0 MB), against worker_mb's 800 measured on
+# reviews (whose 0.88 M types they held within it): about 495 bytes a type over both past the first 1 M, 550
+# here (totals 2,819 and 4,338 MB; the model 3,350 and 4,950, 19 and 14 % over).
+WORKER_BYTES_PER_TYPE, WORKER_MB_TYPES = 550, 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +234,8 @@ def count_split(paths: list[str], max_word_types: int, flush_types: int,
     if runner in REMOTE_RUNNERS and not staging:
         raise UserInputError(f"vocab: {runner} workers cannot write to this machine: give --corpus_staging "
                              "DIR (a store URL) for the word count's result")
-    peak = check_local_memory(options, "vocab", size, LOCAL_MEMORY)
+    peak = check_local_memory(options, "vocab", size, local_model(paths, size, max_word_types, worker_processes(options))
+                              if runner == LOCAL_RUNNER else LOCAL_MEMORY)
     progress(f"vocab: counting the words of {len(paths)} shard(s) where they are, runner {runner_label(options, peak)}")
     with scratch.temporary_directory("vocab") as tmp:
         result_path = storage.join(staging or tmp, RESULT_FILE.format(uuid.uuid4().hex))
@@ -233,6 +250,18 @@ def count_split(paths: list[str], max_word_types: int, flush_types: int,
                              + "; ".join(doc["bad"][:3]))
     table = Counter({words_type: n for words_type, n in ((tables.word_type(k), n) for k, n in doc["types"])})
     return table, Counter(doc["chars"]), summary(doc, table, max_word_types)
+
+
+def local_model(paths: list[str], size: float, max_word_types: int, workers: int = 0) -> MemoryModel:
+    """:data:`LOCAL_MEMORY`, or the model by word types where the shards' types (estimated before the
+    job from a sample: :mod:`vocab.heaps`) make the launcher's peak larger."""
+    types = heaps.estimate_types(paths, size)
+    shares = max(0, types - WORKER_MB_TYPES) if workers else 0  # past what worker_mb holds
+    per_type = (SHUFFLE_BYTES_PER_TYPE * types + KEPT_BYTES_PER_TYPE * min(types, max_word_types)
+                + WORKER_BYTES_PER_TYPE * shares) / max(types, 1)
+    by_types = dataclasses.replace(LOCAL_MEMORY, per_mb=0.0, records=types, per_record=round(per_type),
+                                   records_are="word types (Heaps' law over a sample)")
+    return max((LOCAL_MEMORY, by_types), key=lambda m: m.peak_bytes(size, workers))
 
 
 def summary(doc: dict, table: Counter, max_word_types: int) -> dict:
