@@ -277,3 +277,18 @@ def test_a_header_of_another_format_says_which(tmp_path, name, text, said):
     path.write_text(text, encoding="utf-8")
     with pytest.raises(FinetuneError, match=r"no column 'text' \(text_column\); .*" + said):
         Classify().load(path, config.sample_classify())
+
+
+def test_klue_ner_s_own_tsv_is_read_its_sentence_lines_skipped(tmp_path):
+    # klue-ner-v1.1_train.tsv: "## <id>\t<sentence, entities marked inline>" before each sentence's character lines;
+    # read as a token and its tag ('<이동욱:PS>님 ...' is no BIO tag) every sentence was bad and the file refused
+    sentence = [("이", "B-PS"), ("동", "I-PS"), ("욱", "I-PS"), ("님", "O"), (" ", "O"), ("최", "O"), ("고", "O")]
+    block = "".join(f"{c}\t{t}\n" for c, t in sentence)
+    path = tmp_path / "klue-ner-v1.1_dev.tsv"
+    path.write_text("".join(f"## klue-ner-v1_dev_{i:05d}_nsmc\t<이동욱:PS>님 최고\n{block}\n" for i in range(30)),
+                    encoding="utf-8")
+    table = read_sentences(path)
+    assert (len(table.records), table.bad) == (30, [])
+    n, first = table.records[0]
+    assert n == 2 and first["tokens"] == ["이", "동", "욱", "님", "최", "고"] and first["dropped"] == 1
+    assert first["tags"] == ["B-PS", "I-PS", "I-PS", "O", "O", "O"]

@@ -5,7 +5,8 @@ Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives 
 "at": [line of each token]}``, keyed by the line (or saved-dataset row) the sentence starts on.
 
 * ``conll``: one ``token<TAB>tag`` per line (or ``token tag`` on a line without a tab), a blank
-  line between sentences (``-DOCSTART-`` lines are skipped, as CoNLL-2003 files have them).
+  line between sentences (``-DOCSTART-`` lines are skipped, as CoNLL-2003 files have them, and so are
+  lines opening with ``## ``, KLUE-NER's sentence lines in its own TSV files).
 * ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
   tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
 * ``auto`` for a text file: ``lines`` when more of its first 1,000 lines hold several
@@ -35,6 +36,9 @@ from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_ta
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets", "parquet")
 DOCSTART = "-DOCSTART-"
+# KLUE-NER's own TSV files (klue-ner-v1.1_train.tsv) open each sentence with a line "## <id>\t<the sentence
+# with its entities marked inline>": read as a token and its tag, every sentence was bad and the file refused
+COMMENT = "## "
 
 
 def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens", tags_column: str = "ner_tags",
@@ -94,7 +98,7 @@ def conll_sentences(lines: Iterable[str]) -> tuple[list, list]:
     """``token<TAB>tag`` lines, sentences split by blank lines -> (records, bad)."""
     records, bad, current, problem = [], [], None, None
     for n, line in enumerate(itertools.chain(lines, [""]), start=1):  # a sentinel blank line closes the last sentence
-        if not line.strip() or line.startswith(DOCSTART):
+        if not line.strip() or line.startswith((DOCSTART, COMMENT)):
             if current is not None:
                 (bad if problem else records).append(problem or (current["at"][0], current))
             current, problem = None, None
