@@ -292,3 +292,32 @@ def test_klue_ner_s_own_tsv_is_read_its_sentence_lines_skipped(tmp_path):
     n, first = table.records[0]
     assert n == 2 and first["tokens"] == ["이", "동", "욱", "님", "최", "고"] and first["dropped"] == 1
     assert first["tags"] == ["B-PS", "I-PS", "I-PS", "O", "O", "O"]
+
+
+def test_klue_s_own_json_arrays_are_read(tmp_path):
+    # klue-ynat-v1.1_train.json, klue-sts-v1.1_train.json, klue-nli-...: one JSON array each, refused as "no line
+    # holds a JSON object (JSON Lines: one object per line; a JSON array ... is not read)"
+    from kolectra.finetune.config import RegressConfig  # noqa: PLC0415
+    from kolectra.finetune.regress import Regress  # noqa: PLC0415
+
+    topics = ["IT과학", "경제", "사회"]
+    ynat = tmp_path / "klue-ynat-v1.1_train.json"
+    ynat.write_text("\ufeff" + json.dumps([{"guid": f"ynat-v1_train_{i:05d}", "title": f"제목 {i}", "label": topics[i % 3]}
+                                           for i in range(60)], ensure_ascii=False, indent=4), encoding="utf-8")
+    task = Classify()
+    data = task.read(dataclasses.replace(config.sample_classify(), text_column="title"), ynat, ynat)
+    assert task.labels == topics and data.facts["test_file"]["rows"] == 60
+    assert "blank_lines" not in data.facts["test_file"]
+    sts = tmp_path / "klue-sts-v1.1_train.json"
+    sts.write_text(json.dumps([{"sentence1": f"가 {i}", "sentence2": f"나 {i}", "labels": {"label": i % 5 + 0.4}}
+                               for i in range(40)] + ["stray"]), encoding="utf-8")
+    cfg = RegressConfig(text_column="sentence1", text_pair_column="sentence2", label_column="labels.label",
+                        max_bad_fraction=0.1)
+    facts = Regress().read(cfg, sts, sts).facts["train_file"]
+    assert (facts["rows"], facts["bad_lines"]) == (40, [{"row": 41, "reason": "expected a JSON object, got str"}])
+    ner = tmp_path / "ner.json"
+    ner.write_text(json.dumps([{"tokens": ["서", "울"], "ner_tags": ["B-LC", "I-LC"]}]), encoding="utf-8")
+    assert read_sentences(ner).records[0][1]["tags"] == ["B-LC", "I-LC"]
+    (tmp_path / "empty.json").write_text("[]", encoding="utf-8")
+    with pytest.raises(FinetuneError, match="a JSON array holding no object"):
+        read_table(tmp_path / "empty.json")

@@ -283,9 +283,13 @@ def test_jsonl_columns_come_from_every_object(tmp_path):
     cfg = cls_cfg(text_column="a", text_pair_column="b", max_bad_fraction=0.5, dev_fraction=0.5)
     data = Classify().read(cfg, p, write(tmp_path / "t.jsonl", '{"a": "바", "b": "사", "label": "y"}\n'))
     assert data.facts["train_file"]["bad_lines"] == [{"line": 1, "reason": "no 'b' field"}]
-    with pytest.raises(FinetuneError, match=r"arr\.json: no line holds a JSON object \(JSON Lines: one object per "
-                                            r"line; .*line 1: not valid JSON"):
-        read_table(write(tmp_path / "arr.json", '[\n  {\n    "a": "가",\n    "label": "x"\n  }\n]\n'))
+    # one JSON array of objects (KLUE's own .json files) is read, its items numbered as rows; an object over
+    # several lines is JSON, not JSON Lines
+    assert read_table(write(tmp_path / "arr.json", '[\n  {\n    "a": "가",\n    "label": "x"\n  }\n]\n')).records == [
+        (1, {"a": "가", "label": "x"})]
+    with pytest.raises(FinetuneError, match=r"obj\.json: no line holds a JSON object \(JSON Lines: one object per "
+                                            r"line, or one JSON array of objects; .*line 1: not valid JSON"):
+        read_table(write(tmp_path / "obj.json", '{\n    "a": "가",\n    "label": "x"\n}\n'))
 
 
 def test_integer_labels_sort_without_errors_or_hash_order():

@@ -19,7 +19,9 @@ have such rows) and reports neither the line of a bad row nor how many were drop
   quoted field may hold newlines); a row's number is the line it starts on.
 * **JSONL** (``.jsonl``, ``.json``, ``.ndjson``): one object per line, blank lines skipped; nested
   objects are reachable with dotted names (``labels.label``); the columns are the keys of every
-  object (an optional field may be missing from the first).
+  object (an optional field may be missing from the first).  A file that is one JSON array of objects
+  (KLUE's own ``klue-ynat-v1.1_train.json``, ``klue-sts-...``, ``klue-nli-...``) is read whole, its items
+  numbered as rows (:func:`json_array`).
 * **Parquet** (``.parquet``, ``.pq``): read whole through Arrow, a row's number its row; the class-label
   columns ``Dataset.to_parquet`` describes in the file's metadata give their names, as a saved dataset's do.
 * **A folder** written by ``Dataset.save_to_disk`` is read with ``datasets.load_from_disk``;
@@ -390,8 +392,48 @@ def open_jsonl(path: Path, read: Iterable[str] | None = None) -> Table:
     return table
 
 
+def json_array(path: Path) -> list | None:
+    """The file's items when it is one JSON array (KLUE's own files: klue-ynat-v1.1_train.json,
+    klue-sts-..., klue-nli-...), else None (JSON Lines, read a line at a time). Read whole: an array has
+    no lines to stream."""
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head.startswith(b"["):
+        return None
+    try:
+        items = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError:
+        raise not_utf8(path) from None
+    except (ValueError, RecursionError):  # not one array (JSON Lines whose lines are arrays): read by lines
+        return None
+    return items if isinstance(items, list) else None
+
+
+def _array_records(table: Table, items: list, read: frozenset[str] | None) -> Iterator[tuple[int, dict]]:
+    """A JSON array's objects, numbered from 1 (``row``), as JSON Lines' lines are."""
+    columns = {}
+    table.unit, table.blank = "row", None  # items, not lines: no blank lines to count
+    for n, obj in enumerate(items, start=1):
+        if not isinstance(obj, dict):
+            table.bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
+        elif nested_deeper(obj, MAX_DEPTH):
+            table.bad.append((n, f"not readable JSON (nested more than {MAX_DEPTH} levels deep)"))
+        elif where := lone_surrogate(values := flatten(obj), read):
+            table.bad.append((n, f"{where} has a lone surrogate (a JSON escape such as \\ud800 that no UTF-8 text "
+                                 "can hold; half of a character cut in two?)"))
+        else:
+            columns.update(dict.fromkeys(values))
+            yield n, values
+    if not columns:
+        raise FinetuneError(f"{table.path}: a JSON array holding no object")
+    table.columns, table.complete = list(columns), True
+
+
 def _jsonl_records(table: Table, read: frozenset[str] | None = None) -> Iterator[tuple[int, dict]]:
     path, bad, columns, found = table.path, table.bad, {}, False
+    if (items := json_array(path)) is not None:
+        yield from _array_records(table, items, read)
+        return
     for n, line in enumerate(iter_text_lines(path), start=1):
         if not line.strip():
             table.blank += 1
@@ -432,8 +474,8 @@ def _jsonl_records(table: Table, read: frozenset[str] | None = None) -> Iterator
                             + ")")
     if not found:  # a JSON array, or objects spread over several lines: JSON, not JSON Lines
         first = f"; line {bad[0][0]}: {bad[0][1]}" if bad else ""
-        raise FinetuneError(f"{path}: no line holds a JSON object (JSON Lines: one object per line; a JSON "
-                            f"array or an object over several lines is not read){first}")
+        raise FinetuneError(f"{path}: no line holds a JSON object (JSON Lines: one object per line, or one JSON "
+                            f"array of objects; an object over several lines is not read){first}")
     table.columns, table.complete = list(columns), True
 
 
