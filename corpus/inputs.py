@@ -14,7 +14,7 @@ by the orchestration before the job, and by the job's reader for every file it o
   checks the kind again on what it opened: a file replaced since the listing (a log rotated into a
   pipe) is refused in the same words instead of hanging the worker.
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
-  is its absolute path, size and modification time (nanoseconds); an object in a store is its
+  is its absolute path, size, modification and change time (nanoseconds); an object in a store is its
   path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). The request id is built from identities, so a 300 GB corpus is not
   read once more before the job starts.
 - The content hash is taken from the bytes the job actually reads (:class:`HashingReader` under
@@ -302,7 +302,10 @@ def identify(path: str) -> InputFile:
     try:
         if not is_remote(path):
             st = os.stat(path)
-            return InputFile(path, st.st_size, f"local:{path}:{st.st_size}:{st.st_mtime_ns}")
+            # the change time too: a rewrite that keeps the size and puts the modification time back
+            # (touch -r, rsync -t, a restore, an editor keeping it) has another one, which no program can
+            # set back; before, it kept the identity and the next build reused the artifact of the old bytes
+            return InputFile(path, st.st_size, f"local:{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
         meta = storage.info(path)
         return _object_file(path, int(meta["size"]), storage.checksum_of(meta))
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input

@@ -100,7 +100,8 @@ def test_identity_is_the_listing_and_the_manifest_holds_the_bytes_read(productio
     root, store, art, _ = production
     for rec in art.manifest["inputs"]:
         path = Path(rec["path"])
-        assert rec["identity"] == f"local:{path}:{path.stat().st_size}:{path.stat().st_mtime_ns}"
+        st = path.stat()
+        assert rec["identity"] == f"local:{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
         assert rec["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()  # the bytes the job read
     # the same listing finds the same artifact; a file rewritten since is a new request
     patterns = [rec["path"] for rec in art.manifest["inputs"]]

@@ -124,7 +124,7 @@ def fingerprint_inputs(paths: Iterable[Path]) -> list[dict]:
 
 def input_key(record: dict) -> dict:
     """What of an input record goes into the request id: its content hash, or for inputs
-    identified by their listing (the corpus stage's: path, size, mtime or a store's checksum,
+    identified by their listing (the corpus stage's: path, size, mtime and ctime or a store's checksum,
     ``corpus/inputs.py``) that identity; their sha256 is of the bytes read, known after the run."""
     if "identity" in record:
         return {"identity": record["identity"], "bytes": record["bytes"]}

@@ -1,0 +1,54 @@
+"""A local input rewritten in place is a new corpus request, even with its size and modification time kept.
+
+A corpus request's local inputs enter the artifact id by their listing (path, size, modification
+time: no pass over 300 GB before the job). A file edited to the same size and then given its old
+modification time back (``touch -r``, ``rsync -t``, a restore, an editor that keeps it) kept its
+identity, so the next ``kolectra corpus`` printed "reusing ..." and handed on the corpus of the old
+bytes; ``artifacts verify`` said ok. The identity now holds the change time as well, which any write
+moves and no program can set back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from kolectra.corpus import inputs
+from kolectra.pipeline import stages
+from kolectra.pipeline.store.artifacts import Store
+
+OLD = "이 영화 정말 재밌었어요 배우들 연기도 최고\n두 번째 리뷰는 조금 지루했지만 괜찮았어요\n"
+NEW = OLD.replace("영화", "연극")  # the same number of UTF-8 bytes
+
+
+def _rewrite_keeping_size_and_time(path) -> None:
+    st = path.stat()
+    with path.open("r+b") as f:  # in place: the same inode, the same size
+        f.write(NEW.encode())
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # touch -r: the old modification time back
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_a_same_size_rewrite_with_its_time_put_back_has_another_identity(tmp_path):
+    path = tmp_path / "리뷰.txt"
+    path.write_text(OLD, encoding="utf-8")
+    [before] = inputs.list_inputs([str(path)])
+    assert inputs.list_inputs([str(path)]) == [before]  # untouched: the same
+    _rewrite_keeping_size_and_time(path)
+    [after] = inputs.list_inputs([str(path)])
+    assert (after.path, after.bytes) == (before.path, before.bytes)
+    assert after.identity != before.identity
+
+
+def test_the_next_corpus_build_reads_the_new_bytes_instead_of_reusing_the_old_artifact(tmp_path):
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "reviews.txt"
+    path.write_text(OLD, encoding="utf-8")
+    store = Store(tmp_path / "store")
+    first = stages.corpus(store, [str(tmp_path / "in" / "*.txt")])
+    assert stages.corpus(store, [str(tmp_path / "in" / "*.txt")]).path == first.path  # unchanged: reused
+    _rewrite_keeping_size_and_time(path)
+    second = stages.corpus(store, [str(tmp_path / "in" / "*.txt")])
+    assert second.id != first.id
+    [record] = second.manifest["inputs"]
+    assert record["sha256"] == hashlib.sha256(NEW.encode()).hexdigest()  # built from the bytes on disk now
