@@ -171,3 +171,17 @@ def test_incremental_learner_matches_a_naive_recount(corpus, cross):
                                    respect_morphs=cross is not None, cross_morph=cross or "prefix")
     assert len(fast) > 50
     assert fast == _naive_learn(table, initial + continuing, budget, 2, cross)
+
+
+def test_a_vocab_size_too_small_for_the_wordpiece_baseline_says_it_is_the_baseline(corpus, tmp_path):
+    """sp_unigram at a size SentencePiece can fill, but the report's WordPiece baseline cannot (its
+    alphabet and ## forms take more): the refusal spoke of '## forms' and limit_alphabet as though of the
+    recipe asked for, after it had learned; it names the baseline and how to leave it out."""
+    cfg = VocabConfig(vocab_size=700, num_unused=10, recipe="sp_unigram")
+    with pytest.raises(ConfigError) as refused:
+        _build(cfg, corpus, tmp_path / "with")
+    said = str(refused.value)
+    assert said.startswith("the wordpiece baseline the report compares sp_unigram against: vocab_size=700 is too "
+                           "small") and said.endswith("or leave the baseline out with --set report_baseline=false"), said
+    out, stats = _build(override(cfg, ["report_baseline=false"]), corpus, tmp_path / "without")  # what it says works
+    assert (out / spm.MODEL_FILE).is_file() and stats["recipe"] == "sp_unigram"

@@ -56,10 +56,15 @@ def learn_vocab(cfg: VocabConfig, table, recipe: str, show_progress: bool = True
                            else trainer.alphabet(table, cfg.limit_alphabet))
     fixed = len(SPECIALS) + cfg.num_unused
     if fixed + len(initial) + len(continuing) > cfg.vocab_size:
+        # the report's baseline beside another recipe (a SentencePiece one has no ## forms): say it is
+        # the baseline that does not fit, after the chosen recipe learned, and how to leave it out
+        baseline = recipe != cfg.recipe
         raise ConfigError(
-            f"vocab_size={cfg.vocab_size} is too small: specials+unused ({fixed}) and the alphabet "
+            (f"the {recipe} baseline the report compares {cfg.recipe} against: " if baseline else "")
+            + f"vocab_size={cfg.vocab_size} is too small: specials+unused ({fixed}) and the alphabet "
             f"({len(initial)} chars, {len(continuing)} ## forms) already take "
             f"{fixed + len(initial) + len(continuing)}; raise vocab_size or lower limit_alphabet"
+            + (", or leave the baseline out with --set report_baseline=false" if baseline else "")
         )
     to_learn = max(0, cfg.vocab_size - fixed - len(set(initial + continuing)))
     bar = (bars.Bar(f"vocab: {recipe} pieces", to_learn, "piece", every=max(1, to_learn // 10), scale=True,
