@@ -5,11 +5,16 @@ Python starts with ``sys.stdout`` (``sys.stderr``) None for a closed descriptor:
 built its vocab, then ended 'internal error: AttributeError: 'NoneType' object has no attribute 'flush''
 (status 1, a traceback log); with ``2>&-`` every building command ended so at once ('... no attribute
 'isatty''), its one line written to stdout (``print(file=None)`` is stdout), where a script reads the
-artifact's path."""
+artifact's path.
+
+A terminal that hung up is one too for stdout: a command that outlived its SSH session (``setsid``, a
+``disown``ed job, SIGHUP ignored) built its artifact and ended 'error: Input/output error', status 2, from
+its last line's write to the terminal (EIO); it now ends as with a reader of ``| head`` gone."""
 
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +53,17 @@ def test_a_command_whose_stderr_is_closed_writes_nothing_of_it_to_stdout(tmp_pat
     proc = _kolectra(["vocab", "--corpus", "nothing-here", "--out", str(tmp_path)], (2,))
     assert (proc.returncode, proc.stdout) == (2, "")  # before: 1 and its line on stdout ('... no attribute 'isatty'')
     assert not (tmp_path / ".logs").exists()
+
+
+def test_a_command_whose_terminal_hung_up_before_its_last_line_ends_with_its_own_status(tmp_path):
+    art = Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                                lambda out: StageOutput(stats={}))
+    terminal, its_end = pty.openpty()
+    os.close(terminal)  # the SSH session dropped: every write to the terminal fails with EIO
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "show", art.id, "--out",
+                               str(tmp_path)], stdout=its_end, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                              timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+    finally:
+        os.close(its_end)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr  # before: 2, 'error: Input/output error'

@@ -6,8 +6,8 @@ operating system saying no (disk full, a file-size limit, a directory where a fi
 permissions) or an interrupt (Ctrl-C, SIGTERM, SIGHUP) — prints ``kolectra CMD: error: ...`` naming the
 input, plus what the store kept or removed (the notes it attaches), and exits non-zero. Anything
 else is a bug: its traceback goes to ``ROOT/.logs/<time>-<command>.log`` and the one line says so.
-A reader that closes stdout early (``kolectra artifacts show X | head``) is no failure: the
-command ends silently with status 0, as ``--print-config | head`` does.
+A reader that closes stdout early (``kolectra artifacts show X | head``), or a terminal that hung up
+there, is no failure: the command ends silently with status 0, as ``--print-config | head`` does.
 
 After an interrupt, background threads (Beam's) and loggers are silenced: their tracebacks about
 a pipeline being torn down say nothing the one line does not. Threads stay silenced for the rest
@@ -26,6 +26,7 @@ import os
 import pickle
 import select
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -151,8 +152,8 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
         _end_despite_threads(code)
         return code
     except Exception as e:  # noqa: BLE001 - the command's last handler: every failure becomes one line
-        if isinstance(e, BrokenPipeError) and _stdout_gone():
-            return _quiet_end()
+        if (isinstance(e, BrokenPipeError) or streams.gone(e) and _a_device(sys.stdout)) and _stdout_gone():
+            return _quiet_end()  # (EIO only where stdout is a terminal that hung up: a disk's EIO stays an error)
         line = describe(e)
         if line is not None:
             torchrun_told(_say(command, f"error: {line}"))
@@ -178,8 +179,18 @@ def _first_interrupt(e: KeyboardInterrupt) -> KeyboardInterrupt:
     return first
 
 
+def _a_device(stream) -> bool:
+    """``stream`` is a character device (a terminal: one that hung up is no tty for ``isatty`` any more)."""
+    try:
+        return stat.S_ISCHR(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's capture)
+        return False
+
+
 def _stdout_gone() -> bool:
-    """stdout is a pipe whose reader has closed it (``kolectra artifacts show X | head``)."""
+    """stdout is a pipe whose reader has closed it (``kolectra artifacts show X | head``), or a terminal
+    that hung up (an SSH session that dropped, the command run on with ``setsid`` or ``disown``: its last
+    line's write failed with EIO, which ended it with status 2 after its artifact was published)."""
     try:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)
