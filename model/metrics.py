@@ -16,6 +16,9 @@ steps, so the steps in between never wait for the device. A line holds, for the 
   ``mlm_acc`` for the MLM ablations (``all_tokens_mlm`` also ``input_replaced_share``: its inputs
   that are not the original), ``disc_mlm_acc`` for the discriminator's vocabulary head: ratios of
   window sums;
+- ``disc_replaced_tokens`` and ``disc_original_tokens``: the tokens of each class the discriminator
+  scored in the window, all ranks; the health check judges it only on windows with enough of each
+  (:data:`model.health.MIN_CLASS_TOKENS`), and the progress line says when a window had too few;
 - ``lr``, ``tokens_per_s`` (non-padding tokens, all ranks), ``mfu`` (useful training FLOPs per
   second over the devices' peak, when a peak figure is known) and device extras;
 - ``nonpad_tokens``: the non-padding tokens the whole run has trained on up to this step, all ranks
@@ -25,7 +28,7 @@ Values are averaged over ranks. Only rank 0 writes. It also writes every line, a
 TensorBoard's own writer (``torch.utils.tensorboard.SummaryWriter``) into ``tensorboard/`` beside
 metrics.jsonl, so ``tensorboard --logdir ARTIFACT/tensorboard`` shows a run live. Tags, grouped by
 prefix (:data:`TAGS`): ``loss/{total,generator,discriminator,mlm,disc_mlm}``, ``train/{lr,grad_norm}``,
-``gen/{acc,replaced_share,temperature}``, ``disc/{acc,precision,recall,auc,mlm_acc}``, ``mlm/{acc,input_replaced_share}``,
+``gen/{acc,replaced_share,temperature}``, ``disc/{acc,precision,recall,auc,mlm_acc,replaced_tokens,original_tokens}``, ``mlm/{acc,input_replaced_share}``,
 ``perf/{tokens_per_s,mfu}``, and ``device/<field>`` for the device extras (e.g.
 ``device/xla_compiles``); ``step`` is the event's step, its wall time the time the line was
 written, and None (a NaN or inf) is left out. SummaryWriter names its file after the time, host
@@ -58,6 +61,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from kolectra.core.bars import Bar
 from kolectra.core.jsonl import read_lines
+from kolectra.model import health as health_checks
 from kolectra.model.health import LINES_READ
 from kolectra.model.rtd import AUC_BINS
 
@@ -91,6 +95,7 @@ TAGS = {"loss": "loss/total", "gen_loss": "loss/generator", "disc_loss": "loss/d
         "replaced_token_share": "disc/replaced_token_share",
         "disc_acc": "disc/acc", "disc_precision": "disc/precision", "disc_recall": "disc/recall",
         "disc_auc": "disc/auc", "mlm_acc": "mlm/acc",
+        "disc_replaced_tokens": "disc/replaced_tokens", "disc_original_tokens": "disc/original_tokens",
         "input_replaced_share": "mlm/input_replaced_share", "tokens_per_s": "perf/tokens_per_s", "mfu": "perf/mfu",
         "nonpad_tokens": "train/nonpad_tokens"}
 EVENT_DIR = "tensorboard"  # beside metrics.jsonl
@@ -111,7 +116,8 @@ def progress_text(line: dict) -> str:
         return "nan" if v is None else format(v, spec)
 
     if "disc_loss" in line:
-        second = f"disc {f('disc_loss', '.4f')}, AUC {f('disc_auc', '.2f')}, replaced {f('replaced_share', '.0%')}"
+        second = (f"disc {f('disc_loss', '.4f')}, AUC {f('disc_auc', '.2f')}{_too_few(line)}, "
+                  f"replaced {f('replaced_share', '.0%')}")
         second += f", disc MLM {f('disc_mlm_loss', '.3f')}" if "disc_mlm_loss" in line else ""
     elif "disc_mlm_loss" in line:
         second = f"disc MLM {f('disc_mlm_loss', '.3f')}"
@@ -120,6 +126,26 @@ def progress_text(line: dict) -> str:
     mfu = f" MFU {f('mfu', '.1%')}" if "mfu" in line else ""
     return (f"loss {f('loss', '.4f')} (gen {f('gen_loss', '.3f')}, {second}) lr {f('lr', '.2e')} "
             f"{f('tokens_per_s', ',.0f')} tok/s{mfu}")
+
+
+def _too_few(line: dict) -> str:
+    """' (3 original tokens: not judged)': a window whose discriminator scored too few tokens of a class for the
+    health check (:data:`model.health.MIN_CLASS_TOKENS`), its AUC and recall swinging with a token or two."""
+    counts = {name: line.get(f"disc_{name}_tokens") for name in ("original", "replaced")}
+    name, n = min(((k, v) for k, v in counts.items() if isinstance(v, (int, float))), key=lambda kv: kv[1],
+                  default=(None, None))
+    if n is None or n >= health_checks.MIN_CLASS_TOKENS:
+        return ""
+    return f" ({int(n)} {name} token{'' if n == 1 else 's'}: not judged)"
+
+
+def class_counts(sums: dict, ranks: int) -> dict[str, int]:
+    """The tokens of each class the discriminator scored in the window, all ranks (``sums`` are the ranks'
+    mean); none for a window without RTD steps (mlm_then_rtd's MLM phase)."""
+    if "disc_tokens" not in sums or "disc_replaced" not in sums or sums.get("rtd_steps", 1) <= 0:
+        return {}
+    replaced, scored = sums["disc_replaced"] * ranks, sums["disc_tokens"] * ranks
+    return {"disc_replaced_tokens": int(round(replaced)), "disc_original_tokens": int(round(scored - replaced))}
 
 
 def auc_from_histograms(pos: list[float], neg: list[float]) -> float | None:
@@ -327,7 +353,8 @@ class MetricsLog:
         seconds = max(now - window["t_window"], 1e-9)
         tokens = sums.pop("tokens") * self.dev.world_size  # the mean over ranks, times the ranks: all of them
         self.nonpad_tokens += int(round(tokens))
-        line = {"step": step, **summarize(sums, steps), "lr": window["lr"], "tokens_per_s": tokens / seconds,
+        line = {"step": step, **summarize(sums, steps), **class_counts(sums, self.dev.world_size),
+                "lr": window["lr"], "tokens_per_s": tokens / seconds,
                 "nonpad_tokens": self.nonpad_tokens}
         if self.flops_per_step and self.peak_flops:
             line["mfu"] = self.flops_per_step * steps / seconds / (self.peak_flops * self.dev.chips)

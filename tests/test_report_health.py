@@ -45,9 +45,9 @@ def test_reports_carry_the_checkpoints_verdict_the_finetuning_verdict_and_the_ov
     assert main(["report", evals[0].id, "--dest", str(tmp_path / "one"), *out]) == 0
     report = Path(_last(capsys)).read_text(encoding="utf-8")
     health = report.split("## Health\n\n")[1].split("\n## ")[0]
-    # at lr 1e-9 the discriminator stays near its initialisation too: worse than the prior (checkpoint 17)
-    assert f"- pretraining (`{ckpt.path.name}`): **learned nothing**: the discriminator has not learned even" in health
-    assert "the generator has not left uniform" in health
+    # (its discriminator, near its initialisation too, is not judged: 2 steps of 8 rows of 32 tokens score fewer than
+    # model.health.MIN_CLASS_TOKENS replaced tokens; checkpoint 20 as first written said it was worse than the prior)
+    assert f"- pretraining (`{ckpt.path.name}`): **learned nothing**: the generator has not left uniform" in health
     assert f"- fine-tuning (`{evals[0].path.name}`): **" in health
     assert "WARNING: nsmc: 5 of 25 scored rows (20.0%)" in health and "also appear in the training file" in health
 
