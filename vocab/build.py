@@ -183,7 +183,8 @@ def _report(cfg: VocabConfig, corpus_dir: Path, out_dir: Path, tokenizers: dict,
     progress(f"vocab: measuring on the {split} split")
     t0 = time.perf_counter()
     measured = report.measure(tokenizers, words.iter_docs(corpus_dir, split, desc=f"vocab: measuring on {split}"),
-                              top_words=cfg.report_top_words, show_words=cfg.report_show_words)
+                              top_words=cfg.report_top_words, show_words=cfg.report_show_words,
+                              max_word_types=cfg.report_max_word_types)
     seconds["report"] = round(time.perf_counter() - t0, 2)
     for recipe, fig in measured["recipes"].items():
         fig["learning"] = learn_stats[recipe]

@@ -58,6 +58,10 @@ class VocabConfig:
     # how many frequent words the "most fragmented" list of report.json draws from / shows
     report_top_words: int = 20000
     report_show_words: int = 20
+    # the report's word frequencies (for the list above): 0 counts every type of the held-out split (its
+    # memory grows with them, about 0.2 kB a type: docs/scale.md); N holds at most N, pruning the rarest
+    # past it (vocab.words.prune: the list may then differ; report.json says so)
+    report_max_word_types: int = dataclasses.field(default=0, metadata={"recorded": "unless default"})
     # the WordPiece learner is deterministic (ties break by piece text); SentencePiece's sampling uses it
     seed: int = 0
 
@@ -86,6 +90,8 @@ class VocabConfig:
                            ("report_show_words", 0)):  # a negative report count sliced "all but the last N"
             if getattr(self, key) < least:
                 raise ConfigError(f"{key}: must be >= {least}, got {getattr(self, key)}")
+        if self.report_max_word_types and self.report_max_word_types < 1000:
+            raise ConfigError(f"report_max_word_types: 0 (every type) or at least 1000, got {self.report_max_word_types}")
         if self.min_frequency < 1:
             raise ConfigError(f"min_frequency: must be >= 1, got {self.min_frequency}")
         if self.limit_alphabet < 1:

@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 
 from tokenizers import Tokenizer
 
-from kolectra.vocab.words import WordSplitter, morph_cuts
+from kolectra.vocab.words import WordSplitter, morph_cuts, prune
 
 BATCH_DOCS = 256
 
@@ -88,12 +88,15 @@ def _fragmented(tok: Tokenizer, freq: Counter, top: int, show: int) -> list[dict
 
 
 def measure(tokenizers: Mapping[str, Tokenizer], docs: Iterable[dict], *, top_words: int = 2000,
-            show_words: int = 20) -> dict:
-    """One pass over ``docs``: the figures above for each named tokenizer."""
+            show_words: int = 20, max_word_types: int | None = None) -> dict:
+    """One pass over ``docs``: the figures above for each named tokenizer. The word frequencies
+    behind ``most_fragmented`` hold at most ``max_word_types`` types (:func:`vocab.words.prune`
+    past it, the types and occurrences dropped counted in ``word_frequencies_pruned``)."""
     tallies = {name: _Tally(tok) for name, tok in tokenizers.items()}
     splitter = WordSplitter()
     freq: Counter = Counter()
     n_docs = eojeols = chars = 0
+    pruned: dict = {}
     batch_texts: list[str] = []
     batch_cuts: list[list[int]] = []
     batch_spans: list[tuple[list[int], list[int]]] = []
@@ -112,6 +115,9 @@ def measure(tokenizers: Mapping[str, Tokenizer], docs: Iterable[dict], *, top_wo
         chars += sum(1 for ch in text if not ch.isspace())
         words = splitter(text)
         freq.update(text[s:e] for _, s, e in words)
+        if max_word_types and len(freq) > max_word_types:
+            types, occurrences = prune(freq, max_word_types * 3 // 4)
+            pruned = {"types": pruned.get("types", 0) + types, "words": pruned.get("words", 0) + occurrences}
         batch_texts.append(text)
         batch_cuts.append(morph_cuts(doc))
         batch_spans.append(([s for _, s, _ in words], [e for _, _, e in words]))
@@ -120,6 +126,8 @@ def measure(tokenizers: Mapping[str, Tokenizer], docs: Iterable[dict], *, top_wo
     if batch_texts:
         flush()
     out = {"documents": n_docs, "eojeols": eojeols, "chars": chars, "recipes": {}}
+    if pruned:  # only then: a report under the bound keeps its bytes
+        out["word_frequencies_pruned"] = {"max_word_types": max_word_types, **pruned}
     for name, t in tallies.items():
         fig = t.figures(eojeols, chars)
         fig["most_fragmented"] = _fragmented(t.tok, freq, top_words, show_words)
