@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pty
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,26 @@ def test_a_command_whose_terminal_hung_up_before_its_last_line_ends_with_its_own
     finally:
         os.close(its_end)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr  # before: 2, 'error: Input/output error'
+
+
+def _no_file_may_grow():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # as a full disk under stdout: the write fails (EFBIG)
+
+
+def test_a_full_disk_under_stdout_says_the_command_had_finished(tmp_path):
+    """``kolectra vocab ... > paths.txt`` on a full disk said 'error: no space left on the device', read as the
+    build's own failure, with the vocab published: its one line, written last, was what did not fit; and the
+    interpreter's flush at exit failed again: 'Exception ignored in: <_io.TextIOWrapper name='<stdout>'...',
+    status 120. (Under PYTHONUNBUFFERED the line fails as it is printed, inside the command: still the bare
+    line.)"""
+    art = Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                                lambda out: StageOutput(stats={}))
+    with open(tmp_path / "out.txt", "w") as out:  # noqa: PTH123
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "show", art.id, "--out",
+                               str(tmp_path)], stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120,
+                              env={**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+                                   "PYTHONPATH": str(REPO)}, preexec_fn=_no_file_may_grow)
+    assert proc.returncode == 2  # before: 120
+    # before: 'error: the file-size limit was reached' alone, then Python's 'Exception ignored in: ...'
+    assert proc.stderr == ("kolectra artifacts show: error: the file-size limit was reached; writing stdout, after "
+                           "the command had finished (what it built stands)\n"), proc.stderr

@@ -140,7 +140,7 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
     try:
         with _interrupts():
             code = run()
-            sys.stdout.flush()  # here, so that a reader gone (`| head`) is seen below, not at exit
+            _flush_stdout()  # here, so that a reader gone (`| head`) is seen below, not at exit
             return code
     except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
         e = _first_interrupt(e)
@@ -162,6 +162,21 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
         first = (str(e).strip().splitlines() or [""])[0][:300]
         torchrun_told(_say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})"))
         return EXIT_BUG
+
+
+def _flush_stdout() -> None:
+    """What the command printed last, written out; a failure says it came after the command was done:
+    ``kolectra vocab ... > paths.txt`` on a full disk said 'error: no space left on the device' with its
+    vocab published (its directory, the one line, was what did not fit), and the interpreter's flush
+    at exit then failed again ('Exception ignored in: <_io.TextIOWrapper name='<stdout>'...', status 120):
+    what did not fit now goes to the null device."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        if not isinstance(e, BrokenPipeError):
+            e.add_note("writing stdout, after the command had finished (what it built stands)")
+            streams.lost(sys.stdout)
+        raise
 
 
 def _first_interrupt(e: KeyboardInterrupt) -> KeyboardInterrupt:
