@@ -55,7 +55,7 @@ from kolectra.model.rank_failures import together
 from kolectra.model.resume import agreed_checkpoint, lr_at, restore, saved_schedule, schedule_change  # noqa: F401
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 
-STAGE_VERSION = 20  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 21  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts
