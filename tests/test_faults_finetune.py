@@ -31,9 +31,9 @@ def _nsmc(tmp_path: Path, model: Path, *extra: str) -> list[str]:
 
 
 def _flip_labels(path: Path) -> None:
-    """Rewrite a cached split with every label set to 1, as an edit by hand would."""
-    with pa.memory_map(str(path)) as src:
-        table = pa.ipc.open_stream(src).read_all()
+    """Rewrite a cached split with every label set to 1, as an edit by hand would. Read into memory first: a
+    table read from a memory map of the file it then truncates writes from pages past its end (EFAULT or SIGBUS)."""
+    table = pa.ipc.open_stream(pa.BufferReader(path.read_bytes())).read_all()
     labels = pa.array([1] * len(table), type=table.schema.field("labels").type)
     table = table.set_column(table.schema.get_field_index("labels"), "labels", labels)
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
