@@ -27,7 +27,9 @@ Beam job's must equal the stream's exact table cut to its ``k`` most frequent (`
 ``--sizes 2,4,8,16``: instead, the Beam job's peak RSS on the local runner over the first N train
 shards, each N in a process of its own, at the stage's defaults (``max_word_types``,
 ``count_flush_types``), one in-process worker (``--workers 1,2``: also with 2 worker processes, each
-process's own peak beside their sum: ``LOCAL_MEMORY.worker_mb``), beside
+process's own peak beside their sum: ``LOCAL_MEMORY.worker_mb``), beside the check's estimate
+(``check_mb``: ``vocab/count.py``'s ``local_model``, with the word types it estimated, ``check_types``,
+where those said more than the line), beside
 what the launcher knows before the job (the shards' gzipped bytes, ``runners.input_bytes``) and the
 word types counted (Heaps' law): the figures behind ``vocab/count.py``'s ``LOCAL_MEMORY`` (docs/scale.md,
 "Vocabulary at 34 GB"). value: the peak per MB of shards fitted by least squares; baseline: the model's.
@@ -144,6 +146,11 @@ def count_once(how: str, corpus: Path, k: int, cap_share: float, first: int | No
     else:
         paths = [str(p) for p in shards.shard_paths(corpus, "train")][:first]
         counts["input_mb"] = round(input_bytes(paths) / 1e6, 2)
+        # what the check said before the job (count.local_model: the line or the word types, the larger)
+        workers = 0 if how == "1" else int(how)
+        model = count.local_model(paths, input_bytes(paths), k, workers)
+        counts.update(check_mb=round(model.peak_bytes(input_bytes(paths), workers) / 1e6),
+                      check_types=model.records or None)
         table, _, summary = count.count_split(paths, k, VocabConfig().count_flush_types, ["--direct_num_workers", how])
         counts.update(shards=len(paths), word_types=summary["word_types"], words=summary["words"])
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
