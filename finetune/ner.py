@@ -31,7 +31,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:
@@ -67,9 +67,13 @@ class Ner(TextTask):
         names = [*self.labels, *self.gold_only]
         ids = {tag: i for i, tag in enumerate(names)}
         types = {split_tag(t)[1] for t in self.labels}
+        spelled = {split_tag(t): t for t in self.labels}  # B-LOC, LOC-B, B_LOC, LOC_B: one tag, one output
         for r in part:
             for tag, n in zip(r["tags"], r["at"]):
                 if tag in ids:
+                    continue
+                if split_tag(tag) in spelled:  # a training tag spelled otherwise (a CoNLL test file, Naver train)
+                    ids[tag] = ids[spelled[split_tag(tag)]]
                     continue
                 if split_tag(tag)[1] not in types:  # a type never trained: a typo, or the wrong file
                     raise FinetuneError(f"{table.where(n)}: tag {tag!r} is not among the training tags "

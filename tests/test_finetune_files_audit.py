@@ -373,3 +373,16 @@ def test_a_test_tag_of_a_training_type_is_scored_as_gold_and_an_unknown_type_ref
     typo = conll(tmp_path / "typo.conll", [[("부산", "B-LCO")]])
     with pytest.raises(FinetuneError, match=r"typo\.conll:1: tag 'B-LCO' is not among the training tags"):
         Ner().read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, typo)
+
+
+def test_a_training_tag_spelled_otherwise_in_the_test_file_is_that_tag(tmp_path, capsys):
+    """Naver's ``LOC-B`` in a test file beside a CoNLL training file's ``B-LOC`` (docs/finetune.md: both are
+    BIO): it was warned of as a tag 'the model cannot predict' and kept as a gold-only tag; it is the
+    training tag, the head's own output, and nothing is said."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(40)])
+    test = conll(tmp_path / "test.conll", [[("부산", "LOC-B"), ("에서", "O")], [("서울", "LOC_B"), ("에", "O")]])
+    task = Ner()
+    data = task.read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, test)
+    assert task.gold_only == [] and "not among the training tags" not in capsys.readouterr().err
+    loc = task.labels.index("B-LOC")
+    assert [tags[0] for tags in data.test["tags"]] == [loc, loc]
