@@ -19,6 +19,7 @@ from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.study.report import one_seed_note
 from kolectra.pipeline.verdicts import health_lines, read_json
 
@@ -51,7 +52,7 @@ def _render(store: Store, art: Artifact, dest: Path, published: bool) -> Path:
         f"| artifact | {code(art.path, True)} |",
         f"| built | {text(prov.get('started', '?'))} → {text(prov.get('finished', '?'))} on "
         f"{code(prov.get('host', '?'), True)} |",
-        f"| kolectra | {text(prov.get('kolectra', '?'))} (git {code(str(prov.get('git_commit'))[:12], True)}) |",
+        f"| kolectra | {text(prov.get('kolectra', '?'))} ({text(commit_label(prov))}) |",
         f"| digest | {code(m['digest'][:16], True)} over {len(m['files'])} files "
         f"({sum(f['bytes'] for f in m['files']):,} bytes) |",
         "",

@@ -188,3 +188,23 @@ def test_a_parents_id_is_part_of_the_id(tmp_path):
     of = [Request(kind="vocab", name="v", stage_version=1, config={}, parents=(p,)) for p in (one, two)]
     assert of[0].id() != of[1].id()
     assert of[0].id() == Request(kind="vocab", name="v", stage_version=1, config={}, parents=(one,)).id()
+
+
+def test_show_and_report_name_an_installed_kolectra_s_build_without_python_s_none(tmp_path, monkeypatch, capsys):
+    """Built by a kolectra installed from a wheel (no git checkout: ``git_commit`` null), ``artifacts show``
+    said ``(kolectra 0.1.0, git None)`` and the report ``(git `None`)``; both say there was no checkout."""
+    from kolectra.pipeline.cli import main
+    from kolectra.pipeline.store import manifest
+
+    monkeypatch.setattr(manifest, "_git_commit", lambda: None)  # what an install in site-packages records
+    store = Store(tmp_path / "root")
+    art = store.build(Request(kind="corpus", name="demo", stage_version=1, config={"a": 1}), _produce("hi", []))
+    assert art.manifest["provenance"]["git_commit"] is None
+    assert main(["artifacts", "show", art.id, "--out", str(store.root)]) == 0
+    built = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("built"))
+    assert "None" not in built and built.endswith(", no git checkout)"), built
+    assert main(["report", art.id, "--out", str(store.root), "--dest", str(tmp_path / "rep")]) == 0
+    row = next(line for line in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| kolectra |"))
+    assert "None" not in row and "(no git checkout)" in row, row
+    assert manifest.commit_label({"git_commit": "0123456789abcdef0123"}) == "git 0123456789ab"

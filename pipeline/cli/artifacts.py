@@ -21,6 +21,7 @@ from kolectra.core.stage import size_text
 from kolectra.pipeline import stage_versions
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
+from kolectra.pipeline.store.manifest import commit_label
 
 # the settings a person tells artifacts of a kind apart by (dotted config keys)
 KEY_SETTINGS = {
@@ -184,7 +185,7 @@ def artifacts_show(args, store: Store) -> int:
     say(f"{m['kind']} {m['name']}-{m['id']}  ({art.path})")
     prov = m.get("provenance", {})
     say(f"  built     {prov.get('started', '?')} -> {prov.get('finished', '?')} on {prov.get('host', '?')}"
-          f" (kolectra {prov.get('kolectra', '?')}, git {str(prov.get('git_commit'))[:12]})")
+          f" (kolectra {prov.get('kolectra', '?')}, {commit_label(prov)})")
     say(f"  version   {_version_line(m)}")
     say(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
     say(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")

@@ -83,6 +83,13 @@ def kolectra_version() -> str:
         return "0+unknown"
 
 
+def commit_label(provenance: dict) -> str:
+    """The code an artifact was built by, as ``artifacts show`` and ``report`` name it: ``git 0123456789ab``,
+    or for an installed kolectra (no checkout: ``git_commit`` null) ``no git checkout`` (it read ``git None``)."""
+    commit = provenance.get("git_commit")
+    return f"git {commit[:12]}" if isinstance(commit, str) and commit else "no git checkout"
+
+
 def _git_commit() -> str | None:
     """The commit of the checkout this code runs from, or None: an install (a wheel in site-packages)
     has none, even inside a git repository of its own (a project's venv) whose commit says nothing of
