@@ -321,3 +321,13 @@ def test_klue_s_own_json_arrays_are_read(tmp_path):
     (tmp_path / "empty.json").write_text("[]", encoding="utf-8")
     with pytest.raises(FinetuneError, match="a JSON array holding no object"):
         read_table(tmp_path / "empty.json")
+
+
+def test_jsonl_files_joined_with_their_byte_order_marks_read_every_line(tmp_path):
+    # two JSONL files saved with a BOM (Windows editors, utf-8-sig) and joined with cat: the second's first line
+    # was a bad row, 'not valid JSON (Unexpected UTF-8 BOM ...)', refusing a file under 1,000 lines
+    part = "".join(json.dumps({"text": f"리뷰 {i}", "label": i % 2}, ensure_ascii=False) + "\n" for i in range(300))
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(("\ufeff" + part + "\ufeff" + part).encode("utf-8"))
+    table = read_table(path)
+    assert (len(table.records), table.bad) == (600, []) and table.records[300] == (301, {"text": "리뷰 0", "label": 0})

@@ -17,7 +17,8 @@ have such rows) and reports neither the line of a bad row nor how many were drop
   JSONL too), not a malformed row.
 * **CSV** (``.csv``) goes through the standard library's ``csv`` module (RFC 4180 quoting, a
   quoted field may hold newlines); a row's number is the line it starts on.
-* **JSONL** (``.jsonl``, ``.json``, ``.ndjson``): one object per line, blank lines skipped; nested
+* **JSONL** (``.jsonl``, ``.json``, ``.ndjson``): one object per line (a byte-order mark opening a line, as
+  files joined with ``cat`` each bring one, dropped), blank lines skipped; nested
   objects are reachable with dotted names (``labels.label``); the columns are the keys of every
   object (an optional field may be missing from the first).  A file that is one JSON array of objects
   (KLUE's own ``klue-ynat-v1.1_train.json``, ``klue-sts-...``, ``klue-nli-...``) is read whole, its items
@@ -444,7 +445,8 @@ def _jsonl_records(table: Table, read: frozenset[str] | None = None) -> Iterator
         # the process's recursion limit (RecursionError), which others raise (torch's Inductor makes it
         # at least 2,000 once it compiles), so the same row was bad or not by what ran before it.
         try:
-            obj = json.loads(line)
+            # a byte-order mark opening a line in the middle: files that each open with one, joined with cat
+            obj = json.loads(line.removeprefix("\ufeff"))
             if nested_deeper(obj, MAX_DEPTH):
                 raise RecursionError
             values = flatten(obj) if isinstance(obj, dict) else None
