@@ -235,7 +235,9 @@ def _expand_one(pattern: str) -> Iterator[tuple[str, tuple]]:
         if is_remote(pattern):
             for url, size, checksum in storage.iter_glob(pattern):
                 found += 1
-                yield url, (size, checksum)
+                # a listing without a checksum (file://, sftp://, memory://) says nothing of the bytes:
+                # the object's info is asked for instead (identify), with its time stamps
+                yield url, (size, checksum) if checksum is not None else ()
         else:
             for f in _local_matches(pattern):
                 found += 1
@@ -300,16 +302,30 @@ def _local_matches(pattern: str) -> Iterator[str]:
 def identify(path: str) -> InputFile:
     """The listing-only identity of one file (see the module docstring)."""
     try:
-        if not is_remote(path):
-            st = os.stat(path)
+        if not storage.is_url(path):  # a path, or a file:// URL: a file of this machine, stat'ed as one
+            st = os.stat(storage.local_path(path))
             # the change time too: a rewrite that keeps the size and puts the modification time back
             # (touch -r, rsync -t, a restore, an editor keeping it) has another one, which no program can
             # set back; before, it kept the identity and the next build reused the artifact of the old bytes
             return InputFile(path, st.st_size, f"local:{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
         meta = storage.info(path)
-        return _object_file(path, int(meta["size"]), storage.checksum_of(meta))
+        return _object_file(path, int(meta["size"]), version_of(meta))
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
         raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
+
+
+# what a write moves in an object's info, where its store keeps no checksum of it (sftp://: mtime;
+# memory://: created; a file:// URL is a local file: identify)
+_WRITTEN = ("mtime", "LastModified", "last_modified", "updated", "created")
+
+
+def version_of(meta: dict) -> str | None:
+    """What tells one version of an object from another: the store's checksum (S3's ETag, GCS's
+    generation), else its time stamps. Before, a file system with no checksum gave ``None``: an object
+    rewritten to the same size kept its identity, and the corpus of its old bytes was reused."""
+    if (checksum := storage.checksum_of(meta)) is not None:
+        return checksum
+    return ",".join(f"{k}={meta[k]}" for k in _WRITTEN if meta.get(k) is not None) or None
 
 
 def _object_file(path: str, size: int, checksum: str | None) -> InputFile:

@@ -52,3 +52,40 @@ def test_the_next_corpus_build_reads_the_new_bytes_instead_of_reusing_the_old_ar
     assert second.id != first.id
     [record] = second.manifest["inputs"]
     assert record["sha256"] == hashlib.sha256(NEW.encode()).hexdigest()  # built from the bytes on disk now
+
+
+def test_a_file_url_input_rewritten_to_the_same_size_has_another_identity(tmp_path):
+    """``--input file:///...``: fsspec's local file system keeps no checksum, so the identity was
+    ``object:file:///...:SIZE:None``, the same after any rewrite to the same size (even with a new
+    modification time): the next build reused the corpus of the old bytes. It is a local file's now."""
+    path = tmp_path / "in" / "reviews.txt"
+    path.parent.mkdir()
+    path.write_text(OLD, encoding="utf-8")
+    patterns = [f"file://{tmp_path}/in/*.txt", f"file://{path}"]
+    before = [inputs.list_inputs([p]) for p in patterns]
+    assert [inputs.list_inputs([p]) for p in patterns] == before  # untouched: the same
+    path.write_text(NEW, encoding="utf-8")  # a plain rewrite: new bytes, the same size
+    for p, [was] in zip(patterns, before):
+        [now] = inputs.list_inputs([p])
+        assert (now.path, now.bytes) == (was.path, was.bytes) and now.identity != was.identity, p
+    _rewrite_keeping_size_and_time(path)
+    assert [inputs.list_inputs([p]) for p in patterns] != before
+
+
+def test_an_object_of_a_store_without_checksums_is_told_by_its_time_stamps(tmp_path):
+    """A file system whose info holds no checksum (fsspec's memory://; sftp://) gave ``None`` for
+    every version of an object; its time stamps tell them apart now."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    where = f"/kolectra-identity-{tmp_path.name}"
+    fs.pipe(f"{where}/a.txt", OLD.encode())
+    try:
+        [before] = inputs.list_inputs([f"memory://{where}/*.txt"])
+        assert "None" not in before.identity
+        assert inputs.list_inputs([f"memory://{where}/*.txt"]) == [before]
+        fs.pipe(f"{where}/a.txt", NEW.encode())
+        [after] = inputs.list_inputs([f"memory://{where}/*.txt"])
+        assert after.bytes == before.bytes and after.identity != before.identity
+    finally:
+        fs.rm(where, recursive=True)
