@@ -5,7 +5,8 @@ gcsfs, and the words a failure to reach a store ends with (docs/scale.md, "A sto
 - S3 (s3fs on botocore): where the user set no retries (``AWS_MAX_ATTEMPTS``, ``AWS_RETRY_MODE``, or
   ``max_attempts``/``retry_mode`` in the profile), botocore's ``standard`` mode with :data:`S3_ATTEMPTS`
   attempts in all (its ``legacy`` default: 5, about 10 s of waits); what the user set is kept. Each
-  connection attempt waits s3fs's ``connect_timeout``, 5 s.
+  connection attempt waits s3fs's ``connect_timeout``, 5 s. Up to :data:`S3_CONNECTIONS` connections
+  at once (botocore's default, 10, held the corpus plan's small GETs to 10 round trips at a time).
 - GCS (gcsfs on aiohttp): each connection attempt waits at most :data:`CONNECT_SECONDS` (aiohttp's
   ``sock_connect``, through gcsfs's ``requests_timeout``; none before: the system's, about 2 minutes);
   gcsfs retries a request 6 times, about 35 s of waits, and has no setting for that count, so opening a
@@ -22,6 +23,9 @@ S3_ATTEMPTS = 5  # botocore's standard mode, where neither AWS_MAX_ATTEMPTS/AWS_
 # opening a gs:// root (its first request, check_bucket) waits at most this: gcsfs retries a request 6 times
 # (about 35 s of waits, the count fixed in gcsfs: it has no setting for it); fsspec's own call timeout bounds it
 GCS_OPEN_SECONDS = 15
+# connections s3fs's client keeps open at once (botocore's max_pool_connections, default 10): the corpus
+# plan asks for 64 files' trailers at a time (corpus/memory_model.STORE_READERS); gcsfs's aiohttp allows 100
+S3_CONNECTIONS = 64
 
 
 def _s3_retries_set() -> str | None:
@@ -40,12 +44,14 @@ def _s3_retries_set() -> str | None:
 
 
 def client_options(proto: str) -> dict:
-    """The storage options kolectra gives a store's fsspec filesystem: on S3, where the user set none,
-    botocore's standard retries; on GCS a bound on each connection attempt."""
+    """The storage options kolectra gives a store's fsspec filesystem: on S3, :data:`S3_CONNECTIONS`
+    connections and, where the user set none, botocore's standard retries; on GCS a bound on each
+    connection attempt."""
     if proto in ("s3", "s3a"):
+        pool = {"max_pool_connections": S3_CONNECTIONS}
         if _s3_retries_set() is None:  # "total": the first attempt included
-            return {"config_kwargs": {"retries": {"mode": "standard", "total_max_attempts": S3_ATTEMPTS}}}
-        return {}
+            return {"config_kwargs": {"retries": {"mode": "standard", "total_max_attempts": S3_ATTEMPTS}, **pool}}
+        return {"config_kwargs": pool}
     if proto in ("gs", "gcs"):
         import aiohttp  # noqa: PLC0415 - gcsfs's HTTP client
 

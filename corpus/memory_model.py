@@ -12,6 +12,9 @@ are in docs/scale.md ("What a corpus size needs", "Every drop written")."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import re
+from array import array
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -96,8 +99,15 @@ def input_records(listed: Iterable[InputFile], fmt: str) -> int:
     lines (a blocks file's records are fewer: its lines bound them), a Parquet file's rows from its
     footer. Read once more before the job, decompressed 64 KiB at a time: 0.2 CPU s for the first 4
     NSMC review files (57 MB of JSONL), which the job then takes 30-40 CPU s a file to analyse.
-    A file that cannot be read counts what was read of it (the job dead-letters it, ``damaged_file``)."""
-    return sum(_records(f.path, fmt) for f in listed)
+    A file that cannot be read counts what was read of it (the job dead-letters it, ``damaged_file``).
+    :data:`SIZE_READERS` files at a time, :data:`SIZE_BATCH` of the listing held: on a store a file
+    costs a HEAD and a GET, which one at a time took 89 ms a file at a 30 ms round trip (2.5 hours
+    at 100,000 files; docs/scale.md, "The job's plan on many files")."""
+    total, files = 0, iter(listed)
+    with ThreadPoolExecutor(SIZE_READERS) as pool:
+        while batch := list(itertools.islice(files, SIZE_BATCH)):
+            total += sum(pool.map(_records, (f.path for f in batch), itertools.repeat(fmt)))
+    return total
 
 
 def _records(path: str, fmt: str) -> int:
@@ -128,7 +138,21 @@ def _records(path: str, fmt: str) -> int:
 DEFLATE_MOST = 1032
 ZSTD_MOST = 1 << 15
 ZSTD_HEADER = 18  # a frame header's most bytes
-SIZE_READERS = 8  # files on a store asked at once
+# A trailer is any file's last 4 bytes: a text file named .gz (a download its client decompressed, the
+# name kept) ends in text, its newline read as 167-184 MB (more in its other bytes), so a 292 kB one was
+# planned at 176 MB (603 times, under deflate's most past 170 kB), and a few such files made the shard
+# count and the local check's figure many times the corpus. So the last GZIP_TAIL bytes are read (the
+# same one GET): where they are text (UTF-8, no control character but tab and line ends) the file is no
+# gzip and the ratio stands. A gzip file's last 8 bytes are its CRC-32 and ISIZE (under 16 MB: a zero
+# byte) after deflate's bits, which 32 random bytes pass for text about once in 10^13.
+# A file cut off starts as gzip and ends in deflate data: 4 random bytes, ignored only where they say
+# more than DEFLATE_MOST times the file (always under 4 MB, rarely over 4 GB); the job dead-letters it.
+GZIP_TAIL = 32
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CONTINUATION = bytes(range(0x80, 0xC0))  # UTF-8's continuation bytes: a character cut at the tail's start
+SIZE_BATCH = 1024  # files planned at a time: what the plan holds, whatever the number of files
+SIZE_READERS = 8  # local files (or a store without fsspec's async API) read at once, a thread each
+STORE_READERS = 64  # ranged GETs in flight at once on an async store (s3fs, gcsfs): see docs/scale.md
 
 
 def expected_json_bytes(listed: Iterable[InputFile]) -> float:
@@ -137,47 +161,114 @@ def expected_json_bytes(listed: Iterable[InputFile]) -> float:
     return outputs.json_of(expanded_sizes(listed))
 
 
-def expanded_sizes(listed: Iterable[InputFile]) -> list[float]:
-    """Each input's bytes once decompressed (as JSONL for Parquet), by which the job plans its shards
-    and dedup groups and the local check counts its memory: ``outputs.expected_input_bytes``'s ratio,
-    or the size a gzip file's trailer or a zstd file's frame header says (:func:`stated_size`) where
-    that is more, so a corpus that compresses well still gets shards of about ``shard_bytes``. One
-    small read a gzip or zstd file, :data:`SIZE_READERS` at a time."""
-    listed = list(listed)
+def expanded_sizes(listed: Iterable[InputFile]) -> array:
+    """Each input's bytes once decompressed (as JSONL for Parquet), in the listing's order, by which the
+    job plans its shards and dedup groups and the local check counts its memory: ``outputs.expected_input_bytes``'s
+    ratio, or the size a gzip file's trailer or a zstd file's frame header says (:func:`stated_sizes`)
+    where that is more, so a corpus that compresses well still gets shards of about ``shard_bytes``.
+    One small read a gzip or zstd file, :data:`SIZE_BATCH` files at a time (the listing is not held: it may be a file read
+    again at each pass, ``corpus.inputs.Files``); 8 bytes a file kept."""
+    sizes, files = array("d"), iter(listed)
     with ThreadPoolExecutor(SIZE_READERS) as pool:
-        return list(pool.map(_expanded, listed))
-
-
-def _expanded(f: InputFile) -> float:
-    return max(outputs.expected_input_bytes([(f.path, f.bytes)]), stated_size(f) or 0)
+        while batch := list(itertools.islice(files, SIZE_BATCH)):
+            ratio = [outputs.expected_input_bytes([(f.path, f.bytes)]) for f in batch]
+            sizes.extend(max(r, s or 0) for r, s in zip(ratio, _stated(batch, pool)))
+    return sizes
 
 
 def stated_size(f: InputFile) -> int | None:
-    """The size once decompressed that a gzip file's ISIZE (its last member's, mod 2^32) or a zstd
-    file's first frame header states; None where it states none, cannot be read, or cannot be true
-    (over :data:`DEFLATE_MOST` or :data:`ZSTD_MOST` times the file). On a store, one ranged GET of
-    those bytes (the listing gave the size)."""
-    codec = compress.codec_of(f.path)
-    try:
-        if codec == "gzip" and f.bytes >= 18:  # a gzip member's header and trailer alone take 18 bytes
-            tail = _read(f, f.bytes - 4, f.bytes)
-            size, most = (int.from_bytes(tail, "little") if len(tail) == 4 else None), DEFLATE_MOST
-        elif codec == "zstd" and f.bytes > 0:
+    """:func:`stated_sizes` of one file."""
+    return stated_sizes([f])[0]
+
+
+def stated_sizes(files: list[InputFile]) -> list[int | None]:
+    """The size once decompressed that each gzip file's ISIZE (its last member's, mod 2^32) or zstd file's
+    first frame header states; None where it states none, cannot be read, or cannot be true (over
+    :data:`DEFLATE_MOST` or :data:`ZSTD_MOST` times the file; a .gz file that ends in text). On a store,
+    one ranged GET of those bytes (the last :data:`GZIP_TAIL`; the listing gave the size),
+    :data:`STORE_READERS` at a time."""
+    with ThreadPoolExecutor(SIZE_READERS) as pool:
+        return _stated(files, pool)
+
+
+def _stated(files: list[InputFile], pool: ThreadPoolExecutor) -> list[int | None]:
+    codecs = [compress.codec_of(f.path) for f in files]
+    wanted = {i: ((max(0, f.bytes - GZIP_TAIL), f.bytes) if codec == "gzip" else (0, min(f.bytes, ZSTD_HEADER)))
+              for i, (f, codec) in enumerate(zip(files, codecs))
+              if (codec == "gzip" and f.bytes >= 18) or (codec == "zstd" and f.bytes > 0)}  # a gzip member: 18 bytes at least
+    stated: list[int | None] = [None] * len(files)
+    for i, data in _ranges(files, wanted, pool).items():
+        stated[i] = _size_in(codecs[i], data, files[i].bytes)
+    return stated
+
+
+def _size_in(codec: str, data: bytes | None, stored: int) -> int | None:
+    """The size a trailer (gzip) or frame header (zstd) of a file of ``stored`` bytes states, if it can be true."""
+    if data is None:
+        return None
+    if codec == "gzip":
+        if _is_text(data):  # a text file named .gz (above)
+            return None
+        size, most = (int.from_bytes(data[-4:], "little") if len(data) >= 4 else None), DEFLATE_MOST
+    else:
+        try:
             import zstandard  # noqa: PLC0415 - optional dependency; only .zst inputs need it
 
-            size, most = zstandard.frame_content_size(_read(f, 0, min(f.bytes, ZSTD_HEADER))), ZSTD_MOST
-        else:
+            size, most = zstandard.frame_content_size(data), ZSTD_MOST
+        except Exception:  # noqa: BLE001 - no zstandard, or no frame header: the ratio's estimate stands
             return None
-    except Exception:  # noqa: BLE001 - gone, unreadable, no header: the job says so; the ratio's estimate stands
-        return None
-    return size if size is not None and 0 <= size <= most * f.bytes else None
+    return size if size is not None and 0 <= size <= most * stored else None
 
 
-def _read(f: InputFile, start: int, end: int) -> bytes:
-    if is_remote(f.path):
-        fs, path = storage.filesystem(f.path)
-        with storage.translated(f.path):
+def _is_text(tail: bytes) -> bool:
+    """Whether a file's last bytes are text: UTF-8 (a character cut at their start aside) with no control
+    character but tab and line ends."""
+    try:
+        text = tail.lstrip(_CONTINUATION).decode()
+    except UnicodeDecodeError:
+        return False
+    return _CONTROL.search(text) is None
+
+
+def _ranges(files: list[InputFile], wanted: dict[int, tuple[int, int]], pool: ThreadPoolExecutor) -> dict[int, bytes | None]:
+    """The bytes [start, end) of each file ``wanted`` names (by its place in ``files``); None where they
+    cannot be read (gone, shrunk, refused: the job says so; the ratio's estimate stands). A store with
+    fsspec's async API (s3fs, gcsfs) is asked :data:`STORE_READERS` at a time in one call (its own
+    connections: core/store_clients.py), where a thread a request spent 1.4 ms of CPU and a round trip each
+    at 8 at a time (docs/scale.md, "The job's plan on many files"); local files (and other stores) in threads."""
+    got: dict[int, bytes | None] = {}
+    by_store: dict[str, list[int]] = {}
+    local = []
+    for i in wanted:
+        if is_remote(files[i].path):
+            by_store.setdefault(storage.scheme(files[i].path), []).append(i)
+        else:
+            local.append(i)
+    for places in by_store.values():
+        from fsspec.asyn import AsyncFileSystem  # noqa: PLC0415 - only when a store is read
+
+        fs, _ = storage.filesystem(files[places[0]].path)
+        if isinstance(fs, AsyncFileSystem):
+            paths = [storage.filesystem(files[i].path)[1] for i in places]
+            try:
+                answers = fs.cat_ranges(paths, [wanted[i][0] for i in places], [wanted[i][1] for i in places],
+                                        on_error="return", batch_size=STORE_READERS)
+            except Exception:  # noqa: BLE001 - the store unreachable as a whole: the job says so
+                answers = [None] * len(places)
+            got.update((i, a if isinstance(a, bytes) else None) for i, a in zip(places, answers))
+        else:
+            local += places
+    got.update(zip(local, pool.map(lambda i: _read(files[i], *wanted[i]), local)))
+    return got
+
+
+def _read(f: InputFile, start: int, end: int) -> bytes | None:
+    try:
+        if is_remote(f.path):
+            fs, path = storage.filesystem(f.path)
             return fs.cat_file(path, start=start, end=end)
-    with open_input(f.path) as stream:
-        stream.seek(start)
-        return stream.read(end - start)
+        with open_input(f.path) as stream:
+            stream.seek(start)
+            return stream.read(end - start)
+    except Exception:  # noqa: BLE001 - gone, unreadable: the job says so; the ratio's estimate stands
+        return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import json
 import os
 import re
 
@@ -17,6 +18,7 @@ from kolectra.corpus import build, examples, local_memory
 from kolectra.corpus.local_memory import LocalMemoryError, check_local_memory
 from kolectra.corpus.runners import pipeline_options
 from kolectra.vocab import count
+from tests.gcs_support import gcs_endpoint, gs_bucket  # noqa: F401  (fixtures)
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 MODELS = {"corpus": build.LOCAL_MEMORY, "corpus beam's own": build.LOCAL_MEMORY_BEAM_OWN,
@@ -289,9 +291,10 @@ def test_a_trailer_is_taken_only_where_it_says_more_than_the_ratio_and_could_be_
     assert expected_json_bytes(listed.values()) == sum(expected_json_bytes([f]) for f in listed.values())
 
 
-def test_a_gzip_trailer_on_a_bucket_is_one_ranged_get_of_4_bytes(bucket, s3_endpoint):
-    """On a store each gzip file costs one GET of its last 4 bytes (the listing gave its size), and a
-    zstd file one of its frame header (its first 18 bytes), never the whole object: 4 files, 4 GETs."""
+def test_a_gzip_trailer_on_a_bucket_is_one_ranged_get_of_its_last_32_bytes(bucket, s3_endpoint):
+    """On a store each gzip file costs one GET of its last 32 bytes (its trailer, and whether they are
+    text: the listing gave its size), and a zstd file one of its frame header (its first 18 bytes), never
+    the whole object: 4 files, 4 GETs."""
     import zstandard
 
     from kolectra.core import storage
@@ -307,7 +310,7 @@ def test_a_gzip_trailer_on_a_bucket_is_one_ranged_get_of_4_bytes(bucket, s3_endp
         got = expected_json_bytes(listed)
     assert got == sum(len(text) - i for i in range(4)) * 3.5
     assert sorted((r.operation, r.key.rsplit("/", 1)[1], r.range) for r in seen) == [
-        ("GetObject", f"part-{i}.txt.gz", f"bytes={f.bytes - 4}-{f.bytes - 1}") for i, f in enumerate(listed[:3])
+        ("GetObject", f"part-{i}.txt.gz", f"bytes={f.bytes - 32}-{f.bytes - 1}") for i, f in enumerate(listed[:3])
     ] + [("GetObject", "part-3.txt.zst", "bytes=0-17")]
 
 
@@ -332,7 +335,127 @@ def test_the_job_s_plan_on_a_bucket_is_one_ranged_get_a_file(bucket, s3_endpoint
         planned = build.resolve_shards(cfg, listed)
     assert len(seen) == 4 and all(r.operation == "GetObject" and r.range for r in seen), seen
     expanded = expanded_sizes(listed)  # what build() reads once for the shards, the groups and the check
-    assert expanded == [len(text) - i for i in range(4)]
+    assert list(expanded) == [len(text) - i for i in range(4)]
     ratio_s = [(f.path, f.bytes) for f in listed]  # the stored sizes times the ratio: what the plan took
     assert planned.num_shards == 32 > 10 * outputs.shards_for(ratio_s, cfg.shard_bytes)
     assert build.dedup_buckets(sum(expanded), 1 << 18) == 64 > build.dedup_buckets(outputs.expected_input_bytes(ratio_s), 1 << 18)
+
+
+def _jsonl_named_gz(tmp_path, files: int) -> list:
+    """``files`` plain JSONL files of 292 kB named .jsonl.gz (a download its client decompressed):
+    each ends in '"}\\n', which read as a gzip trailer says 176 MB."""
+    from kolectra.corpus import inputs
+
+    for i in range(files):
+        text = "".join(json.dumps({"id": f"{i}-{j}", "text": f"{j}번째 관객: {REVIEW}"}, ensure_ascii=False) + "\n"
+                       for j in range(2000)).encode()
+        (tmp_path / f"part-{i}.jsonl.gz").write_bytes(text)
+    return inputs.list_inputs([str(tmp_path / "part-*.jsonl.gz")])
+
+
+def test_a_text_file_named_gz_is_planned_at_the_ratio_not_its_last_bytes(tmp_path):
+    """A text file named .gz ends in text, which as a trailer says 176 MB for 292 kB (under deflate's
+    1,032 to 1): 3 such files were planned at 10 shards of 192 MiB and 1,848 MB of shard JSON for the
+    local check (the job dead-letters them, damaged_file). Its first bytes are not gzip's: the ratio's
+    (1 shard, 9.5 MB)."""
+    from kolectra.corpus import outputs
+    from kolectra.corpus.config import default_config
+    from kolectra.corpus.memory_model import expected_json_bytes, stated_size
+
+    listed = _jsonl_named_gz(tmp_path, 3)
+    assert all(stated_size(f) is None for f in listed)
+    assert expected_json_bytes(listed) == outputs.expected_json_bytes([(f.path, f.bytes) for f in listed])
+    assert build.resolve_shards(default_config(), listed).num_shards == 1
+
+
+def test_the_plan_holds_a_batch_of_the_listing_not_every_file(tmp_path):
+    """The plan's sizes for 20,000 files read again from the store's records file (``inputs.Files``, as
+    ``pipeline/stages.corpus`` gives them): a batch of files at a time and 8 bytes a file, where the
+    listing made a list and every file's future held 34 MB (169 MB at 100,000)."""
+    import tracemalloc
+
+    from kolectra.corpus.inputs import Files
+    from kolectra.corpus.memory_model import expanded_sizes
+
+    records = ({"path": f"/data/crawl/part-{i:07d}.jsonl", "bytes": 1000 + i, "identity": f"x{i}"} for i in range(20_000))
+    listed = Files(tuple(records))
+    tracemalloc.start()
+    try:
+        sizes = expanded_sizes(listed)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(sizes) == 20_000 and sum(sizes) == sum(1000 + i for i in range(20_000))
+    assert peak < 2e6, peak
+
+
+def test_a_bucket_s_text_named_gz_is_one_get_and_a_gone_object_the_ratio(bucket, s3_endpoint):
+    """On a store, one GET of the last 32 bytes a file: the gzip file is its trailer's size, the text
+    file named .gz the ratio's (its last bytes are text); an object removed since the listing answers
+    nothing and is planned at the ratio, without a traceback."""
+    from kolectra.core import storage
+    from kolectra.corpus import inputs, outputs
+    from kolectra.corpus.memory_model import expanded_sizes
+
+    text = "".join(json.dumps({"id": str(j), "text": f"{j}번째 관객: {REVIEW}"}, ensure_ascii=False) + "\n"
+                   for j in range(2000)).encode()
+    storage.write_bytes(f"{bucket}/in/a.jsonl.gz", gzip.compress(text[:50_000]))
+    storage.write_bytes(f"{bucket}/in/b.jsonl.gz", text)
+    storage.write_bytes(f"{bucket}/in/c.jsonl.gz", gzip.compress(text))
+    listed = inputs.list_inputs([f"{bucket}/in/*.gz"])
+    storage.remove(f"{bucket}/in/c.jsonl.gz")
+    with answered(s3_endpoint) as seen:
+        sizes = expanded_sizes(listed)
+    ratio = [outputs.expected_input_bytes([(f.path, f.bytes)]) for f in listed]
+    assert list(sizes) == [max(ratio[0], 50_000), ratio[1], ratio[2]]
+    assert sorted((r.key.rsplit("/", 1)[1], r.range) for r in seen) == [
+        (name, f"bytes={f.bytes - 32}-{f.bytes - 1}") for name, f in zip(("a.jsonl.gz", "b.jsonl.gz", "c.jsonl.gz"), listed)]
+
+
+def test_write_dropped_s_count_reads_several_files_at_once(tmp_path, monkeypatch):
+    """The records count (write_dropped on the local runner) opened one file after another: on a store a
+    HEAD and a GET each, 89 ms a file at a 30 ms round trip (2.5 hours at 100,000 files). Files are
+    read 8 at a time now (each opening here takes 50 ms), the same count."""
+    import threading
+    import time
+
+    from kolectra.corpus import compress, inputs, memory_model
+
+    for i in range(16):
+        (tmp_path / f"part-{i}.txt").write_bytes(b"line\n" * (i + 1))
+    listed = inputs.list_inputs([str(tmp_path / "*.txt")])
+    opened = compress.open_decompressed
+    lock, at_once, most = threading.Lock(), [0], [0]
+
+    def slow_open(path):  # a store's round trip: how many files are being opened at the same moment
+        with lock:
+            at_once[0] += 1
+            most[0] = max(most[0], at_once[0])
+        time.sleep(0.05)
+        with lock:
+            at_once[0] -= 1
+        return opened(path)
+
+    monkeypatch.setattr(compress, "open_decompressed", slow_open)
+    assert memory_model.input_records(listed, "text") == sum(range(1, 17))
+    assert most[0] > 1
+
+
+def test_the_plan_on_gcs_reads_each_trailer_too(gs_bucket):
+    """gcsfs answers the batch's ranged reads (fsspec's async cat_ranges) as s3fs does: the gzip file's
+    trailer, the zstd file's frame header, a text file named .gz at the ratio, a removed object too."""
+    import zstandard
+
+    from kolectra.core import storage
+    from kolectra.corpus import inputs, outputs
+    from kolectra.corpus.memory_model import expanded_sizes
+
+    text = _numbered_reviews(20_000)
+    storage.write_bytes(f"{gs_bucket}/in/a.txt.gz", gzip.compress(text))
+    storage.write_bytes(f"{gs_bucket}/in/b.txt.zst", zstandard.ZstdCompressor().compress(text[1:]))
+    storage.write_bytes(f"{gs_bucket}/in/c.txt.gz", text[2:])
+    storage.write_bytes(f"{gs_bucket}/in/d.txt.gz", gzip.compress(text[3:]))
+    listed = inputs.list_inputs([f"{gs_bucket}/in/*"])
+    storage.remove(f"{gs_bucket}/in/d.txt.gz")
+    ratio = [outputs.expected_input_bytes([(f.path, f.bytes)]) for f in listed]
+    assert list(expanded_sizes(listed)) == [len(text), len(text) - 1, ratio[2], ratio[3]]
