@@ -207,6 +207,28 @@ def open_file(location: str, mode: str = "rb", cache_type: str | None = None) ->
         return fs.open(path, mode, **({"cache_type": cache_type} if cache_type else {}))
 
 
+@contextlib.contextmanager
+def writing(location: str) -> Iterator[IO]:
+    """A file written to ``location`` (binary) a piece at a time, whose bytes land only if the block ends
+    without an exception. fsspec's files upload what they hold when closed, whatever closed them: a
+    stop or failure mid-write left a truncated object under the key, over the one there before (a
+    ``--force`` rebuild of a corpus in place: a shard of the published copy, which its manifest then
+    listed with other bytes). A local file is closed as it stands (a build's own directory)."""
+    f = open_file(location, "wb")
+    try:
+        yield f
+    except BaseException:
+        if is_url(location):
+            try:
+                with contextlib.suppress(Exception):
+                    f.discard()  # s3fs: the multipart upload begun is aborted; gcsfs: the resumable one cancelled
+            finally:  # a second Ctrl-C in that request too: else close(), or the file's collection, uploads it
+                f.closed = True
+        f.close()
+        raise
+    f.close()
+
+
 def write_bytes(location: str, data: bytes) -> dict:
     """Write ``data`` (whole) and return its entry: ``bytes`` and ``sha256``, computed where it is
     written, so whoever seals an artifact need not read it back."""

@@ -93,7 +93,7 @@ def write_lines(out_dir: str, rel: str, lines: Iterator[str], gzipped: bool) -> 
     try:
         if not storage.is_url(path):
             os.makedirs(os.path.dirname(storage.local_path(path)) or ".", exist_ok=True)
-        with storage.open_file(path, "wb") as raw:
+        with storage.writing(path) as raw:  # a stop mid-write lands nothing (a --force rebuild in place)
             sink = _Counted(raw)
             gz = gzip.GzipFile(fileobj=sink, mode="wb", mtime=0, filename="", compresslevel=1) if gzipped else None
             with gz or contextlib.nullcontext():

@@ -10,6 +10,7 @@ published under s3://...'."""
 
 from __future__ import annotations
 
+import gzip
 import signal
 import subprocess
 import sys
@@ -102,6 +103,65 @@ def test_a_connection_lost_as_the_manifest_went_and_still_lost_says_it_may_have_
     assert "nothing published" not in proc.stderr, proc.stderr
     assert (f"corpus: failed as its manifest was written to {art.path}; nothing was removed: `kolectra artifacts "
             f"verify {art.path}` says whether it was published") in proc.stderr, proc.stderr
+
+
+# the real CLI, its corpus worker sent a Ctrl-C (SIGTERM) once a train shard's write passed 1,000 bytes
+_STOPPED_MID_SHARD = """
+import os, signal, sys
+from kolectra.corpus import sorted_files
+real, sent = sorted_files._Counted.write, []
+def write(self, data):
+    out = real(self, data)
+    if not sent and self.bytes > 1000 and "data/train-" in str(getattr(self.raw, "path", "")):
+        sent.append(1)
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return out
+sorted_files._Counted.write = write
+from kolectra.pipeline.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_corpus_rebuild_stopped_as_it_wrote_a_shard_keeps_the_published_copy(bucket, tmp_path, stop):
+    """The real corpus stage (kiwi, Beam's local runner in this process) rebuilt with --force and stopped while
+    its worker wrote a train shard over the published copy's: closing the file on the way out, s3fs uploaded
+    the lines written so far, so the copy's shard was truncated (verify: size 149080 != 564901 on the whole
+    sample) under a line saying 'the copy published there before is kept'. A file cut short lands nothing."""
+    root, src = f"{bucket}/mid-shard-{stop}", tmp_path / "reviews.jsonl"
+    with gzip.open(REPO / "pipeline" / "sample" / "reviews.jsonl.gz") as f:
+        src.write_bytes(b"".join(f.readlines()[:1500]))
+    args = ["corpus", "--input", str(src), "--out", root, "-q"]
+    first = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
+                           timeout=600, cwd=REPO)
+    assert first.returncode == 0, first.stderr
+    path = first.stdout.strip()
+    again = subprocess.run([sys.executable, "-c", _STOPPED_MID_SHARD, stop, *args, "--force"], capture_output=True,
+                           text=True, timeout=600, cwd=REPO)
+    assert again.returncode == {"SIGINT": 130, "SIGTERM": 143}[stop], again.stderr
+    assert f"nothing published under {path}; the copy published there before is kept" in again.stderr, again.stderr
+    store = open_store(root)
+    assert store.verify(store.resolve(path)) == []  # before: '.../data/train-00000-of-00001.jsonl.gz: size ...'
+
+
+@pytest.mark.parametrize("store", ["bucket", "gs_bucket"])
+def test_an_object_written_a_piece_at_a_time_and_stopped_lands_nothing(request, store):
+    """fsspec uploads what a file holds when it is closed, an exception's way out too: the object there before
+    was replaced by the part written (also once a multipart or resumable upload had begun: aborted)."""
+    url = f"{request.getfixturevalue(store)}/written/shard.gz"
+    storage.write_bytes(url, b"the published bytes")
+    for size in (1000, 6 << 20):  # in the file's buffer; past a part, uploaded (5 MiB: S3's least part)
+        with pytest.raises(KeyboardInterrupt), storage.writing(url) as f:
+            f.blocksize = 5 << 20
+            f.write(b"x" * size)
+            raise KeyboardInterrupt
+        assert storage.read_bytes(url) == b"the published bytes", size
+    with storage.writing(url) as f:
+        f.write(b"the new bytes")
+    assert storage.read_bytes(url) == b"the new bytes"
+    fs, path = storage.filesystem(url)
+    if store == "bucket":  # the multipart upload begun was aborted, not left to be billed
+        assert fs.call_s3("list_multipart_uploads", Bucket=path.split("/")[0]).get("Uploads", []) == []
 
 
 def _child(root: str, text: str, point: str, resumable: bool) -> None:
