@@ -53,8 +53,11 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
     vocab = timed("vocab", stages.vocab, store, corpus, sets=sets["vocab"], name="sample", force=force)
     examples = timed("examples", stages.examples, store, corpus, vocab, sets=sets["examples"], name="sample",
                      force=force)
+    # a run of this request stopped (SIGTERM, a hangup: its step saved) is continued, as its line says:
+    # kolectra run has no --resume, and without one the next run discarded it and trained from step 0
     ckpt = timed("pretrain", stages.pretrain, store, examples, preset="tiny", sets=sets["pretrain"],
-                 name="sample", force=force, expected_untrained=demo_budget(sets["pretrain"]))
+                 name="sample", force=force, resume=False if force else "exact",
+                 expected_untrained=demo_budget(sets["pretrain"]))
     # one name per task: `kolectra report sample-nsmc sample-korquad` puts them in one table
     nsmc = timed("finetune nsmc", stages.finetune, store, "nsmc", ckpt, SAMPLE / "nsmc_train.txt",
                  SAMPLE / "nsmc_test.txt", preset="sample", sets=sets["nsmc"], name="sample-nsmc", force=force)
@@ -80,6 +83,8 @@ def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> A
     try:
         art = fn(*args, **kwargs)
     except (KeyboardInterrupt, Exception) as e:
+        if getattr(e, "__notes__", None):  # the store's words for kolectra pretrain: this command has no --resume
+            e.__notes__[:] = [n.replace("--resume continues it", "kolectra run again continues it") for n in e.__notes__]
         if isinstance(e, KeyboardInterrupt) and timings and not str(e) and not getattr(e, "__notes__", None):
             e.add_note(f"{stage}: nothing published")
         elif not isinstance(e, KeyboardInterrupt):
