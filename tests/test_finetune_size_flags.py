@@ -23,6 +23,22 @@ def test_the_size_settings_are_on_help(task, capsys):
     assert ("--max-dev-examples N" in out) == (task != "korquad")  # KorQuAD's dev file is its scored file
 
 
+@pytest.mark.parametrize("task", ["nsmc", "korquad", "classify", "regress", "ner"])
+def test_the_help_says_which_training_rows_max_train_examples_keeps(task, capsys):
+    """It said 'train on the first N rows' for every task; only KorQuAD keeps the file's first (questions):
+    the others keep the first N of the seeded shuffle that carves dev, or with --dev a seeded sample
+    (test_finetune_tasks::test_max_train_examples_with_a_dev_file_is_a_seeded_sample_not_the_files_first_rows)."""
+    with pytest.raises(SystemExit):
+        main(["finetune", task, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    said = out[out.index("--max-train-examples N ") + len("--max-train-examples N "):out.index("; 0: all")]
+    if task == "korquad":
+        assert said == "train on only the training file's first N questions (its first articles')", said
+    else:
+        assert "first N rows" not in said and "drawn with the seed" in said, said
+        assert ("--dev a seeded sample" in said) == (task != "nsmc"), said  # nsmc takes no --dev
+
+
 def test_max_dev_examples_caps_the_dev_split_apart_from_the_scored_file(tiny_model, tmp_path, capsys):
     train, test = nsmc_file(tmp_path / "train.txt", 100, 0), nsmc_file(tmp_path / "test.txt", 40, 1)
     common = ["finetune", "nsmc", "--model", str(tiny_model), "--train", str(train), "--test", str(test),

@@ -46,7 +46,7 @@ def add_finetune(p: argparse.ArgumentParser) -> None:
                            "on (default: a seeded dev_fraction of --train)")
         for flag, key, what in task.flags:
             t.add_argument(f"--{flag}", default=None, metavar="NAME", help=f"{what} (--set {key}=...)")
-        _size_flags(t, task)
+        _size_flags(t, name, task)
         t.add_argument("--preset", default="koelectra",
                        help=f"{' | '.join(task.presets)}: settings in docs/finetune.md (default koelectra)")
         t.add_argument("--seeds", default=None, help="several seeds, e.g. 1,2,3 or 1-5: one eval artifact each, "
@@ -70,8 +70,8 @@ EXAMPLE_FILES = {"nsmc": ("ratings_train.txt", "ratings_test.txt"),
 # The settings that bound a run's size, on every task's --help (they were only in --print-config keys):
 # flag -> (key, what). max_dev_examples only where the task carves or reads a dev split besides the scored file.
 SIZE_FLAGS = {"epochs": ("epochs", "training epochs (default: the preset's; koelectra {epochs})"),
-              "max-train-examples": ("max_train_examples", "train on the first N rows (questions for KorQuAD) "
-                                     "only; 0: all (default: the preset's; koelectra {max_train_examples})"),
+              "max-train-examples": ("max_train_examples", "train on {train_rows}; 0: all (default: the preset's; "
+                                     "koelectra {max_train_examples})"),
               "max-eval-examples": ("max_eval_examples", "score the first N rows of the scored file only, a figure "
                                     "then not comparable with a full-test one; 0: all (default: the preset's; "
                                     "koelectra {max_eval_examples})"),
@@ -79,13 +79,23 @@ SIZE_FLAGS = {"epochs": ("epochs", "training epochs (default: the preset's; koel
                                    "max_eval_examples's cap (default -1)")}
 
 
-def _size_flags(p: argparse.ArgumentParser, task) -> None:
+def _train_rows(name: str, task) -> str:
+    """Which N training rows --max-train-examples keeps (docs/finetune.md): it read "the first N rows" for
+    every task, where only KorQuAD keeps the file's first (questions); the others draw them with the seed."""
+    if name == "korquad":
+        return "only the training file's first N questions (its first articles')"
+    return ("only N rows, drawn with the seed: the first N of the shuffle that carves the dev split"
+            + (", or with --dev a seeded sample of N in file order" if task.dev_flag else ""))
+
+
+def _size_flags(p: argparse.ArgumentParser, name: str, task) -> None:
     cfg = task.presets["koelectra"]()
     for flag, (key, what) in SIZE_FLAGS.items():
         if hasattr(cfg, key):
             p.add_argument(f"--{flag}", type=int, default=None, metavar="N",
-                           help=what.format(**{k: getattr(cfg, k) for k in ("epochs", "max_train_examples",
-                                                                           "max_eval_examples")}))
+                           help=what.format(train_rows=_train_rows(name, task),
+                                            **{k: getattr(cfg, k) for k in ("epochs", "max_train_examples",
+                                                                            "max_eval_examples")}))
 
 
 def _finetune_sets(args: argparse.Namespace) -> list[str]:
