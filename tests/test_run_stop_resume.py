@@ -40,6 +40,7 @@ def test_a_stop_in_pretraining_is_continued_by_the_next_kolectra_run(tmp_path, m
     store = open_store(tmp_path)
     with pytest.raises(Terminated) as stopped:
         run.run_sample(store)
+    assert "nothing to resume" not in capsys.readouterr().err  # a first run: nothing was asked for (no --resume)
     notes = "; ".join(stopped.value.__notes__)
     assert "--resume" not in notes and "kolectra run again continues it" in notes, notes  # before: --resume
     run.run_sample(store)

@@ -374,8 +374,8 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
                  "it if its checkpoint's settings allow")
         run.restore()
         return run
-    if resume:
-        progress(f"{kind}: nothing to resume for this request; starting fresh")
+    if resume and resume != "exact":  # --resume asked for one; a caller's own continuation ("exact": kolectra run,
+        progress(f"{kind}: nothing to resume for this request; starting fresh")  # a study) says nothing on a first run
     elif exact.state():
         progress(f"{kind}: discarding the interrupted run in {exact.path} (--resume would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
