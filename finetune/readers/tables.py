@@ -21,9 +21,9 @@ have such rows) and reports neither the line of a bad row nor how many were drop
   files joined with ``cat`` each bring one, dropped), blank lines skipped; nested
   objects are reachable with dotted names (``labels.label``); the columns are the keys of every
   object (an optional field may be missing from the first).  A file that is one JSON array of objects
-  (KLUE's own ``klue-ynat-v1.1_train.json``, ``klue-sts-...``, ``klue-nli-...``) is read whole, its items
-  numbered as rows (:func:`json_array`).
-* **Parquet** (``.parquet``, ``.pq``): read whole through Arrow, a row's number its row; the class-label
+  (KLUE's own ``klue-ynat-v1.1_train.json``, ``klue-sts-...``, ``klue-nli-...``) is read an item at a time, its items
+  numbered as rows, an item at a time (:mod:`finetune.readers.json_array`).
+* **Parquet** (``.parquet``, ``.pq``): read a batch of rows at a time through Arrow, a row's number its row; the class-label
   columns ``Dataset.to_parquet`` describes in the file's metadata give their names, as a saved dataset's do.
 * **A folder** written by ``Dataset.save_to_disk`` is read with ``datasets.load_from_disk``;
   struct columns are flattened to dotted names (KLUE-STS's ``labels.label``) and class-label
@@ -45,6 +45,7 @@ from typing import Iterable, Iterator
 
 from kolectra.core.config_file import nested_deeper
 from kolectra.finetune.files import FinetuneError, bad_limit, container, iter_text_lines, not_utf8
+from kolectra.finetune.readers.json_array import array_items, is_array
 
 FORMATS = ("auto", "tsv", "csv", "jsonl", "datasets", "parquet", "quoted_tsv")
 SUFFIXES = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl",
@@ -393,28 +394,12 @@ def open_jsonl(path: Path, read: Iterable[str] | None = None) -> Table:
     return table
 
 
-def json_array(path: Path) -> list | None:
-    """The file's items when it is one JSON array (KLUE's own files: klue-ynat-v1.1_train.json,
-    klue-sts-..., klue-nli-...), else None (JSON Lines, read a line at a time). Read whole: an array has
-    no lines to stream."""
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not head.startswith(b"["):
-        return None
-    try:
-        items = json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError:
-        raise not_utf8(path) from None
-    except (ValueError, RecursionError):  # not one array (JSON Lines whose lines are arrays): read by lines
-        return None
-    return items if isinstance(items, list) else None
-
-
-def _array_records(table: Table, items: list, read: frozenset[str] | None) -> Iterator[tuple[int, dict]]:
-    """A JSON array's objects, numbered from 1 (``row``), as JSON Lines' lines are."""
+def _array_records(table: Table, read: frozenset[str] | None) -> Iterator[tuple[int, dict]]:
+    """A JSON array's objects, numbered from 1 (``row``), as JSON Lines' lines are: read an item at a time
+    (:func:`finetune.readers.json_array.array_items`), never whole."""
     columns = {}
     table.unit, table.blank = "row", None  # items, not lines: no blank lines to count
-    for n, obj in enumerate(items, start=1):
+    for n, _, obj in array_items(table.path):
         if not isinstance(obj, dict):
             table.bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
         elif nested_deeper(obj, MAX_DEPTH):
@@ -432,8 +417,8 @@ def _array_records(table: Table, items: list, read: frozenset[str] | None) -> It
 
 def _jsonl_records(table: Table, read: frozenset[str] | None = None) -> Iterator[tuple[int, dict]]:
     path, bad, columns, found = table.path, table.bad, {}, False
-    if (items := json_array(path)) is not None:
-        yield from _array_records(table, items, read)
+    if is_array(path):
+        yield from _array_records(table, read)
         return
     for n, line in enumerate(iter_text_lines(path), start=1):
         if not line.strip():
@@ -500,23 +485,46 @@ def open_saved(path: Path) -> Table:
 
 def open_parquet(path: Path) -> Table:
     """A Parquet file (pandas' ``to_parquet``, datasets' ``Dataset.to_parquet``, a Hub dataset's files): read
-    whole through Arrow, as a saved dataset's rows; the class-label names datasets keeps in its schema
-    metadata are read as names (``to_json`` writes their codes instead)."""
+    a batch of rows at a time through Arrow (``pq.read_table`` held the whole table: a 32 MB file of 400,000
+    titles peaked at 561 MB), struct columns flattened to dotted names as a saved dataset's; the class-label
+    names datasets keeps in its schema metadata are read as names (``to_json`` writes their codes instead)."""
     import datasets  # noqa: PLC0415 - heavy import
     import pyarrow  # noqa: PLC0415
     import pyarrow.parquet as pq  # noqa: PLC0415
 
+    def refused(e):
+        return FinetuneError(f"{path}: cannot read as Parquet ({type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else 'no detail'})")
+
     try:
-        ds = datasets.Dataset(pq.read_table(path))
+        parquet = pq.ParquetFile(path)
+        features = datasets.Features.from_arrow_schema(parquet.schema_arrow).flatten(max_depth=16)
+        columns = _flat(parquet.schema_arrow.empty_table()).column_names
     except (pyarrow.ArrowException, OSError, ValueError, TypeError) as e:  # cut short, not Parquet, odd metadata
-        raise FinetuneError(f"{path}: cannot read as Parquet ({type(e).__name__}: "
-                            f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else 'no detail'})") from None
-    ds = ds.flatten()
-    return Table(path, list(ds.column_names), _saved_records(ds), [], unit="row")
+        raise refused(e) from None
+
+    def records() -> Iterator[dict]:
+        try:
+            for batch in parquet.iter_batches(batch_size=1024):
+                yield from _flat(pyarrow.Table.from_batches([batch])).to_pylist()
+        except (pyarrow.ArrowException, OSError) as e:  # a damaged row group past the first
+            raise refused(e) from None
+
+    return Table(path, columns, _saved_records(records(), features), [], unit="row")
 
 
-def _saved_records(ds) -> Iterator[tuple[int, dict]]:
-    names = {c: _class_names(f) for c, f in ds.features.items()}
+def _flat(table):
+    """``table`` with its struct columns flattened to dotted names, every level (as ``Dataset.flatten``)."""
+    import pyarrow  # noqa: PLC0415
+
+    while any(pyarrow.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    return table
+
+
+def _saved_records(ds, features=None) -> Iterator[tuple[int, dict]]:
+    """A saved dataset's rows (or rows of ``features``), numbered from 1, class-label codes as their names."""
+    names = {c: _class_names(f) for c, f in (features if features is not None else ds.features).items()}
     for i, row in enumerate(ds, start=1):
         for c, cls in names.items():
             if cls is not None and row[c] is not None:

@@ -1,0 +1,92 @@
+"""Large task files read a piece at a time: a JSON array (KLUE's own .json files) an item at a time, a
+Parquet file a batch of rows at a time; both had been read whole (s13)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import tracemalloc
+
+import pytest
+
+from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.readers import json_array
+from kolectra.finetune.readers.tables import open_table
+
+
+def test_a_json_array_is_read_an_item_at_a_time(tmp_path, monkeypatch):
+    # json.loads of the whole file held its text and a dict an item: a 93 MB KLUE-YNAT-like array peaked at 436 MB
+    # (JSON Lines of the same rows: 18 MB, the interpreter's)
+    monkeypatch.setattr(json_array, "BLOCK", 4096)
+    path = tmp_path / "klue-ynat-v1.1_train.json"
+    items = [{"guid": f"ynat-v1_train_{i:05d}", "title": f"제목 {i} " + "뉴스 " * (i % 20), "label": "경제"}
+             for i in range(20000)]
+    path.write_text(json.dumps(items, ensure_ascii=False, indent=4), encoding="utf-8")
+    assert path.stat().st_size > 3_000_000
+    tracemalloc.start()
+    try:
+        table = open_table(path, read=["title", "label"])
+        n = sum(1 for _ in table.records)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (n, table.bad, table.columns) == (20000, [], ["guid", "title", "label"])
+    assert peak < 500_000, peak  # before: the file's text and 20,000 dicts, over 10 MB
+
+
+def test_a_json_array_read_in_pieces_gives_what_json_loads_gives(tmp_path, monkeypatch):
+    # items cut anywhere by the blocks: a number at a block's end ("3" of "3.25e-07") must not be read short
+    r, path = random.Random(0), tmp_path / "a.json"
+    for trial in range(120):
+        items = [r.choice([{"t": "가" * r.randint(0, 9), "n": r.randint(-10**12, 10**12), "f": r.random(), "l": [1, None]},
+                           12345678901234, 3.25e-07, "s", None, True, [], {}]) for _ in range(r.randint(0, 6))]
+        text = json.dumps(items, ensure_ascii=r.random() < .5, indent=r.choice([None, 0, 4]))
+        path.write_text(("\ufeff" if trial % 3 == 0 else "") + text + "\n", encoding="utf-8")
+        monkeypatch.setattr(json_array, "BLOCK", r.randint(1, 12))
+        assert [v for _, _, v in json_array.array_items(path)] == items, text
+    path.write_text('[\n    {"a": 1},\n    {"a": 2}\n]\n', encoding="utf-8")
+    assert [(n, line) for n, line, _ in json_array.array_items(path)] == [(1, 2), (2, 3)]
+
+
+@pytest.mark.parametrize("text, said", [
+    ('[\n{"a": 1},\n{"a": tru}\n]', r"a\.json:3: item 2 of the JSON array is not valid JSON \(Expecting value\)"),
+    ('[{"a": 1},\n{"a": 2}', r"a\.json:2: the JSON array is never closed"),
+    ('[{"a": 1},]', r"a\.json:1: the JSON array has a ',' before its '\]'"),
+    ('[{"a": 1}]\n[{"a": 2}]\n', r"a\.json:2: more after the JSON array closes \('\['\)"),
+])
+def test_a_broken_json_array_is_refused_in_one_line_naming_where(tmp_path, text, said):
+    path = tmp_path / "a.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(FinetuneError, match=said):
+        list(open_table(path).records)
+
+
+PARQUET_PEAK = """
+import sys, pyarrow, pyarrow.parquet as pq
+from kolectra.finetune.readers.tables import open_table
+table = open_table(sys.argv[1], read=["text", "label"])
+n = sum(1 for _ in table.records)
+print(n, pyarrow.default_memory_pool().max_memory(), pq.read_metadata(sys.argv[1]).num_row_groups)
+"""
+
+
+def test_a_parquet_file_is_read_a_batch_of_rows_at_a_time(tmp_path):
+    # pq.read_table held the whole table (a 32 MB file of 400,000 titles peaked at 561 MB); Arrow's own pool,
+    # measured in a fresh interpreter (tracemalloc does not see it)
+    import pyarrow  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    rows = 60000
+    table = pyarrow.table({"text": [f"경기 결과 {i} " + "득점 " * (i % 30) for i in range(rows)],
+                           "label": ["스포츠" if i % 2 else "경제" for i in range(rows)],
+                           "meta": [{"source": "news", "id": i} for i in range(rows)]})
+    path = tmp_path / "train.parquet"
+    pq.write_table(table, path, row_group_size=2000)
+    out = subprocess.run([sys.executable, "-c", PARQUET_PEAK, str(path)], capture_output=True, text=True, check=True)
+    n, peak, groups = map(int, out.stdout.split())
+    assert (n, groups) == (rows, 30)
+    assert peak < table.nbytes / 4, (peak, table.nbytes)  # before: the whole table, over its nbytes
+    first = next(iter(open_table(path).records))
+    assert first == (1, {"text": "경기 결과 0 ", "label": "경제", "meta.source": "news", "meta.id": 0})
