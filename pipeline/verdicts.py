@@ -8,12 +8,25 @@ import json
 from pathlib import Path
 
 from kolectra.pipeline.markdown import code, text
-from kolectra.pipeline.store.artifacts import Artifact
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError
 
 
 def read_json(path: Path) -> dict:
-    """A JSON file an artifact may hold (``metrics.json``); {} when it has none."""
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    """A JSON file an artifact may hold (``metrics.json``); {} when it has none. One changed since the
+    artifact was built so that it is no JSON object is refused in one line (a report read it unverified:
+    ``internal error: JSONDecodeError``)."""
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = e
+    if isinstance(doc, dict):
+        return doc
+    why = f"{type(doc).__name__}: {doc}" if isinstance(doc, Exception) else f"a JSON {type(doc).__name__}"
+    raise ArtifactError(f"{path}: not the JSON object it was built as ({why}): changed or damaged since; "
+                        f"kolectra artifacts verify {path.parent} names what changed, and building it again "
+                        "(--force) replaces it")
 
 
 def health_of(a: Artifact) -> dict | None:

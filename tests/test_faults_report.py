@@ -142,3 +142,24 @@ def test_one_name_on_two_tasks_gives_each_task_its_own_column(tmp_path):
         cells = dict(zip(header, (c.strip() for c in _cells(row))))
         filled = [h for h in header[1:] if cells[h] != "-"]
         assert filled == (["x: nsmc (acc)"] if cells["model"] == "m0" else ["x: korquad (EM / F1)"])
+
+
+def test_a_report_of_an_eval_whose_metrics_were_edited_into_no_json_is_one_line(tmp_path, capsys):
+    """``kolectra report REF`` reads an eval's metrics.json unverified: a line appended by hand ended with
+    'internal error: JSONDecodeError: Extra data' (and a log of the traceback); it is one line naming the
+    file and ``kolectra artifacts verify``, exit 2, as a JSON list in its place is."""
+    from kolectra.pipeline.cli import main
+
+    store = Store(tmp_path / "root")
+    for broken, said in (("x\n", "JSONDecodeError: Extra data"), (None, "a JSON list")):
+        art = _eval(store, f"e{len(said)}", [], 0.5)
+        metrics = art.path / "metrics.json"
+        if broken is None:
+            metrics.write_text("[1, 2]", encoding="utf-8")
+        else:
+            metrics.write_text(metrics.read_text(encoding="utf-8") + broken, encoding="utf-8")
+        assert main(["report", art.id, "--out", str(store.root), "--dest", str(tmp_path / art.id), "-q"]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(err) == 1 and "internal error" not in err[0], err
+        assert err[0].startswith(f"kolectra report: error: {metrics}: not the JSON object it was built as ({said}")
+        assert f"kolectra artifacts verify {art.path} names what changed" in err[0], err
