@@ -164,10 +164,27 @@ def test_an_object_written_a_piece_at_a_time_and_stopped_lands_nothing(request, 
         assert fs.call_s3("list_multipart_uploads", Bucket=path.split("/")[0]).get("Uploads", []) == []
 
 
+def test_a_forced_rebuild_whose_manifest_write_is_unknown_does_not_promise_gc_removes_it(bucket):
+    """As above, replacing a published copy (--force): had the manifest not landed, the copy's own would be
+    there still, which `artifacts gc` never removes; the line said '(if not, `kolectra artifacts gc` removes
+    it once its lease expires)'."""
+    root = f"{bucket}/lost-force"
+    for text, point in (("old", "none"), ("new", "lost-force")):
+        proc = subprocess.run([sys.executable, "-m", "tests.test_store_force_stops", root, text, point],
+                              capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert proc.returncode == (0 if point == "none" else 2), proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    art = open_store(root).resolve("toy")
+    assert "artifacts gc" not in proc.stderr, proc.stderr
+    assert (f"corpus: failed as its manifest was written to {art.path}; nothing was removed: `kolectra artifacts "
+            f"verify {art.path}` says whether it was published or the copy published there before is whole (if "
+            "neither, the next build rebuilds it)") in proc.stderr, proc.stderr
+
+
 def _child(root: str, text: str, point: str, resumable: bool) -> None:
     """Build the toy request (the same id whatever ``text``) with ``text`` as its bytes, ``--force``d unless
     ``point`` is 'none'; 'upload1': a real SIGINT once the first object is uploaded; 'lost': the manifest's
-    answer lost, then the one request after it failing."""
+    answer lost, then the one request after it failing ('lost-force': so, --force'd)."""
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.cli import errors
     from tests.fault_child import signal_at_call, toy_request
@@ -179,12 +196,13 @@ def _child(root: str, text: str, point: str, resumable: bool) -> None:
         return StageOutput(stats={"n": len(text)})
 
     def build() -> int:
-        print(open_store(root).build(toy_request("same"), produce, force=point not in ("none", "lost"), resumable=resumable).path)
+        print(open_store(root).build(toy_request("same"), produce, force=point not in ("none", "lost"),
+                                     resumable=resumable).path)
         return 0
 
     if point == "upload1":
         signal_at_call(storage, "upload", signal.SIGINT, only=lambda local, url, *a: "/.work/" not in str(url))
-    if point == "lost":  # the manifest written, its answer lost; the store not answering the question after it
+    if point.startswith("lost"):  # the manifest written, its answer lost; the store not answering the question after it
         from kolectra.core import conditional
         from kolectra.pipeline.store.remote import RemoteStore
         real_create, real_version = conditional.create_exclusive, RemoteStore._manifest_version

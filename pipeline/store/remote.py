@@ -398,10 +398,14 @@ class RemoteStore(StoreRuns, Store):
         if getattr(e, UNSURE, False):  # stopped again (or the store unreachable) while asking whether its manifest
             # landed: none removed, for a published artifact's objects are its data (an unpublished prefix goes
             # with `artifacts gc`)
+            # a copy published there before (--force, a damaged one) keeps its manifest if this one did not land:
+            # `artifacts gc` never removes a prefix with one, and verify then checks that copy
             e.add_note(f"{request.kind}: {'stopped' if isinstance(e, KeyboardInterrupt) else 'failed'} as its "
                        f"manifest was written to {final}; nothing was removed: "
-                       f"`kolectra artifacts verify {final}` says whether it was published (if not, "
-                       "`kolectra artifacts gc` removes it once its lease expires)")
+                       f"`kolectra artifacts verify {final}` says whether it was published "
+                       + ("or the copy published there before is whole (if neither, the next build rebuilds it)"
+                          if self._replacing == final else
+                          "(if not, `kolectra artifacts gc` removes it once its lease expires)"))
             return
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
         # its objects are written under the same keys as the copy's it replaces: 'nothing published' alone
