@@ -36,9 +36,12 @@ QUIET_SECONDS = 10.0
 
 def write(line: str) -> None:
     """One line on stderr, above any progress bar there (tqdm clears and redraws them); a reader gone
-    (``2>&1 | tee`` with tee stopped) loses the line, not the command (:mod:`core.streams`)."""
+    (``2>&1 | tee`` with tee stopped) loses the line, not the command (:mod:`core.streams`). The line and
+    its newline are one write: a signal's handler that raised between the two (SIGTERM as ``kolectra vocab``
+    said where it counts) left the line open, and the command's last line was glued to it ('... at its
+    peakkolectra vocab: terminated; ...'), no longer a line of its own for a log's reader."""
     try:
-        tqdm.write(line, file=sys.stderr)
+        tqdm.write(line + "\n", file=sys.stderr, end="")
         sys.stderr.flush()
     except OSError as e:
         if not streams.gone(e):
@@ -118,7 +121,7 @@ class Bar:
         if self.stream is sys.stderr:
             write(text)
         else:
-            print(text, file=self.stream, flush=True)
+            print(text + "\n", end="", file=self.stream, flush=True)  # one write, as write()'s
 
     def close(self) -> None:
         if self.bar is not None:
