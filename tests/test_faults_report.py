@@ -163,3 +163,22 @@ def test_a_report_of_an_eval_whose_metrics_were_edited_into_no_json_is_one_line(
         assert len(err) == 1 and "internal error" not in err[0], err
         assert err[0].startswith(f"kolectra report: error: {metrics}: not the JSON object it was built as ({said}")
         assert f"kolectra artifacts verify {art.path} names what changed" in err[0], err
+
+
+def test_a_metrics_log_line_that_is_no_json_names_the_file_and_line(tmp_path):
+    """A checkpoint's metrics.jsonl with a line edited into no JSON: ``kolectra report`` of it ended
+    'internal error: JSONDecodeError: Expecting value'; core.jsonl.read_lines, which it reads the log
+    through, says the file and line in a UserInputError (one line, exit 2 on the command line)."""
+    from kolectra.core.errors import UserInputError
+    from kolectra.core.jsonl import read_lines
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 1}\n\n{"step": 2}\n{"step": oops\n', encoding="utf-8")
+    rows = read_lines(log)
+    assert [next(rows), next(rows)] == [{"step": 1}, {"step": 2}]  # a blank line is skipped, as before
+    try:
+        next(rows)
+    except UserInputError as e:
+        assert str(e).startswith(f"{log}: line 4 is no JSON (Expecting value)") and "artifacts verify" in str(e)
+    else:
+        raise AssertionError("a line that is no JSON was read")
