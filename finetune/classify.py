@@ -107,18 +107,46 @@ def named(label: str, names: tuple[str, ...]) -> str:
     raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
 
 
+def names_misfit(path, names: tuple[str, ...], unnamed: list[str]) -> str:
+    """Why a file refused for its bad rows was, when label_names left its labels unnamed: the refusal's way out
+    ("raise max_bad_fraction") would have dropped a whole class (codes past the names) or every row (text labels)."""
+    codes = sorted({int(x) for x in unnamed if re.fullmatch(r"[0-9]+", x)})
+    if codes:
+        return (f"{path}: label_names gives {len(names)} names (codes 0 to {len(names) - 1}), but {len(unnamed)} "
+                f"rows have codes past them (up to {codes[-1]}): give every class's name in code order "
+                "(ds.features['label'].names)")
+    shown = ", ".join(repr(x) for x in list(dict.fromkeys(unnamed))[:5])
+    return (f"{path}: label_names names integer class codes, but {len(unnamed)} rows' labels are text that is none "
+            f"of its names ({shown}): leave label_names out for a file whose labels are names")
+
+
 class Classify(TextTask):
     name = "classify"
     figures = ("accuracy", "macro_f1")
     stats = ("accuracy", "macro_f1", *TextTask.stats)
     names: tuple[str, ...] = ()  # label_names, NFC
+    unnamed: list[str] = []
 
     def read(self, cfg, train_file, eval_file):
         self.names = tuple(unicodedata.normalize("NFC", n.strip()) for n in getattr(cfg, "label_names", ()))
         return super().read(cfg, train_file, eval_file)
 
     def target(self, value):
-        return named(label_text(value), self.names)
+        label = label_text(value)
+        try:
+            return named(label, self.names)
+        except BadRow:
+            self.unnamed.append(label)
+            raise
+
+    def load(self, path, cfg):
+        self.unnamed = []  # this file's labels label_names did not name
+        try:
+            return super().load(path, cfg)
+        except FinetuneError as e:
+            if not self.unnamed or "malformed" not in str(e):
+                raise
+            raise FinetuneError(names_misfit(path, self.names, self.unnamed)) from None
 
     def fit(self, train, table):
         self.labels = label_order(train["label"])

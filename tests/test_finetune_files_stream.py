@@ -90,3 +90,27 @@ def test_a_parquet_file_is_read_a_batch_of_rows_at_a_time(tmp_path):
     assert peak < table.nbytes / 4, (peak, table.nbytes)  # before: the whole table, over its nbytes
     first = next(iter(open_table(path).records))
     assert first == (1, {"text": "경기 결과 0 ", "label": "경제", "meta.source": "news", "meta.id": 0})
+
+
+def test_label_names_that_do_not_fit_the_labels_say_so_not_raise_max_bad_fraction(tmp_path):
+    # too few names: "20 of 80 rows are malformed (... raise it with --set max_bad_fraction=0.25)", a way out that
+    # drops a whole class; names for text labels: "none is readable: check the file's format and columns"
+    import dataclasses  # noqa: PLC0415
+
+    from kolectra.finetune import config  # noqa: PLC0415
+    from kolectra.finetune.classify import Classify  # noqa: PLC0415
+
+    codes, texts = tmp_path / "codes.jsonl", tmp_path / "texts.jsonl"
+    codes.write_text("".join(json.dumps({"text": f"제목 {i}", "label": i % 4}) + "\n" for i in range(80)), encoding="utf-8")
+    texts.write_text("".join(json.dumps({"text": f"리뷰 {i}", "label": ["neg", "pos"][i % 2]}) + "\n" for i in range(80)),
+                     encoding="utf-8")
+    cfg = config.sample_classify()
+    with pytest.raises(FinetuneError, match=r"codes\.jsonl: label_names gives 3 names \(codes 0 to 2\), but 20 rows have "
+                                            r"codes past them \(up to 3\): give every class's name in code order"):
+        Classify().read(dataclasses.replace(cfg, label_names=("IT과학", "경제", "사회")), codes, codes)
+    with pytest.raises(FinetuneError, match=r"texts\.jsonl: label_names names integer class codes, but 80 rows' labels "
+                                            r"are text that is none of its names \('neg', 'pos'\): leave label_names out"):
+        Classify().read(dataclasses.replace(cfg, label_names=("부정", "긍정")), texts, texts)
+    # one code past the names among many rows, under max_bad_fraction: a counted bad row, as before
+    data = Classify().read(dataclasses.replace(cfg, label_names=("a", "b", "c"), max_bad_fraction=0.3), codes, codes)
+    assert data.facts["test_file"]["bad_rows"] == 20 and data.facts["test_file"]["labels"] == {"a": 20, "b": 20, "c": 20}
