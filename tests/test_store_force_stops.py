@@ -11,6 +11,7 @@ published under s3://...'."""
 from __future__ import annotations
 
 import gzip
+import os
 import signal
 import subprocess
 import sys
@@ -181,15 +182,39 @@ def test_a_forced_rebuild_whose_manifest_write_is_unknown_does_not_promise_gc_re
             "neither, the next build rebuilds it)") in proc.stderr, proc.stderr
 
 
-def _child(root: str, text: str, point: str, resumable: bool) -> None:
+def test_a_copy_whose_objects_a_stopped_rebuild_rewrote_is_read_back_saying_so(gs_bucket, capfd):
+    """On GCS a rewrite gives an object a new generation, the store checksum a manifest records, even with the
+    same bytes: the copy a stopped in-place rebuild kept has its objects read back at each check, which named
+    only 'a copy of the root?' as the cause."""
+    root = f"{gs_bucket}/rewritten"
+    for point in ("none", "rewritten"):
+        proc = subprocess.run([sys.executable, "-m", "tests.test_store_force_stops", root, "same", point, "--in-place"],
+                              capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert proc.returncode == (0 if point == "none" else 130), proc.stderr
+    assert "; the copy published there before is kept" in proc.stderr, proc.stderr
+    store = open_store(root)
+    capfd.readouterr()
+    assert store.verify(store.resolve("toy"), quick=True) == []
+    said = capfd.readouterr().err
+    assert "1 object(s) have another store checksum than the manifest records (a copy of the root, or a rebuild " \
+           "stopped after it wrote them?)" in said, said
+
+
+def _child(root: str, text: str, point: str, resumable: bool, in_place: bool = False) -> None:
     """Build the toy request (the same id whatever ``text``) with ``text`` as its bytes, ``--force``d unless
     ``point`` is 'none'; 'upload1': a real SIGINT once the first object is uploaded; 'lost': the manifest's
-    answer lost, then the one request after it failing ('lost-force': so, --force'd)."""
+    answer lost, then the one request after it failing ('lost-force': so, --force'd); 'rewritten' (``in_place``):
+    a real SIGINT once its object is written over the copy's."""
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.cli import errors
     from tests.fault_child import signal_at_call, toy_request
 
     def produce(out: Path) -> StageOutput:
+        if in_place:  # as the Beam workers write: under the artifact's own keys, reported
+            entry = storage.write_bytes(storage.join(str(out), "data/a.txt"), text.encode())
+            if point == "rewritten":
+                os.kill(os.getpid(), signal.SIGINT)
+            return StageOutput(stats={"n": len(text)}, files=[{"path": "data/a.txt", **entry}])
         (out / "data").mkdir(exist_ok=True)
         (out / "data" / "a.txt").write_text(text)
         (out / "data" / "b.txt").write_text(text * 2)
@@ -197,7 +222,7 @@ def _child(root: str, text: str, point: str, resumable: bool) -> None:
 
     def build() -> int:
         print(open_store(root).build(toy_request("same"), produce, force=point not in ("none", "lost"),
-                                     resumable=resumable).path)
+                                     resumable=resumable, in_place=in_place).path)
         return 0
 
     if point == "upload1":
@@ -223,4 +248,4 @@ def _child(root: str, text: str, point: str, resumable: bool) -> None:
 
 
 if __name__ == "__main__":
-    _child(*sys.argv[1:4], resumable="--resumable" in sys.argv)
+    _child(*sys.argv[1:4], resumable="--resumable" in sys.argv, in_place="--in-place" in sys.argv)

@@ -59,7 +59,8 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
             problems.append(f"{where}: size {obj.get('size')} != {entry['bytes']} in manifest")
         elif not content and entry.get("checksum") and storage.checksum_of(obj) != entry["checksum"]:
             # another checksum for the same bytes is a copy's (`aws s3 cp`/`sync` copy an object over 8 MB in
-            # parts, any copy on GCS has a new generation): only such an object is read, and its bytes decide
+            # parts, any copy on GCS has a new generation), or on GCS a stopped in-place rebuild's, which wrote the
+            # same bytes over the copy it kept: only such an object is read, and its bytes decide
             read_back += 1
             if storage.sha256_stream(where)[1] != entry["sha256"]:
                 problems.append(f"{where}: rewritten after publishing (store checksum and sha256 differ from the "
@@ -68,7 +69,7 @@ def remote_problems(art: Artifact, content: bool) -> list[str]:
             problems.append(f"{where}: sha256 differs from manifest")
     if read_back:
         progress(f"{url}: {read_back} object(s) have another store checksum than the manifest records (a copy of "
-                 "the root?): read to check their bytes (sha256)")
+                 "the root, or a rebuild stopped after it wrote them?): read to check their bytes (sha256)")
     listed = {e["path"] for e in art.manifest["files"]}
     for rel in sorted(set(found) - listed - {MANIFEST}):
         problems.append(f"{url}/{rel}: not in manifest (added after publishing)")
