@@ -83,8 +83,8 @@ class Ner(TextTask):
                 # are never a target (evaluation feeds no labels)
                 ids[tag] = len(ids)
                 self.gold_only.append(tag)
-                warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, its type is: "
-                     "scored as gold (the model cannot predict it)")
+                warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, though its "
+                     f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")
         return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
 
     def counts(self, part):

@@ -361,7 +361,7 @@ def test_a_test_tag_of_a_training_type_is_scored_as_gold_and_an_unknown_type_ref
     task = Ner()
     data = task.read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, test)
     assert task.gold_only == ["I-LOC"] and "I-LOC" not in task.labels  # the head has no output for it
-    assert "test.conll:2: tag 'I-LOC' is not among the training tags, its type is: scored as gold" in capsys.readouterr().err
+    assert "test.conll:2: tag 'I-LOC' is not among the training tags, though its type 'LOC' is: scored as gold" in capsys.readouterr().err
     gold = [task.labels.index("B-LOC"), task.labels.index("O")]
     logits = np.full((5, len(task.labels)), -5.0, np.float32)  # [CLS] 부산 광역시 에서 [SEP]: B-LOC O O
     for position, tag in enumerate([0, gold[0], gold[1], gold[1], 0]):
