@@ -114,3 +114,24 @@ def test_label_names_that_do_not_fit_the_labels_say_so_not_raise_max_bad_fractio
     # one code past the names among many rows, under max_bad_fraction: a counted bad row, as before
     data = Classify().read(dataclasses.replace(cfg, label_names=("a", "b", "c"), max_bad_fraction=0.3), codes, codes)
     assert data.facts["test_file"]["bad_rows"] == 20 and data.facts["test_file"]["labels"] == {"a": 20, "b": 20, "c": 20}
+
+
+def test_csv_files_joined_each_with_a_byte_order_mark_before_a_quoted_header_read_it_as_the_header(tmp_path):
+    # R's write.csv(fileEncoding="UTF-8-BOM") quotes every name: joined with cat, the second header read
+    # \ufeff"text","label" as a training row, text '\ufeff"text"', of one more class 'label'
+    from kolectra.finetune import config  # noqa: PLC0415
+    from kolectra.finetune.classify import Classify  # noqa: PLC0415
+
+    part = '\ufeff"text","label"\n' + "".join(f'"리뷰 {i}","{["neg", "pos"][i % 2]}"\n' for i in range(500))
+    path = tmp_path / "joined.csv"
+    path.write_text(part + part, encoding="utf-8")
+    table = open_table(path)
+    assert sum(1 for _ in table.records) == 1000
+    assert table.bad == [(502, "repeats the header line (files joined with their headers, as `cat a.csv b.csv` does?)")]
+    task = Classify()
+    task.read(config.sample_classify(), path, path)
+    assert task.labels == ["neg", "pos"]  # before: ['label', 'neg', 'pos']
+    # a first name that is quoted text of its own (no mark before it) is still compared as it is
+    (tmp_path / "q.tsv").write_text('"text"\tlabel\n가\tpos\n"text"\tlabel\n', encoding="utf-8")
+    table = open_table(tmp_path / "q.tsv")
+    assert [n for n, _ in table.records] == [2] and [n for n, _ in table.bad] == [3]

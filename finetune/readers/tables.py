@@ -238,8 +238,13 @@ def repeats_header(fields: list[str], columns: list[str]) -> bool:
     if len(fields) != len(columns):
         return False
     names = [f.strip() for f in fields]
-    names[0] = names[0].lstrip("\ufeff")
-    return all(f == c or (not f and c == f"column_{i}") for i, (f, c) in enumerate(zip(names, columns), start=1))
+    first = names[0].lstrip("\ufeff")
+    # a byte-order mark before a quoted first name (R's write.csv with fileEncoding="UTF-8-BOM", a QUOTE_ALL
+    # writer): mid-file the csv module keeps the quotes after the mark, so the header was a row, its label a class
+    firsts = {first} | ({first[1:-1].replace('""', '"')} if first != names[0] and len(first) > 1
+                        and first[0] == first[-1] == '"' else set())
+    return any(all(f == c or (not f and c == f"column_{i}") for i, (f, c) in enumerate(zip([f0, *names[1:]], columns),
+                                                                                         start=1)) for f0 in firsts)
 
 
 def open_tsv(path: Path) -> Table:
