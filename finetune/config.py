@@ -226,6 +226,18 @@ class RegressConfig(ClassifyConfig):
         return super().task_checks() + [("label_names", not self.label_names, "empty: regress reads scores, not classes")]
 
 
+def bio_tag(name: str) -> bool:
+    """Whether ``name`` (edge spaces aside) is a tag the NER task reads (:func:`finetune.entities.split_tag`)."""
+    from kolectra.core.errors import UserInputError  # noqa: PLC0415
+    from kolectra.finetune.entities import split_tag  # noqa: PLC0415
+
+    try:
+        split_tag(name.strip())
+    except UserInputError:
+        return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class NerConfig(FileTaskConfig):
     # for .jsonl files and saved datasets: a list of tokens and a list of tags per row (KLUE-NER's names)
@@ -246,7 +258,10 @@ class NerConfig(FileTaskConfig):
              f"another column than tokens_column ({self.tokens_column!r})"),
             ("tag_names", all(isinstance(n, str) and n.strip() for n in self.tag_names)
              and len(set(self.tag_names)) == len(self.tag_names),
-             "tag names that are not empty, each once, in code order: --set tag_names=B-PS,I-PS,O")]
+             "tag names that are not empty, each once, in code order: --set tag_names=B-PS,I-PS,O"),
+            # a name that is no BIO tag made every sentence holding its code bad, one by one
+            ("tag_names", all(bio_tag(n) for n in self.tag_names if isinstance(n, str)),
+             "BIO tags (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I): --set tag_names=B-PS,I-PS,O")]
 
 
 # The `electra` presets' optimizer: the ELECTRA reference fine-tuning (google-research/electra,

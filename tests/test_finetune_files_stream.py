@@ -135,3 +135,22 @@ def test_csv_files_joined_each_with_a_byte_order_mark_before_a_quoted_header_rea
     (tmp_path / "q.tsv").write_text('"text"\tlabel\n가\tpos\n"text"\tlabel\n', encoding="utf-8")
     table = open_table(tmp_path / "q.tsv")
     assert [n for n, _ in table.records] == [2] and [n for n, _ in table.bad] == [3]
+
+
+def test_tag_names_too_few_or_not_bio_say_so_not_raise_max_bad_fraction(tmp_path):
+    # too few: "25 of 50 sentences are malformed (... raise it with --set max_bad_fraction=0.5)", which drops every
+    # sentence holding the unnamed tag; a name that is no BIO tag: each sentence holding its code bad, one by one
+    from kolectra.core.config import ConfigError, override  # noqa: PLC0415
+    from kolectra.finetune import config  # noqa: PLC0415
+    from kolectra.finetune.readers.ner import read_sentences  # noqa: PLC0415
+
+    path = tmp_path / "ner.jsonl"
+    path.write_text("".join(json.dumps({"tokens": ["서", "울", "에"], "ner_tags": [0, 1, 2 + i % 2]}) + "\n"
+                            for i in range(50)), encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"ner\.jsonl: tag_names gives 3 names \(codes 0 to 2\), but 25 sentences "
+                                            r"have codes past them \(up to 3\): give every tag's name in code order"):
+        read_sentences(path, tag_names=("B-LC", "I-LC", "O"))
+    with pytest.raises(ConfigError, match=r"tag_names: must be BIO tags"):
+        override(config.NerConfig(), ["tag_names=B-LC,I-LC,O,X"]).validate()
+    assert [s["tags"] for _, s in read_sentences(path, tag_names=("B-LC", "I-LC", "O", "B-PS")).records][:2] == [
+        ["B-LC", "I-LC", "O"], ["B-LC", "I-LC", "B-PS"]]

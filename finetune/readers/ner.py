@@ -71,7 +71,16 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
     problems = {n: found for n, s in table.records if (found := sentence_problem(n, s))}
     table.bad = sorted(table.bad + list(problems.values()))
     table.records = [(n, s) for n, s in table.records if n not in problems]
-    check_bad(table, max_bad_fraction, "sentences")
+    try:
+        check_bad(table, max_bad_fraction, "sentences")
+    except FinetuneError:
+        past = [int(why.split()[2]) for _, why in table.bad if why.startswith("tag code ") and "of tag_names" in why]
+        if not past:
+            raise
+        # "raise max_bad_fraction" would drop every sentence holding the tags the names stop short of
+        raise FinetuneError(f"{path}: tag_names gives {len(tag_names)} names (codes 0 to {len(tag_names) - 1}), but "
+                            f"{len(past)} sentences have codes past them (up to {max(past)}): give every tag's name "
+                            f"in code order (ds.features[{tags_column!r}].feature.names)") from None
     if not table.records:
         raise FinetuneError(f"{path}: no tagged sentences")
     return table
