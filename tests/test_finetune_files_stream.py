@@ -154,3 +154,22 @@ def test_tag_names_too_few_or_not_bio_say_so_not_raise_max_bad_fraction(tmp_path
         override(config.NerConfig(), ["tag_names=B-LC,I-LC,O,X"]).validate()
     assert [s["tags"] for _, s in read_sentences(path, tag_names=("B-LC", "I-LC", "O", "B-PS")).records][:2] == [
         ["B-LC", "I-LC", "O"], ["B-LC", "I-LC", "B-PS"]]
+
+
+def test_a_null_among_class_label_tags_is_a_bad_sentence_not_a_type_error(tmp_path):
+    # a Parquet file (or saved dataset) whose list of class-label tags holds a null ended the run in
+    # "TypeError: '<=' not supported between instances of 'int' and 'NoneType'"
+    import datasets  # noqa: PLC0415
+    import pyarrow  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    from kolectra.finetune.readers.ner import read_sentences  # noqa: PLC0415
+
+    features = datasets.Features({"tokens": datasets.Sequence(datasets.Value("string")),
+                                  "ner_tags": datasets.Sequence(datasets.ClassLabel(names=["O", "B-LC", "I-LC"]))})
+    table = pyarrow.table({"tokens": [["서", "울"], ["에", "서"]] * 5, "ner_tags": [[1, 2], [0, None]] * 5})
+    pq.write_table(table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features.to_dict()}})}),
+                   tmp_path / "ner.parquet")
+    read = read_sentences(tmp_path / "ner.parquet", max_bad_fraction=0.5)
+    assert [s["tags"] for _, s in read.records] == [["B-LC", "I-LC"]] * 5
+    assert [n for n, _ in read.bad] == [2, 4, 6, 8, 10]

@@ -538,8 +538,9 @@ def _saved_records(ds, features=None) -> Iterator[tuple[int, dict]]:
 
 
 def _name(names: list[str], code: int) -> str | None:
-    """A class code's name; None for a code outside them (-1 marks an unlabelled row on the Hub)."""
-    return names[code] if 0 <= code < len(names) else None
+    """A class code's name; None for a code outside them (-1 marks an unlabelled row on the Hub) or a null one
+    (Arrow lets a list of class labels hold a null: it had ended the run in a TypeError)."""
+    return names[code] if code is not None and 0 <= code < len(names) else None
 
 
 def _class_names(feature) -> list[str] | None:
