@@ -205,29 +205,68 @@ def not_utf8(path: Path) -> FinetuneError:
     sequence, and the command that converts it. A Korean file saved on Windows is usually cp949 (a
     superset of EUC-KR): when the bytes read as cp949 the hint names it; UTF-16 (Excel's "Unicode
     Text") is named by its byte-order mark or its NUL bytes. A compressed file, a Parquet file or a
-    workbook is named as what it is, with what to do (:data:`CONTAINERS`)."""
+    workbook is named as what it is, with what to do (:data:`CONTAINERS`).
+
+    Read a block at a time, keeping nothing: the file's bytes and its cp949 text had been held whole
+    for the message (a 144 MB cp949 file: 316 MB, a few GB's file an out-of-memory kill, not a line)."""
     path = Path(path)
-    data = path.read_bytes()
-    if found := container(path, data[:8]):
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if found := container(path, head[:8]):
         return FinetuneError(found)
-    try:
-        data.decode("utf-8")
+    bad = _first_bad_utf8(path)
+    if bad is None:
         return FinetuneError(f"{path}: not UTF-8")  # the file changed since the reader refused it
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n" if b"\n" in data or b"\r" not in data else b"\r", 0, e.start) + 1  # CR-only: old Mac
-        where = f"{path}:{line}: not UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at offset {e.start})"
+    start, byte, reason, lf, cr = bad
+    line = (lf if lf or not cr else cr) + 1  # CR-only (old Mac): lines end in CR
+    where = f"{path}:{line}: not UTF-8 ({reason}: byte 0x{byte:02x} at offset {start})"
     said = ""
-    if encoding := utf16(data):
+    if encoding := utf16(head):
         said = ("it is UTF-16 (Excel's 'Unicode Text' and Notepad's 'Unicode' save so): " if encoding == "utf-16"
                 else f"it reads as UTF-16 without a byte-order mark ({encoding}; NUL bytes beside its ASCII): ")
+    elif _decodes(path, "cp949"):
+        encoding, said = "cp949", "it reads as cp949 (EUC-KR, as Windows saves Korean text): "
     else:
-        try:
-            data.decode("cp949")
-            encoding, said = "cp949", "it reads as cp949 (EUC-KR, as Windows saves Korean text): "
-        except UnicodeDecodeError:
-            encoding = "<its encoding>"
+        encoding = "<its encoding>"
     fix = f"iconv -f {encoding} -t utf-8 {path} > {path.with_name(path.stem + '.utf8' + path.suffix)}"
     return FinetuneError(f"{where}; {said}convert it with: {fix}")
+
+
+def _first_bad_utf8(path: Path) -> tuple[int, int, str, int, int] | None:
+    """(offset, byte, reason, LFs before it, CRs before it when the file has no LF) of the first sequence that
+    is not UTF-8, else None; the LF count is 0 only for a file with no LF at all (its lines are counted by CR)."""
+    decoder, offset, lf, cr = codecs.getincrementaldecoder("utf-8")(), 0, 0, 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(1 << 16)
+            pending = decoder.getstate()[0]
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError as e:
+                data = pending + block
+                start = offset - len(pending) + e.start
+                lf += data.count(b"\n", 0, e.start)
+                cr += data.count(b"\r", 0, e.start)
+                if not lf:  # none before it: whether the file has one at all decides how its lines end
+                    lf_after = b"\n" in data[e.start:] or any(b"\n" in rest for rest in iter(lambda: f.read(1 << 16), b""))
+                    return start, data[e.start], e.reason, 0, 0 if lf_after or not cr else cr
+                return start, data[e.start], e.reason, lf, cr
+            if not block:
+                return None
+            lf, cr, offset = lf + block.count(b"\n"), cr + block.count(b"\r"), offset + len(block)
+
+
+def _decodes(path: Path, encoding: str) -> bool:
+    """Whether the whole file decodes as ``encoding``, read a block at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 16):
+                decoder.decode(block)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def bad_limit(max_bad_fraction: float, bad: int, total: int) -> str:

@@ -173,3 +173,25 @@ def test_a_null_among_class_label_tags_is_a_bad_sentence_not_a_type_error(tmp_pa
     read = read_sentences(tmp_path / "ner.parquet", max_bad_fraction=0.5)
     assert [s["tags"] for _, s in read.records] == [["B-LC", "I-LC"]] * 5
     assert [n for n, _ in read.bad] == [2, 4, 6, 8, 10]
+
+
+def test_the_error_for_a_file_that_is_not_utf8_holds_no_copy_of_it(tmp_path):
+    # the message's line, byte and cp949 hint were found in the file's bytes and its cp949 text held whole: a 144 MB
+    # cp949 file peaked at 316 MB for one line of error (a few GB's file: an out-of-memory kill instead)
+    from kolectra.finetune.files import not_utf8  # noqa: PLC0415
+
+    path = tmp_path / "ratings.txt"
+    path.write_bytes(("id\tdocument\tlabel\n" + "".join(f"{i}\t정말 재미있는 영화 {i}\t{i % 2}\n" for i in range(150000)))
+                     .encode("cp949"))
+    assert path.stat().st_size > 4_000_000
+    tracemalloc.start()
+    try:
+        said = str(not_utf8(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert said.startswith(f"{path}:2: not UTF-8 (invalid start byte: byte 0xc1 at offset 20); it reads as cp949")
+    assert peak < 1_000_000, peak
+    # a bad byte past the first block, in a file of CR line ends: the line counted by CR, as before
+    path.write_bytes(b"text\tlabel\r" + b"a\t1\r" * 30000 + b"\xff\t0\r")
+    assert str(not_utf8(path)).startswith(f"{path}:30002: not UTF-8 (invalid start byte: byte 0xff at offset 120011)")
