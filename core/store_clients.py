@@ -7,6 +7,9 @@ gcsfs, and the words a failure to reach a store ends with (docs/scale.md, "A sto
   attempts in all (its ``legacy`` default: 5, about 10 s of waits); what the user set is kept. Each
   connection attempt waits s3fs's ``connect_timeout``, 5 s. Up to :data:`S3_CONNECTIONS` connections
   at once (botocore's default, 10, held the corpus plan's small GETs to 10 round trips at a time).
+  Botocore settings the user gave s3fs through fsspec's config (``config_kwargs`` in ``FSSPEC_S3`` or
+  its config files; retries, a pool size) win over these: fsspec takes a caller's options over its
+  config key by key, so kolectra's ``config_kwargs`` would otherwise replace them whole.
 - GCS (gcsfs on aiohttp): each connection attempt waits at most :data:`CONNECT_SECONDS` (aiohttp's
   ``sock_connect``, through gcsfs's ``requests_timeout``; none before: the system's, about 2 minutes);
   gcsfs retries a request 6 times, about 35 s of waits, and has no setting for that count, so opening a
@@ -16,6 +19,7 @@ gcsfs, and the words a failure to reach a store ends with (docs/scale.md, "A sto
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 
 CONNECT_SECONDS = 5  # each connection attempt under gcsfs (aiohttp's sock_connect): s3fs's own connect_timeout
@@ -37,21 +41,35 @@ def _s3_retries_set() -> str | None:
         attempts = session.get_config_variable("max_attempts")
         if attempts is not None:
             return f"max_attempts={attempts}"
+    given = _fsspec_config_kwargs().get("retries")
+    if given is not None:
+        return f"retries={given} in fsspec's config"
     mode = os.environ.get("AWS_RETRY_MODE")
     with contextlib.suppress(Exception):  # (as above)
         mode = mode or session.get_scoped_config().get("retry_mode")
     return f"retry_mode={mode}" if mode else None
 
 
+def _fsspec_config_kwargs() -> dict:
+    """The botocore settings (``config_kwargs``) the user gave s3fs through fsspec's config."""
+    import fsspec.config  # noqa: PLC0415 - only for s3:// locations
+
+    given: dict = {}
+    for proto in ("s3", "s3a"):  # s3fs's protocols, in fsspec's order
+        kwargs = (fsspec.config.conf.get(proto) or {}).get("config_kwargs")
+        given.update(kwargs if isinstance(kwargs, dict) else {})
+    return copy.deepcopy(given)  # botocore fills in a retries dict it is given: fsspec's config stays as set
+
+
 def client_options(proto: str) -> dict:
     """The storage options kolectra gives a store's fsspec filesystem: on S3, :data:`S3_CONNECTIONS`
-    connections and, where the user set none, botocore's standard retries; on GCS a bound on each
-    connection attempt."""
+    connections and, where the user set none, botocore's standard retries, beside (under) the botocore
+    settings fsspec's config gives; on GCS a bound on each connection attempt."""
     if proto in ("s3", "s3a"):
-        pool = {"max_pool_connections": S3_CONNECTIONS}
+        ours: dict = {"max_pool_connections": S3_CONNECTIONS}
         if _s3_retries_set() is None:  # "total": the first attempt included
-            return {"config_kwargs": {"retries": {"mode": "standard", "total_max_attempts": S3_ATTEMPTS}, **pool}}
-        return {"config_kwargs": pool}
+            ours["retries"] = {"mode": "standard", "total_max_attempts": S3_ATTEMPTS}
+        return {"config_kwargs": {**ours, **_fsspec_config_kwargs()}}  # the user's settings win
     if proto in ("gs", "gcs"):
         import aiohttp  # noqa: PLC0415 - gcsfs's HTTP client
 

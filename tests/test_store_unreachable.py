@@ -81,3 +81,39 @@ def test_the_gcs_line_without_an_emulator_names_google_s_endpoint(monkeypatch):
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     assert store_clients.endpoint_and_retries("gs") == (
         " at https://storage.googleapis.com (gcsfs retries a request 6 times over about 35 s and has no setting for it)")
+
+
+@pytest.mark.parametrize("attempts", [None, "1"])
+def test_s3_keeps_the_client_settings_given_through_fsspec_s_config(closed, monkeypatch, attempts):
+    """fsspec reads s3fs's options from the environment (``FSSPEC_S3``, docs/scale.md) or its config files:
+    botocore settings there (``config_kwargs``: a path-style bucket address for an S3-compatible server,
+    a longer read timeout) were replaced by kolectra's own config_kwargs (fsspec lets a caller's options
+    win, key by key), on every S3 client since 39c2ff4 (its connection pool) and before that where the user
+    set no retries. They are merged now: the user's settings win, kolectra's fill the rest."""
+    import fsspec.config
+
+    if attempts:
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", attempts)
+    given = {"s3": {"addressing_style": "path"}, "read_timeout": 61, "max_pool_connections": 20}
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"config_kwargs": given})
+    storage.reset()
+    config = storage.filesystem("s3://b")[0].s3.meta.config
+    assert (config.s3, config.read_timeout, config.max_pool_connections) == ({"addressing_style": "path"}, 61, 20)
+    assert config.connect_timeout == 5  # s3fs's own, as before
+    if attempts:  # botocore's, from the variable, as test_s3_keeps_the_retries_the_user_set
+        assert config.retries == {"total_max_attempts": 1, "mode": "legacy"}
+    else:
+        assert config.retries == {"mode": "standard", "total_max_attempts": 5}
+
+
+def test_s3_retries_given_through_fsspec_s_config_are_kept_and_named(closed, monkeypatch):
+    """Retries set in fsspec's config (``config_kwargs.retries``) are the user's: kept, and the line for an
+    unreachable store names them, not kolectra's 5 attempts."""
+    import fsspec.config
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", {"config_kwargs": {"retries": {"max_attempts": 0}}})
+    storage.reset()
+    with pytest.raises(storage.StoreError) as failed:
+        storage.check_bucket("s3://b/x")
+    assert "(botocore's retries: retries={'max_attempts': 0} in fsspec's config, as you set them)" in str(failed.value)
+    assert storage.filesystem("s3://b")[0].s3.meta.config.retries == {"total_max_attempts": 1, "mode": "legacy"}
