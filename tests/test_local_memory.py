@@ -459,3 +459,84 @@ def test_the_plan_on_gcs_reads_each_trailer_too(gs_bucket):
     storage.remove(f"{gs_bucket}/in/d.txt.gz")
     ratio = [outputs.expected_input_bytes([(f.path, f.bytes)]) for f in listed]
     assert list(expanded_sizes(listed)) == [len(text), len(text) - 1, ratio[2], ratio[3]]
+
+
+def test_a_stop_during_write_dropped_s_count_does_not_wait_for_the_files_being_read(tmp_path):
+    """The count reads 8 files at a time in threads: a Ctrl-C (or SIGTERM's exception) in the launcher
+    waited for each file being read to be read to its end (8 files of 1 GB decompressed: 11.8 s, where the
+    count one file after another stopped at once; minutes at larger files). The files being read now stop
+    at their next block. Here 3 files of 16 GB decompressed (2,048 gzip members of 8 MB, 16 MB stored):
+    stopped 0.5 s in, the count must end long before they could be read."""
+    import signal
+    import threading
+    import time
+    import zlib
+
+    from kolectra.corpus import inputs, memory_model
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(*_):
+        raise Stopped
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    member = packer.compress(b'{"text": "x"}\n' * (8 << 20 >> 4)) + packer.flush()
+    for i in range(3):
+        (tmp_path / f"part-{i}.jsonl.gz").write_bytes(member * 2048)
+    listed = inputs.list_inputs([str(tmp_path / "*.gz")])
+    main, sent = threading.main_thread().ident, []
+
+    def send() -> None:  # a Ctrl-C, as the launcher's main thread gets it
+        sent.append(time.monotonic())
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    stop = threading.Timer(0.5, send)
+    before = signal.signal(signal.SIGUSR1, stopped)
+    try:
+        stop.start()
+        with pytest.raises(Stopped):
+            memory_model.input_records(listed, "jsonl")
+        ended = time.monotonic()
+    finally:
+        stop.join()
+        signal.signal(signal.SIGUSR1, before)
+    assert ended - sent[0] < 10, ended - sent[0]  # read to their ends: minutes
+
+
+def test_an_http_server_that_ignores_ranges_is_not_held_a_batch_of_whole_files_at_a_time(tmp_path):
+    """An https:// input (any fsspec file system goes) whose server ignores Range headers (Python's own
+    http.server; some dynamic endpoints) answers a trailer's GET with the whole file. The plan kept
+    each answer until the batch (up to 1,024 files) was read: 24 files of 1 MB held 24 MB at once (64
+    asked at a time through fsspec's async API, built for s3fs and gcsfs); now the wanted bytes are kept
+    of each answer as it comes, 8 files at a time, and the trailers are read right."""
+    import functools
+    import http.server
+    import threading
+    import tracemalloc
+
+    from kolectra.corpus import inputs, outputs
+    from kolectra.corpus.memory_model import expanded_sizes
+
+    text = _numbered_reviews(10_000)
+    for i in range(24):  # 1 MB each, stored (level 0): its trailer says 1 MB, under the ratio's
+        (tmp_path / f"part-{i}.txt.gz").write_bytes(gzip.compress(text, compresslevel=0))
+    (tmp_path / "part-24.txt.gz").write_bytes(gzip.compress(text))  # 40 times smaller: its trailer's size
+    quiet = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        listed = [inputs.InputFile(path=f"{base}/part-{i}.txt.gz", bytes=(tmp_path / f"part-{i}.txt.gz").stat().st_size,
+                                   identity=str(i)) for i in range(25)]
+        expanded_sizes(listed[:1])  # the client made, outside the measure
+        tracemalloc.start()
+        try:
+            sizes = expanded_sizes(listed)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    finally:
+        server.shutdown()
+    assert list(sizes) == [outputs.expected_input_bytes([(f.path, f.bytes)]) for f in listed[:24]] + [len(text)]
+    assert peak < 12e6, peak
