@@ -204,7 +204,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
 
     # the model cards carry the lineage, which only the store knows: handed down, not appended later
     parent_lines = store.lineage_lines(ex)
-    lineage = ([f"checkpoint/{req.name}-{req.id()}", "└── " + parent_lines[0]]
+    lineage = ([f"checkpoint/{store.name_for(req)}-{req.id()}", "└── " + parent_lines[0]]
                + ["    " + line for line in parent_lines[1:]])
     # --resume finds the interrupted run of the same examples and preset, whatever else changed (the
     # trainer then compares its checkpoint's config; resume="exact": only this request's run, for callers

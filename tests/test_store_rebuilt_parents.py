@@ -97,3 +97,67 @@ def test_a_rank_after_the_first_does_not_take_a_stale_artifact(tmp_path):
     fresh = Request(kind="vocab", name="side", stage_version=1, config={"n": "side"},
                     parents=(store.resolve(first["side"].parents[0]),))
     assert store._current(fresh).path == first["side"].path  # noqa: SLF001
+
+
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_a_forced_rebuild_under_another_name_keeps_its_folders_name_and_rebuilds_its_children(
+        where, tmp_path, request, capsys):
+    """``kolectra corpus --name s3c --force`` on a request published as ``c-<id>`` rebuilt it in that folder
+    with ``"name": "s3c"`` in its manifest: the folder and the manifest disagreed, ``artifacts show s3c``
+    found nothing and the command named the name nowhere. The rebuild keeps the folder's name, says so,
+    and is found by it; its children are rebuilt by the next run, as for any parent rebuilt under its id."""
+    root = tmp_path / "root" if where == "disk" else f"{request.getfixturevalue('bucket')}/r"
+    first = _chain(open_store(root))
+    capsys.readouterr()
+    store = open_store(root)
+    renamed = Request(kind="corpus", name="s3c", stage_version=1, config={"n": "c"})
+    assert store.name_for(renamed) == "c"  # what pretraining's model cards name (pipeline/stages.py)
+    forced = store.build(renamed, lambda out: (out / "stats.json").write_text("c") and StageOutput(stats={"forced": True}),
+                         True)
+    err = capsys.readouterr().err
+    assert forced.id == first["corpus"].id
+    assert str(forced.path) == str(first["corpus"].path)  # rebuilt in place
+    assert forced.manifest["name"] == "c" == forced.name  # the folder's name, not s3c's
+    assert "under its name c (the id is the identity: the name s3c (--name" in err, err
+    assert "`kolectra artifacts show c` finds it" in err
+    store = open_store(root)
+    assert store.resolve("c").manifest == forced.manifest
+    with pytest.raises(Exception, match="no artifact 's3c'"):
+        store.resolve("s3c")
+    assert store.verify(forced) == []
+    # the children: rebuilt by the next run (under their own ids and names), current after it
+    again = _chain(open_store(root))
+    for kind in ("vocab", "examples"):
+        assert str(again[kind].path) == str(first[kind].path)
+        assert again[kind].manifest["fields_digest"] != first[kind].manifest["fields_digest"], kind
+        assert open_store(root).verify(again[kind]) == [], kind
+    # a stale child rebuilt under another name keeps its folder's name too
+    store = open_store(root)
+    _build(store, "corpus", "c", files={"stats.json": "c"}, force=True)
+    vocab = store.build(Request(kind="vocab", name="v2", stage_version=1, config={"n": "v"},
+                                parents=(store.resolve("corpus/c-" + forced.id),)),
+                        lambda out: (out / "v.txt").write_text("v") and StageOutput(stats={}))
+    assert str(vocab.path) == str(first["vocab"].path) and vocab.manifest["name"] == "v"
+    assert open_store(root).verify(vocab) == []
+
+
+def test_a_sealed_build_left_by_a_kill_is_published_under_its_manifests_name(tmp_path, monkeypatch, capsys):
+    """A build killed between sealing and publishing (manifest ``"name": "first"``) was published by the next
+    run of the request under that run's ``--name``: folder ``second-<id>``, manifest ``first``."""
+    store = Store(tmp_path / "root")
+
+    def killed(*args, **kwargs):  # a kill right after sealing: no rename, no clean-up
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Store, "_publish_as", killed)
+    monkeypatch.setattr(Store, "_abandon", lambda *args: None)
+
+    def build(store, name):  # one request under two names
+        return store.build(Request(kind="corpus", name=name, stage_version=1, config={}),
+                           lambda out: (out / "c.txt").write_text("c") and StageOutput(stats={}))
+    with pytest.raises(KeyboardInterrupt):
+        build(store, "first")
+    monkeypatch.undo()
+    again = build(Store(tmp_path / "root"), "second")
+    assert "a complete build of this request whose run was stopped" in capsys.readouterr().err
+    assert again.path.name == f"first-{again.id}" and again.manifest["name"] == "first"
+    assert Store(tmp_path / "root").resolve("first").manifest == again.manifest

@@ -4,7 +4,8 @@ Every stage run becomes ``ROOT/<kind>/<name>-<id>/``. The id is a hash of the *r
 stage version, resolved config, parent ids, raw-input fingerprints and the versions of the
 libraries that decide the output — so asking for the same thing twice finds the existing
 artifact instead of recomputing it. The id is the identity: the same request under another
-``--name`` finds the directory already published under the first name.
+``--name`` finds the directory already published under the first name; ``--force`` rebuilds it
+there, under that name (:func:`in_its_folder`).
 
 The publish protocol, :meth:`Store.build` top to bottom; a kill at any point leaves either the
 complete artifact or nothing under ``ROOT/<kind>/`` (private areas: :mod:`.workspace`):
@@ -172,6 +173,31 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
     return manifest
 
 
+def folder_name(request: Request, existing: list) -> str:
+    """The name ``request`` is published under: its folder's (the first of ``existing``, its id's folders,
+    paths or URLs) where there is one, else its own."""
+    if not existing:
+        return request.name
+    folder = str(existing[0]).rstrip("/").rpartition("/")[2]
+    return (folder[:-len(request.id()) - 1] if folder.endswith("-" + request.id()) else "") or request.name
+
+
+def in_its_folder(request: Request, existing: list) -> Request:
+    """``request`` under the name of the folder it is rebuilt in (``--force``, a damaged or stale copy):
+    the rebuild replaces that folder (:meth:`Store._publish_as`), so its manifest names the folder's name,
+    not the ``--name`` given (which ``artifacts show`` did not find: the manifest said one name, the
+    folder another). ``existing``: the folders (paths or URLs) of the request's id, the first one used."""
+    name = folder_name(request, existing)
+    if name == request.name:
+        return request
+    progress(f"{request.kind}: rebuilding {existing[0]} in place, under its name {name} (the id is the identity: "
+             f"the name {request.name} (--name, else the stage's default) names only new builds; "
+             f"`kolectra artifacts show {name}` finds it)")
+    renamed = dataclasses.replace(request, name=name)
+    object.__setattr__(renamed, "_id", request.id())  # the same request: not hashed again
+    return renamed
+
+
 def _without(config: dict, dotted: Iterable[str]) -> dict:
     out = json.loads(json.dumps(config))
     for key in dotted:
@@ -211,6 +237,11 @@ class Store(Catalog):
         """Called after the trainer saved a checkpoint: a local root keeps it where it is."""
 
     # ---- building ------------------------------------------------------------------------
+    def name_for(self, request: Request) -> str:
+        """The name ``request``'s artifact is published under as the root is now: the folder of its id's
+        (a ``--force``d, damaged or stale copy is rebuilt there, under its name), else ``request.name``."""
+        return folder_name(request, self._dirs(request.kind, request.id()))
+
     def _check(self, request: Request) -> str:
         """The id of ``request`` once its kind is known and every parent passed :meth:`require`."""
         if request.kind not in KINDS:
@@ -250,6 +281,7 @@ class Store(Catalog):
             found = self._join(request, reuse=not force)  # 3. join
             if found is not None:
                 return found
+            request = in_its_folder(request, self._dirs(request.kind, aid))  # --force: rebuilt where it is
             out, run = self._prepare(request, resumable, resume, held)  # 4. prepare
             started = workspace.now()
             try:
@@ -305,7 +337,7 @@ class Store(Catalog):
                                                                         *unheld], request.parents)):
             progress(f"{kind}: publishing {sealed[0]}, a complete build of this request whose run was stopped "
                      "just before publishing it")
-            found = load(self._publish(sealed[0], request))
+            found = load(self._publish_as(sealed[0], kind, aid, str(sealed[1]["name"])))
         # a run started after the copy found was written is a rebuild's (--force, or of a stale copy): its
         # checkpoints are in no copy, kept for --force --resume (as the sweep keeps them)
         done = found and unheld and (self.published_at(kind, aid) or 0.0) >= run.started()

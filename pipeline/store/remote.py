@@ -64,6 +64,7 @@ from kolectra.pipeline.store.artifacts import (
     Resumable,
     Store,
     check_layout,
+    in_its_folder,
     manifest_of,
     reserved,
     said_published,
@@ -228,7 +229,7 @@ class RemoteStore(StoreRuns, Store):
         try:
             if not force and (found := self._published(request, quiet=True)) is not None:
                 return found  # published by the run this one waited for
-            final = self._final(request)
+            final, request = self._final(request)
             # the manifest there now (a --force'd or damaged copy) is replaced, conditionally, by the
             # new one; never deleted, so a build that lost its lease can destroy no published artifact
             seen = self._manifest_version(final)
@@ -266,9 +267,13 @@ class RemoteStore(StoreRuns, Store):
                 held.close()
                 lease.release()
 
-    def _final(self, request: Request) -> str:
+    def _final(self, request: Request) -> tuple[str, Request]:
+        """Where the build is published, and the request named as that prefix (a copy there is rebuilt in
+        place, under its own name: :func:`~kolectra.pipeline.store.artifacts.in_its_folder`)."""
         existing = self._dirs(request.kind, request.id())
-        return str(existing[0]) if existing else storage.join(self.url, request.kind, f"{request.name}-{request.id()}")
+        if existing:
+            return str(existing[0]), in_its_folder(request, existing)
+        return storage.join(self.url, request.kind, f"{request.name}-{request.id()}"), request
 
     @staticmethod
     def _manifest_version(prefix: str) -> str | None:
