@@ -226,7 +226,16 @@ def writing(location: str) -> Iterator[IO]:
                 f.closed = True
         f.close()
         raise
-    f.close()
+    try:
+        f.close()
+    except BaseException:
+        # the closing upload stopped (a Ctrl-C as it sent the last part or completed, the store refusing it):
+        # the object there before stays (or the whole one landed), but a multipart upload begun stayed too,
+        # unlisted and billed for its parts until aborted (aborting one completed changes nothing)
+        if is_url(location):
+            with contextlib.suppress(Exception):
+                f.discard()
+        raise
 
 
 def write_bytes(location: str, data: bytes) -> dict:

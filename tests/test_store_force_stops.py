@@ -165,6 +165,29 @@ def test_an_object_written_a_piece_at_a_time_and_stopped_lands_nothing(request, 
         assert fs.call_s3("list_multipart_uploads", Bucket=path.split("/")[0]).get("Uploads", []) == []
 
 
+def test_a_file_whose_closing_upload_is_stopped_leaves_no_multipart_upload(bucket, monkeypatch):
+    """A Ctrl-C as the close sends a shard's last part or completes its upload (the block itself ended well):
+    fsspec marks the file closed and the object there before stays, but the multipart upload begun was left
+    pending, never listed and billed for its parts (5 MiB and more each) until a lifecycle rule aborts it."""
+    import s3fs
+
+    url = f"{bucket}/closing/shard.gz"
+    storage.write_bytes(url, b"the published bytes")
+    commit = s3fs.core.S3File.commit
+
+    def stopped(self):  # the stop arrives as the last request is sent (the parts before it are uploaded)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(s3fs.core.S3File, "commit", stopped)
+    with pytest.raises(KeyboardInterrupt), storage.writing(url) as f:
+        f.blocksize = 5 << 20
+        f.write(b"x" * (6 << 20))
+    monkeypatch.setattr(s3fs.core.S3File, "commit", commit)
+    assert storage.read_bytes(url) == b"the published bytes"
+    fs, path = storage.filesystem(url)
+    assert fs.call_s3("list_multipart_uploads", Bucket=path.split("/")[0]).get("Uploads", []) == []
+
+
 def test_a_forced_rebuild_whose_manifest_write_is_unknown_does_not_promise_gc_removes_it(bucket):
     """As above, replacing a published copy (--force): had the manifest not landed, the copy's own would be
     there still, which `artifacts gc` never removes; the line said '(if not, `kolectra artifacts gc` removes
