@@ -464,8 +464,13 @@ def watch(health: dict, standing: dict | None, expected: str | None = None) -> t
     base = health if new else standing
     step = health["figures"].get("step")
     problems = [p for p in (standing or {}).get("problems", ()) if part(p) in kept] + new
-    return {**{k: v for k, v in base.items() if k != "stands"}, "status": "not_learning", "problems": problems,
-            "since": {**kept, **{part(p): step for p in new}}}, said
+    # a standing part these windows judged again is one they found again (else it was withdrawn): the step, so that
+    # the verdict at the end does not say that the windows after the warning never judged it (:func:`final`)
+    found_again = {**{n: s for n, s in ((standing or {}).get("judged") or {}).items() if n in kept},
+                   **{n: step for n in kept if judges(health, n)}}
+    out = {**{k: v for k, v in base.items() if k not in ("stands", "judged")}, "status": "not_learning",
+           "problems": problems, "since": {**kept, **{part(p): step for p in new}}}
+    return ({**out, "judged": found_again} if found_again else out), said
 
 
 def warns_anew(health: dict, standing: dict | None) -> bool:
@@ -501,17 +506,29 @@ def final(health: dict, standing: dict | None, end_step: int | None = None) -> d
         return health
     steps = [s for s in kept.values() if s is not None]
     first, last = (min(steps) if steps else None), health["figures"].get("step", end_step)
+    # windows after the warning that judged a standing part found it again: the windows not judging it are those after
+    # the last of them (the mlm_then_rtd run of tiny, 60 steps of 8: warned at step 36, its windows at 42 and 52
+    # found it again, those at 54 to 60 scored fewer than 50 replaced tokens; "the windows after step 36 did not judge
+    # the discriminator again" was said)
+    judged = standing.get("judged") or {}
+    lasts = [judged.get(n, s) for n, s in kept.items() if judged.get(n, s) is not None]
+    after = max(lasts) if lasts and judged else first
     why = (f"each scored fewer than {MIN_CLASS_TOKENS} tokens of a class" if health.get("reason") == DISC_NOT_JUDGED
            or health["figures"].get("disc_judged") is False else health.get("reason")
            or "every token they scored was replaced: no AUC")
     to = f", to step {last}," if last is not None else ""
     words = " and ".join(dict.fromkeys("the discriminator" if n in ("discriminator", "disc_mlm") else _part_words(n)
                                        for n in kept))
-    stands = f"It stands at the end: the windows after step {first}{to} did not judge {words} again ({why})."
+    if after != first:
+        stands = (f"It stands at the end: warned at step {first} and found again by the windows to step {after}; the "
+                  f"windows after that{to} did not judge {words} again ({why}).")
+    else:
+        stands = f"It stands at the end: the windows after step {first}{to} did not judge {words} again ({why})."
     problems = [p for p in standing["problems"] if part(p) in kept]
     if found:
         return {**health, "problems": [*health["problems"], *problems], "stands": stands}
-    return {**{k: v for k, v in standing.items() if k != "since"}, "problems": problems, "stands": stands}
+    return {**{k: v for k, v in standing.items() if k not in ("since", "judged")}, "problems": problems,
+            "stands": stands}
 
 
 def recovery_text(health: dict) -> str:

@@ -447,8 +447,10 @@ def test_each_part_s_warning_stands_and_is_withdrawn_on_its_own():
     assert standing["since"] == {"discriminator": 12, "generator": 20}
     end = health.final(last, standing, 20)
     assert [health.part(p) for p in end["problems"]] == ["generator", "discriminator"], end  # before: generator
-    assert end["stands"] == ("It stands at the end: the windows after step 12, to step 20, did not judge the "
-                             "discriminator again (every token they scored was replaced: no AUC).")
+    # (the windows at 14 and 16 judged the discriminator and found it at the prior still: not 'after step 12')
+    assert end["stands"] == ("It stands at the end: warned at step 12 and found again by the windows to step 16; the "
+                             "windows after that, to step 20, did not judge the discriminator again (every token they "
+                             "scored was replaced: no AUC).")
     # a standing saved before the parts stood alone (one verdict, no 'since') maps to its step
     old = {k: v for k, v in standing.items() if k != "since"}
     assert health.standing_since(old) == {"discriminator": 20, "generator": 20}

@@ -13,6 +13,7 @@ loss far above the prior's worse than the prior, not at it (model/health.py, mod
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,41 @@ def test_every_token_the_discriminator_scored_is_counted_once(examples, capsys):
         before = ln["nonpad_tokens"]
     assert min(lines[-1]["disc_replaced_tokens"], lines[-1]["disc_original_tokens"]) >= health.MIN_CLASS_TOKENS
     assert verdict["status"] != "unchecked" and "disc_judged" not in verdict["figures"], verdict
+
+
+def test_a_warning_found_again_by_judged_windows_stands_from_the_last_of_them():
+    """A standing warning about the discriminator that later judged windows found again, then windows of too few
+    tokens of a class: the verdict said 'the windows after step 33 ... did not judge the discriminator again',
+    though the window at 39 had judged it (and found it at the prior still)."""
+    at_prior = lambda s: _window(s, 60, 0.53, loss=0.325, replaced=540)  # noqa: E731 - H(0.9) = 0.325
+    standing, _ = health.watch(health.verdict([at_prior(30), at_prior(33)], CTX), None)
+    again = health.verdict([_window(36, 1, 0.9, loss=0.01), at_prior(39)], CTX)
+    assert again["status"] == "not_learning", again
+    standing, said = health.watch(again, standing)
+    assert said == [] and standing["since"] == {"discriminator": 33} and standing["judged"] == {"discriminator": 39}
+    # the windows after it judge nothing: they keep what they found
+    standing, said = health.watch(health.verdict([_window(42, 1, 0.8), _window(45, 0, None)], CTX), standing)
+    assert said == [] and standing["judged"] == {"discriminator": 39}, standing
+    end = health.final(health.verdict([_window(45, 0, None), _window(48, 2, 0.7)], CTX), standing)
+    assert end["status"] == "not_learning" and "judged" not in end and "since" not in end, end
+    assert end["stands"] == ("It stands at the end: warned at step 33 and found again by the windows to step 39; the "
+                             "windows after that, to step 48, did not judge the discriminator again (each scored fewer "
+                             "than 50 tokens of a class)."), end  # before: 'the windows after step 33, to step 48'
+    # saved in a checkpoint and resumed: the same
+    assert health.saved_standing({"health": {"standing": standing}})["judged"] == {"discriminator": 39}
+
+
+def test_a_real_run_whose_windows_hover_at_the_threshold_names_the_last_window_that_judged(examples, capsys):
+    """mlm_then_rtd, objective.disc_mlm_weight=0, 60 steps of 8, a line every 2: its RTD windows score 36-53 replaced
+    tokens; warned at step 36 (51), the windows at 42 and 52 (52 each) judged the discriminator again and found it
+    at the prior, those after 54 did not: the verdict said the windows after step 36 never judged it again."""
+    err, verdict, lines, _ = _run(examples, capsys, "mlm_then_rtd", "train.steps=60", "train.batch_size=8",
+                                  "train.log_every=2", "train.lr=3e-3", "objective.mlm_phase=0.4",
+                                  "objective.disc_mlm_weight=0")
+    warned = verdict["figures"]["step"]
+    judged = [ln["step"] for ln in lines if ln["step"] > warned and "disc_auc" in ln
+              and min(ln["disc_replaced_tokens"], ln["disc_original_tokens"]) >= health.MIN_CLASS_TOKENS]
+    assert verdict["status"] == "not_learning" and judged, (verdict, lines)  # the case itself
+    said = re.match(r"It stands at the end: warned at step (\d+) and found again by the windows to step (\d+); the "
+                    r"windows after that, to step 60, did not judge the discriminator again", verdict["stands"])
+    assert said and int(said[1]) == warned and int(said[2]) >= judged[-1], verdict["stands"]  # before: 'after step 36'

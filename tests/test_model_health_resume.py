@@ -164,8 +164,9 @@ def test_a_warning_standing_over_a_resume_into_a_longer_warm_up_names_the_run_s_
     rc, out, err = _pretrain(root, ex, capsys, longer, "--resume")
     assert rc == 0, err[-3000:]
     got, _ = _result(out)
-    want = ("It stands at the end: the windows after step 27, to step 39, did not judge the discriminator again "
-            "(the run ended in warm-up).")
+    # (its window at 30, before the checkpoint, judged the discriminator and found it still: saved with the warning)
+    want = ("It stands at the end: warned at step 27 and found again by the windows to step 30; the windows after "
+            "that, to step 39, did not judge the discriminator again (the run ended in warm-up).")
     assert got["status"] == "not_learning" and got["stands"] == want, got  # before: 'to step None'
     art = Path(out.strip().splitlines()[-1])
     for net in ("discriminator", "generator"):

@@ -72,7 +72,9 @@ def test_a_warning_never_withdrawn_is_not_ended_ok_by_windows_of_replaced_tokens
     verdict = json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"]
     assert verdict["status"] == "not_learning", verdict  # before: ok
     assert verdict["figures"]["step"] == events[-1][0]
-    assert verdict["stands"].startswith(f"It stands at the end: the windows after step {events[-1][0]}, to step 39,")
+    # (its window at 30 judged the discriminator and found it still: 'the windows after step 27' before)
+    assert verdict["stands"].startswith(f"It stands at the end: warned at step {events[-1][0]} and found again by the "
+                                        "windows to step 30; the windows after that, to step 39,"), verdict
     card = (art / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
     assert "| training health | not_learning |" in card and "It stands at the end" in card
 
@@ -113,7 +115,8 @@ def test_mlm_then_rtd_with_its_mlm_phase_stuck_is_warned_in_that_phase_and_the_w
     verdict = _verdict(art)
     assert verdict["status"] == "not_learning", verdict  # before: unchecked
     assert verdict["problems"][0].startswith("the discriminator's masked LM"), verdict
-    assert verdict["stands"].startswith("It stands at the end: the windows after step 6, to step 40,"), verdict
+    assert verdict["stands"].startswith("It stands at the end: warned at step 6 and found again by the windows to step "
+                                        "38; the windows after that, to step 40,"), verdict  # (its MLM phase's)
     card = (art / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
     assert "| training health | not_learning |" in card
 
@@ -147,7 +150,8 @@ def test_a_warning_about_the_generator_alone_goes_once_the_generator_learns(exam
     verdict = _verdict(art)
     assert verdict["status"] == "not_learning", verdict  # before q2: on the generator's step 6
     assert [health.part(p) for p in verdict["problems"]] == ["discriminator"], verdict
-    assert verdict["stands"].startswith("It stands at the end: the windows after step 9, to step 60, did not judge "
+    assert verdict["stands"].startswith("It stands at the end: warned at step 9 and found again by the windows to "
+                                        "step 12; the windows after that, to step 60, did not judge "
                                         "the discriminator again"), verdict
 
 

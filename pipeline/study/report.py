@@ -125,7 +125,8 @@ def not_learning_label(point_health: dict) -> str:
 
 def health_cell(pts: list[dict], readout: str) -> str:
     """``ok``, or what did not pass: pretraining seeds that learned nothing (what their verdict found) or were
-    never checked (a run that ended in warm-up), and readouts that learned nothing."""
+    never checked (a run that ended in warm-up, or whose last windows scored too few tokens of a class to judge the
+    discriminator: model.health), and readouts that learned nothing."""
     def seeds(ps: list[dict]) -> str:
         return "(seed " + ", ".join(str(p["pretrain_seed"]) for p in ps) + ")"
 
