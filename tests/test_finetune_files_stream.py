@@ -63,6 +63,39 @@ def test_a_broken_json_array_is_refused_in_one_line_naming_where(tmp_path, text,
         list(open_table(path).records)
 
 
+@pytest.mark.parametrize("broken, said", [
+    ('"label": tru,', r"a\.json:8: item 2 of the JSON array is not valid JSON \(Expecting value\)"),
+    ('"label": 1x,', r"a\.json:8: item 2 of the JSON array is not valid JSON \(Expecting ',' delimiter\)"),
+])
+def test_a_broken_item_early_in_a_large_json_array_is_refused_without_reading_the_rest(tmp_path, monkeypatch, broken,
+                                                                                        said):
+    # the reader took any parse error for an item cut by its buffer and read on to the end of the file before
+    # refusing it: a 93 MB array with item 4 broken peaked at 396 MB (a file of a few GB: killed, not refused)
+    monkeypatch.setattr(json_array, "BLOCK", 4096)
+    path = tmp_path / "a.json"
+    items = [{"title": f"제목 {i} " + "뉴스 " * (i % 20), "label": "경제"} for i in range(20000)]
+    text = json.dumps(items, ensure_ascii=False, indent=4)
+    at = text.index('"label"', text.index('"label"') + 1)
+    path.write_text(text[:at] + broken + text[at + len('"label": "경제"'):], encoding="utf-8")
+    tracemalloc.start()
+    try:
+        with pytest.raises(FinetuneError, match=said):
+            list(json_array.array_items(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak  # before: the rest of the file's text, 8.8 MB
+    path.write_text("[1x,\n" + text[1:], encoding="utf-8")  # a number followed by what ends no number
+    tracemalloc.start()
+    try:
+        with pytest.raises(FinetuneError, match=r"a\.json:1: expected ',' or '\]' after item 1 of the JSON array, got 'x'"):
+            list(json_array.array_items(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak
+
+
 PARQUET_PEAK = """
 import sys, pyarrow, pyarrow.parquet as pq
 from kolectra.finetune.readers.tables import open_table

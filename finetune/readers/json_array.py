@@ -21,6 +21,11 @@ from kolectra.finetune.files import FinetuneError, _decode_all, not_utf8
 
 BLOCK = 1 << 20  # characters read at a time
 SPACE = " \t\r\n"
+# How near the held text's end a parse error must be to be a value cut by it rather than broken: a cut token
+# ("tru", "-Infinit", "1.5e+", "\\u12") fails at its start, never more than this before the end (an unterminated
+# string, said at its opening quote, is one too). A broken item had the whole rest of the file read in, looking
+# for its end: a 93 MB array with item 4 broken peaked at 396 MB, as a few GB's file would be killed, not refused.
+CUT = 16
 
 
 def is_array(path: Path) -> bool:
@@ -59,14 +64,14 @@ class _Text:
 
     def value(self, decoder, where: str):
         """The JSON value at the position; read on while it runs past what is held (a number cut at a block's
-        end parses as a shorter one: one not followed by a delimiter is read again with more)."""
+        end parses as a shorter one: one not followed by a delimiter near the end is read again with more)."""
         need = BLOCK
         while True:
             try:
                 value, end = decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
-                if not self.ended:  # the value may run past what is held: read more and parse it again
-                    self.more(len(self.buf) - self.pos + need)
+                if not self.ended and (e.pos >= len(self.buf) - CUT or e.msg.startswith("Unterminated string")):
+                    self.more(len(self.buf) - self.pos + need)  # cut by the end of what is held: read on
                     need *= 2
                     continue
                 line = self.line + self.buf.count("\n", self.pos, e.pos)
@@ -76,8 +81,10 @@ class _Text:
             except ValueError as e:  # an integer past Python's conversion limit
                 raise FinetuneError(f"{where.format(line=self.line)} is not readable JSON "
                                     f"({str(e).split(';')[0][:120]})") from None
-            # a number, true, false or null may be cut at the buffer's end ("3" of "3.25"): closed only by what follows
-            if isinstance(value, (dict, list, str)) or self.ended or any(c in ",]}" + SPACE for c in self.buf[end:end + 1]):
+            # a number, true, false or null may be cut at the buffer's end ("3" of "3.25"): closed only by what
+            # follows; what follows well before the end ("1x") is the caller's to refuse, not a reason to read on
+            if (isinstance(value, (dict, list, str)) or self.ended or end + CUT <= len(self.buf)
+                    or any(c in ",]}" + SPACE for c in self.buf[end:end + 1])):
                 break
             self.more(len(self.buf) - self.pos + need)
             need *= 2
