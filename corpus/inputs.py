@@ -315,8 +315,9 @@ def identify(path: str) -> InputFile:
 
 
 # what a write moves in an object's info, where its store keeps no checksum of it (sftp://: mtime;
-# memory://: created; a file:// URL is a local file: identify)
-_WRITTEN = ("mtime", "LastModified", "last_modified", "updated", "created")
+# memory://: created; http(s)://: the headers fsspec keeps, of which a server without an ETag (Python's
+# http.server, many static hosts) sends Last-Modified alone; a file:// URL is a local file: identify)
+_WRITTEN = ("mtime", "LastModified", "last_modified", "updated", "created", "Content-MD5", "Digest", "Last-Modified")
 
 
 def version_of(meta: dict) -> str | None:

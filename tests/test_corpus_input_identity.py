@@ -89,3 +89,30 @@ def test_an_object_of_a_store_without_checksums_is_told_by_its_time_stamps(tmp_p
         assert after.bytes == before.bytes and after.identity != before.identity
     finally:
         fs.rm(where, recursive=True)
+
+
+def test_an_http_input_without_an_etag_is_told_by_its_last_modified(tmp_path):
+    """A web server that sends no ETag (Python's http.server, many static hosts) gives Last-Modified: the
+    identity was 'object:URL:SIZE:None' for every version, so a file replaced by another of its size found
+    the corpus of the old bytes."""
+    import functools
+    import http.server
+    import threading
+
+    path = tmp_path / "a.txt"
+    path.write_text(OLD, encoding="utf-8")
+    quiet = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/a.txt"
+        [before] = inputs.list_inputs([url])
+        assert "None" not in before.identity and "Last-Modified" in before.identity
+        assert inputs.list_inputs([url]) == [before]
+        path.write_text(NEW, encoding="utf-8")
+        os.utime(path, (path.stat().st_atime + 5, path.stat().st_mtime + 5))  # Last-Modified: whole seconds
+        [after] = inputs.list_inputs([url])
+        assert after.bytes == before.bytes and after.identity != before.identity
+    finally:
+        server.shutdown()
+        server.server_close()
