@@ -279,6 +279,25 @@ def test_a_header_of_another_format_says_which(tmp_path, name, text, said):
         Classify().load(path, config.sample_classify())
 
 
+def test_pandas_default_to_json_is_named_with_the_call_that_writes_rows_and_its_columns_are_not_all_listed(tmp_path):
+    # df.to_json(path), pandas' default orient='columns': one object {"text": {"0": ..}, "label": {"0": ..}}, read as
+    # one JSON Lines row whose columns are text.0 .. text.N, label.0 ..: the error listed every one of them (a line of
+    # megabytes at 100,000 rows) and said nothing of how to write the file as rows
+    import pandas  # noqa: PLC0415
+
+    path = tmp_path / "train.json"
+    pandas.DataFrame({"text": [f"리뷰 {i}" for i in range(2000)], "label": [i % 2 for i in range(2000)]}).to_json(
+        path, force_ascii=False)
+    with pytest.raises(FinetuneError) as e:
+        Classify().load(path, config.sample_classify())
+    said = str(e.value)
+    assert said.startswith(f"{path}: no column 'text' (text_column); its columns are: text.0, text.1, "), said
+    assert "text.29, ... (4,000 in all); the file is one object of columns, each an object of rows (pandas' " \
+           "DataFrame.to_json() default, orient='columns'): write it as rows, df.to_json(PATH, orient='records', " \
+           "lines=True, force_ascii=False)" in said, said
+    assert len(said) < 1000, len(said)  # before: over 43,000 characters
+
+
 def test_klue_ner_s_own_tsv_is_read_its_sentence_lines_skipped(tmp_path):
     # klue-ner-v1.1_train.tsv: "## <id>\t<sentence, entities marked inline>" before each sentence's character lines;
     # read as a token and its tag ('<이동욱:PS>님 ...' is no BIO tag) every sentence was bad and the file refused

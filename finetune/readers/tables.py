@@ -89,10 +89,14 @@ class Table:
             # a CR within a name: lines ending in CR alone, with an LF somewhere (a CR-only file is split on CR),
             # so the header ran on through the rows; shown as it was, the CR hid the rows behind the name
             cr = any("\r" in c for c in self.columns)
-            shown = ", ".join(c.replace("\r", "\\r").replace("\t", "\\t") for c in self.columns)
+            # at most SHOWN names: pandas' default to_json made a column a row ("text.0" .. "text.99999"), a line of MBs
+            shown = ", ".join(c.replace("\r", "\\r").replace("\t", "\\t") for c in self.columns[:SHOWN])
+            if len(self.columns) > SHOWN:
+                shown += f", ... ({len(self.columns):,} in all)"
             raise FinetuneError(f"{self.path}: no column {name!r} ({key}); its columns are: {shown or '(none)'}"
                                 + ("; a column name holds a CR (\\r): the file's lines end in CR alone, as old Mac "
                                    "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else
+                                   PANDAS_COLUMNS if f"{name}.0" in self.columns else
                                    other_format(self.columns, name)))
         return name
 
@@ -120,6 +124,14 @@ class Table:
         return (f"{self.path.name}: {self.multiline} row(s) read over several lines ({self.continued} line(s) past "
                 f"their first; the first row, lines {first}-{last}): a quoted field holding line breaks, or a \" "
                 "opening a field and never closed; a file without CSV quoting reads as TSV: --set format=tsv")
+
+
+SHOWN = 30  # column names an error lists
+# pandas' DataFrame.to_json() default (orient="columns") writes one object of columns, each {row: value}: read as
+# JSON Lines, one row whose columns are text.0, text.1, ... (nested objects are reached by dotted names)
+PANDAS_COLUMNS = ("; the file is one object of columns, each an object of rows (pandas' DataFrame.to_json() "
+                  "default, orient='columns'): write it as rows, df.to_json(PATH, orient='records', lines=True, "
+                  "force_ascii=False)")
 
 
 def other_format(columns: list[str], name: str) -> str:
