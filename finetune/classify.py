@@ -107,16 +107,21 @@ def named(label: str, names: tuple[str, ...]) -> str:
     raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
 
 
-def names_misfit(path, names: tuple[str, ...], unnamed: list[str]) -> str:
+def names_misfit(path, names: tuple[str, ...], unnamed: list[str]) -> str | None:
     """Why a file refused for its bad rows was, when label_names left its labels unnamed: the refusal's way out
-    ("raise max_bad_fraction") would have dropped a whole class (codes past the names) or every row (text labels)."""
-    codes = sorted({int(x) for x in unnamed if re.fullmatch(r"[0-9]+", x)})
-    if codes:
-        return (f"{path}: label_names gives {len(names)} names (codes 0 to {len(names) - 1}), but {len(unnamed)} "
-                f"rows have codes past them (up to {codes[-1]}): give every class's name in code order "
+    ("raise max_bad_fraction") would have dropped a whole class (codes past the names) or every row (text labels).
+    None when the unnamed labels are negative codes only (-1, the Hub's unlabelled row): dropping those rows is the
+    way out (naming them text sent the user to leave label_names out, training a class '-1')."""
+    past = [int(x) for x in unnamed if re.fullmatch(r"[0-9]+", x)]
+    if past:
+        return (f"{path}: label_names gives {len(names)} names (codes 0 to {len(names) - 1}), but {len(past)} "
+                f"rows have codes past them (up to {max(past)}): give every class's name in code order "
                 "(ds.features['label'].names)")
-    shown = ", ".join(repr(x) for x in list(dict.fromkeys(unnamed))[:5])
-    return (f"{path}: label_names names integer class codes, but {len(unnamed)} rows' labels are text that is none "
+    text = [x for x in unnamed if not re.fullmatch(r"-[0-9]+", x)]
+    if not text:
+        return None
+    shown = ", ".join(repr(x) for x in list(dict.fromkeys(text))[:5])
+    return (f"{path}: label_names names integer class codes, but {len(text)} rows' labels are text that is none "
             f"of its names ({shown}): leave label_names out for a file whose labels are names")
 
 
@@ -144,9 +149,10 @@ class Classify(TextTask):
         try:
             return super().load(path, cfg)
         except FinetuneError as e:
-            if not self.unnamed or "malformed" not in str(e):
+            if not self.unnamed or "malformed" not in str(e) or not (why := names_misfit(path, self.names,
+                                                                                        self.unnamed)):
                 raise
-            raise FinetuneError(names_misfit(path, self.names, self.unnamed)) from None
+            raise FinetuneError(why) from None
 
     def fit(self, train, table):
         self.labels = label_order(train["label"])

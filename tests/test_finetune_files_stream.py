@@ -149,6 +149,29 @@ def test_label_names_that_do_not_fit_the_labels_say_so_not_raise_max_bad_fractio
     assert data.facts["test_file"]["bad_rows"] == 20 and data.facts["test_file"]["labels"] == {"a": 20, "b": 20, "c": 20}
 
 
+def test_label_names_with_unlabelled_rows_coded_minus_one_keep_the_way_out_that_drops_them(tmp_path):
+    # -1 is the Hub's code of a row without a label: s13's refusal called it "text that is none of its names ('-1'):
+    # leave label_names out", which would train a class '-1'; dropping those rows (max_bad_fraction) is the way out
+    import dataclasses  # noqa: PLC0415
+
+    from kolectra.finetune import config  # noqa: PLC0415
+    from kolectra.finetune.classify import Classify  # noqa: PLC0415
+
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps({"text": f"제목 {i}", "label": -1 if i % 4 == 3 else i % 2}) + "\n"
+                            for i in range(80)), encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), label_names=("neg", "pos"))
+    with pytest.raises(FinetuneError, match=r"train\.jsonl: 20 of 80 rows are malformed .*raise it with --set "
+                                            r"max_bad_fraction=0\.25.*label '-1' is neither a code of label_names"):
+        Classify().read(cfg, path, path)
+    # codes past the names beside them: only those are counted as past
+    path.write_text("".join(json.dumps({"text": f"제목 {i}", "label": [0, 1, 2, -1][i % 4]}) + "\n" for i in range(80)),
+                    encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"label_names gives 2 names \(codes 0 to 1\), but 20 rows have codes past "
+                                            r"them \(up to 2\)"):
+        Classify().read(cfg, path, path)
+
+
 def test_csv_files_joined_each_with_a_byte_order_mark_before_a_quoted_header_read_it_as_the_header(tmp_path):
     # R's write.csv(fileEncoding="UTF-8-BOM") quotes every name: joined with cat, the second header read
     # \ufeff"text","label" as a training row, text '\ufeff"text"', of one more class 'label'
