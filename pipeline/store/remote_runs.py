@@ -89,9 +89,9 @@ class StoreRuns:
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
-        # only this request's run: another's, kept in this machine's cache, is not the store's
-        opened = workspace.open_run(local_root, record, "exact" if resume else False, held, request.operational,
-                                    family_resume=False)
+        # only this request's run: another's, kept in this machine's cache, is not the store's (family_resume);
+        # --resume (True) as given, so that finding none is said, as on a disk root
+        opened = workspace.open_run(local_root, record, resume, held, request.operational, family_resume=False)
         self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()

@@ -347,23 +347,26 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
              operational: tuple[str, ...] = (), family_resume: bool = True) -> Run:
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
-    With ``resume``: this request's interrupted run, else (unless ``resume == "exact"``) the newest
-    interrupted run of its family (the stage then checks its own state's settings); else a fresh
-    run, discarding an interrupted one of this request. ``operational``: the dotted config keys
+    With ``resume``: this request's interrupted run, else (unless ``resume == "exact"`` or not
+    ``family_resume``) the newest interrupted run of its family (the stage then checks its own state's
+    settings); else a fresh run, discarding an interrupted one of this request. ``resume is True`` is
+    ``--resume``, which asked for a run: finding none is said; ``"exact"`` is a caller's own continuation
+    (``kolectra run``, a study's point), quiet on a first run. ``operational``: the dotted config keys
     the request's id leaves out, left out when saying whether that run had other settings;
     ``family_resume``: whether ``--resume`` here may continue a run of the family (not on a store
-    root, whose ``--resume`` is ``"exact"``), as the line counting them says."""
+    root, whose runs of other requests are not the store's), as the line counting them says."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
         exact.hold(held)  # refused, naming it
     others = family_runs(root, record["family"], exclude=exact.path)
+    own_only = resume == "exact" or not family_resume  # only this request's run may be continued here
     if resume and exact.state():
         exact.hold(held)
         progress(f"{kind}: resuming in {exact.path}")
         exact.restore()
         return exact
-    if resume and others and resume != "exact":
+    if resume and others and not own_only:
         run = others[0]
         if not held.enter_context(try_lock(root, run.kind, run.id)) or (fd := _mark(run.path)) is None:
             raise ArtifactError(f"{kind}: the interrupted run {run.path} is running right now; wait for it "
@@ -379,11 +382,10 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     elif exact.state():
         progress(f"{kind}: discarding the interrupted run in {exact.path} (--resume would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
-    if idle and (not resume or resume == "exact"):
+    if idle and (not resume or own_only):
         progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {root / WORK}, the newest "
                  f"{_how_other(idle[0].request, record, operational)} ("
-                 + ("--resume continues it" if family_resume and resume != "exact"
-                    else "only this request's run is resumed here")
+                 + ("--resume continues it" if not own_only else "only this request's run is resumed here")
                  + "; `kolectra artifacts gc --interrupted` removes them)")
     exact.hold(held)
     exact.create({**record, "created": now()})
