@@ -212,6 +212,19 @@ def test_tag_names_too_few_or_not_bio_say_so_not_raise_max_bad_fraction(tmp_path
         ["B-LC", "I-LC", "O"], ["B-LC", "I-LC", "B-PS"]]
 
 
+def test_negative_tag_codes_are_not_called_codes_past_tag_names(tmp_path):
+    # -100 (the ignore index a tokenized export writes) was counted as a code "past" the names: "25 sentences have
+    # codes past them (up to -100)"; those sentences keep the refusal that names the code and max_bad_fraction
+    from kolectra.finetune.readers.ner import read_sentences  # noqa: PLC0415
+
+    path = tmp_path / "ner.jsonl"
+    path.write_text("".join(json.dumps({"tokens": ["서", "울", "에"], "ner_tags": [0, 1, -100 if i % 2 else 2]}) + "\n"
+                            for i in range(50)), encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"ner\.jsonl: 25 of 50 sentences are malformed .*max_bad_fraction=0\.5.*"
+                                            r"tag code -100 is not a code of tag_names"):
+        read_sentences(path, tag_names=("B-LC", "I-LC", "O"))
+
+
 def test_a_null_among_class_label_tags_is_a_bad_sentence_not_a_type_error(tmp_path):
     # a Parquet file (or saved dataset) whose list of class-label tags holds a null ended the run in
     # "TypeError: '<=' not supported between instances of 'int' and 'NoneType'"

@@ -75,6 +75,7 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         check_bad(table, max_bad_fraction, "sentences")
     except FinetuneError:
         past = [int(why.split()[2]) for _, why in table.bad if why.startswith("tag code ") and "of tag_names" in why]
+        past = [code for code in past if code >= 0]  # -100 / -1 (a tokenized export's ignored word) are no tag unnamed
         if not past:
             raise
         # "raise max_bad_fraction" would drop every sentence holding the tags the names stop short of
