@@ -15,6 +15,7 @@ from pathlib import Path
 from kolectra.core.stage import progress
 from kolectra.model.launcher import one_process
 from kolectra.pipeline import stages
+from kolectra.pipeline.cli.errors import after_the_command
 from kolectra.pipeline.store.artifacts import Artifact, Store, default_root
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
@@ -66,7 +67,9 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
                     force=force)
 
     try:  # reading the lineage back (over the network, on a bucket) takes a moment
-        print(summary(store, [nsmc, korquad], timings, ckpt, reused))
+        text = summary(store, [nsmc, korquad], timings, ckpt, reused)
+        with after_the_command():  # every stage is done; under PYTHONUNBUFFERED a full disk fails here
+            print(text)
     except KeyboardInterrupt as e:  # the command's line said "interrupted; nothing was published"
         e.add_note(f"while writing the summary; every stage was done and kept: {', '.join(timings)} "
                    "(kolectra run again reuses them)")

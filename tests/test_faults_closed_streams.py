@@ -56,7 +56,17 @@ def test_a_command_whose_stderr_is_closed_writes_nothing_of_it_to_stdout(tmp_pat
     assert not (tmp_path / ".logs").exists()
 
 
-def test_a_command_whose_terminal_hung_up_before_its_last_line_ends_with_its_own_status(tmp_path):
+def _environ(unbuffered: bool) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}, "PYTHONPATH": str(REPO),
+            **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})}
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+def test_a_command_whose_terminal_hung_up_before_its_last_line_ends_with_its_own_status(tmp_path, unbuffered):
+    """Buffered (no PYTHONUNBUFFERED: a command started after the hangup, the next one of a disowned script,
+    sees no tty and buffers its output) the write failed at the flush after the command, whose handler
+    pointed stdout at the null device before asking whether a terminal had hung up there: 'error:
+    Input/output error; writing stdout, after the command had finished', status 2."""
     art = Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}),
                                 lambda out: StageOutput(stats={}))
     terminal, its_end = pty.openpty()
@@ -64,7 +74,7 @@ def test_a_command_whose_terminal_hung_up_before_its_last_line_ends_with_its_own
     try:
         proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "show", art.id, "--out",
                                str(tmp_path)], stdout=its_end, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                              timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
+                              timeout=120, env=_environ(unbuffered), start_new_session=True)
     finally:
         os.close(its_end)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr  # before: 2, 'error: Input/output error'
@@ -91,3 +101,32 @@ def test_a_full_disk_under_stdout_says_the_command_had_finished(tmp_path):
     # before: 'error: the file-size limit was reached' alone, then Python's 'Exception ignored in: ...'
     assert proc.stderr == ("kolectra artifacts show: error: the file-size limit was reached; writing stdout, after "
                            "the command had finished (what it built stands)\n"), proc.stderr
+
+
+def test_a_full_disk_under_the_artifact_s_path_says_the_command_had_finished_under_pythonunbuffered(tmp_path):
+    """Under PYTHONUNBUFFERED (Docker images, CI runners set it) the artifact's path fails as it is printed,
+    inside the command, not at the flush after it: ``kolectra corpus ... >> paths.txt`` on a full disk, its
+    corpus there, said only 'error: the file-size limit was reached', read as the build's own failure.
+    The disk fills under stdout alone: its file is already at the size limit, which the store's small
+    files (a lock's holder) stay under."""
+    from kolectra.pipeline.cli import main
+
+    (tmp_path / "in.jsonl").write_text("".join(f'{{"id": "{i}", "text": "영화가 정말 재미있었다 {i}번째 리뷰입니다. '
+                                               '배우들의 연기도 훌륭했고 음악도 좋았다."}\n' for i in range(20)),
+                                       encoding="utf-8")
+    argv = ["corpus", "--input", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "root"), "-q"]
+    assert main(argv) == 0  # built here; the command below finds it
+    full = tmp_path / "paths.txt"
+    full.write_bytes(b"x" * 65536)
+
+    def at_the_limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    with open(full, "a") as out:  # noqa: PTH123
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *argv], stdout=out,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=300, env=_environ(True),
+                              preexec_fn=at_the_limit)
+    assert proc.returncode == 2, proc.stderr
+    # before: 'kolectra corpus: error: the file-size limit was reached' alone
+    assert proc.stderr == ("kolectra corpus: error: the file-size limit was reached; writing stdout, after the "
+                           "command had finished (what it built stands)\n"), proc.stderr

@@ -31,7 +31,7 @@ from kolectra.core import streams
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
-from kolectra.pipeline.cli.errors import handled, torchrun_told
+from kolectra.pipeline.cli.errors import after_the_command, handled, torchrun_told
 from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
 from kolectra.pipeline.cli.options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli.options import common as _common
@@ -454,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             scratch.sweep_once(label=command)
         result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
-            print(result.path)
+            with after_the_command():  # under PYTHONUNBUFFERED the line is written here, not at the flush
+                print(result.path)
             return 0
         return result
 

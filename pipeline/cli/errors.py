@@ -152,8 +152,8 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
         _end_despite_threads(code)
         return code
     except Exception as e:  # noqa: BLE001 - the command's last handler: every failure becomes one line
-        if (isinstance(e, BrokenPipeError) or streams.gone(e) and _a_device(sys.stdout)) and _stdout_gone():
-            return _quiet_end()  # (EIO only where stdout is a terminal that hung up: a disk's EIO stays an error)
+        if _reader_gone(e):
+            return _quiet_end()
         line = describe(e)
         if line is not None:
             torchrun_told(_say(command, f"error: {line}"))
@@ -165,18 +165,34 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
 
 
 def _flush_stdout() -> None:
-    """What the command printed last, written out; a failure says it came after the command was done:
-    ``kolectra vocab ... > paths.txt`` on a full disk said 'error: no space left on the device' with its
-    vocab published (its directory, the one line, was what did not fit), and the interpreter's flush
-    at exit then failed again ('Exception ignored in: <_io.TextIOWrapper name='<stdout>'...', status 120):
-    what did not fit now goes to the null device."""
-    try:
+    """What the command printed last, written out (:func:`after_the_command`)."""
+    with after_the_command():
         sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def after_the_command() -> Iterator[None]:
+    """Writing what a command prints once its work is done (its artifact's path; the stdout buffer after
+    it): a failure says it came after the command was done. ``kolectra vocab ... > paths.txt`` on a full
+    disk said 'error: no space left on the device' with its vocab published (its directory, the one line,
+    was what did not fit), and the interpreter's flush at exit then failed again ('Exception ignored in:
+    <_io.TextIOWrapper name='<stdout>'...', status 120): what did not fit now goes to the null device.
+    Under PYTHONUNBUFFERED the line fails as it is printed, not at the flush: the same words. A reader
+    gone (``| head``, a terminal that hung up) is left to :func:`_handled`, which ends quietly: pointed
+    at the null device here, the hung-up terminal was no longer seen as one ('error: Input/output error')."""
+    try:
+        yield
     except OSError as e:
-        if not isinstance(e, BrokenPipeError):
+        if not _reader_gone(e):
             e.add_note("writing stdout, after the command had finished (what it built stands)")
             streams.lost(sys.stdout)
         raise
+
+
+def _reader_gone(e: BaseException) -> bool:
+    """``e`` is a write to a stdout nobody reads any more: a pipe whose reader closed it, or a terminal
+    that hung up (EIO only where stdout is a character device that polls hung up: a disk's EIO stays an error)."""
+    return (isinstance(e, BrokenPipeError) or streams.gone(e) and _a_device(sys.stdout)) and _stdout_gone()
 
 
 def _first_interrupt(e: KeyboardInterrupt) -> KeyboardInterrupt:
