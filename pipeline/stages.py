@@ -329,8 +329,9 @@ def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fil
     except (KeyboardInterrupt, Exception) as e:
         if runs:
             done = "every seed was" if len(runs) == len(seeds) else f"seed{'s' * (len(runs) > 1)} {', '.join(map(str, runs))}"
+            again = "without --force" if force else "again"  # with it, the same command rebuilds them
             e.add_note(f"{done} done before it and kept: {', '.join(f'{a.kind}/{a.path.name}' for a in runs.values())} "
-                       "(the same command again reuses them)")
+                       f"(the same command {again} reuses them)")
         raise
 
 

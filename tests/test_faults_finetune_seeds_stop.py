@@ -34,12 +34,14 @@ def _ctrl_c_once_published(root, stop: threading.Event) -> None:
         time.sleep(0.005)
 
 
-def test_a_stop_after_a_seed_was_published_names_the_seeds_kept(tiny, tmp_path, capsys):
+@pytest.mark.parametrize("force", [False, True], ids=["", "--force"])
+def test_a_stop_after_a_seed_was_published_names_the_seeds_kept(tiny, tmp_path, capsys, force):
+    """With --force the same command again rebuilds every seed: the line said it reuses them."""
     root = tmp_path / "root"
     train, test = topics_tsv(tmp_path / "train.tsv", 60, 0), topics_tsv(tmp_path / "test.tsv", 15, 1)
     argv = ["finetune", "classify", "--model", str(tiny), "--train", str(train), "--test", str(test), "--out",
             str(root), "--name", "topics", "--seeds", "1-3", "--preset", "sample", "--set", "epochs=1",
-            "--set", "max_length=32"]
+            "--set", "max_length=32", *(["--force"] if force else [])]
     stop = threading.Event()
     watcher = threading.Thread(target=_ctrl_c_once_published, args=(root, stop), daemon=True)
     watcher.start()
@@ -52,7 +54,8 @@ def test_a_stop_after_a_seed_was_published_names_the_seeds_kept(tiny, tmp_path, 
     published = sorted(p.parent.name for p in (root / "eval").glob("topics-*/manifest.json"))
     assert code == 130 and line.startswith("kolectra finetune classify: interrupted"), line
     assert len(published) < 4, "the summary was published: no stop came in time"
-    m = re.search(r"; seeds? ([\d, ]+) done before it and kept: (.+) \(the same command again reuses them\)$", line)
+    again = "without --force" if force else "again"
+    m = re.search(rf"; seeds? ([\d, ]+) done before it and kept: (.+) \(the same command {again} reuses them\)$", line)
     assert m, line  # before: '...; eval: nothing published; its partial build in ... was removed', no seed named
     assert sorted(x.removeprefix("eval/") for x in m.group(2).split(", ")) == published
     assert len(m.group(1).split(", ")) == len(published)
