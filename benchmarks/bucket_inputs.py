@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import logging
-import os
 import resource
 import sys
 import tempfile
@@ -42,7 +40,7 @@ import tracemalloc
 from collections import Counter
 from pathlib import Path
 
-from common import child_result, emit, namespace_of, parser
+from common import child_result, emit, moto_in_process, namespace_of, parser
 
 WHO = "benchmarks/bucket_inputs.py"
 BUCKET = "bench"
@@ -77,18 +75,7 @@ def child(n: int, run_bytes: int | None) -> None:
 
 def serve_and_fill(sizes: list[int]):
     """moto's server in a thread of this process, with ``sizes[i]`` objects under ``n<size>/``."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="bench",
-                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
-    backend.create_bucket(BUCKET, "us-east-1")
+    server, backend = moto_in_process(BUCKET)
     for n in sizes:
         for i in range(n):  # a distinct body each: distinct ETags, as real files have
             backend.put_object(BUCKET, f"n{n}/part-{i:07d}-of-{n:07d}.jsonl.gz", f"{n}:{i}\n".encode())

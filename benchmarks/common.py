@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import logging
 import os
 import platform
 import re
@@ -361,3 +362,22 @@ def moto_server(who: str, env: dict[str, str] | None = None) -> tuple[subprocess
     os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
                       AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
     return server, f"http://127.0.0.1:{port}"
+
+
+def moto_in_process(bucket: str, server_class: type | None = None):
+    """moto's S3 server in a thread of this process (``server_class``: a ThreadedMotoServer of the
+    caller's, else moto's own), its endpoint in this process's AWS environment and ``bucket`` made:
+    (the server, moto's backend, to fill with ``put_object`` without a request each)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = (server_class or ThreadedMotoServer)(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="bench",
+                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
+    backend.create_bucket(bucket, "us-east-1")
+    return server, backend

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from common import child_result, emit, namespace_of, parser
+from common import child_result, emit, moto_in_process, namespace_of, parser
 
 WHO = "benchmarks/plan_sizes.py"
 BUCKET = "bench"
@@ -130,9 +129,7 @@ def echo_rows(sizes: list[int], delay_ms: float, sides: dict) -> list[dict]:
 def serve_and_fill(sizes: list[int], delay_s: list[float]):
     """moto's server in a thread of this process, answering each request after ``delay_s[0]`` seconds
     (the list is read at each request: the caller changes it), with ``sizes[i]`` small gzip files under ``n<size>/``."""
-    from moto.core import DEFAULT_ACCOUNT_ID
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-    from moto.s3.models import s3_backends
     from moto.server import ThreadedMotoServer
     from werkzeug.serving import make_server
 
@@ -148,14 +145,7 @@ def serve_and_fill(sizes: list[int], delay_s: list[float]):
             self._server_ready_event.set()
             self._server.serve_forever()
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = Slow(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    os.environ.update(AWS_ENDPOINT_URL=f"http://{host}:{port}", AWS_ACCESS_KEY_ID="bench",
-                      AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
-    backend.create_bucket(BUCKET, "us-east-1")
+    server, backend = moto_in_process(BUCKET, Slow)
     for n in sizes:
         for i in range(n):  # 20 reviews a file, about 1.7 kB of JSONL, 0.4 kB gzipped
             body = "".join(json.dumps({"id": f"{i}-{j}", "text": f"{i}번째 파일의 {j}번째 리뷰: 연기가 좋았다"},
