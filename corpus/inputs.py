@@ -40,7 +40,7 @@ from apache_beam.io.filesystem import FileSystem
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
-from kolectra.core.stage import progress
+from kolectra.core.stage import progress, warn
 from kolectra.corpus import sorted_files, suffixes
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
@@ -345,8 +345,17 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
     records file): neither the names nor their identities are held (:func:`_sorted_listing`). A
     store object found by a glob is identified from the listing (one request a page of 1,000 keys),
     not asked for again (a HEAD each, one after the other)."""
+    unversioned, first = 0, None
     for path, listed in _sorted_listing(patterns):
-        yield listed if listed is not None else identify(path)
+        found = listed if listed is not None else identify(path)
+        if found.identity.endswith(":None") and is_remote(path):
+            unversioned, first = unversioned + 1, first or path
+        yield found
+    if unversioned:  # size alone: a rewrite to the same size would reuse the corpus of the old bytes, unsaid
+        warn(f"{unversioned:,} input(s) ({first}{', ...' if unversioned > 1 else ''}) are served with no checksum "
+             "or time stamp (no ETag, Last-Modified, Content-MD5 or Digest: a dynamic endpoint?), so they are told "
+             "apart by their size alone: a change that keeps the size would not be noticed and the corpus of the "
+             "old bytes reused; download them and name the local files in --input, or use --force after a change")
 
 
 class Files:
@@ -442,5 +451,10 @@ def changed_since(listed: InputFile, bytes_read: int, read_identity: str | None 
         except InputError as e:
             return str(e)
     if read_identity != listed.identity:
-        return f"its size, time stamp or checksum changed during the read ({listed.identity} -> {read_identity})"
+        why = f"its size, time stamp or checksum changed during the read ({listed.identity} -> {read_identity})"
+        if storage.scheme(listed.path) in ("http", "https") and "Last-Modified=" in listed.identity:
+            # a server that sends the time of each request as Last-Modified looks changed at every read
+            why += ("; a server that sends each response's own time as Last-Modified (a dynamic endpoint) looks "
+                    "changed at every run: download the file and name the local copy in --input")
+        return why
     return None

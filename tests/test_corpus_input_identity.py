@@ -116,3 +116,64 @@ def test_an_http_input_without_an_etag_is_told_by_its_last_modified(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _serve(headers):
+    """A web server of one text whose responses carry ``headers()`` (no ETag, no Last-Modified unless given)."""
+    import http.server
+    import threading
+
+    body = OLD.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in headers().items():
+                self.send_header(k, v)
+            self.end_headers()
+
+        def do_GET(self):
+            self.do_HEAD()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_an_http_input_served_with_neither_etag_nor_last_modified_is_warned_of(capsys):
+    """A dynamic endpoint sends no ETag and no Last-Modified: its identity is its size alone, so a change that
+    keeps the size reuses the corpus of the old bytes; that was silent."""
+    server = _serve(dict)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/reviews.txt"
+        [found] = inputs.list_inputs([url])
+        assert found.identity.endswith(":None")
+        err = capsys.readouterr().err
+        assert "WARNING" in err and url in err and "would not be noticed" in err
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_http_input_whose_last_modified_is_each_request_s_time_says_so_when_it_looks_changed(capsys):
+    """A server that sends every response's own time as Last-Modified looks changed after every read: the job
+    failed with 'Rerun once they are complete', which no rerun helps; the reason now names such a server."""
+    import email.utils
+    import itertools
+
+    ticks = itertools.count()
+    server = _serve(lambda: {"Last-Modified": email.utils.formatdate(1_700_000_000 + next(ticks), usegmt=True)})
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/reviews.txt"
+        [found] = inputs.list_inputs([url])
+        why = inputs.changed_since(found, found.bytes)
+        assert why and "dynamic endpoint" in why and "download the file" in why
+        assert "WARNING" not in capsys.readouterr().err  # it has a time stamp: no size-only warning
+    finally:
+        server.shutdown()
+        server.server_close()
