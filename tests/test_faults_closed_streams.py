@@ -130,3 +130,53 @@ def test_a_full_disk_under_the_artifact_s_path_says_the_command_had_finished_und
     # before: 'kolectra corpus: error: the file-size limit was reached' alone
     assert proc.stderr == ("kolectra corpus: error: the file-size limit was reached; writing stdout, after the "
                            "command had finished (what it built stands)\n"), proc.stderr
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+def test_a_failing_verify_whose_reader_left_still_ends_with_its_failure(tmp_path, unbuffered):
+    """``kolectra artifacts verify X | head -1`` with two files damaged ended 0, read as 'intact' by a script's
+    ``&&``: buffered, the flush after the command found the reader gone and ended quietly with 0 in place of
+    verify's 1 (after '2 problem(s)' on stderr); under PYTHONUNBUFFERED the second MISMATCH line's write ended
+    the check itself, quietly, with 0. The reader here closed the pipe before the command started."""
+    def build(out):
+        for i in range(2):
+            (out / f"f{i}.txt").write_text("x" * 10)
+        return StageOutput(stats={})
+
+    art = Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}), build)
+    for i in range(2):
+        (art.path / f"f{i}.txt").write_text("damaged")
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "verify", art.id, "--out",
+                               str(tmp_path)], stdout=writer, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                              timeout=120, env=_environ(unbuffered))
+    finally:
+        os.close(writer)
+    assert (proc.returncode, proc.stderr) == (1, "2 problem(s)\n"), proc.stderr  # before: 0
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+@pytest.mark.parametrize("argv", [["--version"], ["pretrain", "--print-config"]], ids=["version", "print-config"])
+def test_version_and_print_config_on_a_gone_reader_or_a_full_disk_end_in_one_line(argv, unbuffered):
+    """``kolectra --version`` (printed while the arguments were parsed, before any command's handler) ended in a
+    traceback (status 1) or Python's 'Exception ignored in: <_io.TextIOWrapper name='<stdout>'...' (120) with its
+    reader gone or on a full disk; ``--print-config > /dev/full`` buffered said its line, then the same (120)."""
+    def run(stdout) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *argv], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120, env=_environ(unbuffered))
+
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        gone = run(writer)
+    finally:
+        os.close(writer)
+    assert (gone.returncode, gone.stderr) == (0, ""), gone.stderr  # before (--version): 1 or 120
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:  # noqa: PTH123
+        proc = run(full)
+    assert proc.returncode == 2, proc.stderr  # before: 1 or 120
+    assert len(proc.stderr.splitlines()) == 1 and "error: no space left on the device" in proc.stderr, proc.stderr

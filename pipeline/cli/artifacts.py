@@ -16,9 +16,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from kolectra.core import streams
 from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
 from kolectra.pipeline import stage_versions
+from kolectra.pipeline.cli.errors import reader_gone
 from kolectra.pipeline.store import inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 from kolectra.pipeline.store.manifest import commit_label
@@ -224,18 +226,30 @@ def artifacts_verify(args, store: Store) -> int:
             say(f"note: {len(unhashed)} object(s) of {a.path} have no store checksum in the manifest: their sizes "
                 "were checked, not their bytes (without --quick every object is hashed)", file=sys.stderr)
         for p in found:
-            say(f"MISMATCH {p}")
+            _checked(f"MISMATCH {p}")
         if not found:
-            say(f"ok {a.path} ({len(a.manifest['files'])} files, digest {a.manifest['digest'][:16]})")
+            _checked(f"ok {a.path} ({len(a.manifest['files'])} files, digest {a.manifest['digest'][:16]})")
         problems += len(found)
     for m in missing:
-        say(f"missing {m}; not checked")
+        _checked(f"missing {m}; not checked")
     if args.lineage:
         say(f"{1 + len(ancestors)} artifact(s) verified, {len(missing)} parent(s) not found", file=sys.stderr)
     if problems:
         say(f"{problems} problem(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def _checked(line: str) -> None:
+    """One of verify's lines on stdout. Its reader gone (``verify X | head -1``, a terminal that hung up)
+    does not end the check: its status is the answer (under PYTHONUNBUFFERED the second MISMATCH line's
+    write ended a failing verify quietly with status 0); the rest of its lines go to the null device."""
+    try:
+        say(line)
+    except OSError as e:
+        if not reader_gone(e):
+            raise
+        streams.lost(sys.stdout)
 
 
 def _verdict(stats: dict) -> list[str]:

@@ -137,6 +137,7 @@ def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> i
 def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
     global ENTERED
     ENTERED = True
+    code = None
     try:
         with _interrupts():
             code = run()
@@ -152,9 +153,10 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
         _end_despite_threads(code)
         return code
     except Exception as e:  # noqa: BLE001 - the command's last handler: every failure becomes one line
-        if _reader_gone(e):
-            return _quiet_end()
+        if reader_gone(e):  # at the flush, the command's own status stands: a failed verify is no 0 for `| head -1`
+            return _quiet_end(code or 0)
         line = describe(e)
+        _settle_stdout()
         if line is not None:
             torchrun_told(_say(command, f"error: {line}"))
             return EXIT_REFUSED
@@ -162,6 +164,16 @@ def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> 
         first = (str(e).strip().splitlines() or [""])[0][:300]
         torchrun_told(_say(command, f"internal error: {type(e).__name__}: {first} (full traceback in {path})"))
         return EXIT_BUG
+
+
+def _settle_stdout() -> None:
+    """What a failed command had printed, written out now; a stdout that cannot take it goes to the null
+    device: ``--print-config > f`` on a full disk said its one line, then the exit's flush failed again
+    ('Exception ignored in: <_io.TextIOWrapper name='<stdout>'...', status 120 for the 2 said)."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError, AttributeError):
+        streams.lost(sys.stdout)
 
 
 def _flush_stdout() -> None:
@@ -183,13 +195,13 @@ def after_the_command() -> Iterator[None]:
     try:
         yield
     except OSError as e:
-        if not _reader_gone(e):
+        if not reader_gone(e):
             e.add_note("writing stdout, after the command had finished (what it built stands)")
             streams.lost(sys.stdout)
         raise
 
 
-def _reader_gone(e: BaseException) -> bool:
+def reader_gone(e: BaseException) -> bool:
     """``e`` is a write to a stdout nobody reads any more: a pipe whose reader closed it, or a terminal
     that hung up (EIO only where stdout is a character device that polls hung up: a disk's EIO stays an error)."""
     return (isinstance(e, BrokenPipeError) or streams.gone(e) and _a_device(sys.stdout)) and _stdout_gone()
@@ -230,14 +242,14 @@ def _stdout_gone() -> bool:
         return False
 
 
-def _quiet_end() -> int:
-    """End as ``head``'s writer should, silently: the reader has what it wanted. What is still
-    buffered goes to /dev/null, so Python's flush at exit has no second error to print."""
+def _quiet_end(code: int = 0) -> int:
+    """End as ``head``'s writer should, silently, with ``code``: the reader has what it wanted. What is
+    still buffered goes to /dev/null, so Python's flush at exit has no second error to print."""
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return 0
+    return code
 
 
 def _end_despite_threads(code: int) -> None:

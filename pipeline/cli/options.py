@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import sys
+from pathlib import Path
 
 
 def common(p: argparse.ArgumentParser, with_config: bool = True, set_example: str = "train.lr=1e-3",
@@ -78,8 +79,11 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        print(version_text())
-        parser.exit()
+        from kolectra.pipeline.cli.errors import handled  # noqa: PLC0415 - argparse's action, before any command
+
+        # through the command's handler: stdout on a full disk or with its reader gone (`| head -c0`) ended in
+        # a traceback (status 1) or, buffered, Python's 'Exception ignored in: <_io.TextIOWrapper ...' (120)
+        parser.exit(handled("--version", Path.cwd, lambda: print(version_text()) or 0))
 
 
 def relax(parser: argparse.ArgumentParser) -> None:
