@@ -350,3 +350,17 @@ def test_jsonl_files_joined_with_their_byte_order_marks_read_every_line(tmp_path
     path.write_bytes(("\ufeff" + part + "\ufeff" + part).encode("utf-8"))
     table = read_table(path)
     assert (len(table.records), table.bad) == (600, []) and table.records[300] == (301, {"text": "리뷰 0", "label": 0})
+
+
+def test_pandas_default_to_json_of_a_frame_whose_index_starts_past_0_is_named_too(tmp_path):
+    # a split (df.iloc[50:], train_test_split) or a filtered frame keeps its index: the columns were text.50 ..,
+    # no text.0, and the error listed them with no word of pandas' default or the call that writes rows
+    import pandas  # noqa: PLC0415
+
+    path = tmp_path / "test.json"
+    frame = pandas.DataFrame({"text": [f"리뷰 {i}" for i in range(100)], "label": [i % 2 for i in range(100)]})
+    frame.iloc[50:].to_json(path, force_ascii=False)
+    with pytest.raises(FinetuneError) as e:
+        Classify().load(path, config.sample_classify())
+    assert "its columns are: text.50, text.51, " in str(e.value)
+    assert "(pandas' DataFrame.to_json() default, orient='columns'): write it as rows" in str(e.value), str(e.value)

@@ -96,7 +96,7 @@ class Table:
             raise FinetuneError(f"{self.path}: no column {name!r} ({key}); its columns are: {shown or '(none)'}"
                                 + ("; a column name holds a CR (\\r): the file's lines end in CR alone, as old Mac "
                                    "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else
-                                   PANDAS_COLUMNS if f"{name}.0" in self.columns else
+                                   PANDAS_COLUMNS if _rows_as_columns(self.columns, name) else
                                    other_format(self.columns, name)))
         return name
 
@@ -132,6 +132,12 @@ SHOWN = 30  # column names an error lists
 PANDAS_COLUMNS = ("; the file is one object of columns, each an object of rows (pandas' DataFrame.to_json() "
                   "default, orient='columns'): write it as rows, df.to_json(PATH, orient='records', lines=True, "
                   "force_ascii=False)")
+
+
+def _rows_as_columns(columns: list[str], name: str) -> bool:
+    """Whether ``name``'s rows are columns ``name.<row>``: pandas' default to_json, whose row labels are the frame's
+    index (a split or a filtered frame starts past 0: ``text.50``, or a shuffled ``text.145``; not only ``text.0``)."""
+    return any(c.startswith(f"{name}.") and c[len(name) + 1:].isdigit() for c in columns)
 
 
 def other_format(columns: list[str], name: str) -> str:
