@@ -10,6 +10,8 @@ downstream of the rebuilt one and reuses the others; on a bucket as on a disk.
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store.artifacts import Request, Store
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.manifest import fields_digest, read_manifest
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
@@ -161,3 +164,33 @@ def test_a_sealed_build_left_by_a_kill_is_published_under_its_manifests_name(tmp
     assert "a complete build of this request whose run was stopped" in capsys.readouterr().err
     assert again.path.name == f"first-{again.id}" and again.manifest["name"] == "first"
     assert Store(tmp_path / "root").resolve("first").manifest == again.manifest
+
+
+def test_of_two_copies_of_one_id_the_one_named_as_asked_is_reused_and_rebuilt(tmp_path, capsys):
+    """Two copies of one id under two names (``a-<id>``, ``b-<id>``: older versions left them): ``--name b
+    --force`` rebuilt ``a-<id>`` and said the name b "names only new builds", ``b-<id>`` standing there as
+    it was; ``--name b`` reused ``a-<id>`` with the same words. The copy named as asked is the one now."""
+    store = Store(tmp_path / "root")
+    a = _build(store, "corpus", "a")
+    b_dir = a.path.parent / f"b-{a.id}"
+    shutil.copytree(a.path, b_dir)
+    manifest = json.loads((b_dir / "manifest.json").read_text())
+    manifest["name"] = "b"
+    manifest["fields_digest"] = fields_digest(manifest)
+    (b_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert Store(tmp_path / "root").verify(Store(tmp_path / "root").resolve("b")) == []
+    capsys.readouterr()
+
+    def as_b(force):
+        return Store(tmp_path / "root").build(
+            Request(kind="corpus", name="b", stage_version=1, config={"n": "a"}),
+            lambda out: (out / "a.txt").write_text("a") and StageOutput(stats={"forced": force}), force)
+    reused = as_b(False)
+    assert reused.path == b_dir and "names only new builds" not in capsys.readouterr().err
+    assert Store(tmp_path / "root").name_for(Request(kind="corpus", name="b", stage_version=1, config={"n": "a"})) == "b"
+    forced = as_b(True)
+    assert "names only new builds" not in capsys.readouterr().err
+    assert forced.path == b_dir and forced.manifest["name"] == "b" and forced.manifest["stats"] == {"forced": True}
+    assert read_manifest(a.path) == a.manifest  # a-<id> untouched
+    store = Store(tmp_path / "root")
+    assert store.verify(store.resolve("b")) == [] and store.verify(store.resolve("a")) == []

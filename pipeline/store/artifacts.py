@@ -173,9 +173,18 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
     return manifest
 
 
+def own_first(request: Request, existing: list) -> list:
+    """``existing`` (its id's folders, paths or URLs) with the one named as ``request`` first: of two copies of
+    one id (``a-<id>``, ``b-<id>``, left by older versions), ``--name b --force`` rebuilt ``a-<id>``, saying
+    the name b "names only new builds", and ``--name b`` reused ``a-<id>`` with the same words."""
+    own = f"{request.name}-{request.id()}"
+    return sorted(existing, key=lambda d: str(d).rstrip("/").rpartition("/")[2] != own)
+
+
 def folder_name(request: Request, existing: list) -> str:
     """The name ``request`` is published under: its folder's (the first of ``existing``, its id's folders,
-    paths or URLs) where there is one, else its own."""
+    paths or URLs, by :func:`own_first`) where there is one, else its own."""
+    existing = own_first(request, existing)
     if not existing:
         return request.name
     folder = str(existing[0]).rstrip("/").rpartition("/")[2]
@@ -187,7 +196,7 @@ def in_its_folder(request: Request, existing: list) -> Request:
     the rebuild replaces that folder (:meth:`Store._publish_as`), so its manifest names the folder's name,
     not the ``--name`` given (which ``artifacts show`` did not find: the manifest said one name, the
     folder another). ``existing``: the folders (paths or URLs) of the request's id, the first one used."""
-    name = folder_name(request, existing)
+    name, existing = folder_name(request, existing), own_first(request, existing)
     if name == request.name:
         return request
     progress(f"{request.kind}: rebuilding {existing[0]} in place, under its name {name} (the id is the identity: "
@@ -348,7 +357,7 @@ class Store(Catalog):
 
     def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
         say = (lambda line: None) if quiet else progress
-        for d in self._dirs(request.kind, request.id()):
+        for d in own_first(request, self._dirs(request.kind, request.id())):
             problems = verify_dir(d)
             if not problems and (stale := built_from_others(load(d).manifest, request.parents)):
                 say(f"{request.kind}: existing {d} {stale}; rebuilding")
@@ -404,7 +413,7 @@ class Store(Catalog):
 
     def _publish_as(self, out: Path, kind: str, aid: str, name: str) -> Path:
         """One rename into place, under the existing directory of this id if there is one."""
-        existing = self._dirs(kind, aid)
+        existing = [d for d in self._dirs(kind, aid) if d.name == f"{name}-{aid}"] or self._dirs(kind, aid)
         final = existing[0] if existing else self.root / kind / f"{name}-{aid}"
         final.parent.mkdir(parents=True, exist_ok=True)
         replaced = None

@@ -66,6 +66,7 @@ from kolectra.pipeline.store.artifacts import (
     check_layout,
     in_its_folder,
     manifest_of,
+    own_first,
     reserved,
     said_published,
 )
@@ -270,7 +271,7 @@ class RemoteStore(StoreRuns, Store):
     def _final(self, request: Request) -> tuple[str, Request]:
         """Where the build is published, and the request named as that prefix (a copy there is rebuilt in
         place, under its own name: :func:`~kolectra.pipeline.store.artifacts.in_its_folder`)."""
-        existing = self._dirs(request.kind, request.id())
+        existing = own_first(request, self._dirs(request.kind, request.id()))
         if existing:
             return str(existing[0]), in_its_folder(request, existing)
         return storage.join(self.url, request.kind, f"{request.name}-{request.id()}"), request
@@ -283,7 +284,7 @@ class RemoteStore(StoreRuns, Store):
             return None
 
     def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
-        for d in self._dirs(request.kind, request.id()):
+        for d in own_first(request, self._dirs(request.kind, request.id())):
             try:
                 art = load_remote(d)
             except ArtifactError:
