@@ -180,3 +180,25 @@ def test_version_and_print_config_on_a_gone_reader_or_a_full_disk_end_in_one_lin
         proc = run(full)
     assert proc.returncode == 2, proc.stderr  # before: 1 or 120
     assert len(proc.stderr.splitlines()) == 1 and "error: no space left on the device" in proc.stderr, proc.stderr
+
+
+def test_a_full_disk_under_a_report_s_lines_says_the_command_had_finished_under_pythonunbuffered(tmp_path):
+    """``kolectra report EVAL > out.txt`` on a full disk, under PYTHONUNBUFFERED, its report.md written, said only
+    'error: no space left on the device' (its printed path failed inside the command, as the artifact's path
+    did before 516a293); buffered it said 'writing stdout, after the command had finished'. Alike now."""
+    import json
+
+    def produce(out):
+        (out / "metrics.json").write_text(json.dumps({"task": "classify", "accuracy": 0.5}), encoding="utf-8")
+        return StageOutput(stats={})
+
+    Store(tmp_path).build(Request(kind="eval", name="e", stage_version=1, config={}), produce)
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:  # noqa: PTH123
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "report", "e", "--out", str(tmp_path)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120,
+                              env=_environ(True))
+    assert list(tmp_path.glob("reports/*/report.md"))
+    assert (proc.returncode, proc.stderr) == (2, "kolectra report: error: no space left on the device; writing stdout, "
+                                                 "after the command had finished (what it built stands)\n"), proc.stderr

@@ -231,11 +231,14 @@ def run_report(args, store: Store, beam_args: list[str]) -> int:
         print("\n".join(published_table()))
     if len(args.ref) > 1:  # with --published, their rows join the table (and report.md), with each row's split
         path, table = render_table(store, args.ref, args.dest, args.published)
-        print(table)
-        print(path)
+        with after_the_command():  # report.md is written: under PYTHONUNBUFFERED a full disk fails here
+            print(table)
+            print(path)
         return 0
     if args.ref:  # with --published, report.md ends with the eval's row in the published models' table
-        print(render(store, args.ref[0], args.dest, args.published))
+        written = render(store, args.ref[0], args.dest, args.published)
+        with after_the_command():
+            print(written)
     return 0
 
 
@@ -279,7 +282,8 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
                 for line in hub.warnings(art, args.private):
                     streams.say(f"kolectra export: warning: {line}")  # a log's reader gone: not the push's end
             print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
-    print(where)
+    with after_the_command():  # the folder is exported (and pushed)
+        print(where)
     return 0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kolectra.core import scratch
 from kolectra.core.errors import UserInputError
+from kolectra.pipeline.cli.errors import after_the_command
 from kolectra.pipeline.cli.options import common as _common
 from kolectra.pipeline.cli.options import flag_sets as _flag_sets
 from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
@@ -145,7 +146,8 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     else:
         art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
                               sets=sets, seed=args.seed, name=args.name, force=args.force, **dev)
-    _print_metrics(art.path / "metrics.json")
+    with after_the_command():  # the eval is published: under PYTHONUNBUFFERED a full disk fails here, not at the flush
+        _print_metrics(art.path / "metrics.json")
     return art
 
 
