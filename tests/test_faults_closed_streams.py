@@ -202,3 +202,18 @@ def test_a_full_disk_under_a_report_s_lines_says_the_command_had_finished_under_
     assert list(tmp_path.glob("reports/*/report.md"))
     assert (proc.returncode, proc.stderr) == (2, "kolectra report: error: no space left on the device; writing stdout, "
                                                  "after the command had finished (what it built stands)\n"), proc.stderr
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+@pytest.mark.parametrize("argv", [["--help"], ["artifacts", "list", "--help"]], ids=["kolectra", "artifacts-list"])
+def test_help_with_its_reader_gone_ends_quietly(argv, unbuffered):
+    """``kolectra --help | head -c0`` buffered ended in Python's 'Exception ignored in: <_io.TextIOWrapper
+    name='<stdout>'...', status 120 (the help is printed while the arguments are parsed, before any handler)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *argv], stdout=writer,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120, env=_environ(unbuffered))
+    finally:
+        os.close(writer)
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr  # before (buffered): 120

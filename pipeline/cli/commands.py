@@ -374,6 +374,17 @@ class _Parser(argparse.ArgumentParser):
         torchrun_told(f"{self.prog}: error: {message}")
         super().error(message)
 
+    def print_help(self, file=None) -> None:
+        if file is not None:
+            return super().print_help(file)
+        # through the command's handler, as --version: buffered, a reader gone (`kolectra --help | head -c0`)
+        # ended 'Exception ignored in: <_io.TextIOWrapper name='<stdout>'...', status 120
+        code = handled(f"{self.prog.removeprefix('kolectra ')} --help".removeprefix("kolectra "), Path.cwd,
+                       lambda: super(_Parser, self).print_help() or 0)
+        if code:
+            self.exit(code)
+        return None
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
