@@ -19,6 +19,9 @@ from kolectra.pipeline.cli.errors import after_the_command
 from kolectra.pipeline.store.artifacts import Artifact, Store, default_root
 
 SAMPLE = Path(__file__).resolve().parent / "sample"
+# what continues a stopped pretraining run, as the store's lines name it (this command has no --resume), and
+# reuses the stages done: 'kolectra run again' said the opposite of what it does after --force (rebuilds them)
+AGAIN = "the same `kolectra run` without --force"
 
 # Sizes for the sample: small enough for a few minutes on 2 cores, large enough to learn something.
 SAMPLE_SETS = {
@@ -58,7 +61,7 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
     # kolectra run has no --resume, and without one the next run discarded it and trained from step 0
     ckpt = timed("pretrain", stages.pretrain, store, examples, preset="tiny", sets=sets["pretrain"],
                  name="sample", force=force, resume=False if force else "exact",
-                 expected_untrained=demo_budget(sets["pretrain"]))
+                 expected_untrained=demo_budget(sets["pretrain"]), again=AGAIN)
     # one name per task: `kolectra report sample-nsmc sample-korquad` puts them in one table
     nsmc = timed("finetune nsmc", stages.finetune, store, "nsmc", ckpt, SAMPLE / "nsmc_train.txt",
                  SAMPLE / "nsmc_test.txt", preset="sample", sets=sets["nsmc"], name="sample-nsmc", force=force)
@@ -72,7 +75,7 @@ def run_sample(store: Store, force: bool = False, sets: dict[str, list[str]] | N
             print(text)
     except KeyboardInterrupt as e:  # the command's line said "interrupted; nothing was published"
         e.add_note(f"while writing the summary; every stage was done and kept: {', '.join(timings)} "
-                   "(kolectra run again reuses them)")
+                   f"({AGAIN} reuses them)")
         raise
     return korquad
 
@@ -86,14 +89,12 @@ def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> A
     try:
         art = fn(*args, **kwargs)
     except (KeyboardInterrupt, Exception) as e:
-        if getattr(e, "__notes__", None):  # the store's words for kolectra pretrain: this command has no --resume
-            e.__notes__[:] = [n.replace("--resume continues it", "kolectra run again continues it") for n in e.__notes__]
         if isinstance(e, KeyboardInterrupt) and timings and not str(e) and not getattr(e, "__notes__", None):
             e.add_note(f"{stage}: nothing published")
         elif not isinstance(e, KeyboardInterrupt):
             e.add_note(f"kolectra run stopped at {stage}")
         if timings:
-            e.add_note(f"done before it and kept: {', '.join(timings)} (kolectra run again reuses them)")
+            e.add_note(f"done before it and kept: {', '.join(timings)} ({AGAIN} reuses them)")
         raise
     timings[stage] = time.perf_counter() - t0
     progress(f"run: {stage} done in {timings[stage]:.1f}s -> {art.path}")

@@ -175,9 +175,11 @@ def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: 
 # ---- pretrain -------------------------------------------------------------------------------
 def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny", sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
-             resume: bool | str = False, expected_untrained: str | None = None) -> Artifact:
+             resume: bool | str = False, expected_untrained: str | None = None,
+             again: str = "--resume") -> Artifact:
     """``expected_untrained``: why the caller planned a run too short to learn (``kolectra run``'s
-    demo); printed in place of the settings a not-learning warning would otherwise name."""
+    demo); printed in place of the settings a not-learning warning would otherwise name. ``again``: what
+    continues an interrupted run, as its lines name it (a caller without --resume says its own)."""
     from kolectra.model import runtime  # noqa: PLC0415 - torch: when a model is trained
     from kolectra.model import train as model_train  # noqa: PLC0415
     from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
@@ -211,7 +213,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # such as a study whose other requests may be interrupted); checkpoints go once the artifact is published
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": cfg.preset},
                     scratch=(checkpoints_dir(Path("")).name,),  # the trainer's working state in its run directory
-                    rank=rank if world > 1 else 0)
+                    rank=rank if world > 1 else 0, again=again)
     # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
     return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
                                                              store.local(voc), out,

@@ -44,7 +44,7 @@ def test_a_run_failing_midway_names_the_stage_and_what_it_kept(tmp_path, monkeyp
     line = capsys.readouterr().err.strip().splitlines()[-1]
     # the line named neither the stage that failed nor the two kept: a failure is no interrupt
     assert line.startswith("kolectra run: error: ") and says in line
-    assert "kolectra run stopped at examples; done before it and kept: corpus, vocab (kolectra run again reuses them)" \
+    assert "kolectra run stopped at examples; done before it and kept: corpus, vocab (the same `kolectra run` without --force reuses them)" \
         in line
 
 
@@ -61,7 +61,7 @@ def test_an_interrupt_during_the_summary_says_every_stage_was_kept(tmp_path, mon
     with pytest.raises(KeyboardInterrupt) as e:  # the command's line said "interrupted; nothing was published"
         run.run_sample(open_store(tmp_path))
     assert e.value.__notes__ == ["while writing the summary; every stage was done and kept: corpus, vocab, examples, "
-                                 "pretrain, finetune nsmc, finetune korquad (kolectra run again reuses them)"]
+                                 "pretrain, finetune nsmc, finetune korquad (the same `kolectra run` without --force reuses them)"]
 
 
 def test_a_failure_in_the_first_stage_names_it_and_keeps_nothing():

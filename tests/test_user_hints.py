@@ -126,7 +126,7 @@ def test_an_interrupted_demo_says_which_stages_it_kept():
     with pytest.raises(KeyboardInterrupt) as e:  # the command's line said "interrupted; nothing was published"
         timed_stage(timings, "pretrain", stopped)
     assert e.value.__notes__ == ["pretrain: nothing published",
-                                 "done before it and kept: corpus, vocab, examples (kolectra run again reuses them)"]
+                                 "done before it and kept: corpus, vocab, examples (the same `kolectra run` without --force reuses them)"]
     with pytest.raises(KeyboardInterrupt) as e:
         timed_stage({}, "corpus", stopped)
     assert not getattr(e.value, "__notes__", None)  # nothing done yet: the store's own words stand

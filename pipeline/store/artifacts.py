@@ -381,7 +381,7 @@ class Store(Catalog):
             {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
-        run = workspace.open_run(self.root, record, resume, held, request.operational)
+        run = workspace.open_run(self.root, record, resume, held, request.operational, again=spec.again)
         return run.out, run
 
     def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:
@@ -393,7 +393,7 @@ class Store(Catalog):
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)
         if run is not None and run.state():
             if not refused:
-                e.add_note(f"{request.kind}: its working state is kept in {run.path}; --resume continues it")
+                e.add_note(f"{request.kind}: its working state is kept in {run.path}; {run.again} continues it")
             return
         shutil.rmtree(run.path if run is not None else out, ignore_errors=True)
         if not refused:

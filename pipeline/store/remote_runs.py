@@ -91,7 +91,8 @@ class StoreRuns:
                   "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
         # only this request's run: another's, kept in this machine's cache, is not the store's (family_resume);
         # --resume (True) as given, so that finding none is said, as on a disk root
-        opened = workspace.open_run(local_root, record, resume, held, request.operational, family_resume=False)
+        opened = workspace.open_run(local_root, record, resume, held, request.operational, family_resume=False,
+                                    again=spec.again)
         self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()
@@ -106,19 +107,19 @@ class StoreRuns:
         local = max((p.parent.name for d in (run.out, run.kept) for p in (d / CHECKPOINTS).glob(f"step-*/{MANIFEST}")),
                     default=None)
         if local is None or self._in_store == local:
-            return f"{kind}: its working state is kept in {run.path} and {remote_run}; --resume continues it"
+            return f"{kind}: its working state is kept in {run.path} and {remote_run}; {run.again} continues it"
         if self._landing == local:  # stopped as its manifest was written: the store may have it (not asked now)
             before = f"holds {self._in_store}, and {local} too" if self._in_store else f"holds {local}"
             return (f"{kind}: its working state is kept in {run.path} ({local}); {remote_run} {before} unless its "
-                    f"copy was cut short as its manifest was written; --resume continues from {local} on this "
+                    f"copy was cut short as its manifest was written; {run.again} continues from {local} on this "
                     "machine, from " + ("the newer of the two there on another" if self._in_store else
                                         f"{local} on another if its copy is there (else nothing to resume there)"))
         if self._in_store is None:
             return (f"{kind}: its working state is kept in {run.path} only: the store holds no complete checkpoint "
-                    f"of it ({local}'s copy to {remote_run} did not complete); --resume continues it on this "
+                    f"of it ({local}'s copy to {remote_run} did not complete); {run.again} continues it on this "
                     "machine only")
         return (f"{kind}: its working state is kept in {run.path} ({local}); {remote_run} holds {self._in_store} "
-                f"only ({local}'s copy to it did not complete); --resume continues from {local} on this machine, "
+                f"only ({local}'s copy to it did not complete); {run.again} continues from {local} on this machine, "
                 f"from {self._in_store} on another")
 
     def _owned(self) -> None:

@@ -236,6 +236,9 @@ def discard(root: Path, paths: list[Path]) -> None:
 class Run:
     """A resumable run's directory ``.work/<kind>-<id>/``: ``out/`` (the stage's), ``kept/``, ``request.json``."""
 
+    # who continues it, as its lines say: ``--resume``, or the words of a caller that has none (open_run's ``again``)
+    again = "--resume"
+
     def __init__(self, path: Path):
         self.path, self.out, self.kept = path, path / "out", path / "kept"
 
@@ -336,15 +339,17 @@ class Resumable:
     may continue) and its working state (entries of its directory that are not the product); and
     this process's ``rank`` in a data-parallel build of it, as the device layer says (torchrun's
     ``RANK``, a TPU pod host's index): rank 0 reserves and publishes, the others follow
-    (:mod:`.followers`)."""
+    (:mod:`.followers`); ``again``: what the user continues it with (:func:`open_run`)."""
 
     family: dict
     scratch: tuple[str, ...] = ()
     rank: int = 0
+    # what continues the run, as its lines name it: a caller without --resume (kolectra run, a study) says its own
+    again: str = "--resume"
 
 
 def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack,
-             operational: tuple[str, ...] = (), family_resume: bool = True) -> Run:
+             operational: tuple[str, ...] = (), family_resume: bool = True, again: str = "--resume") -> Run:
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
     With ``resume``: this request's interrupted run, else (unless ``resume == "exact"`` or not
@@ -354,13 +359,16 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     (``kolectra run``, a study's point), quiet on a first run. ``operational``: the dotted config keys
     the request's id leaves out, left out when saying whether that run had other settings;
     ``family_resume``: whether ``--resume`` here may continue a run of the family (not on a store
-    root, whose runs of other requests are not the store's), as the line counting them says."""
+    root, whose runs of other requests are not the store's), as the line counting them says; ``again``: what
+    continues this request's run, as its lines name it (``kolectra run`` has no --resume: "the same `kolectra
+    run` without --force"); a caller with words of its own continues no other request's run."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
         exact.hold(held)  # refused, naming it
     others = family_runs(root, record["family"], exclude=exact.path)
     own_only = resume == "exact" or not family_resume  # only this request's run may be continued here
+    exact.again = again  # what its lines name, here and when it is interrupted
     if resume and exact.state():
         exact.hold(held)
         progress(f"{kind}: resuming in {exact.path}")
@@ -372,6 +380,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
             raise ArtifactError(f"{kind}: the interrupted run {run.path} is running right now; wait for it "
                                 "or stop it before resuming it with other settings")
         held.enter_context(_held_mark(run.path, fd))
+        run.again = again
         progress(f"{kind}: no interrupted run of this exact request; the newest of the same inputs "
                  f"{_how_other(run.request, record, operational)} is {run.path} (request {run.id}): continuing "
                  "it if its checkpoint's settings allow")
@@ -380,12 +389,13 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     if resume and resume != "exact":  # --resume asked for one; a caller's own continuation ("exact": kolectra run,
         progress(f"{kind}: nothing to resume for this request; starting fresh")  # a study) says nothing on a first run
     elif exact.state():
-        progress(f"{kind}: discarding the interrupted run in {exact.path} (--resume would continue it)")
+        progress(f"{kind}: discarding the interrupted run in {exact.path} ({again} would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
     if idle and (not resume or own_only):
         progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {root / WORK}, the newest "
                  f"{_how_other(idle[0].request, record, operational)} ("
-                 + ("--resume continues it" if not own_only else "only this request's run is resumed here")
+                 + ("--resume continues it" if not own_only and again == Run.again else
+                    "only this request's run is resumed here")
                  + "; `kolectra artifacts gc --interrupted` removes them)")
     exact.hold(held)
     exact.create({**record, "created": now()})

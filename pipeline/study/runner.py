@@ -237,7 +237,7 @@ def pretrain_point(store: Store, examples: Artifact, plan: StudyPlan, arm: str, 
             f"train.log_every={max(1, steps // 20)}"]
     progress(f"study: {arm} at {budget:.3g} FLOPs = {steps} steps, pretraining seed {seed}")
     return stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=seed, name=f"study-{arm}",
-                           resume="exact"), steps
+                           resume="exact", again="the same `kolectra study`"), steps
 
 
 def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, readout: str,
