@@ -344,11 +344,19 @@ def emit(benchmark: str, unit: str, value: float, baseline_name: str, baseline_v
 def moto_server(who: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """moto's S3 server on a free port of 127.0.0.1 (what the tests use), its endpoint in this process's
     AWS environment: (the server, its endpoint URL). ``env``: more variables for the server's process."""
+    return s3_endpoint(lambda port: [sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
+                                     "-p", str(port)],
+                       f"{who}: moto's server did not start (pip install 'moto[server]')", env)
+
+
+def s3_endpoint(command: Callable[[int], list[str]], failed: str, env: dict[str, str] | None = None,
+                ) -> tuple[subprocess.Popen, str]:
+    """A server process (``command`` of a free port of 127.0.0.1) waited for until it accepts connections
+    (``failed``: the exit line if it does not within 60 s) and made this process's S3 endpoint."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    server = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, **(env or {})})
     deadline = time.monotonic() + 60
     while True:
@@ -357,7 +365,7 @@ def moto_server(who: str, env: dict[str, str] | None = None) -> tuple[subprocess
             break
         except OSError:
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"{who}: moto's server did not start (pip install 'moto[server]')")
+                raise SystemExit(failed)
             time.sleep(0.2)
     os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
                       AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")

@@ -31,14 +31,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from common import child_result, emit, moto_in_process, namespace_of, parser
+from common import child_result, emit, moto_in_process, namespace_of, parser, s3_endpoint
 
 WHO = "benchmarks/plan_sizes.py"
 BUCKET = "bench"
@@ -95,25 +94,9 @@ def serve_echo(port: int, delay_s: float) -> None:
 
 def echo_rows(sizes: list[int], delay_ms: float, sides: dict) -> list[dict]:
     """Each size against the stand-in endpoint (a process of its own), on each side."""
-    import socket
-    import subprocess
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, __file__, "--serve-echo", str(port), str(delay_ms / 1000)])
+    server, _ = s3_endpoint(lambda port: [sys.executable, __file__, "--serve-echo", str(port), str(delay_ms / 1000)],
+                            f"{WHO}: the stand-in endpoint did not start")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    sys.exit(f"{WHO}: the stand-in endpoint did not start")
-                time.sleep(0.1)
-        os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="bench",
-                          AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
         rows = []
         for n in sizes:
             for side, pythonpath in sides.items():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pytest
 
 from kolectra.core import tokens as core_tokens
 
@@ -170,3 +171,15 @@ def stop_in_step(monkeypatch, n: int, error: BaseException, objective: str = "el
 
     monkeypatch.setitem(objectives.STEPS, objective, stopping)
     return lambda: monkeypatch.setitem(objectives.STEPS, objective, real)
+
+
+@pytest.fixture(autouse=True)
+def judged_on_any_token(monkeypatch):
+    """For a test module that imports it (autouse there): real runs of 2 to 8 rows of 32 tokens, a line every
+    2-3 steps, score a token or two of one class a window, which the health check leaves unjudged
+    (model.health.MIN_CLASS_TOKENS); at 1 it judges every window with an AUC, as before the threshold, so that
+    what stands and what withdraws a warning is still tested on real runs (the threshold's own run:
+    test_model_health_counts)."""
+    from kolectra.model import health
+
+    monkeypatch.setattr(health, "MIN_CLASS_TOKENS", 1)

@@ -18,19 +18,10 @@ import pytest
 from kolectra.model import health
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
-from tests.model_support import small_chain
+from tests.model_support import judged_on_any_token, small_chain  # noqa: F401 - autouse fixture
 
 WARNED = re.compile(r"WARNING: this run has not learned what it should \(step (\d+)\)")
 WITHDRAWN = re.compile(r"learning now \(step (\d+)\)")
-
-
-@pytest.fixture(autouse=True)
-def judged_on_any_token(monkeypatch):
-    """These runs (2 to 8 rows of 32 tokens, a line every 2-3 steps) score a token or two of one class a window,
-    which the health check leaves unjudged (model.health.MIN_CLASS_TOKENS): at 1 it judges every window with an
-    AUC, as before the threshold, so that what stands and what withdraws a warning is still tested on real runs
-    (the threshold's own run: test_model_health_counts)."""
-    monkeypatch.setattr(health, "MIN_CLASS_TOKENS", 1)
 
 
 @pytest.fixture(scope="module")
