@@ -28,7 +28,11 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+
+
+# A whole number written as a float, as text: pandas' to_csv of an integer column with a gap (NaN) writes 1.0
+WHOLE_FLOAT = re.compile(r"(-?[0-9]{1,18})\.0+")
 
 
 def label_text(value) -> str:
@@ -36,8 +40,13 @@ def label_text(value) -> str:
 
     NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
     the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
-    alike, and an NFD test label "not among the training labels (스포츠, ...)"."""
+    alike, and an NFD test label "not among the training labels (스포츠, ...)".  The text ``1.0`` is ``1``
+    too, as the JSON number is: a CSV or TSV pandas wrote from a label column with a gap holds ``0.0``,
+    ``1.0``, which were classes of their own (a test file written without the gap, ``1``, was "not among the
+    training labels (0.0, 1.0)"; ``label_names`` refused them as text that is none of its names)."""
     if isinstance(value, str) and (text := visible_edges(value)):
+        if whole := WHOLE_FLOAT.fullmatch(text):
+            return str(int(whole.group(1)))
         return unicodedata.normalize("NFC", text)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)

@@ -147,6 +147,34 @@ def test_label_names_name_the_class_label_codes_to_json_wrote(tmp_path):
         override(config.sample_regress(), ["label_names=a,b"]).validate()
 
 
+@pytest.mark.parametrize("sep, suffix", [(",", "csv"), ("\t", "tsv")])
+def test_labels_pandas_wrote_as_floats_in_a_csv_are_their_integer_classes(tmp_path, sep, suffix):
+    # pandas' to_csv of a label column with a gap (NaN) writes 0.0, 1.0, 2.0: with label_names they were refused as
+    # "text that is none of its names ('0.0', '1.0', '2.0'): leave label_names out" (which trains classes '0.0'...),
+    # and without them a test file written without the gap said "label '1' is not among the training labels (0.0, ...)"
+    import numpy as np  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415
+
+    train = pd.DataFrame({"text": [f"제목 {i}" for i in range(300)], "label": [float(i % 3) for i in range(300)]})
+    train.loc[7, "label"] = np.nan
+    train.to_csv(tmp_path / f"train.{suffix}", sep=sep, index=False)
+    pd.DataFrame({"text": [f"뉴스 {i}" for i in range(30)], "label": [i % 3 for i in range(30)]}).to_csv(
+        tmp_path / f"test.{suffix}", sep=sep, index=False)
+    assert "1.0" in (tmp_path / f"train.{suffix}").read_text(encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), max_bad_fraction=0.01)
+    task = Classify()
+    data = task.read(cfg, tmp_path / f"train.{suffix}", tmp_path / f"test.{suffix}")
+    assert task.labels == ["0", "1", "2"] and data.facts["test_file"]["labels"] == {"0": 10, "1": 10, "2": 10}
+    assert data.facts["train_file"]["bad_lines"] == [{"line": 9, "reason": "empty label"}]
+    named = Classify()
+    data = named.read(dataclasses.replace(cfg, label_names=("IT과학", "경제", "사회")), tmp_path / f"train.{suffix}",
+                      tmp_path / f"test.{suffix}")
+    assert named.labels == ["IT과학", "경제", "사회"] and data.facts["test_file"]["labels"]["사회"] == 10
+    from kolectra.finetune.classify import label_text  # noqa: PLC0415
+    assert [label_text(x) for x in ("-1.0", "-0.0", "10.00", " 2.0 ", "1.5", "v1.0", "1.0.0")] == \
+        ["-1", "0", "10", "2", "1.5", "v1.0", "1.0.0"]
+
+
 def test_rows_cut_at_max_length_are_counted_per_split_and_said(tmp_path, capsys):
     # a long review or news body cut at max_length was read in part with nothing saying so (ner counts its
     # cut words; classify, regress and nsmc counted nothing)
