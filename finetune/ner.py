@@ -80,8 +80,9 @@ class Ner(TextTask):
                                         f"({', '.join(self.labels)})")
                 # a training type's other boundary (I-LOC where training had one-word LOC only; IOB1 files):
                 # scored as gold, as conlleval would, though the model cannot predict it; ids past the head's
-                # are never a target (evaluation feeds no labels)
-                ids[tag] = len(ids)
+                # are never a target (evaluation feeds no labels). Its id is its place in labels + gold_only
+                # (score's names), not len(ids): a training tag spelled otherwise adds a key but no name
+                ids[tag] = len(self.labels) + len(self.gold_only)
                 self.gold_only.append(tag)
                 warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, though its "
                      f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")

@@ -386,3 +386,23 @@ def test_a_training_tag_spelled_otherwise_in_the_test_file_is_that_tag(tmp_path,
     assert task.gold_only == [] and "not among the training tags" not in capsys.readouterr().err
     loc = task.labels.index("B-LOC")
     assert [tags[0] for tags in data.test["tags"]] == [loc, loc]
+
+
+def test_a_gold_only_tag_after_a_tag_spelled_otherwise_is_named_by_its_own_id(tmp_path):
+    """A Naver-spelt test file (LOC-B, LOC-I) beside a CoNLL training file, with a tag of a training type the
+    training file lacks (PER-I) after them: each spelling counted as an id, so PER-I got id 7 of 5 names and
+    the run ended, after training, in "internal error: IndexError: list index out of range"."""
+    train = conll(tmp_path / "train.conll", [[("서울", "B-LOC"), ("부산", "I-LOC"), (PER[i % 3], "B-PER"), (f"{i}일", "O")]
+                                                   for i in range(40)])
+    test = conll(tmp_path / "test.conll", [[("서울", "LOC-B"), ("부산", "LOC-I"), ("김", "PER-B"), ("민수", "PER-I")]])
+    task = Ner()
+    data = task.read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, test)
+    assert task.labels == ["O", "B-LOC", "I-LOC", "B-PER"] and task.gold_only == ["PER-I"]
+    assert list(data.test["tags"][0]) == [1, 2, 3, 4]
+    split = SimpleNamespace(derived={}, rows={"tags": [data.test["tags"][0]]}, encoded={"word_starts": [[1, 2, 3, 4]]})
+    logits = np.full((6, 4), -5.0, np.float32)
+    for position, tag in enumerate([0, 1, 2, 3, 0, 0]):  # [CLS] B-LOC I-LOC B-PER O [SEP]
+        logits[position, tag] = 5.0
+    scores, predictions = task.score(split, {"logits": [logits]}, None)
+    assert split.derived["gold"] == [["B-LOC", "I-LOC", "B-PER", "PER-I"]]
+    assert predictions["entities"]["correct_entities"] == 1 and predictions["entities"]["gold_entities"] == 2
