@@ -173,6 +173,14 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
     return manifest
 
 
+def forced_over(run: workspace.Run | None, force: bool, copy_there: bool) -> None:
+    """A ``--force`` rebuild's run over a copy of its id published there: ``--resume`` alone reuses that copy
+    and leaves the run as it was, so its lines name ``--force --resume`` (a caller's own words stand:
+    ``kolectra run --force`` rebuilt the parents, so its checkpoint is stale and the run is continued)."""
+    if run is not None and force and copy_there and run.again == workspace.Run.again:
+        run.again = "--force --resume"
+
+
 def own_first(request: Request, existing: list) -> list:
     """``existing`` (its id's folders, paths or URLs) with the one named as ``request`` first: of two copies of
     one id (``a-<id>``, ``b-<id>``, left by older versions), ``--name b --force`` rebuilt ``a-<id>``, saying
@@ -290,8 +298,10 @@ class Store(Catalog):
             found = self._join(request, reuse=not force)  # 3. join
             if found is not None:
                 return found
-            request = in_its_folder(request, self._dirs(request.kind, aid))  # --force: rebuilt where it is
+            existing = self._dirs(request.kind, aid)
+            request = in_its_folder(request, existing)  # --force: rebuilt where it is
             out, run = self._prepare(request, resumable, resume, held)  # 4. prepare
+            forced_over(run, force, bool(existing))
             started = workspace.now()
             try:
                 output = produce(out)  # 5. produce

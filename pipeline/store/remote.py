@@ -64,6 +64,7 @@ from kolectra.pipeline.store.artifacts import (
     Resumable,
     Store,
     check_layout,
+    forced_over,
     in_its_folder,
     manifest_of,
     own_first,
@@ -239,6 +240,7 @@ class RemoteStore(StoreRuns, Store):
                 out, run = final, None
             elif resumable:
                 out, run = self._prepare_run(request, resumable, resume, held)
+                forced_over(run, force, seen is not None)
             else:
                 out, run = str(workspace.private_dir(cache_root(), request.kind, aid)), None
             started = workspace.now()
