@@ -346,6 +346,25 @@ def status_text(health: dict) -> str:
     return health["status"]
 
 
+def end_text(health: dict, standing: dict | None, expected: str | None = None) -> str:
+    """The verdict as the run's last line ends (``pretrain done: ...; training health: ...``). A warning printed
+    during the run was the only word of it: a run that learned nothing ended, hours of progress lines later,
+    like one that did (``pretrain done: 120 steps in 0m15s, final loss 43.6478``). ``standing``: the warning
+    printed during the run and never withdrawn (None: the end printed it, the line above, or none stands);
+    ``expected``: why the caller planned a run too short to learn (:func:`warning_text`)."""
+    status = health["status"]
+    if status == "ok":
+        return "training health: ok"
+    if status == "unchecked":
+        return f"training health: unchecked ({health.get('reason') or 'no metrics'})"
+    if standing is None:
+        return "training health: NOT LEARNING (the WARNING above)"
+    since = [s for s in standing_since(standing).values() if s is not None]
+    first = f"warned at step {min(since)}, " if since else ""
+    said = f"training health: NOT LEARNING ({first}standing at the end): " + "; ".join(health["problems"])
+    return said + (" (expected here, as the warning said)" if expected else "")
+
+
 def unchecked_text(health: dict, ctx: Context) -> str:
     """The one line a run whose health went unchecked ends with."""
     if health.get("reason") == ENDED_IN_WARMUP:

@@ -6,7 +6,8 @@ back in ONE transfer (``Device.read_back``) only when a line is written every ``
 steps, so the steps in between never wait for the device. A line holds, for the window since the previous one:
 
 - ``loss`` and its terms (``gen_loss``, ``disc_loss`` or ``mlm_loss``, ``disc_mlm_loss`` for the
-  discriminator's vocabulary head), ``grad_norm``, ``temperature`` (a replacement-temperature
+  discriminator's vocabulary head; ``mlm``, which has no generator, logs ``gen_loss`` 0, and its progress
+  line leaves the generator out), ``grad_norm``, ``temperature`` (a replacement-temperature
   schedule): means per step (mlm_then_rtd: ``disc_loss`` and ``disc_mlm_loss`` over the steps of
   their own phase, left out of a window without any, with the ratios of that phase);
 - ``gen_acc`` (generator argmax = original at masked slots), ``replaced_share`` (masked slots whose
@@ -124,7 +125,10 @@ def progress_text(line: dict) -> str:
     else:
         second = f"mlm {f('mlm_loss', '.3f')}"
     mfu = f" MFU {f('mfu', '.1%')}" if "mfu" in line else ""
-    return (f"loss {f('loss', '.4f')} (gen {f('gen_loss', '.3f')}, {second}) lr {f('lr', '.2e')} "
+    # mlm (BERT) has no generator: its lines' gen_loss is the 0 of a term it does not have, and "gen 0.000" read
+    # as a generator that predicts every masked token; a line with a generator has its accuracy or replaced share
+    gen = f"gen {f('gen_loss', '.3f')}, " if "gen_acc" in line or "replaced_share" in line else ""
+    return (f"loss {f('loss', '.4f')} ({gen}{second}) lr {f('lr', '.2e')} "
             f"{f('tokens_per_s', ',.0f')} tok/s{mfu}")
 
 

@@ -522,6 +522,9 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     if dev.is_main:
         resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"
                    if run.first_step else "")
+        # the verdict ends the line a user reads last (a warning of step 20 is hours of lines above it)
+        said = health.end_text(verdict, run.standing if run.warned else None, run.expected_untrained)
+        verdict_words = f"; {said}" if t.steps else ""
         progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
-                 f"final loss {card.loss_text(final)}")
+                 f"final loss {card.loss_text(final)}{verdict_words}")
     return StageOutput(stats=stats, compute=compute)
