@@ -41,7 +41,7 @@ from apache_beam.io.filesystem import FileSystem
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
-from kolectra.corpus import sorted_files, suffixes
+from kolectra.corpus import literals, sorted_files, suffixes
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
@@ -73,14 +73,11 @@ def is_remote(path: str) -> bool:
 
 
 def _literal(pattern: str) -> str | None:
-    """``pattern`` itself when it names an existing file (globs are for what does not exist): in a
-    store an object of exactly that key, ``[``, ``?`` and ``*`` included (one HEAD); a folder
-    (keys below it) is none."""
+    """``pattern`` itself when it names an existing local file (globs are for what does not exist;
+    a store's objects: :mod:`kolectra.corpus.literals`)."""
     try:
-        if is_remote(pattern):
-            return pattern if storage.object_info(pattern) is not None else None
         return os.path.abspath(pattern) if os.path.isfile(pattern) else None
-    except Exception:  # noqa: BLE001 - a store that cannot answer: let the listing report it
+    except Exception:  # noqa: BLE001 - let the listing report it
         return None
 
 
@@ -179,21 +176,23 @@ def iter_names(patterns: list[str]) -> Iterator[str]:
         yield path
 
 
-def _sorted_listing(patterns: list[str]) -> Iterator[tuple[str, InputFile | None]]:
+def _sorted_listing(patterns: list[str], dynamic: dict | None = None) -> Iterator[tuple[str, InputFile | None]]:
     """Every file the patterns name, once each, sorted as they come (local globs are walked a
     directory at a time, a store's listing read a page at a time), in memory up to
     :data:`NAME_RUN_BYTES` and past it in runs spilled to a temporary folder and merged
     (``corpus/sorted_files.py``), so that a million names are not held at once (a glob's list, its
     set and its sorted copy took 368 bytes a file at its peak). Each comes with its
     :class:`InputFile` when the listing already said what identifies it (a store object a glob
-    found: its size and checksum), else None."""
+    found: its size and checksum; a URL named as it is: its info), else None. ``dynamic`` gets the
+    URLs whose Last-Modified was each response's own time, with the two seen (None: the names are
+    wanted alone, and no stamp is tested)."""
     if not patterns:
         raise InputError("no --input given")
 
     def checked() -> Iterator[list[tuple[str, str]]]:
         batch, n = [], 0
         started = said = time.monotonic()
-        for path, known in (f for pattern in patterns for f in _expand_one(pattern)):
+        for path, known in _expanded(patterns, dynamic):
             if why := _unusable(path):
                 raise InputError(why)
             # a line of the sort: the path, or with what the listing knew a JSON list (never a
@@ -220,13 +219,37 @@ def _sorted_listing(patterns: list[str]) -> Iterator[tuple[str, InputFile | None
                 last = path
 
 
-def _expand_one(pattern: str) -> Iterator[tuple[str, tuple]]:
+def _expanded(patterns: list[str], dynamic: dict | None) -> Iterator[tuple[str, tuple]]:
+    """:func:`_expand_one` of each pattern, the store URLs among them asked for their objects many
+    at a time (:func:`literals.look`)."""
+    for at in range(0, len(patterns), literals.LITERALS_AT_ONCE):
+        batch = patterns[at:at + literals.LITERALS_AT_ONCE]
+        looked = literals.look([p for p in batch if is_remote(p)], stamps=dynamic is not None)
+        for pattern in batch:
+            yield from _expand_one(pattern, looked.get(pattern), dynamic)
+
+
+def _expand_one(pattern: str, looked: literals.Looked | None = None,
+                dynamic: dict | None = None) -> Iterator[tuple[str, tuple]]:
     """The files one path or glob names (an existing literal path wins over its reading as a glob),
-    each with what the listing knew of it: (size, checksum) for a store object, () otherwise."""
+    each with what the listing knew of it: (size, checksum) for a store object, () otherwise.
+    ``looked``: what the store said of ``pattern`` as an object's URL (``[``, ``?`` and ``*``
+    included; a folder, keys below it, is none)."""
     if pattern and os.path.isdir(pattern) and not is_remote(pattern):
         yield os.path.abspath(pattern), ()  # refused by iter_names, with the glob to use instead
         return
-    literal = _literal(pattern)
+    if looked is not None and looked.info is not None:
+        try:
+            if looked.error is not None:
+                raise looked.error
+            size = int(looked.info["size"])
+        except Exception as e:  # noqa: BLE001 - whatever the store raised names the input, as identify
+            raise InputError(f"cannot read the metadata of input {pattern!r}: {e}") from None
+        if looked.stamps is not None and dynamic is not None:
+            dynamic[pattern] = looked.stamps
+        yield pattern, (size, version_of(looked.info))  # its identity: no request more
+        return
+    literal = _literal(pattern) if not is_remote(pattern) else None
     if literal is not None:
         yield literal, ()
         return
@@ -299,8 +322,9 @@ def _local_matches(pattern: str) -> Iterator[str]:
                 yield path
 
 
-def identify(path: str) -> InputFile:
-    """The listing-only identity of one file (see the module docstring)."""
+def identify(path: str, time_stamp: bool = True) -> InputFile:
+    """The listing-only identity of one file (see the module docstring). ``time_stamp=False``: an
+    http(s) object's Last-Modified left out (the listing found it to be each response's own time)."""
     try:
         if not storage.is_url(path):  # a path, or a file:// URL: a file of this machine, stat'ed as one
             st = os.stat(storage.local_path(path))
@@ -309,6 +333,8 @@ def identify(path: str) -> InputFile:
             # set back; before, it kept the identity and the next build reused the artifact of the old bytes
             return InputFile(path, st.st_size, f"local:{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
         meta = storage.info(path)
+        if not time_stamp:
+            meta = {k: v for k, v in meta.items() if k != "Last-Modified"}
         return _object_file(path, int(meta["size"]), version_of(meta))
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
         raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
@@ -344,13 +370,22 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
     """:func:`list_inputs` a file at a time, for a caller that keeps them elsewhere (the launcher's
     records file): neither the names nor their identities are held (:func:`_sorted_listing`). A
     store object found by a glob is identified from the listing (one request a page of 1,000 keys),
-    not asked for again (a HEAD each, one after the other)."""
-    unversioned, first = 0, None
-    for path, listed in _sorted_listing(patterns):
+    not asked for again (a HEAD each, one after the other); a URL named as it is, from the one
+    request that found it there (:mod:`kolectra.corpus.literals`)."""
+    unversioned, first, dynamic = 0, None, {}
+    for path, listed in _sorted_listing(patterns, dynamic):
         found = listed if listed is not None else identify(path)
-        if found.identity.endswith(":None") and is_remote(path):
+        if found.identity.endswith(":None") and is_remote(path) and path not in dynamic:
             unversioned, first = unversioned + 1, first or path
         yield found
+    if dynamic:  # the time of each response: an identity holding it would fail every job as changed
+        url, (then, now) = next(iter(dynamic.items()))
+        warn(f"{len(dynamic):,} input(s) ({url}{', ...' if len(dynamic) > 1 else ''}) are served with a "
+             f"Last-Modified that moved between two requests while the size and all else stayed ({then!r}, then "
+             f"{now!r}): each response's own time (a dynamic endpoint), not the file's, so they are told apart "
+             "without it, by their size (and a Content-MD5 or Digest where sent): a change that keeps the size "
+             "would not be noticed and the corpus of the old bytes reused; download them and name the local files "
+             "in --input, or use --force after a change")
     if unversioned:  # size alone: a rewrite to the same size would reuse the corpus of the old bytes, unsaid
         warn(f"{unversioned:,} input(s) ({first}{', ...' if unversioned > 1 else ''}) are served with no checksum "
              "or time stamp (no ETag, Last-Modified, Content-MD5 or Digest: a dynamic endpoint?), so they are told "
@@ -446,15 +481,19 @@ def changed_since(listed: InputFile, bytes_read: int, read_identity: str | None 
     if bytes_read != listed.bytes:
         return f"listed at {listed.bytes} bytes, {bytes_read} read"
     if read_identity is None:
+        # a listing that found Last-Modified to be each response's own time left it out: so does this look
+        stamped = storage.scheme(listed.path) not in ("http", "https") or "Last-Modified=" in listed.identity
         try:
-            read_identity = identify(listed.path).identity
+            read_identity = identify(listed.path, time_stamp=stamped).identity
         except InputError as e:
             return str(e)
     if read_identity != listed.identity:
         why = f"its size, time stamp or checksum changed during the read ({listed.identity} -> {read_identity})"
         if storage.scheme(listed.path) in ("http", "https") and "Last-Modified=" in listed.identity:
-            # a server that sends the time of each request as Last-Modified looks changed at every read
-            why += ("; a server that sends each response's own time as Last-Modified (a dynamic endpoint) looks "
-                    "changed at every run: download the file and name the local copy in --input")
+            # the listing's requests, a second apart where the stamp was recent, saw it hold: a file
+            # rewritten since, or a stamp that moves on its own more slowly than that
+            why += ("; a server whose Last-Modified moves on its own (a dynamic page a cache renews, servers behind "
+                    "one name that disagree: a dynamic endpoint) looks changed at every run: download the file and "
+                    "name the local copy in --input")
         return why
     return None
