@@ -238,6 +238,9 @@ def _expand_one(pattern: str, looked: literals.Looked | None = None,
     if pattern and os.path.isdir(pattern) and not is_remote(pattern):
         yield os.path.abspath(pattern), ()  # refused by iter_names, with the glob to use instead
         return
+    if looked is not None and looked.info is not None and not storage.is_url(pattern):
+        yield pattern, ()  # a file:// URL: a local file, identified as one (identify)
+        return
     if looked is not None and looked.info is not None:
         try:
             if looked.error is not None:

@@ -63,6 +63,7 @@ def test_a_file_url_input_rewritten_to_the_same_size_has_another_identity(tmp_pa
     path.write_text(OLD, encoding="utf-8")
     patterns = [f"file://{tmp_path}/in/*.txt", f"file://{path}"]
     before = [inputs.list_inputs([p]) for p in patterns]
+    assert all(f.identity.startswith(f"local:{f.path}:") for files in before for f in files)
     assert [inputs.list_inputs([p]) for p in patterns] == before  # untouched: the same
     path.write_text(NEW, encoding="utf-8")  # a plain rewrite: new bytes, the same size
     for p, [was] in zip(patterns, before):
