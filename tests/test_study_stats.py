@@ -370,3 +370,34 @@ def test_a_study_of_one_pretraining_seed_says_its_intervals_leave_out_the_runs_s
         said = [(folder / "report.md").read_text(encoding="utf-8"), "\n".join(printed), shown]
         assert [("**One pretraining seed:**" in t and "not the spread between pretraining runs" in t) for t in said] \
             == [seeds == 1] * 3, seeds
+
+
+def test_an_unchecked_point_says_why_its_pretraining_went_unchecked():
+    """A point whose health went unchecked read 'pretraining unchecked (seed 1)' whatever the reason (a run that
+    ended in warm-up, electra15 whose last windows scored too few original tokens to judge its discriminator), the
+    checkpoint alone naming it; study.json's health keeps the verdict's reason and the cell says it."""
+    from types import SimpleNamespace
+
+    from kolectra.model import health
+    from kolectra.pipeline.study.report import health_cell
+    from kolectra.pipeline.study.runner import health_of
+
+    ctx = dict(vocab_size=8000, lr=1e-3, nonpad_tokens=10_000, padding_share=0.0)
+    warmup = health.verdict([{"step": 2, "disc_loss": 0.4, "gen_loss": 8.0}],
+                            health.Context(objective="electra", warmup_steps=4, total_steps=3, **ctx))
+    few = health.verdict([{"step": s, "disc_loss": 0.07, "disc_auc": 0.64, "disc_recall": 1.0, "disc_acc": 0.99,
+                           "replaced_token_share": 0.99, "gen_loss": 5.0, "gen_acc": 0.2, "replaced_share": 0.99,
+                           "disc_replaced_tokens": 100, "disc_original_tokens": 1} for s in (30, 33)],
+                         health.Context(objective="electra15", warmup_steps=4, total_steps=33, **ctx))
+    assert (warmup["status"], few["status"]) == ("unchecked", "unchecked"), (warmup, few)
+
+    def point(seed, verdict):
+        ckpt = SimpleNamespace(manifest={"stats": {"final": {}, "health": verdict}})
+        return {"pretrain_seed": seed, "health": health_of(ckpt)}
+
+    pts = [point(1, warmup), point(2, few), point(3, few)]
+    assert [p["health"]["reason"] for p in pts] == [health.ENDED_IN_WARMUP, health.DISC_NOT_JUDGED,
+                                                    health.DISC_NOT_JUDGED]
+    assert health_cell(pts, "lowdata") == (f"pretraining unchecked: {health.ENDED_IN_WARMUP} (seed 1); pretraining "
+                                           f"unchecked: {health.DISC_NOT_JUDGED} (seed 2, 3)")
+    assert health_cell([point(1, {})], "lowdata") == "pretraining unchecked: no health verdict recorded (seed 1)"

@@ -125,8 +125,9 @@ def not_learning_label(point_health: dict) -> str:
 
 def health_cell(pts: list[dict], readout: str) -> str:
     """``ok``, or what did not pass: pretraining seeds that learned nothing (what their verdict found) or were
-    never checked (a run that ended in warm-up, or whose last windows scored too few tokens of a class to judge the
-    discriminator: model.health), and readouts that learned nothing."""
+    never checked, and why (a run that ended in warm-up, or whose last windows scored too few tokens of a class to
+    judge the discriminator: model.health; the cell said 'pretraining unchecked (seed 1)' alone before study 12),
+    and readouts that learned nothing."""
     def seeds(ps: list[dict]) -> str:
         return "(seed " + ", ".join(str(p["pretrain_seed"]) for p in ps) + ")"
 
@@ -135,9 +136,11 @@ def health_cell(pts: list[dict], readout: str) -> str:
         if not p["health"]["left_prior"]:
             stuck.setdefault(not_learning_label(p["health"]), []).append(p)
     flags += [f"{label} {seeds(ps)}" for label, ps in stuck.items()]
-    unchecked = [p for p in pts if p["health"].get("status") == "unchecked"]
-    if unchecked:
-        flags.append(f"pretraining unchecked {seeds(unchecked)}")
+    unchecked: dict[str, list[dict]] = {}  # by why (health_of's reason; a study.json before version 12 has none)
+    for p in pts:
+        if p["health"].get("status") == "unchecked":
+            unchecked.setdefault(p["health"].get("reason", ""), []).append(p)
+    flags += [f"pretraining unchecked{': ' + why if why else ''} {seeds(ps)}" for why, ps in unchecked.items()]
     failed, total = learned_nothing(pts, readout)
     if failed:
         flags.append(f"readout learned nothing in {failed} of {total} runs")

@@ -65,7 +65,7 @@ from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
 from kolectra.pipeline.study.stats import Runs, compare, verdict
 
-STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -277,6 +277,8 @@ def health_of(ckpt: Artifact) -> dict:
     out["left_prior"] = out["status"] != "not_learning"  # kept as named; problem_kinds says what did not learn
     if out["status"] == "not_learning":
         out["problem_kinds"] = list(dict.fromkeys(study_report.problem_kind(p) for p in verdict.get("problems", ())))
+    if out["status"] == "unchecked":  # why: report.md's health cell says it (before, the checkpoint alone did)
+        out["reason"] = verdict.get("reason") or "no health verdict recorded"
     return out
 
 
