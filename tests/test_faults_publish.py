@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput
 from kolectra.model.checkpoint import CheckpointWriteError
 from kolectra.pipeline.cli import main
@@ -373,3 +374,30 @@ def test_a_live_run_of_the_family_is_not_called_interrupted(tmp_path, capsys):
         assert free
         store.build(other, lambda out: StageOutput(stats={}), resumable=run)
     assert "interrupted run(s)" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, Terminated])
+def test_a_stop_as_force_moved_the_old_copy_out_puts_it_back(tmp_path, monkeypatch, capsys, stop):
+    """A Ctrl-C (SIGTERM alike) whose handler ran as --force's first rename returned (the copy moved to .tmp,
+    the new build not yet in its place): the build was removed as unpublished and the copy left in .tmp, so
+    ``artifacts list`` showed nothing, and the next ``--force`` (its sweep deleting that copy) published the
+    rebuild under its own --name, the folder's name lost. The copy is put back before the stop goes on."""
+    store = Store(tmp_path)
+    first = store.build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes("same", []))
+    real, seen = os.replace, []
+
+    def replace(src, dst):
+        real(src, dst)
+        seen.append(dst)
+        if Path(src) == first.path:  # the published copy moved out of the way
+            raise stop("terminated (SIGTERM)") if stop is Terminated else stop()
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(stop):
+        store.build(Request(kind="corpus", name="b", stage_version=1, config={}), _writes("same", []), force=True)
+    monkeypatch.undo()
+    assert [a.path for a in _no_half_artifact(store)] == [first.path]  # before: [] (the copy in .tmp)
+    assert Store(tmp_path).resolve("a").manifest == first.manifest and store.verify(first) == []
+    assert _private(tmp_path)[".tmp"] == []
+    forced = Store(tmp_path).build(Request(kind="corpus", name="b", stage_version=1, config={}), _writes("same", []),
+                                   force=True)
+    assert forced.path == first.path and forced.manifest["name"] == "a"  # before: b-<id>

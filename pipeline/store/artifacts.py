@@ -173,6 +173,17 @@ def manifest_of(request: Request, output: StageOutput, files: list[dict], starte
     return manifest
 
 
+def _put_back(replaced: Path | None, final: Path) -> None:
+    """The copy moved out of ``final`` for a build that was then not published (a Ctrl-C or SIGTERM as the
+    first of ``--force``'s two renames returned), back in place: it was left in .tmp, so the folder was gone
+    from ``artifacts list`` until a sweep, and the next ``--force`` (whose sweep deletes it) built the copy
+    under another ``--name``."""
+    if replaced is not None and not os.path.lexists(final) and replaced.is_dir() and any(replaced.iterdir()):
+        with contextlib.suppress(OSError):
+            os.replace(replaced, final)
+            _fsync_dir(final.parent)
+
+
 def forced_over(run: workspace.Run | None, force: bool, copy_there: bool) -> None:
     """A ``--force`` rebuild's run over a copy of its id published there: ``--resume`` alone reuses that copy
     and leaves the run as it was, so its lines name ``--force --resume`` (a caller's own words stand:
@@ -427,12 +438,12 @@ class Store(Catalog):
         final = existing[0] if existing else self.root / kind / f"{name}-{aid}"
         final.parent.mkdir(parents=True, exist_ok=True)
         replaced = None
-        if final.is_symlink():  # put there by hand (refused by verify): the link goes, never what it leads to
-            final.unlink()
-        elif final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
-            replaced = workspace.private_dir(self.root, kind, aid)
-            os.replace(final, replaced)  # a directory may replace an empty one
         try:
+            if final.is_symlink():  # put there by hand (refused by verify): the link goes, never what it leads to
+                final.unlink()
+            elif final.exists():  # --force, or damaged: out of the way first (a kill here leaves it in .tmp)
+                replaced = workspace.private_dir(self.root, kind, aid)
+                os.replace(final, replaced)  # a directory may replace an empty one
             os.replace(out, final)
             workspace.unmark(final)
             _fsync_dir(final.parent)
@@ -442,6 +453,7 @@ class Store(Catalog):
             # a Ctrl-C's handler runs as the rename's call returns, before any ``with`` after it is entered:
             # whether the build was published is what the disk says (its directory renamed away)
             if out.exists():
+                _put_back(replaced, final)
                 raise
             with said_published(kind, final):
                 raise
