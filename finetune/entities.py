@@ -23,13 +23,18 @@ OUTSIDE = "O"
 def split_tag(tag: str) -> tuple[str, str]:
     """``B-PER``, ``PER-B``, ``B_PER`` or ``PER_B`` -> ``("B", "PER")``; ``O`` -> ``("O", "")``.
 
-    ValueError for anything else (BIOES's ``E-``/``S-`` included: this is BIO)."""
+    ValueError for anything else (BIOES's ``E-``/``S-`` and BILOU's ``L-``/``U-`` included, said so: this is BIO)."""
     if tag == OUTSIDE:
         return OUTSIDE, ""
     if len(tag) > 2 and tag[0] in "BI" and tag[1] in "-_":
         return tag[0], tag[2:]
     if len(tag) > 2 and tag[-1] in "BI" and tag[-2] in "-_":
         return tag[-1], tag[:-2]
+    if len(tag) > 2 and ((tag[0] in "ESLU" and tag[1] in "-_") or (tag[-1] in "ESLU" and tag[-2] in "-_")):
+        # BIOES (IOBES) and BILOU files mark an entity's end and one-token entities: refused as "not BIO" with no
+        # word of what they are, where the refusal of the whole file said to check its format and columns
+        raise UserInputError(f"tag {tag!r} is not a BIO tag but BIOES or BILOU (E-, S-, L-, U-): convert the file, "
+                             "S- and U- to B-, E- and L- to I- (the same entities)")
     raise UserInputError(f"tag {tag!r} is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")
 
 

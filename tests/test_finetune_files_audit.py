@@ -25,7 +25,7 @@ from benchmarks.tiny_model import build_tiny_model_dir
 from kolectra.finetune import config, ner
 from kolectra.finetune.classify import Classify, classification_scores
 from kolectra.finetune.config import OptimConfig
-from kolectra.finetune.entities import entity_scores
+from kolectra.finetune.entities import entities, entity_scores
 from kolectra.finetune.files import FinetuneError
 from kolectra.finetune.ner import Ner, word_tags
 from kolectra.finetune.readers.ner import read_sentences
@@ -386,6 +386,22 @@ def test_a_training_tag_spelled_otherwise_in_the_test_file_is_that_tag(tmp_path,
     assert task.gold_only == [] and "not among the training tags" not in capsys.readouterr().err
     loc = task.labels.index("B-LOC")
     assert [tags[0] for tags in data.test["tags"]] == [loc, loc]
+
+
+def test_a_bioes_or_bilou_file_is_named_as_such_with_the_conversion(tmp_path):
+    """A BIOES file was refused as "tag 'E-ORG' is not a BIO tag ... none is readable: check the file's format and
+    columns", no word of the scheme or of the conversion that keeps its entities."""
+    bioes = conll(tmp_path / "bioes.conll", [[("삼성", "B-ORG"), ("전자", "E-ORG"), ("서울", "S-LOC")],
+                                             [("김민수", "PER-S"), ("왔다", "O")], [("부산", "U-LOC")]])
+    with pytest.raises(FinetuneError, match=r"line 2: tag 'E-ORG' is not a BIO tag but BIOES or BILOU \(E-, S-, L-, U-\): "
+                                            r"convert the file, S- and U- to B-, E- and L- to I- \(the same entities\); "
+                                            r"line 5: tag 'PER-S' is not a BIO tag but BIOES.*line 8: tag 'U-LOC' is not a BIO "
+                                            r"tag but BIOES"):
+        read_sentences(bioes)
+    converted = {"S": "B", "U": "B", "E": "I", "L": "I"}  # the conversion said keeps the entities
+    for tags, expected in ((["B-ORG", "E-ORG", "S-LOC", "O"], [("ORG", 0, 2), ("LOC", 2, 3)]),
+                           (["U-PER", "B-LOC", "L-LOC"], [("PER", 0, 1), ("LOC", 1, 3)])):
+        assert entities([converted.get(t[0], t[0]) + t[1:] for t in tags]) == expected
 
 
 def test_a_gold_only_tag_after_a_tag_spelled_otherwise_is_named_by_its_own_id(tmp_path):
