@@ -519,7 +519,9 @@ def iter_glob(pattern: str) -> Iterator[tuple[str, int, str | None]]:
     proto = scheme(pattern)
     with translated(pattern):
         for found in iter_matches(fs, proto, path):
-            yield f"{proto}://{found.path}", found.size, checksum_of(found.meta)
+            # fsspec's HTTP file system keeps the scheme in its paths: http://http://host/a.txt was asked for
+            url = found.path if is_url(found.path) else f"{proto}://{found.path}"
+            yield url, found.size, checksum_of(found.meta)
 
 
 def glob(pattern: str) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -242,15 +243,7 @@ def _expand_one(pattern: str, looked: literals.Looked | None = None,
         yield pattern, ()  # a file:// URL: a local file, identified as one (identify)
         return
     if looked is not None and looked.info is not None:
-        try:
-            if looked.error is not None:
-                raise looked.error
-            size = int(looked.info["size"])
-        except Exception as e:  # noqa: BLE001 - whatever the store raised names the input, as identify
-            raise InputError(f"cannot read the metadata of input {pattern!r}: {e}") from None
-        if looked.stamps is not None and dynamic is not None:
-            dynamic[pattern] = looked.stamps
-        yield pattern, (size, version_of(looked.info))  # its identity: no request more
+        yield pattern, _size_and_version(pattern, looked, dynamic)  # its identity: no request more
         return
     literal = _literal(pattern) if not is_remote(pattern) else None
     if literal is not None:
@@ -286,6 +279,19 @@ def _expand_one(pattern: str, looked: literals.Looked | None = None,
             except storage.StoreError as e:
                 raise InputError(f"input {pattern!r} matches no file: {e}") from None
         raise InputError(f"input {pattern!r} matches no file")
+
+
+def _size_and_version(url: str, looked: literals.Looked, dynamic: dict | None) -> tuple[int, str | None]:
+    """What identifies the object the store said ``looked`` of (as :func:`identify` from its info)."""
+    try:
+        if looked.error is not None:
+            raise looked.error
+        size = int(looked.info["size"])
+    except Exception as e:  # noqa: BLE001 - whatever the store raised names the input, as identify
+        raise InputError(f"cannot read the metadata of input {url!r}: {e}") from None
+    if looked.stamps is not None and dynamic is not None:
+        dynamic[url] = looked.stamps
+    return size, version_of(looked.info)
 
 
 def _store_folder(pattern: str) -> bool:
@@ -374,13 +380,19 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
     records file): neither the names nor their identities are held (:func:`_sorted_listing`). A
     store object found by a glob is identified from the listing (one request a page of 1,000 keys),
     not asked for again (a HEAD each, one after the other); a URL named as it is, from the one
-    request that found it there (:mod:`kolectra.corpus.literals`)."""
+    request that found it there (:mod:`kolectra.corpus.literals`); one a glob found with nothing
+    that identifies it (an HTTP server's index page) is asked for as those are, many at a time."""
     unversioned, first, dynamic = 0, None, {}
-    for path, listed in _sorted_listing(patterns, dynamic):
-        found = listed if listed is not None else identify(path)
-        if found.identity.endswith(":None") and is_remote(path) and path not in dynamic:
-            unversioned, first = unversioned + 1, first or path
-        yield found
+    names = _sorted_listing(patterns, dynamic)
+    while batch := list(itertools.islice(names, literals.LITERALS_AT_ONCE)):
+        looked = literals.look([path for path, listed in batch if listed is None and storage.is_url(path)])
+        for path, listed in batch:
+            if listed is None and looked.get(path, literals.Looked(None)).info is not None:
+                listed = _object_file(path, *_size_and_version(path, looked[path], dynamic))
+            found = listed if listed is not None else identify(path)  # not found by then: identify's error
+            if found.identity.endswith(":None") and is_remote(path) and path not in dynamic:
+                unversioned, first = unversioned + 1, first or path
+            yield found
     if dynamic:  # the time of each response: an identity holding it would fail every job as changed
         url, (then, now) = next(iter(dynamic.items()))
         warn(f"{len(dynamic):,} input(s) ({url}{', ...' if len(dynamic) > 1 else ''}) are served with a "

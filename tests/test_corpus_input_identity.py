@@ -255,3 +255,42 @@ def test_literal_urls_are_asked_for_many_at_a_time():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_glob_over_an_http_index_page_lists_its_files_many_at_a_time(tmp_path):
+    """--input 'http://host/dumps/*.txt' over a server's index page failed 'cannot read the metadata of input
+    'http://http://host/dumps/a.txt'' (fsspec's HTTP paths keep their scheme, and the glob put another before
+    them); the files it finds are asked for their info as literal URLs are, many at a time."""
+    import functools
+    import http.server
+    import threading
+    import time
+
+    for i in range(6):
+        (tmp_path / f"{i}.txt").write_text(OLD, encoding="utf-8")
+    lock, counts = threading.Lock(), {"now": 0, "most": 0}
+
+    class Slow(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_HEAD(self):
+            with lock:
+                counts["now"] += 1
+                counts["most"] = max(counts["most"], counts["now"])
+            time.sleep(0.2)
+            with lock:
+                counts["now"] -= 1
+            super().do_HEAD()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Slow, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        found = inputs.list_inputs([f"{base}/*.txt"])
+        assert [f.path for f in found] == [f"{base}/{i}.txt" for i in range(6)]
+        assert all(f.bytes == len(OLD.encode()) and "Last-Modified=" in f.identity for f in found)
+        assert counts["most"] > 1
+    finally:
+        server.shutdown()
+        server.server_close()
