@@ -116,9 +116,10 @@ def named(label: str, names: tuple[str, ...]) -> str:
     raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
 
 
-def names_misfit(path, names: tuple[str, ...], unnamed: list[str]) -> str | None:
+def names_misfit(path, names: tuple[str, ...], unnamed: list[str], codes: set[int] | None = None) -> str | None:
     """Why a file refused for its bad rows was, when label_names left its labels unnamed: the refusal's way out
-    ("raise max_bad_fraction") would have dropped a whole class (codes past the names) or every row (text labels).
+    ("raise max_bad_fraction") would have dropped a whole class (codes past the names, or a scale from -1 as
+    many values as names) or every row (text labels). ``codes``: every label of the file, when all are integers.
     None when the unnamed labels are negative codes only (-1, the Hub's unlabelled row): dropping those rows is the
     way out (naming them text sent the user to leave label_names out, training a class '-1')."""
     past = [int(x) for x in unnamed if re.fullmatch(r"[0-9]+", x)]
@@ -126,6 +127,15 @@ def names_misfit(path, names: tuple[str, ...], unnamed: list[str]) -> str | None
         return (f"{path}: label_names gives {len(names)} names (codes 0 to {len(names) - 1}), but {len(past)} "
                 f"rows have codes past them (up to {max(past)}): give every class's name in code order "
                 "(ds.features['label'].names)")
+    if codes and min(codes) < 0 and sorted(codes) == list(range(min(codes), min(codes) + len(names))):
+        # -1, 0, 1 with three names: a value scale (negative, neutral, positive), not codes counting from 0; the
+        # way out, dropping the -1 rows, gave the names to the wrong values (0 the first name, 1 the second)
+        low, high, k = min(codes), max(codes), len(names)
+        return (f"{path}: label_names gives {k} names for the codes 0 to {k - 1}, but the labels are {low} to {high}, "
+                f"as many values as names: a scale, not class-label codes (which count from 0)? Leave label_names "
+                f"out to train the classes {', '.join(repr(str(c)) for c in sorted(codes))} as they are; dropping "
+                f"the rows of {', '.join(str(c) for c in sorted(codes) if c < 0)} (max_bad_fraction) would name "
+                f"{', '.join(f'{c} {names[c]!r}' for c in sorted(codes) if c >= 0)}")
     text = [x for x in unnamed if not re.fullmatch(r"-[0-9]+", x)]
     if not text:
         return None
@@ -140,6 +150,7 @@ class Classify(TextTask):
     stats = ("accuracy", "macro_f1", *TextTask.stats)
     names: tuple[str, ...] = ()  # label_names, NFC
     unnamed: list[str] = []
+    codes: set[int] | None = None  # the file's labels while each is an integer (None once one is not)
 
     def read(self, cfg, train_file, eval_file):
         self.names = tuple(unicodedata.normalize("NFC", n.strip()) for n in getattr(cfg, "label_names", ()))
@@ -147,6 +158,9 @@ class Classify(TextTask):
 
     def target(self, value):
         label = label_text(value)
+        if self.codes is not None and self.names:  # more values than names, or one that is no integer: no scale
+            self.codes.add(int(label)) if re.fullmatch(r"-?[0-9]{1,18}", label) else self.codes.clear()
+            self.codes = self.codes if 0 < len(self.codes) <= len(self.names) else None
         try:
             return named(label, self.names)
         except BadRow:
@@ -154,12 +168,12 @@ class Classify(TextTask):
             raise
 
     def load(self, path, cfg):
-        self.unnamed = []  # this file's labels label_names did not name
+        self.unnamed, self.codes = [], set()  # this file's labels label_names did not name; its integer labels
         try:
             return super().load(path, cfg)
         except FinetuneError as e:
             if not self.unnamed or "malformed" not in str(e) or not (why := names_misfit(path, self.names,
-                                                                                        self.unnamed)):
+                                                                                        self.unnamed, self.codes)):
                 raise
             raise FinetuneError(why) from None
 

@@ -172,6 +172,29 @@ def test_label_names_with_unlabelled_rows_coded_minus_one_keep_the_way_out_that_
         Classify().read(cfg, path, path)
 
 
+def test_label_names_for_a_scale_from_minus_one_say_the_labels_are_no_codes(tmp_path):
+    # sentiment labels -1, 0, 1 with label_names=neg,neu,pos: "30 of 90 rows are malformed ... raise it with --set
+    # max_bad_fraction=0.34", a way out that drops every -1 row and names 0 'neg', 1 'neu', silently wrong
+    import dataclasses  # noqa: PLC0415
+
+    from kolectra.finetune import config  # noqa: PLC0415
+    from kolectra.finetune.classify import Classify  # noqa: PLC0415
+
+    path = tmp_path / "scale.jsonl"
+    path.write_text("".join(json.dumps({"text": f"리뷰 {i}", "label": i % 3 - 1}) + "\n" for i in range(90)),
+                    encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), label_names=("neg", "neu", "pos"))
+    with pytest.raises(FinetuneError, match=r"scale\.jsonl: label_names gives 3 names for the codes 0 to 2, but the "
+                                            r"labels are -1 to 1, as many values as names: a scale, not class-label "
+                                            r"codes \(which count from 0\)\? Leave label_names out to train the classes "
+                                            r"'-1', '0', '1' as they are; dropping the rows of -1 \(max_bad_fraction\) "
+                                            r"would name 0 'neg', 1 'neu'"):
+        Classify().read(cfg, path, path)
+    task = Classify()
+    task.read(dataclasses.replace(cfg, label_names=()), path, path)
+    assert task.labels == ["-1", "0", "1"]  # the way out it names
+
+
 def test_csv_files_joined_each_with_a_byte_order_mark_before_a_quoted_header_read_it_as_the_header(tmp_path):
     # R's write.csv(fileEncoding="UTF-8-BOM") quotes every name: joined with cat, the second header read
     # \ufeff"text","label" as a training row, text '\ufeff"text"', of one more class 'label'
