@@ -324,6 +324,19 @@ def test_conll_spelt_with_spaces_or_a_trailing_tab_and_jsonl_tags_with_spaces_re
         read_sentences(missing)
 
 
+def test_a_conll_2003_line_of_four_space_separated_columns_is_not_told_it_has_no_tag(tmp_path):
+    # CoNLL-2003's "EU NNP B-NP B-ORG" (word, POS, chunk, tag) had been refused as "no tag (expected token<TAB>tag)"
+    path = tmp_path / "conll2003.txt"
+    path.write_text("삼성 NNP B-NP B-ORG\n전자 NNP I-NP I-ORG\n\n김민수 NNP B-NP B-PER\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"line 1: 4 space-separated fields \(expected token<TAB>tag, or a token and "
+                                            r"its tag split by a space; CoNLL-2003's word, POS, chunk and tag: keep the "
+                                            r"first and the last\); line 4: 4 space-separated"):
+        read_sentences(path)
+    path.write_text("1\t비토리오\tPER_B\n", encoding="utf-8")  # tabs: as before
+    with pytest.raises(FinetuneError, match=r"line 1: 3 tab-separated fields \(expected token<TAB>tag\)"):
+        read_sentences(path)
+
+
 def test_a_byte_order_mark_before_a_quoted_csv_header_leaves_the_name_unquoted(tmp_path):
     path = tmp_path / "excel.csv"  # pandas' to_csv(encoding="utf-8-sig", quoting=QUOTE_ALL), Excel's "CSV UTF-8"
     path.write_bytes(b'\xef\xbb\xbf"text","label"\r\n"\xea\xb0\x80","1"\r\n')

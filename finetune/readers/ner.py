@@ -116,13 +116,23 @@ def conll_sentences(lines: Iterable[str]) -> tuple[list, list]:
         current = current or {"tokens": [], "tags": [], "at": []}
         fields = token_and_tag(line)
         if len(fields) != 2 or not fields[1].strip():
-            problem = problem or (n, "no tag (expected token<TAB>tag)" if len(fields) == 1 or not fields[1].strip()
-                                  else f"{len(fields)} tab-separated fields (expected token<TAB>tag)")
+            problem = problem or (n, fields_problem(line, fields))
             continue
         current["tokens"].append(fields[0])
         current["tags"].append(fields[1].strip())
         current["at"].append(n)
     return records, bad
+
+
+def fields_problem(line: str, fields: list[str]) -> str:
+    """Why a CoNLL line is no ``token<TAB>tag``. A line of more than two fields split by spaces (CoNLL-2003's
+    ``EU NNP B-NP B-ORG``) had been told "no tag", its tag in plain sight."""
+    if len(fields) == 1 and len(spaced := line.split()) > 2:
+        return (f"{len(spaced)} space-separated fields (expected token<TAB>tag, or a token and its tag split by a "
+                "space; CoNLL-2003's word, POS, chunk and tag: keep the first and the last)")
+    if len(fields) == 1 or not fields[1].strip():
+        return "no tag (expected token<TAB>tag)"
+    return f"{len(fields)} tab-separated fields (expected token<TAB>tag)"
 
 
 def token_and_tag(line: str) -> list[str]:
