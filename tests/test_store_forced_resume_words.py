@@ -68,3 +68,56 @@ def test_a_stopped_first_build_still_says_resume_continues_it(where, tmp_path, r
     assert "; --resume continues it" in notes and "--force --resume" not in notes, notes
     _pretrain(root, found, resume=True)
     assert found[-1] == ["step-00000021"]
+
+
+def _manifest_lost(monkeypatch: pytest.MonkeyPatch, landed: bool) -> None:
+    """The manifest's write fails as a lost connection (having landed or not), and the one request after it,
+    asking whether it landed, finds the store unreachable."""
+    from kolectra.core import conditional, storage
+    from kolectra.pipeline.store.remote import RemoteStore
+    real_create, real_version = conditional.create_exclusive, RemoteStore._manifest_version  # noqa: SLF001
+
+    def unreachable(prefix):
+        monkeypatch.setattr(RemoteStore, "_manifest_version", staticmethod(real_version))
+        raise storage.StoreError(f"{prefix}: the store cannot be reached")
+
+    def create_exclusive(url, *args, **kwargs):
+        if not str(url).endswith("/manifest.json"):
+            return real_create(url, *args, **kwargs)
+        if landed:
+            real_create(url, *args, **kwargs)
+        monkeypatch.setattr(RemoteStore, "_manifest_version", staticmethod(unreachable))
+        raise storage.StoreError(f"{url}: the connection was lost")
+    monkeypatch.setattr(conditional, "create_exclusive", create_exclusive)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_pretraining_run_whose_manifest_write_is_unknown_says_how_to_continue_it(bucket, force):
+    """Pretraining done, its manifest's write to the store unanswered and the store still not answering: the
+    line said only '`kolectra artifacts verify ...` says whether it was published (if not, ... / if neither,
+    the next build rebuilds it)', and that next build (no --resume) discarded the finished run and trained
+    from step 0 again; the run is kept, and the line says what continues it."""
+    from kolectra.core import storage
+
+    root = f"{bucket}/unsure-{force}"
+    found: list[list[str]] = []
+    if force:
+        _pretrain(root, found)
+
+    def trained(out: Path) -> StageOutput:  # the whole training: its last checkpoint saved
+        found.append(sorted(p.name for p in (out / "checkpoints").glob("step-*")))
+        (out / "checkpoints" / "step-00000600").mkdir(parents=True, exist_ok=True)
+        (out / "checkpoints" / "step-00000600" / "model.pt").write_text("w")
+        (out / "metrics.json").write_text("{}")
+        return StageOutput(stats={})
+    with pytest.MonkeyPatch.context() as lost_once, pytest.raises(storage.StoreError) as lost:
+        _manifest_lost(lost_once, landed=False)
+        open_store(root).build(Request(kind="checkpoint", name="p", stage_version=1, config={"n": 1}), trained,
+                               force, resumable=Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",)))
+    notes = "; ".join(lost.value.__notes__)
+    again = "--force --resume" if force else "--resume"
+    assert "failed as its manifest was written to" in notes, notes
+    assert f"; {again} continues it" in notes, notes  # before: no word of the run kept
+    # what it says continues the finished run, not training again
+    _pretrain(root, found, force=force, resume=True)
+    assert found[-1] == ["step-00000600"], found

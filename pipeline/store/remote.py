@@ -414,6 +414,9 @@ class RemoteStore(StoreRuns, Store):
                        + ("or the copy published there before is whole (if neither, the next build rebuilds it)"
                           if self._replacing == final else
                           "(if not, `kolectra artifacts gc` removes it once its lease expires)"))
+            if run is not None and run.state():  # finished training: the next plain build discarded it, trained again
+                e.add_note(self._kept_note(request.kind, storage.join(self.url, WORK, f"{request.kind}-{request.id()}"),
+                                           run))
             return
         refused = isinstance(e, (ValueError, ArtifactError)) and not isinstance(e, EnvironmentProblem)  # as Store's
         # its objects are written under the same keys as the copy's it replaces: 'nothing published' alone
