@@ -43,8 +43,8 @@ About 0.5-3 CPU minutes a review file (30-37 CPU s on 2026-12-01). value: the la
 other memory figures (``launcher_peak_mb``, ``worker_peaks_mb``, ``all_processes_mb`` from
 ``VmHWM``, the sampler's ``rss_*``) are MB of 10^6 bytes, as is the examples job's baseline
 (compare it with ``launcher_peak_mb``). baseline: the
-peak docs/scale.md's fit gives for the same text (default preset: 0.76 GB + 4.5 MB per MB with
-corpus/beam_local.py's changes, 0.73 GB + 7.8 with ``--beam-own``; production: 0.90 GB + 5.0, and
+peak docs/scale.md's fit gives for the same text (default preset: 0.77 GB + 6.6 MB per MB with
+corpus/beam_local.py's changes, as measured on 2026-12-01 (``FIT``), 0.73 GB + 7.8 with ``--beam-own``; production: 0.90 GB + 5.0, and
 0.85 GB + 10.9 with ``--beam-own``).
 Figures: docs/scale.md ("What the local runner holds at its peak").
 """

@@ -60,6 +60,8 @@ from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stag
     LOCAL_WORKER_MB,
     LOCAL_WORKER_MB_NEAR_DUP,
     SHARD_BUFFERS,
+    TEXT_JSON_PER_INPUT_BYTE,
+    checked_json_bytes,
     expanded_sizes,
     expected_json_bytes,
     input_records,
@@ -301,7 +303,12 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     runner = options.view_as(StandardOptions).runner
     # every drop written: the drops' shuffle follows the records, so the local runner's check counts them
     records = input_records(listed, cfg.format) if cfg.write_dropped and runner == LOCAL_RUNNER else None
-    peak = check_local_memory(options, "corpus", json_bytes, local_memory_model(cfg, runner, json_bytes, records))
+    model = local_memory_model(cfg, runner, json_bytes, records)  # a worker's term by the planned shards
+    checked = checked_json_bytes(listed, expanded, cfg.format)  # a text file's text counted as the fits count it
+    if checked != json_bytes:
+        counted = f"a text file's byte counted as {TEXT_JSON_PER_INPUT_BYTE:g} bytes of it"
+        model = dataclasses.replace(model, measure=f"{model.measure} ({counted})")
+    peak = check_local_memory(options, "corpus", checked, model)
     threads = analysis_threads(options)  # after the check, which may take fewer workers
     shown = runner_label(options, peak)
     if languages.profile(cfg.language).analyser == "kiwi":

@@ -14,7 +14,7 @@ import re
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 
-from kolectra.corpus import build, examples, local_memory
+from kolectra.corpus import build, examples, inputs, local_memory, outputs
 from kolectra.corpus.local_memory import LocalMemoryError, check_local_memory
 from kolectra.corpus.runners import pipeline_options
 from kolectra.vocab import count
@@ -203,6 +203,43 @@ def test_the_corpus_estimate_is_over_the_peaks_measured_at_head():
         assert max(peaks) * 1.04e6 < build.LOCAL_MEMORY.peak_bytes(json_bytes)
 
 
+def _refused(tmp_path, pattern: str) -> tuple[float, str]:
+    """The MB of expected shard JSON the corpus job's refusal counts (at 0.1 GB: before any Beam work), and the refusal."""
+    from kolectra.corpus.config import default_config
+
+    with pytest.raises(LocalMemoryError) as e:
+        build.build(default_config(), [pattern], tmp_path / "out", ["--local_memory_gb", "0.1", "--direct_num_workers", "1"])
+    return float(re.search(r"its ([\d,]+) MB of expected shard JSON", str(e.value)).group(1).replace(",", "")), str(e.value)
+
+
+def test_plain_text_is_estimated_over_its_peak_as_the_reviews_jsonl_are(tmp_path):
+    """The first 4 NSMC review files' texts as plain text, a review a line (7.27 / 7.32 / 7.29 / 7.29 MB),
+    peaked at 992 MB in one process at HEAD (2026-12-01, ``benchmarks/local_peak.py --files 4``; their
+    JSONL 944-973 MB) where the check said 953: it counted 3.5 bytes of JSON a byte, the plan's figure,
+    while the fits are per MB of that on the reviews' JSONL, half of whose bytes are other fields, and
+    what grows follows the text: 808 / 873 / 992 MB at 1 / 2 / 4 files, 0.75 GB + 8.5 MB per MB of text, so at
+    34 GB of text the check said 179 GB against 290 by that fit (docs/scale.md, "Plain text"). Files of those
+    sizes (a line, then a hole: nothing is read before the refusal); a JSONL file beside them is counted as
+    before, a blocks file as text, and the shards are planned as before."""
+    sizes = (7_267_259, 7_316_061, 7_293_519, 7_293_258)
+    for i, size in enumerate(sizes):
+        with open(tmp_path / f"reviews-{i}.txt", "wb") as f:
+            f.write("이데올로기로 얼룩진 현실에선 행복한 동화를 꿈꾸는 아이들\n".encode())
+            f.truncate(size)
+    json_mb, said = _refused(tmp_path, str(tmp_path / "reviews-*.txt"))
+    assert build.LOCAL_MEMORY.peak_bytes(json_mb * 1e6) > 992 * 1.04e6
+    assert "expected shard JSON (a text file's byte counted as 7 bytes of it)" in said
+    text = 34e9  # KoELECTRA's 34 GB of plain text
+    listed = [inputs.InputFile("corpus.txt", int(text), "x")]
+    assert build.LOCAL_MEMORY.peak_bytes(build.checked_json_bytes(listed, [text], "auto")) > (750 + 8.5 * text / 1e6) * 1e6
+    assert build.checked_json_bytes(listed, [text], "blocks") == build.checked_json_bytes(listed, [text], "auto")
+    assert outputs.shards_for_json(build.expected_json_bytes(listed), 201326592) == 592  # the plan: 3.5 a byte
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "a.jsonl").write_bytes(b'{"text": "x"}\n' * 100_000)
+    (tmp_path / "more" / "b.txt").write_bytes(b"x\n" * 700_000)
+    assert _refused(tmp_path, str(tmp_path / "more" / "*"))[0] == pytest.approx(1.4 * 3.5 + 1.4 * 7, abs=1)
+
+
 @pytest.mark.parametrize(("model", "peaks"), [
     (build.LOCAL_MEMORY_NEAR_DUP, {49.6e6: (895,), 99.5e6: (949,)}),
     (build.LOCAL_MEMORY_NEAR_DUP_BEAM_OWN, {49.6e6: (926,), 99.5e6: (1031,)}),
@@ -236,13 +273,13 @@ def _refused_json_mb(tmp_path, path) -> float:
 
 def test_a_gzip_of_repetitive_text_counts_its_size_once_decompressed(tmp_path):
     """12.2 MB of numbered copies of one review, all kept, gzipped to 0.3 MB: the check took the stored
-    bytes 3.1 times (3 MB of text, 11 MB of JSON) where the same text uncompressed counts 43 MB; the
-    gzip trailer's ISIZE gives the text's size, so the two count the same."""
+    bytes 3.1 times (3 MB of text, 11 MB of JSON) where the same text uncompressed counts 43 MB (84 since a text
+    file's byte counts as 7); the gzip trailer's ISIZE gives the text's size, so the two count the same."""
     text = _numbered_reviews(100_000)
     (tmp_path / "plain.txt").write_bytes(text)
     (tmp_path / "packed.txt.gz").write_bytes(gzip.compress(text))
     plain = _refused_json_mb(tmp_path, tmp_path / "plain.txt")
-    assert plain == pytest.approx(len(text) * 3.5 / 1e6, abs=1)
+    assert plain == pytest.approx(len(text) * build.TEXT_JSON_PER_INPUT_BYTE / 1e6, abs=1)
     assert _refused_json_mb(tmp_path, tmp_path / "packed.txt.gz") == plain
 
 
