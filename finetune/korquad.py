@@ -36,6 +36,7 @@ from kolectra.finetune.readers.korquad import (
     read_squad,
     rounded_nbest,
     split_by_article,
+    why_missed,
     window_columns,
 )
 from kolectra.finetune.report import korquad_table
@@ -78,12 +79,14 @@ class Korquad(skeleton.Task):
         usable = [q for q in train if q.span_ok(0) and q.answers[0][0]]
         if not usable:
             raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start "
-                                f"({train_stats['bad_answer_starts']} mismatches): nothing to learn from")
+                                f"({train_stats['bad_answer_starts']} mismatches): nothing to learn from"
+                                + why_missed(train))
         if left_out := len(train) - len(usable):
             # trained, every window of such a question would teach "no answer here" (the [CLS] target)
             # for a question that has one; BERT's SQuAD reader skips them too
             warn(f"korquad: {left_out} training question(s) whose first answer is not at its answer_start "
-                 f"are left out of training ({train_file}; train_questions_left_out)")
+                 f"are left out of training ({train_file}; train_questions_left_out)"
+                 + why_missed([q for q in train if not q.span_ok(0)]))
         train = usable
         shared = {q.context for q in train} & {q.context for q in dev}
         facts = {"train_file": train_stats, "dev_file": dev_stats, "shared_contexts": len(shared),

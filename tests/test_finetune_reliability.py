@@ -235,6 +235,31 @@ def test_korquad_training_questions_whose_answer_misses_its_start_are_left_out_a
     assert f"{shifted} training question(s) whose first answer is not at its answer_start" in capsys.readouterr().err
 
 
+def test_korquad_answer_starts_that_miss_say_where_the_answers_are(tmp_path, capsys):
+    """A file whose answer_start counts UTF-8 bytes (written by Go's strings.Index, say) was refused or thinned with
+    a count alone: "no training question has its answer at its answer_start (50 mismatches)"."""
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    qas = [(p["context"], qa["answers"][0]) for a in doc["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    for context, answer in qas:
+        answer["answer_start"] = len(context[:answer["answer_start"]].encode("utf-8"))
+    assert all(a["answer_start"] > 0 for _, a in qas)  # no answer opens its context: every one misses
+    with pytest.raises(FinetuneError, match=rf"bytes\.json: no training question has its answer at its answer_start "
+                                            rf"\({len(qas)} mismatches\): nothing to learn from; their first answers: "
+                                            rf"{len(qas)} at answer_start counted in UTF-8 bytes \(answer_start counts "
+                                            r"characters\)$"):
+        korquad.Korquad().read(sample_korquad(), _squad(tmp_path, doc["data"], "bytes.json"), FIXTURE)
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    qas = [(p["context"], qa["answers"][0]) for a in doc["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    qas[0][1]["answer_start"] += 2  # off by a few
+    qas[1][1]["answer_start"] = len(qas[1][0][:qas[1][1]["answer_start"]].encode("utf-8"))
+    qas[2][1]["text"] = "어디에도 없는 답"
+    korquad.Korquad().read(sample_korquad(), _squad(tmp_path, doc["data"], "mixed.json"), FIXTURE)
+    assert ("3 training question(s) whose first answer is not at its answer_start are left out of training ("
+            f"{tmp_path / 'mixed.json'}; train_questions_left_out); their first answers: 1 at answer_start counted in "
+            "UTF-8 bytes (answer_start counts characters), 1 within 16 characters of answer_start (offsets off by a "
+            "few), 1 nowhere in it") in capsys.readouterr().err
+
+
 def test_a_run_that_learned_nothing_says_so(tiny_model, tmp_path, capsys):
     # all but 3 training reviews positive: the model learns to say "positive" (a file of one label is refused:
     # test_finetune_data)

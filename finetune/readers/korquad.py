@@ -24,6 +24,7 @@ from kolectra.finetune.readers.korquad_questions import (  # noqa: F401  (this m
     read_squad,
     split_by_article,
     visible_span,
+    why_missed,
 )
 from kolectra.finetune.readers.korquad_spans import NBest, SpanIndex, decode, nbest_spans, rounded_nbest  # noqa: F401
 from kolectra.finetune.readers.korquad_windows import (  # noqa: F401  (this module's API)

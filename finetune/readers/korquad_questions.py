@@ -169,6 +169,32 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
     return out, stats
 
 
+NEAR = 16  # characters either side of a missed answer_start searched for the answer (an offset off by a few)
+
+
+def why_missed(questions: list[Question]) -> str:
+    """Where the first answers of ``questions`` (each missing its ``answer_start``) are, when that says why: at
+    ``answer_start`` counted in UTF-8 bytes (a file written by a tool that counts bytes: Go, Rust, C), within
+    :data:`NEAR` characters of it (off by a few: line ends or whitespace counted otherwise), elsewhere in the
+    context, or nowhere; "" when none is found. The count alone had left a user to guess which it was."""
+    counts = {"bytes": 0, "near": 0, "elsewhere": 0}
+    for q in questions:
+        text, start = q.answers[0]
+        if start >= 0 and q.context.encode("utf-8")[start:start + len(text.encode("utf-8"))] == text.encode("utf-8"):
+            counts["bytes"] += 1
+        elif text in q.context[max(start - NEAR, 0):max(start + len(text) + NEAR, 0)]:
+            counts["near"] += 1
+        elif text in q.context:
+            counts["elsewhere"] += 1
+    said = [f"{counts['bytes']} at answer_start counted in UTF-8 bytes (answer_start counts characters)"
+            if counts["bytes"] else "",
+            f"{counts['near']} within {NEAR} characters of answer_start (offsets off by a few)" if counts["near"] else "",
+            f"{counts['elsewhere']} elsewhere in the context" if counts["elsewhere"] else ""]
+    missing = len(questions) - sum(counts.values())
+    said.append(f"{missing} nowhere in it" if missing and any(said) else "")
+    return ("; their first answers: " + ", ".join(x for x in said if x)) if any(said) else ""
+
+
 def read_squad(path: Path) -> tuple[list[Question], dict]:
     return questions_of(load_json(Path(path)), str(path))
 
