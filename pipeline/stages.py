@@ -214,14 +214,31 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     run = Resumable(family={"kind": "checkpoint", "examples": ex.id, "preset": cfg.preset},
                     scratch=(checkpoints_dir(Path("")).name,),  # the trainer's working state in its run directory
                     rank=rank if world > 1 else 0, again=again)
-    # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
-    return store.build(req, lambda out: model_train.pretrain(cfg, lambda only: store.local(ex, only),
-                                                             store.local(voc), out,
-                                                             resume=bool(resume), lineage=lineage,
-                                                             clear_checkpoints=False,
-                                                             checkpoint_saved=store.checkpoint_saved,
-                                                             expected_untrained=expected_untrained),
-                       force, resumable=run, resume=resume)
+    built: list[bool] = []
+
+    def train(out: Path) -> StageOutput:
+        built.append(True)
+        # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
+        return model_train.pretrain(cfg, lambda only: store.local(ex, only), store.local(voc), out,
+                                    resume=bool(resume), lineage=lineage, clear_checkpoints=False,
+                                    checkpoint_saved=store.checkpoint_saved, expected_untrained=expected_untrained)
+
+    art = store.build(req, train, force, resumable=run, resume=resume)
+    if not built and rank == 0 and cfg.train.steps:  # (a study's floor, 0 steps, is untrained as meant)
+        reused_health(art, expected_untrained)
+    return art
+
+
+def reused_health(art: Artifact, expected_untrained: str | None) -> None:
+    """A reused checkpoint's verdict where it did not pass: the build that said it is past, and a rerun of the
+    command that built a run that learned nothing ended in 'checkpoint: reusing ...' and its path alone."""
+    from kolectra.pipeline.verdicts import health_of, said  # noqa: PLC0415
+
+    health = health_of(art)
+    if health is not None and health["status"] != "ok":
+        expected = " (expected here: nothing to change)" if expected_untrained else ""
+        what = said(health) if health["status"] == "not_learning" else f"training health {said(health)}"
+        progress(f"checkpoint: WARNING: {art.path.name} (reused): {what}{expected}")
 
 
 # ---- finetune -------------------------------------------------------------------------------

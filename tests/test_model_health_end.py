@@ -1,6 +1,7 @@
-"""What a run's last lines say of whether it learned (model/train.py's finish, model.health.end_text), and what
-the progress line shows for ``mlm``, which has no generator (model.metrics.progress_text): real ``kolectra
-pretrain`` runs of the tiny preset on the small templated examples."""
+"""What a run's last lines say of whether it learned (model/train.py's finish, model.health_standing.end_text), and what
+the progress line shows for ``mlm``, which has no generator (model.metrics.progress_text), and what the same
+command says when it reuses the checkpoint (pipeline.stages.reused_health): real ``kolectra pretrain`` runs of
+the tiny preset on the small templated examples."""
 
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ def examples(tmp_path_factory) -> tuple[Path, str]:
     return root, str(store.list("examples")[0].path)
 
 
-def _run(examples, capsys, *sets: str, objective: str = "electra") -> tuple[list[str], Path]:
+def _run(examples, capsys, *sets: str, objective: str = "electra", force: bool = True,
+         quiet: bool = False) -> tuple[list[str], Path]:
     root, ex = examples
     flags = [f"--set={s}" for s in ("train.batch_size=16", "train.warmup_steps=4", "train.log_every=5",
                                     "train.cpu_threads=1", "model.dropout=0", "model.attention_dropout=0", *sets)]
     assert main(["pretrain", "--examples", ex, "--out", str(root), "--preset", "tiny", "--objective", objective,
-                 "--force", *flags]) == 0
+                 *(["--force"] if force else []), *(["-q"] if quiet else []), *flags]) == 0
     out = capsys.readouterr()
     return out.err.strip().splitlines(), Path(out.out.strip().splitlines()[-1])
 
@@ -59,3 +61,20 @@ def test_a_run_that_learned_and_an_mlm_run_end_ok_and_mlm_shows_no_generator(exa
     assert lines[-1]["gen_loss"] == 0.0  # the term it does not have, as logged
     progress = [ln for ln in err if "pretrain 20/20" in ln]
     assert progress and "(mlm " in progress[-1] and "gen " not in progress[-1], progress
+
+
+def test_the_same_command_again_says_the_checkpoint_it_reuses_learned_nothing(examples, capsys, monkeypatch):
+    """Run again, the command that built a run that learned nothing reused it saying 'checkpoint: reusing
+    ROOT/checkpoint/NAME-ID (same request; --force rebuilds)' and the path alone, under -q nothing at all; the
+    verdict is said, as a WARNING (-q keeps it). A run that learned is reused without a word of health."""
+    monkeypatch.setenv("KOLECTRA_VERBOSITY", "1")  # -q sets it for the process (and its workers): put back after
+    sets = ("train.lr=1e-12", "train.steps=12")
+    _, art = _run(examples, capsys, *sets)
+    said = f"[kolectra] checkpoint: WARNING: {art.name} (reused): learned nothing: {'; '.join(_health(art)['problems'])}"
+    err, again = _run(examples, capsys, *sets, force=False)
+    assert again == art and "reusing" in err[-2] and err[-1] == said, err
+    _run(examples, capsys, "train.lr=3e-3", "train.steps=20", objective="mlm", force=False)
+    err, _ = _run(examples, capsys, "train.lr=3e-3", "train.steps=20", objective="mlm", force=False)
+    assert "reusing" in err[-1], err
+    err, again = _run(examples, capsys, *sets, quiet=True, force=False)
+    assert again == art and err[-1] == said, err
