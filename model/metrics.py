@@ -394,3 +394,15 @@ class MetricsLog:
             self.bar.close()
         if self.failed is not None:
             raise self.failed
+
+    def abandon(self) -> None:
+        """Close the files of a run that an error ends (a crash, a divergence, a stop), raising nothing: the
+        lines so far are in them (each is flushed as written), the event file keeps TensorBoard's own name
+        (a finished run's has the fixed one), and no line waiting on the device is read. Left to the garbage
+        collector, ``metrics.jsonl`` and the event writer's thread stayed open as long as the error's traceback
+        was kept (by a caller that catches it, in-process; a test's ResourceWarning)."""
+        if self.file is not None and not self.file.closed:
+            with contextlib.suppress(Exception):  # the run's own error is the one raised, not this
+                self.file.close()
+            with contextlib.suppress(Exception):
+                self.events.close()

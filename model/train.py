@@ -327,9 +327,14 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
                                                                            dev.world_size).__contains__)
             run = start(cfg, inputs, examples_dir, out_dir, dev, resume, t_start)
         run.expected_untrained = expected_untrained
-        if run.last_window_lr is not None:
-            run.log.end_window(run.first_step, run.last_window_lr)
-        train_loop(run, out_dir, range(run.first_step, t.steps), checkpoint_saved)
+        try:
+            if run.last_window_lr is not None:
+                run.log.end_window(run.first_step, run.last_window_lr)
+            train_loop(run, out_dir, range(run.first_step, t.steps), checkpoint_saved)
+        except BaseException:  # a crash, a divergence, a stop: its files and threads closed now, not when collected
+            run.log.abandon()
+            run.loader.close()
+            raise
         with together(dev, "to close its metrics log"):
             run.log.close()
             run.loader.close()  # stop the read-ahead thread now, not whenever the loader is collected
