@@ -99,8 +99,9 @@ def test_a_full_disk_under_stdout_says_the_command_had_finished(tmp_path):
                                    "PYTHONPATH": str(REPO)}, preexec_fn=_no_file_may_grow)
     assert proc.returncode == 2  # before: 120
     # before: 'error: the file-size limit was reached' alone, then Python's 'Exception ignored in: ...'
+    # (and, before 2026-12-01, '(what it built stands)' after it: show builds nothing)
     assert proc.stderr == ("kolectra artifacts show: error: the file-size limit was reached; writing stdout, after "
-                           "the command had finished (what it built stands)\n"), proc.stderr
+                           "the command had finished\n"), proc.stderr
 
 
 def test_a_full_disk_under_the_artifact_s_path_says_the_command_had_finished_under_pythonunbuffered(tmp_path):
@@ -217,3 +218,36 @@ def test_help_with_its_reader_gone_ends_quietly(argv, unbuffered):
     finally:
         os.close(writer)
     assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr  # before (buffered): 120
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+@pytest.mark.parametrize("argv", [["--help"], ["artifacts", "list", "--help"], ["--version"],
+                                  ["pretrain", "--print-config"]], ids=["help", "list-help", "version", "print-config"])
+def test_a_full_disk_under_what_builds_nothing_claims_no_build(argv, unbuffered):
+    """``kolectra --help > /dev/full`` (``--version``, ``--print-config``) said '...; writing stdout, after the
+    command had finished (what it built stands)': printing was all it did. Under PYTHONUNBUFFERED ``--help``
+    ended 0 with nothing said (argparse drops a failed write), and ``--version`` said the bare line."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:  # noqa: PTH123
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *argv], stdout=full,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120, env=_environ(unbuffered))
+    command = " ".join(a for a in argv if a not in ("--help", "--print-config")) or argv[0]
+    command += " --help" if "--help" in argv and argv != ["--help"] else ""
+    assert (proc.returncode, proc.stderr) == (2, f"kolectra {command}: error: no space left on the device; "
+                                                 "writing stdout\n"), proc.stderr
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+def test_a_full_disk_under_an_artifacts_list_claims_no_build(tmp_path, unbuffered):
+    """``kolectra artifacts list > out.txt`` on a full disk (buffered: the flush after the listing) said
+    '(what it built stands)': it builds nothing."""
+    Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}), lambda out: StageOutput(stats={}))
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:  # noqa: PTH123
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out",
+                               str(tmp_path)], stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120,
+                              env=_environ(unbuffered))
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "error: no space left on the device" in proc.stderr and "built" not in proc.stderr, proc.stderr

@@ -31,7 +31,14 @@ from kolectra.core import streams
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
-from kolectra.pipeline.cli.errors import after_the_command, handled, torchrun_told
+from kolectra.pipeline.cli.errors import (
+    AFTER_BUILDING,
+    AFTER_WORKING,
+    PRINTING,
+    after_the_command,
+    handled,
+    torchrun_told,
+)
 from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
 from kolectra.pipeline.cli.options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli.options import common as _common
@@ -378,9 +385,16 @@ class _Parser(argparse.ArgumentParser):
         if file is not None:
             return super().print_help(file)
         # through the command's handler, as --version: buffered, a reader gone (`kolectra --help | head -c0`)
-        # ended 'Exception ignored in: <_io.TextIOWrapper name='<stdout>'...', status 120
-        code = handled(f"{self.prog.removeprefix('kolectra ')} --help".removeprefix("kolectra "), Path.cwd,
-                       lambda: super(_Parser, self).print_help() or 0)
+        # ended 'Exception ignored in: <_io.TextIOWrapper name='<stdout>'...', status 120. Written here, not by
+        # argparse's print_help, which drops a failed write: under PYTHONUNBUFFERED `kolectra --help > /dev/full`
+        # ended 0, silent, with no help written
+        def write() -> int:
+            with after_the_command(PRINTING):
+                sys.stdout.write(self.format_help())
+            return 0
+
+        code = handled(f"{self.prog.removeprefix('kolectra ')} --help".removeprefix("kolectra "), Path.cwd, write,
+                       after=PRINTING)
         if code:
             self.exit(code)
         return None
@@ -413,7 +427,8 @@ def print_config(args: argparse.Namespace) -> int:
     resolver = config_finetune if args.command == "finetune" else cmd.config
     cfg, doc = resolver(args)
     try:
-        print(_configs().render(cfg, doc, args.print_config), flush=True)
+        with after_the_command(PRINTING):  # under PYTHONUNBUFFERED a full disk fails here, not at the flush
+            print(_configs().render(cfg, doc, args.print_config), flush=True)
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - no second error when Python flushes at exit
     return 0
@@ -455,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_checked
 
     if getattr(args, "print_config", None):
-        return handled(command, lambda: root, checked(lambda: print_config(args)))
+        return handled(command, lambda: root, checked(lambda: print_config(args)), after=PRINTING)
 
     def run() -> int:
         if isinstance(root, Path) and root.exists() and not root.is_dir():
@@ -474,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return result
 
-    return handled(command, lambda: root, checked(run))
+    # the artifacts verbs build nothing: a full disk under their lines claimed '(what it built stands)'
+    return handled(command, lambda: root, checked(run), after=AFTER_WORKING if args.command == "artifacts" else
+                   AFTER_BUILDING)
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, beam_args: list[str],

@@ -42,6 +42,12 @@ from kolectra.core.shown import shown
 EXIT_REFUSED, EXIT_BUG, EXIT_INTERRUPTED = 2, 1, 130
 EXIT_GRACE = 10.0  # seconds the shutdown after an interrupt may wait for other threads
 ENTERED = False  # a command's handled() has begun: a Ctrl-C from then on is its to report
+# What a failed write to stdout says after its error, by what the command did (:func:`after_the_command`):
+# a build's lines come once it is published; a listing's (artifacts list, show, verify, gc) once its work
+# is done; --help, --version and --print-config only print, and what they print is all they do
+AFTER_BUILDING = "writing stdout, after the command had finished (what it built stands)"
+AFTER_WORKING = "writing stdout, after the command had finished"
+PRINTING = "writing stdout"
 
 _OS = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "the file-size limit was reached",
        errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "is a directory, not a file",
@@ -124,24 +130,25 @@ def _interrupts() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
+def handled(command: str, root: Callable[[], Path], run: Callable[[], int], after: str = AFTER_BUILDING) -> int:
     """``run()``'s exit code, or a one-line report and a non-zero code for any failure; a Ctrl-C
-    while the process then exits is one line too (:func:`_ctrl_c_while_exiting`)."""
+    while the process then exits is one line too (:func:`_ctrl_c_while_exiting`). ``after``: what a failed
+    write of what it printed last says (:data:`AFTER_BUILDING`, :data:`AFTER_WORKING`, :data:`PRINTING`)."""
     if threading.current_thread() is threading.main_thread() and _ours(signal.getsignal(signal.SIGINT)):
         signal.signal(signal.SIGINT, signal.default_int_handler)  # an earlier command's, in this process
-    code = _handled(command, root, run)
+    code = _handled(command, root, run, after)
     _ctrl_c_while_exiting(command, said=code == EXIT_INTERRUPTED or code == stops.status())
     return code
 
 
-def _handled(command: str, root: Callable[[], Path], run: Callable[[], int]) -> int:
+def _handled(command: str, root: Callable[[], Path], run: Callable[[], int], after: str) -> int:
     global ENTERED
     ENTERED = True
     code = None
     try:
         with _interrupts():
             code = run()
-            _flush_stdout()  # here, so that a reader gone (`| head`) is seen below, not at exit
+            _flush_stdout(after)  # here, so that a reader gone (`| head`) is seen below, not at exit
             return code
     except KeyboardInterrupt as e:  # a stage may say how far it got (the message) and the store what it kept (notes)
         e = _first_interrupt(e)
@@ -176,14 +183,14 @@ def _settle_stdout() -> None:
         streams.lost(sys.stdout)
 
 
-def _flush_stdout() -> None:
+def _flush_stdout(after: str) -> None:
     """What the command printed last, written out (:func:`after_the_command`)."""
-    with after_the_command():
+    with after_the_command(after):
         sys.stdout.flush()
 
 
 @contextlib.contextmanager
-def after_the_command() -> Iterator[None]:
+def after_the_command(after: str = AFTER_BUILDING) -> Iterator[None]:
     """Writing what a command prints once its work is done (its artifact's path; the stdout buffer after
     it): a failure says it came after the command was done. ``kolectra vocab ... > paths.txt`` on a full
     disk said 'error: no space left on the device' with its vocab published (its directory, the one line,
@@ -191,12 +198,14 @@ def after_the_command() -> Iterator[None]:
     <_io.TextIOWrapper name='<stdout>'...', status 120): what did not fit now goes to the null device.
     Under PYTHONUNBUFFERED the line fails as it is printed, not at the flush: the same words. A reader
     gone (``| head``, a terminal that hung up) is left to :func:`_handled`, which ends quietly: pointed
-    at the null device here, the hung-up terminal was no longer seen as one ('error: Input/output error')."""
+    at the null device here, the hung-up terminal was no longer seen as one ('error: Input/output error').
+    ``after``: the note, as fits the command (:data:`AFTER_BUILDING` unless told): before 2026-12-01
+    ``artifacts list``, ``--help`` and ``--version``, which build nothing, said '(what it built stands)' too."""
     try:
         yield
     except OSError as e:
         if not reader_gone(e):
-            e.add_note("writing stdout, after the command had finished (what it built stands)")
+            e.add_note(after)
             streams.lost(sys.stdout)
         raise
 

@@ -79,11 +79,16 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from kolectra.pipeline.cli.errors import handled  # noqa: PLC0415 - argparse's action, before any command
+        from kolectra.pipeline.cli.errors import PRINTING, after_the_command, handled  # noqa: PLC0415 - argparse's
+
+        def write() -> int:  # under PYTHONUNBUFFERED a full disk fails here, not at the flush: the same words
+            with after_the_command(PRINTING):
+                print(version_text())
+            return 0
 
         # through the command's handler: stdout on a full disk or with its reader gone (`| head -c0`) ended in
         # a traceback (status 1) or, buffered, Python's 'Exception ignored in: <_io.TextIOWrapper ...' (120)
-        parser.exit(handled("--version", Path.cwd, lambda: print(version_text()) or 0))
+        parser.exit(handled("--version", Path.cwd, write, after=PRINTING))
 
 
 def relax(parser: argparse.ArgumentParser) -> None:
