@@ -18,6 +18,7 @@ from kolectra.core.stage import StageOutput
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Request, Resumable
 from kolectra.pipeline.store.factory import open_store
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_run_command import _standins
 
 AGAIN = "the same `kolectra run` without --force"
@@ -99,3 +100,72 @@ def test_a_study_point_stopped_in_pretraining_names_the_study_as_what_continues_
     assert "--resume" not in notes and "the same `kolectra study` continues it" in notes, notes  # before: --resume
     runner.pretrain_point(store, examples, StudyPlan(flops=100.0), "electra", 100.0, 1)
     assert found == [[], ["step-00000021"]]
+
+
+def _gc_lines(root: str, capsys) -> list[str]:
+    from kolectra.pipeline.cli import main
+
+    capsys.readouterr()
+    assert main(["artifacts", "gc", "--out", root]) == 0
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("kept interrupted run")]
+
+
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_gc_lists_an_interrupted_run_with_the_command_that_continues_it(tmp_path, monkeypatch, capsys, where,
+                                                                        request):
+    """``kolectra artifacts gc`` listed every interrupted run with '--resume continues it; gc --interrupted
+    removes it', the runs ``kolectra run`` and ``kolectra study`` left too (neither has --resume); each run
+    now records its command's words in its request.json (disk, and the bucket's copy), and gc names them."""
+    from kolectra.pipeline import run
+    from kolectra.pipeline.study import runner
+    from kolectra.pipeline.study.plan import StudyPlan
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    root = str(tmp_path / "root") if where == "disk" else f"{request.getfixturevalue('bucket')}/gc"
+    _standins(monkeypatch)
+    found: list[list[str]] = []
+    _pretrain_standin(monkeypatch, found)
+    monkeypatch.setattr(runner, "flops_per_step", lambda examples, plan, arm: 1)
+    store = open_store(root)
+    with pytest.raises(Terminated):
+        run.run_sample(store)
+    found.clear()
+    with pytest.raises(Terminated):
+        runner.pretrain_point(store, stages.examples(store, name="ex"), StudyPlan(flops=100.0), "electra", 100.0, 1)
+    found.clear()
+    with pytest.raises(Terminated):  # kolectra pretrain's own: --resume continues it
+        stages.pretrain(store, stages.examples(store, name="ex2"), name="p")
+    lines = _gc_lines(root, capsys)
+    assert len(lines) == 3, lines
+    by_name = {line.split(" (")[1].split(",")[0]: line for line in lines}
+    # before: '--resume continues it' on all three
+    assert by_name["sample"].endswith(f": {AGAIN} continues it; gc --interrupted removes it"), by_name
+    assert by_name["study-electra"].endswith(": the same `kolectra study` continues it; gc --interrupted removes it")
+    assert by_name["p"].endswith(": --resume continues it; gc --interrupted removes it"), by_name
+
+
+def test_gc_words_a_run_started_before_runs_recorded_their_command_neutrally(tmp_path, monkeypatch, capsys):
+    """A run an earlier kolectra left has no words of its command in request.json: one named as ``kolectra run``
+    or a study name theirs may be theirs, and gc does not say '--resume' alone for it; kolectra pretrain's
+    request.json is as it was (no new field)."""
+    import json
+
+    from kolectra.pipeline.store import workspace
+
+    _standins(monkeypatch)
+    _pretrain_standin(monkeypatch, [])
+    store = open_store(tmp_path)
+    with pytest.raises(Terminated):
+        stages.pretrain(store, stages.examples(store, name="ex"), name="p")
+    (plain,) = workspace.runs(tmp_path)
+    record = json.loads((plain.path / workspace.REQUEST).read_text())
+    assert "again" not in record  # --resume's run: request.json as before
+    for name in ("sample", "study-mlm"):  # as an earlier kolectra left kolectra run's and a study's
+        old = tmp_path / ".work" / f"checkpoint-{name}-0123456789abcde{len(name) % 10}"
+        (old / "out" / "checkpoints" / "step-00000001").mkdir(parents=True)
+        (old / workspace.REQUEST).write_text(json.dumps({**record, "name": name, "id": old.name[-16:]}))
+    lines = {line.split(" (")[1].split(",")[0]: line for line in _gc_lines(str(tmp_path), capsys)}
+    assert lines["p"].endswith(": --resume continues it; gc --interrupted removes it"), lines
+    assert ("--resume continues it, or the same `kolectra run` without --force if that started it (a run started "
+            "before 2026-12-01 does not say which)") in lines["sample"], lines
+    assert "or the same `kolectra study` if that started it" in lines["study-mlm"], lines

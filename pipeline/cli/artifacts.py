@@ -173,9 +173,28 @@ def artifacts_gc(args, store: Store) -> int:
         say(f"{verb} {path}")
     for run in kept:
         say(f"kept interrupted run {run.path} ({run.request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
-              "--resume continues it; gc --interrupted removes it")
+            f"{continued_by(run.request)}; gc --interrupted removes it")
     say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
     return 0
+
+
+def continued_by(request: dict) -> str:
+    """What continues an interrupted run, as ``gc`` lists it: the words its command recorded in request.json
+    (``kolectra run``, ``kolectra study``: neither has --resume), else ``--resume``. A run started before
+    2026-12-01 recorded none: one named as those two name their pretraining (pipeline/run.py: ``sample``;
+    pipeline/study/runner.py: ``study-ARM``) may be theirs, and is not said to be --resume's alone."""
+    again = request.get("again")
+    if isinstance(again, str) and again:
+        return f"{again} continues it"
+    name = request.get("name")
+    if name == "sample":
+        command = "`kolectra run` without --force"
+    elif isinstance(name, str) and name.startswith("study-"):
+        command = "`kolectra study`"
+    else:
+        return "--resume continues it"
+    return (f"--resume continues it, or the same {command} if that started it (a run started before 2026-12-01 "
+            "does not say which)")
 
 
 def artifacts_show(args, store: Store) -> int:

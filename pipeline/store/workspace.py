@@ -59,7 +59,7 @@ _TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
 REQUEST = "request.json"
 _REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str,
-                   "stage_version": int}
+                   "stage_version": int, "again": str}
 
 
 def now() -> str:
@@ -398,7 +398,9 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
                     "only this request's run is resumed here")
                  + "; `kolectra artifacts gc --interrupted` removes them)")
     exact.hold(held)
-    exact.create({**record, "created": now()})
+    # a caller with words of its own records them, so that `artifacts gc`, listing the run, names it (a run of
+    # --resume's, and one started before 2026-12-01, records none: its request.json is as it was)
+    exact.create({**record, "created": now(), **({"again": again} if again != Run.again else {})})
     return exact
 
 
