@@ -47,7 +47,7 @@ from kolectra.model.card import front_matter, hub_id
 from kolectra.model.checkpoint import CheckpointWriteError, synced, writing_into
 from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
-from kolectra.pipeline.store.catalog import artifact_around
+from kolectra.pipeline.store.roots import artifact_around
 
 ROLES = ("discriminator", "generator")
 # how a user stores a token: huggingface_hub's own command (`huggingface-cli` went in its 1.0; kolectra

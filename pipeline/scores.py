@@ -18,7 +18,8 @@ from kolectra.core.stage import warn
 from kolectra.pipeline.markdown import code, table, text
 from kolectra.pipeline.stage_versions import older_evals
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
-from kolectra.pipeline.store.catalog import article, artifact_around
+from kolectra.pipeline.store.catalog import article
+from kolectra.pipeline.store.roots import artifact_around
 from kolectra.pipeline.verdicts import health_of, read_json, verdict_text
 
 METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1", "spearman": "Spearman",

@@ -46,8 +46,8 @@ from kolectra.pipeline.cli.options import flag_sets as _flag_sets
 from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
 from kolectra.pipeline.cli.study import add_study, run_study_command
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root
-from kolectra.pipeline.store.catalog import as_root
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.roots import as_root
 
 BEAM_COMMANDS = ("corpus", "vocab", "examples")  # any other --option of theirs goes to Beam
 

@@ -54,7 +54,7 @@ from kolectra.core import storage
 from kolectra.core.errors import EnvironmentProblem, Terminated
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, layout, sweep, workspace
-from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, default_root, load
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
     MANIFEST,
@@ -74,6 +74,7 @@ from kolectra.pipeline.store.manifest import (
     verify_dir,
     write_json,
 )
+from kolectra.pipeline.store.roots import default_root
 from kolectra.pipeline.store.workspace import Resumable
 
 __all__ = ["Artifact", "ArtifactError", "Catalog", "Request", "Resumable", "Store", "default_root",

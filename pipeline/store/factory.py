@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from kolectra.pipeline.store.artifacts import Store
-from kolectra.pipeline.store.catalog import Catalog, as_root, default_root
+from kolectra.pipeline.store.catalog import Catalog
+from kolectra.pipeline.store.roots import as_root, default_root
 
 
 def open_store(root: Path | str | None = None) -> Store:

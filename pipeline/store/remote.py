@@ -71,11 +71,12 @@ from kolectra.pipeline.store.artifacts import (
     reserved,
     said_published,
 )
-from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, unfollowed, written_at
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, written_at
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, hash_tree, sha256_file, unsafe_path
 from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
 from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
+from kolectra.pipeline.store.roots import unfollowed
 
 # set on a second stop that came while the store was asked whether a build's manifest landed, or on the
 # failure of its write when the store could not be asked: unknown
