@@ -31,7 +31,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:
@@ -57,7 +57,13 @@ class Ner(TextTask):
         return [{"line": n, **s} for n, s in table.records], table
 
     def fit(self, train, table):
-        self.labels = tag_order(t for r in train for t in r["tags"])
+        # one output a tag, however spelt: a training file mixing B-LOC and LOC-B (a CoNLL file and a Naver one
+        # joined) had given each spelling an output of its own, the entity's rows split between them; the first
+        # spelling in tag_order is the tag's name, convert maps the others to it
+        spellings: dict[tuple[str, str], str] = {}
+        for tag in tag_order(t for r in train for t in r["tags"]):
+            spellings.setdefault(split_tag(tag), tag)
+        self.labels = list(spellings.values())
         self.gold_only: list[str] = []  # dev or test tags of a training type the training file lacks
         if self.labels == [OUTSIDE]:  # as classify refuses one label: it trained, then said "learned nothing"
             raise FinetuneError(f"{table.path}: every training tag is {OUTSIDE!r}: no entity to learn from (check "

@@ -401,6 +401,19 @@ def test_a_training_tag_spelled_otherwise_in_the_test_file_is_that_tag(tmp_path,
     assert [tags[0] for tags in data.test["tags"]] == [loc, loc]
 
 
+def test_a_training_file_mixing_tag_spellings_gives_each_tag_one_output(tmp_path):
+    """A CoNLL file and a Naver one joined for training (B-LOC beside LOC-B): each spelling had an output of its
+    own, six for four tags, the LOC rows split between two classes the model had to tell apart."""
+    train = conll(tmp_path / "train.conll", [[(f"서울{i}", "B-LOC" if i % 2 else "LOC-B"),
+                                              ("부산", "I-LOC" if i % 2 else "LOC-I"), (PER[i % 3], "PER-B"), ("왔다", "O")]
+                                             for i in range(40)])
+    task = Ner()
+    data = task.read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, train)
+    assert task.labels == ["O", "B-LOC", "I-LOC", "PER-B"] and task.gold_only == []
+    assert sorted({t for tags in data.train["tags"] for t in tags}) == [0, 1, 2, 3]
+    assert task.model_config(data)["num_labels"] == 4
+
+
 def test_a_bioes_or_bilou_file_is_named_as_such_with_the_conversion(tmp_path):
     """A BIOES file was refused as "tag 'E-ORG' is not a BIO tag ... none is readable: check the file's format and
     columns", no word of the scheme or of the conversion that keeps its entities."""
