@@ -194,11 +194,19 @@ def training_panels(rows: Iterable[dict]) -> list[plot.Panel]:
         for k, thinned in series.items():
             if (v := r.get(k)) is not None:
                 thinned.add(step, v)
+    # mlm (BERT) has no generator: its lines log gen_loss 0 for the term it lacks, drawn as a flat "generator loss"
+    # at 0, and its MLM accuracy alone stood under the title "generator" (one series: no legend names it)
+    generator = bool(series["gen_acc"].points() or series["replaced_share"].points())
     panels = []
     for keys, title, ylabel, kw in CURVES:
         drawn = {label: pts for k, label in keys.items() if (pts := series[k].points())}
-        if drawn:
-            panels.append(plot.Panel(drawn, title, "step", ylabel, **kw))
+        if not drawn or (not generator and set(keys) == {"gen_loss"}):
+            continue
+        if not generator and "gen_acc" in keys:
+            title = "masked LM"
+        elif not generator and "loss" in keys:  # the total is the MLM's loss alone
+            title = "total loss"
+        panels.append(plot.Panel(drawn, title, "step", ylabel, **kw))
     return panels
 
 

@@ -1,5 +1,6 @@
 """What a run's last lines say of whether it learned (model/train.py's finish, model.health_standing.end_text), and what
-the progress line shows for ``mlm``, which has no generator (model.metrics.progress_text), and what the same
+the progress line and ``kolectra report``'s curves show for ``mlm``, which has no generator
+(model.metrics.progress_text, pipeline.report.training_panels), and what the same
 command says when it reuses the checkpoint (pipeline.stages.reused_health): real ``kolectra pretrain`` runs of
 the tiny preset on the small templated examples."""
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.pipeline.cli import main
+from kolectra.pipeline.report import training_panels
 from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import small_chain
 
@@ -61,6 +63,10 @@ def test_a_run_that_learned_and_an_mlm_run_end_ok_and_mlm_shows_no_generator(exa
     assert lines[-1]["gen_loss"] == 0.0  # the term it does not have, as logged
     progress = [ln for ln in err if "pretrain 20/20" in ln]
     assert progress and "(mlm " in progress[-1] and "gen " not in progress[-1], progress
+    # kolectra report's curves: a flat "generator loss" at 0, and the MLM accuracy alone under "generator"
+    panels = {p.title: p for p in training_panels(lines)}
+    assert set(panels) == {"total loss", "MLM loss", "masked LM", "learning rate", "throughput"}, set(panels)
+    assert set(panels["masked LM"].series) == {"MLM accuracy"}
 
 
 def test_the_same_command_again_says_the_checkpoint_it_reuses_learned_nothing(examples, capsys, monkeypatch):
