@@ -34,7 +34,20 @@ from kolectra.core import stops
 from kolectra.core.config import to_dict
 from kolectra.core.errors import KolectraError, Terminated
 from kolectra.core.stage import StageOutput, progress
-from kolectra.model import card, checkpoint, data, export, health, init, objectives, optim, rtd, runtime, shard_order
+from kolectra.model import (
+    card,
+    checkpoint,
+    data,
+    export,
+    health,
+    health_standing,
+    init,
+    objectives,
+    optim,
+    rtd,
+    runtime,
+    shard_order,
+)
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
 from kolectra.model.config import recipe as config_recipe
 from kolectra.model.device import Batches, Device, compiled
@@ -99,7 +112,7 @@ class Run:
     where: str
     compile_mode: str | None  # torch.compile's mode for the step (the device's choice for "auto"), None: eager
     warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
-    standing: dict | None = None  # the verdict that gave the warning standing (health.final)
+    standing: dict | None = None  # the verdict that gave the warning standing (health_standing.final)
     expected_untrained: str | None = None  # why the caller expects it not to learn (health.warning_text)
     # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
     # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
@@ -178,7 +191,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     if found is not None:
         first, log_state = restore(cfg, inputs.fingerprint, *found, dev, model, optimizer, batches)
         wall_before = float(found[1]["state"].get("wall_seconds", 0.0))  # absent in older checkpoints
-        standing = health.saved_standing(found[1]["state"])
+        standing = health_standing.saved_standing(found[1]["state"])
         if dev.is_main:
             progress(f"pretrain: resuming at step {first} from {found[0]}")
             if standing is not None:  # printed by an earlier process: this one's output says it too
@@ -223,12 +236,13 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
 
 def watch_health(run: Run, lines: list[dict]) -> None:
     """Past warm-up, say in plain words when the run is not learning (:mod:`model.health`), and
-    once more when it starts to (a discriminator often leaves its plateau well after warm-up)."""
+    once more when it starts to (a discriminator often leaves its plateau well after warm-up): the
+    warning that stands is :mod:`model.health_standing`'s."""
     if lines[-1]["step"] <= run.cfg.train.warmup_steps:
         return
     verdict = health.verdict(lines, run.health_context())
     # each part (generator, discriminator, ...) warned of and withdrawn on its own
-    run.standing, said = health.watch(verdict, run.standing if run.warned else None, run.expected_untrained)
+    run.standing, said = health_standing.watch(verdict, run.standing if run.warned else None, run.expected_untrained)
     run.warned = run.standing is not None
     for line in said:
         progress("pretrain: " + line)
@@ -289,7 +303,7 @@ def save_checkpoint(run: Run, out_dir: Path, done: int) -> Path:
         run.model.state_dict(keep_vars=True) if main else None, run.optimizer.state_dict() if main else None,
         {"config": to_dict(run.cfg), "vocab": run.inputs.fingerprint, "loader": run.batches.state_dict(),
          "schedule": {"next_step": done, "next_lr": lr_at(done, t)}, "wall_seconds": run.wall_seconds(),
-         "health": {"standing": run.standing if run.warned else None}}  # (health.saved_standing)
+         "health": {"standing": run.standing if run.warned else None}}  # (health_standing.saved_standing)
         if main else None,
         {"rng": run.dev.rng_state(), "log": run.log.state_dict()},
         rank=run.dev.rank, barrier=run.dev.barrier, save_fn=run.dev.save, keep=t.keep_checkpoints,
@@ -476,8 +490,8 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
     flops = t.steps * run.flops_per_step
     final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
     # a warning printed and not withdrawn stands in the verdict, where the last windows did not judge again
-    verdict = health.final(health.verdict(list(run.log.lines), run.health_context()),
-                           run.standing if run.warned else None, t.steps)
+    verdict = health_standing.final(health.verdict(list(run.log.lines), run.health_context()),
+                                    run.standing if run.warned else None, t.steps)
     if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
         progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
     if verdict["status"] == "unchecked" and dev.is_main and t.steps:
@@ -528,7 +542,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"
                    if run.first_step else "")
         # the verdict ends the line a user reads last (a warning of step 20 is hours of lines above it)
-        said = health.end_text(verdict, run.standing if run.warned else None, run.expected_untrained)
+        said = health_standing.end_text(verdict, run.standing if run.warned else None, run.expected_untrained)
         verdict_words = f"; {said}" if t.steps else ""
         progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
                  f"final loss {card.loss_text(final)}{verdict_words}")

@@ -5,7 +5,7 @@ climbed past it is not, and the generator checks fire on their own figures."""
 import dataclasses
 import math
 
-from kolectra.model import health
+from kolectra.model import health, health_standing
 
 
 def _ctx(**kw):
@@ -105,7 +105,7 @@ def test_warning_text_is_plain_words():
 
 def test_recovery_line_names_the_step_and_auc():
     v = health.verdict([_line(s, disc_loss=0.32, disc_auc=0.69, disc_recall=0.04) for s in (2400, 2500)], _ctx())
-    assert health.recovery_text(v) == "learning now (step 2500): the earlier warning no longer holds (disc AUC 0.69)."
+    assert health_standing.recovery_text(v) == "learning now (step 2500): the earlier warning no longer holds (disc AUC 0.69)."
 
 
 def test_the_trainer_warns_once_then_says_when_the_run_recovers(capsys):
@@ -266,7 +266,7 @@ def test_mlm_then_rtd_ending_in_the_warm_up_of_its_rtd_phase_is_unchecked():
     ctx = _ctx(objective="mlm_then_rtd", vocab_size=100, warmup_steps=4, total_steps=22, rtd_from=20)
     v = health.verdict(lines, ctx)
     assert v["status"] == "unchecked" and v["reason"] == health.ENDED_IN_RTD_WARMUP, v  # before: not_learning
-    assert "disc_loss" not in v["figures"] and health.withdraws(v)  # a generator's warning from the MLM phase goes
+    assert "disc_loss" not in v["figures"] and health_standing.withdraws(v)  # a generator's warning from the MLM phase goes
     assert health.unchecked_text(v, ctx) == (
         "WARNING: training health unchecked: the discriminator's RTD phase began after step 20 and its checks wait "
         "the warm-up's 4 steps from there, to step 24; the run ended at step 22, so whether its discriminator "
@@ -281,7 +281,7 @@ def test_mlm_then_rtd_ending_in_the_warm_up_of_its_rtd_phase_is_unchecked():
 
 
 def test_a_standing_warning_is_the_verdict_where_the_last_windows_judged_nothing():
-    """health.final (n2): a warning printed and not withdrawn stands at the end where the last windows did not
+    """health_standing.final (n2): a warning printed and not withdrawn stands at the end where the last windows did not
     judge the discriminator (no AUC), and says so; a verdict that withdraws it, or finds a problem, is the end's."""
     one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
     ctx = _ctx(objective="electra15", vocab_size=100, warmup_steps=4, total_steps=39)
@@ -289,16 +289,16 @@ def test_a_standing_warning_is_the_verdict_where_the_last_windows_judged_nothing
     standing = health.verdict([stuck], ctx)
     assert standing["status"] == "not_learning"
     end = health.verdict([stuck, _line(36, disc_loss=0.003, **one_class), _line(39, disc_loss=0.002, **one_class)], ctx)
-    assert end["status"] == "ok" and not health.withdraws(end)
-    v = health.final(end, standing)
+    assert end["status"] == "ok" and not health_standing.withdraws(end)
+    v = health_standing.final(end, standing)
     assert v["status"] == "not_learning" and v["problems"] == standing["problems"] and v["figures"]["step"] == 27
     assert v["stands"] == ("It stands at the end: the windows after step 27, to step 39, did not judge the "
                            "discriminator again (every token they scored was replaced: no AUC).")
     assert v["stands"] in health.warning_text(v)
-    assert health.final(end, None) == end
+    assert health_standing.final(end, None) == end
     recovered = health.verdict([_line(36, disc_loss=0.05, disc_auc=0.8, replaced_token_share=0.95, disc_acc=0.97,
                                       disc_recall=1.0)], ctx)
-    assert health.final(recovered, standing) == recovered
+    assert health_standing.final(recovered, standing) == recovered
 
 
 def test_mlm_then_rtd_judges_its_mlm_phase_until_its_rtd_is_judged():
@@ -318,19 +318,19 @@ def test_mlm_then_rtd_judges_its_mlm_phase_until_its_rtd_is_judged():
     assert health.verdict(mlm, in_warm_up)["status"] == "unchecked"  # no false alarm inside warm-up
     learnt = [{**ln, "disc_mlm_loss": 3.0, "disc_mlm_acc": 0.2} for ln in mlm]
     assert health.verdict(learnt, ctx)["status"] == "unchecked"
-    assert health.withdraws(health.verdict(learnt, ctx), stuck)
+    assert health_standing.withdraws(health.verdict(learnt, ctx), stuck)
     # a window across the phase change (steps 21-24: one MLM step) weighs 1 beside the last MLM window's 10
     across = [{**learnt[0], "step": 10}, {**learnt[0], "step": 20},
               {**_line(24, disc_loss=0.69, disc_auc=None), "disc_mlm_loss": 4.6, "disc_mlm_acc": 0.0}]
     assert health.verdict(across, ctx)["figures"]["disc_mlm_loss"] == round((3.0 * 10 + 4.6) / 11, 4)
     # RTD warm-up windows judge neither phase: they keep the warning (a generator's warning goes, as before)
     warm = [{k: v for k, v in _line(s, **rtd).items() if v is not None} for s in (22, 24)]
-    assert not health.withdraws(health.verdict(warm, ctx), stuck)
-    assert health.final(health.verdict(warm, ctx), stuck)["status"] == "not_learning"
-    assert health.withdraws(health.verdict(warm, ctx), health.verdict([{**learnt[0], "gen_loss": 4.6, "gen_acc": 0}], ctx))
+    assert not health_standing.withdraws(health.verdict(warm, ctx), stuck)
+    assert health_standing.final(health.verdict(warm, ctx), stuck)["status"] == "not_learning"
+    assert health_standing.withdraws(health.verdict(warm, ctx), health.verdict([{**learnt[0], "gen_loss": 4.6, "gen_acc": 0}], ctx))
     # past step 25 the RTD decides: a stuck MLM line there is not read
     judged = [{**_line(s, disc_auc=0.8, disc_recall=0.3), "disc_mlm_loss": 4.6, "disc_mlm_acc": 0.0} for s in (28, 30)]
-    assert health.verdict(judged, ctx)["status"] == "ok" and health.withdraws(health.verdict(judged, ctx), stuck)
+    assert health.verdict(judged, ctx)["status"] == "ok" and health_standing.withdraws(health.verdict(judged, ctx), stuck)
 
 
 def test_a_warning_about_the_generator_alone_is_withdrawn_by_windows_judging_the_generator():
@@ -346,12 +346,12 @@ def test_a_warning_about_the_generator_alone_is_withdrawn_by_windows_judging_the
     standing = health.verdict([_line(3, **uniform), _line(6, **uniform)], ctx)
     assert standing["problems"][0].startswith("the generator has not left uniform guessing"), standing
     end = health.verdict([_line(s, disc_loss=0.58, gen_loss=4.4, gen_acc=0.2, **one_class) for s in (57, 60)], ctx)
-    assert end["status"] == "ok" and health.withdraws(end, standing)  # before: False
-    assert health.final(end, standing) == end  # before: not_learning, 'It stands at the end'
+    assert end["status"] == "ok" and health_standing.withdraws(end, standing)  # before: False
+    assert health_standing.final(end, standing) == end  # before: not_learning, 'It stands at the end'
     both = {**standing, "problems": [*standing["problems"], "the discriminator sits at the class prior: ..."]}
-    assert not health.withdraws(end, both) and health.final(end, both)["status"] == "not_learning"
+    assert not health_standing.withdraws(end, both) and health_standing.final(end, both)["status"] == "not_learning"
     still = health.verdict([_line(s, disc_loss=0.58, gen_loss=4.9, gen_acc=0.0, **one_class) for s in (57, 60)], ctx)
-    assert still["status"] == "not_learning" and not health.withdraws(still, standing)
+    assert still["status"] == "not_learning" and not health_standing.withdraws(still, standing)
 
 
 def test_a_standing_warning_over_a_run_whose_last_windows_were_all_in_warm_up_names_the_run_s_end():
@@ -363,10 +363,10 @@ def test_a_standing_warning_over_a_run_whose_last_windows_were_all_in_warm_up_na
                                      disc_recall=1.0)], _ctx(objective="electra15", vocab_size=100, warmup_steps=4))
     end = health.verdict([_line(s) for s in (27, 30, 33, 36, 39)], ctx)
     assert end["status"] == "unchecked" and end["figures"] == {} and end["reason"] == health.ENDED_IN_WARMUP
-    assert health.final(end, standing, 39)["stands"] == (
+    assert health_standing.final(end, standing, 39)["stands"] == (
         "It stands at the end: the windows after step 27, to step 39, did not judge the discriminator again (the "
         "run ended in warm-up).")  # before: 'to step None'
-    assert "None" not in health.final(end, standing)["stands"]
+    assert "None" not in health_standing.final(end, standing)["stands"]
 
 
 def test_a_warning_about_the_mlm_phase_does_not_silence_the_rtd_s(capsys):
@@ -399,12 +399,12 @@ def test_a_warning_about_the_mlm_phase_does_not_silence_the_rtd_s(capsys):
     watch_health(run, [*lines, *at_prior, _line(32, disc_loss=0.35, disc_auc=0.53, disc_recall=0.02, gen_loss=4.9,
                                                 gen_acc=0.0)])
     assert capsys.readouterr().err == ""  # a warning standing about the RTD: not said again
-    assert not health.warns_anew(health.verdict(lines, ctx), health.verdict(lines, ctx))
+    assert not health_standing.warns_anew(health.verdict(lines, ctx), health.verdict(lines, ctx))
 
 
 def _watched(run, lines: list[dict], ctx) -> list[str]:
     """What the trainer does at each logged line (model.train.watch_health): the lines it prints."""
-    run.standing, said = health.watch(health.verdict(lines, ctx), run.standing)
+    run.standing, said = health_standing.watch(health.verdict(lines, ctx), run.standing)
     return said
 
 
@@ -429,7 +429,7 @@ def test_each_part_s_warning_stands_and_is_withdrawn_on_its_own():
     assert "(step 6): the generator has not left uniform guessing" in err
     assert "WARNING: this run has not learned what it should (step 12): the discriminator sits at the class " \
            "prior" in err, err  # before: nothing after step 6
-    assert [health.part(p) for p in run.standing["problems"]] == ["generator", "discriminator"]
+    assert [health_standing.part(p) for p in run.standing["problems"]] == ["generator", "discriminator"]
     assert run.standing["since"] == {"generator": 6, "discriminator": 12}
     said = []
     for step in (14, 16):
@@ -437,25 +437,25 @@ def test_each_part_s_warning_stands_and_is_withdrawn_on_its_own():
         said += _watched(run, lines, ctx)
     assert said == ["learning now (step 14): the earlier warning about the generator no longer holds; the one "
                     "about the discriminator stands."]
-    assert [health.part(p) for p in run.standing["problems"]] == ["discriminator"]
+    assert [health_standing.part(p) for p in run.standing["problems"]] == ["discriminator"]
     # windows of replaced tokens only (no AUC) judge the generator alone: a generator stuck again is warned of,
     # and the end's verdict names it and the discriminator's warning, which they did not judge again
     one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
     last = health.verdict([_line(step, disc_loss=0.5, **stuck_gen, **one_class) for step in (18, 20)], ctx)
-    standing, said = health.watch(last, run.standing)
+    standing, said = health_standing.watch(last, run.standing)
     assert len(said) == 1 and "(step 20): the generator has not left uniform guessing" in said[0]
     assert standing["since"] == {"discriminator": 12, "generator": 20}
-    end = health.final(last, standing, 20)
-    assert [health.part(p) for p in end["problems"]] == ["generator", "discriminator"], end  # before: generator
+    end = health_standing.final(last, standing, 20)
+    assert [health_standing.part(p) for p in end["problems"]] == ["generator", "discriminator"], end  # before: generator
     # (the windows at 14 and 16 judged the discriminator and found it at the prior still: not 'after step 12')
     assert end["stands"] == ("It stands at the end: warned at step 12 and found again by the windows to step 16; the "
                              "windows after that, to step 20, did not judge the discriminator again (every token they "
                              "scored was replaced: no AUC).")
     # a standing saved before the parts stood alone (one verdict, no 'since') maps to its step
     old = {k: v for k, v in standing.items() if k != "since"}
-    assert health.standing_since(old) == {"discriminator": 20, "generator": 20}
-    assert health.saved_standing({"health": {"standing": old}}) == old
-    assert health.watch(health.verdict(lines[:2], ctx), old)[0]["since"] == {"generator": 20}  # disc AUC 0.8
+    assert health_standing.standing_since(old) == {"discriminator": 20, "generator": 20}
+    assert health_standing.saved_standing({"health": {"standing": old}}) == old
+    assert health_standing.watch(health.verdict(lines[:2], ctx), old)[0]["since"] == {"generator": 20}  # disc AUC 0.8
 
 
 def test_the_end_s_verdict_names_a_standing_part_its_last_windows_did_not_judge():
@@ -468,7 +468,7 @@ def test_the_end_s_verdict_names_a_standing_part_its_last_windows_did_not_judge(
     one_class = dict(disc_auc=None, replaced_token_share=1.0, disc_acc=1.0, disc_recall=1.0, replaced_share=1.0)
     last = health.verdict([_line(s, disc_loss=0.5, gen_loss=4.9, gen_acc=0.0, **one_class) for s in (18, 20)], ctx)
     assert len(last["problems"]) == 1 and last["problems"][0].startswith("the generator has not left uniform")
-    end = health.final(last, standing, 20)
+    end = health_standing.final(last, standing, 20)
     assert end["problems"] == [*last["problems"], standing["problems"][0]], end  # before: last["problems"]
     assert end["stands"].startswith("It stands at the end: the windows after step 12, to step 20, did not judge "
                                     "the discriminator again")
@@ -496,7 +496,7 @@ def test_a_window_of_replaced_tokens_only_neither_makes_nor_withdraws_the_at_pri
                              "guessing the prior)"], v
     assert v["figures"]["disc_prior_loss"] == round(health.binary_entropy(share), 4)
     assert v["figures"]["disc_loss"] == round((at_prior["disc_loss"] + 0.001) / 2, 4)  # the figures: both windows
-    kept, said = health.watch(v, health.watch(standing, None)[0])
+    kept, said = health_standing.watch(v, health_standing.watch(standing, None)[0])
     assert said == [] and kept["since"] == {"discriminator": 16}, said  # before: "learning now (step 18): ..."
     # nor does it make one: a window past the plateau beside it is ok, and two of them judge nothing
     learnt = dict(disc_loss=0.25, disc_auc=0.80, disc_recall=0.95, disc_acc=0.95 * share + 0.6 * (1 - share),

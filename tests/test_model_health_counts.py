@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.model import health, metrics
+from kolectra.model import health, health_standing, metrics
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import small_chain
@@ -53,16 +53,16 @@ def test_windows_with_an_original_token_or_two_judge_the_discriminator_in_nothin
     standing = health.verdict([_window(s, 60, 0.53, loss=0.325, replaced=540) for s in (30, 33)], CTX)
     assert standing["status"] == "not_learning", standing
     recovered = health.verdict([_window(45, 0, None, loss=0.001), _window(48, 1, 0.82, loss=0.094)], CTX)
-    kept, said = health.watch(recovered, standing)
+    kept, said = health_standing.watch(recovered, standing)
     assert said == [] and kept["problems"] == standing["problems"], said  # before: 'learning now (step 48)'
-    end = health.final(recovered, standing)
+    end = health_standing.final(recovered, standing)
     assert end["status"] == "not_learning" and end["stands"].startswith(
         "It stands at the end: the windows after step 33, to step 48, did not judge the discriminator again (each "
         "scored fewer than 50 tokens of a class)"), end
     # another finding is still made where the discriminator is not judged
     stuck = [{**w, "gen_loss": 9.1, "gen_acc": 0.0} for w in pair]
     v = health.verdict(stuck, CTX)
-    assert v["status"] == "not_learning" and [health.part(p) for p in v["problems"]] == ["generator"], v
+    assert v["status"] == "not_learning" and [health_standing.part(p) for p in v["problems"]] == ["generator"], v
 
 
 def test_windows_with_enough_of_each_class_are_judged_as_before():
@@ -163,21 +163,21 @@ def test_a_warning_found_again_by_judged_windows_stands_from_the_last_of_them():
     tokens of a class: the verdict said 'the windows after step 33 ... did not judge the discriminator again',
     though the window at 39 had judged it (and found it at the prior still)."""
     at_prior = lambda s: _window(s, 60, 0.53, loss=0.325, replaced=540)  # noqa: E731 - H(0.9) = 0.325
-    standing, _ = health.watch(health.verdict([at_prior(30), at_prior(33)], CTX), None)
+    standing, _ = health_standing.watch(health.verdict([at_prior(30), at_prior(33)], CTX), None)
     again = health.verdict([_window(36, 1, 0.9, loss=0.01), at_prior(39)], CTX)
     assert again["status"] == "not_learning", again
-    standing, said = health.watch(again, standing)
+    standing, said = health_standing.watch(again, standing)
     assert said == [] and standing["since"] == {"discriminator": 33} and standing["judged"] == {"discriminator": 39}
     # the windows after it judge nothing: they keep what they found
-    standing, said = health.watch(health.verdict([_window(42, 1, 0.8), _window(45, 0, None)], CTX), standing)
+    standing, said = health_standing.watch(health.verdict([_window(42, 1, 0.8), _window(45, 0, None)], CTX), standing)
     assert said == [] and standing["judged"] == {"discriminator": 39}, standing
-    end = health.final(health.verdict([_window(45, 0, None), _window(48, 2, 0.7)], CTX), standing)
+    end = health_standing.final(health.verdict([_window(45, 0, None), _window(48, 2, 0.7)], CTX), standing)
     assert end["status"] == "not_learning" and "judged" not in end and "since" not in end, end
     assert end["stands"] == ("It stands at the end: warned at step 33 and found again by the windows to step 39; the "
                              "windows after that, to step 48, did not judge the discriminator again (each scored fewer "
                              "than 50 tokens of a class)."), end  # before: 'the windows after step 33, to step 48'
     # saved in a checkpoint and resumed: the same
-    assert health.saved_standing({"health": {"standing": standing}})["judged"] == {"discriminator": 39}
+    assert health_standing.saved_standing({"health": {"standing": standing}})["judged"] == {"discriminator": 39}
 
 
 def test_a_real_run_whose_windows_hover_at_the_threshold_names_the_last_window_that_judged(examples, capsys):

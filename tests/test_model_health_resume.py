@@ -1,5 +1,5 @@
 """A resumed run ends with the training-health verdict of the straight run of the same steps (model/train.py's
-``saved_standing``, model/health.py's ``final``): ``kolectra pretrain`` runs of the tiny preset on the small
+``saved_standing``, model/health_standing.py's ``final``): ``kolectra pretrain`` runs of the tiny preset on the small
 templated examples, stopped inside a step (Ctrl-C: the CLI keeps the working state) after a checkpoint, then
 ``--resume``.
 

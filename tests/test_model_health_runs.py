@@ -1,5 +1,6 @@
 """The training-health verdict at the end of a real run agrees with what the run printed (model/health.py,
-model/train.py): short ``kolectra pretrain`` runs of the tiny preset on the small templated examples.
+model/health_standing.py, model/train.py): short ``kolectra pretrain`` runs of the tiny preset on the small
+templated examples.
 
 - electra15 with a batch of 2: windows whose scored tokens were all replaced (no AUC) judge nothing, so
   they neither withdraw a warning nor, at the end, turn it into ``ok``.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.model import health
+from kolectra.model import health_standing
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import judged_on_any_token, small_chain  # noqa: F401 - autouse fixture
@@ -140,7 +141,7 @@ def test_a_warning_about_the_generator_alone_goes_once_the_generator_learns(exam
     assert "(step 9): the discriminator has not learned even the share of replaced tokens (loss 0.679" in err
     verdict = _verdict(art)
     assert verdict["status"] == "not_learning", verdict  # before q2: on the generator's step 6
-    assert [health.part(p) for p in verdict["problems"]] == ["discriminator"], verdict
+    assert [health_standing.part(p) for p in verdict["problems"]] == ["discriminator"], verdict
     assert verdict["stands"].startswith("It stands at the end: warned at step 9 and found again by the windows to "
                                         "step 12; the windows after that, to step 60, did not judge "
                                         "the discriminator again"), verdict
