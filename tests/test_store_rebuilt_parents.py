@@ -194,3 +194,21 @@ def test_of_two_copies_of_one_id_the_one_named_as_asked_is_reused_and_rebuilt(tm
     assert read_manifest(a.path) == a.manifest  # a-<id> untouched
     store = Store(tmp_path / "root")
     assert store.verify(store.resolve("b")) == [] and store.verify(store.resolve("a")) == []
+
+
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_a_request_reused_under_another_name_says_the_name_was_not_used(where, tmp_path, request, capsys):
+    """``kolectra corpus --name c`` of a request published as ``a-<id>`` reuses it; on a disk the line said the
+    name c 'names only new builds', on a bucket only '(same request; --force rebuilds)', so that ``artifacts
+    show c`` then found nothing with no word of why. Both say it now."""
+    root = tmp_path / "root" if where == "disk" else f"{request.getfixturevalue('bucket')}/reused"
+    first = _build(open_store(root), "corpus", "a")
+    capsys.readouterr()
+    again = open_store(root).build(Request(kind="corpus", name="c", stage_version=1, config={"n": "a"}),
+                                   lambda out: StageOutput(stats={}))
+    err = capsys.readouterr().err
+    assert str(again.path) == str(first.path)
+    assert (f"corpus: reusing {first.path} (same request; the id is the identity: the name c (--name, else the "
+            "stage's default) names only new builds; --force rebuilds)") in err, err
+    _build(open_store(root), "corpus", "a")
+    assert f"corpus: reusing {first.path} (same request; --force rebuilds)" in capsys.readouterr().err

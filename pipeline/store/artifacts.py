@@ -193,6 +193,16 @@ def forced_over(run: workspace.Run | None, force: bool, copy_there: bool) -> Non
         run.again = "--force --resume"
 
 
+def reusing(request: Request, folder) -> str:
+    """The line saying ``request`` reuses its id's ``folder`` (a path or URL): under another name, that the
+    name given is not used (a bucket's line said only '(same request; --force rebuilds)', and ``artifacts
+    show NAME`` then found nothing with no word of why)."""
+    # request.name is --name's or the stage's default (a run without --name names no flag)
+    note = "" if str(folder).rstrip("/").rpartition("/")[2] == f"{request.name}-{request.id()}" else (
+        f"; the id is the identity: the name {request.name} (--name, else the stage's default) names only new builds")
+    return f"{request.kind}: reusing {folder} (same request{note}; --force rebuilds)"
+
+
 def own_first(request: Request, existing: list) -> list:
     """``existing`` (its id's folders, paths or URLs) with the one named as ``request`` first: of two copies of
     one id (``a-<id>``, ``b-<id>``, left by older versions), ``--name b --force`` rebuilt ``a-<id>``, saying
@@ -385,11 +395,7 @@ class Store(Catalog):
                 say(f"{request.kind}: existing {d} {stale}; rebuilding")
                 continue
             if not problems:
-                # request.name is --name's or the stage's default (a run without --name names no flag)
-                note = "" if d.name == f"{request.name}-{request.id()}" else (
-                    f"; the id is the identity: the name {request.name} (--name, else the stage's default) "
-                    "names only new builds")
-                say(f"{request.kind}: reusing {d} (same request{note}; --force rebuilds)")
+                say(reusing(request, d))
                 return load(d)
             say(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
         return None

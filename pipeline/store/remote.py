@@ -69,6 +69,7 @@ from kolectra.pipeline.store.artifacts import (
     manifest_of,
     own_first,
     reserved,
+    reusing,
     said_published,
 )
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, written_at
@@ -299,7 +300,7 @@ class RemoteStore(StoreRuns, Store):
                 continue
             if not problems:
                 if not quiet:
-                    progress(f"{request.kind}: reusing {d} (same request; --force rebuilds)")
+                    progress(reusing(request, d))
                 return art
             if not quiet:
                 progress(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
