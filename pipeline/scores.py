@@ -20,7 +20,7 @@ from kolectra.pipeline.stage_versions import older_evals
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.catalog import article
 from kolectra.pipeline.store.roots import artifact_around
-from kolectra.pipeline.verdicts import health_of, read_json, verdict_text
+from kolectra.pipeline.verdicts import UNTRAINED, health_of, read_json, untrained, verdict_text
 
 METRIC_LABELS = {"accuracy": "acc", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1", "spearman": "Spearman",
                  "pearson": "Pearson", "precision": "P", "recall": "R"}
@@ -286,6 +286,8 @@ def _pretraining_note(store: Store, a: Artifact) -> str:
     """`` (pretraining: learned nothing)`` beside a model whose checkpoint's own verdict did not pass."""
     parent = _checkpoint_of(store, a)
     health = health_of(parent) if parent is not None else None
+    if health is not None and untrained(parent):  # the floor's "unchecked: no metrics logged after warm-up"
+        return f" (pretraining: {UNTRAINED})"
     return "" if health is None or health["status"] == "ok" else f" (pretraining: {verdict_text(health)})"
 
 

@@ -44,6 +44,15 @@ def verdict_text(health: dict) -> str:
     return "learned nothing" if health["status"] == "not_learning" else status_text(health)
 
 
+UNTRAINED = "untrained (0 steps: the random initialisation, as a study's floor)"
+
+
+def untrained(a: Artifact) -> bool:
+    """A checkpoint of 0 steps (``kolectra study``'s floor): its verdict, ``unchecked: no metrics logged after
+    warm-up``, read in reports as a run whose log missed its windows, and was set in bold beside the arms'."""
+    return a.kind == "checkpoint" and (a.manifest.get("stats") or {}).get("steps") == 0
+
+
 def said(health: dict) -> str:
     """``learned nothing: <its problems>``: a verdict and why, in one plain line (the CLI's outputs)."""
     why = "; ".join(health.get("problems") or [])
@@ -58,6 +67,9 @@ def health_lines(arts: list[Artifact]) -> list[str]:
         health = health_of(a)
         stage = {"checkpoint": "pretraining", "eval": "fine-tuning"}.get(a.kind)
         if health is None or stage is None:
+            continue
+        if untrained(a):
+            out.append(f"- {stage} ({code(a.path.name)}): {text(UNTRAINED)}")
             continue
         why = "; ".join(health.get("problems", []))
         out.append(f"- {stage} ({code(a.path.name)}): **{text(verdict_text(health))}**" + (f": {text(why)}" if why else ""))

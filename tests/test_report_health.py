@@ -59,3 +59,24 @@ def test_reports_carry_the_checkpoints_verdict_the_finetuning_verdict_and_the_ov
     assert row.count("20.0% of test rows in training") == 2
     table_md = Path(printed.strip().splitlines()[-1]).read_text(encoding="utf-8")
     assert row in table_md and "pretraining verdict" in table_md
+
+
+def test_an_untrained_floor_is_said_to_be_untrained_not_unchecked(tmp_path, capsys):
+    """A study's floor (pretraining of 0 steps, the random initialisation) stood in kolectra report's Health as
+    '**unchecked: no metrics logged after warm-up**', in bold beside the arms, and in a score table as '(pretraining:
+    unchecked: no metrics logged after warm-up)', as a run whose log missed its windows; it is said to be untrained."""
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.scores import _pretraining_note
+    from kolectra.pipeline.verdicts import health_lines
+
+    store = Store(tmp_path / "root")
+    examples = small_chain(store)[2]
+    floor = stages.pretrain(store, examples, preset="tiny", sets=["train.steps=0", "train.warmup_steps=0"], seed=1,
+                            name="study-floor")
+    assert floor.manifest["stats"]["health"]["status"] == "unchecked"
+    assert health_lines([floor]) == [f"- pretraining (`{floor.path.name}`): untrained (0 steps: the random "
+                                     "initialisation, as a study's floor)"]
+    probe = stages.probe(store, floor, nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "dev.txt", 20, 1),
+                         seed=1, name="study-probe")
+    assert _pretraining_note(store, probe) == " (pretraining: untrained (0 steps: the random initialisation, as a " \
+                                              "study's floor))"
