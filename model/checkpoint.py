@@ -398,8 +398,13 @@ def save(out_dir: Path, step: int, model_state: dict | None, optimizer_state: di
         for old in steps[:steps.index(final) + 1][:-keep]:
             shutil.rmtree(old)
 
-    for work in (make_dir, own_part, publish):
-        part(work)
+    try:
+        for work in (make_dir, own_part, publish):
+            part(work)
+    except KeyboardInterrupt:  # a stop (Ctrl-C, a second SIGTERM) cut the save short: as a failed part, the
+        if rank == 0:  # partial folder goes (rank 0's: it makes it and renames it in), else the run's working
+            shutil.rmtree(tmp, ignore_errors=True)  # state was it alone, 'kept ... continues it' and never loaded
+        raise
     return final
 
 
