@@ -89,6 +89,16 @@ class Regress(TextTask):
             raise FinetuneError(f"{table.path}: every training row has the score {next(iter(scores)):g}; "
                                 "regression needs at least two different scores")
 
+    def check(self, splits, data, cfg):
+        super().check(splits, data, cfg)
+        scores = set(data.dev["label"])
+        if len(scores) < 2:  # every dev correlation 0: the first epoch kept, and the health said "learned nothing"
+            where = f"--dev {self.dev_file}" if self.dev_file is not None else f"the dev rows ({data.facts['dev_set']})"
+            raise FinetuneError(f"{where}: every dev row has the score {next(iter(scores)):g}: a correlation with it is "
+                                "undefined, so no epoch can be chosen by it; "
+                                + ("give a dev file of different scores" if self.dev_file is not None else
+                                   "raise dev_fraction or pass --dev FILE"))
+
     def counts(self, part):
         scores = part["label"]
         return super().counts(part) | {"score_min": min(scores), "score_max": max(scores)}

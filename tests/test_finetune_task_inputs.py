@@ -317,6 +317,23 @@ def test_regress_refuses_one_training_score_and_digit_grouping(tmp_path):
         Regress().read(cfg, same, grouped)
 
 
+def test_regress_refuses_a_dev_set_of_one_score_before_training(tmp_path):
+    # every dev correlation is undefined (0): the first epoch was kept, and the health said "dev Spearman 0.0000 and
+    # Pearson 0.0000: ... the model learned nothing useful" of a model no dev row could judge
+    cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score")
+    train = write(tmp_path / "train.tsv", "s1\ts2\tscore\n" + "".join(f"가{i}\t나\t{i % 5}\n" for i in range(40)))
+    test = write(tmp_path / "t.tsv", "s1\ts2\tscore\n가\t나\t1\n다\t라\t2\n")
+    dev = write(tmp_path / "dev.tsv", "s1\ts2\tscore\n" + "".join(f"다{i}\t라\t2.5\n" for i in range(12)))
+    task = Regress(dev)
+    data = task.read(cfg, train, test)
+    with pytest.raises(FinetuneError, match=r"--dev .*dev\.tsv: every dev row has the score 2\.5: a correlation with it "
+                                            r"is undefined, so no epoch can be chosen by it; give a dev file of "
+                                            r"different scores"):
+        task.check({}, data, cfg)
+    carved = Regress()  # a carved dev of varied scores passes
+    carved.check({}, carved.read(cfg, train, test), cfg)
+
+
 def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):
     rows = [{"s1": "가", "s2": "나", "score": 1}, {"s1": "다", "s2": "라", "score": 10 ** 400},
             {"s1": "마", "s2": "바", "score": 4.5}]  # float(10 ** 400) raises OverflowError: was a traceback
