@@ -9,6 +9,7 @@ it); both now name what continues it: the same ``kolectra run`` without --force.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,26 @@ def test_gc_words_a_run_started_before_runs_recorded_their_command_neutrally(tmp
     assert ("--resume continues it, or the same `kolectra run` without --force if that started it (a run started "
             "before 2026-12-01 does not say which)") in lines["sample"], lines
     assert "or the same `kolectra study` if that started it" in lines["study-mlm"], lines
+
+
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_gc_lists_a_stopped_forced_rebuild_with_force_resume(tmp_path, monkeypatch, capsys, where, request):
+    """A ``--force`` rebuild of a published checkpoint, stopped, is kept by gc (started after that copy); gc said
+    '--resume continues it', but --resume alone reuses the published copy and leaves the run (its stop's line
+    says '--force --resume continues it')."""
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    root = str(tmp_path / "root") if where == "disk" else f"{request.getfixturevalue('bucket')}/forced"
+    _standins(monkeypatch)
+    found: list[list[str]] = [["a first call"]]  # the first build finishes
+    _pretrain_standin(monkeypatch, found)
+    store = open_store(root)
+    examples = stages.examples(store, name="ex")
+    stages.pretrain(store, examples, name="p")
+    found.clear()
+    time.sleep(1.1)  # the rebuild's run starts in a later second than the copy (a bucket's times are whole seconds)
+    with pytest.raises(Terminated) as stopped:
+        stages.pretrain(store, examples, name="p", force=True)
+    assert "--force --resume continues it" in "; ".join(stopped.value.__notes__)
+    (line,) = _gc_lines(root, capsys)
+    assert line.endswith(": --force --resume continues it (--resume alone reuses the copy published before); "
+                         "gc --interrupted removes it"), line  # before: '--resume continues it'

@@ -172,20 +172,28 @@ def artifacts_gc(args, store: Store) -> int:
     for path in removed:
         say(f"{verb} {path}")
     for run in kept:
-        say(f"kept interrupted run {run.path} ({run.request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
-            f"{continued_by(run.request)}; gc --interrupted removes it")
+        request = run.request
+        # kept though its id is published: a --force rebuild started after that copy, which --resume alone reuses
+        kind, aid = request.get("kind"), request.get("id")
+        forced = isinstance(kind, str) and isinstance(aid, str) and store.published_at(kind, aid) is not None
+        say(f"kept interrupted run {run.path} ({request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
+            f"{continued_by(request, forced)}; gc --interrupted removes it")
     say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
     return 0
 
 
-def continued_by(request: dict) -> str:
+def continued_by(request: dict, forced: bool = False) -> str:
     """What continues an interrupted run, as ``gc`` lists it: the words its command recorded in request.json
-    (``kolectra run``, ``kolectra study``: neither has --resume), else ``--resume``. A run started before
-    2026-12-01 recorded none: one named as those two name their pretraining (pipeline/run.py: ``sample``;
-    pipeline/study/runner.py: ``study-ARM``) may be theirs, and is not said to be --resume's alone."""
+    (``kolectra run``, ``kolectra study``: neither has --resume), else ``--resume``, or ``--force --resume``
+    where a copy of its id is published (``forced``: --resume alone reuses that copy, as the stop's line says:
+    :func:`kolectra.pipeline.store.artifacts.forced_over`). A run started before 2026-12-01 recorded no words:
+    one named as those two name their pretraining (pipeline/run.py: ``sample``; pipeline/study/runner.py:
+    ``study-ARM``) may be theirs, and is not said to be --resume's alone."""
     again = request.get("again")
     if isinstance(again, str) and again:
         return f"{again} continues it"
+    if forced:
+        return "--force --resume continues it (--resume alone reuses the copy published before)"
     name = request.get("name")
     if name == "sample":
         command = "`kolectra run` without --force"
