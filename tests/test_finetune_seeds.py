@@ -96,5 +96,32 @@ def test_a_korquad_seeds_summary_names_each_run_whose_predictions_the_official_s
         assert f"seed {seed}: {ref} (its predictions.json)" in err
 
 
+
+def test_a_seeds_summary_whose_runs_learned_nothing_says_so_on_stdout_built_or_reused(tmp_path, capsys, tiny_model):
+    """A --seeds summary holds medians and no verdict: its stdout listed the scores alone, so with every seed's
+    span head at uniform guessing the command ended as one whose seeds learned (each seed's WARNING went by once on
+    stderr as it was built; the same command again, reusing them, said nothing of it, where one run's reuse prints
+    its verdict). It now adds 'health  learned nothing in k of n seeds (seed s: ...)'."""
+    from kolectra.pipeline.cli import main
+    from kolectra.pipeline.store.artifacts import Store
+    from tests.test_finetune_e2e import FIXTURE
+
+    train, dev = FIXTURE.with_name("korquad_train.json"), FIXTURE.with_name("korquad_dev.json")
+    root = tmp_path / "root"
+    argv = ["finetune", "korquad", "--model", str(tiny_model), "--train", str(train), "--dev", str(dev),
+            "--preset", "sample", "--seeds", "1,2", "--out", str(root), "--set", "epochs=1", "--set", "max_length=64",
+            "--set", "doc_stride=32", "--set", "max_query_length=24", "--set", "optim.lr=1e-9"]
+    for _ in range(2):  # built, then reused
+        assert main(argv) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        summary = Store(root).resolve(out[-1])
+        runs = [Store(root).resolve(ref) for ref in
+                json.loads((summary.path / "seeds.json").read_text(encoding="utf-8"))["runs"].values()]
+        health = [json.loads((r.path / "metrics.json").read_text(encoding="utf-8"))["health"] for r in runs]
+        assert [h["status"] for h in health] == ["not_learning", "not_learning"]  # lr 1e-9: the head stays uniform
+        said = [ln.strip() for ln in out if ln.strip().startswith("health ")]
+        assert said == [f"health  learned nothing in 2 of 2 seeds (seed 1: {'; '.join(health[0]['problems'])})"], out
+
+
 # the tiny model the KorQuAD case fine-tunes (a fixture of test_finetune_e2e)
 from tests.test_finetune_e2e import tiny_model  # noqa: E402, F401
