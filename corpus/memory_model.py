@@ -64,16 +64,6 @@ LOCAL_MEMORY_NEAR_DUP_BEAM_OWN = MemoryModel(base_mb=830, per_mb=3.5, worker_mb=
 # (docs/scale.md, "Every drop written"). So the input's records are counted before the job
 # (:func:`input_records`) and each is taken to be dropped; a long drop costs less than the kept
 # document it replaces, which the fits above count.
-# The fits above are per MB of the shard JSON the job plans by, 3.5 bytes an input byte whatever the
-# format (outputs.JSON_PER_INPUT_BYTE), measured on the reviews' JSONL, whose lines are half text: 6.9
-# bytes of that JSON a byte of text. A text file is all text, so it was counted at half that for the same
-# text, and what grows with the input follows the text (its packed chunks in the shuffles): the first 4
-# review files as plain text peaked at 992 MB where the check said 953 (their JSONL: 944-973 against
-# 1,098), and at 34 GB of text the check said 179 GB against 225 by the fit of 2026-12-01 (docs/scale.md,
-# "Plain text"). So the check counts a text or blocks file's byte as that many bytes of the JSON, as
-# the fits count the reviews' text; the shard plan (and so the worker term, by its shards) is unchanged.
-TEXT_JSON_PER_INPUT_BYTE = 7.0
-TEXT_FORMATS = ("text", "blocks")  # reader.resolve_format's formats whose records are all text
 DROPS_BASE_MB = 130  # the drop writer's sorted run (a worker process's, or the launcher's in process)
 DROP_BYTES = 80  # bytes held for each record's drop in the launcher's shuffle: 75 measured, rounded up
 DROPS_PER_MB = 2.6  # MB per MB of expected shard JSON, where the records were not counted
@@ -103,15 +93,6 @@ def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None 
         return dataclasses.replace(model, base_mb=model.base_mb + DROPS_BASE_MB, worker_mb=worker + DROPS_BASE_MB,
                                    measure=f"{model.measure}, every drop written", **counted)
     return model if worker == model.worker_mb else dataclasses.replace(model, worker_mb=worker)
-
-
-def checked_json_bytes(listed: Iterable[InputFile], expanded: Iterable[float], fmt: str) -> float:
-    """The shard JSON the local memory check counts for these inputs, ``expanded`` their sizes once
-    decompressed in the listing's order (:func:`expanded_sizes`): the job's plan
-    (``outputs.JSON_PER_INPUT_BYTE`` a byte), but a text or blocks file's byte as
-    :data:`TEXT_JSON_PER_INPUT_BYTE`, as the fits count the text of the reviews' JSONL (above)."""
-    return sum((size * (TEXT_JSON_PER_INPUT_BYTE if reader.resolve_format(f.path, fmt) in TEXT_FORMATS
-                        else outputs.JSON_PER_INPUT_BYTE) for f, size in zip(listed, expanded)), 0.0)
 
 
 def input_records(listed: Iterable[InputFile], fmt: str) -> int:

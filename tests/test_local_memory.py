@@ -14,7 +14,7 @@ import re
 import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 
-from kolectra.corpus import build, examples, inputs, local_memory, outputs
+from kolectra.corpus import build, checked_json, examples, inputs, local_memory, outputs
 from kolectra.corpus.local_memory import LocalMemoryError, check_local_memory
 from kolectra.corpus.runners import pipeline_options
 from kolectra.vocab import count
@@ -228,16 +228,53 @@ def test_plain_text_is_estimated_over_its_peak_as_the_reviews_jsonl_are(tmp_path
             f.truncate(size)
     json_mb, said = _refused(tmp_path, str(tmp_path / "reviews-*.txt"))
     assert build.LOCAL_MEMORY.peak_bytes(json_mb * 1e6) > 992 * 1.04e6
+    assert build.LOCAL_MEMORY.per_mb * json_mb / (sum(sizes) / 1e6) > 8.5  # MB per MB of text: the peak's growth
     assert "expected shard JSON (a text file's byte counted as 7 bytes of it)" in said
     text = 34e9  # KoELECTRA's 34 GB of plain text
     listed = [inputs.InputFile("corpus.txt", int(text), "x")]
-    assert build.LOCAL_MEMORY.peak_bytes(build.checked_json_bytes(listed, [text], "auto")) > (750 + 8.5 * text / 1e6) * 1e6
-    assert build.checked_json_bytes(listed, [text], "blocks") == build.checked_json_bytes(listed, [text], "auto")
+    assert build.LOCAL_MEMORY.peak_bytes(checked_json.checked_json_bytes(listed, [text], "auto")) > (750 + 8.5 * text / 1e6) * 1e6
+    assert checked_json.checked_json_bytes(listed, [text], "blocks") == checked_json.checked_json_bytes(listed, [text], "auto")
     assert outputs.shards_for_json(build.expected_json_bytes(listed), 201326592) == 592  # the plan: 3.5 a byte
     (tmp_path / "more").mkdir()
     (tmp_path / "more" / "a.jsonl").write_bytes(b'{"text": "x"}\n' * 100_000)
     (tmp_path / "more" / "b.txt").write_bytes(b"x\n" * 700_000)
     assert _refused(tmp_path, str(tmp_path / "more" / "*"))[0] == pytest.approx(1.4 * 3.5 + 1.4 * 7, abs=1)
+
+
+def _jsonl(path, line: str, size: int) -> None:
+    """``size`` bytes: lines of ``line`` past what the share's sample reads, then a hole (nothing else is read)."""
+    with open(path, "wb") as f:
+        f.write((line + "\n").encode() * ((1 << 17) // len(line.encode()) + 1))
+        f.truncate(size)
+
+
+def test_jsonl_of_text_alone_is_counted_by_its_text_share(tmp_path):
+    """The same 4 review files as JSONL of their text alone (``{"text": ...}``, 87 % of the bytes text; 8.26-8.31
+    MB a file) peaked at 929 MB at HEAD (2026-12-01, ``local_peak.py --files 4``, gzipped): under the check's 974,
+    but a JSONL byte counted as the plan's 3.5 whatever its share of text, so the check grew 6.0 MB per MB of
+    their text where the peak grows 6.6 (the reviews' fit, 5 runs at HEAD; plain text's 8.5): at 34 GB of such
+    text 206 GB against 225 (a crawl's ``{"url", "text"}``, 95 % text: 189). Now 7 times the share read from
+    the first 64 kB of up to 4 of them; the reviews' own JSONL (51 % text: rating, movie_id, date) stays
+    within 3 % of the plan's, and no JSONL file counts less than it."""
+    review = "배우들 연기가 정말 좋았고 마지막 장면이 오래 기억에 남는 영화였습니다"
+    line = json.dumps({"text": review}, ensure_ascii=False)
+    sizes = (8_261_572, 8_310_429, 8_287_926, 8_287_619)
+    for i, size in enumerate(sizes):
+        _jsonl(tmp_path / f"reviews-{i}.jsonl", line, size)
+    json_mb, said = _refused(tmp_path, str(tmp_path / "reviews-*.jsonl"))
+    text_mb = sum(sizes) / 1e6 * len(review.encode()) / (len(line.encode()) + 1)
+    assert build.LOCAL_MEMORY.peak_bytes(json_mb * 1e6) > 929 * 1.04e6
+    assert build.LOCAL_MEMORY.per_mb * json_mb / text_mb > 6.6  # MB per MB of text: the peak's growth
+    assert "a JSONL file's as 6.2, 88% of its bytes being text" in said
+    (tmp_path / "reviews").mkdir()
+    average = review.removeprefix("배우들 ")  # 87 bytes, a review's on average
+    whole = json.dumps({"id": "10226524", "text": average, "rating": 10, "movie_id": "49336", "date": "15.08.14"},
+                       ensure_ascii=False)
+    _jsonl(tmp_path / "reviews" / "a.jsonl", whole, 14_188_740)
+    json_mb, said = _refused(tmp_path, str(tmp_path / "reviews" / "a.jsonl"))
+    assert json_mb == pytest.approx(14.19 * 3.5, rel=0.03) and "51% of its bytes being text" in said
+    _jsonl(tmp_path / "reviews" / "b.jsonl", json.dumps({"id": "1", "text": "x", "meta": "m" * 200}), 14_188_740)
+    assert _refused(tmp_path, str(tmp_path / "reviews" / "b.jsonl"))[0] == pytest.approx(14.19 * 3.5, abs=1)
 
 
 @pytest.mark.parametrize(("model", "peaks"), [
@@ -279,7 +316,7 @@ def test_a_gzip_of_repetitive_text_counts_its_size_once_decompressed(tmp_path):
     (tmp_path / "plain.txt").write_bytes(text)
     (tmp_path / "packed.txt.gz").write_bytes(gzip.compress(text))
     plain = _refused_json_mb(tmp_path, tmp_path / "plain.txt")
-    assert plain == pytest.approx(len(text) * build.TEXT_JSON_PER_INPUT_BYTE / 1e6, abs=1)
+    assert plain == pytest.approx(len(text) * checked_json.TEXT_JSON_PER_INPUT_BYTE / 1e6, abs=1)
     assert _refused_json_mb(tmp_path, tmp_path / "packed.txt.gz") == plain
 
 
