@@ -94,6 +94,17 @@ class Ner(TextTask):
                      f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")
         return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
 
+    def check(self, splits, data, cfg):
+        super().check(splits, data, cfg)
+        outside = self.labels.index(OUTSIDE) if OUTSIDE in self.labels else -1
+        if not any(t != outside for tags in data.dev["tags"] for t in tags):
+            # every dev F1 0: the first epoch kept, and the health said "it learned nothing" of a model no dev
+            # entity could judge
+            where = f"--dev {self.dev_file}" if self.dev_file is not None else f"the dev sentences ({data.facts['dev_set']})"
+            raise FinetuneError(f"{where}: every dev tag is {OUTSIDE!r}: no entity to score, so no epoch can be chosen "
+                                "by entity F1; " + ("give a dev file holding entities" if self.dev_file is not None else
+                                                   "raise dev_fraction or pass --dev FILE"))
+
     def counts(self, part):
         return {"tokens": sum(len(r["tokens"]) for r in part),
                 "blank_tokens_dropped": sum(r["dropped"] for r in part),

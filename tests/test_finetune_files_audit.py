@@ -414,6 +414,21 @@ def test_a_training_file_mixing_tag_spellings_gives_each_tag_one_output(tmp_path
     assert task.model_config(data)["num_labels"] == 4
 
 
+def test_a_dev_set_without_an_entity_is_refused_before_training(tmp_path):
+    """Every dev F1 was 0: the first epoch was kept and the health said "the model predicts no entity in the 10 dev
+    sentences (O for every token; they hold 0): it learned nothing", of a model no dev entity could judge."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(40)])
+    dev = conll(tmp_path / "dev.conll", [[(f"왔다{i}", "O"), ("에서", "O")] for i in range(10)])
+    cfg = config.sample_ner()
+    task = Ner(dev)
+    data = task.read(cfg, train, train)
+    with pytest.raises(FinetuneError, match=r"--dev .*dev\.conll: every dev tag is 'O': no entity to score, so no epoch "
+                                            r"can be chosen by entity F1; give a dev file holding entities"):
+        task.check({}, data, cfg)
+    carved = Ner()
+    carved.check({}, carved.read(dataclasses.replace(cfg, dev_fraction=0.25), train, train), cfg)
+
+
 def test_a_bioes_or_bilou_file_is_named_as_such_with_the_conversion(tmp_path):
     """A BIOES file was refused as "tag 'E-ORG' is not a BIO tag ... none is readable: check the file's format and
     columns", no word of the scheme or of the conversion that keeps its entities."""
