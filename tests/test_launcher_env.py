@@ -194,3 +194,26 @@ def test_a_bad_option_value_under_torchrun_is_in_its_error_file(tmp_path, monkey
     assert stop.value.code == 2
     told = json.loads(error_file.read_text())["message"]["message"]
     assert told == "kolectra pretrain: error: argument --steps: invalid int value: 'abc'", told
+
+
+@pytest.mark.parametrize("local_rank", ["0", "1"])
+def test_a_data_parallel_build_prints_its_path_once_a_machine(tmp_path, env, capsys, local_rank):
+    """Every rank of `torchrun --nproc_per_node 2 -m kolectra.pipeline.cli pretrain ...` returns the checkpoint rank 0
+    published, and each printed its path: stdout held it twice (real run: two lines, 8 with 8 GPUs), so
+    `CKPT=$(torchrun ... pretrain ...)` was no path for `finetune --model "$CKPT"`. The first rank of each machine
+    (LOCAL_RANK 0) prints it now; the others' progress was rank 0's already."""
+    import dataclasses
+
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.cli import commands, main
+    from kolectra.pipeline.store.artifacts import Request
+
+    art = Store(tmp_path).build(Request(kind="checkpoint", name="c", stage_version=1, config={}),
+                                lambda out: StageOutput(stats={}))
+    env.setitem(commands.COMMANDS, "pretrain", dataclasses.replace(commands.COMMANDS["pretrain"],
+                                                                  run=lambda args, store, beam_args: art, loads=""))
+    for key, value in dict(RANK=local_rank, WORLD_SIZE="2", LOCAL_RANK=local_rank, LOCAL_WORLD_SIZE="2",
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT="29500").items():
+        env.setenv(key, value)
+    assert main(["pretrain", "--examples", "x", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (f"{art.path}\n" if local_rank == "0" else "")  # before: the path on rank 1 too

@@ -484,14 +484,22 @@ def main(argv: list[str] | None = None) -> int:
             scratch.sweep_once(label=command)
         result = COMMANDS[args.command].run(args, open_store(root), beam_args)
         if isinstance(result, Artifact):
-            with after_the_command():  # under PYTHONUNBUFFERED the line is written here, not at the flush
-                print(result.path)
+            if _first_on_its_machine():
+                with after_the_command():  # under PYTHONUNBUFFERED the line is written here, not at the flush
+                    print(result.path)
             return 0
         return result
 
     # the artifacts verbs build nothing: a full disk under their lines claimed '(what it built stands)'
     return handled(command, lambda: root, checked(run), after=AFTER_WORKING if args.command == "artifacts" else
                    AFTER_BUILDING)
+
+
+def _first_on_its_machine() -> bool:
+    """This process prints the artifact's path: every rank of a data-parallel build (torchrun's) returns what
+    rank 0 published, and each printed it, so `CKPT=$(torchrun --nproc_per_node 8 ... pretrain ...)` held 8
+    lines; the first rank of each machine (LOCAL_RANK 0, unset outside a launcher) prints it, once there."""
+    return os.environ.get("LOCAL_RANK", "").strip() in ("", "0")
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, beam_args: list[str],
