@@ -120,6 +120,17 @@ def nearest_batch(batch_size: int, unit: int, examples: int, grad_accum: int = 1
     return f"set train.batch_size to {' or '.join(f'{n:,}' for n in sizes)} (a multiple of {unit})"
 
 
+def second_segments(examples_dir: Path) -> tuple[int, int] | None:
+    """(sequences with a second segment, all sequences) as the examples stage's ``stats.json`` counts them, or
+    None where it is not there to say (a store root's examples, fetched file by file; an older artifact)."""
+    try:
+        stats = json.loads((Path(examples_dir) / "stats.json").read_text(encoding="utf-8"))
+        sequences, single = int(stats["sequences"]), int(stats["single_segment_sequences"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    return sequences - single, sequences
+
+
 def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
     index = data.read_index(examples_dir)
     specials = read_specials(tokenizer_dir, index)
@@ -127,6 +138,14 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
     if seq_len > cfg.model.max_position:
         raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
                                  f"model.max_position {cfg.model.max_position}")
+    # a B segment's tokens are of type 1: with one segment embedding the first step failed inside the
+    # embeddings ('internal error: IndexError: index out of range in self')
+    if cfg.model.type_vocab_size < 2 and (counts := second_segments(examples_dir)) and counts[0]:
+        raise PretrainInputError(f"{index.root / 'stats.json'}: {counts[0]:,} of {counts[1]:,} sequences have a second "
+                                 "segment ([CLS] A [SEP] B [SEP], its tokens of type 1), which "
+                                 f"model.type_vocab_size={cfg.model.type_vocab_size} cannot embed; set "
+                                 "model.type_vocab_size=2 (ELECTRA's), or build the examples with "
+                                 "--set single_segment_prob=1")
     t = cfg.train
     if index.examples < t.batch_size:  # the loader checks one micro-batch: with grad_accum a step repeated rows
         raise PretrainInputError(f"{index.root / 'index.json'}: {index.examples:,} examples cannot fill one step's batch "

@@ -225,3 +225,31 @@ def test_examples_too_few_for_a_row_a_micro_batch_and_rank_are_offered_grad_accu
     one = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=1, grad_accum=1))
     with pytest.raises(PretrainInputError, match=re.escape("set train.batch_size to 2 (a multiple of 2)")):
         train.start(one, read_inputs(one, few, tok), few, tmp_path / "one", TwoRanks(), resume=False)
+
+
+def test_one_segment_embedding_for_examples_with_a_second_segment_is_refused_naming_both_ways(tmp_path):
+    """model.type_vocab_size=1 on examples whose B segments are of token type 1 (the examples stage's default)
+    passed every check and ended the first step with 'internal error: IndexError: index out of range in self'
+    (t9); now one line naming stats.json's count, type_vocab_size=2 and single_segment_prob=1, whose examples
+    (no second segment) it still takes."""
+    import dataclasses
+    import json
+
+    from kolectra.model.config import tiny
+    from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "ex", tok, n=16, seq_len=32)
+    cfg = tiny()
+    one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, type_vocab_size=1),
+                              train=dataclasses.replace(cfg.train, batch_size=8))
+    stats = json.loads((examples / "stats.json").read_text())
+    (examples / "stats.json").write_text(json.dumps({**stats, "sequences": 40, "single_segment_sequences": 4}))
+    with pytest.raises(PretrainInputError, match=r"stats.json: 36 of 40 sequences have a second segment .* "
+                                                 r"model.type_vocab_size=1 cannot embed; set model.type_vocab_size=2 "
+                                                 r"\(ELECTRA's\), or build the examples with --set single_segment_prob=1"):
+        read_inputs(one, examples, tok)
+    read_inputs(dataclasses.replace(one, model=cfg.model), examples, tok)  # two segment embeddings: as before
+    (examples / "stats.json").write_text(json.dumps({**stats, "sequences": 40, "single_segment_sequences": 40}))
+    read_inputs(one, examples, tok)
