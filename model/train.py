@@ -11,7 +11,8 @@ averaging over ranks and clipping (with ``train.compile_mode=whole-step`` that u
 as a CUDA graph and replayed, :mod:`model.step_graph`), metrics every ``log_every`` steps (:mod:`model.metrics`),
 checkpoints every ``save_every`` (:mod:`model.checkpoint`), a last check that the examples did not
 change under the run (:mod:`model.shard_guard`) and the Hugging Face export
-(:mod:`model.export`). Which accelerator it runs on, and how many ranks, is
+(:mod:`model.export`), those two and the artifact's stats in :mod:`model.train_end`; what a run holds is
+:class:`model.run_state.Run`. Which accelerator it runs on, and how many ranks, is
 :mod:`model.device`'s business alone; work one rank may fail alone ends every rank (:mod:`model.rank_failures`).
 
 ``out_dir`` may be a lasting work directory: with ``resume`` the run continues from
@@ -21,7 +22,6 @@ half-written ``hf/``) is rewritten.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import shutil
 import time
@@ -32,27 +32,13 @@ import torch
 
 from kolectra.core import stops
 from kolectra.core.config import to_dict
-from kolectra.core.errors import KolectraError, Terminated
+from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress
-from kolectra.model import (
-    card,
-    checkpoint,
-    data,
-    export,
-    health,
-    health_standing,
-    init,
-    objectives,
-    optim,
-    rtd,
-    runtime,
-    shard_order,
-)
+from kolectra.model import checkpoint, data, health, health_standing, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
-from kolectra.model.config import recipe as config_recipe
-from kolectra.model.device import Batches, Device, compiled
-from kolectra.model.electra import ElectraPair, attention_bias, count_parameters, flops_by_part, flops_line
-from kolectra.model.metrics import MEAN_KEYS, RATIOS, MetricsLog, eta_text
+from kolectra.model.device import Device, compiled
+from kolectra.model.electra import ElectraPair, count_parameters, flops_by_part, flops_line
+from kolectra.model.metrics import MetricsLog
 from kolectra.model.preempt import StopAtStepEnd
 
 # the checks of what a run reads, and resuming one: the stage's API, re-exported here
@@ -66,7 +52,9 @@ from kolectra.model.pretrain_inputs import (  # noqa: F401
 )
 from kolectra.model.rank_failures import together
 from kolectra.model.resume import agreed_checkpoint, lr_at, restore, saved_schedule, schedule_change  # noqa: F401
+from kolectra.model.run_state import Run
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
+from kolectra.model.train_end import TrainingDiverged, diverged, examples_unchanged, finish  # noqa: F401  (the stage's error)
 
 STAGE_VERSION = 21  # bump when the same request's bytes change; history: docs/artifacts.md
 
@@ -80,71 +68,11 @@ def fetch_examples(examples: Examples, only: Callable[[str], bool]) -> Path:
     return Path(examples(only)) if callable(examples) else Path(examples)
 
 
-class TrainingDiverged(KolectraError):
-    """The loss or the weights became NaN or infinite; the message names the step and a likely cause."""
-
-
 def build_optimizer(model: torch.nn.Module, t: TrainConfig, fused: bool = False,
                     lr_on: torch.device | None = None) -> torch.optim.Optimizer:
     """Pretraining's AdamW (:mod:`kolectra.model.optim`: no decay on biases and LayerNorm; ``lr_on``:
     rates on the device, for a recorded update)."""
     return optim.build(model, t.lr, t.weight_decay, eps=t.adam_eps, fused=fused, lr_on=lr_on)
-
-
-@dataclasses.dataclass
-class Run:
-    """Everything the loop touches, built by :func:`start`."""
-
-    cfg: PretrainConfig
-    inputs: Inputs
-    dev: Device
-    model: ElectraPair
-    loader: data.ExampleLoader
-    batches: Batches
-    optimizer: torch.optim.Optimizer
-    params: list[torch.Tensor]
-    step_fn: Callable
-    log: MetricsLog
-    first_step: int  # 0, or the checkpoint's step on resume
-    flops_per_step: float
-    flops_share: dict[str, float]  # of a step's FLOPs: body, generator_head, discriminator_head, mlm_head
-    peak_flops: float
-    where: str
-    compile_mode: str | None  # torch.compile's mode for the step (the device's choice for "auto"), None: eager
-    warned: bool = False  # the not-learning warning stands (printed; cleared by a recovery line)
-    standing: dict | None = None  # the verdict that gave the warning standing (health_standing.final)
-    expected_untrained: str | None = None  # why the caller expects it not to learn (health.warning_text)
-    # wall seconds: this process started at t_start; earlier processes of a resumed run had spent
-    # wall_before up to the checkpoint it resumed from (the time after that checkpoint is redone)
-    t_start: float = 0.0
-    wall_before: float = 0.0
-    # the 0-based step on the device, for schedules computed there (objectives.knobs); None: nothing scheduled
-    step_t: torch.Tensor | None = None
-    # one update's device work, micro-batches -> (each one's metric sums, the update's): device_step,
-    # or with train.compile_mode=whole-step that recorded once as a CUDA graph (model/step_graph.py)
-    device_step: Callable | None = None
-    # a resume at the run's last step, between log steps: the open window's rate, written as the run's
-    # last line once every rank has started (the line's values are averaged over the ranks: a collective)
-    last_window_lr: float | None = None
-
-    def wall_seconds(self) -> float:
-        """The whole run's wall time so far, earlier processes of a resumed run included."""
-        return self.wall_before + time.perf_counter() - self.t_start
-
-    def health_context(self) -> health.Context:
-        """The run's whole, across resumes and ranks: its non-padding tokens (``MetricsLog.nonpad_tokens``)
-        over the slots of every global batch up to the last written line."""
-        t, index, log = self.cfg.train, self.inputs.index, self.log
-        done = max(1, log.last.get("step", 0) - log.counted_from)
-        slots = done * t.batch_size * index.max_seq_length
-        nonpad = log.nonpad_tokens
-        obj = self.cfg.objective
-        return health.Context(obj.objective, self.inputs.specials.vocab_size, t.warmup_steps,
-                              t.steps, t.lr, nonpad_tokens=nonpad,
-                              padding_share=max(0.0, 1.0 - nonpad / slots) if nonpad else 0.0,
-                              dropout=self.cfg.model.dropout, schedule=t.schedule,
-                              rtd_from=objectives.mlm_steps(obj, t.steps) if obj.objective == "mlm_then_rtd" else 0,
-                              disc_mlm_weight=obj.disc_mlm_weight)
 
 
 def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path, dev: Device,
@@ -398,22 +326,6 @@ def train_loop(run: Run, out_dir: Path, steps: range,
                                  f"checkpoint {saved.name}")
 
 
-def examples_unchanged(run: Run) -> None:
-    """Before the export: every rank's shards are still the files it pinned (a change after a
-    file's last read too), agreed over the ranks, so no rank exports from examples that changed."""
-    try:
-        run.loader.check_unchanged()
-        problem = None
-    except data.ExamplesError as e:
-        problem = e
-    changed = run.dev.mean_over_ranks({"changed": torch.tensor(float(problem is not None))})["changed"]
-    if problem is not None:
-        raise problem
-    if float(changed) > 0:
-        raise data.ExamplesError("the examples changed under another rank of this run (its error names the "
-                                 "file); nothing is exported: `kolectra artifacts verify` them, then --resume")
-
-
 def first_step(run: Run, step: int, done: Callable[[], None] | None = None) -> None:
     """The run's first step, timed (one wait for the device, once per run): a line within seconds
     says it trains and how long a step takes, instead of silence until the first log line (on a
@@ -442,108 +354,3 @@ def first_step(run: Run, step: int, done: Callable[[], None] | None = None) -> N
         progress(f"pretrain: step {step + 1} took {seconds:.2f} s"
                  + (" (with compilation)" if compiling else "")
                  + (f"; the next line comes at step {nxt}" if nxt > step + 1 else ""))
-
-
-def diverged(run: Run, step: int, probe: bool = False) -> TrainingDiverged | None:
-    """The error for a run whose logged loss or weights are no longer finite, else None.
-
-    The logged loss is read back every ``log_every`` steps anyway; the weights (one host sync) are
-    looked at only before the export and after a failed step, then with a ``probe`` forward too."""
-    if run.log.last.get("loss", 0.0) is None:
-        what = "the logged loss"
-    else:
-        try:
-            finite = bool(torch.stack([torch.isfinite(p.detach()).all() for p in run.params]).all())
-            if finite and (not probe or _outputs_finite(run)):
-                return None
-        except Exception:  # noqa: BLE001 - the device is unusable after the failure: leave the original error
-            return None
-        what = "the weights"
-    t = run.cfg.train
-    return TrainingDiverged(
-        f"loss is NaN at step {step} ({what} became NaN or infinite): training diverged; likely "
-        f"cause: the learning rate is too high (train.lr={t.lr:g}, warm-up {t.warmup_steps} steps); lower "
-        "train.lr or lengthen train.warmup_steps")
-
-
-def _outputs_finite(run: Run) -> bool:
-    """Whether each network's hidden states are finite on a probe sequence: weights can be finite
-    yet so large (a learning rate far too high) that attention overflows to NaN."""
-    ids = torch.full((1, run.inputs.index.max_seq_length), run.inputs.specials.first_regular_id,
-                     dtype=torch.long, device=run.dev.torch_device)
-    with torch.no_grad(), run.dev.autocast():
-        for net in run.model.networks().values():
-            h = net.electra(input_ids=ids, attention_mask=attention_bias(torch.ones_like(ids)),
-                            token_type_ids=torch.zeros_like(ids)).last_hidden_state
-            if not bool(torch.isfinite(h).all()):
-                return False
-    return True
-
-
-def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | None,
-           clear_checkpoints: bool = True) -> StageOutput:
-    """Export the pair (rank 0), then the artifact's stats and compute record. Wall times are the
-    whole run's: a resumed run adds what its earlier processes spent up to its checkpoint."""
-    cfg, t, dev, model = run.cfg, run.cfg.train, run.dev, run.model
-    specials, index = run.inputs.specials, run.inputs.index
-    seq_len = index.max_seq_length
-    flops = t.steps * run.flops_per_step
-    final = {k: v for k, v in run.log.last.items() if k in MEAN_KEYS or k in RATIOS or k == "disc_auc"}
-    # a warning printed and not withdrawn stands in the verdict, where the last windows did not judge again
-    verdict = health_standing.final(health.verdict(list(run.log.lines), run.health_context()),
-                                    run.standing if run.warned else None, t.steps)
-    if verdict["status"] == "not_learning" and dev.is_main and not run.warned:
-        progress("pretrain: " + health.warning_text(verdict, run.expected_untrained))
-    if verdict["status"] == "unchecked" and dev.is_main and t.steps:
-        progress("pretrain: " + health.unchecked_text(verdict, run.health_context()))
-    recipe = config_recipe(cfg)
-    facts = card.facts(cfg, recipe=recipe, seq_len=seq_len, vocab_size=specials.vocab_size,
-                       parameters=count_parameters(model.discriminator), flops=flops, wall_seconds=run.wall_seconds(),
-                       where=run.where, final=final, first_step=run.first_step, flops_share=run.flops_share,
-                       verdict=verdict)
-    warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
-    if verdict.get("reason") in (health.ENDED_IN_WARMUP, health.ENDED_IN_RTD_WARMUP, health.DISC_NOT_JUDGED):
-        warnings.append(health.unchecked_text(verdict, run.health_context()))
-    if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN
-        raise error
-    with together(dev, "to export the model (hf/)"):  # the others do not wait in a barrier for a failed export
-        if dev.is_main:
-            model.eval()
-            export.export_pair(model, tokenizer_dir, out_dir / "hf", facts, lineage, warnings)
-            if clear_checkpoints:
-                checkpoint.clear(out_dir)
-    if not dev.ranks_can_agree:  # an XLA pod's hosts (no host group): they wait for rank 0's export, as before
-        dev.barrier()
-    dealt = run.loader.batches_per_epoch * run.loader.global_batch  # all ranks' rows an epoch reads
-    stats = {
-        "steps": t.steps, "objective": cfg.objective.objective, "recipe": recipe, "final": final,
-        # passes over the data as the loader deals them: each rank drops the tail of its epoch's order that
-        # fills no batch, so an epoch reads fewer rows than the artifact holds and steps x batch / examples
-        # undercounts the passes
-        "examples_seen": t.steps * t.batch_size, "epochs": t.steps * t.grad_accum / run.loader.batches_per_epoch,
-        "examples_per_epoch": dealt, "examples_left_out_per_epoch": index.examples - dealt,
-        "tokens_seen": t.steps * t.batch_size * seq_len, "max_seq_length": seq_len,
-        # the whole run's, all ranks, earlier processes of a resumed run included (MetricsLog.nonpad_tokens)
-        "nonpad_tokens_seen": run.log.nonpad_tokens, "health": verdict,
-        "masked_slots": rtd.num_slots(cfg.objective.mask_prob, seq_len),
-        "vocab_size": specials.vocab_size, "ranks": dev.world_size, "resumed_from_step": run.first_step,
-    }
-    wall = run.wall_seconds()
-    compute = {"parameters": count_parameters(model.discriminator),
-               # the generator as exported: its embeddings (shared in training) included
-               "generator_parameters": count_parameters(model.generator) if model.generator is not None else 0,
-               "trained_parameters": count_parameters(model), "flops": flops, "flops_share": run.flops_share,
-               "wall_seconds": round(wall, 3), "device": run.where,
-               "step": f"compiled ({run.compile_mode})" if run.compile_mode else "eager",
-               **({"wall_seconds_before_resume": round(run.wall_before, 3)} if run.first_step else {}),
-               **({"peak_flops": run.peak_flops, "mfu": flops / wall / (run.peak_flops * dev.chips)}
-                  if run.peak_flops else {})}
-    if dev.is_main:
-        resumed = (f" ({eta_text(wall - run.wall_before)} of them in this process, resumed at step {run.first_step})"
-                   if run.first_step else "")
-        # the verdict ends the line a user reads last (a warning of step 20 is hours of lines above it)
-        said = health_standing.end_text(verdict, run.standing if run.warned else None, run.expected_untrained)
-        verdict_words = f"; {said}" if t.steps else ""
-        progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
-                 f"final loss {card.loss_text(final)}{verdict_words}")
-    return StageOutput(stats=stats, compute=compute)

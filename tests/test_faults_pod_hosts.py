@@ -1,7 +1,7 @@
 """An XLA pod's hosts have no host group to agree in (``Device.rank_states``: None): the failures one
 rank may meet alone (model/rank_failures.py) end where they happen there, as before the ranks
 agreed on them, and the hosts still wait for rank 0's export. Rehearsed on the CPU: the loop's real
-wiring (``train.start``, ``train_loop``, ``finish``) with a device that has the pod's host-side
+wiring (``train.start``, ``train_loop``, ``train_end.finish``) with a device that has the pod's host-side
 behaviour (no host group, no gradient or metrics all-reduce: SPMD does both, a barrier that is a
 rendezvous, here counted, and a line's values that arrive after the next step, as XLA's step
 closures deliver them)."""
@@ -14,7 +14,7 @@ import functools
 
 import pytest
 
-from kolectra.model import config, train
+from kolectra.model import config, train, train_end
 from kolectra.model.device import Device
 from tests.model_support import small_examples
 
@@ -68,7 +68,7 @@ def test_the_hosts_wait_for_rank_0_s_export(inputs, tmp_path):
     train.train_loop(run, tmp_path, range(2))
     run.log.close()
     run.loader.close()
-    train.finish(run, inputs[1], tmp_path, None)
+    train_end.finish(run, inputs[1], tmp_path, None)
     # 3939c60 put the ranks' agreement in place of the barrier after the export: on a pod (no agreement)
     # the hosts no longer met there
     assert dev.barriers == [True]

@@ -1,4 +1,4 @@
-"""What a run's last lines say of whether it learned (model/train.py's finish, model.health_standing.end_text), and what
+"""What a run's last lines say of whether it learned (model/train_end.py's finish, model.health_standing.end_text), and what
 the progress line and ``kolectra report``'s curves show for ``mlm``, which has no generator
 (model.metrics.progress_text, pipeline.report.training_panels), and what the same
 command says when it reuses the checkpoint (pipeline.stages.reused_health): real ``kolectra pretrain`` runs of
