@@ -74,7 +74,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     auto = getattr(transformers, auto_class)
     dev.seed(cfg.seed)  # the new head's initialisation draws from the global generator
     if cfg.random_init:
-        return compile_forward(dev.place(auto.from_config(config)), dev, cfg)
+        return compile_forward(dev.place(one_segment(auto.from_config(config), model_dir)), dev, cfg)
     try:
         # a task head of another size (a model fine-tuned on another task) is drawn afresh below, not refused
         model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True,
@@ -90,7 +90,25 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
         draw_afresh(model, [part for _, part in head], stream_seed(cfg.seed, "head"))
         progress(f"{model_dir} holds a task head ({', '.join(name for name, _ in head)}): drawn afresh from the "
                  f"seed {cfg.seed}, as for a discriminator")
-    return compile_forward(dev.place(model), dev, cfg)
+    return compile_forward(dev.place(one_segment(model, model_dir)), dev, cfg)
+
+
+def _segment_ids_left_out(module, args, kwargs):
+    kwargs.pop("token_type_ids", None)  # the model's own zeros instead
+    return args, kwargs
+
+
+def one_segment(model: torch.nn.Module, model_dir: Path) -> torch.nn.Module:
+    """A model with one segment embedding (``type_vocab_size: 1``: kolectra pretrained on examples of
+    single_segment_prob=1, or a RoBERTa-style folder) is given no segment ids, so a pair task's second
+    segment reads as segment 0, as RoBERTa's tokenizers give it: its token type 1 ended the first step
+    with 'internal error: IndexError: index out of range in self'."""
+    if int(getattr(model.config, "type_vocab_size", 2) or 2) >= 2:
+        return model
+    model.register_forward_pre_hook(_segment_ids_left_out, with_kwargs=True)
+    progress(f"{model_dir / 'config.json'} has one segment embedding (type_vocab_size 1): the second text of a pair "
+             "(a question's context) goes in as segment 0 too")
+    return model
 
 
 def dropout_settings(cfg: TaskConfig) -> dict:

@@ -152,3 +152,34 @@ def test_korquad_on_a_by_article_split(tiny_model, tmp_path):
     # ASCII, as the official dev file is: the official script reads it in any locale's encoding
     raw = (out / "predictions.json").read_bytes()
     assert raw.isascii() and json.loads(raw.decode("cp949")) == json.loads(raw.decode("utf-8"))
+
+
+def test_korquad_on_a_model_of_one_segment_embedding_reads_the_context_as_segment_0(tiny_model, tmp_path, capsys):
+    """A model with ``type_vocab_size: 1`` (pretrained on examples of single_segment_prob=1, or a RoBERTa-style
+    folder): the context's token type 1 ended the first step with 'internal error: IndexError: index out of range
+    in self' (t9); the pair now goes in without segment ids (the model's own zeros), said in one line."""
+    import shutil
+
+    import torch
+    from transformers import ElectraConfig, ElectraForPreTraining
+
+    source = ElectraForPreTraining.from_pretrained(str(tiny_model))
+    config = ElectraConfig(**{**source.config.to_dict(), "type_vocab_size": 1})
+    one = ElectraForPreTraining(config)
+    state = source.state_dict()
+    state["electra.embeddings.token_type_embeddings.weight"] = state["electra.embeddings.token_type_embeddings.weight"][:1]
+    one.load_state_dict(state)
+    folder = tmp_path / "one-segment"
+    one.save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (tiny_model / name).is_file():
+            shutil.copyfile(tiny_model / name, folder / name)
+    cfg = dataclasses.replace(sample_korquad(), max_length=64, doc_stride=32, max_query_length=24,
+                              batch_size=16, epochs=1, max_train_examples=8, max_eval_examples=8, train_on_eval=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    torch.manual_seed(0)
+    korquad.run(cfg, folder, FIXTURE, FIXTURE, out)
+    m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert m["questions"] == 8 and 0.0 <= m["f1"] <= 100.0
+    assert "has one segment embedding (type_vocab_size 1): the second text of a pair" in capsys.readouterr().err
