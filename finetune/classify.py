@@ -154,6 +154,7 @@ class Classify(TextTask):
 
     def read(self, cfg, train_file, eval_file):
         self.names = tuple(unicodedata.normalize("NFC", n.strip()) for n in getattr(cfg, "label_names", ()))
+        self.train_file = train_file
         return super().read(cfg, train_file, eval_file)
 
     def target(self, value):
@@ -186,6 +187,17 @@ class Classify(TextTask):
             warn(f"{self.name}: {table.path}: the training labels {alike} differ only in case, width or an invisible "
                  "character: each is a "
                  "class of its own (a typo's class takes its rows from the other); if they are one, spell them alike")
+
+    def check(self, splits, data, cfg):
+        super().check(splits, data, cfg)
+        trained = set(data.train["label"])
+        if len(trained) < 2:  # as nsmc refuses: the head could only learn to say it (the health said so, after)
+            cut = f"max_train_examples={cfg.max_train_examples}" if cfg.max_train_examples else ""
+            carve = "" if self.dev_file is not None else f"the dev split (dev_fraction={cfg.dev_fraction})"
+            raise FinetuneError(f"{self.train_file}: the {len(data.train)} training row(s) left by "
+                                f"{' and '.join(x for x in (cut, carve) if x)} all have the label "
+                                f"{self.labels[next(iter(trained))]!r}; classification needs at least two: "
+                                + ("raise max_train_examples" if cut else "lower dev_fraction or pass --dev FILE"))
 
     def convert(self, part, table):
         ids = {label: i for i, label in enumerate(self.labels)}

@@ -317,6 +317,23 @@ def test_regress_refuses_one_training_score_and_digit_grouping(tmp_path):
         Regress().read(cfg, same, grouped)
 
 
+def test_classify_refuses_training_rows_left_of_one_label_before_training(tmp_path):
+    # as nsmc refuses (one_class): 20 'a' rows among 200 and max_train_examples=3 left three 'b' rows; it trained, and
+    # the health said after the run that the model predicts 'b' for every dev row
+    train = write(tmp_path / "train.tsv", "text\tlabel\n" + "".join(f"리뷰 {i}\t{'a' if i < 20 else 'b'}\n"
+                                                                  for i in range(200)))
+    cfg = dataclasses.replace(config.sample_classify(), max_train_examples=3, seed=0)
+    task = Classify()
+    data = task.read(cfg, train, train)
+    assert set(data.train["label"]) == {task.labels.index("b")}
+    with pytest.raises(FinetuneError, match=r"train\.tsv: the 3 training row\(s\) left by max_train_examples=3 and the dev "
+                                            r"split \(dev_fraction=0\.2\) all have the label 'b'; classification needs at "
+                                            r"least two: raise max_train_examples"):
+        task.check({}, data, cfg)
+    task = Classify()
+    task.check({}, task.read(dataclasses.replace(cfg, max_train_examples=0), train, train), cfg)
+
+
 def test_regress_refuses_a_dev_set_of_one_score_before_training(tmp_path):
     # every dev correlation is undefined (0): the first epoch was kept, and the health said "dev Spearman 0.0000 and
     # Pearson 0.0000: ... the model learned nothing useful" of a model no dev row could judge
