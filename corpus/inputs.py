@@ -278,6 +278,8 @@ def _expand_one(pattern: str, looked: literals.Looked | None = None,
                 storage.check_bucket(pattern)
             except storage.StoreError as e:
                 raise InputError(f"input {pattern!r} matches no file: {e}") from None
+        if why := literals.unreachable(pattern):  # a 403 or a refused connection is no missing file
+            raise InputError(f"cannot read input {pattern!r}: {why}")
         raise InputError(f"input {pattern!r} matches no file")
 
 

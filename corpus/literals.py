@@ -92,3 +92,38 @@ def _recent(stamp: str) -> bool:
         return abs(time.time() - email.utils.parsedate_to_datetime(stamp).timestamp()) <= RECENT_S
     except (TypeError, ValueError):  # not an HTTP date: it tells nothing of its time, so ask
         return True
+
+
+UNREACHABLE_S = 30.0  # the bound on the one request asking why an http(s) input was not found
+
+
+def unreachable(pattern: str) -> str | None:
+    """Why an ``http(s)://`` input found nothing when the server or the network, not a missing file,
+    is the cause (a 403, a 500, a refused connection, no answer): fsspec turns every failure of its
+    HEAD and GET into FileNotFoundError, so the job said "matches no file" of a URL that a login, a
+    signed URL's expiry or a server down kept from it. None for a 404/410, another scheme, or an
+    answer. A glob is asked of as its index page (the folder before its first ``*`` or ``[``).
+    One request more, only when the input is about to be refused."""
+    import fsspec.asyn  # noqa: PLC0415 - only when a URL is used
+
+    if storage.scheme(pattern) not in _HTTP:
+        return None
+    wild = [i for i in (pattern.find("*"), pattern.find("[")) if i >= 0]
+    url = pattern[:pattern.rfind("/", 0, min(wild)) + 1] if wild else pattern
+    fs, path = storage.filesystem(url)
+    try:
+        fsspec.asyn.sync(fs.loop, fs._info, path, timeout=UNREACHABLE_S)  # noqa: SLF001 - its bounded form
+        return None
+    except fsspec.asyn.FSTimeoutError:
+        return f"no answer from {url} in {UNREACHABLE_S:.0f} s"
+    except FileNotFoundError as e:
+        cause = e.__cause__
+    except Exception as e:  # noqa: BLE001 - said, not raised: the caller refuses the input with it
+        cause = e
+    status = getattr(cause, "status", None)
+    if cause is None or status in (404, 410):
+        return None
+    if status:
+        page = f" for its index page {url}" if url != pattern else ""
+        return f"the server answered {status} {getattr(cause, 'message', '')}".rstrip() + page
+    return f"{type(cause).__name__}: {cause}"

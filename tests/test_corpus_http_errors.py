@@ -1,0 +1,69 @@
+"""An ``--input https://...`` the server refuses, or that no server answers, says so: not "matches no file".
+
+fsspec's HTTP client turns every failure of its HEAD and GET (a 403 behind a login or a signed URL
+that expired, a 500, a refused connection, a name that does not resolve) into FileNotFoundError, so
+the corpus job refused such an input with "input 'https://...' matches no file", sending the user to
+look for a typo in a URL that was right. A 404 is still "matches no file".
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from kolectra.corpus import inputs
+
+
+def _serve(status: int):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("status, said", [(403, "the server answered 403 Forbidden"),
+                                          (500, "the server answered 500 Internal Server Error")])
+@pytest.mark.parametrize("name", ["reviews.txt", "dumps/*.txt"])
+def test_an_http_input_the_server_refuses_says_what_the_server_answered(status, said, name):
+    server = _serve(status)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/{name}"
+        with pytest.raises(inputs.InputError) as e:
+            inputs.list_inputs([url])
+        assert (said if "*" not in name else str(status)) in str(e.value)  # a glob's listing may say it first
+        assert "matches no file" not in str(e.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_http_input_no_server_answers_says_it_could_not_connect():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(inputs.InputError) as e:
+        inputs.list_inputs([f"http://127.0.0.1:{port}/reviews.txt"])
+    assert "Cannot connect to host" in str(e.value) and "matches no file" not in str(e.value)
+
+
+def test_a_missing_http_input_still_matches_no_file():
+    server = _serve(404)
+    try:
+        with pytest.raises(inputs.InputError, match="matches no file$"):
+            inputs.list_inputs([f"http://127.0.0.1:{server.server_port}/reviews.txt"])
+    finally:
+        server.shutdown()
+        server.server_close()
