@@ -40,6 +40,7 @@ import os
 from pathlib import Path
 from typing import IO, Any, Iterator
 
+from kolectra.core import stoppable
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.locations import is_url, join, local_path, one_slash_problem, one_slash_url, scheme  # noqa: F401
@@ -244,7 +245,7 @@ def write_bytes(location: str, data: bytes) -> dict:
     if is_url(location):
         fs, path = filesystem(location)
         with translated(location):
-            fs.pipe_file(path, data)
+            _transfer(fs, "pipe_file", path, location, data)
     else:
         path = local_path(location)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -571,7 +572,20 @@ def download(location: str, dest: str, expect_sha256: str | None = None) -> str:
 def upload(src: str, location: str) -> None:
     fs, path = filesystem(location)
     with translated(location):
-        fs.put_file(src, path)
+        _transfer(fs, "put_file", path, location, src)
+
+
+def _transfer(fs, method: str, path: str, location: str, source) -> None:
+    """``fs.<method>`` (put_file: ``source`` a local path; pipe_file: its bytes) to ``path``, which a stop
+    really stops (:mod:`kolectra.core.stoppable`: fsspec's wait let the upload go on in its thread)."""
+    import fsspec.asyn  # noqa: PLC0415 - only when a URL is used
+
+    args = (source, path) if method == "put_file" else (path, source)
+    if not isinstance(fs, fsspec.asyn.AsyncFileSystem) or fs.asynchronous:
+        getattr(fs, method)(*args)
+        return
+    bucket, _, key = path.partition("/")
+    stoppable.run(fs, getattr(fs, "_" + method)(*args), (bucket, key) if scheme(location) in ("s3", "s3a") else None)
 
 
 def upload_folder(folder: str | os.PathLike, url: str, last: str | None = None) -> None:

@@ -1,0 +1,56 @@
+"""A whole-object transfer to a store (an upload, a write of bytes) that a stop really stops.
+
+fsspec's synchronous calls run the client's coroutine on its own I/O thread and wait for it in the
+caller's; a Ctrl-C or SIGTERM ends the wait, not the transfer. An upload of 100 MB or more (s3fs sends
+it as a multipart upload) went on in that thread: the object landed seconds after the command said it
+was interrupted (over the objects of a published copy a ``--force`` rebuild replaces, after its clean-up
+ran), or, the process gone first, its multipart upload stayed pending, never listed and its parts billed
+until a lifecycle rule aborted it; s3fs aborts one on an ``Exception`` only, and a stop is none.
+
+:func:`run` waits for the coroutine itself: a stop (any exception raised while waiting) cancels it,
+waits a moment for the cancellation to land, and aborts the S3 multipart upload left under the key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from typing import Any, Coroutine
+
+CANCEL_SECONDS = 10  # how long a stopped transfer is given to notice its cancellation
+
+
+def run(fs: Any, coroutine: Coroutine, bucket_key: tuple[str, str] | None) -> Any:
+    """``coroutine`` (a method of ``fs``, an asynchronous fsspec client) run on the client's loop, its
+    result returned here; stopped (a Ctrl-C, SIGTERM, or any failure while waiting), it is cancelled and,
+    given ``bucket_key`` (S3), the multipart upload it began under that key is aborted."""
+    finished = threading.Event()
+
+    async def watched():
+        try:
+            return await coroutine
+        finally:
+            finished.set()
+
+    future = asyncio.run_coroutine_threadsafe(watched(), fs.loop)
+    try:
+        while True:
+            with contextlib.suppress(TimeoutError):  # waits a second at a time: a signal's handler runs between
+                return future.result(timeout=1)
+    except BaseException:
+        future.cancel()
+        with contextlib.suppress(BaseException):  # a second stop, the store gone: left to a lifecycle rule
+            finished.wait(CANCEL_SECONDS)
+            if bucket_key is not None:
+                abort_uploads(fs, *bucket_key)
+        raise
+
+
+def abort_uploads(fs: Any, bucket: str, key: str) -> None:
+    """Abort the S3 multipart uploads pending under exactly ``key`` (a build's own key: its lease's holder
+    alone writes it)."""
+    pending = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
+    for upload in pending:
+        if upload.get("Key") == key:
+            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])

@@ -1,0 +1,59 @@
+"""An upload to a store stopped by a real Ctrl-C stops: no object lands after it, no multipart upload stays.
+
+fsspec ran the upload on its I/O thread and a Ctrl-C ended only the wait for it: an object of 100 MB or
+more (a multipart upload: a pretraining checkpoint's weights and optimizer state, a large examples
+shard) landed seconds after the command had said it was interrupted, over a published copy's object on a
+``--force`` rebuild; with the process gone first, its multipart upload stayed pending, billed for its
+parts. On moto's S3 server (tests/s3_support.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from kolectra.core import storage
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
+
+SIZE = 110 << 20  # s3fs sends 100 MiB and more as a multipart upload of 50 MiB parts
+
+
+def _pending(url: str) -> list[str]:
+    fs, path = storage.filesystem(url)
+    return [u["Key"] for u in fs.call_s3("list_multipart_uploads", Bucket=path.split("/")[0]).get("Uploads", [])]
+
+
+def _interrupt_once_pending(url: str) -> threading.Thread:
+    """A real SIGINT to this process once the multipart upload under ``url`` has begun."""
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _pending(url):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher
+
+
+@pytest.mark.parametrize("how", ["upload", "write_bytes"])
+def test_a_large_upload_stopped_by_ctrl_c_lands_nothing_and_leaves_no_multipart_upload(bucket, tmp_path, how):
+    url = f"{bucket}/stopped/{how}/model.pt"
+    data = os.urandom(1 << 20) * (SIZE >> 20)
+    local = tmp_path / "model.pt"
+    local.write_bytes(data)
+    watcher = _interrupt_once_pending(url)
+    with pytest.raises(KeyboardInterrupt):
+        if how == "upload":
+            storage.upload(str(local), url)
+        else:
+            storage.write_bytes(url, data)
+        time.sleep(60)  # (a signal that came after the upload ended: the test fails below)
+    watcher.join()
+    time.sleep(4)  # before: the upload went on in fsspec's thread and its object landed meanwhile
+    assert not storage.exists(url)
+    assert _pending(url) == []
+    storage.upload(str(local), url)  # the same upload, not stopped, lands whole
+    assert storage.info(url)["size"] == SIZE and _pending(url) == []
