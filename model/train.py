@@ -258,7 +258,8 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
     out_dir.mkdir(parents=True, exist_ok=True)
-    inputs = read_inputs(cfg, fetch_examples(examples, lambda f: f == "index.json"), tokenizer_dir)
+    # stats.json: its count of second segments, against model.type_vocab_size (read_inputs)
+    inputs = read_inputs(cfg, fetch_examples(examples, lambda f: f in ("index.json", "stats.json")), tokenizer_dir)
     dev = runtime.resolve(t.device, t.bf16, t.cpu_threads, t.xla_cache_dir)
     try:
         # dev.rank and dev.world_size: a torchrun rank, or an XLA host's process index and count (model.xla)

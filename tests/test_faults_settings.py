@@ -8,6 +8,7 @@ import pytest
 from kolectra.core.config import ConfigError, override
 from kolectra.corpus.examples import load_tokenizer
 from kolectra.model.config import preset
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
 @pytest.mark.parametrize("sets, key", [(["seed=-1"], "seed"), ([f"seed={2**40}"], "seed"),
@@ -253,3 +254,32 @@ def test_one_segment_embedding_for_examples_with_a_second_segment_is_refused_nam
     read_inputs(dataclasses.replace(one, model=cfg.model), examples, tok)  # two segment embeddings: as before
     (examples / "stats.json").write_text(json.dumps({**stats, "sequences": 40, "single_segment_sequences": 40}))
     read_inputs(one, examples, tok)
+
+
+def test_one_segment_embedding_is_refused_on_examples_in_a_bucket_too(bucket, tmp_path, monkeypatch):  # noqa: F811
+    """On a store root the trainer fetched index.json alone before its checks, so stats.json's count was not
+    there to read and model.type_vocab_size=1 still ended the first step in an IndexError (t9)."""
+    import json
+
+    from kolectra.core.stage import StageOutput
+    from kolectra.model.pretrain_inputs import PretrainInputError
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.store.artifacts import Request
+    from kolectra.pipeline.store.factory import open_store
+    from tests.model_support import build_examples, small_chain
+    from tests.test_faults_pretrain import SETS
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    store = open_store(f"{bucket}/r")
+    corpus, vocab, _ = small_chain(store)
+
+    def examples(out):
+        build_examples(out, store.local(vocab), n=16, seq_len=32)
+        stats = json.loads((out / "stats.json").read_text())
+        (out / "stats.json").write_text(json.dumps({**stats, "sequences": 40, "single_segment_sequences": 4}))
+        return StageOutput(stats={})
+
+    ex = store.build(Request(kind="examples", name="two", stage_version=1, config={"two": 1}, parents=(corpus, vocab)),
+                     examples)
+    with pytest.raises(PretrainInputError, match=r"stats.json: 36 of 40 sequences have a second segment"):
+        stages.pretrain(store, ex.id, preset="tiny", sets=[*SETS, "model.type_vocab_size=1"])

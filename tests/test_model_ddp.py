@@ -213,7 +213,7 @@ def _cached_bytes(cache: Path) -> dict[str, int]:
 
 def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactly(bucket, tmp_path):
     """Two gloo ranks with separate caches: each fetches about half of the examples' bytes (its own
-    4 of 8 shards and index.json), their rows in an epoch are disjoint and cover the examples, and
+    4 of 8 shards, index.json and stats.json), their rows in an epoch are disjoint and cover the examples, and
     both killed in step 10 (each rank's part of checkpoint 8 is in the bucket) then resumed on fresh
     machines return the one checkpoint rank 0 published, with the weights of a straight run, and
     leave no run state or lock in the bucket."""
@@ -250,8 +250,8 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
             assert ranks(store.url, str(ex.path), "straight") == [0, 0]
             total = sum(f["bytes"] for f in ex.manifest["files"])
             fetched = [_cached_bytes(tmp_path / f"straight-cache-{r}") for r in range(2)]
-            assert set(fetched[0]) & set(fetched[1]) == {"index.json"}
-            assert all(len(f) == 5 and 0.4 < sum(f.values()) / total < 0.6 for f in fetched), (fetched, total)
+            assert set(fetched[0]) & set(fetched[1]) == {"index.json", "stats.json"}  # stats.json: read_inputs' check
+            assert all(len(f) == 6 and 0.4 < sum(f.values()) / total < 0.6 for f in fetched), (fetched, total)
             rows = [json.loads((tmp_path / "straight" / f"rank-{r}.json").read_text())["rows"] for r in range(2)]
             assert not set(rows[0]) & set(rows[1]) and sorted(rows[0] + rows[1]) == list(range(64))
         [art] = store.list("checkpoint")
