@@ -192,12 +192,22 @@ class Classify(TextTask):
         super().check(splits, data, cfg)
         trained = set(data.train["label"])
         if len(trained) < 2:  # as nsmc refuses: the head could only learn to say it (the health said so, after)
-            cut = f"max_train_examples={cfg.max_train_examples}" if cfg.max_train_examples else ""
-            carve = "" if self.dev_file is not None else f"the dev split (dev_fraction={cfg.dev_fraction})"
-            raise FinetuneError(f"{self.train_file}: the {len(data.train)} training row(s) left by "
-                                f"{' and '.join(x for x in (cut, carve) if x)} all have the label "
+            # the cap is named only where it cut rows of two labels to one (nsmc's one_class): named whenever set, a
+            # max_train_examples of 1000 over 200 rows was told to be raised when the dev split had taken a label
+            carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
+            if len(self.carved_labels) > 1:
+                n, cut = len(data.train), f"max_train_examples={cfg.max_train_examples}"
+                left_by = cut if self.dev_file is not None else f"{cut} and {carve}"
+            else:
+                n, left_by = self.uncapped["train"], carve
+            raise FinetuneError(f"{self.train_file}: the {n} training row(s) left by {left_by} all have the label "
                                 f"{self.labels[next(iter(trained))]!r}; classification needs at least two: "
-                                + ("raise max_train_examples" if cut else "lower dev_fraction or pass --dev FILE"))
+                                + ("raise max_train_examples" if len(self.carved_labels) > 1 else
+                                   "lower dev_fraction or pass --dev FILE"))
+
+    def before_caps(self, train, dev):
+        super().before_caps(train, dev)
+        self.carved_labels = set(train["label"])  # the labels max_train_examples had to choose from
 
     def convert(self, part, table):
         ids = {label: i for i, label in enumerate(self.labels)}

@@ -101,9 +101,11 @@ class Ner(TextTask):
             # every dev F1 0: the first epoch kept, and the health said "it learned nothing" of a model no dev
             # entity could judge
             where = f"--dev {self.dev_file}" if self.dev_file is not None else f"the dev sentences ({data.facts['dev_set']})"
-            raise FinetuneError(f"{where}: every dev tag is {OUTSIDE!r}: no entity to score, so no epoch can be chosen "
-                                "by entity F1; " + ("give a dev file holding entities" if self.dev_file is not None else
-                                                   "raise dev_fraction or pass --dev FILE"))
+            cut = self.dev_cut(data, cfg)  # the cap, not the file, left no entity: its way out is the cap's
+            raise FinetuneError(f"{where}{cut}: every dev tag is {OUTSIDE!r}: no entity to score, so no epoch can be "
+                                "chosen by entity F1; " + ("raise max_dev_examples (0: all)" if cut else
+                                                          "give a dev file holding entities" if self.dev_file is not None
+                                                          else "raise dev_fraction or pass --dev FILE"))
 
     def counts(self, part):
         return {"tokens": sum(len(r["tokens"]) for r in part),

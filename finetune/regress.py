@@ -94,9 +94,11 @@ class Regress(TextTask):
         scores = set(data.dev["label"])
         if len(scores) < 2:  # every dev correlation 0: the first epoch kept, and the health said "learned nothing"
             where = f"--dev {self.dev_file}" if self.dev_file is not None else f"the dev rows ({data.facts['dev_set']})"
-            raise FinetuneError(f"{where}: every dev row has the score {next(iter(scores)):g}: a correlation with it is "
-                                "undefined, so no epoch can be chosen by it; "
-                                + ("give a dev file of different scores" if self.dev_file is not None else
+            cut = self.dev_cut(data, cfg)  # the cap, not the file, left one score: its way out is the cap's
+            raise FinetuneError(f"{where}{cut}: every dev row has the score {next(iter(scores)):g}: a correlation with "
+                                "it is undefined, so no epoch can be chosen by it; "
+                                + ("raise max_dev_examples (0: all)" if cut else
+                                   "give a dev file of different scores" if self.dev_file is not None else
                                    "raise dev_fraction or pass --dev FILE"))
 
     def counts(self, part):

@@ -106,6 +106,7 @@ class TextTask(skeleton.Task):
             dev_set = f"{cfg.dev_fraction:g} of {t_train.path.name}, carved with seed {cfg.seed}"
         train, dev, test = (self.convert(train, t_train), self.convert(dev, t_dev or t_train),
                             self.convert(test, t_test))
+        self.before_caps(train, dev)
         if cfg.max_train_examples and self.dev_file is not None and cfg.max_train_examples < len(train):
             # a seeded sample (in file order), as the carve's shuffle gives without --dev: the file's first
             # rows are one class of a file sorted by label
@@ -119,6 +120,21 @@ class TextTask(skeleton.Task):
                  **({"dev_file": t_dev.stats() | self.counts(dev)} if t_dev else {}), "dev_set": dev_set}
         parts, train, dev, test = [train, dev, test], None, None, None
         return skeleton.Data(*self.datasets(parts), facts=facts)
+
+    def before_caps(self, train, dev) -> None:
+        """Note the rows the carve (or ``--dev``) left, before ``max_train_examples`` and the dev cap cut them: a
+        refusal of the rows left (:meth:`check`) names a cap only where it cut rows, and its way out is then the cap's."""
+        self.uncapped = {"train": len(train), "dev": len(dev)}
+
+    def dev_cut(self, data, cfg) -> str:
+        """" (the first N of M dev rows, cut by ...)" when the dev cap cut the dev rows, else "": a refusal of
+        the dev rows had sent a user to a dev file of other rows when the cap had left out those it holds."""
+        uncapped = getattr(self, "uncapped", {}).get("dev", 0)
+        if uncapped <= len(data.dev):
+            return ""
+        cap = (f"max_dev_examples={cfg.max_dev_examples}" if getattr(cfg, "max_dev_examples", -1) >= 0 else
+               f"max_eval_examples={cfg.max_eval_examples}, which caps dev while max_dev_examples is -1")
+        return f" (the first {len(data.dev)} of its {uncapped} rows, cut by {cap})"
 
     def datasets(self, parts: list) -> list:
         """Each part as a ``datasets.Dataset``, emptying ``parts``: a part's rows are dropped before

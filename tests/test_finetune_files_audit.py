@@ -429,6 +429,23 @@ def test_a_dev_set_without_an_entity_is_refused_before_training(tmp_path):
     carved.check({}, carved.read(dataclasses.replace(cfg, dev_fraction=0.25), train, train), cfg)
 
 
+def test_a_dev_set_cut_to_no_entity_by_its_cap_names_the_cap_not_the_file(tmp_path):
+    """A --dev file opening with sentences of no entity, cut to them by max_eval_examples, was told "every dev tag
+    is 'O' ...; give a dev file holding entities", which it is."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(40)])
+    dev = conll(tmp_path / "dev.conll", [[(f"왔다{i}", "O"), ("에서", "O")] for i in range(5)]
+                + [sentence(i) for i in range(10)])
+    cfg = dataclasses.replace(config.sample_ner(), max_eval_examples=5)
+    task = Ner(dev)
+    data = task.read(cfg, train, train)
+    with pytest.raises(FinetuneError, match=r"dev\.conll \(the first 5 of its 15 rows, cut by max_eval_examples=5, "
+                                            r"which caps dev while max_dev_examples is -1\): every dev tag is 'O'.*; "
+                                            r"raise max_dev_examples \(0: all\)$"):
+        task.check({}, data, cfg)
+    task = Ner(dev)
+    task.check({}, task.read(dataclasses.replace(cfg, max_dev_examples=0), train, train), cfg)
+
+
 def test_a_bioes_or_bilou_file_is_named_as_such_with_the_conversion(tmp_path):
     """A BIOES file was refused as "tag 'E-ORG' is not a BIO tag ... none is readable: check the file's format and
     columns", no word of the scheme or of the conversion that keeps its entities."""

@@ -334,6 +334,52 @@ def test_classify_refuses_training_rows_left_of_one_label_before_training(tmp_pa
     task.check({}, task.read(dataclasses.replace(cfg, max_train_examples=0), train, train), cfg)
 
 
+def test_classify_names_max_train_examples_only_where_it_cut_a_label_away(tmp_path):
+    # a max_train_examples of 1000 over 200 rows, the dev split having taken the one 'a' row, was told "left by
+    # max_train_examples=1000 and the dev split ...: raise max_train_examples", which changes nothing
+    train = write(tmp_path / "train.tsv", "text\tlabel\n" + "".join(f"리뷰 {i}\t{'a' if i < 1 else 'b'}\n"
+                                                                  for i in range(200)))
+    for seed in range(50):  # a seed whose carve puts the 'a' row in the dev split
+        cfg = dataclasses.replace(config.sample_classify(), seed=seed, max_train_examples=1000)
+        task = Classify()
+        data = task.read(cfg, train, train)
+        if "a" not in data.facts["train_file"]["labels"]:
+            break
+    with pytest.raises(FinetuneError, match=r"train\.tsv: the 160 training row\(s\) left by the dev split "
+                                            r"\(dev_fraction=0\.2\) all have the label 'b'; classification needs at "
+                                            r"least two: lower dev_fraction or pass --dev FILE$"):
+        task.check({}, data, cfg)
+    # with --dev, a cap that cut both labels to one is named alone, and raising it is the way out
+    dev = write(tmp_path / "dev.tsv", "text\tlabel\n가\ta\n나\tb\n")
+    task = Classify(dev)
+    one = dataclasses.replace(cfg, max_train_examples=1, seed=0)
+    data = task.read(one, train, train)
+    with pytest.raises(FinetuneError, match=r"the 1 training row\(s\) left by max_train_examples=1 all have the label "
+                                            r"'b'; classification needs at least two: raise max_train_examples$"):
+        task.check({}, data, one)
+
+
+def test_a_dev_set_cut_to_one_score_by_its_cap_names_the_cap_not_the_file(tmp_path):
+    # a --dev file of 20 zeros then 20 ones, cut to its first 10 rows by max_eval_examples, was told "every dev row
+    # has the score 0 ...; give a dev file of different scores", which it is
+    cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score",
+                              max_eval_examples=10)
+    train = write(tmp_path / "train.tsv", "s1\ts2\tscore\n" + "".join(f"가{i}\t나\t{i % 5}\n" for i in range(40)))
+    dev = write(tmp_path / "dev.tsv", "s1\ts2\tscore\n" + "".join(f"다{i}\t라\t{i // 20}\n" for i in range(40)))
+    task = Regress(dev)
+    data = task.read(cfg, train, train)
+    with pytest.raises(FinetuneError, match=r"dev\.tsv \(the first 10 of its 40 rows, cut by max_eval_examples=10, which "
+                                            r"caps dev while max_dev_examples is -1\): every dev row has the score 0: "
+                                            r".*; raise max_dev_examples \(0: all\)$"):
+        task.check({}, data, cfg)
+    own = dataclasses.replace(cfg, max_dev_examples=5)
+    task = Regress(dev)
+    with pytest.raises(FinetuneError, match=r"cut by max_dev_examples=5\): every dev row"):
+        task.check({}, task.read(own, train, train), own)
+    task = Regress(dev)
+    task.check({}, task.read(dataclasses.replace(cfg, max_dev_examples=0), train, train), cfg)
+
+
 def test_regress_refuses_a_dev_set_of_one_score_before_training(tmp_path):
     # every dev correlation is undefined (0): the first epoch was kept, and the health said "dev Spearman 0.0000 and
     # Pearson 0.0000: ... the model learned nothing useful" of a model no dev row could judge
