@@ -14,6 +14,7 @@ waits a moment for the cancellation to land, and aborts the S3 multipart upload 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from typing import Any, Coroutine
@@ -35,9 +36,12 @@ def run(fs: Any, coroutine: Coroutine, bucket_key: tuple[str, str] | None) -> An
 
     future = asyncio.run_coroutine_threadsafe(watched(), fs.loop)
     try:
-        while True:
-            with contextlib.suppress(TimeoutError):  # waits a second at a time: a signal's handler runs between
-                return future.result(timeout=1)
+        # a second at a time: a signal's handler runs between. Not future.result(timeout=1) in a loop that
+        # passes TimeoutError: the transfer's own (gcsfs's connection timeout, aiohttp's) is one too, and the
+        # loop asked again for ever, at full CPU, where fsspec raised it
+        while not future.done():
+            concurrent.futures.wait([future], timeout=1)
+        return future.result()
     except BaseException:
         future.cancel()
         with contextlib.suppress(BaseException):  # a second stop, the store gone: left to a lifecycle rule

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -57,3 +59,27 @@ def test_a_large_upload_stopped_by_ctrl_c_lands_nothing_and_leaves_no_multipart_
     assert _pending(url) == []
     storage.upload(str(local), url)  # the same upload, not stopped, lands whole
     assert storage.info(url)["size"] == SIZE and _pending(url) == []
+
+
+def test_a_transfer_that_times_out_by_itself_fails_at_once_not_waited_on_for_ever():
+    """The transfer's own timeout (what gcsfs raises once its retries of a connection that timed out are spent:
+    aiohttp's ConnectionTimeoutError, a TimeoutError) is raised as fsspec raised it. The wait once passed every
+    TimeoutError, taking it for its own one-second wait's: it asked again for ever, at full CPU. In a child, so
+    that a wait for ever ends with the test."""
+    child = (
+        "import asyncio, aiohttp\n"
+        "from kolectra.core import stoppable, storage\n"
+        "fs = storage.filesystem('s3://b')[0]\n"
+        "async def upload():\n"
+        "    await asyncio.sleep(0.1)\n"
+        "    raise aiohttp.ConnectionTimeoutError('Connection timeout to host http://127.0.0.1:9/upload')\n"
+        "try:\n"
+        "    stoppable.run(fs, upload(), None)\n"
+        "except TimeoutError as e:\n"
+        "    print('raised', type(e).__name__)\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the wait for a transfer that had timed out by itself never ended")
+    assert done.stdout.strip() == "raised ConnectionTimeoutError", done.stderr
