@@ -80,3 +80,10 @@ def test_an_untrained_floor_is_said_to_be_untrained_not_unchecked(tmp_path, caps
                          seed=1, name="study-probe")
     assert _pretraining_note(store, probe) == " (pretraining: untrained (0 steps: the random initialisation, as a " \
                                               "study's floor))"
+    capsys.readouterr()
+    # kolectra artifacts show, the floor's own page, said 'health    training health unchecked: no metrics logged
+    # after warm-up', as a run whose log missed its windows
+    assert main(["artifacts", "show", floor.path.name, "--out", str(store.root)]) == 0
+    shown = capsys.readouterr().out
+    assert "  health    untrained (0 steps: the random initialisation, as a study's floor)" in shown, shown
+    assert "unchecked" not in shown
