@@ -91,6 +91,25 @@ def fit_max_length(path: Path, positions: int) -> None:
     path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def one_segment_inputs(path: Path, segments) -> None:
+    """A model of one segment embedding (``type_vocab_size`` 1): its tokenizer's ``model_input_names`` without
+    ``token_type_ids``, so a pair (``tokenizer(question, context)``) goes in as the model's own zeros. With the
+    vocabulary's names the second text's token type 1 failed inside the embeddings ('IndexError: index out of
+    range in self') in transformers' own pipelines as in any user's code."""
+    if not path.is_file() or not isinstance(segments, int) or isinstance(segments, bool) or segments != 1:
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        return
+    names = config.get("model_input_names")
+    if not isinstance(names, list):  # none named: the class's own, which hold token_type_ids
+        names = ["input_ids", "token_type_ids", "attention_mask"]
+    if "token_type_ids" not in names:
+        return
+    config["model_input_names"] = [n for n in names if n != "token_type_ids"]
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
     found = [n for n in TOKENIZER_FILES if (Path(tokenizer_dir) / n).is_file()]
     if "tokenizer.json" not in found and "vocab.txt" not in found:
@@ -148,6 +167,7 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
         with writing_into(dest, "export"):  # a full disk here names the folder too, not the tokenizer's source
             copy_tokenizer(tokenizer_dir, dest)
             fit_max_length(dest / "tokenizer_config.json", standalone.config.max_position_embeddings)
+            one_segment_inputs(dest / "tokenizer_config.json", standalone.config.type_vocab_size)
             if role == "generator":
                 mask_in_text(dest / "tokenizer_config.json")
             (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings),

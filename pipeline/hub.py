@@ -45,7 +45,7 @@ from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
 from kolectra.model.checkpoint import CheckpointWriteError, synced, writing_into
-from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text
+from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text, one_segment_inputs
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.roots import artifact_around
 
@@ -262,6 +262,7 @@ def _write(src: Path, dest: Path, config: dict, cls_name: str, masked_lm: bool, 
     positions = config.get("max_position_embeddings")  # a checkpoint before 18 said the vocabulary's 512
     if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0:
         fit_max_length(dest / "tokenizer_config.json", positions)
+    one_segment_inputs(dest / "tokenizer_config.json", config.get("type_vocab_size"))  # a checkpoint before 22 kept them
     if masked_lm:
         mask_in_text(dest / "tokenizer_config.json")
     (dest / "README.md").write_text(readme, encoding="utf-8")

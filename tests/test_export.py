@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -313,6 +314,50 @@ def test_a_model_with_fewer_positions_than_the_vocabulary_says_exports_a_tokeniz
     dest = tmp_path / "hub"
     assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
     assert json.loads((dest / "tokenizer_config.json").read_text())["model_max_length"] == 32
+
+
+
+def test_a_model_of_one_segment_embedding_exports_a_tokenizer_that_gives_no_segment_ids(tmp_path):
+    """model.type_vocab_size=1 (pretrained on single_segment_prob=1 examples): the folders' tokenizer gave a
+    pair's second text token type 1, and the model failed inside its embeddings ('IndexError: index out of
+    range in self') (t9). hf/ and ``kolectra export`` (of a checkpoint before 22 too) leave the ids out."""
+    import torch
+    from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining
+
+    from kolectra.core.stage import StageOutput
+    from kolectra.model.electra import ElectraPair
+    from kolectra.model.export import export_pair
+
+    tok = build_tokenizer(tmp_path / "tok")
+    base = config.tiny()
+    cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, type_vocab_size=1, max_position=64))
+
+    def pretrained(out):
+        export_pair(ElectraPair(cfg.model, len(json.loads((tok / "tokenizer.json").read_text())["model"]["vocab"]), 0),
+                    tok, out / "hf", {"preset": "tiny", "objective": "electra"})
+        return StageOutput(stats={})
+
+    store = Store(tmp_path / "store")
+    art = store.build(Request(kind="checkpoint", name="one", stage_version=train.STAGE_VERSION, config=to_dict(cfg)),
+                      pretrained)
+    for role, cls in (("discriminator", ElectraForPreTraining), ("generator", ElectraForMaskedLM)):
+        folder = art.path / "hf" / role
+        enc = AutoTokenizer.from_pretrained(folder)("나는 영화를", "정말 봤다", return_tensors="pt")
+        assert "token_type_ids" not in enc
+        with torch.no_grad():
+            assert cls.from_pretrained(folder)(**enc).logits.shape[:2] == enc["input_ids"].shape
+    # what kolectra export does with a checkpoint written before 22, whose tokenizer_config.json names them
+    from kolectra.pipeline.hub import _write
+
+    older, dest = tmp_path / "older", tmp_path / "hub"
+    shutil.copytree(art.path / "hf" / "discriminator", older)
+    conf = older / "tokenizer_config.json"
+    conf.write_text(json.dumps({**json.loads(conf.read_text()),
+                                "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}))
+    dest.mkdir()
+    _write(older, dest, json.loads((older / "config.json").read_text()), "ElectraForPreTraining", False, "card")
+    assert json.loads((dest / "tokenizer_config.json").read_text())["model_input_names"] == ["input_ids",
+                                                                                           "attention_mask"]
 
 
 def _limited(size: int, run):
