@@ -352,7 +352,8 @@ class Store(Catalog):
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         followers.wait_for(f"rank 0 to prepare {run.path}", lambda: (run.path / workspace.REQUEST).is_file(), rank)
         followers.wait_for_rank_0_group(rank)
-        produce(run.out)
+        with followers.training_beside(kind, rank):
+            produce(run.out)
         started = run.started()  # the copy rank 0 publishes is written after its run began: not an older one
 
         def published() -> Artifact | None:

@@ -14,10 +14,11 @@ build given no rank is a single process's, rank 0.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from kolectra.pipeline.store.manifest import ArtifactError
 from kolectra.pipeline.store.workspace import Resumable
@@ -65,3 +66,17 @@ def wait_for_rank_0_group(rank: int, seconds: float = FOLLOW_SECONDS) -> None:
         return True
 
     wait_for(f"rank 0's process group at {host}:{port}", listening, rank, seconds)
+
+
+@contextlib.contextmanager
+def training_beside(kind: str, rank: int) -> Iterator[None]:
+    """A follower's part of the build. A bare stop there (Ctrl-C reaches every rank of a torchrun job) said
+    'interrupted; nothing was published' beside rank 0's 'its working state is kept in ...; --resume continues
+    it', as if the run had kept nothing: a follower publishes and keeps nothing of its own, so its line
+    points at rank 0's. A stop that says what it did (SIGTERM's 'saved as the checkpoint step-N') is left so."""
+    try:
+        yield
+    except KeyboardInterrupt as e:
+        if not str(e) and not getattr(e, "__notes__", None):
+            e.add_note(f"{kind}: rank {rank} follows rank 0, whose line says what the run kept")
+        raise

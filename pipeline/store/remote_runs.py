@@ -68,7 +68,8 @@ class StoreRuns:
         followers.wait_for_rank_0_group(rank)
         self._run_url, self._run_rank = remote_run, rank
         try:
-            produce(run.out)
+            with followers.training_beside(kind, rank):
+                produce(run.out)
         finally:
             self._run_url, self._run_rank = None, 0
         found = followers.wait_for(f"rank 0 to publish {kind} {aid}", lambda: self._current(request), rank)
