@@ -251,3 +251,18 @@ def test_a_full_disk_under_an_artifacts_list_claims_no_build(tmp_path, unbuffere
                               env=_environ(unbuffered))
     assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
     assert "error: no space left on the device" in proc.stderr and "built" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("unbuffered", [True, False], ids=["PYTHONUNBUFFERED", "buffered"])
+def test_a_full_disk_under_the_published_table_alone_claims_no_build(tmp_path, unbuffered):
+    """``kolectra report --published > out.txt`` (no REF: it prints docs/published.md's table and builds nothing)
+    on a full disk said '...; writing stdout, after the command had finished (what it built stands)', and under
+    PYTHONUNBUFFERED only 'error: no space left on the device', naming no stdout."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:  # noqa: PTH123
+        proc = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "report", "--published", "--out",
+                               str(tmp_path)], stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120,
+                              env=_environ(unbuffered))
+    assert (proc.returncode, proc.stderr) == (2, "kolectra report: error: no space left on the device; "
+                                                 "writing stdout\n"), proc.stderr

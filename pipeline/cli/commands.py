@@ -234,8 +234,9 @@ def run_report(args, store: Store, beam_args: list[str]) -> int:
     if args.published and not args.ref:
         from kolectra.pipeline.published import table as published_table
 
-        print("published models (docs/published.md; not comparable with a score on fewer rows or another split):")
-        print("\n".join(published_table()))
+        with after_the_command(PRINTING):  # the table alone builds nothing; under PYTHONUNBUFFERED it fails here
+            print("published models (docs/published.md; not comparable with a score on fewer rows or another split):")
+            print("\n".join(published_table()))
     if len(args.ref) > 1:  # with --published, their rows join the table (and report.md), with each row's split
         path, table = render_table(store, args.ref, args.dest, args.published)
         with after_the_command():  # report.md is written: under PYTHONUNBUFFERED a full disk fails here
@@ -490,9 +491,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return result
 
-    # the artifacts verbs build nothing: a full disk under their lines claimed '(what it built stands)'
-    return handled(command, lambda: root, checked(run), after=AFTER_WORKING if args.command == "artifacts" else
-                   AFTER_BUILDING)
+    # the artifacts verbs build nothing: a full disk under their lines claimed '(what it built stands)'; nor does
+    # report --published without REF, which prints the published models' table alone
+    after = (AFTER_WORKING if args.command == "artifacts" else
+             PRINTING if args.command == "report" and not args.ref else AFTER_BUILDING)
+    return handled(command, lambda: root, checked(run), after=after)
 
 
 def _first_on_its_machine() -> bool:
