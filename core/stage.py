@@ -22,15 +22,15 @@ class StageOutput:
     files: list[dict[str, Any]] | None = None
 
 
-def progress(msg: str) -> None:
+def progress(msg: str, quiet_too: bool = False) -> None:
     """Progress goes to stderr: stdout's last line is reserved for the artifact directory. Written
     above any progress bar on the terminal (:mod:`core.bars`). At ``-q`` (:mod:`core.verbosity`)
     only a message carrying a ``WARNING`` is written: the stages' warnings are progress lines
-    that say so."""
+    that say so; ``quiet_too``: one that belongs with such a warning (the line withdrawing it)."""
     from kolectra.core import verbosity  # noqa: PLC0415
     from kolectra.core.bars import write  # noqa: PLC0415 - tqdm only once something reports
 
-    if verbosity.quiet() and "WARNING" not in msg:
+    if verbosity.quiet() and "WARNING" not in msg and not quiet_too:
         return
     write(f"[kolectra] {msg}")
 

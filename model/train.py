@@ -122,9 +122,10 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         standing = health_standing.saved_standing(found[1]["state"])
         if dev.is_main:
             progress(f"pretrain: resuming at step {first} from {found[0]}")
-            if standing is not None:  # printed by an earlier process: this one's output says it too
+            if standing is not None:  # printed by an earlier process: this one's output says it too (-q as well)
                 progress(f"pretrain: the warning printed at step {standing['figures'].get('step')}, before this "
-                         f"checkpoint, stands until the checks pass again: " + "; ".join(standing["problems"]))
+                         f"checkpoint, stands until the checks pass again: " + "; ".join(standing["problems"]),
+                         quiet_too=True)
             checkpoint.trim_log(out_dir / "metrics.jsonl", first)
     elif dev.is_main:
         if resume and checkpoint.checkpoints_dir(out_dir).is_dir():  # a new run's folder: the store said so
@@ -172,8 +173,8 @@ def watch_health(run: Run, lines: list[dict]) -> None:
     # each part (generator, discriminator, ...) warned of and withdrawn on its own
     run.standing, said = health_standing.watch(verdict, run.standing if run.warned else None, run.expected_untrained)
     run.warned = run.standing is not None
-    for line in said:
-        progress("pretrain: " + line)
+    for line in said:  # a warning, or the line withdrawing one: -q, which shows the warning, shows it withdrawn
+        progress("pretrain: " + line, quiet_too=True)
 
 
 def train_step(run: Run, step: int) -> None:

@@ -115,9 +115,9 @@ def examples(tmp_path_factory) -> tuple[Path, str]:
     return root, str(store.list("examples")[0].path)
 
 
-def _run(examples, capsys, objective, *sets):
+def _run(examples, capsys, objective, *sets, quiet=False):
     root, ex = examples
-    flags = [f"--set={s}" for s in ("train.cpu_threads=1", "train.warmup_steps=4", *sets)]
+    flags = [f"--set={s}" for s in ("train.cpu_threads=1", "train.warmup_steps=4", *sets)] + (["-q"] if quiet else [])
     assert main(["pretrain", "--examples", ex, "--out", str(root), "--preset", "tiny", "--objective", objective,
                  "--force", *flags]) == 0
     out = capsys.readouterr()
@@ -143,6 +143,19 @@ def test_a_run_of_two_rows_a_step_judges_no_window_of_a_token_or_two_and_says_so
     assert "WARNING: training health unchecked: the discriminator was not judged at the end" in err
     card = (art / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
     assert "the discriminator was not judged at the end" in card and f"unchecked: {health.DISC_NOT_JUDGED}" in card
+
+
+def test_under_quiet_a_warning_that_is_withdrawn_is_said_withdrawn(examples, capsys, monkeypatch):
+    """-q keeps warnings: the run of two rows a step warned at step 6 that the generator had not left uniform
+    guessing and withdrew it at step 9 ('learning now'), but -q wrote the warning alone, the run's last words
+    under -q, as if it stood (its end, 'training health: unchecked ...', is a warning of its own)."""
+    monkeypatch.setenv("KOLECTRA_VERBOSITY", "1")  # -q sets it for the process: put back after the test
+    err, _, _, _ = _run(examples, capsys, "electra15", "train.steps=60", "train.batch_size=2", "train.log_every=3",
+                        "train.lr=5e-4", quiet=True)
+    said = [ln for ln in err.splitlines() if "pretrain:" in ln]
+    assert "(step 6): the generator has not left uniform guessing" in said[0], err
+    assert said[1] == "[kolectra] pretrain: learning now (step 9): the earlier warning no longer holds.", err  # before: absent
+    assert not any(" 9/60 " in ln or "pretrain done" in ln for ln in err.splitlines()), err  # -q, still
 
 
 def test_every_token_the_discriminator_scored_is_counted_once(examples, capsys):
