@@ -153,10 +153,27 @@ def decompress(raw, path: str) -> IO[bytes]:
         return raw
     raw = NotEmpty(raw, codec)
     if codec == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return _Gzip(raw)
     if codec == "bz2":
         return StreamReader(raw, bz2.BZ2Decompressor, "bz2")
     return StreamReader(raw, _zstd, "zstd")
+
+
+class _Gzip(gzip.GzipFile):
+    """A gzip stream that closes the file under it, as bz2's and zstd's readers here do: ``GzipFile`` leaves
+    a ``fileobj`` it was given open, so every ``with open_decompressed(x.gz)`` (the field and text-share
+    checks before a corpus job, the job's reads) left the file open until collected (``ResourceWarning:
+    unclosed file``; a descriptor a file while the process ran)."""
+
+    def __init__(self, raw: IO[bytes]):
+        super().__init__(fileobj=raw, mode="rb")
+        self._under = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._under.close()
 
 
 class NotEmpty:
