@@ -153,16 +153,17 @@ def decompress(raw, path: str) -> IO[bytes]:
         return raw
     raw = NotEmpty(raw, codec)
     if codec == "gzip":
-        return _Gzip(raw)
+        return Gzip(raw)
     if codec == "bz2":
         return StreamReader(raw, bz2.BZ2Decompressor, "bz2")
     return StreamReader(raw, _zstd, "zstd")
 
 
-class _Gzip(gzip.GzipFile):
+class Gzip(gzip.GzipFile):
     """A gzip stream that closes the file under it, as bz2's and zstd's readers here do: ``GzipFile`` leaves
     a ``fileobj`` it was given open, so every ``with open_decompressed(x.gz)`` (the field and text-share
-    checks before a corpus job, the job's reads) left the file open until collected (``ResourceWarning:
+    checks before a corpus job, the job's reads) and every corpus shard the vocab and examples jobs read
+    (:func:`kolectra.corpus.examples_beam.read_lines`) left the file open until collected (``ResourceWarning:
     unclosed file``; a descriptor a file while the process ran)."""
 
     def __init__(self, raw: IO[bytes]):

@@ -59,3 +59,17 @@ def test_the_checks_before_a_corpus_job_leave_no_gzip_input_open(tmp_path):
         gc.collect()  # a file left open is closed here, by its collector, with the warning
     assert _open_here(path) == []
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_a_corpus_shard_read_by_the_vocab_and_examples_jobs_is_closed_after(tmp_path):
+    """vocab/count.py and corpus/examples_beam.py read each corpus shard (.jsonl.gz) by read_lines, which
+    closed its gzip stream and left the file under it open: 'ResourceWarning: unclosed file' in both jobs."""
+    from kolectra.corpus.examples_beam import read_lines
+
+    path = _gz(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        assert sum(len(lines) for _, lines in read_lines(str(path), 64)) == 300
+        gc.collect()
+    assert _open_here(path) == []
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
