@@ -333,6 +333,9 @@ def object_info(location: str) -> dict | None:
 
 
 HEADS_AT_ONCE = 32  # requests in flight at a time to one store, for object_infos
+# one http(s) object's info (its HEAD, and a GET where that fails) in object_infos: aiohttp's own bound
+# is 300 s a request, so a server that took the connection and never answered held the listing 10 minutes
+HTTP_INFO_SECONDS = 60.0
 
 
 def object_infos(locations: list[str], at_once: int | None = None) -> list[dict | None | Exception]:
@@ -350,8 +353,9 @@ def object_infos(locations: list[str], at_once: int | None = None) -> list[dict 
     for indices in by_store.values():
         fs, _ = filesystem(locations[indices[0]])
         if isinstance(fs, fsspec.asyn.AsyncFileSystem) and not fs.asynchronous:
+            bound = HTTP_INFO_SECONDS if scheme(locations[indices[0]]) in ("http", "https") else None
             answers = fsspec.asyn.sync(fs.loop, _gathered, [_object_info_async(fs, locations[i]) for i in indices],
-                                       at_once or HEADS_AT_ONCE)
+                                       at_once or HEADS_AT_ONCE, bound)
         else:
             answers = [_caught(object_info, locations[i]) for i in indices]
         for i, answer in zip(indices, answers):
@@ -375,8 +379,9 @@ async def _object_info_async(fs, location: str) -> dict | None:
     return found if found.get("type") != "directory" else None
 
 
-async def _gathered(coroutines: list, at_once: int) -> list:
-    """Each coroutine's result (or the Exception it raised), in order, ``at_once`` running at a time."""
+async def _gathered(coroutines: list, at_once: int, seconds: float | None = None) -> list:
+    """Each coroutine's result (or the Exception it raised), in order, ``at_once`` running at a time;
+    one that ran ``seconds`` is stopped, a TimeoutError in its place."""
     import asyncio  # noqa: PLC0415
 
     gate = asyncio.Semaphore(at_once)
@@ -384,7 +389,9 @@ async def _gathered(coroutines: list, at_once: int) -> list:
     async def one(coroutine):
         async with gate:
             try:
-                return await coroutine
+                return await asyncio.wait_for(coroutine, seconds)
+            except asyncio.TimeoutError as e:  # the bound's, or one the store raised itself
+                return TimeoutError(f"no answer in {seconds:.0f} s") if seconds is not None else e
             except Exception as e:  # noqa: BLE001 - returned in its place: the caller decides
                 return e
 

@@ -245,6 +245,8 @@ def _expand_one(pattern: str, looked: literals.Looked | None = None,
     if looked is not None and looked.info is not None:
         yield pattern, _size_and_version(pattern, looked, dynamic)  # its identity: no request more
         return
+    if looked is not None and isinstance(looked.error, TimeoutError):
+        raise InputError(f"cannot read input {pattern!r}: {looked.error} from its server")
     literal = _literal(pattern) if not is_remote(pattern) else None
     if literal is not None:
         yield literal, ()
@@ -389,8 +391,9 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
     while batch := list(itertools.islice(names, literals.LITERALS_AT_ONCE)):
         looked = literals.look([path for path, listed in batch if listed is None and storage.is_url(path)])
         for path, listed in batch:
-            if listed is None and looked.get(path, literals.Looked(None)).info is not None:
-                listed = _object_file(path, *_size_and_version(path, looked[path], dynamic))
+            seen = looked.get(path, literals.Looked(None))
+            if listed is None and (seen.info is not None or isinstance(seen.error, TimeoutError)):
+                listed = _object_file(path, *_size_and_version(path, seen, dynamic))  # or its error
             found = listed if listed is not None else identify(path)  # not found by then: identify's error
             if found.identity.endswith(":None") and is_remote(path) and path not in dynamic:
                 unversioned, first = unversioned + 1, first or path

@@ -33,7 +33,8 @@ _HTTP = ("http", "https")
 @dataclasses.dataclass(frozen=True, slots=True)
 class Looked:
     """What the store said of one URL: ``info`` (None: no object there, or the store could not answer:
-    the pattern is read as a glob, whose listing reports it), ``error`` (a later request failed), and
+    the pattern is read as a glob, whose listing reports it), ``error`` (a later request failed, or
+    the first had no answer in time: a TimeoutError), and
     ``stamps``, the two ``Last-Modified`` seen when they showed it to be each response's own time
     (``info`` then holds none)."""
 
@@ -44,7 +45,8 @@ class Looked:
 
 def look(urls: list[str], stamps: bool = True) -> dict[str, Looked]:
     """Each URL's :class:`Looked`; ``stamps=False``: for its name alone, the Last-Modified not tested."""
-    looked = {url: Looked(info if isinstance(info, dict) else None)
+    # a server that did not answer in time: said as such (a glob's listing would wait on it again)
+    looked = {url: Looked(info if isinstance(info, dict) else None, error=info if isinstance(info, TimeoutError) else None)
               for url, info in zip(urls, storage.object_infos(urls))}
     stamped = [url for url, seen in looked.items() if stamps and _stamped(url, seen.info)]
     answered = time.monotonic()

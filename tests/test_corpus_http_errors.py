@@ -67,3 +67,27 @@ def test_a_missing_http_input_still_matches_no_file():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_http_input_whose_server_never_answers_is_refused_in_bounded_time(monkeypatch):
+    """A server that takes the connection and sends nothing (a stuck proxy, an overloaded origin) held the
+    listing with no line: aiohttp's 300 s for the HEAD, 300 more for the GET, then the glob's own request."""
+    from kolectra.core import storage
+
+    monkeypatch.setattr(storage, "HTTP_INFO_SECONDS", 1.0, raising=False)
+    with socket.socket() as mute:  # the kernel completes the connection; nothing ever reads or answers it
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(64)
+        said = []
+
+        def listing():
+            try:
+                inputs.list_inputs([f"http://127.0.0.1:{mute.getsockname()[1]}/reviews.txt"])
+            except inputs.InputError as e:
+                said.append(str(e))
+
+        worker = threading.Thread(target=listing, daemon=True)
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive(), "the listing still waits on a server that never answers"
+    assert said and "no answer in 1 s" in said[0] and "matches no file" not in said[0]
