@@ -60,3 +60,43 @@ def test_a_save_cut_short_by_a_stop_is_neither_kept_nor_called_the_working_state
     else:  # before: 'its working state is kept in ...; --resume continues it', .tmp-step-00000020 alone in it
         assert "nothing published; its partial build" in notes and "working state" not in notes, notes
         assert not run.exists()
+
+
+# A child killed (SIGKILL: out of memory, the grace period run out) inside its run's first save.
+KILLED_IN_THE_FIRST_SAVE = """
+import os, signal, sys
+from pathlib import Path
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.store.artifacts import Request, Resumable, Store
+
+def produce(out):
+    partial = out / "checkpoints" / ".tmp-step-00000004"
+    partial.mkdir(parents=True)
+    (partial / "rank-0.pt").write_bytes(b"cut")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+Store(Path(sys.argv[1])).build(Request(kind="checkpoint", name="c", stage_version=1, config={}), produce,
+                               resumable=Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",)))
+"""
+
+
+def test_a_run_killed_in_its_first_save_is_no_run_to_continue(tmp_path, capsys):
+    """Its ``.tmp-step-N`` alone was its working state: ``artifacts gc`` kept it as 'interrupted run ...: --resume
+    continues it', and --resume said 'resuming in ...', then 'no intact checkpoint ...; starting fresh'."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", KILLED_IN_THE_FIRST_SAVE, str(tmp_path)], cwd=repo, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    store = Store(tmp_path)
+    request = Request(kind="checkpoint", name="c", stage_version=1, config={})
+    removed, kept = store.collect(dry_run=True)
+    assert kept == [] and removed == [tmp_path / ".work" / f"checkpoint-{request.id()}"], (removed, kept)  # before: kept
+    store.build(request, lambda out: StageOutput(stats={}), resumable=Resumable(family={"kind": "checkpoint"},
+                                                                                scratch=("checkpoints",)), resume=True)
+    err = capsys.readouterr().err
+    assert "checkpoint: nothing to resume for this request; starting fresh" in err and "resuming in" not in err, err

@@ -58,6 +58,7 @@ LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 _TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
 REQUEST = "request.json"
+PARTIAL = ".tmp-"  # a scratch entry so named is a write cut short (model/checkpoint.py's .tmp-step-N)
 _REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str,
                    "stage_version": int, "again": str}
 
@@ -270,8 +271,11 @@ class Run:
         names = self.request.get("scratch", [])
         if not names:  # no named working state: whatever the stage left counts
             return [self.out] if self.out.is_dir() and any(self.out.iterdir()) else []
+        # a write cut short by a kill (the trainer's .tmp-step-N, never loaded) is no state: a run holding it alone
+        # was kept by gc as one '--resume continues', and --resume said 'resuming in ...', then 'starting fresh'
         return [d / n for d in (self.out, self.kept) for n in names
-                if (d / n).is_file() or ((d / n).is_dir() and any((d / n).iterdir()))]
+                if (d / n).is_file() or ((d / n).is_dir() and any(not e.name.startswith(PARTIAL)
+                                                                  for e in (d / n).iterdir()))]
 
     def started(self) -> float:
         """When this run was created (``request.json`` written, by the disk's clock); 0 for a run of an
