@@ -8,7 +8,9 @@ ran), or, the process gone first, its multipart upload stayed pending, never lis
 until a lifecycle rule aborted it; s3fs aborts one on an ``Exception`` only, and a stop is none.
 
 :func:`run` waits for the coroutine itself: a stop (any exception raised while waiting) cancels it,
-waits a moment for the cancellation to land, and aborts the S3 multipart upload left under the key.
+waits a moment for the cancellation to land, and aborts the S3 multipart upload left under the key, all
+within :data:`CANCEL_SECONDS`: a store that stopped answering (the likeliest reason to stop a hung upload)
+held the stop up for minutes, its listing's retries each waiting out a read timeout.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 from typing import Any, Coroutine
 
-CANCEL_SECONDS = 10  # how long a stopped transfer is given to notice its cancellation
+CANCEL_SECONDS = 10  # how long a stop waits for the transfer to notice it and its multipart upload's abort
 
 
 def run(fs: Any, coroutine: Coroutine, bucket_key: tuple[str, str] | None) -> Any:
@@ -44,17 +47,23 @@ def run(fs: Any, coroutine: Coroutine, bucket_key: tuple[str, str] | None) -> An
         return future.result()
     except BaseException:
         future.cancel()
+        deadline = time.monotonic() + CANCEL_SECONDS
         with contextlib.suppress(BaseException):  # a second stop, the store gone: left to a lifecycle rule
             finished.wait(CANCEL_SECONDS)
             if bucket_key is not None:
-                abort_uploads(fs, *bucket_key)
+                aborting = asyncio.run_coroutine_threadsafe(abort_uploads(fs, *bucket_key), fs.loop)
+                try:
+                    aborting.result(timeout=max(deadline - time.monotonic(), 0.1))
+                finally:
+                    aborting.cancel()
         raise
 
 
-def abort_uploads(fs: Any, bucket: str, key: str) -> None:
+async def abort_uploads(fs: Any, bucket: str, key: str) -> None:
     """Abort the S3 multipart uploads pending under exactly ``key`` (a build's own key: its lease's holder
     alone writes it)."""
-    pending = fs.call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key).get("Uploads", [])
+    call = fs._call_s3  # noqa: SLF001 - s3fs's asynchronous API is its underscored methods
+    pending = (await call("list_multipart_uploads", Bucket=bucket, Prefix=key)).get("Uploads", [])
     for upload in pending:
         if upload.get("Key") == key:
-            fs.call_s3("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+            await call("abort_multipart_upload", Bucket=bucket, Key=key, UploadId=upload["UploadId"])

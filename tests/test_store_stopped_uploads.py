@@ -83,3 +83,43 @@ def test_a_transfer_that_times_out_by_itself_fails_at_once_not_waited_on_for_eve
     except subprocess.TimeoutExpired:
         pytest.fail("the wait for a transfer that had timed out by itself never ended")
     assert done.stdout.strip() == "raised ConnectionTimeoutError", done.stderr
+
+
+MUTE_STORE_CHILD = """
+import os, signal, socket, sys, threading, time
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(16)
+held = []
+def answer_nothing():  # accepts each connection and never answers: a store that stopped answering mid-upload
+    while True:
+        held.append(server.accept()[0])
+threading.Thread(target=answer_nothing, daemon=True).start()
+os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{server.getsockname()[1]}"
+from kolectra.core import stoppable, storage
+stoppable.CANCEL_SECONDS = 2
+threading.Timer(1, os.kill, (os.getpid(), signal.SIGINT)).start()
+started = time.monotonic()
+try:
+    storage.write_bytes("s3://b/run/model.pt", b"weights")
+except KeyboardInterrupt:
+    print(f"stopped after {time.monotonic() - started:.0f} s")
+"""
+
+
+def test_a_stop_of_an_upload_the_store_stopped_answering_ends_within_its_bound(tmp_path):
+    """A Ctrl-C on an upload hung on a store that stopped answering (the likeliest reason to press it) ends
+    within CANCEL_SECONDS. The abort of its multipart upload once asked the store without a bound: each of its
+    retries waited out s3fs's 15 s read timeout, and the stop took minutes to land, saying nothing. In a child
+    (its own endpoint; a stop that never lands ends with the test)."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "kolectra-test", "AWS_SECRET_ACCESS_KEY": "kolectra-test",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    for k in ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
+        env.pop(k, None)
+    try:
+        done = subprocess.run([sys.executable, "-c", MUTE_STORE_CHILD], capture_output=True, text=True, timeout=60,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a Ctrl-C on an upload to a store that stopped answering had not landed after a minute")
+    assert done.stdout.startswith("stopped after"), done.stderr[-2000:]
