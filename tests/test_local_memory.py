@@ -614,3 +614,23 @@ def test_an_http_server_that_ignores_ranges_is_not_held_a_batch_of_whole_files_a
         server.shutdown()
     assert list(sizes) == [outputs.expected_input_bytes([(f.path, f.bytes)]) for f in listed[:24]] + [len(text)]
     assert peak < 12e6, peak
+
+
+def test_the_text_share_s_sample_on_a_bucket_reads_its_sample_not_a_read_ahead_block(bucket, s3_endpoint):
+    """The text share's sample before a local job reads the first 64 kB of up to 4 JSONL inputs: on a store it
+    fetched s3fs's read-ahead block with them (50 MB: a 2 MB file whole, 200 MB for 4 large files before the
+    job began); now only what it reads, a gzip file's too, and the share is the same."""
+    from kolectra.core import storage
+
+    line = (json.dumps({"id": 1, "text": REVIEW}, ensure_ascii=False) + "\n").encode()
+    body = line * ((2 << 20) // len(line))
+    storage.write_bytes(f"{bucket}/in/a.jsonl", body)
+    random = "".join(json.dumps({"text": os.urandom(48).hex()}) + "\n" for _ in range(40_000)).encode()
+    storage.write_bytes(f"{bucket}/in/b.jsonl.gz", gzip.compress(random))  # 2 MB gzipped: hex compresses 2 times
+    listed = inputs.list_inputs([f"{bucket}/in/*"])
+    with answered(s3_endpoint) as seen:
+        share = checked_json.jsonl_text_share(listed, "auto", "text", 1 << 20)
+    assert share is not None and share > 0.5
+    spans = [tuple(map(int, r.range.removeprefix("bytes=").split("-"))) for r in seen if r.operation == "GetObject"]
+    assert spans and all(r.range for r in seen if r.operation == "GetObject"), seen
+    assert sum(end + 1 - start for start, end in spans) < 1 << 20, spans
