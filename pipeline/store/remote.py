@@ -76,7 +76,7 @@ from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others
 from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, hash_tree, sha256_file, unsafe_path
 from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
-from kolectra.pipeline.store.remote_runs import WORK, RemoteRun, StoreRuns, cache_root
+from kolectra.pipeline.store.remote_runs import CHECKPOINTS, WORK, RemoteRun, StoreRuns, cache_root
 from kolectra.pipeline.store.roots import unfollowed
 
 # set on a second stop that came while the store was asked whether a build's manifest landed, or on the
@@ -475,7 +475,7 @@ class RemoteStore(StoreRuns, Store):
                 continue
             at = self.published_at(kind, aid)  # a run started after the published copy is a rebuild's: kept
             started = written_at(storage.join(self.url, WORK, name, workspace.REQUEST)) or 0.0
-            if interrupted or (at is not None and at >= started):
+            if interrupted or (at is not None and at >= started) or not self._run_holds_state(name):
                 drop(storage.join(self.url, WORK, name))
             else:
                 kept.append(RemoteRun(storage.join(self.url, WORK, name)))
@@ -492,6 +492,15 @@ class RemoteStore(StoreRuns, Store):
             gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run)
             removed += [str(p) for p in gone]
         return removed, kept
+
+    def _run_holds_state(self, name: str) -> bool:
+        """Whether an interrupted run in ``ROOT/.work/NAME`` holds anything ``--resume`` could continue: a
+        checkpoint's object in the store (even one whose copy was cut short), or working state in this machine's
+        cache. A run stopped before its first checkpoint was copied left its request.json alone there: gc kept it
+        as 'interrupted run (0.0 MB): --resume continues it', and --resume said 'nothing to resume'."""
+        if any(rel.startswith(f"out/{CHECKPOINTS}/") for rel in storage.listing(storage.join(self.url, WORK, name))):
+            return True
+        return bool(workspace.Run(self._local_root() / workspace.WORK / name).state())
 
 
 def _remote(art: Artifact) -> bool:
