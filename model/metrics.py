@@ -284,6 +284,7 @@ class MetricsLog:
         """``on_line(line, lines)``: called on rank 0 after each line is written, with the last few lines
         (:data:`model.health.LINES_READ`: what a health verdict reads)."""
         self.dev, self.on_line = dev, on_line
+        self.abandoned = False  # set by abandon(): an error ended the run and its files are closed
         self.flops_per_step, self.peak_flops = flops_per_step, peak_flops
         # the last lines of the run so far, all that is kept: a long run's lines are in the file alone
         self.lines: collections.deque[dict] = collections.deque(maxlen=LINES_READ)
@@ -352,6 +353,8 @@ class MetricsLog:
 
     def _write(self, window: dict, sums: dict) -> None:
         # No synchronize here: on XLA this runs in a step closure and would stall the next step.
+        if self.abandoned:  # a line the device delivers after the run ended in error (its files closed)
+            return
         now = time.perf_counter()
         step, steps = window["step"], window["steps"]
         seconds = max(now - window["t_window"], 1e-9)
@@ -398,9 +401,11 @@ class MetricsLog:
     def abandon(self) -> None:
         """Close the files of a run that an error ends (a crash, a divergence, a stop), raising nothing: the
         lines so far are in them (each is flushed as written), the event file keeps TensorBoard's own name
-        (a finished run's has the fixed one), and no line waiting on the device is read. Left to the garbage
+        (a finished run's has the fixed one), and a line the device delivers later is not written (the trainer
+        flushes the device first: XLA's closures hold the last window's line). Left to the garbage
         collector, ``metrics.jsonl`` and the event writer's thread stayed open as long as the error's traceback
         was kept (by a caller that catches it, in-process; a test's ResourceWarning)."""
+        self.abandoned = True
         if self.file is not None and not self.file.closed:
             with contextlib.suppress(Exception):  # the run's own error is the one raised, not this
                 self.file.close()

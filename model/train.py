@@ -22,6 +22,7 @@ half-written ``hf/``) is rewritten.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import time
@@ -276,6 +277,8 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
                 run.log.end_window(run.first_step, run.last_window_lr)
             train_loop(run, out_dir, range(run.first_step, t.steps), checkpoint_saved)
         except BaseException:  # a crash, a divergence, a stop: its files and threads closed now, not when collected
+            with contextlib.suppress(Exception):  # the run's own error is the one raised
+                dev.flush()  # lines the device still holds (XLA's step closures) written before their file closes
             run.log.abandon()
             run.loader.close()
             raise
