@@ -198,14 +198,16 @@ def _gcs_bucket_found(fs, path: str) -> bool:
 
 
 # ---- reading and writing --------------------------------------------------------------------------
-def open_file(location: str, mode: str = "rb", cache_type: str | None = None) -> IO:
+def open_file(location: str, mode: str = "rb", cache_type: str | None = None, block_size: int | None = None) -> IO:
     """A file object on a local path or a URL (binary modes). ``cache_type``: fsspec's cache of a
-    URL's reads (default: the filesystem's, s3fs's one read-ahead region of 50 MB)."""
+    URL's reads (default: the filesystem's, s3fs's one read-ahead region of 50 MB); ``block_size``: the
+    bytes a request reads ahead (default: the filesystem's, s3fs's 50 MB)."""
     if not is_url(location):
         return open(local_path(location), mode)  # noqa: SIM115 - the caller closes it
     fs, path = filesystem(location)
+    options = {k: v for k, v in (("cache_type", cache_type), ("block_size", block_size)) if v}
     with translated(location):
-        return fs.open(path, mode, **({"cache_type": cache_type} if cache_type else {}))
+        return fs.open(path, mode, **options)
 
 
 @contextlib.contextmanager

@@ -634,3 +634,26 @@ def test_the_text_share_s_sample_on_a_bucket_reads_its_sample_not_a_read_ahead_b
     spans = [tuple(map(int, r.range.removeprefix("bytes=").split("-"))) for r in seen if r.operation == "GetObject"]
     assert spans and all(r.range for r in seen if r.operation == "GetObject"), seen
     assert sum(end + 1 - start for start, end in spans) < 1 << 20, spans
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.jsonl.gz", "a.txt"])
+def test_the_field_check_on_a_bucket_reads_a_block_not_s3fs_s_read_ahead(bucket, s3_endpoint, name):
+    """The checks of the first input before a corpus job (its text field, JSONL saved as .txt) read its first 100
+    records: on a store the first read fetched s3fs's read-ahead block (50 MB: a 4 MB file whole); now one 1 MB
+    block, a gzip file's too, in one or two GETs, and the answer is the same."""
+    from kolectra.core import storage
+    from kolectra.corpus import field_check
+
+    random = "".join(json.dumps({"id": i, "body": os.urandom(48).hex()}) + "\n" for i in range(80_000)).encode()
+    storage.write_bytes(f"{bucket}/in/{name}", gzip.compress(random) if name.endswith(".gz") else random)
+    path = f"{bucket}/in/{name}"
+    with answered(s3_endpoint) as seen:
+        if name == "a.txt":
+            assert "JSON object" in field_check.jsonl_as_text_problem(path, "auto", 1 << 20)
+        else:
+            assert "has a field 'text'; its records have: id, body" in \
+                field_check.text_field_problem(path, "auto", "text", 1 << 20)
+    gets = [r for r in seen if r.operation == "GetObject"]
+    spans = [tuple(map(int, r.range.removeprefix("bytes=").split("-"))) for r in gets]
+    assert gets and all(r.range for r in gets), seen
+    assert len(gets) <= 2 and sum(end + 1 - start for start, end in spans) <= field_check.STORE_BLOCK + (64 << 10), spans
