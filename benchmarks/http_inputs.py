@@ -6,7 +6,7 @@ one by one, on a web server that answers each request after ``--delay-ms``.
 A URL named as it is (no glob) is asked for its object's info (a HEAD; ``corpus/literals.py``), and
 one identified by its ``Last-Modified`` alone (no ETag) once more, to tell a file's time from each
 response's own (a dynamic endpoint). Before, every request went one after the other: 1,000 URLs
-at 100 ms took 200 s before the job's first line. Now ``core/storage.object_infos`` keeps up to
+at 100 ms took 200 s before the job's first line. Now ``core/object_infos.object_infos`` keeps up to
 ``HEADS_AT_ONCE`` in flight on fsspec's own event loop. The stand-in server (Python's
 ``ThreadingHTTPServer`` in this process, a thread a request) serves ``--urls`` files three ways:
 
@@ -78,21 +78,21 @@ class _Server:
 
 
 def measure(n: int, delay: float, kind: str, at_once: int | None) -> dict:
-    from kolectra.core import storage
+    from kolectra.core import object_infos
     from kolectra.corpus import inputs
 
-    server, default = _Server(delay, kind), storage.HEADS_AT_ONCE
-    storage.HEADS_AT_ONCE = at_once or default
+    server, default = _Server(delay, kind), object_infos.HEADS_AT_ONCE
+    object_infos.HEADS_AT_ONCE = at_once or default
     try:
         urls = [f"http://127.0.0.1:{server.http.server_port}/f{i:05d}.txt" for i in range(n)]
         t0 = time.perf_counter()
         listed = inputs.list_inputs(urls)
         wall = time.perf_counter() - t0
         assert len(listed) == n
-        return {"kind": kind, "at_once": storage.HEADS_AT_ONCE, "wall_s": round(wall, 2),
+        return {"kind": kind, "at_once": object_infos.HEADS_AT_ONCE, "wall_s": round(wall, 2),
                 "requests": server.requests, "most_at_once": server.most}
     finally:
-        storage.HEADS_AT_ONCE = default
+        object_infos.HEADS_AT_ONCE = default
         server.close()
 
 

@@ -1,7 +1,7 @@
 """What the stores say of the ``--input`` URLs named literally (no glob): part of the corpus stage's
 listing (:mod:`kolectra.corpus.inputs`).
 
-Each URL is asked for its object's info once, many at a time (``storage.object_infos``: a thousand
+Each URL is asked for its object's info once, many at a time (``core.object_infos``: a thousand
 URLs answered in 100 ms each took 200 s, two requests each, one after the other), and that info is
 the object's identity: no second request for it.
 
@@ -21,7 +21,7 @@ import dataclasses
 import email.utils
 import time
 
-from kolectra.core import storage
+from kolectra.core import object_infos, storage
 
 LITERALS_AT_ONCE = 1024  # URLs asked of at a time (their infos held meanwhile)
 # a Last-Modified this close to the clock here may be the response's own time: asked again a second later
@@ -47,7 +47,7 @@ def look(urls: list[str], stamps: bool = True) -> dict[str, Looked]:
     """Each URL's :class:`Looked`; ``stamps=False``: for its name alone, the Last-Modified not tested."""
     # a server that did not answer in time: said as such (a glob's listing would wait on it again)
     looked = {url: Looked(info if isinstance(info, dict) else None, error=info if isinstance(info, TimeoutError) else None)
-              for url, info in zip(urls, storage.object_infos(urls))}
+              for url, info in zip(urls, object_infos.object_infos(urls))}
     stamped = [url for url, seen in looked.items() if stamps and _stamped(url, seen.info)]
     answered = time.monotonic()
     if stamped:  # a second request, at once: a stamp that moved is each response's own time
@@ -69,7 +69,7 @@ def _stamped(url: str, info: dict | None) -> bool:
 
 def _again(looked: dict[str, Looked], urls: list[str]) -> None:
     """Ask for ``urls`` once more: a moved stamp with all else kept is left out of the info."""
-    for url, now in zip(urls, storage.object_infos(urls)):
+    for url, now in zip(urls, object_infos.object_infos(urls)):
         before = looked[url].info
         if not isinstance(now, dict):  # gone, or the store failed: identify's error, naming the input
             looked[url] = Looked(before, error=now if now is not None else FileNotFoundError(url))

@@ -72,9 +72,9 @@ def test_a_missing_http_input_still_matches_no_file():
 def test_an_http_input_whose_server_never_answers_is_refused_in_bounded_time(monkeypatch):
     """A server that takes the connection and sends nothing (a stuck proxy, an overloaded origin) held the
     listing with no line: aiohttp's 300 s for the HEAD, 300 more for the GET, then the glob's own request."""
-    from kolectra.core import storage
+    from kolectra.core import object_infos
 
-    monkeypatch.setattr(storage, "HTTP_INFO_SECONDS", 1.0, raising=False)
+    monkeypatch.setattr(object_infos, "HTTP_INFO_SECONDS", 1.0, raising=False)
     with socket.socket() as mute:  # the kernel completes the connection; nothing ever reads or answers it
         mute.bind(("127.0.0.1", 0))
         mute.listen(64)
