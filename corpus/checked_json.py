@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import IO
 
-from kolectra.core import storage
-from kolectra.corpus import compress, inputs, outputs, reader
+from kolectra.corpus import compress, outputs, reader
 from kolectra.corpus.inputs import InputFile
 
 # corpus/memory_model.py's fits are per MB of the shard JSON the job plans by, 3.5 bytes an input byte whatever the
@@ -69,7 +67,7 @@ def jsonl_text_share(listed: Iterable[InputFile], fmt: str, text_field: str, max
     text = total = 0
     for f in (f for i, f in enumerate(listed) if i in wanted):
         try:
-            with _sampled(f.path) as stream:
+            with compress.open_sample(f.path) as stream:
                 read = 0
                 for _, raw in reader.iter_lines(_Head(stream, 4 * SHARE_BYTES), max_line_bytes):
                     if raw is None:
@@ -82,15 +80,6 @@ def jsonl_text_share(listed: Iterable[InputFile], fmt: str, text_field: str, max
         except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it
             continue
     return text / total if total else None
-
-
-def _sampled(path: str) -> IO[bytes]:
-    """``path`` decompressed, a bucket's object read without fsspec's read-ahead cache: the sample reads
-    at most 4 x 64 kB, and the cache fetched a block with the first read (s3fs: 50 MB, a small file whole).
-    An http(s) URL keeps its cache (5 MB): uncached, a server that takes no Range header fails the second read."""
-    if inputs.is_remote(path) and storage.scheme(path) not in ("http", "https"):
-        return compress.decompress(storage.open_file(path, cache_type="none"), path)
-    return compress.open_decompressed(path)
 
 
 class _Head:

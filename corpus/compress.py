@@ -16,8 +16,9 @@ import bz2
 import gzip
 from typing import IO, Any, Callable, Generator, Iterator
 
+from kolectra.core import storage
 from kolectra.corpus import suffixes
-from kolectra.corpus.inputs import HashingReader, open_input
+from kolectra.corpus.inputs import HashingReader, is_remote, open_input
 
 SUFFIXES = suffixes.COMPRESSED
 
@@ -137,6 +138,17 @@ def _open_raw(path: str) -> IO[bytes]:
 def open_decompressed(path: str) -> IO[bytes]:
     """A binary stream of the file's content, decompressed by its extension."""
     return decompress(_open_raw(path), path)
+
+
+def open_sample(path: str, block_size: int | None = None) -> IO[bytes]:
+    """``path`` decompressed, for a check before a job that reads its start alone: a bucket's object without
+    fsspec's read-ahead (s3fs fetched 50 MB with the first read, a small file whole), ``block_size`` bytes a
+    request where given (a gzip stream is read 8 kB at a time: uncached, a GET each), else each read its own.
+    An http(s) URL keeps its cache (5 MB): uncached, a server that takes no Range header fails the second read."""
+    if is_remote(path) and storage.scheme(path) not in ("http", "https"):
+        options = {"block_size": block_size} if block_size else {"cache_type": "none"}
+        return decompress(storage.open_file(path, **options), path)
+    return open_decompressed(path)
 
 
 def open_hashed(path: str) -> tuple[HashingReader, IO[bytes]]:

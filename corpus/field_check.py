@@ -7,10 +7,9 @@ document would be a raw JSON line. Reads the first input as the job's reader doe
 from __future__ import annotations
 
 import json
-from typing import IO, Iterator
+from typing import Iterator
 
-from kolectra.core import storage
-from kolectra.corpus import compress, inputs, parquet, reader
+from kolectra.corpus import compress, parquet, reader
 
 # Records of the first input read by the launcher before the job, to see that they have text_field
 FIELD_SAMPLE = 100
@@ -104,20 +103,11 @@ def parquet_as_text_problem(path: str, fmt: str) -> str | None:
 def _first_lines(path: str, max_line_bytes: int) -> Iterator[dict | None]:
     """The file's non-blank lines as the job's reader splits them (decompressed, the BOM dropped), each
     the JSON object it holds, or None (not an object, or over ``max_line_bytes``)."""
-    with _opened(path) as stream:
+    with compress.open_sample(path, STORE_BLOCK) as stream:
         for lineno, raw in reader.iter_lines(stream, max_line_bytes):
             if raw is not None and not raw.strip():
                 continue
             yield _object(raw[len(reader.BOM):] if lineno == 1 and raw and raw.startswith(reader.BOM) else raw)
-
-
-def _opened(path: str) -> IO[bytes]:
-    """``path`` decompressed, a bucket's object read ahead :data:`STORE_BLOCK` a request, not fsspec's default
-    (s3fs: 50 MB with the first read). An http(s) URL keeps its cache (5 MB): a request for a later block of
-    it fails on a server that takes no Range header (``corpus/checked_json.py``)."""
-    if inputs.is_remote(path) and storage.scheme(path) not in ("http", "https"):
-        return compress.decompress(storage.open_file(path, block_size=STORE_BLOCK), path)
-    return compress.open_decompressed(path)
 
 
 def _object(raw: bytes | None) -> dict | None:
