@@ -78,9 +78,14 @@ class Korquad(skeleton.Task):
             raise FinetuneError(f"no questions in {train_file if not train else eval_file}")
         usable = [q for q in train if q.span_ok(0) and q.answers[0][0]]
         if not usable:
-            raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start "
-                                f"({train_stats['bad_answer_starts']} mismatches): nothing to learn from"
-                                + why_missed(train))
+            # the questions read, their first answers: the file's count of every answer that misses
+            # (bad_answer_starts) had said "(40 mismatches)" of the 5 questions max_train_examples=5 left
+            cut = (f"; max_train_examples={cfg.max_train_examples} read the file's first {len(train)} of its "
+                   f"{train_stats['questions']} questions: raise it (0: all)"
+                   if len(train) < train_stats["questions"] else "")
+            raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start (the first "
+                                f"answer of each of the {len(train)} questions read misses it): nothing to learn from"
+                                + why_missed(train) + cut)
         if left_out := len(train) - len(usable):
             # trained, every window of such a question would teach "no answer here" (the [CLS] target)
             # for a question that has one; BERT's SQuAD reader skips them too

@@ -213,7 +213,8 @@ def test_korquad_training_data_without_a_matching_answer_is_refused(tiny_model, 
     train = _squad(tmp_path, doc["data"], "shifted.json")
     cfg = dataclasses.replace(sample_korquad(), max_length=64, max_query_length=24, epochs=1)
     with pytest.raises(FinetuneError, match=r"shifted\.json: no training question has its answer at its "
-                                            r"answer_start \(\d+ mismatches\): nothing to learn from"):
+                                            r"answer_start \(the first answer of each of the \d+ questions read misses "
+                                            r"it\): nothing to learn from"):
         korquad.run(cfg, tiny_model, train, FIXTURE, tmp_path / "out")
 
 
@@ -244,7 +245,8 @@ def test_korquad_answer_starts_that_miss_say_where_the_answers_are(tmp_path, cap
         answer["answer_start"] = len(context[:answer["answer_start"]].encode("utf-8"))
     assert all(a["answer_start"] > 0 for _, a in qas)  # no answer opens its context: every one misses
     with pytest.raises(FinetuneError, match=rf"bytes\.json: no training question has its answer at its answer_start "
-                                            rf"\({len(qas)} mismatches\): nothing to learn from; their first answers: "
+                                            rf"\(the first answer of each of the {len(qas)} questions read misses it\): "
+                                            rf"nothing to learn from; their first answers: "
                                             rf"{len(qas)} at answer_start counted in UTF-8 bytes \(answer_start counts "
                                             r"characters\)$"):
         korquad.Korquad().read(sample_korquad(), _squad(tmp_path, doc["data"], "bytes.json"), FIXTURE)
@@ -258,6 +260,49 @@ def test_korquad_answer_starts_that_miss_say_where_the_answers_are(tmp_path, cap
             f"{tmp_path / 'mixed.json'}; train_questions_left_out); their first answers: 1 at answer_start counted in "
             "UTF-8 bytes (answer_start counts characters), 1 within 16 characters of answer_start (offsets off by a "
             "few), 1 nowhere in it") in capsys.readouterr().err
+
+
+def test_a_korquad_refusal_of_misses_counts_the_questions_read_and_names_the_cap(tmp_path):
+    """max_train_examples=5 over a file whose first questions' answer_start miss (two answers each) was refused
+    "(40 mismatches)", every answer of the whole file, for 5 questions, and the cap that chose them went unsaid."""
+    context = "서울은 대한민국의 수도이다. 부산은 항구 도시이다."
+
+    def article(i, shift):
+        return {"title": f"t{i}", "paragraphs": [{"context": context, "qas": [{"id": f"q{i}", "question": "수도는?", "answers": [
+            {"text": "서울", "answer_start": shift}, {"text": "서울", "answer_start": shift}]}]}]}
+    train = _squad(tmp_path, [article(i, 3) for i in range(20)] + [article(100 + i, 0) for i in range(2)], "off.json")
+    cfg = dataclasses.replace(sample_korquad(), max_train_examples=5)
+    with pytest.raises(FinetuneError, match=r"off\.json: no training question has its answer at its answer_start \(the "
+                                            r"first answer of each of the 5 questions read misses it\): nothing to learn "
+                                            r"from; their first answers: 5 within 16 characters of answer_start "
+                                            r"\(offsets off by a few\); max_train_examples=5 read the file's first 5 of "
+                                            r"its 22 questions: raise it \(0: all\)$"):
+        korquad.Korquad().read(cfg, train, FIXTURE)
+
+
+def test_a_korquad_2_file_is_named_as_one_not_as_a_broken_1_0_file(tmp_path):
+    """KorQuAD 2.0 (each article one web page holding its questions, one 'answer' each) was refused as
+    "data[0]: no 'paragraphs' list (a SQuAD-format article holds its paragraphs there)", as if a 1.0 file were broken."""
+    page = "<html><body>서울은 대한민국의 수도이다.</body></html>"
+    k2 = {"version": "KorQuAD_2.1_train_00", "data": [{"title": "서울", "url": "https://ko.wikipedia.org/wiki/서울",
+                                                        "context": page, "raw_html": page, "qas": [{
+                                                            "id": "1", "question": "수도는?", "answer": {
+                                                                "text": "서울", "answer_start": 12,
+                                                                "html_answer_start": 12}}]}] * 2}
+    path = tmp_path / "korquad2.1_train_00.json"
+    path.write_text(json.dumps(k2, ensure_ascii=False), encoding="utf-8")
+    named = (r"korquad2\.1_train_00\.json: a KorQuAD 2\.0 file \(version 'KorQuAD_2\.1_train_00'\): .* the korquad task "
+             r"reads KorQuAD 1\.0 .*; KorQuAD 2\.0 is not read$")
+    with pytest.raises(FinetuneError, match=named):
+        read_squad(path)
+    with pytest.raises(FinetuneError, match=named):  # split into train and dev, it had been refused only when read
+        korquad.write_split(path, 0.5, 0, tmp_path / "split")
+    del k2["version"]  # by its shape alone: an article's own qas with one 'answer' each
+    path.write_text(json.dumps(k2, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"json: a KorQuAD 2\.0 file: its articles hold their questions themselves"):
+        read_squad(path)
+    with pytest.raises(FinetuneError, match=r"data\[0\]: no 'paragraphs' list"):  # a 1.0 file's broken article, as before
+        read_squad(_squad(tmp_path, [{"title": "t", "qas": []}]))
 
 
 def test_a_run_that_learned_nothing_says_so(tiny_model, tmp_path, capsys):

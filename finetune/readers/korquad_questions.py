@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import unicodedata
 from pathlib import Path
 
@@ -119,10 +120,32 @@ def _utf8(where: str, fields: dict[str, str]) -> None:
                                 f"UTF-8 text can hold) at character {e.start}; remove it") from None
 
 
+def korquad2(doc: dict) -> str | None:
+    """Why ``doc`` is no KorQuAD 1.0 document when it is a KorQuAD 2.0 one (else None): an article holding its
+    questions itself, each with one ``answer`` over the whole web page (``context``, ``raw_html``), no
+    ``paragraphs``. Refused as "data[0]: no 'paragraphs' list", the file had been taken for a broken 1.0 one."""
+    first = next((a for a in doc["data"] if isinstance(a, dict)), None)
+    if first is None or "paragraphs" in first or "qas" not in first:
+        return None
+    version = str(doc.get("version", ""))
+    qas = first["qas"] if isinstance(first["qas"], list) else []
+    if not (re.match(r"(?i)korquad_?2", version) or "raw_html" in first
+            or any(isinstance(q, dict) and "answer" in q and "answers" not in q for q in qas)):
+        return None
+    named = f" (version {version!r})" if version else ""
+    return (f"a KorQuAD 2.0 file{named}: its articles hold their questions themselves, one 'answer' each over a "
+            "whole web page, and no 'paragraphs'; the korquad task reads KorQuAD 1.0 (SQuAD v1.1: "
+            "data[].paragraphs[] of a context and its qas[] with 'answers'), such as KorQuAD_v1.0_train.json "
+            "and KorQuAD_v1.0_dev.json; KorQuAD 2.0 is not read")
+
+
 def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dict]:
     """Flatten articles -> questions; returns them with counts of what was checked.
 
-    Anything not shaped like SQuAD is an error naming its JSON path (``data[3].paragraphs[0]``)."""
+    Anything not shaped like SQuAD is an error naming its JSON path (``data[3].paragraphs[0]``); a KorQuAD 2.0
+    document is named as one (:func:`korquad2`)."""
+    if why := korquad2(doc):
+        raise FinetuneError(f"{source}: {why}")
     out: list[Question] = []
     seen: set[str] = set()
     bad_starts = 0
@@ -206,6 +229,8 @@ def split_by_article(path: Path, dev_fraction: float, seed: int) -> tuple[dict, 
     ``round(dev_fraction * n)`` (at least 1) become dev.  Both sides keep the file's order.
     """
     doc = load_json(Path(path))
+    if why := korquad2(doc):  # split, each side would be refused only when read
+        raise FinetuneError(f"{path}: {why}")
     n = len(doc["data"])
     if n < 2 or not 0.0 < dev_fraction < 1.0:
         raise FinetuneError(f"{path}: cannot split {n} articles with dev_fraction={dev_fraction}")
