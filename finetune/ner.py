@@ -89,9 +89,11 @@ class Ner(TextTask):
                 # are never a target (evaluation feeds no labels). Its id is its place in labels + gold_only
                 # (score's names), not len(ids): a training tag spelled otherwise adds a key but no name
                 ids[tag] = len(self.labels) + len(self.gold_only)
+                said = any(split_tag(g) == split_tag(tag) for g in self.gold_only)  # LOC-I after I-LOC: one tag
                 self.gold_only.append(tag)
-                warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, though its "
-                     f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")
+                if not said:
+                        warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, though its "
+                         f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")
         return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
 
     def check(self, splits, data, cfg):

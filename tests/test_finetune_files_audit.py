@@ -388,6 +388,18 @@ def test_a_test_tag_of_a_training_type_is_scored_as_gold_and_an_unknown_type_ref
         Ner().read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, typo)
 
 
+def test_a_gold_only_tag_written_two_ways_is_warned_of_once(tmp_path, capsys):
+    """A test file writing the same gold-only tag two ways (I-LOC, then Naver's LOC-I) was warned of twice, one
+    line each spelling, as if two tags the model cannot predict; one line now (metrics' gold_only_tags unchanged)."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(40)])
+    test = conll(tmp_path / "test.conll", [[("부산", "B-LOC"), ("광역시", "I-LOC")], [("대구", "LOC-B"), ("시", "LOC-I")]])
+    task = Ner()
+    task.read(dataclasses.replace(config.sample_ner(), dev_fraction=0.25), train, test)
+    err = capsys.readouterr().err
+    assert task.gold_only == ["I-LOC", "LOC-I"]  # each spelling its gold name, as predictions.jsonl writes it
+    assert err.count("not among the training tags") == 1 and "tag 'I-LOC' is not among" in err
+
+
 def test_a_training_tag_spelled_otherwise_in_the_test_file_is_that_tag(tmp_path, capsys):
     """Naver's ``LOC-B`` in a test file beside a CoNLL training file's ``B-LOC`` (docs/finetune.md: both are
     BIO): it was warned of as a tag 'the model cannot predict' and kept as a gold-only tag; it is the
