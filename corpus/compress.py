@@ -24,7 +24,7 @@ SUFFIXES = suffixes.COMPRESSED
 
 
 def codec_of(path: str) -> str | None:
-    name = path.lower()
+    name = suffixes.file_name(path)
     for suffix, codec in SUFFIXES.items():
         if name.endswith(suffix):
             return codec

@@ -93,7 +93,7 @@ def _unusable(path: str) -> str | None:
     except UnicodeEncodeError:  # os.fsdecode of a name that is not UTF-8: it cannot go into JSON
         return (f"input {path!r}: the file name is not valid UTF-8, and input names go into the manifest and "
                 "document ids; rename the file (e.g. convmv -f cp949 -t utf-8) or leave it out of --input")
-    name = path.rsplit("/", 1)[-1].lower()
+    name = suffixes.file_name(path).rsplit("/", 1)[-1]
     if kind := next((k for suffix, k in _NOT_ONE_STREAM if name.endswith(suffix)), None):
         return (f"input {path!r} is {kind}, which the corpus stage does not read (it would take its bytes for "
                 "text): unpack or recompress it to JSONL or text files (optionally .gz, .bz2 or .zst) or Parquet "

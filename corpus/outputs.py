@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import compress, filters, reader
+from kolectra.corpus import compress, filters, reader, suffixes
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 from kolectra.corpus.sorted_files import sorted_lines, write_lines
@@ -130,7 +130,7 @@ EXPANSION = {".gz": 3.1, ".gzip": 3.1, ".bz2": 3.6, ".zst": 3.3, ".zstd": 3.3, "
 
 def _expanded(files: Iterable[tuple[str, int]]):
     for path, size in files:
-        yield size * EXPANSION.get(os.path.splitext(path)[1].lower(), 1.0)
+        yield size * EXPANSION.get(os.path.splitext(suffixes.file_name(path))[1], 1.0)
 
 
 def expected_input_bytes(files: Iterable[tuple[str, int]]) -> float:

@@ -37,7 +37,7 @@ import re
 import uuid
 from typing import IO, Iterator
 
-from kolectra.corpus import compress, parquet
+from kolectra.corpus import compress, parquet, suffixes
 from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
 from kolectra.corpus.source_names import source_namer, source_names  # noqa: F401  (this module's API)
@@ -69,7 +69,7 @@ def resolve_format(path: str, fmt: str) -> str:
     compression: Parquet compresses inside the file)."""
     if fmt != "auto":
         return fmt
-    name = path.lower()
+    name = suffixes.file_name(path)
     if name.endswith(parquet.SUFFIXES):
         return "parquet"
     for suffix in COMPRESSION_SUFFIXES:
