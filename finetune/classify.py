@@ -28,7 +28,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # A whole number written as a float, as text: pandas' to_csv of an integer column with a gap (NaN) writes 1.0

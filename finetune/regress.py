@@ -28,12 +28,16 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 
 def score_value(value) -> float:
     """A label as a finite number (text or JSON number)."""
+    # no score: JSON null, a Parquet null (pandas' NaN), an empty field; "score must be a number, got None" had
+    # read as a value to correct, not one missing
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise BadRow("empty score" + (" (null)" if value is None else ""))
     # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
     if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
         raise BadRow(f"score must be a number, got {value!r}")

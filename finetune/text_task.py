@@ -88,6 +88,9 @@ class TextTask(skeleton.Task):
         """The rows with their labels as the model takes them (e.g. class ids)."""
         return part
 
+    def pairs(self, cfg) -> bool:
+        return bool(getattr(cfg, "text_pair_column", None))
+
     # ---- reading --------------------------------------------------------------------------
     def read(self, cfg, train_file, eval_file):
         self.select_on = getattr(cfg, "select_on", self.figures[0])
@@ -281,6 +284,8 @@ def row_of(record: dict, text: str, pair: str | None, label: str) -> dict | str:
     if pair is not None:
         out["text_pair"] = record[pair]
     for key, column in (("text", text), ("text_pair", pair)):
+        if key in out and out[key] is None:  # JSON null, a Parquet null (pandas' None or NaN): "got NoneType" had said
+            return f"{column!r} is empty (null)"
         if key in out and not isinstance(out[key], str):
             return f"{column!r} is not text (got {type(out[key]).__name__})"
     return out

@@ -397,6 +397,31 @@ def test_regress_refuses_a_dev_set_of_one_score_before_training(tmp_path):
     carved.check({}, carved.read(cfg, train, test), cfg)
 
 
+def test_a_null_or_empty_score_or_text_is_said_empty_not_a_value_of_another_type(tmp_path):
+    """A JSONL or Parquet null score (pandas' NaN) was a bad row "score must be a number, got None", an empty TSV one
+    "got ''", and a null text "'text' is not text (got NoneType)": each read as a value to correct, not a missing one."""
+    import pandas as pd
+
+    cfg = dataclasses.replace(config.sample_regress(), max_bad_fraction=0.5, dev_fraction=0.5)
+    rows = [{"text": f"문장 {i}", "label": i % 5} for i in range(8)]
+    rows[2]["label"], rows[5]["text"] = None, None
+    jsonl = write(tmp_path / "sts.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    parquet = tmp_path / "sts.parquet"
+    pd.DataFrame(rows).to_parquet(parquet)  # the None score a NaN, written as a Parquet null
+    test = write(tmp_path / "t.tsv", "text\tlabel\n가\t1\n")
+    for path, unit in ((jsonl, "line"), (parquet, "row")):
+        assert Regress().read(cfg, path, test).facts["train_file"]["bad_lines"] == [
+            {unit: 3, "reason": "empty score (null)"}, {unit: 6, "reason": "'text' is empty (null)"}], path.name
+    tsv = write(tmp_path / "sts.tsv", "text\tlabel\n" + "".join(f"문장 {i}\t{'' if i == 2 else ' ' if i == 4 else i}\n"
+                                                            for i in range(8)))
+    assert [b["reason"] for b in Regress().read(cfg, tsv, test).facts["train_file"]["bad_lines"]] == [
+        "empty score", "empty score"]
+    labels = [{"text": None if i == 1 else f"문장 {i}", "label": "ab"[i % 2]} for i in range(8)]
+    named = write(tmp_path / "cls.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in labels))
+    assert Classify().read(cls_cfg(max_bad_fraction=0.5), named, named).facts["train_file"]["bad_lines"] == [
+        {"line": 2, "reason": "'text' is empty (null)"}]
+
+
 def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):
     rows = [{"s1": "가", "s2": "나", "score": 1}, {"s1": "다", "s2": "라", "score": 10 ** 400},
             {"s1": "마", "s2": "바", "score": 4.5}]  # float(10 ** 400) raises OverflowError: was a traceback
