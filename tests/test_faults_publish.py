@@ -401,3 +401,52 @@ def test_a_stop_as_force_moved_the_old_copy_out_puts_it_back(tmp_path, monkeypat
     forced = Store(tmp_path).build(Request(kind="corpus", name="b", stage_version=1, config={}), _writes("same", []),
                                    force=True)
     assert forced.path == first.path and forced.manifest["name"] == "a"  # before: b-<id>
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_force_stopped_after_one_killed_between_its_renames_keeps_a_copy(tmp_path, stop):
+    """kill -9 between --force's two renames (the copy published moved into .tmp, the new build not yet in
+    place), then another --force stopped by Ctrl-C or SIGTERM as it built: its sweep had deleted both complete
+    copies in .tmp, so no copy was left anywhere. It now puts the newest back before it builds."""
+    root, calls, hold = tmp_path / "root", tmp_path / "calls", tmp_path / "hold"
+    assert child("toy", str(root), "none", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(root))
+    proc = child("toy", str(root), "old_moved", "--force", "--text", "same")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert _no_half_artifact(Store(root)) == [] and len(_private(root)[".tmp"]) == 2
+    again = child("toy", str(root), "none", "--force", "--text", "same", "--handled", "--calls", str(calls),
+                  "--hold", str(hold), wait=False)
+    deadline = time.monotonic() + 120
+    while not (calls.is_file() and calls.read_text().strip()):  # its stage runs
+        assert time.monotonic() < deadline and again.poll() is None, again.communicate()
+        time.sleep(0.05)
+    again.send_signal(getattr(signal, stop))
+    _, err = again.communicate(timeout=120)
+    assert again.returncode == {"SIGINT": 130, "SIGTERM": 143}[stop], err
+    assert "putting back" in err and "before rebuilding it (--force)" in err, err
+    (kept,) = _no_half_artifact(Store(root))  # before: [] (and .tmp empty: no copy at all)
+    assert kept.path == first.path and (kept.path / "data" / "a.txt").read_text() == "same"
+    assert _private(root)[".tmp"] == []
+
+
+def test_a_stale_copy_a_kill_left_aside_stands_while_it_is_rebuilt(tmp_path, capsys):
+    """The same for a plain build of a copy built from another build of its parent (rebuilt, not reused): the
+    copy a kill left in .tmp, the only one, was deleted as the rebuild began, and the rebuild then stopped."""
+    def vocab_of(parent):
+        return Request(kind="vocab", name="v", stage_version=1, config={}, parents=(parent,))
+
+    corpus = Request(kind="corpus", name="c", stage_version=1, config={})
+    store = Store(tmp_path)
+    vocab = store.build(vocab_of(store.build(corpus, _writes("c", []))), _writes("v", []))
+    rebuilt = Store(tmp_path).build(corpus, _writes("other bytes", []), force=True)
+    aside = tmp_path / ".tmp" / f"vocab-{vocab.id}-0badc0de"  # where --force's first rename puts it
+    os.replace(vocab.path, aside)
+
+    def stopped(out: Path) -> StageOutput:
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        Store(tmp_path).build(vocab_of(rebuilt), stopped)
+    assert "putting back" in capsys.readouterr().err
+    kept = Store(tmp_path).find("vocab", vocab.id)  # before: None, .tmp empty
+    assert kept is not None and kept.path == vocab.path and kept.manifest == vocab.manifest
+    assert _private(tmp_path)[".tmp"] == []

@@ -15,7 +15,8 @@ complete artifact or nothing under ``ROOT/<kind>/`` (private areas: :mod:`.works
             run waits (saying for whom) and then joins the first one's result.
 3. join     the artifact exists, built from the parents as they are now: reuse it (one built from
             another build of a parent is rebuilt). A build of this request that was sealed but killed
-            before its rename is published as it is; earlier attempts' directories are deleted.
+            before its rename is published as it is; to be rebuilt (``--force``, stale), a complete
+            copy a kill left in ``.tmp`` is put back first; earlier attempts' directories are deleted.
 4. prepare  a private directory: a new ``ROOT/.tmp/<kind>-<id>-<hex8>/``, or for a resumable stage
             (pretraining) its run ``ROOT/.work/<kind>-<id>/out/``; with ``resume`` the interrupted
             run of this request or, failing that, of its family (same examples and preset: the
@@ -380,6 +381,8 @@ class Store(Catalog):
             progress(f"{kind}: publishing {sealed[0]}, a complete build of this request whose run was stopped "
                      "just before publishing it")
             found = load(self._publish_as(sealed[0], kind, aid, str(sealed[1]["name"])))
+        if not found:  # to be rebuilt: the copy a kill left aside stands meanwhile
+            self._put_back_before_rebuilding(kind, aid, reuse)
         # a run started after the copy found was written is a rebuild's (--force, or of a stale copy): its
         # checkpoints are in no copy, kept for --force --resume (as the sweep keeps them)
         done = found and unheld and (self.published_at(kind, aid) or 0.0) >= run.started()
@@ -387,6 +390,21 @@ class Store(Catalog):
         workspace.discard(self.root, dead)
         self.collect()
         return found
+
+    def _put_back_before_rebuilding(self, kind: str, aid: str, reuse: bool) -> None:
+        """An id with no folder, about to be rebuilt (``--force``, or built from other builds of its parents
+        now), whose complete copy a kill left in ``.tmp`` (``kill -9`` between ``--force``'s two renames: the
+        copy published moved aside, the new build not yet in place): the newest such copy is published before
+        the build, as an uninterrupted rebuild leaves the copy in place until it replaces it. The sweep below
+        deleted them all, so a rebuild then stopped or failed left no copy at all. Whatever its parents are
+        now: ``artifacts gc`` puts it back as well. A resumable run's own ``out/`` is not one: it goes with
+        its run (discarded, or continued by ``--resume``)."""
+        if self._dirs(kind, aid):
+            return
+        if sealed := self._sealed(kind, aid, workspace.leftovers(self.root, kind, aid)):
+            progress(f"{kind}: putting back {sealed[0]}, a complete copy of {aid} left unpublished by a run stopped "
+                     f"as it was publishing, before rebuilding it{'' if reuse else ' (--force)'}")
+            self._publish_as(sealed[0], kind, aid, str(sealed[1]["name"]))
 
     def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
         say = (lambda line: None) if quiet else progress
