@@ -57,6 +57,7 @@ class Ner(TextTask):
         return [{"line": n, **s} for n, s in table.records], table
 
     def fit(self, train, table):
+        self.train_file = table.path
         # one output a tag, however spelt: a training file mixing B-LOC and LOC-B (a CoNLL file and a Naver one
         # joined) had given each spelling an output of its own, the entity's rows split between them; the first
         # spelling in tag_order is the tag's name, convert maps the others to it
@@ -96,9 +97,31 @@ class Ner(TextTask):
                          f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")
         return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
 
+    def before_caps(self, train, dev):
+        super().before_caps(train, dev)
+        # whether the rows max_train_examples chooses from hold an entity: a refusal of the rows left names the cap
+        # only where it cut the entities away (as classify names it only where it cut a label away)
+        self.carved_entity = any(t != self.outside for r in train for t in r["tags"])
+
+    @property
+    def outside(self) -> int:
+        return self.labels.index(OUTSIDE) if OUTSIDE in self.labels else -1
+
     def check(self, splits, data, cfg):
         super().check(splits, data, cfg)
-        outside = self.labels.index(OUTSIDE) if OUTSIDE in self.labels else -1
+        outside = self.outside
+        if not any(t != outside for tags in data.train["tags"] for t in tags):
+            # as classify refuses training rows of one label: trained on sentences of O alone (max_train_examples=10
+            # of a file whose entities are sparse, or a dev split that took the few sentences holding one), the
+            # head learned to say O, and the health said so after the run
+            carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
+            if self.carved_entity:
+                n, cut = len(data.train), f"max_train_examples={cfg.max_train_examples}"
+                left_by, way = (cut if self.dev_file is not None else f"{cut} and {carve}"), "raise max_train_examples"
+            else:
+                n, left_by, way = self.uncapped["train"], carve, "lower dev_fraction or pass --dev FILE"
+            raise FinetuneError(f"{self.train_file}: the {n} training sentence(s) left by {left_by} hold no entity "
+                                f"(every tag {OUTSIDE!r}): nothing to learn from; {way}")
         if not any(t != outside for tags in data.dev["tags"] for t in tags):
             # every dev F1 0: the first epoch kept, and the health said "it learned nothing" of a model no dev
             # entity could judge

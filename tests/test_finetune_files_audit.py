@@ -441,6 +441,33 @@ def test_a_dev_set_without_an_entity_is_refused_before_training(tmp_path):
     carved.check({}, carved.read(dataclasses.replace(cfg, dev_fraction=0.25), train, train), cfg)
 
 
+def test_training_sentences_left_of_no_entity_are_refused_before_training(tmp_path):
+    """As classify refuses training rows left of one label: max_train_examples=10 of a file whose entities are sparse
+    (2 sentences of 100), or a dev split that took them, trained a head on sentences of O alone, said only after the
+    run by the health ("the model predicts no entity")."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(2)] + [[(f"왔다{i}", "O"), ("에서", "O")]
+                                                                                for i in range(98)])
+    dev, test = (conll(tmp_path / name, [sentence(i) for i in range(k)]) for name, k in (("dev.conll", 4), ("t.conll", 3)))
+    cfg = dataclasses.replace(config.sample_ner(), max_train_examples=10, seed=0)
+    task = Ner(dev)
+    data = task.read(cfg, train, test)
+    with pytest.raises(FinetuneError, match=r"train\.conll: the 10 training sentence\(s\) left by max_train_examples=10 "
+                                            r"hold no entity \(every tag 'O'\): nothing to learn from; raise "
+                                            r"max_train_examples$"):
+        task.check({}, data, cfg)
+    for seed in range(50):  # a carve that puts both sentences holding an entity in the dev split
+        carved = dataclasses.replace(cfg, max_train_examples=0, seed=seed)
+        task = Ner()
+        data = task.read(carved, train, test)
+        if not any(t != task.labels.index("O") for tags in data.train["tags"] for t in tags):
+            break
+    with pytest.raises(FinetuneError, match=r"the 80 training sentence\(s\) left by the dev split \(dev_fraction=0\.2\) "
+                                            r"hold no entity .*; lower dev_fraction or pass --dev FILE$"):
+        task.check({}, data, carved)
+    task = Ner(dev)
+    task.check({}, task.read(dataclasses.replace(cfg, max_train_examples=0), train, test), cfg)
+
+
 def test_a_dev_set_cut_to_no_entity_by_its_cap_names_the_cap_not_the_file(tmp_path):
     """A --dev file opening with sentences of no entity, cut to them by max_eval_examples, was told "every dev tag
     is 'O' ...; give a dev file holding entities", which it is."""
