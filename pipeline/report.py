@@ -21,6 +21,7 @@ from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, r
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.study.report import one_seed_note
+from kolectra.pipeline.study.stats import floor_verdict
 from kolectra.pipeline.verdicts import health_lines, read_json
 
 
@@ -264,9 +265,17 @@ def study_section(a: Artifact, dest: Path) -> list[str]:
                   [[c["readout"], f"{c['flops']:.3g}", c["a"], c["b"], f"{100 * c['diff']:+.2f}",
                     f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]"
                     + (f"; seeds t [{100 * c['seed_t95'][0]:+.2f}, {100 * c['seed_t95'][1]:+.2f}]"
-                       if c.get("seed_t95") else ""), c.get("verdict", "vs floor")]
+                       if c.get("seed_t95") else ""), _study_verdict(c)]
                    for c in doc.get("comparisons", [])])
     return out
+
+
+def _study_verdict(c: dict) -> str:
+    """A comparison's verdict; an arm's against the floor in words where its study.json (before study version 13)
+    recorded none: the column said "vs floor" beside the interval."""
+    if c.get("verdict"):
+        return c["verdict"]
+    return floor_verdict(c["a"], c) if c.get("b") == "floor" else "vs floor"
 
 
 # ---- several eval artifacts: one table across tasks -------------------------------------------------

@@ -118,7 +118,8 @@ def test_the_score_table_flags_readouts_that_learned_nothing_and_pretraining_nev
     old = {**doc, "points": [_point("mlm", 1, "ok", None)], "floor_points": [_point("floor", 1, "unchecked", None)],
            "comparisons": [{**cmp, "a": "mlm"}]}
     lines = score_table(old, "lowdata")
-    assert "learned nothing" not in "\n".join(lines) and lines[-2].endswith("| ok |")
+    assert "learned nothing" not in "\n".join(lines)
+    assert next(ln for ln in lines if ln.startswith("| mlm")).endswith("| ok |")
 
 
 def test_a_readout_reports_its_own_health_verdict(tmp_path, monkeypatch):
@@ -401,3 +402,49 @@ def test_an_unchecked_point_says_why_its_pretraining_went_unchecked():
     assert health_cell(pts, "lowdata") == (f"pretraining unchecked: {health.ENDED_IN_WARMUP} (seed 1); pretraining "
                                            f"unchecked: {health.DISC_NOT_JUDGED} (seed 2, 3)")
     assert health_cell([point(1, {})], "lowdata") == "pretraining unchecked: no health verdict recorded (seed 1)"
+
+
+def test_an_arm_no_better_than_the_floor_is_said_so_in_words_in_a_study_of_one_arm(tmp_path):
+    """A study of one arm has no pair to name a winner of, so report.md, its printed lines and `kolectra report`
+    gave the arm's standing against the floor as an interval alone ("+1.20 [-0.80, +3.10]", read as a gain);
+    each now says where it stands in words, and a recipe with no arm above the floor says so under its table."""
+    from types import SimpleNamespace
+
+    from kolectra.pipeline.report import study_section
+    from kolectra.pipeline.study import report
+    from kolectra.pipeline.study.runner import StudyPlan, compare_all
+
+    plan = StudyPlan(flops=1e12, points=1, arms=("electra",), pretrain_seeds=2, finetune_seeds=2,
+                     readouts=("probe", "lowdata"), bootstrap=200)
+    level = Runs(np.array([[0.60, 0.61], [0.58, 0.62]]))
+    results = {("floor", None, "probe"): level, ("electra", 1e12, "probe"): Runs(level.scores + [[0.03, 0.01], [-0.02, -0.01]]),
+               ("floor", None, "lowdata"): level, ("electra", 1e12, "lowdata"): Runs(level.scores + 0.10)}
+    comparisons = compare_all(plan, results)
+    said = {c["readout"]: c["verdict"] for c in comparisons}
+    assert said == {"probe": "electra is not separable from the random-init floor",
+                    "lowdata": "electra is above the random-init floor"}
+    doc = {"plan": {"arms": ["electra"], "preset": "tiny", "pretrain_seeds": 2, "finetune_seeds": 2,
+                    "finetune_preset": "electra", "finetune_sets": []},
+           "holdout": {"dev_rows": 300, "held_out_from_pretraining": True},
+           "floor": {r: level.scores.ravel().tolist() for r in ("probe", "lowdata")},
+           "points": [{**_point("electra", s, "ok", ["ok", "ok"]), "readouts": {"probe": [0.6, 0.6], "lowdata": [0.7, 0.7]}}
+                      for s in (1, 2)],
+           "floor_points": [], "comparisons": comparisons}
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "metrics.jsonl").write_text("")
+    store = SimpleNamespace(resolve=lambda ref: SimpleNamespace(path=tmp_path / "ckpt"))  # the arm's training log
+    printed = "\n".join(report.write(store, tmp_path, doc))
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    for shown in (md, printed):
+        assert ": not separable from the floor |" in shown and ": above the floor |" in shown
+        assert "**No arm is above the untrained floor at its budget read by `probe`**" in shown
+        assert "read by `lowdata`**" not in shown
+    (tmp_path / "study.json").write_text(json.dumps(doc))
+    shown = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
+    assert "| electra is not separable from the random-init floor |" in shown
+    # a study.json before version 13 recorded no verdict against the floor: its words come from the intervals
+    for c in doc["comparisons"]:
+        del c["verdict"]
+    (tmp_path / "study.json").write_text(json.dumps(doc))
+    shown = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
+    assert "| electra is above the random-init floor |" in shown and "vs floor" not in shown

@@ -21,6 +21,7 @@ from kolectra.model import health
 from kolectra.pipeline.markdown import code, text
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.study.plan import readout_recipe
+from kolectra.pipeline.study.stats import side
 
 # Each finding of the pretraining verdict (model/health.py ``findings``), by how its sentence opens, its kind and
 # the few words a health cell says it in: the report flagged every not-learning point "AT PRIOR", a stuck
@@ -94,16 +95,33 @@ def score_table(doc: dict, readout: str) -> list[str]:
     by_key: dict[tuple, list[dict]] = {}
     for p in doc["points"]:
         by_key.setdefault((p["objective"], p["flops"]), []).append(p)
+    above = 0  # points above the floor: with none, a sentence says so in words under the table
     for (arm, flops), pts in by_key.items():
+        above += side(vs_floor[(arm, flops)]) == 1
         scores = [s for p in pts for s in p["readouts"][readout]]
         health = [p["health"] for p in pts]
         auc = [h["disc_auc"] for h in health if h.get("disc_auc") is not None]
         rep = [h["replaced_share"] for h in health if h.get("replaced_share") is not None]
         gen = [h["gen_acc"] for h in health if h.get("gen_acc") is not None]
         lines.append(f"| {text(arm)} | {flops:.3g} | {_pct(np.mean(scores))} | {_pct(min(scores))}-{_pct(max(scores))} | "
-                     f"{_ci(vs_floor[(arm, flops)])} | {_mean(auc, 3)} | {_mean(rep, 2)} | {_mean(gen, 3)} | "
-                     f"{health_cell(pts, readout)} |")
+                     f"{_ci(vs_floor[(arm, flops)])}: {VS_FLOOR[side(vs_floor[(arm, flops)])]} | {_mean(auc, 3)} | "
+                     f"{_mean(rep, 2)} | {_mean(gen, 3)} | {health_cell(pts, readout)} |")
+    if by_key and not above:
+        lines += ["", none_above(readout, len(by_key))]
     return lines + [""]
+
+
+# an arm's standing against the floor in a score table's "vs floor" cell (stats.side of both intervals)
+VS_FLOOR = {1: "above the floor", -1: "below the floor", 0: "not separable from the floor"}
+NONE_ABOVE = "**No arm is above the untrained floor"
+
+
+def none_above(readout: str, points: int) -> str:
+    """The sentence under a score table where no arm, at any budget, is above the floor: such a readout ranks
+    nothing (every verdict between arms then names no winner), which a table of intervals left to be worked out."""
+    where = "at its budget" if points == 1 else "at any budget"
+    return (f"{NONE_ABOVE} {where} read by {code(readout)}**: by this readout, pretraining bought nothing a random "
+            "initialisation does not already give, so it cannot rank the arms.")
 
 
 def learned_nothing(points: list[dict], readout: str) -> tuple[int, int]:
@@ -293,4 +311,4 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
     lines += [f"![{n}]({n})" for n in plots(store, out, doc)] + [""]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return [ln for ln in lines if (ln.startswith("| ") and "---" not in ln) or "recipes disagree" in ln
-            or "Not every recipe" in ln or ln == note]
+            or "Not every recipe" in ln or ln == note or ln.startswith(NONE_ABOVE)]

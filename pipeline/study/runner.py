@@ -63,9 +63,9 @@ from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, 
 from kolectra.pipeline.study import report as study_report
 from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout_recipe  # noqa: F401
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
-from kolectra.pipeline.study.stats import Runs, compare, verdict
+from kolectra.pipeline.study.stats import Runs, compare, floor_verdict, verdict
 
-STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -348,7 +348,8 @@ def compare_all(plan: StudyPlan, results: dict[tuple, Runs]) -> list[dict]:
             vs_floor = {}
             for arm in plan.arms:
                 vs_floor[arm] = compare(results[(arm, budget, r)], floor, plan.bootstrap, plan.seed)
-                out.append({"a": arm, "b": "floor", "flops": budget, "readout": r, **vs_floor[arm]})
+                out.append({"a": arm, "b": "floor", "flops": budget, "readout": r, **vs_floor[arm],
+                            "verdict": floor_verdict(arm, vs_floor[arm])})  # in words, as a pair's
             for i, a in enumerate(plan.arms):
                 for b in plan.arms[i + 1:]:
                     cmp = compare(results[(a, budget, r)], results[(b, budget, r)], plan.bootstrap, plan.seed)
