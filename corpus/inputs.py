@@ -42,7 +42,7 @@ from apache_beam.io.filesystem import FileSystem
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
-from kolectra.corpus import literals, sorted_files, suffixes
+from kolectra.corpus import http_reads, literals, sorted_files, suffixes
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
@@ -150,7 +150,8 @@ def open_input(path: str) -> IO[bytes]:
     FIFO opens at once) and the kind checked on what was opened (``fstat``: no window between the
     check and the read); :class:`InputError` names it as the listing would."""
     if is_remote(path):
-        return storage.open_file(path)
+        # a server that answers a range request with the whole file: read on as one GET (http_reads)
+        return http_reads.ranged_or_whole(storage.open_file(path), path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode
