@@ -111,7 +111,8 @@ LARGE = "large"  # the tag of the listing's files read in pieces
 
 
 class CorpusInterrupted(KeyboardInterrupt):
-    """Ctrl-C during the job; the message says how far it got and that nothing was kept."""
+    """Ctrl-C during the job; the message says how far it got and that what it built is discarded (a copy
+    published before, which a ``--force`` rebuild replaces only once complete, stands: the store says so)."""
 
 
 class CorpusTerminated(CorpusInterrupted, Terminated):
@@ -352,8 +353,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
             raise
         done = describe(read_counts(progress_dir), total) if progress_dir else "progress unknown"
         raise (CorpusTerminated if ctrl_c.terminated else CorpusInterrupted)(
-            f"{'terminated' + stops.why() if ctrl_c.terminated else 'interrupted'} ({done}); nothing was kept: a corpus artifact "
-            "appears only when complete, run the same command again to start over") from None
+            f"{'terminated' + stops.why() if ctrl_c.terminated else 'interrupted'} ({done}); what it built is "
+            "discarded: a corpus artifact appears only when complete, run the same command again to start over") from None
     finally:
         gc.set_threshold(*threshold)
         if progress_dir:

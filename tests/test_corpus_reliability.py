@@ -253,7 +253,7 @@ def test_ctrl_c_is_one_line_without_tracebacks(tmp_path):
     lines = err.decode().splitlines()
     assert proc.returncode == 130, err.decode()[-3000:]
     assert "Traceback" not in err.decode() and len(lines) == 1, lines
-    assert lines[0].startswith("kolectra corpus: interrupted (read ") and "nothing was kept" in lines[0]
+    assert lines[0].startswith("kolectra corpus: interrupted (read ") and "what it built is discarded" in lines[0]
     assert _in_session(proc.pid) == []  # no worker process left behind
 
 

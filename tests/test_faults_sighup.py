@@ -134,7 +134,7 @@ def test_a_hangup_during_the_corpus_job_is_one_line_with_status_129(tmp_path):
     assert code == 129, err[-3000:]  # before: -1, no line
     # before: 'terminated (read ...)', the hangup named only by the status (as pretrain's line names it)
     assert line.startswith("kolectra corpus: terminated (SIGHUP: its terminal hung up) (read ") and \
-        "nothing was kept" in line, line
+        "what it built is discarded" in line, line
 
 
 @pytest.mark.parametrize("ignored, sent, stop, status", [

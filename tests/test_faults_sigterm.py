@@ -91,7 +91,7 @@ def test_sigterm_during_the_corpus_job_is_one_line_with_status_143(tmp_path, gro
     code, err = _stop(cmd, started, group)
     line = _one_line(err)
     assert code == 143, err[-3000:]
-    assert line.startswith("kolectra corpus: terminated (") and "nothing was kept" in line, line
+    assert line.startswith("kolectra corpus: terminated (") and "what it built is discarded" in line, line
 
 
 # The kernel may hand the launcher's SIGTERM to any of its threads; Python runs the handler only in

@@ -141,6 +141,8 @@ def test_a_corpus_rebuild_stopped_as_it_wrote_a_shard_keeps_the_published_copy(b
                            text=True, timeout=600, cwd=REPO)
     assert again.returncode == {"SIGINT": 130, "SIGTERM": 143}[stop], again.stderr
     assert f"nothing published under {path}; the copy published there before is kept" in again.stderr, again.stderr
+    # one story: before, the stage's words said 'nothing was kept', then the store's that the copy was kept
+    assert "nothing was kept" not in again.stderr and "; what it built is discarded: " in again.stderr, again.stderr
     store = open_store(root)
     assert store.verify(store.resolve(path)) == []  # before: '.../data/train-00000-of-00001.jsonl.gz: size ...'
 
