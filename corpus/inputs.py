@@ -291,12 +291,25 @@ def _size_and_version(url: str, looked: literals.Looked, dynamic: dict | None) -
     try:
         if looked.error is not None:
             raise looked.error
-        size = int(looked.info["size"])
+        size = _size_of(url, looked.info)
+    except InputError:
+        raise
     except Exception as e:  # noqa: BLE001 - whatever the store raised names the input, as identify
         raise InputError(f"cannot read the metadata of input {url!r}: {e}") from None
     if looked.stamps is not None and dynamic is not None:
         dynamic[url] = looked.stamps
     return size, version_of(looked.info)
+
+
+def _size_of(url: str, meta: dict) -> int:
+    """The object's size from its info. An http(s) server may send none (no ``Content-Length``: an answer
+    streamed by a dynamic endpoint, or compressed in transit), where ``int(None)`` was the listing's message."""
+    if meta.get("size") is None and storage.scheme(url) in ("http", "https"):
+        raise InputError(f"cannot read input {url!r}: its server sends no size for it (no Content-Length to a HEAD "
+                         "or a GET, or the body compressed in transit: Content-Encoding), and the corpus stage needs "
+                         "each input's size (its identity, the check after its read): download it and name the "
+                         "local file in --input")
+    return int(meta["size"])
 
 
 def _store_folder(pattern: str) -> bool:
@@ -349,7 +362,9 @@ def identify(path: str, time_stamp: bool = True) -> InputFile:
         meta = storage.info(path)
         if not time_stamp:
             meta = {k: v for k, v in meta.items() if k != "Last-Modified"}
-        return _object_file(path, int(meta["size"]), version_of(meta))
+        return _object_file(path, _size_of(path, meta), version_of(meta))
+    except InputError:
+        raise
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
         raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
 

@@ -91,3 +91,36 @@ def test_an_http_input_whose_server_never_answers_is_refused_in_bounded_time(mon
         worker.join(30)
         assert not worker.is_alive(), "the listing still waits on a server that never answers"
     assert said and "no answer in 1 s" in said[0] and "matches no file" not in said[0]
+
+
+def test_an_http_input_served_without_a_size_says_so():
+    """A server that sends no Content-Length (a dynamic endpoint streaming its answer) left fsspec's size None:
+    the listing said "cannot read the metadata of input ...: int() argument must be a string, a bytes-like
+    object or a real number, not 'NoneType'"."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+        def do_GET(self):
+            self.do_HEAD()
+            self.wfile.write("이 영화 정말 재밌었어요\n".encode())
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/reviews.txt"
+        with pytest.raises(inputs.InputError) as e:
+            inputs.list_inputs([url])
+        assert "sends no size" in str(e.value) and "Content-Length" in str(e.value), str(e.value)
+        assert "NoneType" not in str(e.value)
+        with pytest.raises(inputs.InputError, match="sends no size"):  # the job's check after its read
+            inputs.identify(url)
+    finally:
+        server.shutdown()
+        server.server_close()
