@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from typing import Iterator, NamedTuple
+from urllib.parse import unquote
 
 MAGIC = re.compile(r"[*?\[]")
 PAGE_KEYS = 1000  # keys a ListObjectsV2 page asks for (S3's own most)
@@ -70,8 +71,11 @@ def iter_matches(fs, proto: str, path: str) -> Iterator[Listed]:
     else:  # from the folder without its "/": gcsfs lists a folder marker ("raw/") as a folder inside "raw/"
         listed = (_listed(m, m["name"]) for _, _, files in fs.walk(root.rstrip("/"), maxdepth=depth, detail=True)
                   for m in files.values() if m.get("type") != "directory")
+    # an index page links its files percent-encoded (리뷰.txt as %EB%A6%AC%EB%B7%B0.txt): a pattern spelt as
+    # the names are matched nothing; the link is kept as the page gives it
+    spelt = proto in ("http", "https")
     for found in listed:
-        if matches(found.path):
+        if matches(found.path) or (spelt and matches(unquote(found.path))):
             yield found
 
 

@@ -124,3 +124,29 @@ def test_an_http_input_served_without_a_size_says_so():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_glob_of_a_korean_name_finds_the_files_an_index_page_names_percent_encoded(tmp_path):
+    """An index page links its files percent-encoded (Python's http.server, nginx, Apache): 리뷰.txt is
+    %EB%A6%AC%EB%B7%B0.txt there, so --input 'http://host/리뷰*.txt' (or 'http://host/a b*.txt') matched
+    nothing, "matches no file", though 'http://host/*.txt' listed them. The names the page gives are kept."""
+    import functools
+
+    for name in ("리뷰-1.txt", "리뷰-2.txt", "a b.txt", "other.txt"):
+        (tmp_path / name).write_text("이 영화 정말 재밌었어요\n", encoding="utf-8")
+    (tmp_path / "폴더").mkdir()
+    (tmp_path / "폴더" / "리뷰-3.txt").write_text("두 번째 리뷰입니다\n", encoding="utf-8")
+    quiet = type("Quiet", (http.server.SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        everything = [f.path for f in inputs.list_inputs([f"{base}/*.txt"])]
+        korean = "%EB%A6%AC%EB%B7%B0"
+        assert everything == [f"{base}/{korean}-1.txt", f"{base}/{korean}-2.txt", f"{base}/a%20b.txt", f"{base}/other.txt"]
+        assert [f.path for f in inputs.list_inputs([f"{base}/리뷰*.txt"])] == everything[:2]
+        assert [f.path for f in inputs.list_inputs([f"{base}/a b*.txt"])] == everything[2:3]
+        assert [f.path for f in inputs.list_inputs([f"{base}/폴더/리뷰*.txt"])] == [f"{base}/폴더/{korean}-3.txt"]
+    finally:
+        server.shutdown()
+        server.server_close()
