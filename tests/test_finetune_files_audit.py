@@ -324,13 +324,33 @@ def test_conll_spelt_with_spaces_or_a_trailing_tab_and_jsonl_tags_with_spaces_re
         read_sentences(missing)
 
 
+def test_a_refusal_names_a_reason_shared_by_its_offenders_once_with_their_lines(tmp_path):
+    """pandas' to_csv(sep='\\t') of texts holding tabs, read as TSV, was refused with its long reason five times over
+    in one line ("line 3: expected 3 tab-separated columns, got 2 (a quoted field ...); line 7: expected 3 ..."):
+    each reason is said once, after the lines that have it, in the order of their first line."""
+    rows = "".join(f'{i}\t"문장\t{i}"\t{"ab"[i % 2]}\n' if i % 4 == 1 else f"{i}\t문장 {i}\t{'ab'[i % 2]}\n"
+                   for i in range(20))
+    path = tmp_path / "q.tsv"
+    path.write_text("id\ttext\tlabel\n" + rows + "20\t문장\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"q\.tsv: 6 of 21 rows are malformed \(.*\): lines 3, 7, 11, 15, 19: expected 3 "
+                                            r"tab-separated columns, got 4 \(a quoted field holding a tab or line break, "
+                                            r"as pandas' to_csv\(sep='\\t'\) writes\? --set format=quoted_tsv reads CSV "
+                                            r"quoting\)$"):
+        Classify().read(config.sample_classify(), path, path)
+    bioes = tmp_path / "bioes.conll"
+    bioes.write_text("삼성\tB-ORG\n전자\tE-ORG\n\n서울\tS-LOC\n\n부산\tS-LOC\n\n김\tB-PER\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r": line 2: tag 'E-ORG' is not a BIO tag but BIOES .*\(the same entities\); "
+                                            r"lines 4, 6: tag 'S-LOC' is not a BIO tag but BIOES .*\(the same entities\)$"):
+        read_sentences(bioes)
+
+
 def test_a_conll_2003_line_of_four_space_separated_columns_is_not_told_it_has_no_tag(tmp_path):
     # CoNLL-2003's "EU NNP B-NP B-ORG" (word, POS, chunk, tag) had been refused as "no tag (expected token<TAB>tag)"
     path = tmp_path / "conll2003.txt"
     path.write_text("삼성 NNP B-NP B-ORG\n전자 NNP I-NP I-ORG\n\n김민수 NNP B-NP B-PER\n", encoding="utf-8")
-    with pytest.raises(FinetuneError, match=r"line 1: 4 space-separated fields \(expected token<TAB>tag, or a token and "
-                                            r"its tag split by a space; CoNLL-2003's word, POS, chunk and tag: keep the "
-                                            r"first and the last\); line 4: 4 space-separated"):
+    with pytest.raises(FinetuneError, match=r"lines 1, 4: 4 space-separated fields \(expected token<TAB>tag, or a token "
+                                            r"and its tag split by a space; CoNLL-2003's word, POS, chunk and tag: keep "
+                                            r"the first and the last\)$"):
         read_sentences(path)
     path.write_text("1\t비토리오\tPER_B\n", encoding="utf-8")  # tabs: as before
     with pytest.raises(FinetuneError, match=r"line 1: 3 tab-separated fields \(expected token<TAB>tag\)"):
