@@ -105,3 +105,22 @@ def test_a_budget_under_half_a_step_is_refused_before_anything_trains(tmp_path):
     with pytest.raises(ConfigError, match=r"a step of electra takes 2\.\d+e\+07 FLOPs, more than twice the smallest budget"):
         run_study(store, plan, SAMPLE / "nsmc_train.txt", examples_ref=examples.id)
     assert store.list("checkpoint") == []
+
+
+def test_a_study_point_that_diverges_names_the_point_and_no_way_out_the_study_refuses(tmp_path):
+    """A point whose pretraining diverged ended the study with the trainer's line, 'loss is NaN at step 16 ...;
+    lower train.lr or lengthen train.warmup_steps', naming no arm, budget or seed (under -q no progress line says
+    which point was training), and its second way out is refused by the study (it sets the warm-up)."""
+    from kolectra.core.errors import KolectraError
+    from kolectra.pipeline.study.runner import pretrain_point
+
+    store = Store(tmp_path / "root")
+    small_chain(store)
+    examples = store.list("examples")[0]
+    plan = StudyPlan(flops=1e9, points=1, preset="tiny", arms=("electra",),
+                     pretrain_sets=("train.batch_size=8", "train.lr=1e6", "train.cpu_threads=1"))
+    with pytest.raises(KolectraError) as e:
+        pretrain_point(store, examples, plan, "electra", 1e9, 2)
+    said = str(e.value)
+    assert said.startswith("study: electra at 1e+09 FLOPs, pretraining seed 2: loss is NaN at step "), said
+    assert "warmup_steps" not in said and "lower train.lr" in said and "leave electra out of --arms" in said

@@ -58,6 +58,7 @@ from kolectra.model import rtd
 from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
 from kolectra.model.launcher import one_process
+from kolectra.model.train_end import TrainingDiverged
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
 from kolectra.pipeline.study import report as study_report
@@ -236,8 +237,24 @@ def pretrain_point(store: Store, examples: Artifact, plan: StudyPlan, arm: str, 
     sets = [*arm_sets(plan, arm), f"train.steps={steps}", f"train.warmup_steps={max(1, steps // 10)}",
             f"train.log_every={max(1, steps // 20)}"]
     progress(f"study: {arm} at {budget:.3g} FLOPs = {steps} steps, pretraining seed {seed}")
-    return stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=seed, name=f"study-{arm}",
-                           resume="exact", again="the same `kolectra study`"), steps
+    try:
+        return stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=seed, name=f"study-{arm}",
+                               resume="exact", again="the same `kolectra study`"), steps
+    except TrainingDiverged as e:
+        raise TrainingDiverged(diverged_text(str(e), arm, budget, seed)) from None
+
+
+# the end of the trainer's divergence message (model/train_end.py), whose second way out a study refuses
+TRAINER_FIX = "; lower train.lr or lengthen train.warmup_steps"
+
+
+def diverged_text(said: str, arm: str, budget: float, seed: int) -> str:
+    """A study point's divergence: which point (under -q its progress line was not shown), and the ways out a
+    study takes: the trainer's "lengthen train.warmup_steps" is refused by the study, which sets the warm-up."""
+    return (f"study: {arm} at {budget:.3g} FLOPs, pretraining seed {seed}: {said.removesuffix(TRAINER_FIX)}; "
+            "lower train.lr (--set train.lr=..., every arm's and the floor's: each point is trained again; the "
+            f"warm-up is the study's, a tenth of the steps), or leave {arm} out of --arms (the points built before "
+            "it are reused)")
 
 
 def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, readout: str,
