@@ -448,3 +448,26 @@ def test_an_arm_no_better_than_the_floor_is_said_so_in_words_in_a_study_of_one_a
     (tmp_path / "study.json").write_text(json.dumps(doc))
     shown = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
     assert "| electra is above the random-init floor |" in shown and "vs floor" not in shown
+
+
+def test_the_report_says_the_held_out_texts_were_looked_for_in_the_pretraining_corpus_when_none_were_found(tmp_path):
+    """report.md named held-out texts found in the pretraining corpus under another id, and said nothing when the
+    check found none, so a reader could not tell the check was made; nor did it say that only exact texts (NFC,
+    spaces folded) are looked for, not near-duplicates."""
+    from kolectra.pipeline.study import report
+
+    def written(holdout: dict) -> str:
+        doc = {"plan": {"arms": ["electra"], "preset": "tiny", "pretrain_seeds": 2, "finetune_seeds": 2},
+               "holdout": {"dev_rows": 300, "held_out_from_pretraining": True, **holdout}, "floor": {"probe": [0.5]},
+               "points": [], "floor_points": [], "comparisons": []}
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        report.write(None, folder, doc)
+        return (folder / "report.md").read_text(encoding="utf-8")
+
+    none = written({"dev_texts_under_other_ids": 0, "dev_texts_under_other_ids_examples": []})
+    assert "No held-out text occurs in the pretraining corpus under another id (texts compared after NFC and " \
+           "folding spaces; near-duplicates are not looked for)." in none
+    some = written({"dev_texts_under_other_ids": 3, "dev_texts_under_other_ids_examples": ["굿", "최고"]})
+    assert "3 held-out texts also occur" in some and "near-duplicates are not looked for" in some
+    assert "under another id" not in written({})  # a study.json without the count: nothing claimed

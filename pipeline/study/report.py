@@ -279,6 +279,10 @@ def one_seed_note(plan: dict) -> str | None:
             "--pretrain-seeds 2 or more measures that spread.")
 
 
+# how held-out texts are looked for in the pretraining corpus (runner.dev_overlap): exact text, not near-duplicates
+SAME_TEXT = "texts compared after NFC and folding spaces; near-duplicates are not looked for"
+
+
 def write(store: Store, out: Path, doc: dict) -> list[str]:
     """Write ``report.md`` and the plots; returns the lines worth printing (the verdicts)."""
     plan, holdout = doc["plan"], doc["holdout"]
@@ -292,7 +296,9 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
     if holdout.get("dev_texts_under_other_ids"):
         stock = text(", ".join(repr(t) for t in holdout["dev_texts_under_other_ids_examples"][:3]))
         held += (f" {holdout['dev_texts_under_other_ids']} held-out texts also occur in the pretraining corpus "
-                 f"under another id (stock reviews such as {stock}).")
+                 f"under another id (stock reviews such as {stock}; {SAME_TEXT}).")
+    elif "dev_texts_under_other_ids" in holdout:  # the check found none: said, or a reader cannot tell it was made
+        held += f" No held-out text occurs in the pretraining corpus under another id ({SAME_TEXT})."
     lines = [f"# kolectra study: {text(', '.join(plan['arms']))} at equal pretraining FLOPs", "",
              f"Preset {code(plan['preset'])}; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
              f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "
