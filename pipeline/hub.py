@@ -73,15 +73,19 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     if push is not None:
         hub_id(push, "--push")
     art = store.require(ref, "checkpoint")
-    problems = store.verify(art)
+    # in a bucket: the stage's check (one listing; an object whose store checksum moved is read), then the copy of
+    # hf/<role> alone, each file hashed as it arrives (the full check read every object, the other network's and the
+    # logs too, and the copy all of them again); on a disk root the quick check is the full one
+    problems = store.verify(art, quick=True)
     if problems:
         raise ArtifactError(f"export: {art.path} fails verification: {problems[0]}")
-    src = store.local(art) / "hf" / role
+    copy = store.local(art, lambda f: f.startswith(f"hf/{role}/"))
+    src = copy / "hf" / role
     if not (src / "config.json").is_file():
         raise ArtifactError(f"export: {art.path} has no hf/{role}/config.json")
     dest = Path(dest)
     config = readable(src)  # before anything is written: a half-written --to refuses the next try
-    outside_roots(dest, [store.local(art), *managed_folders(store)])
+    outside_roots(dest, [copy, *managed_folders(store)])
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ConfigError(f"--to {dest}: exists and is not an empty folder (the export never overwrites)")
     cls_name = (config.get("architectures") or ["ElectraForPreTraining"])[0]
