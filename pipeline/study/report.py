@@ -120,8 +120,8 @@ def none_above(readout: str, points: int) -> str:
     """The sentence under a score table where no arm, at any budget, is above the floor: such a readout ranks
     nothing (every verdict between arms then names no winner), which a table of intervals left to be worked out."""
     where = "at its budget" if points == 1 else "at any budget"
-    return (f"{NONE_ABOVE} {where} read by {code(readout)}**: by this readout, pretraining bought nothing a random "
-            "initialisation does not already give, so it cannot rank the arms.")
+    return (f"{NONE_ABOVE} {where} read by {code(readout)}**: by this readout no pretrained checkpoint reads "
+            "better than a random initialisation (by its intervals), so it ranks no arm.")
 
 
 def learned_nothing(points: list[dict], readout: str) -> tuple[int, int]:
