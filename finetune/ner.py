@@ -93,7 +93,7 @@ class Ner(TextTask):
                 said = any(split_tag(g) == split_tag(tag) for g in self.gold_only)  # LOC-I after I-LOC: one tag
                 self.gold_only.append(tag)
                 if not said:
-                        warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, though its "
+                    warn(f"{self.name}: {table.where(n)}: tag {tag!r} is not among the training tags, though its "
                          f"type {split_tag(tag)[1]!r} is: scored as gold (the model cannot predict it)")
         return [{**r, "tags": [ids[t] for t in r["tags"]]} for r in part]
 
@@ -131,6 +131,13 @@ class Ner(TextTask):
                                 "chosen by entity F1; " + ("raise max_dev_examples (0: all)" if cut else
                                                           "give a dev file holding entities" if self.dev_file is not None
                                                           else "raise dev_fraction or pass --dev FILE"))
+        if not any(t != outside for tags in data.test["tags"] for t in tags):
+            # warned, not refused (a test file of placeholder O tags is how predictions.jsonl is had for an unlabelled
+            # set), but its F1 0.0000 had stood as the model's figure, unsaid
+            cut = self.test_cut(data, cfg)
+            warn(f"{self.name}: {self.eval_file}{cut}: every test tag is {OUTSIDE!r}: no entity to find, so the test "
+                 "f1 and recall are 0 whatever the model learned (predictions.jsonl still holds its tags); "
+                 + ("raise max_eval_examples (0: all)" if cut else "score a file holding entities"))
 
     def counts(self, part):
         return {"tokens": sum(len(r["tokens"]) for r in part),

@@ -24,6 +24,7 @@ import math
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
+from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.text_task import BadRow, TextTask
@@ -104,6 +105,14 @@ class Regress(TextTask):
                                 + ("raise max_dev_examples (0: all)" if cut else
                                    "give a dev file of different scores" if self.dev_file is not None else
                                    "raise dev_fraction or pass --dev FILE"))
+        if len(scores := set(data.test["label"])) < 2:
+            # warned, not refused: a test file of placeholder scores (a benchmark's unlabelled test set) is how
+            # predictions.jsonl is had for it; but its Spearman 0.0000 had stood as the model's figure, unsaid
+            cut = self.test_cut(data, cfg)
+            warn(f"{self.name}: {self.eval_file}{cut}: every test row has the score {next(iter(scores)):g}: a "
+                 "correlation with it is undefined, so the test pearson and spearman are reported as 0 whatever the "
+                 "model learned (predictions.jsonl still holds its scores); "
+                 + ("raise max_eval_examples (0: all)" if cut else "score a file of different scores"))
 
     def counts(self, part):
         scores = part["label"]

@@ -94,6 +94,7 @@ class TextTask(skeleton.Task):
     # ---- reading --------------------------------------------------------------------------
     def read(self, cfg, train_file, eval_file):
         self.select_on = getattr(cfg, "select_on", self.figures[0])
+        self.eval_file = Path(eval_file)
         check_dev(self.dev_file, train_file, eval_file)
         (train, t_train), (test, t_test) = self.load(train_file, cfg), self.load(eval_file, cfg)
         self.fit(train, t_train)
@@ -138,6 +139,13 @@ class TextTask(skeleton.Task):
         cap = (f"max_dev_examples={cfg.max_dev_examples}" if getattr(cfg, "max_dev_examples", -1) >= 0 else
                f"max_eval_examples={cfg.max_eval_examples}, which caps dev while max_dev_examples is -1")
         return f" (the first {len(data.dev)} of its {uncapped} rows, cut by {cap})"
+
+    def test_cut(self, data, cfg) -> str:
+        """" (the first N of its M rows, cut by max_eval_examples=N)" when that cap cut the test rows, else ""."""
+        uncapped = data.facts.get("test_file", {}).get("rows", 0)
+        if uncapped <= len(data.test):
+            return ""
+        return f" (the first {len(data.test)} of its {uncapped} rows, cut by max_eval_examples={cfg.max_eval_examples})"
 
     def datasets(self, parts: list) -> list:
         """Each part as a ``datasets.Dataset``, emptying ``parts``: a part's rows are dropped before

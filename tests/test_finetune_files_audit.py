@@ -488,6 +488,22 @@ def test_training_sentences_left_of_no_entity_are_refused_before_training(tmp_pa
     task.check({}, task.read(dataclasses.replace(cfg, max_train_examples=0), train, test), cfg)
 
 
+def test_a_test_file_without_an_entity_is_warned_of_before_training(tmp_path, capsys):
+    """A test file of O tags alone (placeholders, to get predictions for an unlabelled set) trained and reported
+    "test f1 0.0000" as the model's figure, unsaid: with no entity to find, any model scores 0."""
+    train = conll(tmp_path / "train.conll", [sentence(i) for i in range(40)])
+    test = conll(tmp_path / "test.conll", [[(f"왔다{i}", "O"), ("에서", "O")] for i in range(3)])
+    cfg = dataclasses.replace(config.sample_ner(), dev_fraction=0.25)
+    task = Ner()
+    task.check({}, task.read(cfg, train, test), cfg)
+    assert (f"WARNING: ner: {test}: every test tag is 'O': no entity to find, so the test f1 and recall are 0 whatever "
+            "the model learned (predictions.jsonl still holds its tags); score a file holding entities"
+            ) in capsys.readouterr().err
+    task = Ner()
+    task.check({}, task.read(cfg, train, train), cfg)
+    assert "every test tag" not in capsys.readouterr().err
+
+
 def test_a_dev_set_cut_to_no_entity_by_its_cap_names_the_cap_not_the_file(tmp_path):
     """A --dev file opening with sentences of no entity, cut to them by max_eval_examples, was told "every dev tag
     is 'O' ...; give a dev file holding entities", which it is."""

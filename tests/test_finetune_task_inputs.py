@@ -422,6 +422,28 @@ def test_a_null_or_empty_score_or_text_is_said_empty_not_a_value_of_another_type
         {"line": 2, "reason": "'text' is empty (null)"}]
 
 
+def test_a_test_file_of_one_score_is_warned_of_before_training(tmp_path, capsys):
+    """A test file whose scores are one placeholder (a benchmark's unlabelled test set, written to get predictions)
+    trained and reported "test spearman 0.0000" as the model's figure, unsaid: a correlation with it is undefined."""
+    cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score")
+    train = write(tmp_path / "train.tsv", "s1\ts2\tscore\n" + "".join(f"가{i}\t나\t{i % 5}\n" for i in range(40)))
+    test = write(tmp_path / "test.tsv", "s1\ts2\tscore\n" + "".join(f"다{i}\t라\t0\n" for i in range(6)))
+    task = Regress()
+    task.check({}, task.read(cfg, train, test), cfg)
+    assert (f"WARNING: regress: {test}: every test row has the score 0: a correlation with it is undefined, so the test "
+            "pearson and spearman are reported as 0 whatever the model learned (predictions.jsonl still holds its "
+            "scores); score a file of different scores") in capsys.readouterr().err
+    varied = write(tmp_path / "varied.tsv", "s1\ts2\tscore\n" + "".join(f"다{i}\t라\t{i // 5}\n" for i in range(10)))
+    capped = dataclasses.replace(cfg, max_eval_examples=5, max_dev_examples=0)
+    task = Regress()
+    task.check({}, task.read(capped, train, varied), capped)
+    assert "varied.tsv (the first 5 of its 10 rows, cut by max_eval_examples=5): every test row has the score 0" in \
+        (err := capsys.readouterr().err) and err.rstrip().endswith("raise max_eval_examples (0: all)")
+    task = Regress()
+    task.check({}, task.read(cfg, train, varied), cfg)
+    assert "every test row" not in capsys.readouterr().err
+
+
 def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):
     rows = [{"s1": "가", "s2": "나", "score": 1}, {"s1": "다", "s2": "라", "score": 10 ** 400},
             {"s1": "마", "s2": "바", "score": 4.5}]  # float(10 ** 400) raises OverflowError: was a traceback
