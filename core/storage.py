@@ -522,7 +522,8 @@ def _transfer(fs, method: str, path: str, location: str, source) -> None:
         getattr(fs, method)(*args)
         return
     bucket, _, key = path.partition("/")
-    stoppable.run(fs, getattr(fs, "_" + method)(*args), (bucket, key) if scheme(location) in ("s3", "s3a") else None)
+    stoppable.run(fs, getattr(fs, "_" + method)(*args), (bucket, key) if scheme(location) in ("s3", "s3a") else None,
+                  location)
 
 
 def upload_folder(folder: str | os.PathLike, url: str, last: str | None = None) -> None:

@@ -8,6 +8,7 @@ parts. On moto's S3 server (tests/s3_support.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from kolectra.core import storage
+from kolectra.core import stoppable, storage
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 SIZE = 110 << 20  # s3fs sends 100 MiB and more as a multipart upload of 50 MiB parts
@@ -123,3 +124,80 @@ def test_a_stop_of_an_upload_the_store_stopped_answering_ends_within_its_bound(t
     except subprocess.TimeoutExpired:
         pytest.fail("a Ctrl-C on an upload to a store that stopped answering had not landed after a minute")
     assert done.stdout.startswith("stopped after"), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("size", [1 << 20, SIZE])
+def test_a_stop_as_the_upload_is_handed_to_fsspec_s_loop_lands_nothing(bucket, tmp_path, monkeypatch, size):
+    """A real SIGINT landing while the transfer is handed to fsspec's I/O loop (after the loop has it, before
+    the wait for it begins) stops it too. It escaped before the cancel: the upload ran on in fsspec's thread,
+    its object landing after the stop (a single PUT at once; a multipart one left pending, then landing)."""
+    url = f"{bucket}/handed/{size}/model.pt"
+    local = tmp_path / "model.pt"
+    local.write_bytes(os.urandom(1 << 20) * (size >> 20))
+    handed = asyncio.run_coroutine_threadsafe
+
+    def hand_then_stop(coroutine, loop):
+        if sys._getframe(1).f_globals.get("__name__") != stoppable.__name__ or getattr(hand_then_stop, "done", 0):
+            return handed(coroutine, loop)
+        hand_then_stop.done = 1
+        future = handed(coroutine, loop)  # the loop has the transfer: the stop lands before it is returned
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(5)  # (the handler raises here)
+        return future
+
+    monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", hand_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        storage.upload(str(local), url)
+    assert getattr(hand_then_stop, "done", 0)
+    time.sleep(3)  # before: the upload went on in fsspec's thread
+    assert not storage.exists(url)
+    assert _pending(url) == []
+
+
+def test_a_stop_whose_clean_up_takes_a_while_says_so_at_once(tmp_path):
+    """A Ctrl-C on an upload to a store that stopped answering waits up to CANCEL_SECONDS for the transfer's
+    cancel and its multipart upload's abort: a line says so after a second, naming the upload (before: nothing
+    until the bound, a user pressing Ctrl-C again left the multipart upload pending)."""
+    child = MUTE_STORE_CHILD.replace("CANCEL_SECONDS = 2", "CANCEL_SECONDS = 4").replace(
+        "threading.Timer(1, os.kill, (os.getpid(), signal.SIGINT)).start()",  # once the upload has reached the store
+        "def stop_once_sent():\n"
+        "    while not held:\n"
+        "        time.sleep(0.05)\n"
+        "    time.sleep(0.5)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "threading.Thread(target=stop_once_sent, daemon=True).start()")
+    assert child != MUTE_STORE_CHILD.replace("CANCEL_SECONDS = 2", "CANCEL_SECONDS = 4")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
+                          env=_mute_env(tmp_path))
+    assert done.stdout.startswith("stopped after"), done.stderr[-2000:]
+    said = [ln for ln in done.stderr.splitlines() if "s3://b/run/model.pt" in ln]
+    assert len(said) == 1 and "stopping the upload" in said[0] and "up to 4 s" in said[0], done.stderr[-2000:]
+    assert "a second Ctrl-C leaves that pending" in said[0]
+
+
+def test_a_stop_cleaned_up_at_once_says_nothing_more(tmp_path):
+    """A stop whose transfer ends at once (nothing to wait for, the likeliest case) prints no line of its own."""
+    child = (
+        "import asyncio, os, signal, threading\n"
+        "from kolectra.core import stoppable, storage\n"
+        "fs = storage.filesystem('s3://b')[0]\n"
+        "async def upload():\n"
+        "    await asyncio.sleep(60)\n"
+        "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "try:\n"
+        "    stoppable.run(fs, upload(), None)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('stopped')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60,
+                          env=_mute_env(tmp_path))
+    assert done.stdout.strip() == "stopped" and done.stderr == "", done.stderr[-2000:]
+
+
+def _mute_env(tmp_path) -> dict:
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "kolectra-test", "AWS_SECRET_ACCESS_KEY": "kolectra-test",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    for k in ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE", "AWS_PROFILE", "AWS_ENDPOINT_URL_S3"):
+        env.pop(k, None)
+    return env
