@@ -220,9 +220,16 @@ def restart_events(folder: Path, lines: Iterable[dict]) -> SummaryWriter:
     for path in folder.glob(EVENT_GLOB):
         path.unlink()
     writer = SummaryWriter(log_dir=str(folder))
-    for line in itertools.chain([first], lines) if first is not None else ():
-        write_scalars(writer, line, old.get(line["step"], time.time()))
-    writer.flush()
+    try:
+        for line in itertools.chain([first], lines) if first is not None else ():
+            write_scalars(writer, line, old.get(line["step"], time.time()))
+        writer.flush()
+    except BaseException:  # a stop in a long run's rewrite (seconds), a full disk: its thread ends with it, and
+        with contextlib.suppress(Exception):  # the file the lines were read from is closed
+            writer.close()
+        if close := getattr(lines, "close", None):  # (read_lines: a generator holding metrics.jsonl open)
+            close()
+        raise
     return writer
 
 
@@ -292,7 +299,12 @@ class MetricsLog:
         kept = keep_lines(path, resume_step, self.lines) if dev.is_main else 0
         self.file = path.open("a", encoding="utf-8") if dev.is_main else None
         self.event_dir = path.parent / EVENT_DIR
-        self.events = restart_events(self.event_dir, read_lines(path) if kept else ()) if dev.is_main else None
+        try:
+            self.events = restart_events(self.event_dir, read_lines(path) if kept else ()) if dev.is_main else None
+        except BaseException:  # a Ctrl-C in a long run's rewrite, a full disk: the log never reaches the trainer,
+            if self.file is not None:  # whose clean-up (abandon) would close it; left open while the error was kept
+                self.file.close()
+            raise
         if dev.is_main:
             _quiet_event_writer_thread()
         self.bar = Bar("pretrain", total_steps, "step", initial=resume_step) if dev.is_main else None
