@@ -450,3 +450,27 @@ def test_a_stale_copy_a_kill_left_aside_stands_while_it_is_rebuilt(tmp_path, cap
     kept = Store(tmp_path).find("vocab", vocab.id)  # before: None, .tmp empty
     assert kept is not None and kept.path == vocab.path and kept.manifest == vocab.manifest
     assert _private(tmp_path)[".tmp"] == []
+
+
+def test_list_and_a_ref_name_the_copy_a_kill_left_unpublished(tmp_path, capsys):
+    """kill -9 between --force's two renames: `artifacts list` said '(no artifacts under ROOT)' and `artifacts
+    show toy` 'no artifact', as if the copy were lost; both now say where its complete copy is, and what
+    publishes it (gc, which then does)."""
+    assert child("toy", str(tmp_path), "none", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(tmp_path))
+    assert child("toy", str(tmp_path), "old_moved", "--force", "--text", "same").returncode == -signal.SIGKILL
+    capsys.readouterr()
+    said = f"corpus/toy-{first.id} is not published: its complete copy is in {tmp_path / '.tmp'}/corpus-{first.id}-"
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert said in err and "`kolectra artifacts gc` (or the next build of it) publishes it" in err, err
+    for verb in ("show", "verify"):
+        assert main(["artifacts", verb, "toy", "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert f"error: no artifact 'toy' under {tmp_path}; {said}" in err, err
+    assert main(["artifacts", "list", "--kind", "vocab", "--out", str(tmp_path)]) == 0
+    assert "not published" not in capsys.readouterr().err  # of another kind
+    assert main(["artifacts", "gc", "--out", str(tmp_path)]) == 0
+    assert [a.path for a in _no_half_artifact(Store(tmp_path))] == [first.path]
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
+    assert "not published" not in capsys.readouterr().err

@@ -156,6 +156,8 @@ def artifacts_list(args, store: Store) -> int:
         say(f"skipped: {problem}", file=sys.stderr)
     if not arts:
         say(f"(no artifacts under {store.root})", file=sys.stderr)
+    for line in store.unpublished(args.kind):  # a kill -9 between --force's renames: gone from the list above
+        say(line, file=sys.stderr)
     return 0
 
 

@@ -54,7 +54,7 @@ from typing import Callable, Collection, Iterable
 from kolectra.core import storage
 from kolectra.core.errors import EnvironmentProblem, Terminated
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, inputs, layout, sweep, workspace
+from kolectra.pipeline.store import aside, followers, inputs, layout, sweep, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -268,6 +268,19 @@ class Store(Catalog):
         if not isinstance(art.path, Path):
             return self.catalogs(art.root).local(art, only)
         return art.path
+
+    def unpublished(self, kind: str | None = None) -> list[str]:
+        """One line for each complete build a kill left unpublished in ``.tmp`` (:mod:`.aside`), with no
+        folder of its id: ``artifacts list`` says them; none on a store root (it moves no copy aside)."""
+        if storage.is_url(str(self.root)):
+            return []
+        return [aside.line(d, m) for d, m in aside.unpublished(Path(self.root), kind)]
+
+    def _near_miss(self, ref: str, kind: str | None) -> str:
+        said = super()._near_miss(ref, kind)
+        if said or storage.is_url(str(self.root)):
+            return said
+        return aside.named(Path(self.root), ref, kind)
 
     def cache_dir(self, what: str) -> Path:
         """A local folder for what a stage keeps between runs outside every artifact (tokenised splits)."""
