@@ -88,6 +88,16 @@ def figures_text(final: dict) -> str:
     return "; ".join(parts) or "none logged"
 
 
+def warning_figures(verdict: dict) -> str:
+    """What a not-learning warning's figures are, for the card that also shows the last window's: the warning
+    quoted "AUC 0.598" above a table saying "AUC 0.597" (the mean of the windows at steps 580 and 600, beside
+    the one at 600), which read as a rounding slip."""
+    step = (verdict.get("figures") or {}).get("step")
+    return ("Its figures are the health check's: weighted means over the log windows it read (up to two"
+            + (f", to step {step}" if isinstance(step, int) else "") + "); the Training table's final figures are "
+            "the last log window's alone.")
+
+
 def facts(cfg, *, recipe: dict, seq_len: int, vocab_size: int, parameters: int, flops: float, wall_seconds: float,
           where: str, final: dict, first_step: int, flops_share: dict, verdict: dict) -> dict:
     """The card's table of a pretraining run (``cfg``: its PretrainConfig; ``final``: the last log

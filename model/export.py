@@ -110,6 +110,42 @@ def one_segment_inputs(path: Path, segments) -> None:
     path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def _pair_of_one_segment(processor: dict) -> bool:
+    """Give ``processor``'s pair template (a ``TemplateProcessing``, also inside a ``Sequence``) token type 0
+    throughout; whether anything changed. Other processors (``BertProcessing``) are left as they are."""
+    changed = False
+    if processor.get("type") == "Sequence":
+        for inner in processor.get("processors") or []:
+            if isinstance(inner, dict) and _pair_of_one_segment(inner):
+                changed = True
+    elif processor.get("type") == "TemplateProcessing":
+        for piece in processor.get("pair") or []:
+            for part in piece.values() if isinstance(piece, dict) else ():
+                if isinstance(part, dict) and part.get("type_id", 0) != 0:
+                    part["type_id"] = 0
+                    changed = True
+    return changed
+
+
+def one_segment_pairs(path: Path, segments) -> None:
+    """A model of one segment embedding: its ``tokenizer.json`` gives a pair's second text token type 0, so
+    ``tokenizer(question, context, return_token_type_ids=True)`` (or a collator asking for them) hands the
+    model ids it has (the first segment's, as it was pretrained). :func:`one_segment_inputs` leaves them out
+    by default; asked for, they were 1 and failed inside the embeddings ('IndexError: index out of range in
+    self'). ``sequence_ids()`` (which text a token is of: the QA pipeline's) still tells the two apart.
+    transformers 5's ``BertTokenizer`` class builds its own template and ignores this one; kolectra's
+    vocabularies name ``PreTrainedTokenizerFast``, which keeps it."""
+    if not path.is_file() or not isinstance(segments, int) or isinstance(segments, bool) or segments != 1:
+        return
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):  # not a tokenizer file: copied as it is, transformers names it on load
+        return
+    processor = config.get("post_processor") if isinstance(config, dict) else None
+    if isinstance(processor, dict) and _pair_of_one_segment(processor):
+        path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
 def copy_tokenizer(tokenizer_dir: Path, dest: Path) -> None:
     found = [n for n in TOKENIZER_FILES if (Path(tokenizer_dir) / n).is_file()]
     if "tokenizer.json" not in found and "vocab.txt" not in found:
@@ -124,8 +160,28 @@ def _cell(value) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
+def untrained_positions(trained, positions, inherited: bool = False) -> str:
+    """The card's paragraph (and ``kolectra export``'s note) for a model pretrained on sequences of ``trained``
+    tokens with a position table of ``positions`` (ELECTRA-Small's practice: 128 of 512, as kolectra's tiny and
+    small presets and ``kolectra run``'s demo do); "" where every position was trained or a figure is unknown.
+    An input past ``trained`` tokens reads position embeddings pretraining never shaped: features that no
+    error reveals. The table is kept whole: fine-tuning at that length (``kolectra finetune korquad``'s 512)
+    trains them, and a smaller table refuses it and any continued pretraining on longer examples."""
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (trained, positions)):
+        return ""
+    if trained >= positions:
+        return ""
+    held = "hold what the model it was initialised from had" if inherited else "are random, from the initialisation"
+    return (f"Positions: the model takes up to {positions} tokens (`max_position_embeddings`), but this run "
+            f"pretrained it on sequences of {trained}, so positions {trained}-{positions - 1} were never trained "
+            f"by it (they {held}). An input longer than {trained} tokens reads them and gets features pretraining "
+            f"never shaped, with no error; keep to {trained} "
+            f"(`tokenizer(text, truncation=True, max_length={trained})`) unless you fine-tune at the longer "
+            "length, which trains them.")
+
+
 def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[str] | None = None,
-               warnings: list[str] = ()) -> str:
+               warnings: list[str] = (), positions: int | None = None) -> str:
     rows = "\n".join(f"| {_cell(k)} | {_cell(v)} |" for k, v in facts.items())
     alert = "".join(f"> **{w}**\n\n" for w in warnings)
     tree = ("\n## Lineage\n\nkolectra artifacts, back to the raw text:\n\n```\n" + "\n".join(lineage) + "\n```\n"
@@ -138,6 +194,8 @@ def model_card(title: str, role: str, cls_name: str, facts: dict, lineage: list[
             f"```python\nfrom transformers import AutoTokenizer, {cls_name}\n"
             f"tokenizer = AutoTokenizer.from_pretrained(path)\nmodel = {cls_name}.from_pretrained(path)\n```\n\n"
             + (f"{FILL_MASK}\n\n" if role == "generator" else "")
+            + (f"{note}\n\n" if (note := untrained_positions(facts.get("sequence length"), positions,
+                                                              "initialised from" in facts)) else "")
             + f"## Training\n\n| | |\n| --- | --- |\n{rows}\n{tree}"
             f"\n## Licence\n\n`{LICENSE}` above is kolectra's licence; the weights carry what their training "
             f"text allows, so change it when that text demands another.\n")
@@ -168,9 +226,11 @@ def export_pair(model: ElectraPair, tokenizer_dir: Path, hf_dir: Path, facts: di
             copy_tokenizer(tokenizer_dir, dest)
             fit_max_length(dest / "tokenizer_config.json", standalone.config.max_position_embeddings)
             one_segment_inputs(dest / "tokenizer_config.json", standalone.config.type_vocab_size)
+            one_segment_pairs(dest / "tokenizer.json", standalone.config.type_vocab_size)
             if role == "generator":
                 mask_in_text(dest / "tokenizer_config.json")
-            (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings),
+            (dest / "README.md").write_text(model_card(title, role, cls.__name__, card, lineage, warnings,
+                                                           standalone.config.max_position_embeddings),
                                             encoding="utf-8")
         out[role] = dest
     return out

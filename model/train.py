@@ -57,7 +57,7 @@ from kolectra.model.run_state import Run
 from kolectra.model.step_graph import WARMUP_STEPS  # (not re-exported: the first step's line names it)
 from kolectra.model.train_end import TrainingDiverged, diverged, examples_unchanged, finish  # noqa: F401  (the stage's error)
 
-STAGE_VERSION = 22  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 23  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # The examples: a local directory, or a function that makes the artifact's files a filter accepts

@@ -97,7 +97,8 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
                        parameters=count_parameters(model.discriminator), flops=flops, wall_seconds=run.wall_seconds(),
                        where=run.where, final=final, first_step=run.first_step, flops_share=run.flops_share,
                        verdict=verdict)
-    warnings = [health.warning_text(verdict)] if verdict["status"] == "not_learning" else []
+    warnings = ([f"{health.warning_text(verdict)} {card.warning_figures(verdict)}"]
+                if verdict["status"] == "not_learning" else [])
     if verdict.get("reason") in (health.ENDED_IN_WARMUP, health.ENDED_IN_RTD_WARMUP, health.DISC_NOT_JUDGED):
         warnings.append(health.unchecked_text(verdict, run.health_context()))
     if (error := diverged(run, t.steps)) is not None:  # one check of the final weights: never export NaN

@@ -45,7 +45,14 @@ from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
 from kolectra.model.checkpoint import CheckpointWriteError, synced, writing_into
-from kolectra.model.export import FILL_MASK, fit_max_length, mask_in_text, one_segment_inputs
+from kolectra.model.export import (
+    FILL_MASK,
+    fit_max_length,
+    mask_in_text,
+    one_segment_inputs,
+    one_segment_pairs,
+    untrained_positions,
+)
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.roots import artifact_around
 
@@ -94,8 +101,11 @@ def export(store: Store, ref: str, dest: Path, role: str = "discriminator", data
     folder, side = staged(dest)
     try:
         with writing_into(dest, "export"):  # names --to, not the store's file shutil.copyfile names
+            notes = [FILL_MASK] if masked_lm else []
+            if positions := positions_note(art, config):  # said in a card written before checkpoint 23 too
+                notes.append(positions)
             _write(src, folder, config, cls_name, masked_lm, card(src / "README.md", cls_name, objective, art,
-                                                                  datasets, base_model, FILL_MASK if masked_lm else ""))
+                                                                  datasets, base_model, *notes))
             if durable:
                 on_disk(folder)
         if side is not None:
@@ -267,6 +277,7 @@ def _write(src: Path, dest: Path, config: dict, cls_name: str, masked_lm: bool, 
     if isinstance(positions, int) and not isinstance(positions, bool) and positions > 0:
         fit_max_length(dest / "tokenizer_config.json", positions)
     one_segment_inputs(dest / "tokenizer_config.json", config.get("type_vocab_size"))  # a checkpoint before 22 kept them
+    one_segment_pairs(dest / "tokenizer.json", config.get("type_vocab_size"))  # one before 23 gave B type 1
     if masked_lm:
         mask_in_text(dest / "tokenizer_config.json")
     (dest / "README.md").write_text(readme, encoding="utf-8")
@@ -336,17 +347,26 @@ def text_is_data(path: Path) -> None:
         path.write_text(json.dumps(config, ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def positions_note(art: Artifact, config: dict) -> str:
+    """What the card says of positions past the sequence length the checkpoint was pretrained on
+    (:func:`model.export.untrained_positions`; "" where all were trained)."""
+    stats = art.manifest.get("stats") if isinstance(art.manifest.get("stats"), dict) else {}
+    train = (art.manifest.get("config") or {}).get("train") or {}
+    return untrained_positions(stats.get("max_seq_length"), config.get("max_position_embeddings"),
+                               bool(isinstance(train, dict) and train.get("init_from")))
+
+
 def card(src: Path, cls_name: str, objective: str, art: Artifact, datasets: list[str] | None,
-         base_model: str | None, note: str = "") -> str:
+         base_model: str | None, *notes: str) -> str:
     """The pretraining card's body under fresh Hub metadata, with the artifact it was exported from (and
-    ``note``, a paragraph after that line)."""
+    ``notes``, paragraphs after that line, each where the body does not hold it)."""
     text = src.read_text(encoding="utf-8") if src.is_file() else ""
     if text.startswith("---\n"):  # the old front matter, replaced
         text = text.split("\n---\n", 1)[1] if "\n---\n" in text else ""
     origin = (f"\nExported by `kolectra export` from the checkpoint artifact `{art.kind}/{art.path.name}` "
               f"(digest `{art.manifest.get('digest', '')[:16]}`).\n")
     return (front_matter(cls_name, objective, datasets, base_model) + no_local_paths(text.rstrip("\n")) + "\n"
-            + origin + (f"\n{note}\n" if note and note not in text else ""))
+            + origin + "".join(f"\n{note}\n" for note in notes if note and note not in text))
 
 
 # an absolute or home-relative local path: starts a word with '/' or '~/' (a URL's or a Hub id's '/'

@@ -317,6 +317,32 @@ def test_a_model_with_fewer_positions_than_the_vocabulary_says_exports_a_tokeniz
 
 
 
+def test_positions_past_the_pretrained_length_are_said_untrained_in_the_cards_and_the_export(checkpoint, tmp_path,
+                                                                                              capsys):
+    """Pretrained on 32-token rows with 512 positions (as ``kolectra run``'s demo: 128 of 512): positions 32-511
+    were never trained, and an input past 32 tokens read them with no word of it anywhere (w5). Both cards say
+    so, and ``kolectra export`` too (its card once; a card written before checkpoint 23 gains it)."""
+    from kolectra.pipeline import hub
+
+    store, art = checkpoint
+    said = "positions 32-511 were never trained by it (they are random, from the initialisation)"
+    for role in ("discriminator", "generator"):
+        assert said in (art.path / "hf" / role / "README.md").read_text(encoding="utf-8")
+    dest = tmp_path / "out"
+    assert main(["export", art.id, "--to", str(dest), "--out", str(store.root)]) == 0
+    err = capsys.readouterr().err
+    assert "kolectra export: note: the model takes up to 512 tokens" in err and said in err
+    assert (dest / "README.md").read_text(encoding="utf-8").count(said) == 1
+    older = tmp_path / "older.md"
+    older.write_text((art.path / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8").replace(
+        hub.positions_note(art, {"max_position_embeddings": 512}), ""), encoding="utf-8")
+    assert said not in older.read_text(encoding="utf-8")
+    text = hub.card(older, "ElectraForPreTraining", "electra", art, None, None,
+                    hub.positions_note(art, {"max_position_embeddings": 512}))
+    assert text.count(said) == 1
+    assert hub.positions_note(art, {"max_position_embeddings": 32}) == ""  # every position trained
+
+
 def test_a_model_of_one_segment_embedding_exports_a_tokenizer_that_gives_no_segment_ids(tmp_path):
     """model.type_vocab_size=1 (pretrained on single_segment_prob=1 examples): the folders' tokenizer gave a
     pair's second text token type 1, and the model failed inside its embeddings ('IndexError: index out of
@@ -358,6 +384,50 @@ def test_a_model_of_one_segment_embedding_exports_a_tokenizer_that_gives_no_segm
     _write(older, dest, json.loads((older / "config.json").read_text()), "ElectraForPreTraining", False, "card")
     assert json.loads((dest / "tokenizer_config.json").read_text())["model_input_names"] == ["input_ids",
                                                                                            "attention_mask"]
+
+
+def test_a_model_of_one_segment_embedding_gives_a_pair_segment_0_where_its_ids_are_asked_for(tmp_path):
+    """type_vocab_size 1 with a kolectra vocabulary (PreTrainedTokenizerFast: its tokenizer.json as it is):
+    ``tokenizer(a, b, return_token_type_ids=True)`` (as a collator or a user's code asks) gave the second text
+    type 1, and the model failed inside its embeddings ('IndexError: index out of range in self') (w5). The
+    folders' tokenizer.json gives it 0 (hf/ and ``kolectra export``, also of a checkpoint before 23); which
+    text a token is of (``sequence_ids``) stays; a model of two segments keeps the vocabulary's file."""
+    import torch
+    from transformers import AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining
+
+    from kolectra.core.tokens import SPECIALS
+    from kolectra.model.electra import ElectraPair
+    from kolectra.model.export import export_pair
+    from kolectra.pipeline.hub import _write
+    from kolectra.vocab.export import write_dir
+
+    chars = sorted(set("나는영화를정말봤다"))
+    vocab = [*SPECIALS, *chars, *(f"##{c}" for c in chars), "나는", "영화를", "정말", "봤다"]
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    write_dir(vocab, tok)
+    base = config.tiny()
+    for segments in (1, 2):
+        cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, type_vocab_size=segments,
+                                                                  max_position=64))
+        export_pair(ElectraPair(cfg.model, len(vocab), 0), tok, tmp_path / f"hf{segments}", {"preset": "tiny"})
+    for role, cls in (("discriminator", ElectraForPreTraining), ("generator", ElectraForMaskedLM)):
+        assert (tmp_path / "hf2" / role / "tokenizer.json").read_bytes() == (tok / "tokenizer.json").read_bytes()
+        folder = tmp_path / "hf1" / role
+        enc = AutoTokenizer.from_pretrained(folder)("나는 영화를", "정말 봤다", return_token_type_ids=True,
+                                                    return_tensors="pt")
+        assert enc["token_type_ids"].tolist() == [[0] * 7] and enc.sequence_ids(0) == [None, 0, 0, None, 1, 1, None]
+        with torch.no_grad():
+            assert cls.from_pretrained(folder)(**enc).logits.shape[:2] == (1, 7)
+    # kolectra export of a checkpoint before 23: its tokenizer.json the vocabulary's
+    older, dest = tmp_path / "older", tmp_path / "hub"
+    shutil.copytree(tmp_path / "hf1" / "discriminator", older)
+    shutil.copyfile(tok / "tokenizer.json", older / "tokenizer.json")
+    dest.mkdir()
+    _write(older, dest, json.loads((older / "config.json").read_text()), "ElectraForPreTraining", False, "card")
+    assert (dest / "tokenizer.json").read_bytes() == (tmp_path / "hf1" / "discriminator" / "tokenizer.json").read_bytes()
+    pair = AutoTokenizer.from_pretrained(dest)("나는", "봤다", return_token_type_ids=True)
+    assert pair["token_type_ids"] == [0] * 5
 
 
 def _limited(size: int, run):

@@ -71,6 +71,20 @@ def test_a_warning_never_withdrawn_is_not_ended_ok_by_windows_of_replaced_tokens
     assert "| training health | not_learning |" in card and "It stands at the end" in card
 
 
+def test_the_card_says_its_warning_s_figures_are_not_the_last_window_s(examples, capsys):
+    """kolectra run's demo card: the warning said 'AUC 0.598' above a table saying 'AUC 0.597' (the health
+    check's mean of the windows at steps 580 and 600, the table's window at 600), read as a rounding slip (w5).
+    The card's warning now says whose figures it quotes."""
+    _, art = _run(examples, capsys, "electra15", "train.steps=39", "train.batch_size=2", "train.warmup_steps=4",
+                  "train.log_every=3")
+    step = _verdict(art)["figures"]["step"]
+    for net in ("discriminator", "generator"):
+        card = (art / "hf" / net / "README.md").read_text(encoding="utf-8")
+        assert ("Its figures are the health check's: weighted means over the log windows it read (up to two, to "
+                f"step {step}); the Training table's final figures are the last log window's alone.**") in card
+        assert "| final figures (last log window) |" in card
+
+
 def test_mlm_then_rtd_is_not_judged_at_its_phase_change_but_a_stuck_discriminator_is_found(examples, capsys):
     """mlm_then_rtd, 40 steps of 8 rows, MLM for the first 20, warm-up 4, a line every 2 (n2): the first RTD
     window (steps 21-22, a binary head idle until then) read 'has not learned even the share of replaced tokens

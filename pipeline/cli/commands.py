@@ -285,11 +285,14 @@ def run_export(args, store: Store, beam_args: list[str]) -> int:
             art, folder, where):
         for op in hub.operations(folder):
             print(f"  {op.path_in_repo}")
+        positions = hub.positions_note(art, hub.readable(folder))
         if args.push:
             if args.dry_run:
                 for line in hub.warnings(art, args.private):
                     streams.say(f"kolectra export: warning: {line}")  # a log's reader gone: not the push's end
             print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
+    if positions:  # said once the export (and push) stands; its card says it too
+        streams.say(f"kolectra export: note: {positions.removeprefix('Positions: ')}")
     with after_the_command():  # the folder is exported (and pushed)
         print(where)
     return 0
