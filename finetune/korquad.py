@@ -71,6 +71,9 @@ class Korquad(skeleton.Task):
     select = False
     stats = ("exact_match", "f1", "questions", "train_questions", "train_windows", "dev_windows", "eval_set")
 
+    def pairs(self, cfg) -> bool:
+        return True  # [CLS] question [SEP] context [SEP]
+
     def read(self, cfg, train_file, eval_file):
         (train, train_stats), (dev, dev_stats) = read_squad(train_file), read_squad(eval_file)
         train, dev = train[:cfg.max_train_examples or None], dev[:cfg.max_eval_examples or None]

@@ -55,10 +55,10 @@ def load_tokenizer(model_dir: Path):
     return tok
 
 
-def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, tokenizer,
+def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, tokenizer, pairs: bool = True,
                **config_kwargs) -> torch.nn.Module:
     """``transformers.<auto_class>`` from ``model_dir`` on ``dev``; the head (and with
-    ``random_init`` the encoder) drawn from ``cfg.seed``."""
+    ``random_init`` the encoder) drawn from ``cfg.seed``. ``pairs``: the task reads pairs of texts."""
     import transformers  # noqa: PLC0415 - heavy import
 
     model_dir = Path(model_dir)
@@ -74,7 +74,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     auto = getattr(transformers, auto_class)
     dev.seed(cfg.seed)  # the new head's initialisation draws from the global generator
     if cfg.random_init:
-        return compile_forward(dev.place(one_segment(auto.from_config(config), model_dir)), dev, cfg)
+        return compile_forward(dev.place(one_segment(auto.from_config(config), model_dir, pairs)), dev, cfg)
     try:
         # a task head of another size (a model fine-tuned on another task) is drawn afresh below, not refused
         model, info = auto.from_pretrained(str(model_dir), config=config, output_loading_info=True,
@@ -90,7 +90,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
         draw_afresh(model, [part for _, part in head], stream_seed(cfg.seed, "head"))
         progress(f"{model_dir} holds a task head ({', '.join(name for name, _ in head)}): drawn afresh from the "
                  f"seed {cfg.seed}, as for a discriminator")
-    return compile_forward(dev.place(one_segment(model, model_dir)), dev, cfg)
+    return compile_forward(dev.place(one_segment(model, model_dir, pairs)), dev, cfg)
 
 
 def _segment_ids_left_out(module, args, kwargs):
@@ -98,7 +98,7 @@ def _segment_ids_left_out(module, args, kwargs):
     return args, kwargs
 
 
-def one_segment(model: torch.nn.Module, model_dir: Path) -> torch.nn.Module:
+def one_segment(model: torch.nn.Module, model_dir: Path, pairs: bool = True) -> torch.nn.Module:
     """A model with one segment embedding (``type_vocab_size: 1``: kolectra pretrained on examples of
     single_segment_prob=1, or a RoBERTa-style folder) is given no segment ids, so a pair task's second
     segment reads as segment 0, as RoBERTa's tokenizers give it: its token type 1 ended the first step
@@ -106,6 +106,8 @@ def one_segment(model: torch.nn.Module, model_dir: Path) -> torch.nn.Module:
     if int(getattr(model.config, "type_vocab_size", 2) or 2) >= 2:
         return model
     model.register_forward_pre_hook(_segment_ids_left_out, with_kwargs=True)
+    if not pairs:  # one text a row: every token is of segment 0 anyway, nothing to say
+        return model
     progress(f"{model_dir / 'config.json'} has one segment embedding (type_vocab_size 1): the second text of a pair "
              "(a question's context) goes in as segment 0 too")
     return model

@@ -93,6 +93,10 @@ class Task:
     def read(self, cfg: TaskConfig, train_file: Path, eval_file: Path) -> Data:
         raise NotImplementedError
 
+    def pairs(self, cfg: TaskConfig) -> bool:
+        """Whether the model reads a pair of texts (a second segment)."""
+        return False
+
     def encoder(self, tokenizer, cfg: TaskConfig) -> Callable[[dict, list[int]], dict]:
         """A batched ``map`` function: rows (with their indices) -> encoded columns."""
         raise NotImplementedError
@@ -157,7 +161,8 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
         splits = encode(task, data, tokenizer, cfg, Path(model_dir), cache_dir)
         task.check(splits, data, cfg)
         with quiet_libraries():
-            model = load_model(task.auto_model, Path(model_dir), cfg, dev, tokenizer, **task.model_config(data))
+            model = load_model(task.auto_model, Path(model_dir), cfg, dev, tokenizer, pairs=task.pairs(cfg),
+                               **task.model_config(data))
         if reinit_top_layers(model, cfg.reinit_top_layers, cfg.seed):
             progress(f"{task.name}: the top {cfg.reinit_top_layers} encoder layer(s) re-initialised (seed {cfg.seed})")
         fit = train(task, model, dev, splits, cfg)

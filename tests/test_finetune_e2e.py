@@ -154,13 +154,10 @@ def test_korquad_on_a_by_article_split(tiny_model, tmp_path):
     assert raw.isascii() and json.loads(raw.decode("cp949")) == json.loads(raw.decode("utf-8"))
 
 
-def test_korquad_on_a_model_of_one_segment_embedding_reads_the_context_as_segment_0(tiny_model, tmp_path, capsys):
-    """A model with ``type_vocab_size: 1`` (pretrained on examples of single_segment_prob=1, or a RoBERTa-style
-    folder): the context's token type 1 ended the first step with 'internal error: IndexError: index out of range
-    in self' (t9); the pair now goes in without segment ids (the model's own zeros), said in one line."""
+def _one_segment_folder(tiny_model: Path, tmp_path: Path) -> Path:
+    """``tiny_model`` with one segment embedding (``type_vocab_size: 1``), its tokenizer files beside."""
     import shutil
 
-    import torch
     from transformers import ElectraConfig, ElectraForPreTraining
 
     source = ElectraForPreTraining.from_pretrained(str(tiny_model))
@@ -174,6 +171,16 @@ def test_korquad_on_a_model_of_one_segment_embedding_reads_the_context_as_segmen
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
         if (tiny_model / name).is_file():
             shutil.copyfile(tiny_model / name, folder / name)
+    return folder
+
+
+def test_korquad_on_a_model_of_one_segment_embedding_reads_the_context_as_segment_0(tiny_model, tmp_path, capsys):
+    """A model with ``type_vocab_size: 1`` (pretrained on examples of single_segment_prob=1, or a RoBERTa-style
+    folder): the context's token type 1 ended the first step with 'internal error: IndexError: index out of range
+    in self' (t9); the pair now goes in without segment ids (the model's own zeros), said in one line."""
+    import torch
+
+    folder = _one_segment_folder(tiny_model, tmp_path)
     cfg = dataclasses.replace(sample_korquad(), max_length=64, doc_stride=32, max_query_length=24,
                               batch_size=16, epochs=1, max_train_examples=8, max_eval_examples=8, train_on_eval=True)
     out = tmp_path / "out"
@@ -183,3 +190,16 @@ def test_korquad_on_a_model_of_one_segment_embedding_reads_the_context_as_segmen
     m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert m["questions"] == 8 and 0.0 <= m["f1"] <= 100.0
     assert "has one segment embedding (type_vocab_size 1): the second text of a pair" in capsys.readouterr().err
+
+
+def test_a_single_text_task_on_a_model_of_one_segment_embedding_says_nothing_of_pairs(tiny_model, tmp_path, capsys):
+    """nsmc (one text a row) on a ``type_vocab_size: 1`` model printed 'the second text of a pair (a question's
+    context) goes in as segment 0 too', of pairs it never reads (w5); only a pair task says it."""
+    folder = _one_segment_folder(tiny_model, tmp_path)
+    cfg = dataclasses.replace(sample_nsmc(), max_length=32, batch_size=16, epochs=1, dev_fraction=0.2,
+                              max_train_examples=0, max_eval_examples=0)
+    out = tmp_path / "out"
+    out.mkdir()
+    nsmc.run(cfg, folder, nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 10, 1), out)
+    assert 0.0 <= json.loads((out / "metrics.json").read_text(encoding="utf-8"))["accuracy"] <= 1.0
+    assert "one segment embedding" not in capsys.readouterr().err
