@@ -67,6 +67,11 @@ class RangesOrWhole:
             raise
         return stream
 
+    @property
+    def whole(self) -> bool:
+        """Whether the server answered a range with the whole file, and this reads it as one GET."""
+        return self._stream is not None
+
     def seek(self, offset: int, whence: int = 0) -> int:
         if self._stream is not None:
             return self._stream.seek(offset, whence)  # its own place only: a stream goes one way

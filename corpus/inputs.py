@@ -476,6 +476,11 @@ class HashingReader:
         """:func:`pinned_identity` of the stream this reads."""
         return pinned_identity(path, self._raw)
 
+    def read_whole(self) -> bool:
+        """Whether its server answered a range request with the whole file (:mod:`kolectra.corpus.http_reads`):
+        a read from an offset downloads the bytes before it too."""
+        return getattr(self._raw, "whole", False)
+
     def close(self) -> None:
         self._raw.close()
 

@@ -109,3 +109,18 @@ def test_a_gzip_file_s_trailer_is_not_read_by_downloading_the_file(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_large_file_on_such_a_server_is_one_piece_not_a_download_from_its_start_a_piece(served, monkeypatch):
+    """A file over split_bytes is read in pieces, each from its offset: on such a server each piece read the
+    file from its start to its end (a 34 GB file in 265 pieces of 128 MB: 4.5 TB). The plan's read, which
+    finds the server answered the whole file, makes it one piece (its reads made a block each, as 4 MB are
+    of fsspec's 5 MB)."""
+    from kolectra.corpus import inputs, pieces
+
+    monkeypatch.setattr(pieces, "PLAN_CHUNK", BLOCK)
+    url, body = served
+    [listed] = inputs.list_inputs([url])
+    digest, planned = pieces.plan(listed, BLOCK, "auto", 1 << 20)
+    assert digest == {"bytes": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+    assert [(p.start, p.end, p.first_line) for p in planned] == [(0, len(body), 1)]
