@@ -439,6 +439,8 @@ def test_an_arm_no_better_than_the_floor_is_said_so_in_words_in_a_study_of_one_a
         assert ": not separable from the floor |" in shown and ": above the floor |" in shown
         assert "**No arm is above the untrained floor at its budget read by `probe`**" in shown
         assert "read by `lowdata`**" not in shown
+    # its verdicts and comparisons stood as a heading over nothing and an empty table
+    assert md.count("One arm: no pair of arms to judge") == 2 and "| readout recipe |" not in md
     (tmp_path / "study.json").write_text(json.dumps(doc))
     shown = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
     assert "| electra is not separable from the random-init floor |" in shown

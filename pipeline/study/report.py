@@ -177,6 +177,8 @@ def verdicts_by_recipe(doc: dict) -> list[str]:
         if c["b"] != "floor":
             by_pair.setdefault((c["flops"], c["a"], c["b"]), []).append(c)
     lines = ["## Verdicts, recipe by recipe", ""]
+    if not by_pair:  # a study of one arm: the heading stood over nothing
+        lines.append(ONE_ARM)
     for (flops, a, b), cs in by_pair.items():
         said = [f"{code(c['readout'])}: {text(c['verdict'])} ({_ci(c)})" for c in cs]
         lines.append(f"- {text(a)} against {text(b)} at {flops:.3g} FLOPs: " + "; ".join(said) + ".")
@@ -206,7 +208,13 @@ def disagreement(cs: list[dict]) -> str | None:
     return head + ", ".join(parts) + "; each verdict holds for its own recipe only."
 
 
+# under the verdicts and comparisons of a study of one arm, where a table of pairs was empty
+ONE_ARM = "One arm: no pair of arms to judge; where it stands against the floor is in each score table's `vs floor` column."
+
+
 def comparison_table(doc: dict) -> list[str]:
+    if not any(c["b"] != "floor" for c in doc["comparisons"]):
+        return [ONE_ARM, ""]
     lines = ["| readout recipe | FLOPs | a | b | a - b, points [95 % CI] | verdict |", "| --- | --- | --- | --- | --- | --- |"]
     for c in doc["comparisons"]:
         if c["b"] != "floor":
