@@ -70,6 +70,26 @@ def test_a_stopped_first_build_still_says_resume_continues_it(where, tmp_path, r
     assert found[-1] == ["step-00000021"]
 
 
+@pytest.mark.parametrize("where", ["disk", "bucket"])
+def test_a_forced_rebuild_discarding_an_interrupted_one_names_force_resume(where, tmp_path, request, capsys):
+    """A --force rebuild over a published copy, stopped, then another --force without --resume: it discards the
+    first one's run, saying '(--resume would continue it)', one line after the stop's '--force --resume continues
+    it'; --resume alone reuses the copy. Both now name --force --resume; with nothing published, --resume."""
+    root = str(tmp_path / "root") if where == "disk" else f"{request.getfixturevalue('bucket')}/discarded"
+    found: list[list[str]] = []
+    for published in (False, True):
+        with pytest.raises(Terminated):
+            _pretrain(root, found, force=True, stop=True)
+        capsys.readouterr()
+        with pytest.raises(Terminated):
+            _pretrain(root, found, force=True, stop=True)
+        err = capsys.readouterr().err
+        said = "(--force --resume would continue it)" if published else "(--resume would continue it)"
+        assert "discarding the interrupted run in " in err and said in err, err  # before: --resume when published
+        assert published or "--force --resume" not in err, err
+        _pretrain(root, found)  # published from here on
+
+
 def _manifest_lost(monkeypatch: pytest.MonkeyPatch, landed: bool) -> None:
     """The manifest's write fails as a lost connection (having landed or not), and the one request after it,
     asking whether it landed, finds the store unreachable."""

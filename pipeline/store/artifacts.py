@@ -336,7 +336,7 @@ class Store(Catalog):
                 return found
             existing = self._dirs(request.kind, aid)
             request = in_its_folder(request, existing)  # --force: rebuilt where it is
-            out, run = self._prepare(request, resumable, resume, held)  # 4. prepare
+            out, run = self._prepare(request, resumable, resume, held, force and bool(existing))  # 4. prepare
             forced_over(run, force, bool(existing))
             started = workspace.now()
             try:
@@ -433,15 +433,16 @@ class Store(Catalog):
         return None
 
     def _prepare(self, request: Request, resumable: bool | Resumable, resume: bool | str,
-                 held: contextlib.ExitStack) -> tuple[Path, workspace.Run | None]:
-        """The build's private directory, and the resumable run it belongs to (None for .tmp)."""
+                 held: contextlib.ExitStack, forced: bool = False) -> tuple[Path, workspace.Run | None]:
+        """The build's private directory, and the resumable run it belongs to (None for .tmp); ``forced``: a
+        ``--force`` rebuild over a copy published there (:func:`.workspace.open_run`)."""
         if not resumable:
             return workspace.private_dir(self.root, request.kind, request.id(), held), None
         spec = resumable if isinstance(resumable, Resumable) else Resumable(
             {"kind": request.kind, "name": request.name, "parents": [p.id for p in request.parents]})
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
-        run = workspace.open_run(self.root, record, resume, held, request.operational, again=spec.again)
+        run = workspace.open_run(self.root, record, resume, held, request.operational, again=spec.again, forced=forced)
         return run.out, run
 
     def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:

@@ -241,7 +241,7 @@ class RemoteStore(StoreRuns, Store):
             if in_place:  # the workers overwrite what they write; what they did not is removed before publishing
                 out, run = final, None
             elif resumable:
-                out, run = self._prepare_run(request, resumable, resume, held)
+                out, run = self._prepare_run(request, resumable, resume, held, force and seen is not None)
                 forced_over(run, force, seen is not None)
             else:
                 out, run = str(workspace.private_dir(cache_root(), request.kind, aid)), None

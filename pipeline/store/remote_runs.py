@@ -77,7 +77,7 @@ class StoreRuns:
         return found
 
     def _prepare_run(self, request: Request, resumable: bool | Resumable, resume: bool | str,
-                     held: contextlib.ExitStack):
+                     held: contextlib.ExitStack, forced: bool = False):
         """The local run this build works in, marked live (its build lock) until ``held`` closes: the
         build's end. ``gc`` on this machine sweeps this cache's runs, and took one unheld for dead."""
         spec = resumable if isinstance(resumable, Resumable) else Resumable(
@@ -93,7 +93,7 @@ class StoreRuns:
         # only this request's run: another's, kept in this machine's cache, is not the store's (family_resume);
         # --resume (True) as given, so that finding none is said, as on a disk root
         opened = workspace.open_run(local_root, record, resume, held, request.operational, family_resume=False,
-                                    again=spec.again)
+                                    again=spec.again, forced=forced)
         self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()

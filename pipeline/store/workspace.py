@@ -353,7 +353,8 @@ class Resumable:
 
 
 def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack,
-             operational: tuple[str, ...] = (), family_resume: bool = True, again: str = "--resume") -> Run:
+             operational: tuple[str, ...] = (), family_resume: bool = True, again: str = "--resume",
+             forced: bool = False) -> Run:
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
     With ``resume``: this request's interrupted run, else (unless ``resume == "exact"`` or not
@@ -365,7 +366,9 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     ``family_resume``: whether ``--resume`` here may continue a run of the family (not on a store
     root, whose runs of other requests are not the store's), as the line counting them says; ``again``: what
     continues this request's run, as its lines name it (``kolectra run`` has no --resume: "the same `kolectra
-    run` without --force"); a caller with words of its own continues no other request's run."""
+    run` without --force"); a caller with words of its own continues no other request's run. ``forced``: a
+    ``--force`` rebuild over a copy of this id published there, where ``--resume`` alone reuses that copy: the
+    run it discards is said to be ``--force --resume``'s (as :func:`.artifacts.forced_over` words its stop)."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
@@ -393,7 +396,8 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     if resume and resume != "exact":  # --resume asked for one; a caller's own continuation ("exact": kolectra run,
         progress(f"{kind}: nothing to resume for this request; starting fresh")  # a study) says nothing on a first run
     elif exact.state():
-        progress(f"{kind}: discarding the interrupted run in {exact.path} ({again} would continue it)")
+        words = "--force --resume" if forced and again == Run.again else again
+        progress(f"{kind}: discarding the interrupted run in {exact.path} ({words} would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
     if idle and (not resume or own_only):
         progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {root / WORK}, the newest "
