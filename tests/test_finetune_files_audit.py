@@ -352,8 +352,15 @@ def test_a_conll_2003_line_of_four_space_separated_columns_is_not_told_it_has_no
                                             r"and its tag split by a space; CoNLL-2003's word, POS, chunk and tag: keep "
                                             r"the first and the last\)$"):
         read_sentences(path)
-    path.write_text("1\t비토리오\tPER_B\n", encoding="utf-8")  # tabs: as before
-    with pytest.raises(FinetuneError, match=r"line 1: 3 tab-separated fields \(expected token<TAB>tag\)"):
+    path.write_text("비토리오\tNNP\tPER_B\n", encoding="utf-8")  # tabs: as before
+    with pytest.raises(FinetuneError, match=r"line 1: 3 tab-separated fields \(expected token<TAB>tag\)$"):
+        read_sentences(path)
+    # the Naver NLP challenge's own files number their tokens: "3 tab-separated fields (expected token<TAB>tag)" had
+    # not said what the first one was, nor the way out
+    path.write_text("1\t비토리오\tPER_B\n2\t양일\tDAT_B\n\n1\t오늘\tDAT_B\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"lines 1, 4: 3 tab-separated fields \(expected token<TAB>tag; an index, a token "
+                                            r"and its tag, as the Naver NLP challenge's files number their tokens: keep "
+                                            r"the last two, cut -f2,3\)$"):
         read_sentences(path)
 
 

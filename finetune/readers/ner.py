@@ -132,6 +132,11 @@ def fields_problem(line: str, fields: list[str]) -> str:
                 "space; CoNLL-2003's word, POS, chunk and tag: keep the first and the last)")
     if len(fields) == 1 or not fields[1].strip():
         return "no tag (expected token<TAB>tag)"
+    if len(fields) == 3 and fields[0].strip().isdigit():
+        # the Naver NLP challenge's own files number each token ("1<TAB>비토리오<TAB>PER_B"): refused with no word of
+        # what the third field was, where its PER_B spelling is read
+        return ("3 tab-separated fields (expected token<TAB>tag; an index, a token and its tag, as the Naver NLP "
+                "challenge's files number their tokens: keep the last two, cut -f2,3)")
     return f"{len(fields)} tab-separated fields (expected token<TAB>tag)"
 
 
