@@ -193,3 +193,31 @@ def test_gc_lists_a_stopped_forced_rebuild_with_force_resume(tmp_path, monkeypat
     (line,) = _gc_lines(root, capsys)
     assert line.endswith(": --force --resume continues it (--resume alone reuses the copy published before); "
                          "gc --interrupted removes it"), line  # before: '--resume continues it'
+
+
+def test_a_kolectra_run_s_run_continued_by_another_request_s_resume_is_listed_as_resume_s(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """``kolectra pretrain --resume`` of other settings continues the newest interrupted run of the same inputs,
+    one ``kolectra run`` left too; stopped, its line says '--resume continues it' (its checkpoint now holds the
+    other settings, which ``kolectra run`` refuses to continue), but gc kept naming the words request.json had
+    from ``kolectra run``: 'the same `kolectra run` without --force continues it'. The run's words follow its
+    continuation now."""
+    from kolectra.pipeline import run
+
+    _standins(monkeypatch)
+    _pretrain_standin(monkeypatch, [])
+    store = open_store(tmp_path)
+    with pytest.raises(Terminated):
+        run.run_sample(store)
+
+    def produce(out: Path) -> StageOutput:
+        raise Terminated("terminated (SIGTERM) after step 30 of 2000, saved as the checkpoint step-00000030")
+
+    with pytest.raises(Terminated) as stopped:
+        store.build(Request(kind="checkpoint", name="longer", stage_version=1, config={"steps": 2000}), produce,
+                    resumable=Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",)), resume=True)
+    notes = "; ".join(stopped.value.__notes__)
+    assert "continuing it if its checkpoint's settings allow" in capsys.readouterr().err  # the sample's run
+    assert "; --resume continues it" in notes, notes
+    (line,) = _gc_lines(str(tmp_path), capsys)
+    assert "(sample," in line and line.endswith(": --resume continues it; gc --interrupted removes it"), line

@@ -455,6 +455,9 @@ class Store(Catalog):
         if run is not None and run.state():
             if not refused:
                 e.add_note(f"{request.kind}: its working state is kept in {run.path}; {run.again} continues it")
+                if run.id != request.id():  # another request's run it continued: gc lists it with the same words
+                    with contextlib.suppress(OSError):  # (a full disk: as it was)
+                        run.record_again()
             return
         shutil.rmtree(run.path if run is not None else out, ignore_errors=True)
         if not refused:

@@ -305,6 +305,19 @@ class Run:
         self.out.mkdir(parents=True)
         (self.path / REQUEST).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
+    def record_again(self) -> None:
+        """Record :attr:`again` (what the line of the stop that kept it names) in ``request.json`` where it
+        differs from the words there: for a run another request's ``--resume`` continued and stopped (one
+        ``kolectra run`` left: gc then named `kolectra run`, which refuses the other settings its checkpoint
+        now holds)."""
+        record = holder(self.path / REQUEST)
+        if not record or record.get("again", Run.again) == self.again:  # (none: an older kolectra's run, as it was)
+            return
+        record["again"] = self.again  # (--resume's too: a run named as kolectra run's, without it, reads as either)
+        part = self.path / (REQUEST + ".part")
+        part.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        os.replace(part, self.path / REQUEST)
+
     def restore(self) -> None:
         """Put set-aside state back into ``out/`` and drop a manifest a killed seal left behind."""
         if self.kept.is_dir():
