@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import socket
 import threading
+import time
 
 import pytest
 
@@ -150,3 +151,23 @@ def test_a_glob_of_a_korean_name_finds_the_files_an_index_page_names_percent_enc
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_many_urls_of_a_server_that_never_answers_are_refused_within_the_bound_not_a_bound_a_wave(monkeypatch):
+    """Each info request is bounded (60 s), 32 in flight at a time: 1,000 URLs of a server that took the
+    connections and never answered waited 32 waves of the bound (32 minutes, no line) before the listing
+    failed on the first. The first request that runs out its bound ends the asking: those not yet asked
+    are not, and the listing fails naming it."""
+    from kolectra.core import object_infos
+
+    monkeypatch.setattr(object_infos, "HTTP_INFO_SECONDS", 1.0, raising=False)
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(1024)
+        urls = [f"http://127.0.0.1:{mute.getsockname()[1]}/reviews-{i:03d}.txt" for i in range(320)]
+        started = time.monotonic()
+        with pytest.raises(inputs.InputError) as e:
+            inputs.list_inputs(urls)
+        took = time.monotonic() - started
+    assert took < 4, f"{took:.1f} s: 10 waves of the 1 s bound"
+    assert str(e.value).startswith(f"cannot read input {urls[0]!r}: ") and "no answer in 1 s" in str(e.value)
