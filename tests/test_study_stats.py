@@ -473,3 +473,32 @@ def test_the_report_says_the_held_out_texts_were_looked_for_in_the_pretraining_c
     some = written({"dev_texts_under_other_ids": 3, "dev_texts_under_other_ids_examples": ["굿", "최고"]})
     assert "3 held-out texts also occur" in some and "near-duplicates are not looked for" in some
     assert "under another id" not in written({})  # a study.json without the count: nothing claimed
+
+
+def test_readouts_given_fewer_rows_than_asked_are_said_so_before_training_and_in_the_report(tmp_path, capsys):
+    """--probe-rows 4000 on a train file of 2,000 rows (the embedded sample at the default --dev-rows 5000, half
+    held out) trained every probe on the 1,000 rows left, the same rows for each fine-tuning seed, and
+    --dev-rows 5000 held out 1,000: nothing said either, before the hours of pretraining or in report.md."""
+    from kolectra.pipeline.study import report
+    from kolectra.pipeline.study.plan import StudyPlan
+    from kolectra.pipeline.study.runner import make_splits
+
+    nsmc = tmp_path / "train.txt"
+    nsmc.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(40)), encoding="utf-8")
+    plan = StudyPlan(flops=1e12, dev_rows=30, probe_rows=100, lowdata_rows=5, finetune_seeds=2,
+                     readouts=("probe", "lowdata"))
+    splits = make_splits(nsmc, plan, tmp_path / "cache")
+    err = capsys.readouterr().err
+    assert "study: WARNING: --probe-rows 100 is more than the 20 rows of" in err and "trains on all 20" in err
+    assert "study: WARNING: --dev-rows 30: 20 rows held out, at most half of the 40 rows" in err
+    assert "--lowdata-rows" not in err and splits.grouping["training_rows"] == {"probe": 20, "lowdata": 5}
+    doc = {"plan": {"arms": ["electra"], "preset": "tiny", "pretrain_seeds": 2, "finetune_seeds": 2, "dev_rows": 30,
+                    "probe_rows": 100, "lowdata_rows": 5},
+           "holdout": {"dev_rows": 20, "held_out_from_pretraining": True}, "split": splits.grouping,
+           "floor": {"probe": [0.5]}, "points": [], "floor_points": [], "comparisons": []}
+    report.write(None, tmp_path, doc)
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "scored on 20 held-out NSMC rows carved from the train file (never the test set) (**of the 30 asked " \
+           "with --dev-rows: at most half of the file's 40 rows are held out**)." in md
+    assert ("Each readout trains on rows of the rest, drawn per fine-tuning seed: **`probe` 20, of the 100 asked "
+            "(--probe-rows): all the rows left, the same for every fine-tuning seed**, `lowdata` 5.") in md

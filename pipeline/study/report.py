@@ -260,7 +260,7 @@ def plots(store: Store, out: Path, doc: dict) -> list[str]:
     return names
 
 
-def split_text(split: dict) -> str:
+def split_text(split: dict, plan: dict | None = None) -> str:
     """How the held-out rows were carved by text (``make_splits``' counts), or nothing for a study.json without them."""
     if not split:
         return ""
@@ -272,7 +272,31 @@ def split_text(split: dict) -> str:
     leaked = split.get("dev_texts_in_training_rows", 0)
     said += ("; no held-out text is among the readouts' training rows. " if not leaked else
              f"; **{leaked} held-out texts are among the readouts' training rows**. ")
-    return said
+    return said + training_rows_text(split, plan or {})
+
+
+def dev_shortfall(plan: dict, split: dict) -> str:
+    """Words for held-out rows fewer than --dev-rows asked: at most half the train file is held out (study 13)."""
+    rows, asked = split.get("rows"), plan.get("dev_rows")
+    if not split.get("training_rows") or rows is None or asked is None or asked <= rows // 2:
+        return ""
+    return f" (**of the {asked} asked with --dev-rows: at most half of the file's {rows} rows are held out**)"
+
+
+def training_rows_text(split: dict, plan: dict) -> str:
+    """How many rows each readout trained on, in bold where fewer than asked (the train file had no more left beside
+    the held-out rows: every fine-tuning seed then trains on the same rows), or nothing for a study.json without the
+    counts (before study version 13, where such a shortfall went unsaid)."""
+    trains = split.get("training_rows")
+    if not trains:
+        return ""
+    parts = []
+    for readout, n in trains.items():
+        asked = plan.get(f"{readout}_rows", n)
+        parts.append(f"{code(readout)} {n}" if n >= asked else
+                     f"**{code(readout)} {n}, of the {asked} asked (--{readout}-rows): all the rows left, the same for "
+                     "every fine-tuning seed**")
+    return "Each readout trains on rows of the rest, drawn per fine-tuning seed: " + ", ".join(parts) + ". "
 
 
 def one_seed_note(plan: dict) -> str | None:
@@ -310,8 +334,9 @@ def write(store: Store, out: Path, doc: dict) -> list[str]:
     lines = [f"# kolectra study: {text(', '.join(plan['arms']))} at equal pretraining FLOPs", "",
              f"Preset {code(plan['preset'])}; budgets {', '.join(f'{b:.3g}' for b in sorted({p['flops'] for p in doc['points']}))} "
              f"FLOPs; {plan['pretrain_seeds']} pretraining x {plan['finetune_seeds']} fine-tuning seeds per point; "
-             f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set). "
-             + split_text(doc.get("split") or {}) + held, "",
+             f"scored on {holdout['dev_rows']} held-out NSMC rows carved from the train file (never the test set)"
+             + dev_shortfall(plan, doc.get("split") or {}) + ". "
+             + split_text(doc.get("split") or {}, plan) + held, "",
              "A winner is named only when the 95 % interval of the paired difference excludes zero (and, with two "
              "or more pretraining seeds, the seeds' own t-interval too: the bootstrap over so few seeds is too "
              "narrow) and both arms are above the untrained floor, both read by the same recipe; every recipe has "

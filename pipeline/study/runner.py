@@ -149,9 +149,21 @@ def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path) -> Splits:
             picked = sorted(random.Random(f"{plan.seed}-{readout}-{f}").sample(pool, n))
             leaked += len(dev_texts & {texts[i] for i in picked})
             train[readout].append(_write_nsmc(out / f"{readout}-seed{f}.txt", header, [rows[i] for i in picked]))
+    # rows each readout trains on: fewer than asked where the file has not that many left (at most half of it is
+    # held out), which went unsaid: --probe-rows 4000 on the sample's 2,000 rows trained every probe on 1,000
+    trains = {readout: min(want[readout], len(pool)) for readout in train}
+    for readout, n in trains.items():
+        if n < want[readout]:
+            progress(f"study: WARNING: --{readout}-rows {want[readout]} is more than the {len(pool)} rows of "
+                     f"{nsmc_train} left beside the {len(dev_idx)} held out: every {readout} readout trains on all "
+                     f"{n}, the same rows whatever its fine-tuning seed")
+    if plan.dev_rows > n_dev:
+        progress(f"study: WARNING: --dev-rows {plan.dev_rows}: {len(dev_idx)} rows held out, at most half of the "
+                 f"{len(rows)} rows of {nsmc_train}")
     grouping = {"rows": len(rows), "repeated_rows": len(rows) - len(same),
                 "dev_texts": len(dev_texts), "dev_rows_repeating_a_dev_text": len(dev_idx) - len(dev_texts),
-                "texts_too_frequent_for_dev": left_out, "dev_texts_in_training_rows": leaked}
+                "texts_too_frequent_for_dev": left_out, "dev_texts_in_training_rows": leaked,
+                "training_rows": trains}
     return Splits(dev, frozenset(rows[i].split("\t", 1)[0] for i in dev_idx), train, grouping)
 
 
