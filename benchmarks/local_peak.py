@@ -281,7 +281,13 @@ def run_child(files: list[str], out: Path, preset: str, traced: bool, beam_own: 
 
 
 def text_mb(path: str) -> float:
-    """The text of a review file (gzipped JSONL), or of a plain text file's lines (a document each)."""
+    """The text of a review file (gzipped JSONL), of a plain text file's lines (a document each), or
+    of a Parquet file's ``text`` column."""
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
+
+        column = pq.read_table(path, columns=["text"]).column("text")
+        return sum(len(t.encode("utf-8")) for t in column.to_pylist() if t) / 1e6
     if path.endswith(".txt"):
         with open(path, encoding="utf-8") as f:
             return sum(len(line.rstrip("\n").encode("utf-8")) for line in f) / 1e6

@@ -46,7 +46,7 @@ from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import drops, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
 from kolectra.corpus import listing as listing_file
-from kolectra.corpus.checked_json import checked_json_bytes, checked_note, jsonl_text_share
+from kolectra.corpus.checked_json import checked_json_bytes, checked_note, jsonl_text_share, parquet_text_per_byte
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.local_memory import check_local_memory
 from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stage's API, as before its move)
@@ -304,11 +304,13 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     # every drop written: the drops' shuffle follows the records, so the local runner's check counts them
     records = input_records(listed, cfg.format) if cfg.write_dropped and runner == LOCAL_RUNNER else None
     model = local_memory_model(cfg, runner, json_bytes, records)  # a worker's term by the planned shards
-    # the check counts the inputs' text as the fits count it: a text file's all text, a JSONL file's its share
+    # the check counts the inputs' text as the fits count it: a text file's all text, a JSONL file's its share,
+    # a Parquet file's the text its rows hold a stored byte
     share = jsonl_text_share(listed, cfg.format, cfg.text_field, cfg.max_line_bytes) if runner == LOCAL_RUNNER else None
-    checked = checked_json_bytes(listed, expanded, cfg.format, share)
+    held = parquet_text_per_byte(listed, cfg.format, cfg.text_field, cfg.keep_fields) if runner == LOCAL_RUNNER else None
+    checked = checked_json_bytes(listed, expanded, cfg.format, share, held)
     if checked != json_bytes:
-        model = dataclasses.replace(model, measure=f"{model.measure} ({checked_note(listed, cfg.format, share)})")
+        model = dataclasses.replace(model, measure=f"{model.measure} ({checked_note(listed, cfg.format, share, held)})")
     peak = check_local_memory(options, "corpus", checked, model)
     threads = analysis_threads(options)  # after the check, which may take fewer workers
     shown = runner_label(options, peak)
