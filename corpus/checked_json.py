@@ -11,8 +11,9 @@ import itertools
 import json
 from collections.abc import Iterable
 
+from kolectra.core import storage
 from kolectra.corpus import compress, outputs, parquet, reader
-from kolectra.corpus.inputs import InputFile
+from kolectra.corpus.inputs import InputFile, is_remote
 
 # corpus/memory_model.py's fits are per MB of the shard JSON the job plans by, 3.5 bytes an input byte whatever the
 # format (outputs.JSON_PER_INPUT_BYTE), measured on the reviews' JSONL, whose lines are half text: 6.9
@@ -28,6 +29,9 @@ from kolectra.corpus.inputs import InputFile
 TEXT_JSON_PER_INPUT_BYTE = 7.0
 TEXT_FORMATS = ("text", "blocks")  # reader.resolve_format's formats whose records are all text
 SHARE_FILES, SHARE_BYTES = 4, 1 << 16  # JSONL files sampled for their text's share, and the bytes read of each
+# where an uncompressed JSONL file's lines are read (its start, then evenly spaced): its first 64 kB alone took
+# a file whose first records are short beside their other fields for all such (jsonl_text_share)
+SHARE_PLACES = 4
 # A Parquet file counted as the JSONL it is taken to hold (outputs.EXPANSION's 2.4 a stored byte, the reviews'
 # with all their columns, snappy), 8.4 bytes of JSON a stored byte, whatever its columns hold; the job reads
 # only the text, id and kept columns, and what grows follows the text: the first 4 review files with a
@@ -88,26 +92,37 @@ def _sampled(listed: Iterable[InputFile], fmt: str, kind: str) -> list[InputFile
 
 def jsonl_text_share(listed: Iterable[InputFile], fmt: str, text_field: str, max_line_bytes: int) -> float | None:
     """The share of the JSONL inputs' bytes that is their records' text (``text_field``, UTF-8), read
-    from the first :data:`SHARE_BYTES` of up to :data:`SHARE_FILES` of them, evenly spaced over the
-    listing: the reviews' JSONL is half text (their other fields the rest), a crawl's ``{"url", "text"}``
-    nearly all. None without JSONL inputs or a line read; a file that cannot be read is passed over (the
-    job dead-letters it). Read before a local job only, where the check counts it."""
+    from :data:`SHARE_BYTES` of up to :data:`SHARE_FILES` of them, evenly spaced over the listing: the
+    reviews' JSONL is half text (their other fields the rest), a crawl's ``{"url", "text"}`` nearly all.
+    A compressed file's start is read (and an http(s) file's); an uncompressed one's lines at
+    :data:`SHARE_PLACES` places spread over it, its start the first (a part of the bytes each), as a file
+    whose first records are short and later ones long is not its start. None without JSONL inputs or a line read; a file that cannot be
+    read is passed over (the job dead-letters it), a place that cannot be reached (a server that takes
+    no range) ends the file's sample. Read before a local job only, where the check counts it."""
     sampled = _sampled(listed, fmt, "jsonl")
     if sampled is None:
         return None
     text = total = 0
     for f in sampled:
+        # an http(s) file is read through a 5 MB cache (compress.open_sample): a block a place, its start alone
+        spread = (compress.codec_of(f.path) is None and f.bytes > SHARE_PLACES * SHARE_BYTES
+                  and not (is_remote(f.path) and storage.scheme(f.path) in ("http", "https")))
+        places = [f.bytes * k // SHARE_PLACES for k in range(SHARE_PLACES)] if spread else [0]
         try:
             with compress.open_sample(f.path) as stream:
-                read = 0
-                for _, raw in reader.iter_lines(_Head(stream, 4 * SHARE_BYTES), max_line_bytes):
-                    if raw is None:
-                        continue
-                    read += len(raw) + 1
-                    total += len(raw) + 1
-                    text += _text_bytes(raw, text_field)
-                    if read >= SHARE_BYTES:
-                        break
+                for start in places:
+                    if start:
+                        stream.seek(start)
+                    read = 0
+                    lines = reader.iter_lines(_Head(stream, 4 * SHARE_BYTES), max_line_bytes)
+                    for _, raw in itertools.islice(lines, 1 if start else 0, None):  # a line cut by the place: not one
+                        if raw is None:
+                            continue
+                        read += len(raw) + 1
+                        total += len(raw) + 1
+                        text += _text_bytes(raw, text_field)
+                        if read >= SHARE_BYTES // len(places):
+                            break
         except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it
             continue
     return text / total if total else None

@@ -1,11 +1,13 @@
 """The inputs' text as the local memory check counts it (corpus/checked_json.py). A Parquet input by the text
 its rows hold, not as the JSONL it was taken to hold (2.4 times its stored bytes, 8.4 bytes of JSON a stored
 byte whatever its columns): the job reads only the text, id and kept columns, and what grows follows the
-text (docs/scale.md, "Parquet by its text"). Files of the measured shapes; the refusal at 0.1 GB comes
-before any Beam work."""
+text (docs/scale.md, "Parquet by its text"). A JSONL file's share of text from places spread over it, not
+its start alone. Files of the measured shapes; the refusal at 0.1 GB comes before any Beam work."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
 import re
 
@@ -122,3 +124,47 @@ def test_the_parquet_sample_on_a_bucket_reads_the_text_not_the_object(bucket, s3
     assert spans and all(r.range for r in seen if r.operation == "GetObject"), seen
     assert sum(end + 1 - start for start, end in spans) < len(data) / 4, (spans, len(data))
 
+
+def _short_then_long(path, head_bytes: int, size: int) -> float:
+    """A crawl's ``{"url", "text"}``: ``head_bytes`` of short texts (44 % of their lines), then long ones
+    (97 %) to ``size`` bytes; the share of the file that is text."""
+    short = json.dumps({"url": "https://news.example.com/articles/2026/12/01/" + "a" * 40, "text": REVIEW},
+                       ensure_ascii=False).encode() + b"\n"
+    long = json.dumps({"url": "https://news.example.com/a/1", "text": REVIEW * 30}, ensure_ascii=False).encode() + b"\n"
+    heads, longs = head_bytes // len(short), (size - head_bytes) // len(long)
+    path.write_bytes(short * heads + long * longs)
+    text = len(REVIEW.encode()) * (heads + 30 * longs)
+    return text / (heads * len(short) + longs * len(long))
+
+
+def test_a_jsonl_file_whose_first_records_are_short_is_counted_by_all_of_it(tmp_path):
+    """A JSONL file whose first 1 MB holds short texts beside long URLs (44 % text) and the 15 MB after
+    long ones (97 %; 95 % over the file) was counted by its first 64 kB alone: at the plan's 3.5 bytes of
+    JSON a byte, where the peak grows 6.6 MB per MB of text (the reviews' fit): at 34 GB of such a file
+    179 GB where that fit says 213. Its lines are now read at 4 places spread over it: 6.0 a byte. A gzip
+    file is read from its start (a place in it is reached only by decompressing what comes before)."""
+    whole = _short_then_long(tmp_path / "a.jsonl", 1 << 20, 16 << 20)
+    assert whole > 0.9
+    listed = inputs.list_inputs([str(tmp_path / "a.jsonl")])
+    share = checked_json.jsonl_text_share(listed, "auto", "text", 1 << 20)
+    assert share is not None and share * checked_json.TEXT_JSON_PER_INPUT_BYTE > 6.0
+    json_mb, _, said = _refused(tmp_path, str(tmp_path / "a.jsonl"))
+    assert json_mb > 16.7 * 6.0 and "% of its bytes being text" in said
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress((tmp_path / "a.jsonl").read_bytes(), 1))
+    head = checked_json.jsonl_text_share(inputs.list_inputs([str(tmp_path / "b.jsonl.gz")]), "auto", "text", 1 << 20)
+    assert head is not None and head < 0.5
+
+
+def test_a_jsonl_sample_on_a_bucket_is_a_ranged_get_a_place(bucket, s3_endpoint, tmp_path):
+    """On a store each place is read with ranged GETs of the sample's bytes, not the object."""
+    from kolectra.core import storage
+
+    _short_then_long(tmp_path / "a.jsonl", 1 << 20, 8 << 20)
+    storage.write_bytes(f"{bucket}/in/a.jsonl", (tmp_path / "a.jsonl").read_bytes())
+    local = checked_json.jsonl_text_share(inputs.list_inputs([str(tmp_path / "a.jsonl")]), "auto", "text", 1 << 20)
+    with answered(s3_endpoint) as seen:
+        share = checked_json.jsonl_text_share(inputs.list_inputs([f"{bucket}/in/*"]), "auto", "text", 1 << 20)
+    assert share == pytest.approx(local)
+    spans = [tuple(map(int, r.range.removeprefix("bytes=").split("-"))) for r in seen if r.operation == "GetObject"]
+    assert len(spans) >= 4 and all(r.range for r in seen if r.operation == "GetObject"), seen
+    assert sum(end + 1 - start for start, end in spans) < 1 << 20, spans
