@@ -474,3 +474,22 @@ def test_list_and_a_ref_name_the_copy_a_kill_left_unpublished(tmp_path, capsys):
     assert [a.path for a in _no_half_artifact(Store(tmp_path))] == [first.path]
     assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
     assert "not published" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, Terminated])
+def test_a_stopped_force_on_a_disk_says_the_copy_published_there_is_kept(tmp_path, stop):
+    """A --force rebuild stopped as it built: on a bucket the line said 'nothing published under ...; the copy
+    published there before is kept', on a disk only 'nothing published; its partial build in ... was removed',
+    which left the user to wonder whether the copy it rebuilt was gone. A first build still says only that."""
+    def stopped(out: Path) -> StageOutput:
+        raise stop("terminated (SIGTERM)") if stop is Terminated else stop()
+    req = Request(kind="corpus", name="a", stage_version=1, config={})
+    with pytest.raises(stop) as first:
+        Store(tmp_path).build(req, stopped)
+    assert "the copy published there before" not in "; ".join(first.value.__notes__)
+    art = Store(tmp_path).build(req, _writes("same", []))
+    with pytest.raises(stop) as e:
+        Store(tmp_path).build(req, stopped, force=True)
+    notes = "; ".join(e.value.__notes__)
+    assert f"was removed; the copy published there before, {art.path}, is kept" in notes, notes
+    assert Store(tmp_path).verify(art) == []

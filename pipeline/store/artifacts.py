@@ -460,8 +460,10 @@ class Store(Catalog):
                         run.record_again()
             return
         shutil.rmtree(run.path if run is not None else out, ignore_errors=True)
-        if not refused:
-            e.add_note(f"{request.kind}: nothing published; its partial build in {out} was removed")
+        if not refused:  # a --force'd (or damaged) copy is moved only as the build is published: it stands
+            there = self._dirs(request.kind, request.id())
+            e.add_note(f"{request.kind}: nothing published; its partial build in {out} was removed"
+                       + (f"; the copy published there before, {there[0]}, is kept" if there else ""))
 
     def _seal(self, out: Path, request: Request, output: StageOutput, started: str,
               run: workspace.Run | None) -> None:
