@@ -131,6 +131,40 @@ def second_segments(examples_dir: Path) -> tuple[int, int] | None:
     return sequences - single, sequences
 
 
+def built_single_segment(examples_dir: Path) -> bool:
+    """Whether the examples' manifest says they were built with ``single_segment_prob=1`` (no B segment), for an
+    artifact whose ``stats.json`` predates its count of them (examples stage version 3)."""
+    try:
+        config = json.loads((Path(examples_dir) / "manifest.json").read_text(encoding="utf-8"))["config"]
+        return float(config["single_segment_prob"]) >= 1
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+
+
+def check_segments(cfg: PretrainConfig, index: data.ExamplesIndex) -> None:
+    """A B segment's tokens are of type 1: with one segment embedding the first step failed inside the
+    embeddings ('internal error: IndexError: index out of range in self'). Examples whose ``stats.json`` does
+    not count them (built before kolectra did, or by other code) are refused too, unless their manifest says
+    ``single_segment_prob=1``: reading every shard's segment ids to count them could take longer than a run."""
+    if cfg.model.type_vocab_size >= 2:
+        return
+    where, tvs = index.root / "stats.json", cfg.model.type_vocab_size
+    if (counts := second_segments(index.root)) is None:
+        if built_single_segment(index.root):
+            return
+        raise PretrainInputError(f"{where}: no count of the sequences with a second segment (single_segment_sequences: "
+                                 "examples built before kolectra counted them), so whether "
+                                 f"model.type_vocab_size={tvs} can embed them is unknown (a second segment's tokens "
+                                 "are of type 1); set model.type_vocab_size=2 (ELECTRA's), or rebuild the examples "
+                                 "(kolectra examples ... --force; with --set single_segment_prob=1 for one segment)")
+    if counts[0]:
+        raise PretrainInputError(f"{where}: {counts[0]:,} of {counts[1]:,} sequences have a second "
+                                 "segment ([CLS] A [SEP] B [SEP], its tokens of type 1), which "
+                                 f"model.type_vocab_size={tvs} cannot embed; set "
+                                 "model.type_vocab_size=2 (ELECTRA's), or build the examples with "
+                                 "--set single_segment_prob=1")
+
+
 def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) -> Inputs:
     index = data.read_index(examples_dir)
     specials = read_specials(tokenizer_dir, index)
@@ -138,14 +172,7 @@ def read_inputs(cfg: PretrainConfig, examples_dir: Path, tokenizer_dir: Path) ->
     if seq_len > cfg.model.max_position:
         raise PretrainInputError(f"{index.root / 'index.json'}: max_seq_length {seq_len} exceeds "
                                  f"model.max_position {cfg.model.max_position}")
-    # a B segment's tokens are of type 1: with one segment embedding the first step failed inside the
-    # embeddings ('internal error: IndexError: index out of range in self')
-    if cfg.model.type_vocab_size < 2 and (counts := second_segments(examples_dir)) and counts[0]:
-        raise PretrainInputError(f"{index.root / 'stats.json'}: {counts[0]:,} of {counts[1]:,} sequences have a second "
-                                 "segment ([CLS] A [SEP] B [SEP], its tokens of type 1), which "
-                                 f"model.type_vocab_size={cfg.model.type_vocab_size} cannot embed; set "
-                                 "model.type_vocab_size=2 (ELECTRA's), or build the examples with "
-                                 "--set single_segment_prob=1")
+    check_segments(cfg, index)
     t = cfg.train
     if index.examples < t.batch_size:  # the loader checks one micro-batch: with grad_accum a step repeated rows
         raise PretrainInputError(f"{index.root / 'index.json'}: {index.examples:,} examples cannot fill one step's batch "

@@ -256,6 +256,36 @@ def test_one_segment_embedding_for_examples_with_a_second_segment_is_refused_nam
     read_inputs(one, examples, tok)
 
 
+def test_one_segment_embedding_is_refused_for_examples_that_do_not_count_their_second_segments(tmp_path):
+    """An examples artifact whose stats.json has no single_segment_sequences (built before the examples stage
+    counted them) passed c2587a5's check with model.type_vocab_size=1 and ended the first step with 'internal
+    error: IndexError' on its B segments (w9); now one line saying the count is missing and both ways out,
+    unless its manifest says single_segment_prob=1 (no second segment)."""
+    import dataclasses
+    import json
+
+    from kolectra.model.config import tiny
+    from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
+    from tests.model_support import build_examples, build_tokenizer
+
+    tok = build_tokenizer(tmp_path / "tok")
+    examples = build_examples(tmp_path / "ex", tok, n=16, seq_len=32)  # B segments; stats.json without the count
+    assert "single_segment_sequences" not in json.loads((examples / "stats.json").read_text())
+    cfg = tiny()
+    one = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, type_vocab_size=1),
+                              train=dataclasses.replace(cfg.train, batch_size=8))
+    with pytest.raises(PretrainInputError, match=r"stats.json: no count of the sequences with a second segment "
+                                                 r"\(single_segment_sequences: .*model.type_vocab_size=1 can embed "
+                                                 r"them is unknown .*set model.type_vocab_size=2 .*rebuild the examples"):
+        read_inputs(one, examples, tok)
+    read_inputs(dataclasses.replace(one, model=cfg.model), examples, tok)  # two segment embeddings: as before
+    (examples / "manifest.json").write_text(json.dumps({"config": {"single_segment_prob": 0.1}}))
+    with pytest.raises(PretrainInputError, match="no count of the sequences with a second segment"):
+        read_inputs(one, examples, tok)
+    (examples / "manifest.json").write_text(json.dumps({"config": {"single_segment_prob": 1.0}}))
+    read_inputs(one, examples, tok)  # built without a second segment: taken
+
+
 def test_one_segment_embedding_is_refused_on_examples_in_a_bucket_too(bucket, tmp_path, monkeypatch):  # noqa: F811
     """On a store root the trainer fetched index.json alone before its checks, so stats.json's count was not
     there to read and model.type_vocab_size=1 still ended the first step in an IndexError (t9)."""
