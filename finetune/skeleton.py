@@ -39,6 +39,7 @@ from kolectra.finetune.loop import TrainLog, predict, train_epochs
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.reinit import reinit_top_layers
 from kolectra.finetune.report import write_learning_curve
+from kolectra.finetune.unknown import warn_unknown
 from kolectra.model import runtime
 from kolectra.model.device import Device
 from kolectra.model.electra import count_parameters
@@ -159,6 +160,7 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
         warnings += warn_small_dev(task, data, cfg)
         tokenizer = load_tokenizer(Path(model_dir))
         splits = encode(task, data, tokenizer, cfg, Path(model_dir), cache_dir)
+        warnings += warn_unknown(task.name, data, splits, tokenizer, Path(model_dir))
         task.check(splits, data, cfg)
         with quiet_libraries():
             model = load_model(task.auto_model, Path(model_dir), cfg, dev, tokenizer, pairs=task.pairs(cfg),
