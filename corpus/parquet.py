@@ -78,17 +78,19 @@ def open_seekable(path: str) -> IO[bytes]:
     return open_input(path)
 
 
-def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None = None
+def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None = None, buffer: int | None = None
                 ) -> tuple[dict[str, str], Iterator[tuple[int, Iterator[dict]]]]:
     """(the Arrow type of each of ``columns`` the file has, for each of ``row_groups`` (default all)
     its row count from the footer and its rows as ``{column: value}`` over those columns). A group's
     rows are decoded as they are iterated, so a page that fails to decode raises there, and the
     next group can still be read: a row group's pages are located from the footer, not from the
-    group before it. A file with none of the columns still yields one empty row for each row."""
+    group before it. A file with none of the columns still yields one empty row for each row.
+    ``buffer``: the pages' read buffer where not the default (a store's object's 8 MiB, a local file's
+    1 MiB): a sample of a few rows (corpus/checked_json.py) reads 1 MiB at a time on a store too."""
     import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
     from fsspec.spec import AbstractBufferedFile  # noqa: PLC0415 - a store's file (open_seekable)
 
-    buffer = REMOTE_READ_BUFFER if isinstance(f, AbstractBufferedFile) else READ_BUFFER
+    buffer = buffer or (REMOTE_READ_BUFFER if isinstance(f, AbstractBufferedFile) else READ_BUFFER)
     pf = pq.ParquetFile(f, buffer_size=buffer, pre_buffer=False)
     schema = pf.schema_arrow
     groups = range(pf.num_row_groups) if row_groups is None else row_groups
