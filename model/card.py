@@ -65,6 +65,12 @@ def front_matter(cls_name: str, objective: str, datasets: list[str] | None = Non
     return f"---\n{data.to_yaml()}\n---\n"
 
 
+# a run of 0 steps (kolectra study's floor) has no loss: "nan" read as a divergence, and its health "unchecked: no
+# metrics logged after warm-up" as a run whose log missed its windows (pipeline/verdicts.py says the same words)
+UNTRAINED = "untrained (0 steps: the random initialisation, as a study's floor)"
+UNTRAINED_LOSS = "none (0 steps: the random initialisation)"
+
+
 def loss_text(final: dict) -> str:
     """The final loss for the card and the last line: a NaN loss is recorded as null (JSON has no
     NaN), and must still print, so that the divergence check after it can say what happened."""
@@ -109,9 +115,9 @@ def facts(cfg, *, recipe: dict, seq_len: int, vocab_size: int, parameters: int, 
             "batch size": t.batch_size, "sequence length": seq_len, "vocabulary": vocab_size,
             "discriminator parameters": f"{parameters:,}",
             "training FLOPs": f"{flops:.3e}", "wall time": f"{wall_seconds:.0f} s",
-            "hardware": where, "final loss": loss_text(final),
+            "hardware": where, "final loss": UNTRAINED_LOSS if t.steps == 0 else loss_text(final),
             "final figures (last log window)": figures_text(final), "seed": cfg.seed,
             **({"initialised from": t.init_from} if t.init_from else {}),
             **({"resumed at step": first_step} if first_step else {}),
             "FLOPs by part": ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in flops_share.items()),
-            "training health": health.status_text(verdict)}
+            "training health": UNTRAINED if t.steps == 0 else health.status_text(verdict)}

@@ -142,5 +142,6 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         said = health_standing.end_text(verdict, run.standing if run.warned else None, run.expected_untrained)
         verdict_words = f"; {said}" if t.steps else ""
         progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
-                 f"final loss {card.loss_text(final)}{verdict_words}")
+                 f"final loss {card.loss_text(final)}{verdict_words}" if t.steps else
+                 f"pretrain done: 0 steps, {card.UNTRAINED}")  # "final loss nan" read as a divergence
     return StageOutput(stats=stats, compute=compute)

@@ -87,3 +87,24 @@ def test_an_untrained_floor_is_said_to_be_untrained_not_unchecked(tmp_path, caps
     shown = capsys.readouterr().out
     assert "  health    untrained (0 steps: the random initialisation, as a study's floor)" in shown, shown
     assert "unchecked" not in shown
+
+
+def test_a_floor_s_card_and_last_line_say_untrained_not_a_nan_loss(tmp_path, capsys):
+    """A study's floor (0 steps) ended 'pretrain done: 0 steps in 0m00s, final loss nan', once a pretraining seed
+    in every study's output, and its cards' Training table said 'final loss | nan' and 'training health |
+    unchecked: no metrics logged after warm-up': a divergence and a log that missed its windows, to a reader."""
+    from kolectra.pipeline import stages
+
+    store = Store(tmp_path / "root")
+    examples = small_chain(store)[2]
+    capsys.readouterr()
+    floor = stages.pretrain(store, examples, preset="tiny", sets=["train.steps=0", "train.warmup_steps=0"], seed=1,
+                            name="study-floor")
+    err = capsys.readouterr().err
+    assert "pretrain done: 0 steps, untrained (0 steps: the random initialisation, as a study's floor)" in err
+    assert "nan" not in err
+    for network in ("discriminator", "generator"):
+        card = (floor.path / "hf" / network / "README.md").read_text(encoding="utf-8")
+        assert "| final loss | none (0 steps: the random initialisation) |" in card, network
+        assert "| training health | untrained (0 steps: the random initialisation, as a study's floor) |" in card
+        assert "nan" not in card and "unchecked" not in card
