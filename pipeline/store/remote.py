@@ -78,6 +78,7 @@ from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, has
 from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
 from kolectra.pipeline.store.remote_runs import CHECKPOINTS, WORK, RemoteRun, StoreRuns, cache_root
 from kolectra.pipeline.store.roots import unfollowed
+from kolectra.pipeline.store.workspace import _TMP_NAME as BUILD_NAME
 
 # set on a second stop that came while the store was asked whether a build's manifest landed, or on the
 # failure of its write when the store could not be asked: unknown
@@ -243,8 +244,8 @@ class RemoteStore(StoreRuns, Store):
             elif resumable:
                 out, run = self._prepare_run(request, resumable, resume, held, force and seen is not None)
                 forced_over(run, force, seen is not None)
-            else:
-                out, run = str(workspace.private_dir(cache_root(), request.kind, aid)), None
+            else:  # in this root's folder of the cache, marked live: `artifacts gc` removes one a kill -9 left
+                out, run = str(workspace.private_dir(self._local_root(), request.kind, aid, held)), None
             started = workspace.now()
             self._run_url = storage.join(self.url, WORK, f"{request.kind}-{aid}") if run is not None else None
             try:
@@ -491,6 +492,15 @@ class RemoteStore(StoreRuns, Store):
         if local.is_dir():
             gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run)
             removed += [str(p) for p in gone]
+        # build directories a kolectra before 2026-12-01 made in the cache's own .tmp, unmarked: left by killed
+        # builds, which nothing swept (one whose request this root still leases may be live: kept)
+        old = cache_root() / workspace.TMP
+        for d in sorted(old.iterdir()) if old.is_dir() and not old.is_symlink() else []:
+            m = BUILD_NAME.match(d.name)
+            if m and d.is_dir() and not d.is_symlink() and not workspace.live(d) and not leased(m["kind"], m["id"]):
+                removed.append(str(d))
+                if not dry_run:
+                    shutil.rmtree(d, ignore_errors=True)
         return removed, kept
 
     def _run_holds_state(self, name: str) -> bool:
