@@ -39,7 +39,7 @@ from typing import IO, Collection, Iterator
 
 from apache_beam.io.filesystem import FileSystem
 
-from kolectra.core import scratch, storage
+from kolectra.core import object_infos, scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
 from kolectra.corpus import http_reads, literals, sorted_files, suffixes
@@ -359,7 +359,7 @@ def identify(path: str, time_stamp: bool = True) -> InputFile:
             # (touch -r, rsync -t, a restore, an editor keeping it) has another one, which no program can
             # set back; before, it kept the identity and the next build reused the artifact of the old bytes
             return InputFile(path, st.st_size, f"local:{path}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
-        meta = storage.info(path)
+        meta = _info(path)
         if not time_stamp:
             meta = {k: v for k, v in meta.items() if k != "Last-Modified"}
         return _object_file(path, _size_of(path, meta), version_of(meta))
@@ -367,6 +367,20 @@ def identify(path: str, time_stamp: bool = True) -> InputFile:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
         raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
+
+
+def _info(path: str) -> dict:
+    """A store object's info; an http(s) one's as the listing asked for it, bounded (``core.object_infos``:
+    aiohttp's own bound, 300 s for the HEAD and 300 for the GET, held the job's check after a read 10 minutes
+    on a server that stopped answering)."""
+    if storage.scheme(path) not in ("http", "https"):
+        return storage.info(path)
+    [found] = object_infos.object_infos([path])
+    if isinstance(found, Exception):
+        raise found
+    if found is None:
+        raise FileNotFoundError(path)
+    return found
 
 
 # what a write moves in an object's info, where its store keeps no checksum of it (sftp://: mtime;

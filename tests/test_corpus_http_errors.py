@@ -171,3 +171,44 @@ def test_many_urls_of_a_server_that_never_answers_are_refused_within_the_bound_n
         took = time.monotonic() - started
     assert took < 4, f"{took:.1f} s: 10 waves of the 1 s bound"
     assert str(e.value).startswith(f"cannot read input {urls[0]!r}: ") and "no answer in 1 s" in str(e.value)
+
+
+def test_the_check_after_a_read_of_a_server_that_stopped_answering_ends_within_the_bound(monkeypatch):
+    """The job's check after a file's read asks for its info again (changed_since -> identify): that request
+    had aiohttp's own bound, 300 s for the HEAD and 300 more for the GET, where the listing's has 60 s, so a
+    server that stopped answering meanwhile held the worker 10 minutes at the file's end."""
+    from kolectra.core import object_infos
+
+    monkeypatch.setattr(object_infos, "HTTP_INFO_SECONDS", 1.0, raising=False)
+    body, mute = "이 영화 정말 재밌었어요\n".encode(), threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_HEAD(self):
+            if mute.is_set():
+                mute.wait(3)
+                time.sleep(30)  # taken, never answered in time
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", '"v1"')
+            self.end_headers()
+
+        do_GET = do_HEAD
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        [listed] = inputs.list_inputs([f"http://127.0.0.1:{server.server_port}/reviews.txt"])
+        mute.set()
+        said = []
+        worker = threading.Thread(target=lambda: said.append(inputs.changed_since(listed, listed.bytes)), daemon=True)
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), "the check still waits on a server that stopped answering"
+        assert said and "no answer in 1 s" in said[0]
+    finally:
+        server.shutdown()
+        server.server_close()
