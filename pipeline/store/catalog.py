@@ -293,7 +293,8 @@ class Catalog:
             more = [f"and {len(problems) - 5} more (kolectra artifacts verify lists them)"] if len(problems) > 5 else []
             raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest ("
                                 + "; ".join(problems[:5] + more)
-                                + "): restore its files, or rebuild it (its command with --force)")
+                                + "): restore its files (what was built from it stays valid), or rebuild it (its "
+                                "command with --force), which rebuilds what was built from it when next asked for")
         if not isinstance(art.path, Path):
             self._checked[str(art.path)] = seal
         return art
