@@ -26,6 +26,7 @@ from sklearn.metrics import f1_score
 from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.readers.arrow_rows import Unnamed
 from kolectra.finetune.text_task import BadRow, TextTask
 
 STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
@@ -44,6 +45,8 @@ def label_text(value) -> str:
     too, as the JSON number is: a CSV or TSV pandas wrote from a label column with a gap holds ``0.0``,
     ``1.0``, which were classes of their own (a test file written without the gap, ``1``, was "not among the
     training labels (0.0, 1.0)"; ``label_names`` refused them as text that is none of its names)."""
+    if isinstance(value, Unnamed):  # before int, its base: -1 would be a class "-1"
+        raise BadRow(f"label {value!r}")
     if isinstance(value, str) and (text := visible_edges(value)):
         if whole := WHOLE_FLOAT.fullmatch(text):
             return str(int(whole.group(1)))

@@ -27,6 +27,7 @@ from scipy.stats import pearsonr, spearmanr
 from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.readers.arrow_rows import Unnamed
 from kolectra.finetune.text_task import BadRow, TextTask
 
 STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
@@ -39,6 +40,8 @@ def score_value(value) -> float:
     # read as a value to correct, not one missing
     if value is None or (isinstance(value, str) and not value.strip()):
         raise BadRow("empty score" + (" (null)" if value is None else ""))
+    if isinstance(value, Unnamed):  # a class-label column's -1: no score, though an int
+        raise BadRow(f"score must be a number, got {value!r}")
     # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
     if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
         raise BadRow(f"score must be a number, got {value!r}")

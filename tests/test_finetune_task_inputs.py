@@ -120,7 +120,7 @@ def test_saved_datasets_class_labels_and_splits(tmp_path):
         read_table(tmp_path / "ynat")
     t = read_table(tmp_path / "ynat" / "train")
     # class names, not codes; -1 (the Hub's "no label") is no name, which the task counts as a bad row
-    assert t.unit == "row" and [r["label"] for _, r in t.records] == names + [None]
+    assert t.unit == "row" and [r["label"] for _, r in t.records] == names + [-1]  # its code, said as such
     assert t.where(2) == f"{tmp_path / 'ynat' / 'train'} row 2"
     with pytest.raises(FinetuneError, match="cannot tell its format from the name; pass --set format=tsv"):
         read_table(write(tmp_path / "data.xlsx", "x"))
@@ -442,6 +442,32 @@ def test_a_test_file_of_one_score_is_warned_of_before_training(tmp_path, capsys)
     task = Regress()
     task.check({}, task.read(cfg, train, varied), cfg)
     assert "every test row" not in capsys.readouterr().err
+
+
+def test_a_class_label_of_minus_one_is_named_an_unlabelled_row_not_an_empty_label(tmp_path):
+    """A Hub test split saved as it is (every label -1, datasets' mark of an unlabelled row) was refused as
+    "rows 1, 2, 3, 4: empty label", as if the labels were blank in the file, the -1 nowhere said."""
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])})
+    labelled = datasets.Dataset.from_dict({"text": [f"문장 {i}" for i in range(10)], "label": [i % 2 for i in range(10)]},
+                                          features=features)
+    unlabelled = datasets.Dataset.from_dict({"text": [f"시험 {i}" for i in range(4)], "label": [-1] * 4},
+                                            features=features)
+    train, test = tmp_path / "train.parquet", tmp_path / "test.parquet"
+    labelled.to_parquet(str(train))
+    unlabelled.to_parquet(str(test))
+    unlabelled.save_to_disk(str(tmp_path / "test_saved"))
+    reason = "label -1 (a class-label code outside its names: the Hub's mark of an unlabelled row, as a test split " \
+             "without its labels has)"
+    for path, unit in ((test, "row"), (tmp_path / "test_saved", "row")):
+        with pytest.raises(FinetuneError, match=rf"4 of 4 rows are malformed .*: {unit}s 1, 2, 3, 4: "
+                                                rf"{reason.replace('(', '[(]').replace(')', '[)]')}$"):
+            Classify().read(cls_cfg(), train, path)
+    # a score read from such a column is no -1 either (the code would have been read as a score)
+    scores = write(tmp_path / "scores.tsv", "text\tlabel\n" + "".join(f"문장 {i}\t{i % 5}\n" for i in range(20)))
+    with pytest.raises(FinetuneError, match=r"rows 1, 2, 3, 4: score must be a number, got -1 \(a class-label code"):
+        Regress().read(config.sample_regress(), scores, test)
 
 
 def test_a_json_integer_score_past_float_range_is_a_counted_bad_row(tmp_path):

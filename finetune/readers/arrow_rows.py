@@ -69,13 +69,23 @@ def _flat(table):
     return table
 
 
+class Unnamed(int):
+    """A class-label code outside the column's names (-1: the Hub's mark of an unlabelled row, a test split's): kept
+    as its code for the reason a task gives, where the row's label had read as missing ("empty label")."""
+
+    def __repr__(self) -> str:
+        return f"{int(self)} (a class-label code outside its names" + (
+            ": the Hub's mark of an unlabelled row, as a test split without its labels has)" if self < 0 else ")")
+
+
 def _saved_records(ds, features=None) -> Iterator[tuple[int, dict]]:
     """A saved dataset's rows (or rows of ``features``), numbered from 1, class-label codes as their names."""
     names = {c: _class_names(f) for c, f in (features if features is not None else ds.features).items()}
     for i, row in enumerate(ds, start=1):
         for c, cls in names.items():
             if cls is not None and row[c] is not None:
-                row[c] = [_name(cls, v) for v in row[c]] if isinstance(row[c], list) else _name(cls, row[c])
+                row[c] = [_name(cls, v) for v in row[c]] if isinstance(row[c], list) else \
+                    _name(cls, row[c]) if 0 <= row[c] < len(cls) else Unnamed(row[c])
         yield i, row
 
 
