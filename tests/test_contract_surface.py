@@ -22,11 +22,13 @@ and in a bucket (moto's S3, ``--out s3://...``), held to what the contract says 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import hashlib
 import io
 import json
 import re
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -128,30 +130,162 @@ PARENTS = {"corpus": [], "vocab": ["corpus"], "examples": ["corpus", "vocab"], "
            "nsmc": ["checkpoint"], "korquad": ["checkpoint"]}
 
 
+# what each stage's command asked for, as the manifest's resolved ``config`` must say it
+ASKED = {"corpus": {"format": "jsonl", "text_field": "body", "id_field": "doc_id"},
+         "vocab": {"vocab_size": 2000, "report_baseline": False},
+         "examples": {"max_seq_length": 64},
+         "checkpoint": {"preset": "tiny", "objective.objective": "electra", "train.device": "cpu", "train.steps": 4,
+                        "train.save_every": 2, "train.batch_size": 4, "train.log_every": 2},
+         "nsmc": {"task": "nsmc", "max_train_examples": 16, "max_eval_examples": 16, "epochs": 1},
+         "korquad": {"task": "korquad", "max_train_examples": 4, "epochs": 1}}
+
+
+def _at(config: dict, dotted: str):
+    for part in dotted.split("."):
+        config = config.get(part, {}) if isinstance(config, dict) else {}
+    return config
+
+
+def _breaks(key: str, where: str, m: dict, ids: dict) -> list[str]:
+    """The manifest fields of ``where`` (the artifact of ``key``'s command) that do not hold the contract,
+    each by what it should be: not only there and typed, but meaning what the contract says."""
+    import datetime as dt
+    import socket
+
+    from kolectra.pipeline.store import manifest as written
+
+    kind, broken = KIND_OF[key], []
+
+    def need(field: str, ok) -> None:
+        try:
+            held = bool(ok())
+        except (KeyError, TypeError, ValueError, AttributeError):
+            held = False
+        if not held:
+            broken.append(field)
+
+    for field, typ in MANIFEST_FIELDS.items():
+        need(field, lambda: isinstance(m[field], typ))
+    parent, _, folder = where.rpartition("/")
+    need("schema", lambda: m["schema"] == written.SCHEMA)
+    need("kind", lambda: m["kind"] == kind and parent.endswith(f"/{kind}"))
+    need("name", lambda: m["name"] and folder == f"{m['name']}-{m['id']}")
+    need("id", lambda: re.fullmatch(r"[0-9a-f]{16}", m["id"]) and folder.endswith(f"-{m['id']}"))
+    need("parents", lambda: m["parents"] == [ids[p] for p in PARENTS[key]])
+    need("config", lambda: all(_at(m["config"], k) == v for k, v in ASKED[key].items()))
+    # files: each path, bytes and sha256, as they are; every file of the folder listed, the manifest aside
+    need("files", lambda: {f["path"] for f in m["files"]} == set(_listing(where)) - {"manifest.json"})
+    for f in m["files"] if isinstance(m.get("files"), list) else []:
+        need("files", lambda f=f: _sized_hash(where, f["path"]) == (f["bytes"], f["sha256"]))
+    # digest: over the files, so one file's other content is another digest
+    need("digest", lambda: re.fullmatch(r"[0-9a-f]{64}", m["digest"]) and m["digest"] == written.digest(m["files"])
+         and written.digest([{**m["files"][0], "sha256": "0" * 64}, *m["files"][1:]]) != m["digest"])
+    need("stats", lambda: m["stats"])
+    need("provenance", lambda: PROVENANCE <= set(m["provenance"]))
+    p = m.get("provenance", {})
+    need("provenance.kolectra", lambda: p["kolectra"] == written.kolectra_version())
+    need("provenance.libraries", lambda: p["libraries"] and all(isinstance(n, str) and isinstance(v, str)
+                                                                 for n, v in p["libraries"].items()))
+    # the commit when known: this checkout's (a wheel's install has none, and then says null); HEAD or one
+    # before it, as commits may land while the chain runs
+    need("provenance.git_commit", lambda: p["git_commit"] is None if written._git_commit() is None else (
+        re.fullmatch(r"[0-9a-f]{40}", p["git_commit"]) and subprocess.run(
+            ["git", "-C", str(Path(written.__file__).parent), "merge-base", "--is-ancestor", p["git_commit"], "HEAD"],
+            capture_output=True, timeout=30).returncode == 0))
+    need("provenance.host", lambda: p["host"] == socket.gethostname())
+    now = dt.datetime.now(dt.timezone.utc)
+    need("provenance.started", lambda: now - dt.timedelta(days=1) < dt.datetime.fromisoformat(p["started"]) <= now)
+    need("provenance.finished", lambda: dt.datetime.fromisoformat(p["started"])
+         <= dt.datetime.fromisoformat(p["finished"]) <= now)
+    if kind in ("checkpoint", "eval"):
+        need("compute", lambda: COMPUTE <= set(m["compute"]))
+        c = m.get("compute", {})
+        need("compute.parameters", lambda: isinstance(c["parameters"], int) and c["parameters"] > 0)
+        need("compute.flops", lambda: c["flops"] > 0)
+        need("compute.wall_seconds", lambda: 0 < c["wall_seconds"] < 86400)
+        need("compute.device", lambda: c["device"].split()[0] == "cpu")  # the chain runs on the CPU
+    return sorted(set(broken))
+
+
+@functools.lru_cache(maxsize=None)
+def _listing(where: str) -> tuple[str, ...]:
+    return tuple(storage.listing(where))
+
+
+@functools.lru_cache(maxsize=None)
+def _sized_hash(where: str, path: str) -> tuple[int, str]:
+    """A file's bytes and sha256, read once: the check runs on each manifest many times below."""
+    data = storage.read_bytes(f"{where}/{path}")
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def _manifests(root: str, runs: dict) -> list[tuple[str, str, dict, dict]]:
+    out, ids = [], {}
+    for key in KIND_OF:
+        where = _last(runs, key)
+        m = _manifest(where)
+        out.append((key, where, m, dict(ids)))
+        ids[key] = m.get("id")
+    return out
+
+
 def test_each_stage_prints_its_artifact_last_as_root_kind_name_id_with_a_whole_manifest(chain):
     root, runs, _ = chain
-    ids = {}
-    for key, kind in KIND_OF.items():
-        where = _last(runs, key)
-        parent, _, folder = where.rpartition("/")
-        assert parent == f"{root}/{kind}", where
-        m = _manifest(where)
-        ids[key] = m["id"]
-        for field, typ in MANIFEST_FIELDS.items():
-            assert isinstance(m.get(field), typ), f"{where}: manifest.json's {field!r} is {m.get(field)!r}"
-        assert m["kind"] == kind and folder == f"{m['name']}-{m['id']}" and re.fullmatch(r"[0-9a-f]{16}", m["id"])
-        assert m["parents"] == [ids[p] for p in PARENTS[key]], (key, m["parents"])
-        assert PROVENANCE <= set(m["provenance"]) and m["provenance"]["started"] <= m["provenance"]["finished"]
-        assert isinstance(m["provenance"]["libraries"], dict) and m["provenance"]["libraries"]
-        if kind in ("checkpoint", "eval"):
-            assert COMPUTE <= set(m.get("compute", {})), (key, m.get("compute"))
-            assert m["compute"]["parameters"] > 0 and m["compute"]["flops"] > 0 and m["compute"]["wall_seconds"] > 0
-        # files: each path, bytes and sha256, as they are; every file of the folder listed, the manifest aside
-        found = storage.listing(where)
-        assert {f["path"] for f in m["files"]} == set(found) - {"manifest.json"}, key
-        for f in m["files"]:
-            data = storage.read_bytes(f"{where}/{f['path']}")
-            assert (len(data), hashlib.sha256(data).hexdigest()) == (f["bytes"], f["sha256"]), f["path"]
+    for key, where, m, ids in _manifests(root, runs):
+        assert where.rpartition("/")[0] == f"{root}/{KIND_OF[key]}", where
+        assert _breaks(key, where, m, ids) == [], (where, json.dumps(m, indent=1)[:3000])
+
+
+def _drop(field):
+    def edit(m):
+        head, _, leaf = field.partition(".")
+        (m[head].pop(leaf) if leaf else m.pop(head))
+    return edit
+
+
+def _put(field, value):
+    def edit(m):
+        head, _, leaf = field.partition(".")
+        if leaf:
+            m[head][leaf] = value
+        else:
+            m[head] = value
+    return edit
+
+
+# each way a writer could break a field the contract names: the check above must say which
+BREAKS = [("schema", _put("schema", 1)), ("kind", _put("kind", "checkpoints")), ("name", _put("name", "other")),
+          ("id", _put("id", "0" * 16)), ("parents", lambda m: m["parents"].append("0" * 16)), ("config", _put("config", {})),
+          ("config", lambda m: m["config"].update(preset="base", task="x", vocab_size=1, max_seq_length=1,
+                                                  format="text")),
+          ("files", lambda m: m["files"].pop()), ("files", lambda m: m["files"][0].update(bytes=-1)),
+          ("files", lambda m: m["files"][0].update(sha256="0" * 64)),
+          ("digest", _put("digest", "")), ("digest", _put("digest", hashlib.sha256(b"").hexdigest())),
+          ("stats", _put("stats", {})), ("stats", _drop("stats")),
+          ("provenance", _put("provenance", {})), ("provenance.kolectra", _put("provenance.kolectra", "0+unknown")),
+          ("provenance.libraries", _put("provenance.libraries", {})),
+          ("provenance.git_commit", _put("provenance.git_commit", "0" * 40)),
+          ("provenance.host", _put("provenance.host", "")), ("provenance.started", _put("provenance.started", "")),
+          ("provenance.started", _put("provenance.started", "2001-01-01T00:00:00+00:00")),
+          ("provenance.finished", _put("provenance.finished", "2001-01-01T00:00:00+00:00")),
+          ("compute.parameters", _put("compute.parameters", 0)), ("compute.flops", _drop("compute.flops")),
+          ("compute.wall_seconds", _put("compute.wall_seconds", 0)),
+          ("compute.device", _put("compute.device", "cuda (NVIDIA H200)"))]
+
+
+@pytest.mark.parametrize("field, edit", BREAKS, ids=[f"{f}-{n}" for n, (f, _) in enumerate(BREAKS)])
+def test_the_manifest_check_names_each_field_a_writer_broke(chain, field, edit):
+    """A check that cannot fail guards nothing: each field broken the way a writer could break it (gone,
+    empty, another type, a value that means something else) is named by :func:`_breaks`."""
+    import copy
+
+    root, runs, _ = chain
+    for key, where, m, ids in _manifests(root, runs):
+        if field.startswith("compute") and "compute" not in m:
+            continue
+        broken = copy.deepcopy(m)
+        edit(broken)
+        assert field in _breaks(key, where, broken, ids), (key, field)
 
 
 def test_the_same_request_finds_the_same_artifact_and_another_gets_another_id(chain):
@@ -249,3 +383,29 @@ def test_help_works_everywhere(argv):
     if argv[:1] in (["corpus"], ["vocab"], ["examples"], ["pretrain"], ["finetune"]):
         for common in ("--out", "--set", "--name", "--seed", "--force"):
             assert common in shown, (argv, common)
+
+
+def test_the_id_is_a_hash_of_each_thing_the_contract_says_was_asked_for(tmp_path, monkeypatch):
+    """kind, stage version, resolved config, parent ids and the versions of the libraries that decide the
+    output: each other is another id; the same request is the same id."""
+    from kolectra.core.stage import StageOutput
+    from kolectra.pipeline.store import artifacts
+
+    store = open_store(tmp_path)
+
+    def produce(out: Path) -> StageOutput:
+        (out / "stats.json").write_text("{}")
+        return StageOutput(stats={"n": 1})
+
+    corpora = [store.build(artifacts.Request(kind="corpus", name="c", stage_version=1, config={"a": a}), produce)
+               for a in (1, 2)]
+    base = dict(kind="vocab", name="v", stage_version=3, config={"vocab_size": 8}, parents=(corpora[0],),
+                libraries=("tokenizers",))
+    plain = artifacts.Request(**base).id()
+    assert artifacts.Request(**base).id() == plain and re.fullmatch(r"[0-9a-f]{16}", plain)
+    for other in ({"kind": "examples"}, {"stage_version": 4}, {"config": {"vocab_size": 9}},
+                  {"parents": (corpora[1],)}, {"libraries": ("tokenizers", "kiwipiepy")}):
+        assert artifacts.Request(**{**base, **other}).id() != plain, other
+    assert artifacts.Request(**{**base, "name": "w"}).id() == plain  # the name is no part of what was asked
+    monkeypatch.setattr(artifacts, "library_versions", lambda names: {n: "999.0" for n in names})
+    assert artifacts.Request(**base).id() != plain  # the same library at another version
