@@ -332,6 +332,15 @@ def test_the_stage_files_others_read(chain):
     dev = json.loads((SAMPLE / "korquad_dev.json").read_text(encoding="utf-8"))
     asked = {qa["id"] for article in dev["data"] for p in article["paragraphs"] for qa in p["qas"]}
     assert set(predictions) == asked and all(isinstance(a, str) for a in predictions.values())
+    # in percent, and of these predictions: a fraction (0.3 for 30 %) passed the range above
+    from kolectra.finetune.korquad_metric import evaluate
+
+    gold = {qa["id"]: [a["text"] for a in qa["answers"]] for article in dev["data"] for p in article["paragraphs"]
+            for qa in p["qas"]}
+    scored = evaluate(gold, predictions)
+    assert scored["f1"] > 1.0, scored  # some characters shared, or percent and fraction look alike
+    for field in ("exact_match", "f1"):
+        assert metrics[field] == pytest.approx(scored[field], abs=1e-3), field
 
 
 def test_the_checkpoint_s_models_load_with_from_pretrained_tokenizer_included(chain):
