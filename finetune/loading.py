@@ -7,7 +7,8 @@ drawn afresh too), places it on the :class:`~kolectra.model.device.Device`,
 and refuses, naming what is wrong, a directory whose weights do not fill the encoder (renamed
 keys would otherwise leave it at random initialisation, a run that "works" and learns from
 scratch), a tokenizer larger than the embedding table, or a ``max_length`` beyond the position
-table.  Its tokenizer never matches special tokens in text (``split_special_tokens``).
+table (a ``max_length`` past the rows it was pretrained on is warned of: :mod:`finetune.positions`).
+Its tokenizer never matches special tokens in text (``split_special_tokens``).
 ``random_init=true`` asks for random encoder weights on purpose (a no-pretraining baseline).
 """
 
@@ -24,6 +25,7 @@ from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.finetune.config import TaskConfig
 from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.positions import warn_untrained
 from kolectra.finetune.reinit import draw_afresh, stream_seed
 from kolectra.model.device import Device, compiled
 from kolectra.model.electra import count_parameters
@@ -68,6 +70,7 @@ def load_model(auto_class: str, model_dir: Path, cfg: TaskConfig, dev: Device, t
     except ValueError as e:  # a config.json naming code of its own (auto_map): refused, never asked about
         raise FinetuneError(f"{model_dir}: cannot load its config.json ({str(e).strip().splitlines()[0][:200]})") from None
     check_fits(config, cfg, len(tokenizer), model_dir)
+    warn_untrained(config, cfg, model_dir)  # max_length past the rows it was pretrained on: said, not refused
     if cfg.dropout < 0 and getattr(config, "hidden_dropout_prob", None) == 0:
         progress(f"{model_dir / 'config.json'} sets no dropout (a checkpoint pretrained without it): fine-tuning "
                  "runs without; ELECTRA fine-tunes with 0.1 (--set dropout=0.1 --set attention_dropout=0.1)")
