@@ -92,13 +92,29 @@ class Regress(TextTask):
         return score_value(value)
 
     def fit(self, train, table):
+        self.train_file = table.path
         scores = set(train["label"])
         if len(scores) < 2:  # nothing to rank: every correlation would be undefined
             raise FinetuneError(f"{table.path}: every training row has the score {next(iter(scores)):g}; "
                                 "regression needs at least two different scores")
 
+    def before_caps(self, train, dev):
+        super().before_caps(train, dev)
+        self.carved_scores = len(set(train["label"])) > 1  # the scores max_train_examples chooses from
+
     def check(self, splits, data, cfg):
         super().check(splits, data, cfg)
+        if len(trained := set(data.train["label"])) < 2:
+            # as classify refuses rows of one label: a head trained on one score learns that score, and the health
+            # said so only after the run; the cap is named only where it cut two scores to one
+            carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
+            if self.carved_scores:
+                n, cut = len(data.train), f"max_train_examples={cfg.max_train_examples}"
+                left_by, way = (cut if self.dev_file is not None else f"{cut} and {carve}"), "raise max_train_examples"
+            else:
+                n, left_by, way = self.uncapped["train"], carve, "lower dev_fraction or pass --dev FILE"
+            raise FinetuneError(f"{self.train_file}: the {n} training row(s) left by {left_by} all have the score "
+                                f"{next(iter(trained)):g}; regression needs at least two different scores: {way}")
         scores = set(data.dev["label"])
         if len(scores) < 2:  # every dev correlation 0: the first epoch kept, and the health said "learned nothing"
             where = f"--dev {self.dev_file}" if self.dev_file is not None else f"the dev rows ({data.facts['dev_set']})"

@@ -380,6 +380,25 @@ def test_a_dev_set_cut_to_one_score_by_its_cap_names_the_cap_not_the_file(tmp_pa
     task.check({}, task.read(dataclasses.replace(cfg, max_dev_examples=0), train, train), cfg)
 
 
+def test_regress_refuses_training_rows_left_of_one_score_before_training(tmp_path):
+    """As classify refuses rows of one label: 4 rows scored 5 among 200 scored 0, max_train_examples=3 with --dev, left
+    three 0s; the head learned that score and the health said so only after the run."""
+    cfg = dataclasses.replace(config.sample_regress(), text_column="s1", text_pair_column="s2", label_column="score",
+                              max_train_examples=3, seed=0)
+    train = write(tmp_path / "train.tsv", "s1\ts2\tscore\n" + "".join(f"가{i}\t나\t{5 if i < 4 else 0}\n"
+                                                                    for i in range(200)))
+    dev = write(tmp_path / "dev.tsv", "s1\ts2\tscore\n다\t라\t1\n마\t바\t4\n")
+    test = write(tmp_path / "t.tsv", "s1\ts2\tscore\n사\t아\t2\n자\t차\t3\n")
+    task = Regress(dev)
+    data = task.read(cfg, train, test)
+    with pytest.raises(FinetuneError, match=r"train\.tsv: the 3 training row\(s\) left by max_train_examples=3 all have "
+                                            r"the score 0; regression needs at least two different scores: raise "
+                                            r"max_train_examples$"):
+        task.check({}, data, cfg)
+    task = Regress(dev)
+    task.check({}, task.read(dataclasses.replace(cfg, max_train_examples=0), train, test), cfg)
+
+
 def test_regress_refuses_a_dev_set_of_one_score_before_training(tmp_path):
     # every dev correlation is undefined (0): the first epoch was kept, and the health said "dev Spearman 0.0000 and
     # Pearson 0.0000: ... the model learned nothing useful" of a model no dev row could judge
