@@ -154,9 +154,9 @@ def test_a_label_in_decomposed_hangul_is_the_class_of_its_composed_spelling(tmp_
     data = task.read(cfg, train, test)  # was: "test.tsv:2: label '스포츠' is not among the training labels (경제, 스포츠, 스포츠)"
     assert task.labels == ["경제", sports]  # was two classes printed alike
     assert data.facts["test_file"]["labels"] == {"경제": 1, sports: 1}
+    other = tmp_path / "other.tsv"
+    other.write_text("text\tlabel\n농구 경기\t기타\n", "utf-8")
     with pytest.raises(FinetuneError, match="label '기타' is not among the training labels"):
-        other = tmp_path / "other.tsv"
-        other.write_text("text\tlabel\n농구 경기\t기타\n", "utf-8")
         Classify().read(cfg, train, other)
 
 
