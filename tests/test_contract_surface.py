@@ -58,11 +58,14 @@ def _cli(argv: list[str]) -> tuple[int, str, str]:
 
 
 def _input(folder: Path) -> Path:
-    """300 reviews as JSON lines with other field names, and one line that is no JSON (a reject)."""
+    """300 reviews as JSON lines with other field names, one line that is no JSON (a reject) and one review
+    again under another id (a duplicate)."""
     with gzip.open(SAMPLE / "reviews.jsonl.gz", "rt", encoding="utf-8") as f:
         texts = [json.loads(line)["text"] for line, _ in zip(f, range(300))]
     lines = [json.dumps({"doc_id": f"d{i}", "body": t}, ensure_ascii=False) for i, t in enumerate(texts)]
     lines.insert(5, "{not json")
+    longest = max(texts, key=len)  # the same text under another id: a duplicate, dropped and counted
+    lines.append(json.dumps({"doc_id": "again", "body": longest}, ensure_ascii=False))
     path = folder / "docs.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -306,7 +309,8 @@ def test_the_stage_files_others_read(chain):
     _, runs, _ = chain
     corpus = _last(runs, "corpus")
     s = _json(corpus, "stats.json")
-    assert s["records_in"] == s["records_out"] + s["rejected"] + sum(s["dropped"].values()) == 301
+    assert s["records_in"] == s["records_out"] + s["rejected"] + sum(s["dropped"].values()) == 302
+    assert s["dropped"]["duplicate"] == 1  # duplicates included
     assert s["rejected"] == 1 and all(isinstance(n, int) for n in s["dropped"].values())
     rejects = [json.loads(line) for rel in storage.listing(f"{corpus}/rejects")
                for line in storage.read_bytes(f"{corpus}/rejects/{rel}").decode().splitlines() if line]
