@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from kolectra.corpus import build, inputs
+from kolectra.corpus import build, inputs, interruption
 from kolectra.corpus.config import default_config
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Store
@@ -247,7 +247,11 @@ def test_ctrl_c_is_one_line_without_tracebacks(tmp_path):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stderr.readline().decode()  # the job has started ...
     assert "corpus: 1 input file(s)" in first, first
-    time.sleep(4)  # ... and its workers are analysing
+    deadline = time.monotonic() + 120  # ... its workers up (a fixed 4 s can come before them)
+    while len(workers := interruption._proc_children(proc.pid)) < 2 and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.05)
+    assert len(workers) == 2 and proc.poll() is None, (workers, proc.poll())
+    time.sleep(1)  # ... and analysing
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     lines = err.decode().splitlines()
