@@ -63,7 +63,7 @@ def test_evaluate_max_over_truths_average_and_missing():
 
 
 def test_evaluate_rejects_empty_gold():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs at least one question"):
         evaluate({}, {})
     with pytest.raises(ValueError, match="q9"):
         evaluate({"q9": []}, {"q9": "x"})

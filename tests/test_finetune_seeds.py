@@ -15,7 +15,7 @@ def test_describe_median_spread_iqr():
     assert d["iqr"] == pytest.approx(0.84 - 0.81)
     single = describe([0.5])
     assert single["spread"] == 0.0 and single["stdev"] == 0.0 and single["median"] == 0.5
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no values"):
         describe([])
 
 
@@ -55,7 +55,7 @@ def test_run_seeds_calls_each_seed_and_writes_the_summary(tmp_path):
 def test_parse_seeds():
     assert parse_seeds("1,2,3") == [1, 2, 3] and parse_seeds("5-7, 1") == [5, 6, 7, 1]
     for bad in ("", "a", "1,1", "3-x", "-2"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"^--seeds: .*'{bad}'"):
             parse_seeds(bad)
 
 
