@@ -493,3 +493,31 @@ def test_a_stopped_force_on_a_disk_says_the_copy_published_there_is_kept(tmp_pat
     notes = "; ".join(e.value.__notes__)
     assert f"was removed; the copy published there before, {art.path}, is kept" in notes, notes
     assert Store(tmp_path).verify(art) == []
+
+
+@pytest.mark.parametrize("why", ["damaged", "stale"])
+def test_a_stopped_rebuild_of_a_damaged_or_stale_copy_does_not_call_it_simply_kept(tmp_path, why):
+    """A plain build rebuilding a damaged copy (or one built from another build of its parent), stopped as it
+    built, ended '...; the copy published there before, ROOT/..., is kept', the words of a stopped --force over
+    a sound copy: under -q (no 'existing ... is damaged; rebuilding' line) it read as if that copy were fine.
+    It now says the copy is kept as it was, and why the next build rebuilds it."""
+    def stopped(out: Path) -> StageOutput:
+        raise KeyboardInterrupt
+
+    def vocab_of(parent):
+        return Request(kind="vocab", name="v", stage_version=1, config={}, parents=(parent,))
+
+    corpus = Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}), _writes("c", []))
+    vocab = Store(tmp_path).build(vocab_of(corpus), _writes("v", []))
+    if why == "damaged":
+        (vocab.path / "data" / "a.txt").write_text("w")
+    else:
+        corpus = Store(tmp_path).build(Request(kind="corpus", name="c", stage_version=1, config={}),
+                                       _writes("other", []), force=True)
+    with pytest.raises(KeyboardInterrupt) as e:
+        Store(tmp_path).build(vocab_of(corpus), stopped)
+    notes = "; ".join(e.value.__notes__)
+    assert f"the copy published there before, {vocab.path}, is kept as it was" in notes, notes  # before: 'is kept'
+    said = "damaged (" if why == "damaged" else "built from another build of its parent"
+    assert f"is kept as it was, {said}" in notes, notes
+    assert "the next build rebuilds it" in notes, notes

@@ -346,7 +346,7 @@ class Store(Catalog):
                 self._seal(out, request, output, started, run)
                 final = self._publish(out, request)  # 7. publish
             except BaseException as e:
-                self._abandon(request, out, run, e)
+                self._abandon(request, out, run, e, force)
                 raise
             with said_published(request.kind, final):
                 self.built_here.add(aid)
@@ -421,15 +421,18 @@ class Store(Catalog):
 
     def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
         say = (lambda line: None) if quiet else progress
+        passed = self.__dict__["_passed_over"] = {}  # why each copy is rebuilt: a stopped rebuild's words (_abandon)
         for d in own_first(request, self._dirs(request.kind, request.id())):
             problems = verify_dir(d)
             if not problems and (stale := built_from_others(load(d).manifest, request.parents)):
                 say(f"{request.kind}: existing {d} {stale}; rebuilding")
+                passed[d] = stale.removeprefix("was ")
                 continue
             if not problems:
                 say(reusing(request, d))
                 return load(d)
             say(f"{request.kind}: existing {d} is damaged ({problems[0]}); rebuilding")
+            passed[d] = f"damaged ({problems[0]})"
         return None
 
     def _prepare(self, request: Request, resumable: bool | Resumable, resume: bool | str,
@@ -445,8 +448,10 @@ class Store(Catalog):
         run = workspace.open_run(self.root, record, resume, held, request.operational, again=spec.again, forced=forced)
         return run.out, run
 
-    def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException) -> None:
-        """After a failed step 5-7: delete what cannot be resumed; say (as a note) what was kept."""
+    def _abandon(self, request: Request, out: Path, run: workspace.Run | None, e: BaseException,
+                 forced: bool = False) -> None:
+        """After a failed step 5-7: delete what cannot be resumed; say (as a note) what was kept (a copy rebuilt
+        for being damaged or stale, not ``--force``d: as it was, and why; under -q no other line says so)."""
         if getattr(e, PUBLISHED, False):  # it stopped after the rename: said so already, nothing to remove
             return
         # a refused request: the message says why, nothing to add; the environment's failure (a full
@@ -462,8 +467,10 @@ class Store(Catalog):
         shutil.rmtree(run.path if run is not None else out, ignore_errors=True)
         if not refused:  # a --force'd (or damaged) copy is moved only as the build is published: it stands
             there = self._dirs(request.kind, request.id())
+            why = None if forced or not there else self.__dict__.get("_passed_over", {}).get(there[0])
             e.add_note(f"{request.kind}: nothing published; its partial build in {out} was removed"
-                       + (f"; the copy published there before, {there[0]}, is kept" if there else ""))
+                       + (f"; the copy published there before, {there[0]}, is kept" if there else "")
+                       + (f" as it was, {why}; the next build rebuilds it" if why else ""))
 
     def _seal(self, out: Path, request: Request, output: StageOutput, started: str,
               run: workspace.Run | None) -> None:
