@@ -37,9 +37,10 @@ from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.skeleton import majority_check
+from kolectra.model.electra import count_parameters
 from kolectra.model.hf_folder import NO_CODE
 
-STAGE_VERSION = 3  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 POOLINGS = ("mean", "cls")
@@ -104,9 +105,12 @@ def layers_read(cfg: ProbeConfig, n_layers: int) -> list[int]:
 
 @torch.no_grad()
 def features(tok, encoder, texts: list[str], max_length: int, batch_size: int, layers: list[int],
-             pooling: str = "mean") -> np.ndarray:
-    """Pooled hidden states of ``layers`` for every text: [len(layers), N, H]."""
+             pooling: str = "mean", tokens: list[int] | None = None) -> np.ndarray:
+    """Pooled hidden states of ``layers`` for every text: [len(layers), N, H]. ``tokens``: gets the
+    number of tokens encoded appended (the FLOPs of the manifest's ``compute``)."""
     enc = tok(texts, truncation=True, max_length=max_length)["input_ids"]
+    if tokens is not None:
+        tokens.append(sum(map(len, enc)))
     order = np.argsort([len(x) for x in enc], kind="stable")  # similar lengths per batch: little padding
     out = np.zeros((len(layers), len(texts), encoder.config.hidden_size), dtype=np.float32)
     for i in range(0, len(order), batch_size):
@@ -155,8 +159,9 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     try:
+        encoded: list[int] = []
         x_train = features(tok, encoder, [r.document for r in train_rows], cfg.max_length, cfg.batch_size,
-                           layers, cfg.pooling)
+                           layers, cfg.pooling, encoded)
         y_train = np.array([r.label for r in train_rows])
         chosen = {}
         if cfg.layer == "best":  # chosen before an evaluation row is encoded
@@ -166,7 +171,7 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
             chosen = {"dev_examples": n_dev, "layers_dev_accuracy": scores}
             layers, x_train = [layers[best]], x_train[best:best + 1]
         x_eval = features(tok, encoder, [r.document for r in eval_rows], cfg.max_length, cfg.batch_size,
-                          layers, cfg.pooling)
+                          layers, cfg.pooling, encoded)
     finally:
         torch.set_num_threads(threads_before)
     y_eval = np.array([r.label for r in eval_rows])
@@ -188,9 +193,13 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
         for r, p in zip(eval_rows, predicted):
             f.write(json.dumps({"id": r.id, "label": r.label, "predicted": int(p)}) + "\n")
     seconds = time.perf_counter() - t0
+    parameters = count_parameters(encoder)
     progress(f"probe: accuracy {accuracy:.4f} on {len(eval_rows)} rows (trained on {len(train_rows)}; layer "
              f"{layers[0]}{' chosen on dev' if chosen else ''}, {cfg.pooling} pooling) in {seconds:.0f}s")
     return StageOutput(stats={k: metrics[k] for k in ("accuracy", "train_accuracy", "train_examples", "eval_examples",
                                                       "layer", "health")},
+                       # the contract's compute of every compute stage: parameters and FLOPs too (one forward
+                       # pass a token, 2 FLOPs a parameter, as fine-tuning counts 6 for its passes)
                        compute={"wall_seconds": round(seconds, 3), "device": "cpu",
-                                "parameters_frozen": int(x_train.shape[-1])})
+                                "parameters_frozen": int(x_train.shape[-1]), "parameters": parameters,
+                                "flops": 2 * parameters * sum(encoded)})

@@ -203,3 +203,21 @@ def test_the_best_layer_is_chosen_on_train_rows_never_on_the_evaluation_rows(mod
     c = _probe(dataclasses.replace(cfg, layer="last"), model_dir, train, scored, tmp_path / "c")
     d = _probe(dataclasses.replace(cfg, layer="0", pooling="cls"), model_dir, train, scored, tmp_path / "d")
     assert c["layer"] == LAYERS and d["layer"] == 0 and "layers_dev_accuracy" not in c
+
+
+def test_a_probe_records_the_compute_every_eval_artifact_does(model_dir, tmp_path):
+    """The outside contract's ``compute`` of a compute stage (parameters, FLOPs, wall seconds, device): a probe's
+    eval artifact held wall seconds and device alone, so a script summing its evals' FLOPs met a KeyError."""
+    from kolectra.model.electra import count_parameters
+
+    train = _nsmc(tmp_path / "train.txt", _reviews(40, 0))
+    scored = _nsmc(tmp_path / "eval.txt", _reviews(20, 1))
+    cfg = probe.ProbeConfig(max_length=32, batch_size=16)
+    (tmp_path / "out").mkdir()
+    compute = probe.run(cfg, model_dir, train, scored, tmp_path / "out").compute
+    tok, encoder = probe.load_encoder(model_dir)
+    tokens = sum(len(ids) for f in (train, scored)
+                 for ids in tok([r.document for r in probe.read_nsmc(f).rows], truncation=True, max_length=32)["input_ids"])
+    assert compute["parameters"] == count_parameters(encoder) > 0
+    assert compute["flops"] == 2 * compute["parameters"] * tokens  # one forward pass a token
+    assert compute["wall_seconds"] > 0 and compute["device"] == "cpu"
