@@ -289,7 +289,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     if not listed:  # list_inputs refuses a pattern with no match; a caller's own empty listing too
         raise CorpusError("corpus: no input files")
     _check_keep_fields(cfg, listed)
-    _check_text_field(cfg, next(iter(listed)).path)
+    _check_text_field(cfg, next(iter(listed)).where)
     name_of = name_of or reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked
     total = sum(f.bytes for f in listed)
     split = any(pieces.splittable(f, cfg.format, cfg.split_bytes) for f in listed)

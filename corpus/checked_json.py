@@ -109,7 +109,7 @@ def jsonl_text_share(listed: Iterable[InputFile], fmt: str, text_field: str, max
                   and not (is_remote(f.path) and storage.scheme(f.path) in ("http", "https")))
         places = [f.bytes * k // SHARE_PLACES for k in range(SHARE_PLACES)] if spread else [0]
         try:
-            with compress.open_sample(f.path) as stream:
+            with compress.open_sample(f.where) as stream:
                 for start in places:
                     if start:
                         stream.seek(start)
@@ -142,7 +142,7 @@ def parquet_text_per_byte(listed: Iterable[InputFile], fmt: str, text_field: str
     text = stored = 0.0
     for f in sampled:
         try:
-            with parquet.open_seekable(f.path) as stream:
+            with parquet.open_seekable(f.where) as stream:
                 # pages through 1 MiB: a store's 8 MiB read-ahead fetched 10.5 MB of a 39 MB object for 64 kB
                 _, groups = parquet.read_groups(stream, (text_field, *keep_fields), buffer=parquet.READ_BUFFER)
                 rows = seen = held = 0

@@ -15,7 +15,9 @@ by the orchestration before the job, and by the job's reader for every file it o
   pipe) is refused in the same words instead of hanging the worker.
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
   is its absolute path, size, modification and change time (nanoseconds); an object in a store is its
-  path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). The request id is built from identities, so a 300 GB corpus is not
+  path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). An http(s) URL's path there
+  is its recorded form, less ``user:password@`` and a signature's query parameters (``core/url_secrets.py``:
+  :attr:`InputFile.path`; the URL as given, read, is :attr:`InputFile.url`, in no record). The request id is built from identities, so a 300 GB corpus is not
   read once more before the job starts.
 - The content hash is taken from the bytes the job actually reads (:class:`HashingReader` under
   the decompressor), recorded per file in ``stats.json`` and in the manifest. A file whose size
@@ -39,7 +41,7 @@ from typing import IO, Collection, Iterator
 
 from apache_beam.io.filesystem import FileSystem
 
-from kolectra.core import object_infos, scratch, storage
+from kolectra.core import object_infos, scratch, storage, url_secrets
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
 from kolectra.corpus import http_reads, literals, sorted_files, suffixes
@@ -63,6 +65,12 @@ class InputFile:
     path: str
     bytes: int
     identity: str
+    url: str | None = None  # where it is read, when not ``path`` (a URL with a credential: url_secrets)
+
+    @property
+    def where(self) -> str:
+        """What is opened and asked of: the URL as given, ``path`` its recorded form."""
+        return self.url or self.path
 
     def record(self) -> dict:
         """The request's input entry (``sha256`` is filled in from the bytes read, after the job)."""
@@ -174,8 +182,11 @@ def expand(patterns: list[str]) -> list[str]:
 
 def iter_names(patterns: list[str]) -> Iterator[str]:
     """:func:`expand` as a stream (see :func:`_sorted_listing`)."""
-    for path, _ in _sorted_listing(patterns):
-        yield path
+    try:
+        for path, _ in _sorted_listing(patterns):
+            yield path
+    except InputError as e:  # it names the pattern: without its credential
+        raise InputError(url_secrets.redacted(str(e))) from None
 
 
 def _sorted_listing(patterns: list[str], dynamic: dict | None = None) -> Iterator[tuple[str, InputFile | None]]:
@@ -402,7 +413,9 @@ def _object_file(path: str, size: int, checksum: str | None) -> InputFile:
     """A store object's identity, from its info (HEAD) or from the listing that found it: the same
     fields (S3's ETag; GCS's generation), so a worker's :func:`identify` after its read compares
     equal to the launcher's listing."""
-    return InputFile(path, size, f"object:{path}:{size}:{checksum}")
+    # recorded less a credential (a signature, user:password@): one signed again is the same input
+    recorded = url_secrets.recorded(path)
+    return InputFile(recorded, size, f"object:{recorded}:{size}:{checksum}", path if recorded != path else None)
 
 
 def list_inputs(patterns: list[str]) -> list[InputFile]:
@@ -416,6 +429,14 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
     not asked for again (a HEAD each, one after the other); a URL named as it is, from the one
     request that found it there (:mod:`kolectra.corpus.literals`); one a glob found with nothing
     that identifies it (an HTTP server's index page) is asked for as those are, many at a time."""
+    try:
+        yield from _identified(patterns)
+    except InputError as e:  # it names the pattern: without its credential
+        raise InputError(url_secrets.redacted(str(e))) from None
+
+
+def _identified(patterns: list[str]) -> Iterator[InputFile]:
+    """:func:`iter_inputs`'s files (its errors are said there, without a URL's credentials)."""
     unversioned, first, dynamic = 0, None, {}
     names = _sorted_listing(patterns, dynamic)
     while batch := list(itertools.islice(names, literals.LITERALS_AT_ONCE)):
@@ -425,11 +446,12 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
             if listed is None and (seen.info is not None or isinstance(seen.error, TimeoutError)):
                 listed = _object_file(path, *_size_and_version(path, seen, dynamic))  # or its error
             found = listed if listed is not None else identify(path)  # not found by then: identify's error
-            if found.identity.endswith(":None") and is_remote(path) and path not in dynamic:
-                unversioned, first = unversioned + 1, first or path
+            if found.identity.endswith(":None") and is_remote(path) and found.where not in dynamic:
+                unversioned, first = unversioned + 1, first or found.path
             yield found
     if dynamic:  # the time of each response: an identity holding it would fail every job as changed
         url, (then, now) = next(iter(dynamic.items()))
+        url = url_secrets.recorded(url)
         warn(f"{len(dynamic):,} input(s) ({url}{', ...' if len(dynamic) > 1 else ''}) are served with a "
              f"Last-Modified that moved between two requests while the size and all else stayed ({then!r}, then "
              f"{now!r}): each response's own time (a dynamic endpoint), not the file's, so they are told apart "
@@ -446,17 +468,19 @@ def iter_inputs(patterns: list[str]) -> Iterator[InputFile]:
 class Files:
     """The input files of ``records`` (the request's: path, bytes, identity each; a tuple, or a
     store's ``RecordFile`` read again at every pass), as :class:`InputFile` s: what the corpus
-    build takes as ``listed`` (len, and iterated as often as it needs)."""
+    build takes as ``listed`` (len, and iterated as often as it needs). ``urls``: the URL each
+    recorded path is read from where they differ (:attr:`InputFile.url`: never in the records)."""
 
-    def __init__(self, records: Collection[dict]):
+    def __init__(self, records: Collection[dict], urls: dict[str, str] | None = None):
         self.records = records
+        self.urls = urls or {}
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __iter__(self) -> Iterator[InputFile]:
         for r in self.records:
-            yield InputFile(r["path"], r["bytes"], r["identity"])
+            yield InputFile(r["path"], r["bytes"], r["identity"], self.urls.get(r["path"]))
 
 
 class HashingReader:
@@ -539,7 +563,7 @@ def changed_since(listed: InputFile, bytes_read: int, read_identity: str | None 
         # a listing that found Last-Modified to be each response's own time left it out: so does this look
         stamped = storage.scheme(listed.path) not in ("http", "https") or "Last-Modified=" in listed.identity
         try:
-            read_identity = identify(listed.path, time_stamp=stamped).identity
+            read_identity = identify(listed.where, time_stamp=stamped).identity
         except InputError as e:
             return str(e)
     if read_identity != listed.identity:

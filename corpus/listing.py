@@ -58,7 +58,8 @@ def write(pairs: Iterable[tuple[InputFile, str]], location: str) -> int:
     n = 0
     with gzip.open(location, "wt", encoding="utf-8", compresslevel=1) as out:
         for f, source in pairs:
-            out.write(_LINE.encode([f.path, f.bytes, f.identity, source]) + "\n")
+            # the URL read, where the recorded path is less its credential (a worker's, not the artifact's)
+            out.write(_LINE.encode([f.path, f.bytes, f.identity, source, *([f.url] if f.url else [])]) + "\n")
             n += 1
     return n
 
@@ -67,8 +68,8 @@ def read(location: str) -> Iterator[tuple[int, tuple[InputFile, str]]]:
     """The listing at ``location``, an element a line: ``(rank, (file, source))``."""
     with storage.open_file(location, "rb") as raw, io.TextIOWrapper(gzip.GzipFile(fileobj=raw), "utf-8") as lines:
         for rank, line in enumerate(lines):
-            path, size, identity, source = json.loads(line)
-            yield rank, (InputFile(path, size, identity), source)
+            path, size, identity, source, *url = json.loads(line)
+            yield rank, (InputFile(path, size, identity, *url), source)
 
 
 def fill_sha256(records: Collection[dict], name_of: Callable[[str], str], rows: Iterable[tuple[str, dict]]) -> None:

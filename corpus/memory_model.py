@@ -110,7 +110,7 @@ def input_records(listed: Iterable[InputFile], fmt: str) -> int:
     with ThreadPoolExecutor(SIZE_READERS) as pool:
         try:
             while batch := list(itertools.islice(files, SIZE_BATCH)):
-                total += sum(pool.map(_records, (f.path for f in batch), itertools.repeat(fmt), itertools.repeat(stop)))
+                total += sum(pool.map(_records, (f.where for f in batch), itertools.repeat(fmt), itertools.repeat(stop)))
         except BaseException:
             stop.set()
             raise
@@ -281,7 +281,7 @@ def _ranges(files: list[InputFile], wanted: dict[int, tuple[int, int]], pool: Th
 def _read(f: InputFile, start: int, end: int) -> bytes | None:
     try:
         if is_remote(f.path):
-            fs, path = storage.filesystem(f.path)
+            fs, path = storage.filesystem(f.where)
             if storage.scheme(f.path) in ("http", "https"):
                 # a server that answers the range with the whole file: read through a megabyte at a time, up to
                 # WHOLE_ANSWER_MOST (cat_file held the answer, a 20 GB input's for its last 32 bytes)
@@ -292,7 +292,7 @@ def _read(f: InputFile, start: int, end: int) -> bytes | None:
             data = fs.cat_file(path, start=start, end=end)
             # a server that ignores the range (an HTTP one may) answers the whole file: keep what was asked
             return data[start:end] if len(data) > end - start else data
-        with open_input(f.path) as stream:
+        with open_input(f.where) as stream:
             stream.seek(start)
             return stream.read(end - start)
     except Exception:  # noqa: BLE001 - gone, unreadable: the job says so; the ratio's estimate stands

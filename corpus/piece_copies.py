@@ -83,7 +83,7 @@ def spill(listed: inputs.InputFile, cuts, directory: str, stem: str,
     ``{"bytes", "sha256"}`` (and ``identity`` where the store pinned the read) and each copy's
     ``(start, end, first line, path)`` (offsets in the decompressed text). The raw bytes read go
     to ``counts`` as ``bytes`` (the read's progress: the copies' reads count none)."""
-    raw, stream = compress.open_hashed(listed.path)
+    raw, stream = compress.open_hashed(listed.where)
     read = stream.read  # whole chunks (read1 gives a decompressor's buffer at a time: 10-60 kB); a damaged file is read whole anyway
     pending = bytearray()  # decompressed bytes not yet in a copy: from copies.offset on
     copies = _Copies(directory, stem)

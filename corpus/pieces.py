@@ -129,7 +129,7 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
             cut = functools.partial(_lines_of, cut, listed.path, fmt)
         digest, done = piece_copies.spill(listed, cut, copies, stem, counts)
         return digest, [Piece(i, start, end, line, copy=path) for i, (start, end, line, path) in enumerate(done)]
-    raw, _ = compress.open_hashed(listed.path)
+    raw, _ = compress.open_hashed(listed.where)
     # a Parquet file's pass is the one its whole read makes for its SHA-256: the read's progress
     counter = "bytes" if fmt == "parquet" else "indexed"
 
@@ -150,7 +150,7 @@ def plan(listed: inputs.InputFile, split_bytes: int, fmt: str, max_line_bytes: i
         if (pinned := raw.pinned_identity(listed.path)) is not None:
             digest["identity"] = pinned
     if fmt == "parquet":
-        with parquet.open_seekable(listed.path) as f:
+        with parquet.open_seekable(listed.where) as f:
             return digest, row_group_pieces(parquet.row_groups(f), split_bytes)
     found = [(offset, line) for offset, line in found if offset < raw.bytes]  # a cut at the end starts nothing
     if raw.read_whole():  # a server that answers a range with the whole file: a piece would download all before it

@@ -37,6 +37,7 @@ import re
 import uuid
 from typing import IO, Iterator
 
+from kolectra.core import url_secrets
 from kolectra.corpus import compress, parquet, suffixes
 from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
@@ -317,6 +318,7 @@ def error_text(e: BaseException) -> str:
     """``Type: message`` on one line: Arrow's Thrift errors end in newlines and quote a byte raw
     (``don't know what type: \\x0f``), and the detail is printed in the run's error line."""
     text = re.sub(r"\s*[\r\n]+\s*", " ", f"{type(e).__name__}: {e}".strip())
+    text = url_secrets.redacted(text)  # a store's error names the URL: not its signature (rejects are published)
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 

@@ -94,9 +94,9 @@ class ReadAndClean(beam.DoFn):
         digest: dict = {}
         damaged = None
         lines = kept = rejected = reported = sent_bytes = 0
-        read = (reader.read_file(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
+        read = (reader.read_file(listed.where, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
                                  digest, cfg.keep_fields) if piece is None else
-                piece_reader.read_piece(listed.path, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
+                piece_reader.read_piece(listed.where, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
                                   piece, digest, cfg.keep_fields))
         for rec in read:
             lines += 1

@@ -89,8 +89,15 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
     # before the job; the sha256 of the bytes the job reads is filled in after it (corpus/inputs.py).
     # The records are kept in a temporary file and read again at each pass (the id, the job's
     # listing, the merge after it, inputs.jsonl): held, they took 0.7 GB at a million files
-    with RecordFile(f.record() for f in iter_inputs(list(inputs))) as records:
-        listed = Files(records)
+    urls: dict[str, str] = {}  # recorded path -> the URL read, where a credential was left out of the record
+
+    def record(f) -> dict:
+        if f.url:
+            urls[f.path] = f.url
+        return f.record()
+
+    with RecordFile(record(f) for f in iter_inputs(list(inputs))) as records:
+        listed = Files(records, urls)
         first = inputs_head(records, 1)
         default_name = Path(first[0]["path"]).name.split(".")[0] if first else "corpus"
         req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),

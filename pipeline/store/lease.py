@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 
-from kolectra.core import conditional, scratch, storage
+from kolectra.core import conditional, scratch, storage, url_secrets
 from kolectra.core.stage import progress
 from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.manifest import ArtifactError
@@ -113,7 +113,7 @@ class Lease:
         return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": workspace.now(),
                            "owner": {"pid": me.pid, "start": me.start, "host": me.host},
                            "expires": time.time() + lease_seconds(), "seconds": lease_seconds(), "token": self.token,
-                           "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode()
+                           "argv": url_secrets.redacted(" ".join(["kolectra", *sys.argv[1:]]))}).encode()
 
     def holder(self) -> tuple[dict, str | None]:
         """(the lease's body, or {} when it is not a small JSON object; its version, None when absent)."""

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from kolectra.core import filehash
+from kolectra.core import filehash, url_secrets
 from kolectra.core.errors import UserInputError
 from kolectra.core.keys import relative_path_problem
 from kolectra.pipeline.store import layout
@@ -109,7 +109,7 @@ def _git_commit() -> str | None:
 def provenance(libraries: Iterable[str], started: str, finished: str) -> dict:
     return {"kolectra": kolectra_version(), "libraries": library_versions(libraries),
             "python": platform.python_version(), "git_commit": _git_commit(), "host": socket.gethostname(),
-            "platform": platform.platform(), "argv": sys.argv, "started": started, "finished": finished}
+            "platform": platform.platform(), "argv": [url_secrets.redacted(a) for a in sys.argv], "started": started, "finished": finished}
 
 
 def fingerprint_inputs(paths: Iterable[Path]) -> list[dict]:

@@ -50,6 +50,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
+from kolectra.core import url_secrets
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import BUILD_LOCK, ArtifactError
@@ -125,7 +126,7 @@ def request_lock(root: Path, kind: str, aid: str) -> Iterator[None]:
     try:
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now(),
-                                 "argv": " ".join(["kolectra", *sys.argv[1:]])}).encode())
+                                 "argv": url_secrets.redacted(" ".join(["kolectra", *sys.argv[1:]]))}).encode())
         yield
     finally:
         _release(path, fd)

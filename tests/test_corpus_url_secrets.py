@@ -1,0 +1,133 @@
+"""An ``--input`` URL's credentials (a signed URL's ``X-Amz-Signature``/``X-Amz-Credential``, an Azure SAS's
+``sig``, ``user:password@``) are used to read it and recorded nowhere: not in the manifest's inputs, the
+identity (a URL signed again is the same corpus), document ids, stats or rejects, nor the lines printed.
+A URL without any keeps its identity, byte for byte.
+
+Served by a real local HTTP server that refuses (403) a request without its signature or its password.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import http.server
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.url_secrets import recorded, redacted
+from kolectra.corpus import inputs
+from kolectra.pipeline import stages
+from kolectra.pipeline.store.artifacts import Store
+
+TEXTS = [f"이 영화 정말 재밌었어요 배우들 연기도 최고였고 {i}번째로 본 영화입니다." for i in range(30)]
+SECRETS = ("AKIASECRETKEY", "SIGSECRET", "SESSIONSECRET", "hunter2")
+
+
+def _signed(sig: str, date: str = "20261201T000000Z") -> str:
+    return (f"?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIASECRETKEY%2F20261201%2Fus-east-1&X-Amz-Date={date}"
+            f"&X-Amz-Expires=3600&X-Amz-Security-Token=SESSIONSECRET&X-Amz-SignedHeaders=host&X-Amz-Signature={sig}")
+
+
+@pytest.fixture()
+def server(tmp_path):
+    """Python's file server, refusing a request without a signature in its query or, for /private/, a password."""
+    root = tmp_path / "served"
+    (root / "private").mkdir(parents=True)
+    lines = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS)
+    for name in ("reviews.jsonl", "private/reviews.jsonl"):
+        (root / name).write_text(lines, encoding="utf-8")
+    login = "Basic " + base64.b64encode(b"user:hunter2").decode()
+
+    class Guarded(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _allowed(self) -> bool:
+            if self.path.startswith("/private/"):
+                return self.headers.get("Authorization") == login
+            return "X-Amz-Signature=SIG" in self.path or "?" not in self.path or "id=2" in self.path
+
+        def do_HEAD(self):
+            if not self._allowed():
+                return self.send_error(403)
+            return super().do_HEAD()
+
+        def do_GET(self):
+            if not self._allowed():
+                return self.send_error(403)
+            return super().do_GET()
+
+    served = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Guarded, directory=str(root)))
+    threading.Thread(target=served.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{served.server_port}"
+    served.shutdown()
+    served.server_close()
+
+
+def test_the_recorded_form_drops_credentials_and_keeps_the_rest_as_written():
+    assert recorded("https://h/a.jsonl" + _signed("x")) == "https://h/a.jsonl"
+    assert recorded("https://h/a.jsonl?id=2&X-Amz-Signature=x&part=a%20b#f") == "https://h/a.jsonl?id=2&part=a%20b#f"
+    assert recorded("https://user:pw@h:8080/a.txt") == "https://h:8080/a.txt"
+    assert recorded("https://acct.blob.core.windows.net/c/a.txt?sv=2022&se=2026&sr=b&sp=r&sig=abc%3D") == \
+        "https://acct.blob.core.windows.net/c/a.txt"
+    assert recorded("https://h/a.txt?Expires=1&Signature=abc&Key-Pair-Id=K") == "https://h/a.txt"
+    assert recorded("https://h/a.txt?expires=1&v=2") == "https://h/a.txt?expires=1&v=2"  # no signature: kept
+    for same in ("https://h/a.jsonl?id=2", "https://h/%EB%A6%AC.txt?a=1&&b", "s3://b/k?X-Amz-Signature=1",
+                 "/data/a.txt", "file:///x?token=1"):
+        assert recorded(same) is same
+    assert "SIG" not in redacted(f"cannot read input 'https://h/a.jsonl{_signed('SIG')}': 403")
+
+
+def test_a_url_without_credentials_keeps_its_identity(server):
+    for url in (f"{server}/reviews.jsonl", f"{server}/reviews.jsonl?id=2"):
+        [f] = inputs.list_inputs([url])
+        assert f.path == url and getattr(f, "url", None) is None
+        assert f.identity.startswith(f"object:{url}:{f.bytes}:Last-Modified=")
+
+
+def _published_text(path: Path) -> str:
+    """Every file of an artifact as text, gzip ones decompressed."""
+    return "".join((gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes()).decode("utf-8", "replace")
+                   for f in sorted(path.rglob("*")) if f.is_file())
+
+
+def test_a_signed_url_is_read_and_recorded_without_its_signature_and_signed_again_is_the_same_corpus(
+        tmp_path, server, capsys, monkeypatch):
+    store, url = Store(tmp_path / "store"), f"{server}/reviews.jsonl{_signed('SIGSECRET')}"
+    monkeypatch.setattr(sys, "argv", ["kolectra", "corpus", "--input", url])  # the manifest's provenance.argv
+    art = stages.corpus(store, [url])
+    stats = json.loads((art.path / "stats.json").read_text())
+    assert stats["records_in"] == len(TEXTS) and not stats.get("rejected")
+    assert art.manifest["inputs"][0]["path"] == f"{server}/reviews.jsonl"
+    text = _published_text(art.path) + capsys.readouterr().err
+    assert not [s for s in SECRETS if s in text]
+    # signed again, later: the same object, the same corpus (reused, not built again)
+    again = stages.corpus(store, [f"{server}/reviews.jsonl{_signed('SIGAGAIN', '20261202T000000Z')}"])
+    assert again.path == art.path
+
+
+def test_a_signed_url_read_in_pieces_by_worker_processes_is_read_with_its_signature(tmp_path, server, capsys):
+    art = stages.corpus(Store(tmp_path / "store"), [f"{server}/reviews.jsonl{_signed('SIGSECRET')}"],
+                        sets=["split_bytes=1024"], beam_args=["--direct_num_workers=2"])
+    stats = json.loads((art.path / "stats.json").read_text())
+    assert stats["records_in"] == len(TEXTS) and not stats.get("rejected")
+    assert not [s for s in SECRETS if s in _published_text(art.path) + capsys.readouterr().err]
+
+
+def test_a_url_with_a_password_is_read_with_it_and_recorded_without(tmp_path, server, capsys):
+    art = stages.corpus(Store(tmp_path / "store"), [f"http://user:hunter2@{server[7:]}/private/reviews.jsonl"])
+    assert json.loads((art.path / "stats.json").read_text())["records_in"] == len(TEXTS)
+    assert art.manifest["inputs"][0]["path"] == f"{server}/private/reviews.jsonl"
+    assert "hunter2" not in _published_text(art.path) + capsys.readouterr().err
+
+
+def test_a_refused_signed_url_is_named_without_its_signature(server):
+    with pytest.raises(inputs.InputError) as e:
+        inputs.list_inputs([f"{server}/reviews.jsonl{_signed('WRONGSIG')}"])
+    assert "WRONGSIG" not in str(e.value) and "AKIASECRETKEY" not in str(e.value)
+    assert f"{server}/reviews.jsonl" in str(e.value)
