@@ -222,14 +222,20 @@ def _sorted_listing(patterns: list[str], dynamic: dict | None = None) -> Iterato
         if said != started:
             progress(f"corpus: listed {n:,} input files in {time.monotonic() - started:.0f} s")
 
-    last = None
+    last, before = None, None
     with scratch.temporary_directory("names") as spill:
         for line in sorted_files.sorted_lines(checked(), spill, NAME_RUN_BYTES):
             listed = _object_file(*json.loads(line)) if line.startswith("[") else None
             path = listed.path if listed else line
             if path != last:  # one file named by two patterns is one input
                 yield path, listed
-                last = path
+                last, before = path, listed
+            elif listed is not None and before is not None and listed.identity != before.identity:
+                # two URLs recorded as one (url_secrets): the same object signed twice, or two objects
+                raise InputError(f"inputs {before.where!r} and {listed.where!r} differ only in credentials (a "
+                                 f"signature, token or password, which the corpus stage records without: {path}) "
+                                 "but are not the same file (another size or version): download them and name the "
+                                 "local files in --input")
 
 
 def _expanded(patterns: list[str], dynamic: dict | None) -> Iterator[tuple[str, tuple]]:

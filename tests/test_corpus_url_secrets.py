@@ -41,16 +41,20 @@ def server(tmp_path):
     lines = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in TEXTS)
     for name in ("reviews.jsonl", "private/reviews.jsonl"):
         (root / name).write_text(lines, encoding="utf-8")
+    (root / "other.jsonl").write_text(lines[: len(lines) // 2], encoding="utf-8")
     login = "Basic " + base64.b64encode(b"user:hunter2").decode()
 
     class Guarded(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
+        def translate_path(self, path):  # an API serving each token's own file
+            return super().translate_path(path.replace("reviews.jsonl?token=B", "other.jsonl"))
+
         def _allowed(self) -> bool:
             if self.path.startswith("/private/"):
                 return self.headers.get("Authorization") == login
-            return "X-Amz-Signature=SIG" in self.path or "?" not in self.path or "id=2" in self.path
+            return any(k in self.path for k in ("X-Amz-Signature=SIG", "id=2", "token=")) or "?" not in self.path
 
         def do_HEAD(self):
             if not self._allowed():
@@ -131,3 +135,11 @@ def test_a_refused_signed_url_is_named_without_its_signature(server):
         inputs.list_inputs([f"{server}/reviews.jsonl{_signed('WRONGSIG')}"])
     assert "WRONGSIG" not in str(e.value) and "AKIASECRETKEY" not in str(e.value)
     assert f"{server}/reviews.jsonl" in str(e.value)
+
+
+def test_two_files_whose_urls_differ_only_in_a_token_are_refused_not_one_dropped(server):
+    with pytest.raises(inputs.InputError, match="differ only in credentials") as e:
+        inputs.list_inputs([f"{server}/reviews.jsonl?token=A", f"{server}/reviews.jsonl?token=B"])
+    assert "token=" not in str(e.value)
+    # the same object signed twice is one input
+    assert len(inputs.list_inputs([f"{server}/reviews.jsonl{_signed('SIG1')}", f"{server}/reviews.jsonl{_signed('SIG2')}"])) == 1
