@@ -6,7 +6,7 @@ below (zstd, bzip2) checks that the last stream ended and that only streams foll
 (handing out the streams before any garbage first). An empty file with a codec's extension is
 damaged too (:class:`NotEmpty`). So the reader sees every damaged input and dead-letters it with
 its name (``damaged_file``) rather than shrinking the corpus silently. Raw bytes come through
-``corpus/inputs.py``'s ``open_input`` (a local regular file, or a store URL), hashed on the way
+``corpus/input_reads.py``'s ``open_input`` (a local regular file, or a store URL), hashed on the way
 (:func:`open_hashed`).
 """
 
@@ -18,7 +18,8 @@ from typing import IO, Any, Callable, Generator, Iterator
 
 from kolectra.core import storage
 from kolectra.corpus import suffixes
-from kolectra.corpus.inputs import HashingReader, is_remote, open_input
+from kolectra.corpus.input_reads import HashingReader, open_input
+from kolectra.corpus.inputs import is_remote
 
 SUFFIXES = suffixes.COMPRESSED
 
@@ -131,7 +132,7 @@ def _zstd() -> Any:
 def _open_raw(path: str) -> IO[bytes]:
     """The file's bytes as stored: a store URL through kolectra's storage layer (fsspec: the same
     credentials as the artifact store), a local path only if it is still a regular file (a FIFO
-    would hang the worker: :func:`kolectra.corpus.inputs.open_input`)."""
+    would hang the worker: :func:`kolectra.corpus.input_reads.open_input`)."""
     return open_input(path)
 
 

@@ -48,7 +48,7 @@ import pyarrow as pa
 
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import compress, inputs, shards
+from kolectra.corpus import compress, input_reads, shards
 from kolectra.corpus.examples_config import ExamplesConfig
 from kolectra.corpus.examples_format import arrow_file, dataset_card, index_document, shard_name
 from kolectra.corpus.outputs import (
@@ -99,7 +99,7 @@ class Job:
 def _open(path: str):
     """A corpus file (local, or on a store: read in place, through :mod:`kolectra.core.storage`),
     decompressed by its extension."""
-    raw = inputs.open_input(path)  # a local path only while it is a regular file: a FIFO would hang
+    raw = input_reads.open_input(path)  # a local path only while it is a regular file: a FIFO would hang
     return compress.Gzip(raw) if path.endswith(".gz") else raw  # closed, it closes raw (GzipFile left it open)
 
 

@@ -10,26 +10,23 @@ by the orchestration before the job, and by the job's reader for every file it o
   that is not a regular file (a directory; a FIFO, device or socket, which would never end or hang
   the job), or a file whose name is not UTF-8 (it could not be recorded in the manifest), or whose
   name is not ASCII while Python decodes names otherwise than as UTF-8 (a non-UTF-8 locale), is
-  refused up front, naming it. The job's workers open local files with :func:`open_input`, which
-  checks the kind again on what it opened: a file replaced since the listing (a log rotated into a
-  pipe) is refused in the same words instead of hanging the worker.
+  refused up front, naming it (the workers open them with
+  :func:`kolectra.corpus.input_reads.open_input`, which checks the kind again on what it opened).
 - Each file's *identity* comes from the listing alone, with no pass over its bytes: a local file
   is its absolute path, size, modification and change time (nanoseconds); an object in a store is its
   path, size and the checksum the store keeps (GCS: MD5 or CRC32C, S3: ETag). An http(s) URL's path there
   is its recorded form, less ``user:password@`` and a signature's query parameters (``core/url_secrets.py``:
   :attr:`InputFile.path`; the URL as given, read, is :attr:`InputFile.url`, in no record). The request id is built from identities, so a 300 GB corpus is not
   read once more before the job starts.
-- The content hash is taken from the bytes the job actually reads (:class:`HashingReader` under
-  the decompressor), recorded per file in ``stats.json`` and in the manifest. A file whose size
-  or identity differs between the listing and the end of its read was changed during the run:
-  the job fails naming it instead of storing bytes that match neither version.
+- The content hash is taken from the bytes the job actually reads, recorded per file in
+  ``stats.json`` and in the manifest; a file whose size or identity differs between the listing
+  and the end of its read was changed during the run (both: :mod:`kolectra.corpus.input_reads`).
 """
 
 from __future__ import annotations
 
 import codecs
 import dataclasses
-import hashlib
 import itertools
 import json
 import os
@@ -37,14 +34,14 @@ import re
 import stat
 import sys
 import time
-from typing import IO, Collection, Iterator
+from typing import Collection, Iterator
 
 from apache_beam.io.filesystem import FileSystem
 
 from kolectra.core import object_infos, scratch, storage, url_secrets
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
-from kolectra.corpus import http_reads, literals, sorted_files, suffixes
+from kolectra.corpus import literals, sorted_files, suffixes
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
@@ -121,7 +118,7 @@ def _unusable(path: str) -> str | None:
         return (f"input {path!r} is a directory: name its files with a glob, --input '{path.rstrip('/')}/*' "
                 f"(or '{path.rstrip('/')}/**' for every level below it)")
     if not stat.S_ISREG(mode):  # a FIFO or a device never ends (or ends differently each time)
-        return (f"input {path!r} is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file: "
+        return (f"input {path!r} is {FILE_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file: "
                 "a corpus input must be a file that can be listed, sized and read to its end (copy a stream to "
                 "a file first)")
     return None
@@ -146,32 +143,8 @@ def _compressed_parquet(name: str) -> str | None:
                  if name.endswith(suffix) and name[: -len(suffix)].endswith(suffixes.PARQUET)), None)
 
 
-_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
+FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device",
           stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
-
-
-def open_input(path: str) -> IO[bytes]:
-    """``path`` opened for reading in binary: a store URL through :mod:`kolectra.core.storage`, a
-    local path only if it is a regular file. The listing refused anything else, but a file can be
-    replaced after it (a log rotated into a pipe): a FIFO's plain ``open`` waits for a writer
-    forever and ``/dev/zero`` never ends. So the file is opened without waiting (``O_NONBLOCK``: a
-    FIFO opens at once) and the kind checked on what was opened (``fstat``: no window between the
-    check and the read); :class:`InputError` names it as the listing would."""
-    if is_remote(path):
-        # a server that answers a range request with the whole file: read on as one GET (http_reads)
-        return http_reads.ranged_or_whole(storage.open_file(path), path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputError(f"{path!r} is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular "
-                             "file (replaced since it was listed?): only a regular file can be read to its end (copy "
-                             "a stream to a file first)")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def expand(patterns: list[str]) -> list[str]:
@@ -225,7 +198,7 @@ def _sorted_listing(patterns: list[str], dynamic: dict | None = None) -> Iterato
     last, before = None, None
     with scratch.temporary_directory("names") as spill:
         for line in sorted_files.sorted_lines(checked(), spill, NAME_RUN_BYTES):
-            listed = _object_file(*json.loads(line)) if line.startswith("[") else None
+            listed = object_file(*json.loads(line)) if line.startswith("[") else None
             path = listed.path if listed else line
             if path != last:  # one file named by two patterns is one input
                 yield path, listed
@@ -379,7 +352,7 @@ def identify(path: str, time_stamp: bool = True) -> InputFile:
         meta = _info(path)
         if not time_stamp:
             meta = {k: v for k, v in meta.items() if k != "Last-Modified"}
-        return _object_file(path, _size_of(path, meta), version_of(meta))
+        return object_file(path, _size_of(path, meta), version_of(meta))
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
@@ -415,7 +388,7 @@ def version_of(meta: dict) -> str | None:
     return ",".join(f"{k}={meta[k]}" for k in _WRITTEN if meta.get(k) is not None) or None
 
 
-def _object_file(path: str, size: int, checksum: str | None) -> InputFile:
+def object_file(path: str, size: int, checksum: str | None) -> InputFile:
     """A store object's identity, from its info (HEAD) or from the listing that found it: the same
     fields (S3's ETag; GCS's generation), so a worker's :func:`identify` after its read compares
     equal to the launcher's listing."""
@@ -450,7 +423,7 @@ def _identified(patterns: list[str]) -> Iterator[InputFile]:
         for path, listed in batch:
             seen = looked.get(path, literals.Looked(None))
             if listed is None and (seen.info is not None or isinstance(seen.error, TimeoutError)):
-                listed = _object_file(path, *_size_and_version(path, seen, dynamic))  # or its error
+                listed = object_file(path, *_size_and_version(path, seen, dynamic))  # or its error
             found = listed if listed is not None else identify(path)  # not found by then: identify's error
             if found.identity.endswith(":None") and is_remote(path) and found.where not in dynamic:
                 unversioned, first = unversioned + 1, first or found.path
@@ -487,98 +460,3 @@ class Files:
     def __iter__(self) -> Iterator[InputFile]:
         for r in self.records:
             yield InputFile(r["path"], r["bytes"], r["identity"], self.urls.get(r["path"]))
-
-
-class HashingReader:
-    """``read(n)`` over a raw byte stream that hashes (SHA-256) and counts what passes through;
-    :meth:`drain` reads the rest, so a file whose decompression failed is still hashed whole."""
-
-    def __init__(self, raw: IO[bytes]):
-        self._raw = raw
-        self.sha256 = hashlib.sha256()
-        self.bytes = 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
-        self.sha256.update(data)
-        self.bytes += len(data)
-        return data
-
-    def readinto(self, b) -> int:  # bz2/gzip may ask for this
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def readable(self) -> bool:
-        return True
-
-    def drain(self, chunk: int = 1 << 20) -> None:
-        while self.read(chunk):
-            pass
-
-    def pinned_identity(self, path: str) -> str | None:
-        """:func:`pinned_identity` of the stream this reads."""
-        return pinned_identity(path, self._raw)
-
-    def read_whole(self) -> bool:
-        """Whether its server answered a range request with the whole file (:mod:`kolectra.corpus.http_reads`):
-        a read from an offset downloads the bytes before it too."""
-        return getattr(self._raw, "whole", False)
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        return getattr(self._raw, "closed", False)
-
-    def flush(self) -> None:
-        pass
-
-
-def pinned_identity(path: str, raw: IO[bytes]) -> str | None:
-    """The identity of the version ``raw`` (a store object opened by :func:`open_input`) served,
-    when every read of it was pinned to the version its open saw: s3fs sends each ranged GET with
-    ``If-Match`` on the ETag its open's HEAD gave (or compares it, ``local_expiry_check``), so the
-    bytes read are that version's or the read failed. A change since the listing then shows in this
-    identity, with no request after the read. None where nothing pins the reads (a local file,
-    another store): :func:`changed_since` asks again."""
-    details = getattr(raw, "details", None) if is_remote(path) else None
-    etag = details.get("ETag") if isinstance(details, dict) else None
-    if not etag or "size" not in details:
-        return None
-    fs = getattr(raw, "fs", None)
-    if getattr(raw, "read_kw", {}).get("IfMatch") != etag and not getattr(fs, "local_expiry_check", False):
-        return None
-    return _object_file(path, int(details["size"]), storage.checksum_of(details)).identity
-
-
-def changed_since(listed: InputFile, bytes_read: int, read_identity: str | None = None) -> str | None:
-    """Why the file no longer matches its listing after a read of ``bytes_read`` bytes, or None.
-    ``read_identity``: the version the read was pinned to (:func:`pinned_identity`), compared as it
-    is; without it the file is identified again (a stat, or a HEAD)."""
-    if bytes_read != listed.bytes:
-        return f"listed at {listed.bytes} bytes, {bytes_read} read"
-    if read_identity is None:
-        # a listing that found Last-Modified to be each response's own time left it out: so does this look
-        stamped = storage.scheme(listed.path) not in ("http", "https") or "Last-Modified=" in listed.identity
-        try:
-            read_identity = identify(listed.where, time_stamp=stamped).identity
-        except InputError as e:
-            return str(e)
-    if read_identity != listed.identity:
-        why = f"its size, time stamp or checksum changed during the read ({listed.identity} -> {read_identity})"
-        if storage.scheme(listed.path) in ("http", "https") and "Last-Modified=" in listed.identity:
-            # the listing's requests, a second apart where the stamp was recent, saw it hold: a file
-            # rewritten since, or a stamp that moves on its own more slowly than that
-            why += ("; a server whose Last-Modified moves on its own (a dynamic page a cache renews, servers behind "
-                    "one name that disagree: a dynamic endpoint) looks changed at every run: download the file and "
-                    "name the local copy in --input")
-        return why
-    return None

@@ -22,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from kolectra.core import storage
 from kolectra.corpus import beam_local, compress, http_reads, outputs, parquet, reader
 from kolectra.corpus.config import CorpusConfig
-from kolectra.corpus.inputs import InputFile, is_remote, open_input
+from kolectra.corpus.input_reads import open_input
+from kolectra.corpus.inputs import InputFile, is_remote
 from kolectra.corpus.local_memory import MemoryModel
 from kolectra.corpus.runners import LOCAL_RUNNER
 

@@ -34,7 +34,8 @@ from typing import IO, Iterator, Sequence
 
 from kolectra.core import storage
 from kolectra.corpus import suffixes
-from kolectra.corpus.inputs import is_remote, open_input
+from kolectra.corpus.input_reads import open_input
+from kolectra.corpus.inputs import is_remote
 
 BATCH_ROWS = 1024  # rows a batch at most: a few MB of web text
 BATCH_BYTES = 8 << 20  # a batch's share of its row group's uncompressed bytes (read columns), at least a row

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import IO, Iterator
 
 from kolectra.corpus import compress, reader
-from kolectra.corpus.inputs import HashingReader, open_input, pinned_identity
+from kolectra.corpus.input_reads import HashingReader, open_input, pinned_identity
 
 
 def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,

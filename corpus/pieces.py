@@ -35,7 +35,7 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
-from kolectra.corpus import compress, inputs, outputs, parquet, piece_copies, reader
+from kolectra.corpus import compress, input_reads, inputs, outputs, parquet, piece_copies, reader
 from kolectra.corpus.neardup import TALLY
 from kolectra.corpus.progress import WorkerCounts
 
@@ -214,7 +214,7 @@ class PlanPieces(beam.DoFn):
             for piece in pieces:
                 yield (rank, piece.index), (listed, source, piece)
             row = {"at": -1, "bytes": digest["bytes"], "sha256": digest["sha256"]}
-            changed = inputs.changed_since(listed, digest["bytes"], digest.get("identity"))
+            changed = input_reads.changed_since(listed, digest["bytes"], digest.get("identity"))
             if changed:
                 row["changed"] = changed
             yield beam.pvalue.TaggedOutput(PIECE_ROWS, (source, row))
@@ -224,12 +224,12 @@ class PlanPieces(beam.DoFn):
 
 def piece_changed(listed: inputs.InputFile, piece: Piece, bytes_read: int, read_identity: str | None) -> str | None:
     """Why the file no longer matches its listing after a piece's read, or None (as
-    ``inputs.changed_since`` says it of a whole file's read)."""
+    ``input_reads.changed_since`` says it of a whole file's read)."""
     if piece.copy is not None:  # read from the plan's copy: the plan compared the file with its listing
         return None
     if not piece.row_groups and bytes_read != piece.end - piece.start:
         return f"bytes {piece.start}-{piece.end} of it read as {bytes_read} bytes"
-    return inputs.changed_since(listed, listed.bytes, read_identity)
+    return input_reads.changed_since(listed, listed.bytes, read_identity)
 
 
 _SUMMED = ("records_in", "rejected")

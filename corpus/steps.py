@@ -21,7 +21,7 @@ import zlib
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from kolectra.corpus import filters, inputs, neardup, outputs, piece_reader, pieces, reader, webtext
+from kolectra.corpus import filters, input_reads, inputs, neardup, outputs, piece_reader, pieces, reader, webtext
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.chunks import KeyedChunks, value_size
 from kolectra.corpus.config import CorpusConfig
@@ -173,7 +173,7 @@ def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) ->
     record = {"bytes": digest.get("bytes", 0), "sha256": digest.get("sha256")}
     if damaged:
         record["damaged"] = damaged
-    changed = inputs.changed_since(listed, record["bytes"], digest.get("identity")) if "sha256" in digest else None
+    changed = input_reads.changed_since(listed, record["bytes"], digest.get("identity")) if "sha256" in digest else None
     if changed:
         record["changed"] = changed
     return record

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from kolectra.corpus import inputs
+from kolectra.corpus import input_reads, inputs
 
 
 def _serve(status: int):
@@ -204,7 +204,7 @@ def test_the_check_after_a_read_of_a_server_that_stopped_answering_ends_within_t
         [listed] = inputs.list_inputs([f"http://127.0.0.1:{server.server_port}/reviews.txt"])
         mute.set()
         said = []
-        worker = threading.Thread(target=lambda: said.append(inputs.changed_since(listed, listed.bytes)), daemon=True)
+        worker = threading.Thread(target=lambda: said.append(input_reads.changed_since(listed, listed.bytes)), daemon=True)
         worker.start()
         worker.join(20)
         assert not worker.is_alive(), "the check still waits on a server that stopped answering"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from kolectra.corpus import inputs
+from kolectra.corpus import input_reads, inputs
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Store
 
@@ -114,7 +114,7 @@ def test_an_http_input_without_an_etag_is_told_by_its_last_modified(tmp_path):
         os.utime(path, (path.stat().st_atime + 5, path.stat().st_mtime + 5))  # Last-Modified: whole seconds
         [after] = inputs.list_inputs([url])
         assert after.bytes == before.bytes and after.identity != before.identity
-        assert "changed during the read" in inputs.changed_since(before, before.bytes)  # a read meanwhile
+        assert "changed during the read" in input_reads.changed_since(before, before.bytes)  # a read meanwhile
     finally:
         server.shutdown()
         server.server_close()
@@ -178,7 +178,7 @@ def test_an_http_input_whose_last_modified_is_each_request_s_time_is_told_by_its
         err = capsys.readouterr().err
         assert err.count("WARNING") == 1 and url in err and "each response's own time" in err
         assert "would not be noticed" in err and "Tue, 14 Nov 2023 22:13:20 GMT" in err
-        assert inputs.changed_since(found, found.bytes) is None
+        assert input_reads.changed_since(found, found.bytes) is None
         assert inputs.list_inputs([url]) == [found]
     finally:
         server.shutdown()
@@ -220,7 +220,7 @@ def test_a_same_size_change_after_the_listing_of_a_stamped_http_input_still_fail
         url = f"http://127.0.0.1:{server.server_port}/reviews.txt"
         [found] = inputs.list_inputs([url])
         assert "Last-Modified=Tue, 14 Nov 2023 22:13:20 GMT" in found.identity
-        why = inputs.changed_since(found, found.bytes)
+        why = input_reads.changed_since(found, found.bytes)
         assert why and "changed during the read" in why and "dynamic endpoint" in why
         assert "WARNING" not in capsys.readouterr().err  # its stamp held: no size-only warning
     finally:

@@ -24,7 +24,7 @@ import json
 import math
 import zlib
 
-from kolectra.corpus import inputs
+from kolectra.corpus import input_reads, inputs
 from kolectra.corpus.runners import input_bytes
 from kolectra.vocab import words
 
@@ -65,7 +65,7 @@ def _sample(paths: list[str], sample_bytes: int) -> tuple[int, int, int, tuple[i
         share = (sample_bytes - read) * sizes[i] / sum(sizes[i:])
         got = 0
         try:
-            raw = inputs.open_input(path)
+            raw = input_reads.open_input(path)
             with raw, (gzip.GzipFile(fileobj=_SmallReads(raw), mode="rb") if path.endswith(".gz") else raw) as f:
                 for line in f:
                     got += len(line)
