@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -113,6 +114,56 @@ def test_a_renewal_that_finds_the_lease_gone_is_a_lost_lease(bucket):
             held.check()
     finally:
         held.release()
+
+
+def test_a_renewal_whose_reply_was_lost_and_retried_keeps_the_lease(bucket, monkeypatch):
+    """A renewal that lands but whose reply is lost is sent again by botocore/s3fs with the old version;
+    the store refuses the retry (412: the version changed, by this holder's own write). Before, the
+    holder took that for 'lost the lease' and stopped its build; a lease naming its token is its own."""
+    held = leases.Lease(f"{bucket}/r", "corpus", "0123456789abcdef")
+    held.version = conditional.create_exclusive(held.url, held._body())
+    first = held.version
+    put = conditional.create_exclusive
+
+    def reply_lost_then_retried(location, data, replacing=None):
+        put(location, data, replacing=replacing)  # lands on the store; its reply never comes back
+        return put(location, data, replacing=replacing)  # the same PUT again, If-Match the old version
+
+    with monkeypatch.context() as lossy:
+        lossy.setattr(conditional, "create_exclusive", reply_lost_then_retried)
+        held.check()  # before: LeaseLost 'lost the lease ... to another run'
+    assert not held.lost.is_set() and held.version != first
+    assert held.version == storage.checksum_of(storage.info(held.url))
+    held.check()  # the adopted version renews as any other
+    other = leases.Lease(held.url.rsplit("/.locks/", 1)[0], "corpus", "0123456789abcdef")
+    conditional.create_exclusive(held.url, other._body(), replacing=storage.checksum_of(storage.info(held.url)))
+    with pytest.raises(leases.LeaseLost, match="lost the lease"):  # a lease naming another holder is lost
+        held.check()
+
+
+def test_a_creation_whose_reply_was_lost_and_retried_is_this_runs_lease(bucket, monkeypatch):
+    """The lease's creation (If-None-Match: *) lands, its reply is lost, the retry meets 412: before, the
+    run waited a whole lease (2 minutes by default) for 'another run (pid <its own>)', then took it over."""
+    monkeypatch.setenv("KOLECTRA_LEASE_SECONDS", "60")
+    held = leases.Lease(f"{bucket}/c", "corpus", "0123456789abcdef")
+    put = conditional.create_exclusive
+
+    def reply_lost_then_retried(location, data, replacing=None):
+        put(location, data, replacing=replacing)
+        return put(location, data, replacing=replacing)
+
+    with monkeypatch.context() as lossy:
+        lossy.setattr(conditional, "create_exclusive", reply_lost_then_retried)
+        t = threading.Thread(target=held.acquire, daemon=True)
+        t.start()
+        t.join(10)
+    try:
+        assert not t.is_alive(), "acquire waits on its own lease"
+        assert held.version == storage.checksum_of(storage.info(held.url))
+        held.check()
+    finally:
+        held.release()
+    assert storage.children(f"{bucket}/c/.locks") == []
 
 
 def test_a_holder_that_cannot_renew_for_a_whole_lease_cannot_prove_it_holds_it(bucket, monkeypatch):

@@ -7,9 +7,11 @@ holder renews it every third of its time to live, conditionally on its own versi
 died stops renewing, its lease expires and the next builder replaces it (conditionally on the
 expired version, so again one wins).
 
-Ownership is proved, never assumed: a renewal refused because the object changed (412) or is gone
-(404: a build that took over and finished removed it) means the lease is lost, and so does a
-holder that could not renew for a whole lease (a stall, a partition: someone may have taken over).
+Ownership is proved, never assumed: a renewal refused because the object changed to another holder's
+(412, the lease read again names another token) or is gone (404: a build that took over and finished
+removed it) means the lease is lost (a 412 on a lease naming our own token is our own renewal, landed,
+whose reply was lost and the retry refused: still ours), and so does a holder that could not renew
+for a whole lease (a stall, a partition: someone may have taken over).
 Before every step that deletes or writes under the final prefix the store asks :meth:`Lease.check`,
 which renews right then; a lost lease raises :class:`LeaseLost` and the build touches nothing more.
 
@@ -153,6 +155,9 @@ class Lease:
             except conditional.PreconditionFailed:
                 pass
             held, version, found = self._read()
+            if version is not None and held.get("token") == self.token:  # ours: the write landed, its reply was
+                self.version = version  # lost and the retry refused (412); not another run to wait a lease for
+                break
             timed_out = version is not None and expired(held, found, self.url)
             if version is not None and (timed_out or ended_here(held)):
                 started = time.monotonic()
@@ -183,10 +188,22 @@ class Lease:
             started = time.monotonic()
             try:
                 self.version = conditional.create_exclusive(self.url, self._body(), replacing=self.version)
-            except (conditional.PreconditionFailed, FileNotFoundError):  # 412: taken over; 404: removed
+            except FileNotFoundError:  # 404: removed
                 self.lost.set()
                 raise self._lost() from None
+            except conditional.PreconditionFailed:  # 412: taken over, or our own write whose reply was lost
+                self._ours_still()
             self.confirmed = started
+
+    def _ours_still(self) -> None:
+        """After a 412: the lease is still ours when it names our token. A renewal that landed but whose
+        reply was lost is sent again by botocore/s3fs with the old version, and the store refuses that
+        retry (412: our own write changed the version); only a lease naming another holder is lost."""
+        body, version, _ = self._read()
+        if version is None or body.get("token") != self.token:
+            self.lost.set()
+            raise self._lost() from None
+        self.version = version
 
     def _renew(self) -> None:
         while not self._stop.wait(lease_seconds() / 3):
