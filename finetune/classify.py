@@ -197,16 +197,9 @@ class Classify(TextTask):
         if len(trained) < 2:  # as nsmc refuses: the head could only learn to say it (the health said so, after)
             # the cap is named only where it cut rows of two labels to one (nsmc's one_class): named whenever set, a
             # max_train_examples of 1000 over 200 rows was told to be raised when the dev split had taken a label
-            carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
-            if len(self.carved_labels) > 1:
-                n, cut = len(data.train), f"max_train_examples={cfg.max_train_examples}"
-                left_by = cut if self.dev_file is not None else f"{cut} and {carve}"
-            else:
-                n, left_by = self.uncapped["train"], carve
+            n, left_by, way = self.train_cut(data, cfg, len(self.carved_labels) > 1)
             raise FinetuneError(f"{self.train_file}: the {n} training row(s) left by {left_by} all have the label "
-                                f"{self.labels[next(iter(trained))]!r}; classification needs at least two: "
-                                + ("raise max_train_examples" if len(self.carved_labels) > 1 else
-                                   "lower dev_fraction or pass --dev FILE"))
+                                f"{self.labels[next(iter(trained))]!r}; classification needs at least two: {way}")
 
     def before_caps(self, train, dev):
         super().before_caps(train, dev)

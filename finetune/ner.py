@@ -114,12 +114,7 @@ class Ner(TextTask):
             # as classify refuses training rows of one label: trained on sentences of O alone (max_train_examples=10
             # of a file whose entities are sparse, or a dev split that took the few sentences holding one), the
             # head learned to say O, and the health said so after the run
-            carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
-            if self.carved_entity:
-                n, cut = len(data.train), f"max_train_examples={cfg.max_train_examples}"
-                left_by, way = (cut if self.dev_file is not None else f"{cut} and {carve}"), "raise max_train_examples"
-            else:
-                n, left_by, way = self.uncapped["train"], carve, "lower dev_fraction or pass --dev FILE"
+            n, left_by, way = self.train_cut(data, cfg, self.carved_entity)
             raise FinetuneError(f"{self.train_file}: the {n} training sentence(s) left by {left_by} hold no entity "
                                 f"(every tag {OUTSIDE!r}): nothing to learn from; {way}")
         if not any(t != outside for tags in data.dev["tags"] for t in tags):

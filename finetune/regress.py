@@ -107,12 +107,7 @@ class Regress(TextTask):
         if len(trained := set(data.train["label"])) < 2:
             # as classify refuses rows of one label: a head trained on one score learns that score, and the health
             # said so only after the run; the cap is named only where it cut two scores to one
-            carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
-            if self.carved_scores:
-                n, cut = len(data.train), f"max_train_examples={cfg.max_train_examples}"
-                left_by, way = (cut if self.dev_file is not None else f"{cut} and {carve}"), "raise max_train_examples"
-            else:
-                n, left_by, way = self.uncapped["train"], carve, "lower dev_fraction or pass --dev FILE"
+            n, left_by, way = self.train_cut(data, cfg, self.carved_scores)
             raise FinetuneError(f"{self.train_file}: the {n} training row(s) left by {left_by} all have the score "
                                 f"{next(iter(trained)):g}; regression needs at least two different scores: {way}")
         scores = set(data.dev["label"])

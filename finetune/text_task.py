@@ -130,6 +130,16 @@ class TextTask(skeleton.Task):
         refusal of the rows left (:meth:`check`) names a cap only where it cut rows, and its way out is then the cap's."""
         self.uncapped = {"train": len(train), "dev": len(dev)}
 
+    def train_cut(self, data, cfg, capped: bool) -> tuple[int, str, str]:
+        """(training rows left, what left them, the way out) for a refusal of the training rows holding one
+        label, score or no entity: the cap is named only where ``capped`` (the rows it chose from held more),
+        else the dev split took what was missing."""
+        carve = f"the dev split (dev_fraction={cfg.dev_fraction})"
+        if not capped:
+            return self.uncapped["train"], carve, "lower dev_fraction or pass --dev FILE"
+        cut = f"max_train_examples={cfg.max_train_examples}"
+        return len(data.train), (cut if self.dev_file is not None else f"{cut} and {carve}"), "raise max_train_examples"
+
     def dev_cut(self, data, cfg) -> str:
         """" (the first N of M dev rows, cut by ...)" when the dev cap cut the dev rows, else "": a refusal of
         the dev rows had sent a user to a dev file of other rows when the cap had left out those it holds."""
