@@ -261,6 +261,9 @@ def study_section(a: Artifact, dest: Path) -> list[str]:
     out = [f"Equal-FLOPs study; its own report with plots: {code(a.path / 'report.md')}.", ""]
     note = one_seed_note(doc.get("plan") or {})  # the intervals leave out the pretraining runs' spread
     out += [note, ""] if note else []
+    if (doc.get("holdout") or {}).get("dev_rows"):  # else read as NSMC test figures, which they are not
+        out += [f"Accuracies on the study's {doc['holdout']['dev_rows']} held-out rows, carved from the NSMC train "
+                "file (not NSMC's test set).", ""]
     out += table(["readout", "FLOPs", "a", "b", "a - b (points)", "95 % CI", "verdict"],
                   [[c["readout"], f"{c['flops']:.3g}", c["a"], c["b"], f"{100 * c['diff']:+.2f}",
                     f"[{100 * c['ci95'][0]:+.2f}, {100 * c['ci95'][1]:+.2f}]"

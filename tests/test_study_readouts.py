@@ -124,3 +124,59 @@ def test_a_study_point_that_diverges_names_the_point_and_no_way_out_the_study_re
     said = str(e.value)
     assert said.startswith("study: electra at 1e+09 FLOPs, pretraining seed 2: loss is NaN at step "), said
     assert "warmup_steps" not in said and "lower train.lr" in said and "leave electra out of --arms" in said
+
+
+def test_recipe_headings_give_the_max_length_each_readout_read():
+    """report.md's recipe headings gave the optimizer settings but not the max length the readout read (the probe
+    128 tokens, low-data fine-tuning the study's 64), so a reader could not tell a score came from truncated rows."""
+    from kolectra.pipeline.study.report import recipe_text
+
+    plan = {"finetune_preset": StudyPlan.finetune_preset, "finetune_sets": StudyPlan.finetune_sets}
+    assert recipe_text("lowdata", plan).endswith(", max length 64 tokens")
+    assert recipe_text("lowdata-reinit1", plan).endswith("re-initialised, max length 64 tokens")
+    assert recipe_text("probe", plan) == "linear probe (frozen encoder): the top layer, mean pooling, max length 128 tokens"
+
+
+def test_each_readout_s_score_is_printed_as_the_held_out_rows_it_is_not_nsmc_s_test_set(tmp_path, monkeypatch, capsys):
+    """A study's readouts printed only the stage's own words, `NSMC test accuracy 81.33% on 300 rows`, for the
+    study's held-out rows carved from the NSMC train file: quoted as an NSMC test figure, which it is not. Each
+    readout's score is now printed under its right name, also when the readout was built before (nothing else said)."""
+    from kolectra.pipeline import stages
+    from kolectra.pipeline.study.runner import Splits, read_out
+
+    class Art:
+        path = tmp_path
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.8133, "health": {"status": "ok"}}))
+    (tmp_path / "predictions.jsonl").write_text('{"label": 1, "predicted": 1}\n{"label": 0, "predicted": 1}\n'
+                                                '{"label": 0, "predicted": 0}\n')
+    monkeypatch.setattr(stages, "finetune", lambda *a, **k: Art())
+    monkeypatch.setattr(stages, "probe", lambda *a, **k: Art())
+    train = [tmp_path / "t1.txt", tmp_path / "t2.txt"]
+    splits = Splits(tmp_path / "dev.txt", frozenset(), {"lowdata": train, "probe": train})
+    read_out(None, None, StudyPlan(flops=1e12), splits, "lowdata-reinit1", 2)
+    said = capsys.readouterr().err
+    assert ("study: lowdata-reinit1, fine-tuning seed 2: held-out accuracy 81.33% on the study's 3 held-out rows "
+            "(carved from the NSMC train file; the readout's \"test\" rows, not NSMC's test set)") in said
+    (tmp_path / "predictions.jsonl").unlink()
+    (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.5, "eval_examples": 7}))
+    read_out(None, None, StudyPlan(flops=1e12), splits, "probe", 1)
+    assert "study: probe, fine-tuning seed 1: held-out accuracy 50.00% on the study's 7 held-out rows" in \
+        capsys.readouterr().err
+
+
+def test_an_artifacts_report_of_a_study_names_its_held_out_rows(tmp_path):
+    """`kolectra report` on a study showed differences of accuracy without saying on what rows: a reader took them
+    for NSMC test figures. It now names the study's held-out rows (a study.json without them: nothing said)."""
+    from types import SimpleNamespace
+
+    from kolectra.pipeline.report import study_section
+
+    cmp = {"readout": "probe", "flops": 1e12, "a": "electra", "b": "mlm", "diff": 0.02, "ci95": [0.01, 0.03],
+           "seed_t95": None, "verdict": "no winner"}
+    (tmp_path / "study.json").write_text(json.dumps({"holdout": {"dev_rows": 300}, "comparisons": [cmp]}))
+    shown = "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))
+    assert ("Accuracies on the study's 300 held-out rows, carved from the NSMC train file (not NSMC's test set)"
+            in shown)
+    (tmp_path / "study.json").write_text(json.dumps({"comparisons": [cmp]}))
+    assert "held-out rows" not in "\n".join(study_section(SimpleNamespace(path=tmp_path), tmp_path))

@@ -60,13 +60,17 @@ def recipe_text(recipe: str, plan: dict) -> str:
         layer = got.get("layer", "last")
         where = ("the best layer, chosen on dev rows carved from the probe's train rows" if layer == "best" else
                  "the top layer" if layer == "last" else f"layer {layer} (0 = the embeddings)")
-        return f"{READOUT_TEXT[base]}: {where}, {got.get('pooling', 'mean')} pooling"
+        from kolectra.finetune.probe import ProbeConfig  # noqa: PLC0415 - torch: `kolectra report` stays light
+
+        length = override(ProbeConfig(), sets).max_length
+        return f"{READOUT_TEXT[base]}: {where}, {got.get('pooling', 'mean')} pooling, max length {length} tokens"
     cfg = override(NSMC_PRESETS[plan.get("finetune_preset", "electra")](), [*plan.get("finetune_sets", ()), *sets])
     o = cfg.optim
     return (f"{READOUT_TEXT[base]}: preset {plan.get('finetune_preset', 'electra')}, lr {o.lr:g}, layer-wise LR decay "
             f"{o.layerwise_lr_decay:g}, warmup {o.warmup_fraction:g}, weight decay {o.weight_decay:g}, {cfg.epochs} "
             f"epochs, epoch chosen on a dev split of {cfg.dev_fraction:g} of its rows"
-            + (f", top {cfg.reinit_top_layers} encoder layer(s) re-initialised" if cfg.reinit_top_layers else ""))
+            + (f", top {cfg.reinit_top_layers} encoder layer(s) re-initialised" if cfg.reinit_top_layers else "")
+            + f", max length {cfg.max_length} tokens")  # a score read from truncated rows says so (study 13)
 
 
 def _pct(x: float) -> str:

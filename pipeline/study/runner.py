@@ -283,7 +283,13 @@ def read_out(store: Store, ckpt: Artifact, plan: StudyPlan, splits: Splits, read
                               sets=[*plan.finetune_sets, *sets, "max_train_examples=0", "max_eval_examples=0"],
                               seed=seed, name=f"study-{base}")
     metrics = json.loads((art.path / "metrics.json").read_text(encoding="utf-8"))
-    return float(metrics["accuracy"]), per_row_correct(art.path), (metrics.get("health") or {}).get("status")
+    correct = per_row_correct(art.path)
+    rows = len(correct) if correct is not None else metrics.get("eval_examples", metrics.get("test_examples", "?"))
+    # the stage's own lines call these rows its test set ("NSMC test accuracy"); quoted so, they read as NSMC's
+    progress(f"study: {readout}, fine-tuning seed {seed}: held-out accuracy {100 * float(metrics['accuracy']):.2f}% "
+             f"on the study's {rows} held-out rows (carved from the NSMC train file; the readout's \"test\" rows, "
+             "not NSMC's test set)")
+    return float(metrics["accuracy"]), correct, (metrics.get("health") or {}).get("status")
 
 
 def per_row_correct(eval_dir: Path) -> np.ndarray | None:
