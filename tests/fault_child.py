@@ -1,7 +1,7 @@
 """A child process for the fault-injection tests: build one request, SIGKILL itself at a named step.
 
 ``python -m tests.fault_child toy ROOT POINT [--force] [--sleep S] [--calls FILE] [--text T] [--start-after F]
-    [--hold F] [--in-place] [--handled]``
+    [--hold F] [--in-place] [--handled] [--resumable]``
     a small stage through :meth:`Store.build` (plain files, no training);
 ``python -m tests.fault_child pretrain ROOT EXAMPLES POINT [--resume] [--set KEY=VALUE ...]``
     :func:`kolectra.pipeline.stages.pretrain`, the real trainer (POINT ``truncateN``: through the
@@ -203,7 +203,8 @@ def toy(args) -> None:
         while not Path(args.start_after).exists():
             time.sleep(0.01)
     def build() -> int:
-        art = open_store(args.root).build(toy_request(args.text), produce, force=args.force, in_place=args.in_place)
+        art = open_store(args.root).build(toy_request(args.text), produce, force=args.force, in_place=args.in_place,
+                                          resumable=args.resumable)
         print(art.path)
         return 0
 
@@ -275,6 +276,7 @@ def main() -> None:
                    "the stage then fails)")
     t.add_argument("--in-place", action="store_true", help="write where the artifact lives (a store root)")
     t.add_argument("--handled", action="store_true", help="end as the command line does (one line, a status)")
+    t.add_argument("--resumable", action="store_true", help="built in a run under .work, as pretraining is")
     q = sub.add_parser("pretrain")
     q.add_argument("root")
     q.add_argument("examples")

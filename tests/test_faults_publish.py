@@ -521,3 +521,30 @@ def test_a_stopped_rebuild_of_a_damaged_or_stale_copy_does_not_call_it_simply_ke
     said = "damaged (" if why == "damaged" else "built from another build of its parent"
     assert f"is kept as it was, {said}" in notes, notes
     assert "the next build rebuilds it" in notes, notes
+
+
+def test_gc_and_list_take_the_newer_build_a_killed_resumable_force_left_in_its_run(tmp_path, capsys):
+    """`pretrain --force` (a run under .work) killed -9 between its two renames: the old copy went to .tmp, the
+    new sealed build stayed in the run's out/. A plain build published the newer one, but `artifacts list` named
+    the old copy, `artifacts gc` published it and kept the newer build as an interrupted run ('--force --resume
+    continues it'); and `-q artifacts gc` said nothing of publishing. Both now take the newer build, and say so."""
+    assert child("toy", str(tmp_path), "none", "--resumable", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(tmp_path))
+    time.sleep(1.1)  # the new build finishes in a later second
+    proc = child("toy", str(tmp_path), "old_moved", "--force", "--resumable", "--text", "same")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    run_out = tmp_path / ".work" / f"corpus-{first.id}" / "out"
+    newer = json.loads((run_out / "manifest.json").read_text())["provenance"]["finished"]
+    assert newer > first.manifest["provenance"]["finished"] and len(_private(tmp_path)[".tmp"]) == 1
+    capsys.readouterr()
+    assert main(["artifacts", "list", "--out", str(tmp_path)]) == 0
+    assert f"its complete copy is in {run_out}, " in capsys.readouterr().err
+    assert main(["-q", "artifacts", "gc", "--dry-run", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"would publish {run_out}\n" in out and "kept interrupted run" not in out, out
+    assert main(["-q", "artifacts", "gc", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"published {tmp_path / 'corpus' / f'toy-{first.id}'}\n" in out and "kept interrupted run" not in out, out
+    (published,) = _no_half_artifact(Store(tmp_path))
+    assert published.manifest["provenance"]["finished"] == newer
+    assert _private(tmp_path)[".tmp"] == [] and _private(tmp_path)[".work"] == []

@@ -16,12 +16,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from kolectra.core import streams
+from kolectra.core import storage, streams
 from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
 from kolectra.pipeline import stage_versions
 from kolectra.pipeline.cli.errors import reader_gone
-from kolectra.pipeline.store import inputs
+from kolectra.pipeline.store import aside, inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 from kolectra.pipeline.store.manifest import commit_label
 
@@ -169,7 +169,14 @@ def say(line: str, file=None) -> None:
 
 # ---- show, verify, gc ---------------------------------------------------------------------------
 def artifacts_gc(args, store: Store) -> int:
+    # copies a kill left unpublished, which gc publishes: said as a result (its progress line goes under -q)
+    pending = [] if storage.is_url(str(store.root)) else aside.unpublished(Path(store.root))
     removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run)
+    for d, m in pending:
+        if args.dry_run:
+            say(f"would publish {d}")
+        elif (art := store.find(m["kind"], m["id"])) is not None:
+            say(f"published {art.path}")
     verb = "would remove" if args.dry_run else "removed"
     for path in removed:
         say(f"{verb} {path}")

@@ -14,20 +14,23 @@ import contextlib
 from pathlib import Path
 
 from kolectra.pipeline.store.catalog import ref_matches
-from kolectra.pipeline.store.manifest import ArtifactError, read_manifest
-from kolectra.pipeline.store.workspace import _TMP_NAME, TMP, live, symlinked
+from kolectra.pipeline.store.manifest import MANIFEST, ArtifactError, read_manifest
+from kolectra.pipeline.store.workspace import _TMP_NAME, TMP, WORK, live, runs, symlinked
 
 
 def unpublished(root: Path, kind: str | None = None) -> list[tuple[Path, dict]]:
-    """The newest complete build (by its manifest; not hashed) of each id that has one in ``root/.tmp`` and no
-    folder under ``root/<kind>``, no process building in it, with its manifest; none in a ``.tmp`` that
+    """The newest complete build (by its manifest; not hashed) of each id that has one in ``root/.tmp`` (or in a
+    run's ``out/``) and no folder under ``root/<kind>``, no process building in it, with its manifest; none in a ``.tmp`` that
     leads out of the root (the sweep, which publishes them, leaves that alone)."""
     tmp = root / TMP
     if not tmp.is_dir() or symlinked(root, TMP):
         return []
     newest: dict[tuple[str, str], tuple[tuple[str, str], Path, dict]] = {}
-    for d in sorted(tmp.iterdir()):
-        m = _TMP_NAME.match(d.name)
+    # a resumable run's sealed out/ (pretrain --force killed between its renames: the new build stays there,
+    # the old copy went to .tmp) is a candidate too, as for the sweep and the next build (the newest wins)
+    outs = [(r.out, {"kind": r.kind, "id": r.id}) for r in ([] if symlinked(root, WORK) else runs(root))
+            if r.kind and r.id and (r.out / MANIFEST).is_file() and not r.live()]
+    for d, m in [*outs, *((d, _TMP_NAME.match(d.name)) for d in sorted(tmp.iterdir()))]:
         if m is None or (kind is not None and m["kind"] != kind) or d.is_symlink() or live(d):
             continue
         with contextlib.suppress(ArtifactError, OSError, KeyError, TypeError, AttributeError, ValueError):

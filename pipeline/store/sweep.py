@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core.stage import progress
+from kolectra.pipeline.store.manifest import MANIFEST
 from kolectra.pipeline.store.workspace import (
     _TMP_NAME,
     LOCKS,
@@ -63,7 +64,8 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
 
     A dead ``.tmp`` entry that ``salvage`` publishes (a complete build of an id not published: its
     run was stopped between sealing and publishing, or a ``--force`` between moving the old copy out
-    and the new one in) is kept as the artifact, not deleted.
+    and the new one in) is kept as the artifact, not deleted; so is a dead run's sealed ``out/`` (offered
+    first: a resumable ``--force``'s new build stays there), its run then removed.
     A ``.tmp`` entry is dead when neither its request's lock nor its own build lock is held; a lock
     file when it is not held. A ``.work`` run is dead when it is not held and was published since
     (``published`` gives when the published copy was written, or None; a run started after that is a
@@ -76,6 +78,16 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
     skipped = {area: why for area in (TMP, WORK, LOCKS) if (why := symlinked(root, area))}
     for why in skipped.values():
         progress(f"{why}: not swept (kolectra deletes nothing outside {root}); remove dead entries there by hand")
+    # first the sealed out/ of dead runs: a pretrain --force killed between its renames left its new build there and
+    # the old copy in .tmp; met first, salvage weighs both and publishes the newer (as the next build does)
+    salvaged = set()
+    for run in runs(root) if WORK not in skipped and TMP not in skipped and salvage is not None else []:
+        kind, aid = run.kind, run.id
+        if kind is None or aid is None or not (run.out / MANIFEST).is_file():
+            continue
+        with _claimed(root, run.path, kind, aid, dry_run) as dead:
+            if dead and salvage(kind, aid, run.out, dry_run):
+                salvaged.add(run.path)
     tmp = root / TMP
     for d in sorted(tmp.iterdir()) if tmp.is_dir() and TMP not in skipped else []:
         m = _TMP_NAME.match(d.name)
@@ -89,9 +101,9 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
         if kind is None or aid is None:
             continue
         with _claimed(root, run.path, kind, aid, dry_run) as dead:
-            if not dead:
-                continue
-            if interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
+            if not dead or (run.path in salvaged and not dry_run and run.out.is_dir()):
+                continue  # (its out/ kept where salvage said it is, for a kind folder that leads out of the root)
+            if run.path in salvaged or interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
                 _remove(run.path, dry_run, removed)
             else:
                 kept.append(run)
