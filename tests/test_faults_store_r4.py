@@ -344,6 +344,53 @@ def test_gc_leaves_a_lease_taken_over_after_it_found_it_expired(bucket, monkeypa
     assert removed == []  # nothing was removed: what gc found expired was no longer there
 
 
+# ---- a manifest whose reply was lost ----------------------------------------------------------------
+def _manifest_put_twice(monkeypatch, before=None):
+    """``conditional.create_exclusive`` as the store sees a manifest PUT whose reply was lost: botocore/s3fs
+    send the same conditional PUT again, and the store refuses it (412: the first one landed). ``before``:
+    what another run publishes there first (its own bytes), so that this run's PUT itself meets 412."""
+    put = conditional.create_exclusive
+
+    def lossy(location, data, replacing=None):
+        if not location.endswith(f"/{MANIFEST}"):
+            return put(location, data, replacing=replacing)  # the lease's writes go through as they are
+        if before is not None:
+            put(location, before(data), replacing=replacing)
+        put(location, data, replacing=replacing)  # lands; its reply never comes back
+        return put(location, data, replacing=replacing)  # the retry: 412
+
+    monkeypatch.setattr(conditional, "create_exclusive", lossy)
+
+
+def test_a_manifest_whose_reply_was_lost_and_retried_is_this_runs_publish(bucket, monkeypatch, capsys):
+    """Before: '[kolectra] corpus: another run published s3://... first; using it' on a run's own manifest
+    (the retry of its landed PUT met 412): a user looked for a concurrent run that never was."""
+    store = open_store(f"{bucket}/m")
+    request, produce = _toy_request()
+    _manifest_put_twice(monkeypatch)
+    art = store.build(request, produce)
+    assert "another run" not in capsys.readouterr().err
+    assert store.verify(art) == [] and art.read_bytes("data/a.txt") == b"x"
+
+
+def test_a_manifest_another_run_published_first_is_still_said(bucket, monkeypatch, capsys):
+    """Only bytes other than this run's are another run's: that line is kept, and its manifest is used."""
+    from kolectra.pipeline.store.manifest import fields_digest
+
+    def theirs(data: bytes) -> bytes:
+        manifest = json.loads(data)
+        manifest["provenance"]["host"] = "another-machine"
+        manifest["fields_digest"] = fields_digest(manifest)
+        return (json.dumps(manifest, indent=2) + "\n").encode()
+
+    store = open_store(f"{bucket}/o")
+    request, produce = _toy_request()
+    _manifest_put_twice(monkeypatch, before=theirs)
+    art = store.build(request, produce)
+    assert f"another run published {art.path} first; using it" in capsys.readouterr().err
+    assert art.manifest["provenance"]["host"] == "another-machine" and store.verify(art) == []
+
+
 # ---- roots and recorded parents on other protocols ------------------------------------------------
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/k", "ftp://127.0.0.1:9/k", "webhdfs://127.0.0.1:9/k",
                                  "hdfs://127.0.0.1:9/k", "memory://k"])

@@ -349,7 +349,8 @@ class RemoteStore(StoreRuns, Store):
         try:  # the commit: created, or replacing exactly the copy this build found (--force, damaged)
             conditional.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
         except (conditional.PreconditionFailed, FileNotFoundError):
-            progress(f"{request.kind}: another run published {final} first; using it")
+            if not self._own_manifest(final, body):  # 412 on our own PUT retried after its reply was lost: ours
+                progress(f"{request.kind}: another run published {final} first; using it")
         except BaseException as failure:  # a Ctrl-C, SIGTERM or lost connection as the manifest went: it may have landed
             try:
                 landed = self._landed(final, seen)
@@ -364,6 +365,16 @@ class RemoteStore(StoreRuns, Store):
                 raise
         with said_published(request.kind, final):
             return load_remote(upath(final))
+
+    @staticmethod
+    def _own_manifest(final: str, body: bytes) -> bool:
+        """The manifest under ``final`` is the one this build wrote (its very bytes: the provenance's times
+        differ between runs). A PUT that landed but whose reply was lost is sent again by botocore/s3fs (or
+        google-cloud-storage), and the store refuses that retry (412) because the first one landed."""
+        try:
+            return storage.read_bytes(storage.join(final, MANIFEST)) == body
+        except Exception:  # noqa: BLE001 - unreadable now: not provably ours, said as another run's as before
+            return False
 
     def _landed(self, final: str, seen: str | None) -> bool | None:
         """A manifest other than the one this build found is under ``final`` (one request; None when the
