@@ -61,8 +61,8 @@ from kolectra.corpus.listing import write as write_listing
 from kolectra.corpus.reader import source_namer, source_names
 from kolectra.pipeline.configs import resolve
 from kolectra.pipeline.store import inputs
-from kolectra.pipeline.store.artifacts import ID_CHARS, Request, manifest_of
 from kolectra.pipeline.store.manifest import MAX_MANIFEST, canonical, fields_digest, parse_manifest
+from kolectra.pipeline.store.request import ID_CHARS, Request, manifest_of
 
 STARTED = "2026-11-29T00:00:00Z"
 

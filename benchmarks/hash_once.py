@@ -46,7 +46,7 @@ def one_run(store, art, files: list[Path], every_check_reads: bool) -> tuple[int
     from kolectra.core import filehash
     from kolectra.core.stage import StageOutput
     from kolectra.model import shard_guard
-    from kolectra.pipeline.store.artifacts import Request
+    from kolectra.pipeline.store.request import Request
 
     hashes = {e["path"]: e["sha256"] for e in art.manifest["files"]}
     between = (lambda: touch(files)) if every_check_reads else (lambda: None)
@@ -86,7 +86,8 @@ def main() -> None:
 
     from kolectra.core import verbosity
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request, Store
+    from kolectra.pipeline.store.artifacts import Store
+    from kolectra.pipeline.store.request import Request
 
     verbosity.set_level(verbosity.QUIET)  # -q: the store's "reusing" lines are not the benchmark's output
     with tempfile.TemporaryDirectory(prefix="kolectra-hash-once-") as tmp:

@@ -83,8 +83,9 @@ def one(bucket: str, saves: int, per_save: int, merged: bool, recorder: Recorder
     from kolectra.core import storage
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.store import log_parts
-    from kolectra.pipeline.store.artifacts import Request, Resumable
+    from kolectra.pipeline.store.artifacts import Resumable
     from kolectra.pipeline.store.factory import open_store
+    from kolectra.pipeline.store.request import Request
 
     real_merge = log_parts.merge_from
     log_parts.merge_from = real_merge if merged else (lambda sizes, new: len(sizes))

@@ -28,9 +28,10 @@ from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table on
 from kolectra.model.launcher import one_process  # light: no torch
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.stage_versions import note_other_version
-from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Resumable, Store, fingerprint_inputs
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Resumable, Store, fingerprint_inputs
 from kolectra.pipeline.store.inputs import RecordFile
 from kolectra.pipeline.store.inputs import head as inputs_head
+from kolectra.pipeline.store.request import Request
 from kolectra.vocab import build as vocab_build
 
 # Libraries whose versions decide each stage's bytes: part of the artifact id. "unicodedata": Python's

@@ -28,8 +28,9 @@ from pathlib import Path
 from kolectra.core import conditional, storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store import workspace
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 
 
 def die() -> None:

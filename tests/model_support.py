@@ -138,7 +138,7 @@ def small_chain(store, n: int = 64, seq_len: int = 32, shard_size: int = 50):
     """corpus -> vocab -> examples through ``store.build`` (any root: a local directory or a bucket):
     a small real tokenizer and examples (shards of ``shard_size`` rows), no Beam. Returns the three artifacts."""
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request
+    from kolectra.pipeline.store.request import Request
 
     def writes(fn):
         def produce(out: Path) -> StageOutput:

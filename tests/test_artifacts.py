@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, fingerprint_inputs, verify_dir
+from kolectra.pipeline.store.artifacts import ArtifactError, Store, fingerprint_inputs, verify_dir
+from kolectra.pipeline.store.request import Request
 
 
 def _produce(text, calls):

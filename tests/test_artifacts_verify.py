@@ -12,9 +12,10 @@ import pytest
 
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, verify_dir
+from kolectra.pipeline.store.artifacts import ArtifactError, Store, verify_dir
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.manifest import BUILD_LOCK, digest, fields_digest, files_digest
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 

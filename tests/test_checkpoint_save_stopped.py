@@ -18,7 +18,8 @@ import torch
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput
 from kolectra.model import checkpoint
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store
+from kolectra.pipeline.store.artifacts import Resumable, Store
+from kolectra.pipeline.store.request import Request
 
 
 def _save(out: Path, step: int, save_fn=torch.save) -> Path:
@@ -67,7 +68,8 @@ KILLED_IN_THE_FIRST_SAVE = """
 import os, signal, sys
 from pathlib import Path
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store
+from kolectra.pipeline.store.artifacts import Resumable, Store
+from kolectra.pipeline.store.request import Request
 
 def produce(out):
     partial = out / "checkpoints" / ".tmp-step-00000004"

@@ -7,7 +7,8 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import build_parser, main
-from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
+from kolectra.pipeline.store.artifacts import Store, fingerprint_inputs
+from kolectra.pipeline.store.request import Request
 
 
 def _artifact(store, kind, name, parents=(), inputs=()):

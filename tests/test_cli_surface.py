@@ -18,7 +18,8 @@ from kolectra.core import verbosity
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.cli import build_parser, main
 from kolectra.pipeline.run import summary
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 REPO = Path(__file__).resolve().parents[1]
 

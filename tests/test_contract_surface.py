@@ -402,7 +402,7 @@ def test_the_id_is_a_hash_of_each_thing_the_contract_says_was_asked_for(tmp_path
     """kind, stage version, resolved config, parent ids and the versions of the libraries that decide the
     output: each other is another id; the same request is the same id."""
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store import artifacts
+    from kolectra.pipeline.store import request
 
     store = open_store(tmp_path)
 
@@ -410,15 +410,15 @@ def test_the_id_is_a_hash_of_each_thing_the_contract_says_was_asked_for(tmp_path
         (out / "stats.json").write_text("{}")
         return StageOutput(stats={"n": 1})
 
-    corpora = [store.build(artifacts.Request(kind="corpus", name="c", stage_version=1, config={"a": a}), produce)
+    corpora = [store.build(request.Request(kind="corpus", name="c", stage_version=1, config={"a": a}), produce)
                for a in (1, 2)]
     base = dict(kind="vocab", name="v", stage_version=3, config={"vocab_size": 8}, parents=(corpora[0],),
                 libraries=("tokenizers",))
-    plain = artifacts.Request(**base).id()
-    assert artifacts.Request(**base).id() == plain and re.fullmatch(r"[0-9a-f]{16}", plain)
+    plain = request.Request(**base).id()
+    assert request.Request(**base).id() == plain and re.fullmatch(r"[0-9a-f]{16}", plain)
     for other in ({"kind": "examples"}, {"stage_version": 4}, {"config": {"vocab_size": 9}},
                   {"parents": (corpora[1],)}, {"libraries": ("tokenizers", "kiwipiepy")}):
-        assert artifacts.Request(**{**base, **other}).id() != plain, other
-    assert artifacts.Request(**{**base, "name": "w"}).id() == plain  # the name is no part of what was asked
-    monkeypatch.setattr(artifacts, "library_versions", lambda names: {n: "999.0" for n in names})
-    assert artifacts.Request(**base).id() != plain  # the same library at another version
+        assert request.Request(**{**base, **other}).id() != plain, other
+    assert request.Request(**{**base, "name": "w"}).id() == plain  # the name is no part of what was asked
+    monkeypatch.setattr(request, "library_versions", lambda names: {n: "999.0" for n in names})
+    assert request.Request(**base).id() != plain  # the same library at another version

@@ -11,7 +11,7 @@ from kolectra.core.config import ConfigError, override
 from kolectra.corpus import build, outputs
 from kolectra.corpus.config import default_config
 from kolectra.pipeline.configs import resolve
-from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.request import Request
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipeline" / "sample" / "reviews.jsonl.gz"
 GB, TB = 1 << 30, 1 << 40

@@ -24,8 +24,8 @@ from kolectra.corpus import build, drops, outputs
 from kolectra.corpus.config import default_config, production_config
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.configs import resolve
-from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.manifest import verify_dir
+from kolectra.pipeline.store.request import Request
 
 WORDS = "영화 정말 재밌었어요 배우 연기 최고 지루했다 스토리 감동 음악 좋았고 별로 다시 보고 싶다".split()
 LONG = "처음부터 끝까지 긴장감이 넘치는 전개와 배우들의 섬세한 연기가 돋보였던 작품으로 오래 기억에 남을 것 같습니다"

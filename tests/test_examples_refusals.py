@@ -24,7 +24,8 @@ from kolectra.corpus import examples_beam, runners
 from kolectra.corpus.examples import build
 from kolectra.corpus.local_memory import LocalMemoryError
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.request import Request
 from tests.test_examples import CFG, _build, inputs  # noqa: F401 - inputs is a fixture
 from tests.test_vocab_corpus import write_corpus
 

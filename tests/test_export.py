@@ -22,7 +22,8 @@ from kolectra.core import scratch, storage
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.model import config, train
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 from tests.model_support import build_examples, build_tokenizer, small_chain
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_faults_pretrain import SETS

@@ -16,8 +16,8 @@ from kolectra.core import storage
 from kolectra.core.config import to_dict
 from kolectra.model import config, train
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.model_support import build_examples, build_tokenizer
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 

@@ -12,8 +12,9 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, load, verify_dir
+from kolectra.pipeline.store.artifacts import ArtifactError, Store, load, verify_dir
 from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest, sha256_file
+from kolectra.pipeline.store.request import Request
 
 
 def _writes(name: str, text: str):

@@ -24,7 +24,7 @@ import torch
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import cli, stages
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.request import Request
 from tests.test_faults_pretrain import SETS, _copy, chain  # noqa: F401  (the chain fixture)
 from tests.test_faults_publish import _no_half_artifact, _private
 

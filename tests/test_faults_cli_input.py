@@ -18,7 +18,8 @@ import pytest
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import checks as cli_checks
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,8 @@ from kolectra.finetune.readers.korquad import questions_of, read_squad
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.readers.tables import read_csv
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 from tests.model_support import small_chain
 from tests.test_faults_cli import kolectra
 from tests.test_finetune_e2e import FIXTURE, nsmc_file, tiny_model  # noqa: F401 - tiny_model is a fixture

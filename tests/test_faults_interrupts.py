@@ -22,7 +22,8 @@ from kolectra.core.stage import StageOutput
 from kolectra.corpus import runners
 from kolectra.model import resume
 from kolectra.model.config import preset
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 from kolectra.vocab.build import build as build_vocab
 from kolectra.vocab.config import VocabConfig
 from tests.test_vocab_corpus import korean_sentences, write_corpus

@@ -17,7 +17,8 @@ from kolectra.core import filehash
 from kolectra.core.stage import StageOutput
 from kolectra.model import checkpoint
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Resumable, Store, load
+from kolectra.pipeline.store.artifacts import ArtifactError, Resumable, Store, load
+from kolectra.pipeline.store.request import Request
 
 
 def _writes(out: Path) -> StageOutput:

@@ -13,8 +13,9 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
+from kolectra.pipeline.store.request import Request
 from kolectra.vocab.export import assemble, write_dir
 from tests.fault_child import toy_request
 from tests.model_support import build_examples, build_tokenizer

@@ -24,7 +24,8 @@ from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput
 from kolectra.model.checkpoint import CheckpointWriteError
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store
+from kolectra.pipeline.store.artifacts import Resumable, Store
+from kolectra.pipeline.store.request import Request
 from tests.fault_child import toy_request
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@ from kolectra.core.stage import StageOutput
 from kolectra.pipeline import markdown
 from kolectra.pipeline.report import render
 from kolectra.pipeline.scores import render_table
-from kolectra.pipeline.store.artifacts import Request, Store, fingerprint_inputs
+from kolectra.pipeline.store.artifacts import Store, fingerprint_inputs
+from kolectra.pipeline.store.request import Request
 
 EVIL = ["x | 99.99 | 12.34", "two\nlines | 1", "```\n<script>alert(1)", "back`tick``s", "a\\|b"]
 

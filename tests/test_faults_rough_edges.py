@@ -22,8 +22,8 @@ from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.corpus import interruption, sigint_relay
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_corpus_reliability import _in_session
 

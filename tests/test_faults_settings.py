@@ -294,8 +294,8 @@ def test_one_segment_embedding_is_refused_on_examples_in_a_bucket_too(bucket, tm
     from kolectra.core.stage import StageOutput
     from kolectra.model.pretrain_inputs import PretrainInputError
     from kolectra.pipeline import stages
-    from kolectra.pipeline.store.artifacts import Request
     from kolectra.pipeline.store.factory import open_store
+    from kolectra.pipeline.store.request import Request
     from tests.model_support import build_examples, small_chain
     from tests.test_faults_pretrain import SETS
 

@@ -225,7 +225,7 @@ def test_a_key_is_refused_when_a_symlink_below_the_destination_leads_out(tmp_pat
 # ---- a lease's expiry is data --------------------------------------------------------------------
 def _toy_request():
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request
+    from kolectra.pipeline.store.request import Request
 
     def produce(out):
         (out / "data").mkdir()
@@ -439,7 +439,8 @@ def test_a_recorded_parent_on_another_protocol_is_not_contacted(tmp_path, scheme
 def _local_pair(tmp_path):
     """A local root with a toy parent and a child built from it."""
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request, Store
+    from kolectra.pipeline.store.artifacts import Store
+    from kolectra.pipeline.store.request import Request
 
     store = Store(tmp_path / "root")
     request, produce = _toy_request()

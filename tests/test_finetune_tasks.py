@@ -328,7 +328,8 @@ def test_cli_flags_dev_file_and_report_of_several(tiny, tmp_path, capsys):
 # ---- report's table, artifacts list and --model on stand-in artifacts (no model trained) --------------
 def stand_in(store: Store, name: str, *, kind: str = "eval", inputs=(), version: int = 1, score: float = 0.5):
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request, fingerprint_inputs
+    from kolectra.pipeline.store.artifacts import fingerprint_inputs
+    from kolectra.pipeline.store.request import Request
 
     def produce(out: Path) -> StageOutput:
         (out / "metrics.json").write_text(json.dumps({"task": "classify", "accuracy": score}), encoding="utf-8")

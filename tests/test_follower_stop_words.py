@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kolectra.pipeline.store import workspace
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store
+from kolectra.pipeline.store.artifacts import Resumable, Store
+from kolectra.pipeline.store.request import Request
 
 
 def test_a_followers_interrupt_points_at_rank_0s_line(tmp_path, monkeypatch):

@@ -11,8 +11,9 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store, verify_dir
+from kolectra.pipeline.store.artifacts import Store, verify_dir
 from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
+from kolectra.pipeline.store.request import Request
 
 
 def _build(root: Path):

@@ -9,7 +9,8 @@ from pathlib import Path
 from kolectra.core.shown import shown
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 ESC = "\x1b]0;retitled\x07\x1b[2J\rok \u202egnp.exe\x9b"
 RAW = ("\x1b", "\x07", "\r", "\u202e", "\x9b")

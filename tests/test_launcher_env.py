@@ -206,7 +206,7 @@ def test_a_data_parallel_build_prints_its_path_once_a_machine(tmp_path, env, cap
 
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.cli import commands, main
-    from kolectra.pipeline.store.artifacts import Request
+    from kolectra.pipeline.store.request import Request
 
     art = Store(tmp_path).build(Request(kind="checkpoint", name="c", stage_version=1, config={}),
                                 lambda out: StageOutput(stats={}))

@@ -11,7 +11,7 @@ import torch
 from kolectra.core.config import ConfigError, override, to_dict
 from kolectra.model import checkpoint, config, train
 from kolectra.model.device import CudaDevice, Device, compiled, gpu_peak_tflops
-from kolectra.pipeline.store.artifacts import Request
+from kolectra.pipeline.store.request import Request
 
 
 @pytest.mark.parametrize("name, bf16, peak", [

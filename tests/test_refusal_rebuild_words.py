@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
+from kolectra.pipeline.store.request import Request
 
 
 def test_the_refusal_of_a_damaged_parent_says_that_a_rebuild_rebuilds_what_was_built_from_it(tmp_path):

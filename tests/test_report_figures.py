@@ -12,7 +12,8 @@ from kolectra.core.stage import StageOutput
 from kolectra.pipeline import markdown
 from kolectra.pipeline.hub import no_local_paths
 from kolectra.pipeline.report import render
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 
 def test_small_figures_keep_their_digits():

@@ -15,7 +15,8 @@ from kolectra.core import plot
 from kolectra.core.jsonl import read_lines
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import report
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 
 def rows(n: int, spike: int | None = None) -> list[dict]:

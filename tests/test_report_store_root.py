@@ -12,8 +12,8 @@ from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render
-from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 

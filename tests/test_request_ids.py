@@ -12,7 +12,8 @@ import pytest
 
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 from tests.model_support import small_chain
 
 

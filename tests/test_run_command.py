@@ -15,8 +15,9 @@ from kolectra.core.stage import StageOutput
 from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.run import next_steps, timed_stage
-from kolectra.pipeline.store.artifacts import ArtifactError, Request
+from kolectra.pipeline.store.artifacts import ArtifactError
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 

@@ -17,8 +17,9 @@ import pytest
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import Request, Resumable
+from kolectra.pipeline.store.artifacts import Resumable
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_run_command import _standins
 

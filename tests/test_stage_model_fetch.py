@@ -17,9 +17,9 @@ import pytest
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import stages
 from kolectra.pipeline.run import SAMPLE
-from kolectra.pipeline.store.artifacts import Request
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.remote import RemoteStore
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline import stage_versions
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 from tests.model_support import build_examples, build_tokenizer
 
 FLAGS = ["--set=train.steps=1", "--set=train.batch_size=8", "--set=train.warmup_steps=0", "--set=train.cpu_threads=1",

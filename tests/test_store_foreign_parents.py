@@ -14,8 +14,9 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import ArtifactError, Request
+from kolectra.pipeline.store.artifacts import ArtifactError
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from kolectra.pipeline.store.roots import PARENT_ROOTS, unfollowed
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from kolectra.core import storage
-from kolectra.pipeline.store.artifacts import Request, Resumable
+from kolectra.pipeline.store.artifacts import Resumable
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 SCRATCH = Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",))

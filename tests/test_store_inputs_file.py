@@ -24,10 +24,11 @@ from kolectra.corpus import build as corpus_build
 from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main as cli_main
 from kolectra.pipeline.cli.artifacts import described, origins
-from kolectra.pipeline.store import artifacts, inputs
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store, verify_dir
+from kolectra.pipeline.store import inputs
+from kolectra.pipeline.store.artifacts import ArtifactError, Store, verify_dir
 from kolectra.pipeline.store.factory import open_store
-from kolectra.pipeline.store.manifest import canonical
+from kolectra.pipeline.store.manifest import canonical, input_key
+from kolectra.pipeline.store.request import ID_CHARS, Request, _without
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 REVIEWS = ["이 영화 정말 재밌었어요 배우들 연기도 최고", "두 번 보고 싶은 영화입니다 추천합니다",
@@ -69,10 +70,10 @@ def _check_spilled(corpus) -> list[dict]:
     assert every[0] == m["inputs"][0] and all(len(r["sha256"]) == 64 for r in every)  # filled in after the job
     # the id is the hash of the whole request's key, as it was when the manifest held every record
     key = {"kind": "corpus", "stage_version": m["stage_version"], "parents": [],
-           "config": artifacts._without(m["config"], corpus_build.OPERATIONAL),
-           "inputs": [artifacts.input_key(r) for r in every],
+           "config": _without(m["config"], corpus_build.OPERATIONAL),
+           "inputs": [input_key(r) for r in every],
            "libraries": {k: m["provenance"]["libraries"][k] for k in stages.LIBS_CORPUS}}
-    assert m["id"] == hashlib.sha256(canonical(key)).hexdigest()[:artifacts.ID_CHARS]
+    assert m["id"] == hashlib.sha256(canonical(key)).hexdigest()[:ID_CHARS]
     return every
 
 
@@ -144,10 +145,12 @@ def test_many_inputs_on_a_bucket(bucket, few):
 
 
 def test_the_id_is_the_hash_of_the_whole_key_fed_in_batches(monkeypatch):
-    monkeypatch.setattr(artifacts, "ID_BATCH", 2)  # 5 records: batches of 2, 2 and 1
+    from kolectra.pipeline.store import request as the_request
+
+    monkeypatch.setattr(the_request, "ID_BATCH", 2)  # 5 records: batches of 2, 2 and 1
     records = tuple({"path": f"/말뭉치/{i}.txt", "bytes": i, "identity": f"local:/말뭉치/{i}.txt:{i}:{i * 7}"}
                     for i in range(5))
     for some in (records, records[:1], ()):
         request = Request(kind="corpus", name="c", stage_version=3, config={"가": {"b": [1, "한"]}}, inputs=some,
                           libraries=("apache-beam",), operational=("가.b",))
-        assert request.id() == hashlib.sha256(canonical(request.key())).hexdigest()[:artifacts.ID_CHARS]
+        assert request.id() == hashlib.sha256(canonical(request.key())).hexdigest()[:ID_CHARS]

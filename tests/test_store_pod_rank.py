@@ -34,8 +34,9 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import Request, Resumable, Store
+from kolectra.pipeline.store.artifacts import Resumable, Store
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parents[1]

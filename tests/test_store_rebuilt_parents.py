@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.manifest import fields_digest, read_manifest
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 

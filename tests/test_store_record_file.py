@@ -21,7 +21,8 @@ from kolectra.corpus import inputs as corpus_inputs
 from kolectra.corpus import listing, reader
 from kolectra.pipeline import stages
 from kolectra.pipeline.store import inputs
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 
 def _records(n: int):

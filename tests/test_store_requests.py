@@ -27,8 +27,9 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 SHARD = 1 << 20  # the examples' one data object: what a check must not download

@@ -17,8 +17,9 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.pipeline.store import log_parts
-from kolectra.pipeline.store.artifacts import Request, Resumable
+from kolectra.pipeline.store.artifacts import Resumable
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.gcs_support import gcs_endpoint, gs_bucket  # noqa: F401  (fixtures)
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 

@@ -417,7 +417,8 @@ def test_gc_on_the_same_machine_leaves_a_live_runs_local_copy_alone(bucket, inte
     while the build ran took the run for dead and removed it (before its first checkpoint, or with
     ``--interrupted`` whatever it held), and the build failed on its own missing files."""
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request, Resumable
+    from kolectra.pipeline.store.artifacts import Resumable
+    from kolectra.pipeline.store.request import Request
 
     root = f"{bucket}/g"
     request = Request(kind="checkpoint", name="live", stage_version=1, config={"steps": 1})
@@ -445,7 +446,7 @@ def test_gc_keeps_the_run_state_of_a_rebuild_started_after_the_published_copy(bu
 
     from kolectra.core.stage import StageOutput
     from kolectra.pipeline.store import workspace
-    from kolectra.pipeline.store.artifacts import Request
+    from kolectra.pipeline.store.request import Request
 
     root = f"{bucket}/rb"
     store = open_store(root)

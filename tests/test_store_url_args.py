@@ -18,8 +18,9 @@ from kolectra.core.storage import StoreError
 from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.report import render
-from kolectra.pipeline.store.artifacts import ArtifactError, Request
+from kolectra.pipeline.store.artifacts import ArtifactError
 from kolectra.pipeline.store.factory import open_store
+from kolectra.pipeline.store.request import Request
 from tests.s3_support import answered, bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 

@@ -133,8 +133,9 @@ def test_on_a_bucket_root_the_kept_run_is_named_by_its_stage_version_and_not_sai
     from pathlib import Path
 
     from kolectra.core.stage import StageOutput
-    from kolectra.pipeline.store.artifacts import Request, Resumable
+    from kolectra.pipeline.store.artifacts import Resumable
     from kolectra.pipeline.store.factory import open_store
+    from kolectra.pipeline.store.request import Request
 
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
     run = Resumable(family=FAMILY, scratch=("state",))

@@ -16,7 +16,8 @@ from kolectra.corpus import build, field_check
 from kolectra.corpus.config import default_config
 from kolectra.model.config import preset
 from kolectra.pipeline.cli import main
-from kolectra.pipeline.store.artifacts import Request, Store
+from kolectra.pipeline.store.artifacts import Store
+from kolectra.pipeline.store.request import Request
 
 
 def _refusal(worst: str) -> str:

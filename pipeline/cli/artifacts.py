@@ -195,7 +195,7 @@ def continued_by(request: dict, forced: bool = False) -> str:
     """What continues an interrupted run, as ``gc`` lists it: the words its command recorded in request.json
     (``kolectra run``, ``kolectra study``: neither has --resume), else ``--resume``, or ``--force --resume``
     where a copy of its id is published (``forced``: --resume alone reuses that copy, as the stop's line says:
-    :func:`kolectra.pipeline.store.artifacts.forced_over`). A run started before 2026-12-01 recorded no words:
+    :func:`kolectra.pipeline.store.request.forced_over`). A run started before 2026-12-01 recorded no words:
     one named as those two name their pretraining (pipeline/run.py: ``sample``; pipeline/study/runner.py:
     ``study-ARM``) may be theirs, and is not said to be --resume's alone."""
     again = request.get("again")

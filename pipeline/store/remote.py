@@ -58,11 +58,14 @@ from kolectra.core import conditional, scratch, storage
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
 from kolectra.pipeline.store import followers, inputs, sweep, workspace
-from kolectra.pipeline.store.artifacts import (
-    PUBLISHED,
+from kolectra.pipeline.store.artifacts import PUBLISHED, Resumable, Store, said_published
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, written_at
+from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
+from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, hash_tree, sha256_file, unsafe_path
+from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
+from kolectra.pipeline.store.remote_runs import CHECKPOINTS, WORK, RemoteRun, StoreRuns, cache_root
+from kolectra.pipeline.store.request import (
     Request,
-    Resumable,
-    Store,
     check_layout,
     forced_over,
     in_its_folder,
@@ -70,13 +73,7 @@ from kolectra.pipeline.store.artifacts import (
     own_first,
     reserved,
     reusing,
-    said_published,
 )
-from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, written_at
-from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
-from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, hash_tree, sha256_file, unsafe_path
-from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
-from kolectra.pipeline.store.remote_runs import CHECKPOINTS, WORK, RemoteRun, StoreRuns, cache_root
 from kolectra.pipeline.store.roots import unfollowed
 from kolectra.pipeline.store.workspace import _TMP_NAME as BUILD_NAME
 
@@ -275,7 +272,7 @@ class RemoteStore(StoreRuns, Store):
 
     def _final(self, request: Request) -> tuple[str, Request]:
         """Where the build is published, and the request named as that prefix (a copy there is rebuilt in
-        place, under its own name: :func:`~kolectra.pipeline.store.artifacts.in_its_folder`)."""
+        place, under its own name: :func:`~kolectra.pipeline.store.request.in_its_folder`)."""
         existing = own_first(request, self._dirs(request.kind, request.id()))
         if existing:
             return str(existing[0]), in_its_folder(request, existing)

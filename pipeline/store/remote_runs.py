@@ -24,9 +24,10 @@ from typing import Callable
 from kolectra.core import storage
 from kolectra.core.stage import progress
 from kolectra.pipeline.store import followers, log_parts, workspace
-from kolectra.pipeline.store.artifacts import Request, Resumable
+from kolectra.pipeline.store.artifacts import Resumable
 from kolectra.pipeline.store.catalog import Artifact
 from kolectra.pipeline.store.manifest import MANIFEST
+from kolectra.pipeline.store.request import Request
 
 WORK = ".work"
 CHECKPOINTS = "checkpoints"

@@ -382,7 +382,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     continues this request's run, as its lines name it (``kolectra run`` has no --resume: "the same `kolectra
     run` without --force"); a caller with words of its own continues no other request's run. ``forced``: a
     ``--force`` rebuild over a copy of this id published there, where ``--resume`` alone reuses that copy: the
-    run it discards is said to be ``--force --resume``'s (as :func:`.artifacts.forced_over` words its stop)."""
+    run it discards is said to be ``--force --resume``'s (as :func:`.request.forced_over` words its stop)."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():

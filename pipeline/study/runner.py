@@ -60,7 +60,8 @@ from kolectra.model.electra import train_flops_per_sequence
 from kolectra.model.launcher import one_process
 from kolectra.model.train_end import TrainingDiverged
 from kolectra.pipeline import stages
-from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Request, Store
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.request import Request
 from kolectra.pipeline.study import report as study_report
 from kolectra.pipeline.study.plan import READOUTS, StudyPlan, parse_arm, readout_recipe  # noqa: F401
 from kolectra.pipeline.study.plan import arm_sets as plan_arm_sets
