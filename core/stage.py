@@ -27,12 +27,12 @@ def progress(msg: str, quiet_too: bool = False) -> None:
     above any progress bar on the terminal (:mod:`core.bars`). At ``-q`` (:mod:`core.verbosity`)
     only a message carrying a ``WARNING`` is written: the stages' warnings are progress lines
     that say so; ``quiet_too``: one that belongs with such a warning (the line withdrawing it)."""
-    from kolectra.core import verbosity  # noqa: PLC0415
+    from kolectra.core import url_secrets, verbosity  # noqa: PLC0415
     from kolectra.core.bars import write  # noqa: PLC0415 - tqdm only once something reports
 
     if verbosity.quiet() and "WARNING" not in msg and not quiet_too:
         return
-    write(f"[kolectra] {msg}")
+    write(f"[kolectra] {url_secrets.redacted(msg)}")  # an --input URL's credentials: never printed
 
 
 def size_text(n: int) -> str:

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 
+from kolectra.core import url_secrets
 from kolectra.core.verbosity import DEBUG, NORMAL, QUIET, VERBOSE
 from kolectra.core.verbosity import level as _core_level
 from kolectra.core.verbosity import set_level as _core_set_level
@@ -43,6 +44,14 @@ class _BeamFilter(logging.Filter):
 FILTER = _BeamFilter()
 
 
+class _Redacting(logging.Formatter):
+    """Lines less an ``--input`` URL's credentials (``core/url_secrets.py``): at ``-v`` Beam logs a failed
+    bundle's error and traceback, whose download library's text names the URL read, signature and all."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return url_secrets.redacted(super().format(record))
+
+
 def set_verbosity(level: int) -> None:
     """How much the corpus and examples jobs print: 0 errors only, 1 (default) kolectra's progress,
     2 also Beam's warnings, 3 also Beam's INFO logging. ``$KOLECTRA_VERBOSITY`` sets the default;
@@ -51,7 +60,7 @@ def set_verbosity(level: int) -> None:
     root = logging.getLogger()
     if not root.handlers:  # otherwise the first warning would call basicConfig, unfiltered
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_Redacting("%(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
     for handler in root.handlers:
         if FILTER not in handler.filters:

@@ -13,6 +13,11 @@ And it ends with its launcher (Linux: ``PR_SET_PDEATHSIG``): a launcher killed o
 the out-of-memory killer, a scheduler's SIGKILL once a SIGTERM's grace ran out) left its workers
 waiting for a runner that was gone, for good. The signal is tied to the launcher's thread that
 started the worker, which Beam keeps waiting for the worker until it ends.
+
+And its stderr names no ``--input`` URL's credentials (``core/url_secrets.py``): Beam's harness prints each failed
+bundle's traceback there itself, and a download library's error names the URL it read (aiohttp's
+``403, message='Forbidden', url='https://...?X-Amz-Signature=...'``), so a signed URL that expired during the
+job printed its key and signature to the terminal, from each worker.
 """
 
 import ctypes
@@ -21,7 +26,25 @@ import os
 import signal
 import sys
 
+from kolectra.core import url_secrets
+
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _Redacting:
+    """A stream writing what it is given less the credentials of the http(s) URLs in it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(url_secrets.redacted(text))
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+sys.stderr = _Redacting(sys.stderr)
 
 
 def _end_with_the_launcher() -> None:

@@ -35,7 +35,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Iterator
 
-from kolectra.core import stops, streams
+from kolectra.core import stops, streams, url_secrets
 from kolectra.core.errors import BY_TORCHRUN, KolectraError, Terminated
 from kolectra.core.shown import shown
 
@@ -94,13 +94,14 @@ def describe(e: BaseException) -> str | None:
 def write_trace(root: Path, command: str, e: BaseException) -> Path:
     """The full traceback in ``root/.logs`` (or the system's temporary folder if that fails)."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    text = "".join(traceback.format_exception(e))
+    # an --input URL's signature or password, in argv or a download library's error text: not in a file users paste
+    text = url_secrets.redacted("".join(traceback.format_exception(e)))
     local = [root / ".logs"] if isinstance(root, Path) else []  # a store root: the temporary folder
     for folder in (*local, Path(tempfile.gettempdir()) / "kolectra-logs"):
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{stamp}-{command.replace(' ', '-')}-{os.getpid()}.log"
-            path.write_text(f"kolectra {' '.join(sys.argv[1:])}\n\n{text}", encoding="utf-8")
+            path.write_text(f"{url_secrets.redacted(' '.join(['kolectra', *sys.argv[1:]]))}\n\n{text}", encoding="utf-8")
             return path
     return Path("(could not be written)")
 
@@ -324,8 +325,10 @@ def _ours(handler: object) -> bool:
 
 
 def _say(command: str, text: str) -> str:
-    # a message may quote a manifest or a name from a root from elsewhere: its control characters escaped
-    line = f"kolectra {command}: {shown(text, lines=True)}"
+    # a message may quote a manifest or a name from a root from elsewhere: its control characters escaped;
+    # a download library's error (aiohttp's "403, ..., url='https://...?X-Amz-Signature=...'") names the URL
+    # read, credentials and all: they go (core/url_secrets.py), as from everything else the corpus records
+    line = f"kolectra {command}: {shown(url_secrets.redacted(text), lines=True)}"
     try:
         print(line, file=sys.stderr, flush=True)
     except OSError as e:  # stderr's reader is gone (`2>&1 | tee`, tee stopped with it; a terminal hung up)
