@@ -232,7 +232,7 @@ def test_a_study_on_a_disk_root_reads_a_corpus_kept_in_a_store(bucket, tmp_path,
     examples = _build(store, "examples", "toy", {"index.json": index}, [corpus])
     assert main(["study", "--out", str(tmp_path / "root"), "--examples", str(examples.path), "--nsmc-train",
                  str(SAMPLE / "nsmc_train.txt"), "--flops", "1e10", "--points", "1", "--arms", "electra",
-                 "--readouts", "probe", "--pretrain-seeds", "1", "--finetune-seeds", "1"]) == 2
+                 "--readouts", "probe", "--dev-rows", "300", "--probe-rows", "500", "--pretrain-seeds", "1", "--finetune-seeds", "1"]) == 2
     line = _one_line(capsys)
     assert "a step of electra takes" in line and "more than twice the smallest budget" in line, line
 
