@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kolectra.pipeline.store.catalog import ref_matches
 from kolectra.pipeline.store.manifest import MANIFEST, ArtifactError, read_manifest
-from kolectra.pipeline.store.workspace import _TMP_NAME, TMP, WORK, live, runs, symlinked
+from kolectra.pipeline.store.workspace import TMP, TMP_NAME, WORK, live, runs, symlinked
 
 
 def unpublished(root: Path, kind: str | None = None) -> list[tuple[Path, dict]]:
@@ -30,7 +30,7 @@ def unpublished(root: Path, kind: str | None = None) -> list[tuple[Path, dict]]:
     # the old copy went to .tmp) is a candidate too, as for the sweep and the next build (the newest wins)
     outs = [(r.out, {"kind": r.kind, "id": r.id}) for r in ([] if symlinked(root, WORK) else runs(root))
             if r.kind and r.id and (r.out / MANIFEST).is_file() and not r.live()]
-    for d, m in [*outs, *((d, _TMP_NAME.match(d.name)) for d in sorted(tmp.iterdir()))]:
+    for d, m in [*outs, *((d, TMP_NAME.match(d.name)) for d in sorted(tmp.iterdir()))]:
         if m is None or (kind is not None and m["kind"] != kind) or d.is_symlink() or live(d):
             continue
         with contextlib.suppress(ArtifactError, OSError, KeyError, TypeError, AttributeError, ValueError):

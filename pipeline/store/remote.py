@@ -75,7 +75,7 @@ from kolectra.pipeline.store.request import (
     reusing,
 )
 from kolectra.pipeline.store.roots import unfollowed
-from kolectra.pipeline.store.workspace import _TMP_NAME as BUILD_NAME
+from kolectra.pipeline.store.workspace import TMP_NAME
 
 # set on a second stop that came while the store was asked whether a build's manifest landed, or on the
 # failure of its write when the store could not be asked: unknown
@@ -504,7 +504,7 @@ class RemoteStore(StoreRuns, Store):
         # builds, which nothing swept (one whose request this root still leases may be live: kept)
         old = cache_root() / workspace.TMP
         for d in sorted(old.iterdir()) if old.is_dir() and not old.is_symlink() else []:
-            m = BUILD_NAME.match(d.name)
+            m = TMP_NAME.match(d.name)
             if m and d.is_dir() and not d.is_symlink() and not workspace.live(d) and not leased(m["kind"], m["id"]):
                 removed.append(str(d))
                 if not dry_run:

@@ -14,9 +14,9 @@ from typing import Callable, Iterator
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import MANIFEST
 from kolectra.pipeline.store.workspace import (
-    _TMP_NAME,
     LOCKS,
     TMP,
+    TMP_NAME,
     WORK,
     Run,
     _mark,
@@ -90,7 +90,7 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
                 salvaged.add(run.path)
     tmp = root / TMP
     for d in sorted(tmp.iterdir()) if tmp.is_dir() and TMP not in skipped else []:
-        m = _TMP_NAME.match(d.name)
+        m = TMP_NAME.match(d.name)
         if m is None:
             continue  # not ours: left alone
         with _claimed(root, d, m["kind"], m["id"], dry_run) as dead:

@@ -56,7 +56,7 @@ from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import BUILD_LOCK, ArtifactError
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
-_TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
+TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
 REQUEST = "request.json"
 PARTIAL = ".tmp-"  # a scratch entry so named is a write cut short (model/checkpoint.py's .tmp-step-N)
@@ -213,7 +213,7 @@ def leftovers(root: Path, kind: str, aid: str) -> list[Path]:
     tmp = root / TMP
     if not tmp.is_dir():
         return []
-    return sorted(d for d in tmp.iterdir() if (m := _TMP_NAME.match(d.name)) and m["id"] == aid
+    return sorted(d for d in tmp.iterdir() if (m := TMP_NAME.match(d.name)) and m["id"] == aid
                   and m["kind"] == kind and not live(d))
 
 
