@@ -4,7 +4,8 @@ ELECTRA-Small's practice, kept by kolectra's tiny and small presets and ``kolect
 on rows of 128 tokens with a table of 512 positions; ``kolectra finetune korquad`` reads up to 512. An
 input past 128 tokens then reads position embeddings pretraining never shaped (random, from the
 initialisation), with no error: the card says so (:func:`kolectra.model.export.untrained_positions`),
-and a fine-tuning run past that length says it once, before it trains (:func:`warn_untrained`).
+and a fine-tuning run past that length says it once, before it trains (:func:`warn_untrained`), as does
+``kolectra probe`` before it encodes (its encoder frozen: nothing trains those positions there).
 
 The pretrained length is the card's: the ``sequence length`` row of the Training table that kolectra
 writes into ``hf/discriminator/README.md`` (and ``kolectra export`` keeps), the same figure as the
@@ -38,9 +39,9 @@ def pretrained_length(model_dir: Path) -> tuple[int | None, bool]:
 
 
 def untrained_text(max_length: int, positions: int, trained: int, inherited: bool, model_dir: Path,
-                   cfg=None) -> str:
+                   cfg=None, frozen: bool = False) -> str:
     """The warning for a run of ``max_length`` tokens on a model of ``positions`` pretrained at ``trained``;
-    "" where it reads no position past ``trained``."""
+    "" where it reads no position past ``trained``. ``frozen``: the run never trains the encoder (the probe)."""
     if not trained < max_length <= positions:
         return ""
     held = ("they hold what the model it was initialised from had" if inherited
@@ -55,20 +56,23 @@ def untrained_text(max_length: int, positions: int, trained: int, inherited: boo
     return (f"max_length {max_length} reaches past the {trained} tokens a row {model_dir} was pretrained on (its "
             f"README.md's sequence length): positions {trained}-{max_length - 1} were never trained by its "
             f"pretraining ({held}), so every input longer than {trained} tokens reads position embeddings "
-            "pretraining never shaped; fine-tuning trains them on this task's rows alone. To keep to the "
-            f"pretrained positions, --set max_length={trained}{extra}")
+            "pretraining never shaped; "
+            + ("the probe's encoder is frozen, so nothing trains them. " if frozen
+               else "fine-tuning trains them on this task's rows alone. ")
+            + f"To keep to the pretrained positions, --set max_length={trained}{extra}")
 
 
-def warn_untrained(config, cfg, model_dir: Path) -> str:
+def warn_untrained(config, cfg, model_dir: Path, frozen: bool = False) -> str:
     """Say once, before training, that ``cfg.max_length`` reads positions the model's pretraining never
-    trained (``config``: the model's transformers config); the text said, or ""."""
+    trained (``config``: the model's transformers config; ``frozen``: a probe, which trains no encoder
+    weight); the text said, or ""."""
     if getattr(cfg, "random_init", False):  # every weight drawn afresh on purpose: nothing was pretrained
         return ""
     trained, inherited = pretrained_length(model_dir)
     positions = getattr(config, "max_position_embeddings", None)
     if trained is None or not isinstance(positions, int):
         return ""
-    text = untrained_text(int(cfg.max_length), positions, trained, inherited, model_dir, cfg)
+    text = untrained_text(int(cfg.max_length), positions, trained, inherited, model_dir, cfg, frozen)
     if text:
         warn(text)
     return text

@@ -34,6 +34,7 @@ from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
+from kolectra.finetune.positions import warn_untrained
 from kolectra.finetune.progress import quiet_libraries
 from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.skeleton import majority_check
@@ -154,6 +155,8 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     tok, encoder = load_encoder(Path(model_dir))
     # as fine-tuning's: a max_length past the position table failed inside the encoder's forward
     check_fits(encoder.config, cfg, len(tok), Path(model_dir))
+    # past the rows it was pretrained on: said as fine-tuning says it; a frozen encoder never trains them
+    warn_untrained(encoder.config, cfg, Path(model_dir), frozen=True)
     layers = layers_read(cfg, int(encoder.config.num_hidden_layers))
     threads_before = torch.get_num_threads()
     if cfg.threads:

@@ -70,3 +70,28 @@ def test_what_the_warning_reads_from_a_card_and_tells_a_korquad_run(pretrained_a
            "from had)" in text
     assert text.endswith("--set max_length=128 --set doc_stride=32")  # 128 a window: a stride under 128 - 64 - 3
     assert untrained_text(128, 512, 128, False, tmp_path) == ""  # within the pretrained rows
+
+
+def test_a_probe_past_the_pretrained_rows_is_warned_of_once_and_says_its_encoder_is_frozen(pretrained_at_32, tmp_path,
+                                                                                            capsys):
+    """`kolectra probe --set max_length=64` on a model pretrained at 32 tokens read positions 32-63, never trained and
+    never trained by the probe either (its encoder frozen), without a word; fine-tuning has said it since w9 (z6).
+    Now the same warning, once before any row is encoded, says nothing trains them; 32 says nothing."""
+    from kolectra.finetune import probe
+
+    train, test = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 10, 1)
+    for length in (64, 32):
+        out = tmp_path / f"probe{length}"
+        out.mkdir()
+        probe.run(probe.ProbeConfig(max_length=length), pretrained_at_32, train, test, out)
+        err = capsys.readouterr().err
+        said = (f"WARNING: max_length 64 reaches past the 32 tokens a row {pretrained_at_32} was pretrained on (its "
+                "README.md's sequence length): positions 32-63 were never trained by its pretraining (they are "
+                "random, from the initialisation), so every input longer than 32 tokens reads position embeddings "
+                "pretraining never shaped; the probe's encoder is frozen, so nothing trains them. To keep to the "
+                "pretrained positions, --set max_length=32\n")
+        assert err.count(said) == (length == 64)
+        if length == 64:
+            assert err.index(said) < err.index("probe: accuracy")
+        else:
+            assert "reaches past" not in err
