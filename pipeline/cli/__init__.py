@@ -1,7 +1,8 @@
-"""The ``kolectra`` command line: :mod:`.commands` holds every command (:data:`COMMANDS`, the whole
-surface) and its ``main``; :mod:`.options` the options they share, :mod:`.finetune`, :mod:`.study` and
-:mod:`.artifacts` the commands with options of their own, :mod:`.checks` what is refused before a
-command runs, and :mod:`.errors` how a command ends when something goes wrong.
+"""The ``kolectra`` command line: :mod:`.commands` holds the table of every command (:data:`COMMANDS`, the
+whole surface) and its ``main``; :mod:`.options` the options they share, :mod:`.stages` (the building
+commands), :mod:`.outputs` (``report``, ``export``), :mod:`.finetune`, :mod:`.study` and :mod:`.artifacts`
+the commands, :mod:`.checks` what is refused before a command runs, and :mod:`.errors` how a command
+ends when something goes wrong.
 
 ``kolectra`` (the installed script) and ``python -m kolectra.pipeline.cli`` both call :func:`main`.
 This module imports nothing of kolectra's until then (but :mod:`kolectra.core.errors`, which imports

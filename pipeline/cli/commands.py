@@ -6,8 +6,11 @@ Every stage command takes ``--out ROOT`` (default ``$KOLECTRA_HOME`` or ``./arti
 artifact directory as the last line of stdout (progress goes to stderr). Stage-specific flags are
 spelled-out shortcuts for ``--set`` keys; ``--print-config [json|keys]`` prints the resolved
 config and every settable key without building. The shared options are in
-:mod:`pipeline.cli.options`, the fine-tuning tasks' in :mod:`pipeline.cli.finetune`, the study's in
-:mod:`pipeline.cli.study`, the ``artifacts`` verbs in :mod:`pipeline.cli.artifacts`.
+:mod:`pipeline.cli.options`; the commands themselves beside this module: the building ones (``corpus``,
+``vocab``, ``examples``, ``pretrain``, ``run``) in :mod:`pipeline.cli.stages`, ``report`` and ``export``
+in :mod:`pipeline.cli.outputs`, the fine-tuning tasks in :mod:`pipeline.cli.finetune`, the study in
+:mod:`pipeline.cli.study`, the ``artifacts`` verbs in :mod:`pipeline.cli.artifacts`. This module holds
+the table of them, the parser and :func:`main`.
 
 :data:`COMMANDS` is the whole surface: a command's name, help, how it adds its options and which
 function runs it. Handlers return the artifact they produced (its directory is printed) or an
@@ -27,7 +30,6 @@ from typing import Callable
 
 import kolectra.pipeline.cli.artifacts as cli_artifacts
 import kolectra.pipeline.cli.checks as cli_checks
-from kolectra.core import streams
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import progress
 from kolectra.pipeline.cli.artifacts import artifacts_gc, artifacts_list, artifacts_show, artifacts_verify
@@ -42,260 +44,31 @@ from kolectra.pipeline.cli.errors import (
 from kolectra.pipeline.cli.finetune import add_finetune, config_finetune, run_finetune
 from kolectra.pipeline.cli.options import VersionAction, relax, set_verbosity, verbosity_after_command
 from kolectra.pipeline.cli.options import common as _common
-from kolectra.pipeline.cli.options import flag_sets as _flag_sets
 from kolectra.pipeline.cli.options import print_config_flag as _print_config_flag
+from kolectra.pipeline.cli.outputs import add_export, add_report, run_export, run_report
+from kolectra.pipeline.cli.stages import (
+    add_corpus,
+    add_examples,
+    add_pretrain,
+    add_run,
+    add_vocab,
+    config_corpus,
+    config_examples,
+    config_pretrain,
+    config_vocab,
+    run_corpus,
+    run_examples,
+    run_pretrain,
+    run_run,
+    run_vocab,
+)
+from kolectra.pipeline.cli.stages import configs as _configs
 from kolectra.pipeline.cli.study import add_study, run_study_command
-from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store, default_root
+from kolectra.pipeline.store.artifacts import Artifact, Store, default_root
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.roots import as_root
 
 BEAM_COMMANDS = ("corpus", "vocab", "examples")  # any other --option of theirs goes to Beam
-
-
-def _stage_common(args: argparse.Namespace) -> dict:
-    return dict(seed=args.seed, name=args.name, force=args.force)
-
-
-def _stages():
-    # the store and the stages: only for commands that run one (each stage imports its libraries as it runs)
-    from kolectra.pipeline import stages
-
-    return stages
-
-
-def _configs():
-    from kolectra.pipeline import configs  # torch-free: --print-config answers at once
-
-    return configs
-
-
-# ---- corpus -------------------------------------------------------------------------------------
-CORPUS_FLAGS = {"format": "format", "text_field": "text_field", "id_field": "id_field", "keep_fields": "keep_fields"}
-
-
-def add_corpus(p: argparse.ArgumentParser) -> None:
-    from kolectra.corpus.config import default_config
-
-    d = default_config()
-    p.add_argument("--input", action="append", required=True, metavar="PATH_OR_GLOB",
-                   help="raw text, repeatable; .gz/.bz2/.zst by extension; gs:// s3:// hdfs:// work "
-                        "(e.g. --input 'raw/*.jsonl.gz')")
-    p.add_argument("--format", choices=["auto", "text", "jsonl", "blocks", "parquet"], default=None,
-                   help=f"text: a document a line; jsonl: an object a line; blocks: documents separated by blank "
-                        f"lines; parquet: a document a row; auto: jsonl for *.jsonl|*.json|*.ndjson, parquet for "
-                        f"*.parquet|*.pq, else text (default {d.format})")
-    p.add_argument("--preset", choices=["default", "production"], default="default",
-                   help="default: Unicode clean-up, length filters, exact dedup; production: also web cleaning, "
-                        "quality filters and near-duplicate removal (default: default)")
-    p.add_argument("--text-field", default=None, metavar="FIELD",
-                   help=f"jsonl, parquet: the field (column) holding the text (default {d.text_field}; e.g. --text-field body)")
-    p.add_argument("--id-field", default=None, metavar="FIELD",
-                   help=f"jsonl, parquet: the field (column) holding the document's id, kept as its id in the corpus; without it the "
-                        f"id is made from file and line (default {d.id_field}; e.g. --id-field doc_id)")
-    p.add_argument("--keep-fields", default=None, metavar="FIELD,...",
-                   help="jsonl, parquet: input fields (columns) carried into each document as they are; a document whose input lacks "
-                        "one gets null, counted in stats.json (missing_fields); of duplicates, the kept copy's "
-                        "(default: none; e.g. --keep-fields rating,movie_id,date)")
-
-
-def config_corpus(args) -> tuple:
-    return _configs().resolve("corpus", preset=args.preset, sets=_flag_sets(args, CORPUS_FLAGS), seed=args.seed)
-
-
-def run_corpus(args, store: Store, beam_args: list[str]) -> Artifact:
-    return _stages().corpus(store, args.input, preset=args.preset, sets=_flag_sets(args, CORPUS_FLAGS),
-                            beam_args=beam_args, **_stage_common(args))
-
-
-# ---- vocab --------------------------------------------------------------------------------------
-def add_vocab(p: argparse.ArgumentParser) -> None:
-    from kolectra.vocab.config import default_config
-
-    p.add_argument("--corpus", required=True, metavar="REF",
-                   help="the corpus artifact: directory, name-id, id, id prefix or name (e.g. --corpus sample)")
-    p.add_argument("--vocab-size", type=int, default=None, metavar="N",
-                   help=f"entries, specials and [unusedN] included (default {default_config().vocab_size}; "
-                        "e.g. --vocab-size 8000)")
-
-
-VOCAB_FLAGS = {"vocab_size": "vocab_size"}
-
-
-def config_vocab(args) -> tuple:
-    return _configs().resolve("vocab", sets=_flag_sets(args, VOCAB_FLAGS), seed=args.seed)
-
-
-def run_vocab(args, store: Store, beam_args: list[str]) -> Artifact:
-    return _stages().vocab(store, args.corpus, sets=_flag_sets(args, VOCAB_FLAGS), beam_args=beam_args,
-                           **_stage_common(args))
-
-
-# ---- examples -----------------------------------------------------------------------------------
-def add_examples(p: argparse.ArgumentParser) -> None:
-    from kolectra.corpus.examples_config import default_config
-
-    p.add_argument("--corpus", required=True, metavar="REF", help="the corpus artifact (e.g. --corpus sample)")
-    p.add_argument("--vocab", required=True, metavar="REF",
-                   help="the vocab artifact learned from that corpus (e.g. --vocab morph_wordpiece)")
-    p.add_argument("--max-seq-length", type=int, default=None, metavar="N",
-                   help=f"tokens a row (default {default_config().max_seq_length}; e.g. --max-seq-length 512)")
-
-
-EXAMPLES_FLAGS = {"max_seq_length": "max_seq_length"}
-
-
-def config_examples(args) -> tuple:
-    return _configs().resolve("examples", sets=_flag_sets(args, EXAMPLES_FLAGS), seed=args.seed)
-
-
-def run_examples(args, store: Store, beam_args: list[str]) -> Artifact:
-    sets = _flag_sets(args, EXAMPLES_FLAGS)
-    return _stages().examples(store, args.corpus, args.vocab, sets=sets, beam_args=beam_args,
-                              **_stage_common(args))
-
-
-# ---- pretrain -----------------------------------------------------------------------------------
-# Pretrain flags -> keys of model.config.PretrainConfig.
-PRETRAIN_FLAGS = {"preset": "preset", "objective": "objective.objective", "device": "train.device", "steps": "train.steps",
-                  "save_every": "train.save_every", "embedding_sharing": "model.embedding_sharing"}
-
-
-def add_pretrain(p: argparse.ArgumentParser) -> None:
-    from kolectra.model.config import OBJECTIVES, PRESETS
-
-    # no argparse choices: a bad value is the config's one-line error, naming the known ones
-    steps = ", ".join(f"{k} {f().train.steps:,}" for k, f in PRESETS.items())
-    p.add_argument("--examples", required=True, metavar="REF", help="the examples artifact (e.g. --examples seq128)")
-    p.add_argument("--preset", default=None, help=f"model size and training recipe: {' | '.join(PRESETS)}; "
-                   "sizes in docs/pretraining.md; the same as preset = NAME in a --config file, which it overrides "
-                   "(default tiny; e.g. --preset small)")
-    p.add_argument("--objective", default=None, help=f"{' | '.join(OBJECTIVES)}: electra is replaced token "
-                   "detection; hybrid, corrective and mlm_then_rtd add a vocabulary head to its discriminator; the "
-                   "others are the paper's ablations (default electra; docs/pretraining.md)")
-    p.add_argument("--embedding-sharing", default=None, choices=["es", "gdes", "none"],
-                   help="es: ELECTRA's shared embeddings; gdes: DeBERTaV3's gradient-disentangled "
-                        "sharing; none: separate tables (default es)")
-    p.add_argument("--device", default=None,
-                   help="cpu | cuda | xla (a TPU through torch-xla): where to train (default cpu; e.g. --device cuda)")
-    p.add_argument("--steps", type=int, default=None, metavar="N",
-                   help=f"optimizer steps (default: the preset's: {steps}; e.g. --steps 600)")
-    p.add_argument("--save-every", type=int, default=None, metavar="N",
-                   help="write a checkpoint every N steps, which --resume continues from (default 0: none; "
-                        "e.g. --save-every 1000)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the same request from its newest complete checkpoint")
-
-
-def config_pretrain(args) -> tuple:
-    return _configs().resolve("pretrain", sets=_pretrain_sets(args), seed=args.seed)
-
-
-def _pretrain_sets(args: argparse.Namespace) -> list[str]:
-    return _flag_sets(args, PRETRAIN_FLAGS)
-
-
-def run_pretrain(args, store: Store, beam_args: list[str]) -> Artifact:
-    cfg, _ = config_pretrain(args)
-    if cfg.train.steps == 0:  # kolectra study makes its untrained floor itself, through the stage
-        raise ArtifactError("train.steps: 0 would publish the random initialisation as a trained checkpoint; "
-                            "give at least 1 (e.g. --steps 600)")
-    return _stages().pretrain(store, args.examples, sets=_pretrain_sets(args),
-                              resume=args.resume, **_stage_common(args))
-
-
-# ---- run, study, report -------------------------------------------------------------------------
-def add_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--force", action="store_true", help="rebuild every stage")
-
-
-def run_run(args, store: Store, beam_args: list[str]) -> Artifact:
-    from kolectra.pipeline.run import run_sample
-
-    return run_sample(store, force=args.force)
-
-
-def add_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ref", nargs="*", help="the artifact: directory, name-id, id, id prefix or name (e.g. sample-nsmc); "
-                   "several eval artifacts: one table of their scores, models as rows and tasks as columns")
-    p.add_argument("--published", action="store_true", help="published Korean models' NSMC and KorQuAD figures, with "
-                   "their sources and splits (docs/published.md): alone, printed; with REF, rows of report.md's score "
-                   "table beside yours, in percent, with the split each figure used")
-    p.add_argument("--dest", default=None, help="folder for report.md and its PNGs, local or in a store "
-                   "(s3://, gs://) (default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts "
-                   "ROOT/reports/table-<hash>)")
-
-
-def run_report(args, store: Store, beam_args: list[str]) -> int:
-    from kolectra.pipeline.report import render
-    from kolectra.pipeline.scores import render_table
-
-    if not args.ref and not args.published:
-        raise ConfigError("report: give the artifact to report (e.g. kolectra report sample-nsmc), or --published")
-    if args.published and not args.ref:
-        from kolectra.pipeline.published import table as published_table
-
-        with after_the_command(PRINTING):  # the table alone builds nothing; under PYTHONUNBUFFERED it fails here
-            print("published models (docs/published.md; not comparable with a score on fewer rows or another split):")
-            print("\n".join(published_table()))
-    if len(args.ref) > 1:  # with --published, their rows join the table (and report.md), with each row's split
-        path, table = render_table(store, args.ref, args.dest, args.published)
-        with after_the_command():  # report.md is written: under PYTHONUNBUFFERED a full disk fails here
-            print(table)
-            print(path)
-        return 0
-    if args.ref:  # with --published, report.md ends with the eval's row in the published models' table
-        written = render(store, args.ref[0], args.dest, args.published)
-        with after_the_command():
-            print(written)
-    return 0
-
-
-# ---- export -------------------------------------------------------------------------------------
-def add_export(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ref", help="the checkpoint artifact: directory, name-id, id, id prefix or name (e.g. sample)")
-    p.add_argument("--to", required=True, metavar="DIR",
-                   help="the folder to write, new or empty: local, or in a store (s3://, gs://; written locally "
-                        "and uploaded) (required, no default; e.g. --to koelectra-small-mine)")
-    p.add_argument("--role", default="discriminator", choices=["discriminator", "generator"],
-                   help="which network: the discriminator to fine-tune, or the generator, a masked LM "
-                        "(default discriminator)")
-    p.add_argument("--dataset", dest="datasets", action="append", default=[], metavar="HUB_ID",
-                   help="a Hub dataset the model was trained on, for the card's metadata, repeatable "
-                        "(default: none; local corpus artifacts are named in the card's lineage; "
-                        "e.g. --dataset e9t/nsmc)")
-    p.add_argument("--base-model", default=None, metavar="HUB_ID",
-                   help="the Hub model pretraining continued from (default: none; e.g. --base-model "
-                        "monologg/koelectra-small-v3-discriminator)")
-    p.add_argument("--push", default=None, metavar="REPO_ID",
-                   help="then upload the folder to this Hub model repository in one commit, creating it if "
-                        "absent (default: no upload; needs a token: hf auth login or HF_TOKEN; "
-                        "e.g. --push me/kolectra-small)")
-    p.add_argument("--private", action="store_true",
-                   help="with --push: create the repository private (default: public)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="with --push: print the files the commit would upload, and upload nothing (default: upload)")
-
-
-def run_export(args, store: Store, beam_args: list[str]) -> int:
-    from kolectra.pipeline import hub
-
-    if (args.dry_run or args.private) and not args.push:
-        raise ConfigError("--dry-run and --private go with --push REPO_ID")
-    with hub.exported(store, args.ref, args.to, args.role, args.datasets, args.base_model, args.push) as (
-            art, folder, where):
-        for op in hub.operations(folder):
-            print(f"  {op.path_in_repo}")
-        positions = hub.positions_note(art, hub.readable(folder))
-        if args.push:
-            if args.dry_run:
-                for line in hub.warnings(art, args.private):
-                    streams.say(f"kolectra export: warning: {line}")  # a log's reader gone: not the push's end
-            print("\n".join(hub.push(folder, args.push, args.dry_run, args.private)))
-    if positions:  # said once the export (and push) stands; its card says it too
-        streams.say(f"kolectra export: note: {positions.removeprefix('Positions: ')}")
-    with after_the_command():  # the folder is exported (and pushed)
-        print(where)
-    return 0
 
 
 # ---- artifacts ----------------------------------------------------------------------------------
