@@ -189,3 +189,25 @@ def test_a_jsonl_sample_on_a_bucket_is_a_ranged_get_a_place(bucket, s3_endpoint,
     spans = [tuple(map(int, r.range.removeprefix("bytes=").split("-"))) for r in seen if r.operation == "GetObject"]
     assert len(spans) >= 4 and all(r.range for r in seen if r.operation == "GetObject"), seen
     assert sum(end + 1 - start for start, end in spans) < 1 << 20, spans
+
+
+@pytest.mark.parametrize("record_kb, records", [(200, 20), (900, 1)])
+def test_a_jsonl_file_of_long_records_is_counted_by_their_text(tmp_path, record_kb, records):
+    """A record longer than about 128 kB (a long document, well under max_line_bytes' 1 MiB) was cut by the
+    sample's end at a place (64 kB a place, 256 kB read at most) and taken for a line of no text, its JSON
+    unparsable: a file of 200 kB records counted as 52 % text, one of a single 900 kB record as none (both
+    all text), so at the plan's 3.5 bytes of JSON a byte, half the 7.0 its text weighs. The line the sample
+    ends in is now read to its end (up to max_line_bytes): 100 %."""
+    sentence = "긴 문서의 한 문장이 이어지고 또 이어지는 한국어 글입니다. "
+    doc = sentence * (record_kb * 1000 // len(sentence.encode()))
+    with open(tmp_path / "long.jsonl", "w", encoding="utf-8") as f:
+        for i in range(records):
+            f.write(json.dumps({"id": i, "text": doc}, ensure_ascii=False) + "\n")
+    share = checked_json.jsonl_text_share(inputs.list_inputs([str(tmp_path / "long.jsonl")]), "auto", "text", 1 << 20)
+    assert share is not None and share > 0.99
+    size_mb = (tmp_path / "long.jsonl").stat().st_size / 1e6
+    json_mb, _, said = _refused(tmp_path, str(tmp_path / "long.jsonl"))
+    assert json_mb >= int(size_mb * 6.9) and "100% of its bytes being text" in said  # said in whole MB
+    # past max_line_bytes the record is one the job rejects (too_long): no text, and its read stops there
+    assert checked_json.jsonl_text_share(inputs.list_inputs([str(tmp_path / "long.jsonl")]), "auto", "text",
+                                         100_000) is None
