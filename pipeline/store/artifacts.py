@@ -284,6 +284,10 @@ class Store(Catalog):
                  held: contextlib.ExitStack, forced: bool = False) -> tuple[Path, workspace.Run | None]:
         """The build's private directory, and the resumable run it belongs to (None for .tmp); ``forced``: a
         ``--force`` rebuild over a copy published there (:func:`.workspace.open_run`)."""
+        # a resumable build is published from .work; a --force'd copy moves aside into .tmp
+        for area in (workspace.TMP, workspace.WORK) if resumable else (workspace.TMP,):
+            if why := workspace.crossing(self.root, area):
+                raise ArtifactError(why)
         if not resumable:
             return workspace.private_dir(self.root, request.kind, request.id(), held), None
         spec = resumable if isinstance(resumable, Resumable) else Resumable(

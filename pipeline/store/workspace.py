@@ -14,8 +14,8 @@
     Liveness of a build directory (``.tmp`` entry or ``.work`` run) is a property of the directory
     itself: its builder holds a ``flock`` on this file for the whole build, and a sweep takes it
     before deleting anything. The request lock above lives in the root that started the build; a
-    ``.tmp`` or ``.work`` shared by several roots (a bind mount, a shared file system) is swept by
-    builders of other roots, whose ``.locks`` know nothing of it. The store leaves the file out of
+    ``.tmp`` or ``.work`` shared by several roots (links to one folder, on a shared file system too) is
+    swept by builders of other roots, whose ``.locks`` know nothing of it. The store leaves the file out of
     the manifest and removes it after publishing (a kill in between leaves an empty file that
     ``verify`` ignores).
 ``ROOT/.work/<kind>-<id>/``
@@ -29,8 +29,9 @@ What is provably dead is removed whenever a build starts (:func:`.sweep.sweep`, 
 resumed (no working state) or were published since; unheld lock files. A complete ``.tmp`` build
 of an id not published is handed to the store to publish (``sweep``'s ``salvage``), not deleted. ``kolectra artifacts gc``
 runs the same sweep and can also remove interrupted runs (``--interrupted``). A private area that
-is a symlink (``.tmp`` on a scratch disk) is used but never swept: what is deleted must lie inside
-the root, and one line says what was left alone.
+is a symlink (``.tmp`` in another folder) is used but never swept: what is deleted must lie inside
+the root, and one line says what was left alone; one on another file system or mount is refused before a
+build (:func:`crossing`: it is published by a rename, which cannot cross them).
 """
 
 from __future__ import annotations
@@ -224,6 +225,35 @@ def symlinked(root: Path, area: str) -> str | None:
         return f"{p} is a symlink (to {os.readlink(p)})"
     if p.is_dir() and p.resolve().parent != root.resolve():
         return f"{p} leads out of {root} (to {p.resolve()})"
+    return None
+
+
+def crossing(root: Path, area: str) -> str | None:
+    """Why a build in the private area ``ROOT/<area>`` could not be published (or a copy moved aside there): it is
+    on another file system or mount than ``root`` (a link to a scratch disk), and a rename cannot cross them; or
+    None. Found by renaming an empty folder from there into ``root`` and back out of it, before the stage runs:
+    such a build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
+    src = root / area
+    if not src.is_dir():  # none yet: made in the root, on its file system
+        return None
+    probe = src / f".kolectra-rename-{uuid.uuid4().hex[:8]}"  # an area's sweep passes over it (not a build's name)
+    try:
+        probe.mkdir()
+    except OSError:
+        return None  # not writable: the build says so where it writes, as before
+    try:
+        os.rename(probe, root / probe.name)
+        probe = root / probe.name
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            return None
+        led = f" (it leads to {src.resolve()})" if src.is_symlink() else ""
+        return (f"{src} is on another file system (or mount) than {root}{led}: a build is published by renaming it "
+                f"from there into {root}, which cannot cross file systems nor mount points; make {area} a folder of "
+                f"{root}, or a link to a folder on its file system")
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
     return None
 
 

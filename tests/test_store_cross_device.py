@@ -1,0 +1,77 @@
+"""A disk root whose ``.tmp`` or ``.work`` is a link to another file system (docs/artifacts.md: a private area
+that is a symlink is used): a build is published by renaming it from there into the root, which cannot cross
+file systems. The build ran its whole stage (a pretraining: every step) and only then failed on the rename
+(``OSError: [Errno 18] Invalid cross-device link``; a resumable run kept its checkpoints, and ``--resume`` met
+the same rename again). It is now refused before the stage runs, in one line naming the area and the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.cli.errors import describe
+from kolectra.pipeline.store.artifacts import ArtifactError, Resumable, Store
+from kolectra.pipeline.store.request import Request
+
+OTHER = Path("/dev/shm")  # a tmpfs: another file system than the test's folder
+
+
+@pytest.fixture
+def elsewhere(tmp_path):
+    """A folder on another file system than ``tmp_path``."""
+    if not OTHER.is_dir() or not os.access(OTHER, os.W_OK) or os.stat(OTHER).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip(f"{OTHER} is not another writable file system here")
+    d = OTHER / f"kolectra-test-{uuid.uuid4().hex[:8]}"
+    d.mkdir()
+    yield d
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _writes(calls: list):
+    def produce(out: Path) -> StageOutput:
+        calls.append(out)
+        (out / "data").mkdir(parents=True, exist_ok=True)
+        (out / "data" / "a.txt").write_text("x")
+        return StageOutput(stats={})
+    return produce
+
+
+@pytest.mark.parametrize("area", [".tmp", ".work"])
+def test_a_private_area_on_another_file_system_is_refused_before_the_stage_runs(tmp_path, elsewhere, area):
+    root = tmp_path / "root"
+    root.mkdir()
+    (elsewhere / area).mkdir()
+    (root / area).symlink_to(elsewhere / area)
+    calls: list = []
+    req = Request(kind="checkpoint" if area == ".work" else "corpus", name="a", stage_version=1, config={})
+    resumable = Resumable({"kind": req.kind}, scratch=("checkpoints",)) if area == ".work" else False
+    with pytest.raises(ArtifactError) as e:  # before: OSError EXDEV, after the stage ran
+        Store(root).build(req, _writes(calls), resumable=resumable)
+    assert calls == [], "the stage ran, then its build could not be published"
+    line = describe(e.value)
+    assert f"{root / area} is on another file system (or mount) than {root} (it leads to {elsewhere / area})" in line
+    assert "cannot cross file systems" in line and f"make {area} a folder of {root}" in line, line
+    assert Store(root).list() == [] and not any((root / area).iterdir())
+
+
+def test_a_private_area_linked_on_the_same_file_system_still_builds(tmp_path):
+    """The documented case: a ``.tmp`` (or ``.work``) that is a link to a folder on the root's file system."""
+    root, shared = tmp_path / "root", tmp_path / "shared"
+    root.mkdir()
+    for area in (".tmp", ".work"):
+        (shared / area).mkdir(parents=True)
+        (root / area).symlink_to(shared / area)
+    store, calls = Store(root), []
+    built = store.build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
+    again = store.build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls), force=True)
+    run = store.build(Request(kind="checkpoint", name="c", stage_version=1, config={}), _writes(calls),
+                      resumable=Resumable({"kind": "checkpoint"}, scratch=("checkpoints",)))
+    assert len(calls) == 3 and again.path == built.path and store.verify(built) == [] and store.verify(run) == []
+    assert not any((shared / ".tmp").iterdir()) and not any((shared / ".work").iterdir())
+    assert sorted(p.name for p in root.iterdir()) == [".locks", ".tmp", ".work", "checkpoint", "corpus"]
