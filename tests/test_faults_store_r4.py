@@ -141,6 +141,22 @@ def test_a_renewal_whose_reply_was_lost_and_retried_keeps_the_lease(bucket, monk
         held.check()
 
 
+def test_a_lease_read_back_as_this_holders_after_a_412_is_renewed_not_only_adopted(bucket):
+    """A renewal that landed while every retry of it failed on the connection (the holder kept the old version),
+    then a renewal meeting 412 whose read-back names this holder's token: the version there was adopted and the
+    check counted as a proof from now, though that lease was last written long before (here near its end by the
+    store's clock): another run could take it over while ``check(recent=True)`` trusted it a third of a lease more.
+    The lease read back as ours is now rewritten, conditionally on that version, before the check passes."""
+    held = leases.Lease(f"{bucket}/o", "corpus", "0123456789abcdef")
+    held.version = conditional.create_exclusive(held.url, held._body())
+    conditional.create_exclusive(held.url, held._body(), replacing=held.version)  # landed; its reply never came
+    time.sleep(LEASE + 0.2)  # that write grows old: past its lease by the store's clock
+    held.check()  # 412 on the old version; the lease there names this holder's token
+    body, version, found = held._read()
+    assert version == held.version and body["token"] == held.token
+    assert not leases.expired(body, found, held.url), "check() passed on a lease another run may take over now"
+
+
 def test_a_creation_whose_reply_was_lost_and_retried_is_this_runs_lease(bucket, monkeypatch):
     """The lease's creation (If-None-Match: *) lands, its reply is lost, the retry meets 412: before, the
     run waited a whole lease (2 minutes by default) for 'another run (pid <its own>)', then took it over."""

@@ -18,7 +18,7 @@ which renews right then; a lost lease raises :class:`LeaseLost` and the build to
 When a lease expired is decided by the store's own clock, not the body's ``expires`` (data anyone
 can write, and a clock ahead on the reader removed a live lease): a lease expires once it was not
 rewritten for ``KOLECTRA_LEASE_SECONDS``, its age being the store's time now minus the object's
-last-modified time (:func:`kolectra.core.storage.age`). Part of :mod:`.remote`.
+last-modified time (:func:`kolectra.core.store_objects.age`). Part of :mod:`.remote`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 
-from kolectra.core import conditional, scratch, storage, url_secrets
+from kolectra.core import conditional, scratch, storage, store_objects, url_secrets
 from kolectra.core.stage import progress
 from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.manifest import ArtifactError
@@ -64,7 +64,7 @@ def expired(body: dict, found: dict, url: str) -> bool:
     seconds = lease_seconds()
     if _number(body.get("seconds")) and body["seconds"] > 0:  # its holder's lease time, at most this one's
         seconds = min(seconds, body["seconds"])
-    age = storage.age(url, found)
+    age = store_objects.age(url, found)
     if age is not None:
         return age > seconds - 1
     claimed = body.get("expires")
@@ -198,7 +198,24 @@ class Lease:
     def _ours_still(self) -> None:
         """After a 412: the lease is still ours when it names our token. A renewal that landed but whose
         reply was lost is sent again by botocore/s3fs with the old version, and the store refuses that
-        retry (412: our own write changed the version); only a lease naming another holder is lost."""
+        retry (412: our own write changed the version); only a lease naming another holder is lost.
+
+        Ours, it is written again (conditionally on the version read) before it counts as proved now: the
+        write that landed may be an earlier renewal whose every retry failed on the connection, up to a
+        lease old by the store's clock, which another run could then take over while this one's
+        ``check(recent=True)`` trusted it a third of a lease more. A 412 on that write too is read once more:
+        ours then, it landed within this renewal."""
+        self._adopt()
+        try:
+            self.version = conditional.create_exclusive(self.url, self._body(), replacing=self.version)
+        except FileNotFoundError:  # 404: removed
+            self.lost.set()
+            raise self._lost() from None
+        except conditional.PreconditionFailed:
+            self._adopt()
+
+    def _adopt(self) -> None:
+        """The version of the lease there if it names our token; else it is lost."""
         body, version, _ = self._read()
         if version is None or body.get("token") != self.token:
             self.lost.set()
