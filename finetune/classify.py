@@ -2,8 +2,8 @@
 
 A task of the last stage: ``kolectra finetune classify``.  Reads TSV, CSV, JSONL or a saved
 ``datasets`` folder (:mod:`finetune.text_task`, :mod:`finetune.readers.tables`); the labels are the
-distinct values of ``label_column`` in the training file (strings or integers, compared as text,
-sorted: numerically when they all are integers); a dev or test label outside them is an error
+distinct values of ``label_column`` in the training file (strings, integers or JSON/Parquet booleans, read as
+``true``/``false``; compared as text, sorted: numerically when they all are integers); a dev or test label outside them is an error
 naming the label, file and line.  Integer labels that are class-label codes (``Dataset.to_json``
 writes a ``ClassLabel`` column's) are named by ``label_names`` (code ``k`` is the ``k``-th name).  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the
 best dev ``select_on`` figure (``accuracy`` or ``macro_f1``), scores the test file once.  Writes
@@ -29,7 +29,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.arrow_rows import Unnamed
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # A whole number written as a float, as text: pandas' to_csv of an integer column with a gap (NaN) writes 1.0
@@ -37,7 +37,11 @@ WHOLE_FLOAT = re.compile(r"(-?[0-9]{1,18})\.0+")
 
 
 def label_text(value) -> str:
-    """A label as the text it is compared by: ``1``, ``1.0`` and ``"1"`` are one class, ``true``/``1.5`` are refused.
+    """A label as the text it is compared by: ``1``, ``1.0`` and ``"1"`` are one class, ``1.5`` is refused.
+
+    A JSON or Parquet boolean (``"label": true``) is the class ``true`` or ``false``, JSON's spelling, the same
+    class as the text ``true`` of a TSV file (sorted: ``false`` is class 0, ``true`` class 1, as their integers);
+    each row had been refused as bad ("label must be text or an integer, got True"), the whole file with it.
 
     NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
     the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
@@ -51,7 +55,9 @@ def label_text(value) -> str:
         if whole := WHOLE_FLOAT.fullmatch(text):
             return str(int(whole.group(1)))
         return unicodedata.normalize("NFC", text)
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool):  # before int, its base: True would be the class "1"
+        return "true" if value else "false"
+    if isinstance(value, int):
         return str(value)
     if isinstance(value, float) and value.is_integer():  # 1.0: pandas writes an int column with a gap as floats
         return str(int(value))
@@ -87,6 +93,18 @@ def invisible_shown(label: str) -> str:
     """``label`` with its invisible format characters (Cf) written as escapes (``p\u200bos``), so two labels
     that print alike do not read alike."""
     return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in label)
+
+
+def case_only(label: str, labels: list[str]) -> str:
+    """What to add to "label ... is not among the training labels" when one of them differs from ``label`` only in
+    case: pandas' to_csv writes a boolean column as ``True``/``False``, a JSON or Parquet boolean is ``true``/``false``."""
+    same = [x for x in labels if x.casefold() == label.casefold()]
+    if not same:
+        return ""
+    boolean = label.casefold() in ("true", "false")
+    return (f"; the training label {same[0]!r} differs from it only in case"
+            + (" (a JSON or Parquet true/false is read as 'true'/'false'; pandas' to_csv writes a boolean column as "
+               "'True'/'False'): write both files' labels alike" if boolean else ""))
 
 
 def label_order(labels) -> list[str]:
@@ -210,7 +228,7 @@ class Classify(TextTask):
         for n, label in zip(part["line"], part["label"]):
             if label not in ids:
                 raise FinetuneError(f"{table.where(n)}: label {label!r} is not among the training "
-                                    f"labels ({', '.join(self.labels)})")
+                                    f"labels ({', '.join(self.labels)}){case_only(label, self.labels)}")
         return part.replace("label", [ids[label] for label in part["label"]])
 
     def counts(self, part):

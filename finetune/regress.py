@@ -88,8 +88,23 @@ class Regress(TextTask):
     figures = ("spearman", "pearson")
     stats = ("spearman", "pearson", *TextTask.stats)
 
+    booleans = 0  # this file's scores that were JSON or Parquet true/false
+
     def target(self, value):
+        self.booleans += isinstance(value, bool)
         return score_value(value)
+
+    def load(self, path, cfg):
+        self.booleans = 0
+        try:
+            return super().load(path, cfg)
+        except FinetuneError as e:
+            if not self.booleans or "malformed" not in str(e):
+                raise
+            # "got True" alone sent the user to the file's format: a yes/no label is classify's, never a 1/0 score
+            raise FinetuneError(f"{e}; {self.booleans} of them are a JSON or Parquet boolean (true/false), not a "
+                                "score: regression reads numbers; a yes/no label is two classes, kolectra finetune "
+                                "classify reads them ('false', 'true')") from None
 
     def fit(self, train, table):
         self.train_file = table.path

@@ -79,7 +79,8 @@ def test_a_jsonl_label_written_as_a_whole_float_is_its_integer_class():
     from kolectra.finetune.classify import label_text
     from kolectra.finetune.text_task import BadRow
     assert label_text(1.0) == label_text(1) == label_text("1") == "1"
-    for value in (1.5, True, [1], float("nan")):
+    assert (label_text(True), label_text(False)) == ("true", "false")  # classify 10: JSON's spelling, never 1/0
+    for value in (1.5, [1], float("nan")):
         with pytest.raises(BadRow, match="label must be text or an integer"):
             label_text(value)
 

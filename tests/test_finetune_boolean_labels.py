@@ -1,0 +1,68 @@
+"""JSON and Parquet booleans as labels: classes `false`/`true` for classify, one clear refusal for regress."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from kolectra.finetune import config
+from kolectra.finetune.classify import Classify
+from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.regress import Regress
+
+
+def _jsonl(path, labels):
+    path.write_text("".join(json.dumps({"text": f"리뷰 {i}", "label": y}, ensure_ascii=False) + "\n"
+                            for i, y in enumerate(labels)), encoding="utf-8")
+    return path
+
+
+def test_json_and_parquet_boolean_labels_are_the_classes_false_and_true(tmp_path):
+    """A JSONL file of `"label": true` (pandas' to_json of a bool column) had every row counted bad, "label must be
+    text or an integer, got True", and the file refused; a Parquet file's bool column the same (z6). They are the
+    classes 'false' and 'true' (false 0, true 1), the classes of a TSV's text true/false."""
+    labels = [i % 3 == 0 for i in range(60)]
+    train = _jsonl(tmp_path / "train.jsonl", labels)
+    test = tmp_path / "test.tsv"
+    test.write_text("text\tlabel\n" + "".join(f"글 {i}\t{'true' if i % 2 else 'false'}\n" for i in range(8)),
+                    encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), dev_fraction=0.25)
+    task = Classify()
+    data = task.read(cfg, train, test)
+    assert task.labels == ["false", "true"]
+    assert data.facts["train_file"]["bad_rows"] == 0
+    assert data.facts["test_file"]["labels"] == {"false": 4, "true": 4}
+    import pandas  # noqa: PLC0415
+
+    pandas.DataFrame({"text": [f"리뷰 {i}" for i in range(60)], "label": labels}).to_parquet(tmp_path / "train.parquet")
+    parquet = Classify()
+    data = parquet.read(cfg, tmp_path / "train.parquet", train)
+    assert parquet.labels == ["false", "true"] and data.facts["test_file"]["labels"] == {"false": 40, "true": 20}
+
+
+def test_a_test_label_differing_from_a_training_label_only_in_case_says_so(tmp_path):
+    """pandas' to_csv writes a bool column as True/False: against a JSONL file's true/false the refusal named the
+    labels alone; it now says the two differ only in case and where each spelling comes from."""
+    train = _jsonl(tmp_path / "train.jsonl", [i % 2 == 0 for i in range(40)])
+    test = tmp_path / "test.csv"
+    test.write_text("text,label\n글,True\n글,False\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"test\.csv:2: label 'True' is not among the training labels \(false, "
+                                            r"true\); the training label 'true' differs from it only in case \(a JSON "
+                                            r"or Parquet true/false is read as 'true'/'false'; pandas' to_csv writes"):
+        Classify().read(config.sample_classify(), train, test)
+
+
+def test_boolean_scores_are_refused_in_one_line_that_sends_them_to_classify(tmp_path):
+    """regress read true/false as bad rows "score must be a number, got True", the refusal's way out "check the
+    file's format and columns"; it now says they are booleans, not scores, and that classify reads them. A file with
+    a few among its scores keeps them as counted bad rows, as before."""
+    train = _jsonl(tmp_path / "train.jsonl", [i % 2 == 0 for i in range(40)])
+    with pytest.raises(FinetuneError, match=r"40 of 40 rows are malformed .*; 40 of them are a JSON or Parquet boolean "
+                                            r"\(true/false\), not a score: regression reads numbers; a yes/no label is "
+                                            r"two classes, kolectra finetune classify reads them"):
+        Regress().read(config.sample_regress(), train, train)
+    mixed = _jsonl(tmp_path / "mixed.jsonl", [True] + [i / 10 for i in range(59)])
+    data = Regress().read(dataclasses.replace(config.sample_regress(), max_bad_fraction=0.05), mixed, mixed)
+    assert data.facts["train_file"]["bad_lines"] == [{"line": 1, "reason": "score must be a number, got True"}]
