@@ -453,6 +453,31 @@ def test_a_stale_copy_a_kill_left_aside_stands_while_it_is_rebuilt(tmp_path, cap
     assert _private(tmp_path)[".tmp"] == []
 
 
+def test_a_stale_copy_put_back_then_a_stopped_rebuild_says_it_is_kept_as_it_was(tmp_path, capsys):
+    """The stale copy a kill left aside, put back before its rebuild, then the rebuild stopped: the stop said 'the
+    copy published there before, ROOT/vocab/v-<id>, is kept', the words of a sound copy (under -q nothing else
+    said it was built from another build of its parent), where a stale copy found in its folder is said 'kept as it
+    was, built from another build of its parent ...; the next build rebuilds it'. The put-back one is said so too."""
+    def vocab_of(parent):
+        return Request(kind="vocab", name="v", stage_version=1, config={}, parents=(parent,))
+
+    def stopped(out: Path) -> StageOutput:
+        raise KeyboardInterrupt
+
+    corpus = Request(kind="corpus", name="c", stage_version=1, config={})
+    store = Store(tmp_path)
+    vocab = store.build(vocab_of(store.build(corpus, _writes("c", []))), _writes("v", []))
+    rebuilt = Store(tmp_path).build(corpus, _writes("other bytes", []), force=True)
+    os.replace(vocab.path, tmp_path / ".tmp" / f"vocab-{vocab.id}-0badc0de")  # where --force's first rename puts it
+    with pytest.raises(KeyboardInterrupt) as e:
+        Store(tmp_path).build(vocab_of(rebuilt), stopped)
+    notes = "; ".join(e.value.__notes__)
+    assert f"the copy published there before, {vocab.path}, is kept as it was, built from another build of its " \
+           "parent corpus/" in notes, notes  # before: '... is kept' and no more
+    assert "the next build rebuilds it" in notes, notes
+    assert "putting back" in capsys.readouterr().err and Store(tmp_path).find("vocab", vocab.id) is not None
+
+
 def test_list_and_a_ref_name_the_copy_a_kill_left_unpublished(tmp_path, capsys):
     """kill -9 between --force's two renames: `artifacts list` said '(no artifacts under ROOT)' and `artifacts
     show toy` 'no artifact', as if the copy were lost; both now say where its complete copy is, and what

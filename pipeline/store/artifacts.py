@@ -240,7 +240,7 @@ class Store(Catalog):
                      "just before publishing it")
             found = load(self._publish_as(sealed[0], kind, aid, str(sealed[1]["name"])))
         if not found:  # to be rebuilt: the copy a kill left aside stands meanwhile
-            self._put_back_before_rebuilding(kind, aid, reuse)
+            self._put_back_before_rebuilding(request, reuse)
         # a run started after the copy found was written is a rebuild's (--force, or of a stale copy): its
         # checkpoints are in no copy, kept for --force --resume (as the sweep keeps them)
         done = found and unheld and (self.published_at(kind, aid) or 0.0) >= run.started()
@@ -249,20 +249,24 @@ class Store(Catalog):
         self.collect()
         return found
 
-    def _put_back_before_rebuilding(self, kind: str, aid: str, reuse: bool) -> None:
+    def _put_back_before_rebuilding(self, request: Request, reuse: bool) -> None:
         """An id with no folder, about to be rebuilt (``--force``, or built from other builds of its parents
         now), whose complete copy a kill left in ``.tmp`` (``kill -9`` between ``--force``'s two renames: the
         copy published moved aside, the new build not yet in place): the newest such copy is published before
         the build, as an uninterrupted rebuild leaves the copy in place until it replaces it. The sweep below
         deleted them all, so a rebuild then stopped or failed left no copy at all. Whatever its parents are
         now: ``artifacts gc`` puts it back as well. A resumable run's own ``out/`` is not one: it goes with
-        its run (discarded, or continued by ``--resume``)."""
+        its run (discarded, or continued by ``--resume``). Not ``--force``d, it is rebuilt for being built from
+        another build of a parent: a stop of the rebuild says it is kept as it was, and why (:meth:`_abandon`)."""
+        kind, aid = request.kind, request.id()
         if self._dirs(kind, aid):
             return
         if sealed := self._sealed(kind, aid, workspace.leftovers(self.root, kind, aid)):
             progress(f"{kind}: putting back {sealed[0]}, a complete copy of {aid} left unpublished by a run stopped "
                      f"as it was publishing, before rebuilding it{'' if reuse else ' (--force)'}")
-            self._publish_as(sealed[0], kind, aid, str(sealed[1]["name"]))
+            final = self._publish_as(sealed[0], kind, aid, str(sealed[1]["name"]))
+            if reuse and (stale := built_from_others(sealed[1], request.parents)):
+                self.__dict__.setdefault("_passed_over", {})[final] = stale.removeprefix("was ")
 
     def _published(self, request: Request, quiet: bool = False) -> Artifact | None:
         say = (lambda line: None) if quiet else progress
