@@ -8,6 +8,10 @@ Writes ``metrics.json`` (``accuracy`` as a fraction, ``accuracy_pct``, ``best_ep
 predicts one class for every dev row or does no better than the majority class), ``predictions.jsonl`` (per test
 row: id, text, label, predicted, probability of the predicted class; for error analysis) and
 ``learning_curve.{png,json}``; the CLI turns the directory into an ``eval`` artifact.
+
+``eval_set`` (a caller's words for the scored rows when they are not NSMC's test set: a study's held-out
+rows carved from the NSMC train file) is recorded in ``metrics.json`` and read in every line that would
+otherwise call the score ``NSMC test accuracy``; without it a run's bytes are as they were.
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ class Nsmc(skeleton.Task):
     stats = ("accuracy", "accuracy_pct", "best_epoch", "dev_accuracy", "train_examples", "dev_examples",
              "test_examples")
 
+    def __init__(self, eval_set: str = ""):
+        self.eval_set = eval_set  # "": the file scored is NSMC's test set (or the user's own test file)
+
     def read(self, cfg, train_file, eval_file):
         # the files' rows as columns (id, text, label, line), carved and cut by row index (features.carve:
         # split_dev's carve), as the file tasks' are: no object a row (docs/finetune.md, "Memory and large task files")
@@ -67,7 +74,7 @@ class Nsmc(skeleton.Task):
         dev, test = cap_eval_rows(cfg, dev, test, lambda line: progress(f"{self.name}: {line}"))
         if not test:
             raise FinetuneError(f"{eval_file}: no usable rows")
-        progress(f"nsmc: {len(train)} train / {len(dev)} dev / {len(test)} test rows")
+        progress(f"nsmc: {len(train)} train / {len(dev)} dev / {len(test)} {self.eval_set or 'test rows'}")
         facts = {"train_file": train_src.stats, "test_file": test_src.stats}
         # each part's Python columns are dropped before the next part's Arrow copy is made (the read's peak)
         parts = [train, dev, test]
@@ -110,7 +117,8 @@ class Nsmc(skeleton.Task):
         accuracy = fit.final.scores["accuracy"]
         return {"accuracy": accuracy, "accuracy_pct": 100.0 * accuracy, "best_epoch": fit.epoch,
                 "dev_accuracy": fit.dev.scores["accuracy"], "train_examples": len(data.train),
-                "dev_examples": len(data.dev), "test_examples": len(data.test), **truncated_rows(splits)}
+                "dev_examples": len(data.dev), "test_examples": len(data.test), **truncated_rows(splits),
+                **({"eval_set": self.eval_set} if self.eval_set else {})}
 
     def write(self, out_dir, splits, fit):
         test, p = splits["test"].rows, fit.final.predictions
@@ -122,6 +130,7 @@ class Nsmc(skeleton.Task):
         return nsmc_table(metrics)
 
 
-def run(cfg, model_dir, train_file, test_file, out_dir, cache_dir=None):
-    """Fine-tune on ``train_file`` (dev carved from it), score ``test_file`` once, write to ``out_dir``."""
-    return skeleton.run(Nsmc(), cfg, model_dir, train_file, test_file, out_dir, cache_dir)
+def run(cfg, model_dir, train_file, test_file, out_dir, cache_dir=None, eval_set: str = ""):
+    """Fine-tune on ``train_file`` (dev carved from it), score ``test_file`` once, write to ``out_dir``;
+    ``eval_set``: what ``test_file``'s rows are when they are not NSMC's test set."""
+    return skeleton.run(Nsmc(eval_set), cfg, model_dir, train_file, test_file, out_dir, cache_dir)

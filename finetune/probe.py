@@ -142,7 +142,10 @@ def choose_layer(x_LNH: np.ndarray, y: np.ndarray, dev_idx: np.ndarray, C: float
     return int(np.argmax(scores)), scores
 
 
-def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, out_dir: Path) -> StageOutput:
+def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, out_dir: Path,
+        eval_set: str = "") -> StageOutput:
+    """``eval_set``: what ``eval_file``'s rows are (a study's held-out rows), recorded in ``metrics.json``
+    and said with the accuracy; without it a probe's bytes are as they were."""
     t0 = time.perf_counter()
     cfg.validate()
     train_rows, eval_rows = read_nsmc(Path(train_file)).rows, read_nsmc(Path(eval_file)).rows
@@ -190,14 +193,15 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
                "layers": int(encoder.config.num_hidden_layers), **chosen,
                # the shape of fine-tuning's verdict (finetune/skeleton.py): the study flags such a readout
                "health": {"status": "not_learning", "problems": problems, "figures": figures} if problems
-               else {"status": "ok", "figures": figures}, "config": to_dict(cfg)}
+               else {"status": "ok", "figures": figures}, "config": to_dict(cfg),
+               **({"eval_set": eval_set} if eval_set else {})}
     write_json(Path(out_dir) / "metrics.json", metrics)
     with (Path(out_dir) / "predictions.jsonl").open("w", encoding="utf-8") as f:
         for r, p in zip(eval_rows, predicted):
             f.write(json.dumps({"id": r.id, "label": r.label, "predicted": int(p)}) + "\n")
     seconds = time.perf_counter() - t0
     parameters = count_parameters(encoder)
-    progress(f"probe: accuracy {accuracy:.4f} on {len(eval_rows)} rows (trained on {len(train_rows)}; layer "
+    progress(f"probe: accuracy {accuracy:.4f} on {len(eval_rows)} {eval_set or 'rows'} (trained on {len(train_rows)}; layer "
              f"{layers[0]}{' chosen on dev' if chosen else ''}, {cfg.pooling} pooling) in {seconds:.0f}s")
     return StageOutput(stats={k: metrics[k] for k in ("accuracy", "train_accuracy", "train_examples", "eval_examples",
                                                       "layer", "health")},

@@ -37,6 +37,9 @@ def nsmc_table(metrics: dict) -> str:
     rows = [(e["epoch"], e["train_loss"], 100 * e["dev_accuracy"], "*" if e["epoch"] == metrics["best_epoch"] else "")
             for e in metrics["epochs"]]
     table = format_table(("epoch", "train loss", "dev acc %", "chosen"), [(a, f"{b:.4f}", c, d) for a, b, c, d in rows])
+    if metrics.get("eval_set"):  # rows that are not NSMC's test set (a study's held-out rows) are not called so
+        return (f"{table}\nNSMC accuracy {metrics['accuracy_pct']:.2f}% on {metrics['test_examples']} "
+                f"{metrics['eval_set']}; epoch {metrics['best_epoch']}, chosen on {metrics['dev_examples']} dev rows")
     return (f"{table}\nNSMC test accuracy {metrics['accuracy_pct']:.2f}% on {metrics['test_examples']} rows "
             f"(epoch {metrics['best_epoch']}, chosen on {metrics['dev_examples']} dev rows)")
 
@@ -79,7 +82,11 @@ def learning_curve(path: Path, task: str, metrics: dict, curve: list[dict]) -> P
     above, the dev metric below with the test score as a star at the epoch it was taken from."""
     loss = {"train loss (window)": [(p["epoch"], p["train_loss"]) for p in curve],
             "train loss (epoch mean)": [(e["epoch"], e["train_loss"]) for e in metrics["epochs"]]}
-    if task == "nsmc":
+    if task == "nsmc" and metrics.get("eval_set"):  # not NSMC's test set: a study's held-out rows
+        dev = {"dev accuracy %": [(e["epoch"], 100 * e["dev_accuracy"]) for e in metrics["epochs"]],
+               "held-out accuracy % (chosen epoch)": [(metrics["best_epoch"], metrics["accuracy_pct"])]}
+        title = f"NSMC: held-out accuracy {metrics['accuracy_pct']:.2f}% (not NSMC's test set)"
+    elif task == "nsmc":
         dev = {"dev accuracy %": [(e["epoch"], 100 * e["dev_accuracy"]) for e in metrics["epochs"]],
                "test accuracy % (chosen epoch)": [(metrics["best_epoch"], metrics["accuracy_pct"])]}
         title = f"NSMC: test accuracy {metrics['accuracy_pct']:.2f}%"

@@ -181,7 +181,7 @@ def split_of(m: dict) -> str:
     if by_article(m):
         return f"{size}, {BY_ARTICLE}"
     facts = (m.get("dev_file") if isinstance(m.get("questions"), int) else m.get("test_file")) or {}
-    path = facts.get("path") if isinstance(facts, dict) else None
+    path = facts.get("path") if isinstance(facts, dict) and not held_out(m) else None  # held-out: said in full
     return size + (f" of {Path(path).name}" if size and isinstance(path, str) else "")
 
 
@@ -250,14 +250,21 @@ def test_size(m: dict) -> str:
     if isinstance(m.get("questions"), int):  # KorQuAD: the dev file is the scored one
         scored, whole, unit = m["questions"], (m.get("dev_file") or {}).get("questions"), "dev questions"
     elif isinstance(m.get("test_examples"), int):
-        scored, whole, unit = m["test_examples"], (m.get("test_file") or {}).get("rows"), "test rows"
+        scored, whole, unit = m["test_examples"], (m.get("test_file") or {}).get("rows"), held_out(m) or "test rows"
     elif isinstance(m.get("eval_examples"), int):  # a linear probe
-        scored, whole, unit = m["eval_examples"], None, "test rows"
+        scored, whole, unit = m["eval_examples"], None, held_out(m) or "test rows"
     else:
         return ""
     if isinstance(whole, int) and whole > scored:
         return f"{scored:,} of {whole:,} {unit}"
     return f"{scored:,} {unit}"
+
+
+def held_out(m: dict) -> str:
+    """What an NSMC eval or a probe scored when it is not a test set (``eval_set``: a study's held-out rows), else
+    "": those had been called "300 test rows" (KorQuAD's ``eval_set`` names its dev set: not this)."""
+    said = m.get("eval_set")
+    return said if isinstance(said, str) and said and not isinstance(m.get("questions"), int) else ""
 
 
 def _cell_note(store: Store, a: Artifact, m: dict) -> str:

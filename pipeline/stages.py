@@ -299,8 +299,14 @@ def model_source(store: Store, ref: str | Artifact) -> tuple[Callable[[], Path],
 
 def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
              preset: str = "koelectra", sets: Sequence[str] = (), seed: int | None = None, name: str | None = None,
-             force: bool = False, dev_file: str | Path | None = None) -> Artifact:
+             force: bool = False, dev_file: str | Path | None = None, eval_set: str = "") -> Artifact:
+    """``eval_set``: (nsmc) what ``eval_file``'s rows are when they are not NSMC's test set (a study's held-out
+    rows); its words replace "NSMC test accuracy" in the artifact, recorded in its config (so in its id)."""
     cfg, config = resolve("finetune", task=task, preset=preset, sets=sets, seed=seed)
+    if eval_set:  # absent otherwise: a plain run's config, id and bytes are as they were
+        if task != "nsmc":
+            raise ArtifactError(f"{task}: takes no eval_set (nsmc only)")
+        config = {**config, "eval_set": eval_set}
     one_process(f"fine-tuning ({task})")  # under torchrun every rank built a device and waited for the others
     entry = FINETUNE_TASKS[task]
     task_module = entry.load()
@@ -319,6 +325,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     # tokenised splits are kept between runs (e.g. --seeds) outside every hashed artifact
     cache = store.cache_dir("finetune")
     extra = {"dev_file": Path(dev_file)} if dev_file is not None else {}
+    extra |= {"eval_set": eval_set} if eval_set else {}
     return store.build(
         req, lambda out: task_module.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, cache_dir=cache,
                                          **extra),
@@ -326,11 +333,14 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
 
 
 def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
-          sets: Sequence[str] = (), seed: int | None = None, name: str | None = None, force: bool = False) -> Artifact:
-    """A frozen-encoder linear probe on NSMC-format files (:mod:`kolectra.finetune.probe`): an eval artifact."""
+          sets: Sequence[str] = (), seed: int | None = None, name: str | None = None, force: bool = False,
+          eval_set: str = "") -> Artifact:
+    """A frozen-encoder linear probe on NSMC-format files (:mod:`kolectra.finetune.probe`): an eval artifact.
+    ``eval_set``: what ``eval_file``'s rows are (a study's held-out rows), recorded as :func:`finetune`'s."""
     from kolectra.finetune import probe as ft_probe  # noqa: PLC0415 - torch and scikit-learn: when a probe runs
 
     cfg, config = resolve("probe", sets=sets, seed=seed)
+    config = {**config, "eval_set": eval_set} if eval_set else config
     model_dir, parents, model_inputs = model_source(store, model_ref)
     for f in (train_file, eval_file):
         if problem := data_file_problem(Path(f)):
@@ -339,7 +349,8 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
                   config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
                   libraries=LIBS_TORCH + ("tokenizers", "scikit-learn"))  # its fast tokenizer, as finetune's
-    return store.build(req, lambda out: ft_probe.run(cfg, model_dir(), Path(train_file), Path(eval_file), out), force)
+    return store.build(req, lambda out: ft_probe.run(cfg, model_dir(), Path(train_file), Path(eval_file), out,
+                                                     eval_set=eval_set), force)
 
 
 def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,

@@ -157,7 +157,7 @@ def test_each_readout_s_score_is_printed_as_the_held_out_rows_it_is_not_nsmc_s_t
     read_out(None, None, StudyPlan(flops=1e12), splits, "lowdata-reinit1", 2)
     said = capsys.readouterr().err
     assert ("study: lowdata-reinit1, fine-tuning seed 2: held-out accuracy 81.33% on the study's 3 held-out rows "
-            "(carved from the NSMC train file; the readout's \"test\" rows, not NSMC's test set)") in said
+            "(carved from the NSMC train file, not NSMC's test set)") in said
     (tmp_path / "predictions.jsonl").unlink()
     (tmp_path / "metrics.json").write_text(json.dumps({"accuracy": 0.5, "eval_examples": 7}))
     read_out(None, None, StudyPlan(flops=1e12), splits, "probe", 1)
