@@ -104,7 +104,7 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
     shared_ids,
 )
 
-STAGE_VERSION = 27  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 28  # bump when the same request's bytes change; history: docs/artifacts.md
 # settings that decide how the job runs, not what it writes: left out of the artifact id
 OPERATIONAL = ("dedup_group_bytes", "split_bytes")
 LARGE = "large"  # the tag of the listing's files read in pieces

@@ -54,7 +54,7 @@ def server(tmp_path):
         def _allowed(self) -> bool:
             if self.path.startswith("/private/"):
                 return self.headers.get("Authorization") == login
-            return any(k in self.path for k in ("X-Amz-Signature=SIG", "id=2", "token=")) or "?" not in self.path
+            return any(k in self.path for k in ("Signature=SIG", "id=2", "token=", "key=AIza")) or "?" not in self.path
 
         def do_HEAD(self):
             if not self._allowed():
@@ -143,3 +143,43 @@ def test_two_files_whose_urls_differ_only_in_a_token_are_refused_not_one_dropped
     assert "token=" not in str(e.value)
     # the same object signed twice is one input
     assert len(inputs.list_inputs([f"{server}/reviews.jsonl{_signed('SIG1')}", f"{server}/reviews.jsonl{_signed('SIG2')}"])) == 1
+
+
+GOOGLE_KEY = "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW"  # the form of one: AIza and 35 more
+
+
+def test_other_common_credentials_are_recorded_without_them_and_a_key_that_selects_content_is_kept():
+    """S3's older presigned form (and an S3-compatible store's: MinIO, Ceph) named its access key in
+    AWSAccessKeyId, kept where X-Amz-Credential is dropped; Alibaba OSS's and Tencent COS's signatures, GitLab's
+    private_token, Google's API key (key=AIza...) were kept whole."""
+    cases = {
+        "https://b.s3.amazonaws.com/a.jsonl?AWSAccessKeyId=AKIASECRETKEY&Expires=1780000000&Signature=SIG%3D":
+            "https://b.s3.amazonaws.com/a.jsonl",
+        "https://b.oss-cn-hangzhou.aliyuncs.com/a.jsonl?OSSAccessKeyId=STS.SECRETID&Expires=1&Signature=SIG"
+        "&security-token=SESSIONSECRET": "https://b.oss-cn-hangzhou.aliyuncs.com/a.jsonl",
+        "https://b.oss-cn-hangzhou.aliyuncs.com/a.jsonl?x-oss-signature-version=OSS4-HMAC-SHA256&x-oss-credential="
+        "SECRETID%2F20261201&x-oss-date=20261201T000000Z&x-oss-expires=3600&x-oss-signature=SIG":
+            "https://b.oss-cn-hangzhou.aliyuncs.com/a.jsonl",
+        "https://b-1250000000.cos.ap-seoul.myqcloud.com/a.jsonl?q-sign-algorithm=sha1&q-ak=AKIDSECRET&q-sign-time=1;2"
+        "&q-key-time=1;2&q-header-list=host&q-url-param-list=&q-signature=SIG": "https://b-1250000000.cos.ap-seoul.myqcloud.com/a.jsonl",
+        "https://gitlab.com/api/v4/projects/1/repository/files/a.jsonl/raw?ref=main&private_token=glpat-SECRET":
+            "https://gitlab.com/api/v4/projects/1/repository/files/a.jsonl/raw?ref=main",
+        f"https://www.googleapis.com/drive/v3/files/1AbC?alt=media&key={GOOGLE_KEY}":
+            "https://www.googleapis.com/drive/v3/files/1AbC?alt=media",
+    }
+    for url, kept in cases.items():
+        assert recorded(url) == kept, url
+    # a key that names the content (no API key's form): the URL as given, its ids as before
+    for same in ("https://h/get?key=reviews/2024.jsonl", "https://h/get?key=AIza", "https://h/a.txt?expires=1&q-ak=x"):
+        assert recorded(same) is same
+
+
+def test_a_url_signed_the_older_way_or_with_a_google_api_key_is_recorded_without_it(tmp_path, server, capsys):
+    store = Store(tmp_path / "store")
+    v2 = f"{server}/reviews.jsonl?AWSAccessKeyId=AKIASECRETKEY&Expires=1780000000&Signature=SIGSECRET"
+    art = stages.corpus(store, [v2])
+    assert json.loads((art.path / "stats.json").read_text())["records_in"] == len(TEXTS)
+    assert art.manifest["inputs"][0]["path"] == f"{server}/reviews.jsonl"
+    assert not [s for s in SECRETS if s in _published_text(art.path) + capsys.readouterr().err]
+    [f] = inputs.list_inputs([f"{server}/reviews.jsonl?alt=media&key={GOOGLE_KEY}"])
+    assert f.path == f"{server}/reviews.jsonl?alt=media" and GOOGLE_KEY not in f.identity
