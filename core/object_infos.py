@@ -1,4 +1,4 @@
-"""Many objects' infos at a time: :func:`core.storage.object_info` of a list of URLs (the corpus stage's
+"""Many objects' infos at a time: :func:`core.store_objects.object_info` of a list of URLs (the corpus stage's
 literal ``--input`` URLs, :mod:`corpus.literals`), asked concurrently on the store client's own event loop.
 
 One after the other, a thousand URLs answered in 100 ms each took 100 s before a job's first line; an
@@ -8,7 +8,8 @@ with no thread of ours. Each answer (or the error it would raise) comes back in 
 
 from __future__ import annotations
 
-from kolectra.core.storage import filesystem, names_no_object, object_info, s3_head_info, scheme, translated
+from kolectra.core.storage import filesystem, names_no_object, scheme, translated
+from kolectra.core.store_objects import object_info, s3_head_info
 
 HEADS_AT_ONCE = 32  # requests in flight at a time to one store, for object_infos
 # one http(s) object's info (its HEAD, and a GET where that fails) in object_infos: aiohttp's own bound

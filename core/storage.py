@@ -23,7 +23,10 @@ A store failure (an unreachable endpoint, missing or refused credentials, a miss
 Writes that the store arbitrates between concurrent writers (a lease, a manifest published once)
 are :mod:`core.conditional`'s. What a location names, told from its text alone (:func:`is_url`,
 :func:`scheme`, :func:`local_path`, :func:`join`, and the store URL a one-slash ``s3:/bucket/x`` was meant
-to be: ``one_slash_url``, ``one_slash_problem``) is :mod:`core.locations`'s, re-exported here.
+to be: ``one_slash_url``, ``one_slash_problem``) is :mod:`core.locations`'s, re-exported here. On this
+module sit: one object's info and age (:mod:`core.store_objects`), many objects' infos at once
+(:mod:`core.object_infos`), a glob a listing page at a time (:mod:`core.store_glob`) and a folder uploaded
+as a whole (:mod:`core.folder_uploads`).
 
 A key read from a store is data: before it names a local file it is checked as a manifest entry
 is (:func:`local_target`), so an object named ``out/../../.bashrc`` is refused, not written.
@@ -32,10 +35,8 @@ is (:func:`local_target`), so an object named ``out/../../.bashrc`` is refused, 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import errno
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -316,32 +317,9 @@ def exists(location: str) -> bool:
         return fs.exists(path)
 
 
-def object_info(location: str) -> dict | None:
-    """The info of the object stored at exactly ``location``, or None where there is none (nothing,
-    or only a folder: keys below it). On S3 one HEAD (fsspec's ``info`` lists the prefix too when
-    the HEAD finds nothing); the key is taken as it is, ``*``, ``?`` and ``[`` included."""
-    fs, path = filesystem(location)
-    bucket, _, key = path.partition("/")
-    if names_no_object(location, bucket, key):
-        return None
-    with translated(location):
-        try:
-            if scheme(location) in ("s3", "s3a"):
-                return s3_head_info(fs.call_s3("head_object", Bucket=bucket, Key=key), path)
-            found = fs.info(path)
-        except FileNotFoundError:
-            return None
-    return found if found.get("type") != "directory" else None
-
-
 def names_no_object(location: str, bucket: str, key: str) -> bool:
     """Whether ``location`` cannot name an object: a folder marker, or a bucket with no key."""
     return _marker(location) or (scheme(location) in ROOT_SCHEMES and not (bucket and key))
-
-
-def s3_head_info(head: dict, path: str) -> dict:
-    """An S3 ``head_object`` answer as fsspec's info of the object at ``path``."""
-    return {**head, "name": path, "size": head.get("ContentLength"), "type": "file"}
 
 
 def info(location: str) -> dict:
@@ -361,52 +339,6 @@ def checksum_of(found: dict) -> str | None:
         if found.get(key):
             return str(found[key]).strip('"')
     return None
-
-
-def modified(found: dict) -> float | None:
-    """An object's last-modified time (seconds since the epoch, the store's clock) from its info."""
-    for key in ("LastModified", "updated", "mtime", "last_modified"):
-        value = found.get(key)
-        if isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                value = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if isinstance(value, _dt.datetime):
-            return (value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)).timestamp()
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
-def age(location: str, found: dict | None = None) -> float | None:
-    """Seconds since the object at ``location`` was last written, by the store's own clock (so a
-    reader whose clock is off reads it right), or None when the store tells no times.
-
-    S3: one HEAD, its ``Date`` header minus ``Last-Modified``; GCS: one metadata GET, its ``Date``
-    minus ``updated``. Nothing is written (GCS takes about one write a second to one object name).
-    Another store: a small object written beside it (``.clock``) gives the store's time now."""
-    fs, path = filesystem(location)
-    bucket, _, key = path.partition("/")
-    with translated(location):
-        if scheme(location) not in ROOT_SCHEMES:
-            then = modified(found if found is not None else fs.info(path))
-            clock = path.rsplit("/", 1)[0] + "/.clock"
-            fs.pipe_file(clock, b"")
-            now = modified(fs.info(clock))
-            return None if then is None or now is None else now - then
-        try:
-            if scheme(location) in ("s3", "s3a"):
-                head = fs.call_s3("head_object", Bucket=bucket, Key=key)
-                date, then = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date"), head.get("LastModified")
-            else:  # gcsfs: the (headers, body) of the object's metadata
-                headers, body = fs.call("GET", "b/{}/o/{}", bucket, key)
-                date, then = headers.get("Date"), modified(json.loads(body))
-        except FileNotFoundError:
-            return None
-    if not date or then is None:
-        return None
-    from email.utils import parsedate_to_datetime  # noqa: PLC0415
-
-    return parsedate_to_datetime(date).timestamp() - (then.timestamp() if isinstance(then, _dt.datetime) else then)
 
 
 def _marker(name: str) -> bool:
@@ -445,26 +377,6 @@ def children(prefix: str) -> list[str]:
         except FileNotFoundError:
             return []
     return sorted({p.rstrip("/").rsplit("/", 1)[-1] for p in found if p.rstrip("/") != path.rstrip("/")})
-
-
-def iter_glob(pattern: str) -> Iterator[tuple[str, int, str | None]]:
-    """(full URL, size, the store's checksum) of every object matching ``pattern`` (a store URL with
-    ``*``, ``?``, ``[...]``), as the listing gives them, a page at a time and in the store's order
-    (:mod:`kolectra.core.store_glob`): no request per match, nothing held behind it."""
-    from kolectra.core.store_glob import iter_matches  # noqa: PLC0415
-
-    fs, path = filesystem(pattern)
-    proto = scheme(pattern)
-    with translated(pattern):
-        for found in iter_matches(fs, proto, path):
-            # fsspec's HTTP file system keeps the scheme in its paths: http://http://host/a.txt was asked for
-            url = found.path if is_url(found.path) else f"{proto}://{found.path}"
-            yield url, found.size, checksum_of(found.meta)
-
-
-def glob(pattern: str) -> list[str]:
-    """Full URLs of the objects matching ``pattern``, sorted."""
-    return sorted(url for url, _, _ in iter_glob(pattern))
 
 
 def remove(location: str, recursive: bool = False) -> None:
@@ -524,32 +436,3 @@ def _transfer(fs, method: str, path: str, location: str, source) -> None:
     bucket, _, key = path.partition("/")
     stoppable.run(fs, getattr(fs, "_" + method)(*args), (bucket, key) if scheme(location) in ("s3", "s3a") else None,
                   location)
-
-
-def upload_folder(folder: str | os.PathLike, url: str, last: str | None = None) -> None:
-    """Upload ``folder``'s files to ``url``/NAME (an export, a report drawn locally), ``last`` (the file
-    that makes the folder what it is: a report's report.md, an export's config.json) after the others, so
-    that a process killed midway never leaves it beside files still missing. On any failure (Ctrl-C too)
-    the files this upload added go, so that the same command can run again; those it replaced stay (a
-    report drawn again over an older one: removing them took the older report's files), and one that
-    cannot be removed (the store no longer answering) is named, never said removed."""
-    before = set(children(url))  # its own level only: a --dest at a bucket's top lists no more than that
-    files = sorted(Path(folder).iterdir(), key=lambda f: (f.name == last, f.name))
-    sent: list[str] = []
-    try:
-        for f in files:
-            sent.append(f.name)
-            upload(str(f), f"{url}/{f.name}")
-    except BaseException as e:
-        added = [name for name in sent if name not in before]
-        for i, name in enumerate(added):
-            try:
-                remove(f"{url}/{name}")
-            except Exception as why:  # noqa: BLE001 - the store's own words go into the note
-                reason = " ".join(str(why).split())[:160]
-                e.add_note(f"what was uploaded to {url} could not be removed ({reason}): {', '.join(added[i:])} "
-                           "may be there still; remove them before the same command runs again")
-                break  # the store stopped answering: each of the rest would wait as long
-        else:
-            e.add_note(f"the files uploaded to {url} were removed, so the same command can run again")
-        raise

@@ -1,5 +1,6 @@
 """A glob over an object store, answered a page of its listing at a time: what the corpus
-launcher lists its ``--input`` URLs with (``corpus/inputs.py``), through :mod:`kolectra.core.storage`.
+launcher lists its ``--input`` URLs with (:func:`iter_glob`, from ``corpus/inputs.py``; :func:`glob`, the
+same sorted), on :mod:`kolectra.core.storage`'s filesystem for the URL.
 
 fsspec's ``glob`` answers with one dict of every match and drops what the listing said about each
 object, so the launcher held every match and then asked for each again, a HEAD per object, one
@@ -26,8 +27,28 @@ import re
 from typing import Iterator, NamedTuple
 from urllib.parse import unquote
 
+from kolectra.core.storage import checksum_of, filesystem, is_url, scheme, translated
+
 MAGIC = re.compile(r"[*?\[]")
 PAGE_KEYS = 1000  # keys a ListObjectsV2 page asks for (S3's own most)
+
+
+def iter_glob(pattern: str) -> Iterator[tuple[str, int, str | None]]:
+    """(full URL, size, the store's checksum) of every object matching ``pattern`` (a store URL with
+    ``*``, ``?``, ``[...]``), as the listing gives them, a page at a time and in the store's order
+    (:func:`iter_matches`): no request per match, nothing held behind it."""
+    fs, path = filesystem(pattern)
+    proto = scheme(pattern)
+    with translated(pattern):
+        for found in iter_matches(fs, proto, path):
+            # fsspec's HTTP file system keeps the scheme in its paths: http://http://host/a.txt was asked for
+            url = found.path if is_url(found.path) else f"{proto}://{found.path}"
+            yield url, found.size, checksum_of(found.meta)
+
+
+def glob(pattern: str) -> list[str]:
+    """Full URLs of the objects matching ``pattern``, sorted."""
+    return sorted(url for url, _, _ in iter_glob(pattern))
 
 
 class Listed(NamedTuple):

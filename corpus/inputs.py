@@ -38,7 +38,7 @@ from typing import Collection, Iterator
 
 from apache_beam.io.filesystem import FileSystem
 
-from kolectra.core import object_infos, scratch, storage, url_secrets
+from kolectra.core import object_infos, scratch, storage, store_glob, url_secrets
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
 from kolectra.corpus import literals, sorted_files, suffixes
@@ -245,7 +245,7 @@ def _expand_one(pattern: str, looked: literals.Looked | None = None,
     found = 0
     try:
         if is_remote(pattern):
-            for url, size, checksum in storage.iter_glob(pattern):
+            for url, size, checksum in store_glob.iter_glob(pattern):
                 found += 1
                 # a listing without a checksum (file://, sftp://, memory://) says nothing of the bytes:
                 # the object's info is asked for instead (identify), with its time stamps

@@ -40,7 +40,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
-from kolectra.core import scratch, storage
+from kolectra.core import folder_uploads, scratch, storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
@@ -136,7 +136,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
              base_model: str | None = None, push: str | None = None) -> Iterator[tuple[Artifact, Path, Path | str]]:
     """:func:`export` to ``to``: a local folder, or a folder in a store (``s3://``, ``gs://``), which is
     checked first (:func:`store_folder`), written in a local scratch folder and uploaded
-    (:func:`core.storage.upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
+    (:func:`core.folder_uploads.upload_folder`). Yields (the artifact, the local folder, where the export is: the folder or the
     URL); a push in the block reads the local folder, which for a store is removed after it. ``to`` inside
     an artifact of any root (its files would go into a published artifact) is refused first."""
     if storage.is_url(to):  # before artifact_around's request a level: a store not answering waited each out
@@ -158,7 +158,7 @@ def exported(store: Store, ref: str, to: str | Path, role: str = "discriminator"
             e.add_note(f"--to {to} is written in that local scratch folder first, then uploaded: point TMPDIR "
                        "at a disk with room")
             raise
-        storage.upload_folder(folder, url, last="config.json")  # the folder was empty (store_folder)
+        folder_uploads.upload_folder(folder, url, last="config.json")  # the folder was empty (store_folder)
         yield art, folder, url
 
 
@@ -259,11 +259,11 @@ def store_folder(store: Store, to: str, bucket_checked: bool = False) -> str:
         raise ConfigError(f"--to {to}: inside {root}, which kolectra manages (an artifact, a root or its cache): "
                           "write the export somewhere else")
     if held := storage.listing(url):
-        # config.json goes last (storage.upload_folder): without it, what an export killed midway left
+        # config.json goes last (folder_uploads.upload_folder): without it, what an export killed midway left
         killed = "" if "config.json" in held else (f"; it holds {len(held)} file(s) and no config.json, as an export "
                                                    "killed midway leaves: remove them, or choose another --to")
         raise ConfigError(f"--to {to}: exists and is not an empty folder (the export never overwrites){killed}")
-    if storage.object_info(url) is not None:
+    if store_objects.object_info(url) is not None:
         raise ConfigError(f"--to {to}: exists and is not an empty folder (the export never overwrites)")
     return url
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kolectra.core import plot, scratch, storage
+from kolectra.core import folder_uploads, plot, scratch
 from kolectra.core.jsonl import read_lines
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
@@ -38,7 +38,7 @@ def render(store: Store, ref: str | Path, dest: str | Path | None = None, publis
         return _render(store, art, where, published)
     with scratch.temporary_directory("report") as tmp:  # swept if the process is killed
         _render(store, art, Path(tmp), published)
-        storage.upload_folder(tmp, where, last="report.md")
+        folder_uploads.upload_folder(tmp, where, last="report.md")
     return f"{where}/report.md"
 
 

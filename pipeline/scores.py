@@ -11,7 +11,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from kolectra.core import storage
+from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.shown import shown
 from kolectra.core.stage import warn
@@ -68,7 +68,7 @@ def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str
         storage.check_bucket(str(dest))  # before the '/' goes: 's3://' stripped is 's3:', a local path
         url = str(dest).rstrip("/")
         _refuse_managed(dest, url, store)
-        if storage.object_info(url) is not None:  # report.md went below the object, as s3://b/k/report.md
+        if store_objects.object_info(url) is not None:  # report.md went below the object, as s3://b/k/report.md
             raise ConfigError(f"--dest {dest}: a file, not a folder")
         return url
     if why := storage.one_slash_problem(dest, "--dest"):  # s3:/b/x: drawn in ./s3:/b/x, exit 0

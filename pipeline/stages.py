@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from kolectra.core import storage
+from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import as_given, data_file_problem  # light: no torch
@@ -275,7 +275,7 @@ def model_source(store: Store, ref: str | Artifact) -> tuple[Callable[[], Path],
         try:
             art = store.require(artifact_url, "checkpoint")
         except ArtifactError:  # a model folder in a bucket: 'incomplete artifact', or Python's recursion limit
-            if storage.object_info(f"{artifact_url}/manifest.json") is not None:
+            if store_objects.object_info(f"{artifact_url}/manifest.json") is not None:
                 raise  # an artifact: of another kind, or damaged, in its own words
             raise ArtifactError(f"--model {ref}: no checkpoint artifact there, and a Hugging Face model directory "
                                 "is read from this machine's disk: copy it here first") from None

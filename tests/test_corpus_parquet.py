@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kolectra.core import storage, verbosity
+from kolectra.core import storage, store_glob, verbosity
 from kolectra.corpus import parquet, reader
 from kolectra.pipeline.cli import main
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
@@ -79,7 +79,7 @@ def _corpus(capsys, inputs: list[str], out: str) -> Path | str:
 
 
 def _documents(art: str) -> list[dict]:
-    return [json.loads(line) for f in sorted(storage.glob(f"{art}/data/*.jsonl.gz"))
+    return [json.loads(line) for f in sorted(store_glob.glob(f"{art}/data/*.jsonl.gz"))
             for line in gzip.decompress(storage.read_bytes(f)).decode("utf-8").splitlines()]
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.core import conditional, storage
+from kolectra.core import conditional, storage, store_glob
 from kolectra.pipeline.store.factory import open_store
 from tests.gcs_support import TOKEN, gcs_endpoint, gs_bucket, iam, no_credentials, object_roles_only  # noqa: F401
 from tests.s3_support import two_identical_builds_at_once
@@ -186,7 +186,7 @@ def test_folder_markers_are_no_objects_and_a_glob_names_each_object_once(gs_buck
     name = gs_bucket.removeprefix("gs://")
     for pattern in ("raw/**", "raw/**/*.gz", "raw/*", "raw/*/*", "raw*/**", "raw/sub/**"):
         expected = [f"gs://{name}/{k}" for k in keys if re.match(glob_translate(f"{name}/{pattern}"), f"{name}/{k}")]
-        assert [u for u, _, _ in storage.iter_glob(f"{gs_bucket}/{pattern}")] == expected, pattern
+        assert [u for u, _, _ in store_glob.iter_glob(f"{gs_bucket}/{pattern}")] == expected, pattern
 
 
 def test_a_missing_bucket_is_one_line(gcs_endpoint):

@@ -14,7 +14,7 @@ import re
 import urllib.request
 from urllib.parse import parse_qs, urlsplit
 
-from kolectra.core import conditional, storage
+from kolectra.core import conditional, storage, store_objects
 from tests.gcs_support import gcs_endpoint, gs_bucket, iam  # noqa: F401  (fixtures)
 
 STALE = (412, "At least one of the pre-conditions you specified did not hold.")
@@ -51,5 +51,5 @@ def test_a_lease_rewritten_since_is_not_removed_by_its_stale_version(gs_bucket, 
         assert conditional.remove_if(url, first) is False  # the first holder's release, or a gc's of what it saw
         assert storage.read_bytes(url) == b'{"holder": 2}'
         assert conditional.remove_if(url, second) is True
-        assert storage.object_info(url) is None
+        assert store_objects.object_info(url) is None
     assert asked == [first, second]  # kolectra sent the precondition each time

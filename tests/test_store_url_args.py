@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from kolectra.core import storage
+from kolectra.core import folder_uploads, storage
 from kolectra.core.stage import StageOutput
 from kolectra.core.storage import StoreError
 from kolectra.pipeline import stages
@@ -130,7 +130,7 @@ def test_an_upload_that_fails_names_what_it_could_not_remove(bucket, tmp_path, m
     monkeypatch.setattr(storage, "upload", upload)
     monkeypatch.setattr(storage, "remove", remove)
     with pytest.raises(StoreError) as e:
-        storage.upload_folder(folder, f"{bucket}/x", last="config.json")
+        folder_uploads.upload_folder(folder, f"{bucket}/x", last="config.json")
     notes = " ".join(e.value.__notes__)
     assert "were removed" not in notes, notes
     assert "could not be removed" in notes and "README.md, model.safetensors, vocab.txt may be there still" in notes

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from kolectra.core import storage
+from kolectra.core import storage, store_objects
 from kolectra.pipeline.store import inputs, named
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 from kolectra.pipeline.store.roots import default_root, store_root_of, unfollowed
@@ -398,7 +398,7 @@ def written_at(location: str | Path) -> float | None:
     """A file's or an object's modification time (seconds since the epoch, its own disk's or store's clock)."""
     with contextlib.suppress(Exception):
         if storage.is_url(str(location)):
-            return storage.modified(storage.info(str(location)))
+            return store_objects.modified(storage.info(str(location)))
         return os.stat(location).st_mtime
     return None
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from kolectra.core import storage
+from kolectra.core import storage, store_objects
 from kolectra.pipeline.store.manifest import MANIFEST, MAX_MANIFEST, ArtifactError, parse_manifest, read_manifest
 
 
@@ -86,7 +86,7 @@ def artifact_around(where: str | Path) -> str | Path | None:
             if not storage.is_url(str(folder)):
                 return (Path(folder) / MANIFEST).is_file() and bool(read_manifest(Path(folder)))
             url = f"{folder}/{MANIFEST}"
-            return storage.object_info(url) is not None and bool(parse_manifest(
+            return store_objects.object_info(url) is not None and bool(parse_manifest(
                 storage.read_bytes(url, limit=MAX_MANIFEST), url))
         return False
 
