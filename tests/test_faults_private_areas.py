@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -50,6 +51,69 @@ def test_a_live_build_in_a_tmp_shared_by_two_roots_survives_the_other_roots_swee
     assert len(art) == 1 and (art[0].path / "data" / "a.txt").read_text() == "shared"
     assert not (art[0].path / ".kolectra-build.lock").exists()  # the store's mark is not left in the artifact
     assert _private(a)[".tmp"] == []
+
+
+def test_a_complete_build_of_a_root_sharing_this_tmp_is_left_to_that_root(tmp_path, capsys):
+    """Root b's .tmp is root a's; b's --force killed -9 between its two renames left b's copy (and its new build)
+    in the shared .tmp. a's gc, and the sweep of every build in a, published it into a as a complete build a kill
+    left unpublished: b's artifact was gone from b ('(no artifacts under b)', no word of the copy) and a held one
+    it never built. a now leaves another root's complete build alone (its name marks b's); b's list names it, b's
+    gc publishes it in b."""
+    a, b, calls = tmp_path / "a", tmp_path / "b", []
+    (a / ".tmp").mkdir(parents=True)
+    b.mkdir()
+    (b / ".tmp").symlink_to(a / ".tmp")
+    assert child("toy", str(b), "none", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(b))
+    proc = child("toy", str(b), "old_moved", "--force", "--text", "same")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    Store(a).build(Request(kind="corpus", name="mine", stage_version=1, config={}), _writes("a's own", []))
+    assert Store(a).find("corpus", first.id) is None  # before: a published b's copy
+    assert len(list((a / ".tmp").iterdir())) == 2
+    capsys.readouterr()
+    assert main(["artifacts", "list", "--out", str(b)]) == 0
+    err = capsys.readouterr().err
+    assert f"corpus/toy-{first.id} is not published: its complete copy is in {b / '.tmp'}/corpus-" in err, err
+    assert "`kolectra artifacts gc` (or the next build of it) publishes it" in err, err  # before: no word of it
+    assert main(["artifacts", "gc", "--out", str(b)]) == 0  # b sweeps what it made in the .tmp it links to
+    assert f"published {first.path}" in capsys.readouterr().out
+    art = Store(b).build(toy_request("same"), _writes("never built", calls))
+    assert calls == [] and art.path == first.path and Store(b).verify(art) == []
+    assert list((a / ".tmp").iterdir()) == []
+
+
+def test_a_root_linking_its_tmp_publishes_its_own_build_a_kill_left_there_at_its_next_build(tmp_path):
+    a, b, calls = tmp_path / "a", tmp_path / "b", []
+    (a / ".tmp").mkdir(parents=True)
+    b.mkdir()
+    (b / ".tmp").symlink_to(a / ".tmp")
+    assert child("toy", str(b), "none", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(b))
+    assert child("toy", str(b), "old_moved", "--force", "--text", "same").returncode == -signal.SIGKILL
+    art = Store(b).build(toy_request("same"), _writes("never built", calls))
+    assert calls == [] and art.path == first.path and Store(b).verify(art) == []
+    assert list((a / ".tmp").iterdir()) == []  # the older copy too (before: left in a's .tmp)
+
+
+def test_a_sealed_run_of_a_root_sharing_this_work_is_left_to_that_root(tmp_path, capsys):
+    """The same for a .work: b's resumable --force killed between its renames left its new build sealed in its run's
+    out/ (in a's .work); a's gc published it into a (and removed b's run). It is b's now (its request.json names b),
+    and b's next build publishes the newer of it and the copy moved aside."""
+    a, b, calls = tmp_path / "a", tmp_path / "b", []
+    (a / ".work").mkdir(parents=True)
+    b.mkdir()
+    (b / ".work").symlink_to(a / ".work")
+    assert child("toy", str(b), "none", "--resumable", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(b))
+    time.sleep(1.1)  # the new build finishes in a later second
+    proc = child("toy", str(b), "old_moved", "--force", "--resumable", "--text", "same")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    newer = json.loads((a / ".work" / f"corpus-{first.id}" / "out" / "manifest.json").read_text())
+    assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    assert Store(a).find("corpus", first.id) is None  # before: a published b's build
+    art = Store(b).build(toy_request("same"), _writes("never built", calls), resumable=True)
+    assert calls == [] and art.path == first.path and art.manifest == newer and Store(b).verify(art) == []
 
 
 def test_gc_never_deletes_through_a_symlinked_private_area(tmp_path, capsys):

@@ -15,23 +15,27 @@ from pathlib import Path
 
 from kolectra.pipeline.store.catalog import ref_matches
 from kolectra.pipeline.store.manifest import MANIFEST, ArtifactError, read_manifest
-from kolectra.pipeline.store.workspace import TMP, TMP_NAME, WORK, live, runs, symlinked
+from kolectra.pipeline.store.workspace import TMP, TMP_NAME, WORK, foreign, live, own, runs, symlinked
 
 
 def unpublished(root: Path, kind: str | None = None) -> list[tuple[Path, dict]]:
     """The newest complete build (by its manifest; not hashed) of each id that has one in ``root/.tmp`` (or in a
-    run's ``out/``) and no folder under ``root/<kind>``, no process building in it, with its manifest; none in a ``.tmp`` that
-    leads out of the root (the sweep, which publishes them, leaves that alone)."""
+    run's ``out/``) and no folder under ``root/<kind>``, no process building in it, with its manifest: as the
+    sweep, which publishes them, sees them (in a ``.tmp`` that leads out of the root, only those this root marked
+    there; never a build another root sharing it marked: :func:`.workspace.foreign`)."""
     tmp = root / TMP
-    if not tmp.is_dir() or symlinked(root, TMP):
+    if not tmp.is_dir():
         return []
+    shared = symlinked(root, TMP)
     newest: dict[tuple[str, str], tuple[tuple[str, str], Path, dict]] = {}
     # a resumable run's sealed out/ (pretrain --force killed between its renames: the new build stays there,
     # the old copy went to .tmp) is a candidate too, as for the sweep and the next build (the newest wins)
-    outs = [(r.out, {"kind": r.kind, "id": r.id}) for r in ([] if symlinked(root, WORK) else runs(root))
-            if r.kind and r.id and (r.out / MANIFEST).is_file() and not r.live()]
+    outs = [(r.out, {"kind": r.kind, "id": r.id}) for r in ([] if shared or symlinked(root, WORK) else runs(root))
+            if r.kind and r.id and (r.out / MANIFEST).is_file() and not r.live() and not r.foreign(root)]
     for d, m in [*outs, *((d, TMP_NAME.match(d.name)) for d in sorted(tmp.iterdir()))]:
         if m is None or (kind is not None and m["kind"] != kind) or d.is_symlink() or live(d):
+            continue
+        if foreign(root, d) or (shared and d.parent == tmp and not own(root, d)):
             continue
         with contextlib.suppress(ArtifactError, OSError, KeyError, TypeError, AttributeError, ValueError):
             manifest = read_manifest(d)

@@ -22,7 +22,9 @@ from kolectra.pipeline.store.workspace import (
     _mark,
     _release,
     _try_flock,
+    foreign,
     live,
+    own,
     runs,
     symlinked,
     try_lock,
@@ -72,27 +74,32 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
     rebuild, ``--force``d or of a stale artifact, and its checkpoints are in no copy) or holds no
     working state to resume from; with ``interrupted`` the others go too. A private area that
     leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
-    what is not the store's."""
+    what is not the store's; but for the ``.tmp`` entries this root made there, which its name marks
+    (:func:`.workspace.foreign`: a ``.tmp`` shared by roots is swept by each for its own builds, and by the
+    root whose folder it is for the unmarked ones, never for another root's complete build)."""
     removed: list[Path] = []
     kept: list[Run] = []
     skipped = {area: why for area in (TMP, WORK, LOCKS) if (why := symlinked(root, area))}
-    for why in skipped.values():
-        progress(f"{why}: not swept (kolectra deletes nothing outside {root}); remove dead entries there by hand")
+    for area, why in skipped.items():
+        own_ones = " but for the builds this root made there" if area == TMP else ""
+        progress(f"{why}: not swept{own_ones} (kolectra deletes nothing outside {root}); remove dead entries there by hand")
     # first the sealed out/ of dead runs: a pretrain --force killed between its renames left its new build there and
     # the old copy in .tmp; met first, salvage weighs both and publishes the newer (as the next build does)
     salvaged = set()
     for run in runs(root) if WORK not in skipped and TMP not in skipped and salvage is not None else []:
         kind, aid = run.kind, run.id
-        if kind is None or aid is None or not (run.out / MANIFEST).is_file():
-            continue
+        if kind is None or aid is None or not (run.out / MANIFEST).is_file() or run.foreign(root):
+            continue  # (another root's run, in a .work it shares: its build, which that root publishes)
         with _claimed(root, run.path, kind, aid, dry_run) as dead:
             if dead and salvage(kind, aid, run.out, dry_run):
                 salvaged.add(run.path)
     tmp = root / TMP
-    for d in sorted(tmp.iterdir()) if tmp.is_dir() and TMP not in skipped else []:
+    for d in sorted(tmp.iterdir()) if tmp.is_dir() else []:
         m = TMP_NAME.match(d.name)
-        if m is None:
-            continue  # not ours: left alone
+        # not ours: left alone; in a .tmp leading out of the root, all but what this root marked there; a complete
+        # build another root sharing this .tmp marked is that root's, which its own sweep publishes
+        if m is None or (not own(root, d) if TMP in skipped else foreign(root, d) and (d / MANIFEST).is_file()):
+            continue
         with _claimed(root, d, m["kind"], m["id"], dry_run) as dead:
             if dead and not (salvage is not None and salvage(m["kind"], m["id"], d, dry_run)):
                 _remove(d, dry_run, removed)

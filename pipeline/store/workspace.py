@@ -9,7 +9,8 @@
     systems: one root shared by several machines needs them not to build the same request at once.)
 ``ROOT/.tmp/<kind>-<id>-<hex8>/``
     A private build directory, renamed into place when sealed. Also where a replaced artifact is
-    moved before it is deleted.
+    moved before it is deleted. In a ``.tmp`` that is a link (maybe shared by roots),
+    ``<kind>-r<8 hex>-<id>-<hex8>/``: the root's mark, so that only that root publishes it (:func:`foreign`).
 ``<build directory>/.kolectra-build.lock``
     Liveness of a build directory (``.tmp`` entry or ``.work`` run) is a property of the directory
     itself: its builder holds a ``flock`` on this file for the whole build, and a sweep takes it
@@ -41,6 +42,7 @@ import dataclasses
 import datetime as _dt
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -54,15 +56,16 @@ from typing import Callable, Iterator
 from kolectra.core import url_secrets
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
-from kolectra.pipeline.store.manifest import BUILD_LOCK, ArtifactError
+from kolectra.pipeline.store.manifest import BUILD_LOCK, MANIFEST, ArtifactError
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
+_MARKED = re.compile(r"-(?P<mark>r[0-9a-f]{8})-[0-9a-f]{16}-[0-9a-f]{8}$")  # a .tmp entry of a root whose .tmp is a link
 REQUEST = "request.json"
 PARTIAL = ".tmp-"  # a scratch entry so named is a write cut short (model/checkpoint.py's .tmp-step-N)
 _REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str,
-                   "stage_version": int, "again": str}
+                   "stage_version": int, "again": str, "root": str}
 
 
 def now() -> str:
@@ -188,11 +191,34 @@ def live(d: Path) -> bool:
         os.close(fd)
 
 
+def mark(root: Path) -> str:
+    """What a root whose private area is a link (maybe shared with other roots) marks its build directories there
+    with: ``r`` and 8 hex digits of the root's real path (in a ``.tmp`` entry's name, in a run's ``request.json``)."""
+    return "r" + hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:8]
+
+
+def foreign(root: Path, d: Path) -> bool:
+    """Whether the ``.tmp`` entry ``d`` was made by another root sharing this ``.tmp`` (its name's mark says so;
+    unmarked: made by a root whose ``.tmp`` is its own folder, or by a kolectra before 2026-12-02). Such a complete
+    build is that root's artifact (a kill between ``--force``'s renames left it there): another root's sweep
+    published it as its own, and that root lost it; its own next build publishes it."""
+    found = _MARKED.search(d.name)
+    return found is not None and found["mark"] != mark(root)
+
+
+def own(root: Path, d: Path) -> bool:
+    """Whether ``d`` is a ``.tmp`` entry this root marked (:func:`mark`)."""
+    found = _MARKED.search(d.name)
+    return found is not None and found["mark"] == mark(root)
+
+
 def private_dir(root: Path, kind: str, aid: str, held: contextlib.ExitStack | None = None) -> Path:
     """A new, empty ``.tmp`` directory for one attempt at request ``kind``/``aid``; with ``held``,
-    marked live (its build lock taken) until ``held`` closes."""
+    marked live (its build lock taken) until ``held`` closes. In a ``.tmp`` that is a link (maybe another root's),
+    its name holds this root's mark (:func:`foreign`)."""
+    infix = f"{mark(root)}-" if symlinked(root, TMP) else ""
     while True:
-        d = root / TMP / f"{kind}-{aid}-{uuid.uuid4().hex[:8]}"
+        d = root / TMP / f"{kind}-{infix}{aid}-{uuid.uuid4().hex[:8]}"
         d.mkdir(parents=True)
         if held is None:
             return d
@@ -210,12 +236,13 @@ def unmark(d: Path) -> None:
 
 def leftovers(root: Path, kind: str, aid: str) -> list[Path]:
     """``.tmp`` directories of earlier attempts at this request that no process holds (dead while we
-    hold its request lock, unless a root sharing this ``.tmp`` is building the same request)."""
+    hold its request lock, unless a root sharing this ``.tmp`` is building the same request); not a complete
+    build another root sharing it left there (:func:`foreign`)."""
     tmp = root / TMP
     if not tmp.is_dir():
         return []
     return sorted(d for d in tmp.iterdir() if (m := TMP_NAME.match(d.name)) and m["id"] == aid
-                  and m["kind"] == kind and not live(d))
+                  and m["kind"] == kind and not live(d) and not (foreign(root, d) and (d / MANIFEST).is_file()))
 
 
 def symlinked(root: Path, area: str) -> str | None:
@@ -258,10 +285,11 @@ def crossing(root: Path, area: str) -> str | None:
 
 
 def discard(root: Path, paths: list[Path]) -> None:
-    """Delete dead private directories, never inside a private area that leads out of ``root``."""
+    """Delete dead private directories, never inside a private area that leads out of ``root`` but for a ``.tmp``
+    entry this root marked there (:func:`own`)."""
     for d in paths:
         area = d.relative_to(root).parts[0] if d.is_relative_to(root) else None
-        if area is not None and symlinked(root, area) is None and not d.is_symlink():
+        if area is not None and (symlinked(root, area) is None or (area == TMP and own(root, d))) and not d.is_symlink():
             shutil.rmtree(d, ignore_errors=True)
 
 
@@ -318,6 +346,12 @@ class Run:
     def live(self) -> bool:
         """Whether a process (of any root sharing this ``.work``) is building in it right now."""
         return live(self.path)
+
+    def foreign(self, root: Path) -> bool:
+        """Whether another root sharing this ``.work`` made this run (its ``request.json`` names that root's
+        :func:`mark`): its sealed ``out/`` is that root's build, not this one's to publish."""
+        made = self.request.get("root")
+        return made is not None and made != mark(root)
 
     def hold(self, held: contextlib.ExitStack) -> None:
         """Mark this run live until ``held`` closes; refused if another process is building in it."""
@@ -452,7 +486,9 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     exact.hold(held)
     # a caller with words of its own records them, so that `artifacts gc`, listing the run, names it (a run of
     # --resume's, and one started before 2026-12-01, records none: its request.json is as it was)
-    exact.create({**record, "created": now(), **({"again": again} if again != Run.again else {})})
+    # a .work that is a link (maybe another root's): the run names this root (Run.foreign)
+    exact.create({**record, "created": now(), **({"again": again} if again != Run.again else {}),
+                  **({"root": mark(root)} if symlinked(root, WORK) else {})})
     return exact
 
 
