@@ -155,7 +155,7 @@ def open_sample(path: str, block_size: int | None = None) -> IO[bytes]:
 def open_hashed(path: str) -> tuple[HashingReader, IO[bytes]]:
     """``(raw, stream)``: the file's raw bytes, hashed and counted as they are read, and the
     decompressed stream over them (``raw.drain()`` hashes what the decompressor left)."""
-    raw = HashingReader(_open_raw(path))
+    raw = HashingReader(_open_raw(path), path)
     return raw, decompress(raw, path)
 
 

@@ -6,7 +6,8 @@ files and says what identifies them.
   since the listing by a FIFO or a device is refused instead of hanging the worker) or a store URL
   (an http(s) server that ignores range requests read on as one GET: :mod:`kolectra.corpus.http_reads`).
 - :class:`HashingReader` hashes (SHA-256) and counts the bytes the job reads under the decompressor:
-  a file's content hash comes from its one read, not from a pass of its own.
+  a file's content hash comes from its one read, not from a pass of its own; a store's read that fails
+  after the listing (an object deleted, access withdrawn) is :class:`~kolectra.corpus.read_failures.ReadFailed`.
 - :func:`changed_since` (with :func:`pinned_identity`, the version a store's pinned reads saw) says
   whether a file no longer matches its listing after its read: the job fails naming it instead of
   storing bytes that match neither version.
@@ -20,7 +21,7 @@ import stat
 from typing import IO
 
 from kolectra.core import storage
-from kolectra.corpus import http_reads, inputs
+from kolectra.corpus import http_reads, inputs, read_failures
 
 
 def open_input(path: str) -> IO[bytes]:
@@ -31,8 +32,9 @@ def open_input(path: str) -> IO[bytes]:
     FIFO opens at once) and the kind checked on what was opened (``fstat``: no window between the
     check and the read); :class:`~kolectra.corpus.inputs.InputError` names it as the listing would."""
     if inputs.is_remote(path):
-        # a server that answers a range request with the whole file: read on as one GET (http_reads)
-        return http_reads.ranged_or_whole(storage.open_file(path), path)
+        # a server that answers a range request with the whole file: read on as one GET (http_reads); one
+        # that fails the open after the listing (its HEAD): tried again, or ReadFailed (read_failures)
+        return http_reads.ranged_or_whole(http_reads.opened(path), path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode
@@ -51,13 +53,21 @@ class HashingReader:
     """``read(n)`` over a raw byte stream that hashes (SHA-256) and counts what passes through;
     :meth:`drain` reads the rest, so a file whose decompression failed is still hashed whole."""
 
-    def __init__(self, raw: IO[bytes]):
-        self._raw = raw
+    def __init__(self, raw: IO[bytes], path: str | None = None):
+        self._raw, self._path = raw, path
         self.sha256 = hashlib.sha256()
         self.bytes = 0
 
     def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
+        try:
+            data = self._raw.read(n)
+        except read_failures.ReadFailed:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store's read failing after the listing: ReadFailed, never a bug
+            failed = read_failures.of(self._path, e) if self._path is not None else None
+            if failed is None:
+                raise
+            raise failed from e
         self.sha256.update(data)
         self.bytes += len(data)
         return data

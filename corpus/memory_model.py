@@ -285,9 +285,10 @@ def _read(f: InputFile, start: int, end: int) -> bytes | None:
             fs, path = storage.filesystem(f.where)
             if storage.scheme(f.path) in ("http", "https"):
                 # a server that answers the range with the whole file: read through a megabyte at a time, up to
-                # WHOLE_ANSWER_MOST (cat_file held the answer, a 20 GB input's for its last 32 bytes)
+                # WHOLE_ANSWER_MOST (cat_file held the answer, a 20 GB input's for its last 32 bytes); a failure is
+                # not tried again: an estimate's read, which the job's own read makes again if it must
                 opened = fs.open(path, size=f.bytes, block_size=max(1, end - start), cache_type="none")
-                with http_reads.ranged_or_whole(opened, f.path, skip_most=WHOLE_ANSWER_MOST) as ranged:
+                with http_reads.ranged_or_whole(opened, f.path, skip_most=WHOLE_ANSWER_MOST, waits=()) as ranged:
                     ranged.seek(start)
                     return ranged.read(end - start)
             data = fs.cat_file(path, start=start, end=end)

@@ -31,6 +31,9 @@ REJECTS_FILE = "rejects/rejects.jsonl"
 # one JSON line per input file (source, records_in, rejected, bytes, sha256, damaged?, changed?),
 # sorted by source name; streamed like the rejects, so no worker holds a table of every input file
 FILES_FILE = "stats/files.jsonl"
+# a file row's key, only where the server or store failed the read after the listing (corpus/read_failures.py):
+# why, for the check after the job to name the file (the job then fails: no published row has it)
+READ_FAILED = "read_failed"
 ANALYSER_PROBE = "kiwi_probe"  # the tally of the workers' Kiwi probe hashes (corpus/segment.py: probe_hash)
 # stats.json -> sources repeats files.jsonl's first STATS_SOURCES rows by name (their count and
 # how many are left out beside them): a bounded table, whatever the number of input files
@@ -261,11 +264,14 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
     }
 
 
-def _notable(rows: Iterable[tuple[str, dict]]) -> tuple[dict, dict, tuple | None]:
-    """One pass over the input files' rows: the changed and the damaged ones (name -> why) and
-    the one with the most rejected lines (a 1-line file with its line rejected is not the news)."""
-    changed, damaged, worst = {}, {}, None
+def _notable(rows: Iterable[tuple[str, dict]]) -> tuple[dict, dict, tuple | None, dict]:
+    """One pass over the input files' rows: the changed and the damaged ones (name -> why), the one
+    with the most rejected lines (a 1-line file with its line rejected is not the news), and those
+    whose read the server or store failed (name -> why)."""
+    changed, damaged, worst, failed = {}, {}, None, {}
     for source, row in rows:
+        if row.get(READ_FAILED):
+            failed[source] = row[READ_FAILED]
         if row.get("changed"):
             changed[source] = row["changed"]
         if row.get("damaged"):
@@ -273,7 +279,7 @@ def _notable(rows: Iterable[tuple[str, dict]]) -> tuple[dict, dict, tuple | None
         rank = (row["rejected"], row["rejected"] / max(row["records_in"], 1))
         if worst is None or rank > worst[0]:
             worst = (rank, source, row)
-    return changed, damaged, worst and worst[1:]
+    return changed, damaged, worst and worst[1:], failed
 
 
 def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: str = REJECTS_FILE,
@@ -295,7 +301,13 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
             f"out+rejected+dropped={accounted} ({stats})"
         )
     named = lambda s: paths.get(s, s)  # noqa: E731
-    changed, damaged, worst = _notable(stats["sources"].items() if rows is None else rows)
+    changed, damaged, worst, failed = _notable(stats["sources"].items() if rows is None else rows)
+    if failed:  # first: a file read in part is no change of the file, and no damage to accept
+        raise CorpusError(
+            f"{len(failed)} input file(s) could not be read after the listing: "
+            + "; ".join(f"{named(s)}: {why}" for s, why in sorted(failed.items()))
+            + " (no corpus was kept)"
+        )
     if changed:
         raise CorpusError(
             f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "

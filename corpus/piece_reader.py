@@ -42,12 +42,16 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
     try:
         f = open_input(path)
         f.seek(piece.start)
+    except reader.ReadFailed:  # the server's or store's failure after the listing: named by the job's read step
+        if f is not None:
+            f.close()
+        raise
     except Exception as e:  # noqa: BLE001 - gone since the plan read it: a dead letter, and the file's change
         if f is not None:
             f.close()
         yield {"source": source, "line": piece.first_line, "reason": "damaged_file", "detail": f"cannot open: {reader.error_text(e)}"}
         return
-    raw = HashingReader(_Bounded(f, piece.end - piece.start))
+    raw = HashingReader(_Bounded(f, piece.end - piece.start), path)
     if digest is not None:
         digest["raw"] = raw
     with raw:

@@ -233,7 +233,7 @@ def piece_changed(listed: inputs.InputFile, piece: Piece, bytes_read: int, read_
 
 
 _SUMMED = ("records_in", "rejected")
-_FIRST = ("damaged", "changed")  # the first in the file's order, as the whole file's read would name it
+_FIRST = ("damaged", "changed", outputs.READ_FAILED)  # the first in the file's order, as the whole file's read would name it
 
 
 class CombineRows(beam.CombineFn):

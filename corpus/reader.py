@@ -26,7 +26,10 @@ reject, and anything else one line makes fail an ``unreadable_record`` reject: n
 its file. Ids: a string as it is, a JSON number in one canonical spelling (:func:`canonical_id`),
 anything else an ``invalid_id`` reject. A file whose decompression fails midway (a truncated or corrupted archive, a
 ``.zst`` that is not zstd) or cannot be opened ends in one reject naming the codec's error and
-the line where reading stopped, reason ``damaged_file``; the bytes before it are kept.
+the line where reading stopped, reason ``damaged_file``; the bytes before it are kept. A store URL whose
+server or store fails the read after the listing (an expired signed URL's 403, a 503 that outlasts the
+retries, a deleted object: ``corpus/read_failures.py``) is no damage: its ReadFailed is raised, for the
+job's read step to name the file (the job then fails, exit 2).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from kolectra.core import url_secrets
 from kolectra.corpus import compress, parquet, suffixes
 from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
+from kolectra.corpus.read_failures import ReadFailed
 from kolectra.corpus.source_names import source_namer, source_names  # noqa: F401  (this module's API)
 
 REJECT_REASONS = (
@@ -242,6 +246,8 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
         return
     try:
         raw, stream = compress.open_hashed(path)
+    except ReadFailed:  # a store or server that failed after the listing: the job's read step names it
+        raise
     except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
         yield {"source": source, "line": 1, "reason": "damaged_file", "detail": f"cannot open: {error_text(e)}"}
         return
@@ -251,6 +257,8 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
         with stream:
             try:  # a Parquet file named otherwise (Hive's 000000_0) would be read as lines of its pages
                 head = stream.read(parquet.HEAD) if by_name else b""
+            except ReadFailed:
+                raise
             except Exception as e:  # noqa: BLE001 - a damaged archive: as read_lines says it
                 head = None
                 yield {"source": source, "line": 1, "reason": "damaged_file",
@@ -308,6 +316,8 @@ def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: 
         else:
             for lineno, line in iter_lines(stream, max_line_bytes, first_line=first_line):
                 yield _record(line, lineno, source, fmt, text_field, id_field, max_line_bytes, keep_fields)
+    except ReadFailed:  # not the file's damage: the server's or store's failure, which the job names (steps.py)
+        raise
     except Exception as e:  # noqa: BLE001 - a truncated or corrupted archive: the codec fails midway
         lineno = max(lineno, read[0])
         yield {"source": source, "line": lineno + 1, "reason": "damaged_file",
@@ -381,6 +391,8 @@ def _read_parquet(path: str, source: str, text_field: str, id_field: str, max_te
         raw, _ = compress.open_hashed(path)
         with raw:
             raw.drain()
+    except ReadFailed:
+        raise
     except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
         yield {"source": source, "line": 1, "row": 0, "reason": "damaged_file", "detail": f"cannot open: {error_text(e)}"}
         return
@@ -417,9 +429,13 @@ def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_tex
                                    "detail": error_text(e)[:300]}
                         done += 1
                         yield rec
+                except ReadFailed:
+                    raise
                 except Exception as e:  # noqa: BLE001 - a page of this group that fails to decode
                     yield _parquet_damage(source, done, e, end - done)
                 done = end
+    except ReadFailed:  # the server's or store's failure after the listing, not the file's damage
+        raise
     except parquet.Unreadable as e:  # its footer read, its columns not: the rows it would give are known
         yield _parquet_damage(source, done, e, e.rows, "the file")
     except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a footer that cannot be read

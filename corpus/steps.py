@@ -98,7 +98,8 @@ class ReadAndClean(beam.DoFn):
                                  digest, cfg.keep_fields) if piece is None else
                 piece_reader.read_piece(listed.where, source, cfg.format, cfg.text_field, cfg.id_field, cfg.max_line_bytes,
                                   piece, digest, cfg.keep_fields))
-        for rec in read:
+        failed: list[str] = []  # why the server or store failed the read after the listing (read_failures)
+        for rec in _until_failed(read, failed):
             lines += 1
             reason = rec.get("reason")
             if reason is not None:
@@ -151,14 +152,18 @@ class ReadAndClean(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(SAMPLES, (reason, row))
         if piece is None:
             row = {"records_in": lines, "rejected": rejected, **_file_record(listed, digest, damaged)}
+            if failed:
+                row[outputs.READ_FAILED] = failed[0]
             yield beam.pvalue.TaggedOutput(FILES, (source, row))
         else:  # the piece's part of its file's row, combined with the others' (pieces.CombineRows)
             row = {"at": piece.start, "records_in": lines, "rejected": rejected}
             if damaged:
                 row["damaged"] = damaged
-            changed = pieces.piece_changed(listed, piece, digest.get("bytes", 0), digest.get("identity"))
+            changed = None if failed else pieces.piece_changed(listed, piece, digest.get("bytes", 0), digest.get("identity"))
             if changed:
                 row["changed"] = changed
+            if failed:
+                row[outputs.READ_FAILED] = failed[0]
             yield beam.pvalue.TaggedOutput(pieces.PIECE_ROWS, (source, row))
 
 
@@ -167,6 +172,17 @@ class ReadAndClean(beam.DoFn):
         if self.cfg.mask_pii and webtext.mask_pii(doc_id, self.cfg.language) != doc_id:
             doc_id = f"{source}:{rec['line']}"  # an id that is personal data is not kept either
         return doc_id
+
+
+def _until_failed(records, failed: list[str]):
+    """``records`` until a :class:`~kolectra.corpus.read_failures.ReadFailed` ends them, its ``why`` then
+    put in ``failed``: the file's row carries it to the check after the job, which names the file (an
+    exception would reach the launcher only as Beam's wrapped text: an internal error, with worker
+    processes a traceback's first line)."""
+    try:
+        yield from records
+    except reader.ReadFailed as e:
+        failed.append(e.why)
 
 
 def _file_record(listed: inputs.InputFile, digest: dict, damaged: str | None) -> dict:
