@@ -165,6 +165,22 @@ def names_misfit(path, names: tuple[str, ...], unnamed: list[str], codes: set[in
             f"of its names ({shown}): leave label_names out for a file whose labels are names")
 
 
+def booleans_beside_integers(rows, table) -> str | None:
+    """Why a file whose labels mix JSON or Parquet booleans with integers is refused: ``false``/``true`` and
+    ``0``/``1`` would be four classes, each taking rows of the other's (a boolean had been a bad row, dropped
+    within max_bad_fraction); None when no label is an integer."""
+    lines = dict(zip(rows["label"], rows["line"]))  # a label's last line
+    integers = [x for x in lines if re.fullmatch(r"-?[0-9]+", x)]
+    boolean = next((lines[x] for x in ("true", "false") if x in lines), None)  # (label_names may have refused them)
+    if not integers or boolean is None:
+        return None
+    shown = ", ".join(repr(x) for x in label_order(lines))
+    return (f"{table.where(boolean)}: its labels mix JSON or Parquet booleans "
+            f"(true/false) with integers ({table.where(lines[integers[0]])}: {integers[0]}): they would be the "
+            f"{len(lines)} classes {shown}, false and 0 not one; write the file's labels alike (all true/false, "
+            "or all integers)")
+
+
 class Classify(TextTask):
     name = "classify"
     figures = ("accuracy", "macro_f1")
@@ -172,6 +188,7 @@ class Classify(TextTask):
     names: tuple[str, ...] = ()  # label_names, NFC
     unnamed: list[str] = []
     codes: set[int] | None = None  # the file's labels while each is an integer (None once one is not)
+    booleans = 0  # this file's labels that were JSON or Parquet true/false
 
     def read(self, cfg, train_file, eval_file):
         self.names = tuple(unicodedata.normalize("NFC", n.strip()) for n in getattr(cfg, "label_names", ()))
@@ -179,6 +196,7 @@ class Classify(TextTask):
         return super().read(cfg, train_file, eval_file)
 
     def target(self, value):
+        self.booleans += isinstance(value, bool)
         label = label_text(value)
         if self.codes is not None and self.names:  # more values than names, or one that is no integer: no scale
             self.codes.add(int(label)) if re.fullmatch(r"-?[0-9]{1,18}", label) else self.codes.clear()
@@ -190,14 +208,17 @@ class Classify(TextTask):
             raise
 
     def load(self, path, cfg):
-        self.unnamed, self.codes = [], set()  # this file's labels label_names did not name; its integer labels
+        self.unnamed, self.codes, self.booleans = [], set(), 0  # labels label_names did not name; integer labels
         try:
-            return super().load(path, cfg)
+            rows, table = super().load(path, cfg)
         except FinetuneError as e:
             if not self.unnamed or "malformed" not in str(e) or not (why := names_misfit(path, self.names,
                                                                                         self.unnamed, self.codes)):
                 raise
             raise FinetuneError(why) from None
+        if self.booleans and (why := booleans_beside_integers(rows, table)):
+            raise FinetuneError(why)
+        return rows, table
 
     def fit(self, train, table):
         self.labels = label_order(train["label"])

@@ -66,3 +66,21 @@ def test_boolean_scores_are_refused_in_one_line_that_sends_them_to_classify(tmp_
     mixed = _jsonl(tmp_path / "mixed.jsonl", [True] + [i / 10 for i in range(59)])
     data = Regress().read(dataclasses.replace(config.sample_regress(), max_bad_fraction=0.05), mixed, mixed)
     assert data.facts["train_file"]["bad_lines"] == [{"line": 1, "reason": "score must be a number, got True"}]
+
+
+def test_a_file_mixing_booleans_with_integer_labels_is_refused_not_trained_as_four_classes(tmp_path):
+    """A JSONL file whose labels are true/false in some rows and 0/1 in others (files concatenated) trained the four
+    classes '0', '1', 'false', 'true' without a word (before booleans were read, their rows were bad, dropped within
+    max_bad_fraction); it is now refused in one line naming a row of each (z9). Booleans alone, or beside text labels
+    of a TSV's spelling, are as before."""
+    mixed = _jsonl(tmp_path / "mixed.jsonl", [(i % 2 == 0) if i < 30 else i % 2 for i in range(60)])
+    with pytest.raises(FinetuneError, match=r"mixed\.jsonl:\d+: its labels mix JSON or Parquet booleans \(true/false\) "
+                                            r"with integers \(.*mixed\.jsonl:\d+: [01]\): they would be the 4 classes "
+                                            r"'0', '1', 'false', 'true', false and 0 not one; write the file's labels "
+                                            r"alike"):
+        Classify().read(config.sample_classify(), mixed, mixed)
+    texts = _jsonl(tmp_path / "texts.jsonl", [(i % 2 == 0) if i < 30 else ("true" if i % 2 else "false")
+                                               for i in range(60)])
+    task = Classify()
+    task.read(config.sample_classify(), texts, texts)
+    assert task.labels == ["false", "true"]
