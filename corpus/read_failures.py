@@ -183,7 +183,10 @@ def store_failure(path: str, e: BaseException) -> ReadFailed | None:
         why = ("the store refused its read (access denied) after listing it: credentials or permissions changed "
                "since the listing; restore access and run the same command again")
     elif isinstance(e, storage.StoreError):  # the store's client's failure in one line (core/storage.py)
-        why = f"the store failed it after the listing: {url_secrets.redacted(str(e))}; run the same command again once it answers"
+        said = url_secrets.redacted(str(e).removeprefix(f"{path}: "))
+        then = ("restore access and run the same command again" if "permission" in said else
+                "run the same command again once it answers")
+        why = f"the store refused or failed it after the listing ({said}); {then}"
     elif isinstance(e, (OSError, TimeoutError)) or type(e).__module__.split(".")[0] in ("botocore", "aiobotocore",
                                                                                           "gcsfs", "google", "aiohttp"):
         why = f"the store failed its read ({_said(e)}); run the same command again once it answers"

@@ -41,7 +41,7 @@ import uuid
 from typing import IO, Iterator
 
 from kolectra.core import url_secrets
-from kolectra.corpus import compress, parquet, suffixes
+from kolectra.corpus import compress, parquet, read_failures, suffixes
 from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
 from kolectra.corpus.read_failures import ReadFailed
@@ -432,6 +432,7 @@ def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_tex
                 except ReadFailed:
                     raise
                 except Exception as e:  # noqa: BLE001 - a page of this group that fails to decode
+                    _raise_if_the_server(path, e)
                     yield _parquet_damage(source, done, e, end - done)
                 done = end
     except ReadFailed:  # the server's or store's failure after the listing, not the file's damage
@@ -439,7 +440,15 @@ def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_tex
     except parquet.Unreadable as e:  # its footer read, its columns not: the rows it would give are known
         yield _parquet_damage(source, done, e, e.rows, "the file")
     except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a footer that cannot be read
+        _raise_if_the_server(path, e)
         yield _parquet_damage(source, done, e)
+
+
+def _raise_if_the_server(path: str, e: Exception) -> None:
+    """An https Parquet file's read that its server failed (pyarrow raises aiohttp's error as it is; its
+    random reads are fsspec's, not retried): the ReadFailed the job names, not the file's damage."""
+    if path[:8].lower().startswith(("http://", "https://")) and (failed := read_failures.of(path, e)) is not None:
+        raise failed from e
 
 
 def _parquet_damage(source: str, done: int, e: Exception, lost: int | None = None, whose: str = "its row group") -> dict:

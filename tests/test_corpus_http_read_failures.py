@@ -202,6 +202,33 @@ def test_a_cut_read_goes_on_from_where_it_stopped_byte_exact(ranges, monkeypatch
         server.close()
 
 
+def test_a_parquet_files_rows_refused_by_the_server_are_its_failure_not_the_files_damage(monkeypatch):
+    """Before: one ``damaged_file`` dead letter 'parquet error after row 0: ClientResponseError: 403' (exit 2
+    'damaged input file(s)... accept what could be read with --set max_damaged_files=1')."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kolectra.corpus import reader
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"text": [f"review {i} of a film" for i in range(2000)]}), buf, row_group_size=500)
+    server = Server(buf.getvalue())
+    rows = reader.parquet_rows
+
+    def refused_from_here(*a, **k):  # the file's hashing pass read it; its rows' reads are refused
+        server.armed, server.always = True, "403"
+        return rows(*a, **k)
+
+    monkeypatch.setattr(reader, "parquet_rows", refused_from_here)
+    try:
+        with pytest.raises(reader.InputError, match=r"reviews.parquet: the server refused to serve it \(403 Forbidden\)"):
+            list(reader.read_file(server.url("reviews.parquet"), "reviews", "auto", "text", "id", 10_000))
+    finally:
+        server.close()
+
+
 def test_a_bad_retry_setting_is_refused_in_words(monkeypatch):
     from kolectra.corpus import read_failures
 

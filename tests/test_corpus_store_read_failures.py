@@ -1,13 +1,16 @@
-"""An s3:// input deleted after the listing (as the job starts) is one line, exit 2, naming it: not an internal
-error, not a "damaged" file to accept. moto's S3 server, reached by s3fs as a user's bucket is."""
+"""An s3:// input deleted after the listing (as the job starts), a gs:// one whose access is withdrawn then, is
+one line, exit 2, naming it: not an internal error, not a "damaged" file to accept. moto's S3 server and
+fake-gcs-server, reached by s3fs and gcsfs as a user's bucket is."""
 
 from __future__ import annotations
 
 import json
+import os
 
 from kolectra.core import storage
 from kolectra.corpus import listing
 from kolectra.pipeline.cli import main
+from tests.gcs_support import gcs_endpoint, gs_bucket, iam  # noqa: F401  (fixtures)
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 BODY = "".join(json.dumps({"text": f"The film was a delight and every actor was at their best, review {i}."}) + "\n"
@@ -55,3 +58,34 @@ def test_a_store_read_refused_or_pinned_to_a_version_gone_says_which():
     assert said["PreconditionFailed"].startswith("it changed during the read")
     assert said["SlowDown"].startswith("the store failed its read (OSError:")
     assert read_failures.of("s3://b/x", TypeError("a bug")) is None and read_failures.of("/local/x", OSError()) is None
+
+
+def test_a_gs_object_whose_read_is_refused_after_the_listing_is_one_line_naming_it(gs_bucket, tmp_path,  # noqa: F811
+                                                                                  monkeypatch, capfd):
+    """Access withdrawn as the job starts (fake-gcs-server behind a front that answers GCS's 403 from then on:
+    the IAM it does not model). Before: the 'damaged input file(s)' line, or an internal error."""
+    url = f"{gs_bucket}/in/reviews.jsonl"
+    storage.write_bytes(url, BODY)
+    withdrawn = []
+    refused = (403, "team@p.iam.gserviceaccount.com does not have storage.objects.get access to the Google Cloud "
+                    "Storage object. Permission 'storage.objects.get' denied on resource (or it may not exist).")
+    write = listing.write
+
+    def withdrawing(*a, **k):  # the job starts: access goes
+        withdrawn.append(True)
+        return write(*a, **k)
+
+    monkeypatch.setattr(listing, "write", withdrawing)
+    with iam(os.environ["STORAGE_EMULATOR_HOST"], lambda method, path: refused if withdrawn else None) as front:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", front.url)
+        storage.reset()
+        try:
+            code = main(["corpus", "--input", url, "--out", str(tmp_path / "root"), "--set", "language=en"])
+        finally:
+            monkeypatch.undo()
+            storage.reset()
+    err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("kolectra corpus:")]
+    assert code == 2 and len(lines) == 1 and "internal error" not in err, err  # (the front's threads print theirs)
+    assert f"could not be read after the listing: {url}: the store refused or failed it after the listing (permission" \
+        in lines[0] and "restore access" in lines[0], lines[0]
