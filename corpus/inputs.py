@@ -182,8 +182,10 @@ def _sorted_listing(patterns: list[str], dynamic: dict | None = None) -> Iterato
             if why := _unusable(path):
                 raise InputError(why)
             # a line of the sort: the path, or with what the listing knew a JSON list (never a
-            # path: those start with "/" or a scheme)
-            batch.append((path, json.dumps([path, *known], ensure_ascii=False) if known else path))
+            # path: those start with "/" or a scheme), in the order of the recorded paths (a URL's
+            # less its credentials, url_secrets: the path itself for any other), so that two URLs
+            # recorded as one come together, to be joined or refused below, whatever sorts between them
+            batch.append((url_secrets.recorded(path), json.dumps([path, *known], ensure_ascii=False) if known else path))
             n += 1
             if len(batch) == LIST_BATCH:
                 yield batch

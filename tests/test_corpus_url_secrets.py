@@ -183,3 +183,17 @@ def test_a_url_signed_the_older_way_or_with_a_google_api_key_is_recorded_without
     assert not [s for s in SECRETS if s in _published_text(art.path) + capsys.readouterr().err]
     [f] = inputs.list_inputs([f"{server}/reviews.jsonl?alt=media&key={GOOGLE_KEY}"])
     assert f.path == f"{server}/reviews.jsonl?alt=media" and GOOGLE_KEY not in f.identity
+
+
+def test_urls_recorded_as_one_are_told_apart_or_joined_whatever_sorts_between_them(server):
+    """The listing sorted the URLs as given and joined (or refused) two recorded as one only when next to each
+    other: a URL between them (``?id=2`` sorts between ``reviews.jsonl`` and ``reviews.jsonl?token=A``) left
+    the same file read twice, and two files that differ only in a token (``?token=A``, ``?token=B``, with
+    ``?token=AB&id=2`` between) recorded under one path, both read. They are sorted by their recorded form."""
+    found = inputs.list_inputs([f"{server}/reviews.jsonl", f"{server}/reviews.jsonl?id=2",
+                                f"{server}/reviews.jsonl?token=A"])
+    assert [f.path for f in found] == [f"{server}/reviews.jsonl", f"{server}/reviews.jsonl?id=2"]
+    with pytest.raises(inputs.InputError, match="differ only in credentials") as e:
+        inputs.list_inputs([f"{server}/reviews.jsonl?token=A", f"{server}/reviews.jsonl?token=AB&id=2",
+                            f"{server}/reviews.jsonl?token=B"])
+    assert "token=" not in str(e.value)
