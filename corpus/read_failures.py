@@ -7,7 +7,8 @@ RuntimeError: aiohttp.client_exceptions.ClientResponseError: 403 ...`` (with wor
 line of Beam's wrapped traceback), as if kolectra were at fault. Now:
 
 - an http(s) read (:mod:`kolectra.corpus.http_reads`) that fails in a way that may pass (5xx, 408, 429, a
-  reset or cut connection, no answer in time) is tried again after :data:`RETRY_WAITS`, from the byte
+  reset or cut connection, no answer in time: once only, :data:`TIMEOUT_RETRIES`) is tried again after
+  :data:`RETRY_WAITS`, from the byte
   where it stopped (a server that ignores ``Range`` is read again from its start, the bytes already read
   skipped: the read stays byte-exact, its SHA-256 that of the file). fsspec's HTTP file system retries
   nothing, and its ``client_kwargs`` reach an ``aiohttp.ClientSession``, which has no retry option either;
@@ -38,6 +39,9 @@ from kolectra.corpus.inputs import InputError, is_remote
 # restart slowly, or tests, which cannot reach worker processes' constants.
 RETRY_WAITS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
 WAITS_VARIABLE = "KOLECTRA_READ_RETRY_WAITS"
+# a read that ran out of time is tried again this many times only: each try of a server that takes the
+# connection and sends nothing waits out the request's bound (aiohttp's 300 s), 6 tries half an hour
+TIMEOUT_RETRIES = 1
 MOST_RETRY_AFTER = 30.0  # a 429/503's Retry-After is honoured up to this many seconds
 # the statuses that may pass: a timeout, too many requests, a server's error, its gateway's
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -116,6 +120,8 @@ def wait_before(e: BaseException, attempt: int, waits: tuple[float, ...]) -> flo
     not to be retried (a failure that will not pass, or ``waits`` spent)."""
     if attempt >= len(waits) or not transient(e):
         return None
+    if attempt >= TIMEOUT_RETRIES and any(isinstance(c, TimeoutError) for c in _chain(e)):
+        return None  # each try of a server that went mute waited out its bound (aiohttp's 300 s) already
     wait = waits[attempt] * random.uniform(0.8, 1.2)  # jitter: many workers do not all come back at once
     headers = next((c.headers for c in _chain(e) if getattr(c, "headers", None) is not None), None)
     try:

@@ -229,6 +229,23 @@ def test_a_parquet_files_rows_refused_by_the_server_are_its_failure_not_the_file
         server.close()
 
 
+def test_a_read_that_ran_out_of_time_is_tried_again_once_not_for_half_an_hour():
+    """Each try of a server that went mute waits out aiohttp's 300 s: 6 of them would hold a worker 30 minutes."""
+    import asyncio
+
+    import aiohttp
+
+    from kolectra.corpus import read_failures
+
+    waits = read_failures.RETRY_WAITS
+    for timed_out in (asyncio.TimeoutError(), aiohttp.ServerTimeoutError("Timeout on reading data from socket")):
+        assert read_failures.wait_before(timed_out, 0, waits) is not None
+        assert read_failures.wait_before(timed_out, 1, waits) is None
+    reset = aiohttp.ClientOSError(104, "Connection reset by peer")
+    assert all(read_failures.wait_before(reset, i, waits) is not None for i in range(len(waits)))
+    assert read_failures.wait_before(reset, len(waits), waits) is None
+
+
 def test_a_bad_retry_setting_is_refused_in_words(monkeypatch):
     from kolectra.corpus import read_failures
 
