@@ -42,8 +42,8 @@ save, so ``--resume`` continues from the store on any machine (:mod:`.remote_run
 :mod:`.lease`'s.
 
 ``kolectra artifacts gc`` removes prefixes without a manifest whose lease has expired (or that
-have none), expired leases, and run state of published requests. Keys read from the store name
-local files only through :func:`kolectra.core.storage.local_target`.
+have none), expired leases, and run state of published requests (:mod:`.remote_gc`). Keys read
+from the store name local files only through :func:`kolectra.core.storage.local_target`.
 """
 
 from __future__ import annotations
@@ -57,13 +57,14 @@ from typing import Callable
 from kolectra.core import conditional, scratch, storage
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, inputs, sweep, workspace
+from kolectra.pipeline.store import followers, inputs, workspace
 from kolectra.pipeline.store.artifacts import PUBLISHED, Resumable, Store, said_published
-from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, written_at
-from kolectra.pipeline.store.lease import LOCKS, Lease, LeaseLost
+from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others
+from kolectra.pipeline.store.lease import Lease, LeaseLost
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, hash_tree, sha256_file, unsafe_path
 from kolectra.pipeline.store.remote_artifacts import load_remote, remote_problems, upath
-from kolectra.pipeline.store.remote_runs import CHECKPOINTS, WORK, RemoteRun, StoreRuns, cache_root
+from kolectra.pipeline.store.remote_gc import StoreCollect
+from kolectra.pipeline.store.remote_runs import WORK, StoreRuns, cache_root
 from kolectra.pipeline.store.request import (
     Request,
     check_layout,
@@ -75,14 +76,13 @@ from kolectra.pipeline.store.request import (
     reusing,
 )
 from kolectra.pipeline.store.roots import unfollowed
-from kolectra.pipeline.store.workspace import TMP_NAME
 
 # set on a second stop that came while the store was asked whether a build's manifest landed, or on the
 # failure of its write when the store could not be asked: unknown
 UNSURE = "kolectra_publish_unsure"
 
 
-class RemoteStore(StoreRuns, Store):
+class RemoteStore(StoreRuns, StoreCollect, Store):
     """A store root's artifacts (finding, checking, building); ``root`` is a URL."""
 
     def __init__(self, root: str, catalogs: Callable[[Path | str], Catalog]):
@@ -456,69 +456,6 @@ class RemoteStore(StoreRuns, Store):
         if not refused or damaged:
             e.add_note(f"{request.kind}: nothing published under {final}"
                        + (f"; {damaged}" if damaged else "; the copy published there before is kept" if kept else ""))
-
-    # ---- clean-up --------------------------------------------------------------------------
-    def collect(self, interrupted: bool = False, dry_run: bool = False):
-        """Orphaned prefixes (no manifest) whose lease expired or that have none, expired leases,
-        run state of published requests (and with ``interrupted`` all run state)."""
-        removed: list[str] = []
-        kept: list = []
-
-        def leased(kind: str, aid: str) -> bool:  # by the store's clock: a clock ahead here removes nothing live
-            return Lease(self.url, kind, aid).live()
-
-        def drop(url: str, recursive: bool = True) -> None:
-            removed.append(url)
-            if not dry_run:
-                storage.remove(url, recursive=recursive)
-
-        for kind in KINDS:
-            for name in storage.children(self._kind_url(kind)):
-                aid = name.rpartition("-")[2]
-                prefix = storage.join(self._kind_url(kind), name)
-                if not storage.exists(storage.join(prefix, MANIFEST)) and not leased(kind, aid):
-                    drop(prefix)
-        for name in storage.children(storage.join(self.url, WORK)):
-            kind, _, aid = name.rpartition("-")
-            if leased(kind, aid):
-                continue
-            at = self.published_at(kind, aid)  # a run started after the published copy is a rebuild's: kept
-            started = written_at(storage.join(self.url, WORK, name, workspace.REQUEST)) or 0.0
-            if interrupted or (at is not None and at >= started) or not self._run_holds_state(name):
-                drop(storage.join(self.url, WORK, name))
-            else:
-                kept.append(RemoteRun(storage.join(self.url, WORK, name)))
-        for name in storage.children(storage.join(self.url, LOCKS)):
-            kind, _, rest = name.partition("-")
-            aid = rest.removesuffix(".lease")
-            url = storage.join(self.url, LOCKS, name)
-            if name.endswith(".lease") and (version := Lease(self.url, kind, aid).expired_version()) is not None:
-                # conditionally on the expired version read: a lease taken over since is the new holder's
-                if dry_run or conditional.remove_if(url, version):
-                    removed.append(url)
-        local = self._local_root()
-        if local.is_dir():
-            gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run)
-            removed += [str(p) for p in gone]
-        # build directories a kolectra before 2026-12-01 made in the cache's own .tmp, unmarked: left by killed
-        # builds, which nothing swept (one whose request this root still leases may be live: kept)
-        old = cache_root() / workspace.TMP
-        for d in sorted(old.iterdir()) if old.is_dir() and not old.is_symlink() else []:
-            m = TMP_NAME.match(d.name)
-            if m and d.is_dir() and not d.is_symlink() and not workspace.live(d) and not leased(m["kind"], m["id"]):
-                removed.append(str(d))
-                if not dry_run:
-                    shutil.rmtree(d, ignore_errors=True)
-        return removed, kept
-
-    def _run_holds_state(self, name: str) -> bool:
-        """Whether an interrupted run in ``ROOT/.work/NAME`` holds anything ``--resume`` could continue: a
-        checkpoint's object in the store (even one whose copy was cut short), or working state in this machine's
-        cache. A run stopped before its first checkpoint was copied left its request.json alone there: gc kept it
-        as 'interrupted run (0.0 MB): --resume continues it', and --resume said 'nothing to resume'."""
-        if any(rel.startswith(f"out/{CHECKPOINTS}/") for rel in storage.listing(storage.join(self.url, WORK, name))):
-            return True
-        return bool(workspace.Run(self._local_root() / workspace.WORK / name).state())
 
 
 def _remote(art: Artifact) -> bool:

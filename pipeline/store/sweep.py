@@ -1,7 +1,7 @@
 """Clean-up of the store's private areas (``.tmp``, ``.work``, ``.locks``: :mod:`.workspace` says what
 each holds): what no live process holds and nothing can use is removed whenever a build starts, and by
 ``kolectra artifacts gc`` (``--interrupted`` also removes interrupted runs). Called by the disk store
-(``artifacts.py``) and, on its local cache, by the bucket store (``remote.py``)."""
+(``artifacts.py``) and, on its local cache, by the bucket store's gc (``remote_gc.py``)."""
 
 from __future__ import annotations
 
