@@ -113,9 +113,26 @@ def filesystem(url: str):
             extra = EXTRAS.get(proto)
             hint = f"pip install '{extra}'" if extra else f"install the fsspec implementation of {proto}://"
             raise StoreError(f"{url}: no filesystem for {proto}:// on this machine ({hint}): {e}") from None
+        if needs := _server_arguments(cls):  # ftp://, sftp://, smb://, webhdfs://: one filesystem a server
+            raise StoreError(f"{url}: kolectra does not read {proto}:// (its fsspec filesystem is made for one "
+                             f"{' and '.join(needs)}, which kolectra does not pass it): download the file and name the "
+                             "local copy, or put it on s3://, gs:// or an http(s):// server")
         fs = cls(use_listings_cache=False, skip_instance_cache=True, **client_options(proto))
         _FILESYSTEMS[proto] = fs
     return fs, fs._strip_protocol(url)
+
+
+def _server_arguments(cls) -> list[str]:
+    """The arguments a filesystem class takes without a default (FTP's ``host``): made without them, a
+    TypeError was an internal error (and the half-made object's ``__del__`` printed a traceback)."""
+    import inspect  # noqa: PLC0415
+
+    try:
+        params = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.name != "self" and p.default is p.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def describe_failure(url: str, e: BaseException) -> str:

@@ -33,6 +33,8 @@ _SIGNATURES = {"signature", "sig", "x-amz-signature", "x-goog-signature", "q-sig
 # ``key`` is a Google API key only by its value (AIza and 35 more): elsewhere it may select the content
 _GOOGLE_API_KEY = re.compile(r"AIza[0-9A-Za-z_-]{35}")
 _URL = re.compile(r"https?://[^\s'\"<>]+", re.IGNORECASE)
+# the user:password@ of a URL of any other scheme (ftp://, sftp://, smb://: refused, but named in the error)
+_USERINFO = re.compile(r"(?<![\w+.-])([A-Za-z][\w+.-]*://)[^\s'\"<>/?#@]+@")
 
 
 def recorded(url: str) -> str:
@@ -59,5 +61,6 @@ def recorded(url: str) -> str:
 
 
 def redacted(text: str) -> str:
-    """``text`` (a message, a command line) with each http(s) URL in it in its recorded form."""
-    return _URL.sub(lambda m: recorded(m.group(0)), text) if "://" in text else text
+    """``text`` (a message, a command line) with each http(s) URL in it in its recorded form, and any other
+    URL without its ``user:password@``."""
+    return _USERINFO.sub(r"\1", _URL.sub(lambda m: recorded(m.group(0)), text)) if "://" in text else text

@@ -197,3 +197,24 @@ def test_urls_recorded_as_one_are_told_apart_or_joined_whatever_sorts_between_th
         inputs.list_inputs([f"{server}/reviews.jsonl?token=A", f"{server}/reviews.jsonl?token=AB&id=2",
                             f"{server}/reviews.jsonl?token=B"])
     assert "token=" not in str(e.value)
+
+
+def test_an_input_whose_filesystem_needs_its_server_is_refused_in_one_line_without_its_password(
+        tmp_path, capfd, monkeypatch):
+    """``--input ftp://user:password@host/...`` (an fsspec protocol, as the help's 'hdfs://' suggests) was
+    'internal error: TypeError: FTPFileSystem.__init__() missing 1 required positional argument: 'host'' (the
+    half-made filesystem's ``__del__`` printing a traceback after it), with the password in the command line
+    ROOT/.logs kept: kolectra makes one filesystem a protocol, never one a server. Now one line, exit 2, and
+    a URL of any scheme is named without its ``user:password@``."""
+    from kolectra.pipeline.cli import main
+
+    root = tmp_path / "root"
+    argv = ["corpus", "--input", "ftp://user:hunter2@127.0.0.1:1/reviews.jsonl", "--out", str(root)]
+    monkeypatch.setattr(sys, "argv", ["kolectra", *argv])
+    assert main(argv) == 2
+    err = capfd.readouterr().err
+    assert "kolectra does not read ftp:// (its fsspec filesystem is made for one host" in err
+    assert "internal error" not in err and "Traceback" not in err and "hunter2" not in err
+    assert not (root / ".logs").exists()
+    assert redacted("smb://u:pw@host/share/a.txt, sftp://me@h/x and s3://b/k@v") == \
+        "smb://host/share/a.txt, sftp://h/x and s3://b/k@v"
