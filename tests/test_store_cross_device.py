@@ -75,3 +75,41 @@ def test_a_private_area_linked_on_the_same_file_system_still_builds(tmp_path):
     assert len(calls) == 3 and again.path == built.path and store.verify(built) == [] and store.verify(run) == []
     assert not any((shared / ".tmp").iterdir()) and not any((shared / ".work").iterdir())
     assert sorted(p.name for p in root.iterdir()) == [".locks", ".tmp", ".work", "checkpoint", "corpus"]
+
+
+@pytest.fixture
+def mounted_kind(tmp_path, elsewhere):
+    """``ROOT/corpus`` a mount point of another file system (a bind mount of a folder on ``elsewhere``)."""
+    import subprocess
+
+    root = tmp_path / "root"
+    (root / "corpus").mkdir(parents=True)
+    if subprocess.run(["mount", "--bind", str(elsewhere), str(root / "corpus")], capture_output=True).returncode:
+        pytest.skip("no bind mount here (not root)")
+    yield root
+    subprocess.run(["umount", str(root / "corpus")], check=True)
+
+
+def test_a_kind_folder_that_is_a_mount_of_another_file_system_is_refused_before_the_stage_runs(mounted_kind):
+    """``ROOT/<kind>`` a disk mounted there (a big disk for checkpoints): the private areas were on the root's file
+    system, so the check passed, and the build ran its whole stage, then failed on ``Invalid cross-device link`` as it
+    was renamed into ``ROOT/<kind>`` (z9). It is refused before the stage runs, naming the folder and the way out."""
+    root, calls = mounted_kind, []
+    (root / ".tmp").mkdir()
+    with pytest.raises(ArtifactError) as e:
+        Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
+    assert calls == [], "the stage ran, then its build could not be published"
+    line = describe(e.value)
+    assert f"{root / 'corpus'} is another file system (or mount) than {root / '.tmp'}" in line, line
+    assert "mount the disk at the root instead (--out on it)" in line
+    assert not any((root / "corpus").iterdir()) and not any((root / ".tmp").iterdir())
+
+
+def test_a_kind_folder_on_the_root_s_file_system_builds_and_a_probe_a_kill_left_there_is_removed(tmp_path):
+    """The probe that finds a mount at ``ROOT/<kind>`` renames an empty folder into it: one a kill left there (which
+    ``kolectra artifacts list`` names as an incomplete artifact) is removed by the next build's check."""
+    root, calls = tmp_path / "root", []
+    (root / "corpus" / ".kolectra-rename-0badf00d").mkdir(parents=True)
+    (root / ".tmp").mkdir()  # a root built in before (the probe runs where the area is)
+    built = Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
+    assert len(calls) == 1 and sorted(p.name for p in (root / "corpus").iterdir()) == [built.path.name]

@@ -290,7 +290,7 @@ class Store(Catalog):
         ``--force`` rebuild over a copy published there (:func:`.workspace.open_run`)."""
         # a resumable build is published from .work; a --force'd copy moves aside into .tmp
         for area in (workspace.TMP, workspace.WORK) if resumable else (workspace.TMP,):
-            if why := workspace.crossing(self.root, area):
+            if why := workspace.crossing(self.root, area, request.kind):
                 raise ArtifactError(why)
         if not resumable:
             return workspace.private_dir(self.root, request.kind, request.id(), held), None

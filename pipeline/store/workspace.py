@@ -237,12 +237,16 @@ def unmark(d: Path) -> None:
 def leftovers(root: Path, kind: str, aid: str) -> list[Path]:
     """``.tmp`` directories of earlier attempts at this request that no process holds (dead while we
     hold its request lock, unless a root sharing this ``.tmp`` is building the same request); not a complete
-    build another root sharing it left there (:func:`foreign`)."""
+    build another root sharing it left there (:func:`foreign`); in a ``.tmp`` that is a link, not a complete build
+    this root did not mark (the unmarked ones are the builds of the root whose folder it is: this root's next build
+    of the same request published them as its own, and that root lost them)."""
     tmp = root / TMP
     if not tmp.is_dir():
         return []
+    shared = symlinked(root, TMP) is not None
     return sorted(d for d in tmp.iterdir() if (m := TMP_NAME.match(d.name)) and m["id"] == aid
-                  and m["kind"] == kind and not live(d) and not (foreign(root, d) and (d / MANIFEST).is_file()))
+                  and m["kind"] == kind and not live(d)
+                  and not ((foreign(root, d) or shared and not own(root, d)) and (d / MANIFEST).is_file()))
 
 
 def symlinked(root: Path, area: str) -> str | None:
@@ -255,11 +259,12 @@ def symlinked(root: Path, area: str) -> str | None:
     return None
 
 
-def crossing(root: Path, area: str) -> str | None:
+def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
     """Why a build in the private area ``ROOT/<area>`` could not be published (or a copy moved aside there): it is
     on another file system or mount than ``root`` (a link to a scratch disk), and a rename cannot cross them; or
-    None. Found by renaming an empty folder from there into ``root`` and back out of it, before the stage runs:
-    such a build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
+    ``ROOT/<kind>``, where it is published, is (a disk mounted there); or None. Found by renaming an empty folder
+    from there into ``root`` (and on into ``ROOT/<kind>`` where that folder is), before the stage runs: such a
+    build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
     src = root / area
     if not src.is_dir():  # none yet: made in the root, on its file system
         return None
@@ -271,9 +276,19 @@ def crossing(root: Path, area: str) -> str | None:
     try:
         os.rename(probe, root / probe.name)
         probe = root / probe.name
+        if kind is not None and (root / kind).is_dir() and not (root / kind).is_symlink():
+            for left in (root / kind).glob(".kolectra-rename-*"):  # a kill between rename and rmdir: `list` named it
+                with contextlib.suppress(OSError):
+                    left.rmdir()
+            os.rename(probe, root / kind / probe.name)
+            probe = root / kind / probe.name
     except OSError as e:
         if e.errno != errno.EXDEV:
             return None
+        if probe.parent == root:  # into the root it went: ROOT/<kind> is the other file system
+            return (f"{root / kind} is another file system (or mount) than {src}: a build is published by renaming "
+                    f"it from {src} into {root / kind}, which cannot cross file systems nor mount points; mount the "
+                    f"disk at the root instead (--out on it), or make {kind} a folder of {root}")
         led = f" (it leads to {src.resolve()})" if src.is_symlink() else ""
         return (f"{src} is on another file system (or mount) than {root}{led}: a build is published by renaming it "
                 f"from there into {root}, which cannot cross file systems nor mount points; make {area} a folder of "
