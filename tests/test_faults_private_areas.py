@@ -96,6 +96,24 @@ def test_a_root_linking_its_tmp_publishes_its_own_build_a_kill_left_there_at_its
     assert list((a / ".tmp").iterdir()) == []  # the older copy too (before: left in a's .tmp)
 
 
+def test_a_build_of_a_root_linking_its_tmp_leaves_the_owning_roots_complete_build_alone(tmp_path):
+    """Root b's .tmp is root a's; a's --force killed -9 between its renames left a's copy in a's .tmp (unmarked: a's
+    own folder). b's next build of the same request published it into b (leftovers took any unmarked entry), so a's
+    artifact was gone from a, and a's gc had nothing to put back. b now builds its own, and a's gc publishes a's."""
+    a, b, calls = tmp_path / "a", tmp_path / "b", []
+    (a / ".tmp").mkdir(parents=True)
+    b.mkdir()
+    (b / ".tmp").symlink_to(a / ".tmp")
+    assert child("toy", str(a), "none", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(a))
+    assert child("toy", str(a), "old_moved", "--force", "--text", "same").returncode == -signal.SIGKILL
+    Store(b).build(toy_request("same"), _writes("b's own", calls))
+    assert calls, "b published a's complete build as its own"
+    assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    art = Store(a).find("corpus", first.id)
+    assert art is not None and art.path == first.path and Store(a).verify(art) == []
+
+
 def test_a_sealed_run_of_a_root_sharing_this_work_is_left_to_that_root(tmp_path, capsys):
     """The same for a .work: b's resumable --force killed between its renames left its new build sealed in its run's
     out/ (in a's .work); a's gc published it into a (and removed b's run). It is b's now (its request.json names b),
