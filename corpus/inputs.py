@@ -358,7 +358,8 @@ def identify(path: str, time_stamp: bool = True) -> InputFile:
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the store raises names the input
-        raise InputError(f"cannot read the metadata of input {path!r}: {e}") from None
+        # without a URL's credentials: the check after a read (input_reads.changed_since) records this in stats
+        raise InputError(url_secrets.redacted(f"cannot read the metadata of input {path!r}: {e}")) from None
 
 
 def _info(path: str) -> dict:

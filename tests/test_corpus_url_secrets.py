@@ -218,3 +218,32 @@ def test_an_input_whose_filesystem_needs_its_server_is_refused_in_one_line_witho
     assert not (root / ".logs").exists()
     assert redacted("smb://u:pw@host/share/a.txt, sftp://me@h/x and s3://b/k@v") == \
         "smb://host/share/a.txt, sftp://h/x and s3://b/k@v"
+
+
+def test_a_signed_url_refused_at_the_check_after_its_read_is_recorded_without_its_signature(tmp_path):
+    """A signed URL that expires between the job's read and the check after it (input_reads.changed_since asks
+    the server again) failed the job as changed, and the reason kept in ROOT/failed/.../stats.json and
+    stats/files.jsonl was 'cannot read the metadata of input 'https://...?X-Amz-Credential=AKIA...&
+    X-Amz-Signature=...'', key id and signature; it is recorded without them."""
+    from kolectra.corpus import input_reads
+
+    class Expired(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_HEAD(self):
+            self.send_error(403)
+
+        do_GET = do_HEAD
+
+    served = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Expired)
+    threading.Thread(target=served.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{served.server_port}/reviews.jsonl{_signed('SIGSECRET')}"
+        listed = inputs.object_file(url, 100, '"v1"')
+        why = input_reads.changed_since(listed, 100)
+    finally:
+        served.shutdown()
+        served.server_close()
+    assert why is not None and f"cannot read the metadata of input '{listed.path}'" in why
+    assert not [s for s in SECRETS if s in why], why
