@@ -95,14 +95,15 @@ def test_a_kind_folder_that_is_a_mount_of_another_file_system_is_refused_before_
     system, so the check passed, and the build ran its whole stage, then failed on ``Invalid cross-device link`` as it
     was renamed into ``ROOT/<kind>`` (z9). It is refused before the stage runs, naming the folder and the way out."""
     root, calls = mounted_kind, []
-    (root / ".tmp").mkdir()
-    with pytest.raises(ArtifactError) as e:
-        Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
-    assert calls == [], "the stage ran, then its build could not be published"
-    line = describe(e.value)
-    assert f"{root / 'corpus'} is another file system (or mount) than {root / '.tmp'}" in line, line
-    assert "mount the disk at the root instead (--out on it)" in line
-    assert not any((root / "corpus").iterdir()) and not any((root / ".tmp").iterdir())
+    for made in (False, True):  # a fresh root (no .tmp yet), then one built in before
+        with pytest.raises(ArtifactError) as e:
+            Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
+        assert calls == [], "the stage ran, then its build could not be published"
+        line = describe(e.value)
+        assert f"{root / 'corpus'} is another file system (or mount) than {root}: a build is published" in line, line
+        assert "mount the disk at the root instead (--out on it)" in line
+        assert not any((root / "corpus").iterdir()) and not any(p.name.startswith(".kolectra") for p in root.iterdir())
+        (root / ".tmp").mkdir(exist_ok=made)
 
 
 def test_a_kind_folder_on_the_root_s_file_system_builds_and_a_probe_a_kill_left_there_is_removed(tmp_path):

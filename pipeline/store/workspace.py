@@ -266,17 +266,20 @@ def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
     from there into ``root`` (and on into ``ROOT/<kind>`` where that folder is), before the stage runs: such a
     build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
     src = root / area
-    if not src.is_dir():  # none yet: made in the root, on its file system
+    into = kind is not None and (root / kind).is_dir() and not (root / kind).is_symlink()
+    if not src.is_dir() and not into:  # none yet: made in the root, on its file system
         return None
-    probe = src / f".kolectra-rename-{uuid.uuid4().hex[:8]}"  # an area's sweep passes over it (not a build's name)
+    # none yet: the probe starts in the root, where the area is made
+    probe = (src if src.is_dir() else root) / f".kolectra-rename-{uuid.uuid4().hex[:8]}"  # no build's name
     try:
         probe.mkdir()
     except OSError:
         return None  # not writable: the build says so where it writes, as before
     try:
-        os.rename(probe, root / probe.name)
-        probe = root / probe.name
-        if kind is not None and (root / kind).is_dir() and not (root / kind).is_symlink():
+        if probe.parent != root:
+            os.rename(probe, root / probe.name)
+            probe = root / probe.name
+        if into:
             for left in (root / kind).glob(".kolectra-rename-*"):  # a kill between rename and rmdir: `list` named it
                 with contextlib.suppress(OSError):
                     left.rmdir()
@@ -286,7 +289,7 @@ def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
         if e.errno != errno.EXDEV:
             return None
         if probe.parent == root:  # into the root it went: ROOT/<kind> is the other file system
-            return (f"{root / kind} is another file system (or mount) than {src}: a build is published by renaming "
+            return (f"{root / kind} is another file system (or mount) than {root}: a build is published by renaming "
                     f"it from {src} into {root / kind}, which cannot cross file systems nor mount points; mount the "
                     f"disk at the root instead (--out on it), or make {kind} a folder of {root}")
         led = f" (it leads to {src.resolve()})" if src.is_symlink() else ""
