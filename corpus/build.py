@@ -44,7 +44,7 @@ from kolectra.core import scratch, stops, storage
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress, warn
 from kolectra.core.verbosity import NORMAL
-from kolectra.corpus import drops, field_check, inputs, languages, neardup_beam, outputs, pieces, reader
+from kolectra.corpus import drops, field_check, inputs, languages, neardup_beam, outputs, pieces, read_failures, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.checked_json import checked_json_bytes, checked_note, jsonl_text_share, parquet_text_per_byte
 from kolectra.corpus.config import CorpusConfig
@@ -288,6 +288,10 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     listed = inputs.list_inputs(list(patterns)) if listed is None else listed
     if not listed:  # list_inputs refuses a pattern with no match; a caller's own empty listing too
         raise CorpusError("corpus: no input files")
+    if any(inputs.is_remote(f.where) for f in listed):
+        # a malformed KOLECTRA_READ_RETRY_WAITS is refused here, in one line: met first by the job's reads, it made
+        # every store input a "damaged" file (cannot open), which max_damaged_files accepts, its text left out
+        read_failures.retry_waits()
     _check_keep_fields(cfg, listed)
     _check_text_field(cfg, next(iter(listed)).where)
     name_of = name_of or reader.source_namer(f.path for f in listed)  # no table of names: one is worked out when asked

@@ -256,5 +256,19 @@ def test_a_bad_retry_setting_is_refused_in_words(monkeypatch):
     assert read_failures.retry_waits() == ()
 
 
+@pytest.mark.parametrize("given", ["abc", "1,,x", "nan", "-1"])
+def test_a_malformed_retry_waits_variable_is_refused_in_one_line_not_made_each_inputs_damage(shared, given, tmp_path,
+                                                                                               monkeypatch, capfd):
+    """Before: the job's first read met it, each URL input was 'damaged ... cannot open: UserInputError:
+    KOLECTRA_READ_RETRY_WAITS=...' (the one file here: '1 of 1 records rejected'), which max_damaged_files accepts,
+    the file's text left out of the corpus."""
+    shared.armed, shared.failing, shared.always = False, [], None
+    monkeypatch.setenv(WAITS, given)
+    assert _corpus(shared.url(), tmp_path / "root", "--set", "max_damaged_files=1") == 2
+    line = _one_line(capfd.readouterr().err)
+    assert f"{WAITS}={given!r}: give the seconds to wait" in line and "damaged" not in line, line
+    assert not list((tmp_path / "root").glob("corpus/*/manifest.json"))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
