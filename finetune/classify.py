@@ -215,6 +215,10 @@ class Classify(TextTask):
             if not self.unnamed or "malformed" not in str(e) or not (why := names_misfit(path, self.names,
                                                                                         self.unnamed, self.codes)):
                 raise
+            if self.booleans and set(self.unnamed) <= {"true", "false"}:  # not text: JSON's true/false
+                why = (f"{path}: label_names names integer class codes, but {len(self.unnamed)} rows' labels are JSON "
+                       "or Parquet booleans (true/false), no codes: leave label_names out to train the classes "
+                       "'false', 'true' (false class 0)")
             raise FinetuneError(why) from None
         if self.booleans and (why := booleans_beside_integers(rows, table)):
             raise FinetuneError(why)

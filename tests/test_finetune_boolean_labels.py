@@ -84,3 +84,14 @@ def test_a_file_mixing_booleans_with_integer_labels_is_refused_not_trained_as_fo
     task = Classify()
     task.read(config.sample_classify(), texts, texts)
     assert task.labels == ["false", "true"]
+
+
+def test_boolean_labels_with_label_names_are_refused_as_booleans_not_as_text(tmp_path):
+    """label_names (class-label codes' names) on a file of JSON booleans was refused saying its labels were 'text
+    that is none of its names' (z9): they are booleans, said so, with the way out."""
+    train = _jsonl(tmp_path / "train.jsonl", [i % 2 == 0 for i in range(40)])
+    cfg = dataclasses.replace(config.sample_classify(), label_names=("neg", "pos"))
+    with pytest.raises(FinetuneError, match=r"train\.jsonl: label_names names integer class codes, but 40 rows' labels "
+                                            r"are JSON or Parquet booleans \(true/false\), no codes: leave label_names "
+                                            r"out to train the classes 'false', 'true'"):
+        Classify().read(cfg, train, train)
