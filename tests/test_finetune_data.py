@@ -409,7 +409,8 @@ def test_a_row_nested_past_the_bound_is_bad_whatever_the_recursion_limit(tmp_pat
     """A JSON Lines row nested 990 deep was a bad row under Python's default recursion limit and a
     good one once torch's Inductor had raised it to 2,000 (a test order in CI showed it): the
     bound is kolectra's own now, and a row at it is read."""
-    from kolectra.finetune.readers.tables import MAX_DEPTH, read_jsonl
+    from kolectra.finetune.readers.jsonl_rows import MAX_DEPTH
+    from kolectra.finetune.readers.tables import read_jsonl
 
     def deep(levels: int) -> str:  # the row and levels - 1 objects inside it
         return '{"text": "x", "label": "pos", "m": ' + '{"a": ' * (levels - 2) + "{}" + "}" * (levels - 2) + "}"

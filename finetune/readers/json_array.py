@@ -1,8 +1,9 @@
 """A file that is one JSON array (KLUE's own ``klue-ynat-v1.1_train.json``, ``klue-sts-...``, ``klue-nli-...``),
 read an item at a time.
 
-Feeds :mod:`finetune.readers.tables` (its JSONL reader hands such a file here).  ``json.loads`` of the whole
-file held its text and every item's dict at once: a 93 MB array of news titles peaked at 436 MB where the
+Feeds :mod:`finetune.readers.jsonl_rows` (the JSONL reader of :mod:`finetune.readers.tables` hands such a
+file here).  ``json.loads`` of the whole file held its text and every item's dict at once: a 93 MB array of
+news titles peaked at 436 MB where the
 same rows as JSON Lines stay at the interpreter's 18 MB, against the file tasks' rule of holding neither a
 file's lines nor a dict a record (docs/finetune.md, "Memory and large task files").  Here a buffer of about
 1 MiB and the item being parsed are held (``json.JSONDecoder.raw_decode`` from a position in the buffer).
