@@ -21,9 +21,11 @@ task files").
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import random
 from importlib import metadata
 from pathlib import Path
@@ -230,6 +232,9 @@ def tokenize(ds, fn: Callable[[dict, list[int]], dict], *, desc: str, settings: 
             path.unlink()
         if not path.exists():
             stamp.unlink(missing_ok=True)
+        else:  # reused: its last use, by which `kolectra artifacts gc --cache --older-than` prunes
+            with contextlib.suppress(OSError):
+                os.utime(stamp)
         out = ds.map(fn, cache_file_name=str(path), load_from_cache_file=True, **kwargs)
         if not stamp.exists():  # written by map just now
             part = stamp.with_name(stamp.name + ".part")

@@ -28,6 +28,7 @@ from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table on
 from kolectra.model.launcher import one_process  # light: no torch
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.stage_versions import note_other_version
+from kolectra.pipeline.store import copies
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Resumable, Store, fingerprint_inputs
 from kolectra.pipeline.store.inputs import RecordFile
 from kolectra.pipeline.store.inputs import head as inputs_head
@@ -326,10 +327,12 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     cache = store.cache_dir("finetune")
     extra = {"dev_file": Path(dev_file)} if dev_file is not None else {}
     extra |= {"eval_set": eval_set} if eval_set else {}
-    return store.build(
-        req, lambda out: task_module.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, cache_dir=cache,
-                                         **extra),
-        force)
+
+    def produce(out: Path) -> StageOutput:
+        with copies.reading(cache):  # read (memory-mapped) while it trains: `artifacts gc --cache` leaves it alone
+            return task_module.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, cache_dir=cache, **extra)
+
+    return store.build(req, produce, force)
 
 
 def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,

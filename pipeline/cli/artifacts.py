@@ -21,9 +21,10 @@ from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
 from kolectra.pipeline import stage_versions
 from kolectra.pipeline.cli.errors import reader_gone
-from kolectra.pipeline.store import aside, inputs
+from kolectra.pipeline.store import aside, copies, inputs
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 from kolectra.pipeline.store.manifest import commit_label
+from kolectra.pipeline.store.remote_runs import cache_root
 
 # the settings a person tells artifacts of a kind apart by (dotted config keys)
 KEY_SETTINGS = {
@@ -74,6 +75,24 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     v.add_argument("--interrupted", action="store_true",
                    help="also remove interrupted pretraining runs (their checkpoints: --resume could continue them)")
     v.add_argument("--dry-run", action="store_true", help="only say what would be removed")
+    v.add_argument("--cache", action="store_true",
+                   help="also prune this machine's cache ($KOLECTRA_CACHE, default ~/.cache/kolectra): copies of "
+                        "artifacts read from a bucket, fine-tuning's tokenised splits (and ROOT/.cache/finetune) and "
+                        "unheld lock files, each unless a running kolectra process reads it; a later read downloads "
+                        "or tokenises again (default: the cache is left alone)")
+    v.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
+                   help="with --cache (implied), only what was last used more than DAYS ago (default: 0, everything "
+                        "not in use; e.g. --older-than 14)")
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not 0 <= days < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of days, 0 or more (e.g. 14), not {text!r}")
+    return days
 
 
 # ---- list ---------------------------------------------------------------------------------------
@@ -188,7 +207,23 @@ def artifacts_gc(args, store: Store) -> int:
         say(f"kept interrupted run {run.path} ({request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
             f"{continued_by(request, forced)}; gc --interrupted removes it")
     say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
+    if args.cache or args.older_than is not None:
+        _gc_cache(args, store, verb)
     return 0
+
+
+def _gc_cache(args, store: Store, verb: str) -> None:
+    """``gc --cache``: this machine's copies and caches no process reads (:mod:`kolectra.pipeline.store.copies`)."""
+    cache = cache_root()
+    own = () if storage.is_url(str(store.root)) else (Path(store.root) / copies.FINETUNE,)  # a disk root's
+    removed, in_use = copies.prune(cache, (args.older_than or 0) * 86400, args.dry_run, own)
+    for r in removed:
+        say(f"{verb} {r.path} ({size_text(r.bytes)})")
+    for d in in_use:
+        say(f"kept {d}: in use by a running kolectra process")
+    recent = f"; what was used within {args.older_than:g} day(s) kept too" if args.older_than else ""
+    say(f"cache {cache}: {len(removed)} {verb} ({size_text(sum(r.bytes for r in removed))} "
+        f"{'would be ' if args.dry_run else ''}freed), {len(in_use)} kept in use{recent}", file=sys.stderr)
 
 
 def continued_by(request: dict, forced: bool = False) -> str:

@@ -32,7 +32,8 @@ rebuilt for stores that have no rename and no ``flock`` (files through :mod:`kol
 
 Reading: a stage gets a *local* copy of a parent, downloaded into ``$KOLECTRA_CACHE`` (default
 ``~/.cache/kolectra``) with every file's sha256 checked against the manifest as it arrives
-(:meth:`RemoteStore.local`); a copy already there is re-hashed, not trusted. The Beam stages read
+(:meth:`RemoteStore.local`); a copy already there is re-hashed, not trusted. The reading process holds the
+copy's lock until it ends: ``kolectra artifacts gc --cache`` (:mod:`.copies`) removes only copies none reads. The Beam stages read
 their parents' objects in place instead. ``kolectra artifacts verify`` streams every object
 through sha256 (nothing is written), so tampering is named per object as on a local root;
 ``verify --quick`` makes the stage's check instead (one listing, no object downloaded).
@@ -57,7 +58,7 @@ from typing import Callable
 from kolectra.core import conditional, scratch, storage
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import followers, inputs, workspace
+from kolectra.pipeline.store import copies, followers, inputs, workspace
 from kolectra.pipeline.store.artifacts import PUBLISHED, Resumable, Store, said_published
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others
 from kolectra.pipeline.store.lease import Lease, LeaseLost
@@ -200,6 +201,7 @@ class RemoteStore(StoreRuns, StoreCollect, Store):
         if not _remote(art):
             return art.path
         d = cache_root() / "artifacts" / art.kind / f"{art.path.name}-{art.manifest['digest'][:12]}"
+        copies.hold(d)  # until this process ends: `artifacts gc --cache` removes no copy a process reads
         d.mkdir(parents=True, exist_ok=True)
         with workspace.request_lock(cache_root(), art.kind, art.id):  # one download per machine at a time
             for entry in art.manifest["files"]:
