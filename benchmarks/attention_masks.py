@@ -66,8 +66,9 @@ def main() -> None:
     import torch
     from transformers import ElectraModel
 
-    from kolectra.model import attention, config, cpu_dropout
+    from kolectra.model import attention, cpu_dropout
     from kolectra.model.electra import hf_configs
+    from kolectra.model.presets import preset as model_preset
 
     torch.set_num_threads(args.threads)
     presets = args.presets.split(",") if args.presets else (["mini"] if args.quick else ["mini", "small"])
@@ -81,7 +82,7 @@ def main() -> None:
 
     results = {}
     for preset in presets:
-        cfg = config.preset(preset).model
+        cfg = model_preset(preset).model
         torch.manual_seed(0)
         ids = torch.randint(5, 8000, (batch, L)) * (docs > 0)
         nets = {}

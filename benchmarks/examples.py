@@ -207,12 +207,12 @@ def trainer_rate(examples_dir: Path, vocab_size: int, steps: int, micro_batch: i
 
     import torch
 
-    from kolectra.model import config, rtd
+    from kolectra.model import presets, rtd
     from kolectra.model.data import ExampleLoader
     from kolectra.model.electra import ElectraPair
     from kolectra.model.train import build_optimizer
 
-    cfg = config.preset("small")
+    cfg = presets.preset("small")
     sp = rtd.Specials(vocab_size=vocab_size)
     torch.manual_seed(0)
     model = ElectraPair(dataclasses.replace(cfg.model, vocab_size=vocab_size), vocab_size, sp.pad_id).train()

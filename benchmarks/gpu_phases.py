@@ -99,18 +99,18 @@ def model_config(preset: str, vocab: int, sets: list[str]):
     import dataclasses
 
     from kolectra.core.config import override
-    from kolectra.model import config
+    from kolectra.model import presets
 
     model_sets = [kv for kv in sets if kv.startswith("model.")]
-    return dataclasses.replace(override(config.preset(preset), model_sets).model, vocab_size=vocab)
+    return dataclasses.replace(override(presets.preset(preset), model_sets).model, vocab_size=vocab)
 
 
 def loop_config(preset: str, device: str, sets: list[str]):
     """The pretrain loop's config for ``loop_host``: ``preset`` on ``device`` in its precision, ``sets`` applied."""
     from kolectra.core.config import override
-    from kolectra.model import config
+    from kolectra.model import presets
 
-    return override(config.preset(preset), [f"train.device={device}", f"train.bf16={str(device == 'cuda').lower()}",
+    return override(presets.preset(preset), [f"train.device={device}", f"train.bf16={str(device == 'cuda').lower()}",
                                             *sets])
 
 

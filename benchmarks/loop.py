@@ -46,9 +46,9 @@ def cpu_s() -> float:
 
 
 def _config(preset: str, threads: int, log_every: int):
-    from kolectra.model import config
+    from kolectra.model import presets
 
-    cfg = config.preset(preset)
+    cfg = presets.preset(preset)
     # many steps: the schedule stays in its warm-up/decay shape whatever the number of rounds
     return dataclasses.replace(cfg, train=dataclasses.replace(
         cfg.train, steps=1_000_000, cpu_threads=threads, save_every=0, log_every=log_every or cfg.train.log_every))

@@ -36,7 +36,7 @@ from common import emit, parser
 from step_bench import Served
 
 from kolectra.core.config import override
-from kolectra.model import config, objectives, rtd
+from kolectra.model import objectives, presets, rtd
 from kolectra.model.electra import ElectraPair, flops_by_part
 from kolectra.model.runtime import resolve
 from kolectra.model.train import build_optimizer
@@ -52,7 +52,7 @@ class Arm:
 
     def __init__(self, arm: str, dev, vocab: int, seq_len: int, batch_size: int, steps: int, seed: int):
         self.name = arm
-        self.cfg = override(config.mini(), arm_sets(arm))
+        self.cfg = override(presets.mini(), arm_sets(arm))
         self.cfg.validate()
         self.obj, self.dev = self.cfg.objective, dev
         self.sp = rtd.Specials(vocab_size=vocab)

@@ -50,13 +50,13 @@ class Trainer:
     def __init__(self, examples_dir: Path, preset: str, batch_size: int):
         import torch
 
-        from kolectra.model import config, objectives, rtd
+        from kolectra.model import objectives, presets, rtd
         from kolectra.model.data import ExampleLoader
         from kolectra.model.device import Device
         from kolectra.model.electra import ElectraPair
         from kolectra.model.train import build_optimizer
 
-        cfg = config.preset(preset)
+        cfg = presets.preset(preset)
         self.loader = ExampleLoader(examples_dir, batch_size=batch_size, seed=0)
         vocab = self.loader.index.vocab_size
         self.sp = rtd.Specials(vocab_size=vocab)

@@ -42,7 +42,7 @@ import torch
 from common import emit, parser
 from step_bench import compare, preset_model
 
-from kolectra.model import config
+from kolectra.model import config, presets
 from kolectra.model.device import gpu_peak_tflops
 
 
@@ -160,7 +160,7 @@ def main() -> None:
 def mini_main(args) -> None:
     """``--preset mini``: both precisions on one thread and on all cores, MFU against the matmul peak
     measured with the same threads and precision."""
-    mini = config.mini()
+    mini = presets.mini()
     model_cfg = dataclasses.replace(mini.model, vocab_size=8000)
     batch = args.batch_size or mini.train.batch_size
     rounds, peak_n = (3, 1024) if args.quick else (11, 2048)

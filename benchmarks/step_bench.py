@@ -43,7 +43,7 @@ import time
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")
 import torch  # noqa: E402
 
-from kolectra.model import config, cpu_memory, rtd
+from kolectra.model import config, cpu_memory, presets, rtd
 from kolectra.model.device import compiled
 from kolectra.model.electra import ElectraPair, train_flops_per_sequence
 from kolectra.model.runtime import resolve
@@ -137,7 +137,7 @@ class Runner:
 def preset_model(preset: str, vocab_size: int, layers: int | None = None) -> config.ModelConfig:
     """A preset's model shapes (small++: KoELECTRA-Small-v3's, generator as wide as the discriminator)
     with ``vocab_size``, and ``layers`` in both networks when given."""
-    m = dataclasses.replace(config.preset(preset).model, vocab_size=vocab_size)
+    m = dataclasses.replace(presets.preset(preset).model, vocab_size=vocab_size)
     if layers:
         m = dataclasses.replace(m, layers=layers, generator_layers=layers)
     return m

@@ -85,9 +85,9 @@ def trainer_rate(vocab_size: int, seq_len: int, steps: int = 3) -> float:
 
     import step_bench as bench
 
-    from kolectra.model import config
+    from kolectra.model import presets
 
-    model_cfg = dataclasses.replace(config.small().model, vocab_size=vocab_size)
+    model_cfg = dataclasses.replace(presets.small().model, vocab_size=vocab_size)
     runner = bench.build_runner("kolectra", model_cfg, seq_len, 32, bf16=False, device="cpu", fill=1.0, seed=0)
     runner.step()  # warm-up
     return 1.0 / statistics.median(runner.step() for _ in range(steps))

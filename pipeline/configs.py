@@ -82,7 +82,7 @@ def _base(stage: str, preset: str | None, task: str | None) -> Any:
 
         return default_config()
     if stage == "pretrain":
-        from kolectra.model.config import preset as model_preset
+        from kolectra.model.presets import preset as model_preset
 
         return model_preset(preset or "tiny")
     if stage == "probe":
@@ -107,14 +107,14 @@ def resolve(stage: str, *, preset: str | None = None, sets: Sequence[str] = (), 
     path from a request's preset, overrides and seed to its config, for a run and ``--print-config``.
     ``say`` receives what was adjusted (a pretraining warm-up scaled to a short run)."""
     if stage == "pretrain":  # a preset named in a file or a --set is the base, not only a label
-        from kolectra.model.config import requested_preset
+        from kolectra.model.presets import requested_preset
 
         preset = requested_preset(preset, sets)
     if stage in ("finetune", "probe"):
         sets = without_labels(sets, {"task": task or stage, **({"preset": preset} if stage == "finetune" else {})})
     cfg = configure(_base(stage, preset, task), sets, seed)
     if stage == "pretrain":
-        from kolectra.model.config import check_applied
+        from kolectra.model.presets import check_applied
 
         check_applied(cfg)
         cfg, scaled = fit_pretrain_warmup(cfg, sets)

@@ -17,7 +17,7 @@ import torch
 from torch.nn.attention.flex_attention import create_mask
 from transformers import ElectraModel
 
-from kolectra.model import attention, config, cpu_dropout, rtd
+from kolectra.model import attention, config, cpu_dropout, presets, rtd
 from kolectra.model.device import CudaDevice, Device
 from kolectra.model.electra import ElectraPair, hf_configs
 from tests.test_model_packing import _attentive
@@ -51,7 +51,7 @@ def _today_bias(doc_BL: torch.Tensor, dtype=torch.float32) -> torch.Tensor:
 
 def _encoder(implementation: str = "sdpa", seed: int = 0) -> ElectraModel:
     """The discriminator's encoder at the tiny test size, without dropout (outputs comparable exactly)."""
-    m = dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+    m = dataclasses.replace(presets.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
                             max_position=64, dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(seed)
     net = ElectraModel(hf_configs(m, SP.vocab_size, SP.pad_id)[0])
@@ -184,7 +184,7 @@ def test_padding_queries_see_only_themselves_and_stay_finite():
 
 
 def _pair(attention_dropout: float = 0.1):
-    m = dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+    m = dataclasses.replace(presets.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
                             generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64,
                             attention_dropout=attention_dropout)
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kolectra.core.config import ConfigError, override, to_dict
-from kolectra.model import config, objectives, rtd, runtime, train
+from kolectra.model import config, objectives, presets, rtd, runtime, train
 from kolectra.model.device import CudaDevice, Device
 from kolectra.model.electra import ElectraPair
 from kolectra.model.xla import XlaDevice
@@ -50,15 +50,15 @@ def test_the_resolved_config_keeps_auto_and_the_switch_parses():
         assert doc["train"]["compile"] == "auto" and doc["train"]["compile_mode"] == "auto"
     cfg, doc = resolve("pretrain", preset="small", sets=["train.device=cuda", "train.compile=false"])
     assert cfg.train.compile is False and doc["train"]["compile"] is False
-    assert override(config.small(), ["train.compile=auto"]).train.compile == "auto"
+    assert override(presets.small(), ["train.compile=auto"]).train.compile == "auto"
     with pytest.raises(ConfigError, match="train.compile"):
-        override(config.small(), ["train.compile=sometimes"])
+        override(presets.small(), ["train.compile=sometimes"])
     # xla: auto is eager there and passes; only an explicit true is refused
-    override(config.small(), ["train.device=xla"]).validate()
+    override(presets.small(), ["train.device=xla"]).validate()
     with pytest.raises(ConfigError, match="on xla, torch-xla already compiles"):
-        override(config.small(), ["train.device=xla", "train.compile=true"]).validate()
+        override(presets.small(), ["train.device=xla", "train.compile=true"]).validate()
     # an old manifest's bool still reads back
-    assert config.TrainConfig(**{**to_dict(config.small().train), "compile": False}).compile is False
+    assert config.TrainConfig(**{**to_dict(presets.small().train), "compile": False}).compile is False
 
 
 class CudaPolicyCpu(Device):
@@ -78,7 +78,7 @@ def _run(tmp_path, monkeypatch, sets, name):
     monkeypatch.setattr(runtime, "resolve", lambda name, *a: CudaPolicyCpu(*a))
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=16, seq_len=32)
-    cfg = override(config.tiny(), ["train.steps=2", "train.batch_size=8", "train.warmup_steps=1",
+    cfg = override(presets.tiny(), ["train.steps=2", "train.batch_size=8", "train.warmup_steps=1",
                                    "train.cpu_threads=1", *sets])
     out = train.pretrain(cfg, examples, tok, tmp_path / name)
     return asked, out.compute["step"]
@@ -103,7 +103,7 @@ def test_a_cpu_run_stays_eager_by_default(tmp_path, monkeypatch):
 
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=16, seq_len=32)
-    cfg = override(config.tiny(), ["train.steps=1", "train.batch_size=8", "train.warmup_steps=1", "train.cpu_threads=1"])
+    cfg = override(presets.tiny(), ["train.steps=1", "train.batch_size=8", "train.warmup_steps=1", "train.cpu_threads=1"])
     assert train.pretrain(cfg, examples, tok, tmp_path / "out").compute["step"] == "eager"
 
 
@@ -119,7 +119,7 @@ def test_the_step_has_no_host_sync(objective, packed, scheduled):
     sp = rtd.Specials(vocab_size=V)
     obj = config.ObjectiveConfig(objective=objective, temperature_start=2.0 if scheduled else 0.0)
     torch.manual_seed(0)
-    model = ElectraPair(config.tiny().model, V, sp.pad_id, objective).train()
+    model = ElectraPair(presets.tiny().model, V, sp.pad_id, objective).train()
     ids = torch.randint(sp.first_regular_id, V, (4, 32))
     ids[:, 0], ids[:, 20], ids[:, 31] = sp.cls_id, sp.sep_id, sp.pad_id
     doc = ((torch.arange(32) >= 10).long() + 1).expand(4, -1).clone() if packed else None

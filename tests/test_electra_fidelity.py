@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from kolectra.finetune import config as ft
-from kolectra.model import config
+from kolectra.model import presets
 from kolectra.model.electra import ElectraPair, attention_bias
 from kolectra.model.export import export_pair
 from tests.model_support import build_tokenizer
@@ -41,7 +41,7 @@ def reference_generator(hidden: int, layers: int, share: float) -> dict:
     ],
 )
 def test_pretraining_presets_are_the_reference_shapes_and_recipe(name, shape, share, recipe):
-    cfg = config.preset(name)
+    cfg = presets.preset(name)
     m, t, o = cfg.model, cfg.train, cfg.objective
     assert (m.hidden, m.layers, m.heads, m.intermediate, m.embedding_size) == shape
     gen = {
@@ -91,7 +91,7 @@ def test_the_export_gives_what_the_pair_gives_on_padded_two_segment_rows(sharing
     classes loaded from the export equal the training pair, and AutoModel leaves out only the RTD head."""
     from transformers import AutoModel, ElectraForMaskedLM, ElectraForPreTraining
 
-    base = config.tiny().model
+    base = presets.tiny().model
     cfg = dataclasses.replace(base, embedding_size=48, generator_heads=2, max_position=32, embedding_sharing=sharing)
     torch.manual_seed(0)
     pair = ElectraPair(cfg, 300, 0)
@@ -142,7 +142,7 @@ def test_the_exported_tokenizer_gives_the_ids_the_examples_stage_trained_on(tmp_
     vocab = [*SPECIALS, *chars, *(f"##{c}" for c in chars), "영화", "##를", "배우", "정말"]
     (tmp_path / "vocab").mkdir()
     write_dir(vocab, tmp_path / "vocab")
-    pair = ElectraPair(dataclasses.replace(config.tiny().model, max_position=32), len(vocab), 0)
+    pair = ElectraPair(dataclasses.replace(presets.tiny().model, max_position=32), len(vocab), 0)
     hf_dir = export_pair(pair, tmp_path / "vocab", tmp_path / "hf", {"preset": "tiny"})["discriminator"]
     trained, user = load_tokenizer(tmp_path / "vocab"), AutoTokenizer.from_pretrained(str(hf_dir))
     for text, second in [

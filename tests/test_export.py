@@ -20,7 +20,7 @@ import yaml
 
 from kolectra.core import scratch, storage
 from kolectra.core.config import ConfigError, to_dict
-from kolectra.model import config, train
+from kolectra.model import presets, train
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.request import Request
@@ -35,7 +35,7 @@ def checkpoint(tmp_path_factory):
     root = tmp_path_factory.mktemp("export")
     tok = build_tokenizer(root / "tok")
     examples = build_examples(root / "examples", tok, n=32, seq_len=32)
-    base = config.tiny()
+    base = presets.tiny()
     cfg = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=4, batch_size=8, warmup_steps=1,
                                                               log_every=2, cpu_threads=1))
     store = Store(root / "store")
@@ -299,7 +299,7 @@ def test_a_model_with_fewer_positions_than_the_vocabulary_says_exports_a_tokeniz
     conf_path = tok / "tokenizer_config.json"
     conf_path.write_text(json.dumps({**json.loads(conf_path.read_text()), "model_max_length": 512}))
     examples = build_examples(tmp_path / "examples", tok, n=16, seq_len=32)
-    base = config.tiny()
+    base = presets.tiny()
     cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, max_position=32),
                               train=dataclasses.replace(base.train, steps=1, batch_size=8, warmup_steps=0,
                                                         cpu_threads=1))
@@ -356,7 +356,7 @@ def test_a_model_of_one_segment_embedding_exports_a_tokenizer_that_gives_no_segm
     from kolectra.model.export import export_pair
 
     tok = build_tokenizer(tmp_path / "tok")
-    base = config.tiny()
+    base = presets.tiny()
     cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, type_vocab_size=1, max_position=64))
 
     def pretrained(out):
@@ -407,7 +407,7 @@ def test_a_model_of_one_segment_embedding_gives_a_pair_segment_0_where_its_ids_a
     tok = tmp_path / "tok"
     tok.mkdir()
     write_dir(vocab, tok)
-    base = config.tiny()
+    base = presets.tiny()
     for segments in (1, 2):
         cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, type_vocab_size=segments,
                                                                   max_position=64))
@@ -473,7 +473,7 @@ def test_pretraining_s_export_meeting_a_full_disk_past_the_weights_names_its_fol
     tok = build_tokenizer(tmp_path / "tok")
     with open(tok / "tokenizer.json", "ab") as f:
         f.write(b" " * 700_000)  # trailing space: still the same JSON
-    pair = ElectraPair(dataclasses.replace(config.tiny().model, max_position=32), 300, 0)
+    pair = ElectraPair(dataclasses.replace(presets.tiny().model, max_position=32), 300, 0)
     with pytest.raises(OSError) as caught:
         _limited(600_000, lambda: export_pair(pair, tok, tmp_path / "hf", {"preset": "tiny"}))
     assert (tmp_path / "hf" / "discriminator" / "model.safetensors").stat().st_size < 600_000

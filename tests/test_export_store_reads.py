@@ -14,7 +14,7 @@ from collections import Counter
 
 from kolectra.core import storage
 from kolectra.core.config import to_dict
-from kolectra.model import config, train
+from kolectra.model import presets, train
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.request import Request
@@ -26,7 +26,7 @@ def _checkpoint_in(root: str, tmp_path):
     """A real tiny checkpoint (4 steps of the trainer) published in the store root ``root``."""
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=32, seq_len=32)
-    base = config.tiny()
+    base = presets.tiny()
     cfg = dataclasses.replace(base, train=dataclasses.replace(base.train, steps=4, batch_size=8, warmup_steps=1,
                                                               log_every=2, cpu_threads=1))
     return open_store(root).build(Request(kind="checkpoint", name="tiny", stage_version=train.STAGE_VERSION,

@@ -21,7 +21,7 @@ from kolectra.core.config import override, to_dict
 from kolectra.core.stage import StageOutput
 from kolectra.corpus import runners
 from kolectra.model import resume
-from kolectra.model.config import preset
+from kolectra.model.presets import preset
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.request import Request
 from kolectra.vocab.build import build as build_vocab

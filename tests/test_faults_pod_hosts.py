@@ -14,7 +14,7 @@ import functools
 
 import pytest
 
-from kolectra.model import config, train, train_end
+from kolectra.model import presets, train, train_end
 from kolectra.model.device import Device
 from tests.model_support import small_examples
 
@@ -55,7 +55,7 @@ def inputs(tmp_path_factory):
 
 
 def _start(inputs, out, **sets):
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=8, warmup_steps=1, **sets))
     examples, tok = inputs
     out.mkdir(parents=True, exist_ok=True)

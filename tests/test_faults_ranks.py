@@ -125,7 +125,7 @@ def _mirror_rank(rank: int, port: int, examples, tok, out: Path, report: Path) -
     (an unreachable bucket), rank 1's works."""
     import torch.distributed as dist
 
-    from kolectra.model import config, train
+    from kolectra.model import presets, train
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
                       LOCAL_RANK=str(rank))
@@ -135,7 +135,7 @@ def _mirror_rank(rank: int, port: int, examples, tok, out: Path, report: Path) -
         if rank == 0:
             raise OSError(f"{step_dir}: could not be copied to the store (connection reset)")
 
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=3,
                                                              log_every=4, save_every=4, cpu_threads=1))
     try:

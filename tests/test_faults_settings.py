@@ -7,7 +7,7 @@ import pytest
 
 from kolectra.core.config import ConfigError, override
 from kolectra.corpus.examples import load_tokenizer
-from kolectra.model.config import preset
+from kolectra.model.presets import preset
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
@@ -55,7 +55,7 @@ def test_a_step_batch_larger_than_the_examples_is_refused_with_grad_accum_too(tm
     grad_accum 4 the loader checked one micro-batch of 128 and every step held each example 3-4 times (k4)."""
     import dataclasses
 
-    from kolectra.model.config import tiny
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
     from tests.model_support import build_examples, build_tokenizer
 
@@ -76,7 +76,7 @@ def test_the_batch_size_a_refusal_offers_divides_by_grad_accum(tmp_path):
     import dataclasses
     import re
 
-    from kolectra.model.config import tiny
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
     from tests.model_support import build_examples, build_tokenizer
 
@@ -99,8 +99,8 @@ def test_the_batch_size_a_refusal_offers_divides_by_the_launcher_s_ranks(tmp_pat
     import re
 
     from kolectra.model import train
-    from kolectra.model.config import tiny
     from kolectra.model.device import Device
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
     from tests.model_support import build_examples, build_tokenizer
 
@@ -146,8 +146,8 @@ def test_a_batch_size_grad_accum_does_not_divide_is_refused_naming_sizes_the_ran
 
     from kolectra.core.config import ConfigError
     from kolectra.model import train
-    from kolectra.model.config import tiny
     from kolectra.model.device import Device
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import read_inputs
     from tests.model_support import build_examples, build_tokenizer
 
@@ -200,8 +200,8 @@ def test_examples_too_few_for_a_row_a_micro_batch_and_rank_are_offered_grad_accu
     import re
 
     from kolectra.model import train
-    from kolectra.model.config import tiny
     from kolectra.model.device import Device
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
     from tests.model_support import build_examples, build_tokenizer
 
@@ -236,7 +236,7 @@ def test_one_segment_embedding_for_examples_with_a_second_segment_is_refused_nam
     import dataclasses
     import json
 
-    from kolectra.model.config import tiny
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
     from tests.model_support import build_examples, build_tokenizer
 
@@ -264,7 +264,7 @@ def test_one_segment_embedding_is_refused_for_examples_that_do_not_count_their_s
     import dataclasses
     import json
 
-    from kolectra.model.config import tiny
+    from kolectra.model.presets import tiny
     from kolectra.model.pretrain_inputs import PretrainInputError, read_inputs
     from tests.model_support import build_examples, build_tokenizer
 

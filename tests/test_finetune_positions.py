@@ -19,13 +19,13 @@ from tests.test_finetune_e2e import nsmc_file
 def pretrained_at_32(tmp_path_factory) -> Path:
     """A checkpoint's discriminator folder as the trainer exports it: 64 positions, its card saying it was
     pretrained on rows of 32 tokens."""
-    from kolectra.model import config
+    from kolectra.model import presets
     from kolectra.model.electra import ElectraPair
     from kolectra.model.export import export_pair
 
     root = tmp_path_factory.mktemp("pretrained")
     tok = build_tokenizer(root / "tok")
-    base = config.tiny()
+    base = presets.tiny()
     cfg = dataclasses.replace(base, model=dataclasses.replace(base.model, max_position=64))
     vocab = len(json.loads((tok / "tokenizer.json").read_text())["model"]["vocab"])
     export_pair(ElectraPair(cfg.model, vocab, 0), tok, root / "hf", {"preset": "tiny", "sequence length": 32})

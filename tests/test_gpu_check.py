@@ -188,9 +188,9 @@ def test_the_step_phase_rehearsed_on_the_cpu_times_packed_rows_and_profiles_the_
 
 def test_the_step_runner_takes_another_sampler_than_the_devices():
     from benchmarks import step_bench
-    from kolectra.model import config
+    from kolectra.model import presets
 
-    cfg = config.preset("tiny").model
+    cfg = presets.preset("tiny").model
     cfg = type(cfg)(**{**cfg.__dict__, "vocab_size": 300})
     kw = dict(seq_len=16, batch_size=2, bf16=False, device="cpu", fill=1.0, seed=0)
     assert step_bench.build_runner("kolectra", cfg, **kw).model.sampler == "inverse_cdf"  # the CPU's own

@@ -7,7 +7,7 @@ import dataclasses
 import torch
 
 from benchmarks.step_bench import compare, matmul_share, step_profile, top_ops
-from kolectra.model import config
+from kolectra.model import presets
 
 
 class _Step:
@@ -30,7 +30,7 @@ def test_matmul_share_tells_matrix_products_from_the_rest():
 
 
 def test_compare_times_both_steps_and_splits_the_cpu_step():
-    m = dataclasses.replace(config.tiny().model, vocab_size=400)
+    m = dataclasses.replace(presets.tiny().model, vocab_size=400)
     r = compare(m, seq_len=32, batch_size=2, rounds=2, warmup=1)
     assert set(r["seconds_per_step"]) == {"kolectra", "naive_hf"}
     assert all(len(ts) == 2 and min(ts) > 0 for ts in r["samples"].values())

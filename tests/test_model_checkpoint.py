@@ -17,7 +17,7 @@ from transformers import ElectraForPreTraining
 
 from kolectra.core import filehash
 from kolectra.core.config import to_dict
-from kolectra.model import checkpoint, config, init, train
+from kolectra.model import checkpoint, init, presets, train
 from kolectra.model.electra import ElectraPair, attention_bias
 from tests.model_support import build_examples, build_tokenizer, stop_in_step
 
@@ -42,7 +42,7 @@ train.pretrain(cfg, Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
 
 
 def _cfg(steps=30, **train_kw):
-    cfg = config.tiny()
+    cfg = presets.tiny()
     t = dict(steps=steps, batch_size=8, warmup_steps=4, log_every=1, lr=3e-3, cpu_threads=1, save_every=6)
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **{**t, **train_kw}))
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kolectra.core.config import ConfigError, override, to_dict
-from kolectra.model import checkpoint, config, train
+from kolectra.model import checkpoint, presets, train
 from kolectra.model.device import CudaDevice, Device, compiled, gpu_peak_tflops
 from kolectra.pipeline.store.request import Request
 
@@ -41,19 +41,19 @@ def test_a_known_gpu_has_its_datasheet_peak(name, bf16, peak):
 ])
 def test_compile_mode_is_checked_before_anything_runs(sets, says):
     with pytest.raises(ConfigError, match=says):
-        override(config.small(), sets).validate()
+        override(presets.small(), sets).validate()
 
 
 def test_the_modes_that_can_run_pass():
-    override(config.small(), ["train.compile=true"]).validate()
-    override(config.small(), ["train.device=cuda", "train.compile=true", "train.compile_mode=reduce-overhead"]).validate()
+    override(presets.small(), ["train.compile=true"]).validate()
+    override(presets.small(), ["train.device=cuda", "train.compile=true", "train.compile_mode=reduce-overhead"]).validate()
 
 
 def test_compile_mode_leaves_the_request_alone():
     # where and how the step runs, not what it trains: the same artifact id, and a run resumes with
     # or without CUDA graphs (a learning-rate change is still a difference)
-    eager = to_dict(override(config.small(), ["train.device=cuda"]))
-    graphs = to_dict(override(config.small(), ["train.device=cuda", "train.compile=true",
+    eager = to_dict(override(presets.small(), ["train.device=cuda"]))
+    graphs = to_dict(override(presets.small(), ["train.device=cuda", "train.compile=true",
                                                "train.compile_mode=reduce-overhead"]))
     assert checkpoint.differences(eager, graphs) == []
     assert checkpoint.differences(eager, {**graphs, "train": {**graphs["train"], "lr": 1e-3}}) != []
@@ -71,7 +71,7 @@ def test_the_loop_compiles_its_step_in_the_configured_mode(tmp_path, monkeypatch
     monkeypatch.setattr(train, "compiled", lambda step_fn, mode: (asked.append(mode), step_fn)[1])
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=16, seq_len=32)
-    cfg = override(config.tiny(), ["train.steps=2", "train.batch_size=8", "train.warmup_steps=1",
+    cfg = override(presets.tiny(), ["train.steps=2", "train.batch_size=8", "train.warmup_steps=1",
                                    "train.cpu_threads=1", "train.compile=true"])
     train.pretrain(cfg, examples, tok, tmp_path / "out")
     err = capsys.readouterr().err

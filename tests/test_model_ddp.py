@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch.multiprocessing as mp
 
-from kolectra.model import config, train
+from kolectra.model import presets, train
 from tests.model_support import build_examples, build_tokenizer
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -62,7 +62,7 @@ def _worker(rank: int, world: int, port: int, examples, tok, out, report) -> Non
                     built.append(self)
 
             train.ElectraPair = Recorded
-            cfg = config.tiny()
+            cfg = presets.tiny()
             cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=3,
                                                                      log_every=4, lr=3e-3, cpu_threads=1),
                                       model=dataclasses.replace(cfg.model, embedding_sharing=sharing))
@@ -304,7 +304,7 @@ def _resume_rank(rank: int, world: int, port: int, examples, tok, base: str, rep
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK=str(rank))
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=2,
                                                              log_every=4, save_every=4, lr=3e-3, cpu_threads=1))
     base, got = Path(base), {}
@@ -384,7 +384,7 @@ def _epochs_rank(rank: int, world: int, port: int, examples, tok, out: str, repo
                       LOCAL_RANK=str(rank))
     dist.init_process_group("gloo")
     try:
-        cfg = config.tiny()
+        cfg = presets.tiny()
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=10, batch_size=12, warmup_steps=2,
                                                                  log_every=5, cpu_threads=1))
         stats = train.pretrain(cfg, examples, tok, Path(out) / f"rank-{rank}").stats

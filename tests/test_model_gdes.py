@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
 from kolectra.core.config import ConfigError
-from kolectra.model import config, init, rtd, train
+from kolectra.model import config, init, presets, rtd, train
 from kolectra.model.electra import TABLES, ElectraPair, attention_bias
 from tests.model_support import build_examples, build_tokenizer, stop_in_step
 
@@ -25,7 +25,7 @@ V = 60
 
 def _pair(sharing: str, objective: str = "electra") -> ElectraPair:
     torch.manual_seed(0)
-    model_cfg = dataclasses.replace(config.tiny().model, embedding_sharing=sharing, vocab_size=V)
+    model_cfg = dataclasses.replace(presets.tiny().model, embedding_sharing=sharing, vocab_size=V)
     return ElectraPair(model_cfg, V, 0, objective)
 
 
@@ -34,7 +34,7 @@ def _grads(pair: ElectraPair, part: str) -> dict[str, float]:
     pair.zero_grad(set_to_none=True)
     torch.manual_seed(1)
     ids = torch.randint(5, V, (4, 24))
-    out = rtd.electra_step(pair, ids, torch.zeros_like(ids), rtd.Specials(vocab_size=V), config.tiny().objective)
+    out = rtd.electra_step(pair, ids, torch.zeros_like(ids), rtd.Specials(vocab_size=V), presets.tiny().objective)
     out.parts[part].backward()
     total = {}
     for name, p in pair.named_parameters():
@@ -64,7 +64,7 @@ def test_gdes_separates_the_two_losses_and_es_does_not():
 
 
 def test_gdes_is_for_replaced_token_detection_only():
-    cfg = config.tiny()
+    cfg = presets.tiny()
     bad = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, embedding_sharing="gdes"),
                               objective=dataclasses.replace(cfg.objective, objective="replace_mlm"))
     with pytest.raises(ConfigError, match="embedding_sharing=gdes"):
@@ -81,7 +81,7 @@ def inputs(tmp_path_factory):
 
 
 def _cfg(sharing: str, **train_kw) -> config.PretrainConfig:
-    cfg = config.tiny()
+    cfg = presets.tiny()
     t = dict(steps=12, batch_size=8, warmup_steps=2, log_every=1, lr=3e-3, cpu_threads=1, save_every=4)
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, embedding_sharing=sharing),
                                train=dataclasses.replace(cfg.train, **{**t, **train_kw}))

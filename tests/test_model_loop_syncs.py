@@ -20,7 +20,7 @@ import traceback
 import pytest
 import torch
 
-from kolectra.model import config, data, device, health, metrics, optim, step_graph, train
+from kolectra.model import data, device, health, metrics, optim, presets, step_graph, train
 from tests.model_support import small_examples
 
 # Tensor methods that hand the host a tensor's values, so on a GPU wait for the work queued before.
@@ -85,7 +85,7 @@ def inputs(tmp_path_factory):
 def test_no_host_sync_between_log_steps(inputs, tmp_path, syncs, objective):
     """Micro-steps, a scheduled temperature, mlm_then_rtd's phase switch and a checkpoint between log steps."""
     examples, tok = inputs
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(
         cfg, objective=dataclasses.replace(cfg.objective, objective=objective, temperature_start=2.0),
         train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=2, log_every=4, grad_accum=2,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModel, ElectraForMaskedLM, ElectraForSequenceClassification
 
-from kolectra.model import config, metrics, objectives, rtd, train
+from kolectra.model import config, metrics, objectives, presets, rtd, train
 from kolectra.model.electra import ElectraPair
 from tests.model_support import small_examples
 from tests.test_model_rtd import SP, _batch
@@ -19,7 +19,7 @@ OBJ = config.ObjectiveConfig
 
 
 def _pair(objective):
-    m = dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+    m = dataclasses.replace(presets.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
                             generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64)
     torch.manual_seed(0)
     return ElectraPair(m, SP.vocab_size, SP.pad_id, objective)
@@ -167,7 +167,7 @@ def inputs(tmp_path_factory):
 @pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
 def test_ablation_trains_and_exports_a_finetunable_encoder(objective, inputs, tmp_path):
     examples, tok = inputs
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, objective=objective),
                               train=dataclasses.replace(cfg.train, steps=6, batch_size=8, warmup_steps=2,
                                                         log_every=3, lr=3e-3))

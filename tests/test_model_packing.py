@@ -14,7 +14,7 @@ import dataclasses
 import pytest
 import torch
 
-from kolectra.model import config, rtd
+from kolectra.model import config, presets, rtd
 from kolectra.model.attention import document_attention
 from kolectra.model.electra import ElectraPair, attention_bias
 from tests.test_model_rtd import SP, _tiny_pair
@@ -125,7 +125,7 @@ def test_a_sequence_encodes_the_same_alone_or_packed_in_bf16():
 
 @pytest.mark.parametrize("objective", ["mlm", "all_tokens_mlm"])
 def test_mlm_ablations_isolate_sequences_too(objective):
-    m = dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+    m = dataclasses.replace(presets.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
                             generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64)
     torch.manual_seed(0)
     pair = _attentive(ElectraPair(m, SP.vocab_size, SP.pad_id, objective))

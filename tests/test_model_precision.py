@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from kolectra.core import host
-from kolectra.model import config
+from kolectra.model import config, presets
 from kolectra.pipeline import configs
 
 
@@ -53,7 +53,7 @@ def test_other_devices_and_cpus_without_native_bf16_keep_the_preset(monkeypatch)
 
 
 def test_fit_precision_leaves_an_explicit_choice_alone():
-    cpu = config.mini()
+    cpu = presets.mini()
     assert config.fit_precision(cpu, explicit=True, native="amx_bf16") == cpu
     assert config.fit_precision(cpu, explicit=False, native="amx_bf16").train.bf16 is True
     assert config.fit_precision(cpu, explicit=False, native=None) == cpu
@@ -66,7 +66,7 @@ def test_the_trainer_names_its_precision(tmp_path, capsys, bf16, said):
 
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=16, seq_len=32)
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=1, batch_size=8, warmup_steps=1,
                                                              cpu_threads=1, bf16=bf16))
     train.pretrain(cfg, examples, tok, tmp_path / "out")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-from kolectra.model import config, rtd
+from kolectra.model import config, presets, rtd
 from kolectra.model.electra import ElectraPair, attention_bias
 
 SP = rtd.Specials(pad_id=0, cls_id=2, sep_id=3, mask_id=4, vocab_size=50, first_regular_id=5)
@@ -31,7 +31,7 @@ def _batch(B=6, L=40, seed=0):
 
 
 def _tiny_pair(vocab=SP.vocab_size):
-    m = dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+    m = dataclasses.replace(presets.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
                             generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64)
     torch.manual_seed(0)
     return ElectraPair(m, vocab, SP.pad_id)
@@ -74,7 +74,7 @@ def test_a_mask_prob_that_rounds_to_no_slot_masks_one_and_says_so(tmp_path, caps
     assert weights.sum() == 1
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "ex", tok, n=16, seq_len=32)
-    cfg = config.tiny()
+    cfg = presets.tiny()
     low = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, mask_prob=0.01))
     read_inputs(low, examples, tok)
     err = capsys.readouterr().err

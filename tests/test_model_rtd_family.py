@@ -13,7 +13,7 @@ import torch
 from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
 from kolectra.core.config import ConfigError, override
-from kolectra.model import config, objectives, rtd, train
+from kolectra.model import config, objectives, presets, rtd, train
 from kolectra.model.electra import ElectraPair, flops_by_part, flops_line, train_flops_per_sequence
 from kolectra.pipeline.study.plan import StudyPlan, arm_sets, parse_arm
 from tests.model_support import build_examples, build_tokenizer, stop_in_step
@@ -24,7 +24,7 @@ OBJ = config.ObjectiveConfig
 
 
 def _model(**kw):
-    return dataclasses.replace(config.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
+    return dataclasses.replace(presets.tiny().model, hidden=32, heads=2, intermediate=64, embedding_size=16,
                                generator_hidden=16, generator_heads=1, generator_intermediate=32, max_position=64,
                                **kw)
 
@@ -165,7 +165,7 @@ def test_step_traces_to_one_graph_with_its_knobs(objective, kw):
 
 
 def test_flops_per_step_are_positive_and_ordered():
-    m, V, L = config.mini().model, 8000, 128
+    m, V, L = presets.mini().model, 8000, 128
     N = rtd.num_slots(0.15, L)
     f = {o: train_flops_per_sequence(m, V, L, N, o) for o in ("mlm", "electra", *NEW)}
     assert all(v > 0 for v in f.values())
@@ -186,7 +186,7 @@ def test_generator_width_sets_the_generator_shape():
     assert (c.hidden_size, c.num_attention_heads, c.intermediate_size) == (16, 1, 32)
     pair = ElectraPair(_model(generator_width=1.0), SP.vocab_size, SP.pad_id)
     assert pair.generator.config.hidden_size == pair.discriminator.config.hidden_size == 32
-    g = config.generator_shape(dataclasses.replace(config.small().model, generator_width=0.25))
+    g = config.generator_shape(dataclasses.replace(presets.small().model, generator_width=0.25))
     assert (g.generator_hidden, g.generator_heads, g.generator_intermediate) == (64, 1, 256)  # the paper's Small
 
 
@@ -197,7 +197,7 @@ def test_generator_width_sets_the_generator_shape():
                                       (["objective.objective=coco"], "objective.objective")])
 def test_bad_recipe_settings_are_refused_naming_the_key(sets, key):
     with pytest.raises(ConfigError, match=key):
-        override(config.mini(), sets).validate()
+        override(presets.mini(), sets).validate()
 
 
 def test_study_arms_take_the_new_objectives_and_recipe_switches():
@@ -229,7 +229,7 @@ def inputs(tmp_path_factory):
                                           ("electra", {"temperature_start": 3.0, "mask_prob": 0.25})])
 def test_objective_trains_and_exports_a_plain_pair(objective, kw, inputs, tmp_path):
     examples, tok = inputs
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, generator_width=0.5),
                               objective=dataclasses.replace(cfg.objective, objective=objective, **kw),
                               train=dataclasses.replace(cfg.train, steps=16, batch_size=8, warmup_steps=2,
@@ -290,7 +290,7 @@ def test_resume_continues_the_schedules_exactly(inputs, tmp_path, monkeypatch):
     the device's step counter restarts at the checkpoint's step, so every line and weight equals an
     uninterrupted run's (the phase switch at step 6 and the temperature included)."""
     examples, tok = inputs
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, objective=dataclasses.replace(cfg.objective, objective="mlm_then_rtd",
                                                                  mlm_phase=0.5, temperature_start=3.0),
                               train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=2,
@@ -324,7 +324,7 @@ def test_resume_continues_the_schedules_exactly(inputs, tmp_path, monkeypatch):
 def test_the_flops_line_says_a_large_vocabulary_takes_the_compute():
     """tiny at 64 tokens with a 79,891-entry vocabulary: 84 % in the generator's head, and the line added
     "(a small vocabulary moves compute into the body)" (k4)."""
-    m = config.tiny().model
+    m = presets.tiny().model
     parts = flops_by_part(m, 79_891, 64, 10)
     share = {k: round(v / sum(parts.values()), 4) for k, v in parts.items() if v}
     line = flops_line(share, 79_891)

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer, ElectraForMaskedLM, ElectraForPreTraining
 
 from kolectra.core.config import ConfigError, override
-from kolectra.model import config, train
+from kolectra.model import presets, train
 from kolectra.model.electra import ElectraPair, count_parameters, hf_configs
 from tests.model_support import build_examples, build_tokenizer
 
@@ -20,7 +20,7 @@ KEYS = {"step", "loss", "gen_loss", "disc_loss", "gen_acc", "disc_acc", "disc_pr
 
 
 def _cfg(steps=40, seed=0):
-    cfg = config.tiny()
+    cfg = presets.tiny()
     return dataclasses.replace(cfg, seed=seed, train=dataclasses.replace(
         cfg.train, steps=steps, batch_size=8, warmup_steps=4, log_every=5, lr=3e-3, cpu_threads=1))
 
@@ -128,11 +128,11 @@ def test_specials_read_from_tokenizer_skip_reserved_slots(inputs, tmp_path):
 
 
 def test_presets_and_overrides():
-    for name in config.PRESETS:
-        cfg = config.preset(name)
+    for name in presets.PRESETS:
+        cfg = presets.preset(name)
         cfg.validate()
         assert cfg.preset == name and cfg.model.vocab_size == 0
-    small = config.preset("small")
+    small = presets.preset("small")
     disc_cfg, gen_cfg = hf_configs(small.model, 30522, 0)
     disc = ElectraForPreTraining(disc_cfg)
     assert 13_000_000 < count_parameters(disc) < 14_500_000  # paper: ELECTRA-Small has 14M
@@ -142,7 +142,7 @@ def test_presets_and_overrides():
     with pytest.raises(ConfigError):
         override(small, ["objective.objective=nope"]).validate()
     with pytest.raises(ConfigError):
-        config.preset("huge")
+        presets.preset("huge")
 
 
 def test_a_nan_final_loss_prints_as_nan_not_a_type_error():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from kolectra.model import config, train
+from kolectra.model import config, presets, train
 from kolectra.pipeline import configs
 from tests.model_support import build_examples, build_tokenizer
 
@@ -15,9 +15,9 @@ from tests.model_support import build_examples, build_tokenizer
 def test_preset_warm_up_scales_to_a_tenth_of_a_short_run():
     cfg, doc = configs.resolve("pretrain", preset="mini", sets=["train.steps=200"])
     assert cfg.train.warmup_steps == 20 and doc["train"]["warmup_steps"] == 20  # what the manifest records
-    cfg, line = config.fit_warmup(config.mini(), explicit=False)
+    cfg, line = config.fit_warmup(presets.mini(), explicit=False)
     assert line is None and cfg.train.warmup_steps == 200  # 10 % of the preset's 2,000 steps: left alone
-    short = dataclasses.replace(config.mini(), train=dataclasses.replace(config.mini().train, steps=200))
+    short = dataclasses.replace(presets.mini(), train=dataclasses.replace(presets.mini().train, steps=200))
     cfg, line = config.fit_warmup(short, explicit=False)
     assert cfg.train.warmup_steps == 20
     assert line.startswith("warm-up scaled to 20 steps (10% of 200): the mini preset's 200 would cover 100%")
@@ -42,7 +42,7 @@ def test_a_warm_up_the_user_set_is_kept_and_warned_about():
 def test_a_run_that_ends_in_warm_up_warns_and_records_why_health_is_unchecked(tmp_path, capsys):
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=32, seq_len=32)
-    cfg = config.tiny()
+    cfg = presets.tiny()
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=4, batch_size=8, warmup_steps=4,
                                                              log_every=2, cpu_threads=1))
     result = train.pretrain(cfg, examples, tok, tmp_path / "out")
@@ -62,7 +62,7 @@ def test_a_warm_up_longer_than_the_run_says_the_rate_never_peaks():
     only under warmup_then_decay (the reference schedule multiplies the decay in)."""
     from kolectra.model import health, optim
 
-    t = dataclasses.replace(config.tiny().train, steps=3, warmup_steps=100)
+    t = dataclasses.replace(presets.tiny().train, steps=3, warmup_steps=100)
     line = config.warmup_warning(t)
     assert "its learning rate never reaches train.lr (at most 3% of it), and its health goes unchecked" in line
     assert "peak" not in line
@@ -86,7 +86,7 @@ def test_a_warm_up_a_step_longer_than_the_run_is_not_at_1e_02_percent():
     """199 steps of a 200-step warm-up reach 99.5 % of train.lr: both lines said 'at most 1e+02% of it' (m1)."""
     from kolectra.model import health
 
-    t = dataclasses.replace(config.tiny().train, steps=199, warmup_steps=200)
+    t = dataclasses.replace(presets.tiny().train, steps=199, warmup_steps=200)
     assert "its learning rate never reaches train.lr (at most 99.5% of it)" in config.warmup_warning(t)
     ctx = health.Context(objective="electra", vocab_size=8000, warmup_steps=1001, total_steps=1000, lr=2e-3)
     text = health.unchecked_text({"status": "unchecked", "reason": health.ENDED_IN_WARMUP}, ctx)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.config import override
-from kolectra.model import config, runtime, train
+from kolectra.model import presets, runtime, train
 from tests.model_support import build_examples, build_tokenizer
 
 pytestmark = pytest.mark.xla  # skipped where torch_xla is absent (tests/conftest.py)
@@ -46,7 +46,7 @@ class Interrupted(Exception):
 
 def _run(spec: dict) -> dict:
     """One pretrain run as ``spec`` says (sets, paths, crash_at, resume); returns stats and XLA counters."""
-    cfg = override(config.tiny(), spec["sets"])
+    cfg = override(presets.tiny(), spec["sets"])
     real_resolve, report = runtime.resolve, {}
 
     def resolve(*args, **kwargs):  # wraps the device so the run can be cut short at a given step

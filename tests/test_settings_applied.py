@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from kolectra.model.config import preset
+from kolectra.model.presets import preset
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import small_chain

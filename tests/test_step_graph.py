@@ -16,7 +16,7 @@ import torch
 
 from kolectra.core.config import ConfigError, override
 from kolectra.core.errors import UserInputError
-from kolectra.model import checkpoint, config, optim, step_graph, train
+from kolectra.model import checkpoint, optim, presets, step_graph, train
 from kolectra.model.device import CudaDevice, Device
 from kolectra.model.step_graph import StepGraph
 from tests.model_support import small_examples
@@ -39,7 +39,7 @@ def inputs(tmp_path_factory):
 
 
 def _cfg(whole: bool, **train_sets):
-    cfg = config.tiny()
+    cfg = presets.tiny()
     t = {"steps": STEPS, "batch_size": 8, "warmup_steps": 3, "log_every": 2, **train_sets}
     if whole:  # validate() keeps whole-step to CUDA: the rehearsal goes around it, as the device does
         t.update(compile=True, compile_mode="whole-step")
@@ -141,11 +141,11 @@ def test_an_update_that_cannot_be_recorded_says_so_in_one_line():
 ])
 def test_whole_step_is_checked_before_anything_runs(sets, says):
     with pytest.raises(ConfigError, match=says):
-        override(config.small(), sets).validate()
+        override(presets.small(), sets).validate()
 
 
 def test_whole_step_is_for_one_cuda_process():
-    override(config.small(), ["train.device=cuda", "train.compile_mode=whole-step", "train.grad_accum=2"]).validate()
+    override(presets.small(), ["train.device=cuda", "train.compile_mode=whole-step", "train.grad_accum=2"]).validate()
     with pytest.raises(UserInputError, match="not on cpu"):
         Device().whole_step(lambda micro: micro)
     # CudaDevice needs a GPU to be built; its check reads only the number of ranks

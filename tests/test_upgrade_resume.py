@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kolectra.core import filehash
-from kolectra.model import checkpoint, config, train
+from kolectra.model import checkpoint, presets, train
 from kolectra.pipeline.store import workspace
 from tests.model_support import build_examples, build_tokenizer, stop_in_step
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
@@ -73,7 +73,7 @@ def inputs(tmp_path_factory):
 
 
 def _cfg(**train_kw):
-    cfg = config.tiny()
+    cfg = presets.tiny()
     t = dict(steps=6, batch_size=8, warmup_steps=1, log_every=1, lr=3e-3, cpu_threads=1, save_every=2)
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, **{**t, **train_kw}))
 

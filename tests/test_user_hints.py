@@ -14,7 +14,7 @@ from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput
 from kolectra.corpus import build, field_check
 from kolectra.corpus.config import default_config
-from kolectra.model.config import preset
+from kolectra.model.presets import preset
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.request import Request

@@ -126,7 +126,8 @@ PRETRAIN_FLAGS = {"preset": "preset", "objective": "objective.objective", "devic
 
 
 def add_pretrain(p: argparse.ArgumentParser) -> None:
-    from kolectra.model.config import OBJECTIVES, PRESETS
+    from kolectra.model.config import OBJECTIVES
+    from kolectra.model.presets import PRESETS
 
     # no argparse choices: a bad value is the config's one-line error, naming the known ones
     steps = ", ".join(f"{k} {f().train.steps:,}" for k, f in PRESETS.items())

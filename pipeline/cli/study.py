@@ -77,7 +77,7 @@ def run_study_command(args, store: Store, beam_args: list[str]) -> Artifact:
         raise ConfigError(f"--flops: expected a finite number > 0, got {args.flops}")
     if args.points < 1:
         raise ConfigError(f"--points: expected at least 1, got {args.points}")
-    from kolectra.model.config import requested_preset  # torch-free
+    from kolectra.model.presets import requested_preset  # torch-free
 
     named = requested_preset(args.preset, config_sets(args))
     if named != args.preset:  # the run would train it, with steps worked out for --preset's model

@@ -10,7 +10,7 @@ import re
 
 from kolectra.core.config import ConfigError
 from kolectra.model.config import EMBEDDING_SHARING, OBJECTIVES
-from kolectra.model.config import preset as model_preset
+from kolectra.model.presets import preset as model_preset
 from kolectra.pipeline.configs import resolve
 
 READOUTS = ("probe", "lowdata", "finetune")

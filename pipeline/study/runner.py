@@ -55,9 +55,9 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.corpus import shards
 from kolectra.finetune.files import URL_FILE, as_given, folded_url
 from kolectra.model import rtd
-from kolectra.model.config import preset as model_preset
 from kolectra.model.electra import train_flops_per_sequence
 from kolectra.model.launcher import one_process
+from kolectra.model.presets import preset as model_preset
 from kolectra.model.train_end import TrainingDiverged
 from kolectra.pipeline import stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
