@@ -348,13 +348,16 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     job_started = False
     try:
         with Interruption(owns=progress_dir) as ctrl_c, Monitor(progress_dir or "", total,
-                                               enabled=progress_dir is not None and verbosity() >= NORMAL):
+                                               enabled=progress_dir is not None and verbosity() >= NORMAL), \
+                read_failures.Watch(progress_dir, ctrl_c.fail, CorpusError):  # a failed read stops the job at once
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
                 job_started = True
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
                 _recipe(p, cfg, listed_at, out, buckets, progress_dir, threads, copies_at if split else None)
             ran = True
     except BaseException:
+        if ctrl_c.failure is not None and not ctrl_c.terminated:  # read_failures.Watch's: an input's read failed
+            raise ctrl_c.failure from None
         if not (ctrl_c.happened or ctrl_c.terminated):
             raise
         done = describe(read_counts(progress_dir), total) if progress_dir else "progress unknown"

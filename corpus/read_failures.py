@@ -18,6 +18,9 @@ line of Beam's wrapped traceback), as if kolectra were at fault. Now:
   its ``why`` in the file's row (``read_failed``), and the check after the job
   (:func:`kolectra.corpus.outputs.check_stats`) names every such file in one line: data, so the same line
   with worker processes (whose exceptions reach the launcher only as Beam's wrapped text).
+- on the local runner the read step also notes it in the job's progress folder (:func:`note`), and the
+  launcher (:class:`Watch`) stops the job at once with the same line: the job cannot succeed, and a long
+  one (34 GB with a signed URL expired) went on for hours before the check after it named the file.
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from __future__ import annotations
 import logging
 import os
 import random
+import threading
 import time
+import uuid
+from pathlib import Path
 
 from kolectra.core import storage, url_secrets, verbosity
 from kolectra.core.errors import UserInputError
@@ -209,3 +215,64 @@ def of(path: str, e: BaseException) -> ReadFailed | None:
     if path[:8].lower().startswith(("http://", "https://")):
         return http_failure(path, e, 1) if from_server(e) else None
     return store_failure(path, e)
+
+
+_NOTE = ".read-failed"  # a note's suffix in the progress folder (not a worker's counts, which end .json)
+
+
+def note(directory: str | None, path: str, why: str) -> None:
+    """Tell the launcher (through the local runner's progress folder ``directory``) that ``path``'s read
+    failed: :class:`Watch` stops the job. Nothing where there is no such folder (remote workers)."""
+    if not directory:
+        return
+    target = Path(directory) / f"{uuid.uuid4().hex}{_NOTE}"
+    try:  # written whole, then renamed: the launcher never reads half a note
+        target.with_suffix(".part").write_text(f"{url_secrets.recorded(path)}\n{why}", encoding="utf-8")
+        os.replace(target.with_suffix(".part"), target)
+    except OSError:
+        pass  # the check after the job names the file all the same
+
+
+def noted(directory: str) -> dict[str, str]:
+    """The failed reads :func:`note` left in ``directory``: recorded path -> why."""
+    found = {}
+    for p in Path(directory).glob(f"*{_NOTE}"):
+        try:
+            path, why = p.read_text(encoding="utf-8").split("\n", 1)
+        except (OSError, ValueError):
+            continue
+        found[path] = why
+    return found
+
+
+def line(failed: dict[str, str]) -> str:
+    """The job's one line naming the inputs whose read failed (path -> why), as the check after the job says it."""
+    return (f"{len(failed)} input file(s) could not be read after the listing: "
+            + "; ".join(f"{path}: {why}" for path, why in sorted(failed.items())) + " (no corpus was kept)")
+
+
+class Watch:
+    """While the local job runs: looks for :func:`note`'s notes in ``directory`` every ``every`` s, and at the
+    first calls ``stop`` with the :class:`~kolectra.corpus.outputs.CorpusError` of :func:`line`
+    (``Interruption.fail``: the workers stopped, the launcher's main thread raises it)."""
+
+    def __init__(self, directory: str | None, stop, error: type[Exception], every: float = 0.5):
+        self.directory, self.stop, self.error, self.every = directory, stop, error, every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kolectra-read-failures", daemon=True)
+
+    def __enter__(self) -> "Watch":
+        if self.directory:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every):
+            if failed := noted(self.directory):
+                self.stop(self.error(line(failed)))
+                return

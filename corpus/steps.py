@@ -28,6 +28,7 @@ from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.drops import DROPS, DropChunks
 from kolectra.corpus.outputs import ANALYSER_PROBE, SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
+from kolectra.corpus.read_failures import note as note_failed_read
 from kolectra.corpus.runners import tune_gc
 from kolectra.corpus.segment import make_segmenter, segment_each
 from kolectra.corpus.shards import value_kind
@@ -141,6 +142,8 @@ class ReadAndClean(beam.DoFn):
         yield from (beam.pvalue.TaggedOutput(DROPS, item) for item in (drops.drain() if drops else ()))
         self.counts.add(read=lines - reported, kept=kept, bytes=digest.get("bytes", 0) - sent_bytes)
         self.counts.flush()
+        if failed:  # the job's outcome is known: the launcher stops it now, not after every other file's read
+            note_failed_read(self.progress_dir, listed.path, failed[0])
         # totals only: the file's own counts ride in its row, so no tally key is per file
         tally[outputs.RECORDS_IN] = lines
         if piece is None:  # a piece's file is counted by its plan (pieces.PlanPieces)

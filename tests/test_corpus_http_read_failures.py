@@ -270,5 +270,31 @@ def test_a_malformed_retry_waits_variable_is_refused_in_one_line_not_made_each_i
     assert not list((tmp_path / "root").glob("corpus/*/manifest.json"))
 
 
+def test_a_failed_read_stops_the_job_at_once_with_its_line_not_after_every_other_files_read(armed_at_the_job, tmp_path,
+                                                                                             monkeypatch, capfd):
+    """Before: the job read (and analysed) every other file, then its check named the failed one: for a 34 GB job
+    with a signed URL expired, hours of work thrown away. The read step's note now stops it (the job's worker held
+    here after noting, as if it had more to read)."""
+    import time
+
+    from kolectra.corpus import build, steps
+
+    noted, check, checked = steps.note_failed_read, build.check_stats, []
+
+    def noting_then_busy(*a, **k):
+        noted(*a, **k)
+        time.sleep(6)
+
+    monkeypatch.setattr(steps, "note_failed_read", noting_then_busy)
+    monkeypatch.setattr(build, "check_stats", lambda *a, **k: checked.append(1) or check(*a, **k))
+    armed_at_the_job.always = "403"
+    began = time.monotonic()
+    assert _corpus(armed_at_the_job.url(signed=True), tmp_path / "root") == 2
+    line = _one_line(capfd.readouterr().err)
+    assert "could not be read after the listing" in line and "403 Forbidden" in line and "no corpus was kept" in line
+    assert not checked and time.monotonic() - began < 6, "the job ran to its end"
+    assert not list((tmp_path / "root").glob("corpus/*/manifest.json"))
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
