@@ -20,7 +20,7 @@ import os
 import stat
 from typing import IO
 
-from kolectra.core import storage
+from kolectra.core import storage, url_secrets
 from kolectra.corpus import http_reads, inputs, read_failures
 
 
@@ -127,6 +127,30 @@ def pinned_identity(path: str, raw: IO[bytes]) -> str | None:
     return inputs.object_file(path, int(details["size"]), storage.checksum_of(details)).identity
 
 
+# the start of a why of :func:`changed_since` that is no change: the server refused (or failed) the check after
+# the read (a signed URL expired meanwhile: 403), said by the check after the job as a read that failed
+# (outputs.check_stats), not as a file that "changed while the job read" it
+NOT_CHECKED = "its server failed the check after its read "
+
+
+def _refused_after_read(listed: inputs.InputFile) -> str | None:
+    """:data:`NOT_CHECKED` and what an http(s) server answered instead of the object's info after its read
+    (fsspec's FileNotFoundError keeps no status: one request more, only then), or None (no http(s) URL, a
+    404/410: the file gone since, or an answer now)."""
+    if storage.scheme(listed.path) not in ("http", "https"):
+        return None
+    from kolectra.corpus import literals  # noqa: PLC0415 - only once a check failed
+
+    answered = literals.unreachable(listed.where)
+    if answered is None:
+        return None
+    then = ("a signed URL may have expired, or access been withdrawn, since the listing; sign it again (or restore "
+            "access) and run the same command again" if answered.startswith(("the server answered 401",
+                                                                             "the server answered 403"))
+            else "run the same command again once it answers")
+    return f"{NOT_CHECKED}({url_secrets.redacted(answered)}): {then}"
+
+
 def changed_since(listed: inputs.InputFile, bytes_read: int, read_identity: str | None = None) -> str | None:
     """Why the file no longer matches its listing after a read of ``bytes_read`` bytes, or None.
     ``read_identity``: the version the read was pinned to (:func:`pinned_identity`), compared as it
@@ -139,7 +163,10 @@ def changed_since(listed: inputs.InputFile, bytes_read: int, read_identity: str 
         try:
             read_identity = inputs.identify(listed.where, time_stamp=stamped).identity
         except inputs.InputError as e:
-            return str(e)
+            # fsspec's FileNotFoundError of a failed HEAD and GET keeps no status (a timeout or the store's own
+            # error says itself): asked once more, for what the server answered
+            lost = isinstance(e.__context__, FileNotFoundError)
+            return (_refused_after_read(listed) if lost else None) or str(e)
     if read_identity != listed.identity:
         why = f"its size, time stamp or checksum changed during the read ({listed.identity} -> {read_identity})"
         if storage.scheme(listed.path) in ("http", "https") and "Last-Modified=" in listed.identity:

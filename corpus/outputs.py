@@ -24,6 +24,7 @@ from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
 from kolectra.corpus import compress, filters, reader, suffixes
 from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.input_reads import NOT_CHECKED
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 from kolectra.corpus.sorted_files import sorted_lines, write_lines
 
@@ -272,7 +273,9 @@ def _notable(rows: Iterable[tuple[str, dict]]) -> tuple[dict, dict, tuple | None
     for source, row in rows:
         if row.get(READ_FAILED):
             failed[source] = row[READ_FAILED]
-        if row.get("changed"):
+        if str(row.get("changed") or "").startswith(NOT_CHECKED):  # no change: the server refused the check
+            failed[source] = row["changed"]
+        elif row.get("changed"):
             changed[source] = row["changed"]
         if row.get("damaged"):
             damaged[source] = row["damaged"]
