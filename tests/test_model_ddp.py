@@ -225,7 +225,8 @@ def test_a_follower_joins_the_group_only_once_a_late_rank_0_creates_it(bucket, t
 
 def _cached_bytes(cache: Path) -> dict[str, int]:
     """The examples' files a machine fetched (its cache), with their sizes."""
-    [copy] = (cache / "artifacts" / "examples").iterdir()
+    # beside the copy: its reader lock (<copy>.lock, pipeline/store/copies.py), not a fetched file
+    [copy] = [p for p in (cache / "artifacts" / "examples").iterdir() if p.is_dir()]
     return {p.relative_to(copy).as_posix(): p.stat().st_size for p in copy.rglob("*")
             if p.is_file() and p.name != "manifest.json"}
 
