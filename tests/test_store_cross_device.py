@@ -114,3 +114,18 @@ def test_a_kind_folder_on_the_root_s_file_system_builds_and_a_probe_a_kill_left_
     (root / ".tmp").mkdir()  # a root built in before (the probe runs where the area is)
     built = Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
     assert len(calls) == 1 and sorted(p.name for p in (root / "corpus").iterdir()) == [built.path.name]
+
+
+def test_a_probe_in_a_kind_folder_is_not_listed_as_an_incomplete_artifact(tmp_path, capsys):
+    """The probe is renamed into ``ROOT/<kind>`` for an instant (another process's ``kolectra artifacts list`` may
+    look then) and a kill may leave it there until the next build of that kind: ``list`` said 'skipped:
+    ROOT/corpus/.kolectra-rename-.../manifest.json: missing (incomplete artifact)' of it."""
+    from kolectra.pipeline.cli import main
+
+    root, calls = tmp_path / "root", []
+    built = Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes(calls))
+    (root / "corpus" / ".kolectra-rename-0badf00d").mkdir()
+    assert Store(root).scan()[1] == []
+    assert main(["artifacts", "list", "--out", str(root)]) == 0
+    out = capsys.readouterr()
+    assert "skipped" not in out.out + out.err and built.path.name in out.out, out

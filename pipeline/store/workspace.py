@@ -259,6 +259,11 @@ def symlinked(root: Path, area: str) -> str | None:
     return None
 
 
+# the name's start of :func:`crossing`'s empty probe folder, renamed on into ``ROOT/<kind>`` for an instant (a kill may
+# leave it there): no artifact's (Catalog.scan passes over it)
+PROBE = ".kolectra-rename-"
+
+
 def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
     """Why a build in the private area ``ROOT/<area>`` could not be published (or a copy moved aside there): it is
     on another file system or mount than ``root`` (a link to a scratch disk), and a rename cannot cross them; or
@@ -270,7 +275,7 @@ def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
     if not src.is_dir() and not into:  # none yet: made in the root, on its file system
         return None
     # none yet: the probe starts in the root, where the area is made
-    probe = (src if src.is_dir() else root) / f".kolectra-rename-{uuid.uuid4().hex[:8]}"  # no build's name
+    probe = (src if src.is_dir() else root) / f"{PROBE}{uuid.uuid4().hex[:8]}"  # no build's name
     try:
         probe.mkdir()
     except OSError:
@@ -280,7 +285,7 @@ def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
             os.rename(probe, root / probe.name)
             probe = root / probe.name
         if into:
-            for left in (root / kind).glob(".kolectra-rename-*"):  # a kill between rename and rmdir: `list` named it
+            for left in (root / kind).glob(f"{PROBE}*"):  # a kill between rename and rmdir left it
                 with contextlib.suppress(OSError):
                     left.rmdir()
             os.rename(probe, root / kind / probe.name)
