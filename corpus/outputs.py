@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
-from kolectra.corpus import compress, filters, reader, suffixes
+from kolectra.corpus import compress, filters, read_failures, reader, suffixes
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.input_reads import NOT_CHECKED
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
@@ -306,11 +306,7 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
     named = lambda s: paths.get(s, s)  # noqa: E731
     changed, damaged, worst, failed = _notable(stats["sources"].items() if rows is None else rows)
     if failed:  # first: a file read in part is no change of the file, and no damage to accept
-        raise CorpusError(
-            f"{len(failed)} input file(s) could not be read after the listing: "
-            + "; ".join(f"{named(s)}: {why}" for s, why in sorted(failed.items()))
-            + " (no corpus was kept)"
-        )
+        raise CorpusError(read_failures.line({named(s): why for s, why in failed.items()}))
     if changed:
         raise CorpusError(
             f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "

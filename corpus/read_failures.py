@@ -245,10 +245,17 @@ def noted(directory: str) -> dict[str, str]:
     return found
 
 
+# files a failure line names: a signature that expired fails every file of a job alike, and a line naming
+# all of 1,000 files (about 300 kB) buries the reason it gives for each
+NAMED = 5
+
+
 def line(failed: dict[str, str]) -> str:
-    """The job's one line naming the inputs whose read failed (path -> why), as the check after the job says it."""
+    """The job's one line naming the inputs whose read failed (path -> why): the first :data:`NAMED` of them."""
+    named = sorted(failed.items())
+    more = f"; and {len(named) - NAMED} more" if len(named) > NAMED else ""
     return (f"{len(failed)} input file(s) could not be read after the listing: "
-            + "; ".join(f"{path}: {why}" for path, why in sorted(failed.items())) + " (no corpus was kept)")
+            + "; ".join(f"{path}: {why}" for path, why in named[:NAMED]) + more + " (no corpus was kept)")
 
 
 class Watch:

@@ -298,3 +298,22 @@ def test_a_failed_read_stops_the_job_at_once_with_its_line_not_after_every_other
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_failure_of_many_files_names_a_few_and_counts_the_rest():
+    """A signature that expired fails every file of a job alike: the line named all of them (1,000 files,
+    about 300 kB in one line); it names the first few and counts the others, as the job's check does."""
+    from kolectra.corpus import read_failures
+    from kolectra.corpus.config import CorpusConfig
+    from kolectra.corpus.outputs import CorpusError, check_stats
+
+    why = "the server refused to serve it (403 Forbidden)"
+    failed = {f"https://host/part-{i:04d}.jsonl": why for i in range(1000)}
+    said = read_failures.line(failed)
+    assert said.startswith("1000 input file(s) could not be read after the listing: https://host/part-0000.jsonl: ")
+    assert said.count(why) == read_failures.NAMED and "; and 995 more (no corpus was kept)" in said, said
+    rows = [(f"part-{i:04d}.jsonl", {"read_failed": why, "rejected": 0, "records_in": 0}) for i in range(7)]
+    stats = {"records_in": 0, "records_out": 0, "rejected": 0, "dropped": {}, "sources": dict(rows)}
+    with pytest.raises(CorpusError, match=r"^7 input file\(s\) .*part-0004\.jsonl: [^;]*; and 2 more \(no corpus"):
+        check_stats(stats, CorpusConfig(), {f"part-{i:04d}.jsonl": f"https://host/part-{i:04d}.jsonl" for i in range(7)},
+                    "rejects", rows=rows)
