@@ -177,7 +177,7 @@ def test_fine_tuning_caches_and_unheld_lock_files_are_pruned_by_last_use(tmp_pat
     (locks / "vocab-0123456789abcdef.lock").write_text("{}")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys\nfrom pathlib import Path\nfrom kolectra.pipeline.store import copies, "
-         "workspace\nfd = workspace._try_flock(Path(sys.argv[1]), wait=False)\ncopies.hold(Path(sys.argv[2]))\n"
+         "workspace\nfd = workspace.try_flock(Path(sys.argv[1]), wait=False)\ncopies.hold(Path(sys.argv[2]))\n"
          "print('held', flush=True)\nsys.stdin.read()\n", str(locks / "vocab-0123456789abcdef.lock"), str(in_use)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
     try:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kolectra.pipeline.store.manifest import MANIFEST
-from kolectra.pipeline.store.workspace import LOCKS, _release, _try_flock
+from kolectra.pipeline.store.workspace import LOCKS, release_flock, try_flock
 
 ARTIFACTS = "artifacts"  # $KOLECTRA_CACHE/artifacts/<kind>/<name>-<id>-<digest12>/
 ROOTS = "roots"  # $KOLECTRA_CACHE/roots/<hash of ROOT>/ (remote_runs.StoreRuns._local_root)
@@ -137,12 +137,12 @@ def _claimed(d: Path, dry_run: bool):
         finally:
             os.close(fd)
         return
-    fd = _try_flock(path, wait=False)
+    fd = try_flock(path, wait=False)
     try:
         yield fd is not None
     finally:
         if fd is not None:
-            _release(path, fd)  # unlinked while held, once the copy is gone
+            release_flock(path, fd)  # unlinked while held, once the copy is gone
 
 
 def _mtime(p: Path) -> float:
@@ -240,7 +240,7 @@ def _unheld_lock(f: Path, dry_run: bool, removed: list[Removed]) -> None:
             if free:
                 removed.append(Removed(f, _bytes(f)))
         return
-    fd = _try_flock(f, wait=False)
+    fd = try_flock(f, wait=False)
     if fd is not None:
         removed.append(Removed(f, os.fstat(fd).st_size))
-        _release(f, fd)
+        release_flock(f, fd)

@@ -19,14 +19,14 @@ from kolectra.pipeline.store.workspace import (
     TMP_NAME,
     WORK,
     Run,
-    _mark,
-    _release,
-    _try_flock,
     foreign,
     live,
     own,
+    release_flock,
     runs,
     symlinked,
+    take_build_lock,
+    try_flock,
     try_lock,
 )
 
@@ -51,7 +51,7 @@ def _claimed(root: Path, d: Path, kind: str, aid: str, dry_run: bool) -> Iterato
         elif dry_run or not d.is_dir() or d.is_symlink():
             yield not live(d)
         else:
-            fd = _mark(d)
+            fd = take_build_lock(d)
             try:
                 yield fd is not None
             finally:
@@ -116,8 +116,8 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
                 kept.append(run)
     locks = root / LOCKS
     for f in sorted(locks.glob("*.lock")) if locks.is_dir() and LOCKS not in skipped else []:
-        fd = _try_flock(f, wait=False)
+        fd = try_flock(f, wait=False)
         if fd is not None:
             removed.append(f)
-            _release(f, fd) if not dry_run else os.close(fd)
+            release_flock(f, fd) if not dry_run else os.close(fd)
     return removed, kept

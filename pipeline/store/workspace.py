@@ -73,7 +73,7 @@ def now() -> str:
 
 
 # ---- locks --------------------------------------------------------------------------------------
-def _try_flock(path: Path, wait: bool, on_wait: Callable[[dict], None] | None = None) -> int | None:
+def try_flock(path: Path, wait: bool, on_wait: Callable[[dict], None] | None = None) -> int | None:
     """An fd holding an exclusive flock on ``path``, or None (held elsewhere and not ``wait``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
@@ -100,7 +100,8 @@ def _try_flock(path: Path, wait: bool, on_wait: Callable[[dict], None] | None = 
         os.close(fd)  # the holder deleted the file while we waited on it: lock the new one
 
 
-def _release(path: Path, fd: int) -> None:
+def release_flock(path: Path, fd: int) -> None:
+    """Let go the flock :func:`try_flock` took, deleting its file first."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # while still held: a waiter on this inode sees it gone and retries
     os.close(fd)
@@ -126,30 +127,30 @@ def request_lock(root: Path, kind: str, aid: str) -> Iterator[None]:
         progress(f"{kind}: another run ({who}) is building the same request {aid}; waiting for it to finish "
                  "(Ctrl-C stops waiting)")
 
-    fd = _try_flock(path, wait=True, on_wait=waiting)
+    fd = try_flock(path, wait=True, on_wait=waiting)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now(),
                                  "argv": url_secrets.redacted(" ".join(["kolectra", *sys.argv[1:]]))}).encode())
         yield
     finally:
-        _release(path, fd)
+        release_flock(path, fd)
 
 
 @contextlib.contextmanager
 def try_lock(root: Path, kind: str, aid: str) -> Iterator[bool]:
     """Hold the lock of ``kind``/``aid`` if nobody does; yields whether it was taken."""
     path = root / LOCKS / f"{kind}-{aid}.lock"
-    fd = _try_flock(path, wait=False)
+    fd = try_flock(path, wait=False)
     try:
         yield fd is not None
     finally:
         if fd is not None:
-            _release(path, fd)
+            release_flock(path, fd)
 
 
 # ---- build directories --------------------------------------------------------------------------
-def _mark(d: Path) -> int | None:
+def take_build_lock(d: Path) -> int | None:
     """An fd holding ``d``'s build lock, or None: ``d`` is gone or a sweep holds it (about to delete it)."""
     try:
         fd = os.open(d / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # never re-creates a swept ``d``
@@ -222,7 +223,7 @@ def private_dir(root: Path, kind: str, aid: str, held: contextlib.ExitStack | No
         d.mkdir(parents=True)
         if held is None:
             return d
-        fd = _mark(d)  # a sweep of another root may take it first: then it deletes d, and we try another
+        fd = take_build_lock(d)  # a sweep of another root may take it first: then it deletes d, and we try another
         if fd is not None:
             held.enter_context(_held_mark(d, fd))
             return d
@@ -379,7 +380,7 @@ class Run:
     def hold(self, held: contextlib.ExitStack) -> None:
         """Mark this run live until ``held`` closes; refused if another process is building in it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = _mark(self.path)
+        fd = take_build_lock(self.path)
         if fd is None:
             raise ArtifactError(f"{self.path}: another process is building in this run right now (a root sharing "
                                 f"{self.path.parent}?); wait for it")
@@ -484,7 +485,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
         return exact
     if resume and others and not own_only:
         run = others[0]
-        if not held.enter_context(try_lock(root, run.kind, run.id)) or (fd := _mark(run.path)) is None:
+        if not held.enter_context(try_lock(root, run.kind, run.id)) or (fd := take_build_lock(run.path)) is None:
             raise ArtifactError(f"{kind}: the interrupted run {run.path} is running right now; wait for it "
                                 "or stop it before resuming it with other settings")
         held.enter_context(_held_mark(run.path, fd))
