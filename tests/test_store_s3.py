@@ -350,9 +350,23 @@ def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(buck
     assert store.verify(art) == []
 
 
+def _resume_on_another_machine(root: str, examples: str, tmp_path, monkeypatch, capsys) -> str:
+    """``pretrain --resume`` on ``root`` as another machine runs it (an empty cache), in this process (as
+    the test of a run killed mid-run does): a fresh process started torch and transformers again, about
+    5 CPU s a test, for nothing these tests check. What it wrote to stderr."""
+    from tests.test_faults_pretrain import SETS
+
+    for name, value in {**FAST_LEASE, "KOLECTRA_CACHE": str(tmp_path / "another-machine")}.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS, resume=True)
+    return capsys.readouterr().err
+
+
 @pytest.mark.parametrize("at, in_store", [(2, None), (6, "step-00000004")])
 def test_a_second_sigterm_during_the_copy_to_the_store_says_which_checkpoint_the_store_holds(bucket, tmp_path, at,
-                                                                                             in_store):
+                                                                                             in_store, monkeypatch,
+                                                                                             capsys):
     """SIGTERM at a step, then again while its checkpoint is copied to the store: the line said the
     state was kept here `and s3://.../.work; --resume continues it` while the store held no complete
     checkpoint (--resume on another machine: 'nothing to resume; starting fresh'). The copy before
@@ -377,14 +391,13 @@ def test_a_second_sigterm_during_the_copy_to_the_store_says_which_checkpoint_the
         assert f"holds {in_store} only (step-{at:08d}'s copy to it did not complete); --resume continues from " \
                f"step-{at:08d} on this machine, from {in_store} on another" in line, line
     # as the line says, on another machine
-    again = _child("pretrain", root, str(ex.path), "none", "--resume", *(f"--set={s}" for s in SETS),
-                   env={"KOLECTRA_CACHE": str(tmp_path / "another-machine")})
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert (f"fetching the interrupted run's {in_store}" in again.stderr if in_store
-            else "nothing to resume for this request; starting fresh" in again.stderr), again.stderr[-3000:]
+    again = _resume_on_another_machine(root, str(ex.path), tmp_path, monkeypatch, capsys)
+    assert (f"fetching the interrupted run's {in_store}" in again if in_store
+            else "nothing to resume for this request; starting fresh" in again), again[-3000:]
 
 
-def test_a_second_sigterm_as_the_manifest_of_the_copy_to_the_store_lands_does_not_deny_it(bucket, tmp_path):
+def test_a_second_sigterm_as_the_manifest_of_the_copy_to_the_store_lands_does_not_deny_it(bucket, tmp_path, monkeypatch,
+                                                                                        capsys):
     """The second SIGTERM after the checkpoint's manifest reached the store, before the upload returned
     (1 of 12 real trials with TERM twice 0.2 s apart on moto): the line said the store 'holds step-00000004
     only (step-00000006's copy to it did not complete); --resume continues ... from step-00000004 on
@@ -404,10 +417,8 @@ def test_a_second_sigterm_as_the_manifest_of_the_copy_to_the_store_lands_does_no
     assert ("holds step-00000004, and step-00000006 too unless its copy was cut short as its manifest was "
             "written; --resume continues from step-00000006 on this machine, from the newer of the two there on "
             "another") in line, line
-    again = _child("pretrain", root, str(ex.path), "none", "--resume", *(f"--set={s}" for s in SETS),
-                   env={"KOLECTRA_CACHE": str(tmp_path / "another-machine")})
-    assert again.returncode == 0 and "fetching the interrupted run's step-00000006" in again.stderr, \
-        again.stderr[-3000:]
+    again = _resume_on_another_machine(root, str(ex.path), tmp_path, monkeypatch, capsys)
+    assert "fetching the interrupted run's step-00000006" in again, again[-3000:]
 
 
 @pytest.mark.parametrize("interrupted", [False, True])
