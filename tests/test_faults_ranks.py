@@ -7,7 +7,6 @@ an internal error (status 1, a traceback log); NCCL would have held them until i
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -16,13 +15,13 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import torch.multiprocessing as mp
 
 from kolectra.model import checkpoint
 from tests.model_support import build_examples, build_tokenizer
+from tests.rank_children import mirror_rank
 from tests.test_faults_interrupts import REPO
 from tests.test_faults_pretrain import _copy, chain  # noqa: F401  (the chain fixture)
 from tests.test_faults_sigterm import _ended, _one_line, _training
@@ -120,38 +119,11 @@ def test_a_rank_whose_examples_change_under_it_ends_the_others_in_one_line_on_gl
                             "line, if it printed one, says why; gloo: its connection closed); this rank stops too"), line0
 
 
-def _mirror_rank(rank: int, port: int, examples, tok, out: Path, report: Path) -> None:
-    """A rank of a run whose checkpoints a store root copies (``checkpoint_saved``): rank 0's copy fails
-    (an unreachable bucket), rank 1's works."""
-    import torch.distributed as dist
-
-    from kolectra.model import presets, train
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
-                      LOCAL_RANK=str(rank))
-    dist.init_process_group("gloo", timeout=timedelta(seconds=60))  # the old code's rank 1 ends, if not in one line
-
-    def copied(step_dir: Path) -> None:
-        if rank == 0:
-            raise OSError(f"{step_dir}: could not be copied to the store (connection reset)")
-
-    cfg = presets.tiny()
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=3,
-                                                             log_every=4, save_every=4, cpu_threads=1))
-    try:
-        train.pretrain(cfg, examples, tok, out, checkpoint_saved=copied)
-        result = "finished"
-    except Exception as e:  # noqa: BLE001 - what each rank ended with is the test's subject
-        result = f"{type(e).__name__}: {e}"
-    (report / f"rank-{rank}.json").write_text(json.dumps(result))
-    dist.destroy_process_group()
-
-
 def test_a_rank_whose_checkpoint_copy_fails_ends_every_rank_at_that_save(tmp_path):
     tok = build_tokenizer(tmp_path / "tok")
     examples = build_examples(tmp_path / "examples", tok, n=64, seq_len=32)
     (tmp_path / "out").mkdir()
-    mp.start_processes(_mirror_rank, args=(_free_port(), examples, tok, tmp_path / "out", tmp_path), nprocs=2,
+    mp.start_processes(mirror_rank, args=(_free_port(), examples, tok, tmp_path / "out", tmp_path), nprocs=2,
                        join=True, start_method="spawn")
     r0, r1 = (json.loads((tmp_path / f"rank-{r}.json").read_text()) for r in (0, 1))
     assert r0.startswith("OSError: ") and "step-00000004: could not be copied" in r0, r0
