@@ -17,6 +17,7 @@ from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.store.manifest import digest, fields_digest, files_digest
 from kolectra.pipeline.store.request import Request
+from kolectra.pipeline.store.workspace import Resumable
 from kolectra.vocab.export import assemble, write_dir
 from tests.fault_child import toy_request
 from tests.model_support import build_examples, build_tokenizer
@@ -259,3 +260,57 @@ def test_a_manifest_holding_an_integer_the_parser_refuses_is_one_message(tmp_pat
     assert "not a manifest (Exceeds the limit" in capsys.readouterr().err
     assert main(["artifacts", "verify", art.id, "--out", str(tmp_path)]) != 0
     assert "internal error" not in capsys.readouterr().err
+
+
+def _shared_work(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / ".work").mkdir(parents=True)
+    b.mkdir()
+    (b / ".work").symlink_to(a / ".work")
+    return a, b
+
+
+def test_a_build_of_the_same_request_leaves_the_sealed_run_of_a_root_sharing_this_work_to_that_root(tmp_path):
+    """One run folder .work/<kind>-<id> for a request in every root sharing the .work: b's resumable --force killed
+    between its renames left its new build sealed there; a's build of the same request published it into a (and b
+    lost it). Now refused in one line naming the folder and the way out; b's next build publishes it."""
+    (a, b), calls = _shared_work(tmp_path), []
+    assert child("toy", str(b), "none", "--resumable", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(b))
+    time.sleep(1.1)
+    assert child("toy", str(b), "old_moved", "--force", "--resumable", "--text", "same").returncode == -signal.SIGKILL
+    run = a / ".work" / f"corpus-{first.id}"
+    newer = json.loads((run / "out" / "manifest.json").read_text())
+    with pytest.raises(ArtifactError, match=f"{run} is the run of this request of another root sharing"):
+        Store(a).build(toy_request("same"), _writes("a's", calls), resumable=True)
+    assert calls == [] and Store(a).find("corpus", first.id) is None  # before: b's build published into a
+    art = Store(b).build(toy_request("same"), _writes("never built", calls), resumable=True)
+    assert calls == [] and art.path == first.path and art.manifest == newer and Store(b).verify(art) == []
+
+
+def test_a_plain_build_of_the_same_request_leaves_the_interrupted_run_of_a_root_sharing_this_work(tmp_path, capsys):
+    """b's interrupted run (its checkpoint kept for --resume) in the .work b shares with a: a's plain build of the
+    same request said 'discarding the interrupted run' and deleted b's checkpoint. Now refused (exit 2);
+    b's --resume continues it."""
+    a, b = _shared_work(tmp_path)
+    resumable = Resumable({"kind": "corpus", "name": "toy"}, scratch=("ckpt",))
+
+    def stops(out: Path) -> StageOutput:
+        (out / "ckpt").write_text("step 7")
+        raise OSError("stopped")
+    with pytest.raises(OSError):
+        Store(b).build(toy_request("same"), stops, resumable=resumable)
+    (run,) = (a / ".work").iterdir()
+    assert (run / "out" / "ckpt").is_file()
+    capsys.readouterr()
+    assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    with pytest.raises(ArtifactError, match="another root sharing"):
+        Store(a).build(toy_request("same"), _writes("a's", []), resumable=resumable)
+    assert (run / "out" / "ckpt").read_text() == "step 7", "a's build discarded b's interrupted run"
+    seen = []
+
+    def resumes(out: Path) -> StageOutput:
+        seen.append((out / "ckpt").read_text())
+        return _writes("b's", [])(out)
+    Store(b).build(toy_request("same"), resumes, resumable=resumable, resume=True)
+    assert seen == ["step 7"]

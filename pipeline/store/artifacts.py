@@ -233,7 +233,8 @@ class Store(Catalog):
         kind, aid = request.kind, request.id()
         run = workspace.Run(self.root / workspace.WORK / f"{kind}-{aid}")
         found = self._published(request) if reuse else None
-        unheld = [] if run.live() else [run.out]  # a root sharing .work may be building this request now
+        # a root sharing .work may be building this request now, or have left its run there (Run.foreign): its own
+        unheld = [] if run.live() or run.foreign(self.root) else [run.out]
         if reuse and not found and (sealed := self._sealed(kind, aid, [*workspace.leftovers(self.root, kind, aid),
                                                                         *unheld], request.parents)):
             progress(f"{kind}: publishing {sealed[0]}, a complete build of this request whose run was stopped "

@@ -475,6 +475,13 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
         exact.hold(held)  # refused, naming it
+    if exact.foreign(root) and (exact.state() or (exact.out / "manifest.json").is_file()):
+        # one folder for the request in every root sharing this .work: that root's checkpoints, or its sealed
+        # build, were discarded here (or published into this root)
+        raise ArtifactError(f"{exact.path} is the run of this request of another root sharing {root / WORK} (its "
+                            f"{REQUEST} names root {exact.request['root']}, this root is {mark(root)}): build "
+                            "it from that root (which continues or publishes it), or delete that folder to build "
+                            "it here")
     others = family_runs(root, record["family"], exclude=exact.path)
     own_only = resume == "exact" or not family_resume  # only this request's run may be continued here
     exact.again = again  # what its lines name, here and when it is interrupted
