@@ -336,6 +336,31 @@ def test_gc_with_a_clock_ahead_keeps_a_live_builds_lease_and_objects(bucket, mon
     assert holder.url in removed and not storage.exists(building)
 
 
+def test_gc_of_a_store_root_leaves_the_complete_copies_a_kill_left_in_a_disk_roots_tmp_used_as_its_cache(
+        bucket, tmp_path, monkeypatch):
+    """KOLECTRA_CACHE set to a disk root (its .tmp is then the cache's): that root's --force killed -9 between its
+    renames left its copy moved aside (and the new build) complete in .tmp; the bucket root's gc took them for a
+    store build's directories an older kolectra left, and deleted them: the disk root's artifact was gone. Now
+    entries holding a manifest (a store build never writes one here) are left to that root's own sweep."""
+    from kolectra.pipeline.cli import main
+    from kolectra.pipeline.store.artifacts import Store
+
+    disk = tmp_path / "disk"
+    monkeypatch.setenv("KOLECTRA_CACHE", str(disk))
+    assert _toy(str(disk)).returncode == 0
+    (first,), _ = Store(disk).scan()
+    killed = subprocess.run([sys.executable, "-m", "tests.fault_child", "toy", str(disk), "old_moved", "--force"],
+                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    complete = sorted(d for d in (disk / ".tmp").iterdir() if (d / MANIFEST).is_file())
+    assert complete
+    removed, _ = open_store(f"{bucket}/g").collect()
+    assert [d for d in complete if str(d) in removed or not d.is_dir()] == []  # before: both deleted
+    assert main(["artifacts", "gc", "--out", str(disk)]) == 0
+    art = Store(disk).find("corpus", first.id)
+    assert art is not None and Store(disk).verify(art) == []
+
+
 def test_gc_leaves_a_lease_taken_over_after_it_found_it_expired(bucket, monkeypatch):
     """gc reads a lease, finds it expired and removes it; a run that took the build over meanwhile
     (replacing, conditionally, the version gc read) keeps its new lease: gc deletes only the version it

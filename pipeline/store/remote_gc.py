@@ -70,11 +70,14 @@ class StoreCollect:
             gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run)
             removed += [str(p) for p in gone]
         # build directories a kolectra before 2026-12-01 made in the cache's own .tmp, unmarked: left by killed
-        # builds, which nothing swept (one whose request this root still leases may be live: kept)
+        # builds, which nothing swept (one whose request this root still leases may be live: kept); never one
+        # holding a manifest: a store build writes none here, a disk root's does (KOLECTRA_CACHE set to that
+        # root: the copy its --force killed between its renames left aside, which that root's sweep publishes)
         old = cache_root() / workspace.TMP
         for d in sorted(old.iterdir()) if old.is_dir() and not old.is_symlink() else []:
             m = TMP_NAME.match(d.name)
-            if m and d.is_dir() and not d.is_symlink() and not workspace.live(d) and not leased(m["kind"], m["id"]):
+            if m and d.is_dir() and not d.is_symlink() and not workspace.live(d) and not leased(m["kind"], m["id"]) \
+                    and not (d / MANIFEST).exists():
                 removed.append(str(d))
                 if not dry_run:
                     shutil.rmtree(d, ignore_errors=True)
