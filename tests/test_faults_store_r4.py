@@ -432,6 +432,28 @@ def test_a_manifest_another_run_published_first_is_still_said(bucket, monkeypatc
     assert art.manifest["provenance"]["host"] == "another-machine" and store.verify(art) == []
 
 
+def test_a_manifest_whose_read_back_fails_after_a_412_is_not_said_to_be_another_runs(bucket, monkeypatch, capsys):
+    """The 412 on the retry of this run's own landed PUT, then the read back failing (a blip): the line said
+    'another run published ... first', which may be false (the manifest is most likely this run's); now it says
+    whose it is cannot be told."""
+    store = open_store(f"{bucket}/u")
+    request, produce = _toy_request()
+    _manifest_put_twice(monkeypatch)
+    read, failed = storage.read_bytes, []
+
+    def blip(location, *args, **kwargs):
+        if location.endswith(f"/{MANIFEST}") and not failed:
+            failed.append(location)
+            raise OSError("connection reset")
+        return read(location, *args, **kwargs)
+    monkeypatch.setattr(storage, "read_bytes", blip)
+    art = store.build(request, produce)
+    err = capsys.readouterr().err
+    assert failed and "another run published" not in err, err
+    assert f"a manifest is in {art.path} already and could not be read back" in err, err
+    assert store.verify(art) == [] and art.read_bytes("data/a.txt") == b"x"
+
+
 # ---- roots and recorded parents on other protocols ------------------------------------------------
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/k", "ftp://127.0.0.1:9/k", "webhdfs://127.0.0.1:9/k",
                                  "hdfs://127.0.0.1:9/k", "memory://k"])

@@ -348,7 +348,10 @@ class RemoteStore(StoreRuns, StoreCollect, Store):
         try:  # the commit: created, or replacing exactly the copy this build found (--force, damaged)
             conditional.create_exclusive(storage.join(final, MANIFEST), body, replacing=seen)
         except (conditional.PreconditionFailed, FileNotFoundError):
-            if not self._own_manifest(final, body):  # 412 on our own PUT retried after its reply was lost: ours
+            if (own := self._own_manifest(final, body)) is None:  # its read back failed: either run's
+                progress(f"{request.kind}: a manifest is in {final} already and could not be read back, so whether "
+                         "this run's (its reply lost) or another run's published first cannot be told; using it")
+            elif not own:  # 412 on our own PUT retried after its reply was lost: ours
                 progress(f"{request.kind}: another run published {final} first; using it")
         except BaseException as failure:  # a Ctrl-C, SIGTERM or lost connection as the manifest went: it may have landed
             try:
@@ -366,14 +369,15 @@ class RemoteStore(StoreRuns, StoreCollect, Store):
             return load_remote(upath(final))
 
     @staticmethod
-    def _own_manifest(final: str, body: bytes) -> bool:
+    def _own_manifest(final: str, body: bytes) -> bool | None:
         """The manifest under ``final`` is the one this build wrote (its very bytes: the provenance's times
         differ between runs). A PUT that landed but whose reply was lost is sent again by botocore/s3fs (or
-        google-cloud-storage), and the store refuses that retry (412) because the first one landed."""
+        google-cloud-storage), and the store refuses that retry (412) because the first one landed. None:
+        it could not be read back (not provably ours, nor another run's)."""
         try:
             return storage.read_bytes(storage.join(final, MANIFEST)) == body
-        except Exception:  # noqa: BLE001 - unreadable now: not provably ours, said as another run's as before
-            return False
+        except Exception:  # noqa: BLE001 - unreadable now: whose it is cannot be told
+            return None
 
     def _landed(self, final: str, seen: str | None) -> bool | None:
         """A manifest other than the one this build found is under ``final`` (one request; None when the
