@@ -65,6 +65,21 @@ def test_gc_keeps_a_complete_build_it_would_publish_through_a_linked_kind_folder
     assert (art.path / "data" / "a.txt").read_text() == "sealed, not published" and Store(root).verify(art) == []
 
 
+def test_gc_dry_run_says_it_would_keep_what_gc_keeps_through_a_linked_kind_folder(tmp_path, capsys):
+    """Before: `gc --dry-run` printed 'would publish D' for the complete build gc then keeps ('not publishing D')."""
+    root = tmp_path / "root"
+    assert child("toy", str(root), "sealed", "--text", "sealed").returncode == -signal.SIGKILL
+    (kept,) = _private(root)[".tmp"]
+    (tmp_path / "elsewhere").mkdir()
+    (root / "corpus").symlink_to(tmp_path / "elsewhere")
+    capsys.readouterr()
+    assert main(["artifacts", "gc", "--dry-run", "--out", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert "would publish" not in out and f"not publishing {root / '.tmp' / kept}" in err, (out, err)
+    assert main(["artifacts", "gc", "--out", str(root)]) == 0
+    assert "published" not in capsys.readouterr().out and _private(root)[".tmp"] == [kept]
+
+
 def test_a_root_that_is_itself_a_link_is_the_folder_the_user_named(tmp_path):
     (tmp_path / "disk2" / "kolectra").mkdir(parents=True)
     (tmp_path / "root").symlink_to(tmp_path / "disk2" / "kolectra")

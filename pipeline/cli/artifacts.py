@@ -21,7 +21,7 @@ from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
 from kolectra.pipeline import stage_versions
 from kolectra.pipeline.cli.errors import reader_gone
-from kolectra.pipeline.store import aside, copies, inputs
+from kolectra.pipeline.store import aside, copies, inputs, workspace
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.store.remote_runs import cache_root
@@ -192,8 +192,9 @@ def artifacts_gc(args, store: Store) -> int:
     pending = [] if storage.is_url(str(store.root)) else aside.unpublished(Path(store.root))
     removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run)
     for d, m in pending:
-        if args.dry_run:
-            say(f"would publish {d}")
+        if args.dry_run:  # not through a kind folder that is a link: gc keeps it (its line says so)
+            if not workspace.symlinked(Path(store.root), m["kind"]):
+                say(f"would publish {d}")
         elif (art := store.find(m["kind"], m["id"])) is not None:
             say(f"published {art.path}")
     verb = "would remove" if args.dry_run else "removed"
