@@ -16,11 +16,15 @@ line of Beam's wrapped traceback), as if kolectra were at fault. Now:
 - a read that still fails, or fails in a way that will not pass (401, 403, 404, 410; a store's access
   denied or object gone) raises :class:`ReadFailed`; the job's read step (``corpus/steps.py``) records
   its ``why`` in the file's row (``read_failed``), and the check after the job
-  (:func:`kolectra.corpus.outputs.check_stats`) names every such file in one line: data, so the same line
-  with worker processes (whose exceptions reach the launcher only as Beam's wrapped text).
-- on the local runner the read step also notes it in the job's progress folder (:func:`note`), and the
-  launcher (:class:`Watch`) stops the job at once with the same line: the job cannot succeed, and a long
-  one (34 GB with a signed URL expired) went on for hours before the check after it named the file.
+  (:func:`kolectra.corpus.outputs.check_stats`) names such files in one line (:func:`line`: the first
+  :data:`NAMED`, the rest counted): data, so the same line with worker processes (whose exceptions reach
+  the launcher only as Beam's wrapped text). A server that refuses the check after a read (its HEAD, a
+  signed URL expired meanwhile: ``corpus/input_reads.py``'s ``NOT_CHECKED``) is named in that line too.
+- on the local runner the read step also notes it in the job's progress folder (:func:`note`; a folder
+  of the job's own, so no other run's note is seen), and the launcher (:class:`Watch`) stops the job at
+  once with the same line, naming the files failed by then: the job cannot succeed, and a long one (34 GB
+  with a signed URL expired) went on for hours before the check after it named the file. A note the
+  watch had no time to see (the job ended first) is the check after the job's, as on a remote runner.
 """
 
 from __future__ import annotations
