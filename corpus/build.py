@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from kolectra.core import scratch, stops, storage
 from kolectra.core.errors import Terminated
@@ -349,7 +349,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     try:
         with Interruption(owns=progress_dir) as ctrl_c, Monitor(progress_dir or "", total,
                                                enabled=progress_dir is not None and verbosity() >= NORMAL), \
-                read_failures.Watch(progress_dir, ctrl_c.fail, CorpusError):  # a failed read stops the job at once
+                read_failures.Watch(progress_dir if _worker_processes(options) else None, ctrl_c.fail, CorpusError):
             with runner_setup(options), new_pipeline(options) as p:  # the runner's own checks first
                 job_started = True
                 listing_file.write(listing_file.in_name_order(listed, name_of), listed_at)
@@ -390,6 +390,15 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     written.append(write_dataset_card(out_dir, cfg.keep_fields))
     _summary(stats, damaged)
     return StageOutput(stats=stats, files=written if in_place else None)
+
+
+def _worker_processes(options) -> bool:
+    """Whether the local job reads in worker processes, where :class:`read_failures.Watch` may stop it at a
+    failed read's note. In process the reads run on the launcher's main thread: the Watch's stop landed inside
+    the next file's read (a sound file recorded as damaged) and at times left the process hanging at its
+    exit; there the check after the job names the file."""
+    direct = options.view_as(DirectOptions)
+    return direct.direct_running_mode == "multi_processing" and (direct.direct_num_workers or 1) > 1
 
 
 def _remove_job_dir(location: str, quiet: bool) -> None:
