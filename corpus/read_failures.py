@@ -20,11 +20,13 @@ line of Beam's wrapped traceback), as if kolectra were at fault. Now:
   :data:`NAMED`, the rest counted): data, so the same line with worker processes (whose exceptions reach
   the launcher only as Beam's wrapped text). A server that refuses the check after a read (its HEAD, a
   signed URL expired meanwhile: ``corpus/input_reads.py``'s ``NOT_CHECKED``) is named in that line too.
-- on the local runner the read step also notes it in the job's progress folder (:func:`note`; a folder
+- on the local runner with worker processes the read step also notes it in the job's progress folder (:func:`note`; a folder
   of the job's own, so no other run's note is seen), and the launcher (:class:`Watch`) stops the job at
   once with the same line, naming the files failed by then: the job cannot succeed, and a long one (34 GB
   with a signed URL expired) went on for hours before the check after it named the file. A note the
-  watch had no time to see (the job ended first) is the check after the job's, as on a remote runner.
+  watch had no time to see (the job ended first) is the check after the job's, as on a remote runner. Not
+  in process: there the reads run on the launcher's own thread, where the stop would land inside the next
+  file's read (``corpus/build.py``'s ``_worker_processes``).
 """
 
 from __future__ import annotations
