@@ -52,7 +52,7 @@ from typing import Callable, Collection
 from kolectra.core import storage
 from kolectra.core.errors import EnvironmentProblem, Terminated
 from kolectra.core.stage import StageOutput, progress
-from kolectra.pipeline.store import aside, followers, inputs, sweep, workspace
+from kolectra.pipeline.store import aside, followers, inputs, shared_areas, sweep, workspace
 from kolectra.pipeline.store.catalog import Artifact, Catalog, built_from_others, load
 from kolectra.pipeline.store.manifest import (
     KINDS,
@@ -291,7 +291,7 @@ class Store(Catalog):
         ``--force`` rebuild over a copy published there (:func:`.workspace.open_run`)."""
         # a resumable build is published from .work; a --force'd copy moves aside into .tmp
         for area in (workspace.TMP, workspace.WORK) if resumable else (workspace.TMP,):
-            if why := workspace.crossing(self.root, area, request.kind):
+            if why := shared_areas.crossing(self.root, area, request.kind):
                 raise ArtifactError(why)
         if not resumable:
             return workspace.private_dir(self.root, request.kind, request.id(), held), None

@@ -15,14 +15,15 @@ from pathlib import Path
 
 from kolectra.pipeline.store.catalog import ref_matches
 from kolectra.pipeline.store.manifest import MANIFEST, ArtifactError, read_manifest
-from kolectra.pipeline.store.workspace import TMP, TMP_NAME, WORK, foreign, live, own, runs, symlinked
+from kolectra.pipeline.store.shared_areas import foreign, own
+from kolectra.pipeline.store.workspace import TMP, TMP_NAME, WORK, live, runs, symlinked
 
 
 def unpublished(root: Path, kind: str | None = None) -> list[tuple[Path, dict]]:
     """The newest complete build (by its manifest; not hashed) of each id that has one in ``root/.tmp`` (or in a
     run's ``out/``) and no folder under ``root/<kind>``, no process building in it, with its manifest: as the
     sweep, which publishes them, sees them (in a ``.tmp`` that leads out of the root, only those this root marked
-    there; never a build another root sharing it marked: :func:`.workspace.foreign`)."""
+    there; never a build another root sharing it marked: :func:`.shared_areas.foreign`)."""
     tmp = root / TMP
     if not tmp.is_dir():
         return []

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kolectra.core import storage, store_objects
-from kolectra.pipeline.store import inputs, named, workspace
+from kolectra.pipeline.store import inputs, named, shared_areas
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST, ArtifactError, misplaced, read_manifest, verify_dir
 from kolectra.pipeline.store.roots import default_root, store_root_of, unfollowed
 
@@ -98,7 +98,7 @@ class Catalog:
         arts, broken = [], []
         for k in [kind] if kind else KINDS:
             for d in sorted((self.root / k).glob("*")) if (self.root / k).is_dir() else []:
-                if d.name.startswith(workspace.PROBE):  # a build's check of the folder's file system (its instant)
+                if d.name.startswith(shared_areas.PROBE):  # a build's check of the folder's file system (its instant)
                     continue
                 try:
                     arts.append(load(d))

@@ -13,15 +13,14 @@ from typing import Callable, Iterator
 
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import MANIFEST
+from kolectra.pipeline.store.shared_areas import foreign, own
 from kolectra.pipeline.store.workspace import (
     LOCKS,
     TMP,
     TMP_NAME,
     WORK,
     Run,
-    foreign,
     live,
-    own,
     release_flock,
     runs,
     symlinked,
@@ -75,7 +74,7 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
     working state to resume from; with ``interrupted`` the others go too. A private area that
     leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
     what is not the store's; but for the ``.tmp`` entries this root made there, which its name marks
-    (:func:`.workspace.foreign`: a ``.tmp`` shared by roots is swept by each for its own builds, and by the
+    (:func:`.shared_areas.foreign`: a ``.tmp`` shared by roots is swept by each for its own builds, and by the
     root whose folder it is for the unmarked ones, never for another root's complete build)."""
     removed: list[Path] = []
     kept: list[Run] = []

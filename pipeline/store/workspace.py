@@ -32,7 +32,7 @@ of an id not published is handed to the store to publish (``sweep``'s ``salvage`
 runs the same sweep and can also remove interrupted runs (``--interrupted``). A private area that
 is a symlink (``.tmp`` in another folder) is used but never swept: what is deleted must lie inside
 the root, and one line says what was left alone; one on another file system or mount is refused before a
-build (:func:`crossing`: it is published by a rename, which cannot cross them).
+build (:func:`.shared_areas.crossing`: it is published by a rename, which cannot cross them).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ import dataclasses
 import datetime as _dt
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -57,11 +56,11 @@ from kolectra.core import url_secrets
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import BUILD_LOCK, MANIFEST, ArtifactError
+from kolectra.pipeline.store.shared_areas import foreign, mark, own
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
 _WORK_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})$")
-_MARKED = re.compile(r"-(?P<mark>r[0-9a-f]{8})-[0-9a-f]{16}-[0-9a-f]{8}$")  # a .tmp entry of a root whose .tmp is a link
 REQUEST = "request.json"
 PARTIAL = ".tmp-"  # a scratch entry so named is a write cut short (model/checkpoint.py's .tmp-step-N)
 _REQUEST_FIELDS = {"id": str, "kind": str, "name": str, "family": dict, "scratch": list, "config": dict, "created": str,
@@ -192,27 +191,6 @@ def live(d: Path) -> bool:
         os.close(fd)
 
 
-def mark(root: Path) -> str:
-    """What a root whose private area is a link (maybe shared with other roots) marks its build directories there
-    with: ``r`` and 8 hex digits of the root's real path (in a ``.tmp`` entry's name, in a run's ``request.json``)."""
-    return "r" + hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:8]
-
-
-def foreign(root: Path, d: Path) -> bool:
-    """Whether the ``.tmp`` entry ``d`` was made by another root sharing this ``.tmp`` (its name's mark says so;
-    unmarked: made by a root whose ``.tmp`` is its own folder, or by a kolectra before 2026-12-02). Such a complete
-    build is that root's artifact (a kill between ``--force``'s renames left it there): another root's sweep
-    published it as its own, and that root lost it; its own next build publishes it."""
-    found = _MARKED.search(d.name)
-    return found is not None and found["mark"] != mark(root)
-
-
-def own(root: Path, d: Path) -> bool:
-    """Whether ``d`` is a ``.tmp`` entry this root marked (:func:`mark`)."""
-    found = _MARKED.search(d.name)
-    return found is not None and found["mark"] == mark(root)
-
-
 def private_dir(root: Path, kind: str, aid: str, held: contextlib.ExitStack | None = None) -> Path:
     """A new, empty ``.tmp`` directory for one attempt at request ``kind``/``aid``; with ``held``,
     marked live (its build lock taken) until ``held`` closes. In a ``.tmp`` that is a link (maybe another root's),
@@ -257,54 +235,6 @@ def symlinked(root: Path, area: str) -> str | None:
         return f"{p} is a symlink (to {os.readlink(p)})"
     if p.is_dir() and p.resolve().parent != root.resolve():
         return f"{p} leads out of {root} (to {p.resolve()})"
-    return None
-
-
-# the name's start of :func:`crossing`'s empty probe folder, renamed on into ``ROOT/<kind>`` for an instant (a kill may
-# leave it there): no artifact's (Catalog.scan passes over it)
-PROBE = ".kolectra-rename-"
-
-
-def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
-    """Why a build in the private area ``ROOT/<area>`` could not be published (or a copy moved aside there): it is
-    on another file system or mount than ``root`` (a link to a scratch disk), and a rename cannot cross them; or
-    ``ROOT/<kind>``, where it is published, is (a disk mounted there); or None. Found by renaming an empty folder
-    from there into ``root`` (and on into ``ROOT/<kind>`` where that folder is), before the stage runs: such a
-    build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
-    src = root / area
-    into = kind is not None and (root / kind).is_dir() and not (root / kind).is_symlink()
-    if not src.is_dir() and not into:  # none yet: made in the root, on its file system
-        return None
-    # none yet: the probe starts in the root, where the area is made
-    probe = (src if src.is_dir() else root) / f"{PROBE}{uuid.uuid4().hex[:8]}"  # no build's name
-    try:
-        probe.mkdir()
-    except OSError:
-        return None  # not writable: the build says so where it writes, as before
-    try:
-        if probe.parent != root:
-            os.rename(probe, root / probe.name)
-            probe = root / probe.name
-        if into:
-            for left in (root / kind).glob(f"{PROBE}*"):  # a kill between rename and rmdir left it
-                with contextlib.suppress(OSError):
-                    left.rmdir()
-            os.rename(probe, root / kind / probe.name)
-            probe = root / kind / probe.name
-    except OSError as e:
-        if e.errno != errno.EXDEV:
-            return None
-        if probe.parent == root:  # into the root it went: ROOT/<kind> is the other file system
-            return (f"{root / kind} is another file system (or mount) than {root}: a build is published by renaming "
-                    f"it from {src} into {root / kind}, which cannot cross file systems nor mount points; mount the "
-                    f"disk at the root instead (--out on it), or make {kind} a folder of {root}")
-        led = f" (it leads to {src.resolve()})" if src.is_symlink() else ""
-        return (f"{src} is on another file system (or mount) than {root}{led}: a build is published by renaming it "
-                f"from there into {root}, which cannot cross file systems nor mount points; make {area} a folder of "
-                f"{root}, or a link to a folder on its file system")
-    finally:
-        with contextlib.suppress(OSError):
-            probe.rmdir()
     return None
 
 

@@ -1,0 +1,93 @@
+"""Private areas several roots may share, and where a build directory may be renamed: a root's mark on what
+it builds in a ``.tmp`` or ``.work`` that is a link, and the check that a build can be published by a rename.
+
+:mod:`.workspace` lays out a root's private areas; ``docs/artifacts.md`` allows a ``.tmp`` or ``.work`` that is
+a link (a scratch folder, maybe another root's). Two things follow, kept here:
+
+- roots sharing such an area must not take each other's builds: a root marks a ``.tmp`` entry's name
+  (``<kind>-r<8 hex>-<id>-<hex8>``) and a run's ``request.json`` (``root``) with a hash of its real path
+  (:func:`mark`); :func:`foreign` and :func:`own` read the name's mark;
+- a build is published by ``os.rename``, which cannot cross file systems or mount points: :func:`crossing`
+  refuses such an area (or a kind folder on another disk) before the stage runs, not once it has built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import uuid
+from pathlib import Path
+
+_MARKED = re.compile(r"-(?P<mark>r[0-9a-f]{8})-[0-9a-f]{16}-[0-9a-f]{8}$")  # a .tmp entry of a root whose .tmp is a link
+
+
+def mark(root: Path) -> str:
+    """What a root whose private area is a link (maybe shared with other roots) marks its build directories there
+    with: ``r`` and 8 hex digits of the root's real path (in a ``.tmp`` entry's name, in a run's ``request.json``)."""
+    return "r" + hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:8]
+
+
+def foreign(root: Path, d: Path) -> bool:
+    """Whether the ``.tmp`` entry ``d`` was made by another root sharing this ``.tmp`` (its name's mark says so;
+    unmarked: made by a root whose ``.tmp`` is its own folder, or by a kolectra before 2026-12-02). Such a complete
+    build is that root's artifact (a kill between ``--force``'s renames left it there): another root's sweep
+    published it as its own, and that root lost it; its own next build publishes it."""
+    found = _MARKED.search(d.name)
+    return found is not None and found["mark"] != mark(root)
+
+
+def own(root: Path, d: Path) -> bool:
+    """Whether ``d`` is a ``.tmp`` entry this root marked (:func:`mark`)."""
+    found = _MARKED.search(d.name)
+    return found is not None and found["mark"] == mark(root)
+
+
+# the name's start of :func:`crossing`'s empty probe folder, renamed on into ``ROOT/<kind>`` for an instant (a kill may
+# leave it there): no artifact's (Catalog.scan passes over it)
+PROBE = ".kolectra-rename-"
+
+
+def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
+    """Why a build in the private area ``ROOT/<area>`` could not be published (or a copy moved aside there): it is
+    on another file system or mount than ``root`` (a link to a scratch disk), and a rename cannot cross them; or
+    ``ROOT/<kind>``, where it is published, is (a disk mounted there); or None. Found by renaming an empty folder
+    from there into ``root`` (and on into ``ROOT/<kind>`` where that folder is), before the stage runs: such a
+    build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
+    src = root / area
+    into = kind is not None and (root / kind).is_dir() and not (root / kind).is_symlink()
+    if not src.is_dir() and not into:  # none yet: made in the root, on its file system
+        return None
+    # none yet: the probe starts in the root, where the area is made
+    probe = (src if src.is_dir() else root) / f"{PROBE}{uuid.uuid4().hex[:8]}"  # no build's name
+    try:
+        probe.mkdir()
+    except OSError:
+        return None  # not writable: the build says so where it writes, as before
+    try:
+        if probe.parent != root:
+            os.rename(probe, root / probe.name)
+            probe = root / probe.name
+        if into:
+            for left in (root / kind).glob(f"{PROBE}*"):  # a kill between rename and rmdir left it
+                with contextlib.suppress(OSError):
+                    left.rmdir()
+            os.rename(probe, root / kind / probe.name)
+            probe = root / kind / probe.name
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            return None
+        if probe.parent == root:  # into the root it went: ROOT/<kind> is the other file system
+            return (f"{root / kind} is another file system (or mount) than {root}: a build is published by renaming "
+                    f"it from {src} into {root / kind}, which cannot cross file systems nor mount points; mount the "
+                    f"disk at the root instead (--out on it), or make {kind} a folder of {root}")
+        led = f" (it leads to {src.resolve()})" if src.is_symlink() else ""
+        return (f"{src} is on another file system (or mount) than {root}{led}: a build is published by renaming it "
+                f"from there into {root}, which cannot cross file systems nor mount points; make {area} a folder of "
+                f"{root}, or a link to a folder on its file system")
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
+    return None
