@@ -23,6 +23,13 @@ def shown(text: str, lines: bool = False) -> str:
     return pattern.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def first_few(parts: list[str], most: int = 5, sep: str = "; ") -> str:
+    """The first ``most`` of ``parts`` joined by ``sep``, the others counted (``; and 995 more``): a line that
+    named every one of 1,000 files (a bucket rewritten during a job) buried what it said of each."""
+    more = f"{sep}and {len(parts) - most} more" if len(parts) > most else ""
+    return sep.join(parts[:most]) + more
+
+
 def shown_json(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``, which escapes only C0 controls) with the
     other characters :func:`shown` escapes written as JSON ``\\uXXXX`` escapes: the same JSON value,

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
+from kolectra.core.shown import first_few
 from kolectra.corpus import compress, filters, read_failures, reader, suffixes
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.input_reads import NOT_CHECKED
@@ -310,13 +311,13 @@ def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: 
     if changed:
         raise CorpusError(
             f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "
-            "version: " + "; ".join(f"{named(s)} ({why})" for s, why in sorted(changed.items()))
+            "version: " + first_few([f"{named(s)} ({why})" for s, why in sorted(changed.items())], read_failures.NAMED)
             + ". Rerun once they are complete (no corpus was kept)."
         )
     if len(damaged) > cfg.max_damaged_files:
         raise CorpusError(
             f"{len(damaged)} damaged input file(s) (over max_damaged_files={cfg.max_damaged_files}): "
-            + "; ".join(f"{named(s)}: {why}" for s, why in sorted(damaged.items()))
+            + first_few([f"{named(s)}: {why}" for s, why in sorted(damaged.items())], read_failures.NAMED)
             + f". Replace them, or accept what could be read with --set max_damaged_files={len(damaged)}; "
             f"dead letters in {rejects}"
         )

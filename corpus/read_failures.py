@@ -41,6 +41,7 @@ from pathlib import Path
 
 from kolectra.core import storage, url_secrets, verbosity
 from kolectra.core.errors import UserInputError
+from kolectra.core.shown import first_few
 from kolectra.corpus.inputs import InputError, is_remote
 
 # Seconds waited before each retry of a failing http(s) read: 5 retries over about 15 s, which outlasts
@@ -258,10 +259,8 @@ NAMED = 5
 
 def line(failed: dict[str, str]) -> str:
     """The job's one line naming the inputs whose read failed (path -> why): the first :data:`NAMED` of them."""
-    named = sorted(failed.items())
-    more = f"; and {len(named) - NAMED} more" if len(named) > NAMED else ""
     return (f"{len(failed)} input file(s) could not be read after the listing: "
-            + "; ".join(f"{path}: {why}" for path, why in named[:NAMED]) + more + " (no corpus was kept)")
+            + first_few([f"{path}: {why}" for path, why in sorted(failed.items())], NAMED) + " (no corpus was kept)")
 
 
 class Watch:

@@ -313,5 +313,22 @@ def test_a_failure_of_many_files_names_a_few_and_counts_the_rest():
                     "rejects", rows=rows)
 
 
+
+@pytest.mark.parametrize("key, said", [("changed", r"^7 input file\(s\) changed while the job read them"),
+                                       ("damaged", r"^7 damaged input file\(s\) \(over max_damaged_files=0\)")])
+def test_files_changed_or_damaged_are_named_a_few_and_counted_as_failed_reads_are(key, said):
+    """The lines of files changed during the job (a bucket rewritten while read) and of damaged files named every
+    one as the failed reads' did; they name the first 5 and count the rest, as that line does."""
+    from kolectra.corpus.config import CorpusConfig
+    from kolectra.corpus.outputs import CorpusError, check_stats
+
+    rows = [(f"part-{i:04d}.jsonl", {key: f"why {i}", "rejected": 0, "records_in": 0}) for i in range(7)]
+    stats = {"records_in": 0, "records_out": 0, "rejected": 0, "dropped": {}, "sources": dict(rows)}
+    with pytest.raises(CorpusError) as caught:
+        check_stats(stats, CorpusConfig(max_damaged_files=0),
+                    {f"part-{i:04d}.jsonl": f"https://host/part-{i:04d}.jsonl" for i in range(7)}, "rejects", rows=rows)
+    text = str(caught.value)
+    assert re.match(said, text) and "why 4" in text and "why 5" not in text and "; and 2 more" in text, text
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
