@@ -30,7 +30,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.arrow_rows import Unnamed
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 
@@ -42,8 +42,11 @@ def score_value(value) -> float:
         raise BadRow("empty score" + (" (null)" if value is None else ""))
     if isinstance(value, Unnamed):  # a class-label column's -1: no score, though an int
         raise BadRow(f"score must be a number, got {value!r}")
+    if isinstance(value, bool):  # before float(), which reads True as 1.0; "got True" read as a value to correct
+        # one reason for true and false alike: a refused file's message names the rows of each reason once
+        raise BadRow("score must be a number, not a boolean (a JSON or Parquet true/false; never read as 1/0)")
     # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
-    if isinstance(value, bool) or (isinstance(value, str) and "_" in value):
+    if isinstance(value, str) and "_" in value:
         raise BadRow(f"score must be a number, got {value!r}")
     try:
         x = float(value.strip() if isinstance(value, str) else value)

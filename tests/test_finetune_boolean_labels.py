@@ -65,7 +65,9 @@ def test_boolean_scores_are_refused_in_one_line_that_sends_them_to_classify(tmp_
         Regress().read(config.sample_regress(), train, train)
     mixed = _jsonl(tmp_path / "mixed.jsonl", [True] + [i / 10 for i in range(59)])
     data = Regress().read(dataclasses.replace(config.sample_regress(), max_bad_fraction=0.05), mixed, mixed)
-    assert data.facts["train_file"]["bad_lines"] == [{"line": 1, "reason": "score must be a number, got True"}]
+    # each row's reason says what the value is (a6): "got True" had read as a value to correct, not one of another kind
+    assert data.facts["train_file"]["bad_lines"] == [{"line": 1, "reason": "score must be a number, not a boolean "
+                                                      "(a JSON or Parquet true/false; never read as 1/0)"}]
 
 
 def test_a_file_mixing_booleans_with_integer_labels_is_refused_not_trained_as_four_classes(tmp_path):
