@@ -45,6 +45,17 @@ def own(root: Path, d: Path) -> bool:
     return found is not None and found["mark"] == mark(root)
 
 
+def others_run(root: Path, run: Path, request: Path, made: str | None) -> str:
+    """Why ``root`` does not build in the run folder ``run`` of another root sharing its ``.work`` (``made``: the
+    mark its ``request`` names; None: unmarked, in a ``.work`` that is a link): one line, with the way out."""
+    whose = (f"its {request.name} names root {made}, this root is {mark(root)}" if made else
+             f"its {request.name} names no root: a run of the root whose own folder {run.parent.resolve()} is, which "
+             f"marks none, or one this root made before 2026-12-02 (to continue it here, add \"root\": "
+             f"\"{mark(root)}\" to {request})")
+    return (f"{run} is the run of this request of another root sharing {run.parent} ({whose}): build it from that "
+            "root (which continues or publishes it), or delete that folder to build it here")
+
+
 # the name's start of :func:`crossing`'s empty probe folder, renamed on into ``ROOT/<kind>`` for an instant (a kill may
 # leave it there): no artifact's (Catalog.scan passes over it)
 PROBE = ".kolectra-rename-"

@@ -56,7 +56,7 @@ from kolectra.core import url_secrets
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import BUILD_LOCK, MANIFEST, ArtifactError
-from kolectra.pipeline.store.shared_areas import foreign, mark, own
+from kolectra.pipeline.store.shared_areas import foreign, mark, others_run, own
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
@@ -303,9 +303,14 @@ class Run:
 
     def foreign(self, root: Path) -> bool:
         """Whether another root sharing this ``.work`` made this run (its ``request.json`` names that root's
-        :func:`mark`): its sealed ``out/`` is that root's build, not this one's to publish."""
+        :func:`mark`): its sealed ``out/`` is that root's build, not this one's to publish, its checkpoints not
+        this one's to discard or continue. In a ``.work`` that is a link, an unmarked run too: the run of the root
+        whose folder it is (which marks none), or this root's from before 2026-12-02 (as :func:`leftovers` takes
+        an unmarked ``.tmp`` entry there); a link's root discarded that root's checkpoints, or continued them."""
         made = self.request.get("root")
-        return made is not None and made != mark(root)
+        if made is None:
+            return symlinked(root, WORK) is not None
+        return made != mark(root)
 
     def hold(self, held: contextlib.ExitStack) -> None:
         """Mark this run live until ``held`` closes; refused if another process is building in it."""
@@ -364,8 +369,10 @@ def runs(root: Path) -> list[Run]:
 
 
 def family_runs(root: Path, family: dict, exclude: Path | None = None) -> list[Run]:
-    """Interrupted runs of ``family`` with working state, newest first."""
-    found = [r for r in runs(root) if r.path != exclude and r.request.get("family") == family and r.state()]
+    """Interrupted runs of ``family`` with working state, newest first; never another root's, in a ``.work`` roots
+    share (:meth:`Run.foreign`: ``--resume`` with other settings continued that root's run, its checkpoints gone)."""
+    found = [r for r in runs(root) if r.path != exclude and r.request.get("family") == family and r.state()
+             and not r.foreign(root)]
     return sorted(found, key=lambda r: max(p.stat().st_mtime for p in r.state()), reverse=True)
 
 
@@ -408,10 +415,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     if exact.foreign(root) and (exact.state() or (exact.out / "manifest.json").is_file()):
         # one folder for the request in every root sharing this .work: that root's checkpoints, or its sealed
         # build, were discarded here (or published into this root)
-        raise ArtifactError(f"{exact.path} is the run of this request of another root sharing {root / WORK} (its "
-                            f"{REQUEST} names root {exact.request['root']}, this root is {mark(root)}): build "
-                            "it from that root (which continues or publishes it), or delete that folder to build "
-                            "it here")
+        raise ArtifactError(others_run(root, exact.path, exact.path / REQUEST, exact.request.get("root")))
     others = family_runs(root, record["family"], exclude=exact.path)
     own_only = resume == "exact" or not family_resume  # only this request's run may be continued here
     exact.again = again  # what its lines name, here and when it is interrupted

@@ -1,0 +1,89 @@
+"""Roots sharing a private area, seen from the root that links to the other's (b's ``.work`` a link to a's):
+the owner's runs carry no root mark, and b must not take them for its own."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from kolectra.core.stage import StageOutput
+from kolectra.pipeline.store.artifacts import ArtifactError, Store
+from kolectra.pipeline.store.workspace import Resumable
+from tests.fault_child import toy_request
+from tests.test_faults_private_areas import _shared_work
+from tests.test_faults_publish import _no_half_artifact, _writes, child
+
+FAMILY = Resumable({"kind": "corpus", "name": "toy"}, scratch=("ckpt",))
+
+
+def _interrupted(root: Path, text: str = "same", step: str = "step 7") -> None:
+    def stops(out: Path) -> StageOutput:
+        (out / "ckpt").write_text(step)
+        raise OSError("stopped")
+    with pytest.raises(OSError):
+        Store(root).build(toy_request(text), stops, resumable=FAMILY)
+
+
+def _resumes(seen: list):
+    def produce(out: Path) -> StageOutput:
+        seen.append((out / "ckpt").read_text() if (out / "ckpt").is_file() else None)
+        return _writes("resumed", [])(out)
+    return produce
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_build_of_a_root_linking_its_work_leaves_the_owning_roots_interrupted_run_alone(tmp_path, resume):
+    """a's interrupted run (unmarked: a's .work is its own folder) in the .work b links to: b's plain build of the
+    same request said 'discarding the interrupted run' and deleted a's checkpoint; b's --resume continued it and
+    published it into b. Now both are refused in one line naming the folder and the way out; a's --resume
+    continues it."""
+    a, b = _shared_work(tmp_path)
+    _interrupted(a)
+    (run,) = (a / ".work").iterdir()
+    seen = []
+    with pytest.raises(ArtifactError, match=f"{run.name} is the run of this request of another root sharing .*"
+                                            "names no root.*add \"root\": \"r[0-9a-f]{8}\""):
+        Store(b).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=resume)
+    assert seen == [] and (run / "out" / "ckpt").read_text() == "step 7"
+    assert Store(b).scan() == ([], [])
+    Store(a).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
+    assert seen == ["step 7"]
+
+
+def test_a_build_of_a_root_linking_its_work_leaves_the_owning_roots_sealed_run_to_that_root(tmp_path):
+    """a's resumable --force killed between its renames left its new build sealed in a/.work: b's build of the
+    same request published it into b (a's gc then put back only the old copy). Now refused; a publishes it."""
+    (a, b), calls = _shared_work(tmp_path), []
+    assert child("toy", str(a), "none", "--resumable", "--text", "same").returncode == 0
+    (first,) = _no_half_artifact(Store(a))
+    time.sleep(1.1)
+    assert child("toy", str(a), "old_moved", "--force", "--resumable", "--text", "same").returncode == -signal.SIGKILL
+    run = a / ".work" / f"corpus-{first.id}"
+    newer = json.loads((run / "out" / "manifest.json").read_text())
+    with pytest.raises(ArtifactError, match="another root sharing"):
+        Store(b).build(toy_request("same"), _writes("b's", calls), resumable=True)
+    assert calls == [] and Store(b).find("corpus", first.id) is None
+    art = Store(a).build(toy_request("same"), _writes("never built", calls), resumable=True)
+    assert calls == [] and art.manifest == newer and Store(a).verify(art) == []
+
+
+def test_a_resume_with_other_settings_continues_no_run_of_another_root_sharing_this_work(tmp_path, capsys):
+    """--resume of a request with other settings continues the newest interrupted run of its family: in a .work
+    roots share, it took another root's run (its checkpoint continued into this root, gone from that one). Now
+    only this root's runs, either way round."""
+    a, b = _shared_work(tmp_path)
+    _interrupted(b, step="b's step 7")
+    _interrupted(a, text="a's", step="a's step 3")
+    seen = []
+    Store(a).build(toy_request("other"), _resumes(seen), resumable=FAMILY, resume=True)
+    assert seen == ["a's step 3"]
+    Store(b).build(toy_request("more"), _resumes(seen), resumable=FAMILY, resume=True)  # a's run went
+    assert seen == ["a's step 3", "b's step 7"]
+    _interrupted(a, text="a's", step="a's step 4")
+    Store(b).build(toy_request("again"), _resumes(seen), resumable=FAMILY, resume=True)
+    assert seen[-1] is None, "b continued a's run"
+    assert any((r / "out" / "ckpt").is_file() for r in (a / ".work").iterdir())
