@@ -209,22 +209,29 @@ def artifacts_gc(args, store: Store) -> int:
             f"{continued_by(request, forced)}; gc --interrupted removes it")
     say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
     if args.cache or args.older_than is not None:
-        _gc_cache(args, store, verb)
+        return _gc_cache(args, store, verb)
     return 0
 
 
-def _gc_cache(args, store: Store, verb: str) -> None:
-    """``gc --cache``: this machine's copies and caches no process reads (:mod:`kolectra.pipeline.store.copies`)."""
+def _gc_cache(args, store: Store, verb: str) -> int:
+    """``gc --cache``: this machine's copies and caches no process reads (:mod:`kolectra.pipeline.store.copies`).
+    2 where something could not be removed (a permission): each such path said, the rest removed."""
     cache = cache_root()
     own = () if storage.is_url(str(store.root)) else (Path(store.root) / copies.FINETUNE,)  # a disk root's
-    removed, in_use = copies.prune(cache, (args.older_than or 0) * 86400, args.dry_run, own)
+    removed, in_use, failed = copies.prune(cache, (args.older_than or 0) * 86400, args.dry_run, own)
     for r in removed:
         say(f"{verb} {r.path} ({size_text(r.bytes)})")
     for d in in_use:
         say(f"kept {d}: in use by a running kolectra process")
+    for f in failed:
+        say(f"could not {'prune' if args.dry_run else 'remove'} {f.path}: {f.why}"
+            + (f" ({size_text(f.bytes)} freed, {size_text(f.left)} left)" if f.bytes else ""), file=sys.stderr)
     recent = f"; what was used within {args.older_than:g} day(s) kept too" if args.older_than else ""
-    say(f"cache {cache}: {len(removed)} {verb} ({size_text(sum(r.bytes for r in removed))} "
-        f"{'would be ' if args.dry_run else ''}freed), {len(in_use)} kept in use{recent}", file=sys.stderr)
+    freed = sum(r.bytes for r in removed) + sum(f.bytes for f in failed)
+    not_all = f", {len(failed)} could not be {'pruned' if args.dry_run else 'removed'} (above)" if failed else ""
+    say(f"cache {cache}: {len(removed)} {verb} ({size_text(freed)} {'would be ' if args.dry_run else ''}freed), "
+        f"{len(in_use)} kept in use{not_all}{recent}", file=sys.stderr)
+    return 2 if failed else 0
 
 
 def continued_by(request: dict, forced: bool = False) -> str:

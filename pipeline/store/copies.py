@@ -18,6 +18,9 @@ copy it cannot take (in use), deletes the copy, then the lock file while still h
 on that inode sees it gone and locks a fresh file (inode check), before it creates and downloads the copy
 again. A copy is only a copy: the store keeps the artifact, and the next read downloads it again, every file
 hashed against its manifest. A kolectra older than this module takes no reader lock: prune while none runs.
+What the pruner cannot delete whole (a permission) is said with the bytes it did free, and keeps its lock and
+times (the same ``--older-than`` finds it again once mended). A reader killed outright touched its locks last
+when it opened them: its copies' last use may be its start, and as nothing reads them, pruning costs a download.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import fcntl
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from kolectra.pipeline.store.manifest import MANIFEST
-from kolectra.pipeline.store.workspace import LOCKS, release_flock, try_flock
+from kolectra.pipeline.store.workspace import LOCKS, try_flock
 
 ARTIFACTS = "artifacts"  # $KOLECTRA_CACHE/artifacts/<kind>/<name>-<id>-<digest12>/
 ROOTS = "roots"  # $KOLECTRA_CACHE/roots/<hash of ROOT>/ (remote_runs.StoreRuns._local_root)
@@ -118,31 +122,71 @@ def _used_until_now() -> None:
 
 
 # ---- pruning ------------------------------------------------------------------------------------
+class Failed(NamedTuple):
+    """What the pruner could not remove whole: why (the first error, a count of the others), the bytes it
+    did free and those left."""
+    path: Path
+    why: str
+    bytes: int
+    left: int
+
+
+class Pruned(NamedTuple):
+    removed: list[Removed]
+    in_use: list[Path]
+    failed: list[Failed]
+
+
+class _Claim:
+    """Whether no process reads a copy (truthy), held while the pruner deletes it. ``keep``: leave its lock
+    file (the copy is not all gone: the lock's time still says when it was last used)."""
+
+    def __init__(self, free: bool):
+        self.free, self.keep = free, False
+
+    def __bool__(self) -> bool:
+        return self.free
+
+
 @contextlib.contextmanager
 def _claimed(d: Path, dry_run: bool):
-    """Whether no process reads ``d``, held while the caller deletes it (``dry_run``: looked at only, no
-    lock file created)."""
+    """A :class:`_Claim` on ``d`` (``dry_run``: looked at only, no lock file created). Raises OSError where
+    its lock file cannot be opened (another user's, a read-only folder)."""
     path = lock_of(d)
     if dry_run:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            yield True
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            yield True
-        except BlockingIOError:
-            yield False
-        finally:
-            os.close(fd)
+        yield _Claim(_unread(path))
         return
     fd = try_flock(path, wait=False)
+    claim = _Claim(fd is not None)
     try:
-        yield fd is not None
+        yield claim
     finally:
         if fd is not None:
-            release_flock(path, fd)  # unlinked while held, once the copy is gone
+            if not claim.keep:
+                with contextlib.suppress(OSError):
+                    path.unlink()  # while still held, once the copy is gone: a waiting reader takes a new one
+            os.close(fd)
+
+
+def _unread(path: Path) -> bool:
+    """Whether no process holds lock file ``path`` (none there: no reader, which creates it before it reads).
+    Opened read-write, never created: on NFS an exclusive ``flock`` is a lock on a range of bytes (fcntl),
+    which needs an fd open for writing (EBADF on a read-only one)."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        else:
+            if _same(fd, path):
+                return True
+            # unlinked since it was opened (another pruner deleted the copy): a new reader's lock may be there
+        finally:
+            os.close(fd)
 
 
 def _mtime(p: Path) -> float:
@@ -168,6 +212,31 @@ def _size(d: Path) -> int:
     return total
 
 
+def _why(e: OSError) -> str:
+    return f"{e.strerror or e}: {e.filename}" if e.filename else str(e.strerror or e)
+
+
+def _remove(d: Path, claim: _Claim) -> Removed | Failed:
+    """Delete copy ``d``: what it freed, or why not all of it went (then its times are put back and its
+    lock kept, so that the same ``--older-than`` finds it again once the cause is mended)."""
+    try:
+        before, st = _size(d), d.lstat()
+    except FileNotFoundError:
+        return Removed(d, 0)  # deleted by hand meanwhile
+    errors: list[str] = []  # the first says why; what is left says how much
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(d, onexc=lambda _f, p, e: errors.append(f"{e.strerror or e}: {p}"))
+    else:
+        shutil.rmtree(d, onerror=lambda _f, p, exc: errors.append(f"{exc[1].strerror or exc[1]}: {p}"))
+    if not errors and not d.exists():
+        return Removed(d, before)
+    claim.keep = True
+    left = _size(d) if d.exists() else 0
+    with contextlib.suppress(OSError):
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))  # each entry deleted moved it to now
+    return Failed(d, errors[0] if errors else "still there", before - left, left)
+
+
 def _dirs(folder: Path) -> list[Path]:
     """Real folders under ``folder`` (a symlink leads out of the cache: nothing is deleted there)."""
     if not folder.is_dir() or folder.is_symlink():
@@ -175,72 +244,88 @@ def _dirs(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
 
 
-def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: tuple[Path, ...] = ()
-          ) -> tuple[list[Removed], list[Path]]:
+def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: tuple[Path, ...] = ()) -> Pruned:
     """Remove from ``cache`` what no process reads and none used within ``older_than_s`` seconds: copies of
     artifacts, fine-tuning cache files (of every root's folder there, and the ``also`` folders: a disk root's
-    ``ROOT/.cache/finetune``), and unheld lock files. Returns (what was removed with its bytes, what is in use)."""
+    ``ROOT/.cache/finetune``), and unheld lock files. What fails is said and the rest goes on."""
     cutoff = time.time() - older_than_s
-    removed: list[Removed] = []
-    in_use: list[Path] = []
+    done = Pruned([], [], [])
     for kind in _dirs(cache / ARTIFACTS):
         for d in _dirs(kind):
             if not COPY_NAME.match(d.name):
                 continue  # not a copy kolectra made: left alone
             if max(_mtime(lock_of(d)), _mtime(d / MANIFEST), _mtime(d)) > cutoff:
                 continue
-            with _claimed(d, dry_run) as free:
-                if not free:
-                    in_use.append(d)
-                    continue
-                removed.append(Removed(d, _size(d)))
-                if not dry_run:
-                    shutil.rmtree(d, ignore_errors=True)
+            try:
+                with _claimed(d, dry_run) as claim:
+                    if not claim:
+                        done.in_use.append(d)
+                    elif dry_run:
+                        done.removed.append(Removed(d, _size(d)))
+                    else:
+                        gone = _remove(d, claim)
+                        (done.removed if isinstance(gone, Removed) else done.failed).append(gone)
+            except OSError as e:  # its lock file
+                done.failed.append(Failed(d, _why(e), 0, _size(d)))
         for f in sorted(kind.glob(f"*{LOCK}")):  # a copy deleted by hand left its lock file
             if not f.with_name(f.name.removesuffix(LOCK)).exists():
-                _unheld_lock(f, dry_run, removed)
+                _unheld_lock(f, dry_run, done)
     finetune = [r / FINETUNE for r in _dirs(cache / ROOTS)] + [Path(a) for a in also]
     for folder in dict.fromkeys(finetune):
         if not folder.is_dir() or folder.is_symlink():
             continue
-        with _claimed(folder, dry_run) as free:
-            if not free:
-                in_use.append(folder)
-                continue
-            removed += _stale_files(folder, cutoff, dry_run)
+        try:
+            with _claimed(folder, dry_run) as free:
+                if not free:
+                    done.in_use.append(folder)
+                    continue
+                _stale_files(folder, cutoff, dry_run, done)
+        except OSError as e:
+            done.failed.append(Failed(folder, _why(e), 0, 0))
     locks = cache / LOCKS
     for f in sorted(locks.glob(f"*{LOCK}")) if locks.is_dir() and not locks.is_symlink() else []:
-        _unheld_lock(f, dry_run, removed)
-    return removed, in_use
+        _unheld_lock(f, dry_run, done)
+    return done
 
 
-def _stale_files(folder: Path, cutoff: float, dry_run: bool) -> list[Removed]:
+def _stale_files(folder: Path, cutoff: float, dry_run: bool, done: Pruned) -> None:
     """A fine-tuning cache's files (``KEY.arrow`` with its ``.sha256``, what a stopped ``map`` left) whose
     group was last used before ``cutoff``: a reuse touches the ``.sha256`` (finetune/features.py)."""
     groups: dict[str, list[Path]] = {}
     for f in sorted(folder.iterdir()):
         if f.is_file() and not f.is_symlink():
             groups.setdefault(f.name.split(".arrow")[0], []).append(f)
-    gone = []
     for files in groups.values():
         if max(_mtime(f) for f in files) > cutoff:
             continue
         for f in files:
-            gone.append(Removed(f, _bytes(f)))
-            if not dry_run:
-                f.unlink(missing_ok=True)
-    return gone
+            size = _bytes(f)
+            try:
+                if not dry_run:
+                    f.unlink(missing_ok=True)
+            except OSError as e:
+                done.failed.append(Failed(f, _why(e), 0, size))
+            else:
+                done.removed.append(Removed(f, size))
 
 
-def _unheld_lock(f: Path, dry_run: bool, removed: list[Removed]) -> None:
+def _unheld_lock(f: Path, dry_run: bool, done: Pruned) -> None:
     if f.is_symlink() or not f.is_file():
         return
-    if dry_run:
-        with _claimed(f.with_name(f.name.removesuffix(LOCK)), True) as free:
-            if free:
-                removed.append(Removed(f, _bytes(f)))
+    size = _bytes(f)
+    try:
+        if dry_run:
+            if _unread(f):
+                done.removed.append(Removed(f, size))
+            return
+        fd = try_flock(f, wait=False)
+        if fd is None:
+            return
+        try:
+            f.unlink(missing_ok=True)  # while held: a process waiting on it sees it gone and takes a new one
+        finally:
+            os.close(fd)
+    except OSError as e:
+        done.failed.append(Failed(f, _why(e), 0, size))
         return
-    fd = try_flock(f, wait=False)
-    if fd is not None:
-        removed.append(Removed(f, os.fstat(fd).st_size))
-        release_flock(f, fd)
+    done.removed.append(Removed(f, size))
