@@ -131,3 +131,25 @@ def test_a_lock_file_that_cannot_be_opened_is_said_and_the_rest_pruned(tmp_path,
     assert f"removed {mine} (300.0 kB)" in out and not mine.exists(), out
     assert f"could not remove {theirs}: " in err and theirs.is_dir(), err
     assert "1 removed (300.0 kB freed), 0 kept in use, 1 could not be removed (above)" in err, err
+
+
+def test_a_linked_artifacts_folder_is_said_not_pruned_and_a_time_ahead_of_the_clock_is_pruned(tmp_path, capsys):
+    """Before: copies read through a linked ``artifacts/`` (moved to a bigger disk) were passed over in silence
+    (``0 removed``), and a copy whose last use was ahead of this machine's clock (a clock set back, a network
+    file system's server time) was kept by ``--cache`` alone, which removes whatever no process reads."""
+    ahead = _copy(tmp_path, "ahead")
+    then = time.time() + 3600
+    for p in (ahead, ahead / "manifest.json", copies.lock_of(ahead)):
+        os.utime(p, (then, then))
+    moved = tmp_path / "scratch" / "examples"
+    moved.mkdir(parents=True)
+    linked = tmp_path / "cache" / "artifacts" / "examples"
+    linked.symlink_to(moved)
+    inside = moved / "ex-0123456789abcdef-0123456789ab"
+    inside.mkdir()
+    (inside / "shard-0.bin").write_bytes(b"x")
+    code, out, err = _gc(capsys, tmp_path)
+    assert code == 0, err
+    assert f"removed {ahead} (300.0 kB)" in out and not ahead.exists(), out
+    assert f"{linked} is a symlink (to {moved}): not pruned" in err, err
+    assert (inside / "shard-0.bin").is_file()

@@ -218,7 +218,9 @@ def _gc_cache(args, store: Store, verb: str) -> int:
     2 where something could not be removed (a permission): each such path said, the rest removed."""
     cache = cache_root()
     own = () if storage.is_url(str(store.root)) else (Path(store.root) / copies.FINETUNE,)  # a disk root's
-    removed, in_use, failed = copies.prune(cache, (args.older_than or 0) * 86400, args.dry_run, own)
+    removed, in_use, failed, linked = copies.prune(cache, (args.older_than or 0) * 86400, args.dry_run, own)
+    for why in linked:
+        say(why, file=sys.stderr)
     for r in removed:
         say(f"{verb} {r.path} ({size_text(r.bytes)})")
     for d in in_use:

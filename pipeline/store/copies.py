@@ -135,6 +135,7 @@ class Pruned(NamedTuple):
     removed: list[Removed]
     in_use: list[Path]
     failed: list[Failed]
+    linked: list[str]  # why a folder was not looked into: a symlink
 
 
 class _Claim:
@@ -237,21 +238,31 @@ def _remove(d: Path, claim: _Claim) -> Removed | Failed:
     return Failed(d, errors[0] if errors else "still there", before - left, left)
 
 
-def _dirs(folder: Path) -> list[Path]:
-    """Real folders under ``folder`` (a symlink leads out of the cache: nothing is deleted there)."""
-    if not folder.is_dir() or folder.is_symlink():
+def _dirs(folder: Path, done: Pruned) -> list[Path]:
+    """Real folders under ``folder``. A symlink leads out of the cache: nothing is deleted there, and it is said
+    (copies read through a linked ``artifacts/`` are there, and gc found none of them)."""
+    if _linked(folder, done) or not folder.is_dir():
         return []
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not _linked(p, done))
+
+
+def _linked(p: Path, done: Pruned) -> bool:
+    if not p.is_symlink():
+        return False
+    if p.is_dir():
+        done.linked.append(f"{p} is a symlink (to {os.readlink(p)}): not pruned (kolectra deletes nothing a link "
+                           "leads to; prune there by hand while no kolectra process runs)")
+    return True
 
 
 def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: tuple[Path, ...] = ()) -> Pruned:
     """Remove from ``cache`` what no process reads and none used within ``older_than_s`` seconds: copies of
     artifacts, fine-tuning cache files (of every root's folder there, and the ``also`` folders: a disk root's
     ``ROOT/.cache/finetune``), and unheld lock files. What fails is said and the rest goes on."""
-    cutoff = time.time() - older_than_s
-    done = Pruned([], [], [])
-    for kind in _dirs(cache / ARTIFACTS):
-        for d in _dirs(kind):
+    cutoff = time.time() - older_than_s if older_than_s > 0 else float("inf")  # 0: a time ahead of the clock too
+    done = Pruned([], [], [], [])
+    for kind in _dirs(cache / ARTIFACTS, done):
+        for d in _dirs(kind, done):
             if not COPY_NAME.match(d.name):
                 continue  # not a copy kolectra made: left alone
             if max(_mtime(lock_of(d)), _mtime(d / MANIFEST), _mtime(d)) > cutoff:
@@ -270,9 +281,9 @@ def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: t
         for f in sorted(kind.glob(f"*{LOCK}")):  # a copy deleted by hand left its lock file
             if not f.with_name(f.name.removesuffix(LOCK)).exists():
                 _unheld_lock(f, dry_run, done)
-    finetune = [r / FINETUNE for r in _dirs(cache / ROOTS)] + [Path(a) for a in also]
+    finetune = [r / FINETUNE for r in _dirs(cache / ROOTS, done)] + [Path(a) for a in also]
     for folder in dict.fromkeys(finetune):
-        if not folder.is_dir() or folder.is_symlink():
+        if _linked(folder, done) or not folder.is_dir():
             continue
         try:
             with _claimed(folder, dry_run) as free:
