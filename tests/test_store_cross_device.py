@@ -129,3 +129,28 @@ def test_a_probe_in_a_kind_folder_is_not_listed_as_an_incomplete_artifact(tmp_pa
     assert main(["artifacts", "list", "--out", str(root)]) == 0
     out = capsys.readouterr()
     assert "skipped" not in out.out + out.err and built.path.name in out.out, out
+
+
+def test_gc_removes_an_empty_probe_a_kill_left_in_the_root_or_its_tmp_once_an_hour_old(tmp_path, capsys):
+    """A kill between the probe's renames leaves its empty folder in ``ROOT/.tmp`` or ``ROOT`` itself: no build's
+    name, so it was never removed nor listed (gc: '0 removed', every time). gc now removes one an hour old and says
+    so, as of other leftovers; a fresh one (a check running now) and one holding anything are kept."""
+    from kolectra.pipeline.cli import main
+
+    root = tmp_path / "root"
+    Store(root).build(Request(kind="corpus", name="a", stage_version=1, config={}), _writes([]))
+    old = [root / ".kolectra-rename-0badf00d", root / ".tmp" / ".kolectra-rename-1badf00d",
+           root / "corpus" / ".kolectra-rename-2badf00d"]
+    fresh, full = root / ".kolectra-rename-3badf00d", root / ".kolectra-rename-4badf00d"
+    for d in [*old, fresh, full]:
+        d.mkdir()
+    (full / "x").write_text("not the probe's")
+    for d in [*old, full]:
+        os.utime(d, (os.path.getmtime(d) - 7200,) * 2)
+    assert main(["artifacts", "gc", "--dry-run", "--out", str(root)]) == 0
+    out = capsys.readouterr()
+    assert all(f"would remove {d}\n" in out.out for d in old) and all(d.is_dir() for d in old), out
+    assert main(["artifacts", "gc", "--out", str(root)]) == 0
+    out = capsys.readouterr()
+    assert all(f"removed {d}\n" in out.out for d in old) and "3 removed" in out.err, out
+    assert not any(d.exists() for d in old) and fresh.is_dir() and (full / "x").is_file()

@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import MANIFEST
-from kolectra.pipeline.store.shared_areas import foreign, own
+from kolectra.pipeline.store.shared_areas import PROBE, foreign, own
 from kolectra.pipeline.store.workspace import (
     LOCKS,
     TMP,
@@ -119,4 +120,24 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
         if fd is not None:
             removed.append(f)
             release_flock(f, fd) if not dry_run else os.close(fd)
+    _probes(root, skipped, dry_run, removed)
     return removed, kept
+
+
+PROBE_AGE = 3600  # s: a probe lives for an instant; an hour old, no check is using it (clocks of a shared disk agree)
+
+
+def _probes(root: Path, skipped: dict, dry_run: bool, removed: list[Path]) -> None:
+    """The empty folder :func:`.shared_areas.crossing` renames from a private area into the root (and on into
+    ``ROOT/<kind>``), where a kill between its renames left it: no build's name, so nothing else removed it
+    (``ROOT/.kolectra-rename-*`` was never swept nor listed). Removed once empty and an hour old (:data:`PROBE_AGE`)."""
+    for d in sorted([*root.glob(f"{PROBE}*"), *root.glob(f"*/{PROBE}*")]):
+        area = d.parent
+        if area != root and (area.is_symlink() or area.name in skipped):
+            continue  # (a private area or kind folder leading out of the root: not swept)
+        with contextlib.suppress(OSError):
+            if d.is_symlink() or not d.is_dir() or time.time() - d.stat().st_mtime < PROBE_AGE or any(d.iterdir()):
+                continue
+            if not dry_run:
+                os.rmdir(d)  # refused (kept) if a check filled or took it since
+            removed.append(d)
