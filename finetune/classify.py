@@ -5,7 +5,7 @@ A task of the last stage: ``kolectra finetune classify``.  Reads TSV, CSV, JSONL
 distinct values of ``label_column`` in the training file (strings, integers or JSON/Parquet booleans, read as
 ``true``/``false``; compared as text, sorted: numerically when they all are integers); a dev or test label outside them is an error
 naming the label, file and line.  Integer labels that are class-label codes (``Dataset.to_json``
-writes a ``ClassLabel`` column's) are named by ``label_names`` (code ``k`` is the ``k``-th name).  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the
+writes a ``ClassLabel`` column's) are named by ``label_names`` (code ``k`` is the ``k``-th name; a boolean is a code, false 0 and true 1).  Fine-tunes a ``len(labels)``-way head, keeps the epoch with the
 best dev ``select_on`` figure (``accuracy`` or ``macro_f1``), scores the test file once.  Writes
 ``metrics.json`` (``accuracy``, ``macro_f1``, both fractions; ``labels``; per-epoch dev figures;
 reader counts; ``health``: ``not_learning`` when one class is predicted for every dev row or dev
@@ -29,11 +29,12 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.arrow_rows import Unnamed
 from kolectra.finetune.text_task import BadRow, TextTask
 
-STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # A whole number written as a float, as text: pandas' to_csv of an integer column with a gap (NaN) writes 1.0
 WHOLE_FLOAT = re.compile(r"(-?[0-9]{1,18})\.0+")
+BOOLEAN_CODES = {"false": 0, "true": 1}  # a boolean label's code under label_names (:func:`named`)
 
 
 def label_text(value) -> str:
@@ -127,13 +128,21 @@ def classification_scores(gold: np.ndarray, predicted: np.ndarray) -> dict:
 
 def named(label: str, names: tuple[str, ...]) -> str:
     """``label`` (as :func:`label_text` made it) through ``label_names``: a code ``k`` is ``names[k]``, a name
-    stays; else a bad row. Without names, the label itself."""
+    stays; else a bad row. Without names, the label itself.
+
+    A boolean that is none of the names is a code as Python, pandas and numpy count it: ``false`` 0, ``true`` 1
+    (``label_names=negative,positive`` names a JSON ``false`` negative), in any case (pandas' ``to_csv`` writes
+    ``True``, Excel ``TRUE``); a file of booleans with label_names had been refused, "leave label_names out"."""
     if not names:
         return label
     if re.fullmatch(r"[0-9]+", label) and int(label) < len(names):
         return names[int(label)]
     if label in names:
         return label
+    if (code := BOOLEAN_CODES.get(label.casefold())) is not None:
+        if code < len(names):
+            return names[code]
+        raise BadRow(f"label {label!r} is the code {code} (false 0, true 1), past label_names' one name")
     raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
 
 
@@ -215,10 +224,10 @@ class Classify(TextTask):
             if not self.unnamed or "malformed" not in str(e) or not (why := names_misfit(path, self.names,
                                                                                         self.unnamed, self.codes)):
                 raise
-            if self.booleans and set(self.unnamed) <= {"true", "false"}:  # not text: JSON's true/false
-                why = (f"{path}: label_names names integer class codes, but {len(self.unnamed)} rows' labels are JSON "
-                       "or Parquet booleans (true/false), no codes: leave label_names out to train the classes "
-                       "'false', 'true' (false class 0)")
+            if {x.casefold() for x in self.unnamed} <= {"true"}:  # one name: true is the code 1, past it
+                why = (f"{path}: label_names gives one name ({self.names[0]!r}), but {len(self.unnamed)} rows' labels "
+                       "are true, the code 1 (false is 0): give both names, false's first (--set "
+                       "label_names=negative,positive), or leave label_names out to train the classes 'false', 'true'")
             raise FinetuneError(why) from None
         if self.booleans and (why := booleans_beside_integers(rows, table)):
             raise FinetuneError(why)

@@ -88,12 +88,24 @@ def test_a_file_mixing_booleans_with_integer_labels_is_refused_not_trained_as_fo
     assert task.labels == ["false", "true"]
 
 
-def test_boolean_labels_with_label_names_are_refused_as_booleans_not_as_text(tmp_path):
-    """label_names (class-label codes' names) on a file of JSON booleans was refused saying its labels were 'text
-    that is none of its names' (z9): they are booleans, said so, with the way out."""
-    train = _jsonl(tmp_path / "train.jsonl", [i % 2 == 0 for i in range(40)])
-    cfg = dataclasses.replace(config.sample_classify(), label_names=("neg", "pos"))
-    with pytest.raises(FinetuneError, match=r"train\.jsonl: label_names names integer class codes, but 40 rows' labels "
-                                            r"are JSON or Parquet booleans \(true/false\), no codes: leave label_names "
-                                            r"out to train the classes 'false', 'true'"):
-        Classify().read(cfg, train, train)
+def test_boolean_labels_with_label_names_are_named_as_the_codes_false_0_and_true_1(tmp_path):
+    """label_names (class-label codes' names) on a file of JSON booleans was refused, "leave label_names out" (z9);
+    a boolean is the code Python, pandas and numpy give it, false 0 and true 1: label_names=negative,positive names a
+    false row negative (a6). A TSV's text true/false is the same class, in any case (pandas' to_csv writes True);
+    with one name, a true row is a code past it, and a file refused for such rows says to give both names."""
+    train = _jsonl(tmp_path / "train.jsonl", [i % 3 == 0 for i in range(60)])
+    test = tmp_path / "test.csv"
+    test.write_text("text,label\n글,True\n글,false\n글,TRUE\n", encoding="utf-8")
+    cfg = dataclasses.replace(config.sample_classify(), label_names=("negative", "positive"))
+    task = Classify()
+    data = task.read(cfg, train, test)
+    assert task.labels == ["negative", "positive"] and data.facts["train_file"]["bad_rows"] == 0
+    assert data.facts["test_file"]["labels"] == {"negative": 1, "positive": 2}
+    assert list(data.test["label"]) == [1, 0, 1]
+    named = Classify()  # a name that is itself true/false stays the name
+    named.read(dataclasses.replace(cfg, label_names=("true", "false")), train, train)
+    assert named.labels == ["false", "true"]
+    with pytest.raises(FinetuneError, match=r"train\.jsonl: label_names gives one name \('negative'\), but 20 rows' "
+                                            r"labels are true, the code 1 \(false is 0\): give both names, false's "
+                                            r"first \(--set label_names=negative,positive\)"):
+        Classify().read(dataclasses.replace(cfg, label_names=("negative",)), train, train)
