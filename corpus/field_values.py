@@ -1,6 +1,6 @@
 """A kept field's value as the corpus can hold it (``keep_fields``): the pure rules the reader
-(``corpus/reader.py``) applies to each value it keeps beside a record's text, and counts as
-``repaired`` when one changes a value."""
+(``corpus/reader.py``; ``corpus/parquet_records.py`` for Parquet rows) applies to each value it keeps
+beside a record's text, and counts as ``repaired`` when one changes a value."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from kolectra.core.shown import first_few
 from kolectra.corpus import compress, filters, read_failures, reader, suffixes
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.input_reads import NOT_CHECKED
+from kolectra.corpus.record_rules import FIELD_REPAIRED
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 from kolectra.corpus.sorted_files import sorted_lines, write_lines
 
@@ -230,7 +231,7 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
     repaired = {r: get("repaired", r) for r in reader.REPAIRED_REASONS}
     kept = {}
     if cfg.keep_fields:  # only then: without keep_fields stats.json has the bytes it always had
-        repaired[reader.FIELD_REPAIRED] = get("repaired", reader.FIELD_REPAIRED)
+        repaired[FIELD_REPAIRED] = get("repaired", FIELD_REPAIRED)
         # written documents whose field is null (absent, null, or a text/blocks input's record)
         kept = {"missing_fields": {f: get(MISSING_FIELD, f) for f in cfg.keep_fields},
                 # what the dataset card declares each field as (shards.write_dataset_card)

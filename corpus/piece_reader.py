@@ -1,16 +1,18 @@
 """Reading one piece of a large input file (``corpus/pieces.py`` plans the pieces; ``ReadAndClean``
 in ``corpus/steps.py`` reads each as a work item): the lines of a byte range, the rows of a run of
 Parquet row groups, or the lines of a compressed file's copy (``corpus/piece_copies.py``), each
-numbered as in the whole file and turned into records and rejects by ``corpus/reader.py``'s rules,
-so that the pieces together give what the whole file's read gives.
+numbered as in the whole file and turned into records and rejects by ``corpus/reader.py``'s rules
+(a Parquet file's rows by ``corpus/parquet_records.py``'s), so that the pieces together give what
+the whole file's read gives.
 """
 
 from __future__ import annotations
 
 from typing import IO, Iterator
 
-from kolectra.corpus import compress, reader
+from kolectra.corpus import compress, parquet_records, reader
 from kolectra.corpus.input_reads import HashingReader, open_input, pinned_identity
+from kolectra.corpus.record_rules import error_text
 
 
 def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str, max_line_bytes: int,
@@ -30,8 +32,8 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
         opened: list = []
         if digest is not None:
             digest["raw"] = _NOTHING_READ
-        yield from reader.parquet_rows(path, source, text_field, id_field, max_line_bytes, keep_fields,
-                                       range(piece.start, piece.end), piece.first_line - 1, opened)
+        yield from parquet_records.parquet_rows(path, source, text_field, id_field, max_line_bytes, keep_fields,
+                                                range(piece.start, piece.end), piece.first_line - 1, opened)
         if digest is not None:
             digest["bytes"] = 0
             if opened and (pinned := pinned_identity(path, opened[0])) is not None:
@@ -49,7 +51,7 @@ def read_piece(path: str, source: str, fmt: str, text_field: str, id_field: str,
     except Exception as e:  # noqa: BLE001 - gone since the plan read it: a dead letter, and the file's change
         if f is not None:
             f.close()
-        yield {"source": source, "line": piece.first_line, "reason": "damaged_file", "detail": f"cannot open: {reader.error_text(e)}"}
+        yield {"source": source, "line": piece.first_line, "reason": "damaged_file", "detail": f"cannot open: {error_text(e)}"}
         return
     raw = HashingReader(_Bounded(f, piece.end - piece.start), path)
     if digest is not None:
@@ -74,7 +76,7 @@ def _read_copy(copy: str, source: str, fmt: str, text_field: str, id_field: str,
     try:
         raw, stream = compress.open_hashed(copy)
     except Exception as e:  # noqa: BLE001 - the job's own copy gone: a dead letter naming it
-        yield {"source": source, "line": first_line, "reason": "damaged_file", "detail": f"cannot open its copy: {reader.error_text(e)}"}
+        yield {"source": source, "line": first_line, "reason": "damaged_file", "detail": f"cannot open its copy: {error_text(e)}"}
     else:
         with raw, stream:
             yield from reader.read_lines(stream, copy, source, fmt, text_field, id_field, max_line_bytes,

@@ -10,8 +10,9 @@ open``) and decompressed by extension (.gz, .bz2, .zst; see ``corpus/compress.py
 
 Formats: ``text`` is one document per line; ``jsonl`` is one JSON object per line with the
 document under ``text_field``; ``parquet`` is one document per row, its text in the column
-``text_field`` (``corpus/parquet.py`` reads the rows; a row's ``line`` is its 1-based number, and
-its reject also names ``row``, the 0-based offset). A blank line in either format is an empty record (dropped later as
+``text_field`` (``corpus/parquet.py`` reads the rows, ``corpus/parquet_records.py`` makes them
+records and rejects; a row's ``line`` is its 1-based number, and its reject also names ``row``, the
+0-based offset). A blank line in either format is an empty record (dropped later as
 ``empty``), so every line of every input is accounted for in ``records_in``. ``blocks`` is one
 document per run of non-blank lines (joined with newlines), blank lines separating documents; a
 record's ``line`` is the block's first line, and a block is bounded by ``max_line_bytes`` too.
@@ -35,16 +36,14 @@ job's read step to name the file (the job then fails, exit 2).
 from __future__ import annotations
 
 import json
-import math
-import re
-import uuid
 from typing import IO, Iterator
 
-from kolectra.core import url_secrets
-from kolectra.corpus import compress, parquet, read_failures, suffixes
-from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH: API)
+from kolectra.corpus import compress, parquet, parquet_records, suffixes
+from kolectra.corpus.field_values import MAX_FIELD_DEPTH, SURROGATE, kept_fields, scrub_field  # noqa: F401  (MAX_FIELD_DEPTH, scrub_field: API)
 from kolectra.corpus.inputs import InputError, expand  # noqa: F401  (InputError: part of this module's API)
+from kolectra.corpus.parquet_records import parquet_rows  # noqa: F401  (this module's API, as before its move)
 from kolectra.corpus.read_failures import ReadFailed
+from kolectra.corpus.record_rules import FIELD_REPAIRED, canonical_id, error_text
 from kolectra.corpus.source_names import source_namer, source_names  # noqa: F401  (this module's API)
 
 REJECT_REASONS = (
@@ -61,9 +60,6 @@ REJECT_REASONS = (
     "damaged_file",
 )
 REPAIRED_REASONS = ("lone_surrogate",)  # records kept after a repair, counted in stats.json
-# a kept field (keep_fields) repaired: a lone surrogate or a NaN/infinity in it; counted only when
-# keep_fields is set, so stats.json stays as it was without it
-FIELD_REPAIRED = "kept_field"
 COMPRESSION_SUFFIXES = tuple(compress.SUFFIXES)
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 FIELD_FORMATS = ("jsonl", "parquet")  # the formats whose records have fields (id_field, keep_fields)
@@ -199,19 +195,6 @@ def _parse(raw: bytes, fmt: str, text_field: str, id_field: str) -> tuple:
     return text, canonical, obj
 
 
-def canonical_id(value) -> str | None:
-    """The id a JSON number stands for, spelled one way: integers (and floats without a fraction,
-    ``7.0``, ``7e0``) in decimal digits, other finite floats as Python's shortest repr (``1.5``).
-    None for what cannot be an id: booleans, objects, arrays, NaN and infinities."""
-    if isinstance(value, bool):
-        return None  # a bool is an int to Python, but ``true`` names no document
-    if isinstance(value, int):
-        return str(value)  # parsing bounded it to int_max_str_digits, so this cannot fail
-    if isinstance(value, float) and math.isfinite(value):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
-    return None
-
-
 def _json_type(value) -> str:
     """A parsed value's JSON type name (``object``, ``array``, ``boolean`` ...), for details."""
     for kind, name in ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), (int, "number"),
@@ -242,7 +225,7 @@ def read_file(path: str, source: str, fmt: str, text_field: str, id_field: str, 
     by_name = fmt == "auto"
     fmt = resolve_format(path, fmt)
     if fmt == "parquet":
-        yield from _read_parquet(path, source, text_field, id_field, max_line_bytes, digest, keep_fields)
+        yield from parquet_records.read_parquet(path, source, text_field, id_field, max_line_bytes, digest, keep_fields)
         return
     try:
         raw, stream = compress.open_hashed(path)
@@ -324,14 +307,6 @@ def read_lines(stream: IO[bytes], path: str, source: str, fmt: str, text_field: 
                "detail": f"{compress.codec_of(path) or 'read'} error after line {lineno}: {error_text(e)}"}
 
 
-def error_text(e: BaseException) -> str:
-    """``Type: message`` on one line: Arrow's Thrift errors end in newlines and quote a byte raw
-    (``don't know what type: \\x0f``), and the detail is printed in the run's error line."""
-    text = re.sub(r"\s*[\r\n]+\s*", " ", f"{type(e).__name__}: {e}".strip())
-    text = url_secrets.redacted(text)  # a store's error names the URL: not its signature (rejects are published)
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def _record(raw: bytes | None, lineno: int, source: str, fmt: str, text_field: str, id_field: str,
             max_line_bytes: int, keep_fields: tuple[str, ...] = ()) -> dict:
     """One line's record or reject. Whatever one line makes fail is that line's reject: an
@@ -380,120 +355,6 @@ def _read_blocks(stream: IO[bytes], source: str, max_bytes: int, first_line: int
             yield {"source": source, "line": start, "reason": parsed[1], "detail": parsed[2]}
         else:
             yield {"source": source, "line": start, "id": f"{source}:{start}", "text": parsed[0]}
-
-
-def _read_parquet(path: str, source: str, text_field: str, id_field: str, max_text_bytes: int,
-                  digest: dict | None, keep_fields: tuple[str, ...]) -> Iterator[dict]:
-    """:func:`read_file` of a Parquet file (``corpus/parquet.py``): its SHA-256 from one sequential
-    pass over its bytes, then its rows in order, each a record or a reject by the JSONL rules. A
-    reject carries ``row``, the 0-based row offset, beside ``line`` (the 1-based row number)."""
-    try:
-        raw, _ = compress.open_hashed(path)
-        with raw:
-            raw.drain()
-    except ReadFailed:
-        raise
-    except Exception as e:  # noqa: BLE001 - gone, unreadable, not allowed: one dead letter naming the error
-        yield {"source": source, "line": 1, "row": 0, "reason": "damaged_file", "detail": f"cannot open: {error_text(e)}"}
-        return
-    if digest is not None:
-        digest["raw"] = raw  # hashed whole already: progress counts its bytes at once
-    yield from parquet_rows(path, source, text_field, id_field, max_text_bytes, keep_fields)
-    if digest is not None:
-        digest.update(bytes=raw.bytes, sha256=raw.sha256.hexdigest())
-        del digest["raw"]
-
-
-def parquet_rows(path: str, source: str, text_field: str, id_field: str, max_text_bytes: int,
-                 keep_fields: tuple[str, ...], row_groups: range | None = None, done: int = 0,
-                 opened: list | None = None) -> Iterator[dict]:
-    """The records and rejects of a Parquet file's rows (of ``row_groups``, the first of them
-    ``done`` rows into the file); ``opened`` receives the file opened. A row group with a page that
-    fails to decode gives its rows up to there and a ``damaged_file`` reject, and the next group is
-    read: what a group gives depends on that group alone, so the file's records are the same whether
-    it is read whole or as pieces of row groups (``corpus/pieces.py``, cut by ``split_bytes``)."""
-    try:
-        with parquet.open_seekable(path) as f:
-            if opened is not None:
-                opened.append(f)
-            types, groups = parquet.read_groups(f, (text_field, id_field, *keep_fields), row_groups)
-            for group_rows, rows in groups:
-                end = done + group_rows
-                try:
-                    for row in rows:
-                        try:
-                            rec = _parquet_record(row, types, done, source, text_field, id_field, max_text_bytes,
-                                                  keep_fields)
-                        except Exception as e:  # noqa: BLE001 - what one row makes fail is that row's reject
-                            rec = {"source": source, "line": done + 1, "row": done, "reason": "unreadable_record",
-                                   "detail": error_text(e)[:300]}
-                        done += 1
-                        yield rec
-                except ReadFailed:
-                    raise
-                except Exception as e:  # noqa: BLE001 - a page of this group that fails to decode
-                    _raise_if_the_server(path, e)
-                    yield _parquet_damage(source, done, e, end - done)
-                done = end
-    except ReadFailed:  # the server's or store's failure after the listing, not the file's damage
-        raise
-    except parquet.Unreadable as e:  # its footer read, its columns not: the rows it would give are known
-        yield _parquet_damage(source, done, e, e.rows, "the file")
-    except Exception as e:  # noqa: BLE001 - not Parquet (no magic bytes), a footer that cannot be read
-        _raise_if_the_server(path, e)
-        yield _parquet_damage(source, done, e)
-
-
-def _raise_if_the_server(path: str, e: Exception) -> None:
-    """An https Parquet file's read that its server failed (pyarrow raises aiohttp's error as it is; its
-    random reads are fsspec's, not retried): the ReadFailed the job names, not the file's damage."""
-    if path[:8].lower().startswith(("http://", "https://")) and (failed := read_failures.of(path, e)) is not None:
-        raise failed from e
-
-
-def _parquet_damage(source: str, done: int, e: Exception, lost: int | None = None, whose: str = "its row group") -> dict:
-    """The dead letter of a file (``lost`` None: its footer, or the file, could not be read) or of
-    a row group whose page failed to decode: it names the rows of the group not read (the footer
-    counts them), so the file's rows add up: records and rejects, plus these."""
-    rows = "" if not lost else f" ({lost:,} row(s) of {whose} not read: rows {done}-{done + lost - 1})"
-    return {"source": source, "line": done + 1, "row": done, "reason": "damaged_file",
-            "detail": f"parquet error after row {done}{rows}: {error_text(e)[:300]}"}
-
-
-def _parquet_record(row: dict, types: dict, offset: int, source: str, text_field: str, id_field: str,
-                    max_text_bytes: int, keep_fields: tuple[str, ...]) -> dict:
-    """One row's record or reject (the rules of :func:`_parse` for a JSON object)."""
-    where = {"source": source, "line": offset + 1}
-    for name, value in row.items():
-        if type(value) is parquet.NotUtf8:  # as a JSONL line that is not UTF-8: the row is rejected
-            return {**where, "row": offset, "reason": "invalid_utf8", "detail": f"{name!r}: {value.detail}"}
-    text = row.get(text_field)
-    if text is None:
-        why = "null" if text_field in types else "not a column of the file"
-        return {**where, "row": offset, "reason": "missing_text", "detail": f"{text_field!r} is {why}"}
-    if not isinstance(text, str):
-        return {**where, "row": offset, "reason": "text_not_string",
-                "detail": f"{text_field!r} is a Parquet {types[text_field]} column; the text must be a string"}
-    if len(text) > max_text_bytes // 4 and len(text.encode("utf-8")) > max_text_bytes:
-        return {**where, "row": offset, "reason": "line_too_long", "detail": f"the text is over {max_text_bytes} bytes"}
-    doc_id = row.get(id_field)
-    if doc_id is not None and not isinstance(doc_id, str):
-        doc_id = str(doc_id) if isinstance(doc_id, uuid.UUID) else canonical_id(doc_id)  # arrow.uuid: its text
-        if doc_id is None:
-            return {**where, "row": offset, "reason": "invalid_id",
-                    "detail": f"{id_field!r} is a Parquet {types[id_field]}; an id must be a string or a number"}
-    rec = {**where, "id": doc_id or f"{source}:{offset + 1}", "text": text}
-    if keep_fields:
-        values, repaired = [], False
-        for name in keep_fields:
-            value, lossy = parquet.plain(row.get(name))
-            value, scrubbed = scrub_field(value)
-            values.append(value)
-            repaired = repaired or lossy or scrubbed
-        rec["fields"] = tuple(values)
-        if repaired:
-            rec["repaired"] = FIELD_REPAIRED
-    return rec
 
 
 def _counted(lines: Iterator[tuple[int, bytes | None]], read: list) -> Iterator[tuple[int, bytes | None]]:

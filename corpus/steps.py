@@ -29,6 +29,7 @@ from kolectra.corpus.drops import DROPS, DropChunks
 from kolectra.corpus.outputs import ANALYSER_PROBE, SAMPLES_KEPT, SAMPLES_PER_REASON, SPLIT_COUNTS
 from kolectra.corpus.progress import WorkerCounts
 from kolectra.corpus.read_failures import note as note_failed_read
+from kolectra.corpus.record_rules import error_text
 from kolectra.corpus.runners import tune_gc
 from kolectra.corpus.segment import make_segmenter, segment_each
 from kolectra.corpus.shards import value_kind
@@ -381,7 +382,7 @@ class AnalyseAndPlace(beam.DoFn):
                 self.failed += 1
                 yield beam.pvalue.TaggedOutput(REJECTED, {
                     "source": rec["source"], "line": rec["line"], "reason": ANALYSIS_FAILED,
-                    "detail": reader.error_text(result)[:300]})
+                    "detail": error_text(result)[:300]})
                 continue
             sentences, morphs = result
             doc = {**rec, "sentences": sentences, "morphs": morphs}

@@ -216,18 +216,18 @@ def test_a_parquet_files_rows_refused_by_the_server_are_its_failure_not_the_file
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from kolectra.corpus import reader
+    from kolectra.corpus import parquet_records, reader
 
     buf = io.BytesIO()
     pq.write_table(pa.table({"text": [f"review {i} of a film" for i in range(2000)]}), buf, row_group_size=500)
     server = Server(buf.getvalue())
-    rows = reader.parquet_rows
+    rows = parquet_records.parquet_rows
 
     def refused_from_here(*a, **k):  # the file's hashing pass read it; its rows' reads are refused
         server.armed, server.always = True, "403"
         return rows(*a, **k)
 
-    monkeypatch.setattr(reader, "parquet_rows", refused_from_here)
+    monkeypatch.setattr(parquet_records, "parquet_rows", refused_from_here)
     try:
         with pytest.raises(reader.InputError, match=r"reviews.parquet: the server refused to serve it \(403 Forbidden\)"):
             list(reader.read_file(server.url("reviews.parquet"), "reviews", "auto", "text", "id", 10_000))

@@ -20,7 +20,7 @@ import pytest
 
 from kolectra.core import verbosity
 from kolectra.core.config import to_dict
-from kolectra.corpus import reader
+from kolectra.corpus import reader, record_rules
 from kolectra.corpus.config import default_config
 from kolectra.pipeline.cli import main
 
@@ -176,7 +176,7 @@ def test_values_json_cannot_hold_become_null_or_u_fffd_and_count_as_repaired(tmp
     path = tmp_path / "odd.jsonl"
     path.write_text('{"text": "가나다라마", "rating": NaN, "who": "\\ud800x", "tags": [1, Infinity]}\n', encoding="utf-8")
     [rec] = reader.read_file(str(path), "odd.jsonl", "auto", "text", "id", 1 << 20, keep_fields=("rating", "who", "tags"))
-    assert rec["fields"] == (None, "\ufffdx", [1, None]) and rec["repaired"] == reader.FIELD_REPAIRED
+    assert rec["fields"] == (None, "\ufffdx", [1, None]) and rec["repaired"] == record_rules.FIELD_REPAIRED
 
 
 def test_values_datasets_cannot_hold_are_null_and_counted_and_the_corpus_loads(tmp_path, capsys):

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kolectra.core import storage, store_glob, verbosity
-from kolectra.corpus import parquet, reader
+from kolectra.corpus import parquet, parquet_records, reader
 from kolectra.pipeline.cli import main
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -155,7 +155,7 @@ def test_a_parquet_file_in_a_bucket_is_fetched_once_though_its_columns_are_read_
         return out
 
     monkeypatch.setattr(s3fs.core.S3File, "_fetch_range", counted)
-    out = list(reader.parquet_rows(url, "two.parquet", "text", "id", 1 << 20, ()))
+    out = list(parquet_records.parquet_rows(url, "two.parquet", "text", "id", 1 << 20, ()))
     assert [(r["id"], r["text"]) for r in out] == list(zip(ids, texts))
     assert sum(fetched) < len(data) * 1.1, (sum(fetched), len(data), len(fetched))
 
@@ -610,7 +610,7 @@ def test_two_columns_of_one_name_in_a_file_read_in_pieces_are_the_file_s_one_dea
     pq.write_table(table, folder / "dup.parquet", row_group_size=50)
     (folder / "a.txt").write_text("".join(_text(i) + "\n" for i in range(N)), encoding="utf-8")
     whole = list(reader.read_file(str(folder / "dup.parquet"), "dup", "auto", "text", "id", 1 << 20))
-    pieces = [r for start in range(0, 8, 3) for r in reader.parquet_rows(
+    pieces = [r for start in range(0, 8, 3) for r in parquet_records.parquet_rows(
         str(folder / "dup.parquet"), "dup", "text", "id", 1 << 20, (), range(start, min(start + 3, 8)), start * 50)]
     assert pieces == whole and len(whole) == 1 and "(400 row(s) of the file not read: rows 0-399)" in whole[0]["detail"]
     for split in ([], ["--set", "split_bytes=1024"]):

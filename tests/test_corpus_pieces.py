@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kolectra.core import storage
-from kolectra.corpus import build, inputs, piece_reader, pieces, progress, reader
+from kolectra.corpus import build, inputs, parquet_records, piece_reader, pieces, progress, reader
 from kolectra.corpus.config import default_config
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
@@ -268,7 +268,7 @@ def _damaged_parquet(path: Path, groups: tuple[int, ...]) -> int:
 def test_a_damaged_parquet_page_loses_its_row_group_read_whole_or_in_pieces(tmp_path):
     path = tmp_path / "damaged.parquet"
     kept = _damaged_parquet(path, (3, 9))
-    read = lambda groups=None, done=0: list(reader.parquet_rows(  # noqa: E731
+    read = lambda groups=None, done=0: list(parquet_records.parquet_rows(  # noqa: E731
         str(path), "damaged.parquet", "text", "id", MAX_LINE, (), groups, done))
     whole = read()
     damage = [r for r in whole if r.get("reason") == "damaged_file"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kolectra.corpus import filters, inputs, reader
+from kolectra.corpus import filters, inputs, reader, record_rules
 from kolectra.corpus import text as text_rules
 from kolectra.corpus.config import default_config
 from kolectra.pipeline import stages
@@ -125,7 +125,7 @@ def test_the_reader_rejects_one_line_and_reads_the_next(tmp_path, line, reason):
                                               (1e300, "1e+300"), (True, None), (None, None), ([1], None),
                                               (float("nan"), None), (float("inf"), None)])
 def test_canonical_ids(value, canonical):
-    assert reader.canonical_id(value) == canonical
+    assert record_rules.canonical_id(value) == canonical
 
 
 @pytest.mark.parametrize("blank", ["\u3164", "\uffa0", "\u2800", "\u115f\u1160", "\u034f", "\ufe0f", "\u200d",
