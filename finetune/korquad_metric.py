@@ -12,6 +12,11 @@ derived from SQuAD v1.1's), which differs from SQuAD in three ways that matter f
   whitespace tokens: a particle glued to a noun ("한나라당의" vs "한나라당") earns partial credit,
   where SQuAD's token F1 gives 0.  No overlap (including both sides empty) scores 0.
 
+kolectra adds one step, first: both sides are NFC (composed Hangul). The official files are NFC, where
+this changes nothing; on decomposed text (NFD, as files saved on macOS may hold) the script counted
+jamo, not syllables ("한나라당의" against "한나라당" 90.9, not 88.9), and a prediction, a slice of an NFD
+context, scored 0 against its NFC answer text whatever it was.
+
 Per question the score is the maximum over its ground truths; a question with no prediction
 scores 0 but still counts; the averages are reported times 100.
 """
@@ -19,6 +24,7 @@ scores 0 but still counts; the averages are reported times 100.
 from __future__ import annotations
 
 import string
+import unicodedata
 from collections import Counter
 from typing import Iterable, Mapping
 
@@ -32,8 +38,8 @@ _ASCII_PUNCT = frozenset(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    """Symbols -> space, lowercase, drop ASCII punctuation, collapse whitespace (in that order)."""
-    text = text.translate(_SPACE_TABLE).lower()
+    """NFC, symbols -> space, lowercase, drop ASCII punctuation, collapse whitespace (in that order)."""
+    text = unicodedata.normalize("NFC", text).translate(_SPACE_TABLE).lower()
     text = "".join(ch for ch in text if ch not in _ASCII_PUNCT)
     return " ".join(text.split())
 

@@ -200,7 +200,7 @@ def why_missed(questions: list[Question]) -> str:
     ``answer_start`` counted in UTF-8 bytes (a file written by a tool that counts bytes: Go, Rust, C), within
     :data:`NEAR` characters of it (off by a few: line ends or whitespace counted otherwise), elsewhere in the
     context, or nowhere; "" when none is found. The count alone had left a user to guess which it was."""
-    counts = {"bytes": 0, "near": 0, "elsewhere": 0}
+    counts = {"bytes": 0, "near": 0, "elsewhere": 0, "form": 0}
     for q in questions:
         text, start = q.answers[0]
         if start >= 0 and q.context.encode("utf-8")[start:start + len(text.encode("utf-8"))] == text.encode("utf-8"):
@@ -209,10 +209,16 @@ def why_missed(questions: list[Question]) -> str:
             counts["near"] += 1
         elif text in q.context:
             counts["elsewhere"] += 1
+        elif unicodedata.normalize("NFC", text) in unicodedata.normalize("NFC", q.context):
+            counts["form"] += 1  # NFD on one side: "nowhere in it" had been said of an answer that is there
     said = [f"{counts['bytes']} at answer_start counted in UTF-8 bytes (answer_start counts characters)"
             if counts["bytes"] else "",
             f"{counts['near']} within {NEAR} characters of answer_start (offsets off by a few)" if counts["near"] else "",
-            f"{counts['elsewhere']} elsewhere in the context" if counts["elsewhere"] else ""]
+            f"{counts['elsewhere']} elsewhere in the context" if counts["elsewhere"] else "",
+            # not a one-line conversion of the file: \uXXXX escapes stay, and answer_start counts the old context
+            f"{counts['form']} in the context in another Unicode form (decomposed Hangul, NFD, in the context or the "
+            "answer, not both: write both in NFC, unicodedata.normalize('NFC', ...), answer_start counted in the NFC "
+            "context)" if counts["form"] else ""]
     missing = len(questions) - sum(counts.values())
     said.append(f"{missing} nowhere in it" if missing and any(said) else "")
     return ("; their first answers: " + ", ".join(x for x in said if x)) if any(said) else ""
