@@ -293,7 +293,7 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, b
         command = " ".join(c for c in (args.command, getattr(args, "verb", None) or getattr(args, "task", None)) if c)
         cli_checks.refuse_unknown(beam_args, _option_strings(parser, args), command)
         return
-    check_beam_args(beam_args)
+    check_beam_whole_numbers(beam_args)
     cli_checks.check_beam_args(beam_args, _option_strings(parser, args), args.command)
 
 
@@ -315,7 +315,7 @@ _WHOLE_NUMBER_OPTIONS = {
 }
 
 
-def check_beam_args(beam_args: list[str]) -> None:
+def check_beam_whole_numbers(beam_args: list[str]) -> None:
     """The whole-number Beam options in :data:`_WHOLE_NUMBER_OPTIONS`, before anything runs."""
     for i, arg in enumerate(beam_args):
         key, _, value = arg.partition("=")
