@@ -87,3 +87,47 @@ def test_a_resume_with_other_settings_continues_no_run_of_another_root_sharing_t
     Store(b).build(toy_request("again"), _resumes(seen), resumable=FAMILY, resume=True)
     assert seen[-1] is None, "b continued a's run"
     assert any((r / "out" / "ckpt").is_file() for r in (a / ".work").iterdir())
+
+
+def _shared_tmp(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / ".tmp").mkdir(parents=True)
+    b.mkdir()
+    (b / ".tmp").symlink_to(a / ".tmp")
+    return a, b
+
+
+def test_a_root_moved_after_a_kill_publishes_its_complete_build_left_in_a_shared_tmp(tmp_path, capsys):
+    """b's --force killed between its renames left its copies in the .tmp b links to, marked with a hash of b's
+    real path; b then moved (renamed) to b2: b2's list said '(no artifacts ...)' and nothing else, its gc and a's
+    left both copies there for ever (another root's mark to each). b keeps its mark in ROOT/.kolectra-root.json:
+    b2's list names the copy, its gc publishes it; a copy of b2 beside it takes a mark of its own."""
+    from kolectra.pipeline.cli import main
+
+    a, b = _shared_tmp(tmp_path)
+    assert child("toy", str(b), "none", "--text", "same").returncode == 0
+    assert child("toy", str(b), "old_moved", "--force", "--text", "same").returncode == -signal.SIGKILL
+    assert Store(b).scan() == ([], []) and len(list((a / ".tmp").iterdir())) == 2
+    b2 = b.rename(tmp_path / "b2")
+    capsys.readouterr()
+    assert main(["artifacts", "list", "--out", str(b2)]) == 0
+    assert "corpus/toy-" in capsys.readouterr().err
+    assert main(["artifacts", "gc", "--out", str(b2)]) == 0
+    assert "published " in capsys.readouterr().out
+    (art,) = _no_half_artifact(Store(b2))
+    assert art.manifest["config"] == {"text": "same"} and list((a / ".tmp").iterdir()) == []
+    copy = tmp_path / "c"
+    copy.mkdir()
+    (copy / ".kolectra-root.json").write_text((b2 / ".kolectra-root.json").read_text())
+    from kolectra.pipeline.store.shared_areas import mark
+    assert mark(copy) != mark(b2) and mark(b2) == json.loads((b2 / ".kolectra-root.json").read_text())["mark"]
+
+
+def test_a_root_moved_after_a_stop_resumes_its_run_in_a_shared_work(tmp_path):
+    """b's interrupted run in the .work b links to names b's mark; b moved to b2: b2's --resume was refused as
+    'the run of this request of another root' (its mark followed the new path). Now b2 continues it."""
+    a, b = _shared_work(tmp_path)
+    _interrupted(b, step="b's step 7")
+    b2, seen = b.rename(tmp_path / "b2"), []
+    Store(b2).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
+    assert seen == ["b's step 7"]

@@ -6,7 +6,8 @@ a link (a scratch folder, maybe another root's). Two things follow, kept here:
 
 - roots sharing such an area must not take each other's builds: a root marks a ``.tmp`` entry's name
   (``<kind>-r<8 hex>-<id>-<hex8>``) and a run's ``request.json`` (``root``) with a hash of its real path
-  (:func:`mark`); :func:`foreign` and :func:`own` read the name's mark;
+  (:func:`mark`), kept in ``ROOT/.kolectra-root.json`` (:func:`claim`) so that a root moved keeps it;
+  :func:`foreign` and :func:`own` read the name's mark;
 - a build is published by ``os.rename``, which cannot cross file systems or mount points: :func:`crossing`
   refuses such an area (or a kind folder on another disk) before the stage runs, not once it has built.
 """
@@ -16,18 +17,60 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import uuid
 from pathlib import Path
 
+_MARK = re.compile(r"r[0-9a-f]{8}")
 _MARKED = re.compile(r"-(?P<mark>r[0-9a-f]{8})-[0-9a-f]{16}-[0-9a-f]{8}$")  # a .tmp entry of a root whose .tmp is a link
+
+
+# a root that marks what it builds in a shared area keeps its mark here, so that the root moved (renamed) keeps it:
+# the mark was a hash of its real path alone, and a root moved after a kill lost its complete builds left there
+ROOT_MARK = ".kolectra-root.json"
+
+
+def _kept(root: Path | str) -> dict:
+    try:
+        found = json.loads((Path(root) / ROOT_MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    ok = isinstance(found, dict) and isinstance(found.get("path"), str) and _MARK.fullmatch(str(found.get("mark")))
+    return found if ok else {}
 
 
 def mark(root: Path) -> str:
     """What a root whose private area is a link (maybe shared with other roots) marks its build directories there
-    with: ``r`` and 8 hex digits of the root's real path (in a ``.tmp`` entry's name, in a run's ``request.json``)."""
-    return "r" + hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:8]
+    with (in a ``.tmp`` entry's name, in a run's ``request.json``): ``r`` and 8 hex digits of the root's real path
+    when it first marked one (:func:`claim` keeps it in ``ROOT/.kolectra-root.json``), so a root moved keeps its
+    mark; a copy of a root (its original still where the file says, with the same mark) takes its own."""
+    real = os.path.realpath(root)
+    made = "r" + hashlib.sha256(real.encode()).hexdigest()[:8]
+    kept = _kept(root)
+    if not kept or kept["path"] == real:
+        return kept.get("mark", made)
+    if _kept(kept["path"]).get("mark") == kept["mark"]:
+        return made  # a copy: the original is where the file says
+    _keep(root, kept["mark"], real)  # moved: said where it is now, so that a copy made from here is told apart
+    return kept["mark"]
+
+
+def claim(root: Path) -> str:
+    """:func:`mark`, kept in the root (written when missing) before the root marks a build directory in a shared
+    area."""
+    found = mark(root)
+    if _kept(root).get("mark") != found:
+        _keep(root, found, os.path.realpath(root))
+    return found
+
+
+def _keep(root: Path, found: str, real: str) -> None:
+    with contextlib.suppress(OSError):  # not writable: the hash of its path, as before
+        part = Path(root) / f"{ROOT_MARK}.{uuid.uuid4().hex[:8]}.part"
+        part.write_text(json.dumps({"mark": found, "path": real}) + "\n", encoding="utf-8")
+        os.replace(part, Path(root) / ROOT_MARK)
 
 
 def foreign(root: Path, d: Path) -> bool:

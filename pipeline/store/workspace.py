@@ -56,7 +56,7 @@ from kolectra.core import url_secrets
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import BUILD_LOCK, MANIFEST, ArtifactError
-from kolectra.pipeline.store.shared_areas import foreign, mark, others_run, own
+from kolectra.pipeline.store.shared_areas import claim, foreign, mark, others_run, own
 
 LOCKS, TMP, WORK = ".locks", ".tmp", ".work"
 TMP_NAME = re.compile(r"^(?P<kind>[a-z]+)-(?:.*-)?(?P<id>[0-9a-f]{16})-[0-9a-f]{8}$")
@@ -195,7 +195,7 @@ def private_dir(root: Path, kind: str, aid: str, held: contextlib.ExitStack | No
     """A new, empty ``.tmp`` directory for one attempt at request ``kind``/``aid``; with ``held``,
     marked live (its build lock taken) until ``held`` closes. In a ``.tmp`` that is a link (maybe another root's),
     its name holds this root's mark (:func:`foreign`)."""
-    infix = f"{mark(root)}-" if symlinked(root, TMP) else ""
+    infix = f"{claim(root)}-" if symlinked(root, TMP) else ""
     while True:
         d = root / TMP / f"{kind}-{infix}{aid}-{uuid.uuid4().hex[:8]}"
         d.mkdir(parents=True)
@@ -453,7 +453,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     # --resume's, and one started before 2026-12-01, records none: its request.json is as it was)
     # a .work that is a link (maybe another root's): the run names this root (Run.foreign)
     exact.create({**record, "created": now(), **({"again": again} if again != Run.again else {}),
-                  **({"root": mark(root)} if symlinked(root, WORK) else {})})
+                  **({"root": claim(root)} if symlinked(root, WORK) else {})})
     return exact
 
 
