@@ -48,6 +48,7 @@ from kolectra.corpus import drops, field_check, inputs, languages, neardup_beam,
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.checked_json import checked_json_bytes, checked_note, jsonl_text_share, parquet_text_per_byte
 from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.job_checks import check_stats  # build.check_stats too: the stage's API, as before its move
 from kolectra.corpus.local_memory import check_local_memory
 from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stage's API, as before its move)
     DROPS_BASE_MB,
@@ -67,15 +68,7 @@ from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stag
     local_memory_model,
     local_worker_mb,
 )
-from kolectra.corpus.outputs import (  # noqa: F401  (re-exported: the stage's API)
-    REJECTS_FILE,
-    SAMPLES_KEPT,
-    SAMPLES_PER_REASON,
-    STATS_FILE,
-    CorpusError,
-    check_stats,
-    make_stats,
-)
+from kolectra.corpus.outputs import REJECTS_FILE, SAMPLES_KEPT, SAMPLES_PER_REASON, STATS_FILE, CorpusError, make_stats  # noqa: F401  (re-exported: the stage's API)
 from kolectra.corpus.progress import Monitor, describe, read_counts
 from kolectra.corpus.runners import (  # noqa: F401  (pipeline_options, local_workers, input_bytes: this module's API)
     LOCAL_RUNNER,

@@ -129,7 +129,7 @@ def pinned_identity(path: str, raw: IO[bytes]) -> str | None:
 
 # the start of a why of :func:`changed_since` that is no change: the server refused (or failed) the check after
 # the read (a signed URL expired meanwhile: 403), said by the check after the job as a read that failed
-# (outputs.check_stats), not as a file that "changed while the job read" it
+# (job_checks.check_stats), not as a file that "changed while the job read" it
 NOT_CHECKED = "its server failed the check after its read "
 
 

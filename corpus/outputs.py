@@ -1,6 +1,7 @@
 """What the corpus job writes, and the pure rules that decide it: document keys, the train/valid
-split, shards, samples, ``stats.json`` and its checks. Part of the corpus stage; the Beam graph
-in ``corpus/build.py`` calls these, and nothing here depends on the runner.
+split, shards, samples, ``stats.json`` (its checks after the job: ``corpus/job_checks.py``). Part of
+the corpus stage; the Beam graph in ``corpus/build.py`` calls these, and nothing here depends on the
+runner.
 
 Every file is written through :mod:`kolectra.core.storage` (a local directory, the artifact's
 prefix on a store, or ``--corpus_staging``), its size and sha256 reported by the worker that wrote
@@ -22,10 +23,8 @@ from typing import Iterable, Iterator
 
 from kolectra.core import scratch, storage
 from kolectra.core.errors import UserInputError
-from kolectra.core.shown import first_few
-from kolectra.corpus import compress, filters, read_failures, reader, suffixes
+from kolectra.corpus import filters, reader, suffixes
 from kolectra.corpus.config import CorpusConfig
-from kolectra.corpus.input_reads import NOT_CHECKED
 from kolectra.corpus.record_rules import FIELD_REPAIRED
 from kolectra.corpus.shards import DATA_DIR, SPLITS, float_fields
 from kolectra.corpus.sorted_files import sorted_lines, write_lines
@@ -265,97 +264,6 @@ def make_stats(tally: dict, cfg: CorpusConfig, files: dict | None = None) -> dic
         **({"kiwi_probe": probes} if (probes := sorted(k[1] for k, n in tally.items() if k[0] == ANALYSER_PROBE and n))
            else {}),
     }
-
-
-def _notable(rows: Iterable[tuple[str, dict]]) -> tuple[dict, dict, tuple | None, dict]:
-    """One pass over the input files' rows: the changed and the damaged ones (name -> why), the one
-    with the most rejected lines (a 1-line file with its line rejected is not the news), and those
-    whose read the server or store failed (name -> why)."""
-    changed, damaged, worst, failed = {}, {}, None, {}
-    for source, row in rows:
-        if row.get(READ_FAILED):
-            failed[source] = row[READ_FAILED]
-        if str(row.get("changed") or "").startswith(NOT_CHECKED):  # no change: the server refused the check
-            failed[source] = row["changed"]
-        elif row.get("changed"):
-            changed[source] = row["changed"]
-        if row.get("damaged"):
-            damaged[source] = row["damaged"]
-        rank = (row["rejected"], row["rejected"] / max(row["records_in"], 1))
-        if worst is None or rank > worst[0]:
-            worst = (rank, source, row)
-    return changed, damaged, worst and worst[1:], failed
-
-
-def check_stats(stats: dict, cfg: CorpusConfig, paths: dict[str, str], rejects: str = REJECTS_FILE,
-                rows: Iterable[tuple[str, dict]] | None = None) -> None:
-    """Reconciliation, changed and damaged files, and the reject-ratio gate; ``paths`` maps
-    source names back to inputs, ``rejects`` is where the failed run's dead letters are kept,
-    ``rows`` every input file's (source, row) (:func:`read_file_rows`; stats.json's own
-    ``sources`` without it)."""
-    if len(stats.get("kiwi_probe", [])) > 1:
-        raise CorpusError(
-            f"corpus: the job's workers analysed Korean differently: Kiwi's analysis of fixed sentences hashed to "
-            f"{', '.join(stats['kiwi_probe'])}, so Kiwi ran on different code paths (machines of other CPU kinds, "
-            "ARM and x86, or KIWI_ARCH_TYPE set on some): their documents' morphs would differ under one corpus "
-            "id; run the job on one kind of machine, or set KIWI_ARCH_TYPE alike on every worker")
-    accounted = stats["records_out"] + stats["rejected"] + sum(stats["dropped"].values())
-    if stats["records_in"] != accounted:
-        raise CorpusError(
-            f"corpus stats do not reconcile: records_in={stats['records_in']} but "
-            f"out+rejected+dropped={accounted} ({stats})"
-        )
-    named = lambda s: paths.get(s, s)  # noqa: E731
-    changed, damaged, worst, failed = _notable(stats["sources"].items() if rows is None else rows)
-    if failed:  # first: a file read in part is no change of the file, and no damage to accept
-        raise CorpusError(read_failures.line({named(s): why for s, why in failed.items()}))
-    if changed:
-        raise CorpusError(
-            f"{len(changed)} input file(s) changed while the job read them, so the corpus would match neither "
-            "version: " + first_few([f"{named(s)} ({why})" for s, why in sorted(changed.items())], read_failures.NAMED)
-            + ". Rerun once they are complete (no corpus was kept)."
-        )
-    if len(damaged) > cfg.max_damaged_files:
-        raise CorpusError(
-            f"{len(damaged)} damaged input file(s) (over max_damaged_files={cfg.max_damaged_files}): "
-            + first_few([f"{named(s)}: {why}" for s, why in sorted(damaged.items())], read_failures.NAMED)
-            + f". Replace them, or accept what could be read with --set max_damaged_files={len(damaged)}; "
-            f"dead letters in {rejects}"
-        )
-    if stats["records_in"] == 0:
-        names = sorted(paths.values())
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        raise CorpusError(f"the inputs hold no records: the {len(names)} input file(s) are empty or hold only blank "
-                          f"lines ({shown})")
-    ratio = stats["rejected"] / stats["records_in"]
-    if ratio > cfg.max_reject_ratio:
-        worst, counts = worst
-        top = max(stats["rejected_reasons"].items(), key=lambda kv: kv[1])[0]
-        garbled = f" (a damaged file: {counts['damaged']})" if counts.get("damaged") else ""
-        raise CorpusError(
-            f"{stats['rejected']} of {stats['records_in']} records rejected ({ratio:.1%}), over "
-            f"max_reject_ratio={cfg.max_reject_ratio:.1%}; worst file: {named(worst)} "
-            f"({counts['rejected']} of {counts['records_in']} lines rejected{garbled}); most common reason: "
-            f"{top}. {_reject_hint(top, named(worst))}; the rejected lines are in {rejects}"
-        )
-    if stats["records_out"] == 0:
-        raise CorpusError(f"no document survived cleaning and filtering (dropped: {stats['dropped']})")
-
-
-def _reject_hint(reason: str, path: str) -> str:
-    """What to do about the most common reject reason: a file that is not UTF-8 is fixed by converting
-    it, not by --format or --text-field (a Korean file saved on Windows is cp949, every line a reject).
-    The converted copy keeps the file's extensions, so --format auto reads it as it read the original."""
-    if reason == "analysis_failed":  # not the input's format: the analyser raised on these documents
-        return "The analyser raised an error on these documents (each reject's detail names it)"
-    if reason != "invalid_utf8":
-        return "Check --format/--text-field"
-    base = path.rsplit("/", 1)[-1]
-    stem, dot, exts = base.partition(".")
-    fixed = path[:len(path) - len(base)] + stem + ".utf8" + dot + exts
-    how = ("decompress it, convert it with iconv -f cp949 -t utf-8 and compress it again" if compress.codec_of(path)
-           else f"iconv -f cp949 -t utf-8 {path} > {fixed}")
-    return f"The file is not UTF-8: convert it (a Korean file saved on Windows is usually cp949: {how})"
 
 
 # ---------------------------------------------------------------- writers (run on a worker)

@@ -16,7 +16,7 @@ line of Beam's wrapped traceback), as if kolectra were at fault. Now:
 - a read that still fails, or fails in a way that will not pass (401, 403, 404, 410; a store's access
   denied or object gone) raises :class:`ReadFailed`; the job's read step (``corpus/steps.py``) records
   its ``why`` in the file's row (``read_failed``), and the check after the job
-  (:func:`kolectra.corpus.outputs.check_stats`) names such files in one line (:func:`line`: the first
+  (:func:`kolectra.corpus.job_checks.check_stats`) names such files in one line (:func:`line`: the first
   :data:`NAMED`, the rest counted): data, so the same line with worker processes (whose exceptions reach
   the launcher only as Beam's wrapped text). A server that refuses the check after a read (its HEAD, a
   signed URL expired meanwhile: ``corpus/input_reads.py``'s ``NOT_CHECKED``) is named in that line too.

@@ -133,7 +133,7 @@ def load_kiwi(threads: int):
 # on. Its SIMD paths (sse2, avx2, avx512bw and the default on a Zen 4) agree on them and on 10,000
 # NSMC reviews; KIWI_ARCH_TYPE=none changes the morphs of 43 % of those reviews and this probe's
 # hash, and ARM's neon path was not tried. Workers of one job on other paths would write other
-# bytes under one corpus id: the job compares their probes (corpus/outputs.py: check_stats).
+# bytes under one corpus id: the job compares their probes (corpus/job_checks.py: check_stats).
 PROBE = ("어제 본 영화는 생각보다 훨씬 재미있었어요.", "배우들의 연기가 자연스럽고 음악도 좋았다!", "시간 가는 줄 모르고 봤네요 ㅋㅋ",
          "이 감독의 다음 작품이 벌써 기다려집니다", "줄거리가 너무 뻔해서 중간에 졸았음", "가족들이랑 같이 보기에 딱 좋은 영화였어요",
          "원작 소설을 읽고 봐서 그런지 아쉬운 점이 많았다.", "결말이 좀 허무하긴 했지만 전체적으로 괜찮았어",

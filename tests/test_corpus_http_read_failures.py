@@ -299,7 +299,8 @@ def test_a_failure_of_many_files_names_a_few_and_counts_the_rest():
     about 300 kB in one line); it names the first few and counts the others, as the job's check does."""
     from kolectra.corpus import read_failures
     from kolectra.corpus.config import CorpusConfig
-    from kolectra.corpus.outputs import CorpusError, check_stats
+    from kolectra.corpus.job_checks import check_stats
+    from kolectra.corpus.outputs import CorpusError
 
     why = "the server refused to serve it (403 Forbidden)"
     failed = {f"https://host/part-{i:04d}.jsonl": why for i in range(1000)}
@@ -320,7 +321,8 @@ def test_files_changed_or_damaged_are_named_a_few_and_counted_as_failed_reads_ar
     """The lines of files changed during the job (a bucket rewritten while read) and of damaged files named every
     one as the failed reads' did; they name the first 5 and count the rest, as that line does."""
     from kolectra.corpus.config import CorpusConfig
-    from kolectra.corpus.outputs import CorpusError, check_stats
+    from kolectra.corpus.job_checks import check_stats
+    from kolectra.corpus.outputs import CorpusError
 
     rows = [(f"part-{i:04d}.jsonl", {key: f"why {i}", "rejected": 0, "records_in": 0}) for i in range(7)]
     stats = {"records_in": 0, "records_out": 0, "rejected": 0, "dropped": {}, "sources": dict(rows)}

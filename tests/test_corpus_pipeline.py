@@ -294,7 +294,8 @@ def test_the_job_records_the_code_path_its_kiwi_ran_on(runs):
 
 
 def test_workers_whose_kiwi_analysed_differently_stop_the_job():
-    from kolectra.corpus.outputs import CorpusError, check_stats
+    from kolectra.corpus.job_checks import check_stats
+    from kolectra.corpus.outputs import CorpusError
 
     stats = {"records_in": 1, "records_out": 1, "rejected": 0, "dropped": {}, "sources": {},
              "kiwi_probe": ["245c972bc11f4c2f", "fd866e8fc4a91cde"]}
