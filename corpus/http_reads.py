@@ -19,27 +19,25 @@ import contextlib
 from typing import IO
 
 from kolectra.core import storage
-from kolectra.corpus import read_failures
+from kolectra.corpus import checked_ranges, read_failures
 
-# what fsspec's HTTPFile raises where the server answered a range request with the whole file
-_NO_RANGES = "support range requests"
 # the streamed GET's bounds: aiohttp's session bound (300 s for a whole request) would cut a long file off
 CONNECT_SECONDS = 30.0
 READ_SECONDS = 300.0  # between two reads of the answer's bytes: a server that stopped sending
 _SKIP = 1 << 20  # bytes a read while skipping to where the ranged reads stopped
 
 
-def opened(path: str, waits: tuple[float, ...] | None = None) -> IO[bytes]:
+def opened(path: str, waits: tuple[float, ...] | None = None, cache_type: str | None = None) -> IO[bytes]:
     """``path`` (a store URL) opened for reading; an http(s) URL's open (fsspec's HEAD, then a GET where that
     fails) tried again after each of ``waits`` (default :func:`read_failures.retry_waits`) where its failure may pass, then
     :class:`read_failures.ReadFailed`; another store's failure to open (a deleted object, access withdrawn)
-    is one too, as its reads' are."""
+    is one too, as its reads' are. ``cache_type``: :func:`storage.open_file`'s."""
     web = storage.scheme(path) in ("http", "https")
     waits = read_failures.retry_waits() if waits is None else waits
     attempt = 0
     while True:
         try:
-            return storage.open_file(path)
+            return storage.open_file(path, cache_type=cache_type)
         except Exception as e:  # noqa: BLE001 - sorted here: what may pass is tried again
             wait = read_failures.wait_before(e, attempt, waits) if web else None
             if wait is None:
@@ -65,11 +63,14 @@ class RangesOrWhole:
     whole file, one GET of it streamed from the same place (``skip_most``: refused where that place is
     further in: a ValueError). Seeking is ``f``'s until then. A read that fails in a way that may pass is
     tried again after each of ``waits`` (default :func:`read_failures.retry_waits`), from the byte it stopped at;
-    then, or at once where it will not pass, :class:`read_failures.ReadFailed`."""
+    then, or at once where it will not pass, :class:`read_failures.ReadFailed`. A range answered from another
+    byte than asked (:mod:`kolectra.corpus.checked_ranges`) is read on as one GET too, or, where that is refused
+    (``skip_most``), a ReadFailed."""
 
     def __init__(self, f: IO[bytes], path: str, skip_most: int | None = None,
                  waits: tuple[float, ...] | None = None):
         self._f, self._path, self._skip_most = f, path, skip_most
+        checked_ranges.check(f)  # a 206 of other bytes than asked: never spliced in
         self._waits = read_failures.retry_waits() if waits is None else waits
         self._stream = None
         self._resume: int | None = None  # a streamed GET that failed: where the next try goes on from
@@ -103,7 +104,14 @@ class RangesOrWhole:
             try:
                 return self._f.read(n)  # a failed range leaves f where it was: tried again, the same range
             except ValueError as e:
-                if _NO_RANGES not in str(e) or (self._skip_most is not None and self._f.tell() > self._skip_most):
+                misplaced = isinstance(e, checked_ranges.MisplacedRange)
+                if not misplaced and checked_ranges.NO_RANGES not in str(e):
+                    raise
+                if self._skip_most is not None and self._f.tell() > self._skip_most:
+                    if misplaced:
+                        raise read_failures.ReadFailed(self._path, f"its server answers range requests with other bytes "
+                                                       f"than asked ({e}); download the file and name the local copy "
+                                                       "in --input") from e
                     raise
                 self._stream = self._whole(self._f.tell())
         return self._stream.read(n)

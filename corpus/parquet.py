@@ -33,7 +33,7 @@ import decimal
 from typing import IO, Iterator, Sequence
 
 from kolectra.core import storage
-from kolectra.corpus import suffixes
+from kolectra.corpus import http_reads, suffixes
 from kolectra.corpus.input_reads import open_input
 from kolectra.corpus.inputs import is_remote
 
@@ -73,7 +73,12 @@ def open_seekable(path: str) -> IO[bytes]:
     """``path`` opened for random access: a local path only while it is a regular file (a FIFO would
     hang the read); a store's object without fsspec's read-ahead cache, which keeps one region of
     the object: the pages of two columns read in turn refetched a block (s3fs: 50 MB) at every
-    switch, 36 times a file's bytes. pyarrow's buffer (:data:`REMOTE_READ_BUFFER` a column) reads ahead."""
+    switch, 36 times a file's bytes. pyarrow's buffer (:data:`REMOTE_READ_BUFFER` a column) reads ahead.
+    An http(s) URL's reads are tried again where their failure may pass, as a text file's are
+    (:mod:`kolectra.corpus.http_reads`; a 503 amid its rows failed the job); a server that takes no range
+    fails as before (``skip_most=0``: never read as one GET for a footer at the file's end)."""
+    if is_remote(path) and storage.scheme(path) in ("http", "https"):
+        return http_reads.ranged_or_whole(http_reads.opened(path, cache_type="none"), path, skip_most=0)
     if is_remote(path):
         return storage.open_file(path, cache_type="none")
     return open_input(path)
@@ -91,7 +96,8 @@ def read_groups(f: IO[bytes], columns: Sequence[str], row_groups: range | None =
     import pyarrow.parquet as pq  # noqa: PLC0415 - only Parquet inputs need it
     from fsspec.spec import AbstractBufferedFile  # noqa: PLC0415 - a store's file (open_seekable)
 
-    buffer = buffer or (REMOTE_READ_BUFFER if isinstance(f, AbstractBufferedFile) else READ_BUFFER)
+    remote = isinstance(f, (AbstractBufferedFile, http_reads.RangesOrWhole))
+    buffer = buffer or (REMOTE_READ_BUFFER if remote else READ_BUFFER)
     pf = pq.ParquetFile(f, buffer_size=buffer, pre_buffer=False)
     schema = pf.schema_arrow
     groups = range(pf.num_row_groups) if row_groups is None else row_groups

@@ -1,0 +1,74 @@
+"""An http(s) input's ranged reads checked for the bytes they were answered with.
+
+fsspec's HTTPFile reads a block a ``Range`` request and takes any ``206 Partial Content`` as the block
+asked for, whatever its ``Content-Range`` says: a server or cache in front of it that answers another
+range (a block aligned to its own chunks, the range of another request) had those bytes spliced into the
+file at the place asked, and the corpus held text no file holds, with no error (the read's size matched
+its listing). :func:`check` has the file's blocks fetched by :func:`_fetch` instead: a ``206`` whose range
+starts at another byte raises :class:`MisplacedRange`, which :class:`kolectra.corpus.http_reads.RangesOrWhole`
+meets as it meets a server that takes no range (the file read on as one GET, the bytes before skipped),
+or names in one line where that is refused. Anything else is answered as fsspec's own fetch answers it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# the words of the ValueError of an answer that is the whole file (status 200) to a range from a later byte:
+# fsspec's own error says them too, and http_reads tells that failure by them
+NO_RANGES = "support range requests"
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)", re.IGNORECASE)
+
+
+class MisplacedRange(ValueError):
+    """A ``206`` answer whose ``Content-Range`` starts at another byte than the range asked for."""
+
+    def __init__(self, asked: int, said: str):
+        self.asked, self.said = asked, said
+        super().__init__(f"asked for the bytes from {asked:,}, the server answered 206 with Content-Range: {said}")
+
+    def __reduce__(self):
+        return type(self), (self.asked, self.said)
+
+
+def first_byte(content_range: str | None) -> int | None:
+    """The first byte a ``Content-Range`` header (``bytes 100-199/1000``) says its answer holds, or None."""
+    m = _CONTENT_RANGE.fullmatch((content_range or "").strip())
+    return int(m[1]) if m else None
+
+
+def check(f) -> None:
+    """Have ``f`` (fsspec's HTTPFile) fetch its blocks through :func:`_fetch` (its cache calls the fetcher
+    it was made with: set there)."""
+    import fsspec.asyn  # noqa: PLC0415 - only when a URL is read
+
+    cache = getattr(f, "cache", None)
+    if cache is not None and getattr(cache, "fetcher", None) is not None:
+        cache.fetcher = lambda start, end: fsspec.asyn.sync(f.loop, _fetch, f, start, end)
+
+
+async def _fetch(f, start: int, end: int) -> bytes:
+    """The bytes ``[start, end)`` of ``f``'s URL, from one ``Range`` request: a ``206`` (or an answer with a
+    ``Content-Range``) only where it starts at ``start``; the whole file's answer (``200``) for a range from
+    its first byte, cut to the range; a ValueError naming :data:`NO_RANGES` for a later one; nothing past the end."""
+    kwargs = dict(f.kwargs)
+    headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={start}-{end - 1}"}
+    r = await f.session.get(f.fs.encode_url(f.url), headers=headers, **kwargs)
+    async with r:
+        if r.status == 416:  # the range is past the end
+            return b""
+        r.raise_for_status()
+        said = r.headers.get("Content-Range")
+        if r.status == 206 or said:
+            first = first_byte(said)
+            if said is not None and first != start:  # "bytes */1000" (no range) too
+                raise MisplacedRange(start, said)
+            return await r.read()
+        if start > 0:
+            raise ValueError(f"the server answered a range from byte {start:,} with the whole file: it does not "
+                             f"{NO_RANGES}")
+        got, wanted = [], end - start
+        while wanted > 0 and (chunk := await r.content.read(min(wanted, 1 << 20))):
+            got.append(chunk)
+            wanted -= len(chunk)
+        return b"".join(got)
