@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable
 
 from kolectra.core import storage
-from kolectra.corpus import compress, outputs, parquet, reader
+from kolectra.corpus import compress, outputs, parquet, read_failures, reader
 from kolectra.corpus.inputs import InputFile, is_remote
 
 # corpus/memory_model.py's fits are per MB of the shard JSON the job plans by, 3.5 bytes an input byte whatever the
@@ -90,6 +90,7 @@ def _sampled(listed: Iterable[InputFile], fmt: str, kind: str) -> list[InputFile
     return [f for i, f in enumerate(listed) if i in wanted]
 
 
+@read_failures.before_the_job()  # its reads' failures are passed over: tried again once
 def jsonl_text_share(listed: Iterable[InputFile], fmt: str, text_field: str, max_line_bytes: int) -> float | None:
     """The share of the JSONL inputs' bytes that is their records' text (``text_field``, UTF-8), read
     from :data:`SHARE_BYTES` of up to :data:`SHARE_FILES` of them, evenly spaced over the listing: the
@@ -128,6 +129,7 @@ def jsonl_text_share(listed: Iterable[InputFile], fmt: str, text_field: str, max
     return text / total if total else None
 
 
+@read_failures.before_the_job()  # its reads' failures are passed over: tried again once
 def parquet_text_per_byte(listed: Iterable[InputFile], fmt: str, text_field: str,
                           keep_fields: tuple[str, ...] = ()) -> float | None:
     """The bytes of text the Parquet inputs' rows hold per stored byte (``text_field``, UTF-8, and the

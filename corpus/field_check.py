@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-from kolectra.corpus import compress, parquet, reader
+from kolectra.corpus import compress, parquet, read_failures, reader
 
 # Records of the first input read by the launcher before the job, to see that they have text_field
 FIELD_SAMPLE = 100
@@ -19,6 +19,7 @@ FIELDS_SHOWN = 20  # a record's field names in that message, at most
 STORE_BLOCK = 1 << 20
 
 
+@read_failures.before_the_job()  # its reads' failures are passed over: tried again once
 def text_field_problem(path: str, fmt: str, text_field: str, max_line_bytes: int) -> str | None:
     """Before the job: one line if ``path`` is JSONL whose first :data:`FIELD_SAMPLE` objects all
     lack the key ``text_field``, or Parquet without that column, naming the fields they do have
@@ -54,6 +55,7 @@ def text_field_problem(path: str, fmt: str, text_field: str, max_line_bytes: int
     return f"{which} has a field {text_field!r}; its records have: {_shown(list(fields)) or '(no fields)'}"
 
 
+@read_failures.before_the_job()  # its reads' failures are passed over: tried again once
 def jsonl_as_text_problem(path: str, fmt: str, max_line_bytes: int) -> str | None:
     """Before the job: one line if ``--format auto`` reads ``path`` as text (its extension is not a
     JSONL one) while each of its first :data:`FIELD_SAMPLE` non-blank lines is a JSON object: every
@@ -78,6 +80,7 @@ def jsonl_as_text_problem(path: str, fmt: str, max_line_bytes: int) -> str | Non
             "--text-field, default text), or --format text to keep the lines as they are")
 
 
+@read_failures.before_the_job()  # its reads' failures are passed over: tried again once
 def parquet_as_text_problem(path: str, fmt: str) -> str | None:
     """Before the job: one line if ``--format auto`` reads ``path`` as text or JSONL (its name does not
     end in ``.parquet`` or ``.pq``: a Hive table's files are named ``000000_0``) while its bytes, once

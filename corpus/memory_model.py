@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from kolectra.core import storage
-from kolectra.corpus import beam_local, compress, http_reads, outputs, parquet, reader
+from kolectra.corpus import beam_local, compress, http_reads, outputs, parquet, read_failures, reader
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.input_reads import open_input
 from kolectra.corpus.inputs import InputFile, is_remote
@@ -96,6 +96,7 @@ def local_memory_model(cfg: CorpusConfig, runner: str, json_bytes: float | None 
     return model if worker == model.worker_mb else dataclasses.replace(model, worker_mb=worker)
 
 
+@read_failures.before_the_job()  # its reads' failures are passed over: tried again once
 def input_records(listed: Iterable[InputFile], fmt: str) -> int:
     """The records of these input files, as the drops' term counts them: a text or JSONL file's
     lines (a blocks file's records are fewer: its lines bound them), a Parquet file's rows from its
