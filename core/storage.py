@@ -430,7 +430,11 @@ def download(location: str, dest: str, expect_sha256: str | None = None) -> str:
         raise
     if expect_sha256 is not None and h.hexdigest() != expect_sha256:
         os.unlink(part)
-        raise StoreError(f"{location}: sha256 differs from the manifest (altered after publishing); not used")
+        # on a store root a --force rebuild writes its objects over the published copy's, its manifest last: a
+        # reader holding the old manifest meets the new objects while it runs (the mix is never used)
+        raise StoreError(f"{location}: sha256 differs from the manifest, not used: altered after publishing, or a "
+                         "--force rebuild is replacing the artifact now (run again once it has published; `kolectra "
+                         "artifacts verify` names every object that differs)")
     os.replace(part, dest)
     return h.hexdigest()
 
