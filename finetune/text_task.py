@@ -24,7 +24,7 @@ from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import carve, rows
 from kolectra.finetune.files import FinetuneError, same_content
 from kolectra.finetune.leakage import text_key
-from kolectra.finetune.readers.tables import Table, check_bad, open_table
+from kolectra.finetune.readers.tables import Table, check_bad, open_table, shown_bad
 
 
 class Rows:
@@ -199,8 +199,11 @@ class TextTask(skeleton.Task):
         table.records, table.taken = [], len(columns["line"])
         table.bad.sort()
         check_bad(table, cfg.max_bad_fraction)
-        if not table.taken:
-            raise FinetuneError(f"{table.path}: no usable rows")
+        if not table.taken:  # every row bad (max_bad_fraction=1 let them through): why, as its refusal says
+            raise FinetuneError(f"{table.path}: no usable rows"
+                                + (f" ({len(table.bad)} bad row(s): {shown_bad(table.bad[:5], table.unit)})"
+                                   if table.bad else ""))
+        say_bad(self.name, table)
         return Rows(columns), table
 
     def counts(self, part: Rows) -> dict:
@@ -266,6 +269,15 @@ def say_truncated(task: str, splits, cfg) -> None:
         progress(f"{task}: {', '.join(cut)} are longer than max_length={cfg.max_length} tokens and cut there "
                  "(rows_past_max_length in metrics.json); --set max_length=N reads more of them, up to the "
                  "model's positions")
+
+
+def say_bad(task: str, table: Table, what: str = "row(s)") -> None:
+    """One line on a file's bad rows left out within ``max_bad_fraction``: only ``metrics.json`` had counted them, and
+    a scored file's figures were over fewer rows than it holds, unsaid."""
+    if table.bad:
+        more = f"; {len(table.bad) - 3} more" if len(table.bad) > 3 else ""
+        progress(f"{task}: {table.path.name}: {len(table.bad)} bad {what} left out "
+                 f"({shown_bad(table.bad[:3], table.unit)}{more}; bad_lines in metrics.json)")
 
 
 def check_dev(dev_file: Path | None, train_file: Path, eval_file: Path) -> None:

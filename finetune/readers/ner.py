@@ -32,7 +32,7 @@ from typing import Iterable
 
 from kolectra.finetune.entities import entities, split_tag
 from kolectra.finetune.files import FinetuneError, iter_text_lines
-from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table
+from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table, shown_bad
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets", "parquet")
 DOCSTART = "-DOCSTART-"
@@ -82,8 +82,10 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         raise FinetuneError(f"{path}: tag_names gives {len(tag_names)} names (codes 0 to {len(tag_names) - 1}), but "
                             f"{len(past)} sentences have codes past them (up to {max(past)}): give every tag's name "
                             f"in code order (ds.features[{tags_column!r}].feature.names)") from None
-    if not table.records:
-        raise FinetuneError(f"{path}: no tagged sentences")
+    if not table.records:  # every sentence bad (max_bad_fraction=1 let them through): why, as its refusal says
+        raise FinetuneError(f"{path}: no tagged sentences"
+                            + (f" ({len(table.bad)} bad sentence(s): {shown_bad(table.bad[:5], table.unit)})"
+                               if table.bad else ""))
     return table
 
 
