@@ -121,7 +121,12 @@ def corpus_section(a: Artifact, dest: Path) -> list[str]:
     dropped = {k: v for k, v in sorted(s.get("dropped", {}).items(), key=lambda kv: -kv[1]) if v}
     rows = [["records in", s["records_in"], "100.0%"]]
     remaining = s["records_in"]
-    steps = [("rejected (malformed input)", s.get("rejected", 0))] + [(f"dropped: {k}", v) for k, v in dropped.items()]
+    # each reject reason as each drop reason (a rejects row of one total hid which; analysis_failed is no
+    # malformed input); a stats.json without the reasons, or none rejected, keeps one row
+    rejected = {k: v for k, v in sorted(s.get("rejected_reasons", {}).items(), key=lambda kv: -kv[1]) if v}
+    steps = ([(f"rejected: {k}", v) for k, v in rejected.items()]
+             if rejected and sum(rejected.values()) == s.get("rejected", 0) else [("rejected", s.get("rejected", 0))])
+    steps += [(f"dropped: {k}", v) for k, v in dropped.items()]
     for label, n in steps:
         remaining -= n
         rows.append([label, -n, f"{n / max(s['records_in'], 1):.2%}"])
