@@ -140,6 +140,8 @@ def named(label: str, names: tuple[str, ...]) -> str:
     if label in names:
         return label
     if (code := BOOLEAN_CODES.get(label.casefold())) is not None:
+        if spelt := [n for n in names if n.casefold() == label.casefold()]:  # names True,False: by name, not code
+            return spelt[0]
         if code < len(names):
             return names[code]
         raise BadRow(f"label {label!r} is the code {code} (false 0, true 1), past label_names' one name")

@@ -105,6 +105,9 @@ def test_boolean_labels_with_label_names_are_named_as_the_codes_false_0_and_true
     named = Classify()  # a name that is itself true/false stays the name
     named.read(dataclasses.replace(cfg, label_names=("true", "false")), train, train)
     assert named.labels == ["false", "true"]
+    spelt = Classify()  # in any case: names True,False (pandas' spelling) name true True, not the code 1 False
+    data = spelt.read(dataclasses.replace(cfg, label_names=("True", "False")), train, test)
+    assert spelt.labels == ["False", "True"] and data.facts["test_file"]["labels"] == {"False": 1, "True": 2}
     with pytest.raises(FinetuneError, match=r"train\.jsonl: label_names gives one name \('negative'\), but 20 rows' "
                                             r"labels are true, the code 1 \(false is 0\): give both names, false's "
                                             r"first \(--set label_names=negative,positive\)"):
