@@ -14,7 +14,8 @@ of the text, shard by the text key -> deterministic shards sorted by (source, li
 ``stats.json`` (see ``corpus/outputs.py``).
 
 The steps, and why their elements are large (chunks of documents, not documents), are in
-``corpus/steps.py``; the files and the rules that decide their bytes in ``corpus/outputs.py``.
+``corpus/steps.py``; the files and the rules that decide their bytes in ``corpus/outputs.py``; the
+checks of the finished job, and its summary lines, in ``corpus/job_checks.py``.
 
 Runs on the in-process FnApiRunner by default (several worker processes for large inputs, see
 ``corpus/runners.py``), or on any Beam runner named with ``--runner``; remote workers write to
@@ -29,11 +30,9 @@ holds on any runner (Beam metrics are best-effort on some runners; this is exact
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 import shutil
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable
 
@@ -42,13 +41,13 @@ from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
 from kolectra.core import scratch, stops, storage
 from kolectra.core.errors import Terminated
-from kolectra.core.stage import StageOutput, progress, warn
+from kolectra.core.stage import StageOutput, progress
 from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import drops, field_check, inputs, languages, neardup_beam, outputs, pieces, read_failures, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.checked_json import checked_json_bytes, checked_note, jsonl_text_share, parquet_text_per_byte
 from kolectra.corpus.config import CorpusConfig
-from kolectra.corpus.job_checks import check_stats  # build.check_stats too: the stage's API, as before its move
+from kolectra.corpus.job_checks import PathsByName, check_stats, noting_damaged, summary  # build.check_stats: API
 from kolectra.corpus.local_memory import check_local_memory
 from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stage's API, as before its move)
     DROPS_BASE_MB,
@@ -370,8 +369,8 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
     kept_rejects = storage.join(str(keep_failed or out_dir), REJECTS_FILE)
     damaged: list[tuple[str, str]] = []  # at most max_damaged_files rows, or check_stats stops the job
     try:
-        check_stats(stats, cfg, _PathsByName(listed, name_of), rejects=kept_rejects,
-                    rows=_noting_damaged(outputs.read_file_rows(str(out_dir)), damaged))
+        check_stats(stats, cfg, PathsByName(listed, name_of), rejects=kept_rejects,
+                    rows=noting_damaged(outputs.read_file_rows(str(out_dir)), damaged))
     except CorpusError as e:
         if keep_failed is None or not stats["records_in"]:  # empty inputs: nothing to look at
             raise
@@ -381,7 +380,7 @@ def build(cfg: CorpusConfig, patterns: list[str], out_dir: Path, beam_args: list
             raise
         raise type(e)(f"{e} (the failed run's stats and dead letters are kept in {keep_failed})") from None
     written.append(write_dataset_card(out_dir, cfg.keep_fields))
-    _summary(stats, damaged)
+    summary(stats, damaged, neardup_beam.ROUNDS)
     return StageOutput(stats=stats, files=written if in_place else None)
 
 
@@ -402,27 +401,6 @@ def _remove_job_dir(location: str, quiet: bool) -> None:
     except Exception:
         if not quiet:
             raise
-
-
-class _PathsByName(Mapping):
-    """Source name -> input path, for the checks that name a file: the table is made only when one
-    is named (a failed check), not held for every run."""
-
-    def __init__(self, listed: list[inputs.InputFile], name_of):
-        self._listed, self._name_of = listed, name_of
-
-    @functools.cached_property
-    def _table(self) -> dict[str, str]:
-        return {self._name_of(f.path): f.path for f in self._listed}
-
-    def __getitem__(self, name: str) -> str:
-        return self._table[name]
-
-    def __iter__(self):
-        return iter(self._table)
-
-    def __len__(self) -> int:
-        return len(self._listed)
 
 
 def _check_keep_fields(cfg: CorpusConfig, listed: list[inputs.InputFile]) -> None:
@@ -449,45 +427,3 @@ def _check_text_field(cfg: CorpusConfig, first: str) -> None:
     problem = field_check.parquet_as_text_problem(first, cfg.format)
     if problem:
         raise CorpusError(problem)
-
-
-def _noting_damaged(rows, damaged: list):
-    """``rows`` as they are, each damaged file's (source, why) noted in ``damaged`` on the way: the
-    checks and the summary share one read of ``stats/files.jsonl``."""
-    for source, info in rows:
-        if info.get("damaged"):
-            damaged.append((source, info["damaged"]))
-        yield source, info
-
-
-def _summary(stats: dict, damaged: list[tuple[str, str]]) -> None:
-    progress(
-        f"corpus: {stats['records_in']} records -> {stats['records_out']} documents "
-        f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "
-        f"dropped {sum(stats['dropped'].values())} {stats['dropped']}"
-    )
-    if stats.get("duplicate_id_different_text"):
-        progress(f"corpus: {stats['duplicate_id_different_text']} kept document(s) share their id with another kept "
-                 "document of different text (all kept; stats.json: duplicate_id_different_text)")
-    missing = {k: n for k, n in stats.get("missing_fields", {}).items() if n}
-    if missing:
-        progress(f"corpus: documents without a kept field (written as null) {missing} of {stats['records_out']} "
-                 "(stats.json: missing_fields)")
-    for field in (k for k, n in missing.items() if n == stats["records_out"]):  # a typo reads the same as this
-        warn(f"corpus: no document has the kept field {field!r}: all {stats['records_out']} hold null; is it misspelt? "
-             "(--keep-fields names the input's own keys or columns)")
-    near = stats.get("near_dup", {})
-    if near.get("star_only_buckets"):
-        progress(f"corpus: near-dup: {near['star_only_buckets']} band bucket(s) held more than near_dup_chain_limit "
-                 f"documents ({near['star_only_documents']} in all: template spam?) and were linked as stars "
-                 "only, which can miss a near duplicate that is not near the bucket's first document "
-                 "(stats.json: near_dup)")
-    if near.get("unconverged_nodes"):
-        progress(f"corpus: near-dup: {near['unconverged_nodes']} document(s) were in clusters that did not settle in "
-                 f"{neardup_beam.ROUNDS} rounds; those clusters may keep more than one copy, nothing was dropped "
-                 "wrongly (stats.json: near_dup)")
-    repaired = {k: n for k, n in stats["repaired"].items() if n}
-    if repaired:
-        progress(f"corpus: repaired and kept {repaired}")
-    for source, why in damaged:  # in name order, as stats/files.jsonl holds them
-        progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {why}")

@@ -3,17 +3,22 @@
 agree, the counts reconcile, no input file's read failed, none changed while read, no more were
 damaged than ``max_damaged_files``, the inputs held records, the rejects stay under
 ``max_reject_ratio`` and a document survived. Each failure is one :class:`outputs.CorpusError` line
-naming the file and what to do; the job's files are kept aside by the caller.
+naming the file and what to do; the job's files are kept aside by the caller. Then the summary
+lines of a job that passed them (:func:`summary`).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Iterable
 
 from kolectra.core.shown import first_few
+from kolectra.core.stage import progress, warn
 from kolectra.corpus import compress, read_failures
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.input_reads import NOT_CHECKED
+from kolectra.corpus.inputs import InputFile
 from kolectra.corpus.outputs import READ_FAILED, REJECTS_FILE, CorpusError
 
 
@@ -106,3 +111,69 @@ def _reject_hint(reason: str, path: str) -> str:
     how = ("decompress it, convert it with iconv -f cp949 -t utf-8 and compress it again" if compress.codec_of(path)
            else f"iconv -f cp949 -t utf-8 {path} > {fixed}")
     return f"The file is not UTF-8: convert it (a Korean file saved on Windows is usually cp949: {how})"
+
+
+class PathsByName(Mapping):
+    """Source name -> input path, for the checks that name a file: the table is made only when one
+    is named (a failed check), not held for every run."""
+
+    def __init__(self, listed: list[InputFile], name_of):
+        self._listed, self._name_of = listed, name_of
+
+    @functools.cached_property
+    def _table(self) -> dict[str, str]:
+        return {self._name_of(f.path): f.path for f in self._listed}
+
+    def __getitem__(self, name: str) -> str:
+        return self._table[name]
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self) -> int:
+        return len(self._listed)
+
+
+def noting_damaged(rows, damaged: list):
+    """``rows`` as they are, each damaged file's (source, why) noted in ``damaged`` on the way: the
+    checks and the summary share one read of ``stats/files.jsonl``."""
+    for source, info in rows:
+        if info.get("damaged"):
+            damaged.append((source, info["damaged"]))
+        yield source, info
+
+
+def summary(stats: dict, damaged: list[tuple[str, str]], rounds: int) -> None:
+    """The lines a job that passed the checks ends with: its counts, and what of them a user should look
+    at (ids shared, kept fields missing, near-dup's limits met: ``rounds``, neardup_beam.ROUNDS; repairs,
+    damaged files accepted)."""
+    progress(
+        f"corpus: {stats['records_in']} records -> {stats['records_out']} documents "
+        f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "
+        f"dropped {sum(stats['dropped'].values())} {stats['dropped']}"
+    )
+    if stats.get("duplicate_id_different_text"):
+        progress(f"corpus: {stats['duplicate_id_different_text']} kept document(s) share their id with another kept "
+                 "document of different text (all kept; stats.json: duplicate_id_different_text)")
+    missing = {k: n for k, n in stats.get("missing_fields", {}).items() if n}
+    if missing:
+        progress(f"corpus: documents without a kept field (written as null) {missing} of {stats['records_out']} "
+                 "(stats.json: missing_fields)")
+    for field in (k for k, n in missing.items() if n == stats["records_out"]):  # a typo reads the same as this
+        warn(f"corpus: no document has the kept field {field!r}: all {stats['records_out']} hold null; is it misspelt? "
+             "(--keep-fields names the input's own keys or columns)")
+    near = stats.get("near_dup", {})
+    if near.get("star_only_buckets"):
+        progress(f"corpus: near-dup: {near['star_only_buckets']} band bucket(s) held more than near_dup_chain_limit "
+                 f"documents ({near['star_only_documents']} in all: template spam?) and were linked as stars "
+                 "only, which can miss a near duplicate that is not near the bucket's first document "
+                 "(stats.json: near_dup)")
+    if near.get("unconverged_nodes"):
+        progress(f"corpus: near-dup: {near['unconverged_nodes']} document(s) were in clusters that did not settle in "
+                 f"{rounds} rounds; those clusters may keep more than one copy, nothing was dropped "
+                 "wrongly (stats.json: near_dup)")
+    repaired = {k: n for k, n in stats["repaired"].items() if n}
+    if repaired:
+        progress(f"corpus: repaired and kept {repaired}")
+    for source, why in damaged:  # in name order, as stats/files.jsonl holds them
+        progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {why}")
