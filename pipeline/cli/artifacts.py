@@ -190,7 +190,8 @@ def say(line: str, file=None) -> None:
 def artifacts_gc(args, store: Store) -> int:
     # copies a kill left unpublished, which gc publishes: said as a result (its progress line goes under -q)
     pending = [] if storage.is_url(str(store.root)) else aside.unpublished(Path(store.root))
-    removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run)
+    failed: list = []  # what could not be removed whole (a permission, a bucket's refusal): never said removed
+    removed, kept = store.collect(interrupted=args.interrupted, dry_run=args.dry_run, failed=failed)
     for d, m in pending:
         if args.dry_run:  # not through a kind folder that is a link: gc keeps it (its line says so)
             if not workspace.symlinked(Path(store.root), m["kind"]):
@@ -207,10 +208,15 @@ def artifacts_gc(args, store: Store) -> int:
         forced = isinstance(kind, str) and isinstance(aid, str) and store.published_at(kind, aid) is not None
         say(f"kept interrupted run {run.path} ({request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
             f"{continued_by(request, forced)}; gc --interrupted removes it")
-    say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept", file=sys.stderr)
+    for f in failed:  # the operating system's (or the store's) words, the bytes that went and those left
+        say(f"could not {'check' if args.dry_run else 'remove'} {f.path}: {f.why}"
+            + (f" ({size_text(f.bytes)} freed, {size_text(f.left)} left)" if f.bytes or f.left else ""), file=sys.stderr)
+    not_all = f", {len(failed)} could not be {'checked' if args.dry_run else 'removed'} (above)" if failed else ""
+    say(f"{len(removed)} {verb}, {len(kept)} interrupted run(s) kept{not_all}", file=sys.stderr)
+    code = 2 if failed else 0  # a permission: exit 2 (docs/artifacts.md's table)
     if args.cache or args.older_than is not None:
-        return _gc_cache(args, store, verb)
-    return 0
+        return max(code, _gc_cache(args, store, verb))
+    return code
 
 
 def _gc_cache(args, store: Store, verb: str) -> int:

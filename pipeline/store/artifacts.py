@@ -365,9 +365,11 @@ class Store(Catalog):
                 raise
         return final
 
-    def collect(self, interrupted: bool = False, dry_run: bool = False) -> tuple[list[Path], list[workspace.Run]]:
+    def collect(self, interrupted: bool = False, dry_run: bool = False, failed: list | None = None
+                ) -> tuple[list[Path], list[workspace.Run]]:
         """``kolectra artifacts gc``: remove what is provably dead (and, with ``interrupted``, runs
-        that could be resumed); returns (removed, interrupted runs kept). A complete build in ``.tmp``
+        that could be resumed); returns (removed, interrupted runs kept), and adds to ``failed`` what could
+        not be removed whole (:class:`.removal.Failed`: never said removed). A complete build in ``.tmp``
         of an id not published is published instead, the newest of them: a kill between ``--force``'s
         two renames left the old copy and the new build there, both sealed, and the sweep deleted both."""
         chosen: dict[tuple[str, str], tuple[Path, dict] | None] = {}  # (kind, id) -> the build to publish
@@ -388,7 +390,7 @@ class Store(Catalog):
                 self._publish_as(d, kind, aid, str(pick[1]["name"]))
             return True
 
-        return sweep.sweep(self.root, self.published_at, interrupted, dry_run, salvage=salvage)
+        return sweep.sweep(self.root, self.published_at, interrupted, dry_run, salvage=salvage, failed=failed)
 
     def _sealed(self, kind: str, aid: str, candidates: list[Path],
                 parents: Collection[Artifact] | None = None) -> tuple[Path, dict] | None:

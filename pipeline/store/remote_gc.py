@@ -7,12 +7,11 @@ removes it once its lease has expired (or it has none); expired leases (:mod:`.l
 on the version read; the run state under ``ROOT/.work/`` of published requests, or holding nothing
 ``--resume`` could continue (:mod:`.remote_runs`); and in the local cache, the sweep a local root
 makes (:mod:`.sweep`) and build directories older kolectras left unmarked. Whether a lease is live
-is decided by the store's clock, never this machine's.
+is decided by the store's clock, never this machine's. What the store refuses to delete (a bucket policy,
+a retention) is not said removed: the caller's ``failed`` gets it (:mod:`.removal`), and gc goes on.
 """
 
 from __future__ import annotations
-
-import shutil
 
 from kolectra.core import conditional, storage
 from kolectra.pipeline.store import sweep, workspace
@@ -20,6 +19,7 @@ from kolectra.pipeline.store.catalog import written_at
 from kolectra.pipeline.store.lease import LOCKS, Lease
 from kolectra.pipeline.store.manifest import KINDS, MANIFEST
 from kolectra.pipeline.store.remote_runs import CHECKPOINTS, WORK, RemoteRun, cache_root
+from kolectra.pipeline.store.removal import Failed, remove_dir, remove_prefix
 from kolectra.pipeline.store.workspace import TMP_NAME
 
 
@@ -27,19 +27,22 @@ class StoreCollect:
     """The garbage-collecting part of a store root (needs ``url``, ``_kind_url``, ``published_at`` and
     ``_local_root``)."""
 
-    def collect(self, interrupted: bool = False, dry_run: bool = False):
+    def collect(self, interrupted: bool = False, dry_run: bool = False, failed: list[Failed] | None = None):
         """Orphaned prefixes (no manifest) whose lease expired or that have none, expired leases,
-        run state of published requests (and with ``interrupted`` all run state)."""
+        run state of published requests (and with ``interrupted`` all run state). What could not be deleted
+        whole goes to ``failed``, not to what it returns as removed."""
         removed: list[str] = []
         kept: list = []
+        failed = [] if failed is None else failed
 
         def leased(kind: str, aid: str) -> bool:  # by the store's clock: a clock ahead here removes nothing live
             return Lease(self.url, kind, aid).live()
 
-        def drop(url: str, recursive: bool = True) -> None:
-            removed.append(url)
-            if not dry_run:
-                storage.remove(url, recursive=recursive)
+        def drop(url: str) -> None:
+            if not dry_run and (why := remove_prefix(url)) is not None:
+                failed.append(why)
+            else:
+                removed.append(url)
 
         for kind in KINDS:
             for name in storage.children(self._kind_url(kind)):
@@ -63,11 +66,14 @@ class StoreCollect:
             url = storage.join(self.url, LOCKS, name)
             if name.endswith(".lease") and (version := Lease(self.url, kind, aid).expired_version()) is not None:
                 # conditionally on the expired version read: a lease taken over since is the new holder's
-                if dry_run or conditional.remove_if(url, version):
-                    removed.append(url)
+                try:
+                    if dry_run or conditional.remove_if(url, version):
+                        removed.append(url)
+                except storage.StoreError as e:  # refused (a policy): said, the rest goes on
+                    failed.append(Failed(url, str(e), 0, 0))
         local = self._local_root()
         if local.is_dir():
-            gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run)
+            gone, _ = sweep.sweep(local, self.published_at, interrupted, dry_run, failed=failed)
             removed += [str(p) for p in gone]
         # build directories a kolectra before 2026-12-01 made in the cache's own .tmp, unmarked: left by killed
         # builds, which nothing swept (one whose request this root still leases may be live: kept); never one
@@ -78,9 +84,10 @@ class StoreCollect:
             m = TMP_NAME.match(d.name)
             if m and d.is_dir() and not d.is_symlink() and not workspace.live(d) and not leased(m["kind"], m["id"]) \
                     and not (d / MANIFEST).exists():
-                removed.append(str(d))
-                if not dry_run:
-                    shutil.rmtree(d, ignore_errors=True)
+                if not dry_run and (why := remove_dir(d)) is not None:
+                    failed.append(why)
+                else:
+                    removed.append(str(d))
         return removed, kept
 
     def _run_holds_state(self, name: str) -> bool:

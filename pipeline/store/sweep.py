@@ -1,19 +1,20 @@
 """Clean-up of the store's private areas (``.tmp``, ``.work``, ``.locks``: :mod:`.workspace` says what
 each holds): what no live process holds and nothing can use is removed whenever a build starts, and by
 ``kolectra artifacts gc`` (``--interrupted`` also removes interrupted runs). Called by the disk store
-(``artifacts.py``) and, on its local cache, by the bucket store's gc (``remote_gc.py``)."""
+(``artifacts.py``) and, on its local cache, by the bucket store's gc (``remote_gc.py``). What cannot be deleted
+whole (a permission) is not said removed: it goes to the caller's ``failed`` (:mod:`.removal`), the rest goes on."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import MANIFEST
+from kolectra.pipeline.store.removal import Failed, remove_dir, tree_bytes
 from kolectra.pipeline.store.shared_areas import PROBE, foreign, own
 from kolectra.pipeline.store.workspace import (
     LOCKS,
@@ -22,7 +23,6 @@ from kolectra.pipeline.store.workspace import (
     WORK,
     Run,
     live,
-    release_flock,
     runs,
     symlinked,
     take_build_lock,
@@ -31,13 +31,11 @@ from kolectra.pipeline.store.workspace import (
 )
 
 
-def _remove(path: Path, dry_run: bool, removed: list[Path]) -> None:
-    removed.append(path)
-    if not dry_run:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+def _remove(path: Path, dry_run: bool, removed: list[Path], failed: list[Failed]) -> None:
+    if not dry_run and (why := remove_dir(path)) is not None:
+        failed.append(why)
+    else:
+        removed.append(path)
 
 
 @contextlib.contextmanager
@@ -59,9 +57,23 @@ def _claimed(root: Path, d: Path, kind: str, aid: str, dry_run: bool) -> Iterato
                     os.close(fd)
 
 
+@contextlib.contextmanager
+def _claimed_or_said(root: Path, d: Path, kind: str, aid: str, dry_run: bool, failed: list[Failed]) -> Iterator[bool]:
+    """:func:`_claimed`, where a lock gc cannot take (its file another user's, a read-only ``.locks``) is said in
+    ``failed`` and ``d`` left alone (False), the rest of the sweep going on."""
+    stack = contextlib.ExitStack()
+    try:
+        dead = stack.enter_context(_claimed(root, d, kind, aid, dry_run))
+    except OSError as e:
+        _unclaimed(d, e, failed)
+        dead = False
+    with stack:
+        yield dead
+
+
 def sweep(root: Path, published: Callable[[str, str], float | None], interrupted: bool = False,
-          dry_run: bool = False, salvage: Callable[[str, str, Path, bool], bool] | None = None
-          ) -> tuple[list[Path], list[Run]]:
+          dry_run: bool = False, salvage: Callable[[str, str, Path, bool], bool] | None = None,
+          failed: list[Failed] | None = None) -> tuple[list[Path], list[Run]]:
     """Remove what no live process holds and nothing can use: (removed paths, interrupted runs kept).
 
     A dead ``.tmp`` entry that ``salvage`` publishes (a complete build of an id not published: its
@@ -76,7 +88,9 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
     leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
     what is not the store's; but for the ``.tmp`` entries this root made there, which its name marks
     (:func:`.shared_areas.foreign`: a ``.tmp`` shared by roots is swept by each for its own builds, and by the
-    root whose folder it is for the unmarked ones, never for another root's complete build)."""
+    root whose folder it is for the unmarked ones, never for another root's complete build). What could not be
+    deleted whole, or claimed (a lock file gc may not open), is added to ``failed`` and the sweep goes on."""
+    failed = [] if failed is None else failed
     removed: list[Path] = []
     kept: list[Run] = []
     skipped = {area: why for area in (TMP, WORK, LOCKS) if (why := symlinked(root, area))}
@@ -90,7 +104,7 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
         kind, aid = run.kind, run.id
         if kind is None or aid is None or not (run.out / MANIFEST).is_file() or run.foreign(root):
             continue  # (another root's run, in a .work it shares: its build, which that root publishes)
-        with _claimed(root, run.path, kind, aid, dry_run) as dead:
+        with _claimed_or_said(root, run.path, kind, aid, dry_run, failed) as dead:
             if dead and salvage(kind, aid, run.out, dry_run):
                 salvaged.add(run.path)
     tmp = root / TMP
@@ -100,28 +114,45 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
         # build another root sharing this .tmp marked is that root's, which its own sweep publishes
         if m is None or (not own(root, d) if TMP in skipped else foreign(root, d) and (d / MANIFEST).is_file()):
             continue
-        with _claimed(root, d, m["kind"], m["id"], dry_run) as dead:
+        with _claimed_or_said(root, d, m["kind"], m["id"], dry_run, failed) as dead:
             if dead and not (salvage is not None and salvage(m["kind"], m["id"], d, dry_run)):
-                _remove(d, dry_run, removed)
+                _remove(d, dry_run, removed, failed)
     for run in runs(root) if WORK not in skipped else []:
         kind, aid = run.kind, run.id
         if kind is None or aid is None:
             continue
-        with _claimed(root, run.path, kind, aid, dry_run) as dead:
+        with _claimed_or_said(root, run.path, kind, aid, dry_run, failed) as dead:
             if not dead or (run.path in salvaged and not dry_run and run.out.is_dir()):
                 continue  # (its out/ kept where salvage said it is, for a kind folder that leads out of the root)
             if run.path in salvaged or interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
-                _remove(run.path, dry_run, removed)
+                _remove(run.path, dry_run, removed, failed)
             else:
                 kept.append(run)
     locks = root / LOCKS
     for f in sorted(locks.glob("*.lock")) if locks.is_dir() and LOCKS not in skipped else []:
-        fd = try_flock(f, wait=False)
-        if fd is not None:
+        try:
+            if (fd := try_flock(f, wait=False)) is None:
+                continue  # held: a live build's
+            try:
+                if not dry_run:
+                    f.unlink(missing_ok=True)  # while held: a waiter on this inode sees it gone and retries
+            finally:
+                os.close(fd)
+        except OSError as e:  # another user's lock file, a read-only .locks: said, not counted removed
+            _unclaimed(f, e, failed)
+        else:
             removed.append(f)
-            release_flock(f, fd) if not dry_run else os.close(fd)
     _probes(root, skipped, dry_run, removed)
     return removed, kept
+
+
+def _unclaimed(path: Path, e: OSError, failed: list[Failed]) -> None:
+    """``path``, whose lock gc could not take or whose lock file it could not delete: said once (a run met by
+    two of the sweep's passes), with all its bytes left."""
+    if all(f.path != str(path) for f in failed):
+        why = e.strerror or str(e)
+        why += f": {e.filename}" if e.filename and str(e.filename) != str(path) else ""
+        failed.append(Failed(str(path), why, 0, tree_bytes(path) if path.is_dir() else 0))
 
 
 PROBE_AGE = 3600  # s: a probe lives for an instant; an hour old, no check is using it (clocks of a shared disk agree)
