@@ -61,8 +61,9 @@ def ranged_or_whole(f: IO[bytes], path: str, skip_most: int | None = None,
 class RangesOrWhole:
     """``f`` (fsspec's HTTPFile of ``path``) read as it is, and, from a read the server answered with the
     whole file, one GET of it streamed from the same place (``skip_most``: refused where that place is
-    further in: a ValueError). Seeking is ``f``'s until then. A read that fails in a way that may pass is
-    tried again after each of ``waits`` (default :func:`read_failures.retry_waits`), from the byte it stopped at;
+    further in: a :class:`read_failures.ReadFailed` naming the server's answer). Seeking is ``f``'s until
+    then. A read that fails in a way that may pass is tried again after each of ``waits`` (default
+    :func:`read_failures.retry_waits`), from the byte it stopped at;
     then, or at once where it will not pass, :class:`read_failures.ReadFailed`. A range answered from another
     byte than asked (:mod:`kolectra.corpus.checked_ranges`) is read on as one GET too, or, where that is refused
     (``skip_most``), a ReadFailed."""
@@ -108,19 +109,20 @@ class RangesOrWhole:
                 if not misplaced and checked_ranges.NO_RANGES not in str(e):
                     raise
                 if self._skip_most is not None and self._f.tell() > self._skip_most:
-                    if misplaced:
-                        raise read_failures.ReadFailed(self._path, f"its server answers range requests with other bytes "
-                                                       f"than asked ({e}); download the file and name the local copy "
-                                                       "in --input") from e
-                    raise
+                    # the server's doing, not the file's: a Parquet file's read was its damaged_file dead letter,
+                    # "accept what could be read with --set max_damaged_files=1" (none of its rows)
+                    said = (f"other bytes than asked ({e})" if misplaced else "the whole file (it takes no Range header)")
+                    raise read_failures.ReadFailed(self._path, (
+                        f"its server answers range requests with {said}, where the file is read in parts, not as one "
+                        "GET (a Parquet file: its footer, at its end, then its row groups); download the file and name "
+                        "the local copy in --input")) from e
                 self._stream = self._whole(self._f.tell())
         return self._stream.read(n)
 
     def _failed(self, e: Exception) -> None:
         """After a read that failed with ``e``: wait before the next try (a streamed read: its GET opened
         again from the byte it stopped at, which it counted); or raise :class:`read_failures.ReadFailed`,
-        or ``e`` itself where it is no server's failure (a bug; a server that takes no range where one is
-        needed, ``skip_most``)."""
+        or ``e`` itself where it is no server's failure (a bug)."""
         wait = read_failures.wait_before(e, self._failures, self._waits)
         if wait is None:
             if read_failures.from_server(e):

@@ -121,7 +121,7 @@ def test_a_range_answered_from_another_byte_where_no_whole_read_is_allowed_is_on
             f.seek(5000)
             with pytest.raises(read_failures.ReadFailed, match=r"answers range requests with other bytes than asked "
                                r"\(asked for the bytes from 5,000, the server answered 206 with Content-Range: "
-                               r"bytes 4900-\d+/16384\); download the file"):
+                               r"bytes 4900-\d+/16384\), where the file is read in parts, not as one GET .*; download the file"):
                 f.read(1000)
 
 
@@ -174,3 +174,20 @@ def test_a_parquet_file_opened_for_its_rows_is_read_with_a_stores_buffer(monkeyp
             _, groups = parquet.read_groups(f, ["text"])
             assert sum(1 for _, rows in groups for _ in rows) == 2000
     assert seen and set(seen) == {parquet.REMOTE_READ_BUFFER}, seen
+
+
+def test_a_parquet_file_on_a_server_that_takes_no_range_is_its_servers_failure_not_damage(tmp_path, capfd):
+    """Before: '1 damaged input file(s) (over max_damaged_files=0): ...: parquet error after row 0 (...): ValueError:
+    The HTTP server doesn't appear to support range requests... Replace them, or accept what could be read with
+    --set max_damaged_files=1' (which kept none of its rows). A Parquet file is read from its footer, at its end."""
+    from tests.test_corpus_http_read_failures import Server, _one_line
+
+    server = Server(_reviews_parquet(), ranges=False)
+    try:
+        assert _corpus(server.url("reviews.parquet"), tmp_path / "root") == 2
+    finally:
+        server.close()
+    line = _one_line(capfd.readouterr().err)
+    assert "could not be read after the listing" in line and "reviews.parquet: its server answers range requests " \
+        "with the whole file (it takes no Range header)" in line and "download the file and name the local copy" in line
+    assert "damaged" not in line and "max_damaged_files" not in line, line
