@@ -122,6 +122,18 @@ def test_a_copy_not_removed_whole_is_said_with_what_it_freed_and_found_again_onc
     assert not copies.lock_of(stuck).exists()
 
 
+def test_a_copy_read_before_reader_locks_not_removed_whole_is_found_again_by_the_same_older_than(tmp_path, capsys):
+    """A copy made before 2026-12-02 has no lock file: the one the pruner made to claim it was kept with what was
+    left, dated now, and hid it from the same ``--older-than`` for that many days once mended."""
+    stuck = _copy(tmp_path, "stuck", lock=False)
+    with _frozen(stuck / "hf"):
+        code, _, err = _gc(capsys, tmp_path, "--older-than", "7")
+    assert code == 2 and f"could not remove {stuck}: " in err, err
+    assert not copies.lock_of(stuck).exists()  # as before the pruner came: its last use is still 30 days ago
+    code, out, err = _gc(capsys, tmp_path, "--older-than", "7")
+    assert code == 0 and f"removed {stuck} (100.0 kB)" in out and not stuck.exists(), (out, err)
+
+
 def test_a_lock_file_that_cannot_be_opened_is_said_and_the_rest_pruned(tmp_path, capsys):
     theirs, mine = _copy(tmp_path, "theirs"), _copy(tmp_path, "mine")
     with _frozen(copies.lock_of(theirs)):

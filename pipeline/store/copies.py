@@ -157,13 +157,14 @@ def _claimed(d: Path, dry_run: bool):
     if dry_run:
         yield _Claim(_unread(path))
         return
+    had = path.exists()  # a copy made before 2026-12-02 has none: the lock made here would date its last use now
     fd = try_flock(path, wait=False)
     claim = _Claim(fd is not None)
     try:
         yield claim
     finally:
         if fd is not None:
-            if not claim.keep:
+            if not claim.keep or not had:
                 with contextlib.suppress(OSError):
                     path.unlink()  # while still held, once the copy is gone: a waiting reader takes a new one
             os.close(fd)
