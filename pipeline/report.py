@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Iterator
 
 from kolectra.core import folder_uploads, plot, scratch
 from kolectra.core.jsonl import read_lines
+from kolectra.pipeline import overlap
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
@@ -68,6 +69,8 @@ def _render(store: Store, art: Artifact, dest: Path, published: bool) -> Path:
     verdicts = health_lines(family)
     if verdicts:
         lines += ["", "## Health", "", *verdicts]
+    if art.kind == "eval":  # a score on texts the model pretrained on may be memorisation (pipeline/overlap.py)
+        lines += ["", "## Eval texts in the pretraining corpus", "", *overlap.lines(store, art)]
     older = dict(older_eval_notes(family))  # as a score table names them (scores.render_table)
     for a in family:
         section = SECTIONS.get(a.kind)

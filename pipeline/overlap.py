@@ -1,0 +1,282 @@
+"""Eval texts the pretraining corpus holds verbatim: how much of a score may be memorisation.
+
+A model pretrained on a review corpus and scored on NSMC's test file reads an inflated accuracy when
+those test reviews were in the corpus; nothing in the run says so. ``kolectra report`` on an eval artifact
+whose lineage reaches a corpus (eval -> checkpoint -> examples -> corpus) says how many of the scored
+file's texts (:mod:`finetune.eval_texts`) are a line of the split the examples were packed from, with a
+few of them.
+
+Matching: an eval text goes through the corpus's own text rules (``corpus.text.clean`` with the corpus's
+``strip_html``, ``mask_pii``, ``max_repeat`` and ``language``: NFC, width folding, invisible characters
+dropped, whitespace collapsed), so the review the corpus stage kept matches the one the task reads. It is
+found when it equals a whole line of a corpus document (or a whole document, its line breaks read as
+spaces): the usual case of a review corpus (a document a review) and of a review inside a page's lines;
+a text that is part of a longer line is not counted. Documents the examples dropped by id
+(``holdout_ids``) are not pretraining text and are passed over.
+
+Memory follows the eval set, not the corpus: each eval text is one Python hash (64 bits) in a dict, and the
+corpus's shards stream past it a line at a time; a hit is confirmed on the text itself. The result is kept
+in ``ROOT/.cache/overlap/`` under a key of the corpus's digest, the split, the holdout file's and the
+scored file's sha256 and this module's :data:`CHECK`, so the corpus is read once per (corpus, eval file).
+Nothing in any artifact changes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import time
+from json.decoder import scanstring
+from pathlib import Path
+
+from kolectra.core.errors import UserInputError
+from kolectra.core.stage import progress, size_text
+from kolectra.corpus import shards
+from kolectra.corpus import text as text_rules
+from kolectra.finetune.eval_texts import eval_texts, not_checked
+from kolectra.pipeline.markdown import code, text
+from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.manifest import fingerprint_inputs
+
+CHECK = 1  # bump when the same corpus and file give another result: older cached results are not read
+EXAMPLES = 5
+RULES = ("strip_html", "mask_pii", "max_repeat", "language")
+
+
+def rules_of(corpus: Artifact) -> dict:
+    """The corpus's text rules as :func:`corpus.text.clean` takes them."""
+    cfg = corpus.manifest.get("config", {})
+    defaults = {"strip_html": False, "mask_pii": False, "max_repeat": 0, "language": "ko"}
+    return {k: cfg.get(k, defaults[k]) for k in RULES}
+
+
+def same_text(value: str, rules: dict) -> str:
+    """An eval text as the corpus would hold it, its line breaks read as spaces."""
+    return text_rules.clean(value, **rules).replace("\n", " ")
+
+
+# ---- lineage: the scored file, the corpora -------------------------------------------------------
+def scored_file(store: Store, art: Artifact) -> tuple[str, dict, dict | None]:
+    """(task, the eval's config, the input record of its scored file): a --seeds summary's first run's."""
+    config = art.manifest.get("config", {})
+    task = config.get("task", "?")
+    parents = [store.parent(art, pid) for pid in art.parents]
+    runs = [p for p in parents if p is not None and p.kind == "eval"]
+    if runs:
+        return scored_file(store, runs[0])
+    # the inputs are the model's (a Hugging Face directory, when no checkpoint is a parent), then the
+    # train file, the scored file and a --dev file (pipeline/stages.py: finetune, probe)
+    data = art.manifest.get("inputs", [])[0 if art.parents else 1:]
+    return task, config, data[1] if len(data) > 1 else None
+
+
+def pretraining_corpora(store: Store, art: Artifact) -> tuple[list[tuple[Artifact, Artifact]], list[str]]:
+    """(examples, corpus) pairs of ``art``'s lineage, and a line for each pretraining corpus not reached."""
+    found: list[tuple[Artifact, Artifact]] = []
+    missing: list[str] = []
+    seen: set[str] = set()
+
+    def visit(a: Artifact) -> None:
+        if a.id in seen:
+            return
+        seen.add(a.id)
+        for pid in a.parents:
+            parent = store.parent(a, pid)
+            kind = next((r.get("kind") for r in a.manifest.get("parent_refs", []) if r.get("id") == pid), "?")
+            if parent is None:
+                if kind in ("corpus", "examples", "checkpoint", "eval", "?"):
+                    missing.append(f"its {kind} {code(pid)} (a parent of {text(a.kind)} {code(a.path.name)}) is not "
+                                   "in this root or where it was recorded")
+                continue
+            if a.kind == "examples" and parent.kind == "corpus":
+                found.append((a, parent))
+            elif parent.kind != "vocab":
+                visit(parent)
+
+    visit(art)
+    return found, missing
+
+
+# ---- the check -----------------------------------------------------------------------------------
+def _key(corpus: Artifact, split: str, holdout: str, file_sha256: str, task: str, config: dict) -> str:
+    what = {"check": CHECK, "corpus": corpus.id, "digest": corpus.manifest.get("digest"), "split": split,
+            "holdout": holdout, "file": file_sha256, "task": task,
+            "read": {k: config.get(k) for k in ("text_column", "text_pair_column", "format")}}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _holdout(store: Store, examples: Artifact) -> tuple[frozenset[str], str, str]:
+    """The ids the examples dropped, the holdout file's sha256, and a note when it cannot be read here."""
+    path = examples.manifest.get("config", {}).get("holdout_ids") or ""
+    if not path:
+        return frozenset(), "", ""
+    record = next((r for r in examples.manifest.get("inputs", []) if Path(r["path"]).name == Path(path).name), {})
+    p = Path(record.get("path", path))
+    try:
+        if not p.is_file() or fingerprint_inputs([p])[0]["sha256"] != record.get("sha256"):
+            raise OSError
+        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
+    except (OSError, ArtifactError):
+        return frozenset(), record.get("sha256", ""), (f"the examples' holdout_ids file {p} is not here as it "
+                                                       "was: the documents it dropped are counted as pretraining text")
+    ids = frozenset(x.strip() for x in raw.decode("utf-8").splitlines() if x.strip())
+    return ids, record.get("sha256", ""), ""
+
+
+def _text_and_id(line: str, want_id: bool) -> tuple[str, str]:
+    """A corpus line's ``text`` (and ``id``) without parsing its offsets, which are most of its bytes: the
+    corpus writes ``{"id":..,"source":..,"text":..`` first (corpus/shards.py); any other line is parsed whole."""
+    at = line.find('"text":"')
+    if line.startswith('{"id":"') and at > 0:
+        doc_id = scanstring(line, 7)[0] if want_id else ""
+        return scanstring(line, at + 8)[0], doc_id
+    doc = json.loads(line)
+    return str(doc.get("text", "")), str(doc.get("id", ""))
+
+
+def scan(corpus_dir: Path, split: str, wanted: dict[int, tuple[int, int]], confirm, drop_ids: frozenset[str]) -> dict:
+    """Stream ``split``'s shards; the keys of ``wanted`` whose text is a line (or a whole document).
+    ``confirm(where, line)``: whether the eval text at ``where`` is that line (a hash is not the text)."""
+    found: set[int] = set()
+    docs = dropped = lines = read = 0
+    paths = shards.shard_paths(corpus_dir, split)
+    for path in paths:
+        read += path.stat().st_size
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+            for raw in f:
+                if not raw.strip():
+                    continue
+                body, doc_id = _text_and_id(raw, bool(drop_ids))
+                if drop_ids and doc_id in drop_ids:
+                    dropped += 1
+                    continue
+                docs += 1
+                parts = body.split("\n")
+                if len(parts) > 1:
+                    parts.append(" ".join(parts))
+                for line in parts:
+                    lines += 1
+                    h = hash(line)
+                    if h in wanted and h not in found and confirm(wanted[h], line):
+                        found.add(h)
+    return {"found": found, "shards": len(paths), "bytes": read, "documents": docs, "lines": lines,
+            "dropped_by_holdout": dropped}
+
+
+def measure(store: Store, corpus: Artifact, split: str, task: str, config: dict, file: Path,
+            drop_ids: frozenset[str] = frozenset(), note: str = "") -> dict:
+    """The overlap of ``file``'s texts with ``corpus``'s ``split`` less the documents ``drop_ids`` (no cache)."""
+    rules = rules_of(corpus)
+    columns = eval_texts(task, config, file)
+    keys: list[list[int | None]] = []
+    wanted: dict[int, tuple[int, int]] = {}
+    for c, col in enumerate(columns):
+        ks = []
+        for r, value in enumerate(col.values):
+            t = same_text(value, rules)
+            ks.append(hash(t) if t else None)
+            if t:
+                wanted.setdefault(hash(t), (c, r))
+        keys.append(ks)
+
+    def confirm(where: tuple[int, int], line: str) -> bool:
+        return same_text(columns[where[0]].values[where[1]], rules) == line
+
+    local = store.local(corpus, only=lambda p: p.startswith(f"{shards.DATA_DIR}/{split}-"))
+    started = time.process_time()
+    seen = scan(local, split, wanted, confirm, drop_ids)
+    out = []
+    for col, ks in zip(columns, keys):
+        hits = [r for r, k in enumerate(ks) if k is not None and k in seen["found"]]
+        shown = list(dict.fromkeys(" ".join(col.values[r].split()) for r in hits))[:EXAMPLES]
+        out.append({"column": col.column, "unit": col.unit, "found": len(hits), "total": len(ks), "examples": shown})
+    return {"check": CHECK, "corpus": corpus.id, "corpus_name": corpus.path.name, "split": split,
+            "file": str(file), "columns": out, "holdout_note": note, "cpu_s": round(time.process_time() - started, 2),
+            **{k: seen[k] for k in ("shards", "bytes", "documents", "lines", "dropped_by_holdout")}}
+
+
+def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, config: dict, record: dict) -> dict | str:
+    """The cached result for the scored file ``record`` (an input record), else measured and cached;
+    a line saying why not when the file is not there as it was scored."""
+    drop_ids, holdout_sha, note = _holdout(store, examples)
+    split = examples.manifest.get("config", {}).get("split", "train")
+    place = store.cache_dir("overlap") / f"{_key(corpus, split, holdout_sha, record['sha256'], task, config)}.json"
+    if place.is_file():
+        try:
+            return json.loads(place.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass  # measured again and written over
+    file = Path(record["path"])
+    try:
+        now = fingerprint_inputs([file])[0]["sha256"]
+    except ArtifactError:
+        now = None
+    if now != record["sha256"]:
+        return (f"the scored file {code(file)} is {'not there' if now is None else 'not the file it was (changed since)'}"
+                "; not checked")
+    size = sum(f["bytes"] for f in corpus.manifest.get("files", []) if f["path"].startswith(f"data/{split}-"))
+    progress(f"overlap: reading {corpus.path.name}'s {split} split ({size_text(size)}) for the texts of {file.name} "
+             f"(once; the result is kept in {place.parent})")
+    result = measure(store, corpus, split, task, config, file, drop_ids, note)
+    place.parent.mkdir(parents=True, exist_ok=True)
+    tmp = place.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, place)
+    return result
+
+
+# ---- what the report says ------------------------------------------------------------------------
+def _what(task: str, config: dict, record: dict, column: str) -> str:
+    name = Path(record["path"]).name
+    if task == "nsmc" and not config.get("eval_set"):
+        return f"NSMC test ({name})"
+    return f"{name} ({column})"
+
+
+def lines(store: Store, art: Artifact) -> list[str]:
+    """The report's lines for eval ``art``: each pretraining corpus of its lineage against its scored file."""
+    task, config, record = scored_file(store, art)
+    if why := not_checked(task):
+        return [f"Not checked: {text(why)}."]
+    if record is None:
+        return ["Not checked: the eval records no scored file among its inputs."]
+    pairs, missing = pretraining_corpora(store, art)
+    out = [f"Not checked against a pretraining corpus: {m}." for m in missing]
+    if not pairs and not missing:
+        out.append("Not checked: no pretraining corpus in this eval's lineage (the model is not a kolectra "
+                   "checkpoint pretrained from one; a Hugging Face model's corpus is not known here).")
+    for examples, corpus in pairs:
+        try:
+            result = overlap(store, examples, corpus, task, config, record)
+        except (OSError, ValueError, UserInputError) as e:  # a file the task's reader refuses: said, the report goes on
+            out.append(f"Not checked against {code('corpus/' + corpus.path.name)}: {text(e)}.")
+            continue
+        if isinstance(result, str):
+            out.append(f"Not checked against {code('corpus/' + corpus.path.name)}: {result}.")
+            continue
+        out += said(result, task, config, record)
+    return out
+
+
+def said(result: dict, task: str, config: dict, record: dict) -> list[str]:
+    """One result's lines: a count and share a column, its examples, what was read."""
+    out = []
+    for col in result["columns"]:
+        share = col["found"] / col["total"] if col["total"] else 0.0
+        count = f"{col['found']:,} of {col['total']:,} {col['unit']} ({share:.1%})"
+        where = f"the pretraining corpus corpus/{result['corpus_name']} ({result['split']} split)"
+        what = _what(task, config, record, col["column"])
+        out += [f"- {text(what)}: **{text(count)}** appear verbatim in {text(where)}"
+                + ("; a score on them may be inflated by memorisation." if col["found"] else ".")]
+        out += [f"  - {code(e[:120])}" for e in col["examples"]]
+        if col["found"]:
+            progress(f"WARNING: {what}: {count} appear verbatim in {where}; the score may be inflated")
+    out += ["", f"Read {result['documents']:,} documents ({result['lines']:,} lines, {result['shards']} shard{'s' if result['shards'] != 1 else ''}, "
+                f"{size_text(result['bytes'])}); a text counts when it is a whole line after the corpus's text rules."]
+    if result.get("dropped_by_holdout"):
+        out += [f"{result['dropped_by_holdout']:,} documents the examples dropped by id (holdout_ids) were passed over."]
+    if result.get("holdout_note"):
+        out += [text(result["holdout_note"]) + "."]
+    return out
