@@ -131,3 +131,36 @@ def test_a_root_moved_after_a_stop_resumes_its_run_in_a_shared_work(tmp_path):
     b2, seen = b.rename(tmp_path / "b2"), []
     Store(b2).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
     assert seen == ["b's step 7"]
+
+
+def test_gc_of_the_root_owning_the_tmp_names_the_complete_builds_another_root_left_there(tmp_path, capsys):
+    """b's --force killed between its renames left its copies in a's .tmp, and b was then deleted: nothing publishes
+    or removes them (another root's mark), and a's gc said only '0 removed'. It now names each, whose root
+    publishes it, and that one whose root is gone is deleted by hand."""
+    from kolectra.pipeline.cli import main
+
+    a, b = _shared_tmp(tmp_path)
+    assert child("toy", str(b), "none", "--text", "same").returncode == 0
+    assert child("toy", str(b), "old_moved", "--force", "--text", "same").returncode == -signal.SIGKILL
+    left = sorted((a / ".tmp").iterdir())
+    capsys.readouterr()
+    assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    out = capsys.readouterr().out
+    for d in left:
+        assert f"kept {d}: a complete build of corpus/" in out and "another root sharing" in out, out
+    assert "delete it by hand" in out and sorted((a / ".tmp").iterdir()) == left
+
+
+def test_gc_names_another_roots_interrupted_run_in_this_work_as_that_roots(tmp_path, capsys):
+    """b's interrupted run in a's .work: a's gc listed it 'kept interrupted run ...: --resume continues it', which
+    a's --resume refuses (another root's run); it now names that root, from which --resume continues it."""
+    from kolectra.pipeline.cli import main
+
+    a, b = _shared_work(tmp_path)
+    _interrupted(b)
+    (run,) = (a / ".work").iterdir()
+    capsys.readouterr()
+    assert main(["artifacts", "gc", "--out", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert f"kept interrupted run {run} " in out and "of another root sharing" in out, out
+    assert "), from which --resume continues it; gc --interrupted removes it" in out, out

@@ -25,6 +25,7 @@ from kolectra.pipeline.store import aside, copies, inputs, workspace
 from kolectra.pipeline.store.artifacts import KINDS, Artifact, Store
 from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.store.remote_runs import cache_root
+from kolectra.pipeline.store.shared_areas import mark
 
 # the settings a person tells artifacts of a kind apart by (dotted config keys)
 KEY_SETTINGS = {
@@ -198,6 +199,10 @@ def artifacts_gc(args, store: Store) -> int:
                 say(f"would publish {d}")
         elif (art := store.find(m["kind"], m["id"])) is not None:
             say(f"published {art.path}")
+    for d, m, made in [] if storage.is_url(str(store.root)) else aside.left_to_others(Path(store.root)):
+        say(f"kept {d}: a complete build of {m.get('kind')}/{m.get('name')}-{m.get('id')} another root sharing "
+            f"{d.parent} marked ({made}), which that root's gc or next build publishes; if that root is gone "
+            "(deleted, or moved before 2026-12-02), nothing will: delete it by hand")
     verb = "would remove" if args.dry_run else "removed"
     for path in removed:
         say(f"{verb} {path}")
@@ -207,7 +212,7 @@ def artifacts_gc(args, store: Store) -> int:
         kind, aid = request.get("kind"), request.get("id")
         forced = isinstance(kind, str) and isinstance(aid, str) and store.published_at(kind, aid) is not None
         say(f"kept interrupted run {run.path} ({request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
-            f"{continued_by(request, forced)}; gc --interrupted removes it")
+            f"{continued_by(request, forced, store.root)}; gc --interrupted removes it")
     for f in failed:  # the operating system's (or the store's) words, the bytes that went and those left
         say(f"could not {'check' if args.dry_run else 'remove'} {f.path}: {f.why}"
             + (f" ({size_text(f.bytes)} freed, {size_text(f.left)} left)" if f.bytes or f.left else ""), file=sys.stderr)
@@ -242,13 +247,18 @@ def _gc_cache(args, store: Store, verb: str) -> int:
     return 2 if failed else 0
 
 
-def continued_by(request: dict, forced: bool = False) -> str:
+def continued_by(request: dict, forced: bool = False, root: object = None) -> str:
     """What continues an interrupted run, as ``gc`` lists it: the words its command recorded in request.json
     (``kolectra run``, ``kolectra study``: neither has --resume), else ``--resume``, or ``--force --resume``
     where a copy of its id is published (``forced``: --resume alone reuses that copy, as the stop's line says:
     :func:`kolectra.pipeline.store.request.forced_over`). A run started before 2026-12-01 recorded no words:
     one named as those two name their pretraining (pipeline/run.py: ``sample``; pipeline/study/runner.py:
-    ``study-ARM``) may be theirs, and is not said to be --resume's alone."""
+    ``study-ARM``) may be theirs, and is not said to be --resume's alone. A run another root sharing ``root``'s
+    ``.work`` marked (``root`` in its request.json) is said to be that root's: this root's --resume refuses it."""
+    made = request.get("root")
+    if root is not None and not storage.is_url(str(root)) and isinstance(made, str) and made != mark(Path(root)):
+        return (f"the run of another root sharing {Path(root) / workspace.WORK} (its request.json names root {made}), from "
+                f"which {continued_by({k: v for k, v in request.items() if k != 'root'}, forced)}")
     again = request.get("again")
     if isinstance(again, str) and again:
         return f"{again} continues it"

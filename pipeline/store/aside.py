@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kolectra.pipeline.store.catalog import ref_matches
 from kolectra.pipeline.store.manifest import MANIFEST, ArtifactError, read_manifest
-from kolectra.pipeline.store.shared_areas import foreign, own
+from kolectra.pipeline.store.shared_areas import foreign, made_by, own
 from kolectra.pipeline.store.workspace import TMP, TMP_NAME, WORK, live, runs, symlinked
 
 
@@ -64,3 +64,18 @@ def named(root: Path, ref: str, kind: str | None) -> str:
     found = {f"{m['name']}-{m['id']}": (d, m) for d, m in unpublished(root, kind)}
     hits = ref_matches(ref, kind, lambda k: [n for n, (_, m) in found.items() if m["kind"] == k])
     return "; " + "; ".join(line(*found[n]) for _, n in hits) if hits else ""
+
+
+def left_to_others(root: Path) -> list[tuple[Path, dict, str]]:
+    """Complete builds another root sharing ``root/.tmp`` marked there (:func:`.shared_areas.foreign`), no process
+    building in them, with their manifest and that root's mark: only that root publishes them, and nothing removes
+    them; one whose root is gone (deleted, or moved before 2026-12-02, when the mark followed the path) stays for
+    ever, which ``artifacts gc`` of this root says (before, '0 removed' and nothing else)."""
+    tmp = root / TMP
+    found = []
+    for d in sorted(tmp.iterdir()) if tmp.is_dir() else []:
+        if TMP_NAME.match(d.name) is None or not foreign(root, d) or d.is_symlink() or live(d):
+            continue
+        with contextlib.suppress(ArtifactError, OSError):
+            found.append((d, read_manifest(d), str(made_by(d))))
+    return found

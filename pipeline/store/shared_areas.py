@@ -82,6 +82,12 @@ def foreign(root: Path, d: Path) -> bool:
     return found is not None and found["mark"] != mark(root)
 
 
+def made_by(d: Path) -> str | None:
+    """The mark in the ``.tmp`` entry ``d``'s name (None: unmarked)."""
+    found = _MARKED.search(d.name)
+    return found["mark"] if found else None
+
+
 def own(root: Path, d: Path) -> bool:
     """Whether ``d`` is a ``.tmp`` entry this root marked (:func:`mark`)."""
     found = _MARKED.search(d.name)
