@@ -10,8 +10,10 @@ the bytes that went and those left, never said removed, the rest goes on, exit 2
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -20,6 +22,7 @@ from kolectra.core.stage import size_text
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.fault_child import toy_request
+from tests.gcs_support import gcs_endpoint, gs_bucket, iam  # noqa: F401  (fixtures)
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 from tests.test_cache_gc_failures import _frozen
 
@@ -112,3 +115,34 @@ def test_an_orphaned_prefix_the_bucket_refuses_to_delete_is_said_and_the_rest_re
     assert "1 removed, 0 interrupted run(s) kept, 1 could not be removed (above)" in err, err
     code, out, err = _gc(capsys, root)  # the policy lifted: removed
     assert code == 0 and f"removed {kept}" in out and storage.listing(kept) == {}, (out, err)
+
+
+def test_an_orphaned_prefix_gcs_refuses_to_delete_is_said_and_gc_goes_on(gs_bucket, monkeypatch, capsys):  # noqa: F811
+    """gcsfs raises the first refused delete: before, gc ended there in one error line, what it had removed
+    unsaid (fake-gcs-server behind a front that answers GCS's 403 to one object's DELETE: the IAM it lacks)."""
+    root = f"{gs_bucket}/g"
+    orphans = [f"{root}/corpus/toy-{c * 16}" for c in "ab"]
+    for prefix in orphans:
+        storage.write_bytes(f"{prefix}/data/a.txt", b"x" * 1000)
+        storage.write_bytes(f"{prefix}/data/b.txt", b"x" * 2000)
+    refused = (403, "team@p.iam.gserviceaccount.com does not have storage.objects.delete access to the Google "
+                    "Cloud Storage object. Permission 'storage.objects.delete' denied on resource (or it may not exist).")
+
+    def refuses(method: str, path: str):
+        return refused if method == "DELETE" and f"toy-{'a' * 16}/data/b.txt" in unquote(path) else None
+
+    with iam(os.environ["STORAGE_EMULATOR_HOST"], refuses) as front:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", front.url)
+        storage.reset()
+        try:
+            code, out, err = _gc(capsys, root)
+        finally:
+            monkeypatch.undo()
+            storage.reset()
+    kept, gone = orphans
+    assert code == 2 and "error:" not in err, (out, err)
+    assert f"removed {gone}" in out and storage.listing(gone) == {}, out
+    line = next(ln for ln in err.splitlines() if ln.startswith(f"could not remove {kept}: "))
+    assert line.count(kept) == 1 and "permission refused by the store" in line, line
+    assert "(1.0 kB freed, 2.0 kB left)" in line, line
+    assert "1 removed, 0 interrupted run(s) kept, 1 could not be removed (above)" in err, err

@@ -75,8 +75,8 @@ def remove_prefix(url: str) -> Failed | None:
     why = ""
     try:
         storage.remove(url, recursive=True)
-    except (OSError, storage.StoreError) as e:
-        why = str(e)
+    except (OSError, storage.StoreError) as e:  # gcsfs raises the first refused delete (s3fs none)
+        why = str(e).removeprefix(f"{url}: ")  # (the line names the prefix already)
     left = _sizes(url)
     if not left:
         return None
