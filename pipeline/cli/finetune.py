@@ -138,6 +138,7 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
             return run_finetune(args, store, beam_args)
     sets = _finetune_sets(args)
     dev = {"dev_file": args.dev} if TASKS[args.task].dev_flag and args.dev is not None else {}
+    _model_health(store, args.task, args.model)
     if args.seeds:
         if args.seed is not None:
             raise UserInputError("give either --seed or --seeds, not both")
@@ -150,6 +151,26 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     with after_the_command():  # the eval is published: under PYTHONUNBUFFERED a full disk fails here, not at the flush
         _print_metrics(art.path / "metrics.json", runs_health)
     return art
+
+
+def _model_health(store, task: str, model: str) -> None:
+    """A WARNING before training when the model is a checkpoint whose pretraining learned nothing: the run's own
+    verdict at its end ("the model predicts class 1 for all dev rows") pointed at the fine-tuning settings, the
+    checkpoint's verdict being in its manifest, cards and report alone. A model folder (no verdict): nothing."""
+    from kolectra.core.stage import warn  # noqa: PLC0415
+    from kolectra.pipeline import stages  # noqa: PLC0415
+    from kolectra.pipeline.store.artifacts import ArtifactError  # noqa: PLC0415
+    from kolectra.pipeline.verdicts import health_of, untrained  # noqa: PLC0415
+
+    try:
+        parents = stages.model_source(store, model)[1]  # the artifact only: nothing is fetched
+    except ArtifactError:
+        return  # refused by the stage, in its order (the settings first)
+    health = health_of(parents[0]) if parents else None
+    if health is not None and health["status"] == "not_learning" and not untrained(parents[0]):
+        why = "; ".join(health.get("problems") or [])
+        warn(f"{task}: the model, checkpoint {parents[0].path.name}, learned nothing in pretraining"
+             + (f" ({why})" if why else "") + ": expect a score near chance, whatever the fine-tuning settings")
 
 
 def _seeds_health(store, summary) -> str | None:
