@@ -108,6 +108,25 @@ def case_only(label: str, labels: list[str]) -> str:
                "'True'/'False'): write both files' labels alike" if boolean else ""))
 
 
+SHOWN_LABELS = 20  # training labels a refusal lists: KorSTS's scores read as classes had listed 173 in one line
+
+
+def shown_labels(labels: list[str]) -> str:
+    """``a, b, c`` for at most :data:`SHOWN_LABELS` labels, then how many there are in all."""
+    shown = ", ".join(labels[:SHOWN_LABELS])
+    return shown + (f", ... ({len(labels)} in all)" if len(labels) > SHOWN_LABELS else "")
+
+
+def score_like(labels: list[str]) -> str | None:
+    """What to say when the training labels look like scores (every one a number, some with decimals: KorSTS's
+    0.0-5.0), else None: each is a class of its own here, and a test score the training file lacks is refused."""
+    decimals = [x for x in labels if re.fullmatch(r"-?[0-9]+\.[0-9]+", x)]
+    if len(labels) < 3 or not decimals or not all(re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", x) for x in labels):
+        return None
+    return (f"the {len(labels)} training labels are numbers, {len(decimals)} with decimals ({', '.join(decimals[:3])}, "
+            "...): scores? classify makes each one a class of its own; kolectra finetune regress reads a score per row")
+
+
 def label_order(labels) -> list[str]:
     """Sorted; numerically when every label is an integer (so 2 < 10).
 
@@ -240,6 +259,8 @@ class Classify(TextTask):
         if len(self.labels) < 2:
             raise FinetuneError(f"{table.path}: every training row has the label {self.labels[0]!r}; "
                                 "classification needs at least two")
+        if scores := score_like(self.labels):
+            warn(f"{self.name}: {table.path}: {scores}")
         if alike := alike_labels(self.labels):
             warn(f"{self.name}: {table.path}: the training labels {alike} differ only in case, width or an invisible "
                  "character: each is a "
@@ -264,7 +285,8 @@ class Classify(TextTask):
         for n, label in zip(part["line"], part["label"]):
             if label not in ids:
                 raise FinetuneError(f"{table.where(n)}: label {label!r} is not among the training "
-                                    f"labels ({', '.join(self.labels)}){case_only(label, self.labels)}")
+                                    f"labels ({shown_labels(self.labels)}){case_only(label, self.labels)}"
+                                    + (f"; {scores}" if (scores := score_like(self.labels)) else ""))
         return part.replace("label", [ids[label] for label in part["label"]])
 
     def counts(self, part):
