@@ -15,7 +15,8 @@ a text that is part of a longer line is not counted. Documents the examples drop
 (``holdout_ids``) are not pretraining text and are passed over.
 
 Memory follows the eval set, not the corpus: each eval text is one Python hash (64 bits) in a dict, and the
-corpus's shards stream past it a line at a time; a hit is confirmed on the text itself. The result is kept
+corpus's shards stream past it a line at a time, where they are (a corpus in a bucket is not copied to this
+machine); a hit is confirmed on the text itself. The result is kept
 in ``ROOT/.cache/overlap/`` under a key of the corpus's digest, the split, the holdout file's and the
 scored file's sha256 and this module's :data:`CHECK`, so the corpus is read once per (corpus, eval file).
 Nothing in any artifact changes.
@@ -23,14 +24,18 @@ Nothing in any artifact changes.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import time
 from json.decoder import scanstring
 from pathlib import Path
+from typing import Iterator
 
+from kolectra.core import storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, size_text
 from kolectra.corpus import shards
@@ -136,15 +141,29 @@ def _text_and_id(line: str, want_id: bool) -> tuple[str, str]:
     return str(doc.get("text", "")), str(doc.get("id", ""))
 
 
-def scan(corpus_dir: Path, split: str, wanted: dict[int, tuple[int, int]], confirm, drop_ids: frozenset[str]) -> dict:
-    """Stream ``split``'s shards; the keys of ``wanted`` whose text is a line (or a whole document).
+def shard_files(corpus: Artifact, split: str) -> list[tuple[str, int]]:
+    """(location, bytes) of ``split``'s shards as the manifest lists them: where the corpus is, a local
+    folder or a bucket, read in place (a bucket's corpus is streamed, not copied into this machine's cache)."""
+    prefix = f"{shards.DATA_DIR}/{split}-"
+    return [(f"{corpus.path}/{f['path']}", f["bytes"]) for f in corpus.manifest.get("files", [])
+            if f["path"].startswith(prefix) and ".jsonl" in f["path"]]
+
+
+@contextlib.contextmanager
+def _lines(location: str) -> Iterator[io.TextIOWrapper]:
+    with storage.open_file(location, "rb") as raw:  # GzipFile leaves a file it was given open: closed here
+        yield io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode="rb") if location.endswith(".gz") else raw,
+                               encoding="utf-8")
+
+
+def scan(files: list[tuple[str, int]], wanted: dict[int, tuple[int, int]], confirm, drop_ids: frozenset[str]) -> dict:
+    """Stream the shards ``files``; the keys of ``wanted`` whose text is a line (or a whole document).
     ``confirm(where, line)``: whether the eval text at ``where`` is that line (a hash is not the text)."""
     found: set[int] = set()
     docs = dropped = lines = read = 0
-    paths = shards.shard_paths(corpus_dir, split)
-    for path in paths:
-        read += path.stat().st_size
-        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+    for location, size in files:
+        read += size
+        with _lines(location) as f:
             for raw in f:
                 if not raw.strip():
                     continue
@@ -161,11 +180,11 @@ def scan(corpus_dir: Path, split: str, wanted: dict[int, tuple[int, int]], confi
                     h = hash(line)
                     if h in wanted and h not in found and confirm(wanted[h], line):
                         found.add(h)
-    return {"found": found, "shards": len(paths), "bytes": read, "documents": docs, "lines": lines,
+    return {"found": found, "shards": len(files), "bytes": read, "documents": docs, "lines": lines,
             "dropped_by_holdout": dropped}
 
 
-def measure(store: Store, corpus: Artifact, split: str, task: str, config: dict, file: Path,
+def measure(corpus: Artifact, split: str, task: str, config: dict, file: Path,
             drop_ids: frozenset[str] = frozenset(), note: str = "") -> dict:
     """The overlap of ``file``'s texts with ``corpus``'s ``split`` less the documents ``drop_ids`` (no cache)."""
     rules = rules_of(corpus)
@@ -184,9 +203,8 @@ def measure(store: Store, corpus: Artifact, split: str, task: str, config: dict,
     def confirm(where: tuple[int, int], line: str) -> bool:
         return same_text(columns[where[0]].values[where[1]], rules) == line
 
-    local = store.local(corpus, only=lambda p: p.startswith(f"{shards.DATA_DIR}/{split}-"))
     started = time.process_time()
-    seen = scan(local, split, wanted, confirm, drop_ids)
+    seen = scan(shard_files(corpus, split), wanted, confirm, drop_ids)
     out = []
     for col, ks in zip(columns, keys):
         hits = [r for r, k in enumerate(ks) if k is not None and k in seen["found"]]
@@ -216,10 +234,10 @@ def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, confi
     if now != record["sha256"]:
         return (f"the scored file {code(file)} is {'not there' if now is None else 'not the file it was (changed since)'}"
                 "; not checked")
-    size = sum(f["bytes"] for f in corpus.manifest.get("files", []) if f["path"].startswith(f"data/{split}-"))
+    size = sum(n for _, n in shard_files(corpus, split))
     progress(f"overlap: reading {corpus.path.name}'s {split} split ({size_text(size)}) for the texts of {file.name} "
              f"(once; the result is kept in {place.parent})")
-    result = measure(store, corpus, split, task, config, file, drop_ids, note)
+    result = measure(corpus, split, task, config, file, drop_ids, note)
     place.parent.mkdir(parents=True, exist_ok=True)
     tmp = place.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

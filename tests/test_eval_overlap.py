@@ -17,6 +17,7 @@ from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.request import Request
 from tests.model_support import build_examples, build_tokenizer
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 FT = ["max_length=32", "epochs=1", "max_train_examples=0", "max_eval_examples=0"]
 PLANTED = [  # (test file's text, the corpus document holding it)
@@ -136,7 +137,7 @@ def test_classify_pairs_korquad_and_documents_dropped_by_id(chain, tmp_path):
     table.write_text("premise\thypothesis\tlabel\n"
                      f"{PLANTED[0][0]}\t{CLEAN[0]}\tyes\n{CLEAN[1]}\t{PLANTED[2][0]}\tno\n{CLEAN[2]}\t{FILLER[0]}\tno\n",
                      encoding="utf-8")
-    result = overlap.measure(store, corpus, "train", "classify", {"text_column": "premise",
+    result = overlap.measure(corpus, "train", "classify", {"text_column": "premise",
                                                                   "text_pair_column": "hypothesis"}, table)
     assert [(c["column"], c["found"], c["total"]) for c in result["columns"]] == [("premise", 1, 3), ("hypothesis", 2, 3)]
 
@@ -146,7 +147,7 @@ def test_classify_pairs_korquad_and_documents_dropped_by_id(chain, tmp_path):
     squad.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [
         {"context": "영화 " + CLEAN[1], "qas": qas[:2]}, {"context": "영화 이야기", "qas": qas[2:]}]}]},
         ensure_ascii=False), encoding="utf-8")
-    result = overlap.measure(store, corpus, "train", "korquad", {}, squad)
+    result = overlap.measure(corpus, "train", "korquad", {}, squad)
     assert [(c["column"], c["unit"], c["found"], c["total"]) for c in result["columns"]] == [
         ("question", "questions", 1, 3), ("context", "contexts", 0, 2)]
 
@@ -164,3 +165,41 @@ def test_classify_pairs_korquad_and_documents_dropped_by_id(chain, tmp_path):
     result = overlap.overlap(store, examples, corpus, "nsmc", {}, fingerprint_inputs([other])[0])
     assert (result["columns"][0]["found"], result["dropped_by_holdout"]) == (4, 0)
     assert "holdout_ids file" in result["holdout_note"] and "counted as pretraining text" in result["holdout_note"]
+
+
+def test_a_corpus_in_a_bucket_is_streamed_where_it_is_with_its_own_text_rules(bucket, tmp_path, monkeypatch):  # noqa: F811
+    """A root on S3 (moto): the corpus's shards are read in place, no copy in this machine's cache; and the
+    corpus's max_repeat (ㅋㅋㅋㅋ -> ㅋㅋ) is applied to the test texts, as the corpus stage applied it."""
+    import gzip
+
+    from kolectra.pipeline.report import render
+    from kolectra.pipeline.store.factory import open_store
+    from kolectra.pipeline.store.manifest import fingerprint_inputs
+
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    store = open_store(f"{bucket}/k")
+    docs = ["ㅋㅋ 이 영화 재밌다", "줄거리가 탄탄하다\n배우가 좋다"]
+    shard = gzip.compress("".join(json.dumps({"id": f"d{i}", "source": "s", "text": t, "sentences": [], "morphs": []},
+                                             ensure_ascii=False) + "\n" for i, t in enumerate(docs)).encode())
+
+    def files(**named):
+        def produce(out):
+            for rel, data in named.items():
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                (out / rel).write_bytes(data)
+            return StageOutput(stats={})
+        return produce
+
+    corpus = store.build(Request(kind="corpus", name="toy", stage_version=1, config={"max_repeat": 2}),
+                         files(**{"data/train-00000-of-00001.jsonl.gz": shard}))
+    examples = store.build(Request(kind="examples", name="toy", stage_version=1, config={"split": "train"},
+                                   parents=(corpus,)), files())
+    ckpt = store.build(Request(kind="checkpoint", name="toy", stage_version=1, config={}, parents=(examples,)), files())
+    train, test = nsmc(tmp_path / "train.txt", ["좋다", "싫다"]), nsmc(tmp_path / "test.txt",
+                                                                    ["ㅋㅋㅋㅋㅋ 이 영화 재밌다", "배우가 좋다", "줄거리가 탄탄하다"])
+    ev = store.build(Request(kind="eval", name="toy-nsmc", stage_version=1, config={"task": "nsmc"}, parents=(ckpt,),
+                             inputs=tuple(fingerprint_inputs([train, test]))),
+                     files(**{"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()}))
+    md = render(store, ev.id, dest=tmp_path / "r").read_text(encoding="utf-8")
+    assert "- NSMC test (test.txt): **3 of 4 rows (75.0%)** appear verbatim in the pretraining corpus" in md
+    assert not (tmp_path / "cache" / "artifacts" / "corpus").exists()
