@@ -156,3 +156,17 @@ def test_gc_removes_an_empty_probe_a_kill_left_in_the_root_or_its_tmp_once_an_ho
     out = capsys.readouterr()
     assert all(f"removed {d}\n" in out.out for d in old) and "3 removed" in out.err, out
     assert not any(d.exists() for d in old) and fresh.is_dir() and (full / "x").is_file()
+
+
+@pytest.mark.parametrize("area", [".tmp", ".work"])
+def test_a_private_area_linked_to_nothing_is_one_line_naming_the_link(tmp_path, area):
+    """A root whose ``.tmp`` is a relative link, moved elsewhere (or whose link's folder was deleted): the build
+    failed with '/root/.tmp: File exists'. Now one line naming the link, where it leads and the way out."""
+    root, calls = tmp_path / "moved", []
+    root.mkdir()
+    (root / area).symlink_to(Path("..") / "gone" / area)
+    resumable = Resumable({"kind": "checkpoint"}, scratch=("checkpoints",)) if area == ".work" else False
+    with pytest.raises(ArtifactError, match=rf"{area} is a link to \.\./gone/{area}, which is not there .*remove it"):
+        Store(root).build(Request(kind="checkpoint", name="c", stage_version=1, config={}), _writes(calls),
+                          resumable=resumable)
+    assert calls == []

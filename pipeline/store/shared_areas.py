@@ -117,6 +117,10 @@ def crossing(root: Path, area: str, kind: str | None = None) -> str | None:
     from there into ``root`` (and on into ``ROOT/<kind>`` where that folder is), before the stage runs: such a
     build failed only once built (``Invalid cross-device link``), and a resumed pretraining did again."""
     src = root / area
+    if src.is_symlink() and not src.exists():  # the build failed making its folder there: '.tmp: File exists'
+        return (f"{src} is a link to {os.readlink(src)}, which is not there (a root moved with a relative link, or "
+                f"the folder it led to deleted): make it lead to a folder on {root}'s file system, or remove it "
+                f"({area} is then made in {root})")
     into = kind is not None and (root / kind).is_dir() and not (root / kind).is_symlink()
     if not src.is_dir() and not into:  # none yet: made in the root, on its file system
         return None
