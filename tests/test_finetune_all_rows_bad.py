@@ -37,3 +37,12 @@ def test_bad_rows_left_out_within_max_bad_fraction_are_said(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "classify: test.tsv: 1 bad row(s) left out (line 20: empty label; bad_lines in metrics.json)" in err
     assert "train.tsv: " not in err
+
+
+def test_a_ner_row_of_no_tokens_says_so_not_that_its_tokens_are_blank(tmp_path):
+    """A JSONL row '"tokens": [], "ner_tags": []' was the bad row "every token is blank (0 dropped)" (a6)."""
+    rows = tmp_path / "ner.jsonl"
+    rows.write_text('{"tokens": [], "ner_tags": []}\n' + '{"tokens": ["서울"], "ner_tags": ["B-LOC"]}\n' * 3,
+                    encoding="utf-8")
+    table = read_sentences(rows, "auto", "tokens", "ner_tags", 0.5, ())
+    assert table.bad == [(1, "no tokens (an empty list): nothing to tag")]

@@ -237,7 +237,9 @@ def drop_blank(sentence: dict) -> int:
 def sentence_problem(n: int, sentence: dict) -> tuple[int, str] | None:
     """(line, why) of a sentence that cannot be used (it starts on line ``n``), else None."""
     if not sentence["tokens"]:  # counted, not dropped unseen: the counts must add up to the file's sentences
-        return n, f"every token is blank ({sentence['dropped']} dropped): nothing to tag"
+        # an empty list ("tokens": []) had read "every token is blank (0 dropped)", of tokens it has none of
+        return n, (f"every token is blank ({sentence['dropped']} dropped): nothing to tag" if sentence["dropped"] else
+                   "no tokens (an empty list): nothing to tag")
     return tag_problem(sentence["tags"], sentence["at"])
 
 
