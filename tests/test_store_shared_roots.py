@@ -164,3 +164,20 @@ def test_gc_names_another_roots_interrupted_run_in_this_work_as_that_roots(tmp_p
     out = capsys.readouterr().out
     assert f"kept interrupted run {run} " in out and "of another root sharing" in out, out
     assert "), from which --resume continues it; gc --interrupted removes it" in out, out
+
+
+def test_a_root_linking_its_work_to_a_scratch_folder_resumes_its_run_from_before_marks(tmp_path):
+    """A .work linked to a scratch folder no root owns: a run this root made before 2026-12-02 names no root, and
+    is this root's, resumed as before (only a run in another root's own .work is that root's)."""
+    scratch, b = tmp_path / "scratch", tmp_path / "b"
+    (scratch / ".work").mkdir(parents=True)
+    b.mkdir()
+    (b / ".work").symlink_to(scratch / ".work")
+    _interrupted(b)
+    (run,) = (scratch / ".work").iterdir()
+    request = json.loads((run / "request.json").read_text())
+    del request["root"]  # as a kolectra before 2026-12-02 wrote it
+    (run / "request.json").write_text(json.dumps(request))
+    seen = []
+    Store(b).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
+    assert seen == ["step 7"]

@@ -304,12 +304,13 @@ class Run:
     def foreign(self, root: Path) -> bool:
         """Whether another root sharing this ``.work`` made this run (its ``request.json`` names that root's
         :func:`mark`): its sealed ``out/`` is that root's build, not this one's to publish, its checkpoints not
-        this one's to discard or continue. In a ``.work`` that is a link, an unmarked run too: the run of the root
-        whose folder it is (which marks none), or this root's from before 2026-12-02 (as :func:`leftovers` takes
-        an unmarked ``.tmp`` entry there); a link's root discarded that root's checkpoints, or continued them."""
+        this one's to discard or continue. In a ``.work`` that is a link to another root's, an unmarked run too: that
+        root's (it marks none), or this root's from before 2026-12-02 (as :func:`leftovers` takes an unmarked ``.tmp``
+        entry there); a link's root discarded that root's checkpoints, or continued them. In a scratch folder no root
+        owns (no ``.locks`` beside it), an unmarked run is this root's from before 2026-12-02, as it was."""
         made = self.request.get("root")
         if made is None:
-            return symlinked(root, WORK) is not None
+            return symlinked(root, WORK) is not None and ((root / WORK).resolve().parent / LOCKS).is_dir()
         return made != mark(root)
 
     def hold(self, held: contextlib.ExitStack) -> None:
