@@ -59,6 +59,21 @@ def said(health: dict) -> str:
     return verdict_text(health) + (f": {why}" if why else "")
 
 
+def seeds_health(store, summary: Artifact) -> str | None:
+    """``learned nothing in 2 of 2 seeds (seed 1: ...)`` for a ``--seeds`` summary some of whose runs learned nothing:
+    its metrics.json holds medians and no verdict, so its lines said nothing of them (each run's WARNING, once, on
+    stderr as it was built; a rerun that reused them, nothing at all), where one run's say its own. ``kolectra
+    finetune --seeds`` prints it under the scores, ``kolectra artifacts show`` of the summary as its health."""
+    runs = [r for r in (store.parent(summary, pid) for pid in summary.parents) if r is not None]
+    failed = [(r, h) for r in runs if (h := health_of(r)) is not None and h["status"] == "not_learning"]
+    if not failed:
+        return None
+    first, health = failed[0]
+    why = "; ".join(health.get("problems") or [])
+    return (f"learned nothing in {len(failed)} of {len(runs)} seeds (seed {first.manifest['config'].get('seed')}"
+            + (f": {why})" if why else ")"))
+
+
 def health_lines(arts: list[Artifact]) -> list[str]:
     """One bullet per verdict in the lineage (pretraining's, then each fine-tuning's) with its problems,
     and the warnings an eval recorded (rows of the scored file also in the training file ...)."""

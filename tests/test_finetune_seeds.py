@@ -121,6 +121,10 @@ def test_a_seeds_summary_whose_runs_learned_nothing_says_so_on_stdout_built_or_r
         assert [h["status"] for h in health] == ["not_learning", "not_learning"]  # lr 1e-9: the head stays uniform
         said = [ln.strip() for ln in out if ln.strip().startswith("health ")]
         assert said == [f"health  learned nothing in 2 of 2 seeds (seed 1: {'; '.join(health[0]['problems'])})"], out
+    # kolectra artifacts show of the summary said its medians and lineage alone (a run's show says its verdict)
+    assert main(["artifacts", "show", summary.id, "--out", str(root)]) == 0
+    shown = [ln.strip() for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("health ")]
+    assert shown == [f"health    learned nothing in 2 of 2 seeds (seed 1: {'; '.join(health[0]['problems'])})"]
 
 
 # the tiny model the KorQuAD case fine-tunes (a fixture of test_finetune_e2e)

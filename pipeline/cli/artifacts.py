@@ -288,7 +288,7 @@ def artifacts_show(args, store: Store) -> int:
     say(f"  version   {_version_line(m)}")
     say(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
     say(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
-    for line in _verdict(art):  # lists, which the headline leaves out: a model that learned nothing, or a score
+    for line in _verdict(art, store):  # lists, which the headline leaves out: a model that learned nothing, or a score
         say(line)  # the test rows in training inflate, must not read as all-clear
     if "compute" in m:
         say(f"  compute   {json.dumps(m['compute'], ensure_ascii=False)}")
@@ -349,17 +349,20 @@ def _checked(line: str) -> None:
         streams.lost(sys.stdout)
 
 
-def _verdict(art: Artifact) -> list[str]:
+def _verdict(art: Artifact, store: Store) -> list[str]:
     """The health verdict a checkpoint or an eval recorded (``learned nothing: ...``) and the
     warnings a stage recorded, one line each. A study's floor (0 steps) is untrained, as kolectra report says:
-    its recorded ``unchecked: no metrics logged after warm-up`` read as a run whose log missed its windows."""
-    from kolectra.pipeline.verdicts import UNTRAINED, said, untrained  # noqa: PLC0415 - only artifacts with a verdict
+    its recorded ``unchecked: no metrics logged after warm-up`` read as a run whose log missed its windows.
+    A ``--seeds`` summary records none: its runs' (``learned nothing in 2 of 2 seeds ...``), as finetune prints it."""
+    from kolectra.pipeline.verdicts import UNTRAINED, said, seeds_health, untrained  # noqa: PLC0415
 
     lines = []
     stats = art.manifest.get("stats") or {}
     health = stats.get("health")
     if isinstance(health, dict) and "status" in health:
         lines.append(f"  health    {UNTRAINED if untrained(art) else said(health)}")
+    elif art.kind == "eval" and "statistic" in stats and (runs := seeds_health(store, art)):
+        lines.append(f"  health    {runs}")
     warnings = stats.get("warnings")
     lines += [f"  warning   {w}" for w in (warnings if isinstance(warnings, list) else [])]
     return lines

@@ -147,7 +147,9 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     else:
         art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
                               sets=sets, seed=args.seed, name=args.name, force=args.force, **dev)
-    runs_health = _seeds_health(store, art) if args.seeds else None
+    from kolectra.pipeline.verdicts import seeds_health  # noqa: PLC0415
+
+    runs_health = seeds_health(store, art) if args.seeds else None
     with after_the_command():  # the eval is published: under PYTHONUNBUFFERED a full disk fails here, not at the flush
         _print_metrics(art.path / "metrics.json", runs_health)
     return art
@@ -173,26 +175,10 @@ def _model_health(store, task: str, model: str) -> None:
              + (f" ({why})" if why else "") + ": expect a score near chance, whatever the fine-tuning settings")
 
 
-def _seeds_health(store, summary) -> str | None:
-    """``learned nothing in 2 of 2 seeds (seed 1: ...)`` for a ``--seeds`` summary some of whose runs learned nothing:
-    its metrics.json holds medians and no verdict, so its lines said nothing of them (each run's WARNING, once, on
-    stderr as it was built; a rerun that reused them, nothing at all), where one run's say its own."""
-    from kolectra.pipeline.verdicts import health_of  # noqa: PLC0415
-
-    runs = [r for r in (store.parent(summary, pid) for pid in summary.parents) if r is not None]
-    failed = [(r, h) for r in runs if (h := health_of(r)) is not None and h["status"] == "not_learning"]
-    if not failed:
-        return None
-    first, health = failed[0]
-    why = "; ".join(health.get("problems") or [])
-    return (f"learned nothing in {len(failed)} of {len(runs)} seeds (seed {first.manifest['config'].get('seed')}"
-            + (f": {why})" if why else ")"))
-
-
 def _print_metrics(path: Path, runs_health: str | None = None) -> None:
     """The scores on stdout, and the run's health verdict when it is not ok: a reused artifact prints no
     warning on stderr (they were printed when it was built), and ``-q`` keeps stdout alone. ``runs_health``:
-    a ``--seeds`` summary's, from its runs (:func:`_seeds_health`)."""
+    a ``--seeds`` summary's, from its runs (:func:`pipeline.verdicts.seeds_health`)."""
     if path.is_file():
         metrics = json.loads(path.read_text(encoding="utf-8"))
         for k, v in metrics.items():
