@@ -12,6 +12,7 @@ import pytest
 from kolectra.core import storage
 from kolectra.core.stage import StageOutput
 from kolectra.core.storage import StoreError
+from kolectra.pipeline.store.artifacts import ArtifactError
 from kolectra.pipeline.store.factory import open_store
 from tests.fault_child import toy_request
 from tests.s3_support import bucket, free_port, s3_endpoint  # noqa: F401  (fixtures)
@@ -40,3 +41,14 @@ def test_a_reader_of_a_copy_half_overwritten_by_a_force_rebuild_fails_naming_the
     # nothing of the mix is left to be read as the copy: no manifest in the local copy, a.txt not there
     (local,) = (d for d in (tmp_path / "cache" / "artifacts" / "corpus").iterdir() if d.is_dir())  # (its .lock beside)
     assert not (local / "manifest.json").exists() and not (local / "data" / "a.txt").exists()
+
+
+def test_a_stage_resolving_a_copy_a_force_rebuild_is_overwriting_is_refused_naming_that_cause(bucket):
+    """The stage's own check (one listing) before it reads: an object of other bytes under the copy's key was
+    refused with 'restore its files ..., or rebuild it (its command with --force)', while one was running."""
+    store = open_store(f"{bucket}/r")
+    art = store.build(toy_request("same"), _two_files)
+    storage.write_bytes(f"{art.path}/data/b.txt", b"second build b")
+    with pytest.raises(ArtifactError, match=r"data/b\.txt: rewritten after publishing.*a --force rebuild replacing "
+                                            r"it right now reads the same: then run again once it has published"):
+        store.require(art.id, "corpus")

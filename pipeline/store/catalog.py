@@ -296,7 +296,10 @@ class Catalog:
             raise ArtifactError(f"refusing {art.kind} artifact {art.path}: it does not match its manifest ("
                                 + "; ".join(problems[:5] + more)
                                 + "): restore its files (what was built from it stays valid), or rebuild it (its "
-                                "command with --force), which rebuilds what was built from it when next asked for")
+                                "command with --force), which rebuilds what was built from it when next asked for"
+                                # a --force on a store writes over the copy's objects, its manifest last
+                                + ("" if isinstance(art.path, Path) else "; a --force rebuild replacing it right now "
+                                   "reads the same: then run again once it has published"))
         if not isinstance(art.path, Path):
             self._checked[str(art.path)] = seal
         return art
