@@ -309,9 +309,11 @@ def _checkpoint_of(store: Store, a: Artifact) -> Artifact | None:
 
 
 def _column(a: Artifact, task: str) -> str:
-    """The artifact's name (``--name kornli``), without the ``-seeds`` a summary adds."""
-    name = a.name[:-len("-seeds")] if a.name.endswith("-seeds") else a.name
-    return name or task
+    """The artifact's name (``--name kornli``); a ``--seeds`` summary's default name (``nsmc-seeds``, where its runs
+    are ``nsmc``) is its task's. A name given is kept whole: ``--name rev0-seeds`` was the column ``rev0``."""
+    if a.name == f"{task}-seeds" and "seeds" in (a.manifest.get("config") or {}):
+        return task
+    return a.name or task
 
 
 def model_of(store: Store, a: Artifact) -> tuple[str, str]:
