@@ -39,6 +39,7 @@ from kolectra.finetune.readers.korquad import (
     why_missed,
     window_columns,
 )
+from kolectra.finetune.readers.korquad_forms import refound
 from kolectra.finetune.report import korquad_table
 
 __all__ = ["run", "split_by_article", "write_split", "Korquad"]
@@ -79,6 +80,12 @@ class Korquad(skeleton.Task):
         train, dev = train[:cfg.max_train_examples or None], dev[:cfg.max_eval_examples or None]
         if not train or not dev:
             raise FinetuneError(f"no questions in {train_file if not train else eval_file}")
+        # an answer in the other Unicode form than its context (NFC in an NFD context) is there: trained on its slice
+        found = {q.id: f for q in train if (f := refound(q)) is not None}
+        if found:
+            train = [found.get(q.id, q) for q in train]
+            progress(f"korquad: {len(found)} training question(s) whose first answer is in its context in another "
+                     "Unicode form (decomposed Hangul, NFD, on one side) are trained on the context's slice of it")
         usable = [q for q in train if q.span_ok(0) and q.answers[0][0]]
         if not usable:
             # the questions read, their first answers: the file's count of every answer that misses
