@@ -147,10 +147,14 @@ def summary(stats: dict, damaged: list[tuple[str, str]], rounds: int) -> None:
     """The lines a job that passed the checks ends with: its counts, and what of them a user should look
     at (ids shared, kept fields missing, near-dup's limits met: ``rounds``, neardup_beam.ROUNDS; repairs,
     damaged files accepted)."""
+    def why(counts: dict) -> str:  # the reasons that counted, most first (a dict of every reason, zeros too, was printed)
+        said = ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n)
+        return f" ({said})" if said else ""
+
     progress(
-        f"corpus: {stats['records_in']} records -> {stats['records_out']} documents "
-        f"({stats['splits']['valid']['documents']} valid), {stats['rejected']} rejected, "
-        f"dropped {sum(stats['dropped'].values())} {stats['dropped']}"
+        f"corpus: {stats['records_in']:,} records -> {stats['records_out']:,} documents "
+        f"({stats['splits']['valid']['documents']:,} valid), {stats['rejected']:,} rejected"
+        f"{why(stats.get('rejected_reasons') or {})}, dropped {sum(stats['dropped'].values()):,}{why(stats['dropped'])}"
     )
     if stats.get("duplicate_id_different_text"):
         progress(f"corpus: {stats['duplicate_id_different_text']} kept document(s) share their id with another kept "
