@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -181,3 +182,37 @@ def test_a_root_linking_its_work_to_a_scratch_folder_resumes_its_run_from_before
     seen = []
     Store(b).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
     assert seen == ["step 7"]
+
+
+@pytest.fixture
+def bound(tmp_path):
+    """A folder seen at a second path (a bind mount: an NFS export mounted twice, a disk reached by autofs and by
+    its mount point): the same root, which realpath cannot tell. Skipped where mounting is not allowed."""
+    made = []
+
+    def bind(src: Path, at: Path) -> Path:
+        at.mkdir()
+        if subprocess.run(["mount", "--bind", str(src), str(at)], capture_output=True).returncode != 0:
+            pytest.skip("mount --bind is not allowed here")
+        made.append(at)
+        return at
+    yield bind
+    for at in made:
+        subprocess.run(["umount", str(at)], capture_output=True)
+
+
+def test_a_root_seen_at_a_second_path_is_the_same_root_not_a_copy(tmp_path, bound):
+    """b's interrupted run in the .work it links to names b's mark; b seen at another path (a bind mount of the
+    same folder): its mark was taken for a copy's (the file's path holds the same mark), so b's --resume there was
+    refused as 'the run of this request of another root', and a build there rewrote b's mark for that path (b at
+    its first path then took its own runs for another root's). Now the same folder is the same root."""
+    a, b = tmp_path / "disk" / "a", tmp_path / "disk" / "b"
+    (a / ".work").mkdir(parents=True)
+    b.mkdir()
+    (b / ".work").symlink_to(Path("..") / "a" / ".work")  # relative: the same folder at either path
+    _interrupted(b, step="b's step 7")
+    kept = (b / ".kolectra-root.json").read_text()
+    view, seen = bound(tmp_path / "disk", tmp_path / "view") / "b", []
+    Store(view).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
+    assert seen == ["b's step 7"] and (b / ".kolectra-root.json").read_text() == kept
+

@@ -45,16 +45,24 @@ def mark(root: Path) -> str:
     """What a root whose private area is a link (maybe shared with other roots) marks its build directories there
     with (in a ``.tmp`` entry's name, in a run's ``request.json``): ``r`` and 8 hex digits of the root's real path
     when it first marked one (:func:`claim` keeps it in ``ROOT/.kolectra-root.json``), so a root moved keeps its
-    mark; a copy of a root (its original still where the file says, with the same mark) takes its own."""
+    mark; a copy of a root (its original still where the file says, with the same mark, another folder) takes its
+    own; the same folder seen at another path (a bind mount, an NFS export mounted twice) keeps it."""
     real = os.path.realpath(root)
     made = "r" + hashlib.sha256(real.encode()).hexdigest()[:8]
     kept = _kept(root)
-    if not kept or kept["path"] == real:
-        return kept.get("mark", made)
+    if not kept or kept["path"] == real or _same(kept["path"], real):
+        return kept.get("mark", made)  # (the same folder at another path: a bind mount, an NFS export mounted twice)
     if _kept(kept["path"]).get("mark") == kept["mark"]:
         return made  # a copy: the original is where the file says
     _keep(root, kept["mark"], real)  # moved: said where it is now, so that a copy made from here is told apart
     return kept["mark"]
+
+
+def _same(path: str, real: str) -> bool:
+    try:
+        return os.path.samefile(path, real)
+    except OSError:
+        return False
 
 
 def claim(root: Path) -> str:
