@@ -7,7 +7,8 @@ server (moto's, on 127.0.0.1; tests/s3_support.py), reached only through the sta
   ``artifacts gc`` removes what the kill left once its lease expired;
 - two identical builds at once: one builds, the other waits and joins;
 - an object altered after publishing is named by ``verify`` and refused before a stage reads it;
-- store failures (no bucket, no endpoint, no credentials) are one line and exit 2.
+- signals once the manifest is in the store; gc beside live runs; layouts, globs and folder markers.
+Store failures: tests/test_store_s3_access.py; pretraining resumed from the store: tests/test_store_s3_pretrain.py.
 """
 
 from __future__ import annotations
@@ -30,26 +31,9 @@ from kolectra.pipeline.run import run_sample
 from kolectra.pipeline.store.artifacts import ArtifactError, Store
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.remote import RemoteStore
-from tests.s3_support import bucket, free_port, s3_endpoint, two_identical_builds_at_once  # noqa: F401  (fixtures)
+from tests.s3_support import bucket, s3_endpoint, two_identical_builds_at_once  # noqa: F401  (fixtures)
+from tests.store_s3_support import FAST_LEASE, _child, _cli, _own_cache  # noqa: F401  (_own_cache: autouse)
 from tests.test_end_to_end import TINY
-
-FAST_LEASE = {"KOLECTRA_LEASE_SECONDS": "3", "KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
-
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
-
-
-def _child(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tests.fault_child", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **FAST_LEASE, **(env or {})},
-                          cwd=Path(__file__).resolve().parents[1])
-
-
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})})
 
 
 # ---- the chain ------------------------------------------------------------------------------------
@@ -215,86 +199,6 @@ def test_two_identical_builds_at_once_one_builds_the_other_joins(bucket, tmp_pat
     two_identical_builds_at_once(f"{bucket}/c", tmp_path, FAST_LEASE)
 
 
-# ---- failures -------------------------------------------------------------------------------------
-def test_a_missing_bucket_is_one_line(s3_endpoint):
-    r = _cli("artifacts", "list", "--out", "s3://no-such-bucket-kolectra/x")
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and "does not exist" in r.stderr and "no-such-bucket" in r.stderr
-
-
-def test_a_root_without_a_bucket_is_one_line(s3_endpoint):
-    r = _cli("artifacts", "list", "--out", "s3://")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "names no bucket" in r.stderr, r.stderr
-
-
-def test_an_unreachable_endpoint_is_one_line(s3_endpoint):
-    closed = f"http://127.0.0.1:{free_port()}"
-    r = _cli("artifacts", "list", "--out", "s3://b/x", env={"AWS_ENDPOINT_URL": closed, "AWS_MAX_ATTEMPTS": "1"})
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and "cannot reach the store" in r.stderr and closed in r.stderr
-
-
-def test_missing_credentials_are_one_line(s3_endpoint, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    env.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"))
-    r = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", "artifacts", "list", "--out", "s3://b/x"],
-                       capture_output=True, text=True, timeout=120, env=env)
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and "credentials" in r.stderr
-
-
-def test_credentials_confined_to_the_roots_prefix_open_it(tmp_path):
-    # a shared bucket's usual grant: list, read and write below a prefix, no HEAD of the bucket (on
-    # S3 that needs s3:ListBucket on the whole bucket, refused under an s3:prefix condition; moto
-    # models it as the separate s3:HeadBucket action). The root was refused: "permission refused"
-    import boto3
-
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-c", "from moto.server import main; main()", "-H", "127.0.0.1",
-                               "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True, env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "4"})
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        admin = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "admin",
-                 "aws_secret_access_key": "admin"}
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                boto3.client("s3", **admin).create_bucket(Bucket="shared")  # the 4 actions before IAM applies
-                break
-            except Exception:  # noqa: BLE001 - not listening yet
-                assert server.poll() is None and time.monotonic() < deadline, "moto server did not start"
-                time.sleep(0.2)
-        iam = boto3.client("iam", **admin)
-        iam.create_user(UserName="team")
-        iam.put_user_policy(UserName="team", PolicyName="team-prefix", PolicyDocument=json.dumps({
-            "Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": "arn:aws:s3:::shared"},
-                {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                 "Resource": "arn:aws:s3:::shared/team/*"}]}))
-        key = iam.create_access_key(UserName="team")["AccessKey"]
-        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
-               "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"], "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true", "KOLECTRA_CACHE": str(tmp_path / "cache")}
-        ok = _child("toy", "s3://shared/team/kolectra", "none", "--text", "a team's prefix", env=env)
-        assert ok.returncode == 0, ok.stderr
-        assert ok.stdout.startswith("s3://shared/team/kolectra/corpus/toy-")
-        listed = _cli("artifacts", "list", "--out", "s3://shared/team/kolectra", env=env)
-        assert listed.returncode == 0 and "toy-" in listed.stdout, listed.stderr
-        # what the credentials may not touch is still one line naming it
-        other = _cli("artifacts", "list", "--out", "s3://elsewhere/k", env=env)
-        assert other.returncode == 2 and other.stderr.count("\n") == 1 and "s3://elsewhere/k" in other.stderr
-        assert "permission refused" in other.stderr
-        # a wrong secret or an unknown key is named as such, not as a permission refused
-        for wrong in ({"AWS_SECRET_ACCESS_KEY": "not-the-secret"}, {"AWS_ACCESS_KEY_ID": "AKIANOSUCHKEY0000000"}):
-            refused = _cli("artifacts", "list", "--out", "s3://shared/team/kolectra", env={**env, **wrong})
-            assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-            assert "refused the credentials (check the access key and secret)" in refused.stderr
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 def _reviews(n: int = 300) -> bytes:
     """The sample's first ``n`` reviews, gzipped: what a corpus test needs without the job's per-record
     cost of all 4,000 (about 4 of its 12 CPU s)."""
@@ -312,113 +216,6 @@ def test_stage_outputs_on_s3_are_read_by_datasets_and_transformers_from_the_loca
     # a damaged local copy is not trusted: re-downloaded
     (local / "stats.json").write_text("{}")
     assert json.loads((store.local(corpus) / "stats.json").read_text()) == stats
-
-
-# ---- pretraining resumes from the store -------------------------------------------------------------
-def test_pretrain_killed_mid_run_resumes_from_the_bucket_on_a_fresh_machine(bucket, tmp_path, capsys, monkeypatch):
-    from tests.model_support import small_chain
-    from tests.test_faults_pretrain import SETS
-
-    root = f"{bucket}/p"
-    store = open_store(root)
-    monkeypatch.setenv("KOLECTRA_PARENT_ROOTS", root)  # the local straight run's parents are the bucket's
-
-    _, _, ex = small_chain(store)
-    straight = stages.pretrain(open_store(tmp_path / "local"), str(store.local(ex)), preset="tiny", sets=SETS)
-
-    killed = _child("pretrain", root, str(ex.path), "step10", *(f"--set={s}" for s in SETS))
-    assert killed.returncode == -9, killed.stderr[-3000:]
-    assert store.list("checkpoint") == []
-    kept = storage.listing(f"{root}/.work")
-    assert any("/out/checkpoints/step-00000008/manifest.json" in k for k in kept), sorted(kept)
-    assert any("/parts/metrics.jsonl/" in k for k in kept), sorted(kept)  # the log, a part a save
-
-    os.environ["KOLECTRA_CACHE"] = str(tmp_path / "another-machine")  # nothing local: all from the bucket
-    capsys.readouterr()
-    art = stages.pretrain(open_store(root), str(ex.path), preset="tiny", sets=SETS, resume=True)
-    err = capsys.readouterr().err
-    assert "fetching the interrupted run's step-00000008" in err and "resuming at step 8" in err
-    assert art.manifest["stats"]["resumed_from_step"] == 8
-    assert art.read_bytes("hf/discriminator/model.safetensors") == \
-        (straight.path / "hf" / "discriminator" / "model.safetensors").read_bytes()
-
-    def logged(data: bytes) -> list[dict]:  # the lines but their timings
-        return [{k: v for k, v in json.loads(x).items() if k not in ("tokens_per_s", "mfu")} for x in data.splitlines()]
-
-    assert logged(art.read_bytes("metrics.jsonl")) == logged((straight.path / "metrics.jsonl").read_bytes())
-    assert storage.children(f"{root}/.work") == []  # published: the run's state in the store is gone
-    assert store.verify(art) == []
-
-
-def _resume_on_another_machine(root: str, examples: str, tmp_path, monkeypatch, capsys) -> str:
-    """``pretrain --resume`` on ``root`` as another machine runs it (an empty cache), in this process (as
-    the test of a run killed mid-run does): a fresh process started torch and transformers again, about
-    5 CPU s a test, for nothing these tests check. What it wrote to stderr."""
-    from tests.test_faults_pretrain import SETS
-
-    for name, value in {**FAST_LEASE, "KOLECTRA_CACHE": str(tmp_path / "another-machine")}.items():
-        monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS, resume=True)
-    return capsys.readouterr().err
-
-
-@pytest.mark.parametrize("at, in_store", [(2, None), (6, "step-00000004")])
-def test_a_second_sigterm_during_the_copy_to_the_store_says_which_checkpoint_the_store_holds(bucket, tmp_path, at,
-                                                                                             in_store, monkeypatch,
-                                                                                             capsys):
-    """SIGTERM at a step, then again while its checkpoint is copied to the store: the line said the
-    state was kept here `and s3://.../.work; --resume continues it` while the store held no complete
-    checkpoint (--resume on another machine: 'nothing to resume; starting fresh'). The copy before
-    (step 4, saved every 4) stays complete in the store until the new one is; the line names it."""
-    from tests.model_support import small_chain
-    from tests.test_faults_pretrain import SETS
-
-    root = f"{bucket}/t{at}"
-    _, _, ex = small_chain(open_store(root))
-    stopped = _child("pretrain", root, str(ex.path), f"term{at}", *(f"--set={s}" for s in SETS))
-    assert stopped.returncode == 143, stopped.stderr[-3000:]
-    line = stopped.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"kolectra pretrain: terminated (SIGTERM) after step {at} of 12, saved as the checkpoint "
-                           f"step-{at:08d}; checkpoint: its working state is kept in "), line
-    kept = storage.listing(f"{root}/.work")
-    assert any(f"/out/checkpoints/step-{at:08d}/" in k for k in kept)  # a part of its copy: cut short
-    assert sorted(k.split("/")[3] for k in kept if k.endswith("/manifest.json")) == ([in_store] if in_store else [])
-    if in_store is None:
-        assert f"only: the store holds no complete checkpoint of it (step-{at:08d}'s copy to " in line, line
-        assert line.endswith("did not complete); --resume continues it on this machine only"), line
-    else:
-        assert f"holds {in_store} only (step-{at:08d}'s copy to it did not complete); --resume continues from " \
-               f"step-{at:08d} on this machine, from {in_store} on another" in line, line
-    # as the line says, on another machine
-    again = _resume_on_another_machine(root, str(ex.path), tmp_path, monkeypatch, capsys)
-    assert (f"fetching the interrupted run's {in_store}" in again if in_store
-            else "nothing to resume for this request; starting fresh" in again), again[-3000:]
-
-
-def test_a_second_sigterm_as_the_manifest_of_the_copy_to_the_store_lands_does_not_deny_it(bucket, tmp_path, monkeypatch,
-                                                                                        capsys):
-    """The second SIGTERM after the checkpoint's manifest reached the store, before the upload returned
-    (1 of 12 real trials with TERM twice 0.2 s apart on moto): the line said the store 'holds step-00000004
-    only (step-00000006's copy to it did not complete); --resume continues ... from step-00000004 on
-    another', while the store held step-00000006 complete, from which another machine's --resume went on.
-    The store is not asked while stopping (it may be what hangs); the line says the copy may be there."""
-    from tests.model_support import small_chain
-    from tests.test_faults_pretrain import SETS
-
-    root = f"{bucket}/tl"
-    _, _, ex = small_chain(open_store(root))
-    stopped = _child("pretrain", root, str(ex.path), "termlast6", *(f"--set={s}" for s in SETS))
-    assert stopped.returncode == 143, stopped.stderr[-3000:]
-    line = stopped.stderr.strip().splitlines()[-1]
-    kept = storage.listing(f"{root}/.work")
-    assert sorted(k.split("/")[3] for k in kept if k.endswith("/manifest.json")) == ["step-00000004", "step-00000006"]
-    assert "did not complete" not in line, line  # before: 'holds step-00000004 only (step-00000006's copy ...'
-    assert ("holds step-00000004, and step-00000006 too unless its copy was cut short as its manifest was "
-            "written; --resume continues from step-00000006 on this machine, from the newer of the two there on "
-            "another") in line, line
-    again = _resume_on_another_machine(root, str(ex.path), tmp_path, monkeypatch, capsys)
-    assert "fetching the interrupted run's step-00000006" in again, again[-3000:]
 
 
 @pytest.mark.parametrize("interrupted", [False, True])
@@ -592,43 +389,6 @@ def test_a_live_build_of_another_user_hidden_by_proc_s_hidepid_keeps_its_lease()
     finally:
         holder.kill()
         holder.wait()
-
-
-def test_a_step_a_follower_s_part_never_reached_keeps_the_one_before_in_the_store(bucket, tmp_path):
-    """Each rank copies its own part of a checkpoint to the store, rank 0 the rest and the manifest, and
-    rank 0 then removed every older step. A follower whose part of step 8 lagged and whose machine went
-    (2 gloo ranks on moto, rank 1 killed before its upload) left the store step 8 without rank-1.pt and no
-    step 4: every --resume fetched step 8 and ended ('.../rank-1.pt: missing; was this checkpoint written
-    with another number of ranks?'), the run lost. Now the step before stays until the new one has as many
-    parts, and a step lacking one is not complete: --resume fetches step 4."""
-    store = open_store(f"{bucket}/parts")
-    store._run_url, store._logs = storage.join(store.url, ".work", "checkpoint-q7"), {}
-
-    def saved(rank: int, step: int) -> None:
-        step_dir = tmp_path / f"rank-{rank}" / "checkpoints" / f"step-{step:08d}"
-        step_dir.mkdir(parents=True)
-        names = [f"rank-{rank}.pt"] + ["model.safetensors", "state.pt", "manifest.json"] * (rank == 0)
-        for name in names:
-            (step_dir / name).write_text(f"{name} {step}")
-        store._run_rank = rank
-        store.checkpoint_saved(step_dir)
-
-    def steps() -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        for rel in storage.listing(f"{store._run_url}/out/checkpoints"):
-            found.setdefault(rel.split("/")[0], []).append(rel.split("/")[1])
-        return {step: sorted(names) for step, names in found.items()}
-
-    saved(0, 4), saved(1, 4)
-    saved(0, 8)  # rank 1's part of step 8 never comes
-    assert steps() == {"step-00000004": ["manifest.json", "model.safetensors", "rank-0.pt", "rank-1.pt", "state.pt"],
-                       "step-00000008": ["manifest.json", "model.safetensors", "rank-0.pt", "state.pt"]}
-    assert store._steps(storage.listing(store._run_url)) == ["step-00000004"]  # what --resume fetches
-    saved(1, 8)
-    saved(0, 12)  # step 8 complete now: step 4 goes, step 8 stays until step 12 has rank 1's part
-    assert sorted(steps()) == ["step-00000008", "step-00000012"]
-    saved(1, 12), saved(0, 16), saved(1, 16), saved(0, 20)
-    assert sorted(steps()) == ["step-00000016", "step-00000020"]
 
 
 def test_a_second_ctrl_c_while_asking_whether_the_manifest_landed_removes_nothing(bucket):
