@@ -4,6 +4,7 @@ the owner's runs carry no root mark, and b must not take them for its own."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -216,3 +217,21 @@ def test_a_root_seen_at_a_second_path_is_the_same_root_not_a_copy(tmp_path, boun
     Store(view).build(toy_request("same"), _resumes(seen), resumable=FAMILY, resume=True)
     assert seen == ["b's step 7"] and (b / ".kolectra-root.json").read_text() == kept
 
+
+def test_gc_removes_a_half_written_root_mark_a_kill_left_once_an_hour_old(tmp_path, capsys):
+    """A kill while a root kept its mark left ROOT/.kolectra-root.json.<hex>.part, which nothing removed nor listed
+    (gc: '0 removed', for ever). gc now removes one an hour old and says so; a fresh one (being written) is kept,
+    and the mark itself."""
+    from kolectra.pipeline.cli import main
+
+    a, b = _shared_tmp(tmp_path)
+    Store(b).build(toy_request("same"), _writes("b's", []))
+    old, fresh = b / ".kolectra-root.json.0badf00d.part", b / ".kolectra-root.json.1badf00d.part"
+    for f in (old, fresh):
+        f.write_text('{"mark": "r0bad')
+    os.utime(old, (os.path.getmtime(old) - 7200,) * 2)
+    assert main(["artifacts", "gc", "--dry-run", "--out", str(b)]) == 0
+    assert f"would remove {old}\n" in capsys.readouterr().out and old.is_file()
+    assert main(["artifacts", "gc", "--out", str(b)]) == 0
+    assert f"removed {old}\n" in capsys.readouterr().out
+    assert not old.exists() and fresh.is_file() and (b / ".kolectra-root.json").is_file()

@@ -75,10 +75,13 @@ def claim(root: Path) -> str:
 
 
 def _keep(root: Path, found: str, real: str) -> None:
-    with contextlib.suppress(OSError):  # not writable: the hash of its path, as before
-        part = Path(root) / f"{ROOT_MARK}.{uuid.uuid4().hex[:8]}.part"
+    part = Path(root) / f"{ROOT_MARK}.{uuid.uuid4().hex[:8]}.part"  # (one a kill leaves: the sweep's, an hour old)
+    try:
         part.write_text(json.dumps({"mark": found, "path": real}) + "\n", encoding="utf-8")
         os.replace(part, Path(root) / ROOT_MARK)
+    except OSError:  # not writable (a read-only root), or full: the hash of its path, as before
+        with contextlib.suppress(OSError):
+            part.unlink()
 
 
 def foreign(root: Path, d: Path) -> bool:

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import MANIFEST
 from kolectra.pipeline.store.removal import Failed, remove_dir, tree_bytes
-from kolectra.pipeline.store.shared_areas import PROBE, foreign, own
+from kolectra.pipeline.store.shared_areas import PROBE, ROOT_MARK, foreign, own
 from kolectra.pipeline.store.workspace import (
     LOCKS,
     TMP,
@@ -161,7 +161,8 @@ PROBE_AGE = 3600  # s: a probe lives for an instant; an hour old, no check is us
 def _probes(root: Path, skipped: dict, dry_run: bool, removed: list[Path]) -> None:
     """The empty folder :func:`.shared_areas.crossing` renames from a private area into the root (and on into
     ``ROOT/<kind>``), where a kill between its renames left it: no build's name, so nothing else removed it
-    (``ROOT/.kolectra-rename-*`` was never swept nor listed). Removed once empty and an hour old (:data:`PROBE_AGE`)."""
+    (``ROOT/.kolectra-rename-*`` was never swept nor listed). Removed once empty and an hour old (:data:`PROBE_AGE`);
+    so is a ``ROOT/.kolectra-root.json.*.part`` a kill left while the root's mark was written."""
     for d in sorted([*root.glob(f"{PROBE}*"), *root.glob(f"*/{PROBE}*")]):
         area = d.parent
         if area != root and (area.is_symlink() or area.name in skipped):
@@ -172,3 +173,11 @@ def _probes(root: Path, skipped: dict, dry_run: bool, removed: list[Path]) -> No
             if not dry_run:
                 os.rmdir(d)  # refused (kept) if a check filled or took it since
             removed.append(d)
+    # a kill while the root's mark was kept (:func:`.shared_areas.claim`) leaves its half-written file beside it
+    for f in sorted(root.glob(f"{ROOT_MARK}.*.part")):
+        with contextlib.suppress(OSError):
+            if f.is_symlink() or not f.is_file() or time.time() - f.stat().st_mtime < PROBE_AGE:
+                continue
+            if not dry_run:
+                f.unlink()
+            removed.append(f)
