@@ -323,8 +323,11 @@ class MetricsLog:
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict:
         # copies: the sums are added to in place (a CPU tensor's .cpu() would be the running sum itself)
+        # window_seconds: the open window's time so far, so that a resumed run's first line divides the
+        # window's tokens by the whole window's time, not by this process's share of it
         return {"sums": {k: v.detach().to("cpu", copy=True) for k, v in self.sums.items()}, "tokens": self.tokens,
-                "steps": self.steps, "nonpad_tokens": self.nonpad_tokens, "counted_from": self.counted_from}
+                "steps": self.steps, "nonpad_tokens": self.nonpad_tokens, "counted_from": self.counted_from,
+                "window_seconds": time.perf_counter() - self.t_window}
 
     def load_state_dict(self, state: dict) -> None:
         # A checkpoint written with another number of AUC bins (64 before stage version 6): its
@@ -334,6 +337,8 @@ class MetricsLog:
         self.tokens, self.steps = int(state["tokens"]), int(state["steps"])
         if "nonpad_tokens" in state:  # every rank restores the same total (rank 0 alone reads the kept lines)
             self.nonpad_tokens, self.counted_from = int(state["nonpad_tokens"]), int(state["counted_from"])
+        if "window_seconds" in state:  # absent in older checkpoints: their window's rate counts from the resume
+            self.t_window = time.perf_counter() - float(state["window_seconds"])
 
     # -- logging ----------------------------------------------------------------------------
     def add(self, sums: dict[str, torch.Tensor], tokens: int = 0) -> None:
