@@ -39,6 +39,23 @@ def test_the_funnel_names_each_reject_reason_and_still_adds_up(tmp_path):
     assert int(rows["records in"]) + sum(steps) == int(rows["**records out**"]) == len(GOOD)
 
 
+def test_artifacts_show_of_a_corpus_says_how_its_records_add_up(tmp_path, capsys):
+    """Its stats line is scalars only: records in and out, and the rejected total, but not the drops (nor
+    why any record went), so `records_in = records_out + rejected + sum(dropped)` could not be checked there."""
+    from kolectra.pipeline.cli import main
+
+    lines = [json.dumps({"id": f"g{i}", "text": t}, ensure_ascii=False) for i, t in enumerate(GOOD)]
+    lines += ['{"id": "cut", "text": ', "[1, 2, 3]", json.dumps({"id": "same", "text": GOOD[0]}, ensure_ascii=False)]
+    raw = tmp_path / "reviews.jsonl"
+    raw.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    store = Store(tmp_path / "root")
+    corpus = stages.corpus(store, [str(raw)], sets=["valid_fraction=0", "max_reject_ratio=0.5"])
+    capsys.readouterr()
+    assert main(["artifacts", "show", corpus.id, "--out", str(store.root)]) == 0
+    said = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  records ")]
+    assert said == ["  records   9 in = 6 out + 2 rejected (invalid_json 1, not_an_object 1) + 1 dropped (duplicate 1)"]
+
+
 def test_a_corpus_that_rejected_nothing_keeps_one_rejected_row(tmp_path):
     raw = tmp_path / "reviews.jsonl"
     raw.write_text("".join(json.dumps({"id": f"g{i}", "text": t}, ensure_ascii=False) + "\n"

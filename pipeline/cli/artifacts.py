@@ -288,6 +288,8 @@ def artifacts_show(args, store: Store) -> int:
     say(f"  version   {_version_line(m)}")
     say(f"  files     {len(m['files'])} ({sum(f['bytes'] for f in m['files']):,} bytes), digest {m['digest'][:16]}")
     say(f"  stats     {json.dumps(_headline(m.get('stats', {})), ensure_ascii=False)}")
+    if m["kind"] == "corpus" and (records := _records_line(m.get("stats") or {})):
+        say(f"  records   {records}")
     for line in _verdict(art, store):  # lists, which the headline leaves out: a model that learned nothing, or a score
         say(line)  # the test rows in training inflate, must not read as all-clear
     if "compute" in m:
@@ -366,6 +368,24 @@ def _verdict(art: Artifact, store: Store) -> list[str]:
     warnings = stats.get("warnings")
     lines += [f"  warning   {w}" for w in (warnings if isinstance(warnings, list) else [])]
     return lines
+
+
+def _records_line(stats: dict) -> str:
+    """``9 in = 6 out + 2 rejected (invalid_json 1, ...) + 1 dropped (duplicate 1)``: a corpus's counts as they add
+    up, with the reasons that counted (the stats line is scalars only: no drops, no reasons)."""
+    if not all(isinstance(stats.get(k), int) for k in ("records_in", "records_out", "rejected")):
+        return ""
+
+    def why(counts) -> str:
+        counts = counts if isinstance(counts, dict) else {}
+        said = ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+                         if isinstance(n, int) and n)
+        return f" ({said})" if said else ""
+
+    dropped = stats.get("dropped") if isinstance(stats.get("dropped"), dict) else {}
+    return (f"{stats['records_in']:,} in = {stats['records_out']:,} out + {stats['rejected']:,} rejected"
+            f"{why(stats.get('rejected_reasons'))} + {sum(n for n in dropped.values() if isinstance(n, int)):,} "
+            f"dropped{why(dropped)}")
 
 
 def _headline(stats: dict) -> dict:
