@@ -235,3 +235,26 @@ def test_gc_removes_a_half_written_root_mark_a_kill_left_once_an_hour_old(tmp_pa
     assert main(["artifacts", "gc", "--out", str(b)]) == 0
     assert f"removed {old}\n" in capsys.readouterr().out
     assert not old.exists() and fresh.is_file() and (b / ".kolectra-root.json").is_file()
+
+
+def test_two_first_builds_at_once_at_two_paths_of_a_root_keep_one_mark(tmp_path, bound, monkeypatch):
+    """Two processes' first builds in a root at once, one at each of its two paths (a bind mount, an NFS export
+    mounted twice): each found no ROOT/.kolectra-root.json and took the hash of its own path, and the later one
+    wrote its own over the other's, whose build (named with the first mark) was then another root's to it. The
+    one that finds the file written since keeps the mark written there."""
+    from kolectra.pipeline.store import shared_areas
+
+    disk = tmp_path / "disk"
+    (disk / "a").mkdir(parents=True)
+    view = bound(disk, tmp_path / "view") / "a"
+    looked = shared_areas.mark
+
+    def then_the_other_writes(root):
+        found = looked(root)
+        if not first:  # the other process, at the first path, claims now
+            first.append(None)
+            first[0] = shared_areas.claim(disk / "a")
+        return found
+    first = []
+    monkeypatch.setattr(shared_areas, "mark", then_the_other_writes)
+    assert shared_areas.claim(view) == first[0] and looked(disk / "a") == first[0] == looked(view)

@@ -67,21 +67,37 @@ def _same(path: str, real: str) -> bool:
 
 def claim(root: Path) -> str:
     """:func:`mark`, kept in the root (written when missing) before the root marks a build directory in a shared
-    area."""
+    area. A file another process wrote since :func:`mark` looked (its first build at once, maybe at another path of
+    the same folder) is looked at again, not written over (its build is named with that mark); a copy's is."""
     found = mark(root)
-    if _kept(root).get("mark") != found:
-        _keep(root, found, os.path.realpath(root))
-    return found
+    if _kept(root).get("mark") == found or (kept := _kept(root)).get("mark") == (found := mark(root)):
+        return found
+    # none yet: made only where still none (link fails on one made since: that one's mark); a copy's: written over
+    return found if _keep(root, found, os.path.realpath(root), made=not kept) else mark(root)
 
 
-def _keep(root: Path, found: str, real: str) -> None:
-    part = Path(root) / f"{ROOT_MARK}.{uuid.uuid4().hex[:8]}.part"  # (one a kill leaves: the sweep's, an hour old)
+def _keep(root: Path, found: str, real: str, made: bool = False) -> bool:
+    """Write the root's mark file (``made``: only where there is none yet); False where another process made one
+    first."""
+    part, into = Path(root) / f"{ROOT_MARK}.{uuid.uuid4().hex[:8]}.part", Path(root) / ROOT_MARK  # (a kill's: swept)
     try:
         part.write_text(json.dumps({"mark": found, "path": real}) + "\n", encoding="utf-8")
-        os.replace(part, Path(root) / ROOT_MARK)
+        try:
+            os.link(part, into) if made else os.replace(part, into)
+        except FileExistsError:
+            if _kept(root):
+                return False
+            os.replace(part, into)  # (over one that cannot be read: made again)
+        except OSError:
+            if not made:
+                raise
+            os.replace(part, into)  # no hard links on this file system (FAT, some FUSE mounts)
     except OSError:  # not writable (a read-only root), or full: the hash of its path, as before
+        pass
+    finally:
         with contextlib.suppress(OSError):
             part.unlink()
+    return True
 
 
 def foreign(root: Path, d: Path) -> bool:
