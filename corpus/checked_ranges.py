@@ -8,6 +8,12 @@ its listing). :func:`check` has the file's blocks fetched by :func:`_fetch` inst
 starts at another byte raises :class:`MisplacedRange`, which :class:`kolectra.corpus.http_reads.RangesOrWhole`
 meets as it meets a server that takes no range (the file read on as one GET, the bytes before skipped),
 or names in one line where that is refused. Anything else is answered as fsspec's own fetch answers it.
+
+Each range is asked for uncompressed (``Accept-Encoding: identity``, as fsspec's HEAD asks for the size). aiohttp
+asks for gzip by default, and a server that compresses as it sends (Apache's mod_deflate on text/plain) cuts the
+range from the compressed bytes, which aiohttp then decoded as if whole: the file's second block failed ("Can not
+decode content-encoding: gzip", read as a server's passing failure: "run the same command again"). A ``206``
+compressed all the same is :class:`EncodedRange`, met as a misplaced range (the whole file, decoded, as one GET).
 """
 
 from __future__ import annotations
@@ -31,6 +37,16 @@ class MisplacedRange(ValueError):
         return type(self), (self.asked, self.said)
 
 
+class EncodedRange(MisplacedRange):
+    """A ``206`` answer compressed in transit (``Content-Encoding``) though asked for as ``identity``: its bytes are
+    a range of the compressed file, which no decoder can take up from the middle."""
+
+    def __init__(self, asked: int, said: str):
+        ValueError.__init__(self, f"asked for the bytes from {asked:,} uncompressed, the server answered 206 "
+                                  f"compressed (Content-Encoding: {said}), a range of its compressed bytes")
+        self.asked, self.said = asked, said
+
+
 def first_byte(content_range: str | None) -> int | None:
     """The first byte a ``Content-Range`` header (``bytes 100-199/1000``) says its answer holds, or None."""
     m = _CONTENT_RANGE.fullmatch((content_range or "").strip())
@@ -52,7 +68,7 @@ async def _fetch(f, start: int, end: int) -> bytes:
     ``Content-Range``) only where it starts at ``start``; the whole file's answer (``200``) for a range from
     its first byte, cut to the range; a ValueError naming :data:`NO_RANGES` for a later one; nothing past the end."""
     kwargs = dict(f.kwargs)
-    headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={start}-{end - 1}"}
+    headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
     r = await f.session.get(f.fs.encode_url(f.url), headers=headers, **kwargs)
     async with r:
         if r.status == 416:  # the range is past the end
@@ -60,6 +76,8 @@ async def _fetch(f, start: int, end: int) -> bytes:
         r.raise_for_status()
         said = r.headers.get("Content-Range")
         if r.status == 206 or said:
+            if (coded := r.headers.get("Content-Encoding", "identity").strip().lower()) not in ("", "identity"):
+                raise EncodedRange(start, coded)  # before aiohttp decodes it (it would fail, or splice)
             first = first_byte(said)
             if said is not None and first != start:  # "bytes */1000" (no range) too
                 raise MisplacedRange(start, said)
