@@ -389,6 +389,8 @@ def _records_line(stats: dict) -> str:
 
 
 def _headline(stats: dict) -> dict:
-    """Scalars only: the manifest's stats can hold long tables."""
-    return {k: v for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
+    """Scalars only: the manifest's stats can hold long tables. A float at 12 significant digits: ``100.0 *
+    accuracy`` is stored as 52.800000000000004, a spread as 1.000000000000007 (the stored bytes, and --json, stay)."""
+    return {k: float(f"{v:.12g}") if isinstance(v, float) else v
+            for k, v in stats.items() if isinstance(v, (int, float, str, bool))}
 
