@@ -1,13 +1,11 @@
 """Data-parallel pretraining over two CPU processes (gloo): ranks stay in sync, rank 0 writes; on a
-bucket each rank fetches only its own shards, and a killed pair resumes to a straight run's weights."""
+bucket each rank fetches only its own shards, and a killed pair resumes to a straight run's weights.
+The ranks' functions are in tests/rank_children.py, which a spawned rank imports instead of this module."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
 import json
-import os
 import random
 import socket
 import time
@@ -15,8 +13,8 @@ from pathlib import Path
 
 import torch.multiprocessing as mp
 
-from kolectra.model import presets, train
 from tests.model_support import build_examples, build_tokenizer
+from tests.rank_children import SHARINGS, bucket_rank, epochs_rank, late_rank, resume_rank, sharing_rank, stage_rank
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
 
 
@@ -40,43 +38,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-SHARINGS = ("es", "gdes")  # ELECTRA's embedding sharing and DeBERTa-v3's gradient-disentangled one
-
-
-def _worker(rank: int, world: int, port: int, examples, tok, out, report) -> None:
-    """Trains once per sharing in one process group: the ranks are started once (each spawn of two
-    ranks costs about 10 CPU s of imports); the trainer's own group set-up is in the tests below."""
-    import torch.distributed as dist
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    dist.init_process_group("gloo")
-    pair = train.ElectraPair
-    try:
-        for sharing in SHARINGS:
-            built = []
-
-            class Recorded(pair):  # keeps a handle on the trained model to compare ranks
-                def __init__(self, *a, **k):
-                    super().__init__(*a, **k)
-                    built.append(self)
-
-            train.ElectraPair = Recorded
-            cfg = presets.tiny()
-            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=3,
-                                                                     log_every=4, lr=3e-3, cpu_threads=1),
-                                      model=dataclasses.replace(cfg.model, embedding_sharing=sharing))
-            result = train.pretrain(cfg, examples, tok, out / sharing)
-            digest = hashlib.sha256()
-            for name, p in sorted(built[0].state_dict().items()):
-                digest.update(name.encode() + p.detach().numpy().tobytes())
-            (report / f"rank-{rank}-{sharing}.json").write_text(json.dumps({"weights": digest.hexdigest(),
-                                                                            "stats": result.stats}))
-    finally:
-        train.ElectraPair = pair
-        dist.destroy_process_group()
-
-
 def test_two_ranks_train_in_sync(tmp_path):
     """For each embedding sharing: identical weights on both ranks, metrics averaged over ranks and
     written once by rank 0, the loss going down, the export written."""
@@ -86,7 +47,7 @@ def test_two_ranks_train_in_sync(tmp_path):
     for sharing in SHARINGS:
         (out / sharing).mkdir(parents=True)
     report.mkdir()
-    mp.start_processes(_worker, args=(2, _free_port(), examples, tok, out, report), nprocs=2, join=True,
+    mp.start_processes(sharing_rank, args=(2, _free_port(), examples, tok, out, report), nprocs=2, join=True,
                        start_method="spawn")
     for sharing in SHARINGS:
         r0, r1 = (json.loads((report / f"rank-{r}-{sharing}.json").read_text()) for r in (0, 1))
@@ -98,20 +59,6 @@ def test_two_ranks_train_in_sync(tmp_path):
         assert (out / sharing / "hf" / "discriminator" / "model.safetensors").is_file(), sharing
 
 
-def _stage_rank(rank: int, world: int, port: int, root: str, report: str) -> None:
-    """A rank as ``torchrun -m kolectra.pipeline.cli pretrain`` starts it: the whole stage, store included;
-    it reports what the stage returned and the bytes it read to hash (core/filehash.py)."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    from kolectra.pipeline import stages
-    from kolectra.pipeline.store.artifacts import Store
-    from tests.test_store_hash_once import SETS, _read
-
-    store = Store(root)
-    art = stages.pretrain(store, str(store.list("examples")[0].path), preset="tiny", sets=SETS)
-    (Path(report) / f"rank-{rank}.json").write_text(json.dumps({"path": str(art.path), "read": _read()}))
-
-
 def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     """Each rank runs the same build on one root: rank 0 reserves and publishes it, the others train
     in its run directory and return what it published (no rank waits on another's request lock).
@@ -119,14 +66,14 @@ def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     its parents and the loader's pin share one read); rank 0 also reads the checkpoint as it seals it."""
     from kolectra.pipeline.store.artifacts import Store
     from tests.model_support import small_chain
-    from tests.test_store_hash_once import _bytes, _settled
+    from tests.test_store_hash_once import SETS, _bytes, _settled
 
     store = Store(tmp_path / "root")
     _, vocab, ex = small_chain(store)
     _settled(store.root)  # only files changed over filehash.SETTLED_NS ago are read once
     report = tmp_path / "report"
     report.mkdir()
-    mp.start_processes(_stage_rank, args=(2, _free_port(), str(store.root), str(report)), nprocs=2, join=True,
+    mp.start_processes(stage_rank, args=(2, _free_port(), str(store.root), str(report), SETS), nprocs=2, join=True,
                        start_method="spawn")
     [art] = store.list("checkpoint")
     ranks = [json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1)]
@@ -136,84 +83,21 @@ def test_every_rank_runs_the_stage_and_rank_0_alone_publishes(tmp_path):
     assert [r["read"] for r in ranks] == [_bytes(ex) + _bytes(vocab) + _bytes(art), _bytes(ex) + _bytes(vocab)]
 
 
-# the resumed ranks take the killed ones' lease over at once (its holder, of this machine, has ended: the test
-# says so below), not once it expired; so the lease keeps its length: one of 4 s, as here before, is lost by a
-# renewal failing after a 4 s stall of a loaded machine's store
-QUICK_POLL = {"KOLECTRA_LEASE_POLL_SECONDS": "0.2"}
-
-
-def _bucket_rank(rank: int, world: int, port: int, root: str, examples: str, cache: str, report: str,
-                 die_at: int = 0, resume: bool = False) -> None:
-    """A rank on a machine of its own (its own cache) training from a bucket: the rows its order hands
-    out in epoch 0 are recorded; with ``die_at`` it is killed in that training step."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=cache, **QUICK_POLL)
-    from kolectra.core import storage
-    from kolectra.model import shard_order
-    from kolectra.pipeline import stages
-    from kolectra.pipeline.store.factory import open_store
-    from tests.fault_child import kill_in_training_step
-    from tests.test_faults_pretrain import SETS
-
-    real, seen = shard_order.RankOrder.positions, []
-
-    def recorded(self, epoch, start, stop):
-        out = real(self, epoch, start, stop)
-        seen.extend(out.tolist() if epoch == 0 else [])
-        return out
-
-    shard_order.RankOrder.positions = recorded
-    if die_at:
-        kill_in_training_step(die_at)
-    storage.reset()
-    art = stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS, resume=resume)
-    Path(report, f"rank-{rank}.json").write_text(json.dumps({"path": str(art.path), "rows": sorted(set(seen))}))
-
-
-def _late_rank(rank: int, world: int, port: int, root: str, examples: str, report: str, late: float) -> None:
-    """A rank whose ``init_process_group`` call is timed, then ends the process once the group is
-    formed; rank 0 starts ``late`` seconds after the follower (as one waiting on a lease does)."""
-    import time
-
-    import torch.distributed as dist
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank), KOLECTRA_CACHE=str(Path(report, f"cache-{rank}")))
-    from kolectra.pipeline import stages
-    from kolectra.pipeline.store.factory import open_store
-    from tests.test_faults_pretrain import SETS
-
-    real = dist.init_process_group
-
-    def timed(*a, **k):
-        called = time.time()
-        real(*a, **k)
-        joined = time.time()
-        # neither rank leaves before both are in the group: rank 0's exit takes its store away, and a
-        # follower still finishing its own init_process_group then fails (seen once under load 10)
-        dist.barrier()
-        Path(report, f"rank-{rank}.json").write_text(json.dumps({"called": called, "joined": joined}))
-        os._exit(0)
-
-    dist.init_process_group = timed
-    time.sleep(late if rank == 0 else 0)
-    stages.pretrain(open_store(root), examples, preset="tiny", sets=SETS)
-
-
 def test_a_follower_joins_the_group_only_once_a_late_rank_0_creates_it(bucket, tmp_path):
     """Before: the follower called init_process_group at once and sat in c10d's connect retry, whose
     pause grows to 60 s (+-50 %), so it joined up to 90 s after rank 0 was ready; now it waits for
     rank 0's store to listen (polled every 0.5 s) and only then calls it."""
     from kolectra.pipeline.store.factory import open_store
     from tests.model_support import small_chain
+    from tests.test_faults_pretrain import SETS
 
     store = open_store(f"{bucket}/late")
     _, _, ex = small_chain(store, shard_size=8)
     report = tmp_path / "report"
     report.mkdir()
     port = _free_port()
-    procs = [mp.get_context("spawn").Process(target=_late_rank, args=(r, 2, port, store.url, str(ex.path),
-                                                                      str(report), 5.0)) for r in range(2)]
+    procs = [mp.get_context("spawn").Process(target=late_rank, args=(r, 2, port, store.url, str(ex.path),
+                                                                     str(report), 5.0, SETS)) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -242,13 +126,14 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
     from kolectra.core import storage
     from kolectra.pipeline.store.factory import open_store
     from tests.model_support import small_chain
+    from tests.test_faults_pretrain import SETS
 
     def ranks(root: str, examples: str, machines: str, **kw) -> list[int]:
         report = tmp_path / machines
         report.mkdir()
         port = _free_port()
-        procs = [mp.get_context("spawn").Process(target=_bucket_rank, args=(
-            r, 2, port, root, examples, str(tmp_path / f"{machines}-cache-{r}"), str(report)), kwargs=kw)
+        procs = [mp.get_context("spawn").Process(target=bucket_rank, args=(
+            r, 2, port, root, examples, str(tmp_path / f"{machines}-cache-{r}"), str(report), SETS), kwargs=kw)
             for r in range(2)]
         for p in procs:
             p.start()
@@ -293,51 +178,6 @@ def test_two_machines_on_a_bucket_fetch_half_the_examples_each_and_resume_exactl
     assert weights["resumed"] == weights["straight"]
 
 
-def _resume_rank(rank: int, world: int, port: int, examples, tok, base: str, report: str) -> None:
-    """Trains straight (12 steps, saved every 4) in one folder, then resumes with each rank in a folder of
-    its own, as machines of a store root do (rank 1's holds only what it fetched from the store): rank 0
-    with steps 4 and 8, rank 1 with step 4, then with none. Reports each run's export and resumed step."""
-    import shutil
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-    cfg = presets.tiny()
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=12, batch_size=8, warmup_steps=2,
-                                                             log_every=4, save_every=4, lr=3e-3, cpu_threads=1))
-    base, got = Path(base), {}
-    try:
-        straight = train.pretrain(cfg, examples, tok, base / "straight", clear_checkpoints=False)
-        got["straight"] = straight.stats["resumed_from_step"]
-        for case, rank_1_holds in (("older", ["step-00000004"]), ("none", [])):
-            mine = base / case / f"rank-{rank}"
-            if rank == 0:
-                shutil.copytree(base / "straight" / "checkpoints", base / case / "rank-0" / "checkpoints")
-                for step in rank_1_holds:
-                    shutil.copytree(base / "straight" / "checkpoints" / step,
-                                    base / case / "rank-1" / "checkpoints" / step)
-            dist.barrier()
-            got[case] = train.pretrain(cfg, examples, tok, mine, resume=True).stats["resumed_from_step"]
-        # rank 1 fails before the agreement (its shards are missing): it meets rank 0's in the start's
-        mine, own = base / "shards" / f"rank-{rank}", examples
-        shutil.copytree(base / "straight" / "checkpoints", mine / "checkpoints")
-        if rank == 1:
-            own = shutil.copytree(examples, base / "shards" / "examples")
-            for f in (own / "data").iterdir():
-                f.unlink()
-        try:
-            train.pretrain(cfg, own, tok, mine, resume=True)
-        except Exception as e:  # noqa: BLE001 - the test compares the lines
-            got["shards"] = f"{type(e).__name__}: {e}"
-        got["kept"] = sorted(p.name for p in (mine / "checkpoints").iterdir())
-        (Path(report) / f"rank-{rank}.json").write_text(json.dumps(got))
-    finally:
-        dist.destroy_process_group()
-
-
 def test_ranks_holding_different_checkpoints_resume_from_the_newest_they_all_hold(tmp_path, capfd):
     """A copy to the store cut short (a preemption, a second SIGTERM) leaves rank 0's machine a newer
     checkpoint than the store's, which the other machines fetch. Each rank resumed from its own newest:
@@ -350,7 +190,7 @@ def test_ranks_holding_different_checkpoints_resume_from_the_newest_they_all_hol
     report = tmp_path / "report"
     report.mkdir()
     port = _free_port()
-    procs = [mp.get_context("spawn").Process(target=_resume_rank, args=(r, 2, port, examples, tok, str(tmp_path),
+    procs = [mp.get_context("spawn").Process(target=resume_rank, args=(r, 2, port, examples, tok, str(tmp_path),
                                                                         str(report))) for r in range(2)]
     for p in procs:
         p.start()
@@ -378,22 +218,6 @@ def test_ranks_holding_different_checkpoints_resume_from_the_newest_they_all_hol
             "every rank, every rank starts fresh") in err
 
 
-def _epochs_rank(rank: int, world: int, port: int, examples, tok, out: str, report: str) -> None:
-    import torch.distributed as dist
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                      LOCAL_RANK=str(rank))
-    dist.init_process_group("gloo")
-    try:
-        cfg = presets.tiny()
-        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=10, batch_size=12, warmup_steps=2,
-                                                                 log_every=5, cpu_threads=1))
-        stats = train.pretrain(cfg, examples, tok, Path(out) / f"rank-{rank}").stats
-        (Path(report) / f"rank-{rank}.json").write_text(json.dumps(stats))
-    finally:
-        dist.destroy_process_group()
-
-
 def test_epochs_count_the_passes_the_ranks_make_and_the_rows_each_epoch_leaves_out(tmp_path, capfd):
     """103 rows on 3 ranks (34, 34 and 35 rows), batch 12 (4 a rank): each rank reads 8 batches of
     its share an epoch, 96 rows in all, and drops the tail of its order, 7 rows. 10 steps are 1.25
@@ -403,7 +227,7 @@ def test_epochs_count_the_passes_the_ranks_make_and_the_rows_each_epoch_leaves_o
     examples = build_examples(tmp_path / "examples", tok, n=103, seq_len=32, shard_size=25)
     report = tmp_path / "report"
     report.mkdir()
-    mp.start_processes(_epochs_rank, args=(3, _free_port(), examples, tok, str(tmp_path / "out"), str(report)),
+    mp.start_processes(epochs_rank, args=(3, _free_port(), examples, tok, str(tmp_path / "out"), str(report)),
                        nprocs=3, join=True, start_method="spawn")
     for r in range(3):
         stats = json.loads((report / f"rank-{r}.json").read_text())
