@@ -2,9 +2,10 @@
 
 A model pretrained on a review corpus and scored on NSMC's test file reads an inflated accuracy when
 those test reviews were in the corpus; nothing in the run says so. ``kolectra report`` on an eval artifact
-whose lineage reaches a corpus (eval -> checkpoint -> examples -> corpus) says how many of the scored
-file's texts (:mod:`finetune.eval_texts`) are a line of the split the examples were packed from, with a
-few of them.
+whose lineage reaches a corpus (eval -> checkpoint -> examples -> corpus; a checkpoint whose pretraining
+continued from another kolectra checkpoint, ``train.init_from``, reaches that one's corpus too) says how many
+of the scored file's texts (:mod:`finetune.eval_texts`: the rows the run scored, ``max_eval_examples`` heeded)
+are a line of the split the examples were packed from, with a few of them.
 
 Matching: an eval text goes through the corpus's own text rules (``corpus.text.clean`` with the corpus's
 ``strip_html``, ``mask_pii``, ``max_repeat`` and ``language``: NFC, width folding, invisible characters
@@ -18,8 +19,9 @@ Memory follows the eval set, not the corpus: each eval text is one Python hash (
 corpus's shards stream past it a line at a time, where they are (a corpus in a bucket is not copied to this
 machine); a hit is confirmed on the text itself. The result is kept
 in ``ROOT/.cache/overlap/`` under a key of the corpus's digest, the split, the holdout file's and the
-scored file's sha256 and this module's :data:`CHECK`, so the corpus is read once per (corpus, eval file).
-Nothing in any artifact changes.
+scored file's sha256 and this module's :data:`CHECK`, so the corpus is read once per (corpus, eval file); a
+result measured while the holdout file was not here as recorded is kept under a key of its own. A shard gone
+or damaged is said (not checked), not the report's end. Nothing in any artifact changes.
 """
 
 from __future__ import annotations
@@ -31,21 +33,24 @@ import io
 import json
 import os
 import time
+import zlib
 from json.decoder import scanstring
 from pathlib import Path
 from typing import Iterator
 
-from kolectra.core import storage
+from kolectra.core import bars, storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, size_text
 from kolectra.corpus import shards
 from kolectra.corpus import text as text_rules
-from kolectra.finetune.eval_texts import eval_texts, not_checked
+from kolectra.finetune.eval_texts import eval_texts, not_checked, scored_cap
 from kolectra.pipeline.markdown import code, text
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.manifest import fingerprint_inputs
 
-CHECK = 1  # bump when the same corpus and file give another result: older cached results are not read
+# bump when the same corpus and file give another result: older cached results are not read
+# (2: the rows past max_eval_examples, which the run did not score, are left out)
+CHECK = 2
 EXAMPLES = 5
 RULES = ("strip_html", "mask_pii", "max_repeat", "language")
 
@@ -99,6 +104,25 @@ def pretraining_corpora(store: Store, art: Artifact) -> tuple[list[tuple[Artifac
                 found.append((a, parent))
             elif parent.kind != "vocab":
                 visit(parent)
+        if a.kind == "checkpoint":
+            init_from(a)
+
+    def init_from(a: Artifact) -> None:
+        """A pretraining continued from another pair (``train.init_from``, an input, not a parent): a
+        kolectra checkpoint's ``hf/`` folder is followed to its corpus too; another folder is said."""
+        train = a.manifest.get("config", {}).get("train", {})
+        if not (isinstance(train, dict) and train.get("init_from")):
+            return
+        inputs = [r for r in a.manifest.get("inputs", []) if r.get("dir")]  # pipeline/stages.py: pretrain's only input
+        p = Path(inputs[0]["path"] if inputs else train["init_from"])
+        for d in (p, p.parent):
+            if (d / "manifest.json").is_file():
+                with contextlib.suppress(ArtifactError, OSError, ValueError):
+                    visit(store.resolve(str(d)))
+                    return
+        why = "is not a kolectra checkpoint's: its corpus is not known here" if p.exists() else "is not here any more"
+        missing.append(f"{text(a.kind)} {code(a.path.name)} continued the pretraining of {code(p)} "
+                       f"(train.init_from), which {why}")
 
     visit(art)
     return found, missing
@@ -108,7 +132,8 @@ def pretraining_corpora(store: Store, art: Artifact) -> tuple[list[tuple[Artifac
 def _key(corpus: Artifact, split: str, holdout: str, file_sha256: str, task: str, config: dict) -> str:
     what = {"check": CHECK, "corpus": corpus.id, "digest": corpus.manifest.get("digest"), "split": split,
             "holdout": holdout, "file": file_sha256, "task": task,
-            "read": {k: config.get(k) for k in ("text_column", "text_pair_column", "format")}}
+            "read": {k: config.get(k) for k in ("text_column", "text_pair_column", "label_column", "format")},
+            "cap": scored_cap(task, config)}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -156,32 +181,55 @@ def _lines(location: str) -> Iterator[io.TextIOWrapper]:
                                encoding="utf-8")
 
 
-def scan(files: list[tuple[str, int]], wanted: dict[int, tuple[int, int]], confirm, drop_ids: frozenset[str]) -> dict:
+def scan(files: list[tuple[str, int]], wanted: dict[int, tuple[int, int]], confirm, drop_ids: frozenset[str],
+         desc: str = "overlap") -> dict:
     """Stream the shards ``files``; the keys of ``wanted`` whose text is a line (or a whole document).
-    ``confirm(where, line)``: whether the eval text at ``where`` is that line (a hash is not the text)."""
+    ``confirm(where, line)``: whether the eval text at ``where`` is that line (a hash is not the text).
+    More than one shard: their bytes' progress (a bar, or a line at most every 10 s; a big corpus is minutes)."""
     found: set[int] = set()
     docs = dropped = lines = read = 0
-    for location, size in files:
-        read += size
-        with _lines(location) as f:
-            for raw in f:
-                if not raw.strip():
-                    continue
-                body, doc_id = _text_and_id(raw, bool(drop_ids))
-                if drop_ids and doc_id in drop_ids:
-                    dropped += 1
-                    continue
-                docs += 1
-                parts = body.split("\n")
-                if len(parts) > 1:
-                    parts.append(" ".join(parts))
-                for line in parts:
-                    lines += 1
-                    h = hash(line)
-                    if h in wanted and h not in found and confirm(wanted[h], line):
-                        found.add(h)
+    total = sum(size for _, size in files)
+    with bars.Bar(desc, total if len(files) > 1 else None, "B", every=max(1, total // 20) if len(files) > 1 else None,
+                  scale=True, min_seconds=bars.QUIET_SECONDS) as bar:
+        for location, size in files:
+            read += size
+            try:
+                d, x, n = _scan_one(location, wanted, confirm, drop_ids, found)
+            except (OSError, EOFError, zlib.error) as e:  # a truncated gzip is an EOFError: the report ended there
+                why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+                raise ShardUnreadable(f"its shard {location} could not be read ({why}); kolectra artifacts verify "
+                                      "names the files that differ from its manifest") from None
+            docs, dropped, lines = docs + d, dropped + x, lines + n
+            bar.advance(size)
     return {"found": found, "shards": len(files), "bytes": read, "documents": docs, "lines": lines,
             "dropped_by_holdout": dropped}
+
+
+class ShardUnreadable(OSError):
+    """A corpus shard gone or damaged (named): the check is said not done, the report goes on."""
+
+
+def _scan_one(location: str, wanted: dict, confirm, drop_ids: frozenset[str], found: set[int]) -> tuple[int, int, int]:
+    """One shard of :func:`scan`, its hits added to ``found``: its documents, those dropped by id, its lines."""
+    docs = dropped = lines = 0
+    with _lines(location) as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            body, doc_id = _text_and_id(raw, bool(drop_ids))
+            if drop_ids and doc_id in drop_ids:
+                dropped += 1
+                continue
+            docs += 1
+            parts = body.split("\n")
+            if len(parts) > 1:
+                parts.append(" ".join(parts))
+            for line in parts:
+                lines += 1
+                h = hash(line)
+                if h in wanted and h not in found and confirm(wanted[h], line):
+                    found.add(h)
+    return docs, dropped, lines
 
 
 def measure(corpus: Artifact, split: str, task: str, config: dict, file: Path,
@@ -204,12 +252,13 @@ def measure(corpus: Artifact, split: str, task: str, config: dict, file: Path,
         return same_text(columns[where[0]].values[where[1]], rules) == line
 
     started = time.process_time()
-    seen = scan(shard_files(corpus, split), wanted, confirm, drop_ids)
+    seen = scan(shard_files(corpus, split), wanted, confirm, drop_ids, f"overlap: corpus/{corpus.path.name} {split}")
     out = []
     for col, ks in zip(columns, keys):
         hits = [r for r, k in enumerate(ks) if k is not None and k in seen["found"]]
         shown = list(dict.fromkeys(" ".join(col.values[r].split()) for r in hits))[:EXAMPLES]
-        out.append({"column": col.column, "unit": col.unit, "found": len(hits), "total": len(ks), "examples": shown})
+        out.append({"column": col.column, "unit": col.unit, "found": len(hits), "total": len(ks), "examples": shown,
+                    **({"of": col.of, "cap": scored_cap(task, config)} if col.of else {})})
     return {"check": CHECK, "corpus": corpus.id, "corpus_name": corpus.path.name, "split": split,
             "file": str(file), "columns": out, "holdout_note": note, "cpu_s": round(time.process_time() - started, 2),
             **{k: seen[k] for k in ("shards", "bytes", "documents", "lines", "dropped_by_holdout")}}
@@ -220,7 +269,10 @@ def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, confi
     a line saying why not when the file is not there as it was scored."""
     drop_ids, holdout_sha, note = _holdout(store, examples)
     split = examples.manifest.get("config", {}).get("split", "train")
-    place = store.cache_dir("overlap") / f"{_key(corpus, split, holdout_sha, record['sha256'], task, config)}.json"
+    # measured without the documents a holdout file not here dropped: kept apart from the result with them
+    # (under one key, that result was read back once the file was here again, and for every other root)
+    holdout = f"not read: {holdout_sha}" if note else holdout_sha
+    place = store.cache_dir("overlap") / f"{_key(corpus, split, holdout, record['sha256'], task, config)}.json"
     if place.is_file():
         try:
             return json.loads(place.read_text(encoding="utf-8"))
@@ -238,10 +290,16 @@ def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, confi
     progress(f"overlap: reading {corpus.path.name}'s {split} split ({size_text(size)}) for the texts of {file.name} "
              f"(once; the result is kept in {place.parent})")
     result = measure(corpus, split, task, config, file, drop_ids, note)
-    place.parent.mkdir(parents=True, exist_ok=True)
     tmp = place.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, place)
+    try:  # written whole, then renamed: a report stopped here, or another writing the same, leaves no half entry
+        place.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, place)
+    except OSError as e:  # a root this user may read, not write: the result is said all the same, not kept
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        progress(f"overlap: the result could not be kept in {place.parent} ({e.strerror or e}): "
+                 "the next report reads the corpus again")
     return result
 
 
@@ -265,7 +323,15 @@ def lines(store: Store, art: Artifact) -> list[str]:
     if not pairs and not missing:
         out.append("Not checked: no pretraining corpus in this eval's lineage (the model is not a kolectra "
                    "checkpoint pretrained from one; a Hugging Face model's corpus is not known here).")
+    said_for: set[tuple] = set()
     for examples, corpus in pairs:
+        # the same corpus text twice (a pretraining continued on other examples of its corpus: seq 128, then
+        # 512 by train.init_from) is one line
+        cfg = examples.manifest.get("config", {})
+        what = (corpus.id, cfg.get("split", "train"), tuple(r.get("sha256") for r in examples.manifest.get("inputs", [])))
+        if what in said_for:
+            continue
+        said_for.add(what)
         try:
             result = overlap(store, examples, corpus, task, config, record)
         except (OSError, ValueError, UserInputError) as e:  # a file the task's reader refuses: said, the report goes on
@@ -286,6 +352,8 @@ def said(result: dict, task: str, config: dict, record: dict) -> list[str]:
         count = f"{col['found']:,} of {col['total']:,} {col['unit']} ({share:.1%})"
         where = f"the pretraining corpus corpus/{result['corpus_name']} ({result['split']} split)"
         what = _what(task, config, record, col["column"])
+        if col.get("of"):  # the run scored the first rows only: those are counted
+            what += f", the first {col['total']:,} of its {col['of']:,} {col['unit']} (max_eval_examples={col['cap']})"
         out += [f"- {text(what)}: **{text(count)}** appear verbatim in {text(where)}"
                 + ("; a score on them may be inflated by memorisation." if col["found"] else ".")]
         out += [f"  - {code(e[:120])}" for e in col["examples"]]

@@ -203,3 +203,17 @@ def test_a_corpus_in_a_bucket_is_streamed_where_it_is_with_its_own_text_rules(bu
     md = render(store, ev.id, dest=tmp_path / "r").read_text(encoding="utf-8")
     assert "- NSMC test (test.txt): **3 of 4 rows (75.0%)** appear verbatim in the pretraining corpus" in md
     assert not (tmp_path / "cache" / "artifacts" / "corpus").exists()
+
+
+def test_a_run_capped_by_max_eval_examples_is_checked_on_the_rows_it_scored(chain, capsys):
+    """max_eval_examples=3 scores the first 3 rows (the sample preset's: 128): the rows past them were counted,
+    '3 of 6', where the score holds 1 of them."""
+    store, corpus, floor, train, tmp = chain
+    test = nsmc(tmp / "capped_test.txt", [CLEAN[0], PLANTED[0][0], CLEAN[1], PLANTED[1][0], PLANTED[2][0]])
+    sets = [s for s in FT if not s.startswith("max_eval_examples")] + ["max_eval_examples=3"]
+    ev = stages.finetune(store, "nsmc", floor, train, test, preset="sample", sets=sets, seed=1)
+    md, err = report_of(store, ev, tmp, capsys)
+    assert ("- NSMC test (capped_test.txt), the first 3 of its 6 rows (max_eval_examples=3): **1 of 3 rows (33.3%)** "
+            "appear verbatim in the pretraining corpus") in md
+    assert "ＯＳＴ" not in md and "스토리가" not in md  # rows 4 and 5, past the cap
+    assert "WARNING: NSMC test (capped_test.txt), the first 3 of its 6 rows (max_eval_examples=3): 1 of 3 rows" in err
