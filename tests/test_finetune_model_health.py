@@ -30,6 +30,16 @@ def test_finetuning_a_checkpoint_that_learned_nothing_warns_before_it_trains(tmp
     problems = "; ".join(ckpt.manifest["stats"]["health"]["problems"])
     train, test = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "test.txt", 20, 1)
 
+    # a run refused for its input (a missing file, a misspelt key, both --seed and --seeds, bad --seeds) says
+    # only why: a WARNING of the model above the refusal read as its cause
+    for bad in (["--train", str(tmp_path / "missing.txt"), "--test", str(test)],
+                ["--train", str(train), "--test", str(test), "--set", "epohcs=1"],
+                ["--train", str(train), "--test", str(test), "--seed", "1", "--seeds", "1-2"],
+                ["--train", str(train), "--test", str(test), "--seeds", "2-1"]):
+        assert main(["finetune", "nsmc", "--model", ckpt.id, *bad, *FT, "-q", *out]) == 2, bad
+        err = capsys.readouterr().err
+        assert "learned nothing in pretraining" not in err and err.count("\n") == 1, (bad, err)
+
     assert main(["finetune", "nsmc", "--model", ckpt.id, "--train", str(train), "--test", str(test), *FT,
                  "-q", *out]) == 0  # -q keeps it: a WARNING
     err = capsys.readouterr().err.splitlines()

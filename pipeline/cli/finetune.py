@@ -138,11 +138,13 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
             return run_finetune(args, store, beam_args)
     sets = _finetune_sets(args)
     dev = {"dev_file": args.dev} if TASKS[args.task].dev_flag and args.dev is not None else {}
-    _model_health(store, args.task, args.model)
-    if args.seeds:
-        if args.seed is not None:
-            raise UserInputError("give either --seed or --seeds, not both")
-        art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, parse_seeds(args.seeds),
+    if args.seeds and args.seed is not None:
+        raise UserInputError("give either --seed or --seeds, not both")
+    seeds = parse_seeds(args.seeds) if args.seeds else None
+    if _stage_takes_inputs(args, sets, [args.train, eval_file, dev.get("dev_file")]):  # else refused next, for them alone
+        _model_health(store, args.task, args.model)
+    if seeds:
+        art = stages.finetune_seeds(store, args.task, args.model, args.train, eval_file, seeds,
                                     preset=args.preset, sets=sets, name=args.name, force=args.force, **dev)
     else:
         art = stages.finetune(store, args.task, args.model, args.train, eval_file, preset=args.preset,
@@ -153,6 +155,20 @@ def run_finetune(args, store: Store, beam_args: list[str]) -> Artifact:
     with after_the_command():  # the eval is published: under PYTHONUNBUFFERED a full disk fails here, not at the flush
         _print_metrics(art.path / "metrics.json", runs_health)
     return art
+
+
+def _stage_takes_inputs(args, sets: list[str], files: list) -> bool:
+    """Whether the stage will take the settings and data files (its own checks, cheap and torch-free): a run it
+    refuses for them gets its refusal alone, not a WARNING of the model above it that read as the cause."""
+    from kolectra.finetune.files import data_file_problem  # noqa: PLC0415
+    from kolectra.finetune.tasks import TASKS  # noqa: PLC0415
+    from kolectra.pipeline import configs  # noqa: PLC0415
+
+    try:
+        configs.resolve("finetune", task=args.task, preset=args.preset, sets=sets, seed=args.seed)
+    except Exception:  # noqa: BLE001 - the stage resolves it again and says why in its words
+        return False
+    return not any(data_file_problem(Path(f), folder_ok=TASKS[args.task].dev_flag) for f in files if f is not None)
 
 
 def _model_health(store, task: str, model: str) -> None:
