@@ -348,6 +348,22 @@ def warmup_warning(t: TrainConfig) -> str | None:
             f"({t.steps} steps), more than a fifth; consider train.warmup_steps={max(1, t.steps // 10)}")
 
 
+def disc_weight_warning(o: ObjectiveConfig) -> str | None:
+    """One line when ``objective.disc_weight`` is 0 under an objective with a replaced-token loss: the
+    setting is accepted (an ablation may want it), but the run's health would blame too few tokens."""
+    if o.disc_weight or o.objective not in RTD_OBJECTIVES:
+        return None
+    head = "WARNING: objective.disc_weight=0 gives the discriminator's replaced-token loss no weight (ELECTRA's is 50): "
+    if o.objective in ("electra", "electra15"):
+        what = ("nothing trains the discriminator (only where the generator shares its embeddings do its weights "
+                "move)")
+    elif o.objective == "mlm_then_rtd":
+        what = "its RTD head never trains, and after the MLM phase nothing trains the discriminator"
+    else:
+        what = "its RTD head never trains; its encoder learns from its vocabulary head alone"
+    return head + what + ", so its health will read not learned; set objective.disc_weight above 0 unless that is meant"
+
+
 def batch_sizes_near(t: TrainConfig) -> str:
     """The sizes next to ``t.batch_size`` that train.grad_accum divides, and so do the launcher's ranks (torchrun's
     WORLD_SIZE; each micro-batch is split over them, :func:`kolectra.model.train.start`): the refusal named the

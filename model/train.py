@@ -36,7 +36,7 @@ from kolectra.core.config import to_dict
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress
 from kolectra.model import checkpoint, data, health, health_standing, init, objectives, optim, rtd, runtime, shard_order
-from kolectra.model.config import PretrainConfig, TrainConfig, warmup_warning
+from kolectra.model.config import PretrainConfig, TrainConfig, disc_weight_warning, warmup_warning
 from kolectra.model.device import Device, compiled
 from kolectra.model.electra import ElectraPair, count_parameters, flops_by_part, flops_line
 from kolectra.model.metrics import MetricsLog
@@ -104,6 +104,8 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
     optimizer = build_optimizer(model, t, fused=dev.fused_optimizer, lr_on=dev.torch_device if whole else None)
     seq_len = inputs.index.max_seq_length
     if dev.is_main and (line := warmup_warning(t)):
+        progress(f"pretrain: {line}")
+    if dev.is_main and (line := disc_weight_warning(obj)):
         progress(f"pretrain: {line}")
     if dev.is_main and dev.world_size > 1:
         progress("pretrain: " + shard_order.deal_note(inputs.index.shards, cfg.seed, dev.world_size))
