@@ -8,6 +8,8 @@ import pytest
 from kolectra.finetune import korquad
 from kolectra.finetune.config import sample_korquad
 from kolectra.finetune.korquad_metric import char_f1, evaluate
+from kolectra.finetune.readers.korquad_forms import refound
+from kolectra.finetune.readers.korquad_questions import Question
 from tests.test_finetune_e2e import FIXTURE
 
 
@@ -47,3 +49,19 @@ def test_answers_in_another_unicode_form_than_their_context_are_trained_on_its_s
     assert f"korquad: {len(qas) - 1} training question(s) whose first answer is in its context in another Unicode " \
            "form (decomposed Hangul, NFD, on one side) are trained on the context's slice of it" in err
     assert "1 training question(s) whose first answer is not at its answer_start are left out" in err
+
+
+def test_an_answer_twice_in_an_nfd_context_is_the_one_its_composed_answer_start_names():
+    """An NFD context's NFC answer carries an answer_start counted in the NFC context (where str.find finds it);
+    the nearest span was measured in the jamo's offsets alone, about three times as many, so of a word the context
+    holds twice the earlier was taken: answer_start 15 names the second 평양, NFD 31, and the first (NFD 15) was
+    trained on. The reverse (an NFD answer in an NFC context) counts the NFD context (a15)."""
+    context = "임수경 씨는 평양에 갔다. 평양 축전이었다."
+    second = context.index("평양", 10)
+    q = Question("q", "어디에 갔나?", nfd(context), (("평양", second),))
+    text, start = refound(q).answers[0]
+    assert (text, start) == (nfd("평양"), nfd(context).index(nfd("평양"), 20))
+    first = Question("q", "어디에 갔나?", nfd(context), (("평양", context.index("평양")),))
+    assert refound(first).answers[0][1] == nfd(context).index(nfd("평양"))
+    back = Question("q", "어디에 갔나?", context, ((nfd("평양"), nfd(context).index(nfd("평양"), 20)),))
+    assert refound(back).answers[0] == ("평양", second)  # an NFD answer's start counts the NFD context
