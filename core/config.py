@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import json
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -165,16 +166,23 @@ def override(cfg: T, assignments: Iterable[str]) -> T:
 
     A config checks itself in one place, its ``validate()`` method, called here once after every
     assignment: so settings that bound each other (``min_chars``, ``max_chars``) may come in any order."""
+    sources: dict[str, str | None] = {}  # key -> the file its value came from (None: the command line)
     for assignment in assignments:
         if "=" not in assignment:
             raise ConfigError(f"override {assignment!r} is not of the form key=value")
         key, raw = assignment.split("=", 1)
+        source = sources[key.strip()] = getattr(assignment, "source", None)
         try:
             cfg = _set(cfg, key.strip().split("."), raw, key.strip())
         except ConfigError as e:
-            source = getattr(assignment, "source", None)
             raise ConfigError(f"{source}: {e}" if source else str(e)) from None
-    validate(cfg)
+    try:
+        validate(cfg)
+    except ConfigError as e:  # a range check names its key first: a file's value is refused naming the file
+        named = re.match(r"[A-Za-z_][\w.]*", str(e))
+        if not (source := sources.get(named.group(0)) if named else None):
+            raise
+        raise ConfigError(f"{source}: {e}") from None
     return cfg
 
 
