@@ -47,7 +47,7 @@ from kolectra.corpus.runners import (
     runner_setup,
 )
 
-STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 # The local runner's peak RSS per MB of gzipped corpus shards read (corpus/local_memory.py: MemoryModel):
 # benchmarks/scale.py on 1-8 NSMC review files measured 263-376 MB, 250 MB + 1.4 MB per MB of
@@ -65,6 +65,7 @@ STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/ar
 # A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
+UNK_WARN = 0.01  # the vocab stage's own bound on its held-out split (vocab/build.py UNK_RATE_WARN)
 LOCAL_MEMORY = MemoryModel(base_mb=550, per_mb=2.0, measure="gzipped corpus shards", worker_mb=1200)
 # The same job when each worker takes whole corpus shards (as many shards as workers or more) and
 # writes them itself: no shuffle, so the launcher holds the work list and the reports. In process
@@ -221,8 +222,9 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     if stats["examples"] == 0:
         raise UserInputError(f"examples: the {cfg.split} split of {corpus_dir} yields no tokens")
     progress("examples: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
-    if note := truncation_warning(stats, cfg.max_seq_length):
-        warn(note)
+    for note in (truncation_warning(stats, cfg.max_seq_length), unknown_warning(stats, cfg)):
+        if note:
+            warn(note)
     return StageOutput(stats=stats, files=written if in_place else None)
 
 
@@ -233,3 +235,15 @@ def truncation_warning(stats: dict, max_seq_length: int) -> str | None:
         return None
     return (f"examples: {cut / sentences:.0%} of the sentences ({cut:,} of {sentences:,}) were longer than a sequence of "
             f"{max_seq_length} tokens and were cut: their ends are never trained on (a longer --max-seq-length keeps them)")
+
+
+def unknown_warning(stats: dict, cfg: ExamplesConfig) -> str | None:
+    """A line when more than :data:`UNK_WARN` of the text's tokens are ``[UNK]``: a vocabulary of other
+    text (``allow_other_corpus_vocab``) left 67 % of a review corpus unknown, published without a word."""
+    unk, text = stats.get("unk_tokens", 0), stats.get("text_tokens", 0)
+    if not text or unk / text <= UNK_WARN:
+        return None
+    why = ("the vocab was learned from another corpus (allow_other_corpus_vocab=true): use the vocab built from "
+           "this corpus" if cfg.allow_other_corpus_vocab else "raise the vocab's vocab_size or limit_alphabet")
+    return (f"examples: {unk / text:.1%} of the text's tokens ({unk:,} of {text:,}) are [UNK] (above {UNK_WARN:.0%}): "
+            f"the model would not see that text; {why}")

@@ -247,6 +247,7 @@ class TokenizeAndPack(beam.DoFn):
 
         self.tok = Tokenizer.from_str(storage.read_bytes(self.job.tokenizer_path).decode("utf-8"))
         self.tok.encode_special_tokens = True  # "[MASK]" in text is text (not saved in tokenizer.json)
+        self.unk = self.tok.token_to_id("[UNK]")  # counted: a vocab of other text can leave most of it unknown
         self.holdout = read_holdout(self.job.cfg.holdout_ids)
 
     def process(self, keyed):
@@ -294,6 +295,8 @@ class TokenizeAndPack(beam.DoFn):
             i += len(sents)
         tally["documents"] += len(docs)
         tally["sentences"] += len(flat)
+        tally["text_tokens"] += sum(len(e.ids) for e in encs)
+        tally["unk_tokens"] += sum(e.ids.count(self.unk) for e in encs) if self.unk is not None else 0
         tally["documents_used"] += sum(any(s) for _, _, s in per_doc)
         if cfg.packing == "stream":
             yield shard, ("documents", stream_block([(line, sent_ids) for line, _, sent_ids in per_doc],

@@ -383,4 +383,7 @@ def make_stats(tally: dict, max_seq_length: int, shards: int) -> dict:
             "truncated_sentences": get("truncated_sentences"), "documents": get("documents"),
             "documents_used": get("documents_used"), "sentences": get("sentences"),
             "single_segment_sequences": get("single_segment_sequences"), "shards": shards,
-            "bad_documents": get("bad_documents"), "held_out_documents": get("held_out_documents")}
+            "bad_documents": get("bad_documents"), "held_out_documents": get("held_out_documents"),
+            # the sentences' tokens before truncation, and the [UNK] among them (examples 5)
+            "text_tokens": get("text_tokens"), "unk_tokens": get("unk_tokens"),
+            "unk_rate": round(get("unk_tokens") / get("text_tokens"), 6) if get("text_tokens") else 0.0}

@@ -173,7 +173,12 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
 
 def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: bool) -> None:
     """Refuse a vocab artifact that was not learned from this corpus, unless told."""
-    if corpus_art.id in vocab_art.parents or allow_other:
+    if corpus_art.id in vocab_art.parents:
+        return
+    if allow_other:  # allowed, and said: its [UNK] share is in the examples' stats (and warned above 1 %)
+        progress(f"examples: the vocab {vocab_art.path} was learned from corpus "
+                 f"{', '.join(vocab_art.parents) or '(none)'}, not from {corpus_art.path} (id {corpus_art.id}): "
+                 "used as allow_other_corpus_vocab=true says")
         return
     raise ArtifactError(
         f"examples: the vocab {vocab_art.path} was learned from corpus {', '.join(vocab_art.parents) or '(none)'}, "
