@@ -157,27 +157,28 @@ def summary(stats: dict, damaged: list[tuple[str, str]], rounds: int) -> None:
         f"{why(stats.get('rejected_reasons') or {})}, dropped {sum(stats['dropped'].values()):,}{why(stats['dropped'])}"
     )
     if stats.get("duplicate_id_different_text"):
-        progress(f"corpus: {stats['duplicate_id_different_text']} kept document(s) share their id with another kept "
+        progress(f"corpus: {stats['duplicate_id_different_text']:,} kept document(s) share their id with another kept "
                  "document of different text (all kept; stats.json: duplicate_id_different_text)")
     missing = {k: n for k, n in stats.get("missing_fields", {}).items() if n}
     if missing:
-        progress(f"corpus: documents without a kept field (written as null) {missing} of {stats['records_out']} "
+        said = ", ".join(f"{k} {n:,}" for k, n in missing.items())  # a Python dict before: {'rating': 3}
+        progress(f"corpus: documents without a kept field (written as null) {said} of {stats['records_out']:,} "
                  "(stats.json: missing_fields)")
     for field in (k for k, n in missing.items() if n == stats["records_out"]):  # a typo reads the same as this
-        warn(f"corpus: no document has the kept field {field!r}: all {stats['records_out']} hold null; is it misspelt? "
+        warn(f"corpus: no document has the kept field {field!r}: all {stats['records_out']:,} hold null; is it misspelt? "
              "(--keep-fields names the input's own keys or columns)")
     near = stats.get("near_dup", {})
     if near.get("star_only_buckets"):
-        progress(f"corpus: near-dup: {near['star_only_buckets']} band bucket(s) held more than near_dup_chain_limit "
-                 f"documents ({near['star_only_documents']} in all: template spam?) and were linked as stars "
+        progress(f"corpus: near-dup: {near['star_only_buckets']:,} band bucket(s) held more than near_dup_chain_limit "
+                 f"documents ({near['star_only_documents']:,} in all: template spam?) and were linked as stars "
                  "only, which can miss a near duplicate that is not near the bucket's first document "
                  "(stats.json: near_dup)")
     if near.get("unconverged_nodes"):
-        progress(f"corpus: near-dup: {near['unconverged_nodes']} document(s) were in clusters that did not settle in "
+        progress(f"corpus: near-dup: {near['unconverged_nodes']:,} document(s) were in clusters that did not settle in "
                  f"{rounds} rounds; those clusters may keep more than one copy, nothing was dropped "
                  "wrongly (stats.json: near_dup)")
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
-        progress(f"corpus: repaired and kept {repaired}")
-    for source, why in damaged:  # in name order, as stats/files.jsonl holds them
-        progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {why}")
+        progress(f"corpus: repaired and kept{why(repaired)}")
+    for source, reason in damaged:  # in name order, as stats/files.jsonl holds them
+        progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {reason}")

@@ -24,6 +24,7 @@ from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.study.report import one_seed_note
 from kolectra.pipeline.study.stats import floor_verdict
 from kolectra.pipeline.verdicts import health_lines, read_json
+from kolectra.vocab.table import count_text
 
 
 def render(store: Store, ref: str | Path, dest: str | Path | None = None, published: bool = False) -> Path | str:
@@ -158,7 +159,7 @@ def vocab_section(a: Artifact, dest: Path) -> list[str]:
         return ["(no report.json)"]
     keys = ["unk_rate", "tokens_per_eojeol", "chars_per_token", "morph_boundary_share", "words_kept_whole"]
     names = list(recipes)
-    out = [f"Measured on the {code(r.get('split', 'valid'))} split ({text(r.get('eojeols', '?'))} eojeols); "
+    out = [f"Measured on the {code(r.get('split', 'valid'))} split ({text(count_text(r.get('eojeols', '?')))} eojeols); "
            f"chosen recipe: **{text(r.get('chosen', names[0]))}**.", ""]
     out += table(["figure"] + names, [[k] + [recipes[n].get(k, "") for n in names] for k in keys])
     frag = recipes.get(r.get("chosen", names[0]), {}).get("most_fragmented", [])[:10]

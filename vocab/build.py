@@ -170,8 +170,8 @@ def _count_words(cfg: VocabConfig, corpus_dir: Path, seconds: dict, beam_args: l
     table_, chars, counts = count.count_split(paths, cfg.max_word_types, cfg.count_flush_types, beam_args)
     if not table_:
         raise UserInputError(f"vocab: corpus {corpus_dir} has no train documents with text")
-    progress(f"vocab: {counts['documents']} documents, {counts['words']} words, {counts['word_types']} word types"
-             + (f" (the {counts['word_types_kept']} most frequent kept)" if counts["word_types_dropped"] else ""))
+    progress(f"vocab: {counts['documents']:,} documents, {counts['words']:,} words, {counts['word_types']:,} word types"
+             + (f" (the {counts['word_types_kept']:,} most frequent kept)" if counts["word_types_dropped"] else ""))
     seconds["count_words"] = round(time.perf_counter() - t0, 2)
     return table_, chars, counts
 

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-ROWS = (("vocab size", ("learning", "vocab_size"), "{:d}"),
+ROWS = (("vocab size", ("learning", "vocab_size"), "{:,d}"),
         ("[UNK] rate", ("unk_rate",), "{:.2%}"),
         ("tokens / eojeol", ("tokens_per_eojeol",), "{:.3f}"),
         ("chars / token", ("chars_per_token",), "{:.3f}"),
@@ -25,14 +25,19 @@ def _get(fig: dict, path: tuple[str, ...]):
     return fig if not isinstance(fig, dict) else None
 
 
+def count_text(n) -> str:
+    """79,203, not 79203 (the vocab table, `kolectra report`); a report without the figure: as it is (None)."""
+    return f"{n:,}" if isinstance(n, int) and not isinstance(n, bool) else str(n)
+
+
 def format_report(report: dict, show_words: int = 5) -> str:
     recipes = report["recipes"]
     names = [report.get("chosen")] + sorted(n for n in recipes if n != report.get("chosen"))
     names = [n for n in names if n in recipes]
     width = max(len(r[0]) for r in ROWS)
     col = max(16, *(len(n) for n in names))
-    lines = [f"vocab report on {report.get('split')} ({report.get('documents')} documents, "
-             f"{report.get('eojeols')} eojeols)",
+    lines = [f"vocab report on {report.get('split')} ({count_text(report.get('documents'))} documents, "
+             f"{count_text(report.get('eojeols'))} eojeols)",
              " " * width + "  " + "  ".join(n.rjust(col) for n in names)]
     for label, path, fmt in ROWS:
         cells = []
