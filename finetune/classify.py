@@ -195,17 +195,19 @@ def names_misfit(path, names: tuple[str, ...], unnamed: list[str], codes: set[in
             f"of its names ({shown}): leave label_names out for a file whose labels are names")
 
 
-def booleans_beside_integers(rows, table) -> str | None:
-    """Why a file whose labels mix JSON or Parquet booleans with integers is refused: ``false``/``true`` and
-    ``0``/``1`` would be four classes, each taking rows of the other's (a boolean had been a bad row, dropped
-    within max_bad_fraction); None when no label is an integer."""
+def booleans_beside_integers(rows, table, typed: bool = True) -> str | None:
+    """Why a file whose labels mix booleans with integers is refused: ``false``/``true`` and ``0``/``1`` would be
+    four classes, each taking rows of the other's (a boolean had been a bad row, dropped within max_bad_fraction);
+    None when no label is an integer. ``typed``: JSON or Parquet booleans; else the text of a TSV or CSV file
+    (``true``, pandas' ``True``), the same class, which had trained the four classes unsaid though the docs say
+    such a file is refused."""
     lines = dict(zip(rows["label"], rows["line"]))  # a label's last line
     integers = [x for x in lines if re.fullmatch(r"-?[0-9]+", x)]
-    boolean = next((lines[x] for x in ("true", "false") if x in lines), None)  # (label_names may have refused them)
+    boolean = next((lines[x] for x in lines if x.casefold() in ("true", "false")), None)  # (label_names named them)
     if not integers or boolean is None:
         return None
     shown = ", ".join(repr(x) for x in label_order(lines))
-    return (f"{table.where(boolean)}: its labels mix JSON or Parquet booleans "
+    return (f"{table.where(boolean)}: its labels mix {'JSON or Parquet booleans' if typed else 'booleans'} "
             f"(true/false) with integers ({table.where(lines[integers[0]])}: {integers[0]}): they would be the "
             f"{len(lines)} classes {shown}, false and 0 not one; write the file's labels alike (all true/false, "
             "or all integers)")
@@ -250,7 +252,7 @@ class Classify(TextTask):
                        "are true, the code 1 (false is 0): give both names, false's first (--set "
                        "label_names=negative,positive), or leave label_names out to train the classes 'false', 'true'")
             raise FinetuneError(why) from None
-        if self.booleans and (why := booleans_beside_integers(rows, table)):
+        if why := booleans_beside_integers(rows, table, typed=bool(self.booleans)):
             raise FinetuneError(why)
         return rows, table
 

@@ -112,3 +112,16 @@ def test_boolean_labels_with_label_names_are_named_as_the_codes_false_0_and_true
                                             r"labels are true, the code 1 \(false is 0\): give both names, false's "
                                             r"first \(--set label_names=negative,positive\)"):
         Classify().read(dataclasses.replace(cfg, label_names=("negative",)), train, train)
+
+
+def test_a_tsv_mixing_true_false_with_integer_labels_is_refused_as_a_json_one_is(tmp_path):
+    """A TSV's text true is the class of a JSON true, and the docs say a file mixing booleans with integers is
+    refused; a TSV of true/false in some rows and 1/0 in others (pandas' True/False beside them) trained the four
+    classes '0', '1', 'false', 'true' without a word, only a JSON or Parquet file was refused (a15)."""
+    for name, spelt in (("mixed.tsv", ("false", "true")), ("pandas.tsv", ("False", "True"))):
+        mixed = tmp_path / name
+        mixed.write_text("text\tlabel\n" + "".join(f"글 {i}\t{spelt[i % 2] if i < 30 else i % 2}\n" for i in range(60)),
+                         encoding="utf-8")
+        with pytest.raises(FinetuneError, match=rf"{name.replace('.', '[.]')}:\d+: its labels mix booleans \(true/false\)"
+                                                rf" with integers \(.*:\d+: [01]\): they would be the 4 classes "):
+            Classify().read(config.sample_classify(), mixed, mixed)
