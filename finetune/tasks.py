@@ -32,9 +32,13 @@ class TaskEntry:
     flags: tuple[tuple[str, str, str], ...] = ()
     dev_flag: bool = False  # an optional --dev FILE (else a dev set carved from train)
 
+    @property
+    def module_name(self) -> str:
+        return f"kolectra.finetune.{self.module}"
+
     def load(self):
         """The task's module (imports torch, transformers and datasets)."""
-        return importlib.import_module(f"kolectra.finetune.{self.module}")
+        return importlib.import_module(self.module_name)
 
 
 TEXT_FLAGS = (("text-column", "text_column", "column holding the text (default: text)"),

@@ -37,7 +37,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from kolectra.core.errors import EnvironmentProblem, UserInputError
 from kolectra.core.stage import progress
-from kolectra.model import cpu_dropout, cpu_memory, rank_failures, step_graph
+from kolectra.model import cpu_memory, rank_failures, step_graph
 from kolectra.model.launcher import check_rendezvous, launcher_rank_and_world, local_rank, not_one_of_tasks
 
 # Dense peak TFLOP/s of one GPU from its vendor's datasheet: (bf16 tensor cores, float32 as TF32
@@ -249,6 +249,10 @@ class Device:
         if self.torch_device.type == "cpu":
             if self.bf16 and (note := slow_cpu_bf16_note()):
                 progress(note)
+            # here, not at the top: it imports transformers (and torch._dynamo, about 3 CPU s), which a
+            # stage that only finds its checkpoint built already never needs
+            from kolectra.model import cpu_dropout  # noqa: PLC0415
+
             cpu_dropout.install(module)  # bernoulli_ is slow on the CPU (model/cpu_dropout.py)
             cpu_memory.keep_freed()  # no page faults for memory freed one step and taken the next
         if hasattr(module, "sampler"):

@@ -35,8 +35,11 @@ def current(kind: str, task: object = None) -> int | None:
     """The stage version this kolectra's ``kind`` stage builds (an eval's: its ``task``'s; None for a
     kind or task without one here)."""
     name = MODULES.get(kind) or (f"kolectra.finetune.{task}" if kind == "eval" and task in EVAL_TASKS else None)
-    if name is None:
-        return None
+    return None if name is None else version_of(name)
+
+
+def version_of(name: str) -> int:
+    """The ``STAGE_VERSION`` of the stage module ``name``, read from its source where it is not imported yet."""
     module = sys.modules.get(name)
     if module is not None:
         return int(module.STAGE_VERSION)

@@ -26,6 +26,7 @@ from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import as_given, data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.model.launcher import one_process  # light: no torch
+from kolectra.pipeline import stage_versions
 from kolectra.pipeline.configs import resolve  # the one path to a config, as --print-config takes
 from kolectra.pipeline.stage_versions import note_other_version
 from kolectra.pipeline.store import copies
@@ -195,7 +196,6 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     demo); printed in place of the settings a not-learning warning would otherwise name. ``again``: what
     continues an interrupted run, as its lines name it (a caller without --resume says its own)."""
     from kolectra.model import runtime  # noqa: PLC0415 - torch: when a model is trained
-    from kolectra.model import train as model_train  # noqa: PLC0415
     from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
 
     # a bad setting is refused first, before anything is read, reserved or written
@@ -215,7 +215,7 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # continuing from a Hugging Face pair: that directory's content is an input of the request
     inputs = tuple(fingerprint_inputs([Path(cfg.train.init_from)])) if cfg.train.init_from else ()
     req = Request(kind="checkpoint", name=artifact_name(name, f"{objective}-{cfg.preset}"),
-                  stage_version=_stage_version(model_train), config=config, parents=(ex,),
+                  stage_version=stage_versions.current("checkpoint"), config=config, parents=(ex,),
                   inputs=inputs, libraries=LIBS_TORCH, operational=OPERATIONAL)
 
     # the model cards carry the lineage, which only the store knows: handed down, not appended later
@@ -231,6 +231,10 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     built: list[bool] = []
 
     def train(out: Path) -> StageOutput:
+        # the trainer, here: transformers' ELECTRA modules pull in torch._dynamo and torch._inductor (about
+        # 2.5 CPU s), which a missing --examples or a reused checkpoint never needs
+        from kolectra.model import train as model_train  # noqa: PLC0415
+
         built.append(True)
         # the examples by a fetch: each rank (or XLA host) makes local only index.json and its own shards
         return model_train.pretrain(cfg, lambda only: store.local(ex, only), store.local(voc), out,
@@ -315,7 +319,6 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
         config = {**config, "eval_set": eval_set}
     one_process(f"fine-tuning ({task})")  # under torchrun every rank built a device and waited for the others
     entry = FINETUNE_TASKS[task]
-    task_module = entry.load()
     model_dir, parents, model_inputs = model_source(store, model_ref)
     if dev_file is not None and not entry.dev_flag:
         raise ArtifactError(f"{task}: takes no --dev file")
@@ -325,7 +328,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
             raise ArtifactError(f"{task}: data file {problem}: {as_given(f)}")
     # the model's inputs come first: `kolectra report` reads the model of an eval from there
     inputs = model_inputs + tuple(fingerprint_inputs(data_files))
-    req = Request(kind="eval", name=artifact_name(name, task), stage_version=_stage_version(task_module),
+    req = Request(kind="eval", name=artifact_name(name, task), stage_version=stage_versions.version_of(entry.module_name),
                   config=config, parents=parents, inputs=inputs,
                   libraries=LIBS_FINETUNE)
     # tokenised splits are kept between runs (e.g. --seeds) outside every hashed artifact
@@ -334,6 +337,7 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     extra |= {"eval_set": eval_set} if eval_set else {}
 
     def produce(out: Path) -> StageOutput:
+        task_module = entry.load()  # torch, transformers (and torch._dynamo): when the eval is built, as pretrain's
         with copies.reading(cache):  # read (memory-mapped) while it trains: `artifacts gc --cache` leaves it alone
             return task_module.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, cache_dir=cache, **extra)
 

@@ -79,6 +79,23 @@ def test_the_vocab_command_imports_neither_torch_nor_beam(tmp_path):
     assert loaded == {"torch": False, "apache_beam": False, "transformers": False, "sklearn": False}
 
 
+def test_a_reused_checkpoint_or_eval_imports_no_transformers(tmp_path):
+    """A stage whose artifact is published already answers with its path: ``kolectra pretrain`` and
+    ``kolectra finetune`` run again imported transformers (and torch._dynamo, about 3-5 CPU s) before
+    their lookup, where a reused eval now takes about 0.4 CPU s. Here: the device layer a checkpoint
+    lookup needs, and a finetune as far as its model's lookup."""
+    data = tmp_path / "train.txt"
+    data.write_text("id\tdocument\tlabel\n1\tgood\t1\n", encoding="utf-8")
+    argvs = [["finetune", "nsmc", "--model", "absent", "--train", str(data), "--test", str(data),
+              "--out", str(tmp_path)]]
+    code = "import kolectra.model.runtime\n" + LIGHT.format(argvs=repr(argvs))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "no artifact 'absent'" in r.stderr  # the command ran up to the model's lookup
+    loaded = json.loads(r.stdout.strip().splitlines()[-1])
+    assert loaded["transformers"] is False
+
+
 # ---- no import cycles -------------------------------------------------------------------------------
 def module_names() -> dict[str, Path]:
     """Every kolectra module -> its file (``core/storage.py`` is ``kolectra.core.storage``; a package is its ``__init__``)."""
