@@ -165,7 +165,7 @@ def test_gc_names_another_roots_interrupted_run_in_this_work_as_that_roots(tmp_p
     assert main(["artifacts", "gc", "--out", str(a)]) == 0
     out = capsys.readouterr().out
     assert f"kept interrupted run {run} " in out and "of another root sharing" in out, out
-    assert "), from which --resume continues it; gc --interrupted removes it" in out, out
+    assert "), from which --resume continues it; this root's gc leaves it, with --interrupted too" in out, out
 
 
 def test_a_root_linking_its_work_to_a_scratch_folder_resumes_its_run_from_before_marks(tmp_path):

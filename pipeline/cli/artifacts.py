@@ -210,9 +210,14 @@ def artifacts_gc(args, store: Store) -> int:
         request = run.request
         # kept though its id is published: a --force rebuild started after that copy, which --resume alone reuses
         kind, aid = request.get("kind"), request.get("id")
-        forced = isinstance(kind, str) and isinstance(aid, str) and store.published_at(kind, aid) is not None
+        # another root's run in the .work it shares (only this root's folder is swept): no gc of this root removes it,
+        # and this root's copy of its id is not that root's
+        theirs = not storage.is_url(str(store.root)) and run.foreign(Path(store.root))
+        forced = not theirs and isinstance(kind, str) and isinstance(aid, str) and store.published_at(kind, aid) is not None
+        removes = ("this root's gc leaves it, with --interrupted too (that root's build of it without --resume discards "
+                   "it; if that root is gone, nothing will: delete it by hand)" if theirs else "gc --interrupted removes it")
         say(f"kept interrupted run {run.path} ({request.get('name', '?')}, {run.size() / 1e6:.1f} MB): "
-            f"{continued_by(request, forced, store.root)}; gc --interrupted removes it")
+            f"{continued_by(request, forced, store.root)}; {removes}")
     for f in failed:  # the operating system's (or the store's) words, the bytes that went and those left
         say(f"could not {'check' if args.dry_run else 'remove'} {f.path}: {f.why}"
             + (f" ({size_text(f.bytes)} freed, {size_text(f.left)} left)" if f.bytes or f.left else ""), file=sys.stderr)

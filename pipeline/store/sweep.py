@@ -84,7 +84,9 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
     file when it is not held. A ``.work`` run is dead when it is not held and was published since
     (``published`` gives when the published copy was written, or None; a run started after that is a
     rebuild, ``--force``d or of a stale artifact, and its checkpoints are in no copy) or holds no
-    working state to resume from; with ``interrupted`` the others go too. A private area that
+    working state to resume from; with ``interrupted`` the others go too, but for a run another root sharing this
+    ``.work`` made (:meth:`.workspace.Run.foreign`), kept while it holds working state or a sealed build whatever
+    this root published or was asked (that root's, which this root neither continues nor publishes). A private area that
     leads out of the root (a symlink) is left alone, said in one line: deleting there could delete
     what is not the store's; but for the ``.tmp`` entries this root made there, which its name marks
     (:func:`.shared_areas.foreign`: a ``.tmp`` shared by roots is swept by each for its own builds, and by the
@@ -124,7 +126,9 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
         with _claimed_or_said(root, run.path, kind, aid, dry_run, failed) as dead:
             if not dead or (run.path in salvaged and not dry_run and run.out.is_dir()):
                 continue  # (its out/ kept where salvage said it is, for a kind folder that leads out of the root)
-            if run.path in salvaged or interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
+            if run.foreign(root) and (run.state() or (run.out / MANIFEST).is_file()):
+                kept.append(run)  # another root's (sharing this .work): its to continue, publish or discard, not ours
+            elif run.path in salvaged or interrupted or not run.state() or ((at := published(kind, aid)) is not None and at >= run.started()):
                 _remove(run.path, dry_run, removed, failed)
             else:
                 kept.append(run)
