@@ -39,12 +39,12 @@ from kolectra.finetune.readers.korquad import (
     why_missed,
     window_columns,
 )
-from kolectra.finetune.readers.korquad_forms import refound
+from kolectra.finetune.readers.korquad_forms import placed, refound
 from kolectra.finetune.report import korquad_table
 
 __all__ = ["run", "split_by_article", "write_split", "Korquad"]
 
-STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
 # A run whose F1 stays under this many times the chance F1 learned nothing (health): a model that
 # learned something clears it by far (KoELECTRA-Small: F1 89 on the dev set; chance about 4).
 CHANCE_FACTOR = 2.0
@@ -80,12 +80,20 @@ class Korquad(skeleton.Task):
         train, dev = train[:cfg.max_train_examples or None], dev[:cfg.max_eval_examples or None]
         if not train or not dev:
             raise FinetuneError(f"no questions in {train_file if not train else eval_file}")
+        # answer_start counted in the other Unicode form than the context's (NFC offsets of an NFD context): mapped
+        train, moved = placed(train)
+        for form, n in moved.items():
+            if n and form != "text":  # the answer's text in another form: said with refound's below
+                progress(f"korquad: {n} training question(s) whose answer_start counts its context in {form} "
+                         f"({'composed' if form == 'NFC' else 'decomposed'} Hangul; the context is not) are trained "
+                         "on the answer at that offset")
         # an answer in the other Unicode form than its context (NFC in an NFD context) is there: trained on its slice
         found = {q.id: f for q in train if (f := refound(q)) is not None}
-        if found:
+        if found or moved["text"]:
             train = [found.get(q.id, q) for q in train]
-            progress(f"korquad: {len(found)} training question(s) whose first answer is in its context in another "
-                     "Unicode form (decomposed Hangul, NFD, on one side) are trained on the context's slice of it")
+            progress(f"korquad: {len(found) + moved['text']} training question(s) whose first answer is in its "
+                     "context in another Unicode form (decomposed Hangul, NFD, on one side) are trained on the "
+                     "context's slice of it")
         usable = [q for q in train if q.span_ok(0) and q.answers[0][0]]
         if not usable:
             # the questions read, their first answers: the file's count of every answer that misses

@@ -36,7 +36,9 @@ def test_answers_in_another_unicode_form_than_their_context_are_trained_on_its_s
         for para in article["paragraphs"]:
             para["context"] = nfd(para["context"])
     qas = [qa for a in doc["data"] for p in a["paragraphs"] for qa in p["qas"]]
-    qas[0]["answers"][0]["text"] = nfd(qas[0]["answers"][0]["text"])  # in the context's form: its NFC offset misses
+    qas[0]["answers"][0]["text"] = nfd(qas[0]["answers"][0]["text"])  # in the context's form: its NFC offset mapped (h4)
+    qas[1]["answers"][0]["text"] = nfd(qas[1]["answers"][0]["text"])
+    qas[1]["answers"][0]["answer_start"] += 1  # off by one: left out
     train = tmp_path / "nfd.json"
     train.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     data = korquad.Korquad().read(sample_korquad(), train, FIXTURE)
@@ -44,10 +46,11 @@ def test_answers_in_another_unicode_form_than_their_context_are_trained_on_its_s
     for q in korquad.questions_from(data.train.to_dict()):
         text, start = q.answers[0]
         assert q.span_ok(0) and unicodedata.normalize("NFC", text) == next(
-            qa["answers"][0]["text"] for qa in qas if qa["id"] == q.id)
+            unicodedata.normalize("NFC", qa["answers"][0]["text"]) for qa in qas if qa["id"] == q.id)
     err = capsys.readouterr().err
-    assert f"korquad: {len(qas) - 1} training question(s) whose first answer is in its context in another Unicode " \
+    assert f"korquad: {len(qas) - 2} training question(s) whose first answer is in its context in another Unicode " \
            "form (decomposed Hangul, NFD, on one side) are trained on the context's slice of it" in err
+    assert "korquad: 1 training question(s) whose answer_start counts its context in NFC" in err
     assert "1 training question(s) whose first answer is not at its answer_start are left out" in err
 
 
