@@ -177,13 +177,14 @@ def _held_mark(d: Path, fd: int) -> Iterator[None]:
 
 
 def live(d: Path) -> bool:
-    """Whether a process holds ``d``'s build lock (whatever root started it)."""
+    """Whether a process holds ``d``'s build lock (whatever root started it). Asked with a shared lock: NFS refuses
+    an exclusive one on a read-only fd (EBADF: gc ended there), and a builder holds its lock exclusively."""
     try:
         fd = os.open(d / BUILD_LOCK, os.O_RDONLY)
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
     except BlockingIOError:
         return True
