@@ -243,7 +243,7 @@ def _gc_cache(args, store: Store, verb: str) -> int:
         say(f"kept {d}: in use by a running kolectra process")
     for f in failed:
         say(f"could not {'prune' if args.dry_run else 'remove'} {f.path}: {f.why}"
-            + (f" ({size_text(f.bytes)} freed, {size_text(f.left)} left)" if f.bytes else ""), file=sys.stderr)
+            + (f" ({size_text(f.bytes)} freed, {size_text(f.left)} left)" if f.bytes or f.left else ""), file=sys.stderr)
     recent = f"; what was used within {args.older_than:g} day(s) kept too" if args.older_than else ""
     freed = sum(r.bytes for r in removed) + sum(f.bytes for f in failed)
     not_all = f", {len(failed)} could not be {'pruned' if args.dry_run else 'removed'} (above)" if failed else ""
@@ -308,7 +308,7 @@ def artifacts_show(args, store: Store) -> int:
 def _version_line(m: dict) -> str:
     """The stage version that built it, against the one this kolectra builds (an artifact kept across
     an upgrade is used as it was built: docs/artifacts.md, "Upgrading kolectra")."""
-    then, now = m.get("stage_version"), stage_versions.current(m["kind"])
+    then, now = m.get("stage_version"), stage_versions.current_of(m)  # an eval's: its task's (before: none said)
     if then is None:
         return "no stage version recorded"
     line = f"{m['kind']} stage version {then}"
