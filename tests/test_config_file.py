@@ -59,6 +59,17 @@ def test_a_toml_or_yaml_file_sets_the_same_keys_and_set_and_flags_override_it(tm
     assert nsmc["max_train_examples"] == 64 and nsmc["optim"]["lr"] == 3e-5
 
 
+def test_a_flag_overrides_the_file_and_is_refused_beside_set_on_its_key(tmp_path, capsys):
+    (tmp_path / "p.toml").write_text(TOML, encoding="utf-8")
+    file = ["pretrain", "--config", str(tmp_path / "p.toml")]
+    assert _config(capsys, [*file, "--steps", "60"])["train"]["steps"] == 60  # the flag over the file's
+    assert _config(capsys, [*file, "--set", "train.steps=70"])["train"]["steps"] == 70  # --set over the file's
+    # the flag and --set on one key: the flag won silently (60), though a key given twice is an error
+    assert main([*file, "--steps", "60", "--set", "train.steps=70", "--print-config", "json"]) == 2
+    line = _one_line(capsys, "pretrain")
+    assert line.endswith("train.steps is given twice, by --steps 60 and by --set train.steps=70: give it once")
+
+
 @pytest.mark.parametrize("text, expected", [
     ("[train]\nlrr = 1\n", "unknown config key 'train.lrr'"),
     ("[train]\nsteps = \"many\"\n", "train.steps: expected an integer, got 'many'"),

@@ -80,6 +80,14 @@ def test_every_beam_option_of_any_runner_still_passes(tmp_path, capsys):
     ({}, ["corpus", "--input", "x", "--set", "min_chars=3", "--set", "min_chars=4"], "--set min_chars is given twice"),
     ({}, ["pretrain", "--examples", "e", "--set", "train.lr=1e-3", "--set", " train.lr=2e-3"],
      "--set train.lr is given twice"),
+    # a flag and --set on one key: the flag won silently, even over a different value
+    ({}, ["pretrain", "--examples", "e", "--steps", "10", "--set", "train.steps=20"],
+     "train.steps is given twice, by --steps 10 and by --set train.steps=20"),
+    ({}, ["pretrain", "--examples", "e", "--preset", "small", "--set", "preset=mini"], "by --preset small and by"),
+    ({}, ["vocab", "--corpus", "c", "--vocab-size", "8000", "--set", "vocab_size=8000"], "by --vocab-size 8000 and"),
+    ({}, ["examples", "--corpus", "c", "--vocab", "v", "--seed", "3", "--set", "seed=4"], "by --seed 3 and by"),
+    ({}, ["finetune", "nsmc", "--model", "m", "--train", "t", "--test", "t", "--seeds", "1-2", "--set", "seed=5"],
+     "seed is given twice, by --seeds 1-2 and by --set seed=5"),
 ])
 def test_settings_that_meant_something_else_are_refused(tmp_path, capsys, monkeypatch, env, argv, said):
     monkeypatch.chdir(tmp_path)

@@ -40,7 +40,7 @@ def _ranks(root: Path, ex: str, steps: int, fsize_0: int, save_every: int = 0, e
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_0, fsize_0))
 
     cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out", str(root),
-           *(f"--set={s}" for s in SETS), "--steps", str(steps), "--save-every", str(save_every), *extra]
+           *(f"--set={s}" for s in SETS if not s.startswith(("train.steps", "train.save_every"))), "--steps", str(steps), "--save-every", str(save_every), *extra]
     return [subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, preexec_fn=limited if rank == 0 and fsize_0 else None,
                              env={**os.environ, "PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1",

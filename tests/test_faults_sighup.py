@@ -37,7 +37,7 @@ def _ignoring(*signums: int):
 
 
 def _pretrain(root: Path, ex: str, ignored: tuple[int, ...] = ()) -> subprocess.Popen:
-    flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.steps", "train.save_every"))]
     cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out", str(root), *flags,
            "--steps", "100000", "--save-every", "50000"]
     return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
@@ -65,7 +65,7 @@ def test_a_terminal_that_hangs_up_while_pretraining_saves_the_step_and_ends_129(
     (an SSH session that drops). After the SIGHUP, every write to the terminal fails with EIO: the next
     progress line's raised OSError and ended the command with status 1, no step saved (d2ae8ac)."""
     store, ex = _copy(chain, tmp_path / "root")
-    flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.steps", "train.save_every"))]
     cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out", str(store.root),
            *flags, "--steps", "100000", "--save-every", "50000"]
     pid, terminal = pty.fork()

@@ -125,7 +125,7 @@ def test_a_sigterm_that_another_thread_received_wakes_the_main_thread():
 
 def _pretrain(root: Path, ex: str, env: dict | None = None, save_every: int = 50000) -> subprocess.Popen:
     """``kolectra pretrain`` in a child: a long run with no periodic checkpoint before the signal."""
-    flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.steps", "train.save_every"))]
     cmd = [sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out", str(root), *flags,
            "--steps", "100000", "--save-every", str(save_every)]
     return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
@@ -178,7 +178,7 @@ def test_sigterm_with_the_log_s_reader_gone_still_saves_the_step_and_ends_143(ch
     finished job. Diagnostics lost are only that: the step is saved and the status is 143."""
     store, ex = _copy(chain, tmp_path / "root")
     reader, writer = os.pipe()
-    flags = [f"--set={s}" for s in SETS if not s.startswith("train.save_every")]
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.steps", "train.save_every"))]
     with open(tmp_path / "stdout", "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "kolectra.pipeline.cli", "pretrain", "--examples", ex, "--out",
                                  str(store.root), *flags, "--steps", "100000", "--save-every", "50000"],

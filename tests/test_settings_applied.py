@@ -30,6 +30,10 @@ def test_a_preset_named_in_a_config_file_or_a_set_chooses_the_model(tmp_path, ca
     doc = _printed(capsys, argv)
     assert doc["preset"] == "mini" and doc["model"]["hidden"] == MINI.hidden == 128
     assert doc["model"]["layers"] == MINI.layers and doc["train"]["lr"] == 2e-3  # the other keys apply on top
+    if how == "set":  # beside --set preset=, --preset gives the key twice: refused, as two --set of it are
+        assert main(["pretrain", *argv, "--preset", "tiny", "--print-config"]) == 2
+        assert "preset is given twice, by --preset tiny and by --set preset=mini" in capsys.readouterr().err
+        return
     # the --preset flag overrides the file, as every flag does, and the label follows the model
     doc = _printed(capsys, [*argv, "--preset", "tiny"])
     assert (doc["preset"], doc["model"]["hidden"]) == ("tiny", preset("tiny").model.hidden)

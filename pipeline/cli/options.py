@@ -3,7 +3,7 @@
 - :func:`common`: ``--out``, ``-q``/``-v`` and, on stage commands, ``--set``, ``--config``,
   ``--name``, ``--seed``, ``--force``, spelled the same everywhere;
 - :func:`flag_sets`: a command's assignments in the order they apply: ``--config`` file, ``--set``,
-  the command's own flags;
+  the command's own flags (a key given by a flag and by ``--set`` is refused);
 - :func:`print_config_flag`: ``--print-config [json|keys]`` on the stage commands (:mod:`pipeline.configs`);
 - :class:`VersionAction`: ``kolectra --version``;
 - :func:`set_verbosity`: ``-q``/``-v`` for kolectra (:mod:`core.verbosity`), Beam and transformers;
@@ -136,6 +136,24 @@ def config_sets(args: argparse.Namespace) -> list[str]:
 
 
 def flag_sets(args: argparse.Namespace, mapping: dict[str, str]) -> list[str]:
-    """A command's flags are shortcuts for config keys; they win over --set, which wins over --config."""
+    """A command's flags are shortcuts for config keys; they win over --config. A key given by its flag and
+    by --set too is refused (:func:`check_flags_against_sets`), as --set refuses one key twice."""
+    check_flags_against_sets(args, mapping)
     extra = [f"{key}={getattr(args, attr)}" for attr, key in mapping.items() if getattr(args, attr) is not None]
     return config_sets(args) + extra
+
+
+def check_flags_against_sets(args: argparse.Namespace, mapping: dict[str, str]) -> None:
+    """A key set by a flag (``mapping``: attribute -> key; ``--seed`` and ``--seeds`` set ``seed``) and by
+    ``--set`` is refused in one line naming both, even with the same value (two ``--set`` of one key
+    are): the flag won silently, ``--steps 10 --set train.steps=20`` training 10 steps."""
+    from kolectra.core.config import ConfigError
+
+    given = {assignment.split("=", 1)[0].strip(): assignment for assignment in getattr(args, "sets", None) or []}
+    flags = dict(mapping)
+    flags.update({attr: "seed" for attr in ("seed", "seeds")})
+    for attr, key in flags.items():
+        value = getattr(args, attr, None)
+        if value is not None and key in given:
+            flag = "--" + attr.replace("_", "-")
+            raise ConfigError(f"{key} is given twice, by {flag} {value} and by --set {given[key]}: give it once")
