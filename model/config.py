@@ -13,6 +13,7 @@ import math
 from typing import Literal
 
 from kolectra.core.config import ConfigError
+from kolectra.core.words import counted
 from kolectra.model.schedule import warmup_end
 
 # The paper's efficiency ablations (section 3.2, table 5) next to ELECTRA itself:
@@ -316,7 +317,7 @@ def fit_warmup(cfg: PretrainConfig, explicit: bool) -> tuple[PretrainConfig, str
     if explicit or not warmup_too_long(t):
         return cfg, None
     scaled = int(math.floor(WARMUP_SHARE * t.steps + 0.5))
-    line = (f"warm-up scaled to {scaled} steps ({WARMUP_SHARE:.0%} of {t.steps}): the {cfg.preset} preset's "
+    line = (f"warm-up scaled to {counted(scaled, 'step')} ({WARMUP_SHARE:.0%} of {t.steps}): the {cfg.preset} preset's "
             f"{t.warmup_steps} would cover {min(1.0, t.warmup_steps / t.steps):.0%} of the run; set "
             f"train.warmup_steps to choose")
     return dataclasses.replace(cfg, train=dataclasses.replace(t, warmup_steps=scaled)), line
@@ -341,11 +342,12 @@ def warmup_warning(t: TrainConfig) -> str | None:
     if not warmup_too_long(t):
         return None
     if t.warmup_steps >= t.steps:
-        return (f"WARNING: warm-up ({t.warmup_steps} steps) is not shorter than the run ({t.steps} steps): "
+        return (f"WARNING: warm-up ({counted(t.warmup_steps, 'step')}) is not shorter than the run "
+                f"({counted(t.steps, 'step')}): "
                 f"{warmup_end(t.warmup_steps, t.steps, t.schedule)}, and its health goes unchecked; lower "
                 f"train.warmup_steps (e.g. {max(1, t.steps // 10)})")
-    return (f"WARNING: warm-up ({t.warmup_steps} steps) covers {t.warmup_steps / t.steps:.0%} of the run "
-            f"({t.steps} steps), more than a fifth; consider train.warmup_steps={max(1, t.steps // 10)}")
+    return (f"WARNING: warm-up ({counted(t.warmup_steps, 'step')}) covers {t.warmup_steps / t.steps:.0%} of the "
+            f"run ({counted(t.steps, 'step')}), more than a fifth; consider train.warmup_steps={max(1, t.steps // 10)}")
 
 
 def disc_weight_warning(o: ObjectiveConfig) -> str | None:

@@ -63,6 +63,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from kolectra.core.words import counted
 from kolectra.model.config import RTD_OBJECTIVES  # noqa: F401  (the RTD family: the discriminator checks apply)
 from kolectra.model.schedule import warmup_end
 
@@ -312,7 +313,7 @@ def likely_causes(ctx: Context) -> list[str]:
     elif ctx.lr <= 5e-5:
         causes.append(f"learning rate {ctx.lr:g} may be too low for pretraining (ELECTRA uses 5e-4 to 2e-4)")
     if ctx.warmup_steps >= 0.5 * ctx.total_steps:
-        causes.append(f"warm-up takes {ctx.warmup_steps} of {ctx.total_steps} steps (ELECTRA warms up for ~1 %)")
+        causes.append(f"warm-up takes {ctx.warmup_steps} of {counted(ctx.total_steps, 'step')} (ELECTRA warms up for ~1 %)")
     return causes
 
 
@@ -353,12 +354,12 @@ def status_text(health: dict) -> str:
 def unchecked_text(health: dict, ctx: Context) -> str:
     """The one line a run whose health went unchecked ends with."""
     if health.get("reason") == ENDED_IN_WARMUP:
-        return (f"WARNING: training health unchecked: the run ended in warm-up ({ctx.total_steps} steps, warm-up "
+        return (f"WARNING: training health unchecked: the run ended in warm-up ({counted(ctx.total_steps, 'step')}, warm-up "
                 f"{ctx.warmup_steps}): {warmup_end(ctx.warmup_steps, ctx.total_steps, ctx.schedule)}, and whether "
                 f"the model learned was not checked; give more steps or a shorter train.warmup_steps")
     if health.get("reason") == ENDED_IN_RTD_WARMUP:
         return (f"WARNING: training health unchecked: the discriminator's RTD phase began after step {ctx.rtd_from} "
-                f"and its checks wait the warm-up's {ctx.warmup_steps} steps from there, to step "
+                f"and its checks wait the warm-up's {counted(ctx.warmup_steps, 'step')} from there, to step "
                 f"{rtd_judged_from(ctx)}; the run ended at step {ctx.total_steps}, so whether its discriminator "
                 f"learned RTD was not checked; give more steps or a smaller objective.mlm_phase")
     if health.get("reason") == DISC_NOT_JUDGED:

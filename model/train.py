@@ -35,6 +35,7 @@ from kolectra.core import stops
 from kolectra.core.config import to_dict
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress
+from kolectra.core.words import counted
 from kolectra.model import checkpoint, data, health, health_standing, init, objectives, optim, rtd, runtime, shard_order
 from kolectra.model.config import PretrainConfig, TrainConfig, disc_weight_warning, warmup_warning
 from kolectra.model.device import Device, compiled
@@ -113,7 +114,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         precision = "bf16 autocast (--set train.bf16=false: float32)" if t.bf16 else "float32"
         progress(f"pretrain: {cfg.preset} ({obj.objective}) on {where} in {precision}, "
                  f"{count_parameters(model.discriminator):,} discriminator parameters, {inputs.index.examples:,} "
-                 f"examples of {seq_len} tokens, {t.steps} steps of {t.batch_size}")
+                 f"examples of {seq_len} tokens, {counted(t.steps, 'step')} of {t.batch_size}")
         if note := dev.speed_note(compile_mode is not None):
             progress(f"pretrain: {note}")
 
@@ -159,7 +160,7 @@ def start(cfg: PretrainConfig, inputs: Inputs, examples_dir: Path, out_dir: Path
         run.step_t = torch.full((), float(first), device=dev.torch_device)
     if obj.objective == "mlm_then_rtd" and dev.is_main:
         progress(f"pretrain: the discriminator trains as a masked LM for the first "
-                 f"{objectives.mlm_steps(obj, t.steps)} steps ({obj.mlm_phase:.0%}), then as ELECTRA's RTD")
+                 f"{counted(objectives.mlm_steps(obj, t.steps), 'step')} ({obj.mlm_phase:.0%}), then as ELECTRA's RTD")
     log.on_line = lambda line, lines: watch_health(run, lines)
     update = functools.partial(device_step, run)
     run.device_step = dev.whole_step(update) if whole else update

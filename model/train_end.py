@@ -12,6 +12,7 @@ import torch
 
 from kolectra.core.errors import KolectraError
 from kolectra.core.stage import StageOutput, progress
+from kolectra.core.words import counted
 from kolectra.model import card, checkpoint, data, export, health, health_standing, rtd
 from kolectra.model.config import recipe as config_recipe
 from kolectra.model.electra import attention_bias, count_parameters
@@ -58,7 +59,7 @@ def diverged(run: Run, step: int, probe: bool = False) -> TrainingDiverged | Non
     t = run.cfg.train
     return TrainingDiverged(
         f"loss is NaN at step {step} ({what} became NaN or infinite): training diverged; likely "
-        f"cause: the learning rate is too high (train.lr={t.lr:g}, warm-up {t.warmup_steps} steps); lower "
+        f"cause: the learning rate is too high (train.lr={t.lr:g}, warm-up {counted(t.warmup_steps, 'step')}); lower "
         "train.lr or lengthen train.warmup_steps")
 
 
@@ -141,7 +142,7 @@ def finish(run: Run, tokenizer_dir: Path, out_dir: Path, lineage: list[str] | No
         # the verdict ends the line a user reads last (a warning of step 20 is hours of lines above it)
         said = health_standing.end_text(verdict, run.standing if run.warned else None, run.expected_untrained)
         verdict_words = f"; {said}" if t.steps else ""
-        progress(f"pretrain done: {t.steps} steps in {eta_text(wall)}{resumed}, "
+        progress(f"pretrain done: {counted(t.steps, 'step')} in {eta_text(wall)}{resumed}, "
                  f"final loss {card.loss_text(final)}{verdict_words}" if t.steps else
                  f"pretrain done: 0 steps, {card.UNTRAINED}")  # "final loss nan" read as a divergence
     return StageOutput(stats=stats, compute=compute)

@@ -52,6 +52,7 @@ import numpy as np
 from kolectra.core.bars import Bar
 from kolectra.core.config import ConfigError, override
 from kolectra.core.stage import StageOutput, progress
+from kolectra.core.words import counted
 from kolectra.corpus import shards
 from kolectra.finetune.files import URL_FILE, as_given, folded_url
 from kolectra.model import rtd
@@ -252,7 +253,7 @@ def pretrain_point(store: Store, examples: Artifact, plan: StudyPlan, arm: str, 
     steps = max(1, round(budget / flops_per_step(examples, plan, arm)))
     sets = [*arm_sets(plan, arm), f"train.steps={steps}", f"train.warmup_steps={max(1, steps // 10)}",
             f"train.log_every={max(1, steps // 20)}"]
-    progress(f"study: {arm} at {budget:.3g} FLOPs = {steps} steps, pretraining seed {seed}")
+    progress(f"study: {arm} at {budget:.3g} FLOPs = {counted(steps, 'step')}, pretraining seed {seed}")
     try:
         return stages.pretrain(store, examples, preset=plan.preset, sets=sets, seed=seed, name=f"study-{arm}",
                                resume="exact", again="the same `kolectra study`"), steps
