@@ -25,12 +25,12 @@ from kolectra.finetune.features import carve, rows, split_dev
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.nsmc import read_nsmc
-from kolectra.finetune.report import nsmc_table
+from kolectra.finetune.report import nsmc_table, percent
 from kolectra.finetune.text_task import Rows, past_max_length, say_truncated, truncated_rows
 
 __all__ = ["run", "split_dev", "Nsmc"]
 
-STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 7  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def one_class(path, read: list, carved: list, train: list, cfg) -> None:
@@ -115,7 +115,7 @@ class Nsmc(skeleton.Task):
 
     def metrics(self, data, splits, fit):
         accuracy = fit.final.scores["accuracy"]
-        return {"accuracy": accuracy, "accuracy_pct": 100.0 * accuracy, "best_epoch": fit.epoch,
+        return {"accuracy": accuracy, "accuracy_pct": percent(accuracy), "best_epoch": fit.epoch,
                 "dev_accuracy": fit.dev.scores["accuracy"], "train_examples": len(data.train),
                 "dev_examples": len(data.dev), "test_examples": len(data.test), **truncated_rows(splits),
                 **({"eval_set": self.eval_set} if self.eval_set else {})}

@@ -22,10 +22,13 @@ from kolectra.core.stage import progress
 from kolectra.finetune.tasks import TASKS
 
 # the --seeds summary's (pipeline/stages.py finetune_seeds); bump when its bytes change; history: docs/artifacts.md
-STAGE_VERSION = 2
+STAGE_VERSION = 3
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {name: task.metrics for name, task in TASKS.items()}
+# the metrics held in percent, rounded as a run's are (finetune/report.py percent): a summary's spread of
+# 81.2 and 82.53 was 1.3299999999999983
+PERCENTS = ("accuracy_pct",)
 HEADERS = {"accuracy_pct": "accuracy %", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1",
            "spearman": "Spearman", "pearson": "Pearson"}
 
@@ -51,7 +54,18 @@ def summarize(task: str, runs: Mapping[int, Mapping]) -> dict:
         if missing:
             raise ValueError(f"metric {name!r} missing from the run(s) with seed {missing}")
         out[name] = describe(runs[s][name] for s in seeds) | {"per_seed": {str(s): runs[s][name] for s in seeds}}
+        if name in PERCENTS:
+            out[name] = _rounded(out[name])
     return out
+
+
+def _rounded(value):
+    """``value``'s floats (in dicts too) at :data:`finetune.report.PERCENT_DECIMALS` decimals."""
+    from kolectra.finetune.report import PERCENT_DECIMALS  # noqa: PLC0415 - as seeds_table imports it
+
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return round(value, PERCENT_DECIMALS) if isinstance(value, float) else value
 
 
 def seeds_table(summary: Mapping) -> str:
