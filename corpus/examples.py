@@ -177,10 +177,11 @@ def corpus_shard_urls(files: list[str], corpus_url: str, split: str) -> list[str
 
 def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_dir: Path | str,
           beam_args: list[str] = (), corpus_files: list[str] | None = None,
-          tokenizer_url: str | None = None) -> StageOutput:
+          tokenizer_url: str | None = None, other_vocab: bool | None = None) -> StageOutput:
     """Run the examples job over the corpus artifact ``corpus_dir`` with the vocab artifact
     ``tokenizer_dir`` into ``out_dir``; ``beam_args`` are Beam pipeline options (``--runner``,
-    ``--direct_num_workers``...) read as the corpus stage reads them."""
+    ``--direct_num_workers``...) read as the corpus stage reads them. ``other_vocab``: whether the vocab
+    was learned from another corpus (its lineage; None: as ``allow_other_corpus_vocab`` says), for the [UNK] warning."""
     tokenizer_dir = Path(tokenizer_dir)
     check_length(cfg, tokenizer_dir)
     tok = load_tokenizer(tokenizer_dir)
@@ -222,7 +223,7 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
     if stats["examples"] == 0:
         raise UserInputError(f"examples: the {cfg.split} split of {corpus_dir} yields no tokens")
     progress("examples: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
-    for note in (truncation_warning(stats, cfg.max_seq_length), unknown_warning(stats, cfg)):
+    for note in (truncation_warning(stats, cfg.max_seq_length), unknown_warning(stats, cfg, other_vocab)):
         if note:
             warn(note)
     return StageOutput(stats=stats, files=written if in_place else None)
@@ -237,13 +238,15 @@ def truncation_warning(stats: dict, max_seq_length: int) -> str | None:
             f"{max_seq_length} tokens and were cut: their ends are never trained on (a longer --max-seq-length keeps them)")
 
 
-def unknown_warning(stats: dict, cfg: ExamplesConfig) -> str | None:
+def unknown_warning(stats: dict, cfg: ExamplesConfig, other_vocab: bool | None = None) -> str | None:
     """A line when more than :data:`UNK_WARN` of the text's tokens are ``[UNK]``: a vocabulary of other
-    text (``allow_other_corpus_vocab``) left 67 % of a review corpus unknown, published without a word."""
+    text (``allow_other_corpus_vocab``) left 67 % of a review corpus unknown, published without a word.
+    ``other_vocab``: whether the vocab is another corpus's (None: as the setting says); the setting alone
+    had blamed another corpus for this corpus's own vocab."""
     unk, text = stats.get("unk_tokens", 0), stats.get("text_tokens", 0)
     if not text or unk / text <= UNK_WARN:
         return None
     why = ("the vocab was learned from another corpus (allow_other_corpus_vocab=true): use the vocab built from "
-           "this corpus" if cfg.allow_other_corpus_vocab else "raise the vocab's vocab_size or limit_alphabet")
+           "this corpus" if (cfg.allow_other_corpus_vocab if other_vocab is None else other_vocab) else "raise the vocab's vocab_size or limit_alphabet")
     return (f"examples: {unk / text:.1%} of the text's tokens ({unk:,} of {text:,}) are [UNK] (above {UNK_WARN:.0%}): "
             f"the model would not see that text; {why}")

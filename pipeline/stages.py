@@ -168,7 +168,8 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
     return store.build(
         req, lambda out: examples_stage.build(cfg, corpus_art.path if remote else store.local(corpus_art),
                                               store.local(vocab_art), out, list(beam_args),
-                                              corpus_files=corpus_files, tokenizer_url=tokenizer_url),
+                                              corpus_files=corpus_files, tokenizer_url=tokenizer_url,
+                                              other_vocab=corpus_art.id not in vocab_art.parents),
         force, in_place=True)
 
 
