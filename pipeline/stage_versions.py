@@ -38,6 +38,15 @@ def current(kind: str, task: object = None) -> int | None:
     return None if name is None else version_of(name)
 
 
+def current_of(manifest: dict) -> int | None:
+    """The stage version this kolectra builds for an artifact like ``manifest``'s: an eval's, its task's
+    (a ``--seeds`` summary's, the summary's); None where there is none here."""
+    kind, config = manifest.get("kind"), manifest.get("config") or {}
+    if kind != "eval":
+        return current(kind)
+    return version_of("kolectra.finetune.seeds") if "seeds" in config else current("eval", config.get("task"))
+
+
 def version_of(name: str) -> int:
     """The ``STAGE_VERSION`` of the stage module ``name``, read from its source where it is not imported yet."""
     module = sys.modules.get(name)

@@ -15,6 +15,7 @@ from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.request import Request
 from tests.model_support import build_examples, build_tokenizer
+from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures: moto's S3 server)
 
 FLAGS = ["--set=train.steps=1", "--set=train.batch_size=8", "--set=train.warmup_steps=0", "--set=train.cpu_threads=1",
          "--preset", "tiny", "-q"]
@@ -170,7 +171,7 @@ def test_a_score_table_says_which_evals_an_earlier_kolectra_built(tmp_path, caps
                               f"this one builds {now})" in err[0], err
     report = (tmp_path / "t" / "report.md").read_text(encoding="utf-8")
     assert f"- `eval/{old.path.name}` was built by an earlier kolectra" in report
-    assert new.path.name not in report.split("Sources:")[0]
+    assert new.path.name not in report.split("Eval texts in the pretraining corpus")[0]  # then each eval's line (h4)
 
 
 def test_the_report_of_one_eval_says_an_earlier_kolectra_built_it(tmp_path, capsys):
@@ -223,3 +224,30 @@ def test_a_score_table_of_a_seeds_summary_names_its_runs_an_earlier_kolectra_bui
     assert len(err) == 2 and all(any(f"eval/{r.path.name}{said}" in x for x in err) for r in runs), err
     report = (tmp_path / "t" / "report.md").read_text(encoding="utf-8")
     assert all(f"- `eval/{r.path.name}`{said}" in report for r in runs), report
+
+
+def test_show_of_an_eval_compares_with_its_tasks_version(bucket, tmp_path, capsys):  # noqa: F811
+    """`kolectra artifacts show EVAL` (seen on a bucket root, `finetune nsmc --out s3://...`) said `eval stage
+    version 7` alone, for an eval an earlier kolectra's task built as for today's: it asked for the kind's
+    version, which an eval has not (its task's, as `report` compares). Now as for the other kinds; a --seeds
+    summary against the summary's own version."""
+    from kolectra.pipeline.store.factory import open_store
+
+    root = f"{bucket}/k"
+    store = open_store(root)
+    now, seeds_now = stage_versions.current("eval", "korquad"), stage_versions.version_of("kolectra.finetune.seeds")
+    old, new = _eval(store, "old", now - 1, tmp_path), _eval(store, "new", now, tmp_path)
+
+    def summary(out: Path) -> StageOutput:
+        (out / "metrics.json").write_text(json.dumps({"task": "korquad", "seeds": [1]}), encoding="utf-8")
+        return StageOutput(stats={})
+    seeds = store.build(Request(kind="eval", name="kq-seeds", stage_version=seeds_now,
+                                config={"task": "korquad", "seeds": [1]}, parents=(new,)), summary)
+
+    def line(art) -> str:
+        assert main(["artifacts", "show", art.id, "--out", root]) == 0
+        return next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  version"))
+    assert line(old) == (f"  version   eval stage version {now - 1} (this kolectra builds {now}: an earlier kolectra "
+                         "built it; docs/artifacts.md, 'Stage versions', says what changed)")
+    assert line(new) == f"  version   eval stage version {now} (this kolectra's)"
+    assert line(seeds) == f"  version   eval stage version {seeds_now} (this kolectra's)"
