@@ -311,15 +311,16 @@ def _what(task: str, config: dict, record: dict, column: str) -> str:
     return f"{name} ({column})"
 
 
-def lines(store: Store, art: Artifact) -> list[str]:
-    """The report's lines for eval ``art``: each pretraining corpus of its lineage against its scored file."""
+def checked(store: Store, art: Artifact) -> tuple[str, dict, dict | None, list[dict | str]]:
+    """(task, config, scored file record, what was found): for each pretraining corpus of ``art``'s lineage its
+    result (:func:`overlap`), or a Markdown line saying why it was not checked."""
     task, config, record = scored_file(store, art)
     if why := not_checked(task):
-        return [f"Not checked: {text(why)}."]
+        return task, config, record, [f"Not checked: {text(why)}."]
     if record is None:
-        return ["Not checked: the eval records no scored file among its inputs."]
+        return task, config, record, ["Not checked: the eval records no scored file among its inputs."]
     pairs, missing = pretraining_corpora(store, art)
-    out = [f"Not checked against a pretraining corpus: {m}." for m in missing]
+    out: list[dict | str] = [f"Not checked against a pretraining corpus: {m}." for m in missing]
     if not pairs and not missing:
         out.append("Not checked: no pretraining corpus in this eval's lineage (the model is not a kolectra "
                    "checkpoint pretrained from one; a Hugging Face model's corpus is not known here).")
@@ -340,16 +341,42 @@ def lines(store: Store, art: Artifact) -> list[str]:
         if isinstance(result, str):
             out.append(f"Not checked against {code('corpus/' + corpus.path.name)}: {result}.")
             continue
-        out += said(result, task, config, record)
-    return out
+        out.append(result)
+    return task, config, record, out
+
+
+def lines(store: Store, art: Artifact) -> list[str]:
+    """The report's lines for eval ``art``: each pretraining corpus of its lineage against its scored file."""
+    task, config, record, found = checked(store, art)
+    return [x for r in found for x in ([r] if isinstance(r, str) else said(r, task, config, record))]
+
+
+def share_line(store: Store, art: Artifact) -> str:
+    """One line for eval ``art`` under a table of several (:mod:`pipeline.scores`): the share of its scored texts
+    each pretraining corpus holds verbatim (``6 of 11 rows (54.5%) in corpus/NAME (train split)``), or why not
+    checked; the same cached results as its own report's section, each said on stderr as there."""
+    task, config, record, found = checked(store, art)
+    parts = []
+    for r in found:
+        if isinstance(r, str):
+            parts.append(r.rstrip("."))
+            continue
+        said(r, task, config, record)  # its WARNING line on stderr, as the eval's own report says it
+        counts = ", ".join(_count(c) + (f" ({c['column']})" if len(r["columns"]) > 1 else "") for c in r["columns"])
+        parts.append(f"{text(counts)} in {code('corpus/' + r['corpus_name'])} ({text(r['split'])} split)")
+    return f"- {code('eval/' + art.path.name)}: " + "; ".join(parts) + "."
+
+
+def _count(col: dict) -> str:
+    """``6 of 11 rows (54.5%)``: a column's texts found in the corpus."""
+    return f"{col['found']:,} of {col['total']:,} {col['unit']} ({col['found'] / col['total'] if col['total'] else 0.0:.1%})"
 
 
 def said(result: dict, task: str, config: dict, record: dict) -> list[str]:
     """One result's lines: a count and share a column, its examples, what was read."""
     out = []
     for col in result["columns"]:
-        share = col["found"] / col["total"] if col["total"] else 0.0
-        count = f"{col['found']:,} of {col['total']:,} {col['unit']} ({share:.1%})"
+        count = _count(col)
         where = f"the pretraining corpus corpus/{result['corpus_name']} ({result['split']} split)"
         what = _what(task, config, record, col["column"])
         if col.get("of"):  # the run scored the first rows only: those are counted

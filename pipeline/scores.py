@@ -45,7 +45,7 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
     older = older_eval_notes([*arts, *runs], summary_of)
     body = "\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
                       *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
-                      "Sources:", "", *sources]) + "\n"
+                      *overlap_lines(store, arts), "Sources:", "", *sources]) + "\n"
     if isinstance(where, Path):
         where.mkdir(parents=True, exist_ok=True)
         out = where / "report.md"
@@ -53,6 +53,16 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
         return out, "\n".join(lines)
     storage.write_bytes(f"{where}/report.md", body.encode("utf-8"))
     return f"{where}/report.md", "\n".join(lines)
+
+
+def overlap_lines(store: Store, arts: list[Artifact]) -> list[str]:
+    """Under the table: each eval's scored texts that its pretraining corpus holds verbatim, as a share (the one
+    eval's report's section, :mod:`pipeline.overlap`, read from the same cache: the corpus is read once per
+    corpus and scored file), or why not checked; a table had said nothing of it."""
+    from kolectra.pipeline import overlap  # noqa: PLC0415 - the corpus readers, for a table only
+
+    return ["Eval texts in the pretraining corpus (a score on them may be inflated by memorisation; "
+            "`kolectra report EVAL` shows them):", "", *(overlap.share_line(store, a) for a in arts), ""]
 
 
 def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str:
