@@ -175,6 +175,7 @@ def _model_health(store, task: str, model: str) -> None:
     """A WARNING before training when the model is a checkpoint whose pretraining learned nothing: the run's own
     verdict at its end ("the model predicts class 1 for all dev rows") pointed at the fine-tuning settings, the
     checkpoint's verdict being in its manifest, cards and report alone. A model folder (no verdict): nothing."""
+    from kolectra.core.shown import shown  # noqa: PLC0415
     from kolectra.core.stage import warn  # noqa: PLC0415
     from kolectra.pipeline import stages  # noqa: PLC0415
     from kolectra.pipeline.store.artifacts import ArtifactError  # noqa: PLC0415
@@ -187,23 +188,26 @@ def _model_health(store, task: str, model: str) -> None:
     health = health_of(parents[0]) if parents else None
     if health is not None and health["status"] == "not_learning" and not untrained(parents[0]):
         why = "; ".join(health.get("problems") or [])
-        warn(f"{task}: the model, checkpoint {parents[0].path.name}, learned nothing in pretraining"
-             + (f" ({why})" if why else "") + ": expect a score near chance, whatever the fine-tuning settings")
+        # the folder's name and the manifest's words, which a root from elsewhere fills: escaped, as every such line
+        warn(shown(f"{task}: the model, checkpoint {parents[0].path.name}, learned nothing in pretraining"
+                   + (f" ({why})" if why else "") + ": expect a score near chance, whatever the fine-tuning settings"))
 
 
 def _print_metrics(path: Path, runs_health: str | None = None) -> None:
     """The scores on stdout, and the run's health verdict when it is not ok: a reused artifact prints no
     warning on stderr (they were printed when it was built), and ``-q`` keeps stdout alone. ``runs_health``:
     a ``--seeds`` summary's, from its runs (:func:`pipeline.verdicts.seeds_health`)."""
+    from kolectra.core.shown import shown  # noqa: PLC0415 - the file's names and a verdict's words: data
+
     if path.is_file():
         metrics = json.loads(path.read_text(encoding="utf-8"))
         for k, v in metrics.items():
             if isinstance(v, (int, float)):
-                print(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}")
+                print(shown(f"{k:>24}  {v:.4f}" if isinstance(v, float) else f"{k:>24}  {v}"))
         health = metrics.get("health")
         if isinstance(health, dict) and health.get("status") not in (None, "ok"):
             from kolectra.pipeline.verdicts import said  # noqa: PLC0415
 
-            print(f"{'health':>24}  {said(health)}")
+            print(shown(f"{'health':>24}  {said(health)}"))
         if runs_health:
-            print(f"{'health':>24}  {runs_health}")
+            print(shown(f"{'health':>24}  {runs_health}"))
