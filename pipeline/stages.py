@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
+from kolectra.core.shown import shown
 from kolectra.core.stage import StageOutput, progress
 from kolectra.finetune.files import as_given, data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
@@ -178,9 +179,9 @@ def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: 
     if corpus_art.id in vocab_art.parents:
         return
     if allow_other:  # allowed, and said: its [UNK] share is in the examples' stats (and warned above 1 %)
-        progress(f"examples: the vocab {vocab_art.path} was learned from corpus "
-                 f"{', '.join(vocab_art.parents) or '(none)'}, not from {corpus_art.path} (id {corpus_art.id}): "
-                 "used as allow_other_corpus_vocab=true says")
+        progress(shown(f"examples: the vocab {vocab_art.path} was learned from corpus "  # names a root fills: escaped
+                       f"{', '.join(vocab_art.parents) or '(none)'}, not from {corpus_art.path} (id {corpus_art.id}): "
+                       "used as allow_other_corpus_vocab=true says"))
         return
     raise ArtifactError(
         f"examples: the vocab {vocab_art.path} was learned from corpus {', '.join(vocab_art.parents) or '(none)'}, "

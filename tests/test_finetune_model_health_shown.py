@@ -40,3 +40,27 @@ def test_the_scores_health_lines_escape_what_the_runs_metrics_say(tmp_path, caps
     _print_metrics(path, f"learned nothing in 2 of 2 seeds (seed 1: one class{TITLE})")
     out = capsys.readouterr().out
     assert out.count("one class\\x1b]0;pwned\\x07") == 2 and "\x1b" not in out and "\x07" not in out, out
+
+
+def test_the_line_on_a_vocab_of_another_corpus_allowed_escapes_its_folder_name(tmp_path, capsys):
+    """``examples`` with allow_other_corpus_vocab=true says whose vocab it uses (916b3ed): the folder's name, which a
+    root from elsewhere names (a shared bucket's listing), was written raw. (Here beside the finetune lines: one rule.)"""
+    import os
+
+    from kolectra.pipeline import stages
+
+    store = Store(tmp_path / "root")
+
+    def publish(kind: str, parents=()):
+        req = Request(kind=kind, name=kind, stage_version=1, config={"k": kind}, parents=tuple(parents))
+        return store.build(req, lambda out: StageOutput({}))
+
+    corpus = publish("corpus")
+    vocab = publish("vocab")
+    os.rename(vocab.path, vocab.path.with_name(f"vocab{TITLE}-{vocab.id}"))
+    vocab = store.require(vocab.id, "vocab")
+    capsys.readouterr()
+    stages.check_vocab_lineage(corpus, vocab, allow_other=True)
+    err = capsys.readouterr().err
+    assert "used as allow_other_corpus_vocab=true says" in err and "\\x1b]0;pwned\\x07" in err, err
+    assert "\x1b" not in err and "\x07" not in err, err
