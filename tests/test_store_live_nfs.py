@@ -63,3 +63,16 @@ def test_gc_of_a_root_with_a_killed_builds_leftover_ends_in_its_result_not_an_in
     code = main(["artifacts", "gc", "--out", str(root)])
     out, err = capsys.readouterr()
     assert code == 0 and f"removed {d}" in out and not d.exists(), (out, err)
+
+
+def test_a_root_mark_naming_a_path_no_file_system_takes_is_read_as_a_root_moved(tmp_path):
+    """``ROOT/.kolectra-root.json`` (c072f63) is read back as it was written, but a root from elsewhere (a copy, a
+    download) may hold any text there: a path with a NUL byte, which no file system takes, ended every look at a
+    marked build in ``ValueError: embedded null byte`` (os.path.samefile), where a path that is not there reads as
+    a root moved since. (Here beside the other lock-file reads of a shared area.)"""
+    from kolectra.pipeline.store import shared_areas
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / shared_areas.ROOT_MARK).write_text('{"mark": "r12345678", "path": "/a\\u0000b"}\n', encoding="utf-8")
+    assert shared_areas.mark(root) == "r12345678"  # kept, as a root moved keeps its mark

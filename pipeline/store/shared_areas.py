@@ -61,7 +61,7 @@ def mark(root: Path) -> str:
 def _same(path: str, real: str) -> bool:
     try:
         return os.path.samefile(path, real)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path no file system takes (a NUL byte), in a mark file from elsewhere
         return False
 
 
