@@ -53,13 +53,13 @@ from kolectra.pipeline.store.manifest import fingerprint_inputs
 CHECK = 2
 EXAMPLES = 5
 RULES = ("strip_html", "mask_pii", "max_repeat", "language")
+DEFAULT_RULES = {"strip_html": False, "mask_pii": False, "max_repeat": 0, "language": "ko"}
 
 
 def rules_of(corpus: Artifact) -> dict:
     """The corpus's text rules as :func:`corpus.text.clean` takes them."""
     cfg = corpus.manifest.get("config", {})
-    defaults = {"strip_html": False, "mask_pii": False, "max_repeat": 0, "language": "ko"}
-    return {k: cfg.get(k, defaults[k]) for k in RULES}
+    return {k: cfg.get(k, DEFAULT_RULES[k]) for k in RULES}
 
 
 def same_text(value: str, rules: dict) -> str:
@@ -221,15 +221,19 @@ def _scan_one(location: str, wanted: dict, confirm, drop_ids: frozenset[str], fo
                 dropped += 1
                 continue
             docs += 1
-            parts = body.split("\n")
-            if len(parts) > 1:
-                parts.append(" ".join(parts))
-            for line in parts:
+            for line in doc_lines(body):
                 lines += 1
                 h = hash(line)
                 if h in wanted and h not in found and confirm(wanted[h], line):
                     found.add(h)
     return docs, dropped, lines
+
+
+def doc_lines(body: str) -> list[str]:
+    """What an eval text is matched against in one corpus document: each line, and the whole document with its
+    line breaks read as spaces (:func:`same_text` reads an eval text's so)."""
+    parts = body.split("\n")
+    return parts + [" ".join(parts)] if len(parts) > 1 else parts
 
 
 def measure(corpus: Artifact, split: str, task: str, config: dict, file: Path,

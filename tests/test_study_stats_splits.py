@@ -24,6 +24,39 @@ def test_dev_overlap_counts_rows_by_id_and_texts_under_other_ids(tmp_path):
     assert dev_overlap(tmp_path / "corpus", splits, held_out=True)["dev_rows_in_pretraining_corpus"] == 0
 
 
+def test_dev_overlap_matches_held_out_texts_as_the_reports_eval_overlap_does(tmp_path):
+    """The held-out texts were compared with whole documents after NFC and folded spaces alone, where kolectra report's
+    eval overlap (pipeline/overlap.py) puts them through the corpus's own text rules and matches a document's lines
+    too: a full-width ＯＳＴ, a zero-width space, ㅋㅋㅋㅋㅋ in a max_repeat=2 corpus (which holds ㅋㅋ) and a review that is
+    one line of a longer document went uncounted: 2 of the 6 were found (the NFD one, and the document of two lines
+    whole). All 6 now (h4)."""
+    import gzip
+    import json
+    import unicodedata
+
+    from kolectra.corpus import text as text_rules
+    from kolectra.pipeline.study.runner import Splits, dev_overlap
+
+    rules = {"strip_html": False, "mask_pii": False, "max_repeat": 2, "language": "ko"}
+    held = ["ＯＳＴ가 너무 좋다", "배우 연기\u200b 최고", "ㅋㅋㅋㅋㅋ 이 영화 재밌다", unicodedata.normalize("NFD", "감동적인 영화"),
+            "결말이 아쉽다", "두 번 봤어요"]
+    corpus_docs = ["OST가 너무 좋다", "배우 연기 최고", "ㅋㅋ 이 영화 재밌다", "감동적인 영화", "첫 줄\n결말이 아쉽다\n끝 줄",
+                   "두 번\n봤어요", "처음 보는 글"]
+    dev = tmp_path / "dev.txt"
+    dev.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t{t}\t1\n" for i, t in enumerate(held)), encoding="utf-8")
+    (tmp_path / "corpus" / "data").mkdir(parents=True)
+    with gzip.open(tmp_path / "corpus" / "data" / "train-00000-of-00001.jsonl.gz", "wt", encoding="utf-8") as f:
+        for i, d in enumerate(corpus_docs):  # as the corpus stage holds them: its own rules applied
+            cleaned = text_rules.clean(d, **rules)
+            assert cleaned == d
+            f.write(json.dumps({"id": f"c{i}", "text": cleaned}, ensure_ascii=False) + "\n")
+    splits = Splits(dev, frozenset(str(i) for i in range(len(held))), {})
+    seen = dev_overlap(tmp_path / "corpus", splits, held_out=True, rules=rules)
+    assert seen["dev_texts_under_other_ids"] == 6 and seen["dev_rows_in_pretraining_corpus"] == 0
+    # the corpus's rules, not the defaults: without max_repeat the ㅋㅋㅋㅋㅋ review is another text
+    assert dev_overlap(tmp_path / "corpus", splits, held_out=True)["dev_texts_under_other_ids"] == 5
+
+
 def test_the_held_out_ids_file_is_named_by_its_rows_not_by_the_readouts(tmp_path):
     """Its path is part of the examples request: studies that differ in fine-tuning seeds or readout
     sizes, but hold out the same rows, must share one examples artifact."""

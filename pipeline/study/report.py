@@ -316,7 +316,8 @@ def one_seed_note(plan: dict) -> str | None:
 
 
 # how held-out texts are looked for in the pretraining corpus (runner.dev_overlap): exact text, not near-duplicates
-SAME_TEXT = "texts compared after NFC and folding spaces; near-duplicates are not looked for"
+SAME_TEXT = ("texts compared as kolectra report compares an eval's, through the corpus's text rules (NFC, width, "
+             "invisible characters, spaces), a whole line or document; near-duplicates are not looked for")
 
 
 def write(store: Store, out: Path, doc: dict) -> list[str]:

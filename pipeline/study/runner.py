@@ -60,7 +60,7 @@ from kolectra.model.electra import train_flops_per_sequence
 from kolectra.model.launcher import one_process
 from kolectra.model.presets import preset as model_preset
 from kolectra.model.train_end import TrainingDiverged
-from kolectra.pipeline import stages
+from kolectra.pipeline import overlap, stages
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.request import Request
 from kolectra.pipeline.study import report as study_report
@@ -71,7 +71,7 @@ from kolectra.pipeline.study.stats import Runs, compare, floor_verdict, verdict
 # what a readout's eval artifact scores, in its own words (metrics.json's eval_set, its table, learning curve and
 # `kolectra report`): they had called these rows NSMC's test set ("NSMC test accuracy", "300 test rows")
 HELD_OUT = "held-out rows carved from the NSMC train file (not NSMC's test set)"
-STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 14  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -186,9 +186,10 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     if examples_ref is not None:
         examples = store.require(examples_ref, "examples")
         corpus = examples.parent_of_kind(store, "corpus")
-        overlap = dev_overlap(store.local(corpus), splits, held_out=False)  # kept in a store: a local copy
-        return examples, {"held_out_from_pretraining": overlap["dev_rows_in_pretraining_corpus"] == 0,
-                          "dev_rows": len(splits.dev_ids), **overlap}
+        # kept in a store: a local copy
+        found = dev_overlap(store.local(corpus), splits, held_out=False, rules=overlap.rules_of(corpus))
+        return examples, {"held_out_from_pretraining": found["dev_rows_in_pretraining_corpus"] == 0,
+                          "dev_rows": len(splits.dev_ids), **found}
     if corpus_ref is None:
         raise ArtifactError("study: give --corpus or --examples")
     corpus = store.require(corpus_ref, "corpus")
@@ -198,32 +199,37 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     examples = stages.examples(store, corpus, vocab, sets=[f"max_seq_length={seq}", f"holdout_ids={holdout}"])
     return examples, {"held_out_from_pretraining": True, "dev_rows": len(splits.dev_ids),
                       "held_out_documents": examples.manifest.get("stats", {}).get("held_out_documents"),
-                      **dev_overlap(store.local(corpus), splits, held_out=True)}
+                      **dev_overlap(store.local(corpus), splits, held_out=True, rules=overlap.rules_of(corpus))}
 
 
 def _same_text(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).split())
 
 
-def dev_overlap(corpus_dir: Path, splits: Splits, held_out: bool) -> dict:
+def dev_overlap(corpus_dir: Path, splits: Splits, held_out: bool, rules: dict | None = None) -> dict:
     """How much of the held-out rows the pretraining text still holds: rows whose id is in the
     corpus (0 when the study dropped them by id) and held-out texts that occur in it under another
-    id (short stock reviews such as "최고의 영화" recur; dropping by id cannot catch them)."""
+    id (short stock reviews such as "최고의 영화" recur; dropping by id cannot catch them).
+
+    Matched as ``kolectra report`` matches an eval's texts (:mod:`pipeline.overlap`): a held-out text through the
+    corpus's text ``rules`` (:func:`pipeline.overlap.rules_of`; None: its defaults), found as a
+    whole line of a document or a whole document. NFC and folded spaces alone (study 13) missed a full-width
+    ``ＯＳＴ``, a zero-width space, ``ㅋㅋㅋㅋ`` a ``max_repeat`` corpus holds as ``ㅋㅋ``, and a review that is one
+    line of a longer document."""
+    rules = rules if rules is not None else overlap.DEFAULT_RULES
     dev_text = {}
     for line in splits.dev.read_text(encoding="utf-8").split("\n")[1:]:
         parts = line.split("\t")
         if len(parts) >= 2:
-            dev_text[parts[0]] = _same_text(parts[1])
-    texts, by_id = set(dev_text.values()), set()
+            dev_text[parts[0]] = overlap.same_text(parts[1], rules)
+    texts, by_id = set(dev_text.values()) - {""}, set()
     elsewhere = set()
     for doc in shards.iter_documents(corpus_dir, "train"):
         did = str(doc.get("id"))
         if did in dev_text:
             by_id.add(did)
         else:
-            t = _same_text(doc.get("text", ""))
-            if t in texts:
-                elsewhere.add(t)
+            elsewhere.update(t for t in overlap.doc_lines(str(doc.get("text", ""))) if t in texts)
     return {"dev_rows_in_pretraining_corpus": 0 if held_out else len(by_id),
             "dev_texts_under_other_ids": len(elsewhere), "dev_texts_under_other_ids_examples": sorted(elsewhere)[:5]}
 
