@@ -33,11 +33,16 @@ def _counted(context: str, bounds: list[int], form: str) -> dict[int, int]:
     return counted
 
 
-def _spans(context: str, bounds: list[int], text: str) -> list[tuple[int, int]]:
-    """Every ``(i, j)`` cut at ``bounds`` with ``context[i:j]`` canonically equal to ``text`` (the same NFC)."""
-    composed = _counted(context, bounds, "NFC")
-    at = {n: b for b, n in composed.items()}  # composed offset -> context offset
+def _composed(context: str, bounds: list[int]) -> tuple[str, dict[int, int]]:
+    """``context`` in NFC a cut's piece at a time, and each cut's offset there -> its offset in ``context``."""
     joined = "".join(unicodedata.normalize("NFC", context[a:b]) for a, b in zip(bounds, bounds[1:]))
+    return joined, {n: b for b, n in _counted(context, bounds, "NFC").items()}
+
+
+def _spans(context: str, bounds: list[int], text: str, composed=None) -> list[tuple[int, int]]:
+    """Every ``(i, j)`` cut at ``bounds`` with ``context[i:j]`` canonically equal to ``text`` (the same NFC);
+    ``composed``: :func:`_composed`'s, when the caller has it."""
+    joined, at = composed or _composed(context, bounds)
     target = unicodedata.normalize("NFC", text)
     spans, p = [], joined.find(target) if target else -1
     while p >= 0:
@@ -62,12 +67,12 @@ def canonical_span(context: str, text: str, start: int) -> tuple[int, int] | Non
     return min(spans, key=lambda s: abs(counted[s[0]] - start)) if spans else None
 
 
-def _hits(q: Question, bounds: list[int], counted: dict[str, dict[int, int]]) -> dict[str, tuple[int, int]]:
+def _hits(q: Question, bounds: list[int], counted: dict[str, dict[int, int]], composed) -> dict[str, tuple[int, int]]:
     """For each way of counting (``"as is"``, ``"NFC"``, ``"NFD"``): the span of ``q``'s first answer that its
     ``answer_start`` names counted so, where there is one."""
     text, start = q.answers[0]
     hits = {"as is": (start, start + len(text))} if q.span_ok(0) else {}
-    for i, j in _spans(q.context, bounds, text):
+    for i, j in _spans(q.context, bounds, text, composed):
         for form, at in counted.items():
             if at[i] == start:
                 hits.setdefault(form, (i, j))
@@ -100,8 +105,9 @@ def placed(questions: list[Question]) -> tuple[list[Question], dict[str, int]]:
         bounds = _clusters(context)
         counted = {f: ({b: b for b in bounds} if f == "as is" or f in already else _counted(context, bounds, f))
                    for f in ("as is", "NFC", "NFD")}
+        composed = _composed(context, bounds)
         for n in members:
-            found[n] = _hits(questions[n], bounds, counted)
+            found[n] = _hits(questions[n], bounds, counted, composed)
             for form in found[n]:
                 file_votes[form] += 1
     out, counts = list(questions), {"text": 0, "NFC": 0, "NFD": 0}
