@@ -40,6 +40,7 @@ from typing import Iterator
 
 from kolectra.core import bars, storage
 from kolectra.core.errors import UserInputError
+from kolectra.core.shown import shown
 from kolectra.core.stage import progress, size_text
 from kolectra.corpus import shards
 from kolectra.corpus import text as text_rules
@@ -291,8 +292,8 @@ def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, confi
         return (f"the scored file {code(file)} is {'not there' if now is None else 'not the file it was (changed since)'}"
                 "; not checked")
     size = sum(n for _, n in shard_files(corpus, split))
-    progress(f"overlap: reading {corpus.path.name}'s {split} split ({size_text(size)}) for the texts of {file.name} "
-             f"(once; the result is kept in {place.parent})")
+    progress(f"overlap: reading {shown(corpus.path.name)}'s {split} split ({size_text(size)}) for the texts of "
+             f"{shown(file.name)} (once; the result is kept in {shown(str(place.parent))})")
     result = measure(corpus, split, task, config, file, drop_ids, note)
     tmp = place.with_suffix(f".{os.getpid()}.tmp")
     try:  # written whole, then renamed: a report stopped here, or another writing the same, leaves no half entry
@@ -302,7 +303,7 @@ def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, confi
     except OSError as e:  # a root this user may read, not write: the result is said all the same, not kept
         with contextlib.suppress(OSError):
             tmp.unlink()
-        progress(f"overlap: the result could not be kept in {place.parent} ({e.strerror or e}): "
+        progress(f"overlap: the result could not be kept in {shown(str(place.parent))} ({e.strerror or e}): "
                  "the next report reads the corpus again")
     return result
 
@@ -389,7 +390,7 @@ def said(result: dict, task: str, config: dict, record: dict) -> list[str]:
                 + ("; a score on them may be inflated by memorisation." if col["found"] else ".")]
         out += [f"  - {code(e[:120])}" for e in col["examples"]]
         if col["found"]:
-            progress(f"WARNING: {what}: {count} appear verbatim in {where}; the score may be inflated")
+            progress(f"WARNING: {shown(what)}: {count} appear verbatim in {shown(where)}; the score may be inflated")
     out += ["", f"Read {result['documents']:,} documents ({result['lines']:,} lines, {result['shards']} shard{'s' if result['shards'] != 1 else ''}, "
                 f"{size_text(result['bytes'])}); a text counts when it is a whole line after the corpus's text rules."]
     if result.get("dropped_by_holdout"):

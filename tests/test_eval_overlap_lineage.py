@@ -153,3 +153,19 @@ def test_a_damaged_or_missing_corpus_shard_is_said_and_the_report_written(tmp_pa
             "marker was reached); kolectra artifacts verify names the files that differ from its manifest.") in text
     shard_file.unlink()  # gone: the same line, the system's words
     assert f"its shard {shard_file} could not be read (No such file or directory)" in section(store, ev, tmp_path)
+
+
+def test_a_scored_file_named_with_a_terminal_escape_is_shown_escaped(tmp_path, capsys):
+    """The overlap WARNING and progress lines printed the scored file's and corpus's names raw: a file named
+    with ESC [ 2 J cleared the user's terminal; they are escaped as kolectra's other lines are (core/shown.py)."""
+    store = Store(tmp_path / "root")
+    ckpt = pretrained(store, "esc", ["연기가 정말 좋았어요"])
+    train, test = nsmc(tmp_path / "train.txt", ["좋다"]), nsmc(tmp_path / "t\x1b[2J.txt", ["연기가 정말 좋았어요"])
+    ev = store.build(Request(kind="eval", name="nsmc", stage_version=1, config={"task": "nsmc"}, parents=(ckpt,),
+                             inputs=tuple(fingerprint_inputs([train, test]))),
+                     files(**{"metrics.json": b'{"task": "nsmc", "accuracy": 0.5}'}))
+    capsys.readouterr()
+    section(store, ev, tmp_path)
+    err = capsys.readouterr().err
+    assert "WARNING: NSMC test (t\\x1b[2J.txt): 1 of 1 rows (100.0%)" in err
+    assert "\x1b" not in err
