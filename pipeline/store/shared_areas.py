@@ -46,16 +46,31 @@ def mark(root: Path) -> str:
     with (in a ``.tmp`` entry's name, in a run's ``request.json``): ``r`` and 8 hex digits of the root's real path
     when it first marked one (:func:`claim` keeps it in ``ROOT/.kolectra-root.json``), so a root moved keeps its
     mark; a copy of a root (its original still where the file says, with the same mark, another folder) takes its
-    own; the same folder seen at another path (a bind mount, an NFS export mounted twice) keeps it."""
+    own; the same folder seen at another path (a bind mount, an NFS export mounted twice) keeps it. Reads only (a
+    read-only command calls it: ``artifacts list``, ``gc --dry-run``); a root moved is said so in its file by the
+    next command that writes in it (:func:`settle`)."""
+    return _read(root)[0]
+
+
+def _read(root: Path) -> tuple[str, bool]:
+    """:func:`mark`, and whether the root was moved since its file was written (the file names where it was)."""
     real = os.path.realpath(root)
     made = "r" + hashlib.sha256(real.encode()).hexdigest()[:8]
     kept = _kept(root)
     if not kept or kept["path"] == real or _same(kept["path"], real):
-        return kept.get("mark", made)  # (the same folder at another path: a bind mount, an NFS export mounted twice)
+        return kept.get("mark", made), False  # (the same folder at another path: a bind mount, an NFS export mounted twice)
     if _kept(kept["path"]).get("mark") == kept["mark"]:
-        return made  # a copy: the original is where the file says
-    _keep(root, kept["mark"], real)  # moved: said where it is now, so that a copy made from here is told apart
-    return kept["mark"]
+        return made, False  # a copy: the original is where the file says
+    return kept["mark"], True
+
+
+def settle(root: Path) -> None:
+    """A root moved: its file says where it is now (its mark kept), so that a copy made from here is told apart.
+    Called by what writes in the root (a build's :func:`claim`, the sweep of a build or of ``gc``), never by a
+    read-only command (before 2026-12-02 ``artifacts list`` and ``gc --dry-run`` rewrote it)."""
+    found, moved = _read(root)
+    if moved:
+        _keep(root, found, os.path.realpath(root))
 
 
 def _same(path: str, real: str) -> bool:
@@ -68,7 +83,9 @@ def _same(path: str, real: str) -> bool:
 def claim(root: Path) -> str:
     """:func:`mark`, kept in the root (written when missing) before the root marks a build directory in a shared
     area. A file another process wrote since :func:`mark` looked (its first build at once, maybe at another path of
-    the same folder) is looked at again, not written over (its build is named with that mark); a copy's is."""
+    the same folder) is looked at again, not written over (its build is named with that mark); a copy's is; a
+    moved root's is said where it is now (:func:`settle`)."""
+    settle(root)
     found = mark(root)
     if _kept(root).get("mark") == found or (kept := _kept(root)).get("mark") == (found := mark(root)):
         return found

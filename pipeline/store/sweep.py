@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.manifest import MANIFEST
 from kolectra.pipeline.store.removal import Failed, remove_dir, tree_bytes
-from kolectra.pipeline.store.shared_areas import PROBE, ROOT_MARK, foreign, own
+from kolectra.pipeline.store.shared_areas import PROBE, ROOT_MARK, foreign, own, settle
 from kolectra.pipeline.store.workspace import (
     LOCKS,
     TMP,
@@ -93,6 +93,8 @@ def sweep(root: Path, published: Callable[[str, str], float | None], interrupted
     root whose folder it is for the unmarked ones, never for another root's complete build). What could not be
     deleted whole, or claimed (a lock file gc may not open), is added to ``failed`` and the sweep goes on."""
     failed = [] if failed is None else failed
+    if not dry_run:
+        settle(root)  # a root moved: its mark file told where it is now (a dry run, as a list, writes nothing)
     removed: list[Path] = []
     kept: list[Run] = []
     skipped = {area: why for area in (TMP, WORK, LOCKS) if (why := symlinked(root, area))}
