@@ -178,12 +178,32 @@ def override(cfg: T, assignments: Iterable[str]) -> T:
             raise ConfigError(f"{source}: {e}" if source else str(e)) from None
     try:
         validate(cfg)
-    except ConfigError as e:  # a range check names its key first: a file's value is refused naming the file
-        named = re.match(r"[A-Za-z_][\w.]*", str(e))
-        if not (source := sources.get(named.group(0)) if named else None):
+    except ConfigError as e:  # a file's value is refused naming the file
+        if (said := _sourced(str(e), sources)) == str(e):
             raise
-        raise ConfigError(f"{source}: {e}") from None
+        raise ConfigError(said) from None
     return cfg
+
+
+_KEY = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def _sourced(message: str, sources: dict[str, str | None]) -> str:
+    """A failed check's ``message``, told where the keys it concerns were set when a file set one of them. A
+    check of one key starts with it (``KEY: ...``, ``KEY must ...``; other keys it names explain); one relating
+    keys names each (``A (256) must be divisible by B (3)``, ``need 0 <= A <= B``, ``A=x ... needs B=y``): the
+    file alone when it gave every one set, else each key with its source (before 2026-12-02 the file was named
+    whenever it gave the first key, a bad value from --set blamed on it, and never for the second)."""
+    first = _KEY.match(message)
+    one = first is not None and message[first.end():].startswith((":", " must"))
+    named = [first.group(0)] if one and first else list(dict.fromkeys(_KEY.findall(message)))
+    given = [(key, sources[key]) for key in named if key in sources]
+    files = {source for _, source in given}
+    if not any(files):
+        return message
+    if len(files) == 1:
+        return f"{files.pop()}: {message}"
+    return ", ".join(f"{key} from {source or 'the command line'}" for key, source in given) + f": {message}"
 
 
 def validate(cfg: Any) -> None:
