@@ -315,7 +315,8 @@ def _refusal(capsys, root: str, ref: str) -> str:
     return lines[0].replace(root, "ROOT")
 
 
-@pytest.mark.parametrize("case", ["vocab for corpus", "kind/name-id of another kind", "short prefix", "ambiguous name"])
+@pytest.mark.parametrize("case", ["vocab for corpus", "kind/name-id of another kind", "short prefix", "ambiguous name",
+                                  "name and id start"])
 def test_a_ref_on_a_store_root_says_what_it_finds_as_a_local_root_does(bucket, tmp_path, monkeypatch, capsys, case):
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
     roots = {"local": str(tmp_path / "root"), "store": f"{bucket}/r"}
@@ -329,6 +330,10 @@ def test_a_ref_on_a_store_root_says_what_it_finds_as_a_local_root_does(bucket, t
                                          f"{ids['vocab dir']}), where a corpus one is needed"),
         "short prefix": (ids["c1"][:4], f"an id prefix needs 6 or more characters; {ids['c1'][:4]!r} has 4"),
         "ambiguous name": ("c", f"'c' is ambiguous: ROOT/corpus/c-{min(ids['c1'], ids['c2'])}"),
+        # what "give more of the id" above reads as (h5, seen on s3://): was only "no artifact 'c-1a2b' under ROOT/corpus"
+        "name and id start": (f"c-{ids['c1'][:4]}", f"no artifact 'c-{ids['c1'][:4]}' under ROOT/corpus (a name with the "
+                              "start of an id is no ref: give the whole name-id, or the id alone, 6 characters or "
+                              f"more: corpus/c-{ids['c1']} (or {ids['c1'][:6]})"),
     }[case]
     lines = {where: _refusal(capsys, root, ref) for where, root in roots.items()}
     assert expected in lines["store"], lines["store"]

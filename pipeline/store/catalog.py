@@ -197,7 +197,26 @@ class Catalog:
         if len(ref) < 6 and any(n.rpartition("-")[2].startswith(ref) for k in ([kind] if kind else KINDS)
                                 for n in self._names(k)):
             return f" (an id prefix needs 6 or more characters; {ref!r} has {len(ref)})"
-        return ""
+        return self._name_and_id_start(ref, kind)
+
+    def _name_and_id_start(self, ref: str, kind: str | None) -> str:
+        """``NAME-<start of its id>`` (``reviews-0b3f77``, what "give more of the id" in an ambiguity's refusal
+        reads as): no ref, so the artifacts it means, whole, and the id's start that names each."""
+        head, slash, rest = ref.partition("/")
+        kinds, rest = ([head] if not kind or head == kind else [], rest) if slash and head in KINDS else (
+            [kind] if kind else list(KINDS), ref)
+        name, _, start = rest.rpartition("-")
+        if not name or not start or start.strip("0123456789abcdef"):
+            return ""
+        meant: list = []
+        with contextlib.suppress(ArtifactError, OSError, ValueError):
+            meant = self._complete([(k, n) for k in kinds for n in self._names(k)
+                                    if n.rpartition("-")[0] == name and n.rpartition("-")[2].startswith(start)])
+        if not meant:
+            return ""
+        said = ", ".join(f"{a.kind}/{a.path.name} (or {a.id[:max(6, len(start))]})" for a in
+                         sorted(meant, key=lambda a: str(a.path)))
+        return f" (a name with the start of an id is no ref: give the whole name-id, or the id alone, 6 characters or more: {said})"
 
     def parent(self, art: Artifact, pid: str) -> Artifact | None:
         """Parent ``pid`` of ``art``: in ``art``'s own root, in this store's, or where it was recorded."""
