@@ -29,6 +29,7 @@ from tokenizers import Tokenizer
 from kolectra.core import storage
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
+from kolectra.core.tokens import UNK_RATE_WARN
 from kolectra.corpus import examples_beam, shards
 from kolectra.corpus.examples_config import MIN_SEQ_LENGTH, ExamplesConfig, default_config  # noqa: F401
 from kolectra.corpus.local_memory import MemoryModel, check_local_memory
@@ -65,7 +66,6 @@ STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/ar
 # A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
-UNK_WARN = 0.01  # the vocab stage's own bound on its held-out split (vocab/build.py UNK_RATE_WARN)
 LOCAL_MEMORY = MemoryModel(base_mb=550, per_mb=2.0, measure="gzipped corpus shards", worker_mb=1200)
 # The same job when each worker takes whole corpus shards (as many shards as workers or more) and
 # writes them itself: no shuffle, so the launcher holds the work list and the reports. In process
@@ -239,14 +239,15 @@ def truncation_warning(stats: dict, max_seq_length: int) -> str | None:
 
 
 def unknown_warning(stats: dict, cfg: ExamplesConfig, other_vocab: bool | None = None) -> str | None:
-    """A line when more than :data:`UNK_WARN` of the text's tokens are ``[UNK]``: a vocabulary of other
-    text (``allow_other_corpus_vocab``) left 67 % of a review corpus unknown, published without a word.
+    """A line when more than :data:`~kolectra.core.tokens.UNK_RATE_WARN` (the vocab stage's own bound) of the
+    text's tokens are ``[UNK]``: a vocabulary of other text (``allow_other_corpus_vocab``) left 67 % of a review
+    corpus unknown, published without a word.
     ``other_vocab``: whether the vocab is another corpus's (None: as the setting says); the setting alone
     had blamed another corpus for this corpus's own vocab."""
     unk, text = stats.get("unk_tokens", 0), stats.get("text_tokens", 0)
-    if not text or unk / text <= UNK_WARN:
+    if not text or unk / text <= UNK_RATE_WARN:
         return None
     why = ("the vocab was learned from another corpus (allow_other_corpus_vocab=true): use the vocab built from "
            "this corpus" if (cfg.allow_other_corpus_vocab if other_vocab is None else other_vocab) else "raise the vocab's vocab_size or limit_alphabet")
-    return (f"examples: {unk / text:.1%} of the text's tokens ({unk:,} of {text:,}) are [UNK] (above {UNK_WARN:.0%}): "
+    return (f"examples: {unk / text:.1%} of the text's tokens ({unk:,} of {text:,}) are [UNK] (above {UNK_RATE_WARN:.0%}): "
             f"the model would not see that text; {why}")

@@ -26,7 +26,7 @@ from kolectra.core import bars
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import StageOutput, progress, warn
-from kolectra.core.tokens import SPECIALS
+from kolectra.core.tokens import SPECIALS, UNK_RATE_WARN
 from kolectra.corpus import shards
 from kolectra.vocab import export, report, spm, table, trainer, words
 from kolectra.vocab.beside import Beside
@@ -34,11 +34,6 @@ from kolectra.vocab.config import WORDPIECE_RECIPES, VocabConfig
 
 STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
 BASELINE = "wordpiece"
-# A vocabulary learned from this corpus holds the characters its training text uses, so on held-out
-# text of the same corpus [UNK] should come only from characters never seen in training: the
-# embedded sample's vocabularies measure 0.0 %. One token in a hundred unknown is no longer rare
-# characters but a systematic gap (an alphabet cut by limit_alphabet, a vocabulary too small for it).
-UNK_RATE_WARN = 0.01
 # Korean text needs its syllables: the 4,000-review sample alone uses 1,392 characters (KS X 1001
 # lists 2,350 common syllables). Below 1,000 entries a vocabulary cannot hold them, let alone pieces.
 TINY_VOCAB = 1000
