@@ -15,6 +15,7 @@ from typing import Iterable
 
 from kolectra.core.shown import first_few
 from kolectra.core.stage import progress, warn
+from kolectra.core.words import reasons
 from kolectra.corpus import compress, read_failures
 from kolectra.corpus.config import CorpusConfig
 from kolectra.corpus.input_reads import NOT_CHECKED
@@ -147,14 +148,10 @@ def summary(stats: dict, damaged: list[tuple[str, str]], rounds: int) -> None:
     """The lines a job that passed the checks ends with: its counts, and what of them a user should look
     at (ids shared, kept fields missing, near-dup's limits met: ``rounds``, neardup_beam.ROUNDS; repairs,
     damaged files accepted)."""
-    def why(counts: dict) -> str:  # the reasons that counted, most first (a dict of every reason, zeros too, was printed)
-        said = ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n)
-        return f" ({said})" if said else ""
-
     progress(
         f"corpus: {stats['records_in']:,} records -> {stats['records_out']:,} documents "
         f"({stats['splits']['valid']['documents']:,} valid), {stats['rejected']:,} rejected"
-        f"{why(stats.get('rejected_reasons') or {})}, dropped {sum(stats['dropped'].values()):,}{why(stats['dropped'])}"
+        f"{reasons(stats.get('rejected_reasons') or {})}, dropped {sum(stats['dropped'].values()):,}{reasons(stats['dropped'])}"
     )
     if stats.get("duplicate_id_different_text"):
         progress(f"corpus: {stats['duplicate_id_different_text']:,} kept document(s) share their id with another kept "
@@ -179,6 +176,6 @@ def summary(stats: dict, damaged: list[tuple[str, str]], rounds: int) -> None:
                  "wrongly (stats.json: near_dup)")
     repaired = {k: n for k, n in stats["repaired"].items() if n}
     if repaired:
-        progress(f"corpus: repaired and kept{why(repaired)}")
+        progress(f"corpus: repaired and kept{reasons(repaired)}")
     for source, reason in damaged:  # in name order, as stats/files.jsonl holds them
         progress(f"corpus: damaged input {source} (accepted by max_damaged_files): {reason}")

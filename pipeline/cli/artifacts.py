@@ -19,6 +19,7 @@ from pathlib import Path
 from kolectra.core import storage, streams
 from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
+from kolectra.core.words import reasons
 from kolectra.pipeline import stage_versions
 from kolectra.pipeline.cli.errors import reader_gone
 from kolectra.pipeline.store import aside, copies, inputs, workspace
@@ -381,16 +382,10 @@ def _records_line(stats: dict) -> str:
     if not all(isinstance(stats.get(k), int) for k in ("records_in", "records_out", "rejected")):
         return ""
 
-    def why(counts) -> str:
-        counts = counts if isinstance(counts, dict) else {}
-        said = ", ".join(f"{k} {n:,}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-                         if isinstance(n, int) and n)
-        return f" ({said})" if said else ""
-
     dropped = stats.get("dropped") if isinstance(stats.get("dropped"), dict) else {}
     return (f"{stats['records_in']:,} in = {stats['records_out']:,} out + {stats['rejected']:,} rejected"
-            f"{why(stats.get('rejected_reasons'))} + {sum(n for n in dropped.values() if isinstance(n, int)):,} "
-            f"dropped{why(dropped)}")
+            f"{reasons(stats.get('rejected_reasons'))} + {sum(n for n in dropped.values() if isinstance(n, int)):,} "
+            f"dropped{reasons(dropped)}")
 
 
 def _headline(stats: dict) -> dict:
