@@ -30,13 +30,12 @@ import contextlib
 import fcntl
 import os
 import re
-import shutil
-import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
 
 from kolectra.pipeline.store.manifest import MANIFEST
+from kolectra.pipeline.store.removal import Failed, rmtree_said, tree_bytes
 from kolectra.pipeline.store.workspace import LOCKS, try_flock
 
 ARTIFACTS = "artifacts"  # $KOLECTRA_CACHE/artifacts/<kind>/<name>-<id>-<digest12>/
@@ -122,15 +121,6 @@ def _used_until_now() -> None:
 
 
 # ---- pruning ------------------------------------------------------------------------------------
-class Failed(NamedTuple):
-    """What the pruner could not remove whole: why (the first error, a count of the others), the bytes it
-    did free and those left."""
-    path: Path
-    why: str
-    bytes: int
-    left: int
-
-
 class Pruned(NamedTuple):
     removed: list[Removed]
     in_use: list[Path]
@@ -205,15 +195,6 @@ def _bytes(f: Path) -> int:
         return 0
 
 
-def _size(d: Path) -> int:
-    total = 0
-    for top, _, files in os.walk(d):  # symlinks not followed: what lies elsewhere is not freed
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(top, f)).st_size
-    return total
-
-
 def _why(e: OSError) -> str:
     return f"{e.strerror or e}: {e.filename}" if e.filename else str(e.strerror or e)
 
@@ -222,21 +203,18 @@ def _remove(d: Path, claim: _Claim) -> Removed | Failed:
     """Delete copy ``d``: what it freed, or why not all of it went (then its times are put back and its
     lock kept, so that the same ``--older-than`` finds it again once the cause is mended)."""
     try:
-        before, st = _size(d), d.lstat()
+        before, st = tree_bytes(d), d.lstat()
     except FileNotFoundError:
         return Removed(d, 0)  # deleted by hand meanwhile
     errors: list[str] = []  # the first says why; what is left says how much
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(d, onexc=lambda _f, p, e: errors.append(f"{e.strerror or e}: {p}"))
-    else:
-        shutil.rmtree(d, onerror=lambda _f, p, exc: errors.append(f"{exc[1].strerror or exc[1]}: {p}"))
+    rmtree_said(d, errors)
     if not errors and not d.exists():
         return Removed(d, before)
     claim.keep = True
-    left = _size(d) if d.exists() else 0
+    left = tree_bytes(d) if d.exists() else 0
     with contextlib.suppress(OSError):
         os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))  # each entry deleted moved it to now
-    return Failed(d, errors[0] if errors else "still there", before - left, left)
+    return Failed(str(d), errors[0] if errors else "still there", before - left, left)
 
 
 def _dirs(folder: Path, done: Pruned) -> list[Path]:
@@ -273,12 +251,12 @@ def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: t
                     if not claim:
                         done.in_use.append(d)
                     elif dry_run:
-                        done.removed.append(Removed(d, _size(d)))
+                        done.removed.append(Removed(d, tree_bytes(d)))
                     else:
                         gone = _remove(d, claim)
                         (done.removed if isinstance(gone, Removed) else done.failed).append(gone)
             except OSError as e:  # its lock file
-                done.failed.append(Failed(d, _why(e), 0, _size(d)))
+                done.failed.append(Failed(str(d), _why(e), 0, tree_bytes(d)))
         for f in sorted(kind.glob(f"*{LOCK}")):  # a copy deleted by hand left its lock file
             if not f.with_name(f.name.removesuffix(LOCK)).exists():
                 _unheld_lock(f, dry_run, done)
@@ -293,7 +271,7 @@ def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: t
                     continue
                 _stale_files(folder, cutoff, dry_run, done)
         except OSError as e:
-            done.failed.append(Failed(folder, _why(e), 0, 0))
+            done.failed.append(Failed(str(folder), _why(e), 0, 0))
     locks = cache / LOCKS
     for f in sorted(locks.glob(f"*{LOCK}")) if locks.is_dir() and not locks.is_symlink() else []:
         _unheld_lock(f, dry_run, done)
@@ -316,7 +294,7 @@ def _stale_files(folder: Path, cutoff: float, dry_run: bool, done: Pruned) -> No
                 if not dry_run:
                     f.unlink(missing_ok=True)
             except OSError as e:
-                done.failed.append(Failed(f, _why(e), 0, size))
+                done.failed.append(Failed(str(f), _why(e), 0, size))
             else:
                 done.removed.append(Removed(f, size))
 
@@ -338,6 +316,6 @@ def _unheld_lock(f: Path, dry_run: bool, done: Pruned) -> None:
         finally:
             os.close(fd)
     except OSError as e:
-        done.failed.append(Failed(f, _why(e), 0, size))
+        done.failed.append(Failed(str(f), _why(e), 0, size))
         return
     done.removed.append(Removed(f, size))

@@ -58,14 +58,19 @@ def remove_dir(d: Path) -> Failed | None:
             marker.unlink(missing_ok=True)
         except OSError as e:
             errors.append(_why(e, marker))
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(d, onexc=lambda _f, p, e: errors.append(_why(e, p)))
-    else:
-        shutil.rmtree(d, onerror=lambda _f, p, exc: errors.append(_why(exc[1], p)))
+    rmtree_said(d, errors)
     if not d.exists() and not d.is_symlink():
         return None
     left = tree_bytes(d)
     return Failed(str(d), errors[0] if errors else "still there", max(before - left, 0), left)
+
+
+def rmtree_said(d: Path, errors: list[str]) -> None:
+    """Delete the tree ``d`` as far as it goes, each error added to ``errors`` as ``why: PATH`` (the whole path)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(d, onexc=lambda _f, p, e: errors.append(_why(e, p)))
+    else:
+        shutil.rmtree(d, onerror=lambda _f, p, exc: errors.append(_why(exc[1], p)))
 
 
 def remove_prefix(url: str) -> Failed | None:
