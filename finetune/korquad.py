@@ -30,6 +30,7 @@ from kolectra.finetune.korquad_metric import chance_f1, evaluate
 from kolectra.finetune.readers.korquad import (
     SpanIndex,
     make_windows,
+    missed,
     nbest_spans,
     question_columns,
     questions_from,
@@ -40,7 +41,7 @@ from kolectra.finetune.readers.korquad import (
     window_columns,
 )
 from kolectra.finetune.readers.korquad_forms import placed, refound
-from kolectra.finetune.report import korquad_table
+from kolectra.finetune.report import PERCENT_DECIMALS, korquad_table
 
 __all__ = ["run", "split_by_article", "write_split", "Korquad"]
 
@@ -54,6 +55,24 @@ CHANCE_FACTOR = 2.0
 # sample's 12 questions, F1 6.67 against chance 3.20 passed CHANCE_FACTOR with every answer wrong
 # and the train loss at 98.5 % of that guess).
 LOSS_SHARE = 0.95
+
+
+def stored(scores: dict) -> dict:
+    """``exact_match`` and ``f1`` of :func:`evaluate`'s ``scores`` as metrics.json and the manifest hold them: at
+    :data:`finetune.report.PERCENT_DECIMALS` decimals, as NSMC's ``accuracy_pct`` (1 of 3 questions right had been
+    stored as 33.333333333333336); printed tables format them as before."""
+    return {k: round(scores[k], PERCENT_DECIMALS) for k in ("exact_match", "f1")}
+
+
+def remapped(stats: dict, read: list, trained: list) -> dict:
+    """The training file's reader ``stats`` once the questions ``read`` are ``trained`` as :func:`placed` and
+    :func:`refound` put them: ``answer_starts_remapped``, the questions whose first answer is trained at another
+    offset than its ``answer_start`` (counted in another Unicode form, or its text in another form), and
+    ``bad_answer_starts`` less those of them that had missed it: the answers whose start still misses (a question
+    left out of training, a later answer). 24392e0 still counted every answer it remapped as bad."""
+    moved = [(a, b) for a, b in zip(read, trained) if a.answers[0] != b.answers[0]]
+    return {**stats, "bad_answer_starts": stats["bad_answer_starts"] - sum(not a.span_ok(0) for a, _ in moved),
+            "answer_starts_remapped": len(moved)}
 
 
 def uniform_span_loss(lengths) -> float:
@@ -81,7 +100,7 @@ class Korquad(skeleton.Task):
         if not train or not dev:
             raise FinetuneError(f"no questions in {train_file if not train else eval_file}")
         # answer_start counted in the other Unicode form than the context's (NFC offsets of an NFD context): mapped
-        train, moved = placed(train)
+        read, (train, moved) = train, placed(train)
         for form, n in moved.items():
             if n and form != "text":  # the answer's text in another form: said with refound's below
                 progress(f"korquad: {n} training question(s) whose answer_start counts its context in {form} "
@@ -104,16 +123,19 @@ class Korquad(skeleton.Task):
             raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start (the first "
                                 f"answer of each of the {len(train)} questions read misses it): nothing to learn from"
                                 + why_missed(train) + cut)
-        if left_out := len(train) - len(usable):
+        missing = [q for q in train if not q.span_ok(0)]
+        if left_out := len(missing):
             # trained, every window of such a question would teach "no answer here" (the [CLS] target)
             # for a question that has one; BERT's SQuAD reader skips them too
             warn(f"korquad: {left_out} training question(s) whose first answer is not at its answer_start "
-                 f"are left out of training ({train_file}; train_questions_left_out)"
-                 + why_missed([q for q in train if not q.span_ok(0)]))
+                 f"are left out of training ({train_file}; train_questions_left_out)" + why_missed(missing))
+        # questions read = train_questions + train_questions_left_out (by reason); the file's bad_answer_starts had
+        # still counted the questions trained after their start was remapped above
+        facts = {"train_file": remapped(train_stats, read, train), "dev_file": dev_stats,
+                 "train_questions_left_out": left_out, "train_questions_left_out_by_reason": missed(missing),
+                 "eval_set": eval_set_label(eval_file, dev_stats)}
         train = usable
-        shared = {q.context for q in train} & {q.context for q in dev}
-        facts = {"train_file": train_stats, "dev_file": dev_stats, "shared_contexts": len(shared),
-                 "train_questions_left_out": left_out, "eval_set": eval_set_label(eval_file, dev_stats)}
+        facts["shared_contexts"] = len({q.context for q in train} & {q.context for q in dev})
         return skeleton.Data(rows(question_columns(train)), rows(question_columns(dev)), None, facts)
 
     def encoder(self, tokenizer, cfg):
@@ -166,7 +188,8 @@ class Korquad(skeleton.Task):
         return cfg.eval_each_epoch or epoch == cfg.epochs
 
     def epoch_record(self, scores):
-        return {"dev_exact_match": round(scores["exact_match"], 4), "dev_f1": round(scores["f1"], 4)}
+        return {"dev_exact_match": round(scores["exact_match"], PERCENT_DECIMALS),
+                "dev_f1": round(scores["f1"], PERCENT_DECIMALS)}
 
     def health(self, splits, fit):
         """Learned nothing: every answer empty, a train loss still near guessing spans uniformly
@@ -175,8 +198,7 @@ class Korquad(skeleton.Task):
         empty = sum(1 for spans in fit.final.predictions.values() if not spans[0]["text"])
         s = fit.final.scores
         chance = chance_f1(splits["dev"].derived["questions"])
-        figures = {"empty_predictions": empty, "exact_match": round(s["exact_match"], 4), "f1": round(s["f1"], 4),
-                   "chance_f1": round(chance, 4)}
+        figures = {"empty_predictions": empty, **stored(s), "chance_f1": round(chance, PERCENT_DECIMALS)}
         if empty == len(fit.final.predictions):
             return ["no question got a non-empty answer: the span head learned nothing"], figures
         loss, uniform = fit.log.history[-1]["train_loss"], uniform_span_loss(splits["train"].feats.lengths)
@@ -194,7 +216,7 @@ class Korquad(skeleton.Task):
 
     def metrics(self, data, splits, fit):
         s, nbest = fit.final.scores, fit.final.predictions
-        return {"exact_match": s["exact_match"], "f1": s["f1"], "questions": s["questions"],
+        return {**stored(s), "questions": s["questions"],
                 "metric": "KorQuAD v1.0 official semantics (char-level F1)",
                 "empty_predictions": sum(1 for spans in nbest.values() if not spans[0]["text"]),
                 "train_questions": len(data.train), "train_windows": len(splits["train"].feats),

@@ -26,9 +26,10 @@ STAGE_VERSION = 3
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {name: task.metrics for name, task in TASKS.items()}
-# the metrics held in percent, rounded as a run's are (finetune/report.py percent): a summary's spread of
-# 81.2 and 82.53 was 1.3299999999999983
-PERCENTS = ("accuracy_pct",)
+# per task, the metrics held in percent (those not among its fractions: NSMC's accuracy_pct, KorQuAD's exact_match
+# and f1), rounded as a run's are (finetune/report.py percent): a summary's spread of 81.2 and 82.53 was
+# 1.3299999999999983
+PERCENTS = {name: tuple(m for m in task.metrics if m not in task.fractions) for name, task in TASKS.items()}
 HEADERS = {"accuracy_pct": "accuracy %", "exact_match": "EM", "f1": "F1", "macro_f1": "macro-F1",
            "spearman": "Spearman", "pearson": "Pearson"}
 
@@ -54,7 +55,7 @@ def summarize(task: str, runs: Mapping[int, Mapping]) -> dict:
         if missing:
             raise ValueError(f"metric {name!r} missing from the run(s) with seed {missing}")
         out[name] = describe(runs[s][name] for s in seeds) | {"per_seed": {str(s): runs[s][name] for s in seeds}}
-        if name in PERCENTS:
+        if name in PERCENTS[task]:
             out[name] = _rounded(out[name])
     return out
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from kolectra.finetune.readers.korquad_questions import (  # noqa: F401  (this module's API)
     Question,
     load_json,
+    missed,
     question_columns,
     questions_from,
     questions_of,

@@ -195,32 +195,41 @@ def questions_of(doc: dict, source: str = "<data>") -> tuple[list[Question], dic
 NEAR = 16  # characters either side of a missed answer_start searched for the answer (an offset off by a few)
 
 
-def why_missed(questions: list[Question]) -> str:
-    """Where the first answers of ``questions`` (each missing its ``answer_start``) are, when that says why: at
-    ``answer_start`` counted in UTF-8 bytes (a file written by a tool that counts bytes: Go, Rust, C), within
-    :data:`NEAR` characters of it (off by a few: line ends or whitespace counted otherwise), elsewhere in the
-    context, or nowhere; "" when none is found. The count alone had left a user to guess which it was."""
-    counts = {"bytes": 0, "near": 0, "elsewhere": 0, "form": 0}
+def missed(questions: list[Question]) -> dict[str, int]:
+    """Where the first answers of ``questions`` (each missing its ``answer_start``) are, counted by reason:
+    ``utf8_bytes`` (at ``answer_start`` counted in UTF-8 bytes, as a tool that counts bytes writes it: Go, Rust,
+    C), ``near`` (within :data:`NEAR` characters of it: line ends or whitespace counted otherwise), ``elsewhere``
+    (in the context), ``other_form`` (in the context in another Unicode form: NFD on one side), ``nowhere``;
+    only the reasons found. The values add up to ``len(questions)``."""
+    counts = {"utf8_bytes": 0, "near": 0, "elsewhere": 0, "other_form": 0, "nowhere": 0}
     for q in questions:
         text, start = q.answers[0]
         if start >= 0 and q.context.encode("utf-8")[start:start + len(text.encode("utf-8"))] == text.encode("utf-8"):
-            counts["bytes"] += 1
+            counts["utf8_bytes"] += 1
         elif text in q.context[max(start - NEAR, 0):max(start + len(text) + NEAR, 0)]:
             counts["near"] += 1
         elif text in q.context:
             counts["elsewhere"] += 1
         elif unicodedata.normalize("NFC", text) in unicodedata.normalize("NFC", q.context):
-            counts["form"] += 1  # NFD on one side: "nowhere in it" had been said of an answer that is there
-    said = [f"{counts['bytes']} at answer_start counted in UTF-8 bytes (answer_start counts characters)"
-            if counts["bytes"] else "",
-            f"{counts['near']} within {NEAR} characters of answer_start (offsets off by a few)" if counts["near"] else "",
-            f"{counts['elsewhere']} elsewhere in the context" if counts["elsewhere"] else "",
+            counts["other_form"] += 1  # NFD on one side: "nowhere in it" had been said of an answer that is there
+        else:
+            counts["nowhere"] += 1
+    return {reason: n for reason, n in counts.items() if n}
+
+
+def why_missed(questions: list[Question]) -> str:
+    """:func:`missed`'s counts in words, when they say why: "" when none of the answers is found. The count
+    alone had left a user to guess which it was."""
+    counts = missed(questions)
+    said = [f"{counts['utf8_bytes']} at answer_start counted in UTF-8 bytes (answer_start counts characters)"
+            if "utf8_bytes" in counts else "",
+            f"{counts['near']} within {NEAR} characters of answer_start (offsets off by a few)" if "near" in counts else "",
+            f"{counts['elsewhere']} elsewhere in the context" if "elsewhere" in counts else "",
             # not a one-line conversion of the file: \uXXXX escapes stay, and answer_start counts the old context
-            f"{counts['form']} in the context in another Unicode form (decomposed Hangul, NFD, in the context or the "
-            "answer, not both: write both in NFC, unicodedata.normalize('NFC', ...), answer_start counted in the NFC "
-            "context)" if counts["form"] else ""]
-    missing = len(questions) - sum(counts.values())
-    said.append(f"{missing} nowhere in it" if missing and any(said) else "")
+            f"{counts['other_form']} in the context in another Unicode form (decomposed Hangul, NFD, in the context or "
+            "the answer, not both: write both in NFC, unicodedata.normalize('NFC', ...), answer_start counted in the NFC "
+            "context)" if "other_form" in counts else ""]
+    said.append(f"{counts['nowhere']} nowhere in it" if "nowhere" in counts and any(said) else "")
     return ("; their first answers: " + ", ".join(x for x in said if x)) if any(said) else ""
 
 
