@@ -110,6 +110,7 @@ def placed(questions: list[Question]) -> tuple[list[Question], dict[str, int]]:
             found[n] = _hits(questions[n], bounds, counted, composed)
             for form in found[n]:
                 file_votes[form] += 1
+    _drop_chance_forms(questions, found, file_votes)
     out, counts = list(questions), {"text": 0, "NFC": 0, "NFD": 0}
     for context, members in by_context.items():
         if not any(n in found for n in members):
@@ -127,6 +128,27 @@ def placed(questions: list[Question]) -> tuple[list[Question], dict[str, int]]:
                 out[n] = Question(q.id, q.question, q.context, ((q.context[i:j], i), *q.answers[1:]), q.title)
                 counts["text" if q.context[i:j] != q.answers[0][0] else form] += 1
     return out, counts
+
+
+def _drop_chance_forms(questions: list[Question], found: dict[int, dict[str, tuple[int, int]]],
+                       file_votes: dict[str, int]) -> None:
+    """Forget, in ``found`` and ``file_votes``, a way of counting that places a verbatim answer by chance alone.
+
+    A start counted in UTF-8 bytes equals the NFD count wherever each syllable before it has a final consonant
+    (3 bytes, 3 jamo), and a start past the context's end may name an NFD offset of the answer: one such hit in a
+    file of misses is no evidence the file counts so. A form is taken for answers found as they are only where it
+    places at least two of the file's missed starts and at least half of them; an answer found only canonically
+    (written in the other form) is evidence of the other form by itself."""
+    missed = [n for n, q in enumerate(questions) if not q.span_ok(0)]
+    for form in ("NFC", "NFD"):
+        placed = sum(form in found.get(n, {}) for n in missed)
+        if placed >= 2 and 2 * placed >= len(missed):
+            continue
+        for n, hits in found.items():
+            q = questions[n]
+            if form in hits and q.context[slice(*hits[form])] == q.answers[0][0]:
+                del hits[form]
+                file_votes[form] -= 1
 
 
 def refound(q: Question) -> Question | None:
