@@ -48,15 +48,12 @@ from safetensors.torch import load_file, save_file
 from kolectra.core import filehash
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import progress
+from kolectra.model.checkpoint_layout import OPERATIONAL, checkpoints_dir  # torch-free: pretrain reads them first
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 MANIFEST = "manifest.json"
 FORMAT = 2
 REQUIRED = ("model.safetensors", "optimizer.pt", "state.pt")  # rank 0's files; rank-R.pt is checked on load
-
-
-def checkpoints_dir(out_dir: Path) -> Path:
-    return Path(out_dir) / "checkpoints"
 
 
 # --- plain-data encoding for weights_only loading ------------------------------------------------
@@ -426,12 +423,7 @@ def load(step_dir: Path, rank: int = 0) -> dict:
 
 # --- compatibility ------------------------------------------------------------------------------
 
-# Settings that do not change the training maths: resuming with other values is fine.
-# Where a run happens belongs here too: a checkpoint saved on a TPU resumes on a CPU or GPU and
-# back (issue 7), so the request — and its work directory — stays the same whatever the device.
-OPERATIONAL = ("train.force_resume", "train.keep_checkpoints", "train.save_every", "train.log_every",
-               "train.device", "train.cpu_threads", "train.xla_cache_dir", "train.compile",
-               "train.compile_mode")
+# OPERATIONAL (the settings a resume may change): model/checkpoint_layout.py
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

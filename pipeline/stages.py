@@ -197,8 +197,8 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     """``expected_untrained``: why the caller planned a run too short to learn (``kolectra run``'s
     demo); printed in place of the settings a not-learning warning would otherwise name. ``again``: what
     continues an interrupted run, as its lines name it (a caller without --resume says its own)."""
-    from kolectra.model import runtime  # noqa: PLC0415 - torch: when a model is trained
-    from kolectra.model.checkpoint import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
+    from kolectra.model import runtime  # noqa: PLC0415 - its devices import torch when one is built, not here
+    from kolectra.model.checkpoint_layout import OPERATIONAL, checkpoints_dir  # noqa: PLC0415
 
     # a bad setting is refused first, before anything is read, reserved or written
     adjusted: list[str] = []  # said below by rank 0 alone (a scaled warm-up), once the rank is known
