@@ -19,8 +19,11 @@ on that inode sees it gone and locks a fresh file (inode check), before it creat
 again. A copy is only a copy: the store keeps the artifact, and the next read downloads it again, every file
 hashed against its manifest. A kolectra older than this module takes no reader lock: prune while none runs.
 What the pruner cannot delete whole (a permission) is said with the bytes it did free, and keeps its lock and
-times (the same ``--older-than`` finds it again once mended). A reader killed outright touched its locks last
-when it opened them: its copies' last use may be its start, and as nothing reads them, pruning costs a download.
+times (the same ``--older-than`` finds it again once mended). Unlike a build's removal it does not delete the
+manifest first: a copy's ``manifest.json`` vouches for nothing, as every read checks each file it hands out
+against the store's manifest and downloads again what is missing (tests/test_cache_gc_half_removed.py). A
+reader killed outright touched its locks last when it opened them: its copies' last use may be its start, and as
+nothing reads them, pruning costs a download.
 """
 
 from __future__ import annotations
