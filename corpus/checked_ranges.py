@@ -7,7 +7,10 @@ file at the place asked, and the corpus held text no file holds, with no error (
 its listing). :func:`check` has the file's blocks fetched by :func:`_fetch` instead: a ``206`` whose range
 starts at another byte raises :class:`MisplacedRange`, which :class:`kolectra.corpus.http_reads.RangesOrWhole`
 meets as it meets a server that takes no range (the file read on as one GET, the bytes before skipped),
-or names in one line where that is refused. Anything else is answered as fsspec's own fetch answers it.
+or names in one line where that is refused. A ``200`` is the whole file, whatever ``Content-Range`` it carries
+(taken for a range where it started at the byte asked, as fsspec takes it, its whole body was returned: a read
+of 5 bytes gave the whole file, held in memory), and no answer gives more bytes than asked. Anything else is
+answered as fsspec's own fetch answers it.
 
 Each range is asked for uncompressed (``Accept-Encoding: identity``, as fsspec's HEAD asks for the size). aiohttp
 asks for gzip by default, and a server that compresses as it sends (Apache's mod_deflate on text/plain) cuts the
@@ -64,9 +67,9 @@ def check(f) -> None:
 
 
 async def _fetch(f, start: int, end: int) -> bytes:
-    """The bytes ``[start, end)`` of ``f``'s URL, from one ``Range`` request: a ``206`` (or an answer with a
-    ``Content-Range``) only where it starts at ``start``; the whole file's answer (``200``) for a range from
-    its first byte, cut to the range; a ValueError naming :data:`NO_RANGES` for a later one; nothing past the end."""
+    """The bytes ``[start, end)`` of ``f``'s URL, from one ``Range`` request: a ``206`` only where it starts at
+    ``start``; the whole file's answer (``200``, whatever its ``Content-Range``) for a range from its first byte;
+    a ValueError naming :data:`NO_RANGES` for a later one; each cut to the range, nothing past the end."""
     kwargs = dict(f.kwargs)
     headers = {**(kwargs.pop("headers", None) or {}), "Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
     r = await f.session.get(f.fs.encode_url(f.url), headers=headers, **kwargs)
@@ -74,18 +77,16 @@ async def _fetch(f, start: int, end: int) -> bytes:
         if r.status == 416:  # the range is past the end
             return b""
         r.raise_for_status()
-        said = r.headers.get("Content-Range")
-        if r.status == 206 or said:
+        if r.status == 206:
             if (coded := r.headers.get("Content-Encoding", "identity").strip().lower()) not in ("", "identity"):
                 raise EncodedRange(start, coded)  # before aiohttp decodes it (it would fail, or splice)
-            first = first_byte(said)
-            if said is not None and first != start:  # "bytes */1000" (no range) too
+            said = r.headers.get("Content-Range")
+            if said is not None and first_byte(said) != start:  # "bytes */1000" (no range) too
                 raise MisplacedRange(start, said)
-            return await r.read()
-        if start > 0:
+        elif start > 0:
             raise ValueError(f"the server answered a range from byte {start:,} with the whole file: it does not "
                              f"{NO_RANGES}")
-        got, wanted = [], end - start
+        got, wanted = [], end - start  # a cache's larger block from the byte asked, or the whole file: cut
         while wanted > 0 and (chunk := await r.content.read(min(wanted, 1 << 20))):
             got.append(chunk)
             wanted -= len(chunk)

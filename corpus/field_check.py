@@ -91,7 +91,7 @@ def parquet_as_text_problem(path: str, fmt: str) -> str | None:
     if fmt != "auto" or reader.resolve_format(path, fmt) == "parquet":
         return None
     try:  # without fsspec's read-ahead (50 MB from s3fs for four bytes)
-        with parquet.open_seekable(path) as raw, compress.decompress(raw, path) as stream:
+        with parquet.open_seekable(path, one_way=True) as raw, compress.decompress(raw, path) as stream:
             head = stream.read(parquet.HEAD)
     except Exception:  # noqa: BLE001 - unreadable here is unreadable in the job, which names it per file
         return None

@@ -60,8 +60,9 @@ def ranged_or_whole(f: IO[bytes], path: str, skip_most: int | None = None,
 
 class RangesOrWhole:
     """``f`` (fsspec's HTTPFile of ``path``) read as it is, and, from a read the server answered with the
-    whole file, one GET of it streamed from the same place (``skip_most``: refused where that place is
-    further in: a :class:`read_failures.ReadFailed` naming the server's answer). Seeking is ``f``'s until
+    whole file, one GET of it streamed from the same place (``skip_most``: refused where that place is byte
+    ``skip_most`` or further in, so never where it is 0, as for a Parquet file, whose reader seeks back: a
+    :class:`read_failures.ReadFailed` naming the server's answer). Seeking is ``f``'s until
     then. A read that fails in a way that may pass is tried again after each of ``waits`` (default
     :func:`read_failures.retry_waits`), from the byte it stopped at;
     then, or at once where it will not pass, :class:`read_failures.ReadFailed`. A range answered from another
@@ -108,7 +109,9 @@ class RangesOrWhole:
                 misplaced = isinstance(e, checked_ranges.MisplacedRange)
                 if not misplaced and checked_ranges.NO_RANGES not in str(e):
                     raise
-                if self._skip_most is not None and self._f.tell() > self._skip_most:
+                # ">=": a Parquet file (0) read from byte 0 (its footer, where the file is under 64 KiB) seeks back
+                # next, which a stream cannot ("Cannot seek streaming HTTP file", said as the file's damage)
+                if self._skip_most is not None and self._f.tell() >= self._skip_most:
                     # the server's doing, not the file's: a Parquet file's read was its damaged_file dead letter,
                     # "accept what could be read with --set max_damaged_files=1" (none of its rows)
                     said = (f"other bytes than asked ({e})" if misplaced else "the whole file (it takes no Range header)")

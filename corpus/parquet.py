@@ -69,16 +69,18 @@ def compressed_whole(codec: str) -> str:
     return f"compressed whole ({codec}), which no format reads: decompress it, and name it *.parquet"
 
 
-def open_seekable(path: str) -> IO[bytes]:
+def open_seekable(path: str, one_way: bool = False) -> IO[bytes]:
     """``path`` opened for random access: a local path only while it is a regular file (a FIFO would
     hang the read); a store's object without fsspec's read-ahead cache, which keeps one region of
     the object: the pages of two columns read in turn refetched a block (s3fs: 50 MB) at every
     switch, 36 times a file's bytes. pyarrow's buffer (:data:`REMOTE_READ_BUFFER` a column) reads ahead.
     An http(s) URL's reads are tried again where their failure may pass, as a text file's are
     (:mod:`kolectra.corpus.http_reads`; a 503 amid its rows failed the job); a server that takes no range
-    fails as before (``skip_most=0``: never read as one GET for a footer at the file's end)."""
+    fails as before (``skip_most=0``: never read as one GET, whose reader could not seek back), unless ``one_way``
+    (a read of the file's first bytes, on from there: it may be read as one GET)."""
     if is_remote(path) and storage.scheme(path) in ("http", "https"):
-        return http_reads.ranged_or_whole(http_reads.opened(path, cache_type="none"), path, skip_most=0)
+        return http_reads.ranged_or_whole(http_reads.opened(path, cache_type="none"), path,
+                                          skip_most=None if one_way else 0)
     if is_remote(path):
         return storage.open_file(path, cache_type="none")
     return open_input(path)

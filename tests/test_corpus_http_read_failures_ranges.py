@@ -12,6 +12,7 @@ Real local http.servers on 127.0.0.1, the real corpus job in process.
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import io
 import re
@@ -27,8 +28,10 @@ from tests.test_corpus_http_read_failures import FAST, WAITS, _artifact, _corpus
 
 class Flaky:
     """Serves ``files`` (name -> bytes), ranges honoured; once ``armed``, the n-th GET (0-based, counted from
-    the arming) does ``plan(n)``: None (served), "503", "cut" (closed a third of the way in), or "shifted"
-    (a range answered from 100 bytes before the byte asked, its Content-Range saying so)."""
+    the arming) does ``plan(n)``: None (served), "503", "cut" (closed a third of the way in), "shifted"
+    (a range answered from 100 bytes before the byte asked, its Content-Range saying so), "gzip" (a range cut
+    from the file gzipped, ``Content-Encoding: gzip``: a server compressing whatever it sends) or "whole" (200,
+    the whole file, with a ``Content-Range`` saying so: a server that takes no range but says the bytes it sends)."""
 
     def __init__(self, files: dict[str, bytes], plan=lambda n: None):
         self.files, self.plan, self.armed, self.gets = files, plan, False, []
@@ -60,14 +63,18 @@ class Flaky:
                 if action == "503":
                     return self._head(503, 0)
                 m = re.fullmatch(r"bytes=(\d+)-(\d+)", asked or "")
-                if m is None:
+                coded = {"Content-Encoding": "gzip"} if action == "gzip" else {}
+                body = gzip.compress(body, mtime=0) if coded else body
+                if m is None or action == "whole":
                     start, end = 0, len(body)
-                    self._head(200, end)
+                    self._head(200, end, {**coded, **({"Content-Range": f"bytes 0-{end - 1}/{end}"} if m else {})})
+                elif int(m[1]) >= len(body):
+                    return self._head(416, 0, {"Content-Range": f"bytes */{len(body)}"})
                 else:
                     start, end = int(m[1]), min(int(m[2]) + 1, len(body))
                     if action == "shifted":
                         start, end = max(0, start - 100), end - 100
-                    self._head(206, end - start, {"Content-Range": f"bytes {start}-{end - 1}/{len(body)}"})
+                    self._head(206, end - start, {"Content-Range": f"bytes {start}-{end - 1}/{len(body)}", **coded})
                 part = body[start:end]
                 if action == "cut":
                     self.wfile.write(part[: len(part) // 3])
