@@ -142,3 +142,38 @@ def test_a_pretraining_run_whose_manifest_write_is_unknown_says_how_to_continue_
     # what it says continues the finished run, not training again
     _pretrain(root, found, force=force, resume=True)
     assert found[-1] == ["step-00000600"], found
+
+
+@pytest.mark.parametrize("machine", ["another", "this"])
+def test_a_fresh_run_on_a_bucket_names_the_stores_copy_it_discards(bucket, tmp_path, monkeypatch, capsys, machine):
+    """Stopped after its step was mirrored to the bucket, the request built again without --resume discards the
+    bucket's copy of the run: on another machine (an empty cache) without a word, where the same run on a disk
+    root says 'discarding the interrupted run in ... (--resume would continue it)'; on this one the line named
+    this machine's copy alone. Seen with kolectra pretrain --out s3://... (h5): now the bucket's is named too."""
+    from kolectra.core import storage
+
+    root = f"{bucket}/elsewhere-{machine}"
+    store = open_store(root)
+    request = Request(kind="checkpoint", name="p", stage_version=1, config={"n": 1})
+
+    def stopped(out: Path) -> StageOutput:  # step 21 saved and mirrored, as the trainer's hook does, then SIGTERM
+        step = out / "checkpoints" / "step-00000021"
+        step.mkdir(parents=True)
+        for name in ("state.pt", "manifest.json"):
+            (step / name).write_text("{}")
+        store.checkpoint_saved(step)
+        raise Terminated("terminated (SIGTERM) after step 21 of 600, saved as the checkpoint step-00000021")
+    with pytest.raises(Terminated):
+        store.build(request, stopped, resumable=Resumable(family={"kind": "checkpoint"}, scratch=("checkpoints",)))
+    remote = f"{root}/.work/checkpoint-{request.id()}"
+    assert "out/checkpoints/step-00000021/manifest.json" in storage.listing(remote)
+    if machine == "another":
+        monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "another-cache"))
+    capsys.readouterr()
+    found: list[list[str]] = []
+    _pretrain(root, found)  # no --resume: a fresh run
+    err = capsys.readouterr().err
+    assert found == [[]]
+    line = next((x for x in err.splitlines() if "discarding the interrupted run in " in x), "")  # before: none (another)
+    assert line.endswith(f"{remote} (--resume would continue it)"), err
+    assert (machine == "this") == (str(tmp_path / "cache") in line), line  # this machine's copy, where it has one

@@ -91,10 +91,14 @@ class StoreRuns:
             self._fetch_run(remote_run, run)
         record = {"id": request.id(), "kind": request.kind, "name": request.name, "family": spec.family,
                   "scratch": list(spec.scratch), "config": request.config, "stage_version": request.stage_version}
+        # a fresh run discards the store's copy of this request's run too (below): said with this machine's, where
+        # that copy holds a complete checkpoint (from another machine, or this one's cache since cleared: before
+        # 2026-12-02 it went without a word)
+        kept = [] if resume else self._steps(storage.listing(remote_run))
         # only this request's run: another's, kept in this machine's cache, is not the store's (family_resume);
         # --resume (True) as given, so that finding none is said, as on a disk root
         opened = workspace.open_run(local_root, record, resume, held, request.operational, family_resume=False,
-                                    again=spec.again, forced=forced)
+                                    again=spec.again, forced=forced, also=remote_run if kept else "")
         self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()
