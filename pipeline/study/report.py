@@ -268,7 +268,8 @@ def split_text(split: dict, plan: dict | None = None) -> str:
     """How the held-out rows were carved by text (``make_splits``' counts), or nothing for a study.json without them."""
     if not split:
         return ""
-    said = (f"Rows of one text (NFC, spaces folded) stay on one side: {split['repeated_rows']} of the train file's "
+    said = ("Rows of one text (the same after the corpus's text rules: NFC, width, invisible characters, spaces, "
+            f"repeats it shortens) stay on one side: {split['repeated_rows']} of the train file's "
             f"{split['rows']} rows repeat an earlier row's text; {split['dev_rows_repeating_a_dev_text']} held-out rows "
             f"repeat another held-out row's text")
     if split.get("texts_too_frequent_for_dev"):

@@ -43,7 +43,6 @@ import hashlib
 import json
 import os
 import random
-import unicodedata
 from pathlib import Path
 from typing import Sequence
 
@@ -101,31 +100,42 @@ def _write_whole(path: Path, data: bytes) -> Path:
     return path
 
 
-def _row_text(row: str) -> str:
-    """The text a row is grouped by: its review after NFC, spaces folded (a row without one: the line)."""
+def _row_text(row: str, rules: dict) -> str:
+    """The text a row is grouped by: its review as the corpus of text ``rules`` would hold it, as
+    :func:`dev_overlap` and ``kolectra report``'s eval overlap read it (:func:`pipeline.overlap.same_text`);
+    a row without one: the line."""
     parts = row.split("\t")
-    return _same_text(parts[1]) if len(parts) >= 2 else row
+    return overlap.same_text(parts[1], rules) if len(parts) >= 2 else row
 
 
-def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path) -> Splits:
+def make_splits(nsmc_train: Path, plan: StudyPlan, cache: Path, rules: dict | None = None) -> Splits:
     """Seeded, content-named NSMC files under ``cache``: dev first, then each readout's rows drawn
     from the rest (a different sample per fine-tuning seed).
 
-    Rows of one text (NFC, spaces folded) stay on one side: NSMC repeats short reviews ("굿", "최고"),
-    and drawn one by one, 1-2 of the sample's 300 held-out rows were also in each readout's training
-    rows. The seed shuffles the texts, not the rows, and each text's rows all go to dev if they fit in
+    Rows of one text stay on one side: NSMC repeats short reviews ("굿", "최고"), and drawn one by one,
+    1-2 of the sample's 300 held-out rows were also in each readout's training rows. One text is one after
+    the pretraining corpus's text ``rules`` (:func:`pipeline.overlap.rules_of`; None: its defaults), as the
+    held-out texts are looked for in the corpus: NFC, width folding, invisible characters, spaces, and
+    ``max_repeat`` where the corpus shortens repeats. NFC and folded spaces alone (study 14 before h11) split
+    a full-width ``ＯＳＴ`` from ``OST``, a review with a zero-width space from the same without, and ``ㅋㅋㅋㅋㅋ``
+    from ``ㅋㅋ`` in a ``max_repeat=2`` corpus: one held out, its twin a training row.
+
+    The seed shuffles the texts, not the rows, and each text's rows all go to dev if they fit in
     what is left of ``dev_rows`` (else all stay out of it): every text is held out with the same
     chance whatever its count. Shuffling rows and letting a text's first row decide (study 9) held
     out a text of k rows k times as often: "굿"'s 191 rows were held out whole, and a quarter of
     NSMC's 5,000 held-out rows repeated a held-out text. A file without repeated texts gives the
     same split as the row-by-row draw before study 9."""
+    rules = rules if rules is not None else overlap.DEFAULT_RULES
     raw = Path(nsmc_train).read_bytes()
     sizes = (plan.dev_rows, plan.probe_rows, plan.lowdata_rows, plan.finetune_rows, plan.finetune_seeds, plan.seed)
-    # "texts-shuffled": the files of this split are named apart from earlier splits' (same names, other bytes)
-    out = cache / f"nsmc-study-{hashlib.sha256(raw + repr(sizes).encode() + b'texts-shuffled').hexdigest()[:16]}"
+    # "texts-by-rules" and the rules: the files of this split are named apart from earlier splits' and from those
+    # of a corpus of other rules (same names, other bytes)
+    grouped_by = b"texts-by-rules" + json.dumps(rules, sort_keys=True).encode()
+    out = cache / f"nsmc-study-{hashlib.sha256(raw + repr(sizes).encode() + grouped_by).hexdigest()[:16]}"
     lines = raw.decode("utf-8").split("\n")
     header, rows = lines[0], [line for line in lines[1:] if line.strip()]
-    texts = [_row_text(r) for r in rows]
+    texts = [_row_text(r, rules) for r in rows]
     same: dict[str, list[int]] = {}
     for i, t in enumerate(texts):
         same.setdefault(t, []).append(i)
@@ -180,19 +190,25 @@ def holdout_ids_file(splits: Splits) -> Path:
     return _write_whole(splits.dev.parent.parent / f"study-holdout-{hashlib.sha256(ids).hexdigest()[:16]}.txt", ids)
 
 
+def pretraining_corpus(store: Store, corpus_ref: str | None, examples_ref: str | None) -> Artifact:
+    """The corpus the study pretrains on: ``--corpus``, or the one ``--examples`` were packed from."""
+    if examples_ref is not None:
+        return store.require(examples_ref, "examples").parent_of_kind(store, "corpus")
+    if corpus_ref is None:
+        raise ArtifactError("study: give --corpus or --examples")
+    return store.require(corpus_ref, "corpus")
+
+
 def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str | None,
                  examples_ref: str | None) -> tuple[Artifact, dict]:
     """The examples artifact, and how the held-out rows stand against its corpus."""
+    corpus = pretraining_corpus(store, corpus_ref, examples_ref)
     if examples_ref is not None:
         examples = store.require(examples_ref, "examples")
-        corpus = examples.parent_of_kind(store, "corpus")
         # kept in a store: a local copy
         found = dev_overlap(store.local(corpus), splits, held_out=False, rules=overlap.rules_of(corpus))
         return examples, {"held_out_from_pretraining": found["dev_rows_in_pretraining_corpus"] == 0,
                           "dev_rows": len(splits.dev_ids), **found}
-    if corpus_ref is None:
-        raise ArtifactError("study: give --corpus or --examples")
-    corpus = store.require(corpus_ref, "corpus")
     vocab = stages.vocab(store, corpus, sets=[f"vocab_size={plan.vocab_size}"])
     holdout = holdout_ids_file(splits)
     seq = model_preset(plan.preset).max_seq_length
@@ -200,10 +216,6 @@ def examples_for(store: Store, plan: StudyPlan, splits: Splits, corpus_ref: str 
     return examples, {"held_out_from_pretraining": True, "dev_rows": len(splits.dev_ids),
                       "held_out_documents": examples.manifest.get("stats", {}).get("held_out_documents"),
                       **dev_overlap(store.local(corpus), splits, held_out=True, rules=overlap.rules_of(corpus))}
-
-
-def _same_text(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def dev_overlap(corpus_dir: Path, splits: Splits, held_out: bool, rules: dict | None = None) -> dict:
@@ -335,7 +347,9 @@ def run_study(store: Store, plan: StudyPlan, nsmc_train: Path, *, corpus_ref: st
     if folded_url(nsmc_train):  # read as the local path s3:/b/k: 'No such file', as if the object were missing
         raise ConfigError(f"study: --nsmc-train {URL_FILE}: {as_given(nsmc_train)}")
     one_process("a study")  # its readouts fine-tune (stages.finetune): refused before an arm is pretrained
-    splits = make_splits(Path(nsmc_train), plan, store.root / ".cache")
+    # rows of one text after the corpus's rules stay on one side: the rules are the corpus's, read before the split
+    splits = make_splits(Path(nsmc_train), plan, store.root / ".cache",
+                         overlap.rules_of(pretraining_corpus(store, corpus_ref, examples_ref)))
     examples, holdout = examples_for(store, plan, splits, corpus_ref, examples_ref)
     for arm in plan.arms:  # under half a step, round() gives 0 and the arm trained 1 step: over twice its budget
         per_step, smallest = flops_per_step(examples, plan, arm), min(plan.budgets())
