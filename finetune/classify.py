@@ -26,56 +26,10 @@ from sklearn.metrics import f1_score
 from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
-from kolectra.finetune.readers.arrow_rows import Unnamed
-from kolectra.finetune.text_task import BadRow, TextTask
+from kolectra.finetune.row_rules import class_label, label_names, label_text  # noqa: F401  (label_text: API)
+from kolectra.finetune.text_task import TextTask
 
 STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
-
-
-# A whole number written as a float, as text: pandas' to_csv of an integer column with a gap (NaN) writes 1.0
-WHOLE_FLOAT = re.compile(r"(-?[0-9]{1,18})\.0+")
-BOOLEAN_CODES = {"false": 0, "true": 1}  # a boolean label's code under label_names (:func:`named`)
-
-
-def label_text(value) -> str:
-    """A label as the text it is compared by: ``1``, ``1.0`` and ``"1"`` are one class, ``1.5`` is refused.
-
-    A JSON or Parquet boolean (``"label": true``) is the class ``true`` or ``false``, JSON's spelling, the same
-    class as the text ``true`` of a TSV file (sorted: ``false`` is class 0, ``true`` class 1, as their integers);
-    each row had been refused as bad ("label must be text or an integer, got True"), the whole file with it.
-
-    NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
-    the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
-    alike, and an NFD test label "not among the training labels (스포츠, ...)".  The text ``1.0`` is ``1``
-    too, as the JSON number is: a CSV or TSV pandas wrote from a label column with a gap holds ``0.0``,
-    ``1.0``, which were classes of their own (a test file written without the gap, ``1``, was "not among the
-    training labels (0.0, 1.0)"; ``label_names`` refused them as text that is none of its names)."""
-    if isinstance(value, Unnamed):  # before int, its base: -1 would be a class "-1"
-        raise BadRow(f"label {value!r}")
-    if isinstance(value, str) and (text := visible_edges(value)):
-        if whole := WHOLE_FLOAT.fullmatch(text):
-            return str(int(whole.group(1)))
-        return unicodedata.normalize("NFC", text)
-    if isinstance(value, bool):  # before int, its base: True would be the class "1"
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float) and value.is_integer():  # 1.0: pandas writes an int column with a gap as floats
-        return str(int(value))
-    raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not visible_edges(value))
-                 else f"label must be text or an integer, got {value!r}")
-
-
-def visible_edges(text: str) -> str:
-    """``text`` without whitespace or invisible format characters (Unicode Cf: a zero-width space, a
-    byte-order mark, a direction mark, a soft hyphen) at its ends: ``pos\u200b`` (copied from a web page)
-    had been a class of its own, printed as ``pos`` beside ``pos``."""
-    start, end = 0, len(text)
-    while start < end and (text[start].isspace() or unicodedata.category(text[start]) == "Cf"):
-        start += 1
-    while end > start and (text[end - 1].isspace() or unicodedata.category(text[end - 1]) == "Cf"):
-        end -= 1
-    return text[start:end]
 
 
 def alike_labels(labels: list[str]) -> str | None:
@@ -145,28 +99,6 @@ def classification_scores(gold: np.ndarray, predicted: np.ndarray) -> dict:
             "macro_f1": float(f1_score(gold, predicted, average="macro", zero_division=0))}
 
 
-def named(label: str, names: tuple[str, ...]) -> str:
-    """``label`` (as :func:`label_text` made it) through ``label_names``: a code ``k`` is ``names[k]``, a name
-    stays; else a bad row. Without names, the label itself.
-
-    A boolean that is none of the names is a code as Python, pandas and numpy count it: ``false`` 0, ``true`` 1
-    (``label_names=negative,positive`` names a JSON ``false`` negative), in any case (pandas' ``to_csv`` writes
-    ``True``, Excel ``TRUE``); a file of booleans with label_names had been refused, "leave label_names out"."""
-    if not names:
-        return label
-    if re.fullmatch(r"[0-9]+", label) and int(label) < len(names):
-        return names[int(label)]
-    if label in names:
-        return label
-    if (code := BOOLEAN_CODES.get(label.casefold())) is not None:
-        if spelt := [n for n in names if n.casefold() == label.casefold()]:  # names True,False: by name, not code
-            return spelt[0]
-        if code < len(names):
-            return names[code]
-        raise BadRow(f"label {label!r} is the code {code} (false 0, true 1), past label_names' one name")
-    raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
-
-
 def names_misfit(path, names: tuple[str, ...], unnamed: list[str], codes: set[int] | None = None) -> str | None:
     """Why a file refused for its bad rows was, when label_names left its labels unnamed: the refusal's way out
     ("raise max_bad_fraction") would have dropped a whole class (codes past the names, or a scale from -1 as
@@ -223,21 +155,21 @@ class Classify(TextTask):
     booleans = 0  # this file's labels that were JSON or Parquet true/false
 
     def read(self, cfg, train_file, eval_file):
-        self.names = tuple(unicodedata.normalize("NFC", n.strip()) for n in getattr(cfg, "label_names", ()))
+        self.names = label_names(getattr(cfg, "label_names", ()))
         self.train_file = train_file
         return super().read(cfg, train_file, eval_file)
 
     def target(self, value):
         self.booleans += isinstance(value, bool)
-        label = label_text(value)
+        return class_label(value, self.names, self.saw)  # finetune/eval_texts.py takes the scored rows so too
+
+    def saw(self, label: str, kept: bool) -> None:
+        """Note a label's text for a refusal's reasons: the integer codes, the labels label_names did not name."""
         if self.codes is not None and self.names:  # more values than names, or one that is no integer: no scale
             self.codes.add(int(label)) if re.fullmatch(r"-?[0-9]{1,18}", label) else self.codes.clear()
             self.codes = self.codes if 0 < len(self.codes) <= len(self.names) else None
-        try:
-            return named(label, self.names)
-        except BadRow:
+        if not kept:
             self.unnamed.append(label)
-            raise
 
     def load(self, path, cfg):
         self.unnamed, self.codes, self.booleans = [], set(), 0  # labels label_names did not name; integer labels

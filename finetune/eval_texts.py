@@ -8,12 +8,14 @@ questions and its contexts (each context once: many questions share one). NER's 
 is still read: the check counts what could be read. A run capped by ``max_eval_examples`` scored the first
 N rows (KorQuAD: questions) only, as :func:`finetune.config.cap_eval_rows` cuts them: the texts are those N
 (before 2026-12-02 the whole file was counted: the demo's "6 of 500" where its score is on 128 rows).
-A classify/regress row the task cannot use (a column missing or not text) is not counted; a label the task
-refuses is not looked at.
+A classify/regress row the task cannot use is not counted: the rows are taken by the task's own rules
+(:mod:`finetune.row_rules`: a column missing or not text, a label or score its ``target`` refuses, classify's
+``label_names`` heeded), so bad rows among the first N do not stand in for rows the run scored.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -60,12 +62,22 @@ def eval_texts(task: str, config: dict, path: Path) -> list[Texts]:
         return [Texts("question", "questions", [q.question for q in questions], of),
                 Texts("context", "contexts", list(dict.fromkeys(q.context for q in questions)))]
     from kolectra.finetune.readers.tables import open_table  # noqa: PLC0415
+    from kolectra.finetune.row_rules import BadRow, class_label, label_names, score_value, take_row  # noqa: PLC0415
 
-    texts = [c for c in (config.get("text_column", "text"), config.get("text_pair_column", "")) if c]
-    label = config.get("label_column", "label")
-    table = open_table(path, config.get("format", "auto"), read=[*texts, label])
-    # the rows finetune/text_task.py's row_of takes (importing it imports torch): every column there, texts text
-    rows = [[record[c] for c in texts] for _, record in table.records
-            if label in record and all(isinstance(record.get(c), str) for c in texts)]
+    names = (config.get("text_column", "text"), config.get("text_pair_column") or None,
+             config.get("label_column", "label"))
+    if task not in ("classify", "regress"):
+        raise ValueError(not_checked(task))
+    table = open_table(path, config.get("format", "auto"), read=[n for n in names if n])
+    # the label rule of the task's target (Classify.target, Regress.target), without the notes its refusals use
+    target = partial(class_label, names=label_names(config.get("label_names") or ())) if task == "classify" \
+        else score_value
+    rows = []
+    for _, record in table.records:  # the rows finetune/text_task.py's load keeps, by its own take_row and target
+        try:
+            row = take_row(record, names, target)
+        except BadRow:
+            continue
+        rows.append([row[k] for k in ("text", "text_pair") if k in row])
     rows, of = _capped(rows, cap)
-    return [Texts(c, "rows", [row[i] for row in rows], of) for i, c in enumerate(texts)]
+    return [Texts(c, "rows", [row[i] for row in rows], of) for i, c in enumerate(n for n in names[:2] if n)]

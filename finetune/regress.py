@@ -27,36 +27,11 @@ from scipy.stats import pearsonr, spearmanr
 from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
 from kolectra.finetune.files import FinetuneError, write_jsonl
-from kolectra.finetune.readers.arrow_rows import Unnamed
-from kolectra.finetune.text_task import BadRow, TextTask
+from kolectra.finetune.row_rules import score_value  # finetune/eval_texts.py reads the scored rows with it too
+from kolectra.finetune.text_task import TextTask
 
 STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
-
-
-def score_value(value) -> float:
-    """A label as a finite number (text or JSON number)."""
-    # no score: JSON null, a Parquet null (pandas' NaN), an empty field; "score must be a number, got None" had
-    # read as a value to correct, not one missing
-    if value is None or (isinstance(value, str) and not value.strip()):
-        raise BadRow("empty score" + (" (null)" if value is None else ""))
-    if isinstance(value, Unnamed):  # a class-label column's -1: no score, though an int
-        raise BadRow(f"score must be a number, got {value!r}")
-    if isinstance(value, bool):  # before float(), which reads True as 1.0; "got True" read as a value to correct
-        # one reason for true and false alike: a refused file's message names the rows of each reason once
-        raise BadRow("score must be a number, not a boolean (a JSON or Parquet true/false; never read as 1/0)")
-    # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
-    if isinstance(value, str) and "_" in value:
-        raise BadRow(f"score must be a number, got {value!r}")
-    try:
-        x = float(value.strip() if isinstance(value, str) else value)
-    except OverflowError:  # a JSON integer past float's range (float() of a str gives inf instead)
-        raise BadRow(f"score must be finite, got an integer of {len(str(abs(value)))} digits") from None
-    except (TypeError, ValueError):
-        raise BadRow(f"score must be a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise BadRow(f"score must be finite, got {value!r}")
-    return x
 
 
 # Float32 outputs closer than this (relative to their size, at least 1) differ by rounding only: the same

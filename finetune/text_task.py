@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
@@ -25,6 +24,7 @@ from kolectra.finetune.features import carve, rows
 from kolectra.finetune.files import FinetuneError, same_content
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.tables import Table, check_bad, open_table, shown_bad
+from kolectra.finetune.row_rules import BadRow, row_of, take_row  # noqa: F401  (BadRow, row_of: this module's API)
 
 
 class Rows:
@@ -177,14 +177,12 @@ class TextTask(skeleton.Task):
         columns, labels = {k: [] for k in keys}, {}
         line, text, pair, label = (columns.get(k, []).append for k in ("line", "text", "text_pair", "label"))
         for n, record in table.records:
-            row = row_of(record, *names)
             try:
-                if isinstance(row, str):
-                    raise BadRow(row)
-                value = self.target(row["label"])
+                row = take_row(record, names, self.target)  # finetune/eval_texts.py takes the scored rows so too
             except BadRow as e:
                 table.bad.append((n, str(e)))
                 continue
+            value = row["label"]
             line(n)
             text(row["text"])
             label(labels.setdefault(value, value) if type(value) is str else value)  # one object a class
@@ -299,23 +297,3 @@ def check_columns(table: Table, cfg) -> None:
     table.column(cfg.label_column, "label_column")
 
 
-class BadRow(UserInputError):
-    """Raised by :meth:`TextTask.target`: the row is counted as bad, with this reason and its line."""
-
-
-def row_of(record: dict, text: str, pair: str | None, label: str) -> dict | str:
-    """The row's text(s) and raw label, or why it cannot be used."""
-    for column in (text, pair, label):
-        if column is not None and column not in record:
-            inside = [k for k in record if k.startswith(f"{column}.")]  # JSONL objects are flattened to dotted names
-            return (f"{column!r} is an object ({', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}): "
-                    f"a dotted name reaches a field of it, e.g. {inside[0]!r}") if inside else f"no {column!r} field"
-    out = {"text": record[text], "label": record[label]}
-    if pair is not None:
-        out["text_pair"] = record[pair]
-    for key, column in (("text", text), ("text_pair", pair)):
-        if key in out and out[key] is None:  # JSON null, a Parquet null (pandas' None or NaN): "got NoneType" had said
-            return f"{column!r} is empty (null)"
-        if key in out and not isinstance(out[key], str):
-            return f"{column!r} is not text (got {type(out[key]).__name__})"
-    return out

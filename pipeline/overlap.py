@@ -50,8 +50,9 @@ from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.manifest import fingerprint_inputs
 
 # bump when the same corpus and file give another result: older cached results are not read
-# (2: the rows past max_eval_examples, which the run did not score, are left out)
-CHECK = 2
+# (2: the rows past max_eval_examples, which the run did not score, are left out; 3: classify/regress rows whose
+# label or score the task refuses are left out before that cap, as the task left them)
+CHECK = 3
 EXAMPLES = 5
 RULES = ("strip_html", "mask_pii", "max_repeat", "language")
 DEFAULT_RULES = {"strip_html": False, "mask_pii": False, "max_repeat": 0, "language": "ko"}
@@ -133,7 +134,8 @@ def pretraining_corpora(store: Store, art: Artifact) -> tuple[list[tuple[Artifac
 def _key(corpus: Artifact, split: str, holdout: str, file_sha256: str, task: str, config: dict) -> str:
     what = {"check": CHECK, "corpus": corpus.id, "digest": corpus.manifest.get("digest"), "split": split,
             "holdout": holdout, "file": file_sha256, "task": task,
-            "read": {k: config.get(k) for k in ("text_column", "text_pair_column", "label_column", "format")},
+            "read": {k: config.get(k) for k in ("text_column", "text_pair_column", "label_column", "format",
+                                                "label_names")},
             "cap": scored_cap(task, config)}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
 

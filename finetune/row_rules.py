@@ -1,0 +1,164 @@
+"""Which rows of a text task's file are used, and what their label is: the rules the readers of
+``classify`` and ``regress`` (:meth:`finetune.text_task.TextTask.load`, their ``target``) apply to a record,
+here without the tasks' model and training imports (torch), so that :mod:`finetune.eval_texts` (``kolectra
+report``'s check of the scored texts against the pretraining corpus) takes the very rows a run scored by
+calling them too.  A row is used when :func:`take_row` keeps it: its text(s) are text (:func:`row_of`) and
+its label is one the task's target makes a value of (:func:`class_label`, :func:`score_value`); any other is
+a bad row (:class:`BadRow`), counted with its line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from typing import Callable
+
+from kolectra.core.errors import UserInputError
+from kolectra.finetune.readers.arrow_rows import Unnamed
+
+
+class BadRow(UserInputError):
+    """Raised by :meth:`TextTask.target`: the row is counted as bad, with this reason and its line."""
+
+
+def row_of(record: dict, text: str, pair: str | None, label: str) -> dict | str:
+    """The row's text(s) and raw label, or why it cannot be used."""
+    for column in (text, pair, label):
+        if column is not None and column not in record:
+            inside = [k for k in record if k.startswith(f"{column}.")]  # JSONL objects are flattened to dotted names
+            return (f"{column!r} is an object ({', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}): "
+                    f"a dotted name reaches a field of it, e.g. {inside[0]!r}") if inside else f"no {column!r} field"
+    out = {"text": record[text], "label": record[label]}
+    if pair is not None:
+        out["text_pair"] = record[pair]
+    for key, column in (("text", text), ("text_pair", pair)):
+        if key in out and out[key] is None:  # JSON null, a Parquet null (pandas' None or NaN): "got NoneType" had said
+            return f"{column!r} is empty (null)"
+        if key in out and not isinstance(out[key], str):
+            return f"{column!r} is not text (got {type(out[key]).__name__})"
+    return out
+
+
+# A whole number written as a float, as text: pandas' to_csv of an integer column with a gap (NaN) writes 1.0
+WHOLE_FLOAT = re.compile(r"(-?[0-9]{1,18})\.0+")
+BOOLEAN_CODES = {"false": 0, "true": 1}  # a boolean label's code under label_names (:func:`named`)
+
+
+def label_text(value) -> str:
+    """A label as the text it is compared by: ``1``, ``1.0`` and ``"1"`` are one class, ``1.5`` is refused.
+
+    A JSON or Parquet boolean (``"label": true``) is the class ``true`` or ``false``, JSON's spelling, the same
+    class as the text ``true`` of a TSV file (sorted: ``false`` is class 0, ``true`` class 1, as their integers);
+    each row had been refused as bad ("label must be text or an integer, got True"), the whole file with it.
+
+    NFC: a label typed in decomposed Hangul (NFD, as files saved on macOS may hold) is the same class as
+    the composed one; compared as they were, ``스포츠`` and its NFD spelling were two classes printed
+    alike, and an NFD test label "not among the training labels (스포츠, ...)".  The text ``1.0`` is ``1``
+    too, as the JSON number is: a CSV or TSV pandas wrote from a label column with a gap holds ``0.0``,
+    ``1.0``, which were classes of their own (a test file written without the gap, ``1``, was "not among the
+    training labels (0.0, 1.0)"; ``label_names`` refused them as text that is none of its names)."""
+    if isinstance(value, Unnamed):  # before int, its base: -1 would be a class "-1"
+        raise BadRow(f"label {value!r}")
+    if isinstance(value, str) and (text := visible_edges(value)):
+        if whole := WHOLE_FLOAT.fullmatch(text):
+            return str(int(whole.group(1)))
+        return unicodedata.normalize("NFC", text)
+    if isinstance(value, bool):  # before int, its base: True would be the class "1"
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():  # 1.0: pandas writes an int column with a gap as floats
+        return str(int(value))
+    raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not visible_edges(value))
+                 else f"label must be text or an integer, got {value!r}")
+
+
+def visible_edges(text: str) -> str:
+    """``text`` without whitespace or invisible format characters (Unicode Cf: a zero-width space, a
+    byte-order mark, a direction mark, a soft hyphen) at its ends: ``pos\u200b`` (copied from a web page)
+    had been a class of its own, printed as ``pos`` beside ``pos``."""
+    start, end = 0, len(text)
+    while start < end and (text[start].isspace() or unicodedata.category(text[start]) == "Cf"):
+        start += 1
+    while end > start and (text[end - 1].isspace() or unicodedata.category(text[end - 1]) == "Cf"):
+        end -= 1
+    return text[start:end]
+
+
+def named(label: str, names: tuple[str, ...]) -> str:
+    """``label`` (as :func:`label_text` made it) through ``label_names``: a code ``k`` is ``names[k]``, a name
+    stays; else a bad row. Without names, the label itself.
+
+    A boolean that is none of the names is a code as Python, pandas and numpy count it: ``false`` 0, ``true`` 1
+    (``label_names=negative,positive`` names a JSON ``false`` negative), in any case (pandas' ``to_csv`` writes
+    ``True``, Excel ``TRUE``); a file of booleans with label_names had been refused, "leave label_names out"."""
+    if not names:
+        return label
+    if re.fullmatch(r"[0-9]+", label) and int(label) < len(names):
+        return names[int(label)]
+    if label in names:
+        return label
+    if (code := BOOLEAN_CODES.get(label.casefold())) is not None:
+        if spelt := [n for n in names if n.casefold() == label.casefold()]:  # names True,False: by name, not code
+            return spelt[0]
+        if code < len(names):
+            return names[code]
+        raise BadRow(f"label {label!r} is the code {code} (false 0, true 1), past label_names' one name")
+    raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
+
+
+def score_value(value) -> float:
+    """A label as a finite number (text or JSON number)."""
+    # no score: JSON null, a Parquet null (pandas' NaN), an empty field; "score must be a number, got None" had
+    # read as a value to correct, not one missing
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise BadRow("empty score" + (" (null)" if value is None else ""))
+    if isinstance(value, Unnamed):  # a class-label column's -1: no score, though an int
+        raise BadRow(f"score must be a number, got {value!r}")
+    if isinstance(value, bool):  # before float(), which reads True as 1.0; "got True" read as a value to correct
+        # one reason for true and false alike: a refused file's message names the rows of each reason once
+        raise BadRow("score must be a number, not a boolean (a JSON or Parquet true/false; never read as 1/0)")
+    # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
+    if isinstance(value, str) and "_" in value:
+        raise BadRow(f"score must be a number, got {value!r}")
+    try:
+        x = float(value.strip() if isinstance(value, str) else value)
+    except OverflowError:  # a JSON integer past float's range (float() of a str gives inf instead)
+        raise BadRow(f"score must be finite, got an integer of {len(str(abs(value)))} digits") from None
+    except (TypeError, ValueError):
+        raise BadRow(f"score must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise BadRow(f"score must be finite, got {value!r}")
+    return x
+
+
+def take_row(record: dict, names: tuple[str, str | None, str], target: Callable[[object], object]) -> dict:
+    """The row ``record`` holds (``text`` (, ``text_pair``), ``label`` as ``target`` made it) under the columns
+    ``names`` (text, pair or None, label); :class:`BadRow` when it cannot be used."""
+    row = row_of(record, *names)
+    if isinstance(row, str):
+        raise BadRow(row)
+    row["label"] = target(row["label"])
+    return row
+
+
+def label_names(names) -> tuple[str, ...]:
+    """``label_names`` as classify compares labels with them: NFC, their edges' spaces dropped."""
+    return tuple(unicodedata.normalize("NFC", n.strip()) for n in names)
+
+
+def class_label(value, names: tuple[str, ...], saw: Callable[[str, bool], None] | None = None) -> str:
+    """A classify label as the task keeps it (:meth:`finetune.classify.Classify.target`): :func:`label_text`, then
+    named through ``names`` (:func:`label_names`; :func:`named`); :class:`BadRow` when it is no class. ``saw``
+    is told the label's text and whether ``names`` named it (the task's notes for its refusals)."""
+    label = label_text(value)
+    try:
+        kept = named(label, names)
+    except BadRow:
+        if saw:
+            saw(label, False)
+        raise
+    if saw:
+        saw(label, True)
+    return kept
