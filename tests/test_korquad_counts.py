@@ -1,8 +1,9 @@
 """What KorQuAD's metrics.json and manifest store (h7): ``exact_match`` and ``f1`` at the 4 decimals NSMC's
 ``accuracy_pct`` has (finetune/report.py PERCENT_DECIMALS; 1 of 3 questions right had been 33.333333333333336),
 a --seeds summary of them too; and the training file's counts reconciled with the remapping of starts counted in
-another Unicode form (readers/korquad_forms.placed): ``bad_answer_starts`` had still counted the questions it
-trained, now ``answer_starts_remapped``."""
+another Unicode form (readers/korquad_forms.placed): ``answer_starts_remapped`` and
+``bad_answer_starts_after_remapping`` beside ``bad_answer_starts``, which stays the file's count as written (h13: 364bb31
+had made it the count after remapping, where ``dev_file``'s and korquad 11's are the file's)."""
 
 from __future__ import annotations
 
@@ -59,15 +60,17 @@ def _read(tmp_path, doc: dict):
 
 def test_starts_remapped_are_counted_apart_from_the_bad_ones_left_out(tmp_path):
     """An NFD context whose answers' starts count its NFC text (3 of 4 miss it as written: bad_answer_starts 3, all
-    4 trained at the answers their starts name), and a fifth question whose start is off by a few, left out.
-    bad_answer_starts said 4 though only that one was left out; now 1, and 4 remapped."""
+    4 trained at the answers their starts name), and a fifth question whose start is off by a few, left out:
+    4 starts miss as written (bad_answer_starts, the file's count, as dev_file's and korquad 11's), 4 are remapped,
+    1 still misses after that."""
     doc = document("NFD", "NFD", "NFC")
     context = doc["data"][0]["paragraphs"][0]["context"]
     at = context.index(form("NFD", "서울"))
     doc["data"][0]["paragraphs"][0]["qas"].append({"id": "off", "question": "어디로?",
                                                    "answers": [{"text": form("NFD", "서울"), "answer_start": at + 3}]})
     facts = _read(tmp_path, doc)
-    assert facts["train_file"]["bad_answer_starts"] == 1, facts["train_file"]
+    assert facts["train_file"]["bad_answer_starts"] == 4, facts["train_file"]  # the file's, as written
+    assert facts["train_file"]["bad_answer_starts_after_remapping"] == 1
     assert facts["train_file"]["answer_starts_remapped"] == 4
     assert facts["train_questions_left_out"] == 1 and facts["train_questions_left_out_by_reason"] == {"near": 1}
     trained = 5 - facts["train_questions_left_out"]
@@ -78,4 +81,21 @@ def test_starts_remapped_are_counted_apart_from_the_bad_ones_left_out(tmp_path):
 def test_a_file_whose_answers_sit_at_their_starts_counts_as_it_did(tmp_path):
     facts = _read(tmp_path, document("NFC", "NFC", "NFC"))
     assert facts["train_file"]["bad_answer_starts"] == 0 and facts["train_file"]["answer_starts_remapped"] == 0
+    assert facts["train_file"]["bad_answer_starts_after_remapping"] == 0
     assert facts["train_questions_left_out"] == 0 and facts["train_questions_left_out_by_reason"] == {}
+
+
+def test_bad_answer_starts_is_the_files_count_as_written_for_train_and_dev_alike(tmp_path):
+    """The same file read as the training and as the scored file has one ``bad_answer_starts`` (the reader's: the
+    answers whose ``answer_start`` misses as written), as korquad 11 stored it; 364bb31 had made the training
+    file's the count after remapping (0 here, where the dev file's said 3 of the same file)."""
+    from kolectra.finetune.readers.korquad import read_squad
+
+    doc = document("NFD", "NFD", "NFC")
+    train, dev = tmp_path / "train.json", tmp_path / "dev.json"
+    for path in (train, dev):
+        path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    facts = korquad.Korquad().read(sample_korquad(), train, dev).facts
+    as_read = read_squad(train)[1]["bad_answer_starts"]
+    assert as_read == 3 == facts["train_file"]["bad_answer_starts"] == facts["dev_file"]["bad_answer_starts"], facts
+    assert facts["train_file"]["bad_answer_starts_after_remapping"] == 0 == facts["train_questions_left_out"]
