@@ -146,8 +146,6 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
 def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact, *, sets: Sequence[str] = (),
              seed: int | None = None, name: str | None = None, force: bool = False,
              beam_args: Sequence[str] = ()) -> Artifact:
-    from kolectra.corpus import examples as examples_stage  # noqa: PLC0415 - Beam: when examples are built
-
     cfg, config = resolve("examples", sets=sets, seed=seed)
     corpus_art = store.require(corpus_ref, "corpus")
     vocab_art = store.require(vocab_ref, "vocab")
@@ -159,19 +157,22 @@ def examples(store: Store, corpus_ref: str | Artifact, vocab_ref: str | Artifact
         check_holdout(Path(cfg.holdout_ids))
     holdout = tuple(fingerprint_inputs([Path(cfg.holdout_ids)])) if cfg.holdout_ids else ()
     req = Request(kind="examples", name=artifact_name(name, f"seq{cfg.max_seq_length}"),
-                  stage_version=_stage_version(examples_stage), config=config,
+                  stage_version=stage_versions.current("examples"), config=config,  # read, not imported
                   parents=(corpus_art, vocab_art), inputs=holdout, libraries=LIBS_EXAMPLES,
                   operational=OPERATIONAL_EXAMPLES)
     # on a store root the Beam workers read the corpus and the tokenizer where they are, and write there
     remote = storage.is_url(str(store.root))
     corpus_files = [f["path"] for f in corpus_art.manifest["files"]] if remote else None
     tokenizer_url = storage.join(str(vocab_art.path), "tokenizer.json") if remote else None
-    return store.build(
-        req, lambda out: examples_stage.build(cfg, corpus_art.path if remote else store.local(corpus_art),
-                                              store.local(vocab_art), out, list(beam_args),
-                                              corpus_files=corpus_files, tokenizer_url=tokenizer_url,
-                                              other_vocab=corpus_art.id not in vocab_art.parents),
-        force, in_place=True)
+
+    def produce(out: Path) -> StageOutput:
+        # Beam (apache_beam.options, about 1 CPU s and 170 MB): when examples are built, not for a reused artifact
+        from kolectra.corpus import examples as examples_stage  # noqa: PLC0415
+
+        return examples_stage.build(cfg, corpus_art.path if remote else store.local(corpus_art),
+                                    store.local(vocab_art), out, list(beam_args), corpus_files=corpus_files,
+                                    tokenizer_url=tokenizer_url, other_vocab=corpus_art.id not in vocab_art.parents)
+    return store.build(req, produce, force, in_place=True)
 
 
 def check_vocab_lineage(corpus_art: Artifact, vocab_art: Artifact, allow_other: bool) -> None:
