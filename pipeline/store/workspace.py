@@ -395,7 +395,7 @@ class Resumable:
 
 def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack,
              operational: tuple[str, ...] = (), family_resume: bool = True, again: str = "--resume",
-             forced: bool = False, also: str = "") -> Run:
+             forced: bool = False, also: str = "") -> Run:  # also: where else a fresh run discards it (a store)
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
     With ``resume``: this request's interrupted run, else (unless ``resume == "exact"`` or not
@@ -409,8 +409,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
     continues this request's run, as its lines name it (``kolectra run`` has no --resume: "the same `kolectra
     run` without --force"); a caller with words of its own continues no other request's run. ``forced``: a
     ``--force`` rebuild over a copy of this id published there, where ``--resume`` alone reuses that copy: the
-    run it discards is said to be ``--force --resume``'s (as :func:`.request.forced_over` words its stop); ``also``:
-    where else a fresh run discards this request's run (a store's copy, which the caller removes), said alike."""
+    run it discards is said to be ``--force --resume``'s (as :func:`.request.forced_over` words its stop)."""
     kind, aid = record["kind"], record["id"]
     exact = Run(root / WORK / f"{kind}-{aid}")
     if exact.live():
@@ -443,7 +442,7 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
         progress(f"{kind}: nothing to resume for this request; starting fresh")  # a study) says nothing on a first run
     elif exact.state() or also:
         words = "--force --resume" if forced and again == Run.again else again
-        where = " and ".join(x for x in (str(exact.path) if exact.state() else "", also) if x)
+        where = " and ".join(x for x in (str(exact.path) * bool(exact.state()), also) if x)  # a store's copy: also
         progress(f"{kind}: discarding the interrupted run in {where} ({words} would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
     if idle and (not resume or own_only):
