@@ -368,7 +368,9 @@ def share_line(store: Store, art: Artifact) -> str:
         if isinstance(r, str):
             parts.append(r.rstrip("."))
             continue
-        said(r, task, config, record)  # its WARNING line on stderr, as the eval's own report says it
+        # its WARNING line on stderr, as the eval's own report says it, naming the eval: several evals of one test
+        # file gave the same line word for word
+        said(r, task, config, record, who=f"eval/{art.path.name}: ")
         counts = ", ".join(_count(c) + (f" ({c['column']})" if len(r["columns"]) > 1 else "") for c in r["columns"])
         parts.append(f"{text(counts)} in {code('corpus/' + r['corpus_name'])} ({text(r['split'])} split)")
     return f"- {code('eval/' + art.path.name)}: " + "; ".join(parts) + "."
@@ -379,8 +381,8 @@ def _count(col: dict) -> str:
     return f"{col['found']:,} of {col['total']:,} {col['unit']} ({col['found'] / col['total'] if col['total'] else 0.0:.1%})"
 
 
-def said(result: dict, task: str, config: dict, record: dict) -> list[str]:
-    """One result's lines: a count and share a column, its examples, what was read."""
+def said(result: dict, task: str, config: dict, record: dict, who: str = "") -> list[str]:
+    """One result's lines: a count and share a column, its examples, what was read; ``who`` opens its WARNING."""
     out = []
     for col in result["columns"]:
         count = _count(col)
@@ -392,7 +394,7 @@ def said(result: dict, task: str, config: dict, record: dict) -> list[str]:
                 + ("; a score on them may be inflated by memorisation." if col["found"] else ".")]
         out += [f"  - {code(e[:120])}" for e in col["examples"]]
         if col["found"]:
-            progress(f"WARNING: {shown(what)}: {count} appear verbatim in {shown(where)}; the score may be inflated")
+            progress(f"WARNING: {shown(who + what)}: {count} appear verbatim in {shown(where)}; the score may be inflated")
     out += ["", f"Read {result['documents']:,} documents ({result['lines']:,} lines, {result['shards']} shard{'s' if result['shards'] != 1 else ''}, "
                 f"{size_text(result['bytes'])}); a text counts when it is a whole line after the corpus's text rules."]
     if result.get("dropped_by_holdout"):

@@ -36,8 +36,8 @@ def test_a_table_of_evals_gives_each_ones_share_in_its_pretraining_corpus(chain,
     assert f"- `eval/{dirty.path.name}`: 3 of 7 rows (42.9%) in {where}." in section  # the empty review counted
     assert f"- `eval/{tidy.path.name}`: 0 of 4 rows (0.0%) in {where}." in section
     assert f"- `eval/{foreign.path.name}`: Not checked: no pretraining corpus in this eval's lineage" in section
-    assert ("WARNING: NSMC test (table_test.txt): 3 of 7 rows (42.9%) appear verbatim in the pretraining corpus "
-            f"corpus/{corpus.path.name}") in err
+    assert (f"WARNING: eval/{dirty.path.name}: NSMC test (table_test.txt): 3 of 7 rows (42.9%) appear verbatim in "
+            f"the pretraining corpus corpus/{corpus.path.name}") in err  # which eval: several may share a test file
 
     # kept per corpus and scored file: a table again, or the eval's own report, reads no corpus
     monkeypatch.setattr(overlap, "scan", lambda *a, **k: pytest.fail("the corpus was read again"))
