@@ -31,3 +31,12 @@ def test_the_same_value_from_set_reads_as_before(tmp_path, capsys):
     (tmp_path / "v.toml").write_text("[train]\nlog_every = 0\n", encoding="utf-8")
     assert _error(capsys, ["pretrain", "--config", str(tmp_path / "v.toml")]).endswith(
         "v.toml: train.log_every: must be >= 1, got 0")
+
+
+def test_zero_steps_by_set_is_not_told_to_add_the_flag_beside_it(tmp_path, capsys):
+    """``--set train.steps=0`` was refused with '(e.g. --steps 600)': the flag beside that --set is refused in its
+    turn as a key given twice (a579cb4). The line says to give it once, where the 0 was."""
+    assert main(["pretrain", "--examples", "absent", "--out", str(tmp_path), "--set", "train.steps=0"]) == 2
+    err = capsys.readouterr().err
+    assert "train.steps: 0 would publish the random initialisation" in err
+    assert "where the 0 was given (e.g. --steps 600, or --set train.steps=600; not both" in err

@@ -164,7 +164,8 @@ def run_pretrain(args, store: Store, beam_args: list[str]) -> Artifact:
     cfg, _ = config_pretrain(args)
     if cfg.train.steps == 0:  # kolectra study makes its untrained floor itself, through the stage
         raise ArtifactError("train.steps: 0 would publish the random initialisation as a trained checkpoint; "
-                            "give at least 1 (e.g. --steps 600)")
+                            "give at least 1 where the 0 was given (e.g. --steps 600, or --set train.steps=600; "
+                            "not both: a key given twice is refused)")
     return _stages().pretrain(store, args.examples, sets=_pretrain_sets(args),
                               resume=args.resume, **_stage_common(args))
 
