@@ -229,9 +229,9 @@ def tokenize(ds, fn: Callable[[dict, list[int]], dict], *, desc: str, settings: 
         if path.exists() and not _intact(path, stamp):
             progress(f"{desc}: the cached tokenised rows {path} do not match their checksum (changed or damaged); "
                      "tokenising again")
-            path.unlink()
+            _replaced(path, desc)
         if not path.exists():
-            stamp.unlink(missing_ok=True)
+            _replaced(stamp, desc)
         else:  # reused: its last use, by which `kolectra artifacts gc --cache --older-than` prunes
             with contextlib.suppress(OSError):
                 os.utime(stamp)
@@ -241,6 +241,18 @@ def tokenize(ds, fn: Callable[[dict, list[int]], dict], *, desc: str, settings: 
             part.write_text(sha256(path) + "\n", encoding="utf-8")
             part.replace(stamp)
         return out
+
+
+def _replaced(path: Path, desc: str) -> None:
+    """Delete the cache file ``path`` (if there) before its rows are tokenised again, or say in one line why not: a
+    file another user owns, or one an interrupted ``kolectra artifacts gc --cache`` could not delete, ended the
+    run in a bare PermissionError."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as e:
+        raise FinetuneError(f"{desc}: the cached tokenised rows must be made again, but {path} cannot be deleted "
+                            f"({e.strerror or e}): delete it by hand, as its owner or with the rights it needs (its "
+                            "folder holds only caches, which are made again)") from None
 
 
 def _intact(path: Path, stamp: Path) -> bool:

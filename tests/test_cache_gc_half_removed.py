@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.core.stage import StageOutput
+from kolectra.finetune.files import FinetuneError
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store import copies
 from kolectra.pipeline.store.factory import open_store
@@ -188,7 +190,9 @@ def test_a_tokenised_split_gc_left_half_deleted_is_tokenised_again_not_reused(tm
         code, out, err = _gc(capsys, str(tmp_path / "root"))
         assert code == 2 and f"could not remove {kept}: " in err, (out, err)
         assert kept.exists() and not ({arrow, stamp} - {kept}).pop().exists()
-        with pytest.raises(PermissionError):  # it would have to delete what is left first: refused, not read
+        # it would have to delete what is left first: refused in one line naming the file, not read
+        with pytest.raises(FinetuneError, match=rf"t: the cached tokenised rows must be made again, but "
+                                                rf"{re.escape(str(kept))} cannot be deleted \(Operation not permitted\)"):
             features.tokenize(ds, encode, desc="t", settings={"v": 1}, cache_dir=folder)
     again = features.tokenize(ds, encode, desc="t", settings={"v": 1}, cache_dir=folder)["input_ids"]
     assert again == first
