@@ -176,10 +176,28 @@ def artifacts_list(args, store: Store) -> int:
     for problem in broken:  # one bad directory does not hide the others
         say(f"skipped: {problem}", file=sys.stderr)
     if not arts:
-        say(f"(no artifacts under {store.root})", file=sys.stderr)
+        below = roots_below(str(getattr(store, "url", store.root)))
+        hint = (f"; a root one level below: {', '.join(below[:3])}{' ...' if len(below) > 3 else ''} "
+                f"(--out {below[0]})") if below else ""
+        say(f"(no artifacts under {store.root}{hint})", file=sys.stderr)
     for line in store.unpublished(args.kind):  # a kill -9 between --force's renames: gone from the list above
         say(line, file=sys.stderr)
     return 0
+
+
+def roots_below(root: str, most: int = 50) -> list[str]:
+    """The roots directly below ``root`` (a folder holding a kind's folder: ``corpus/``, ``eval/`` ...), for a
+    ``list`` that found none: ``--out s3://bucket`` over a root ``s3://bucket/k`` said ``(no artifacts under
+    s3://bucket/)`` alone. One listing a child, of the first ``most`` children."""
+    found = []
+    try:
+        for name in sorted(storage.children(root))[:most]:
+            sub = storage.join(root, name)
+            if not name.startswith(".") and set(storage.children(sub)) & set(KINDS):
+                found.append(sub)
+    except (OSError, ValueError, storage.StoreError):  # a hint only: the listing above said what there is
+        return found
+    return found
 
 
 def say(line: str, file=None) -> None:
