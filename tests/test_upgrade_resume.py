@@ -62,7 +62,7 @@ def test_a_run_of_this_stage_version_and_settings_under_another_id_names_the_lib
 
 def test_a_run_of_other_settings_is_still_said_to_be_one(tmp_path, capsys):
     _interrupted(tmp_path, "a" * 16, {**CONFIG, "train": {**CONFIG["train"], "lr": 0.002}})
-    assert "of the same inputs with other settings is" in _found_line(tmp_path, capsys)
+    assert "of the same inputs with other settings (train.lr 0.002 -> 0.001) is" in _found_line(tmp_path, capsys)
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,8 @@ class StoreRuns:
         # only this request's run: another's, kept in this machine's cache, is not the store's (family_resume);
         # --resume (True) as given, so that finding none is said, as on a disk root
         opened = workspace.open_run(local_root, record, resume, held, request.operational, family_resume=False,
-                                    again=spec.again, forced=forced, also=remote_run if kept else "")
+                                    again=spec.again, forced=forced, also=remote_run if kept else "",
+                                    work=storage.join(self.url, WORK))  # its runs' lines name the store's .work
         self._logs = {name: log_parts.Mirror(remote_run, opened.out / name) for name in log_parts.GROWING}
         if not resume:
             self._owned()

@@ -49,6 +49,7 @@ import uuid
 from pathlib import Path
 from typing import Iterator
 
+from kolectra.core import url_secrets
 from kolectra.core.keys import relative_path_problem
 from kolectra.core.stage import progress
 from kolectra.pipeline.store.locks import LOCKS, holder, now, release_flock, request_lock, try_flock, try_lock  # noqa: F401
@@ -311,7 +312,8 @@ class Resumable:
 
 def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.ExitStack,
              operational: tuple[str, ...] = (), family_resume: bool = True, again: str = "--resume",
-             forced: bool = False, also: str = "") -> Run:  # also: where else a fresh run discards it (a store)
+             forced: bool = False, also: str = "", work: str = "") -> Run:
+    # also: where else a fresh run discards it (a store); work: how the root's .work is named (a store's URL)
     """The run a resumable build works in (its lock held by the caller; ``held`` takes any other).
 
     With ``resume``: this request's interrupted run, else (unless ``resume == "exact"`` or not
@@ -362,11 +364,11 @@ def open_run(root: Path, record: dict, resume: bool | str, held: contextlib.Exit
         progress(f"{kind}: discarding the interrupted run in {where} ({words} would continue it)")
     idle = [r for r in others if not _running(root, r)]  # a run whose lock is held is live, not interrupted
     if idle and (not resume or own_only):
-        progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {root / WORK}, the newest "
-                 f"{_how_other(idle[0].request, record, operational)} ("
+        progress(f"{kind}: {len(idle)} interrupted run(s) of the same inputs kept in {work or root / WORK}, the newest "
+                 f"{_how_other(idle[0].request, record, operational)}; "
                  + ("--resume continues it" if not own_only and again == Run.again else
                     "only this request's run is resumed here")
-                 + "; `kolectra artifacts gc --interrupted` removes them)")
+                 + "; `kolectra artifacts gc --interrupted` removes them")
     exact.hold(held)
     # a caller with words of its own records them, so that `artifacts gc`, listing the run, names it (a run of
     # --resume's, and one started before 2026-12-01, records none: its request.json is as it was)
@@ -388,8 +390,10 @@ def _settings(config: object, operational: tuple[str, ...], prefix: str = "") ->
 def _how_other(found: dict, record: dict, operational: tuple[str, ...]) -> str:
     """How an interrupted run of the family differs from this request: other settings, or the same
     settings under another id (the run of an earlier kolectra, after an upgrade)."""
-    if _settings(found.get("config"), operational) != _settings(record.get("config"), operational):
-        return "with other settings"
+    if (then := _settings(found.get("config"), operational)) != (now_ := _settings(record.get("config"), operational)):
+        keys = sorted(k for k in then.keys() | now_.keys() if then.get(k, _UNSET) != now_.get(k, _UNSET))
+        shown = ", ".join(f"{k} {_value(then, k)} -> {_value(now_, k)}" for k in keys[:3])
+        return f"with other settings ({shown}{f' and {len(keys) - 3} more' if len(keys) > 3 else ''})"
     then, now_ = found.get("stage_version"), record.get("stage_version")
     if then is not None and then != now_:
         return (f"with the same settings, written by {record['kind']} stage version {then} "
@@ -399,6 +403,17 @@ def _how_other(found: dict, record: dict, operational: tuple[str, ...]) -> str:
                 "libraries the id names, or other raw inputs)")
     return ("with the same settings under another request id (written by an earlier kolectra, whose stage "
             "version or libraries' versions the id names, or other raw inputs)")
+
+
+_UNSET = object()
+
+
+def _value(settings: dict, key: str) -> str:
+    """One setting as the line shows it: JSON, cut at 40 characters, a URL's secrets left out."""
+    if key not in settings:
+        return "(unset)"
+    shown = url_secrets.redacted(json.dumps(settings[key], ensure_ascii=False, default=str))
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def _running(root: Path, run: Run) -> bool:
