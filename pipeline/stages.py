@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
@@ -74,10 +74,6 @@ def artifact_name(name: str | None, default: str) -> str:
     return clean[:NAME_MAX]
 
 
-def _stage_version(module: Any) -> int:
-    return int(getattr(module, "STAGE_VERSION", 1))
-
-
 # ---- corpus ---------------------------------------------------------------------------------
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
@@ -104,7 +100,7 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
         listed = Files(records, urls)
         first = inputs_head(records, 1)
         default_name = Path(first[0]["path"]).name.split(".")[0] if first else "corpus"
-        req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=_stage_version(corpus_build),
+        req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=stage_versions.current("corpus"),
                       config=config, inputs=records, libraries=LIBS_CORPUS, operational=corpus_build.OPERATIONAL)
         keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
@@ -126,7 +122,7 @@ def vocab(store: Store, corpus_ref: str | Artifact, *, sets: Sequence[str] = (),
     cfg, config = resolve("vocab", sets=sets, seed=seed)
     parent = store.require(corpus_ref, "corpus")
     note_other_version(parent)
-    req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=_stage_version(vocab_build),
+    req = Request(kind="vocab", name=artifact_name(name, f"{cfg.recipe}"), stage_version=stage_versions.current("vocab"),
                   config=config, parents=(parent,), libraries=LIBS_VOCAB)
     # on a store root the word count's Beam job reads the train shards where they are; only the rest
     # (the valid split the report measures on) is downloaded. SentencePiece reads the train split here,
