@@ -46,7 +46,7 @@ from kolectra.core.verbosity import NORMAL
 from kolectra.corpus import drops, field_check, inputs, languages, neardup_beam, outputs, pieces, read_failures, reader
 from kolectra.corpus import listing as listing_file
 from kolectra.corpus.checked_json import checked_json_bytes, checked_note, jsonl_text_share, parquet_text_per_byte
-from kolectra.corpus.config import CorpusConfig
+from kolectra.corpus.config import OPERATIONAL, CorpusConfig  # noqa: F401  (OPERATIONAL: this module's API)
 from kolectra.corpus.job_checks import PathsByName, check_stats, noting_damaged, summary  # build.check_stats: API
 from kolectra.corpus.local_memory import check_local_memory
 from kolectra.corpus.memory_model import (  # noqa: F401  (re-exported: the stage's API, as before its move)
@@ -97,8 +97,6 @@ from kolectra.corpus.steps import (  # noqa: F401  (re-exported: the stage's API
 )
 
 STAGE_VERSION = 28  # bump when the same request's bytes change; history: docs/artifacts.md
-# settings that decide how the job runs, not what it writes: left out of the artifact id
-OPERATIONAL = ("dedup_group_bytes", "split_bytes")
 LARGE = "large"  # the tag of the listing's files read in pieces
 
 

@@ -23,6 +23,9 @@ MAX_KEEP_FIELDS = 128
 # samples_per_reason at most: one element (samples/dropped.jsonl's rows, up to 400 characters each)
 # holds them all; every drop goes to its own files with write_dropped (corpus/drops.py)
 MAX_SAMPLES_PER_REASON = 1000
+# settings that decide how the job runs, not what it writes: left out of the artifact id (here, not in
+# corpus/build.py, which imports Beam: the request is made before a reused corpus's lookup)
+OPERATIONAL = ("dedup_group_bytes", "split_bytes")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,12 +36,11 @@ import sys
 import time
 from typing import Collection, Iterator
 
-from apache_beam.io.filesystem import FileSystem
-
 from kolectra.core import object_infos, scratch, storage, store_glob, url_secrets
 from kolectra.core.errors import UserInputError
 from kolectra.core.stage import progress, warn
 from kolectra.corpus import literals, sorted_files, suffixes
+from kolectra.corpus.local_glob import translate_pattern
 
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*://")
 NAME_RUN_BYTES = 16 << 20  # input names sorted in memory at a time (about 60,000 of 80 characters)
@@ -317,7 +316,8 @@ def _store_folder(pattern: str) -> bool:
 def _local_matches(pattern: str) -> Iterator[str]:
     """What Beam's ``FileSystems.match`` gives for a local pattern (``FileSystem.match`` and
     ``LocalFileSystem._list``: the folder before the first glob character walked whole, every file
-    that still exists matched by ``FileSystem.translate_pattern``), a path at a time: Beam's answer
+    that still exists matched by ``FileSystem.translate_pattern``, whose translation
+    :mod:`kolectra.corpus.local_glob` repeats without importing Beam), a path at a time: Beam's answer
     is a list of every match with its size and time (about 200 bytes a file held)."""
     if pattern.endswith(("/", "\\")):
         pattern += "*"
@@ -333,7 +333,7 @@ def _local_matches(pattern: str) -> Iterator[str]:
     here = prefix == ""
     if not os.path.exists(prefix or os.curdir):
         return
-    match = re.compile(FileSystem.translate_pattern(pattern)).match
+    match = re.compile(translate_pattern(pattern)).match
     for folder, _, names in os.walk(prefix or os.curdir):
         for name in names:
             path = os.path.join(folder, name)[2:] if here else os.path.join(folder, name)  # less `./`

@@ -78,11 +78,8 @@ def artifact_name(name: str | None, default: str) -> str:
 def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets: Sequence[str] = (),
            seed: int | None = None, name: str | None = None, force: bool = False,
            beam_args: Sequence[str] = ()) -> Artifact:
-    from kolectra.corpus import build as corpus_build  # noqa: PLC0415 - Beam: when a corpus is built
-    from kolectra.corpus import outputs as corpus_outputs  # noqa: PLC0415
-    from kolectra.corpus.inputs import Files, iter_inputs  # noqa: PLC0415
-    from kolectra.corpus.listing import fill_sha256  # noqa: PLC0415
-    from kolectra.corpus.reader import source_namer  # noqa: PLC0415
+    from kolectra.corpus.config import OPERATIONAL  # noqa: PLC0415
+    from kolectra.corpus.inputs import Files, iter_inputs  # noqa: PLC0415 - no Beam: the listing is ours
 
     cfg, config = resolve("corpus", preset=preset, sets=sets, seed=seed)
     # identity from the listing (size and mtime, or the store's checksum): no pass over the bytes
@@ -101,10 +98,16 @@ def corpus(store: Store, inputs: Sequence[str], *, preset: str = "default", sets
         first = inputs_head(records, 1)
         default_name = Path(first[0]["path"]).name.split(".")[0] if first else "corpus"
         req = Request(kind="corpus", name=artifact_name(name, default_name), stage_version=stage_versions.current("corpus"),
-                      config=config, inputs=records, libraries=LIBS_CORPUS, operational=corpus_build.OPERATIONAL)
+                      config=config, inputs=records, libraries=LIBS_CORPUS, operational=OPERATIONAL)
         keep_failed = storage.join(str(store.root), "failed", f"corpus-{req.name}-{req.id()}")
 
         def produce(out: Path) -> StageOutput:
+            # Beam (1.8-1.95 CPU s and 160 MB): when a corpus is built, not for a reused one (docs/benchmarks.md)
+            from kolectra.corpus import build as corpus_build  # noqa: PLC0415
+            from kolectra.corpus import outputs as corpus_outputs  # noqa: PLC0415
+            from kolectra.corpus.listing import fill_sha256  # noqa: PLC0415
+            from kolectra.corpus.reader import source_namer  # noqa: PLC0415
+
             name_of = source_namer(f.path for f in listed)  # one pass over the names, for the job and the merge
             output = corpus_build.build(cfg, [], out, list(beam_args), listed=listed, keep_failed=keep_failed,
                                         name_of=name_of)

@@ -199,3 +199,30 @@ def test_examples_import_no_beam_before_their_lookup(bucket, tmp_path):  # noqa:
                        cwd=tmp_path, timeout=120)
     assert r.returncode == 0 and "no artifact 'absent'" in r.stderr, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["apache_beam"] is False
+
+
+def test_a_reused_corpus_imports_no_beam(tmp_path):
+    """``kolectra corpus`` run again over a published corpus (the "reused" answer) imported Beam twice before it:
+    the stage's module (corpus/build.py, for OPERATIONAL) and the listing (corpus/inputs.py: Beam's glob
+    translation): 2.04-2.45+0.24 CPU s and 211 MB peak RSS on 2 local files (h15), 0.54-0.58+0.05 s and 51 MB
+    without. A glob of awkward names: the listing's own translation (corpus/local_glob.py) names the same files."""
+    folder = tmp_path / "리뷰 [a]"
+    folder.mkdir()
+    for i, name in enumerate(("part 0.jsonl", "부분-1.jsonl", "x.txt")):
+        (folder / name).write_text(json.dumps({"text": f"두 번 보고 싶은 영화입니다 정말 추천합니다 {i}"}, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+    argv = ["corpus", "--input", str(folder).replace("[", "[[]") + "/*.json?", "--out", str(tmp_path / "root"), "-q"]
+    first = subprocess.run([sys.executable, "-m", "kolectra", *argv], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr
+    built = first.stdout.strip().splitlines()[-1]
+    manifest = json.loads((Path(built) / "manifest.json").read_text(encoding="utf-8"))
+    assert sorted(Path(r["path"]).name for r in manifest["inputs"]) == ["part 0.jsonl", "부분-1.jsonl"]
+    code = LIGHT.format(argvs=repr([[*argv[:-1], "-v"]])) + \
+        "print(json.dumps({n: n in sys.modules for n in ('kiwipiepy', 'pyarrow')}))\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and f"reusing {built}" in r.stderr, r.stderr
+    assert r.stdout.strip().splitlines()[-3] == built
+    assert json.loads(r.stdout.strip().splitlines()[-2]) == {"torch": False, "apache_beam": False,
+                                                            "transformers": False}, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"kiwipiepy": False, "pyarrow": False}
