@@ -195,6 +195,9 @@ def _breaks(key: str, where: str, m: dict, ids: dict) -> list[str]:
         re.fullmatch(r"[0-9a-f]{40}", p["git_commit"]) and subprocess.run(
             ["git", "-C", str(Path(written.__file__).parent), "merge-base", "--is-ancestor", p["git_commit"], "HEAD"],
             capture_output=True, timeout=30).returncode == 0))
+    # whether kolectra's code in that checkout differed from the commit: null exactly where there is no commit
+    need("provenance.git_dirty", lambda: p["git_dirty"] is None if p["git_commit"] is None
+         else isinstance(p["git_dirty"], bool))
     need("provenance.host", lambda: p["host"] == socket.gethostname())
     now = dt.datetime.now(dt.timezone.utc)
     need("provenance.started", lambda: now - dt.timedelta(days=1) < dt.datetime.fromisoformat(p["started"]) <= now)

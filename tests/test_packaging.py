@@ -208,3 +208,37 @@ def test_an_install_inside_another_repository_records_no_commit_of_its_own(tmp_p
     _git(project, "add", "third_party")
     _git(project, "commit", "-q", "-m", "vendored")
     assert vendored._git_commit() == _git(project, "rev-parse", "HEAD")
+
+
+def test_a_checkout_with_edited_code_records_that_its_commit_is_not_the_whole_story(tmp_path):
+    """``provenance.git_commit`` named the commit alone, so an artifact built from a checkout with edited
+    (uncommitted) code claimed that commit's code; ``git_dirty`` says so now, and ``artifacts show`` /
+    ``report`` name it. Edits to docs or tests, and untracked files, do not count; an install records null."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q")
+    vendored = _load_copy(REPO / "pipeline" / "store" / "manifest.py",
+                          project / "third_party/kolectra/pipeline/store/manifest.py")
+    (project / "third_party/kolectra/docs").mkdir()
+    (project / "third_party/kolectra/docs/a.md").write_text("a\n", encoding="utf-8")
+    (project / "elsewhere.py").write_text("y = 1\n", encoding="utf-8")
+    _git(project, "add", "third_party", "elsewhere.py")
+    _git(project, "commit", "-q", "-m", "vendored")
+    assert vendored._git_dirty() is False
+    (project / "third_party/kolectra/docs/a.md").write_text("b\n", encoding="utf-8")  # docs: not code
+    (project / "third_party/kolectra/pipeline/new.py").write_text("x = 1\n", encoding="utf-8")  # untracked
+    (project / "elsewhere.py").write_text("y = 2\n", encoding="utf-8")  # the project's code, not kolectra's
+    assert vendored._git_dirty() is False
+    source = project / "third_party/kolectra/pipeline/store/manifest.py"
+    source.write_text(source.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert vendored._git_dirty() is True
+    p = vendored.provenance([], "s", "f")
+    assert p["git_commit"] == _git(project, "rev-parse", "HEAD") and p["git_dirty"] is True
+    assert vendored.commit_label(p) == f"git {p['git_commit'][:12]} with uncommitted changes"
+    assert vendored.commit_label({**p, "git_dirty": False}) == f"git {p['git_commit'][:12]}"
+    assert vendored.commit_label({"git_commit": p["git_commit"]}) == f"git {p['git_commit'][:12]}"  # older manifests
+    installed = _load_copy(REPO / "pipeline" / "store" / "manifest.py",
+                           tmp_path / "site-packages/kolectra/pipeline/store/manifest.py")
+    assert installed.provenance([], "s", "f")["git_dirty"] is None

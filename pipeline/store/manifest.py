@@ -84,10 +84,13 @@ def kolectra_version() -> str:
 
 
 def commit_label(provenance: dict) -> str:
-    """The code an artifact was built by, as ``artifacts show`` and ``report`` name it: ``git 0123456789ab``,
-    or for an installed kolectra (no checkout: ``git_commit`` null) ``no git checkout`` (it read ``git None``)."""
+    """The code an artifact was built by, as ``artifacts show`` and ``report`` name it: ``git 0123456789ab``
+    (``git 0123456789ab with uncommitted changes`` where ``git_dirty`` says so), or for an installed
+    kolectra (no checkout: ``git_commit`` null) ``no git checkout`` (it read ``git None``)."""
     commit = provenance.get("git_commit")
-    return f"git {commit[:12]}" if isinstance(commit, str) and commit else "no git checkout"
+    if not (isinstance(commit, str) and commit):
+        return "no git checkout"
+    return f"git {commit[:12]}" + (" with uncommitted changes" if provenance.get("git_dirty") is True else "")
 
 
 def _git_commit() -> str | None:
@@ -106,9 +109,28 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+# kolectra's own code in a checkout (pyproject.toml's package-dir; docs and tests left out): an edit to any
+# tracked file there since the commit makes the commit alone no record of the code that ran
+_CODE_PATHS = ("kolectra", "core", "corpus", "vocab", "model", "finetune", "pipeline", "pyproject.toml")
+
+
+def _git_dirty() -> bool | None:
+    """Whether tracked files of kolectra's code differ from the checkout's commit (``git status``, untracked
+    files left out: a new module counts once a tracked one imports it), or None where git cannot say. Only
+    asked where :func:`_git_commit` found a checkout."""
+    source_root = Path(__file__).resolve().parents[2]  # <root>/pipeline/store/manifest.py
+    try:
+        out = subprocess.run(["git", "-C", str(source_root), "status", "--porcelain", "--untracked-files=no",
+                              "--", *_CODE_PATHS], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def provenance(libraries: Iterable[str], started: str, finished: str) -> dict:
     return {"kolectra": kolectra_version(), "libraries": library_versions(libraries),
-            "python": platform.python_version(), "git_commit": _git_commit(), "host": socket.gethostname(),
+            "python": platform.python_version(), "git_commit": (commit := _git_commit()),
+            "git_dirty": _git_dirty() if commit else None, "host": socket.gethostname(),
             "platform": platform.platform(), "argv": [url_secrets.redacted(a) for a in sys.argv], "started": started, "finished": finished}
 
 
