@@ -34,7 +34,7 @@ def render(store: Store, ref: str | Path, dest: str | Path | None = None, publis
     (``dest`` there, or ROOT/reports/... of a store root) is drawn in a local folder (matplotlib writes
     files) and uploaded; the artifacts' files are read where they are."""
     art = store.resolve(ref)
-    where = report_place(store, dest, f"{art.kind}-{art.path.name}")
+    where = report_place(store, dest, f"{art.kind}-{art.path.name}", [art])
     if isinstance(where, Path):
         where.mkdir(parents=True, exist_ok=True)
         return _render(store, art, where, published)
@@ -106,11 +106,13 @@ def ancestors(store: Store, art: Artifact) -> list[Artifact]:
         if a.id in seen:
             return
         seen.add(a.id)
-        for pid in a.parents:
+        for pid in a.parents:  # in a's own root first: a REF in another root than --out's had no parents' sections
             try:
-                visit(store.resolve(pid))
+                parent = store.parent(a, pid)
             except ArtifactError:
                 continue
+            if parent is not None:
+                visit(parent)
         order.append(a)
 
     visit(art)

@@ -37,7 +37,7 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
     arts = evals(store, refs)
     lines, sources = score_table(store, arts, published)
     ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
-    where = report_place(store, dest, f"table-{ids}")
+    where = report_place(store, dest, f"table-{ids}", arts)
     # an earlier kolectra's evals in one table with this one's: said, not mixed silently; a --seeds
     # summary's runs too (its cell is their median, and takes their sizes and health: _cell_note)
     summary_of = {pid: a for a in arts if "seeds" in (a.manifest.get("config") or {}) for pid in a.parents}
@@ -65,32 +65,44 @@ def overlap_lines(store: Store, arts: list[Artifact]) -> list[str]:
             "`kolectra report EVAL` shows them):", "", *(overlap.share_line(store, a) for a in arts), ""]
 
 
-def report_place(store: Store, dest: str | Path | None, name: str) -> Path | str:
+def report_root(store: Store, arts: list[Artifact]) -> Path | str:
+    """The root whose ``reports/`` holds a report without ``--dest``: the one the first REF's artifact lies in
+    (a REF given as ``s3://b/k/eval/NAME-ID`` or ``/data/k/eval/NAME-ID``: that root, not ``--out``'s; a name
+    or an id is found in ``--out``'s), else the command's (an artifact folder outside any root). Before,
+    ``kolectra report s3://b/k/eval/NAME-ID`` drew the report in ./artifacts/reports, away from its artifact."""
+    root = arts[0].root if arts else None
+    if root is None:
+        return store.root
+    return root if isinstance(root, Path) else str(root).rstrip("/")
+
+
+def report_place(store: Store, dest: str | Path | None, name: str, arts: list[Artifact] | None = None) -> Path | str:
     """Where a report goes: ``dest`` (a local folder, or a folder in a store: ``s3://``, ``gs://``), else
-    ``ROOT/reports/<name>``. A local :class:`Path`, or a store URL (no trailing ``/``), its bucket checked
-    first (a missing one refused in one line, before anything is drawn); a ``dest`` inside the root (but
-    for ``ROOT/reports``) or inside an artifact of any root is refused: its files went into a published
-    artifact, which ``verify`` then found changed ('not in manifest (added after publishing)')."""
+    ``ROOT/reports/<name>``, ROOT being the root of the artifacts reported, ``arts`` (:func:`report_root`). A local
+    :class:`Path`, or a store URL (no trailing ``/``), its bucket checked first (a missing one refused in one
+    line, before anything is drawn); a ``dest`` inside the root (but for ``ROOT/reports``) or inside an artifact
+    of any root is refused: its files went into a published artifact, which ``verify`` then found changed
+    ('not in manifest (added after publishing)')."""
+    root = report_root(store, arts or [])
     if dest is None:
-        where = store.root / "reports" / name
-        return where if isinstance(where, Path) else str(where)
+        return root / "reports" / name if isinstance(root, Path) else storage.join(str(root), "reports", name)
     if storage.is_url(dest):
         storage.check_bucket(str(dest))  # before the '/' goes: 's3://' stripped is 's3:', a local path
         url = str(dest).rstrip("/")
-        _refuse_managed(dest, url, store)
+        _refuse_managed(dest, url, store, root)
         if store_objects.object_info(url) is not None:  # report.md went below the object, as s3://b/k/report.md
             raise ConfigError(f"--dest {dest}: a file, not a folder")
         return url
     if why := storage.one_slash_problem(dest, "--dest"):  # s3:/b/x: drawn in ./s3:/b/x, exit 0
         raise ConfigError(why)
     where = Path(storage.local_path(dest))
-    _refuse_managed(dest, where, store)
+    _refuse_managed(dest, where, store, root)
     if where.exists() and not where.is_dir():  # mkdir said only '...: File exists'
         raise ConfigError(f"--dest {dest}: a file, not a folder")
     return where
 
 
-def _refuse_managed(dest: str | Path, where: str | Path, store: Store) -> None:
+def _refuse_managed(dest: str | Path, where: str | Path, store: Store, home: Path | str) -> None:
     def within(place: str | Path, folder: str | Path) -> bool:
         if storage.is_url(str(place)) != storage.is_url(str(folder)):
             return False
@@ -100,13 +112,13 @@ def _refuse_managed(dest: str | Path, where: str | Path, store: Store) -> None:
         a, b = Path(place).expanduser().resolve(), Path(folder).expanduser().resolve()
         return a == b or b in a.parents
 
-    root = store.root
     managed = [artifact] if (artifact := artifact_around(where)) is not None else []  # the nearer first
-    managed += [root] if not within(where, storage.join(str(root), "reports")) else []
+    # the command's root and the one the REF lies in (report_root), each but for its reports/
+    managed += [r for r in dict.fromkeys([home, store.root]) if not within(where, storage.join(str(r), "reports"))]
     for folder in managed:
         if within(where, folder):
             raise ConfigError(f"--dest {dest}: inside {folder}, which kolectra manages (an artifact, a root or its "
-                              f"cache): a report goes in {storage.join(str(root), 'reports')} (the default) or "
+                              f"cache): a report goes in {storage.join(str(home), 'reports')} (the default) or "
                               "outside the root")
 
 

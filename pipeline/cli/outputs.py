@@ -25,7 +25,8 @@ def add_report(p: argparse.ArgumentParser) -> None:
                    "table beside yours, in percent, with the split each figure used")
     p.add_argument("--dest", default=None, help="folder for report.md and its PNGs, local or in a store "
                    "(s3://, gs://) (default ROOT/reports/<kind>-<name>-<id>, for several eval artifacts "
-                   "ROOT/reports/table-<hash>)")
+                   "ROOT/reports/table-<hash>; ROOT: the root the (first) REF lies in: --out's for a name or id, "
+                   "the artifact's own for a folder or URL of another root)")
 
 
 def run_report(args, store: Store, beam_args: list[str]) -> int:
