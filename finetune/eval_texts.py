@@ -61,6 +61,7 @@ def eval_texts(task: str, config: dict, path: Path) -> list[Texts]:
         questions, of = _capped(read_squad(path)[0], cap)  # finetune/korquad.py: dev[:max_eval_examples]
         return [Texts("question", "questions", [q.question for q in questions], of),
                 Texts("context", "contexts", list(dict.fromkeys(q.context for q in questions)))]
+    from kolectra.finetune.files import column_name  # noqa: PLC0415
     from kolectra.finetune.readers.tables import open_table  # noqa: PLC0415
     from kolectra.finetune.row_rules import BadRow, class_label, label_names, score_value, take_row  # noqa: PLC0415
 
@@ -68,14 +69,15 @@ def eval_texts(task: str, config: dict, path: Path) -> list[Texts]:
              config.get("label_column", "label"))
     if task not in ("classify", "regress"):
         raise ValueError(not_checked(task))
-    table = open_table(path, config.get("format", "auto"), read=[n for n in names if n])
+    keys = tuple(column_name(n) if n else None for n in names)  # as TextTask.load looks them up
+    table = open_table(path, config.get("format", "auto"), read=[n for n in keys if n])
     # the label rule of the task's target (Classify.target, Regress.target), without the notes its refusals use
     target = partial(class_label, names=label_names(config.get("label_names") or ())) if task == "classify" \
         else score_value
     rows = []
     for _, record in table.records:  # the rows finetune/text_task.py's load keeps, by its own take_row and target
         try:
-            row = take_row(record, names, target)
+            row = take_row(record, keys, target)
         except BadRow:
             continue
         rows.append([row[k] for k in ("text", "text_pair") if k in row])

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -57,6 +58,12 @@ def data_file_problem(path: Path, folder_ok: bool = False) -> str | None:
         return (f"not found; Python reads file names and arguments as {sys.getfilesystemencoding()} here (the "
                 "locale), which can misspell a UTF-8 name: run with PYTHONUTF8=1 or a UTF-8 locale (C.UTF-8)")
     return "not found"
+
+
+def column_name(name: str) -> str:
+    """A column's name as the file tasks compare names: NFC, as their labels and tags. A header saved on macOS may
+    spell ``문장`` in decomposed Hangul (NFD): "no column '문장'; its columns are: 문장, ..." had refused it."""
+    return name if name.isascii() else unicodedata.normalize("NFC", name)
 
 
 def finite(obj):

@@ -21,7 +21,7 @@ from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import carve, rows
-from kolectra.finetune.files import FinetuneError, same_content
+from kolectra.finetune.files import FinetuneError, column_name, same_content
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.tables import Table, check_bad, open_table, shown_bad
 from kolectra.finetune.row_rules import BadRow, row_of, take_row  # noqa: F401  (BadRow, row_of: this module's API)
@@ -169,7 +169,8 @@ class TextTask(skeleton.Task):
         """The usable rows of one file: ``line``, ``text`` (, ``text_pair``), ``label`` (as :meth:`target` made it).
 
         The file is read a record at a time (:func:`open_table`) and only these values are kept."""
-        names = (cfg.text_column, cfg.text_pair_column or None, cfg.label_column)
+        # NFC (column_name), as the readers name the file's columns: a header saved on macOS may be decomposed
+        names = tuple(column_name(n) if n else None for n in (cfg.text_column, cfg.text_pair_column, cfg.label_column))
         table = open_table(Path(path), cfg.format, read=[n for n in names if n])
         if table.complete:  # a JSONL file's columns are known once it is read
             check_columns(table, cfg)

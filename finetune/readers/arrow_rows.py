@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from kolectra.finetune.files import FinetuneError
+from kolectra.finetune.files import FinetuneError, column_name
 
 
 def saved_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict]]]:
@@ -27,6 +27,8 @@ def saved_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict]]]:
         raise FinetuneError(f"{path}: holds several splits ({', '.join(ds)}); name one, e.g. "
                             f"{path / next(iter(ds))}")
     ds = ds.flatten()
+    if renamed := {c: column_name(c) for c in ds.column_names if column_name(c) != c}:  # NFC, as a header's names
+        ds = ds.rename_columns(renamed)
     return list(ds.column_names), _saved_records(ds)
 
 
@@ -46,6 +48,7 @@ def parquet_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict]]]:
     try:
         parquet = pq.ParquetFile(path)
         features = datasets.Features.from_arrow_schema(parquet.schema_arrow).flatten(max_depth=16)
+        features = {column_name(c): f for c, f in features.items()}  # NFC, as a header's names
         columns = _flat(parquet.schema_arrow.empty_table()).column_names
     except (pyarrow.ArrowException, OSError, ValueError, TypeError) as e:  # cut short, not Parquet, odd metadata
         raise refused(e) from None
@@ -61,12 +64,13 @@ def parquet_rows(path: Path) -> tuple[list[str], Iterator[tuple[int, dict]]]:
 
 
 def _flat(table):
-    """``table`` with its struct columns flattened to dotted names, every level (as ``Dataset.flatten``)."""
+    """``table`` with its struct columns flattened to dotted names, every level (as ``Dataset.flatten``), NFC."""
     import pyarrow  # noqa: PLC0415
 
     while any(pyarrow.types.is_struct(f.type) for f in table.schema):
         table = table.flatten()
-    return table
+    names = [column_name(c) for c in table.column_names]  # NFC, as a header's (a schema saved from NFD names)
+    return table if names == table.column_names else table.rename_columns(names)
 
 
 class Unnamed(int):

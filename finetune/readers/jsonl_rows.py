@@ -13,7 +13,7 @@ import json
 from typing import Iterable, Iterator
 
 from kolectra.core.config_file import nested_deeper
-from kolectra.finetune.files import FinetuneError, iter_text_lines
+from kolectra.finetune.files import FinetuneError, column_name, iter_text_lines
 from kolectra.finetune.readers.json_array import array_items, is_array
 
 # Objects and lists a JSON Lines row may nest (a task's row needs a few): deeper is a bad row.
@@ -21,9 +21,11 @@ MAX_DEPTH = 100
 
 
 def flatten(obj: dict, prefix: str = "") -> dict:
-    """``{"labels": {"label": 3.2}}`` -> ``{"labels.label": 3.2}`` (lists and scalars stay as they are)."""
+    """``{"labels": {"label": 3.2}}`` -> ``{"labels.label": 3.2}`` (lists and scalars stay as they are); the keys
+    NFC (:func:`finetune.files.column_name`), as a text file's header."""
     out = {}
     for k, v in obj.items():
+        k = column_name(k)
         if isinstance(v, dict):
             out.update(flatten(v, f"{prefix}{k}."))
         else:

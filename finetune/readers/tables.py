@@ -42,7 +42,7 @@ import dataclasses
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from kolectra.finetune.files import FinetuneError, bad_limit, container, iter_text_lines, not_utf8
+from kolectra.finetune.files import FinetuneError, bad_limit, column_name, container, iter_text_lines, not_utf8
 from kolectra.finetune.readers.arrow_rows import parquet_rows, saved_rows
 from kolectra.finetune.readers.jsonl_rows import jsonl_records
 
@@ -83,8 +83,9 @@ class Table:
         return f"{self.path}:{n}" if self.unit == "line" else f"{self.path} row {n}"
 
     def column(self, name: str, key: str) -> str:
-        """``name`` if the table has it; otherwise an error naming ``key`` (the setting) and the columns it has."""
-        if name not in self.columns:
+        """``name`` as the table names it (:func:`column_name`: NFC) if the table has it; otherwise an error naming
+        ``key`` (the setting) and the columns it has."""
+        if column_name(name) not in self.columns:
             # a CR within a name: lines ending in CR alone, with an LF somewhere (a CR-only file is split on CR),
             # so the header ran on through the rows; shown as it was, the CR hid the rows behind the name
             cr = any("\r" in c for c in self.columns)
@@ -97,7 +98,7 @@ class Table:
                                    "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else
                                    PANDAS_COLUMNS if _rows_as_columns(self.columns, name) else
                                    other_format(self.columns, name)))
-        return name
+        return column_name(name)
 
     def stats(self) -> dict:
         return {"path": self.path.name, "rows": self.rows, "bad_rows": len(self.bad),
@@ -224,7 +225,7 @@ def open_table(path: Path, fmt: str = "auto", read: Iterable[str] | None = None)
 
 
 def _header(path: Path, fields: list[str]) -> list[str]:
-    fields = [f.strip() for f in fields]
+    fields = [column_name(f.strip()) for f in fields]  # NFC: a header saved on macOS may be decomposed
     if fields:
         fields[0] = fields[0].lstrip("\ufeff")
     if not any(fields):
@@ -260,8 +261,9 @@ def repeats_header(fields: list[str], columns: list[str]) -> bool:
     # writer): mid-file the csv module keeps the quotes after the mark, so the header was a row, its label a class
     firsts = {first} | ({first[1:-1].replace('""', '"')} if first != names[0] and len(first) > 1
                         and first[0] == first[-1] == '"' else set())
-    return any(all(f == c or (not f and c == f"column_{i}") for i, (f, c) in enumerate(zip([f0, *names[1:]], columns),
-                                                                                         start=1)) for f0 in firsts)
+    # column_name: a header written in decomposed Hangul repeats the names _header composed
+    return any(all(column_name(f) == c or (not f and c == f"column_{i}")
+                   for i, (f, c) in enumerate(zip([f0, *names[1:]], columns), start=1)) for f0 in firsts)
 
 
 def open_tsv(path: Path) -> Table:
