@@ -20,7 +20,9 @@ corpus's shards stream past it a line at a time, where they are (a corpus in a b
 machine); a hit is confirmed on the text itself. The result is kept
 in ``ROOT/.cache/overlap/`` under a key of the corpus's digest, the split, the holdout file's and the
 scored file's sha256 and this module's :data:`CHECK`, so the corpus is read once per (corpus, eval file); a
-result measured while the holdout file was not here as recorded is kept under a key of its own. A shard gone
+result measured while the holdout file was not here as recorded is kept under a key of its own. Each read
+touches it and ``kolectra artifacts gc --cache`` prunes those not used within ``--older-than`` (a rebuilt
+corpus's, an older CHECK's are never read again), never while a report holds the folder. A shard gone
 or damaged is said (not checked), not the report's end. Nothing in any artifact changes.
 """
 
@@ -46,6 +48,7 @@ from kolectra.corpus import shards
 from kolectra.corpus import text as text_rules
 from kolectra.finetune.eval_texts import eval_texts, not_checked, scored_cap
 from kolectra.pipeline.markdown import code, text
+from kolectra.pipeline.store import copies
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.manifest import fingerprint_inputs
 
@@ -280,11 +283,23 @@ def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, confi
     # (under one key, that result was read back once the file was here again, and for every other root)
     holdout = f"not read: {holdout_sha}" if note else holdout_sha
     place = store.cache_dir("overlap") / f"{_key(corpus, split, holdout, record['sha256'], task, config)}.json"
+    with contextlib.ExitStack() as held:  # gc --cache leaves the folder while a report reads or writes it
+        with contextlib.suppress(OSError):  # a root this user may read, not write: no lock, nothing kept
+            held.enter_context(copies.reading(place.parent))
+        return _cached(place, corpus, split, task, config, record, drop_ids, note)
+
+
+def _cached(place: Path, corpus: Artifact, split: str, task: str, config: dict, record: dict,
+            drop_ids: frozenset[str], note: str) -> dict | str:
     if place.is_file():
         try:
-            return json.loads(place.read_text(encoding="utf-8"))
+            found = json.loads(place.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             pass  # measured again and written over
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(place)  # its last use: gc --cache --older-than prunes by it
+            return found
     file = Path(record["path"])
     try:
         now = fingerprint_inputs([file])[0]["sha256"]

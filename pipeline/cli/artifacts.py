@@ -79,9 +79,10 @@ def add_artifacts(p: argparse.ArgumentParser, common) -> None:
     v.add_argument("--dry-run", action="store_true", help="only say what would be removed")
     v.add_argument("--cache", action="store_true",
                    help="also prune this machine's cache ($KOLECTRA_CACHE, default ~/.cache/kolectra): copies of "
-                        "artifacts read from a bucket, fine-tuning's tokenised splits (and ROOT/.cache/finetune) and "
-                        "unheld lock files, each unless a running kolectra process reads it; a later read downloads "
-                        "or tokenises again (default: the cache is left alone)")
+                        "artifacts read from a bucket, fine-tuning's tokenised splits (and ROOT/.cache/finetune), "
+                        "the report's eval-in-corpus results (and ROOT/.cache/overlap) and "
+                        "unheld lock files, each unless a running kolectra process reads it; a later read downloads, "
+                        "tokenises or reads the corpus again (default: the cache is left alone)")
     v.add_argument("--older-than", type=_days, default=None, metavar="DAYS",
                    help="with --cache (implied), only what was last used more than DAYS ago (default: 0, everything "
                         "not in use; e.g. --older-than 14)")
@@ -252,7 +253,7 @@ def _gc_cache(args, store: Store, verb: str) -> int:
     """``gc --cache``: this machine's copies and caches no process reads (:mod:`kolectra.pipeline.store.copies`).
     2 where something could not be removed (a permission): each such path said, the rest removed."""
     cache = cache_root()
-    own = () if storage.is_url(str(store.root)) else (Path(store.root) / copies.FINETUNE,)  # a disk root's
+    own = () if storage.is_url(str(store.root)) else (Path(store.root) / copies.FINETUNE, Path(store.root) / copies.OVERLAP)
     removed, in_use, failed, linked = copies.prune(cache, (args.older_than or 0) * 86400, args.dry_run, own)
     for why in linked:
         say(why, file=sys.stderr)

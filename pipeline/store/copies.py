@@ -44,6 +44,7 @@ from kolectra.pipeline.store.workspace import LOCKS, try_flock
 ARTIFACTS = "artifacts"  # $KOLECTRA_CACHE/artifacts/<kind>/<name>-<id>-<digest12>/
 ROOTS = "roots"  # $KOLECTRA_CACHE/roots/<hash of ROOT>/ (remote_runs.StoreRuns._local_root)
 FINETUNE = Path(".cache") / "finetune"  # a root's tokenised splits (Store.cache_dir("finetune"))
+OVERLAP = Path(".cache") / "overlap"  # a root's eval-in-corpus results, KEY.json (pipeline/overlap.py)
 COPY_NAME = re.compile(r"^.+-[0-9a-f]{16}-[0-9a-f]{12}$")
 LOCK = ".lock"
 
@@ -239,8 +240,9 @@ def _linked(p: Path, done: Pruned) -> bool:
 
 def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: tuple[Path, ...] = ()) -> Pruned:
     """Remove from ``cache`` what no process reads and none used within ``older_than_s`` seconds: copies of
-    artifacts, fine-tuning cache files (of every root's folder there, and the ``also`` folders: a disk root's
-    ``ROOT/.cache/finetune``), and unheld lock files. What fails is said and the rest goes on."""
+    artifacts, fine-tuning cache files and the report's overlap results (of every root's folder there, and the
+    ``also`` folders: a disk root's ``ROOT/.cache/finetune`` and ``ROOT/.cache/overlap``), and unheld lock files.
+    What fails is said and the rest goes on."""
     cutoff = time.time() - older_than_s if older_than_s > 0 else float("inf")  # 0: a time ahead of the clock too
     done = Pruned([], [], [], [])
     for kind in _dirs(cache / ARTIFACTS, done):
@@ -263,8 +265,8 @@ def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: t
         for f in sorted(kind.glob(f"*{LOCK}")):  # a copy deleted by hand left its lock file
             if not f.with_name(f.name.removesuffix(LOCK)).exists():
                 _unheld_lock(f, dry_run, done)
-    finetune = [r / FINETUNE for r in _dirs(cache / ROOTS, done)] + [Path(a) for a in also]
-    for folder in dict.fromkeys(finetune):
+    kept = [r / sub for r in _dirs(cache / ROOTS, done) for sub in (FINETUNE, OVERLAP)] + [Path(a) for a in also]
+    for folder in dict.fromkeys(kept):
         if _linked(folder, done) or not folder.is_dir():
             continue
         try:
@@ -283,7 +285,8 @@ def prune(cache: Path, older_than_s: float = 0.0, dry_run: bool = False, also: t
 
 def _stale_files(folder: Path, cutoff: float, dry_run: bool, done: Pruned) -> None:
     """A fine-tuning cache's files (``KEY.arrow`` with its ``.sha256``, what a stopped ``map`` left) whose
-    group was last used before ``cutoff``: a reuse touches the ``.sha256`` (finetune/features.py)."""
+    group was last used before ``cutoff``: a reuse touches the ``.sha256`` (finetune/features.py); an overlap
+    result (``KEY.json``) each read touches (pipeline/overlap.py)."""
     groups: dict[str, list[Path]] = {}
     for f in sorted(folder.iterdir()):
         if f.is_file() and not f.is_symlink():
