@@ -274,15 +274,29 @@ def measure(corpus: Artifact, split: str, task: str, config: dict, file: Path,
             **{k: seen[k] for k in ("shards", "bytes", "documents", "lines", "dropped_by_holdout")}}
 
 
-def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, config: dict, record: dict) -> dict | str:
-    """The cached result for the scored file ``record`` (an input record), else measured and cached;
-    a line saying why not when the file is not there as it was scored."""
+def cache_folder(store: Store, art: Artifact) -> Path:
+    """Where ``art``'s results are kept: the overlap cache of the root ``art`` lies in, the root its report goes
+    to (:func:`pipeline.scores.report_root`); ``store``'s for an artifact outside any root. Before, a REF of another
+    root (``kolectra report s3://b/k/eval/NAME-ID``) kept its result in ``--out``'s, ./artifacts/.cache/overlap."""
+    root = art.root
+    if root is None or str(root).rstrip("/") == str(store.root).rstrip("/"):
+        return store.cache_dir("overlap")
+    from kolectra.pipeline.store.factory import open_store  # noqa: PLC0415 - a REF of another root only
+
+    return open_store(root if isinstance(root, Path) else str(root)).cache_dir("overlap")
+
+
+def overlap(store: Store, examples: Artifact, corpus: Artifact, task: str, config: dict, record: dict,
+            folder: Path | None = None) -> dict | str:
+    """The cached result for the scored file ``record`` (an input record), else measured and cached (in
+    ``folder``, default ``store``'s overlap cache); a line saying why not when the file is not there as it was
+    scored."""
     drop_ids, holdout_sha, note = _holdout(store, examples)
     split = examples.manifest.get("config", {}).get("split", "train")
     # measured without the documents a holdout file not here dropped: kept apart from the result with them
     # (under one key, that result was read back once the file was here again, and for every other root)
     holdout = f"not read: {holdout_sha}" if note else holdout_sha
-    place = store.cache_dir("overlap") / f"{_key(corpus, split, holdout, record['sha256'], task, config)}.json"
+    place = (folder or store.cache_dir("overlap")) / f"{_key(corpus, split, holdout, record['sha256'], task, config)}.json"
     with contextlib.ExitStack() as held:  # gc --cache leaves the folder while a report reads or writes it
         with contextlib.suppress(OSError):  # a root this user may read, not write: no lock, nothing kept
             held.enter_context(copies.reading(place.parent))
@@ -347,6 +361,7 @@ def checked(store: Store, art: Artifact) -> tuple[str, dict, dict | None, list[d
         out.append("Not checked: no pretraining corpus in this eval's lineage (the model is not a kolectra "
                    "checkpoint pretrained from one; a Hugging Face model's corpus is not known here).")
     said_for: set[tuple] = set()
+    folder = cache_folder(store, art) if pairs else None
     for examples, corpus in pairs:
         # the same corpus text twice (a pretraining continued on other examples of its corpus: seq 128, then
         # 512 by train.init_from) is one line
@@ -356,7 +371,7 @@ def checked(store: Store, art: Artifact) -> tuple[str, dict, dict | None, list[d
             continue
         said_for.add(what)
         try:
-            result = overlap(store, examples, corpus, task, config, record)
+            result = overlap(store, examples, corpus, task, config, record, folder)
         except (OSError, ValueError, UserInputError) as e:  # a file the task's reader refuses: said, the report goes on
             out.append(f"Not checked against {code('corpus/' + corpus.path.name)}: {text(e)}.")
             continue

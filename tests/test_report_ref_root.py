@@ -69,3 +69,47 @@ def test_a_name_or_id_is_still_reported_in_the_out_root(tmp_path, monkeypatch, c
     ev = _build(store, "eval", "x-nsmc", {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()})
     assert main(["report", ev.name if how == "name" else ev.id, "--out", str(tmp_path / "root")]) == 0
     assert _printed(capsys) == str(tmp_path / "root" / "reports" / f"eval-{ev.path.name}" / "report.md")
+
+
+def test_a_ref_in_a_bucket_keeps_its_overlap_result_in_that_roots_cache(bucket, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """The report's eval-in-corpus result (pipeline/overlap.py) of a bucket's eval reported by its URL was kept in
+    ./artifacts/.cache/overlap (--out's root, made for it); now in that root's cache, as an --out report keeps it."""
+    import gzip  # noqa: PLC0415
+
+    from kolectra.core.stage import StageOutput  # noqa: PLC0415
+    from kolectra.pipeline.store.manifest import fingerprint_inputs  # noqa: PLC0415
+    from kolectra.pipeline.store.request import Request  # noqa: PLC0415
+    from tests.test_eval_overlap import nsmc  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KOLECTRA_HOME", raising=False)
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
+    root = f"{bucket}/k"
+    store = open_store(root)
+    shard = gzip.compress("".join(json.dumps({"id": f"d{i}", "source": "s", "text": t, "sentences": [], "morphs": []},
+                                             ensure_ascii=False) + "\n" for i, t in enumerate(["배우가 좋다"])).encode())
+
+    def files(**named):
+        def produce(out):
+            for rel, data in named.items():
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                (out / rel).write_bytes(data)
+            return StageOutput(stats={})
+        return produce
+
+    corpus = store.build(Request(kind="corpus", name="toy", stage_version=1, config={}),
+                         files(**{"data/train-00000-of-00001.jsonl.gz": shard}))
+    examples = store.build(Request(kind="examples", name="toy", stage_version=1, config={"split": "train"},
+                                   parents=(corpus,)), files())
+    ckpt = store.build(Request(kind="checkpoint", name="toy", stage_version=1, config={}, parents=(examples,)), files())
+    train, test = nsmc(tmp_path / "train.txt", ["좋다", "싫다"]), nsmc(tmp_path / "test.txt", ["배우가 좋다", "별로"])
+    ev = store.build(Request(kind="eval", name="toy-nsmc", stage_version=1, config={"task": "nsmc"}, parents=(ckpt,),
+                             inputs=tuple(fingerprint_inputs([train, test]))),
+                     files(**{"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()}))
+    assert main(["report", f"{root}/eval/{ev.path.name}"]) == 0
+    md = storage.read_bytes(_printed(capsys)).decode()
+    assert "**1 of 3 rows (33.3%)** appear verbatim" in md
+    assert not (tmp_path / "artifacts").exists()
+    assert len(list((tmp_path / "cache" / "roots").glob("*/.cache/overlap/*.json"))) == 1
+    assert main(["report", f"{root}/eval/{ev.path.name}"]) == 0  # read back from there
+    assert "overlap: reading" not in capsys.readouterr().err
