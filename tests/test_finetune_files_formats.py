@@ -48,6 +48,23 @@ def test_a_repeated_header_is_a_counted_bad_row_not_a_class_or_a_score(tmp_path)
         Classify().read(cfg.__class__(), csv, test)
 
 
+def test_ner_files_joined_each_with_a_byte_order_mark_and_a_docstart_line_read_every_sentence(tmp_path):
+    """Two CoNLL files each saved with a byte-order mark (Windows Notepad) and opening with CoNLL-2003's -DOCSTART-
+    line, joined with cat: the second -DOCSTART-, behind its mark, had been a bad sentence told "4 space-separated
+    fields ... keep the first and the last", the file refused; a mark opening a token line stayed in the token."""
+    part = "\ufeff-DOCSTART- -X- -X- O\n\n" + "".join(f"김민수{i}\tB-PER\n씨\tO\n\n" for i in range(3))
+    def write(path, text):
+        path.write_bytes(text.encode("utf-8"))
+        return path
+
+    joined = read_sentences(write(tmp_path / "joined.txt", part + part))
+    assert joined.bad == [] and len(joined.records) == 6
+    bare = read_sentences(write(tmp_path / "bare.txt", "\ufeff김민수\tB-PER\n\n\ufeff이영희\tB-PER\n"))
+    assert [s["tokens"] for _, s in bare.records] == [["김민수"], ["이영희"]]
+    lines = read_sentences(write(tmp_path / "lines.txt", "\ufeff김민수 씨\tB-PER O\n\ufeff이영희 씨\tB-PER O\n"))
+    assert [s["tokens"][0] for _, s in lines.records] == ["김민수", "이영희"]
+
+
 # ---- CSV rows over several lines, long fields ----------------------------------------------------------------
 def test_csv_rows_merged_by_a_stray_quote_are_counted_and_the_lines_add_up(tmp_path, capsys):
     rows = [f"문장 {i} 입니다,{i % 2}" for i in range(200)]

@@ -58,7 +58,9 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
     elif path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")
     else:
-        lines = iter_text_lines(path)  # read as the sentences are built: the file's lines are not held
+        # read as the sentences are built: the file's lines are not held; a byte-order mark opening a line is dropped
+        # as at the file's start (files joined with cat, each with one: a -DOCSTART- behind it was a bad sentence)
+        lines = (line.removeprefix("\ufeff") for line in iter_text_lines(path))
         first = list(itertools.islice(lines, 1000))
         if fmt == "auto":
             fmt = guess_format(first)
