@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import unicodedata
 from typing import Literal
 
 from kolectra.core.config import ConfigError
@@ -188,6 +189,11 @@ class FileTaskConfig(TaskConfig):
                 ("max_bad_fraction", 0 <= self.max_bad_fraction <= 1, "in [0, 1]")]
 
 
+def _nfc(name: str) -> str:
+    """A column name as the readers compare it (finetune.files.column_name): ``문장`` in NFD is ``문장``."""
+    return unicodedata.normalize("NFC", name) if isinstance(name, str) else name
+
+
 @dataclasses.dataclass(frozen=True)
 class ClassifyConfig(FileTaskConfig):
     text_column: str = "text"
@@ -206,9 +212,9 @@ class ClassifyConfig(FileTaskConfig):
             ("text_column", bool(self.text_column), "a column name"),
             ("label_column", bool(self.label_column), "a column name"),
             # the same column twice feeds a text twice, or the label to the model as text
-            ("text_pair_column", self.text_pair_column != self.text_column,
+            ("text_pair_column", _nfc(self.text_pair_column) != _nfc(self.text_column),
              f"another column than text_column ({self.text_column!r})"),
-            ("label_column", self.label_column not in (self.text_column, self.text_pair_column),
+            ("label_column", _nfc(self.label_column) not in (_nfc(self.text_column), _nfc(self.text_pair_column)),
              "a column that is not a text column (text_column, text_pair_column)"),
             ("select_on", self.select_on in self.selectable, f"one of {', '.join(self.selectable)}"),
             ("label_names", all(isinstance(n, str) and n.strip() for n in self.label_names)
@@ -254,7 +260,7 @@ class NerConfig(FileTaskConfig):
             ("tokens_column", bool(self.tokens_column), "a column name"),
             ("tags_column", bool(self.tags_column), "a column name"),
             # the same column for both read every token as its own tag: all rows bad, blamed on the tags
-            ("tags_column", self.tags_column != self.tokens_column,
+            ("tags_column", _nfc(self.tags_column) != _nfc(self.tokens_column),
              f"another column than tokens_column ({self.tokens_column!r})"),
             ("tag_names", all(isinstance(n, str) and n.strip() for n in self.tag_names)
              and len(set(self.tag_names)) == len(self.tag_names),

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kolectra.core.config import to_dict
+from kolectra.core.config import ConfigError, override, to_dict
 from kolectra.finetune import config
 from kolectra.finetune.classify import Classify
 from kolectra.finetune.eval_texts import eval_texts
@@ -72,3 +72,13 @@ def test_ner_columns_in_nfd_and_a_missing_column_still_named(tmp_path):
     with pytest.raises(FinetuneError, match=r"no column '본문' \(text_column\); its columns are: 문장, 라벨$"):
         Classify().read(dataclasses.replace(config.sample_classify(), text_column="본문", label_column=LABEL),
                         train, train)
+
+
+def test_two_flags_naming_one_column_in_either_form_are_refused_as_one_column_twice():
+    # read after NFC they are one column: the label fed to the model as its text, every token its own tag
+    for cls, sets, key in ((config.ClassifyConfig, [f"text_column={TEXT}", f"label_column={NFD(TEXT)}"], "label_column"),
+                           (config.RegressConfig, [f"text_column={TEXT}", f"text_pair_column={NFD(TEXT)}"],
+                            "text_pair_column"),
+                           (config.NerConfig, ["tokens_column=토큰", f"tags_column={NFD('토큰')}"], "tags_column")):
+        with pytest.raises(ConfigError, match=rf"^{key}: must be (another column|a column that is not)"):
+            override(cls(), sets).validate()
