@@ -18,7 +18,15 @@ from kolectra.core import folder_uploads, plot, scratch
 from kolectra.core.jsonl import read_lines
 from kolectra.pipeline import overlap
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
-from kolectra.pipeline.scores import BY_ARTICLE, by_article, older_eval_notes, report_place, score_table, test_size
+from kolectra.pipeline.scores import (
+    BY_ARTICLE,
+    by_article,
+    default_place_hint,
+    older_eval_notes,
+    report_place,
+    score_table,
+    test_size,
+)
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
 from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.study.report import one_seed_note
@@ -36,11 +44,13 @@ def render(store: Store, ref: str | Path, dest: str | Path | None = None, publis
     art = store.resolve(ref)
     where = report_place(store, dest, f"{art.kind}-{art.path.name}", [art])
     if isinstance(where, Path):
-        where.mkdir(parents=True, exist_ok=True)
-        return _render(store, art, where, published)
+        with default_place_hint(dest, where):
+            where.mkdir(parents=True, exist_ok=True)
+            return _render(store, art, where, published)
     with scratch.temporary_directory("report") as tmp:  # swept if the process is killed
         _render(store, art, Path(tmp), published)
-        folder_uploads.upload_folder(tmp, where, last="report.md")
+        with default_place_hint(dest, where):
+            folder_uploads.upload_folder(tmp, where, last="report.md")
     return f"{where}/report.md"
 
 

@@ -7,9 +7,11 @@ full report is :mod:`pipeline.report`'s.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from pathlib import Path
+from typing import Iterator
 
 from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
@@ -46,12 +48,13 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
     body = "\n".join([f"# kolectra report: {len(arts)} evaluations", "", *lines, "", TABLE_NOTE, "",
                       *(f"- {code(f'eval/{name}')}{text(why)}." for name, why in older), *([""] if older else []),
                       *overlap_lines(store, arts), "Sources:", "", *sources]) + "\n"
-    if isinstance(where, Path):
-        where.mkdir(parents=True, exist_ok=True)
-        out = where / "report.md"
-        out.write_text(body, encoding="utf-8")
-        return out, "\n".join(lines)
-    storage.write_bytes(f"{where}/report.md", body.encode("utf-8"))
+    with default_place_hint(dest, where):
+        if isinstance(where, Path):
+            where.mkdir(parents=True, exist_ok=True)
+            out = where / "report.md"
+            out.write_text(body, encoding="utf-8")
+            return out, "\n".join(lines)
+        storage.write_bytes(f"{where}/report.md", body.encode("utf-8"))
     return f"{where}/report.md", "\n".join(lines)
 
 
@@ -74,6 +77,20 @@ def report_root(store: Store, arts: list[Artifact]) -> Path | str:
     if root is None:
         return store.root
     return root if isinstance(root, Path) else str(root).rstrip("/")
+
+
+@contextlib.contextmanager
+def default_place_hint(dest: str | Path | None, where: Path | str) -> Iterator[None]:
+    """A report that cannot be written where no ``--dest`` sent it (the reports/ of its artifact's root: a
+    colleague's bucket or a disk root read-only to this user) says where that place came from and how to choose
+    another; with ``--dest`` the error stands alone."""
+    try:
+        yield
+    except OSError as e:  # an error naming another file (an artifact read) is not the place's
+        if dest is None and (e.filename is None or str(e.filename).startswith(str(where))):
+            e.add_note(f"without --dest a report goes to the reports/ folder of the root its artifact lies in "
+                       f"({where}); give --dest DIR to write it elsewhere")
+        raise
 
 
 def report_place(store: Store, dest: str | Path | None, name: str, arts: list[Artifact] | None = None) -> Path | str:

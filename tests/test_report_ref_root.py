@@ -113,3 +113,22 @@ def test_a_ref_in_a_bucket_keeps_its_overlap_result_in_that_roots_cache(bucket, 
     assert len(list((tmp_path / "cache" / "roots").glob("*/.cache/overlap/*.json"))) == 1
     assert main(["report", f"{root}/eval/{ev.path.name}"]) == 0  # read back from there
     assert "overlap: reading" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("refs", [1, 2])
+def test_a_default_place_that_cannot_be_written_says_where_it_came_from(tmp_path, monkeypatch, capsys, refs):
+    """Since the report of a REF in another root goes to that root's reports/, a root this user cannot write (a
+    colleague's) fails there; the error says that place was the default and how to choose another (--dest).
+    Here its reports/ is a file: the same OSError path as a read-only folder (this suite may run as root)."""
+    monkeypatch.chdir(tmp_path)
+    other = open_store(str(tmp_path / "theirs"))
+    evs = [_build(other, "eval", f"x{i}-nsmc", {"metrics.json": json.dumps({"task": "nsmc", "accuracy": 0.5}).encode()})
+           for i in range(refs)]
+    (tmp_path / "theirs" / "reports").write_text("not a folder", encoding="utf-8")
+    assert main(["report", *(str(e.path) for e in evs)]) != 0
+    err = capsys.readouterr().err
+    assert "give --dest DIR to write it elsewhere" in err and str(tmp_path / "theirs") in err, err
+    assert main(["report", *(str(e.path) for e in evs), "--dest", str(tmp_path / "mine")]) == 0
+    assert (tmp_path / "mine" / "report.md").is_file()
+    assert main(["report", *(str(e.path) for e in evs), "--dest", str(tmp_path / "theirs" / "reports" / "x")]) != 0
+    assert "give --dest" not in capsys.readouterr().err  # a --dest given: its error alone
