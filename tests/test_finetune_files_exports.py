@@ -232,6 +232,20 @@ def test_a_tsv_written_by_pandas_is_said_to_be_quoted_and_read_with_format_quote
     assert Classify().load(plain, cfg)[1].quoted == 0
 
 
+def test_a_tsv_whose_every_field_is_quoted_is_told_to_read_with_format_quoted_tsv(tmp_path):
+    # R's write.table(sep="\t", row.names=FALSE), csv.QUOTE_ALL: "no column 'text' (text_column); its columns are:
+    # "text", "label"" said nothing of the quoting (and --text-column '"text"' trained on quoted texts and labels)
+    path = tmp_path / "r.tsv"
+    path.write_text('"text"\t"label"\n' + "".join(f'"리뷰 {i}"\t"{"pos" if i % 2 else "neg"}"\n' for i in range(20)),
+                    encoding="utf-8")
+    cfg = config.sample_classify()
+    with pytest.raises(FinetuneError, match=r"its columns are: \"text\", \"label\"; its names are in quotes, as a CSV "
+                                            r"writer quotes every field .* --set format=quoted_tsv reads that quoting$"):
+        Classify().load(path, cfg)
+    rows, _ = Classify().load(path, dataclasses.replace(cfg, format="quoted_tsv"))
+    assert rows["text"][:2] == ["리뷰 0", "리뷰 1"] and rows["label"][:2] == ["neg", "pos"]
+
+
 def test_labels_alike_but_for_case_are_warned_of_and_an_empty_jsonl_file_is_called_empty(tmp_path, capsys):
     # 'pos' and 'POS' (an export that upper-cased some rows) were two classes, unsaid
     train = tmp_path / "train.tsv"

@@ -97,6 +97,7 @@ class Table:
                                 + ("; a column name holds a CR (\\r): the file's lines end in CR alone, as old Mac "
                                    "programs write, with an LF somewhere; convert them: tr '\\r' '\\n'" if cr else
                                    PANDAS_COLUMNS if _rows_as_columns(self.columns, name) else
+                                   QUOTED_NAMES if f'"{column_name(name)}"' in self.columns else
                                    other_format(self.columns, name)))
         return column_name(name)
 
@@ -132,6 +133,12 @@ SHOWN = 30  # column names an error lists
 PANDAS_COLUMNS = ("; the file is one object of columns, each an object of rows (pandas' DataFrame.to_json() "
                   "default, orient='columns'): write it as rows, df.to_json(PATH, orient='records', lines=True, "
                   "force_ascii=False)")
+
+# every name of a TSV header in quotes (R's write.table with sep="\t", csv.QUOTE_ALL): "no column 'text'; its columns
+# are: "text", "label"" said nothing of why, and a --text-column '"text"' would train on texts and labels in quotes
+QUOTED_NAMES = ("; its names are in quotes, as a CSV writer quotes every field (R's write.table, Python's "
+                "csv.QUOTE_ALL): TSV is read without quoting, so the quotes would stay in the texts and labels too; "
+                "--set format=quoted_tsv reads that quoting")
 
 
 def _rows_as_columns(columns: list[str], name: str) -> bool:
