@@ -246,6 +246,24 @@ def test_a_tsv_whose_every_field_is_quoted_is_told_to_read_with_format_quoted_ts
     assert rows["text"][:2] == ["리뷰 0", "리뷰 1"] and rows["label"][:2] == ["neg", "pos"]
 
 
+def test_r_row_names_without_a_name_in_the_header_are_named_as_such(tmp_path):
+    # R's write.table(sep="\t") writes row names by default, with no name for them in the header: every row was
+    # "expected 2 tab-separated columns, got 3 ... none is readable: check the file's format and columns"
+    rows = [(i, f"리뷰 {i}", "pos" if i % 2 else "neg") for i in range(1, 21)]
+    quoted, plain = tmp_path / "quoted.tsv", tmp_path / "plain.tsv"
+    quoted.write_text('"text"\t"label"\n' + "".join(f'"{i}"\t"{t}"\t"{y}"\n' for i, t, y in rows), encoding="utf-8")
+    plain.write_text("text\tlabel\n" + "".join(f"{i}\t{t}\t{y}\n" for i, t, y in rows), encoding="utf-8")
+    cfg = config.sample_classify()
+    for path, fmt in ((quoted, "quoted_tsv"), (plain, "auto")):
+        with pytest.raises(FinetuneError, match=r"every row has one field more than the header, a number first: row "
+                                                r"names, as R's write.table writes them .* row\.names=FALSE"):
+            Classify().load(path, dataclasses.replace(cfg, format=fmt))
+    # a file of some such rows among good ones keeps its refusal by max_bad_fraction, naming the lines
+    plain.write_text("text\tlabel\n" + "".join(f"{t}\t{y}\n" for _, t, y in rows) + "21\t리뷰\tpos\n", encoding="utf-8")
+    with pytest.raises(FinetuneError, match=r"1 of 21 rows are malformed .* line 22: expected 2 tab-separated"):
+        Classify().load(plain, cfg)
+
+
 def test_labels_alike_but_for_case_are_warned_of_and_an_empty_jsonl_file_is_called_empty(tmp_path, capsys):
     # 'pos' and 'POS' (an export that upper-cased some rows) were two classes, unsaid
     train = tmp_path / "train.tsv"

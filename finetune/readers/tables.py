@@ -72,6 +72,8 @@ class Table:
     # TSV rows with a field quoted as a CSV writer quotes it ("a ""b"""), read as text quotes and all, and the first's line
     quoted: int = 0
     first_quoted: int | None = None
+    # rows of one field more than the header whose first is a number: R's write.table's row names, unnamed in its header
+    row_names: int = 0
 
     @property
     def rows(self) -> int:
@@ -290,6 +292,7 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
         if not line.strip():  # no row (spaces or tabs alone too, as in JSONL): every task reads two columns at least
             table.blank += 1
         elif len(fields) != len(columns):
+            table.row_names += row_name(fields, columns)
             table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"
                                  + (QUOTED_SPLIT if '"' in line else "")))
         elif repeats_header(fields, columns):
@@ -299,6 +302,11 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
                 table.quoted += 1
                 table.first_quoted = table.first_quoted or n
             yield n, dict(zip(columns, fields))
+
+
+def row_name(fields: list[str], columns: list[str]) -> bool:
+    """Whether a row that does not fit the header has one field more, a number first: a row name."""
+    return len(fields) == len(columns) + 1 and fields[0].strip().strip('"').isdigit()
 
 
 QUOTED_SPLIT = (" (a quoted field holding a tab or line break, as pandas' to_csv(sep='\\t') writes? --set "
@@ -352,6 +360,7 @@ def _csv_records(table: Table, delimiter: str = ",") -> Iterator[tuple[int, dict
                 if not any(f.strip() for f in fields) and reader.line_num == start:  # an empty line, as in TSV
                     table.blank += 1
                 elif len(fields) != len(columns):
+                    table.row_names += row_name(fields, columns)
                     spans = f" (read over lines {start}-{reader.line_num}: a \" never closed?)" \
                         if reader.line_num > start else ""
                     table.bad.append((start, f"expected {len(columns)} {sep}-separated columns, got {len(fields)}"
@@ -392,6 +401,10 @@ def open_parquet(path: Path) -> Table:
 def check_bad(table: Table, max_bad_fraction: float, what: str = "rows") -> None:
     """Refuse the file when more than ``max_bad_fraction`` of its rows (``what``) are bad, naming the first five."""
     total = table.rows + len(table.bad)
+    if table.bad and table.row_names == total:  # "none is readable: check the file's format and columns", but which?
+        raise FinetuneError(f"{table.path}: every row has one field more than the header, a number first: row names, "
+                            "as R's write.table writes them without a name in the header; write the file with "
+                            "row.names=FALSE, or name that first column in the header line")
     if table.bad and len(table.bad) > max_bad_fraction * total:
         shown = shown_bad(table.bad[:5], table.unit)
         raise FinetuneError(f"{table.path}: {len(table.bad)} of {total} {what} are malformed "
