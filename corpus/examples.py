@@ -48,7 +48,7 @@ from kolectra.corpus.runners import (
     runner_setup,
 )
 
-STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 # The local runner's peak RSS per MB of gzipped corpus shards read (corpus/local_memory.py: MemoryModel):
 # benchmarks/scale.py on 1-8 NSMC review files measured 263-376 MB, 250 MB + 1.4 MB per MB of
@@ -66,6 +66,10 @@ STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/ar
 # A share of sentences cut to fit a sequence above which the examples say so: at 16 tokens the
 # embedded sample cuts 22 % (their ends never trained on), which stats.json alone counted.
 TRUNCATED_WARN = 0.05
+# The same bound on the text's tokens cut: a few sentences without a boundary (a table, a list, a page
+# of code) can hold most of a corpus's tokens, lost past each one's first max_seq_length - 3 while
+# the share of sentences cut stays far below TRUNCATED_WARN. Either share above its bound warns.
+TRUNCATED_TOKENS_WARN = TRUNCATED_WARN
 LOCAL_MEMORY = MemoryModel(base_mb=550, per_mb=2.0, measure="gzipped corpus shards", worker_mb=1200)
 # The same job when each worker takes whole corpus shards (as many shards as workers or more) and
 # writes them itself: no shuffle, so the launcher holds the work list and the reports. In process
@@ -230,12 +234,22 @@ def build(cfg: ExamplesConfig, corpus_dir: Path | str, tokenizer_dir: Path, out_
 
 
 def truncation_warning(stats: dict, max_seq_length: int) -> str | None:
-    """A line when more than :data:`TRUNCATED_WARN` of the sentences were longer than a sequence and cut."""
+    """A line when more than :data:`TRUNCATED_WARN` of the sentences, or more than
+    :data:`TRUNCATED_TOKENS_WARN` of the text's tokens, were cut to fit a sequence; it says both shares
+    (the tokens' where ``stats`` counts them: examples 6 on)."""
     cut, sentences = stats.get("truncated_sentences", 0), stats.get("sentences", 0)
-    if not sentences or cut / sentences <= TRUNCATED_WARN:
+    lost, text = stats.get("truncated_tokens", 0), stats.get("text_tokens", 0)
+    if not (sentences and cut / sentences > TRUNCATED_WARN) and not (text and lost / text > TRUNCATED_TOKENS_WARN):
         return None
-    return (f"examples: {cut / sentences:.0%} of the sentences ({cut:,} of {sentences:,}) were longer than a sequence of "
-            f"{max_seq_length} tokens and were cut: their ends are never trained on (a longer --max-seq-length keeps them)")
+    tokens = f", {_share(lost / text)} of the text's tokens ({lost:,} of {text:,})," if text else ""
+    return (f"examples: {_share(cut / sentences)} of the sentences ({cut:,} of {sentences:,}) were longer than a sequence "
+            f"of {max_seq_length} tokens and were cut: their ends{tokens} are never trained on (a longer --max-seq-length "
+            "keeps them)")
+
+
+def _share(x: float) -> str:
+    """A share as a percentage, to a tenth below 10 % (a few sentences of thousands do not read as 0 %)."""
+    return f"{x:.0%}" if x >= 0.1 or x == 0 else f"{x:.1%}"
 
 
 def unknown_warning(stats: dict, cfg: ExamplesConfig, other_vocab: bool | None = None) -> str | None:

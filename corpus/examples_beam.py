@@ -58,6 +58,7 @@ from kolectra.corpus.outputs import (
 from kolectra.corpus.packing import (
     PAD,
     SPECIAL_IDS,
+    Cuts,
     Documents,
     Placement,
     Sequences,
@@ -302,14 +303,16 @@ class TokenizeAndPack(beam.DoFn):
             yield shard, ("documents", stream_block([(line, sent_ids) for line, _, sent_ids in per_doc],
                                                     np.dtype(self.job.dtype)))
             return
-        line_U, ks, pairs, truncated = [], [], [], 0
+        line_U, ks, pairs, truncated, lost = [], [], [], 0, 0
         for line, doc_id, sent_ids in per_doc:
             doc_pairs, cut = pack_document(sent_ids, cfg, doc_rng(cfg.seed, doc_id))
-            truncated += cut
+            truncated += cut.sentences
+            lost += cut.tokens
             pairs += doc_pairs
             line_U += [line] * len(doc_pairs)
             ks += range(len(doc_pairs))
         tally["truncated_sentences"] += truncated
+        tally["truncated_tokens"] += lost
         yield shard, ("sequences", Sequences.from_pairs(pairs, line_U, ks, np.dtype(self.job.dtype)))
 
 
@@ -320,14 +323,15 @@ def stream_block(docs: list[tuple[int, list[list[int]]]], dtype: np.dtype) -> Do
     return Documents.from_lists(docs, dtype)
 
 
-def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, int]:
+def shard_rows(shard: int, blocks, job: Job) -> tuple[Sequences, Placement, Cuts]:
     """A corpus shard's blocks -> its sequences in corpus order, where each goes in the rows, and
-    the truncated sentences.
+    the truncations made here (``packing=stream``'s; the other packings cut each batch as it is
+    tokenised, and count there).
 
     Sequences are put in corpus order first, and the rows are a pure function of that order, so
     the bytes do not depend on how Beam bundled the documents."""
     cfg = job.cfg
-    truncated = 0
+    truncated = Cuts()
     if cfg.packing == "stream":
         stream = Documents.concat([batch for _, batch in blocks]).sentences_by_line()
         # one RNG for the whole shard: its documents form one stream (see examples_config)
@@ -359,9 +363,11 @@ def write_shard(item, job: Job):
     (a few bytes a token) and one piece, never the whole shard's rows."""
     shard, blocks = item
     seqs, place, truncated = shard_rows(shard, list(blocks), job)
-    yield "tally", "truncated_sentences", truncated
+    yield "tally", "truncated_sentences", truncated.sentences
+    yield "tally", "truncated_tokens", truncated.tokens
     yield "tally", "examples", place.rows
     yield "tally", "sequences", len(seqs)
+    yield "tally", "sequence_text_tokens", seqs.text_tokens()
     yield "tally", "single_segment_sequences", int((seqs.b_U == 0).sum())
     size, tokens = job.cfg.shard_size, 0
     pieces = encode_pieces(seqs, place, job.cfg.max_seq_length, np.dtype(job.dtype), size) if place.rows else ()

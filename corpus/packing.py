@@ -26,6 +26,7 @@ import hashlib
 import random
 import struct
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,8 +80,17 @@ def _target(rng: DocRng | random.Random, cfg: ExamplesConfig) -> int:
     return cfg.max_seq_length
 
 
+class Cuts(NamedTuple):
+    """What truncation threw away: the sentences longer than a sequence, and their tokens past its end
+    (never trained on). With them the text's tokens reconcile: every token of a sentence is in a
+    sequence or counted here (an empty sentence has none)."""
+
+    sentences: int = 0
+    tokens: int = 0
+
+
 def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
-                  rng: DocRng | random.Random) -> tuple[list[tuple[list[int], list[int]]], int]:
+                  rng: DocRng | random.Random) -> tuple[list[tuple[list[int], list[int]]], Cuts]:
     """One document's sentence ids -> ``[(A, B), ...]`` segment pairs (B may be empty), truncations
     (:func:`cut_pairs`' pairs, as a list)."""
     out: list[tuple[list[int], list[int]]] = []
@@ -88,19 +98,20 @@ def pack_document(sentences: list[list[int]], cfg: ExamplesConfig,
 
 
 def cut_pairs(sentences: Iterable[list[int]], cfg: ExamplesConfig, rng: DocRng | random.Random,
-              sink: Callable[[tuple[list[int], list[int]]], None]) -> int:
+              sink: Callable[[tuple[list[int], list[int]]], None]) -> Cuts:
     """Sentence ids -> ``(A, B)`` segment pairs (B may be empty), each handed to ``sink`` as it is
-    cut; returns the truncations. So a stream of a whole shard (``packing=stream``) is never a list
-    (a callback, not a generator: a generator cost a short document 3 µs more, about 50 %).
+    cut; returns the truncations (:class:`Cuts`). So a stream of a whole shard (``packing=stream``)
+    is never a list (a callback, not a generator: a generator cost a short document 3 µs more, about 50 %).
 
     Sentences are added to the current chunk while its text fits ``target - 3`` tokens (room for
     [CLS] and two [SEP]); then the chunk becomes a sequence and a new target is drawn. A sentence
-    longer than ``max_seq_length - 3`` alone is cut to that length and counted. The A/B split is at
+    longer than ``max_seq_length - 3`` alone is cut to that length and counted, with the tokens it
+    loses; no other token of a sentence is left out. The A/B split is at
     a uniformly random sentence boundary of the chunk (BERT); a chunk of one sentence, or with
     probability ``single_segment_prob``, is a single segment A.
     """
     limit = cfg.max_seq_length - 3
-    truncated = 0
+    truncated = lost = 0
     chunk: list[list[int]] = []
     length = 0
     target = _target(rng, cfg)
@@ -116,6 +127,7 @@ def cut_pairs(sentences: Iterable[list[int]], cfg: ExamplesConfig, rng: DocRng |
         if not len(sent):
             continue
         if len(sent) > limit:
+            lost += len(sent) - limit
             sent = sent[:limit]
             truncated += 1
         if chunk and length + len(sent) > target - 3:
@@ -125,7 +137,7 @@ def cut_pairs(sentences: Iterable[list[int]], cfg: ExamplesConfig, rng: DocRng |
         length += len(sent)
     if chunk:
         emit()
-    return truncated
+    return Cuts(truncated, lost)
 
 
 # ---- sequences as flat arrays ---------------------------------------------------------------
@@ -150,10 +162,10 @@ class Sequences:
 
     @staticmethod
     def from_stream(sentences: Iterable[list[int]], cfg: ExamplesConfig, rng: DocRng | random.Random,
-                    dtype: np.dtype) -> tuple["Sequences", int]:
+                    dtype: np.dtype) -> tuple["Sequences", Cuts]:
         """A whole stream's sentence ids -> its sequences (:func:`cut_pairs`), numbered 0, 1, ...
         (``line_U``), made into arrays :data:`BLOCK_PAIRS` pairs at a time (the lists are a block's,
-        never a shard's); and the truncations."""
+        never a shard's); and the truncations (:class:`Cuts`)."""
         blocks, block = [], []
 
         def flush() -> None:
@@ -178,6 +190,10 @@ class Sequences:
 
     def __len__(self) -> int:
         return len(self.a_U)
+
+    def text_tokens(self) -> int:
+        """The text's tokens in these sequences (segments A and B, no [CLS] or [SEP])."""
+        return int(self.a_U.sum(dtype=np.int64) + self.b_U.sum(dtype=np.int64))
 
     def lengths(self) -> np.ndarray:
         """Tokens of each sequence with its specials: A + B + [CLS] [SEP] (+ [SEP] after B)."""
@@ -386,4 +402,7 @@ def make_stats(tally: dict, max_seq_length: int, shards: int) -> dict:
             "bad_documents": get("bad_documents"), "held_out_documents": get("held_out_documents"),
             # the sentences' tokens before truncation, and the [UNK] among them (examples 5)
             "text_tokens": get("text_tokens"), "unk_tokens": get("unk_tokens"),
-            "unk_rate": round(get("unk_tokens") / get("text_tokens"), 6) if get("text_tokens") else 0.0}
+            "unk_rate": round(get("unk_tokens") / get("text_tokens"), 6) if get("text_tokens") else 0.0,
+            # where those went (examples 6): text_tokens == sequence_text_tokens + truncated_tokens
+            "sequence_text_tokens": get("sequence_text_tokens"), "truncated_tokens": get("truncated_tokens"),
+            "truncated_token_share": round(get("truncated_tokens") / get("text_tokens"), 6) if get("text_tokens") else 0.0}

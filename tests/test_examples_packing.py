@@ -21,14 +21,14 @@ def test_pack_document_rules():
     sents = [[10] * 4, [11] * 4, [12] * 4, [13] * 4, [14] * 20]
     pairs, truncated = pack_document(sents, cfg, random.Random(0))
     # 4+4+4 = 12 <= 16-3; the fourth sentence starts a new example; the 20-token one is cut to 13
-    assert truncated == 1
+    assert truncated == (1, 7)  # one sentence, its 7 tokens past 13
     assert [len(a) + len(b) for a, b in pairs] == [12, 4, 13]
     a, b = pairs[0]
     assert len(a) in (4, 8) and a + b == [10] * 4 + [11] * 4 + [12] * 4  # split at a sentence boundary
     assert pairs[1] == ([13] * 4, []) and pairs[2] == ([14] * 13, [])  # one sentence: one segment
     singles, _ = pack_document(sents, override(cfg, ["single_segment_prob=1"]), random.Random(0))
     assert all(not b for _, b in singles)
-    assert pack_document([[], []], cfg, random.Random(0)) == ([], 0)
+    assert pack_document([[], []], cfg, random.Random(0)) == ([], (0, 0))
 
 
 def test_document_rng_is_seeded_per_document_and_uniform():
@@ -99,7 +99,7 @@ def test_stream_documents_as_columns_give_the_shard_stream_in_line_order(monkeyp
     pairs, truncated = pack_document(stream, cfg, doc_rng(0, "train-shard-0"))
     seqs, cut = Sequences.from_stream(iter(stream), cfg, doc_rng(0, "train-shard-0"), np.dtype(np.uint16))
     whole = Sequences.from_pairs(pairs, range(len(pairs)), [0] * len(pairs), np.dtype(np.uint16))
-    assert cut == truncated > 0 and len(seqs) == len(pairs) > 7
+    assert cut == truncated and cut.sentences > 0 and len(seqs) == len(pairs) > 7
     assert all(np.array_equal(getattr(seqs, f), getattr(whole, f)) for f in ("line_U", "k_U", "a_U", "b_U", "tokens_T"))
 
 
