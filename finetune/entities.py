@@ -26,6 +26,10 @@ def split_tag(tag: str) -> tuple[str, str]:
     ValueError for anything else (BIOES's ``E-``/``S-`` and BILOU's ``L-``/``U-`` included, said so: this is BIO)."""
     if tag == OUTSIDE:
         return OUTSIDE, ""
+    if len(tag.split()) > 1:  # 'B-PER I-PER O' had been a B- tag of the type 'PER I-PER O' (a sentence-a-line file's
+        # tags read as one CoNLL tag), trained on without a word
+        raise UserInputError(f"tag {tag!r} holds spaces: several tags in one field (a line of a sentence-a-line "
+                             "file, words<TAB>tags? --set format=lines reads those)")
     if len(tag) > 2 and tag[0] in "BI" and tag[1] in "-_":
         return tag[0], tag[2:]
     if len(tag) > 2 and tag[-1] in "BI" and tag[-2] in "-_":

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from kolectra.core.config import ConfigError
 from kolectra.finetune import config
 from kolectra.finetune.classify import Classify
 from kolectra.finetune.entities import entities
@@ -65,6 +66,27 @@ def test_ner_files_joined_each_with_a_byte_order_mark_and_a_docstart_line_read_e
     assert [s["tokens"][0] for _, s in lines.records] == ["김민수", "이영희"]
 
 
+def test_a_sentence_a_line_file_whose_lines_end_in_a_tab_reads_its_sentences_and_a_tag_with_spaces_is_bad(tmp_path):
+    """A Naver-style words<TAB>tags file whose lines end in a tab was guessed CoNLL: each line one token, the whole
+    sentence, tagged 'B-PER I-PER O B-LOC' (a type 'PER I-PER O B-LOC' by the B- prefix): trained on without a word
+    (2 "sentences" of the 60-line file, split by its one line of spaces)."""
+    line = "김민수{i} 씨는 서울 에서\tB-PER O B-LOC O"
+    tabbed = tmp_path / "tabbed.tsv"
+    tabbed.write_bytes(("\n".join(line.format(i=i) + "\t" for i in range(6)) + "\n   \n" + line.format(i=6) + "\t\n")
+                       .encode("utf-8"))
+    table = read_sentences(tabbed)
+    assert table.bad == [] and [s["tokens"][0] for _, s in table.records] == [f"김민수{i}" for i in range(7)]
+    assert table.records[0][1]["tags"] == ["B-PER", "O", "B-LOC", "O"]
+    # several tags in one field are no tag, whatever the format: a bad sentence saying so
+    spaced = tmp_path / "spaced.tsv"
+    spaced.write_bytes("김민수\tB-PER I-PER\n씨\tO\n\n이영희\tB-PER\n".encode("utf-8"))
+    table = read_sentences(spaced, max_bad_fraction=0.5)
+    assert table.bad == [(1, "tag 'B-PER I-PER' holds spaces: several tags in one field (a line of a sentence-a-line "
+                             "file, words<TAB>tags? --set format=lines reads those)")]
+    with pytest.raises(ConfigError, match=r"^tag_names: must be"):
+        dataclasses.replace(config.sample_ner(), tag_names=("B-PS X", "O")).validate()
+
+
 # ---- CSV rows over several lines, long fields ----------------------------------------------------------------
 def test_csv_rows_merged_by_a_stray_quote_are_counted_and_the_lines_add_up(tmp_path, capsys):
     rows = [f"문장 {i} 입니다,{i % 2}" for i in range(200)]
@@ -107,7 +129,8 @@ def test_one_conll_line_of_two_words_does_not_make_the_file_sentence_per_line(tm
     table = read_sentences(path, max_bad_fraction=0.1)
     # was: read as one sentence a line, 162 sentences of one word, none bad
     assert table.rows == 29 and table.bad == [(sum(len(s) + 1 for s in sentences[:5]) + 1,
-                                               "tag 'O O' is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")]
+                                               "tag 'O O' holds spaces: several tags in one field (a line of a "
+                                               "sentence-a-line file, words<TAB>tags? --set format=lines reads those)")]
     assert [s["tokens"] for _, s in table.records][:2] == [[t for t, _ in sentences[0]], [t for t, _ in sentences[1]]]
     lines = tmp_path / "naver.tsv"  # a sentence-per-line file with some one-word sentences stays one
     lines.write_text("김민수 씨는 서울 에서\tPER-B O LOC-B O\n부산\tLOC-B\n삼성 전자 직원\tORG-B ORG-I O\n", encoding="utf-8")

@@ -91,9 +91,17 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
     return table
 
 
+def tab_fields(line: str) -> list[str]:
+    """A line's tab-separated fields, a trailing tab naming no field (an editor or exporter leaves one)."""
+    fields = line.split("\t")
+    while len(fields) > 2 and not fields[-1].strip():
+        fields.pop()
+    return fields
+
+
 def holds_sentence(line: str) -> bool:
     """``words<TAB>tags`` with several tags, as many as words: a sentence-per-line file's line, not a CoNLL token line."""
-    fields = line.split("\t")
+    fields = tab_fields(line)
     return len(fields) == 2 and len(fields[1].split()) > 1 and len(fields[0].split()) == len(fields[1].split())
 
 
@@ -104,7 +112,7 @@ def guess_format(lines: list[str]) -> str:
     had made the whole file a sentence-per-line one, each token line read as a sentence of one word,
     unseen (the stray line is a bad sentence of the CoNLL file instead)."""
     sentences = sum(1 for line in lines if holds_sentence(line))
-    single = sum(1 for line in lines if len(fields := line.split("\t")) == 2 and len(fields[1].split()) == 1)
+    single = sum(1 for line in lines if len(fields := tab_fields(line)) == 2 and len(fields[1].split()) == 1)
     return "lines" if sentences > single else "conll"
 
 
@@ -148,9 +156,7 @@ def token_and_tag(line: str) -> list[str]:
     """A CoNLL line's fields: split on tabs (a trailing tab names no field); a line without a tab, on its
     whitespace when that gives two fields, ``token tag`` (many Korean NER files are so spelt: each had been
     refused as "no tag" with its tag in plain sight)."""
-    fields = line.split("\t")
-    while len(fields) > 2 and not fields[-1].strip():
-        fields.pop()
+    fields = tab_fields(line)
     if len(fields) == 1 and len(spaced := line.split()) == 2:
         return spaced
     return fields
@@ -162,7 +168,7 @@ def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        fields = line.split("\t")
+        fields = tab_fields(line)  # a trailing tab names no field, as in CoNLL
         if len(fields) != 2:
             bad.append((n, f"expected words<TAB>tags, got {len(fields)} tab-separated fields"))
             continue
