@@ -87,6 +87,18 @@ def test_a_sentence_a_line_file_whose_lines_end_in_a_tab_reads_its_sentences_and
         dataclasses.replace(config.sample_ner(), tag_names=("B-PS X", "O")).validate()
 
 
+def test_a_csv_file_given_to_ner_is_named_as_one_not_read_as_conll(tmp_path):
+    # pandas' to_csv of a token-list frame was read as CoNLL: "1 of 1 sentences are malformed (...): line 1: no tag
+    # (expected token<TAB>tag)", the whole file one sentence
+    path = tmp_path / "ner.csv"
+    path.write_bytes('tokens,ner_tags\n"[\'김민수\', \'씨\']","[\'B-PER\', \'O\']"\n'.encode("utf-8"))
+    with pytest.raises(FinetuneError, match=r"ner\.csv: a CSV file, which ner does not read .* orient='records', "
+                                            r"lines=True.*--set format=conll$"):
+        read_sentences(path)
+    path.write_bytes("김민수\tB-PER\n씨\tO\n".encode("utf-8"))
+    assert read_sentences(path, "conll").records[0][1]["tags"] == ["B-PER", "O"]
+
+
 # ---- CSV rows over several lines, long fields ----------------------------------------------------------------
 def test_csv_rows_merged_by_a_stray_quote_are_counted_and_the_lines_add_up(tmp_path, capsys):
     rows = [f"문장 {i} 입니다,{i % 2}" for i in range(200)]

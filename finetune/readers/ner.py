@@ -57,6 +57,11 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
                              tag_names)
     elif path.is_dir():
         raise FinetuneError(f"{path}: a folder, but format={fmt} reads a file")
+    elif fmt == "auto" and named == "csv":  # read as CoNLL: one sentence of the whole file, "line 1: no tag"
+        raise FinetuneError(f"{path}: a CSV file, which ner does not read (pandas' to_csv writes a row's lists as "
+                            "text, \"['김', ...]\"): write JSON Lines, df.to_json(PATH, orient='records', lines=True, "
+                            "force_ascii=False), or Parquet, df.to_parquet(PATH); a CoNLL file named .csv: --set "
+                            "format=conll")
     else:
         # read as the sentences are built: the file's lines are not held; a byte-order mark opening a line is dropped
         # as at the file's start (files joined with cat, each with one: a -DOCSTART- behind it was a bad sentence)
