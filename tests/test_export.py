@@ -5,7 +5,9 @@ the folder is written (refusals, failures midway, a bucket's ``--to``): tests/te
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import re
@@ -13,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 import yaml
@@ -132,55 +135,69 @@ def _kolectra(args: list[str], tmp_path, **env) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("push", [["--push=me/k"], ["--pu", "me/k"]])
-def test_a_push_spelled_with_equals_or_abbreviated_goes_online(checkpoint, tmp_path, push):
-    """``--push=me/k`` (argparse's other spelling) was put offline by kolectra itself, then refused as
-    'HF_HUB_OFFLINE is set in the environment': the upload is read from the parsed options."""
+def test_a_push_with_the_network_down_is_an_environment_problem_however_push_is_spelled(checkpoint, tmp_path, push):
+    """Issue 46: a Hub that cannot be reached was an internal error (a traceback log); it is the
+    environment's problem, one line, exit 2. Port 9 on this machine refuses: real huggingface_hub calls.
+    ``--push=me/k`` (argparse's other spelling) and ``--pu me/k`` were put offline by kolectra itself, then
+    refused as 'HF_HUB_OFFLINE is set in the environment': the upload is read from the parsed options (so
+    both spellings reach the network, and ``--push me/k`` is parsed as ``--push=me/k`` is: one process
+    each, not a third for it)."""
     store, art = checkpoint
     done = _kolectra(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), *push],
-                     tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN="hf_" + "x" * 34)
-    assert done.returncode == 2 and "cannot reach the Hub at http://127.0.0.1:9" in done.stderr, done.stderr
-    assert "HF_HUB_OFFLINE" not in done.stderr
-
-
-def test_a_push_with_the_network_down_is_an_environment_problem(checkpoint, tmp_path):
-    """Issue 46: a Hub that cannot be reached was an internal error (a traceback log); it is the
-    environment's problem, one line, exit 2. Port 9 on this machine refuses: real huggingface_hub calls."""
-    store, art = checkpoint
-    done = _kolectra(["export", art.id, "--to", str(tmp_path / "o"), "--out", str(store.root), "--push", "me/k"],
                      tmp_path, HF_ENDPOINT="http://127.0.0.1:9", HF_TOKEN="hf_" + "x" * 34)
     err = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr
     assert len(err) == 1 and "cannot reach the Hub at http://127.0.0.1:9" in err[0] and "internal" not in err[0], err
+    assert "HF_HUB_OFFLINE" not in done.stderr
 
 
-def test_dry_run_warns_of_no_token_and_of_a_public_push_of_a_model_that_learned_nothing(tmp_path, capsys,
+@pytest.fixture(scope="module")
+def unlearned(tmp_path_factory):
+    """A checkpoint that learned nothing (lr 1e-9), initialised from a local folder (an earlier such run's
+    ``hf/``), and ``export --push me/k --dry-run`` of it without a token in a process of its own
+    (huggingface_hub reads HF_HOME, the token file's place, when imported): (store, artifact, init_from
+    folder, tmp folder, the finished process). Two tests read that one dry run. 4 steps each: the health
+    check judges at step 2 (log_every 1)."""
+    tmp = tmp_path_factory.mktemp("unlearned")
+    store = Store(tmp / "root")
+    examples = small_chain(store)[2]
+    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.lr", "train.save_every", "train.steps",
+                                                              "train.warmup"))]
+    flags += ["--set", "train.steps=4", "--set", "train.warmup_steps=1", "--set", "train.lr=1e-9"]
+
+    def pretrain(*extra: str):
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, *extra, "-q",
+                         "--out", str(store.root)]) == 0
+        return store.resolve(said.getvalue().strip().splitlines()[-1])
+
+    hf = str((store.local(pretrain()) / "hf").resolve())
+    ckpt = pretrain("--set", f"train.init_from={hf}")
+    done = _kolectra(["export", ckpt.id, "--to", str(tmp / "o"), "--out", str(store.root), "--push", "me/k",
+                      "--dry-run"], tmp)
+    return store, ckpt, hf, tmp, done
+
+
+def test_dry_run_warns_of_no_token_and_of_a_public_push_of_a_model_that_learned_nothing(unlearned, capsys,
                                                                                           monkeypatch):
     """Issue 46: ``--dry-run`` says what would stop or shame the real push; a local ``init_from``
     folder named in the pretraining card stays out of the exported one."""
-    store = Store(tmp_path / "root")
-    examples = small_chain(store)[2]
+    store, ckpt, hf, tmp, done = unlearned
     out = ["--out", str(store.root)]
-    flags = [f"--set={s}" for s in SETS if not s.startswith(("train.lr", "train.save_every"))]
-    assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, "--set", "train.lr=1e-9",
-                 "-q", *out]) == 0
-    base = store.resolve(capsys.readouterr().out.strip().splitlines()[-1])
-    hf = str((store.local(base) / "hf").resolve())
-    assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, "--set", "train.lr=1e-9",
-                 "--set", f"train.init_from={hf}", "-q", *out]) == 0
-    ckpt = store.resolve(capsys.readouterr().out.strip().splitlines()[-1])
     assert ckpt.manifest["stats"]["health"]["status"] == "not_learning"
     assert hf in (store.local(ckpt) / "hf" / "discriminator" / "README.md").read_text(encoding="utf-8")
 
-    done = _kolectra(["export", ckpt.id, "--to", str(tmp_path / "o"), *out, "--push", "me/k", "--dry-run"], tmp_path)
     assert done.returncode == 0, done.stderr
     warned = [line for line in done.stderr.splitlines() if line.startswith("kolectra export: warning: ")]
     assert len(warned) == 2 and "no Hugging Face token" in warned[0] and "learned nothing" in warned[1], warned
-    card = (tmp_path / "o" / "README.md").read_text(encoding="utf-8")
-    assert str(tmp_path) not in card and "[local folder]/hf" in card and "https://" not in card
+    card = (tmp / "o" / "README.md").read_text(encoding="utf-8")
+    assert str(Path(hf).parent) not in card and str(tmp) not in card
+    assert "[local folder]/hf" in card and "https://" not in card
     # a private push with a token: nothing to warn of (in this process: HF_TOKEN is read at each call,
     # and it comes before any token file, so no fresh process is needed for it; it saves a start of kolectra)
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
-    assert main(["export", ckpt.id, "--to", str(tmp_path / "p"), *out, "--push", "me/k", "--dry-run",
+    assert main(["export", ckpt.id, "--to", str(tmp / "p"), *out, "--push", "me/k", "--dry-run",
                  "--private"]) == 0
     said = capsys.readouterr()
     assert "warning" not in said.err and "would upload" in said.out, said.err
@@ -346,19 +363,18 @@ def test_a_dry_run_s_warning_to_a_log_whose_reader_is_gone_does_not_end_the_comm
     assert done.stdout.strip().splitlines()[-1] == str(tmp_path / "o")
 
 
-def test_the_login_command_the_export_names_for_a_token_is_one_huggingface_hub_installs(checkpoint, tmp_path):
+def test_the_login_command_the_export_names_for_a_token_is_one_huggingface_hub_installs(unlearned, capsys):
     """The dry run's warning, the real push's error and ``--push``'s help named ``huggingface-cli login``,
     which huggingface_hub 1.0 removed (kolectra takes >= 2.4: its command is ``hf``): a user without a
     token was told to run a command that is not there. Each names one the installed library runs."""
     from kolectra.pipeline import hub
 
-    store, art = checkpoint
-    dry = _kolectra(["export", art.id, "--out", str(store.root), "--push", "me/k", "--to", str(tmp_path / "d"),
-                     "--dry-run"], tmp_path)
-    helped = _kolectra(["export", "--help"], tmp_path)
-    assert dry.returncode == 0 and helped.returncode == 0, dry.stderr
+    dry = unlearned[-1]  # the dry run of a push without a token, in a process of its own
+    with pytest.raises(SystemExit) as helped:
+        main(["export", "--help"])
+    assert dry.returncode == 0 and helped.value.code == 0, dry.stderr
     said = {"dry run": re.findall(r"token found \(HF_TOKEN or `([^`]+)`\)", dry.stderr),
-            "help": re.findall(r"needs a token: ([a-z -]+?) or HF_TOKEN", " ".join(helped.stdout.split())),
+            "help": re.findall(r"needs a token: ([a-z -]+?) or HF_TOKEN", " ".join(capsys.readouterr().out.split())),
             "push": [hub.LOGIN]}  # the real push's line; its token check needs a Hub that answers
     assert said["dry run"] == said["help"] == said["push"], (said, dry.stderr)
     scripts = {e.name: e for e in metadata.distribution("huggingface_hub").entry_points
