@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.artifacts import Store
 from tests.model_support import small_chain
@@ -54,10 +55,10 @@ def _padding(ex: str) -> float:
 
 @pytest.fixture(scope="module")
 def straight(chain, tmp_path_factory) -> dict:
+    """The reference run, in this process (a child's start would cost its imports alone, ~7 CPU s): the
+    resumed and the torchrun runs are the ones driven as a user runs them."""
     store, ex = _store(chain, tmp_path_factory.mktemp("straight") / "root")
-    proc = child("pretrain", str(store.root), ex, "none", *FLAGS)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    art = Path(proc.stdout.strip().splitlines()[-1])
+    art = stages.pretrain(store, ex, preset="tiny", sets=SETS).path
     return {"stats": json.loads((art / "manifest.json").read_text())["stats"],
             "lines": [json.loads(ln) for ln in (art / "metrics.jsonl").read_text().splitlines()]}
 
