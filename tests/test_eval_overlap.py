@@ -175,20 +175,13 @@ def test_a_corpus_in_a_bucket_is_streamed_where_it_is_with_its_own_text_rules(bu
     from kolectra.pipeline.report import render
     from kolectra.pipeline.store.factory import open_store
     from kolectra.pipeline.store.manifest import fingerprint_inputs
+    from tests.test_eval_overlap_lineage import files
 
     monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path / "cache"))
     store = open_store(f"{bucket}/k")
     docs = ["ㅋㅋ 이 영화 재밌다", "줄거리가 탄탄하다\n배우가 좋다"]
     shard = gzip.compress("".join(json.dumps({"id": f"d{i}", "source": "s", "text": t, "sentences": [], "morphs": []},
                                              ensure_ascii=False) + "\n" for i, t in enumerate(docs)).encode())
-
-    def files(**named):
-        def produce(out):
-            for rel, data in named.items():
-                (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                (out / rel).write_bytes(data)
-            return StageOutput(stats={})
-        return produce
 
     corpus = store.build(Request(kind="corpus", name="toy", stage_version=1, config={"max_repeat": 2}),
                          files(**{"data/train-00000-of-00001.jsonl.gz": shard}))

@@ -76,10 +76,10 @@ def test_a_ref_in_a_bucket_keeps_its_overlap_result_in_that_roots_cache(bucket, 
     ./artifacts/.cache/overlap (--out's root, made for it); now in that root's cache, as an --out report keeps it."""
     import gzip  # noqa: PLC0415
 
-    from kolectra.core.stage import StageOutput  # noqa: PLC0415
     from kolectra.pipeline.store.manifest import fingerprint_inputs  # noqa: PLC0415
     from kolectra.pipeline.store.request import Request  # noqa: PLC0415
     from tests.test_eval_overlap import nsmc  # noqa: PLC0415
+    from tests.test_eval_overlap_lineage import files  # noqa: PLC0415
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("KOLECTRA_HOME", raising=False)
@@ -88,14 +88,6 @@ def test_a_ref_in_a_bucket_keeps_its_overlap_result_in_that_roots_cache(bucket, 
     store = open_store(root)
     shard = gzip.compress("".join(json.dumps({"id": f"d{i}", "source": "s", "text": t, "sentences": [], "morphs": []},
                                              ensure_ascii=False) + "\n" for i, t in enumerate(["배우가 좋다"])).encode())
-
-    def files(**named):
-        def produce(out):
-            for rel, data in named.items():
-                (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                (out / rel).write_bytes(data)
-            return StageOutput(stats={})
-        return produce
 
     corpus = store.build(Request(kind="corpus", name="toy", stage_version=1, config={}),
                          files(**{"data/train-00000-of-00001.jsonl.gz": shard}))
