@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kolectra.core import storage
+from kolectra.pipeline.cli import main
 from kolectra.pipeline.store.factory import open_store
 from tests.gcs_support import gcs_endpoint, gs_bucket  # noqa: F401  (fixtures)
 from tests.s3_support import bucket, s3_endpoint  # noqa: F401  (fixtures)
@@ -124,19 +125,19 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
-def test_a_corpus_rebuild_stopped_as_it_wrote_a_shard_keeps_the_published_copy(bucket, tmp_path, stop):
+def test_a_corpus_rebuild_stopped_as_it_wrote_a_shard_keeps_the_published_copy(bucket, tmp_path, capsys, stop):
     """The real corpus stage (kiwi, Beam's local runner in this process) rebuilt with --force and stopped while
     its worker wrote a train shard over the published copy's: closing the file on the way out, s3fs uploaded
     the lines written so far, so the copy's shard was truncated (verify: size 149080 != 564901 on the whole
-    sample) under a line saying 'the copy published there before is kept'. A file cut short lands nothing."""
+    sample) under a line saying 'the copy published there before is kept'. A file cut short lands nothing.
+    The published copy is built in this process (the stopped rebuild is the one that needs its own); 500
+    reviews make a shard of tens of kB, the stop comes once 1,000 bytes of it are written."""
     root, src = f"{bucket}/mid-shard-{stop}", tmp_path / "reviews.jsonl"
     with gzip.open(REPO / "pipeline" / "sample" / "reviews.jsonl.gz") as f:
-        src.write_bytes(b"".join(f.readlines()[:1500]))
+        src.write_bytes(b"".join(f.readlines()[:500]))
     args = ["corpus", "--input", str(src), "--out", root, "-q"]
-    first = subprocess.run([sys.executable, "-m", "kolectra.pipeline.cli", *args], capture_output=True, text=True,
-                           timeout=600, cwd=REPO)
-    assert first.returncode == 0, first.stderr
-    path = first.stdout.strip()
+    assert main(args) == 0
+    path = capsys.readouterr().out.strip()
     again = subprocess.run([sys.executable, "-c", _STOPPED_MID_SHARD, stop, *args, "--force"], capture_output=True,
                            text=True, timeout=600, cwd=REPO)
     assert again.returncode == {"SIGINT": 130, "SIGTERM": 143}[stop], again.stderr
