@@ -28,8 +28,8 @@ def split_tag(tag: str) -> tuple[str, str]:
         return OUTSIDE, ""
     if len(tag.split()) > 1:  # 'B-PER I-PER O' had been a B- tag of the type 'PER I-PER O' (a sentence-a-line file's
         # tags read as one CoNLL tag), trained on without a word
-        raise UserInputError(f"tag {tag!r} holds spaces: several tags in one field (a line of a sentence-a-line "
-                             "file, words<TAB>tags? --set format=lines reads those)")
+        raise not_bio("tag_with_spaces", f"tag {tag!r} holds spaces: several tags in one field (a line of a "
+                      "sentence-a-line file, words<TAB>tags? --set format=lines reads those)")
     if len(tag) > 2 and tag[0] in "BI" and tag[1] in "-_":
         return tag[0], tag[2:]
     if len(tag) > 2 and tag[-1] in "BI" and tag[-2] in "-_":
@@ -37,9 +37,17 @@ def split_tag(tag: str) -> tuple[str, str]:
     if len(tag) > 2 and ((tag[0] in "ESLU" and tag[1] in "-_") or (tag[-1] in "ESLU" and tag[-2] in "-_")):
         # BIOES (IOBES) and BILOU files mark an entity's end and one-token entities: refused as "not BIO" with no
         # word of what they are, where the refusal of the whole file said to check its format and columns
-        raise UserInputError(f"tag {tag!r} is not a BIO tag but BIOES or BILOU (E-, S-, L-, U-): convert the file, "
-                             "S- and U- to B-, E- and L- to I- (the same entities)")
-    raise UserInputError(f"tag {tag!r} is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")
+        raise not_bio("tag_bioes_or_bilou", f"tag {tag!r} is not a BIO tag but BIOES or BILOU (E-, S-, L-, U-): "
+                      "convert the file, S- and U- to B-, E- and L- to I- (the same entities)")
+    raise not_bio("tag_not_bio", f"tag {tag!r} is not a BIO tag (O, B-TYPE, I-TYPE, or TYPE-B, TYPE-I)")
+
+
+def not_bio(key: str, message: str) -> UserInputError:
+    """The error of a tag that is not BIO, ``key`` naming its kind (a bad sentence's reason key, ner's
+    ``bad_rows_by_reason``)."""
+    error = UserInputError(message)
+    error.key = key
+    return error
 
 
 def entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:

@@ -25,6 +25,32 @@ class FinetuneError(UserInputError):
     """Bad input to the fine-tuning stage; the message names the file (and line or JSON path)."""
 
 
+class Reason(str):
+    """Why a row (or sentence) is bad: the message itself (a ``str``, shown as it always was) and ``key``, a
+    stable snake_case name of the kind of fault, counted by kind in ``metrics.json`` (``bad_rows_by_reason``),
+    so that a file's rows add up by reason: rows in = rows used + the reasons' counts."""
+
+    key: str
+
+    def __new__(cls, key: str, message: str) -> "Reason":
+        made = super().__new__(cls, message)
+        made.key = key
+        return made
+
+
+def reason_key(why: str) -> str:
+    """A bad row's reason key (``other``: a message no reader named)."""
+    return getattr(why, "key", "other")
+
+
+def by_reason(bad: Iterable[tuple[int, str]]) -> dict[str, int]:
+    """How many of ``bad`` ((line, why) pairs) each reason key counts, by key."""
+    counts: dict[str, int] = {}
+    for _, why in bad:
+        counts[reason_key(why)] = counts.get(reason_key(why), 0) + 1
+    return dict(sorted(counts.items()))
+
+
 URL_FILE = ("is a URL, and a task's data files are read from this machine's disk (the store root may be a "
             "bucket, its inputs not): copy the file here first")
 

@@ -31,7 +31,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
 from kolectra.finetune.text_task import TextTask, say_bad
 
-STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def tag_order(tags) -> list[str]:

@@ -30,7 +30,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.row_rules import score_value  # finetune/eval_texts.py reads the scored rows with it too
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 

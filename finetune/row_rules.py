@@ -15,11 +15,20 @@ import unicodedata
 from typing import Callable
 
 from kolectra.core.errors import UserInputError
+from kolectra.finetune.files import Reason, reason_key
 from kolectra.finetune.readers.arrow_rows import Unnamed
 
 
 class BadRow(UserInputError):
-    """Raised by :meth:`TextTask.target`: the row is counted as bad, with this reason and its line."""
+    """Raised by :meth:`TextTask.target`: the row is counted as bad, with this reason and its line; ``key`` names the
+    reason's kind (:class:`finetune.files.Reason`, ``bad_rows_by_reason`` in metrics.json)."""
+
+    def __init__(self, message: str, key: str):
+        super().__init__(message)
+        self.key = key
+
+    def reason(self) -> Reason:
+        return Reason(self.key, str(self))
 
 
 def row_of(record: dict, text: str, pair: str | None, label: str) -> dict | str:
@@ -27,16 +36,17 @@ def row_of(record: dict, text: str, pair: str | None, label: str) -> dict | str:
     for column in (text, pair, label):
         if column is not None and column not in record:
             inside = [k for k in record if k.startswith(f"{column}.")]  # JSONL objects are flattened to dotted names
-            return (f"{column!r} is an object ({', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}): "
-                    f"a dotted name reaches a field of it, e.g. {inside[0]!r}") if inside else f"no {column!r} field"
+            return Reason("missing_column", (f"{column!r} is an object ({', '.join(inside[:3])}"
+                                             f"{', ...' if len(inside) > 3 else ''}): a dotted name reaches a field of "
+                                             f"it, e.g. {inside[0]!r}") if inside else f"no {column!r} field")
     out = {"text": record[text], "label": record[label]}
     if pair is not None:
         out["text_pair"] = record[pair]
     for key, column in (("text", text), ("text_pair", pair)):
         if key in out and out[key] is None:  # JSON null, a Parquet null (pandas' None or NaN): "got NoneType" had said
-            return f"{column!r} is empty (null)"
+            return Reason("empty_text", f"{column!r} is empty (null)")
         if key in out and not isinstance(out[key], str):
-            return f"{column!r} is not text (got {type(out[key]).__name__})"
+            return Reason("text_not_a_string", f"{column!r} is not text (got {type(out[key]).__name__})")
     return out
 
 
@@ -59,7 +69,7 @@ def label_text(value) -> str:
     ``1.0``, which were classes of their own (a test file written without the gap, ``1``, was "not among the
     training labels (0.0, 1.0)"; ``label_names`` refused them as text that is none of its names)."""
     if isinstance(value, Unnamed):  # before int, its base: -1 would be a class "-1"
-        raise BadRow(f"label {value!r}")
+        raise BadRow(f"label {value!r}", "unnamed_label_code")
     if isinstance(value, str) and (text := visible_edges(value)):
         if whole := WHOLE_FLOAT.fullmatch(text):
             return str(int(whole.group(1)))
@@ -70,8 +80,9 @@ def label_text(value) -> str:
         return str(value)
     if isinstance(value, float) and value.is_integer():  # 1.0: pandas writes an int column with a gap as floats
         return str(int(value))
-    raise BadRow("empty label" if value in ("", None) or (isinstance(value, str) and not visible_edges(value))
-                 else f"label must be text or an integer, got {value!r}")
+    empty = value in ("", None) or (isinstance(value, str) and not visible_edges(value))
+    raise BadRow("empty label" if empty else f"label must be text or an integer, got {value!r}",
+                 "empty_label" if empty else "label_not_text_or_integer")
 
 
 def visible_edges(text: str) -> str:
@@ -104,8 +115,10 @@ def named(label: str, names: tuple[str, ...]) -> str:
             return spelt[0]
         if code < len(names):
             return names[code]
-        raise BadRow(f"label {label!r} is the code {code} (false 0, true 1), past label_names' one name")
-    raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names")
+        raise BadRow(f"label {label!r} is the code {code} (false 0, true 1), past label_names' one name",
+                     "label_not_in_label_names")
+    raise BadRow(f"label {label!r} is neither a code of label_names (0 to {len(names) - 1}) nor one of its names",
+                 "label_not_in_label_names")
 
 
 def score_value(value) -> float:
@@ -113,23 +126,24 @@ def score_value(value) -> float:
     # no score: JSON null, a Parquet null (pandas' NaN), an empty field; "score must be a number, got None" had
     # read as a value to correct, not one missing
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise BadRow("empty score" + (" (null)" if value is None else ""))
+        raise BadRow("empty score" + (" (null)" if value is None else ""), "empty_score")
     if isinstance(value, Unnamed):  # a class-label column's -1: no score, though an int
-        raise BadRow(f"score must be a number, got {value!r}")
+        raise BadRow(f"score must be a number, got {value!r}", "score_not_a_number")
     if isinstance(value, bool):  # before float(), which reads True as 1.0; "got True" read as a value to correct
         # one reason for true and false alike: a refused file's message names the rows of each reason once
-        raise BadRow("score must be a number, not a boolean (a JSON or Parquet true/false; never read as 1/0)")
+        raise BadRow("score must be a number, not a boolean (a JSON or Parquet true/false; never read as 1/0)",
+                     "score_boolean")
     # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
     if isinstance(value, str) and "_" in value:
-        raise BadRow(f"score must be a number, got {value!r}")
+        raise BadRow(f"score must be a number, got {value!r}", "score_not_a_number")
     try:
         x = float(value.strip() if isinstance(value, str) else value)
     except OverflowError:  # a JSON integer past float's range (float() of a str gives inf instead)
-        raise BadRow(f"score must be finite, got an integer of {len(str(abs(value)))} digits") from None
+        raise BadRow(f"score must be finite, got an integer of {len(str(abs(value)))} digits", "score_infinite") from None
     except (TypeError, ValueError):
-        raise BadRow(f"score must be a number, got {value!r}") from None
+        raise BadRow(f"score must be a number, got {value!r}", "score_not_a_number") from None
     if not math.isfinite(x):
-        raise BadRow(f"score must be finite, got {value!r}")
+        raise BadRow(f"score must be finite, got {value!r}", "score_nan" if math.isnan(x) else "score_infinite")
     return x
 
 
@@ -138,7 +152,7 @@ def take_row(record: dict, names: tuple[str, str | None, str], target: Callable[
     ``names`` (text, pair or None, label); :class:`BadRow` when it cannot be used."""
     row = row_of(record, *names)
     if isinstance(row, str):
-        raise BadRow(row)
+        raise BadRow(row, reason_key(row))
     row["label"] = target(row["label"])
     return row
 

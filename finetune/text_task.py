@@ -21,7 +21,7 @@ from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import carve, rows
-from kolectra.finetune.files import FinetuneError, column_name, same_content
+from kolectra.finetune.files import FinetuneError, by_reason, column_name, same_content
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.tables import Table, check_bad, open_table, shown_bad
 from kolectra.finetune.row_rules import BadRow, row_of, take_row  # noqa: F401  (BadRow, row_of: this module's API)
@@ -181,7 +181,7 @@ class TextTask(skeleton.Task):
             try:
                 row = take_row(record, names, self.target)  # finetune/eval_texts.py takes the scored rows so too
             except BadRow as e:
-                table.bad.append((n, str(e)))
+                table.bad.append((n, e.reason()))
                 continue
             value = row["label"]
             line(n)
@@ -275,8 +275,10 @@ def say_bad(task: str, table: Table, what: str = "row(s)") -> None:
     a scored file's figures were over fewer rows than it holds, unsaid."""
     if table.bad:
         more = f"; {len(table.bad) - 3} more" if len(table.bad) > 3 else ""
-        progress(f"{task}: {table.path.name}: {len(table.bad)} bad {what} left out "
-                 f"({shown_bad(table.bad[:3], table.unit)}{more}; bad_lines in metrics.json)")
+        kinds = sorted(by_reason(table.bad).items(), key=lambda kv: -kv[1])  # the most first, then by key
+        top = ", ".join(f"{key} {n}" for key, n in kinds[:3]) + (f", {len(kinds) - 3} more kinds" if len(kinds) > 3 else "")
+        progress(f"{task}: {table.path.name}: {len(table.bad)} bad {what} left out ({top}; "
+                 f"{shown_bad(table.bad[:3], table.unit)}{more}; bad_lines, bad_rows_by_reason in metrics.json)")
 
 
 def check_dev(dev_file: Path | None, train_file: Path, eval_file: Path) -> None:

@@ -13,7 +13,7 @@ import json
 from typing import Iterable, Iterator
 
 from kolectra.core.config_file import nested_deeper
-from kolectra.finetune.files import FinetuneError, column_name, iter_text_lines
+from kolectra.finetune.files import FinetuneError, Reason, column_name, iter_text_lines
 from kolectra.finetune.readers.json_array import array_items, is_array
 
 # Objects and lists a JSON Lines row may nest (a task's row needs a few): deeper is a bad row.
@@ -69,12 +69,13 @@ def array_records(table, read: frozenset[str] | None) -> Iterator[tuple[int, dic
     table.unit, table.blank = "row", None  # items, not lines: no blank lines to count
     for n, _, obj in array_items(table.path):
         if not isinstance(obj, dict):
-            table.bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
+            table.bad.append((n, Reason("not_an_object", f"expected a JSON object, got {type(obj).__name__}")))
         elif nested_deeper(obj, MAX_DEPTH):
-            table.bad.append((n, f"not readable JSON (nested more than {MAX_DEPTH} levels deep)"))
+            table.bad.append((n, Reason("unreadable_json",
+                                        f"not readable JSON (nested more than {MAX_DEPTH} levels deep)")))
         elif where := lone_surrogate(values := flatten(obj), read):
-            table.bad.append((n, f"{where} has a lone surrogate (a JSON escape such as \\ud800 that no UTF-8 text "
-                                 "can hold; half of a character cut in two?)"))
+            table.bad.append((n, Reason("lone_surrogate", f"{where} has a lone surrogate (a JSON escape such as \\ud800 "
+                                                    "that no UTF-8 text can hold; half of a character cut in two?)")))
         else:
             columns.update(dict.fromkeys(values))
             yield n, values
@@ -104,20 +105,21 @@ def jsonl_records(table, read: frozenset[str] | None = None) -> Iterator[tuple[i
                 raise RecursionError
             values = flatten(obj) if isinstance(obj, dict) else None
         except json.JSONDecodeError as e:
-            bad.append((n, f"not valid JSON ({e.msg})"))
+            bad.append((n, Reason("not_valid_json", f"not valid JSON ({e.msg})")))
             continue
         except ValueError as e:
-            bad.append((n, f"not readable JSON ({str(e).split(';')[0][:120]})"))
+            bad.append((n, Reason("unreadable_json", f"not readable JSON ({str(e).split(';')[0][:120]})")))
             continue
         except RecursionError:
-            bad.append((n, f"not readable JSON (nested more than {MAX_DEPTH} levels deep)"))
+            bad.append((n, Reason("unreadable_json", f"not readable JSON (nested more than {MAX_DEPTH} levels "
+                                                     "deep)")))
             continue
         if values is None:
-            bad.append((n, f"expected a JSON object, got {type(obj).__name__}"))
+            bad.append((n, Reason("not_an_object", f"expected a JSON object, got {type(obj).__name__}")))
             continue
         if ("\\ud" in line or "\\uD" in line) and (where := lone_surrogate(values, read)):
-            bad.append((n, f"{where} has a lone surrogate (a JSON escape such as \\ud800 that no UTF-8 text can "
-                           "hold; half of a character cut in two?)"))
+            bad.append((n, Reason("lone_surrogate", f"{where} has a lone surrogate (a JSON escape such as \\ud800 that "
+                                                 "no UTF-8 text can hold; half of a character cut in two?)")))
             continue
         # the columns: every key of every object, in the order first seen (an optional field may be
         # missing from the first object; a row without a column the task reads is a bad row)

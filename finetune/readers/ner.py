@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterable
 
 from kolectra.finetune.entities import entities, split_tag
-from kolectra.finetune.files import FinetuneError, iter_text_lines
+from kolectra.finetune.files import FinetuneError, Reason, iter_text_lines
 from kolectra.finetune.readers.tables import SUFFIXES, Table, check_bad, read_table, shown_bad
 
 FORMATS = ("auto", "conll", "lines", "jsonl", "datasets", "parquet")
@@ -145,16 +145,17 @@ def fields_problem(line: str, fields: list[str]) -> str:
     """Why a CoNLL line is no ``token<TAB>tag``. A line of more than two fields split by spaces (CoNLL-2003's
     ``EU NNP B-NP B-ORG``) had been told "no tag", its tag in plain sight."""
     if len(fields) == 1 and len(spaced := line.split()) > 2:
-        return (f"{len(spaced)} space-separated fields (expected token<TAB>tag, or a token and its tag split by a "
-                "space; CoNLL-2003's word, POS, chunk and tag: keep the first and the last)")
+        return Reason("space_separated_fields", f"{len(spaced)} space-separated fields (expected token<TAB>tag, or a "
+                      "token and its tag split by a space; CoNLL-2003's word, POS, chunk and tag: keep the first and "
+                      "the last)")
     if len(fields) == 1 or not fields[1].strip():
-        return "no tag (expected token<TAB>tag)"
+        return Reason("no_tag", "no tag (expected token<TAB>tag)")
     if len(fields) == 3 and fields[0].strip().isdigit():
         # the Naver NLP challenge's own files number each token ("1<TAB>비토리오<TAB>PER_B"): refused with no word of
         # what the third field was, where its PER_B spelling is read
-        return ("3 tab-separated fields (expected token<TAB>tag; an index, a token and its tag, as the Naver NLP "
-                "challenge's files number their tokens: keep the last two, cut -f2,3)")
-    return f"{len(fields)} tab-separated fields (expected token<TAB>tag)"
+        return Reason("indexed_tokens", "3 tab-separated fields (expected token<TAB>tag; an index, a token and its "
+                      "tag, as the Naver NLP challenge's files number their tokens: keep the last two, cut -f2,3)")
+    return Reason("wrong_field_count", f"{len(fields)} tab-separated fields (expected token<TAB>tag)")
 
 
 def token_and_tag(line: str) -> list[str]:
@@ -175,11 +176,12 @@ def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
             continue
         fields = tab_fields(line)  # a trailing tab names no field, as in CoNLL
         if len(fields) != 2:
-            bad.append((n, f"expected words<TAB>tags, got {len(fields)} tab-separated fields"))
+            bad.append((n, Reason("wrong_field_count", f"expected words<TAB>tags, got {len(fields)} tab-separated "
+                                                       "fields")))
             continue
         words, tags = fields[0].split(), fields[1].split()
         if len(words) != len(tags):
-            bad.append((n, f"{len(words)} words but {len(tags)} tags"))
+            bad.append((n, Reason("word_tag_count_mismatch", f"{len(words)} words but {len(tags)} tags")))
             continue
         records.append((n, {"tokens": words, "tags": tags, "at": [n] * len(words)}))
     return records, bad
@@ -198,16 +200,18 @@ def from_records(table: Table, tokens_column: str, tags_column: str, tag_names: 
             outside = next((x for x in labels if not 0 <= x < len(tag_names)), None)
             labels = labels if outside is not None else [tag_names[x] for x in labels]
             if outside is not None:
-                bad.append((n, f"tag code {outside} is not a code of tag_names (0 to {len(tag_names) - 1})"))
+                bad.append((n, Reason("tag_code_past_tag_names", f"tag code {outside} is not a code of tag_names (0 "
+                                                                 f"to {len(tag_names) - 1})")))
                 continue
         if not isinstance(words, list) or not isinstance(labels, list):
-            bad.append((n, f"{tokens!r} and {tags!r} must be lists"))
+            bad.append((n, Reason("not_lists", f"{tokens!r} and {tags!r} must be lists")))
         elif len(words) != len(labels):
-            bad.append((n, f"{len(words)} tokens but {len(labels)} tags"))
+            bad.append((n, Reason("word_tag_count_mismatch", f"{len(words)} tokens but {len(labels)} tags")))
         elif codes and not tag_names:
-            bad.append((n, CODES))
+            bad.append((n, Reason("integer_tags", CODES)))
         elif not all(isinstance(x, str) for x in words + labels):
-            bad.append((n, "tokens and tags must be text (tags may be a saved dataset's class labels)"))
+            bad.append((n, Reason("not_text", "tokens and tags must be text (tags may be a saved dataset's class "
+                                              "labels)")))
         else:  # a tag's edge whitespace is no part of it ("B-PS " would be a type of its own), as in a text file
             records.append((n, {"tokens": words, "tags": [t.strip() for t in labels], "at": [n] * len(words)}))
     if not records and any(why == CODES for _, why in bad):  # one line with the way out, not five alike
@@ -251,8 +255,8 @@ def sentence_problem(n: int, sentence: dict) -> tuple[int, str] | None:
     """(line, why) of a sentence that cannot be used (it starts on line ``n``), else None."""
     if not sentence["tokens"]:  # counted, not dropped unseen: the counts must add up to the file's sentences
         # an empty list ("tokens": []) had read "every token is blank (0 dropped)", of tokens it has none of
-        return n, (f"every token is blank ({sentence['dropped']} dropped): nothing to tag" if sentence["dropped"] else
-                   "no tokens (an empty list): nothing to tag")
+        return n, (Reason("all_tokens_blank", f"every token is blank ({sentence['dropped']} dropped): nothing to tag")
+                   if sentence["dropped"] else Reason("no_tokens", "no tokens (an empty list): nothing to tag"))
     return tag_problem(sentence["tags"], sentence["at"])
 
 
@@ -262,5 +266,5 @@ def tag_problem(tags: list[str], at: list[int]) -> tuple[int, str] | None:
         try:
             split_tag(tag)
         except ValueError as e:
-            return n, str(e)
+            return n, Reason(getattr(e, "key", "tag_not_bio"), str(e))
     return None

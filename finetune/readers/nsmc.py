@@ -8,7 +8,7 @@ which ``str.splitlines`` would split on) stay inside the document.  Empty docume
 (a test set is scored on all its rows) and counted.  An empty line, or one of spaces and tabs alone
 (an editor's trailing line), holds no row: skipped and counted (``blank_lines``), as the file tasks'
 readers do, so ``lines`` = ``rows`` + ``bad_rows`` + ``blank_lines``.  A row with the wrong column count or a
-label other than 0/1 is a *bad row*: counted with its line number, and if more than
+label other than 0/1 is a *bad row*: counted with its line number and by reason (``bad_rows_by_reason``), and if more than
 ``max_bad_fraction`` of the rows are bad the file is rejected with the first offenders named.
 
 The file is read a line at a time (:func:`finetune.files.iter_text_lines`): what is held is the
@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from kolectra.finetune.files import FinetuneError, bad_limit, iter_text_lines
+from kolectra.finetune.files import FinetuneError, Reason, bad_limit, iter_text_lines
 
 HEADER = ("id", "document", "label")
 _SHOWN_BAD = 20  # line numbers listed in the stats / error message
@@ -54,12 +54,12 @@ def parse_fields(text: str) -> tuple[str, str, int] | str:
     """One data line -> (id, review, label), or the reason it is bad."""
     fields = text.split("\t")
     if len(fields) != 3:
-        return f"expected 3 tab-separated columns, got {len(fields)}"
+        return Reason("wrong_column_count", f"expected 3 tab-separated columns, got {len(fields)}")
     rid, document, label = fields
     if label not in ("0", "1"):
-        return f"label must be 0 or 1, got {label!r}"
+        return Reason("label_not_0_or_1", f"label must be 0 or 1, got {label!r}")
     if not rid.strip():
-        return "empty id"
+        return Reason("empty_id", "empty id")
     return rid, document, int(label)
 
 
@@ -82,6 +82,7 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     columns: dict[str, list] = {"id": [], "text": [], "label": [], "line": []}
     add_id, add_text, add_label, add_line = (columns[k].append for k in ("id", "text", "label", "line"))
     bad: list[tuple[int, str]] = []
+    reasons: dict[str, int] = {}  # every bad row's reason key (bad keeps the first ones only)
     n_data = empty = positive = blank = 0
     ids: set[str] = set()
     for n_data, text in enumerate(lines, start=1):
@@ -90,6 +91,7 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
             continue
         parsed = parse_fields(text)
         if isinstance(parsed, str):
+            reasons[parsed.key] = reasons.get(parsed.key, 0) + 1
             if len(bad) <= _SHOWN_BAD:  # the count is n_data less the rows: the first offenders are all shown
                 bad.append((n_data + 1, parsed))
             continue
@@ -113,6 +115,7 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
         "lines": n_data,
         "rows": n_rows,
         "bad_rows": n_bad,
+        "bad_rows_by_reason": dict(sorted(reasons.items())),  # bad_rows = their sum
         "bad_lines": [{"line": ln, "reason": why} for ln, why in bad[:_SHOWN_BAD]],
         "blank_lines": blank,
         "empty_documents": empty,

@@ -42,7 +42,16 @@ import dataclasses
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from kolectra.finetune.files import FinetuneError, bad_limit, column_name, container, iter_text_lines, not_utf8
+from kolectra.finetune.files import (
+    FinetuneError,
+    Reason,
+    bad_limit,
+    by_reason,
+    column_name,
+    container,
+    iter_text_lines,
+    not_utf8,
+)
 from kolectra.finetune.readers.arrow_rows import parquet_rows, saved_rows
 from kolectra.finetune.readers.jsonl_rows import jsonl_records
 
@@ -105,6 +114,7 @@ class Table:
 
     def stats(self) -> dict:
         return {"path": self.path.name, "rows": self.rows, "bad_rows": len(self.bad),
+                "bad_rows_by_reason": by_reason(self.bad),
                 "bad_lines": [{self.unit: n, "reason": why} for n, why in self.bad[:SHOWN_BAD]],
                 **({"blank_lines": self.blank} if self.blank is not None else {}),
                 **({"multiline_rows": self.multiline, "continued_lines": self.continued} if self.multiline else {})}
@@ -255,6 +265,7 @@ def _without_trailing_empties(fields: list[str], width: int) -> list[str]:
     return fields
 
 
+WRONG_COLUMNS, HEADER_AGAIN = "wrong_column_count", "repeated_header"  # their reason keys (bad_rows_by_reason)
 REPEATED_HEADER = "repeats the header line (files joined with their headers, as `cat a.tsv b.tsv` does?)"
 
 
@@ -293,10 +304,10 @@ def _tsv_records(table: Table, lines: Iterable[str]) -> Iterator[tuple[int, dict
             table.blank += 1
         elif len(fields) != len(columns):
             table.row_names += row_name(fields, columns)
-            table.bad.append((n, f"expected {len(columns)} tab-separated columns, got {len(fields)}"
-                                 + (QUOTED_SPLIT if '"' in line else "")))
+            table.bad.append((n, Reason(WRONG_COLUMNS, f"expected {len(columns)} tab-separated columns, got "
+                                        f"{len(fields)}" + (QUOTED_SPLIT if '"' in line else ""))))
         elif repeats_header(fields, columns):
-            table.bad.append((n, REPEATED_HEADER))
+            table.bad.append((n, Reason(HEADER_AGAIN, REPEATED_HEADER)))
         else:
             if '""' in line and any(csv_quoted(f) for f in fields):
                 table.quoted += 1
@@ -363,10 +374,11 @@ def _csv_records(table: Table, delimiter: str = ",") -> Iterator[tuple[int, dict
                     table.row_names += row_name(fields, columns)
                     spans = f" (read over lines {start}-{reader.line_num}: a \" never closed?)" \
                         if reader.line_num > start else ""
-                    table.bad.append((start, f"expected {len(columns)} {sep}-separated columns, got {len(fields)}"
-                                             f"{spans}"))
+                    table.bad.append((start, Reason(WRONG_COLUMNS, f"expected {len(columns)} {sep}-separated columns, "
+                                                                   f"got {len(fields)}{spans}")))
                 elif repeats_header(fields, columns):
-                    table.bad.append((start, REPEATED_HEADER.replace(".tsv", ".csv") if sep == "comma" else REPEATED_HEADER))
+                    table.bad.append((start, Reason(HEADER_AGAIN, REPEATED_HEADER.replace(".tsv", ".csv")
+                                                    if sep == "comma" else REPEATED_HEADER)))
                 else:
                     yield start, dict(zip(columns, fields))
                 start = reader.line_num + 1

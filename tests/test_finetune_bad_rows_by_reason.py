@@ -1,0 +1,104 @@
+"""classify, regress and ner on users' files with bad rows of several kinds: metrics.json counts each file's rows
+left out by reason (``bad_rows_by_reason``, a snake_case key a reason), so that rows in = rows used + the reasons'
+counts. Before, it kept the total (``bad_rows``) and the first 20 lines (``bad_lines``) only: a file of hundreds of
+mixed bad rows could not be reconciled by reason. A real fine-tune each (a tiny random ELECTRA, 1 epoch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.tiny_model import build_tiny_model_dir
+from kolectra.finetune import classify, config, ner, regress
+from kolectra.finetune.readers.nsmc import read_nsmc
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return build_tiny_model_dir(tmp_path_factory.mktemp("model"), ["서울 부산 문장 좋다 싫다 김민수 에서 왔다"],
+                                seed=0, hidden=32, layers=1, heads=2, vocab_size=120, max_position=32)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def metrics(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+
+
+def reconciles(stats: dict, rows_in: int, by_reason: dict) -> None:
+    """The file's counts by reason are ``by_reason`` and add up: rows in = rows used + the reasons' counts."""
+    assert stats["bad_rows_by_reason"] == by_reason
+    assert stats["bad_rows"] == sum(by_reason.values()) and stats["rows"] + stats["bad_rows"] == rows_in, stats
+    assert len(stats["bad_lines"]) == min(stats["bad_rows"], 20)  # the samples stay
+
+
+def test_classify_counts_its_bad_rows_by_reason_in_each_file(model, tmp_path, capsys):
+    good = "".join(f"문장 {i} 좋다\tpos\n문장 {i} 싫다\tneg\n" for i in range(20))
+    train = write(tmp_path / "train.tsv", "text\tlabel\n" + good + "빈 라벨\t\n" * 3 + "칸이\t셋\t있다\n" * 2
+                  + "text\tlabel\n" + "공백 라벨\t  \n")
+    dev = write(tmp_path / "dev.tsv", "text\tlabel\n" + good.replace(" 좋다", " 좋네").replace(" 싫다", " 싫네") + "칸 하나\n")
+    test = write(tmp_path / "test.tsv", "text\tlabel\n" + good + "빈 라벨\t\n" + "text\tlabel\n")
+    cfg = dataclasses.replace(config.sample_classify(), max_length=16, epochs=1, max_bad_fraction=0.5)
+    classify.run(cfg, model, train, test, tmp_path / "out", dev_file=dev)
+    m = metrics(tmp_path / "out")
+    reconciles(m["train_file"], 40 + 7, {"empty_label": 4, "repeated_header": 1, "wrong_column_count": 2})
+    reconciles(m["dev_file"], 41, {"wrong_column_count": 1})
+    reconciles(m["test_file"], 42, {"empty_label": 1, "repeated_header": 1})
+    err = capsys.readouterr().err
+    assert "train.tsv: 7 bad row(s) left out (empty_label 4, wrong_column_count 2, repeated_header 1; " in err
+
+
+def test_regress_counts_empty_text_non_numbers_nan_inf_and_missing_columns_apart(model, tmp_path):
+    rows = [json.dumps({"text": f"문장 {i} 좋다", "label": i % 5}, ensure_ascii=False) for i in range(30)]
+    bad = [json.dumps({"text": None, "label": 1}), json.dumps({"text": "문장", "label": "높다"}, ensure_ascii=False),
+           '{"text": "문장", "label": NaN}', '{"text": "문장", "label": "nan"}', '{"text": "문장", "label": Infinity}',
+           '{"text": "문장", "label": "-inf"}', '{"text": "문장"}', '{"text": "문장", "label": null}',
+           '{"text": "문장", "label": true}', '{"text": "문장", "label": "1_0"}', '{"text": "문장", "label": 1',
+           '["문장", 1]']
+    train = write(tmp_path / "train.jsonl", "\n".join(rows + bad) + "\n")
+    test = write(tmp_path / "test.jsonl", "\n".join(rows[:10] + bad[2:4]) + "\n")
+    cfg = dataclasses.replace(config.sample_regress(), max_length=16, epochs=1, max_bad_fraction=0.5)
+    regress.run(cfg, model, train, test, tmp_path / "out")
+    m = metrics(tmp_path / "out")
+    reconciles(m["train_file"], 42, {"empty_score": 1, "empty_text": 1, "missing_column": 1, "not_an_object": 1,
+                                     "not_valid_json": 1, "score_boolean": 1, "score_infinite": 2, "score_nan": 2,
+                                     "score_not_a_number": 2})
+    reconciles(m["test_file"], 12, {"score_nan": 2})
+    assert "dev_file" not in m  # carved from train: its counts are the train file's
+
+
+def test_ner_counts_its_bad_sentences_by_reason(model, tmp_path):
+    sentences = [f"김민수\tB-PER\n서울\tB-LOC\n에서\tO\n왔다{i}\tO\n\n" for i in range(24)]
+    good = "".join(sentences)
+    bad = ["서울\tB-LOC I-LOC\n에서\tO\n",  # a tag with spaces (a sentence-a-line file's tags)
+           "서울\n에서\tO\n",  # a token without its tag
+           "서울\tb-loc\n",  # not BIO
+           "서울\tS-LOC\n",  # BIOES
+           "EU NNP B-NP B-ORG\n",  # CoNLL-2003's four fields
+           "서울\tB-LOC\tx\ty\n",  # fields past the tag
+           "1\t서울\tLOC_B\n"]  # the Naver challenge's numbered tokens
+    train = write(tmp_path / "train.conll", good + "\n".join(bad) + "\n" + bad[0])
+    test = write(tmp_path / "test.conll", "".join(sentences[:6]) + bad[2] + "\n" + bad[2])
+    cfg = dataclasses.replace(config.sample_ner(), max_length=16, epochs=1, max_bad_fraction=0.5)
+    ner.run(cfg, model, train, test, tmp_path / "out")
+    m = metrics(tmp_path / "out")
+    reconciles(m["train_file"], 24 + 8, {"indexed_tokens": 1, "no_tag": 1, "space_separated_fields": 1,
+                                         "tag_bioes_or_bilou": 1, "tag_not_bio": 1, "tag_with_spaces": 2,
+                                         "wrong_field_count": 1})
+    reconciles(m["test_file"], 6 + 2, {"tag_not_bio": 2})
+
+
+def test_nsmc_counts_every_bad_row_by_reason_past_the_lines_it_shows(tmp_path):
+    """nsmc's stats kept the first 20 bad lines and the total: 30 bad rows of three kinds are counted by reason."""
+    good = "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(100))
+    bad = "1\t2\n" * 12 + "7\t리뷰\t2\n" * 10 + "\t리뷰\t1\n" * 8
+    stats = read_nsmc(write(tmp_path / "ratings.txt", "id\tdocument\tlabel\n" + good + bad + "\n"), 0.5).stats
+    assert stats["bad_rows_by_reason"] == {"empty_id": 8, "label_not_0_or_1": 10, "wrong_column_count": 12}
+    assert stats["lines"] == stats["rows"] + sum(stats["bad_rows_by_reason"].values()) + stats["blank_lines"] == 131
+    assert stats["bad_rows"] == 30 and len(stats["bad_lines"]) == 20
