@@ -57,11 +57,21 @@ def _one_line(stderr: str, command: str) -> str:
     return last
 
 
-def test_disk_full_while_pretraining_is_one_line_naming_the_file(chain, tmp_path):  # noqa: F811
+def _limited(argv: list[str], fsize: int) -> int:
+    """``main(argv)`` in this process under a file-size limit (a child's start would cost its imports alone,
+    ~7 CPU s); Python ignores SIGXFSZ: writes past it fail with EFBIG."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, hard))
+    try:
+        return main(argv)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_disk_full_while_pretraining_is_one_line_naming_the_file(chain, tmp_path, capsys):  # noqa: F811
     store, ex = _copy(chain, tmp_path / "root")
-    proc = kolectra("pretrain", "--examples", ex, "--out", str(store.root), *FLAGS, fsize=200_000)
-    assert proc.returncode == 2
-    line = _one_line(proc.stderr, "pretrain")
+    assert _limited(["pretrain", "--examples", ex, "--out", str(store.root), *FLAGS], fsize=200_000) == 2
+    line = _one_line(capsys.readouterr().err, "pretrain")
     assert "the file-size limit was reached" in line and "checkpoints/.tmp-step-00000004/" in line
     assert "; checkpoint not written: the file-size limit (ulimit -f) is 0.2 MB a file" in line
     assert _no_half_artifact(store) and _private(store.root)[".work"] == []  # nothing to resume: removed
@@ -84,13 +94,9 @@ def test_disk_full_while_exporting_is_one_line(chain, tmp_path, capsys):  # noqa
     report, and it names the export's folder (before: "the file-size limit was reached (while writing:
     SafetensorError ...)")."""
     store, ex = _copy(chain, tmp_path / "root")
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))  # Python ignores SIGXFSZ: writes fail with EFBIG
-    try:
-        code = main(["pretrain", "--examples", ex, "--out", str(store.root), *(f for f in FLAGS if "train.save_every" not in f), "--save-every", "0"])
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    assert code == 2
+    argv = ["pretrain", "--examples", ex, "--out", str(store.root), *(f for f in FLAGS if "train.save_every" not in f),
+            "--save-every", "0"]
+    assert _limited(argv, fsize=200_000) == 2
     line = _one_line(capsys.readouterr().err, "pretrain")
     assert re.search(r"error: \S+/out/hf/discriminator: the file-size limit was reached; ", line), line
     assert "nothing published" in line, line
