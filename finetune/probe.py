@@ -41,7 +41,7 @@ from kolectra.finetune.skeleton import majority_check
 from kolectra.model.electra import count_parameters
 from kolectra.model.hf_folder import NO_CODE
 
-STAGE_VERSION = 4  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 POOLINGS = ("mean", "cls")
@@ -148,7 +148,13 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     and said with the accuracy; without it a probe's bytes are as they were."""
     t0 = time.perf_counter()
     cfg.validate()
-    train_rows, eval_rows = read_nsmc(Path(train_file)).rows, read_nsmc(Path(eval_file)).rows
+    files = {"train_file": read_nsmc(Path(train_file)), "eval_file": read_nsmc(Path(eval_file))}
+    for key, read in files.items():  # left out within max_bad_fraction: counted in metrics.json, said here
+        if n_bad := read.stats["bad_rows"]:
+            reasons = ", ".join(f"{k} {n}" for k, n in read.stats["bad_rows_by_reason"].items())
+            progress(f"probe: {Path(train_file if key == 'train_file' else eval_file).name}: {n_bad} bad "
+                     f"row(s) left out ({reasons}; {key} in metrics.json)")
+    train_rows, eval_rows = files["train_file"].rows, files["eval_file"].rows
     if cfg.max_train_examples and cfg.max_train_examples < len(train_rows):
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(train_rows), cfg.max_train_examples, replace=False))
         train_rows = [train_rows[i] for i in pick]
@@ -189,6 +195,8 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
         progress(f"probe: {line}")
     metrics = {"task": "probe", "accuracy": accuracy, "train_accuracy": float(clf.score(x_train[0], y_train)),
                "train_examples": len(train_rows), "eval_examples": len(eval_rows),
+               # each file's rows, bad rows by reason, blank lines (the nsmc task's train_file/test_file)
+               **{key: read.stats for key, read in files.items()},
                "majority_share": float(max(y_eval.mean(), 1 - y_eval.mean())), "layer": layers[0],
                "layers": int(encoder.config.num_hidden_layers), **chosen,
                # the shape of fine-tuning's verdict (finetune/skeleton.py): the study flags such a readout

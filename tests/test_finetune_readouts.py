@@ -221,3 +221,20 @@ def test_a_probe_records_the_compute_every_eval_artifact_does(model_dir, tmp_pat
     assert compute["parameters"] == count_parameters(encoder) > 0
     assert compute["flops"] == 2 * compute["parameters"] * tokens  # one forward pass a token
     assert compute["wall_seconds"] > 0 and compute["device"] == "cpu"
+
+
+def test_a_probe_counts_each_files_bad_rows_by_reason(model_dir, tmp_path, capsys):
+    """The probe's reader leaves out bad rows within max_bad_fraction (0.1 %), as the nsmc task's does; the task
+    records each file's counts, the probe recorded none: rows in could not be told from rows used."""
+    rows = _reviews(2000, 0)
+    train = tmp_path / "train.txt"
+    train.write_text("id\tdocument\tlabel\n" + "".join(f"{i}\t{d}\t{y}\n" for i, (d, y) in enumerate(rows))
+                     + "x\t좋다\t2\n\n", encoding="utf-8")
+    scored = _nsmc(tmp_path / "eval.txt", _reviews(20, 1))
+    _probe(probe.ProbeConfig(max_length=16, batch_size=256), model_dir, train, scored, tmp_path / "out")
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text(encoding="utf-8"))
+    t, e = m["train_file"], m["eval_file"]
+    assert t["bad_rows_by_reason"] == {"label_not_0_or_1": 1} and t["rows"] == m["train_examples"] == 2000
+    assert t["lines"] == t["rows"] + sum(t["bad_rows_by_reason"].values()) + t["blank_lines"] == 2002
+    assert e["bad_rows"] == 0 and e["rows"] == m["eval_examples"] == 20
+    assert "probe: train.txt: 1 bad row(s) left out (label_not_0_or_1 1; train_file in metrics.json)" in capsys.readouterr().err
