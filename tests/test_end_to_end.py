@@ -5,8 +5,6 @@ stage a real artifact. Then: a rerun reuses every artifact, ``artifacts verify``
 tampered parent is refused naming the file, and a local Hugging Face directory works as a model.
 """
 
-import contextlib
-import io
 import json
 import shutil
 import time
@@ -17,26 +15,17 @@ import pytest
 from kolectra.pipeline import stages
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.run import SAMPLE, run_sample
-from kolectra.pipeline.store.artifacts import ArtifactError, Store
-
-TINY = {
-    "vocab": ["vocab_size=3000", "report_baseline=false"],
-    "examples": ["max_seq_length=64"],
-    "pretrain": ["train.steps=12", "train.log_every=4", "train.batch_size=8", "train.warmup_steps=2"],
-    "nsmc": ["max_train_examples=64", "max_eval_examples=32", "epochs=1"],
-    "korquad": ["max_train_examples=16", "epochs=1"],
-}
+from kolectra.pipeline.store.artifacts import ArtifactError
+from tests.sample_chain_support import TINY, copy_of_the_chain
 
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("artifacts"))
-    t0 = time.perf_counter()
-    out, err = io.StringIO(), io.StringIO()  # the module-scoped run's output (capsys is per test)
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        korquad = run_sample(store, sets=TINY)
-    RUN_OUTPUT.update(out=out.getvalue(), err=err.getvalue())
-    return store, korquad, time.perf_counter() - t0
+    """(store, the KorQuAD eval run_sample returned, the build's seconds): this module's copy of the chain
+    (tests/sample_chain_support.py: built once a test process, tests/test_store_s3.py reads it too)."""
+    store, built = copy_of_the_chain(tmp_path_factory, tmp_path_factory.mktemp("artifacts") / "root")
+    RUN_OUTPUT.update(out=built.out, err=built.err)
+    return store, store.resolve(built.korquad_id), built.seconds
 
 
 RUN_OUTPUT: dict[str, str] = {}
@@ -217,8 +206,8 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
                                               for x in ("--finetune-set", a)]
     small = ["--set", "model.hidden=32", "--set", "model.intermediate=64", "--set", "model.embedding_size=32",
              "--set", "model.generator_hidden=16", "--set", "model.generator_intermediate=32"]
-    # 1.5e9 FLOPs = 20 steps of the small model here (6e9 = 79 trained 4x longer: nothing below needs them)
-    assert main(argv + small + ["--points", "1", "--flops", "1.5e9"]) == 0
+    # 7.5e8 FLOPs = 10 steps of the small model here (1.5e9 = 20 trained twice as long: nothing below needs them)
+    assert main(argv + small + ["--points", "1", "--flops", "7.5e8"]) == 0
     capsys.readouterr()
     study = store.list("study")[0]
     doc = json.loads((study.path / "study.json").read_text())
@@ -226,7 +215,7 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
     assert set(doc["floor"]) == {"probe", "lowdata"} and all(len(v) == 2 for v in doc["floor"].values())
     points = doc["points"]
     assert sorted((p["objective"], p["flops"], p["pretrain_seed"]) for p in points) == sorted(
-        (a, 1.5e9, s) for a in ("electra", "electra-gdes") for s in (1, 2))
+        (a, 7.5e8, s) for a in ("electra", "electra-gdes") for s in (1, 2))
     for p in points:
         assert set(p["readouts"]) == {"probe", "lowdata"} and all(len(v) == 1 for v in p["readouts"].values())
         assert all(0.0 <= x <= 1.0 for v in p["readouts"].values() for x in v)
@@ -235,7 +224,7 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
         assert set(p["readout_health"]["probe"]) <= {"ok", "not_learning"} and set(p["readout_health"]["lowdata"]) <= {"ok", "not_learning", "unchecked"}
     cmps = doc["comparisons"]
     pairs = {(c["a"], c["b"], c["flops"], c["readout"]) for c in cmps}
-    assert ("electra", "electra-gdes", 1.5e9, "probe") in pairs and ("electra-gdes", "floor", 1.5e9, "lowdata") in pairs
+    assert ("electra", "electra-gdes", 7.5e8, "probe") in pairs and ("electra-gdes", "floor", 7.5e8, "lowdata") in pairs
     for c in cmps:
         lo, hi = c["ci95"]
         assert lo <= c["diff"] <= hi
@@ -257,13 +246,13 @@ def test_study_compares_arms_against_a_floor_with_intervals_and_reuses_points(ch
     # twice the budget on a two-point grid: the shared points (and the floor) are reused, not retrained
     argv[argv.index("electra,electra-gdes")] = "electra"
     n_checkpoints = len(store.list("checkpoint"))
-    assert main(argv + small + ["--points", "2", "--flops", "3e9"]) == 0
+    assert main(argv + small + ["--points", "2", "--flops", "1.5e9"]) == 0
     bigger = [s for s in store.list("study") if s.id != study.id][0]
     old = {(p["objective"], p["flops"], p["pretrain_seed"]): p["checkpoint"] for p in points}
     new = {(p["objective"], p["flops"], p["pretrain_seed"]): p["checkpoint"]
            for p in json.loads((bigger.path / "study.json").read_text())["points"]}
-    assert new[("electra", 1.5e9, 1)] == old[("electra", 1.5e9, 1)] and new[("electra", 1.5e9, 2)] == old[("electra", 1.5e9, 2)]
-    assert len(store.list("checkpoint")) == n_checkpoints + 2  # only the 3e9 points of the two seeds
+    assert new[("electra", 7.5e8, 1)] == old[("electra", 7.5e8, 1)] and new[("electra", 7.5e8, 2)] == old[("electra", 7.5e8, 2)]
+    assert len(store.list("checkpoint")) == n_checkpoints + 2  # only the 1.5e9 points of the two seeds
 
 
 def test_model_cards_carry_the_lineage(chain):

@@ -28,20 +28,19 @@ import pytest
 from kolectra.core import conditional, storage
 from kolectra.pipeline import stages
 from kolectra.pipeline.run import run_sample
-from kolectra.pipeline.store.artifacts import ArtifactError, Store
+from kolectra.pipeline.store.artifacts import ArtifactError
 from kolectra.pipeline.store.factory import open_store
 from kolectra.pipeline.store.remote import RemoteStore
 from tests.s3_support import bucket, s3_endpoint, two_identical_builds_at_once  # noqa: F401  (fixtures)
+from tests.sample_chain_support import TINY, copy_of_the_chain
 from tests.store_s3_support import FAST_LEASE, _child, _cli, _own_cache  # noqa: F401  (_own_cache: autouse)
-from tests.test_end_to_end import TINY
 
 
 # ---- the chain ------------------------------------------------------------------------------------
-def test_whole_chain_on_s3_matches_local_digests(bucket, tmp_path):
-    local = Store(tmp_path / "local")
+def test_whole_chain_on_s3_matches_local_digests(bucket, tmp_path, tmp_path_factory):
+    local = copy_of_the_chain(tmp_path_factory, tmp_path / "local")[0]  # run_sample(local, sets=TINY), copied
     remote = open_store(f"{bucket}/kolectra")
     assert isinstance(remote, RemoteStore)
-    run_sample(local, sets=TINY)
     run_sample(remote, sets=TINY)
 
     def digests(store):
