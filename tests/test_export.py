@@ -165,10 +165,10 @@ def unlearned(tmp_path_factory):
                                                               "train.warmup"))]
     flags += ["--set", "train.steps=4", "--set", "train.warmup_steps=1", "--set", "train.lr=1e-9"]
 
-    def pretrain(*extra: str):
+    def pretrain(*extra: str):  # no -q: it sets the level for the process, and only a test's own call is undone
         said = io.StringIO()
         with contextlib.redirect_stdout(said):
-            assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, *extra, "-q",
+            assert main(["pretrain", "--examples", str(examples.path), "--preset", "tiny", *flags, *extra,
                          "--out", str(store.root)]) == 0
         return store.resolve(said.getvalue().strip().splitlines()[-1])
 
