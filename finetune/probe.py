@@ -36,7 +36,7 @@ from kolectra.finetune.files import FinetuneError, write_json
 from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
 from kolectra.finetune.positions import warn_untrained
 from kolectra.finetune.progress import quiet_libraries
-from kolectra.finetune.readers.nsmc import read_nsmc
+from kolectra.finetune.readers.nsmc import read_nsmc, say_bad
 from kolectra.finetune.skeleton import majority_check
 from kolectra.model.electra import count_parameters
 from kolectra.model.hf_folder import NO_CODE
@@ -149,11 +149,8 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     t0 = time.perf_counter()
     cfg.validate()
     files = {"train_file": read_nsmc(Path(train_file)), "eval_file": read_nsmc(Path(eval_file))}
-    for key, read in files.items():  # left out within max_bad_fraction: counted in metrics.json, said here
-        if n_bad := read.stats["bad_rows"]:
-            reasons = ", ".join(f"{k} {n}" for k, n in read.stats["bad_rows_by_reason"].items())
-            progress(f"probe: {Path(train_file if key == 'train_file' else eval_file).name}: {n_bad} bad "
-                     f"row(s) left out ({reasons}; {key} in metrics.json)")
+    for (key, read), path in zip(files.items(), (train_file, eval_file)):
+        say_bad("probe", path, key, read.stats)
     train_rows, eval_rows = files["train_file"].rows, files["eval_file"].rows
     if cfg.max_train_examples and cfg.max_train_examples < len(train_rows):
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(train_rows), cfg.max_train_examples, replace=False))

@@ -102,3 +102,18 @@ def test_nsmc_counts_every_bad_row_by_reason_past_the_lines_it_shows(tmp_path):
     assert stats["bad_rows_by_reason"] == {"empty_id": 8, "label_not_0_or_1": 10, "wrong_column_count": 12}
     assert stats["lines"] == stats["rows"] + sum(stats["bad_rows_by_reason"].values()) + stats["blank_lines"] == 131
     assert stats["bad_rows"] == 30 and len(stats["bad_lines"]) == 20
+
+
+def test_the_nsmc_task_says_each_files_bad_rows_left_out(tmp_path, capsys):
+    """The nsmc task read its files' bad rows into metrics.json's train_file/test_file and said nothing of them
+    (classify, regress and ner print a line); a user's NSMC-format file lost rows unsaid."""
+    from kolectra.finetune.nsmc import Nsmc  # noqa: PLC0415
+
+    good = "".join(f"{i}\t리뷰 {i}\t{i % 2}\n" for i in range(100))
+    train = write(tmp_path / "train.txt", "id\tdocument\tlabel\n" + good + "x\t리뷰\t2\n" + "\t리뷰\t1\n" * 2)
+    test = write(tmp_path / "test.txt", "id\tdocument\tlabel\n" + good)
+    Nsmc().read(dataclasses.replace(config.sample_nsmc(), max_bad_fraction=0.5), train, test)
+    err = capsys.readouterr().err
+    assert ("nsmc: train.txt: 3 bad row(s) left out (empty_id 2, label_not_0_or_1 1; line 102: label must be 0 or 1, "
+            "got '2'; train_file in metrics.json)") in err
+    assert "test.txt" not in err  # a file without bad rows: no line

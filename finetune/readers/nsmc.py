@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from kolectra.core.stage import progress
 from kolectra.finetune.files import FinetuneError, Reason, bad_limit, iter_text_lines
 
 HEADER = ("id", "document", "label")
@@ -123,3 +124,13 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
         "labels": {"0": n_rows - positive, "1": positive},
     }
     return NsmcFile(columns=columns, stats=stats)
+
+
+def say_bad(task: str, path: Path, key: str, stats: dict) -> None:
+    """One line on a file's bad rows left out within ``max_bad_fraction`` (``key``: where ``metrics.json`` keeps
+    the file's counts): the nsmc task and the probe had counted them in ``metrics.json`` or nowhere, unsaid."""
+    if n_bad := stats["bad_rows"]:
+        kinds = sorted(stats["bad_rows_by_reason"].items(), key=lambda kv: -kv[1])  # the most first
+        first = stats["bad_lines"][0]
+        progress(f"{task}: {Path(path).name}: {n_bad} bad row(s) left out ({', '.join(f'{k} {n}' for k, n in kinds)}; "
+                 f"line {first['line']}: {first['reason']}; {key} in metrics.json)")
