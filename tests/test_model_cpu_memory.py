@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ve
 # decides whether glibc's defaults trim them, which varies from run to run; this pattern (three
 # 30 MiB blocks alive together, freed top first, as a step frees its activations) is always trimmed.
 SCRIPT = textwrap.dedent("""
-    import ctypes, resource, statistics, torch
+    import atexit, ctypes, os, resource, statistics, torch
     from kolectra.model.runtime import resolve
 
     libc = ctypes.CDLL(None)
@@ -43,7 +43,10 @@ SCRIPT = textwrap.dedent("""
     after = faults_per_step()
     held = rss_mib()
     dev.close()
-    print(before, after, held, rss_mib())
+    print(before, after, held, rss_mib(), flush=True)
+    # the interpreter's own end, less its garbage collections of torch's modules (~1 CPU s: tests/rank_children.py)
+    atexit._run_exitfuncs()
+    os._exit(0)
 """)
 
 
