@@ -4,10 +4,9 @@ package with no ``__init__.py`` (its parts are the repository's top-level folder
 pyproject.toml); this folder adds only this module to it."""
 
 import os
-import sys
 
-from kolectra.pipeline.cli import main
+from kolectra.pipeline.cli import entry
 
 if __name__ == "__main__":  # pragma: no cover
     os.environ.setdefault("PYTHONUNBUFFERED", "1")  # for the worker processes it starts
-    sys.exit(main())
+    entry()

@@ -123,7 +123,7 @@ def test_the_wheels_metadata_names_the_license_extras_and_command(built):
     assert ("License-File", "LICENSE") in fields and "Apache License" in license_text
     assert ("Requires-Python", PYPROJECT["project"]["requires-python"]) in fields
     assert {v for k, v in fields if k == "Provides-Extra"} == set(PYPROJECT["project"]["optional-dependencies"])
-    assert "kolectra = kolectra.pipeline.cli:main" in entry_points
+    assert "kolectra = kolectra.pipeline.cli:entry" in entry_points
 
 
 def test_the_sdist_holds_what_builds_the_wheel_and_no_tests(built):

@@ -4,7 +4,9 @@ commands), :mod:`.outputs` (``report``, ``export``), :mod:`.finetune`, :mod:`.st
 the commands, :mod:`.checks` what is refused before a command runs, and :mod:`.errors` how a command
 ends when something goes wrong.
 
-``kolectra`` (the installed script) and ``python -m kolectra.pipeline.cli`` both call :func:`main`.
+``kolectra`` (the installed script), ``python -m kolectra`` and ``python -m kolectra.pipeline.cli`` call
+:func:`entry`: :func:`main`, then the process's end without the interpreter freeing every module
+(:mod:`.exiting`: about 2 CPU s once torch is imported).
 This module imports nothing of kolectra's until then (but :mod:`kolectra.core.errors`, which imports
 nothing): the installed script imports it before it calls :func:`main`, and a Ctrl-C during
 :mod:`.commands`' imports and its parser (about 0.5 s, before a command's own handler is in place)
@@ -26,7 +28,7 @@ import threading
 from kolectra.core import stops, streams  # (import nothing of kolectra's either)
 from kolectra.core.errors import BY_TORCHRUN, Terminated  # no import of its own: the handler needs it at once
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "entry", "main"]
 
 STARTING_LINE = "kolectra: interrupted while starting; nothing was done"
 TERMINATED_LINE = "kolectra: terminated while starting; nothing was done"
@@ -56,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
         return stops.status() if isinstance(e, Terminated) else 130  # errors.EXIT_INTERRUPTED
     finally:
         stops.put_back(found)
+
+
+def entry() -> None:
+    """The command as a process: :func:`main`'s status, the process ended by :func:`.exiting.exit_now`."""
+    code = main()
+    from kolectra.pipeline.cli.exiting import exit_now  # noqa: PLC0415 - standard library alone
+
+    exit_now(code)
 
 
 def _terminate(signum, frame):

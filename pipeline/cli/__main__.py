@@ -1,10 +1,9 @@
 """``python -m kolectra.pipeline.cli``: the ``kolectra`` command (the docs' ``torchrun`` line uses it)."""
 
 import os
-import sys
 
-from kolectra.pipeline.cli import main
+from kolectra.pipeline.cli import entry
 
 if __name__ == "__main__":  # pragma: no cover
     os.environ.setdefault("PYTHONUNBUFFERED", "1")  # for the worker processes it starts
-    sys.exit(main())
+    entry()
