@@ -15,21 +15,13 @@ from pathlib import Path
 
 
 def _ended() -> None:
-    """This rank's work is done and reported: end its process as the interpreter's own end would (threads
-    joined, atexit handlers and weakref finalizers run, streams flushed), less that end's garbage collections
-    of torch's, transformers' and Inductor's module graphs (about 1.7 CPU s a process here, for memory the
-    process gives back anyway). Only after a rank returned: one that raised ends as before."""
-    import atexit
-    import sys
-    import threading
+    """This rank's work is done and reported: end its process as the ``kolectra`` command ends
+    (pipeline/cli/exiting.py: threads joined, atexit handlers and weakref finalizers run, streams flushed,
+    less the interpreter's freeing of torch's, transformers' and Inductor's modules, about 1.7 CPU s a
+    process here). Only after a rank returned: one that raised ends as before."""
+    from kolectra.pipeline.cli.exiting import exit_now
 
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_now(0)
 
 
 def mirror_rank(rank: int, port: int, examples, tok, out: Path, report: Path) -> None:

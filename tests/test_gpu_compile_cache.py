@@ -75,18 +75,17 @@ def test_use_points_inductor_at_one_folder_a_machine_and_a_broken_carry_is_said(
     assert "error" in compile_cache.keep(cache_dir, tmp_path / "a-file")
 
 
-# Ends as the interpreter would (atexit handlers run, output flushed) less its end's garbage collections of
-# torch's and Inductor's modules: about 1.7 CPU s a process (tests/rank_children.py's _ended)
+# Ends as the kolectra command does (pipeline/cli/exiting.py: atexit handlers run, output flushed) less the
+# interpreter's freeing of torch's and Inductor's modules: about 1.7 CPU s a process
 COMPILE = """
-import atexit, json, os, sys, torch
+import json, sys, torch
+from kolectra.pipeline.cli.exiting import exit_now
 sys.path.insert(0, sys.argv[1])
 import gpu_phases
 f = torch.compile(lambda x: (x.sin() * 3 + x.cos()).sum(dim=1))
 f(torch.randn(8, 16))
 print(json.dumps(gpu_phases.cache_counts()))
-atexit._run_exitfuncs()
-sys.stdout.flush()
-os._exit(0)
+exit_now(0)
 """
 
 

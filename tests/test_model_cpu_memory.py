@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ve
 # decides whether glibc's defaults trim them, which varies from run to run; this pattern (three
 # 30 MiB blocks alive together, freed top first, as a step frees its activations) is always trimmed.
 SCRIPT = textwrap.dedent("""
-    import atexit, ctypes, os, resource, statistics, torch
+    import ctypes, resource, statistics, torch
     from kolectra.model.runtime import resolve
 
     libc = ctypes.CDLL(None)
@@ -44,9 +44,9 @@ SCRIPT = textwrap.dedent("""
     held = rss_mib()
     dev.close()
     print(before, after, held, rss_mib(), flush=True)
-    # the interpreter's own end, less its garbage collections of torch's modules (~1 CPU s: tests/rank_children.py)
-    atexit._run_exitfuncs()
-    os._exit(0)
+    # the kolectra command's end (pipeline/cli/exiting.py), less the freeing of torch's modules (~1 CPU s)
+    from kolectra.pipeline.cli.exiting import exit_now
+    exit_now(0)
 """)
 
 
