@@ -3,7 +3,7 @@
 ELECTRA-Small's practice, kept by kolectra's tiny and small presets and ``kolectra run``'s demo, pretrains
 on rows of 128 tokens with a table of 512 positions; ``kolectra finetune korquad`` reads up to 512. An
 input past 128 tokens then reads position embeddings pretraining never shaped (random, from the
-initialisation), with no error: the card says so (:func:`kolectra.model.export.untrained_positions`),
+initialisation), with no error: the card says so (:func:`kolectra.model.export_files.untrained_positions`),
 and a fine-tuning run past that length says it once, before it trains (:func:`warn_untrained`), as does
 ``kolectra probe`` before it encodes (its encoder frozen: nothing trains those positions there).
 

@@ -29,7 +29,6 @@ aside while it publishes the artifact and deletes it only after (a direct caller
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -49,6 +48,7 @@ from kolectra.core import filehash
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.core.stage import progress
 from kolectra.model.checkpoint_layout import OPERATIONAL, checkpoints_dir  # torch-free: pretrain reads them first
+from kolectra.model.checkpoint_writes import FULL, CheckpointWriteError, synced, writing_into  # noqa: F401 - torch-free: export
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 MANIFEST = "manifest.json"
@@ -195,22 +195,6 @@ def trim_log(path: Path, step: int) -> None:
 
 # --- save / load --------------------------------------------------------------------------------
 
-class CheckpointWriteError(OSError, EnvironmentProblem):
-    """A checkpoint's (or the export's) file could not be written (a full disk, a file-size limit); names it."""
-
-
-def synced(path: Path) -> None:
-    """Flush a file's or a directory's contents to the disk. A rename is atomic against a kill, not
-    against a power loss: without this the newest checkpoint can come back torn (caught by its
-    hashes), and with ``keep_checkpoints=1`` the one before it is already gone. (PyTorch's
-    distributed checkpoint writer syncs each file by default for the same reason.)"""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # How a write that did not reach the disk is worded by torch's zip writer (inline_container.cc:
 # "file write failed", or "unexpected pos" under a file-size limit; a file that fits its 64 kB buffer,
 # as rank-R.pt and state.pt do, fails at the buffer's flush: "basic_ios::clear: iostream error"),
@@ -268,25 +252,6 @@ def written(path: Path, write, what: str = "checkpoint") -> None:
             refused_with(path) or (errno.ENOSPC if shutil.disk_usage(path.parent).free < (64 << 20) else
                                    errno.EFBIG if soft_limit != resource.RLIM_INFINITY else errno.EIO))
         raise CheckpointWriteError(code, f"{os.strerror(code)} ({what} not written)", str(path)) from e
-
-
-FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # a full disk, the file-size limit, the disk quota
-
-
-@contextlib.contextmanager
-def writing_into(folder: Path, what: str = "export") -> Iterator[None]:
-    """A full disk, the file-size limit or the quota met inside the block as a
-    :class:`CheckpointWriteError` naming ``folder``: ``shutil.copyfile`` names its source (the
-    tokenizer's or the store's file, on another disk), ``Path.write_text`` no file. Other errors
-    (a source that cannot be read) pass as they are."""
-    try:
-        yield
-    except CheckpointWriteError:
-        raise
-    except OSError as e:
-        if e.errno not in FULL:
-            raise
-        raise CheckpointWriteError(e.errno, f"{os.strerror(e.errno)} ({what} not written)", str(folder)) from e
 
 
 class CheckpointNotWritten(EnvironmentProblem):

@@ -44,8 +44,8 @@ from kolectra.core import folder_uploads, scratch, storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
 from kolectra.model.card import front_matter, hub_id
-from kolectra.model.checkpoint import CheckpointWriteError, synced, writing_into
-from kolectra.model.export import (
+from kolectra.model.checkpoint_writes import CheckpointWriteError, synced, writing_into  # these two: torch-free
+from kolectra.model.export_files import (
     FILL_MASK,
     fit_max_length,
     mask_in_text,
@@ -215,7 +215,7 @@ def into_place(folder: Path, dest: Path) -> None:
 
 def on_disk(folder: Path, files: bool = True) -> None:
     """Every file of the written export ``folder`` and the folder's entries flushed to the disk before it is
-    renamed into place, as a checkpoint's step folder is (:func:`model.checkpoint.synced`): a rename is
+    renamed into place, as a checkpoint's step folder is (:func:`model.checkpoint_writes.synced`): a rename is
     atomic against a kill, not against a power loss, after which the rename can be on the disk and the files
     not (ext4's delayed allocation: empty or zeroed weights in a folder AutoModel loads; an export has no
     manifest whose hashes would catch it). Measured on a 440 MB model.safetensors (ELECTRA-Base's
@@ -349,7 +349,7 @@ def text_is_data(path: Path) -> None:
 
 def positions_note(art: Artifact, config: dict) -> str:
     """What the card says of positions past the sequence length the checkpoint was pretrained on
-    (:func:`model.export.untrained_positions`; "" where all were trained)."""
+    (:func:`model.export_files.untrained_positions`; "" where all were trained)."""
     stats = art.manifest.get("stats") if isinstance(art.manifest.get("stats"), dict) else {}
     train = (art.manifest.get("config") or {}).get("train") or {}
     return untrained_positions(stats.get("max_seq_length"), config.get("max_position_embeddings"),
