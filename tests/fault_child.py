@@ -27,6 +27,7 @@ from pathlib import Path
 
 from kolectra.core import conditional, storage
 from kolectra.core.stage import StageOutput
+from kolectra.pipeline.cli.exiting import exit_now
 from kolectra.pipeline.store import workspace
 from kolectra.pipeline.store.artifacts import Store
 from kolectra.pipeline.store.factory import open_store
@@ -212,7 +213,7 @@ def toy(args) -> None:
     if args.handled:  # as the command line ends it: one line and a status for a failure or a signal
         from kolectra.pipeline.cli import errors
 
-        sys.exit(errors.handled("corpus", lambda: Path(args.root), build))
+        exit_now(errors.handled("corpus", lambda: Path(args.root), build))  # as the kolectra process ends
     build()
 
 
@@ -256,8 +257,8 @@ def pretrain(args) -> None:
             terminate_twice(int(args.point[4:]))
         else:
             truncate_in_training_step(int(args.point[8:]), args.examples)
-        sys.exit(cli(["pretrain", "--examples", args.examples, "--out", args.root, "--preset", "tiny",
-                      *(f"--set={s}" for s in args.sets)]))
+        exit_now(cli(["pretrain", "--examples", args.examples, "--out", args.root, "--preset", "tiny",
+                      *(f"--set={s}" for s in args.sets)]))  # as the kolectra process ends (pipeline/cli/exiting.py)
     art = stages.pretrain(open_store(args.root), args.examples, preset="tiny", sets=args.sets, resume=args.resume)
     print(art.path)
 
@@ -294,3 +295,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    exit_now(0)  # a child that returned ends as the kolectra process does, less the module teardown (~1.7 CPU s)
