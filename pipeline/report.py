@@ -27,7 +27,7 @@ from kolectra.pipeline.scores import (
     score_table,
     test_size,
 )
-from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
+from kolectra.pipeline.store.artifacts import Artifact, Store
 from kolectra.pipeline.store.manifest import commit_label
 from kolectra.pipeline.study.report import one_seed_note
 from kolectra.pipeline.study.stats import floor_verdict
@@ -108,7 +108,11 @@ def published_section(store: Store, art: Artifact) -> list[str]:
 
 
 def ancestors(store: Store, art: Artifact) -> list[Artifact]:
-    """``art`` and everything it descends from, parents before children, each once."""
+    """``art`` and everything it descends from, parents before children, each once: the store's walk
+    (:meth:`Store.ancestors`: parents in ``art``'s own root first, then --out's, where recorded, or in
+    ``$KOLECTRA_PARENT_ROOTS``; a REF in another root than --out's had no parents' sections) in that order.
+    A parent not found has no section."""
+    found = {a.id: a for a in store.ancestors(art)[0]}
     order: list[Artifact] = []
     seen: set[str] = set()
 
@@ -116,13 +120,9 @@ def ancestors(store: Store, art: Artifact) -> list[Artifact]:
         if a.id in seen:
             return
         seen.add(a.id)
-        for pid in a.parents:  # in a's own root first: a REF in another root than --out's had no parents' sections
-            try:
-                parent = store.parent(a, pid)
-            except ArtifactError:
-                continue
-            if parent is not None:
-                visit(parent)
+        for pid in a.parents:
+            if pid in found:
+                visit(found[pid])
         order.append(a)
 
     visit(art)

@@ -119,3 +119,33 @@ def test_a_parent_in_a_root_the_user_names_is_followed(bucket, tmp_path, monkeyp
 def test_which_recorded_parents_are_followed(monkeypatch, recorded, own, named, followed):
     monkeypatch.setenv(PARENT_ROOTS, named)
     assert (unfollowed(recorded, own) is None) == followed
+
+
+def test_a_parent_one_child_cannot_find_is_found_through_another(tmp_path, capsys):
+    """A lineage is walked once (Store.ancestors: ``verify --lineage`` and a report's sections): a parent
+    that one child recorded where it is no longer (a copied root since deleted) is looked for again from
+    the next child naming it, here in that child's own root. verify listed it missing before, and the
+    report reached it only by its own second walk; now both have it, a report's order parents first."""
+    import shutil  # noqa: PLC0415
+
+    from kolectra.pipeline.report import ancestors  # noqa: PLC0415
+
+    corpus = open_store(tmp_path / "a").build(
+        Request(kind="corpus", name="toy", stage_version=1, config={"t": 1}), _writes("a.txt", "a"))
+    vocab = open_store(tmp_path / "a").build(
+        Request(kind="vocab", name="v", stage_version=1, config={}, parents=(corpus,)), _writes("b.txt", "b"))
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    copied = open_store(tmp_path / "copy").resolve(corpus.id)
+    examples = open_store(tmp_path / "b").build(
+        Request(kind="examples", name="e", stage_version=1, config={}, parents=(copied, vocab)),
+        _writes("c.txt", "c"))
+    shutil.rmtree(tmp_path / "copy")  # where the examples recorded their corpus
+    store = open_store(tmp_path / "b")
+    found, missing = store.ancestors(store.resolve(examples.id))
+    assert [a.id for a in found] == [vocab.id, corpus.id] and missing == []
+    assert [a.path for a in found] == [vocab.path, corpus.path]
+    assert [a.id for a in ancestors(store, examples)] == [corpus.id, vocab.id, examples.id]
+    capsys.readouterr()
+    assert main(["artifacts", "verify", "--lineage", examples.id, "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr()
+    assert "missing" not in out.out and "3 artifact(s) verified, 0 parent(s) not found" in out.err, out

@@ -330,25 +330,29 @@ class Catalog:
     # ---- lineage -------------------------------------------------------------------------
     def ancestors(self, art: Artifact) -> tuple[list[Artifact], list[str]]:
         """Every artifact ``art`` was built from, nearest first and each once (a vocab and its
-        examples share a corpus), and one line for each parent that was not found."""
-        found: list[Artifact] = []
-        missing: list[str] = []
-        seen, queue = {art.id}, [art]
+        examples share a corpus), and one line for each parent that was not found. The one walk of
+        a lineage (``artifacts verify --lineage``, a report's sections: :func:`pipeline.report.ancestors`
+        orders it parents first): each parent looked up through :meth:`parent` (the child's own root,
+        this one, where it was recorded, ``$KOLECTRA_PARENT_ROOTS``). A parent not found from one child
+        is looked for again from the next that names it (its root or recorded path may be another)."""
+        found: dict[str, Artifact] = {}
+        missing: dict[str, str] = {}
+        queue = [art]
         while queue:
             a = queue.pop(0)
             for pid in a.parents:
-                if pid in seen:
+                if pid == art.id or pid in found:
                     continue
-                seen.add(pid)
                 parent = self.parent(a, pid)
                 if parent is None:
                     ref = next((r for r in a.manifest.get("parent_refs", []) if r.get("id") == pid), {})
                     why = self.unfollowed(a, ref) or "not under this root nor where it was recorded"
-                    missing.append(f"parent {pid} of {a.path}: {why}")
+                    missing.setdefault(pid, f"parent {pid} of {a.path}: {why}")
                 else:
-                    found.append(parent)
+                    missing.pop(pid, None)
+                    found[pid] = parent
                     queue.append(parent)
-        return found, missing
+        return list(found.values()), list(missing.values())
 
     def lineage_lines(self, art: Artifact) -> list[str]:
         """The lineage tree back to the raw inputs, as text lines."""
