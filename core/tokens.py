@@ -10,6 +10,10 @@ SPECIAL_IDS = {token: i for i, token in enumerate(SPECIALS)}
 # How transformers' tokenizer classes name them (tokenizer_config.json / special_tokens_map.json).
 SPECIALS_MAP = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                 "mask_token": "[MASK]"}
+# What an exported tokenizer returns by default (its tokenizer_config.json's model_input_names): ELECTRA reads
+# segment ids, which PreTrainedTokenizerFast leaves out unless told (a pair then reached the model as one
+# segment). Here, not in vocab/export.py, so that kolectra export sets it without importing tokenizers.
+MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
 # The share of [UNK] among a text's tokens above which a stage warns (the vocab stage on its held-out split, the
 # examples stage on the text it encodes): a vocabulary learned from this corpus holds the characters its training
 # text uses, so on held-out text of the same corpus [UNK] should come only from characters never seen in training

@@ -43,6 +43,7 @@ from typing import Iterator
 from kolectra.core import folder_uploads, scratch, storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.errors import EnvironmentProblem
+from kolectra.core.tokens import MODEL_INPUT_NAMES
 from kolectra.model.card import front_matter, hub_id
 from kolectra.model.checkpoint_writes import CheckpointWriteError, synced, writing_into  # these two: torch-free
 from kolectra.model.export_files import (
@@ -336,8 +337,6 @@ def text_is_data(path: Path) -> None:
     of an older vocabulary lacks it). Likewise ``model_input_names`` (vocab 8): without it a
     ``PreTrainedTokenizerFast`` (an older SentencePiece vocabulary's class) returns no
     ``token_type_ids``, and a pair reaches the model as one segment."""
-    from kolectra.vocab.export import MODEL_INPUT_NAMES  # noqa: PLC0415 - tokenizers: only for an export
-
     if not path.is_file():
         return
     config = json.loads(path.read_text(encoding="utf-8"))

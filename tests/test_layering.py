@@ -233,15 +233,17 @@ EXPORTS = """
 import json, sys
 from kolectra.pipeline.cli import main
 codes = [main(argv) for argv in {argvs}]
-print(json.dumps({{"codes": codes, **{{n: n in sys.modules for n in ("torch", "transformers", "apache_beam")}}}}))
+print(json.dumps({{"codes": codes, **{{n: n in sys.modules for n in ("torch", "transformers", "apache_beam",
+                                                                   "tokenizers")}}}}))
 """
 
 
 def test_an_export_imports_neither_torch_nor_transformers(checkpoint, bucket, tmp_path):  # noqa: F811
     """``kolectra export`` copies a checkpoint's ``hf/<role>`` folder and fits its JSON files and card: it imported
     torch and transformers for two modules' file helpers (model/checkpoint.py, model/export.py): 4.2-5.1 CPU s and
-    793 MB peak RSS on a tiny checkpoint (2-core machine), 0.3-0.4 s and 41 MB without (h22). Each path: the
-    discriminator, the generator, a push's dry run, a --to in a bucket (moto)."""
+    793 MB peak RSS on a tiny checkpoint (2-core machine), 0.3-0.4 s and 41 MB without (h22). Nor tokenizers, which
+    pipeline/hub.py imported (vocab/export.py) for one constant, MODEL_INPUT_NAMES, now core/tokens.py's (h25).
+    Each path: the discriminator, the generator, a push's dry run, a --to in a bucket (moto)."""
     store, art = checkpoint
     base = [art.id, "--out", str(store.root)]
     argvs = [["export", *base, "--to", str(tmp_path / "disc")],
@@ -252,6 +254,6 @@ def test_an_export_imports_neither_torch_nor_transformers(checkpoint, bucket, tm
                        cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {
-        "codes": [0, 0, 0, 0], "torch": False, "transformers": False, "apache_beam": False}, r.stderr
+        "codes": [0, 0, 0, 0], "torch": False, "transformers": False, "apache_beam": False, "tokenizers": False}, r.stderr
     assert all((tmp_path / d / "model.safetensors").is_file() for d in ("disc", "gen", "push"))
     assert "would upload 5 files" in r.stdout and f"{bucket}/exported" in r.stdout

@@ -30,14 +30,11 @@ from typing import Callable
 from tokenizers import Tokenizer, decoders, models, processors
 
 from kolectra.core.errors import UserInputError
-from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
+from kolectra.core.tokens import MODEL_INPUT_NAMES, SPECIALS, SPECIALS_MAP
 from kolectra.vocab.words import runtime_normalizer, runtime_pre_tokenizer
 
 MODEL_MAX_LENGTH = 512
 MAX_INPUT_CHARS_PER_WORD = 100  # BERT's: longer words become [UNK]
-# what the tokenizer returns by default: ELECTRA reads segment ids, which PreTrainedTokenizerFast
-# leaves out unless told (a pair then reached the model as one segment)
-MODEL_INPUT_NAMES = ("input_ids", "token_type_ids", "attention_mask")
 
 
 def assemble(num_unused: int, initial: list[str], continuing: list[str], pieces: list[str]) -> list[str]:

@@ -43,9 +43,9 @@ import sentencepiece
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from kolectra.core.errors import UserInputError
-from kolectra.core.tokens import SPECIALS, SPECIALS_MAP
+from kolectra.core.tokens import MODEL_INPUT_NAMES, SPECIALS, SPECIALS_MAP
 from kolectra.corpus import shards
-from kolectra.vocab.export import MODEL_INPUT_NAMES, MODEL_MAX_LENGTH, text_only, written
+from kolectra.vocab.export import MODEL_MAX_LENGTH, text_only, written
 from kolectra.vocab.words import iter_docs
 
 SPACE = "\u2581"  # ▁, SentencePiece's visible space
