@@ -14,6 +14,7 @@ import math
 import re
 import sys
 import unicodedata
+from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -44,11 +45,77 @@ def reason_key(why: str) -> str:
 
 
 def by_reason(bad: Iterable[tuple[int, str]]) -> dict[str, int]:
-    """How many of ``bad`` ((line, why) pairs) each reason key counts, by key."""
-    counts: dict[str, int] = {}
-    for _, why in bad:
-        counts[reason_key(why)] = counts.get(reason_key(why), 0) + 1
-    return dict(sorted(counts.items()))
+    """How many of ``bad`` ((line, why) pairs) each reason key counts, by key (sorted: the same bad rows give the
+    same dict, as ``metrics.json``, written with sorted keys, holds it)."""
+    return dict(sorted(Counter(reason_key(why) for _, why in bad).items()))
+
+
+def shown_bad(bad: list[tuple[int, str]], unit: str) -> str:
+    """``line 3: why; lines 7, 11: why2``: offenders of one reason named once with their lines, in order of the first
+    line of each. A file whose every row is bad alike (pandas' quoted TSV, a BIOES file) had its long reason five
+    times over in one line, the lines between hard to find."""
+    reasons: dict[str, list[int]] = {}
+    for n, why in bad:
+        reasons.setdefault(why, []).append(n)
+    return "; ".join(f"{unit}{'s' if len(ns) > 1 else ''} {', '.join(map(str, ns))}: {why}" for why, ns in reasons.items())
+
+
+# Where metrics.json keeps a data file's reader counts (``rows``, ``bad_rows``, ``bad_rows_by_reason``, ``bad_lines``):
+# the file tasks' and nsmc's train, dev and test files, the probe's eval file
+COUNTED_FILES = ("train_file", "dev_file", "test_file", "eval_file")
+SHOWN_REASONS = SHOWN_LINES = 3  # in the bad-rows line: the commonest reasons, the first bad lines
+BAD_UNITS = {"ner": "sentence(s)"}  # what a task's bad row is called (else "row(s)")
+
+
+def bad_rows_line(stats: dict, key: str, name: str | None = None, what: str = "row(s)") -> str | None:
+    """One line on a data file's bad rows left out within ``max_bad_fraction``, from its counts (``stats``: a reader's,
+    as ``metrics.json`` keeps them under ``key``, or read back from it); None when it has none::
+
+        test.tsv: 7 bad row(s) left out (empty_label 4, wrong_column_count 2, repeated_header 1; lines 2, 5:
+        empty label; line 9: ...; 4 more; test_file.bad_rows_by_reason, .bad_lines in metrics.json)
+
+    the three commonest reasons with their counts (ties by key), then the first three bad lines (rows of a saved
+    dataset) with their reasons. ``name``: the file's (else ``stats["path"]``, else ``key``). The nsmc task and the
+    file tasks had each their own wording (nsmc: every reason and the first line; the file tasks: these)."""
+    n_bad = stats.get("bad_rows") or 0
+    if not n_bad:
+        return None
+    kinds = sorted((stats.get("bad_rows_by_reason") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    top = ", ".join(f"{k} {n}" for k, n in kinds[:SHOWN_REASONS])
+    if len(kinds) > SHOWN_REASONS:
+        top += f", {len(kinds) - SHOWN_REASONS} more kinds"
+    first = stats.get("bad_lines") or []
+    unit = "row" if first and "row" in first[0] else "line"
+    shown = [(b.get(unit), b.get("reason")) for b in first[:SHOWN_LINES]]
+    more = f"; {n_bad - len(shown)} more" if n_bad > len(shown) else ""
+    said = "; ".join(part for part in (top, shown_bad(shown, unit) + more) if part)
+    return (f"{name or stats.get('path') or key}: {n_bad} bad {what} left out ({said}; "
+            f"{key}.bad_rows_by_reason, .bad_lines in metrics.json)")
+
+
+def bad_rows_lines(task: str, metrics: dict) -> list[str]:
+    """``task: line`` (:func:`bad_rows_line`) for each data file ``metrics`` (a task's facts, or ``metrics.json``)
+    counts bad rows of, in the order of :data:`COUNTED_FILES`."""
+    what = BAD_UNITS.get(task, "row(s)")
+    return [f"{task}: {line}" for key in COUNTED_FILES
+            if isinstance(stats := metrics.get(key), dict) and (line := bad_rows_line(stats, key, what=what))]
+
+
+def say_bad(task: str, stats: dict, key: str, name: str | None = None) -> None:
+    """:func:`bad_rows_line` as a warning, shown under ``-q`` too (as a KorQuAD question left out of training is):
+    the file's figures are over fewer rows than it holds. Before 2026-12-02 a progress line, which ``-q`` hid."""
+    from kolectra.core.stage import warn  # noqa: PLC0415
+
+    if line := bad_rows_line(stats, key, name, BAD_UNITS.get(task, "row(s)")):
+        warn(f"{task}: {line}")
+
+
+def say_bad_files(task: str, metrics: dict) -> None:
+    """:func:`say_bad` for each data file ``metrics`` (a task's facts) counts."""
+    from kolectra.core.stage import warn  # noqa: PLC0415
+
+    for line in bad_rows_lines(task, metrics):
+        warn(line)
 
 
 URL_FILE = ("is a URL, and a task's data files are read from this machine's disk (the store root may be a "

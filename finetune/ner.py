@@ -29,7 +29,7 @@ from kolectra.finetune import skeleton
 from kolectra.finetune.entities import OUTSIDE, entity_scores, split_tag
 from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.readers.ner import read_sentences
-from kolectra.finetune.text_task import TextTask, say_bad
+from kolectra.finetune.text_task import TextTask
 
 STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 
@@ -54,7 +54,6 @@ class Ner(TextTask):
     def load(self, path, cfg):
         table = read_sentences(path, cfg.format, cfg.tokens_column, cfg.tags_column, cfg.max_bad_fraction,
                                getattr(cfg, "tag_names", ()))
-        say_bad(self.name, table, "sentence(s)")
         return [{"line": n, **s} for n, s in table.records], table
 
     def fit(self, train, table):

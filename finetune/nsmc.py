@@ -22,9 +22,9 @@ from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import carve, rows, split_dev
-from kolectra.finetune.files import FinetuneError, write_jsonl
+from kolectra.finetune.files import FinetuneError, say_bad, write_jsonl
 from kolectra.finetune.leakage import text_key
-from kolectra.finetune.readers.nsmc import read_nsmc, say_bad
+from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.report import nsmc_table, percent
 from kolectra.finetune.text_task import Rows, past_max_length, say_truncated, truncated_rows
 
@@ -65,8 +65,8 @@ class Nsmc(skeleton.Task):
         # the files' rows as columns (id, text, label, line), carved and cut by row index (features.carve:
         # split_dev's carve), as the file tasks' are: no object a row (docs/finetune.md, "Memory and large task files")
         train_src, test_src = read_nsmc(train_file, cfg.max_bad_fraction), read_nsmc(eval_file, cfg.max_bad_fraction)
-        say_bad("nsmc", train_file, "train_file", train_src.stats)
-        say_bad("nsmc", eval_file, "test_file", test_src.stats)
+        say_bad("nsmc", train_src.stats, "train_file", train_file.name)
+        say_bad("nsmc", test_src.stats, "test_file", eval_file.name)
         read = Rows(train_src.columns)
         train_at, dev_at = carve((text_key({"text": t}) for t in read["text"]), len(read), cfg.dev_fraction, cfg.seed)
         carved, dev, test = read.take(train_at), read.take(dev_at), Rows(test_src.columns)

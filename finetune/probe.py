@@ -32,11 +32,11 @@ from sklearn.preprocessing import StandardScaler
 
 from kolectra.core.config import ConfigError, to_dict
 from kolectra.core.stage import StageOutput, progress
-from kolectra.finetune.files import FinetuneError, write_json
+from kolectra.finetune.files import FinetuneError, say_bad, write_json
 from kolectra.finetune.loading import check_fits, check_weights, load_tokenizer
 from kolectra.finetune.positions import warn_untrained
 from kolectra.finetune.progress import quiet_libraries
-from kolectra.finetune.readers.nsmc import read_nsmc, say_bad
+from kolectra.finetune.readers.nsmc import read_nsmc
 from kolectra.finetune.skeleton import majority_check
 from kolectra.model.electra import count_parameters
 from kolectra.model.hf_folder import NO_CODE
@@ -150,7 +150,7 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     cfg.validate()
     files = {"train_file": read_nsmc(Path(train_file)), "eval_file": read_nsmc(Path(eval_file))}
     for (key, read), path in zip(files.items(), (train_file, eval_file)):
-        say_bad("probe", path, key, read.stats)
+        say_bad("probe", read.stats, key, Path(path).name)
     train_rows, eval_rows = files["train_file"].rows, files["eval_file"].rows
     if cfg.max_train_examples and cfg.max_train_examples < len(train_rows):
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(train_rows), cfg.max_train_examples, replace=False))

@@ -21,7 +21,7 @@ from kolectra.core.stage import progress
 from kolectra.finetune import skeleton
 from kolectra.finetune.config import cap_eval_rows
 from kolectra.finetune.features import carve, rows
-from kolectra.finetune.files import FinetuneError, by_reason, column_name, same_content
+from kolectra.finetune.files import FinetuneError, column_name, same_content, say_bad_files
 from kolectra.finetune.leakage import text_key
 from kolectra.finetune.readers.tables import Table, check_bad, open_table, shown_bad
 from kolectra.finetune.row_rules import BadRow, row_of, take_row  # noqa: F401  (BadRow, row_of: this module's API)
@@ -122,6 +122,8 @@ class TextTask(skeleton.Task):
         progress(f"{self.name}: {len(train)} train / {len(dev)} dev / {len(test)} test rows")
         facts = {"train_file": t_train.stats() | self.counts(train), "test_file": t_test.stats() | self.counts(test),
                  **({"dev_file": t_dev.stats() | self.counts(dev)} if t_dev else {}), "dev_set": dev_set}
+        # each file's bad rows left out, from its counts as metrics.json keeps them: a reuse of this eval says the same
+        say_bad_files(self.name, facts)
         parts, train, dev, test = [train, dev, test], None, None, None
         return skeleton.Data(*self.datasets(parts), facts=facts)
 
@@ -202,7 +204,6 @@ class TextTask(skeleton.Task):
             raise FinetuneError(f"{table.path}: no usable rows"
                                 + (f" ({len(table.bad)} bad row(s): {shown_bad(table.bad[:5], table.unit)})"
                                    if table.bad else ""))
-        say_bad(self.name, table)
         return Rows(columns), table
 
     def counts(self, part: Rows) -> dict:
@@ -268,17 +269,6 @@ def say_truncated(task: str, splits, cfg) -> None:
         progress(f"{task}: {', '.join(cut)} are longer than max_length={cfg.max_length} tokens and cut there "
                  "(rows_past_max_length in metrics.json); --set max_length=N reads more of them, up to the "
                  "model's positions")
-
-
-def say_bad(task: str, table: Table, what: str = "row(s)") -> None:
-    """One line on a file's bad rows left out within ``max_bad_fraction``: only ``metrics.json`` had counted them, and
-    a scored file's figures were over fewer rows than it holds, unsaid."""
-    if table.bad:
-        more = f"; {len(table.bad) - 3} more" if len(table.bad) > 3 else ""
-        kinds = sorted(by_reason(table.bad).items(), key=lambda kv: -kv[1])  # the most first, then by key
-        top = ", ".join(f"{key} {n}" for key, n in kinds[:3]) + (f", {len(kinds) - 3} more kinds" if len(kinds) > 3 else "")
-        progress(f"{task}: {table.path.name}: {len(table.bad)} bad {what} left out ({top}; "
-                 f"{shown_bad(table.bad[:3], table.unit)}{more}; bad_lines, bad_rows_by_reason in metrics.json)")
 
 
 def check_dev(dev_file: Path | None, train_file: Path, eval_file: Path) -> None:

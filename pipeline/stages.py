@@ -23,8 +23,8 @@ from typing import Callable, Sequence
 from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.shown import shown
-from kolectra.core.stage import StageOutput, progress
-from kolectra.finetune.files import as_given, data_file_problem  # light: no torch
+from kolectra.core.stage import StageOutput, progress, warn
+from kolectra.finetune.files import as_given, bad_rows_lines, data_file_problem  # light: no torch
 from kolectra.finetune.tasks import TASKS as FINETUNE_TASKS  # the task table only: each task loads itself
 from kolectra.model.launcher import one_process  # light: no torch
 from kolectra.pipeline import stage_versions
@@ -338,12 +338,30 @@ def finetune(store: Store, task: str, model_ref: str | Artifact, train_file: str
     extra = {"dev_file": Path(dev_file)} if dev_file is not None else {}
     extra |= {"eval_set": eval_set} if eval_set else {}
 
+    built: list[bool] = []
+
     def produce(out: Path) -> StageOutput:
+        built.append(True)
         task_module = entry.load()  # torch, transformers (and torch._dynamo): when the eval is built, as pretrain's
         with copies.reading(cache):  # read (memory-mapped) while it trains: `artifacts gc --cache` leaves it alone
             return task_module.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, cache_dir=cache, **extra)
 
-    return store.build(req, produce, force)
+    art = store.build(req, produce, force)
+    if not built:
+        reused_bad_rows(art, task)
+    return art
+
+
+def reused_bad_rows(art: Artifact, task: str) -> None:
+    """A reused eval's data files' bad rows left out, from its metrics.json, as its build said them: a rerun of the
+    command ended in the scores and the path alone, the file's bad rows unsaid (its build's line long scrolled away)."""
+    try:  # where it lives: a local root's folder or a store's object
+        metrics = json.loads(art.read_bytes("metrics.json").decode("utf-8"))
+    except (OSError, ValueError):
+        return  # none, or damaged: the store's checks and `kolectra report` say so, not this line
+    for line in bad_rows_lines(task, metrics) if isinstance(metrics, dict) else ():
+        # the folder's name and the file's words, which a root from elsewhere fills: escaped, as every such line
+        warn(shown(f"{line} (reused eval/{art.path.name})"))
 
 
 def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_file: str | Path, *,
@@ -363,8 +381,16 @@ def probe(store: Store, model_ref: str | Artifact, train_file: str | Path, eval_
                   config=config, parents=parents,
                   inputs=model_inputs + tuple(fingerprint_inputs([Path(train_file), Path(eval_file)])),
                   libraries=LIBS_TORCH + ("tokenizers", "scikit-learn"))  # its fast tokenizer, as finetune's
-    return store.build(req, lambda out: ft_probe.run(cfg, model_dir(), Path(train_file), Path(eval_file), out,
-                                                     eval_set=eval_set), force)
+    built: list[bool] = []
+
+    def produce(out: Path) -> StageOutput:
+        built.append(True)
+        return ft_probe.run(cfg, model_dir(), Path(train_file), Path(eval_file), out, eval_set=eval_set)
+
+    art = store.build(req, produce, force)
+    if not built:
+        reused_bad_rows(art, "probe")
+    return art
 
 
 def finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_file: str | Path,

@@ -35,7 +35,8 @@ def test_bad_rows_left_out_within_max_bad_fraction_are_said(tmp_path, capsys):
                     + "빈 라벨\t\n", encoding="utf-8")
     Classify().read(dataclasses.replace(sample_classify(), max_bad_fraction=0.1), train, test)
     err = capsys.readouterr().err
-    assert "classify: test.tsv: 1 bad row(s) left out (empty_label 1; line 20: empty label; bad_lines, bad_rows_by_reason in metrics.json)" in err
+    assert ("WARNING: classify: test.tsv: 1 bad row(s) left out (empty_label 1; line 20: empty label; "
+            "test_file.bad_rows_by_reason, .bad_lines in metrics.json)") in err
     assert "train.tsv: " not in err
 
 

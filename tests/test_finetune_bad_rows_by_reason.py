@@ -114,6 +114,52 @@ def test_the_nsmc_task_says_each_files_bad_rows_left_out(tmp_path, capsys):
     test = write(tmp_path / "test.txt", "id\tdocument\tlabel\n" + good)
     Nsmc().read(dataclasses.replace(config.sample_nsmc(), max_bad_fraction=0.5), train, test)
     err = capsys.readouterr().err
-    assert ("nsmc: train.txt: 3 bad row(s) left out (empty_id 2, label_not_0_or_1 1; line 102: label must be 0 or 1, "
-            "got '2'; train_file in metrics.json)") in err
+    # worded as the file tasks' line (finetune.files.bad_rows_line): before, every reason and the first line alone
+    assert ("WARNING: nsmc: train.txt: 3 bad row(s) left out (empty_id 2, label_not_0_or_1 1; line 102: label must be 0 "
+            "or 1, got '2'; lines 103, 104: empty id; train_file.bad_rows_by_reason, .bad_lines in metrics.json)") in err
     assert "test.txt" not in err  # a file without bad rows: no line
+
+
+def test_the_bad_rows_line_is_said_under_q_and_again_when_the_eval_is_reused(model, tmp_path, capsys):
+    """The bad-rows line was a progress line: ``-q`` (errors and warnings only) hid it, and a rerun that reused the
+    published eval said nothing of it though metrics.json counts them. It is a warning now (a KorQuAD question left
+    out of training is one), and a reuse says it again from the eval's metrics.json, naming the eval."""
+    from kolectra.pipeline.cli import main  # noqa: PLC0415
+
+    train = write(tmp_path / "train.tsv", "text\tlabel\n" + "".join(f"문장 {i} 좋다\tpos\n문장 {i} 싫다\tneg\n"
+                                                                    for i in range(20)) + "빈 라벨\t\n" * 2)
+    test = write(tmp_path / "test.tsv", "text\tlabel\n" + "".join(f"서울 {i} 좋다\tpos\n부산 {i} 싫다\tneg\n"
+                                                                  for i in range(5)))
+    argv = ["-q", "finetune", "classify", "--model", str(model), "--train", str(train), "--test", str(test),
+            "--preset", "sample", "--set", "epochs=1", "--set", "max_length=16", "--set", "max_bad_fraction=0.1",
+            "--out", str(tmp_path / "store")]
+    line = ("WARNING: classify: train.tsv: 2 bad row(s) left out (empty_label 2; lines 42, 43: empty label; "
+            "train_file.bad_rows_by_reason, .bad_lines in metrics.json)")
+    assert main(argv) == 0
+    built = capsys.readouterr()
+    assert line in built.err and "train / " not in built.err  # -q: the warning, not the progress
+    assert main(argv) == 0
+    reused = capsys.readouterr()
+    art = Path(reused.out.strip().splitlines()[-1])
+    assert art == Path(built.out.strip().splitlines()[-1])  # the same eval, reused
+    assert reused.err.splitlines() == [f"[kolectra] {line} (reused eval/{art.name})"]
+
+
+def test_the_nsmc_and_file_tasks_lines_are_one_formatter(tmp_path):
+    """nsmc's line named every reason and one line, the file tasks' three of each: one formatter words both from the
+    counts metrics.json keeps (ties by key, the kinds and lines past three counted, a saved dataset's rows as rows)."""
+    from kolectra.finetune.files import bad_rows_line  # noqa: PLC0415
+
+    stats = {"path": "t.tsv", "bad_rows": 9,
+             "bad_rows_by_reason": {"b": 2, "a": 2, "c": 4, "d": 1},
+             "bad_lines": [{"line": 3, "reason": "x"}, {"line": 5, "reason": "y"}, {"line": 8, "reason": "x"},
+                           {"line": 9, "reason": "z"}]}
+    assert bad_rows_line(stats, "dev_file") == (
+        "t.tsv: 9 bad row(s) left out (c 4, a 2, b 2, 1 more kinds; lines 3, 8: x; line 5: y; 6 more; "
+        "dev_file.bad_rows_by_reason, .bad_lines in metrics.json)")
+    rows = {"bad_rows": 1, "bad_rows_by_reason": {"no_tag": 1}, "bad_lines": [{"row": 4, "reason": "no tag"}]}
+    assert bad_rows_line(rows, "train_file", "corpus", "sentence(s)") == (
+        "corpus: 1 bad sentence(s) left out (no_tag 1; row 4: no tag; train_file.bad_rows_by_reason, .bad_lines in "
+        "metrics.json)")
+    assert bad_rows_line({"bad_rows": 0, "bad_rows_by_reason": {}, "bad_lines": []}, "test_file") is None
+

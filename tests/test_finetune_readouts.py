@@ -237,5 +237,5 @@ def test_a_probe_counts_each_files_bad_rows_by_reason(model_dir, tmp_path, capsy
     assert t["bad_rows_by_reason"] == {"label_not_0_or_1": 1} and t["rows"] == m["train_examples"] == 2000
     assert t["lines"] == t["rows"] + sum(t["bad_rows_by_reason"].values()) + t["blank_lines"] == 2002
     assert e["bad_rows"] == 0 and e["rows"] == m["eval_examples"] == 20
-    assert ("probe: train.txt: 1 bad row(s) left out (label_not_0_or_1 1; line 2002: label must be 0 or 1, got '2'; "
-            "train_file in metrics.json)") in capsys.readouterr().err
+    assert ("WARNING: probe: train.txt: 1 bad row(s) left out (label_not_0_or_1 1; line 2002: label must be 0 or 1, "
+            "got '2'; train_file.bad_rows_by_reason, .bad_lines in metrics.json)") in capsys.readouterr().err

@@ -20,9 +20,9 @@ counts, never the list of its lines beside them.  :attr:`NsmcFile.rows` gives th
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
-from kolectra.core.stage import progress
 from kolectra.finetune.files import FinetuneError, Reason, bad_limit, iter_text_lines
 
 HEADER = ("id", "document", "label")
@@ -83,7 +83,7 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     columns: dict[str, list] = {"id": [], "text": [], "label": [], "line": []}
     add_id, add_text, add_label, add_line = (columns[k].append for k in ("id", "text", "label", "line"))
     bad: list[tuple[int, str]] = []
-    reasons: dict[str, int] = {}  # every bad row's reason key (bad keeps the first ones only)
+    reasons: Counter[str] = Counter()  # every bad row's reason key (bad keeps the first ones only)
     n_data = empty = positive = blank = 0
     ids: set[str] = set()
     for n_data, text in enumerate(lines, start=1):
@@ -92,7 +92,7 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
             continue
         parsed = parse_fields(text)
         if isinstance(parsed, str):
-            reasons[parsed.key] = reasons.get(parsed.key, 0) + 1
+            reasons[parsed.key] += 1
             if len(bad) <= _SHOWN_BAD:  # the count is n_data less the rows: the first offenders are all shown
                 bad.append((n_data + 1, parsed))
             continue
@@ -125,12 +125,3 @@ def read_nsmc(path: Path, max_bad_fraction: float = 0.001) -> NsmcFile:
     }
     return NsmcFile(columns=columns, stats=stats)
 
-
-def say_bad(task: str, path: Path, key: str, stats: dict) -> None:
-    """One line on a file's bad rows left out within ``max_bad_fraction`` (``key``: where ``metrics.json`` keeps
-    the file's counts): the nsmc task and the probe had counted them in ``metrics.json`` or nowhere, unsaid."""
-    if n_bad := stats["bad_rows"]:
-        kinds = sorted(stats["bad_rows_by_reason"].items(), key=lambda kv: -kv[1])  # the most first
-        first = stats["bad_lines"][0]
-        progress(f"{task}: {Path(path).name}: {n_bad} bad row(s) left out ({', '.join(f'{k} {n}' for k, n in kinds)}; "
-                 f"line {first['line']}: {first['reason']}; {key} in metrics.json)")

@@ -51,6 +51,7 @@ from kolectra.finetune.files import (
     container,
     iter_text_lines,
     not_utf8,
+    shown_bad,
 )
 from kolectra.finetune.readers.arrow_rows import parquet_rows, saved_rows
 from kolectra.finetune.readers.jsonl_rows import jsonl_records
@@ -421,13 +422,3 @@ def check_bad(table: Table, max_bad_fraction: float, what: str = "rows") -> None
         shown = shown_bad(table.bad[:5], table.unit)
         raise FinetuneError(f"{table.path}: {len(table.bad)} of {total} {what} are malformed "
                             f"({bad_limit(max_bad_fraction, len(table.bad), total)}): {shown}")
-
-
-def shown_bad(bad: list[tuple[int, str]], unit: str) -> str:
-    """``line 3: why; lines 7, 11: why2``: offenders of one reason named once with their lines, in order of the first
-    line of each. A file whose every row is bad alike (pandas' quoted TSV, a BIOES file) had its long reason five
-    times over in one line, the lines between hard to find."""
-    reasons: dict[str, list[int]] = {}
-    for n, why in bad:
-        reasons.setdefault(why, []).append(n)
-    return "; ".join(f"{unit}{'s' if len(ns) > 1 else ''} {', '.join(map(str, ns))}: {why}" for why, ns in reasons.items())
