@@ -26,11 +26,11 @@ from scipy.stats import pearsonr, spearmanr
 
 from kolectra.core.stage import warn
 from kolectra.finetune import skeleton
-from kolectra.finetune.files import FinetuneError, write_jsonl
-from kolectra.finetune.row_rules import score_value  # finetune/eval_texts.py reads the scored rows with it too
+from kolectra.finetune.files import FinetuneError, reason_key, write_jsonl
+from kolectra.finetune.row_rules import DECIMAL_COMMA, score_value  # finetune/eval_texts.py reads the rows with it too
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 10  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 11  # bump when the same request's bytes change; history: docs/artifacts.md
 CONSTANT = 1e-3  # predictions whose spread is below this share of the gold scores' spread count as constant
 
 
@@ -73,16 +73,26 @@ class Regress(TextTask):
         return score_value(value)
 
     def load(self, path, cfg):
-        self.booleans = 0
+        self.booleans, self.reading = 0, None
         try:
             return super().load(path, cfg)
         except FinetuneError as e:
-            if not self.booleans or "malformed" not in str(e):
+            notes = []
+            if self.booleans and "malformed" in str(e):
+                # "got True" alone sent the user to the file's format: a yes/no label is classify's, never a 1/0 score
+                notes.append(f"{self.booleans} of them are a JSON or Parquet boolean (true/false), not a score: "
+                             "regression reads numbers; a yes/no label is two classes, kolectra finetune classify reads "
+                             "them ('false', 'true')")
+            bad = self.reading.bad if self.reading is not None and ("malformed" in str(e) or "no usable" in str(e)) else []
+            if 2 * (commas := sum(reason_key(why) == DECIMAL_COMMA for _, why in bad)) > len(bad):
+                # a file of "3,5" (a spreadsheet of a decimal-comma locale) was refused as "not a number" row by row,
+                # the cause unsaid; read as 3.5 unasked, a "1,000" would have been 1.0
+                notes.append(f"{commas} of its {len(bad)} bad rows have a score with a decimal comma ('3,5'): write "
+                             "the scores with a dot (3.5; a spreadsheet saves so with '.' as its decimal separator), "
+                             "as regress does not take a comma for one")
+            if not notes:
                 raise
-            # "got True" alone sent the user to the file's format: a yes/no label is classify's, never a 1/0 score
-            raise FinetuneError(f"{e}; {self.booleans} of them are a JSON or Parquet boolean (true/false), not a "
-                                "score: regression reads numbers; a yes/no label is two classes, kolectra finetune "
-                                "classify reads them ('false', 'true')") from None
+            raise FinetuneError("; ".join([str(e), *notes])) from None
 
     def fit(self, train, table):
         self.train_file = table.path

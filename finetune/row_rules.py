@@ -122,29 +122,53 @@ def named(label: str, names: tuple[str, ...]) -> str:
 
 
 def score_value(value) -> float:
-    """A label as a finite number (text or JSON number)."""
+    """A label as a finite number (text or JSON number). A text score's edges are dropped as a classify label's are
+    (:func:`visible_edges`: whitespace, a zero-width space, a byte-order mark): ``3.5\u200b`` is 3.5 (before
+    2026-12-02 a bad row, "score must be a number", the character unseen). A decimal comma (``3,5``) is no number:
+    a bad row of its own reason, ``score_decimal_comma``, saying so (never read as 3.5: the file says which it is)."""
     # no score: JSON null, a Parquet null (pandas' NaN), an empty field; "score must be a number, got None" had
     # read as a value to correct, not one missing
-    if value is None or (isinstance(value, str) and not value.strip()):
+    raw = value  # as the file has it, in the reason: an invisible character there is shown escaped
+    if isinstance(value, str):
+        value = visible_edges(value)
+    if value is None or (isinstance(value, str) and not value):
         raise BadRow("empty score" + (" (null)" if value is None else ""), "empty_score")
     if isinstance(value, Unnamed):  # a class-label column's -1: no score, though an int
-        raise BadRow(f"score must be a number, got {value!r}", "score_not_a_number")
+        raise BadRow(f"score must be a number, got {raw!r}", "score_not_a_number")
     if isinstance(value, bool):  # before float(), which reads True as 1.0; "got True" read as a value to correct
         # one reason for true and false alike: a refused file's message names the rows of each reason once
         raise BadRow("score must be a number, not a boolean (a JSON or Parquet true/false; never read as 1/0)",
                      "score_boolean")
     # float() also reads "1_0" as 10 (Python's digit grouping): a typo, not a score
     if isinstance(value, str) and "_" in value:
-        raise BadRow(f"score must be a number, got {value!r}", "score_not_a_number")
+        raise BadRow(f"score must be a number, got {raw!r}", "score_not_a_number")
     try:
-        x = float(value.strip() if isinstance(value, str) else value)
+        x = float(value)
     except OverflowError:  # a JSON integer past float's range (float() of a str gives inf instead)
         raise BadRow(f"score must be finite, got an integer of {len(str(abs(value)))} digits", "score_infinite") from None
     except (TypeError, ValueError):
-        raise BadRow(f"score must be a number, got {value!r}", "score_not_a_number") from None
+        if isinstance(value, str) and (dotted := decimal_comma(value)):
+            raise BadRow(f"score must be a number, got {raw!r} (a decimal comma? then write {dotted!r}: "
+                         "regress reads no decimal comma)", DECIMAL_COMMA) from None
+        raise BadRow(f"score must be a number, got {raw!r}", "score_not_a_number") from None
     if not math.isfinite(x):
-        raise BadRow(f"score must be finite, got {value!r}", "score_nan" if math.isnan(x) else "score_infinite")
+        raise BadRow(f"score must be finite, got {raw!r}", "score_nan" if math.isnan(x) else "score_infinite")
     return x
+
+
+DECIMAL_COMMA = "score_decimal_comma"  # the reason key of a score written with a decimal comma (bad_rows_by_reason)
+
+
+def decimal_comma(text: str) -> str | None:
+    """``text`` with its one comma a dot when that makes it a finite number (``3,5`` -> ``3.5``: a spreadsheet of a
+    locale that writes a decimal comma saved it so), else None."""
+    if text.count(",") != 1:
+        return None
+    dotted = text.replace(",", ".")
+    try:
+        return dotted if math.isfinite(float(dotted)) else None
+    except ValueError:
+        return None
 
 
 def take_row(record: dict, names: tuple[str, str | None, str], target: Callable[[object], object]) -> dict:

@@ -174,6 +174,7 @@ class TextTask(skeleton.Task):
         # NFC (column_name), as the readers name the file's columns: a header saved on macOS may be decomposed
         names = tuple(column_name(n) if n else None for n in (cfg.text_column, cfg.text_pair_column, cfg.label_column))
         table = open_table(Path(path), cfg.format, read=[n for n in names if n])
+        self.reading = table  # the file being read: a task's refusal of its bad rows looks at them (regress)
         if table.complete:  # a JSONL file's columns are known once it is read
             check_columns(table, cfg)
         keys = ("line", "text", "text_pair", "label") if names[1] else ("line", "text", "label")

@@ -163,3 +163,32 @@ def test_the_nsmc_and_file_tasks_lines_are_one_formatter(tmp_path):
         "metrics.json)")
     assert bad_rows_line({"bad_rows": 0, "bad_rows_by_reason": {}, "bad_lines": []}, "test_file") is None
 
+
+def test_regress_strips_invisible_edges_and_names_a_decimal_comma(tmp_path, capsys):
+    """A score ending in a zero-width space or opening with a byte-order mark was a bad row, where a classify label
+    drops such edges: regress drops them too. A file of decimal-comma scores ('3,5') was refused row by row as "not a
+    number", the cause unsaid: each such row's reason asks, and a file most of whose bad scores are so says it (they
+    are never read as 3.5: '1,000' would be 1.0)."""
+    from kolectra.finetune.files import FinetuneError  # noqa: PLC0415
+    from kolectra.finetune.regress import Regress  # noqa: PLC0415
+
+    def scores(path: Path, values: list[str]) -> Path:
+        return write(path, "text\tlabel\n" + "".join(f"문장 {i}\t{v}\n" for i, v in enumerate(values)))
+
+    train = scores(tmp_path / "train.tsv", [f"{i % 5}.5\u200b" if i % 3 else f"\ufeff{i % 5}" for i in range(39)]
+                   + ["2,5"])
+    cfg = dataclasses.replace(config.sample_regress(), max_bad_fraction=0.05)
+    data = Regress().read(cfg, train, train)
+    assert data.facts["train_file"]["rows"] == 39 and data.facts["train_file"]["bad_rows_by_reason"] == {
+        "score_decimal_comma": 1}
+    assert sorted(set(data.train["label"]) | set(data.dev["label"])) == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5]
+    assert ("regress: train.tsv: 1 bad row(s) left out (score_decimal_comma 1; line 41: score must be a number, got "
+            "'2,5' (a decimal comma? then write '2.5': regress reads no decimal comma); ") in capsys.readouterr().err
+    commas = scores(tmp_path / "commas.tsv", [f"{i % 5},{i % 10}" for i in range(20)] + ["높다"])
+    with pytest.raises(FinetuneError, match=r"commas\.tsv: 21 of 21 rows are malformed .*; 20 of its 21 bad rows have "
+                                            r"a score with a decimal comma \('3,5'\): write the scores with a dot"):
+        Regress().read(cfg, train, commas)
+    few = scores(tmp_path / "few.tsv", ["1,5", "높다", "낮다"] + ["1"] * 10)
+    with pytest.raises(FinetuneError) as refused:
+        Regress().read(cfg, train, few)
+    assert "decimal comma? then write '1.5'" in str(refused.value) and "bad rows have a score" not in str(refused.value)
