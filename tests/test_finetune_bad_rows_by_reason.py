@@ -164,6 +164,23 @@ def test_the_nsmc_and_file_tasks_lines_are_one_formatter(tmp_path):
     assert bad_rows_line({"bad_rows": 0, "bad_rows_by_reason": {}, "bad_lines": []}, "test_file") is None
 
 
+def test_ner_sentence_a_line_files_count_their_blank_lines(tmp_path):
+    """A sentence-a-line (Naver) file's blank lines were skipped uncounted: its lines did not add up. Counted now
+    (``blank_lines``, as the TSV reader's), lines = sentences + bad sentences + blank lines; a CoNLL file's blank lines
+    are its sentence separators, not counted."""
+    from kolectra.finetune.readers.ner import read_sentences  # noqa: PLC0415
+
+    good = [f"김민수 서울 {i}\tPER-B LOC-B O" for i in range(8)]
+    lines = good[:3] + ["", " \t "] + good[3:6] + ["서울 에서\tLOC-B"] + good[6:] + [""]
+    table = read_sentences(write(tmp_path / "train.tsv", "\n".join(lines) + "\n"), max_bad_fraction=0.5)
+    stats = table.stats()
+    assert (stats["rows"], stats["bad_rows"], stats["blank_lines"]) == (8, 1, 3)
+    assert stats["rows"] + stats["bad_rows"] + stats["blank_lines"] == len(lines) == 12
+    assert stats["bad_lines"] == [{"line": 9, "reason": "2 words but 1 tags"}]
+    conll = read_sentences(write(tmp_path / "train.conll", "서울\tB-LOC\n에서\tO\n\n\n부산\tB-LOC\n"))
+    assert conll.stats()["rows"] == 2 and "blank_lines" not in conll.stats()
+
+
 def test_regress_strips_invisible_edges_and_names_a_decimal_comma(tmp_path, capsys):
     """A score ending in a zero-width space or opening with a byte-order mark was a bad row, where a classify label
     drops such edges: regress drops them too. A file of decimal-comma scores ('3,5') was refused row by row as "not a

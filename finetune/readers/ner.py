@@ -8,7 +8,9 @@ Feeds ``finetune.ner`` (last stage of the chain).  :func:`read_sentences` gives 
   line between sentences (``-DOCSTART-`` lines are skipped, as CoNLL-2003 files have them, and so are
   lines opening with ``## ``, KLUE-NER's sentence lines in its own TSV files).
 * ``lines``: one sentence per line, ``word word ...<TAB>tag tag ...`` (space-separated, as many
-  tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).
+  tags as words): KoELECTRA's preprocessed Naver NER files (``train.tsv``, ``test.tsv``).  A blank line
+  holds no sentence: skipped and counted (``blank_lines``, as the TSV reader counts its own), so lines =
+  sentences + bad sentences + blank lines; a CoNLL file's blank lines separate its sentences and are not counted.
 * ``auto`` for a text file: ``lines`` when more of its first 1,000 lines hold several
   space-separated tags (as many as words) than hold one, else ``conll`` (:func:`guess_format`).  A ``.jsonl`` (``.json``, ``.ndjson``) or
   ``.parquet`` file or a folder: rows with a list of tokens (``tokens_column``) and a list of tags (``tags_column``; class-label codes of a saved
@@ -70,7 +72,10 @@ def read_sentences(path: Path, fmt: str = "auto", tokens_column: str = "tokens",
         if fmt == "auto":
             fmt = guess_format(first)
         lines = itertools.chain(first, lines)
-        table = Table(path, ["tokens", "tags"], *(conll_sentences if fmt == "conll" else line_sentences)(lines))
+        # blank lines: a CoNLL file's separate sentences (its syntax, not counted); a sentence-a-line file's hold
+        # none, counted as the tables' are (blank_lines): lines = sentences + bad sentences + blank lines
+        records, bad, blank = (*conll_sentences(lines), None) if fmt == "conll" else line_sentences(lines)
+        table = Table(path, ["tokens", "tags"], records, bad, blank=blank)
     for n, sentence in table.records:
         sentence["dropped"] = drop_blank(sentence)
         # NFC, as classify's labels: a tag typed in decomposed Hangul (B-인명 saved on macOS) is its composed one's
@@ -168,11 +173,14 @@ def token_and_tag(line: str) -> list[str]:
     return fields
 
 
-def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
-    """``words<TAB>tags`` lines, one sentence each -> (records, bad)."""
-    records, bad = [], []
+def line_sentences(lines: Iterable[str]) -> tuple[list, list, int]:
+    """``words<TAB>tags`` lines, one sentence each -> (records, bad, blank lines). A blank line (or one of spaces
+    and tabs alone) holds no sentence: skipped and counted, as the TSV reader's are (before ner 14 skipped uncounted,
+    so the file's lines did not add up)."""
+    records, bad, blank = [], [], 0
     for n, line in enumerate(lines, start=1):
         if not line.strip():
+            blank += 1
             continue
         fields = tab_fields(line)  # a trailing tab names no field, as in CoNLL
         if len(fields) != 2:
@@ -184,7 +192,7 @@ def line_sentences(lines: Iterable[str]) -> tuple[list, list]:
             bad.append((n, Reason("word_tag_count_mismatch", f"{len(words)} words but {len(tags)} tags")))
             continue
         records.append((n, {"tokens": words, "tags": tags, "at": [n] * len(words)}))
-    return records, bad
+    return records, bad, blank
 
 
 def from_records(table: Table, tokens_column: str, tags_column: str, tag_names: tuple[str, ...] = ()) -> Table:
