@@ -83,12 +83,12 @@ def bad_rows_line(stats: dict, key: str, name: str | None = None, what: str = "r
     kinds = sorted((stats.get("bad_rows_by_reason") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
     top = ", ".join(f"{k} {n}" for k, n in kinds[:SHOWN_REASONS])
     if len(kinds) > SHOWN_REASONS:
-        top += f", {len(kinds) - SHOWN_REASONS} more kinds"
+        top += f", {len(kinds) - SHOWN_REASONS} more kind{'s' if len(kinds) > SHOWN_REASONS + 1 else ''}"
     first = stats.get("bad_lines") or []
     unit = "row" if first and "row" in first[0] else "line"
     shown = [(b.get(unit), b.get("reason")) for b in first[:SHOWN_LINES]]
-    more = f"; {n_bad - len(shown)} more" if n_bad > len(shown) else ""
-    said = "; ".join(part for part in (top, shown_bad(shown, unit) + more) if part)
+    more = f"{n_bad - len(shown)} more" if n_bad > len(shown) else ""
+    said = "; ".join(part for part in (top, shown_bad(shown, unit), more) if part)
     return (f"{name or stats.get('path') or key}: {n_bad} bad {what} left out ({said}; "
             f"{key}.bad_rows_by_reason, .bad_lines in metrics.json)")
 

@@ -155,7 +155,7 @@ def test_the_nsmc_and_file_tasks_lines_are_one_formatter(tmp_path):
              "bad_lines": [{"line": 3, "reason": "x"}, {"line": 5, "reason": "y"}, {"line": 8, "reason": "x"},
                            {"line": 9, "reason": "z"}]}
     assert bad_rows_line(stats, "dev_file") == (
-        "t.tsv: 9 bad row(s) left out (c 4, a 2, b 2, 1 more kinds; lines 3, 8: x; line 5: y; 6 more; "
+        "t.tsv: 9 bad row(s) left out (c 4, a 2, b 2, 1 more kind; lines 3, 8: x; line 5: y; 6 more; "
         "dev_file.bad_rows_by_reason, .bad_lines in metrics.json)")
     rows = {"bad_rows": 1, "bad_rows_by_reason": {"no_tag": 1}, "bad_lines": [{"row": 4, "reason": "no tag"}]}
     assert bad_rows_line(rows, "train_file", "corpus", "sentence(s)") == (
