@@ -154,3 +154,22 @@ def test_a_misspelt_progress_setting_is_refused(tmp_path, value):
                                str(tmp_path / "root")], capture_output=True, text=True, cwd=REPO, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(REPO), "KOLECTRA_PROGRESS": fine})
         assert proc.returncode == 0, (fine, proc.stderr)
+
+
+def test_beam_arguments_that_passed_are_remembered_by_what_decides_them(tmp_path, monkeypatch):
+    """A reused artifact's command given Beam options checked them with Beam's parser (about 2 CPU s): arguments
+    that passed are remembered under a name of the arguments, the Python, Beam's version and install folder and
+    kolectra's options' sources (pipeline/cli/checks._passed_before); other arguments, another name; a runner
+    named by a module path (the user's own, which may change) is never remembered."""
+    monkeypatch.setenv("KOLECTRA_CACHE", str(tmp_path))
+    two, three = (cli_checks._passed_before(["--direct_num_workers", n]) for n in ("2", "3"))  # noqa: SLF001
+    assert two.parent == three.parent == tmp_path / "beam-options" and two != three
+    assert two == cli_checks._passed_before(["--direct_num_workers", "2"])  # noqa: SLF001
+    assert cli_checks._passed_before(["--runner=DataflowRunner"]) is not None  # noqa: SLF001
+    for runner in (["--runner", "my.runners.Mine"], ["--runner=my.runners.Mine"]):
+        assert cli_checks._passed_before(runner) is None  # noqa: SLF001
+    cli_checks.check_beam_args(["--direct_num_workers", "2"], [], "corpus", remember=True)
+    assert two.exists() and not three.exists()
+    with pytest.raises(cli_checks.UnknownOption, match="--direct_num_workres"):
+        cli_checks.check_beam_args(["--direct_num_workres", "2"], [], "corpus", remember=True)
+    assert sorted(p.name for p in two.parent.iterdir()) == [two.name]

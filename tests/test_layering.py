@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -227,6 +228,24 @@ def test_a_reused_corpus_imports_no_beam(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-2]) == {"torch": False, "apache_beam": False,
                                                             "transformers": False}, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"kiwipiepy": False, "pyarrow": False}
+    # Beam options given: checking them needs Beam's parser (about 2 CPU s and 160 MB), the lookup nothing of
+    # Beam; arguments that passed once pass again without it (pipeline/cli/checks._passed_before; h25: 2.0-2.4
+    # -> 0.66-0.75 CPU s, 218 -> 56 MB). A misspelt one is refused in one line every time, never remembered.
+    env = {**os.environ, "KOLECTRA_CACHE": str(tmp_path / "cache")}
+    beam = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", LIGHT.format(argvs=repr([[*argv, "--direct_num_workers", "2"]]))],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=120, env=env)
+        assert r.returncode == 0 and r.stdout.strip().splitlines()[-2] == built, r.stderr
+        beam.append(json.loads(r.stdout.strip().splitlines()[-1])["apache_beam"])
+    assert beam == [True, False]
+    misspelt = [*argv, "--direct_num_workres", "2"]
+    r = subprocess.run([sys.executable, "-c", LIGHT.format(argvs=repr([misspelt, misspelt]))], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120, env=env)
+    assert r.returncode == 0 and r.stderr.strip().splitlines() == [
+        "kolectra corpus: error: unknown option --direct_num_workres (did you mean --direct_num_workers?): neither "
+        "kolectra's (kolectra corpus --help) nor one of Beam's pipeline options"] * 2, r.stderr
+    assert len(list((tmp_path / "cache" / "beam-options").iterdir())) == 1
 
 
 EXPORTS = """

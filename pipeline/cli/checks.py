@@ -11,13 +11,22 @@ that would otherwise be taken silently as something else.
   option of every registered ``PipelineOptions`` subclass (Beam's own, any runner's, kolectra's
   ``--corpus_staging``), after importing the named runner's module, which may register its own;
   what is left is refused, with the closest known option; on the other commands, at once
-  (:func:`refuse_unknown`).
+  (:func:`refuse_unknown`). Building that parser imports Beam (about 2 CPU s and 160 MB), which a
+  reused artifact's command needs for nothing else: arguments that passed are remembered
+  (:func:`_passed_before`), and the same arguments under the same Beam, Python and kolectra pass
+  again without it. A refused argument is never remembered: it is refused every time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
 import importlib
+import importlib.util
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -90,11 +99,51 @@ class _Refused(Exception):
     pass
 
 
-def check_beam_args(beam_args: list[str], ours: list[str], command: str) -> None:
+def check_beam_args(beam_args: list[str], ours: list[str], command: str, remember: bool = False) -> None:
     """Refuse any of ``beam_args`` that no Beam ``PipelineOptions`` subclass parses; ``ours`` are the
-    command's own option strings, offered as suggestions too (``--text-feild`` -> ``--text-field``)."""
+    command's own option strings, offered as suggestions too (``--text-feild`` -> ``--text-field``).
+    ``remember``: the same arguments that passed under the same Beam, Python and kolectra pass without
+    importing Beam (:func:`_passed_before`), and these are remembered if they pass."""
     if not beam_args:
         return
+    mark = _passed_before(beam_args) if remember else None
+    if mark is not None and mark.exists():
+        return
+    _check_beam_args(beam_args, ours, command)
+    if mark is not None:
+        with contextlib.suppress(OSError):  # a cache that cannot be written: the check runs again next time
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            mark.touch()
+
+
+def _passed_before(beam_args: list[str]) -> Path | None:
+    """The file that says these ``beam_args`` passed the check, named for everything its verdict depends on
+    (``$KOLECTRA_CACHE/beam-options/``, default ``~/.cache/kolectra``): the arguments; the Python; Beam's
+    version and the folder it is installed in, whose time changes with any package installed, upgraded or
+    removed there (a runner's options come with one); kolectra's options and this check (``corpus/``'s
+    sources and this module's, by size and time). None, remembered by no file, for a ``--runner`` named by a
+    module path (``pkg.mod.Runner``: a module of the user's, which may change without any of these) or where
+    Beam or kolectra's corpus cannot be found."""
+    for i, arg in enumerate(beam_args):
+        runner = arg.split("=", 1)[1] if arg.startswith("--runner=") else \
+            beam_args[i + 1] if arg == "--runner" and i + 1 < len(beam_args) else ""
+        if "." in runner:
+            return None
+    try:
+        beam = Path(importlib.util.find_spec("apache_beam").submodule_search_locations[0])  # not imported
+        ours = Path(importlib.util.find_spec("kolectra.corpus").submodule_search_locations[0])
+        facts = {"args": beam_args, "python": [sys.executable, sys.version],
+                 "beam": [str(beam), (beam / "version.py").read_text(encoding="utf-8"), beam.parent.stat().st_mtime_ns],
+                 "kolectra": sorted([str(f), f.stat().st_mtime_ns, f.stat().st_size]
+                                    for f in [*ours.glob("*.py"), Path(__file__)])}
+    except (AttributeError, ImportError, OSError, TypeError, ValueError):
+        return None
+    key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:32]
+    cache = Path(os.environ.get("KOLECTRA_CACHE") or Path.home() / ".cache" / "kolectra")
+    return cache / "beam-options" / key
+
+
+def _check_beam_args(beam_args: list[str], ours: list[str], command: str) -> None:
     from apache_beam.options.pipeline_options import _BeamArgumentParser  # noqa: PLC0415
 
     from kolectra.corpus.runners import PipelineOptions  # noqa: PLC0415 - Beam, quieted by the corpus package

@@ -294,7 +294,7 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, b
         cli_checks.refuse_unknown(beam_args, _option_strings(parser, args), command)
         return
     check_beam_whole_numbers(beam_args)
-    cli_checks.check_beam_args(beam_args, _option_strings(parser, args), args.command)
+    cli_checks.check_beam_args(beam_args, _option_strings(parser, args), args.command, remember=True)
 
 
 def _option_strings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
