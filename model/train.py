@@ -31,7 +31,7 @@ from typing import Callable
 
 import torch
 
-from kolectra.core import stops
+from kolectra.core import ctrl_c
 from kolectra.core.config import to_dict
 from kolectra.core.errors import Terminated
 from kolectra.core.stage import StageOutput, progress
@@ -258,7 +258,21 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
     ``checkpoint_saved(step_dir)`` is called on every process after each checkpoint is complete (the
     artifact store mirrors it to a store root, so ``--resume`` works on another machine).
     ``expected_untrained``: why the caller planned a run too short to learn (the demo); a
-    not-learning warning then says that instead of naming settings to change."""
+    not-learning warning then says that instead of naming settings to change.
+
+    A Ctrl-C once a step is done stops at a step's end with a checkpoint, as SIGTERM does; one after the
+    last step lets the export (and the store's publish, whose window is the outer one) finish, then
+    raises :class:`KeyboardInterrupt` saying so (:mod:`kolectra.core.ctrl_c`)."""
+    with ctrl_c.window() as window:  # (inside kolectra pretrain, the store's build is the outer window)
+        window.words = (f"interrupted (Ctrl-C) after the run's last step: the run was done, so its export "
+                        f"{Path(out_dir) / 'hf'} was completed first")
+        return _pretrain(cfg, examples, tokenizer_dir, out_dir, resume, lineage, clear_checkpoints, checkpoint_saved,
+                         expected_untrained)
+
+
+def _pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_dir: Path, resume: bool,
+              lineage: list[str] | None, clear_checkpoints: bool, checkpoint_saved: Callable[[Path], None] | None,
+              expected_untrained: str | None) -> StageOutput:
     cfg.validate()
     t_start = time.perf_counter()
     out_dir, t = Path(out_dir), cfg.train
@@ -300,8 +314,10 @@ def train_loop(run: Run, out_dir: Path, steps: range,
     checkpoint every ``save_every``. Between log steps nothing here waits for the device (no host
     sync: tests/test_model_loop_syncs.py), so on a GPU the host runs ahead queueing the next steps."""
     t = run.cfg.train
-    with StopAtStepEnd(run.dev) as sigterm:  # a SIGTERM (SIGHUP) ends the step, saves it, then stops
+    # a SIGTERM (SIGHUP), or a first Ctrl-C, ends the step, saves it, then stops (model/preempt.py)
+    with StopAtStepEnd(run.dev, t.steps, t.log_every) as sigterm:
         for step in steps:
+            sigterm.at = step + 1
             try:
                 if step == run.first_step:
                     first_step(run, step, done=sigterm.armed)
@@ -315,23 +331,25 @@ def train_loop(run: Run, out_dir: Path, steps: range,
             done = step + 1
             if done % t.log_every == 0 and run.log.last.get("loss", 0.0) is None:  # read back for the log anyway
                 raise diverged(run, done)
+            # a Ctrl-C from here on (the agreement's all-reduce included: it reads the flag first) stops after the next step
+            sigterm.at = done + 1
             # rank 0's lines of a log step (a full disk) failed: every rank learns it here, where they agree anyway
             stop = sigterm.agreed(log_step=done % t.log_every == 0 or done == t.steps, failed=run.log.failed,
                                   doing=f"to log step {done} (metrics.jsonl, TensorBoard's events)")
+            if stop and done == t.steps and not sigterm.signalled:  # a Ctrl-C in the last step: the run is
+                break  # done, and is exported and published before it stops (StopAtStepEnd's exit, core/ctrl_c.py)
             if (t.save_every and done % t.save_every == 0 and done < t.steps) or stop:
                 saved = save_checkpoint(run, out_dir, done)
                 if checkpoint_saved is not None:  # (mirrored to a store root: each rank its part)
                     with together(run.dev, f"to copy checkpoint {saved.name} to the store"):
                         try:
                             checkpoint_saved(saved)
-                        except Terminated as e:  # a second SIGTERM (bare): the step is saved here all the same
-                            if str(e):
+                        except KeyboardInterrupt as e:  # a second SIGTERM or Ctrl-C (bare): the step is saved
+                            if str(e):  # here all the same
                                 raise
-                            raise Terminated(f"terminated ({stops.name()}) after step {done} of {t.steps}, saved as the "
-                                             f"checkpoint {saved.name}") from None
+                            raise sigterm.stopped(done, t.steps, saved.name, isinstance(e, Terminated)) from None
             if stop:
-                raise Terminated(f"terminated ({stops.name()}) after step {done} of {t.steps}, saved as the "
-                                 f"checkpoint {saved.name}")
+                raise sigterm.stopped(done, t.steps, saved.name, sigterm.signalled)
 
 
 def first_step(run: Run, step: int, done: Callable[[], None] | None = None) -> None:

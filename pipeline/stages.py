@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
-from kolectra.core import storage, store_objects
+from kolectra.core import ctrl_c, storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.shown import shown
 from kolectra.core.stage import StageOutput, progress, warn
@@ -243,7 +243,11 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
                                     resume=bool(resume), lineage=lineage, clear_checkpoints=False,
                                     checkpoint_saved=store.checkpoint_saved, expected_untrained=expected_untrained)
 
-    art = store.build(req, train, force, resumable=run, resume=resume)
+    # a Ctrl-C after the last step lets the export, hashes and publish finish, then stops (core/ctrl_c.py)
+    with ctrl_c.window() as window:
+        art = store.build(req, train, force, resumable=run, resume=resume)
+        window.words = (f"interrupted (Ctrl-C) after the last step ({cfg.train.steps} of {cfg.train.steps}): the run "
+                        f"was done, so it was exported and published first; checkpoint: published as {art.path}")
     if not built and rank == 0 and cfg.train.steps:  # (a study's floor, 0 steps, is untrained as meant)
         reused_health(art, expected_untrained)
     return art

@@ -8,7 +8,9 @@
     command line, cutting the examples' shards short in place at training step N instead of dying;
     ``termN``: through the command line, a SIGTERM in training step N and a second one once the
     first file of the checkpoint it then saves is in the store, cutting that copy short; ``termlastN``:
-    the second once its manifest is in the store, before the upload call returned).
+    the second once its manifest is in the store, before the upload call returned; ``intN``: a SIGINT, a
+    Ctrl-C, in training step N, ``intN_save`` / ``intN_export`` a second one as the checkpoint's save /
+    the export begins; ``int_export``: one Ctrl-C as the export begins).
 
 POINT names where the process kills itself with SIGKILL (no ``finally``, no clean-up, exactly as
 ``kill -9`` or a power cut would): right after the store's step of that name returned, e.g.
@@ -240,18 +242,43 @@ def terminate_twice(n: int, last: bool = False) -> None:
     objectives.STEPS["electra"], storage.upload = stepping, upload
 
 
+def interrupt_in_training_step(n: int, again: str = "") -> None:
+    """A real SIGINT (a Ctrl-C) in training step ``n``; ``again``: a second one as the checkpoint it then saves
+    begins to be written (``save``) or as the export begins (``export``), an impatient user's."""
+    from kolectra.model import checkpoint, export, objectives
+
+    real_step, calls = objectives.STEPS["electra"], []
+
+    def stepping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == n:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real_step(*args, **kwargs)
+
+    objectives.STEPS["electra"] = stepping
+    if again == "save":
+        signal_at_call(checkpoint, "written", signal.SIGINT, before=True, only=lambda path, *a: f"step-{n:08d}" in str(path))
+    elif again == "export":
+        signal_at_call(export, "export_pair", signal.SIGINT, before=True)
+
+
 def pretrain(args) -> None:
-    from kolectra.model import train
+    from kolectra.model import export, train
     from kolectra.pipeline import stages
 
     if args.point == "produced":
         kill_after(train, "pretrain")
     elif args.point.startswith("step"):
         kill_in_training_step(int(args.point[4:]))
-    elif args.point.startswith(("truncate", "term")):  # through the command line: how the user sees it end
+    elif args.point.startswith(("truncate", "term", "int")):  # through the command line: how the user sees it end
         from kolectra.pipeline.cli import main as cli
 
-        if args.point.startswith("termlast"):
+        if args.point == "int_export":  # a Ctrl-C once the run's steps are done, as its export begins
+            signal_at_call(export, "export_pair", signal.SIGINT, before=True)
+        elif args.point.startswith("int"):  # intN, intN_save, intN_export: a Ctrl-C in step N (and a second)
+            step, _, again = args.point[3:].partition("_")
+            interrupt_in_training_step(int(step), again)
+        elif args.point.startswith("termlast"):
             terminate_twice(int(args.point[8:]), last=True)
         elif args.point.startswith("term"):
             terminate_twice(int(args.point[4:]))

@@ -116,7 +116,7 @@ def test_ctrl_c_and_sigterm_keep_the_checkpoints_and_resume_continues(chain, tmp
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == code, err[-3000:]
         line = _one_line(err, "pretrain")
-        # SIGTERM first ends the step and saves it (tests/test_faults_sigterm.py); Ctrl-C stops at once
+        # SIGTERM and Ctrl-C first end the step and save it (tests/test_faults_sigterm.py, test_faults_ctrl_c.py)
         assert line.startswith(f"kolectra pretrain: {word}") and "; checkpoint: its working state is kept in " in line
         assert line.endswith("--resume continues it")
     # The second run resumed the first one's checkpoints; now finish it under a shorter schedule.
