@@ -36,6 +36,7 @@ import threading
 from typing import Callable, Iterator
 
 NOW, STEP, FINISH = "now", "step", "finish"
+FINISHED = "kolectra_finished_first"  # set (True) on the KeyboardInterrupt raised once a pressed run was published
 
 
 class Window:
@@ -110,7 +111,9 @@ def window() -> Iterator[Window]:
                 _previous = None
             at_once()
     if finished:
-        raise KeyboardInterrupt(opened.words)
+        stop = KeyboardInterrupt(opened.words)
+        setattr(stop, FINISHED, True)  # (kolectra run counts the stage among those kept)
+        raise stop
 
 
 def active() -> bool:

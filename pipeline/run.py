@@ -12,6 +12,7 @@ import json
 import time
 from pathlib import Path
 
+from kolectra.core import ctrl_c
 from kolectra.core.stage import progress
 from kolectra.model.launcher import one_process
 from kolectra.pipeline import stages
@@ -89,6 +90,9 @@ def timed_stage(timings: dict[str, float], stage: str, fn, *args, **kwargs) -> A
     try:
         art = fn(*args, **kwargs)
     except (KeyboardInterrupt, Exception) as e:
+        if getattr(e, ctrl_c.FINISHED, False):  # a Ctrl-C after pretraining's last step: published first, then stopped
+            e.add_note(f"done and kept: {', '.join([*timings, stage])} ({AGAIN} reuses them)")
+            raise
         if isinstance(e, KeyboardInterrupt) and timings and not str(e) and not getattr(e, "__notes__", None):
             e.add_note(f"{stage}: nothing published")
         elif not isinstance(e, KeyboardInterrupt):
