@@ -29,7 +29,7 @@ from kolectra.finetune.files import FinetuneError, write_jsonl
 from kolectra.finetune.row_rules import class_label, label_names, label_text  # noqa: F401  (label_text: API)
 from kolectra.finetune.text_task import TextTask
 
-STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def alike_labels(labels: list[str]) -> str | None:

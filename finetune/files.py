@@ -101,21 +101,40 @@ def bad_rows_lines(task: str, metrics: dict) -> list[str]:
             if isinstance(stats := metrics.get(key), dict) and (line := bad_rows_line(stats, key, what=what))]
 
 
-def say_bad(task: str, stats: dict, key: str, name: str | None = None) -> None:
+def say_bad(task: str, stats: dict, key: str, name: str | None = None) -> list[str]:
     """:func:`bad_rows_line` as a warning, shown under ``-q`` too (as a KorQuAD question left out of training is):
-    the file's figures are over fewer rows than it holds. Before 2026-12-02 a progress line, which ``-q`` hid."""
+    the file's figures are over fewer rows than it holds. Before 2026-12-02 a progress line, which ``-q`` hid.
+    Returns the line said (none: ``[]``) for the eval's ``stats.warnings``, which ``kolectra run``'s summary,
+    ``kolectra report`` and ``artifacts show`` list: before 2026-12-02 it was said on stderr alone."""
     from kolectra.core.stage import warn  # noqa: PLC0415
 
     if line := bad_rows_line(stats, key, name, BAD_UNITS.get(task, "row(s)")):
         warn(f"{task}: {line}")
+        return [f"{task}: {line}"]
+    return []
 
 
-def say_bad_files(task: str, metrics: dict) -> None:
-    """:func:`say_bad` for each data file ``metrics`` (a task's facts) counts."""
+def say_bad_files(task: str, metrics: dict) -> list[str]:
+    """:func:`say_bad` for each data file ``metrics`` (a task's facts) counts; the lines said."""
     from kolectra.core.stage import warn  # noqa: PLC0415
 
-    for line in bad_rows_lines(task, metrics):
+    lines = bad_rows_lines(task, metrics)
+    for line in lines:
         warn(line)
+    return lines
+
+
+def scored_file_losses(metrics: dict) -> str:
+    """``test file: 7 bad rows left out``: the bad rows the scored file lost (``test_file``; a probe's ``eval_file``),
+    which ``kolectra report`` notes beside the score (a score on a file short of 7% of its rows is not comparable
+    with a published one); "" when it lost none or its counts are not recorded (KorQuAD's dev file counts none)."""
+    for key in ("test_file", "eval_file"):
+        stats = metrics.get(key)
+        n = stats.get("bad_rows") if isinstance(stats, dict) else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            unit = "sentence" if metrics.get("task") == "ner" else "row"
+            return f"{key.replace('_', ' ')}: {n:,} bad {unit}{'s' if n != 1 else ''} left out"
+    return ""
 
 
 URL_FILE = ("is a URL, and a task's data files are read from this machine's disk (the store root may be a "

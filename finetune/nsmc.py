@@ -30,7 +30,7 @@ from kolectra.finetune.text_task import Rows, past_max_length, say_truncated, tr
 
 __all__ = ["run", "split_dev", "Nsmc"]
 
-STAGE_VERSION = 8  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 9  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 def one_class(path, read: list, carved: list, train: list, cfg) -> None:
@@ -65,8 +65,8 @@ class Nsmc(skeleton.Task):
         # the files' rows as columns (id, text, label, line), carved and cut by row index (features.carve:
         # split_dev's carve), as the file tasks' are: no object a row (docs/finetune.md, "Memory and large task files")
         train_src, test_src = read_nsmc(train_file, cfg.max_bad_fraction), read_nsmc(eval_file, cfg.max_bad_fraction)
-        say_bad("nsmc", train_src.stats, "train_file", train_file.name)
-        say_bad("nsmc", test_src.stats, "test_file", eval_file.name)
+        said = (say_bad("nsmc", train_src.stats, "train_file", train_file.name)
+                + say_bad("nsmc", test_src.stats, "test_file", eval_file.name))
         read = Rows(train_src.columns)
         train_at, dev_at = carve((text_key({"text": t}) for t in read["text"]), len(read), cfg.dev_fraction, cfg.seed)
         carved, dev, test = read.take(train_at), read.take(dev_at), Rows(test_src.columns)
@@ -85,7 +85,7 @@ class Nsmc(skeleton.Task):
         as_rows = []
         while parts:
             as_rows.append(rows(parts.pop(0).columns))
-        return skeleton.Data(*as_rows, facts=facts)
+        return skeleton.Data(*as_rows, facts=facts, warnings=said)
 
     def encoder(self, tokenizer, cfg):
         def encode(batch: dict, indices: list[int]) -> dict:

@@ -41,7 +41,7 @@ from kolectra.finetune.skeleton import majority_check
 from kolectra.model.electra import count_parameters
 from kolectra.model.hf_folder import NO_CODE
 
-STAGE_VERSION = 5  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 6  # bump when the same request's bytes change; history: docs/artifacts.md
 
 
 POOLINGS = ("mean", "cls")
@@ -149,8 +149,9 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     t0 = time.perf_counter()
     cfg.validate()
     files = {"train_file": read_nsmc(Path(train_file)), "eval_file": read_nsmc(Path(eval_file))}
+    said = []  # each file's bad rows left out: for the stats' warnings too
     for (key, read), path in zip(files.items(), (train_file, eval_file)):
-        say_bad("probe", read.stats, key, Path(path).name)
+        said += say_bad("probe", read.stats, key, Path(path).name)
     train_rows, eval_rows = files["train_file"].rows, files["eval_file"].rows
     if cfg.max_train_examples and cfg.max_train_examples < len(train_rows):
         pick = np.sort(np.random.default_rng(cfg.seed).choice(len(train_rows), cfg.max_train_examples, replace=False))
@@ -208,8 +209,8 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     parameters = count_parameters(encoder)
     progress(f"probe: accuracy {accuracy:.4f} on {len(eval_rows)} {eval_set or 'rows'} (trained on {len(train_rows)}; layer "
              f"{layers[0]}{' chosen on dev' if chosen else ''}, {cfg.pooling} pooling) in {seconds:.0f}s")
-    return StageOutput(stats={k: metrics[k] for k in ("accuracy", "train_accuracy", "train_examples", "eval_examples",
-                                                      "layer", "health")},
+    stats = {k: metrics[k] for k in ("accuracy", "train_accuracy", "train_examples", "eval_examples", "layer", "health")}
+    return StageOutput(stats={**stats, "warnings": said} if said else stats,
                        # the contract's compute of every compute stage: parameters and FLOPs too (one forward
                        # pass a token, 2 FLOPs a parameter, as fine-tuning counts 6 for its passes)
                        compute={"wall_seconds": round(seconds, 3), "device": "cpu",

@@ -49,12 +49,14 @@ from kolectra.model.electra import count_parameters
 class Data:
     """A task's rows (``datasets.Dataset``): ``dev`` is evaluated after every epoch, ``test`` scored
     once; ``test`` None: the dev rows are the scored ones.  ``facts``: what reading found out
-    (reader counts per file, what the scored set is), copied into metrics.json."""
+    (reader counts per file, what the scored set is), copied into metrics.json.  ``warnings``: what reading
+    warned of (a file's bad rows left out), said already, for the artifact's ``stats.warnings``."""
 
     train: Any
     dev: Any
     test: Any | None
     facts: dict
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -156,7 +158,10 @@ def run(task: Task, cfg: TaskConfig, model_dir: Path, train_file: Path, eval_fil
     try:
         dev.seed(cfg.seed)
         data = task.read(cfg, Path(train_file), Path(eval_file))
-        warnings = [] if cfg.train_on_eval else warn_overlap(task, data, Path(train_file), Path(eval_file))
+        # a file's bad rows left out first (before 2026-12-02 on stderr alone: the report and run's summary
+        # said nothing of a test file short of rows)
+        warnings = list(data.warnings)
+        warnings += [] if cfg.train_on_eval else warn_overlap(task, data, Path(train_file), Path(eval_file))
         warnings += warn_small_dev(task, data, cfg)
         tokenizer = load_tokenizer(Path(model_dir))
         splits = encode(task, data, tokenizer, cfg, Path(model_dir), cache_dir)

@@ -123,9 +123,9 @@ class TextTask(skeleton.Task):
         facts = {"train_file": t_train.stats() | self.counts(train), "test_file": t_test.stats() | self.counts(test),
                  **({"dev_file": t_dev.stats() | self.counts(dev)} if t_dev else {}), "dev_set": dev_set}
         # each file's bad rows left out, from its counts as metrics.json keeps them: a reuse of this eval says the same
-        say_bad_files(self.name, facts)
+        said = say_bad_files(self.name, facts)
         parts, train, dev, test = [train, dev, test], None, None, None
-        return skeleton.Data(*self.datasets(parts), facts=facts)
+        return skeleton.Data(*self.datasets(parts), facts=facts, warnings=said)
 
     def before_caps(self, train, dev) -> None:
         """Note the rows the carve (or ``--dev``) left, before ``max_train_examples`` and the dev cap cut them: a

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Iterator
 
 from kolectra.core import folder_uploads, plot, scratch
 from kolectra.core.jsonl import read_lines
+from kolectra.finetune.files import scored_file_losses  # torch-free
 from kolectra.pipeline import overlap
 from kolectra.pipeline.markdown import Md, code, fenced, table, text
 from kolectra.pipeline.scores import (
@@ -262,8 +263,11 @@ def eval_section(a: Artifact, dest: Path) -> list[str]:
     out = [f"Task: **{text(m.get('task', a.manifest.get('config', {}).get('task', '?')))}**", ""]
     if by_article(m):  # one file split by article (kolectra finetune korquad --split-dev-by-article)
         out += [f"Scored on a **{BY_ARTICLE}**: {text(m['eval_set'])}.", ""]
+    lost = scored_file_losses(m)  # a test file short of bad rows: no score on the whole file either
     if test_size(m):  # 128 of 50,000 test rows (max_eval_examples) is no score on the file
-        out += [f"Scored on {text(test_size(m))}.", ""]
+        out += [f"Scored on {text(test_size(m))}" + (f" (**{text(lost)}**)." if lost else "."), ""]
+    elif lost:
+        out += [f"**{text(lost)}**.", ""]
     if "seeds" in m:  # a --seeds summary: each figure is a median, its runs are its parents
         out += [f"Each figure is the median over {len(m['seeds'])} seeds ({text(', '.join(map(str, m['seeds'])))}; "
                 "`*_spread`: max - min); each seed's run is its own eval artifact.", ""]

@@ -17,6 +17,7 @@ from kolectra.core import storage, store_objects
 from kolectra.core.config import ConfigError
 from kolectra.core.shown import shown
 from kolectra.core.stage import warn
+from kolectra.finetune.files import scored_file_losses  # torch-free
 from kolectra.pipeline.markdown import code, table, text
 from kolectra.pipeline.stage_versions import older_evals
 from kolectra.pipeline.store.artifacts import Artifact, ArtifactError, Store
@@ -158,7 +159,9 @@ def older_eval_notes(arts: list[Artifact], summary_of: dict[str, Artifact] | Non
 TABLE_NOTE = ("Scores in percent; a `--seeds` summary shows the median over its seeds. "
               "Beside each score: the rows (questions, for KorQuAD) it was measured on, as "
               "`N of M` when `max_eval_examples` kept only the first N of the file's M (such a "
-              "score is not comparable with a full-test figure), and `learned nothing` when the "
+              "score is not comparable with a full-test figure), `test file: N bad rows left out` when "
+              "the scored file had rows the reader could not use (neither is a score on the whole file), "
+              "and `learned nothing` when the "
               "run's health check failed (docs/finetune.md), `N% of test rows in training` when "
               "that share of the scored rows is also in the training file; beside a model, its "
               "pretraining verdict when it did not pass. Published models' figures to place "
@@ -307,14 +310,16 @@ def held_out(m: dict) -> str:
 
 
 def _cell_note(store: Store, a: Artifact, m: dict) -> str:
-    """`` (N of M test rows; learned nothing)``: the test size and the health flag beside a score;
-    a ``--seeds`` summary takes both from its runs."""
+    """`` (N of M test rows; test file: 7 bad rows left out; learned nothing)``: the test size, the scored file's
+    bad rows left out and the health flag beside a score; a ``--seeds`` summary takes them from its runs."""
     runs = [m]
     if "seeds" in m:
         runs = _runs(store, a)
     sizes = {test_size(r) for r in runs} - {""}
     failed = sum(1 for r in runs if (r.get("health") or {}).get("status") == "not_learning")
     notes = [" / ".join(sorted(sizes))] if sizes else []
+    # a score on a file short of rows is not comparable with one on the whole file (before 2026-12-02 unsaid here)
+    notes += sorted({lost for r in runs if (lost := scored_file_losses(r))})
     if any(by_article(r) for r in runs):
         notes.append(BY_ARTICLE)
     if failed:
