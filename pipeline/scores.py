@@ -42,7 +42,7 @@ def render_table(store: Store, refs: list[str], dest: str | Path | None = None,
     ids = hashlib.sha256(" ".join(sorted(a.id for a in arts)).encode()).hexdigest()[:12]
     where = report_place(store, dest, f"table-{ids}", arts)
     # an earlier kolectra's evals in one table with this one's: said, not mixed silently; a --seeds
-    # summary's runs too (its cell is their median, and takes their sizes and health: _cell_note)
+    # summary's runs too (its cell is their median, and takes their sizes and health: _cell_notes)
     summary_of = {pid: a for a in arts if "seeds" in (a.manifest.get("config") or {}) for pid in a.parents}
     runs = [r for pid, a in summary_of.items() if pid not in {x.id for x in arts} and (r := store.parent(a, pid)) is not None]
     older = older_eval_notes([*arts, *runs], summary_of)
@@ -163,7 +163,9 @@ TABLE_NOTE = ("Scores in percent; a `--seeds` summary shows the median over its 
               "the scored file had rows the reader could not use (neither is a score on the whole file), "
               "and `learned nothing` when the "
               "run's health check failed (docs/finetune.md), `N% of test rows in training` when "
-              "that share of the scored rows is also in the training file; beside a model, its "
+              "that share of the scored rows is also in the training file (a `--seeds` summary: its runs' shares), "
+              "`on FILE@HASH` (its sha256's first 8 digits) when the scores of one column were measured on "
+              "different files (not comparable across its rows); beside a model, its "
               "pretraining verdict when it did not pass. Published models' figures to place "
               "these against: docs/published.md (`kolectra report --published`).")
 
@@ -173,6 +175,7 @@ def score_table(store: Store, arts: list[Artifact], published: bool = False) -> 
     ``published``, the published models' rows below in the same units and a split column saying
     what each row's figures were measured on (docs/published.md's rows, :mod:`pipeline.published`)."""
     cells: dict[tuple[str, str], tuple[str, Artifact]] = {}
+    notes: dict[tuple[str, str], list[str]] = {}  # what stands beside each score: _cell_notes, mark_scored_files
     headers: dict[str, str] = {}
     tasks: dict[str, str] = {}  # column -> task
     splits: dict[str, list[str]] = {}  # model identity -> what each of its scores was measured on
@@ -192,9 +195,12 @@ def score_table(store: Store, arts: list[Artifact], published: bool = False) -> 
                                 f"{column}; give one of them (or tell them apart with --name)")
         headers.setdefault(column, f"{column} ({' / '.join(METRIC_LABELS.get(n, n) for n in names)})")
         tasks.setdefault(column, task)
-        cells[model, column] = (_cell(m, names, scale) + _cell_note(store, a, m), a)
+        cells[model, column] = (_cell(m, names, scale), a)
+        notes[model, column] = _cell_notes(store, a, m)
         splits.setdefault(model, []).append(f"{column}: {_split(store, a, m) or '?'}")
         model_names.setdefault(model, name + _pretraining_note(store, a))
+    mark_scored_files(store, cells, notes)
+    cells = {k: (value + (f" ({'; '.join(notes[k])})" if notes[k] else ""), a) for k, (value, a) in cells.items()}
     label = row_labels(model_names)
     rows = [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)] for model in model_names]
     sources = [f"- {text(column)}, {text(label[model])}: {code(a.path)}" for (model, column), (_, a) in cells.items()]
@@ -309,8 +315,8 @@ def held_out(m: dict) -> str:
     return said if isinstance(said, str) and said and not isinstance(m.get("questions"), int) else ""
 
 
-def _cell_note(store: Store, a: Artifact, m: dict) -> str:
-    """`` (N of M test rows; test file: 7 bad rows left out; learned nothing)``: the test size, the scored file's
+def _cell_notes(store: Store, a: Artifact, m: dict) -> list[str]:
+    """``N of M test rows``, ``test file: 7 bad rows left out``, ``learned nothing``: the test size, the scored file's
     bad rows left out and the health flag beside a score; a ``--seeds`` summary takes them from its runs."""
     runs = [m]
     if "seeds" in m:
@@ -324,9 +330,56 @@ def _cell_note(store: Store, a: Artifact, m: dict) -> str:
         notes.append(BY_ARTICLE)
     if failed:
         notes.append("learned nothing" if len(runs) == 1 else f"learned nothing in {failed} of {len(runs)} seeds")
-    notes += sorted({f"{share} of test rows in training" for w in (a.manifest.get("stats") or {}).get("warnings", [])
-                     for share in OVERLAP.findall(w)})
-    return f" ({'; '.join(notes)})" if notes else ""
+    return notes + overlap_notes([a] if "seeds" not in m else _run_artifacts(store, a))
+
+
+def overlap_notes(arts: list[Artifact]) -> list[str]:
+    """``P% of test rows in training`` from the evals' recorded warnings; a ``--seeds`` summary's runs each carry their
+    own (the summary records none: before 2026-12-02 its cell said nothing where every run's said 0.6%), as
+    ``0.4-0.6% ... (in 2 of 3 seeds)`` where the runs' training rows, cut by ``max_train_examples``, differ."""
+    shares = [{share for w in (r.manifest.get("stats") or {}).get("warnings", []) for share in OVERLAP.findall(w)}
+              for r in arts]
+    found = sorted(set().union(*shares), key=lambda share: float(share.rstrip("%"))) if shares else []
+    if not found:
+        return []
+    share = found[0] if len(found) == 1 else f"{found[0].rstrip('%')}-{found[-1]}"
+    some = sum(1 for s in shares if s)
+    return [f"{share} of test rows in training" + (f" (in {some} of {len(arts)} seeds)" if some < len(arts) else "")]
+
+
+def _run_artifacts(store: Store, a: Artifact) -> list[Artifact]:
+    """A ``--seeds`` summary's runs (its parents), as artifacts."""
+    return [p for p in (store.parent(a, pid) for pid in a.parents) if p is not None]
+
+
+def scored_file(store: Store, a: Artifact) -> tuple[str, ...]:
+    """The files an eval's score was measured on, each ``(NAME@SHA256[:8])`` from its manifest's inputs (the model's
+    folder, if any, first; then train, the scored file, a dev file: stages.finetune, stages.probe); a ``--seeds``
+    summary's are its runs'. Empty where not recorded."""
+    if "seeds" in (a.manifest.get("config") or {}):
+        return tuple(sorted({f for r in _run_artifacts(store, a) for f in scored_file(store, r)}))
+    inputs = [i for i in a.manifest.get("inputs", []) if isinstance(i, dict)]
+    if model_of(store, a)[0].startswith("dir:"):  # a Hugging Face folder fine-tuned: the first input
+        inputs = inputs[1:]
+    if len(inputs) < 2 or not isinstance(inputs[1].get("sha256"), str):
+        return ()
+    return (f"{Path(str(inputs[1].get('path', '?'))).name}@{inputs[1]['sha256'][:8]}",)
+
+
+def mark_scored_files(store: Store, cells: dict[tuple[str, str], tuple[str, Artifact]],
+                      notes: dict[tuple[str, str], list[str]]) -> None:
+    """A column whose scores were measured on different files (another test file of the same size: both cells read
+    ``500 test rows``) says on which beside every score, and a warning says they are not comparable; before
+    2026-12-02 nothing told them apart."""
+    files = {key: scored_file(store, a) for key, (_, a) in cells.items()}
+    for column in dict.fromkeys(c for _, c in cells):
+        keys = [k for k in cells if k[1] == column]
+        if len({files[k] for k in keys}) < 2:
+            continue
+        for k in keys:
+            notes[k].append(f"on {' / '.join(files[k]) or 'a file not recorded'}")
+        warn(f"report: the scores of {column} were measured on different files "
+             f"({', '.join(sorted({f for k in keys for f in files[k]}))}): not comparable across its rows")
 
 
 # finetune/skeleton.py warn_overlap's words: "N of M scored rows (P%) of FILE also appear in the training file"
