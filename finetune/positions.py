@@ -5,7 +5,7 @@ on rows of 128 tokens with a table of 512 positions; ``kolectra finetune korquad
 input past 128 tokens then reads position embeddings pretraining never shaped (random, from the
 initialisation), with no error: the card says so (:func:`kolectra.model.export_files.untrained_positions`),
 and a fine-tuning run past that length says it once, before it trains (:func:`warn_untrained`), as does
-``kolectra probe`` before it encodes (its encoder frozen: nothing trains those positions there).
+the linear probe (a study's ``probe`` readout) before it encodes (its encoder frozen: nothing trains those positions there).
 
 The pretrained length is the card's: the ``sequence length`` row of the Training table that kolectra
 writes into ``hf/discriminator/README.md`` (and ``kolectra export`` keeps), the same figure as the

@@ -98,3 +98,12 @@ def test_a_command_in_the_docs_is_taken_as_written(argv):
         except SystemExit as e:  # a piece of a command that leaves out what it requires is one still
             code = 0 if "the following arguments are required" in err.getvalue() else e.code
     assert not code, f"kolectra {shlex.join(argv)}: {err.getvalue().strip()[-500:]}"
+
+
+def test_every_command_the_pages_name_is_one():
+    """A `kolectra WORD` whose WORD is no command was skipped above as prose: finetune.md named `kolectra probe`
+    (the linear probe is a study's readout; kolectra has no such command) until 2026-12-02."""
+    named = {(page.name, n, command.split()[1]) for page in DOCS for n, command in _spans(page)
+             if re.fullmatch(r"[a-z][a-z_-]*", command.split()[1])}  # inline code: a block's may be prose
+    assert len(named) >= 100, len(named)
+    assert not [x for x in named if x[2] not in COMMANDS], sorted(x for x in named if x[2] not in COMMANDS)
