@@ -268,3 +268,16 @@ def test_a_name_that_starts_another_artifact_s_id_is_refused_naming_both_ways(tm
         assert main(["artifacts", "show", ref, "--out", str(tmp_path), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["id"] == art.id, ref
     assert store.resolve(prefix, "eval").id == named.id  # a kind asked for: only the eval is one
+
+
+def test_artifacts_list_shows_a_checkpoints_seed(tmp_path, capsys):
+    """Two pretrainings of other names that differ by their seed alone read the same in the list before 2026-12-02
+    (seed is in the request, not among a checkpoint's key settings; same-name siblings showed it as differing)."""
+    store = Store(tmp_path)
+    ex = _build(store, "examples", "seq128", {"max_seq_length": 128, "packing": "isolated"})
+    a = _build(store, "checkpoint", "run-a", {"preset": "tiny", "train": {"steps": 600}, "seed": 42}, [ex])
+    b = _build(store, "checkpoint", "run-b", {"preset": "tiny", "train": {"steps": 600}, "seed": 2}, [ex])
+    assert main(["artifacts", "list", "--kind", "checkpoint", "--out", str(tmp_path)]) == 0
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert rows[a.path.name].endswith('preset="tiny" train.steps=600 seed=42'), rows
+    assert rows[b.path.name].endswith('preset="tiny" train.steps=600 seed=2'), rows

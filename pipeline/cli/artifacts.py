@@ -2,8 +2,8 @@
 
 ``list`` prints one row per complete artifact with what tells two of the same name apart: when it
 was built, its size, its parents (or raw inputs) and its key settings. The key settings are a few
-per kind (:data:`KEY_SETTINGS`: a vocab's recipe and size, a checkpoint's preset, objective and
-steps, ...), plus every other config value on which artifacts of the same kind and name differ,
+per kind (:data:`KEY_SETTINGS`: a vocab's recipe and size, a checkpoint's preset, objective,
+steps and seed, ...), plus every other config value on which artifacts of the same kind and name differ,
 so two ``sample`` checkpoints read as ``train.steps=600`` against ``train.steps=2000``; the stage
 version and the raw inputs count as such values (two evals of one name on other test files).
 """
@@ -33,7 +33,9 @@ KEY_SETTINGS = {
     "corpus": ("language", "min_chars", "near_dup_threshold", "mask_pii"),
     "vocab": ("recipe", "vocab_size"),
     "examples": ("max_seq_length", "packing"),
-    "checkpoint": ("preset", "objective.objective", "train.steps", "model.embedding_sharing"),
+    # the seed too: two pretrainings of other names that differ by it alone (a study's second pretraining seed) read
+    # the same otherwise (before 2026-12-02)
+    "checkpoint": ("preset", "objective.objective", "train.steps", "model.embedding_sharing", "seed"),
     "eval": ("task", "preset", "seed"),
     "study": ("flops", "points", "preset"),
 }
