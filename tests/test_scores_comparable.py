@@ -79,3 +79,30 @@ def test_a_seeds_summary_carries_its_runs_overlap_with_the_files_they_scored(tmp
     lines, _ = score_table(store, [single])
     assert lines[2].endswith("| 50.00 (500 test rows; 1.0% of test rows in training) |"), lines  # as before
     assert "different files" not in capsys.readouterr().err
+
+
+def test_a_test_score_no_better_than_the_majority_class_is_said_where_the_health_check_passed(tmp_path):
+    """The health check reads the dev split: a run 1 point over its dev majority passed as ``ok`` and scored 49.60 on a
+    test file of 53.4% one class, a cell with nothing beside it before 2026-12-02."""
+    store = Store(tmp_path / "root")
+    a, b = _model(store, "a"), _model(store, "b")
+    test_file = {"rows": 500, "labels": {"0": 233, "1": 267}}
+    ok = {"status": "ok"}
+    low = _eval(store, "nsmc", {"task": "nsmc", "m": "a"},
+                {"task": "nsmc", "accuracy": 0.496, "test_examples": 500, "test_file": test_file, "health": ok}, (a,))
+    high = _eval(store, "nsmc", {"task": "nsmc", "m": "b"},
+                 {"task": "nsmc", "accuracy": 0.544, "test_examples": 500, "test_file": test_file, "health": ok}, (b,))
+    rows = _rows(score_table(store, [low, high])[0])
+    assert rows[f"checkpoint/{a.path.name}"].endswith(
+        "| 49.60 (500 test rows; no better than always answering the majority class (53.4%)) |"), rows
+    assert rows[f"checkpoint/{b.path.name}"].endswith("| 54.40 (500 test rows) |"), rows
+
+    # a failed health check says it already; a score on the first N rows has no label counts of its own
+    failed = _eval(store, "nsmc", {"task": "nsmc", "m": "a", "f": 1},
+                   {"task": "nsmc", "accuracy": 0.496, "test_examples": 500, "test_file": test_file,
+                    "health": {"status": "not_learning"}}, (a,))
+    cut = _eval(store, "nsmc", {"task": "nsmc", "m": "b", "c": 1},
+                {"task": "nsmc", "accuracy": 0.4, "test_examples": 100, "test_file": test_file, "health": ok}, (b,))
+    rows = _rows(score_table(store, [failed, cut])[0])
+    assert rows[f"checkpoint/{a.path.name}"].endswith("| 49.60 (500 test rows; learned nothing) |"), rows
+    assert rows[f"checkpoint/{b.path.name}"].endswith("| 40.00 (100 of 500 test rows) |"), rows
