@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Iterator
@@ -167,7 +168,8 @@ TABLE_NOTE = ("Scores in percent; a `--seeds` summary shows the median over its 
               "that class's share of it, `N% of test rows in training` when "
               "that share of the scored rows is also in the training file (a `--seeds` summary: its runs' shares), "
               "`on FILE@HASH` (its sha256's first 8 digits) when the scores of one column were measured on "
-              "different files (not comparable across its rows); beside a model, its "
+              "different files (not comparable across its rows), `epochs=2, optim.lr=0.0005` (each score's values of "
+              "the keys that differ) when they were fine-tuned with different settings; beside a model, its "
               "pretraining verdict when it did not pass. Published models' figures to place "
               "these against: docs/published.md (`kolectra report --published`).")
 
@@ -202,6 +204,7 @@ def score_table(store: Store, arts: list[Artifact], published: bool = False) -> 
         splits.setdefault(model, []).append(f"{column}: {_split(store, a, m) or '?'}")
         model_names.setdefault(model, name + _pretraining_note(store, a))
     mark_scored_files(store, cells, notes)
+    mark_settings(cells, notes)
     cells = {k: (value + (f" ({'; '.join(notes[k])})" if notes[k] else ""), a) for k, (value, a) in cells.items()}
     label = row_labels(model_names)
     rows = [[label[model], *(cells.get((model, c), ("-",))[0] for c in headers)] for model in model_names]
@@ -385,6 +388,38 @@ def scored_file(store: Store, a: Artifact) -> tuple[str, ...]:
     if len(inputs) < 2 or not isinstance(inputs[1].get("sha256"), str):
         return ()
     return (f"{Path(str(inputs[1].get('path', '?'))).name}@{inputs[1]['sha256'][:8]}",)
+
+
+# what a column's rows may differ in and stay comparable: the seed (a --seeds summary's count is shown), and what
+# changes only the last digits (threads, the eval batch) or is shown already (max_eval_examples: the test size)
+SAME_RECIPE_EXCEPT = {"seed", "seeds", "cpu_threads", "eval_batch_size", "max_eval_examples"}
+
+
+def mark_settings(cells: dict[tuple[str, str], tuple[str, Artifact]], notes: dict[tuple[str, str], list[str]]) -> None:
+    """A column whose models were fine-tuned with different settings (``--set epochs=2`` beside the preset's 5, another
+    lr or preset) says each score's values of those keys beside it and warns: a difference across its rows is then
+    not the models' alone. Before 2026-12-02 nothing said so."""
+    def flat(config: dict, prefix: str = "") -> dict[str, object]:
+        out: dict[str, object] = {}
+        for k, v in config.items():
+            out |= flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v}
+        return out
+
+    configs = {key: {k: v for k, v in flat(a.manifest.get("config") or {}).items() if k not in SAME_RECIPE_EXCEPT}
+               for key, (_, a) in cells.items()}
+    for column in dict.fromkeys(c for _, c in cells):
+        keys = [k for k in cells if k[1] == column]
+        differ = sorted(n for n in set().union(*(configs[k] for k in keys))
+                        if len({json.dumps(configs[k].get(n), sort_keys=True) for k in keys}) > 1)
+        if len(keys) < 2 or not differ:
+            continue
+        shown_keys = differ[:4]  # another preset differs in a dozen keys: the cell names a few, the warning all
+        more = f", +{len(differ) - len(shown_keys)} more settings" if len(differ) > len(shown_keys) else ""
+        for k in keys:
+            notes[k].append(", ".join(f"{n}={json.dumps(configs[k].get(n), ensure_ascii=False)}"
+                                      for n in shown_keys) + more)
+        warn(f"report: the scores of {column} were fine-tuned with different settings ({', '.join(differ)}): a "
+             "difference across its rows is not the models' alone")
 
 
 def mark_scored_files(store: Store, cells: dict[tuple[str, str], tuple[str, Artifact]],

@@ -46,12 +46,12 @@ def test_a_column_scored_on_different_files_names_each_file_and_warns(tmp_path, 
     store = Store(tmp_path / "root")
     a, b = _model(store, "a"), _model(store, "b")
     metrics = {"task": "nsmc", "accuracy": 0.5, "test_examples": 500, "test_file": {"rows": 500}}
-    same = [_eval(store, "nsmc", {"task": "nsmc", "m": m.name}, metrics, (m,),
+    same = [_eval(store, "nsmc", {"task": "nsmc", "seed": 1}, metrics, (m,),
                   (("train.txt", "11111111"), ("test.txt", "22222222"))) for m in (a, b)]
     lines, _ = score_table(store, same)
     assert "on " not in "\n".join(lines) and "different files" not in capsys.readouterr().err  # one file: as before
 
-    other = _eval(store, "nsmc", {"task": "nsmc", "m": "b", "other": 1}, metrics, (b,),
+    other = _eval(store, "nsmc", {"task": "nsmc", "seed": 2}, metrics, (b,),
                   (("train.txt", "11111111"), ("my_test.txt", "33333333")))
     lines, _ = score_table(store, [same[0], other])
     rows = _rows(lines)
@@ -88,9 +88,9 @@ def test_a_test_score_no_better_than_the_majority_class_is_said_where_the_health
     a, b = _model(store, "a"), _model(store, "b")
     test_file = {"rows": 500, "labels": {"0": 233, "1": 267}}
     ok = {"status": "ok"}
-    low = _eval(store, "nsmc", {"task": "nsmc", "m": "a"},
+    low = _eval(store, "nsmc", {"task": "nsmc", "seed": 1},
                 {"task": "nsmc", "accuracy": 0.496, "test_examples": 500, "test_file": test_file, "health": ok}, (a,))
-    high = _eval(store, "nsmc", {"task": "nsmc", "m": "b"},
+    high = _eval(store, "nsmc", {"task": "nsmc", "seed": 1},
                  {"task": "nsmc", "accuracy": 0.544, "test_examples": 500, "test_file": test_file, "health": ok}, (b,))
     rows = _rows(score_table(store, [low, high])[0])
     assert rows[f"checkpoint/{a.path.name}"].endswith(
@@ -98,11 +98,31 @@ def test_a_test_score_no_better_than_the_majority_class_is_said_where_the_health
     assert rows[f"checkpoint/{b.path.name}"].endswith("| 54.40 (500 test rows) |"), rows
 
     # a failed health check says it already; a score on the first N rows has no label counts of its own
-    failed = _eval(store, "nsmc", {"task": "nsmc", "m": "a", "f": 1},
+    failed = _eval(store, "nsmc", {"task": "nsmc", "seed": 2},
                    {"task": "nsmc", "accuracy": 0.496, "test_examples": 500, "test_file": test_file,
                     "health": {"status": "not_learning"}}, (a,))
-    cut = _eval(store, "nsmc", {"task": "nsmc", "m": "b", "c": 1},
+    cut = _eval(store, "nsmc", {"task": "nsmc", "seed": 2},
                 {"task": "nsmc", "accuracy": 0.4, "test_examples": 100, "test_file": test_file, "health": ok}, (b,))
     rows = _rows(score_table(store, [failed, cut])[0])
     assert rows[f"checkpoint/{a.path.name}"].endswith("| 49.60 (500 test rows; learned nothing) |"), rows
     assert rows[f"checkpoint/{b.path.name}"].endswith("| 40.00 (100 of 500 test rows) |"), rows
+
+
+def test_a_column_fine_tuned_with_different_settings_says_each_scores_values_and_warns(tmp_path, capsys):
+    """``--set epochs=1`` beside another model's 2 under one name: the difference across the rows is not the models'
+    alone. The seed (and a --seeds summary's seeds), threads and the eval batch do not count."""
+    store = Store(tmp_path / "root")
+    a, b = _model(store, "a"), _model(store, "b")
+    metrics = {"task": "nsmc", "accuracy": 0.5, "test_examples": 500, "test_file": {"rows": 500}}
+    recipe = {"task": "nsmc", "preset": "sample", "epochs": 2, "optim": {"lr": 5e-4}, "cpu_threads": 1}
+    same = [_eval(store, "nsmc", {**recipe, "seed": s, "cpu_threads": t}, metrics, (m,))
+            for m, s, t in ((a, 1, 1), (b, 2, 0))]
+    score_table(store, same)
+    assert "different settings" not in capsys.readouterr().err
+
+    other = _eval(store, "nsmc", {**recipe, "epochs": 1, "optim": {"lr": 1e-3}, "seed": 2}, metrics, (b,))
+    rows = _rows(score_table(store, [same[0], other])[0])
+    assert rows[f"checkpoint/{a.path.name}"].endswith("| 50.00 (500 test rows; epochs=2, optim.lr=0.0005) |"), rows
+    assert rows[f"checkpoint/{b.path.name}"].endswith("| 50.00 (500 test rows; epochs=1, optim.lr=0.001) |"), rows
+    assert ("the scores of nsmc were fine-tuned with different settings (epochs, optim.lr): a difference across its "
+            "rows is not the models' alone") in capsys.readouterr().err
