@@ -243,10 +243,12 @@ def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
             yield r
 
     panels = training_panels(keeping_the_last(read_lines(path))) if path.is_file() else []
-    out = []
+    out = recipe_table(a)
     compute = a.manifest.get("compute", {})
     if compute:
-        out += table(["compute", "value"], [[k, v] for k, v in compute.items() if isinstance(v, (int, float, str))])
+        # compute.step is how the step ran (eager or compiled), not a step number beside "last logged step"
+        out += table(["compute", "value"], [["step (eager or compiled)" if k == "step" else k, v]
+                                            for k, v in compute.items() if isinstance(v, (int, float, str))])
         out.append("")
     if last:
         png = dest / f"{a.path.name}-training.png"
@@ -254,6 +256,29 @@ def checkpoint_section(a: Artifact, dest: Path) -> list[str]:
         out += [f"![training curves]({png.name})", ""]
         out += table(["last logged step", "value"], [[k, v] for k, v in last[0].items() if isinstance(v, (int, float))])
     return out
+
+
+# what two checkpoints compared differ in, from the resolved config (the manifest's): the report showed the compute
+# and the last logged line alone before 2026-12-02, so a 150-step run of seed 2 read as the demo's 600 steps of 42
+RECIPE = (("preset", "preset"), ("objective", "objective.objective"), ("steps", "train.steps"),
+          ("batch size", "train.batch_size"), ("lr", "train.lr"), ("warm-up steps", "train.warmup_steps"),
+          ("seed", "seed"), ("dropout", "model.dropout"), ("embedding sharing", "model.embedding_sharing"))
+
+
+def recipe_table(a: Artifact) -> list[str]:
+    """A checkpoint's pretraining recipe, the keys a comparison of two turns on, and the tokens it saw."""
+    def get(config: object, dotted: str) -> object:
+        for part in dotted.split("."):
+            config = config.get(part) if isinstance(config, dict) else None
+        return config
+
+    config, stats = a.manifest.get("config") or {}, a.manifest.get("stats") or {}
+    rows = [[label, f"{v:g}" if isinstance(v, float) else v]  # lr 1e-05 is not 0.0000
+            for label, key in RECIPE if (v := get(config, key)) is not None and not isinstance(v, dict)]
+    rows += [[label, stats[key]] for label, key in (("sequence length", "max_seq_length"),
+                                                    ("tokens seen (non-padding)", "nonpad_tokens_seen"))
+             if isinstance(stats.get(key), (int, float))]
+    return [*table(["recipe", "value"], rows), ""] if rows else []
 
 
 def eval_section(a: Artifact, dest: Path) -> list[str]:
