@@ -35,7 +35,9 @@ def test_finetuning_a_checkpoint_that_learned_nothing_warns_before_it_trains(tmp
     for bad in (["--train", str(tmp_path / "missing.txt"), "--test", str(test)],
                 ["--train", str(train), "--test", str(test), "--set", "epohcs=1"],
                 ["--train", str(train), "--test", str(test), "--seed", "1", "--seeds", "1-2"],
-                ["--train", str(train), "--test", str(test), "--seeds", "2-1"]):
+                ["--train", str(train), "--test", str(test), "--seeds", "2-1"],
+                # the training file as the scored one (train_on_eval), warned of before 2026-12-02
+                ["--train", str(train), "--test", str(train)]):
         assert main(["finetune", "nsmc", "--model", ckpt.id, *bad, *FT, "-q", *out]) == 2, bad
         err = capsys.readouterr().err
         assert "learned nothing in pretraining" not in err and err.count("\n") == 1, (bad, err)

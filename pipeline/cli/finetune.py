@@ -165,10 +165,13 @@ def _stage_takes_inputs(args, sets: list[str], files: list) -> bool:
     from kolectra.pipeline import configs  # noqa: PLC0415
 
     try:
-        configs.resolve("finetune", task=args.task, preset=args.preset, sets=sets, seed=args.seed)
+        cfg, _ = configs.resolve("finetune", task=args.task, preset=args.preset, sets=sets, seed=args.seed)
     except Exception:  # noqa: BLE001 - the stage resolves it again and says why in its words
         return False
-    return not any(data_file_problem(Path(f), folder_ok=TASKS[args.task].dev_flag) for f in files if f is not None)
+    if any(data_file_problem(Path(f), folder_ok=TASKS[args.task].dev_flag) for f in files if f is not None):
+        return False
+    # the training file named as the scored one, refused next (train_on_eval): the same path only, no file read here
+    return getattr(cfg, "train_on_eval", False) or Path(files[0]).resolve() != Path(files[1]).resolve()
 
 
 def _model_health(store, task: str, model: str) -> None:
