@@ -28,6 +28,11 @@ request, one line printed at once; the checkpoint's stop then ends with status 1
 agree on it in the same all-reduce, whose flag says too whether a stop signal asked on any rank (then
 the stop is SIGTERM's). A press during the run's last step saves nothing: the run is done, and its export
 and publish are let finish (``ctrl_c``'s FINISH), which :meth:`StopAtStepEnd.__exit__` hands over to.
+So are a SIGTERM or SIGHUP during the last step or after it (before 2026-12-02 one in the last step saved
+a checkpoint of it and stopped, and one after it, in the export or publish, stopped at once): the export
+writes a third of a checkpoint's bytes, so it fits the grace a checkpoint's save would have had; the
+command then ends as that signal's stop (143, 129). XLA pods' hosts stop at once in the last step (they
+cannot agree on a step), and let the export finish after it, as for a Ctrl-C.
 """
 
 from __future__ import annotations
@@ -66,13 +71,15 @@ class StopAtStepEnd:
             if self._ctrl_c:
                 ctrl_c.at_once()
             return
-        if self.requested and not self.by_ctrl_c:  # came after the last step's check: not lost, raised here
+        signalled = self.requested and not self.by_ctrl_c  # (in the last step, or after the last step's check)
+        if signalled and not ctrl_c.can_finish():  # no window to finish in (the loop called alone): raised here
             raise Terminated()
-        # the steps are done: a Ctrl-C now (or one during the last step) lets the export and publish finish
-        if ctrl_c.active():
-            ctrl_c.let_finish("Ctrl-C: training is done; exporting and publishing the run first, then stopping; "
-                              "Ctrl-C again to stop at once" if self.dev.is_main else None,
-                              pressed=self.requested)
+        # the steps are done: a Ctrl-C or stop signal now (or one during the last step) lets the export and
+        # publish finish, then stops (core/ctrl_c.py)
+        if ctrl_c.can_finish():
+            ctrl_c.let_finish("{0}: training is done; exporting and publishing the run first, then stopping; "
+                              "{0} again to stop at once" if self.dev.is_main else None,
+                              pressed=self.requested, signum=stops.received() if signalled else None)
 
     def armed(self) -> None:
         """A step of this process is done: from now on a SIGTERM waits for the step's end (where

@@ -260,12 +260,12 @@ def pretrain(cfg: PretrainConfig, examples: Examples, tokenizer_dir: Path, out_d
     ``expected_untrained``: why the caller planned a run too short to learn (the demo); a
     not-learning warning then says that instead of naming settings to change.
 
-    A Ctrl-C once a step is done stops at a step's end with a checkpoint, as SIGTERM does; one after the
-    last step lets the export (and the store's publish, whose window is the outer one) finish, then
-    raises :class:`KeyboardInterrupt` saying so (:mod:`kolectra.core.ctrl_c`)."""
+    A Ctrl-C once a step is done stops at a step's end with a checkpoint, as SIGTERM does; one (or a
+    SIGTERM, SIGHUP) in the last step or after it lets the export (and the store's publish, whose window is
+    the outer one) finish, then raises :class:`KeyboardInterrupt` (:class:`Terminated`) saying so
+    (:mod:`kolectra.core.ctrl_c`)."""
     with ctrl_c.window() as window:  # (inside kolectra pretrain, the store's build is the outer window)
-        window.words = (f"interrupted (Ctrl-C) after the run's last step: the run was done, so its export "
-                        f"{Path(out_dir) / 'hf'} was completed first")
+        window.words = f"after the run's last step: the run was done, so its export {Path(out_dir) / 'hf'} was completed first"
         return _pretrain(cfg, examples, tokenizer_dir, out_dir, resume, lineage, clear_checkpoints, checkpoint_saved,
                          expected_untrained)
 
@@ -336,8 +336,9 @@ def train_loop(run: Run, out_dir: Path, steps: range,
             # rank 0's lines of a log step (a full disk) failed: every rank learns it here, where they agree anyway
             stop = sigterm.agreed(log_step=done % t.log_every == 0 or done == t.steps, failed=run.log.failed,
                                   doing=f"to log step {done} (metrics.jsonl, TensorBoard's events)")
-            if stop and done == t.steps and not sigterm.signalled:  # a Ctrl-C in the last step: the run is
-                break  # done, and is exported and published before it stops (StopAtStepEnd's exit, core/ctrl_c.py)
+            # a Ctrl-C, SIGTERM or SIGHUP in the last step: the run is done, and is exported and published before
+            if stop and done == t.steps and ctrl_c.can_finish():  # it stops (StopAtStepEnd's exit, core/ctrl_c.py)
+                break
             if (t.save_every and done % t.save_every == 0 and done < t.steps) or stop:
                 saved = save_checkpoint(run, out_dir, done)
                 if checkpoint_saved is not None:  # (mirrored to a store root: each rank its part)

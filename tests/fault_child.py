@@ -10,7 +10,9 @@
     first file of the checkpoint it then saves is in the store, cutting that copy short; ``termlastN``:
     the second once its manifest is in the store, before the upload call returned; ``intN``: a SIGINT, a
     Ctrl-C, in training step N, ``intN_save`` / ``intN_export`` a second one as the checkpoint's save /
-    the export begins; ``int_export``: one Ctrl-C as the export begins).
+    the export begins; ``int_export``: one Ctrl-C as the export begins; ``term_export`` / ``hup_export``: a
+    SIGTERM / SIGHUP as the export begins, ``term_export_twice`` a second SIGTERM as it returns;
+    ``sigtermN``: one SIGTERM in training step N).
 
 POINT names where the process kills itself with SIGKILL (no ``finally``, no clean-up, exactly as
 ``kill -9`` or a power cut would): right after the store's step of that name returned, e.g.
@@ -242,9 +244,10 @@ def terminate_twice(n: int, last: bool = False) -> None:
     objectives.STEPS["electra"], storage.upload = stepping, upload
 
 
-def interrupt_in_training_step(n: int, again: str = "") -> None:
-    """A real SIGINT (a Ctrl-C) in training step ``n``; ``again``: a second one as the checkpoint it then saves
-    begins to be written (``save``) or as the export begins (``export``), an impatient user's."""
+def interrupt_in_training_step(n: int, again: str = "", signum: int = signal.SIGINT) -> None:
+    """A real SIGINT (a Ctrl-C; or ``signum``) in training step ``n``; ``again``: a second SIGINT as the
+    checkpoint it then saves begins to be written (``save``) or as the export begins (``export``), an
+    impatient user's."""
     from kolectra.model import checkpoint, export, objectives
 
     real_step, calls = objectives.STEPS["electra"], []
@@ -252,7 +255,7 @@ def interrupt_in_training_step(n: int, again: str = "") -> None:
     def stepping(*args, **kwargs):
         calls.append(1)
         if len(calls) == n:
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
         return real_step(*args, **kwargs)
 
     objectives.STEPS["electra"] = stepping
@@ -270,11 +273,18 @@ def pretrain(args) -> None:
         kill_after(train, "pretrain")
     elif args.point.startswith("step"):
         kill_in_training_step(int(args.point[4:]))
-    elif args.point.startswith(("truncate", "term", "int")):  # through the command line: how the user sees it end
+    elif args.point.startswith(("truncate", "term", "int", "hup", "sigterm")):  # through the command line: how the user sees it end
         from kolectra.pipeline.cli import main as cli
 
         if args.point == "int_export":  # a Ctrl-C once the run's steps are done, as its export begins
             signal_at_call(export, "export_pair", signal.SIGINT, before=True)
+        elif args.point in ("term_export", "hup_export", "term_export_twice"):  # a stop signal there (preemption)
+            signal_at_call(export, "export_pair", signal.SIGHUP if args.point == "hup_export" else signal.SIGTERM,
+                           before=True)
+            if args.point == "term_export_twice":  # the second as the export returns (wrapped outside the first)
+                signal_at_call(export, "export_pair", signal.SIGTERM)
+        elif args.point.startswith("sigterm"):  # sigtermN: one SIGTERM in training step N
+            interrupt_in_training_step(int(args.point[7:]), signum=signal.SIGTERM)
         elif args.point.startswith("int"):  # intN, intN_save, intN_export: a Ctrl-C in step N (and a second)
             step, _, again = args.point[3:].partition("_")
             interrupt_in_training_step(int(step), again)
