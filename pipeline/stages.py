@@ -207,10 +207,10 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
     # RANK, a TPU pod host's index in the XLA runtime), before any device is built; an XLA run under
     # torchrun is refused here
     rank, world = runtime.rank_and_world(cfg.train.device, cfg.train.xla_cache_dir)
+    ex = store.require(examples_ref, "examples")  # a ref refused first: no notice of a run that never starts
+    voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     for line in adjusted if rank == 0 else ():  # one line for the job, as the trainer's notices (is_main)
         progress(line)
-    ex = store.require(examples_ref, "examples")
-    voc = store.require(ex.parent_of_kind(store, "vocab"), "vocab")
     if rank == 0:  # one line for the job, as the trainer's notices (its device's is_main): not one a rank
         note_other_version(ex)
     objective = cfg.objective.objective
@@ -243,11 +243,11 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
                                     resume=bool(resume), lineage=lineage, clear_checkpoints=False,
                                     checkpoint_saved=store.checkpoint_saved, expected_untrained=expected_untrained)
 
-    # a Ctrl-C (SIGTERM, SIGHUP) after the last step lets the export, hashes and publish finish, then stops
-    with ctrl_c.window() as window:  # (core/ctrl_c.py)
+    # a Ctrl-C after the last step lets the export, hashes and publish finish, then stops (core/ctrl_c.py)
+    with ctrl_c.window() as window:
         art = store.build(req, train, force, resumable=run, resume=resume)
-        window.words = (f"after the last step ({cfg.train.steps} of {cfg.train.steps}): the run was done, so it was "
-                        f"exported and published first; checkpoint: published as {art.path}")
+        window.words = (f"interrupted (Ctrl-C) after the last step ({cfg.train.steps} of {cfg.train.steps}): the run "
+                        f"was done, so it was exported and published first; checkpoint: published as {art.path}")
     if not built and rank == 0 and cfg.train.steps:  # (a study's floor, 0 steps, is untrained as meant)
         reused_health(art, expected_untrained)
     return art
