@@ -243,11 +243,11 @@ def pretrain(store: Store, examples_ref: str | Artifact, *, preset: str = "tiny"
                                     resume=bool(resume), lineage=lineage, clear_checkpoints=False,
                                     checkpoint_saved=store.checkpoint_saved, expected_untrained=expected_untrained)
 
-    # a Ctrl-C after the last step lets the export, hashes and publish finish, then stops (core/ctrl_c.py)
-    with ctrl_c.window() as window:
+    # a Ctrl-C (SIGTERM, SIGHUP) after the last step lets the export, hashes and publish finish, then stops
+    with ctrl_c.window() as window:  # (core/ctrl_c.py)
         art = store.build(req, train, force, resumable=run, resume=resume)
-        window.words = (f"interrupted (Ctrl-C) after the last step ({cfg.train.steps} of {cfg.train.steps}): the run "
-                        f"was done, so it was exported and published first; checkpoint: published as {art.path}")
+        window.words = (f"after the last step ({cfg.train.steps} of {cfg.train.steps}): the run was done, so it was "
+                        f"exported and published first; checkpoint: published as {art.path}")
     if not built and rank == 0 and cfg.train.steps:  # (a study's floor, 0 steps, is untrained as meant)
         reused_health(art, expected_untrained)
     return art
