@@ -26,7 +26,9 @@ def _free_port() -> int:
     low = 32768
     with contextlib.suppress(OSError, ValueError):
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.sample(range(max(low - 12000, 10000), low), 50) if low > 12000 else ():
+    # the system's randomness, not the module's: a test process that trained in-process has seeded `random`
+    # (the run's seed), so two xdist workers (or two tests of one) drew the same ports in the same order
+    for port in random.SystemRandom().sample(range(max(low - 12000, 10000), low), 50) if low > 12000 else ():
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
