@@ -8,24 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from benchmarks.tiny_model import build_tiny_model_dir
 from kolectra.finetune.files import scored_file_losses
 from kolectra.pipeline.cli import main
 from kolectra.pipeline.run import warning_lines
 from kolectra.pipeline.store.artifacts import Store
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    return build_tiny_model_dir(tmp_path_factory.mktemp("model"), ["서울 부산 문장 좋다 싫다 김민수 에서 왔다"],
-                                seed=0, hidden=32, layers=1, heads=2, vocab_size=120, max_position=32)
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_bytes(text.encode("utf-8"))
-    return path
+from tests.test_finetune_bad_rows_by_reason import model, write  # noqa: F401 - the fixture
 
 
 def finetune(model, store: Path, train: Path, test: Path, name: str, capsys) -> Path:
