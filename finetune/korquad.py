@@ -45,7 +45,7 @@ from kolectra.finetune.report import PERCENT_DECIMALS, korquad_table
 
 __all__ = ["run", "split_by_article", "write_split", "Korquad"]
 
-STAGE_VERSION = 12  # bump when the same request's bytes change; history: docs/artifacts.md
+STAGE_VERSION = 13  # bump when the same request's bytes change; history: docs/artifacts.md
 # A run whose F1 stays under this many times the chance F1 learned nothing (health): a model that
 # learned something clears it by far (KoELECTRA-Small: F1 89 on the dev set; chance about 4).
 CHANCE_FACTOR = 2.0
@@ -125,12 +125,14 @@ class Korquad(skeleton.Task):
             raise FinetuneError(f"{train_file}: no training question has its answer at its answer_start (the first "
                                 f"answer of each of the {len(train)} questions read misses it): nothing to learn from"
                                 + why_missed(train) + cut)
-        missing = [q for q in train if not q.span_ok(0)]
+        missing, said = [q for q in train if not q.span_ok(0)], []
         if left_out := len(missing):
             # trained, every window of such a question would teach "no answer here" (the [CLS] target)
-            # for a question that has one; BERT's SQuAD reader skips them too
-            warn(f"korquad: {left_out} training question(s) whose first answer is not at its answer_start "
-                 f"are left out of training ({train_file}; train_questions_left_out)" + why_missed(missing))
+            # for a question that has one; BERT's SQuAD reader skips them too. Recorded in the stats' warnings
+            # too (before 2026-12-02 on stderr alone: artifacts show, the report and run's summary said nothing)
+            said.append(f"korquad: {left_out} training question(s) whose first answer is not at its answer_start "
+                        f"are left out of training ({train_file}; train_questions_left_out)" + why_missed(missing))
+            warn(said[-1])
         # questions read = train_questions + train_questions_left_out (by reason); the file's bad_answer_starts counts
         # the questions trained after their start was remapped above too: bad_answer_starts_after_remapping does not
         facts = {"train_file": remapped(train_stats, read, train), "dev_file": dev_stats,
@@ -138,7 +140,7 @@ class Korquad(skeleton.Task):
                  "eval_set": eval_set_label(eval_file, dev_stats)}
         train = usable
         facts["shared_contexts"] = len({q.context for q in train} & {q.context for q in dev})
-        return skeleton.Data(rows(question_columns(train)), rows(question_columns(dev)), None, facts)
+        return skeleton.Data(rows(question_columns(train)), rows(question_columns(dev)), None, facts, said)
 
     def encoder(self, tokenizer, cfg):
         def encode(batch: dict, indices: list[int]) -> dict:

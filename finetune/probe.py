@@ -149,7 +149,7 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     t0 = time.perf_counter()
     cfg.validate()
     files = {"train_file": read_nsmc(Path(train_file)), "eval_file": read_nsmc(Path(eval_file))}
-    said = []  # each file's bad rows left out: for the stats' warnings too
+    said = []  # each file's bad rows left out, positions never pretrained: for the stats' warnings too
     for (key, read), path in zip(files.items(), (train_file, eval_file)):
         said += say_bad("probe", read.stats, key, Path(path).name)
     train_rows, eval_rows = files["train_file"].rows, files["eval_file"].rows
@@ -163,7 +163,8 @@ def run(cfg: ProbeConfig, model_dir: Path, train_file: Path, eval_file: Path, ou
     # as fine-tuning's: a max_length past the position table failed inside the encoder's forward
     check_fits(encoder.config, cfg, len(tok), Path(model_dir))
     # past the rows it was pretrained on: said as fine-tuning says it; a frozen encoder never trains them
-    warn_untrained(encoder.config, cfg, Path(model_dir), frozen=True)
+    # (before 2026-12-02 on stderr alone)
+    said += [text] if (text := warn_untrained(encoder.config, cfg, Path(model_dir), frozen=True)) else []
     layers = layers_read(cfg, int(encoder.config.num_hidden_layers))
     threads_before = torch.get_num_threads()
     if cfg.threads:

@@ -1,7 +1,8 @@
 """A data file's bad rows left out are recorded in the eval's ``stats.warnings``, so ``artifacts show``, ``kolectra
 report`` (its Health section, and beside the score: ``test file: N bad rows left out``) and ``kolectra run``'s summary
 say them. Before, the line was on stderr alone: a report of a score on a test file short of rows read as one on the
-whole file. Real fine-tunes through ``kolectra finetune`` (a tiny random ELECTRA, 1 epoch) and the probe."""
+whole file. Real fine-tunes through ``kolectra finetune`` (a tiny random ELECTRA, 1 epoch) and the probe. KorQuAD's
+training questions left out (their first answer not at its ``answer_start``) are recorded the same way (korquad 13)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kolectra.pipeline.cli import main
 from kolectra.pipeline.run import warning_lines
 from kolectra.pipeline.store.artifacts import Store
 from tests.test_finetune_bad_rows_by_reason import model, write  # noqa: F401 - the fixture
+from tests.test_finetune_e2e import FIXTURE, tiny_model  # noqa: F401 - tiny_model is a fixture
 
 
 def finetune(model, store: Path, train: Path, test: Path, name: str, capsys) -> Path:
@@ -84,3 +86,33 @@ def test_the_probe_records_its_eval_files_bad_rows(model, tmp_path):
     m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert scored_file_losses(m) == "eval file: 1 bad row left out"
     assert scored_file_losses({**m, "eval_file": {**m["eval_file"], "bad_rows": 0}}) == ""
+
+
+def test_korquads_training_questions_left_out_are_in_the_manifest(tiny_model, tmp_path, capsys):  # noqa: F811
+    """Before 2026-12-02 (korquad 12) the line was on stderr alone; a run that leaves none out records none."""
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    doc["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 3  # the answer sits 3 before it
+    train = write(tmp_path / "train.json", json.dumps(doc, ensure_ascii=False))
+    store, sets = tmp_path / "store", ["--preset", "sample", "--set", "epochs=1", "--set", "max_length=64",
+                                       "--set", "doc_stride=32", "--set", "max_query_length=24",
+                                       "--set", "max_train_examples=12", "--set", "max_eval_examples=12"]
+
+    def korquad(train: Path, name: str, *more: str) -> tuple[list[str], str]:
+        assert main(["-q", "finetune", "korquad", "--model", str(tiny_model), "--train", str(train), "--dev",
+                     str(FIXTURE), *sets, *more, "--name", name, "--out", str(store)]) == 0
+        captured = capsys.readouterr()
+        art = Path(captured.out.strip().splitlines()[-1])
+        manifest = json.loads((art / "manifest.json").read_text(encoding="utf-8"))
+        return manifest["stats"].get("warnings", []), captured.err
+
+    warnings, err = korquad(train, "left-out")
+    line = (f"korquad: 1 training question(s) whose first answer is not at its answer_start are left out of training "
+            f"({train}; train_questions_left_out)")
+    recorded = [w for w in warnings if "left out of training" in w]
+    assert len(recorded) == 1 and recorded[0].startswith(line), warnings
+    assert f"[kolectra] WARNING: {recorded[0]}" in err.splitlines()  # the stderr line's words
+    assert main(["artifacts", "show", "left-out", "--out", str(store)]) == 0
+    assert f"  warning   {recorded[0]}" in capsys.readouterr().out.splitlines()
+
+    clean, err = korquad(FIXTURE, "clean", "--set", "train_on_eval=true")
+    assert not [w for w in clean if "left out of training" in w] and "left out of training" not in err, clean

@@ -95,3 +95,21 @@ def test_a_probe_past_the_pretrained_rows_is_warned_of_once_and_says_its_encoder
             assert err.index(said) < err.index("probe: accuracy")
         else:
             assert "reaches past" not in err
+
+
+def test_a_probe_records_its_untrained_positions_warning_in_its_stats(pretrained_at_32, tmp_path, capsys):
+    """The probe says the warning as fine-tuning does, and (probe 6; before 2026-12-02 on stderr alone) records the
+    same words in its stats' warnings, which ``artifacts show``, ``kolectra report`` and ``kolectra run`` list.
+    Within the pretrained length it says and records nothing."""
+    from kolectra.finetune import probe  # noqa: PLC0415
+
+    train, scored = nsmc_file(tmp_path / "train.txt", 40, 0), nsmc_file(tmp_path / "eval.txt", 10, 1)
+    stats = {}
+    for n in (64, 32):
+        (out := tmp_path / f"probe{n}").mkdir()
+        stats[n] = probe.run(probe.ProbeConfig(max_length=n, batch_size=64), pretrained_at_32, train, scored, out).stats
+    err = capsys.readouterr().err
+    said = [w for w in stats[64].get("warnings", []) if "reaches past" in w]
+    assert len(said) == 1 and said[0].startswith("max_length 64 reaches past the 32 tokens a row"), stats[64]
+    assert err.count(f"WARNING: {said[0]}\n") == 1
+    assert "warnings" not in stats[32], stats[32]
