@@ -22,7 +22,7 @@ from kolectra.core.stage import progress
 from kolectra.finetune.tasks import TASKS
 
 # the --seeds summary's (pipeline/stages.py finetune_seeds); bump when its bytes change; history: docs/artifacts.md
-STAGE_VERSION = 3
+STAGE_VERSION = 4
 
 # metrics worth summarising per task (higher is better for all)
 TASK_METRICS = {name: task.metrics for name, task in TASKS.items()}
@@ -84,6 +84,17 @@ def seeds_table(summary: Mapping) -> str:
     header = ["run"] + [HEADERS.get(n, n) + (" %" if n in fractions else "") for n in cols]
     n = len(summary["seeds"])
     return f"{summary['task']} over {n} seed{'s' if n != 1 else ''}\n" + format_table(header, rows)
+
+
+def seed_warnings(warnings: Mapping[int, Sequence[str]]) -> list[str]:
+    """Each distinct warning the runs recorded (seed -> its manifest's ``stats.warnings``), once, with how many seeds
+    had it: ``in 2 of 3 seeds: korquad: 1 training question(s) ...``, in the order the seeds first say them. For the
+    summary's own ``stats.warnings``, which ``artifacts show`` lists (before 2026-12-02 the summary recorded none)."""
+    order: dict[str, int] = {}
+    for seed in sorted(warnings):
+        for w in dict.fromkeys(warnings[seed]):  # a line twice in one run counts one seed
+            order[w] = order.get(w, 0) + 1
+    return [f"in {n} of {len(warnings)} seeds: {w}" for w, n in order.items()]
 
 
 def write_summary(task: str, runs: Mapping[int, Mapping], out_path: Path,

@@ -359,7 +359,8 @@ def below_majority(m: dict) -> float | None:
 
 def overlap_notes(arts: list[Artifact]) -> list[str]:
     """``P% of test rows in training`` from the evals' recorded warnings; a ``--seeds`` summary's runs each carry their
-    own (the summary records none: before 2026-12-02 its cell said nothing where every run's said 0.6%), as
+    own (read from the runs: a summary before summary 4 records none; before 2026-12-02 its cell said nothing where
+    every run's said 0.6%), as
     ``0.4-0.6% ... (in 2 of 3 seeds)`` where the runs' training rows, cut by ``max_train_examples``, differ."""
     shares = [{share for w in (r.manifest.get("stats") or {}).get("warnings", []) for share in OVERLAP.findall(w)}
               for r in arts]

@@ -447,7 +447,11 @@ def _finetune_seeds(store: Store, task: str, model_ref: str | Artifact, train_fi
         spread = {f"{k}_spread": summary[k]["spread"] for k in ft_seeds.TASK_METRICS[task]}
         doc = {"task": task, "seeds": sorted(runs), "statistic": "median over seeds", **headline, **spread}
         (out / "metrics.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        return StageOutput(stats=doc)
+        # the runs' warnings, each once with how many seeds had it: artifacts show of the summary lists them (before
+        # 2026-12-02 none; metrics.json is unchanged)
+        said = ft_seeds.seed_warnings({s: list((a.manifest.get("stats") or {}).get("warnings") or [])
+                                       for s, a in runs.items()})
+        return StageOutput(stats={**doc, "warnings": said} if said else doc)
 
     return store.build(req, produce, force)
 

@@ -17,10 +17,10 @@ from tests.test_finetune_bad_rows_by_reason import model, write  # noqa: F401 - 
 from tests.test_finetune_e2e import FIXTURE, tiny_model  # noqa: F401 - tiny_model is a fixture
 
 
-def finetune(model, store: Path, train: Path, test: Path, name: str, capsys) -> Path:
+def finetune(model, store: Path, train: Path, test: Path, name: str, capsys, *more: str) -> Path:
     argv = ["-q", "finetune", "classify", "--model", str(model), "--train", str(train), "--test", str(test),
             "--preset", "sample", "--set", "epochs=1", "--set", "max_length=16", "--set", "max_bad_fraction=0.2",
-            "--name", name, "--out", str(store)]
+            "--name", name, "--out", str(store), *more]
     assert main(argv) == 0
     return Path(capsys.readouterr().out.strip().splitlines()[-1])
 
@@ -116,3 +116,36 @@ def test_korquads_training_questions_left_out_are_in_the_manifest(tiny_model, tm
 
     clean, err = korquad(FIXTURE, "clean", "--set", "train_on_eval=true")
     assert not [w for w in clean if "left out of training" in w] and "left out of training" not in err, clean
+
+
+def test_a_seeds_summary_records_its_runs_warnings_with_how_many_seeds_had_them(model, tmp_path, capsys):
+    """A ``--seeds`` summary's manifest records each distinct warning of its runs once (summary 4; before 2026-12-02
+    none), so ``artifacts show SUMMARY`` lists them; a line one run had and another did not says so."""
+    from kolectra.finetune.seeds import seed_warnings  # noqa: PLC0415
+
+    train = write(tmp_path / "train.tsv", "text\tlabel\n" + "".join(f"문장 {i} 좋다\tpos\n문장 {i} 싫다\tneg\n"
+                                                                    for i in range(20)))
+    rows = "text\tlabel\n" + "".join(f"서울 {i} 좋다\tpos\n부산 {i} 싫다\tneg\n" for i in range(10))
+    dirty, clean = write(tmp_path / "test.tsv", rows + "빈 라벨\t\n" * 2), write(tmp_path / "clean.tsv", rows)
+    store = tmp_path / "store"
+    bad = finetune(model, store, train, dirty, "dirty", capsys, "--seeds", "1,2")
+    good = finetune(model, store, train, clean, "clean", capsys, "--seeds", "1,2")
+
+    summary = json.loads((bad / "manifest.json").read_text(encoding="utf-8"))
+    assert "statistic" in summary["stats"]  # the summary, not a run
+    where = json.loads((bad / "seeds.json").read_text(encoding="utf-8"))["runs"]  # {"1": "eval/dirty-ID", ...}
+    runs = [json.loads((store / where[s] / "manifest.json").read_text(encoding="utf-8"))["stats"]["warnings"]
+            for s in ("1", "2")]
+    line = next(w for w in runs[0] if "bad row" in w)
+    assert line.startswith("classify: test.tsv: 2 bad row(s) left out (empty_label 2") and all(line in r for r in runs)
+    assert f"in 2 of 2 seeds: {line}" in summary["stats"]["warnings"]
+    # every run's warning is there once, and nothing else
+    assert sorted(summary["stats"]["warnings"]) == sorted(seed_warnings(dict(enumerate(runs))))
+    assert main(["artifacts", "show", bad.name, "--out", str(store)]) == 0
+    assert f"  warning   in 2 of 2 seeds: {line}" in capsys.readouterr().out.splitlines()
+    assert not [w for w in json.loads((good / "manifest.json").read_text(encoding="utf-8"))["stats"].get("warnings", [])
+                if "bad row" in w]
+
+    # the counting: a line in one seed of two, a line twice in one run counted once, the seeds' order of first saying
+    assert seed_warnings({2: ["b", "a"], 1: ["a", "a"]}) == ["in 2 of 2 seeds: a", "in 1 of 2 seeds: b"]
+    assert seed_warnings({1: [], 2: []}) == []
