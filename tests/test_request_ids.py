@@ -104,6 +104,10 @@ def test_the_corpus_id_names_the_unicode_database_its_cleaning_reads(monkeypatch
     manifest._version.cache_clear()
 
 
+class Asked(Exception):
+    pass
+
+
 def test_the_probe_names_the_tokenizers_version_as_fine_tuning_does(tmp_path, monkeypatch):
     store = Store(tmp_path / "root")
     model = tmp_path / "hf"
@@ -112,8 +116,14 @@ def test_the_probe_names_the_tokenizers_version_as_fine_tuning_does(tmp_path, mo
     for f in ("train.txt", "test.txt"):
         (tmp_path / f).write_text("id\tdocument\tlabel\n1\t좋다\t1\n", encoding="utf-8")
     asked: list[Request] = []
-    monkeypatch.setattr(store, "build", lambda req, produce, force=False, **kw: asked.append(req))
-    stages.probe(store, str(model), tmp_path / "train.txt", tmp_path / "test.txt")
+
+    def build(req, produce, force=False, **kw):  # the request is all this test reads: nothing is built
+        asked.append(req)
+        raise Asked
+
+    monkeypatch.setattr(store, "build", build)
+    with pytest.raises(Asked):
+        stages.probe(store, str(model), tmp_path / "train.txt", tmp_path / "test.txt")
     assert "tokenizers" in asked[0].libraries and set(stages.LIBS_TORCH) <= set(asked[0].libraries)
 
 
