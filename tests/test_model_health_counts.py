@@ -126,6 +126,13 @@ def _run(examples, capsys, objective, *sets, quiet=False):
     return out.err, json.loads((art / "manifest.json").read_text(encoding="utf-8"))["stats"]["health"], lines, art
 
 
+def withdrawn_after_6(line: str) -> bool:
+    """The generator's step-6 warning withdrawn within the next few windows: at step 9 on an AVX-512 machine, at 12 on
+    an AVX2 one (the same seeds; float sums in another order move when the generator leaves uniform guessing)."""
+    m = re.fullmatch(r"\[kolectra\] pretrain: learning now \(step (\d+)\): the earlier warning no longer holds\.", line)
+    return m is not None and 6 < int(m[1]) <= 15
+
+
 def test_a_run_of_two_rows_a_step_judges_no_window_of_a_token_or_two_and_says_so(examples, capsys):
     """electra15, 60 steps of 2 rows at lr 5e-4, a line every 3 (the q12 run): it warned at step 9 on a window of
     1-2 original tokens (AUC 0.444) and ended not_learning on it. Now no window is judged, the progress lines say
@@ -136,8 +143,8 @@ def test_a_run_of_two_rows_a_step_judges_no_window_of_a_token_or_two_and_says_so
     warned = [ln for ln in err.splitlines() if "WARNING: this run" in ln]
     assert len(warned) == 1 and "(step 6): the generator has not left uniform guessing" in warned[0], warned
     # the generator's warning withdrawn, the discriminator's never made (before: warned at step 9, AUC 0.444)
-    assert [ln for ln in err.splitlines() if "learning now" in ln] == [
-        "[kolectra] pretrain: learning now (step 9): the earlier warning no longer holds."], err
+    [withdrawn] = [ln for ln in err.splitlines() if "learning now" in ln]
+    assert withdrawn_after_6(withdrawn), err
     assert "original token: not judged)" in err or "original tokens: not judged)" in err
     assert verdict["status"] == "unchecked" and verdict["reason"] == health.DISC_NOT_JUDGED, verdict
     assert "WARNING: training health unchecked: the discriminator was not judged at the end" in err
@@ -154,7 +161,7 @@ def test_under_quiet_a_warning_that_is_withdrawn_is_said_withdrawn(examples, cap
                         "train.lr=5e-4", quiet=True)
     said = [ln for ln in err.splitlines() if "pretrain:" in ln]
     assert "(step 6): the generator has not left uniform guessing" in said[0], err
-    assert said[1] == "[kolectra] pretrain: learning now (step 9): the earlier warning no longer holds.", err  # before: absent
+    assert withdrawn_after_6(said[1]), err  # before: absent
     assert not any(" 9/60 " in ln or "pretrain done" in ln for ln in err.splitlines()), err  # -q, still
 
 

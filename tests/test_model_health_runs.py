@@ -148,8 +148,12 @@ def test_a_warning_about_the_generator_alone_goes_once_the_generator_learns(exam
                     "train.log_every=3", "train.lr=5e-4")
     assert "(step 6): the generator has not left uniform guessing" in err, err
     events = _events(err)
-    assert events == [(6, "warned"), (9, "withdrawn"), (9, "warned")], err  # before: [(6, 'warned')], then (15, ...)
-    assert "learning now (step 9): the earlier warning about the generator no longer holds." in err
+    # before: [(6, 'warned')], then (15, ...); the generator's warning is withdrawn at step 9 on an AVX-512 machine,
+    # at 12 on an AVX2 one (the same seeds; float sums in another order), the discriminator's made at 9 on both
+    assert events[0] == (6, "warned") and (9, "warned") in events, err
+    [gone] = [step for step, what in events if what == "withdrawn"]
+    assert 6 < gone <= 12 and f"learning now (step {gone}): the earlier warning about the generator no longer holds" \
+        in err, err
     # before: said nowhere but the verdict; its loss (0.679 against the prior's 0.210) is worse than the prior,
     # which read "sits at the class prior" until that check was bounded to within 10 % of the prior's loss
     assert "(step 9): the discriminator has not learned even the share of replaced tokens (loss 0.679" in err

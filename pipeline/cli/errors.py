@@ -330,7 +330,10 @@ def _say(command: str, text: str) -> str:
     # read, credentials and all: they go (core/url_secrets.py), as from everything else the corpus records
     line = f"kolectra {command}: {shown(url_secrets.redacted(text), lines=True)}"
     try:
-        print(line, file=sys.stderr, flush=True)
+        # one write, newline included: print() writes the line and its newline apart where stderr is unbuffered
+        # (PYTHONUNBUFFERED), and the ranks of a torchrun job, sharing one stderr, ran their lines together
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
     except OSError as e:  # stderr's reader is gone (`2>&1 | tee`, tee stopped with it; a terminal hung up)
         if not streams.gone(e):
             raise
