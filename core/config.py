@@ -284,6 +284,18 @@ def _set(cfg: Any, path: list[str], raw: str, full_key: str) -> Any:
     return dataclasses.replace(cfg, **{head: _parse(raw, tp, full_key)})
 
 
+def flat_dict(config: dict, prefix: str = "") -> dict[str, Any]:
+    """A resolved config as a manifest keeps it (nested dicts) as dotted key -> value: what ``artifacts list``
+    and ``kolectra report`` compare and show (``train.steps``, ``objective.objective``)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            out.update(flat_dict(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
 def flat_keys(cfg: Any, prefix: str = "") -> dict[str, Any]:
     """Dotted key -> value, for printing and for naming differences between two configs."""
     out: dict[str, Any] = {}

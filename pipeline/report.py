@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from kolectra.core import folder_uploads, plot, scratch
+from kolectra.core.config import flat_dict
 from kolectra.core.jsonl import read_lines
 from kolectra.finetune.files import scored_file_losses  # torch-free
 from kolectra.pipeline import overlap
@@ -267,14 +268,9 @@ RECIPE = (("preset", "preset"), ("objective", "objective.objective"), ("steps", 
 
 def recipe_table(a: Artifact) -> list[str]:
     """A checkpoint's pretraining recipe, the keys a comparison of two turns on, and the tokens it saw."""
-    def get(config: object, dotted: str) -> object:
-        for part in dotted.split("."):
-            config = config.get(part) if isinstance(config, dict) else None
-        return config
-
-    config, stats = a.manifest.get("config") or {}, a.manifest.get("stats") or {}
+    config, stats = flat_dict(a.manifest.get("config") or {}), a.manifest.get("stats") or {}
     rows = [[label, f"{v:g}" if isinstance(v, float) else v]  # lr 1e-05 is not 0.0000
-            for label, key in RECIPE if (v := get(config, key)) is not None and not isinstance(v, dict)]
+            for label, key in RECIPE if (v := config.get(key)) is not None]
     rows += [[label, stats[key]] for label, key in (("sequence length", "max_seq_length"),
                                                     ("tokens seen (non-padding)", "nonpad_tokens_seen"))
              if isinstance(stats.get(key), (int, float))]

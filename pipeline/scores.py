@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from kolectra.core import storage, store_objects
-from kolectra.core.config import ConfigError
+from kolectra.core.config import ConfigError, flat_dict
 from kolectra.core.shown import shown
 from kolectra.core.stage import warn
 from kolectra.finetune.files import scored_file_losses  # torch-free
@@ -400,13 +400,7 @@ def mark_settings(cells: dict[tuple[str, str], tuple[str, Artifact]], notes: dic
     """A column whose models were fine-tuned with different settings (``--set epochs=2`` beside the preset's 5, another
     lr or preset) says each score's values of those keys beside it and warns: a difference across its rows is then
     not the models' alone. Before 2026-12-02 nothing said so."""
-    def flat(config: dict, prefix: str = "") -> dict[str, object]:
-        out: dict[str, object] = {}
-        for k, v in config.items():
-            out |= flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v}
-        return out
-
-    configs = {key: {k: v for k, v in flat(a.manifest.get("config") or {}).items() if k not in SAME_RECIPE_EXCEPT}
+    configs = {key: {k: v for k, v in flat_dict(a.manifest.get("config") or {}).items() if k not in SAME_RECIPE_EXCEPT}
                for key, (_, a) in cells.items()}
     for column in dict.fromkeys(c for _, c in cells):
         keys = [k for k in cells if k[1] == column]

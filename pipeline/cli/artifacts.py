@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from kolectra.core import storage, streams
+from kolectra.core.config import flat_dict
 from kolectra.core.shown import shown, shown_json
 from kolectra.core.stage import size_text
 from kolectra.core.words import reasons
@@ -101,16 +102,6 @@ def _days(text: str) -> float:
 
 
 # ---- list ---------------------------------------------------------------------------------------
-def flat(config: dict, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in config.items():
-        if isinstance(v, dict):
-            out.update(flat(v, f"{prefix}{k}."))
-        else:
-            out[prefix + k] = v
-    return out
-
-
 def origins(a: Artifact) -> str:
     """Parents as kind:name-idprefix, else the raw inputs' file names."""
     refs = a.manifest.get("parent_refs") or [{"id": p} for p in a.parents]
@@ -132,7 +123,7 @@ def described(a: Artifact) -> dict[str, object]:
              for i, r in enumerate(m.get("inputs", []))}
     if "inputs_file" in m:
         named["inputs_file"] = f"{m['inputs_count']} inputs@{m['inputs_file']['sha256'][:8]}"
-    return {**flat(m.get("config", {})), "stage_version": m.get("stage_version"), **named}
+    return {**flat_dict(m.get("config", {})), "stage_version": m.get("stage_version"), **named}
 
 
 def settings(a: Artifact, differing: list[str]) -> str:
